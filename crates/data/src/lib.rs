@@ -1,6 +1,29 @@
-//! towers-data: the threaded input pipeline of burn-towers.
+//! towers-data: the threaded input pipeline of burn-towers, in the shape of TF 1.x queues.
+//!
+//! - [`Queue`]: bounded blocking FIFO / shuffle queues with close and cancel.
+//! - [`Coordinator`] and [`QueueRunner`]: threads that stop together and report the first error.
+//! - [`Pipeline`]: record cursor -> reader threads -> example queue -> batcher -> prefetch queue.
+//! - [`RecordFormat`] readers ([`cifar10`]) and [`transforms`] (the TF image ops).
+//! - [`HostBatch`]: the output, split across devices and uploaded slice by slice.
+
 mod batch;
+pub mod cifar10;
+mod coordinator;
 mod error;
+mod format;
+mod image;
+mod ordered_gate;
+mod pipeline;
+mod queue;
+mod queue_runner;
+mod record_cursor;
+pub mod transforms;
 
 pub use batch::{BatchSlice, HostBatch, split_sizes};
+pub use coordinator::{CoordinatedThread, Coordinator};
 pub use error::{Error, Result};
+pub use format::{Example, RecordFormat, RecordSpan};
+pub use image::Image;
+pub use pipeline::{FinalBatch, Pipeline, PipelineConfig, QueueFill, ShuffleConfig};
+pub use queue::{Queue, QueueError};
+pub use queue_runner::QueueRunner;

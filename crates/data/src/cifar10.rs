@@ -1,0 +1,299 @@
+//! CIFAR-10 in its binary layout (`cifar-10-batches-bin`): files of 3073-byte records, each one
+//! label byte then the 32x32 image as three planes (R, G, B) of 1024 bytes.
+
+use std::path::{Path, PathBuf};
+
+use rand::{RngExt, SeedableRng};
+
+use crate::error::{Error, Result};
+use crate::format::{Example, RecordFormat, RecordSpan};
+use crate::image::Image;
+use crate::transforms::Rng;
+
+/// Side of a CIFAR-10 image.
+pub const IMAGE_SIZE: usize = 32;
+/// Classes in CIFAR-10.
+pub const NUM_CLASSES: usize = 10;
+/// Bytes in one record: the label byte and 3 planes of 32x32.
+pub const RECORD_BYTES: usize = 1 + 3 * IMAGE_SIZE * IMAGE_SIZE;
+/// Training files of the binary layout.
+pub const TRAIN_FILES: [&str; 5] = [
+    "data_batch_1.bin",
+    "data_batch_2.bin",
+    "data_batch_3.bin",
+    "data_batch_4.bin",
+    "data_batch_5.bin",
+];
+/// The test file of the binary layout.
+pub const TEST_FILE: &str = "test_batch.bin";
+
+/// Reads CIFAR-10 binary records; images come out 32x32x3 with values 0..=255.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cifar10Format;
+
+impl RecordFormat for Cifar10Format {
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
+        let size = std::fs::metadata(path)
+            .map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len();
+        let record = RECORD_BYTES as u64;
+        if size == 0 || size % record != 0 {
+            return Err(Error::File {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "size {size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR-10 \
+                     records (truncated after record {}?)",
+                    size / record
+                ),
+            });
+        }
+        Ok((0..size / record)
+            .map(|i| RecordSpan {
+                offset: i * record,
+                len: RECORD_BYTES,
+            })
+            .collect())
+    }
+
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
+        let bad = |reason: String| Error::Record {
+            path: path.to_path_buf(),
+            record,
+            reason,
+        };
+        if bytes.len() != RECORD_BYTES {
+            return Err(bad(format!("{} bytes, expected {RECORD_BYTES}", bytes.len())));
+        }
+        let label = bytes[0];
+        if label as usize >= NUM_CLASSES {
+            return Err(bad(format!("label {label} out of range 0..{NUM_CLASSES}")));
+        }
+        let planes: Vec<f32> = bytes[1..].iter().map(|&b| b as f32).collect();
+        Ok(Example {
+            image: Image::from_chw(&planes, 3, IMAGE_SIZE, IMAGE_SIZE),
+            label: label as i64,
+        })
+    }
+}
+
+/// The five training files of `dir` (a `cifar-10-batches-bin` folder), checked to exist.
+pub fn train_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    existing_files(dir, &TRAIN_FILES)
+}
+
+/// The test file of `dir`, checked to exist.
+pub fn test_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    existing_files(dir, &[TEST_FILE])
+}
+
+fn existing_files(dir: &Path, names: &[&str]) -> Result<Vec<PathBuf>> {
+    if !dir.is_dir() {
+        return Err(Error::File {
+            path: dir.to_path_buf(),
+            reason: "no such directory (expected the cifar-10-batches-bin folder)".into(),
+        });
+    }
+    names
+        .iter()
+        .map(|name| {
+            let path = dir.join(name);
+            if path.is_file() {
+                Ok(path)
+            } else {
+                Err(Error::File {
+                    path,
+                    reason: "missing: not the cifar-10-batches-bin layout".into(),
+                })
+            }
+        })
+        .collect()
+}
+
+/// Encodes one record: the label byte, then the image's R, G and B planes.
+///
+/// # Panics
+/// If `image` is not 32x32x3 or `label` is not a byte.
+pub fn encode_record(image: &Image, label: u8) -> Vec<u8> {
+    assert_eq!(image.shape(), [IMAGE_SIZE, IMAGE_SIZE, 3], "CIFAR-10 images are 32x32x3");
+    let mut out = Vec::with_capacity(RECORD_BYTES);
+    out.push(label);
+    out.extend(image.clone().into_chw().iter().map(|v| v.round().clamp(0.0, 255.0) as u8));
+    out
+}
+
+/// A synthetic image of class `label` (0..10) that a network can learn to tell apart after the
+/// CIFAR-10 training distortions: a class colour (hue `label * 36` degrees) and stripes whose
+/// orientation and period depend on the class, under per-image noise and brightness.
+pub fn synthetic_image(label: usize, rng: &mut Rng) -> Image {
+    let hue = label as f32 * 36.0;
+    let color = hsv_to_rgb(hue, 0.6, 0.6);
+    let vertical = label % 2 == 1;
+    let period = 2.0 + (label / 2) as f32 * 1.5;
+    let brightness = rng.random_range(-30.0f32..=30.0);
+    let phase = rng.random_range(0.0f32..std::f32::consts::TAU);
+    let mut data = Vec::with_capacity(IMAGE_SIZE * IMAGE_SIZE * 3);
+    for y in 0..IMAGE_SIZE {
+        for x in 0..IMAGE_SIZE {
+            let t = if vertical { x } else { y } as f32;
+            let stripe = 40.0 * (t * std::f32::consts::TAU / period + phase).sin();
+            for c in color {
+                let noise = rng.random_range(-25.0f32..=25.0);
+                data.push((c * 255.0 + stripe + brightness + noise).clamp(0.0, 255.0));
+            }
+        }
+    }
+    Image::from_hwc(data, IMAGE_SIZE, IMAGE_SIZE, 3)
+}
+
+fn hsv_to_rgb(hue: f32, saturation: f32, value: f32) -> [f32; 3] {
+    let c = value * saturation;
+    let h = hue / 60.0;
+    let x = c * (1.0 - (h % 2.0 - 1.0).abs());
+    let (r, g, b) = match h as u32 {
+        0 => (c, x, 0.0),
+        1 => (x, c, 0.0),
+        2 => (0.0, c, x),
+        3 => (0.0, x, c),
+        4 => (x, 0.0, c),
+        _ => (c, 0.0, x),
+    };
+    let m = value - c;
+    [r + m, g + m, b + m]
+}
+
+/// Writes a synthetic dataset in the CIFAR-10 binary layout into `dir`: the five training
+/// files with `train_per_file` records each and `test_batch.bin` with `test` records, classes
+/// in turn. Same `seed`, same bytes.
+pub fn write_synthetic(dir: &Path, train_per_file: usize, test: usize, seed: u64) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut rng = Rng::seed_from_u64(seed);
+    let counts = TRAIN_FILES.iter().map(|n| (*n, train_per_file)).chain([(TEST_FILE, test)]);
+    for (name, count) in counts {
+        let bytes: Vec<u8> = (0..count)
+            .flat_map(|i| {
+                let label = i % NUM_CLASSES;
+                encode_record(&synthetic_image(label, &mut rng), label as u8)
+            })
+            .collect();
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).map_err(|source| Error::Io { path, source })?;
+    }
+    Ok(())
+}
+
+/// A synthetic CIFAR-10 dataset in a temporary directory, deleted on drop: the built-in data
+/// of the examples and tests, read back through the real reader.
+#[derive(Debug)]
+pub struct BuiltinCifar10 {
+    dir: tempfile::TempDir,
+}
+
+impl BuiltinCifar10 {
+    /// Writes `train_per_file` records into each training file and `test` into the test file.
+    pub fn create(train_per_file: usize, test: usize, seed: u64) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("towers-cifar10-")
+            .tempdir()
+            .map_err(|source| Error::Io {
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        write_synthetic(dir.path(), train_per_file, test, seed)?;
+        Ok(Self { dir })
+    }
+
+    /// The `cifar-10-batches-bin`-style folder.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hand-built record: label 7, R plane all 1, G plane 2, B plane counting 0..=255.
+    fn hand_record() -> Vec<u8> {
+        let mut r = vec![7u8];
+        r.extend(std::iter::repeat_n(1u8, 1024));
+        r.extend(std::iter::repeat_n(2u8, 1024));
+        r.extend((0..1024).map(|i| (i % 256) as u8));
+        r
+    }
+
+    #[test]
+    fn decodes_a_hand_built_record() {
+        let ex = Cifar10Format.decode(Path::new("x.bin"), 0, &hand_record()).unwrap();
+        assert_eq!(ex.label, 7);
+        assert_eq!(ex.image.shape(), [32, 32, 3]);
+        // Pixel (row 1, col 3) is plane index 35.
+        assert_eq!([ex.image.get(1, 3, 0), ex.image.get(1, 3, 1), ex.image.get(1, 3, 2)], [1.0, 2.0, 35.0]);
+    }
+
+    #[test]
+    fn encode_is_the_inverse_of_decode() {
+        let rec = hand_record();
+        let ex = Cifar10Format.decode(Path::new("x.bin"), 0, &rec).unwrap();
+        assert_eq!(encode_record(&ex.image, ex.label as u8), rec);
+    }
+
+    #[test]
+    fn label_out_of_range_names_file_and_record() {
+        let mut rec = hand_record();
+        rec[0] = 10;
+        let err = Cifar10Format.decode(Path::new("data_batch_2.bin"), 41, &rec).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("data_batch_2.bin") && msg.contains("record 41") && msg.contains("label 10"), "{msg}");
+    }
+
+    #[test]
+    fn truncated_file_is_rejected_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data_batch_1.bin");
+        let mut bytes = hand_record();
+        bytes.extend(&hand_record()[..100]);
+        std::fs::write(&path, bytes).unwrap();
+        let msg = Cifar10Format.index(&path).unwrap_err().to_string();
+        assert!(msg.contains("data_batch_1.bin") && msg.contains("after record 1"), "{msg}");
+    }
+
+    #[test]
+    fn index_lists_every_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.bin");
+        std::fs::write(&path, [hand_record(), hand_record(), hand_record()].concat()).unwrap();
+        let spans = Cifar10Format.index(&path).unwrap();
+        assert_eq!(spans.len(), 3);
+        assert_eq!(spans[2], RecordSpan { offset: 2 * RECORD_BYTES as u64, len: RECORD_BYTES });
+    }
+
+    #[test]
+    fn missing_directory_and_files_are_named() {
+        let msg = train_files(Path::new("/no/such/cifar")).unwrap_err().to_string();
+        assert!(msg.contains("/no/such/cifar") && msg.contains("no such directory"), "{msg}");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("data_batch_1.bin"), hand_record()).unwrap();
+        let msg = train_files(dir.path()).unwrap_err().to_string();
+        assert!(msg.contains("data_batch_2.bin") && msg.contains("missing"), "{msg}");
+    }
+
+    #[test]
+    fn synthetic_dataset_is_reproducible_and_labelled_in_turn() {
+        let a = BuiltinCifar10::create(20, 10, 5).unwrap();
+        let b = BuiltinCifar10::create(20, 10, 5).unwrap();
+        let files = train_files(a.dir()).unwrap();
+        assert_eq!(files.len(), 5);
+        let bytes = std::fs::read(&files[0]).unwrap();
+        assert_eq!(bytes, std::fs::read(b.dir().join(TRAIN_FILES[0])).unwrap());
+        assert_eq!(bytes.len(), 20 * RECORD_BYTES);
+        let labels: Vec<u8> = bytes.chunks(RECORD_BYTES).map(|r| r[0]).collect();
+        assert_eq!(&labels[..12], &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1]);
+        assert_eq!(std::fs::metadata(test_files(a.dir()).unwrap()[0].clone()).unwrap().len(), 10 * RECORD_BYTES as u64);
+    }
+}

@@ -1,0 +1,40 @@
+//! [`RecordFormat`]: how a dataset file splits into records and how one record decodes.
+//!
+//! The pipeline reads any format through this trait: it asks for the spans of a file's
+//! records once (checking the file's framing up front), then reader threads fetch and decode
+//! single records in parallel.
+
+use std::path::Path;
+
+use crate::error::Result;
+use crate::image::Image;
+
+/// Where one record lies in its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSpan {
+    /// Byte offset of the record's first byte.
+    pub offset: u64,
+    /// Bytes to read.
+    pub len: usize,
+}
+
+/// One decoded example: an image and its class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Example {
+    /// The decoded image, before any transform.
+    pub image: Image,
+    /// The class id.
+    pub label: i64,
+}
+
+/// A dataset file format.
+pub trait RecordFormat: Send + Sync {
+    /// The spans of every record of `path`, in file order. A file whose framing is wrong
+    /// (truncated, wrong size, bad header) is an error naming the file and, where it applies,
+    /// the record.
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>>;
+
+    /// Decodes record number `record` of `path` from its bytes. Bad content (corrupt image,
+    /// label out of range) is an error naming the file and the record.
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example>;
+}

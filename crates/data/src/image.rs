@@ -1,0 +1,108 @@
+//! [`Image`]: one decoded image in host memory, the unit every transform works on.
+
+/// An `f32` image in HWC order (height, width, channels), as TF's image ops see it.
+///
+/// Values keep whatever scale the reader produced (CIFAR-10: 0..=255) until a transform
+/// changes it. [`Image::into_chw`] gives the CHW layout Burn's convolutions take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Image {
+    data: Vec<f32>,
+    height: usize,
+    width: usize,
+    channels: usize,
+}
+
+impl Image {
+    /// An image from HWC data.
+    ///
+    /// # Panics
+    /// If `data.len() != height * width * channels`.
+    pub fn from_hwc(data: Vec<f32>, height: usize, width: usize, channels: usize) -> Self {
+        assert_eq!(
+            data.len(),
+            height * width * channels,
+            "image data of {} values for {height}x{width}x{channels}",
+            data.len()
+        );
+        Self {
+            data,
+            height,
+            width,
+            channels,
+        }
+    }
+
+    /// An image from CHW (planar) data, e.g. a CIFAR-10 record's R, G and B planes.
+    pub fn from_chw(planes: &[f32], channels: usize, height: usize, width: usize) -> Self {
+        let plane = height * width;
+        assert_eq!(planes.len(), channels * plane, "CHW data size mismatch");
+        let mut data = Vec::with_capacity(planes.len());
+        for i in 0..plane {
+            data.extend((0..channels).map(|c| planes[c * plane + i]));
+        }
+        Self::from_hwc(data, height, width, channels)
+    }
+
+    /// Height in pixels.
+    pub fn height(&self) -> usize {
+        self.height
+    }
+
+    /// Width in pixels.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Channels per pixel.
+    pub fn channels(&self) -> usize {
+        self.channels
+    }
+
+    /// `[height, width, channels]`.
+    pub fn shape(&self) -> [usize; 3] {
+        [self.height, self.width, self.channels]
+    }
+
+    /// The HWC values.
+    pub fn data(&self) -> &[f32] {
+        &self.data
+    }
+
+    /// The HWC values, mutable.
+    pub fn data_mut(&mut self) -> &mut [f32] {
+        &mut self.data
+    }
+
+    /// The value at row `y`, column `x`, channel `c`.
+    pub fn get(&self, y: usize, x: usize, c: usize) -> f32 {
+        self.data[(y * self.width + x) * self.channels + c]
+    }
+
+    /// The values in CHW order, the layout of a Burn image tensor.
+    pub fn into_chw(self) -> Vec<f32> {
+        let plane = self.height * self.width;
+        let mut out = vec![0.0; self.data.len()];
+        for (i, pixel) in self.data.chunks_exact(self.channels).enumerate() {
+            for (c, &v) in pixel.iter().enumerate() {
+                out[c * plane + i] = v;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chw_round_trip() {
+        // 2 channels of 2x3: channel 0 = 0..6, channel 1 = 10..16
+        let planes: Vec<f32> = (0..6).chain(10..16).map(|v| v as f32).collect();
+        let img = Image::from_chw(&planes, 2, 2, 3);
+        assert_eq!(img.get(1, 2, 0), 5.0);
+        assert_eq!(img.get(1, 2, 1), 15.0);
+        assert_eq!(&img.data()[..4], &[0.0, 10.0, 1.0, 11.0]);
+        assert_eq!(img.into_chw(), planes);
+    }
+}

@@ -1,0 +1,438 @@
+//! [`Pipeline`]: files in, host batches out, on threads (TF's `shuffle_batch_join` family).
+//!
+//! ```text
+//! record cursor (files x epochs, seeded)           shared, under a lock
+//!   -> R reader threads: read -> decode -> transform
+//!   -> ordered gate (deterministic mode)            records enter the queue in cursor order
+//!   -> example queue (shuffle or FIFO)
+//!   -> batcher thread: dequeue_many(B) -> HostBatch
+//!   -> batch queue (prefetch depth k)
+//!   -> Pipeline::next_batch
+//! ```
+//!
+//! The TF shapes map onto [`PipelineConfig`]: `shuffle_batch_join` is [`PipelineConfig::train`]
+//! (shuffle queue, R readers); `batch_join` is the same with `shuffle: None`; `batch` is one
+//! reader. [`PipelineConfig::eval`] reads every example exactly once, in file order, and keeps
+//! the last partial batch.
+//!
+//! Reproducibility: with `deterministic` on (the default), the batches depend only on the
+//! files, the config and the seed, not on the number of reader threads nor on thread timing:
+//! each record's distortions are seeded by its sequence number, records enter the example
+//! queue in sequence order, and the shuffle queue's picks depend only on that order.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::SeedableRng;
+
+use crate::batch::HostBatch;
+use crate::coordinator::{CoordinatedThread, Coordinator};
+use crate::error::{Error, Result};
+use crate::format::RecordFormat;
+use crate::ordered_gate::OrderedGate;
+use crate::queue::{Queue, QueueError};
+use crate::queue_runner::QueueRunner;
+use crate::record_cursor::{CursorOrder, RecordCursor, WorkItem};
+use crate::transforms::{Rng, Transform};
+
+/// The shuffling example queue's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShuffleConfig {
+    /// Most examples held.
+    pub capacity: usize,
+    /// Examples kept back for mixing until the input ends (TF's `min_after_dequeue`).
+    pub min_after_dequeue: usize,
+}
+
+/// What to do with the examples left over at the end of the last epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinalBatch {
+    /// Drop them: every batch has exactly `batch_size` examples.
+    Drop,
+    /// Emit them as one smaller batch.
+    Keep,
+}
+
+/// How a [`Pipeline`] reads, mixes and batches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PipelineConfig {
+    /// Examples per batch (the global batch, before any split across devices).
+    pub batch_size: usize,
+    /// Reader threads (TF `num_readers`): each reads, decodes and transforms records.
+    pub reader_threads: usize,
+    /// `Some`: a shuffle queue; `None`: a FIFO queue of `fifo_capacity` examples.
+    pub shuffle: Option<ShuffleConfig>,
+    /// Capacity of the example queue when it is FIFO.
+    pub fifo_capacity: usize,
+    /// Passes over the files; `None` runs until stopped.
+    pub num_epochs: Option<usize>,
+    /// Shuffle the file order each epoch.
+    pub shuffle_files: bool,
+    /// Batches prepared ahead of the consumer (the batch queue's capacity).
+    pub prefetch: usize,
+    /// Seed of file order, distortions and shuffling.
+    pub seed: u64,
+    /// Same batches on every run whatever the thread count and timing; `false` lets readers
+    /// enqueue as soon as they finish.
+    pub deterministic: bool,
+    /// The last, smaller batch of a finite run.
+    pub final_batch: FinalBatch,
+    /// How long [`Pipeline::stop`] waits for threads after the stop request.
+    pub join_grace: Duration,
+}
+
+impl PipelineConfig {
+    /// Training: endless epochs, files shuffled, a shuffle queue keeping
+    /// `min_after_dequeue` = 10 batches back with room for 3 more (TF's
+    /// `capacity = min_after_dequeue + 3 * batch_size`), 4 readers, 2 batches prefetched.
+    pub fn train(batch_size: usize) -> Self {
+        let min_after_dequeue = 10 * batch_size;
+        Self {
+            batch_size,
+            reader_threads: 4,
+            shuffle: Some(ShuffleConfig {
+                capacity: min_after_dequeue + 3 * batch_size,
+                min_after_dequeue,
+            }),
+            fifo_capacity: 3 * batch_size,
+            num_epochs: None,
+            shuffle_files: true,
+            prefetch: 2,
+            seed: 0,
+            deterministic: true,
+            final_batch: FinalBatch::Drop,
+            join_grace: Duration::from_secs(10),
+        }
+    }
+
+    /// Evaluation: one epoch, files in order, FIFO, every example exactly once, the last
+    /// partial batch kept.
+    pub fn eval(batch_size: usize) -> Self {
+        Self {
+            shuffle: None,
+            num_epochs: Some(1),
+            shuffle_files: false,
+            final_batch: FinalBatch::Keep,
+            ..Self::train(batch_size)
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let fail = |m: String| Err(Error::Config(m));
+        if self.batch_size == 0 || self.reader_threads == 0 || self.prefetch == 0 {
+            return fail(format!(
+                "batch_size ({}), reader_threads ({}) and prefetch ({}) must be at least 1",
+                self.batch_size, self.reader_threads, self.prefetch
+            ));
+        }
+        match self.shuffle {
+            Some(s) if s.capacity < s.min_after_dequeue + self.batch_size => fail(format!(
+                "shuffle capacity {} must hold min_after_dequeue {} plus a batch of {}",
+                s.capacity, s.min_after_dequeue, self.batch_size
+            )),
+            None if self.fifo_capacity < self.batch_size => fail(format!(
+                "fifo_capacity {} is smaller than a batch of {}",
+                self.fifo_capacity, self.batch_size
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One transformed example on its way to the batcher.
+struct Sample {
+    chw: Vec<f32>,
+    shape: [usize; 3],
+    label: i64,
+    file: usize,
+    record: usize,
+}
+
+/// How full the pipeline's queues are, each from 0.0 to 1.0. An example queue that stays near
+/// empty while training means the input is starving the devices.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueueFill {
+    /// The example queue.
+    pub examples: f32,
+    /// The batch (prefetch) queue.
+    pub batches: f32,
+}
+
+/// A running input pipeline. Dropping it stops and joins its threads.
+pub struct Pipeline {
+    coord: Coordinator,
+    threads: Vec<CoordinatedThread>,
+    examples: Arc<Queue<Sample>>,
+    batches: Arc<Queue<HostBatch>>,
+    join_grace: Duration,
+    finished: bool,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("threads", &self.threads.len())
+            .field("fill", &self.fill())
+            .field("finished", &self.finished)
+            .finish()
+    }
+}
+
+impl Pipeline {
+    /// Starts reading `files` in `format`, transforming each image with `transform`.
+    pub fn start(
+        config: PipelineConfig,
+        format: Arc<dyn RecordFormat>,
+        files: Vec<PathBuf>,
+        transform: Arc<dyn Transform>,
+    ) -> Result<Self> {
+        config.validate()?;
+        if files.is_empty() {
+            return Err(Error::Config("no input files".into()));
+        }
+        let coord = Coordinator::new();
+        let cursor = Arc::new(RecordCursor::new(
+            Arc::new(files),
+            Arc::clone(&format),
+            CursorOrder {
+                num_epochs: config.num_epochs,
+                shuffle_files: config.shuffle_files,
+                seed: config.seed,
+            },
+        ));
+        let examples = Arc::new(match config.shuffle {
+            Some(s) => Queue::shuffle(s.capacity, s.min_after_dequeue, config.seed),
+            None => Queue::fifo(config.fifo_capacity),
+        });
+        let batches = Arc::new(Queue::fifo(config.prefetch));
+        let gate = config.deterministic.then(|| Arc::new(OrderedGate::default()));
+        if let Some(gate) = &gate {
+            let gate = Arc::clone(gate);
+            coord.on_stop(move || gate.cancel());
+        }
+
+        let reader = Reader {
+            cursor,
+            format,
+            transform,
+            gate,
+            seed: config.seed,
+        };
+        let mut threads = QueueRunner::new(Arc::clone(&examples), config.reader_threads).start(
+            &coord,
+            "reader",
+            move |_, queue| reader.run(queue),
+        );
+        let batcher = Batcher {
+            examples: Arc::clone(&examples),
+            batch_size: config.batch_size,
+            final_batch: config.final_batch,
+        };
+        threads.extend(
+            QueueRunner::new(Arc::clone(&batches), 1).start(&coord, "batcher", move |_, queue| {
+                batcher.run(queue)
+            }),
+        );
+        Ok(Self {
+            coord,
+            threads,
+            examples,
+            batches,
+            join_grace: config.join_grace,
+            finished: false,
+        })
+    }
+
+    /// The next batch, blocking until it is ready. `Ok(None)` at the end of a finite input
+    /// (or after a clean stop); the first error of any pipeline thread otherwise, after which
+    /// every thread has been joined.
+    pub fn next_batch(&mut self) -> Result<Option<HostBatch>> {
+        if self.finished {
+            return Ok(None);
+        }
+        match self.batches.dequeue() {
+            Ok(batch) => Ok(Some(batch)),
+            Err(_) => self.finish().map(|()| None),
+        }
+    }
+
+    /// How full the queues are now.
+    pub fn fill(&self) -> QueueFill {
+        QueueFill {
+            examples: self.examples.fill(),
+            batches: self.batches.fill(),
+        }
+    }
+
+    /// The coordinator of the pipeline's threads: a trainer can share it to stop the
+    /// pipeline (e.g. on Ctrl-C) or to check whether it stopped.
+    pub fn coordinator(&self) -> &Coordinator {
+        &self.coord
+    }
+
+    /// Stops every thread and joins them; returns the first error any of them had.
+    pub fn stop(mut self) -> Result<()> {
+        self.coord.request_stop();
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        self.finished = true;
+        // Threads that end on their own (end of input) need no stop; a stop requested here
+        // wakes any that are blocked, so join never waits on them for more than the grace.
+        if !self.examples.is_closed() || !self.batches.is_closed() {
+            self.coord.request_stop();
+        }
+        self.coord.join(std::mem::take(&mut self.threads), self.join_grace)
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.coord.request_stop();
+        // Errors were the consumer's to collect through next_batch or stop.
+        let _ = self.finish();
+    }
+}
+
+impl Iterator for Pipeline {
+    type Item = Result<HostBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_batch().transpose()
+    }
+}
+
+/// What every reader thread runs.
+struct Reader {
+    cursor: Arc<RecordCursor>,
+    format: Arc<dyn RecordFormat>,
+    transform: Arc<dyn Transform>,
+    gate: Option<Arc<OrderedGate>>,
+    seed: u64,
+}
+
+impl Reader {
+    fn run(&self, queue: &Queue<Sample>) -> Result<()> {
+        let mut open: Option<(usize, File)> = None;
+        let mut bytes = Vec::new();
+        while let Some(item) = self.cursor.next()? {
+            self.read(&item, &mut open, &mut bytes)?;
+            let path = self.cursor.path(item.file);
+            let example = self.format.decode(path, item.record, &bytes)?;
+            let mut rng = example_rng(self.seed, item.seq);
+            let image = self
+                .transform
+                .apply(example.image, &mut rng)
+                .map_err(|reason| Error::Record {
+                    path: path.clone(),
+                    record: item.record,
+                    reason,
+                })?;
+            let sample = Sample {
+                shape: [image.channels(), image.height(), image.width()],
+                chw: image.into_chw(),
+                label: example.label,
+                file: item.file,
+                record: item.record,
+            };
+            match &self.gate {
+                Some(gate) => gate.pass(item.seq, || queue.enqueue(sample))?,
+                None => queue.enqueue(sample),
+            }
+            .map_err(|_| Error::Cancelled)?;
+        }
+        Ok(())
+    }
+
+    /// Reads `item`'s bytes into `bytes`, reusing the open file when it is the same one.
+    fn read(&self, item: &WorkItem, open: &mut Option<(usize, File)>, bytes: &mut Vec<u8>) -> Result<()> {
+        let path = self.cursor.path(item.file);
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        if open.as_ref().is_none_or(|(f, _)| *f != item.file) {
+            *open = Some((item.file, File::open(path).map_err(io)?));
+        }
+        let (_, file) = open.as_mut().expect("opened above");
+        file.seek(SeekFrom::Start(item.span.offset)).map_err(io)?;
+        bytes.resize(item.span.len, 0);
+        file.read_exact(bytes).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => Error::Record {
+                path: path.clone(),
+                record: item.record,
+                reason: format!(
+                    "truncated: {} bytes expected at offset {}",
+                    item.span.len, item.span.offset
+                ),
+            },
+            _ => io(e),
+        })
+    }
+}
+
+/// The generator of the record numbered `seq`: a function of the seed and the number only.
+fn example_rng(seed: u64, seq: u64) -> Rng {
+    // seed_from_u64 runs SplitMix64 over its input; mixing the seed first keeps (seed, seq)
+    // and (seq, seed) apart.
+    Rng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) ^ seq)
+}
+
+/// What the batcher thread runs: groups examples into host batches.
+struct Batcher {
+    examples: Arc<Queue<Sample>>,
+    batch_size: usize,
+    final_batch: FinalBatch,
+}
+
+impl Batcher {
+    fn run(&self, batches: &Queue<HostBatch>) -> Result<()> {
+        loop {
+            let taken = match self.final_batch {
+                FinalBatch::Drop => self.examples.dequeue_many(self.batch_size),
+                FinalBatch::Keep => self.examples.dequeue_up_to(self.batch_size),
+            };
+            let samples = match taken {
+                Ok(samples) => samples,
+                Err(QueueError::Closed) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            };
+            let batch = self.assemble(samples)?;
+            batches.enqueue(batch).map_err(|_| Error::Cancelled)?;
+        }
+    }
+
+    fn assemble(&self, samples: Vec<Sample>) -> Result<HostBatch> {
+        let shape = samples[0].shape;
+        let mut images = Vec::with_capacity(samples.len() * shape.iter().product::<usize>());
+        let mut labels = Vec::with_capacity(samples.len());
+        for sample in samples {
+            if sample.shape != shape {
+                return Err(Error::Config(format!(
+                    "file #{} record {}: image shape {:?} (CHW) differs from the batch's {shape:?}; \
+                     the transform must give every image the same size",
+                    sample.file, sample.record, sample.shape
+                )));
+            }
+            images.extend_from_slice(&sample.chw);
+            labels.push(sample.label);
+        }
+        Ok(HostBatch::new(images, labels, shape))
+    }
+}
+
+impl From<QueueError> for Error {
+    fn from(e: QueueError) -> Self {
+        match e {
+            QueueError::Closed | QueueError::Cancelled => Error::Cancelled,
+            QueueError::Unsatisfiable { .. } => Error::Config(e.to_string()),
+        }
+    }
+}

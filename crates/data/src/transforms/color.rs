@@ -1,0 +1,62 @@
+//! Brightness and contrast (`tf.image.adjust_brightness`, `adjust_contrast`, and their
+//! `random_` forms).
+
+use rand::RngExt;
+
+use super::Rng;
+use crate::image::Image;
+
+/// Adds `delta` to every value.
+pub fn adjust_brightness(mut image: Image, delta: f32) -> Image {
+    image.data_mut().iter_mut().for_each(|v| *v += delta);
+    image
+}
+
+/// Adds a delta drawn uniformly from `[-max_delta, max_delta]`.
+pub fn random_brightness(image: Image, max_delta: f32, rng: &mut Rng) -> Image {
+    let delta = rng.random_range(-max_delta..=max_delta);
+    adjust_brightness(image, delta)
+}
+
+/// Scales each channel's distance from that channel's mean by `factor`:
+/// `(x - mean) * factor + mean`, the mean taken over the image's pixels.
+pub fn adjust_contrast(mut image: Image, factor: f32) -> Image {
+    let c = image.channels();
+    let pixels = (image.height() * image.width()) as f32;
+    let mut means = vec![0.0f32; c];
+    for pixel in image.data().chunks_exact(c) {
+        means.iter_mut().zip(pixel).for_each(|(m, v)| *m += v);
+    }
+    means.iter_mut().for_each(|m| *m /= pixels);
+    for pixel in image.data_mut().chunks_exact_mut(c) {
+        for (v, m) in pixel.iter_mut().zip(&means) {
+            *v = (*v - m) * factor + m;
+        }
+    }
+    image
+}
+
+/// Adjusts contrast by a factor drawn uniformly from `[lower, upper]`.
+pub fn random_contrast(image: Image, lower: f32, upper: f32, rng: &mut Rng) -> Image {
+    let factor = rng.random_range(lower..=upper);
+    adjust_contrast(image, factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brightness_adds_delta() {
+        let img = Image::from_hwc(vec![1.0, 2.0], 1, 1, 2);
+        assert_eq!(adjust_brightness(img, 0.5).data(), &[1.5, 2.5]);
+    }
+
+    #[test]
+    fn contrast_scales_around_each_channel_mean() {
+        // 2 pixels, 2 channels: channel 0 = [1, 3] (mean 2), channel 1 = [10, 20] (mean 15).
+        let img = Image::from_hwc(vec![1.0, 10.0, 3.0, 20.0], 1, 2, 2);
+        let out = adjust_contrast(img, 2.0);
+        assert_eq!(out.data(), &[0.0, 5.0, 4.0, 25.0]);
+    }
+}

@@ -1,0 +1,41 @@
+//! Image transforms: the TF image ops the CIFAR-10 and Inception input pipelines use.
+//!
+//! Each op is a plain function on an [`Image`], tested against hand-computed values. A
+//! [`Transform`] chains them for one pipeline (e.g. [`CifarTrain`]); its randomness comes from
+//! the [`Rng`] the pipeline seeds per example, so results do not depend on which reader
+//! thread ran the transform.
+
+mod cifar;
+mod color;
+mod crop;
+mod flip;
+mod standardize;
+
+pub use cifar::{CifarEval, CifarTrain};
+pub use color::{adjust_brightness, adjust_contrast, random_brightness, random_contrast};
+pub use crop::{crop, crop_or_pad_center, random_crop};
+pub use flip::{flip_left_right, random_flip_left_right};
+pub use standardize::per_image_standardization;
+
+use crate::image::Image;
+
+/// The random generator handed to transforms: a fixed, portable algorithm, so a seed means
+/// the same images on every platform and release.
+pub type Rng = rand::rngs::Xoshiro256PlusPlus;
+
+/// One example's preprocessing: decoded image in, network input out.
+pub trait Transform: Send + Sync {
+    /// Transforms `image`; an `Err` names what is wrong with it (e.g. smaller than the crop),
+    /// and the pipeline adds the file and record.
+    fn apply(&self, image: Image, rng: &mut Rng) -> Result<Image, String>;
+}
+
+/// No preprocessing: images go through as decoded.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Identity;
+
+impl Transform for Identity {
+    fn apply(&self, image: Image, _rng: &mut Rng) -> Result<Image, String> {
+        Ok(image)
+    }
+}
