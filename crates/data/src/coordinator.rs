@@ -47,6 +47,8 @@ impl std::fmt::Debug for Coordinator {
 pub struct CoordinatedThread {
     name: String,
     handle: JoinHandle<()>,
+    /// Set once the body has returned and been accounted for: joining is then immediate.
+    done: Arc<AtomicBool>,
 }
 
 impl CoordinatedThread {
@@ -117,6 +119,8 @@ impl Coordinator {
         let name = name.into();
         let coord = self.clone();
         let thread_name = name.clone();
+        let done = Arc::new(AtomicBool::new(false));
+        let done_flag = Arc::clone(&done);
         *self.inner.running.lock().unwrap_or_else(|p| p.into_inner()) += 1;
         let spawned = std::thread::Builder::new().name(name.clone()).spawn(move || {
             let outcome = catch_unwind(AssertUnwindSafe(body));
@@ -136,10 +140,11 @@ impl Coordinator {
             }
             let mut running = coord.inner.running.lock().unwrap_or_else(|p| p.into_inner());
             *running -= 1;
+            done_flag.store(true, Ordering::Release);
             coord.inner.changed.notify_all();
         });
         match spawned {
-            Ok(handle) => Ok(CoordinatedThread { name, handle }),
+            Ok(handle) => Ok(CoordinatedThread { name, handle, done }),
             Err(e) => {
                 *self.inner.running.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
                 Err(e)
@@ -175,7 +180,7 @@ impl Coordinator {
 
         let mut stuck = Vec::new();
         for thread in threads {
-            if thread.handle.is_finished() {
+            if thread.done.load(Ordering::Acquire) {
                 // The body's panics were caught inside the thread: join cannot fail here.
                 let _ = thread.handle.join();
             } else {
