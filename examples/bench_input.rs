@@ -105,7 +105,7 @@ fn synchronous(files: &[PathBuf], args: &Args) -> anyhow::Result<f64> {
             file.read_exact(&mut bytes)?;
             let example = Cifar10Format.decode(&path, record, &bytes)?;
             let image = transform
-                .apply(example.image, &mut Rng::seed_from_u64(seq))
+                .apply(example.image, &example.boxes, &mut Rng::seed_from_u64(seq))
                 .map_err(anyhow::Error::msg)?;
             seq += 1;
             images.extend(image.into_chw());

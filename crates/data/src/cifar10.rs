@@ -75,6 +75,7 @@ impl RecordFormat for Cifar10Format {
         Ok(Example {
             image: Image::from_chw(&planes, 3, IMAGE_SIZE, IMAGE_SIZE),
             label: label as i64,
+            boxes: Vec::new(),
         })
     }
 }

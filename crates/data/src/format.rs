@@ -18,13 +18,39 @@ pub struct RecordSpan {
     pub len: usize,
 }
 
-/// One decoded example: an image and its class.
+/// A box in an image, in TF's order and normalized coordinates: 0.0 is the top (left) edge,
+/// 1.0 the bottom (right) edge.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BoundingBox {
+    /// Top edge.
+    pub ymin: f32,
+    /// Left edge.
+    pub xmin: f32,
+    /// Bottom edge.
+    pub ymax: f32,
+    /// Right edge.
+    pub xmax: f32,
+}
+
+impl BoundingBox {
+    /// The whole image.
+    pub const WHOLE: BoundingBox = BoundingBox {
+        ymin: 0.0,
+        xmin: 0.0,
+        ymax: 1.0,
+        xmax: 1.0,
+    };
+}
+
+/// One decoded example: an image, its class and any object boxes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Example {
     /// The decoded image, before any transform.
     pub image: Image,
     /// The class id.
     pub label: i64,
+    /// Object boxes (ImageNet's bounding boxes), used by distorted crops; often empty.
+    pub boxes: Vec<BoundingBox>,
 }
 
 /// A dataset file format.

@@ -22,7 +22,7 @@ pub mod transforms;
 pub use batch::{BatchSlice, HostBatch, split_sizes};
 pub use coordinator::{CoordinatedThread, Coordinator};
 pub use error::{Error, Result};
-pub use format::{Example, RecordFormat, RecordSpan};
+pub use format::{BoundingBox, Example, RecordFormat, RecordSpan};
 pub use image::Image;
 pub use pipeline::{FinalBatch, Pipeline, PipelineConfig, QueueFill, ShuffleConfig};
 pub use queue::{Queue, QueueError};

@@ -329,7 +329,7 @@ impl Reader {
             let mut rng = example_rng(self.seed, item.seq);
             let image = self
                 .transform
-                .apply(example.image, &mut rng)
+                .apply(example.image, &example.boxes, &mut rng)
                 .map_err(|reason| Error::Record {
                     path: path.clone(),
                     record: item.record,

@@ -44,7 +44,7 @@ fn eval_reads_every_example_once_in_order_and_keeps_the_last_batch() {
     // The first image is the eval transform of the first record, decoded independently.
     let bytes = std::fs::read(data.dir().join(cifar10::TRAIN_FILES[0])).unwrap();
     let first = Cifar10Format.decode(Path::new("f"), 0, &bytes[..RECORD_BYTES]).unwrap();
-    let image = CifarEval::default().apply(first.image, &mut rand::SeedableRng::seed_from_u64(0)).unwrap();
+    let image = CifarEval::default().apply(first.image, &[], &mut rand::SeedableRng::seed_from_u64(0)).unwrap();
     assert_eq!(batches[0].image_shape(), [3, 24, 24]);
     assert_eq!(&batches[0].images()[..24 * 24 * 3], image.into_chw().as_slice());
 }
@@ -165,7 +165,7 @@ fn missing_file_is_an_io_error_naming_it() {
 struct PanicsOnThirtieth(std::sync::atomic::AtomicUsize);
 
 impl Transform for PanicsOnThirtieth {
-    fn apply(&self, image: Image, _: &mut Rng) -> Result<Image, String> {
+    fn apply(&self, image: Image, _: &[towers_data::BoundingBox], _: &mut Rng) -> Result<Image, String> {
         if self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 29 {
             panic!("decoder bug");
         }

@@ -4,6 +4,7 @@ use super::{
     Rng, Transform, crop_or_pad_center, per_image_standardization, random_brightness, random_contrast,
     random_crop, random_flip_left_right,
 };
+use crate::format::BoundingBox;
 use crate::image::Image;
 
 /// Training distortions: random crop to `size` x `size` (24), random left-right flip, random
@@ -30,7 +31,7 @@ impl Default for CifarTrain {
 }
 
 impl Transform for CifarTrain {
-    fn apply(&self, image: Image, rng: &mut Rng) -> Result<Image, String> {
+    fn apply(&self, image: Image, _: &[BoundingBox], rng: &mut Rng) -> Result<Image, String> {
         let image = random_crop(&image, self.size, self.size, rng)?;
         let image = random_flip_left_right(image, rng);
         let image = random_brightness(image, self.max_brightness_delta, rng);
@@ -53,7 +54,7 @@ impl Default for CifarEval {
 }
 
 impl Transform for CifarEval {
-    fn apply(&self, image: Image, _rng: &mut Rng) -> Result<Image, String> {
+    fn apply(&self, image: Image, _: &[BoundingBox], _: &mut Rng) -> Result<Image, String> {
         Ok(per_image_standardization(crop_or_pad_center(&image, self.size, self.size)))
     }
 }
@@ -69,7 +70,7 @@ mod tests {
 
     #[test]
     fn train_output_is_standardized_24x24() {
-        let out = CifarTrain::default().apply(ramp(), &mut Rng::seed_from_u64(3)).unwrap();
+        let out = CifarTrain::default().apply(ramp(), &[], &mut Rng::seed_from_u64(3)).unwrap();
         assert_eq!(out.shape(), [24, 24, 3]);
         let n = out.data().len() as f32;
         let mean = out.data().iter().sum::<f32>() / n;
@@ -80,9 +81,9 @@ mod tests {
     #[test]
     fn same_seed_same_distortion() {
         let t = CifarTrain::default();
-        let a = t.apply(ramp(), &mut Rng::seed_from_u64(9)).unwrap();
-        let b = t.apply(ramp(), &mut Rng::seed_from_u64(9)).unwrap();
-        let c = t.apply(ramp(), &mut Rng::seed_from_u64(10)).unwrap();
+        let a = t.apply(ramp(), &[], &mut Rng::seed_from_u64(9)).unwrap();
+        let b = t.apply(ramp(), &[], &mut Rng::seed_from_u64(9)).unwrap();
+        let c = t.apply(ramp(), &[], &mut Rng::seed_from_u64(10)).unwrap();
         assert_eq!(a, b);
         assert_ne!(a, c);
     }
@@ -90,7 +91,7 @@ mod tests {
     #[test]
     fn eval_is_center_crop_then_standardization() {
         let img = ramp();
-        let out = CifarEval::default().apply(img.clone(), &mut Rng::seed_from_u64(0)).unwrap();
+        let out = CifarEval::default().apply(img.clone(), &[], &mut Rng::seed_from_u64(0)).unwrap();
         let want = per_image_standardization(crate::transforms::crop(&img, 4, 4, 24, 24));
         assert_eq!(out, want);
     }

@@ -17,6 +17,7 @@ pub use crop::{crop, crop_or_pad_center, random_crop};
 pub use flip::{flip_left_right, random_flip_left_right};
 pub use standardize::per_image_standardization;
 
+use crate::format::BoundingBox;
 use crate::image::Image;
 
 /// The random generator handed to transforms: a fixed, portable algorithm, so a seed means
@@ -25,9 +26,9 @@ pub type Rng = rand::rngs::Xoshiro256PlusPlus;
 
 /// One example's preprocessing: decoded image in, network input out.
 pub trait Transform: Send + Sync {
-    /// Transforms `image`; an `Err` names what is wrong with it (e.g. smaller than the crop),
-    /// and the pipeline adds the file and record.
-    fn apply(&self, image: Image, rng: &mut Rng) -> Result<Image, String>;
+    /// Transforms `image`, whose object boxes are `boxes` (often none); an `Err` names what is
+    /// wrong with it (e.g. smaller than the crop), and the pipeline adds the file and record.
+    fn apply(&self, image: Image, boxes: &[BoundingBox], rng: &mut Rng) -> Result<Image, String>;
 }
 
 /// No preprocessing: images go through as decoded.
@@ -35,7 +36,7 @@ pub trait Transform: Send + Sync {
 pub struct Identity;
 
 impl Transform for Identity {
-    fn apply(&self, image: Image, _rng: &mut Rng) -> Result<Image, String> {
+    fn apply(&self, image: Image, _: &[BoundingBox], _: &mut Rng) -> Result<Image, String> {
         Ok(image)
     }
 }
