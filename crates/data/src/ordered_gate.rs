@@ -4,9 +4,10 @@ use std::sync::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 
-/// Workers holding items numbered 0, 1, 2, ... call [`OrderedGate::pass`] with their number;
-/// each call blocks until all lower numbers have passed, so whatever the workers do inside
-/// `pass` happens in number order. [`OrderedGate::cancel`] wakes every waiter with an error.
+/// Workers holding runs of items numbered 0, 1, 2, ... call [`OrderedGate::pass`] with the
+/// first number and the length of their run; each call blocks until all lower numbers have
+/// passed, so whatever the workers do inside `pass` happens in number order.
+/// [`OrderedGate::cancel`] wakes every waiter with an error.
 #[derive(Debug, Default)]
 pub(crate) struct OrderedGate {
     state: Mutex<(u64, bool)>, // (next number to pass, cancelled)
@@ -14,9 +15,9 @@ pub(crate) struct OrderedGate {
 }
 
 impl OrderedGate {
-    /// Waits for `seq`'s turn, runs `f`, then lets `seq + 1` through. `Cancelled` if the gate
-    /// is cancelled before the turn comes.
-    pub fn pass<R>(&self, seq: u64, f: impl FnOnce() -> R) -> Result<R> {
+    /// Waits for `seq`'s turn, runs `f`, then lets `seq + count` through. `Cancelled` if the
+    /// gate is cancelled before the turn comes.
+    pub fn pass<R>(&self, seq: u64, count: u64, f: impl FnOnce() -> R) -> Result<R> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         while state.0 != seq && !state.1 {
             state = self.turn.wait(state).unwrap_or_else(|p| p.into_inner());
@@ -26,7 +27,7 @@ impl OrderedGate {
         }
         drop(state);
         let out = f();
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).0 += 1;
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).0 += count;
         self.turn.notify_all();
         Ok(out)
     }
@@ -48,15 +49,16 @@ mod tests {
     fn passes_in_number_order_whatever_the_arrival_order() {
         let gate = Arc::new(OrderedGate::default());
         let log = Arc::new(Mutex::new(Vec::new()));
-        let handles: Vec<_> = [3u64, 1, 4, 0, 2]
+        // Runs: [0], [1, 2], [3], [4, 5, 6], [7]
+        let handles: Vec<_> = [(3u64, 1u64), (1, 2), (7, 1), (4, 3), (0, 1)]
             .into_iter()
-            .map(|seq| {
+            .map(|(seq, count)| {
                 let (gate, log) = (Arc::clone(&gate), Arc::clone(&log));
-                std::thread::spawn(move || gate.pass(seq, || log.lock().unwrap().push(seq)).unwrap())
+                std::thread::spawn(move || gate.pass(seq, count, || log.lock().unwrap().push(seq)).unwrap())
             })
             .collect();
         handles.into_iter().for_each(|h| h.join().unwrap());
-        assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(*log.lock().unwrap(), vec![0, 1, 3, 4, 7]);
     }
 
     #[test]
@@ -64,7 +66,7 @@ mod tests {
         let gate = Arc::new(OrderedGate::default());
         let g = Arc::clone(&gate);
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(g.pass(5, || ())).unwrap());
+        std::thread::spawn(move || tx.send(g.pass(5, 1, || ())).unwrap());
         assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "seq 5 must wait for 0..5");
         gate.cancel();
         let got = rx.recv_timeout(Duration::from_secs(5)).expect("woken");

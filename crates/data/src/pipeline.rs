@@ -63,6 +63,10 @@ pub struct PipelineConfig {
     pub batch_size: usize,
     /// Reader threads (TF `num_readers`): each reads, decodes and transforms records.
     pub reader_threads: usize,
+    /// Consecutive records a reader takes at once: one read, one lock and one ordered hand-off
+    /// per chunk. Larger chunks cost less per record; each reader holds a chunk of decoded
+    /// images in memory.
+    pub read_chunk: usize,
     /// `Some`: a shuffle queue; `None`: a FIFO queue of `fifo_capacity` examples.
     pub shuffle: Option<ShuffleConfig>,
     /// Capacity of the example queue when it is FIFO.
@@ -93,6 +97,7 @@ impl PipelineConfig {
         Self {
             batch_size,
             reader_threads: 4,
+            read_chunk: 16,
             shuffle: Some(ShuffleConfig {
                 capacity: min_after_dequeue + 3 * batch_size,
                 min_after_dequeue,
@@ -122,10 +127,10 @@ impl PipelineConfig {
 
     fn validate(&self) -> Result<()> {
         let fail = |m: String| Err(Error::Config(m));
-        if self.batch_size == 0 || self.reader_threads == 0 || self.prefetch == 0 {
+        if [self.batch_size, self.reader_threads, self.read_chunk, self.prefetch].contains(&0) {
             return fail(format!(
-                "batch_size ({}), reader_threads ({}) and prefetch ({}) must be at least 1",
-                self.batch_size, self.reader_threads, self.prefetch
+                "batch_size ({}), reader_threads ({}), read_chunk ({}) and prefetch ({}) must be at least 1",
+                self.batch_size, self.reader_threads, self.read_chunk, self.prefetch
             ));
         }
         match self.shuffle {
@@ -220,6 +225,7 @@ impl Pipeline {
             transform,
             gate,
             seed: config.seed,
+            chunk: config.read_chunk,
         };
         let mut threads = QueueRunner::new(Arc::clone(&examples), config.reader_threads).start(
             &coord,
@@ -316,65 +322,91 @@ struct Reader {
     transform: Arc<dyn Transform>,
     gate: Option<Arc<OrderedGate>>,
     seed: u64,
+    chunk: usize,
 }
 
 impl Reader {
     fn run(&self, queue: &Queue<Sample>) -> Result<()> {
         let mut open: Option<(usize, File)> = None;
         let mut bytes = Vec::new();
-        while let Some(item) = self.cursor.next()? {
-            self.read(&item, &mut open, &mut bytes)?;
-            let path = self.cursor.path(item.file);
-            let example = self.format.decode(path, item.record, &bytes)?;
-            let mut rng = example_rng(self.seed, item.seq);
-            let image = self
-                .transform
-                .apply(example.image, &example.boxes, &mut rng)
-                .map_err(|reason| Error::Record {
-                    path: path.clone(),
-                    record: item.record,
-                    reason,
-                })?;
-            let sample = Sample {
-                shape: [image.channels(), image.height(), image.width()],
-                chw: image.into_chw(),
-                label: example.label,
-                file: item.file,
-                record: item.record,
+        loop {
+            let chunk = self.cursor.next_chunk(self.chunk)?;
+            let Some(first) = chunk.first() else {
+                return Ok(());
             };
+            self.read(&chunk, &mut open, &mut bytes)?;
+            let samples = chunk
+                .iter()
+                .map(|item| {
+                    let start = (item.span.offset - first.span.offset) as usize;
+                    self.prepare(item, &bytes[start..start + item.span.len])
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let enqueue = || samples.into_iter().try_for_each(|s| queue.enqueue(s));
             match &self.gate {
-                Some(gate) => gate.pass(item.seq, || queue.enqueue(sample))?,
-                None => queue.enqueue(sample),
+                Some(gate) => gate.pass(first.seq, chunk.len() as u64, enqueue)?,
+                None => enqueue(),
             }
             .map_err(|_| Error::Cancelled)?;
         }
-        Ok(())
     }
 
-    /// Reads `item`'s bytes into `bytes`, reusing the open file when it is the same one.
-    fn read(&self, item: &WorkItem, open: &mut Option<(usize, File)>, bytes: &mut Vec<u8>) -> Result<()> {
+    /// Decodes and transforms one record.
+    fn prepare(&self, item: &WorkItem, bytes: &[u8]) -> Result<Sample> {
         let path = self.cursor.path(item.file);
+        let example = self.format.decode(path, item.record, bytes)?;
+        let mut rng = example_rng(self.seed, item.seq);
+        let image = self
+            .transform
+            .apply(example.image, &example.boxes, &mut rng)
+            .map_err(|reason| Error::Record {
+                path: path.clone(),
+                record: item.record,
+                reason,
+            })?;
+        Ok(Sample {
+            shape: [image.channels(), image.height(), image.width()],
+            chw: image.into_chw(),
+            label: example.label,
+            file: item.file,
+            record: item.record,
+        })
+    }
+
+    /// Reads the bytes from the chunk's first record to the end of its last (records of a
+    /// chunk are consecutive in one file) into `bytes`, reusing the open file when it is the
+    /// same one.
+    fn read(&self, chunk: &[WorkItem], open: &mut Option<(usize, File)>, bytes: &mut Vec<u8>) -> Result<()> {
+        let (first, last) = (&chunk[0], &chunk[chunk.len() - 1]);
+        let path = self.cursor.path(first.file);
         let io = |source| Error::Io {
             path: path.clone(),
             source,
         };
-        if open.as_ref().is_none_or(|(f, _)| *f != item.file) {
-            *open = Some((item.file, File::open(path).map_err(io)?));
+        if open.as_ref().is_none_or(|(f, _)| *f != first.file) {
+            *open = Some((first.file, File::open(path).map_err(io)?));
         }
         let (_, file) = open.as_mut().expect("opened above");
-        file.seek(SeekFrom::Start(item.span.offset)).map_err(io)?;
-        bytes.resize(item.span.len, 0);
-        file.read_exact(bytes).map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => Error::Record {
-                path: path.clone(),
-                record: item.record,
-                reason: format!(
-                    "truncated: {} bytes expected at offset {}",
-                    item.span.len, item.span.offset
-                ),
-            },
-            _ => io(e),
-        })
+        let end = last.span.offset + last.span.len as u64;
+        file.seek(SeekFrom::Start(first.span.offset)).map_err(io)?;
+        bytes.resize((end - first.span.offset) as usize, 0);
+        match file.read_exact(bytes) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                // The file shrank after it was indexed: name the first record it lost.
+                let size = file.metadata().map_err(io)?.len();
+                let lost = chunk
+                    .iter()
+                    .find(|w| w.span.offset + w.span.len as u64 > size)
+                    .unwrap_or(first);
+                Err(Error::Record {
+                    path: path.clone(),
+                    record: lost.record,
+                    reason: format!("truncated: the file ends at byte {size}, the record at {}", lost.span.offset + lost.span.len as u64),
+                })
+            }
+            Err(e) => Err(io(e)),
+        }
     }
 }
 

@@ -104,25 +104,37 @@ impl RecordCursor {
         &self.files[index]
     }
 
-    /// The next record to read, or `None` when the last epoch is done. Indexing a file (done
-    /// the first time the cursor enters it) may fail, naming the file.
+    /// The next record to read, or `None` when the last epoch is done.
+    #[cfg(test)]
     pub fn next(&self) -> Result<Option<WorkItem>> {
+        Ok(self.next_chunk(1)?.pop())
+    }
+
+    /// Up to `max` consecutive records of one file, numbered consecutively; empty when the
+    /// last epoch is done. Taking records in chunks keeps the lock, the reads and the ordered
+    /// hand-off per chunk rather than per record. Indexing a file (done the first time the
+    /// cursor enters it) may fail, naming the file.
+    pub fn next_chunk(&self, max: usize) -> Result<Vec<WorkItem>> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if state.done {
-                return Ok(None);
+                return Ok(Vec::new());
             }
             if state.record < state.spans.len() {
-                let item = WorkItem {
-                    seq: state.next_seq,
-                    file: state.order[state.position - 1],
-                    record: state.record,
-                    span: state.spans[state.record],
-                };
-                state.record += 1;
-                state.next_seq += 1;
+                let take = max.min(state.spans.len() - state.record);
+                let file = state.order[state.position - 1];
+                let items = (0..take)
+                    .map(|i| WorkItem {
+                        seq: state.next_seq + i as u64,
+                        file,
+                        record: state.record + i,
+                        span: state.spans[state.record + i],
+                    })
+                    .collect();
+                state.record += take;
+                state.next_seq += take as u64;
                 state.epoch_had_records = true;
-                return Ok(Some(item));
+                return Ok(items);
             }
             if state.position < state.order.len() {
                 let file = state.order[state.position];
@@ -211,6 +223,24 @@ mod tests {
         assert_ne!(epochs[0], epochs[1], "a new order each epoch");
         let again: Vec<usize> = drain(&cursor(&sizes, Some(3), true)).into_iter().map(|(f, _)| f).collect();
         assert_eq!(files, again, "same seed, same order");
+    }
+
+    #[test]
+    fn chunks_stay_within_one_file_and_continue_the_numbering() {
+        let c = cursor(&[5, 2], Some(1), false);
+        let chunks: Vec<Vec<(u64, usize, usize)>> = std::iter::from_fn(|| {
+            let chunk = c.next_chunk(3).unwrap();
+            (!chunk.is_empty()).then(|| chunk.iter().map(|w| (w.seq, w.file, w.record)).collect())
+        })
+        .collect();
+        assert_eq!(
+            chunks,
+            vec![
+                vec![(0, 0, 0), (1, 0, 1), (2, 0, 2)],
+                vec![(3, 0, 3), (4, 0, 4)],
+                vec![(5, 1, 0), (6, 1, 1)],
+            ]
+        );
     }
 
     #[test]
