@@ -1,0 +1,363 @@
+//! Gradient reduction: from one gradient set per tower to the full-batch gradient.
+//!
+//! Tower `i` of a batch of `B` examples scales its mean loss by `n_i / B` before `backward`, so
+//! its gradients are already weighted and the reduction is a plain sum:
+//! `sum_i (n_i / B) grad(mean loss of slice i)` is exactly the gradient of the mean loss over
+//! the whole batch. Under gradient accumulation the towers scale by `n_i` instead and the sum is
+//! divided once by the examples of all micro-batches (see [`crate::TowersConfig`]).
+//!
+//! Burn 0.22.1 has a collective `all_reduce` (`burn::tensor::distributed`), but only CUDA
+//! implements it (cubecl's other runtimes, flex and ndarray panic or refuse), and every device of
+//! one collective must be of the same backend. Towers run on any backend and mix them, so the
+//! all-reduce here is a ring over the towers' threads, built from `to_device` and `add`.
+
+use std::collections::HashSet;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread;
+
+use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Tensor};
+
+/// How the towers' gradients become one update.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reduce {
+    /// The TF tower design: every tower sends its gradients to the model's own device (the
+    /// parameter device), they are summed there in tower order, one optimizer updates the model,
+    /// and the new weights are broadcast to the towers.
+    #[default]
+    ParameterDevice,
+    /// Ring all-reduce: each tower ends with the summed gradients on its own device and applies
+    /// the same update with its own optimizer, so no device holds more than its replica. The
+    /// model is tower 0's replica. Moves `2 (N - 1) / N` of the gradients per tower instead of
+    /// gathering `N - 1` gradient sets on one device.
+    AllReduce,
+}
+
+/// A rank-erased view of a gradient set: a model's trainable float parameters, in visiting
+/// order, with what it takes to move their gradients in and out of a [`GradientsParams`]
+/// (whose accessors need the rank as a const generic).
+#[derive(Clone, Debug)]
+pub(crate) struct Layout {
+    slots: Vec<Slot>,
+}
+
+#[derive(Clone, Debug)]
+struct Slot {
+    id: ParamId,
+    dims: Vec<usize>,
+    /// `GradientsParams::remove::<D>`, flattened.
+    take: fn(&mut GradientsParams, ParamId) -> Option<Tensor<1>>,
+    /// `GradientsParams::register::<D>`, reshaped back to `dims`.
+    put: fn(&mut GradientsParams, ParamId, Tensor<1>, &[usize]),
+}
+
+fn take<const D: usize>(grads: &mut GradientsParams, id: ParamId) -> Option<Tensor<1>> {
+    grads.remove::<D>(id).map(|g| g.flatten(0, D - 1))
+}
+
+fn put<const D: usize>(grads: &mut GradientsParams, id: ParamId, flat: Tensor<1>, dims: &[usize]) {
+    let dims: [usize; D] = dims.try_into().expect("a slot keeps its parameter's rank");
+    grads.register::<D>(id, flat.reshape(dims));
+}
+
+struct SlotCollector {
+    seen: HashSet<ParamId>,
+    slots: Vec<Slot>,
+}
+
+impl ModuleVisitor for SlotCollector {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        // Running statistics and frozen weights never get gradients; a tied weight is visited
+        // twice but has one gradient.
+        let value = param.val();
+        if value.is_require_grad() && self.seen.insert(param.id) {
+            self.slots.push(Slot {
+                id: param.id,
+                dims: value.dims().to_vec(),
+                take: take::<D>,
+                put: put::<D>,
+            });
+        }
+    }
+}
+
+impl Layout {
+    /// The trainable parameters of `module`.
+    pub(crate) fn of<M: Module>(module: &M) -> Self {
+        let mut collector = SlotCollector {
+            seen: HashSet::new(),
+            slots: Vec::new(),
+        };
+        module.visit(&mut collector);
+        Self {
+            slots: collector.slots,
+        }
+    }
+
+    /// The sum of gradient sets, each moved to `device` first and added in order, so the result
+    /// does not depend on thread timing. A parameter missing from a set counts as zero. With one
+    /// set this is a move to `device`.
+    pub(crate) fn sum(&self, mut sets: Vec<GradientsParams>, device: &Device) -> GradientsParams {
+        let mut out = GradientsParams::new();
+        for slot in &self.slots {
+            let total = sets
+                .iter_mut()
+                .filter_map(|grads| (slot.take)(grads, slot.id))
+                .map(|g| g.to_device(device))
+                .reduce(|a, b| a + b);
+            if let Some(total) = total {
+                (slot.put)(&mut out, slot.id, total, &slot.dims);
+            }
+        }
+        out
+    }
+
+    /// Every gradient multiplied by `factor`.
+    pub(crate) fn scale(&self, mut grads: GradientsParams, factor: f64) -> GradientsParams {
+        for slot in &self.slots {
+            if let Some(g) = (slot.take)(&mut grads, slot.id) {
+                (slot.put)(&mut grads, slot.id, g.mul_scalar(factor), &slot.dims);
+            }
+        }
+        grads
+    }
+
+    /// This tower's part of a ring all-reduce: returns the sum of every tower's `grads`, on
+    /// `device`. All towers of the ring must call it with the same layout.
+    ///
+    /// Each gradient is cut into `N` chunks. In `N - 1` reduce-scatter rounds every tower sends
+    /// one chunk to the next tower, which adds it to its own; afterwards tower `r` holds the full
+    /// sum of chunk `r + 1`. In `N - 1` all-gather rounds the summed chunks go round once more,
+    /// so every tower ends with the same, bitwise identical, sums. Sends never block (the
+    /// channels are unbounded), so the ring cannot deadlock; a tower that stops drops its ends
+    /// and its neighbours get [`PeerGone`] instead of waiting forever.
+    pub(crate) fn ring_all_reduce(
+        &self,
+        link: &RingLink,
+        mut grads: GradientsParams,
+        device: &Device,
+    ) -> Result<GradientsParams, PeerGone> {
+        let n = link.size;
+        if n == 1 {
+            return Ok(grads);
+        }
+        // chunks[slot][c]: chunk c of that gradient; None when empty or when this tower has
+        // no gradient for the parameter.
+        let mut chunks: Vec<Vec<Option<Tensor<1>>>> = self
+            .slots
+            .iter()
+            .map(|slot| {
+                let flat = (slot.take)(&mut grads, slot.id);
+                let numel: usize = slot.dims.iter().product();
+                (0..n)
+                    .map(|c| {
+                        let (start, end) = (c * numel / n, (c + 1) * numel / n);
+                        flat.as_ref()
+                            .filter(|_| end > start)
+                            .map(|g| g.clone().narrow(0, start, end - start))
+                    })
+                    .collect()
+            })
+            .collect();
+        let r = link.rank;
+        for round in 0..n - 1 {
+            let incoming = link.exchange(&chunks, (r + n - round) % n)?;
+            let c = (r + 2 * n - round - 1) % n;
+            for (parts, theirs) in chunks.iter_mut().zip(incoming) {
+                let theirs = theirs.map(|t| t.to_device(device));
+                parts[c] = match (parts[c].take(), theirs) {
+                    (Some(mine), Some(theirs)) => Some(mine + theirs),
+                    (mine, theirs) => mine.or(theirs),
+                };
+            }
+        }
+        for round in 0..n - 1 {
+            let incoming = link.exchange(&chunks, (r + 1 + n - round) % n)?;
+            let c = (r + n - round) % n;
+            for (parts, theirs) in chunks.iter_mut().zip(incoming) {
+                parts[c] = theirs.map(|t| t.to_device(device));
+            }
+        }
+        let mut out = GradientsParams::new();
+        for (slot, parts) in self.slots.iter().zip(chunks) {
+            let mut parts: Vec<Tensor<1>> = parts.into_iter().flatten().collect();
+            let flat = match parts.len() {
+                0 => continue, // no tower had a gradient for it
+                1 => parts.pop().expect("one part"),
+                _ => Tensor::cat(parts, 0),
+            };
+            (slot.put)(&mut out, slot.id, flat, &slot.dims);
+        }
+        Ok(out)
+    }
+}
+
+/// A ring neighbour stopped (its tower failed) before the all-reduce finished.
+#[derive(Debug)]
+pub(crate) struct PeerGone;
+
+/// One chunk of every gradient, as it travels from a tower to the next.
+type Message = Vec<Option<Tensor<1>>>;
+
+/// One tower's place in a ring: a channel to the next tower and one from the previous.
+pub(crate) struct RingLink {
+    rank: usize,
+    size: usize,
+    next: Sender<Message>,
+    prev: Receiver<Message>,
+}
+
+impl RingLink {
+    /// Sends chunk `send` of every gradient to the next tower and returns what the previous one
+    /// sent.
+    fn exchange(&self, chunks: &[Vec<Option<Tensor<1>>>], send: usize) -> Result<Message, PeerGone> {
+        let message = chunks.iter().map(|parts| parts[send].clone()).collect();
+        self.next.send(message).map_err(|_| PeerGone)?;
+        self.prev.recv().map_err(|_| PeerGone)
+    }
+}
+
+/// The links of a ring of `size` towers, in rank order.
+pub(crate) fn ring(size: usize) -> Vec<RingLink> {
+    // Channel r carries tower r's messages to tower r + 1.
+    let (senders, mut receivers): (Vec<_>, Vec<_>) = (0..size).map(|_| mpsc::channel()).unzip();
+    receivers.rotate_right(1);
+    senders
+        .into_iter()
+        .zip(receivers)
+        .enumerate()
+        .map(|(rank, (next, prev))| RingLink {
+            rank,
+            size,
+            next,
+            prev,
+        })
+        .collect()
+}
+
+/// The [`Reduce::ParameterDevice`] reduction on its own: the sum of `grads` (one set per tower,
+/// on any devices) on `device`, added in order. `module` is any replica: it names the
+/// parameters.
+pub fn reduce_to_device<M: Module>(
+    module: &M,
+    grads: Vec<GradientsParams>,
+    device: &Device,
+) -> GradientsParams {
+    Layout::of(module).sum(grads, device)
+}
+
+/// The [`Reduce::AllReduce`] reduction on its own: a ring all-reduce of one gradient set per
+/// tower, on one thread per tower. Returns, for each `(grads, device)`, the sum of all sets on
+/// that device. `module` is any replica: it names the parameters.
+///
+/// # Panics
+///
+/// When a tower's thread panics (a device failing mid-transfer); the panic is passed on.
+pub fn all_reduce<M: Module>(
+    module: &M,
+    grads: Vec<(GradientsParams, Device)>,
+) -> Vec<GradientsParams> {
+    let layout = Layout::of(module);
+    let layout = &layout;
+    let links = ring(grads.len());
+    let results: Vec<_> = thread::scope(|s| {
+        let handles: Vec<_> = grads
+            .into_iter()
+            .zip(links)
+            .map(|((grads, device), link)| {
+                s.spawn(move || layout.ring_all_reduce(&link, grads, &device))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    });
+    // A panic anywhere makes its neighbours see PeerGone: pass the panic on, not that.
+    let results: Vec<_> = results
+        .into_iter()
+        .collect::<thread::Result<_>>()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    results
+        .into_iter()
+        .map(|r| r.expect("no ring thread panicked, so none left the ring"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::Module;
+    use burn::nn::{Linear, LinearConfig};
+    use burn::tensor::{Tensor, TensorData};
+
+    use super::*;
+
+    #[derive(Module, Debug)]
+    struct Two {
+        a: Linear,
+        b: Linear,
+    }
+
+    /// Gradients of a made-up loss on 4 inputs that depend on `seed` (no RNG: tests run in
+    /// parallel and share the device's generator).
+    fn grads_of(model: &Two, seed: usize, device: &Device) -> GradientsParams {
+        let x: Vec<f32> = (0..12).map(|i| ((i * 7 + seed * 5) % 11) as f32 / 5.0 - 1.0).collect();
+        let x = Tensor::<2>::from_data(TensorData::new(x, [4, 3]), device);
+        let loss = model.b.forward(model.a.forward(x)).powi_scalar(2).mean();
+        GradientsParams::from_grads(loss.backward(), model)
+    }
+
+    fn values(grads: &GradientsParams, model: &Two) -> Vec<f32> {
+        let weights = [&model.a.weight, &model.b.weight];
+        let biases = [&model.a.bias, &model.b.bias].map(|b| b.as_ref().unwrap());
+        let weights = weights.iter().map(|p| grads.get::<2>(p.id).unwrap().into_data());
+        let biases = biases.iter().map(|p| grads.get::<1>(p.id).unwrap().into_data());
+        weights
+            .chain(biases)
+            .flat_map(|data| data.try_into_vec::<f32>().unwrap())
+            .collect()
+    }
+
+    /// The ring against a direct sum, for ring sizes that leave chunks empty (a bias of 2
+    /// values in 3 chunks) and across two backends.
+    #[test]
+    fn ring_equals_direct_sum() {
+        let flex = Device::flex().autodiff();
+        #[allow(deprecated)]
+        let ndarray = Device::ndarray().autodiff();
+        let model = Two {
+            a: LinearConfig::new(3, 5).init(&flex),
+            b: LinearConfig::new(5, 2).init(&flex),
+        };
+        for devices in [
+            vec![flex.clone(), ndarray.clone()],
+            vec![flex.clone(), flex.clone(), ndarray.clone()],
+            vec![flex.clone(); 4],
+        ] {
+            let sets = |model: &Two| -> Vec<(GradientsParams, Device)> {
+                devices
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| {
+                        let replica = model.clone().fork(d);
+                        (grads_of(&replica, i, d), d.clone())
+                    })
+                    .collect()
+            };
+            let expected = values(
+                &reduce_to_device(&model, sets(&model).into_iter().map(|s| s.0).collect(), &flex),
+                &model,
+            );
+            let reduced = all_reduce(&model, sets(&model));
+            assert_eq!(reduced.len(), devices.len());
+            for (grads, device) in reduced.iter().zip(&devices) {
+                let g = grads.get::<2>(model.a.weight.id).unwrap();
+                assert_eq!(&g.device(), device, "each sum stays on its tower's device");
+                let got = values(grads, &model);
+                assert_eq!(got.len(), expected.len());
+                for (e, g) in expected.iter().zip(&got) {
+                    assert!((e - g).abs() <= 1e-6 * e.abs().max(1.0), "{e} vs {g}");
+                }
+                assert_eq!(got, values(&reduced[0], &model), "towers agree bitwise");
+            }
+        }
+    }
+}
