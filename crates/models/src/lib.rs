@@ -1,1 +1,27 @@
-//! towers-models
+//! The image models of burn-towers, layer for layer as TensorFlow users know them:
+//! the CIFAR-10 tutorial network and Inception v3 (TF-slim layout), behind one
+//! [`ImageClassifier`] trait that the trainer and the towers code against.
+
+mod basic_conv;
+mod batch_norm;
+mod cifar10;
+mod classifier;
+mod inception;
+mod init;
+mod lrn;
+mod params;
+mod summary;
+
+pub use basic_conv::{BasicConv, BasicConvConfig};
+pub use batch_norm::{OffsetBatchNorm, OffsetBatchNormConfig};
+pub use cifar10::{Cifar10Config, Cifar10Net};
+pub use classifier::{ClassifierLoss, ImageClassifier};
+pub use inception::{
+    AuxHead, AuxHeadConfig, InceptionA, InceptionAConfig, InceptionB, InceptionBConfig, InceptionC,
+    InceptionCConfig, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig, InceptionV3,
+    InceptionV3Config,
+};
+pub use init::truncated_normal;
+pub use lrn::{Lrn, LrnConfig};
+pub use params::{ParamCounts, WeightDecay, count_params, l2_penalty, weight_decays};
+pub use summary::{SummaryRow, summary_table};

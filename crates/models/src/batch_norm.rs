@@ -1,0 +1,155 @@
+use burn::config::Config;
+use burn::module::{Flag, Module, Param, RunningState};
+use burn::nn::Initializer;
+use burn::tensor::{Tensor, assert_shape};
+
+/// Configuration of [`OffsetBatchNorm`]; the defaults are TF-slim Inception v3's.
+#[derive(Config, Debug)]
+pub struct OffsetBatchNormConfig {
+    /// The number of channels.
+    pub num_features: usize,
+    /// Added to the variance before the square root.
+    #[config(default = 1e-3)]
+    pub epsilon: f64,
+    /// Weight of the batch statistics in the moving averages, in Burn's convention
+    /// (`running = (1 - momentum) * running + momentum * batch`). TF's `decay` is
+    /// `1 - momentum`: slim's 0.9997 is the default here.
+    #[config(default = "1.0 - 0.9997")]
+    pub momentum: f64,
+}
+
+/// Batch normalization with a learned offset (beta) and no scale, as TF-slim's
+/// `batch_norm(scale=False)` and Keras' `BatchNormalization(scale=False)` in Inception v3.
+///
+/// Burn's `BatchNorm` always trains a gamma; a frozen one would still be counted, saved and
+/// seen by optimizers, so this layer has none (the following ReLU makes a scale redundant).
+/// Field names match Burn's `BatchNorm` so that statistics sync finds `running_mean` and
+/// `running_var` at the same paths for both.
+#[derive(Module, Debug)]
+pub struct OffsetBatchNorm {
+    /// The learned offset.
+    pub beta: Param<Tensor<1>>,
+    /// Whether the layer trains (batch statistics, moving-average updates) on an autodiff device.
+    pub training: Param<Flag>,
+    /// Moving average of the batch means.
+    pub running_mean: RunningState<Tensor<1>>,
+    /// Moving average of the (biased) batch variances, as `tf.nn.moments` gives them.
+    pub running_var: RunningState<Tensor<1>>,
+    /// See [`OffsetBatchNormConfig::momentum`].
+    pub momentum: f64,
+    /// See [`OffsetBatchNormConfig::epsilon`].
+    pub epsilon: f64,
+}
+
+impl OffsetBatchNormConfig {
+    /// Initializes the layer: beta 0, moving mean 0, moving variance 1 (as TF).
+    pub fn init(&self, device: &burn::tensor::Device) -> OffsetBatchNorm {
+        assert!(
+            self.num_features > 0,
+            "num_features must be greater than zero"
+        );
+        assert!(
+            self.epsilon.is_finite() && self.epsilon > 0.0,
+            "epsilon must be finite and positive"
+        );
+        assert!(
+            (0.0..=1.0).contains(&self.momentum),
+            "momentum must be within [0, 1]"
+        );
+        let c = self.num_features;
+        OffsetBatchNorm {
+            beta: Initializer::Zeros.init([c], device),
+            training: Param::from_bool(true),
+            running_mean: RunningState::new(Tensor::zeros([c], device)),
+            running_var: RunningState::new(Tensor::ones([c], device)),
+            momentum: self.momentum,
+            epsilon: self.epsilon,
+        }
+    }
+}
+
+impl OffsetBatchNorm {
+    /// Normalizes `[n, c, ...]` per channel: with batch statistics (and a moving-average
+    /// update) when training on an autodiff device, with the moving averages otherwise.
+    pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
+        let [c] = self.beta.shape().dims();
+        assert_shape!(input, [_, c, ..]);
+        let device = input.device();
+        let gamma = Tensor::ones([c], &device);
+        if !(device.is_autodiff() && self.training.is_enabled()) {
+            return burn::tensor::module::batch_norm(
+                input,
+                gamma,
+                self.beta.val(),
+                self.running_mean.value().to_device(&device),
+                self.running_var.value().to_device(&device),
+                self.epsilon,
+            );
+        }
+        let batch =
+            burn::tensor::module::batch_norm_train(input, gamma, self.beta.val(), self.epsilon);
+        let m = self.momentum;
+        let update = |state: &RunningState<Tensor<1>>, batch_value: Tensor<1>| {
+            let old = state.value_sync().to_device(&device);
+            state.update(
+                old.mul_scalar(1.0 - m)
+                    .add(batch_value.detach().mul_scalar(m))
+                    .detach(),
+            );
+        };
+        update(&self.running_mean, batch.mean);
+        update(&self.running_var, batch.variance);
+        batch.output
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::count_params;
+    use burn::tensor::{Device, TensorData};
+
+    fn vec1(t: Tensor<1>) -> Vec<f32> {
+        t.into_data().try_to_vec().unwrap()
+    }
+
+    /// Channel 0 holds 1..=4, channel 1 holds 10, 20, 30, 40 (batch 2, 2 values each).
+    fn input(device: &Device) -> Tensor<3> {
+        Tensor::from_data(
+            TensorData::new(
+                vec![1.0f32, 2.0, 10.0, 20.0, 3.0, 4.0, 30.0, 40.0],
+                [2, 2, 2],
+            ),
+            device,
+        )
+    }
+
+    #[test]
+    fn trains_on_batch_statistics_and_moves_averages_by_tf_decay() {
+        let device = Device::flex().autodiff();
+        let bn = OffsetBatchNormConfig::new(2).init(&device);
+        let out: Vec<f32> = bn.forward(input(&device)).into_data().try_to_vec().unwrap();
+        // Channel 0: mean 2.5, biased variance 1.25.
+        let want0 = |x: f32| (x - 2.5) / (1.25f32 + 1e-3).sqrt();
+        assert!((out[0] - want0(1.0)).abs() < 1e-5 && (out[5] - want0(4.0)).abs() < 1e-5);
+        let m = 1.0 - 0.9997;
+        let mean = vec1(bn.running_mean.value_sync());
+        let var = vec1(bn.running_var.value_sync());
+        // TF: moving = decay * moving + (1 - decay) * batch, from mean 0 and variance 1.
+        assert!((mean[0] as f64 - m * 2.5).abs() < 1e-7);
+        assert!((mean[1] as f64 - m * 25.0).abs() < 1e-6);
+        assert!((var[0] as f64 - (0.9997 + m * 1.25)).abs() < 1e-6);
+        assert!((var[1] as f64 - (0.9997 + m * 125.0)).abs() < 1e-5);
+    }
+
+    #[test]
+    fn evaluates_on_moving_averages_and_has_no_scale() {
+        let device = Device::flex();
+        let bn = OffsetBatchNormConfig::new(2).init(&device);
+        let out: Vec<f32> = bn.forward(input(&device)).into_data().try_to_vec().unwrap();
+        let want = 10.0 / (1.0f32 + 1e-3).sqrt();
+        assert!((out[2] - want).abs() < 1e-5);
+        let counts = count_params(&bn);
+        assert_eq!((counts.trainable, counts.moving), (2, 4));
+    }
+}

@@ -1,0 +1,35 @@
+use burn::module::Module;
+use burn::tensor::{Int, Tensor};
+
+/// What the trainer and the towers need of an image classifier.
+///
+/// Training and evaluation differ only by the device and the module state, as everywhere in
+/// Burn: on an autodiff device the model trains (dropout on, batch norm on batch statistics
+/// and updating its moving averages); after [`Module::valid`] it evaluates.
+pub trait ImageClassifier: Module + Send + Sync {
+    /// Logits `[n, num_classes]` for images `[n, 3, h, w]` (NCHW, f32).
+    fn forward(&self, images: Tensor<4>) -> Tensor<2>;
+
+    /// The training objective, a scalar tensor of shape `[1]`: mean cross-entropy over the batch
+    /// (with label smoothing / aux head as configured) + the model's own regularization (weight
+    /// decay). Also returns the main head's logits for accuracy logging.
+    ///
+    /// The data term is a mean and the regularizer does not depend on the batch, so the
+    /// size-weighted mean of per-tower gradients equals the full-batch gradient.
+    fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss;
+
+    /// The number of classes the logits cover.
+    fn num_classes(&self) -> usize;
+
+    /// `[channels, height, width]` the model expects.
+    fn input_shape(&self) -> [usize; 3];
+}
+
+/// The training objective and the main head's logits of one batch.
+#[derive(Debug, Clone)]
+pub struct ClassifierLoss {
+    /// Scalar objective, shape `[1]`.
+    pub loss: Tensor<1>,
+    /// Main head logits `[n, num_classes]`.
+    pub logits: Tensor<2>,
+}

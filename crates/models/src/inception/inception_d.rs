@@ -1,0 +1,59 @@
+use super::{conv, max_pool_3x3_s2, reduce, sequence};
+use crate::BasicConv;
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::pool::MaxPool2d;
+use burn::tensor::{Device, Tensor};
+
+/// Configuration of [`InceptionD`].
+#[derive(Config, Debug)]
+pub struct InceptionDConfig {
+    /// Input channels.
+    pub in_channels: usize,
+}
+
+/// The 17x17 to 8x8 reduction (Mixed_7a): 1x1-3x3/2 | 1x1-1x7-7x1-3x3/2 | max pool 3x3/2,
+/// `512 + in` channels out.
+#[derive(Module, Debug)]
+pub struct InceptionD {
+    /// Branch_0: 1x1 192, 3x3 320 stride 2 VALID.
+    pub branch_0: Vec<BasicConv>,
+    /// Branch_1: 1x1 192, 1x7 192, 7x1 192, 3x3 192 stride 2 VALID.
+    pub branch_1: Vec<BasicConv>,
+    /// Branch_2: max pool 3x3, stride 2, VALID.
+    pub pool: MaxPool2d,
+}
+
+impl InceptionDConfig {
+    /// Initializes the block.
+    pub fn init(&self, device: &Device) -> InceptionD {
+        let c = self.in_channels;
+        InceptionD {
+            branch_0: vec![conv(c, 192, [1, 1], device), reduce(192, 320, device)],
+            branch_1: vec![
+                conv(c, 192, [1, 1], device),
+                conv(192, 192, [1, 7], device),
+                conv(192, 192, [7, 1], device),
+                reduce(192, 192, device),
+            ],
+            pool: max_pool_3x3_s2(),
+        }
+    }
+
+    /// Output channels.
+    pub fn out_channels(&self) -> usize {
+        320 + 192 + self.in_channels
+    }
+}
+
+impl InceptionD {
+    /// `[n, in, h, w]` to `[n, out, (h - 3) / 2 + 1, (w - 3) / 2 + 1]`.
+    pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        let branches = vec![
+            sequence(&self.branch_0, x.clone()),
+            sequence(&self.branch_1, x.clone()),
+            self.pool.forward(x),
+        ];
+        Tensor::cat(branches, 1)
+    }
+}

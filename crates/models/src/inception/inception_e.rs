@@ -1,0 +1,73 @@
+use super::{conv, pool_3x3, sequence};
+use crate::BasicConv;
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::pool::AvgPool2d;
+use burn::tensor::{Device, Tensor};
+
+/// Configuration of [`InceptionE`].
+#[derive(Config, Debug)]
+pub struct InceptionEConfig {
+    /// Input channels.
+    pub in_channels: usize,
+}
+
+/// The 8x8 block with expanded filter banks (Mixed_7b, 7c):
+/// 1x1 | 1x1-(1x3, 3x1) | 1x1-3x3-(1x3, 3x1) | avg pool-1x1, 2048 channels out.
+#[derive(Module, Debug)]
+pub struct InceptionE {
+    /// Branch_0: 1x1, 320.
+    pub branch_0: BasicConv,
+    /// Branch_1: 1x1, 384.
+    pub branch_1: BasicConv,
+    /// Branch_1's split: 1x3 384 and 3x1 384, side by side.
+    pub branch_1_split: Vec<BasicConv>,
+    /// Branch_2: 1x1 448, 3x3 384.
+    pub branch_2: Vec<BasicConv>,
+    /// Branch_2's split: 1x3 384 and 3x1 384, side by side.
+    pub branch_2_split: Vec<BasicConv>,
+    /// Branch_3's 3x3 average pool (SAME, padding not counted).
+    pub pool: AvgPool2d,
+    /// Branch_3: 1x1, 192.
+    pub branch_3: BasicConv,
+}
+
+impl InceptionEConfig {
+    /// Initializes the block.
+    pub fn init(&self, device: &Device) -> InceptionE {
+        let c = self.in_channels;
+        let split = || {
+            vec![
+                conv(384, 384, [1, 3], device),
+                conv(384, 384, [3, 1], device),
+            ]
+        };
+        InceptionE {
+            branch_0: conv(c, 320, [1, 1], device),
+            branch_1: conv(c, 384, [1, 1], device),
+            branch_1_split: split(),
+            branch_2: vec![conv(c, 448, [1, 1], device), conv(448, 384, [3, 3], device)],
+            branch_2_split: split(),
+            pool: pool_3x3(),
+            branch_3: conv(c, 192, [1, 1], device),
+        }
+    }
+
+    /// Output channels.
+    pub fn out_channels(&self) -> usize {
+        320 + 2 * 768 + 192
+    }
+}
+
+impl InceptionE {
+    /// `[n, in, h, w]` to `[n, 2048, h, w]`.
+    pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        let b1 = self.branch_1.forward(x.clone());
+        let b2 = sequence(&self.branch_2, x.clone());
+        let mut branches = vec![self.branch_0.forward(x.clone())];
+        branches.extend(self.branch_1_split.iter().map(|c| c.forward(b1.clone())));
+        branches.extend(self.branch_2_split.iter().map(|c| c.forward(b2.clone())));
+        branches.push(self.branch_3.forward(self.pool.forward(x)));
+        Tensor::cat(branches, 1)
+    }
+}

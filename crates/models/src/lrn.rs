@@ -1,0 +1,203 @@
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::PaddingConfig2d;
+use burn::nn::pool::{AvgPool2d, AvgPool2dConfig};
+use burn::tensor::Tensor;
+
+/// Configuration of [`Lrn`], named and defaulted as `tf.nn.lrn`'s arguments.
+#[derive(Config, Debug)]
+pub struct LrnConfig {
+    /// Half-width of the channel window: each output sums the squares of `2r + 1` channels.
+    #[config(default = 5)]
+    pub depth_radius: usize,
+    /// Offset added before the power, usually positive to avoid dividing by zero.
+    #[config(default = 1.0)]
+    pub bias: f64,
+    /// Scale of the sum of squares; TF does not divide it by the window size.
+    #[config(default = 1.0)]
+    pub alpha: f64,
+    /// Exponent of the denominator.
+    #[config(default = 0.5)]
+    pub beta: f64,
+}
+
+/// Local response normalization across channels, as `tf.nn.lrn`:
+/// `y[n,c,h,w] = x[n,c,h,w] / (bias + alpha * sum_{|c'-c| <= r} x[n,c',h,w]^2) ^ beta`.
+///
+/// Burn has none. The channel-window sum is an average pool over the channel axis (zero
+/// padded, so windows at the edges are shorter) scaled by the window size: one kernel, forward
+/// and backward, whatever the radius.
+#[derive(Module, Debug)]
+pub struct Lrn {
+    /// Sliding mean over `2r + 1` channels.
+    window: AvgPool2d,
+    /// `2r + 1`.
+    window_size: usize,
+    bias: f64,
+    alpha: f64,
+    beta: f64,
+}
+
+impl LrnConfig {
+    /// Initializes an [`Lrn`] layer; it has no parameters.
+    pub fn init(&self) -> Lrn {
+        assert!(self.beta.is_finite(), "beta must be finite");
+        let r = self.depth_radius;
+        let window_size = 2 * r + 1;
+        Lrn {
+            window: AvgPool2dConfig::new([window_size, 1])
+                .with_strides([1, 1])
+                .with_padding(PaddingConfig2d::Explicit(r, 0, r, 0))
+                .with_count_include_pad(true)
+                .init(),
+            window_size,
+            bias: self.bias,
+            alpha: self.alpha,
+            beta: self.beta,
+        }
+    }
+}
+
+impl Lrn {
+    /// Normalizes `[n, c, h, w]` across `c`; the output has the input's shape.
+    pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        let [n, c, h, w] = x.dims();
+        let squares = x.clone().square().reshape([n, 1, c, h * w]);
+        let sums = self
+            .window
+            .forward(squares)
+            .mul_scalar(self.window_size as f64)
+            .reshape([n, c, h, w]);
+        let scale = sums
+            .mul_scalar(self.alpha)
+            .add_scalar(self.bias)
+            .powf_scalar(-self.beta);
+        x * scale
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::{Device, TensorData};
+
+    const SHAPE: [usize; 4] = [2, 7, 2, 3];
+    const LEN: usize = 2 * 7 * 2 * 3;
+
+    fn index(n: usize, c: usize, h: usize, w: usize) -> usize {
+        ((n * SHAPE[1] + c) * SHAPE[2] + h) * SHAPE[3] + w
+    }
+
+    /// Deterministic, irregular input of both signs.
+    fn input() -> Vec<f64> {
+        (0..LEN)
+            .map(|i| ((i * 37 % 23) as f64 - 11.0) / 4.0)
+            .collect()
+    }
+
+    /// `s = bias + alpha * sum of squares over the window`, by hand.
+    fn window_sums(x: &[f64], r: usize, bias: f64, alpha: f64) -> Vec<f64> {
+        let mut s = vec![0.0; LEN];
+        for n in 0..SHAPE[0] {
+            for c in 0..SHAPE[1] {
+                for h in 0..SHAPE[2] {
+                    for w in 0..SHAPE[3] {
+                        let lo = c.saturating_sub(r);
+                        let hi = (c + r).min(SHAPE[1] - 1);
+                        let sq: f64 = (lo..=hi).map(|k| x[index(n, k, h, w)].powi(2)).sum();
+                        s[index(n, c, h, w)] = bias + alpha * sq;
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    fn tensor(values: &[f64], device: &Device) -> Tensor<4> {
+        let data: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+        Tensor::from_data(TensorData::new(data, SHAPE), device)
+    }
+
+    fn to_vec(t: Tensor<4>) -> Vec<f32> {
+        t.into_data().try_to_vec().unwrap()
+    }
+
+    fn assert_close(got: &[f32], want: &[f64], rel: f64) {
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            let tol = rel * w.abs().max(1e-3);
+            assert!((g as f64 - w).abs() <= tol, "at {i}: got {g}, want {w}");
+        }
+    }
+
+    /// The CIFAR-10 tutorial's settings, and a strong alpha that makes the cross terms large.
+    fn configs() -> [LrnConfig; 2] {
+        [
+            LrnConfig::new()
+                .with_depth_radius(4)
+                .with_alpha(0.001 / 9.0)
+                .with_beta(0.75),
+            LrnConfig::new()
+                .with_depth_radius(2)
+                .with_bias(2.0)
+                .with_alpha(0.3)
+                .with_beta(0.75),
+        ]
+    }
+
+    #[test]
+    fn forward_matches_the_tf_formula() {
+        let device = Device::flex();
+        let x = input();
+        for config in configs() {
+            let s = window_sums(&x, config.depth_radius, config.bias, config.alpha);
+            let want: Vec<f64> = x
+                .iter()
+                .zip(&s)
+                .map(|(&x, &s)| x * s.powf(-config.beta))
+                .collect();
+            let got = to_vec(config.init().forward(tensor(&x, &device)));
+            assert_close(&got, &want, 1e-5);
+        }
+    }
+
+    /// d/dx_j of `L = sum_i g_i y_i`:
+    /// `g_j s_j^-beta - 2 alpha beta x_j sum_{i : |i-j| <= r} g_i x_i s_i^(-beta-1)`.
+    #[test]
+    fn gradient_matches_the_analytic_derivative() {
+        let device = Device::flex().autodiff();
+        let x = input();
+        let upstream: Vec<f64> = (0..LEN)
+            .map(|i| ((i * 11 % 7) as f64 - 3.0) / 3.0)
+            .collect();
+        for config in configs() {
+            let (r, beta) = (config.depth_radius, config.beta);
+            let s = window_sums(&x, r, config.bias, config.alpha);
+            let mut want = vec![0.0; LEN];
+            for n in 0..SHAPE[0] {
+                for c in 0..SHAPE[1] {
+                    for h in 0..SHAPE[2] {
+                        for w in 0..SHAPE[3] {
+                            let j = index(n, c, h, w);
+                            let lo = c.saturating_sub(r);
+                            let hi = (c + r).min(SHAPE[1] - 1);
+                            let cross: f64 = (lo..=hi)
+                                .map(|k| {
+                                    let i = index(n, k, h, w);
+                                    upstream[i] * x[i] * s[i].powf(-beta - 1.0)
+                                })
+                                .sum();
+                            want[j] = upstream[j] * s[j].powf(-beta)
+                                - 2.0 * config.alpha * beta * x[j] * cross;
+                        }
+                    }
+                }
+            }
+
+            let input = tensor(&x, &device).require_grad();
+            let loss = (config.init().forward(input.clone()) * tensor(&upstream, &device)).sum();
+            let grads = loss.backward();
+            let got = to_vec(input.grad(&grads).unwrap());
+            assert_close(&got, &want, 1e-4);
+        }
+    }
+}

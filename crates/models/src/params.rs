@@ -1,0 +1,145 @@
+use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::tensor::Tensor;
+
+/// A module's float tensors split as Keras reports them: trainable parameters, and the
+/// batch-norm moving statistics (`running_mean`, `running_var`) that Burn's own
+/// `num_params` counts alongside them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ParamCounts {
+    /// Values an optimizer updates.
+    pub trainable: usize,
+    /// Moving-average values (two per batch-norm channel).
+    pub moving: usize,
+}
+
+impl ParamCounts {
+    fn add(&mut self, path: &str, count: usize) {
+        match is_moving_statistic(path) {
+            true => self.moving += count,
+            false => self.trainable += count,
+        }
+    }
+}
+
+/// One parameter under weight decay: TF adds `decay * l2_loss(W)`, i.e. `decay * sum(W^2) / 2`,
+/// to the loss.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightDecay {
+    /// Dotted module path, e.g. `local3.weight`.
+    pub path: String,
+    /// The parameter's id, as in gradients and optimizer state.
+    pub id: ParamId,
+    /// The decay coefficient.
+    pub decay: f64,
+}
+
+/// Counts the trainable parameters and moving statistics of `module`.
+pub fn count_params<M: Module>(module: &M) -> ParamCounts {
+    walk(module, ParamCounts::default(), |counts, path, _, shape| {
+        counts.add(path, shape.iter().product())
+    })
+}
+
+/// Counts per top-level field of `module` (the blocks of a model), in visiting order.
+pub(crate) fn count_params_by_field<M: Module>(module: &M) -> Vec<(String, ParamCounts)> {
+    walk(
+        module,
+        Vec::new(),
+        |fields: &mut Vec<(String, ParamCounts)>, path, _, shape| {
+            let field = path.split('.').next().unwrap_or(path);
+            if fields.last().is_none_or(|(name, _)| name != field) {
+                fields.push((field.to_string(), ParamCounts::default()));
+            }
+            let (_, counts) = fields.last_mut().expect("pushed above");
+            counts.add(path, shape.iter().product());
+        },
+    )
+}
+
+/// The parameters of `module` to which `rule` (given a dotted path) assigns a non-zero decay.
+pub fn weight_decays<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Vec<WeightDecay> {
+    walk(
+        module,
+        Vec::new(),
+        |found: &mut Vec<WeightDecay>, path, id, _| {
+            let decay = rule(path);
+            if decay != 0.0 && !is_moving_statistic(path) {
+                found.push(WeightDecay {
+                    path: path.to_string(),
+                    id,
+                    decay,
+                });
+            }
+        },
+    )
+}
+
+/// `sum over decayed W of decay * sum(W^2) / 2`, shape `[1]`, differentiable; `None` when
+/// `rule` decays nothing.
+pub fn l2_penalty<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Option<Tensor<1>> {
+    struct Penalty<F> {
+        path: Vec<String>,
+        rule: F,
+        total: Option<Tensor<1>>,
+    }
+    impl<F: Fn(&str) -> f64> ModuleVisitor for Penalty<F> {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let path = self.path.join(".");
+            let decay = (self.rule)(&path);
+            if decay == 0.0 || is_moving_statistic(&path) {
+                return;
+            }
+            let term = param.val().square().sum().mul_scalar(decay / 2.0);
+            self.total = Some(match self.total.take() {
+                Some(total) => total + term,
+                None => term,
+            });
+        }
+    }
+    let mut visitor = Penalty {
+        path: Vec::new(),
+        rule,
+        total: None,
+    };
+    module.visit(&mut visitor);
+    visitor.total
+}
+
+fn is_moving_statistic(path: &str) -> bool {
+    path.ends_with("running_mean") || path.ends_with("running_var")
+}
+
+/// Visits every float tensor of `module` with its dotted path, id and shape, folding into `state`.
+fn walk<M: Module, S>(module: &M, state: S, f: impl FnMut(&mut S, &str, ParamId, &[usize])) -> S {
+    struct Walk<S, F> {
+        path: Vec<String>,
+        state: S,
+        f: F,
+    }
+    impl<S, F: FnMut(&mut S, &str, ParamId, &[usize])> ModuleVisitor for Walk<S, F> {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let shape = param.lazy_shape();
+            let path = self.path.join(".");
+            (self.f)(&mut self.state, &path, param.id, &shape.dims::<D>());
+        }
+    }
+    let mut visitor = Walk {
+        path: Vec::new(),
+        state,
+        f,
+    };
+    module.visit(&mut visitor);
+    visitor.state
+}
