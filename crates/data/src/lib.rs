@@ -8,6 +8,7 @@
 
 mod batch;
 pub mod cifar10;
+pub mod codec;
 mod coordinator;
 mod error;
 mod format;
@@ -17,6 +18,8 @@ mod pipeline;
 mod queue;
 mod queue_runner;
 mod record_cursor;
+pub mod tf_example;
+pub mod tfrecord;
 pub mod transforms;
 
 pub use batch::{BatchSlice, HostBatch, split_sizes};

@@ -1,4 +1,5 @@
-//! Crops: fixed, random (`tf.random_crop`) and centered (`tf.image.resize_image_with_crop_or_pad`).
+//! Crops: fixed, random (`tf.random_crop`), centered to a size
+//! (`tf.image.resize_image_with_crop_or_pad`) and centered to a fraction (`tf.image.central_crop`).
 
 use rand::RngExt;
 
@@ -53,6 +54,15 @@ pub fn crop_or_pad_center(image: &Image, height: usize, width: usize) -> Image {
     Image::from_hwc(data, height, width, c)
 }
 
+/// The central `fraction` of each side (`tf.image.central_crop`): the margin is
+/// `int((side - side * fraction) / 2)` on both ends, as TF truncates it.
+pub fn central_crop(image: &Image, fraction: f64) -> Image {
+    assert!(fraction > 0.0 && fraction <= 1.0, "central_crop fraction must be in (0, 1]");
+    let margin = |side: usize| ((side as f64 - side as f64 * fraction) / 2.0) as usize;
+    let (top, left) = (margin(image.height()), margin(image.width()));
+    crop(image, top, left, image.height() - 2 * top, image.width() - 2 * left)
+}
+
 fn center_offsets(have: usize, want: usize) -> (usize, usize) {
     if have >= want {
         ((have - want) / 2, 0)
@@ -92,6 +102,18 @@ mod tests {
         let out = crop_or_pad_center(&Image::from_hwc(vec![7.0], 1, 1, 1), 3, 3);
         assert_eq!(out.get(1, 1, 0), 7.0);
         assert_eq!(out.data().iter().sum::<f32>(), 7.0);
+    }
+
+    #[test]
+    fn central_crop_truncates_the_margin_like_tf() {
+        // 10 x 7 at 0.875: margins int(1.25 / 2) = 0 rows... int((10 - 8.75) / 2) = 0 and
+        // int((7 - 6.125) / 2) = 0; at 0.5: int(2.5) = 2 rows, int(1.75) = 1 column.
+        assert_eq!(central_crop(&grid(10, 7), 0.875).shape(), [10, 7, 1]);
+        let out = central_crop(&grid(10, 7), 0.5);
+        assert_eq!(out.shape(), [6, 5, 1]);
+        assert_eq!(out.get(0, 0, 0), 21.0);
+        // 299 at 0.875: int(18.6875) = 18 -> 263.
+        assert_eq!(central_crop(&grid(299, 299), 0.875).shape(), [263, 263, 1]);
     }
 
     #[test]

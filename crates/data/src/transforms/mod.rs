@@ -1,5 +1,9 @@
 //! Image transforms: the TF image ops the CIFAR-10 and Inception input pipelines use.
 //!
+//! Hand-written rather than taken from the `image` crate: the point is TF's exact semantics
+//! (its resize sampling grid, its HSV formulas, its crop rounding), which general-purpose
+//! image libraries do not share.
+//!
 //! Each op is a plain function on an [`Image`], tested against hand-computed values. A
 //! [`Transform`] chains them for one pipeline (e.g. [`CifarTrain`]); its randomness comes from
 //! the [`Rng`] the pipeline seeds per example, so results do not depend on which reader
@@ -8,13 +12,21 @@
 mod cifar;
 mod color;
 mod crop;
+mod distorted_box;
 mod flip;
+mod hsv;
+mod inception;
+mod resize;
 mod standardize;
 
 pub use cifar::{CifarEval, CifarTrain};
 pub use color::{adjust_brightness, adjust_contrast, random_brightness, random_contrast};
-pub use crop::{crop, crop_or_pad_center, random_crop};
+pub use crop::{central_crop, crop, crop_or_pad_center, random_crop};
+pub use distorted_box::{DistortedBoxConfig, Window, sample_distorted_box};
 pub use flip::{flip_left_right, random_flip_left_right};
+pub use hsv::{adjust_hue, adjust_saturation, hsv_to_rgb, random_hue, random_saturation, rgb_to_hsv};
+pub use inception::{InceptionEval, InceptionTrain};
+pub use resize::{ResizeMethod, resize};
 pub use standardize::per_image_standardization;
 
 use crate::format::BoundingBox;

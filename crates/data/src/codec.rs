@@ -1,0 +1,96 @@
+//! Image decoding (JPEG, PNG) to RGB [`Image`]s in [0, 1], and JPEG encoding.
+//!
+//! Decoding goes through the `image` crate, whose JPEG decoder is zune-jpeg; greyscale, CMYK
+//! and alpha images all come out as 3-channel RGB, as `tf.image.decode_jpeg(channels=3)` does.
+
+use std::io::Cursor;
+
+use image::{ImageEncoder as _, ImageFormat, ImageReader};
+
+use crate::image::Image;
+
+/// Decodes a JPEG or PNG (recognized by content, not by name) to RGB values in [0, 1]
+/// (TF's `convert_image_dtype` to float).
+pub fn decode_image(bytes: &[u8]) -> Result<Image, String> {
+    let reader = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| format!("cannot read image: {e}"))?;
+    match reader.format() {
+        Some(ImageFormat::Jpeg | ImageFormat::Png) => {}
+        Some(other) => return Err(format!("unsupported image format {other:?} (JPEG and PNG are)")),
+        None => return Err("not a JPEG or PNG image".into()),
+    }
+    let decoded = reader.decode().map_err(|e| format!("corrupt image: {e}"))?;
+    let rgb = decoded.to_rgb8();
+    let (width, height) = rgb.dimensions();
+    let data = rgb.into_raw().into_iter().map(|v| v as f32 / 255.0).collect();
+    Ok(Image::from_hwc(data, height as usize, width as usize, 3))
+}
+
+/// Encodes an RGB image with values in [0, 1] as a JPEG of the given quality (1..=100).
+pub fn encode_jpeg(image: &Image, quality: u8) -> Vec<u8> {
+    assert_eq!(image.channels(), 3, "encode_jpeg takes RGB images");
+    let pixels: Vec<u8> = image.data().iter().map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8).collect();
+    let mut out = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality)
+        .encode(&pixels, image.width() as u32, image.height() as u32, image::ExtendedColorType::Rgb8)
+        .expect("encoding to memory cannot fail");
+    out
+}
+
+/// Encodes an RGB image with values in [0, 1] as a PNG (lossless).
+pub fn encode_png(image: &Image) -> Vec<u8> {
+    assert_eq!(image.channels(), 3, "encode_png takes RGB images");
+    let pixels: Vec<u8> = image.data().iter().map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8).collect();
+    let mut out = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut out)
+        .write_image(&pixels, image.width() as u32, image.height() as u32, image::ExtendedColorType::Rgb8)
+        .expect("encoding to memory cannot fail");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checker() -> Image {
+        // 2x2: red, green / blue, white
+        let data = [1., 0., 0., 0., 1., 0., 0., 0., 1., 1., 1., 1.].to_vec();
+        Image::from_hwc(data, 2, 2, 3)
+    }
+
+    #[test]
+    fn png_round_trip_is_exact() {
+        let img = checker();
+        assert_eq!(decode_image(&encode_png(&img)).unwrap(), img);
+    }
+
+    #[test]
+    fn jpeg_round_trip_is_close() {
+        // A smooth 16x16 gradient survives JPEG at quality 95 within a few levels.
+        let data: Vec<f32> = (0..16 * 16 * 3).map(|i| ((i / 3) % 16) as f32 / 15.0 * 0.5 + 0.25).collect();
+        let img = Image::from_hwc(data, 16, 16, 3);
+        let back = decode_image(&encode_jpeg(&img, 95)).unwrap();
+        assert_eq!(back.shape(), [16, 16, 3]);
+        let worst = img.data().iter().zip(back.data()).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        assert!(worst < 0.05, "max error {worst}");
+    }
+
+    #[test]
+    fn greyscale_png_becomes_rgb() {
+        let mut out = Vec::new();
+        image::codecs::png::PngEncoder::new(&mut out)
+            .write_image(&[0, 255], 2, 1, image::ExtendedColorType::L8)
+            .unwrap();
+        let img = decode_image(&out).unwrap();
+        assert_eq!(img.data(), &[0., 0., 0., 1., 1., 1.]);
+    }
+
+    #[test]
+    fn corrupt_and_foreign_bytes_are_errors() {
+        let jpeg = encode_jpeg(&checker(), 90);
+        assert!(decode_image(&jpeg[..jpeg.len() / 2]).is_err(), "truncated JPEG");
+        assert!(decode_image(b"GIF89a....").unwrap_err().contains("unsupported"));
+        assert!(decode_image(b"hello").unwrap_err().contains("not a JPEG or PNG"));
+    }
+}

@@ -1,0 +1,106 @@
+//! Saturation and hue (`tf.image.adjust_saturation`, `adjust_hue`), through TF's RGB <-> HSV
+//! formulas.
+
+use rand::RngExt;
+
+use super::Rng;
+use crate::image::Image;
+
+/// `(hue in [0, 1), saturation, value)` of an RGB pixel, as `tf.image.rgb_to_hsv`.
+pub fn rgb_to_hsv([r, g, b]: [f32; 3]) -> [f32; 3] {
+    let value = r.max(g).max(b);
+    let range = value - r.min(g).min(b);
+    let saturation = if value > 0.0 { range / value } else { 0.0 };
+    if range <= 0.0 {
+        return [0.0, saturation, value];
+    }
+    let norm = 1.0 / (6.0 * range);
+    let hue = if r == value {
+        norm * (g - b)
+    } else if g == value {
+        norm * (b - r) + 2.0 / 6.0
+    } else {
+        norm * (r - g) + 4.0 / 6.0
+    };
+    [if hue < 0.0 { hue + 1.0 } else { hue }, saturation, value]
+}
+
+/// The RGB pixel of `(hue, saturation, value)`, as `tf.image.hsv_to_rgb`.
+pub fn hsv_to_rgb([h, s, v]: [f32; 3]) -> [f32; 3] {
+    let c = s * v;
+    let m = v - c;
+    let dh = h * 6.0;
+    let r = ((dh - 3.0).abs() - 1.0).clamp(0.0, 1.0);
+    let g = (2.0 - (dh - 2.0).abs()).clamp(0.0, 1.0);
+    let b = (2.0 - (dh - 4.0).abs()).clamp(0.0, 1.0);
+    [r * c + m, g * c + m, b * c + m]
+}
+
+fn map_hsv(mut image: Image, f: impl Fn([f32; 3]) -> [f32; 3]) -> Image {
+    assert_eq!(image.channels(), 3, "HSV adjustments take RGB images");
+    for pixel in image.data_mut().chunks_exact_mut(3) {
+        let rgb = hsv_to_rgb(f(rgb_to_hsv([pixel[0], pixel[1], pixel[2]])));
+        pixel.copy_from_slice(&rgb);
+    }
+    image
+}
+
+/// Multiplies saturation by `factor`, clipped to [0, 1].
+pub fn adjust_saturation(image: Image, factor: f32) -> Image {
+    map_hsv(image, |[h, s, v]| [h, (s * factor).clamp(0.0, 1.0), v])
+}
+
+/// Rotates hue by `delta` (a fraction of the colour wheel), wrapping into [0, 1).
+pub fn adjust_hue(image: Image, delta: f32) -> Image {
+    map_hsv(image, |[h, s, v]| [(h + delta).rem_euclid(1.0), s, v])
+}
+
+/// Saturation factor drawn uniformly from `[lower, upper]`.
+pub fn random_saturation(image: Image, lower: f32, upper: f32, rng: &mut Rng) -> Image {
+    let factor = rng.random_range(lower..=upper);
+    adjust_saturation(image, factor)
+}
+
+/// Hue delta drawn uniformly from `[-max_delta, max_delta]`.
+pub fn random_hue(image: Image, max_delta: f32, rng: &mut Rng) -> Image {
+    let delta = rng.random_range(-max_delta..=max_delta);
+    adjust_hue(image, delta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: [f32; 3], b: [f32; 3]) {
+        assert!(a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6), "{a:?} vs {b:?}");
+    }
+
+    #[test]
+    fn hsv_of_known_colours() {
+        close(rgb_to_hsv([1.0, 0.0, 0.0]), [0.0, 1.0, 1.0]);
+        close(rgb_to_hsv([0.0, 0.5, 0.0]), [1.0 / 3.0, 1.0, 0.5]);
+        close(rgb_to_hsv([0.2, 0.4, 0.8]), [(0.2 - 0.4) / (6.0 * 0.6) + 4.0 / 6.0, 0.75, 0.8]);
+        close(rgb_to_hsv([0.5, 0.5, 0.5]), [0.0, 0.0, 0.5]);
+        close(rgb_to_hsv([1.0, 0.0, 0.5]), [1.0 - 0.5 / 6.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn hsv_round_trips() {
+        for rgb in [[0.2, 0.4, 0.8], [0.9, 0.1, 0.3], [0.3, 0.3, 0.1], [0.0, 0.0, 0.0]] {
+            close(hsv_to_rgb(rgb_to_hsv(rgb)), rgb);
+        }
+    }
+
+    #[test]
+    fn saturation_and_hue_by_hand() {
+        // (0.2, 0.4, 0.8): s 0.75, v 0.8. Half saturation: s 0.375 -> min = 0.8 * 0.625 = 0.5,
+        // and the hue keeps green's place a third of the way from min to max.
+        let img = Image::from_hwc(vec![0.2, 0.4, 0.8], 1, 1, 3);
+        let out = adjust_saturation(img.clone(), 0.5);
+        close(out.data().try_into().unwrap(), [0.5, 0.6, 0.8]);
+        // Red rotated by a third of the wheel is green.
+        let red = Image::from_hwc(vec![1.0, 0.0, 0.0], 1, 1, 3);
+        close(adjust_hue(red.clone(), 1.0 / 3.0).data().try_into().unwrap(), [0.0, 1.0, 0.0]);
+        close(adjust_hue(red, -1.0 / 3.0).data().try_into().unwrap(), [0.0, 0.0, 1.0]);
+    }
+}
