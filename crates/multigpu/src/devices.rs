@@ -19,9 +19,9 @@
 
 use std::str::FromStr;
 
+use burn::tensor::Device;
 #[allow(unused_imports)] // only the constructors of compiled-in backends use it
 use burn::tensor::DeviceKind;
-use burn::tensor::Device;
 
 use crate::error::{Error, Result};
 

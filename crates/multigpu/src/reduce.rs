@@ -211,7 +211,11 @@ pub(crate) struct RingLink {
 impl RingLink {
     /// Sends chunk `send` of every gradient to the next tower and returns what the previous one
     /// sent.
-    fn exchange(&self, chunks: &[Vec<Option<Tensor<1>>>], send: usize) -> Result<Message, PeerGone> {
+    fn exchange(
+        &self,
+        chunks: &[Vec<Option<Tensor<1>>>],
+        send: usize,
+    ) -> Result<Message, PeerGone> {
         let message = chunks.iter().map(|parts| parts[send].clone()).collect();
         self.next.send(message).map_err(|_| PeerGone)?;
         self.prev.recv().map_err(|_| PeerGone)
@@ -299,7 +303,9 @@ mod tests {
     /// Gradients of a made-up loss on 4 inputs that depend on `seed` (no RNG: tests run in
     /// parallel and share the device's generator).
     fn grads_of(model: &Two, seed: usize, device: &Device) -> GradientsParams {
-        let x: Vec<f32> = (0..12).map(|i| ((i * 7 + seed * 5) % 11) as f32 / 5.0 - 1.0).collect();
+        let x: Vec<f32> = (0..12)
+            .map(|i| ((i * 7 + seed * 5) % 11) as f32 / 5.0 - 1.0)
+            .collect();
         let x = Tensor::<2>::from_data(TensorData::new(x, [4, 3]), device);
         let loss = model.b.forward(model.a.forward(x)).powi_scalar(2).mean();
         GradientsParams::from_grads(loss.backward(), model)
@@ -308,8 +314,12 @@ mod tests {
     fn values(grads: &GradientsParams, model: &Two) -> Vec<f32> {
         let weights = [&model.a.weight, &model.b.weight];
         let biases = [&model.a.bias, &model.b.bias].map(|b| b.as_ref().unwrap());
-        let weights = weights.iter().map(|p| grads.get::<2>(p.id).unwrap().into_data());
-        let biases = biases.iter().map(|p| grads.get::<1>(p.id).unwrap().into_data());
+        let weights = weights
+            .iter()
+            .map(|p| grads.get::<2>(p.id).unwrap().into_data());
+        let biases = biases
+            .iter()
+            .map(|p| grads.get::<1>(p.id).unwrap().into_data());
         weights
             .chain(biases)
             .flat_map(|data| data.try_into_vec::<f32>().unwrap())
@@ -343,7 +353,11 @@ mod tests {
                     .collect()
             };
             let expected = values(
-                &reduce_to_device(&model, sets(&model).into_iter().map(|s| s.0).collect(), &flex),
+                &reduce_to_device(
+                    &model,
+                    sets(&model).into_iter().map(|s| s.0).collect(),
+                    &flex,
+                ),
                 &model,
             );
             let reduced = all_reduce(&model, sets(&model));

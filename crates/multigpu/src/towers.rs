@@ -169,6 +169,18 @@ impl<M> Default for Cycle<M> {
 
 const PRESENT: &str = "the model is only taken out during an optimizer step";
 
+impl<M> std::fmt::Debug for Towers<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.towers.iter().map(TowerDevice::name).collect();
+        f.debug_struct("Towers")
+            .field("towers", &names)
+            .field("main", &self.main)
+            .field("config", &self.config)
+            .field("micro_batches_pending", &self.cycle.micro)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<M: Module> Towers<M> {
     /// Towers for `model` on `devices`, updated by `optimizer`.
     ///
@@ -280,9 +292,7 @@ impl<M: Module> Towers<M> {
     pub fn replicas(&self) -> &[M] {
         match &self.state {
             State::Single { model, .. } => std::slice::from_ref(model.as_ref().expect(PRESENT)),
-            State::ParameterDevice { replicas, .. } | State::AllReduce { replicas, .. } => {
-                replicas
-            }
+            State::ParameterDevice { replicas, .. } | State::AllReduce { replicas, .. } => replicas,
         }
     }
 
@@ -419,7 +429,13 @@ impl<M: Module> Towers<M> {
             };
             self.cycle.examples = vec![0; n];
         }
-        let examples: Vec<usize> = self.cycle.examples.iter().zip(sizes).map(|(a, b)| a + b).collect();
+        let examples: Vec<usize> = self
+            .cycle
+            .examples
+            .iter()
+            .zip(sizes)
+            .map(|(a, b)| a + b)
+            .collect();
         let cycle_examples: usize = examples.iter().sum();
         let apply = self.cycle.micro + 1 == k;
         // Loss scales that make the towers' gradients sum to the batch's mean gradient (k = 1),
@@ -467,8 +483,13 @@ impl<M: Module> Towers<M> {
             })
             .collect();
 
-        let done = match run_towers(jobs, &self.towers, &self.layout, self.has_running_stats, loss_fn)
-        {
+        let done = match run_towers(
+            jobs,
+            &self.towers,
+            &self.layout,
+            self.has_running_stats,
+            loss_fn,
+        ) {
             Ok(done) => done,
             Err(error) => return Err(self.fail(error)),
         };
@@ -490,7 +511,10 @@ impl<M: Module> Towers<M> {
             self.cycle.examples = examples;
             for d in done {
                 self.cycle.work.push(d.replica);
-                self.cycle.grads.push(d.grads.expect("a tower that keeps its gradients returns them"));
+                self.cycle.grads.push(
+                    d.grads
+                        .expect("a tower that keeps its gradients returns them"),
+                );
             }
             return Ok(output);
         }
@@ -735,7 +759,9 @@ where
             .map(|(i, job)| {
                 thread::Builder::new()
                     .name(format!("tower-{i}"))
-                    .spawn_scoped(s, move || run_tower(job, layout, has_running_stats, loss_fn))
+                    .spawn_scoped(s, move || {
+                        run_tower(job, layout, has_running_stats, loss_fn)
+                    })
             })
             .collect();
         handles
@@ -763,7 +789,11 @@ where
     }
     match ring_broken {
         // Only reachable if a neighbour left the ring without failing, which is a bug here.
-        Some(i) => Err(tower_failed(i, &towers[i], "the ring all-reduce broke off".into())),
+        Some(i) => Err(tower_failed(
+            i,
+            &towers[i],
+            "the ring all-reduce broke off".into(),
+        )),
         None => Ok(done),
     }
 }
