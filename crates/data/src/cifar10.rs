@@ -3,11 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use rand::{RngExt, SeedableRng};
+use rand::SeedableRng;
 
 use crate::error::{Error, Result};
-use crate::format::{Example, RecordFormat, RecordSpan};
+use crate::format::{BoundingBox, Example, RecordFormat, RecordSpan};
 use crate::image::Image;
+use crate::synthetic::synthetic_image;
 use crate::transforms::Rng;
 
 /// Side of a CIFAR-10 image.
@@ -125,44 +126,9 @@ pub fn encode_record(image: &Image, label: u8) -> Vec<u8> {
     out
 }
 
-/// A synthetic image of class `label` (0..10) that a network can learn to tell apart after the
-/// CIFAR-10 training distortions: a class colour (hue `label * 36` degrees) and stripes whose
-/// orientation and period depend on the class, under per-image noise and brightness.
-pub fn synthetic_image(label: usize, rng: &mut Rng) -> Image {
-    let hue = label as f32 * 36.0;
-    let color = hsv_to_rgb(hue, 0.6, 0.6);
-    let vertical = label % 2 == 1;
-    let period = 2.0 + (label / 2) as f32 * 1.5;
-    let brightness = rng.random_range(-30.0f32..=30.0);
-    let phase = rng.random_range(0.0f32..std::f32::consts::TAU);
-    let mut data = Vec::with_capacity(IMAGE_SIZE * IMAGE_SIZE * 3);
-    for y in 0..IMAGE_SIZE {
-        for x in 0..IMAGE_SIZE {
-            let t = if vertical { x } else { y } as f32;
-            let stripe = 40.0 * (t * std::f32::consts::TAU / period + phase).sin();
-            for c in color {
-                let noise = rng.random_range(-25.0f32..=25.0);
-                data.push((c * 255.0 + stripe + brightness + noise).clamp(0.0, 255.0));
-            }
-        }
-    }
-    Image::from_hwc(data, IMAGE_SIZE, IMAGE_SIZE, 3)
-}
-
-fn hsv_to_rgb(hue: f32, saturation: f32, value: f32) -> [f32; 3] {
-    let c = value * saturation;
-    let h = hue / 60.0;
-    let x = c * (1.0 - (h % 2.0 - 1.0).abs());
-    let (r, g, b) = match h as u32 {
-        0 => (c, x, 0.0),
-        1 => (x, c, 0.0),
-        2 => (0.0, c, x),
-        3 => (0.0, x, c),
-        4 => (x, 0.0, c),
-        _ => (c, 0.0, x),
-    };
-    let m = value - c;
-    [r + m, g + m, b + m]
+fn scale(mut image: Image, factor: f32) -> Image {
+    image.data_mut().iter_mut().for_each(|v| *v *= factor);
+    image
 }
 
 /// Writes a synthetic dataset in the CIFAR-10 binary layout into `dir`: the five training
@@ -179,7 +145,8 @@ pub fn write_synthetic(dir: &Path, train_per_file: usize, test: usize, seed: u64
         let bytes: Vec<u8> = (0..count)
             .flat_map(|i| {
                 let label = i % NUM_CLASSES;
-                encode_record(&synthetic_image(label, &mut rng), label as u8)
+                let image = synthetic_image(label, NUM_CLASSES, IMAGE_SIZE, IMAGE_SIZE, BoundingBox::WHOLE, &mut rng);
+                encode_record(&scale(image, 255.0), label as u8)
             })
             .collect();
         let path = dir.join(name);

@@ -3,7 +3,9 @@
 //! - [`Queue`]: bounded blocking FIFO / shuffle queues with close and cancel.
 //! - [`Coordinator`] and [`QueueRunner`]: threads that stop together and report the first error.
 //! - [`Pipeline`]: record cursor -> reader threads -> example queue -> batcher -> prefetch queue.
-//! - [`RecordFormat`] readers ([`cifar10`]) and [`transforms`] (the TF image ops).
+//! - [`RecordFormat`] readers: [`cifar10`] binary files, [`inception`] TFRecord shards of
+//!   `tf.train.Example`s ([`tfrecord`], [`tf_example`]), [`image_folder`]s; [`codec`] decodes
+//!   JPEG and PNG; [`transforms`] are the TF image ops of both trainers.
 //! - [`HostBatch`]: the output, split across devices and uploaded slice by slice.
 
 mod batch;
@@ -13,11 +15,14 @@ mod coordinator;
 mod error;
 mod format;
 mod image;
+pub mod image_folder;
+pub mod inception;
 mod ordered_gate;
 mod pipeline;
 mod queue;
 mod queue_runner;
 mod record_cursor;
+pub mod synthetic;
 pub mod tf_example;
 pub mod tfrecord;
 pub mod transforms;

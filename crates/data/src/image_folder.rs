@@ -1,0 +1,205 @@
+//! Image folders, `root/<class_name>/<image>`, the layout PyTorch users bring.
+//!
+//! Classes are the sub-folders, sorted by name, numbered from 0; images are the `.jpg`,
+//! `.jpeg` and `.png` files inside them (case-insensitive; other files are ignored, as
+//! torchvision's `ImageFolder` does). Each image file is one record.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::codec::decode_image;
+use crate::error::{Error, Result};
+use crate::format::{Example, RecordFormat, RecordSpan};
+
+/// A scanned image folder: its classes and image files.
+#[derive(Debug, Clone)]
+pub struct ImageFolder {
+    root: PathBuf,
+    classes: Vec<String>,
+    files: Vec<PathBuf>,
+    labels: Arc<HashMap<PathBuf, i64>>,
+}
+
+impl ImageFolder {
+    /// Scans `root`. A missing folder, a folder without class sub-folders, or one without
+    /// any image is an error naming it.
+    pub fn scan(root: &Path) -> Result<Self> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        if !root.is_dir() {
+            return Err(Error::File {
+                path: root.to_path_buf(),
+                reason: "no such directory (expected root/<class>/<image>)".into(),
+            });
+        }
+        let mut classes: Vec<String> = std::fs::read_dir(root)
+            .map_err(io(root))?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .collect();
+        classes.sort();
+        if classes.is_empty() {
+            return Err(Error::File {
+                path: root.to_path_buf(),
+                reason: "no class sub-folders".into(),
+            });
+        }
+        let mut files = Vec::new();
+        let mut labels = HashMap::new();
+        for (label, class) in classes.iter().enumerate() {
+            let dir = root.join(class);
+            let mut images: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map_err(io(&dir))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && is_image(p))
+                .collect();
+            images.sort();
+            for image in images {
+                labels.insert(image.clone(), label as i64);
+                files.push(image);
+            }
+        }
+        if files.is_empty() {
+            return Err(Error::File {
+                path: root.to_path_buf(),
+                reason: "no .jpg, .jpeg or .png image under any class folder".into(),
+            });
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+            classes,
+            files,
+            labels: Arc::new(labels),
+        })
+    }
+
+    /// Class names; class `i` is label `i`.
+    pub fn classes(&self) -> &[String] {
+        &self.classes
+    }
+
+    /// Every image, by class then by name.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// The [`RecordFormat`] reading these images with their labels.
+    pub fn format(&self) -> ImageFolderFormat {
+        ImageFolderFormat {
+            labels: Arc::clone(&self.labels),
+        }
+    }
+
+    /// Writes the label map, one `label<TAB>class` line per class, to `path` (written to a
+    /// temporary name first, then renamed).
+    pub fn write_label_map(&self, path: &Path) -> Result<()> {
+        let tmp = path.with_extension("tmp");
+        let io = |source| Error::Io {
+            path: tmp.clone(),
+            source,
+        };
+        let mut file = std::fs::File::create(&tmp).map_err(io)?;
+        for (label, class) in self.classes.iter().enumerate() {
+            writeln!(file, "{label}\t{class}").map_err(io)?;
+        }
+        file.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// The folder scanned.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+fn is_image(path: &Path) -> bool {
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png"))
+}
+
+/// Reads image files of an [`ImageFolder`]: one record per file, labelled by its class folder.
+#[derive(Debug, Clone)]
+pub struct ImageFolderFormat {
+    labels: Arc<HashMap<PathBuf, i64>>,
+}
+
+impl RecordFormat for ImageFolderFormat {
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
+        let len = std::fs::metadata(path)
+            .map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len();
+        Ok(vec![RecordSpan { offset: 0, len: len as usize }])
+    }
+
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
+        let bad = |reason: String| Error::Record {
+            path: path.to_path_buf(),
+            record,
+            reason,
+        };
+        let label = *self.labels.get(path).ok_or_else(|| bad("not an image of the scanned folder".into()))?;
+        Ok(Example {
+            image: decode_image(bytes).map_err(bad)?,
+            label,
+            boxes: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{encode_jpeg, encode_png};
+    use crate::image::Image;
+
+    fn folder() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let img = Image::from_hwc(vec![0.25; 4 * 4 * 3], 4, 4, 3);
+        for (class, name, bytes) in [
+            ("zebra", "a.JPG", encode_jpeg(&img, 90)),
+            ("apple", "b.png", encode_png(&img)),
+            ("apple", "a.jpeg", encode_jpeg(&img, 90)),
+            ("apple", "notes.txt", b"not an image".to_vec()),
+        ] {
+            std::fs::create_dir_all(dir.path().join(class)).unwrap();
+            std::fs::write(dir.path().join(class).join(name), bytes).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn classes_sorted_and_images_labelled() {
+        let dir = folder();
+        let f = ImageFolder::scan(dir.path()).unwrap();
+        assert_eq!(f.classes(), ["apple", "zebra"]);
+        let names: Vec<_> = f.files().iter().map(|p| p.strip_prefix(dir.path()).unwrap().to_str().unwrap().to_string()).collect();
+        assert_eq!(names, ["apple/a.jpeg", "apple/b.png", "zebra/a.JPG"]);
+        let format = f.format();
+        let zebra = &f.files()[2];
+        let ex = format.decode(zebra, 0, &std::fs::read(zebra).unwrap()).unwrap();
+        assert_eq!((ex.label, ex.image.shape()), (1, [4, 4, 3]));
+        let map = dir.path().join("labels.txt");
+        f.write_label_map(&map).unwrap();
+        assert_eq!(std::fs::read_to_string(map).unwrap(), "0\tapple\n1\tzebra\n");
+    }
+
+    #[test]
+    fn bad_folders_and_corrupt_images_are_named() {
+        assert!(ImageFolder::scan(Path::new("/no/such/folder")).unwrap_err().to_string().contains("no such directory"));
+        let empty = tempfile::tempdir().unwrap();
+        assert!(ImageFolder::scan(empty.path()).unwrap_err().to_string().contains("no class sub-folders"));
+        let dir = folder();
+        let f = ImageFolder::scan(dir.path()).unwrap();
+        let png = &f.files()[1];
+        let msg = f.format().decode(png, 0, b"\x89PNG\r\n\x1a\nbroken").unwrap_err().to_string();
+        assert!(msg.contains("b.png") && msg.contains("record 0"), "{msg}");
+    }
+}

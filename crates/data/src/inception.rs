@@ -1,0 +1,373 @@
+//! ImageNet as TF's Inception trainer reads it: TFRecord shards (`train-00000-of-01024`,
+//! `validation-00000-of-00128`) of `tf.train.Example`s with JPEG images, labels `1..=1000`
+//! (0 is the background class, so 1001 outputs) and object boxes.
+//!
+//! - [`TfExampleFormat`]: the [`RecordFormat`] of those shards.
+//! - [`train_files`] / [`validation_files`]: a folder's shards, checked.
+//! - [`ShardWriter`]: writes shards in the same layout; [`BuiltinShards`] fills a temporary
+//!   folder with synthetic JPEG examples (the `inception` example's built-in data).
+//! - The preprocessing is [`InceptionTrain`] / [`InceptionEval`] in [`crate::transforms`].
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use rand::{RngExt, SeedableRng};
+
+pub use crate::transforms::{InceptionEval, InceptionTrain};
+
+use crate::codec::{decode_image, encode_jpeg};
+use crate::error::{Error, Result};
+use crate::format::{BoundingBox, Example, RecordFormat, RecordSpan};
+use crate::synthetic::synthetic_image;
+use crate::tf_example::ImageRecord;
+use crate::tfrecord::{self, TfRecordWriter};
+use crate::transforms::Rng;
+
+/// Reads TFRecord shards of image `tf.train.Example`s; images come out RGB in [0, 1].
+#[derive(Debug, Clone, Copy)]
+pub struct TfExampleFormat {
+    num_classes: usize,
+    label_offset: i64,
+}
+
+impl TfExampleFormat {
+    /// Labels must fall in `0..num_classes` (1001 for TF's ImageNet layout).
+    pub fn new(num_classes: usize) -> Self {
+        Self {
+            num_classes,
+            label_offset: 0,
+        }
+    }
+
+    /// Adds `offset` to every stored label before the range check: `-1` maps TF's
+    /// `1..=1000` to `0..1000` for a 1000-class model.
+    pub fn with_label_offset(self, offset: i64) -> Self {
+        Self {
+            label_offset: offset,
+            ..self
+        }
+    }
+}
+
+impl RecordFormat for TfExampleFormat {
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
+        tfrecord::index(path)
+    }
+
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
+        let bad = |reason: String| Error::Record {
+            path: path.to_path_buf(),
+            record,
+            reason,
+        };
+        let data = tfrecord::record_data(path, record, bytes)?;
+        let parsed = ImageRecord::parse(data).map_err(bad)?;
+        let label = parsed.label + self.label_offset;
+        if label < 0 || label >= self.num_classes as i64 {
+            return Err(bad(format!(
+                "label {label} (stored {}) out of range 0..{}",
+                parsed.label, self.num_classes
+            )));
+        }
+        let image = decode_image(&parsed.encoded).map_err(bad)?;
+        Ok(Example {
+            image,
+            label,
+            boxes: parsed.boxes,
+        })
+    }
+}
+
+/// The name of shard `index` of `count`: `{prefix}-{index:05}-of-{count:05}`.
+pub fn shard_name(prefix: &str, index: usize, count: usize) -> String {
+    format!("{prefix}-{index:05}-of-{count:05}")
+}
+
+/// The `train-*-of-*` shards of `dir`, in name order.
+pub fn train_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    shards(dir, "train")
+}
+
+/// The `validation-*-of-*` shards of `dir`, in name order.
+pub fn validation_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    shards(dir, "validation")
+}
+
+fn shards(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
+    let io = |source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    if !dir.is_dir() {
+        return Err(Error::File {
+            path: dir.to_path_buf(),
+            reason: "no such directory (expected TFRecord shards)".into(),
+        });
+    }
+    let pattern = format!("{prefix}-");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name.starts_with(&pattern) && name.contains("-of-") && !name.ends_with(".tmp") {
+            files.push(path);
+        }
+    }
+    if files.is_empty() {
+        return Err(Error::File {
+            path: dir.to_path_buf(),
+            reason: format!("no {prefix}-XXXXX-of-YYYYY shards"),
+        });
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Writes examples into `count` shards of consecutive records, as TF's converter does. Each
+/// shard is written under a `.tmp` name and renamed when complete, so a crash never leaves a
+/// half-written shard under a real name.
+pub struct ShardWriter {
+    dir: PathBuf,
+    prefix: String,
+    count: usize,
+    per_shard: usize,
+    written: usize,
+    current: Option<(PathBuf, TfRecordWriter<BufWriter<File>>)>,
+    finished: Vec<PathBuf>,
+}
+
+impl ShardWriter {
+    /// A writer of `total` examples into `count` shards named `{prefix}-XXXXX-of-YYYYY` in
+    /// `dir` (created if missing).
+    pub fn create(dir: &Path, prefix: &str, count: usize, total: usize) -> Result<Self> {
+        if count == 0 || total < count {
+            return Err(Error::Config(format!("cannot write {total} examples into {count} shards")));
+        }
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            prefix: prefix.to_string(),
+            count,
+            per_shard: total.div_ceil(count),
+            written: 0,
+            current: None,
+            finished: Vec::new(),
+        })
+    }
+
+    /// Appends one example to the current shard, starting the next shard when it is full.
+    pub fn write(&mut self, record: &ImageRecord) -> Result<()> {
+        let shard = self.written / self.per_shard;
+        if shard >= self.count {
+            return Err(Error::Config(format!("more examples than the {} declared", self.count * self.per_shard)));
+        }
+        if self.finished.len() < shard {
+            self.finish_current()?;
+        }
+        if self.current.is_none() {
+            let path = self.dir.join(shard_name(&self.prefix, shard, self.count));
+            let tmp = path.with_extension("tmp");
+            let file = File::create(&tmp).map_err(|source| Error::Io { path: tmp, source })?;
+            self.current = Some((path, TfRecordWriter::new(BufWriter::new(file))));
+        }
+        let (path, writer) = self.current.as_mut().expect("opened above");
+        writer.write(&record.encode()).map_err(|source| Error::Io {
+            path: path.with_extension("tmp"),
+            source,
+        })?;
+        self.written += 1;
+        Ok(())
+    }
+
+    fn finish_current(&mut self) -> Result<()> {
+        if let Some((path, writer)) = self.current.take() {
+            let tmp = path.with_extension("tmp");
+            let io = |source| Error::Io {
+                path: tmp.clone(),
+                source,
+            };
+            let file = writer.into_inner().map_err(io)?.into_inner().map_err(|e| io(e.into_error()))?;
+            file.sync_all().map_err(io)?;
+            std::fs::rename(&tmp, &path).map_err(io)?;
+            self.finished.push(path);
+        }
+        Ok(())
+    }
+
+    /// Completes the last shard and returns the paths of all shards written.
+    pub fn finish(mut self) -> Result<Vec<PathBuf>> {
+        self.finish_current()?;
+        Ok(self.finished)
+    }
+}
+
+/// Sizes of a [`BuiltinShards`] dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltinShardsConfig {
+    /// Classes; labels are written `1..=num_classes` (TF's layout: a model needs
+    /// `num_classes + 1` outputs, or a label offset of -1).
+    pub num_classes: usize,
+    /// Training shards and examples in each.
+    pub train_shards: usize,
+    /// Validation shards.
+    pub validation_shards: usize,
+    /// Examples per shard.
+    pub per_shard: usize,
+    /// Typical side of the stored JPEGs; each image's sides vary from 3/4 to 5/4 of it.
+    pub image_size: usize,
+    /// Seed of the images.
+    pub seed: u64,
+}
+
+/// A synthetic ImageNet-layout dataset in a temporary folder, deleted on drop: JPEG examples
+/// with a class pattern inside an object box (also stored as the example's box), in
+/// `train-*` and `validation-*` shards read back through [`TfExampleFormat`].
+#[derive(Debug)]
+pub struct BuiltinShards {
+    dir: tempfile::TempDir,
+}
+
+impl BuiltinShards {
+    /// Writes the dataset.
+    pub fn create(config: BuiltinShardsConfig) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("towers-imagenet-")
+            .tempdir()
+            .map_err(|source| Error::Io {
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        let mut rng = Rng::seed_from_u64(config.seed);
+        for (prefix, shards) in [("train", config.train_shards), ("validation", config.validation_shards)] {
+            let total = shards * config.per_shard;
+            let mut writer = ShardWriter::create(dir.path(), prefix, shards, total)?;
+            for i in 0..total {
+                writer.write(&synthetic_record(i % config.num_classes, &config, &mut rng))?;
+            }
+            writer.finish()?;
+        }
+        Ok(Self { dir })
+    }
+
+    /// The folder of shards.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+fn synthetic_record(class: usize, config: &BuiltinShardsConfig, rng: &mut Rng) -> ImageRecord {
+    let side = |rng: &mut Rng| rng.random_range(config.image_size * 3 / 4..=config.image_size * 5 / 4).max(8);
+    let (height, width) = (side(rng), side(rng));
+    let corner = |rng: &mut Rng| rng.random_range(0.0f32..0.4);
+    let (top, left) = (corner(rng), corner(rng));
+    let object = BoundingBox {
+        ymin: top,
+        xmin: left,
+        ymax: top + rng.random_range(0.5f32..=0.6),
+        xmax: left + rng.random_range(0.5f32..=0.6),
+    };
+    let image = synthetic_image(class, config.num_classes, height, width, object, rng);
+    ImageRecord {
+        encoded: encode_jpeg(&image, 90),
+        label: class as i64 + 1,
+        text: Some(format!("class {class}")),
+        boxes: vec![object],
+        height: Some(height as i64),
+        width: Some(width as i64),
+        filename: Some(format!("synthetic_{class}_{:08x}.JPEG", rng.random::<u32>())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> BuiltinShardsConfig {
+        BuiltinShardsConfig {
+            num_classes: 3,
+            train_shards: 2,
+            validation_shards: 1,
+            per_shard: 5,
+            image_size: 24,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn builtin_shards_read_back_through_the_format() {
+        let data = BuiltinShards::create(small()).unwrap();
+        let files = train_files(data.dir()).unwrap();
+        let names: Vec<_> = files.iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_string()).collect();
+        assert_eq!(names, ["train-00000-of-00002", "train-00001-of-00002"]);
+        assert_eq!(validation_files(data.dir()).unwrap().len(), 1);
+        let format = TfExampleFormat::new(4);
+        let spans = format.index(&files[1]).unwrap();
+        assert_eq!(spans.len(), 5);
+        let bytes = std::fs::read(&files[1]).unwrap();
+        let labels: Vec<i64> = spans
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let ex = format.decode(&files[1], i, &bytes[s.offset as usize..][..s.len]).unwrap();
+                assert_eq!(ex.image.channels(), 3);
+                assert!((18..=30).contains(&ex.image.height()));
+                assert_eq!(ex.boxes.len(), 1);
+                ex.label
+            })
+            .collect();
+        // Records 5..10 of the classes in turn, stored 1-based.
+        assert_eq!(labels, vec![3, 1, 2, 3, 1]);
+    }
+
+    fn shard_with(record: &ImageRecord) -> (tempfile::TempDir, PathBuf, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ShardWriter::create(dir.path(), "train", 1, 1).unwrap();
+        w.write(record).unwrap();
+        let path = w.finish().unwrap().remove(0);
+        let bytes = std::fs::read(&path).unwrap();
+        (dir, path, bytes[12..].to_vec())
+    }
+
+    #[test]
+    fn corrupt_jpeg_and_bad_label_name_the_shard_and_record() {
+        let image = crate::image::Image::from_hwc(vec![0.5; 8 * 8 * 3], 8, 8, 3);
+        let good = ImageRecord { encoded: encode_jpeg(&image, 90), label: 5, ..Default::default() };
+        let (_d, path, span) = shard_with(&good);
+        assert_eq!(TfExampleFormat::new(6).decode(&path, 0, &span).unwrap().label, 5);
+        assert_eq!(TfExampleFormat::new(6).with_label_offset(-1).decode(&path, 0, &span).unwrap().label, 4);
+        let msg = TfExampleFormat::new(5).decode(&path, 0, &span).unwrap_err().to_string();
+        assert!(msg.contains("train-00000-of-00001") && msg.contains("record 0") && msg.contains("label 5"), "{msg}");
+
+        let mut cut = good.clone();
+        cut.encoded.truncate(cut.encoded.len() / 2);
+        let (_d, path, span) = shard_with(&cut);
+        let msg = TfExampleFormat::new(6).decode(&path, 0, &span).unwrap_err().to_string();
+        assert!(msg.contains("train-00000-of-00001") && msg.contains("record 0") && msg.contains("image"), "{msg}");
+    }
+
+    #[test]
+    fn missing_folder_or_shards_are_named() {
+        assert!(train_files(Path::new("/no/such/imagenet")).unwrap_err().to_string().contains("no such directory"));
+        let dir = tempfile::tempdir().unwrap();
+        let msg = validation_files(dir.path()).unwrap_err().to_string();
+        assert!(msg.contains("validation-XXXXX"), "{msg}");
+    }
+
+    #[test]
+    fn writer_splits_consecutive_records_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ShardWriter::create(dir.path(), "validation", 3, 7).unwrap();
+        for label in 0..7 {
+            w.write(&ImageRecord { encoded: vec![1], label, ..Default::default() }).unwrap();
+        }
+        let paths = w.finish().unwrap();
+        let counts: Vec<usize> = paths.iter().map(|p| tfrecord::index(p).unwrap().len()).collect();
+        assert_eq!(counts, vec![3, 3, 1]);
+        let leftovers = std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some()).count();
+        assert_eq!(leftovers, 0);
+    }
+}
