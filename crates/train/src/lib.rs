@@ -1,1 +1,47 @@
-//! towers-train
+//! towers-train: the training loop of burn-towers, tying the input pipeline
+//! ([`towers_data`]), the models ([`towers_models`]) and the towers ([`towers_multigpu`])
+//! together in the shape of TF 1.x's multi-GPU CIFAR-10 and Inception trainers.
+//!
+//! - [`TrainConfig`]: a serde struct with the TF trainers' defaults, read from JSON or TOML
+//!   and overridden by [`TrainArgs`] flags.
+//! - [`OptimizerConfig`]: SGD, momentum, TF's RMSProp ([`TfRmsProp`]), Adam, as Burn
+//!   optimizers; [`LrScheduleConfig`]: exponential (staircase), polynomial, piecewise constant.
+//! - [`MovingAverage`]: TF's exponential moving average of the weights.
+//! - [`Checkpoint`], [`CheckpointDir`]: model, optimizer state, averages and step in one file
+//!   written atomically ([`write_atomic`]).
+//! - [`TrainLog`], [`plot_log`]: TF's log line, a progress bar, JSON lines and an SVG plot.
+//! - [`Trainer`]: the loop; [`StopFlag`]: Ctrl-C; [`evaluate`]: precision@1 and @5.
+
+mod atomic_file;
+mod checkpoint;
+mod checkpoint_dir;
+mod cli;
+mod config;
+mod ema;
+mod error;
+mod eval;
+mod input;
+mod log;
+mod optimizer;
+mod plot;
+mod rmsprop;
+mod schedule;
+mod stop;
+mod trainer;
+
+pub use atomic_file::write_atomic;
+pub use checkpoint::Checkpoint;
+pub use checkpoint_dir::CheckpointDir;
+pub use cli::TrainArgs;
+pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
+pub use ema::MovingAverage;
+pub use error::{Error, Result};
+pub use eval::{Precision, evaluate};
+pub use input::{Input, builtin_cifar10};
+pub use log::{LogEntry, TrainLog, read_log};
+pub use optimizer::OptimizerConfig;
+pub use plot::{plot_log, render as render_plot};
+pub use rmsprop::{TfRmsProp, TfRmsPropState};
+pub use schedule::{LrSchedule, LrScheduleConfig};
+pub use stop::StopFlag;
+pub use trainer::{LOG_FILE, LossFn, PLOT_FILE, TrainReport, Trained, Trainer, load_into};

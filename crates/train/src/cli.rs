@@ -1,0 +1,122 @@
+//! The command-line flags the examples share, in the TF trainers' spirit.
+
+use std::path::PathBuf;
+
+use crate::config::TrainConfig;
+use crate::error::Result;
+
+/// Flags shared by the training examples (`#[command(flatten)]` them). Each flag given
+/// overrides the `--config` file, which overrides the example's defaults.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TrainArgs {
+    /// Dataset directory; the built-in synthetic data when absent.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Where checkpoints, the JSON log and the plot go.
+    #[arg(long)]
+    pub train_dir: Option<PathBuf>,
+    /// Tower devices, e.g. `flex`, `flex,flex`, `cuda:0,cuda:1`.
+    #[arg(long)]
+    pub devices: Option<String>,
+    /// Examples per step over all towers (split across them).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Updates to run (in total, counting those before a resume).
+    #[arg(long)]
+    pub max_steps: Option<u64>,
+    /// Seed of initialization, input order, distortions and dropout.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Updates between log lines.
+    #[arg(long)]
+    pub log_every: Option<u64>,
+    /// Updates between checkpoints.
+    #[arg(long)]
+    pub checkpoint_every: Option<u64>,
+    /// Input reader threads (default: 4 per tower).
+    #[arg(long)]
+    pub reader_threads: Option<usize>,
+    /// Continue from the newest checkpoint in the train directory.
+    #[arg(long)]
+    pub resume: bool,
+    /// A JSON (`.json`) or TOML file of settings (see `TrainConfig`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+impl TrainArgs {
+    /// `defaults`, with the `--config` file over them, then the flags over that.
+    pub fn config(&self, defaults: TrainConfig) -> Result<TrainConfig> {
+        let mut c = match &self.config {
+            Some(path) => defaults.merge_file(path)?,
+            None => defaults,
+        };
+        if let Some(v) = &self.train_dir {
+            c.train_dir = v.clone();
+        }
+        if let Some(v) = &self.devices {
+            c.devices = v.clone();
+        }
+        if let Some(v) = self.batch_size {
+            c.batch_size = v;
+        }
+        if let Some(v) = self.max_steps {
+            c.max_steps = v;
+        }
+        if let Some(v) = self.seed {
+            c.seed = v;
+        }
+        if let Some(v) = self.log_every {
+            c.log_every = v;
+        }
+        if let Some(v) = self.checkpoint_every {
+            c.checkpoint_every = v;
+        }
+        if let Some(v) = self.reader_threads {
+            c.reader_threads = Some(v);
+        }
+        c.resume |= self.resume;
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        train: TrainArgs,
+    }
+
+    #[test]
+    fn flags_override_the_file_which_overrides_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "batch_size = 64\nmax_steps = 10\nseed = 3\n").unwrap();
+        let cli = Cli::parse_from([
+            "x",
+            "--config",
+            file.to_str().unwrap(),
+            "--max-steps",
+            "20",
+            "--devices",
+            "flex,flex",
+            "--resume",
+        ]);
+        let c = cli.train.config(TrainConfig::cifar10()).unwrap();
+        assert_eq!((c.batch_size, c.max_steps, c.seed), (64, 20, 3));
+        assert_eq!(c.devices, "flex,flex");
+        assert!(c.resume);
+        assert_eq!(c.log_every, TrainConfig::cifar10().log_every);
+    }
+
+    #[test]
+    fn invalid_values_are_refused() {
+        let cli = Cli::parse_from(["x", "--batch-size", "0"]);
+        assert!(cli.train.config(TrainConfig::cifar10()).is_err());
+    }
+}

@@ -1,0 +1,328 @@
+//! The configuration of a training run, as a serde struct: the defaults of the TF trainers
+//! ([`TrainConfig::cifar10`], [`TrainConfig::inception`]), overridden by a JSON or TOML file
+//! ([`TrainConfig::merge_file`]) and then by command-line flags ([`crate::TrainArgs`]).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use towers_multigpu::{BatchNormSync, Reduce, TowersConfig};
+
+use crate::error::{Error, Result};
+use crate::optimizer::OptimizerConfig;
+use crate::schedule::LrScheduleConfig;
+
+/// Everything a training run needs to know.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Tower devices as a list: `flex`, `flex,flex`, `cuda:0,cuda:1` (see
+    /// [`towers_multigpu::parse_devices`]). The model lives on the first.
+    pub devices: String,
+    /// Examples per step over all towers, split across them (the global batch).
+    pub batch_size: usize,
+    /// Input reader threads; absent: 4 per tower, as TF's Inception trainer.
+    pub reader_threads: Option<usize>,
+    /// Updates to run; a resumed run stops at the same total.
+    pub max_steps: u64,
+    /// How updates are computed.
+    pub optimizer: OptimizerConfig,
+    /// The learning rate over steps.
+    pub learning_rate: LrScheduleConfig,
+    /// L2 weight decay of the model's decayed weights, added to its loss (the model applies it).
+    pub weight_decay: f64,
+    /// Keep a moving average of the weights (saved in checkpoints, used by evaluation).
+    pub moving_average: bool,
+    /// Decay of that average.
+    pub moving_average_decay: f64,
+    /// Updates between checkpoints (a checkpoint is also written at the end).
+    pub checkpoint_every: u64,
+    /// Checkpoints kept (TF's `max_to_keep`).
+    pub keep_checkpoints: usize,
+    /// Updates between log lines.
+    pub log_every: u64,
+    /// Where checkpoints, the JSON log and the plot go.
+    pub train_dir: PathBuf,
+    /// Seed of the model's initialization, the input order and distortions, and dropout.
+    pub seed: u64,
+    /// Examples per epoch, for schedules given in epochs; absent: counted from the input files.
+    pub examples_per_epoch: Option<u64>,
+    /// Continue from the newest checkpoint in `train_dir`.
+    pub resume: bool,
+    /// On resume, read (and drop) the batches the checkpointed steps consumed, so the run
+    /// continues with the batches an uninterrupted run would have seen. Costs reading time
+    /// proportional to the step; `false` starts the input afresh under a seed derived from the
+    /// step instead.
+    pub replay_input_on_resume: bool,
+    /// How the towers reduce gradients and keep batch-norm statistics in step.
+    pub towers: TowersSection,
+}
+
+/// [`TrainConfig::towers`]: the settings of [`towers_multigpu::TowersConfig`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TowersSection {
+    /// `parameter_device` (gather, one update, broadcast: the TF design) or `all_reduce`.
+    pub reduce: ReduceMode,
+    /// `average` (the towers' statistics, weighted) or `first_tower` (what TF's Inception did).
+    pub batch_norm: BatchNormMode,
+    /// Micro-batches of `batch_size` per update.
+    pub accumulation: usize,
+}
+
+/// See [`towers_multigpu::Reduce`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReduceMode {
+    /// [`Reduce::ParameterDevice`].
+    ParameterDevice,
+    /// [`Reduce::AllReduce`].
+    AllReduce,
+}
+
+/// See [`towers_multigpu::BatchNormSync`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchNormMode {
+    /// [`BatchNormSync::Average`].
+    Average,
+    /// [`BatchNormSync::FirstTower`].
+    FirstTower,
+}
+
+impl Default for TowersSection {
+    fn default() -> Self {
+        Self {
+            reduce: ReduceMode::ParameterDevice,
+            batch_norm: BatchNormMode::Average,
+            accumulation: 1,
+        }
+    }
+}
+
+impl TowersSection {
+    /// The towers' own configuration.
+    pub fn to_towers_config(&self) -> TowersConfig {
+        TowersConfig::default()
+            .with_reduce(match self.reduce {
+                ReduceMode::ParameterDevice => Reduce::ParameterDevice,
+                ReduceMode::AllReduce => Reduce::AllReduce,
+            })
+            .with_batch_norm(match self.batch_norm {
+                BatchNormMode::Average => BatchNormSync::Average,
+                BatchNormMode::FirstTower => BatchNormSync::FirstTower,
+            })
+            .with_accumulation(self.accumulation)
+    }
+}
+
+impl TrainConfig {
+    /// `cifar10_multi_gpu_train.py`: batch 128, plain SGD at 0.1 decayed tenfold every 350
+    /// epochs (staircase), weight decay 0.004, averages at 0.9999, a checkpoint every 1000
+    /// steps, 1,000,000 steps.
+    pub fn cifar10() -> Self {
+        Self {
+            devices: "flex".into(),
+            batch_size: 128,
+            reader_threads: None,
+            max_steps: 1_000_000,
+            optimizer: OptimizerConfig::Sgd,
+            learning_rate: LrScheduleConfig::ExponentialDecay {
+                initial: 0.1,
+                decay_rate: 0.1,
+                decay_epochs: 350.0,
+                staircase: true,
+            },
+            weight_decay: 0.004,
+            moving_average: true,
+            moving_average_decay: 0.9999,
+            checkpoint_every: 1000,
+            keep_checkpoints: 5,
+            log_every: 10,
+            train_dir: std::env::temp_dir().join("cifar10_train"),
+            seed: 0,
+            examples_per_epoch: None,
+            resume: false,
+            replay_input_on_resume: true,
+            towers: TowersSection::default(),
+        }
+    }
+
+    /// `inception_train.py`: batch 32, RMSProp (0.9, 0.9, 1.0) at 0.1 decayed by 0.16 every
+    /// 30 epochs (staircase), weight decay 0.00004, averages at 0.9999, batch-norm statistics
+    /// of the first tower, a checkpoint every 5000 steps, 10,000,000 steps.
+    pub fn inception() -> Self {
+        Self {
+            batch_size: 32,
+            max_steps: 10_000_000,
+            optimizer: OptimizerConfig::inception_rmsprop(),
+            learning_rate: LrScheduleConfig::ExponentialDecay {
+                initial: 0.1,
+                decay_rate: 0.16,
+                decay_epochs: 30.0,
+                staircase: true,
+            },
+            weight_decay: 0.00004,
+            checkpoint_every: 5000,
+            train_dir: std::env::temp_dir().join("imagenet_train"),
+            towers: TowersSection {
+                batch_norm: BatchNormMode::FirstTower,
+                ..TowersSection::default()
+            },
+            ..Self::cifar10()
+        }
+    }
+
+    /// This configuration with the settings of a JSON (`.json`) or TOML (any other name) file
+    /// laid over it: the file names only what it changes, nested sections merge key by key,
+    /// and a section whose `kind` changes (another optimizer) is replaced whole.
+    pub fn merge_file(&self, path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+        let bad = |e: String| Error::Config(format!("{}: {e}", path.display()));
+        let file: serde_json::Value = if path.extension().is_some_and(|e| e == "json") {
+            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?
+        } else {
+            toml::from_str(&text).map_err(|e| bad(e.to_string()))?
+        };
+        let mut merged = serde_json::to_value(self).expect("a config always serializes");
+        merge(&mut merged, file);
+        serde_json::from_value(merged).map_err(|e| bad(e.to_string()))
+    }
+
+    /// Checks what can be checked before anything starts.
+    pub fn validate(&self) -> Result<()> {
+        let fail = |m: &str| Err(Error::Config(m.into()));
+        if self.batch_size == 0 {
+            return fail("batch_size must be at least 1");
+        }
+        if self.reader_threads == Some(0) {
+            return fail("reader_threads must be at least 1");
+        }
+        if self.log_every == 0 || self.checkpoint_every == 0 {
+            return fail("log_every and checkpoint_every must be at least 1");
+        }
+        if self.towers.accumulation == 0 {
+            return fail("towers.accumulation must be at least 1");
+        }
+        if !(0.0..1.0).contains(&self.moving_average_decay) {
+            return fail("moving_average_decay must be in [0, 1)");
+        }
+        Ok(())
+    }
+
+    /// Examples consumed by one update.
+    pub fn examples_per_step(&self) -> u64 {
+        (self.batch_size * self.towers.accumulation) as u64
+    }
+}
+
+/// Lays `over` onto `base`: objects merge by key, anything else replaces. Objects with
+/// different `kind`s (tagged enums) replace too, so no field of the old kind lingers.
+fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
+    use serde_json::Value;
+    match (base, over) {
+        (Value::Object(base), Value::Object(over))
+            if over.get("kind").is_none_or(|k| base.get("kind") == Some(k)) =>
+        {
+            for (key, value) in over {
+                match base.get_mut(&key) {
+                    Some(slot) => merge(slot, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, over) => *base = over,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn toml_overrides_only_what_it_names() {
+        let (_dir, path) = file(
+            "run.toml",
+            r#"
+            batch_size = 64
+            devices = "flex,flex"
+            [learning_rate]
+            decay_epochs = 100.0
+            [optimizer]
+            kind = "momentum"
+            momentum = 0.9
+            [towers]
+            accumulation = 2
+            "#,
+        );
+        let config = TrainConfig::cifar10().merge_file(&path).unwrap();
+        let want = TrainConfig {
+            batch_size: 64,
+            devices: "flex,flex".into(),
+            learning_rate: LrScheduleConfig::ExponentialDecay {
+                initial: 0.1,
+                decay_rate: 0.1,
+                decay_epochs: 100.0,
+                staircase: true,
+            },
+            optimizer: OptimizerConfig::Momentum {
+                momentum: 0.9,
+                nesterov: false,
+            },
+            towers: TowersSection {
+                accumulation: 2,
+                ..TowersSection::default()
+            },
+            ..TrainConfig::cifar10()
+        };
+        assert_eq!(config, want);
+    }
+
+    #[test]
+    fn json_replaces_a_schedule_of_another_kind() {
+        let (_dir, path) = file(
+            "run.json",
+            r#"{"learning_rate": {"kind": "piecewise_constant", "boundaries": [10], "values": [0.1, 0.01]},
+                "moving_average": false}"#,
+        );
+        let config = TrainConfig::inception().merge_file(&path).unwrap();
+        assert_eq!(
+            config.learning_rate,
+            LrScheduleConfig::PiecewiseConstant {
+                boundaries: vec![10],
+                values: vec![0.1, 0.01]
+            }
+        );
+        assert!(!config.moving_average);
+        assert_eq!(config.optimizer, OptimizerConfig::inception_rmsprop());
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_naming_the_file() {
+        let (_dir, path) = file("run.toml", "bach_size = 3\n");
+        let msg = TrainConfig::cifar10()
+            .merge_file(&path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("run.toml") && msg.contains("bach_size"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_config_round_trips_through_toml() {
+        let config = TrainConfig::inception();
+        let text = toml::to_string(&config).unwrap();
+        let (_dir, path) = file("all.toml", &text);
+        assert_eq!(TrainConfig::cifar10().merge_file(&path).unwrap(), config);
+    }
+}

@@ -1,0 +1,91 @@
+//! [`Input`]: what a pipeline reads, as the trainer and the evaluator take it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use towers_data::cifar10::{self, BuiltinCifar10, Cifar10Format};
+use towers_data::transforms::{CifarEval, CifarTrain, Transform};
+use towers_data::{Pipeline, PipelineConfig, RecordFormat};
+
+use crate::error::Result;
+
+/// A record format, its files and the transform applied to every example.
+#[derive(Clone)]
+pub struct Input {
+    /// How records are framed and decoded.
+    pub format: Arc<dyn RecordFormat>,
+    /// The files, in order.
+    pub files: Vec<PathBuf>,
+    /// Preprocessing (and, for training, distortion) of each example.
+    pub transform: Arc<dyn Transform>,
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Input")
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Input {
+    /// `files` in `format`, each example through `transform`.
+    pub fn new(
+        format: impl RecordFormat + 'static,
+        files: Vec<PathBuf>,
+        transform: impl Transform + 'static,
+    ) -> Self {
+        Self {
+            format: Arc::new(format),
+            files,
+            transform: Arc::new(transform),
+        }
+    }
+
+    /// The CIFAR-10 training files of `dir` (a `cifar-10-batches-bin` folder) with the TF
+    /// tutorial's distortions (`cifar10_input.distorted_inputs`).
+    pub fn cifar10_train(dir: &Path) -> Result<Self> {
+        Ok(Self::new(
+            Cifar10Format,
+            cifar10::train_files(dir)?,
+            CifarTrain::default(),
+        ))
+    }
+
+    /// The CIFAR-10 test file of `dir` with the evaluation preprocessing (central crop,
+    /// standardization: `cifar10_input.inputs(eval_data=True)`).
+    pub fn cifar10_test(dir: &Path) -> Result<Self> {
+        Ok(Self::new(
+            Cifar10Format,
+            cifar10::test_files(dir)?,
+            CifarEval::default(),
+        ))
+    }
+
+    /// The number of examples in the files (one pass over their framing, no decoding).
+    pub fn count_examples(&self) -> Result<u64> {
+        let mut total = 0;
+        for file in &self.files {
+            total += self.format.index(file)?.len() as u64;
+        }
+        Ok(total)
+    }
+
+    /// Starts a pipeline over this input.
+    pub fn start(&self, config: PipelineConfig) -> Result<Pipeline> {
+        Ok(Pipeline::start(
+            config,
+            Arc::clone(&self.format),
+            self.files.clone(),
+            Arc::clone(&self.transform),
+        )?)
+    }
+}
+
+/// The built-in CIFAR-10 data of the examples: the synthetic set of
+/// [`towers_data::cifar10::BuiltinCifar10`] with 10,000 training and 2,000 test images,
+/// always the same bytes, so that a trainer and an evaluator without `--data-dir` see one
+/// dataset. Deleted when dropped.
+pub fn builtin_cifar10() -> Result<BuiltinCifar10> {
+    Ok(BuiltinCifar10::create(2000, 2000, 1)?)
+}

@@ -1,0 +1,179 @@
+//! Training logs: TF's console line, a progress bar on a terminal, and JSON lines.
+//!
+//! Every `log_every` steps one [`LogEntry`] is printed as TF printed it,
+//! `step 120, loss = 2.31 (1450.2 examples/sec; 0.088 sec/batch)`, and appended to
+//! `train_log.jsonl` in the train directory, one JSON object per line. When stderr is a
+//! terminal a progress bar shows the steps done and the latest loss; lines print above it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// One line of the training log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// Updates applied.
+    pub step: u64,
+    /// The loss of the step's batch (all towers, weighted by their slices).
+    pub loss: f64,
+    /// The learning rate that step used.
+    pub lr: f64,
+    /// Examples per second of training time since the previous entry.
+    pub examples_per_sec: f64,
+    /// Seconds per step (input wait, towers, update, averages) since the previous entry.
+    pub sec_per_batch: f64,
+    /// How full the example queue was (0 to 1): near 0, the input starves the towers.
+    pub input_queue_fill: f32,
+    /// How full the prefetched-batch queue was (0 to 1).
+    pub batch_queue_fill: f32,
+}
+
+impl LogEntry {
+    /// The TF trainers' line: `step 120, loss = 2.31 (1450.2 examples/sec; 0.088 sec/batch)`.
+    pub fn line(&self) -> String {
+        format!(
+            "step {}, loss = {:.2} ({:.1} examples/sec; {:.3} sec/batch)",
+            self.step, self.loss, self.examples_per_sec, self.sec_per_batch
+        )
+    }
+}
+
+/// Where a run's log goes.
+#[derive(Debug)]
+pub struct TrainLog {
+    path: PathBuf,
+    file: File,
+    bar: ProgressBar,
+}
+
+impl TrainLog {
+    /// Appends to `path` (a resumed run continues the file) and shows a progress bar from
+    /// `step` to `max_steps` when stderr is a terminal.
+    pub fn open(path: &Path, step: u64, max_steps: u64) -> Result<Self> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(Error::io(path))?;
+        // indicatif draws nothing when stderr is not a terminal.
+        let bar = ProgressBar::with_draw_target(Some(max_steps), ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{bar:30.cyan/blue} {pos}/{len} steps  {per_sec}  eta {eta}  {msg}",
+            )
+            .expect("a valid template"),
+        );
+        bar.set_position(step);
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            bar,
+        })
+    }
+
+    /// Prints `entry`'s line and appends it to the JSON log.
+    pub fn record(&mut self, entry: &LogEntry) -> Result<()> {
+        self.println(&entry.line());
+        self.bar.set_message(format!("loss {:.3}", entry.loss));
+        let mut json = serde_json::to_string(entry).expect("an entry always serializes");
+        json.push('\n');
+        self.file
+            .write_all(json.as_bytes())
+            .map_err(Error::io(&self.path))
+    }
+
+    /// Moves the progress bar to `step`.
+    pub fn progress(&self, step: u64) {
+        self.bar.set_position(step);
+    }
+
+    /// Prints a line on stdout, above the progress bar when there is one.
+    pub fn println(&self, line: &str) {
+        if self.bar.is_hidden() {
+            println!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
+    /// Removes the progress bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// The entries of a JSON log, in step order. A run resumed from a checkpoint logs again the
+/// steps after that checkpoint; the later lines replace the earlier ones.
+pub fn read_log(path: &Path) -> Result<Vec<LogEntry>> {
+    let file = File::open(path).map_err(Error::io(path))?;
+    let mut entries: Vec<LogEntry> = Vec::new();
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(Error::io(path))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let entry: LogEntry = serde_json::from_str(&line)
+            .map_err(|e| Error::Config(format!("{} line {}: {e}", path.display(), i + 1)))?;
+        while entries.last().is_some_and(|last| last.step >= entry.step) {
+            entries.pop();
+        }
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(step: u64, loss: f64) -> LogEntry {
+        LogEntry {
+            step,
+            loss,
+            lr: 0.1,
+            examples_per_sec: 1450.24,
+            sec_per_batch: 0.08826,
+            input_queue_fill: 0.5,
+            batch_queue_fill: 1.0,
+        }
+    }
+
+    #[test]
+    fn line_has_the_tf_shape() {
+        assert_eq!(
+            entry(120, 2.3051).line(),
+            "step 120, loss = 2.31 (1450.2 examples/sec; 0.088 sec/batch)"
+        );
+    }
+
+    #[test]
+    fn json_lines_round_trip_and_resumed_steps_replace_old_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("train_log.jsonl");
+        let mut log = TrainLog::open(&path, 0, 100).unwrap();
+        for (step, loss) in [(10, 3.0), (20, 2.5), (30, 2.0)] {
+            log.record(&entry(step, loss)).unwrap();
+        }
+        drop(log);
+        // Resumed from the checkpoint at step 20.
+        let mut log = TrainLog::open(&path, 20, 100).unwrap();
+        log.record(&entry(30, 1.9)).unwrap();
+        log.record(&entry(40, 1.8)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        for key in ["step", "loss", "lr", "examples_per_sec", "input_queue_fill"] {
+            assert!(first.get(key).is_some(), "{key} missing from {first}");
+        }
+        let steps: Vec<(u64, f64)> = read_log(&path)
+            .unwrap()
+            .iter()
+            .map(|e| (e.step, e.loss))
+            .collect();
+        assert_eq!(steps, [(10, 3.0), (20, 2.5), (30, 1.9), (40, 1.8)]);
+    }
+}

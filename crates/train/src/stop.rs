@@ -1,0 +1,50 @@
+//! [`StopFlag`]: how a run is asked to stop early (Ctrl-C, or a test).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crate::error::{Error, Result};
+
+/// A shared request to stop. The trainer checks it between steps, then writes a checkpoint,
+/// stops the input pipeline and joins its threads before returning.
+#[derive(Debug, Clone, Default)]
+pub struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    /// A flag nobody has raised.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks the run to stop after the current step.
+    pub fn request(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a stop was asked for.
+    pub fn is_requested(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// The flag that Ctrl-C (SIGINT) raises. A second Ctrl-C exits at once with
+    /// status 130. The handler is installed once per process; later calls return the same flag.
+    pub fn ctrl_c() -> Result<Self> {
+        static FLAG: OnceLock<std::result::Result<StopFlag, String>> = OnceLock::new();
+        FLAG.get_or_init(|| {
+            let flag = StopFlag::new();
+            let raised = flag.clone();
+            ctrlc::set_handler(move || {
+                if raised.is_requested() {
+                    eprintln!("\nsecond interrupt: exiting now, without a checkpoint");
+                    std::process::exit(130);
+                }
+                eprintln!("\ninterrupt: stopping after this step and writing a checkpoint (Ctrl-C again to quit now)");
+                raised.request();
+            })
+            .map(|()| flag)
+            .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))
+        })
+        .clone()
+        .map_err(Error::Config)
+    }
+}
