@@ -1,76 +1,136 @@
-//! Images/sec of the CIFAR-10 training input: the threaded pipeline with 1, 2 and 4 reader
-//! threads against a synchronous loop (read, distort, batch in the consumer), in one process.
+//! Images/sec of the training input pipelines: the threaded pipeline with 1, 2 and 4 reader
+//! threads against a synchronous loop (read, decode, distort, batch in the consumer), measured
+//! in one process, for CIFAR-10 (batch 128, 24x24 distortions) and Inception (batch 32, JPEG
+//! decode and the 299x299 distortions).
 //!
-//! cargo run --release --example bench_input [-- --data-dir cifar-10-batches-bin --batches 300]
+//! cargo run --release --example bench_input [-- --only cifar10|inception]
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use rand::SeedableRng;
 
 use burn_towers::data::cifar10::{self, BuiltinCifar10, Cifar10Format};
+use burn_towers::data::inception::{self, BuiltinShards, BuiltinShardsConfig, InceptionTrain, TfExampleFormat};
 use burn_towers::data::transforms::{CifarTrain, Rng, Transform};
 use burn_towers::data::{HostBatch, Pipeline, PipelineConfig, RecordFormat};
 
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+enum Input {
+    Cifar10,
+    Inception,
+}
+
 #[derive(Parser)]
 struct Args {
+    /// Measure one input only.
+    #[arg(long)]
+    only: Option<Input>,
     /// A cifar-10-batches-bin folder; built-in synthetic data when absent.
     #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// Batches timed per configuration (after 10 warm-up batches).
-    #[arg(long, default_value_t = 300)]
-    batches: usize,
-    /// Examples per batch.
-    #[arg(long, default_value_t = 128)]
+    cifar_dir: Option<PathBuf>,
+    /// A folder of train-*-of-* shards; built-in synthetic JPEG shards when absent.
+    #[arg(long)]
+    shards_dir: Option<PathBuf>,
+}
+
+/// One input to measure: files, format, distortions and batch size.
+struct Bench {
+    files: Vec<PathBuf>,
+    format: Arc<dyn RecordFormat>,
+    transform: Arc<dyn Transform>,
     batch_size: usize,
+    read_chunk: usize,
+    batches: usize,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let builtin;
-    let dir = match &args.data_dir {
-        Some(dir) => dir.clone(),
-        None => {
-            builtin = BuiltinCifar10::create(2000, 10, 1)?;
-            builtin.dir().to_path_buf()
-        }
-    };
-    let files = cifar10::train_files(&dir)?;
-    println!(
-        "CIFAR-10 training input (crop 24, flip, brightness, contrast, standardization), batch {}, {} batches timed, {} cores",
-        args.batch_size,
-        args.batches,
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    );
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if args.only != Some(Input::Inception) {
+        let builtin;
+        let dir = match &args.cifar_dir {
+            Some(dir) => dir.clone(),
+            None => {
+                builtin = BuiltinCifar10::create(2000, 10, 1)?;
+                builtin.dir().to_path_buf()
+            }
+        };
+        println!("\nCIFAR-10 training input (crop 24, flip, brightness, contrast, standardization), batch 128, {cores} cores");
+        report(&Bench {
+            files: cifar10::train_files(&dir)?,
+            format: Arc::new(Cifar10Format),
+            transform: Arc::new(CifarTrain::default()),
+            batch_size: 128,
+            read_chunk: 16,
+            batches: 300,
+        })?;
+    }
+    if args.only != Some(Input::Cifar10) {
+        let builtin;
+        let dir = match &args.shards_dir {
+            Some(dir) => dir.clone(),
+            None => {
+                // ImageNet's JPEGs average about 400x350 pixels.
+                builtin = BuiltinShards::create(BuiltinShardsConfig {
+                    num_classes: 10,
+                    train_shards: 4,
+                    validation_shards: 1,
+                    per_shard: 128,
+                    image_size: 380,
+                    seed: 1,
+                })?;
+                builtin.dir().to_path_buf()
+            }
+        };
+        println!("\nInception training input (JPEG decode, distorted crop, resize to 299, flip, colour), batch 32, {cores} cores");
+        report(&Bench {
+            files: inception::train_files(&dir)?,
+            format: Arc::new(TfExampleFormat::new(1001)),
+            transform: Arc::new(InceptionTrain::new(299)),
+            batch_size: 32,
+            read_chunk: 2,
+            batches: 25,
+        })?;
+    }
+    Ok(())
+}
+
+fn report(bench: &Bench) -> anyhow::Result<()> {
     println!("| input | images/sec | vs synchronous |");
     println!("|---|---:|---:|");
-    let base = synchronous(&files, &args)?;
+    let base = synchronous(bench)?;
     println!("| synchronous loop (1 thread, no queues) | {base:.0} | 1.00 |");
     for (readers, deterministic) in [(1, true), (2, true), (4, true), (4, false)] {
-        let rate = pipelined(&files, &args, readers, deterministic)?;
+        let rate = pipelined(bench, readers, deterministic)?;
         let mode = if deterministic { "" } else { ", nondeterministic" };
         println!("| pipeline, {readers} reader(s){mode} | {rate:.0} | {:.2} |", rate / base);
     }
     Ok(())
 }
 
-fn pipelined(files: &[PathBuf], args: &Args, readers: usize, deterministic: bool) -> anyhow::Result<f64> {
+fn pipelined(bench: &Bench, readers: usize, deterministic: bool) -> anyhow::Result<f64> {
     let config = PipelineConfig {
         reader_threads: readers,
+        read_chunk: bench.read_chunk,
         deterministic,
-        ..PipelineConfig::train(args.batch_size)
+        ..PipelineConfig::train(bench.batch_size)
     };
-    let mut pipeline = Pipeline::start(config, Arc::new(Cifar10Format), files.to_vec(), Arc::new(CifarTrain::default()))?;
-    for _ in 0..10 {
+    let mut pipeline = Pipeline::start(
+        config,
+        Arc::clone(&bench.format),
+        bench.files.clone(),
+        Arc::clone(&bench.transform),
+    )?;
+    // Warm up past the shuffle queue's initial fill (min_after_dequeue = 10 batches).
+    for _ in 0..12 {
         pipeline.next_batch()?;
     }
     let start = Instant::now();
     let mut images = 0;
-    for _ in 0..args.batches {
+    for _ in 0..bench.batches {
         images += pipeline.next_batch()?.map_or(0, |b| b.len());
     }
     let rate = images as f64 / start.elapsed().as_secs_f64();
@@ -78,47 +138,49 @@ fn pipelined(files: &[PathBuf], args: &Args, readers: usize, deterministic: bool
     Ok(rate)
 }
 
-/// The same work as the pipeline without threads or queues: read a record, decode, distort,
-/// append to the batch, in file order.
-fn synchronous(files: &[PathBuf], args: &Args) -> anyhow::Result<f64> {
-    let transform = CifarTrain::default();
-    let mut records = files
+/// The same work without threads or queues: read a record, decode, distort, append to the
+/// batch, in file order.
+fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
+    let mut records = bench
+        .files
         .iter()
-        .map(|path| Ok((path.clone(), Cifar10Format.index(path)?)))
+        .map(|path| Ok((path.clone(), bench.format.index(path)?)))
         .collect::<anyhow::Result<Vec<_>>>()?
         .into_iter()
         .flat_map(|(path, spans)| spans.into_iter().enumerate().map(move |(i, s)| (path.clone(), i, s)))
         .cycle();
-    let mut open: Option<(PathBuf, File)> = None;
-    let mut bytes = vec![0u8; cifar10::RECORD_BYTES];
+    let mut files = std::collections::HashMap::new();
     let mut seq = 0u64;
     let mut next_batch = || -> anyhow::Result<HostBatch> {
         let mut images = Vec::new();
         let mut labels = Vec::new();
-        for _ in 0..args.batch_size {
+        let mut shape = [0; 3];
+        for _ in 0..bench.batch_size {
             let (path, record, span) = records.next().expect("cycle");
-            if open.as_ref().is_none_or(|(p, _)| *p != path) {
-                open = Some((path.clone(), File::open(&path)?));
-            }
-            let file = &mut open.as_mut().expect("opened").1;
+            use std::io::{Read, Seek, SeekFrom};
+            let file = match files.entry(path.clone()) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => e.insert(std::fs::File::open(&path)?),
+            };
+            let mut bytes = vec![0; span.len];
             file.seek(SeekFrom::Start(span.offset))?;
             file.read_exact(&mut bytes)?;
-            let example = Cifar10Format.decode(&path, record, &bytes)?;
-            let image = transform
+            let example = bench.format.decode(&path, record, &bytes)?;
+            let image = bench
+                .transform
                 .apply(example.image, &example.boxes, &mut Rng::seed_from_u64(seq))
                 .map_err(anyhow::Error::msg)?;
             seq += 1;
+            shape = [image.channels(), image.height(), image.width()];
             images.extend(image.into_chw());
             labels.push(example.label);
         }
-        Ok(HostBatch::new(images, labels, [3, 24, 24]))
+        Ok(HostBatch::new(images, labels, shape))
     };
-    for _ in 0..10 {
-        next_batch()?;
-    }
+    next_batch()?;
     let start = Instant::now();
     let mut images = 0;
-    for _ in 0..args.batches {
+    for _ in 0..bench.batches {
         images += next_batch()?.len();
     }
     Ok(images as f64 / start.elapsed().as_secs_f64())

@@ -88,6 +88,11 @@ impl ImageFolder {
         &self.files
     }
 
+    /// The label of one of [`ImageFolder::files`].
+    pub fn label(&self, file: &Path) -> Option<i64> {
+        self.labels.get(file).copied()
+    }
+
     /// The [`RecordFormat`] reading these images with their labels.
     pub fn format(&self) -> ImageFolderFormat {
         ImageFolderFormat {
@@ -186,6 +191,7 @@ mod tests {
         let zebra = &f.files()[2];
         let ex = format.decode(zebra, 0, &std::fs::read(zebra).unwrap()).unwrap();
         assert_eq!((ex.label, ex.image.shape()), (1, [4, 4, 3]));
+        assert_eq!(f.label(zebra), Some(1));
         let map = dir.path().join("labels.txt");
         f.write_label_map(&map).unwrap();
         assert_eq!(std::fs::read_to_string(map).unwrap(), "0\tapple\n1\tzebra\n");

@@ -55,6 +55,12 @@ pub fn adjust_hue(image: Image, delta: f32) -> Image {
     map_hsv(image, |[h, s, v]| [(h + delta).rem_euclid(1.0), s, v])
 }
 
+/// [`adjust_saturation`] then [`adjust_hue`] in one HSV round trip (the same result: the
+/// second op would convert back the HSV values the first one produced).
+pub fn adjust_saturation_and_hue(image: Image, factor: f32, delta: f32) -> Image {
+    map_hsv(image, |[h, s, v]| [(h + delta).rem_euclid(1.0), (s * factor).clamp(0.0, 1.0), v])
+}
+
 /// Saturation factor drawn uniformly from `[lower, upper]`.
 pub fn random_saturation(image: Image, lower: f32, upper: f32, rng: &mut Rng) -> Image {
     let factor = rng.random_range(lower..=upper);
@@ -65,6 +71,13 @@ pub fn random_saturation(image: Image, lower: f32, upper: f32, rng: &mut Rng) ->
 pub fn random_hue(image: Image, max_delta: f32, rng: &mut Rng) -> Image {
     let delta = rng.random_range(-max_delta..=max_delta);
     adjust_hue(image, delta)
+}
+
+/// [`random_saturation`] then [`random_hue`] (same draws, same order), in one HSV round trip.
+pub fn random_saturation_and_hue(image: Image, saturation: (f32, f32), max_hue_delta: f32, rng: &mut Rng) -> Image {
+    let factor = rng.random_range(saturation.0..=saturation.1);
+    let delta = rng.random_range(-max_hue_delta..=max_hue_delta);
+    adjust_saturation_and_hue(image, factor, delta)
 }
 
 #[cfg(test)]
@@ -102,5 +115,14 @@ mod tests {
         let red = Image::from_hwc(vec![1.0, 0.0, 0.0], 1, 1, 3);
         close(adjust_hue(red.clone(), 1.0 / 3.0).data().try_into().unwrap(), [0.0, 1.0, 0.0]);
         close(adjust_hue(red, -1.0 / 3.0).data().try_into().unwrap(), [0.0, 0.0, 1.0]);
+    }
+
+    #[test]
+    fn one_round_trip_equals_the_two_ops() {
+        let data: Vec<f32> = (0..30).map(|i| (i * 7 % 11) as f32 / 10.0).collect();
+        let img = Image::from_hwc(data, 2, 5, 3);
+        let two = adjust_hue(adjust_saturation(img.clone(), 1.3), 0.15);
+        let one = adjust_saturation_and_hue(img, 1.3, 0.15);
+        assert!(one.data().iter().zip(two.data()).all(|(a, b)| (a - b).abs() < 1e-5));
     }
 }

@@ -4,7 +4,7 @@ use rand::RngExt;
 
 use super::{
     DistortedBoxConfig, ResizeMethod, Rng, Transform, adjust_brightness, central_crop, crop, random_contrast,
-    random_flip_left_right, random_hue, random_saturation, resize, sample_distorted_box,
+    random_flip_left_right, random_saturation_and_hue, resize, sample_distorted_box,
 };
 use crate::format::BoundingBox;
 use crate::image::Image;
@@ -49,15 +49,14 @@ impl InceptionTrain {
     fn distort_color(&self, image: Image, rng: &mut Rng) -> Image {
         let delta = rng.random_range(-self.max_brightness_delta..=self.max_brightness_delta);
         let image = adjust_brightness(image, delta);
-        let (lo, hi) = (self.contrast, self.saturation);
+        let contrast = self.contrast;
+        // TF's two orders both put saturation right before hue: one HSV round trip does both.
         if rng.random_bool(0.5) {
-            let image = random_saturation(image, hi.0, hi.1, rng);
-            let image = random_hue(image, self.max_hue_delta, rng);
-            random_contrast(image, lo.0, lo.1, rng)
+            let image = random_saturation_and_hue(image, self.saturation, self.max_hue_delta, rng);
+            random_contrast(image, contrast.0, contrast.1, rng)
         } else {
-            let image = random_contrast(image, lo.0, lo.1, rng);
-            let image = random_saturation(image, hi.0, hi.1, rng);
-            random_hue(image, self.max_hue_delta, rng)
+            let image = random_contrast(image, contrast.0, contrast.1, rng);
+            random_saturation_and_hue(image, self.saturation, self.max_hue_delta, rng)
         }
     }
 }
