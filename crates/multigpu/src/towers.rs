@@ -21,7 +21,9 @@
 //! the step with [`Error::TowerPanicked`] or [`Error::TowerFailed`], naming the tower's device.
 //! In an all-reduce, its ring neighbours see the channel close and stop too. Nothing is
 //! committed: the model, replicas and optimizer state are those from before the step, and the
-//! micro-batches accumulated since the last update are dropped.
+//! micro-batches accumulated since the last update are dropped. (With one tower on the model's
+//! own device, which runs on the calling thread without a replica, a batch-norm statistics update
+//! made before the failure stays pending in the model, as it would after a plain Burn step.)
 
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
