@@ -66,7 +66,10 @@ impl RecordFormat for Cifar10Format {
             reason,
         };
         if bytes.len() != RECORD_BYTES {
-            return Err(bad(format!("{} bytes, expected {RECORD_BYTES}", bytes.len())));
+            return Err(bad(format!(
+                "{} bytes, expected {RECORD_BYTES}",
+                bytes.len()
+            )));
         }
         let label = bytes[0];
         if label as usize >= NUM_CLASSES {
@@ -119,10 +122,20 @@ fn existing_files(dir: &Path, names: &[&str]) -> Result<Vec<PathBuf>> {
 /// # Panics
 /// If `image` is not 32x32x3 or `label` is not a byte.
 pub fn encode_record(image: &Image, label: u8) -> Vec<u8> {
-    assert_eq!(image.shape(), [IMAGE_SIZE, IMAGE_SIZE, 3], "CIFAR-10 images are 32x32x3");
+    assert_eq!(
+        image.shape(),
+        [IMAGE_SIZE, IMAGE_SIZE, 3],
+        "CIFAR-10 images are 32x32x3"
+    );
     let mut out = Vec::with_capacity(RECORD_BYTES);
     out.push(label);
-    out.extend(image.clone().into_chw().iter().map(|v| v.round().clamp(0.0, 255.0) as u8));
+    out.extend(
+        image
+            .clone()
+            .into_chw()
+            .iter()
+            .map(|v| v.round().clamp(0.0, 255.0) as u8),
+    );
     out
 }
 
@@ -140,12 +153,22 @@ pub fn write_synthetic(dir: &Path, train_per_file: usize, test: usize, seed: u64
         source,
     })?;
     let mut rng = Rng::seed_from_u64(seed);
-    let counts = TRAIN_FILES.iter().map(|n| (*n, train_per_file)).chain([(TEST_FILE, test)]);
+    let counts = TRAIN_FILES
+        .iter()
+        .map(|n| (*n, train_per_file))
+        .chain([(TEST_FILE, test)]);
     for (name, count) in counts {
         let bytes: Vec<u8> = (0..count)
             .flat_map(|i| {
                 let label = i % NUM_CLASSES;
-                let image = synthetic_image(label, NUM_CLASSES, IMAGE_SIZE, IMAGE_SIZE, BoundingBox::WHOLE, &mut rng);
+                let image = synthetic_image(
+                    label,
+                    NUM_CLASSES,
+                    IMAGE_SIZE,
+                    IMAGE_SIZE,
+                    BoundingBox::WHOLE,
+                    &mut rng,
+                );
                 encode_record(&scale(image, 255.0), label as u8)
             })
             .collect();
@@ -197,11 +220,20 @@ mod tests {
 
     #[test]
     fn decodes_a_hand_built_record() {
-        let ex = Cifar10Format.decode(Path::new("x.bin"), 0, &hand_record()).unwrap();
+        let ex = Cifar10Format
+            .decode(Path::new("x.bin"), 0, &hand_record())
+            .unwrap();
         assert_eq!(ex.label, 7);
         assert_eq!(ex.image.shape(), [32, 32, 3]);
         // Pixel (row 1, col 3) is plane index 35.
-        assert_eq!([ex.image.get(1, 3, 0), ex.image.get(1, 3, 1), ex.image.get(1, 3, 2)], [1.0, 2.0, 35.0]);
+        assert_eq!(
+            [
+                ex.image.get(1, 3, 0),
+                ex.image.get(1, 3, 1),
+                ex.image.get(1, 3, 2)
+            ],
+            [1.0, 2.0, 35.0]
+        );
     }
 
     #[test]
@@ -215,9 +247,16 @@ mod tests {
     fn label_out_of_range_names_file_and_record() {
         let mut rec = hand_record();
         rec[0] = 10;
-        let err = Cifar10Format.decode(Path::new("data_batch_2.bin"), 41, &rec).unwrap_err();
+        let err = Cifar10Format
+            .decode(Path::new("data_batch_2.bin"), 41, &rec)
+            .unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("data_batch_2.bin") && msg.contains("record 41") && msg.contains("label 10"), "{msg}");
+        assert!(
+            msg.contains("data_batch_2.bin")
+                && msg.contains("record 41")
+                && msg.contains("label 10"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -228,27 +267,48 @@ mod tests {
         bytes.extend(&hand_record()[..100]);
         std::fs::write(&path, bytes).unwrap();
         let msg = Cifar10Format.index(&path).unwrap_err().to_string();
-        assert!(msg.contains("data_batch_1.bin") && msg.contains("after record 1"), "{msg}");
+        assert!(
+            msg.contains("data_batch_1.bin") && msg.contains("after record 1"),
+            "{msg}"
+        );
     }
 
     #[test]
     fn index_lists_every_record() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.bin");
-        std::fs::write(&path, [hand_record(), hand_record(), hand_record()].concat()).unwrap();
+        std::fs::write(
+            &path,
+            [hand_record(), hand_record(), hand_record()].concat(),
+        )
+        .unwrap();
         let spans = Cifar10Format.index(&path).unwrap();
         assert_eq!(spans.len(), 3);
-        assert_eq!(spans[2], RecordSpan { offset: 2 * RECORD_BYTES as u64, len: RECORD_BYTES });
+        assert_eq!(
+            spans[2],
+            RecordSpan {
+                offset: 2 * RECORD_BYTES as u64,
+                len: RECORD_BYTES
+            }
+        );
     }
 
     #[test]
     fn missing_directory_and_files_are_named() {
-        let msg = train_files(Path::new("/no/such/cifar")).unwrap_err().to_string();
-        assert!(msg.contains("/no/such/cifar") && msg.contains("no such directory"), "{msg}");
+        let msg = train_files(Path::new("/no/such/cifar"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("/no/such/cifar") && msg.contains("no such directory"),
+            "{msg}"
+        );
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("data_batch_1.bin"), hand_record()).unwrap();
         let msg = train_files(dir.path()).unwrap_err().to_string();
-        assert!(msg.contains("data_batch_2.bin") && msg.contains("missing"), "{msg}");
+        assert!(
+            msg.contains("data_batch_2.bin") && msg.contains("missing"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -262,6 +322,11 @@ mod tests {
         assert_eq!(bytes.len(), 20 * RECORD_BYTES);
         let labels: Vec<u8> = bytes.chunks(RECORD_BYTES).map(|r| r[0]).collect();
         assert_eq!(&labels[..12], &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1]);
-        assert_eq!(std::fs::metadata(test_files(a.dir()).unwrap()[0].clone()).unwrap().len(), 10 * RECORD_BYTES as u64);
+        assert_eq!(
+            std::fs::metadata(test_files(a.dir()).unwrap()[0].clone())
+                .unwrap()
+                .len(),
+            10 * RECORD_BYTES as u64
+        );
     }
 }

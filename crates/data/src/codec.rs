@@ -17,23 +17,40 @@ pub fn decode_image(bytes: &[u8]) -> Result<Image, String> {
         .map_err(|e| format!("cannot read image: {e}"))?;
     match reader.format() {
         Some(ImageFormat::Jpeg | ImageFormat::Png) => {}
-        Some(other) => return Err(format!("unsupported image format {other:?} (JPEG and PNG are)")),
+        Some(other) => {
+            return Err(format!(
+                "unsupported image format {other:?} (JPEG and PNG are)"
+            ));
+        }
         None => return Err("not a JPEG or PNG image".into()),
     }
     let decoded = reader.decode().map_err(|e| format!("corrupt image: {e}"))?;
     let rgb = decoded.to_rgb8();
     let (width, height) = rgb.dimensions();
-    let data = rgb.into_raw().into_iter().map(|v| v as f32 / 255.0).collect();
+    let data = rgb
+        .into_raw()
+        .into_iter()
+        .map(|v| v as f32 / 255.0)
+        .collect();
     Ok(Image::from_hwc(data, height as usize, width as usize, 3))
 }
 
 /// Encodes an RGB image with values in [0, 1] as a JPEG of the given quality (1..=100).
 pub fn encode_jpeg(image: &Image, quality: u8) -> Vec<u8> {
     assert_eq!(image.channels(), 3, "encode_jpeg takes RGB images");
-    let pixels: Vec<u8> = image.data().iter().map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8).collect();
+    let pixels: Vec<u8> = image
+        .data()
+        .iter()
+        .map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8)
+        .collect();
     let mut out = Vec::new();
     image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality)
-        .encode(&pixels, image.width() as u32, image.height() as u32, image::ExtendedColorType::Rgb8)
+        .encode(
+            &pixels,
+            image.width() as u32,
+            image.height() as u32,
+            image::ExtendedColorType::Rgb8,
+        )
         .expect("encoding to memory cannot fail");
     out
 }
@@ -41,10 +58,19 @@ pub fn encode_jpeg(image: &Image, quality: u8) -> Vec<u8> {
 /// Encodes an RGB image with values in [0, 1] as a PNG (lossless).
 pub fn encode_png(image: &Image) -> Vec<u8> {
     assert_eq!(image.channels(), 3, "encode_png takes RGB images");
-    let pixels: Vec<u8> = image.data().iter().map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8).collect();
+    let pixels: Vec<u8> = image
+        .data()
+        .iter()
+        .map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8)
+        .collect();
     let mut out = Vec::new();
     image::codecs::png::PngEncoder::new(&mut out)
-        .write_image(&pixels, image.width() as u32, image.height() as u32, image::ExtendedColorType::Rgb8)
+        .write_image(
+            &pixels,
+            image.width() as u32,
+            image.height() as u32,
+            image::ExtendedColorType::Rgb8,
+        )
         .expect("encoding to memory cannot fail");
     out
 }
@@ -68,11 +94,18 @@ mod tests {
     #[test]
     fn jpeg_round_trip_is_close() {
         // A smooth 16x16 gradient survives JPEG at quality 95 within a few levels.
-        let data: Vec<f32> = (0..16 * 16 * 3).map(|i| ((i / 3) % 16) as f32 / 15.0 * 0.5 + 0.25).collect();
+        let data: Vec<f32> = (0..16 * 16 * 3)
+            .map(|i| ((i / 3) % 16) as f32 / 15.0 * 0.5 + 0.25)
+            .collect();
         let img = Image::from_hwc(data, 16, 16, 3);
         let back = decode_image(&encode_jpeg(&img, 95)).unwrap();
         assert_eq!(back.shape(), [16, 16, 3]);
-        let worst = img.data().iter().zip(back.data()).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        let worst = img
+            .data()
+            .iter()
+            .zip(back.data())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
         assert!(worst < 0.05, "max error {worst}");
     }
 
@@ -89,8 +122,19 @@ mod tests {
     #[test]
     fn corrupt_and_foreign_bytes_are_errors() {
         let jpeg = encode_jpeg(&checker(), 90);
-        assert!(decode_image(&jpeg[..jpeg.len() / 2]).is_err(), "truncated JPEG");
-        assert!(decode_image(b"GIF89a....").unwrap_err().contains("unsupported"));
-        assert!(decode_image(b"hello").unwrap_err().contains("not a JPEG or PNG"));
+        assert!(
+            decode_image(&jpeg[..jpeg.len() / 2]).is_err(),
+            "truncated JPEG"
+        );
+        assert!(
+            decode_image(b"GIF89a....")
+                .unwrap_err()
+                .contains("unsupported")
+        );
+        assert!(
+            decode_image(b"hello")
+                .unwrap_err()
+                .contains("not a JPEG or PNG")
+        );
     }
 }

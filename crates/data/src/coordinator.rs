@@ -72,7 +72,13 @@ impl Coordinator {
     /// Requests a clean stop: no error is recorded. Runs the stop hooks once.
     pub fn request_stop(&self) {
         if !self.inner.stop.swap(true, Ordering::AcqRel) {
-            for hook in self.inner.hooks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            for hook in self
+                .inner
+                .hooks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+            {
                 hook();
             }
         }
@@ -95,7 +101,11 @@ impl Coordinator {
 
     /// Whether an error has been recorded.
     pub fn has_error(&self) -> bool {
-        self.inner.error.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        self.inner
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 
     /// Runs `hook` when a stop is requested (at once if one already was). Used to cancel
@@ -122,27 +132,33 @@ impl Coordinator {
         let done = Arc::new(AtomicBool::new(false));
         let done_flag = Arc::clone(&done);
         *self.inner.running.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-        let spawned = std::thread::Builder::new().name(name.clone()).spawn(move || {
-            let outcome = catch_unwind(AssertUnwindSafe(body));
-            let failure = match outcome {
-                Ok(Ok(())) => None,
-                Ok(Err(error)) => Some(Error::Thread {
-                    thread: thread_name,
-                    source: Box::new(error),
-                }),
-                Err(payload) => Some(Error::Panic {
-                    thread: thread_name,
-                    message: panic_message(payload.as_ref()),
-                }),
-            };
-            if let Some(error) = failure {
-                coord.request_stop_with(error);
-            }
-            let mut running = coord.inner.running.lock().unwrap_or_else(|p| p.into_inner());
-            *running -= 1;
-            done_flag.store(true, Ordering::Release);
-            coord.inner.changed.notify_all();
-        });
+        let spawned = std::thread::Builder::new()
+            .name(name.clone())
+            .spawn(move || {
+                let outcome = catch_unwind(AssertUnwindSafe(body));
+                let failure = match outcome {
+                    Ok(Ok(())) => None,
+                    Ok(Err(error)) => Some(Error::Thread {
+                        thread: thread_name,
+                        source: Box::new(error),
+                    }),
+                    Err(payload) => Some(Error::Panic {
+                        thread: thread_name,
+                        message: panic_message(payload.as_ref()),
+                    }),
+                };
+                if let Some(error) = failure {
+                    coord.request_stop_with(error);
+                }
+                let mut running = coord
+                    .inner
+                    .running
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                *running -= 1;
+                done_flag.store(true, Ordering::Release);
+                coord.inner.changed.notify_all();
+            });
         match spawned {
             Ok(handle) => Ok(CoordinatedThread { name, handle, done }),
             Err(e) => {
@@ -165,7 +181,11 @@ impl Coordinator {
                 deadline = Some(Instant::now() + grace);
             }
             running = match deadline {
-                None => self.inner.changed.wait(running).unwrap_or_else(|p| p.into_inner()),
+                None => self
+                    .inner
+                    .changed
+                    .wait(running)
+                    .unwrap_or_else(|p| p.into_inner()),
                 Some(at) => {
                     let left = at.saturating_duration_since(Instant::now());
                     if left.is_zero() {
@@ -202,7 +222,11 @@ impl Coordinator {
 
     /// Takes the recorded error out, leaving none.
     pub fn take_error(&self) -> Option<Error> {
-        self.inner.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.inner
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }
 
@@ -229,7 +253,9 @@ mod tests {
         coord.on_stop(move || q.cancel());
         // A waiter blocked on an empty queue: it only ends because the stop cancels the queue.
         let q = Arc::clone(&queue);
-        let waiter = coord.spawn("waiter", move || q.dequeue().map(drop).map_err(Error::from)).unwrap();
+        let waiter = coord
+            .spawn("waiter", move || q.dequeue().map(drop).map_err(Error::from))
+            .unwrap();
         let failing = coord
             .spawn("reader-3", || {
                 std::thread::sleep(Duration::from_millis(50));
@@ -240,18 +266,28 @@ mod tests {
                 })
             })
             .unwrap();
-        let err = coord.join(vec![waiter, failing], Duration::from_secs(5)).unwrap_err();
+        let err = coord
+            .join(vec![waiter, failing], Duration::from_secs(5))
+            .unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("reader-3") && msg.contains("train-00001") && msg.contains("record 17"), "{msg}");
+        assert!(
+            msg.contains("reader-3") && msg.contains("train-00001") && msg.contains("record 17"),
+            "{msg}"
+        );
         assert!(coord.should_stop());
     }
 
     #[test]
     fn a_panic_becomes_the_error() {
         let coord = Coordinator::new();
-        let t = coord.spawn("decoder", || panic!("corrupt huffman table")).unwrap();
+        let t = coord
+            .spawn("decoder", || panic!("corrupt huffman table"))
+            .unwrap();
         let err = coord.join(vec![t], Duration::from_secs(5)).unwrap_err();
-        assert!(matches!(&err, Error::Panic { thread, message } if thread == "decoder" && message.contains("huffman")), "{err}");
+        assert!(
+            matches!(&err, Error::Panic { thread, message } if thread == "decoder" && message.contains("huffman")),
+            "{err}"
+        );
     }
 
     #[test]
@@ -267,7 +303,10 @@ mod tests {
             })
             .unwrap();
         coord.join(vec![t], Duration::from_millis(1)).unwrap();
-        assert!(done.load(Ordering::SeqCst), "no stop requested: join waits as long as it takes");
+        assert!(
+            done.load(Ordering::SeqCst),
+            "no stop requested: join waits as long as it takes"
+        );
     }
 
     #[test]
@@ -284,7 +323,10 @@ mod tests {
         let start = Instant::now();
         let err = coord.join(vec![t], Duration::from_millis(100)).unwrap_err();
         assert!(start.elapsed() < Duration::from_secs(1));
-        assert!(matches!(&err, Error::JoinTimeout { threads, .. } if threads == &["stubborn"]), "{err}");
+        assert!(
+            matches!(&err, Error::JoinTimeout { threads, .. } if threads == &["stubborn"]),
+            "{err}"
+        );
     }
 
     #[test]
@@ -299,6 +341,9 @@ mod tests {
         let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let r = Arc::clone(&ran);
         coord.on_stop(move || r.store(true, Ordering::SeqCst));
-        assert!(ran.load(Ordering::SeqCst), "a hook added after the stop runs at once");
+        assert!(
+            ran.load(Ordering::SeqCst),
+            "a hook added after the stop runs at once"
+        );
     }
 }

@@ -123,7 +123,10 @@ impl ImageFolder {
 }
 
 fn is_image(path: &Path) -> bool {
-    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
     matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png"))
 }
 
@@ -141,7 +144,10 @@ impl RecordFormat for ImageFolderFormat {
                 source,
             })?
             .len();
-        Ok(vec![RecordSpan { offset: 0, len: len as usize }])
+        Ok(vec![RecordSpan {
+            offset: 0,
+            len: len as usize,
+        }])
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
@@ -150,7 +156,10 @@ impl RecordFormat for ImageFolderFormat {
             record,
             reason,
         };
-        let label = *self.labels.get(path).ok_or_else(|| bad("not an image of the scanned folder".into()))?;
+        let label = *self
+            .labels
+            .get(path)
+            .ok_or_else(|| bad("not an image of the scanned folder".into()))?;
         Ok(Example {
             image: decode_image(bytes).map_err(bad)?,
             label,
@@ -185,27 +194,56 @@ mod tests {
         let dir = folder();
         let f = ImageFolder::scan(dir.path()).unwrap();
         assert_eq!(f.classes(), ["apple", "zebra"]);
-        let names: Vec<_> = f.files().iter().map(|p| p.strip_prefix(dir.path()).unwrap().to_str().unwrap().to_string()).collect();
+        let names: Vec<_> = f
+            .files()
+            .iter()
+            .map(|p| {
+                p.strip_prefix(dir.path())
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
         assert_eq!(names, ["apple/a.jpeg", "apple/b.png", "zebra/a.JPG"]);
         let format = f.format();
         let zebra = &f.files()[2];
-        let ex = format.decode(zebra, 0, &std::fs::read(zebra).unwrap()).unwrap();
+        let ex = format
+            .decode(zebra, 0, &std::fs::read(zebra).unwrap())
+            .unwrap();
         assert_eq!((ex.label, ex.image.shape()), (1, [4, 4, 3]));
         assert_eq!(f.label(zebra), Some(1));
         let map = dir.path().join("labels.txt");
         f.write_label_map(&map).unwrap();
-        assert_eq!(std::fs::read_to_string(map).unwrap(), "0\tapple\n1\tzebra\n");
+        assert_eq!(
+            std::fs::read_to_string(map).unwrap(),
+            "0\tapple\n1\tzebra\n"
+        );
     }
 
     #[test]
     fn bad_folders_and_corrupt_images_are_named() {
-        assert!(ImageFolder::scan(Path::new("/no/such/folder")).unwrap_err().to_string().contains("no such directory"));
+        assert!(
+            ImageFolder::scan(Path::new("/no/such/folder"))
+                .unwrap_err()
+                .to_string()
+                .contains("no such directory")
+        );
         let empty = tempfile::tempdir().unwrap();
-        assert!(ImageFolder::scan(empty.path()).unwrap_err().to_string().contains("no class sub-folders"));
+        assert!(
+            ImageFolder::scan(empty.path())
+                .unwrap_err()
+                .to_string()
+                .contains("no class sub-folders")
+        );
         let dir = folder();
         let f = ImageFolder::scan(dir.path()).unwrap();
         let png = &f.files()[1];
-        let msg = f.format().decode(png, 0, b"\x89PNG\r\n\x1a\nbroken").unwrap_err().to_string();
+        let msg = f
+            .format()
+            .decode(png, 0, b"\x89PNG\r\n\x1a\nbroken")
+            .unwrap_err()
+            .to_string();
         assert!(msg.contains("b.png") && msg.contains("record 0"), "{msg}");
     }
 }

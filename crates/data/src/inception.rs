@@ -109,7 +109,10 @@ fn shards(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io)? {
         let path = entry.map_err(io)?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if name.starts_with(&pattern) && name.contains("-of-") && !name.ends_with(".tmp") {
             files.push(path);
         }
@@ -142,7 +145,9 @@ impl ShardWriter {
     /// `dir` (created if missing).
     pub fn create(dir: &Path, prefix: &str, count: usize, total: usize) -> Result<Self> {
         if count == 0 || total < count {
-            return Err(Error::Config(format!("cannot write {total} examples into {count} shards")));
+            return Err(Error::Config(format!(
+                "cannot write {total} examples into {count} shards"
+            )));
         }
         std::fs::create_dir_all(dir).map_err(|source| Error::Io {
             path: dir.to_path_buf(),
@@ -163,7 +168,10 @@ impl ShardWriter {
     pub fn write(&mut self, record: &ImageRecord) -> Result<()> {
         let shard = self.written / self.per_shard;
         if shard >= self.count {
-            return Err(Error::Config(format!("more examples than the {} declared", self.count * self.per_shard)));
+            return Err(Error::Config(format!(
+                "more examples than the {} declared",
+                self.count * self.per_shard
+            )));
         }
         if self.finished.len() < shard {
             self.finish_current()?;
@@ -190,7 +198,11 @@ impl ShardWriter {
                 path: tmp.clone(),
                 source,
             };
-            let file = writer.into_inner().map_err(io)?.into_inner().map_err(|e| io(e.into_error()))?;
+            let file = writer
+                .into_inner()
+                .map_err(io)?
+                .into_inner()
+                .map_err(|e| io(e.into_error()))?;
             file.sync_all().map_err(io)?;
             std::fs::rename(&tmp, &path).map_err(io)?;
             self.finished.push(path);
@@ -242,7 +254,10 @@ impl BuiltinShards {
                 source,
             })?;
         let mut rng = Rng::seed_from_u64(config.seed);
-        for (prefix, shards) in [("train", config.train_shards), ("validation", config.validation_shards)] {
+        for (prefix, shards) in [
+            ("train", config.train_shards),
+            ("validation", config.validation_shards),
+        ] {
             let total = shards * config.per_shard;
             let mut writer = ShardWriter::create(dir.path(), prefix, shards, total)?;
             for i in 0..total {
@@ -260,7 +275,10 @@ impl BuiltinShards {
 }
 
 fn synthetic_record(class: usize, config: &BuiltinShardsConfig, rng: &mut Rng) -> ImageRecord {
-    let side = |rng: &mut Rng| rng.random_range(config.image_size * 3 / 4..=config.image_size * 5 / 4).max(8);
+    let side = |rng: &mut Rng| {
+        rng.random_range(config.image_size * 3 / 4..=config.image_size * 5 / 4)
+            .max(8)
+    };
     let (height, width) = (side(rng), side(rng));
     let corner = |rng: &mut Rng| rng.random_range(0.0f32..0.4);
     let (top, left) = (corner(rng), corner(rng));
@@ -278,7 +296,10 @@ fn synthetic_record(class: usize, config: &BuiltinShardsConfig, rng: &mut Rng) -
         boxes: vec![object],
         height: Some(height as i64),
         width: Some(width as i64),
-        filename: Some(format!("synthetic_{class}_{:08x}.JPEG", rng.random::<u32>())),
+        filename: Some(format!(
+            "synthetic_{class}_{:08x}.JPEG",
+            rng.random::<u32>()
+        )),
     }
 }
 
@@ -301,7 +322,10 @@ mod tests {
     fn builtin_shards_read_back_through_the_format() {
         let data = BuiltinShards::create(small()).unwrap();
         let files = train_files(data.dir()).unwrap();
-        let names: Vec<_> = files.iter().map(|p| p.file_name().unwrap().to_str().unwrap().to_string()).collect();
+        let names: Vec<_> = files
+            .iter()
+            .map(|p| p.file_name().unwrap().to_str().unwrap().to_string())
+            .collect();
         assert_eq!(names, ["train-00000-of-00002", "train-00001-of-00002"]);
         assert_eq!(validation_files(data.dir()).unwrap().len(), 1);
         let format = TfExampleFormat::new(4);
@@ -312,7 +336,9 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                let ex = format.decode(&files[1], i, &bytes[s.offset as usize..][..s.len]).unwrap();
+                let ex = format
+                    .decode(&files[1], i, &bytes[s.offset as usize..][..s.len])
+                    .unwrap();
                 assert_eq!(ex.image.channels(), 3);
                 assert!((18..=30).contains(&ex.image.height()));
                 assert_eq!(ex.boxes.len(), 1);
@@ -335,23 +361,61 @@ mod tests {
     #[test]
     fn corrupt_jpeg_and_bad_label_name_the_shard_and_record() {
         let image = crate::image::Image::from_hwc(vec![0.5; 8 * 8 * 3], 8, 8, 3);
-        let good = ImageRecord { encoded: encode_jpeg(&image, 90), label: 5, ..Default::default() };
+        let good = ImageRecord {
+            encoded: encode_jpeg(&image, 90),
+            label: 5,
+            ..Default::default()
+        };
         let (_d, path, span) = shard_with(&good);
-        assert_eq!(TfExampleFormat::new(6).decode(&path, 0, &span).unwrap().label, 5);
-        assert_eq!(TfExampleFormat::new(6).with_label_offset(-1).decode(&path, 0, &span).unwrap().label, 4);
-        let msg = TfExampleFormat::new(5).decode(&path, 0, &span).unwrap_err().to_string();
-        assert!(msg.contains("train-00000-of-00001") && msg.contains("record 0") && msg.contains("label 5"), "{msg}");
+        assert_eq!(
+            TfExampleFormat::new(6)
+                .decode(&path, 0, &span)
+                .unwrap()
+                .label,
+            5
+        );
+        assert_eq!(
+            TfExampleFormat::new(6)
+                .with_label_offset(-1)
+                .decode(&path, 0, &span)
+                .unwrap()
+                .label,
+            4
+        );
+        let msg = TfExampleFormat::new(5)
+            .decode(&path, 0, &span)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("train-00000-of-00001")
+                && msg.contains("record 0")
+                && msg.contains("label 5"),
+            "{msg}"
+        );
 
         let mut cut = good.clone();
         cut.encoded.truncate(cut.encoded.len() / 2);
         let (_d, path, span) = shard_with(&cut);
-        let msg = TfExampleFormat::new(6).decode(&path, 0, &span).unwrap_err().to_string();
-        assert!(msg.contains("train-00000-of-00001") && msg.contains("record 0") && msg.contains("image"), "{msg}");
+        let msg = TfExampleFormat::new(6)
+            .decode(&path, 0, &span)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("train-00000-of-00001")
+                && msg.contains("record 0")
+                && msg.contains("image"),
+            "{msg}"
+        );
     }
 
     #[test]
     fn missing_folder_or_shards_are_named() {
-        assert!(train_files(Path::new("/no/such/imagenet")).unwrap_err().to_string().contains("no such directory"));
+        assert!(
+            train_files(Path::new("/no/such/imagenet"))
+                .unwrap_err()
+                .to_string()
+                .contains("no such directory")
+        );
         let dir = tempfile::tempdir().unwrap();
         let msg = validation_files(dir.path()).unwrap_err().to_string();
         assert!(msg.contains("validation-XXXXX"), "{msg}");
@@ -362,12 +426,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut w = ShardWriter::create(dir.path(), "validation", 3, 7).unwrap();
         for label in 0..7 {
-            w.write(&ImageRecord { encoded: vec![1], label, ..Default::default() }).unwrap();
+            w.write(&ImageRecord {
+                encoded: vec![1],
+                label,
+                ..Default::default()
+            })
+            .unwrap();
         }
         let paths = w.finish().unwrap();
-        let counts: Vec<usize> = paths.iter().map(|p| tfrecord::index(p).unwrap().len()).collect();
+        let counts: Vec<usize> = paths
+            .iter()
+            .map(|p| tfrecord::index(p).unwrap().len())
+            .collect();
         assert_eq!(counts, vec![3, 3, 1]);
-        let leftovers = std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some()).count();
+        let leftovers = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().is_some())
+            .count();
         assert_eq!(leftovers, 0);
     }
 }

@@ -54,7 +54,10 @@ mod tests {
             .into_iter()
             .map(|(seq, count)| {
                 let (gate, log) = (Arc::clone(&gate), Arc::clone(&log));
-                std::thread::spawn(move || gate.pass(seq, count, || log.lock().unwrap().push(seq)).unwrap())
+                std::thread::spawn(move || {
+                    gate.pass(seq, count, || log.lock().unwrap().push(seq))
+                        .unwrap()
+                })
             })
             .collect();
         handles.into_iter().for_each(|h| h.join().unwrap());
@@ -67,7 +70,10 @@ mod tests {
         let g = Arc::clone(&gate);
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || tx.send(g.pass(5, 1, || ())).unwrap());
-        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "seq 5 must wait for 0..5");
+        assert!(
+            rx.recv_timeout(Duration::from_millis(100)).is_err(),
+            "seq 5 must wait for 0..5"
+        );
         gate.cancel();
         let got = rx.recv_timeout(Duration::from_secs(5)).expect("woken");
         assert!(matches!(got, Err(Error::Cancelled)));

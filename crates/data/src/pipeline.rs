@@ -127,7 +127,14 @@ impl PipelineConfig {
 
     fn validate(&self) -> Result<()> {
         let fail = |m: String| Err(Error::Config(m));
-        if [self.batch_size, self.reader_threads, self.read_chunk, self.prefetch].contains(&0) {
+        if [
+            self.batch_size,
+            self.reader_threads,
+            self.read_chunk,
+            self.prefetch,
+        ]
+        .contains(&0)
+        {
             return fail(format!(
                 "batch_size ({}), reader_threads ({}), read_chunk ({}) and prefetch ({}) must be at least 1",
                 self.batch_size, self.reader_threads, self.read_chunk, self.prefetch
@@ -213,7 +220,9 @@ impl Pipeline {
             None => Queue::fifo(config.fifo_capacity),
         });
         let batches = Arc::new(Queue::fifo(config.prefetch));
-        let gate = config.deterministic.then(|| Arc::new(OrderedGate::default()));
+        let gate = config
+            .deterministic
+            .then(|| Arc::new(OrderedGate::default()));
         if let Some(gate) = &gate {
             let gate = Arc::clone(gate);
             coord.on_stop(move || gate.cancel());
@@ -237,11 +246,11 @@ impl Pipeline {
             batch_size: config.batch_size,
             final_batch: config.final_batch,
         };
-        threads.extend(
-            QueueRunner::new(Arc::clone(&batches), 1).start(&coord, "batcher", move |_, queue| {
-                batcher.run(queue)
-            }),
-        );
+        threads.extend(QueueRunner::new(Arc::clone(&batches), 1).start(
+            &coord,
+            "batcher",
+            move |_, queue| batcher.run(queue),
+        ));
         Ok(Self {
             coord,
             threads,
@@ -295,7 +304,8 @@ impl Pipeline {
         if !self.examples.is_closed() || !self.batches.is_closed() {
             self.coord.request_stop();
         }
-        self.coord.join(std::mem::take(&mut self.threads), self.join_grace)
+        self.coord
+            .join(std::mem::take(&mut self.threads), self.join_grace)
     }
 }
 
@@ -376,7 +386,12 @@ impl Reader {
     /// Reads the bytes from the chunk's first record to the end of its last (records of a
     /// chunk are consecutive in one file) into `bytes`, reusing the open file when it is the
     /// same one.
-    fn read(&self, chunk: &[WorkItem], open: &mut Option<(usize, File)>, bytes: &mut Vec<u8>) -> Result<()> {
+    fn read(
+        &self,
+        chunk: &[WorkItem],
+        open: &mut Option<(usize, File)>,
+        bytes: &mut Vec<u8>,
+    ) -> Result<()> {
         let (first, last) = (&chunk[0], &chunk[chunk.len() - 1]);
         let path = self.cursor.path(first.file);
         let io = |source| Error::Io {
@@ -402,7 +417,10 @@ impl Reader {
                 Err(Error::Record {
                     path: path.clone(),
                     record: lost.record,
-                    reason: format!("truncated: the file ends at byte {size}, the record at {}", lost.span.offset + lost.span.len as u64),
+                    reason: format!(
+                        "truncated: the file ends at byte {size}, the record at {}",
+                        lost.span.offset + lost.span.len as u64
+                    ),
                 })
             }
             Err(e) => Err(io(e)),

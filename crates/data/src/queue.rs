@@ -64,7 +64,12 @@ impl<T> State<T> {
     /// Items that must stay in the queue while it is open.
     fn reserve(&self) -> usize {
         match (&self.order, self.closed) {
-            (Order::Shuffle { min_after_dequeue, .. }, false) => *min_after_dequeue,
+            (
+                Order::Shuffle {
+                    min_after_dequeue, ..
+                },
+                false,
+            ) => *min_after_dequeue,
             _ => 0,
         }
     }
@@ -209,7 +214,10 @@ impl<T> Queue<T> {
                 }
                 return Err(QueueError::Closed);
             }
-            state = self.not_empty.wait(state).unwrap_or_else(|p| p.into_inner());
+            state = self
+                .not_empty
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
         }
         let take = n.min(state.items.len());
         let items = (0..take).map(|_| state.take_one()).collect();
@@ -289,7 +297,8 @@ mod tests {
     }
 
     fn woken<R>(rx: &Receiver<R>) -> R {
-        rx.recv_timeout(Duration::from_secs(5)).expect("the blocked call returned")
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("the blocked call returned")
     }
 
     #[test]
@@ -325,7 +334,11 @@ mod tests {
         q.enqueue(2).unwrap();
         q.close();
         assert_eq!(q.enqueue(3), Err(QueueError::Closed));
-        assert_eq!(q.dequeue_many(3), Err(QueueError::Closed), "not enough left");
+        assert_eq!(
+            q.dequeue_many(3),
+            Err(QueueError::Closed),
+            "not enough left"
+        );
         assert_eq!(q.len(), 2, "a failed dequeue_many takes nothing");
         assert_eq!(q.dequeue_up_to(3).unwrap(), vec![1, 2]);
         assert_eq!(q.dequeue(), Err(QueueError::Closed));
@@ -388,7 +401,11 @@ mod tests {
         };
         assert!(still_blocked(&blocked));
         q.close();
-        assert_eq!(woken(&blocked).unwrap().len(), 2, "closing releases the reserve");
+        assert_eq!(
+            woken(&blocked).unwrap().len(),
+            2,
+            "closing releases the reserve"
+        );
         assert_eq!(q.dequeue_up_to(5).unwrap().len(), 1);
     }
 
@@ -421,9 +438,17 @@ mod tests {
         let a = run(7, false);
         let mut sorted = a.clone();
         sorted.sort();
-        assert_eq!(sorted, (0..200).collect::<Vec<_>>(), "every item exactly once");
+        assert_eq!(
+            sorted,
+            (0..200).collect::<Vec<_>>(),
+            "every item exactly once"
+        );
         assert_ne!(a, sorted, "mixed");
-        assert_eq!(a, run(7, true), "same seed, same order, whatever the timing");
+        assert_eq!(
+            a,
+            run(7, true),
+            "same seed, same order, whatever the timing"
+        );
         assert_ne!(a, run(8, false), "another seed, another order");
         // An item can only move back as far as the window allows: the output at position p
         // comes from the first p + min_after_dequeue + 1 inputs.
@@ -433,7 +458,16 @@ mod tests {
     #[test]
     fn impossible_requests_fail_at_once() {
         let q = Queue::<u8>::shuffle(10, 8, 0);
-        assert_eq!(q.dequeue_many(3), Err(QueueError::Unsatisfiable { requested: 3, max: 2 }));
-        assert!(matches!(Queue::<u8>::fifo(2).dequeue_many(0), Err(QueueError::Unsatisfiable { .. })));
+        assert_eq!(
+            q.dequeue_many(3),
+            Err(QueueError::Unsatisfiable {
+                requested: 3,
+                max: 2
+            })
+        );
+        assert!(matches!(
+            Queue::<u8>::fifo(2).dequeue_many(0),
+            Err(QueueError::Unsatisfiable { .. })
+        ));
     }
 }

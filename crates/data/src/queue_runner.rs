@@ -98,26 +98,36 @@ mod tests {
             got.push(v);
         }
         coord.join(threads, Duration::from_secs(5)).unwrap();
-        assert_eq!(got.len(), 30, "end of input only after every producer is done");
+        assert_eq!(
+            got.len(),
+            30,
+            "end of input only after every producer is done"
+        );
     }
 
     #[test]
     fn a_panicking_producer_still_closes_the_queue_and_reports() {
         let coord = Coordinator::new();
         let queue = Arc::new(Queue::<u8>::fifo(4));
-        let threads = QueueRunner::new(Arc::clone(&queue), 1).start(&coord, "reader", |_, _| panic!("boom"));
+        let threads =
+            QueueRunner::new(Arc::clone(&queue), 1).start(&coord, "reader", |_, _| panic!("boom"));
         // The consumer wakes (cancelled by the stop or closed by the runner), never hangs.
         assert!(queue.dequeue().is_err());
         let err = coord.join(threads, Duration::from_secs(5)).unwrap_err();
-        assert!(err.to_string().contains("reader-0") && err.to_string().contains("boom"), "{err}");
+        assert!(
+            err.to_string().contains("reader-0") && err.to_string().contains("boom"),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_stop_wakes_producers_blocked_on_a_full_queue() {
         let coord = Coordinator::new();
         let queue = Arc::new(Queue::fifo(1));
-        let threads = QueueRunner::new(Arc::clone(&queue), 2).start(&coord, "producer", |_, q| loop {
-            q.enqueue(0u8)?;
+        let threads = QueueRunner::new(Arc::clone(&queue), 2).start(&coord, "producer", |_, q| {
+            loop {
+                q.enqueue(0u8)?;
+            }
         });
         std::thread::sleep(Duration::from_millis(50));
         coord.request_stop();

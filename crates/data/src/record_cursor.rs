@@ -67,7 +67,11 @@ pub(crate) struct RecordCursor {
 }
 
 impl RecordCursor {
-    pub fn new(files: Arc<Vec<PathBuf>>, format: Arc<dyn RecordFormat>, order: CursorOrder) -> Self {
+    pub fn new(
+        files: Arc<Vec<PathBuf>>,
+        format: Arc<dyn RecordFormat>,
+        order: CursorOrder,
+    ) -> Self {
         let state = State {
             epoch: 0,
             order: Vec::new(),
@@ -92,7 +96,9 @@ impl RecordCursor {
     fn start_epoch(&self, state: &mut State) {
         state.order = (0..self.files.len()).collect();
         if self.order.shuffle_files {
-            let mut rng = Rng::seed_from_u64(self.order.seed ^ (state.epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut rng = Rng::seed_from_u64(
+                self.order.seed ^ (state.epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            );
             state.order.shuffle(&mut rng);
         }
         state.position = 0;
@@ -177,8 +183,20 @@ mod tests {
     struct Counted;
     impl RecordFormat for Counted {
         fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-            let n: usize = path.to_str().unwrap().split(' ').next().unwrap().parse().unwrap();
-            Ok((0..n).map(|i| RecordSpan { offset: 10 * i as u64, len: 10 }).collect())
+            let n: usize = path
+                .to_str()
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            Ok((0..n)
+                .map(|i| RecordSpan {
+                    offset: 10 * i as u64,
+                    len: 10,
+                })
+                .collect())
         }
         fn decode(&self, _: &Path, _: usize, _: &[u8]) -> Result<Example> {
             unreachable!()
@@ -186,26 +204,40 @@ mod tests {
     }
 
     fn cursor(sizes: &[usize], num_epochs: Option<usize>, shuffle_files: bool) -> RecordCursor {
-        let files = sizes.iter().map(|n| PathBuf::from(format!("{n} records"))).collect();
-        let order = CursorOrder { num_epochs, shuffle_files, seed: 7 };
+        let files = sizes
+            .iter()
+            .map(|n| PathBuf::from(format!("{n} records")))
+            .collect();
+        let order = CursorOrder {
+            num_epochs,
+            shuffle_files,
+            seed: 7,
+        };
         RecordCursor::new(Arc::new(files), Arc::new(Counted), order)
     }
 
     fn drain(c: &RecordCursor) -> Vec<(usize, usize)> {
-        std::iter::from_fn(|| c.next().unwrap()).map(|w| (w.file, w.record)).collect()
+        std::iter::from_fn(|| c.next().unwrap())
+            .map(|w| (w.file, w.record))
+            .collect()
     }
 
     #[test]
     fn walks_files_then_records_for_each_epoch() {
         let c = cursor(&[2, 0, 1], Some(2), false);
-        assert_eq!(drain(&c), vec![(0, 0), (0, 1), (2, 0), (0, 0), (0, 1), (2, 0)]);
+        assert_eq!(
+            drain(&c),
+            vec![(0, 0), (0, 1), (2, 0), (0, 0), (0, 1), (2, 0)]
+        );
         assert_eq!(c.next().unwrap(), None);
     }
 
     #[test]
     fn numbers_records_in_order() {
         let c = cursor(&[3, 3], Some(1), false);
-        let seqs: Vec<u64> = std::iter::from_fn(|| c.next().unwrap()).map(|w| w.seq).collect();
+        let seqs: Vec<u64> = std::iter::from_fn(|| c.next().unwrap())
+            .map(|w| w.seq)
+            .collect();
         assert_eq!(seqs, (0..6).collect::<Vec<_>>());
     }
 
@@ -218,10 +250,17 @@ mod tests {
         for e in &epochs {
             let mut sorted = e.to_vec();
             sorted.sort();
-            assert_eq!(sorted, (0..8).collect::<Vec<_>>(), "each epoch reads every file once");
+            assert_eq!(
+                sorted,
+                (0..8).collect::<Vec<_>>(),
+                "each epoch reads every file once"
+            );
         }
         assert_ne!(epochs[0], epochs[1], "a new order each epoch");
-        let again: Vec<usize> = drain(&cursor(&sizes, Some(3), true)).into_iter().map(|(f, _)| f).collect();
+        let again: Vec<usize> = drain(&cursor(&sizes, Some(3), true))
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect();
         assert_eq!(files, again, "same seed, same order");
     }
 

@@ -11,15 +11,28 @@ use crate::transforms::{Rng, hsv_to_rgb};
 /// noise around it): a class colour (hue `label` / `num_classes` of the wheel) under stripes
 /// whose orientation and period depend on the class, plus per-image noise and brightness.
 /// The signal survives crops, flips and the colour distortions of both trainers.
-pub fn synthetic_image(label: usize, num_classes: usize, height: usize, width: usize, object: BoundingBox, rng: &mut Rng) -> Image {
+pub fn synthetic_image(
+    label: usize,
+    num_classes: usize,
+    height: usize,
+    width: usize,
+    object: BoundingBox,
+    rng: &mut Rng,
+) -> Image {
     let color = hsv_to_rgb([label as f32 / num_classes.max(1) as f32, 0.6, 0.6]);
     let vertical = label % 2 == 1;
     // Stripe period relative to the image, so a resized image keeps its class.
     let period = (2.0 + (label / 2 % 5) as f32 * 1.5) / 32.0 * height.min(width) as f32;
     let brightness = rng.random_range(-0.12f32..=0.12);
     let phase = rng.random_range(0.0f32..std::f32::consts::TAU);
-    let (y0, y1) = ((object.ymin * height as f32) as usize, (object.ymax * height as f32).ceil() as usize);
-    let (x0, x1) = ((object.xmin * width as f32) as usize, (object.xmax * width as f32).ceil() as usize);
+    let (y0, y1) = (
+        (object.ymin * height as f32) as usize,
+        (object.ymax * height as f32).ceil() as usize,
+    );
+    let (x0, x1) = (
+        (object.xmin * width as f32) as usize,
+        (object.xmax * width as f32).ceil() as usize,
+    );
     let mut data = Vec::with_capacity(height * width * 3);
     for y in 0..height {
         for x in 0..width {
@@ -43,13 +56,24 @@ mod tests {
 
     #[test]
     fn the_pattern_fills_the_object_box_only() {
-        let object = BoundingBox { ymin: 0.5, xmin: 0.0, ymax: 1.0, xmax: 0.5 };
+        let object = BoundingBox {
+            ymin: 0.5,
+            xmin: 0.0,
+            ymax: 1.0,
+            xmax: 0.5,
+        };
         let img = synthetic_image(3, 10, 40, 40, object, &mut Rng::seed_from_u64(1));
         // Outside the box: grey 0.5 within noise and brightness (0.22); inside: the class
         // colour, whose channels differ from one another.
         let outside = img.get(5, 30, 0);
         assert!((outside - 0.5).abs() <= 0.23, "{outside}");
-        let mean = |c| (20..40).flat_map(|y| (0..20).map(move |x| (y, x))).map(|(y, x)| img.get(y, x, c)).sum::<f32>() / 400.0;
+        let mean = |c| {
+            (20..40)
+                .flat_map(|y| (0..20).map(move |x| (y, x)))
+                .map(|(y, x)| img.get(y, x, c))
+                .sum::<f32>()
+                / 400.0
+        };
         let spread = [mean(0), mean(1), mean(2)];
         let max = spread.iter().cloned().fold(f32::MIN, f32::max);
         let min = spread.iter().cloned().fold(f32::MAX, f32::min);

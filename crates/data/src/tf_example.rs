@@ -35,11 +35,11 @@ struct Feature {
 #[derive(Clone, PartialEq, prost::Oneof)]
 enum Kind {
     #[prost(message, tag = "1")]
-    BytesList(BytesList),
+    Bytes(BytesList),
     #[prost(message, tag = "2")]
-    FloatList(FloatList),
+    Floats(FloatList),
     #[prost(message, tag = "3")]
-    Int64List(Int64List),
+    Int64s(Int64List),
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -115,12 +115,19 @@ impl ImageRecord {
         let example = Example::decode(bytes).map_err(|e| format!("not a tf.train.Example: {e}"))?;
         let features = example.features.map(|f| f.feature).unwrap_or_default();
         let reader = FeatureReader(&features);
-        let encoded = reader.bytes(keys::ENCODED)?.ok_or(format!("missing key {}", keys::ENCODED))?;
-        let label = reader.int(keys::LABEL)?.ok_or(format!("missing key {}", keys::LABEL))?;
+        let encoded = reader
+            .bytes(keys::ENCODED)?
+            .ok_or(format!("missing key {}", keys::ENCODED))?;
+        let label = reader
+            .int(keys::LABEL)?
+            .ok_or(format!("missing key {}", keys::LABEL))?;
         let lists = [keys::YMIN, keys::XMIN, keys::YMAX, keys::XMAX].map(|k| reader.floats(k));
         let [ymin, xmin, ymax, xmax] = lists;
         let (ymin, xmin, ymax, xmax) = (ymin?, xmin?, ymax?, xmax?);
-        if [xmin.len(), ymax.len(), xmax.len()].iter().any(|&n| n != ymin.len()) {
+        if [xmin.len(), ymax.len(), xmax.len()]
+            .iter()
+            .any(|&n| n != ymin.len())
+        {
             return Err(format!(
                 "image/object/bbox/* lists differ in length: ymin {}, xmin {}, ymax {}, xmax {}",
                 ymin.len(),
@@ -154,10 +161,14 @@ impl ImageRecord {
         let mut put = |key: &str, kind: Kind| {
             feature.insert(key.to_string(), Feature { kind: Some(kind) });
         };
-        let bytes = |v: &[u8]| Kind::BytesList(BytesList { value: vec![v.to_vec()] });
-        let ints = |v: i64| Kind::Int64List(Int64List { value: vec![v] });
+        let bytes = |v: &[u8]| {
+            Kind::Bytes(BytesList {
+                value: vec![v.to_vec()],
+            })
+        };
+        let ints = |v: i64| Kind::Int64s(Int64List { value: vec![v] });
         let floats = |f: fn(&BoundingBox) -> f32| {
-            Kind::FloatList(FloatList {
+            Kind::Floats(FloatList {
                 value: self.boxes.iter().map(f).collect(),
             })
         };
@@ -197,9 +208,9 @@ impl FeatureReader<'_> {
 
     fn wrong_type(key: &str, want: &str, got: &Kind) -> String {
         let got = match got {
-            Kind::BytesList(_) => "bytes_list",
-            Kind::FloatList(_) => "float_list",
-            Kind::Int64List(_) => "int64_list",
+            Kind::Bytes(_) => "bytes_list",
+            Kind::Floats(_) => "float_list",
+            Kind::Int64s(_) => "int64_list",
         };
         format!("key {key} is a {got}, expected {want}")
     }
@@ -208,14 +219,17 @@ impl FeatureReader<'_> {
         match values {
             [] => Ok(None),
             [v] => Ok(Some(v.clone())),
-            _ => Err(format!("key {key} holds {} values, expected one", values.len())),
+            _ => Err(format!(
+                "key {key} holds {} values, expected one",
+                values.len()
+            )),
         }
     }
 
     fn bytes(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
         match self.kind(key) {
             None => Ok(None),
-            Some(Kind::BytesList(list)) => Self::single(key, &list.value),
+            Some(Kind::Bytes(list)) => Self::single(key, &list.value),
             Some(other) => Err(Self::wrong_type(key, "bytes_list", other)),
         }
     }
@@ -229,7 +243,7 @@ impl FeatureReader<'_> {
     fn int(&self, key: &str) -> Result<Option<i64>, String> {
         match self.kind(key) {
             None => Ok(None),
-            Some(Kind::Int64List(list)) => Self::single(key, &list.value),
+            Some(Kind::Int64s(list)) => Self::single(key, &list.value),
             Some(other) => Err(Self::wrong_type(key, "int64_list", other)),
         }
     }
@@ -237,7 +251,7 @@ impl FeatureReader<'_> {
     fn floats(&self, key: &str) -> Result<Vec<f32>, String> {
         match self.kind(key) {
             None => Ok(Vec::new()),
-            Some(Kind::FloatList(list)) => Ok(list.value.clone()),
+            Some(Kind::Floats(list)) => Ok(list.value.clone()),
             Some(other) => Err(Self::wrong_type(key, "float_list", other)),
         }
     }
@@ -292,7 +306,15 @@ mod tests {
         assert_eq!(r.encoded, b"\xff\xd8jpeg");
         assert_eq!(r.label, 417);
         assert_eq!(r.text.as_deref(), Some("hammer"));
-        assert_eq!(r.boxes, vec![BoundingBox { ymin: 0.25, xmin: 0.125, ymax: 0.75, xmax: 1.0 }]);
+        assert_eq!(
+            r.boxes,
+            vec![BoundingBox {
+                ymin: 0.25,
+                xmin: 0.125,
+                ymax: 0.75,
+                xmax: 1.0
+            }]
+        );
         assert_eq!((r.height, r.width, r.filename), (None, None, None));
     }
 
@@ -302,7 +324,15 @@ mod tests {
             encoded: vec![1, 2, 3],
             label: 7,
             text: Some("tench".into()),
-            boxes: vec![BoundingBox::WHOLE, BoundingBox { ymin: 0.1, xmin: 0.2, ymax: 0.3, xmax: 0.4 }],
+            boxes: vec![
+                BoundingBox::WHOLE,
+                BoundingBox {
+                    ymin: 0.1,
+                    xmin: 0.2,
+                    ymax: 0.3,
+                    xmax: 0.4,
+                },
+            ],
             height: Some(300),
             width: Some(400),
             filename: Some("n01440764_10026.JPEG".into()),
@@ -313,13 +343,27 @@ mod tests {
     #[test]
     fn missing_and_mistyped_keys_are_named() {
         let no_label = field(1, &entry(keys::ENCODED, field(1, &field(1, b"x"))));
-        assert_eq!(ImageRecord::parse(&no_label).unwrap_err(), "missing key image/class/label");
+        assert_eq!(
+            ImageRecord::parse(&no_label).unwrap_err(),
+            "missing key image/class/label"
+        );
         let float_label = field(
             1,
-            &[entry(keys::ENCODED, field(1, &field(1, b"x"))), entry(keys::LABEL, field(2, &field(1, &1f32.to_le_bytes())))].concat(),
+            &[
+                entry(keys::ENCODED, field(1, &field(1, b"x"))),
+                entry(keys::LABEL, field(2, &field(1, &1f32.to_le_bytes()))),
+            ]
+            .concat(),
         );
         let msg = ImageRecord::parse(&float_label).unwrap_err();
-        assert!(msg.contains("image/class/label") && msg.contains("float_list"), "{msg}");
-        assert!(ImageRecord::parse(b"\xff\xff\xff").unwrap_err().contains("not a tf.train.Example"));
+        assert!(
+            msg.contains("image/class/label") && msg.contains("float_list"),
+            "{msg}"
+        );
+        assert!(
+            ImageRecord::parse(b"\xff\xff\xff")
+                .unwrap_err()
+                .contains("not a tf.train.Example")
+        );
     }
 }

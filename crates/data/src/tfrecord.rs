@@ -50,7 +50,10 @@ pub fn index(path: &Path) -> Result<Vec<RecordSpan>> {
         match reader.read_exact(&mut header) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                return Err(bad(format!("truncated header: {} bytes left", size - offset)));
+                return Err(bad(format!(
+                    "truncated header: {} bytes left",
+                    size - offset
+                )));
             }
             Err(e) => return Err(io(e)),
         }
@@ -79,11 +82,14 @@ pub fn index(path: &Path) -> Result<Vec<RecordSpan>> {
 /// The data of one record, given the bytes of its span (data + CRC footer); a data CRC
 /// mismatch is an error naming the file and record.
 pub fn record_data<'a>(path: &Path, record: usize, span: &'a [u8]) -> Result<&'a [u8]> {
-    let split = span.len().checked_sub(FOOTER).ok_or_else(|| Error::Record {
-        path: path.to_path_buf(),
-        record,
-        reason: "record shorter than its CRC".into(),
-    })?;
+    let split = span
+        .len()
+        .checked_sub(FOOTER)
+        .ok_or_else(|| Error::Record {
+            path: path.to_path_buf(),
+            record,
+            reason: "record shorter than its CRC".into(),
+        })?;
     let (data, footer) = span.split_at(split);
     let stored = u32::from_le_bytes(footer.try_into().expect("4 bytes"));
     if masked_crc(data) != stored {
@@ -132,10 +138,17 @@ mod tests {
     fn masked_crc_matches_tensorflow() {
         // Known values: TF's crc32c::Mask(crc32c::Value("", 0)) and of the 8 zero bytes
         // that frame an empty record's length (from TF's own record writer).
-        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283, "CRC32C check value");
+        assert_eq!(
+            crc32c::crc32c(b"123456789"),
+            0xe306_9283,
+            "CRC32C check value"
+        );
         assert_eq!(masked_crc(b""), 0xa282_ead8);
         let zero_len = masked_crc(&0u64.to_le_bytes());
-        assert_eq!(zero_len, (crc32c::crc32c(&[0; 8]).rotate_right(15)).wrapping_add(0xa282_ead8));
+        assert_eq!(
+            zero_len,
+            (crc32c::crc32c(&[0; 8]).rotate_right(15)).wrapping_add(0xa282_ead8)
+        );
     }
 
     /// A hand-built record: the framing assembled field by field, not by the writer.
@@ -144,10 +157,10 @@ mod tests {
         let len = (data.len() as u64).to_le_bytes();
         out.extend_from_slice(&len);
         let crc = crc32c::crc32c(&len);
-        out.extend_from_slice(&(((crc >> 15) | (crc << 17)).wrapping_add(0xa282_ead8)).to_le_bytes());
+        out.extend_from_slice(&(crc.rotate_right(15).wrapping_add(0xa282_ead8)).to_le_bytes());
         out.extend_from_slice(data);
         let crc = crc32c::crc32c(data);
-        out.extend_from_slice(&(((crc >> 15) | (crc << 17)).wrapping_add(0xa282_ead8)).to_le_bytes());
+        out.extend_from_slice(&(crc.rotate_right(15).wrapping_add(0xa282_ead8)).to_le_bytes());
         out
     }
 
@@ -167,7 +180,13 @@ mod tests {
         assert_eq!(bytes, [hand_framed(b"hello"), hand_framed(b"")].concat());
         let (_dir, path) = write_file(&bytes);
         let spans = index(&path).unwrap();
-        assert_eq!(spans, vec![RecordSpan { offset: 12, len: 9 }, RecordSpan { offset: 33, len: 4 }]);
+        assert_eq!(
+            spans,
+            vec![
+                RecordSpan { offset: 12, len: 9 },
+                RecordSpan { offset: 33, len: 4 }
+            ]
+        );
         let first = &bytes[12..21];
         assert_eq!(record_data(&path, 0, first).unwrap(), b"hello");
     }
@@ -180,7 +199,12 @@ mod tests {
         bytes[spans[1].offset as usize] ^= 1;
         let span = &bytes[spans[1].offset as usize..][..spans[1].len];
         let msg = record_data(&path, 1, span).unwrap_err().to_string();
-        assert!(msg.contains("train-00000-of-00001") && msg.contains("record 1") && msg.contains("data CRC"), "{msg}");
+        assert!(
+            msg.contains("train-00000-of-00001")
+                && msg.contains("record 1")
+                && msg.contains("data CRC"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -189,14 +213,25 @@ mod tests {
         bytes[21 + 8] ^= 0xff; // second record's length CRC
         let (_dir, path) = write_file(&bytes);
         let msg = index(&path).unwrap_err().to_string();
-        assert!(msg.contains("record 1") && msg.contains("length CRC") && msg.contains("offset 21"), "{msg}");
+        assert!(
+            msg.contains("record 1") && msg.contains("length CRC") && msg.contains("offset 21"),
+            "{msg}"
+        );
 
         let bytes = [hand_framed(b"first"), hand_framed(b"second")].concat();
         let (_dir, path) = write_file(&bytes[..bytes.len() - 3]);
         let msg = index(&path).unwrap_err().to_string();
-        assert!(msg.contains("record 1") && msg.contains("truncated"), "{msg}");
+        assert!(
+            msg.contains("record 1") && msg.contains("truncated"),
+            "{msg}"
+        );
 
         let (_dir, path) = write_file(&bytes[..bytes.len() - 20]);
-        assert!(index(&path).unwrap_err().to_string().contains("truncated header"));
+        assert!(
+            index(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("truncated header")
+        );
     }
 }

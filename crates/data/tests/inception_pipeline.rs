@@ -6,14 +6,17 @@ use std::sync::mpsc::channel;
 use std::time::Duration;
 
 use towers_data::image_folder::ImageFolder;
-use towers_data::inception::{self, BuiltinShards, BuiltinShardsConfig, InceptionEval, InceptionTrain, TfExampleFormat};
+use towers_data::inception::{
+    self, BuiltinShards, BuiltinShardsConfig, InceptionEval, InceptionTrain, TfExampleFormat,
+};
 use towers_data::tf_example::ImageRecord;
 use towers_data::{Error, HostBatch, Pipeline, PipelineConfig, RecordFormat, tfrecord};
 
 fn no_hang<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
     let (tx, rx) = channel();
     std::thread::spawn(move || tx.send(f()).unwrap());
-    rx.recv_timeout(Duration::from_secs(60)).expect("the pipeline hung")
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the pipeline hung")
 }
 
 fn shards() -> BuiltinShards {
@@ -28,12 +31,23 @@ fn shards() -> BuiltinShards {
     .unwrap()
 }
 
-fn run(config: PipelineConfig, format: Arc<dyn RecordFormat>, files: Vec<PathBuf>, size: usize, train: bool) -> towers_data::Result<Vec<HostBatch>> {
+fn run(
+    config: PipelineConfig,
+    format: Arc<dyn RecordFormat>,
+    files: Vec<PathBuf>,
+    size: usize,
+    train: bool,
+) -> towers_data::Result<Vec<HostBatch>> {
     no_hang(move || {
-        let transform: Arc<dyn towers_data::transforms::Transform> =
-            if train { Arc::new(InceptionTrain::new(size)) } else { Arc::new(InceptionEval::new(size)) };
+        let transform: Arc<dyn towers_data::transforms::Transform> = if train {
+            Arc::new(InceptionTrain::new(size))
+        } else {
+            Arc::new(InceptionEval::new(size))
+        };
         let take = config.num_epochs.map_or(6, |_| usize::MAX);
-        Pipeline::start(config, format, files, transform)?.take(take).collect()
+        Pipeline::start(config, format, files, transform)?
+            .take(take)
+            .collect()
     })
 }
 
@@ -46,16 +60,24 @@ fn validation_shards_are_read_once_in_order_with_their_labels() {
         .iter()
         .flat_map(|f| {
             let bytes = std::fs::read(f).unwrap();
-            tfrecord::index(f)
-                .unwrap()
-                .into_iter()
-                .map(move |s| ImageRecord::parse(&bytes[s.offset as usize..][..s.len - 4]).unwrap().label - 1)
+            tfrecord::index(f).unwrap().into_iter().map(move |s| {
+                ImageRecord::parse(&bytes[s.offset as usize..][..s.len - 4])
+                    .unwrap()
+                    .label
+                    - 1
+            })
         })
         .collect();
-    let config = PipelineConfig { reader_threads: 3, ..PipelineConfig::eval(5) };
+    let config = PipelineConfig {
+        reader_threads: 3,
+        ..PipelineConfig::eval(5)
+    };
     let format = Arc::new(TfExampleFormat::new(4).with_label_offset(-1));
     let batches = run(config, format, files, 16, false).unwrap();
-    assert_eq!(batches.iter().map(HostBatch::len).collect::<Vec<_>>(), vec![5, 5, 2]);
+    assert_eq!(
+        batches.iter().map(HostBatch::len).collect::<Vec<_>>(),
+        vec![5, 5, 2]
+    );
     assert_eq!(batches[0].image_shape(), [3, 16, 16]);
     let got: Vec<i64> = batches.iter().flat_map(|b| b.labels().to_vec()).collect();
     assert_eq!(got, want);
@@ -65,13 +87,24 @@ fn validation_shards_are_read_once_in_order_with_their_labels() {
 fn training_batches_repeat_across_reader_counts_and_stay_in_range() {
     let data = shards();
     let files = inception::train_files(data.dir()).unwrap();
-    let config = |readers| PipelineConfig { reader_threads: readers, read_chunk: 2, seed: 9, ..PipelineConfig::train(4) };
+    let config = |readers| PipelineConfig {
+        reader_threads: readers,
+        read_chunk: 2,
+        seed: 9,
+        ..PipelineConfig::train(4)
+    };
     let format = || Arc::new(TfExampleFormat::new(5));
     let one = run(config(1), format(), files.clone(), 20, true).unwrap();
     let three = run(config(3), format(), files, 20, true).unwrap();
     assert_eq!(one, three);
-    assert!(one.iter().all(|b| b.images().iter().all(|v| (-1.0..=1.0).contains(v))));
-    assert!(one.iter().all(|b| b.labels().iter().all(|l| (1..=4).contains(l))));
+    assert!(
+        one.iter()
+            .all(|b| b.images().iter().all(|v| (-1.0..=1.0).contains(v)))
+    );
+    assert!(
+        one.iter()
+            .all(|b| b.labels().iter().all(|l| (1..=4).contains(l)))
+    );
 }
 
 #[test]
@@ -82,11 +115,20 @@ fn a_bad_crc_in_one_shard_stops_the_run_naming_shard_and_record() {
     let mut bytes = std::fs::read(&files[1]).unwrap();
     bytes[spans[4].offset as usize + 10] ^= 0x40;
     std::fs::write(&files[1], bytes).unwrap();
-    let config = PipelineConfig { reader_threads: 2, ..PipelineConfig::eval(4) };
+    let config = PipelineConfig {
+        reader_threads: 2,
+        ..PipelineConfig::eval(4)
+    };
     let err = run(config, Arc::new(TfExampleFormat::new(5)), files, 16, false).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("train-00001-of-00003") && msg.contains("record 4") && msg.contains("CRC"), "{msg}");
-    assert!(matches!(err, Error::Thread { .. }), "reported with the reader thread: {msg}");
+    assert!(
+        msg.contains("train-00001-of-00003") && msg.contains("record 4") && msg.contains("CRC"),
+        "{msg}"
+    );
+    assert!(
+        matches!(err, Error::Thread { .. }),
+        "reported with the reader thread: {msg}"
+    );
 }
 
 #[test]
@@ -107,8 +149,21 @@ fn an_image_folder_feeds_the_same_pipeline() {
     }
     labels.sort();
     let folder = ImageFolder::scan(root.path()).unwrap();
-    let config = PipelineConfig { reader_threads: 2, ..PipelineConfig::eval(5) };
-    let batches = run(config, Arc::new(folder.format()), folder.files().to_vec(), 12, false).unwrap();
+    let config = PipelineConfig {
+        reader_threads: 2,
+        ..PipelineConfig::eval(5)
+    };
+    let batches = run(
+        config,
+        Arc::new(folder.format()),
+        folder.files().to_vec(),
+        12,
+        false,
+    )
+    .unwrap();
     let got: Vec<i64> = batches.iter().flat_map(|b| b.labels().to_vec()).collect();
-    assert_eq!(got, labels, "images come by class, labelled by sorted class folder");
+    assert_eq!(
+        got, labels,
+        "images come by class, labelled by sorted class folder"
+    );
 }

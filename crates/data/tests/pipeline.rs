@@ -13,10 +13,15 @@ use towers_data::{Error, FinalBatch, HostBatch, Image, Pipeline, PipelineConfig,
 fn no_hang<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
     let (tx, rx) = channel();
     std::thread::spawn(move || tx.send(f()).unwrap());
-    rx.recv_timeout(Duration::from_secs(60)).expect("the pipeline hung")
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the pipeline hung")
 }
 
-fn start(config: PipelineConfig, files: Vec<PathBuf>, transform: impl Transform + 'static) -> towers_data::Result<Pipeline> {
+fn start(
+    config: PipelineConfig,
+    files: Vec<PathBuf>,
+    transform: impl Transform + 'static,
+) -> towers_data::Result<Pipeline> {
     Pipeline::start(config, Arc::new(Cifar10Format), files, Arc::new(transform))
 }
 
@@ -26,7 +31,11 @@ fn collect(pipeline: Pipeline) -> towers_data::Result<Vec<HostBatch>> {
 
 /// Labels straight from the file bytes: the first byte of each record.
 fn labels_in(path: &Path) -> Vec<i64> {
-    std::fs::read(path).unwrap().chunks(RECORD_BYTES).map(|r| r[0] as i64).collect()
+    std::fs::read(path)
+        .unwrap()
+        .chunks(RECORD_BYTES)
+        .map(|r| r[0] as i64)
+        .collect()
 }
 
 #[test]
@@ -34,22 +43,43 @@ fn eval_reads_every_example_once_in_order_and_keeps_the_last_batch() {
     let data = cifar10::BuiltinCifar10::create(7, 3, 1).unwrap();
     let files = cifar10::train_files(data.dir()).unwrap();
     let want: Vec<i64> = files.iter().flat_map(|f| labels_in(f)).collect();
-    let config = PipelineConfig { reader_threads: 3, ..PipelineConfig::eval(8) };
-    let batches = no_hang(move || collect(start(config, files, CifarEval::default()).unwrap())).unwrap();
+    let config = PipelineConfig {
+        reader_threads: 3,
+        ..PipelineConfig::eval(8)
+    };
+    let batches =
+        no_hang(move || collect(start(config, files, CifarEval::default()).unwrap())).unwrap();
     let sizes: Vec<usize> = batches.iter().map(HostBatch::len).collect();
-    assert_eq!(sizes, vec![8, 8, 8, 8, 3], "35 examples in batches of 8, the partial one kept");
+    assert_eq!(
+        sizes,
+        vec![8, 8, 8, 8, 3],
+        "35 examples in batches of 8, the partial one kept"
+    );
     let got: Vec<i64> = batches.iter().flat_map(|b| b.labels().to_vec()).collect();
     assert_eq!(got, want);
 
     // The first image is the eval transform of the first record, decoded independently.
     let bytes = std::fs::read(data.dir().join(cifar10::TRAIN_FILES[0])).unwrap();
-    let first = Cifar10Format.decode(Path::new("f"), 0, &bytes[..RECORD_BYTES]).unwrap();
-    let image = CifarEval::default().apply(first.image, &[], &mut rand::SeedableRng::seed_from_u64(0)).unwrap();
+    let first = Cifar10Format
+        .decode(Path::new("f"), 0, &bytes[..RECORD_BYTES])
+        .unwrap();
+    let image = CifarEval::default()
+        .apply(first.image, &[], &mut rand::SeedableRng::seed_from_u64(0))
+        .unwrap();
     assert_eq!(batches[0].image_shape(), [3, 24, 24]);
-    assert_eq!(&batches[0].images()[..24 * 24 * 3], image.into_chw().as_slice());
+    assert_eq!(
+        &batches[0].images()[..24 * 24 * 3],
+        image.into_chw().as_slice()
+    );
 }
 
-fn train_batches(dir: &Path, readers: usize, seed: u64, deterministic: bool, n: usize) -> Vec<HostBatch> {
+fn train_batches(
+    dir: &Path,
+    readers: usize,
+    seed: u64,
+    deterministic: bool,
+    n: usize,
+) -> Vec<HostBatch> {
     let config = PipelineConfig {
         reader_threads: readers,
         seed,
@@ -59,7 +89,10 @@ fn train_batches(dir: &Path, readers: usize, seed: u64, deterministic: bool, n: 
     let files = cifar10::train_files(dir).unwrap();
     no_hang(move || {
         let pipeline = start(config, files, CifarTrain::default()).unwrap();
-        pipeline.take(n).collect::<towers_data::Result<Vec<_>>>().unwrap()
+        pipeline
+            .take(n)
+            .collect::<towers_data::Result<Vec<_>>>()
+            .unwrap()
     })
 }
 
@@ -107,8 +140,12 @@ fn nondeterministic_mode_still_reads_each_example_once_per_epoch() {
 fn finite_training_drops_the_remainder() {
     let data = cifar10::BuiltinCifar10::create(10, 1, 5).unwrap();
     let files = cifar10::train_files(data.dir()).unwrap();
-    let config = PipelineConfig { num_epochs: Some(2), ..PipelineConfig::train(30) };
-    let batches = no_hang(move || collect(start(config, files, CifarTrain::default()).unwrap())).unwrap();
+    let config = PipelineConfig {
+        num_epochs: Some(2),
+        ..PipelineConfig::train(30)
+    };
+    let batches =
+        no_hang(move || collect(start(config, files, CifarTrain::default()).unwrap())).unwrap();
     assert_eq!(batches.len(), 100 / 30);
     assert!(batches.iter().all(|b| b.len() == 30));
 }
@@ -116,11 +153,18 @@ fn finite_training_drops_the_remainder() {
 /// Writes `records` hand-built records with the given labels into `path`.
 fn write_records(path: &Path, labels: &[u8]) {
     let image = Image::from_hwc(vec![100.0; 32 * 32 * 3], 32, 32, 3);
-    let bytes: Vec<u8> = labels.iter().flat_map(|&l| cifar10::encode_record(&image, l)).collect();
+    let bytes: Vec<u8> = labels
+        .iter()
+        .flat_map(|&l| cifar10::encode_record(&image, l))
+        .collect();
     std::fs::write(path, bytes).unwrap();
 }
 
-fn first_error(config: PipelineConfig, files: Vec<PathBuf>, transform: impl Transform + 'static) -> Error {
+fn first_error(
+    config: PipelineConfig,
+    files: Vec<PathBuf>,
+    transform: impl Transform + 'static,
+) -> Error {
     no_hang(move || collect(start(config, files, transform).unwrap()).unwrap_err())
 }
 
@@ -131,11 +175,20 @@ fn label_out_of_range_names_file_and_record() {
     let bad = dir.path().join("bad.bin");
     write_records(&good, &[1; 50]);
     write_records(&bad, &[1, 2, 3, 12, 4]);
-    let config = PipelineConfig { reader_threads: 3, ..PipelineConfig::eval(4) };
+    let config = PipelineConfig {
+        reader_threads: 3,
+        ..PipelineConfig::eval(4)
+    };
     let err = first_error(config, vec![good, bad], Identity);
     let msg = err.to_string();
-    assert!(msg.contains("bad.bin") && msg.contains("record 3") && msg.contains("label 12"), "{msg}");
-    assert!(msg.contains("reader-"), "the failing thread is named: {msg}");
+    assert!(
+        msg.contains("bad.bin") && msg.contains("record 3") && msg.contains("label 12"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("reader-"),
+        "the failing thread is named: {msg}"
+    );
 }
 
 #[test]
@@ -146,10 +199,18 @@ fn truncated_file_names_the_file_even_in_an_endless_run() {
     write_records(&good, &[1; 20]);
     write_records(&cut, &[1; 3]);
     let len = std::fs::metadata(&cut).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&cut).unwrap().set_len(len - 10).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&cut)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
     let err = first_error(PipelineConfig::train(4), vec![good, cut], Identity);
     let msg = err.to_string();
-    assert!(msg.contains("cut.bin") && msg.contains("after record 2"), "{msg}");
+    assert!(
+        msg.contains("cut.bin") && msg.contains("after record 2"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -157,15 +218,27 @@ fn missing_file_is_an_io_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.bin");
     write_records(&good, &[1; 20]);
-    let err = first_error(PipelineConfig::eval(4), vec![good, dir.path().join("gone.bin")], Identity);
-    assert!(matches!(err.root(), Error::Io { path, .. } if path.ends_with("gone.bin")), "{err}");
+    let err = first_error(
+        PipelineConfig::eval(4),
+        vec![good, dir.path().join("gone.bin")],
+        Identity,
+    );
+    assert!(
+        matches!(err.root(), Error::Io { path, .. } if path.ends_with("gone.bin")),
+        "{err}"
+    );
 }
 
 /// A transform that panics on the 30th image it sees.
 struct PanicsOnThirtieth(std::sync::atomic::AtomicUsize);
 
 impl Transform for PanicsOnThirtieth {
-    fn apply(&self, image: Image, _: &[towers_data::BoundingBox], _: &mut Rng) -> Result<Image, String> {
+    fn apply(
+        &self,
+        image: Image,
+        _: &[towers_data::BoundingBox],
+        _: &mut Rng,
+    ) -> Result<Image, String> {
         if self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 29 {
             panic!("decoder bug");
         }
@@ -178,8 +251,15 @@ fn a_panic_in_a_reader_surfaces_as_the_error() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.bin");
     write_records(&good, &[1; 100]);
-    let err = first_error(PipelineConfig::train(4), vec![good], PanicsOnThirtieth(Default::default()));
-    assert!(matches!(&err, Error::Panic { thread, message } if thread.starts_with("reader-") && message == "decoder bug"), "{err}");
+    let err = first_error(
+        PipelineConfig::train(4),
+        vec![good],
+        PanicsOnThirtieth(Default::default()),
+    );
+    assert!(
+        matches!(&err, Error::Panic { thread, message } if thread.starts_with("reader-") && message == "decoder bug"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -187,12 +267,20 @@ fn stopping_an_endless_pipeline_joins_every_thread() {
     let data = cifar10::BuiltinCifar10::create(20, 1, 6).unwrap();
     let files = cifar10::train_files(data.dir()).unwrap();
     no_hang(move || {
-        let mut pipeline = start(PipelineConfig::train(8), files.clone(), CifarTrain::default()).unwrap();
+        let mut pipeline = start(
+            PipelineConfig::train(8),
+            files.clone(),
+            CifarTrain::default(),
+        )
+        .unwrap();
         pipeline.next_batch().unwrap().unwrap();
         // Give the readers time to fill the queues and block on them.
         std::thread::sleep(Duration::from_millis(200));
         let fill = pipeline.fill();
-        assert!(fill.examples > 0.5 && fill.batches == 1.0, "queues fill while nobody consumes: {fill:?}");
+        assert!(
+            fill.examples > 0.5 && fill.batches == 1.0,
+            "queues fill while nobody consumes: {fill:?}"
+        );
         pipeline.stop().unwrap();
         // Dropping without stop must not hang either.
         let pipeline = start(PipelineConfig::train(8), files, CifarTrain::default()).unwrap();

@@ -1,8 +1,8 @@
 //! The TF CIFAR-10 tutorial's preprocessing (`cifar10_input.distorted_inputs` / `inputs`).
 
 use super::{
-    Rng, Transform, crop_or_pad_center, per_image_standardization, random_brightness, random_contrast,
-    random_crop, random_flip_left_right,
+    Rng, Transform, crop_or_pad_center, per_image_standardization, random_brightness,
+    random_contrast, random_crop, random_flip_left_right,
 };
 use crate::format::BoundingBox;
 use crate::image::Image;
@@ -55,7 +55,9 @@ impl Default for CifarEval {
 
 impl Transform for CifarEval {
     fn apply(&self, image: Image, _: &[BoundingBox], _: &mut Rng) -> Result<Image, String> {
-        Ok(per_image_standardization(crop_or_pad_center(&image, self.size, self.size)))
+        Ok(per_image_standardization(crop_or_pad_center(
+            &image, self.size, self.size,
+        )))
     }
 }
 
@@ -65,17 +67,27 @@ mod tests {
     use rand::SeedableRng;
 
     fn ramp() -> Image {
-        Image::from_hwc((0..32 * 32 * 3).map(|v| (v % 256) as f32).collect(), 32, 32, 3)
+        Image::from_hwc(
+            (0..32 * 32 * 3).map(|v| (v % 256) as f32).collect(),
+            32,
+            32,
+            3,
+        )
     }
 
     #[test]
     fn train_output_is_standardized_24x24() {
-        let out = CifarTrain::default().apply(ramp(), &[], &mut Rng::seed_from_u64(3)).unwrap();
+        let out = CifarTrain::default()
+            .apply(ramp(), &[], &mut Rng::seed_from_u64(3))
+            .unwrap();
         assert_eq!(out.shape(), [24, 24, 3]);
         let n = out.data().len() as f32;
         let mean = out.data().iter().sum::<f32>() / n;
         let var = out.data().iter().map(|v| (v - mean).powi(2)).sum::<f32>() / n;
-        assert!(mean.abs() < 1e-4 && (var - 1.0).abs() < 1e-3, "mean {mean} var {var}");
+        assert!(
+            mean.abs() < 1e-4 && (var - 1.0).abs() < 1e-3,
+            "mean {mean} var {var}"
+        );
     }
 
     #[test]
@@ -91,7 +103,9 @@ mod tests {
     #[test]
     fn eval_is_center_crop_then_standardization() {
         let img = ramp();
-        let out = CifarEval::default().apply(img.clone(), &[], &mut Rng::seed_from_u64(0)).unwrap();
+        let out = CifarEval::default()
+            .apply(img.clone(), &[], &mut Rng::seed_from_u64(0))
+            .unwrap();
         let want = per_image_standardization(crate::transforms::crop(&img, 4, 4, 24, 24));
         assert_eq!(out, want);
     }

@@ -23,7 +23,12 @@ pub fn crop(image: &Image, top: usize, left: usize, height: usize, width: usize)
 }
 
 /// A `height` x `width` window at a uniformly random position (TF `random_crop`).
-pub fn random_crop(image: &Image, height: usize, width: usize, rng: &mut Rng) -> Result<Image, String> {
+pub fn random_crop(
+    image: &Image,
+    height: usize,
+    width: usize,
+    rng: &mut Rng,
+) -> Result<Image, String> {
     if height > image.height() || width > image.width() {
         return Err(format!(
             "image of {}x{} is smaller than the {height}x{width} crop",
@@ -57,10 +62,19 @@ pub fn crop_or_pad_center(image: &Image, height: usize, width: usize) -> Image {
 /// The central `fraction` of each side (`tf.image.central_crop`): the margin is
 /// `int((side - side * fraction) / 2)` on both ends, as TF truncates it.
 pub fn central_crop(image: &Image, fraction: f64) -> Image {
-    assert!(fraction > 0.0 && fraction <= 1.0, "central_crop fraction must be in (0, 1]");
+    assert!(
+        fraction > 0.0 && fraction <= 1.0,
+        "central_crop fraction must be in (0, 1]"
+    );
     let margin = |side: usize| ((side as f64 - side as f64 * fraction) / 2.0) as usize;
     let (top, left) = (margin(image.height()), margin(image.width()));
-    crop(image, top, left, image.height() - 2 * top, image.width() - 2 * left)
+    crop(
+        image,
+        top,
+        left,
+        image.height() - 2 * top,
+        image.width() - 2 * left,
+    )
 }
 
 fn center_offsets(have: usize, want: usize) -> (usize, usize) {
@@ -78,7 +92,9 @@ mod tests {
 
     /// A 1-channel image whose value is 10 * row + column.
     fn grid(h: usize, w: usize) -> Image {
-        let data = (0..h).flat_map(|y| (0..w).map(move |x| (10 * y + x) as f32)).collect();
+        let data = (0..h)
+            .flat_map(|y| (0..w).map(move |x| (10 * y + x) as f32))
+            .collect();
         Image::from_hwc(data, h, w, 1)
     }
 

@@ -60,9 +60,16 @@ pub fn sample_distorted_box(
         height,
         width,
     };
-    let boxes = if boxes.is_empty() { &[BoundingBox::WHOLE][..] } else { boxes };
+    let boxes = if boxes.is_empty() {
+        &[BoundingBox::WHOLE][..]
+    } else {
+        boxes
+    };
     let image_area = (height * width) as f32;
-    let (min_area, max_area) = (config.area_range.0 * image_area, config.area_range.1 * image_area);
+    let (min_area, max_area) = (
+        config.area_range.0 * image_area,
+        config.area_range.1 * image_area,
+    );
     for _ in 0..config.max_attempts {
         let aspect = rng.random_range(config.aspect_ratio_range.0..=config.aspect_ratio_range.1);
         let Some((h, w)) = crop_size(height, width, aspect, min_area, max_area, rng) else {
@@ -76,7 +83,10 @@ pub fn sample_distorted_box(
             height: h,
             width: w,
         };
-        if boxes.iter().any(|b| coverage(&window, b, height, width) >= config.min_object_covered) {
+        if boxes
+            .iter()
+            .any(|b| coverage(&window, b, height, width) >= config.min_object_covered)
+        {
             return window;
         }
     }
@@ -85,7 +95,14 @@ pub fn sample_distorted_box(
 
 /// A window size with the given aspect ratio and an area in range, or `None` (TF's
 /// `GenerateRandomCrop`): the height is drawn between the heights the area bounds allow.
-fn crop_size(height: usize, width: usize, aspect: f32, min_area: f32, max_area: f32, rng: &mut Rng) -> Option<(usize, usize)> {
+fn crop_size(
+    height: usize,
+    width: usize,
+    aspect: f32,
+    min_area: f32,
+    max_area: f32,
+    rng: &mut Rng,
+) -> Option<(usize, usize)> {
     let mut max_h = (max_area / aspect).sqrt().round();
     if (max_h * aspect).round() > width as f32 {
         // The widest window the image allows, at this aspect ratio.
@@ -104,7 +121,8 @@ fn crop_size(height: usize, width: usize, aspect: f32, min_area: f32, max_area: 
         w = (h as f32 * aspect).round() as usize;
     }
     let area = (h * w) as f32;
-    (h > 0 && w > 0 && h <= height && w <= width && area >= min_area && area <= max_area).then_some((h, w))
+    (h > 0 && w > 0 && h <= height && w <= width && area >= min_area && area <= max_area)
+        .then_some((h, w))
 }
 
 /// Fraction of `b`'s area inside `window`.
@@ -117,7 +135,11 @@ fn coverage(window: &Window, b: &BoundingBox, height: usize, width: usize) -> f3
     }
     let iy = ((window.top + window.height) as f32).min(by1) - (window.top as f32).max(by0);
     let ix = ((window.left + window.width) as f32).min(bx1) - (window.left as f32).max(bx0);
-    if iy <= 0.0 || ix <= 0.0 { 0.0 } else { iy * ix / box_area }
+    if iy <= 0.0 || ix <= 0.0 {
+        0.0
+    } else {
+        iy * ix / box_area
+    }
 }
 
 #[cfg(test)]
@@ -137,18 +159,33 @@ mod tests {
             let area = (win.height * win.width) as f32 / (h * w) as f32;
             let aspect = win.width as f32 / win.height as f32;
             // Rounding to whole pixels moves the aspect ratio by at most half a pixel's worth.
-            assert!(area >= 0.05 - 1e-3 && area <= 1.0, "area {area}");
-            assert!(aspect > 0.75 - 0.5 / win.height as f32 - 1e-3 && aspect < 1.33 + 0.5 / win.height as f32 + 1e-3, "aspect {aspect}");
+            assert!((0.05 - 1e-3..=1.0).contains(&area), "area {area}");
+            assert!(
+                aspect > 0.75 - 0.5 / win.height as f32 - 1e-3
+                    && aspect < 1.33 + 0.5 / win.height as f32 + 1e-3,
+                "aspect {aspect}"
+            );
             areas.push(area);
         }
         let mean = areas.iter().sum::<f32>() / areas.len() as f32;
-        assert!(mean > 0.2 && mean < 0.8, "areas spread over the range: mean {mean}");
+        assert!(
+            mean > 0.2 && mean < 0.8,
+            "areas spread over the range: mean {mean}"
+        );
     }
 
     #[test]
     fn windows_cover_enough_of_the_object() {
-        let object = BoundingBox { ymin: 0.6, xmin: 0.7, ymax: 0.9, xmax: 0.95 };
-        let config = DistortedBoxConfig { min_object_covered: 0.5, ..Default::default() };
+        let object = BoundingBox {
+            ymin: 0.6,
+            xmin: 0.7,
+            ymax: 0.9,
+            xmax: 0.95,
+        };
+        let config = DistortedBoxConfig {
+            min_object_covered: 0.5,
+            ..Default::default()
+        };
         let mut rng = Rng::seed_from_u64(2);
         for _ in 0..200 {
             let win = sample_distorted_box(200, 200, &[object], &config, &mut rng);
@@ -159,15 +196,37 @@ mod tests {
     #[test]
     fn impossible_constraints_fall_back_to_the_whole_image() {
         // A window of at most 5% of the area cannot cover 90% of a box filling the image.
-        let config = DistortedBoxConfig { min_object_covered: 0.9, area_range: (0.01, 0.05), ..Default::default() };
+        let config = DistortedBoxConfig {
+            min_object_covered: 0.9,
+            area_range: (0.01, 0.05),
+            ..Default::default()
+        };
         let win = sample_distorted_box(100, 100, &[], &config, &mut Rng::seed_from_u64(3));
-        assert_eq!(win, Window { top: 0, left: 0, height: 100, width: 100 });
+        assert_eq!(
+            win,
+            Window {
+                top: 0,
+                left: 0,
+                height: 100,
+                width: 100
+            }
+        );
     }
 
     #[test]
     fn coverage_by_hand() {
-        let b = BoundingBox { ymin: 0.0, xmin: 0.0, ymax: 0.5, xmax: 0.5 }; // 50x50 of 100x100
-        let win = Window { top: 25, left: 0, height: 50, width: 100 };
+        let b = BoundingBox {
+            ymin: 0.0,
+            xmin: 0.0,
+            ymax: 0.5,
+            xmax: 0.5,
+        }; // 50x50 of 100x100
+        let win = Window {
+            top: 25,
+            left: 0,
+            height: 50,
+            width: 100,
+        };
         assert!((coverage(&win, &b, 100, 100) - 0.5).abs() < 1e-6);
     }
 }

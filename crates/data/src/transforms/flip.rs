@@ -19,7 +19,11 @@ pub fn flip_left_right(image: &Image) -> Image {
 
 /// Mirrors the image with probability 1/2.
 pub fn random_flip_left_right(image: Image, rng: &mut Rng) -> Image {
-    if rng.random_bool(0.5) { flip_left_right(&image) } else { image }
+    if rng.random_bool(0.5) {
+        flip_left_right(&image)
+    } else {
+        image
+    }
 }
 
 #[cfg(test)]
@@ -30,6 +34,9 @@ mod tests {
     fn flip_mirrors_columns_and_keeps_channels_together() {
         // 1 row, 3 pixels of 2 channels.
         let img = Image::from_hwc(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 1, 3, 2);
-        assert_eq!(flip_left_right(&img).data(), &[5.0, 6.0, 3.0, 4.0, 1.0, 2.0]);
+        assert_eq!(
+            flip_left_right(&img).data(),
+            &[5.0, 6.0, 3.0, 4.0, 1.0, 2.0]
+        );
     }
 }

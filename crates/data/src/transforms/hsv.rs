@@ -58,7 +58,9 @@ pub fn adjust_hue(image: Image, delta: f32) -> Image {
 /// [`adjust_saturation`] then [`adjust_hue`] in one HSV round trip (the same result: the
 /// second op would convert back the HSV values the first one produced).
 pub fn adjust_saturation_and_hue(image: Image, factor: f32, delta: f32) -> Image {
-    map_hsv(image, |[h, s, v]| [(h + delta).rem_euclid(1.0), (s * factor).clamp(0.0, 1.0), v])
+    map_hsv(image, |[h, s, v]| {
+        [(h + delta).rem_euclid(1.0), (s * factor).clamp(0.0, 1.0), v]
+    })
 }
 
 /// Saturation factor drawn uniformly from `[lower, upper]`.
@@ -74,7 +76,12 @@ pub fn random_hue(image: Image, max_delta: f32, rng: &mut Rng) -> Image {
 }
 
 /// [`random_saturation`] then [`random_hue`] (same draws, same order), in one HSV round trip.
-pub fn random_saturation_and_hue(image: Image, saturation: (f32, f32), max_hue_delta: f32, rng: &mut Rng) -> Image {
+pub fn random_saturation_and_hue(
+    image: Image,
+    saturation: (f32, f32),
+    max_hue_delta: f32,
+    rng: &mut Rng,
+) -> Image {
     let factor = rng.random_range(saturation.0..=saturation.1);
     let delta = rng.random_range(-max_hue_delta..=max_hue_delta);
     adjust_saturation_and_hue(image, factor, delta)
@@ -85,21 +92,32 @@ mod tests {
     use super::*;
 
     fn close(a: [f32; 3], b: [f32; 3]) {
-        assert!(a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6), "{a:?} vs {b:?}");
+        assert!(
+            a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6),
+            "{a:?} vs {b:?}"
+        );
     }
 
     #[test]
     fn hsv_of_known_colours() {
         close(rgb_to_hsv([1.0, 0.0, 0.0]), [0.0, 1.0, 1.0]);
         close(rgb_to_hsv([0.0, 0.5, 0.0]), [1.0 / 3.0, 1.0, 0.5]);
-        close(rgb_to_hsv([0.2, 0.4, 0.8]), [(0.2 - 0.4) / (6.0 * 0.6) + 4.0 / 6.0, 0.75, 0.8]);
+        close(
+            rgb_to_hsv([0.2, 0.4, 0.8]),
+            [(0.2 - 0.4) / (6.0 * 0.6) + 4.0 / 6.0, 0.75, 0.8],
+        );
         close(rgb_to_hsv([0.5, 0.5, 0.5]), [0.0, 0.0, 0.5]);
         close(rgb_to_hsv([1.0, 0.0, 0.5]), [1.0 - 0.5 / 6.0, 1.0, 1.0]);
     }
 
     #[test]
     fn hsv_round_trips() {
-        for rgb in [[0.2, 0.4, 0.8], [0.9, 0.1, 0.3], [0.3, 0.3, 0.1], [0.0, 0.0, 0.0]] {
+        for rgb in [
+            [0.2, 0.4, 0.8],
+            [0.9, 0.1, 0.3],
+            [0.3, 0.3, 0.1],
+            [0.0, 0.0, 0.0],
+        ] {
             close(hsv_to_rgb(rgb_to_hsv(rgb)), rgb);
         }
     }
@@ -113,8 +131,17 @@ mod tests {
         close(out.data().try_into().unwrap(), [0.5, 0.6, 0.8]);
         // Red rotated by a third of the wheel is green.
         let red = Image::from_hwc(vec![1.0, 0.0, 0.0], 1, 1, 3);
-        close(adjust_hue(red.clone(), 1.0 / 3.0).data().try_into().unwrap(), [0.0, 1.0, 0.0]);
-        close(adjust_hue(red, -1.0 / 3.0).data().try_into().unwrap(), [0.0, 0.0, 1.0]);
+        close(
+            adjust_hue(red.clone(), 1.0 / 3.0)
+                .data()
+                .try_into()
+                .unwrap(),
+            [0.0, 1.0, 0.0],
+        );
+        close(
+            adjust_hue(red, -1.0 / 3.0).data().try_into().unwrap(),
+            [0.0, 0.0, 1.0],
+        );
     }
 
     #[test]
@@ -123,6 +150,11 @@ mod tests {
         let img = Image::from_hwc(data, 2, 5, 3);
         let two = adjust_hue(adjust_saturation(img.clone(), 1.3), 0.15);
         let one = adjust_saturation_and_hue(img, 1.3, 0.15);
-        assert!(one.data().iter().zip(two.data()).all(|(a, b)| (a - b).abs() < 1e-5));
+        assert!(
+            one.data()
+                .iter()
+                .zip(two.data())
+                .all(|(a, b)| (a - b).abs() < 1e-5)
+        );
     }
 }

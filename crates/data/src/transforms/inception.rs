@@ -3,8 +3,9 @@
 use rand::RngExt;
 
 use super::{
-    DistortedBoxConfig, ResizeMethod, Rng, Transform, adjust_brightness, central_crop, crop, random_contrast,
-    random_flip_left_right, random_saturation_and_hue, resize, sample_distorted_box,
+    DistortedBoxConfig, ResizeMethod, Rng, Transform, adjust_brightness, central_crop, crop,
+    random_contrast, random_flip_left_right, random_saturation_and_hue, resize,
+    sample_distorted_box,
 };
 use crate::format::BoundingBox;
 use crate::image::Image;
@@ -116,7 +117,9 @@ mod tests {
     use rand::SeedableRng;
 
     fn photo(h: usize, w: usize) -> Image {
-        let data = (0..h * w * 3).map(|i| ((i * 37) % 255) as f32 / 255.0).collect();
+        let data = (0..h * w * 3)
+            .map(|i| ((i * 37) % 255) as f32 / 255.0)
+            .collect();
         Image::from_hwc(data, h, w, 3)
     }
 
@@ -134,7 +137,9 @@ mod tests {
     #[test]
     fn eval_is_central_crop_bilinear_resize_and_scaling() {
         let img = photo(16, 16);
-        let out = InceptionEval::new(8).apply(img.clone(), &[], &mut Rng::seed_from_u64(0)).unwrap();
+        let out = InceptionEval::new(8)
+            .apply(img.clone(), &[], &mut Rng::seed_from_u64(0))
+            .unwrap();
         // 16 at 0.875: margin int(1.0) = 1 -> 14x14, then bilinear to 8x8.
         let want = resize(&crop(&img, 1, 1, 14, 14), 8, 8, ResizeMethod::Bilinear);
         let want: Vec<f32> = want.data().iter().map(|v| (v - 0.5) * 2.0).collect();
@@ -144,8 +149,12 @@ mod tests {
     #[test]
     fn seeded_like_every_transform() {
         let t = InceptionTrain::new(16);
-        let a = t.apply(photo(30, 30), &[], &mut Rng::seed_from_u64(1)).unwrap();
-        let b = t.apply(photo(30, 30), &[], &mut Rng::seed_from_u64(1)).unwrap();
+        let a = t
+            .apply(photo(30, 30), &[], &mut Rng::seed_from_u64(1))
+            .unwrap();
+        let b = t
+            .apply(photo(30, 30), &[], &mut Rng::seed_from_u64(1))
+            .unwrap();
         assert_eq!(a, b);
     }
 }

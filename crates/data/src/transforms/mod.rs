@@ -25,8 +25,8 @@ pub use crop::{central_crop, crop, crop_or_pad_center, random_crop};
 pub use distorted_box::{DistortedBoxConfig, Window, sample_distorted_box};
 pub use flip::{flip_left_right, random_flip_left_right};
 pub use hsv::{
-    adjust_hue, adjust_saturation, adjust_saturation_and_hue, hsv_to_rgb, random_hue, random_saturation,
-    random_saturation_and_hue, rgb_to_hsv,
+    adjust_hue, adjust_saturation, adjust_saturation_and_hue, hsv_to_rgb, random_hue,
+    random_saturation, random_saturation_and_hue, rgb_to_hsv,
 };
 pub use inception::{InceptionEval, InceptionTrain};
 pub use resize::{ResizeMethod, resize};

@@ -21,7 +21,12 @@ pub enum ResizeMethod {
 
 impl ResizeMethod {
     /// All four, in TF's order (the Inception trainer picks one per reader by index).
-    pub const ALL: [ResizeMethod; 4] = [Self::Bilinear, Self::NearestNeighbor, Self::Bicubic, Self::Area];
+    pub const ALL: [ResizeMethod; 4] = [
+        Self::Bilinear,
+        Self::NearestNeighbor,
+        Self::Bicubic,
+        Self::Area,
+    ];
 }
 
 /// Resizes `image` to `height` x `width`.
@@ -69,7 +74,9 @@ fn taps(size: usize, out: usize, method: ResizeMethod) -> Vec<Vec<(usize, f32)>>
                 ResizeMethod::Bilinear => vec![(lo.min(last), 1.0 - t), ((lo + 1).min(last), t)],
                 ResizeMethod::Bicubic => {
                     let w = cubic_weights(t);
-                    (0..4).map(|k| ((lo + k).saturating_sub(1).min(last), w[k])).collect()
+                    (0..4)
+                        .map(|k| ((lo + k).saturating_sub(1).min(last), w[k]))
+                        .collect()
                 }
                 ResizeMethod::Area => {
                     let (start, end) = (at, at + scale);
@@ -106,7 +113,10 @@ mod tests {
     }
 
     fn close(a: &[f32], b: &[f32]) {
-        assert!(a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5), "{a:?} vs {b:?}");
+        assert!(
+            a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5),
+            "{a:?} vs {b:?}"
+        );
     }
 
     #[test]
@@ -119,7 +129,12 @@ mod tests {
     #[test]
     fn nearest_takes_the_floor() {
         // 5 -> 2: scale 2.5, inputs at 0 and 2.5 -> 2.
-        let out = resize(&row(&[1.0, 2.0, 3.0, 4.0, 5.0]), 1, 2, ResizeMethod::NearestNeighbor);
+        let out = resize(
+            &row(&[1.0, 2.0, 3.0, 4.0, 5.0]),
+            1,
+            2,
+            ResizeMethod::NearestNeighbor,
+        );
         close(out.data(), &[1.0, 3.0]);
     }
 
@@ -147,7 +162,10 @@ mod tests {
         for method in ResizeMethod::ALL {
             let out = resize(&img, 4, 9, method);
             assert_eq!(out.shape(), [4, 9, 3]);
-            assert!(out.data().iter().all(|v| (v - 0.5).abs() < 1e-5), "{method:?}");
+            assert!(
+                out.data().iter().all(|v| (v - 0.5).abs() < 1e-5),
+                "{method:?}"
+            );
         }
         // 2x2 -> 4x4 bilinear, pixel (1, 1) samples (0.5, 0.5): the mean of the four corners.
         let img = Image::from_hwc(vec![0.0, 1.0, 2.0, 3.0], 2, 2, 1);

@@ -6,15 +6,17 @@ use crate::image::Image;
 /// (the floor keeps a uniform image finite).
 pub fn per_image_standardization(mut image: Image) -> Image {
     let n = image.data().len() as f64;
-    let (sum, sum_sq) = image
-        .data()
-        .iter()
-        .fold((0.0f64, 0.0f64), |(s, q), &v| (s + v as f64, q + (v as f64) * (v as f64)));
+    let (sum, sum_sq) = image.data().iter().fold((0.0f64, 0.0f64), |(s, q), &v| {
+        (s + v as f64, q + (v as f64) * (v as f64))
+    });
     let mean = sum / n;
     let variance = (sum_sq / n - mean * mean).max(0.0);
     let scale = variance.sqrt().max(1.0 / n.sqrt());
     let (mean, scale) = (mean as f32, scale as f32);
-    image.data_mut().iter_mut().for_each(|v| *v = (*v - mean) / scale);
+    image
+        .data_mut()
+        .iter_mut()
+        .for_each(|v| *v = (*v - mean) / scale);
     image
 }
 
