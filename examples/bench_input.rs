@@ -13,7 +13,9 @@ use clap::{Parser, ValueEnum};
 use rand::SeedableRng;
 
 use burn_towers::data::cifar10::{self, BuiltinCifar10, Cifar10Format};
-use burn_towers::data::inception::{self, BuiltinShards, BuiltinShardsConfig, InceptionTrain, TfExampleFormat};
+use burn_towers::data::inception::{
+    self, BuiltinShards, BuiltinShardsConfig, InceptionTrain, TfExampleFormat,
+};
 use burn_towers::data::transforms::{CifarTrain, Rng, Transform};
 use burn_towers::data::{HostBatch, Pipeline, PipelineConfig, RecordFormat};
 
@@ -58,7 +60,9 @@ fn main() -> anyhow::Result<()> {
                 builtin.dir().to_path_buf()
             }
         };
-        println!("\nCIFAR-10 training input (crop 24, flip, brightness, contrast, standardization), batch 128, {cores} cores");
+        println!(
+            "\nCIFAR-10 training input (crop 24, flip, brightness, contrast, standardization), batch 128, {cores} cores"
+        );
         report(&Bench {
             files: cifar10::train_files(&dir)?,
             format: Arc::new(Cifar10Format),
@@ -85,7 +89,9 @@ fn main() -> anyhow::Result<()> {
                 builtin.dir().to_path_buf()
             }
         };
-        println!("\nInception training input (JPEG decode, distorted crop, resize to 299, flip, colour), batch 32, {cores} cores");
+        println!(
+            "\nInception training input (JPEG decode, distorted crop, resize to 299, flip, colour), batch 32, {cores} cores"
+        );
         report(&Bench {
             files: inception::train_files(&dir)?,
             format: Arc::new(TfExampleFormat::new(1001)),
@@ -105,8 +111,15 @@ fn report(bench: &Bench) -> anyhow::Result<()> {
     println!("| synchronous loop (1 thread, no queues) | {base:.0} | 1.00 |");
     for (readers, deterministic) in [(1, true), (2, true), (4, true), (4, false)] {
         let rate = pipelined(bench, readers, deterministic)?;
-        let mode = if deterministic { "" } else { ", nondeterministic" };
-        println!("| pipeline, {readers} reader(s){mode} | {rate:.0} | {:.2} |", rate / base);
+        let mode = if deterministic {
+            ""
+        } else {
+            ", nondeterministic"
+        };
+        println!(
+            "| pipeline, {readers} reader(s){mode} | {rate:.0} | {:.2} |",
+            rate / base
+        );
     }
     Ok(())
 }
@@ -147,7 +160,12 @@ fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
         .map(|path| Ok((path.clone(), bench.format.index(path)?)))
         .collect::<anyhow::Result<Vec<_>>>()?
         .into_iter()
-        .flat_map(|(path, spans)| spans.into_iter().enumerate().map(move |(i, s)| (path.clone(), i, s)))
+        .flat_map(|(path, spans)| {
+            spans
+                .into_iter()
+                .enumerate()
+                .map(move |(i, s)| (path.clone(), i, s))
+        })
         .cycle();
     let mut files = std::collections::HashMap::new();
     let mut seq = 0u64;
@@ -160,7 +178,9 @@ fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
             use std::io::{Read, Seek, SeekFrom};
             let file = match files.entry(path.clone()) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => e.insert(std::fs::File::open(&path)?),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(std::fs::File::open(&path)?)
+                }
             };
             let mut bytes = vec![0; span.len];
             file.seek(SeekFrom::Start(span.offset))?;

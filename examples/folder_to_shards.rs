@@ -54,13 +54,20 @@ fn main() -> anyhow::Result<()> {
         let image = decode_image(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let is_jpeg = bytes.starts_with(&[0xff, 0xd8]);
         writer.write(&ImageRecord {
-            encoded: if is_jpeg { bytes } else { encode_jpeg(&image, 95) },
+            encoded: if is_jpeg {
+                bytes
+            } else {
+                encode_jpeg(&image, 95)
+            },
             label: class + args.label_offset,
             text: Some(folder.classes()[*class as usize].clone()),
             boxes: Vec::new(),
             height: Some(image.height() as i64),
             width: Some(image.width() as i64),
-            filename: path.file_name().and_then(|n| n.to_str()).map(str::to_string),
+            filename: path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .map(str::to_string),
         })?;
         if (i + 1) % 1000 == 0 {
             println!("{} / {} images", i + 1, files.len());

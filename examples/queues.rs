@@ -41,7 +41,10 @@ fn main() -> anyhow::Result<()> {
         Some(dir) => dir.clone(),
         None => {
             builtin = BuiltinCifar10::create(1000, 100, args.seed)?;
-            println!("built-in synthetic CIFAR-10 data in {}", builtin.dir().display());
+            println!(
+                "built-in synthetic CIFAR-10 data in {}",
+                builtin.dir().display()
+            );
             builtin.dir().to_path_buf()
         }
     };
@@ -52,11 +55,18 @@ fn main() -> anyhow::Result<()> {
     };
     println!("{config:#?}");
     let files = cifar10::train_files(&dir)?;
-    let mut pipeline = Pipeline::start(config, Arc::new(Cifar10Format), files, Arc::new(CifarTrain::default()))?;
+    let mut pipeline = Pipeline::start(
+        config,
+        Arc::new(Cifar10Format),
+        files,
+        Arc::new(CifarTrain::default()),
+    )?;
     let start = Instant::now();
     let mut counts = [0usize; cifar10::NUM_CLASSES];
     for step in 1..=args.batches {
-        let Some(batch) = pipeline.next_batch()? else { break };
+        let Some(batch) = pipeline.next_batch()? else {
+            break;
+        };
         batch.labels().iter().for_each(|&l| counts[l as usize] += 1);
         if step % 50 == 0 {
             let fill = pipeline.fill();
