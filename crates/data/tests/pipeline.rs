@@ -310,3 +310,54 @@ fn impossible_configurations_are_refused_up_front() {
     assert!(err.to_string().contains("capacity"), "{err}");
     assert!(start(PipelineConfig::train(8), vec![], Identity).is_err());
 }
+
+/// CIFAR-10 records, plus one the file does not hold: what a reader meets when a file
+/// shrinks between indexing and reading.
+struct OneRecordTooMany;
+
+impl RecordFormat for OneRecordTooMany {
+    fn index(&self, path: &Path) -> towers_data::Result<Vec<towers_data::RecordSpan>> {
+        let mut spans = Cifar10Format.index(path)?;
+        let last = *spans.last().unwrap();
+        spans.push(towers_data::RecordSpan {
+            offset: last.offset + RECORD_BYTES as u64,
+            ..last
+        });
+        Ok(spans)
+    }
+
+    fn decode(
+        &self,
+        path: &Path,
+        record: usize,
+        bytes: &[u8],
+    ) -> towers_data::Result<towers_data::Example> {
+        Cifar10Format.decode(path, record, bytes)
+    }
+}
+
+#[test]
+fn a_record_missing_at_read_time_names_file_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shrunk.bin");
+    write_records(&path, &[1; 20]);
+    let config = PipelineConfig {
+        read_chunk: 8,
+        ..PipelineConfig::eval(4)
+    };
+    let err = no_hang(move || {
+        let pipeline = Pipeline::start(
+            config,
+            Arc::new(OneRecordTooMany),
+            vec![path],
+            Arc::new(Identity),
+        )
+        .unwrap();
+        collect(pipeline).unwrap_err()
+    });
+    let msg = err.to_string();
+    assert!(
+        msg.contains("shrunk.bin") && msg.contains("record 20") && msg.contains("truncated"),
+        "{msg}"
+    );
+}
