@@ -32,8 +32,8 @@ pub fn render(entries: &[LogEntry]) -> std::result::Result<String, String> {
         let (top, bottom) = root.split_vertically(320);
         let loss: Vec<(f64, f64)> = entries.iter().map(|e| (e.step as f64, e.loss)).collect();
         let lr: Vec<(f64, f64)> = entries.iter().map(|e| (e.step as f64, e.lr)).collect();
-        panel(&top, "loss", &loss, &BLUE)?;
-        panel(&bottom, "learning rate", &lr, &RED)?;
+        panel(&top, "loss", &loss, false, &BLUE)?;
+        panel(&bottom, "learning rate", &lr, true, &RED)?;
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
@@ -43,23 +43,36 @@ fn panel(
     area: &DrawingArea<SVGBackend<'_>, Shift>,
     title: &str,
     points: &[(f64, f64)],
+    from_zero: bool,
     color: &RGBColor,
 ) -> std::result::Result<(), String> {
     let finite: Vec<(f64, f64)> = points.iter().copied().filter(|p| p.1.is_finite()).collect();
     let xs = span(finite.iter().map(|p| p.0));
     let ys = span(finite.iter().map(|p| p.1));
     let margin = (ys.end - ys.start) * 0.05;
+    // A learning rate reads best against 0, a loss against its own range.
+    let ys = match from_zero {
+        true => {
+            0.0..finite
+                .iter()
+                .fold(0.0, |m: f64, p| m.max(p.1 * 1.1))
+                .max(f64::MIN_POSITIVE)
+        }
+        false => (ys.start - margin)..(ys.end + margin),
+    };
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 20))
         .margin(12)
+        .margin_right(40)
         .x_label_area_size(36)
         .y_label_area_size(70)
-        .build_cartesian_2d(xs, (ys.start - margin)..(ys.end + margin))
+        .build_cartesian_2d(xs, ys)
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
         .x_desc("step")
         .y_desc(title)
+        .x_label_formatter(&|x| format!("{x:.0}"))
         .draw()
         .map_err(|e| e.to_string())?;
     chart
