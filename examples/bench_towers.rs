@@ -5,7 +5,7 @@
 //! 1. Step time of `Towers` against a plain Burn training step (forward, loss, backward,
 //!    optimizer step, loss read back) on the same model and batch: a CIFAR-10-sized conv net
 //!    (TF's, without LRN: 1.07M parameters), batch 128 of 24x24 images. The rows alternate step
-//!    by step, so both see the same machine state. One tower on the model's device must cost
+//!    by step, in an order that rotates each round, so all see the same machine state. One tower on the model's device must cost
 //!    nothing extra; the `flex,flex` rows run two towers on the same CPU, so they show the
 //!    threading and reduction overhead rather than a speed-up.
 //! 2. Reduction of an Inception-v3-sized gradient set (192 tensors, 24.0M floats) over 2 and 4
@@ -133,23 +133,28 @@ fn main() -> anyhow::Result<()> {
         })
         .collect::<Result<_, _>>()?;
 
-    let mut plain_times = Vec::new();
-    let mut tower_times = vec![Vec::new(); configs.len()];
+    // Row 0 is the plain step, row i + 1 is towers[i]. The order rotates every round, so that
+    // no row always runs right after another (allocator and cache state carry over).
+    let rows = configs.len() + 1;
+    let mut times = vec![Vec::new(); rows];
     for rep in 0..reps + 2 {
-        // The first two rounds warm up allocators and caches.
-        let start = Instant::now();
-        plain_step();
-        if rep >= 2 {
-            plain_times.push(start.elapsed());
-        }
-        for (t, times) in towers.iter_mut().zip(&mut tower_times) {
+        for row in (0..rows).map(|r| (r + rep) % rows) {
             let start = Instant::now();
-            t.step(&batch, lr, |m: &CifarNet, x, y| m.loss(x, y))?;
+            match row {
+                0 => plain_step(),
+                i => {
+                    towers[i - 1].step(&batch, lr, |m: &CifarNet, x, y| m.loss(x, y))?;
+                }
+            }
+            // The first two rounds warm up allocators and caches.
             if rep >= 2 {
-                times.push(start.elapsed());
+                times[row].push(start.elapsed());
             }
         }
     }
+    let mut times = times.into_iter();
+    let plain_times = times.next().expect("the plain row");
+    let tower_times: Vec<_> = times.collect();
     let plain = median(plain_times);
     println!("\n{:<28} {:>10} {:>16}", "step", "ms/step", "vs plain step");
     println!(
