@@ -329,9 +329,10 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         let c = &self.config;
         let names: Vec<&str> = towers.iter().map(TowerDevice::name).collect();
         format!(
-            "training {} towers ({}), batch {} per step, {} examples per epoch, steps {step}..{}, \
+            "training on {} tower{} ({}), batch {} per step, {} examples per epoch, steps {step}..{}, \
              {:?}, learning rate {schedule:?}, train dir {}",
             towers.len(),
+            if towers.len() == 1 { "" } else { "s" },
             names.join(", "),
             c.examples_per_step(),
             examples_per_epoch,
