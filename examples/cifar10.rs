@@ -57,26 +57,7 @@ fn main() -> anyhow::Result<()> {
             },
             &Input::cifar10_train(&dir)?,
         )?;
-    let report = &trained.report;
-    println!(
-        "{} at step {} ({:.1} examples/sec over the run)",
-        if report.interrupted {
-            "stopped"
-        } else {
-            "done"
-        },
-        report.step,
-        report.examples_per_sec
-    );
-    if let Some(checkpoint) = &report.checkpoint {
-        println!(
-            "checkpoints: {} (newest {})",
-            report.checkpoint_dir.display(),
-            checkpoint.display()
-        );
-    }
-    println!("log:         {}", report.log.display());
-    println!("plot:        {}", report.plot.display());
+    println!("{}", trained.report);
 
     // TF's cifar10_eval, once: the moving averages when kept, on the first tower's device.
     let (weights, which) = match &trained.averages {

@@ -73,26 +73,7 @@ fn main() -> anyhow::Result<()> {
     let trained = Trainer::new(config)
         .with_stop(StopFlag::ctrl_c()?)
         .run(|device| model.init(device), &data.input)?;
-    let report = &trained.report;
-    println!(
-        "{} at step {} ({:.1} examples/sec over the run)",
-        if report.interrupted {
-            "stopped"
-        } else {
-            "done"
-        },
-        report.step,
-        report.examples_per_sec
-    );
-    if let Some(checkpoint) = &report.checkpoint {
-        println!(
-            "checkpoints: {} (newest {})",
-            report.checkpoint_dir.display(),
-            checkpoint.display()
-        );
-    }
-    println!("log:         {}", report.log.display());
-    println!("plot:        {}", report.plot.display());
+    println!("{}", trained.report);
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 
 use std::io::Cursor;
 
-use image::{ImageEncoder as _, ImageFormat, ImageReader};
+use image::{ImageFormat, ImageReader};
 
 use crate::image::Image;
 
@@ -37,47 +37,39 @@ pub fn decode_image(bytes: &[u8]) -> Result<Image, String> {
 
 /// Encodes an RGB image with values in [0, 1] as a JPEG of the given quality (1..=100).
 pub fn encode_jpeg(image: &Image, quality: u8) -> Vec<u8> {
-    assert_eq!(image.channels(), 3, "encode_jpeg takes RGB images");
-    let pixels: Vec<u8> = image
-        .data()
-        .iter()
-        .map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8)
-        .collect();
     let mut out = Vec::new();
-    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality)
-        .encode(
-            &pixels,
-            image.width() as u32,
-            image.height() as u32,
-            image::ExtendedColorType::Rgb8,
-        )
-        .expect("encoding to memory cannot fail");
+    write_rgb8(
+        image,
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality),
+    );
     out
 }
 
 /// Encodes an RGB image with values in [0, 1] as a PNG (lossless).
 pub fn encode_png(image: &Image) -> Vec<u8> {
-    assert_eq!(image.channels(), 3, "encode_png takes RGB images");
+    let mut out = Vec::new();
+    write_rgb8(image, image::codecs::png::PngEncoder::new(&mut out));
+    out
+}
+
+/// Writes `image` as 8-bit RGB through `encoder` (into memory).
+fn write_rgb8(image: &Image, encoder: impl image::ImageEncoder) {
+    assert_eq!(image.channels(), 3, "only RGB images are encoded");
     let pixels: Vec<u8> = image
         .data()
         .iter()
         .map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8)
         .collect();
-    let mut out = Vec::new();
-    image::codecs::png::PngEncoder::new(&mut out)
-        .write_image(
-            &pixels,
-            image.width() as u32,
-            image.height() as u32,
-            image::ExtendedColorType::Rgb8,
-        )
+    let (width, height) = (image.width() as u32, image.height() as u32);
+    encoder
+        .write_image(&pixels, width, height, image::ExtendedColorType::Rgb8)
         .expect("encoding to memory cannot fail");
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use image::ImageEncoder;
 
     fn checker() -> Image {
         // 2x2: red, green / blue, white

@@ -87,6 +87,28 @@ pub struct TrainReport {
     pub plot: PathBuf,
 }
 
+/// How the run ended and where it wrote: the lines every example prints at the end.
+impl std::fmt::Display for TrainReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = if self.interrupted { "stopped" } else { "done" };
+        writeln!(
+            f,
+            "{how} at step {} ({:.1} examples/sec over the run)",
+            self.step, self.examples_per_sec
+        )?;
+        if let Some(checkpoint) = &self.checkpoint {
+            writeln!(
+                f,
+                "checkpoints: {} (newest {})",
+                self.checkpoint_dir.display(),
+                checkpoint.display()
+            )?;
+        }
+        writeln!(f, "log:         {}", self.log.display())?;
+        write!(f, "plot:        {}", self.plot.display())
+    }
+}
+
 impl<M: ImageClassifier + 'static> Trainer<M> {
     /// A trainer that minimizes the model's own loss ([`ImageClassifier::loss`]).
     pub fn new(config: TrainConfig) -> Self {
