@@ -15,6 +15,7 @@ use std::path::Path;
 
 use clap::Parser;
 
+use burn_towers::data::image_folder::ImageFolder;
 use burn_towers::data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
 use burn_towers::data::transforms::InceptionTrain;
 use burn_towers::models::InceptionV3Config;
@@ -29,8 +30,9 @@ struct Args {
     /// auxiliary head (the default: the smallest full model, quick on a CPU).
     #[arg(long, default_value_t = 107)]
     image_size: usize,
-    /// Outputs of the logits; the data's when absent (1001 for ImageNet shards, 11 for the
-    /// built-in data: TF's layout keeps class 0 for the background).
+    /// Outputs of the logits; the data's when absent (1001 for ImageNet shards, the class count
+    /// of an image folder, 11 for the built-in data: TF's layout keeps class 0 for the
+    /// background).
     #[arg(long)]
     num_classes: Option<usize>,
 }
@@ -54,7 +56,11 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let config = args.train.config(defaults)?;
-    let data = inception_input(args.train.data_dir.as_deref(), args.image_size)?;
+    let data = inception_input(
+        args.train.data_dir.as_deref(),
+        args.image_size,
+        &config.train_dir,
+    )?;
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
     let model = InceptionV3Config::new(num_classes)
         .with_image_size(args.image_size)
@@ -86,43 +92,65 @@ struct InceptionData {
     _builtin: Option<BuiltinShards>,
 }
 
-/// The training input: the `train-*` TFRecord shards of `--data-dir` (TF's ImageNet layout,
-/// 1001 classes), or the built-in synthetic shards (10 classes, so 11 outputs), through the
-/// Inception trainer's preprocessing at `image_size`.
-fn inception_input(data_dir: Option<&Path>, image_size: usize) -> anyhow::Result<InceptionData> {
-    let (dir, num_classes, builtin) = match data_dir {
-        Some(dir) => (dir.to_path_buf(), 1001, None),
-        None => {
-            let config = BuiltinShardsConfig {
-                num_classes: 10,
-                train_shards: 4,
-                validation_shards: 1,
-                per_shard: 128,
-                image_size,
-                seed: 1,
-            };
-            let builtin = BuiltinShards::create(config)?;
-            println!(
-                "no --data-dir: built-in synthetic ImageNet-layout shards ({} classes, {} training images) in {}",
-                config.num_classes,
-                config.train_shards * config.per_shard,
-                builtin.dir().display()
-            );
-            (
-                builtin.dir().to_path_buf(),
-                config.num_classes + 1,
-                Some(builtin),
-            )
-        }
+/// The training input, through the Inception trainer's preprocessing at `image_size`: the
+/// `train-*` TFRecord shards of `--data-dir` (TF's ImageNet layout, 1001 classes), or an image
+/// folder `--data-dir/<class>/<image>` (its label map written to `train_dir/labels.txt`), or
+/// the built-in synthetic shards (10 classes, so 11 outputs).
+fn inception_input(
+    data_dir: Option<&Path>,
+    image_size: usize,
+    train_dir: &Path,
+) -> anyhow::Result<InceptionData> {
+    let transform = InceptionTrain::new(image_size);
+    let Some(dir) = data_dir else {
+        let config = BuiltinShardsConfig {
+            num_classes: 10,
+            train_shards: 4,
+            validation_shards: 1,
+            per_shard: 128,
+            image_size,
+            seed: 1,
+        };
+        let builtin = BuiltinShards::create(config)?;
+        println!(
+            "no --data-dir: built-in synthetic ImageNet-layout shards ({} classes, {} training images) in {}",
+            config.num_classes,
+            config.train_shards * config.per_shard,
+            builtin.dir().display()
+        );
+        let num_classes = config.num_classes + 1;
+        let files = inception::train_files(builtin.dir())?;
+        return Ok(InceptionData {
+            input: Input::new(TfExampleFormat::new(num_classes), files, transform),
+            num_classes,
+            _builtin: Some(builtin),
+        });
     };
-    let input = Input::new(
-        TfExampleFormat::new(num_classes),
-        inception::train_files(&dir)?,
-        InceptionTrain::new(image_size),
+    if let Ok(files) = inception::train_files(dir) {
+        return Ok(InceptionData {
+            input: Input::new(TfExampleFormat::new(1001), files, transform),
+            num_classes: 1001,
+            _builtin: None,
+        });
+    }
+    let folder = ImageFolder::scan(dir).map_err(|e| {
+        anyhow::anyhow!(
+            "--data-dir holds neither train-XXXXX-of-YYYYY shards nor an image folder: {e}"
+        )
+    })?;
+    std::fs::create_dir_all(train_dir)?;
+    let label_map = train_dir.join("labels.txt");
+    folder.write_label_map(&label_map)?;
+    println!(
+        "image folder {}: {} classes, {} images; label map in {}",
+        dir.display(),
+        folder.classes().len(),
+        folder.files().len(),
+        label_map.display()
     );
     Ok(InceptionData {
-        input,
-        num_classes,
-        _builtin: builtin,
+        input: Input::new(folder.format(), folder.files().to_vec(), transform),
+        num_classes: folder.classes().len(),
+        _builtin: None,
     })
 }
