@@ -322,7 +322,10 @@ mod tests {
         coord.request_stop();
         let start = Instant::now();
         let err = coord.join(vec![t], Duration::from_millis(100)).unwrap_err();
-        assert!(start.elapsed() < Duration::from_secs(10), "join waited for the thread");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "join waited for the thread"
+        );
         assert!(
             matches!(&err, Error::JoinTimeout { threads, .. } if threads == &["stubborn"]),
             "{err}"
