@@ -112,6 +112,18 @@ mod tests {
     }
 
     #[test]
+    fn cmyk_jpeg_becomes_rgb() {
+        // 8x8 CMYK JPEG written by Pillow: left half cyan (C=100%), right half yellow (Y=100%);
+        // Pillow decodes it to RGB (0, 255, 255) and (255, 255, 0).
+        let img = decode_image(include_bytes!("../tests/data/cmyk.jpg")).unwrap();
+        assert_eq!(img.shape(), [8, 8, 3]);
+        let px = |x| [img.get(4, x, 0), img.get(4, x, 1), img.get(4, x, 2)];
+        let near = |a: [f32; 3], b: [f32; 3]| a.iter().zip(b).all(|(a, b)| (a - b).abs() < 0.06);
+        assert!(near(px(1), [0.0, 1.0, 1.0]), "cyan: {:?}", px(1));
+        assert!(near(px(6), [1.0, 1.0, 0.0]), "yellow: {:?}", px(6));
+    }
+
+    #[test]
     fn corrupt_and_foreign_bytes_are_errors() {
         let jpeg = encode_jpeg(&checker(), 90);
         assert!(
