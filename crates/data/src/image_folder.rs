@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::atomic_file::write_atomic;
 use crate::codec::decode_image;
 use crate::error::{Error, Result};
 use crate::format::{Example, RecordFormat, RecordSpan};
@@ -100,20 +101,18 @@ impl ImageFolder {
         }
     }
 
-    /// Writes the label map, one `label<TAB>class` line per class, to `path` (written to a
-    /// temporary name first, then renamed).
+    /// Writes the label map, one `label<TAB>class` line per class, to `path`, atomically.
     pub fn write_label_map(&self, path: &Path) -> Result<()> {
-        let tmp = path.with_extension("tmp");
-        let io = |source| Error::Io {
-            path: tmp.clone(),
+        write_atomic(path, |file| {
+            self.classes
+                .iter()
+                .enumerate()
+                .try_for_each(|(label, class)| writeln!(file, "{label}\t{class}"))
+        })
+        .map_err(|source| Error::Io {
+            path: path.to_path_buf(),
             source,
-        };
-        let mut file = std::fs::File::create(&tmp).map_err(io)?;
-        for (label, class) in self.classes.iter().enumerate() {
-            writeln!(file, "{label}\t{class}").map_err(io)?;
-        }
-        file.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
+        })
     }
 
     /// The folder scanned.

@@ -8,14 +8,13 @@
 //!   folder with synthetic JPEG examples (the `inception` example's built-in data).
 //! - The preprocessing is [`InceptionTrain`] / [`InceptionEval`] in [`crate::transforms`].
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use rand::{RngExt, SeedableRng};
 
 pub use crate::transforms::{InceptionEval, InceptionTrain};
 
+use crate::atomic_file::AtomicFile;
 use crate::codec::{decode_image, encode_jpeg};
 use crate::error::{Error, Result};
 use crate::format::{BoundingBox, Example, RecordFormat, RecordSpan};
@@ -113,7 +112,8 @@ fn shards(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or_default();
-        if name.starts_with(&pattern) && name.contains("-of-") && !name.ends_with(".tmp") {
+        // Shards being written have hidden temporary names (see AtomicFile): never listed.
+        if name.starts_with(&pattern) && name.contains("-of-") {
             files.push(path);
         }
     }
@@ -128,15 +128,15 @@ fn shards(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
 }
 
 /// Writes examples into `count` shards of consecutive records, as TF's converter does. Each
-/// shard is written under a `.tmp` name and renamed when complete, so a crash never leaves a
-/// half-written shard under a real name.
+/// shard is an [`AtomicFile`]: written under a temporary name and renamed when complete, so a
+/// crash never leaves a half-written shard under a real name.
 pub struct ShardWriter {
     dir: PathBuf,
     prefix: String,
     count: usize,
     per_shard: usize,
     written: usize,
-    current: Option<(PathBuf, TfRecordWriter<BufWriter<File>>)>,
+    current: Option<(PathBuf, TfRecordWriter<AtomicFile>)>,
     finished: Vec<PathBuf>,
 }
 
@@ -178,33 +178,19 @@ impl ShardWriter {
         }
         if self.current.is_none() {
             let path = self.dir.join(shard_name(&self.prefix, shard, self.count));
-            let tmp = path.with_extension("tmp");
-            let file = File::create(&tmp).map_err(|source| Error::Io { path: tmp, source })?;
-            self.current = Some((path, TfRecordWriter::new(BufWriter::new(file))));
+            let file = AtomicFile::create(&path).map_err(io_error(&path))?;
+            self.current = Some((path, TfRecordWriter::new(file)));
         }
         let (path, writer) = self.current.as_mut().expect("opened above");
-        writer.write(&record.encode()).map_err(|source| Error::Io {
-            path: path.with_extension("tmp"),
-            source,
-        })?;
+        writer.write(&record.encode()).map_err(io_error(path))?;
         self.written += 1;
         Ok(())
     }
 
     fn finish_current(&mut self) -> Result<()> {
         if let Some((path, writer)) = self.current.take() {
-            let tmp = path.with_extension("tmp");
-            let io = |source| Error::Io {
-                path: tmp.clone(),
-                source,
-            };
-            let file = writer
-                .into_inner()
-                .map_err(io)?
-                .into_inner()
-                .map_err(|e| io(e.into_error()))?;
-            file.sync_all().map_err(io)?;
-            std::fs::rename(&tmp, &path).map_err(io)?;
+            let file = writer.into_inner().map_err(io_error(&path))?;
+            file.commit().map_err(io_error(&path))?;
             self.finished.push(path);
         }
         Ok(())
@@ -215,6 +201,11 @@ impl ShardWriter {
         self.finish_current()?;
         Ok(self.finished)
     }
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.to_path_buf();
+    move |source| Error::Io { path, source }
 }
 
 /// Sizes of a [`BuiltinShards`] dataset.
@@ -439,10 +430,19 @@ mod tests {
             .map(|p| tfrecord::index(p).unwrap().len())
             .collect();
         assert_eq!(counts, vec![3, 3, 1]);
-        let leftovers = std::fs::read_dir(dir.path())
+        // Exactly the three shards: no temporary file is left behind.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().path().extension().is_some())
-            .count();
-        assert_eq!(leftovers, 0);
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "validation-00000-of-00003",
+                "validation-00001-of-00003",
+                "validation-00002-of-00003"
+            ]
+        );
     }
 }

@@ -8,6 +8,7 @@
 //!   JPEG and PNG; [`transforms`] are the TF image ops of both trainers.
 //! - [`HostBatch`]: the output, split across devices and uploaded slice by slice.
 
+pub mod atomic_file;
 mod batch;
 pub mod cifar10;
 pub mod codec;

@@ -15,8 +15,8 @@ use burn::store::ModuleRecord;
 use burn::tensor::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::atomic_file::write_atomic;
 use crate::error::{Error, Result};
+use towers_data::atomic_file::write_atomic;
 
 const MAGIC: &[u8; 8] = b"BTOWCKPT";
 
@@ -84,6 +84,7 @@ impl Checkpoint {
             }
             Ok(())
         })
+        .map_err(Error::io(path))
     }
 
     /// Reads a checkpoint written by [`save`](Self::save).
@@ -253,5 +254,20 @@ mod tests {
         std::fs::write(&path, b"something else entirely").unwrap();
         let msg = Checkpoint::load(&path).unwrap_err().to_string();
         assert!(msg.contains("not a burn-towers checkpoint"), "{msg}");
+    }
+
+    #[test]
+    fn saving_into_a_missing_directory_is_an_error_naming_it() {
+        let model = LinearConfig::new(3, 2).init(&Device::flex());
+        let err = Checkpoint {
+            step: 1,
+            model: model.into_record(),
+            optimizer: burn::optim::SgdConfig::new().init().to_record(),
+            averages: None,
+            config: serde_json::Value::Null,
+        }
+        .save(Path::new("/no/such/dir/model.ckpt-1"))
+        .unwrap_err();
+        assert!(err.to_string().contains("/no/such/dir"), "{err}");
     }
 }

@@ -12,7 +12,6 @@
 //! - [`TrainLog`], [`plot_log`]: TF's log line, a progress bar, JSON lines and an SVG plot.
 //! - [`Trainer`]: the loop; [`StopFlag`]: Ctrl-C; [`evaluate`]: precision@1 and @5.
 
-mod atomic_file;
 mod checkpoint;
 mod checkpoint_dir;
 mod cli;
@@ -29,7 +28,6 @@ mod schedule;
 mod stop;
 mod trainer;
 
-pub use atomic_file::write_atomic;
 pub use checkpoint::Checkpoint;
 pub use checkpoint_dir::CheckpointDir;
 pub use cli::TrainArgs;
@@ -44,4 +42,5 @@ pub use plot::{plot_log, render as render_plot};
 pub use rmsprop::{TfRmsProp, TfRmsPropState};
 pub use schedule::{LrSchedule, LrScheduleConfig};
 pub use stop::StopFlag;
+pub use towers_data::atomic_file::write_atomic;
 pub use trainer::{LOG_FILE, LossFn, PLOT_FILE, TrainReport, Trained, Trainer, load_into};

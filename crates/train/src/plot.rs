@@ -12,15 +12,15 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::atomic_file::write_atomic;
 use crate::error::{Error, Result};
 use crate::log::LogEntry;
+use towers_data::atomic_file::write_atomic;
 
 /// Writes the plot of `entries` to `path` (atomically).
 pub fn plot_log(entries: &[LogEntry], path: &Path) -> Result<()> {
     let svg =
         render(entries).map_err(|e| Error::Config(format!("plotting {}: {e}", path.display())))?;
-    write_atomic(path, |w| w.write_all(svg.as_bytes()))
+    write_atomic(path, |w| w.write_all(svg.as_bytes())).map_err(Error::io(path))
 }
 
 /// The SVG text of the plot: loss above, learning rate below, steps across.
