@@ -42,6 +42,16 @@ impl RunningStats {
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// The same statistics on `device`.
+    pub(crate) fn to_device(self, device: &Device) -> Self {
+        RunningStats(
+            self.0
+                .into_iter()
+                .map(|(id, t)| (id, t.to_device(device)))
+                .collect(),
+        )
+    }
 }
 
 /// Folds the updates pending in `replica`'s running statistics into their values.
@@ -99,13 +109,7 @@ impl BatchNormSync {
     ) -> RunningStats {
         let mut towers = towers.into_iter();
         let first = towers.next().expect("at least one tower");
-        let to_device = |stats: RunningStats| {
-            stats
-                .0
-                .into_iter()
-                .map(|(id, t)| (id, t.to_device(device)))
-                .collect::<Vec<_>>()
-        };
+        let to_device = |stats: RunningStats| stats.to_device(device).0;
         match self {
             BatchNormSync::FirstTower => RunningStats(to_device(first)),
             BatchNormSync::Average => {

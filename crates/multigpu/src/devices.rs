@@ -11,11 +11,18 @@
 //! | `rocm:0` | `Device::rocm` |
 //! | `wgpu`, `vulkan`, `metal` | the best adapter of that API ([`DeviceKind::DefaultDevice`]) |
 //! | `wgpu:1`, `vulkan:0`, `metal:0` | the discrete GPU with that index ([`DeviceKind::DiscreteGpu`]) |
+//! | `ws://10.0.0.2:3000/1` | device 1 of the Burn remote server at that address (`remote` feature) |
+//! | `ws://10.0.0.2:3000` | device 0 of that server |
 //!
 //! Entries may repeat (`flex,flex` runs two towers on one CPU backend) and backends may mix
 //! (`cuda:0,wgpu:0`). `cuda:0*3,cuda:1` sends three quarters of each batch to `cuda:0`; quote
 //! such a list in a shell, where `*` is a glob. An unknown backend, or one this build does not
 //! include, is an error; the latter names the cargo feature that compiles it in.
+//!
+//! A remote entry connects while the list is parsed (Burn's client retries for about 16 s before
+//! it calls a server unreachable), so a list that parses is a list whose servers answered. Remote
+//! and local entries mix: `cuda:0,ws://10.0.0.2:3000/0,ws://10.0.0.2:3000/1`. The servers are
+//! Burn's own `burn::server::RemoteServer`, which the `towers-serve` binary runs.
 
 use std::str::FromStr;
 
@@ -63,12 +70,19 @@ impl TowerDevice {
     pub fn share(&self) -> f64 {
         self.share
     }
+
+    /// Whether the device is on a remote server: its name is a `ws://` entry. The ring
+    /// all-reduce then passes gradients through host memory (see [`crate::Reduce::AllReduce`]).
+    pub fn is_remote(&self) -> bool {
+        strip_prefix_ignore_case(&self.name, REMOTE_SCHEME).is_some()
+    }
 }
 
 impl FromStr for TowerDevice {
     type Err = Error;
 
-    /// Parses one entry: `backend`, `backend:index`, either followed by `*share`.
+    /// Parses one entry: `backend`, `backend:index` or `ws://host:port[/index]`, followed by an
+    /// optional `*share`. A remote entry connects to its server.
     fn from_str(entry: &str) -> Result<Self> {
         let entry = entry.trim();
         let invalid = |reason: String| Error::DeviceList {
@@ -87,6 +101,10 @@ impl FromStr for TowerDevice {
                 (spec.trim(), share)
             }
         };
+        if let Some(address) = strip_prefix_ignore_case(spec, REMOTE_SCHEME) {
+            let device = remote_device(entry, address)?;
+            return Ok(TowerDevice::new(spec, device).with_share(share));
+        }
         let (backend, index) = match spec.split_once(':') {
             None => (spec, None),
             Some((backend, index)) => {
@@ -116,6 +134,63 @@ pub fn parse_devices(list: &str) -> Result<Vec<TowerDevice>> {
             }
         })
         .collect()
+}
+
+/// The scheme of remote entries: Burn's remote backend over WebSocket.
+const REMOTE_SCHEME: &str = "ws://";
+
+fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
+}
+
+/// Device `index` of the server at `ws://{address}`, where `address` is `host:port[/index]`.
+fn remote_device(entry: &str, address: &str) -> Result<Device> {
+    let invalid = |reason: &str| Error::DeviceList {
+        entry: entry.to_string(),
+        reason: reason.to_string(),
+    };
+    let (authority, index) = match address.split_once('/') {
+        None => (address, 0),
+        Some((authority, index)) => {
+            let index = index
+                .parse::<usize>()
+                .map_err(|_| invalid(&format!("device index `{index}` is not a number")))?;
+            (authority, index)
+        }
+    };
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
+        _ => {
+            return Err(invalid(
+                "expected `ws://host:port` or `ws://host:port/index`",
+            ));
+        }
+    }
+    let url = format!("{REMOTE_SCHEME}{authority}");
+    connect(entry, &url, index)
+}
+
+#[cfg(feature = "remote")]
+fn connect(entry: &str, url: &str, index: usize) -> Result<Device> {
+    let host = burn::remote::RemoteHost::websocket(url);
+    Device::remote_options(&host)
+        .device_index(index)
+        .init()
+        .map_err(|e| Error::Remote {
+            entry: entry.to_string(),
+            host: url.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+#[cfg(not(feature = "remote"))]
+fn connect(entry: &str, _url: &str, _index: usize) -> Result<Device> {
+    Err(Error::BackendNotCompiled {
+        entry: entry.to_string(),
+        feature: "remote",
+    })
 }
 
 /// `Ok(device)` when the cargo feature is on, else the error naming it. The constructor is only
@@ -161,7 +236,8 @@ fn backend_device(entry: &str, backend: &str, index: Option<usize>) -> Result<De
         "metal" => compiled_in!(entry, "metal", Device::metal(kind)),
         _ => Err(Error::DeviceList {
             entry: entry.to_string(),
-            reason: "unknown backend: expected flex, ndarray, cuda, rocm, wgpu, vulkan or metal"
+            reason: "unknown backend: expected flex, ndarray, cuda, rocm, wgpu, vulkan, metal \
+                     or ws://host:port/index"
                 .into(),
         }),
     }
@@ -196,10 +272,34 @@ mod tests {
         }
     }
 
+    #[cfg(not(feature = "remote"))]
+    #[test]
+    fn remote_entries_need_the_remote_feature() {
+        let err = parse_devices("flex,WS://127.0.0.1:3000/1*2").unwrap_err();
+        assert!(
+            matches!(&err, Error::BackendNotCompiled { entry, feature: "remote" }
+                if entry == "WS://127.0.0.1:3000/1*2"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn malformed_entries_are_errors() {
         for list in [
-            "", "flex,", "tpu:0", "cuda:x", "flex*0", "flex*-1", "flex*", "flex:1",
+            "",
+            "flex,",
+            "tpu:0",
+            "cuda:x",
+            "flex*0",
+            "flex*-1",
+            "flex*",
+            "flex:1",
+            "ws://",
+            "ws://host",
+            "ws://:3000",
+            "ws://host:port/0",
+            "ws://host:3000/x",
+            "ws://host:70000/0",
         ] {
             let err = parse_devices(list).unwrap_err();
             assert!(matches!(err, Error::DeviceList { .. }), "{list}: {err}");

@@ -22,6 +22,16 @@ pub enum Error {
         /// The cargo feature (of burn-towers and of towers-multigpu) that compiles it in.
         feature: &'static str,
     },
+    /// A remote device list entry whose server could not be connected.
+    #[error("device `{entry}`: cannot connect to the remote server {host}: {reason}")]
+    Remote {
+        /// The entry as written.
+        entry: String,
+        /// The server's address, `ws://host:port`.
+        host: String,
+        /// Burn's reason (unreachable, no such device, another protocol version, ...).
+        reason: String,
+    },
     /// The towers were configured in a way that cannot work.
     #[error("configuration: {0}")]
     Config(String),

@@ -17,7 +17,7 @@ use std::thread;
 
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Tensor, TensorData};
 
 /// How the towers' gradients become one update.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -30,7 +30,9 @@ pub enum Reduce {
     /// Ring all-reduce: each tower ends with the summed gradients on its own device and applies
     /// the same update with its own optimizer, so no device holds more than its replica. The
     /// model is tower 0's replica. Moves `2 (N - 1) / N` of the gradients per tower instead of
-    /// gathering `N - 1` gradient sets on one device.
+    /// gathering `N - 1` gradient sets on one device. With a remote tower among them, the
+    /// chunks pass through this process's memory rather than server to server (see
+    /// [`TowerDevice::is_remote`](crate::TowerDevice::is_remote)).
     AllReduce,
 }
 
@@ -197,13 +199,36 @@ impl Layout {
 #[derive(Debug)]
 pub(crate) struct PeerGone;
 
+/// One chunk of a gradient on its way from a tower to the next.
+enum Chunk {
+    /// The tensor itself; the receiver moves it with `to_device`.
+    Tensor(Tensor<1>),
+    /// Its values, read on the sender's thread; the receiver uploads them.
+    Host(TensorData),
+}
+
+impl Chunk {
+    fn to_device(self, device: &Device) -> Tensor<1> {
+        match self {
+            Chunk::Tensor(t) => t.to_device(device),
+            Chunk::Host(data) => Tensor::from_data(data, device),
+        }
+    }
+}
+
 /// One chunk of every gradient, as it travels from a tower to the next.
-type Message = Vec<Option<Tensor<1>>>;
+type Message = Vec<Option<Chunk>>;
 
 /// One tower's place in a ring: a channel to the next tower and one from the previous.
 pub(crate) struct RingLink {
     rank: usize,
     size: usize,
+    /// Send chunks as host values rather than as tensors. Burn 0.22.1's remote backend moves a
+    /// tensor between two remote devices server to server, and that transfer intermittently
+    /// loses the tensor ("Should have handle for tensor" on the server, then the client waits
+    /// forever). Reading on the sender's thread also puts a failing server's error on the thread
+    /// of the tower that uses it.
+    through_host: bool,
     next: Sender<Message>,
     prev: Receiver<Message>,
 }
@@ -216,14 +241,22 @@ impl RingLink {
         chunks: &[Vec<Option<Tensor<1>>>],
         send: usize,
     ) -> Result<Message, PeerGone> {
-        let message = chunks.iter().map(|parts| parts[send].clone()).collect();
+        let message = chunks
+            .iter()
+            .map(|parts| {
+                parts[send].clone().map(|t| match self.through_host {
+                    true => Chunk::Host(t.into_data()),
+                    false => Chunk::Tensor(t),
+                })
+            })
+            .collect();
         self.next.send(message).map_err(|_| PeerGone)?;
         self.prev.recv().map_err(|_| PeerGone)
     }
 }
 
-/// The links of a ring of `size` towers, in rank order.
-pub(crate) fn ring(size: usize) -> Vec<RingLink> {
+/// The links of a ring of `size` towers, in rank order; `through_host` as in [`RingLink`].
+pub(crate) fn ring(size: usize, through_host: bool) -> Vec<RingLink> {
     // Channel r carries tower r's messages to tower r + 1.
     let (senders, mut receivers): (Vec<_>, Vec<_>) = (0..size).map(|_| mpsc::channel()).unzip();
     receivers.rotate_right(1);
@@ -234,6 +267,7 @@ pub(crate) fn ring(size: usize) -> Vec<RingLink> {
         .map(|(rank, (next, prev))| RingLink {
             rank,
             size,
+            through_host,
             next,
             prev,
         })
@@ -264,7 +298,8 @@ pub fn all_reduce<M: Module>(
 ) -> Vec<GradientsParams> {
     let layout = Layout::of(module);
     let layout = &layout;
-    let links = ring(grads.len());
+    // Tensors move device to device: these devices are not known to be remote.
+    let links = ring(grads.len(), false);
     let results: Vec<_> = thread::scope(|s| {
         let handles: Vec<_> = grads
             .into_iter()

@@ -456,16 +456,18 @@ impl<M: Module> Towers<M> {
             State::ParameterDevice { .. } => {
                 (0..n).map(|_| Finish::Gather(self.main.clone())).collect()
             }
-            State::AllReduce { optims, .. } => ring(n)
-                .into_iter()
-                .zip(optims.iter().cloned())
-                .map(|(link, optim)| Finish::AllReduce {
-                    link,
-                    optim,
-                    lr,
-                    grad_scale,
-                })
-                .collect(),
+            State::AllReduce { optims, .. } => {
+                ring(n, self.towers.iter().any(TowerDevice::is_remote))
+                    .into_iter()
+                    .zip(optims.iter().cloned())
+                    .map(|(link, optim)| Finish::AllReduce {
+                        link,
+                        optim,
+                        lr,
+                        grad_scale,
+                    })
+                    .collect()
+            }
             State::Single { .. } => unreachable!("step_towers runs on several towers"),
         };
         let mut sums = std::mem::take(&mut self.cycle.grads).into_iter();
@@ -480,6 +482,7 @@ impl<M: Module> Towers<M> {
                 sum: sums.next(),
                 slice,
                 device: tower.device().clone(),
+                stats_device: self.main.clone(),
                 loss_scale,
                 finish,
             })
@@ -560,7 +563,7 @@ impl<M: Module> Towers<M> {
                     stats.extend(d.stats);
                 }
                 if self.has_running_stats {
-                    let stats = sync.combine(stats, &examples, self.towers[0].device());
+                    let stats = sync.combine(stats, &examples, &self.main);
                     *replicas = std::mem::take(replicas)
                         .into_iter()
                         .map(|r| batch_norm_sync::write(r, &stats))
@@ -627,8 +630,13 @@ where
         None => out.loss.backward(),
     };
     let grads = GradientsParams::from_grads(grads, model);
+    // The first read from the tower's device: where a remote server that went away shows.
+    let loss: f32 = out
+        .loss
+        .clone()
+        .try_into_scalar()
+        .map_err(|e| format!("cannot read the loss from the device: {e}"))?;
     let correct = out.correct(labels);
-    let loss: f32 = out.loss.into_scalar();
     Ok(Pass {
         grads,
         loss: loss as f64,
@@ -643,6 +651,10 @@ struct Job<'a, M> {
     sum: Option<GradientsParams>,
     slice: BatchSlice<'a>,
     device: Device,
+    /// Where the batch-norm statistics are combined: the model's device. The tower moves its
+    /// own there, so that every read from its device (a remote one that can go away included)
+    /// happens on its thread, where a failure is caught and named.
+    stats_device: Device,
     loss_scale: Option<f64>,
     finish: Finish,
 }
@@ -697,6 +709,7 @@ where
         sum,
         slice,
         device,
+        stats_device,
         loss_scale,
         finish,
     } = job;
@@ -710,7 +723,7 @@ where
         None => pass.grads,
     };
     let stats = (has_running_stats && !matches!(finish, Finish::Keep))
-        .then(|| batch_norm_sync::read(&replica));
+        .then(|| batch_norm_sync::read(&replica).to_device(&stats_device));
     let (replica, grads, optim) = match finish {
         Finish::Keep => (replica, Some(grads), None),
         Finish::Gather(main) => (replica, Some(layout.sum(vec![grads], &main)), None),

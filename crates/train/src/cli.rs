@@ -18,6 +18,10 @@ pub struct TrainArgs {
     /// Tower devices, e.g. `flex`, `flex,flex`, `cuda:0,cuda:1`.
     #[arg(long)]
     pub devices: Option<String>,
+    /// The device that holds the model and runs the update (default: the first tower's), e.g.
+    /// `flex` when the towers are remote.
+    #[arg(long)]
+    pub parameter_device: Option<String>,
     /// Examples per step over all towers (split across them).
     #[arg(long)]
     pub batch_size: Option<usize>,
@@ -56,6 +60,9 @@ impl TrainArgs {
         }
         if let Some(v) = &self.devices {
             c.devices = v.clone();
+        }
+        if let Some(v) = &self.parameter_device {
+            c.parameter_device = Some(v.clone());
         }
         if let Some(v) = self.batch_size {
             c.batch_size = v;

@@ -16,8 +16,13 @@ use crate::schedule::LrScheduleConfig;
 #[serde(deny_unknown_fields)]
 pub struct TrainConfig {
     /// Tower devices as a list: `flex`, `flex,flex`, `cuda:0,cuda:1` (see
-    /// [`towers_multigpu::parse_devices`]). The model lives on the first.
+    /// [`towers_multigpu::parse_devices`]), remote ones (`ws://host:port/0`) included.
     pub devices: String,
+    /// Where the model (TF's variables) lives and the optimizer updates it, as one device list
+    /// entry; absent: the first tower's device. Keep it local when the towers are remote: a
+    /// server that goes away then takes no weights with it.
+    #[serde(default)]
+    pub parameter_device: Option<String>,
     /// Examples per step over all towers, split across them (the global batch).
     pub batch_size: usize,
     /// Input reader threads; absent: 4 per tower, as TF's Inception trainer.
@@ -122,6 +127,7 @@ impl TrainConfig {
     pub fn cifar10() -> Self {
         Self {
             devices: "flex".into(),
+            parameter_device: None,
             batch_size: 128,
             reader_threads: None,
             max_steps: 1_000_000,
@@ -267,6 +273,7 @@ mod tests {
         let want = TrainConfig {
             batch_size: 64,
             devices: "flex,flex".into(),
+            parameter_device: None,
             learning_rate: LrScheduleConfig::ExponentialDecay {
                 initial: 0.1,
                 decay_rate: 0.1,

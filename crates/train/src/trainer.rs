@@ -139,7 +139,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         &self.config
     }
 
-    /// Trains a model built by `init` (on the first tower's device, with autodiff) on `input`.
+    /// Trains a model built by `init` (on the parameter device, with autodiff) on `input`.
     ///
     /// A train directory that already holds checkpoints is an error unless the configuration
     /// says `resume`, so that no run overwrites another by accident.
@@ -147,7 +147,11 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         let c = &self.config;
         c.validate()?;
         let towers_list = parse_devices(&c.devices)?;
-        let main = towers_list[0].device().clone().autodiff();
+        let main = match &c.parameter_device {
+            Some(entry) => entry.parse::<TowerDevice>()?.device().clone(),
+            None => towers_list[0].device().clone(),
+        }
+        .autodiff();
         let ckpts = CheckpointDir::new(&c.train_dir, c.keep_checkpoints);
         let resume_from = match ckpts.latest()? {
             Some((step, _)) if !c.resume => {

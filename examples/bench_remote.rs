@@ -1,0 +1,207 @@
+//! What Burn's remote backend costs the towers, measured on loopback in one run.
+//!
+//! `cargo run --release --features remote --example bench_remote [REPS]` (default 10 timed steps
+//! per row).
+//!
+//! The TF CIFAR-10 net (1.07M parameters) at batch 128, momentum SGD, on flex:
+//!
+//! 1. Step time of 2 towers on 2 loopback remote devices (two `RemoteServer`s in this process,
+//!    each serving flex) against 2 local towers (`flex,flex`), under both reductions. The
+//!    parameters stay on the local flex device (TF's variables on `/cpu:0`); under the ring they
+//!    live on the towers. Rows alternate step by step, in an order that rotates each round.
+//! 2. Bytes on the wire per step: the same remote rows once more through a counting TCP relay
+//!    in front of each server, against the size of one gradient (4 bytes a parameter).
+//!
+//! Client and servers share this machine's cores, so the ratio bounds the protocol's cost from
+//! above: on separate machines the server's compute would not compete with the client's.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use burn::module::Module;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{ModuleOptimizer, SgdConfig};
+use burn::server::{RemoteServer, WebSocketTransport};
+use burn::tensor::{Device, Distribution, Tensor};
+use towers_data::HostBatch;
+use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
+use towers_multigpu::{Reduce, Towers, TowersConfig, parse_devices};
+
+fn sgd() -> ModuleOptimizer {
+    SgdConfig::new()
+        .with_momentum(Some(
+            MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),
+        ))
+        .init()
+}
+
+fn median(mut times: Vec<Duration>) -> f64 {
+    times.sort();
+    times[times.len() / 2].as_secs_f64()
+}
+
+/// A `RemoteServer` serving flex on a loopback port of its own, on a thread that lives as long
+/// as the process (`serve` returns on Ctrl-C or SIGTERM).
+fn serve_flex() -> anyhow::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let address = listener.local_addr()?;
+    thread::spawn(move || {
+        RemoteServer::new([Device::flex()])
+            .serve(WebSocketTransport::from_listener(listener))
+            .expect("a loopback server");
+    });
+    Ok(format!("127.0.0.1:{}", address.port()))
+}
+
+/// A TCP relay on a loopback port of its own that forwards every connection to `target` and
+/// adds the bytes it carries, both ways, to `bytes`. Written here because the count must be of
+/// what crosses the socket, independent of Burn's own bookkeeping.
+fn counting_relay(target: String, bytes: Arc<AtomicU64>) -> anyhow::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let address = format!("127.0.0.1:{}", listener.local_addr()?.port());
+    thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = TcpStream::connect(&target) else {
+                continue;
+            };
+            for (mut from, mut to) in [
+                (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                (server, client),
+            ] {
+                let bytes = bytes.clone();
+                thread::spawn(move || {
+                    let _ = from.set_nodelay(true);
+                    let mut buf = vec![0u8; 1 << 16];
+                    while let Ok(n @ 1..) = from.read(&mut buf) {
+                        if to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                        bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                    let _ = to.shutdown(Shutdown::Write);
+                });
+            }
+        }
+    });
+    Ok(address)
+}
+
+fn main() -> anyhow::Result<()> {
+    let reps: usize = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().expect("REPS must be a number"))
+        .unwrap_or(10);
+    let device = Device::flex().autodiff();
+    device.seed(0);
+    let lr = 0.01;
+
+    let n = 128;
+    let images: Vec<f32> =
+        Tensor::<1>::random([n * 3 * 24 * 24], Distribution::Uniform(-1.0, 1.0), &device)
+            .into_data()
+            .try_to_vec()
+            .expect("f32 images");
+    let labels = (0..n).map(|i| (i % 10) as i64).collect();
+    let batch = HostBatch::new(images, labels, [3, 24, 24]);
+    let model = Cifar10Config::new().init(&device);
+    let gradient_bytes = model.num_params() as u64 * 4;
+    println!(
+        "CIFAR-10 net: {} parameters ({:.2} MB of gradient), batch {n} of 3x24x24, flex, \
+         median of {reps} steps",
+        model.num_params(),
+        gradient_bytes as f64 / 1e6
+    );
+
+    let servers = [serve_flex()?, serve_flex()?];
+    let remote = format!("ws://{}/0,ws://{}/0", servers[0], servers[1]);
+    let rows = [
+        (
+            "2 local towers, gather",
+            "flex,flex",
+            Reduce::ParameterDevice,
+        ),
+        (
+            "2 remote towers, gather",
+            remote.as_str(),
+            Reduce::ParameterDevice,
+        ),
+        ("2 local towers, ring", "flex,flex", Reduce::AllReduce),
+        ("2 remote towers, ring", remote.as_str(), Reduce::AllReduce),
+    ];
+    let towers_for = |list: &str, reduce: Reduce| -> anyhow::Result<Towers<Cifar10Net>> {
+        let config = TowersConfig::default().with_reduce(reduce);
+        Ok(Towers::new(
+            model.clone(),
+            sgd(),
+            &parse_devices(list)?,
+            config,
+        )?)
+    };
+    let mut towers: Vec<_> = rows
+        .iter()
+        .map(|(_, list, reduce)| towers_for(list, *reduce))
+        .collect::<anyhow::Result<_>>()?;
+    let loss = |m: &Cifar10Net, x, y| m.loss(x, y).loss;
+
+    let mut times = vec![Vec::new(); rows.len()];
+    for rep in 0..reps + 2 {
+        for row in (0..rows.len()).map(|r| (r + rep) % rows.len()) {
+            let start = Instant::now();
+            towers[row].step(&batch, lr, loss)?;
+            // The first two rounds warm up allocators, caches and the servers' sessions.
+            if rep >= 2 {
+                times[row].push(start.elapsed());
+            }
+        }
+    }
+    let medians: Vec<f64> = times.into_iter().map(median).collect();
+    println!(
+        "\n{:<26} {:>10} {:>10} {:>12}",
+        "towers", "ms/step", "ex/s", "vs local"
+    );
+    for (i, (name, _, _)) in rows.iter().enumerate() {
+        let local = medians[i - i % 2];
+        println!(
+            "{name:<26} {:>10.1} {:>10.0} {:>12.3}",
+            medians[i] * 1e3,
+            n as f64 / medians[i],
+            medians[i] / local
+        );
+    }
+
+    let bytes = Arc::new(AtomicU64::new(0));
+    let relays = [
+        counting_relay(servers[0].clone(), bytes.clone())?,
+        counting_relay(servers[1].clone(), bytes.clone())?,
+    ];
+    // New sessions on the relays' ports: the same servers, but other devices to Burn's client.
+    let relayed = format!("ws://{}/0,ws://{}/0", relays[0], relays[1]);
+    println!(
+        "\n{:<26} {:>12} {:>16}",
+        "bytes on the wire", "MB/step", "x gradient size"
+    );
+    for (name, reduce) in [
+        ("2 remote towers, gather", Reduce::ParameterDevice),
+        ("2 remote towers, ring", Reduce::AllReduce),
+    ] {
+        let mut towers = towers_for(&relayed, reduce)?;
+        for _ in 0..2 {
+            towers.step(&batch, lr, loss)?;
+        }
+        let before = bytes.load(Ordering::Relaxed);
+        for _ in 0..reps {
+            towers.step(&batch, lr, loss)?;
+        }
+        let per_step = (bytes.load(Ordering::Relaxed) - before) / reps as u64;
+        println!(
+            "{name:<26} {:>12.2} {:>16.2}",
+            per_step as f64 / 1e6,
+            per_step as f64 / gradient_bytes as f64
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,370 @@
+//! Towers on remote devices, on loopback: `towers-serve` child processes serve flex, and the
+//! towers reach them through Burn's remote backend as `ws://127.0.0.1:PORT/0` entries.
+//!
+//! Built and run with `cargo test --features remote --test remote`.
+#![cfg(feature = "remote")]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig};
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Int, Tensor};
+use burn_towers::data::HostBatch;
+use burn_towers::data::cifar10::BuiltinCifar10;
+use burn_towers::models::{Cifar10Config, Cifar10Net};
+use burn_towers::multigpu::{Error, Reduce, Towers, TowersConfig, parse_devices};
+use burn_towers::train::{
+    CheckpointDir, Input, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
+};
+
+/// How long anything here may take before the test calls it a hang.
+const HANG_LIMIT: Duration = Duration::from_secs(120);
+
+/// A `towers-serve` child process on a loopback port the system picks; killed when dropped.
+struct Server {
+    child: Child,
+    /// The lines it prints, read on a thread of their own so that its output never fills a pipe.
+    lines: mpsc::Receiver<String>,
+    /// `ws://127.0.0.1:PORT`.
+    url: String,
+}
+
+impl Server {
+    fn start(devices: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_towers-serve"))
+            .args(["--listen", "127.0.0.1:0", "--devices", devices])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("towers-serve starts");
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        // "towers-serve: listening on ws://127.0.0.1:PORT: ws://127.0.0.1:PORT/0 = flex"
+        let line = lines
+            .recv_timeout(HANG_LIMIT)
+            .expect("towers-serve prints its address");
+        let url = line
+            .split_whitespace()
+            .nth(3)
+            .and_then(|u| u.strip_suffix(':'))
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_string();
+        Server { child, lines, url }
+    }
+
+    fn device(&self, index: usize) -> String {
+        format!("{}/{index}", self.url)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs `body` on a thread and returns its result, or fails the test after [`HANG_LIMIT`].
+fn within_limit<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(body());
+    });
+    rx.recv_timeout(HANG_LIMIT)
+        .expect("hung, or panicked (see above)")
+}
+
+fn sgd() -> ModuleOptimizer {
+    SgdConfig::new()
+        .with_momentum(Some(
+            MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),
+        ))
+        .init()
+}
+
+/// A tiny conv net, with or without batch norm: images `[n, 3, 8, 8]`, 5 classes.
+#[derive(Module, Debug)]
+struct Net {
+    conv: Conv2d,
+    bn: Option<BatchNorm>,
+    fc: Linear,
+}
+
+impl Net {
+    fn new(device: &Device, batch_norm: bool) -> Self {
+        Self {
+            conv: Conv2dConfig::new([3, 4], [3, 3]).init(device),
+            bn: batch_norm.then(|| BatchNormConfig::new(4).init(device)),
+            fc: LinearConfig::new(4 * 6 * 6, 5).init(device),
+        }
+    }
+
+    fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> Tensor<1> {
+        let mut x = self.conv.forward(x);
+        if let Some(bn) = &self.bn {
+            x = bn.forward(x);
+        }
+        let x = relu(x);
+        let logits = self.fc.forward(x.flatten::<2>(1, 3));
+        CrossEntropyLossConfig::new()
+            .init(&logits.device())
+            .forward(logits, y)
+    }
+}
+
+/// `n` images `[3, 8, 8]` that differ per `seed`, with labels over the 5 classes.
+fn batch(n: usize, seed: usize) -> HostBatch {
+    let images = (0..n * 192)
+        .map(|i| ((i * 7919 + seed * 104_729) % 1009) as f32 / 504.5 - 1.0 + (i / 64 % 3) as f32)
+        .collect();
+    let labels = (0..n).map(|i| ((i * 3 + seed) % 5) as i64).collect();
+    HostBatch::new(images, labels, [3, 8, 8])
+}
+
+/// Every float tensor of a module (parameters and batch-norm running statistics), in order.
+fn values<M: Module>(module: &M) -> Vec<f32> {
+    struct Values(Vec<f32>);
+    impl ModuleVisitor for Values {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0.extend(param.val().to_data().iter::<f32>());
+        }
+    }
+    let mut visitor = Values(Vec::new());
+    module.visit(&mut visitor);
+    visitor.0
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// A copy of `model` with batch-norm buffers of its own: Burn's clones share them, so training a
+/// clone would change the original's running statistics.
+fn own_copy(model: &Net) -> Net {
+    model.valid().train().fork(&Device::flex().autodiff())
+}
+
+/// Plain Burn steps of one local model on the full batches.
+fn local_reference(model: &Net, batches: &[HostBatch]) -> Net {
+    let device = Device::flex().autodiff();
+    let mut optim = sgd();
+    let mut model = own_copy(model);
+    for b in batches {
+        let (x, y) = b.as_slice().to_tensors(&device);
+        let loss = model.loss(x, y);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optim.step(0.1, model, grads);
+    }
+    model
+}
+
+/// `model` after `batches` on towers on `devices`.
+fn train_towers(model: &Net, devices: &str, reduce: Reduce, batches: &[HostBatch]) -> Vec<f32> {
+    let devices = parse_devices(devices).unwrap();
+    let config = TowersConfig::default().with_reduce(reduce);
+    let mut towers = Towers::new(own_copy(model), sgd(), &devices, config).unwrap();
+    for b in batches {
+        towers.step(b, 0.1, |m: &Net, x, y| m.loss(x, y)).unwrap();
+    }
+    values(towers.model())
+}
+
+#[test]
+fn towers_on_two_remote_devices_match_one_local_tower() {
+    let servers = [Server::start("flex"), Server::start("flex")];
+    let remote = format!("{},{}", servers[0].device(0), servers[1].device(0));
+    let device = Device::flex().autodiff();
+    device.seed(5);
+    let batches = [batch(12, 1), batch(12, 2)];
+
+    // Without batch norm, two half-batch towers make exactly the full-batch update.
+    let model = Net::new(&device, false);
+    let expected = values(&local_reference(&model, &batches));
+    // The model must move: the comparison is not between two untrained copies.
+    assert!(max_abs_diff(&expected, &values(&model)) > 1e-3);
+    for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
+        let got = train_towers(&model, &remote, reduce, &batches);
+        let diff = max_abs_diff(&got, &expected);
+        assert!(diff < 1e-5, "{reduce:?}: max abs diff {diff}");
+    }
+
+    // With batch norm each tower normalizes its own slice, so the reference is two local
+    // towers (themselves tested against plain Burn in towers-multigpu); the running statistics
+    // are part of the comparison.
+    let model = Net::new(&device, true);
+    for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
+        let expected = train_towers(&model, "flex,flex", reduce, &batches);
+        let got = train_towers(&model, &remote, reduce, &batches);
+        let diff = max_abs_diff(&got, &expected);
+        assert!(
+            diff < 1e-6,
+            "{reduce:?} with batch norm: max abs diff {diff}"
+        );
+    }
+}
+
+#[test]
+fn an_unreachable_server_or_device_is_an_error_naming_it() {
+    // Bound but not listening: dials are refused until Burn's client gives up (about 16 s).
+    let socket = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = socket.local_addr().unwrap().port();
+    drop(socket);
+    let entry = format!("ws://127.0.0.1:{port}/0");
+    let err = within_limit(move || parse_devices(&format!("flex,{entry}")).unwrap_err());
+    assert!(
+        matches!(&err, Error::Remote { host, .. } if *host == format!("ws://127.0.0.1:{port}")),
+        "{err}"
+    );
+
+    let server = Server::start("flex");
+    let entry = server.device(3);
+    let err = parse_devices(&entry).unwrap_err();
+    assert!(matches!(&err, Error::Remote { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&entry) && message.contains("only 1 device"),
+        "{message}"
+    );
+}
+
+#[test]
+fn towers_serve_stops_on_sigterm_and_refuses_bad_arguments() {
+    let mut server = Server::start("flex,flex");
+    // A session is open (and the server's signal handlers are installed) once a device connects.
+    let device = parse_devices(&server.device(1)).unwrap()[0]
+        .device()
+        .clone();
+    let doubled = Tensor::<1>::from_floats([1.0, 2.0], &device) * 2.0;
+    assert_eq!(
+        doubled.to_data().iter::<f32>().collect::<Vec<_>>(),
+        [2.0, 4.0]
+    );
+    let status = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    let exit = loop {
+        if let Some(exit) = server.child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            started.elapsed() < HANG_LIMIT,
+            "towers-serve ignored SIGTERM"
+        );
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "{exit}");
+    let last = server.lines.iter().last();
+    assert_eq!(last.as_deref(), Some("towers-serve: stopped"));
+
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    for (args, expected) in [
+        (vec!["--listen", address.as_str()], address.as_str()),
+        (vec!["--devices", "flex*2"], "*share"),
+        (vec!["--devices", "tpu"], "tpu"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_towers-serve"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+/// A small CIFAR-10 run: batch 16, a checkpoint every 2 steps.
+fn cifar_config(train_dir: &Path, devices: &str, max_steps: u64) -> TrainConfig {
+    TrainConfig {
+        devices: devices.into(),
+        batch_size: 16,
+        reader_threads: Some(2),
+        max_steps,
+        optimizer: OptimizerConfig::Momentum {
+            momentum: 0.9,
+            nesterov: false,
+        },
+        learning_rate: LrScheduleConfig::Constant { value: 0.01 },
+        checkpoint_every: 2,
+        log_every: 1,
+        train_dir: train_dir.to_path_buf(),
+        seed: 7,
+        ..TrainConfig::cifar10()
+    }
+}
+
+fn cifar_net(device: &Device) -> Cifar10Net {
+    Cifar10Config::new().init(device)
+}
+
+#[test]
+fn a_server_killed_mid_run_stops_training_naming_it_and_resume_goes_on_without_it() {
+    let data = BuiltinCifar10::create(100, 10, 3).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start("flex");
+    let remote = server.device(0);
+
+    // Kill the server once the run has written its first checkpoint.
+    let train_dir = dir.path().to_path_buf();
+    let killer = thread::spawn(move || {
+        let ckpts = CheckpointDir::new(&train_dir, 5);
+        let started = Instant::now();
+        while ckpts.latest().ok().flatten().is_none() {
+            assert!(started.elapsed() < HANG_LIMIT, "no checkpoint was written");
+            thread::sleep(Duration::from_millis(20));
+        }
+        server.kill();
+    });
+    let config = cifar_config(dir.path(), &format!("flex,{remote}"), 10_000);
+    let input = Input::cifar10_train(data.dir()).unwrap();
+    let err = within_limit(move || {
+        Trainer::new(config)
+            .run(cifar_net, &input)
+            .err()
+            .expect("training went on without its server")
+    });
+    killer.join().unwrap();
+    let message = err.to_string();
+    assert!(message.contains(&remote), "{message}");
+
+    // The newest checkpoint is whole, and a resumed run on the local device goes on from it.
+    let (saved, _) = CheckpointDir::new(dir.path(), 5).latest().unwrap().unwrap();
+    assert!(saved >= 2 && saved % 2 == 0, "{saved}");
+    let config = TrainConfig {
+        resume: true,
+        ..cifar_config(dir.path(), "flex", saved + 2)
+    };
+    let trained = Trainer::new(config)
+        .run(cifar_net, &Input::cifar10_train(data.dir()).unwrap())
+        .unwrap();
+    assert_eq!(
+        (trained.report.first_step, trained.report.step),
+        (saved, saved + 2)
+    );
+}
