@@ -44,7 +44,7 @@ impl RunningStats {
     }
 
     /// The same statistics on `device`.
-    pub(crate) fn to_device(self, device: &Device) -> Self {
+    pub(crate) fn into_device(self, device: &Device) -> Self {
         RunningStats(
             self.0
                 .into_iter()
@@ -109,7 +109,7 @@ impl BatchNormSync {
     ) -> RunningStats {
         let mut towers = towers.into_iter();
         let first = towers.next().expect("at least one tower");
-        let to_device = |stats: RunningStats| stats.to_device(device).0;
+        let to_device = |stats: RunningStats| stats.into_device(device).0;
         match self {
             BatchNormSync::FirstTower => RunningStats(to_device(first)),
             BatchNormSync::Average => {

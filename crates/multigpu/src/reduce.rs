@@ -167,7 +167,7 @@ impl Layout {
             let incoming = link.exchange(&chunks, (r + n - round) % n)?;
             let c = (r + 2 * n - round - 1) % n;
             for (parts, theirs) in chunks.iter_mut().zip(incoming) {
-                let theirs = theirs.map(|t| t.to_device(device));
+                let theirs = theirs.map(|t| t.into_device(device));
                 parts[c] = match (parts[c].take(), theirs) {
                     (Some(mine), Some(theirs)) => Some(mine + theirs),
                     (mine, theirs) => mine.or(theirs),
@@ -178,7 +178,7 @@ impl Layout {
             let incoming = link.exchange(&chunks, (r + 1 + n - round) % n)?;
             let c = (r + n - round) % n;
             for (parts, theirs) in chunks.iter_mut().zip(incoming) {
-                parts[c] = theirs.map(|t| t.to_device(device));
+                parts[c] = theirs.map(|t| t.into_device(device));
             }
         }
         let mut out = GradientsParams::new();
@@ -208,7 +208,7 @@ enum Chunk {
 }
 
 impl Chunk {
-    fn to_device(self, device: &Device) -> Tensor<1> {
+    fn into_device(self, device: &Device) -> Tensor<1> {
         match self {
             Chunk::Tensor(t) => t.to_device(device),
             Chunk::Host(data) => Tensor::from_data(data, device),

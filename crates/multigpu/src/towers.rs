@@ -723,7 +723,7 @@ where
         None => pass.grads,
     };
     let stats = (has_running_stats && !matches!(finish, Finish::Keep))
-        .then(|| batch_norm_sync::read(&replica).to_device(&stats_device));
+        .then(|| batch_norm_sync::read(&replica).into_device(&stats_device));
     let (replica, grads, optim) = match finish {
         Finish::Keep => (replica, Some(grads), None),
         Finish::Gather(main) => (replica, Some(layout.sum(vec![grads], &main)), None),
