@@ -201,8 +201,9 @@ pub(crate) struct PeerGone;
 
 /// One chunk of a gradient on its way from a tower to the next.
 enum Chunk {
-    /// The tensor itself; the receiver moves it with `to_device`.
-    Tensor(Tensor<1>),
+    /// The tensor itself; the receiver moves it with `to_device`. Boxed: with every backend
+    /// compiled in, a `Tensor` is several times the size of a `TensorData`.
+    Tensor(Box<Tensor<1>>),
     /// Its values, read on the sender's thread; the receiver uploads them.
     Host(TensorData),
 }
@@ -246,7 +247,7 @@ impl RingLink {
             .map(|parts| {
                 parts[send].clone().map(|t| match self.through_host {
                     true => Chunk::Host(t.into_data()),
-                    false => Chunk::Tensor(t),
+                    false => Chunk::Tensor(Box::new(t)),
                 })
             })
             .collect();
