@@ -15,6 +15,8 @@
 //! - [`TowersConfig::accumulation`]: k micro-batches per update, weighed like one batch.
 //! - Failures: a tower that panics or errors ends the step with an [`Error`] naming its device,
 //!   after every tower thread has stopped, and without changing the model.
+//! - Remote devices (`remote` feature): `ws://host:port/index` entries reach the devices a Burn
+//!   `RemoteServer` (the `towers-serve` binary of `burn-towers`) serves on another machine.
 //!
 //! ```no_run
 //! use burn::optim::SgdConfig;

@@ -24,6 +24,12 @@
 //! micro-batches accumulated since the last update are dropped. (With one tower on the model's
 //! own device, which runs on the calling thread without a replica, a batch-norm statistics update
 //! made before the failure stays pending in the model, as it would after a plain Burn step.)
+//!
+//! Every read from a tower's device (the loss, the gradients gathered to the model's device, the
+//! batch-norm statistics, the ring's chunks when a tower is remote) happens on that tower's
+//! thread, so a remote server that goes away fails that tower, by name, rather than the caller.
+//! Writes to a device (uploads, broadcasts) never wait on it. Keep the model on a local device
+//! for this to hold for the update as well.
 
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
