@@ -341,7 +341,11 @@ fn a_server_killed_mid_run_stops_training_naming_it_and_resume_goes_on_without_i
         }
         server.kill();
     });
-    let config = cifar_config(dir.path(), &format!("flex,{remote}"), 10_000);
+    // The remote tower comes first; the model stays on the local device all the same.
+    let config = TrainConfig {
+        parameter_device: Some("flex".into()),
+        ..cifar_config(dir.path(), &format!("{remote},flex"), 10_000)
+    };
     let input = Input::cifar10_train(data.dir()).unwrap();
     let err = within_limit(move || match Trainer::new(config).run(cifar_net, &input) {
         Ok(_) => panic!("training went on without its server"),

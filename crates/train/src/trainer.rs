@@ -354,8 +354,12 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
     ) -> String {
         let c = &self.config;
         let names: Vec<&str> = towers.iter().map(TowerDevice::name).collect();
+        let parameters = match &c.parameter_device {
+            Some(entry) => format!(", model on {entry}"),
+            None => String::new(),
+        };
         format!(
-            "training on {} tower{} ({}), batch {} per step, {} examples per epoch, steps {step}..{}, \
+            "training on {} tower{} ({}){parameters}, batch {} per step, {} examples per epoch, steps {step}..{}, \
              {:?}, learning rate {schedule:?}, train dir {}",
             towers.len(),
             if towers.len() == 1 { "" } else { "s" },
