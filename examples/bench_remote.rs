@@ -20,29 +20,16 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+mod bench_common;
+use bench_common::{cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::Module;
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::{ModuleOptimizer, SgdConfig};
 use burn::server::{RemoteServer, WebSocketTransport};
-use burn::tensor::{Device, Distribution, Tensor};
-use towers_data::HostBatch;
+use burn::tensor::Device;
 use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
 use towers_multigpu::{Reduce, Towers, TowersConfig, parse_devices};
-
-fn sgd() -> ModuleOptimizer {
-    SgdConfig::new()
-        .with_momentum(Some(
-            MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),
-        ))
-        .init()
-}
-
-fn median(mut times: Vec<Duration>) -> f64 {
-    times.sort();
-    times[times.len() / 2].as_secs_f64()
-}
 
 /// A `RemoteServer` serving flex on a loopback port of its own, on a thread that lives as long
 /// as the process (`serve` returns on Ctrl-C or SIGTERM).
@@ -91,22 +78,13 @@ fn counting_relay(target: String, bytes: Arc<AtomicU64>) -> anyhow::Result<Strin
 }
 
 fn main() -> anyhow::Result<()> {
-    let reps: usize = std::env::args()
-        .nth(1)
-        .map(|s| s.parse().expect("REPS must be a number"))
-        .unwrap_or(10);
+    let reps = reps(10);
     let device = Device::flex().autodiff();
     device.seed(0);
     let lr = 0.01;
 
     let n = 128;
-    let images: Vec<f32> =
-        Tensor::<1>::random([n * 3 * 24 * 24], Distribution::Uniform(-1.0, 1.0), &device)
-            .into_data()
-            .try_to_vec()
-            .expect("f32 images");
-    let labels = (0..n).map(|i| (i % 10) as i64).collect();
-    let batch = HostBatch::new(images, labels, [3, 24, 24]);
+    let batch = cifar_batch(n, &device);
     let model = Cifar10Config::new().init(&device);
     let gradient_bytes = model.num_params() as u64 * 4;
     println!(
@@ -136,7 +114,7 @@ fn main() -> anyhow::Result<()> {
         let config = TowersConfig::default().with_reduce(reduce);
         Ok(Towers::new(
             model.clone(),
-            sgd(),
+            momentum_sgd(),
             &parse_devices(list)?,
             config,
         )?)

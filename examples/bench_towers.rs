@@ -14,16 +14,17 @@
 
 use std::time::{Duration, Instant};
 
+mod bench_common;
+use bench_common::{cifar_batch, median, momentum_sgd, reps};
+
 use burn::module::{Module, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::{GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::optim::GradientsParams;
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Distribution, Int, Tensor};
-use towers_data::HostBatch;
 use towers_multigpu::{Reduce, Towers, TowersConfig, all_reduce, parse_devices, reduce_to_device};
 
 /// TF's CIFAR-10 net without local response normalization.
@@ -68,36 +69,14 @@ impl CifarNet {
     }
 }
 
-fn sgd() -> ModuleOptimizer {
-    SgdConfig::new()
-        .with_momentum(Some(
-            MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),
-        ))
-        .init()
-}
-
-fn median(mut times: Vec<Duration>) -> f64 {
-    times.sort();
-    times[times.len() / 2].as_secs_f64()
-}
-
 fn main() -> anyhow::Result<()> {
-    let reps: usize = std::env::args()
-        .nth(1)
-        .map(|s| s.parse().expect("REPS must be a number"))
-        .unwrap_or(15);
+    let reps = reps(15);
     let device = Device::flex().autodiff();
     device.seed(0);
     let lr = 0.01;
 
     let n = 128;
-    let images: Vec<f32> =
-        Tensor::<1>::random([n * 3 * 24 * 24], Distribution::Uniform(-1.0, 1.0), &device)
-            .into_data()
-            .try_to_vec()
-            .expect("f32 images");
-    let labels = (0..n).map(|i| (i % 10) as i64).collect();
-    let batch = HostBatch::new(images, labels, [3, 24, 24]);
+    let batch = cifar_batch(n, &device);
 
     let model = CifarNet::new(&device);
     println!(
@@ -106,7 +85,7 @@ fn main() -> anyhow::Result<()> {
     );
 
     // Plain Burn: what a trainer without towers does each step.
-    let mut plain = Some((model.clone(), sgd()));
+    let mut plain = Some((model.clone(), momentum_sgd()));
     let mut plain_step = || {
         let (mut m, mut optim) = plain.take().expect("model between steps");
         let (x, y) = batch.as_slice().to_tensors(&device);
@@ -129,7 +108,7 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .map(|(_, list, reduce)| {
             let config = TowersConfig::default().with_reduce(*reduce);
-            Towers::new(model.clone(), sgd(), &parse_devices(list)?, config)
+            Towers::new(model.clone(), momentum_sgd(), &parse_devices(list)?, config)
         })
         .collect::<Result<_, _>>()?;
 

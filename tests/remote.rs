@@ -16,8 +16,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig};
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::{GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor};
 use burn_towers::data::HostBatch;
@@ -93,12 +92,13 @@ fn within_limit<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) ->
         .expect("hung, or panicked (see above)")
 }
 
+/// TF/PyTorch momentum SGD (0.9, no dampening), as the trainer builds it.
 fn sgd() -> ModuleOptimizer {
-    SgdConfig::new()
-        .with_momentum(Some(
-            MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),
-        ))
-        .init()
+    OptimizerConfig::Momentum {
+        momentum: 0.9,
+        nesterov: false,
+    }
+    .init()
 }
 
 /// A tiny conv net, with or without batch norm: images `[n, 3, 8, 8]`, 5 classes.

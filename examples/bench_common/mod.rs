@@ -1,0 +1,45 @@
+//! What the tower benchmarks share: their command line, their batch, their optimizer and how
+//! they summarize timings. Included with `mod bench_common;` (a folder, so cargo does not take it
+//! for an example of its own).
+
+use std::time::Duration;
+
+use burn::optim::ModuleOptimizer;
+use burn::tensor::{Device, Distribution, Tensor};
+use towers_data::HostBatch;
+use towers_train::OptimizerConfig;
+
+/// Timed steps per row: the first argument, else `default`.
+pub fn reps(default: usize) -> usize {
+    std::env::args()
+        .nth(1)
+        .map(|s| s.parse().expect("REPS must be a number"))
+        .unwrap_or(default)
+}
+
+/// `n` random CIFAR-sized images (3x24x24, uniform in [-1, 1], drawn on `device`) with labels
+/// cycling over 10 classes.
+pub fn cifar_batch(n: usize, device: &Device) -> HostBatch {
+    let images: Vec<f32> =
+        Tensor::<1>::random([n * 3 * 24 * 24], Distribution::Uniform(-1.0, 1.0), device)
+            .into_data()
+            .try_to_vec()
+            .expect("f32 images");
+    let labels = (0..n).map(|i| (i % 10) as i64).collect();
+    HostBatch::new(images, labels, [3, 24, 24])
+}
+
+/// TF/PyTorch momentum SGD (0.9, no dampening), as the trainer builds it.
+pub fn momentum_sgd() -> ModuleOptimizer {
+    OptimizerConfig::Momentum {
+        momentum: 0.9,
+        nesterov: false,
+    }
+    .init()
+}
+
+/// The median, in seconds.
+pub fn median(mut times: Vec<Duration>) -> f64 {
+    times.sort();
+    times[times.len() / 2].as_secs_f64()
+}
