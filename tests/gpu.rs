@@ -18,45 +18,19 @@
 
 use std::path::Path;
 
-use burn::tensor::Device;
 use burn_towers::data::cifar10::BuiltinCifar10;
-use burn_towers::models::{Cifar10Config, Cifar10Net};
-use burn_towers::train::{
-    Input, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer, read_log,
-};
+use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
+use towers_testing::training::{cifar_net, quick_cifar_config};
 
 /// Relative difference allowed between the losses of a GPU run and the flex run.
 const TOLERANCE: f64 = 1e-4;
-
-fn config(train_dir: &Path, devices: &str, max_steps: u64) -> TrainConfig {
-    TrainConfig {
-        devices: devices.into(),
-        batch_size: 16,
-        reader_threads: Some(2),
-        max_steps,
-        optimizer: OptimizerConfig::Momentum {
-            momentum: 0.9,
-            nesterov: false,
-        },
-        learning_rate: LrScheduleConfig::Constant { value: 0.01 },
-        checkpoint_every: 2,
-        log_every: 1,
-        train_dir: train_dir.to_path_buf(),
-        seed: 5,
-        ..TrainConfig::cifar10()
-    }
-}
-
-fn net(device: &Device) -> Cifar10Net {
-    Cifar10Config::new().init(device)
-}
 
 /// Trains as `config` says and returns the logged `(step, loss)` pairs of the whole directory.
 fn train(config: TrainConfig, data: &BuiltinCifar10) -> Vec<(u64, f64)> {
     let dir = config.train_dir.clone();
     Trainer::new(config)
-        .run(net, &Input::cifar10_train(data.dir()).unwrap())
+        .run(cifar_net, &Input::cifar10_train(data.dir()).unwrap())
         .unwrap();
     read_log(&dir.join(burn_towers::train::LOG_FILE))
         .unwrap()
@@ -86,25 +60,25 @@ fn cifar10_trains_on_a_gpu_and_resumes_on_another_device_list() {
     };
     let data = BuiltinCifar10::create(64, 16, 3).unwrap();
     let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
-    let flex = train(config(dirs[0].path(), "flex", 3), &data);
+    let flex = train(quick_cifar_config(dirs[0].path(), "flex", 3), &data);
     assert_eq!(flex.len(), 3);
     assert!(
         flex[0].1 > 2.0 && flex[0].1 < 2.6,
         "a fresh 10-class net: {flex:?}"
     );
 
-    let alone = train(config(dirs[1].path(), &gpu.entry, 3), &data);
+    let alone = train(quick_cifar_config(dirs[1].path(), &gpu.entry, 3), &data);
     assert_track(&alone, &flex, &gpu.entry);
     let mixed_list = gpu.list("flex,GPU");
-    let mixed = train(config(dirs[2].path(), &mixed_list, 3), &data);
+    let mixed = train(quick_cifar_config(dirs[2].path(), &mixed_list, 3), &data);
     assert_track(&mixed, &flex, &mixed_list);
 
     // Two steps on flex,GPU (a checkpoint at step 2), then resume on the GPU alone.
-    let first = train(config(dirs[3].path(), &mixed_list, 2), &data);
+    let first = train(quick_cifar_config(dirs[3].path(), &mixed_list, 2), &data);
     assert_track(&first, &flex[..2], "before the checkpoint");
     let resumed = TrainConfig {
         resume: true,
-        ..config(dirs[3].path(), &gpu.entry, 3)
+        ..quick_cifar_config(dirs[3].path(), &gpu.entry, 3)
     };
     let all = train(resumed, &data);
     assert_track(&all, &flex, "resumed on the GPU alone");

@@ -5,6 +5,7 @@
 //! - [`compare`]: parameters as flat vectors and comparisons with a stated tolerance.
 //! - [`reference`]: plain single-device Burn steps, the independent computation towers must equal.
 //! - [`towers`]: towers trained and checked against the reference.
+//! - [`training`]: short CIFAR-10 training runs.
 //! - [`gpu`]: the GPU tests' device (wgpu, or `TOWERS_GPU_DEVICE`), skipped loudly where there is
 //!   none (never in CI).
 
@@ -14,6 +15,7 @@ pub mod gpu;
 pub mod nets;
 pub mod reference;
 pub mod towers;
+pub mod training;
 
 /// Runs `f` on a thread of its own and fails the test if it takes longer than `seconds`.
 pub fn within<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
