@@ -35,9 +35,9 @@ pub struct Cifar10Format;
 impl RecordFormat for Cifar10Format {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
         let size = std::fs::metadata(path)
-            .map_err(|source| Error::Io {
+            .map_err(|error| Error::Io {
                 path: path.to_path_buf(),
-                source,
+                error,
             })?
             .len();
         let record = RECORD_BYTES as u64;
@@ -148,9 +148,9 @@ fn scale(mut image: Image, factor: f32) -> Image {
 /// files with `train_per_file` records each and `test_batch.bin` with `test` records, classes
 /// in turn. Same `seed`, same bytes.
 pub fn write_synthetic(dir: &Path, train_per_file: usize, test: usize, seed: u64) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+    std::fs::create_dir_all(dir).map_err(|error| Error::Io {
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
     let mut rng = Rng::seed_from_u64(seed);
     let counts = TRAIN_FILES
@@ -173,7 +173,7 @@ pub fn write_synthetic(dir: &Path, train_per_file: usize, test: usize, seed: u64
             })
             .collect();
         let path = dir.join(name);
-        std::fs::write(&path, bytes).map_err(|source| Error::Io { path, source })?;
+        std::fs::write(&path, bytes).map_err(|error| Error::Io { path, error })?;
     }
     Ok(())
 }
@@ -191,9 +191,9 @@ impl BuiltinCifar10 {
         let dir = tempfile::Builder::new()
             .prefix("towers-cifar10-")
             .tempdir()
-            .map_err(|source| Error::Io {
+            .map_err(|error| Error::Io {
                 path: std::env::temp_dir(),
-                source,
+                error,
             })?;
         write_synthetic(dir.path(), train_per_file, test, seed)?;
         Ok(Self { dir })

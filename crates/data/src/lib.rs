@@ -13,6 +13,7 @@ mod batch;
 pub mod cifar10;
 pub mod codec;
 mod coordinator;
+mod corrupt_records;
 mod error;
 mod format;
 mod image;
@@ -30,6 +31,7 @@ pub mod transforms;
 
 pub use batch::{BatchSlice, HostBatch, split_sizes};
 pub use coordinator::{CoordinatedThread, Coordinator};
+pub use corrupt_records::{CorruptRecords, RecordCount};
 pub use error::{Error, Result};
 pub use format::{BoundingBox, Example, RecordFormat, RecordSpan};
 pub use image::Image;

@@ -31,13 +31,26 @@ const FOOTER: usize = 4;
 /// CRC footer. A bad length CRC or a record running past the end of the file is an error
 /// naming the file, the record and its offset.
 pub fn index(path: &Path) -> Result<Vec<RecordSpan>> {
-    let io = |source| Error::Io {
+    let io = |error| Error::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let file = File::open(path).map_err(io)?;
     let size = file.metadata().map_err(io)?.len();
-    let mut reader = BufReader::new(file);
+    index_reader(BufReader::new(file), size, path)
+}
+
+/// [`index`] of the `size` bytes of `reader`; `path` names them in errors. Memory grows with
+/// the records found, never with a length field: a length past the end is an error.
+pub fn index_reader(
+    mut reader: impl Read + Seek,
+    size: u64,
+    path: &Path,
+) -> Result<Vec<RecordSpan>> {
+    let io = |error| Error::Io {
+        path: path.to_path_buf(),
+        error,
+    };
     let mut spans = Vec::new();
     let mut offset = 0u64;
     while offset < size {
@@ -63,12 +76,16 @@ pub fn index(path: &Path) -> Result<Vec<RecordSpan>> {
             return Err(bad("bad length CRC: not a TFRecord file, or corrupt".into()));
         }
         let len = u64::from_le_bytes(len_bytes);
-        let end = offset + HEADER as u64 + len + FOOTER as u64;
-        if end > size {
+        // Checked: a corrupt length (up to 2^64 - 1) must not wrap around.
+        let end = (offset + HEADER as u64)
+            .checked_add(len)
+            .and_then(|end| end.checked_add(FOOTER as u64))
+            .filter(|&end| end <= size);
+        let Some(end) = end else {
             return Err(bad(format!(
                 "truncated: record of {len} bytes runs past the end of the {size}-byte file"
             )));
-        }
+        };
         spans.push(RecordSpan {
             offset: offset + HEADER as u64,
             len: len as usize + FOOTER,
@@ -233,5 +250,29 @@ mod tests {
                 .to_string()
                 .contains("truncated header")
         );
+    }
+
+    /// A length of 2^60 (and 2^64 - 1) with a valid length CRC: an error naming the record,
+    /// neither an overflow nor an allocation of that size.
+    #[test]
+    fn a_huge_length_is_an_error_not_an_allocation() {
+        for len in [1u64 << 60, u64::MAX] {
+            let mut bytes = hand_framed(b"fine");
+            let len = len.to_le_bytes();
+            bytes.extend_from_slice(&len);
+            bytes.extend_from_slice(&masked_crc(&len).to_le_bytes());
+            bytes.extend_from_slice(b"some data");
+            let msg = index_reader(
+                std::io::Cursor::new(&bytes),
+                bytes.len() as u64,
+                "f".as_ref(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                msg.contains("record 1") && msg.contains("runs past the end"),
+                "{msg}"
+            );
+        }
     }
 }

@@ -28,8 +28,8 @@ mod schedule;
 mod stop;
 mod trainer;
 
-pub use checkpoint::Checkpoint;
-pub use checkpoint_dir::CheckpointDir;
+pub use checkpoint::{Checkpoint, Integrity};
+pub use checkpoint_dir::{CheckpointDir, Restored};
 pub use cli::TrainArgs;
 pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
 pub use ema::MovingAverage;
