@@ -66,13 +66,13 @@ fn edit() -> impl Strategy<Value = Edit> {
         Just(Encoding::Varint),
     ];
     prop_oneof![
-        3 => (at.clone(), 0u8..8).prop_map(|(at, bit)| Edit::FlipBit { at, bit }),
-        2 => (at.clone(), any::<u8>()).prop_map(|(at, value)| Edit::SetByte { at, value }),
-        2 => (at.clone(), select(&INTERESTING[..]), encoding)
+        3 => (at, 0u8..8).prop_map(|(at, bit)| Edit::FlipBit { at, bit }),
+        2 => (at, any::<u8>()).prop_map(|(at, value)| Edit::SetByte { at, value }),
+        2 => (at, select(&INTERESTING[..]), encoding)
             .prop_map(|(at, value, encoding)| Edit::Interesting { at, value, encoding }),
-        1 => (at.clone(), vec(any::<u8>(), 1..16)).prop_map(|(at, bytes)| Edit::Insert { at, bytes }),
-        1 => (at.clone(), 1usize..64).prop_map(|(at, len)| Edit::Remove { at, len }),
-        1 => (at.clone(), at.clone(), 1usize..64).prop_map(|(from, to, len)| Edit::Copy { from, to, len }),
+        1 => (at, vec(any::<u8>(), 1..16)).prop_map(|(at, bytes)| Edit::Insert { at, bytes }),
+        1 => (at, 1usize..64).prop_map(|(at, len)| Edit::Remove { at, len }),
+        1 => (at, at, 1usize..64).prop_map(|(from, to, len)| Edit::Copy { from, to, len }),
         1 => at.prop_map(|at| Edit::Truncate { at }),
     ]
 }

@@ -370,6 +370,34 @@ mod tests {
         }
     }
 
+    /// Lengths in a header are checked against the file before anything is allocated or
+    /// added up: 2^60-byte sections, and two whose sum overflows 64 bits, are errors.
+    #[test]
+    fn huge_lengths_in_a_header_are_errors() {
+        let path = Path::new("model.ckpt-1");
+        for sizes in [vec![1u64 << 60], vec![1 << 63, 1 << 63]] {
+            let sections: Vec<_> = sizes
+                .iter()
+                .map(|&bytes| serde_json::json!({"name": "model", "bytes": bytes}))
+                .collect();
+            let header = serde_json::json!({"step": 1, "sections": sections, "config": null});
+            let header = serde_json::to_vec(&header).unwrap();
+            let mut file = MAGIC_UNCHECKED.to_vec();
+            file.extend_from_slice(&(header.len() as u64).to_le_bytes());
+            file.extend_from_slice(&header);
+            file.extend_from_slice(b"a few bytes of section");
+            let msg = Checkpoint::from_bytes(&file, path).unwrap_err().to_string();
+            assert!(msg.contains("truncated or corrupt"), "{sizes:?}: {msg}");
+        }
+        let mut file = MAGIC.to_vec();
+        file.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        file.extend_from_slice(b"{}");
+        let crc = crc32c::crc32c(&file);
+        file.extend_from_slice(&crc.to_le_bytes());
+        let msg = Checkpoint::from_bytes(&file, path).unwrap_err().to_string();
+        assert!(msg.contains("truncated header"), "{msg}");
+    }
+
     /// `first-format.ckpt` was written by `Checkpoint::save` before checksums (commit
     /// 8d7b2a6, magic `BTOWCKPT`) from a 3-to-2 `Linear` with weights `0.1 * i` and biases
     /// `-0.5, 0.5`, step 42, config `{"seed": 9}`, no averages.

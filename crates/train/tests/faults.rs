@@ -169,6 +169,7 @@ fn writes_cut_off_after_n_bytes_leave_the_previous_checkpoint_and_no_temporary()
             "limit {blocks} blocks: {stdout}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        print_child_errors(&stdout);
         assert_eq!(Checkpoint::load(&ckpts.path(1)).unwrap().step, 1);
         let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
         assert_eq!(steps, [1], "limit {blocks} blocks");
@@ -252,6 +253,14 @@ fn a_full_disk_stops_training_with_an_error_naming_the_file() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    print_child_errors(&stdout);
+}
+
+/// The errors a child met, for `--nocapture` readers.
+fn print_child_errors(stdout: &str) {
+    for line in stdout.lines().filter(|l| l.contains(" error: ")) {
+        println!("{line}");
+    }
 }
 
 /// Record 3 of every training file gets label 200: with `skip_corrupt_records` the run goes

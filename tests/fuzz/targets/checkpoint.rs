@@ -32,7 +32,7 @@ fn seeds() -> Vec<Vec<u8>> {
 }
 
 /// Sets the CRC32C trailer to match the content, so the parser under the checksum is reached.
-fn fix_checksum(bytes: &mut Vec<u8>) {
+fn fix_checksum(bytes: &mut [u8]) {
     if bytes.starts_with(b"BTOWCKP2") && bytes.len() >= 20 {
         let split = bytes.len() - 4;
         let crc = crc32c::crc32c(&bytes[..split]);
