@@ -2,7 +2,8 @@
 //!
 //! - [`Queue`]: bounded blocking FIFO / shuffle queues with close and cancel.
 //! - [`Coordinator`] and [`QueueRunner`]: threads that stop together and report the first error.
-//! - [`Pipeline`]: record cursor -> reader threads -> example queue -> batcher -> prefetch queue.
+//! - [`Pipeline`]: record cursor -> reader threads -> example queue -> batcher -> prefetch queue;
+//!   [`CorruptRecords`] says whether a record that fails to decode stops it or is skipped.
 //! - [`RecordFormat`] readers: [`cifar10`] binary files, [`inception`] TFRecord shards of
 //!   `tf.train.Example`s ([`tfrecord`], [`tf_example`]), [`image_folder`]s; [`codec`] decodes
 //!   JPEG and PNG; [`transforms`] are the TF image ops of both trainers.

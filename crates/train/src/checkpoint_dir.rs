@@ -247,6 +247,24 @@ mod tests {
     }
 
     #[test]
+    fn a_first_format_checkpoint_resumes_with_a_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/first-format.ckpt");
+        std::fs::copy(fixture, dir.path().join("model.ckpt-42")).unwrap();
+        let restored = CheckpointDir::new(dir.path(), 5)
+            .load_newest_valid()
+            .unwrap()
+            .unwrap();
+        assert_eq!(restored.integrity, Integrity::Unchecked);
+        let notes = restored.notes();
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].contains("model.ckpt-42 predates checkpoint checksums"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
     fn no_valid_checkpoint_is_an_error_naming_each_and_renames_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let ckpts = CheckpointDir::new(dir.path(), 5);

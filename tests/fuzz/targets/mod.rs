@@ -6,6 +6,7 @@ mod config;
 mod devices;
 mod example;
 mod image;
+mod records;
 mod tfrecord;
 
 use std::path::Path;
