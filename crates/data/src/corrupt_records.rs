@@ -46,6 +46,11 @@ impl CorruptTally {
         }
     }
 
+    /// Whether bad records are skipped.
+    pub fn skips(&self) -> bool {
+        matches!(self.policy, CorruptRecords::Skip { .. })
+    }
+
     pub fn count(&self) -> RecordCount {
         RecordCount {
             read: self.read.load(Ordering::SeqCst),

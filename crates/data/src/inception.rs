@@ -17,7 +17,7 @@ pub use crate::transforms::{InceptionEval, InceptionTrain};
 use crate::atomic_file::AtomicFile;
 use crate::codec::{decode_image, encode_jpeg};
 use crate::error::{Error, Result};
-use crate::format::{BoundingBox, Example, RecordFormat, RecordSpan};
+use crate::format::{BoundingBox, Example, PartialIndex, RecordFormat, RecordSpan};
 use crate::synthetic::synthetic_image;
 use crate::tf_example::ImageRecord;
 use crate::tfrecord::{self, TfRecordWriter};
@@ -52,6 +52,10 @@ impl TfExampleFormat {
 impl RecordFormat for TfExampleFormat {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
         tfrecord::index(path)
+    }
+
+    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
+        tfrecord::index_partial(path)
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {

@@ -34,7 +34,7 @@ pub use batch::{BatchSlice, HostBatch, split_sizes};
 pub use coordinator::{CoordinatedThread, Coordinator};
 pub use corrupt_records::{CorruptRecords, RecordCount};
 pub use error::{Error, Result};
-pub use format::{BoundingBox, Example, RecordFormat, RecordSpan};
+pub use format::{BoundingBox, Example, PartialIndex, RecordFormat, RecordSpan};
 pub use image::Image;
 pub use pipeline::{FinalBatch, Pipeline, PipelineConfig, QueueFill, ShuffleConfig};
 pub use queue::{Queue, QueueError};

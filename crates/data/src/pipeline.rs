@@ -211,6 +211,7 @@ impl Pipeline {
             return Err(Error::Config("no input files".into()));
         }
         let coord = Coordinator::new();
+        let tally = Arc::new(CorruptTally::new(config.corrupt_records));
         let cursor = Arc::new(RecordCursor::new(
             Arc::new(files),
             Arc::clone(&format),
@@ -219,6 +220,7 @@ impl Pipeline {
                 shuffle_files: config.shuffle_files,
                 seed: config.seed,
             },
+            Arc::clone(&tally),
         ));
         let examples = Arc::new(match config.shuffle {
             Some(s) => Queue::shuffle(s.capacity, s.min_after_dequeue, config.seed),
@@ -233,7 +235,6 @@ impl Pipeline {
             coord.on_stop(move || gate.cancel());
         }
 
-        let tally = Arc::new(CorruptTally::new(config.corrupt_records));
         let reader = Reader {
             cursor,
             format,

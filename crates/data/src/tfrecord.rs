@@ -13,7 +13,7 @@ use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::format::RecordSpan;
+use crate::format::{PartialIndex, RecordSpan};
 
 /// TF's CRC mask: rotate right by 15 bits and add a constant, so that a CRC of data that
 /// itself contains CRCs stays well distributed.
@@ -31,22 +31,41 @@ const FOOTER: usize = 4;
 /// CRC footer. A bad length CRC or a record running past the end of the file is an error
 /// naming the file, the record and its offset.
 pub fn index(path: &Path) -> Result<Vec<RecordSpan>> {
+    complete(index_partial(path)?)
+}
+
+/// [`index`], keeping the records before a framing error (see [`PartialIndex`]); only an I/O
+/// error is an `Err`.
+pub fn index_partial(path: &Path) -> Result<PartialIndex> {
     let io = |error| Error::Io {
         path: path.to_path_buf(),
         error,
     };
     let file = File::open(path).map_err(io)?;
     let size = file.metadata().map_err(io)?.len();
-    index_reader(BufReader::new(file), size, path)
+    index_partial_reader(BufReader::new(file), size, path)
 }
 
 /// [`index`] of the `size` bytes of `reader`; `path` names them in errors. Memory grows with
 /// the records found, never with a length field: a length past the end is an error.
-pub fn index_reader(
+pub fn index_reader(reader: impl Read + Seek, size: u64, path: &Path) -> Result<Vec<RecordSpan>> {
+    complete(index_partial_reader(reader, size, path)?)
+}
+
+/// The spans, or the framing error.
+fn complete(index: PartialIndex) -> Result<Vec<RecordSpan>> {
+    match index.broken {
+        Some(error) => Err(error),
+        None => Ok(index.spans),
+    }
+}
+
+/// [`index_partial`] of the `size` bytes of `reader`.
+fn index_partial_reader(
     mut reader: impl Read + Seek,
     size: u64,
     path: &Path,
-) -> Result<Vec<RecordSpan>> {
+) -> Result<PartialIndex> {
     let io = |error| Error::Io {
         path: path.to_path_buf(),
         error,
@@ -63,17 +82,22 @@ pub fn index_reader(
         match reader.read_exact(&mut header) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                return Err(bad(format!(
-                    "truncated header: {} bytes left",
-                    size - offset
-                )));
+                let broken = bad(format!("truncated header: {} bytes left", size - offset));
+                return Ok(PartialIndex {
+                    spans,
+                    broken: Some(broken),
+                });
             }
             Err(e) => return Err(io(e)),
         }
         let len_bytes: [u8; 8] = header[..8].try_into().expect("8 bytes");
         let stored = u32::from_le_bytes(header[8..].try_into().expect("4 bytes"));
         if masked_crc(&len_bytes) != stored {
-            return Err(bad("bad length CRC: not a TFRecord file, or corrupt".into()));
+            let broken = bad("bad length CRC: not a TFRecord file, or corrupt".into());
+            return Ok(PartialIndex {
+                spans,
+                broken: Some(broken),
+            });
         }
         let len = u64::from_le_bytes(len_bytes);
         // Checked: a corrupt length (up to 2^64 - 1) must not wrap around.
@@ -82,9 +106,13 @@ pub fn index_reader(
             .and_then(|end| end.checked_add(FOOTER as u64))
             .filter(|&end| end <= size);
         let Some(end) = end else {
-            return Err(bad(format!(
+            let broken = bad(format!(
                 "truncated: record of {len} bytes runs past the end of the {size}-byte file"
-            )));
+            ));
+            return Ok(PartialIndex {
+                spans,
+                broken: Some(broken),
+            });
         };
         spans.push(RecordSpan {
             offset: offset + HEADER as u64,
@@ -93,7 +121,10 @@ pub fn index_reader(
         reader.seek(SeekFrom::Start(end)).map_err(io)?;
         offset = end;
     }
-    Ok(spans)
+    Ok(PartialIndex {
+        spans,
+        broken: None,
+    })
 }
 
 /// The data of one record, given the bytes of its span (data + CRC footer); a data CRC

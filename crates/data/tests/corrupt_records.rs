@@ -119,3 +119,53 @@ fn more_than_the_budget_stops_the_run() {
     );
     assert!(count.skipped >= 2, "{count:?}");
 }
+
+/// By default a file cut short stops the run naming file and record; with skipping, its whole
+/// records before the cut are read and the cut counts as one skipped record.
+fn check_cut_file(format: impl RecordFormat + Copy + 'static, file: &Path, whole: usize) {
+    let (result, _) = labels(format, vec![file.to_path_buf()], CorruptRecords::Fail);
+    let msg = result.unwrap_err().to_string();
+    let name = file.file_name().unwrap().to_string_lossy();
+    assert!(msg.contains(&*name) && msg.contains("truncated"), "{msg}");
+    let skip = CorruptRecords::Skip { max_fraction: 0.1 };
+    let (result, count) = labels(format, vec![file.to_path_buf()], skip);
+    let want: Vec<i64> = (0..whole as i64).map(|i| i % 10).collect();
+    assert_eq!(result.unwrap(), want);
+    let read = whole as u64 + 1;
+    assert_eq!(count, RecordCount { read, skipped: 1 });
+}
+
+#[test]
+fn a_shard_cut_short_keeps_its_whole_records_when_skipping() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = Image::from_hwc(vec![0.25; 4 * 4 * 3], 4, 4, 3);
+    let framed: Vec<Vec<u8>> = (0..40)
+        .map(|i| {
+            let record = ImageRecord {
+                encoded: encode_png(&image),
+                label: i % 10,
+                ..ImageRecord::default()
+            };
+            let mut writer = TfRecordWriter::new(Vec::new());
+            writer.write(&record.encode()).unwrap();
+            writer.into_inner().unwrap()
+        })
+        .collect();
+    // Cut 20 bytes into record 30.
+    let cut = framed[..30].iter().map(Vec::len).sum::<usize>() + 20;
+    let shard = dir.path().join("train-00000-of-00001");
+    std::fs::write(&shard, &framed.concat()[..cut]).unwrap();
+    check_cut_file(TfExampleFormat::new(10), &shard, 30);
+}
+
+#[test]
+fn a_cifar_file_cut_short_keeps_its_whole_records_when_skipping() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = Image::from_hwc(vec![9.0; 32 * 32 * 3], 32, 32, 3);
+    let bytes: Vec<u8> = (0..10u8)
+        .flat_map(|i| cifar10::encode_record(&image, i))
+        .collect();
+    let file = dir.path().join("data_batch_1.bin");
+    std::fs::write(&file, &bytes[..7 * cifar10::RECORD_BYTES + 100]).unwrap();
+    check_cut_file(Cifar10Format, &file, 7);
+}
