@@ -14,7 +14,7 @@ use clap::Parser;
 use burn_towers::models::Cifar10Config;
 use burn_towers::multigpu::parse_devices;
 use burn_towers::train::{
-    Checkpoint, CheckpointDir, Input, TrainConfig, builtin_cifar10, evaluate, load_into,
+    Checkpoint, CheckpointDir, Input, TrainConfig, builtin_cifar10, evaluate, load_into, parse_args,
 };
 
 #[derive(Parser)]
@@ -44,7 +44,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args: Args = parse_args();
     let path = match &args.checkpoint {
         Some(path) => path.clone(),
         None => CheckpointDir::new(&args.train_dir, 1)

@@ -19,7 +19,9 @@ use burn_towers::data::image_folder::ImageFolder;
 use burn_towers::data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
 use burn_towers::data::transforms::InceptionTrain;
 use burn_towers::models::InceptionV3Config;
-use burn_towers::train::{Input, LrScheduleConfig, StopFlag, TrainArgs, TrainConfig, Trainer};
+use burn_towers::train::{
+    Input, LrScheduleConfig, StopFlag, TrainArgs, TrainConfig, Trainer, parse_args,
+};
 
 #[derive(Parser)]
 #[command(about = "Train Inception v3 on towers")]
@@ -38,7 +40,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args: Args = parse_args();
     // A first run on a laptop CPU: a few logged steps and a checkpoint in a couple of minutes.
     let mut defaults = TrainConfig {
         batch_size: 8,

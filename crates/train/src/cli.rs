@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use clap::{Arg, ArgAction, Parser};
+
 use crate::config::TrainConfig;
 use crate::error::Result;
 
@@ -101,10 +103,34 @@ impl TrainArgs {
     }
 }
 
+/// Parses the command line into `A`, adding `--list-devices` to it: that flag prints every
+/// backend and the devices it sees ([`towers_multigpu::list_devices`]), then exits, whatever
+/// else the command requires. Every example and `towers-serve` parse their flags with it.
+pub fn parse_args<A: Parser>() -> A {
+    if std::env::args().skip(1).any(|a| a == "--list-devices") {
+        print_devices();
+        std::process::exit(0);
+    }
+    let command = A::command().arg(
+        Arg::new("list-devices")
+            .long("list-devices")
+            .action(ArgAction::SetTrue)
+            .help("Print the backends and devices this build can use, then exit"),
+    );
+    A::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
+}
+
+/// Prints what `--list-devices` shows.
+pub fn print_devices() {
+    println!("Backends and devices (`--devices` takes the entries of the middle column):");
+    for backend in towers_multigpu::list_devices() {
+        println!("{backend}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     #[derive(Parser)]
     struct Cli {

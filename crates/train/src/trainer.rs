@@ -11,7 +11,7 @@
 //! # Reproducibility
 //!
 //! With one seed, a run gives the same losses whatever the number of towers (up to float
-//! rounding) and reader threads: the model is initialized from the seed on the first device,
+//! rounding), backends and reader threads: the model is initialized from the seed on the CPU,
 //! the input pipeline is deterministic, and the towers average to the full-batch gradient.
 //! A resumed run continues with the batches, optimizer state, averages and learning rate an
 //! uninterrupted run would have had; the device generators are reseeded from the seed and the
@@ -415,14 +415,26 @@ pub fn load_into<M: Module>(model: M, record: burn::store::ModuleRecord, path: &
 /// seed them, so that no run reseeds a generator while another draws its initial weights.
 static DEVICE_RNG: Mutex<()> = Mutex::new(());
 
-/// Builds the model with the device generator seeded, and draws every lazily initialized
-/// weight at once, in module order, so the weights depend on the seed alone.
+/// Builds the model with a generator seeded, and draws every lazily initialized weight at once,
+/// in module order, so the weights depend on the seed alone.
+///
+/// The weights are drawn on the host's CPU backend (flex) when this build has it, then moved to
+/// `device`: GPU generators draw other numbers from the same seed, and a run must start from the
+/// same weights on `flex`, `wgpu` or `flex,wgpu`. Without flex, they are drawn on `device`.
 fn init_seeded<M: Module>(init: impl FnOnce(&Device) -> M, device: &Device, seed: u64) -> M {
+    let host = match "flex".parse::<TowerDevice>() {
+        Ok(flex) => flex.device().clone().autodiff(),
+        Err(_) => device.clone(),
+    };
     let _guard = DEVICE_RNG.lock().unwrap_or_else(PoisonError::into_inner);
-    device.seed(seed);
-    let model = init(device);
+    host.seed(seed);
+    let model = init(&host);
     model.visit(&mut Materialize);
-    model
+    if &host == device {
+        model
+    } else {
+        model.fork(device)
+    }
 }
 
 struct Materialize;
