@@ -799,11 +799,11 @@ where
             Ok(Ok(Err(Failure::PeerGone))) => ring_broken = ring_broken.or(Some(i)),
             Ok(Ok(Err(Failure::Failed(message)))) => return Err(tower_failed(i, tower, message)),
             Ok(Err(panic)) => return Err(tower_panicked(i, tower, panic)),
-            Err(source) => {
+            Err(error) => {
                 return Err(Error::Spawn {
                     tower: i,
                     device: tower.name().to_string(),
-                    source,
+                    error,
                 });
             }
         }

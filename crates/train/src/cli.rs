@@ -42,9 +42,16 @@ pub struct TrainArgs {
     /// Input reader threads (default: 4 per tower).
     #[arg(long)]
     pub reader_threads: Option<usize>,
-    /// Continue from the newest checkpoint in the train directory.
+    /// Continue from the newest valid checkpoint in the train directory.
     #[arg(long)]
     pub resume: bool,
+    /// Checkpoints kept in the train directory, the newest (TF's `max_to_keep`; default 5).
+    #[arg(long)]
+    pub keep_checkpoints: Option<usize>,
+    /// Skip training records that fail to decode, with a warning each, until more than
+    /// FRACTION of the records read were (default 0.01); without it the first stops the run.
+    #[arg(long, value_name = "FRACTION", num_args = 0..=1, default_missing_value = "0.01")]
+    pub skip_corrupt_records: Option<f64>,
     /// A JSON (`.json`) or TOML file of settings (see `TrainConfig`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -83,6 +90,12 @@ impl TrainArgs {
         }
         if let Some(v) = self.reader_threads {
             c.reader_threads = Some(v);
+        }
+        if let Some(v) = self.keep_checkpoints {
+            c.keep_checkpoints = v;
+        }
+        if let Some(v) = self.skip_corrupt_records {
+            c.skip_corrupt_records = Some(v);
         }
         c.resume |= self.resume;
         c.validate()?;
@@ -144,6 +157,17 @@ mod tests {
         assert_eq!((c.batch_size, c.max_steps, c.seed), (64, 20, 3));
         assert_eq!(c.devices, "flex,flex");
         assert!(c.resume);
+        assert_eq!(c.skip_corrupt_records, None);
+        let skip = |args: &[&str]| {
+            let cli = Cli::parse_from([&["x"], args].concat());
+            cli.train
+                .config(TrainConfig::cifar10())
+                .unwrap()
+                .skip_corrupt_records
+        };
+        assert_eq!(skip(&["--skip-corrupt-records"]), Some(0.01));
+        assert_eq!(skip(&["--skip-corrupt-records", "0.05"]), Some(0.05));
+        assert_eq!(skip(&["--keep-checkpoints", "2"]), None);
         assert_eq!(c.log_every, TrainConfig::cifar10().log_every);
     }
 
