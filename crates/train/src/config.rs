@@ -10,6 +10,7 @@ use towers_multigpu::{BatchNormSync, Reduce, TowersConfig};
 use crate::error::{Error, Result};
 use crate::optimizer::OptimizerConfig;
 use crate::schedule::LrScheduleConfig;
+use crate::summary::SummaryConfig;
 
 /// Everything a training run needs to know.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,6 +61,9 @@ pub struct TrainConfig {
     pub replay_input_on_resume: bool,
     /// How the towers reduce gradients and keep batch-norm statistics in step.
     pub towers: TowersSection,
+    /// What goes to TensorBoard's event file in `train_dir`, and when.
+    #[serde(default)]
+    pub summaries: SummaryConfig,
 }
 
 /// [`TrainConfig::towers`]: the settings of [`towers_multigpu::TowersConfig`].
@@ -150,6 +154,7 @@ impl TrainConfig {
             resume: false,
             replay_input_on_resume: true,
             towers: TowersSection::default(),
+            summaries: SummaryConfig::default(),
         }
     }
 
@@ -212,7 +217,7 @@ impl TrainConfig {
         if !(0.0..1.0).contains(&self.moving_average_decay) {
             return fail("moving_average_decay must be in [0, 1)");
         }
-        Ok(())
+        self.summaries.validate()
     }
 
     /// Examples consumed by one update.
