@@ -50,8 +50,10 @@ def check(run_dir, want_scalars, want_pictures):
             ok = False
     histograms = tags["histograms"]
     gradients = [t for t in histograms if t.endswith("/gradients")]
-    print(f"histogram {len(histograms) - len(gradients)} weights, {len(gradients)} gradients")
-    for tag in histograms[:2] + gradients[:2]:
+    weights = [t for t in histograms if t not in gradients]
+    if histograms:
+        print(f"histogram {len(weights)} weights, {len(gradients)} gradients")
+    for tag in weights[:2] + gradients[:2]:
         events = acc.Histograms(tag)
         last = events[-1].histogram_value
         print(f"histogram {tag:34} {steps_text([e.step for e in events])}, "

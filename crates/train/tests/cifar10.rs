@@ -324,7 +324,7 @@ fn the_event_files_hold_each_steps_scalars_histograms_and_images_across_a_resume
             Some(What::SessionLog(log)) => {
                 assert_eq!(
                     (log.status, head[1].step),
-                    (SessionStatus::Start as i32, start as i64)
+                    (SessionStatus::Start as i32, start as i64 + 1)
                 )
             }
             other => panic!("{other:?}"),

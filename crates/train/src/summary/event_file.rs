@@ -77,7 +77,8 @@ impl EventWriter {
     }
 
     /// Says that a session (re)started at `step`: TensorBoard then drops what earlier files
-    /// wrote for `step` and later, so a resumed run continues one curve.
+    /// wrote for `step` and later, so a resumed run continues one curve (TF's Supervisor wrote
+    /// it on every start).
     pub fn session_start(&mut self, step: u64) -> Result<()> {
         self.write(&Event {
             wall_time: wall_time(),

@@ -57,7 +57,7 @@ fn a_written_file_reads_back_field_by_field() {
         .parse()
         .unwrap();
     assert!(secs as f64 >= before.floor() && secs as f64 <= now());
-    assert_eq!(event_files(dir.path()).unwrap(), [path.clone()]);
+    assert_eq!(event_files(dir.path()).unwrap(), vec![path.clone()]);
 
     let events = read_events(&path).unwrap();
     assert_eq!(events.len(), 4);

@@ -109,13 +109,15 @@ pub(crate) struct TrainSummaries {
 }
 
 impl TrainSummaries {
-    /// A new event file in `dir` for a run starting after `step`, unless summaries are off.
+    /// A new event file in `dir` for a run starting after `step`, unless summaries are off. Its
+    /// session start at `step + 1` makes TensorBoard drop what an earlier run wrote for that
+    /// step and later: what a crashed run wrote after its last checkpoint (at `step`).
     pub fn open(config: &SummaryConfig, dir: &Path, step: u64, max_steps: u64) -> Result<Self> {
         let writer = match config.enabled {
             true => {
                 let flush = Duration::from_secs_f64(config.flush_secs);
                 let mut writer = EventWriter::create(dir, flush)?;
-                writer.session_start(step)?;
+                writer.session_start(step + 1)?;
                 Some(writer)
             }
             false => None,
@@ -134,7 +136,7 @@ impl TrainSummaries {
 
     fn due(&self, step: u64, every: u64) -> bool {
         self.writer.is_some()
-            && (step % every == 0 || step == self.first_step + 1 || step == self.max_steps)
+            && (step.is_multiple_of(every) || step == self.first_step + 1 || step == self.max_steps)
     }
 
     /// Before each batch of step `step` goes to the towers: on the step's first batch, the
