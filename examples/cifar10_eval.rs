@@ -13,6 +13,7 @@ use clap::Parser;
 
 use burn_towers::models::Cifar10Config;
 use burn_towers::multigpu::parse_devices;
+use burn_towers::train::summary::write_precision;
 use burn_towers::train::{
     Checkpoint, CheckpointDir, Input, TrainConfig, builtin_cifar10, evaluate, load_into, parse_args,
 };
@@ -41,6 +42,9 @@ struct Args {
     /// Evaluate the trained weights, not their moving averages.
     #[arg(long)]
     raw_weights: bool,
+    /// Where precision_at_1 goes for TensorBoard (an event file per evaluation), as TF's eval_dir.
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("cifar10_eval"))]
+    eval_dir: PathBuf,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -76,5 +80,7 @@ fn main() -> anyhow::Result<()> {
         args.reader_threads,
     )?;
     println!("{} (step {step}), {which}: {precision}", path.display());
+    let events = write_precision(&args.eval_dir, step, &precision)?;
+    println!("summary: {}", events.display());
     Ok(())
 }

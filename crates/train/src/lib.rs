@@ -10,6 +10,7 @@
 //! - [`Checkpoint`], [`CheckpointDir`]: model, optimizer state, averages and step in one
 //!   checksummed file written atomically ([`write_atomic`]); resume from the newest valid one.
 //! - [`TrainLog`], [`plot_log`]: TF's log line, a progress bar, JSON lines and an SVG plot.
+//! - [`summary`]: TensorBoard event files of scalars, histograms and images.
 //! - [`Trainer`]: the loop; [`StopFlag`]: Ctrl-C and SIGTERM; [`evaluate`]: precision@1 and @5.
 
 mod checkpoint;
@@ -26,6 +27,7 @@ mod plot;
 mod rmsprop;
 mod schedule;
 mod stop;
+pub mod summary;
 mod trainer;
 
 pub use checkpoint::{Checkpoint, Integrity};
@@ -42,5 +44,6 @@ pub use plot::{plot_log, render as render_plot};
 pub use rmsprop::{TfRmsProp, TfRmsPropState};
 pub use schedule::{LrSchedule, LrScheduleConfig};
 pub use stop::StopFlag;
+pub use summary::SummaryConfig;
 pub use towers_data::atomic_file::write_atomic;
 pub use trainer::{LOG_FILE, LossFn, PLOT_FILE, TrainReport, Trained, Trainer, load_into};
