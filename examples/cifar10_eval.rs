@@ -1,24 +1,27 @@
-//! Evaluates a CIFAR-10 checkpoint once, as TF's `cifar10_eval.py --run_once`: precision@1 on
-//! every image of `test_batch.bin`, with the moving averages of the weights when the checkpoint
-//! has them.
+//! Evaluates CIFAR-10 weights once, as TF's `cifar10_eval.py --run_once`: precision@1 on
+//! every image of `test_batch.bin`, with the moving averages of the weights when the
+//! checkpoint has them. The weights may be ours or a TF tutorial checkpoint.
 //!
 //! ```text
 //! cargo run --release --example cifar10_eval                  # newest checkpoint of the default train dir
 //! cargo run --release --example cifar10_eval -- --train-dir /tmp/cifar10_train --data-dir cifar-10-batches-bin
+//! cargo run --release --example cifar10_eval -- --checkpoint /tmp/tf_cifar10_train/model.ckpt-100000
 //! ```
 
 use std::path::PathBuf;
 
 use clap::Parser;
 
+use burn_towers::data::cifar10::{self, Cifar10Format};
+use burn_towers::data::transforms::CifarEval;
 use burn_towers::models::Cifar10Config;
 use burn_towers::multigpu::parse_devices;
 use burn_towers::train::{
-    Checkpoint, CheckpointDir, Input, TrainConfig, builtin_cifar10, evaluate, load_into,
+    Input, LoadOptions, TrainConfig, builtin_cifar10, evaluate, load_weights,
 };
 
 #[derive(Parser)]
-#[command(about = "Evaluate a CIFAR-10 checkpoint on the test set")]
+#[command(about = "Evaluate CIFAR-10 weights on the test set")]
 struct Args {
     /// A cifar-10-batches-bin folder; the built-in synthetic data (the `cifar10` example's) when absent.
     #[arg(long)]
@@ -26,9 +29,13 @@ struct Args {
     /// The train directory whose newest checkpoint is evaluated.
     #[arg(long, default_value_os_t = TrainConfig::cifar10().train_dir)]
     train_dir: PathBuf,
-    /// A checkpoint file to evaluate instead of the newest.
+    /// Weights to evaluate instead: a checkpoint of ours, a TF checkpoint (prefix, `.index` or
+    /// directory) or a `.safetensors` export.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
+    /// Side of the central crop the network takes (the tutorial's 24).
+    #[arg(long, default_value_t = 24)]
+    image_size: usize,
     /// The device to evaluate on (the first of the list).
     #[arg(long, default_value = "flex")]
     devices: String,
@@ -45,21 +52,17 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let path = match &args.checkpoint {
-        Some(path) => path.clone(),
-        None => CheckpointDir::new(&args.train_dir, 1)
-            .latest()?
-            .map(|(_, path)| path)
-            .ok_or_else(|| anyhow::anyhow!("no checkpoint in {}", args.train_dir.display()))?,
-    };
-    let checkpoint = Checkpoint::load(&path)?;
-    let step = checkpoint.step;
-    let (record, which) = match checkpoint.averages {
-        Some(averages) if !args.raw_weights => (averages, "moving averages"),
-        _ => (checkpoint.model, "trained weights"),
-    };
+    let path = args.checkpoint.as_ref().unwrap_or(&args.train_dir);
     let device = parse_devices(&args.devices)?[0].device().clone();
-    let model = load_into(Cifar10Config::new().init(&device), record, &path)?;
+    let model = Cifar10Config::new()
+        .with_image_size(args.image_size)
+        .init(&device);
+    let options = LoadOptions {
+        moving_averages: !args.raw_weights,
+        fine_tune: false,
+    };
+    let (model, report) = load_weights(model, path, options)?;
+    println!("{report}");
 
     let builtin;
     let dir = match &args.data_dir {
@@ -69,12 +72,15 @@ fn main() -> anyhow::Result<()> {
             builtin.dir().to_path_buf()
         }
     };
-    let precision = evaluate(
-        &model,
-        &Input::cifar10_test(&dir)?,
-        args.batch_size,
-        args.reader_threads,
-    )?;
-    println!("{} (step {step}), {which}: {precision}", path.display());
+    let eval = CifarEval {
+        size: args.image_size,
+    };
+    let input = Input::new(Cifar10Format, cifar10::test_files(&dir)?, eval);
+    let precision = evaluate(&model, &input, args.batch_size, args.reader_threads)?;
+    let which = match args.raw_weights {
+        true => "trained weights",
+        false => "moving averages where kept",
+    };
+    println!("{}, {which}: {precision}", path.display());
     Ok(())
 }

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use towers_data::atomic_file::write_atomic;
 
-const MAGIC: &[u8; 8] = b"BTOWCKPT";
+pub(crate) const MAGIC: &[u8; 8] = b"BTOWCKPT";
 
 /// Everything a run needs to continue where it stopped.
 #[derive(Debug)]
