@@ -70,10 +70,11 @@ fn main() -> anyhow::Result<()> {
     let (model, report) = load_weights(model, &args.checkpoint, options)?;
     println!("{report}");
     let p = evaluate(&model, &data.input, args.batch_size, args.reader_threads)?;
+    // `evaluate` counts precision@5 for more than 10 classes only.
+    let at_5 = p.at_5().map_or("n/a".into(), |v| format!("{v:.4}"));
     println!(
-        "precision @ 1 = {:.4}, precision @ 5 = {:.4} ({} examples)",
+        "precision @ 1 = {:.4}, precision @ 5 = {at_5} ({} examples)",
         p.at_1(),
-        p.at_5().unwrap_or(f64::NAN),
         p.examples
     );
     Ok(())
