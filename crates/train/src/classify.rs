@@ -137,6 +137,27 @@ mod tests {
     }
 
     #[test]
+    fn cifar_images_are_standardized_as_the_cifar10_files_are() {
+        // A 32x32 image in [0, 1] goes through as its 0..=255 bytes through CifarEval.
+        let values: Vec<f32> = (0..32 * 32 * 3).map(|i| (i % 251) as f32 / 255.0).collect();
+        let image = Image::from_hwc(values.clone(), 32, 32, 3);
+        let bytes = Image::from_hwc(values.iter().map(|v| v * 255.0).collect(), 32, 32, 3);
+        let mut rng = Rng::seed_from_u64(0);
+        let eval = CifarEval { size: 24 };
+        let got = CifarImage(eval.clone())
+            .apply(image, &[], &mut rng)
+            .unwrap();
+        let want = eval.apply(bytes, &[], &mut rng).unwrap();
+        assert_eq!(got.shape(), [24, 24, 3]);
+        let diff = got
+            .data()
+            .iter()
+            .zip(want.data())
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(diff < 1e-4, "{diff}");
+    }
+
+    #[test]
     fn labels_come_indexed_or_one_per_line() {
         let dir = tempfile::tempdir().unwrap();
         let indexed = dir.path().join("labels.txt");
