@@ -1,26 +1,27 @@
 //! Forward and forward+backward time per image of the CIFAR-10 net (batch 128) and
-//! Inception v3 (batch 32, 299x299) on the default CPU backend (flex).
+//! Inception v3 (batch 32, 299x299) on the default CPU backend (flex), or on the device
+//! `TOWERS_BENCH_DEVICE` names.
 //!
 //! `cargo run --release --example bench_models [REPS]` (default 3 timed runs after a warm-up).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
 //! averages); forward+backward is the training loss and its backward pass, without an
 //! optimizer step.
 
+mod bench_common;
+use bench_common::{bench_device, reps};
+
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use std::time::Instant;
 use towers_models::{Cifar10Config, ImageClassifier, InceptionV3Config};
 
 fn main() {
-    let reps: usize = std::env::args()
-        .nth(1)
-        .map(|s| s.parse().expect("REPS must be a number"))
-        .unwrap_or(3);
-    let device = Device::flex().autodiff();
+    let reps = reps(3);
+    let (entry, device) = bench_device();
     device.seed(0);
     let cifar = Cifar10Config::new().init(&device);
     let inception = InceptionV3Config::new(1001).init(&device);
     println!("{}\n\n{}\n", cifar.summary(), inception.summary());
-    println!("device: flex (CPU), {reps} timed runs after one warm-up");
+    println!("device: {entry}, {reps} timed runs after one warm-up");
     println!(
         "{:<28} {:>6} {:>18} {:>26}",
         "model", "batch", "forward ms/image", "forward+backward ms/image"

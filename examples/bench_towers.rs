@@ -1,4 +1,5 @@
-//! What the tower strategy costs, measured in one run on the default CPU backend (flex).
+//! What the tower strategy costs, measured in one run on the default CPU backend (flex), or on
+//! the device `TOWERS_BENCH_DEVICE` names (`TOWERS_BENCH_DEVICE=cuda:0`).
 //!
 //! `cargo run --release --example bench_towers [REPS]` (default 15 timed steps per row).
 //!
@@ -15,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 mod bench_common;
-use bench_common::{cifar_batch, median, momentum_sgd, reps};
+use bench_common::{bench_device, cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::{Module, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -71,7 +72,7 @@ impl CifarNet {
 
 fn main() -> anyhow::Result<()> {
     let reps = reps(15);
-    let device = Device::flex().autodiff();
+    let (entry, device) = bench_device();
     device.seed(0);
     let lr = 0.01;
 
@@ -80,7 +81,7 @@ fn main() -> anyhow::Result<()> {
 
     let model = CifarNet::new(&device);
     println!(
-        "CIFAR-10 net: {} parameters, batch {n} of 3x24x24, flex, median of {reps} steps",
+        "CIFAR-10 net: {} parameters, batch {n} of 3x24x24, {entry}, median of {reps} steps",
         model.num_params()
     );
 
@@ -95,14 +96,23 @@ fn main() -> anyhow::Result<()> {
         m = optim.step(lr, m, grads);
         plain = Some((m, optim));
     };
+    let pair = format!("{entry},{entry}");
     let configs = [
-        ("1 tower (flex)", "flex", Reduce::ParameterDevice),
         (
-            "2 towers flex,flex, gather",
-            "flex,flex",
+            format!("1 tower ({entry})"),
+            entry.clone(),
             Reduce::ParameterDevice,
         ),
-        ("2 towers flex,flex, ring", "flex,flex", Reduce::AllReduce),
+        (
+            format!("2 towers {pair}, gather"),
+            pair.clone(),
+            Reduce::ParameterDevice,
+        ),
+        (
+            format!("2 towers {pair}, ring"),
+            pair.clone(),
+            Reduce::AllReduce,
+        ),
     ];
     let mut towers: Vec<Towers<CifarNet>> = configs
         .iter()

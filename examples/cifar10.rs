@@ -16,7 +16,8 @@ use clap::Parser;
 
 use burn_towers::models::Cifar10Config;
 use burn_towers::train::{
-    Input, StopFlag, TrainArgs, TrainConfig, Trainer, builtin_cifar10, evaluate, export_safetensors,
+    Input, StopFlag, TrainArgs, TrainConfig, Trainer, builtin_cifar10, evaluate,
+    export_safetensors, parse_args,
 };
 
 #[derive(Parser)]
@@ -27,7 +28,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args: Args = parse_args();
     let builtin;
     let (dir, defaults) = match &args.train.data_dir {
         Some(dir) => (dir.clone(), TrainConfig::cifar10()),

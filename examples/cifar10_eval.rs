@@ -17,7 +17,7 @@ use burn_towers::data::transforms::CifarEval;
 use burn_towers::models::Cifar10Config;
 use burn_towers::multigpu::parse_devices;
 use burn_towers::train::{
-    Input, LoadOptions, TrainConfig, builtin_cifar10, evaluate, load_weights,
+    Input, LoadOptions, TrainConfig, builtin_cifar10, evaluate, load_weights, parse_args,
 };
 
 #[derive(Parser)]
@@ -51,7 +51,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args: Args = parse_args();
     let path = args.checkpoint.as_ref().unwrap_or(&args.train_dir);
     let device = parse_devices(&args.devices)?[0].device().clone();
     let model = Cifar10Config::new()

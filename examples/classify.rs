@@ -15,7 +15,7 @@ use burn_towers::data::transforms::{CifarEval, InceptionEval};
 use burn_towers::models::{Cifar10Config, InceptionV3Config};
 use burn_towers::multigpu::parse_devices;
 use burn_towers::train::{
-    CifarImage, LoadOptions, Prediction, classify, load_weights, read_labels,
+    CifarImage, LoadOptions, Prediction, classify, load_weights, parse_args, read_labels,
 };
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -60,7 +60,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args: Args = parse_args();
     let device = parse_devices(&args.devices)?[0].device().clone();
     let options = LoadOptions {
         moving_averages: !args.raw_weights,

@@ -19,7 +19,7 @@ use burn_towers::data::transforms::InceptionTrain;
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
     InceptionData, LrScheduleConfig, Split, StopFlag, TrainArgs, TrainConfig, Trainer,
-    export_safetensors,
+    export_safetensors, parse_args,
 };
 
 #[derive(Parser)]
@@ -39,7 +39,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args: Args = parse_args();
     // A first run on a laptop CPU: a few logged steps and a checkpoint in a couple of minutes.
     let mut defaults = TrainConfig {
         batch_size: 8,

@@ -16,7 +16,7 @@ use clap::Parser;
 use burn_towers::data::transforms::InceptionEval;
 use burn_towers::models::InceptionV3Config;
 use burn_towers::multigpu::parse_devices;
-use burn_towers::train::{InceptionData, LoadOptions, Split, evaluate, load_weights};
+use burn_towers::train::{InceptionData, LoadOptions, Split, evaluate, load_weights, parse_args};
 
 #[derive(Parser)]
 #[command(about = "Evaluate Inception v3 weights: precision @ 1 and @ 5")]
@@ -50,7 +50,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args: Args = parse_args();
     let data = InceptionData::open(
         args.data_dir.as_deref(),
         Split::Validation,

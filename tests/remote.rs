@@ -6,26 +6,23 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use burn::module::{Module, ModuleVisitor, Param};
-use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::loss::CrossEntropyLossConfig;
-use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig};
-use burn::optim::{GradientsParams, ModuleOptimizer};
-use burn::tensor::activation::relu;
-use burn::tensor::{Device, Int, Tensor};
+use burn::module::Module;
+use burn::tensor::{Int, Tensor};
 use burn_towers::data::HostBatch;
 use burn_towers::data::cifar10::BuiltinCifar10;
-use burn_towers::models::{Cifar10Config, Cifar10Net};
-use burn_towers::multigpu::{Error, Reduce, Towers, TowersConfig, parse_devices};
-use burn_towers::train::{
-    CheckpointDir, Input, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
-};
+use burn_towers::multigpu::{Error, IntoTowerLoss, Reduce, Towers, TowersConfig, parse_devices};
+use burn_towers::train::{CheckpointDir, Input, TrainConfig, Trainer};
+use towers_testing::batches::batch;
+use towers_testing::compare::{max_abs_diff, values};
+use towers_testing::nets::{BnNet, LR, Net, sgd};
+use towers_testing::reference::{flex, plain_training};
+use towers_testing::training::{cifar_net, quick_cifar_config};
+use towers_testing::within;
 
 /// How long anything here may take before the test calls it a hang.
 const HANG_LIMIT: Duration = Duration::from_secs(120);
@@ -82,112 +79,25 @@ impl Drop for Server {
     }
 }
 
-/// Runs `body` on a thread and returns its result, or fails the test after [`HANG_LIMIT`].
-fn within_limit<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(body());
-    });
-    rx.recv_timeout(HANG_LIMIT)
-        .expect("hung, or panicked (see above)")
-}
-
-/// TF/PyTorch momentum SGD (0.9, no dampening), as the trainer builds it.
-fn sgd() -> ModuleOptimizer {
-    OptimizerConfig::Momentum {
-        momentum: 0.9,
-        nesterov: false,
-    }
-    .init()
-}
-
-/// A tiny conv net, with or without batch norm: images `[n, 3, 8, 8]`, 5 classes.
-#[derive(Module, Debug)]
-struct Net {
-    conv: Conv2d,
-    bn: Option<BatchNorm>,
-    fc: Linear,
-}
-
-impl Net {
-    fn new(device: &Device, batch_norm: bool) -> Self {
-        Self {
-            conv: Conv2dConfig::new([3, 4], [3, 3]).init(device),
-            bn: batch_norm.then(|| BatchNormConfig::new(4).init(device)),
-            fc: LinearConfig::new(4 * 6 * 6, 5).init(device),
-        }
-    }
-
-    fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> Tensor<1> {
-        let mut x = self.conv.forward(x);
-        if let Some(bn) = &self.bn {
-            x = bn.forward(x);
-        }
-        let x = relu(x);
-        let logits = self.fc.forward(x.flatten::<2>(1, 3));
-        CrossEntropyLossConfig::new()
-            .init(&logits.device())
-            .forward(logits, y)
-    }
-}
-
-/// `n` images `[3, 8, 8]` that differ per `seed`, with labels over the 5 classes.
-fn batch(n: usize, seed: usize) -> HostBatch {
-    let images = (0..n * 192)
-        .map(|i| ((i * 7919 + seed * 104_729) % 1009) as f32 / 504.5 - 1.0 + (i / 64 % 3) as f32)
-        .collect();
-    let labels = (0..n).map(|i| ((i * 3 + seed) % 5) as i64).collect();
-    HostBatch::new(images, labels, [3, 8, 8])
-}
-
-/// Every float tensor of a module (parameters and batch-norm running statistics), in order.
-fn values<M: Module>(module: &M) -> Vec<f32> {
-    struct Values(Vec<f32>);
-    impl ModuleVisitor for Values {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            self.0.extend(param.val().to_data().iter::<f32>());
-        }
-    }
-    let mut visitor = Values(Vec::new());
-    module.visit(&mut visitor);
-    visitor.0
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
-}
-
 /// A copy of `model` with batch-norm buffers of its own: Burn's clones share them, so training a
 /// clone would change the original's running statistics.
-fn own_copy(model: &Net) -> Net {
-    model.valid().train().fork(&Device::flex().autodiff())
+fn own_copy<M: Module>(model: &M) -> M {
+    model.valid().train().fork(&flex())
 }
 
-/// Plain Burn steps of one local model on the full batches.
-fn local_reference(model: &Net, batches: &[HostBatch]) -> Net {
-    let device = Device::flex().autodiff();
-    let mut optim = sgd();
-    let mut model = own_copy(model);
-    for b in batches {
-        let (x, y) = b.as_slice().to_tensors(&device);
-        let loss = model.loss(x, y);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optim.step(0.1, model, grads);
-    }
-    model
-}
-
-/// `model` after `batches` on towers on `devices`.
-fn train_towers(model: &Net, devices: &str, reduce: Reduce, batches: &[HostBatch]) -> Vec<f32> {
+/// `model` after `batches` on towers on `devices`: every parameter and running statistic.
+fn train_towers<M: Module, L: IntoTowerLoss>(
+    model: &M,
+    devices: &str,
+    reduce: Reduce,
+    batches: &[HostBatch],
+    loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> L + Sync,
+) -> Vec<f32> {
     let devices = parse_devices(devices).unwrap();
     let config = TowersConfig::default().with_reduce(reduce);
     let mut towers = Towers::new(own_copy(model), sgd(), &devices, config).unwrap();
     for b in batches {
-        towers.step(b, 0.1, |m: &Net, x, y| m.loss(x, y)).unwrap();
+        towers.step(b, LR, &loss).unwrap();
     }
     values(towers.model())
 }
@@ -196,17 +106,19 @@ fn train_towers(model: &Net, devices: &str, reduce: Reduce, batches: &[HostBatch
 fn towers_on_two_remote_devices_match_one_local_tower() {
     let servers = [Server::start("flex"), Server::start("flex")];
     let remote = format!("{},{}", servers[0].device(0), servers[1].device(0));
-    let device = Device::flex().autodiff();
+    let device = flex();
     device.seed(5);
     let batches = [batch(12, 1), batch(12, 2)];
 
     // Without batch norm, two half-batch towers make exactly the full-batch update.
-    let model = Net::new(&device, false);
-    let expected = values(&local_reference(&model, &batches));
+    let model = Net::new(&device);
+    let expected = values(&plain_training(model.clone(), &batches).0);
     // The model must move: the comparison is not between two untrained copies.
     assert!(max_abs_diff(&expected, &values(&model)) > 1e-3);
     for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
-        let got = train_towers(&model, &remote, reduce, &batches);
+        let got = train_towers(&model, &remote, reduce, &batches, |m: &Net, x, y| {
+            m.loss(x, y)
+        });
         let diff = max_abs_diff(&got, &expected);
         assert!(diff < 1e-5, "{reduce:?}: max abs diff {diff}");
     }
@@ -214,10 +126,11 @@ fn towers_on_two_remote_devices_match_one_local_tower() {
     // With batch norm each tower normalizes its own slice, so the reference is two local
     // towers (themselves tested against plain Burn in towers-multigpu); the running statistics
     // are part of the comparison.
-    let model = Net::new(&device, true);
+    let model = BnNet::new(&device);
+    let loss = |m: &BnNet, x, y| m.loss(x, y);
     for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
-        let expected = train_towers(&model, "flex,flex", reduce, &batches);
-        let got = train_towers(&model, &remote, reduce, &batches);
+        let expected = train_towers(&model, "flex,flex", reduce, &batches, loss);
+        let got = train_towers(&model, &remote, reduce, &batches, loss);
         let diff = max_abs_diff(&got, &expected);
         assert!(
             diff < 1e-6,
@@ -233,7 +146,9 @@ fn an_unreachable_server_or_device_is_an_error_naming_it() {
     let port = socket.local_addr().unwrap().port();
     drop(socket);
     let entry = format!("ws://127.0.0.1:{port}/0");
-    let err = within_limit(move || parse_devices(&format!("flex,{entry}")).unwrap_err());
+    let err = within(HANG_LIMIT.as_secs(), move || {
+        parse_devices(&format!("flex,{entry}")).unwrap_err()
+    });
     assert!(
         matches!(&err, Error::Remote { host, .. } if *host == format!("ws://127.0.0.1:{port}")),
         "{err}"
@@ -299,30 +214,6 @@ fn towers_serve_stops_on_sigterm_and_refuses_bad_arguments() {
     }
 }
 
-/// A small CIFAR-10 run: batch 16, a checkpoint every 2 steps.
-fn cifar_config(train_dir: &Path, devices: &str, max_steps: u64) -> TrainConfig {
-    TrainConfig {
-        devices: devices.into(),
-        batch_size: 16,
-        reader_threads: Some(2),
-        max_steps,
-        optimizer: OptimizerConfig::Momentum {
-            momentum: 0.9,
-            nesterov: false,
-        },
-        learning_rate: LrScheduleConfig::Constant { value: 0.01 },
-        checkpoint_every: 2,
-        log_every: 1,
-        train_dir: train_dir.to_path_buf(),
-        seed: 7,
-        ..TrainConfig::cifar10()
-    }
-}
-
-fn cifar_net(device: &Device) -> Cifar10Net {
-    Cifar10Config::new().init(device)
-}
-
 #[test]
 fn a_server_killed_mid_run_stops_training_naming_it_and_resume_goes_on_without_it() {
     let data = BuiltinCifar10::create(100, 10, 3).unwrap();
@@ -344,12 +235,14 @@ fn a_server_killed_mid_run_stops_training_naming_it_and_resume_goes_on_without_i
     // The remote tower comes first; the model stays on the local device all the same.
     let config = TrainConfig {
         parameter_device: Some("flex".into()),
-        ..cifar_config(dir.path(), &format!("{remote},flex"), 10_000)
+        ..quick_cifar_config(dir.path(), &format!("{remote},flex"), 10_000)
     };
     let input = Input::cifar10_train(data.dir()).unwrap();
-    let err = within_limit(move || match Trainer::new(config).run(cifar_net, &input) {
-        Ok(_) => panic!("training went on without its server"),
-        Err(err) => err,
+    let err = within(HANG_LIMIT.as_secs(), move || {
+        match Trainer::new(config).run(cifar_net, &input) {
+            Ok(_) => panic!("training went on without its server"),
+            Err(err) => err,
+        }
     });
     killer.join().unwrap();
     let message = err.to_string();
@@ -360,7 +253,7 @@ fn a_server_killed_mid_run_stops_training_naming_it_and_resume_goes_on_without_i
     assert!(saved >= 2 && saved % 2 == 0, "{saved}");
     let config = TrainConfig {
         resume: true,
-        ..cifar_config(dir.path(), "flex", saved + 2)
+        ..quick_cifar_config(dir.path(), "flex", saved + 2)
     };
     let trained = Trainer::new(config)
         .run(cifar_net, &Input::cifar10_train(data.dir()).unwrap())

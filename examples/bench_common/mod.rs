@@ -1,6 +1,8 @@
 //! What the tower benchmarks share: their command line, their batch, their optimizer and how
 //! they summarize timings. Included with `mod bench_common;` (a folder, so cargo does not take it
 //! for an example of its own).
+// Each benchmark uses a part of this module; the rest is unused in its crate.
+#![allow(dead_code)]
 
 use std::time::Duration;
 
@@ -8,6 +10,15 @@ use burn::optim::ModuleOptimizer;
 use burn::tensor::{Device, Distribution, Tensor};
 use towers_data::HostBatch;
 use towers_train::OptimizerConfig;
+
+/// The device list entry the benchmarks run on: `TOWERS_BENCH_DEVICE` (`cuda:0`, `wgpu`, ...),
+/// else `flex`; and that device, with autodiff.
+pub fn bench_device() -> (String, Device) {
+    let entry = std::env::var("TOWERS_BENCH_DEVICE").unwrap_or_else(|_| "flex".into());
+    let towers = towers_multigpu::parse_devices(&entry).expect("TOWERS_BENCH_DEVICE");
+    let device = towers[0].device().clone().autodiff();
+    (entry, device)
+}
 
 /// Timed steps per row: the first argument, else `default`.
 pub fn reps(default: usize) -> usize {

@@ -20,6 +20,7 @@ use anyhow::{Context, bail};
 use burn::server::{RemoteServer, WebSocketTransport};
 use clap::Parser;
 use towers_multigpu::parse_devices;
+use towers_train::parse_args;
 
 #[derive(Parser)]
 #[command(about = "Serve local devices to remote towers (Burn remote backend over WebSocket)")]
@@ -34,7 +35,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args: Args = parse_args();
     let devices = parse_devices(&args.devices)?;
     if let Some(d) = devices.iter().find(|d| d.share() != 1.0) {
         bail!(

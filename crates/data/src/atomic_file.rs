@@ -27,11 +27,16 @@ pub struct AtomicFile {
 impl AtomicFile {
     /// Starts writing `path`: creates the temporary file beside it.
     pub fn create(path: &Path) -> io::Result<Self> {
-        let temp = temp_path(directory_of(path), path);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
+        // A process killed while writing leaves its temporary file; a later process with the
+        // same id (common in containers) may come to the same name: take the next one.
+        let (temp, file) = loop {
+            let temp = temp_path(directory_of(path), path);
+            match OpenOptions::new().write(true).create_new(true).open(&temp) {
+                Ok(file) => break (temp, file),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        };
         Ok(Self {
             target: path.to_path_buf(),
             temp,
@@ -96,9 +101,12 @@ fn directory_of(path: &Path) -> &Path {
     }
 }
 
-/// `.NAME.tmp-PID-N` beside the target: hidden, and unique within and across processes.
+/// Numbers the temporary files of this process.
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// `.NAME.tmp-PID-N` beside the target: hidden, and unique within and across running
+/// processes.
 fn temp_path(dir: &Path, target: &Path) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
     let name = target
         .file_name()
         .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
@@ -177,5 +185,27 @@ mod tests {
         file.write_all(b"half a shard").unwrap();
         drop(file);
         assert!(entries(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn stale_temporary_files_of_a_dead_process_are_passed_by() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.ckpt-5");
+        let next = COUNTER.load(Ordering::SeqCst);
+        let pid = std::process::id();
+        for n in next..next + 20 {
+            fs::write(
+                dir.path().join(format!(".model.ckpt-5.tmp-{pid}-{n}")),
+                b"stale",
+            )
+            .unwrap();
+        }
+        write_atomic(&path, |w| w.write_all(b"new")).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new");
+        assert_eq!(
+            entries(dir.path()).len(),
+            21,
+            "the stale files are not ours to delete"
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use rand::SeedableRng;
 
 use crate::error::{Error, Result};
-use crate::format::{BoundingBox, Example, RecordFormat, RecordSpan};
+use crate::format::{BoundingBox, Example, PartialIndex, RecordFormat, RecordSpan};
 use crate::image::Image;
 use crate::synthetic::synthetic_image;
 use crate::transforms::Rng;
@@ -34,12 +34,7 @@ pub struct Cifar10Format;
 
 impl RecordFormat for Cifar10Format {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        let size = std::fs::metadata(path)
-            .map_err(|source| Error::Io {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .len();
+        let size = file_size(path)?;
         let record = RECORD_BYTES as u64;
         if size == 0 || size % record != 0 {
             return Err(Error::File {
@@ -51,12 +46,28 @@ impl RecordFormat for Cifar10Format {
                 ),
             });
         }
-        Ok((0..size / record)
-            .map(|i| RecordSpan {
-                offset: i * record,
-                len: RECORD_BYTES,
-            })
-            .collect())
+        Ok(spans(size / record))
+    }
+
+    /// A file cut short keeps its whole records; the partial one is the break.
+    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
+        let size = file_size(path)?;
+        let whole = size / RECORD_BYTES as u64;
+        let broken = (size % RECORD_BYTES as u64 != 0).then(|| Error::Record {
+            path: path.to_path_buf(),
+            record: whole as usize,
+            reason: format!(
+                "truncated: the file ends {} bytes into this {RECORD_BYTES}-byte record",
+                size % RECORD_BYTES as u64
+            ),
+        });
+        if whole == 0 && broken.is_none() {
+            return self.index(path).map(|spans| PartialIndex { spans, broken });
+        }
+        Ok(PartialIndex {
+            spans: spans(whole),
+            broken,
+        })
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
@@ -82,6 +93,26 @@ impl RecordFormat for Cifar10Format {
             boxes: Vec::new(),
         })
     }
+}
+
+fn file_size(path: &Path) -> Result<u64> {
+    std::fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(|error| Error::Io {
+            path: path.to_path_buf(),
+            error,
+        })
+}
+
+/// The spans of `count` whole records.
+fn spans(count: u64) -> Vec<RecordSpan> {
+    let record = RECORD_BYTES as u64;
+    (0..count)
+        .map(|i| RecordSpan {
+            offset: i * record,
+            len: RECORD_BYTES,
+        })
+        .collect()
 }
 
 /// The five training files of `dir` (a `cifar-10-batches-bin` folder), checked to exist.
@@ -148,9 +179,9 @@ fn scale(mut image: Image, factor: f32) -> Image {
 /// files with `train_per_file` records each and `test_batch.bin` with `test` records, classes
 /// in turn. Same `seed`, same bytes.
 pub fn write_synthetic(dir: &Path, train_per_file: usize, test: usize, seed: u64) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+    std::fs::create_dir_all(dir).map_err(|error| Error::Io {
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
     let mut rng = Rng::seed_from_u64(seed);
     let counts = TRAIN_FILES
@@ -173,7 +204,7 @@ pub fn write_synthetic(dir: &Path, train_per_file: usize, test: usize, seed: u64
             })
             .collect();
         let path = dir.join(name);
-        std::fs::write(&path, bytes).map_err(|source| Error::Io { path, source })?;
+        std::fs::write(&path, bytes).map_err(|error| Error::Io { path, error })?;
     }
     Ok(())
 }
@@ -191,9 +222,9 @@ impl BuiltinCifar10 {
         let dir = tempfile::Builder::new()
             .prefix("towers-cifar10-")
             .tempdir()
-            .map_err(|source| Error::Io {
+            .map_err(|error| Error::Io {
                 path: std::env::temp_dir(),
-                source,
+                error,
             })?;
         write_synthetic(dir.path(), train_per_file, test, seed)?;
         Ok(Self { dir })

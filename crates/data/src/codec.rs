@@ -12,9 +12,10 @@ use crate::image::Image;
 /// Decodes a JPEG or PNG (recognized by content, not by name) to RGB values in [0, 1]
 /// (TF's `convert_image_dtype` to float).
 pub fn decode_image(bytes: &[u8]) -> Result<Image, String> {
-    let reader = ImageReader::new(Cursor::new(bytes))
+    let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| format!("cannot read image: {e}"))?;
+    reader.limits(limits_for(bytes.len()));
     match reader.format() {
         Some(ImageFormat::Jpeg | ImageFormat::Png) => {}
         Some(other) => {
@@ -33,6 +34,20 @@ pub fn decode_image(bytes: &[u8]) -> Result<Image, String> {
         .map(|v| v as f32 / 255.0)
         .collect();
     Ok(Image::from_hwc(data, height as usize, width as usize, 3))
+}
+
+/// Decoded bytes allowed per byte of input. Real images stay far below (a photo's JPEG
+/// decodes to about 10 times its size, a flat colour to a few hundred times, a flat PNG to
+/// about 1000); a corrupt header that claims a huge image is refused before the decoder
+/// allocates for it, so memory follows the input's size, not its header.
+const MAX_EXPANSION: u64 = 4096;
+
+/// The image crate's limits (512 MiB at most) narrowed to [`MAX_EXPANSION`] times the input.
+fn limits_for(input_len: usize) -> image::Limits {
+    let mut limits = image::Limits::default();
+    let bound = (input_len as u64).saturating_mul(MAX_EXPANSION);
+    limits.max_alloc = Some(limits.max_alloc.map_or(bound, |default| default.min(bound)));
+    limits
 }
 
 /// Encodes an RGB image with values in [0, 1] as a JPEG of the given quality (1..=100).
@@ -140,5 +155,28 @@ mod tests {
                 .unwrap_err()
                 .contains("not a JPEG or PNG")
         );
+    }
+
+    /// A PNG whose header claims 10000 x 10000 pixels (300 MB of RGB, under the image crate's
+    /// own 512 MiB limit) in a few dozen bytes: a limit error, before any allocation for it. A
+    /// flat 2000 x 2000 PNG (12 MB decoded from a few kB) still decodes.
+    #[test]
+    fn a_huge_claimed_size_is_refused_by_the_input_size_bound() {
+        let flat = Image::from_hwc(vec![0.5; 2000 * 2000 * 3], 2000, 2000, 3);
+        let png = encode_png(&flat);
+        assert!(
+            (png.len() as u64) * MAX_EXPANSION > 2000 * 2000 * 4,
+            "{} bytes",
+            png.len()
+        );
+        assert_eq!(decode_image(&png).unwrap().shape(), [2000, 2000, 3]);
+
+        let mut header = encode_png(&checker());
+        header[16..20].copy_from_slice(&10_000u32.to_be_bytes());
+        header[20..24].copy_from_slice(&10_000u32.to_be_bytes());
+        let crc = crc32fast::hash(&header[12..29]);
+        header[29..33].copy_from_slice(&crc.to_be_bytes());
+        let msg = decode_image(&header).unwrap_err();
+        assert!(msg.to_lowercase().contains("limit"), "{msg}");
     }
 }

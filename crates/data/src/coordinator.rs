@@ -140,7 +140,7 @@ impl Coordinator {
                     Ok(Ok(())) => None,
                     Ok(Err(error)) => Some(Error::Thread {
                         thread: thread_name,
-                        source: Box::new(error),
+                        error: Box::new(error),
                     }),
                     Err(payload) => Some(Error::Panic {
                         thread: thread_name,
@@ -338,7 +338,7 @@ mod tests {
         coord.request_stop();
         coord.request_stop_with(Error::Thread {
             thread: "r".into(),
-            source: Box::new(Error::Cancelled),
+            error: Box::new(Error::Cancelled),
         });
         assert!(!coord.has_error());
         let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));

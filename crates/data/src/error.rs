@@ -1,4 +1,8 @@
 //! The one error type of the input pipeline: every variant says where it happened.
+//!
+//! Each message carries the whole story (`thread 'reader-1': FILE, record 3: bad data CRC`),
+//! so no variant also returns its cause from `Error::source`: a report that prints the
+//! chain (`anyhow`'s "Caused by") then prints each cause once.
 
 use std::path::PathBuf;
 
@@ -6,12 +10,12 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading or opening a file failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// What the OS said.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A whole file is unusable (wrong size, not a dataset file, empty directory...).
     #[error("{}: {reason}", path.display())]
@@ -46,12 +50,12 @@ pub enum Error {
         message: String,
     },
     /// A thread failed with an error of its own.
-    #[error("thread '{thread}': {source}")]
+    #[error("thread '{thread}': {error}")]
     Thread {
         /// The thread's name.
         thread: String,
         /// Its error.
-        source: Box<Error>,
+        error: Box<Error>,
     },
     /// Threads were still running when `join`'s grace period ran out.
     #[error("threads still running {grace_ms} ms after the stop request: {threads:?}")]
@@ -60,6 +64,21 @@ pub enum Error {
         grace_ms: u128,
         /// Names of the threads that did not finish.
         threads: Vec<String>,
+    },
+    /// More records were corrupt than [`crate::CorruptRecords::Skip`] allows.
+    #[error(
+        "{skipped} of {read} records read were corrupt, more than the {:.2}% allowed; the last: {last}",
+        max_fraction * 100.0
+    )]
+    TooManyCorrupt {
+        /// Records skipped, this one included.
+        skipped: u64,
+        /// Records read.
+        read: u64,
+        /// The fraction allowed.
+        max_fraction: f64,
+        /// The record that went over the limit.
+        last: Box<Error>,
     },
     /// A queue was cancelled (a hard stop): not a failure of its own, a consequence of one.
     #[error("queue cancelled")]
@@ -70,7 +89,7 @@ impl Error {
     /// The error that caused this one, through any [`Error::Thread`] wrappers.
     pub fn root(&self) -> &Error {
         match self {
-            Error::Thread { source, .. } => source.root(),
+            Error::Thread { error, .. } => error.root(),
             other => other,
         }
     }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::image::Image;
 
 /// Where one record lies in its file.
@@ -16,6 +16,16 @@ pub struct RecordSpan {
     pub offset: u64,
     /// Bytes to read.
     pub len: usize,
+}
+
+/// The records of a file up to where its framing breaks, if it does.
+#[derive(Debug)]
+pub struct PartialIndex {
+    /// The records before the break (all of them when there is none).
+    pub spans: Vec<RecordSpan>,
+    /// The framing error that ended the walk (the file is cut short or corrupt there), naming
+    /// the file and the record.
+    pub broken: Option<Error>,
 }
 
 /// A box in an image, in TF's order and normalized coordinates: 0.0 is the top (left) edge,
@@ -59,6 +69,16 @@ pub trait RecordFormat: Send + Sync {
     /// (truncated, wrong size, bad header) is an error naming the file and, where it applies,
     /// the record.
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>>;
+
+    /// Like [`index`](Self::index), but a file whose framing breaks keeps the whole records
+    /// before the break (a shard cut short keeps what it has), for readers that skip corrupt
+    /// records. Formats that cannot tell return `index`'s result.
+    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
+        Ok(PartialIndex {
+            spans: self.index(path)?,
+            broken: None,
+        })
+    }
 
     /// Decodes record number `record` of `path` from its bytes. Bad content (corrupt image,
     /// label out of range) is an error naming the file and the record.

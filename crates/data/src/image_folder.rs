@@ -29,7 +29,7 @@ impl ImageFolder {
     pub fn scan(root: &Path) -> Result<Self> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| Error::Io { path, source }
+            move |error| Error::Io { path, error }
         };
         if !root.is_dir() {
             return Err(Error::File {
@@ -109,9 +109,9 @@ impl ImageFolder {
                 .enumerate()
                 .try_for_each(|(label, class)| writeln!(file, "{label}\t{class}"))
         })
-        .map_err(|source| Error::Io {
+        .map_err(|error| Error::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })
     }
 
@@ -138,9 +138,9 @@ pub struct ImageFolderFormat {
 impl RecordFormat for ImageFolderFormat {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
         let len = std::fs::metadata(path)
-            .map_err(|source| Error::Io {
+            .map_err(|error| Error::Io {
                 path: path.to_path_buf(),
-                source,
+                error,
             })?
             .len();
         Ok(vec![RecordSpan {

@@ -17,7 +17,7 @@ pub use crate::transforms::{InceptionEval, InceptionTrain};
 use crate::atomic_file::AtomicFile;
 use crate::codec::{decode_image, encode_jpeg};
 use crate::error::{Error, Result};
-use crate::format::{BoundingBox, Example, RecordFormat, RecordSpan};
+use crate::format::{BoundingBox, Example, PartialIndex, RecordFormat, RecordSpan};
 use crate::synthetic::synthetic_image;
 use crate::tf_example::ImageRecord;
 use crate::tfrecord::{self, TfRecordWriter};
@@ -52,6 +52,10 @@ impl TfExampleFormat {
 impl RecordFormat for TfExampleFormat {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
         tfrecord::index(path)
+    }
+
+    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
+        tfrecord::index_partial(path)
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
@@ -94,9 +98,9 @@ pub fn validation_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn shards(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
-    let io = |source| Error::Io {
+    let io = |error| Error::Io {
         path: dir.to_path_buf(),
-        source,
+        error,
     };
     if !dir.is_dir() {
         return Err(Error::File {
@@ -149,9 +153,9 @@ impl ShardWriter {
                 "cannot write {total} examples into {count} shards"
             )));
         }
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        std::fs::create_dir_all(dir).map_err(|error| Error::Io {
             path: dir.to_path_buf(),
-            source,
+            error,
         })?;
         Ok(Self {
             dir: dir.to_path_buf(),
@@ -205,7 +209,7 @@ impl ShardWriter {
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error {
     let path = path.to_path_buf();
-    move |source| Error::Io { path, source }
+    move |error| Error::Io { path, error }
 }
 
 /// Sizes of a [`BuiltinShards`] dataset.
@@ -240,9 +244,9 @@ impl BuiltinShards {
         let dir = tempfile::Builder::new()
             .prefix("towers-imagenet-")
             .tempdir()
-            .map_err(|source| Error::Io {
+            .map_err(|error| Error::Io {
                 path: std::env::temp_dir(),
-                source,
+                error,
             })?;
         let mut rng = Rng::seed_from_u64(config.seed);
         for (prefix, shards) in [

@@ -2,7 +2,8 @@
 //!
 //! - [`Queue`]: bounded blocking FIFO / shuffle queues with close and cancel.
 //! - [`Coordinator`] and [`QueueRunner`]: threads that stop together and report the first error.
-//! - [`Pipeline`]: record cursor -> reader threads -> example queue -> batcher -> prefetch queue.
+//! - [`Pipeline`]: record cursor -> reader threads -> example queue -> batcher -> prefetch queue;
+//!   [`CorruptRecords`] says whether a record that fails to decode stops it or is skipped.
 //! - [`RecordFormat`] readers: [`cifar10`] binary files, [`inception`] TFRecord shards of
 //!   `tf.train.Example`s ([`tfrecord`], [`tf_example`]), [`image_folder`]s; [`codec`] decodes
 //!   JPEG and PNG; [`transforms`] are the TF image ops of both trainers.
@@ -13,6 +14,7 @@ mod batch;
 pub mod cifar10;
 pub mod codec;
 mod coordinator;
+mod corrupt_records;
 mod error;
 mod format;
 mod image;
@@ -30,8 +32,9 @@ pub mod transforms;
 
 pub use batch::{BatchSlice, HostBatch, split_sizes};
 pub use coordinator::{CoordinatedThread, Coordinator};
+pub use corrupt_records::{CorruptRecords, RecordCount};
 pub use error::{Error, Result};
-pub use format::{BoundingBox, Example, RecordFormat, RecordSpan};
+pub use format::{BoundingBox, Example, PartialIndex, RecordFormat, RecordSpan};
 pub use image::Image;
 pub use pipeline::{FinalBatch, Pipeline, PipelineConfig, QueueFill, ShuffleConfig};
 pub use queue::{Queue, QueueError};

@@ -30,6 +30,7 @@ use rand::SeedableRng;
 
 use crate::batch::HostBatch;
 use crate::coordinator::{CoordinatedThread, Coordinator};
+use crate::corrupt_records::{CorruptRecords, CorruptTally, RecordCount};
 use crate::error::{Error, Result};
 use crate::format::RecordFormat;
 use crate::ordered_gate::OrderedGate;
@@ -86,6 +87,8 @@ pub struct PipelineConfig {
     pub final_batch: FinalBatch,
     /// How long [`Pipeline::stop`] waits for threads after the stop request.
     pub join_grace: Duration,
+    /// Records that fail to decode stop the pipeline, or are skipped within a budget.
+    pub corrupt_records: CorruptRecords,
 }
 
 impl PipelineConfig {
@@ -110,6 +113,7 @@ impl PipelineConfig {
             deterministic: true,
             final_batch: FinalBatch::Drop,
             join_grace: Duration::from_secs(10),
+            corrupt_records: CorruptRecords::Fail,
         }
     }
 
@@ -179,6 +183,7 @@ pub struct Pipeline {
     threads: Vec<CoordinatedThread>,
     examples: Arc<Queue<Sample>>,
     batches: Arc<Queue<HostBatch>>,
+    tally: Arc<CorruptTally>,
     join_grace: Duration,
     finished: bool,
 }
@@ -206,6 +211,7 @@ impl Pipeline {
             return Err(Error::Config("no input files".into()));
         }
         let coord = Coordinator::new();
+        let tally = Arc::new(CorruptTally::new(config.corrupt_records));
         let cursor = Arc::new(RecordCursor::new(
             Arc::new(files),
             Arc::clone(&format),
@@ -214,6 +220,7 @@ impl Pipeline {
                 shuffle_files: config.shuffle_files,
                 seed: config.seed,
             },
+            Arc::clone(&tally),
         ));
         let examples = Arc::new(match config.shuffle {
             Some(s) => Queue::shuffle(s.capacity, s.min_after_dequeue, config.seed),
@@ -233,6 +240,7 @@ impl Pipeline {
             format,
             transform,
             gate,
+            tally: Arc::clone(&tally),
             seed: config.seed,
             chunk: config.read_chunk,
         };
@@ -256,6 +264,7 @@ impl Pipeline {
             threads,
             examples,
             batches,
+            tally,
             join_grace: config.join_grace,
             finished: false,
         })
@@ -280,6 +289,11 @@ impl Pipeline {
             examples: self.examples.fill(),
             batches: self.batches.fill(),
         }
+    }
+
+    /// Records read so far, and those skipped as corrupt.
+    pub fn record_count(&self) -> RecordCount {
+        self.tally.count()
     }
 
     /// The coordinator of the pipeline's threads: a trainer can share it to stop the
@@ -331,6 +345,7 @@ struct Reader {
     format: Arc<dyn RecordFormat>,
     transform: Arc<dyn Transform>,
     gate: Option<Arc<OrderedGate>>,
+    tally: Arc<CorruptTally>,
     seed: u64,
     chunk: usize,
 }
@@ -345,13 +360,12 @@ impl Reader {
                 return Ok(());
             };
             self.read(&chunk, &mut open, &mut bytes)?;
-            let samples = chunk
-                .iter()
-                .map(|item| {
-                    let start = (item.span.offset - first.span.offset) as usize;
-                    self.prepare(item, &bytes[start..start + item.span.len])
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let mut samples = Vec::with_capacity(chunk.len());
+            for item in &chunk {
+                let start = (item.span.offset - first.span.offset) as usize;
+                let prepared = self.prepare(item, &bytes[start..start + item.span.len]);
+                samples.extend(self.tally.record(prepared)?);
+            }
             let enqueue = || samples.into_iter().try_for_each(|s| queue.enqueue(s));
             match &self.gate {
                 Some(gate) => gate.pass(first.seq, chunk.len() as u64, enqueue)?,
@@ -394,9 +408,9 @@ impl Reader {
     ) -> Result<()> {
         let (first, last) = (&chunk[0], &chunk[chunk.len() - 1]);
         let path = self.cursor.path(first.file);
-        let io = |source| Error::Io {
+        let io = |error| Error::Io {
             path: path.clone(),
-            source,
+            error,
         };
         if open.as_ref().is_none_or(|(f, _)| *f != first.file) {
             *open = Some((first.file, File::open(path).map_err(io)?));

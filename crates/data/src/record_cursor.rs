@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 
+use crate::corrupt_records::CorruptTally;
 use crate::error::{Error, Result};
 use crate::format::{RecordFormat, RecordSpan};
 use crate::transforms::Rng;
@@ -63,6 +64,8 @@ pub(crate) struct RecordCursor {
     files: Arc<Vec<PathBuf>>,
     format: Arc<dyn RecordFormat>,
     order: CursorOrder,
+    /// Where a file's broken framing is counted when corrupt records are skipped.
+    tally: Arc<CorruptTally>,
     state: Mutex<State>,
 }
 
@@ -71,6 +74,7 @@ impl RecordCursor {
         files: Arc<Vec<PathBuf>>,
         format: Arc<dyn RecordFormat>,
         order: CursorOrder,
+        tally: Arc<CorruptTally>,
     ) -> Self {
         let state = State {
             epoch: 0,
@@ -87,6 +91,7 @@ impl RecordCursor {
             files,
             format,
             order,
+            tally,
             state: Mutex::new(state),
         };
         cursor.start_epoch(&mut cursor.state.lock().expect("fresh lock"));
@@ -103,6 +108,21 @@ impl RecordCursor {
         }
         state.position = 0;
         state.epoch_had_records = false;
+    }
+
+    /// The records of file `file`. When corrupt records are skipped, a file whose framing
+    /// breaks (cut short, a bad length CRC) keeps the records before the break, and the
+    /// break counts as one skipped record.
+    fn index(&self, file: usize) -> Result<Vec<RecordSpan>> {
+        let path = &self.files[file];
+        if !self.tally.skips() {
+            return self.format.index(path);
+        }
+        let index = self.format.index_partial(path)?;
+        if let Some(broken) = index.broken {
+            self.tally.record::<()>(Err(broken))?;
+        }
+        Ok(index.spans)
     }
 
     /// The path of file `index`.
@@ -149,7 +169,7 @@ impl RecordCursor {
                 state.spans = match state.indexes.get(&file) {
                     Some(spans) => Arc::clone(spans),
                     None => {
-                        let spans = Arc::new(self.format.index(&self.files[file])?);
+                        let spans = Arc::new(self.index(file)?);
                         state.indexes.insert(file, Arc::clone(&spans));
                         spans
                     }
@@ -213,7 +233,8 @@ mod tests {
             shuffle_files,
             seed: 7,
         };
-        RecordCursor::new(Arc::new(files), Arc::new(Counted), order)
+        let tally = Arc::new(CorruptTally::new(crate::CorruptRecords::Fail));
+        RecordCursor::new(Arc::new(files), Arc::new(Counted), order, tally)
     }
 
     fn drain(c: &RecordCursor) -> Vec<(usize, usize)> {

@@ -13,7 +13,7 @@ use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::format::RecordSpan;
+use crate::format::{PartialIndex, RecordSpan};
 
 /// TF's CRC mask: rotate right by 15 bits and add a constant, so that a CRC of data that
 /// itself contains CRCs stays well distributed.
@@ -31,13 +31,45 @@ const FOOTER: usize = 4;
 /// CRC footer. A bad length CRC or a record running past the end of the file is an error
 /// naming the file, the record and its offset.
 pub fn index(path: &Path) -> Result<Vec<RecordSpan>> {
-    let io = |source| Error::Io {
+    complete(index_partial(path)?)
+}
+
+/// [`index`], keeping the records before a framing error (see [`PartialIndex`]); only an I/O
+/// error is an `Err`.
+pub fn index_partial(path: &Path) -> Result<PartialIndex> {
+    let io = |error| Error::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let file = File::open(path).map_err(io)?;
     let size = file.metadata().map_err(io)?.len();
-    let mut reader = BufReader::new(file);
+    index_partial_reader(BufReader::new(file), size, path)
+}
+
+/// [`index`] of the `size` bytes of `reader`; `path` names them in errors. Memory grows with
+/// the records found, never with a length field: a length past the end is an error.
+pub fn index_reader(reader: impl Read + Seek, size: u64, path: &Path) -> Result<Vec<RecordSpan>> {
+    complete(index_partial_reader(reader, size, path)?)
+}
+
+/// The spans, or the framing error.
+fn complete(index: PartialIndex) -> Result<Vec<RecordSpan>> {
+    match index.broken {
+        Some(error) => Err(error),
+        None => Ok(index.spans),
+    }
+}
+
+/// [`index_partial`] of the `size` bytes of `reader`.
+fn index_partial_reader(
+    mut reader: impl Read + Seek,
+    size: u64,
+    path: &Path,
+) -> Result<PartialIndex> {
+    let io = |error| Error::Io {
+        path: path.to_path_buf(),
+        error,
+    };
     let mut spans = Vec::new();
     let mut offset = 0u64;
     while offset < size {
@@ -50,25 +82,38 @@ pub fn index(path: &Path) -> Result<Vec<RecordSpan>> {
         match reader.read_exact(&mut header) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                return Err(bad(format!(
-                    "truncated header: {} bytes left",
-                    size - offset
-                )));
+                let broken = bad(format!("truncated header: {} bytes left", size - offset));
+                return Ok(PartialIndex {
+                    spans,
+                    broken: Some(broken),
+                });
             }
             Err(e) => return Err(io(e)),
         }
         let len_bytes: [u8; 8] = header[..8].try_into().expect("8 bytes");
         let stored = u32::from_le_bytes(header[8..].try_into().expect("4 bytes"));
         if masked_crc(&len_bytes) != stored {
-            return Err(bad("bad length CRC: not a TFRecord file, or corrupt".into()));
+            let broken = bad("bad length CRC: not a TFRecord file, or corrupt".into());
+            return Ok(PartialIndex {
+                spans,
+                broken: Some(broken),
+            });
         }
         let len = u64::from_le_bytes(len_bytes);
-        let end = offset + HEADER as u64 + len + FOOTER as u64;
-        if end > size {
-            return Err(bad(format!(
+        // Checked: a corrupt length (up to 2^64 - 1) must not wrap around.
+        let end = (offset + HEADER as u64)
+            .checked_add(len)
+            .and_then(|end| end.checked_add(FOOTER as u64))
+            .filter(|&end| end <= size);
+        let Some(end) = end else {
+            let broken = bad(format!(
                 "truncated: record of {len} bytes runs past the end of the {size}-byte file"
-            )));
-        }
+            ));
+            return Ok(PartialIndex {
+                spans,
+                broken: Some(broken),
+            });
+        };
         spans.push(RecordSpan {
             offset: offset + HEADER as u64,
             len: len as usize + FOOTER,
@@ -76,7 +121,10 @@ pub fn index(path: &Path) -> Result<Vec<RecordSpan>> {
         reader.seek(SeekFrom::Start(end)).map_err(io)?;
         offset = end;
     }
-    Ok(spans)
+    Ok(PartialIndex {
+        spans,
+        broken: None,
+    })
 }
 
 /// The data of one record, given the bytes of its span (data + CRC footer); a data CRC
@@ -233,5 +281,29 @@ mod tests {
                 .to_string()
                 .contains("truncated header")
         );
+    }
+
+    /// A length of 2^60 (and 2^64 - 1) with a valid length CRC: an error naming the record,
+    /// neither an overflow nor an allocation of that size.
+    #[test]
+    fn a_huge_length_is_an_error_not_an_allocation() {
+        for len in [1u64 << 60, u64::MAX] {
+            let mut bytes = hand_framed(b"fine");
+            let len = len.to_le_bytes();
+            bytes.extend_from_slice(&len);
+            bytes.extend_from_slice(&masked_crc(&len).to_le_bytes());
+            bytes.extend_from_slice(b"some data");
+            let msg = index_reader(
+                std::io::Cursor::new(&bytes),
+                bytes.len() as u64,
+                "f".as_ref(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                msg.contains("record 1") && msg.contains("runs past the end"),
+                "{msg}"
+            );
+        }
     }
 }

@@ -9,15 +9,17 @@
 //! | `ndarray` | `Device::ndarray()` (CPU; slow, for tests and mixed-backend runs) |
 //! | `cuda`, `cuda:1` | [`Device::cuda`] with index 0 or 1 |
 //! | `rocm:0` | `Device::rocm` |
-//! | `wgpu`, `vulkan`, `metal` | the best adapter of that API ([`DeviceKind::DefaultDevice`]) |
-//! | `wgpu:1`, `vulkan:0`, `metal:0` | the discrete GPU with that index ([`DeviceKind::DiscreteGpu`]) |
+//! | `wgpu`, `vulkan`, `metal` | the adapter Burn prefers on that API ([`DeviceKind::DefaultDevice`]) |
+//! | `wgpu:1`, `vulkan:0`, `metal:0` | adapter 1 (0) as the API lists them, whatever its kind (see `--list-devices`) |
+//! | `wgpu:discrete:1`, `wgpu:integrated:0`, `wgpu:virtual:0`, `wgpu:cpu` | the second discrete GPU, the first integrated or virtual one, the software adapter (lavapipe) |
 //! | `ws://10.0.0.2:3000/1` | device 1 of the Burn remote server at that address (`remote` feature) |
 //! | `ws://10.0.0.2:3000` | device 0 of that server |
 //!
 //! Entries may repeat (`flex,flex` runs two towers on one CPU backend) and backends may mix
 //! (`cuda:0,wgpu:0`). `cuda:0*3,cuda:1` sends three quarters of each batch to `cuda:0`; quote
 //! such a list in a shell, where `*` is a glob. An unknown backend, or one this build does not
-//! include, is an error; the latter names the cargo feature that compiles it in.
+//! include, is an error; the latter names the cargo feature that compiles it in. An adapter that
+//! does not exist is an error that lists the adapters that do ([`crate::adapters`]).
 //!
 //! A remote entry connects while the list is parsed (Burn's client retries for about 16 s before
 //! it calls a server unreachable), so a list that parses is a list whose servers answered. Remote
@@ -30,6 +32,7 @@ use burn::tensor::Device;
 #[allow(unused_imports)] // only the constructors of compiled-in backends use it
 use burn::tensor::DeviceKind;
 
+use crate::adapters::AdapterChoice;
 use crate::error::{Error, Result};
 
 /// One tower's device: where it runs, the name it goes by in errors, and its share of a batch.
@@ -105,17 +108,11 @@ impl FromStr for TowerDevice {
             let device = remote_device(entry, address)?;
             return Ok(TowerDevice::new(spec, device).with_share(share));
         }
-        let (backend, index) = match spec.split_once(':') {
+        let (backend, selector) = match spec.split_once(':') {
             None => (spec, None),
-            Some((backend, index)) => {
-                let index = index
-                    .trim()
-                    .parse::<usize>()
-                    .map_err(|_| invalid(format!("device index `{index}` is not a number")))?;
-                (backend.trim(), Some(index))
-            }
+            Some((backend, selector)) => (backend.trim(), Some(selector.trim())),
         };
-        let device = backend_device(entry, &backend.to_ascii_lowercase(), index)?;
+        let device = backend_device(entry, &backend.to_ascii_lowercase(), selector)?;
         Ok(TowerDevice::new(spec, device).with_share(share))
     }
 }
@@ -208,21 +205,26 @@ macro_rules! compiled_in {
     }};
 }
 
-fn backend_device(entry: &str, backend: &str, index: Option<usize>) -> Result<Device> {
-    let single = |name: &str| Error::DeviceList {
+fn backend_device(entry: &str, backend: &str, selector: Option<&str>) -> Result<Device> {
+    let invalid = |reason: String| Error::DeviceList {
         entry: entry.to_string(),
-        reason: format!(
+        reason,
+    };
+    if matches!(backend, "wgpu" | "vulkan" | "metal") {
+        return wgpu_family_device(entry, backend, selector);
+    }
+    #[allow(unused_variables)]
+    let index = match selector {
+        None => 0,
+        Some(text) => text
+            .parse::<usize>()
+            .map_err(|_| invalid(format!("device index `{text}` is not a number")))?,
+    };
+    let single = |name: &str| {
+        invalid(format!(
             "`{name}` has one device and takes no index; repeat it (`{name},{name}`) for more towers"
-        ),
+        ))
     };
-    // wgpu-family APIs: no index is "the best adapter", an index is a discrete GPU.
-    #[allow(unused_variables)]
-    let kind = match index {
-        None => DeviceKind::DefaultDevice,
-        Some(i) => DeviceKind::DiscreteGpu(i),
-    };
-    #[allow(unused_variables)]
-    let index = index.unwrap_or(0);
     match backend {
         "flex" if index != 0 => Err(single("flex")),
         "flex" => compiled_in!(entry, "flex", Device::flex()),
@@ -231,14 +233,47 @@ fn backend_device(entry: &str, backend: &str, index: Option<usize>) -> Result<De
         "ndarray" => compiled_in!(entry, "ndarray", Device::ndarray()),
         "cuda" => compiled_in!(entry, "cuda", Device::cuda(index)),
         "rocm" => compiled_in!(entry, "rocm", Device::rocm(index)),
-        "wgpu" => compiled_in!(entry, "wgpu", Device::wgpu(kind)),
-        "vulkan" => compiled_in!(entry, "vulkan", Device::vulkan(kind)),
-        "metal" => compiled_in!(entry, "metal", Device::metal(kind)),
-        _ => Err(Error::DeviceList {
-            entry: entry.to_string(),
-            reason: "unknown backend: expected flex, ndarray, cuda, rocm, wgpu, vulkan, metal \
-                     or ws://host:port/index"
+        _ => Err(invalid(
+            "unknown backend: expected flex, ndarray, cuda, rocm, wgpu, vulkan, metal \
+             or ws://host:port/index"
                 .into(),
+        )),
+    }
+}
+
+/// A `wgpu`, `vulkan` or `metal` device: the preferred adapter, or the one `selector` names
+/// among those this machine lists ([`AdapterChoice`]).
+fn wgpu_family_device(entry: &str, backend: &str, selector: Option<&str>) -> Result<Device> {
+    let invalid = |reason: String| Error::DeviceList {
+        entry: entry.to_string(),
+        reason,
+    };
+    // Parsed whatever the build, so a malformed entry is reported as such.
+    #[allow(unused_variables)]
+    let choice = AdapterChoice::parse(selector).map_err(invalid)?;
+    // Listing the adapters opens the graphics API: done only when an entry names one.
+    #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "metal"))]
+    let adapter = || -> Result<DeviceKind> {
+        if choice == AdapterChoice::Default {
+            return Ok(DeviceKind::DefaultDevice);
+        }
+        let adapters = crate::adapters::wgpu_adapters(backend)?;
+        choice.select(backend, &adapters).map_err(invalid)
+    };
+    match backend {
+        #[cfg(feature = "wgpu")]
+        "wgpu" => Ok(Device::wgpu(adapter()?)),
+        #[cfg(feature = "vulkan")]
+        "vulkan" => Ok(Device::vulkan(adapter()?)),
+        #[cfg(feature = "metal")]
+        "metal" => Ok(Device::metal(adapter()?)),
+        _ => Err(Error::BackendNotCompiled {
+            entry: entry.to_string(),
+            feature: match backend {
+                "wgpu" => "wgpu",
+                "vulkan" => "vulkan",
+                _ => "metal",
+            },
         }),
     }
 }
@@ -261,8 +296,14 @@ mod tests {
 
     #[test]
     fn backend_not_compiled_in_names_the_feature() {
-        // The tests build with flex and ndarray only.
-        for (entry, feature) in [("cuda:1", "cuda"), ("wgpu", "wgpu"), ("metal:0", "metal")] {
+        let absent = [
+            ("cuda:1", "cuda", cfg!(feature = "cuda")),
+            ("wgpu", "wgpu", cfg!(feature = "wgpu")),
+            ("wgpu:discrete:0", "wgpu", cfg!(feature = "wgpu")),
+            ("metal:0", "metal", cfg!(feature = "metal")),
+            ("vulkan:cpu", "vulkan", cfg!(feature = "vulkan")),
+        ];
+        for (entry, feature, _) in absent.into_iter().filter(|(_, _, compiled)| !compiled) {
             let err = parse_devices(&format!("flex,{entry}")).unwrap_err();
             assert!(
                 matches!(&err, Error::BackendNotCompiled { feature: f, .. } if *f == feature),
@@ -294,6 +335,9 @@ mod tests {
             "flex*-1",
             "flex*",
             "flex:1",
+            "wgpu:gpu",
+            "vulkan:discrete:x",
+            "metal:-1",
             "ws://",
             "ws://host",
             "ws://:3000",

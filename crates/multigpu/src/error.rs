@@ -1,4 +1,6 @@
 //! The crate's one error type: every variant names the device list entry or tower it concerns.
+//! Messages embed their causes, so no variant also returns one from `Error::source` (a
+//! printed chain would repeat it).
 
 /// An error from parsing a device list, building the towers or running a step.
 #[derive(Debug, thiserror::Error)]
@@ -60,14 +62,14 @@ pub enum Error {
         message: String,
     },
     /// The operating system refused a tower thread.
-    #[error("cannot start the thread of tower {tower} on `{device}`: {source}")]
+    #[error("cannot start the thread of tower {tower} on `{device}`: {error}")]
     Spawn {
         /// The tower's index in the device list.
         tower: usize,
         /// The tower's device, as named in the device list.
         device: String,
         /// What the OS said.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 

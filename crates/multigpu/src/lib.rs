@@ -15,6 +15,8 @@
 //! - [`TowersConfig::accumulation`]: k micro-batches per update, weighed like one batch.
 //! - Failures: a tower that panics or errors ends the step with an [`Error`] naming its device,
 //!   after every tower thread has stopped, and without changing the model.
+//! - Devices: `wgpu:N` is the N-th adapter the graphics API lists, `wgpu:discrete:1` the
+//!   second discrete GPU ([`adapters`]); [`list_devices`] is what `--list-devices` prints.
 //! - Remote devices (`remote` feature): `ws://host:port/index` entries reach the devices a Burn
 //!   `RemoteServer` (the `towers-serve` binary of `burn-towers`) serves on another machine.
 //!
@@ -38,9 +40,11 @@
 //! # Ok(()) }
 //! ```
 
+pub mod adapters;
 mod batch_norm_sync;
 mod devices;
 mod error;
+mod listing;
 mod loss;
 mod reduce;
 pub mod towers;
@@ -48,6 +52,7 @@ pub mod towers;
 pub use batch_norm_sync::BatchNormSync;
 pub use devices::{TowerDevice, parse_devices};
 pub use error::{Error, Result};
+pub use listing::{BackendListing, Listed, ListedDevice, list_devices};
 pub use loss::{IntoTowerLoss, TowerLoss};
 pub use reduce::{Reduce, all_reduce, reduce_to_device};
 pub use towers::{StepOutput, Towers, TowersConfig};

@@ -799,11 +799,11 @@ where
             Ok(Ok(Err(Failure::PeerGone))) => ring_broken = ring_broken.or(Some(i)),
             Ok(Ok(Err(Failure::Failed(message)))) => return Err(tower_failed(i, tower, message)),
             Ok(Err(panic)) => return Err(tower_panicked(i, tower, panic)),
-            Err(source) => {
+            Err(error) => {
                 return Err(Error::Spawn {
                     tower: i,
                     device: tower.name().to_string(),
-                    source,
+                    error,
                 });
             }
         }
@@ -828,16 +828,18 @@ fn tower_failed(tower: usize, device: &TowerDevice, message: String) -> Error {
 }
 
 fn tower_panicked(tower: usize, device: &TowerDevice, panic: Box<dyn Any + Send>) -> Error {
-    let message = match panic.downcast::<String>() {
-        Ok(message) => *message,
-        Err(panic) => match panic.downcast::<&str>() {
-            Ok(message) => message.to_string(),
-            Err(_) => "(a panic without a message)".to_string(),
-        },
-    };
     Error::TowerPanicked {
         tower,
         device: device.name().to_string(),
-        message,
+        message: panic_message(&*panic),
+    }
+}
+
+/// The message a panic was raised with, when it was a string.
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    match (panic.downcast_ref::<String>(), panic.downcast_ref::<&str>()) {
+        (Some(message), _) => message.clone(),
+        (_, Some(message)) => message.to_string(),
+        _ => "(a panic without a message)".to_string(),
     }
 }

@@ -1,12 +1,54 @@
 //! The checkpoints of one train directory: `model.ckpt-STEP` files (TF's names), the newest
-//! few kept.
+//! few kept (TF Saver's `max_to_keep`), resumed from the newest that passes its checksum.
 
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, Integrity};
 use crate::error::{Error, Result};
 
 const PREFIX: &str = "model.ckpt-";
+/// Appended to the name of a checkpoint found corrupt, so that it is neither listed nor
+/// deleted: it stays for inspection.
+const CORRUPT_SUFFIX: &str = ".corrupt";
+
+/// The checkpoint a run resumes from, and what was passed over to find it.
+#[derive(Debug)]
+pub struct Restored {
+    /// The newest valid checkpoint.
+    pub checkpoint: Checkpoint,
+    /// Its file.
+    pub path: PathBuf,
+    /// Whether its checksum was checked.
+    pub integrity: Integrity,
+    /// The newer checkpoints that failed to load, each renamed with a `.corrupt` suffix:
+    /// (the error naming the file, the new name).
+    pub skipped: Vec<(Error, PathBuf)>,
+}
+
+impl Restored {
+    /// What a log should say about this resume, one line each (nothing when the newest
+    /// checkpoint was valid and checked).
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self
+            .skipped
+            .iter()
+            .map(|(error, renamed)| format!("skipped {error}; renamed to {}", renamed.display()))
+            .collect();
+        if !self.skipped.is_empty() {
+            notes.push(format!(
+                "resuming from the newest valid checkpoint, {}",
+                self.path.display()
+            ));
+        }
+        if self.integrity == Integrity::Unchecked {
+            notes.push(format!(
+                "{} predates checkpoint checksums: loaded without verifying its content",
+                self.path.display()
+            ));
+        }
+        notes
+    }
+}
 
 /// A train directory's checkpoints.
 #[derive(Debug, Clone)]
@@ -36,7 +78,7 @@ impl CheckpointDir {
     }
 
     /// Every checkpoint, oldest first. A missing directory has none; temporary files of an
-    /// interrupted write are not checkpoints.
+    /// interrupted write, checkpoints set aside as corrupt and directories are not checkpoints.
     pub fn list(&self) -> Result<Vec<(u64, PathBuf)>> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
@@ -47,11 +89,13 @@ impl CheckpointDir {
         for entry in entries {
             let entry = entry.map_err(Error::io(&self.dir))?;
             let name = entry.file_name();
+            // `model.ckpt-20.corrupt` and temporary files do not parse as steps.
             let step = name
                 .to_str()
                 .and_then(|n| n.strip_prefix(PREFIX))
                 .and_then(|s| s.parse::<u64>().ok());
-            if let Some(step) = step {
+            let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+            if let Some(step) = step.filter(|_| is_file) {
                 found.push((step, entry.path()));
             }
         }
@@ -64,17 +108,66 @@ impl CheckpointDir {
         Ok(self.list()?.pop())
     }
 
-    /// Writes `checkpoint` (atomically) and deletes all but the newest `keep`.
+    /// Writes `checkpoint` (atomically) and then deletes all but the newest `keep`, never
+    /// the one just written: a failed write deletes nothing, and a complete new checkpoint
+    /// always remains.
     pub fn save(&self, checkpoint: Checkpoint) -> Result<PathBuf> {
         std::fs::create_dir_all(&self.dir).map_err(Error::io(&self.dir))?;
         let path = self.path(checkpoint.step);
         checkpoint.save(&path)?;
         let all = self.list()?;
         for (_, old) in &all[..all.len().saturating_sub(self.keep)] {
-            std::fs::remove_file(old).map_err(Error::io(old))?;
+            if *old != path {
+                std::fs::remove_file(old).map_err(Error::io(old))?;
+            }
         }
         Ok(path)
     }
+
+    /// The newest checkpoint that loads and passes its checksum, `None` when there is no
+    /// checkpoint at all. Each newer one that failed is then renamed `model.ckpt-STEP.corrupt`
+    /// (so that later runs and the retention of [`save`](Self::save) pass it by) and reported
+    /// in [`Restored::skipped`]. Checkpoints but no valid one is an error listing each
+    /// failure, and renames nothing.
+    pub fn load_newest_valid(&self) -> Result<Option<Restored>> {
+        let all = self.list()?;
+        if all.is_empty() {
+            return Ok(None);
+        }
+        let mut failed: Vec<(Error, PathBuf)> = Vec::new();
+        for (_, path) in all.into_iter().rev() {
+            match Checkpoint::load_checked(&path) {
+                Ok((checkpoint, integrity)) => {
+                    let skipped = failed
+                        .into_iter()
+                        .map(|(error, path)| Ok((error, set_aside(&path)?)))
+                        .collect::<Result<_>>()?;
+                    return Ok(Some(Restored {
+                        checkpoint,
+                        path,
+                        integrity,
+                        skipped,
+                    }));
+                }
+                Err(error) => failed.push((error, path)),
+            }
+        }
+        let reasons: Vec<String> = failed.iter().map(|(e, _)| e.to_string()).collect();
+        Err(Error::Config(format!(
+            "no valid checkpoint in {} to resume from: {}",
+            self.dir.display(),
+            reasons.join("; ")
+        )))
+    }
+}
+
+/// Renames a corrupt checkpoint `NAME.corrupt`; returns the new name.
+fn set_aside(path: &Path) -> Result<PathBuf> {
+    let mut renamed = path.as_os_str().to_owned();
+    renamed.push(CORRUPT_SUFFIX);
+    let renamed = PathBuf::from(renamed);
+    std::fs::rename(path, &renamed).map_err(Error::io(path))?;
+    Ok(renamed)
 }
 
 #[cfg(test)]
@@ -107,5 +200,117 @@ mod tests {
         let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
         assert_eq!(steps, [20, 100]);
         assert_eq!(ckpts.latest().unwrap().unwrap().1, ckpts.path(100));
+    }
+
+    fn corrupt(path: &Path) {
+        let mut bytes = std::fs::read(path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x10;
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn resumes_from_the_newest_valid_and_sets_the_corrupt_ones_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpts = CheckpointDir::new(dir.path(), 5);
+        assert!(ckpts.load_newest_valid().unwrap().is_none());
+        for step in [10, 20, 30] {
+            ckpts.save(checkpoint(step)).unwrap();
+        }
+        corrupt(&ckpts.path(30));
+        let bytes = std::fs::read(ckpts.path(20)).unwrap();
+        std::fs::write(ckpts.path(20), &bytes[..bytes.len() - 100]).unwrap();
+
+        let restored = ckpts.load_newest_valid().unwrap().unwrap();
+        assert_eq!(
+            (restored.checkpoint.step, restored.integrity),
+            (10, Integrity::Verified)
+        );
+        assert_eq!(restored.path, ckpts.path(10));
+        let skipped: Vec<(String, PathBuf)> = restored
+            .skipped
+            .iter()
+            .map(|(e, p)| (e.to_string(), p.clone()))
+            .collect();
+        assert_eq!(skipped.len(), 2);
+        assert!(skipped[0].0.contains("model.ckpt-30") && skipped[0].0.contains("checksum"));
+        assert!(skipped[1].0.contains("model.ckpt-20") && skipped[1].0.contains("truncated"));
+        assert_eq!(skipped[0].1, dir.path().join("model.ckpt-30.corrupt"));
+        assert!(skipped[1].1.is_file() && !ckpts.path(20).exists());
+        let notes = restored.notes().join("\n");
+        assert!(
+            notes.contains("model.ckpt-30") && notes.contains("newest valid checkpoint"),
+            "{notes}"
+        );
+        let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
+        assert_eq!(steps, [10], "the corrupt ones are no longer listed");
+    }
+
+    #[test]
+    fn a_first_format_checkpoint_resumes_with_a_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/first-format.ckpt");
+        std::fs::copy(fixture, dir.path().join("model.ckpt-42")).unwrap();
+        let restored = CheckpointDir::new(dir.path(), 5)
+            .load_newest_valid()
+            .unwrap()
+            .unwrap();
+        assert_eq!(restored.integrity, Integrity::Unchecked);
+        let notes = restored.notes();
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].contains("model.ckpt-42 predates checkpoint checksums"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn no_valid_checkpoint_is_an_error_naming_each_and_renames_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpts = CheckpointDir::new(dir.path(), 5);
+        for step in [1, 2] {
+            ckpts.save(checkpoint(step)).unwrap();
+            corrupt(&ckpts.path(step));
+        }
+        let msg = ckpts.load_newest_valid().unwrap_err().to_string();
+        assert!(
+            msg.contains("no valid checkpoint")
+                && msg.contains("model.ckpt-1:")
+                && msg.contains("model.ckpt-2:"),
+            "{msg}"
+        );
+        assert_eq!(ckpts.list().unwrap().len(), 2);
+    }
+
+    /// A newer stray checkpoint (step 10) does not push out the one just written, and a write
+    /// that fails deletes nothing.
+    #[test]
+    fn retention_keeps_what_was_just_written_and_a_failed_write_deletes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpts = CheckpointDir::new(dir.path(), 1);
+        ckpts.save(checkpoint(10)).unwrap();
+        ckpts.save(checkpoint(5)).unwrap();
+        ckpts.save(checkpoint(6)).unwrap();
+        let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
+        assert_eq!(steps, [6, 10]);
+
+        // A directory in the way: the rename fails, as a full disk would fail the write.
+        std::fs::create_dir_all(ckpts.path(7).join("in-the-way")).unwrap();
+        let msg = ckpts.save(checkpoint(7)).unwrap_err().to_string();
+        assert!(msg.contains("model.ckpt-7"), "{msg}");
+        let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
+        assert_eq!(steps, [6, 10]);
+        assert!(Checkpoint::load(&ckpts.path(6)).is_ok());
+        let hidden = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with('.')
+            })
+            .count();
+        assert_eq!(hidden, 0, "no temporary file left");
     }
 }

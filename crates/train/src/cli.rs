@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use clap::{Arg, ArgAction, Parser};
+
 use crate::config::TrainConfig;
 use crate::error::Result;
 
@@ -40,9 +42,16 @@ pub struct TrainArgs {
     /// Input reader threads (default: 4 per tower).
     #[arg(long)]
     pub reader_threads: Option<usize>,
-    /// Continue from the newest checkpoint in the train directory.
+    /// Continue from the newest valid checkpoint in the train directory.
     #[arg(long)]
     pub resume: bool,
+    /// Checkpoints kept in the train directory, the newest (TF's `max_to_keep`; default 5).
+    #[arg(long)]
+    pub keep_checkpoints: Option<usize>,
+    /// Skip training records that fail to decode, with a warning each, until more than
+    /// FRACTION of the records read were (default 0.01); without it the first stops the run.
+    #[arg(long, value_name = "FRACTION", num_args = 0..=1, default_missing_value = "0.01")]
+    pub skip_corrupt_records: Option<f64>,
     /// A JSON (`.json`) or TOML file of settings (see `TrainConfig`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -102,16 +111,46 @@ impl TrainArgs {
         if let Some(v) = self.reader_threads {
             c.reader_threads = Some(v);
         }
+        if let Some(v) = self.keep_checkpoints {
+            c.keep_checkpoints = v;
+        }
+        if let Some(v) = self.skip_corrupt_records {
+            c.skip_corrupt_records = Some(v);
+        }
         c.resume |= self.resume;
         c.validate()?;
         Ok(c)
     }
 }
 
+/// Parses the command line into `A`, adding `--list-devices` to it: that flag prints every
+/// backend and the devices it sees ([`towers_multigpu::list_devices`]), then exits, whatever
+/// else the command requires. Every example and `towers-serve` parse their flags with it.
+pub fn parse_args<A: Parser>() -> A {
+    if std::env::args().skip(1).any(|a| a == "--list-devices") {
+        print_devices();
+        std::process::exit(0);
+    }
+    let command = A::command().arg(
+        Arg::new("list-devices")
+            .long("list-devices")
+            .action(ArgAction::SetTrue)
+            .help("Print the backends and devices this build can use, then exit"),
+    );
+    A::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
+}
+
+/// Prints what `--list-devices` shows.
+pub fn print_devices() {
+    println!("Backends and devices (`--devices` takes the entries of the middle column):");
+    for backend in towers_multigpu::list_devices() {
+        println!("{backend}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     #[derive(Parser)]
     struct Cli {
@@ -138,6 +177,17 @@ mod tests {
         assert_eq!((c.batch_size, c.max_steps, c.seed), (64, 20, 3));
         assert_eq!(c.devices, "flex,flex");
         assert!(c.resume);
+        assert_eq!(c.skip_corrupt_records, None);
+        let skip = |args: &[&str]| {
+            let cli = Cli::parse_from([&["x"], args].concat());
+            cli.train
+                .config(TrainConfig::cifar10())
+                .unwrap()
+                .skip_corrupt_records
+        };
+        assert_eq!(skip(&["--skip-corrupt-records"]), Some(0.01));
+        assert_eq!(skip(&["--skip-corrupt-records", "0.05"]), Some(0.05));
+        assert_eq!(skip(&["--keep-checkpoints", "2"]), None);
         assert_eq!(c.log_every, TrainConfig::cifar10().log_every);
     }
 

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use towers_data::CorruptRecords;
 use towers_multigpu::{BatchNormSync, Reduce, TowersConfig};
 
 use crate::error::{Error, Result};
@@ -60,6 +61,11 @@ pub struct TrainConfig {
     pub replay_input_on_resume: bool,
     /// How the towers reduce gradients and keep batch-norm statistics in step.
     pub towers: TowersSection,
+    /// Skip training records that fail to decode (bad CRC, corrupt image, bad label) with a
+    /// warning each, as tf.data's `ignore_errors()`, until more than this fraction of the
+    /// records read were skipped (e.g. 0.01); absent: the first one stops the run.
+    #[serde(default)]
+    pub skip_corrupt_records: Option<f64>,
 }
 
 /// [`TrainConfig::towers`]: the settings of [`towers_multigpu::TowersConfig`].
@@ -150,6 +156,7 @@ impl TrainConfig {
             resume: false,
             replay_input_on_resume: true,
             towers: TowersSection::default(),
+            skip_corrupt_records: None,
         }
     }
 
@@ -183,15 +190,22 @@ impl TrainConfig {
     /// and a section whose `kind` changes (another optimizer) is replaced whole.
     pub fn merge_file(&self, path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
-        let bad = |e: String| Error::Config(format!("{}: {e}", path.display()));
-        let file: serde_json::Value = if path.extension().is_some_and(|e| e == "json") {
-            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?
+        let json = path.extension().is_some_and(|e| e == "json");
+        self.merge_text(&text, json)
+            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+    }
+
+    /// [`merge_file`](Self::merge_file) on the text of a file, JSON when `json`, else TOML;
+    /// an error says what is wrong, the caller says where.
+    pub fn merge_text(&self, text: &str, json: bool) -> std::result::Result<Self, String> {
+        let file: serde_json::Value = if json {
+            serde_json::from_str(text).map_err(|e| e.to_string())?
         } else {
-            toml::from_str(&text).map_err(|e| bad(e.to_string()))?
+            toml::from_str(text).map_err(|e| e.to_string())?
         };
         let mut merged = serde_json::to_value(self).expect("a config always serializes");
         merge(&mut merged, file);
-        serde_json::from_value(merged).map_err(|e| bad(e.to_string()))
+        serde_json::from_value(merged).map_err(|e| e.to_string())
     }
 
     /// Checks what can be checked before anything starts.
@@ -206,6 +220,15 @@ impl TrainConfig {
         if self.log_every == 0 || self.checkpoint_every == 0 {
             return fail("log_every and checkpoint_every must be at least 1");
         }
+        if self
+            .skip_corrupt_records
+            .is_some_and(|f| !(0.0..=1.0).contains(&f))
+        {
+            return fail("skip_corrupt_records must be a fraction in [0, 1]");
+        }
+        if self.keep_checkpoints == 0 {
+            return fail("keep_checkpoints must be at least 1");
+        }
         if self.towers.accumulation == 0 {
             return fail("towers.accumulation must be at least 1");
         }
@@ -213,6 +236,14 @@ impl TrainConfig {
             return fail("moving_average_decay must be in [0, 1)");
         }
         Ok(())
+    }
+
+    /// What the training input does with records that fail to decode.
+    pub fn corrupt_records(&self) -> CorruptRecords {
+        match self.skip_corrupt_records {
+            Some(max_fraction) => CorruptRecords::Skip { max_fraction },
+            None => CorruptRecords::Fail,
+        }
     }
 
     /// Examples consumed by one update.

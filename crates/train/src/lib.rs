@@ -7,12 +7,12 @@
 //! - [`OptimizerConfig`]: SGD, momentum, TF's RMSProp ([`TfRmsProp`]), Adam, as Burn
 //!   optimizers; [`LrScheduleConfig`]: exponential (staircase), polynomial, piecewise constant.
 //! - [`MovingAverage`]: TF's exponential moving average of the weights.
-//! - [`Checkpoint`], [`CheckpointDir`]: model, optimizer state, averages and step in one file
-//!   written atomically ([`write_atomic`]).
+//! - [`Checkpoint`], [`CheckpointDir`]: model, optimizer state, averages and step in one
+//!   checksummed file written atomically ([`write_atomic`]); resume from the newest valid one.
 //! - [`TrainLog`], [`plot_log`]: TF's log line, a progress bar, JSON lines and an SVG plot.
 //! - [`load_weights`]: TF checkpoints, ours or safetensors into a model, for fine-tuning
 //!   ([`train_only`]), evaluation and [`classify`]; [`export_safetensors`].
-//! - [`Trainer`]: the loop; [`StopFlag`]: Ctrl-C; [`evaluate`]: precision@1 and @5.
+//! - [`Trainer`]: the loop; [`StopFlag`]: Ctrl-C and SIGTERM; [`evaluate`]: precision@1 and @5.
 
 mod checkpoint;
 mod checkpoint_dir;
@@ -33,10 +33,10 @@ mod schedule;
 mod stop;
 mod trainer;
 
-pub use checkpoint::Checkpoint;
-pub use checkpoint_dir::CheckpointDir;
+pub use checkpoint::{Checkpoint, Integrity};
+pub use checkpoint_dir::{CheckpointDir, Restored};
 pub use classify::{CifarImage, Prediction, classify, read_labels};
-pub use cli::TrainArgs;
+pub use cli::{TrainArgs, parse_args, print_devices};
 pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
 pub use ema::MovingAverage;
 pub use error::{Error, Result};

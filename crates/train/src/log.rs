@@ -31,15 +31,23 @@ pub struct LogEntry {
     pub input_queue_fill: f32,
     /// How full the prefetched-batch queue was (0 to 1).
     pub batch_queue_fill: f32,
+    /// Corrupt input records skipped so far in this run (`skip_corrupt_records`).
+    #[serde(default)]
+    pub corrupt_records_skipped: u64,
 }
 
 impl LogEntry {
-    /// The TF trainers' line: `step 120, loss = 2.31 (1450.2 examples/sec; 0.088 sec/batch)`.
+    /// The TF trainers' line: `step 120, loss = 2.31 (1450.2 examples/sec; 0.088 sec/batch)`,
+    /// and the corrupt records skipped so far when there are any.
     pub fn line(&self) -> String {
-        format!(
+        let line = format!(
             "step {}, loss = {:.2} ({:.1} examples/sec; {:.3} sec/batch)",
             self.step, self.loss, self.examples_per_sec, self.sec_per_batch
-        )
+        );
+        match self.corrupt_records_skipped {
+            0 => line,
+            n => format!("{line}, {n} corrupt records skipped"),
+        }
     }
 }
 
@@ -140,6 +148,7 @@ mod tests {
             sec_per_batch: 0.08826,
             input_queue_fill: 0.5,
             batch_queue_fill: 1.0,
+            corrupt_records_skipped: 0,
         }
     }
 
@@ -175,5 +184,16 @@ mod tests {
             .map(|e| (e.step, e.loss))
             .collect();
         assert_eq!(steps, [(10, 3.0), (20, 2.5), (30, 1.9), (40, 1.8)]);
+    }
+
+    /// `/dev/full` fails every write with ENOSPC, as a full disk does.
+    #[test]
+    fn a_full_disk_is_an_error_naming_the_log() {
+        let mut log = TrainLog::open(Path::new("/dev/full"), 0, 10).unwrap();
+        let msg = log.record(&entry(1, 2.0)).unwrap_err().to_string();
+        assert!(
+            msg.contains("/dev/full") && msg.contains("No space left on device"),
+            "{msg}"
+        );
     }
 }

@@ -108,6 +108,7 @@ mod tests {
                 sec_per_batch: 1.0,
                 input_queue_fill: 1.0,
                 batch_queue_fill: 1.0,
+                corrupt_records_skipped: 0,
             })
             .collect();
         let svg = render(&entries).unwrap();

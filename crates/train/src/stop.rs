@@ -1,4 +1,4 @@
-//! [`StopFlag`]: how a run is asked to stop early (Ctrl-C, or a test).
+//! [`StopFlag`]: how a run is asked to stop early (Ctrl-C, SIGTERM, or a test).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -26,23 +26,28 @@ impl StopFlag {
         self.0.load(Ordering::SeqCst)
     }
 
-    /// The flag that Ctrl-C (SIGINT) raises. A second Ctrl-C exits at once with
-    /// status 130. The handler is installed once per process; later calls return the same flag.
+    /// The flag that SIGINT (Ctrl-C), SIGTERM (what SLURM and Kubernetes send before they
+    /// kill) and SIGHUP raise. A second signal exits at once with status 130. The handler is
+    /// installed once per process; later calls return the same flag.
     pub fn ctrl_c() -> Result<Self> {
         static FLAG: OnceLock<std::result::Result<StopFlag, String>> = OnceLock::new();
         FLAG.get_or_init(|| {
             let flag = StopFlag::new();
             let raised = flag.clone();
+            // ctrlc's `termination` feature adds SIGTERM and SIGHUP to SIGINT.
             ctrlc::set_handler(move || {
                 if raised.is_requested() {
-                    eprintln!("\nsecond interrupt: exiting now, without a checkpoint");
+                    eprintln!("\nsecond signal: exiting now, without a checkpoint");
                     std::process::exit(130);
                 }
-                eprintln!("\ninterrupt: stopping after this step and writing a checkpoint (Ctrl-C again to quit now)");
+                eprintln!(
+                    "\nsignal: stopping after this step and writing a checkpoint \
+                     (signal again, or Ctrl-C, to quit now)"
+                );
                 raised.request();
             })
             .map(|()| flag)
-            .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))
+            .map_err(|e| format!("cannot install the signal handler: {e}"))
         })
         .clone()
         .map_err(Error::Config)

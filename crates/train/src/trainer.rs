@@ -11,7 +11,7 @@
 //! # Reproducibility
 //!
 //! With one seed, a run gives the same losses whatever the number of towers (up to float
-//! rounding) and reader threads: the model is initialized from the seed on the first device,
+//! rounding), backends and reader threads: the model is initialized from the seed on the CPU,
 //! the input pipeline is deterministic, and the towers average to the full-batch gradient.
 //! A resumed run continues with the batches, optimizer state, averages and learning rate an
 //! uninterrupted run would have had; the device generators are reseeded from the seed and the
@@ -23,12 +23,12 @@ use std::time::{Duration, Instant};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Int, Tensor};
-use towers_data::{HostBatch, Pipeline, PipelineConfig};
+use towers_data::{HostBatch, Pipeline, PipelineConfig, RecordCount};
 use towers_models::ImageClassifier;
 use towers_multigpu::{TowerDevice, TowerLoss, Towers, parse_devices};
 
 use crate::checkpoint::Checkpoint;
-use crate::checkpoint_dir::CheckpointDir;
+use crate::checkpoint_dir::{CheckpointDir, Restored};
 use crate::config::TrainConfig;
 use crate::ema::MovingAverage;
 use crate::error::{Error, Result};
@@ -90,6 +90,8 @@ pub struct TrainReport {
     pub log: PathBuf,
     /// The loss and learning-rate plot.
     pub plot: PathBuf,
+    /// Input records read, and those skipped as corrupt (`skip_corrupt_records`).
+    pub records: RecordCount,
 }
 
 /// How the run ended and where it wrote: the lines every example prints at the end.
@@ -107,6 +109,13 @@ impl std::fmt::Display for TrainReport {
                 "checkpoints: {} (newest {})",
                 self.checkpoint_dir.display(),
                 checkpoint.display()
+            )?;
+        }
+        if self.records.skipped > 0 {
+            writeln!(
+                f,
+                "skipped {} corrupt input records of {} read",
+                self.records.skipped, self.records.read
             )?;
         }
         writeln!(f, "log:         {}", self.log.display())?;
@@ -182,8 +191,14 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         std::fs::create_dir_all(&c.train_dir).map_err(Error::io(&c.train_dir))?;
 
         let model = (self.prepare)(init_seeded(init, &main, c.seed), resume_from.is_some())?;
-        let start = match &resume_from {
-            Some((_, path)) => self.restore(model, path)?,
+        let restored = match resume_from {
+            Some(_) => ckpts.load_newest_valid()?,
+            None => None,
+        };
+        let resume_notes = restored.as_ref().map_or_else(Vec::new, Restored::notes);
+        let mut checkpoint = restored.as_ref().map(|r| r.path.clone());
+        let start = match restored {
+            Some(r) => self.restore(model, r.checkpoint, &r.path)?,
             None => Start {
                 averages: c
                     .moving_average
@@ -217,11 +232,15 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             } else {
                 c.seed
             },
+            corrupt_records: c.corrupt_records(),
             ..PipelineConfig::train(c.batch_size)
         };
         let mut pipeline = input.start(pipeline_config)?;
         let mut log = TrainLog::open(&c.train_dir.join(LOG_FILE), step, c.max_steps)?;
         log.println(&self.banner(&towers_list, examples_per_epoch, &schedule, step));
+        for note in &resume_notes {
+            log.println(note);
+        }
         if replay {
             let batches = step * c.towers.accumulation as u64;
             log.println(&format!(
@@ -232,7 +251,6 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             }
         }
 
-        let mut checkpoint = resume_from.map(|(_, path)| path);
         let mut saved_step = checkpoint.is_some().then_some(step);
         let mut interval = Interval::default();
         let mut total = Interval::default();
@@ -287,6 +305,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
                     sec_per_batch: interval.sec_per_step(),
                     input_queue_fill: fill.examples,
                     batch_queue_fill: fill.batches,
+                    corrupt_records_skipped: pipeline.record_count().skipped,
                 })?;
                 interval = Interval::default();
             }
@@ -298,6 +317,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         if saved_step != Some(step) {
             checkpoint = Some(self.save(&ckpts, &towers, averages.as_ref(), step)?);
         }
+        let records = pipeline.record_count();
         pipeline.stop()?;
         log.finish();
         let log_path = c.train_dir.join(LOG_FILE);
@@ -316,14 +336,14 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
                 checkpoint_dir: c.train_dir.clone(),
                 log: log_path,
                 plot: plot_path,
+                records,
             },
         })
     }
 
-    /// The model, optimizer, averages and step of the checkpoint at `path`.
-    fn restore(&self, model: M, path: &Path) -> Result<Start<M>> {
+    /// The model, optimizer, averages and step of `ckpt`, read from `path`.
+    fn restore(&self, model: M, ckpt: Checkpoint, path: &Path) -> Result<Start<M>> {
         let c = &self.config;
-        let ckpt = Checkpoint::load(path)?;
         let step = ckpt.step;
         let averages = ckpt.averages;
         let optimizer = c.optimizer.init().load_record(ckpt.optimizer);
@@ -411,14 +431,26 @@ pub fn load_into<M: Module>(model: M, record: burn::store::ModuleRecord, path: &
 /// seed them, so that no run reseeds a generator while another draws its initial weights.
 static DEVICE_RNG: Mutex<()> = Mutex::new(());
 
-/// Builds the model with the device generator seeded, and draws every lazily initialized
-/// weight at once, in module order, so the weights depend on the seed alone.
+/// Builds the model with a generator seeded, and draws every lazily initialized weight at once,
+/// in module order, so the weights depend on the seed alone.
+///
+/// The weights are drawn on the host's CPU backend (flex) when this build has it, then moved to
+/// `device`: GPU generators draw other numbers from the same seed, and a run must start from the
+/// same weights on `flex`, `wgpu` or `flex,wgpu`. Without flex, they are drawn on `device`.
 fn init_seeded<M: Module>(init: impl FnOnce(&Device) -> M, device: &Device, seed: u64) -> M {
+    let host = match "flex".parse::<TowerDevice>() {
+        Ok(flex) => flex.device().clone().autodiff(),
+        Err(_) => device.clone(),
+    };
     let _guard = DEVICE_RNG.lock().unwrap_or_else(PoisonError::into_inner);
-    device.seed(seed);
-    let model = init(device);
+    host.seed(seed);
+    let model = init(&host);
     model.visit(&mut Materialize);
-    model
+    if &host == device {
+        model
+    } else {
+        model.fork(device)
+    }
 }
 
 struct Materialize;

@@ -1,0 +1,249 @@
+//! Towers on a real GPU backend: `wgpu` (Mesa's lavapipe, a software Vulkan device, in CI; a GPU
+//! wherever there is one), or the entry `TOWERS_GPU_DEVICE` names (`cuda:0`). Each result is compared with computations on flex: plain steps on
+//! the whole batch, or, with batch norm, the same towers on flex.
+//!
+//! Tolerance: 1e-4 relative (to the larger of the value and 1). A GPU backend computes the same
+//! f32 arithmetic with other kernels (convolution and matrix products tile and sum in their own
+//! order), so each op differs from flex by a few ulps; two SGD steps with momentum at rate 0.1
+//! carry those differences into the weights at about 1e-6..1e-5. Between CPU backends the
+//! towers tests hold 1e-5.
+//!
+//! Run with `cargo test --features wgpu --test gpu` (`--features cuda` and
+//! `TOWERS_GPU_DEVICE=cuda:0` for CUDA); without a device the tests print `SKIPPED` and pass,
+//! except under CI.
+#![cfg(any(
+    feature = "wgpu",
+    feature = "vulkan",
+    feature = "metal",
+    feature = "cuda",
+    feature = "rocm"
+))]
+
+use burn::module::{Module, RunningState};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::{Linear, LinearConfig};
+use burn::tensor::{Device, Int, Tensor};
+use towers_models::{BasicConv, BasicConvConfig};
+use towers_multigpu::{
+    BatchNormSync, Error, Reduce, TowerDevice, Towers, TowersConfig, parse_devices,
+};
+use towers_testing::batches::batch;
+use towers_testing::compare::{assert_close, values};
+use towers_testing::gpu::gpu_or_skip;
+use towers_testing::nets::{LR, Net, sgd};
+use towers_testing::reference::flex;
+use towers_testing::towers::assert_like_one_device;
+use towers_testing::within;
+
+const TOLERANCE: f32 = 1e-4;
+
+fn devices(list: &str) -> Vec<TowerDevice> {
+    parse_devices(list).unwrap()
+}
+
+#[test]
+fn one_and_two_gpu_towers_train_like_one_flex_device() {
+    let Some(gpu) = gpu_or_skip("one_and_two_gpu_towers") else {
+        return;
+    };
+    let model = Net::new(&flex());
+    let updates = vec![vec![batch(12, 1)], vec![batch(12, 2)]];
+    // The parameters live on the GPU: the update runs there.
+    let on_gpu = model.clone().fork(&gpu.device);
+    let towers = assert_like_one_device(
+        &on_gpu,
+        &devices(&gpu.list("GPU")),
+        TowersConfig::default(),
+        &updates,
+        TOLERANCE,
+    );
+    assert_eq!(towers.model().devices(), vec![gpu.device.clone()]);
+    for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
+        let config = TowersConfig::default().with_reduce(reduce);
+        let list = devices(&gpu.list("GPU,GPU*2"));
+        let towers = assert_like_one_device(&on_gpu, &list, config, &updates, TOLERANCE);
+        assert_eq!(
+            towers.model().devices(),
+            vec![gpu.device.clone()],
+            "{reduce:?}"
+        );
+    }
+}
+
+#[test]
+fn mixed_flex_and_gpu_towers_train_like_one_flex_device() {
+    let Some(gpu) = gpu_or_skip("mixed_flex_and_gpu_towers") else {
+        return;
+    };
+    let model = Net::new(&flex());
+    let updates = vec![vec![batch(10, 3)], vec![batch(10, 4)]];
+    for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
+        let config = TowersConfig::default().with_reduce(reduce);
+        let list = devices(&gpu.list("flex*2,GPU*3"));
+        let towers = assert_like_one_device(&model, &list, config, &updates, TOLERANCE);
+        // Gradients computed on the GPU were moved to the model's device before the update.
+        assert_eq!(towers.model().devices(), vec![flex()], "{reduce:?}");
+    }
+}
+
+#[test]
+fn accumulated_micro_batches_on_a_gpu_train_like_one_larger_batch() {
+    let Some(gpu) = gpu_or_skip("accumulated_micro_batches_on_a_gpu") else {
+        return;
+    };
+    let model = Net::new(&flex());
+    let updates = vec![
+        vec![batch(4, 5), batch(6, 6), batch(4, 7)],
+        vec![batch(6, 8), batch(4, 9), batch(4, 10)],
+    ];
+    for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
+        let config = TowersConfig::default()
+            .with_reduce(reduce)
+            .with_accumulation(3);
+        let list = devices(&gpu.list("GPU,flex"));
+        assert_like_one_device(&model, &list, config, &updates, TOLERANCE);
+    }
+}
+
+/// Inception's conv unit (conv, TF-slim's offset-only batch norm, ReLU) and a linear head.
+#[derive(Module, Debug)]
+struct InceptionUnit {
+    conv: BasicConv,
+    fc: Linear,
+}
+
+impl InceptionUnit {
+    fn new(device: &Device) -> Self {
+        // Momentum 0.1 instead of slim's 0.0003, so that two steps move the statistics visibly.
+        let conv = BasicConvConfig::new([3, 4], [3, 3])
+            .with_momentum(0.1)
+            .init(device);
+        Self {
+            conv,
+            fc: LinearConfig::new(4 * 6 * 6, 5).init(device),
+        }
+    }
+
+    fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> Tensor<1> {
+        let logits = self.fc.forward(self.conv.forward(x).flatten::<2>(1, 3));
+        CrossEntropyLossConfig::new()
+            .init(&logits.device())
+            .forward(logits, y)
+    }
+
+    fn running_stats(&self) -> Vec<f32> {
+        let read = |s: &RunningState<Tensor<1>>| s.value().into_data().iter::<f32>().collect();
+        [
+            read(&self.conv.bn.running_mean),
+            read(&self.conv.bn.running_var),
+        ]
+        .concat()
+    }
+}
+
+/// Two steps of a copy of `base` on towers over `list`; returns every copy's parameters and
+/// running statistics (the model's first).
+fn train_unit(
+    base: &InceptionUnit,
+    list: &str,
+    model_device: &Device,
+    config: TowersConfig,
+) -> Vec<(Vec<f32>, Vec<f32>)> {
+    // Clones share batch-norm buffers (see the Burn notes): `valid().train()` makes new ones.
+    let model = base.clone().valid().train().fork(model_device);
+    let mut towers = Towers::new(model, sgd(), &devices(list), config).unwrap();
+    for seed in 0..2 {
+        towers
+            .step(&batch(8, seed), LR, |m: &InceptionUnit, x, y| m.loss(x, y))
+            .unwrap();
+    }
+    std::iter::once(towers.model())
+        .chain(towers.replicas())
+        .map(|m| (values(m), m.running_stats()))
+        .collect()
+}
+
+#[test]
+fn inception_batch_norm_statistics_sync_across_gpu_and_flex() {
+    let Some(gpu) = gpu_or_skip("inception_batch_norm_statistics_sync") else {
+        return;
+    };
+    let base = InceptionUnit::new(&flex());
+    for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
+        for sync in [BatchNormSync::Average, BatchNormSync::FirstTower] {
+            let config = TowersConfig::default()
+                .with_reduce(reduce)
+                .with_batch_norm(sync);
+            // Slices of 2 and 6, as the flex towers test against fresh layers.
+            let want = train_unit(&base, "flex,flex*3", &flex(), config.clone());
+            let got = train_unit(&base, &gpu.list("GPU,flex*3"), &gpu.device, config);
+            let what = format!("{reduce:?}, {sync:?}");
+            let (start_params, start_stats) = (&want[0].0, &want[0].1);
+            for (i, (params, stats)) in got.iter().enumerate() {
+                assert_close(
+                    params,
+                    start_params,
+                    TOLERANCE,
+                    &format!("{what}, copy {i}, params"),
+                );
+                assert_close(
+                    stats,
+                    start_stats,
+                    TOLERANCE,
+                    &format!("{what}, copy {i}, stats"),
+                );
+            }
+            let fresh = [vec![0.0; 4], vec![1.0; 4]].concat();
+            let moved = towers_testing::compare::max_abs_diff(start_stats, &fresh);
+            assert!(moved > 1e-2, "{what}: the statistics moved ({moved})");
+        }
+    }
+}
+
+#[test]
+fn a_failing_gpu_tower_is_named_and_the_towers_recover() {
+    let Some(gpu) = gpu_or_skip("a_failing_gpu_tower") else {
+        return;
+    };
+    let model = Net::new(&flex());
+    for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
+        let config = TowersConfig::default().with_reduce(reduce);
+        let list = devices(&gpu.list("flex,GPU"));
+        let mut towers = Towers::new(model.clone(), sgd(), &list, config).unwrap();
+        let (towers, result) = within(120, move || {
+            let result = towers.step(&batch(8, 11), LR, |m: &Net, x: Tensor<4>, y| {
+                // A shape error on the GPU tower only.
+                let x = if x.device() == flex() {
+                    x
+                } else {
+                    x.narrow(3, 0, 7)
+                };
+                m.loss(x, y)
+            });
+            (towers, result)
+        });
+        match result {
+            Err(Error::TowerPanicked { tower, device, .. }) => {
+                assert_eq!(
+                    (tower, device.as_str()),
+                    (1, gpu.entry.as_str()),
+                    "{reduce:?}"
+                )
+            }
+            other => panic!("{reduce:?}: expected tower 1 on the GPU to panic, got {other:?}"),
+        }
+        let mut towers = towers;
+        let good = batch(8, 12);
+        towers
+            .step(&good, LR, |m: &Net, x, y| m.loss(x, y))
+            .unwrap();
+        let (expected, _) =
+            towers_testing::reference::plain_training(model.clone(), std::slice::from_ref(&good));
+        assert_close(
+            &values(towers.model()),
+            &values(&expected),
+            TOLERANCE,
+            "after the failure",
+        );
+    }
+}

@@ -1,0 +1,26 @@
+//! towers-testing: what the tests of burn-towers share (a dev-dependency only).
+//!
+//! - [`nets`]: tiny models with and without batch norm, and SGD with TF/PyTorch momentum.
+//! - [`batches`]: deterministic synthetic host batches.
+//! - [`compare`]: parameters as flat vectors and comparisons with a stated tolerance.
+//! - [`reference`]: plain single-device Burn steps, the independent computation towers must equal.
+//! - [`towers`]: towers trained and checked against the reference.
+//! - [`training`]: short CIFAR-10 training runs.
+//! - [`gpu`]: the GPU tests' device (wgpu, or `TOWERS_GPU_DEVICE`), skipped loudly where there is
+//!   none (never in CI).
+
+pub mod batches;
+pub mod compare;
+pub mod gpu;
+pub mod nets;
+pub mod reference;
+pub mod towers;
+pub mod training;
+
+/// Runs `f` on a thread of its own and fails the test if it takes longer than `seconds`.
+pub fn within<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    rx.recv_timeout(std::time::Duration::from_secs(seconds))
+        .expect("the step hung")
+}

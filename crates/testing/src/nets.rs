@@ -1,0 +1,77 @@
+//! Tiny models for tests: small enough for a software GPU, with the layers towers care about.
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig};
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{ModuleOptimizer, SgdConfig};
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Int, Tensor};
+
+/// The learning rate of the tests' steps.
+pub const LR: f64 = 0.1;
+
+/// SGD with PyTorch/TF momentum (no dampening): plain SGD is sensitive to the gradient's scale,
+/// so a sum where a mean belongs, or a wrong weight, shows in the parameters.
+pub fn sgd() -> ModuleOptimizer {
+    SgdConfig::new()
+        .with_momentum(Some(
+            MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),
+        ))
+        .init()
+}
+
+/// A tiny conv net without batch norm: images `[n, 3, 8, 8]`, 5 classes.
+#[derive(Module, Debug)]
+pub struct Net {
+    conv: Conv2d,
+    fc: Linear,
+}
+
+impl Net {
+    /// Random weights from `device`'s generator.
+    pub fn new(device: &Device) -> Self {
+        Self {
+            conv: Conv2dConfig::new([3, 4], [3, 3]).init(device),
+            fc: LinearConfig::new(4 * 6 * 6, 5).init(device),
+        }
+    }
+
+    /// The mean cross-entropy of a batch, and the logits.
+    pub fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> (Tensor<1>, Tensor<2>) {
+        let logits = self
+            .fc
+            .forward(relu(self.conv.forward(x)).flatten::<2>(1, 3));
+        let loss = CrossEntropyLossConfig::new()
+            .init(&logits.device())
+            .forward(logits.clone(), y);
+        (loss, logits)
+    }
+}
+
+/// Batch norm straight on the images, so its statistics are those of the input slices.
+#[derive(Module, Debug)]
+pub struct BnNet {
+    /// The batch norm whose running statistics the tests follow.
+    pub bn: BatchNorm,
+    fc: Linear,
+}
+
+impl BnNet {
+    /// Fresh statistics, random weights from `device`'s generator.
+    pub fn new(device: &Device) -> Self {
+        Self {
+            bn: BatchNormConfig::new(3).init(device),
+            fc: LinearConfig::new(3 * 8 * 8, 5).init(device),
+        }
+    }
+
+    /// The mean cross-entropy of a batch.
+    pub fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> Tensor<1> {
+        let logits = self.fc.forward(self.bn.forward(x).flatten::<2>(1, 3));
+        CrossEntropyLossConfig::new()
+            .init(&logits.device())
+            .forward(logits, y)
+    }
+}

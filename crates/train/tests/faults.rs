@@ -1,0 +1,307 @@
+//! Faults a long run meets, on real files and a real kernel: the newest checkpoint corrupt, a
+//! disk that fills up (a small tmpfs, where one can be mounted), writes cut off after N bytes
+//! (a file-size limit, `ulimit -f`).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use burn::module::Module;
+use burn::nn::LinearConfig;
+use burn::tensor::Device;
+use towers_data::cifar10::BuiltinCifar10;
+use towers_models::Cifar10Config;
+use towers_train::{
+    Checkpoint, CheckpointDir, Input, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
+    read_log,
+};
+
+use support::{child, role};
+
+fn config(train_dir: &Path, max_steps: u64) -> TrainConfig {
+    TrainConfig {
+        batch_size: 16,
+        reader_threads: Some(2),
+        max_steps,
+        optimizer: OptimizerConfig::Momentum {
+            momentum: 0.9,
+            nesterov: false,
+        },
+        learning_rate: LrScheduleConfig::Constant { value: 0.01 },
+        checkpoint_every: 2,
+        log_every: 1,
+        train_dir: train_dir.to_path_buf(),
+        seed: 5,
+        ..TrainConfig::cifar10()
+    }
+}
+
+fn train(config: TrainConfig, data: &BuiltinCifar10) -> towers_train::Result<u64> {
+    let trained = Trainer::new(config).run(
+        |d| Cifar10Config::new().init(d),
+        &Input::cifar10_train(data.dir()).unwrap(),
+    )?;
+    Ok(trained.report.first_step)
+}
+
+fn losses(dir: &Path) -> Vec<(u64, f64)> {
+    read_log(&dir.join(towers_train::LOG_FILE))
+        .unwrap()
+        .iter()
+        .map(|e| (e.step, e.loss))
+        .collect()
+}
+
+/// Hidden files (temporaries of interrupted writes) in `dir`.
+fn hidden(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect()
+}
+
+/// Checkpoints at 2 and 4, the one at 4 then damaged: `--resume` passes it by (renaming it
+/// `.corrupt`) and continues from 2 exactly as an uninterrupted run.
+#[test]
+fn resume_passes_a_corrupt_newest_checkpoint_by() {
+    if role().is_some() {
+        return;
+    }
+    let data = BuiltinCifar10::create(40, 10, 3).unwrap();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    train(config(a.path(), 6), &data).unwrap();
+    train(config(b.path(), 4), &data).unwrap();
+    let newest = b.path().join("model.ckpt-4");
+    let mut bytes = std::fs::read(&newest).unwrap();
+    bytes[1000] ^= 0x04;
+    std::fs::write(&newest, bytes).unwrap();
+
+    let resumed = TrainConfig {
+        resume: true,
+        ..config(b.path(), 6)
+    };
+    assert_eq!(train(resumed, &data).unwrap(), 2, "resumed from step 2");
+    assert!(b.path().join("model.ckpt-4.corrupt").is_file());
+    assert_eq!(
+        losses(b.path()),
+        losses(a.path()),
+        "steps 3 to 6 as if never stopped"
+    );
+}
+
+#[test]
+fn resume_with_no_valid_checkpoint_is_an_error_naming_them() {
+    if role().is_some() {
+        return;
+    }
+    let data = BuiltinCifar10::create(40, 10, 3).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    train(config(dir.path(), 2), &data).unwrap();
+    let only = dir.path().join("model.ckpt-2");
+    let bytes = std::fs::read(&only).unwrap();
+    std::fs::write(&only, &bytes[..bytes.len() / 2]).unwrap();
+    let resumed = TrainConfig {
+        resume: true,
+        ..config(dir.path(), 4)
+    };
+    let msg = train(resumed, &data).unwrap_err().to_string();
+    assert!(
+        msg.contains("no valid checkpoint")
+            && msg.contains("model.ckpt-2: ")
+            && msg.contains("truncated"),
+        "{msg}"
+    );
+}
+
+/// A checkpoint of a 300 x 300 linear layer with its average: about 720 kB.
+fn big_checkpoint(step: u64) -> Checkpoint {
+    let model = LinearConfig::new(300, 300).init(&Device::flex());
+    Checkpoint {
+        step,
+        model: model.clone().into_record(),
+        optimizer: burn::optim::SgdConfig::new().init().to_record(),
+        averages: Some(model.into_record()),
+        config: serde_json::Value::Null,
+    }
+}
+
+/// The child of `writes_cut_off_after_n_bytes...`: saves checkpoint 2 under the file-size
+/// limit its shell set, beside checkpoint 1.
+#[test]
+fn child_save_under_a_size_limit() {
+    let Some(dir) = role() else { return };
+    let ckpts = CheckpointDir::new(&dir, 1);
+    let msg = ckpts.save(big_checkpoint(2)).unwrap_err().to_string();
+    assert!(
+        msg.contains("model.ckpt-2") && msg.contains("File too large"),
+        "{msg}"
+    );
+    println!("child error: {msg}");
+}
+
+/// The kernel cuts writes off after N bytes (`ulimit -f`, EFBIG), N from nothing to past the
+/// header: each time the error names the new checkpoint, the previous one still loads
+/// (retention deleted nothing), and no temporary file is left.
+#[test]
+fn writes_cut_off_after_n_bytes_leave_the_previous_checkpoint_and_no_temporary() {
+    if role().is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ckpts = CheckpointDir::new(dir.path(), 1);
+    ckpts.save(big_checkpoint(1)).unwrap();
+    // `ulimit -f` counts 512-byte blocks in POSIX shells.
+    for blocks in [0, 1, 3, 64, 1000] {
+        let script = format!("trap '' XFSZ\nulimit -f {blocks}");
+        let out = child(
+            "child_save_under_a_size_limit",
+            dir.path().to_str().unwrap(),
+            &[],
+            &script,
+        )
+        .output()
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("child error:"),
+            "limit {blocks} blocks: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        print_child_errors(&stdout);
+        assert_eq!(Checkpoint::load(&ckpts.path(1)).unwrap().step, 1);
+        let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
+        assert_eq!(steps, [1], "limit {blocks} blocks");
+        assert!(hidden(dir.path()).is_empty(), "{:?}", hidden(dir.path()));
+    }
+}
+
+/// The child of `a_full_disk...`: trains in a 12 MB tmpfs mounted at `dir`, where the first
+/// checkpoint (about 8.6 MB) fits and the second does not; then fills the disk and starts a
+/// run whose first log line cannot be written.
+#[test]
+fn child_train_on_a_small_tmpfs() {
+    let Some(dir) = role() else { return };
+    let dir = PathBuf::from(dir);
+    let data = BuiltinCifar10::create(40, 10, 3).unwrap();
+    let first = dir.join("first");
+    // Plain SGD keeps no optimizer state: a checkpoint holds the weights and their averages.
+    let c = TrainConfig {
+        checkpoint_every: 1,
+        optimizer: OptimizerConfig::Sgd,
+        ..config(&first, 3)
+    };
+    let msg = train(c, &data).unwrap_err().to_string();
+    assert!(
+        msg.contains("first/model.ckpt-2") && msg.contains("No space left on device"),
+        "{msg}"
+    );
+    assert_eq!(
+        Checkpoint::load(&first.join("model.ckpt-1")).unwrap().step,
+        1
+    );
+    assert!(hidden(&first).is_empty(), "{:?}", hidden(&first));
+    println!("checkpoint error: {msg}");
+
+    // Fill what is left, then a new run cannot log.
+    std::fs::create_dir(dir.join("second")).unwrap();
+    let filler = vec![0u8; 64 << 10];
+    let mut file = std::fs::File::create(dir.join("filler")).unwrap();
+    while std::io::Write::write_all(&mut file, &filler).is_ok() {}
+    let msg = train(config(&dir.join("second"), 3), &data)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("second/train_log.jsonl") && msg.contains("No space left on device"),
+        "{msg}"
+    );
+    println!("log error: {msg}");
+}
+
+#[test]
+fn a_full_disk_stops_training_with_an_error_naming_the_file() {
+    if role().is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mount = format!(
+        "mount -t tmpfs -o size=12m tmpfs '{}' || exit 77",
+        dir.path().display()
+    );
+    let probe = Command::new("unshare")
+        .args(["-rm", "sh", "-c", &mount])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!(
+            "SKIPPED a_full_disk_stops_training...: cannot mount a tmpfs in a user namespace \
+             here (`unshare -rm mount -t tmpfs`); the file-size-limit test covers write errors"
+        );
+        return;
+    }
+    let out = child(
+        "child_train_on_a_small_tmpfs",
+        dir.path().to_str().unwrap(),
+        &["unshare", "-rm"],
+        &mount,
+    )
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("log error:"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    print_child_errors(&stdout);
+}
+
+/// The errors a child met, for `--nocapture` readers.
+fn print_child_errors(stdout: &str) {
+    for line in stdout.lines().filter(|l| l.contains(" error: ")) {
+        println!("{line}");
+    }
+}
+
+/// Record 3 of every training file gets label 200: with `skip_corrupt_records` the run goes
+/// on, and the log lines and the report count what was skipped.
+#[test]
+fn corrupt_records_are_skipped_and_counted_when_asked() {
+    if role().is_some() {
+        return;
+    }
+    let data = BuiltinCifar10::create(200, 10, 3).unwrap();
+    let input = Input::cifar10_train(data.dir()).unwrap();
+    for file in &input.files {
+        let mut bytes = std::fs::read(file).unwrap();
+        bytes[3 * towers_data::cifar10::RECORD_BYTES] = 200;
+        std::fs::write(file, bytes).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let msg = train(config(dir.path(), 3), &data).unwrap_err().to_string();
+    assert!(
+        msg.contains("record 3") && msg.contains("label 200"),
+        "fail-fast: {msg}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let c = TrainConfig {
+        skip_corrupt_records: Some(0.01),
+        ..config(dir.path(), 30)
+    };
+    let trained = Trainer::new(c)
+        .run(|d| Cifar10Config::new().init(d), &input)
+        .unwrap();
+    let report = trained.report;
+    assert!(report.records.skipped >= 1, "{:?}", report.records);
+    assert!(report.records.skipped * 100 <= report.records.read);
+    assert!(
+        report.to_string().contains(&format!(
+            "skipped {} corrupt input records of {} read",
+            report.records.skipped, report.records.read
+        )),
+        "{report}"
+    );
+    let log = read_log(&report.log).unwrap();
+    assert!(log.last().unwrap().corrupt_records_skipped >= 1);
+}

@@ -1,0 +1,203 @@
+//! SIGTERM (what SLURM and Kubernetes send) and SIGINT (Ctrl-C), sent to a real training
+//! process: the first stops it after the current step with a checkpoint and a clean exit; a
+//! second one ends it at once.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use towers_data::cifar10::BuiltinCifar10;
+use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
+use towers_multigpu::TowerLoss;
+use towers_train::{Checkpoint, CheckpointDir, Input, StopFlag, TrainConfig, Trainer};
+
+use support::{child, role};
+
+/// Each step takes at least this long (the child's loss waits), so that signals sent just
+/// after a step starts arrive during it.
+const STEP: Duration = Duration::from_millis(1500);
+
+/// The child: trains with the signal handlers installed, printing `step-start K` as step K
+/// begins, and prints its report.
+#[test]
+fn child_trainer() {
+    let Some(dir) = role() else { return };
+    let data = BuiltinCifar10::create(100, 10, 3).unwrap();
+    let calls = AtomicUsize::new(0);
+    let slow_loss = move |m: &Cifar10Net, x, y| {
+        let step = calls.fetch_add(1, Ordering::SeqCst) + 1;
+        println!("step-start {step}");
+        std::io::stdout().flush().unwrap();
+        std::thread::sleep(STEP);
+        TowerLoss::new(m.loss(x, y).loss)
+    };
+    let config = TrainConfig {
+        batch_size: 16,
+        reader_threads: Some(1),
+        max_steps: 1000,
+        checkpoint_every: 1000,
+        log_every: 1,
+        train_dir: dir.into(),
+        ..TrainConfig::cifar10()
+    };
+    let trained = Trainer::new(config)
+        .with_stop(StopFlag::ctrl_c().unwrap())
+        .with_loss(slow_loss)
+        .run(
+            |d| Cifar10Config::new().init(d),
+            &Input::cifar10_train(data.dir()).unwrap(),
+        )
+        .unwrap();
+    println!(
+        "report: {}",
+        trained.report.to_string().replace('\n', " | ")
+    );
+}
+
+fn start(dir: &Path) -> Watched {
+    Watched::start(child("child_trainer", dir.to_str().unwrap(), &[], "true"))
+}
+
+#[test]
+fn sigterm_and_sigint_stop_after_the_step_with_a_checkpoint() {
+    if role().is_some() {
+        return;
+    }
+    for signal in ["TERM", "INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut trainer = start(dir.path());
+        trainer.wait_for("step-start 2", Duration::from_secs(120));
+        trainer.signal(signal);
+        let (code, _) = trainer.exit_code(Duration::from_secs(60));
+        let output = trainer.seen.join("\n");
+        assert_eq!(code, Some(0), "SIG{signal}: {output}");
+        assert!(
+            output.contains("report: stopped at step 2 "),
+            "SIG{signal}: the step under way when the signal came is the last: {output}"
+        );
+        assert!(!output.contains("step-start 3"), "{output}");
+        let (step, path) = CheckpointDir::new(dir.path(), 5).latest().unwrap().unwrap();
+        assert_eq!(step, 2);
+        assert_eq!(Checkpoint::load(&path).unwrap().step, 2);
+        assert!(dir.path().join(towers_train::PLOT_FILE).is_file());
+    }
+}
+
+#[test]
+fn a_second_signal_exits_at_once_without_a_checkpoint() {
+    if role().is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut trainer = start(dir.path());
+    trainer.wait_for("step-start 2", Duration::from_secs(120));
+    trainer.signal("TERM");
+    std::thread::sleep(Duration::from_millis(100));
+    trainer.signal("INT");
+    let (code, took) = trainer.exit_code(Duration::from_secs(60));
+    let output = trainer.seen.join("\n");
+    assert_eq!(code, Some(130), "{output}");
+    // At once: well before the step under way (STEP long) could have ended.
+    assert!(took < STEP / 2, "took {took:?}");
+    assert!(!output.contains("report:"), "{output}");
+    assert!(
+        CheckpointDir::new(dir.path(), 5)
+            .latest()
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// A started child whose stdout lines arrive on a channel as they are printed.
+pub struct Watched {
+    /// The process.
+    pub child: Child,
+    lines: Receiver<String>,
+    /// Every line read so far.
+    pub seen: Vec<String>,
+}
+
+impl Watched {
+    /// Starts `command` with stdout piped.
+    pub fn start(mut command: Command) -> Self {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("child starts");
+        let stdout = child.stdout.take().expect("piped");
+        let (send, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a line starting with `prefix`; panics (killing the child) after `limit`.
+    pub fn wait_for(&mut self, prefix: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.starts_with(prefix) {
+                        return line;
+                    }
+                }
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!(
+                        "no line `{prefix}...` within {limit:?}; got {:#?}",
+                        self.seen
+                    );
+                }
+            }
+        }
+    }
+
+    /// Sends signal `name` (`TERM`, `INT`) to the child.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// The exit code once the child ends, and how long that took; panics (killing the child)
+    /// after `limit`. The rest of its output is collected into `seen`.
+    pub fn exit_code(&mut self, limit: Duration) -> (Option<i32>, Duration) {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait works") {
+                let took = started.elapsed();
+                // The reader thread ends with the pipe.
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+                    self.seen.push(line);
+                }
+                return (status.code(), took);
+            }
+            if started.elapsed() > limit {
+                let _ = self.child.kill();
+                panic!(
+                    "the child did not exit within {limit:?}; output {:#?}",
+                    self.seen
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}

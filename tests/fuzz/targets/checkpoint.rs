@@ -1,0 +1,54 @@
+//! This project's checkpoint files: the checksum, the JSON header, the burnpack sections.
+
+use std::path::Path;
+
+use burn::module::Module;
+use burn::nn::LinearConfig;
+use burn::tensor::Device;
+use burn_towers::train::Checkpoint;
+use proptest::prelude::*;
+
+use crate::fuzz;
+use crate::mutate::mutated;
+
+/// A checkpoint written by `Checkpoint::save` (model, optimizer state with momentum, moving
+/// averages) and one of the first format, without a checksum.
+fn seeds() -> Vec<Vec<u8>> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.ckpt-3");
+    let model = LinearConfig::new(4, 3).init(&Device::flex());
+    Checkpoint {
+        step: 3,
+        model: model.clone().into_record(),
+        optimizer: burn::optim::SgdConfig::new().init().to_record(),
+        averages: Some(model.into_record()),
+        config: serde_json::json!({"seed": 1, "devices": "flex"}),
+    }
+    .save(&path)
+    .unwrap();
+    let first =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/train/tests/data/first-format.ckpt");
+    vec![std::fs::read(path).unwrap(), std::fs::read(first).unwrap()]
+}
+
+/// Sets the CRC32C trailer to match the content, so the parser under the checksum is reached.
+fn fix_checksum(bytes: &mut [u8]) {
+    if bytes.starts_with(b"BTOWCKP2") && bytes.len() >= 20 {
+        let split = bytes.len() - 4;
+        let crc = crc32c::crc32c(&bytes[..split]);
+        bytes[split..].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+#[test]
+fn fuzz_checkpoint() {
+    let inputs = (mutated(seeds()), any::<bool>()).prop_map(|(mut bytes, fix)| {
+        if fix {
+            fix_checksum(&mut bytes);
+        }
+        bytes
+    });
+    fuzz("checkpoint", inputs, |bytes| {
+        Checkpoint::from_bytes(&bytes, Path::new("model.ckpt-3")).is_ok()
+    });
+}

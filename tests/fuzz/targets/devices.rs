@@ -1,0 +1,24 @@
+//! Device lists as given on the command line.
+
+use burn_towers::multigpu::parse_devices;
+
+use crate::fuzz;
+use crate::mutate::mutated;
+
+#[test]
+#[cfg_attr(feature = "remote", ignore = "remote entries would connect to servers")]
+fn fuzz_device_lists() {
+    let seeds = [
+        "flex",
+        "flex,flex",
+        "flex*3,ndarray",
+        "cuda:0,cuda:1",
+        "cuda:0*3,cuda:1",
+        "wgpu:0,cuda:0",
+        "ws://127.0.0.1:3000/0,flex",
+    ];
+    let seeds = seeds.iter().map(|s| s.as_bytes().to_vec()).collect();
+    fuzz("device lists", mutated(seeds), |bytes| {
+        parse_devices(&String::from_utf8_lossy(&bytes)).is_ok()
+    });
+}

@@ -1,0 +1,48 @@
+//! The fuzz targets, one per parser, and the real files they start from.
+
+mod checkpoint;
+mod cifar10;
+mod config;
+mod devices;
+mod example;
+mod image;
+mod records;
+mod tfrecord;
+
+use std::path::Path;
+
+use burn_towers::data::tf_example::ImageRecord;
+use burn_towers::data::tfrecord::{index_reader, record_data};
+
+/// `tests/data/fuzz_seeds.tfrecord`, written by TensorFlow (`scripts/fuzz_seeds.py`).
+pub fn seed_shard() -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz_seeds.tfrecord"))
+        .expect("the seed shard")
+}
+
+/// The serialized `tf.train.Example`s of the seed shard, read with the project's framing.
+pub fn seed_examples() -> Vec<Vec<u8>> {
+    let shard = seed_shard();
+    let path = Path::new("fuzz_seeds.tfrecord");
+    let spans =
+        index_reader(std::io::Cursor::new(&shard), shard.len() as u64, path).expect("TF's framing");
+    spans
+        .iter()
+        .enumerate()
+        .map(|(i, span)| {
+            let bytes = &shard[span.offset as usize..][..span.len];
+            record_data(path, i, bytes).unwrap().to_vec()
+        })
+        .collect()
+}
+
+/// The images TensorFlow encoded into the seed shard (JPEG, greyscale, progressive, PNG with
+/// alpha and at 16 bits), and a CMYK JPEG written by Pillow.
+pub fn seed_images() -> Vec<Vec<u8>> {
+    let mut images: Vec<Vec<u8>> = seed_examples()
+        .iter()
+        .map(|e| ImageRecord::parse(e).unwrap().encoded)
+        .collect();
+    images.push(include_bytes!("../../../crates/data/tests/data/cmyk.jpg").to_vec());
+    images
+}

@@ -1,0 +1,85 @@
+//! The CIFAR-10 trainer on a real GPU backend (`wgpu`, Mesa's lavapipe in CI, or the entry
+//! `TOWERS_GPU_DEVICE` names): a run on the GPU and on `flex,GPU` follows the `flex` run of the
+//! same seed, and a run checkpointed on `flex,GPU` resumes on the GPU alone where it left off.
+//!
+//! The weights come from the seed on the CPU whatever the devices, and the input pipeline is
+//! deterministic, so the runs see the same weights and batches; they differ only by the GPU's
+//! f32 rounding (see crates/multigpu/tests/wgpu.rs), which three steps at rate 0.01 keep under
+//! 1e-4 of the loss.
+//!
+//! Run with `cargo test --features wgpu --test gpu`.
+#![cfg(any(
+    feature = "wgpu",
+    feature = "vulkan",
+    feature = "metal",
+    feature = "cuda",
+    feature = "rocm"
+))]
+
+use std::path::Path;
+
+use burn_towers::data::cifar10::BuiltinCifar10;
+use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
+use towers_testing::gpu::gpu_or_skip;
+use towers_testing::training::{cifar_net, quick_cifar_config};
+
+/// Relative difference allowed between the losses of a GPU run and the flex run.
+const TOLERANCE: f64 = 1e-4;
+
+/// Trains as `config` says and returns the logged `(step, loss)` pairs of the whole directory.
+fn train(config: TrainConfig, data: &BuiltinCifar10) -> Vec<(u64, f64)> {
+    let dir = config.train_dir.clone();
+    Trainer::new(config)
+        .run(cifar_net, &Input::cifar10_train(data.dir()).unwrap())
+        .unwrap();
+    read_log(&dir.join(burn_towers::train::LOG_FILE))
+        .unwrap()
+        .iter()
+        .map(|e| (e.step, e.loss))
+        .collect()
+}
+
+fn assert_track(got: &[(u64, f64)], want: &[(u64, f64)], what: &str) {
+    assert_eq!(
+        got.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        want.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        "{what}: steps"
+    );
+    for ((step, g), (_, w)) in got.iter().zip(want) {
+        assert!(
+            (g - w).abs() <= TOLERANCE * w.abs(),
+            "{what}: step {step} loss {g}, flex {w}"
+        );
+    }
+}
+
+#[test]
+fn cifar10_trains_on_a_gpu_and_resumes_on_another_device_list() {
+    let Some(gpu) = gpu_or_skip("cifar10_trains_on_a_gpu") else {
+        return;
+    };
+    let data = BuiltinCifar10::create(64, 16, 3).unwrap();
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let flex = train(quick_cifar_config(dirs[0].path(), "flex", 3), &data);
+    assert_eq!(flex.len(), 3);
+    assert!(
+        flex[0].1 > 2.0 && flex[0].1 < 2.6,
+        "a fresh 10-class net: {flex:?}"
+    );
+
+    let alone = train(quick_cifar_config(dirs[1].path(), &gpu.entry, 3), &data);
+    assert_track(&alone, &flex, &gpu.entry);
+    let mixed_list = gpu.list("flex,GPU");
+    let mixed = train(quick_cifar_config(dirs[2].path(), &mixed_list, 3), &data);
+    assert_track(&mixed, &flex, &mixed_list);
+
+    // Two steps on flex,GPU (a checkpoint at step 2), then resume on the GPU alone.
+    let first = train(quick_cifar_config(dirs[3].path(), &mixed_list, 2), &data);
+    assert_track(&first, &flex[..2], "before the checkpoint");
+    let resumed = TrainConfig {
+        resume: true,
+        ..quick_cifar_config(dirs[3].path(), &gpu.entry, 3)
+    };
+    let all = train(resumed, &data);
+    assert_track(&all, &flex, "resumed on the GPU alone");
+}
