@@ -15,14 +15,15 @@ use clap::Parser;
 use burn_towers::data::cifar10::{self, Cifar10Format};
 use burn_towers::data::transforms::CifarEval;
 use burn_towers::models::Cifar10Config;
-use burn_towers::multigpu::parse_devices;
 use burn_towers::train::{
-    Input, LoadOptions, TrainConfig, builtin_cifar10, evaluate, load_weights, parse_args,
+    Input, TrainConfig, WeightsArgs, builtin_cifar10, evaluate, load_weights, parse_args,
 };
 
 #[derive(Parser)]
 #[command(about = "Evaluate CIFAR-10 weights on the test set")]
 struct Args {
+    #[command(flatten)]
+    weights: WeightsArgs,
     /// A cifar-10-batches-bin folder; the built-in synthetic data (the `cifar10` example's) when absent.
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -36,31 +37,22 @@ struct Args {
     /// Side of the central crop the network takes (the tutorial's 24).
     #[arg(long, default_value_t = 24)]
     image_size: usize,
-    /// The device to evaluate on (the first of the list).
-    #[arg(long, default_value = "flex")]
-    devices: String,
     /// Examples per batch.
     #[arg(long, default_value_t = 128)]
     batch_size: usize,
     /// Input reader threads.
     #[arg(long, default_value_t = 4)]
     reader_threads: usize,
-    /// Evaluate the trained weights, not their moving averages.
-    #[arg(long)]
-    raw_weights: bool,
 }
 
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
     let path = args.checkpoint.as_ref().unwrap_or(&args.train_dir);
-    let device = parse_devices(&args.devices)?[0].device().clone();
+    let device = args.weights.device()?;
     let model = Cifar10Config::new()
         .with_image_size(args.image_size)
         .init(&device);
-    let options = LoadOptions {
-        moving_averages: !args.raw_weights,
-        fine_tune: false,
-    };
+    let options = args.weights.load_options();
     let (model, report) = load_weights(model, path, options)?;
     println!("{report}");
 
@@ -77,7 +69,7 @@ fn main() -> anyhow::Result<()> {
     };
     let input = Input::new(Cifar10Format, cifar10::test_files(&dir)?, eval);
     let precision = evaluate(&model, &input, args.batch_size, args.reader_threads)?;
-    let which = match args.raw_weights {
+    let which = match args.weights.raw_weights {
         true => "trained weights",
         false => "moving averages where kept",
     };

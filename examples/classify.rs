@@ -13,9 +13,8 @@ use clap::{Parser, ValueEnum};
 
 use burn_towers::data::transforms::{CifarEval, InceptionEval};
 use burn_towers::models::{Cifar10Config, InceptionV3Config};
-use burn_towers::multigpu::parse_devices;
 use burn_towers::train::{
-    CifarImage, LoadOptions, Prediction, classify, load_weights, parse_args, read_labels,
+    CifarImage, Prediction, WeightsArgs, classify, load_weights, parse_args, read_labels,
 };
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -27,6 +26,8 @@ enum Model {
 #[derive(Parser)]
 #[command(about = "Top classes of images under Inception v3 or the CIFAR-10 network")]
 struct Args {
+    #[command(flatten)]
+    run: WeightsArgs,
     /// Which network the weights are for.
     #[arg(long, value_enum)]
     model: Model,
@@ -48,12 +49,6 @@ struct Args {
     /// One JSON object per image instead of text.
     #[arg(long)]
     json: bool,
-    /// Use the trained weights, not their moving averages.
-    #[arg(long)]
-    raw_weights: bool,
-    /// The device (the first of the list).
-    #[arg(long, default_value = "flex")]
-    devices: String,
     /// The images.
     #[arg(required = true)]
     images: Vec<PathBuf>,
@@ -61,11 +56,8 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
-    let device = parse_devices(&args.devices)?[0].device().clone();
-    let options = LoadOptions {
-        moving_averages: !args.raw_weights,
-        fine_tune: false,
-    };
+    let device = args.run.device()?;
+    let options = args.run.load_options();
     let predictions = match args.model {
         Model::Inception => {
             let size = args.image_size.unwrap_or(299);

@@ -15,12 +15,13 @@ use clap::Parser;
 
 use burn_towers::data::transforms::InceptionEval;
 use burn_towers::models::InceptionV3Config;
-use burn_towers::multigpu::parse_devices;
-use burn_towers::train::{InceptionData, LoadOptions, Split, evaluate, load_weights, parse_args};
+use burn_towers::train::{InceptionData, Split, WeightsArgs, evaluate, load_weights, parse_args};
 
 #[derive(Parser)]
 #[command(about = "Evaluate Inception v3 weights: precision @ 1 and @ 5")]
 struct Args {
+    #[command(flatten)]
+    weights: WeightsArgs,
     /// Weights: a TF checkpoint (prefix, `.index` or directory), one of ours (file or train
     /// directory) or a `.safetensors` export.
     #[arg(long, default_value = "/tmp/imagenet_train")]
@@ -35,18 +36,12 @@ struct Args {
     /// Outputs of the logits; the data's when absent.
     #[arg(long)]
     num_classes: Option<usize>,
-    /// The device to evaluate on (the first of the list).
-    #[arg(long, default_value = "flex")]
-    devices: String,
     /// Examples per batch.
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
     /// Input reader threads.
     #[arg(long, default_value_t = 4)]
     reader_threads: usize,
-    /// Evaluate the trained weights, not their moving averages.
-    #[arg(long)]
-    raw_weights: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -58,15 +53,12 @@ fn main() -> anyhow::Result<()> {
         InceptionEval::new(args.image_size),
     )?;
     println!("evaluating on {}", data.description);
-    let device = parse_devices(&args.devices)?[0].device().clone();
+    let device = args.weights.device()?;
     let model = InceptionV3Config::new(args.num_classes.unwrap_or(data.num_classes))
         .with_image_size(args.image_size)
         .with_aux_logits(args.image_size >= 107)
         .init(&device);
-    let options = LoadOptions {
-        moving_averages: !args.raw_weights,
-        fine_tune: false,
-    };
+    let options = args.weights.load_options();
     let (model, report) = load_weights(model, &args.checkpoint, options)?;
     println!("{report}");
     let p = evaluate(&model, &data.input, args.batch_size, args.reader_threads)?;

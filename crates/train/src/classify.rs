@@ -10,6 +10,7 @@ use towers_data::{BoundingBox, Image};
 use towers_models::ImageClassifier;
 
 use crate::error::{Error, Result};
+use crate::eval::for_evaluation;
 
 /// One image's most probable classes.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,12 +45,7 @@ pub fn classify<M: ImageClassifier>(
     transform: &dyn Transform,
     k: usize,
 ) -> Result<Vec<Prediction>> {
-    let model = model.valid();
-    let device = model
-        .devices()
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::Config("the model has no parameters".into()))?;
+    let (model, device) = for_evaluation(model)?;
     let mut rng = Rng::seed_from_u64(0);
     let mut predictions = Vec::new();
     for file in files {

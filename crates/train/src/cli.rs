@@ -6,6 +6,7 @@ use clap::{Arg, ArgAction, Parser};
 
 use crate::config::TrainConfig;
 use crate::error::Result;
+use crate::pretrained::LoadOptions;
 
 /// Flags shared by the training examples (`#[command(flatten)]` them). Each flag given
 /// overrides the `--config` file, which overrides the example's defaults.
@@ -120,6 +121,35 @@ impl TrainArgs {
         c.resume |= self.resume;
         c.validate()?;
         Ok(c)
+    }
+}
+
+/// Flags of the examples that use trained weights (`cifar10_eval`, `inception_eval`,
+/// `classify`): where to run and which weights to read.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WeightsArgs {
+    /// The device to run on (the first of the list).
+    #[arg(long, default_value = "flex")]
+    pub devices: String,
+    /// Use the trained weights, not their moving averages.
+    #[arg(long)]
+    pub raw_weights: bool,
+}
+
+impl WeightsArgs {
+    /// The first device of `--devices`.
+    pub fn device(&self) -> Result<burn::tensor::Device> {
+        Ok(towers_multigpu::parse_devices(&self.devices)?[0]
+            .device()
+            .clone())
+    }
+
+    /// Moving averages unless `--raw-weights`; classifier shapes must match.
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            moving_averages: !self.raw_weights,
+            fine_tune: false,
+        }
     }
 }
 

@@ -36,7 +36,7 @@ mod trainer;
 pub use checkpoint::{Checkpoint, Integrity};
 pub use checkpoint_dir::{CheckpointDir, Restored};
 pub use classify::{CifarImage, Prediction, classify, read_labels};
-pub use cli::{TrainArgs, parse_args, print_devices};
+pub use cli::{TrainArgs, WeightsArgs, parse_args, print_devices};
 pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
 pub use ema::MovingAverage;
 pub use error::{Error, Result};
