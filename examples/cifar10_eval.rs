@@ -8,13 +8,14 @@
 //! cargo run --release --example cifar10_eval -- --checkpoint /tmp/tf_cifar10_train/model.ckpt-100000
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
 use burn_towers::data::cifar10::{self, Cifar10Format};
 use burn_towers::data::transforms::CifarEval;
 use burn_towers::models::Cifar10Config;
+use burn_towers::train::summary::write_precision;
 use burn_towers::train::{
     Input, TrainConfig, WeightsArgs, builtin_cifar10, evaluate, load_weights, parse_args,
 };
@@ -43,6 +44,9 @@ struct Args {
     /// Input reader threads.
     #[arg(long, default_value_t = 4)]
     reader_threads: usize,
+    /// Where precision_at_1 goes for TensorBoard (an event file per evaluation), as TF's eval_dir.
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("cifar10_eval"))]
+    eval_dir: PathBuf,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -73,6 +77,21 @@ fn main() -> anyhow::Result<()> {
         true => "trained weights",
         false => "moving averages where kept",
     };
-    println!("{}, {which}: {precision}", path.display());
+    let step = step_of(&report.source);
+    println!("{} (step {step}), {which}: {precision}", path.display());
+    let events = write_precision(&args.eval_dir, step, &precision)?;
+    println!("summary: {}", events.display());
     Ok(())
+}
+
+/// The step in a checkpoint file's name (`model.ckpt-1000`, `model.ckpt-1000.index`), 0 when
+/// it has none (a `.safetensors` export).
+fn step_of(file: &Path) -> u64 {
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let after = name.rsplit_once("ckpt-").map_or("", |(_, s)| s);
+    after
+        .split('.')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }

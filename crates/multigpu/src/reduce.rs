@@ -115,6 +115,18 @@ impl Layout {
         out
     }
 
+    /// `grads` and a copy of it; the two share their tensors.
+    pub(crate) fn copy(&self, mut grads: GradientsParams) -> (GradientsParams, GradientsParams) {
+        let mut copy = GradientsParams::new();
+        for slot in &self.slots {
+            if let Some(g) = (slot.take)(&mut grads, slot.id) {
+                (slot.put)(&mut copy, slot.id, g.clone(), &slot.dims);
+                (slot.put)(&mut grads, slot.id, g, &slot.dims);
+            }
+        }
+        (grads, copy)
+    }
+
     /// Every gradient multiplied by `factor`.
     pub(crate) fn scale(&self, mut grads: GradientsParams, factor: f64) -> GradientsParams {
         for slot in &self.slots {

@@ -95,6 +95,8 @@ pub struct StepOutput {
     /// Mean loss over the batch: the towers' losses weighted by their slice sizes, which is the
     /// loss one device would report for the whole batch.
     pub loss: f64,
+    /// Each tower's mean loss over its slice, in device order.
+    pub tower_losses: Vec<f64>,
     /// Examples in the batch.
     pub examples: usize,
     /// Correct predictions in the batch, when the loss function returned logits.
@@ -129,6 +131,27 @@ pub struct Towers<M> {
     has_running_stats: bool,
     state: State<M>,
     cycle: Cycle<M>,
+    tap: GradientTap,
+}
+
+/// A copy of one update's gradient, when asked for.
+#[derive(Default)]
+struct GradientTap {
+    /// Whether the next update keeps a copy.
+    wanted: bool,
+    kept: Option<GradientsParams>,
+}
+
+impl GradientTap {
+    /// `grads`, after keeping a copy (sharing the tensors) when one is wanted.
+    fn pass(&mut self, layout: &Layout, grads: GradientsParams) -> GradientsParams {
+        if !std::mem::take(&mut self.wanted) {
+            return grads;
+        }
+        let (grads, copy) = layout.copy(grads);
+        self.kept = Some(copy);
+        grads
+    }
 }
 
 /// The models and optimizers between steps. The `Option`s are empty only while an optimizer
@@ -273,6 +296,7 @@ impl<M: Module> Towers<M> {
             has_running_stats,
             state,
             cycle: Cycle::default(),
+            tap: GradientTap::default(),
         })
     }
 
@@ -311,6 +335,19 @@ impl<M: Module> Towers<M> {
             State::Single { optim, .. } | State::ParameterDevice { optim, .. } => optim,
             State::AllReduce { optims, .. } => &optims[0],
         }
+    }
+
+    /// Keeps a copy of the gradient the next update applies (the mean over the towers, on the
+    /// model's device), for [`take_gradients`](Self::take_gradients): e.g. for histograms,
+    /// without computing it twice. Under [`Reduce::AllReduce`] the mean gradient exists only
+    /// inside the tower threads, and nothing is kept.
+    pub fn keep_gradients(&mut self) {
+        self.tap.wanted = true;
+    }
+
+    /// The gradient kept by [`keep_gradients`](Self::keep_gradients), once its update ran.
+    pub fn take_gradients(&mut self) -> Option<GradientsParams> {
+        self.tap.kept.take()
     }
 
     /// The tower devices (with autodiff), in order.
@@ -383,6 +420,7 @@ impl<M: Module> Towers<M> {
         }
         let output = StepOutput {
             loss: pass.loss,
+            tower_losses: vec![pass.loss],
             examples,
             correct: pass.correct,
             updated: self.cycle.micro + 1 == k,
@@ -407,6 +445,7 @@ impl<M: Module> Towers<M> {
             self.cycle = Cycle::default();
             grads
         };
+        let grads = self.tap.pass(&self.layout, grads);
         *model = Some(optim.step(lr, model.take().expect(PRESENT), grads));
         Ok(output)
     }
@@ -513,6 +552,7 @@ impl<M: Module> Towers<M> {
             / batch.len() as f64;
         let output = StepOutput {
             loss,
+            tower_losses: done.iter().map(|d| d.loss).collect(),
             examples: batch.len(),
             correct: done.iter().map(|d| d.correct).sum(),
             updated: apply,
@@ -551,6 +591,7 @@ impl<M: Module> Towers<M> {
                     Some(factor) => self.layout.scale(grads, factor),
                     None => grads,
                 };
+                let grads = self.tap.pass(&self.layout, grads);
                 let mut model = optim.step(lr, master.take().expect(PRESENT), grads);
                 if self.has_running_stats {
                     let stats = sync.combine(stats, &examples, &self.main);

@@ -272,3 +272,68 @@ fn misuse_is_an_error() {
     .unwrap_err();
     assert!(matches!(err, Error::Config(_)), "{err}");
 }
+
+/// The gradients of `grads` for the parameters of `module`, flattened in visiting order.
+fn gradient_values<M: Module>(module: &M, grads: &GradientsParams) -> Vec<f32> {
+    struct Values<'a>(&'a GradientsParams, Vec<f32>);
+    impl ModuleVisitor for Values<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let g = self.0.get::<D>(param.id).expect("a gradient per parameter");
+            self.1.extend(g.to_data().iter::<f32>());
+        }
+    }
+    let mut v = Values(grads, Vec::new());
+    module.visit(&mut v);
+    v.1
+}
+
+#[test]
+fn towers_report_each_towers_loss_and_keep_the_applied_gradient_when_asked() {
+    let model = Net::new(&flex());
+    let b = batch(12, 1);
+    let (x, y) = b.as_slice().to_tensors(&flex());
+    let (loss, _) = model.loss(x, y);
+    let full = loss.clone().into_scalar::<f32>() as f64;
+    let want = gradient_values(
+        &model,
+        &GradientsParams::from_grads(loss.backward(), &model),
+    );
+    let halves: Vec<f64> = split(&b, &[6, 6])
+        .iter()
+        .map(|h| {
+            let (x, y) = h.as_slice().to_tensors(&flex());
+            model.loss(x, y).0.into_scalar::<f32>() as f64
+        })
+        .collect();
+    for list in ["flex", "flex,flex"] {
+        let mut towers = Towers::new(
+            model.clone(),
+            sgd(),
+            &parse_devices(list).unwrap(),
+            TowersConfig::default(),
+        )
+        .unwrap();
+        towers.keep_gradients();
+        let out = towers.step(&b, LR, |m: &Net, x, y| m.loss(x, y)).unwrap();
+        let kept = towers.take_gradients().expect("kept");
+        assert_close(&gradient_values(&model, &kept), &want, list);
+        let expected_losses = if list == "flex" {
+            vec![full]
+        } else {
+            halves.clone()
+        };
+        assert_close(
+            &out.tower_losses
+                .iter()
+                .map(|&l| l as f32)
+                .collect::<Vec<_>>(),
+            &expected_losses
+                .iter()
+                .map(|&l| l as f32)
+                .collect::<Vec<_>>(),
+            "tower losses",
+        );
+        towers.step(&b, LR, |m: &Net, x, y| m.loss(x, y)).unwrap();
+        assert!(towers.take_gradients().is_none(), "kept once, when asked");
+    }
+}

@@ -53,6 +53,18 @@ pub struct TrainArgs {
     /// FRACTION of the records read were (default 0.01); without it the first stops the run.
     #[arg(long, value_name = "FRACTION", num_args = 0..=1, default_missing_value = "0.01")]
     pub skip_corrupt_records: Option<f64>,
+    /// Write no TensorBoard event file.
+    #[arg(long)]
+    pub no_summaries: bool,
+    /// Updates between scalar summaries (loss, learning rate, examples/sec, queue fill).
+    #[arg(long)]
+    pub summary_every: Option<u64>,
+    /// Updates between histograms of the weights and gradients.
+    #[arg(long)]
+    pub histogram_every: Option<u64>,
+    /// Updates between summaries of input images.
+    #[arg(long)]
+    pub image_every: Option<u64>,
     /// A JSON (`.json`) or TOML file of settings (see `TrainConfig`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -119,8 +131,25 @@ impl TrainArgs {
             c.skip_corrupt_records = Some(v);
         }
         c.resume |= self.resume;
+        self.apply_summary_flags(&mut c);
         c.validate()?;
         Ok(c)
+    }
+}
+
+impl TrainArgs {
+    fn apply_summary_flags(&self, c: &mut TrainConfig) {
+        let s = &mut c.summaries;
+        s.enabled &= !self.no_summaries;
+        if let Some(v) = self.summary_every {
+            s.scalars_every = v;
+        }
+        if let Some(v) = self.histogram_every {
+            s.histograms_every = v;
+        }
+        if let Some(v) = self.image_every {
+            s.images_every = v;
+        }
     }
 }
 
@@ -219,6 +248,28 @@ mod tests {
         assert_eq!(skip(&["--skip-corrupt-records", "0.05"]), Some(0.05));
         assert_eq!(skip(&["--keep-checkpoints", "2"]), None);
         assert_eq!(c.log_every, TrainConfig::cifar10().log_every);
+    }
+
+    #[test]
+    fn summary_flags_set_the_summaries_section() {
+        let cli = Cli::parse_from(["x", "--summary-every", "1", "--image-every", "7"]);
+        let c = cli.train.config(TrainConfig::cifar10()).unwrap();
+        assert!(c.summaries.enabled);
+        assert_eq!(
+            (c.summaries.scalars_every, c.summaries.images_every),
+            (1, 7)
+        );
+        assert_eq!(c.summaries.histograms_every, 100);
+        let cli = Cli::parse_from(["x", "--no-summaries"]);
+        assert!(
+            !cli.train
+                .config(TrainConfig::cifar10())
+                .unwrap()
+                .summaries
+                .enabled
+        );
+        let cli = Cli::parse_from(["x", "--histogram-every", "0"]);
+        assert!(cli.train.config(TrainConfig::cifar10()).is_err());
     }
 
     #[test]

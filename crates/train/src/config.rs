@@ -11,6 +11,7 @@ use towers_multigpu::{BatchNormSync, Reduce, TowersConfig};
 use crate::error::{Error, Result};
 use crate::optimizer::OptimizerConfig;
 use crate::schedule::LrScheduleConfig;
+use crate::summary::SummaryConfig;
 
 /// Everything a training run needs to know.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,6 +67,9 @@ pub struct TrainConfig {
     /// records read were skipped (e.g. 0.01); absent: the first one stops the run.
     #[serde(default)]
     pub skip_corrupt_records: Option<f64>,
+    /// What goes to TensorBoard's event file in `train_dir`, and when.
+    #[serde(default)]
+    pub summaries: SummaryConfig,
 }
 
 /// [`TrainConfig::towers`]: the settings of [`towers_multigpu::TowersConfig`].
@@ -157,6 +161,7 @@ impl TrainConfig {
             replay_input_on_resume: true,
             towers: TowersSection::default(),
             skip_corrupt_records: None,
+            summaries: SummaryConfig::default(),
         }
     }
 
@@ -235,7 +240,7 @@ impl TrainConfig {
         if !(0.0..1.0).contains(&self.moving_average_decay) {
             return fail("moving_average_decay must be in [0, 1)");
         }
-        Ok(())
+        self.summaries.validate()
     }
 
     /// What the training input does with records that fail to decode.

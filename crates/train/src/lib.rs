@@ -12,6 +12,7 @@
 //! - [`TrainLog`], [`plot_log`]: TF's log line, a progress bar, JSON lines and an SVG plot.
 //! - [`load_weights`]: TF checkpoints, ours or safetensors into a model, for fine-tuning
 //!   ([`train_only`]), evaluation and [`classify`]; [`export_safetensors`].
+//! - [`summary`]: TensorBoard event files of scalars, histograms and images.
 //! - [`Trainer`]: the loop; [`StopFlag`]: Ctrl-C and SIGTERM; [`evaluate`]: precision@1 and @5.
 
 mod checkpoint;
@@ -31,6 +32,7 @@ mod pretrained;
 mod rmsprop;
 mod schedule;
 mod stop;
+pub mod summary;
 mod trainer;
 
 pub use checkpoint::{Checkpoint, Integrity};
@@ -52,6 +54,7 @@ pub use pretrained::{
 pub use rmsprop::{TfRmsProp, TfRmsPropState};
 pub use schedule::{LrSchedule, LrScheduleConfig};
 pub use stop::StopFlag;
+pub use summary::SummaryConfig;
 pub use towers_data::atomic_file::write_atomic;
 pub use trainer::{
     LOG_FILE, LossFn, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, load_into,

@@ -3,8 +3,8 @@
 //!
 //! One step: the learning rate of the step, one host batch per micro-batch from the pipeline,
 //! [`Towers::step`] (split, forward/backward on every tower, gradient mean, one update), the
-//! moving averages, a log line every `log_every` steps and a checkpoint every
-//! `checkpoint_every`. A loss that is not finite ends the run with [`Error::Diverged`]; a raised
+//! moving averages, TensorBoard summaries (see [`crate::summary`]), a log line every
+//! `log_every` steps and a checkpoint every `checkpoint_every`. A loss that is not finite ends the run with [`Error::Diverged`]; a raised
 //! [`StopFlag`] ends it after a checkpoint. Either way, every pipeline thread is stopped and
 //! joined before [`Trainer::run`] returns (tower threads never outlive a step).
 //!
@@ -37,6 +37,7 @@ use crate::log::{LogEntry, TrainLog, read_log};
 use crate::plot::plot_log;
 use crate::schedule::LrSchedule;
 use crate::stop::StopFlag;
+use crate::summary::{StepScalars, TrainSummaries};
 
 /// The JSON-lines log in the train directory.
 pub const LOG_FILE: &str = "train_log.jsonl";
@@ -92,6 +93,8 @@ pub struct TrainReport {
     pub plot: PathBuf,
     /// Input records read, and those skipped as corrupt (`skip_corrupt_records`).
     pub records: RecordCount,
+    /// This run's TensorBoard event file, unless summaries were off.
+    pub events: Option<PathBuf>,
 }
 
 /// How the run ended and where it wrote: the lines every example prints at the end.
@@ -119,6 +122,9 @@ impl std::fmt::Display for TrainReport {
             )?;
         }
         writeln!(f, "log:         {}", self.log.display())?;
+        if let Some(events) = &self.events {
+            writeln!(f, "events:      {}", events.display())?;
+        }
         write!(f, "plot:        {}", self.plot.display())
     }
 }
@@ -250,6 +256,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
                 next_batch(&mut pipeline)?;
             }
         }
+        let mut summaries = TrainSummaries::open(&c.summaries, &c.train_dir, step, c.max_steps)?;
 
         let mut saved_step = checkpoint.is_some().then_some(step);
         let mut interval = Interval::default();
@@ -268,7 +275,9 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             let (mut loss_sum, mut examples) = (0.0, 0usize);
             loop {
                 let batch = next_batch(&mut pipeline)?;
+                summaries.before_batch(step + 1, &batch, &mut towers)?;
                 let out = towers.step(&batch, lr, loss_fn)?;
+                summaries.add(&out);
                 loss_sum += out.loss * out.examples as f64;
                 examples += out.examples;
                 if out.updated {
@@ -294,9 +303,18 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             let took = started.elapsed();
             interval.add(took, examples);
             total.add(took, examples);
+            let fill = pipeline.fill();
+            let scalars = StepScalars {
+                step,
+                loss,
+                lr,
+                took,
+                examples,
+                queue_fill: fill.examples,
+            };
+            summaries.after_step(&scalars, &mut towers)?;
             log.progress(step);
             if step % c.log_every == 0 || step == c.max_steps {
-                let fill = pipeline.fill();
                 log.record(&LogEntry {
                     step,
                     loss,
@@ -319,6 +337,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         }
         let records = pipeline.record_count();
         pipeline.stop()?;
+        let events = summaries.close()?;
         log.finish();
         let log_path = c.train_dir.join(LOG_FILE);
         let plot_path = c.train_dir.join(PLOT_FILE);
@@ -337,6 +356,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
                 log: log_path,
                 plot: plot_path,
                 records,
+                events,
             },
         })
     }
@@ -488,20 +508,20 @@ fn next_batch(pipeline: &mut Pipeline) -> Result<HostBatch> {
 
 /// Training time and examples over some steps.
 #[derive(Default)]
-struct Interval {
+pub(crate) struct Interval {
     time: Duration,
     steps: u64,
     examples: usize,
 }
 
 impl Interval {
-    fn add(&mut self, took: Duration, examples: usize) {
+    pub(crate) fn add(&mut self, took: Duration, examples: usize) {
         self.time += took;
         self.steps += 1;
         self.examples += examples;
     }
 
-    fn examples_per_sec(&self) -> f64 {
+    pub(crate) fn examples_per_sec(&self) -> f64 {
         self.examples as f64 / self.time.as_secs_f64().max(1e-9)
     }
 

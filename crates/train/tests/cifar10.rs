@@ -1,14 +1,18 @@
 //! The CIFAR-10 trainer end to end on the built-in data: it learns on two towers, a NaN loss
-//! stops it, a resumed run continues exactly, one tower and two log the same losses.
+//! stops it, a resumed run continues exactly, one tower and two log the same losses, and the
+//! TensorBoard event files hold what the log holds, step for step.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use burn::tensor::Device;
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::{Device, Tensor};
 use towers_data::cifar10::BuiltinCifar10;
 use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
 use towers_multigpu::TowerLoss;
+use towers_train::summary::proto::{Event, Kind, SessionStatus, What};
+use towers_train::summary::{event_files, read_events};
 use towers_train::{
     Error, Input, LrScheduleConfig, OptimizerConfig, TrainConfig, Trained, Trainer, evaluate,
     read_log,
@@ -199,5 +203,208 @@ fn one_tower_and_two_log_the_same_losses() {
             (l1 - l2).abs() <= 1e-6 * l1.abs(),
             "step {s1}: {l1} vs {l2}"
         );
+    }
+}
+
+/// The values of one event, by kind: scalars as `(tag, value)`, histograms as
+/// `(tag, num, sum)`, images as `(tag, PNG)`.
+#[derive(Default)]
+struct StepValues {
+    scalars: Vec<(String, f32)>,
+    histograms: Vec<(String, f64, f64)>,
+    images: Vec<(String, Vec<u8>)>,
+}
+
+fn step_values(event: &Event) -> StepValues {
+    let Some(What::Summary(summary)) = &event.what else {
+        panic!("not a summary: {event:?}")
+    };
+    let mut out = StepValues::default();
+    for v in &summary.value {
+        match v.kind.as_ref().unwrap() {
+            Kind::SimpleValue(x) => out.scalars.push((v.tag.clone(), *x)),
+            Kind::Histo(h) => out.histograms.push((v.tag.clone(), h.num, h.sum)),
+            Kind::Image(i) => {
+                assert_eq!((i.height, i.width, i.colorspace), (24, 24, 3));
+                out.images
+                    .push((v.tag.clone(), i.encoded_image_string.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Every trainable weight of `model` as a TensorBoard tag (`conv1/weight`), with its values.
+fn weights_by_tag<M: Module>(model: &M) -> Vec<(String, Vec<f32>)> {
+    #[derive(Default)]
+    struct Weights(Vec<String>, Vec<(String, Vec<f32>)>);
+    impl ModuleVisitor for Weights {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.0.push(name.into());
+        }
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.0.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let data = param.val().into_data().try_to_vec::<f32>().unwrap();
+            self.1.push((self.0.join("/"), data));
+        }
+    }
+    let mut weights = Weights::default();
+    model.visit(&mut weights);
+    weights.1
+}
+
+/// Splits a file's events into its first two (version, session start) and the summaries by
+/// step, each step's events merged.
+fn summaries_by_step(path: &Path) -> (Vec<Event>, Vec<(u64, StepValues)>) {
+    let mut events = read_events(path).unwrap();
+    let rest = events.split_off(2);
+    let mut steps: Vec<(u64, StepValues)> = Vec::new();
+    for event in &rest {
+        let v = step_values(event);
+        match steps.last_mut() {
+            Some((step, values)) if *step == event.step as u64 => {
+                values.scalars.extend(v.scalars);
+                values.histograms.extend(v.histograms);
+                values.images.extend(v.images);
+            }
+            _ => steps.push((event.step as u64, v)),
+        }
+    }
+    (events, steps)
+}
+
+#[test]
+fn the_event_files_hold_each_steps_scalars_histograms_and_images_across_a_resume() {
+    let data = data();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = TrainConfig {
+        checkpoint_every: 2,
+        ..config(dir.path(), "flex,flex", 4)
+    };
+    c.summaries.scalars_every = 1;
+    c.summaries.histograms_every = 3;
+    c.summaries.images_every = 1000;
+    c.summaries.images_per_tower = 2;
+    let first = train(c.clone(), &data).unwrap();
+    let resumed = TrainConfig {
+        max_steps: 6,
+        resume: true,
+        ..c
+    };
+    let second = train(resumed, &data).unwrap();
+    let files = event_files(dir.path()).unwrap();
+    assert_eq!(
+        files,
+        [first.report.events.unwrap(), second.report.events.unwrap()]
+    );
+    let log = read_log(&dir.path().join(towers_train::LOG_FILE)).unwrap();
+    assert_eq!(log.len(), 6);
+    let tags: Vec<String> = weights_by_tag(&first.model)
+        .into_iter()
+        .flat_map(|(tag, _)| [tag.clone(), format!("{tag}/gradients")])
+        .collect();
+    // TF's zero-debiased moving average of the losses, decay 0.9, restarted by the resume.
+    let average = |losses: &[f64]| {
+        let biased = losses.iter().fold(0.0, |a, l| a * 0.9 + l * 0.1);
+        biased / (1.0 - 0.9f64.powi(losses.len() as i32))
+    };
+
+    // Run 1: steps 1 to 4, histograms at its first step, every 3rd and its last; run 2: 5, 6.
+    for (file, start, end, histogram_steps) in
+        [(0, 0u64, 4u64, vec![1, 3, 4]), (1, 4, 6, vec![5, 6])]
+    {
+        let (head, summaries) = summaries_by_step(&files[file]);
+        assert_eq!(
+            head[0].what,
+            Some(What::FileVersion("brain.Event:2".into()))
+        );
+        match &head[1].what {
+            Some(What::SessionLog(log)) => {
+                assert_eq!(
+                    (log.status, head[1].step),
+                    (SessionStatus::Start as i32, start as i64 + 1)
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let got_steps: Vec<u64> = summaries.iter().map(|(s, _)| *s).collect();
+        assert_eq!(got_steps, ((start + 1)..=end).collect::<Vec<_>>());
+        for (step, values) in &summaries {
+            let entry = &log[*step as usize - 1];
+            let run_losses: Vec<f64> = log[start as usize..*step as usize]
+                .iter()
+                .map(|e| e.loss)
+                .collect();
+            let s = &values.scalars;
+            let names: Vec<&str> = s.iter().map(|(t, _)| t.as_str()).collect();
+            assert_eq!(
+                names,
+                [
+                    "loss",
+                    "total_loss",
+                    "tower_0/loss",
+                    "tower_1/loss",
+                    "learning_rate",
+                    "examples_per_sec",
+                    "queue/fraction_full"
+                ]
+            );
+            assert_eq!(s[0].1, entry.loss as f32, "step {step}");
+            assert!(
+                (s[1].1 as f64 - average(&run_losses)).abs() < 1e-5,
+                "step {step}"
+            );
+            let towers_mean = (s[2].1 + s[3].1) / 2.0;
+            assert!(
+                (towers_mean - s[0].1).abs() < 1e-5,
+                "equal slices: mean of towers"
+            );
+            assert_ne!(s[2].1, s[3].1, "each tower's own loss");
+            assert_eq!(s[4].1, entry.lr as f32);
+            assert_eq!(s[5].1, entry.examples_per_sec as f32);
+            assert_eq!(s[6].1, entry.input_queue_fill);
+
+            let written: Vec<&str> = values.histograms.iter().map(|h| h.0.as_str()).collect();
+            if histogram_steps.contains(step) {
+                assert_eq!(written, tags, "step {step}");
+            } else {
+                assert!(written.is_empty(), "step {step}");
+            }
+            let image_tags: Vec<&str> = values.images.iter().map(|i| i.0.as_str()).collect();
+            if *step == start + 1 || *step == end {
+                assert_eq!(
+                    image_tags,
+                    [
+                        "tower_0/images/image/0",
+                        "tower_0/images/image/1",
+                        "tower_1/images/image/0",
+                        "tower_1/images/image/1"
+                    ]
+                );
+                for (_, png) in &values.images {
+                    let image = image::load_from_memory(png).unwrap().to_rgb8();
+                    assert_eq!(image.dimensions(), (24, 24));
+                    let distinct: std::collections::HashSet<_> =
+                        image.pixels().map(|p| p.0).collect();
+                    assert!(distinct.len() > 20, "a picture, not a flat fill");
+                }
+            } else {
+                assert!(image_tags.is_empty());
+            }
+        }
+        // The last histograms are those of the weights the run ended with.
+        let (_, last) = summaries.last().unwrap();
+        let model = if file == 0 {
+            &first.model
+        } else {
+            &second.model
+        };
+        for (tag, weights) in weights_by_tag(model) {
+            let (_, num, sum) = last.histograms.iter().find(|h| h.0 == tag).unwrap();
+            let want: f64 = weights.iter().map(|&w| w as f64).sum();
+            assert_eq!((*num, *sum), (weights.len() as f64, want), "{tag}");
+        }
     }
 }

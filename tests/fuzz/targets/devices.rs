@@ -6,7 +6,6 @@ use crate::fuzz;
 use crate::mutate::mutated;
 
 #[test]
-#[cfg_attr(feature = "remote", ignore = "remote entries would connect to servers")]
 fn fuzz_device_lists() {
     let seeds = [
         "flex",
@@ -19,6 +18,12 @@ fn fuzz_device_lists() {
     ];
     let seeds = seeds.iter().map(|s| s.as_bytes().to_vec()).collect();
     fuzz("device lists", mutated(seeds), |bytes| {
-        parse_devices(&String::from_utf8_lossy(&bytes)).is_ok()
+        let list = String::from_utf8_lossy(&bytes);
+        // With the remote backend built in, a well-formed remote entry dials its server (and
+        // waits out Burn's retries): such lists test the network, not the parser.
+        if cfg!(feature = "remote") && list.to_ascii_lowercase().contains("ws:") {
+            return false;
+        }
+        parse_devices(&list).is_ok()
     });
 }
