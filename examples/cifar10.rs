@@ -5,6 +5,7 @@
 //! cargo run --release --example cifar10                       # built-in data, 1000 steps
 //! cargo run --release --example cifar10 -- --data-dir cifar-10-batches-bin --devices cuda:0,cuda:1 --features cuda
 //! cargo run --release --example cifar10 -- --resume           # continue the last run
+//! cargo run --release --example cifar10 -- --pretrained /tmp/tf_cifar10_train   # from a TF checkpoint
 //! ```
 //!
 //! The TF trainer's settings (batch 128, SGD at 0.1 decayed tenfold every 350 epochs, weight
@@ -15,7 +16,8 @@ use clap::Parser;
 
 use burn_towers::models::Cifar10Config;
 use burn_towers::train::{
-    Input, StopFlag, TrainArgs, TrainConfig, Trainer, builtin_cifar10, evaluate, parse_args,
+    Input, StopFlag, TrainArgs, TrainConfig, Trainer, builtin_cifar10, evaluate,
+    export_safetensors, parse_args,
 };
 
 #[derive(Parser)]
@@ -49,6 +51,7 @@ fn main() -> anyhow::Result<()> {
     let readers = config.reader_threads.unwrap_or(4);
     let trained = Trainer::new(config.clone())
         .with_stop(StopFlag::ctrl_c()?)
+        .with_prepare(args.train.fine_tuning())
         .run(
             |device| {
                 Cifar10Config::new()
@@ -58,6 +61,10 @@ fn main() -> anyhow::Result<()> {
             &Input::cifar10_train(&dir)?,
         )?;
     println!("{}", trained.report);
+    if let Some(path) = &args.train.export {
+        export_safetensors(&trained.model, path)?;
+        println!("weights:     {}", path.display());
+    }
 
     // TF's cifar10_eval, once: the moving averages when kept, on the first tower's device.
     let (weights, which) = match &trained.averages {

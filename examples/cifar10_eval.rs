@@ -1,47 +1,49 @@
-//! Evaluates a CIFAR-10 checkpoint once, as TF's `cifar10_eval.py --run_once`: precision@1 on
-//! every image of `test_batch.bin`, with the moving averages of the weights when the checkpoint
-//! has them.
+//! Evaluates CIFAR-10 weights once, as TF's `cifar10_eval.py --run_once`: precision@1 on
+//! every image of `test_batch.bin`, with the moving averages of the weights when the
+//! checkpoint has them. The weights may be ours or a TF tutorial checkpoint.
 //!
 //! ```text
 //! cargo run --release --example cifar10_eval                  # newest checkpoint of the default train dir
 //! cargo run --release --example cifar10_eval -- --train-dir /tmp/cifar10_train --data-dir cifar-10-batches-bin
+//! cargo run --release --example cifar10_eval -- --checkpoint /tmp/tf_cifar10_train/model.ckpt-100000
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
+use burn_towers::data::cifar10::{self, Cifar10Format};
+use burn_towers::data::transforms::CifarEval;
 use burn_towers::models::Cifar10Config;
-use burn_towers::multigpu::parse_devices;
 use burn_towers::train::summary::write_precision;
 use burn_towers::train::{
-    Checkpoint, CheckpointDir, Input, TrainConfig, builtin_cifar10, evaluate, load_into, parse_args,
+    Input, TrainConfig, WeightsArgs, builtin_cifar10, evaluate, load_weights, parse_args,
 };
 
 #[derive(Parser)]
-#[command(about = "Evaluate a CIFAR-10 checkpoint on the test set")]
+#[command(about = "Evaluate CIFAR-10 weights on the test set")]
 struct Args {
+    #[command(flatten)]
+    weights: WeightsArgs,
     /// A cifar-10-batches-bin folder; the built-in synthetic data (the `cifar10` example's) when absent.
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// The train directory whose newest checkpoint is evaluated.
     #[arg(long, default_value_os_t = TrainConfig::cifar10().train_dir)]
     train_dir: PathBuf,
-    /// A checkpoint file to evaluate instead of the newest.
+    /// Weights to evaluate instead: a checkpoint of ours, a TF checkpoint (prefix, `.index` or
+    /// directory) or a `.safetensors` export.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
-    /// The device to evaluate on (the first of the list).
-    #[arg(long, default_value = "flex")]
-    devices: String,
+    /// Side of the central crop the network takes (the tutorial's 24).
+    #[arg(long, default_value_t = 24)]
+    image_size: usize,
     /// Examples per batch.
     #[arg(long, default_value_t = 128)]
     batch_size: usize,
     /// Input reader threads.
     #[arg(long, default_value_t = 4)]
     reader_threads: usize,
-    /// Evaluate the trained weights, not their moving averages.
-    #[arg(long)]
-    raw_weights: bool,
     /// Where precision_at_1 goes for TensorBoard (an event file per evaluation), as TF's eval_dir.
     #[arg(long, default_value_os_t = std::env::temp_dir().join("cifar10_eval"))]
     eval_dir: PathBuf,
@@ -49,21 +51,14 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
-    let path = match &args.checkpoint {
-        Some(path) => path.clone(),
-        None => CheckpointDir::new(&args.train_dir, 1)
-            .latest()?
-            .map(|(_, path)| path)
-            .ok_or_else(|| anyhow::anyhow!("no checkpoint in {}", args.train_dir.display()))?,
-    };
-    let checkpoint = Checkpoint::load(&path)?;
-    let step = checkpoint.step;
-    let (record, which) = match checkpoint.averages {
-        Some(averages) if !args.raw_weights => (averages, "moving averages"),
-        _ => (checkpoint.model, "trained weights"),
-    };
-    let device = parse_devices(&args.devices)?[0].device().clone();
-    let model = load_into(Cifar10Config::new().init(&device), record, &path)?;
+    let path = args.checkpoint.as_ref().unwrap_or(&args.train_dir);
+    let device = args.weights.device()?;
+    let model = Cifar10Config::new()
+        .with_image_size(args.image_size)
+        .init(&device);
+    let options = args.weights.load_options();
+    let (model, report) = load_weights(model, path, options)?;
+    println!("{report}");
 
     let builtin;
     let dir = match &args.data_dir {
@@ -73,14 +68,30 @@ fn main() -> anyhow::Result<()> {
             builtin.dir().to_path_buf()
         }
     };
-    let precision = evaluate(
-        &model,
-        &Input::cifar10_test(&dir)?,
-        args.batch_size,
-        args.reader_threads,
-    )?;
+    let eval = CifarEval {
+        size: args.image_size,
+    };
+    let input = Input::new(Cifar10Format, cifar10::test_files(&dir)?, eval);
+    let precision = evaluate(&model, &input, args.batch_size, args.reader_threads)?;
+    let which = match args.weights.raw_weights {
+        true => "trained weights",
+        false => "moving averages where kept",
+    };
+    let step = step_of(&report.source);
     println!("{} (step {step}), {which}: {precision}", path.display());
     let events = write_precision(&args.eval_dir, step, &precision)?;
     println!("summary: {}", events.display());
     Ok(())
+}
+
+/// The step in a checkpoint file's name (`model.ckpt-1000`, `model.ckpt-1000.index`), 0 when
+/// it has none (a `.safetensors` export).
+fn step_of(file: &Path) -> u64 {
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let after = name.rsplit_once("ckpt-").map_or("", |(_, s)| s);
+    after
+        .split('.')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }

@@ -4,6 +4,8 @@
 //! cargo run --release --example inception        # built-in data, a small CPU run: 107x107, batch 8, 30 steps, rate 0.01
 //! cargo run --release --features cuda --example inception -- --data-dir imagenet-shards \
 //!     --image-size 299 --batch-size 32 --devices cuda:0,cuda:1 --max-steps 10000000
+//! cargo run --release --example inception -- --data-dir flowers --image-size 299 \
+//!     --pretrained inception_v3.ckpt --trainable-scopes InceptionV3/Logits,InceptionV3/AuxLogits
 //! ```
 //!
 //! The TF trainer's settings (RMSProp 0.9/0.9/1.0 at 0.1 decayed by 0.16 every 30 epochs,
@@ -11,16 +13,13 @@
 //! 0.9999, batch-norm statistics of the first tower); the default run is small (and, on the
 //! built-in data, uses a rate of 0.01). Ctrl-C stops after a checkpoint.
 
-use std::path::Path;
-
 use clap::Parser;
 
-use burn_towers::data::image_folder::ImageFolder;
-use burn_towers::data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
 use burn_towers::data::transforms::InceptionTrain;
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
-    Input, LrScheduleConfig, StopFlag, TrainArgs, TrainConfig, Trainer, parse_args,
+    InceptionData, LrScheduleConfig, Split, StopFlag, TrainArgs, TrainConfig, Trainer,
+    export_safetensors, parse_args,
 };
 
 #[derive(Parser)]
@@ -58,11 +57,19 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let config = args.train.config(defaults)?;
-    let data = inception_input(
+    let data = InceptionData::open(
         args.train.data_dir.as_deref(),
+        Split::Train,
         args.image_size,
-        &config.train_dir,
+        InceptionTrain::new(args.image_size),
     )?;
+    println!("training data: {}", data.description);
+    if let Some(folder) = &data.folder {
+        std::fs::create_dir_all(&config.train_dir)?;
+        let label_map = config.train_dir.join("labels.txt");
+        folder.write_label_map(&label_map)?;
+        println!("label map: {}", label_map.display());
+    }
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
     let model = InceptionV3Config::new(num_classes)
         .with_image_size(args.image_size)
@@ -80,79 +87,12 @@ fn main() -> anyhow::Result<()> {
     );
     let trained = Trainer::new(config)
         .with_stop(StopFlag::ctrl_c()?)
+        .with_prepare(args.train.fine_tuning())
         .run(|device| model.init(device), &data.input)?;
     println!("{}", trained.report);
-    Ok(())
-}
-
-/// The training input and what it needs kept alive.
-struct InceptionData {
-    input: Input,
-    /// Outputs the labels need (TF's layout: labels 1..=N, 0 the background class).
-    num_classes: usize,
-    /// The built-in data's folder, deleted on drop.
-    _builtin: Option<BuiltinShards>,
-}
-
-/// The training input, through the Inception trainer's preprocessing at `image_size`: the
-/// `train-*` TFRecord shards of `--data-dir` (TF's ImageNet layout, 1001 classes), or an image
-/// folder `--data-dir/<class>/<image>` (its label map written to `train_dir/labels.txt`), or
-/// the built-in synthetic shards (10 classes, so 11 outputs).
-fn inception_input(
-    data_dir: Option<&Path>,
-    image_size: usize,
-    train_dir: &Path,
-) -> anyhow::Result<InceptionData> {
-    let transform = InceptionTrain::new(image_size);
-    let Some(dir) = data_dir else {
-        let config = BuiltinShardsConfig {
-            num_classes: 10,
-            train_shards: 4,
-            validation_shards: 1,
-            per_shard: 128,
-            image_size,
-            seed: 1,
-        };
-        let builtin = BuiltinShards::create(config)?;
-        println!(
-            "no --data-dir: built-in synthetic ImageNet-layout shards ({} classes, {} training images) in {}",
-            config.num_classes,
-            config.train_shards * config.per_shard,
-            builtin.dir().display()
-        );
-        let num_classes = config.num_classes + 1;
-        let files = inception::train_files(builtin.dir())?;
-        return Ok(InceptionData {
-            input: Input::new(TfExampleFormat::new(num_classes), files, transform),
-            num_classes,
-            _builtin: Some(builtin),
-        });
-    };
-    if let Ok(files) = inception::train_files(dir) {
-        return Ok(InceptionData {
-            input: Input::new(TfExampleFormat::new(1001), files, transform),
-            num_classes: 1001,
-            _builtin: None,
-        });
+    if let Some(path) = &args.train.export {
+        export_safetensors(&trained.model, path)?;
+        println!("weights:     {}", path.display());
     }
-    let folder = ImageFolder::scan(dir).map_err(|e| {
-        anyhow::anyhow!(
-            "--data-dir holds neither train-XXXXX-of-YYYYY shards nor an image folder: {e}"
-        )
-    })?;
-    std::fs::create_dir_all(train_dir)?;
-    let label_map = train_dir.join("labels.txt");
-    folder.write_label_map(&label_map)?;
-    println!(
-        "image folder {}: {} classes, {} images; label map in {}",
-        dir.display(),
-        folder.classes().len(),
-        folder.files().len(),
-        label_map.display()
-    );
-    Ok(InceptionData {
-        input: Input::new(folder.format(), folder.files().to_vec(), transform),
-        num_classes: folder.classes().len(),
-        _builtin: None,
-    })
+    Ok(())
 }

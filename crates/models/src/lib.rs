@@ -11,6 +11,7 @@ mod init;
 mod lrn;
 mod params;
 mod summary;
+pub mod weights;
 
 pub use basic_conv::{BasicConv, BasicConvConfig};
 pub use batch_norm::{OffsetBatchNorm, OffsetBatchNormConfig};

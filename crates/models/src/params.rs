@@ -35,9 +35,11 @@ pub struct WeightDecay {
 
 /// Counts the trainable parameters and moving statistics of `module`.
 pub fn count_params<M: Module>(module: &M) -> ParamCounts {
-    walk(module, ParamCounts::default(), |counts, path, _, shape| {
-        counts.add(path, shape.iter().product())
-    })
+    walk(
+        module,
+        ParamCounts::default(),
+        |counts, path, _, shape, _| counts.add(path, shape.iter().product()),
+    )
 }
 
 /// Counts per top-level field of `module` (the blocks of a model), in visiting order.
@@ -45,7 +47,7 @@ pub(crate) fn count_params_by_field<M: Module>(module: &M) -> Vec<(String, Param
     walk(
         module,
         Vec::new(),
-        |fields: &mut Vec<(String, ParamCounts)>, path, _, shape| {
+        |fields: &mut Vec<(String, ParamCounts)>, path, _, shape, _| {
             let field = path.split('.').next().unwrap_or(path);
             if fields.last().is_none_or(|(name, _)| name != field) {
                 fields.push((field.to_string(), ParamCounts::default()));
@@ -61,7 +63,7 @@ pub fn weight_decays<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Vec<W
     walk(
         module,
         Vec::new(),
-        |found: &mut Vec<WeightDecay>, path, id, _| {
+        |found: &mut Vec<WeightDecay>, path, id, _, _| {
             let decay = rule(path);
             if decay != 0.0 && !is_moving_statistic(path) {
                 found.push(WeightDecay {
@@ -115,14 +117,22 @@ fn is_moving_statistic(path: &str) -> bool {
     path.ends_with("running_mean") || path.ends_with("running_var")
 }
 
-/// Visits every float tensor of `module` with its dotted path, id and shape, folding into `state`.
-fn walk<M: Module, S>(module: &M, state: S, f: impl FnMut(&mut S, &str, ParamId, &[usize])) -> S {
+/// Reads a visited tensor's values (as f32, from its device) when called.
+pub(crate) type ReadValues<'a> = &'a dyn Fn() -> Vec<f32>;
+
+/// Visits every float tensor of `module` with its dotted path, id, shape and a reader of its
+/// values, folding into `state`.
+pub(crate) fn walk<M: Module, S>(
+    module: &M,
+    state: S,
+    f: impl FnMut(&mut S, &str, ParamId, &[usize], ReadValues),
+) -> S {
     struct Walk<S, F> {
         path: Vec<String>,
         state: S,
         f: F,
     }
-    impl<S, F: FnMut(&mut S, &str, ParamId, &[usize])> ModuleVisitor for Walk<S, F> {
+    impl<S, F: FnMut(&mut S, &str, ParamId, &[usize], ReadValues)> ModuleVisitor for Walk<S, F> {
         fn enter_module(&mut self, name: &str, _: &str) {
             self.path.push(name.to_string());
         }
@@ -132,7 +142,17 @@ fn walk<M: Module, S>(module: &M, state: S, f: impl FnMut(&mut S, &str, ParamId,
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             let shape = param.lazy_shape();
             let path = self.path.join(".");
-            (self.f)(&mut self.state, &path, param.id, &shape.dims::<D>());
+            let values = || {
+                let data = param.val().into_data().convert::<f32>();
+                data.try_into_vec().expect("converted to f32")
+            };
+            (self.f)(
+                &mut self.state,
+                &path,
+                param.id,
+                &shape.dims::<D>(),
+                &values,
+            );
         }
     }
     let mut visitor = Walk {
@@ -142,4 +162,11 @@ fn walk<M: Module, S>(module: &M, state: S, f: impl FnMut(&mut S, &str, ParamId,
     };
     module.visit(&mut visitor);
     visitor.state
+}
+
+/// Every float tensor of `module` (parameters and moving statistics): path, shape, values.
+pub(crate) fn walk_values<M: Module>(module: &M) -> Vec<(String, Vec<usize>, Vec<f32>)> {
+    walk(module, Vec::new(), |all, path, _, shape, values| {
+        all.push((path.to_string(), shape.to_vec(), values()))
+    })
 }

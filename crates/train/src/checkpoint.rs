@@ -27,9 +27,9 @@ use crate::error::{Error, Result};
 use towers_data::atomic_file::write_atomic;
 
 /// The current format: a CRC32C trailer.
-const MAGIC: &[u8; 8] = b"BTOWCKP2";
+pub(crate) const MAGIC: &[u8; 8] = b"BTOWCKP2";
 /// The first format, without a checksum.
-const MAGIC_UNCHECKED: &[u8; 8] = b"BTOWCKPT";
+pub(crate) const MAGIC_UNCHECKED: &[u8; 8] = b"BTOWCKPT";
 /// Magic and header length.
 const PREAMBLE: usize = 16;
 /// The CRC32C trailer.

@@ -6,6 +6,7 @@ use clap::{Arg, ArgAction, Parser};
 
 use crate::config::TrainConfig;
 use crate::error::Result;
+use crate::pretrained::LoadOptions;
 
 /// Flags shared by the training examples (`#[command(flatten)]` them). Each flag given
 /// overrides the `--config` file, which overrides the example's defaults.
@@ -67,9 +68,29 @@ pub struct TrainArgs {
     /// A JSON (`.json`) or TOML file of settings (see `TrainConfig`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Weights to start from: a TF checkpoint (prefix, `.index`, or a directory with a
+    /// `checkpoint` file), one of ours, or a `.safetensors` export. Classifier layers of
+    /// another class count are re-initialized. Not applied when resuming.
+    #[arg(long, value_name = "PATH")]
+    pub pretrained: Option<PathBuf>,
+    /// Train only these scopes, comma-separated module paths or TF names (e.g.
+    /// `InceptionV3/Logits,InceptionV3/AuxLogits`); the other weights stay frozen.
+    #[arg(long, value_delimiter = ',', value_name = "SCOPES")]
+    pub trainable_scopes: Vec<String>,
+    /// Also write the trained weights to this `.safetensors` file at the end.
+    #[arg(long, value_name = "PATH")]
+    pub export: Option<PathBuf>,
 }
 
 impl TrainArgs {
+    /// The [`Trainer::with_prepare`](crate::Trainer::with_prepare) hook of `--pretrained` and
+    /// `--trainable-scopes` (see [`fine_tuning`](crate::fine_tuning)).
+    pub fn fine_tuning<M: burn::module::Module + towers_models::weights::TfNamed + 'static>(
+        &self,
+    ) -> impl Fn(M, bool) -> Result<M> + Send + Sync + 'static {
+        crate::fine_tuning(self.pretrained.clone(), self.trainable_scopes.clone())
+    }
+
     /// `defaults`, with the `--config` file over them, then the flags over that.
     pub fn config(&self, defaults: TrainConfig) -> Result<TrainConfig> {
         let mut c = match &self.config {
@@ -128,6 +149,35 @@ impl TrainArgs {
         }
         if let Some(v) = self.image_every {
             s.images_every = v;
+        }
+    }
+}
+
+/// Flags of the examples that use trained weights (`cifar10_eval`, `inception_eval`,
+/// `classify`): where to run and which weights to read.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WeightsArgs {
+    /// The device to run on (the first of the list).
+    #[arg(long, default_value = "flex")]
+    pub devices: String,
+    /// Use the trained weights, not their moving averages.
+    #[arg(long)]
+    pub raw_weights: bool,
+}
+
+impl WeightsArgs {
+    /// The first device of `--devices`.
+    pub fn device(&self) -> Result<burn::tensor::Device> {
+        Ok(towers_multigpu::parse_devices(&self.devices)?[0]
+            .device()
+            .clone())
+    }
+
+    /// Moving averages unless `--raw-weights`; classifier shapes must match.
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            moving_averages: !self.raw_weights,
+            fine_tune: false,
         }
     }
 }

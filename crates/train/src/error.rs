@@ -44,6 +44,9 @@ pub enum Error {
     /// The input pipeline failed (a bad file, a reader panic).
     #[error("input: {0}")]
     Data(towers_data::Error),
+    /// Weights that cannot be read, or do not fit the model.
+    #[error("weights: {0}")]
+    Weights(#[from] towers_models::weights::WeightsError),
     /// A tower failed, or the device list is wrong.
     #[error("towers: {0}")]
     Towers(towers_multigpu::Error),

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use burn::tensor::Device;
 use towers_data::PipelineConfig;
 use towers_models::ImageClassifier;
 
@@ -62,12 +63,7 @@ pub fn evaluate<M: ImageClassifier>(
     batch_size: usize,
     reader_threads: usize,
 ) -> Result<Precision> {
-    let model = model.valid();
-    let device = model
-        .devices()
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::Config("the model has no parameters".into()))?;
+    let (model, device) = for_evaluation(model)?;
     let classes = model.num_classes();
     let with_top_5 = classes > 10;
     let config = PipelineConfig {
@@ -95,6 +91,18 @@ pub fn evaluate<M: ImageClassifier>(
         }
     }
     Ok(precision)
+}
+
+/// An evaluation copy of `model` (no autodiff, dropout off, batch norm on its moving
+/// statistics) and the device it lives on.
+pub(crate) fn for_evaluation<M: ImageClassifier>(model: &M) -> Result<(M, Device)> {
+    let model = model.valid();
+    let device = model
+        .devices()
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Config("the model has no parameters".into()))?;
+    Ok((model, device))
 }
 
 /// How many rows of `logits` (`labels.len()` rows of `classes`) rank their label among the

@@ -10,20 +10,25 @@
 //! - [`Checkpoint`], [`CheckpointDir`]: model, optimizer state, averages and step in one
 //!   checksummed file written atomically ([`write_atomic`]); resume from the newest valid one.
 //! - [`TrainLog`], [`plot_log`]: TF's log line, a progress bar, JSON lines and an SVG plot.
+//! - [`load_weights`]: TF checkpoints, ours or safetensors into a model, for fine-tuning
+//!   ([`train_only`]), evaluation and [`classify`]; [`export_safetensors`].
 //! - [`summary`]: TensorBoard event files of scalars, histograms and images.
 //! - [`Trainer`]: the loop; [`StopFlag`]: Ctrl-C and SIGTERM; [`evaluate`]: precision@1 and @5.
 
 mod checkpoint;
 mod checkpoint_dir;
+mod classify;
 mod cli;
 mod config;
 mod ema;
 mod error;
 mod eval;
+mod inception_data;
 mod input;
 mod log;
 mod optimizer;
 mod plot;
+mod pretrained;
 mod rmsprop;
 mod schedule;
 mod stop;
@@ -32,18 +37,25 @@ mod trainer;
 
 pub use checkpoint::{Checkpoint, Integrity};
 pub use checkpoint_dir::{CheckpointDir, Restored};
-pub use cli::{TrainArgs, parse_args, print_devices};
+pub use classify::{CifarImage, Prediction, classify, read_labels};
+pub use cli::{TrainArgs, WeightsArgs, parse_args, print_devices};
 pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
 pub use ema::MovingAverage;
 pub use error::{Error, Result};
 pub use eval::{Precision, evaluate};
+pub use inception_data::{InceptionData, Split};
 pub use input::{Input, builtin_cifar10};
 pub use log::{LogEntry, TrainLog, read_log};
 pub use optimizer::OptimizerConfig;
 pub use plot::{plot_log, render as render_plot};
+pub use pretrained::{
+    LoadOptions, export_safetensors, fine_tuning, load_weights, open_weights, train_only,
+};
 pub use rmsprop::{TfRmsProp, TfRmsPropState};
 pub use schedule::{LrSchedule, LrScheduleConfig};
 pub use stop::StopFlag;
 pub use summary::SummaryConfig;
 pub use towers_data::atomic_file::write_atomic;
-pub use trainer::{LOG_FILE, LossFn, PLOT_FILE, TrainReport, Trained, Trainer, load_into};
+pub use trainer::{
+    LOG_FILE, LossFn, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, load_into,
+};

@@ -47,11 +47,16 @@ pub const PLOT_FILE: &str = "train_plot.svg";
 /// A tower's loss: model, images `[n, c, h, w]`, labels `[n]` to the slice's mean loss.
 pub type LossFn<M> = dyn Fn(&M, Tensor<4>, Tensor<1, Int>) -> TowerLoss + Send + Sync;
 
+/// Run on the newly built model before training: restoring pretrained weights, freezing
+/// parameters. The flag says whether a checkpoint of the run will be restored over it.
+pub type PrepareFn<M> = dyn Fn(M, bool) -> Result<M> + Send + Sync;
+
 /// Trains an [`ImageClassifier`] as [`TrainConfig`] says.
 pub struct Trainer<M> {
     config: TrainConfig,
     stop: StopFlag,
     loss: Box<LossFn<M>>,
+    prepare: Box<PrepareFn<M>>,
 }
 
 /// What a run leaves behind.
@@ -131,7 +136,18 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             config,
             stop: StopFlag::new(),
             loss: Box::new(|m: &M, x, y| TowerLoss::new(m.loss(x, y).loss)),
+            prepare: Box::new(|m, _| Ok(m)),
         }
+    }
+
+    /// Runs `prepare` on the newly built model (see [`PrepareFn`]), e.g.
+    /// [`fine_tuning`](crate::fine_tuning).
+    pub fn with_prepare(
+        mut self,
+        prepare: impl Fn(M, bool) -> Result<M> + Send + Sync + 'static,
+    ) -> Self {
+        self.prepare = Box::new(prepare);
+        self
     }
 
     /// Stops the run when `stop` is raised (e.g. [`StopFlag::ctrl_c`]).
@@ -180,7 +196,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         };
         std::fs::create_dir_all(&c.train_dir).map_err(Error::io(&c.train_dir))?;
 
-        let model = init_seeded(init, &main, c.seed);
+        let model = (self.prepare)(init_seeded(init, &main, c.seed), resume_from.is_some())?;
         let restored = match resume_from {
             Some(_) => ckpts.load_newest_valid()?,
             None => None,

@@ -1,0 +1,21 @@
+//! Weights in and out of our models: TensorFlow V2 checkpoints ([`TfCheckpoint`], a reader
+//! independent of any model), the TF names of our models' parameters ([`TfNamed`]),
+//! safetensors export and import, and [`restore`], which fills a model from any
+//! [`WeightSource`] and reports what was restored, skipped, missing and unused.
+
+mod by_path;
+mod error;
+mod restore;
+mod safetensors;
+mod table;
+mod tf_checkpoint;
+mod tf_names;
+mod tf_proto;
+mod tf_source;
+
+pub use by_path::ByPath;
+pub use error::{Result, WeightsError};
+pub use restore::{RestoreOptions, RestoreReport, SourceTensor, WeightSource, in_scope, restore};
+pub use safetensors::{read_safetensors, to_safetensors};
+pub use tf_checkpoint::{TensorInfo, TfCheckpoint, TfDType, TfValues};
+pub use tf_source::{MOVING_AVERAGE_SUFFIX, TfLayout, TfNamed, TfSource, TfVariable};

@@ -1,0 +1,175 @@
+//! Filling a model from a file of named tensors, with a report of what was restored, skipped,
+//! missing and unused.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use burn::module::{Module, ModuleMapper, Param};
+use burn::tensor::{Tensor, TensorData};
+
+use super::error::{Result, WeightsError};
+use crate::params::walk;
+
+/// One tensor for one model parameter, already in the model's layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceTensor {
+    /// Its name in the file (for messages).
+    pub name: String,
+    /// Its shape in the model's layout.
+    pub shape: Vec<usize>,
+    /// Its values, row-major.
+    pub values: Vec<f32>,
+}
+
+/// A file of weights, seen through a model's parameter paths (`mixed_5b.branch_1.0.conv.weight`).
+pub trait WeightSource {
+    /// The file, for messages.
+    fn path(&self) -> &Path;
+
+    /// The tensor for the parameter at `path` in the model's layout, or `None` when the file
+    /// has none.
+    fn tensor(&mut self, path: &str) -> Result<Option<SourceTensor>>;
+
+    /// The file's tensors that correspond to no parameter asked for so far, sorted.
+    fn unused(&self) -> Vec<String>;
+}
+
+/// What to leave out of a restore.
+#[derive(Debug, Clone, Default)]
+pub struct RestoreOptions {
+    /// Parameters kept as initialized (module paths or their prefixes): TF-slim's
+    /// `--checkpoint_exclude_scopes`.
+    pub exclude: Vec<String>,
+    /// Parameters kept as initialized when the file's shape differs from the model's instead
+    /// of failing: the classifier layers, when fine-tuning to another number of classes.
+    pub replace_if_reshaped: Vec<String>,
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RestoreReport {
+    /// The file.
+    pub source: PathBuf,
+    /// Parameters restored, as `(model path, file name)`.
+    pub restored: Vec<(String, String)>,
+    /// Parameters left as initialized on purpose (excluded, or a classifier layer of another
+    /// shape), with the reason.
+    pub skipped: Vec<(String, String)>,
+    /// Parameters the file has nothing for (left as initialized).
+    pub missing: Vec<String>,
+    /// The file's tensors that went nowhere.
+    pub unused: Vec<String>,
+}
+
+impl RestoreOptions {
+    fn excludes(&self, path: &str) -> bool {
+        self.exclude.iter().any(|scope| in_scope(path, scope))
+    }
+
+    fn replaces(&self, path: &str) -> bool {
+        self.replace_if_reshaped
+            .iter()
+            .any(|scope| in_scope(path, scope))
+    }
+}
+
+/// Whether the module path `path` lies in `scope` (a module path or a prefix of one).
+pub fn in_scope(path: &str, scope: &str) -> bool {
+    path == scope || path.starts_with(scope) && path[scope.len()..].starts_with('.')
+}
+
+/// `model` with every parameter the source has restored (keeping the model's parameter ids),
+/// and a report. A tensor whose shape differs from its parameter's is an error naming both
+/// shapes, unless [`RestoreOptions::replace_if_reshaped`] covers it.
+pub fn restore<M: Module>(
+    model: M,
+    source: &mut dyn WeightSource,
+    options: &RestoreOptions,
+) -> Result<(M, RestoreReport)> {
+    let params = walk(&model, Vec::new(), |all, path, _, shape, _| {
+        all.push((path.to_string(), shape.to_vec()))
+    });
+    let mut report = RestoreReport {
+        source: source.path().to_path_buf(),
+        ..RestoreReport::default()
+    };
+    let mut found = HashMap::new();
+    for (path, shape) in params {
+        if options.excludes(&path) {
+            report.skipped.push((path, "excluded".into()));
+            continue;
+        }
+        let Some(tensor) = source.tensor(&path)? else {
+            report.missing.push(path);
+            continue;
+        };
+        if tensor.shape != shape {
+            let reason = format!(
+                "shape {:?} in the file, {shape:?} in the model (`{path}`)",
+                tensor.shape
+            );
+            if !options.replaces(&path) {
+                return Err(WeightsError::tensor(source.path(), tensor.name, reason));
+            }
+            report.skipped.push((path, reason));
+            continue;
+        }
+        report.restored.push((path.clone(), tensor.name.clone()));
+        found.insert(path, tensor);
+    }
+    report.unused = source.unused();
+    let model = model.map(&mut Apply {
+        path: Vec::new(),
+        found,
+    });
+    Ok((model, report))
+}
+
+/// Replaces each parameter found by its path.
+struct Apply {
+    path: Vec<String>,
+    found: HashMap<String, SourceTensor>,
+}
+
+impl ModuleMapper for Apply {
+    fn enter_module(&mut self, name: &str, _: &str) {
+        self.path.push(name.to_string());
+    }
+
+    fn exit_module(&mut self, _: &str, _: &str) {
+        self.path.pop();
+    }
+
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let Some(tensor) = self.found.remove(&self.path.join(".")) else {
+            return param;
+        };
+        let data = TensorData::new(tensor.values, tensor.shape);
+        let id = param.id;
+        let value = Tensor::from_data(data, &param.lazy_device());
+        param.transform_for_load(value, id)
+    }
+}
+
+impl fmt::Display for RestoreReport {
+    /// A summary for logs: counts, then every skipped, missing and unused name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "restored {} tensors from {}",
+            self.restored.len(),
+            self.source.display()
+        )?;
+        for (path, reason) in &self.skipped {
+            write!(f, "\n  skipped {path}: {reason}")?;
+        }
+        for path in &self.missing {
+            write!(f, "\n  missing from the file (left as initialized): {path}")?;
+        }
+        if !self.unused.is_empty() {
+            write!(f, "\n  unused in the file: {}", self.unused.join(", "))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,444 @@
+//! A reader of TensorFlow's V2 checkpoints (the "tensor bundle" of `tf.train.Saver`, TF 1.x
+//! and 2.x): `PREFIX.index`, a sorted table of `BundleEntryProto`s keyed by tensor name (the
+//! empty key holds the `BundleHeaderProto`), and `PREFIX.data-SSSSS-of-NNNNN`, the tensors'
+//! bytes. Independent of any model: names, dtypes, shapes and values.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+use prost::encoding::decode_varint;
+
+use super::error::{Result, WeightsError};
+use super::table::{mask_crc, read_table};
+use super::tf_proto::{BundleEntry, BundleHeader};
+
+/// A tensor's element type, as `tensorflow.DataType` numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TfDType {
+    /// `DT_FLOAT`.
+    Float,
+    /// `DT_DOUBLE`, read as f32.
+    Double,
+    /// `DT_HALF`, read as f32.
+    Half,
+    /// `DT_BFLOAT16`, read as f32.
+    BFloat16,
+    /// `DT_INT8`, `DT_INT16`, `DT_INT32`, `DT_INT64` and the unsigned ones, read as i64:
+    /// the element size in bytes and signedness.
+    Int { bytes: usize, signed: bool },
+    /// `DT_BOOL`.
+    Bool,
+    /// `DT_STRING`.
+    String,
+    /// Anything else (complex, resource, variant, quantized): listed, not readable.
+    Other(i32),
+}
+
+impl TfDType {
+    fn from_proto(dtype: i32) -> Self {
+        let int = |bytes, signed| Self::Int { bytes, signed };
+        match dtype {
+            1 => Self::Float,
+            2 => Self::Double,
+            3 => int(4, true),
+            4 => int(1, false),
+            5 => int(2, true),
+            6 => int(1, true),
+            7 => Self::String,
+            9 => int(8, true),
+            10 => Self::Bool,
+            14 => Self::BFloat16,
+            17 => int(2, false),
+            19 => Self::Half,
+            22 => int(4, false),
+            23 => int(8, false),
+            other => Self::Other(other),
+        }
+    }
+
+    /// Bytes per element; `None` for strings and unreadable types.
+    fn size(self) -> Option<usize> {
+        match self {
+            Self::Float => Some(4),
+            Self::Double => Some(8),
+            Self::Half | Self::BFloat16 => Some(2),
+            Self::Int { bytes, .. } => Some(bytes),
+            Self::Bool => Some(1),
+            Self::String | Self::Other(_) => None,
+        }
+    }
+}
+
+/// A tensor's type and shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// Element type.
+    pub dtype: TfDType,
+    /// Dimensions, outermost first (`[]` for a scalar).
+    pub shape: Vec<usize>,
+}
+
+/// A tensor's values, converted: floating types to f32, integers to i64.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TfValues {
+    /// f32, f64, f16 or bf16 values.
+    Float(Vec<f32>),
+    /// Integer values of any width (`global_step` is an int64).
+    Int(Vec<i64>),
+    /// Booleans.
+    Bool(Vec<bool>),
+    /// Byte strings.
+    String(Vec<Vec<u8>>),
+}
+
+/// An open V2 checkpoint: its index read and checked, its data shards found.
+#[derive(Debug)]
+pub struct TfCheckpoint {
+    prefix: PathBuf,
+    /// Each data shard's path and real size.
+    shards: Vec<(PathBuf, u64)>,
+    tensors: BTreeMap<String, Entry>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    info: TensorInfo,
+    shard: usize,
+    offset: u64,
+    size: u64,
+    crc: u32,
+    sliced: bool,
+}
+
+impl TfCheckpoint {
+    /// Opens the checkpoint at `path`: a prefix (`model.ckpt-1000`), its `.index` or a data
+    /// shard, or a directory whose `checkpoint` state file names the newest prefix.
+    pub fn open(path: &Path) -> Result<Self> {
+        let prefix = resolve_prefix(path)?;
+        let index = suffixed(&prefix, ".index");
+        let bytes = std::fs::read(&index).map_err(WeightsError::io(&index))?;
+        let mut header = None;
+        let mut entries = BTreeMap::new();
+        for (key, value) in read_table(&index, &bytes)? {
+            if key.is_empty() {
+                header = Some(BundleHeader::decode(value.as_slice()).map_err(|e| {
+                    WeightsError::format(&index, format!("unreadable bundle header: {e}"))
+                })?);
+                continue;
+            }
+            let name = String::from_utf8_lossy(&key).into_owned();
+            let entry = BundleEntry::decode(value.as_slice()).map_err(|e| {
+                WeightsError::tensor(&index, &name, format!("unreadable entry: {e}"))
+            })?;
+            let entry = Entry::new(&index, &name, entry)?;
+            entries.insert(name, entry);
+        }
+        let header = header.ok_or_else(|| {
+            WeightsError::format(
+                &index,
+                "no bundle header: not a TensorFlow V2 checkpoint index",
+            )
+        })?;
+        if header.endianness != 0 {
+            return Err(WeightsError::format(
+                &index,
+                "big-endian checkpoints are not supported",
+            ));
+        }
+        let shards = find_shards(&prefix, header.num_shards, &entries)?;
+        Ok(Self {
+            prefix,
+            shards,
+            tensors: entries,
+        })
+    }
+
+    /// The checkpoint's prefix.
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
+    /// Every tensor name and its type and shape, in name order.
+    pub fn tensors(&self) -> impl Iterator<Item = (&str, &TensorInfo)> {
+        self.tensors
+            .iter()
+            .map(|(name, e)| (name.as_str(), &e.info))
+    }
+
+    /// The type and shape of `name`, if the checkpoint has it.
+    pub fn info(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensors.get(name).map(|e| &e.info)
+    }
+
+    /// The values of `name`, after checking their size and checksum.
+    pub fn read(&self, name: &str) -> Result<TfValues> {
+        let entry = self
+            .tensors
+            .get(name)
+            .ok_or_else(|| WeightsError::tensor(self.index(), name, "not in the checkpoint"))?;
+        let (shard, shard_len) = &self.shards[entry.shard];
+        let bad = |reason: String| WeightsError::tensor(shard, name, reason);
+        if entry.sliced {
+            return Err(bad("a partitioned variable (slices); not supported".into()));
+        }
+        let end = entry.offset.checked_add(entry.size);
+        if end.is_none_or(|end| end > *shard_len) {
+            return Err(bad(format!(
+                "bytes {}..+{} lie past the end of the shard ({shard_len} bytes): truncated",
+                entry.offset, entry.size
+            )));
+        }
+        let mut bytes = vec![0u8; entry.size as usize];
+        let mut file = File::open(shard).map_err(WeightsError::io(shard))?;
+        file.seek(SeekFrom::Start(entry.offset))
+            .and_then(|_| file.read_exact(&mut bytes))
+            .map_err(WeightsError::io(shard))?;
+        let values = decode(&entry.info, &bytes).map_err(bad)?;
+        let crc = match &values {
+            TfValues::String(strings) => string_crc(strings),
+            _ => crc32c::crc32c(&bytes),
+        };
+        if mask_crc(crc) != entry.crc {
+            return Err(bad("bad checksum: the data shard is corrupt".into()));
+        }
+        Ok(values)
+    }
+
+    /// The values of the floating-point tensor `name` as f32.
+    pub fn read_f32(&self, name: &str) -> Result<Vec<f32>> {
+        match self.read(name)? {
+            TfValues::Float(values) => Ok(values),
+            _ => Err(WeightsError::tensor(
+                self.index(),
+                name,
+                format!(
+                    "a {:?} tensor, not a floating-point one",
+                    self.tensors[name].info.dtype
+                ),
+            )),
+        }
+    }
+
+    fn index(&self) -> PathBuf {
+        suffixed(&self.prefix, ".index")
+    }
+}
+
+impl Entry {
+    fn new(index: &Path, name: &str, entry: BundleEntry) -> Result<Self> {
+        let bad = |reason: &str| WeightsError::tensor(index, name, reason);
+        let shape = entry.shape.unwrap_or_default();
+        if shape.unknown_rank {
+            return Err(bad("unknown rank"));
+        }
+        let shape = shape
+            .dim
+            .iter()
+            .map(|d| usize::try_from(d.size).map_err(|_| bad("a negative dimension")))
+            .collect::<Result<Vec<_>>>()?;
+        let (Ok(shard), Ok(offset), Ok(size)) = (
+            usize::try_from(entry.shard_id),
+            u64::try_from(entry.offset),
+            u64::try_from(entry.size),
+        ) else {
+            return Err(bad("a negative shard, offset or size"));
+        };
+        let info = TensorInfo {
+            dtype: TfDType::from_proto(entry.dtype),
+            shape,
+        };
+        if let Some(element) = info.dtype.size() {
+            let expected = info
+                .shape
+                .iter()
+                .try_fold(element as u64, |n, &d| n.checked_mul(d as u64));
+            if expected != Some(size) && entry.slices.is_empty() {
+                return Err(bad(&format!(
+                    "{size} bytes for a {:?} tensor of shape {:?}",
+                    info.dtype, info.shape
+                )));
+            }
+        }
+        Ok(Self {
+            info,
+            shard,
+            offset,
+            size,
+            crc: entry.crc32c,
+            sliced: !entry.slices.is_empty(),
+        })
+    }
+}
+
+/// The data shards and their sizes; a shard that a tensor needs and that is missing is an
+/// error naming both.
+fn find_shards(
+    prefix: &Path,
+    num_shards: i32,
+    entries: &BTreeMap<String, Entry>,
+) -> Result<Vec<(PathBuf, u64)>> {
+    let n = usize::try_from(num_shards).unwrap_or(0);
+    let shards: Vec<(PathBuf, Option<u64>)> = (0..n)
+        .map(|i| {
+            let path = suffixed(prefix, &format!(".data-{i:05}-of-{n:05}"));
+            let len = std::fs::metadata(&path).ok().map(|m| m.len());
+            (path, len)
+        })
+        .collect();
+    for (name, entry) in entries {
+        let Some((path, len)) = shards.get(entry.shard) else {
+            return Err(WeightsError::tensor(
+                suffixed(prefix, ".index"),
+                name,
+                format!("in shard {}, of {n}", entry.shard),
+            ));
+        };
+        if len.is_none() {
+            return Err(WeightsError::tensor(
+                path,
+                name,
+                "this data shard is missing",
+            ));
+        }
+    }
+    Ok(shards
+        .into_iter()
+        .map(|(path, len)| (path, len.unwrap_or(0)))
+        .collect())
+}
+
+/// The prefix `path` stands for (see [`TfCheckpoint::open`]), with clear errors for V1
+/// checkpoints and for files that are not checkpoints.
+fn resolve_prefix(path: &Path) -> Result<PathBuf> {
+    if path.is_dir() {
+        return latest_in(path);
+    }
+    let text = path.to_string_lossy();
+    if let Some(prefix) = text.strip_suffix(".index") {
+        return Ok(PathBuf::from(prefix));
+    }
+    if let Some((prefix, shard)) = text.rsplit_once(".data-")
+        && shard.contains("-of-")
+    {
+        return Ok(PathBuf::from(prefix));
+    }
+    if suffixed(path, ".index").exists() {
+        return Ok(path.to_path_buf());
+    }
+    if !path.is_file() {
+        return Err(WeightsError::format(
+            path,
+            "no checkpoint here: neither PREFIX.index nor a directory with a `checkpoint` file",
+        ));
+    }
+    let mut file = File::open(path).map_err(WeightsError::io(path))?;
+    let mut tail = [0u8; 8];
+    let is_table = file.seek(SeekFrom::End(-8)).is_ok()
+        && file.read_exact(&mut tail).is_ok()
+        && u64::from_le_bytes(tail) == 0xdb47_7524_8b80_fb57;
+    Err(WeightsError::format(
+        path,
+        match is_table {
+            true => {
+                "a V1 checkpoint (one file); only V2 checkpoints (PREFIX.index and \
+                     PREFIX.data-*) are supported: re-save it with TF's default Saver"
+            }
+            false => "not a TensorFlow checkpoint (no PREFIX.index beside it)",
+        },
+    ))
+}
+
+/// The newest prefix of a train directory, from its `checkpoint` state file
+/// (`model_checkpoint_path: "model.ckpt-1000"`, relative to the directory or absolute).
+fn latest_in(dir: &Path) -> Result<PathBuf> {
+    let state = dir.join("checkpoint");
+    let text = std::fs::read_to_string(&state).map_err(WeightsError::io(&state))?;
+    let latest = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("model_checkpoint_path:"))
+        .and_then(|value| value.trim().strip_prefix('"')?.strip_suffix('"'))
+        .ok_or_else(|| WeightsError::format(&state, "no model_checkpoint_path line"))?;
+    Ok(dir.join(latest))
+}
+
+fn suffixed(prefix: &Path, suffix: &str) -> PathBuf {
+    let mut path = prefix.as_os_str().to_owned();
+    path.push(suffix);
+    PathBuf::from(path)
+}
+
+/// The values of a tensor whose bytes (already size-checked for fixed-size types) are `bytes`.
+fn decode(info: &TensorInfo, bytes: &[u8]) -> Result<TfValues, String> {
+    fn each<const N: usize, T>(bytes: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+        let chunk = |c: &[u8]| f(c.try_into().expect("exact chunks"));
+        bytes.chunks_exact(N).map(chunk).collect()
+    }
+    Ok(match info.dtype {
+        TfDType::Float => TfValues::Float(each(bytes, f32::from_le_bytes)),
+        TfDType::Double => TfValues::Float(each(bytes, |b| f64::from_le_bytes(b) as f32)),
+        TfDType::Half => TfValues::Float(each(bytes, |b| half::f16::from_le_bytes(b).to_f32())),
+        TfDType::BFloat16 => {
+            TfValues::Float(each(bytes, |b| half::bf16::from_le_bytes(b).to_f32()))
+        }
+        TfDType::Int { bytes: n, signed } => TfValues::Int(
+            bytes
+                .chunks_exact(n)
+                .map(|c| {
+                    let fill = if signed && c[n - 1] & 0x80 != 0 {
+                        0xff
+                    } else {
+                        0
+                    };
+                    let mut wide = [fill; 8];
+                    wide[..n].copy_from_slice(c);
+                    i64::from_le_bytes(wide)
+                })
+                .collect(),
+        ),
+        TfDType::Bool => TfValues::Bool(bytes.iter().map(|&b| b != 0).collect()),
+        TfDType::String => {
+            let n = info.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+            TfValues::String(decode_strings(n.ok_or("shape overflows")?, bytes)?)
+        }
+        TfDType::Other(dtype) => return Err(format!("DataType {dtype} is not supported")),
+    })
+}
+
+/// The CRC32C TF records for a string tensor: over each length as a little-endian u32 (u64
+/// past 4 GiB; not the varints written), the masked CRC of those, then the strings' bytes.
+fn string_crc(strings: &[Vec<u8>]) -> u32 {
+    let lengths = strings
+        .iter()
+        .fold(0, |crc, s| match u32::try_from(s.len()) {
+            Ok(len) => crc32c::crc32c_append(crc, &len.to_le_bytes()),
+            Err(_) => crc32c::crc32c_append(crc, &(s.len() as u64).to_le_bytes()),
+        });
+    let crc = crc32c::crc32c_append(lengths, &mask_crc(lengths).to_le_bytes());
+    strings
+        .iter()
+        .fold(crc, |crc, s| crc32c::crc32c_append(crc, s))
+}
+
+/// TF's string tensor layout: `n` varint64 lengths, a masked CRC32C of them, the bytes.
+fn decode_strings(n: usize, bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let mut rest = bytes;
+    let mut lengths = Vec::new();
+    for _ in 0..n {
+        let len = decode_varint(&mut rest).map_err(|e| format!("bad string length: {e}"))?;
+        lengths.push(len);
+    }
+    rest = rest.get(4..).ok_or("truncated string tensor")?;
+    let mut strings = Vec::with_capacity(lengths.len());
+    for len in lengths {
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|&len| len <= rest.len())
+            .ok_or("a string runs past the tensor's bytes")?;
+        strings.push(rest[..len].to_vec());
+        rest = &rest[len..];
+    }
+    Ok(strings)
+}

@@ -1,0 +1,206 @@
+//! The TF checkpoint reader against checkpoints written by TensorFlow itself
+//! (scripts/tf_fixtures/*.py): values as TF reads them back, every dtype, and named errors
+//! for damaged or foreign files.
+
+use std::path::{Path, PathBuf};
+
+use towers_models::weights::{TfCheckpoint, TfDType, TfValues};
+
+fn data(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(path)
+}
+
+fn error(path: &Path) -> String {
+    TfCheckpoint::open(path).unwrap_err().to_string()
+}
+
+#[test]
+fn reads_every_dtype_as_tensorflow_reads_it_back() {
+    let ckpt = TfCheckpoint::open(&data("tf_dtypes/dtypes")).unwrap();
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("tf_dtypes/values.json")).unwrap())
+            .unwrap();
+    let expected = expected.as_object().unwrap();
+    let names: Vec<&str> = ckpt.tensors().map(|(name, _)| name).collect();
+    assert_eq!(
+        names,
+        expected.keys().map(String::as_str).collect::<Vec<_>>()
+    );
+    for (name, want) in expected {
+        let shape: Vec<usize> = serde_json::from_value(want["shape"].clone()).unwrap();
+        assert_eq!(ckpt.info(name).unwrap().shape, shape, "{name}");
+        let values = want["values"].as_array().unwrap();
+        match ckpt.read(name).unwrap() {
+            TfValues::Float(got) => {
+                let want: Vec<f32> = values.iter().map(|v| v.as_f64().unwrap() as f32).collect();
+                assert_eq!(got, want, "{name}");
+            }
+            TfValues::Int(got) => {
+                let want: Vec<i64> = values.iter().map(|v| v.as_i64().unwrap()).collect();
+                assert_eq!(got, want, "{name}");
+            }
+            TfValues::Bool(got) => {
+                let want: Vec<bool> = values.iter().map(|v| v.as_i64().unwrap() != 0).collect();
+                assert_eq!(got, want, "{name}");
+            }
+            TfValues::String(got) => {
+                let want: Vec<&[u8]> = values
+                    .iter()
+                    .map(|v| v.as_str().unwrap().as_bytes())
+                    .collect();
+                assert_eq!(got, want, "{name}");
+            }
+        }
+    }
+    let dtype = |name| ckpt.info(name).unwrap().dtype;
+    assert_eq!(dtype("scope/f16"), TfDType::Half);
+    assert_eq!(dtype("scope/bf16"), TfDType::BFloat16);
+    assert_eq!(
+        dtype("global_step"),
+        TfDType::Int {
+            bytes: 8,
+            signed: true
+        }
+    );
+    assert!(
+        ckpt.read_f32("global_step")
+            .unwrap_err()
+            .to_string()
+            .contains("global_step")
+    );
+}
+
+#[test]
+fn opens_a_prefix_its_index_a_data_shard_or_a_train_directory() {
+    let dir = data("tf_cifar10");
+    let prefix = dir.join("model.ckpt-200");
+    let index = dir.join("model.ckpt-200.index");
+    let shard = dir.join("model.ckpt-200.data-00000-of-00001");
+    for path in [&dir, &prefix, &index, &shard] {
+        let ckpt = TfCheckpoint::open(path).unwrap();
+        assert_eq!(ckpt.prefix(), prefix, "{}", path.display());
+    }
+    // The variable list TF's list_variables wrote when it generated the fixture.
+    let ckpt = TfCheckpoint::open(&dir).unwrap();
+    let listed: String = ckpt
+        .tensors()
+        .map(|(name, info)| format!("{name}\t{:?}\n", info.shape))
+        .collect();
+    assert_eq!(
+        listed,
+        std::fs::read_to_string(dir.join("variables_12x12.txt")).unwrap()
+    );
+    let step = ckpt.read("global_step").unwrap();
+    assert_eq!(step, TfValues::Int(vec![200]));
+}
+
+/// A copy of the CIFAR-10 fixture in a temporary directory, to damage.
+fn copy_of_cifar10() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    for file in [
+        "model.ckpt-200.index",
+        "model.ckpt-200.data-00000-of-00001",
+        "checkpoint",
+    ] {
+        std::fs::copy(data("tf_cifar10").join(file), tmp.path().join(file)).unwrap();
+    }
+    let prefix = tmp.path().join("model.ckpt-200");
+    (tmp, prefix)
+}
+
+fn damage(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
+    let mut bytes = std::fs::read(path).unwrap();
+    f(&mut bytes);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_corrupt_tensor_is_a_checksum_error_naming_the_shard_and_tensor() {
+    let (_tmp, prefix) = copy_of_cifar10();
+    let shard = prefix.with_extension("ckpt-200.data-00000-of-00001");
+    let ckpt = TfCheckpoint::open(&prefix).unwrap();
+    // Flip one byte inside conv2/weights.
+    let clean = ckpt.read_f32("conv2/weights").unwrap();
+    let offset = std::fs::read(&shard)
+        .unwrap()
+        .windows(4)
+        .position(|w| w == clean[100].to_le_bytes())
+        .unwrap();
+    damage(&shard, |b| b[offset] ^= 0x40);
+    let msg = ckpt.read("conv2/weights").unwrap_err().to_string();
+    assert!(
+        msg.contains("checksum") && msg.contains("conv2/weights"),
+        "{msg}"
+    );
+    assert!(msg.contains("data-00000-of-00001"), "{msg}");
+    assert!(
+        ckpt.read("conv1/weights").is_ok(),
+        "other tensors still read"
+    );
+}
+
+#[test]
+fn a_missing_or_short_data_shard_is_named() {
+    let (_tmp, prefix) = copy_of_cifar10();
+    let shard = prefix.with_extension("ckpt-200.data-00000-of-00001");
+    damage(&shard, |b| b.truncate(b.len() / 2));
+    let ckpt = TfCheckpoint::open(&prefix).unwrap();
+    let last = ckpt
+        .tensors()
+        .map(|(name, _)| name.to_string())
+        .find(|name| ckpt.read(name).is_err())
+        .expect("a tensor past the cut");
+    let msg = ckpt.read(&last).unwrap_err().to_string();
+    assert!(msg.contains("past the end") && msg.contains(&last), "{msg}");
+
+    std::fs::remove_file(&shard).unwrap();
+    let msg = error(&prefix);
+    assert!(
+        msg.contains("data-00000-of-00001") && msg.contains("missing"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("tensor `"),
+        "names a tensor that needs it: {msg}"
+    );
+}
+
+#[test]
+fn a_damaged_index_is_a_named_error() {
+    let (_tmp, prefix) = copy_of_cifar10();
+    let index = prefix.with_extension("ckpt-200.index");
+    let clean = std::fs::read(&index).unwrap();
+    damage(&index, |b| b[20] ^= 0x01);
+    let msg = error(&prefix);
+    assert!(
+        msg.contains("model.ckpt-200.index") && msg.contains("checksum"),
+        "{msg}"
+    );
+
+    std::fs::write(&index, &clean[..clean.len() - 30]).unwrap();
+    let msg = error(&prefix);
+    assert!(
+        msg.contains("model.ckpt-200.index") && msg.contains("truncated"),
+        "{msg}"
+    );
+    std::fs::write(&index, &clean[..10]).unwrap();
+    assert!(error(&prefix).contains("truncated"));
+}
+
+#[test]
+fn v1_checkpoints_and_foreign_files_are_told_apart() {
+    let msg = error(&data("tf_dtypes/v1/model.ckpt"));
+    assert!(msg.contains("V1") && msg.contains("v1/model.ckpt"), "{msg}");
+    let msg = error(&data("tf_cifar10/test_batch.bin"));
+    assert!(msg.contains("not a TensorFlow checkpoint"), "{msg}");
+    let msg = error(&data("tf_cifar10/no-such-prefix"));
+    assert!(msg.contains("no checkpoint here"), "{msg}");
+    let tmp = tempfile::tempdir().unwrap();
+    let msg = error(tmp.path());
+    assert!(
+        msg.contains("checkpoint"),
+        "a directory without a state file: {msg}"
+    );
+}

@@ -1,0 +1,176 @@
+//! Predictions for image files: decode, the model's evaluation preprocessing, softmax, top k.
+
+use std::path::{Path, PathBuf};
+
+use burn::tensor::{Tensor, TensorData, activation::softmax};
+use rand::SeedableRng;
+use towers_data::codec::decode_image;
+use towers_data::transforms::{CifarEval, ResizeMethod, Rng, Transform, resize};
+use towers_data::{BoundingBox, Image};
+use towers_models::ImageClassifier;
+
+use crate::error::{Error, Result};
+use crate::eval::for_evaluation;
+
+/// One image's most probable classes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    /// The image file.
+    pub file: PathBuf,
+    /// `(class, probability)`, most probable first.
+    pub top: Vec<(usize, f32)>,
+}
+
+impl Prediction {
+    /// `{"file": ..., "top": [{"class": i, "label": ..., "prob": p}, ...]}`; `label` is null
+    /// without a label for the class.
+    pub fn to_json(&self, labels: &[String]) -> serde_json::Value {
+        let top: Vec<serde_json::Value> = self
+            .top
+            .iter()
+            .map(|&(class, prob)| {
+                serde_json::json!({"class": class, "label": labels.get(class), "prob": prob})
+            })
+            .collect();
+        serde_json::json!({"file": self.file, "top": top})
+    }
+}
+
+/// The `k` most probable classes of each image file under `model` (in evaluation state), each
+/// image decoded (JPEG or PNG, greyscale and alpha made RGB) and put through `transform`.
+/// An unreadable image is an error naming the file.
+pub fn classify<M: ImageClassifier>(
+    model: &M,
+    files: &[PathBuf],
+    transform: &dyn Transform,
+    k: usize,
+) -> Result<Vec<Prediction>> {
+    let (model, device) = for_evaluation(model)?;
+    let mut rng = Rng::seed_from_u64(0);
+    let mut predictions = Vec::new();
+    for file in files {
+        let bad = |reason: String| Error::Config(format!("{}: {reason}", file.display()));
+        let bytes = std::fs::read(file).map_err(Error::io(file))?;
+        let image = decode_image(&bytes).map_err(bad)?;
+        let image = transform.apply(image, &[], &mut rng).map_err(bad)?;
+        let [h, w, c] = image.shape();
+        let data = TensorData::new(image.into_chw(), [1, c, h, w]);
+        let logits = model.forward(Tensor::from_data(data, &device));
+        let probs: Vec<f32> = softmax(logits, 1)
+            .into_data()
+            .try_to_vec()
+            .map_err(|e| bad(format!("reading probabilities: {e:?}")))?;
+        predictions.push(Prediction {
+            file: file.clone(),
+            top: top_k(&probs, k),
+        });
+    }
+    Ok(predictions)
+}
+
+/// The CIFAR-10 evaluation preprocessing for any image: resized to 32x32 (bilinear) and
+/// scaled to 0..=255 like the pixels of the CIFAR-10 files, then [`CifarEval`] (central crop to
+/// `size`, per-image standardization).
+#[derive(Debug, Clone)]
+pub struct CifarImage(pub CifarEval);
+
+impl Transform for CifarImage {
+    fn apply(
+        &self,
+        image: Image,
+        boxes: &[BoundingBox],
+        rng: &mut Rng,
+    ) -> std::result::Result<Image, String> {
+        let mut image = resize(&image, 32, 32, ResizeMethod::Bilinear);
+        image.data_mut().iter_mut().for_each(|v| *v *= 255.0);
+        self.0.apply(image, boxes, rng)
+    }
+}
+
+/// The `k` largest values with their indices, largest first (ties: lower index first).
+fn top_k(values: &[f32], k: usize) -> Vec<(usize, f32)> {
+    let mut indexed: Vec<(usize, f32)> = values.iter().copied().enumerate().collect();
+    indexed.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    indexed.truncate(k);
+    indexed
+}
+
+/// Class names from a label file: `label<TAB>name` lines (as `ImageFolder::write_label_map`
+/// writes them) or one name per line (line `i` names class `i`).
+pub fn read_labels(path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+    let mut labels = Vec::new();
+    for (line_no, line) in text.lines().enumerate() {
+        match line.split_once('\t') {
+            Some((index, name)) => {
+                let index: usize = index.parse().map_err(|_| {
+                    Error::Config(format!(
+                        "{}:{}: bad label `{index}`",
+                        path.display(),
+                        line_no + 1
+                    ))
+                })?;
+                if labels.len() <= index {
+                    labels.resize(index + 1, String::new());
+                }
+                labels[index] = name.to_string();
+            }
+            None => labels.push(line.to_string()),
+        }
+    }
+    Ok(labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_k_orders_by_probability_then_index() {
+        let top = top_k(&[0.1, 0.4, 0.05, 0.4, 0.05], 3);
+        assert_eq!(top, [(1, 0.4), (3, 0.4), (0, 0.1)]);
+        assert_eq!(top_k(&[0.5, 0.5], 5).len(), 2);
+    }
+
+    #[test]
+    fn cifar_images_are_standardized_as_the_cifar10_files_are() {
+        // A 32x32 image in [0, 1] goes through as its 0..=255 bytes through CifarEval.
+        let values: Vec<f32> = (0..32 * 32 * 3).map(|i| (i % 251) as f32 / 255.0).collect();
+        let image = Image::from_hwc(values.clone(), 32, 32, 3);
+        let bytes = Image::from_hwc(values.iter().map(|v| v * 255.0).collect(), 32, 32, 3);
+        let mut rng = Rng::seed_from_u64(0);
+        let eval = CifarEval { size: 24 };
+        let got = CifarImage(eval.clone())
+            .apply(image, &[], &mut rng)
+            .unwrap();
+        let want = eval.apply(bytes, &[], &mut rng).unwrap();
+        assert_eq!(got.shape(), [24, 24, 3]);
+        let diff = got
+            .data()
+            .iter()
+            .zip(want.data())
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(diff < 1e-4, "{diff}");
+    }
+
+    #[test]
+    fn labels_come_indexed_or_one_per_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let indexed = dir.path().join("labels.txt");
+        std::fs::write(&indexed, "1\tdaisy\n0\tbackground\n2\trose\n").unwrap();
+        assert_eq!(
+            read_labels(&indexed).unwrap(),
+            ["background", "daisy", "rose"]
+        );
+        let plain = dir.path().join("plain.txt");
+        std::fs::write(&plain, "cat\ndog\n").unwrap();
+        assert_eq!(read_labels(&plain).unwrap(), ["cat", "dog"]);
+        std::fs::write(&plain, "x\tdog\n").unwrap();
+        assert!(
+            read_labels(&plain)
+                .unwrap_err()
+                .to_string()
+                .contains("plain.txt:1")
+        );
+    }
+}

@@ -1,0 +1,107 @@
+//! [`InceptionData`]: the input of the Inception examples, from TF's shards, an image folder or
+//! the built-in synthetic shards.
+
+use std::path::Path;
+
+use towers_data::image_folder::ImageFolder;
+use towers_data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
+use towers_data::transforms::Transform;
+
+use crate::error::{Error, Result};
+use crate::input::Input;
+
+/// Which files of an Inception data directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// `train-XXXXX-of-YYYYY`.
+    Train,
+    /// `validation-XXXXX-of-YYYYY`.
+    Validation,
+}
+
+/// An Inception input and what it needs kept alive.
+pub struct InceptionData {
+    /// The files, their format and the preprocessing.
+    pub input: Input,
+    /// Outputs the labels need: 1001 for TF's ImageNet layout (labels 1..=1000, 0 the
+    /// background), the class count of an image folder (labels from 0).
+    pub num_classes: usize,
+    /// The image folder, when the data is one (its classes name the labels).
+    pub folder: Option<ImageFolder>,
+    /// What the data is, for the log.
+    pub description: String,
+    /// The built-in data's folder, deleted on drop.
+    _builtin: Option<BuiltinShards>,
+}
+
+impl InceptionData {
+    /// `split` of `data_dir` through `transform`: TF's TFRecord shards of `tf.train.Example`s
+    /// (ImageNet layout), or an image folder `data_dir/<class>/<image>` (all of it, whatever
+    /// the split), or without `data_dir` the built-in synthetic shards (10 classes, so 11
+    /// outputs, JPEGs of `image_size`; the same bytes on every call).
+    pub fn open(
+        data_dir: Option<&Path>,
+        split: Split,
+        image_size: usize,
+        transform: impl Transform + 'static,
+    ) -> Result<Self> {
+        let shards = |dir: &Path| match split {
+            Split::Train => inception::train_files(dir),
+            Split::Validation => inception::validation_files(dir),
+        };
+        let Some(dir) = data_dir else {
+            let config = BuiltinShardsConfig {
+                num_classes: 10,
+                train_shards: 4,
+                validation_shards: 1,
+                per_shard: 128,
+                image_size,
+                seed: 1,
+            };
+            let builtin = BuiltinShards::create(config)?;
+            let num_classes = config.num_classes + 1;
+            return Ok(Self {
+                input: Input::new(
+                    TfExampleFormat::new(num_classes),
+                    shards(builtin.dir())?,
+                    transform,
+                ),
+                num_classes,
+                folder: None,
+                description: format!(
+                    "built-in synthetic ImageNet-layout shards ({} classes) in {}",
+                    config.num_classes,
+                    builtin.dir().display()
+                ),
+                _builtin: Some(builtin),
+            });
+        };
+        if let Ok(files) = shards(dir) {
+            return Ok(Self {
+                description: format!("{} shards of {}", files.len(), dir.display()),
+                input: Input::new(TfExampleFormat::new(1001), files, transform),
+                num_classes: 1001,
+                folder: None,
+                _builtin: None,
+            });
+        }
+        let folder = ImageFolder::scan(dir).map_err(|e| {
+            Error::Config(format!(
+                "{} holds neither {split:?} shards (TF's ImageNet layout) nor an image folder: {e}",
+                dir.display()
+            ))
+        })?;
+        Ok(Self {
+            description: format!(
+                "image folder {}: {} classes, {} images",
+                dir.display(),
+                folder.classes().len(),
+                folder.files().len()
+            ),
+            input: Input::new(folder.format(), folder.files().to_vec(), transform),
+            num_classes: folder.classes().len(),
+            folder: Some(folder),
+            _builtin: None,
+        })
+    }
+}

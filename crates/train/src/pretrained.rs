@@ -1,0 +1,214 @@
+//! Starting from trained weights: a TensorFlow checkpoint, a checkpoint of ours or a
+//! safetensors export, read into a model by parameter path ([`towers_models::weights`]), and
+//! TF-slim's fine-tuning choices: classifier layers re-initialized for another class count
+//! (`--checkpoint_exclude_scopes`), and only some scopes trained (`--trainable_scopes`).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use burn::module::{Module, ModuleMapper, Param};
+use burn::tensor::{Tensor, TensorData};
+use towers_models::weights::{
+    ByPath, RestoreOptions, RestoreReport, TfCheckpoint, TfNamed, TfSource, WeightSource, in_scope,
+    read_safetensors, restore, to_safetensors,
+};
+
+use crate::checkpoint::Checkpoint;
+use crate::checkpoint_dir::CheckpointDir;
+use crate::error::{Error, Result};
+
+/// How to read weights into a model.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    /// Read the moving averages of the weights where the file has them (TF's
+    /// `.../ExponentialMovingAverage` shadows, the `averages` of our checkpoints), as TF's
+    /// evaluation scripts do.
+    pub moving_averages: bool,
+    /// Re-initialize the classifier layers when their shape differs from the file's (another
+    /// number of classes), instead of failing.
+    pub fine_tune: bool,
+}
+
+/// `model` with the weights at `path`, and what was restored, skipped, missing and unused.
+///
+/// `path` is a TF checkpoint (a prefix such as `model.ckpt-1000`, its `.index`, or a directory
+/// with a `checkpoint` state file), a checkpoint of ours (`model.ckpt-N`, or a train directory,
+/// whose newest is taken), or a `.safetensors` export.
+pub fn load_weights<M: Module + TfNamed>(
+    model: M,
+    path: &Path,
+    options: LoadOptions,
+) -> Result<(M, RestoreReport)> {
+    let mut source = open_weights::<M>(path, options.moving_averages)?;
+    let restore_options = RestoreOptions {
+        replace_if_reshaped: match options.fine_tune {
+            true => M::classifier_paths()
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+            false => Vec::new(),
+        },
+        ..RestoreOptions::default()
+    };
+    Ok(restore(model, source.as_mut(), &restore_options)?)
+}
+
+/// The weights at `path` (see [`load_weights`]) as a source for the model `M`.
+pub fn open_weights<M: TfNamed>(
+    path: &Path,
+    moving_averages: bool,
+) -> Result<Box<dyn WeightSource>> {
+    if path.extension().is_some_and(|e| e == "safetensors") {
+        return Ok(Box::new(read_safetensors(path)?));
+    }
+    let ours = match path.is_dir() && !path.join("checkpoint").exists() {
+        true => CheckpointDir::new(path, 1).latest()?.map(|(_, p)| p),
+        false => Some(path.to_path_buf()).filter(|p| is_ours(p)),
+    };
+    match ours {
+        Some(file) => Ok(Box::new(ours_by_path(&file, moving_averages)?)),
+        None => Ok(Box::new(TfSource::new::<M>(
+            TfCheckpoint::open(path)?,
+            moving_averages,
+        ))),
+    }
+}
+
+/// Whether `path` is a file that starts like one of our checkpoints.
+fn is_ours(path: &Path) -> bool {
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok_and(|_| {
+            [crate::checkpoint::MAGIC, crate::checkpoint::MAGIC_UNCHECKED].contains(&&magic)
+        })
+}
+
+/// The model (or averages) section of one of our checkpoints, by module path.
+fn ours_by_path(path: &Path, moving_averages: bool) -> Result<ByPath> {
+    let checkpoint = Checkpoint::load(path)?;
+    let record = match (moving_averages, checkpoint.averages) {
+        (true, Some(averages)) => averages,
+        _ => checkpoint.model,
+    };
+    let bad = |e: String| Error::Checkpoint {
+        path: path.to_path_buf(),
+        reason: e,
+    };
+    let bytes = record.into_bytes().map_err(|e| bad(e.to_string()))?;
+    let reader = burn_pack::Reader::from_bytes(bytes).map_err(|e| bad(e.to_string()))?;
+    let mut tensors = BTreeMap::new();
+    for tensor in reader.into_tensors().map_err(|e| bad(e.to_string()))? {
+        let (name, dtype, shape, _, bytes) = tensor.into_parts().map_err(|e| bad(e.to_string()))?;
+        let data = TensorData::from_bytes(bytes, shape.clone(), dtype).convert::<f32>();
+        let values: Vec<f32> = data
+            .try_into_vec()
+            .map_err(|e| bad(format!("{name}: {e:?}")))?;
+        tensors.insert(name, (shape.to_vec(), values));
+    }
+    Ok(ByPath::new(path, tensors))
+}
+
+/// Writes every float tensor of `model` (parameters and batch-norm statistics) to `path` in
+/// the safetensors format, named by module path, atomically.
+pub fn export_safetensors<M: Module>(model: &M, path: &Path) -> Result<()> {
+    let metadata = [("format".to_string(), "burn-towers".to_string())].into();
+    let bytes = to_safetensors(model, metadata).map_err(|reason| Error::Checkpoint {
+        path: path.to_path_buf(),
+        reason,
+    })?;
+    crate::write_atomic(path, |w| w.write_all(&bytes)).map_err(Error::io(path))
+}
+
+/// The [`Trainer::with_prepare`](crate::Trainer::with_prepare) hook of `--pretrained` and
+/// `--trainable-scopes`: restores the weights at `pretrained` (classifier layers of another
+/// shape re-initialized) unless the run resumes from a checkpoint of its own, then freezes
+/// everything outside `trainable_scopes` when any are given. Prints what it did.
+pub fn fine_tuning<M: Module + TfNamed + 'static>(
+    pretrained: Option<PathBuf>,
+    trainable_scopes: Vec<String>,
+) -> impl Fn(M, bool) -> Result<M> + Send + Sync + 'static {
+    move |model, resuming| {
+        let model = match (&pretrained, resuming) {
+            (Some(path), false) => {
+                let options = LoadOptions {
+                    moving_averages: false,
+                    fine_tune: true,
+                };
+                let (model, report) = load_weights(model, path, options)?;
+                println!("{report}");
+                model
+            }
+            (Some(path), true) => {
+                println!("resuming: --pretrained {} not applied", path.display());
+                model
+            }
+            (None, _) => model,
+        };
+        if trainable_scopes.is_empty() {
+            return Ok(model);
+        }
+        let (model, trainable) = train_only(model, &trainable_scopes)?;
+        println!(
+            "training {} parameter tensors (scopes {}); the others are frozen",
+            trainable.len(),
+            trainable_scopes.join(", ")
+        );
+        Ok(model)
+    }
+}
+
+/// `model` with only the parameters in `scopes` trainable (TF-slim's `--trainable_scopes`); the
+/// others keep their values and get no gradients, so optimizers keep no state for them. A
+/// scope is a module path prefix (`logits`, `mixed_7c`) or a TF name prefix
+/// (`InceptionV3/Logits`). Returns the model and the trainable parameters' paths; a scope that
+/// matches nothing is an error.
+pub fn train_only<M: Module + TfNamed>(model: M, scopes: &[String]) -> Result<(M, Vec<String>)> {
+    let matches = |path: &str, scope: &str| {
+        let tf_name = M::tf_variable(path).map(|v| v.name).unwrap_or_default();
+        in_scope(path, scope) || tf_name == *scope || tf_name.starts_with(&format!("{scope}/"))
+    };
+    let mut freeze = Freeze {
+        path: Vec::new(),
+        trainable: Vec::new(),
+        keep: &|path: &str| scopes.iter().any(|s| matches(path, s)),
+    };
+    let model = model.map(&mut freeze);
+    if let Some(scope) = scopes
+        .iter()
+        .find(|s| !freeze.trainable.iter().any(|p| matches(p, s)))
+    {
+        return Err(Error::Config(format!(
+            "trainable scope `{scope}` matches no parameter of the model"
+        )));
+    }
+    Ok((model, freeze.trainable))
+}
+
+struct Freeze<'a> {
+    path: Vec<String>,
+    trainable: Vec<String>,
+    keep: &'a dyn Fn(&str) -> bool,
+}
+
+impl ModuleMapper for Freeze<'_> {
+    fn enter_module(&mut self, name: &str, _: &str) {
+        self.path.push(name.to_string());
+    }
+
+    fn exit_module(&mut self, _: &str, _: &str) {
+        self.path.pop();
+    }
+
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let path = self.path.join(".");
+        // Batch-norm statistics are never trained; `RunningState` keeps them gradient-free.
+        let keep =
+            (self.keep)(&path) && !path.ends_with("running_mean") && !path.ends_with("running_var");
+        if keep {
+            self.trainable.push(path);
+        }
+        param.set_require_grad(keep)
+    }
+}

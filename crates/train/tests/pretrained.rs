@@ -1,0 +1,247 @@
+//! Starting from trained weights: a checkpoint written by TF's CIFAR-10 tutorial graph
+//! (crates/models/tests/data/tf_cifar10, from scripts/tf_fixtures/cifar10_checkpoint.py)
+//! evaluates to TF's own precision on the same test file, fine-tuning starts from it, trainable
+//! scopes freeze the rest, and exported weights load back to identical logits.
+
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::tensor::{Device, Distribution, Tensor};
+use towers_data::cifar10::Cifar10Format;
+use towers_data::transforms::CifarEval;
+use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier, InceptionV3Config};
+use towers_train::{
+    Checkpoint, Input, LoadOptions, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
+    evaluate, export_safetensors, fine_tuning, load_weights, read_log,
+};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data/tf_cifar10")
+}
+
+#[derive(serde::Deserialize)]
+struct Expected {
+    image_size: usize,
+    examples: u64,
+    raw: Run,
+    moving_averages: Run,
+}
+
+#[derive(serde::Deserialize)]
+struct Run {
+    correct_at_1: u64,
+}
+
+fn expected() -> Expected {
+    serde_json::from_str(&std::fs::read_to_string(fixture().join("expected.json")).unwrap())
+        .unwrap()
+}
+
+fn net(size: usize, classes: usize) -> impl Fn(&Device) -> Cifar10Net {
+    move |device| {
+        Cifar10Config::new()
+            .with_image_size(size)
+            .with_num_classes(classes)
+            .init(device)
+    }
+}
+
+fn test_input(size: usize) -> Input {
+    let files = vec![fixture().join("test_batch.bin")];
+    Input::new(Cifar10Format, files, CifarEval { size })
+}
+
+#[test]
+fn the_tutorial_checkpoint_scores_tfs_precision_on_the_same_test_file() {
+    let expected = expected();
+    let s = expected.image_size;
+    for (moving_averages, run) in [(false, &expected.raw), (true, &expected.moving_averages)] {
+        let model = net(s, 10)(&Device::flex());
+        let options = LoadOptions {
+            moving_averages,
+            fine_tune: false,
+        };
+        let (model, report) = load_weights(model, &fixture(), options).unwrap();
+        assert!(report.missing.is_empty(), "{report}");
+        let precision = evaluate(&model, &test_input(s), 64, 2).unwrap();
+        println!("moving averages {moving_averages}: {precision}");
+        assert_eq!(precision.examples, expected.examples);
+        assert_eq!(
+            precision.correct_at_1, run.correct_at_1,
+            "TF's in_top_k count"
+        );
+    }
+}
+
+/// Two steps of SGD at a small rate on the fixture's images, starting from `pretrained`.
+/// Returns the model, the first logged loss and the last checkpoint.
+fn fine_tune(
+    dir: &Path,
+    pretrained: Option<PathBuf>,
+    scopes: &[&str],
+    classes: usize,
+) -> (Cifar10Net, f64, PathBuf) {
+    let s = expected().image_size;
+    let config = TrainConfig {
+        devices: "flex".into(),
+        batch_size: 50,
+        reader_threads: Some(2),
+        max_steps: 2,
+        optimizer: OptimizerConfig::Momentum {
+            momentum: 0.9,
+            nesterov: false,
+        },
+        learning_rate: LrScheduleConfig::Constant { value: 0.01 },
+        log_every: 1,
+        train_dir: dir.to_path_buf(),
+        seed: 3,
+        ..TrainConfig::cifar10()
+    };
+    // Undistorted crops, as the fixture's model was trained on: the first loss is then the
+    // restored model's on that batch.
+    let files = vec![fixture().join("test_batch.bin")];
+    let transform = CifarEval { size: s };
+    let scopes = scopes.iter().map(|s| s.to_string()).collect();
+    let trained = Trainer::new(config)
+        .with_prepare(fine_tuning(pretrained, scopes))
+        .run(
+            net(s, classes),
+            &Input::new(Cifar10Format, files, transform),
+        )
+        .unwrap();
+    let first = read_log(&dir.join(towers_train::LOG_FILE)).unwrap()[0].loss;
+    (trained.model, first, trained.report.checkpoint.unwrap())
+}
+
+/// The restored model's mean loss over the test file (cross-entropy and weight decay).
+fn restored_loss() -> f64 {
+    let s = expected().image_size;
+    let device = Device::flex();
+    let (model, _) = load_weights(net(s, 10)(&device), &fixture(), LoadOptions::default()).unwrap();
+    let mut pipeline = test_input(s)
+        .start(towers_data::PipelineConfig::eval(200))
+        .unwrap();
+    let batch = pipeline.next_batch().unwrap().unwrap();
+    let (images, labels) = batch.as_slice().to_tensors(&device);
+    model.loss(images, labels).loss.into_scalar::<f32>() as f64
+}
+
+#[test]
+fn fine_tuning_starts_from_the_restored_weights() {
+    let restored = restored_loss();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, from_tf, _) = fine_tune(&tmp.path().join("a"), Some(fixture()), &[], 10);
+    let (_, from_scratch, _) = fine_tune(&tmp.path().join("b"), None, &[], 10);
+    println!(
+        "restored model {restored:.3}, first loss from TF {from_tf:.3}, from scratch {from_scratch:.3}"
+    );
+    // The training crops are distorted, the evaluation's are not: near, not equal.
+    assert!(
+        (from_tf - restored).abs() < 0.25 * restored.max(0.5),
+        "{from_tf} vs {restored}"
+    );
+    assert!(
+        from_scratch > restored + 1.0,
+        "{from_scratch} vs {restored}"
+    );
+}
+
+fn flat<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().try_to_vec().unwrap()
+}
+
+/// Some parameters' values, by module path.
+fn values(m: &Cifar10Net) -> Vec<(&'static str, Vec<f32>)> {
+    let bias = |l: &burn::nn::Linear| flat(l.bias.as_ref().unwrap().val());
+    vec![
+        ("conv1.weight", flat(m.conv1.weight.val())),
+        ("conv2.weight", flat(m.conv2.weight.val())),
+        ("local3.weight", flat(m.local3.weight.val())),
+        ("local4.bias", bias(&m.local4)),
+        ("softmax_linear.weight", flat(m.softmax_linear.weight.val())),
+        ("softmax_linear.bias", bias(&m.softmax_linear)),
+    ]
+}
+
+#[test]
+fn trainable_scopes_train_only_those_and_other_class_counts_reinitialize_the_head() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = expected().image_size;
+    let (restored, _) = load_weights(
+        net(s, 10)(&Device::flex()),
+        &fixture(),
+        LoadOptions::default(),
+    )
+    .unwrap();
+    let before = values(&restored);
+    // TF-slim's scope name and our module path, together.
+    let scopes = ["softmax_linear", "local4/biases"];
+    let (tuned, _, last) = fine_tune(&tmp.path().join("a"), Some(fixture()), &scopes, 10);
+    for ((path, old), (_, new)) in before.iter().zip(values(&tuned)) {
+        let trained = path.starts_with("softmax_linear") || *path == "local4.bias";
+        assert_eq!(old != &new, trained, "{path}");
+    }
+    // Momentum keeps one velocity per trained parameter, none for the frozen ones.
+    assert_eq!(Checkpoint::load(&last).unwrap().optimizer.len(), 3);
+
+    // 12 classes: the head starts afresh (cross-entropy near ln 12), the rest is restored
+    // (the same weight decay as the restored model's).
+    let penalty: f32 = restored.regularization().unwrap().into_scalar();
+    let (tuned, first, _) = fine_tune(
+        &tmp.path().join("b"),
+        Some(fixture()),
+        &["softmax_linear"],
+        12,
+    );
+    let cross_entropy = first - penalty as f64;
+    assert!((cross_entropy - 12f64.ln()).abs() < 0.3, "{cross_entropy}");
+    let after = values(&tuned);
+    assert_eq!(before[0], after[0], "conv1 restored and frozen");
+    assert_eq!(after[4].1.len(), 192 * 12);
+}
+
+#[test]
+fn exported_and_checkpointed_weights_load_back_to_identical_logits() {
+    let device = Device::flex();
+    let dir = tempfile::tempdir().unwrap();
+    let images = Tensor::<4>::random([2, 3, 75, 75], Distribution::Default, &device);
+    let model = InceptionV3Config::new(7)
+        .with_image_size(75)
+        .with_aux_logits(false)
+        .init(&device);
+    let logits: Vec<f32> = model
+        .forward(images.clone())
+        .into_data()
+        .try_to_vec()
+        .unwrap();
+
+    let exported = dir.path().join("inception.safetensors");
+    export_safetensors(&model, &exported).unwrap();
+    let ckpt = dir.path().join("model.ckpt-3");
+    Checkpoint {
+        step: 3,
+        model: model.clone().into_record(),
+        optimizer: burn::optim::SgdConfig::new().init().to_record(),
+        averages: None,
+        config: serde_json::Value::Null,
+    }
+    .save(&ckpt)
+    .unwrap();
+    for path in [&exported, &ckpt, &dir.path().to_path_buf()] {
+        let fresh = InceptionV3Config::new(7)
+            .with_image_size(75)
+            .with_aux_logits(false)
+            .init(&device);
+        let (loaded, report) = load_weights(fresh, path, LoadOptions::default()).unwrap();
+        assert!(
+            report.missing.is_empty() && report.unused.is_empty(),
+            "{report}"
+        );
+        let again: Vec<f32> = loaded
+            .forward(images.clone())
+            .into_data()
+            .try_to_vec()
+            .unwrap();
+        assert_eq!(again, logits, "{}", path.display());
+    }
+}

@@ -1,0 +1,108 @@
+//! Classifies image files (JPEG or PNG, greyscale included) with Inception v3 or the CIFAR-10
+//! network: the top classes and their probabilities, as text or one JSON object per image.
+//!
+//! ```text
+//! cargo run --release --example classify -- --model inception --weights inception_v3.ckpt \
+//!     --labels imagenet_labels.txt cat.jpg dog.png
+//! cargo run --release --example classify -- --model cifar10 --weights /tmp/cifar10_train --json plane.png
+//! ```
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+use burn_towers::data::transforms::{CifarEval, InceptionEval};
+use burn_towers::models::{Cifar10Config, InceptionV3Config};
+use burn_towers::train::{
+    CifarImage, Prediction, WeightsArgs, classify, load_weights, parse_args, read_labels,
+};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Model {
+    Inception,
+    Cifar10,
+}
+
+#[derive(Parser)]
+#[command(about = "Top classes of images under Inception v3 or the CIFAR-10 network")]
+struct Args {
+    #[command(flatten)]
+    run: WeightsArgs,
+    /// Which network the weights are for.
+    #[arg(long, value_enum)]
+    model: Model,
+    /// A TF checkpoint, one of ours (file or train directory) or a `.safetensors` export.
+    #[arg(long)]
+    weights: PathBuf,
+    /// Outputs of the logits (default: 1001 for Inception, TF's ImageNet layout; 10 for CIFAR-10).
+    #[arg(long)]
+    num_classes: Option<usize>,
+    /// Class names: one per line, or `label<TAB>name` lines (the `labels.txt` of a training run).
+    #[arg(long)]
+    labels: Option<PathBuf>,
+    /// Classes to print per image.
+    #[arg(long, default_value_t = 5)]
+    top_k: usize,
+    /// Side of the model's square input (default: 299 for Inception, 24 for CIFAR-10).
+    #[arg(long)]
+    image_size: Option<usize>,
+    /// One JSON object per image instead of text.
+    #[arg(long)]
+    json: bool,
+    /// The images.
+    #[arg(required = true)]
+    images: Vec<PathBuf>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Args = parse_args();
+    let device = args.run.device()?;
+    let options = args.run.load_options();
+    let predictions = match args.model {
+        Model::Inception => {
+            let size = args.image_size.unwrap_or(299);
+            let model = InceptionV3Config::new(args.num_classes.unwrap_or(1001))
+                .with_image_size(size)
+                .with_aux_logits(size >= 107)
+                .init(&device);
+            let (model, report) = load_weights(model, &args.weights, options)?;
+            eprintln!("{report}");
+            classify(&model, &args.images, &InceptionEval::new(size), args.top_k)?
+        }
+        Model::Cifar10 => {
+            let size = args.image_size.unwrap_or(24);
+            let model = Cifar10Config::new()
+                .with_num_classes(args.num_classes.unwrap_or(10))
+                .with_image_size(size)
+                .init(&device);
+            let (model, report) = load_weights(model, &args.weights, options)?;
+            eprintln!("{report}");
+            classify(
+                &model,
+                &args.images,
+                &CifarImage(CifarEval { size }),
+                args.top_k,
+            )?
+        }
+    };
+    let labels = match &args.labels {
+        Some(path) => read_labels(path)?,
+        None => Vec::new(),
+    };
+    for prediction in &predictions {
+        print(prediction, &labels, args.json);
+    }
+    Ok(())
+}
+
+fn print(prediction: &Prediction, labels: &[String], json: bool) {
+    if json {
+        println!("{}", prediction.to_json(labels));
+        return;
+    }
+    println!("{}", prediction.file.display());
+    for &(class, prob) in &prediction.top {
+        let label = labels.get(class).map_or("", String::as_str);
+        println!("  {prob:.4}  {class:>5}  {label}");
+    }
+}

@@ -1,0 +1,73 @@
+//! Evaluates Inception v3 weights once, as TF's `inception_eval.py --run_once`: precision@1 and
+//! @5 over every `validation-*` example (or every image of a folder), with TF's evaluation
+//! preprocessing (central crop 0.875, bilinear resize, scale to [-1, 1]) and the moving
+//! averages of the weights when the checkpoint has them.
+//!
+//! ```text
+//! cargo run --release --example inception_eval -- --checkpoint /tmp/imagenet_train   # newest of ours
+//! cargo run --release --example inception_eval -- --checkpoint inception_v3.ckpt \
+//!     --data-dir imagenet-shards --image-size 299              # TF-slim's published checkpoint
+//! ```
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use burn_towers::data::transforms::InceptionEval;
+use burn_towers::models::InceptionV3Config;
+use burn_towers::train::{InceptionData, Split, WeightsArgs, evaluate, load_weights, parse_args};
+
+#[derive(Parser)]
+#[command(about = "Evaluate Inception v3 weights: precision @ 1 and @ 5")]
+struct Args {
+    #[command(flatten)]
+    weights: WeightsArgs,
+    /// Weights: a TF checkpoint (prefix, `.index` or directory), one of ours (file or train
+    /// directory) or a `.safetensors` export.
+    #[arg(long, default_value = "/tmp/imagenet_train")]
+    checkpoint: PathBuf,
+    /// `validation-XXXXX-of-YYYYY` shards or an image folder; the built-in synthetic data
+    /// (the `inception` example's) when absent.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Side of the square input.
+    #[arg(long, default_value_t = 107)]
+    image_size: usize,
+    /// Outputs of the logits; the data's when absent.
+    #[arg(long)]
+    num_classes: Option<usize>,
+    /// Examples per batch.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// Input reader threads.
+    #[arg(long, default_value_t = 4)]
+    reader_threads: usize,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Args = parse_args();
+    let data = InceptionData::open(
+        args.data_dir.as_deref(),
+        Split::Validation,
+        args.image_size,
+        InceptionEval::new(args.image_size),
+    )?;
+    println!("evaluating on {}", data.description);
+    let device = args.weights.device()?;
+    let model = InceptionV3Config::new(args.num_classes.unwrap_or(data.num_classes))
+        .with_image_size(args.image_size)
+        .with_aux_logits(args.image_size >= 107)
+        .init(&device);
+    let options = args.weights.load_options();
+    let (model, report) = load_weights(model, &args.checkpoint, options)?;
+    println!("{report}");
+    let p = evaluate(&model, &data.input, args.batch_size, args.reader_threads)?;
+    // `evaluate` counts precision@5 for more than 10 classes only.
+    let at_5 = p.at_5().map_or("n/a".into(), |v| format!("{v:.4}"));
+    println!(
+        "precision @ 1 = {:.4}, precision @ 5 = {at_5} ({} examples)",
+        p.at_1(),
+        p.examples
+    );
+    Ok(())
+}

@@ -1,0 +1,100 @@
+//! A TF-slim Inception v3 checkpoint (1001 classes, random weights) gives TF's logits, and
+//! classifies pictures with TF's top 5 and probabilities, TF's evaluation preprocessing
+//! included. The checkpoint (about 100 MB) is not in the repository:
+//!
+//! ```text
+//! /work/venv-tf/bin/python scripts/tf_fixtures/inception_v3_checkpoint.py /tmp/tf_inception_v3
+//! TOWERS_TF_INCEPTION_V3=/tmp/tf_inception_v3 cargo test --workspace --test tf_inception_v3
+//! ```
+//!
+//! Without `TOWERS_TF_INCEPTION_V3` the test says it was skipped and passes.
+
+use std::path::{Path, PathBuf};
+
+use burn::tensor::{Device, Tensor, TensorData};
+use burn_towers::data::transforms::InceptionEval;
+use burn_towers::models::{ImageClassifier, InceptionV3, InceptionV3Config};
+use burn_towers::train::{LoadOptions, classify, load_weights};
+
+#[derive(serde::Deserialize)]
+struct Expected {
+    inputs_logits: Vec<Vec<f32>>,
+    images: Vec<Picture>,
+}
+
+#[derive(serde::Deserialize)]
+struct Picture {
+    file: String,
+    top5: Vec<usize>,
+    probs: Vec<f32>,
+}
+
+/// Logits within 1e-4 of TF's, relative to the largest |logit|: 94 convolutions summed in
+/// another order than TF's cost a few float32 ulps each.
+const TOLERANCE: f32 = 1e-4;
+
+fn relative_error(got: &[f32], want: &[f32]) -> f32 {
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let diff = got
+        .iter()
+        .zip(want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    diff / scale
+}
+
+fn restored(dir: &Path, device: &Device) -> InceptionV3 {
+    let model = InceptionV3Config::new(1001).init(device);
+    let (model, report) = load_weights(model, dir, LoadOptions::default()).unwrap();
+    assert!(
+        report.missing.is_empty() && report.skipped.is_empty(),
+        "{report}"
+    );
+    assert_eq!(report.unused, ["global_step"]);
+    model
+}
+
+#[test]
+fn a_tf_slim_checkpoint_gives_tfs_logits_and_top_5() {
+    let Some(dir) = std::env::var_os("TOWERS_TF_INCEPTION_V3").map(PathBuf::from) else {
+        println!(
+            "skipped: TOWERS_TF_INCEPTION_V3 names no TF-slim checkpoint (see the file's doc)"
+        );
+        return;
+    };
+    let expected: Expected =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let device = Device::flex();
+    let model = restored(&dir, &device);
+
+    let bytes = std::fs::read(dir.join("inputs.f32")).unwrap();
+    let values: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let n = expected.inputs_logits.len();
+    let images = Tensor::<4>::from_data(TensorData::new(values, [n, 299, 299, 3]), &device)
+        .permute([0, 3, 1, 2]);
+    let logits: Vec<f32> = model.forward(images).into_data().try_to_vec().unwrap();
+    let error = relative_error(&logits, &expected.inputs_logits.concat());
+    println!("random inputs: relative error {error:e}");
+    assert!(error < TOLERANCE, "{error}");
+
+    let files: Vec<PathBuf> = expected
+        .images
+        .iter()
+        .map(|p| dir.join("images").join(&p.file))
+        .collect();
+    let predictions = classify(&model, &files, &InceptionEval::new(299), 5).unwrap();
+    for (got, want) in predictions.iter().zip(&expected.images) {
+        let classes: Vec<usize> = got.top.iter().map(|&(c, _)| c).collect();
+        let probs: Vec<f32> = got.top.iter().map(|&(_, p)| p).collect();
+        println!(
+            "{}: top 5 {classes:?} {probs:?}, TF {:?} {:?}",
+            want.file, want.top5, want.probs
+        );
+        assert_eq!(classes, want.top5, "{}", want.file);
+        for (p, q) in probs.iter().zip(&want.probs) {
+            assert!((p - q).abs() <= 1e-3 * q, "{}: {p} vs TF's {q}", want.file);
+        }
+    }
+}
