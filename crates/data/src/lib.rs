@@ -10,6 +10,7 @@
 
 pub mod atomic_file;
 mod batch;
+mod buffer_pool;
 pub mod cifar10;
 pub mod codec;
 mod coordinator;
@@ -31,8 +32,8 @@ pub mod transforms;
 pub use batch::{BatchSlice, HostBatch, split_sizes};
 pub use coordinator::{CoordinatedThread, Coordinator};
 pub use error::{Error, Result};
-pub use format::{BoundingBox, Example, RecordFormat, RecordSpan};
-pub use image::Image;
+pub use format::{BoundingBox, Example, Prepared, RecordFormat, RecordSpan};
+pub use image::{Image, Planes, Rgb8};
 pub use pipeline::{FinalBatch, Pipeline, PipelineConfig, QueueFill, ShuffleConfig};
 pub use queue::{Queue, QueueError};
 pub use queue_runner::QueueRunner;
