@@ -151,8 +151,8 @@ fn pipelined(bench: &Bench, readers: usize, deterministic: bool) -> anyhow::Resu
     Ok(rate)
 }
 
-/// The same work without threads or queues: read a record, decode, distort, append to the
-/// batch, in file order.
+/// The same work without threads or queues: read a record, decode and distort it
+/// ([`RecordFormat::prepare`], as a reader thread does), append it to the batch, in file order.
 fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
     let mut records = bench
         .files
@@ -185,15 +185,15 @@ fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
             let mut bytes = vec![0; span.len];
             file.seek(SeekFrom::Start(span.offset))?;
             file.read_exact(&mut bytes)?;
-            let example = bench.format.decode(&path, record, &bytes)?;
-            let image = bench
-                .transform
-                .apply(example.image, &example.boxes, &mut Rng::seed_from_u64(seq))
-                .map_err(anyhow::Error::msg)?;
+            let mut rng = Rng::seed_from_u64(seq);
+            let prepared =
+                bench
+                    .format
+                    .prepare(&path, record, &bytes, bench.transform.as_ref(), &mut rng)?;
             seq += 1;
-            shape = [image.channels(), image.height(), image.width()];
-            images.extend(image.into_chw());
-            labels.push(example.label);
+            shape = prepared.planes.shape();
+            images.extend_from_slice(prepared.planes.data());
+            labels.push(prepared.label);
         }
         Ok(HostBatch::new(images, labels, shape))
     };

@@ -6,14 +6,32 @@
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
+use crate::buffer_pool::BufferPool;
 use crate::error::Error;
 
 /// One batch of images (NCHW, `f32`) and labels, in host memory.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct HostBatch {
     images: Vec<f32>,
     labels: Vec<i64>,
     image_shape: [usize; 3],
+    /// Where the image buffer goes when the batch is dropped (a pipeline's batches).
+    recycle: Option<BufferPool>,
+}
+
+impl PartialEq for HostBatch {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.images, &self.labels, self.image_shape)
+            == (&other.images, &other.labels, other.image_shape)
+    }
+}
+
+impl Drop for HostBatch {
+    fn drop(&mut self) {
+        if let Some(pool) = self.recycle.take() {
+            pool.put(std::mem::take(&mut self.images));
+        }
+    }
 }
 
 impl HostBatch {
@@ -34,7 +52,14 @@ impl HostBatch {
             images,
             labels,
             image_shape,
+            recycle: None,
         }
+    }
+
+    /// The same batch, its image buffer handed to `pool` when it is dropped.
+    pub(crate) fn recycled_into(mut self, pool: BufferPool) -> Self {
+        self.recycle = Some(pool);
+        self
     }
 
     /// Number of examples.

@@ -1,23 +1,40 @@
-//! Image decoding (JPEG, PNG) to RGB [`Image`]s in [0, 1], and JPEG encoding.
+//! Image decoding (JPEG, PNG) to 8-bit RGB ([`Rgb8`]) or to `f32` [`Image`]s in [0, 1], and
+//! JPEG encoding.
 //!
-//! Decoding goes through the `image` crate, whose JPEG decoder is zune-jpeg; greyscale, CMYK
-//! and alpha images all come out as 3-channel RGB, as `tf.image.decode_jpeg(channels=3)` does.
+//! JPEGs go straight to zune-jpeg (the `image` crate's own JPEG decoder) with RGB output,
+//! into a buffer the caller keeps: no intermediate image, no per-image allocation of the
+//! output. PNGs go through the `image` crate. Greyscale, CMYK and alpha images all come out as
+//! 3-channel RGB, as `tf.image.decode_jpeg(channels=3)` does.
 
 use std::io::Cursor;
 
 use image::{ImageFormat, ImageReader};
+use zune_jpeg::JpegDecoder;
+use zune_jpeg::zune_core::bytestream::ZCursor;
+use zune_jpeg::zune_core::colorspace::ColorSpace;
+use zune_jpeg::zune_core::options::DecoderOptions;
 
-use crate::image::Image;
+use crate::image::{Image, Rgb8};
 
 /// Decodes a JPEG or PNG (recognized by content, not by name) to RGB values in [0, 1]
 /// (TF's `convert_image_dtype` to float).
 pub fn decode_image(bytes: &[u8]) -> Result<Image, String> {
+    let mut rgb = Rgb8::default();
+    decode_rgb8(bytes, &mut rgb)?;
+    Ok(rgb.to_image())
+}
+
+/// Decodes a JPEG or PNG (recognized by content) into `out`, reusing its buffer.
+pub fn decode_rgb8(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
+    if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        return decode_jpeg(bytes, out);
+    }
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| format!("cannot read image: {e}"))?;
     reader.limits(limits_for(bytes.len()));
     match reader.format() {
-        Some(ImageFormat::Jpeg | ImageFormat::Png) => {}
+        Some(ImageFormat::Png) => {}
         Some(other) => {
             return Err(format!(
                 "unsupported image format {other:?} (JPEG and PNG are)"
@@ -27,13 +44,39 @@ pub fn decode_image(bytes: &[u8]) -> Result<Image, String> {
     }
     let decoded = reader.decode().map_err(|e| format!("corrupt image: {e}"))?;
     let rgb = decoded.to_rgb8();
-    let (width, height) = rgb.dimensions();
-    let data = rgb
-        .into_raw()
-        .into_iter()
-        .map(|v| v as f32 / 255.0)
-        .collect();
-    Ok(Image::from_hwc(data, height as usize, width as usize, 3))
+    (out.width, out.height) = (rgb.width() as usize, rgb.height() as usize);
+    out.pixels.clear();
+    out.pixels.extend_from_slice(rgb.as_raw());
+    Ok(())
+}
+
+/// zune-jpeg with the `image` crate's settings (lenient about recoverable stream errors),
+/// converting any colour space (greyscale, CMYK, YCCK) to RGB.
+fn decode_jpeg(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
+    let options = DecoderOptions::default()
+        .set_strict_mode(false)
+        .jpeg_set_out_colorspace(ColorSpace::RGB);
+    let mut decoder = JpegDecoder::new_with_options(ZCursor::new(bytes), options);
+    let corrupt = |e| format!("corrupt image: {e}");
+    decoder.decode_headers().map_err(corrupt)?;
+    let (width, height) = decoder.dimensions().expect("headers decoded");
+    let len = decoder.output_buffer_size().expect("headers decoded");
+    if len != width * height * 3 {
+        return Err(format!(
+            "corrupt image: {len} bytes of output for {width}x{height} RGB"
+        ));
+    }
+    if len as u64 > (bytes.len() as u64).saturating_mul(MAX_EXPANSION) {
+        return Err(format!(
+            "corrupt image: a {width}x{height} header in {} bytes exceeds the limit of \
+             {MAX_EXPANSION} decoded bytes per input byte",
+            bytes.len()
+        ));
+    }
+    out.pixels.resize(len, 0);
+    decoder.decode_into(&mut out.pixels).map_err(corrupt)?;
+    (out.width, out.height) = (width, height);
+    Ok(())
 }
 
 /// Decoded bytes allowed per byte of input. Real images stay far below (a photo's JPEG
@@ -114,6 +157,40 @@ mod tests {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0, f32::max);
         assert!(worst < 0.05, "max error {worst}");
+    }
+
+    /// What the `image` crate's own JPEG path (zune-jpeg behind `ImageReader`) gives.
+    fn through_image_crate(bytes: &[u8]) -> Vec<u8> {
+        image::load_from_memory(bytes).unwrap().to_rgb8().into_raw()
+    }
+
+    #[test]
+    fn direct_jpeg_decoding_gives_the_image_crates_pixels() {
+        let data: Vec<f32> = (0..40 * 56 * 3)
+            .map(|i| ((i * 7919) % 256) as f32 / 255.0)
+            .collect();
+        let colour = encode_jpeg(&Image::from_hwc(data, 40, 56, 3), 85);
+        let mut grey = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut grey, 90)
+            .write_image(
+                &[10, 200, 90, 30, 250, 0],
+                3,
+                2,
+                image::ExtendedColorType::L8,
+            )
+            .unwrap();
+        let cmyk = include_bytes!("../tests/data/cmyk.jpg").as_slice();
+        let mut out = Rgb8::default();
+        for bytes in [&colour[..], &grey, cmyk] {
+            decode_rgb8(bytes, &mut out).unwrap();
+            assert_eq!(out.pixels, through_image_crate(bytes));
+            assert_eq!(out.pixels.len(), out.height * out.width * 3);
+        }
+        assert_eq!(
+            (out.height, out.width),
+            (8, 8),
+            "the buffer is reused, resized"
+        );
     }
 
     #[test]

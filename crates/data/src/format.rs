@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::image::Image;
+use crate::image::{Image, Planes};
+use crate::transforms::{Rng, Transform};
 
 /// Where one record lies in its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,4 +84,45 @@ pub trait RecordFormat: Send + Sync {
     /// Decodes record number `record` of `path` from its bytes. Bad content (corrupt image,
     /// label out of range) is an error naming the file and the record.
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example>;
+
+    /// Decodes record number `record` of `path` and transforms its image into the network
+    /// input, with `rng` as the transform's randomness. The default decodes with
+    /// [`decode`](Self::decode) and applies `transform`; formats that store encoded images
+    /// hand the bytes to [`Transform::apply_encoded`] instead, so that a transform can decode
+    /// and convert only what it keeps.
+    fn prepare(
+        &self,
+        path: &Path,
+        record: usize,
+        bytes: &[u8],
+        transform: &dyn Transform,
+        rng: &mut Rng,
+    ) -> Result<Prepared> {
+        let example = self.decode(path, record, bytes)?;
+        let image = transform
+            .apply(example.image, &example.boxes, rng)
+            .map_err(|reason| record_error(path, record, reason))?;
+        Ok(Prepared {
+            planes: Planes::from(image),
+            label: example.label,
+        })
+    }
+}
+
+/// One example ready for batching: the transformed image and its class id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// The network input, CHW.
+    pub planes: Planes,
+    /// The class id.
+    pub label: i64,
+}
+
+/// What is wrong with record `record` of `path`.
+pub(crate) fn record_error(path: &Path, record: usize, reason: String) -> Error {
+    Error::Record {
+        path: path.to_path_buf(),
+        record,
+        reason,
+    }
 }

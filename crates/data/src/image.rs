@@ -1,4 +1,6 @@
-//! [`Image`]: one decoded image in host memory, the unit every transform works on.
+//! Images in host memory: [`Image`] (`f32`, HWC), the unit every transform works on;
+//! [`Rgb8`], a decoder's 8-bit output before any conversion; [`Planes`] (`f32`, CHW), the
+//! network input a transform hands to the batcher.
 
 /// An `f32` image in HWC order (height, width, channels), as TF's image ops see it.
 ///
@@ -88,6 +90,96 @@ impl Image {
             }
         }
         out
+    }
+}
+
+/// Decoded 8-bit RGB pixels, HWC: a decoder's output, kept as bytes so a transform converts to
+/// `f32` only the pixels it uses. A reader keeps one and decodes into it again and again.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rgb8 {
+    /// `height * width * 3` bytes.
+    pub pixels: Vec<u8>,
+    /// Height in pixels.
+    pub height: usize,
+    /// Width in pixels.
+    pub width: usize,
+}
+
+impl Rgb8 {
+    /// The image in [0, 1], as TF's `convert_image_dtype` to float gives it.
+    pub fn to_image(&self) -> Image {
+        let data = self.pixels.iter().map(|&v| unit(v)).collect();
+        Image::from_hwc(data, self.height, self.width, 3)
+    }
+}
+
+/// A byte as a value in [0, 1]: `v / 255`.
+pub(crate) const fn unit(v: u8) -> f32 {
+    v as f32 / 255.0
+}
+
+/// An `f32` image in CHW order (one plane per channel), the layout of a Burn image tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planes {
+    data: Vec<f32>,
+    shape: [usize; 3],
+}
+
+impl Planes {
+    /// `channels` planes of `height` x `width` zeros.
+    pub fn zeros(channels: usize, height: usize, width: usize) -> Self {
+        Self {
+            data: vec![0.0; channels * height * width],
+            shape: [channels, height, width],
+        }
+    }
+
+    /// `[channels, height, width]`.
+    pub fn shape(&self) -> [usize; 3] {
+        self.shape
+    }
+
+    /// The CHW values.
+    pub fn data(&self) -> &[f32] {
+        &self.data
+    }
+
+    /// The CHW values, mutable.
+    pub fn data_mut(&mut self) -> &mut [f32] {
+        &mut self.data
+    }
+
+    /// The three planes of an RGB image, mutable.
+    ///
+    /// # Panics
+    /// If there are not 3 channels.
+    pub fn rgb_mut(&mut self) -> [&mut [f32]; 3] {
+        assert_eq!(self.shape[0], 3, "RGB planes of a {:?} image", self.shape);
+        let plane = self.shape[1] * self.shape[2];
+        let (r, gb) = self.data.split_at_mut(plane);
+        let (g, b) = gb.split_at_mut(plane);
+        [r, g, b]
+    }
+
+    /// The CHW values.
+    pub fn into_data(self) -> Vec<f32> {
+        self.data
+    }
+
+    /// The same image in HWC order.
+    pub fn to_image(&self) -> Image {
+        let [c, h, w] = self.shape;
+        Image::from_chw(&self.data, c, h, w)
+    }
+}
+
+impl From<Image> for Planes {
+    fn from(image: Image) -> Self {
+        let shape = [image.channels(), image.height(), image.width()];
+        Self {
+            data: image.into_chw(),
+            shape,
+        }
     }
 }
 

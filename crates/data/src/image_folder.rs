@@ -12,7 +12,8 @@ use std::sync::Arc;
 use crate::atomic_file::write_atomic;
 use crate::codec::decode_image;
 use crate::error::{Error, Result};
-use crate::format::{Example, RecordFormat, RecordSpan};
+use crate::format::{Example, Prepared, RecordFormat, RecordSpan, record_error};
+use crate::transforms::{Rng, Transform};
 
 /// A scanned image folder: its classes and image files.
 #[derive(Debug, Clone)]
@@ -150,20 +151,37 @@ impl RecordFormat for ImageFolderFormat {
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        let bad = |reason: String| Error::Record {
-            path: path.to_path_buf(),
-            record,
-            reason,
-        };
-        let label = *self
-            .labels
-            .get(path)
-            .ok_or_else(|| bad("not an image of the scanned folder".into()))?;
         Ok(Example {
-            image: decode_image(bytes).map_err(bad)?,
-            label,
+            label: self.label(path, record)?,
+            image: decode_image(bytes).map_err(|reason| record_error(path, record, reason))?,
             boxes: Vec::new(),
         })
+    }
+
+    /// Hands the file's bytes to the transform undecoded ([`Transform::apply_encoded`]).
+    fn prepare(
+        &self,
+        path: &Path,
+        record: usize,
+        bytes: &[u8],
+        transform: &dyn Transform,
+        rng: &mut Rng,
+    ) -> Result<Prepared> {
+        let label = self.label(path, record)?;
+        let planes = transform
+            .apply_encoded(bytes, &[], rng)
+            .map_err(|reason| record_error(path, record, reason))?;
+        Ok(Prepared { planes, label })
+    }
+}
+
+impl ImageFolderFormat {
+    /// The class of `path`, from its folder.
+    fn label(&self, path: &Path, record: usize) -> Result<i64> {
+        self.labels
+            .get(path)
+            .copied()
+            .ok_or_else(|| record_error(path, record, "not an image of the scanned folder".into()))
     }
 }
 

@@ -17,11 +17,13 @@ pub use crate::transforms::{InceptionEval, InceptionTrain};
 use crate::atomic_file::AtomicFile;
 use crate::codec::{decode_image, encode_jpeg};
 use crate::error::{Error, Result};
-use crate::format::{BoundingBox, Example, PartialIndex, RecordFormat, RecordSpan};
+use crate::format::{
+    BoundingBox, Example, PartialIndex, Prepared, RecordFormat, RecordSpan, record_error,
+};
 use crate::synthetic::synthetic_image;
 use crate::tf_example::ImageRecord;
 use crate::tfrecord::{self, TfRecordWriter};
-use crate::transforms::Rng;
+use crate::transforms::{Rng, Transform};
 
 /// Reads TFRecord shards of image `tf.train.Example`s; images come out RGB in [0, 1].
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +51,23 @@ impl TfExampleFormat {
     }
 }
 
+impl TfExampleFormat {
+    /// The record's Example, with its label offset and checked.
+    fn parse(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<(ImageRecord, i64)> {
+        let bad = |reason| record_error(path, record, reason);
+        let data = tfrecord::record_data(path, record, bytes)?;
+        let parsed = ImageRecord::parse(data).map_err(bad)?;
+        let label = parsed.label + self.label_offset;
+        if label < 0 || label >= self.num_classes as i64 {
+            return Err(bad(format!(
+                "label {label} (stored {}) out of range 0..{}",
+                parsed.label, self.num_classes
+            )));
+        }
+        Ok((parsed, label))
+    }
+}
+
 impl RecordFormat for TfExampleFormat {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
         tfrecord::index(path)
@@ -59,26 +78,30 @@ impl RecordFormat for TfExampleFormat {
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        let bad = |reason: String| Error::Record {
-            path: path.to_path_buf(),
-            record,
-            reason,
-        };
-        let data = tfrecord::record_data(path, record, bytes)?;
-        let parsed = ImageRecord::parse(data).map_err(bad)?;
-        let label = parsed.label + self.label_offset;
-        if label < 0 || label >= self.num_classes as i64 {
-            return Err(bad(format!(
-                "label {label} (stored {}) out of range 0..{}",
-                parsed.label, self.num_classes
-            )));
-        }
-        let image = decode_image(&parsed.encoded).map_err(bad)?;
+        let (parsed, label) = self.parse(path, record, bytes)?;
+        let image =
+            decode_image(&parsed.encoded).map_err(|reason| record_error(path, record, reason))?;
         Ok(Example {
             image,
             label,
             boxes: parsed.boxes,
         })
+    }
+
+    /// Hands the JPEG to the transform undecoded ([`Transform::apply_encoded`]).
+    fn prepare(
+        &self,
+        path: &Path,
+        record: usize,
+        bytes: &[u8],
+        transform: &dyn Transform,
+        rng: &mut Rng,
+    ) -> Result<Prepared> {
+        let (parsed, label) = self.parse(path, record, bytes)?;
+        let planes = transform
+            .apply_encoded(&parsed.encoded, &parsed.boxes, rng)
+            .map_err(|reason| record_error(path, record, reason))?;
+        Ok(Prepared { planes, label })
     }
 }
 

@@ -11,6 +11,7 @@
 
 pub mod atomic_file;
 mod batch;
+mod buffer_pool;
 pub mod cifar10;
 pub mod codec;
 mod coordinator;
@@ -34,8 +35,8 @@ pub use batch::{BatchSlice, HostBatch, split_sizes};
 pub use coordinator::{CoordinatedThread, Coordinator};
 pub use corrupt_records::{CorruptRecords, RecordCount};
 pub use error::{Error, Result};
-pub use format::{BoundingBox, Example, PartialIndex, RecordFormat, RecordSpan};
-pub use image::Image;
+pub use format::{BoundingBox, Example, PartialIndex, Prepared, RecordFormat, RecordSpan};
+pub use image::{Image, Planes, Rgb8};
 pub use pipeline::{FinalBatch, Pipeline, PipelineConfig, QueueFill, ShuffleConfig};
 pub use queue::{Queue, QueueError};
 pub use queue_runner::QueueRunner;

@@ -29,6 +29,7 @@ use std::time::Duration;
 use rand::SeedableRng;
 
 use crate::batch::HostBatch;
+use crate::buffer_pool::BufferPool;
 use crate::coordinator::{CoordinatedThread, Coordinator};
 use crate::corrupt_records::{CorruptRecords, CorruptTally, RecordCount};
 use crate::error::{Error, Result};
@@ -253,6 +254,8 @@ impl Pipeline {
             examples: Arc::clone(&examples),
             batch_size: config.batch_size,
             final_batch: config.final_batch,
+            // The queued batches, the one being built and the one the consumer holds.
+            buffers: BufferPool::new(config.prefetch + 2),
         };
         threads.extend(QueueRunner::new(Arc::clone(&batches), 1).start(
             &coord,
@@ -378,20 +381,14 @@ impl Reader {
     /// Decodes and transforms one record.
     fn prepare(&self, item: &WorkItem, bytes: &[u8]) -> Result<Sample> {
         let path = self.cursor.path(item.file);
-        let example = self.format.decode(path, item.record, bytes)?;
         let mut rng = example_rng(self.seed, item.seq);
-        let image = self
-            .transform
-            .apply(example.image, &example.boxes, &mut rng)
-            .map_err(|reason| Error::Record {
-                path: path.clone(),
-                record: item.record,
-                reason,
-            })?;
+        let prepared =
+            self.format
+                .prepare(path, item.record, bytes, self.transform.as_ref(), &mut rng)?;
         Ok(Sample {
-            shape: [image.channels(), image.height(), image.width()],
-            chw: image.into_chw(),
-            label: example.label,
+            shape: prepared.planes.shape(),
+            chw: prepared.planes.into_data(),
+            label: prepared.label,
             file: item.file,
             record: item.record,
         })
@@ -454,6 +451,7 @@ struct Batcher {
     examples: Arc<Queue<Sample>>,
     batch_size: usize,
     final_batch: FinalBatch,
+    buffers: BufferPool,
 }
 
 impl Batcher {
@@ -475,7 +473,9 @@ impl Batcher {
 
     fn assemble(&self, samples: Vec<Sample>) -> Result<HostBatch> {
         let shape = samples[0].shape;
-        let mut images = Vec::with_capacity(samples.len() * shape.iter().product::<usize>());
+        let mut images = self
+            .buffers
+            .take(samples.len() * shape.iter().product::<usize>());
         let mut labels = Vec::with_capacity(samples.len());
         for sample in samples {
             if sample.shape != shape {
@@ -488,7 +488,7 @@ impl Batcher {
             images.extend_from_slice(&sample.chw);
             labels.push(sample.label);
         }
-        Ok(HostBatch::new(images, labels, shape))
+        Ok(HostBatch::new(images, labels, shape).recycled_into(self.buffers.clone()))
     }
 }
 

@@ -4,12 +4,17 @@
 use rand::RngExt;
 
 use super::Rng;
-use crate::image::Image;
+use crate::image::{Image, Planes};
 
 /// Adds `delta` to every value.
 pub fn adjust_brightness(mut image: Image, delta: f32) -> Image {
-    image.data_mut().iter_mut().for_each(|v| *v += delta);
+    brighten(image.data_mut(), delta);
     image
+}
+
+/// Adds `delta` to every value (of an image in any layout).
+pub fn brighten(values: &mut [f32], delta: f32) {
+    values.iter_mut().for_each(|v| *v += delta);
 }
 
 /// Adds a delta drawn uniformly from `[-max_delta, max_delta]`.
@@ -36,6 +41,27 @@ pub fn adjust_contrast(mut image: Image, factor: f32) -> Image {
     image
 }
 
+/// [`adjust_contrast`] on planes, in place. The means are summed in 16 interleaved partial
+/// sums (which vectorize, and round less than one running sum), so results can differ from
+/// [`adjust_contrast`]'s in the last bits.
+pub fn adjust_contrast_planes(planes: &mut Planes, factor: f32) {
+    let [_, h, w] = planes.shape();
+    for plane in planes.data_mut().chunks_exact_mut(h * w) {
+        let m = mean(plane);
+        plane.iter_mut().for_each(|v| *v = (*v - m) * factor + m);
+    }
+}
+
+fn mean(values: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 16];
+    let chunks = values.chunks_exact(16);
+    let rest: f32 = chunks.remainder().iter().sum();
+    for chunk in chunks {
+        lanes.iter_mut().zip(chunk).for_each(|(l, v)| *l += v);
+    }
+    (lanes.iter().sum::<f32>() + rest) / values.len() as f32
+}
+
 /// Adjusts contrast by a factor drawn uniformly from `[lower, upper]`.
 pub fn random_contrast(image: Image, lower: f32, upper: f32, rng: &mut Rng) -> Image {
     let factor = rng.random_range(lower..=upper);
@@ -50,6 +76,24 @@ mod tests {
     fn brightness_adds_delta() {
         let img = Image::from_hwc(vec![1.0, 2.0], 1, 1, 2);
         assert_eq!(adjust_brightness(img, 0.5).data(), &[1.5, 2.5]);
+    }
+
+    #[test]
+    fn contrast_on_planes_matches_the_image_op() {
+        let data: Vec<f32> = (0..3 * 7 * 9)
+            .map(|i| (i * 37 % 101) as f32 / 100.0)
+            .collect();
+        let image = Image::from_hwc(data, 7, 9, 3);
+        let mut planes = Planes::from(image.clone());
+        adjust_contrast_planes(&mut planes, 1.4);
+        let want = adjust_contrast(image, 1.4).into_chw();
+        let worst = planes
+            .data()
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(worst < 1e-6, "{worst}");
     }
 
     #[test]

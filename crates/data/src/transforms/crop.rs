@@ -3,7 +3,7 @@
 
 use rand::RngExt;
 
-use super::Rng;
+use super::{Rng, Window};
 use crate::image::Image;
 
 /// The `height` x `width` window whose top-left corner is (`top`, `left`).
@@ -62,19 +62,24 @@ pub fn crop_or_pad_center(image: &Image, height: usize, width: usize) -> Image {
 /// The central `fraction` of each side (`tf.image.central_crop`): the margin is
 /// `int((side - side * fraction) / 2)` on both ends, as TF truncates it.
 pub fn central_crop(image: &Image, fraction: f64) -> Image {
+    let w = central_window(image.height(), image.width(), fraction);
+    crop(image, w.top, w.left, w.height, w.width)
+}
+
+/// The window [`central_crop`] keeps of a `height` x `width` image.
+pub fn central_window(height: usize, width: usize, fraction: f64) -> Window {
     assert!(
         fraction > 0.0 && fraction <= 1.0,
         "central_crop fraction must be in (0, 1]"
     );
     let margin = |side: usize| ((side as f64 - side as f64 * fraction) / 2.0) as usize;
-    let (top, left) = (margin(image.height()), margin(image.width()));
-    crop(
-        image,
+    let (top, left) = (margin(height), margin(width));
+    Window {
         top,
         left,
-        image.height() - 2 * top,
-        image.width() - 2 * left,
-    )
+        height: height - 2 * top,
+        width: width - 2 * left,
+    }
 }
 
 fn center_offsets(have: usize, want: usize) -> (usize, usize) {

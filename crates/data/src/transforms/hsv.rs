@@ -4,16 +4,17 @@
 use rand::RngExt;
 
 use super::Rng;
-use crate::image::Image;
+use crate::image::{Image, Planes};
 
 /// `(hue in [0, 1), saturation, value)` of an RGB pixel, as `tf.image.rgb_to_hsv`.
+///
+/// Written without branches (every candidate computed, one selected) so that loops over
+/// planes of pixels vectorize; the values are those of TF's branching formulas.
+#[inline]
 pub fn rgb_to_hsv([r, g, b]: [f32; 3]) -> [f32; 3] {
     let value = r.max(g).max(b);
     let range = value - r.min(g).min(b);
     let saturation = if value > 0.0 { range / value } else { 0.0 };
-    if range <= 0.0 {
-        return [0.0, saturation, value];
-    }
     let norm = 1.0 / (6.0 * range);
     let hue = if r == value {
         norm * (g - b)
@@ -22,10 +23,12 @@ pub fn rgb_to_hsv([r, g, b]: [f32; 3]) -> [f32; 3] {
     } else {
         norm * (r - g) + 4.0 / 6.0
     };
-    [if hue < 0.0 { hue + 1.0 } else { hue }, saturation, value]
+    let hue = if hue < 0.0 { hue + 1.0 } else { hue };
+    [if range > 0.0 { hue } else { 0.0 }, saturation, value]
 }
 
 /// The RGB pixel of `(hue, saturation, value)`, as `tf.image.hsv_to_rgb`.
+#[inline]
 pub fn hsv_to_rgb([h, s, v]: [f32; 3]) -> [f32; 3] {
     let c = s * v;
     let m = v - c;
@@ -45,6 +48,29 @@ fn map_hsv(mut image: Image, f: impl Fn([f32; 3]) -> [f32; 3]) -> Image {
     image
 }
 
+/// `x mod 1` in [0, 1), as `rem_euclid(1.0)`. For `|x| < 2^31` the integer part is taken by a
+/// conversion that vectorizes (and `x - trunc(x)` is exact, so the result is the same).
+#[inline]
+fn wrap_unit(x: f32, small: bool) -> f32 {
+    let r = if small {
+        x - (x as i32) as f32
+    } else {
+        x % 1.0
+    };
+    if r < 0.0 { r + 1.0 } else { r }
+}
+
+/// The saturation-and-hue change of one pixel.
+#[inline]
+fn saturate_and_rotate([h, s, v]: [f32; 3], factor: f32, delta: f32, small: bool) -> [f32; 3] {
+    [wrap_unit(h + delta, small), (s * factor).clamp(0.0, 1.0), v]
+}
+
+/// Whether `h + delta` stays far inside `i32` for every hue `h` in [0, 1).
+fn small_delta(delta: f32) -> bool {
+    delta.abs() < 1e9
+}
+
 /// Multiplies saturation by `factor`, clipped to [0, 1].
 pub fn adjust_saturation(image: Image, factor: f32) -> Image {
     map_hsv(image, |[h, s, v]| [h, (s * factor).clamp(0.0, 1.0), v])
@@ -52,15 +78,36 @@ pub fn adjust_saturation(image: Image, factor: f32) -> Image {
 
 /// Rotates hue by `delta` (a fraction of the colour wheel), wrapping into [0, 1).
 pub fn adjust_hue(image: Image, delta: f32) -> Image {
-    map_hsv(image, |[h, s, v]| [(h + delta).rem_euclid(1.0), s, v])
+    map_hsv(image, |[h, s, v]| {
+        [wrap_unit(h + delta, small_delta(delta)), s, v]
+    })
 }
 
 /// [`adjust_saturation`] then [`adjust_hue`] in one HSV round trip (the same result: the
 /// second op would convert back the HSV values the first one produced).
 pub fn adjust_saturation_and_hue(image: Image, factor: f32, delta: f32) -> Image {
-    map_hsv(image, |[h, s, v]| {
-        [(h + delta).rem_euclid(1.0), (s * factor).clamp(0.0, 1.0), v]
-    })
+    let small = small_delta(delta);
+    map_hsv(image, |hsv| saturate_and_rotate(hsv, factor, delta, small))
+}
+
+/// [`adjust_saturation_and_hue`] on RGB planes, in place.
+pub fn adjust_saturation_and_hue_planes(planes: &mut Planes, factor: f32, delta: f32) {
+    let [r, g, b] = planes.rgb_mut();
+    if small_delta(delta) {
+        rotate_planes(r, g, b, |hsv| saturate_and_rotate(hsv, factor, delta, true));
+    } else {
+        rotate_planes(r, g, b, |hsv| {
+            saturate_and_rotate(hsv, factor, delta, false)
+        });
+    }
+}
+
+/// RGB -> HSV, `f`, HSV -> RGB for every pixel of three planes.
+#[inline]
+fn rotate_planes(r: &mut [f32], g: &mut [f32], b: &mut [f32], f: impl Fn([f32; 3]) -> [f32; 3]) {
+    for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
+        [*r, *g, *b] = hsv_to_rgb(f(rgb_to_hsv([*r, *g, *b])));
+    }
 }
 
 /// Saturation factor drawn uniformly from `[lower, upper]`.

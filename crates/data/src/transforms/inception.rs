@@ -1,14 +1,24 @@
 //! The TF Inception trainer's preprocessing (`inception/image_processing.py`).
+//!
+//! Both transforms read the source image in place, 8-bit as decoded or `f32`: the crop is a
+//! window the resize reads (no cropped copy, bytes converted to float only where a tap reads
+//! them), the flip is the resize writing its columns in mirror order, and the colour ops run
+//! on the CHW planes the batch takes (no layout change afterwards). The values are those of
+//! the separate ops in TF's order (`crop`, `resize`, `flip_left_right`, `adjust_*`), as the
+//! tests check, with the same draws from the generator.
+
+use std::cell::{Cell, RefCell};
 
 use rand::RngExt;
 
 use super::{
-    DistortedBoxConfig, ResizeMethod, Rng, Transform, adjust_brightness, central_crop, crop,
-    random_contrast, random_flip_left_right, random_saturation_and_hue, resize,
-    sample_distorted_box,
+    DistortedBoxConfig, ResizeMethod, Rng, Source, Transform, Value, Window,
+    adjust_contrast_planes, adjust_saturation_and_hue_planes, brighten, central_window,
+    resize_window, sample_distorted_box,
 };
+use crate::codec::decode_rgb8;
 use crate::format::BoundingBox;
-use crate::image::Image;
+use crate::image::{Image, Planes, Rgb8};
 
 /// Training distortions, on an RGB image in [0, 1]: a distorted crop
 /// ([`sample_distorted_box`]), resize to `size` x `size` with one of the four methods, random
@@ -47,30 +57,60 @@ impl InceptionTrain {
         }
     }
 
-    fn distort_color(&self, image: Image, rng: &mut Rng) -> Image {
+    fn distort<P: Value>(
+        &self,
+        source: &Source<P>,
+        height: usize,
+        boxes: &[BoundingBox],
+        rng: &mut Rng,
+    ) -> Planes {
+        let window = sample_distorted_box(height, source.width, boxes, &self.crop, rng);
+        let method = ResizeMethod::ALL[rng.random_range(0..ResizeMethod::ALL.len())];
+        let flip = rng.random_bool(0.5);
+        let mut planes = resize_planes(source, window, self.size, method, flip);
+        self.distort_color(&mut planes, rng);
+        to_signed_unit(planes.data_mut(), true);
+        planes
+    }
+
+    fn distort_color(&self, planes: &mut Planes, rng: &mut Rng) {
         let delta = rng.random_range(-self.max_brightness_delta..=self.max_brightness_delta);
-        let image = adjust_brightness(image, delta);
-        let contrast = self.contrast;
+        brighten(planes.data_mut(), delta);
         // TF's two orders both put saturation right before hue: one HSV round trip does both.
+        let saturation_and_hue = |planes: &mut Planes, rng: &mut Rng| {
+            let factor = rng.random_range(self.saturation.0..=self.saturation.1);
+            let delta = rng.random_range(-self.max_hue_delta..=self.max_hue_delta);
+            adjust_saturation_and_hue_planes(planes, factor, delta);
+        };
+        let contrast = |planes: &mut Planes, rng: &mut Rng| {
+            let factor = rng.random_range(self.contrast.0..=self.contrast.1);
+            adjust_contrast_planes(planes, factor);
+        };
         if rng.random_bool(0.5) {
-            let image = random_saturation_and_hue(image, self.saturation, self.max_hue_delta, rng);
-            random_contrast(image, contrast.0, contrast.1, rng)
+            saturation_and_hue(planes, rng);
+            contrast(planes, rng);
         } else {
-            let image = random_contrast(image, contrast.0, contrast.1, rng);
-            random_saturation_and_hue(image, self.saturation, self.max_hue_delta, rng)
+            contrast(planes, rng);
+            saturation_and_hue(planes, rng);
         }
     }
 }
 
 impl Transform for InceptionTrain {
     fn apply(&self, image: Image, boxes: &[BoundingBox], rng: &mut Rng) -> Result<Image, String> {
-        let window = sample_distorted_box(image.height(), image.width(), boxes, &self.crop, rng);
-        let image = crop(&image, window.top, window.left, window.height, window.width);
-        let method = ResizeMethod::ALL[rng.random_range(0..ResizeMethod::ALL.len())];
-        let image = resize(&image, self.size, self.size, method);
-        let image = random_flip_left_right(image, rng);
-        let image = self.distort_color(image, rng);
-        Ok(to_signed_unit(image, true))
+        let planes = self.distort(&source_of(&image), image.height(), boxes, rng);
+        Ok(planes.to_image())
+    }
+
+    fn apply_encoded(
+        &self,
+        encoded: &[u8],
+        boxes: &[BoundingBox],
+        rng: &mut Rng,
+    ) -> Result<Planes, String> {
+        with_decoded(encoded, |rgb| {
+            self.distort(&source_of_rgb8(rgb), rgb.height, boxes, rng)
+        })
     }
 }
 
@@ -92,28 +132,90 @@ impl InceptionEval {
             central_fraction: 0.875,
         }
     }
+
+    fn prepare<P: Value>(&self, source: &Source<P>, height: usize) -> Planes {
+        let window = central_window(height, source.width, self.central_fraction);
+        let mut planes = resize_planes(source, window, self.size, ResizeMethod::Bilinear, false);
+        to_signed_unit(planes.data_mut(), false);
+        planes
+    }
 }
 
 impl Transform for InceptionEval {
     fn apply(&self, image: Image, _: &[BoundingBox], _: &mut Rng) -> Result<Image, String> {
-        let image = central_crop(&image, self.central_fraction);
-        let image = resize(&image, self.size, self.size, ResizeMethod::Bilinear);
-        Ok(to_signed_unit(image, false))
+        Ok(self.prepare(&source_of(&image), image.height()).to_image())
+    }
+
+    fn apply_encoded(
+        &self,
+        encoded: &[u8],
+        _: &[BoundingBox],
+        _: &mut Rng,
+    ) -> Result<Planes, String> {
+        with_decoded(encoded, |rgb| {
+            self.prepare(&source_of_rgb8(rgb), rgb.height)
+        })
     }
 }
 
+fn source_of(image: &Image) -> Source<'_, f32> {
+    Source {
+        values: image.data(),
+        width: image.width(),
+        channels: image.channels(),
+    }
+}
+
+fn source_of_rgb8(rgb: &Rgb8) -> Source<'_, u8> {
+    Source {
+        values: &rgb.pixels,
+        width: rgb.width,
+        channels: 3,
+    }
+}
+
+thread_local! {
+    /// Each reader thread's decoded image, reused from image to image.
+    static DECODED: RefCell<Rgb8> = RefCell::default();
+    /// Each reader thread's resize scratch (the width pass), reused likewise.
+    static SCRATCH: Cell<Vec<f32>> = Cell::default();
+}
+
+/// Decodes `encoded` into this thread's buffer and runs `f` on it.
+fn with_decoded(encoded: &[u8], f: impl FnOnce(&Rgb8) -> Planes) -> Result<Planes, String> {
+    DECODED.with_borrow_mut(|rgb| {
+        decode_rgb8(encoded, rgb)?;
+        Ok(f(rgb))
+    })
+}
+
+/// `window` of `source` resized to `size` x `size` planes, with this thread's scratch.
+fn resize_planes<P: Value>(
+    source: &Source<P>,
+    window: Window,
+    size: usize,
+    method: ResizeMethod,
+    flip: bool,
+) -> Planes {
+    let mut planes = Planes::zeros(source.channels, size, size);
+    let mut scratch = SCRATCH.take();
+    resize_window(source, window, method, flip, &mut planes, &mut scratch);
+    SCRATCH.set(scratch);
+    planes
+}
+
 /// `(x - 0.5) * 2`: [0, 1] to [-1, 1], clipping to [0, 1] first when asked.
-fn to_signed_unit(mut image: Image, clip: bool) -> Image {
-    for v in image.data_mut() {
+fn to_signed_unit(values: &mut [f32], clip: bool) {
+    for v in values {
         let x = if clip { v.clamp(0.0, 1.0) } else { *v };
         *v = (x - 0.5) * 2.0;
     }
-    image
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transforms::{crop, resize};
     use rand::SeedableRng;
 
     fn photo(h: usize, w: usize) -> Image {
@@ -132,6 +234,91 @@ mod tests {
             assert_eq!(out.shape(), [31, 31, 3]);
             assert!(out.data().iter().all(|v| (-1.0..=1.0).contains(v)));
         }
+    }
+
+    /// The distortions as separate ops on the decoded image, each pinned by its own tests,
+    /// drawing from the generator in TF's order.
+    fn separate_ops(
+        t: &InceptionTrain,
+        image: &Image,
+        boxes: &[BoundingBox],
+        rng: &mut Rng,
+    ) -> Image {
+        use crate::transforms::*;
+        let w = sample_distorted_box(image.height(), image.width(), boxes, &t.crop, rng);
+        let image = crop(image, w.top, w.left, w.height, w.width);
+        let method = ResizeMethod::ALL[rng.random_range(0..4)];
+        let image = resize(&image, t.size, t.size, method);
+        let image = random_flip_left_right(image, rng);
+        let image = random_brightness(image, t.max_brightness_delta, rng);
+        let (lo, hi) = t.contrast;
+        let image = if rng.random_bool(0.5) {
+            let image = random_saturation_and_hue(image, t.saturation, t.max_hue_delta, rng);
+            random_contrast(image, lo, hi, rng)
+        } else {
+            let image = random_contrast(image, lo, hi, rng);
+            random_saturation_and_hue(image, t.saturation, t.max_hue_delta, rng)
+        };
+        let data = image
+            .data()
+            .iter()
+            .map(|v| (v.clamp(0.0, 1.0) - 0.5) * 2.0)
+            .collect();
+        Image::from_hwc(data, t.size, t.size, 3)
+    }
+
+    fn worst_difference(a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
+    }
+
+    #[test]
+    fn train_equals_the_separate_ops_in_tf_order() {
+        // Both colour orders, all four resize methods, flips, up- and downscaling: 40 seeds.
+        let t = InceptionTrain::new(23);
+        let object = BoundingBox {
+            ymin: 0.2,
+            xmin: 0.1,
+            ymax: 0.9,
+            xmax: 0.6,
+        };
+        for seed in 0..40 {
+            let image = photo(30 + seed as usize % 7, 41);
+            let want = separate_ops(&t, &image, &[object], &mut Rng::seed_from_u64(seed));
+            let got = t
+                .apply(image, &[object], &mut Rng::seed_from_u64(seed))
+                .unwrap();
+            // The contrast means are summed in another order: last-bit differences only.
+            let worst = worst_difference(got.data(), want.data());
+            assert!(worst < 1e-5, "seed {seed}: {worst}");
+        }
+    }
+
+    #[test]
+    fn encoded_input_gives_what_the_decoded_image_gives() {
+        let image = photo(37, 52);
+        let png = crate::codec::encode_png(&image);
+        let jpeg = crate::codec::encode_jpeg(&image, 90);
+        for t in [
+            &InceptionTrain::new(29) as &dyn Transform,
+            &InceptionEval::new(29),
+        ] {
+            for bytes in [&png, &jpeg] {
+                let decoded = crate::codec::decode_image(bytes).unwrap();
+                let want = t.apply(decoded, &[], &mut Rng::seed_from_u64(3)).unwrap();
+                let got = t
+                    .apply_encoded(bytes, &[], &mut Rng::seed_from_u64(3))
+                    .unwrap();
+                assert_eq!(got.shape(), [3, 29, 29]);
+                assert_eq!(got.data(), Planes::from(want).data());
+            }
+        }
+        let err =
+            InceptionTrain::new(8).apply_encoded(&jpeg[..40], &[], &mut Rng::seed_from_u64(0));
+        assert!(err.unwrap_err().contains("corrupt image"));
     }
 
     #[test]

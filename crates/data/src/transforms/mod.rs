@@ -20,20 +20,24 @@ mod resize;
 mod standardize;
 
 pub use cifar::{CifarEval, CifarTrain};
-pub use color::{adjust_brightness, adjust_contrast, random_brightness, random_contrast};
-pub use crop::{central_crop, crop, crop_or_pad_center, random_crop};
+pub use color::{
+    adjust_brightness, adjust_contrast, adjust_contrast_planes, brighten, random_brightness,
+    random_contrast,
+};
+pub use crop::{central_crop, central_window, crop, crop_or_pad_center, random_crop};
 pub use distorted_box::{DistortedBoxConfig, Window, sample_distorted_box};
 pub use flip::{flip_left_right, random_flip_left_right};
 pub use hsv::{
-    adjust_hue, adjust_saturation, adjust_saturation_and_hue, hsv_to_rgb, random_hue,
-    random_saturation, random_saturation_and_hue, rgb_to_hsv,
+    adjust_hue, adjust_saturation, adjust_saturation_and_hue, adjust_saturation_and_hue_planes,
+    hsv_to_rgb, random_hue, random_saturation, random_saturation_and_hue, rgb_to_hsv,
 };
 pub use inception::{InceptionEval, InceptionTrain};
-pub use resize::{ResizeMethod, resize};
+pub use resize::{ResizeMethod, Source, Value, resize, resize_window};
 pub use standardize::per_image_standardization;
 
+use crate::codec::decode_image;
 use crate::format::BoundingBox;
-use crate::image::Image;
+use crate::image::{Image, Planes};
 
 /// The random generator handed to transforms: a fixed, portable algorithm, so a seed means
 /// the same images on every platform and release.
@@ -44,6 +48,20 @@ pub trait Transform: Send + Sync {
     /// Transforms `image`, whose object boxes are `boxes` (often none); an `Err` names what is
     /// wrong with it (e.g. smaller than the crop), and the pipeline adds the file and record.
     fn apply(&self, image: Image, boxes: &[BoundingBox], rng: &mut Rng) -> Result<Image, String>;
+
+    /// The network input (CHW planes) for an encoded JPEG or PNG image, with the same values
+    /// and the same draws from `rng` as [`apply`](Self::apply) on the decoded image. The
+    /// default decodes the whole image and calls `apply`; a transform that keeps only part of
+    /// the image may decode and convert less.
+    fn apply_encoded(
+        &self,
+        encoded: &[u8],
+        boxes: &[BoundingBox],
+        rng: &mut Rng,
+    ) -> Result<Planes, String> {
+        let image = decode_image(encoded)?;
+        self.apply(image, boxes, rng).map(Planes::from)
+    }
 }
 
 /// No preprocessing: images go through as decoded.

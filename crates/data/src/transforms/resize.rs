@@ -3,8 +3,12 @@
 //!
 //! Every method is separable, so each is a list of (input index, weight) taps per output
 //! row and per output column, applied along the width, then along the height.
+//! [`resize_window`] is the general form the Inception distortions use: it reads a window of
+//! 8-bit or `f32` pixels in place (no cropped copy, bytes converted as read), can mirror the
+//! output left-right as it goes, and writes CHW planes; [`resize`] is the plain op.
 
-use crate::image::Image;
+use super::Window;
+use crate::image::{Image, Planes, unit};
 
 /// Interpolation methods, in TF's `ResizeMethod` order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,67 +35,160 @@ impl ResizeMethod {
 
 /// Resizes `image` to `height` x `width`.
 pub fn resize(image: &Image, height: usize, width: usize, method: ResizeMethod) -> Image {
-    let rows = taps(image.height(), height, method);
-    let cols = taps(image.width(), width, method);
-    let c = image.channels();
-    // Along the width: [in_h, width, c]
-    let mut wide = vec![0.0f32; image.height() * width * c];
-    for y in 0..image.height() {
-        let src = &image.data()[y * image.width() * c..(y + 1) * image.width() * c];
-        let dst = &mut wide[y * width * c..(y + 1) * width * c];
-        for (x, col) in cols.iter().enumerate() {
-            for &(i, w) in col {
-                for ch in 0..c {
-                    dst[x * c + ch] += w * src[i * c + ch];
+    let source = Source {
+        values: image.data(),
+        width: image.width(),
+        channels: image.channels(),
+    };
+    let whole = Window {
+        top: 0,
+        left: 0,
+        height: image.height(),
+        width: image.width(),
+    };
+    let mut out = Planes::zeros(image.channels(), height, width);
+    resize_window(&source, whole, method, false, &mut out, &mut Vec::new());
+    out.to_image()
+}
+
+/// HWC pixels a resize reads: `f32` values, or bytes read as `v / 255` (exactly the values
+/// TF's `convert_image_dtype` would have given them).
+pub struct Source<'a, P> {
+    /// The values, row by row.
+    pub values: &'a [P],
+    /// Pixels per row.
+    pub width: usize,
+    /// Values per pixel.
+    pub channels: usize,
+}
+
+/// A pixel value as a float.
+pub trait Value: Copy {
+    /// The value in the scale the transforms work in.
+    fn get(self) -> f32;
+}
+
+impl Value for f32 {
+    fn get(self) -> f32 {
+        self
+    }
+}
+
+impl Value for u8 {
+    fn get(self) -> f32 {
+        UNIT[self as usize]
+    }
+}
+
+/// `v / 255` for every byte, looked up rather than divided.
+static UNIT: [f32; 256] = {
+    let mut table = [0.0; 256];
+    let mut v = 0;
+    while v < 256 {
+        table[v] = unit(v as u8);
+        v += 1;
+    }
+    table
+};
+
+/// Resizes `window` of `source` to the size of `out` (CHW planes with `source.channels`
+/// channels), mirrored left-right when `flip`. The values equal [`crop`](super::crop) then
+/// [`resize`] then [`flip_left_right`](super::flip_left_right), operation for operation.
+/// `scratch` holds the width pass between calls.
+pub fn resize_window<P: Value>(
+    source: &Source<P>,
+    window: Window,
+    method: ResizeMethod,
+    flip: bool,
+    out: &mut Planes,
+    scratch: &mut Vec<f32>,
+) {
+    let [c, height, width] = out.shape();
+    assert_eq!(
+        c, source.channels,
+        "planes for {} channels",
+        source.channels
+    );
+    let rows = Taps::new(window.height, height, method);
+    let cols = Taps::new(window.width, width, method);
+    // Along the width: CHW planes of [window.height, width].
+    scratch.clear();
+    scratch.resize(c * window.height * width, 0.0);
+    for y in 0..window.height {
+        let start = ((window.top + y) * source.width + window.left) * c;
+        let src = &source.values[start..start + window.width * c];
+        for x in 0..width {
+            let taps = cols.of(if flip { width - 1 - x } else { x });
+            for ch in 0..c {
+                let mut sum = 0.0;
+                for &(i, w) in taps {
+                    sum += w * src[i * c + ch].get();
                 }
+                scratch[(ch * window.height + y) * width + x] = sum;
             }
         }
     }
-    // Along the height: [height, width, c]
-    let row_len = width * c;
-    let mut out = vec![0.0f32; height * row_len];
-    for (y, row) in rows.iter().enumerate() {
-        let dst = &mut out[y * row_len..(y + 1) * row_len];
-        for &(i, w) in row {
-            let src = &wide[i * row_len..(i + 1) * row_len];
-            dst.iter_mut().zip(src).for_each(|(d, s)| *d += w * s);
+    // Along the height, plane by plane.
+    let plane = window.height * width;
+    for (ch, dst) in out.data_mut().chunks_exact_mut(height * width).enumerate() {
+        let wide = &scratch[ch * plane..(ch + 1) * plane];
+        for (y, dst) in dst.chunks_exact_mut(width).enumerate() {
+            dst.fill(0.0);
+            for &(i, w) in rows.of(y) {
+                let src = &wide[i * width..(i + 1) * width];
+                dst.iter_mut().zip(src).for_each(|(d, s)| *d += w * s);
+            }
         }
     }
-    Image::from_hwc(out, height, width, c)
 }
 
 /// For each of `out` output positions, the input indices and weights that make it.
-fn taps(size: usize, out: usize, method: ResizeMethod) -> Vec<Vec<(usize, f32)>> {
-    let scale = size as f64 / out as f64;
-    let last = size - 1;
-    (0..out)
-        .map(|o| {
+struct Taps {
+    /// Output `o`'s taps are `taps[bounds[o]..bounds[o + 1]]`.
+    bounds: Vec<usize>,
+    taps: Vec<(usize, f32)>,
+}
+
+impl Taps {
+    fn new(size: usize, out: usize, method: ResizeMethod) -> Self {
+        let scale = size as f64 / out as f64;
+        let last = size - 1;
+        let mut taps = Vec::with_capacity(out * 4);
+        let mut bounds = Vec::with_capacity(out + 1);
+        bounds.push(0);
+        for o in 0..out {
             let at = o as f64 * scale;
             let lo = at.floor() as usize;
             let t = (at - at.floor()) as f32;
             match method {
-                ResizeMethod::NearestNeighbor => vec![(lo.min(last), 1.0)],
-                ResizeMethod::Bilinear => vec![(lo.min(last), 1.0 - t), ((lo + 1).min(last), t)],
+                ResizeMethod::NearestNeighbor => taps.push((lo.min(last), 1.0)),
+                ResizeMethod::Bilinear => {
+                    taps.extend([(lo.min(last), 1.0 - t), ((lo + 1).min(last), t)]);
+                }
                 ResizeMethod::Bicubic => {
                     let w = cubic_weights(t);
-                    (0..4)
-                        .map(|k| ((lo + k).saturating_sub(1).min(last), w[k]))
-                        .collect()
+                    taps.extend((0..4).map(|k| ((lo + k).saturating_sub(1).min(last), w[k])));
                 }
                 ResizeMethod::Area => {
                     let (start, end) = (at, at + scale);
-                    let mut taps: Vec<(usize, f32)> = (start.floor() as usize..end.ceil() as usize)
-                        .map(|i| {
-                            let overlap = end.min(i as f64 + 1.0) - start.max(i as f64);
-                            (i.min(last), (overlap / scale) as f32)
-                        })
-                        .collect();
-                    taps.retain(|&(_, w)| w > 0.0);
-                    taps
+                    taps.extend(
+                        (start.floor() as usize..end.ceil() as usize)
+                            .map(|i| {
+                                let overlap = end.min(i as f64 + 1.0) - start.max(i as f64);
+                                (i.min(last), (overlap / scale) as f32)
+                            })
+                            .filter(|&(_, w)| w > 0.0),
+                    );
                 }
             }
-        })
-        .collect()
+            bounds.push(taps.len());
+        }
+        Self { bounds, taps }
+    }
+
+    fn of(&self, o: usize) -> &[(usize, f32)] {
+        &self.taps[self.bounds[o]..self.bounds[o + 1]]
+    }
 }
 
 /// Keys' cubic convolution weights (a = -0.75) for the inputs at offsets -1, 0, 1, 2 from the
@@ -154,6 +251,44 @@ mod tests {
         let out = resize(&row(&[0.0, 8.0]), 1, 4, ResizeMethod::Bicubic);
         let w = cubic_weights(0.5);
         close(&out.data()[1..2], &[8.0 * (w[2] + w[3])]);
+    }
+
+    #[test]
+    fn a_window_of_bytes_resizes_as_crop_resize_flip() {
+        use crate::image::Rgb8;
+        use crate::transforms::{crop, flip_left_right};
+        let rgb = Rgb8 {
+            pixels: (0..23 * 31 * 3).map(|i| (i * 97 % 256) as u8).collect(),
+            height: 23,
+            width: 31,
+        };
+        let source = Source {
+            values: &rgb.pixels[..],
+            width: 31,
+            channels: 3,
+        };
+        let window = Window {
+            top: 3,
+            left: 5,
+            height: 17,
+            width: 20,
+        };
+        let cropped = crop(&rgb.to_image(), 3, 5, 17, 20);
+        let mut scratch = Vec::new();
+        for method in ResizeMethod::ALL {
+            // Up along one side, down along the other.
+            let want = resize(&cropped, 11, 26, method);
+            for flip in [false, true] {
+                let mut out = Planes::zeros(3, 11, 26);
+                resize_window(&source, window, method, flip, &mut out, &mut scratch);
+                let want = if flip {
+                    flip_left_right(&want)
+                } else {
+                    want.clone()
+                };
+                assert_eq!(out.to_image(), want, "{method:?}, flip {flip}");
+            }
+        }
     }
 
     #[test]
