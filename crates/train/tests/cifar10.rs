@@ -11,12 +11,10 @@ use burn::tensor::{Device, Tensor};
 use towers_data::cifar10::BuiltinCifar10;
 use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
 use towers_multigpu::TowerLoss;
+use towers_testing::training::quick_cifar_config;
 use towers_train::summary::proto::{Event, Kind, SessionStatus, What};
 use towers_train::summary::{event_files, read_events};
-use towers_train::{
-    Error, Input, LrScheduleConfig, OptimizerConfig, TrainConfig, Trained, Trainer, evaluate,
-    read_log,
-};
+use towers_train::{Error, Input, TrainConfig, Trained, Trainer, evaluate, read_log};
 
 /// 5 x 200 training and 500 test images, seed 3: the same bytes for every test.
 fn data() -> BuiltinCifar10 {
@@ -26,20 +24,10 @@ fn data() -> BuiltinCifar10 {
 /// A small, quick run: batch 32, momentum 0.9 at 0.01, averages, every step logged.
 fn config(train_dir: &Path, devices: &str, max_steps: u64) -> TrainConfig {
     TrainConfig {
-        devices: devices.into(),
         batch_size: 32,
-        reader_threads: Some(2),
-        max_steps,
-        optimizer: OptimizerConfig::Momentum {
-            momentum: 0.9,
-            nesterov: false,
-        },
-        learning_rate: LrScheduleConfig::Constant { value: 0.01 },
         checkpoint_every: 1000,
-        log_every: 1,
-        train_dir: train_dir.to_path_buf(),
         seed: 11,
-        ..TrainConfig::cifar10()
+        ..quick_cifar_config(train_dir, devices, max_steps)
     }
 }
 

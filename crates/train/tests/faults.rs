@@ -12,28 +12,17 @@ use burn::nn::LinearConfig;
 use burn::tensor::Device;
 use towers_data::cifar10::BuiltinCifar10;
 use towers_models::Cifar10Config;
+use towers_testing::training::quick_cifar_config;
 use towers_train::{
-    Checkpoint, CheckpointDir, Input, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
-    read_log,
+    Checkpoint, CheckpointDir, Input, OptimizerConfig, TrainConfig, Trainer, read_log,
 };
 
 use support::{child, role};
 
 fn config(train_dir: &Path, max_steps: u64) -> TrainConfig {
     TrainConfig {
-        batch_size: 16,
-        reader_threads: Some(2),
-        max_steps,
-        optimizer: OptimizerConfig::Momentum {
-            momentum: 0.9,
-            nesterov: false,
-        },
-        learning_rate: LrScheduleConfig::Constant { value: 0.01 },
-        checkpoint_every: 2,
-        log_every: 1,
-        train_dir: train_dir.to_path_buf(),
         seed: 5,
-        ..TrainConfig::cifar10()
+        ..quick_cifar_config(train_dir, "flex", max_steps)
     }
 }
 
