@@ -253,7 +253,8 @@ pub fn wgpu_adapters(backend: &str) -> Result<Vec<Adapter>> {
 /// own list private: the numbering must be the one its `DiscreteGpu(n)`-style selectors count in.
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "metal"))]
 fn enumerate(backend: &str) -> Vec<Adapter> {
-    use burn::backend::{AutoGraphicsApi, wgpu};
+    use burn::backend::AutoGraphicsApi;
+    use burn::backend::wgpu::wgpu;
 
     let apis = match backend {
         "vulkan" => vec![wgpu::Backend::Vulkan],
