@@ -16,7 +16,6 @@
     feature = "rocm"
 ))]
 
-use std::path::Path;
 
 use burn_towers::data::cifar10::BuiltinCifar10;
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};

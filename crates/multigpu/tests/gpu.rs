@@ -132,7 +132,9 @@ impl InceptionUnit {
     }
 
     fn running_stats(&self) -> Vec<f32> {
-        let read = |s: &RunningState<Tensor<1>>| s.value().into_data().iter::<f32>().collect();
+        let read = |s: &RunningState<Tensor<1>>| -> Vec<f32> {
+            s.value().into_data().iter::<f32>().collect()
+        };
         [
             read(&self.conv.bn.running_mean),
             read(&self.conv.bn.running_var),
