@@ -16,7 +16,6 @@
     feature = "rocm"
 ))]
 
-
 use burn_towers::data::cifar10::BuiltinCifar10;
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
@@ -61,7 +60,10 @@ fn cifar10_trains_on_a_gpu_and_resumes_on_another_device_list() {
     let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
     let flex = train(quick_cifar_config(dirs[0].path(), "flex", 3), &data);
     assert_eq!(flex.len(), 3);
-    assert!(flex[2].1 != flex[0].1, "the steps change the loss: {flex:?}");
+    assert!(
+        flex[2].1 != flex[0].1,
+        "the steps change the loss: {flex:?}"
+    );
 
     let alone = train(quick_cifar_config(dirs[1].path(), &gpu.entry, 3), &data);
     assert_track(&alone, &flex, &gpu.entry);
