@@ -117,13 +117,14 @@ fn adapters(backend: &str) -> Listed {
 /// unavailable, not as a crash.
 #[cfg(any(feature = "cuda", feature = "rocm"))]
 fn enumerated(backend: &str, device_type: burn::tensor::DeviceType) -> Listed {
-    let found = std::panic::catch_unwind(|| {
+    // `DeviceType` may hold a remote host (not unwind-safe); nothing of it is used after a panic.
+    let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         burn::tensor::Device::enumerate(device_type)
             .into_vec()
             .into_iter()
             .map(|device| device.identity().map(|id| id.name))
             .collect::<Vec<_>>()
-    });
+    }));
     match found {
         Err(panic) => Listed::Unavailable(crate::towers::panic_message(&*panic)),
         Ok(names) if names.is_empty() => Listed::Unavailable("no device found".into()),
