@@ -93,10 +93,11 @@ fn adapters(backend: &str) -> Listed {
         Err(e) => return Listed::Unavailable(e.to_string()),
     };
     if adapters.is_empty() {
-        return Listed::Unavailable(format!(
+        return Listed::Unavailable(
             "no adapter (install a Vulkan or Metal driver; on Linux without a GPU, Mesa's \
              lavapipe: `apt-get install mesa-vulkan-drivers libvulkan1`)"
-        ));
+                .into(),
+        );
     }
     let mut devices: Vec<ListedDevice> = adapters
         .iter()
