@@ -217,21 +217,11 @@ fn list(backend: &str, adapters: &[Adapter]) -> String {
 /// The adapters `backend` (`wgpu`, `vulkan` or `metal`) lists on this machine, numbered as on the
 /// graphics API Burn brings its devices up on; an error where this build does not include it.
 pub fn wgpu_adapters(backend: &str) -> Result<Vec<Adapter>> {
-    let feature = match backend {
-        "wgpu" => "wgpu",
-        "vulkan" => "vulkan",
-        "metal" => "metal",
-        _ => {
-            return Err(Error::DeviceList {
-                entry: backend.to_string(),
-                reason: "not a wgpu-family backend (wgpu, vulkan, metal)".into(),
-            });
-        }
-    };
-    let compiled = match feature {
-        "wgpu" => cfg!(feature = "wgpu"),
-        "vulkan" => cfg!(feature = "vulkan"),
-        _ => cfg!(feature = "metal"),
+    let Some((feature, compiled)) = wgpu_family_feature(backend) else {
+        return Err(Error::DeviceList {
+            entry: backend.to_string(),
+            reason: "not a wgpu-family backend (wgpu, vulkan, metal)".into(),
+        });
     };
     if !compiled {
         return Err(Error::BackendNotCompiled {
@@ -243,6 +233,17 @@ pub fn wgpu_adapters(backend: &str) -> Result<Vec<Adapter>> {
     return Ok(enumerate(backend));
     #[cfg(not(any(feature = "wgpu", feature = "vulkan", feature = "metal")))]
     unreachable!("no wgpu-family backend is compiled in")
+}
+
+/// The cargo feature of a wgpu-family backend (`wgpu`, `vulkan`, `metal`) and whether this
+/// build has it; `None` for any other backend.
+pub(crate) fn wgpu_family_feature(backend: &str) -> Option<(&'static str, bool)> {
+    match backend {
+        "wgpu" => Some(("wgpu", cfg!(feature = "wgpu"))),
+        "vulkan" => Some(("vulkan", cfg!(feature = "vulkan"))),
+        "metal" => Some(("metal", cfg!(feature = "metal"))),
+        _ => None,
+    }
 }
 
 /// Lists the adapters of `backend` as Burn does.

@@ -32,7 +32,7 @@ use burn::tensor::Device;
 #[allow(unused_imports)] // only the constructors of compiled-in backends use it
 use burn::tensor::DeviceKind;
 
-use crate::adapters::AdapterChoice;
+use crate::adapters::{AdapterChoice, wgpu_family_feature};
 use crate::error::{Error, Result};
 
 /// One tower's device: where it runs, the name it goes by in errors, and its share of a batch.
@@ -210,10 +210,9 @@ fn backend_device(entry: &str, backend: &str, selector: Option<&str>) -> Result<
         entry: entry.to_string(),
         reason,
     };
-    if matches!(backend, "wgpu" | "vulkan" | "metal") {
-        return wgpu_family_device(entry, backend, selector);
+    if let Some((feature, _)) = wgpu_family_feature(backend) {
+        return wgpu_family_device(entry, backend, feature, selector);
     }
-    #[allow(unused_variables)]
     let index = match selector {
         None => 0,
         Some(text) => text
@@ -243,7 +242,12 @@ fn backend_device(entry: &str, backend: &str, selector: Option<&str>) -> Result<
 
 /// A `wgpu`, `vulkan` or `metal` device: the preferred adapter, or the one `selector` names
 /// among those this machine lists ([`AdapterChoice`]).
-fn wgpu_family_device(entry: &str, backend: &str, selector: Option<&str>) -> Result<Device> {
+fn wgpu_family_device(
+    entry: &str,
+    backend: &str,
+    feature: &'static str,
+    selector: Option<&str>,
+) -> Result<Device> {
     let invalid = |reason: String| Error::DeviceList {
         entry: entry.to_string(),
         reason,
@@ -269,11 +273,7 @@ fn wgpu_family_device(entry: &str, backend: &str, selector: Option<&str>) -> Res
         "metal" => Ok(Device::metal(adapter()?)),
         _ => Err(Error::BackendNotCompiled {
             entry: entry.to_string(),
-            feature: match backend {
-                "wgpu" => "wgpu",
-                "vulkan" => "vulkan",
-                _ => "metal",
-            },
+            feature,
         }),
     }
 }

@@ -27,7 +27,7 @@ use towers_models::{BasicConv, BasicConvConfig};
 use towers_multigpu::{
     BatchNormSync, Error, Reduce, TowerDevice, Towers, TowersConfig, parse_devices,
 };
-use towers_testing::batches::batch;
+use towers_testing::batches::{batch, unequal_micro_batches};
 use towers_testing::compare::{assert_close, values};
 use towers_testing::gpu::gpu_or_skip;
 use towers_testing::nets::{LR, Net, sgd};
@@ -97,10 +97,7 @@ fn accumulated_micro_batches_on_a_gpu_train_like_one_larger_batch() {
         return;
     };
     let model = Net::new(&flex());
-    let updates = vec![
-        vec![batch(4, 5), batch(6, 6), batch(4, 7)],
-        vec![batch(6, 8), batch(4, 9), batch(4, 10)],
-    ];
+    let updates = unequal_micro_batches();
     for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
         let config = TowersConfig::default()
             .with_reduce(reduce)

@@ -7,7 +7,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use towers_multigpu::{BatchNormSync, Error, Reduce, Towers, TowersConfig, parse_devices};
-use towers_testing::batches::{batch, split};
+use towers_testing::batches::{batch, split, unequal_micro_batches};
 use towers_testing::compare::{assert_close, values};
 use towers_testing::nets::{BnNet, LR, Net, sgd};
 use towers_testing::reference::{expected_stats, flex, plain_training, stats_of};
@@ -90,11 +90,7 @@ fn mixed_backends_train_like_one_device() {
 #[test]
 fn accumulated_micro_batches_train_like_one_larger_batch() {
     let model = Net::new(&flex());
-    // Micro-batches of unequal sizes: each example must weigh the same.
-    let updates = vec![
-        vec![batch(4, 5), batch(6, 6), batch(4, 7)],
-        vec![batch(6, 8), batch(4, 9), batch(4, 10)],
-    ];
+    let updates = unequal_micro_batches();
     for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
         let config = TowersConfig::default()
             .with_reduce(reduce)

@@ -36,3 +36,12 @@ pub fn split(b: &HostBatch, sizes: &[usize]) -> Vec<HostBatch> {
         .map(|s| HostBatch::new(s.images().to_vec(), s.labels().to_vec(), IMAGE))
         .collect()
 }
+
+/// Two updates of three micro-batches of unequal sizes (4, 6, 4 and 6, 4, 4): under
+/// accumulation each example must weigh the same, whatever its micro-batch.
+pub fn unequal_micro_batches() -> Vec<Vec<HostBatch>> {
+    vec![
+        vec![batch(4, 5), batch(6, 6), batch(4, 7)],
+        vec![batch(6, 8), batch(4, 9), batch(4, 10)],
+    ]
+}
