@@ -114,19 +114,11 @@ pub fn resize_window<P: Value>(
     // Along the width: CHW planes of [window.height, width].
     scratch.clear();
     scratch.resize(c * window.height * width, 0.0);
-    for y in 0..window.height {
-        let start = ((window.top + y) * source.width + window.left) * c;
-        let src = &source.values[start..start + window.width * c];
-        for x in 0..width {
-            let taps = cols.of(if flip { width - 1 - x } else { x });
-            for ch in 0..c {
-                let mut sum = 0.0;
-                for &(i, w) in taps {
-                    sum += w * src[i * c + ch].get();
-                }
-                scratch[(ch * window.height + y) * width + x] = sum;
-            }
-        }
+    match c {
+        1 => width_pass::<P, 1>(source, window, &cols, flip, width, scratch),
+        3 => width_pass::<P, 3>(source, window, &cols, flip, width, scratch),
+        4 => width_pass::<P, 4>(source, window, &cols, flip, width, scratch),
+        _ => panic!("resize takes 1, 3 or 4 channels, not {c}"),
     }
     // Along the height, plane by plane.
     let plane = window.height * width;
@@ -137,6 +129,36 @@ pub fn resize_window<P: Value>(
             for &(i, w) in rows.of(y) {
                 let src = &wide[i * width..(i + 1) * width];
                 dst.iter_mut().zip(src).for_each(|(d, s)| *d += w * s);
+            }
+        }
+    }
+}
+
+/// Resizes each row of `window` to `width` columns (mirrored when `flip`) into `C` planes of
+/// `[window.height, width]`. The channel count is a constant so that a pixel's channels are
+/// summed together, unrolled.
+fn width_pass<P: Value, const C: usize>(
+    source: &Source<P>,
+    window: Window,
+    cols: &Taps,
+    flip: bool,
+    width: usize,
+    planes: &mut [f32],
+) {
+    let plane = window.height * width;
+    for y in 0..window.height {
+        let start = ((window.top + y) * source.width + window.left) * C;
+        let src = &source.values[start..start + window.width * C];
+        for x in 0..width {
+            let mut sums = [0.0f32; C];
+            for &(i, w) in cols.of(if flip { width - 1 - x } else { x }) {
+                let pixel: &[P; C] = src[i * C..(i + 1) * C].try_into().expect("C values");
+                for (sum, v) in sums.iter_mut().zip(pixel) {
+                    *sum += w * v.get();
+                }
+            }
+            for (ch, sum) in sums.into_iter().enumerate() {
+                planes[ch * plane + y * width + x] = sum;
             }
         }
     }
