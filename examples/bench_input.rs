@@ -3,8 +3,15 @@
 //! in one process, for CIFAR-10 (batch 128, 24x24 distortions) and Inception (batch 32, JPEG
 //! decode and the 299x299 distortions).
 //!
-//! cargo run --release --example bench_input [-- --only cifar10|inception]
+//! cargo run --release --example bench_input [-- --only cifar10|inception] [--stages]
+//!
+//! `--stages` prints instead where one reader's time goes per Inception image (read, parse,
+//! decode, crop and resize, each colour op, batch copy).
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,7 +24,9 @@ use burn_towers::data::inception::{
     self, BuiltinShards, BuiltinShardsConfig, InceptionTrain, TfExampleFormat,
 };
 use burn_towers::data::transforms::{CifarTrain, Rng, Transform};
-use burn_towers::data::{HostBatch, Pipeline, PipelineConfig, RecordFormat};
+use burn_towers::data::{Pipeline, PipelineConfig, RecordFormat};
+
+mod input_stages;
 
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum Input {
@@ -36,6 +45,9 @@ struct Args {
     /// A folder of train-*-of-* shards; built-in synthetic JPEG shards when absent.
     #[arg(long)]
     shards_dir: Option<PathBuf>,
+    /// Print the Inception input's time per image by stage (one thread) instead.
+    #[arg(long)]
+    stages: bool,
 }
 
 /// One input to measure: files, format, distortions and batch size.
@@ -51,7 +63,7 @@ struct Bench {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if args.only != Some(Input::Inception) {
+    if args.only != Some(Input::Inception) && !args.stages {
         let builtin;
         let dir = match &args.cifar_dir {
             Some(dir) => dir.clone(),
@@ -89,11 +101,15 @@ fn main() -> anyhow::Result<()> {
                 builtin.dir().to_path_buf()
             }
         };
+        let files = inception::train_files(&dir)?;
+        if args.stages {
+            return input_stages::print(&files, &InceptionTrain::new(299));
+        }
         println!(
             "\nInception training input (JPEG decode, distorted crop, resize to 299, flip, colour), batch 32, {cores} cores"
         );
         report(&Bench {
-            files: inception::train_files(&dir)?,
+            files,
             format: Arc::new(TfExampleFormat::new(1001)),
             transform: Arc::new(InceptionTrain::new(299)),
             batch_size: 32,
@@ -153,6 +169,7 @@ fn pipelined(bench: &Bench, readers: usize, deterministic: bool) -> anyhow::Resu
 
 /// The same work without threads or queues: read a record, decode and distort it
 /// ([`RecordFormat::prepare`], as a reader thread does), append it to the batch, in file order.
+/// The batch's memory is reused, as the pipeline's batch pool does.
 fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
     let mut records = bench
         .files
@@ -167,22 +184,18 @@ fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
                 .map(move |(i, s)| (path.clone(), i, s))
         })
         .cycle();
-    let mut files = std::collections::HashMap::new();
-    let mut seq = 0u64;
-    let mut next_batch = || -> anyhow::Result<HostBatch> {
-        let mut images = Vec::new();
-        let mut labels = Vec::new();
-        let mut shape = [0; 3];
+    let mut files = HashMap::new();
+    let (mut seq, mut bytes, mut images, mut labels) = (0u64, Vec::new(), Vec::new(), Vec::new());
+    let mut next_batch = || -> anyhow::Result<usize> {
+        images.clear();
+        labels.clear();
         for _ in 0..bench.batch_size {
             let (path, record, span) = records.next().expect("cycle");
-            use std::io::{Read, Seek, SeekFrom};
             let file = match files.entry(path.clone()) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(std::fs::File::open(&path)?)
-                }
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(File::open(&path)?),
             };
-            let mut bytes = vec![0; span.len];
+            bytes.resize(span.len, 0);
             file.seek(SeekFrom::Start(span.offset))?;
             file.read_exact(&mut bytes)?;
             let mut rng = Rng::seed_from_u64(seq);
@@ -191,17 +204,16 @@ fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
                     .format
                     .prepare(&path, record, &bytes, bench.transform.as_ref(), &mut rng)?;
             seq += 1;
-            shape = prepared.planes.shape();
             images.extend_from_slice(prepared.planes.data());
             labels.push(prepared.label);
         }
-        Ok(HostBatch::new(images, labels, shape))
+        Ok(labels.len())
     };
     next_batch()?;
     let start = Instant::now();
-    let mut images = 0;
+    let mut count = 0;
     for _ in 0..bench.batches {
-        images += next_batch()?.len();
+        count += next_batch()?;
     }
-    Ok(images as f64 / start.elapsed().as_secs_f64())
+    Ok(count as f64 / start.elapsed().as_secs_f64())
 }

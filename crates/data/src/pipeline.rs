@@ -34,6 +34,7 @@ use crate::coordinator::{CoordinatedThread, Coordinator};
 use crate::corrupt_records::{CorruptRecords, CorruptTally, RecordCount};
 use crate::error::{Error, Result};
 use crate::format::RecordFormat;
+use crate::image::Planes;
 use crate::ordered_gate::OrderedGate;
 use crate::queue::{Queue, QueueError};
 use crate::queue_runner::QueueRunner;
@@ -161,8 +162,7 @@ impl PipelineConfig {
 
 /// One transformed example on its way to the batcher.
 struct Sample {
-    chw: Vec<f32>,
-    shape: [usize; 3],
+    planes: Planes,
     label: i64,
     file: usize,
     record: usize,
@@ -386,8 +386,7 @@ impl Reader {
             self.format
                 .prepare(path, item.record, bytes, self.transform.as_ref(), &mut rng)?;
         Ok(Sample {
-            shape: prepared.planes.shape(),
-            chw: prepared.planes.into_data(),
+            planes: prepared.planes,
             label: prepared.label,
             file: item.file,
             record: item.record,
@@ -472,20 +471,22 @@ impl Batcher {
     }
 
     fn assemble(&self, samples: Vec<Sample>) -> Result<HostBatch> {
-        let shape = samples[0].shape;
+        let shape = samples[0].planes.shape();
         let mut images = self
             .buffers
             .take(samples.len() * shape.iter().product::<usize>());
         let mut labels = Vec::with_capacity(samples.len());
         for sample in samples {
-            if sample.shape != shape {
+            if sample.planes.shape() != shape {
                 return Err(Error::Config(format!(
                     "file #{} record {}: image shape {:?} (CHW) differs from the batch's {shape:?}; \
                      the transform must give every image the same size",
-                    sample.file, sample.record, sample.shape
+                    sample.file,
+                    sample.record,
+                    sample.planes.shape()
                 )));
             }
-            images.extend_from_slice(&sample.chw);
+            images.extend_from_slice(sample.planes.data());
             labels.push(sample.label);
         }
         Ok(HostBatch::new(images, labels, shape).recycled_into(self.buffers.clone()))

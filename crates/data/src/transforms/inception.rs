@@ -16,6 +16,7 @@ use super::{
     adjust_contrast_planes, adjust_saturation_and_hue_planes, brighten, central_window,
     resize_window, sample_distorted_box,
 };
+use crate::buffer_pool::BufferPool;
 use crate::codec::decode_rgb8;
 use crate::format::BoundingBox;
 use crate::image::{Image, Planes, Rgb8};
@@ -42,6 +43,8 @@ pub struct InceptionTrain {
     pub max_hue_delta: f32,
     /// Contrast factor range.
     pub contrast: (f32, f32),
+    /// The output planes' memory, back from the batches.
+    buffers: BufferPool,
 }
 
 impl InceptionTrain {
@@ -54,6 +57,7 @@ impl InceptionTrain {
             saturation: (0.5, 1.5),
             max_hue_delta: 0.2,
             contrast: (0.5, 1.5),
+            buffers: planes_pool(),
         }
     }
 
@@ -67,7 +71,7 @@ impl InceptionTrain {
         let window = sample_distorted_box(height, source.width, boxes, &self.crop, rng);
         let method = ResizeMethod::ALL[rng.random_range(0..ResizeMethod::ALL.len())];
         let flip = rng.random_bool(0.5);
-        let mut planes = resize_planes(source, window, self.size, method, flip);
+        let mut planes = resize_planes(source, window, self.size, method, flip, &self.buffers);
         self.distort_color(&mut planes, rng);
         to_signed_unit(planes.data_mut(), true);
         planes
@@ -122,6 +126,8 @@ pub struct InceptionEval {
     pub size: usize,
     /// Fraction of each side kept by the central crop.
     pub central_fraction: f64,
+    /// The output planes' memory, back from the batches.
+    buffers: BufferPool,
 }
 
 impl InceptionEval {
@@ -130,12 +136,14 @@ impl InceptionEval {
         Self {
             size,
             central_fraction: 0.875,
+            buffers: planes_pool(),
         }
     }
 
     fn prepare<P: Value>(&self, source: &Source<P>, height: usize) -> Planes {
         let window = central_window(height, source.width, self.central_fraction);
-        let mut planes = resize_planes(source, window, self.size, ResizeMethod::Bilinear, false);
+        let bilinear = ResizeMethod::Bilinear;
+        let mut planes = resize_planes(source, window, self.size, bilinear, false, &self.buffers);
         to_signed_unit(planes.data_mut(), false);
         planes
     }
@@ -189,15 +197,23 @@ fn with_decoded(encoded: &[u8], f: impl FnOnce(&Rgb8) -> Planes) -> Result<Plane
     })
 }
 
-/// `window` of `source` resized to `size` x `size` planes, with this thread's scratch.
+/// A pool for the output planes of one transform: as many spare planes as a large batch has
+/// images, since the batcher hands back a batch's planes at once (64 at 299x299: 69 MB).
+fn planes_pool() -> BufferPool {
+    BufferPool::new(64)
+}
+
+/// `window` of `source` resized to `size` x `size` planes from `buffers`, with this thread's
+/// scratch.
 fn resize_planes<P: Value>(
     source: &Source<P>,
     window: Window,
     size: usize,
     method: ResizeMethod,
     flip: bool,
+    buffers: &BufferPool,
 ) -> Planes {
-    let mut planes = Planes::zeros(source.channels, size, size);
+    let mut planes = Planes::zeros_in(buffers, source.channels, size, size);
     let mut scratch = SCRATCH.take();
     resize_window(source, window, method, flip, &mut planes, &mut scratch);
     SCRATCH.set(scratch);

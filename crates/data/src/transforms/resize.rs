@@ -8,6 +8,7 @@
 //! output left-right as it goes, and writes CHW planes; [`resize`] is the plain op.
 
 use super::Window;
+use super::vectorized::vectorized;
 use crate::image::{Image, Planes, unit};
 
 /// Interpolation methods, in TF's `ResizeMethod` order.
@@ -69,12 +70,14 @@ pub trait Value: Copy {
 }
 
 impl Value for f32 {
+    #[inline(always)]
     fn get(self) -> f32 {
         self
     }
 }
 
 impl Value for u8 {
+    #[inline(always)]
     fn get(self) -> f32 {
         UNIT[self as usize]
     }
@@ -114,19 +117,31 @@ pub fn resize_window<P: Value>(
     // Along the width: CHW planes of [window.height, width].
     scratch.clear();
     scratch.resize(c * window.height * width, 0.0);
-    match c {
-        1 => width_pass::<P, 1>(source, window, &cols, flip, width, scratch),
-        3 => width_pass::<P, 3>(source, window, &cols, flip, width, scratch),
-        4 => width_pass::<P, 4>(source, window, &cols, flip, width, scratch),
-        _ => panic!("resize takes 1, 3 or 4 channels, not {c}"),
-    }
-    // Along the height, plane by plane.
-    let plane = window.height * width;
+    vectorized(
+        #[inline(always)]
+        || match c {
+            1 => width_pass::<P, 1>(source, window, &cols, flip, width, scratch),
+            3 => width_pass::<P, 3>(source, window, &cols, flip, width, scratch),
+            4 => width_pass::<P, 4>(source, window, &cols, flip, width, scratch),
+            _ => panic!("resize takes 1, 3 or 4 channels, not {c}"),
+        },
+    );
+    vectorized(
+        #[inline(always)]
+        || height_pass(scratch, window.height, &rows, out),
+    );
+}
+
+/// Resizes each of the `[rows, width]` planes of `wide` along the height into `out`.
+#[inline(always)]
+fn height_pass(wide: &[f32], rows: usize, taps: &Taps, out: &mut Planes) {
+    let [_, height, width] = out.shape();
+    let plane = rows * width;
     for (ch, dst) in out.data_mut().chunks_exact_mut(height * width).enumerate() {
-        let wide = &scratch[ch * plane..(ch + 1) * plane];
+        let wide = &wide[ch * plane..(ch + 1) * plane];
         for (y, dst) in dst.chunks_exact_mut(width).enumerate() {
             dst.fill(0.0);
-            for &(i, w) in rows.of(y) {
+            for &(i, w) in taps.of(y) {
                 let src = &wide[i * width..(i + 1) * width];
                 dst.iter_mut().zip(src).for_each(|(d, s)| *d += w * s);
             }
@@ -137,6 +152,7 @@ pub fn resize_window<P: Value>(
 /// Resizes each row of `window` to `width` columns (mirrored when `flip`) into `C` planes of
 /// `[window.height, width]`. The channel count is a constant so that a pixel's channels are
 /// summed together, unrolled.
+#[inline(always)]
 fn width_pass<P: Value, const C: usize>(
     source: &Source<P>,
     window: Window,
@@ -208,6 +224,7 @@ impl Taps {
         Self { bounds, taps }
     }
 
+    #[inline(always)]
     fn of(&self, o: usize) -> &[(usize, f32)] {
         &self.taps[self.bounds[o]..self.bounds[o + 1]]
     }
