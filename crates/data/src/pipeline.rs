@@ -4,6 +4,7 @@
 //! record cursor (files x epochs, seeded)           shared, under a lock
 //!   -> R reader threads: read -> decode -> transform
 //!   -> ordered gate (deterministic mode)            records enter the queue in cursor order
+//!                                                   (a reader ahead of its turn parks its chunk)
 //!   -> example queue (shuffle or FIFO)
 //!   -> batcher thread: dequeue_many(B) -> HostBatch
 //!   -> batch queue (prefetch depth k)
@@ -68,7 +69,7 @@ pub struct PipelineConfig {
     pub reader_threads: usize,
     /// Consecutive records a reader takes at once: one read, one lock and one ordered hand-off
     /// per chunk. Larger chunks cost less per record; each reader holds a chunk of decoded
-    /// images in memory.
+    /// images in memory, and in deterministic mode may park one more that is ahead of its turn.
     pub read_chunk: usize,
     /// `Some`: a shuffle queue; `None`: a FIFO queue of `fifo_capacity` examples.
     pub shuffle: Option<ShuffleConfig>,
@@ -228,9 +229,10 @@ impl Pipeline {
             None => Queue::fifo(config.fifo_capacity),
         });
         let batches = Arc::new(Queue::fifo(config.prefetch));
+        // Each reader may park one chunk ahead of the next one to enter the queue.
         let gate = config
             .deterministic
-            .then(|| Arc::new(OrderedGate::default()));
+            .then(|| Arc::new(OrderedGate::new(config.reader_threads)));
         if let Some(gate) = &gate {
             let gate = Arc::clone(gate);
             coord.on_stop(move || gate.cancel());
@@ -347,7 +349,7 @@ struct Reader {
     cursor: Arc<RecordCursor>,
     format: Arc<dyn RecordFormat>,
     transform: Arc<dyn Transform>,
-    gate: Option<Arc<OrderedGate>>,
+    gate: Option<Arc<OrderedGate<Vec<Sample>>>>,
     tally: Arc<CorruptTally>,
     seed: u64,
     chunk: usize,
@@ -369,12 +371,16 @@ impl Reader {
                 let prepared = self.prepare(item, &bytes[start..start + item.span.len]);
                 samples.extend(self.tally.record(prepared)?);
             }
-            let enqueue = || samples.into_iter().try_for_each(|s| queue.enqueue(s));
+            let enqueue = |samples: Vec<Sample>| {
+                samples
+                    .into_iter()
+                    .try_for_each(|s| queue.enqueue(s))
+                    .map_err(|_| Error::Cancelled)
+            };
             match &self.gate {
-                Some(gate) => gate.pass(first.seq, chunk.len() as u64, enqueue)?,
-                None => enqueue(),
+                Some(gate) => gate.pass(first.seq, chunk.len() as u64, samples, enqueue)?,
+                None => enqueue(samples)?,
             }
-            .map_err(|_| Error::Cancelled)?;
         }
     }
 
