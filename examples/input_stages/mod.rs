@@ -6,27 +6,23 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rand::{RngExt, SeedableRng};
+use rand::SeedableRng;
 
 use burn_towers::data::codec::decode_rgb8;
 use burn_towers::data::inception::{InceptionTrain, TfExampleFormat};
 use burn_towers::data::tf_example::ImageRecord;
 use burn_towers::data::tfrecord::record_data;
 use burn_towers::data::transforms::{
-    ResizeMethod, Rng, Source, adjust_contrast_planes, adjust_saturation_and_hue_planes, brighten,
-    resize_window, sample_distorted_box,
+    ResizeMethod, Rng, Source, resize_window, sample_distorted_box,
 };
 use burn_towers::data::{Planes, RecordFormat, Rgb8};
 
-const STAGES: [&str; 9] = [
+const STAGES: [&str; 6] = [
     "read record",
     "parse Example",
     "decode JPEG",
     "crop + resize (+ flip)",
-    "brightness",
-    "saturation + hue",
-    "contrast",
-    "clip + scale",
+    "colour, clip, scale to [-1, 1] (fused)",
     "copy into batch",
 ];
 
@@ -67,20 +63,7 @@ pub fn print(files: &[PathBuf], t: &InceptionTrain) -> anyhow::Result<()> {
                 &mut scratch,
             );
             clock.lap();
-            brighten(planes.data_mut(), rng.random_range(-0.1..0.1));
-            clock.lap();
-            adjust_saturation_and_hue_planes(
-                &mut planes,
-                rng.random_range(0.5..1.5),
-                rng.random_range(-0.2..0.2),
-            );
-            clock.lap();
-            adjust_contrast_planes(&mut planes, rng.random_range(0.5..1.5));
-            clock.lap();
-            planes
-                .data_mut()
-                .iter_mut()
-                .for_each(|v| *v = (v.clamp(0.0, 1.0) - 0.5) * 2.0);
+            t.distort_color(&mut planes, &mut rng);
             clock.lap();
             if images % 32 == 0 {
                 batch.clear();

@@ -153,17 +153,18 @@ impl Planes {
         }
     }
 
-    /// [`zeros`](Self::zeros) in a buffer from `pool`, which gets it back when these planes
-    /// are dropped: a reader makes an image's planes, the batcher copies and drops them, and
-    /// the next image reuses the memory (a fresh megabyte per image costs page faults).
-    pub(crate) fn zeros_in(
+    /// Planes in a buffer from `pool`, which gets it back when these planes are dropped: a
+    /// reader makes an image's planes, the batcher copies and drops them, and the next image
+    /// reuses the memory (a fresh megabyte per image costs page faults). The values are those
+    /// an earlier image left (zeros in a new buffer), for a caller that overwrites them all.
+    pub(crate) fn reused_in(
         pool: &BufferPool,
         channels: usize,
         height: usize,
         width: usize,
     ) -> Self {
         let len = channels * height * width;
-        let mut data = pool.take(len);
+        let mut data = pool.take_as_is(len);
         data.resize(len, 0.0);
         Self {
             data,

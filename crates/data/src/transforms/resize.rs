@@ -105,7 +105,7 @@ pub fn resize_window<P: Value>(
     let cols = Taps::new(window.width, width, method);
     // Along the width: CHW planes of [window.height, width], after one row of input as floats.
     let row_len = window.width * c;
-    scratch.clear();
+    // Every value is written below: resizing keeps the last image's values (no zeroing).
     scratch.resize(row_len + c * window.height * width, 0.0);
     let (row, wide) = scratch.split_at_mut(row_len);
     vectorized(
