@@ -16,5 +16,5 @@ pub mod synthetic;
 pub mod tf_example;
 pub mod tfrecord;
 
-pub use record_format::{BoundingBox, Example, PartialIndex, Prepared, RecordFormat, RecordSpan};
 pub(crate) use record_format::record_error;
+pub use record_format::{BoundingBox, Example, PartialIndex, Prepared, RecordFormat, RecordSpan};
