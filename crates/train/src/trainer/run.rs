@@ -186,7 +186,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         };
         run.summaries.after_step(&scalars, &mut run.towers)?;
         run.log.progress(step);
-        if step % c.log_every == 0 || step == c.max_steps {
+        if step.is_multiple_of(c.log_every) || step == c.max_steps {
             run.log.record(&LogEntry {
                 step,
                 loss: update.loss,
@@ -199,7 +199,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             })?;
             run.interval = Interval::default();
         }
-        if step % c.checkpoint_every == 0 && step < c.max_steps {
+        if step.is_multiple_of(c.checkpoint_every) && step < c.max_steps {
             self.checkpoint(run, ckpts)?;
         }
         Ok(())
