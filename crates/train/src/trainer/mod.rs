@@ -29,7 +29,7 @@ use burn::tensor::{Device, Int, Tensor};
 use towers_models::ImageClassifier;
 use towers_multigpu::{TowerDevice, TowerLoss, parse_devices};
 
-use crate::checkpoint_dir::CheckpointDir;
+use crate::checkpoint::CheckpointDir;
 use crate::config::TrainConfig;
 use crate::error::Result;
 use crate::input::Input;
