@@ -21,6 +21,15 @@
 //! each record's distortions are seeded by its sequence number, records enter the example
 //! queue in sequence order, and the shuffle queue's picks depend only on that order.
 
+mod batch;
+mod buffer_pool;
+mod corrupt_records;
+mod ordered_gate;
+mod record_cursor;
+
+pub use batch::{BatchSlice, HostBatch, split_sizes};
+pub use corrupt_records::{CorruptRecords, RecordCount};
+
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
@@ -29,17 +38,15 @@ use std::time::Duration;
 
 use rand::SeedableRng;
 
-use crate::batch::HostBatch;
-use crate::buffer_pool::BufferPool;
-use crate::coordinator::{CoordinatedThread, Coordinator};
-use crate::corrupt_records::{CorruptRecords, CorruptTally, RecordCount};
+pub(crate) use buffer_pool::BufferPool;
+use corrupt_records::CorruptTally;
+use ordered_gate::OrderedGate;
+use record_cursor::{CursorOrder, RecordCursor, WorkItem};
+
 use crate::error::{Error, Result};
 use crate::format::RecordFormat;
 use crate::image::Planes;
-use crate::ordered_gate::OrderedGate;
-use crate::queue::{Queue, QueueError};
-use crate::queue_runner::QueueRunner;
-use crate::record_cursor::{CursorOrder, RecordCursor, WorkItem};
+use crate::queue::{CoordinatedThread, Coordinator, Queue, QueueError, QueueRunner};
 use crate::transforms::{Rng, Transform};
 
 /// The shuffling example queue's size.

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 
-use crate::corrupt_records::CorruptTally;
+use super::corrupt_records::CorruptTally;
 use crate::error::{Error, Result};
 use crate::format::{RecordFormat, RecordSpan};
 use crate::transforms::Rng;
