@@ -120,11 +120,41 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Images/sec and the CPU time they took (all threads), over one timed run.
+struct Rate {
+    per_sec: f64,
+    cpu_ms_per_image: f64,
+}
+
+/// Times `batches` calls of `next_batch` (each returning its image count).
+fn measure(
+    batches: usize,
+    mut next_batch: impl FnMut() -> anyhow::Result<usize>,
+) -> anyhow::Result<Rate> {
+    let (start, cpu) = (Instant::now(), input_stages::process_cpu_time());
+    let mut images = 0;
+    for _ in 0..batches {
+        images += next_batch()?;
+    }
+    let cpu = (input_stages::process_cpu_time() - cpu).as_secs_f64();
+    Ok(Rate {
+        per_sec: images as f64 / start.elapsed().as_secs_f64(),
+        cpu_ms_per_image: cpu * 1e3 / images as f64,
+    })
+}
+
 fn report(bench: &Bench) -> anyhow::Result<()> {
-    println!("| input | images/sec | vs synchronous |");
-    println!("|---|---:|---:|");
+    println!("| input | images/sec | vs synchronous | CPU ms/image |");
+    println!("|---|---:|---:|---:|");
     let base = synchronous(bench)?;
-    println!("| synchronous loop (1 thread, no queues) | {base:.0} | 1.00 |");
+    let row = |name: &str, rate: &Rate| {
+        let (per_sec, cpu) = (rate.per_sec, rate.cpu_ms_per_image);
+        println!(
+            "| {name} | {per_sec:.0} | {:.2} | {cpu:.2} |",
+            per_sec / base.per_sec
+        );
+    };
+    row("synchronous loop (1 thread, no queues)", &base);
     for (readers, deterministic) in [(1, true), (2, true), (4, true), (4, false)] {
         let rate = pipelined(bench, readers, deterministic)?;
         let mode = if deterministic {
@@ -132,15 +162,12 @@ fn report(bench: &Bench) -> anyhow::Result<()> {
         } else {
             ", nondeterministic"
         };
-        println!(
-            "| pipeline, {readers} reader(s){mode} | {rate:.0} | {:.2} |",
-            rate / base
-        );
+        row(&format!("pipeline, {readers} reader(s){mode}"), &rate);
     }
     Ok(())
 }
 
-fn pipelined(bench: &Bench, readers: usize, deterministic: bool) -> anyhow::Result<f64> {
+fn pipelined(bench: &Bench, readers: usize, deterministic: bool) -> anyhow::Result<Rate> {
     let config = PipelineConfig {
         reader_threads: readers,
         read_chunk: bench.read_chunk,
@@ -157,12 +184,9 @@ fn pipelined(bench: &Bench, readers: usize, deterministic: bool) -> anyhow::Resu
     for _ in 0..12 {
         pipeline.next_batch()?;
     }
-    let start = Instant::now();
-    let mut images = 0;
-    for _ in 0..bench.batches {
-        images += pipeline.next_batch()?.map_or(0, |b| b.len());
-    }
-    let rate = images as f64 / start.elapsed().as_secs_f64();
+    let rate = measure(bench.batches, || {
+        Ok(pipeline.next_batch()?.map_or(0, |b| b.len()))
+    })?;
     pipeline.stop()?;
     Ok(rate)
 }
@@ -170,7 +194,7 @@ fn pipelined(bench: &Bench, readers: usize, deterministic: bool) -> anyhow::Resu
 /// The same work without threads or queues: read a record, decode and distort it
 /// ([`RecordFormat::prepare`], as a reader thread does), append it to the batch, in file order.
 /// The batch's memory is reused, as the pipeline's batch pool does.
-fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
+fn synchronous(bench: &Bench) -> anyhow::Result<Rate> {
     let mut records = bench
         .files
         .iter()
@@ -210,10 +234,5 @@ fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
         Ok(labels.len())
     };
     next_batch()?;
-    let start = Instant::now();
-    let mut count = 0;
-    for _ in 0..bench.batches {
-        count += next_batch()?;
-    }
-    Ok(count as f64 / start.elapsed().as_secs_f64())
+    measure(bench.batches, next_batch)
 }

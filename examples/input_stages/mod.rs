@@ -109,12 +109,22 @@ impl Clock<'_> {
 
 /// The CPU time this thread has used.
 fn cpu_time() -> Duration {
+    cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// The CPU time all of this process's threads have used.
+pub fn process_cpu_time() -> Duration {
+    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// The time of one of Linux's CPU-time clocks.
+fn cpu_clock(clock: libc::clockid_t) -> Duration {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `t` is a valid timespec to write; the clock id is a constant of Linux.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    let status = unsafe { libc::clock_gettime(clock, &mut t) };
+    assert_eq!(status, 0, "clock_gettime({clock})");
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }

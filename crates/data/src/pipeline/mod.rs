@@ -76,7 +76,8 @@ pub struct PipelineConfig {
     pub reader_threads: usize,
     /// Consecutive records a reader takes at once: one read, one lock and one ordered hand-off
     /// per chunk. Larger chunks cost less per record; each reader holds a chunk of decoded
-    /// images in memory, and in deterministic mode may park one more that is ahead of its turn.
+    /// images in memory, and in deterministic mode may park up to four more that are ahead of
+    /// their turn.
     pub read_chunk: usize,
     /// `Some`: a shuffle queue; `None`: a FIFO queue of `fifo_capacity` examples.
     pub shuffle: Option<ShuffleConfig>,
@@ -236,10 +237,10 @@ impl Pipeline {
             None => Queue::fifo(config.fifo_capacity),
         });
         let batches = Arc::new(Queue::fifo(config.prefetch));
-        // Each reader may park one chunk ahead of the next one to enter the queue.
+        // Readers may park four chunks each ahead of the next one to enter the queue.
         let gate = config
             .deterministic
-            .then(|| Arc::new(OrderedGate::new(config.reader_threads)));
+            .then(|| Arc::new(OrderedGate::new(4 * config.reader_threads)));
         if let Some(gate) = &gate {
             let gate = Arc::clone(gate);
             coord.on_stop(move || gate.cancel());
