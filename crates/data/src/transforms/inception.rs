@@ -85,6 +85,7 @@ impl InceptionTrain {
         let delta = rng.random_range(-self.max_brightness_delta..=self.max_brightness_delta);
         let bright = move |v: f32| v + delta;
         let finish = move |v: f32| signed_unit(v.clamp(0.0, 1.0));
+        // TF's two orders both put saturation right before hue: one HSV round trip does both.
         // Closures over pixels spell out their three values: `[f32; 3]::map` stops the loops
         // from vectorizing.
         if rng.random_bool(0.5) {
@@ -95,9 +96,8 @@ impl InceptionTrain {
             contrast_planes_between(planes, contrast, |v| v, finish);
         } else {
             let factor = rng.random_range(self.contrast.0..=self.contrast.1);
-            let means: [f32; 3] = channel_means(planes, bright).try_into().expect("RGB");
+            let [mr, mg, mb]: [f32; 3] = channel_means(planes, bright).try_into().expect("RGB");
             let (saturation, hue) = self.draw_saturation_and_hue(rng);
-            let [mr, mg, mb] = means;
             let brighten_and_contrast = move |[r, g, b]: [f32; 3]| {
                 [
                     contrast(bright(r), mr, factor),
