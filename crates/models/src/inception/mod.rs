@@ -52,6 +52,11 @@ pub struct InceptionV3Config {
     /// L2 decay of every convolution and fully-connected weight (not biases, not beta).
     #[config(default = 0.00004)]
     pub weight_decay: f64,
+    /// Decay of the batch-norm moving statistics (TF-slim's `batch_norm_decay`). TF's 0.9997
+    /// suits long runs; a run of a few hundred steps needs a smaller one (0.9, say) for its
+    /// moving statistics to reach the data's before evaluation.
+    #[config(default = 0.9997)]
+    pub batch_norm_decay: f64,
 }
 
 /// Inception v3 (Szegedy et al., "Rethinking the Inception Architecture"), TF-slim's layout
@@ -129,22 +134,29 @@ impl InceptionV3Config {
             self.num_classes > 0 && (0.0..=1.0).contains(&self.label_smoothing),
             "num_classes must be positive and label_smoothing within [0, 1]"
         );
+        let scope = ArgScope::new(self.batch_norm_decay, device);
         let stem = |c_in, c_out, k, stride, padding| {
-            BasicConvConfig::new([c_in, c_out], [k, k])
+            scope
+                .config(c_in, c_out, [k, k])
                 .with_stride([stride, stride])
                 .with_padding(padding)
                 .init(device)
         };
         let (valid, same) = (PaddingConfig2d::Valid, PaddingConfig2d::Same);
-        let mixed_5b = InceptionAConfig::new(192, 32);
-        let mixed_5c = InceptionAConfig::new(mixed_5b.out_channels(), 64);
-        let mixed_5d = InceptionAConfig::new(mixed_5c.out_channels(), 64);
-        let mixed_6a = InceptionBConfig::new(mixed_5d.out_channels());
-        let c = |c7| InceptionCConfig::new(mixed_6a.out_channels(), c7);
+        let decay = self.batch_norm_decay;
+        let a = |c_in, pool| InceptionAConfig::new(c_in, pool).with_batch_norm_decay(decay);
+        let mixed_5b = a(192, 32);
+        let mixed_5c = a(mixed_5b.out_channels(), 64);
+        let mixed_5d = a(mixed_5c.out_channels(), 64);
+        let mixed_6a = InceptionBConfig::new(mixed_5d.out_channels()).with_batch_norm_decay(decay);
+        let c = |c7| {
+            InceptionCConfig::new(mixed_6a.out_channels(), c7).with_batch_norm_decay(decay)
+        };
         let (mixed_6b, mixed_6c, mixed_6d, mixed_6e) = (c(128), c(160), c(160), c(192));
-        let mixed_7a = InceptionDConfig::new(mixed_6e.out_channels());
-        let mixed_7b = InceptionEConfig::new(mixed_7a.out_channels());
-        let mixed_7c = InceptionEConfig::new(mixed_7b.out_channels());
+        let mixed_7a = InceptionDConfig::new(mixed_6e.out_channels()).with_batch_norm_decay(decay);
+        let e = |c_in| InceptionEConfig::new(c_in).with_batch_norm_decay(decay);
+        let mixed_7b = e(mixed_7a.out_channels());
+        let mixed_7c = e(mixed_7b.out_channels());
         let head_in = mixed_7c.out_channels();
         let mut logits = LinearConfig::new(head_in, self.num_classes).init(device);
         logits.weight = truncated_normal([head_in, self.num_classes], 0.001, device);
@@ -171,6 +183,7 @@ impl InceptionV3Config {
             aux_logits: self.aux_logits.then(|| {
                 AuxHeadConfig::new(mixed_6e.out_channels(), self.num_classes)
                     .with_pooled_size((mixed_6e_size - 5) / 3 + 1)
+                    .with_batch_norm_decay(decay)
                     .init(device)
             }),
             dropout: DropoutConfig::new(1.0 - self.dropout_keep_prob).init(),
@@ -316,17 +329,38 @@ impl ImageClassifier for InceptionV3 {
     }
 }
 
-/// A SAME, stride-1 [`BasicConv`] with the default stddev: most of the network.
-fn conv(c_in: usize, c_out: usize, kernel: [usize; 2], device: &Device) -> BasicConv {
-    BasicConvConfig::new([c_in, c_out], kernel).init(device)
+/// What every [`BasicConv`] of the network shares (TF-slim's arg scope): the batch-norm decay
+/// and the device.
+struct ArgScope<'a> {
+    batch_norm_decay: f64,
+    device: &'a Device,
 }
 
-/// A 3x3, stride-2, VALID [`BasicConv`]: the grid reductions.
-fn reduce(c_in: usize, c_out: usize, device: &Device) -> BasicConv {
-    BasicConvConfig::new([c_in, c_out], [3, 3])
-        .with_stride([2, 2])
-        .with_padding(PaddingConfig2d::Valid)
-        .init(device)
+impl<'a> ArgScope<'a> {
+    fn new(batch_norm_decay: f64, device: &'a Device) -> Self {
+        Self {
+            batch_norm_decay,
+            device,
+        }
+    }
+
+    /// A SAME, stride-1 convolution with the default stddev, to be adjusted.
+    fn config(&self, c_in: usize, c_out: usize, kernel: [usize; 2]) -> BasicConvConfig {
+        BasicConvConfig::new([c_in, c_out], kernel).with_momentum(1.0 - self.batch_norm_decay)
+    }
+
+    /// A SAME, stride-1 [`BasicConv`] with the default stddev: most of the network.
+    fn conv(&self, c_in: usize, c_out: usize, kernel: [usize; 2]) -> BasicConv {
+        self.config(c_in, c_out, kernel).init(self.device)
+    }
+
+    /// A 3x3, stride-2, VALID [`BasicConv`]: the grid reductions.
+    fn reduce(&self, c_in: usize, c_out: usize) -> BasicConv {
+        self.config(c_in, c_out, [3, 3])
+            .with_stride([2, 2])
+            .with_padding(PaddingConfig2d::Valid)
+            .init(self.device)
+    }
 }
 
 /// Max pool 3x3, stride 2, VALID.
@@ -453,6 +487,37 @@ mod tests {
         let aux = model.aux_logits.as_ref().unwrap();
         assert!((std_ratio(&aux.conv2d_2a.conv.weight, 0.01) - 1.0).abs() < 0.02);
         assert!((std_ratio(&aux.conv2d_2b_1x1.weight, 0.001) - 1.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn batch_norm_decay_reaches_every_batch_norm() {
+        // One training forward from zero averages moves each running mean by `1 - decay`
+        // times the batch mean: at decay 0.9 exactly 0.1 / 0.0003 times TF's 0.9997 step.
+        let running_means = |decay: f64| {
+            let device = Device::flex().autodiff();
+            device.seed(4);
+            let model = InceptionV3Config::new(3)
+                .with_image_size(107)
+                .with_batch_norm_decay(decay)
+                .init(&device);
+            let (images, _) = batch(2, 107, 3, &device);
+            let _ = model.forward_with_aux(images);
+            crate::params::walk_values(&model)
+                .into_iter()
+                .filter(|(path, _, _)| path.ends_with("running_mean"))
+                .collect::<Vec<_>>()
+        };
+        let (tf, short) = (running_means(0.9997), running_means(0.9));
+        assert_eq!(tf.len(), 96);
+        for ((path, _, tf), (_, _, short)) in tf.iter().zip(&short) {
+            let (i, largest) = tf
+                .iter()
+                .enumerate()
+                .fold((0, 0f32), |m, (i, &v)| if v.abs() > m.1 { (i, v.abs()) } else { m });
+            assert!(largest > 0.0, "{path} did not move");
+            let ratio = short[i] / tf[i];
+            assert!((ratio / (0.1 / 0.0003) - 1.0).abs() < 1e-3, "{path}: {ratio}");
+        }
     }
 
     #[test]

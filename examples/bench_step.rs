@@ -1,0 +1,218 @@
+//! Where the CIFAR-10 tutorial net's training step (batch 128, with LRN) spends its time, on
+//! the default CPU backend (flex) or the device `TOWERS_BENCH_DEVICE` names; the peer is
+//! `bench/peers/tf_cifar10_step.py`, which times TF's layers the same way.
+//!
+//! `cargo run --release --example bench_step [REPS]` (default 20; medians after a warm-up).
+//!
+//! 1. Each layer in isolation: forward alone, then forward and backward (the gradient of the
+//!    output's sum with respect to the layer's weights and, except for conv1, whose input is
+//!    the images, its input); backward is the difference.
+//! 2. The whole net: loss forward, forward+backward, and the full step with the trainer's
+//!    optimizer (plain SGD, TF's) and the loss read back.
+//! 3. Other formulations of the layers whose cost is ours to choose, each against the one the
+//!    model uses, in rows that alternate call by call.
+
+use std::time::Instant;
+
+mod bench_common;
+use bench_common::{bench_device, cifar_batch, median, reps};
+
+use burn::nn::PaddingConfig2d;
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::optim::GradientsParams;
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Distribution, Tensor};
+use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier, LrnConfig};
+use towers_train::OptimizerConfig;
+
+/// A layer under test: its input's shape, whether the gradient reaches its input, and the sum
+/// of its output.
+struct Layer<'a> {
+    name: &'static str,
+    input: [usize; 4],
+    input_grad: bool,
+    run: Box<dyn Fn(Tensor<4>) -> Tensor<1> + 'a>,
+}
+
+impl<'a> Layer<'a> {
+    fn new(
+        name: &'static str,
+        input: [usize; 4],
+        input_grad: bool,
+        run: impl Fn(Tensor<4>) -> Tensor<1> + 'a,
+    ) -> Self {
+        Self {
+            name,
+            input,
+            input_grad,
+            run: Box::new(run),
+        }
+    }
+}
+
+fn main() {
+    let reps = reps(20);
+    let (entry, device) = bench_device();
+    device.seed(0);
+    let net = Cifar10Config::new().init(&device);
+    println!("CIFAR-10 tutorial net, batch 128, {entry}, median of {reps} calls, ms");
+    println!(
+        "{:<40} {:>8} {:>9} {:>8}",
+        "layer", "forward", "backward", "fwd+bwd"
+    );
+    let mut total = [0.0, 0.0];
+    for layer in layers(&net) {
+        let [fwd, both] = time_layer(&layer, reps, &device);
+        total = [total[0] + fwd, total[1] + both];
+        row(layer.name, fwd, both);
+    }
+    row("sum of layers", total[0], total[1]);
+    whole_step(net, reps, &device);
+
+    println!("\nformulations (the model's first), same input, alternating calls:");
+    for group in alternatives() {
+        let times = time_alternating(&group, reps, &device);
+        for (layer, [fwd, both]) in group.iter().zip(times) {
+            row(layer.name, fwd, both);
+        }
+    }
+}
+
+fn row(name: &str, fwd: f64, both: f64) {
+    println!("{name:<40} {fwd:>8.2} {:>9.2} {both:>8.2}", both - fwd);
+}
+
+fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
+
+    // Dense layers take [n, features, 1, 1], flattened: the reshape is free.
+    let flat = |x: Tensor<4>| x.flatten::<2>(1, 3);
+    vec![
+        Layer::new("conv1 + relu", [128, 3, 24, 24], false, |x| relu(net.conv1.forward(x)).sum()),
+        Layer::new("pool1", [128, 64, 24, 24], true, |x| net.pool1.forward(x).sum()),
+        Layer::new("norm1 (LRN)", [128, 64, 12, 12], true, |x| net.norm1.forward(x).sum()),
+        Layer::new("conv2 + relu", [128, 64, 12, 12], true, |x| relu(net.conv2.forward(x)).sum()),
+        Layer::new("norm2 (LRN)", [128, 64, 12, 12], true, |x| net.norm2.forward(x).sum()),
+        Layer::new("pool2", [128, 64, 12, 12], true, |x| net.pool2.forward(x).sum()),
+        Layer::new(
+            "NHWC flatten + local3 + relu",
+            [128, 64, 6, 6],
+            true,
+            |x| relu(net.local3.forward(x.permute([0, 2, 3, 1]).flatten::<2>(1, 3))).sum(),
+        ),
+        Layer::new("local4 + relu", [128, 384, 1, 1], true, move |x| relu(net.local4.forward(flat(x))).sum()),
+        Layer::new("softmax_linear", [128, 192, 1, 1], true, move |x| net.softmax_linear.forward(flat(x)).sum()),
+    ]
+}
+
+/// Forward and forward+backward medians of one layer, in ms.
+fn time_layer(layer: &Layer, reps: usize, device: &Device) -> [f64; 2] {
+    time_alternating(std::slice::from_ref(layer), reps, device)[0]
+}
+
+/// Forward and forward+backward medians of layers of one input shape, called in turn, in ms.
+fn time_alternating(layers: &[Layer], reps: usize, device: &Device) -> Vec<[f64; 2]> {
+    let mut x = Tensor::<4>::random(layers[0].input, Distribution::Uniform(-1.0, 1.0), device);
+    if layers[0].input_grad {
+        x = x.require_grad();
+    }
+    let mut times = vec![[Vec::new(), Vec::new()]; layers.len()];
+    for rep in 0..reps + 1 {
+        for (layer, times) in layers.iter().zip(&mut times) {
+            let start = Instant::now();
+            let _: f32 = (layer.run)(x.clone()).into_scalar();
+            let fwd = start.elapsed();
+            let start = Instant::now();
+            let _grads = (layer.run)(x.clone()).backward();
+            device.sync().unwrap();
+            if rep > 0 {
+                times[0].push(fwd);
+                times[1].push(start.elapsed());
+            }
+        }
+    }
+    times
+        .into_iter()
+        .map(|[f, b]| [median(f) * 1e3, median(b) * 1e3])
+        .collect()
+}
+
+fn whole_step(mut net: Cifar10Net, reps: usize, device: &Device) {
+    let batch = cifar_batch(128, device);
+    let (x, y) = batch.as_slice().to_tensors(device);
+    let mut optim = OptimizerConfig::Sgd.init();
+    let mut times = [Vec::new(), Vec::new(), Vec::new()];
+    for rep in 0..reps + 1 {
+        let start = Instant::now();
+        let _: f32 = net.loss(x.clone(), y.clone()).loss.into_scalar();
+        let fwd = start.elapsed();
+        let start = Instant::now();
+        let _grads = net.loss(x.clone(), y.clone()).loss.backward();
+        device.sync().unwrap();
+        let both = start.elapsed();
+        let start = Instant::now();
+        let loss = net.loss(x.clone(), y.clone()).loss;
+        let grads = GradientsParams::from_grads(loss.backward(), &net);
+        let _: f32 = loss.into_scalar();
+        net = optim.step(0.1, net, grads);
+        if rep > 0 {
+            for (t, d) in times.iter_mut().zip([fwd, both, start.elapsed()]) {
+                t.push(d);
+            }
+        }
+    }
+    let [fwd, both, step] = times.map(|t| median(t) * 1e3);
+    println!("{:<40} {fwd:>8.2}", "whole net: loss forward");
+    println!("{:<40} {both:>8.2}", "whole net: forward+backward");
+    println!(
+        "{:<40} {step:>8.2}   ({:.0} examples/s)",
+        "whole step: forward+backward+SGD",
+        128e3 / step
+    );
+}
+
+/// Groups of formulations of one computation, the model's first.
+fn alternatives() -> Vec<Vec<Layer<'static>>> {
+    let same = MaxPool2dConfig::new([3, 3])
+        .with_strides([2, 2])
+        .with_padding(PaddingConfig2d::Same)
+        .init();
+    // TF's SAME pads 24 and 12 at the end only: the same windows as no padding in ceil mode.
+    let ceil = MaxPool2dConfig::new([3, 3])
+        .with_strides([2, 2])
+        .with_ceil_mode(true)
+        .init();
+    let pool_layer = |name, input, pool: MaxPool2d| Layer {
+        name,
+        input,
+        input_grad: true,
+        run: Box::new(move |x| pool.forward(x).sum()),
+    };
+    let lrn_layer = |name, beta| {
+        let lrn = LrnConfig::new()
+            .with_depth_radius(4)
+            .with_alpha(0.001 / 9.0)
+            .with_beta(beta)
+            .init();
+        Layer {
+            name,
+            input: [128, 64, 12, 12],
+            input_grad: true,
+            run: Box::new(move |x| lrn.forward(x).sum()),
+        }
+    };
+    vec![
+        vec![
+            pool_layer("pool1: SAME (pad, then pool)", [128, 64, 24, 24], same.clone()),
+            pool_layer("pool1: no padding, ceil mode", [128, 64, 24, 24], ceil.clone()),
+        ],
+        vec![
+            pool_layer("pool2: SAME (pad, then pool)", [128, 64, 12, 12], same),
+            pool_layer("pool2: no padding, ceil mode", [128, 64, 12, 12], ceil),
+        ],
+        // Any beta but 0.5 and 0.75 takes the generic powf path.
+        vec![
+            lrn_layer("LRN: x * (s^1/2 * s^1/4)^-1 (beta 0.75)", 0.75),
+            lrn_layer("LRN: x * s.powf(-beta) (beta 0.7501)", 0.7501),
+        ],
+    ]
+}
