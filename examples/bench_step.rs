@@ -21,7 +21,8 @@ use burn::nn::PaddingConfig2d;
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::optim::GradientsParams;
 use burn::tensor::activation::relu;
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::ops::PadMode;
+use burn::tensor::{Device, Distribution, Tensor, s};
 use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
 use towers_train::OptimizerConfig;
 
@@ -83,24 +84,40 @@ fn row(name: &str, fwd: f64, both: f64) {
 }
 
 fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
-
     // Dense layers take [n, features, 1, 1], flattened: the reshape is free.
     let flat = |x: Tensor<4>| x.flatten::<2>(1, 3);
     vec![
-        Layer::new("conv1 + relu", [128, 3, 24, 24], false, |x| relu(net.conv1.forward(x)).sum()),
-        Layer::new("pool1", [128, 64, 24, 24], true, |x| net.pool1.forward(x).sum()),
-        Layer::new("norm1 (LRN)", [128, 64, 12, 12], true, |x| net.norm1.forward(x).sum()),
-        Layer::new("conv2 + relu", [128, 64, 12, 12], true, |x| relu(net.conv2.forward(x)).sum()),
-        Layer::new("norm2 (LRN)", [128, 64, 12, 12], true, |x| net.norm2.forward(x).sum()),
-        Layer::new("pool2", [128, 64, 12, 12], true, |x| net.pool2.forward(x).sum()),
-        Layer::new(
-            "NHWC flatten + local3 + relu",
-            [128, 64, 6, 6],
-            true,
-            |x| relu(net.local3.forward(x.permute([0, 2, 3, 1]).flatten::<2>(1, 3))).sum(),
-        ),
-        Layer::new("local4 + relu", [128, 384, 1, 1], true, move |x| relu(net.local4.forward(flat(x))).sum()),
-        Layer::new("softmax_linear", [128, 192, 1, 1], true, move |x| net.softmax_linear.forward(flat(x)).sum()),
+        Layer::new("conv1 + relu", [128, 3, 24, 24], false, |x| {
+            relu(net.conv1.forward(x)).sum()
+        }),
+        Layer::new("pool1", [128, 64, 24, 24], true, |x| {
+            net.pool1.forward(x).sum()
+        }),
+        Layer::new("norm1 (LRN)", [128, 64, 12, 12], true, |x| {
+            net.norm1.forward(x).sum()
+        }),
+        Layer::new("conv2 + relu", [128, 64, 12, 12], true, |x| {
+            relu(net.conv2.forward(x)).sum()
+        }),
+        Layer::new("norm2 (LRN)", [128, 64, 12, 12], true, |x| {
+            net.norm2.forward(x).sum()
+        }),
+        Layer::new("pool2", [128, 64, 12, 12], true, |x| {
+            net.pool2.forward(x).sum()
+        }),
+        Layer::new("NHWC flatten + local3 + relu", [128, 64, 6, 6], true, |x| {
+            relu(
+                net.local3
+                    .forward(x.permute([0, 2, 3, 1]).flatten::<2>(1, 3)),
+            )
+            .sum()
+        }),
+        Layer::new("local4 + relu", [128, 384, 1, 1], true, move |x| {
+            relu(net.local4.forward(flat(x))).sum()
+        }),
+        Layer::new("softmax_linear", [128, 192, 1, 1], true, move |x| {
+            net.softmax_linear.forward(flat(x)).sum()
+        }),
     ]
 }
 
@@ -187,14 +204,40 @@ fn alternatives() -> Vec<Vec<Layer<'static>>> {
         input_grad: true,
         run: Box::new(move |x| pool.forward(x).sum()),
     };
+    let separable = |name, input| Layer::new(name, input, true, |x| separable_max_pool(x).sum());
     vec![
         vec![
-            pool_layer("pool1: no padding, ceil mode", [128, 64, 24, 24], ceil.clone()),
-            pool_layer("pool1: SAME (pad, then pool)", [128, 64, 24, 24], same.clone()),
+            pool_layer(
+                "pool1: no padding, ceil mode",
+                [128, 64, 24, 24],
+                ceil.clone(),
+            ),
+            pool_layer(
+                "pool1: SAME (pad, then pool)",
+                [128, 64, 24, 24],
+                same.clone(),
+            ),
+            separable("pool1: max of strided slices", [128, 64, 24, 24]),
         ],
         vec![
             pool_layer("pool2: no padding, ceil mode", [128, 64, 12, 12], ceil),
             pool_layer("pool2: SAME (pad, then pool)", [128, 64, 12, 12], same),
+            separable("pool2: max of strided slices", [128, 64, 12, 12]),
         ],
     ]
+}
+
+/// 3x3/2 max pooling with TF's SAME padding of even sizes (one -inf row and column at the
+/// end) as elementwise maxima of strided slices, rows then columns: four `max_pair`s.
+fn separable_max_pool(x: Tensor<4>) -> Tensor<4> {
+    let [_, _, h, w] = x.dims();
+    let (oh, ow) = (h.div_ceil(2), w.div_ceil(2));
+    let x = x.pad(
+        [(0, 0), (0, 0), (0, 2 * oh + 1 - h), (0, 2 * ow + 1 - w)],
+        PadMode::Constant(f32::NEG_INFINITY),
+    );
+    let rows = |k: usize| x.clone().slice(s![.., .., k..k + 2 * oh - 1;2, ..]);
+    let x = rows(0).max_pair(rows(1)).max_pair(rows(2));
+    let cols = |k: usize| x.clone().slice(s![.., .., .., k..k + 2 * ow - 1;2]);
+    cols(0).max_pair(cols(1)).max_pair(cols(2))
 }

@@ -19,8 +19,8 @@ use clap::Parser;
 use burn_towers::data::transforms::{InceptionEval, InceptionTrain};
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
-    BUILTIN_CLASSES, InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trainer, evaluate, export_safetensors,
-    inception_image_size, parse_args,
+    BUILTIN_CLASSES, InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trainer, evaluate,
+    export_safetensors, inception_image_size, parse_args,
 };
 
 #[derive(Parser)]

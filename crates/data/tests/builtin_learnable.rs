@@ -77,7 +77,12 @@ fn distorted_classes_are_told_apart_by_nearest_centroid() {
     let spread: [f32; 3] = std::array::from_fn(|i| {
         let n = train.len() as f32;
         let mean = train.iter().map(|(f, _)| f[i]).sum::<f32>() / n;
-        (train.iter().map(|(f, _)| (f[i] - mean).powi(2)).sum::<f32>() / n).sqrt()
+        (train
+            .iter()
+            .map(|(f, _)| (f[i] - mean).powi(2))
+            .sum::<f32>()
+            / n)
+            .sqrt()
     });
     let scaled = |f: &[f32; 3]| std::array::from_fn::<f32, 3, _>(|i| f[i] / spread[i]);
     let mut centroids = [[0.0f32; 3]; CLASSES];
@@ -97,5 +102,8 @@ fn distorted_classes_are_told_apart_by_nearest_centroid() {
     let correct = held_out.iter().filter(|(f, l)| nearest(f) == *l).count();
     let accuracy = correct as f32 / held_out.len() as f32;
     // Chance is 0.25.
-    assert!(accuracy >= 0.9, "held-out accuracy {accuracy} ({correct}/48)");
+    assert!(
+        accuracy >= 0.9,
+        "held-out accuracy {accuracy} ({correct}/48)"
+    );
 }

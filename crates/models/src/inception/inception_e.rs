@@ -40,12 +40,7 @@ impl InceptionEConfig {
     pub fn init(&self, device: &Device) -> InceptionE {
         let s = ArgScope::new(self.batch_norm_decay, device);
         let c = self.in_channels;
-        let split = || {
-            vec![
-                s.conv(384, 384, [1, 3]),
-                s.conv(384, 384, [3, 1]),
-            ]
-        };
+        let split = || vec![s.conv(384, 384, [1, 3]), s.conv(384, 384, [3, 1])];
         InceptionE {
             branch_0: s.conv(c, 320, [1, 1]),
             branch_1: s.conv(c, 384, [1, 1]),

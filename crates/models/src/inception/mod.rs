@@ -149,9 +149,8 @@ impl InceptionV3Config {
         let mixed_5c = a(mixed_5b.out_channels(), 64);
         let mixed_5d = a(mixed_5c.out_channels(), 64);
         let mixed_6a = InceptionBConfig::new(mixed_5d.out_channels()).with_batch_norm_decay(decay);
-        let c = |c7| {
-            InceptionCConfig::new(mixed_6a.out_channels(), c7).with_batch_norm_decay(decay)
-        };
+        let c =
+            |c7| InceptionCConfig::new(mixed_6a.out_channels(), c7).with_batch_norm_decay(decay);
         let (mixed_6b, mixed_6c, mixed_6d, mixed_6e) = (c(128), c(160), c(160), c(192));
         let mixed_7a = InceptionDConfig::new(mixed_6e.out_channels()).with_batch_norm_decay(decay);
         let e = |c_in| InceptionEConfig::new(c_in).with_batch_norm_decay(decay);
@@ -516,10 +515,9 @@ mod tests {
         let once = means();
         let _ = m.forward_with_aux(images);
         for (layer, (once, twice)) in once.iter().zip(&means()).enumerate() {
-            let (i, largest) = once
-                .iter()
-                .enumerate()
-                .fold((0, 0f32), |m, (i, &v)| if v.abs() > m.1 { (i, v.abs()) } else { m });
+            let (i, largest) = once.iter().enumerate().fold((0, 0f32), |m, (i, &v)| {
+                if v.abs() > m.1 { (i, v.abs()) } else { m }
+            });
             assert!(largest > 0.0, "layer {layer} did not move");
             let ratio = twice[i] / once[i];
             assert!((ratio - 1.9).abs() < 1e-3, "layer {layer}: {ratio}");
