@@ -15,6 +15,7 @@
 use std::time::Instant;
 
 mod bench_common;
+use bench_common::layer_timing::{Layer, row, time_alternating, time_layer};
 use bench_common::{bench_device, cifar_batch, median, reps};
 
 use burn::nn::PaddingConfig2d;
@@ -22,34 +23,9 @@ use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::optim::GradientsParams;
 use burn::tensor::activation::relu;
 use burn::tensor::ops::PadMode;
-use burn::tensor::{Device, Distribution, Tensor, s};
+use burn::tensor::{Device, Tensor, s};
 use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
 use towers_train::OptimizerConfig;
-
-/// A layer under test: its input's shape, whether the gradient reaches its input, and the sum
-/// of its output.
-struct Layer<'a> {
-    name: &'static str,
-    input: [usize; 4],
-    input_grad: bool,
-    run: Box<dyn Fn(Tensor<4>) -> Tensor<1> + 'a>,
-}
-
-impl<'a> Layer<'a> {
-    fn new(
-        name: &'static str,
-        input: [usize; 4],
-        input_grad: bool,
-        run: impl Fn(Tensor<4>) -> Tensor<1> + 'a,
-    ) -> Self {
-        Self {
-            name,
-            input,
-            input_grad,
-            run: Box::new(run),
-        }
-    }
-}
 
 fn main() {
     let reps = reps(20);
@@ -77,10 +53,6 @@ fn main() {
             row(layer.name, fwd, both);
         }
     }
-}
-
-fn row(name: &str, fwd: f64, both: f64) {
-    println!("{name:<40} {fwd:>8.2} {:>9.2} {both:>8.2}", both - fwd);
 }
 
 fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
@@ -119,38 +91,6 @@ fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
             net.softmax_linear.forward(flat(x)).sum()
         }),
     ]
-}
-
-/// Forward and forward+backward medians of one layer, in ms.
-fn time_layer(layer: &Layer, reps: usize, device: &Device) -> [f64; 2] {
-    time_alternating(std::slice::from_ref(layer), reps, device)[0]
-}
-
-/// Forward and forward+backward medians of layers of one input shape, called in turn, in ms.
-fn time_alternating(layers: &[Layer], reps: usize, device: &Device) -> Vec<[f64; 2]> {
-    let mut x = Tensor::<4>::random(layers[0].input, Distribution::Uniform(-1.0, 1.0), device);
-    if layers[0].input_grad {
-        x = x.require_grad();
-    }
-    let mut times = vec![[Vec::new(), Vec::new()]; layers.len()];
-    for rep in 0..reps + 1 {
-        for (layer, times) in layers.iter().zip(&mut times) {
-            let start = Instant::now();
-            let _: f32 = (layer.run)(x.clone()).into_scalar();
-            let fwd = start.elapsed();
-            let start = Instant::now();
-            let _grads = (layer.run)(x.clone()).backward();
-            device.sync().unwrap();
-            if rep > 0 {
-                times[0].push(fwd);
-                times[1].push(start.elapsed());
-            }
-        }
-    }
-    times
-        .into_iter()
-        .map(|[f, b]| [median(f) * 1e3, median(b) * 1e3])
-        .collect()
 }
 
 fn whole_step(mut net: Cifar10Net, reps: usize, device: &Device) {
@@ -198,11 +138,8 @@ fn alternatives() -> Vec<Vec<Layer<'static>>> {
         .with_strides([2, 2])
         .with_ceil_mode(true)
         .init();
-    let pool_layer = |name, input, pool: MaxPool2d| Layer {
-        name,
-        input,
-        input_grad: true,
-        run: Box::new(move |x| pool.forward(x).sum()),
+    let pool_layer = |name, input, pool: MaxPool2d| {
+        Layer::new(name, input, true, move |x| pool.forward(x).sum())
     };
     let separable = |name, input| Layer::new(name, input, true, |x| separable_max_pool(x).sum());
     vec![
