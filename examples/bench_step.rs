@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 mod bench_common;
-use bench_common::layer_timing::{Layer, row, time_alternating, time_layer};
+use bench_common::layer_timing::{Layer, alternatives_rows, layer_table};
 use bench_common::{bench_device, cifar_batch, median, reps};
 
 use burn::nn::PaddingConfig2d;
@@ -33,25 +33,12 @@ fn main() {
     device.seed(0);
     let net = Cifar10Config::new().init(&device);
     println!("CIFAR-10 tutorial net, batch 128, {entry}, median of {reps} calls, ms");
-    println!(
-        "{:<40} {:>8} {:>9} {:>8}",
-        "layer", "forward", "backward", "fwd+bwd"
-    );
-    let mut total = [0.0, 0.0];
-    for layer in layers(&net) {
-        let [fwd, both] = time_layer(&layer, reps, &device);
-        total = [total[0] + fwd, total[1] + both];
-        row(layer.name, fwd, both);
-    }
-    row("sum of layers", total[0], total[1]);
+    layer_table(layers(&net), reps, &device);
     whole_step(net, reps, &device);
 
     println!("\nformulations (the model's first), same input, alternating calls:");
     for group in alternatives() {
-        let times = time_alternating(&group, reps, &device);
-        for (layer, [fwd, both]) in group.iter().zip(times) {
-            row(layer.name, fwd, both);
-        }
+        alternatives_rows(&group, reps, &device);
     }
 }
 

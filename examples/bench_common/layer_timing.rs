@@ -32,18 +32,41 @@ impl<'a> Layer<'a> {
     }
 }
 
+/// Times each layer alone and prints a table with their sum.
+pub fn layer_table(layers: Vec<Layer>, reps: usize, device: &Device) {
+    let header = ["layer", "forward", "backward", "fwd+bwd"];
+    println!(
+        "{:<40} {:>8} {:>9} {:>8}",
+        header[0], header[1], header[2], header[3]
+    );
+    let mut total = [0.0, 0.0];
+    for layer in layers {
+        let [fwd, both] = time_layer(&layer, reps, device);
+        total = [total[0] + fwd, total[1] + both];
+        row(layer.name, fwd, both);
+    }
+    row("sum of layers", total[0], total[1]);
+}
+
+/// Times formulations of one computation call by call in turn and prints a row each.
+pub fn alternatives_rows(group: &[Layer], reps: usize, device: &Device) {
+    for (layer, [fwd, both]) in group.iter().zip(time_alternating(group, reps, device)) {
+        row(layer.name, fwd, both);
+    }
+}
+
 /// Prints a row: forward, backward (the difference) and forward+backward, in ms.
-pub fn row(name: &str, fwd: f64, both: f64) {
+fn row(name: &str, fwd: f64, both: f64) {
     println!("{name:<40} {fwd:>8.2} {:>9.2} {both:>8.2}", both - fwd);
 }
 
 /// Forward and forward+backward medians of one layer, in ms.
-pub fn time_layer(layer: &Layer, reps: usize, device: &Device) -> [f64; 2] {
+fn time_layer(layer: &Layer, reps: usize, device: &Device) -> [f64; 2] {
     time_alternating(std::slice::from_ref(layer), reps, device)[0]
 }
 
 /// Forward and forward+backward medians of layers of one input shape, called in turn, in ms.
-pub fn time_alternating(layers: &[Layer], reps: usize, device: &Device) -> Vec<[f64; 2]> {
+fn time_alternating(layers: &[Layer], reps: usize, device: &Device) -> Vec<[f64; 2]> {
     let mut x = Tensor::<4>::random(layers[0].input, Distribution::Uniform(-1.0, 1.0), device);
     if layers[0].input_grad {
         x = x.require_grad();
