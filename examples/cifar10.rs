@@ -30,23 +30,18 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
     let builtin;
-    let (dir, defaults) = match &args.train.data_dir {
-        Some(dir) => (dir.clone(), TrainConfig::cifar10()),
+    let (dir, config) = match &args.train.data_dir {
+        Some(dir) => (dir.clone(), args.train.config(TrainConfig::cifar10())?),
         None => {
             builtin = builtin_cifar10()?;
             println!(
                 "no --data-dir: built-in synthetic CIFAR-10 data in {}",
                 builtin.dir().display()
             );
-            // TF's 1,000,000 steps are for the real data; the built-in set is learnt in far fewer.
-            let defaults = TrainConfig {
-                max_steps: 1000,
-                ..TrainConfig::cifar10()
-            };
-            (builtin.dir().to_path_buf(), defaults)
+            let config = args.train.builtin_config(TrainConfig::cifar10_builtin())?;
+            (builtin.dir().to_path_buf(), config)
         }
     };
-    let config = args.train.config(defaults)?;
     let weight_decay = config.weight_decay;
     let readers = config.reader_threads.unwrap_or(4);
     let trained = Trainer::new(config.clone())

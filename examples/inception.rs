@@ -43,11 +43,12 @@ fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
     let data_dir = args.train.data_dir.as_deref();
     let image_size = args.image_size.unwrap_or(inception_image_size(data_dir));
-    let defaults = match data_dir {
-        Some(_) => TrainConfig::inception(),
-        None => TrainConfig::inception_builtin(),
+    let config = match data_dir {
+        Some(_) => args.train.config(TrainConfig::inception())?,
+        None => args
+            .train
+            .builtin_config(TrainConfig::inception_builtin())?,
     };
-    let config = args.train.config(defaults)?;
     let data = InceptionData::open(
         data_dir,
         Split::Train,

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use clap::{Arg, ArgAction, Parser};
 
 use crate::config::TrainConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::pretrained::LoadOptions;
+use crate::trainer::LOG_FILE;
 
 /// Flags shared by the training examples (`#[command(flatten)]` them). Each flag given
 /// overrides the `--config` file, which overrides the example's defaults.
@@ -89,6 +90,24 @@ impl TrainArgs {
         &self,
     ) -> impl Fn(M, bool) -> Result<M> + Send + Sync + 'static {
         crate::fine_tuning(self.pretrained.clone(), self.trainable_scopes.clone())
+    }
+
+    /// [`config`](Self::config) for a run on built-in data. Unless `--resume` is given, a
+    /// previous burn-towers run in the defaults' train directory (one with its log,
+    /// [`LOG_FILE`]) is removed first, as TF's `cifar10_train.py` empties its train_dir, so that
+    /// the demo commands start over each time. A directory named by a flag or the config file
+    /// is never removed, nor one this project did not write.
+    pub fn builtin_config(&self, defaults: TrainConfig) -> Result<TrainConfig> {
+        let own_dir = defaults.train_dir.clone();
+        let c = self.config(defaults)?;
+        if c.train_dir == own_dir && !c.resume && own_dir.join(LOG_FILE).exists() {
+            std::fs::remove_dir_all(&own_dir).map_err(Error::io(&own_dir))?;
+            println!(
+                "built-in data: starting over in {} (--resume continues the last run)",
+                own_dir.display()
+            );
+        }
+        Ok(c)
     }
 
     /// `defaults`, with the `--config` file over them, then the flags over that.
