@@ -8,6 +8,8 @@
 //!   `tf.train.Example`s ([`tfrecord`], [`tf_example`]), [`image_folder`]s; [`codec`] decodes
 //!   JPEG and PNG; [`transforms`] are the TF image ops of both trainers.
 //! - [`HostBatch`]: the output, split across devices and uploaded slice by slice.
+//! - [`InputPosition`]: where the input stands after the batches taken, saved with checkpoints
+//!   and restored by [`Pipeline::resume`] in constant time.
 
 pub mod atomic_file;
 mod batch;
@@ -23,6 +25,7 @@ pub mod image_folder;
 pub mod inception;
 mod ordered_gate;
 mod pipeline;
+mod position;
 mod queue;
 mod queue_runner;
 mod record_cursor;
@@ -38,5 +41,6 @@ pub use error::{Error, Result};
 pub use format::{BoundingBox, Example, PartialIndex, Prepared, RecordFormat, RecordSpan};
 pub use image::{Image, Planes, Rgb8};
 pub use pipeline::{FinalBatch, Pipeline, PipelineConfig, QueueFill, ShuffleConfig};
-pub use queue::{Queue, QueueError};
+pub use position::{CursorAt, InputPosition, RecordAt};
+pub use queue::{Held, Queue, QueueError, ShuffleRng};
 pub use queue_runner::QueueRunner;
