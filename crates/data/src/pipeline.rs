@@ -440,9 +440,13 @@ impl Reader {
     fn prepare(&self, item: &WorkItem, bytes: &[u8]) -> Result<Sample> {
         let path = self.cursor.path(item.at.file);
         let mut rng = example_rng(self.seed, item.at.seq);
-        let prepared =
-            self.format
-                .prepare(path, item.at.record, bytes, self.transform.as_ref(), &mut rng)?;
+        let prepared = self.format.prepare(
+            path,
+            item.at.record,
+            bytes,
+            self.transform.as_ref(),
+            &mut rng,
+        )?;
         Ok(Sample {
             shape: prepared.planes.shape(),
             chw: prepared.planes.into_data(),
@@ -522,7 +526,8 @@ struct Batcher {
 impl Batcher {
     fn run(&self, batches: &Queue<(HostBatch, BatchTrace)>) -> Result<()> {
         // What the example queue holds after the batch leaves it: the input position's buffer.
-        let see = |held: Held<'_, Sample>| (held.items().map(|s| s.at).collect(), held.shuffle_rng());
+        let see =
+            |held: Held<'_, Sample>| (held.items().map(|s| s.at).collect(), held.shuffle_rng());
         loop {
             let taken = match self.final_batch {
                 FinalBatch::Drop => self.examples.dequeue_many_seen(self.batch_size, see),

@@ -108,9 +108,7 @@ impl RecordCursor {
             skip: start.skip.iter().map(|r| r.seq).collect(),
             epoch_had_records: next.slot > 0 || next.record > 0,
             indexes: HashMap::new(),
-            done: order
-                .num_epochs
-                .is_some_and(|n| next.epoch >= n as u64),
+            done: order.num_epochs.is_some_and(|n| next.epoch >= n as u64),
         };
         let cursor = Self {
             files: Arc::new(start.files.clone()),
@@ -401,14 +399,18 @@ mod tests {
     fn a_cursor_started_after_a_record_continues_the_sequence() {
         let sizes = [3, 0, 2, 4];
         let c = cursor(&sizes, Some(3), true);
-        let whole: Vec<RecordAt> = std::iter::from_fn(|| c.next().unwrap()).map(|w| w.at).collect();
+        let whole: Vec<RecordAt> = std::iter::from_fn(|| c.next().unwrap())
+            .map(|w| w.at)
+            .collect();
         assert_eq!(whole.len(), 27);
         for cut in 0..whole.len() {
             let mut at = start(&sizes);
             at.next = whole[cut].after();
             let rest: Vec<RecordAt> = {
                 let c = cursor_at(&at, Some(3), true);
-                std::iter::from_fn(|| c.next().unwrap()).map(|w| w.at).collect()
+                std::iter::from_fn(|| c.next().unwrap())
+                    .map(|w| w.at)
+                    .collect()
             };
             assert_eq!(rest, whole[cut + 1..], "after record {cut}");
         }
@@ -420,7 +422,9 @@ mod tests {
     fn a_resumed_cursor_replays_its_buffer_and_passes_over_skipped_records() {
         let sizes = [5, 5];
         let c = cursor(&sizes, Some(1), false);
-        let whole: Vec<RecordAt> = std::iter::from_fn(|| c.next().unwrap()).map(|w| w.at).collect();
+        let whole: Vec<RecordAt> = std::iter::from_fn(|| c.next().unwrap())
+            .map(|w| w.at)
+            .collect();
         let mut at = start(&sizes);
         at.buffer = vec![whole[3], whole[1]];
         at.next = whole[3].after();

@@ -63,7 +63,11 @@ impl Ledger {
     pub fn position(&self) -> InputPosition {
         let held: HashMap<u64, &RecordAt> = self.last.buffer.iter().map(|r| (r.seq, r)).collect();
         let mut next = self.frontier;
-        while let Some(r) = self.ahead.get(&next.seq).or_else(|| held.get(&next.seq).copied()) {
+        while let Some(r) = self
+            .ahead
+            .get(&next.seq)
+            .or_else(|| held.get(&next.seq).copied())
+        {
             next = r.after();
         }
         let skip: BTreeMap<u64, RecordAt> = self

@@ -57,7 +57,13 @@ impl From<[u64; 5]> for RecordAt {
 
 impl From<RecordAt> for [u64; 5] {
     fn from(r: RecordAt) -> Self {
-        [r.seq, r.epoch, r.slot as u64, r.file as u64, r.record as u64]
+        [
+            r.seq,
+            r.epoch,
+            r.slot as u64,
+            r.file as u64,
+            r.record as u64,
+        ]
     }
 }
 
