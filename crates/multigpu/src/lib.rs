@@ -47,6 +47,7 @@ mod error;
 mod listing;
 mod loss;
 mod reduce;
+mod tower_index;
 pub mod towers;
 
 pub use batch_norm_sync::BatchNormSync;
@@ -55,4 +56,5 @@ pub use error::{Error, Result};
 pub use listing::{BackendListing, Listed, ListedDevice, list_devices};
 pub use loss::{IntoTowerLoss, TowerLoss};
 pub use reduce::{Reduce, all_reduce, reduce_to_device};
+pub use tower_index::current_tower;
 pub use towers::{StepOutput, Towers, TowersConfig};

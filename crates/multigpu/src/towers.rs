@@ -45,6 +45,7 @@ use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
 use crate::loss::IntoTowerLoss;
 use crate::reduce::{Layout, PeerGone, Reduce, RingLink, ring};
+use crate::tower_index::on_tower;
 
 /// How the towers reduce, keep batch norm in sync and accumulate.
 #[derive(Clone, Debug, PartialEq)]
@@ -407,7 +408,7 @@ impl<M: Module> Towers<M> {
             let model = model.as_ref().expect(PRESENT);
             let (x, y) = batch.as_slice().to_tensors(&self.main);
             panic::catch_unwind(AssertUnwindSafe(|| {
-                backward_pass(model, x, y, loss_scale, loss_fn)
+                on_tower(0, || backward_pass(model, x, y, loss_scale, loss_fn))
             }))
         };
         let pass = match pass {
@@ -822,7 +823,7 @@ where
                 thread::Builder::new()
                     .name(format!("tower-{i}"))
                     .spawn_scoped(s, move || {
-                        run_tower(job, layout, has_running_stats, loss_fn)
+                        on_tower(i, || run_tower(job, layout, has_running_stats, loss_fn))
                     })
             })
             .collect();

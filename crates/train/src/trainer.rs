@@ -14,8 +14,11 @@
 //! rounding), backends and reader threads: the model is initialized from the seed on the CPU,
 //! the input pipeline is deterministic, and the towers average to the full-batch gradient.
 //! A resumed run continues with the batches, optimizer state, averages and learning rate an
-//! uninterrupted run would have had; the device generators are reseeded from the seed and the
-//! step before every step, so random layers (dropout) agree too on one device.
+//! uninterrupted run would have had: the checkpoint's input position restarts the input where
+//! the checkpointed steps left it, in constant time (checkpoints without one replay the input).
+//! Dropout masks ([`towers_models::dropout`]) come from a stream of the seed, the step, the
+//! micro-batch and the tower, so they agree too, on any number of towers; Burn's device
+//! generators are reseeded from the seed and the step before every step, for other random ops.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -23,9 +26,9 @@ use std::time::{Duration, Instant};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Int, Tensor};
-use towers_data::{HostBatch, Pipeline, PipelineConfig, RecordCount};
-use towers_models::ImageClassifier;
-use towers_multigpu::{TowerDevice, TowerLoss, Towers, parse_devices};
+use towers_data::{HostBatch, InputPosition, Pipeline, PipelineConfig, RecordCount};
+use towers_models::{ImageClassifier, with_dropout_seed};
+use towers_multigpu::{TowerDevice, TowerLoss, Towers, current_tower, parse_devices};
 
 use crate::checkpoint::Checkpoint;
 use crate::checkpoint_dir::{CheckpointDir, Restored};
@@ -212,6 +215,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
                 model,
                 optimizer: c.optimizer.init(),
                 step: 0,
+                input: None,
             },
         };
         let Start {
@@ -219,6 +223,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             optimizer,
             mut averages,
             mut step,
+            input: position,
         } = start;
         let first_step = step;
         let mut towers = Towers::new(model, optimizer, &towers_list, c.towers.to_towers_config())?;
@@ -230,32 +235,13 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         let schedule =
             c.learning_rate
                 .resolve(examples_per_epoch, c.examples_per_step(), c.max_steps)?;
-        let replay = step > 0 && c.replay_input_on_resume;
-        let pipeline_config = PipelineConfig {
-            reader_threads: c.reader_threads.unwrap_or(4 * towers_list.len()),
-            seed: if step > 0 && !replay {
-                mix(c.seed, step)
-            } else {
-                c.seed
-            },
-            corrupt_records: c.corrupt_records(),
-            ..PipelineConfig::train(c.batch_size)
-        };
-        let mut pipeline = input.start(pipeline_config)?;
         let mut log = TrainLog::open(&c.train_dir.join(LOG_FILE), step, c.max_steps)?;
         log.println(&self.banner(&towers_list, examples_per_epoch, &schedule, step));
         for note in &resume_notes {
             log.println(note);
         }
-        if replay {
-            let batches = step * c.towers.accumulation as u64;
-            log.println(&format!(
-                "resuming at step {step}: reading past the {batches} batches it consumed"
-            ));
-            for _ in 0..batches {
-                next_batch(&mut pipeline)?;
-            }
-        }
+        let reader_threads = c.reader_threads.unwrap_or(4 * towers_list.len());
+        let mut pipeline = self.start_input(input, reader_threads, step, position, &log)?;
         let mut summaries = TrainSummaries::open(&c.summaries, &c.train_dir, step, c.max_steps)?;
 
         let mut saved_step = checkpoint.is_some().then_some(step);
@@ -263,7 +249,6 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         let mut total = Interval::default();
         let mut last_loss = None;
         let mut interrupted = false;
-        let loss_fn = |m: &M, x: Tensor<4>, y: Tensor<1, Int>| (self.loss)(m, x, y);
         while step < c.max_steps {
             if self.stop.is_requested() {
                 interrupted = true;
@@ -273,10 +258,11 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             let lr = schedule.at(step);
             seed_devices(towers.devices(), mix(c.seed, step));
             let (mut loss_sum, mut examples) = (0.0, 0usize);
-            loop {
+            for micro in 0.. {
                 let batch = next_batch(&mut pipeline)?;
                 summaries.before_batch(step + 1, &batch, &mut towers)?;
-                let out = towers.step(&batch, lr, loss_fn)?;
+                let seed = mix(mix(c.seed, step), micro);
+                let out = towers.step(&batch, lr, seeded_loss(&*self.loss, seed))?;
                 summaries.add(&out);
                 loss_sum += out.loss * out.examples as f64;
                 examples += out.examples;
@@ -328,12 +314,14 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
                 interval = Interval::default();
             }
             if step % c.checkpoint_every == 0 && step < c.max_steps {
-                checkpoint = Some(self.save(&ckpts, &towers, averages.as_ref(), step)?);
+                let position = pipeline.position();
+                checkpoint = Some(self.save(&ckpts, &towers, averages.as_ref(), step, position)?);
                 saved_step = Some(step);
             }
         }
         if saved_step != Some(step) {
-            checkpoint = Some(self.save(&ckpts, &towers, averages.as_ref(), step)?);
+            let position = pipeline.position();
+            checkpoint = Some(self.save(&ckpts, &towers, averages.as_ref(), step, position)?);
         }
         let records = pipeline.record_count();
         pipeline.stop()?;
@@ -361,7 +349,56 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         })
     }
 
-    /// The model, optimizer, averages and step of `ckpt`, read from `path`.
+    /// The training input from `step`: where `position` stands when the checkpoint saved one;
+    /// for a checkpoint without one, replayed from step 0 (`replay_input_on_resume`) or
+    /// started afresh under a seed of the step, with a warning either way.
+    fn start_input(
+        &self,
+        input: &Input,
+        reader_threads: usize,
+        step: u64,
+        position: Option<InputPosition>,
+        log: &TrainLog,
+    ) -> Result<Pipeline> {
+        let c = &self.config;
+        let config = PipelineConfig {
+            reader_threads,
+            seed: c.seed,
+            corrupt_records: c.corrupt_records(),
+            ..PipelineConfig::train(c.batch_size)
+        };
+        if let Some(position) = position {
+            log.println(&format!(
+                "resuming the input at step {step}: epoch {}, record {} of the run",
+                position.next.epoch, position.next.seq
+            ));
+            return input.resume(config, &position);
+        }
+        if step == 0 {
+            return input.start(config);
+        }
+        let warning = format!("warning: the checkpoint of step {step} holds no input position");
+        if !c.replay_input_on_resume {
+            log.println(&format!(
+                "{warning}: the input starts afresh under a seed derived from the step"
+            ));
+            return input.start(PipelineConfig {
+                seed: mix(c.seed, step),
+                ..config
+            });
+        }
+        let batches = step * c.towers.accumulation as u64;
+        log.println(&format!(
+            "{warning}: reading past the {batches} batches its steps consumed"
+        ));
+        let mut pipeline = input.start(config)?;
+        for _ in 0..batches {
+            next_batch(&mut pipeline)?;
+        }
+        Ok(pipeline)
+    }
+
+    /// The model, optimizer, averages, step and input position of `ckpt`, read from `path`.
     fn restore(&self, model: M, ckpt: Checkpoint, path: &Path) -> Result<Start<M>> {
         let c = &self.config;
         let step = ckpt.step;
@@ -382,6 +419,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             optimizer,
             averages,
             step,
+            input: ckpt.input,
         })
     }
 
@@ -391,12 +429,14 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         towers: &Towers<M>,
         averages: Option<&MovingAverage<M>>,
         step: u64,
+        input: InputPosition,
     ) -> Result<PathBuf> {
         ckpts.save(Checkpoint {
             step,
             model: towers.model().clone().into_record(),
             optimizer: towers.optimizer().to_record(),
             averages: averages.map(|a| a.averages().clone().into_record()),
+            input: Some(input),
             config: serde_json::to_value(&self.config).expect("a config always serializes"),
         })
     }
@@ -435,6 +475,8 @@ struct Start<M> {
     optimizer: burn::optim::ModuleOptimizer,
     averages: Option<MovingAverage<M>>,
     step: u64,
+    /// Where the input stands; `None` for a fresh run or a checkpoint without a position.
+    input: Option<InputPosition>,
 }
 
 /// `model` with the weights of `record`, which must name exactly its parameters.
@@ -478,6 +520,19 @@ struct Materialize;
 impl ModuleVisitor for Materialize {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let _ = param.val();
+    }
+}
+
+/// `loss` with its dropout masks drawn from a stream of `seed` and the tower (see
+/// [`towers_models::with_dropout_seed`]): the same masks in a resumed run, whichever thread
+/// runs which tower when.
+fn seeded_loss<M>(
+    loss: &LossFn<M>,
+    seed: u64,
+) -> impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> TowerLoss + Sync + '_ {
+    move |m, x, y| {
+        let tower = current_tower().unwrap_or(0) as u64;
+        with_dropout_seed(mix(seed, tower), || loss(m, x, y))
     }
 }
 
