@@ -364,7 +364,10 @@ mod tests {
         let path = dir.path().join("model.ckpt-9");
         let mut position = towers_data::InputPosition::start(vec!["a/x".into()], 4);
         position.next.seq = 1 << 40;
-        position.shuffle = Some(towers_data::ShuffleRng { seed: 4, words: 1 << 50 });
+        position.shuffle = Some(towers_data::ShuffleRng {
+            seed: 4,
+            words: 1 << 50,
+        });
         Checkpoint {
             input: Some(position.clone()),
             ..small(9)
