@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::coordinator::{CoordinatedThread, Coordinator};
+use super::coordinator::{CoordinatedThread, Coordinator};
 use crate::error::{Error, Result};
 use crate::queue::Queue;
 

@@ -179,7 +179,7 @@ mod tests {
                 image::ExtendedColorType::L8,
             )
             .unwrap();
-        let cmyk = include_bytes!("../tests/data/cmyk.jpg").as_slice();
+        let cmyk = include_bytes!("../../tests/data/cmyk.jpg").as_slice();
         let mut out = Rgb8::default();
         for bytes in [&colour[..], &grey, cmyk] {
             decode_rgb8(bytes, &mut out).unwrap();
@@ -207,7 +207,7 @@ mod tests {
     fn cmyk_jpeg_becomes_rgb() {
         // 8x8 CMYK JPEG written by Pillow: left half cyan (C=100%), right half yellow (Y=100%);
         // Pillow decodes it to RGB (0, 255, 255) and (255, 255, 0).
-        let img = decode_image(include_bytes!("../tests/data/cmyk.jpg")).unwrap();
+        let img = decode_image(include_bytes!("../../tests/data/cmyk.jpg")).unwrap();
         assert_eq!(img.shape(), [8, 8, 3]);
         let px = |x| [img.get(4, x, 0), img.get(4, x, 1), img.get(4, x, 2)];
         let near = |a: [f32; 3], b: [f32; 3]| a.iter().zip(b).all(|(a, b)| (a - b).abs() < 0.06);

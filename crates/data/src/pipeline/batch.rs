@@ -6,7 +6,7 @@
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use crate::buffer_pool::BufferPool;
+use super::buffer_pool::BufferPool;
 use crate::error::Error;
 
 /// One batch of images (NCHW, `f32`) and labels, in host memory.

@@ -18,10 +18,10 @@ use std::sync::{Arc, Mutex};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 
-use crate::corrupt_records::CorruptTally;
+use super::corrupt_records::CorruptTally;
+use super::position::{InputPosition, RecordAt};
 use crate::error::{Error, Result};
 use crate::format::{RecordFormat, RecordSpan};
-use crate::position::{InputPosition, RecordAt};
 use crate::transforms::Rng;
 
 /// One record to read: its place among the cursor's handouts, in the run and in the files.

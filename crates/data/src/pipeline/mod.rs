@@ -25,6 +25,17 @@
 //! `deterministic` on, the resumed pipeline gives the batches the uninterrupted one would have
 //! given next; without it, no record is repeated or left out.
 
+mod batch;
+mod buffer_pool;
+mod corrupt_records;
+mod ordered_gate;
+mod position;
+mod record_cursor;
+
+pub use batch::{BatchSlice, HostBatch, split_sizes};
+pub use corrupt_records::{CorruptRecords, RecordCount};
+pub use position::{CursorAt, InputPosition, RecordAt};
+
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
@@ -33,17 +44,17 @@ use std::time::Duration;
 
 use rand::SeedableRng;
 
-use crate::batch::HostBatch;
-use crate::buffer_pool::BufferPool;
-use crate::coordinator::{CoordinatedThread, Coordinator};
-use crate::corrupt_records::{CorruptRecords, CorruptTally, RecordCount};
+use buffer_pool::BufferPool;
+use corrupt_records::CorruptTally;
+use ordered_gate::OrderedGate;
+use position::{BatchTrace, Ledger};
+use record_cursor::{CursorOrder, RecordCursor, WorkItem};
+
 use crate::error::{Error, Result};
 use crate::format::RecordFormat;
-use crate::ordered_gate::OrderedGate;
-use crate::position::{BatchTrace, InputPosition, Ledger, RecordAt};
-use crate::queue::{Held, Queue, QueueError};
-use crate::queue_runner::QueueRunner;
-use crate::record_cursor::{CursorOrder, RecordCursor, WorkItem};
+use crate::queue::{
+    CoordinatedThread, Coordinator, Held, Queue, QueueError, QueueRunner, ShuffleRng,
+};
 use crate::transforms::{Rng, Transform};
 
 /// The shuffling example queue's size.
@@ -261,7 +272,7 @@ impl Pipeline {
             Some(s) => Queue::shuffle_at(
                 s.capacity,
                 s.min_after_dequeue,
-                start.shuffle.unwrap_or(crate::queue::ShuffleRng {
+                start.shuffle.unwrap_or(ShuffleRng {
                     seed: start.seed,
                     words: 0,
                 }),

@@ -1,0 +1,20 @@
+//! Dataset formats: how files split into records and how a record becomes an image and label.
+//!
+//! - [`RecordFormat`] (`record_format.rs`): the trait every format implements for the pipeline.
+//! - [`cifar10`]: CIFAR-10's fixed-size binary records.
+//! - [`tfrecord`] framing and [`tf_example`] protos; [`inception`]: TFRecord shards of
+//!   `tf.train.Example`s with encoded images, as TF's Inception trainer reads them.
+//! - [`image_folder`]: one folder per class; [`codec`]: JPEG and PNG decoding.
+//! - [`synthetic`]: built-in data for demos and tests.
+
+pub mod cifar10;
+pub mod codec;
+pub mod image_folder;
+pub mod inception;
+mod record_format;
+pub mod synthetic;
+pub mod tf_example;
+pub mod tfrecord;
+
+pub(crate) use record_format::record_error;
+pub use record_format::{BoundingBox, Example, PartialIndex, Prepared, RecordFormat, RecordSpan};
