@@ -2,15 +2,16 @@
 //! 128, built-in data of 10,000 images, 4 readers) resumed from a checkpoint of step 10 and
 //! from one of step 100,010, made from it by moving its input position 1,280 epochs on (the
 //! records of 100,000 steps). Against them, the replay that checkpoints without a position
-//! need, at steps 10 and 1,000. Each figure is the median of 3 resumes; a resume here is the
+//! need, at steps 10 and 1,010. Each figure is the median of 3 resumes; a resume here is the
 //! trainer's whole run to the next step: checkpoint load, pipeline start, one training step.
+//! Then the input alone: from the pipeline's start to its first batch, median of 5.
 //!
 //! cargo run --release --example bench_resume
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use burn_towers::data::{InputPosition, RecordAt};
+use burn_towers::data::{InputPosition, PipelineConfig, RecordAt};
 use burn_towers::models::{Cifar10Config, Cifar10Net};
 use burn_towers::train::{Checkpoint, Input, TrainConfig, Trainer, builtin_cifar10};
 
@@ -83,22 +84,57 @@ fn resume(dir: &Path, step: u64, input: &Input) -> anyhow::Result<Duration> {
     Ok(times[1])
 }
 
+/// The median time of 5 starts of the input, at `position` or replaying `replay` batches, to
+/// the first batch after.
+fn first_batch(
+    input: &Input,
+    position: Option<&InputPosition>,
+    replay: u64,
+) -> anyhow::Result<Duration> {
+    let config = PipelineConfig {
+        reader_threads: 4,
+        ..PipelineConfig::train(BATCH as usize)
+    };
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let mut pipeline = match position {
+            Some(p) => input.resume(config.clone(), p)?,
+            None => input.start(config.clone())?,
+        };
+        for _ in 0..=replay {
+            pipeline.next_batch()?;
+        }
+        times.push(started.elapsed());
+        pipeline.stop()?;
+    }
+    times.sort();
+    Ok(times[2])
+}
+
 fn main() -> anyhow::Result<()> {
     let data = builtin_cifar10()?;
     let input = Input::cifar10_train(data.dir())?;
     let first = tempfile::tempdir()?;
-    Trainer::<Cifar10Net>::new(config(first.path(), 10)).run(|d| Cifar10Config::new().init(d), &input)?;
+    Trainer::<Cifar10Net>::new(config(first.path(), 10))
+        .run(|d| Cifar10Config::new().init(d), &input)?;
     let saved = first.path().join("model.ckpt-10");
     let position = (Checkpoint::load(&saved)?.input).expect("the trainer saves the input position");
 
-    println!("\nresume of the CIFAR-10 trainer (batch {BATCH}, 4 readers), median of 3, to the next step");
+    println!(
+        "\nresume of the CIFAR-10 trainer (batch {BATCH}, 4 readers), median of 3, to the next step"
+    );
     println!("| checkpoint | step | resume to the next step | vs step 10 |");
     println!("|---|---:|---:|---:|");
     let mut rows = Vec::new();
     let far = 100_000 * BATCH / EPOCH;
     for (how, step, input_at) in [
         ("with input position", 10, Some(position.clone())),
-        ("with input position", 10 + 100_000, Some(later(&position, far))),
+        (
+            "with input position",
+            10 + 100_000,
+            Some(later(&position, far)),
+        ),
         ("without (replay)", 10, None),
         ("without (replay)", 1_010, None),
     ] {
@@ -109,7 +145,10 @@ fn main() -> anyhow::Result<()> {
     let base = |how: &str| rows.iter().find(|r| r.0 == how).expect("a first row").2;
     for (how, step, took) in &rows {
         let ratio = took.as_secs_f64() / base(how).as_secs_f64();
-        println!("| {how} | {step} | {:.2} s | {ratio:.2} |", took.as_secs_f64());
+        println!(
+            "| {how} | {step} | {:.2} s | {ratio:.2} |",
+            took.as_secs_f64()
+        );
     }
     let replay = rows[3].2.saturating_sub(rows[2].2).as_secs_f64() / 1000.0;
     println!(
@@ -117,5 +156,28 @@ fn main() -> anyhow::Result<()> {
         replay * 1000.0,
         replay * 100_000.0 + rows[2].2.as_secs_f64()
     );
+
+    println!(
+        "\nthe input alone: pipeline start to the first batch of the resumed step, median of 5"
+    );
+    println!("| start | step | first batch | vs position at step 10 |");
+    println!("|---|---:|---:|---:|");
+    let near = first_batch(&input, Some(&position), 0)?;
+    for (how, step, took) in [
+        ("input position", 10, near),
+        (
+            "input position",
+            100_010,
+            first_batch(&input, Some(&later(&position, far)), 0)?,
+        ),
+        ("replay", 10, first_batch(&input, None, 10)?),
+        ("replay", 1_010, first_batch(&input, None, 1_010)?),
+    ] {
+        let ratio = took.as_secs_f64() / near.as_secs_f64();
+        println!(
+            "| {how} | {step} | {:.1} ms | {ratio:.2} |",
+            took.as_secs_f64() * 1e3
+        );
+    }
     Ok(())
 }
