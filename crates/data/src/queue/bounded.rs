@@ -92,7 +92,8 @@ enum Order {
     Shuffle {
         min_after_dequeue: usize,
         seed: u64,
-        rng: ChaCha8Rng,
+        /// Boxed: ChaCha keeps a 256-byte block buffer.
+        rng: Box<ChaCha8Rng>,
     },
 }
 
@@ -185,7 +186,7 @@ impl<T> Queue<T> {
             Order::Shuffle {
                 min_after_dequeue,
                 seed: rng.seed,
-                rng: rng.generator(),
+                rng: Box::new(rng.generator()),
             },
         )
     }
