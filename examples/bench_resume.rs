@@ -4,7 +4,7 @@
 //! records of 100,000 steps). Against them, the replay that checkpoints without a position
 //! need, at steps 10 and 1,010. Each figure is the median of 3 resumes; a resume here is the
 //! trainer's whole run to the next step: checkpoint load, pipeline start, one training step.
-//! Then the input alone: from the pipeline's start to its first batch, median of 5.
+//! Then the input alone: from the pipeline's start to its first batch, median of 9.
 //!
 //! cargo run --release --example bench_resume
 
@@ -65,51 +65,49 @@ fn train_dir_at(
     Ok(dir)
 }
 
-/// The median time of 3 resumes from `dir`'s checkpoint at `step` to step `step + 1`.
-fn resume(dir: &Path, step: u64, input: &Input) -> anyhow::Result<Duration> {
-    let mut times = Vec::new();
-    for _ in 0..3 {
-        let run_dir = tempfile::tempdir()?;
-        let name = format!("model.ckpt-{step}");
-        std::fs::copy(dir.join(&name), run_dir.path().join(&name))?;
-        let c = TrainConfig {
-            resume: true,
-            ..config(run_dir.path(), step + 1)
-        };
-        let started = Instant::now();
-        Trainer::new(c).run(|d| Cifar10Config::new().init(d), input)?;
-        times.push(started.elapsed());
-    }
+/// The median of `n` timings of `f`.
+fn median(n: usize, mut f: impl FnMut() -> anyhow::Result<Duration>) -> anyhow::Result<Duration> {
+    let mut times = (0..n).map(|_| f()).collect::<anyhow::Result<Vec<_>>>()?;
     times.sort();
-    Ok(times[1])
+    Ok(times[n / 2])
 }
 
-/// The median time of 5 starts of the input, at `position` or replaying `replay` batches, to
-/// the first batch after.
+/// One resume from `dir`'s checkpoint at `step` to step `step + 1`.
+fn resume(dir: &Path, step: u64, input: &Input) -> anyhow::Result<Duration> {
+    let run_dir = tempfile::tempdir()?;
+    let name = format!("model.ckpt-{step}");
+    std::fs::copy(dir.join(&name), run_dir.path().join(&name))?;
+    let c = TrainConfig {
+        resume: true,
+        ..config(run_dir.path(), step + 1)
+    };
+    let started = Instant::now();
+    Trainer::new(c).run(|d| Cifar10Config::new().init(d), input)?;
+    Ok(started.elapsed())
+}
+
+/// One start of the input at `position`, or from the start reading past `step` batches, to
+/// the first batch of step `step + 1`.
 fn first_batch(
     input: &Input,
     position: Option<&InputPosition>,
-    replay: u64,
+    step: u64,
 ) -> anyhow::Result<Duration> {
     let config = PipelineConfig {
         reader_threads: 4,
         ..PipelineConfig::train(BATCH as usize)
     };
-    let mut times = Vec::new();
-    for _ in 0..5 {
-        let started = Instant::now();
-        let mut pipeline = match position {
-            Some(p) => input.resume(config.clone(), p)?,
-            None => input.start(config.clone())?,
-        };
-        for _ in 0..=replay {
-            pipeline.next_batch()?;
-        }
-        times.push(started.elapsed());
-        pipeline.stop()?;
+    let started = Instant::now();
+    let (mut pipeline, replay) = match position {
+        Some(p) => (input.resume(config, p)?, 0),
+        None => (input.start(config)?, step),
+    };
+    for _ in 0..=replay {
+        pipeline.next_batch()?;
     }
-    times.sort();
-    Ok(times[2])
+    let took = started.elapsed();
+    pipeline.stop()?;
+    Ok(took)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -120,64 +118,33 @@ fn main() -> anyhow::Result<()> {
         .run(|d| Cifar10Config::new().init(d), &input)?;
     let saved = first.path().join("model.ckpt-10");
     let position = (Checkpoint::load(&saved)?.input).expect("the trainer saves the input position");
+    let far = later(&position, 100_000 * BATCH / EPOCH);
 
-    println!(
-        "\nresume of the CIFAR-10 trainer (batch {BATCH}, 4 readers), median of 3, to the next step"
-    );
-    println!("| checkpoint | step | resume to the next step | vs step 10 |");
-    println!("|---|---:|---:|---:|");
     let mut rows = Vec::new();
-    let far = 100_000 * BATCH / EPOCH;
-    for (how, step, input_at) in [
-        ("with input position", 10, Some(position.clone())),
-        (
-            "with input position",
-            10 + 100_000,
-            Some(later(&position, far)),
-        ),
-        ("without (replay)", 10, None),
-        ("without (replay)", 1_010, None),
+    for (how, step, at) in [
+        ("input position", 10, Some(&position)),
+        ("input position", 100_010, Some(&far)),
+        ("replay (no position)", 10, None),
+        ("replay (no position)", 1_010, None),
     ] {
-        let dir = train_dir_at(&saved, step, input_at)?;
-        let took = resume(dir.path(), step, &input)?;
-        rows.push((how, step, took));
+        let dir = train_dir_at(&saved, step, at.cloned())?;
+        let trainer = median(3, || resume(dir.path(), step, &input))?;
+        let alone = median(9, || first_batch(&input, at, step))?;
+        rows.push((how, step, trainer, alone));
     }
-    let base = |how: &str| rows.iter().find(|r| r.0 == how).expect("a first row").2;
-    for (how, step, took) in &rows {
-        let ratio = took.as_secs_f64() / base(how).as_secs_f64();
-        println!(
-            "| {how} | {step} | {:.2} s | {ratio:.2} |",
-            took.as_secs_f64()
-        );
-    }
-    let replay = rows[3].2.saturating_sub(rows[2].2).as_secs_f64() / 1000.0;
     println!(
-        "\nreplay costs {:.1} ms per step: about {:.0} s at step 100,010",
-        replay * 1000.0,
-        replay * 100_000.0 + rows[2].2.as_secs_f64()
+        "\nresume of the CIFAR-10 trainer (batch {BATCH}, 4 readers): the trainer to the next step"
     );
-
+    println!("(median of 3), the input alone to the resumed step's first batch (median of 9)");
     println!(
-        "\nthe input alone: pipeline start to the first batch of the resumed step, median of 5"
+        "| resume | step | trainer, to the next step | input alone, first batch | vs step 10 |"
     );
-    println!("| start | step | first batch | vs position at step 10 |");
-    println!("|---|---:|---:|---:|");
-    let near = first_batch(&input, Some(&position), 0)?;
-    for (how, step, took) in [
-        ("input position", 10, near),
-        (
-            "input position",
-            100_010,
-            first_batch(&input, Some(&later(&position, far)), 0)?,
-        ),
-        ("replay", 10, first_batch(&input, None, 10)?),
-        ("replay", 1_010, first_batch(&input, None, 1_010)?),
-    ] {
-        let ratio = took.as_secs_f64() / near.as_secs_f64();
-        println!(
-            "| {how} | {step} | {:.1} ms | {ratio:.2} |",
-            took.as_secs_f64() * 1e3
-        );
+    println!("|---|---:|---:|---:|---:|");
+    for (how, step, trainer, alone) in &rows {
+        let base = rows.iter().find(|r| r.0 == *how).expect("a first row").3;
+        let ratio = alone.as_secs_f64() / base.as_secs_f64();
+        let (trainer, alone) = (trainer.as_secs_f64(), alone.as_secs_f64() * 1e3);
+        println!("| {how} | {step} | {trainer:.2} s | {alone:.1} ms | {ratio:.2} |");
     }
     Ok(())
 }
