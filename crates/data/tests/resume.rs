@@ -91,8 +91,10 @@ fn a_resumed_pipeline_gives_the_batches_of_the_uninterrupted_one() {
 
 /// Records of 8 bytes, each its own number (little-endian u64): the label is the number, the
 /// image one pixel. Records whose number is a multiple of 7 take 3 ms to decode, so parallel
-/// readers overtake each other.
+/// readers overtake each other; record number [`CORRUPT`] does not decode.
 struct Numbered;
+
+const CORRUPT: u64 = 1013;
 
 impl RecordFormat for Numbered {
     fn index(&self, path: &Path) -> towers_data::Result<Vec<RecordSpan>> {
@@ -105,8 +107,15 @@ impl RecordFormat for Numbered {
             .collect())
     }
 
-    fn decode(&self, _: &Path, _: usize, bytes: &[u8]) -> towers_data::Result<Example> {
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> towers_data::Result<Example> {
         let id = u64::from_le_bytes(bytes.try_into().unwrap());
+        if id == CORRUPT {
+            return Err(towers_data::Error::Record {
+                path: path.to_path_buf(),
+                record,
+                reason: "corrupt on purpose".into(),
+            });
+        }
         if id % 7 == 0 {
             std::thread::sleep(Duration::from_millis(3));
         }
@@ -219,4 +228,33 @@ fn a_position_over_other_files_is_refused() {
     );
     let msg = resume(vec![files[0].clone(), files[1].clone(), files[3].clone()]);
     assert!(msg.contains("ids-2") && msg.contains("ids-3"), "{msg}");
+}
+
+/// A record skipped as corrupt counts as read: the position moves past it, and does not pile
+/// up the records read after it as out-of-order ones to pass over.
+#[test]
+fn a_skipped_corrupt_record_does_not_hold_the_position_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ids");
+    let bytes: Vec<u8> = (1000..1100u64).flat_map(u64::to_le_bytes).collect();
+    std::fs::write(&path, bytes).unwrap();
+    let config = PipelineConfig {
+        corrupt_records: towers_data::CorruptRecords::Skip { max_fraction: 0.05 },
+        ..racing_config(1)
+    };
+    let mut pipeline =
+        Pipeline::start(config, Arc::new(Numbered), vec![path], Arc::new(Identity)).unwrap();
+    take(&mut pipeline, 8);
+    let position = pipeline.position();
+    assert!(
+        position.next.seq > 14,
+        "past the corrupt record: {:?}",
+        position.next
+    );
+    assert!(
+        position.skip.len() < 20,
+        "{} records to pass over",
+        position.skip.len()
+    );
+    pipeline.stop().unwrap();
 }

@@ -548,6 +548,36 @@ mod tests {
         assert!(a.iter().enumerate().all(|(p, &v)| v <= p + 5));
     }
 
+    /// What a dequeue saw (the items left, the generator) rebuilds a queue that picks what
+    /// the original picks next.
+    #[test]
+    fn a_queue_rebuilt_from_what_a_dequeue_saw_picks_the_same() {
+        let q = Queue::shuffle(12, 6, 3);
+        (0..12).for_each(|i| q.enqueue(i).unwrap());
+        let see = |held: Held<'_, i32>| {
+            (
+                held.items().copied().collect::<Vec<_>>(),
+                held.shuffle_rng(),
+            )
+        };
+        let (_, (left, rng)) = q.dequeue_many_seen(4, see).unwrap();
+        let rebuilt = Queue::shuffle_at(12, 6, rng.unwrap());
+        left.into_iter().for_each(|i| rebuilt.enqueue(i).unwrap());
+        for i in 12..30 {
+            q.enqueue(i).unwrap();
+            rebuilt.enqueue(i).unwrap();
+            assert_eq!(q.dequeue().unwrap(), rebuilt.dequeue().unwrap(), "pick {i}");
+        }
+        let fifo = Queue::fifo(2);
+        fifo.enqueue(7u8).unwrap();
+        fifo.close();
+        assert_eq!(
+            fifo.dequeue_up_to_seen(2, |held| held.shuffle_rng()),
+            Ok((vec![7], None)),
+            "a FIFO queue has no generator"
+        );
+    }
+
     #[test]
     fn impossible_requests_fail_at_once() {
         let q = Queue::<u8>::shuffle(10, 8, 0);
