@@ -17,8 +17,9 @@
 //!   after every tower thread has stopped, and without changing the model.
 //! - Devices: `wgpu:N` is the N-th adapter the graphics API lists, `wgpu:discrete:1` the
 //!   second discrete GPU ([`adapters`]); [`list_devices`] is what `--list-devices` prints.
-//! - Remote devices (`remote` feature): `ws://host:port/index` entries reach the devices a Burn
-//!   `RemoteServer` (the `towers-serve` binary of `burn-towers`) serves on another machine.
+//! - Remote devices (`remote` feature): `iroh://ID@host:port/index` (authenticated, encrypted)
+//!   and `ws://host:port/index` entries reach the devices a Burn `RemoteServer` (the
+//!   `towers-serve` binary of `burn-towers`) serves on another machine ([`remote`]).
 //!
 //! ```no_run
 //! use burn::optim::SgdConfig;
@@ -47,6 +48,7 @@ mod error;
 mod listing;
 mod loss;
 mod reduce;
+pub mod remote;
 mod tower_index;
 pub mod towers;
 
@@ -56,5 +58,6 @@ pub use error::{Error, Result};
 pub use listing::{BackendListing, Listed, ListedDevice, list_devices};
 pub use loss::{IntoTowerLoss, TowerLoss};
 pub use reduce::{Reduce, all_reduce, reduce_to_device};
+pub use remote::remote_token;
 pub use tower_index::current_tower;
 pub use towers::{StepOutput, Towers, TowersConfig};
