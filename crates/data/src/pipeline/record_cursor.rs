@@ -219,7 +219,15 @@ impl RecordCursor {
                 let file = state.order[state.position];
                 state.position += 1;
                 state.record = std::mem::take(&mut state.start_record);
-                state.spans = self.spans(&mut state, file)?;
+                state.spans = match self.spans(&mut state, file) {
+                    Ok(spans) => spans,
+                    Err(e) => {
+                        // The pipeline stops on this error: the other readers must end, not
+                        // walk on past the file and report an epoch without records.
+                        state.done = true;
+                        return Err(e);
+                    }
+                };
                 continue;
             }
             if !state.epoch_had_records {
