@@ -10,7 +10,9 @@
 //! - [`transforms`]: the TF image ops of both trainers (crops, flips, colour, resize).
 //! - `pipeline`: how they are wired: [`Pipeline`] = record cursor -> reader threads -> example
 //!   queue -> batcher -> prefetch queue, giving [`HostBatch`]es to split across devices;
-//!   [`CorruptRecords`] says whether a record that fails to decode stops it or is skipped.
+//!   [`CorruptRecords`] says whether a record that fails to decode stops it or is skipped;
+//!   [`InputPosition`] says where the input stands after the batches taken, saved with
+//!   checkpoints and restored by [`Pipeline::resume`] in constant time.
 //!
 //! Beside them: [`Image`] (the pixels passed between formats and transforms), [`Error`], and
 //! [`atomic_file`] (write-then-rename, used for checkpoints).
@@ -30,7 +32,7 @@ pub use format::{
 };
 pub use image::{Image, Planes, Rgb8};
 pub use pipeline::{
-    BatchSlice, CorruptRecords, FinalBatch, HostBatch, Pipeline, PipelineConfig, QueueFill,
-    RecordCount, ShuffleConfig, split_sizes,
+    BatchSlice, CorruptRecords, CursorAt, FinalBatch, HostBatch, InputPosition, Pipeline,
+    PipelineConfig, QueueFill, RecordAt, RecordCount, ShuffleConfig, split_sizes,
 };
-pub use queue::{CoordinatedThread, Coordinator, Queue, QueueError, QueueRunner};
+pub use queue::{CoordinatedThread, Coordinator, Held, Queue, QueueError, QueueRunner, ShuffleRng};

@@ -6,6 +6,7 @@ mod basic_conv;
 mod batch_norm;
 mod cifar10;
 mod classifier;
+mod dropout;
 mod inception;
 mod init;
 mod lrn;
@@ -17,6 +18,7 @@ pub use basic_conv::{BasicConv, BasicConvConfig};
 pub use batch_norm::{OffsetBatchNorm, OffsetBatchNormConfig};
 pub use cifar10::{Cifar10Config, Cifar10Net};
 pub use classifier::{ClassifierLoss, ImageClassifier};
+pub use dropout::{dropout, with_dropout_seed};
 pub use inception::{
     AuxHead, AuxHeadConfig, InceptionA, InceptionAConfig, InceptionB, InceptionBConfig, InceptionC,
     InceptionCConfig, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig, InceptionV3,

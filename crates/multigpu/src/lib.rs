@@ -49,6 +49,7 @@ mod listing;
 mod loss;
 mod reduce;
 pub mod remote;
+mod tower_index;
 pub mod towers;
 
 pub use batch_norm_sync::BatchNormSync;
@@ -58,4 +59,5 @@ pub use listing::{BackendListing, Listed, ListedDevice, list_devices};
 pub use loss::{IntoTowerLoss, TowerLoss};
 pub use reduce::{Reduce, all_reduce, reduce_to_device};
 pub use remote::remote_token;
+pub use tower_index::current_tower;
 pub use towers::{StepOutput, Towers, TowersConfig};

@@ -1,6 +1,7 @@
 //! towers-testing: what the tests of burn-towers share (a dev-dependency only).
 //!
-//! - [`nets`]: tiny models with and without batch norm, and SGD with TF/PyTorch momentum.
+//! - [`nets`]: tiny models with and without batch norm or dropout, and SGD with TF/PyTorch
+//!   momentum.
 //! - [`batches`]: deterministic synthetic host batches.
 //! - [`compare`]: parameters as flat vectors and comparisons with a stated tolerance.
 //! - [`reference`]: plain single-device Burn steps, the independent computation towers must equal.

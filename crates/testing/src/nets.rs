@@ -3,11 +3,12 @@
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig};
+use burn::nn::{BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Linear, LinearConfig};
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{ModuleOptimizer, SgdConfig};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor};
+use towers_models::{ClassifierLoss, ImageClassifier, dropout};
 
 /// The learning rate of the tests' steps.
 pub const LR: f64 = 0.1;
@@ -73,5 +74,50 @@ impl BnNet {
         CrossEntropyLossConfig::new()
             .init(&logits.device())
             .forward(logits, y)
+    }
+}
+
+/// A tiny CIFAR-sized classifier with dropout (half the features dropped): images
+/// `[n, 3, 24, 24]`, 10 classes. Its masks come from [`towers_models::dropout`].
+#[derive(Module, Debug)]
+pub struct DropoutNet {
+    conv: Conv2d,
+    dropout: Dropout,
+    fc: Linear,
+}
+
+impl DropoutNet {
+    /// Random weights from `device`'s generator.
+    pub fn new(device: &Device) -> Self {
+        Self {
+            conv: Conv2dConfig::new([3, 4], [5, 5])
+                .with_stride([3, 3])
+                .init(device),
+            dropout: DropoutConfig::new(0.5).init(),
+            fc: LinearConfig::new(4 * 7 * 7, 10).init(device),
+        }
+    }
+}
+
+impl ImageClassifier for DropoutNet {
+    fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        let features = relu(self.conv.forward(images)).flatten::<2>(1, 3);
+        self.fc.forward(dropout(&self.dropout, features))
+    }
+
+    fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
+        let logits = self.forward(images);
+        let loss = CrossEntropyLossConfig::new()
+            .init(&logits.device())
+            .forward(logits.clone(), labels);
+        ClassifierLoss { loss, logits }
+    }
+
+    fn num_classes(&self) -> usize {
+        10
+    }
+
+    fn input_shape(&self) -> [usize; 3] {
+        [3, 24, 24]
     }
 }

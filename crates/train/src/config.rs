@@ -55,10 +55,11 @@ pub struct TrainConfig {
     pub examples_per_epoch: Option<u64>,
     /// Continue from the newest checkpoint in `train_dir`.
     pub resume: bool,
-    /// On resume, read (and drop) the batches the checkpointed steps consumed, so the run
+    /// For checkpoints without an input position (written before positions were saved): on
+    /// resume, read (and drop) the batches the checkpointed steps consumed, so the run
     /// continues with the batches an uninterrupted run would have seen. Costs reading time
     /// proportional to the step; `false` starts the input afresh under a seed derived from the
-    /// step instead.
+    /// step instead. Checkpoints with a position resume there, in constant time.
     pub replay_input_on_resume: bool,
     /// How the towers reduce gradients and keep batch-norm statistics in step.
     pub towers: TowersSection,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use towers_data::cifar10::{self, BuiltinCifar10, Cifar10Format};
 use towers_data::transforms::{CifarEval, CifarTrain, Transform};
-use towers_data::{Pipeline, PipelineConfig, RecordFormat};
+use towers_data::{InputPosition, Pipeline, PipelineConfig, RecordFormat};
 
 use crate::error::Result;
 
@@ -80,6 +80,17 @@ impl Input {
             Arc::clone(&self.format),
             self.files.clone(),
             Arc::clone(&self.transform),
+        )?)
+    }
+
+    /// Starts a pipeline over this input where `position` stands (see [`Pipeline::resume`]).
+    pub fn resume(&self, config: PipelineConfig, position: &InputPosition) -> Result<Pipeline> {
+        Ok(Pipeline::resume(
+            config,
+            Arc::clone(&self.format),
+            self.files.clone(),
+            Arc::clone(&self.transform),
+            position,
         )?)
     }
 }

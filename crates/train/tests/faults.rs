@@ -110,6 +110,7 @@ fn big_checkpoint(step: u64) -> Checkpoint {
         model: model.clone().into_record(),
         optimizer: burn::optim::SgdConfig::new().init().to_record(),
         averages: Some(model.into_record()),
+        input: None,
         config: serde_json::Value::Null,
     }
 }

@@ -223,6 +223,7 @@ fn exported_and_checkpointed_weights_load_back_to_identical_logits() {
         model: model.clone().into_record(),
         optimizer: burn::optim::SgdConfig::new().init().to_record(),
         averages: None,
+        input: None,
         config: serde_json::Value::Null,
     }
     .save(&ckpt)

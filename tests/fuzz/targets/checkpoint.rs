@@ -5,6 +5,7 @@ use std::path::Path;
 use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::tensor::Device;
+use burn_towers::data::{InputPosition, RecordAt, ShuffleRng};
 use burn_towers::train::Checkpoint;
 use proptest::prelude::*;
 
@@ -12,7 +13,7 @@ use crate::fuzz;
 use crate::mutate::mutated;
 
 /// A checkpoint written by `Checkpoint::save` (model, optimizer state with momentum, moving
-/// averages) and one of the first format, without a checksum.
+/// averages, an input position) and one of the first format, without a checksum.
 fn seeds() -> Vec<Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.ckpt-3");
@@ -22,6 +23,7 @@ fn seeds() -> Vec<Vec<u8>> {
         model: model.clone().into_record(),
         optimizer: burn::optim::SgdConfig::new().init().to_record(),
         averages: Some(model.into_record()),
+        input: Some(position()),
         config: serde_json::json!({"seed": 1, "devices": "flex"}),
     }
     .save(&path)
@@ -29,6 +31,24 @@ fn seeds() -> Vec<Vec<u8>> {
     let first =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/train/tests/data/first-format.ckpt");
     vec![std::fs::read(path).unwrap(), std::fs::read(first).unwrap()]
+}
+
+/// A position with a shuffle buffer and a skipped record.
+fn position() -> InputPosition {
+    let at = |seq| RecordAt {
+        seq,
+        epoch: 2,
+        slot: 1,
+        file: 0,
+        record: seq as usize,
+    };
+    InputPosition {
+        next: at(9).after(),
+        skip: vec![at(12)],
+        buffer: vec![at(7), at(12), at(3)],
+        shuffle: Some(ShuffleRng { seed: 5, words: 96 }),
+        ..InputPosition::start(vec!["data/a".into(), "data/b".into()], 5)
+    }
 }
 
 /// Sets the CRC32C trailer to match the content, so the parser under the checksum is reached.

@@ -20,20 +20,27 @@
 //! files, the config and the seed, not on the number of reader threads nor on thread timing:
 //! each record's distortions are seeded by its sequence number, records enter the example
 //! queue in sequence order, and the shuffle queue's picks depend only on that order.
+//!
+//! Resuming: [`Pipeline::position`] says where the input stands after the batches taken so far
+//! (see [`InputPosition`]); [`Pipeline::resume`] starts there, reading nothing before it. With
+//! `deterministic` on, the resumed pipeline gives the batches the uninterrupted one would have
+//! given next; without it, no record is repeated or left out.
 
 mod batch;
 mod buffer_pool;
 mod corrupt_records;
 mod ordered_gate;
+mod position;
 mod record_cursor;
 
 pub use batch::{BatchSlice, HostBatch, split_sizes};
 pub use corrupt_records::{CorruptRecords, RecordCount};
+pub use position::{CursorAt, InputPosition, RecordAt};
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rand::SeedableRng;
@@ -41,12 +48,15 @@ use rand::SeedableRng;
 pub(crate) use buffer_pool::BufferPool;
 use corrupt_records::CorruptTally;
 use ordered_gate::OrderedGate;
+use position::{BatchTrace, Ledger};
 use record_cursor::{CursorOrder, RecordCursor, WorkItem};
 
 use crate::error::{Error, Result};
 use crate::format::RecordFormat;
 use crate::image::Planes;
-use crate::queue::{CoordinatedThread, Coordinator, Queue, QueueError, QueueRunner};
+use crate::queue::{
+    CoordinatedThread, Coordinator, Held, Queue, QueueError, QueueRunner, ShuffleRng,
+};
 use crate::transforms::{Rng, Transform};
 
 /// The shuffling example queue's size.
@@ -173,8 +183,7 @@ impl PipelineConfig {
 struct Sample {
     planes: Planes,
     label: i64,
-    file: usize,
-    record: usize,
+    at: RecordAt,
 }
 
 /// How full the pipeline's queues are, each from 0.0 to 1.0. An example queue that stays near
@@ -192,7 +201,8 @@ pub struct Pipeline {
     coord: Coordinator,
     threads: Vec<CoordinatedThread>,
     examples: Arc<Queue<Sample>>,
-    batches: Arc<Queue<HostBatch>>,
+    batches: Arc<Queue<(HostBatch, BatchTrace)>>,
+    ledger: Ledger,
     tally: Arc<CorruptTally>,
     join_grace: Duration,
     finished: bool,
@@ -216,24 +226,59 @@ impl Pipeline {
         files: Vec<PathBuf>,
         transform: Arc<dyn Transform>,
     ) -> Result<Self> {
+        let seed = config.seed;
+        Self::start_at(config, format, InputPosition::start(files, seed), transform)
+    }
+
+    /// Starts reading `files` where `position` stands (see [`Pipeline::position`]): its
+    /// buffered records first, then on from its cursor; nothing before it is read. The
+    /// position's seed replaces `config.seed`. An error if `files` do not have the names the
+    /// position was saved over.
+    pub fn resume(
+        config: PipelineConfig,
+        format: Arc<dyn RecordFormat>,
+        files: Vec<PathBuf>,
+        transform: Arc<dyn Transform>,
+        position: &InputPosition,
+    ) -> Result<Self> {
+        position.check(&files)?;
+        let start = InputPosition {
+            files,
+            ..position.clone()
+        };
+        Self::start_at(config, format, start, transform)
+    }
+
+    fn start_at(
+        config: PipelineConfig,
+        format: Arc<dyn RecordFormat>,
+        start: InputPosition,
+        transform: Arc<dyn Transform>,
+    ) -> Result<Self> {
         config.validate()?;
-        if files.is_empty() {
+        if start.files.is_empty() {
             return Err(Error::Config("no input files".into()));
         }
         let coord = Coordinator::new();
         let tally = Arc::new(CorruptTally::new(config.corrupt_records));
         let cursor = Arc::new(RecordCursor::new(
-            Arc::new(files),
+            &start,
             Arc::clone(&format),
             CursorOrder {
                 num_epochs: config.num_epochs,
                 shuffle_files: config.shuffle_files,
-                seed: config.seed,
             },
             Arc::clone(&tally),
         ));
         let examples = Arc::new(match config.shuffle {
-            Some(s) => Queue::shuffle(s.capacity, s.min_after_dequeue, config.seed),
+            Some(s) => Queue::shuffle_at(
+                s.capacity,
+                s.min_after_dequeue,
+                start.shuffle.unwrap_or(ShuffleRng {
+                    seed: start.seed,
+                    words: 0,
+                }),
+            ),
             None => Queue::fifo(config.fifo_capacity),
         });
         let batches = Arc::new(Queue::fifo(config.prefetch));
@@ -246,13 +291,15 @@ impl Pipeline {
             coord.on_stop(move || gate.cancel());
         }
 
+        let dropped = Dropped::default();
         let reader = Reader {
             cursor,
             format,
             transform,
             gate,
             tally: Arc::clone(&tally),
-            seed: config.seed,
+            dropped: Arc::clone(&dropped),
+            seed: start.seed,
             chunk: config.read_chunk,
         };
         let mut threads = QueueRunner::new(Arc::clone(&examples), config.reader_threads).start(
@@ -266,6 +313,7 @@ impl Pipeline {
             final_batch: config.final_batch,
             // The queued batches, the one being built and the one the consumer holds.
             buffers: BufferPool::new(config.prefetch + 2),
+            dropped,
         };
         threads.extend(QueueRunner::new(Arc::clone(&batches), 1).start(
             &coord,
@@ -277,6 +325,7 @@ impl Pipeline {
             threads,
             examples,
             batches,
+            ledger: Ledger::new(start),
             tally,
             join_grace: config.join_grace,
             finished: false,
@@ -291,9 +340,18 @@ impl Pipeline {
             return Ok(None);
         }
         match self.batches.dequeue() {
-            Ok(batch) => Ok(Some(batch)),
+            Ok((batch, trace)) => {
+                self.ledger.consumed(trace);
+                Ok(Some(batch))
+            }
             Err(_) => self.finish().map(|()| None),
         }
+    }
+
+    /// Where the input stands after the batches taken so far: [`Pipeline::resume`] with it
+    /// gives the batches this pipeline would give next.
+    pub fn position(&self) -> InputPosition {
+        self.ledger.position()
     }
 
     /// How full the queues are now.
@@ -359,6 +417,7 @@ struct Reader {
     transform: Arc<dyn Transform>,
     gate: Option<Arc<OrderedGate<Vec<Sample>>>>,
     tally: Arc<CorruptTally>,
+    dropped: Dropped,
     seed: u64,
     chunk: usize,
 }
@@ -377,7 +436,10 @@ impl Reader {
             for item in &chunk {
                 let start = (item.span.offset - first.span.offset) as usize;
                 let prepared = self.prepare(item, &bytes[start..start + item.span.len]);
-                samples.extend(self.tally.record(prepared)?);
+                match self.tally.record(prepared)? {
+                    Some(sample) => samples.push(sample),
+                    None => lock(&self.dropped).push(item.at),
+                }
             }
             let enqueue = |samples: Vec<Sample>| {
                 samples
@@ -386,7 +448,7 @@ impl Reader {
                     .map_err(|_| Error::Cancelled)
             };
             match &self.gate {
-                Some(gate) => gate.pass(first.seq, chunk.len() as u64, samples, enqueue)?,
+                Some(gate) => gate.pass(first.ticket, chunk.len() as u64, samples, enqueue)?,
                 None => enqueue(samples)?,
             }
         }
@@ -394,16 +456,19 @@ impl Reader {
 
     /// Decodes and transforms one record.
     fn prepare(&self, item: &WorkItem, bytes: &[u8]) -> Result<Sample> {
-        let path = self.cursor.path(item.file);
-        let mut rng = example_rng(self.seed, item.seq);
-        let prepared =
-            self.format
-                .prepare(path, item.record, bytes, self.transform.as_ref(), &mut rng)?;
+        let path = self.cursor.path(item.at.file);
+        let mut rng = example_rng(self.seed, item.at.seq);
+        let prepared = self.format.prepare(
+            path,
+            item.at.record,
+            bytes,
+            self.transform.as_ref(),
+            &mut rng,
+        )?;
         Ok(Sample {
             planes: prepared.planes,
             label: prepared.label,
-            file: item.file,
-            record: item.record,
+            at: item.at,
         })
     }
 
@@ -417,13 +482,13 @@ impl Reader {
         bytes: &mut Vec<u8>,
     ) -> Result<()> {
         let (first, last) = (&chunk[0], &chunk[chunk.len() - 1]);
-        let path = self.cursor.path(first.file);
+        let path = self.cursor.path(first.at.file);
         let io = |error| Error::Io {
             path: path.clone(),
             error,
         };
-        if open.as_ref().is_none_or(|(f, _)| *f != first.file) {
-            *open = Some((first.file, File::open(path).map_err(io)?));
+        if open.as_ref().is_none_or(|(f, _)| *f != first.at.file) {
+            *open = Some((first.at.file, File::open(path).map_err(io)?));
         }
         let (_, file) = open.as_mut().expect("opened above");
         let end = last.span.offset + last.span.len as u64;
@@ -440,7 +505,7 @@ impl Reader {
                     .unwrap_or(first);
                 Err(Error::Record {
                     path: path.clone(),
-                    record: lost.record,
+                    record: lost.at.record,
                     reason: format!(
                         "truncated: the file ends at byte {size}, the record at {}",
                         lost.span.offset + lost.span.len as u64
@@ -459,28 +524,48 @@ fn example_rng(seed: u64, seq: u64) -> Rng {
     Rng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) ^ seq)
 }
 
+/// Records skipped as corrupt, until the batcher passes them on to the consumer's ledger.
+type Dropped = Arc<Mutex<Vec<RecordAt>>>;
+
+fn lock(dropped: &Dropped) -> MutexGuard<'_, Vec<RecordAt>> {
+    dropped.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// What the batcher thread runs: groups examples into host batches.
 struct Batcher {
     examples: Arc<Queue<Sample>>,
     batch_size: usize,
     final_batch: FinalBatch,
     buffers: BufferPool,
+    dropped: Dropped,
 }
 
 impl Batcher {
-    fn run(&self, batches: &Queue<HostBatch>) -> Result<()> {
+    fn run(&self, batches: &Queue<(HostBatch, BatchTrace)>) -> Result<()> {
+        // What the example queue holds after the batch leaves it: the input position's buffer.
+        let see =
+            |held: Held<'_, Sample>| (held.items().map(|s| s.at).collect(), held.shuffle_rng());
         loop {
             let taken = match self.final_batch {
-                FinalBatch::Drop => self.examples.dequeue_many(self.batch_size),
-                FinalBatch::Keep => self.examples.dequeue_up_to(self.batch_size),
+                FinalBatch::Drop => self.examples.dequeue_many_seen(self.batch_size, see),
+                FinalBatch::Keep => self.examples.dequeue_up_to_seen(self.batch_size, see),
             };
-            let samples = match taken {
-                Ok(samples) => samples,
+            let (samples, (buffer, shuffle)) = match taken {
+                Ok(taken) => taken,
                 Err(QueueError::Closed) => return Ok(()),
                 Err(e) => return Err(e.into()),
             };
+            let mut records: Vec<RecordAt> = samples.iter().map(|s| s.at).collect();
+            records.append(&mut lock(&self.dropped));
+            let trace = BatchTrace {
+                records,
+                buffer,
+                shuffle,
+            };
             let batch = self.assemble(samples)?;
-            batches.enqueue(batch).map_err(|_| Error::Cancelled)?;
+            batches
+                .enqueue((batch, trace))
+                .map_err(|_| Error::Cancelled)?;
         }
     }
 
@@ -495,8 +580,8 @@ impl Batcher {
                 return Err(Error::Config(format!(
                     "file #{} record {}: image shape {:?} (CHW) differs from the batch's {shape:?}; \
                      the transform must give every image the same size",
-                    sample.file,
-                    sample.record,
+                    sample.at.file,
+                    sample.at.record,
                     sample.planes.shape()
                 )));
             }

@@ -5,8 +5,13 @@
 //! epochs, the files of each epoch (shuffled by seed when asked) and the records of each file,
 //! and numbers every record it hands out. That number fixes the record's place in the output
 //! and seeds its random distortions, so parallel readers give the same batches as one reader.
+//!
+//! A cursor may start inside a run, at an [`InputPosition`]: it hands out the position's
+//! buffered records first, then goes on from its `next` record, passing over those it skips.
+//! Each handout also gets a ticket, its place among this cursor's handouts, which is what the
+//! ordered hand-off orders by.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -14,19 +19,18 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 
 use super::corrupt_records::CorruptTally;
+use super::position::{InputPosition, RecordAt};
 use crate::error::{Error, Result};
 use crate::format::{RecordFormat, RecordSpan};
 use crate::transforms::Rng;
 
-/// One record to read: its place in the output sequence and where it lies.
+/// One record to read: its place among the cursor's handouts, in the run and in the files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WorkItem {
-    /// Position in the whole run's record sequence, from 0.
-    pub seq: u64,
-    /// Index into the cursor's file list.
-    pub file: usize,
-    /// Index of the record in its file.
-    pub record: usize,
+    /// Place among this cursor's handouts, from 0.
+    pub ticket: u64,
+    /// The record.
+    pub at: RecordAt,
     /// Where the record lies in the file.
     pub span: RecordSpan,
 }
@@ -38,19 +42,24 @@ pub(crate) struct CursorOrder {
     pub num_epochs: Option<usize>,
     /// Shuffle the files at the start of each epoch.
     pub shuffle_files: bool,
-    /// Seed of the file shuffles.
-    pub seed: u64,
 }
 
 struct State {
-    epoch: usize,
-    /// Files of this epoch in reading order, and the position in it.
+    epoch: u64,
+    /// Files of this epoch in reading order, and the next slot to enter.
     order: Vec<usize>,
     position: usize,
     /// Spans of the current file, and the next record to hand out.
     spans: Arc<Vec<RecordSpan>>,
     record: usize,
+    /// The record to start at in the next file entered (a resumed cursor's first file).
+    start_record: usize,
     next_seq: u64,
+    next_ticket: u64,
+    /// Records to hand out before going on (a resumed cursor's buffer).
+    replay: VecDeque<RecordAt>,
+    /// Sequence numbers to pass over (read before the resume).
+    skip: HashSet<u64>,
     /// Whether the current epoch handed out any record (an epoch of empty files must not
     /// spin forever).
     epoch_had_records: bool,
@@ -59,70 +68,92 @@ struct State {
     done: bool,
 }
 
+impl State {
+    fn tickets(&mut self, n: usize) -> u64 {
+        self.next_ticket += n as u64;
+        self.next_ticket - n as u64
+    }
+}
+
 /// Hands out [`WorkItem`]s in a seeded order; shared by every reader thread.
 pub(crate) struct RecordCursor {
     files: Arc<Vec<PathBuf>>,
     format: Arc<dyn RecordFormat>,
     order: CursorOrder,
+    seed: u64,
     /// Where a file's broken framing is counted when corrupt records are skipped.
     tally: Arc<CorruptTally>,
     state: Mutex<State>,
 }
 
 impl RecordCursor {
+    /// A cursor over `start.files` from `start` (see [`InputPosition::start`] for a fresh run).
     pub fn new(
-        files: Arc<Vec<PathBuf>>,
+        start: &InputPosition,
         format: Arc<dyn RecordFormat>,
         order: CursorOrder,
         tally: Arc<CorruptTally>,
     ) -> Self {
+        let next = start.next;
         let state = State {
-            epoch: 0,
+            epoch: next.epoch,
             order: Vec::new(),
             position: 0,
             spans: Arc::new(Vec::new()),
             record: 0,
-            next_seq: 0,
-            epoch_had_records: false,
+            start_record: next.record,
+            next_seq: next.seq,
+            next_ticket: 0,
+            replay: start.buffer.iter().copied().collect(),
+            skip: start.skip.iter().map(|r| r.seq).collect(),
+            epoch_had_records: next.slot > 0 || next.record > 0,
             indexes: HashMap::new(),
-            done: order.num_epochs == Some(0),
+            done: order.num_epochs.is_some_and(|n| next.epoch >= n as u64),
         };
         let cursor = Self {
-            files,
+            files: Arc::new(start.files.clone()),
             format,
             order,
+            seed: start.seed,
             tally,
             state: Mutex::new(state),
         };
-        cursor.start_epoch(&mut cursor.state.lock().expect("fresh lock"));
+        let mut state = cursor.state.lock().expect("fresh lock");
+        cursor.order_epoch(&mut state);
+        state.position = next.slot;
+        drop(state);
         cursor
     }
 
-    fn start_epoch(&self, state: &mut State) {
+    fn order_epoch(&self, state: &mut State) {
         state.order = (0..self.files.len()).collect();
         if self.order.shuffle_files {
-            let mut rng = Rng::seed_from_u64(
-                self.order.seed ^ (state.epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            );
+            let mut rng =
+                Rng::seed_from_u64(self.seed ^ state.epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             state.order.shuffle(&mut rng);
         }
         state.position = 0;
-        state.epoch_had_records = false;
     }
 
-    /// The records of file `file`. When corrupt records are skipped, a file whose framing
-    /// breaks (cut short, a bad length CRC) keeps the records before the break, and the
-    /// break counts as one skipped record.
-    fn index(&self, file: usize) -> Result<Vec<RecordSpan>> {
+    /// The records of file `file`, indexed the first time. When corrupt records are skipped,
+    /// a file whose framing breaks (cut short, a bad length CRC) keeps the records before the
+    /// break, and the break counts as one skipped record.
+    fn spans(&self, state: &mut State, file: usize) -> Result<Arc<Vec<RecordSpan>>> {
+        if let Some(spans) = state.indexes.get(&file) {
+            return Ok(Arc::clone(spans));
+        }
         let path = &self.files[file];
-        if !self.tally.skips() {
-            return self.format.index(path);
-        }
-        let index = self.format.index_partial(path)?;
-        if let Some(broken) = index.broken {
-            self.tally.record::<()>(Err(broken))?;
-        }
-        Ok(index.spans)
+        let spans = Arc::new(if self.tally.skips() {
+            let index = self.format.index_partial(path)?;
+            if let Some(broken) = index.broken {
+                self.tally.record::<()>(Err(broken))?;
+            }
+            index.spans
+        } else {
+            self.format.index(path)?
+        });
+        state.indexes.insert(file, Arc::clone(&spans));
+        Ok(spans)
     }
 
     /// The path of file `index`.
@@ -142,18 +173,40 @@ impl RecordCursor {
     /// cursor enters it) may fail, naming the file.
     pub fn next_chunk(&self, max: usize) -> Result<Vec<WorkItem>> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = state.replay.pop_front() {
+            return self.replayed(&mut state, at).map(|item| vec![item]);
+        }
         loop {
             if state.done {
                 return Ok(Vec::new());
             }
             if state.record < state.spans.len() {
-                let take = max.min(state.spans.len() - state.record);
-                let file = state.order[state.position - 1];
+                let state = &mut *state;
+                if state.skip.remove(&state.next_seq) {
+                    state.record += 1;
+                    state.next_seq += 1;
+                    state.epoch_had_records = true;
+                    continue;
+                }
+                let left = max.min(state.spans.len() - state.record);
+                let take = match state.skip.is_empty() {
+                    true => left,
+                    false => (0..left as u64)
+                        .take_while(|i| *i == 0 || !state.skip.contains(&(state.next_seq + i)))
+                        .count(),
+                };
+                let ticket = state.tickets(take);
+                let (slot, file) = (state.position - 1, state.order[state.position - 1]);
                 let items = (0..take)
                     .map(|i| WorkItem {
-                        seq: state.next_seq + i as u64,
-                        file,
-                        record: state.record + i,
+                        ticket: ticket + i as u64,
+                        at: RecordAt {
+                            seq: state.next_seq + i as u64,
+                            epoch: state.epoch,
+                            slot,
+                            file,
+                            record: state.record + i,
+                        },
                         span: state.spans[state.record + i],
                     })
                     .collect();
@@ -165,13 +218,14 @@ impl RecordCursor {
             if state.position < state.order.len() {
                 let file = state.order[state.position];
                 state.position += 1;
-                state.record = 0;
-                state.spans = match state.indexes.get(&file) {
-                    Some(spans) => Arc::clone(spans),
-                    None => {
-                        let spans = Arc::new(self.index(file)?);
-                        state.indexes.insert(file, Arc::clone(&spans));
-                        spans
+                state.record = std::mem::take(&mut state.start_record);
+                state.spans = match self.spans(&mut state, file) {
+                    Ok(spans) => spans,
+                    Err(e) => {
+                        // The pipeline stops on this error: the other readers must end, not
+                        // walk on past the file and report an epoch without records.
+                        state.done = true;
+                        return Err(e);
                     }
                 };
                 continue;
@@ -184,12 +238,32 @@ impl RecordCursor {
                 )));
             }
             state.epoch += 1;
-            if Some(state.epoch) == self.order.num_epochs {
+            state.start_record = 0;
+            state.epoch_had_records = false;
+            if Some(state.epoch) == self.order.num_epochs.map(|n| n as u64) {
                 state.done = true;
                 continue;
             }
-            self.start_epoch(&mut state);
+            self.order_epoch(&mut state);
         }
+    }
+
+    /// A buffered record of the position the cursor started at, with its span.
+    fn replayed(&self, state: &mut State, at: RecordAt) -> Result<WorkItem> {
+        let spans = self.spans(state, at.file)?;
+        let span = *spans.get(at.record).ok_or_else(|| Error::Record {
+            path: self.files[at.file].clone(),
+            record: at.record,
+            reason: format!(
+                "the input position names this record, but the file holds {} records",
+                spans.len()
+            ),
+        })?;
+        Ok(WorkItem {
+            ticket: state.tickets(1),
+            at,
+            span,
+        })
     }
 }
 
@@ -223,23 +297,34 @@ mod tests {
         }
     }
 
-    fn cursor(sizes: &[usize], num_epochs: Option<usize>, shuffle_files: bool) -> RecordCursor {
+    fn start(sizes: &[usize]) -> InputPosition {
         let files = sizes
             .iter()
             .map(|n| PathBuf::from(format!("{n} records")))
             .collect();
+        InputPosition::start(files, 7)
+    }
+
+    fn cursor_at(
+        start: &InputPosition,
+        num_epochs: Option<usize>,
+        shuffle_files: bool,
+    ) -> RecordCursor {
         let order = CursorOrder {
             num_epochs,
             shuffle_files,
-            seed: 7,
         };
         let tally = Arc::new(CorruptTally::new(crate::CorruptRecords::Fail));
-        RecordCursor::new(Arc::new(files), Arc::new(Counted), order, tally)
+        RecordCursor::new(start, Arc::new(Counted), order, tally)
+    }
+
+    fn cursor(sizes: &[usize], num_epochs: Option<usize>, shuffle_files: bool) -> RecordCursor {
+        cursor_at(&start(sizes), num_epochs, shuffle_files)
     }
 
     fn drain(c: &RecordCursor) -> Vec<(usize, usize)> {
         std::iter::from_fn(|| c.next().unwrap())
-            .map(|w| (w.file, w.record))
+            .map(|w| (w.at.file, w.at.record))
             .collect()
     }
 
@@ -257,7 +342,7 @@ mod tests {
     fn numbers_records_in_order() {
         let c = cursor(&[3, 3], Some(1), false);
         let seqs: Vec<u64> = std::iter::from_fn(|| c.next().unwrap())
-            .map(|w| w.seq)
+            .map(|w| w.at.seq)
             .collect();
         assert_eq!(seqs, (0..6).collect::<Vec<_>>());
     }
@@ -290,7 +375,12 @@ mod tests {
         let c = cursor(&[5, 2], Some(1), false);
         let chunks: Vec<Vec<(u64, usize, usize)>> = std::iter::from_fn(|| {
             let chunk = c.next_chunk(3).unwrap();
-            (!chunk.is_empty()).then(|| chunk.iter().map(|w| (w.seq, w.file, w.record)).collect())
+            (!chunk.is_empty()).then(|| {
+                chunk
+                    .iter()
+                    .map(|w| (w.at.seq, w.at.file, w.at.record))
+                    .collect()
+            })
         })
         .collect();
         assert_eq!(
@@ -309,5 +399,59 @@ mod tests {
         assert_eq!((0..101).filter_map(|_| c.next().unwrap()).count(), 101);
         let empty = cursor(&[0, 0], None, false);
         assert!(empty.next().unwrap_err().to_string().contains("no record"));
+    }
+
+    /// A cursor started after any record of an uninterrupted one hands out the rest of its
+    /// sequence: same numbers, files, slots and epochs.
+    #[test]
+    fn a_cursor_started_after_a_record_continues_the_sequence() {
+        let sizes = [3, 0, 2, 4];
+        let c = cursor(&sizes, Some(3), true);
+        let whole: Vec<RecordAt> = std::iter::from_fn(|| c.next().unwrap())
+            .map(|w| w.at)
+            .collect();
+        assert_eq!(whole.len(), 27);
+        for cut in 0..whole.len() {
+            let mut at = start(&sizes);
+            at.next = whole[cut].after();
+            let rest: Vec<RecordAt> = {
+                let c = cursor_at(&at, Some(3), true);
+                std::iter::from_fn(|| c.next().unwrap())
+                    .map(|w| w.at)
+                    .collect()
+            };
+            assert_eq!(rest, whole[cut + 1..], "after record {cut}");
+        }
+    }
+
+    /// A resumed cursor hands out its buffer first, with tickets from 0, then passes over the
+    /// records it skips.
+    #[test]
+    fn a_resumed_cursor_replays_its_buffer_and_passes_over_skipped_records() {
+        let sizes = [5, 5];
+        let c = cursor(&sizes, Some(1), false);
+        let whole: Vec<RecordAt> = std::iter::from_fn(|| c.next().unwrap())
+            .map(|w| w.at)
+            .collect();
+        let mut at = start(&sizes);
+        at.buffer = vec![whole[3], whole[1]];
+        at.next = whole[3].after();
+        at.skip = vec![whole[5], whole[7]];
+        let c = cursor_at(&at, Some(1), false);
+        let chunks: Vec<Vec<(u64, u64)>> = std::iter::from_fn(|| {
+            let chunk = c.next_chunk(4).unwrap();
+            (!chunk.is_empty()).then(|| chunk.iter().map(|w| (w.ticket, w.at.seq)).collect())
+        })
+        .collect();
+        assert_eq!(
+            chunks,
+            vec![
+                vec![(0, 3)],
+                vec![(1, 1)],
+                vec![(2, 4)],
+                vec![(3, 6)],
+                vec![(4, 8), (5, 9)],
+            ]
+        );
     }
 }

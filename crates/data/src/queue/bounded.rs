@@ -16,7 +16,9 @@
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use rand::{RngExt, SeedableRng, rngs::Xoshiro256PlusPlus};
+use chacha20::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
+use serde::{Deserialize, Serialize};
 
 /// Why a queue operation did not go through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -38,6 +40,47 @@ pub enum QueueError {
     },
 }
 
+/// Where a shuffle queue's generator stands: its seed and the 32-bit words drawn so far. A queue
+/// made with [`Queue::shuffle_at`] from it picks what the original would have picked next.
+///
+/// The generator is ChaCha8, whose stream can be entered at any word: saving and restoring it
+/// costs the same after a billion picks as after one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShuffleRng {
+    /// The seed the queue was made with.
+    pub seed: u64,
+    /// Words of the stream drawn so far.
+    pub words: u64,
+}
+
+impl ShuffleRng {
+    fn generator(self) -> ChaCha8Rng {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_word_pos(u128::from(self.words));
+        rng
+    }
+}
+
+/// What a queue holds right after a dequeue, seen under its lock (see
+/// [`Queue::dequeue_many_seen`]).
+#[derive(Debug)]
+pub struct Held<'a, T> {
+    items: &'a VecDeque<T>,
+    rng: Option<ShuffleRng>,
+}
+
+impl<T> Held<'_, T> {
+    /// The items left, in the queue's order (a shuffle queue picks among the first ones).
+    pub fn items(&self) -> impl Iterator<Item = &T> {
+        self.items.iter()
+    }
+
+    /// Where a shuffle queue's generator stands; `None` for a FIFO queue.
+    pub fn shuffle_rng(&self) -> Option<ShuffleRng> {
+        self.rng
+    }
+}
+
 /// How items leave the queue.
 #[derive(Debug)]
 enum Order {
@@ -48,7 +91,9 @@ enum Order {
     /// picks among all items present, which makes runs unrepeatable).
     Shuffle {
         min_after_dequeue: usize,
-        rng: Xoshiro256PlusPlus,
+        seed: u64,
+        /// Boxed: ChaCha keeps a 256-byte block buffer.
+        rng: Box<ChaCha8Rng>,
     },
 }
 
@@ -74,10 +119,21 @@ impl<T> State<T> {
         }
     }
 
+    fn shuffle_rng(&self) -> Option<ShuffleRng> {
+        match &self.order {
+            Order::Fifo => None,
+            Order::Shuffle { seed, rng, .. } => Some(ShuffleRng {
+                seed: *seed,
+                words: u64::try_from(rng.get_word_pos()).expect("fewer than 2^64 words drawn"),
+            }),
+        }
+    }
+
     fn take_one(&mut self) -> T {
         if let Order::Shuffle {
             min_after_dequeue,
             rng,
+            ..
         } = &mut self.order
         {
             let window = self.items.len().min(*min_after_dequeue + 1);
@@ -113,16 +169,24 @@ impl<T> Queue<T> {
     /// # Panics
     /// If `min_after_dequeue >= capacity`.
     pub fn shuffle(capacity: usize, min_after_dequeue: usize, seed: u64) -> Self {
+        Self::shuffle_at(capacity, min_after_dequeue, ShuffleRng { seed, words: 0 })
+    }
+
+    /// A shuffling queue whose generator continues from `rng` (see [`Held::shuffle_rng`]).
+    ///
+    /// # Panics
+    /// If `min_after_dequeue >= capacity`.
+    pub fn shuffle_at(capacity: usize, min_after_dequeue: usize, rng: ShuffleRng) -> Self {
         assert!(
             min_after_dequeue < capacity,
             "shuffle queue: min_after_dequeue ({min_after_dequeue}) must be below capacity ({capacity})"
         );
-        let rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         Self::new(
             capacity,
             Order::Shuffle {
                 min_after_dequeue,
-                rng,
+                seed: rng.seed,
+                rng: Box::new(rng.generator()),
             },
         )
     }
@@ -185,16 +249,41 @@ impl<T> Queue<T> {
     /// When the queue is closed with fewer than `n` items left, fails with `Closed` and leaves
     /// them in place (see [`Queue::dequeue_up_to`] to take a final partial batch).
     pub fn dequeue_many(&self, n: usize) -> Result<Vec<T>, QueueError> {
-        self.dequeue_n(n, false)
+        self.dequeue_n(n, false, |_| ()).map(|(items, ())| items)
+    }
+
+    /// [`Queue::dequeue_many`], and `see` looks at what the queue holds right after, under the
+    /// same lock: nothing can enter or leave in between.
+    pub fn dequeue_many_seen<S>(
+        &self,
+        n: usize,
+        see: impl FnOnce(Held<'_, T>) -> S,
+    ) -> Result<(Vec<T>, S), QueueError> {
+        self.dequeue_n(n, false, see)
+    }
+
+    /// [`Queue::dequeue_up_to`] with a look at what the queue holds right after (see
+    /// [`Queue::dequeue_many_seen`]).
+    pub fn dequeue_up_to_seen<S>(
+        &self,
+        n: usize,
+        see: impl FnOnce(Held<'_, T>) -> S,
+    ) -> Result<(Vec<T>, S), QueueError> {
+        self.dequeue_n(n, true, see)
     }
 
     /// Like [`Queue::dequeue_many`], but once the queue is closed it returns what is left
     /// (between 1 and `n` items) instead of failing; `Closed` only when nothing is left.
     pub fn dequeue_up_to(&self, n: usize) -> Result<Vec<T>, QueueError> {
-        self.dequeue_n(n, true)
+        self.dequeue_n(n, true, |_| ()).map(|(items, ())| items)
     }
 
-    fn dequeue_n(&self, n: usize, partial: bool) -> Result<Vec<T>, QueueError> {
+    fn dequeue_n<S>(
+        &self,
+        n: usize,
+        partial: bool,
+        see: impl FnOnce(Held<'_, T>) -> S,
+    ) -> Result<(Vec<T>, S), QueueError> {
         let mut state = self.lock();
         let max = self.capacity - state.reserve();
         if n == 0 || n > max {
@@ -221,9 +310,13 @@ impl<T> Queue<T> {
         }
         let take = n.min(state.items.len());
         let items = (0..take).map(|_| state.take_one()).collect();
+        let seen = see(Held {
+            items: &state.items,
+            rng: state.shuffle_rng(),
+        });
         drop(state);
         self.not_full.notify_all();
-        Ok(items)
+        Ok((items, seen))
     }
 
     /// Closes the queue: no more enqueues; consumers drain what is left. Wakes every waiter.
@@ -453,6 +546,36 @@ mod tests {
         // An item can only move back as far as the window allows: the output at position p
         // comes from the first p + min_after_dequeue + 1 inputs.
         assert!(a.iter().enumerate().all(|(p, &v)| v <= p + 5));
+    }
+
+    /// What a dequeue saw (the items left, the generator) rebuilds a queue that picks what
+    /// the original picks next.
+    #[test]
+    fn a_queue_rebuilt_from_what_a_dequeue_saw_picks_the_same() {
+        let q = Queue::shuffle(12, 6, 3);
+        (0..12).for_each(|i| q.enqueue(i).unwrap());
+        let see = |held: Held<'_, i32>| {
+            (
+                held.items().copied().collect::<Vec<_>>(),
+                held.shuffle_rng(),
+            )
+        };
+        let (_, (left, rng)) = q.dequeue_many_seen(4, see).unwrap();
+        let rebuilt = Queue::shuffle_at(12, 6, rng.unwrap());
+        left.into_iter().for_each(|i| rebuilt.enqueue(i).unwrap());
+        for i in 12..30 {
+            q.enqueue(i).unwrap();
+            rebuilt.enqueue(i).unwrap();
+            assert_eq!(q.dequeue().unwrap(), rebuilt.dequeue().unwrap(), "pick {i}");
+        }
+        let fifo = Queue::fifo(2);
+        fifo.enqueue(7u8).unwrap();
+        fifo.close();
+        assert_eq!(
+            fifo.dequeue_up_to_seen(2, |held| held.shuffle_rng()),
+            Ok((vec![7], None)),
+            "a FIFO queue has no generator"
+        );
     }
 
     #[test]

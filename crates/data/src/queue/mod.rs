@@ -9,6 +9,6 @@ mod bounded;
 mod coordinator;
 mod runner;
 
-pub use bounded::{Queue, QueueError};
+pub use bounded::{Held, Queue, QueueError, ShuffleRng};
 pub use coordinator::{CoordinatedThread, Coordinator};
 pub use runner::QueueRunner;

@@ -14,6 +14,7 @@ use super::{StepOutput, Towers};
 use crate::batch_norm_sync;
 use crate::error::Result;
 use crate::loss::IntoTowerLoss;
+use crate::tower_index::on_tower;
 
 impl<M: Module> Towers<M> {
     /// Forward, loss and backward on the model itself, then the update (or, under
@@ -34,7 +35,7 @@ impl<M: Module> Towers<M> {
         let loss_scale = (k > 1).then_some(batch.len() as f64);
         let (x, y) = batch.as_slice().to_tensors(&self.main);
         let pass = panic::catch_unwind(AssertUnwindSafe(|| {
-            backward_pass(self.model(), x, y, loss_scale, loss_fn)
+            on_tower(0, || backward_pass(self.model(), x, y, loss_scale, loss_fn))
         }));
         let pass = match pass {
             Ok(Ok(pass)) => pass,

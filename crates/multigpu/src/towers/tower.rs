@@ -14,6 +14,7 @@ use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
 use crate::loss::IntoTowerLoss;
 use crate::reduce::{Layout, PeerGone, RingLink};
+use crate::tower_index::on_tower;
 
 /// Forward, loss and backward of one slice.
 pub(super) struct Pass {
@@ -197,7 +198,7 @@ where
                 thread::Builder::new()
                     .name(format!("tower-{i}"))
                     .spawn_scoped(s, move || {
-                        run_tower(job, layout, has_running_stats, loss_fn)
+                        on_tower(i, || run_tower(job, layout, has_running_stats, loss_fn))
                     })
             })
             .collect();

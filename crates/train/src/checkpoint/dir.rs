@@ -183,6 +183,7 @@ mod tests {
             model: LinearConfig::new(2, 2).init(&Device::flex()).into_record(),
             optimizer: burn::optim::SgdConfig::new().init().to_record(),
             averages: None,
+            input: None,
             config: serde_json::Value::Null,
         }
     }

@@ -1,11 +1,13 @@
-//! One checkpoint file: the model, the optimizer state, the moving averages and the step,
-//! written atomically and checksummed.
+//! One checkpoint file: the model, the optimizer state, the moving averages, the step and the
+//! input position, written atomically and checksummed.
 //!
 //! Layout: the 8 bytes `BTOWCKP2`, a little-endian `u64` header length, a JSON header
 //! (`step`, the sections' names and lengths, the run's configuration), the sections back to
-//! back, each in Burn's burnpack format (`model` and `averages` are [`ModuleRecord`]s, keyed by
+//! back (`model` and `averages` are [`ModuleRecord`]s in Burn's burnpack format, keyed by
 //! module path and carrying the parameter ids the optimizer state is keyed by; `optimizer` is an
-//! [`OptimizerRecord`]), and last the little-endian CRC32C of every byte before it.
+//! [`OptimizerRecord`]; the optional `input` is the [`InputPosition`] as JSON), and last the
+//! little-endian CRC32C of every byte before it. Files written before the `input` section
+//! existed load with `input: None`.
 //!
 //! The checksum is CRC32C (the `crc32c` crate, already used for TFRecords, hardware-accelerated
 //! at several GB/s): it guards against accidents (bit rot, a torn copy, a truncated file), not
@@ -24,6 +26,7 @@ use burn::tensor::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use towers_data::InputPosition;
 use towers_data::atomic_file::write_atomic;
 
 /// The current format: a CRC32C trailer.
@@ -55,6 +58,9 @@ pub struct Checkpoint {
     pub optimizer: OptimizerRecord,
     /// The moving averages of the weights, when the run keeps them.
     pub averages: Option<ModuleRecord>,
+    /// Where the training input stands after the step's batches; `None` in files written
+    /// before positions were saved.
+    pub input: Option<InputPosition>,
     /// The run's configuration, for the record (not applied on load).
     pub config: serde_json::Value,
 }
@@ -86,6 +92,10 @@ impl Checkpoint {
         ];
         if let Some(averages) = self.averages {
             sections.push(("averages", averages.into_bytes().map_err(bad)?));
+        }
+        if let Some(input) = &self.input {
+            let json = serde_json::to_vec(input).expect("a position always serializes");
+            sections.push(("input", Bytes::from_bytes_vec(json)));
         }
         let header = Header {
             step: self.step,
@@ -167,6 +177,7 @@ impl Checkpoint {
         let mut model = None;
         let mut optimizer = None;
         let mut averages = None;
+        let mut input = None;
         for section in &header.sections {
             let end = offset + section.bytes as usize;
             let bytes = Bytes::from_bytes_vec(body[offset..end].to_vec());
@@ -179,6 +190,11 @@ impl Checkpoint {
                     optimizer = Some(OptimizerRecord::from_bytes(bytes).map_err(broken)?)
                 }
                 "averages" => averages = Some(ModuleRecord::from_bytes(bytes).map_err(broken)?),
+                "input" => {
+                    input = Some(serde_json::from_slice(&bytes).map_err(|e| {
+                        bad(format!("section input: unreadable input position: {e}"))
+                    })?)
+                }
                 other => return Err(bad(format!("unknown section `{other}`"))),
             }
         }
@@ -187,6 +203,7 @@ impl Checkpoint {
             model: model.ok_or_else(|| bad("no model section".into()))?,
             optimizer: optimizer.ok_or_else(|| bad("no optimizer section".into()))?,
             averages,
+            input,
             config: header.config,
         };
         Ok((checkpoint, integrity))
@@ -263,6 +280,7 @@ mod tests {
             model: model.clone().into_record(),
             optimizer: optim.to_record(),
             averages: None,
+            input: None,
             config: serde_json::Value::Null,
         }
         .save(&path)
@@ -305,6 +323,7 @@ mod tests {
             model: model.clone().into_record(),
             optimizer: burn::optim::SgdConfig::new().init().to_record(),
             averages: Some(model.into_record()),
+            input: None,
             config: serde_json::json!({"seed": 1}),
         }
         .save(&path)
@@ -333,8 +352,31 @@ mod tests {
             model: model.clone().into_record(),
             optimizer: burn::optim::SgdConfig::new().init().to_record(),
             averages: Some(model.into_record()),
+            input: None,
             config: serde_json::json!({"seed": 1}),
         }
+    }
+
+    /// The input position comes back as saved; a checkpoint saved without one has none.
+    #[test]
+    fn the_input_position_round_trips_and_is_optional() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.ckpt-9");
+        let mut position = towers_data::InputPosition::start(vec!["a/x".into()], 4);
+        position.next.seq = 1 << 40;
+        position.shuffle = Some(towers_data::ShuffleRng {
+            seed: 4,
+            words: 1 << 50,
+        });
+        Checkpoint {
+            input: Some(position.clone()),
+            ..small(9)
+        }
+        .save(&path)
+        .unwrap();
+        assert_eq!(Checkpoint::load(&path).unwrap().input, Some(position));
+        small(9).save(&path).unwrap();
+        assert_eq!(Checkpoint::load(&path).unwrap().input, None);
     }
 
     /// One flipped bit anywhere, header and magic included, or any truncation, is an error
@@ -423,6 +465,7 @@ mod tests {
             model: model.into_record(),
             optimizer: burn::optim::SgdConfig::new().init().to_record(),
             averages: None,
+            input: None,
             config: serde_json::Value::Null,
         }
         .save(Path::new("/no/such/dir/model.ckpt-1"))

@@ -14,9 +14,13 @@
 //! rounding), backends and reader threads: the model is initialized from the seed on the CPU,
 //! the input pipeline is deterministic, and the towers average to the full-batch gradient.
 //! A resumed run continues with the batches, optimizer state, averages and learning rate an
-//! uninterrupted run would have had; the device generators are reseeded from the seed and the
-//! step before every step, so random layers (dropout) agree too on one device.
+//! uninterrupted run would have had: the checkpoint's input position restarts the input where
+//! the checkpointed steps left it, in constant time (checkpoints without one replay the input).
+//! Dropout masks ([`towers_models::dropout`]) come from a stream of the seed, the step, the
+//! micro-batch and the tower, so they agree too, on any number of towers; Burn's device
+//! generators are reseeded from the seed and the step before every step, for other random ops.
 
+mod input;
 mod report;
 mod run;
 mod start;

@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use burn::tensor::{Int, Tensor};
-use towers_data::{HostBatch, Pipeline, PipelineConfig};
+use towers_data::Pipeline;
 use towers_models::ImageClassifier;
 use towers_multigpu::{TowerDevice, Towers};
 
+use super::input::{next_batch, seeded_loss};
 use super::report::{Interval, TrainReport};
 use super::start::{Start, mix, seed_devices};
 use super::{LOG_FILE, PLOT_FILE, Trained, Trainer};
@@ -52,8 +52,8 @@ pub(super) struct Update {
 }
 
 impl<M: ImageClassifier + 'static> Trainer<M> {
-    /// Begin: the towers, the learning-rate schedule, the input pipeline (read past the
-    /// batches a resumed run consumed), the log and the summaries.
+    /// Begin: the towers, the learning-rate schedule, the input pipeline (from a resumed
+    /// run's input position), the log and the summaries.
     pub(super) fn begin(
         &self,
         start: Start<M>,
@@ -74,32 +74,13 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         };
         let schedule =
             (c.learning_rate).resolve(examples_per_epoch, c.examples_per_step(), c.max_steps)?;
-        let replay = step > 0 && c.replay_input_on_resume;
-        let pipeline_config = PipelineConfig {
-            reader_threads: c.reader_threads.unwrap_or(4 * devices.len()),
-            seed: if step > 0 && !replay {
-                mix(c.seed, step)
-            } else {
-                c.seed
-            },
-            corrupt_records: c.corrupt_records(),
-            ..PipelineConfig::train(c.batch_size)
-        };
-        let mut pipeline = input.start(pipeline_config)?;
         let log = TrainLog::open(&c.train_dir.join(LOG_FILE), step, c.max_steps)?;
         log.println(&self.banner(devices, examples_per_epoch, &schedule, step));
         for note in &start.notes {
             log.println(note);
         }
-        if replay {
-            let batches = step * c.towers.accumulation as u64;
-            log.println(&format!(
-                "resuming at step {step}: reading past the {batches} batches it consumed"
-            ));
-            for _ in 0..batches {
-                next_batch(&mut pipeline)?;
-            }
-        }
+        let readers = c.reader_threads.unwrap_or(4 * devices.len());
+        let pipeline = self.start_input(input, readers, step, start.input, &log)?;
         let summaries = TrainSummaries::open(&c.summaries, &c.train_dir, step, c.max_steps)?;
         Ok(Run {
             towers,
@@ -126,13 +107,15 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         let started = Instant::now();
         let lr = run.schedule.at(run.step);
         seed_devices(run.towers.devices(), mix(c.seed, run.step));
-        let loss_fn = |m: &M, x: Tensor<4>, y: Tensor<1, Int>| (self.loss)(m, x, y);
         let (mut loss_sum, mut examples) = (0.0, 0usize);
-        loop {
+        for micro in 0.. {
             let batch = next_batch(&mut run.pipeline)?;
             run.summaries
                 .before_batch(run.step + 1, &batch, &mut run.towers)?;
-            let out = run.towers.step(&batch, lr, loss_fn)?;
+            let seed = mix(mix(c.seed, run.step), micro);
+            let out = run
+                .towers
+                .step(&batch, lr, seeded_loss(&*self.loss, seed))?;
             run.summaries.add(&out);
             loss_sum += out.loss * out.examples as f64;
             examples += out.examples;
@@ -238,13 +221,14 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         })
     }
 
-    /// Saves the model, optimizer and averages of the current step.
+    /// Saves the model, optimizer, averages and input position of the current step.
     fn checkpoint(&self, run: &mut Run<M>, ckpts: &CheckpointDir) -> Result<()> {
         let path = ckpts.save(Checkpoint {
             step: run.step,
             model: run.towers.model().clone().into_record(),
             optimizer: run.towers.optimizer().to_record(),
             averages: (run.averages.as_ref()).map(|a| a.averages().clone().into_record()),
+            input: Some(run.pipeline.position()),
             config: serde_json::to_value(&self.config).expect("a config always serializes"),
         })?;
         run.checkpoint = Some(path);
@@ -278,10 +262,4 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             c.train_dir.display()
         )
     }
-}
-
-fn next_batch(pipeline: &mut Pipeline) -> Result<HostBatch> {
-    pipeline
-        .next_batch()?
-        .ok_or_else(|| Error::Config("the training input ended".into()))
 }

@@ -6,6 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor};
+use towers_data::InputPosition;
 use towers_models::ImageClassifier;
 use towers_multigpu::TowerDevice;
 
@@ -25,6 +26,8 @@ pub(super) struct Start<M> {
     pub(super) checkpoint: Option<PathBuf>,
     /// What the log should say about the restore (e.g. checkpoints skipped as corrupt).
     pub(super) notes: Vec<String>,
+    /// Where the input stands; `None` for a fresh run or a checkpoint without a position.
+    pub(super) input: Option<InputPosition>,
 }
 
 impl<M: ImageClassifier + 'static> Trainer<M> {
@@ -69,11 +72,12 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
                 step: 0,
                 checkpoint: None,
                 notes: Vec::new(),
+                input: None,
             }),
         }
     }
 
-    /// The model, optimizer, averages and step of `ckpt`, read from `path`.
+    /// The model, optimizer, averages, step and input position of `ckpt`, read from `path`.
     fn restore(&self, model: M, ckpt: Checkpoint, path: &Path) -> Result<Start<M>> {
         let c = &self.config;
         let step = ckpt.step;
@@ -96,6 +100,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             step,
             checkpoint: None,
             notes: Vec::new(),
+            input: ckpt.input,
         })
     }
 }
