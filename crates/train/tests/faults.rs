@@ -274,9 +274,12 @@ fn corrupt_records_are_skipped_and_counted_when_asked() {
         "fail-fast: {msg}"
     );
 
+    // One corrupt record in each file of 200: the second one comes after about 200 records read,
+    // just within 1%, or, when parallel readers reach the next file before the last records of
+    // the first are counted, just past it. A 2% budget keeps the test off that edge.
     let dir = tempfile::tempdir().unwrap();
     let c = TrainConfig {
-        skip_corrupt_records: Some(0.01),
+        skip_corrupt_records: Some(0.02),
         ..config(dir.path(), 30)
     };
     let trained = Trainer::new(c)
@@ -284,7 +287,7 @@ fn corrupt_records_are_skipped_and_counted_when_asked() {
         .unwrap();
     let report = trained.report;
     assert!(report.records.skipped >= 1, "{:?}", report.records);
-    assert!(report.records.skipped * 100 <= report.records.read);
+    assert!(report.records.skipped * 50 <= report.records.read);
     assert!(
         report.to_string().contains(&format!(
             "skipped {} corrupt input records of {} read",
