@@ -19,6 +19,9 @@
 //!   second discrete GPU ([`adapters`]); [`list_devices`] is what `--list-devices` prints.
 //! - Remote devices (`remote` feature): `ws://host:port/index` entries reach the devices a Burn
 //!   `RemoteServer` (the `towers-serve` binary of `burn-towers`) serves on another machine.
+//! - Several processes ([`CrossProcess`], [`Towers::across_processes`]): one rank per machine
+//!   with towers of its own, gradients all-reduced across ranks after the towers' own
+//!   reduction; over MPI with the `mpi` feature ([`mpi::Mpi`]).
 //!
 //! ```no_run
 //! use burn::optim::SgdConfig;
@@ -42,14 +45,18 @@
 
 pub mod adapters;
 mod batch_norm_sync;
+mod cross_process;
 mod devices;
 mod error;
 mod listing;
 mod loss;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 mod reduce;
 pub mod towers;
 
 pub use batch_norm_sync::BatchNormSync;
+pub use cross_process::{CrossProcess, Processes};
 pub use devices::{TowerDevice, parse_devices};
 pub use error::{Error, Result};
 pub use listing::{BackendListing, Listed, ListedDevice, list_devices};

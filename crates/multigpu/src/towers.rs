@@ -41,6 +41,7 @@ use burn::tensor::{Device, Int, Tensor};
 use towers_data::{BatchSlice, HostBatch, split_sizes};
 
 use crate::batch_norm_sync::{self, BatchNormSync, RunningStats};
+use crate::cross_process::{self, Processes};
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
 use crate::loss::IntoTowerLoss;
@@ -132,6 +133,8 @@ pub struct Towers<M> {
     state: State<M>,
     cycle: Cycle<M>,
     tap: GradientTap,
+    /// The other ranks of a multi-process job, if any.
+    processes: Option<Processes>,
 }
 
 /// A copy of one update's gradient, when asked for.
@@ -297,7 +300,49 @@ impl<M: Module> Towers<M> {
             state,
             cycle: Cycle::default(),
             tap: GradientTap::default(),
+            processes: None,
         })
+    }
+
+    /// Makes these towers one rank of a multi-process job (see [`crate::CrossProcess`]): every
+    /// update then applies the mean gradient over all ranks' examples, batch-norm statistics
+    /// are averaged across ranks too, and the model takes rank 0's weights now. Every rank must
+    /// call this, and then [`step`](Self::step), in step with the others.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] under [`Reduce::AllReduce`] (each tower updates its own replica, so
+    /// there is no one gradient to exchange: use [`Reduce::ParameterDevice`]);
+    /// [`Error::Processes`] when the ranks' models differ in shape.
+    pub fn across_processes(mut self, processes: Processes) -> Result<Self> {
+        let p = &*processes;
+        self.state = match self.state {
+            State::AllReduce { .. } => {
+                return Err(Error::Config(
+                    "the ring all-reduce between towers cannot run across processes: use the \
+                     parameter-device reduction"
+                        .into(),
+                ));
+            }
+            State::Single { model, optim } => State::Single {
+                model: Some(cross_process::from_rank_zero(
+                    p,
+                    model.expect(PRESENT),
+                    &self.main,
+                )?),
+                optim,
+            },
+            State::ParameterDevice { master, optim, .. } => {
+                let master = cross_process::from_rank_zero(p, master.expect(PRESENT), &self.main)?;
+                State::ParameterDevice {
+                    replicas: broadcast(&master, &self.towers),
+                    master: Some(master),
+                    optim,
+                }
+            }
+        };
+        self.processes = Some(processes);
+        Ok(self)
     }
 
     /// The model as of the last update.
@@ -425,8 +470,8 @@ impl<M: Module> Towers<M> {
             correct: pass.correct,
             updated: self.cycle.micro + 1 == k,
         };
-        let grads = if k == 1 {
-            pass.grads
+        let (grads, examples) = if k == 1 {
+            (pass.grads, examples)
         } else {
             let grads = match self.cycle.grads.pop() {
                 Some(sum) => self.layout.sum(vec![sum, pass.grads], tower.device()),
@@ -439,14 +484,21 @@ impl<M: Module> Towers<M> {
                 self.cycle.grads.push(grads);
                 return Ok(output);
             }
-            let grads = self
-                .layout
-                .scale(grads, 1.0 / self.cycle.examples[0] as f64);
+            let examples = self.cycle.examples[0];
+            let grads = self.layout.scale(grads, 1.0 / examples as f64);
             self.cycle = Cycle::default();
-            grads
+            (grads, examples)
         };
+        let processes = self.processes.as_deref();
+        let grads =
+            cross_process::mean_gradients(processes, &self.layout, grads, examples, &self.main);
         let grads = self.tap.pass(&self.layout, grads);
-        *model = Some(optim.step(lr, model.take().expect(PRESENT), grads));
+        let updated = optim.step(lr, model.take().expect(PRESENT), grads);
+        *model = Some(if self.has_running_stats {
+            cross_process::mean_running_stats(processes, updated, examples, &self.main)
+        } else {
+            updated
+        });
         Ok(output)
     }
 
@@ -591,11 +643,25 @@ impl<M: Module> Towers<M> {
                     Some(factor) => self.layout.scale(grads, factor),
                     None => grads,
                 };
+                let processes = self.processes.as_deref();
+                let grads = cross_process::mean_gradients(
+                    processes,
+                    &self.layout,
+                    grads,
+                    cycle_examples,
+                    &self.main,
+                );
                 let grads = self.tap.pass(&self.layout, grads);
                 let mut model = optim.step(lr, master.take().expect(PRESENT), grads);
                 if self.has_running_stats {
                     let stats = sync.combine(stats, &examples, &self.main);
                     model = batch_norm_sync::write(model, &stats);
+                    model = cross_process::mean_running_stats(
+                        processes,
+                        model,
+                        cycle_examples,
+                        &self.main,
+                    );
                 }
                 *replicas = broadcast(&model, &self.towers);
                 *master = Some(model);

@@ -1,0 +1,330 @@
+//! Towers across processes over a real MPI: each test launches `mpirun -np R` on loopback,
+//! whose ranks are this test binary itself running [`rank`] (one flex tower per rank), and
+//! compares rank 0's parameters after a few steps with an in-process computation.
+//!
+//! Without `mpirun` on the PATH the tests say so loudly and pass, except under CI (the `CI`
+//! environment variable), where they fail: CI installs Open MPI.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use burn::module::Module;
+use burn::tensor::{Device, Int, Tensor};
+use towers_data::HostBatch;
+use towers_multigpu::mpi::{Mpi, MpiConfig};
+use towers_multigpu::{CrossProcess, Towers, TowersConfig, parse_devices};
+use towers_testing::batches::{batch, split};
+use towers_testing::compare::{assert_close, values};
+use towers_testing::nets::{BnNet, LR, Net, sgd};
+use towers_testing::reference::{self, flex};
+
+/// Per-rank batch sizes of the global batches, step by step, per scenario.
+const EVEN: [&[usize]; 3] = [&[8, 8], &[8, 8], &[8, 8]];
+const UNEVEN: [&[usize]; 3] = [&[3, 13], &[11, 5], &[2, 6]];
+const THREE_UNEVEN: [&[usize]; 3] = [&[3, 6, 7], &[5, 5, 2], &[9, 1, 4]];
+
+/// Rounding only: ranks sum `n_r * mean_r` and divide by the global count, towers sum
+/// `(n_i / B) * mean_i`, and a plain step takes one mean over the whole batch. The three differ
+/// in the last bits of each f32 gradient (~1e-7 relative); SGD with momentum over three steps
+/// keeps that below 1e-5 relative, while a wrong weight (a sum for a mean, equal weights for
+/// unequal slices) moves the parameters by more than 1e-3.
+const TOLERANCE: f32 = 1e-5;
+
+/// The global batch of `step`: the same on every rank, which takes its own slice.
+fn global_batch(step: usize, sizes: &[usize]) -> HostBatch {
+    batch(sizes.iter().sum(), 100 + step)
+}
+
+fn sizes_of(scenario: &str) -> [&'static [usize]; 3] {
+    match scenario {
+        "uneven" => UNEVEN,
+        "three-uneven" => THREE_UNEVEN,
+        _ => EVEN,
+    }
+}
+
+/// One rank of a scenario: only runs under `mpirun` (launched by the tests below).
+#[test]
+#[ignore = "a rank of the MPI tests, launched by them under mpirun"]
+fn rank() {
+    let scenario = std::env::var("TOWERS_MPI_SCENARIO").expect("launched by the MPI tests");
+    let out = std::env::var("TOWERS_MPI_OUT").expect("launched by the MPI tests");
+    let timeout = std::env::var("TOWERS_MPI_TIMEOUT").map_or(60, |s| s.parse().unwrap());
+    // Tiny buckets, so that even these nets span several.
+    let config = MpiConfig::default()
+        .with_bucket_bytes(256)
+        .with_timeout(Duration::from_secs(timeout));
+    let mpi = Arc::new(Mpi::init(config).expect("MPI starts"));
+    let rank = mpi.rank();
+    if scenario == "late" && rank == 1 {
+        std::thread::sleep(Duration::from_secs(30));
+    }
+    // Each rank starts from other weights: rank 0's must reach every rank.
+    let device = flex();
+    device.seed(1 + rank as u64);
+    let devices = parse_devices("flex").unwrap();
+    let model_values = if scenario == "bn" {
+        let towers = Towers::new(
+            BnNet::new(&device),
+            sgd(),
+            &devices,
+            TowersConfig::default(),
+        )
+        .unwrap()
+        .across_processes(mpi.clone())
+        .unwrap();
+        train(towers, &scenario, rank, |m, x, y| m.loss(x, y))
+    } else {
+        let towers = Towers::new(Net::new(&device), sgd(), &devices, TowersConfig::default())
+            .unwrap()
+            .across_processes(mpi.clone())
+            .unwrap();
+        train(towers, &scenario, rank, |m, x, y| m.loss(x, y).0)
+    };
+    if rank == 0 {
+        let bytes: Vec<u8> = model_values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(out, bytes).unwrap();
+    }
+}
+
+/// Three steps on this rank's slices; the model's values after them.
+fn train<M: Module>(
+    mut towers: Towers<M>,
+    scenario: &str,
+    rank: usize,
+    loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> Tensor<1> + Sync,
+) -> Vec<f32> {
+    for (step, sizes) in sizes_of(scenario).iter().enumerate() {
+        if scenario == "dies" && rank == 1 && step == 1 {
+            std::process::exit(9);
+        }
+        let mine = split(&global_batch(step, sizes), sizes).swap_remove(rank);
+        towers.step(&mine, LR, &loss).unwrap();
+    }
+    values(towers.model())
+}
+
+/// What `mpirun` said and how it ended.
+struct Run {
+    success: bool,
+    output: String,
+    elapsed: Duration,
+}
+
+/// `mpirun -np ranks` of [`rank`] in `scenario`, with rank 0's values written to `out`; `None`
+/// (after saying so) when there is no `mpirun` and this is not CI.
+fn mpirun(ranks: usize, scenario: &str, timeout_s: u64, out: &Path) -> Option<Run> {
+    if Command::new("mpirun").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "mpirun is not installed, and CI must run the MPI tests: \
+             apt-get install openmpi-bin libopenmpi-dev"
+        );
+        eprintln!("SKIPPED: no mpirun on the PATH (apt-get install openmpi-bin libopenmpi-dev)");
+        return None;
+    }
+    let start = Instant::now();
+    let mut child = Command::new("mpirun")
+        .args(["--oversubscribe", "-np", &ranks.to_string()])
+        // TCP on loopback: no shared-memory transport, which containers often restrict.
+        .args([
+            "--mca",
+            "btl",
+            "tcp,self",
+            "--mca",
+            "btl_tcp_if_include",
+            "lo",
+        ])
+        .args([
+            "-x",
+            "TOWERS_MPI_SCENARIO",
+            "-x",
+            "TOWERS_MPI_OUT",
+            "-x",
+            "TOWERS_MPI_TIMEOUT",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "rank",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TOWERS_MPI_SCENARIO", scenario)
+        .env("TOWERS_MPI_OUT", out)
+        .env("TOWERS_MPI_TIMEOUT", timeout_s.to_string())
+        // Containers and CI run as root, which Open MPI refuses unless told.
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let readers = [
+        std::thread::spawn(move || read_all(&mut stdout)),
+        std::thread::spawn(move || read_all(&mut stderr)),
+    ];
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(90) {
+            child.kill().unwrap();
+            panic!("mpirun ({scenario}) did not end within 90 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = readers.map(|r| r.join().unwrap()).join("\n");
+    Some(Run {
+        success: status.success(),
+        output,
+        elapsed: start.elapsed(),
+    })
+}
+
+fn read_all(from: &mut impl Read) -> String {
+    let mut text = String::new();
+    from.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// Rank 0's values after `scenario` on `ranks` ranks.
+fn ranks_train(ranks: usize, scenario: &str) -> Option<Vec<f32>> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("values");
+    let run = mpirun(ranks, scenario, 60, &out)?;
+    assert!(run.success, "mpirun ({scenario}) failed:\n{}", run.output);
+    let bytes = std::fs::read(&out).unwrap();
+    Some(
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect(),
+    )
+}
+
+/// One process with two flex towers, on the same global batches.
+fn two_towers_train<M: Module>(
+    model: M,
+    scenario: &str,
+    loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> Tensor<1> + Sync,
+) -> Vec<f32> {
+    let devices = parse_devices("flex,flex").unwrap();
+    let mut towers = Towers::new(model, sgd(), &devices, TowersConfig::default()).unwrap();
+    for (step, sizes) in sizes_of(scenario).iter().enumerate() {
+        towers.step(&global_batch(step, sizes), LR, &loss).unwrap();
+    }
+    values(towers.model())
+}
+
+fn rank_zero_net() -> Net {
+    let device: Device = flex();
+    device.seed(1);
+    Net::new(&device)
+}
+
+#[test]
+fn two_ranks_train_like_one_device_on_the_global_batch() {
+    let Some(got) = ranks_train(2, "even") else {
+        return;
+    };
+    let batches: Vec<HostBatch> = (0..3).map(|s| global_batch(s, EVEN[s])).collect();
+    let (expected, _) = reference::plain_training(rank_zero_net(), &batches);
+    assert_close(&got, &values(&expected), TOLERANCE, "2 ranks vs one device");
+}
+
+#[test]
+fn uneven_rank_batches_weigh_each_example_the_same() {
+    let Some(got) = ranks_train(2, "uneven") else {
+        return;
+    };
+    let batches: Vec<HostBatch> = (0..3).map(|s| global_batch(s, UNEVEN[s])).collect();
+    let (expected, _) = reference::plain_training(rank_zero_net(), &batches);
+    assert_close(
+        &got,
+        &values(&expected),
+        TOLERANCE,
+        "2 uneven ranks vs one device",
+    );
+}
+
+#[test]
+fn three_uneven_ranks_train_like_one_device() {
+    let Some(got) = ranks_train(3, "three-uneven") else {
+        return;
+    };
+    let batches: Vec<HostBatch> = (0..3).map(|s| global_batch(s, THREE_UNEVEN[s])).collect();
+    let (expected, _) = reference::plain_training(rank_zero_net(), &batches);
+    assert_close(
+        &got,
+        &values(&expected),
+        TOLERANCE,
+        "3 uneven ranks vs one device",
+    );
+}
+
+#[test]
+fn two_ranks_with_batch_norm_train_like_two_towers() {
+    let Some(got) = ranks_train(2, "bn") else {
+        return;
+    };
+    let device: Device = flex();
+    device.seed(1);
+    let expected = two_towers_train(BnNet::new(&device), "bn", |m, x, y| m.loss(x, y));
+    // Weights and running statistics: BnNet's values include both.
+    assert_close(
+        &got,
+        &expected,
+        TOLERANCE,
+        "2 ranks vs 2 towers, batch norm",
+    );
+}
+
+#[test]
+fn a_late_rank_ends_the_job_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(run) = mpirun(2, "late", 3, &dir.path().join("values")) else {
+        return;
+    };
+    assert!(
+        !run.success,
+        "the job went on without rank 1:\n{}",
+        run.output
+    );
+    assert!(
+        run.output.contains("rank 1 never reached it"),
+        "the error does not name rank 1:\n{}",
+        run.output
+    );
+    assert!(
+        run.elapsed < Duration::from_secs(25),
+        "ended after {:?}",
+        run.elapsed
+    );
+}
+
+#[test]
+fn a_rank_that_dies_ends_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    // A long exchange timeout: the launcher, not the timeout, must end the job.
+    let Some(run) = mpirun(2, "dies", 60, &dir.path().join("values")) else {
+        return;
+    };
+    assert!(
+        !run.success,
+        "the job went on without rank 1:\n{}",
+        run.output
+    );
+    assert!(
+        run.elapsed < Duration::from_secs(25),
+        "ended after {:?}",
+        run.elapsed
+    );
+    eprintln!("{}", run.output);
+}
