@@ -8,13 +8,7 @@
 //! 1e-4 of the loss.
 //!
 //! Run with `cargo test --features wgpu --test gpu`.
-#![cfg(any(
-    feature = "wgpu",
-    feature = "vulkan",
-    feature = "metal",
-    feature = "cuda",
-    feature = "rocm"
-))]
+#![cfg(feature = "gpu")]
 
 use burn_towers::data::cifar10::BuiltinCifar10;
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};

@@ -4,6 +4,10 @@
 // Each benchmark uses a part of this module; the rest is unused in its crate.
 #![allow(dead_code)]
 
+pub mod cifar_net;
+#[cfg(feature = "remote")]
+pub mod loopback;
+
 use std::time::Duration;
 
 use burn::optim::ModuleOptimizer;

@@ -11,13 +11,7 @@
 //! Run with `cargo test --features wgpu --test gpu` (`--features cuda` and
 //! `TOWERS_GPU_DEVICE=cuda:0` for CUDA); without a device the tests print `SKIPPED` and pass,
 //! except under CI.
-#![cfg(any(
-    feature = "wgpu",
-    feature = "vulkan",
-    feature = "metal",
-    feature = "cuda",
-    feature = "rocm"
-))]
+#![cfg(feature = "gpu")]
 
 use burn::module::{Module, RunningState};
 use burn::nn::loss::CrossEntropyLossConfig;

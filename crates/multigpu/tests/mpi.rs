@@ -65,7 +65,13 @@ fn rank() {
     // Each rank starts from other weights: rank 0's must reach every rank.
     let device = flex();
     device.seed(1 + rank as u64);
-    let devices = parse_devices("flex").unwrap();
+    // Two towers per rank: the hierarchical path (towers gather, then ranks exchange).
+    let devices = parse_devices(if scenario == "two-towers" {
+        "flex,flex"
+    } else {
+        "flex"
+    })
+    .unwrap();
     let model_values = if scenario == "bn" {
         let towers = Towers::new(
             BnNet::new(&device),
@@ -242,6 +248,55 @@ fn two_ranks_train_like_one_device_on_the_global_batch() {
 }
 
 #[test]
+fn two_ranks_of_two_towers_train_like_one_device() {
+    let Some(got) = ranks_train(2, "two-towers") else {
+        return;
+    };
+    let batches: Vec<HostBatch> = (0..3).map(|s| global_batch(s, EVEN[s])).collect();
+    let (expected, _) = reference::plain_training(rank_zero_net(), &batches);
+    assert_close(
+        &got,
+        &values(&expected),
+        TOLERANCE,
+        "2 ranks x 2 towers vs one device",
+    );
+}
+
+#[test]
+fn the_ring_between_towers_is_refused_across_processes() {
+    /// One process alone: enough to reach the check, which comes before any exchange.
+    struct Alone;
+    impl CrossProcess for Alone {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            1
+        }
+        fn weighted_mean(
+            &self,
+            _: &str,
+            t: Vec<Tensor<1>>,
+            _: usize,
+            _: &Device,
+        ) -> Vec<Tensor<1>> {
+            t
+        }
+        fn broadcast(&self, _: &str, t: Vec<Tensor<1>>, _: &Device) -> Vec<Tensor<1>> {
+            t
+        }
+    }
+    let config = TowersConfig::default().with_reduce(towers_multigpu::Reduce::AllReduce);
+    let devices = parse_devices("flex,flex").unwrap();
+    let towers = Towers::new(rank_zero_net(), sgd(), &devices, config).unwrap();
+    let error = towers
+        .across_processes(Arc::new(Alone))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("ring all-reduce"), "{error}");
+}
+
+#[test]
 fn uneven_rank_batches_weigh_each_example_the_same() {
     let Some(got) = ranks_train(2, "uneven") else {
         return;
@@ -315,13 +370,23 @@ fn a_late_rank_ends_the_job_with_its_name() {
 fn a_killed_rank_ends_the_job_with_its_name() {
     let dir = tempfile::tempdir().unwrap();
     // A long exchange timeout: the launcher, not the timeout, must end the job.
-    let Some(run) = mpirun(2, "killed", 60, &dir.path().join("values")) else { return };
-    assert!(!run.success, "the job went on without rank 1:\n{}", run.output);
+    let Some(run) = mpirun(2, "killed", 60, &dir.path().join("values")) else {
+        return;
+    };
+    assert!(
+        !run.success,
+        "the job went on without rank 1:\n{}",
+        run.output
+    );
     // Open MPI's words for it.
     assert!(
         run.output.contains("process rank 1 with PID") && run.output.contains("signal 9"),
         "mpirun does not name rank 1:\n{}",
         run.output
     );
-    assert!(run.elapsed < Duration::from_secs(25), "ended after {:?}", run.elapsed);
+    assert!(
+        run.elapsed < Duration::from_secs(25),
+        "ended after {:?}",
+        run.elapsed
+    );
 }

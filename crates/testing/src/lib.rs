@@ -6,10 +6,12 @@
 //! - [`reference`]: plain single-device Burn steps, the independent computation towers must equal.
 //! - [`towers`]: towers trained and checked against the reference.
 //! - [`training`]: short CIFAR-10 training runs.
+//! - [`child`]: a test that runs itself again in a child process (signals, file-size limits).
 //! - [`gpu`]: the GPU tests' device (wgpu, or `TOWERS_GPU_DEVICE`), skipped loudly where there is
 //!   none (never in CI).
 
 pub mod batches;
+pub mod child;
 pub mod compare;
 pub mod gpu;
 pub mod nets;

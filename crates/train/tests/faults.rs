@@ -2,8 +2,6 @@
 //! disk that fills up (a small tmpfs, where one can be mounted), writes cut off after N bytes
 //! (a file-size limit, `ulimit -f`).
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -17,7 +15,7 @@ use towers_train::{
     Checkpoint, CheckpointDir, Input, OptimizerConfig, TrainConfig, Trainer, read_log,
 };
 
-use support::{child, role};
+use towers_testing::child::{child, role};
 
 fn config(train_dir: &Path, max_steps: u64) -> TrainConfig {
     TrainConfig {

@@ -2,8 +2,6 @@
 //! process: the first stops it after the current step with a checkpoint and a clean exit; a
 //! second one ends it at once.
 
-mod support;
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -16,7 +14,7 @@ use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
 use towers_multigpu::TowerLoss;
 use towers_train::{Checkpoint, CheckpointDir, Input, StopFlag, TrainConfig, Trainer};
 
-use support::{child, role};
+use towers_testing::child::{child, role};
 
 /// Each step takes at least this long (the child's loss waits), so that signals sent just
 /// after a step starts arrive during it.

@@ -1,0 +1,66 @@
+//! [`TowersConfig`]: how the towers reduce, sync batch norm and accumulate; [`StepOutput`]:
+//! what a step did.
+
+use crate::batch_norm_sync::BatchNormSync;
+use crate::reduce::Reduce;
+#[cfg(doc)]
+use crate::towers::Towers;
+
+/// How the towers reduce, keep batch norm in sync and accumulate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TowersConfig {
+    /// How gradients become one update.
+    pub reduce: Reduce,
+    /// What happens to batch-norm running statistics after each update.
+    pub batch_norm: BatchNormSync,
+    /// Micro-batches per update (at least 1). With `k`, every `k`-th call to
+    /// [`Towers::step`] applies one update with the gradient of all `k` micro-batches taken as
+    /// one batch: each example weighs the same, whatever the micro-batch sizes.
+    pub accumulation: usize,
+}
+
+impl Default for TowersConfig {
+    fn default() -> Self {
+        Self {
+            reduce: Reduce::default(),
+            batch_norm: BatchNormSync::default(),
+            accumulation: 1,
+        }
+    }
+}
+
+impl TowersConfig {
+    /// Sets [`reduce`](Self::reduce).
+    pub fn with_reduce(mut self, reduce: Reduce) -> Self {
+        self.reduce = reduce;
+        self
+    }
+
+    /// Sets [`batch_norm`](Self::batch_norm).
+    pub fn with_batch_norm(mut self, batch_norm: BatchNormSync) -> Self {
+        self.batch_norm = batch_norm;
+        self
+    }
+
+    /// Sets [`accumulation`](Self::accumulation).
+    pub fn with_accumulation(mut self, micro_batches: usize) -> Self {
+        self.accumulation = micro_batches;
+        self
+    }
+}
+
+/// What one call to [`Towers::step`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepOutput {
+    /// Mean loss over the batch: the towers' losses weighted by their slice sizes, which is the
+    /// loss one device would report for the whole batch.
+    pub loss: f64,
+    /// Each tower's mean loss over its slice, in device order.
+    pub tower_losses: Vec<f64>,
+    /// Examples in the batch.
+    pub examples: usize,
+    /// Correct predictions in the batch, when the loss function returned logits.
+    pub correct: Option<usize>,
+    /// Whether this call applied an update (every call, or every `accumulation`-th).
+    pub updated: bool,
+}

@@ -1,0 +1,300 @@
+//! The tower strategy: one model, one replica per device, one batch split across them.
+//!
+//! # Threads
+//!
+//! Each step runs one scoped thread per tower (`std::thread::scope`), not persistent workers:
+//!
+//! - Burn 0.22's `RunningState` (batch-norm statistics) keeps updates pending per thread and
+//!   folds them in on that thread's next update. Neither design gets the statistics right by
+//!   itself: a thread that ends leaves its update pending, and a persistent worker's update
+//!   arrives one step late. So the towers fold each update in explicitly on the thread that made
+//!   it (see `batch_norm_sync.rs`), and then the thread's lifetime no longer
+//!   matters.
+//! - A scope joins every thread before the step returns, also when one panics: no tower can
+//!   outlive a failed step. Threads borrow the batch slices and the loss function, so neither
+//!   needs `'static` or an `Arc`.
+//! - Starting a thread costs tens of microseconds, nothing next to a training step.
+//!
+//! # Failures
+//!
+//! A tower that panics (a shape error inside Burn) or whose loss function returns an error ends
+//! the step with [`Error::TowerPanicked`] or [`Error::TowerFailed`], naming the tower's device.
+//! In an all-reduce, its ring neighbours see the channel close and stop too. Nothing is
+//! committed: the model, replicas and optimizer state are those from before the step, and the
+//! micro-batches accumulated since the last update are dropped. (With one tower on the model's
+//! own device, which runs on the calling thread without a replica, a batch-norm statistics update
+//! made before the failure stays pending in the model, as it would after a plain Burn step.)
+//!
+//! Every read from a tower's device (the loss, the gradients gathered to the model's device, the
+//! batch-norm statistics, the ring's chunks when a tower is remote) happens on that tower's
+//! thread, so a remote server that goes away fails that tower, by name, rather than the caller.
+//! Writes to a device (uploads, broadcasts) never wait on it. Keep the model on a local device
+//! for this to hold for the update as well.
+
+mod config;
+mod phases;
+mod processes;
+mod single;
+mod state;
+mod tower;
+
+pub use config::{StepOutput, TowersConfig};
+#[cfg(any(feature = "cuda", feature = "rocm"))]
+pub(crate) use tower::panic_message;
+
+use burn::module::Module;
+use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Int, Tensor};
+use towers_data::{HostBatch, split_sizes};
+
+use crate::batch_norm_sync;
+use crate::cross_process::Processes;
+use crate::devices::TowerDevice;
+use crate::error::{Error, Result};
+use crate::loss::IntoTowerLoss;
+use crate::reduce::{Layout, Reduce};
+use state::{Cycle, GradientTap, PRESENT, State};
+
+/// Data-parallel training of one model on N devices, TensorFlow-tower style.
+///
+/// Each [`step`](Self::step) splits one host batch into one slice per tower (in proportion to
+/// the towers' shares), uploads slice `i` straight to device `i`, runs forward, loss and
+/// backward on all towers at once, and reduces the gradients to their mean weighted by slice
+/// size, which is exactly the gradient of the whole batch on one device. One optimizer update
+/// follows. N devices thus train like one device with an N-times larger batch.
+///
+/// This differs from burn-train's `MultiDevice` strategy, which gives each device its own
+/// loader and batch and *sums* the devices' gradients (an N-times larger step); here there is
+/// one input pipeline and gradients are *averaged*, so a learning rate tuned on one device
+/// carries over.
+///
+/// One tower on the model's own device is a plain Burn step on the calling thread: no replica,
+/// no thread, no copy.
+///
+/// See [`Reduce`] for the two ways to reduce, [`BatchNormSync`] for batch norm, and the
+/// [module docs](crate::towers) for threads and failures.
+pub struct Towers<M> {
+    towers: Vec<TowerDevice>,
+    main: Device,
+    config: TowersConfig,
+    layout: Layout,
+    has_running_stats: bool,
+    state: State<M>,
+    cycle: Cycle<M>,
+    tap: GradientTap,
+    /// The other ranks of a multi-process job, if any.
+    processes: Option<Processes>,
+}
+
+impl<M> std::fmt::Debug for Towers<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.towers.iter().map(TowerDevice::name).collect();
+        f.debug_struct("Towers")
+            .field("towers", &names)
+            .field("main", &self.main)
+            .field("config", &self.config)
+            .field("micro_batches_pending", &self.cycle.micro)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: Module> Towers<M> {
+    /// Towers for `model` on `devices`, updated by `optimizer`.
+    ///
+    /// The model must be on an autodiff device; that device is the parameter device of
+    /// [`Reduce::ParameterDevice`] and need not be one of the towers. Tower devices without
+    /// autodiff get it. Under [`Reduce::AllReduce`] every tower gets a replica and its own clone
+    /// of `optimizer` (state included, so a restored optimizer restores every tower), and the
+    /// model moves to tower 0.
+    pub fn new(
+        model: M,
+        optimizer: ModuleOptimizer,
+        devices: &[TowerDevice],
+        config: TowersConfig,
+    ) -> Result<Self> {
+        if devices.is_empty() {
+            return Err(Error::Config("no tower devices".into()));
+        }
+        if config.accumulation == 0 {
+            return Err(Error::Config(
+                "accumulation must be at least 1 micro-batch".into(),
+            ));
+        }
+        if let Some(t) = devices
+            .iter()
+            .find(|t| !(t.share().is_finite() && t.share() > 0.0))
+        {
+            return Err(Error::Config(format!(
+                "tower `{}` has share {}; shares must be positive",
+                t.name(),
+                t.share()
+            )));
+        }
+        let main = model
+            .devices()
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Config("the model has no parameters".into()))?;
+        if !main.is_autodiff() {
+            return Err(Error::Config(format!(
+                "the model is on {main:?}, without autodiff: put it on e.g. \
+                 `Device::flex().autodiff()` to train it"
+            )));
+        }
+        let towers: Vec<TowerDevice> = devices
+            .iter()
+            .map(|t| {
+                let device = t.device().clone();
+                let device = if device.is_autodiff() {
+                    device
+                } else {
+                    device.autodiff()
+                };
+                TowerDevice::new(t.name(), device).with_share(t.share())
+            })
+            .collect();
+        let layout = Layout::of(&model);
+        let has_running_stats = !batch_norm_sync::read(&model).is_empty();
+        let state = if towers.len() == 1 && towers[0].device() == &main {
+            State::Single {
+                model: Some(model),
+                optim: optimizer,
+            }
+        } else {
+            let replicas = broadcast(&model, &towers);
+            match config.reduce {
+                Reduce::ParameterDevice => State::ParameterDevice {
+                    master: Some(model),
+                    optim: optimizer,
+                    replicas,
+                },
+                Reduce::AllReduce => State::AllReduce {
+                    optims: vec![optimizer; towers.len()],
+                    replicas,
+                },
+            }
+        };
+        Ok(Self {
+            towers,
+            main,
+            config,
+            layout,
+            has_running_stats,
+            state,
+            cycle: Cycle::default(),
+            tap: GradientTap::default(),
+            processes: None,
+        })
+    }
+
+    /// The model as of the last update.
+    pub fn model(&self) -> &M {
+        match &self.state {
+            State::Single { model, .. } => model.as_ref().expect(PRESENT),
+            State::ParameterDevice { master, .. } => master.as_ref().expect(PRESENT),
+            State::AllReduce { replicas, .. } => &replicas[0],
+        }
+    }
+
+    /// The model, leaving the towers (and any micro-batches not yet applied) behind.
+    pub fn into_model(self) -> M {
+        match self.state {
+            State::Single { model, .. } => model.expect(PRESENT),
+            State::ParameterDevice { master, .. } => master.expect(PRESENT),
+            State::AllReduce { mut replicas, .. } => replicas.swap_remove(0),
+        }
+    }
+
+    /// The towers' replicas as of the last update, in device order; the model itself when it
+    /// is the only tower. Between the updates of an accumulation cycle, their batch-norm
+    /// statistics may already hold the cycle's micro-batches.
+    pub fn replicas(&self) -> &[M] {
+        match &self.state {
+            State::Single { model, .. } => std::slice::from_ref(model.as_ref().expect(PRESENT)),
+            State::ParameterDevice { replicas, .. } | State::AllReduce { replicas, .. } => replicas,
+        }
+    }
+
+    /// The optimizer of the model (tower 0's under [`Reduce::AllReduce`], whose state every
+    /// tower's optimizer shares), e.g. to save it.
+    pub fn optimizer(&self) -> &ModuleOptimizer {
+        match &self.state {
+            State::Single { optim, .. } | State::ParameterDevice { optim, .. } => optim,
+            State::AllReduce { optims, .. } => &optims[0],
+        }
+    }
+
+    /// Keeps a copy of the gradient the next update applies (the mean over the towers, on the
+    /// model's device), for [`take_gradients`](Self::take_gradients): e.g. for histograms,
+    /// without computing it twice. Under [`Reduce::AllReduce`] the mean gradient exists only
+    /// inside the tower threads, and nothing is kept.
+    pub fn keep_gradients(&mut self) {
+        self.tap.wanted = true;
+    }
+
+    /// The gradient kept by [`keep_gradients`](Self::keep_gradients), once its update ran.
+    pub fn take_gradients(&mut self) -> Option<GradientsParams> {
+        self.tap.kept.take()
+    }
+
+    /// The tower devices (with autodiff), in order.
+    pub fn devices(&self) -> &[TowerDevice] {
+        &self.towers
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TowersConfig {
+        &self.config
+    }
+
+    /// Trains on one batch (one micro-batch under accumulation) with learning rate `lr`.
+    ///
+    /// `loss` runs on every tower with that tower's replica and slice (images `[n, c, h, w]`,
+    /// labels `[n]`) and returns the *mean* loss of the slice, shape `[1]`, optionally with the
+    /// logits (see [`IntoTowerLoss`]); e.g. `|m, x, y| m.loss(x, y).loss`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Batch`] when the batch cannot be split with at least one example per tower;
+    /// [`Error::TowerPanicked`], [`Error::TowerFailed`] or [`Error::Spawn`] when a tower fails,
+    /// which drops the step (see the [module docs](crate::towers)).
+    ///
+    /// # Panics
+    ///
+    /// When the optimizer panics, after which the towers hold no model.
+    pub fn step<F, L>(&mut self, batch: &HostBatch, lr: f64, loss: F) -> Result<StepOutput>
+    where
+        F: Fn(&M, Tensor<4>, Tensor<1, Int>) -> L + Sync,
+        L: IntoTowerLoss,
+    {
+        let shares: Vec<f64> = self.towers.iter().map(TowerDevice::share).collect();
+        let sizes = split_sizes(batch.len(), &shares)?;
+        if matches!(self.state, State::Single { .. }) {
+            self.step_single(batch, lr, &loss)
+        } else {
+            self.step_towers(batch, &sizes, lr, &loss)
+        }
+    }
+
+    /// Drops the step and the micro-batches since the last update, and returns `error`.
+    fn fail(&mut self, error: Error) -> Error {
+        self.cycle = Cycle::default();
+        if let State::ParameterDevice {
+            master, replicas, ..
+        } = &mut self.state
+        {
+            // The failed step's replicas shared these replicas' batch-norm buffers.
+            *replicas = broadcast(master.as_ref().expect(PRESENT), &self.towers);
+        }
+        error
+    }
+}
+
+/// One replica per tower, forked from `model`, each with batch-norm buffers of its own:
+/// `fork` alone would share them (and move the model's to the tower's device).
+fn broadcast<M: Module>(model: &M, towers: &[TowerDevice]) -> Vec<M> {
+    towers
+        .iter()
+        .map(|t| model.valid().train().fork(t.device()))
+        .collect()
+}

@@ -1,0 +1,73 @@
+//! What [`Towers`](super::Towers) keeps between steps: models and optimizers, the
+//! micro-batches of an accumulation cycle, and the gradient copy asked for.
+
+use burn::optim::{GradientsParams, ModuleOptimizer};
+
+use crate::reduce::Layout;
+
+/// A copy of one update's gradient, when asked for.
+#[derive(Default)]
+pub(super) struct GradientTap {
+    /// Whether the next update keeps a copy.
+    pub(super) wanted: bool,
+    pub(super) kept: Option<GradientsParams>,
+}
+
+impl GradientTap {
+    /// `grads`, after keeping a copy (sharing the tensors) when one is wanted.
+    pub(super) fn pass(&mut self, layout: &Layout, grads: GradientsParams) -> GradientsParams {
+        if !std::mem::take(&mut self.wanted) {
+            return grads;
+        }
+        let (grads, copy) = layout.copy(grads);
+        self.kept = Some(copy);
+        grads
+    }
+}
+
+/// The models and optimizers between steps. The `Option`s are empty only while an optimizer
+/// step, which takes the model by value, runs.
+pub(super) enum State<M> {
+    /// One tower on the model's device.
+    Single {
+        model: Option<M>,
+        optim: ModuleOptimizer,
+    },
+    /// The model and its optimizer on the parameter device; replicas forked from it after each
+    /// update.
+    ParameterDevice {
+        master: Option<M>,
+        optim: ModuleOptimizer,
+        replicas: Vec<M>,
+    },
+    /// A replica and an optimizer per tower; the model is replica 0.
+    AllReduce {
+        replicas: Vec<M>,
+        optims: Vec<ModuleOptimizer>,
+    },
+}
+
+/// The micro-batches run since the last update.
+pub(super) struct Cycle<M> {
+    /// Micro-batches run so far in this cycle.
+    pub(super) micro: usize,
+    /// Examples per tower.
+    pub(super) examples: Vec<usize>,
+    /// Summed gradients per tower, on the tower's device (scaled by slice size).
+    pub(super) grads: Vec<GradientsParams>,
+    /// The replicas running this cycle (towers only).
+    pub(super) work: Vec<M>,
+}
+
+impl<M> Default for Cycle<M> {
+    fn default() -> Self {
+        Self {
+            micro: 0,
+            examples: Vec::new(),
+            grads: Vec::new(),
+            work: Vec::new(),
+        }
+    }
+}
+
+pub(super) const PRESENT: &str = "the model is only taken out during an optimizer step";

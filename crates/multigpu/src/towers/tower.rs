@@ -1,0 +1,260 @@
+//! One tower's part of a step, on a thread of its own: upload its slice, forward, loss and
+//! backward, then keep, gather or all-reduce its gradients. Failures are named by tower.
+
+use std::any::Any;
+use std::thread;
+
+use burn::module::Module;
+use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Int, Tensor};
+use towers_data::BatchSlice;
+
+use crate::batch_norm_sync::{self, RunningStats};
+use crate::devices::TowerDevice;
+use crate::error::{Error, Result};
+use crate::loss::IntoTowerLoss;
+use crate::reduce::{Layout, PeerGone, RingLink};
+
+/// Forward, loss and backward of one slice.
+pub(super) struct Pass {
+    pub(super) grads: GradientsParams,
+    pub(super) loss: f64,
+    pub(super) correct: Option<usize>,
+}
+
+pub(super) fn backward_pass<M, F, L>(
+    model: &M,
+    x: Tensor<4>,
+    y: Tensor<1, Int>,
+    loss_scale: Option<f64>,
+    loss_fn: &F,
+) -> Result<Pass, String>
+where
+    M: Module,
+    F: Fn(&M, Tensor<4>, Tensor<1, Int>) -> L,
+    L: IntoTowerLoss,
+{
+    let labels = y.clone();
+    let out = loss_fn(model, x, y).into_tower_loss()?;
+    if out.loss.dims() != [1] {
+        return Err(format!(
+            "the loss has shape {:?}; expected the mean loss of the slice, shape [1]",
+            out.loss.dims()
+        ));
+    }
+    let grads = match loss_scale {
+        Some(scale) => out.loss.clone().mul_scalar(scale).backward(),
+        None => out.loss.backward(),
+    };
+    let grads = GradientsParams::from_grads(grads, model);
+    // The first read from the tower's device: where a remote server that went away shows.
+    let loss: f32 = out
+        .loss
+        .clone()
+        .try_into_scalar()
+        .map_err(|e| format!("cannot read the loss from the device: {e}"))?;
+    let correct = out.correct(labels);
+    Ok(Pass {
+        grads,
+        loss: loss as f64,
+        correct,
+    })
+}
+
+/// One tower's share of a step.
+pub(super) struct Job<'a, M> {
+    pub(super) replica: M,
+    /// The gradients of the cycle's earlier micro-batches.
+    pub(super) sum: Option<GradientsParams>,
+    pub(super) slice: BatchSlice<'a>,
+    pub(super) device: Device,
+    /// Where the batch-norm statistics are combined: the model's device. The tower moves its
+    /// own there, so that every read from its device (a remote one that can go away included)
+    /// happens on its thread, where a failure is caught and named.
+    pub(super) stats_device: Device,
+    pub(super) loss_scale: Option<f64>,
+    pub(super) finish: Finish,
+}
+
+/// What a tower does with its gradients.
+pub(super) enum Finish {
+    /// Keeps them for the next micro-batch.
+    Keep,
+    /// Sends them to the parameter device.
+    Gather(Device),
+    /// Ring all-reduce, then its own update.
+    AllReduce {
+        link: RingLink,
+        optim: ModuleOptimizer,
+        lr: f64,
+        grad_scale: Option<f64>,
+    },
+}
+
+pub(super) struct Done<M> {
+    pub(super) replica: M,
+    /// Kept or gathered gradients; `None` after an all-reduce update.
+    pub(super) grads: Option<GradientsParams>,
+    /// The optimizer after an all-reduce update.
+    pub(super) optim: Option<ModuleOptimizer>,
+    /// Batch-norm statistics, read when the cycle ends.
+    pub(super) stats: Option<RunningStats>,
+    pub(super) loss: f64,
+    pub(super) correct: Option<usize>,
+}
+
+enum Failure {
+    /// The loss function's error, or a malformed loss.
+    Failed(String),
+    /// A ring neighbour failed: a consequence, not a cause.
+    PeerGone,
+}
+
+fn run_tower<M, F, L>(
+    job: Job<'_, M>,
+    layout: &Layout,
+    has_running_stats: bool,
+    loss_fn: &F,
+) -> Result<Done<M>, Failure>
+where
+    M: Module,
+    F: Fn(&M, Tensor<4>, Tensor<1, Int>) -> L,
+    L: IntoTowerLoss,
+{
+    let Job {
+        replica,
+        sum,
+        slice,
+        device,
+        stats_device,
+        loss_scale,
+        finish,
+    } = job;
+    let (x, y) = slice.to_tensors(&device);
+    let pass = backward_pass(&replica, x, y, loss_scale, loss_fn).map_err(Failure::Failed)?;
+    if has_running_stats {
+        batch_norm_sync::commit(&replica);
+    }
+    let grads = match sum {
+        Some(sum) => layout.sum(vec![sum, pass.grads], &device),
+        None => pass.grads,
+    };
+    let stats = (has_running_stats && !matches!(finish, Finish::Keep))
+        .then(|| batch_norm_sync::read(&replica).into_device(&stats_device));
+    let (replica, grads, optim) = match finish {
+        Finish::Keep => (replica, Some(grads), None),
+        Finish::Gather(main) => (replica, Some(layout.sum(vec![grads], &main)), None),
+        Finish::AllReduce {
+            link,
+            mut optim,
+            lr,
+            grad_scale,
+        } => {
+            let sum = layout
+                .ring_all_reduce(&link, grads, &device)
+                .map_err(|PeerGone| Failure::PeerGone)?;
+            let sum = match grad_scale {
+                Some(factor) => layout.scale(sum, factor),
+                None => sum,
+            };
+            (optim.step(lr, replica, sum), None, Some(optim))
+        }
+    };
+    Ok(Done {
+        replica,
+        grads,
+        optim,
+        stats,
+        loss: pass.loss,
+        correct: pass.correct,
+    })
+}
+
+/// Runs every job on a thread of its own and waits for all of them.
+pub(super) fn run_towers<M, F, L>(
+    jobs: Vec<Job<'_, M>>,
+    towers: &[TowerDevice],
+    layout: &Layout,
+    has_running_stats: bool,
+    loss_fn: &F,
+) -> Result<Vec<Done<M>>>
+where
+    M: Module,
+    F: Fn(&M, Tensor<4>, Tensor<1, Int>) -> L + Sync,
+    L: IntoTowerLoss,
+{
+    let outcomes: Vec<_> = thread::scope(|s| {
+        // Start every tower before joining any: an all-reduce needs them all.
+        let handles: Vec<_> = jobs
+            .into_iter()
+            .enumerate()
+            .map(|(i, job)| {
+                thread::Builder::new()
+                    .name(format!("tower-{i}"))
+                    .spawn_scoped(s, move || {
+                        run_tower(job, layout, has_running_stats, loss_fn)
+                    })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.map(|h| h.join()))
+            .collect()
+    });
+    let mut done = Vec::with_capacity(outcomes.len());
+    let mut ring_broken = None;
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        let tower = &towers[i];
+        match outcome {
+            Ok(Ok(Ok(d))) => done.push(d),
+            Ok(Ok(Err(Failure::PeerGone))) => ring_broken = ring_broken.or(Some(i)),
+            Ok(Ok(Err(Failure::Failed(message)))) => return Err(tower_failed(i, tower, message)),
+            Ok(Err(panic)) => return Err(tower_panicked(i, tower, panic)),
+            Err(error) => {
+                return Err(Error::Spawn {
+                    tower: i,
+                    device: tower.name().to_string(),
+                    error,
+                });
+            }
+        }
+    }
+    match ring_broken {
+        // Only reachable if a neighbour left the ring without failing, which is a bug here.
+        Some(i) => Err(tower_failed(
+            i,
+            &towers[i],
+            "the ring all-reduce broke off".into(),
+        )),
+        None => Ok(done),
+    }
+}
+
+pub(super) fn tower_failed(tower: usize, device: &TowerDevice, message: String) -> Error {
+    Error::TowerFailed {
+        tower,
+        device: device.name().to_string(),
+        message,
+    }
+}
+
+pub(super) fn tower_panicked(
+    tower: usize,
+    device: &TowerDevice,
+    panic: Box<dyn Any + Send>,
+) -> Error {
+    Error::TowerPanicked {
+        tower,
+        device: device.name().to_string(),
+        message: panic_message(&*panic),
+    }
+}
+
+/// The message a panic was raised with, when it was a string.
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    match (panic.downcast_ref::<String>(), panic.downcast_ref::<&str>()) {
+        (Some(message), _) => message.clone(),
+        (_, Some(message)) => message.to_string(),
+        _ => "(a panic without a message)".to_string(),
+    }
+}

@@ -1,0 +1,142 @@
+//! The training loop: input pipeline, towers, optimizer, schedule, moving averages, logs and
+//! checkpoints, in the shape of TF's `cifar10_multi_gpu_train.py` and `inception_train.py`.
+//!
+//! One step: the learning rate of the step, one host batch per micro-batch from the pipeline,
+//! [`Towers::step`] (split, forward/backward on every tower, gradient mean, one update), the
+//! moving averages, TensorBoard summaries (see [`crate::summary`]), a log line every
+//! `log_every` steps and a checkpoint every `checkpoint_every`. A loss that is not finite ends the run with [`Error::Diverged`]; a raised
+//! [`StopFlag`] ends it after a checkpoint. Either way, every pipeline thread is stopped and
+//! joined before [`Trainer::run`] returns (tower threads never outlive a step).
+//!
+//! # Reproducibility
+//!
+//! With one seed, a run gives the same losses whatever the number of towers (up to float
+//! rounding), backends and reader threads: the model is initialized from the seed on the CPU,
+//! the input pipeline is deterministic, and the towers average to the full-batch gradient.
+//! A resumed run continues with the batches, optimizer state, averages and learning rate an
+//! uninterrupted run would have had; the device generators are reseeded from the seed and the
+//! step before every step, so random layers (dropout) agree too on one device.
+
+mod report;
+mod run;
+mod start;
+
+pub(crate) use report::Interval;
+pub use report::TrainReport;
+pub use start::load_into;
+
+use burn::tensor::{Device, Int, Tensor};
+use towers_models::ImageClassifier;
+use towers_multigpu::{TowerDevice, TowerLoss, parse_devices};
+
+use crate::checkpoint_dir::CheckpointDir;
+use crate::config::TrainConfig;
+use crate::error::Result;
+use crate::input::Input;
+use crate::stop::StopFlag;
+
+/// The JSON-lines log in the train directory.
+pub const LOG_FILE: &str = "train_log.jsonl";
+/// The loss and learning-rate plot in the train directory.
+pub const PLOT_FILE: &str = "train_plot.svg";
+
+/// A tower's loss: model, images `[n, c, h, w]`, labels `[n]` to the slice's mean loss.
+pub type LossFn<M> = dyn Fn(&M, Tensor<4>, Tensor<1, Int>) -> TowerLoss + Send + Sync;
+
+/// Run on the newly built model before training: restoring pretrained weights, freezing
+/// parameters. The flag says whether a checkpoint of the run will be restored over it.
+pub type PrepareFn<M> = dyn Fn(M, bool) -> Result<M> + Send + Sync;
+
+/// Trains an [`ImageClassifier`] as [`TrainConfig`] says.
+pub struct Trainer<M> {
+    config: TrainConfig,
+    stop: StopFlag,
+    loss: Box<LossFn<M>>,
+    prepare: Box<PrepareFn<M>>,
+}
+
+/// What a run leaves behind.
+#[derive(Debug)]
+pub struct Trained<M> {
+    /// The model after the last update, on the first tower's device (with autodiff).
+    pub model: M,
+    /// The moving averages of its weights (evaluation state), when the run keeps them.
+    pub averages: Option<M>,
+    /// What happened.
+    pub report: TrainReport,
+}
+
+impl<M: ImageClassifier + 'static> Trainer<M> {
+    /// A trainer that minimizes the model's own loss ([`ImageClassifier::loss`]).
+    pub fn new(config: TrainConfig) -> Self {
+        Self {
+            config,
+            stop: StopFlag::new(),
+            loss: Box::new(|m: &M, x, y| TowerLoss::new(m.loss(x, y).loss)),
+            prepare: Box::new(|m, _| Ok(m)),
+        }
+    }
+
+    /// Runs `prepare` on the newly built model (see [`PrepareFn`]), e.g.
+    /// [`fine_tuning`](crate::fine_tuning).
+    pub fn with_prepare(
+        mut self,
+        prepare: impl Fn(M, bool) -> Result<M> + Send + Sync + 'static,
+    ) -> Self {
+        self.prepare = Box::new(prepare);
+        self
+    }
+
+    /// Stops the run when `stop` is raised (e.g. [`StopFlag::ctrl_c`]).
+    pub fn with_stop(mut self, stop: StopFlag) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Minimizes `loss` instead of the model's own loss.
+    pub fn with_loss(
+        mut self,
+        loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> TowerLoss + Send + Sync + 'static,
+    ) -> Self {
+        self.loss = Box::new(loss);
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// Trains a model built by `init` (on the parameter device, with autodiff) on `input`.
+    ///
+    /// A train directory that already holds checkpoints is an error unless the configuration
+    /// says `resume`, so that no run overwrites another by accident.
+    pub fn run(&self, init: impl FnOnce(&Device) -> M, input: &Input) -> Result<Trained<M>> {
+        let c = &self.config;
+        c.validate()?;
+        let devices = parse_devices(&c.devices)?;
+        let main = self.parameter_device(&devices)?;
+        let ckpts = CheckpointDir::new(&c.train_dir, c.keep_checkpoints);
+        let start = self.start(init, &main, &ckpts)?;
+        let mut run = self.begin(start, &devices, input)?;
+        while run.step < c.max_steps {
+            if self.stop.is_requested() {
+                run.interrupted = true;
+                break;
+            }
+            let update = self.train_step(&mut run)?;
+            self.after_step(&mut run, &update, &ckpts)?;
+        }
+        self.finish(run, &ckpts)
+    }
+
+    /// The device the model and its optimizer live on: `parameter_device`, or the first
+    /// tower's; with autodiff.
+    fn parameter_device(&self, devices: &[TowerDevice]) -> Result<Device> {
+        let device = match &self.config.parameter_device {
+            Some(entry) => entry.parse::<TowerDevice>()?.device().clone(),
+            None => devices[0].device().clone(),
+        };
+        Ok(device.autodiff())
+    }
+}

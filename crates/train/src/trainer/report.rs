@@ -1,0 +1,92 @@
+//! What a run reports: [`TrainReport`] and the timing of steps ([`Interval`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use towers_data::RecordCount;
+
+#[cfg(doc)]
+use crate::stop::StopFlag;
+
+/// A summary of a run and where its files are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainReport {
+    /// The step the run started from: 0, or the resumed checkpoint's.
+    pub first_step: u64,
+    /// Updates applied when the run ended.
+    pub step: u64,
+    /// The loss of the last step run, if any.
+    pub last_loss: Option<f64>,
+    /// Whether a [`StopFlag`] ended the run before `max_steps`.
+    pub interrupted: bool,
+    /// Training examples per second over the run (input waits included, checkpoints not).
+    pub examples_per_sec: f64,
+    /// The newest checkpoint.
+    pub checkpoint: Option<PathBuf>,
+    /// The checkpoint directory.
+    pub checkpoint_dir: PathBuf,
+    /// The JSON-lines log.
+    pub log: PathBuf,
+    /// The loss and learning-rate plot.
+    pub plot: PathBuf,
+    /// Input records read, and those skipped as corrupt (`skip_corrupt_records`).
+    pub records: RecordCount,
+    /// This run's TensorBoard event file, unless summaries were off.
+    pub events: Option<PathBuf>,
+}
+
+/// How the run ended and where it wrote: the lines every example prints at the end.
+impl std::fmt::Display for TrainReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = if self.interrupted { "stopped" } else { "done" };
+        writeln!(
+            f,
+            "{how} at step {} ({:.1} examples/sec over the run)",
+            self.step, self.examples_per_sec
+        )?;
+        if let Some(checkpoint) = &self.checkpoint {
+            writeln!(
+                f,
+                "checkpoints: {} (newest {})",
+                self.checkpoint_dir.display(),
+                checkpoint.display()
+            )?;
+        }
+        if self.records.skipped > 0 {
+            writeln!(
+                f,
+                "skipped {} corrupt input records of {} read",
+                self.records.skipped, self.records.read
+            )?;
+        }
+        writeln!(f, "log:         {}", self.log.display())?;
+        if let Some(events) = &self.events {
+            writeln!(f, "events:      {}", events.display())?;
+        }
+        write!(f, "plot:        {}", self.plot.display())
+    }
+}
+
+/// Training time and examples over some steps.
+#[derive(Default)]
+pub(crate) struct Interval {
+    time: Duration,
+    steps: u64,
+    examples: usize,
+}
+
+impl Interval {
+    pub(crate) fn add(&mut self, took: Duration, examples: usize) {
+        self.time += took;
+        self.steps += 1;
+        self.examples += examples;
+    }
+
+    pub(crate) fn examples_per_sec(&self) -> f64 {
+        self.examples as f64 / self.time.as_secs_f64().max(1e-9)
+    }
+
+    pub(crate) fn sec_per_step(&self) -> f64 {
+        self.time.as_secs_f64() / self.steps.max(1) as f64
+    }
+}

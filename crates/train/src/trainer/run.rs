@@ -1,0 +1,287 @@
+//! The phases of a run after its start: begin (towers, pipeline, log), one training step
+//! (micro-batches to one update), what follows a step (averages, summaries, log, checkpoint),
+//! and the end (last checkpoint, pipeline joined, plot).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use burn::tensor::{Int, Tensor};
+use towers_data::{HostBatch, Pipeline, PipelineConfig};
+use towers_models::ImageClassifier;
+use towers_multigpu::{TowerDevice, Towers};
+
+use super::report::{Interval, TrainReport};
+use super::start::{Start, mix, seed_devices};
+use super::{LOG_FILE, PLOT_FILE, Trained, Trainer};
+use crate::checkpoint::Checkpoint;
+use crate::checkpoint_dir::CheckpointDir;
+use crate::ema::MovingAverage;
+use crate::error::{Error, Result};
+use crate::input::Input;
+use crate::log::{LogEntry, TrainLog, read_log};
+use crate::plot::plot_log;
+use crate::schedule::LrSchedule;
+use crate::summary::{StepScalars, TrainSummaries};
+
+/// A run in progress: what the loop reads and updates step after step.
+pub(super) struct Run<M> {
+    pub(super) towers: Towers<M>,
+    pub(super) averages: Option<MovingAverage<M>>,
+    pub(super) pipeline: Pipeline,
+    pub(super) schedule: LrSchedule,
+    pub(super) log: TrainLog,
+    pub(super) summaries: TrainSummaries,
+    /// Updates applied so far.
+    pub(super) step: u64,
+    pub(super) first_step: u64,
+    /// The newest checkpoint, and the step it holds.
+    pub(super) checkpoint: Option<PathBuf>,
+    pub(super) saved_step: Option<u64>,
+    pub(super) interval: Interval,
+    pub(super) total: Interval,
+    pub(super) last_loss: Option<f64>,
+    pub(super) interrupted: bool,
+}
+
+/// One update's figures.
+pub(super) struct Update {
+    loss: f64,
+    lr: f64,
+    took: Duration,
+    examples: usize,
+}
+
+impl<M: ImageClassifier + 'static> Trainer<M> {
+    /// Begin: the towers, the learning-rate schedule, the input pipeline (read past the
+    /// batches a resumed run consumed), the log and the summaries.
+    pub(super) fn begin(
+        &self,
+        start: Start<M>,
+        devices: &[TowerDevice],
+        input: &Input,
+    ) -> Result<Run<M>> {
+        let c = &self.config;
+        let step = start.step;
+        let towers = Towers::new(
+            start.model,
+            start.optimizer,
+            devices,
+            c.towers.to_towers_config(),
+        )?;
+        let examples_per_epoch = match c.examples_per_epoch {
+            Some(n) => n,
+            None => input.count_examples()?,
+        };
+        let schedule =
+            (c.learning_rate).resolve(examples_per_epoch, c.examples_per_step(), c.max_steps)?;
+        let replay = step > 0 && c.replay_input_on_resume;
+        let pipeline_config = PipelineConfig {
+            reader_threads: c.reader_threads.unwrap_or(4 * devices.len()),
+            seed: if step > 0 && !replay {
+                mix(c.seed, step)
+            } else {
+                c.seed
+            },
+            corrupt_records: c.corrupt_records(),
+            ..PipelineConfig::train(c.batch_size)
+        };
+        let mut pipeline = input.start(pipeline_config)?;
+        let log = TrainLog::open(&c.train_dir.join(LOG_FILE), step, c.max_steps)?;
+        log.println(&self.banner(devices, examples_per_epoch, &schedule, step));
+        for note in &start.notes {
+            log.println(note);
+        }
+        if replay {
+            let batches = step * c.towers.accumulation as u64;
+            log.println(&format!(
+                "resuming at step {step}: reading past the {batches} batches it consumed"
+            ));
+            for _ in 0..batches {
+                next_batch(&mut pipeline)?;
+            }
+        }
+        let summaries = TrainSummaries::open(&c.summaries, &c.train_dir, step, c.max_steps)?;
+        Ok(Run {
+            towers,
+            averages: start.averages,
+            pipeline,
+            schedule,
+            log,
+            summaries,
+            step,
+            first_step: step,
+            saved_step: start.checkpoint.is_some().then_some(step),
+            checkpoint: start.checkpoint,
+            interval: Interval::default(),
+            total: Interval::default(),
+            last_loss: None,
+            interrupted: false,
+        })
+    }
+
+    /// One training step: a batch per micro-batch through the towers until one update is
+    /// applied. A loss that is not finite ends the run with [`Error::Diverged`].
+    pub(super) fn train_step(&self, run: &mut Run<M>) -> Result<Update> {
+        let c = &self.config;
+        let started = Instant::now();
+        let lr = run.schedule.at(run.step);
+        seed_devices(run.towers.devices(), mix(c.seed, run.step));
+        let loss_fn = |m: &M, x: Tensor<4>, y: Tensor<1, Int>| (self.loss)(m, x, y);
+        let (mut loss_sum, mut examples) = (0.0, 0usize);
+        loop {
+            let batch = next_batch(&mut run.pipeline)?;
+            run.summaries
+                .before_batch(run.step + 1, &batch, &mut run.towers)?;
+            let out = run.towers.step(&batch, lr, loss_fn)?;
+            run.summaries.add(&out);
+            loss_sum += out.loss * out.examples as f64;
+            examples += out.examples;
+            if out.updated {
+                break;
+            }
+        }
+        let loss = loss_sum / examples as f64;
+        run.step += 1;
+        if !loss.is_finite() {
+            run.log.finish();
+            return Err(Error::Diverged {
+                step: run.step,
+                loss,
+                last_checkpoint: (run.checkpoint.as_ref())
+                    .map_or("none".into(), |p| p.display().to_string()),
+            });
+        }
+        Ok(Update {
+            loss,
+            lr,
+            took: started.elapsed(),
+            examples,
+        })
+    }
+
+    /// After a step: the moving averages, the summaries, a log line every `log_every` steps
+    /// and a checkpoint every `checkpoint_every`.
+    pub(super) fn after_step(
+        &self,
+        run: &mut Run<M>,
+        update: &Update,
+        ckpts: &CheckpointDir,
+    ) -> Result<()> {
+        let c = &self.config;
+        let step = run.step;
+        if let Some(averages) = &mut run.averages {
+            averages.update(run.towers.model(), step);
+        }
+        run.last_loss = Some(update.loss);
+        run.interval.add(update.took, update.examples);
+        run.total.add(update.took, update.examples);
+        let fill = run.pipeline.fill();
+        let scalars = StepScalars {
+            step,
+            loss: update.loss,
+            lr: update.lr,
+            took: update.took,
+            examples: update.examples,
+            queue_fill: fill.examples,
+        };
+        run.summaries.after_step(&scalars, &mut run.towers)?;
+        run.log.progress(step);
+        if step.is_multiple_of(c.log_every) || step == c.max_steps {
+            run.log.record(&LogEntry {
+                step,
+                loss: update.loss,
+                lr: update.lr,
+                examples_per_sec: run.interval.examples_per_sec(),
+                sec_per_batch: run.interval.sec_per_step(),
+                input_queue_fill: fill.examples,
+                batch_queue_fill: fill.batches,
+                corrupt_records_skipped: run.pipeline.record_count().skipped,
+            })?;
+            run.interval = Interval::default();
+        }
+        if step.is_multiple_of(c.checkpoint_every) && step < c.max_steps {
+            self.checkpoint(run, ckpts)?;
+        }
+        Ok(())
+    }
+
+    /// The end: a checkpoint of the last step, the pipeline's threads joined, the summaries
+    /// closed, the plot drawn.
+    pub(super) fn finish(&self, mut run: Run<M>, ckpts: &CheckpointDir) -> Result<Trained<M>> {
+        let c = &self.config;
+        if run.saved_step != Some(run.step) {
+            self.checkpoint(&mut run, ckpts)?;
+        }
+        let records = run.pipeline.record_count();
+        run.pipeline.stop()?;
+        let events = run.summaries.close()?;
+        run.log.finish();
+        let log_path = c.train_dir.join(LOG_FILE);
+        let plot_path = c.train_dir.join(PLOT_FILE);
+        plot_log(&read_log(&log_path)?, &plot_path)?;
+        Ok(Trained {
+            model: run.towers.into_model(),
+            averages: run.averages.map(|a| a.averages().clone()),
+            report: TrainReport {
+                first_step: run.first_step,
+                step: run.step,
+                last_loss: run.last_loss,
+                interrupted: run.interrupted,
+                examples_per_sec: run.total.examples_per_sec(),
+                checkpoint: run.checkpoint,
+                checkpoint_dir: c.train_dir.clone(),
+                log: log_path,
+                plot: plot_path,
+                records,
+                events,
+            },
+        })
+    }
+
+    /// Saves the model, optimizer and averages of the current step.
+    fn checkpoint(&self, run: &mut Run<M>, ckpts: &CheckpointDir) -> Result<()> {
+        let path = ckpts.save(Checkpoint {
+            step: run.step,
+            model: run.towers.model().clone().into_record(),
+            optimizer: run.towers.optimizer().to_record(),
+            averages: (run.averages.as_ref()).map(|a| a.averages().clone().into_record()),
+            config: serde_json::to_value(&self.config).expect("a config always serializes"),
+        })?;
+        run.checkpoint = Some(path);
+        run.saved_step = Some(run.step);
+        Ok(())
+    }
+
+    fn banner(
+        &self,
+        towers: &[TowerDevice],
+        examples_per_epoch: u64,
+        schedule: &LrSchedule,
+        step: u64,
+    ) -> String {
+        let c = &self.config;
+        let names: Vec<&str> = towers.iter().map(TowerDevice::name).collect();
+        let parameters = match &c.parameter_device {
+            Some(entry) => format!(", model on {entry}"),
+            None => String::new(),
+        };
+        format!(
+            "training on {} tower{} ({}){parameters}, batch {} per step, {} examples per epoch, steps {step}..{}, \
+             {:?}, learning rate {schedule:?}, train dir {}",
+            towers.len(),
+            if towers.len() == 1 { "" } else { "s" },
+            names.join(", "),
+            c.examples_per_step(),
+            examples_per_epoch,
+            c.max_steps,
+            c.optimizer,
+            c.train_dir.display()
+        )
+    }
+}
+
+fn next_batch(pipeline: &mut Pipeline) -> Result<HostBatch> {
+    pipeline
+        .next_batch()?
+        .ok_or_else(|| Error::Config("the training input ended".into()))
+}

@@ -1,0 +1,164 @@
+//! Where a run starts: a model drawn from the seed, or a checkpoint restored over it; and
+//! the seeding that makes runs reproducible.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::{Device, Tensor};
+use towers_models::ImageClassifier;
+use towers_multigpu::TowerDevice;
+
+use super::Trainer;
+use crate::checkpoint::Checkpoint;
+use crate::checkpoint_dir::CheckpointDir;
+use crate::ema::MovingAverage;
+use crate::error::{Error, Result};
+
+/// What a run starts from.
+pub(super) struct Start<M> {
+    pub(super) model: M,
+    pub(super) optimizer: burn::optim::ModuleOptimizer,
+    pub(super) averages: Option<MovingAverage<M>>,
+    pub(super) step: u64,
+    /// The checkpoint restored, if any.
+    pub(super) checkpoint: Option<PathBuf>,
+    /// What the log should say about the restore (e.g. checkpoints skipped as corrupt).
+    pub(super) notes: Vec<String>,
+}
+
+impl<M: ImageClassifier + 'static> Trainer<M> {
+    /// A fresh model from `init` and the seed, or the newest valid checkpoint of the train
+    /// directory restored over it when the config says `resume`.
+    pub(super) fn start(
+        &self,
+        init: impl FnOnce(&Device) -> M,
+        main: &Device,
+        ckpts: &CheckpointDir,
+    ) -> Result<Start<M>> {
+        let c = &self.config;
+        let resume_from = match ckpts.latest()? {
+            Some((step, _)) if !c.resume => {
+                return Err(Error::Config(format!(
+                    "{} already holds checkpoints up to step {step}: pass --resume to continue \
+                     that run, or choose another --train-dir",
+                    c.train_dir.display()
+                )));
+            }
+            latest => latest,
+        };
+        std::fs::create_dir_all(&c.train_dir).map_err(Error::io(&c.train_dir))?;
+        let model = (self.prepare)(init_seeded(init, main, c.seed), resume_from.is_some())?;
+        let restored = match resume_from {
+            Some(_) => ckpts.load_newest_valid()?,
+            None => None,
+        };
+        match restored {
+            Some(r) => {
+                let notes = r.notes();
+                let mut start = self.restore(model, r.checkpoint, &r.path)?;
+                start.checkpoint = Some(r.path);
+                start.notes = notes;
+                Ok(start)
+            }
+            None => Ok(Start {
+                averages: (c.moving_average)
+                    .then(|| MovingAverage::new(&model, c.moving_average_decay)),
+                model,
+                optimizer: c.optimizer.init(),
+                step: 0,
+                checkpoint: None,
+                notes: Vec::new(),
+            }),
+        }
+    }
+
+    /// The model, optimizer, averages and step of `ckpt`, read from `path`.
+    fn restore(&self, model: M, ckpt: Checkpoint, path: &Path) -> Result<Start<M>> {
+        let c = &self.config;
+        let step = ckpt.step;
+        let averages = ckpt.averages;
+        let optimizer = c.optimizer.init().load_record(ckpt.optimizer);
+        let model = load_into(model, ckpt.model, path)?;
+        let averages = match (c.moving_average, averages) {
+            (false, _) => None,
+            (true, Some(record)) => Some(MovingAverage::from_averages(
+                load_into(model.valid(), record, path)?,
+                c.moving_average_decay,
+            )),
+            // The run that wrote it kept none: start them at the restored weights.
+            (true, None) => Some(MovingAverage::new(&model, c.moving_average_decay)),
+        };
+        Ok(Start {
+            model,
+            optimizer,
+            averages,
+            step,
+            checkpoint: None,
+            notes: Vec::new(),
+        })
+    }
+}
+
+/// `model` with the weights of `record`, which must name exactly its parameters.
+pub fn load_into<M: Module>(model: M, record: burn::store::ModuleRecord, path: &Path) -> Result<M> {
+    model
+        .try_load_record(record)
+        .map_err(|e| Error::Checkpoint {
+            path: path.to_path_buf(),
+            reason: format!("does not fit the model: {e}"),
+        })
+}
+
+/// Burn's CPU generators are global per backend: concurrent runs (tests) take this lock to
+/// seed them, so that no run reseeds a generator while another draws its initial weights.
+static DEVICE_RNG: Mutex<()> = Mutex::new(());
+
+/// Builds the model with a generator seeded, and draws every lazily initialized weight at once,
+/// in module order, so the weights depend on the seed alone.
+///
+/// The weights are drawn on the host's CPU backend (flex) when this build has it, then moved to
+/// `device`: GPU generators draw other numbers from the same seed, and a run must start from the
+/// same weights on `flex`, `wgpu` or `flex,wgpu`. Without flex, they are drawn on `device`.
+fn init_seeded<M: Module>(init: impl FnOnce(&Device) -> M, device: &Device, seed: u64) -> M {
+    let host = match "flex".parse::<TowerDevice>() {
+        Ok(flex) => flex.device().clone().autodiff(),
+        Err(_) => device.clone(),
+    };
+    let _guard = DEVICE_RNG.lock().unwrap_or_else(PoisonError::into_inner);
+    host.seed(seed);
+    let model = init(&host);
+    model.visit(&mut Materialize);
+    if &host == device {
+        model
+    } else {
+        model.fork(device)
+    }
+}
+
+struct Materialize;
+
+impl ModuleVisitor for Materialize {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let _ = param.val();
+    }
+}
+
+pub(super) fn seed_devices(towers: &[TowerDevice], seed: u64) {
+    let _guard = DEVICE_RNG.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut seeded: Vec<&Device> = Vec::new();
+    for tower in towers {
+        if !seeded.contains(&tower.device()) {
+            tower.device().seed(seed);
+            seeded.push(tower.device());
+        }
+    }
+}
+
+/// A seed for step `step` of a run seeded `seed` (SplitMix64's finalizer over both).
+pub(super) fn mix(seed: u64, step: u64) -> u64 {
+    let mut z = seed ^ step.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

@@ -1,0 +1,117 @@
+//! What reducing an Inception-v3-sized gradient set costs, measured in one run on flex.
+//!
+//! `cargo run --release --example bench_reduce [REPS]` (default 7 timed reductions per row).
+//!
+//! 192 tensors, 24.0M floats per replica, reduced over 2 and 4 replicas, by gathering to one
+//! device and by the ring all-reduce, against copying the same 96 MB once (`copy_from_slice`
+//! into memory already touched: the memory-bandwidth floor).
+
+use std::time::{Duration, Instant};
+
+mod bench_common;
+use bench_common::{median, reps};
+
+use burn::module::{Module, Param};
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Distribution, Tensor};
+use towers_multigpu::{all_reduce, reduce_to_device};
+
+fn main() -> anyhow::Result<()> {
+    reduce_bench(reps(7))
+}
+
+/// A module whose only purpose is to name 192 gradient tensors.
+#[derive(Module, Debug)]
+struct GradSet {
+    params: Vec<Param<Tensor<2>>>,
+}
+
+fn reduce_bench(reps: usize) -> anyhow::Result<()> {
+    let flex = Device::flex();
+    let shapes: Vec<[usize; 2]> = (0..96).flat_map(|_| [[500, 500], [1, 320]]).collect();
+    let floats: usize = shapes.iter().map(|[a, b]| a * b).sum();
+    let names = GradSet {
+        params: shapes
+            .iter()
+            .map(|s| Param::from_tensor(Tensor::zeros(*s, &flex.clone().autodiff())))
+            .collect(),
+    };
+    let replica_grads = |replicas: usize| -> Vec<GradientsParams> {
+        (0..replicas)
+            .map(|_| {
+                let mut grads = GradientsParams::new();
+                for (p, s) in names.params.iter().zip(&shapes) {
+                    grads.register(p.id, Tensor::<2>::random(*s, Distribution::Default, &flex));
+                }
+                grads
+            })
+            .collect()
+    };
+
+    let src = vec![1.0f32; floats];
+    let mut dst = vec![0.0f32; floats];
+    let copies: Vec<Duration> = (0..reps)
+        .map(|_| {
+            let start = Instant::now();
+            dst.copy_from_slice(&src);
+            start.elapsed()
+        })
+        .collect();
+    let copy = median(copies);
+    println!(
+        "\nreduce of {} tensors, {:.1}M floats ({:.0} MB) per replica, flex, median of {reps}",
+        shapes.len(),
+        floats as f64 / 1e6,
+        floats as f64 * 4.0 / 1e6
+    );
+    println!("{:<34} {:>10} {:>14}", "", "ms", "vs one copy");
+    println!(
+        "{:<34} {:>10.1} {:>14.2}",
+        "copy 96 MB once (floor)",
+        copy * 1e3,
+        1.0
+    );
+    for replicas in [2, 4] {
+        let base = replica_grads(replicas);
+        let mut gather = Vec::new();
+        let mut ring = Vec::new();
+        for _ in 0..reps {
+            // Handles to the same data each time: the sums cannot reuse an input in place.
+            let sets = || base.iter().map(clone_grads(&names)).collect::<Vec<_>>();
+            let inputs = sets();
+            let start = Instant::now();
+            let _sum = reduce_to_device(&names, inputs, &flex);
+            flex.sync()?;
+            gather.push(start.elapsed());
+
+            let inputs = sets().into_iter().map(|g| (g, flex.clone())).collect();
+            let start = Instant::now();
+            let _sums = all_reduce(&names, inputs);
+            flex.sync()?;
+            ring.push(start.elapsed());
+        }
+        for (name, times) in [("gather to one device", gather), ("ring all-reduce", ring)] {
+            let t = median(times);
+            println!(
+                "{:<34} {:>10.1} {:>14.2}",
+                format!("{replicas} replicas, {name}"),
+                t * 1e3,
+                t / copy
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A gradient set holding handles to the same tensors as `grads`.
+fn clone_grads(names: &GradSet) -> impl Fn(&GradientsParams) -> GradientsParams + '_ {
+    move |grads| {
+        let mut out = GradientsParams::new();
+        for p in &names.params {
+            if let Some(g) = grads.get::<2>(p.id) {
+                out.register(p.id, g);
+            }
+        }
+        out
+    }
+}
