@@ -19,7 +19,7 @@ use burn_towers::data::transforms::InceptionTrain;
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
     InceptionData, LrScheduleConfig, Split, StopFlag, TrainArgs, TrainConfig, Trainer,
-    export_safetensors, parse_args,
+    export_safetensors, mpi_job, parse_args,
 };
 
 #[derive(Parser)]
@@ -85,10 +85,17 @@ fn main() -> anyhow::Result<()> {
             "off (images under 107x107)"
         }
     );
+    // Under mpirun: one rank of the job; rank 0 alone writes and reports.
+    let job = mpi_job()?;
+    let rank_zero = job.as_ref().is_none_or(|p| p.rank() == 0);
     let trained = Trainer::new(config)
+        .with_processes(job)
         .with_stop(StopFlag::ctrl_c()?)
         .with_prepare(args.train.fine_tuning())
         .run(|device| model.init(device), &data.input)?;
+    if !rank_zero {
+        return Ok(());
+    }
     println!("{}", trained.report);
     if let Some(path) = &args.train.export {
         export_safetensors(&trained.model, path)?;

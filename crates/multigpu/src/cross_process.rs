@@ -45,10 +45,31 @@ pub trait CrossProcess: Send + Sync {
 
     /// Rank 0's `tensors`, on every rank, on `device`.
     fn broadcast(&self, what: &str, tensors: Vec<Tensor<1>>, device: &Device) -> Vec<Tensor<1>>;
+
+    /// Whether `flag` is set on any rank (e.g. a stop asked for on one rank, so that all stop
+    /// after the same step).
+    fn any(&self, what: &str, flag: bool) -> bool;
+
+    /// Ends the job on every rank after printing `message` (e.g. this rank's error), rather
+    /// than leaving the others waiting in an exchange this rank will never reach.
+    fn abort(&self, message: &str) -> !;
 }
 
 /// A shared handle on the job's processes, as [`Towers`](crate::Towers) holds it.
 pub type Processes = Arc<dyn CrossProcess>;
+
+/// Whether an MPI launcher (`mpirun`, `mpiexec`, `srun` with PMI/PMIx) started this process,
+/// as one rank of a job; otherwise it runs alone.
+pub fn launched_by_mpi() -> bool {
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_RANK",
+        "MPI_LOCALNRANKS",
+    ]
+    .iter()
+    .any(|name| std::env::var_os(name).is_some())
+}
 
 /// The mean gradient of the global batch, from this rank's mean gradient over `examples`.
 pub(crate) fn mean_gradients(

@@ -56,7 +56,7 @@ mod reduce;
 pub mod towers;
 
 pub use batch_norm_sync::BatchNormSync;
-pub use cross_process::{CrossProcess, Processes};
+pub use cross_process::{CrossProcess, Processes, launched_by_mpi};
 pub use devices::{TowerDevice, parse_devices};
 pub use error::{Error, Result};
 pub use listing::{BackendListing, Listed, ListedDevice, list_devices};

@@ -2,14 +2,13 @@
 //! whose ranks are this test binary itself running [`rank`] (one flex tower per rank), and
 //! compares rank 0's parameters after a few steps with an in-process computation.
 //!
-//! Without `mpirun` on the PATH the tests say so loudly and pass, except under CI (the `CI`
-//! environment variable), where they fail: CI installs Open MPI.
+//! Without `mpirun` on the PATH the tests say so loudly and pass, except under CI, where they
+//! fail (see [`towers_testing::mpirun`]).
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
@@ -18,6 +17,7 @@ use towers_multigpu::mpi::{Mpi, MpiConfig};
 use towers_multigpu::{CrossProcess, Towers, TowersConfig, parse_devices};
 use towers_testing::batches::{batch, split};
 use towers_testing::compare::{assert_close, values};
+use towers_testing::mpirun::Run;
 use towers_testing::nets::{BnNet, LR, Net, sgd};
 use towers_testing::reference::{self, flex};
 
@@ -115,91 +115,14 @@ fn train<M: Module>(
     values(towers.model())
 }
 
-/// What `mpirun` said and how it ended.
-struct Run {
-    success: bool,
-    output: String,
-    elapsed: Duration,
-}
-
-/// `mpirun -np ranks` of [`rank`] in `scenario`, with rank 0's values written to `out`; `None`
-/// (after saying so) when there is no `mpirun` and this is not CI.
+/// `mpirun` of [`rank`] in `scenario`, with rank 0's values written to `out`.
 fn mpirun(ranks: usize, scenario: &str, timeout_s: u64, out: &Path) -> Option<Run> {
-    if Command::new("mpirun").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "mpirun is not installed, and CI must run the MPI tests: \
-             apt-get install openmpi-bin libopenmpi-dev"
-        );
-        eprintln!("SKIPPED: no mpirun on the PATH (apt-get install openmpi-bin libopenmpi-dev)");
-        return None;
-    }
-    let start = Instant::now();
-    let mut child = Command::new("mpirun")
-        .args(["--oversubscribe", "-np", &ranks.to_string()])
-        // TCP on loopback: no shared-memory transport, which containers often restrict.
-        .args([
-            "--mca",
-            "btl",
-            "tcp,self",
-            "--mca",
-            "btl_tcp_if_include",
-            "lo",
-        ])
-        .args([
-            "-x",
-            "TOWERS_MPI_SCENARIO",
-            "-x",
-            "TOWERS_MPI_OUT",
-            "-x",
-            "TOWERS_MPI_TIMEOUT",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "rank",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("TOWERS_MPI_SCENARIO", scenario)
-        .env("TOWERS_MPI_OUT", out)
-        .env("TOWERS_MPI_TIMEOUT", timeout_s.to_string())
-        // Containers and CI run as root, which Open MPI refuses unless told.
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpirun starts");
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let readers = [
-        std::thread::spawn(move || read_all(&mut stdout)),
-        std::thread::spawn(move || read_all(&mut stderr)),
+    let env = [
+        ("TOWERS_MPI_SCENARIO", scenario.to_string()),
+        ("TOWERS_MPI_OUT", out.display().to_string()),
+        ("TOWERS_MPI_TIMEOUT", timeout_s.to_string()),
     ];
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > Duration::from_secs(90) {
-            child.kill().unwrap();
-            panic!("mpirun ({scenario}) did not end within 90 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let output = readers.map(|r| r.join().unwrap()).join("\n");
-    Some(Run {
-        success: status.success(),
-        output,
-        elapsed: start.elapsed(),
-    })
-}
-
-fn read_all(from: &mut impl Read) -> String {
-    let mut text = String::new();
-    from.read_to_string(&mut text).unwrap();
-    text
+    towers_testing::mpirun::mpirun(ranks, "rank", &env)
 }
 
 /// Rank 0's values after `scenario` on `ranks` ranks.
@@ -284,6 +207,12 @@ fn the_ring_between_towers_is_refused_across_processes() {
         }
         fn broadcast(&self, _: &str, t: Vec<Tensor<1>>, _: &Device) -> Vec<Tensor<1>> {
             t
+        }
+        fn any(&self, _: &str, flag: bool) -> bool {
+            flag
+        }
+        fn abort(&self, message: &str) -> ! {
+            panic!("{message}")
         }
     }
     let config = TowersConfig::default().with_reduce(towers_multigpu::Reduce::AllReduce);

@@ -7,7 +7,7 @@ use towers_data::cifar10::{self, BuiltinCifar10, Cifar10Format};
 use towers_data::transforms::{CifarEval, CifarTrain, Transform};
 use towers_data::{Pipeline, PipelineConfig, RecordFormat};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A record format, its files and the transform applied to every example.
 #[derive(Clone)]
@@ -71,6 +71,27 @@ impl Input {
             total += self.format.index_partial(file)?.spans.len() as u64;
         }
         Ok(total)
+    }
+
+    /// Rank `rank`'s share of the files among `ranks` processes: file `i` goes to rank
+    /// `i mod ranks`, so no record is read twice in an epoch.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when there are fewer files than ranks.
+    pub fn share(&self, rank: usize, ranks: usize) -> Result<Input> {
+        if self.files.len() < ranks {
+            return Err(Error::Config(format!(
+                "{} input files for {ranks} ranks: every rank needs at least one file \
+                 (cut the data into more shards)",
+                self.files.len()
+            )));
+        }
+        let files = (self.files.iter().skip(rank).step_by(ranks).cloned()).collect();
+        Ok(Input {
+            files,
+            ..self.clone()
+        })
     }
 
     /// Starts a pipeline over this input.

@@ -52,19 +52,6 @@ impl std::fmt::Debug for Mpi {
 }
 
 impl Mpi {
-    /// Whether this process was started by an MPI launcher (`mpirun`, `mpiexec`, `srun` with
-    /// PMI/PMIx): then [`Mpi::init`] joins the job; otherwise a process would be a job of one.
-    pub fn launched() -> bool {
-        [
-            "OMPI_COMM_WORLD_SIZE",
-            "PMI_SIZE",
-            "PMIX_RANK",
-            "MPI_LOCALNRANKS",
-        ]
-        .iter()
-        .any(|name| std::env::var_os(name).is_some())
-    }
-
     /// Initializes MPI and joins the job.
     ///
     /// # Errors
@@ -203,6 +190,21 @@ impl CrossProcess for Mpi {
         out.into_iter()
             .map(|t| t.expect("every bucket was written back"))
             .collect()
+    }
+
+    fn any(&self, what: &str, flag: bool) -> bool {
+        let mut sum = 0.0;
+        let read = |_| vec![f32::from(u8::from(flag))];
+        self.exchange(what, Collective::Sum, &[1], read, |_, v| sum = v[0]);
+        sum > 0.0
+    }
+
+    fn abort(&self, message: &str) -> ! {
+        eprintln!(
+            "error: rank {}: {message}; ending the job on every rank",
+            self.rank
+        );
+        self.universe.world().abort(1)
     }
 
     fn broadcast(&self, what: &str, tensors: Vec<Tensor<1>>, device: &Device) -> Vec<Tensor<1>> {

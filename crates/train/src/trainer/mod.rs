@@ -17,6 +17,8 @@
 //! uninterrupted run would have had; the device generators are reseeded from the seed and the
 //! step before every step, so random layers (dropout) agree too on one device.
 
+mod ranks;
+pub use ranks::mpi_job;
 mod report;
 mod run;
 mod start;
@@ -27,7 +29,7 @@ pub use start::load_into;
 
 use burn::tensor::{Device, Int, Tensor};
 use towers_models::ImageClassifier;
-use towers_multigpu::{TowerDevice, TowerLoss, parse_devices};
+use towers_multigpu::{Processes, TowerDevice, TowerLoss, parse_devices};
 
 use crate::checkpoint_dir::CheckpointDir;
 use crate::config::TrainConfig;
@@ -53,6 +55,8 @@ pub struct Trainer<M> {
     stop: StopFlag,
     loss: Box<LossFn<M>>,
     prepare: Box<PrepareFn<M>>,
+    /// The other ranks of a multi-process job, if any.
+    processes: Option<Processes>,
 }
 
 /// What a run leaves behind.
@@ -74,6 +78,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             stop: StopFlag::new(),
             loss: Box::new(|m: &M, x, y| TowerLoss::new(m.loss(x, y).loss)),
             prepare: Box::new(|m, _| Ok(m)),
+            processes: None,
         }
     }
 
@@ -111,7 +116,15 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
     ///
     /// A train directory that already holds checkpoints is an error unless the configuration
     /// says `resume`, so that no run overwrites another by accident.
+    ///
+    /// As one rank of several (see [`with_processes`](Self::with_processes)), an error here
+    /// ends the job on every rank.
     pub fn run(&self, init: impl FnOnce(&Device) -> M, input: &Input) -> Result<Trained<M>> {
+        self.or_end_job(self.run_rank(init, input))
+    }
+
+    /// [`run`](Self::run), on this process.
+    fn run_rank(&self, init: impl FnOnce(&Device) -> M, input: &Input) -> Result<Trained<M>> {
         let c = &self.config;
         c.validate()?;
         let devices = parse_devices(&c.devices)?;
@@ -120,7 +133,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         let start = self.start(init, &main, &ckpts)?;
         let mut run = self.begin(start, &devices, input)?;
         while run.step < c.max_steps {
-            if self.stop.is_requested() {
+            if self.stop_requested() {
                 run.interrupted = true;
                 break;
             }

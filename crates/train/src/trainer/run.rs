@@ -68,12 +68,16 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             devices,
             c.towers.to_towers_config(),
         )?;
+        let towers = self.join_ranks(towers, step)?;
         let examples_per_epoch = match c.examples_per_epoch {
             Some(n) => n,
             None => input.count_examples()?,
         };
-        let schedule =
-            (c.learning_rate).resolve(examples_per_epoch, c.examples_per_step(), c.max_steps)?;
+        let schedule = (c.learning_rate).resolve(
+            examples_per_epoch,
+            self.global_examples_per_step(),
+            c.max_steps,
+        )?;
         let replay = step > 0 && c.replay_input_on_resume;
         let pipeline_config = PipelineConfig {
             reader_threads: c.reader_threads.unwrap_or(4 * devices.len()),
@@ -85,10 +89,15 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             corrupt_records: c.corrupt_records(),
             ..PipelineConfig::train(c.batch_size)
         };
-        let mut pipeline = input.start(pipeline_config)?;
-        let log = TrainLog::open(&c.train_dir.join(LOG_FILE), step, c.max_steps)?;
+        let (share, job_note) = self.input_share(input)?;
+        let mut pipeline = share.start(pipeline_config)?;
+        let log = if self.writes() {
+            TrainLog::open(&c.train_dir.join(LOG_FILE), step, c.max_steps)?
+        } else {
+            TrainLog::silent()
+        };
         log.println(&self.banner(devices, examples_per_epoch, &schedule, step));
-        for note in &start.notes {
+        for note in start.notes.iter().chain(&job_note) {
             log.println(note);
         }
         if replay {
@@ -100,7 +109,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
                 next_batch(&mut pipeline)?;
             }
         }
-        let summaries = TrainSummaries::open(&c.summaries, &c.train_dir, step, c.max_steps)?;
+        let summaries = TrainSummaries::open(&self.summaries(), &c.train_dir, step, c.max_steps)?;
         Ok(Run {
             towers,
             averages: start.averages,
@@ -218,7 +227,9 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         run.log.finish();
         let log_path = c.train_dir.join(LOG_FILE);
         let plot_path = c.train_dir.join(PLOT_FILE);
-        plot_log(&read_log(&log_path)?, &plot_path)?;
+        if self.writes() {
+            plot_log(&read_log(&log_path)?, &plot_path)?;
+        }
         Ok(Trained {
             model: run.towers.into_model(),
             averages: run.averages.map(|a| a.averages().clone()),
@@ -240,6 +251,9 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
 
     /// Saves the model, optimizer and averages of the current step.
     fn checkpoint(&self, run: &mut Run<M>, ckpts: &CheckpointDir) -> Result<()> {
+        if !self.writes() {
+            return Ok(());
+        }
         let path = ckpts.save(Checkpoint {
             step: run.step,
             model: run.towers.model().clone().into_record(),
