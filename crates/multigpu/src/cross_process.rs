@@ -8,7 +8,7 @@
 //! [`BatchNormSync`](crate::BatchNormSync). At the start, every rank takes rank 0's weights.
 //!
 //! [`CrossProcess`] is the exchange this needs, on flat tensors; the `mpi` feature implements it
-//! over the system's MPI ([`crate::mpi`]). This file keeps the towers free of any transport.
+//! over the system's MPI (`mpi/`). This file keeps the towers free of any transport.
 
 use std::sync::Arc;
 

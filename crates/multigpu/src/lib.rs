@@ -21,7 +21,7 @@
 //!   `RemoteServer` (the `towers-serve` binary of `burn-towers`) serves on another machine.
 //! - Several processes ([`CrossProcess`], [`Towers::across_processes`]): one rank per machine
 //!   with towers of its own, gradients all-reduced across ranks after the towers' own
-//!   reduction; over MPI with the `mpi` feature ([`mpi::Mpi`]).
+//!   reduction; over MPI with the `mpi` feature (`mpi::Mpi`).
 //!
 //! ```no_run
 //! use burn::optim::SgdConfig;
