@@ -9,8 +9,8 @@ use towers_data::CorruptRecords;
 use towers_multigpu::{BatchNormSync, Reduce, TowersConfig};
 
 use crate::error::{Error, Result};
-use crate::optimizer::OptimizerConfig;
-use crate::schedule::LrScheduleConfig;
+use crate::optim::LrScheduleConfig;
+use crate::optim::OptimizerConfig;
 use crate::summary::SummaryConfig;
 
 /// Everything a training run needs to know.

@@ -16,43 +16,37 @@
 //! - [`Trainer`]: the loop; [`StopFlag`]: Ctrl-C and SIGTERM; [`evaluate`]: precision@1 and @5.
 
 mod checkpoint;
-mod checkpoint_dir;
 mod classify;
 mod cli;
 mod config;
-mod ema;
 mod error;
 mod eval;
 mod inception_data;
 mod input;
 mod log;
-mod optimizer;
+mod optim;
 mod plot;
 mod pretrained;
-mod rmsprop;
-mod schedule;
 mod stop;
 pub mod summary;
 mod trainer;
 
-pub use checkpoint::{Checkpoint, Integrity};
-pub use checkpoint_dir::{CheckpointDir, Restored};
+pub use checkpoint::{Checkpoint, CheckpointDir, Integrity, Restored};
 pub use classify::{CifarImage, Prediction, classify, read_labels};
 pub use cli::{TrainArgs, WeightsArgs, parse_args, print_devices};
 pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
-pub use ema::MovingAverage;
 pub use error::{Error, Result};
 pub use eval::{Precision, evaluate};
 pub use inception_data::{InceptionData, Split};
 pub use input::{Input, builtin_cifar10};
 pub use log::{LogEntry, TrainLog, read_log};
-pub use optimizer::OptimizerConfig;
+pub use optim::{
+    LrSchedule, LrScheduleConfig, MovingAverage, OptimizerConfig, TfRmsProp, TfRmsPropState,
+};
 pub use plot::{plot_log, render as render_plot};
 pub use pretrained::{
     LoadOptions, export_safetensors, fine_tuning, load_weights, open_weights, train_only,
 };
-pub use rmsprop::{TfRmsProp, TfRmsPropState};
-pub use schedule::{LrSchedule, LrScheduleConfig};
 pub use stop::StopFlag;
 pub use summary::SummaryConfig;
 pub use towers_data::atomic_file::write_atomic;

@@ -15,7 +15,7 @@ use towers_models::weights::{
 };
 
 use crate::checkpoint::Checkpoint;
-use crate::checkpoint_dir::CheckpointDir;
+use crate::checkpoint::CheckpointDir;
 use crate::error::{Error, Result};
 
 /// How to read weights into a model.

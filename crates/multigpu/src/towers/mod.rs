@@ -14,6 +14,13 @@
 //!   outlive a failed step. Threads borrow the batch slices and the loss function, so neither
 //!   needs `'static` or an `Arc`.
 //! - Starting a thread costs tens of microseconds, nothing next to a training step.
+//! - Burn's fusion backends (wgpu, CUDA, ...) queue operations per thread, lazily. A tensor
+//!   computed on one thread and used on another must have its operations handed over first
+//!   (`Device::flush`, which does not wait for them to run): without that, on wgpu, gradients
+//!   kept across micro-batches came out up to 13% wrong, and the ring's batch-norm writes
+//!   reached the next step late (found on lavapipe, 2026-11-23; compare Burn issues #4947 and
+//!   #5563). So each tower thread flushes its device before it ends, and the caller's thread
+//!   flushes every device after it updates, broadcasts or writes statistics.
 //!
 //! # Failures
 //!
@@ -174,7 +181,7 @@ impl<M: Module> Towers<M> {
                 },
             }
         };
-        Ok(Self {
+        let towers = Self {
             towers,
             main,
             config,
@@ -184,7 +191,9 @@ impl<M: Module> Towers<M> {
             cycle: Cycle::default(),
             tap: GradientTap::default(),
             processes: None,
-        })
+        };
+        towers.hand_over();
+        Ok(towers)
     }
 
     /// The model as of the last update.
@@ -286,7 +295,18 @@ impl<M: Module> Towers<M> {
             // The failed step's replicas shared these replicas' batch-norm buffers.
             *replicas = broadcast(master.as_ref().expect(PRESENT), &self.towers);
         }
+        self.hand_over();
         error
+    }
+
+    /// Hands what this thread queued on the devices (uploads, updates, statistics) over for
+    /// execution, before other threads use the tensors (see "Threads" in the module docs). A
+    /// device that fails here fails the next tower pass on it, where it is named.
+    fn hand_over(&self) {
+        let _ = self.main.flush();
+        for tower in &self.towers {
+            let _ = tower.device().flush();
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! split -> begin cycle -> plan -> scatter -> tower passes (threads) -> keep | apply
-//!                                                 apply = reduce -> update -> sync batch norm
+//!                                      apply = reduce -> update -> sync batch norm -> hand over
 //! ```
 //!
 //! A failure in the tower passes drops the step ([`Towers::fail`]); the phases after them
@@ -65,6 +65,7 @@ impl<M: Module> Towers<M> {
         let output = step_output(&done, sizes, plan.apply);
         if plan.apply {
             self.apply(done, &plan, lr);
+            self.hand_over();
         } else {
             self.keep(done, plan.examples);
         }

@@ -49,6 +49,7 @@ impl<M: Module> Towers<M> {
             }
         };
         self.processes = Some(processes);
+        self.hand_over();
         Ok(self)
     }
 

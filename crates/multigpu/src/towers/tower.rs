@@ -160,6 +160,11 @@ where
             (optim.step(lr, replica, sum), None, Some(optim))
         }
     };
+    // What this thread queued on its device must be handed over before the thread ends (see
+    // "Threads" in the module docs).
+    device
+        .flush()
+        .map_err(|e| Failure::Failed(format!("cannot flush the device's queued work: {e}")))?;
     Ok(Done {
         replica,
         grads,

@@ -31,7 +31,7 @@ use burn::tensor::{Device, Int, Tensor};
 use towers_models::ImageClassifier;
 use towers_multigpu::{Processes, TowerDevice, TowerLoss, parse_devices};
 
-use crate::checkpoint_dir::CheckpointDir;
+use crate::checkpoint::CheckpointDir;
 use crate::config::TrainConfig;
 use crate::error::Result;
 use crate::input::Input;

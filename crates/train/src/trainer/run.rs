@@ -14,13 +14,13 @@ use super::report::{Interval, TrainReport};
 use super::start::{Start, mix, seed_devices};
 use super::{LOG_FILE, PLOT_FILE, Trained, Trainer};
 use crate::checkpoint::Checkpoint;
-use crate::checkpoint_dir::CheckpointDir;
-use crate::ema::MovingAverage;
+use crate::checkpoint::CheckpointDir;
 use crate::error::{Error, Result};
 use crate::input::Input;
 use crate::log::{LogEntry, TrainLog, read_log};
+use crate::optim::LrSchedule;
+use crate::optim::MovingAverage;
 use crate::plot::plot_log;
-use crate::schedule::LrSchedule;
 use crate::summary::{StepScalars, TrainSummaries};
 
 /// A run in progress: what the loop reads and updates step after step.

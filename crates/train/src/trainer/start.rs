@@ -11,9 +11,9 @@ use towers_multigpu::TowerDevice;
 
 use super::Trainer;
 use crate::checkpoint::Checkpoint;
-use crate::checkpoint_dir::CheckpointDir;
-use crate::ema::MovingAverage;
+use crate::checkpoint::CheckpointDir;
 use crate::error::{Error, Result};
+use crate::optim::MovingAverage;
 
 /// What a run starts from.
 pub(super) struct Start<M> {

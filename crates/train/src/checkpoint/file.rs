@@ -213,7 +213,7 @@ fn verified_body(data: &[u8]) -> std::result::Result<&[u8], String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::optimizer::OptimizerConfig;
+    use crate::optim::OptimizerConfig;
     use burn::module::Module;
     use burn::nn::{Linear, LinearConfig};
     use burn::optim::{GradientsParams, ModuleOptimizer};

@@ -7,7 +7,7 @@ use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, ModuleOptimizer, SgdConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::rmsprop::TfRmsProp;
+use super::rmsprop::TfRmsProp;
 
 /// Which optimizer updates the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

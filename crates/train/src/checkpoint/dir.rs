@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::{Checkpoint, Integrity};
+use super::file::{Checkpoint, Integrity};
 use crate::error::{Error, Result};
 
 const PREFIX: &str = "model.ckpt-";

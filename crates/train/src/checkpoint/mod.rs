@@ -1,0 +1,10 @@
+//! Checkpoints: one checksummed file per step ([`Checkpoint`], `file.rs`) and the directory
+//! that keeps the newest N and finds the newest valid one to resume from ([`CheckpointDir`],
+//! `dir.rs`).
+
+mod dir;
+mod file;
+
+pub use dir::{CheckpointDir, Restored};
+pub use file::{Checkpoint, Integrity};
+pub(crate) use file::{MAGIC, MAGIC_UNCHECKED};

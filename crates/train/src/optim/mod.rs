@@ -1,0 +1,16 @@
+//! How weights move: optimizers, learning-rate schedules and moving averages.
+//!
+//! - [`OptimizerConfig`] (`optimizer.rs`): SGD, momentum, TF's RMSProp, Adam, as Burn optimizers.
+//! - [`TfRmsProp`] (`rmsprop.rs`): RMSProp with TF's epsilon placement and state.
+//! - [`LrScheduleConfig`] (`schedule.rs`): exponential (staircase), polynomial, piecewise constant.
+//! - [`MovingAverage`] (`ema.rs`): TF's exponential moving average of the weights.
+
+mod ema;
+mod optimizer;
+mod rmsprop;
+mod schedule;
+
+pub use ema::MovingAverage;
+pub use optimizer::OptimizerConfig;
+pub use rmsprop::{TfRmsProp, TfRmsPropState};
+pub use schedule::{LrSchedule, LrScheduleConfig};
