@@ -2,7 +2,8 @@
 //!
 //! `mpirun --mca btl tcp,self --mca btl_tcp_if_include lo -np 2 target/release/examples/bench_mpi [REPS]`
 //! (with `--features mpi`; as root add `--allow-run-as-root`; on fewer cores than ranks add
-//! `--oversubscribe`). Rank 0 prints; REPS (default 5) timed exchanges or steps per row.
+//! `--oversubscribe`). Rank 0 prints; REPS (default 5) timed exchanges or steps per row;
+//! `-x TOWERS_BUCKET_MB=N` sets the bucket size (default 25 MB).
 //!
 //! - The gradient exchange of the TF CIFAR-10 net and of Inception v3 (their trainable
 //!   parameters, as flat tensors on flex): time per exchange against copying the same bytes
@@ -26,7 +27,11 @@ use towers_multigpu::mpi::{Mpi, MpiConfig};
 use towers_multigpu::{CrossProcess, Towers, TowersConfig, parse_devices};
 
 fn main() -> anyhow::Result<()> {
-    let mpi = Arc::new(Mpi::init(MpiConfig::default())?);
+    let mut config = MpiConfig::default();
+    if let Ok(mb) = std::env::var("TOWERS_BUCKET_MB") {
+        config = config.with_bucket_bytes(mb.parse::<usize>()? << 20);
+    }
+    let mpi = Arc::new(Mpi::init(config)?);
     let reps = reps(5);
     let device = Device::flex().autodiff();
     let say = |line: String| {
@@ -94,6 +99,8 @@ fn exchange_row(
     let floats: usize = tensors.iter().map(|t| t.dims()[0]).sum();
     let bytes = 4 * floats;
     mpi.weighted_mean("warm-up", tensors.clone(), 1, &device);
+    // Every rank reads the counters between the same two exchanges.
+    mpi.any("the counters' start", false);
     let wire_before = loopback_bytes();
     let exchanges: Vec<Duration> = (0..reps)
         .map(|_| {
@@ -102,6 +109,7 @@ fn exchange_row(
             started.elapsed()
         })
         .collect();
+    mpi.any("the counters' end", false);
     let wire = (loopback_bytes() - wire_before) as f64 / (reps * mpi.size()) as f64;
     let host = vec![1.0f32; floats];
     let mut target = vec![0.0f32; floats];
