@@ -160,29 +160,28 @@ fn rank_zero_net() -> Net {
     Net::new(&device)
 }
 
-#[test]
-fn two_ranks_train_like_one_device_on_the_global_batch() {
-    let Some(got) = ranks_train(2, "even") else {
+/// `ranks` ranks in `scenario` end with the parameters of one device trained on the global
+/// batches.
+fn assert_ranks_like_one_device(ranks: usize, scenario: &str) {
+    let Some(got) = ranks_train(ranks, scenario) else {
         return;
     };
-    let batches: Vec<HostBatch> = (0..3).map(|s| global_batch(s, EVEN[s])).collect();
+    let batches: Vec<HostBatch> = (sizes_of(scenario).iter().enumerate())
+        .map(|(step, sizes)| global_batch(step, sizes))
+        .collect();
     let (expected, _) = reference::plain_training(rank_zero_net(), &batches);
-    assert_close(&got, &values(&expected), TOLERANCE, "2 ranks vs one device");
+    let what = format!("{ranks} ranks ({scenario}) vs one device");
+    assert_close(&got, &values(&expected), TOLERANCE, &what);
+}
+
+#[test]
+fn two_ranks_train_like_one_device_on_the_global_batch() {
+    assert_ranks_like_one_device(2, "even");
 }
 
 #[test]
 fn two_ranks_of_two_towers_train_like_one_device() {
-    let Some(got) = ranks_train(2, "two-towers") else {
-        return;
-    };
-    let batches: Vec<HostBatch> = (0..3).map(|s| global_batch(s, EVEN[s])).collect();
-    let (expected, _) = reference::plain_training(rank_zero_net(), &batches);
-    assert_close(
-        &got,
-        &values(&expected),
-        TOLERANCE,
-        "2 ranks x 2 towers vs one device",
-    );
+    assert_ranks_like_one_device(2, "two-towers");
 }
 
 #[test]
@@ -227,32 +226,12 @@ fn the_ring_between_towers_is_refused_across_processes() {
 
 #[test]
 fn uneven_rank_batches_weigh_each_example_the_same() {
-    let Some(got) = ranks_train(2, "uneven") else {
-        return;
-    };
-    let batches: Vec<HostBatch> = (0..3).map(|s| global_batch(s, UNEVEN[s])).collect();
-    let (expected, _) = reference::plain_training(rank_zero_net(), &batches);
-    assert_close(
-        &got,
-        &values(&expected),
-        TOLERANCE,
-        "2 uneven ranks vs one device",
-    );
+    assert_ranks_like_one_device(2, "uneven");
 }
 
 #[test]
 fn three_uneven_ranks_train_like_one_device() {
-    let Some(got) = ranks_train(3, "three-uneven") else {
-        return;
-    };
-    let batches: Vec<HostBatch> = (0..3).map(|s| global_batch(s, THREE_UNEVEN[s])).collect();
-    let (expected, _) = reference::plain_training(rank_zero_net(), &batches);
-    assert_close(
-        &got,
-        &values(&expected),
-        TOLERANCE,
-        "3 uneven ranks vs one device",
-    );
+    assert_ranks_like_one_device(3, "three-uneven");
 }
 
 #[test]
