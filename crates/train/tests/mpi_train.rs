@@ -5,30 +5,52 @@
 use std::path::Path;
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use towers_data::cifar10::BuiltinCifar10;
 use towers_testing::compare::values;
-use towers_testing::mpirun::mpirun;
+
+use towers_models::{Cifar10Net, ImageClassifier};
+use towers_multigpu::TowerLoss;
+use towers_testing::mpirun::{Run, mpirun};
 use towers_testing::training::{cifar_net, quick_cifar_config};
-use towers_train::{Input, TrainConfig, Trainer, mpi_job, read_log};
+use towers_train::{Input, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
 
 /// One rank: trains `TOWERS_MPI_STEPS` steps in `TOWERS_MPI_TRAIN_DIR` on the CIFAR-10 files of
-/// `TOWERS_MPI_DATA`, and writes its model's values to `TOWERS_MPI_OUT/rank-R`.
+/// `TOWERS_MPI_DATA`, and writes its model's values to `TOWERS_MPI_OUT/rank-R`. Under
+/// `TOWERS_MPI_SCENARIO` `stop`, rank 1 asks to stop during step 3; under `fail`, rank 1's
+/// device list is wrong.
 #[test]
 #[ignore = "a rank of the MPI tests, launched by them under mpirun"]
 fn rank() {
     let var = |name: &str| std::env::var(name).expect("launched by the MPI tests");
     let job = mpi_job().unwrap().expect("launched by mpirun");
     let rank = job.rank();
+    let scenario = var("TOWERS_MPI_SCENARIO");
+    let devices = if scenario == "fail" && rank == 1 {
+        "nonsense"
+    } else {
+        "flex"
+    };
     let config = TrainConfig {
         resume: var("TOWERS_MPI_RESUME") == "1",
         ..quick_cifar_config(
             Path::new(&var("TOWERS_MPI_TRAIN_DIR")),
-            "flex",
+            devices,
             var("TOWERS_MPI_STEPS").parse().unwrap(),
         )
     };
     let input = Input::cifar10_train(Path::new(&var("TOWERS_MPI_DATA"))).unwrap();
+    let stop = StopFlag::new();
+    let (flag, passes) = (stop.clone(), AtomicUsize::new(0));
+    let asks_to_stop = scenario == "stop" && rank == 1;
     let trained = Trainer::new(config)
+        .with_loss(move |m: &Cifar10Net, x, y| {
+            if asks_to_stop && passes.fetch_add(1, Ordering::SeqCst) == 2 {
+                flag.request();
+            }
+            TowerLoss::new(m.loss(x, y).loss)
+        })
+        .with_stop(stop)
         .with_processes(Some(job))
         .run(cifar_net, &input)
         .unwrap();
@@ -46,15 +68,18 @@ fn rank() {
 /// Two ranks train `steps` in `train_dir`; mpirun's output and each rank's values, or `None`
 /// without mpirun.
 fn job(data: &Path, train_dir: &Path, steps: u64, resume: bool) -> Option<(String, [Vec<f32>; 2])> {
+    job_in("plain", data, train_dir, steps, resume)
+}
+
+fn job_in(
+    scenario: &str,
+    data: &Path,
+    train_dir: &Path,
+    steps: u64,
+    resume: bool,
+) -> Option<(String, [Vec<f32>; 2])> {
     let out = tempfile::tempdir().unwrap();
-    let env = [
-        ("TOWERS_MPI_DATA", data.display().to_string()),
-        ("TOWERS_MPI_TRAIN_DIR", train_dir.display().to_string()),
-        ("TOWERS_MPI_STEPS", steps.to_string()),
-        ("TOWERS_MPI_RESUME", u8::from(resume).to_string()),
-        ("TOWERS_MPI_OUT", out.path().display().to_string()),
-    ];
-    let run = mpirun(2, "rank", &env)?;
+    let run = launch(scenario, data, train_dir, steps, resume, out.path())?;
     assert!(run.success, "mpirun failed:\n{}", run.output);
     assert!(run.elapsed < Duration::from_secs(60));
     let read = |rank: usize| {
@@ -64,6 +89,25 @@ fn job(data: &Path, train_dir: &Path, steps: u64, resume: bool) -> Option<(Strin
             .collect()
     };
     Some((run.output, [read(0), read(1)]))
+}
+
+fn launch(
+    scenario: &str,
+    data: &Path,
+    train_dir: &Path,
+    steps: u64,
+    resume: bool,
+    out: &Path,
+) -> Option<Run> {
+    let env = [
+        ("TOWERS_MPI_SCENARIO", scenario.to_string()),
+        ("TOWERS_MPI_DATA", data.display().to_string()),
+        ("TOWERS_MPI_TRAIN_DIR", train_dir.display().to_string()),
+        ("TOWERS_MPI_STEPS", steps.to_string()),
+        ("TOWERS_MPI_RESUME", u8::from(resume).to_string()),
+        ("TOWERS_MPI_OUT", out.display().to_string()),
+    ];
+    mpirun(2, "rank", &env)
 }
 
 /// 5 x 200 training images: five files, three for rank 0 and two for rank 1.
@@ -113,4 +157,49 @@ fn a_resumed_job_continues_like_one_that_ran_through() {
     let (_, [got0, got1]) = job(data.dir(), resumed.path(), 6, true).unwrap();
     assert!(got0 == got1, "the resumed ranks' models differ");
     towers_testing::compare::assert_close(&got0, &expected, 1e-6, "resumed vs straight");
+}
+
+#[test]
+fn a_stop_on_one_rank_stops_every_rank_after_the_same_step() {
+    let data = data();
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_, [rank0, rank1])) = job_in("stop", data.dir(), dir.path(), 6, false) else {
+        return;
+    };
+    assert!(rank0 == rank1, "the ranks stopped at different steps");
+    let log = read_log(&dir.path().join(towers_train::LOG_FILE)).unwrap();
+    assert_eq!(
+        log.last().map(|e| e.step),
+        Some(3),
+        "rank 1 asked during step 3"
+    );
+    // Not a multiple of checkpoint_every: written because the run stopped.
+    let names: Vec<String> = (std::fs::read_dir(dir.path()).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("model.ckpt-3")),
+        "no checkpoint of step 3 in {names:?}"
+    );
+}
+
+#[test]
+fn an_error_on_one_rank_ends_the_job_with_its_message() {
+    let data = data();
+    let (dir, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let Some(run) = launch("fail", data.dir(), dir.path(), 6, false, out.path()) else {
+        return;
+    };
+    assert!(!run.success, "the job went on:\n{}", run.output);
+    assert!(
+        run.output
+            .contains("rank 1: towers: device list entry `nonsense`"),
+        "the error does not name rank 1 and its cause:\n{}",
+        run.output
+    );
+    assert!(
+        run.elapsed < Duration::from_secs(25),
+        "ended after {:?}",
+        run.elapsed
+    );
 }
