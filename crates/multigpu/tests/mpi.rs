@@ -257,21 +257,7 @@ fn a_late_rank_ends_the_job_with_its_name() {
     let Some(run) = mpirun(2, "late", 3, &dir.path().join("values")) else {
         return;
     };
-    assert!(
-        !run.success,
-        "the job went on without rank 1:\n{}",
-        run.output
-    );
-    assert!(
-        run.output.contains("rank 1 never reached it"),
-        "the error does not name rank 1:\n{}",
-        run.output
-    );
-    assert!(
-        run.elapsed < Duration::from_secs(25),
-        "ended after {:?}",
-        run.elapsed
-    );
+    run.assert_failed_fast_saying(&["rank 1 never reached it"]);
 }
 
 #[test]
@@ -281,20 +267,6 @@ fn a_killed_rank_ends_the_job_with_its_name() {
     let Some(run) = mpirun(2, "killed", 60, &dir.path().join("values")) else {
         return;
     };
-    assert!(
-        !run.success,
-        "the job went on without rank 1:\n{}",
-        run.output
-    );
     // Open MPI's words for it.
-    assert!(
-        run.output.contains("process rank 1 with PID") && run.output.contains("signal 9"),
-        "mpirun does not name rank 1:\n{}",
-        run.output
-    );
-    assert!(
-        run.elapsed < Duration::from_secs(25),
-        "ended after {:?}",
-        run.elapsed
-    );
+    run.assert_failed_fast_saying(&["process rank 1 with PID", "signal 9"]);
 }

@@ -18,6 +18,22 @@ pub struct Run {
     pub elapsed: Duration,
 }
 
+impl Run {
+    /// Asserts that the job failed within 25 s and that its output holds every one of `words`
+    /// (the failed rank's name, its error).
+    pub fn assert_failed_fast_saying(&self, words: &[&str]) {
+        assert!(!self.success, "the job went on:\n{}", self.output);
+        for w in words {
+            assert!(self.output.contains(w), "no `{w}` in:\n{}", self.output);
+        }
+        assert!(
+            self.elapsed < Duration::from_secs(25),
+            "ended after {:?}",
+            self.elapsed
+        );
+    }
+}
+
 /// `mpirun -np ranks` of this test binary's test `rank_test` (an ignored test that reads its
 /// scenario from `env`); `None` (after saying so) when there is no `mpirun` and this is not
 /// CI. Fails the test if the job outlives 90 s.
