@@ -7,7 +7,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use burn::module::Module;
@@ -72,7 +72,9 @@ fn rank() {
         "flex"
     })
     .unwrap();
-    let model_values = if scenario == "bn" {
+    // A rank with another model must be refused before any step.
+    let bn = scenario == "bn" || (scenario == "mismatch" && rank == 1);
+    let model_values = if bn {
         let towers = Towers::new(
             BnNet::new(&device),
             sgd(),
@@ -154,10 +156,18 @@ fn two_towers_train<M: Module>(
     values(towers.model())
 }
 
-fn rank_zero_net() -> Net {
+/// What `init` builds from rank 0's seed. The device's generator is shared by the tests'
+/// threads: one seeds and draws at a time, or their draws interleave.
+fn from_rank_zero_seed<T>(init: impl FnOnce(&Device) -> T) -> T {
+    static GENERATOR: Mutex<()> = Mutex::new(());
+    let _turn = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
     let device: Device = flex();
     device.seed(1);
-    Net::new(&device)
+    init(&device)
+}
+
+fn rank_zero_net() -> Net {
+    from_rank_zero_seed(Net::new)
 }
 
 /// `ranks` ranks in `scenario` end with the parameters of one device trained on the global
@@ -239,9 +249,9 @@ fn two_ranks_with_batch_norm_train_like_two_towers() {
     let Some(got) = ranks_train(2, "bn") else {
         return;
     };
-    let device: Device = flex();
-    device.seed(1);
-    let expected = two_towers_train(BnNet::new(&device), "bn", |m, x, y| m.loss(x, y));
+    let expected = two_towers_train(from_rank_zero_seed(BnNet::new), "bn", |m, x, y| {
+        m.loss(x, y)
+    });
     // Weights and running statistics: BnNet's values include both.
     assert_close(
         &got,
@@ -269,4 +279,15 @@ fn a_killed_rank_ends_the_job_with_its_name() {
     };
     // Open MPI's words for it.
     run.assert_failed_fast_saying(&["process rank 1 with PID", "signal 9"]);
+}
+
+#[test]
+fn ranks_with_different_models_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(run) = mpirun(2, "mismatch", 60, &dir.path().join("values")) else {
+        return;
+    };
+    run.assert_failed_fast_saying(&[
+        "rank 1's model has 6 tensors of 977 values, rank 0's 4 of 837",
+    ]);
 }

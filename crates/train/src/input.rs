@@ -112,3 +112,29 @@ impl Input {
 pub fn builtin_cifar10() -> Result<BuiltinCifar10> {
     Ok(BuiltinCifar10::create(2000, 2000, 1)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use towers_data::cifar10::Cifar10Format;
+    use towers_data::transforms::CifarEval;
+
+    use super::Input;
+
+    fn input(files: usize) -> Input {
+        let files = (0..files).map(|i| format!("f{i}").into()).collect();
+        Input::new(Cifar10Format, files, CifarEval::default())
+    }
+
+    #[test]
+    fn file_i_goes_to_rank_i_mod_r_and_no_file_twice() {
+        let names = |i: &Input| -> Vec<String> {
+            i.files.iter().map(|f| f.display().to_string()).collect()
+        };
+        let all = input(5);
+        assert_eq!(names(&all.share(0, 2).unwrap()), ["f0", "f2", "f4"]);
+        assert_eq!(names(&all.share(1, 2).unwrap()), ["f1", "f3"]);
+        assert_eq!(names(&all.share(2, 3).unwrap()), ["f2"]);
+        let error = input(2).share(0, 3).unwrap_err().to_string();
+        assert!(error.contains("2 input files for 3 ranks"), "{error}");
+    }
+}

@@ -30,7 +30,9 @@ use crate::error::{Error, Result};
 use exchange::{Collective, Exchange};
 
 /// This process's place in an MPI job. Holding it keeps MPI initialized; dropping it finalizes
-/// MPI, after which it cannot be initialized again in this process.
+/// MPI, after which it cannot be initialized again in this process (dropping it while
+/// panicking ends the whole job instead). A rank that returns an error, rather than panicking,
+/// should end the job with [`CrossProcess::abort`], as the trainer does.
 pub struct Mpi {
     universe: Universe,
     rank: usize,
@@ -39,6 +41,16 @@ pub struct Mpi {
     /// The number of exchanges so far. The lock also keeps MPI calls to one thread at a time,
     /// as `Threading::Serialized` requires.
     exchanges: Mutex<u64>,
+}
+
+/// A rank that panics ends the job rather than finalizing MPI: `MPI_Finalize` would wait for
+/// the other ranks, which wait for this one in their next exchange.
+impl Drop for Mpi {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.abort("panicked");
+        }
+    }
 }
 
 impl std::fmt::Debug for Mpi {
