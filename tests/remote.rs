@@ -1,5 +1,6 @@
 //! Towers on remote devices, on loopback: `towers-serve` child processes serve flex, and the
-//! towers reach them through Burn's remote backend as `ws://127.0.0.1:PORT/0` entries.
+//! towers reach them through Burn's remote backend as `ws://127.0.0.1:PORT/0` entries, or over
+//! Iroh, with a token, as `iroh://ID@127.0.0.1:PORT/0`.
 //!
 //! Built and run with `cargo test --features remote --test remote`.
 #![cfg(feature = "remote")]
@@ -15,9 +16,11 @@ use burn::module::Module;
 use burn::tensor::{Int, Tensor};
 use burn_towers::data::HostBatch;
 use burn_towers::data::cifar10::BuiltinCifar10;
+use burn_towers::multigpu::remote::TOKEN_VAR;
 use burn_towers::multigpu::{Error, IntoTowerLoss, Reduce, Towers, TowersConfig, parse_devices};
 use burn_towers::train::{CheckpointDir, Input, TrainConfig, Trainer};
 use towers_testing::batches::batch;
+use towers_testing::child::{child, role};
 use towers_testing::compare::{max_abs_diff, values};
 use towers_testing::nets::{BnNet, LR, Net, sgd};
 use towers_testing::reference::{flex, plain_training};
@@ -32,17 +35,28 @@ struct Server {
     child: Child,
     /// The lines it prints, read on a thread of their own so that its output never fills a pipe.
     lines: mpsc::Receiver<String>,
-    /// `ws://127.0.0.1:PORT`.
+    /// `ws://127.0.0.1:PORT` or `iroh://ID@127.0.0.1:PORT`.
     url: String,
 }
 
 impl Server {
+    /// A WebSocket server without a token.
     fn start(devices: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_towers-serve"))
+        Self::start_with(devices, "websocket", None)
+    }
+
+    /// A server on `transport`, asking for `token` when one is given.
+    fn start_with(devices: &str, transport: &str, token: Option<&str>) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_towers-serve"));
+        command
             .args(["--listen", "127.0.0.1:0", "--devices", devices])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("towers-serve starts");
+            .args(["--transport", transport])
+            .env_remove(TOKEN_VAR)
+            .stdout(Stdio::piped());
+        if let Some(token) = token {
+            command.env(TOKEN_VAR, token);
+        }
+        let mut child = command.spawn().expect("towers-serve starts");
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let (tx, lines) = mpsc::channel();
         thread::spawn(move || {
@@ -51,6 +65,7 @@ impl Server {
             }
         });
         // "towers-serve: listening on ws://127.0.0.1:PORT: ws://127.0.0.1:PORT/0 = flex"
+        // (or iroh://ID@127.0.0.1:PORT)
         let line = lines
             .recv_timeout(HANG_LIMIT)
             .expect("towers-serve prints its address");
@@ -139,6 +154,42 @@ fn towers_on_two_remote_devices_match_one_local_tower() {
     }
 }
 
+/// Over Iroh, with a token: a client holding it trains exactly like one local tower; a client
+/// with another token is refused, by name. Each client is this test run again in a child
+/// process, whose environment holds its token.
+#[test]
+fn iroh_with_a_token_serves_its_clients_and_refuses_the_others() {
+    const TEST: &str = "iroh_with_a_token_serves_its_clients_and_refuses_the_others";
+    if let Some(entry) = role() {
+        let batches = [batch(12, 1), batch(12, 2)];
+        flex().seed(5);
+        let model = Net::new(&flex());
+        let expected = values(&plain_training(model.clone(), &batches).0);
+        let loss = |m: &Net, x, y| m.loss(x, y);
+        let got = train_towers(&model, &entry, Reduce::ParameterDevice, &batches, loss);
+        let diff = max_abs_diff(&got, &expected);
+        assert!(diff < 1e-5, "max abs diff {diff}");
+        return;
+    }
+    let server = Server::start_with("flex", "iroh", Some("tower-secret"));
+    let entry = server.device(0);
+    assert!(entry.starts_with("iroh://"), "{entry}");
+    for (token, admitted) in [("tower-secret", true), ("another-token", false)] {
+        let out = child(TEST, &entry, &[], "true")
+            .env(TOKEN_VAR, token)
+            .output()
+            .unwrap();
+        let output = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.success(), admitted, "token {token}: {output}");
+        if !admitted {
+            assert!(
+                output.contains(&entry) && output.contains("rejected the credential"),
+                "{output}"
+            );
+        }
+    }
+}
+
 #[test]
 fn an_unreachable_server_or_device_is_an_error_naming_it() {
     // Bound but not listening: dials are refused until Burn's client gives up (about 16 s).
@@ -200,7 +251,11 @@ fn towers_serve_stops_on_sigterm_and_refuses_bad_arguments() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = taken.local_addr().unwrap().to_string();
     for (args, expected) in [
-        (vec!["--listen", address.as_str()], address.as_str()),
+        (
+            vec!["--transport", "websocket", "--listen", address.as_str()],
+            address.as_str(),
+        ),
+        (vec!["--relays", "nowhere"], "nowhere"),
         (vec!["--devices", "flex*2"], "*share"),
         (vec!["--devices", "tpu"], "tpu"),
     ] {

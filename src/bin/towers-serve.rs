@@ -1,37 +1,64 @@
 //! Serves this machine's devices to towers on other machines, over Burn's remote backend.
 //!
 //! ```text
-//! cargo run --release --features remote,cuda --bin towers-serve -- --listen 10.0.0.2:3000 --devices cuda:0,cuda:1
+//! TOWERS_REMOTE_TOKEN_FILE=~/.towers-token \
+//!   cargo run --release --features remote,cuda --bin towers-serve -- \
+//!   --listen 10.0.0.2:3000 --devices cuda:0,cuda:1 --identity ~/.towers-serve.key
 //! ```
 //!
-//! A trainer elsewhere then lists `ws://10.0.0.2:3000/0,ws://10.0.0.2:3000/1` among its devices.
-//! The server is Burn's `RemoteServer` over WebSocket: unencrypted and unauthenticated, so listen
-//! on a trusted network only. It binds exactly the address given (loopback by default, never all
-//! interfaces unless asked) and stops on Ctrl-C or SIGTERM, ending its sessions.
+//! The first line printed names the entries a trainer elsewhere lists among its devices, e.g.
+//! `iroh://ID@10.0.0.2:3000/0,iroh://ID@10.0.0.2:3000/1` (with the same token in its
+//! environment). Over Iroh (the default) sessions are encrypted and the server is authenticated by
+//! its id; a token (read from the file `TOWERS_REMOTE_TOKEN_FILE` names, or from
+//! `TOWERS_REMOTE_TOKEN`, never from the command line) also authenticates the clients. WebSocket
+//! (`--transport websocket`) is neither encrypted nor authenticated: a trusted network only.
 //!
 //! Served devices must share one backend (every CubeCL runtime counts as one, so `cuda` and `wgpu`
 //! mix; `flex` does not mix with them). A device's index in `--devices` is its index in a client's
-//! `ws://host:port/index`. With port 0 the system picks a port; the first line printed names it.
+//! entry. With port 0 a free port is picked. The server stops on Ctrl-C or SIGTERM, ending its
+//! sessions.
 
 use std::io::Write;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 
 use anyhow::{Context, bail};
-use burn::server::{RemoteServer, WebSocketTransport};
-use clap::Parser;
-use towers_multigpu::parse_devices;
+use burn::server::{
+    IrohIdentity, IrohRelays, IrohTransport, RemoteServer, TokenAuthorizer, Transport,
+    WebSocketTransport,
+};
+use clap::{Parser, ValueEnum};
+use towers_multigpu::remote::{TOKEN_FILE_VAR, TOKEN_VAR};
+use towers_multigpu::{TowerDevice, parse_devices, remote_token};
 use towers_train::parse_args;
 
 #[derive(Parser)]
-#[command(about = "Serve local devices to remote towers (Burn remote backend over WebSocket)")]
+#[command(about = "Serve local devices to remote towers (Burn's remote backend)")]
 struct Args {
-    /// Address to listen on, `host:port`. Only this address is bound: give a LAN address (or
-    /// 0.0.0.0, on a trusted network) to accept other machines.
+    /// Address clients dial, `host:port`. WebSocket binds exactly this address; Iroh binds the
+    /// UDP port on every interface (only clients that know the server's id reach it).
     #[arg(long, default_value = "127.0.0.1:3000")]
-    listen: String,
+    listen: SocketAddr,
     /// Local devices to serve, e.g. `cuda:0,cuda:1` or `flex`; clients pick one by position.
     #[arg(long, default_value = "flex")]
     devices: String,
+    /// `iroh`: encrypted, the server authenticated by its id. `websocket`: plain text, for a
+    /// trusted network only.
+    #[arg(long, value_enum, default_value_t = TransportKind::Iroh)]
+    transport: TransportKind,
+    /// Iroh: the file holding the server's secret key, created on first use, so that its id
+    /// (the address clients dial) survives restarts. Without it, every start has a new id.
+    #[arg(long)]
+    identity: Option<std::path::PathBuf>,
+    /// Iroh: `disabled` (clients dial `--listen` directly), `public` (n0's relays, which also
+    /// find the server by its id alone) or a private relay's URL.
+    #[arg(long, default_value = "disabled")]
+    relays: IrohRelays,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TransportKind {
+    Iroh,
+    Websocket,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,25 +70,78 @@ fn main() -> anyhow::Result<()> {
             d.name()
         );
     }
-    let listener = TcpListener::bind(&args.listen)
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let address = listener.local_addr()?;
-    let served: Vec<String> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, d)| format!("ws://{address}/{i} = {}", d.name()))
+    let token = remote_token()?;
+    let (transport, base) = match args.transport {
+        TransportKind::Iroh => iroh(&args)?,
+        TransportKind::Websocket => websocket(&args)?,
+    };
+    warn_about(args.transport, token.is_some());
+    let served: Vec<String> = (devices.iter().enumerate())
+        .map(|(i, d)| format!("{base}/{i} = {}", d.name()))
         .collect();
-    // Flushed at once: a parent process reads the address from this line.
-    println!(
-        "towers-serve: listening on ws://{address}: {}",
-        served.join(", ")
-    );
+    // Flushed at once: a parent process reads the entries from this line.
+    println!("towers-serve: listening on {base}: {}", served.join(", "));
     std::io::stdout().flush()?;
 
-    RemoteServer::new(devices.iter().map(|d| d.device().clone()))
-        .serve(WebSocketTransport::from_listener(listener))
-        .with_context(|| format!("serving on ws://{address}"))?;
+    let mut server = RemoteServer::new(devices.iter().map(TowerDevice::device).cloned());
+    if let Some(token) = token {
+        server = server.with_authorizer(TokenAuthorizer::new(token)?);
+    }
+    server
+        .serve(transport)
+        .with_context(|| format!("serving on {base}"))?;
     // Whoever started the server may have stopped reading its output.
     let _ = writeln!(std::io::stdout(), "towers-serve: stopped");
     Ok(())
+}
+
+/// The Iroh transport, and the base of the entries clients list.
+fn iroh(args: &Args) -> anyhow::Result<(Transport, String)> {
+    let identity = match &args.identity {
+        Some(path) => IrohIdentity::load_or_create(path)
+            .with_context(|| format!("the server identity {}", path.display()))?,
+        None => IrohIdentity::random(),
+    };
+    let port = match args.listen.port() {
+        // Iroh reports no port it picked itself, so pick a free one first.
+        0 => UdpSocket::bind((args.listen.ip(), 0))?.local_addr()?.port(),
+        port => port,
+    };
+    let transport = IrohTransport::new(identity)
+        .with_relays(args.relays.clone())
+        .with_port(port);
+    let base = match args.relays {
+        IrohRelays::Disabled => format!("iroh://{}@{}:{port}", transport.id(), args.listen.ip()),
+        _ => format!("iroh://{}", transport.id()),
+    };
+    Ok((transport.into(), base))
+}
+
+/// The WebSocket transport on exactly `--listen`, and the base of the entries clients list.
+fn websocket(args: &Args) -> anyhow::Result<(Transport, String)> {
+    let listener = TcpListener::bind(args.listen)
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let base = format!("ws://{}", listener.local_addr()?);
+    Ok((WebSocketTransport::from_listener(listener).into(), base))
+}
+
+/// What this setup leaves open, on stderr.
+fn warn_about(transport: TransportKind, has_token: bool) {
+    let warning = match (transport, has_token) {
+        (TransportKind::Iroh, true) => return,
+        (TransportKind::Iroh, false) => format!(
+            "no token ({TOKEN_FILE_VAR} or {TOKEN_VAR}): every client that knows this server's id \
+             can use its devices"
+        ),
+        (TransportKind::Websocket, true) => {
+            "WebSocket sends the token and every tensor in plain text: use it on a trusted \
+             network only, or `--transport iroh`"
+                .to_string()
+        }
+        (TransportKind::Websocket, false) => format!(
+            "WebSocket without a token ({TOKEN_FILE_VAR} or {TOKEN_VAR}): unencrypted, and every \
+             client that reaches this address can use its devices"
+        ),
+    };
+    eprintln!("towers-serve: warning: {warning}");
 }

@@ -12,8 +12,8 @@
 //! | `wgpu`, `vulkan`, `metal` | the adapter Burn prefers on that API ([`DeviceKind::DefaultDevice`]) |
 //! | `wgpu:1`, `vulkan:0`, `metal:0` | adapter 1 (0) as the API lists them, whatever its kind (see `--list-devices`) |
 //! | `wgpu:discrete:1`, `wgpu:integrated:0`, `wgpu:virtual:0`, `wgpu:cpu` | the second discrete GPU, the first integrated or virtual one, the software adapter (lavapipe) |
-//! | `ws://10.0.0.2:3000/1` | device 1 of the Burn remote server at that address (`remote` feature) |
-//! | `ws://10.0.0.2:3000` | device 0 of that server |
+//! | `iroh://ID@10.0.0.2:3000/1` | device 1 of the Burn remote server `ID` at that address, authenticated and encrypted (`remote` feature; see [`crate::remote`]) |
+//! | `ws://10.0.0.2:3000/1` | device 1 of the WebSocket server at that address (trusted networks only) |
 //!
 //! Entries may repeat (`flex,flex` runs two towers on one CPU backend) and backends may mix
 //! (`cuda:0,wgpu:0`). `cuda:0*3,cuda:1` sends three quarters of each batch to `cuda:0`; quote
@@ -34,6 +34,7 @@ use burn::tensor::DeviceKind;
 
 use crate::adapters::{AdapterChoice, wgpu_family_feature};
 use crate::error::{Error, Result};
+use crate::remote::{self, remote_device};
 
 /// One tower's device: where it runs, the name it goes by in errors, and its share of a batch.
 #[derive(Clone, Debug)]
@@ -74,17 +75,17 @@ impl TowerDevice {
         self.share
     }
 
-    /// Whether the device is on a remote server: its name is a `ws://` entry. The ring
+    /// Whether the device is on a remote server: its name is a `ws://` or `iroh://` entry. The ring
     /// all-reduce then passes gradients through host memory (see [`crate::Reduce::AllReduce`]).
     pub fn is_remote(&self) -> bool {
-        strip_prefix_ignore_case(&self.name, REMOTE_SCHEME).is_some()
+        remote::is_remote(&self.name)
     }
 }
 
 impl FromStr for TowerDevice {
     type Err = Error;
 
-    /// Parses one entry: `backend`, `backend:index` or `ws://host:port[/index]`, followed by an
+    /// Parses one entry: `backend`, `backend:index` or a remote entry ([`crate::remote`]), followed by an
     /// optional `*share`. A remote entry connects to its server.
     fn from_str(entry: &str) -> Result<Self> {
         let entry = entry.trim();
@@ -104,9 +105,8 @@ impl FromStr for TowerDevice {
                 (spec.trim(), share)
             }
         };
-        if let Some(address) = strip_prefix_ignore_case(spec, REMOTE_SCHEME) {
-            let device = remote_device(entry, address)?;
-            return Ok(TowerDevice::new(spec, device).with_share(share));
+        if let Some(device) = remote_device(entry, spec) {
+            return Ok(TowerDevice::new(spec, device?).with_share(share));
         }
         let (backend, selector) = match spec.split_once(':') {
             None => (spec, None),
@@ -131,63 +131,6 @@ pub fn parse_devices(list: &str) -> Result<Vec<TowerDevice>> {
             }
         })
         .collect()
-}
-
-/// The scheme of remote entries: Burn's remote backend over WebSocket.
-const REMOTE_SCHEME: &str = "ws://";
-
-fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
-    let head = text.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix)
-        .then(|| &text[prefix.len()..])
-}
-
-/// Device `index` of the server at `ws://{address}`, where `address` is `host:port[/index]`.
-fn remote_device(entry: &str, address: &str) -> Result<Device> {
-    let invalid = |reason: &str| Error::DeviceList {
-        entry: entry.to_string(),
-        reason: reason.to_string(),
-    };
-    let (authority, index) = match address.split_once('/') {
-        None => (address, 0),
-        Some((authority, index)) => {
-            let index = index
-                .parse::<usize>()
-                .map_err(|_| invalid(&format!("device index `{index}` is not a number")))?;
-            (authority, index)
-        }
-    };
-    match authority.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
-        _ => {
-            return Err(invalid(
-                "expected `ws://host:port` or `ws://host:port/index`",
-            ));
-        }
-    }
-    let url = format!("{REMOTE_SCHEME}{authority}");
-    connect(entry, &url, index)
-}
-
-#[cfg(feature = "remote")]
-fn connect(entry: &str, url: &str, index: usize) -> Result<Device> {
-    let host = burn::remote::RemoteHost::websocket(url);
-    Device::remote_options(&host)
-        .device_index(index)
-        .init()
-        .map_err(|e| Error::Remote {
-            entry: entry.to_string(),
-            host: url.to_string(),
-            reason: e.to_string(),
-        })
-}
-
-#[cfg(not(feature = "remote"))]
-fn connect(entry: &str, _url: &str, _index: usize) -> Result<Device> {
-    Err(Error::BackendNotCompiled {
-        entry: entry.to_string(),
-        feature: "remote",
-    })
 }
 
 /// `Ok(device)` when the cargo feature is on, else the error naming it. The constructor is only

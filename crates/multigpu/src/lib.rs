@@ -17,8 +17,9 @@
 //!   after every tower thread has stopped, and without changing the model.
 //! - Devices: `wgpu:N` is the N-th adapter the graphics API lists, `wgpu:discrete:1` the
 //!   second discrete GPU ([`adapters`]); [`list_devices`] is what `--list-devices` prints.
-//! - Remote devices (`remote` feature): `ws://host:port/index` entries reach the devices a Burn
-//!   `RemoteServer` (the `towers-serve` binary of `burn-towers`) serves on another machine.
+//! - Remote devices (`remote` feature): `iroh://ID@host:port/index` (authenticated, encrypted)
+//!   and `ws://host:port/index` entries reach the devices a Burn `RemoteServer` (the
+//!   `towers-serve` binary of `burn-towers`) serves on another machine ([`remote`]).
 //! - Several processes ([`CrossProcess`], [`Towers::across_processes`]): one rank per machine
 //!   with towers of its own, gradients all-reduced across ranks after the towers' own
 //!   reduction; over MPI with the `mpi` feature (`mpi::Mpi`).
@@ -53,6 +54,7 @@ mod loss;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod reduce;
+pub mod remote;
 pub mod towers;
 
 pub use batch_norm_sync::BatchNormSync;
@@ -62,4 +64,5 @@ pub use error::{Error, Result};
 pub use listing::{BackendListing, Listed, ListedDevice, list_devices};
 pub use loss::{IntoTowerLoss, TowerLoss};
 pub use reduce::{Reduce, all_reduce, reduce_to_device};
+pub use remote::remote_token;
 pub use towers::{StepOutput, Towers, TowersConfig};

@@ -66,7 +66,7 @@ fn list_backend(backend: &str) -> Listed {
         "metal" => adapters("metal"),
         #[cfg(feature = "remote")]
         "remote" => Listed::Devices(vec![ListedDevice {
-            entries: vec!["ws://HOST:PORT/N".into()],
+            entries: vec!["iroh://ID@HOST:PORT/N".into(), "ws://HOST:PORT/N".into()],
             description: "device N of a towers-serve server (it prints its devices when it \
                           starts)"
                 .into(),

@@ -15,13 +15,15 @@ fn fuzz_device_lists() {
         "cuda:0*3,cuda:1",
         "wgpu:0,cuda:0",
         "ws://127.0.0.1:3000/0,flex",
+        "iroh://abc@127.0.0.1:3000/0,flex",
     ];
     let seeds = seeds.iter().map(|s| s.as_bytes().to_vec()).collect();
     fuzz("device lists", mutated(seeds), |bytes| {
         let list = String::from_utf8_lossy(&bytes);
         // With the remote backend built in, a well-formed remote entry dials its server (and
         // waits out Burn's retries): such lists test the network, not the parser.
-        if cfg!(feature = "remote") && list.to_ascii_lowercase().contains("ws:") {
+        let lower = list.to_ascii_lowercase();
+        if cfg!(feature = "remote") && (lower.contains("ws:") || lower.contains("iroh:")) {
             return false;
         }
         parse_devices(&list).is_ok()
