@@ -1,10 +1,18 @@
 //! Images/sec of the training input pipelines: the threaded pipeline with 1, 2 and 4 reader
 //! threads against a synchronous loop (read, decode, distort, batch in the consumer), measured
 //! in one process, for CIFAR-10 (batch 128, 24x24 distortions) and Inception (batch 32, JPEG
-//! decode and the 299x299 distortions).
+//! decode and the 299x299 distortions). Each row is the median of 3 rounds; its CPU ms per
+//! image (all threads) is what other load on the machine barely changes.
 //!
-//! cargo run --release --example bench_input [-- --only cifar10|inception]
+//! cargo run --release --example bench_input [-- --only cifar10|inception] [--stages]
+//!
+//! `--stages` prints instead where one reader's time goes per Inception image (read, parse,
+//! decode, crop and resize, colour, batch copy), in that thread's CPU time.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,7 +25,9 @@ use burn_towers::data::inception::{
     self, BuiltinShards, BuiltinShardsConfig, InceptionTrain, TfExampleFormat,
 };
 use burn_towers::data::transforms::{CifarTrain, Rng, Transform};
-use burn_towers::data::{HostBatch, Pipeline, PipelineConfig, RecordFormat};
+use burn_towers::data::{Pipeline, PipelineConfig, RecordFormat};
+
+mod input_stages;
 
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum Input {
@@ -36,6 +46,9 @@ struct Args {
     /// A folder of train-*-of-* shards; built-in synthetic JPEG shards when absent.
     #[arg(long)]
     shards_dir: Option<PathBuf>,
+    /// Print the Inception input's time per image by stage (one thread) instead.
+    #[arg(long)]
+    stages: bool,
 }
 
 /// One input to measure: files, format, distortions and batch size.
@@ -51,7 +64,7 @@ struct Bench {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if args.only != Some(Input::Inception) {
+    if args.only != Some(Input::Inception) && !args.stages {
         let builtin;
         let dir = match &args.cifar_dir {
             Some(dir) => dir.clone(),
@@ -89,11 +102,15 @@ fn main() -> anyhow::Result<()> {
                 builtin.dir().to_path_buf()
             }
         };
+        let files = inception::train_files(&dir)?;
+        if args.stages {
+            return input_stages::print(&files, &InceptionTrain::new(299));
+        }
         println!(
             "\nInception training input (JPEG decode, distorted crop, resize to 299, flip, colour), batch 32, {cores} cores"
         );
         report(&Bench {
-            files: inception::train_files(&dir)?,
+            files,
             format: Arc::new(TfExampleFormat::new(1001)),
             transform: Arc::new(InceptionTrain::new(299)),
             batch_size: 32,
@@ -104,11 +121,47 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Images/sec and the CPU time they took (all threads), over one timed round.
+struct Rate {
+    per_sec: f64,
+    cpu_ms_per_image: f64,
+}
+
+/// Times three rounds of `batches` calls of `next_batch` (each returning its image count) and
+/// gives the median round, as the tf.data peer does.
+fn measure(
+    batches: usize,
+    mut next_batch: impl FnMut() -> anyhow::Result<usize>,
+) -> anyhow::Result<Rate> {
+    let mut rounds = Vec::new();
+    for _ in 0..3 {
+        let (start, cpu) = (Instant::now(), input_stages::process_cpu_time());
+        let mut images = 0;
+        for _ in 0..batches {
+            images += next_batch()?;
+        }
+        let cpu = (input_stages::process_cpu_time() - cpu).as_secs_f64();
+        rounds.push(Rate {
+            per_sec: images as f64 / start.elapsed().as_secs_f64(),
+            cpu_ms_per_image: cpu * 1e3 / images as f64,
+        });
+    }
+    rounds.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
+    Ok(rounds.swap_remove(1))
+}
+
 fn report(bench: &Bench) -> anyhow::Result<()> {
-    println!("| input | images/sec | vs synchronous |");
-    println!("|---|---:|---:|");
+    println!("| input | images/sec | vs synchronous | CPU ms/image |");
+    println!("|---|---:|---:|---:|");
     let base = synchronous(bench)?;
-    println!("| synchronous loop (1 thread, no queues) | {base:.0} | 1.00 |");
+    let row = |name: &str, rate: &Rate| {
+        let (per_sec, cpu) = (rate.per_sec, rate.cpu_ms_per_image);
+        println!(
+            "| {name} | {per_sec:.0} | {:.2} | {cpu:.2} |",
+            per_sec / base.per_sec
+        );
+    };
+    row("synchronous loop (1 thread, no queues)", &base);
     for (readers, deterministic) in [(1, true), (2, true), (4, true), (4, false)] {
         let rate = pipelined(bench, readers, deterministic)?;
         let mode = if deterministic {
@@ -116,15 +169,12 @@ fn report(bench: &Bench) -> anyhow::Result<()> {
         } else {
             ", nondeterministic"
         };
-        println!(
-            "| pipeline, {readers} reader(s){mode} | {rate:.0} | {:.2} |",
-            rate / base
-        );
+        row(&format!("pipeline, {readers} reader(s){mode}"), &rate);
     }
     Ok(())
 }
 
-fn pipelined(bench: &Bench, readers: usize, deterministic: bool) -> anyhow::Result<f64> {
+fn pipelined(bench: &Bench, readers: usize, deterministic: bool) -> anyhow::Result<Rate> {
     let config = PipelineConfig {
         reader_threads: readers,
         read_chunk: bench.read_chunk,
@@ -141,19 +191,17 @@ fn pipelined(bench: &Bench, readers: usize, deterministic: bool) -> anyhow::Resu
     for _ in 0..12 {
         pipeline.next_batch()?;
     }
-    let start = Instant::now();
-    let mut images = 0;
-    for _ in 0..bench.batches {
-        images += pipeline.next_batch()?.map_or(0, |b| b.len());
-    }
-    let rate = images as f64 / start.elapsed().as_secs_f64();
+    let rate = measure(bench.batches, || {
+        Ok(pipeline.next_batch()?.map_or(0, |b| b.len()))
+    })?;
     pipeline.stop()?;
     Ok(rate)
 }
 
 /// The same work without threads or queues: read a record, decode and distort it
 /// ([`RecordFormat::prepare`], as a reader thread does), append it to the batch, in file order.
-fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
+/// The batch's memory is reused, as the pipeline's batch pool does.
+fn synchronous(bench: &Bench) -> anyhow::Result<Rate> {
     let mut records = bench
         .files
         .iter()
@@ -167,22 +215,18 @@ fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
                 .map(move |(i, s)| (path.clone(), i, s))
         })
         .cycle();
-    let mut files = std::collections::HashMap::new();
-    let mut seq = 0u64;
-    let mut next_batch = || -> anyhow::Result<HostBatch> {
-        let mut images = Vec::new();
-        let mut labels = Vec::new();
-        let mut shape = [0; 3];
+    let mut files = HashMap::new();
+    let (mut seq, mut bytes, mut images, mut labels) = (0u64, Vec::new(), Vec::new(), Vec::new());
+    let mut next_batch = || -> anyhow::Result<usize> {
+        images.clear();
+        labels.clear();
         for _ in 0..bench.batch_size {
             let (path, record, span) = records.next().expect("cycle");
-            use std::io::{Read, Seek, SeekFrom};
             let file = match files.entry(path.clone()) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(std::fs::File::open(&path)?)
-                }
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(File::open(&path)?),
             };
-            let mut bytes = vec![0; span.len];
+            bytes.resize(span.len, 0);
             file.seek(SeekFrom::Start(span.offset))?;
             file.read_exact(&mut bytes)?;
             let mut rng = Rng::seed_from_u64(seq);
@@ -191,17 +235,11 @@ fn synchronous(bench: &Bench) -> anyhow::Result<f64> {
                     .format
                     .prepare(&path, record, &bytes, bench.transform.as_ref(), &mut rng)?;
             seq += 1;
-            shape = prepared.planes.shape();
             images.extend_from_slice(prepared.planes.data());
             labels.push(prepared.label);
         }
-        Ok(HostBatch::new(images, labels, shape))
+        Ok(labels.len())
     };
     next_batch()?;
-    let start = Instant::now();
-    let mut images = 0;
-    for _ in 0..bench.batches {
-        images += next_batch()?.len();
-    }
-    Ok(images as f64 / start.elapsed().as_secs_f64())
+    measure(bench.batches, next_batch)
 }

@@ -15,7 +15,9 @@ use clap::Parser;
 
 use burn_towers::data::transforms::InceptionEval;
 use burn_towers::models::InceptionV3Config;
-use burn_towers::train::{InceptionData, Split, WeightsArgs, evaluate, load_weights, parse_args};
+use burn_towers::train::{
+    InceptionData, Split, WeightsArgs, evaluate, inception_image_size, load_weights, parse_args,
+};
 
 #[derive(Parser)]
 #[command(about = "Evaluate Inception v3 weights: precision @ 1 and @ 5")]
@@ -30,9 +32,10 @@ struct Args {
     /// (the `inception` example's) when absent.
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Side of the square input.
-    #[arg(long, default_value_t = 107)]
-    image_size: usize,
+    /// Side of the square input: 299 with `--data-dir`, 75 on the built-in data (the
+    /// `inception` example's defaults).
+    #[arg(long)]
+    image_size: Option<usize>,
     /// Outputs of the logits; the data's when absent.
     #[arg(long)]
     num_classes: Option<usize>,
@@ -46,17 +49,20 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
+    let image_size = args
+        .image_size
+        .unwrap_or(inception_image_size(args.data_dir.as_deref()));
     let data = InceptionData::open(
         args.data_dir.as_deref(),
         Split::Validation,
-        args.image_size,
-        InceptionEval::new(args.image_size),
+        image_size,
+        InceptionEval::new(image_size),
     )?;
     println!("evaluating on {}", data.description);
     let device = args.weights.device()?;
     let model = InceptionV3Config::new(args.num_classes.unwrap_or(data.num_classes))
-        .with_image_size(args.image_size)
-        .with_aux_logits(args.image_size >= 107)
+        .with_image_size(image_size)
+        .with_aux_logits(image_size >= 107)
         .init(&device);
     let options = args.weights.load_options();
     let (model, report) = load_weights(model, &args.checkpoint, options)?;

@@ -171,16 +171,19 @@ def time_input(args):
     batches = iter(dataset)
     for _ in range(12):  # past the shuffle buffer's fill, as bench_input warms up
         next(batches)
-    rates = []
+    rates, cpu = [], []
+    images = args.batches * args.batch
     for _ in range(args.rounds):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for _ in range(args.batches):
             next(batches)
-        rates.append(args.batches * args.batch / (time.perf_counter() - start))
+        rates.append(images / (time.perf_counter() - start))
+        cpu.append((time.process_time() - cpu_start) * 1e3 / images)
     rounds = ", ".join(f"{r:.0f}" for r in rates)
     print(
         f"tf.data {tf.__version__}, {args.parallel} parallel calls, batch {args.batch}: "
-        f"{statistics.median(rates):.0f} images/sec (median of {args.rounds}: {rounds}), load {os.getloadavg()[0]:.2f}"
+        f"{statistics.median(rates):.0f} images/sec (median of {args.rounds}: {rounds}), "
+        f"{statistics.median(cpu):.2f} CPU ms/image (all threads), load {os.getloadavg()[0]:.2f}"
     )
 
 

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cifar_net;
+pub mod layer_timing;
 #[cfg(feature = "remote")]
 pub mod loopback;
 

@@ -2,6 +2,8 @@
 //! [`Rgb8`], a decoder's 8-bit output before any conversion; [`Planes`] (`f32`, CHW), the
 //! network input a transform hands to the batcher.
 
+use crate::pipeline::BufferPool;
+
 /// An `f32` image in HWC order (height, width, channels), as TF's image ops see it.
 ///
 /// Values keep whatever scale the reader produced (CIFAR-10: 0..=255) until a transform
@@ -119,10 +121,26 @@ pub(crate) const fn unit(v: u8) -> f32 {
 }
 
 /// An `f32` image in CHW order (one plane per channel), the layout of a Burn image tensor.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Planes {
     data: Vec<f32>,
     shape: [usize; 3],
+    /// Where `data` goes when these planes are dropped, for the next image's planes.
+    recycle: Option<BufferPool>,
+}
+
+impl PartialEq for Planes {
+    fn eq(&self, other: &Self) -> bool {
+        self.shape == other.shape && self.data == other.data
+    }
+}
+
+impl Drop for Planes {
+    fn drop(&mut self) {
+        if let Some(pool) = self.recycle.take() {
+            pool.put(std::mem::take(&mut self.data));
+        }
+    }
 }
 
 impl Planes {
@@ -131,6 +149,27 @@ impl Planes {
         Self {
             data: vec![0.0; channels * height * width],
             shape: [channels, height, width],
+            recycle: None,
+        }
+    }
+
+    /// Planes in a buffer from `pool`, which gets it back when these planes are dropped: a
+    /// reader makes an image's planes, the batcher copies and drops them, and the next image
+    /// reuses the memory (a fresh megabyte per image costs page faults). The values are those
+    /// an earlier image left (zeros in a new buffer), for a caller that overwrites them all.
+    pub(crate) fn reused_in(
+        pool: &BufferPool,
+        channels: usize,
+        height: usize,
+        width: usize,
+    ) -> Self {
+        let len = channels * height * width;
+        let mut data = pool.take_as_is(len);
+        data.resize(len, 0.0);
+        Self {
+            data,
+            shape: [channels, height, width],
+            recycle: Some(pool.clone()),
         }
     }
 
@@ -162,8 +201,9 @@ impl Planes {
     }
 
     /// The CHW values.
-    pub fn into_data(self) -> Vec<f32> {
-        self.data
+    pub fn into_data(mut self) -> Vec<f32> {
+        self.recycle = None;
+        std::mem::take(&mut self.data)
     }
 
     /// The same image in HWC order.
@@ -179,6 +219,7 @@ impl From<Image> for Planes {
         Self {
             data: image.into_chw(),
             shape,
+            recycle: None,
         }
     }
 }

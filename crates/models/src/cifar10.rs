@@ -70,11 +70,15 @@ impl Cifar10Config {
             conv.bias = Some(Initializer::Constant { value: bias }.init([64], device));
             conv
         };
-        let pool = || {
-            MaxPool2dConfig::new([3, 3])
-                .with_strides([2, 2])
-                .with_padding(PaddingConfig2d::Same)
-                .init()
+        let pool = |input: usize| {
+            let config = MaxPool2dConfig::new([3, 3]).with_strides([2, 2]);
+            // Where TF's SAME pads only after the end (24 and 12, the tutorial's sizes), it
+            // has the windows of no padding in ceil mode, which skips Burn's padding copy and
+            // index fix-ups (0.72x to 1.04x the time forward and backward, `bench_step`).
+            match (input.div_ceil(2) - 1) * 2 + 3 <= input + 1 {
+                true => config.with_ceil_mode(true).init(),
+                false => config.with_padding(PaddingConfig2d::Same).init(),
+            }
         };
         let lrn = || {
             LrnConfig::new()
@@ -93,11 +97,11 @@ impl Cifar10Config {
         let pooled = self.image_size.div_ceil(2).div_ceil(2);
         Cifar10Net {
             conv1: conv(3, 0.0),
-            pool1: pool(),
+            pool1: pool(self.image_size),
             norm1: lrn(),
             conv2: conv(64, 0.1),
             norm2: lrn(),
-            pool2: pool(),
+            pool2: pool(self.image_size.div_ceil(2)),
             local3: linear(pooled * pooled * 64, 384, 0.04, 0.1),
             local4: linear(384, 192, 0.04, 0.1),
             softmax_linear: linear(192, self.num_classes, 1.0 / 192.0, 0.0),

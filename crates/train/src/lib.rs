@@ -37,7 +37,7 @@ pub use cli::{TrainArgs, WeightsArgs, parse_args, print_devices};
 pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
 pub use error::{Error, Result};
 pub use eval::{Precision, evaluate};
-pub use inception_data::{InceptionData, Split};
+pub use inception_data::{BUILTIN_CLASSES, InceptionData, Split, inception_image_size};
 pub use input::{Input, builtin_cifar10};
 pub use log::{LogEntry, TrainLog, read_log};
 pub use optim::{

@@ -8,7 +8,7 @@ use rand::SeedableRng;
 use crate::error::{Error, Result};
 use crate::format::{BoundingBox, Example, PartialIndex, RecordFormat, RecordSpan};
 use crate::image::Image;
-use crate::synthetic::synthetic_image;
+use crate::synthetic::{ClassLook, synthetic_image};
 use crate::transforms::Rng;
 
 /// Side of a CIFAR-10 image.
@@ -193,8 +193,7 @@ pub fn write_synthetic(dir: &Path, train_per_file: usize, test: usize, seed: u64
             .flat_map(|i| {
                 let label = i % NUM_CLASSES;
                 let image = synthetic_image(
-                    label,
-                    NUM_CLASSES,
+                    ClassLook::spread(label, NUM_CLASSES),
                     IMAGE_SIZE,
                     IMAGE_SIZE,
                     BoundingBox::WHOLE,

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::format::{
     BoundingBox, Example, PartialIndex, Prepared, RecordFormat, RecordSpan, record_error,
 };
-use crate::synthetic::synthetic_image;
+use crate::synthetic::{ClassLook, synthetic_image};
 use crate::tf_example::ImageRecord;
 use crate::tfrecord::{self, TfRecordWriter};
 use crate::transforms::{Rng, Transform};
@@ -306,7 +306,8 @@ fn synthetic_record(class: usize, config: &BuiltinShardsConfig, rng: &mut Rng) -
         ymax: top + rng.random_range(0.5f32..=0.6),
         xmax: left + rng.random_range(0.5f32..=0.6),
     };
-    let image = synthetic_image(class, config.num_classes, height, width, object, rng);
+    let look = ClassLook::distortion_proof(class, config.num_classes);
+    let image = synthetic_image(look, height, width, object, rng);
     ImageRecord {
         encoded: encode_jpeg(&image, 90),
         label: class as i64 + 1,

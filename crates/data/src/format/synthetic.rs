@@ -7,22 +7,63 @@ use crate::format::BoundingBox;
 use crate::image::Image;
 use crate::transforms::{Rng, hsv_to_rgb};
 
-/// An RGB image in [0, 1] of class `label`, with the class pattern filling `object` (grey
-/// noise around it): a class colour (hue `label` / `num_classes` of the wheel) under stripes
-/// whose orientation and period depend on the class, plus per-image noise and brightness.
-/// The signal survives crops, flips and the colour distortions of both trainers.
+/// How a class looks: a colour under stripes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClassLook {
+    /// Hue of the class colour, a fraction of the colour wheel.
+    pub hue: f32,
+    /// Whether the stripes run vertically (else horizontally).
+    pub vertical: bool,
+    /// Stripe period, a fraction of the image's shorter side (so a resized image keeps it).
+    pub period: f32,
+    /// Stripe amplitude, added to and taken from each channel.
+    pub amplitude: f32,
+}
+
+impl ClassLook {
+    /// Class `label` of `num_classes` that each have their own hue (`label / num_classes` of
+    /// the wheel), alternate stripe orientation and vary the period: the built-in CIFAR-10
+    /// data, whose distortions keep hue and scale.
+    pub fn spread(label: usize, num_classes: usize) -> Self {
+        Self {
+            hue: label as f32 / num_classes.max(1) as f32,
+            vertical: label % 2 == 1,
+            period: (2.0 + (label / 2 % 5) as f32 * 1.5) / 32.0,
+            amplitude: 0.16,
+        }
+    }
+
+    /// Class `label` of `num_classes` that stay apart through Inception's training
+    /// distortions, which rotate hue by up to 0.2 of the wheel, crop down to 5% of the area
+    /// and flip: classes alternate stripe orientation (a flip keeps it), classes of one
+    /// orientation are spread evenly over the wheel (half a wheel apart when there are 4
+    /// classes, farther than two opposite rotations reach), and one period, 1/8 of the side,
+    /// still shows a stripe or two in the smallest crop, at an amplitude that halving the
+    /// contrast leaves above the noise.
+    pub fn distortion_proof(label: usize, num_classes: usize) -> Self {
+        let per_orientation = num_classes.div_ceil(2).max(1);
+        Self {
+            hue: (label / 2) as f32 / per_orientation as f32,
+            vertical: label % 2 == 1,
+            period: 1.0 / 8.0,
+            amplitude: 0.3,
+        }
+    }
+}
+
+/// An RGB image in [0, 1] of a class that looks as `look`, with the class pattern filling
+/// `object` (grey noise around it): the class colour under stripes, plus per-image noise,
+/// brightness and stripe phase.
 pub fn synthetic_image(
-    label: usize,
-    num_classes: usize,
+    look: ClassLook,
     height: usize,
     width: usize,
     object: BoundingBox,
     rng: &mut Rng,
 ) -> Image {
-    let color = hsv_to_rgb([label as f32 / num_classes.max(1) as f32, 0.6, 0.6]);
-    let vertical = label % 2 == 1;
-    // Stripe period relative to the image, so a resized image keeps its class.
-    let period = (2.0 + (label / 2 % 5) as f32 * 1.5) / 32.0 * height.min(width) as f32;
+    let color = hsv_to_rgb([look.hue, 0.6, 0.6]);
+    let vertical = look.vertical;
+    let period = look.period * height.min(width) as f32;
     let brightness = rng.random_range(-0.12f32..=0.12);
     let phase = rng.random_range(0.0f32..std::f32::consts::TAU);
     let (y0, y1) = (
@@ -38,7 +79,7 @@ pub fn synthetic_image(
         for x in 0..width {
             let inside = (y0..y1).contains(&y) && (x0..x1).contains(&x);
             let t = if vertical { x } else { y } as f32;
-            let stripe = 0.16 * (t * std::f32::consts::TAU / period + phase).sin();
+            let stripe = look.amplitude * (t * std::f32::consts::TAU / period + phase).sin();
             for c in color {
                 let noise = rng.random_range(-0.1f32..=0.1);
                 let base = if inside { c + stripe } else { 0.5 };
@@ -62,7 +103,8 @@ mod tests {
             ymax: 1.0,
             xmax: 0.5,
         };
-        let img = synthetic_image(3, 10, 40, 40, object, &mut Rng::seed_from_u64(1));
+        let look = ClassLook::spread(3, 10);
+        let img = synthetic_image(look, 40, 40, object, &mut Rng::seed_from_u64(1));
         // Outside the box: grey 0.5 within noise and brightness (0.22); inside: the class
         // colour, whose channels differ from one another.
         let outside = img.get(5, 30, 0);

@@ -25,14 +25,22 @@ impl BufferPool {
 
     /// An empty buffer with room for `len` values: a spare one when there is one.
     pub(crate) fn take(&self, len: usize) -> Vec<f32> {
+        let mut buffer = self.take_as_is(len);
+        buffer.clear();
+        buffer
+    }
+
+    /// A spare buffer as it came back (at most `len` values kept), or a new empty one; with
+    /// room for `len` values. Its values need no zeroing when the caller overwrites them.
+    pub(crate) fn take_as_is(&self, len: usize) -> Vec<f32> {
         let spare = self
             .free
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop();
         let mut buffer = spare.unwrap_or_default();
-        buffer.clear();
-        buffer.reserve(len);
+        buffer.truncate(len);
+        buffer.reserve(len - buffer.len());
         buffer
     }
 
@@ -60,5 +68,11 @@ mod tests {
         assert!(b.is_empty() && b.capacity() >= 50);
         assert_eq!(b.as_ptr(), at, "the same allocation, reused");
         assert_eq!(pool.take(5).capacity(), 5, "none left: a new one");
+        pool.put(vec![1.0, 2.0, 3.0]);
+        assert_eq!(
+            pool.take_as_is(2),
+            [1.0, 2.0],
+            "values kept, up to the length"
+        );
     }
 }

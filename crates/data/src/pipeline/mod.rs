@@ -4,6 +4,7 @@
 //! record cursor (files x epochs, seeded)           shared, under a lock
 //!   -> R reader threads: read -> decode -> transform
 //!   -> ordered gate (deterministic mode)            records enter the queue in cursor order
+//!                                                   (a reader ahead of its turn parks its chunk)
 //!   -> example queue (shuffle or FIFO)
 //!   -> batcher thread: dequeue_many(B) -> HostBatch
 //!   -> batch queue (prefetch depth k)
@@ -37,13 +38,14 @@ use std::time::Duration;
 
 use rand::SeedableRng;
 
-use buffer_pool::BufferPool;
+pub(crate) use buffer_pool::BufferPool;
 use corrupt_records::CorruptTally;
 use ordered_gate::OrderedGate;
 use record_cursor::{CursorOrder, RecordCursor, WorkItem};
 
 use crate::error::{Error, Result};
 use crate::format::RecordFormat;
+use crate::image::Planes;
 use crate::queue::{CoordinatedThread, Coordinator, Queue, QueueError, QueueRunner};
 use crate::transforms::{Rng, Transform};
 
@@ -74,7 +76,8 @@ pub struct PipelineConfig {
     pub reader_threads: usize,
     /// Consecutive records a reader takes at once: one read, one lock and one ordered hand-off
     /// per chunk. Larger chunks cost less per record; each reader holds a chunk of decoded
-    /// images in memory.
+    /// images in memory, and in deterministic mode may park up to four more that are ahead of
+    /// their turn.
     pub read_chunk: usize,
     /// `Some`: a shuffle queue; `None`: a FIFO queue of `fifo_capacity` examples.
     pub shuffle: Option<ShuffleConfig>,
@@ -168,8 +171,7 @@ impl PipelineConfig {
 
 /// One transformed example on its way to the batcher.
 struct Sample {
-    chw: Vec<f32>,
-    shape: [usize; 3],
+    planes: Planes,
     label: i64,
     file: usize,
     record: usize,
@@ -235,9 +237,10 @@ impl Pipeline {
             None => Queue::fifo(config.fifo_capacity),
         });
         let batches = Arc::new(Queue::fifo(config.prefetch));
+        // Readers may park four chunks each ahead of the next one to enter the queue.
         let gate = config
             .deterministic
-            .then(|| Arc::new(OrderedGate::default()));
+            .then(|| Arc::new(OrderedGate::new(4 * config.reader_threads)));
         if let Some(gate) = &gate {
             let gate = Arc::clone(gate);
             coord.on_stop(move || gate.cancel());
@@ -354,7 +357,7 @@ struct Reader {
     cursor: Arc<RecordCursor>,
     format: Arc<dyn RecordFormat>,
     transform: Arc<dyn Transform>,
-    gate: Option<Arc<OrderedGate>>,
+    gate: Option<Arc<OrderedGate<Vec<Sample>>>>,
     tally: Arc<CorruptTally>,
     seed: u64,
     chunk: usize,
@@ -376,12 +379,16 @@ impl Reader {
                 let prepared = self.prepare(item, &bytes[start..start + item.span.len]);
                 samples.extend(self.tally.record(prepared)?);
             }
-            let enqueue = || samples.into_iter().try_for_each(|s| queue.enqueue(s));
+            let enqueue = |samples: Vec<Sample>| {
+                samples
+                    .into_iter()
+                    .try_for_each(|s| queue.enqueue(s))
+                    .map_err(|_| Error::Cancelled)
+            };
             match &self.gate {
-                Some(gate) => gate.pass(first.seq, chunk.len() as u64, enqueue)?,
-                None => enqueue(),
+                Some(gate) => gate.pass(first.seq, chunk.len() as u64, samples, enqueue)?,
+                None => enqueue(samples)?,
             }
-            .map_err(|_| Error::Cancelled)?;
         }
     }
 
@@ -393,8 +400,7 @@ impl Reader {
             self.format
                 .prepare(path, item.record, bytes, self.transform.as_ref(), &mut rng)?;
         Ok(Sample {
-            shape: prepared.planes.shape(),
-            chw: prepared.planes.into_data(),
+            planes: prepared.planes,
             label: prepared.label,
             file: item.file,
             record: item.record,
@@ -479,20 +485,22 @@ impl Batcher {
     }
 
     fn assemble(&self, samples: Vec<Sample>) -> Result<HostBatch> {
-        let shape = samples[0].shape;
+        let shape = samples[0].planes.shape();
         let mut images = self
             .buffers
             .take(samples.len() * shape.iter().product::<usize>());
         let mut labels = Vec::with_capacity(samples.len());
         for sample in samples {
-            if sample.shape != shape {
+            if sample.planes.shape() != shape {
                 return Err(Error::Config(format!(
                     "file #{} record {}: image shape {:?} (CHW) differs from the batch's {shape:?}; \
                      the transform must give every image the same size",
-                    sample.file, sample.record, sample.shape
+                    sample.file,
+                    sample.record,
+                    sample.planes.shape()
                 )));
             }
-            images.extend_from_slice(&sample.chw);
+            images.extend_from_slice(sample.planes.data());
             labels.push(sample.label);
         }
         Ok(HostBatch::new(images, labels, shape).recycled_into(self.buffers.clone()))

@@ -4,6 +4,7 @@
 use rand::RngExt;
 
 use super::Rng;
+use super::vectorized::vectorized;
 use crate::image::{Image, Planes};
 
 /// Adds `delta` to every value.
@@ -45,19 +46,62 @@ pub fn adjust_contrast(mut image: Image, factor: f32) -> Image {
 /// sums (which vectorize, and round less than one running sum), so results can differ from
 /// [`adjust_contrast`]'s in the last bits.
 pub fn adjust_contrast_planes(planes: &mut Planes, factor: f32) {
-    let [_, h, w] = planes.shape();
-    for plane in planes.data_mut().chunks_exact_mut(h * w) {
-        let m = mean(plane);
-        plane.iter_mut().for_each(|v| *v = (*v - m) * factor + m);
-    }
+    contrast_planes_between(planes, factor, |v| v, |v| v);
 }
 
-fn mean(values: &[f32]) -> f32 {
+/// [`adjust_contrast_planes`] of the values mapped by `before`, each result mapped by
+/// `after`: fused into the contrast's passes, with the values of separate passes.
+pub(crate) fn contrast_planes_between(
+    planes: &mut Planes,
+    factor: f32,
+    before: impl Fn(f32) -> f32 + Copy,
+    after: impl Fn(f32) -> f32,
+) {
+    let means = channel_means(planes, before);
+    let [_, h, w] = planes.shape();
+    vectorized(
+        #[inline(always)]
+        || {
+            for (plane, m) in planes.data_mut().chunks_exact_mut(h * w).zip(means) {
+                plane
+                    .iter_mut()
+                    .for_each(|v| *v = after(contrast(before(*v), m, factor)));
+            }
+        },
+    );
+}
+
+/// `(x - mean) * factor + mean`, one value of [`adjust_contrast`].
+#[inline(always)]
+pub(crate) fn contrast(x: f32, mean: f32, factor: f32) -> f32 {
+    (x - mean) * factor + mean
+}
+
+/// The mean of each plane's values mapped by `before` (what [`adjust_contrast_planes`] uses).
+pub(crate) fn channel_means(planes: &Planes, before: impl Fn(f32) -> f32 + Copy) -> Vec<f32> {
+    let [_, h, w] = planes.shape();
+    vectorized(
+        #[inline(always)]
+        || {
+            planes
+                .data()
+                .chunks_exact(h * w)
+                .map(|plane| mean(plane, before))
+                .collect()
+        },
+    )
+}
+
+#[inline(always)]
+fn mean(values: &[f32], before: impl Fn(f32) -> f32) -> f32 {
     let mut lanes = [0.0f32; 16];
     let chunks = values.chunks_exact(16);
-    let rest: f32 = chunks.remainder().iter().sum();
+    let rest: f32 = chunks.remainder().iter().map(|&v| before(v)).sum();
     for chunk in chunks {
-        lanes.iter_mut().zip(chunk).for_each(|(l, v)| *l += v);
+        lanes
+            .iter_mut()
+            .zip(chunk)
+            .for_each(|(l, &v)| *l += before(v));
     }
     (lanes.iter().sum::<f32>() + rest) / values.len() as f32
 }

@@ -4,13 +4,14 @@
 use rand::RngExt;
 
 use super::Rng;
+use super::vectorized::vectorized;
 use crate::image::{Image, Planes};
 
 /// `(hue in [0, 1), saturation, value)` of an RGB pixel, as `tf.image.rgb_to_hsv`.
 ///
 /// Written without branches (every candidate computed, one selected) so that loops over
 /// planes of pixels vectorize; the values are those of TF's branching formulas.
-#[inline]
+#[inline(always)]
 pub fn rgb_to_hsv([r, g, b]: [f32; 3]) -> [f32; 3] {
     let value = r.max(g).max(b);
     let range = value - r.min(g).min(b);
@@ -28,7 +29,7 @@ pub fn rgb_to_hsv([r, g, b]: [f32; 3]) -> [f32; 3] {
 }
 
 /// The RGB pixel of `(hue, saturation, value)`, as `tf.image.hsv_to_rgb`.
-#[inline]
+#[inline(always)]
 pub fn hsv_to_rgb([h, s, v]: [f32; 3]) -> [f32; 3] {
     let c = s * v;
     let m = v - c;
@@ -50,7 +51,7 @@ fn map_hsv(mut image: Image, f: impl Fn([f32; 3]) -> [f32; 3]) -> Image {
 
 /// `x mod 1` in [0, 1), as `rem_euclid(1.0)`. For `|x| < 2^31` the integer part is taken by a
 /// conversion that vectorizes (and `x - trunc(x)` is exact, so the result is the same).
-#[inline]
+#[inline(always)]
 fn wrap_unit(x: f32, small: bool) -> f32 {
     let r = if small {
         x - (x as i32) as f32
@@ -61,7 +62,7 @@ fn wrap_unit(x: f32, small: bool) -> f32 {
 }
 
 /// The saturation-and-hue change of one pixel.
-#[inline]
+#[inline(always)]
 fn saturate_and_rotate([h, s, v]: [f32; 3], factor: f32, delta: f32, small: bool) -> [f32; 3] {
     [wrap_unit(h + delta, small), (s * factor).clamp(0.0, 1.0), v]
 }
@@ -92,21 +93,58 @@ pub fn adjust_saturation_and_hue(image: Image, factor: f32, delta: f32) -> Image
 
 /// [`adjust_saturation_and_hue`] on RGB planes, in place.
 pub fn adjust_saturation_and_hue_planes(planes: &mut Planes, factor: f32, delta: f32) {
-    let [r, g, b] = planes.rgb_mut();
-    if small_delta(delta) {
-        rotate_planes(r, g, b, |hsv| saturate_and_rotate(hsv, factor, delta, true));
-    } else {
-        rotate_planes(r, g, b, |hsv| {
-            saturate_and_rotate(hsv, factor, delta, false)
-        });
-    }
+    saturation_and_hue_planes_between(planes, factor, delta, |rgb| rgb, |rgb| rgb);
 }
 
-/// RGB -> HSV, `f`, HSV -> RGB for every pixel of three planes.
-#[inline]
+/// [`adjust_saturation_and_hue_planes`] of the pixels mapped by `before`, each result mapped
+/// by `after`: the ops on either side fused into the same pass over the planes, with the
+/// values of separate passes.
+pub(crate) fn saturation_and_hue_planes_between(
+    planes: &mut Planes,
+    factor: f32,
+    delta: f32,
+    before: impl Fn([f32; 3]) -> [f32; 3] + Copy,
+    after: impl Fn([f32; 3]) -> [f32; 3] + Copy,
+) {
+    let [r, g, b] = planes.rgb_mut();
+    let small = small_delta(delta);
+    vectorized(
+        #[inline(always)]
+        move || {
+            // Two copies of the loop, so that `small` is a constant in each.
+            if small {
+                rotate_planes(
+                    r,
+                    g,
+                    b,
+                    #[inline(always)]
+                    move |rgb| {
+                        let hsv = saturate_and_rotate(rgb_to_hsv(before(rgb)), factor, delta, true);
+                        after(hsv_to_rgb(hsv))
+                    },
+                );
+            } else {
+                rotate_planes(
+                    r,
+                    g,
+                    b,
+                    #[inline(always)]
+                    move |rgb| {
+                        let hsv =
+                            saturate_and_rotate(rgb_to_hsv(before(rgb)), factor, delta, false);
+                        after(hsv_to_rgb(hsv))
+                    },
+                );
+            }
+        },
+    );
+}
+
+/// Maps every pixel of three planes by `f`.
+#[inline(always)]
 fn rotate_planes(r: &mut [f32], g: &mut [f32], b: &mut [f32], f: impl Fn([f32; 3]) -> [f32; 3]) {
     for ((r, g), b) in r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut()) {
-        [*r, *g, *b] = hsv_to_rgb(f(rgb_to_hsv([*r, *g, *b])));
+        [*r, *g, *b] = f([*r, *g, *b]);
     }
 }
 
@@ -189,6 +227,24 @@ mod tests {
             adjust_hue(red, -1.0 / 3.0).data().try_into().unwrap(),
             [0.0, 0.0, 1.0],
         );
+    }
+
+    /// The planes op runs a copy compiled for AVX2 (on a CPU that has it), the image op the
+    /// baseline build: bitwise the same values, over colours in and out of [0, 1].
+    #[test]
+    fn planes_give_bitwise_the_image_ops_values() {
+        let data: Vec<f32> = (0..3 * 37 * 11)
+            .map(|i| ((i * 7919) % 1000) as f32 / 800.0 - 0.1)
+            .collect();
+        let image = Image::from_hwc(data, 37, 11, 3);
+        for (factor, delta) in [(1.3, 0.15), (0.5, -0.2), (1.0, 3e9)] {
+            let mut planes = Planes::from(image.clone());
+            adjust_saturation_and_hue_planes(&mut planes, factor, delta);
+            let want = adjust_saturation_and_hue(image.clone(), factor, delta);
+            let got = planes.to_image();
+            let bits = |image: &Image| image.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "factor {factor}, delta {delta}");
+        }
     }
 
     #[test]

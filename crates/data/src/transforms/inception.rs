@@ -11,14 +11,16 @@ use std::cell::{Cell, RefCell};
 
 use rand::RngExt;
 
+use super::color::{channel_means, contrast, contrast_planes_between};
+use super::hsv::saturation_and_hue_planes_between;
 use super::{
-    DistortedBoxConfig, ResizeMethod, Rng, Source, Transform, Value, Window,
-    adjust_contrast_planes, adjust_saturation_and_hue_planes, brighten, central_window,
+    DistortedBoxConfig, ResizeMethod, Rng, Source, Transform, Value, Window, central_window,
     resize_window, sample_distorted_box,
 };
 use crate::codec::decode_rgb8;
 use crate::format::BoundingBox;
 use crate::image::{Image, Planes, Rgb8};
+use crate::pipeline::BufferPool;
 
 /// Training distortions, on an RGB image in [0, 1]: a distorted crop
 /// ([`sample_distorted_box`]), resize to `size` x `size` with one of the four methods, random
@@ -42,6 +44,8 @@ pub struct InceptionTrain {
     pub max_hue_delta: f32,
     /// Contrast factor range.
     pub contrast: (f32, f32),
+    /// The output planes' memory, back from the batches.
+    buffers: BufferPool,
 }
 
 impl InceptionTrain {
@@ -54,6 +58,7 @@ impl InceptionTrain {
             saturation: (0.5, 1.5),
             max_hue_delta: 0.2,
             contrast: (0.5, 1.5),
+            buffers: planes_pool(),
         }
     }
 
@@ -67,32 +72,55 @@ impl InceptionTrain {
         let window = sample_distorted_box(height, source.width, boxes, &self.crop, rng);
         let method = ResizeMethod::ALL[rng.random_range(0..ResizeMethod::ALL.len())];
         let flip = rng.random_bool(0.5);
-        let mut planes = resize_planes(source, window, self.size, method, flip);
+        let mut planes = resize_planes(source, window, self.size, method, flip, &self.buffers);
         self.distort_color(&mut planes, rng);
-        to_signed_unit(planes.data_mut(), true);
         planes
     }
 
-    fn distort_color(&self, planes: &mut Planes, rng: &mut Rng) {
+    /// The colour half of the distortions, on resized planes in [0, 1]: brightness, then
+    /// saturation and hue and contrast in one of TF's two orders, then clip and scale to
+    /// [-1, 1], with TF's values and draws; fused into two or three passes over the planes
+    /// (brightness and the clip ride along with the ops beside them).
+    pub fn distort_color(&self, planes: &mut Planes, rng: &mut Rng) {
         let delta = rng.random_range(-self.max_brightness_delta..=self.max_brightness_delta);
-        brighten(planes.data_mut(), delta);
+        let bright = move |v: f32| v + delta;
+        let finish = move |v: f32| signed_unit(v.clamp(0.0, 1.0));
         // TF's two orders both put saturation right before hue: one HSV round trip does both.
-        let saturation_and_hue = |planes: &mut Planes, rng: &mut Rng| {
-            let factor = rng.random_range(self.saturation.0..=self.saturation.1);
-            let delta = rng.random_range(-self.max_hue_delta..=self.max_hue_delta);
-            adjust_saturation_and_hue_planes(planes, factor, delta);
-        };
-        let contrast = |planes: &mut Planes, rng: &mut Rng| {
-            let factor = rng.random_range(self.contrast.0..=self.contrast.1);
-            adjust_contrast_planes(planes, factor);
-        };
+        // Closures over pixels spell out their three values: `[f32; 3]::map` stops the loops
+        // from vectorizing.
         if rng.random_bool(0.5) {
-            saturation_and_hue(planes, rng);
-            contrast(planes, rng);
+            let (factor, hue) = self.draw_saturation_and_hue(rng);
+            let brighten = move |[r, g, b]: [f32; 3]| [bright(r), bright(g), bright(b)];
+            saturation_and_hue_planes_between(planes, factor, hue, brighten, |rgb| rgb);
+            let contrast = rng.random_range(self.contrast.0..=self.contrast.1);
+            contrast_planes_between(planes, contrast, |v| v, finish);
         } else {
-            contrast(planes, rng);
-            saturation_and_hue(planes, rng);
+            let factor = rng.random_range(self.contrast.0..=self.contrast.1);
+            let [mr, mg, mb]: [f32; 3] = channel_means(planes, bright).try_into().expect("RGB");
+            let (saturation, hue) = self.draw_saturation_and_hue(rng);
+            let brighten_and_contrast = move |[r, g, b]: [f32; 3]| {
+                [
+                    contrast(bright(r), mr, factor),
+                    contrast(bright(g), mg, factor),
+                    contrast(bright(b), mb, factor),
+                ]
+            };
+            let finish = move |[r, g, b]: [f32; 3]| [finish(r), finish(g), finish(b)];
+            saturation_and_hue_planes_between(
+                planes,
+                saturation,
+                hue,
+                brighten_and_contrast,
+                finish,
+            );
         }
+    }
+
+    /// The saturation factor and hue delta, drawn in that order.
+    fn draw_saturation_and_hue(&self, rng: &mut Rng) -> (f32, f32) {
+        let factor = rng.random_range(self.saturation.0..=self.saturation.1);
+        let delta = rng.random_range(-self.max_hue_delta..=self.max_hue_delta);
+        (factor, delta)
     }
 }
 
@@ -122,6 +150,8 @@ pub struct InceptionEval {
     pub size: usize,
     /// Fraction of each side kept by the central crop.
     pub central_fraction: f64,
+    /// The output planes' memory, back from the batches.
+    buffers: BufferPool,
 }
 
 impl InceptionEval {
@@ -130,13 +160,18 @@ impl InceptionEval {
         Self {
             size,
             central_fraction: 0.875,
+            buffers: planes_pool(),
         }
     }
 
     fn prepare<P: Value>(&self, source: &Source<P>, height: usize) -> Planes {
         let window = central_window(height, source.width, self.central_fraction);
-        let mut planes = resize_planes(source, window, self.size, ResizeMethod::Bilinear, false);
-        to_signed_unit(planes.data_mut(), false);
+        let bilinear = ResizeMethod::Bilinear;
+        let mut planes = resize_planes(source, window, self.size, bilinear, false, &self.buffers);
+        planes
+            .data_mut()
+            .iter_mut()
+            .for_each(|v| *v = signed_unit(*v));
         planes
     }
 }
@@ -189,27 +224,32 @@ fn with_decoded(encoded: &[u8], f: impl FnOnce(&Rgb8) -> Planes) -> Result<Plane
     })
 }
 
-/// `window` of `source` resized to `size` x `size` planes, with this thread's scratch.
+/// A pool for the output planes of one transform: as many spare planes as a large batch has
+/// images, since the batcher hands back a batch's planes at once (64 at 299x299: 69 MB).
+fn planes_pool() -> BufferPool {
+    BufferPool::new(64)
+}
+
+/// `window` of `source` resized to `size` x `size` planes from `buffers`, with this thread's
+/// scratch.
 fn resize_planes<P: Value>(
     source: &Source<P>,
     window: Window,
     size: usize,
     method: ResizeMethod,
     flip: bool,
+    buffers: &BufferPool,
 ) -> Planes {
-    let mut planes = Planes::zeros(source.channels, size, size);
+    let mut planes = Planes::reused_in(buffers, source.channels, size, size);
     let mut scratch = SCRATCH.take();
     resize_window(source, window, method, flip, &mut planes, &mut scratch);
     SCRATCH.set(scratch);
     planes
 }
 
-/// `(x - 0.5) * 2`: [0, 1] to [-1, 1], clipping to [0, 1] first when asked.
-fn to_signed_unit(values: &mut [f32], clip: bool) {
-    for v in values {
-        let x = if clip { v.clamp(0.0, 1.0) } else { *v };
-        *v = (x - 0.5) * 2.0;
-    }
+/// `(x - 0.5) * 2`: [0, 1] to [-1, 1].
+fn signed_unit(x: f32) -> f32 {
+    (x - 0.5) * 2.0
 }
 
 #[cfg(test)]

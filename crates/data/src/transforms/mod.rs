@@ -18,6 +18,7 @@ mod hsv;
 mod inception;
 mod resize;
 mod standardize;
+mod vectorized;
 
 pub use cifar::{CifarEval, CifarTrain};
 pub use color::{

@@ -8,6 +8,7 @@
 //! output left-right as it goes, and writes CHW planes; [`resize`] is the plain op.
 
 use super::Window;
+use super::vectorized::vectorized;
 use crate::image::{Image, Planes, unit};
 
 /// Interpolation methods, in TF's `ResizeMethod` order.
@@ -69,27 +70,18 @@ pub trait Value: Copy {
 }
 
 impl Value for f32 {
+    #[inline(always)]
     fn get(self) -> f32 {
         self
     }
 }
 
 impl Value for u8 {
+    #[inline(always)]
     fn get(self) -> f32 {
-        UNIT[self as usize]
+        unit(self)
     }
 }
-
-/// `v / 255` for every byte, looked up rather than divided.
-static UNIT: [f32; 256] = {
-    let mut table = [0.0; 256];
-    let mut v = 0;
-    while v < 256 {
-        table[v] = unit(v as u8);
-        v += 1;
-    }
-    table
-};
 
 /// Resizes `window` of `source` to the size of `out` (CHW planes with `source.channels`
 /// channels), mirrored left-right when `flip`. The values equal [`crop`](super::crop) then
@@ -111,32 +103,72 @@ pub fn resize_window<P: Value>(
     );
     let rows = Taps::new(window.height, height, method);
     let cols = Taps::new(window.width, width, method);
-    // Along the width: CHW planes of [window.height, width].
-    scratch.clear();
-    scratch.resize(c * window.height * width, 0.0);
-    for y in 0..window.height {
-        let start = ((window.top + y) * source.width + window.left) * c;
-        let src = &source.values[start..start + window.width * c];
-        for x in 0..width {
-            let taps = cols.of(if flip { width - 1 - x } else { x });
-            for ch in 0..c {
-                let mut sum = 0.0;
-                for &(i, w) in taps {
-                    sum += w * src[i * c + ch].get();
-                }
-                scratch[(ch * window.height + y) * width + x] = sum;
+    // Along the width: CHW planes of [window.height, width], after one row of input as floats.
+    let row_len = window.width * c;
+    // Every value is written below: resizing keeps the last image's values (no zeroing).
+    scratch.resize(row_len + c * window.height * width, 0.0);
+    let (row, wide) = scratch.split_at_mut(row_len);
+    vectorized(
+        #[inline(always)]
+        || match c {
+            1 => width_pass::<P, 1>(source, window, &cols, flip, row, wide),
+            3 => width_pass::<P, 3>(source, window, &cols, flip, row, wide),
+            4 => width_pass::<P, 4>(source, window, &cols, flip, row, wide),
+            _ => panic!("resize takes 1, 3 or 4 channels, not {c}"),
+        },
+    );
+    vectorized(
+        #[inline(always)]
+        || height_pass(wide, window.height, &rows, out),
+    );
+}
+
+/// Resizes each of the `[rows, width]` planes of `wide` along the height into `out`.
+#[inline(always)]
+fn height_pass(wide: &[f32], rows: usize, taps: &Taps, out: &mut Planes) {
+    let [_, height, width] = out.shape();
+    let plane = rows * width;
+    for (ch, dst) in out.data_mut().chunks_exact_mut(height * width).enumerate() {
+        let wide = &wide[ch * plane..(ch + 1) * plane];
+        for (y, dst) in dst.chunks_exact_mut(width).enumerate() {
+            dst.fill(0.0);
+            for &(i, w) in taps.of(y) {
+                let src = &wide[i * width..(i + 1) * width];
+                dst.iter_mut().zip(src).for_each(|(d, s)| *d += w * s);
             }
         }
     }
-    // Along the height, plane by plane.
+}
+
+/// Resizes each row of `window` to `cols.len()` columns (mirrored when `flip`) into `C`
+/// planes of `[window.height, cols.len()]`. Each row is first converted to floats in `row`
+/// (one vectorized pass, rather than a conversion per tap); the channel count is a constant
+/// so that a pixel's channels are summed together, unrolled.
+#[inline(always)]
+fn width_pass<P: Value, const C: usize>(
+    source: &Source<P>,
+    window: Window,
+    cols: &Taps,
+    flip: bool,
+    row: &mut [f32],
+    planes: &mut [f32],
+) {
+    let width = cols.len();
     let plane = window.height * width;
-    for (ch, dst) in out.data_mut().chunks_exact_mut(height * width).enumerate() {
-        let wide = &scratch[ch * plane..(ch + 1) * plane];
-        for (y, dst) in dst.chunks_exact_mut(width).enumerate() {
-            dst.fill(0.0);
-            for &(i, w) in rows.of(y) {
-                let src = &wide[i * width..(i + 1) * width];
-                dst.iter_mut().zip(src).for_each(|(d, s)| *d += w * s);
+    for y in 0..window.height {
+        let start = ((window.top + y) * source.width + window.left) * C;
+        let src = &source.values[start..start + window.width * C];
+        row.iter_mut().zip(src).for_each(|(r, v)| *r = v.get());
+        for x in 0..width {
+            let mut sums = [0.0f32; C];
+            for &(i, w) in cols.of(if flip { width - 1 - x } else { x }) {
+                let pixel: &[f32; C] = row[i * C..(i + 1) * C].try_into().expect("C values");
+                for (sum, v) in sums.iter_mut().zip(pixel) {
+                    *sum += w * v;
+                }
+            }
+            for (ch, sum) in sums.into_iter().enumerate() {
+                planes[ch * plane + y * width + x] = sum;
             }
         }
     }
@@ -186,6 +218,12 @@ impl Taps {
         Self { bounds, taps }
     }
 
+    /// The number of outputs.
+    fn len(&self) -> usize {
+        self.bounds.len() - 1
+    }
+
+    #[inline(always)]
     fn of(&self, o: usize) -> &[(usize, f32)] {
         &self.taps[self.bounds[o]..self.bounds[o + 1]]
     }

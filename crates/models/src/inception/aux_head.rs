@@ -16,6 +16,9 @@ pub struct AuxHeadConfig {
     /// convolution to this size for smaller inputs.
     #[config(default = 5)]
     pub pooled_size: usize,
+    /// Batch-norm decay of both convolutions (TF-slim's `batch_norm_decay`).
+    #[config(default = 0.9997)]
+    pub batch_norm_decay: f64,
 }
 
 /// The auxiliary classifier on Mixed_6e (slim's `AuxLogits`): average pool 5x5/3 VALID,
@@ -37,13 +40,17 @@ impl AuxHeadConfig {
     /// Initializes the head.
     pub fn init(&self, device: &Device) -> AuxHead {
         let k = self.pooled_size.min(5);
+        let momentum = 1.0 - self.batch_norm_decay;
         let mut logits = LinearConfig::new(768, self.num_classes).init(device);
         logits.weight = truncated_normal([768, self.num_classes], 0.001, device);
         logits.bias = Some(Initializer::Zeros.init([self.num_classes], device));
         AuxHead {
             pool: AvgPool2dConfig::new([5, 5]).with_strides([3, 3]).init(),
-            conv2d_1b_1x1: BasicConvConfig::new([self.in_channels, 128], [1, 1]).init(device),
+            conv2d_1b_1x1: BasicConvConfig::new([self.in_channels, 128], [1, 1])
+                .with_momentum(momentum)
+                .init(device),
             conv2d_2a: BasicConvConfig::new([128, 768], [k, k])
+                .with_momentum(momentum)
                 .with_padding(PaddingConfig2d::Valid)
                 .with_stddev(0.01)
                 .init(device),

@@ -1,4 +1,4 @@
-use super::{conv, pool_3x3, sequence};
+use super::{ArgScope, pool_3x3, sequence};
 use crate::BasicConv;
 use burn::config::Config;
 use burn::module::Module;
@@ -12,6 +12,9 @@ pub struct InceptionAConfig {
     pub in_channels: usize,
     /// Output channels of the pooling branch: 32 in Mixed_5b, 64 in Mixed_5c/5d.
     pub pool_features: usize,
+    /// Batch-norm decay of every convolution (TF-slim's `batch_norm_decay`).
+    #[config(default = 0.9997)]
+    pub batch_norm_decay: f64,
 }
 
 /// The 35x35 block (Mixed_5b, 5c, 5d): 1x1 | 1x1-5x5 | 1x1-3x3-3x3 | avg pool-1x1,
@@ -34,17 +37,18 @@ pub struct InceptionA {
 impl InceptionAConfig {
     /// Initializes the block.
     pub fn init(&self, device: &Device) -> InceptionA {
+        let s = ArgScope::new(self.batch_norm_decay, device);
         let c = self.in_channels;
         InceptionA {
-            branch_0: conv(c, 64, [1, 1], device),
-            branch_1: vec![conv(c, 48, [1, 1], device), conv(48, 64, [5, 5], device)],
+            branch_0: s.conv(c, 64, [1, 1]),
+            branch_1: vec![s.conv(c, 48, [1, 1]), s.conv(48, 64, [5, 5])],
             branch_2: vec![
-                conv(c, 64, [1, 1], device),
-                conv(64, 96, [3, 3], device),
-                conv(96, 96, [3, 3], device),
+                s.conv(c, 64, [1, 1]),
+                s.conv(64, 96, [3, 3]),
+                s.conv(96, 96, [3, 3]),
             ],
             pool: pool_3x3(),
-            branch_3: conv(c, self.pool_features, [1, 1], device),
+            branch_3: s.conv(c, self.pool_features, [1, 1]),
         }
     }
 

@@ -1,4 +1,4 @@
-use super::{conv, max_pool_3x3_s2, reduce, sequence};
+use super::{ArgScope, max_pool_3x3_s2, sequence};
 use crate::BasicConv;
 use burn::config::Config;
 use burn::module::Module;
@@ -10,6 +10,9 @@ use burn::tensor::{Device, Tensor};
 pub struct InceptionBConfig {
     /// Input channels.
     pub in_channels: usize,
+    /// Batch-norm decay of every convolution (TF-slim's `batch_norm_decay`).
+    #[config(default = 0.9997)]
+    pub batch_norm_decay: f64,
 }
 
 /// The 35x35 to 17x17 reduction (Mixed_6a): 3x3/2 | 1x1-3x3-3x3/2 | max pool 3x3/2,
@@ -27,13 +30,14 @@ pub struct InceptionB {
 impl InceptionBConfig {
     /// Initializes the block.
     pub fn init(&self, device: &Device) -> InceptionB {
+        let s = ArgScope::new(self.batch_norm_decay, device);
         let c = self.in_channels;
         InceptionB {
-            branch_0: reduce(c, 384, device),
+            branch_0: s.reduce(c, 384),
             branch_1: vec![
-                conv(c, 64, [1, 1], device),
-                conv(64, 96, [3, 3], device),
-                reduce(96, 96, device),
+                s.conv(c, 64, [1, 1]),
+                s.conv(64, 96, [3, 3]),
+                s.reduce(96, 96),
             ],
             pool: max_pool_3x3_s2(),
         }

@@ -1,4 +1,4 @@
-use super::{conv, pool_3x3, sequence};
+use super::{ArgScope, pool_3x3, sequence};
 use crate::BasicConv;
 use burn::config::Config;
 use burn::module::Module;
@@ -12,6 +12,9 @@ pub struct InceptionCConfig {
     pub in_channels: usize,
     /// Width of the factorized 7x7 branches: 128 (Mixed_6b), 160 (6c, 6d), 192 (6e).
     pub channels_7x7: usize,
+    /// Batch-norm decay of every convolution (TF-slim's `batch_norm_decay`).
+    #[config(default = 0.9997)]
+    pub batch_norm_decay: f64,
 }
 
 /// The 17x17 block with factorized 7x7 convolutions (Mixed_6b..6e):
@@ -33,23 +36,24 @@ pub struct InceptionC {
 impl InceptionCConfig {
     /// Initializes the block.
     pub fn init(&self, device: &Device) -> InceptionC {
+        let s = ArgScope::new(self.batch_norm_decay, device);
         let (c, c7) = (self.in_channels, self.channels_7x7);
         InceptionC {
-            branch_0: conv(c, 192, [1, 1], device),
+            branch_0: s.conv(c, 192, [1, 1]),
             branch_1: vec![
-                conv(c, c7, [1, 1], device),
-                conv(c7, c7, [1, 7], device),
-                conv(c7, 192, [7, 1], device),
+                s.conv(c, c7, [1, 1]),
+                s.conv(c7, c7, [1, 7]),
+                s.conv(c7, 192, [7, 1]),
             ],
             branch_2: vec![
-                conv(c, c7, [1, 1], device),
-                conv(c7, c7, [7, 1], device),
-                conv(c7, c7, [1, 7], device),
-                conv(c7, c7, [7, 1], device),
-                conv(c7, 192, [1, 7], device),
+                s.conv(c, c7, [1, 1]),
+                s.conv(c7, c7, [7, 1]),
+                s.conv(c7, c7, [1, 7]),
+                s.conv(c7, c7, [7, 1]),
+                s.conv(c7, 192, [1, 7]),
             ],
             pool: pool_3x3(),
-            branch_3: conv(c, 192, [1, 1], device),
+            branch_3: s.conv(c, 192, [1, 1]),
         }
     }
 

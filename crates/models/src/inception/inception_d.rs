@@ -1,4 +1,4 @@
-use super::{conv, max_pool_3x3_s2, reduce, sequence};
+use super::{ArgScope, max_pool_3x3_s2, sequence};
 use crate::BasicConv;
 use burn::config::Config;
 use burn::module::Module;
@@ -10,6 +10,9 @@ use burn::tensor::{Device, Tensor};
 pub struct InceptionDConfig {
     /// Input channels.
     pub in_channels: usize,
+    /// Batch-norm decay of every convolution (TF-slim's `batch_norm_decay`).
+    #[config(default = 0.9997)]
+    pub batch_norm_decay: f64,
 }
 
 /// The 17x17 to 8x8 reduction (Mixed_7a): 1x1-3x3/2 | 1x1-1x7-7x1-3x3/2 | max pool 3x3/2,
@@ -27,14 +30,15 @@ pub struct InceptionD {
 impl InceptionDConfig {
     /// Initializes the block.
     pub fn init(&self, device: &Device) -> InceptionD {
+        let s = ArgScope::new(self.batch_norm_decay, device);
         let c = self.in_channels;
         InceptionD {
-            branch_0: vec![conv(c, 192, [1, 1], device), reduce(192, 320, device)],
+            branch_0: vec![s.conv(c, 192, [1, 1]), s.reduce(192, 320)],
             branch_1: vec![
-                conv(c, 192, [1, 1], device),
-                conv(192, 192, [1, 7], device),
-                conv(192, 192, [7, 1], device),
-                reduce(192, 192, device),
+                s.conv(c, 192, [1, 1]),
+                s.conv(192, 192, [1, 7]),
+                s.conv(192, 192, [7, 1]),
+                s.reduce(192, 192),
             ],
             pool: max_pool_3x3_s2(),
         }

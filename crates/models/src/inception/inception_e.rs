@@ -1,4 +1,4 @@
-use super::{conv, pool_3x3, sequence};
+use super::{ArgScope, pool_3x3, sequence};
 use crate::BasicConv;
 use burn::config::Config;
 use burn::module::Module;
@@ -10,6 +10,9 @@ use burn::tensor::{Device, Tensor};
 pub struct InceptionEConfig {
     /// Input channels.
     pub in_channels: usize,
+    /// Batch-norm decay of every convolution (TF-slim's `batch_norm_decay`).
+    #[config(default = 0.9997)]
+    pub batch_norm_decay: f64,
 }
 
 /// The 8x8 block with expanded filter banks (Mixed_7b, 7c):
@@ -35,21 +38,17 @@ pub struct InceptionE {
 impl InceptionEConfig {
     /// Initializes the block.
     pub fn init(&self, device: &Device) -> InceptionE {
+        let s = ArgScope::new(self.batch_norm_decay, device);
         let c = self.in_channels;
-        let split = || {
-            vec![
-                conv(384, 384, [1, 3], device),
-                conv(384, 384, [3, 1], device),
-            ]
-        };
+        let split = || vec![s.conv(384, 384, [1, 3]), s.conv(384, 384, [3, 1])];
         InceptionE {
-            branch_0: conv(c, 320, [1, 1], device),
-            branch_1: conv(c, 384, [1, 1], device),
+            branch_0: s.conv(c, 320, [1, 1]),
+            branch_1: s.conv(c, 384, [1, 1]),
             branch_1_split: split(),
-            branch_2: vec![conv(c, 448, [1, 1], device), conv(448, 384, [3, 3], device)],
+            branch_2: vec![s.conv(c, 448, [1, 1]), s.conv(448, 384, [3, 3])],
             branch_2_split: split(),
             pool: pool_3x3(),
-            branch_3: conv(c, 192, [1, 1], device),
+            branch_3: s.conv(c, 192, [1, 1]),
         }
     }
 

@@ -52,6 +52,11 @@ pub struct InceptionV3Config {
     /// L2 decay of every convolution and fully-connected weight (not biases, not beta).
     #[config(default = 0.00004)]
     pub weight_decay: f64,
+    /// Decay of the batch-norm moving statistics (TF-slim's `batch_norm_decay`). TF's 0.9997
+    /// suits long runs; a run of a few hundred steps needs a smaller one (0.9, say) for its
+    /// moving statistics to reach the data's before evaluation.
+    #[config(default = 0.9997)]
+    pub batch_norm_decay: f64,
 }
 
 /// Inception v3 (Szegedy et al., "Rethinking the Inception Architecture"), TF-slim's layout
@@ -129,22 +134,28 @@ impl InceptionV3Config {
             self.num_classes > 0 && (0.0..=1.0).contains(&self.label_smoothing),
             "num_classes must be positive and label_smoothing within [0, 1]"
         );
+        let scope = ArgScope::new(self.batch_norm_decay, device);
         let stem = |c_in, c_out, k, stride, padding| {
-            BasicConvConfig::new([c_in, c_out], [k, k])
+            scope
+                .config(c_in, c_out, [k, k])
                 .with_stride([stride, stride])
                 .with_padding(padding)
                 .init(device)
         };
         let (valid, same) = (PaddingConfig2d::Valid, PaddingConfig2d::Same);
-        let mixed_5b = InceptionAConfig::new(192, 32);
-        let mixed_5c = InceptionAConfig::new(mixed_5b.out_channels(), 64);
-        let mixed_5d = InceptionAConfig::new(mixed_5c.out_channels(), 64);
-        let mixed_6a = InceptionBConfig::new(mixed_5d.out_channels());
-        let c = |c7| InceptionCConfig::new(mixed_6a.out_channels(), c7);
+        let decay = self.batch_norm_decay;
+        let a = |c_in, pool| InceptionAConfig::new(c_in, pool).with_batch_norm_decay(decay);
+        let mixed_5b = a(192, 32);
+        let mixed_5c = a(mixed_5b.out_channels(), 64);
+        let mixed_5d = a(mixed_5c.out_channels(), 64);
+        let mixed_6a = InceptionBConfig::new(mixed_5d.out_channels()).with_batch_norm_decay(decay);
+        let c =
+            |c7| InceptionCConfig::new(mixed_6a.out_channels(), c7).with_batch_norm_decay(decay);
         let (mixed_6b, mixed_6c, mixed_6d, mixed_6e) = (c(128), c(160), c(160), c(192));
-        let mixed_7a = InceptionDConfig::new(mixed_6e.out_channels());
-        let mixed_7b = InceptionEConfig::new(mixed_7a.out_channels());
-        let mixed_7c = InceptionEConfig::new(mixed_7b.out_channels());
+        let mixed_7a = InceptionDConfig::new(mixed_6e.out_channels()).with_batch_norm_decay(decay);
+        let e = |c_in| InceptionEConfig::new(c_in).with_batch_norm_decay(decay);
+        let mixed_7b = e(mixed_7a.out_channels());
+        let mixed_7c = e(mixed_7b.out_channels());
         let head_in = mixed_7c.out_channels();
         let mut logits = LinearConfig::new(head_in, self.num_classes).init(device);
         logits.weight = truncated_normal([head_in, self.num_classes], 0.001, device);
@@ -171,6 +182,7 @@ impl InceptionV3Config {
             aux_logits: self.aux_logits.then(|| {
                 AuxHeadConfig::new(mixed_6e.out_channels(), self.num_classes)
                     .with_pooled_size((mixed_6e_size - 5) / 3 + 1)
+                    .with_batch_norm_decay(decay)
                     .init(device)
             }),
             dropout: DropoutConfig::new(1.0 - self.dropout_keep_prob).init(),
@@ -316,17 +328,38 @@ impl ImageClassifier for InceptionV3 {
     }
 }
 
-/// A SAME, stride-1 [`BasicConv`] with the default stddev: most of the network.
-fn conv(c_in: usize, c_out: usize, kernel: [usize; 2], device: &Device) -> BasicConv {
-    BasicConvConfig::new([c_in, c_out], kernel).init(device)
+/// What every [`BasicConv`] of the network shares (TF-slim's arg scope): the batch-norm decay
+/// and the device.
+struct ArgScope<'a> {
+    batch_norm_decay: f64,
+    device: &'a Device,
 }
 
-/// A 3x3, stride-2, VALID [`BasicConv`]: the grid reductions.
-fn reduce(c_in: usize, c_out: usize, device: &Device) -> BasicConv {
-    BasicConvConfig::new([c_in, c_out], [3, 3])
-        .with_stride([2, 2])
-        .with_padding(PaddingConfig2d::Valid)
-        .init(device)
+impl<'a> ArgScope<'a> {
+    fn new(batch_norm_decay: f64, device: &'a Device) -> Self {
+        Self {
+            batch_norm_decay,
+            device,
+        }
+    }
+
+    /// A SAME, stride-1 convolution with the default stddev, to be adjusted.
+    fn config(&self, c_in: usize, c_out: usize, kernel: [usize; 2]) -> BasicConvConfig {
+        BasicConvConfig::new([c_in, c_out], kernel).with_momentum(1.0 - self.batch_norm_decay)
+    }
+
+    /// A SAME, stride-1 [`BasicConv`] with the default stddev: most of the network.
+    fn conv(&self, c_in: usize, c_out: usize, kernel: [usize; 2]) -> BasicConv {
+        self.config(c_in, c_out, kernel).init(self.device)
+    }
+
+    /// A 3x3, stride-2, VALID [`BasicConv`]: the grid reductions.
+    fn reduce(&self, c_in: usize, c_out: usize) -> BasicConv {
+        self.config(c_in, c_out, [3, 3])
+            .with_stride([2, 2])
+            .with_padding(PaddingConfig2d::Valid)
+            .init(self.device)
+    }
 }
 
 /// Max pool 3x3, stride 2, VALID.
@@ -453,6 +486,42 @@ mod tests {
         let aux = model.aux_logits.as_ref().unwrap();
         assert!((std_ratio(&aux.conv2d_2a.conv.weight, 0.01) - 1.0).abs() < 0.02);
         assert!((std_ratio(&aux.conv2d_2b_1x1.weight, 0.001) - 1.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn batch_norm_decay_reaches_every_batch_norm() {
+        // From zero averages, two training forwards of one batch leave `(1 - d) m` and then
+        // `d (1 - d) m + (1 - d) m`: their ratio is `1 + d`, for every batch norm configured.
+        // One layer of the stem, of each block kind and of the aux head.
+        let device = Device::flex().autodiff();
+        let m = InceptionV3Config::new(3)
+            .with_image_size(107)
+            .with_batch_norm_decay(0.9)
+            .init(&device);
+        let (images, _) = batch(2, 107, 3, &device);
+        let aux = m.aux_logits.as_ref().unwrap();
+        let layers = [
+            &m.conv2d_1a_3x3,
+            &m.mixed_5b.branch_3,
+            &m.mixed_6a.branch_0,
+            &m.mixed_6e.branch_3,
+            &m.mixed_7a.branch_1[3],
+            &m.mixed_7c.branch_3,
+            &aux.conv2d_1b_1x1,
+            &aux.conv2d_2a,
+        ];
+        let means = || layers.map(|conv| values(conv.bn.running_mean.value_sync()));
+        let _ = m.forward_with_aux(images.clone());
+        let once = means();
+        let _ = m.forward_with_aux(images);
+        for (layer, (once, twice)) in once.iter().zip(&means()).enumerate() {
+            let (i, largest) = once.iter().enumerate().fold((0, 0f32), |m, (i, &v)| {
+                if v.abs() > m.1 { (i, v.abs()) } else { m }
+            });
+            assert!(largest > 0.0, "layer {layer} did not move");
+            let ratio = twice[i] / once[i];
+            assert!((ratio - 1.9).abs() < 1e-3, "layer {layer}: {ratio}");
+        }
     }
 
     #[test]

@@ -1,0 +1,167 @@
+//! Where the CIFAR-10 tutorial net's training step (batch 128, with LRN) spends its time, on
+//! the default CPU backend (flex) or the device `TOWERS_BENCH_DEVICE` names; the peer is
+//! `bench/peers/tf_cifar10_step.py`, which times TF's layers the same way.
+//!
+//! `cargo run --release --example bench_step [REPS]` (default 20; medians after a warm-up).
+//!
+//! 1. Each layer in isolation: forward alone, then forward and backward (the gradient of the
+//!    output's sum with respect to the layer's weights and, except for conv1, whose input is
+//!    the images, its input); backward is the difference.
+//! 2. The whole net: loss forward, forward+backward, and the full step with the trainer's
+//!    optimizer (plain SGD, TF's) and the loss read back.
+//! 3. Other formulations of the layers whose cost is ours to choose, each against the one the
+//!    model uses, in rows that alternate call by call.
+
+use std::time::Instant;
+
+mod bench_common;
+use bench_common::layer_timing::{Layer, alternatives_rows, layer_table};
+use bench_common::{bench_device, cifar_batch, median, reps};
+
+use burn::nn::PaddingConfig2d;
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::optim::GradientsParams;
+use burn::tensor::activation::relu;
+use burn::tensor::ops::PadMode;
+use burn::tensor::{Device, Tensor, s};
+use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
+use towers_train::OptimizerConfig;
+
+fn main() {
+    let reps = reps(20);
+    let (entry, device) = bench_device();
+    device.seed(0);
+    let net = Cifar10Config::new().init(&device);
+    println!("CIFAR-10 tutorial net, batch 128, {entry}, median of {reps} calls, ms");
+    layer_table(layers(&net), reps, &device);
+    whole_step(net, reps, &device);
+
+    println!("\nformulations (the model's first), same input, alternating calls:");
+    for group in alternatives() {
+        alternatives_rows(&group, reps, &device);
+    }
+}
+
+fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
+    // Dense layers take [n, features, 1, 1], flattened: the reshape is free.
+    let flat = |x: Tensor<4>| x.flatten::<2>(1, 3);
+    vec![
+        Layer::new("conv1 + relu", [128, 3, 24, 24], false, |x| {
+            relu(net.conv1.forward(x)).sum()
+        }),
+        Layer::new("pool1", [128, 64, 24, 24], true, |x| {
+            net.pool1.forward(x).sum()
+        }),
+        Layer::new("norm1 (LRN)", [128, 64, 12, 12], true, |x| {
+            net.norm1.forward(x).sum()
+        }),
+        Layer::new("conv2 + relu", [128, 64, 12, 12], true, |x| {
+            relu(net.conv2.forward(x)).sum()
+        }),
+        Layer::new("norm2 (LRN)", [128, 64, 12, 12], true, |x| {
+            net.norm2.forward(x).sum()
+        }),
+        Layer::new("pool2", [128, 64, 12, 12], true, |x| {
+            net.pool2.forward(x).sum()
+        }),
+        Layer::new("NHWC flatten + local3 + relu", [128, 64, 6, 6], true, |x| {
+            relu(
+                net.local3
+                    .forward(x.permute([0, 2, 3, 1]).flatten::<2>(1, 3)),
+            )
+            .sum()
+        }),
+        Layer::new("local4 + relu", [128, 384, 1, 1], true, move |x| {
+            relu(net.local4.forward(flat(x))).sum()
+        }),
+        Layer::new("softmax_linear", [128, 192, 1, 1], true, move |x| {
+            net.softmax_linear.forward(flat(x)).sum()
+        }),
+    ]
+}
+
+fn whole_step(mut net: Cifar10Net, reps: usize, device: &Device) {
+    let batch = cifar_batch(128, device);
+    let (x, y) = batch.as_slice().to_tensors(device);
+    let mut optim = OptimizerConfig::Sgd.init();
+    let mut times = [Vec::new(), Vec::new(), Vec::new()];
+    for rep in 0..reps + 1 {
+        let start = Instant::now();
+        let _: f32 = net.loss(x.clone(), y.clone()).loss.into_scalar();
+        let fwd = start.elapsed();
+        let start = Instant::now();
+        let _grads = net.loss(x.clone(), y.clone()).loss.backward();
+        device.sync().unwrap();
+        let both = start.elapsed();
+        let start = Instant::now();
+        let loss = net.loss(x.clone(), y.clone()).loss;
+        let grads = GradientsParams::from_grads(loss.backward(), &net);
+        let _: f32 = loss.into_scalar();
+        net = optim.step(0.1, net, grads);
+        if rep > 0 {
+            for (t, d) in times.iter_mut().zip([fwd, both, start.elapsed()]) {
+                t.push(d);
+            }
+        }
+    }
+    let [fwd, both, step] = times.map(|t| median(t) * 1e3);
+    println!("{:<40} {fwd:>8.2}", "whole net: loss forward");
+    println!("{:<40} {both:>8.2}", "whole net: forward+backward");
+    println!(
+        "{:<40} {step:>8.2}   ({:.0} examples/s)",
+        "whole step: forward+backward+SGD",
+        128e3 / step
+    );
+}
+
+/// Groups of formulations of one computation, the model's first.
+fn alternatives() -> Vec<Vec<Layer<'static>>> {
+    let same = MaxPool2dConfig::new([3, 3])
+        .with_strides([2, 2])
+        .with_padding(PaddingConfig2d::Same)
+        .init();
+    // TF's SAME pads 24 and 12 at the end only: the same windows as no padding in ceil mode.
+    let ceil = MaxPool2dConfig::new([3, 3])
+        .with_strides([2, 2])
+        .with_ceil_mode(true)
+        .init();
+    let pool_layer = |name, input, pool: MaxPool2d| {
+        Layer::new(name, input, true, move |x| pool.forward(x).sum())
+    };
+    let separable = |name, input| Layer::new(name, input, true, |x| separable_max_pool(x).sum());
+    vec![
+        vec![
+            pool_layer(
+                "pool1: no padding, ceil mode",
+                [128, 64, 24, 24],
+                ceil.clone(),
+            ),
+            pool_layer(
+                "pool1: SAME (pad, then pool)",
+                [128, 64, 24, 24],
+                same.clone(),
+            ),
+            separable("pool1: max of strided slices", [128, 64, 24, 24]),
+        ],
+        vec![
+            pool_layer("pool2: no padding, ceil mode", [128, 64, 12, 12], ceil),
+            pool_layer("pool2: SAME (pad, then pool)", [128, 64, 12, 12], same),
+            separable("pool2: max of strided slices", [128, 64, 12, 12]),
+        ],
+    ]
+}
+
+/// 3x3/2 max pooling with TF's SAME padding of even sizes (one -inf row and column at the
+/// end) as elementwise maxima of strided slices, rows then columns: four `max_pair`s.
+fn separable_max_pool(x: Tensor<4>) -> Tensor<4> {
+    let [_, _, h, w] = x.dims();
+    let (oh, ow) = (h.div_ceil(2), w.div_ceil(2));
+    let x = x.pad(
+        [(0, 0), (0, 0), (0, 2 * oh + 1 - h), (0, 2 * ow + 1 - w)],
+        PadMode::Constant(f32::NEG_INFINITY),
+    );
+    let rows = |k: usize| x.clone().slice(s![.., .., k..k + 2 * oh - 1;2, ..]);
+    let x = rows(0).max_pair(rows(1)).max_pair(rows(2));
+    let cols = |k: usize| x.clone().slice(s![.., .., .., k..k + 2 * ow - 1;2]);
+    cols(0).max_pair(cols(1)).max_pair(cols(2))
+}
