@@ -17,7 +17,7 @@ use clap::Parser;
 use burn_towers::models::Cifar10Config;
 use burn_towers::train::{
     Input, StopFlag, TrainArgs, TrainConfig, Trainer, builtin_cifar10, evaluate,
-    export_safetensors, parse_args,
+    export_safetensors, mpi_job, parse_args,
 };
 
 #[derive(Parser)]
@@ -44,7 +44,11 @@ fn main() -> anyhow::Result<()> {
     };
     let weight_decay = config.weight_decay;
     let readers = config.reader_threads.unwrap_or(4);
+    // Under mpirun: one rank of the job; rank 0 alone writes, reports and evaluates.
+    let job = mpi_job()?;
+    let rank_zero = job.as_ref().is_none_or(|p| p.rank() == 0);
     let trained = Trainer::new(config.clone())
+        .with_processes(job)
         .with_stop(StopFlag::ctrl_c()?)
         .with_prepare(args.train.fine_tuning())
         .run(
@@ -55,6 +59,9 @@ fn main() -> anyhow::Result<()> {
             },
             &Input::cifar10_train(&dir)?,
         )?;
+    if !rank_zero {
+        return Ok(());
+    }
     println!("{}", trained.report);
     if let Some(path) = &args.train.export {
         export_safetensors(&trained.model, path)?;

@@ -20,7 +20,7 @@ use burn_towers::data::transforms::{InceptionEval, InceptionTrain};
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
     BUILTIN_CLASSES, InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trainer, evaluate,
-    export_safetensors, inception_image_size, parse_args,
+    export_safetensors, inception_image_size, mpi_job, parse_args,
 };
 
 #[derive(Parser)]
@@ -84,10 +84,17 @@ fn main() -> anyhow::Result<()> {
         }
     );
     let readers = config.reader_threads.unwrap_or(4);
+    // Under mpirun: one rank of the job; rank 0 alone writes, reports and evaluates.
+    let job = mpi_job()?;
+    let rank_zero = job.as_ref().is_none_or(|p| p.rank() == 0);
     let trained = Trainer::new(config)
+        .with_processes(job)
         .with_stop(StopFlag::ctrl_c()?)
         .with_prepare(args.train.fine_tuning())
         .run(|device| model.init(device), &data.input)?;
+    if !rank_zero {
+        return Ok(());
+    }
     println!("{}", trained.report);
     if let Some(path) = &args.train.export {
         export_safetensors(&trained.model, path)?;

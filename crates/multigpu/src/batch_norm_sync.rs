@@ -35,12 +35,29 @@ pub enum BatchNormSync {
 const RUNNING_STATS: [&str; 2] = ["running_mean", "running_var"];
 
 /// One replica's running statistics, flattened, in visiting order.
+#[derive(Clone)]
 pub(crate) struct RunningStats(Vec<(ParamId, Tensor<1>)>);
 
 impl RunningStats {
     /// Whether the model has no running statistics.
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The tensors, in visiting order.
+    pub(crate) fn into_values(self) -> Vec<Tensor<1>> {
+        self.0.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// The same tensors (ids, order and sizes) with other `values`.
+    pub(crate) fn with_values(self, values: Vec<Tensor<1>>) -> Self {
+        RunningStats(
+            self.0
+                .into_iter()
+                .zip(values)
+                .map(|((id, _), t)| (id, t))
+                .collect(),
+        )
     }
 
     /// The same statistics on `device`.
@@ -64,6 +81,8 @@ pub(crate) fn commit<M: Module>(replica: &M) {
 }
 
 struct Reader {
+    /// Every float tensor, not only the running statistics.
+    all: bool,
     path: Vec<String>,
     stats: Vec<(ParamId, Tensor<1>)>,
 }
@@ -78,10 +97,11 @@ impl ModuleVisitor for Reader {
     }
 
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        if self
-            .path
-            .last()
-            .is_some_and(|name| RUNNING_STATS.contains(&name.as_str()))
+        if self.all
+            || self
+                .path
+                .last()
+                .is_some_and(|name| RUNNING_STATS.contains(&name.as_str()))
         {
             self.stats.push((param.id, param.val().flatten(0, D - 1)));
         }
@@ -90,7 +110,18 @@ impl ModuleVisitor for Reader {
 
 /// The running statistics of `module` (their committed values: see [`commit`]).
 pub(crate) fn read<M: Module>(module: &M) -> RunningStats {
+    read_where(module, false)
+}
+
+/// Every float tensor of `module`, running statistics included: all that a copy of it takes.
+/// ([`write`] puts them back.)
+pub(crate) fn read_all<M: Module>(module: &M) -> RunningStats {
+    read_where(module, true)
+}
+
+fn read_where<M: Module>(module: &M, all: bool) -> RunningStats {
     let mut reader = Reader {
+        all,
         path: Vec::new(),
         stats: Vec::new(),
     };
@@ -141,7 +172,12 @@ impl ModuleMapper for Writer<'_> {
             return param;
         };
         let (id, old, mapper) = param.consume();
-        let value = value.clone().to_device(&old.device()).reshape(old.dims());
+        // A trainable parameter written with a new value must stay trainable.
+        let value = value
+            .clone()
+            .to_device(&old.device())
+            .reshape(old.dims())
+            .set_require_grad(old.is_require_grad());
         Param::from_mapped_value(id, value, mapper)
     }
 }

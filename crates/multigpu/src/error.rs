@@ -71,6 +71,9 @@ pub enum Error {
         /// What the OS said.
         error: std::io::Error,
     },
+    /// The processes of a multi-process job (MPI ranks) disagree, or cannot be joined.
+    #[error("across processes: {0}")]
+    Processes(String),
 }
 
 /// The crate's result type.

@@ -20,6 +20,9 @@
 //! - Remote devices (`remote` feature): `iroh://ID@host:port/index` (authenticated, encrypted)
 //!   and `ws://host:port/index` entries reach the devices a Burn `RemoteServer` (the
 //!   `towers-serve` binary of `burn-towers`) serves on another machine ([`remote`]).
+//! - Several processes ([`CrossProcess`], [`Towers::across_processes`]): one rank per machine
+//!   with towers of its own, gradients all-reduced across ranks after the towers' own
+//!   reduction; over MPI with the `mpi` feature (`mpi::Mpi`).
 //!
 //! ```no_run
 //! use burn::optim::SgdConfig;
@@ -43,16 +46,20 @@
 
 pub mod adapters;
 mod batch_norm_sync;
+mod cross_process;
 mod devices;
 mod error;
 mod listing;
 mod loss;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 mod reduce;
 pub mod remote;
 mod tower_index;
 pub mod towers;
 
 pub use batch_norm_sync::BatchNormSync;
+pub use cross_process::{CrossProcess, Processes, launched_by_mpi};
 pub use devices::{TowerDevice, parse_devices};
 pub use error::{Error, Result};
 pub use listing::{BackendListing, Listed, ListedDevice, list_devices};

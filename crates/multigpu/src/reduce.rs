@@ -127,6 +127,27 @@ impl Layout {
         (grads, copy)
     }
 
+    /// Every gradient of `grads`, flattened, in slot order; zeros where `grads` has none, so
+    /// that processes whose sets differ still exchange lists of one shape.
+    pub(crate) fn flatten(&self, mut grads: GradientsParams, device: &Device) -> Vec<Tensor<1>> {
+        self.slots
+            .iter()
+            .map(|slot| {
+                (slot.take)(&mut grads, slot.id)
+                    .unwrap_or_else(|| Tensor::zeros([slot.dims.iter().product::<usize>()], device))
+            })
+            .collect()
+    }
+
+    /// The gradient set whose flattened gradients, in slot order, are `flat`.
+    pub(crate) fn unflatten(&self, flat: Vec<Tensor<1>>) -> GradientsParams {
+        let mut grads = GradientsParams::new();
+        for (slot, g) in self.slots.iter().zip(flat) {
+            (slot.put)(&mut grads, slot.id, g, &slot.dims);
+        }
+        grads
+    }
+
     /// Every gradient multiplied by `factor`.
     pub(crate) fn scale(&self, mut grads: GradientsParams, factor: f64) -> GradientsParams {
         for slot in &self.slots {

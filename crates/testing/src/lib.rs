@@ -8,6 +8,7 @@
 //! - [`towers`]: towers trained and checked against the reference.
 //! - [`training`]: short CIFAR-10 training runs.
 //! - [`child`]: a test that runs itself again in a child process (signals, file-size limits).
+//! - [`mpirun`]: tests across processes, launched by `mpirun` on loopback.
 //! - [`gpu`]: the GPU tests' device (wgpu, or `TOWERS_GPU_DEVICE`), skipped loudly where there is
 //!   none (never in CI).
 
@@ -15,6 +16,7 @@ pub mod batches;
 pub mod child;
 pub mod compare;
 pub mod gpu;
+pub mod mpirun;
 pub mod nets;
 pub mod reference;
 pub mod towers;

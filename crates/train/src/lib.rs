@@ -51,5 +51,5 @@ pub use stop::StopFlag;
 pub use summary::SummaryConfig;
 pub use towers_data::atomic_file::write_atomic;
 pub use trainer::{
-    LOG_FILE, LossFn, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, load_into,
+    LOG_FILE, LossFn, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, load_into, mpi_job,
 };

@@ -55,7 +55,8 @@ impl LogEntry {
 #[derive(Debug)]
 pub struct TrainLog {
     path: PathBuf,
-    file: File,
+    /// None for a log that writes and prints nothing (a rank other than 0).
+    file: Option<File>,
     bar: ProgressBar,
 }
 
@@ -79,20 +80,33 @@ impl TrainLog {
         bar.set_position(step);
         Ok(Self {
             path: path.to_path_buf(),
-            file,
+            file: Some(file),
             bar,
         })
     }
 
+    /// A log that writes and prints nothing: the log of a rank other than 0, whose lines
+    /// would repeat rank 0's.
+    pub fn silent() -> Self {
+        Self {
+            path: PathBuf::new(),
+            file: None,
+            bar: ProgressBar::hidden(),
+        }
+    }
+
     /// Prints `entry`'s line and appends it to the JSON log.
     pub fn record(&mut self, entry: &LogEntry) -> Result<()> {
-        self.println(&entry.line());
-        self.bar.set_message(format!("loss {:.3}", entry.loss));
+        let Some(file) = &mut self.file else {
+            return Ok(());
+        };
         let mut json = serde_json::to_string(entry).expect("an entry always serializes");
         json.push('\n');
-        self.file
-            .write_all(json.as_bytes())
-            .map_err(Error::io(&self.path))
+        file.write_all(json.as_bytes())
+            .map_err(Error::io(&self.path))?;
+        self.println(&entry.line());
+        self.bar.set_message(format!("loss {:.3}", entry.loss));
+        Ok(())
     }
 
     /// Moves the progress bar to `step`.
@@ -102,6 +116,9 @@ impl TrainLog {
 
     /// Prints a line on stdout, above the progress bar when there is one.
     pub fn println(&self, line: &str) {
+        if self.file.is_none() {
+            return;
+        }
         if self.bar.is_hidden() {
             println!("{line}");
         } else {

@@ -40,6 +40,7 @@
 
 mod config;
 mod phases;
+mod processes;
 mod single;
 mod state;
 mod tower;
@@ -54,6 +55,7 @@ use burn::tensor::{Device, Int, Tensor};
 use towers_data::{HostBatch, split_sizes};
 
 use crate::batch_norm_sync;
+use crate::cross_process::Processes;
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
 use crate::loss::IntoTowerLoss;
@@ -87,6 +89,8 @@ pub struct Towers<M> {
     state: State<M>,
     cycle: Cycle<M>,
     tap: GradientTap,
+    /// The other ranks of a multi-process job, if any.
+    processes: Option<Processes>,
 }
 
 impl<M> std::fmt::Debug for Towers<M> {
@@ -186,6 +190,7 @@ impl<M: Module> Towers<M> {
             state,
             cycle: Cycle::default(),
             tap: GradientTap::default(),
+            processes: None,
         };
         towers.hand_over();
         Ok(towers)

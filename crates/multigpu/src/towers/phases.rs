@@ -16,6 +16,7 @@ use super::state::{Cycle, PRESENT, State};
 use super::tower::{Done, Finish, Job, run_towers};
 use super::{StepOutput, Towers, broadcast};
 use crate::batch_norm_sync::{self, RunningStats};
+use crate::cross_process;
 use crate::error::Result;
 use crate::loss::IntoTowerLoss;
 use crate::reduce::ring;
@@ -208,11 +209,16 @@ impl<M: Module> Towers<M> {
             Some(factor) => self.layout.scale(grads, factor),
             None => grads,
         };
+        let examples = plan.examples.iter().sum();
+        let processes = self.processes.as_deref();
+        let grads =
+            cross_process::mean_gradients(processes, &self.layout, grads, examples, &self.main);
         let grads = self.tap.pass(&self.layout, grads);
         let mut model = optim.step(lr, master.take().expect(PRESENT), grads);
         if let Some(stats) = self.synced_stats(stats, plan) {
             model = batch_norm_sync::write(model, &stats);
         }
+        let model = self.stats_across_processes(model, examples);
         let State::ParameterDevice {
             master, replicas, ..
         } = &mut self.state

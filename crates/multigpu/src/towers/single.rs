@@ -12,6 +12,7 @@ use super::state::{Cycle, PRESENT, State};
 use super::tower::{backward_pass, tower_failed, tower_panicked};
 use super::{StepOutput, Towers};
 use crate::batch_norm_sync;
+use crate::cross_process;
 use crate::error::Result;
 use crate::loss::IntoTowerLoss;
 use crate::tower_index::on_tower;
@@ -52,6 +53,8 @@ impl<M: Module> Towers<M> {
             correct: pass.correct,
             updated: self.cycle.micro + 1 == k,
         };
+        // This update's examples: the cycle's so far and this micro-batch.
+        let examples = self.cycle.examples.iter().sum::<usize>() + batch.len();
         let grads = if k == 1 {
             pass.grads
         } else {
@@ -60,7 +63,7 @@ impl<M: Module> Towers<M> {
                 None => return Ok(output),
             }
         };
-        self.update_single(grads, lr);
+        self.update_single(grads, examples, lr);
         Ok(output)
     }
 
@@ -91,12 +94,21 @@ impl<M: Module> Towers<M> {
         Some(grads)
     }
 
-    /// One optimizer step on the model.
-    fn update_single(&mut self, grads: GradientsParams, lr: f64) {
+    /// One optimizer step on the model, with the gradient (and then the batch-norm statistics)
+    /// of all ranks when there are several.
+    fn update_single(&mut self, grads: GradientsParams, examples: usize, lr: f64) {
+        let processes = self.processes.as_deref();
+        let grads =
+            cross_process::mean_gradients(processes, &self.layout, grads, examples, &self.main);
         let grads = self.tap.pass(&self.layout, grads);
         let State::Single { model, optim } = &mut self.state else {
             unreachable!("update_single runs on one tower")
         };
-        *model = Some(optim.step(lr, model.take().expect(PRESENT), grads));
+        let updated = optim.step(lr, model.take().expect(PRESENT), grads);
+        let updated = self.stats_across_processes(updated, examples);
+        let State::Single { model, .. } = &mut self.state else {
+            unreachable!()
+        };
+        *model = Some(updated);
     }
 }

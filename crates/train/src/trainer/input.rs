@@ -63,15 +63,16 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
     }
 }
 
-/// `loss` with its dropout masks drawn from a stream of `seed` and the tower (see
-/// [`towers_models::with_dropout_seed`]): the same masks in a resumed run, whichever thread
-/// runs which tower when.
+/// `loss` with its dropout masks drawn from a stream of `seed` and the tower, numbered from
+/// `first_tower` (see [`towers_models::with_dropout_seed`]): the same masks in a resumed run,
+/// whichever thread runs which tower when.
 pub(super) fn seeded_loss<M>(
     loss: &LossFn<M>,
     seed: u64,
+    first_tower: usize,
 ) -> impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> TowerLoss + Sync + '_ {
     move |m, x, y| {
-        let tower = current_tower().unwrap_or(0) as u64;
+        let tower = (first_tower + current_tower().unwrap_or(0)) as u64;
         with_dropout_seed(mix(seed, tower), || loss(m, x, y))
     }
 }

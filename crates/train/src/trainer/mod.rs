@@ -21,6 +21,8 @@
 //! generators are reseeded from the seed and the step before every step, for other random ops.
 
 mod input;
+mod ranks;
+pub use ranks::mpi_job;
 mod report;
 mod run;
 mod start;
@@ -31,7 +33,7 @@ pub use start::load_into;
 
 use burn::tensor::{Device, Int, Tensor};
 use towers_models::ImageClassifier;
-use towers_multigpu::{TowerDevice, TowerLoss, parse_devices};
+use towers_multigpu::{Processes, TowerDevice, TowerLoss, parse_devices};
 
 use crate::checkpoint::CheckpointDir;
 use crate::config::TrainConfig;
@@ -57,6 +59,8 @@ pub struct Trainer<M> {
     stop: StopFlag,
     loss: Box<LossFn<M>>,
     prepare: Box<PrepareFn<M>>,
+    /// The other ranks of a multi-process job, if any.
+    processes: Option<Processes>,
 }
 
 /// What a run leaves behind.
@@ -78,6 +82,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             stop: StopFlag::new(),
             loss: Box::new(|m: &M, x, y| TowerLoss::new(m.loss(x, y).loss)),
             prepare: Box::new(|m, _| Ok(m)),
+            processes: None,
         }
     }
 
@@ -115,7 +120,15 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
     ///
     /// A train directory that already holds checkpoints is an error unless the configuration
     /// says `resume`, so that no run overwrites another by accident.
+    ///
+    /// As one rank of several (see [`with_processes`](Self::with_processes)), an error here
+    /// ends the job on every rank.
     pub fn run(&self, init: impl FnOnce(&Device) -> M, input: &Input) -> Result<Trained<M>> {
+        self.or_end_job(self.run_rank(init, input))
+    }
+
+    /// [`run`](Self::run), on this process.
+    fn run_rank(&self, init: impl FnOnce(&Device) -> M, input: &Input) -> Result<Trained<M>> {
         let c = &self.config;
         c.validate()?;
         let devices = parse_devices(&c.devices)?;
@@ -124,7 +137,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         let start = self.start(init, &main, &ckpts)?;
         let mut run = self.begin(start, &devices, input)?;
         while run.step < c.max_steps {
-            if self.stop.is_requested() {
+            if self.stop_requested() {
                 run.interrupted = true;
                 break;
             }

@@ -68,20 +68,31 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             devices,
             c.towers.to_towers_config(),
         )?;
+        let towers = self.join_ranks(towers, step)?;
         let examples_per_epoch = match c.examples_per_epoch {
             Some(n) => n,
             None => input.count_examples()?,
         };
-        let schedule =
-            (c.learning_rate).resolve(examples_per_epoch, c.examples_per_step(), c.max_steps)?;
-        let log = TrainLog::open(&c.train_dir.join(LOG_FILE), step, c.max_steps)?;
+        let schedule = (c.learning_rate).resolve(
+            examples_per_epoch,
+            self.global_examples_per_step(),
+            c.max_steps,
+        )?;
+        let (share, job_note) = self.input_share(input)?;
+        let log = if self.writes() {
+            TrainLog::open(&c.train_dir.join(LOG_FILE), step, c.max_steps)?
+        } else {
+            TrainLog::silent()
+        };
         log.println(&self.banner(devices, examples_per_epoch, &schedule, step));
-        for note in &start.notes {
+        for note in start.notes.iter().chain(&job_note) {
             log.println(note);
         }
         let readers = c.reader_threads.unwrap_or(4 * devices.len());
-        let pipeline = self.start_input(input, readers, step, start.input, &log)?;
-        let summaries = TrainSummaries::open(&c.summaries, &c.train_dir, step, c.max_steps)?;
+        // A checkpoint holds rank 0's input position alone: under MPI each rank replays its share.
+        let position = start.input.filter(|_| self.processes.is_none());
+        let pipeline = self.start_input(&share, readers, step, position, &log)?;
+        let summaries = TrainSummaries::open(&self.summaries(), &c.train_dir, step, c.max_steps)?;
         Ok(Run {
             towers,
             averages: start.averages,
@@ -107,15 +118,17 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         let started = Instant::now();
         let lr = run.schedule.at(run.step);
         seed_devices(run.towers.devices(), mix(c.seed, run.step));
+        // Towers are numbered across ranks, so that R ranks of N towers draw the dropout masks
+        // of one process with R x N towers.
+        let first_tower = self.rank() * run.towers.devices().len();
         let (mut loss_sum, mut examples) = (0.0, 0usize);
         for micro in 0.. {
             let batch = next_batch(&mut run.pipeline)?;
             run.summaries
                 .before_batch(run.step + 1, &batch, &mut run.towers)?;
             let seed = mix(mix(c.seed, run.step), micro);
-            let out = run
-                .towers
-                .step(&batch, lr, seeded_loss(&*self.loss, seed))?;
+            let loss = seeded_loss(&*self.loss, seed, first_tower);
+            let out = run.towers.step(&batch, lr, loss)?;
             run.summaries.add(&out);
             loss_sum += out.loss * out.examples as f64;
             examples += out.examples;
@@ -201,7 +214,9 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         run.log.finish();
         let log_path = c.train_dir.join(LOG_FILE);
         let plot_path = c.train_dir.join(PLOT_FILE);
-        plot_log(&read_log(&log_path)?, &plot_path)?;
+        if self.writes() {
+            plot_log(&read_log(&log_path)?, &plot_path)?;
+        }
         Ok(Trained {
             model: run.towers.into_model(),
             averages: run.averages.map(|a| a.averages().clone()),
@@ -223,6 +238,9 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
 
     /// Saves the model, optimizer, averages and input position of the current step.
     fn checkpoint(&self, run: &mut Run<M>, ckpts: &CheckpointDir) -> Result<()> {
+        if !self.writes() {
+            return Ok(());
+        }
         let path = ckpts.save(Checkpoint {
             step: run.step,
             model: run.towers.model().clone().into_record(),

@@ -1,0 +1,150 @@
+//! One exchange among all ranks: non-blocking MPI requests, polled against a deadline.
+//!
+//! Bucket `k + 1` is read from the device while bucket `k` travels, and each bucket is handed
+//! back as soon as it arrives. Every rank also tells every other rank that it has reached the
+//! exchange (one 8-byte message each way), so that a rank that times out can name the ranks it
+//! waited for. A blocking MPI call would wait forever for a rank that hangs; MPI has no way to
+//! cancel a collective, so a timed-out exchange ends the job (`MPI_Abort`) on every rank.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use mpi::collective::SystemOperation;
+use mpi::request::{Request, Scope, scope};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+/// The tag of the "I have reached this exchange" messages.
+const ARRIVED: mpi::Tag = 0x70_77;
+
+/// The exit code of a job ended by a timed-out exchange.
+const TIMED_OUT: i32 = 75;
+
+/// What happens to each bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Collective {
+    /// Summed over the ranks (`MPI_Iallreduce`).
+    Sum,
+    /// Rank 0's bucket on every rank (`MPI_Ibcast`); only rank 0 reads.
+    BroadcastFromZero,
+}
+
+/// One exchange: its name in errors, its number and its deadline.
+pub(super) struct Exchange<'a> {
+    pub world: &'a SimpleCommunicator,
+    pub what: &'a str,
+    /// The exchange's number since the start, the same on every rank.
+    pub number: u64,
+    pub timeout: Duration,
+}
+
+impl Exchange<'_> {
+    /// Runs `collective` on buckets of `sizes` values. `read(k)` gives this rank's bucket `k`
+    /// (called in order, while the earlier buckets travel); `done(k, values)` takes bucket `k`'s
+    /// result as soon as it has arrived, in any order.
+    pub(super) fn run(
+        &self,
+        collective: Collective,
+        sizes: &[usize],
+        mut read: impl FnMut(usize) -> Vec<f32>,
+        mut done: impl FnMut(usize, &[f32]),
+    ) {
+        let world = self.world;
+        let me = world.rank();
+        let mut sends: Vec<Vec<f32>> = vec![Vec::new(); sizes.len()];
+        let mut recvs: Vec<Vec<f32>> = sizes.iter().map(|&s| vec![0.0; s]).collect();
+        let mut arrived = vec![0u64; world.size() as usize];
+        let number = self.number;
+        let deadline = Instant::now() + self.timeout;
+        scope(|scope| {
+            let mut waiting_for = Vec::new();
+            let mut told = Vec::new();
+            for (rank, slot) in (0..).zip(arrived.iter_mut()).filter(|(r, _)| *r != me) {
+                let peer = world.process_at_rank(rank);
+                waiting_for.push((
+                    rank,
+                    peer.immediate_receive_into_with_tag(scope, slot, ARRIVED),
+                ));
+                told.push((rank, peer.immediate_send_with_tag(scope, &number, ARRIVED)));
+            }
+            let mut buckets = Vec::with_capacity(sizes.len());
+            for (k, (send, recv)) in sends.iter_mut().zip(recvs.iter_mut()).enumerate() {
+                let request = match collective {
+                    Collective::Sum => {
+                        *send = read(k);
+                        let send: &Vec<f32> = send;
+                        world.immediate_all_reduce_into(
+                            scope,
+                            &send[..],
+                            &mut recv[..],
+                            SystemOperation::sum(),
+                        )
+                    }
+                    Collective::BroadcastFromZero => {
+                        if me == 0 {
+                            *recv = read(k);
+                        }
+                        world
+                            .process_at_rank(0)
+                            .immediate_broadcast_into(scope, &mut recv[..])
+                    }
+                };
+                buckets.push((k, request));
+                poll(&mut buckets, &mut done);
+            }
+            let mut idle = 0u32;
+            while !(buckets.is_empty() && waiting_for.is_empty() && told.is_empty()) {
+                poll(&mut waiting_for, |_, _| {});
+                poll(&mut told, |_, _| {});
+                poll(&mut buckets, &mut done);
+                if Instant::now() > deadline {
+                    let late: Vec<i32> = waiting_for.iter().map(|(rank, _)| *rank).collect();
+                    self.give_up(&late);
+                }
+                // MPI moves a non-blocking collective's data only inside our tests: poll
+                // without pause while every rank is here, as MPI_Wait does; while waiting for a
+                // rank still computing, yield, then sleep once the wait is long.
+                idle += 1;
+                if waiting_for.is_empty() {
+                    std::hint::spin_loop();
+                } else if idle < 10_000 {
+                    thread::yield_now();
+                } else {
+                    thread::sleep(Duration::from_micros(200));
+                }
+            }
+        });
+    }
+
+    /// Ends the job on every rank, after saying which ranks never reached this exchange.
+    fn give_up(&self, late: &[i32]) -> ! {
+        let me = self.world.rank();
+        let who = if late.is_empty() {
+            "every rank reached it, but it did not finish (a network failure?)".to_string()
+        } else {
+            let ranks: Vec<String> = late.iter().map(i32::to_string).collect();
+            format!("rank {} never reached it", ranks.join(", "))
+        };
+        eprintln!(
+            "error: rank {me}: the exchange of {} (exchange {}) timed out after {:?}: {who}; \
+             ending the job on every rank",
+            self.what, self.number, self.timeout
+        );
+        self.world.abort(TIMED_OUT)
+    }
+}
+
+/// Tests every request once, hands the finished ones' data to `done` and keeps the others.
+fn poll<'a, D: ?Sized, S: Scope<'a>, K: Copy>(
+    requests: &mut Vec<(K, Request<'a, D, S>)>,
+    mut done: impl FnMut(K, &'a D),
+) {
+    let mut pending = Vec::with_capacity(requests.len());
+    for (key, request) in requests.drain(..) {
+        match request.test_with_data() {
+            Ok((_, data)) => done(key, data),
+            Err(request) => pending.push((key, request)),
+        }
+    }
+    *requests = pending;
+}

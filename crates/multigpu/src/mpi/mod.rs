@@ -1,0 +1,241 @@
+//! [`CrossProcess`] over the system's MPI (the `mpi` feature): one rank per process, started by
+//! `mpirun -np R ...` or SLURM's `srun`, the ranks finding each other through MPI alone.
+//!
+//! Each exchange packs the tensors into buckets ([`MpiConfig::bucket_bytes`]) and hands each
+//! bucket to MPI as one non-blocking all-reduce (or broadcast), reading the next bucket from the
+//! device while the last one travels and writing each result back as soon as it arrives. How
+//! the bytes travel is MPI's choice: Open MPI's all-reduce of large messages is a ring or
+//! Rabenseifner's algorithm, about `2 (R - 1) / R` times the bucket per rank each way.
+//!
+//! The weighted mean needs no second round: each rank multiplies its bucket by its weight on the
+//! host, the weights travel as one more (first) bucket of one value, and each result is divided
+//! by their sum when it is written back.
+
+mod buckets;
+mod config;
+mod exchange;
+
+use std::ops::Range;
+use std::sync::Mutex;
+
+use burn::tensor::{Device, Tensor, TensorData};
+use mpi::Threading;
+use mpi::environment::Universe;
+use mpi::traits::Communicator;
+
+pub use config::MpiConfig;
+
+use crate::cross_process::CrossProcess;
+use crate::error::{Error, Result};
+use exchange::{Collective, Exchange};
+
+/// This process's place in an MPI job. Holding it keeps MPI initialized; dropping it finalizes
+/// MPI, after which it cannot be initialized again in this process (dropping it while
+/// panicking ends the whole job instead). A rank that returns an error, rather than panicking,
+/// should end the job with [`CrossProcess::abort`], as the trainer does.
+pub struct Mpi {
+    universe: Universe,
+    rank: usize,
+    size: usize,
+    config: MpiConfig,
+    /// The number of exchanges so far. The lock also keeps MPI calls to one thread at a time,
+    /// as `Threading::Serialized` requires.
+    exchanges: Mutex<u64>,
+}
+
+/// A rank that panics ends the job rather than finalizing MPI: `MPI_Finalize` would wait for
+/// the other ranks, which wait for this one in their next exchange.
+impl Drop for Mpi {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.abort("panicked");
+        }
+    }
+}
+
+impl std::fmt::Debug for Mpi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mpi")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Mpi {
+    /// Initializes MPI and joins the job.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Processes`] when MPI was initialized before in this process, or does not allow
+    /// calls from more than one thread (one at a time).
+    pub fn init(config: MpiConfig) -> Result<Self> {
+        let (universe, threading) = mpi::initialize_with_threading(Threading::Serialized)
+            .ok_or_else(|| {
+                Error::Processes("MPI was already initialized in this process".into())
+            })?;
+        if matches!(threading, Threading::Single | Threading::Funneled) {
+            return Err(Error::Processes(format!(
+                "this MPI offers threading level {threading:?}; the trainer needs Serialized \
+                 (MPI calls from any thread, one at a time)"
+            )));
+        }
+        let world = universe.world();
+        let (rank, size) = (world.rank() as usize, world.size() as usize);
+        Ok(Self {
+            universe,
+            rank,
+            size,
+            config,
+            exchanges: Mutex::new(0),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MpiConfig {
+        &self.config
+    }
+
+    /// Runs one exchange of `sizes`-long buckets (see [`Exchange::run`]).
+    fn exchange(
+        &self,
+        what: &str,
+        collective: Collective,
+        sizes: &[usize],
+        read: impl FnMut(usize) -> Vec<f32>,
+        done: impl FnMut(usize, &[f32]),
+    ) {
+        let mut number = self.exchanges.lock().unwrap_or_else(|e| e.into_inner());
+        *number += 1;
+        let world = self.universe.world();
+        let exchange = Exchange {
+            world: &world,
+            what,
+            number: *number,
+            timeout: self.config.timeout,
+        };
+        exchange.run(collective, sizes, read, done);
+    }
+
+    /// The buckets of `tensors` and their sizes in values.
+    fn buckets(&self, tensors: &[Tensor<1>]) -> (Vec<Range<usize>>, Vec<usize>) {
+        let sizes: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
+        let plan = buckets::plan(&sizes, (self.config.bucket_bytes / 4).max(1));
+        let values = plan.iter().map(|r| sizes[r.clone()].iter().sum()).collect();
+        (plan, values)
+    }
+}
+
+/// Bucket `range` of `tensors`, read from the device as one run of `f32`.
+fn read_bucket(tensors: &[Tensor<1>], range: Range<usize>) -> Vec<f32> {
+    Tensor::cat(tensors[range].to_vec(), 0)
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .expect("converted to f32")
+}
+
+/// Puts a bucket's `values` back on `device`, as the tensors of `range` in `out`.
+fn write_bucket(
+    out: &mut [Option<Tensor<1>>],
+    range: Range<usize>,
+    sizes: &[usize],
+    values: Vec<f32>,
+    device: &Device,
+) {
+    let len = values.len();
+    let bucket = Tensor::<1>::from_data(TensorData::new(values, [len]), device);
+    let mut offset = 0;
+    for i in range {
+        out[i] = Some(bucket.clone().narrow(0, offset, sizes[i]));
+        offset += sizes[i];
+    }
+}
+
+impl CrossProcess for Mpi {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn weighted_mean(
+        &self,
+        what: &str,
+        tensors: Vec<Tensor<1>>,
+        weight: usize,
+        device: &Device,
+    ) -> Vec<Tensor<1>> {
+        let (plan, bucket_sizes) = self.buckets(&tensors);
+        let sizes: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
+        // Bucket 0 carries the weights; bucket k + 1 is the plan's bucket k.
+        let all_sizes: Vec<usize> = std::iter::once(1).chain(bucket_sizes).collect();
+        let mut out: Vec<Option<Tensor<1>>> = vec![None; tensors.len()];
+        let mut total = None;
+        // Buckets that arrive before the weights (MPI need not finish requests in order).
+        let mut early: Vec<(usize, Vec<f32>)> = Vec::new();
+        let read = |k: usize| match k {
+            0 => vec![weight as f32],
+            k => {
+                let mut values = read_bucket(&tensors, plan[k - 1].clone());
+                values.iter_mut().for_each(|v| *v *= weight as f32);
+                values
+            }
+        };
+        let done = |k: usize, values: &[f32]| {
+            if k == 0 {
+                total = Some(values[0]);
+            } else {
+                early.push((k - 1, values.to_vec()));
+            }
+            if let Some(total) = total {
+                for (b, values) in early.drain(..) {
+                    let mean = values.into_iter().map(|v| v / total).collect();
+                    write_bucket(&mut out, plan[b].clone(), &sizes, mean, device);
+                }
+            }
+        };
+        self.exchange(what, Collective::Sum, &all_sizes, read, done);
+        out.into_iter()
+            .map(|t| t.expect("every bucket was written back"))
+            .collect()
+    }
+
+    fn any(&self, what: &str, flag: bool) -> bool {
+        let mut sum = 0.0;
+        let read = |_| vec![f32::from(u8::from(flag))];
+        self.exchange(what, Collective::Sum, &[1], read, |_, v| sum = v[0]);
+        sum > 0.0
+    }
+
+    fn abort(&self, message: &str) -> ! {
+        eprintln!(
+            "error: rank {}: {message}; ending the job on every rank",
+            self.rank
+        );
+        self.universe.world().abort(1)
+    }
+
+    fn broadcast(&self, what: &str, tensors: Vec<Tensor<1>>, device: &Device) -> Vec<Tensor<1>> {
+        let (plan, bucket_sizes) = self.buckets(&tensors);
+        let sizes: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
+        let mut out: Vec<Option<Tensor<1>>> = vec![None; tensors.len()];
+        let read = |k: usize| read_bucket(&tensors, plan[k].clone());
+        let done = |k: usize, values: &[f32]| {
+            write_bucket(&mut out, plan[k].clone(), &sizes, values.to_vec(), device);
+        };
+        self.exchange(
+            what,
+            Collective::BroadcastFromZero,
+            &bucket_sizes,
+            read,
+            done,
+        );
+        out.into_iter()
+            .map(|t| t.expect("every bucket was written back"))
+            .collect()
+    }
+}

@@ -1,0 +1,293 @@
+//! Towers across processes over a real MPI: each test launches `mpirun -np R` on loopback,
+//! whose ranks are this test binary itself running [`rank`] (one flex tower per rank), and
+//! compares rank 0's parameters after a few steps with an in-process computation.
+//!
+//! Without `mpirun` on the PATH the tests say so loudly and pass, except under CI, where they
+//! fail (see [`towers_testing::mpirun`]).
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use burn::module::Module;
+use burn::tensor::{Device, Int, Tensor};
+use towers_data::HostBatch;
+use towers_multigpu::mpi::{Mpi, MpiConfig};
+use towers_multigpu::{CrossProcess, Towers, TowersConfig, parse_devices};
+use towers_testing::batches::{batch, split};
+use towers_testing::compare::{assert_close, values};
+use towers_testing::mpirun::Run;
+use towers_testing::nets::{BnNet, LR, Net, sgd};
+use towers_testing::reference::{self, flex};
+
+/// Per-rank batch sizes of the global batches, step by step, per scenario.
+const EVEN: [&[usize]; 3] = [&[8, 8], &[8, 8], &[8, 8]];
+const UNEVEN: [&[usize]; 3] = [&[3, 13], &[11, 5], &[2, 6]];
+const THREE_UNEVEN: [&[usize]; 3] = [&[3, 6, 7], &[5, 5, 2], &[9, 1, 4]];
+
+/// Rounding only: ranks sum `n_r * mean_r` and divide by the global count, towers sum
+/// `(n_i / B) * mean_i`, and a plain step takes one mean over the whole batch. The three differ
+/// in the last bits of each f32 gradient (~1e-7 relative); SGD with momentum over three steps
+/// keeps that below 1e-5 relative, while a wrong weight (a sum for a mean, equal weights for
+/// unequal slices) moves the parameters by more than 1e-3.
+const TOLERANCE: f32 = 1e-5;
+
+/// The global batch of `step`: the same on every rank, which takes its own slice.
+fn global_batch(step: usize, sizes: &[usize]) -> HostBatch {
+    batch(sizes.iter().sum(), 100 + step)
+}
+
+fn sizes_of(scenario: &str) -> [&'static [usize]; 3] {
+    match scenario {
+        "uneven" => UNEVEN,
+        "three-uneven" => THREE_UNEVEN,
+        _ => EVEN,
+    }
+}
+
+/// One rank of a scenario: only runs under `mpirun` (launched by the tests below).
+#[test]
+#[ignore = "a rank of the MPI tests, launched by them under mpirun"]
+fn rank() {
+    let scenario = std::env::var("TOWERS_MPI_SCENARIO").expect("launched by the MPI tests");
+    let out = std::env::var("TOWERS_MPI_OUT").expect("launched by the MPI tests");
+    let timeout = std::env::var("TOWERS_MPI_TIMEOUT").map_or(60, |s| s.parse().unwrap());
+    // Tiny buckets, so that even these nets span several.
+    let config = MpiConfig::default()
+        .with_bucket_bytes(256)
+        .with_timeout(Duration::from_secs(timeout));
+    let mpi = Arc::new(Mpi::init(config).expect("MPI starts"));
+    let rank = mpi.rank();
+    if scenario == "late" && rank == 1 {
+        std::thread::sleep(Duration::from_secs(30));
+    }
+    // Each rank starts from other weights: rank 0's must reach every rank.
+    let device = flex();
+    device.seed(1 + rank as u64);
+    // Two towers per rank: the hierarchical path (towers gather, then ranks exchange).
+    let devices = parse_devices(if scenario == "two-towers" {
+        "flex,flex"
+    } else {
+        "flex"
+    })
+    .unwrap();
+    // A rank with another model must be refused before any step.
+    let bn = scenario == "bn" || (scenario == "mismatch" && rank == 1);
+    let model_values = if bn {
+        let towers = Towers::new(
+            BnNet::new(&device),
+            sgd(),
+            &devices,
+            TowersConfig::default(),
+        )
+        .unwrap()
+        .across_processes(mpi.clone())
+        .unwrap();
+        train(towers, &scenario, rank, |m, x, y| m.loss(x, y))
+    } else {
+        let towers = Towers::new(Net::new(&device), sgd(), &devices, TowersConfig::default())
+            .unwrap()
+            .across_processes(mpi.clone())
+            .unwrap();
+        train(towers, &scenario, rank, |m, x, y| m.loss(x, y).0)
+    };
+    if rank == 0 {
+        let bytes: Vec<u8> = model_values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(out, bytes).unwrap();
+    }
+}
+
+/// Three steps on this rank's slices; the model's values after them.
+fn train<M: Module>(
+    mut towers: Towers<M>,
+    scenario: &str,
+    rank: usize,
+    loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> Tensor<1> + Sync,
+) -> Vec<f32> {
+    for (step, sizes) in sizes_of(scenario).iter().enumerate() {
+        if scenario == "killed" && rank == 1 && step == 1 {
+            let me = std::process::id().to_string();
+            let _ = Command::new("kill").args(["-KILL", &me]).status();
+            std::thread::sleep(Duration::from_secs(30));
+        }
+        let mine = split(&global_batch(step, sizes), sizes).swap_remove(rank);
+        towers.step(&mine, LR, &loss).unwrap();
+    }
+    values(towers.model())
+}
+
+/// `mpirun` of [`rank`] in `scenario`, with rank 0's values written to `out`.
+fn mpirun(ranks: usize, scenario: &str, timeout_s: u64, out: &Path) -> Option<Run> {
+    let env = [
+        ("TOWERS_MPI_SCENARIO", scenario.to_string()),
+        ("TOWERS_MPI_OUT", out.display().to_string()),
+        ("TOWERS_MPI_TIMEOUT", timeout_s.to_string()),
+    ];
+    towers_testing::mpirun::mpirun(ranks, "rank", &env)
+}
+
+/// Rank 0's values after `scenario` on `ranks` ranks.
+fn ranks_train(ranks: usize, scenario: &str) -> Option<Vec<f32>> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("values");
+    let run = mpirun(ranks, scenario, 60, &out)?;
+    assert!(run.success, "mpirun ({scenario}) failed:\n{}", run.output);
+    let bytes = std::fs::read(&out).unwrap();
+    Some(
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect(),
+    )
+}
+
+/// One process with two flex towers, on the same global batches.
+fn two_towers_train<M: Module>(
+    model: M,
+    scenario: &str,
+    loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> Tensor<1> + Sync,
+) -> Vec<f32> {
+    let devices = parse_devices("flex,flex").unwrap();
+    let mut towers = Towers::new(model, sgd(), &devices, TowersConfig::default()).unwrap();
+    for (step, sizes) in sizes_of(scenario).iter().enumerate() {
+        towers.step(&global_batch(step, sizes), LR, &loss).unwrap();
+    }
+    values(towers.model())
+}
+
+/// What `init` builds from rank 0's seed. The device's generator is shared by the tests'
+/// threads: one seeds and draws at a time, or their draws interleave.
+fn from_rank_zero_seed<T>(init: impl FnOnce(&Device) -> T) -> T {
+    static GENERATOR: Mutex<()> = Mutex::new(());
+    let _turn = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
+    let device: Device = flex();
+    device.seed(1);
+    init(&device)
+}
+
+fn rank_zero_net() -> Net {
+    from_rank_zero_seed(Net::new)
+}
+
+/// `ranks` ranks in `scenario` end with the parameters of one device trained on the global
+/// batches.
+fn assert_ranks_like_one_device(ranks: usize, scenario: &str) {
+    let Some(got) = ranks_train(ranks, scenario) else {
+        return;
+    };
+    let batches: Vec<HostBatch> = (sizes_of(scenario).iter().enumerate())
+        .map(|(step, sizes)| global_batch(step, sizes))
+        .collect();
+    let (expected, _) = reference::plain_training(rank_zero_net(), &batches);
+    let what = format!("{ranks} ranks ({scenario}) vs one device");
+    assert_close(&got, &values(&expected), TOLERANCE, &what);
+}
+
+#[test]
+fn two_ranks_train_like_one_device_on_the_global_batch() {
+    assert_ranks_like_one_device(2, "even");
+}
+
+#[test]
+fn two_ranks_of_two_towers_train_like_one_device() {
+    assert_ranks_like_one_device(2, "two-towers");
+}
+
+#[test]
+fn the_ring_between_towers_is_refused_across_processes() {
+    /// One process alone: enough to reach the check, which comes before any exchange.
+    struct Alone;
+    impl CrossProcess for Alone {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            1
+        }
+        fn weighted_mean(
+            &self,
+            _: &str,
+            t: Vec<Tensor<1>>,
+            _: usize,
+            _: &Device,
+        ) -> Vec<Tensor<1>> {
+            t
+        }
+        fn broadcast(&self, _: &str, t: Vec<Tensor<1>>, _: &Device) -> Vec<Tensor<1>> {
+            t
+        }
+        fn any(&self, _: &str, flag: bool) -> bool {
+            flag
+        }
+        fn abort(&self, message: &str) -> ! {
+            panic!("{message}")
+        }
+    }
+    let config = TowersConfig::default().with_reduce(towers_multigpu::Reduce::AllReduce);
+    let devices = parse_devices("flex,flex").unwrap();
+    let towers = Towers::new(rank_zero_net(), sgd(), &devices, config).unwrap();
+    let error = towers
+        .across_processes(Arc::new(Alone))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("ring all-reduce"), "{error}");
+}
+
+#[test]
+fn uneven_rank_batches_weigh_each_example_the_same() {
+    assert_ranks_like_one_device(2, "uneven");
+}
+
+#[test]
+fn three_uneven_ranks_train_like_one_device() {
+    assert_ranks_like_one_device(3, "three-uneven");
+}
+
+#[test]
+fn two_ranks_with_batch_norm_train_like_two_towers() {
+    let Some(got) = ranks_train(2, "bn") else {
+        return;
+    };
+    let expected = two_towers_train(from_rank_zero_seed(BnNet::new), "bn", |m, x, y| {
+        m.loss(x, y)
+    });
+    // Weights and running statistics: BnNet's values include both.
+    assert_close(
+        &got,
+        &expected,
+        TOLERANCE,
+        "2 ranks vs 2 towers, batch norm",
+    );
+}
+
+#[test]
+fn a_late_rank_ends_the_job_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(run) = mpirun(2, "late", 3, &dir.path().join("values")) else {
+        return;
+    };
+    run.assert_failed_fast_saying(&["rank 1 never reached it"]);
+}
+
+#[test]
+fn a_killed_rank_ends_the_job_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    // A long exchange timeout: the launcher, not the timeout, must end the job.
+    let Some(run) = mpirun(2, "killed", 60, &dir.path().join("values")) else {
+        return;
+    };
+    // Open MPI's words for it.
+    run.assert_failed_fast_saying(&["process rank 1 with PID", "signal 9"]);
+}
+
+#[test]
+fn ranks_with_different_models_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(run) = mpirun(2, "mismatch", 60, &dir.path().join("values")) else {
+        return;
+    };
+    run.assert_failed_fast_saying(&[
+        "rank 1's model has 6 tensors of 977 values, rank 0's 4 of 837",
+    ]);
+}

@@ -1,0 +1,136 @@
+//! A run as one rank of a multi-process job ([`towers_multigpu::CrossProcess`], e.g. MPI under
+//! `mpirun`): every rank trains its own towers on its own share of the input files, the towers
+//! exchange gradients across ranks, and rank 0 alone writes (checkpoints, log, summaries,
+//! plot). Ranks stop together: a stop asked for on any rank stops all after the same step, and
+//! a rank that fails ends the job on every rank.
+
+use burn::tensor::{Tensor, TensorData};
+use towers_models::ImageClassifier;
+use towers_multigpu::{Processes, Towers, launched_by_mpi};
+
+use super::Trainer;
+use crate::error::{Error, Result};
+use crate::input::Input;
+use crate::summary::SummaryConfig;
+
+impl<M: ImageClassifier + 'static> Trainer<M> {
+    /// Trains as one rank of `processes` (none: alone). Every rank runs the same configuration
+    /// with its own `devices`; the global batch is the ranks' batches together.
+    pub fn with_processes(mut self, processes: Option<Processes>) -> Self {
+        self.processes = processes;
+        self
+    }
+
+    /// This process's rank (0 alone).
+    pub(super) fn rank(&self) -> usize {
+        self.processes.as_ref().map_or(0, |p| p.rank())
+    }
+
+    /// The ranks of the job: 1 when alone.
+    pub(super) fn ranks(&self) -> usize {
+        self.processes.as_ref().map_or(1, |p| p.size())
+    }
+
+    /// Whether this process writes files: when alone, or as rank 0.
+    pub(super) fn writes(&self) -> bool {
+        self.processes.as_ref().is_none_or(|p| p.rank() == 0)
+    }
+
+    /// The summaries this rank writes: none but rank 0's.
+    pub(super) fn summaries(&self) -> SummaryConfig {
+        SummaryConfig {
+            enabled: self.config.summaries.enabled && self.writes(),
+            ..self.config.summaries.clone()
+        }
+    }
+
+    /// Examples per update over all ranks.
+    pub(super) fn global_examples_per_step(&self) -> u64 {
+        self.config.examples_per_step() * self.ranks() as u64
+    }
+
+    /// This rank's input files, and what the log says about the job.
+    pub(super) fn input_share(&self, input: &Input) -> Result<(Input, Option<String>)> {
+        let Some(p) = &self.processes else {
+            return Ok((input.clone(), None));
+        };
+        let share = input.share(p.rank(), p.size())?;
+        let note = format!(
+            "rank {} of {}: global batch {} = {} ranks x {} per rank; this rank reads {} of \
+             the {} input files (file i on rank i mod {})",
+            p.rank(),
+            p.size(),
+            self.global_examples_per_step(),
+            p.size(),
+            self.config.examples_per_step(),
+            share.files.len(),
+            input.files.len(),
+            p.size()
+        );
+        Ok((share, Some(note)))
+    }
+
+    /// `towers` joined to the other ranks (taking rank 0's weights), after checking that
+    /// every rank starts from rank 0's `step` (a resumed rank must see rank 0's checkpoint).
+    pub(super) fn join_ranks(&self, towers: Towers<M>, step: u64) -> Result<Towers<M>> {
+        let Some(p) = &self.processes else {
+            return Ok(towers);
+        };
+        let device = &towers.model().devices()[0];
+        let halves = vec![(step >> 24) as f32, (step & 0xFF_FFFF) as f32];
+        let mine = Tensor::<1>::from_data(TensorData::new(halves.clone(), [2]), device);
+        let theirs = p.broadcast("the first step", vec![mine], device);
+        let theirs: Vec<f32> = theirs[0].to_data().iter::<f32>().collect();
+        if theirs != halves {
+            let rank_zero = theirs[0] as u64 * (1 << 24) + theirs[1] as u64;
+            return Err(Error::Config(format!(
+                "rank {} starts at step {step}, rank 0 at step {rank_zero}: to resume, every \
+                 rank must see rank 0's checkpoints (a --train-dir on a shared filesystem)",
+                p.rank()
+            )));
+        }
+        Ok(towers.across_processes(p.clone())?)
+    }
+
+    /// Whether a stop was asked for, here or on any other rank.
+    pub(super) fn stop_requested(&self) -> bool {
+        let here = self.stop.is_requested();
+        match &self.processes {
+            Some(p) => p.any("the stop flag", here),
+            None => here,
+        }
+    }
+
+    /// `result`, after ending the job on every rank if it is an error here: the other ranks
+    /// would otherwise wait for this one in their next exchange.
+    pub(super) fn or_end_job<T>(&self, result: Result<T>) -> Result<T> {
+        match (&self.processes, result) {
+            (Some(p), Err(error)) if p.size() > 1 => p.abort(&error.to_string()),
+            (_, result) => result,
+        }
+    }
+}
+
+/// The job an MPI launcher (`mpirun`, `srun`) started this process into, joined; `None` when
+/// it runs alone.
+///
+/// # Errors
+///
+/// When MPI cannot start, or (without the `mpi` feature) when launched by MPI: each process
+/// would train alone and all would write into one train directory.
+pub fn mpi_job() -> Result<Option<Processes>> {
+    if !launched_by_mpi() {
+        return Ok(None);
+    }
+    #[cfg(feature = "mpi")]
+    {
+        use towers_multigpu::mpi::{Mpi, MpiConfig};
+        let mpi: Processes = std::sync::Arc::new(Mpi::init(MpiConfig::default())?);
+        Ok(Some(mpi))
+    }
+    #[cfg(not(feature = "mpi"))]
+    Err(Error::Config(
+        "started by an MPI launcher, but this build has no MPI: rebuild with `--features mpi`"
+            .into(),
+    ))
+}

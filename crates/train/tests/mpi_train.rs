@@ -1,0 +1,194 @@
+//! The trainer as ranks of an MPI job (`mpirun -np 2` on loopback, one flex tower per rank; see
+//! [`towers_testing::mpirun`]): the ranks stay in step, rank 0 alone writes, and a resumed job
+//! continues exactly like one that ran straight through.
+
+use std::path::Path;
+use std::time::Duration;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use towers_data::cifar10::BuiltinCifar10;
+use towers_testing::compare::values;
+
+use towers_models::{Cifar10Net, ImageClassifier};
+use towers_multigpu::TowerLoss;
+use towers_testing::mpirun::{Run, mpirun};
+use towers_testing::training::{cifar_net, quick_cifar_config};
+use towers_train::{Input, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
+
+/// One rank: trains `TOWERS_MPI_STEPS` steps in `TOWERS_MPI_TRAIN_DIR` on the CIFAR-10 files of
+/// `TOWERS_MPI_DATA`, and writes its model's values to `TOWERS_MPI_OUT/rank-R`. Under
+/// `TOWERS_MPI_SCENARIO` `stop`, rank 1 asks to stop during step 3; under `fail`, rank 1's
+/// device list is wrong.
+#[test]
+#[ignore = "a rank of the MPI tests, launched by them under mpirun"]
+fn rank() {
+    let var = |name: &str| std::env::var(name).expect("launched by the MPI tests");
+    let job = mpi_job().unwrap().expect("launched by mpirun");
+    let rank = job.rank();
+    let scenario = var("TOWERS_MPI_SCENARIO");
+    let devices = if scenario == "fail" && rank == 1 {
+        "nonsense"
+    } else {
+        "flex"
+    };
+    let config = TrainConfig {
+        resume: var("TOWERS_MPI_RESUME") == "1",
+        ..quick_cifar_config(
+            Path::new(&var("TOWERS_MPI_TRAIN_DIR")),
+            devices,
+            var("TOWERS_MPI_STEPS").parse().unwrap(),
+        )
+    };
+    let input = Input::cifar10_train(Path::new(&var("TOWERS_MPI_DATA"))).unwrap();
+    let stop = StopFlag::new();
+    let (flag, passes) = (stop.clone(), AtomicUsize::new(0));
+    let asks_to_stop = scenario == "stop" && rank == 1;
+    let trained = Trainer::new(config)
+        .with_loss(move |m: &Cifar10Net, x, y| {
+            if asks_to_stop && passes.fetch_add(1, Ordering::SeqCst) == 2 {
+                flag.request();
+            }
+            TowerLoss::new(m.loss(x, y).loss)
+        })
+        .with_stop(stop)
+        .with_processes(Some(job))
+        .run(cifar_net, &input)
+        .unwrap();
+    let bytes: Vec<u8> = values(&trained.model)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    std::fs::write(
+        Path::new(&var("TOWERS_MPI_OUT")).join(format!("rank-{rank}")),
+        bytes,
+    )
+    .unwrap();
+}
+
+/// Two ranks train `steps` in `train_dir`; mpirun's output and each rank's values, or `None`
+/// without mpirun.
+fn job(data: &Path, train_dir: &Path, steps: u64, resume: bool) -> Option<(String, [Vec<f32>; 2])> {
+    job_in("plain", data, train_dir, steps, resume)
+}
+
+fn job_in(
+    scenario: &str,
+    data: &Path,
+    train_dir: &Path,
+    steps: u64,
+    resume: bool,
+) -> Option<(String, [Vec<f32>; 2])> {
+    let out = tempfile::tempdir().unwrap();
+    let run = launch(scenario, data, train_dir, steps, resume, out.path())?;
+    assert!(run.success, "mpirun failed:\n{}", run.output);
+    assert!(run.elapsed < Duration::from_secs(60));
+    let read = |rank: usize| {
+        let bytes = std::fs::read(out.path().join(format!("rank-{rank}"))).unwrap();
+        (bytes.chunks_exact(4))
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    };
+    Some((run.output, [read(0), read(1)]))
+}
+
+fn launch(
+    scenario: &str,
+    data: &Path,
+    train_dir: &Path,
+    steps: u64,
+    resume: bool,
+    out: &Path,
+) -> Option<Run> {
+    let env = [
+        ("TOWERS_MPI_SCENARIO", scenario.to_string()),
+        ("TOWERS_MPI_DATA", data.display().to_string()),
+        ("TOWERS_MPI_TRAIN_DIR", train_dir.display().to_string()),
+        ("TOWERS_MPI_STEPS", steps.to_string()),
+        ("TOWERS_MPI_RESUME", u8::from(resume).to_string()),
+        ("TOWERS_MPI_OUT", out.display().to_string()),
+    ];
+    mpirun(2, "rank", &env)
+}
+
+/// 5 x 200 training images: five files, three for rank 0 and two for rank 1.
+fn data() -> BuiltinCifar10 {
+    BuiltinCifar10::create(200, 10, 3).unwrap()
+}
+
+#[test]
+fn two_ranks_stay_in_step_and_rank_zero_alone_writes() {
+    let data = data();
+    let dir = tempfile::tempdir().unwrap();
+    let Some((output, [rank0, rank1])) = job(data.dir(), dir.path(), 4, false) else {
+        return;
+    };
+    // The same updates on the same weights: bit for bit.
+    assert!(rank0 == rank1, "the ranks' models differ after 4 steps");
+    let note = "global batch 32 = 2 ranks x 16 per rank; this rank reads 3 of the 5 input files";
+    assert_eq!(
+        output.matches(note).count(),
+        1,
+        "rank 0 alone logs:\n{output}"
+    );
+    let steps: Vec<u64> = read_log(&dir.path().join(towers_train::LOG_FILE))
+        .unwrap()
+        .iter()
+        .map(|e| e.step)
+        .collect();
+    assert_eq!(steps, [1, 2, 3, 4], "one log line per step, from one rank");
+    let events = std::fs::read_dir(dir.path()).unwrap().filter(|e| {
+        e.as_ref()
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("events.out.tfevents")
+    });
+    assert!(events.count() <= 1, "more than one rank wrote summaries");
+}
+
+#[test]
+fn a_resumed_job_continues_like_one_that_ran_through() {
+    let data = data();
+    let (straight, resumed) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let Some((_, [expected, _])) = job(data.dir(), straight.path(), 6, false) else {
+        return;
+    };
+    job(data.dir(), resumed.path(), 4, false);
+    let (_, [got0, got1]) = job(data.dir(), resumed.path(), 6, true).unwrap();
+    assert!(got0 == got1, "the resumed ranks' models differ");
+    towers_testing::compare::assert_close(&got0, &expected, 1e-6, "resumed vs straight");
+}
+
+#[test]
+fn a_stop_on_one_rank_stops_every_rank_after_the_same_step() {
+    let data = data();
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_, [rank0, rank1])) = job_in("stop", data.dir(), dir.path(), 6, false) else {
+        return;
+    };
+    assert!(rank0 == rank1, "the ranks stopped at different steps");
+    let log = read_log(&dir.path().join(towers_train::LOG_FILE)).unwrap();
+    assert_eq!(
+        log.last().map(|e| e.step),
+        Some(3),
+        "rank 1 asked during step 3"
+    );
+    // Not a multiple of checkpoint_every: written because the run stopped.
+    let names: Vec<String> = (std::fs::read_dir(dir.path()).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("model.ckpt-3")),
+        "no checkpoint of step 3 in {names:?}"
+    );
+}
+
+#[test]
+fn an_error_on_one_rank_ends_the_job_with_its_message() {
+    let data = data();
+    let (dir, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let Some(run) = launch("fail", data.dir(), dir.path(), 6, false, out.path()) else {
+        return;
+    };
+    run.assert_failed_fast_saying(&["rank 1: towers: device list entry `nonsense`"]);
+}
