@@ -16,8 +16,8 @@ use clap::Parser;
 
 use burn_towers::models::Cifar10Config;
 use burn_towers::train::{
-    Input, StopFlag, TrainArgs, TrainConfig, Trainer, builtin_cifar10, evaluate,
-    export_safetensors, mpi_job, parse_args,
+    Input, StopFlag, TrainArgs, TrainConfig, Trainer, builtin_cifar10, evaluate, mpi_job,
+    parse_args,
 };
 
 #[derive(Parser)]
@@ -62,17 +62,10 @@ fn main() -> anyhow::Result<()> {
     if !rank_zero {
         return Ok(());
     }
-    println!("{}", trained.report);
-    if let Some(path) = &args.train.export {
-        export_safetensors(&trained.model, path)?;
-        println!("weights:     {}", path.display());
-    }
+    args.train.finish(&trained)?;
 
     // TF's cifar10_eval, once: the moving averages when kept, on the first tower's device.
-    let (weights, which) = match &trained.averages {
-        Some(averages) => (averages, "moving averages"),
-        None => (&trained.model, "trained weights"),
-    };
+    let (weights, which) = trained.eval_weights();
     let precision = evaluate(weights, &Input::cifar10_test(&dir)?, 128, readers)?;
     println!("test_batch.bin, {which}: {precision}");
     Ok(())

@@ -20,7 +20,7 @@ use burn_towers::data::transforms::{InceptionEval, InceptionTrain};
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
     BUILTIN_CLASSES, InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trainer, evaluate,
-    export_safetensors, inception_image_size, mpi_job, parse_args,
+    inception_image_size, mpi_job, parse_args,
 };
 
 #[derive(Parser)]
@@ -95,19 +95,12 @@ fn main() -> anyhow::Result<()> {
     if !rank_zero {
         return Ok(());
     }
-    println!("{}", trained.report);
-    if let Some(path) = &args.train.export {
-        export_safetensors(&trained.model, path)?;
-        println!("weights:     {}", path.display());
-    }
+    args.train.finish(&trained)?;
 
     // On the built-in data, TF's inception_eval once: the held-out images, the moving
     // averages when kept. Real data has its own: the `inception_eval` example.
     if let Some(held_out) = data.builtin_held_out(InceptionEval::new(image_size))? {
-        let (weights, which) = match &trained.averages {
-            Some(averages) => (averages, "moving averages"),
-            None => (&trained.model, "trained weights"),
-        };
+        let (weights, which) = trained.eval_weights();
         let precision = evaluate(weights, &held_out, 32, readers)?;
         println!(
             "held-out built-in images, {which}: {precision} (chance {:.2})",

@@ -110,6 +110,17 @@ impl TrainArgs {
         Ok(c)
     }
 
+    /// What every trainer prints at the end: `trained`'s report, and the weights written to
+    /// `--export` when asked.
+    pub fn finish<M: burn::module::Module>(&self, trained: &crate::Trained<M>) -> Result<()> {
+        println!("{}", trained.report);
+        if let Some(path) = &self.export {
+            crate::export_safetensors(&trained.model, path)?;
+            println!("weights:     {}", path.display());
+        }
+        Ok(())
+    }
+
     /// `defaults`, with the `--config` file over them, then the flags over that.
     pub fn config(&self, defaults: TrainConfig) -> Result<TrainConfig> {
         let mut c = match &self.config {

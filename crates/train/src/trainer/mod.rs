@@ -74,6 +74,17 @@ pub struct Trained<M> {
     pub report: TrainReport,
 }
 
+impl<M> Trained<M> {
+    /// The weights to evaluate, and which they are: the moving averages when the run kept
+    /// them (TF's eval scripts restore those), else the trained weights.
+    pub fn eval_weights(&self) -> (&M, &'static str) {
+        match &self.averages {
+            Some(averages) => (averages, "moving averages"),
+            None => (&self.model, "trained weights"),
+        }
+    }
+}
+
 impl<M: ImageClassifier + 'static> Trainer<M> {
     /// A trainer that minimizes the model's own loss ([`ImageClassifier::loss`]).
     pub fn new(config: TrainConfig) -> Self {
