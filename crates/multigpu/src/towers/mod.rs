@@ -20,7 +20,8 @@
 //!   kept across micro-batches came out up to 13% wrong, and the ring's batch-norm writes
 //!   reached the next step late (found on lavapipe, 2026-11-23; compare Burn issues #4947 and
 //!   #5563). So each tower thread flushes its device before it ends, and the caller's thread
-//!   flushes every device after it updates, broadcasts or writes statistics.
+//!   flushes every device before it starts the towers' threads (after its broadcasts, updates
+//!   and statistics writes of the step before, and the replicas of a new cycle).
 //!
 //! # Failures
 //!
@@ -181,7 +182,7 @@ impl<M: Module> Towers<M> {
                 },
             }
         };
-        let towers = Self {
+        Ok(Self {
             towers,
             main,
             config,
@@ -191,9 +192,7 @@ impl<M: Module> Towers<M> {
             cycle: Cycle::default(),
             tap: GradientTap::default(),
             processes: None,
-        };
-        towers.hand_over();
-        Ok(towers)
+        })
     }
 
     /// The model as of the last update.
@@ -295,13 +294,13 @@ impl<M: Module> Towers<M> {
             // The failed step's replicas shared these replicas' batch-norm buffers.
             *replicas = broadcast(master.as_ref().expect(PRESENT), &self.towers);
         }
-        self.hand_over();
         error
     }
 
-    /// Hands what this thread queued on the devices (uploads, updates, statistics) over for
-    /// execution, before other threads use the tensors (see "Threads" in the module docs). A
-    /// device that fails here fails the next tower pass on it, where it is named.
+    /// Hands what the caller's thread queued on the devices since the last step (uploads,
+    /// broadcasts, updates, statistics) over for execution, before the towers' threads use the
+    /// tensors (see "Threads" in the module docs). A device that fails here fails the tower
+    /// pass on it, where it is named.
     fn hand_over(&self) {
         let _ = self.main.flush();
         for tower in &self.towers {

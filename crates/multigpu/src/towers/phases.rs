@@ -1,8 +1,8 @@
 //! A step on several towers, as named phases:
 //!
 //! ```text
-//! split -> begin cycle -> plan -> scatter -> tower passes (threads) -> keep | apply
-//!                                      apply = reduce -> update -> sync batch norm -> hand over
+//! split -> begin cycle -> plan -> scatter -> hand over -> tower passes (threads) -> keep | apply
+//!                                                          apply = reduce -> update -> sync batch norm
 //! ```
 //!
 //! A failure in the tower passes drops the step ([`Towers::fail`]); the phases after them
@@ -51,6 +51,7 @@ impl<M: Module> Towers<M> {
         self.begin_cycle();
         let plan = self.plan(batch.len(), sizes);
         let jobs = self.scatter(slices, &plan, lr);
+        self.hand_over();
         let run = run_towers(
             jobs,
             &self.towers,
@@ -65,7 +66,6 @@ impl<M: Module> Towers<M> {
         let output = step_output(&done, sizes, plan.apply);
         if plan.apply {
             self.apply(done, &plan, lr);
-            self.hand_over();
         } else {
             self.keep(done, plan.examples);
         }

@@ -49,7 +49,6 @@ impl<M: Module> Towers<M> {
             }
         };
         self.processes = Some(processes);
-        self.hand_over();
         Ok(self)
     }
 
