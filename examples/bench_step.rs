@@ -24,7 +24,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::activation::relu;
 use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, Tensor, s};
-use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
+use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier, conv_images};
 use towers_train::OptimizerConfig;
 
 fn main() {
@@ -34,10 +34,10 @@ fn main() {
     let net = Cifar10Config::new().init(&device);
     println!("CIFAR-10 tutorial net, batch 128, {entry}, median of {reps} calls, ms");
     layer_table(layers(&net), reps, &device);
-    whole_step(net, reps, &device);
+    whole_step(net.clone(), reps, &device);
 
     println!("\nformulations (the model's first), same input, alternating calls:");
-    for group in alternatives() {
+    for group in alternatives(&net) {
         alternatives_rows(&group, reps, &device);
     }
 }
@@ -47,7 +47,7 @@ fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
     let flat = |x: Tensor<4>| x.flatten::<2>(1, 3);
     vec![
         Layer::new("conv1 + relu", [128, 3, 24, 24], false, |x| {
-            relu(net.conv1.forward(x)).sum()
+            relu(conv_images(&net.conv1, x)).sum()
         }),
         Layer::new("pool1", [128, 64, 24, 24], true, |x| {
             net.pool1.forward(x).sum()
@@ -115,7 +115,7 @@ fn whole_step(mut net: Cifar10Net, reps: usize, device: &Device) {
 }
 
 /// Groups of formulations of one computation, the model's first.
-fn alternatives() -> Vec<Vec<Layer<'static>>> {
+fn alternatives(net: &Cifar10Net) -> Vec<Vec<Layer<'_>>> {
     let same = MaxPool2dConfig::new([3, 3])
         .with_strides([2, 2])
         .with_padding(PaddingConfig2d::Same)
@@ -130,6 +130,17 @@ fn alternatives() -> Vec<Vec<Layer<'static>>> {
     };
     let separable = |name, input| Layer::new(name, input, true, |x| separable_max_pool(x).sum());
     vec![
+        vec![
+            Layer::new(
+                "conv1: kernel x image windows",
+                [128, 3, 24, 24],
+                false,
+                |x| relu(conv_images(&net.conv1, x)).sum(),
+            ),
+            Layer::new("conv1: Burn's conv2d", [128, 3, 24, 24], false, |x| {
+                relu(net.conv1.forward(x)).sum()
+            }),
+        ],
         vec![
             pool_layer(
                 "pool1: no padding, ceil mode",

@@ -11,6 +11,10 @@ pub mod loopback;
 
 use std::time::Duration;
 
+// Links burn-towers, and so its global allocator, as the training examples do: the benchmarks
+// measure what those run.
+use burn_towers as _;
+
 use burn::optim::ModuleOptimizer;
 use burn::tensor::{Device, Distribution, Tensor};
 use towers_data::HostBatch;

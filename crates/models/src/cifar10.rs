@@ -1,8 +1,8 @@
 use crate::params::{l2_penalty, weight_decays};
 use crate::summary::model_rows;
 use crate::{
-    ClassifierLoss, ImageClassifier, Lrn, LrnConfig, WeightDecay, count_params, summary_table,
-    truncated_normal,
+    ClassifierLoss, ImageClassifier, Lrn, LrnConfig, WeightDecay, conv_images, count_params,
+    summary_table, truncated_normal,
 };
 use burn::config::Config;
 use burn::module::Module;
@@ -115,7 +115,7 @@ impl Cifar10Config {
 impl Cifar10Net {
     /// Logits, reporting each layer's output shape to `tap` under its TF name.
     fn run(&self, images: Tensor<4>, tap: &mut dyn FnMut(&'static str, &[usize])) -> Tensor<2> {
-        let x = relu(self.conv1.forward(images));
+        let x = relu(conv_images(&self.conv1, images));
         tap("conv1", &x.dims());
         let x = self.pool1.forward(x);
         tap("pool1", &x.dims());

@@ -7,6 +7,7 @@ mod batch_norm;
 mod cifar10;
 mod classifier;
 mod dropout;
+mod image_conv;
 mod inception;
 mod init;
 mod lrn;
@@ -19,6 +20,7 @@ pub use batch_norm::{OffsetBatchNorm, OffsetBatchNormConfig};
 pub use cifar10::{Cifar10Config, Cifar10Net};
 pub use classifier::{ClassifierLoss, ImageClassifier};
 pub use dropout::{dropout, with_dropout_seed};
+pub use image_conv::conv_images;
 pub use inception::{
     AuxHead, AuxHeadConfig, InceptionA, InceptionAConfig, InceptionB, InceptionBConfig, InceptionC,
     InceptionCConfig, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig, InceptionV3,

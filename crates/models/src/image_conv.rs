@@ -1,0 +1,127 @@
+//! [`conv_images`]: a network's first convolution, whose input (the images) needs no gradient,
+//! as one batched matrix product.
+//!
+//! Burn computes a convolution's weight gradient as a second convolution whose kernel is the
+//! output gradient; on flex that costs twice the forward pass. Written as a product of the
+//! kernel and the image windows, the forward pass and the weight gradient are both plain
+//! matrix products, which flex hands to gemm whole (`bench_step` measures both). The windows
+//! are not differentiated, so this pays only where the input needs no gradient.
+
+use burn::nn::PaddingConfig2d;
+use burn::nn::conv::Conv2d;
+use burn::tensor::Tensor;
+use burn::tensor::ops::PadMode;
+
+/// `conv.forward(images)` for an input that needs no gradient, as `kernel · windows`: the
+/// padded images' windows become the columns of a `[in·kh·kw, out_h·out_w]` matrix per image
+/// (zero-copy `unfold` views, then one copy), multiplied by the kernel as a `[out, in·kh·kw]`
+/// matrix. Same outputs and gradients for the weight and bias as `conv.forward`, to float
+/// rounding. Grouped or dilated convolutions go to `conv.forward`.
+pub fn conv_images(conv: &Conv2d, images: Tensor<4>) -> Tensor<4> {
+    if conv.groups != 1 || conv.dilation != [1, 1] {
+        return conv.forward(images);
+    }
+    let [n, c, h, w] = images.dims();
+    let ([kh, kw], [sh, sw]) = (conv.kernel_size, conv.stride);
+    let (rows, cols) = padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let windows = images
+        .pad([(0, 0), (0, 0), rows, cols], PadMode::Constant(0.0))
+        .unfold::<5, _>(2, kh, sh)
+        .unfold::<6, _>(3, kw, sw);
+    let [_, _, out_h, out_w, _, _] = windows.dims();
+    let columns = windows
+        .permute([0, 1, 4, 5, 2, 3])
+        .reshape([n, c * kh * kw, out_h * out_w]);
+    let weight = conv.weight.val();
+    let out = weight.dims()[0];
+    let y = weight.reshape([1, out, c * kh * kw]).matmul(columns);
+    let y = match &conv.bias {
+        Some(bias) => y + bias.val().reshape([1, out, 1]),
+        None => y,
+    };
+    y.reshape([n, out, out_h, out_w])
+}
+
+/// The (before, after) padding of the rows and of the columns, as `Conv2d` pads them.
+fn padding(
+    config: &PaddingConfig2d,
+    [h, w]: [usize; 2],
+    [kh, kw]: [usize; 2],
+    [sh, sw]: [usize; 2],
+) -> ((usize, usize), (usize, usize)) {
+    match *config {
+        PaddingConfig2d::Valid => ((0, 0), (0, 0)),
+        PaddingConfig2d::Explicit(top, left, bottom, right) => ((top, bottom), (left, right)),
+        PaddingConfig2d::Same => (same_padding(h, kh, sh), same_padding(w, kw, sw)),
+    }
+}
+
+/// TF's (and Burn's) SAME padding of one side: the output has `ceil(size / stride)` places,
+/// the padding is split with the odd one after.
+fn same_padding(size: usize, kernel: usize, stride: usize) -> (usize, usize) {
+    let needed = (size.div_ceil(stride).max(1) - 1) * stride + kernel;
+    let total = needed.saturating_sub(size);
+    (total / 2, total - total / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::nn::conv::Conv2dConfig;
+    use burn::tensor::{Device, Distribution};
+
+    /// Largest absolute difference, relative to the largest magnitude of `want`.
+    fn rel_diff<const D: usize>(got: Tensor<D>, want: Tensor<D>) -> f32 {
+        let scale: f32 = want.clone().abs().max().into_scalar();
+        let diff: f32 = (got - want).abs().max().into_scalar();
+        diff / scale
+    }
+
+    /// Against Burn's convolution: outputs and the weight and bias gradients of a weighted
+    /// sum, for the CIFAR-10 net's conv1 (5x5 SAME), Inception's first conv (3x3/2 VALID), a
+    /// SAME stride 2 with padding after only, and explicit padding.
+    #[test]
+    fn matches_burns_convolution_and_its_gradients() {
+        let device = Device::flex().autodiff();
+        let cases = [
+            (3, 8, [5, 5], [1, 1], PaddingConfig2d::Same, [24, 24]),
+            (3, 4, [3, 3], [2, 2], PaddingConfig2d::Valid, [17, 15]),
+            (2, 5, [3, 3], [2, 2], PaddingConfig2d::Same, [10, 9]),
+            (
+                2,
+                3,
+                [3, 2],
+                [1, 2],
+                PaddingConfig2d::Explicit(1, 0, 2, 1),
+                [7, 8],
+            ),
+        ];
+        for (c_in, c_out, kernel, stride, padding, [h, w]) in cases {
+            let conv = Conv2dConfig::new([c_in, c_out], kernel)
+                .with_stride(stride)
+                .with_padding(padding.clone())
+                .init(&device);
+            let images = Tensor::<4>::random([3, c_in, h, w], Distribution::Default, &device);
+            let want = conv.forward(images.clone());
+            let got = conv_images(&conv, images);
+            assert_eq!(got.dims(), want.dims(), "{padding:?}");
+            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+            let (g_got, g_want) = (
+                (got.clone() * probe.clone()).sum().backward(),
+                (want.clone() * probe).sum().backward(),
+            );
+            assert!(rel_diff(got, want) < 1e-5, "{padding:?}");
+            let weight = conv.weight.val();
+            let bias = conv.bias.as_ref().unwrap().val();
+            let grad = |t: &Tensor<4>, g| t.grad(g).unwrap();
+            assert!(
+                rel_diff(grad(&weight, &g_got), grad(&weight, &g_want)) < 1e-5,
+                "{padding:?}"
+            );
+            assert!(
+                rel_diff(bias.grad(&g_got).unwrap(), bias.grad(&g_want).unwrap()) < 1e-5,
+                "{padding:?}"
+            );
+        }
+    }
+}
