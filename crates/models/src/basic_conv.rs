@@ -1,4 +1,4 @@
-use crate::{OffsetBatchNorm, OffsetBatchNormConfig, truncated_normal};
+use crate::{OffsetBatchNorm, OffsetBatchNormConfig, conv_images, truncated_normal};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::PaddingConfig2d;
@@ -62,5 +62,11 @@ impl BasicConv {
     /// `[n, in, h, w]` to `[n, out, h', w']`.
     pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         relu(self.bn.forward(self.conv.forward(x)))
+    }
+
+    /// [`forward`](Self::forward) of an input that needs no gradient (a network's images),
+    /// the convolution by [`conv_images`].
+    pub fn forward_images(&self, images: Tensor<4>) -> Tensor<4> {
+        relu(self.bn.forward(conv_images(&self.conv, images)))
     }
 }

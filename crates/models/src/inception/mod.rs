@@ -218,7 +218,7 @@ impl InceptionV3 {
             tap(name, &x.dims());
             x
         };
-        let x = step("Conv2d_1a_3x3", self.conv2d_1a_3x3.forward(images));
+        let x = step("Conv2d_1a_3x3", self.conv2d_1a_3x3.forward_images(images));
         let x = step("Conv2d_2a_3x3", self.conv2d_2a_3x3.forward(x));
         let x = step("Conv2d_2b_3x3", self.conv2d_2b_3x3.forward(x));
         let x = step("MaxPool_3a_3x3", self.maxpool_3a_3x3.forward(x));
