@@ -1,7 +1,8 @@
 //! What the tower strategy costs, measured in one run on the default CPU backend (flex), or on
 //! the device `TOWERS_BENCH_DEVICE` names (`TOWERS_BENCH_DEVICE=cuda:0`).
 //!
-//! `cargo run --release --example bench_towers [REPS]` (default 15 timed steps per row).
+//! `cargo run --release --example bench_towers [REPS] [ROW]` (default 15 timed steps per row;
+//! `ROW`: `plain`, `1`, `gather` or `ring` runs that row alone).
 //!
 //! 1. Step time of `Towers` against a plain Burn training step (forward, loss, backward,
 //!    optimizer step, loss read back) on the same model and batch: a CIFAR-10-sized conv net
@@ -47,65 +48,64 @@ fn main() -> anyhow::Result<()> {
         m = optim.step(lr, m, grads);
         plain = Some((m, optim));
     };
+    // `ROW`, the second argument (`plain`, `1`, `gather` or `ring`), runs that row alone in
+    // this process: a check that the rows do not slow one another down.
+    let only = std::env::args().nth(2);
     let pair = format!("{entry},{entry}");
-    let configs = [
+    let rows: Vec<(&str, String, Option<(&String, Reduce)>)> = [
+        ("plain", "plain Burn step".to_string(), None),
         (
+            "1",
             format!("1 tower ({entry})"),
-            entry.clone(),
-            Reduce::ParameterDevice,
+            Some((&entry, Reduce::ParameterDevice)),
         ),
         (
+            "gather",
             format!("2 towers {pair}, gather"),
-            pair.clone(),
-            Reduce::ParameterDevice,
+            Some((&pair, Reduce::ParameterDevice)),
         ),
         (
+            "ring",
             format!("2 towers {pair}, ring"),
-            pair.clone(),
-            Reduce::AllReduce,
+            Some((&pair, Reduce::AllReduce)),
         ),
-    ];
-    let mut towers: Vec<Towers<CifarNet>> = configs
+    ]
+    .into_iter()
+    .filter(|(key, ..)| only.as_deref().is_none_or(|o| o == *key))
+    .collect();
+    let mut towers: Vec<Option<Towers<CifarNet>>> = rows
         .iter()
-        .map(|(_, list, reduce)| {
-            let config = TowersConfig::default().with_reduce(*reduce);
-            Towers::new(model.clone(), momentum_sgd(), &parse_devices(list)?, config)
+        .map(|(_, _, setup)| {
+            setup
+                .map(|(list, reduce)| {
+                    let config = TowersConfig::default().with_reduce(reduce);
+                    Towers::new(model.clone(), momentum_sgd(), &parse_devices(list)?, config)
+                })
+                .transpose()
         })
         .collect::<Result<_, _>>()?;
 
-    // Row 0 is the plain step, row i + 1 is towers[i]. The order rotates every round, so that
-    // no row always runs right after another (allocator and cache state carry over).
-    let rows = configs.len() + 1;
-    let mut times = vec![Vec::new(); rows];
+    let mut times = vec![Vec::new(); rows.len()];
     for rep in 0..reps + 2 {
-        for row in (0..rows).map(|r| (r + rep) % rows) {
+        for row in (0..rows.len()).map(|r| (r + rep) % rows.len()) {
             let start = Instant::now();
-            match row {
-                0 => plain_step(),
-                i => {
-                    towers[i - 1].step(&batch, lr, |m: &CifarNet, x, y| m.loss(x, y))?;
+            match &mut towers[row] {
+                None => plain_step(),
+                Some(towers) => {
+                    towers.step(&batch, lr, |m: &CifarNet, x, y| m.loss(x, y))?;
                 }
             }
-            // The first two rounds warm up allocators and caches.
             if rep >= 2 {
                 times[row].push(start.elapsed());
             }
         }
     }
-    let mut times = times.into_iter();
-    let plain_times = times.next().expect("the plain row");
-    let tower_times: Vec<_> = times.collect();
-    let plain = median(plain_times);
+    let medians: Vec<f64> = times.into_iter().map(median).collect();
+    let plain = rows.iter().position(|(key, ..)| *key == "plain");
     println!("\n{:<28} {:>10} {:>16}", "step", "ms/step", "vs plain step");
-    println!(
-        "{:<28} {:>10.1} {:>16.3}",
-        "plain Burn step",
-        plain * 1e3,
-        1.0
-    );
-    for ((name, _, _), times) in configs.iter().zip(tower_times) {
-        let t = median(times);
-        println!("{name:<28} {:>10.1} {:>16.3}", t * 1e3, t / plain);
+    for ((_, name, _), t) in rows.iter().zip(&medians) {
+        let ratio = plain.map_or("-".into(), |p| format!("{:.3}", t / medians[p]));
+        println!("{name:<28} {:>10.1} {ratio:>16}", t * 1e3);
     }
 
     Ok(())
