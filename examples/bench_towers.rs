@@ -52,7 +52,9 @@ fn main() -> anyhow::Result<()> {
     // this process: a check that the rows do not slow one another down.
     let only = std::env::args().nth(2);
     let pair = format!("{entry},{entry}");
-    let rows: Vec<(&str, String, Option<(&String, Reduce)>)> = [
+    // (key, name, towers' device list and reduction: none for the plain step)
+    type Row<'a> = (&'static str, String, Option<(&'a String, Reduce)>);
+    let rows: Vec<Row> = [
         ("plain", "plain Burn step".to_string(), None),
         (
             "1",
