@@ -12,6 +12,8 @@ mod bench_common;
 use bench_common::layer_timing::{Layer, layer_table};
 use bench_common::{bench_device, reps};
 
+use std::collections::HashMap;
+
 use burn::tensor::Tensor;
 use towers_models::{InceptionV3, InceptionV3Config};
 
@@ -26,56 +28,64 @@ fn main() {
 
 const BATCH: usize = 32;
 
-/// A block whose input `[channels, height, width]` needs a gradient, timed on the sum of its
-/// output.
-fn block<'a>(
-    name: &'static str,
-    [c, h, w]: [usize; 3],
-    run: impl Fn(Tensor<4>) -> Tensor<4> + 'a,
-) -> Layer<'a> {
-    Layer::new(name, [BATCH, c, h, w], true, move |x| run(x).sum())
-}
-
 fn blocks(net: &InceptionV3) -> Vec<Layer<'_>> {
     let n = BATCH;
+    // Each block's input is the output of the endpoint before it, its shape read off one image.
+    let device = net.logits.weight.val().device();
+    let shapes: HashMap<&str, Vec<usize>> = net
+        .endpoints(Tensor::zeros([1, 3, 299, 299], &device))
+        .into_iter()
+        .collect();
+    let after = |endpoint: &str| {
+        let [_, c, h, w] = shapes[endpoint][..] else {
+            unreachable!("{endpoint} is a map")
+        };
+        [n, c, h, w]
+    };
+    // A block whose input needs a gradient, timed on the sum of its output.
+    let block = |name, input, run: fn(&InceptionV3, Tensor<4>) -> Tensor<4>| {
+        Layer::new(name, input, true, move |x| run(net, x).sum())
+    };
     vec![
         Layer::new("Conv2d_1a_3x3", [n, 3, 299, 299], false, |x| {
             net.conv2d_1a_3x3.forward_images(x).sum()
         }),
-        block("Conv2d_2a_3x3", [32, 149, 149], |x| {
-            net.conv2d_2a_3x3.forward(x)
+        block("Conv2d_2a_3x3", after("Conv2d_1a_3x3"), |m, x| {
+            m.conv2d_2a_3x3.forward(x)
         }),
-        block("Conv2d_2b_3x3", [32, 147, 147], |x| {
-            net.conv2d_2b_3x3.forward(x)
+        block("Conv2d_2b_3x3", after("Conv2d_2a_3x3"), |m, x| {
+            m.conv2d_2b_3x3.forward(x)
         }),
-        block("MaxPool_3a_3x3", [64, 147, 147], |x| {
-            net.maxpool_3a_3x3.forward(x)
+        block("MaxPool_3a_3x3", after("Conv2d_2b_3x3"), |m, x| {
+            m.maxpool_3a_3x3.forward(x)
         }),
-        block("Conv2d_3b_1x1", [64, 73, 73], |x| {
-            net.conv2d_3b_1x1.forward(x)
+        block("Conv2d_3b_1x1", after("MaxPool_3a_3x3"), |m, x| {
+            m.conv2d_3b_1x1.forward(x)
         }),
-        block("Conv2d_4a_3x3", [80, 73, 73], |x| {
-            net.conv2d_4a_3x3.forward(x)
+        block("Conv2d_4a_3x3", after("Conv2d_3b_1x1"), |m, x| {
+            m.conv2d_4a_3x3.forward(x)
         }),
-        block("MaxPool_5a_3x3", [192, 71, 71], |x| {
-            net.maxpool_5a_3x3.forward(x)
+        block("MaxPool_5a_3x3", after("Conv2d_4a_3x3"), |m, x| {
+            m.maxpool_5a_3x3.forward(x)
         }),
-        block("Mixed_5b", [192, 35, 35], |x| net.mixed_5b.forward(x)),
-        block("Mixed_5c", [256, 35, 35], |x| net.mixed_5c.forward(x)),
-        block("Mixed_5d", [288, 35, 35], |x| net.mixed_5d.forward(x)),
-        block("Mixed_6a", [288, 35, 35], |x| net.mixed_6a.forward(x)),
-        block("Mixed_6b", [768, 17, 17], |x| net.mixed_6b.forward(x)),
-        block("Mixed_6c", [768, 17, 17], |x| net.mixed_6c.forward(x)),
-        block("Mixed_6d", [768, 17, 17], |x| net.mixed_6d.forward(x)),
-        block("Mixed_6e", [768, 17, 17], |x| net.mixed_6e.forward(x)),
-        Layer::new("AuxLogits", [n, 768, 17, 17], true, |x| {
+        block("Mixed_5b", after("MaxPool_5a_3x3"), |m, x| {
+            m.mixed_5b.forward(x)
+        }),
+        block("Mixed_5c", after("Mixed_5b"), |m, x| m.mixed_5c.forward(x)),
+        block("Mixed_5d", after("Mixed_5c"), |m, x| m.mixed_5d.forward(x)),
+        block("Mixed_6a", after("Mixed_5d"), |m, x| m.mixed_6a.forward(x)),
+        block("Mixed_6b", after("Mixed_6a"), |m, x| m.mixed_6b.forward(x)),
+        block("Mixed_6c", after("Mixed_6b"), |m, x| m.mixed_6c.forward(x)),
+        block("Mixed_6d", after("Mixed_6c"), |m, x| m.mixed_6d.forward(x)),
+        block("Mixed_6e", after("Mixed_6d"), |m, x| m.mixed_6e.forward(x)),
+        Layer::new("AuxLogits", after("Mixed_6e"), true, |x| {
             let head = net.aux_logits.as_ref().expect("the aux head at 299x299");
             head.forward(x).sum()
         }),
-        block("Mixed_7a", [768, 17, 17], |x| net.mixed_7a.forward(x)),
-        block("Mixed_7b", [1280, 8, 8], |x| net.mixed_7b.forward(x)),
-        block("Mixed_7c", [2048, 8, 8], |x| net.mixed_7c.forward(x)),
-        Layer::new("average pool + Logits", [n, 2048, 8, 8], true, |x| {
+        block("Mixed_7a", after("Mixed_6e"), |m, x| m.mixed_7a.forward(x)),
+        block("Mixed_7b", after("Mixed_7a"), |m, x| m.mixed_7b.forward(x)),
+        block("Mixed_7c", after("Mixed_7b"), |m, x| m.mixed_7c.forward(x)),
+        Layer::new("average pool + Logits", after("Mixed_7c"), true, |x| {
             let pooled = x.mean_dim(3).mean_dim(2).flatten::<2>(1, 3);
             net.logits.forward(pooled).sum()
         }),

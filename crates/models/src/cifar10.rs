@@ -1,3 +1,4 @@
+use crate::padding::same_padding;
 use crate::params::{l2_penalty, weight_decays};
 use crate::summary::model_rows;
 use crate::{
@@ -75,7 +76,7 @@ impl Cifar10Config {
             // Where TF's SAME pads only after the end (24 and 12, the tutorial's sizes), it
             // has the windows of no padding in ceil mode, which skips Burn's padding copy and
             // index fix-ups (0.72x to 1.04x the time forward and backward, `bench_step`).
-            match (input.div_ceil(2) - 1) * 2 + 3 <= input + 1 {
+            match same_padding(input, 3, 2).0 == 0 {
                 true => config.with_ceil_mode(true).init(),
                 false => config.with_padding(PaddingConfig2d::Same).init(),
             }

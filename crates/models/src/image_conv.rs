@@ -7,10 +7,11 @@
 //! matrix products, which flex hands to gemm whole (`bench_step` measures both). The windows
 //! are not differentiated, so this pays only where the input needs no gradient.
 
-use burn::nn::PaddingConfig2d;
 use burn::nn::conv::Conv2d;
 use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
+
+use crate::padding::conv_padding;
 
 /// `conv.forward(images)` for an input that needs no gradient, as `kernel · windows`: the
 /// padded images' windows become the columns of a `[in·kh·kw, out_h·out_w]` matrix per image
@@ -23,7 +24,7 @@ pub fn conv_images(conv: &Conv2d, images: Tensor<4>) -> Tensor<4> {
     }
     let [n, c, h, w] = images.dims();
     let ([kh, kw], [sh, sw]) = (conv.kernel_size, conv.stride);
-    let (rows, cols) = padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
     let windows = images
         .pad([(0, 0), (0, 0), rows, cols], PadMode::Constant(0.0))
         .unfold::<5, _>(2, kh, sh)
@@ -42,31 +43,10 @@ pub fn conv_images(conv: &Conv2d, images: Tensor<4>) -> Tensor<4> {
     y.reshape([n, out, out_h, out_w])
 }
 
-/// The (before, after) padding of the rows and of the columns, as `Conv2d` pads them.
-fn padding(
-    config: &PaddingConfig2d,
-    [h, w]: [usize; 2],
-    [kh, kw]: [usize; 2],
-    [sh, sw]: [usize; 2],
-) -> ((usize, usize), (usize, usize)) {
-    match *config {
-        PaddingConfig2d::Valid => ((0, 0), (0, 0)),
-        PaddingConfig2d::Explicit(top, left, bottom, right) => ((top, bottom), (left, right)),
-        PaddingConfig2d::Same => (same_padding(h, kh, sh), same_padding(w, kw, sw)),
-    }
-}
-
-/// TF's (and Burn's) SAME padding of one side: the output has `ceil(size / stride)` places,
-/// the padding is split with the odd one after.
-fn same_padding(size: usize, kernel: usize, stride: usize) -> (usize, usize) {
-    let needed = (size.div_ceil(stride).max(1) - 1) * stride + kernel;
-    let total = needed.saturating_sub(size);
-    (total / 2, total - total / 2)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use burn::nn::PaddingConfig2d;
     use burn::nn::conv::Conv2dConfig;
     use burn::tensor::{Device, Distribution};
 

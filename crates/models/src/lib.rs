@@ -11,6 +11,7 @@ mod image_conv;
 mod inception;
 mod init;
 mod lrn;
+mod padding;
 mod params;
 mod summary;
 pub mod weights;
