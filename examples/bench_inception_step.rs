@@ -15,7 +15,7 @@ use bench_common::{bench_device, reps};
 use std::collections::HashMap;
 
 use burn::tensor::Tensor;
-use towers_models::{InceptionV3, InceptionV3Config};
+use towers_models::{InceptionV3, InceptionV3Config, max_pool2d};
 
 fn main() {
     let reps = reps(3);
@@ -57,7 +57,7 @@ fn blocks(net: &InceptionV3) -> Vec<Layer<'_>> {
             m.conv2d_2b_3x3.forward(x)
         }),
         block("MaxPool_3a_3x3", after("Conv2d_2b_3x3"), |m, x| {
-            m.maxpool_3a_3x3.forward(x)
+            max_pool2d(&m.maxpool_3a_3x3, x)
         }),
         block("Conv2d_3b_1x1", after("MaxPool_3a_3x3"), |m, x| {
             m.conv2d_3b_1x1.forward(x)
@@ -66,7 +66,7 @@ fn blocks(net: &InceptionV3) -> Vec<Layer<'_>> {
             m.conv2d_4a_3x3.forward(x)
         }),
         block("MaxPool_5a_3x3", after("Conv2d_4a_3x3"), |m, x| {
-            m.maxpool_5a_3x3.forward(x)
+            max_pool2d(&m.maxpool_5a_3x3, x)
         }),
         block("Mixed_5b", after("MaxPool_5a_3x3"), |m, x| {
             m.mixed_5b.forward(x)

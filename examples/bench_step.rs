@@ -24,7 +24,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::activation::relu;
 use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, Tensor, s};
-use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier, conv_images};
+use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier, conv_images, conv2d, max_pool2d};
 use towers_train::OptimizerConfig;
 
 fn main() {
@@ -50,19 +50,19 @@ fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
             relu(conv_images(&net.conv1, x)).sum()
         }),
         Layer::new("pool1", [128, 64, 24, 24], true, |x| {
-            net.pool1.forward(x).sum()
+            max_pool2d(&net.pool1, x).sum()
         }),
         Layer::new("norm1 (LRN)", [128, 64, 12, 12], true, |x| {
             net.norm1.forward(x).sum()
         }),
         Layer::new("conv2 + relu", [128, 64, 12, 12], true, |x| {
-            relu(net.conv2.forward(x)).sum()
+            relu(conv2d(&net.conv2, x)).sum()
         }),
         Layer::new("norm2 (LRN)", [128, 64, 12, 12], true, |x| {
             net.norm2.forward(x).sum()
         }),
         Layer::new("pool2", [128, 64, 12, 12], true, |x| {
-            net.pool2.forward(x).sum()
+            max_pool2d(&net.pool2, x).sum()
         }),
         Layer::new("NHWC flatten + local3 + relu", [128, 64, 6, 6], true, |x| {
             relu(
@@ -128,6 +128,9 @@ fn alternatives(net: &Cifar10Net) -> Vec<Vec<Layer<'_>>> {
     let pool_layer = |name, input, pool: MaxPool2d| {
         Layer::new(name, input, true, move |x| pool.forward(x).sum())
     };
+    let towers_pool = |name, input, pool: MaxPool2d| {
+        Layer::new(name, input, true, move |x| max_pool2d(&pool, x).sum())
+    };
     let separable = |name, input| Layer::new(name, input, true, |x| separable_max_pool(x).sum());
     vec![
         vec![
@@ -142,8 +145,24 @@ fn alternatives(net: &Cifar10Net) -> Vec<Vec<Layer<'_>>> {
             }),
         ],
         vec![
+            Layer::new(
+                "conv2: towers_models::conv2d",
+                [128, 64, 12, 12],
+                true,
+                |x| relu(conv2d(&net.conv2, x)).sum(),
+            ),
+            Layer::new("conv2: Burn's conv2d", [128, 64, 12, 12], true, |x| {
+                relu(net.conv2.forward(x)).sum()
+            }),
+        ],
+        vec![
+            towers_pool(
+                "pool1: towers_models::max_pool2d",
+                [128, 64, 24, 24],
+                ceil.clone(),
+            ),
             pool_layer(
-                "pool1: no padding, ceil mode",
+                "pool1: Burn's, no padding, ceil mode",
                 [128, 64, 24, 24],
                 ceil.clone(),
             ),
@@ -155,7 +174,16 @@ fn alternatives(net: &Cifar10Net) -> Vec<Vec<Layer<'_>>> {
             separable("pool1: max of strided slices", [128, 64, 24, 24]),
         ],
         vec![
-            pool_layer("pool2: no padding, ceil mode", [128, 64, 12, 12], ceil),
+            towers_pool(
+                "pool2: towers_models::max_pool2d",
+                [128, 64, 12, 12],
+                ceil.clone(),
+            ),
+            pool_layer(
+                "pool2: Burn's, no padding, ceil mode",
+                [128, 64, 12, 12],
+                ceil,
+            ),
             pool_layer("pool2: SAME (pad, then pool)", [128, 64, 12, 12], same),
             separable("pool2: max of strided slices", [128, 64, 12, 12]),
         ],

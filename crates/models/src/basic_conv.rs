@@ -1,4 +1,4 @@
-use crate::{OffsetBatchNorm, OffsetBatchNormConfig, conv_images, truncated_normal};
+use crate::{OffsetBatchNorm, OffsetBatchNormConfig, conv_images, conv2d, truncated_normal};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::PaddingConfig2d;
@@ -61,7 +61,7 @@ impl BasicConvConfig {
 impl BasicConv {
     /// `[n, in, h, w]` to `[n, out, h', w']`.
     pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
-        relu(self.bn.forward(self.conv.forward(x)))
+        relu(self.bn.forward(conv2d(&self.conv, x)))
     }
 
     /// [`forward`](Self::forward) of an input that needs no gradient (a network's images),

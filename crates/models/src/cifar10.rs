@@ -2,8 +2,8 @@ use crate::padding::same_padding;
 use crate::params::{l2_penalty, weight_decays};
 use crate::summary::model_rows;
 use crate::{
-    ClassifierLoss, ImageClassifier, Lrn, LrnConfig, WeightDecay, conv_images, count_params,
-    summary_table, truncated_normal,
+    ClassifierLoss, ImageClassifier, Lrn, LrnConfig, WeightDecay, conv_images, conv2d,
+    count_params, max_pool2d, summary_table, truncated_normal,
 };
 use burn::config::Config;
 use burn::module::Module;
@@ -118,15 +118,15 @@ impl Cifar10Net {
     fn run(&self, images: Tensor<4>, tap: &mut dyn FnMut(&'static str, &[usize])) -> Tensor<2> {
         let x = relu(conv_images(&self.conv1, images));
         tap("conv1", &x.dims());
-        let x = self.pool1.forward(x);
+        let x = max_pool2d(&self.pool1, x);
         tap("pool1", &x.dims());
         let x = self.norm1.forward(x);
         tap("norm1", &x.dims());
-        let x = relu(self.conv2.forward(x));
+        let x = relu(conv2d(&self.conv2, x));
         tap("conv2", &x.dims());
         let x = self.norm2.forward(x);
         tap("norm2", &x.dims());
-        let x = self.pool2.forward(x);
+        let x = max_pool2d(&self.pool2, x);
         tap("pool2", &x.dims());
         // NHWC order, as TF's reshape, so local3's rows match the tutorial's.
         let x = x.permute([0, 2, 3, 1]).flatten::<2>(1, 3);

@@ -7,6 +7,9 @@ mod batch_norm;
 mod cifar10;
 mod classifier;
 mod dropout;
+mod fast_ops;
+#[cfg(feature = "flex")]
+mod flex;
 mod image_conv;
 mod inception;
 mod init;
@@ -21,6 +24,7 @@ pub use batch_norm::{OffsetBatchNorm, OffsetBatchNormConfig};
 pub use cifar10::{Cifar10Config, Cifar10Net};
 pub use classifier::{ClassifierLoss, ImageClassifier};
 pub use dropout::{dropout, with_dropout_seed};
+pub use fast_ops::{conv2d, max_pool2d};
 pub use image_conv::conv_images;
 pub use inception::{
     AuxHead, AuxHeadConfig, InceptionA, InceptionAConfig, InceptionB, InceptionBConfig, InceptionC,

@@ -39,7 +39,7 @@ pub use error::{Error, Result};
 pub use eval::{Precision, evaluate};
 pub use inception_data::{BUILTIN_CLASSES, InceptionData, Split, inception_image_size};
 pub use input::{Input, builtin_cifar10};
-pub use log::{LogEntry, TrainLog, read_log};
+pub use log::{LogEntry, MeanLoss, TrainLog, read_log};
 pub use optim::{
     LrSchedule, LrScheduleConfig, MovingAverage, OptimizerConfig, TfRmsProp, TfRmsPropState,
 };

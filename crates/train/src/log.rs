@@ -21,6 +21,11 @@ pub struct LogEntry {
     pub step: u64,
     /// The loss of the step's batch (all towers, weighted by their slices).
     pub loss: f64,
+    /// The mean loss of the steps since the previous entry, this one included (weighted by
+    /// their examples), and how many steps that is: one batch's loss is noisy where the
+    /// batches are small, the mean shows the trend. Absent in logs of earlier versions.
+    #[serde(default)]
+    pub mean_loss: Option<MeanLoss>,
     /// The learning rate that step used.
     pub lr: f64,
     /// Examples per second of training time since the previous entry.
@@ -36,18 +41,31 @@ pub struct LogEntry {
     pub corrupt_records_skipped: u64,
 }
 
+/// The mean loss over the steps a log entry covers.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MeanLoss {
+    /// The mean.
+    pub loss: f64,
+    /// Steps averaged.
+    pub steps: u64,
+}
+
 impl LogEntry {
-    /// The TF trainers' line: `step 120, loss = 2.31 (1450.2 examples/sec; 0.088 sec/batch)`,
-    /// and the corrupt records skipped so far when there are any.
+    /// The TF trainers' line: `step 120, loss = 2.31 (1450.2 examples/sec; 0.088 sec/batch)`;
+    /// then the mean loss since the previous line when that covers several steps, and the
+    /// corrupt records skipped so far when there are any.
     pub fn line(&self) -> String {
-        let line = format!(
+        let mut line = format!(
             "step {}, loss = {:.2} ({:.1} examples/sec; {:.3} sec/batch)",
             self.step, self.loss, self.examples_per_sec, self.sec_per_batch
         );
-        match self.corrupt_records_skipped {
-            0 => line,
-            n => format!("{line}, {n} corrupt records skipped"),
+        if let Some(mean) = self.mean_loss.filter(|m| m.steps > 1) {
+            line += &format!(", mean loss {:.3} over {} steps", mean.loss, mean.steps);
         }
+        if self.corrupt_records_skipped > 0 {
+            line += &format!(", {} corrupt records skipped", self.corrupt_records_skipped);
+        }
+        line
     }
 }
 
@@ -160,6 +178,7 @@ mod tests {
         LogEntry {
             step,
             loss,
+            mean_loss: None,
             lr: 0.1,
             examples_per_sec: 1450.24,
             sec_per_batch: 0.08826,
@@ -175,6 +194,30 @@ mod tests {
             entry(120, 2.3051).line(),
             "step 120, loss = 2.31 (1450.2 examples/sec; 0.088 sec/batch)"
         );
+        let mean = |loss, steps| Some(MeanLoss { loss, steps });
+        let averaged = LogEntry {
+            mean_loss: mean(2.41234, 10),
+            ..entry(120, 2.3051)
+        };
+        assert_eq!(
+            averaged.line(),
+            "step 120, loss = 2.31 (1450.2 examples/sec; 0.088 sec/batch), mean loss 2.412 over 10 steps"
+        );
+        let one_step = LogEntry {
+            mean_loss: mean(2.3051, 1),
+            ..entry(1, 2.3051)
+        };
+        assert!(!one_step.line().contains("mean"));
+    }
+
+    #[test]
+    fn logs_without_a_mean_loss_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("train_log.jsonl");
+        let old = r#"{"step":10,"loss":2.5,"lr":0.1,"examples_per_sec":1.0,"sec_per_batch":1.0,"input_queue_fill":1.0,"batch_queue_fill":1.0}"#;
+        std::fs::write(&path, format!("{old}\n")).unwrap();
+        let entries = read_log(&path).unwrap();
+        assert_eq!((entries[0].step, entries[0].mean_loss), (10, None));
     }
 
     #[test]

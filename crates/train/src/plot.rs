@@ -103,6 +103,7 @@ mod tests {
             .map(|i| LogEntry {
                 step: i * 10,
                 loss: 3.0 / i as f64,
+                mean_loss: None,
                 lr: if i < 10 { 0.1 } else { 0.01 },
                 examples_per_sec: 1.0,
                 sec_per_batch: 1.0,

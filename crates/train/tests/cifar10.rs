@@ -194,6 +194,35 @@ fn one_tower_and_two_log_the_same_losses() {
     }
 }
 
+/// A log line every 3 steps carries the mean of the 3 steps' losses, as a run logging every
+/// step records them.
+#[test]
+fn log_entries_carry_the_mean_loss_since_the_previous_one() {
+    let data = data();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    train(config(a.path(), "flex", 6), &data).unwrap();
+    let every_third = TrainConfig {
+        log_every: 3,
+        ..config(b.path(), "flex", 6)
+    };
+    train(every_third, &data).unwrap();
+    let log = |dir: &Path| read_log(&dir.join(towers_train::LOG_FILE)).unwrap();
+    let (each, third) = (log(a.path()), log(b.path()));
+    assert!(each.iter().all(|e| e.mean_loss.unwrap().steps == 1));
+    assert_eq!(third.iter().map(|e| e.step).collect::<Vec<_>>(), [3, 6]);
+    for (entry, steps) in third.iter().zip([&each[0..3], &each[3..6]]) {
+        let mean = entry.mean_loss.unwrap();
+        let want = steps.iter().map(|e| e.loss).sum::<f64>() / 3.0;
+        assert_eq!(mean.steps, 3);
+        assert!(
+            (mean.loss - want).abs() <= 1e-9 * want,
+            "step {}: {mean:?} vs {want}",
+            entry.step
+        );
+        assert_eq!(entry.loss, steps[2].loss);
+    }
+}
+
 /// The values of one event, by kind: scalars as `(tag, value)`, histograms as
 /// `(tag, num, sum)`, images as `(tag, PNG)`.
 #[derive(Default)]

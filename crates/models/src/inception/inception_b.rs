@@ -1,5 +1,5 @@
 use super::{ArgScope, max_pool_3x3_s2, sequence};
-use crate::BasicConv;
+use crate::{BasicConv, max_pool2d};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::pool::MaxPool2d;
@@ -55,7 +55,7 @@ impl InceptionB {
         let branches = vec![
             self.branch_0.forward(x.clone()),
             sequence(&self.branch_1, x.clone()),
-            self.pool.forward(x),
+            max_pool2d(&self.pool, x),
         ];
         Tensor::cat(branches, 1)
     }

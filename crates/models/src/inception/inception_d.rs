@@ -1,5 +1,5 @@
 use super::{ArgScope, max_pool_3x3_s2, sequence};
-use crate::BasicConv;
+use crate::{BasicConv, max_pool2d};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::pool::MaxPool2d;
@@ -56,7 +56,7 @@ impl InceptionD {
         let branches = vec![
             sequence(&self.branch_0, x.clone()),
             sequence(&self.branch_1, x.clone()),
-            self.pool.forward(x),
+            max_pool2d(&self.pool, x),
         ];
         Tensor::cat(branches, 1)
     }

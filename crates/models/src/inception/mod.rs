@@ -19,7 +19,7 @@ use crate::params::{l2_penalty, weight_decays};
 use crate::summary::model_rows;
 use crate::{
     BasicConv, BasicConvConfig, ClassifierLoss, ImageClassifier, WeightDecay, count_params,
-    summary_table, truncated_normal,
+    max_pool2d, summary_table, truncated_normal,
 };
 use burn::config::Config;
 use burn::module::Module;
@@ -221,10 +221,10 @@ impl InceptionV3 {
         let x = step("Conv2d_1a_3x3", self.conv2d_1a_3x3.forward_images(images));
         let x = step("Conv2d_2a_3x3", self.conv2d_2a_3x3.forward(x));
         let x = step("Conv2d_2b_3x3", self.conv2d_2b_3x3.forward(x));
-        let x = step("MaxPool_3a_3x3", self.maxpool_3a_3x3.forward(x));
+        let x = step("MaxPool_3a_3x3", max_pool2d(&self.maxpool_3a_3x3, x));
         let x = step("Conv2d_3b_1x1", self.conv2d_3b_1x1.forward(x));
         let x = step("Conv2d_4a_3x3", self.conv2d_4a_3x3.forward(x));
-        let x = step("MaxPool_5a_3x3", self.maxpool_5a_3x3.forward(x));
+        let x = step("MaxPool_5a_3x3", max_pool2d(&self.maxpool_5a_3x3, x));
         let x = step("Mixed_5b", self.mixed_5b.forward(x));
         let x = step("Mixed_5c", self.mixed_5c.forward(x));
         let x = step("Mixed_5d", self.mixed_5d.forward(x));

@@ -176,7 +176,7 @@ impl TrainSummaries {
             biased * LOSS_AVERAGE_DECAY + s.loss * (1.0 - LOSS_AVERAGE_DECAY),
             decay_power * LOSS_AVERAGE_DECAY,
         );
-        self.interval.add(s.took, s.examples);
+        self.interval.add(s.took, s.examples, s.loss);
         let tower_losses: Vec<f64> = std::mem::take(&mut self.tower_loss_sums)
             .into_iter()
             .map(|sum| sum / self.micro_batches as f64)

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use towers_data::RecordCount;
 
+use crate::log::MeanLoss;
+
 #[cfg(doc)]
 use crate::stop::StopFlag;
 
@@ -67,19 +69,29 @@ impl std::fmt::Display for TrainReport {
     }
 }
 
-/// Training time and examples over some steps.
+/// Training time, examples and losses over some steps.
 #[derive(Default)]
 pub(crate) struct Interval {
     time: Duration,
     steps: u64,
     examples: usize,
+    /// Each step's loss times its examples.
+    loss_sum: f64,
 }
 
 impl Interval {
-    pub(crate) fn add(&mut self, took: Duration, examples: usize) {
+    pub(crate) fn add(&mut self, took: Duration, examples: usize, loss: f64) {
         self.time += took;
         self.steps += 1;
         self.examples += examples;
+        self.loss_sum += loss * examples as f64;
+    }
+
+    pub(crate) fn mean_loss(&self) -> MeanLoss {
+        MeanLoss {
+            loss: self.loss_sum / self.examples.max(1) as f64,
+            steps: self.steps,
+        }
     }
 
     pub(crate) fn examples_per_sec(&self) -> f64 {

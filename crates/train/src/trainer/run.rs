@@ -169,8 +169,8 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             averages.update(run.towers.model(), step);
         }
         run.last_loss = Some(update.loss);
-        run.interval.add(update.took, update.examples);
-        run.total.add(update.took, update.examples);
+        run.interval.add(update.took, update.examples, update.loss);
+        run.total.add(update.took, update.examples, update.loss);
         let fill = run.pipeline.fill();
         let scalars = StepScalars {
             step,
@@ -186,6 +186,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             run.log.record(&LogEntry {
                 step,
                 loss: update.loss,
+                mean_loss: Some(run.interval.mean_loss()),
                 lr: update.lr,
                 examples_per_sec: run.interval.examples_per_sec(),
                 sec_per_batch: run.interval.sec_per_step(),

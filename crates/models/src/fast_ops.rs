@@ -1,0 +1,197 @@
+//! The models' max pooling and convolution: on f32 flex tensors by burn-towers' own kernels
+//! ([`crate::flex`], feature `flex`), everywhere else by Burn's modules. Same outputs and
+//! gradients either way, to float rounding (tests below and in `flex/`).
+
+use burn::nn::conv::Conv2d;
+use burn::nn::pool::MaxPool2d;
+use burn::tensor::Tensor;
+
+/// `pool.forward(x)`.
+pub fn max_pool2d(pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::max_pool2d(pool, &x) {
+        return y;
+    }
+    pool.forward(x)
+}
+
+/// `conv.forward(x)`.
+pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::conv2d(conv, &x) {
+        return y;
+    }
+    conv.forward(x)
+}
+
+/// Which calls the flex kernels take: f32 tensors on flex (with or without autodiff), in the
+/// layouts the kernels cover.
+#[cfg(feature = "flex")]
+mod flex_route {
+    use burn::backend::{Dispatch, DispatchDevice};
+    use burn::nn::conv::Conv2d;
+    use burn::nn::pool::MaxPool2d;
+    use burn::tensor::{DType, Tensor};
+
+    use crate::flex::FlexKernels;
+    use crate::padding::conv_padding;
+
+    fn on_flex(x: &Tensor<4>) -> bool {
+        x.dtype() == DType::F32
+            && matches!(x.device().inner().as_dispatch(), DispatchDevice::Flex(_))
+    }
+
+    pub(super) fn max_pool2d(pool: &MaxPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+        let [_, _, h, w] = x.dims();
+        let padding = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
+        if !on_flex(x) || pool.dilation != [1, 1] || padding != ((0, 0), (0, 0)) {
+            return None;
+        }
+        let (kernel, stride) = (pool.kernel_size, pool.stride);
+        let x = x.clone().into_dispatch();
+        let y = <Dispatch as FlexKernels>::towers_max_pool2d(x, kernel, stride, pool.ceil_mode);
+        Some(Tensor::from_dispatch(y))
+    }
+
+    pub(super) fn conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+        let [_, _, h, w] = x.dims();
+        let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+        let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
+        if !on_flex(x) || conv.groups != 1 || conv.dilation != [1, 1] || !symmetric {
+            return None;
+        }
+        let weight = conv.weight.val().into_dispatch();
+        let padding = [rows.0, cols.0];
+        let y = <Dispatch as FlexKernels>::towers_conv2d(
+            x.clone().into_dispatch(),
+            weight,
+            conv.stride,
+            padding,
+        );
+        let y = Tensor::<4>::from_dispatch(y);
+        Some(match &conv.bias {
+            Some(bias) => y + bias.val().reshape([1, -1, 1, 1]),
+            None => y,
+        })
+    }
+}
+
+#[cfg(all(test, feature = "flex"))]
+mod tests {
+    use super::*;
+    use burn::nn::PaddingConfig2d;
+    use burn::nn::conv::Conv2dConfig;
+    use burn::nn::pool::MaxPool2dConfig;
+    use burn::tensor::{Device, Distribution};
+
+    /// Largest absolute difference, relative to the largest magnitude of `want`.
+    fn rel_diff<const D: usize>(got: Tensor<D>, want: Tensor<D>) -> f32 {
+        let scale: f32 = want.clone().abs().max().into_scalar();
+        let diff: f32 = (got - want).abs().max().into_scalar();
+        diff / scale
+    }
+
+    /// Against Burn's pooling, bit for bit: the CIFAR-10 net's pools (ceil mode, the last
+    /// window cut short), Inception's VALID 3x3/2 on an odd size, a stride wider than the
+    /// window, with and without autodiff; and the input gradient of a weighted sum. The inputs
+    /// take three values, so windows hold ties.
+    #[test]
+    fn max_pooling_matches_burns_outputs_and_gradients() {
+        let cases = [
+            ([3, 3], [2, 2], true, [24, 24]),
+            ([3, 3], [2, 2], true, [12, 12]),
+            ([3, 3], [2, 2], false, [15, 17]),
+            ([2, 2], [3, 3], true, [8, 10]),
+        ];
+        for (kernel, stride, ceil_mode, [h, w]) in cases {
+            let pool = MaxPool2dConfig::new(kernel)
+                .with_strides(stride)
+                .with_ceil_mode(ceil_mode)
+                .init();
+            let device = Device::flex().autodiff();
+            let x = Tensor::<4>::random([3, 5, h, w], Distribution::Default, &device);
+            // Few distinct values: ties, which must go to the first maximum, as in Burn.
+            let x = (x * 3.0).floor().require_grad();
+            let got = flex_route::max_pool2d(&pool, &x).expect("on the flex kernels");
+            let want = pool.forward(x.clone());
+            got.to_data().assert_eq(&want.to_data(), true);
+            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+            let g_got = (got * probe.clone()).sum().backward();
+            let g_want = (want * probe).sum().backward();
+            let (x_got, x_want) = (x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap());
+            x_got.to_data().assert_eq(&x_want.to_data(), true);
+
+            let plain = x.inner();
+            let got = max_pool2d(&pool, plain.clone());
+            got.to_data()
+                .assert_eq(&pool.forward(plain).to_data(), true);
+        }
+    }
+
+    /// Against Burn's convolution: outputs and the gradients of input, weight and bias for the
+    /// CIFAR-10 net's conv2 (5x5 SAME, the input gradient as a flipped convolution), a 1x7
+    /// SAME, a 3x3 VALID and a 1x1 (stride 1; the 1x1's windows are the image itself), and a
+    /// 3x3/2 VALID (the input gradient by Burn), with
+    /// batches that do not split evenly across threads.
+    #[test]
+    fn convolution_matches_burns_outputs_and_gradients() {
+        let cases = [
+            (4, 6, [5, 5], [1, 1], PaddingConfig2d::Same, [12, 12], 5),
+            (3, 4, [1, 7], [1, 1], PaddingConfig2d::Same, [9, 11], 3),
+            (3, 2, [3, 3], [1, 1], PaddingConfig2d::Valid, [8, 7], 1),
+            (5, 3, [1, 1], [1, 1], PaddingConfig2d::Valid, [6, 5], 3),
+            (2, 3, [3, 3], [2, 2], PaddingConfig2d::Valid, [11, 9], 4),
+        ];
+        for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {
+            let device = Device::flex().autodiff();
+            let conv = Conv2dConfig::new([c_in, c_out], kernel)
+                .with_stride(stride)
+                .with_padding(padding.clone())
+                .init(&device);
+            let x =
+                Tensor::<4>::random([n, c_in, h, w], Distribution::Default, &device).require_grad();
+            let got = flex_route::conv2d(&conv, &x).expect("on the flex kernels");
+            let want = conv.forward(x.clone());
+            assert_eq!(got.dims(), want.dims(), "{kernel:?} {padding:?}");
+            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+            let g_got = (got.clone() * probe.clone()).sum().backward();
+            let g_want = (want.clone() * probe).sum().backward();
+            assert!(rel_diff(got, want) < 1e-5, "{kernel:?} {padding:?}");
+            let weight = conv.weight.val();
+            let bias = conv.bias.as_ref().unwrap().val();
+            let grads = [
+                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+                rel_diff(weight.grad(&g_got).unwrap(), weight.grad(&g_want).unwrap()),
+                rel_diff(bias.grad(&g_got).unwrap(), bias.grad(&g_want).unwrap()),
+            ];
+            assert!(
+                grads.iter().all(|&d| d < 1e-5),
+                "{kernel:?} {padding:?}: {grads:?}"
+            );
+        }
+    }
+
+    /// What the kernels do not cover goes to Burn: a padded pool, a dilated convolution, an
+    /// asymmetric SAME padding (a 2x2 kernel), and a non-flex element type.
+    #[test]
+    fn uncovered_layouts_go_to_burn() {
+        let device = Device::flex().autodiff();
+        let x = Tensor::<4>::random([2, 3, 8, 8], Distribution::Default, &device);
+        let padded = MaxPool2dConfig::new([3, 3])
+            .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+            .init();
+        assert!(flex_route::max_pool2d(&padded, &x).is_none());
+        let dilated = Conv2dConfig::new([3, 2], [3, 3])
+            .with_dilation([2, 2])
+            .init(&device);
+        assert!(flex_route::conv2d(&dilated, &x).is_none());
+        let asymmetric = Conv2dConfig::new([3, 2], [2, 2])
+            .with_padding(PaddingConfig2d::Same)
+            .init(&device);
+        assert!(flex_route::conv2d(&asymmetric, &x).is_none());
+        let same = Conv2dConfig::new([3, 2], [3, 3])
+            .with_padding(PaddingConfig2d::Same)
+            .init(&device);
+        assert!(flex_route::conv2d(&same, &x.clone().cast(burn::tensor::DType::F64)).is_none());
+    }
+}

@@ -1,0 +1,122 @@
+//! [`FlexKernels`] under autodiff: the forward pass on flex, recorded with a hand-written
+//! backward pass (Burn derives none for an extension).
+
+use std::sync::Arc;
+
+use burn::backend::autodiff::NodeId;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Flex};
+use burn_flex::FlexTensor;
+
+use super::conv_grads::{ConvGeometry, input_grad, weight_grad};
+use super::extension::FlexKernels;
+use super::max_pool::{MaxPoolShape, dims4, max_pool_backward, max_pool_forward};
+
+impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
+    fn towers_max_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self> {
+        let shape = MaxPoolShape {
+            kernel,
+            stride,
+            ceil_mode,
+        };
+        match MaxPoolBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let [_, _, h, w] = dims4(x.primitive());
+                let (out, argmax) = max_pool_forward(x.into_primitive(), shape);
+                prep.finish((Arc::new(argmax), [h, w]), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(max_pool_forward(x.into_primitive(), shape).0),
+        }
+    }
+
+    fn towers_conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> FloatTensor<Self> {
+        let geometry = ConvGeometry { stride, padding };
+        match ConvBackward
+            .prepare::<C>([x.node(), weight.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let weight_state = prep.checkpoint(&weight);
+                let out = Flex::towers_conv2d(
+                    x.into_primitive(),
+                    weight.into_primitive(),
+                    stride,
+                    padding,
+                );
+                prep.finish((x_state, weight_state, geometry), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(Flex::towers_conv2d(
+                x.into_primitive(),
+                weight.into_primitive(),
+                stride,
+                padding,
+            )),
+        }
+    }
+}
+
+/// Max pooling's backward pass: state is each output's argmax and the input plane's size.
+#[derive(Debug)]
+struct MaxPoolBackward;
+
+impl Backward<Flex, 1> for MaxPoolBackward {
+    type State = (Arc<Vec<u32>>, [usize; 2]);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = parent {
+            let (argmax, plane) = ops.state;
+            grads.register::<Flex>(node.id, max_pool_backward(grad, &argmax, plane));
+        }
+    }
+}
+
+/// Convolution's backward pass: state is the input, the kernel and the geometry.
+#[derive(Debug)]
+struct ConvBackward;
+
+impl Backward<Flex, 2> for ConvBackward {
+    type State = (NodeId, NodeId, ConvGeometry);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, weight_node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, weight_state, geometry) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let weight: FlexTensor = checkpointer.retrieve_node_output(weight_state);
+        let [_, _, kh, kw] = dims4(&weight);
+        if let Some(node) = x_node {
+            let x_grad = input_grad(x.clone(), weight, grad.clone(), geometry);
+            grads.register::<Flex>(node.id, x_grad);
+        }
+        if let Some(node) = weight_node {
+            grads.register::<Flex>(node.id, weight_grad(x, grad, [kh, kw], geometry));
+        }
+    }
+}

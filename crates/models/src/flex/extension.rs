@@ -1,0 +1,58 @@
+//! [`FlexKernels`]: the backend extension through which the models reach this module's
+//! kernels, for flex and for autodiff over flex ([`super::autodiff`]).
+
+use burn::backend::ops::ModuleOps;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Backend, Flex, backend_extension};
+
+use super::conv_grads::ConvGeometry;
+use super::max_pool::{MaxPoolShape, max_pool_forward};
+
+/// Max pooling and convolution by burn-towers' kernels. Called through Burn's `Dispatch` on
+/// f32 flex tensors only ([`crate::fast_ops`] checks); other backends are not routed here.
+#[backend_extension(Flex, Autodiff)]
+pub trait FlexKernels: Backend {
+    /// Max pooling of `[n, c, h, w]` without padding or dilation.
+    fn towers_max_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self>;
+
+    /// Convolution of `[n, in, h, w]` by `[out, in, kh, kw]`: no bias, groups or dilation,
+    /// the same zero padding before and after.
+    fn towers_conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> FloatTensor<Self>;
+}
+
+/// Without autodiff: the forward passes alone.
+impl FlexKernels for Flex {
+    fn towers_max_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self> {
+        let shape = MaxPoolShape {
+            kernel,
+            stride,
+            ceil_mode,
+        };
+        max_pool_forward(x, shape).0
+    }
+
+    fn towers_conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> FloatTensor<Self> {
+        let options = ConvGeometry { stride, padding }.options();
+        Flex::conv2d(x, weight, None, options)
+    }
+}
