@@ -191,12 +191,14 @@ impl TrainConfig {
         }
     }
 
-    /// [`inception`](Self::inception) cut to a run that learns the built-in data in a minute
-    /// or two on a 2-core CPU: batch 16, 120 steps, a log line every 10, one checkpoint at the
-    /// end; a rate of 0.002 (TF's 0.1, tuned for ImageNet batches of 32 per tower, blows the
-    /// loss up at this batch size, and 0.01 and 0.005 left it noisy, measured) and no weight
-    /// decay (its term, about 3.4 at TF's 0.00004, would hide the cross-entropy's fall from
-    /// 1.6 in the logged loss).
+    /// [`inception`](Self::inception) cut to a run that learns the built-in data in about a
+    /// minute on a 2-core CPU: batch 16, 120 steps, a log line every 10, one checkpoint at
+    /// the end, no weight decay (its term, about 3.4 at TF's 0.00004, would hide the
+    /// cross-entropy's fall from 1.6 in the logged loss), and Adam at a constant 0.001 in place
+    /// of TF's RMSProp. Measured on the built-in data (README, "Training"): Adam's mean loss
+    /// falls from 1.49 to 0.81 and held-out precision reaches 0.96; TF's RMSProp (epsilon 1.0)
+    /// at 0.002 stays at 1.46-1.53 (precision 0.58), and momentum 0.9 at 0.01 and 0.03 swings
+    /// up to 3.3 and 8.4.
     pub fn inception_builtin() -> Self {
         Self {
             batch_size: 16,
@@ -204,12 +206,12 @@ impl TrainConfig {
             log_every: 10,
             checkpoint_every: 120,
             weight_decay: 0.0,
-            learning_rate: LrScheduleConfig::ExponentialDecay {
-                initial: 0.002,
-                decay_rate: 0.16,
-                decay_epochs: 30.0,
-                staircase: true,
+            optimizer: OptimizerConfig::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                epsilon: 1e-8,
             },
+            learning_rate: LrScheduleConfig::Constant { value: 0.001 },
             ..Self::inception()
         }
     }
