@@ -12,7 +12,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Flex};
 use burn_flex::FlexTensor;
 
-use super::conv_grads::{ConvGeometry, input_grad, weight_grad};
+use super::conv::{ConvGeometry, input_grad, weight_grad};
 use super::extension::FlexKernels;
 use super::max_pool::{MaxPoolShape, dims4, max_pool_backward, max_pool_forward};
 

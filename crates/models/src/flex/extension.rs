@@ -1,11 +1,10 @@
 //! [`FlexKernels`]: the backend extension through which the models reach this module's
 //! kernels, for flex and for autodiff over flex ([`super::autodiff`]).
 
-use burn::backend::ops::ModuleOps;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Flex, backend_extension};
 
-use super::conv_grads::ConvGeometry;
+use super::conv::{ConvGeometry, forward};
 use super::max_pool::{MaxPoolShape, max_pool_forward};
 
 /// Max pooling and convolution by burn-towers' kernels. Called through Burn's `Dispatch` on
@@ -52,7 +51,6 @@ impl FlexKernels for Flex {
         stride: [usize; 2],
         padding: [usize; 2],
     ) -> FloatTensor<Self> {
-        let options = ConvGeometry { stride, padding }.options();
-        Flex::conv2d(x, weight, None, options)
+        forward(x, weight, ConvGeometry { stride, padding })
     }
 }
