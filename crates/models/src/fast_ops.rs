@@ -24,6 +24,16 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     conv.forward(x)
 }
 
+/// [`crate::Lrn`] on the flex kernels, `None` where they do not apply (not an f32 flex tensor).
+#[cfg(feature = "flex")]
+pub(crate) fn flex_lrn(
+    x: &Tensor<4>,
+    radius: usize,
+    [bias, alpha, beta]: [f64; 3],
+) -> Option<Tensor<4>> {
+    flex_route::lrn(x, radius, [bias, alpha, beta])
+}
+
 /// Which calls the flex kernels take: f32 tensors on flex (with or without autodiff), in the
 /// layouts the kernels cover.
 #[cfg(feature = "flex")]
@@ -53,6 +63,20 @@ mod flex_route {
         Some(Tensor::from_dispatch(y))
     }
 
+    pub(super) fn lrn(
+        x: &Tensor<4>,
+        radius: usize,
+        [bias, alpha, beta]: [f64; 3],
+    ) -> Option<Tensor<4>> {
+        if !on_flex(x) {
+            return None;
+        }
+        let (bias, alpha, beta) = (bias as f32, alpha as f32, beta as f32);
+        let x = x.clone().into_dispatch();
+        let y = <Dispatch as FlexKernels>::towers_lrn(x, radius, bias, alpha, beta);
+        Some(Tensor::from_dispatch(y))
+    }
+
     pub(super) fn conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
         let [_, _, h, w] = x.dims();
         let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
@@ -79,17 +103,11 @@ mod flex_route {
 #[cfg(all(test, feature = "flex"))]
 mod tests {
     use super::*;
+    use crate::test_util::rel_diff;
     use burn::nn::PaddingConfig2d;
     use burn::nn::conv::Conv2dConfig;
     use burn::nn::pool::MaxPool2dConfig;
     use burn::tensor::{Device, Distribution};
-
-    /// Largest absolute difference, relative to the largest magnitude of `want`.
-    fn rel_diff<const D: usize>(got: Tensor<D>, want: Tensor<D>) -> f32 {
-        let scale: f32 = want.clone().abs().max().into_scalar();
-        let diff: f32 = (got - want).abs().max().into_scalar();
-        diff / scale
-    }
 
     /// Against Burn's pooling, bit for bit: the CIFAR-10 net's pools (ceil mode, the last
     /// window cut short), Inception's VALID 3x3/2 on an odd size, a stride wider than the

@@ -46,16 +46,10 @@ pub fn conv_images(conv: &Conv2d, images: Tensor<4>) -> Tensor<4> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::rel_diff;
     use burn::nn::PaddingConfig2d;
     use burn::nn::conv::Conv2dConfig;
     use burn::tensor::{Device, Distribution};
-
-    /// Largest absolute difference, relative to the largest magnitude of `want`.
-    fn rel_diff<const D: usize>(got: Tensor<D>, want: Tensor<D>) -> f32 {
-        let scale: f32 = want.clone().abs().max().into_scalar();
-        let diff: f32 = (got - want).abs().max().into_scalar();
-        diff / scale
-    }
 
     /// Against Burn's convolution: outputs and the weight and bias gradients of a weighted
     /// sum, for the CIFAR-10 net's conv1 (5x5 SAME), Inception's first conv (3x3/2 VALID), a

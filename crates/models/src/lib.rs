@@ -17,6 +17,8 @@ mod lrn;
 mod padding;
 mod params;
 mod summary;
+#[cfg(test)]
+mod test_util;
 pub mod weights;
 
 pub use basic_conv::{BasicConv, BasicConvConfig};

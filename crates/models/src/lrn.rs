@@ -22,10 +22,11 @@ pub struct LrnConfig {
 /// Local response normalization across channels, as `tf.nn.lrn`:
 /// `y[n,c,h,w] = x[n,c,h,w] / (bias + alpha * sum_{|c'-c| <= r} x[n,c',h,w]^2) ^ beta`.
 ///
-/// Burn has none. The channel-window sums are one matrix product with a `[c, c]` band of
-/// `alpha`s (zero beyond the edges, so windows there are shorter), whose backward is another
-/// product: on the flex backend this measured faster than an average pool over the channel
-/// axis, a cumulative sum, or nine shifted slices, with or without autodiff.
+/// Burn has none. On flex (feature `flex`) it runs on burn-towers' own kernel
+/// (`flex/lrn.rs`). Elsewhere the channel-window sums are one matrix product with a `[c, c]`
+/// band of `alpha`s (zero beyond the edges, so windows there are shorter), whose backward is
+/// another product: on flex this measured faster than an average pool over the channel axis,
+/// a cumulative sum, or nine shifted slices, with or without autodiff.
 #[derive(Module, Debug)]
 pub struct Lrn {
     depth_radius: usize,
@@ -53,6 +54,17 @@ impl LrnConfig {
 impl Lrn {
     /// Normalizes `[n, c, h, w]` across `c`; the output has the input's shape.
     pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        #[cfg(feature = "flex")]
+        let params = [self.bias, self.alpha, self.beta];
+        #[cfg(feature = "flex")]
+        if let Some(y) = crate::fast_ops::flex_lrn(&x, self.depth_radius, params) {
+            return y;
+        }
+        self.forward_band(x)
+    }
+
+    /// [`forward`](Self::forward) by Burn's ops, for every backend: the band product.
+    fn forward_band(&self, x: Tensor<4>) -> Tensor<4> {
         let [n, c, h, w] = x.dims();
         let band: Vec<f32> = (0..c * c)
             .map(|i| match (i / c).abs_diff(i % c) <= self.depth_radius {
@@ -120,8 +132,9 @@ mod tests {
         }
     }
 
-    /// The CIFAR-10 tutorial's settings, and a strong alpha that makes the cross terms large.
-    fn configs() -> [LrnConfig; 2] {
+    /// The CIFAR-10 tutorial's settings, a strong alpha that makes the cross terms large, and
+    /// the other powers the flex kernel computes apart (0.5 by one root, others by `powf`).
+    fn configs() -> [LrnConfig; 4] {
         [
             LrnConfig::new()
                 .with_depth_radius(4)
@@ -132,8 +145,20 @@ mod tests {
                 .with_bias(2.0)
                 .with_alpha(0.3)
                 .with_beta(0.75),
+            LrnConfig::new()
+                .with_depth_radius(1)
+                .with_bias(1.5)
+                .with_alpha(0.2),
+            LrnConfig::new()
+                .with_depth_radius(3)
+                .with_alpha(0.1)
+                .with_beta(0.6),
         ]
     }
+
+    /// Both formulations: on flex, `forward` is burn-towers' kernel; `forward_band` is what
+    /// every other backend runs.
+    const FORMS: [fn(&Lrn, Tensor<4>) -> Tensor<4>; 2] = [Lrn::forward, Lrn::forward_band];
 
     #[test]
     fn forward_matches_the_tf_formula() {
@@ -146,8 +171,10 @@ mod tests {
                 .zip(&s)
                 .map(|(&x, &s)| x * s.powf(-config.beta))
                 .collect();
-            let got = to_vec(config.init().forward(tensor(&x, &device)));
-            assert_close(&got, &want, 1e-5);
+            for form in FORMS {
+                let got = to_vec(form(&config.init(), tensor(&x, &device)));
+                assert_close(&got, &want, 1e-5);
+            }
         }
     }
 
@@ -184,11 +211,13 @@ mod tests {
                 }
             }
 
-            let input = tensor(&x, &device).require_grad();
-            let loss = (config.init().forward(input.clone()) * tensor(&upstream, &device)).sum();
-            let grads = loss.backward();
-            let got = to_vec(input.grad(&grads).unwrap());
-            assert_close(&got, &want, 1e-4);
+            for form in FORMS {
+                let input = tensor(&x, &device).require_grad();
+                let output = form(&config.init(), input.clone());
+                let grads = (output * tensor(&upstream, &device)).sum().backward();
+                let got = to_vec(input.grad(&grads).unwrap());
+                assert_close(&got, &want, 1e-4);
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ use burn_flex::FlexTensor;
 
 use super::conv::{ConvGeometry, input_grad, weight_grad};
 use super::extension::FlexKernels;
+use super::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
 use super::max_pool::{MaxPoolShape, dims4, max_pool_backward, max_pool_forward};
 
 impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
@@ -23,11 +24,7 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         stride: [usize; 2],
         ceil_mode: bool,
     ) -> FloatTensor<Self> {
-        let shape = MaxPoolShape {
-            kernel,
-            stride,
-            ceil_mode,
-        };
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
         match MaxPoolBackward
             .prepare::<C>([x.node()])
             .compute_bound()
@@ -39,6 +36,28 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 prep.finish((Arc::new(argmax), [h, w]), out)
             }
             OpsKind::UnTracked(prep) => prep.finish(max_pool_forward(x.into_primitive(), shape).0),
+        }
+    }
+
+    fn towers_lrn(
+        x: FloatTensor<Self>,
+        radius: usize,
+        bias: f32,
+        alpha: f32,
+        beta: f32,
+    ) -> FloatTensor<Self> {
+        let params = LrnParams::new(radius, bias, alpha, beta);
+        match LrnBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let (y, saved) = lrn_forward(x.into_primitive(), params);
+                prep.finish((x_state, saved, params), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(lrn_forward(x.into_primitive(), params).0),
         }
     }
 
@@ -88,6 +107,30 @@ impl Backward<Flex, 1> for MaxPoolBackward {
         if let Some(node) = parent {
             let (argmax, plane) = ops.state;
             grads.register::<Flex>(node.id, max_pool_backward(grad, &argmax, plane));
+        }
+    }
+}
+
+/// Local response normalization's backward pass: state is the input, the forward's sums and
+/// powers, and the parameters.
+#[derive(Debug)]
+struct LrnBackward;
+
+impl Backward<Flex, 1> for LrnBackward {
+    type State = (NodeId, LrnSaved, LrnParams);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, saved, params) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        if let Some(node) = parent {
+            grads.register::<Flex>(node.id, lrn_backward(x, grad, &saved, params));
         }
     }
 }

@@ -5,6 +5,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Flex, backend_extension};
 
 use super::conv::{ConvGeometry, forward};
+use super::lrn::{LrnParams, lrn_forward};
 use super::max_pool::{MaxPoolShape, max_pool_forward};
 
 /// Max pooling and convolution by burn-towers' kernels. Called through Burn's `Dispatch` on
@@ -17,6 +18,15 @@ pub trait FlexKernels: Backend {
         kernel: [usize; 2],
         stride: [usize; 2],
         ceil_mode: bool,
+    ) -> FloatTensor<Self>;
+
+    /// Local response normalization across the channels of `[n, c, h, w]`, as `tf.nn.lrn`.
+    fn towers_lrn(
+        x: FloatTensor<Self>,
+        radius: usize,
+        bias: f32,
+        alpha: f32,
+        beta: f32,
     ) -> FloatTensor<Self>;
 
     /// Convolution of `[n, in, h, w]` by `[out, in, kh, kw]`: no bias, groups or dilation,
@@ -37,12 +47,18 @@ impl FlexKernels for Flex {
         stride: [usize; 2],
         ceil_mode: bool,
     ) -> FloatTensor<Self> {
-        let shape = MaxPoolShape {
-            kernel,
-            stride,
-            ceil_mode,
-        };
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
         max_pool_forward(x, shape).0
+    }
+
+    fn towers_lrn(
+        x: FloatTensor<Self>,
+        radius: usize,
+        bias: f32,
+        alpha: f32,
+        beta: f32,
+    ) -> FloatTensor<Self> {
+        lrn_forward(x, LrnParams::new(radius, bias, alpha, beta)).0
     }
 
     fn towers_conv2d(

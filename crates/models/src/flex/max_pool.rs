@@ -20,6 +20,14 @@ pub(crate) struct MaxPoolShape {
 }
 
 impl MaxPoolShape {
+    pub fn new(kernel: [usize; 2], stride: [usize; 2], ceil_mode: bool) -> Self {
+        Self {
+            kernel,
+            stride,
+            ceil_mode,
+        }
+    }
+
     /// Output rows and columns of an `[h, w]` plane; flex's rule for zero padding.
     pub fn output_size(&self, [h, w]: [usize; 2]) -> [usize; 2] {
         let side = |size: usize, kernel: usize, stride: usize| {

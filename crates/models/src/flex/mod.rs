@@ -14,7 +14,9 @@
 //! - its input gradient, at stride 1, as the same forward convolution of the output gradient
 //!   by the flipped, transposed kernel;
 //! - its weight gradient as one gemm per image of the output gradient and the windows,
-//!   accumulated per thread.
+//!   accumulated per thread;
+//! - local response normalization (`lrn`) in vectorized passes per channel plane, with square
+//!   roots for the power and a backward pass that reuses the forward's window sums.
 //!
 //! Only flex tensors come here: [`crate::fast_ops`] routes every other backend to Burn's own
 //! modules, and layouts these kernels do not cover (padded pools, dilated, grouped or
@@ -23,6 +25,7 @@
 mod autodiff;
 mod conv;
 mod extension;
+mod lrn;
 mod max_pool;
 
 pub(crate) use extension::FlexKernels;

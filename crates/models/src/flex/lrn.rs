@@ -1,0 +1,137 @@
+//! Local response normalization across channels on `[n, c, h, w]` f32 tensors, and its
+//! backward pass, image by image over rayon's threads.
+//!
+//! The model's formulation ([`crate::Lrn`]) is a band matrix product and `powf` per element;
+//! on flex the power alone took most of the layer (`powf` is a libm call per value). Here the
+//! window sums are a few vectorized passes over each channel's plane, the power at the
+//! tutorial's β = 0.75 (and 0.5) is square roots, and the backward pass reuses the forward's
+//! sums instead of differentiating the product and the power op by op.
+
+use burn::tensor::TensorData;
+use burn_flex::FlexTensor;
+use rayon::prelude::*;
+
+use super::max_pool::dims4;
+
+/// `tf.nn.lrn`'s parameters: `y = x / (bias + alpha · Σ_{|c' - c| ≤ radius} x[c']²) ^ beta`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct LrnParams {
+    pub radius: usize,
+    pub bias: f32,
+    pub alpha: f32,
+    pub beta: f32,
+}
+
+impl LrnParams {
+    pub fn new(radius: usize, bias: f32, alpha: f32, beta: f32) -> Self {
+        Self {
+            radius,
+            bias,
+            alpha,
+            beta,
+        }
+    }
+}
+
+/// What the forward pass leaves for the backward one: the denominators' bases
+/// `s = bias + alpha · Σ x²` and their powers `s^-beta`, laid out as the input.
+#[derive(Clone, Debug)]
+pub(crate) struct LrnSaved {
+    pub sums: FlexTensor,
+    pub scales: FlexTensor,
+}
+
+/// The normalized tensor and what its backward pass needs.
+pub(crate) fn lrn_forward(x: FlexTensor, p: LrnParams) -> (FlexTensor, LrnSaved) {
+    let x = x.to_contiguous();
+    let dims = dims4(&x);
+    let [_, c, h, w] = dims;
+    let image = c * h * w;
+    let data: &[f32] = x.storage();
+    let (mut y, mut sums, mut scales) = (
+        vec![0f32; data.len()],
+        vec![0f32; data.len()],
+        vec![0f32; data.len()],
+    );
+    y.par_chunks_mut(image.max(1))
+        .zip(sums.par_chunks_mut(image.max(1)))
+        .zip(scales.par_chunks_mut(image.max(1)))
+        .zip(data.par_chunks(image.max(1)))
+        .for_each(|(((y, s), q), x)| {
+            let squares: Vec<f32> = x.iter().map(|v| v * v).collect();
+            window_sums(&squares, c, p.radius, s);
+            for (s, q) in s.iter_mut().zip(q.iter_mut()) {
+                *s = p.bias + p.alpha * *s;
+                *q = *s;
+            }
+            neg_pow(q, p.beta);
+            for ((y, &x), &q) in y.iter_mut().zip(x).zip(q.iter()) {
+                *y = x * q;
+            }
+        });
+    let tensor = |v: Vec<f32>| FlexTensor::from_data(TensorData::new(v, dims));
+    let saved = LrnSaved {
+        sums: tensor(sums),
+        scales: tensor(scales),
+    };
+    (tensor(y), saved)
+}
+
+/// The input gradient: `dx[c] = dy[c]·q[c] − 2·alpha·beta·x[c]·Σ_{|c' - c| ≤ radius}
+/// dy[c']·x[c']·q[c']/s[c']`, with `s` and `q = s^-beta` from the forward pass.
+pub(crate) fn lrn_backward(
+    x: FlexTensor,
+    grad: FlexTensor,
+    saved: &LrnSaved,
+    p: LrnParams,
+) -> FlexTensor {
+    let (x, grad) = (x.to_contiguous(), grad.to_contiguous());
+    let dims = dims4(&x);
+    let [_, c, h, w] = dims;
+    let image = (c * h * w).max(1);
+    let (x, dy): (&[f32], &[f32]) = (x.storage(), grad.storage());
+    let (s, q): (&[f32], &[f32]) = (saved.sums.storage(), saved.scales.storage());
+    let factor = 2.0 * p.alpha * p.beta;
+    let mut dx = vec![0f32; x.len()];
+    dx.par_chunks_mut(image)
+        .zip(x.par_chunks(image).zip(dy.par_chunks(image)))
+        .zip(s.par_chunks(image).zip(q.par_chunks(image)))
+        .for_each(|((dx, (x, dy)), (s, q))| {
+            let terms: Vec<f32> = (dy.iter().zip(x))
+                .zip(q.iter().zip(s))
+                .map(|((dy, x), (q, s))| dy * x * q / s)
+                .collect();
+            window_sums(&terms, c, p.radius, dx);
+            for ((dx, (&dy, &x)), &q) in dx.iter_mut().zip(dy.iter().zip(x)).zip(q) {
+                *dx = dy * q - factor * x * *dx;
+            }
+        });
+    FlexTensor::from_data(TensorData::new(dx, dims))
+}
+
+/// `out[c] = Σ_{|c' - c| ≤ radius} values[c']` for one image's `channels` planes, plane by
+/// plane (each a vectorized pass over the plane).
+fn window_sums(values: &[f32], channels: usize, radius: usize, out: &mut [f32]) {
+    let plane = values.len() / channels.max(1);
+    for (ch, out) in out.chunks_exact_mut(plane.max(1)).enumerate() {
+        out.fill(0.0);
+        for k in ch.saturating_sub(radius)..=(ch + radius).min(channels - 1) {
+            for (o, v) in out.iter_mut().zip(&values[k * plane..][..plane]) {
+                *o += v;
+            }
+        }
+    }
+}
+
+/// `s ← s^-beta` in place: square roots where beta is 0.75 or 0.5 (vectorized), `powf`
+/// otherwise.
+fn neg_pow(s: &mut [f32], beta: f32) {
+    if beta == 0.75 {
+        s.iter_mut()
+            .for_each(|v| *v = 1.0 / (v.sqrt() * v.sqrt().sqrt()));
+    } else if beta == 0.5 {
+        s.iter_mut().for_each(|v| *v = 1.0 / v.sqrt());
+    } else {
+        s.iter_mut().for_each(|v| *v = v.powf(-beta));
+    }
+}
