@@ -156,6 +156,14 @@ fn alternatives(net: &Cifar10Net) -> Vec<Vec<Layer<'_>>> {
             }),
         ],
         vec![
+            Layer::new("norm1: Lrn::forward", [128, 64, 12, 12], true, |x| {
+                net.norm1.forward(x).sum()
+            }),
+            Layer::new("norm1: Lrn::forward_band", [128, 64, 12, 12], true, |x| {
+                net.norm1.forward_band(x).sum()
+            }),
+        ],
+        vec![
             towers_pool(
                 "pool1: towers_models::max_pool2d",
                 [128, 64, 24, 24],

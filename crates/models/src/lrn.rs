@@ -64,7 +64,7 @@ impl Lrn {
     }
 
     /// [`forward`](Self::forward) by Burn's ops, for every backend: the band product.
-    fn forward_band(&self, x: Tensor<4>) -> Tensor<4> {
+    pub fn forward_band(&self, x: Tensor<4>) -> Tensor<4> {
         let [n, c, h, w] = x.dims();
         let band: Vec<f32> = (0..c * c)
             .map(|i| match (i / c).abs_diff(i % c) <= self.depth_radius {
