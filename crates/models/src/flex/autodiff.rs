@@ -13,9 +13,10 @@ use burn::backend::{Autodiff, Flex};
 use burn_flex::FlexTensor;
 
 use super::conv::{ConvGeometry, input_grad, weight_grad};
+use super::dims4;
 use super::extension::FlexKernels;
 use super::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
-use super::max_pool::{MaxPoolShape, dims4, max_pool_backward, max_pool_forward};
+use super::max_pool::{MaxPoolShape, max_pool_backward, max_pool_forward};
 
 impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     fn towers_max_pool2d(

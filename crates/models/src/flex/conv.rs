@@ -11,7 +11,7 @@ use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
-use super::max_pool::dims4;
+use super::dims4;
 
 /// A convolution's stride and its zero padding, the same before and after.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

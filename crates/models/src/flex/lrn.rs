@@ -11,7 +11,7 @@ use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
-use super::max_pool::dims4;
+use super::dims4;
 
 /// `tf.nn.lrn`'s parameters: `y = x / (bias + alpha · Σ_{|c' - c| ≤ radius} x[c']²) ^ beta`.
 #[derive(Clone, Copy, Debug, PartialEq)]

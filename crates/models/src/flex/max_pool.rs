@@ -10,6 +10,8 @@ use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
+use super::dims4;
+
 /// A max pooling's window, stride and rounding: ceil mode counts a last window that runs past
 /// the end (it then covers fewer places), as Burn's and PyTorch's `ceil_mode` do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -271,10 +273,4 @@ pub(crate) fn max_pool_backward(
             }
         });
     FlexTensor::from_data(TensorData::new(x_grad, [n, c, h, w]))
-}
-
-/// The four dimensions of an `[n, c, h, w]` tensor.
-pub(crate) fn dims4(x: &FlexTensor) -> [usize; 4] {
-    let shape = x.layout().shape();
-    [shape[0], shape[1], shape[2], shape[3]]
 }

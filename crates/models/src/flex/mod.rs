@@ -29,3 +29,11 @@ mod lrn;
 mod max_pool;
 
 pub(crate) use extension::FlexKernels;
+
+use burn_flex::FlexTensor;
+
+/// The four dimensions of an `[n, c, h, w]` tensor.
+fn dims4(x: &FlexTensor) -> [usize; 4] {
+    let shape = x.layout().shape();
+    [shape[0], shape[1], shape[2], shape[3]]
+}
