@@ -46,9 +46,11 @@ mod flex_route {
     use crate::flex::FlexKernels;
     use crate::padding::conv_padding;
 
+    /// An f32 flex tensor with no empty dimension (Burn's kernels report or handle those).
     fn on_flex(x: &Tensor<4>) -> bool {
         x.dtype() == DType::F32
             && matches!(x.device().inner().as_dispatch(), DispatchDevice::Flex(_))
+            && x.dims().iter().all(|&d| d > 0)
     }
 
     pub(super) fn max_pool2d(pool: &MaxPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
@@ -81,7 +83,10 @@ mod flex_route {
         let [_, _, h, w] = x.dims();
         let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
         let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
-        if !on_flex(x) || conv.groups != 1 || conv.dilation != [1, 1] || !symmetric {
+        // A kernel larger than the padded input has no output: Burn's error, not ours.
+        let [kh, kw] = conv.kernel_size;
+        let fits = h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw;
+        if !on_flex(x) || conv.groups != 1 || conv.dilation != [1, 1] || !symmetric || !fits {
             return None;
         }
         let weight = conv.weight.val().into_dispatch();
@@ -190,7 +195,8 @@ mod tests {
     }
 
     /// What the kernels do not cover goes to Burn: a padded pool, a dilated convolution, an
-    /// asymmetric SAME padding (a 2x2 kernel), and a non-flex element type.
+    /// asymmetric SAME padding (a 2x2 kernel), a non-flex element type, a kernel larger than
+    /// the input, an empty batch.
     #[test]
     fn uncovered_layouts_go_to_burn() {
         let device = Device::flex().autodiff();
@@ -211,5 +217,9 @@ mod tests {
             .with_padding(PaddingConfig2d::Same)
             .init(&device);
         assert!(flex_route::conv2d(&same, &x.clone().cast(burn::tensor::DType::F64)).is_none());
+        let too_large = Conv2dConfig::new([3, 2], [9, 9]).init(&device);
+        assert!(flex_route::conv2d(&too_large, &x).is_none());
+        let empty = Tensor::<4>::zeros([0, 3, 8, 8], &device);
+        assert!(flex_route::conv2d(&same, &empty).is_none());
     }
 }
