@@ -151,6 +151,36 @@ mod tests {
         }
     }
 
+    /// A NaN in a window makes that window's output NaN, as in Burn's pooling, and leaves the
+    /// other outputs alone.
+    #[test]
+    fn max_pooling_propagates_nan_like_burn() {
+        let pool = MaxPool2dConfig::new([3, 3])
+            .with_strides([2, 2])
+            .with_ceil_mode(true)
+            .init();
+        let device = Device::flex();
+        let mut values: Vec<f32> = (0..2 * 3 * 8 * 8).map(|i| (i % 13) as f32).collect();
+        for at in [0, 27, 63, 100, 200, 383] {
+            values[at] = f32::NAN;
+        }
+        let x =
+            Tensor::<4>::from_data(burn::tensor::TensorData::new(values, [2, 3, 8, 8]), &device);
+        let nan_mask = |t: Tensor<4>| -> Vec<bool> {
+            let v: Vec<f32> = t.into_data().try_to_vec().unwrap();
+            v.iter().map(|v| v.is_nan()).collect()
+        };
+        let got = flex_route::max_pool2d(&pool, &x).expect("on the flex kernels");
+        let want = pool.forward(x);
+        assert_eq!(nan_mask(got.clone()), nan_mask(want.clone()));
+        assert!(nan_mask(got.clone()).iter().any(|&n| n));
+        let finite = |t: Tensor<4>| -> Vec<f32> {
+            let v: Vec<f32> = t.into_data().try_to_vec().unwrap();
+            v.into_iter().filter(|v| !v.is_nan()).collect()
+        };
+        assert_eq!(finite(got), finite(want));
+    }
+
     /// Against Burn's convolution: outputs and the gradients of input, weight and bias for the
     /// CIFAR-10 net's conv2 (5x5 SAME, the input gradient as a flipped convolution), a 1x7
     /// SAME, a 3x3 VALID and a 1x1 (stride 1; the 1x1's windows are the image itself), and a
