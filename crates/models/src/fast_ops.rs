@@ -1,6 +1,7 @@
-//! The models' max pooling and convolution: on f32 flex tensors by burn-towers' own kernels
-//! ([`crate::flex`], feature `flex`), everywhere else by Burn's modules. Same outputs and
-//! gradients either way, to float rounding (tests below and in `flex/`).
+//! The models' max pooling and convolution (and, through [`crate::Lrn`], LRN): on f32 flex
+//! tensors by burn-towers' own kernels ([`crate::flex`], feature `flex`), everywhere else by
+//! Burn's modules. Same outputs and gradients either way, to float rounding (tests below and
+//! in `lrn.rs`).
 
 use burn::nn::conv::Conv2d;
 use burn::nn::pool::MaxPool2d;
@@ -24,20 +25,10 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     conv.forward(x)
 }
 
-/// [`crate::Lrn`] on the flex kernels, `None` where they do not apply (not an f32 flex tensor).
-#[cfg(feature = "flex")]
-pub(crate) fn flex_lrn(
-    x: &Tensor<4>,
-    radius: usize,
-    [bias, alpha, beta]: [f64; 3],
-) -> Option<Tensor<4>> {
-    flex_route::lrn(x, radius, [bias, alpha, beta])
-}
-
 /// Which calls the flex kernels take: f32 tensors on flex (with or without autodiff), in the
-/// layouts the kernels cover.
+/// layouts the kernels cover. Each returns `None` where they do not apply.
 #[cfg(feature = "flex")]
-mod flex_route {
+pub(crate) mod flex_route {
     use burn::backend::{Dispatch, DispatchDevice};
     use burn::nn::conv::Conv2d;
     use burn::nn::pool::MaxPool2d;
@@ -65,7 +56,8 @@ mod flex_route {
         Some(Tensor::from_dispatch(y))
     }
 
-    pub(super) fn lrn(
+    /// [`crate::Lrn`]'s normalization with its `[bias, alpha, beta]`.
+    pub(crate) fn lrn(
         x: &Tensor<4>,
         radius: usize,
         [bias, alpha, beta]: [f64; 3],

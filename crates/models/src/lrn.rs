@@ -55,10 +55,11 @@ impl Lrn {
     /// Normalizes `[n, c, h, w]` across `c`; the output has the input's shape.
     pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         #[cfg(feature = "flex")]
-        let params = [self.bias, self.alpha, self.beta];
-        #[cfg(feature = "flex")]
-        if let Some(y) = crate::fast_ops::flex_lrn(&x, self.depth_radius, params) {
-            return y;
+        {
+            let params = [self.bias, self.alpha, self.beta];
+            if let Some(y) = crate::fast_ops::flex_route::lrn(&x, self.depth_radius, params) {
+                return y;
+            }
         }
         self.forward_band(x)
     }

@@ -33,16 +33,8 @@ pub(crate) fn forward(x: FlexTensor, weight: FlexTensor, geometry: ConvGeometry)
     let (x, weight) = (x.to_contiguous(), weight.to_contiguous());
     let [n, c, h, w] = dims4(&x);
     let [out, _, kh, kw] = dims4(&weight);
-    let out_size = |size: usize, k: usize, s: usize, p: usize| (size + 2 * p - k) / s + 1;
-    let [sh, sw] = geometry.stride;
-    let [ph, pw] = geometry.padding;
-    let (out_h, out_w) = (out_size(h, kh, sh, ph), out_size(w, kw, sw, pw));
-    let image = Im2Col {
-        image: [c, h, w],
-        kernel: [kh, kw],
-        geometry,
-        out: [out_h, out_w],
-    };
+    let image = Im2Col::new([c, h, w], [kh, kw], geometry);
+    let [out_h, out_w] = image.out;
     let (x_data, kernel): (&[f32], &[f32]) = (x.storage(), weight.storage());
     let (taps, places) = (c * kh * kw, out_h * out_w);
     let mut y = vec![0f32; n * out * places];
@@ -101,13 +93,9 @@ pub(crate) fn weight_grad(
 ) -> FlexTensor {
     let (x, grad) = (x.to_contiguous(), grad.to_contiguous());
     let [n, c, h, w] = dims4(&x);
-    let [_, out, out_h, out_w] = dims4(&grad);
-    let image = Im2Col {
-        image: [c, h, w],
-        kernel,
-        geometry,
-        out: [out_h, out_w],
-    };
+    let out = dims4(&grad)[1];
+    let image = Im2Col::new([c, h, w], kernel, geometry);
+    let [out_h, out_w] = image.out;
     let (x_data, grad_data): (&[f32], &[f32]) = (x.storage(), grad.storage());
     let taps = c * kernel[0] * kernel[1];
     let places = out_h * out_w;
@@ -197,6 +185,20 @@ struct Im2Col {
 }
 
 impl Im2Col {
+    /// The windows of a `[c, h, w]` image under a `kernel`, and the output size they give.
+    fn new(image: [usize; 3], kernel: [usize; 2], geometry: ConvGeometry) -> Self {
+        let side = |size: usize, k: usize, s: usize, p: usize| (size + 2 * p - k) / s + 1;
+        let [_, h, w] = image;
+        let ([sh, sw], [ph, pw]) = (geometry.stride, geometry.padding);
+        let out = [side(h, kernel[0], sh, ph), side(w, kernel[1], sw, pw)];
+        Self {
+            image,
+            kernel,
+            geometry,
+            out,
+        }
+    }
+
     /// Whether the windows are the image itself (a 1x1 kernel at stride 1, no padding), read
     /// in place rather than copied.
     fn is_copy(&self) -> bool {

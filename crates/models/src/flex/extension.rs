@@ -8,7 +8,7 @@ use super::conv::{ConvGeometry, forward};
 use super::lrn::{LrnParams, lrn_forward};
 use super::max_pool::{MaxPoolShape, max_pool_forward};
 
-/// Max pooling and convolution by burn-towers' kernels. Called through Burn's `Dispatch` on
+/// Max pooling, LRN and convolution by burn-towers' kernels. Called through Burn's `Dispatch` on
 /// f32 flex tensors only ([`crate::fast_ops`] checks); other backends are not routed here.
 #[backend_extension(Flex, Autodiff)]
 pub trait FlexKernels: Backend {
