@@ -35,6 +35,16 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// One item of a Burn `Dataset` could not be had (its `get` failed or panicked).
+    #[error("dataset item {index} (of {len}): {reason}")]
+    Item {
+        /// The item's index.
+        index: usize,
+        /// The dataset's length.
+        len: usize,
+        /// What went wrong.
+        reason: String,
+    },
     /// A batch could not be split across devices as asked.
     #[error("batch split: {0}")]
     Split(String),

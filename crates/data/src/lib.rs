@@ -6,13 +6,16 @@
 //!   report the first error).
 //! - [`format`]: dataset files: the [`RecordFormat`] trait and its readers, [`cifar10`] binary
 //!   files, [`inception`] TFRecord shards of `tf.train.Example`s ([`tfrecord`], [`tf_example`]),
-//!   [`image_folder`]s, with [`codec`] decoding JPEG and PNG.
+//!   [`image_folder`]s, with [`codec`] decoding JPEG and PNG; [`RecordDataset`] offers any of
+//!   them to Burn as a `Dataset`.
 //! - [`transforms`]: the TF image ops of both trainers (crops, flips, colour, resize).
 //! - `pipeline`: how they are wired: [`Pipeline`] = record cursor -> reader threads -> example
 //!   queue -> batcher -> prefetch queue, giving [`HostBatch`]es to split across devices;
 //!   [`CorruptRecords`] says whether a record that fails to decode stops it or is skipped;
 //!   [`InputPosition`] says where the input stands after the batches taken, saved with
-//!   checkpoints and restored by [`Pipeline::resume`] in constant time.
+//!   checkpoints and restored by [`Pipeline::resume`] in constant time. [`DatasetPipeline`]
+//!   runs the same threads over any Burn `Dataset`, giving batches of its items, with
+//!   [`DatasetPosition`] to resume from.
 //!
 //! Beside them: [`Image`] (the pixels passed between formats and transforms), [`Error`], and
 //! [`atomic_file`] (write-then-rename, used for checkpoints).
@@ -27,12 +30,13 @@ pub mod transforms;
 
 pub use error::{Error, Result};
 pub use format::{
-    BoundingBox, Example, PartialIndex, Prepared, RecordFormat, RecordSpan, cifar10, codec,
-    image_folder, inception, synthetic, tf_example, tfrecord,
+    BoundingBox, Example, PartialIndex, Prepared, RecordDataset, RecordFormat, RecordSpan, cifar10,
+    codec, image_folder, inception, synthetic, tf_example, tfrecord,
 };
 pub use image::{Image, Planes, Rgb8};
 pub use pipeline::{
-    BatchSlice, CorruptRecords, CursorAt, FinalBatch, HostBatch, InputPosition, Pipeline,
-    PipelineConfig, QueueFill, RecordAt, RecordCount, ShuffleConfig, split_sizes,
+    BatchSlice, CorruptRecords, CursorAt, DatasetPipeline, DatasetPosition, FinalBatch, HostBatch,
+    InputPosition, ItemAt, NextItem, Pipeline, PipelineConfig, QueueFill, RecordAt, RecordCount,
+    ShuffleConfig, split_sizes,
 };
 pub use queue::{CoordinatedThread, Coordinator, Held, Queue, QueueError, QueueRunner, ShuffleRng};

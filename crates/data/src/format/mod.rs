@@ -6,15 +6,20 @@
 //!   `tf.train.Example`s with encoded images, as TF's Inception trainer reads them.
 //! - [`image_folder`]: one folder per class; [`codec`]: JPEG and PNG decoding.
 //! - [`synthetic`]: built-in data for demos and tests.
+//! - [`RecordDataset`] (`record_dataset.rs`): files of any format as a Burn `Dataset`.
 
 pub mod cifar10;
 pub mod codec;
 pub mod image_folder;
 pub mod inception;
+mod record_bytes;
+mod record_dataset;
 mod record_format;
 pub mod synthetic;
 pub mod tf_example;
 pub mod tfrecord;
 
+pub(crate) use record_bytes::read_records;
+pub use record_dataset::RecordDataset;
 pub(crate) use record_format::record_error;
 pub use record_format::{BoundingBox, Example, PartialIndex, Prepared, RecordFormat, RecordSpan};

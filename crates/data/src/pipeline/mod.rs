@@ -25,39 +25,40 @@
 //! (see [`InputPosition`]); [`Pipeline::resume`] starts there, reading nothing before it. With
 //! `deterministic` on, the resumed pipeline gives the batches the uninterrupted one would have
 //! given next; without it, no record is repeated or left out.
+//!
+//! [`DatasetPipeline`] is the same machinery over a Burn `Dataset` (`dataset/`): the
+//! threads and queues live in `core.rs`, generic over what is read and batched.
 
 mod batch;
 mod buffer_pool;
+mod core;
 mod corrupt_records;
+mod dataset;
+mod files;
+mod layout;
 mod ordered_gate;
 mod position;
 mod record_cursor;
 
 pub use batch::{BatchSlice, HostBatch, split_sizes};
 pub use corrupt_records::{CorruptRecords, RecordCount};
+pub use dataset::{DatasetPipeline, DatasetPosition, ItemAt, NextItem};
 pub use position::{CursorAt, InputPosition, RecordAt};
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
-
-use rand::SeedableRng;
 
 pub(crate) use buffer_pool::BufferPool;
 use corrupt_records::CorruptTally;
-use ordered_gate::OrderedGate;
-use position::{BatchTrace, Ledger};
-use record_cursor::{CursorOrder, RecordCursor, WorkItem};
+use files::FileSource;
+use layout::FileLayout;
 
+use self::core::Core;
 use crate::error::{Error, Result};
 use crate::format::RecordFormat;
-use crate::image::Planes;
-use crate::queue::{
-    CoordinatedThread, Coordinator, Held, Queue, QueueError, QueueRunner, ShuffleRng,
-};
-use crate::transforms::{Rng, Transform};
+use crate::queue::Coordinator;
+use crate::transforms::Transform;
 
 /// The shuffling example queue's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,13 +180,6 @@ impl PipelineConfig {
     }
 }
 
-/// One transformed example on its way to the batcher.
-struct Sample {
-    planes: Planes,
-    label: i64,
-    at: RecordAt,
-}
-
 /// How full the pipeline's queues are, each from 0.0 to 1.0. An example queue that stays near
 /// empty while training means the input is starving the devices.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -198,22 +192,15 @@ pub struct QueueFill {
 
 /// A running input pipeline. Dropping it stops and joins its threads.
 pub struct Pipeline {
-    coord: Coordinator,
-    threads: Vec<CoordinatedThread>,
-    examples: Arc<Queue<Sample>>,
-    batches: Arc<Queue<(HostBatch, BatchTrace)>>,
-    ledger: Ledger,
-    tally: Arc<CorruptTally>,
-    join_grace: Duration,
-    finished: bool,
+    core: Core<FileSource>,
 }
 
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
-            .field("threads", &self.threads.len())
+            .field("threads", &self.core.threads())
             .field("fill", &self.fill())
-            .field("finished", &self.finished)
+            .field("finished", &self.core.finished())
             .finish()
     }
 }
@@ -259,76 +246,17 @@ impl Pipeline {
         if start.files.is_empty() {
             return Err(Error::Config("no input files".into()));
         }
-        let coord = Coordinator::new();
         let tally = Arc::new(CorruptTally::new(config.corrupt_records));
-        let cursor = Arc::new(RecordCursor::new(
-            &start,
-            Arc::clone(&format),
-            CursorOrder {
-                num_epochs: config.num_epochs,
-                shuffle_files: config.shuffle_files,
-            },
+        let layout = Arc::new(FileLayout::new(
+            start.files.clone(),
+            format,
             Arc::clone(&tally),
         ));
-        let examples = Arc::new(match config.shuffle {
-            Some(s) => Queue::shuffle_at(
-                s.capacity,
-                s.min_after_dequeue,
-                start.shuffle.unwrap_or(ShuffleRng {
-                    seed: start.seed,
-                    words: 0,
-                }),
-            ),
-            None => Queue::fifo(config.fifo_capacity),
-        });
-        let batches = Arc::new(Queue::fifo(config.prefetch));
-        // Readers may park four chunks each ahead of the next one to enter the queue.
-        let gate = config
-            .deterministic
-            .then(|| Arc::new(OrderedGate::new(4 * config.reader_threads)));
-        if let Some(gate) = &gate {
-            let gate = Arc::clone(gate);
-            coord.on_stop(move || gate.cancel());
-        }
-
-        let dropped = Dropped::default();
-        let reader = Reader {
-            cursor,
-            format,
-            transform,
-            gate,
-            tally: Arc::clone(&tally),
-            dropped: Arc::clone(&dropped),
-            seed: start.seed,
-            chunk: config.read_chunk,
-        };
-        let mut threads = QueueRunner::new(Arc::clone(&examples), config.reader_threads).start(
-            &coord,
-            "reader",
-            move |_, queue| reader.run(queue),
-        );
-        let batcher = Batcher {
-            examples: Arc::clone(&examples),
-            batch_size: config.batch_size,
-            final_batch: config.final_batch,
-            // The queued batches, the one being built and the one the consumer holds.
-            buffers: BufferPool::new(config.prefetch + 2),
-            dropped,
-        };
-        threads.extend(QueueRunner::new(Arc::clone(&batches), 1).start(
-            &coord,
-            "batcher",
-            move |_, queue| batcher.run(queue),
-        ));
+        // The queued batches, the one being built and the one the consumer holds.
+        let buffers = BufferPool::new(config.prefetch + 2);
+        let source = FileSource::new(Arc::clone(&layout), transform, start.seed, buffers);
         Ok(Self {
-            coord,
-            threads,
-            examples,
-            batches,
-            ledger: Ledger::new(start),
-            tally,
-            join_grace: config.join_grace,
-            finished: false,
+            core: Core::start(&config, Arc::new(source), layout, start, tally),
         })
     }
 
@@ -336,69 +264,34 @@ impl Pipeline {
     /// (or after a clean stop); the first error of any pipeline thread otherwise, after which
     /// every thread has been joined.
     pub fn next_batch(&mut self) -> Result<Option<HostBatch>> {
-        if self.finished {
-            return Ok(None);
-        }
-        match self.batches.dequeue() {
-            Ok((batch, trace)) => {
-                self.ledger.consumed(trace);
-                Ok(Some(batch))
-            }
-            Err(_) => self.finish().map(|()| None),
-        }
+        self.core.next_batch()
     }
 
     /// Where the input stands after the batches taken so far: [`Pipeline::resume`] with it
     /// gives the batches this pipeline would give next.
     pub fn position(&self) -> InputPosition {
-        self.ledger.position()
+        self.core.position()
     }
 
     /// How full the queues are now.
     pub fn fill(&self) -> QueueFill {
-        QueueFill {
-            examples: self.examples.fill(),
-            batches: self.batches.fill(),
-        }
+        self.core.fill()
     }
 
     /// Records read so far, and those skipped as corrupt.
     pub fn record_count(&self) -> RecordCount {
-        self.tally.count()
+        self.core.record_count()
     }
 
     /// The coordinator of the pipeline's threads: a trainer can share it to stop the
     /// pipeline (e.g. on Ctrl-C) or to check whether it stopped.
     pub fn coordinator(&self) -> &Coordinator {
-        &self.coord
+        self.core.coordinator()
     }
 
     /// Stops every thread and joins them; returns the first error any of them had.
-    pub fn stop(mut self) -> Result<()> {
-        self.coord.request_stop();
-        self.finish()
-    }
-
-    fn finish(&mut self) -> Result<()> {
-        if self.finished {
-            return Ok(());
-        }
-        self.finished = true;
-        // Threads that end on their own (end of input) need no stop; a stop requested here
-        // wakes any that are blocked, so join never waits on them for more than the grace.
-        if !self.examples.is_closed() || !self.batches.is_closed() {
-            self.coord.request_stop();
-        }
-        self.coord
-            .join(std::mem::take(&mut self.threads), self.join_grace)
-    }
-}
-
-impl Drop for Pipeline {
-    fn drop(&mut self) {
-        self.coord.request_stop();
-        // Errors were the consumer's to collect through next_batch or stop.
-        let _ = self.finish();
+    pub fn stop(self) -> Result<()> {
+        self.core.stop()
     }
 }
 
@@ -407,196 +300,5 @@ impl Iterator for Pipeline {
 
     fn next(&mut self) -> Option<Self::Item> {
         self.next_batch().transpose()
-    }
-}
-
-/// What every reader thread runs.
-struct Reader {
-    cursor: Arc<RecordCursor>,
-    format: Arc<dyn RecordFormat>,
-    transform: Arc<dyn Transform>,
-    gate: Option<Arc<OrderedGate<Vec<Sample>>>>,
-    tally: Arc<CorruptTally>,
-    dropped: Dropped,
-    seed: u64,
-    chunk: usize,
-}
-
-impl Reader {
-    fn run(&self, queue: &Queue<Sample>) -> Result<()> {
-        let mut open: Option<(usize, File)> = None;
-        let mut bytes = Vec::new();
-        loop {
-            let chunk = self.cursor.next_chunk(self.chunk)?;
-            let Some(first) = chunk.first() else {
-                return Ok(());
-            };
-            self.read(&chunk, &mut open, &mut bytes)?;
-            let mut samples = Vec::with_capacity(chunk.len());
-            for item in &chunk {
-                let start = (item.span.offset - first.span.offset) as usize;
-                let prepared = self.prepare(item, &bytes[start..start + item.span.len]);
-                match self.tally.record(prepared)? {
-                    Some(sample) => samples.push(sample),
-                    None => lock(&self.dropped).push(item.at),
-                }
-            }
-            let enqueue = |samples: Vec<Sample>| {
-                samples
-                    .into_iter()
-                    .try_for_each(|s| queue.enqueue(s))
-                    .map_err(|_| Error::Cancelled)
-            };
-            match &self.gate {
-                Some(gate) => gate.pass(first.ticket, chunk.len() as u64, samples, enqueue)?,
-                None => enqueue(samples)?,
-            }
-        }
-    }
-
-    /// Decodes and transforms one record.
-    fn prepare(&self, item: &WorkItem, bytes: &[u8]) -> Result<Sample> {
-        let path = self.cursor.path(item.at.file);
-        let mut rng = example_rng(self.seed, item.at.seq);
-        let prepared = self.format.prepare(
-            path,
-            item.at.record,
-            bytes,
-            self.transform.as_ref(),
-            &mut rng,
-        )?;
-        Ok(Sample {
-            planes: prepared.planes,
-            label: prepared.label,
-            at: item.at,
-        })
-    }
-
-    /// Reads the bytes from the chunk's first record to the end of its last (records of a
-    /// chunk are consecutive in one file) into `bytes`, reusing the open file when it is the
-    /// same one.
-    fn read(
-        &self,
-        chunk: &[WorkItem],
-        open: &mut Option<(usize, File)>,
-        bytes: &mut Vec<u8>,
-    ) -> Result<()> {
-        let (first, last) = (&chunk[0], &chunk[chunk.len() - 1]);
-        let path = self.cursor.path(first.at.file);
-        let io = |error| Error::Io {
-            path: path.clone(),
-            error,
-        };
-        if open.as_ref().is_none_or(|(f, _)| *f != first.at.file) {
-            *open = Some((first.at.file, File::open(path).map_err(io)?));
-        }
-        let (_, file) = open.as_mut().expect("opened above");
-        let end = last.span.offset + last.span.len as u64;
-        file.seek(SeekFrom::Start(first.span.offset)).map_err(io)?;
-        bytes.resize((end - first.span.offset) as usize, 0);
-        match file.read_exact(bytes) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                // The file shrank after it was indexed: name the first record it lost.
-                let size = file.metadata().map_err(io)?.len();
-                let lost = chunk
-                    .iter()
-                    .find(|w| w.span.offset + w.span.len as u64 > size)
-                    .unwrap_or(first);
-                Err(Error::Record {
-                    path: path.clone(),
-                    record: lost.at.record,
-                    reason: format!(
-                        "truncated: the file ends at byte {size}, the record at {}",
-                        lost.span.offset + lost.span.len as u64
-                    ),
-                })
-            }
-            Err(e) => Err(io(e)),
-        }
-    }
-}
-
-/// The generator of the record numbered `seq`: a function of the seed and the number only.
-fn example_rng(seed: u64, seq: u64) -> Rng {
-    // seed_from_u64 runs SplitMix64 over its input; mixing the seed first keeps (seed, seq)
-    // and (seq, seed) apart.
-    Rng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) ^ seq)
-}
-
-/// Records skipped as corrupt, until the batcher passes them on to the consumer's ledger.
-type Dropped = Arc<Mutex<Vec<RecordAt>>>;
-
-fn lock(dropped: &Dropped) -> MutexGuard<'_, Vec<RecordAt>> {
-    dropped.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// What the batcher thread runs: groups examples into host batches.
-struct Batcher {
-    examples: Arc<Queue<Sample>>,
-    batch_size: usize,
-    final_batch: FinalBatch,
-    buffers: BufferPool,
-    dropped: Dropped,
-}
-
-impl Batcher {
-    fn run(&self, batches: &Queue<(HostBatch, BatchTrace)>) -> Result<()> {
-        // What the example queue holds after the batch leaves it: the input position's buffer.
-        let see =
-            |held: Held<'_, Sample>| (held.items().map(|s| s.at).collect(), held.shuffle_rng());
-        loop {
-            let taken = match self.final_batch {
-                FinalBatch::Drop => self.examples.dequeue_many_seen(self.batch_size, see),
-                FinalBatch::Keep => self.examples.dequeue_up_to_seen(self.batch_size, see),
-            };
-            let (samples, (buffer, shuffle)) = match taken {
-                Ok(taken) => taken,
-                Err(QueueError::Closed) => return Ok(()),
-                Err(e) => return Err(e.into()),
-            };
-            let mut records: Vec<RecordAt> = samples.iter().map(|s| s.at).collect();
-            records.append(&mut lock(&self.dropped));
-            let trace = BatchTrace {
-                records,
-                buffer,
-                shuffle,
-            };
-            let batch = self.assemble(samples)?;
-            batches
-                .enqueue((batch, trace))
-                .map_err(|_| Error::Cancelled)?;
-        }
-    }
-
-    fn assemble(&self, samples: Vec<Sample>) -> Result<HostBatch> {
-        let shape = samples[0].planes.shape();
-        let mut images = self
-            .buffers
-            .take(samples.len() * shape.iter().product::<usize>());
-        let mut labels = Vec::with_capacity(samples.len());
-        for sample in samples {
-            if sample.planes.shape() != shape {
-                return Err(Error::Config(format!(
-                    "file #{} record {}: image shape {:?} (CHW) differs from the batch's {shape:?}; \
-                     the transform must give every image the same size",
-                    sample.at.file,
-                    sample.at.record,
-                    sample.planes.shape()
-                )));
-            }
-            images.extend_from_slice(sample.planes.data());
-            labels.push(sample.label);
-        }
-        Ok(HostBatch::new(images, labels, shape).recycled_into(self.buffers.clone()))
-    }
-}
-
-impl From<QueueError> for Error {
-    fn from(e: QueueError) -> Self {
-        match e {
-            QueueError::Closed | QueueError::Cancelled => Error::Cancelled,
-            QueueError::Unsatisfiable { .. } => Error::Config(e.to_string()),
-        }
     }
 }

@@ -10,18 +10,19 @@
 //! buffered records first, then goes on from its `next` record, passing over those it skips.
 //! Each handout also gets a ticket, its place among this cursor's handouts, which is what the
 //! ordered hand-off orders by.
+//!
+//! What the files are is the [`Layout`]'s business: dataset files, or a Burn `Dataset`'s items.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::PathBuf;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 
-use super::corrupt_records::CorruptTally;
+use super::layout::Layout;
 use super::position::{InputPosition, RecordAt};
 use crate::error::{Error, Result};
-use crate::format::{RecordFormat, RecordSpan};
+use crate::format::RecordSpan;
 use crate::transforms::Rng;
 
 /// One record to read: its place among the cursor's handouts, in the run and in the files.
@@ -63,8 +64,6 @@ struct State {
     /// Whether the current epoch handed out any record (an epoch of empty files must not
     /// spin forever).
     epoch_had_records: bool,
-    /// Indexes already built, by file: files are indexed once, however many epochs run.
-    indexes: HashMap<usize, Arc<Vec<RecordSpan>>>,
     done: bool,
 }
 
@@ -77,23 +76,16 @@ impl State {
 
 /// Hands out [`WorkItem`]s in a seeded order; shared by every reader thread.
 pub(crate) struct RecordCursor {
-    files: Arc<Vec<PathBuf>>,
-    format: Arc<dyn RecordFormat>,
+    layout: Arc<dyn Layout>,
     order: CursorOrder,
     seed: u64,
-    /// Where a file's broken framing is counted when corrupt records are skipped.
-    tally: Arc<CorruptTally>,
     state: Mutex<State>,
 }
 
 impl RecordCursor {
-    /// A cursor over `start.files` from `start` (see [`InputPosition::start`] for a fresh run).
-    pub fn new(
-        start: &InputPosition,
-        format: Arc<dyn RecordFormat>,
-        order: CursorOrder,
-        tally: Arc<CorruptTally>,
-    ) -> Self {
+    /// A cursor over the files of `layout` from `start` (see [`InputPosition::start`] for a
+    /// fresh run; its `files` are not looked at).
+    pub fn new(start: &InputPosition, layout: Arc<dyn Layout>, order: CursorOrder) -> Self {
         let next = start.next;
         let state = State {
             epoch: next.epoch,
@@ -107,15 +99,12 @@ impl RecordCursor {
             replay: start.buffer.iter().copied().collect(),
             skip: start.skip.iter().map(|r| r.seq).collect(),
             epoch_had_records: next.slot > 0 || next.record > 0,
-            indexes: HashMap::new(),
             done: order.num_epochs.is_some_and(|n| next.epoch >= n as u64),
         };
         let cursor = Self {
-            files: Arc::new(start.files.clone()),
-            format,
+            layout,
             order,
             seed: start.seed,
-            tally,
             state: Mutex::new(state),
         };
         let mut state = cursor.state.lock().expect("fresh lock");
@@ -126,7 +115,7 @@ impl RecordCursor {
     }
 
     fn order_epoch(&self, state: &mut State) {
-        state.order = (0..self.files.len()).collect();
+        state.order = (0..self.layout.files()).collect();
         if self.order.shuffle_files {
             let mut rng =
                 Rng::seed_from_u64(self.seed ^ state.epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -135,47 +124,36 @@ impl RecordCursor {
         state.position = 0;
     }
 
-    /// The records of file `file`, indexed the first time. When corrupt records are skipped,
-    /// a file whose framing breaks (cut short, a bad length CRC) keeps the records before the
-    /// break, and the break counts as one skipped record.
-    fn spans(&self, state: &mut State, file: usize) -> Result<Arc<Vec<RecordSpan>>> {
-        if let Some(spans) = state.indexes.get(&file) {
-            return Ok(Arc::clone(spans));
-        }
-        let path = &self.files[file];
-        let spans = Arc::new(if self.tally.skips() {
-            let index = self.format.index_partial(path)?;
-            if let Some(broken) = index.broken {
-                self.tally.record::<()>(Err(broken))?;
-            }
-            index.spans
-        } else {
-            self.format.index(path)?
-        });
-        state.indexes.insert(file, Arc::clone(&spans));
-        Ok(spans)
-    }
-
-    /// The path of file `index`.
-    pub fn path(&self, index: usize) -> &PathBuf {
-        &self.files[index]
-    }
-
     /// The next record to read, or `None` when the last epoch is done.
     #[cfg(test)]
     pub fn next(&self) -> Result<Option<WorkItem>> {
         Ok(self.next_chunk(1)?.pop())
     }
 
-    /// Up to `max` consecutive records of one file, numbered consecutively; empty when the
-    /// last epoch is done. Taking records in chunks keeps the lock, the reads and the ordered
-    /// hand-off per chunk rather than per record. Indexing a file (done the first time the
-    /// cursor enters it) may fail, naming the file.
+    /// Up to `max` records with consecutive tickets: consecutive records of one file when
+    /// the layout reads a chunk in one go, else the next ones in order across files; empty
+    /// when the last epoch is done. Taking records in chunks keeps the lock, the reads and the
+    /// ordered hand-off per chunk rather than per record. Indexing a file (done the first time
+    /// the cursor enters it) may fail, naming the file.
     pub fn next_chunk(&self, max: usize) -> Result<Vec<WorkItem>> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(at) = state.replay.pop_front() {
             return self.replayed(&mut state, at).map(|item| vec![item]);
         }
+        let mut chunk = self.next_run(&mut state, max)?;
+        while !self.layout.chunk_within_file() && !chunk.is_empty() && chunk.len() < max {
+            let run = self.next_run(&mut state, max - chunk.len())?;
+            if run.is_empty() {
+                break;
+            }
+            chunk.extend(run);
+        }
+        Ok(chunk)
+    }
+
+    /// Up to `max` consecutive records of one file, numbered consecutively; empty when the
+    /// last epoch is done.
+    fn next_run(&self, state: &mut State, max: usize) -> Result<Vec<WorkItem>> {
         loop {
             if state.done {
                 return Ok(Vec::new());
@@ -219,7 +197,7 @@ impl RecordCursor {
                 let file = state.order[state.position];
                 state.position += 1;
                 state.record = std::mem::take(&mut state.start_record);
-                state.spans = match self.spans(&mut state, file) {
+                state.spans = match self.layout.spans(file) {
                     Ok(spans) => spans,
                     Err(e) => {
                         // The pipeline stops on this error: the other readers must end, not
@@ -234,7 +212,7 @@ impl RecordCursor {
                 state.done = true;
                 return Err(Error::Config(format!(
                     "no record in any of the {} input files",
-                    self.files.len()
+                    self.layout.files()
                 )));
             }
             state.epoch += 1;
@@ -244,20 +222,19 @@ impl RecordCursor {
                 state.done = true;
                 continue;
             }
-            self.order_epoch(&mut state);
+            self.order_epoch(state);
         }
     }
 
     /// A buffered record of the position the cursor started at, with its span.
     fn replayed(&self, state: &mut State, at: RecordAt) -> Result<WorkItem> {
-        let spans = self.spans(state, at.file)?;
-        let span = *spans.get(at.record).ok_or_else(|| Error::Record {
-            path: self.files[at.file].clone(),
-            record: at.record,
-            reason: format!(
+        let spans = self.layout.spans(at.file)?;
+        let span = *spans.get(at.record).ok_or_else(|| {
+            let reason = format!(
                 "the input position names this record, but the file holds {} records",
                 spans.len()
-            ),
+            );
+            self.layout.record_error(at.file, at.record, reason)
         })?;
         Ok(WorkItem {
             ticket: state.tickets(1),
@@ -270,8 +247,10 @@ impl RecordCursor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::Example;
-    use std::path::Path;
+    use crate::format::{Example, RecordFormat};
+    use crate::pipeline::corrupt_records::CorruptTally;
+    use crate::pipeline::layout::FileLayout;
+    use std::path::{Path, PathBuf};
 
     /// A format whose file "N records" holds N records of 10 bytes.
     struct Counted;
@@ -315,7 +294,8 @@ mod tests {
             shuffle_files,
         };
         let tally = Arc::new(CorruptTally::new(crate::CorruptRecords::Fail));
-        RecordCursor::new(start, Arc::new(Counted), order, tally)
+        let layout = FileLayout::new(start.files.clone(), Arc::new(Counted), tally);
+        RecordCursor::new(start, Arc::new(layout), order)
     }
 
     fn cursor(sizes: &[usize], num_epochs: Option<usize>, shuffle_files: bool) -> RecordCursor {

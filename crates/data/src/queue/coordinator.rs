@@ -230,7 +230,8 @@ impl Coordinator {
     }
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+/// A panic's message, when its payload is a string.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {

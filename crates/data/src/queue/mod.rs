@@ -10,5 +10,6 @@ mod coordinator;
 mod runner;
 
 pub use bounded::{Held, Queue, QueueError, ShuffleRng};
+pub(crate) use coordinator::panic_message;
 pub use coordinator::{CoordinatedThread, Coordinator};
 pub use runner::QueueRunner;

@@ -1,0 +1,48 @@
+//! Reading the bytes of consecutive records of a file, shared by the pipeline's readers and
+//! [`RecordDataset`](crate::RecordDataset).
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::format::RecordSpan;
+
+/// Reads the bytes from the first record's start to the last one's end of `file` (at `path`)
+/// into `bytes`. `records` are (index in the file, span) pairs in file order, at least one. A
+/// file that ends early (it shrank after it was indexed) names the first record it lost.
+pub(crate) fn read_records(
+    file: &mut File,
+    path: &Path,
+    records: &[(usize, RecordSpan)],
+    bytes: &mut Vec<u8>,
+) -> Result<()> {
+    let io = |error| Error::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let (first, last) = (records[0].1, records[records.len() - 1].1);
+    let end = last.offset + last.len as u64;
+    file.seek(SeekFrom::Start(first.offset)).map_err(io)?;
+    bytes.resize((end - first.offset) as usize, 0);
+    match file.read_exact(bytes) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            let size = file.metadata().map_err(io)?.len();
+            let ends = |span: &RecordSpan| span.offset + span.len as u64;
+            let (record, span) = records
+                .iter()
+                .find(|(_, span)| ends(span) > size)
+                .unwrap_or(&records[0]);
+            Err(Error::Record {
+                path: path.to_path_buf(),
+                record: *record,
+                reason: format!(
+                    "truncated: the file ends at byte {size}, the record at {}",
+                    ends(span)
+                ),
+            })
+        }
+        Err(e) => Err(io(e)),
+    }
+}

@@ -1,0 +1,119 @@
+//! [`RecordDataset`]: dataset files of any [`RecordFormat`] as a Burn `Dataset` of decoded
+//! [`Example`]s, for Burn's own `DataLoaderBuilder` (or our
+//! [`DatasetPipeline`](crate::DatasetPipeline)).
+//!
+//! The files are indexed once, when the dataset is opened; `get(i)` reads record `i`'s bytes
+//! and decodes them, no transform applied. CIFAR-10 images come out HWC with values 0..=255,
+//! TFRecord `tf.train.Example` images RGB in [0, 1], image folders as their codec decodes them.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::data::dataset::{Dataset, DatasetError};
+
+use crate::error::{Error, Result};
+use crate::format::image_folder::ImageFolder;
+use crate::format::{Example, RecordFormat, RecordSpan, read_records};
+
+/// The records of dataset files, in file order, as a Burn `Dataset<Example>`.
+///
+/// ```no_run
+/// # use std::{path::Path, sync::Arc};
+/// use towers_data::{RecordDataset, cifar10, inception};
+/// # fn main() -> towers_data::Result<()> {
+/// let dir = Path::new("cifar-10-batches-bin");
+/// let cifar = RecordDataset::open(Arc::new(cifar10::Cifar10Format), cifar10::train_files(dir)?)?;
+/// let shards = inception::train_files(Path::new("imagenet-tfrecords"))?;
+/// let imagenet = RecordDataset::open(Arc::new(inception::TfExampleFormat::new(1001)), shards)?;
+/// let folder = RecordDataset::image_folder(Path::new("flowers"))?;
+/// # Ok(()) }
+/// ```
+pub struct RecordDataset {
+    format: Arc<dyn RecordFormat>,
+    files: Vec<PathBuf>,
+    /// Each file's records.
+    spans: Vec<Vec<RecordSpan>>,
+    /// The dataset index of each file's first record.
+    starts: Vec<usize>,
+    len: usize,
+}
+
+impl std::fmt::Debug for RecordDataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordDataset")
+            .field("files", &self.files)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RecordDataset {
+    /// Indexes `files` in `format`. A file whose framing is wrong is an error naming it (and
+    /// the record, where it applies).
+    pub fn open(format: Arc<dyn RecordFormat>, files: Vec<PathBuf>) -> Result<Self> {
+        let spans = files
+            .iter()
+            .map(|path| format.index(path))
+            .collect::<Result<Vec<_>>>()?;
+        let starts = spans
+            .iter()
+            .scan(0, |next, file| {
+                let start = *next;
+                *next += file.len();
+                Some(start)
+            })
+            .collect();
+        Ok(Self {
+            len: spans.iter().map(Vec::len).sum(),
+            format,
+            files,
+            spans,
+            starts,
+        })
+    }
+
+    /// The images under `root/<class>/`, labelled by class folder in sorted order (see
+    /// [`ImageFolder::scan`]).
+    pub fn image_folder(root: &Path) -> Result<Self> {
+        let folder = ImageFolder::scan(root)?;
+        Self::open(Arc::new(folder.format()), folder.files().to_vec())
+    }
+
+    /// Record `index`, read and decoded; an error names its file and record.
+    pub fn try_get(&self, index: usize) -> Result<Example> {
+        let (path, record, span) = self.locate(index)?;
+        let mut file = File::open(path).map_err(|error| Error::Io {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        let mut bytes = Vec::new();
+        read_records(&mut file, path, &[(record, span)], &mut bytes)?;
+        self.format.decode(path, record, &bytes)
+    }
+
+    /// The file, the index in it and the span of record `index`.
+    fn locate(&self, index: usize) -> Result<(&Path, usize, RecordSpan)> {
+        if index >= self.len {
+            return Err(Error::Config(format!(
+                "record {index} of a dataset of {} records",
+                self.len
+            )));
+        }
+        // The last file starting at or before `index` (an empty file shares its start with
+        // the file after it).
+        let file = self.starts.partition_point(|start| *start <= index) - 1;
+        let record = index - self.starts[file];
+        Ok((&self.files[file], record, self.spans[file][record]))
+    }
+}
+
+impl Dataset<Example> for RecordDataset {
+    fn get(&self, index: usize) -> std::result::Result<Example, DatasetError> {
+        self.try_get(index).map_err(DatasetError::new)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}

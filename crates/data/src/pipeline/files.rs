@@ -1,0 +1,129 @@
+//! [`FileSource`]: what [`Pipeline`](super::Pipeline)'s readers do with dataset files: read a
+//! chunk's bytes, decode and transform each record; and how its batcher packs the images into
+//! one [`HostBatch`].
+
+use std::fs::File;
+use std::sync::Arc;
+
+use rand::SeedableRng;
+
+use super::HostBatch;
+use super::buffer_pool::BufferPool;
+use super::core::{Entry, Source};
+use super::layout::FileLayout;
+use super::record_cursor::WorkItem;
+use crate::error::{Error, Result};
+use crate::format::read_records;
+use crate::image::Planes;
+use crate::transforms::{Rng, Transform};
+
+/// One transformed example on its way to the batcher.
+pub(crate) struct Sample {
+    planes: Planes,
+    label: i64,
+}
+
+/// A reader thread's open file and the bytes of its last chunk.
+#[derive(Default)]
+pub(crate) struct FileScratch {
+    open: Option<(usize, File)>,
+    bytes: Vec<u8>,
+}
+
+/// Dataset files, decoded and transformed into host batches.
+pub(crate) struct FileSource {
+    layout: Arc<FileLayout>,
+    transform: Arc<dyn Transform>,
+    /// Seeds every record's distortions, with its sequence number.
+    seed: u64,
+    /// Image buffers of batches the consumer dropped.
+    buffers: BufferPool,
+}
+
+impl FileSource {
+    /// The files of `layout`, transformed by `transform` seeded by `seed`; `buffers` keeps
+    /// batch buffers for reuse.
+    pub fn new(
+        layout: Arc<FileLayout>,
+        transform: Arc<dyn Transform>,
+        seed: u64,
+        buffers: BufferPool,
+    ) -> Self {
+        Self {
+            layout,
+            transform,
+            seed,
+            buffers,
+        }
+    }
+}
+
+impl Source for FileSource {
+    type Example = Sample;
+    type Batch = HostBatch;
+    type Scratch = FileScratch;
+
+    /// Reads the bytes from the chunk's first record to the end of its last (records of a
+    /// chunk are consecutive in one file), reusing the open file when it is the same one.
+    fn load(&self, chunk: &[WorkItem], scratch: &mut FileScratch) -> Result<()> {
+        let file = chunk[0].at.file;
+        let path = self.layout.path(file);
+        if scratch.open.as_ref().is_none_or(|(f, _)| *f != file) {
+            let opened = File::open(path).map_err(|error| Error::Io {
+                path: path.clone(),
+                error,
+            })?;
+            scratch.open = Some((file, opened));
+        }
+        let (_, open) = scratch.open.as_mut().expect("opened above");
+        let records: Vec<_> = chunk.iter().map(|w| (w.at.record, w.span)).collect();
+        read_records(open, path, &records, &mut scratch.bytes)
+    }
+
+    /// Decodes and transforms one record.
+    fn prepare(&self, chunk: &[WorkItem], i: usize, scratch: &FileScratch) -> Result<Sample> {
+        let item = &chunk[i];
+        let start = (item.span.offset - chunk[0].span.offset) as usize;
+        let mut rng = example_rng(self.seed, item.at.seq);
+        let prepared = self.layout.format().prepare(
+            self.layout.path(item.at.file),
+            item.at.record,
+            &scratch.bytes[start..start + item.span.len],
+            self.transform.as_ref(),
+            &mut rng,
+        )?;
+        Ok(Sample {
+            planes: prepared.planes,
+            label: prepared.label,
+        })
+    }
+
+    fn assemble(&self, samples: Vec<Entry<Sample>>) -> Result<HostBatch> {
+        let shape = samples[0].example.planes.shape();
+        let mut images = self
+            .buffers
+            .take(samples.len() * shape.iter().product::<usize>());
+        let mut labels = Vec::with_capacity(samples.len());
+        for Entry { example, at } in samples {
+            if example.planes.shape() != shape {
+                return Err(Error::Config(format!(
+                    "file #{} record {}: image shape {:?} (CHW) differs from the batch's {shape:?}; \
+                     the transform must give every image the same size",
+                    at.file,
+                    at.record,
+                    example.planes.shape()
+                )));
+            }
+            images.extend_from_slice(example.planes.data());
+            labels.push(example.label);
+        }
+        Ok(HostBatch::new(images, labels, shape).recycled_into(self.buffers.clone()))
+    }
+}
+
+/// The generator of the record numbered `seq`: a function of the seed and the number only.
+fn example_rng(seed: u64, seq: u64) -> Rng {
+    // seed_from_u64 runs SplitMix64 over its input; mixing the seed first keeps (seed, seq)
+    // and (seq, seed) apart.
+    Rng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) ^ seq)
+}

@@ -1,0 +1,167 @@
+//! [`RecordDataset`]: CIFAR-10 files, TFRecord shards and image folders as Burn datasets,
+//! checked against the bytes and images the tests wrote, and fed to Burn's own
+//! `DataLoaderBuilder`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::data::dataloader::DataLoaderBuilder;
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::Dataset;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use towers_data::cifar10::{self, BuiltinCifar10, Cifar10Format, RECORD_BYTES};
+use towers_data::codec::encode_png;
+use towers_data::inception::TfExampleFormat;
+use towers_data::tf_example::ImageRecord;
+use towers_data::tfrecord::TfRecordWriter;
+use towers_data::{Example, Image, RecordDataset};
+
+/// CHW pixels (as stored in the files) and labels, as tensors: a user's Burn batcher.
+#[derive(Clone)]
+struct CifarBatcher;
+
+impl Batcher<Example, (Tensor<4>, Tensor<1, Int>)> for CifarBatcher {
+    fn batch(&self, items: Vec<Example>, device: &Device) -> (Tensor<4>, Tensor<1, Int>) {
+        let n = items.len();
+        let labels: Vec<i64> = items.iter().map(|e| e.label).collect();
+        let pixels: Vec<f32> = items.into_iter().flat_map(|e| e.image.into_chw()).collect();
+        (
+            Tensor::from_data(TensorData::new(pixels, [n, 3, 32, 32]), device),
+            Tensor::from_data(TensorData::new(labels, [n]), device),
+        )
+    }
+}
+
+/// Every record of `files` straight from the bytes: the label byte, then the CHW pixels.
+fn records_in(files: &[PathBuf]) -> Vec<(i64, Vec<f32>)> {
+    files
+        .iter()
+        .flat_map(|f| std::fs::read(f).unwrap())
+        .collect::<Vec<u8>>()
+        .chunks(RECORD_BYTES)
+        .map(|r| (r[0] as i64, r[1..].iter().map(|&b| b as f32).collect()))
+        .collect()
+}
+
+/// Burn's data loader over our CIFAR-10 dataset, batches of 4 on flex, in order: the labels
+/// and pixels of the records in the files, in file order, the last partial batch included.
+#[test]
+fn burn_data_loader_reads_our_cifar10_dataset() {
+    let data = BuiltinCifar10::create(3, 2, 9).unwrap();
+    let files = cifar10::train_files(data.dir()).unwrap();
+    let dataset = RecordDataset::open(Arc::new(Cifar10Format), files.clone()).unwrap();
+    assert_eq!(dataset.len(), 15);
+    let loader = DataLoaderBuilder::new(CifarBatcher)
+        .batch_size(4)
+        .set_device(Device::flex())
+        .build(dataset);
+    let expected = records_in(&files);
+    let mut seen = 0;
+    for batch in loader.iter() {
+        let (images, labels) = batch.unwrap();
+        let labels: Vec<i64> = labels.to_data().iter::<i64>().collect();
+        let pixels = images.to_data().try_to_vec::<f32>().unwrap();
+        let want = &expected[seen..seen + labels.len()];
+        let want_labels: Vec<i64> = want.iter().map(|(l, _)| *l).collect();
+        let want_pixels: Vec<f32> = want.iter().flat_map(|(_, p)| p.clone()).collect();
+        assert_eq!(labels, want_labels, "labels of records {seen}..");
+        assert_eq!(pixels, want_pixels, "pixels of records {seen}..");
+        seen += labels.len();
+    }
+    assert_eq!(seen, 15);
+}
+
+/// A 4x3 image whose pixels are distinct multiples of 1/255 (exact through 8-bit PNG).
+fn image(seed: usize) -> Image {
+    let data = (0..4 * 3 * 3)
+        .map(|i| ((seed * 37 + i * 5) % 256) as f32 / 255.0)
+        .collect();
+    Image::from_hwc(data, 4, 3, 3)
+}
+
+fn assert_same_pixels(got: &Image, want: &Image, what: &str) {
+    assert_eq!(got.shape(), want.shape(), "{what}");
+    let off = got
+        .data()
+        .iter()
+        .zip(want.data())
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    assert!(off < 1e-6, "{what}: pixels off by {off}");
+}
+
+/// Two shards of tf.train.Examples holding PNGs: every record in order, with its label, and a
+/// damaged record an error naming its file and number.
+#[test]
+fn tfrecord_shards_as_a_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let shard = |name: &str, seeds: std::ops::Range<usize>| {
+        let mut writer = TfRecordWriter::new(Vec::new());
+        for s in seeds {
+            let record = ImageRecord {
+                encoded: encode_png(&image(s)),
+                label: (s % 5) as i64,
+                ..ImageRecord::default()
+            };
+            writer.write(&record.encode()).unwrap();
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, writer.into_inner().unwrap()).unwrap();
+        path
+    };
+    let files = vec![shard("train-0", 0..3), shard("train-1", 3..7)];
+    let dataset = RecordDataset::open(Arc::new(TfExampleFormat::new(5)), files.clone()).unwrap();
+    assert_eq!(dataset.len(), 7);
+    for s in 0..7 {
+        let example = dataset.get(s).unwrap();
+        assert_eq!(example.label, (s % 5) as i64, "label of record {s}");
+        assert_same_pixels(&example.image, &image(s), &format!("record {s}"));
+    }
+
+    // Flip a byte of the last record's data: its data CRC no longer matches.
+    let mut bytes = std::fs::read(&files[1]).unwrap();
+    let at = bytes.len() - 10;
+    bytes[at] ^= 0x40;
+    std::fs::write(&files[1], bytes).unwrap();
+    let err = dataset.get(6).unwrap_err().to_string();
+    assert!(err.contains("train-1") && err.contains("record 3"), "{err}");
+}
+
+/// root/<class>/<image>.png: images in class then name order, labelled by class.
+#[test]
+fn an_image_folder_as_a_dataset() {
+    let root = tempfile::tempdir().unwrap();
+    let write = |class: &str, name: &str, seed: usize| {
+        let dir = root.path().join(class);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), encode_png(&image(seed))).unwrap();
+    };
+    write("cat", "b.png", 1);
+    write("cat", "a.png", 0);
+    write("dog", "a.png", 2);
+    let dataset = RecordDataset::image_folder(root.path()).unwrap();
+    assert_eq!(dataset.len(), 3);
+    for (i, label) in [0, 0, 1].into_iter().enumerate() {
+        let example = dataset.get(i).unwrap();
+        assert_eq!(example.label, label, "label of image {i}");
+        assert_same_pixels(&example.image, &image(i), &format!("image {i}"));
+    }
+}
+
+/// A CIFAR-10 file cut short after it was indexed: reading a lost record names file and
+/// record; an index past the end is an error, not a panic.
+#[test]
+fn a_lost_record_is_an_error_naming_file_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path: &Path = &dir.path().join("data_batch_1.bin");
+    std::fs::write(path, vec![1u8; 4 * RECORD_BYTES]).unwrap();
+    let dataset = RecordDataset::open(Arc::new(Cifar10Format), vec![path.into()]).unwrap();
+    std::fs::write(path, vec![1u8; 2 * RECORD_BYTES]).unwrap();
+    assert_eq!(dataset.get(1).unwrap().label, 1);
+    let err = dataset.get(3).unwrap_err().to_string();
+    assert!(
+        err.contains("data_batch_1.bin") && err.contains("record 3"),
+        "{err}"
+    );
+    assert!(dataset.get(4).is_err());
+}
