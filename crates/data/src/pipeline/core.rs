@@ -84,7 +84,7 @@ impl<S: Source> Core<S> {
         let examples = Arc::new(example_queue(config, &start));
         let batches = Arc::new(Queue::fifo(config.prefetch));
         // Readers may park four chunks each ahead of the next one to enter the queue.
-        let gate = config
+        let gate: Option<Gate<S::Example>> = config
             .deterministic
             .then(|| Arc::new(OrderedGate::new(4 * config.reader_threads)));
         if let Some(gate) = &gate {
@@ -222,11 +222,14 @@ fn example_queue<E>(config: &PipelineConfig, start: &InputPosition) -> Queue<E> 
     }
 }
 
+/// The ordered hand-off of chunks of examples into the example queue (deterministic mode).
+type Gate<E> = Arc<OrderedGate<Vec<Entry<E>>>>;
+
 /// What every reader thread runs.
 struct Reader<S: Source> {
     cursor: Arc<RecordCursor>,
     source: Arc<S>,
-    gate: Option<Arc<OrderedGate<Vec<Entry<S::Example>>>>>,
+    gate: Option<Gate<S::Example>>,
     tally: Arc<CorruptTally>,
     dropped: Dropped,
     chunk: usize,
