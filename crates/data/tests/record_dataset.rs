@@ -14,7 +14,8 @@ use towers_data::codec::encode_png;
 use towers_data::inception::TfExampleFormat;
 use towers_data::tf_example::ImageRecord;
 use towers_data::tfrecord::TfRecordWriter;
-use towers_data::{Example, Image, RecordDataset};
+use towers_data::transforms::Identity;
+use towers_data::{Example, HostBatch, Image, Pipeline, PipelineConfig, RecordDataset};
 
 /// CHW pixels (as stored in the files) and labels, as tensors: a user's Burn batcher.
 #[derive(Clone)]
@@ -43,8 +44,26 @@ fn records_in(files: &[PathBuf]) -> Vec<(i64, Vec<f32>)> {
         .collect()
 }
 
+/// Labels and CHW pixels of every record of `files`, in file order, as our own pipeline reads
+/// them (one epoch, in order, no transform).
+fn pipeline_read(files: &[PathBuf]) -> (Vec<i64>, Vec<f32>) {
+    let config = PipelineConfig::eval(4);
+    let pipeline = Pipeline::start(
+        config,
+        Arc::new(Cifar10Format),
+        files.to_vec(),
+        Arc::new(Identity),
+    )
+    .unwrap();
+    let batches: Vec<HostBatch> = pipeline.collect::<towers_data::Result<_>>().unwrap();
+    let labels = batches.iter().flat_map(|b| b.labels().to_vec()).collect();
+    let pixels = batches.iter().flat_map(|b| b.images().to_vec()).collect();
+    (labels, pixels)
+}
+
 /// Burn's data loader over our CIFAR-10 dataset, batches of 4 on flex, in order: the labels
-/// and pixels of the records in the files, in file order, the last partial batch included.
+/// and pixels of the records in the files, in file order, the last partial batch included;
+/// the same as our own pipeline reads.
 #[test]
 fn burn_data_loader_reads_our_cifar10_dataset() {
     let data = BuiltinCifar10::create(3, 2, 9).unwrap();
@@ -55,20 +74,22 @@ fn burn_data_loader_reads_our_cifar10_dataset() {
         .batch_size(4)
         .set_device(Device::flex())
         .build(dataset);
-    let expected = records_in(&files);
-    let mut seen = 0;
+    let (mut labels, mut pixels, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
     for batch in loader.iter() {
-        let (images, labels) = batch.unwrap();
-        let labels: Vec<i64> = labels.to_data().iter::<i64>().collect();
-        let pixels = images.to_data().try_to_vec::<f32>().unwrap();
-        let want = &expected[seen..seen + labels.len()];
-        let want_labels: Vec<i64> = want.iter().map(|(l, _)| *l).collect();
-        let want_pixels: Vec<f32> = want.iter().flat_map(|(_, p)| p.clone()).collect();
-        assert_eq!(labels, want_labels, "labels of records {seen}..");
-        assert_eq!(pixels, want_pixels, "pixels of records {seen}..");
-        seen += labels.len();
+        let (images, batch_labels) = batch.unwrap();
+        sizes.push(batch_labels.dims()[0]);
+        labels.extend(batch_labels.to_data().iter::<i64>());
+        pixels.extend(images.to_data().try_to_vec::<f32>().unwrap());
     }
-    assert_eq!(seen, 15);
+    assert_eq!(sizes, [4, 4, 4, 3]);
+    let in_files = records_in(&files);
+    let file_labels: Vec<i64> = in_files.iter().map(|(l, _)| *l).collect();
+    let file_pixels: Vec<f32> = in_files.iter().flat_map(|(_, p)| p.clone()).collect();
+    assert_eq!(labels, file_labels, "labels as in the files");
+    assert!(pixels == file_pixels, "pixels as in the files");
+    let (ours_labels, ours_pixels) = pipeline_read(&files);
+    assert_eq!(labels, ours_labels, "labels as our pipeline reads them");
+    assert!(pixels == ours_pixels, "pixels as our pipeline reads them");
 }
 
 /// A 4x3 image whose pixels are distinct multiples of 1/255 (exact through 8-bit PNG).

@@ -102,8 +102,14 @@ impl From<NextItem> for CursorAt {
     }
 }
 
-/// Where a dataset pipeline's input stands after the batches its consumer took (see the
-/// [module docs](self)). Checkpoints store it as JSON.
+/// Where a dataset pipeline's input stands after the batches its consumer took, by item
+/// indices: the items the example queue held (read again first on resume), where the cursor
+/// goes on, and the shuffle queue's generator. [`DatasetPipeline::position`] gives it,
+/// [`DatasetPipeline::resume`] starts there, in time linear in the buffer. Checkpoints store it
+/// as JSON.
+///
+/// [`DatasetPipeline::position`]: crate::DatasetPipeline::position
+/// [`DatasetPipeline::resume`]: crate::DatasetPipeline::resume
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DatasetPosition {
     /// The length of the dataset it was saved over: a resumed pipeline's must be the same.
