@@ -39,6 +39,19 @@ use crate::queue::Coordinator;
 /// steps of the epoch's order a reader takes at once, `num_epochs: None` runs until stopped,
 /// [`PipelineConfig::eval`] gives every index once, in order, the last partial batch kept.
 /// `corrupt_records` does not apply: an item that cannot be had always stops the pipeline.
+///
+/// # Blocking and closing
+///
+/// - [`start`](Self::start) and [`resume`](Self::resume) return at once; reader threads call
+///   `get` ahead of the consumer until the example and prefetch queues are full, then block.
+/// - [`next_batch`](Self::next_batch) blocks until a batch is ready. It gives `Ok(None)` once
+///   the last epoch is batched (finite runs) or after a stop; the first error of any thread is
+///   returned once, after which every thread is joined and later calls give `Ok(None)`.
+/// - [`position`](Self::position), [`fill`](Self::fill) and
+///   [`record_count`](Self::record_count) never block.
+/// - [`stop`](Self::stop) (or the [`coordinator`](Self::coordinator)'s `request_stop`) wakes
+///   every blocked thread and joins them within `join_grace`; dropping the pipeline does the
+///   same and discards any error.
 pub struct DatasetPipeline<I: Send + 'static> {
     core: Core<DatasetSource<I>>,
     len: usize,

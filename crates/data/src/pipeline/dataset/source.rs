@@ -59,18 +59,20 @@ impl Layout for ItemLayout {
 /// A Burn dataset's items, batched as they are.
 pub(crate) struct DatasetSource<I> {
     dataset: Arc<dyn Dataset<I>>,
+    len: usize,
 }
 
 impl<I> DatasetSource<I> {
     /// Items of `dataset`.
     pub fn new(dataset: Arc<dyn Dataset<I>>) -> Self {
-        Self { dataset }
+        let len = dataset.len();
+        Self { dataset, len }
     }
 
     /// Item `index`; a failed or panicking `get` is an error naming the index (a reader
     /// thread's panic alone would name only the thread).
     fn get(&self, index: usize) -> Result<I> {
-        let len = self.dataset.len();
+        let len = self.len;
         let error = |reason| Error::Item { index, len, reason };
         match catch_unwind(AssertUnwindSafe(|| self.dataset.get(index))) {
             Ok(Ok(item)) => Ok(item),
