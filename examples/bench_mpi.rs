@@ -22,6 +22,7 @@ use bench_common::{cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor};
+use towers_data::image_loss;
 use towers_models::InceptionV3Config;
 use towers_multigpu::mpi::{Mpi, MpiConfig};
 use towers_multigpu::{CrossProcess, Towers, TowersConfig, parse_devices};
@@ -98,14 +99,14 @@ fn exchange_row(
     let device = tensors[0].device();
     let floats: usize = tensors.iter().map(|t| t.dims()[0]).sum();
     let bytes = 4 * floats;
-    mpi.weighted_mean("warm-up", tensors.clone(), 1, &device);
+    mpi.weighted_mean("warm-up", tensors.clone(), 1.0, &device);
     // Every rank reads the counters between the same two exchanges.
     mpi.any("the counters' start", false);
     let wire_before = loopback_bytes();
     let exchanges: Vec<Duration> = (0..reps)
         .map(|_| {
             let started = Instant::now();
-            mpi.weighted_mean("gradients", tensors.clone(), 1, &device);
+            mpi.weighted_mean("gradients", tensors.clone(), 1.0, &device);
             started.elapsed()
         })
         .collect();
@@ -139,7 +140,7 @@ fn step_time(mut towers: Towers<CifarNet>, reps: usize) -> (Towers<CifarNet>, f6
     let mut step = || {
         let started = Instant::now();
         towers
-            .step(&batch, 0.01, |m, x, y| m.loss(x, y))
+            .step(&batch, 0.01, image_loss(|m: &CifarNet, x, y| m.loss(x, y)))
             .expect("a step");
         started.elapsed()
     };

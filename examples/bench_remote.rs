@@ -25,6 +25,7 @@ use bench_common::{cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::Module;
 use burn::tensor::Device;
+use towers_data::image_loss;
 use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
 use towers_multigpu::{Reduce, Towers, TowersConfig, parse_devices};
 
@@ -74,13 +75,13 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .map(|(_, list, reduce)| towers_for(list, *reduce))
         .collect::<anyhow::Result<_>>()?;
-    let loss = |m: &Cifar10Net, x, y| m.loss(x, y).loss;
+    let loss = image_loss(|m: &Cifar10Net, x, y| m.loss(x, y).loss);
 
     let mut times = vec![Vec::new(); rows.len()];
     for rep in 0..reps + 2 {
         for row in (0..rows.len()).map(|r| (r + rep) % rows.len()) {
             let start = Instant::now();
-            towers[row].step(&batch, lr, loss)?;
+            towers[row].step(&batch, lr, &loss)?;
             // The first two rounds warm up allocators, caches and the servers' sessions.
             if rep >= 2 {
                 times[row].push(start.elapsed());
@@ -119,11 +120,11 @@ fn main() -> anyhow::Result<()> {
     ] {
         let mut towers = towers_for(&relayed, reduce)?;
         for _ in 0..2 {
-            towers.step(&batch, lr, loss)?;
+            towers.step(&batch, lr, &loss)?;
         }
         let before = bytes.load(Ordering::Relaxed);
         for _ in 0..reps {
-            towers.step(&batch, lr, loss)?;
+            towers.step(&batch, lr, &loss)?;
         }
         let per_step = (bytes.load(Ordering::Relaxed) - before) / reps as u64;
         println!(

@@ -58,7 +58,7 @@ fn train_dir_at(
     let dir = tempfile::tempdir()?;
     let ckpt = Checkpoint {
         step,
-        input,
+        input: input.map(|p| serde_json::to_value(p).expect("a position serializes")),
         ..Checkpoint::load(path)?
     };
     ckpt.save(&dir.path().join(format!("model.ckpt-{step}")))?;
@@ -118,6 +118,7 @@ fn main() -> anyhow::Result<()> {
         .run(|d| Cifar10Config::new().init(d), &input)?;
     let saved = first.path().join("model.ckpt-10");
     let position = (Checkpoint::load(&saved)?.input).expect("the trainer saves the input position");
+    let position: InputPosition = serde_json::from_value(position)?;
     let far = later(&position, 100_000 * BATCH / EPOCH);
 
     let mut rows = Vec::new();

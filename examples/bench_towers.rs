@@ -20,6 +20,7 @@ use bench_common::{bench_device, cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
+use towers_data::image_loss;
 use towers_multigpu::{Reduce, Towers, TowersConfig, parse_devices};
 
 fn main() -> anyhow::Result<()> {
@@ -94,7 +95,7 @@ fn main() -> anyhow::Result<()> {
             match &mut towers[row] {
                 None => plain_step(),
                 Some(towers) => {
-                    towers.step(&batch, lr, |m: &CifarNet, x, y| m.loss(x, y))?;
+                    towers.step(&batch, lr, image_loss(|m: &CifarNet, x, y| m.loss(x, y)))?;
                 }
             }
             if rep >= 2 {

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use burn::module::Module;
 use burn::tensor::{Int, Tensor};
-use burn_towers::data::HostBatch;
 use burn_towers::data::cifar10::BuiltinCifar10;
+use burn_towers::data::{HostBatch, image_loss};
 use burn_towers::multigpu::remote::TOKEN_VAR;
 use burn_towers::multigpu::{Error, IntoTowerLoss, Reduce, Towers, TowersConfig, parse_devices};
 use burn_towers::train::{CheckpointDir, Input, TrainConfig, Trainer};
@@ -112,7 +112,7 @@ fn train_towers<M: Module, L: IntoTowerLoss>(
     let config = TowersConfig::default().with_reduce(reduce);
     let mut towers = Towers::new(own_copy(model), sgd(), &devices, config).unwrap();
     for b in batches {
-        towers.step(b, LR, &loss).unwrap();
+        towers.step(b, LR, image_loss(&loss)).unwrap();
     }
     values(towers.model())
 }

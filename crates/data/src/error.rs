@@ -45,9 +45,6 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
-    /// A batch could not be split across devices as asked.
-    #[error("batch split: {0}")]
-    Split(String),
     /// The pipeline or one of its parts was configured in a way that cannot work.
     #[error("configuration: {0}")]
     Config(String),

@@ -39,7 +39,7 @@ pub trait CrossProcess: Send + Sync {
         &self,
         what: &str,
         tensors: Vec<Tensor<1>>,
-        weight: usize,
+        weight: f64,
         device: &Device,
     ) -> Vec<Tensor<1>>;
 
@@ -71,18 +71,19 @@ pub fn launched_by_mpi() -> bool {
     .any(|name| std::env::var_os(name).is_some())
 }
 
-/// The mean gradient of the global batch, from this rank's mean gradient over `examples`.
+/// The mean gradient of the global batch, from this rank's mean gradient over a batch of
+/// `weight` (its examples, or what the loss is averaged over).
 pub(crate) fn mean_gradients(
     processes: Option<&dyn CrossProcess>,
     layout: &Layout,
     grads: GradientsParams,
-    examples: usize,
+    weight: f64,
     device: &Device,
 ) -> GradientsParams {
     match processes {
         Some(p) if p.size() > 1 => {
             let flat = layout.flatten(grads, device);
-            layout.unflatten(p.weighted_mean("gradients", flat, examples, device))
+            layout.unflatten(p.weighted_mean("gradients", flat, weight, device))
         }
         _ => grads,
     }
@@ -99,7 +100,7 @@ pub(crate) fn mean_running_stats<M: Module>(
         Some(p) if p.size() > 1 => {
             let stats = batch_norm_sync::read(&model);
             let values = stats.clone().into_device(device).into_values();
-            let mean = p.weighted_mean("batch-norm statistics", values, examples, device);
+            let mean = p.weighted_mean("batch-norm statistics", values, examples as f64, device);
             batch_norm_sync::write(model, &stats.with_values(mean))
         }
         _ => model,

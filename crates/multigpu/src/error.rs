@@ -37,9 +37,10 @@ pub enum Error {
     /// The towers were configured in a way that cannot work.
     #[error("configuration: {0}")]
     Config(String),
-    /// A batch could not be split across the towers as asked.
-    #[error(transparent)]
-    Batch(#[from] towers_data::Error),
+    /// A batch could not be split across the towers as asked, or its weights are not
+    /// positive.
+    #[error("batch: {0}")]
+    Batch(String),
     /// A tower's thread panicked (a shape error inside Burn, for instance); the step was dropped.
     #[error("tower {tower} on `{device}` panicked: {message}")]
     TowerPanicked {

@@ -1,10 +1,11 @@
 //! towers-multigpu: TensorFlow-style tower training for Burn.
 //!
 //! N devices train exactly like one device with an N-times larger batch: each step splits one
-//! host batch into one slice per device ([`TowerDevice`], parsed from text by
+//! batch of any type ([`TowerBatch`]: a `Vec` of Burn dataset items, the user's own batch
+//! struct, image batches) into one part per device ([`TowerDevice`], parsed from text by
 //! [`parse_devices`]), runs forward and backward on all of them at once, and **averages** the
-//! gradients, weighted by slice size, into the full-batch gradient before one update
-//! ([`Towers`]). Burn's own burn-train `MultiDevice` strategy instead gives every device its own
+//! gradients, weighted by each part's examples (or tokens, or whatever the loss is averaged
+//! over), into the full-batch gradient before one update ([`Towers`]). Burn's own burn-train `MultiDevice` strategy instead gives every device its own
 //! data loader and **sums** the gradients; here there is one input pipeline and the learning
 //! rate of a single device carries over.
 //!
@@ -26,25 +27,34 @@
 //!
 //! ```no_run
 //! use burn::optim::SgdConfig;
-//! # use burn::{module::Module, nn::{Linear, LinearConfig, loss::CrossEntropyLossConfig}, tensor::{Device, Int, Tensor}};
+//! # use burn::{module::Module, nn::{Linear, LinearConfig, loss::MseLoss, loss::Reduction}, tensor::{Device, Tensor, TensorData}};
 //! # #[derive(Module, Debug)] struct Net { fc: Linear }
-//! # impl Net { fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> Tensor<1> {
-//! #     let logits = self.fc.forward(x.flatten::<2>(1, 3));
-//! #     CrossEntropyLossConfig::new().init(&logits.device()).forward(logits, y) } }
 //! # fn main() -> Result<(), towers_multigpu::Error> {
 //! # let device = Device::flex().autodiff();
-//! # let model = Net { fc: LinearConfig::new(3 * 32 * 32, 10).init(&device) };
-//! # let batch = towers_data::HostBatch::new(vec![0.0; 2 * 3 * 32 * 32], vec![0, 1], [3, 32, 32]);
+//! # let model = Net { fc: LinearConfig::new(2, 1).init(&device) };
 //! use towers_multigpu::{Towers, TowersConfig, parse_devices};
+//!
+//! /// One example: two inputs and a target.
+//! #[derive(Clone)]
+//! struct Item { x: [f32; 2], y: f32 }
+//! let batch: Vec<Item> = (0..8).map(|i| Item { x: [i as f32, 1.0], y: 2.0 * i as f32 }).collect();
 //!
 //! let devices = parse_devices("flex,flex")?;
 //! let mut towers = Towers::new(model, SgdConfig::new().init(), &devices, TowersConfig::default())?;
-//! let out = towers.step(&batch, 0.01, |m, x, y| m.loss(x, y))?;
+//! // Each tower gets its items and its device, and makes its tensors there.
+//! let out = towers.step(&batch, 0.01, |m: &Net, items: &[Item], device: &Device| {
+//!     let x: Vec<f32> = items.iter().flat_map(|i| i.x).collect();
+//!     let y: Vec<f32> = items.iter().map(|i| i.y).collect();
+//!     let x = Tensor::<2>::from_data(TensorData::new(x, [items.len(), 2]), device);
+//!     let y = Tensor::<2>::from_data(TensorData::new(y, [items.len(), 1]), device);
+//!     MseLoss::new().forward(m.fc.forward(x), y, Reduction::Mean).reshape([1])
+//! })?;
 //! println!("loss {:.4}", out.loss);
 //! # Ok(()) }
 //! ```
 
 pub mod adapters;
+mod batch;
 mod batch_norm_sync;
 mod cross_process;
 mod devices;
@@ -58,6 +68,7 @@ pub mod remote;
 mod tower_index;
 pub mod towers;
 
+pub use batch::{TowerBatch, split_sizes, split_slice};
 pub use batch_norm_sync::BatchNormSync;
 pub use cross_process::{CrossProcess, Processes, launched_by_mpi};
 pub use devices::{TowerDevice, parse_devices};

@@ -4,40 +4,67 @@ use std::fmt::Display;
 
 use burn::tensor::{Int, Tensor};
 
-/// One tower's loss: the mean loss over its slice (shape `[1]`) and, when the logits are given,
-/// what the step needs to count correct predictions.
+/// One tower's loss: the mean loss over its part of the batch (shape `[1]`), and optionally
+/// what the step reports beside it: correct predictions, and named metrics of the model's own.
 #[derive(Clone, Debug)]
 pub struct TowerLoss {
-    /// Mean loss over the slice, shape `[1]`.
+    /// Mean loss over the part, shape `[1]`.
     pub loss: Tensor<1>,
-    /// Logits `[slice, classes]`, to count correct predictions; `None` skips the count.
-    pub logits: Option<Tensor<2>>,
+    /// Logits `[n, classes]` and labels `[n]`, to count correct predictions; `None` skips the
+    /// count.
+    pub predictions: Option<(Tensor<2>, Tensor<1, Int>)>,
+    /// Named metrics, each the part's mean (shape `[1]`); the step reports their mean over the
+    /// batch, weighted like the loss.
+    pub metrics: Vec<(String, Tensor<1>)>,
 }
 
 impl TowerLoss {
-    /// A loss without logits.
+    /// A loss alone.
     pub fn new(loss: Tensor<1>) -> Self {
-        Self { loss, logits: None }
+        Self {
+            loss,
+            predictions: None,
+            metrics: Vec::new(),
+        }
     }
 
-    /// Adds the logits, so the step counts correct predictions.
-    pub fn with_logits(mut self, logits: Tensor<2>) -> Self {
-        self.logits = Some(logits);
+    /// Adds logits `[n, classes]` and labels `[n]`, so the step counts correct predictions
+    /// (argmax of the logits equal to the label).
+    pub fn with_accuracy(mut self, logits: Tensor<2>, labels: Tensor<1, Int>) -> Self {
+        self.predictions = Some((logits, labels));
         self
     }
 
-    /// Correct predictions among `labels`, or `None` without logits.
-    pub(crate) fn correct(&self, labels: Tensor<1, Int>) -> Option<usize> {
-        let logits = self.logits.clone()?;
+    /// Adds a named metric: its mean over the part, shape `[1]` (detached from the graph or
+    /// not: only its value is read).
+    pub fn with_metric(mut self, name: impl Into<String>, value: Tensor<1>) -> Self {
+        self.metrics.push((name.into(), value));
+        self
+    }
+
+    /// Correct predictions, or `None` without logits.
+    pub(crate) fn correct(&self) -> Option<usize> {
+        let (logits, labels) = self.predictions.clone()?;
         let [n] = labels.dims();
         let predicted = logits.argmax(1).reshape([n]);
         let correct: i64 = predicted.equal(labels).int().sum().into_scalar();
         Some(correct as usize)
     }
+
+    /// The metrics' values, read from the device.
+    pub(crate) fn metric_values(&self) -> Result<Vec<(String, f64)>, String> {
+        (self.metrics.iter())
+            .map(|(name, value)| {
+                let v: f32 = (value.clone().try_into_scalar())
+                    .map_err(|e| format!("cannot read metric `{name}` from the device: {e}"))?;
+                Ok((name.clone(), v as f64))
+            })
+            .collect()
+    }
 }
 
-/// What a loss function may return: a mean loss, a [`TowerLoss`], `(loss, logits)`, or a
-/// `Result` of any of these (an `Err` stops the step with an error naming the tower).
+/// What a loss function may return: a mean loss, a [`TowerLoss`], or a `Result` of either (an
+/// `Err` stops the step with an error naming the tower).
 pub trait IntoTowerLoss {
     /// The loss, or the reason there is none.
     fn into_tower_loss(self) -> Result<TowerLoss, String>;
@@ -52,12 +79,6 @@ impl IntoTowerLoss for TowerLoss {
 impl IntoTowerLoss for Tensor<1> {
     fn into_tower_loss(self) -> Result<TowerLoss, String> {
         Ok(TowerLoss::new(self))
-    }
-}
-
-impl IntoTowerLoss for (Tensor<1>, Tensor<2>) {
-    fn into_tower_loss(self) -> Result<TowerLoss, String> {
-        Ok(TowerLoss::new(self.0).with_logits(self.1))
     }
 }
 

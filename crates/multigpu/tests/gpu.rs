@@ -17,6 +17,7 @@ use burn::module::{Module, RunningState};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::{Device, Int, Tensor};
+use towers_data::image_loss;
 use towers_models::{BasicConv, BasicConvConfig};
 use towers_multigpu::{
     BatchNormSync, Error, Reduce, TowerDevice, Towers, TowersConfig, parse_devices,
@@ -151,7 +152,11 @@ fn train_unit(
     let mut towers = Towers::new(model, sgd(), &devices(list), config).unwrap();
     for seed in 0..2 {
         towers
-            .step(&batch(8, seed), LR, |m: &InceptionUnit, x, y| m.loss(x, y))
+            .step(
+                &batch(8, seed),
+                LR,
+                image_loss(|m: &InceptionUnit, x, y| m.loss(x, y)),
+            )
             .unwrap();
     }
     std::iter::once(towers.model())
@@ -213,7 +218,7 @@ fn a_failing_gpu_tower_is_named_and_the_towers_recover() {
         let list = devices(&gpu.list("flex,GPU"));
         let mut towers = Towers::new(model.clone(), sgd(), &list, config).unwrap();
         let (towers, result) = within(120, move || {
-            let result = towers.step(&batch(8, 11), LR, |m: &Net, x: Tensor<4>, y| {
+            let loss = image_loss(|m: &Net, x: Tensor<4>, y| {
                 // A shape error on the GPU tower only.
                 let x = if x.device() == flex() {
                     x
@@ -222,6 +227,7 @@ fn a_failing_gpu_tower_is_named_and_the_towers_recover() {
                 };
                 m.loss(x, y)
             });
+            let result = towers.step(&batch(8, 11), LR, loss);
             (towers, result)
         });
         match result {
@@ -237,7 +243,7 @@ fn a_failing_gpu_tower_is_named_and_the_towers_recover() {
         let mut towers = towers;
         let good = batch(8, 12);
         towers
-            .step(&good, LR, |m: &Net, x, y| m.loss(x, y))
+            .step(&good, LR, image_loss(|m: &Net, x, y| m.loss(x, y)))
             .unwrap();
         let (expected, _) =
             towers_testing::reference::plain_training(model.clone(), std::slice::from_ref(&good));

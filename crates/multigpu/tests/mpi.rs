@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
-use towers_data::HostBatch;
+use towers_data::{HostBatch, image_loss};
 use towers_multigpu::mpi::{Mpi, MpiConfig};
 use towers_multigpu::{CrossProcess, Towers, TowersConfig, parse_devices};
 use towers_testing::batches::{batch, split};
@@ -90,7 +90,7 @@ fn rank() {
             .unwrap()
             .across_processes(mpi.clone())
             .unwrap();
-        train(towers, &scenario, rank, |m, x, y| m.loss(x, y).0)
+        train(towers, &scenario, rank, |m, x, y| m.loss(x, y).loss)
     };
     if rank == 0 {
         let bytes: Vec<u8> = model_values.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -112,7 +112,7 @@ fn train<M: Module>(
             std::thread::sleep(Duration::from_secs(30));
         }
         let mine = split(&global_batch(step, sizes), sizes).swap_remove(rank);
-        towers.step(&mine, LR, &loss).unwrap();
+        towers.step(&mine, LR, image_loss(&loss)).unwrap();
     }
     values(towers.model())
 }
@@ -151,7 +151,9 @@ fn two_towers_train<M: Module>(
     let devices = parse_devices("flex,flex").unwrap();
     let mut towers = Towers::new(model, sgd(), &devices, TowersConfig::default()).unwrap();
     for (step, sizes) in sizes_of(scenario).iter().enumerate() {
-        towers.step(&global_batch(step, sizes), LR, &loss).unwrap();
+        towers
+            .step(&global_batch(step, sizes), LR, image_loss(&loss))
+            .unwrap();
     }
     values(towers.model())
 }
@@ -205,13 +207,7 @@ fn the_ring_between_towers_is_refused_across_processes() {
         fn size(&self) -> usize {
             1
         }
-        fn weighted_mean(
-            &self,
-            _: &str,
-            t: Vec<Tensor<1>>,
-            _: usize,
-            _: &Device,
-        ) -> Vec<Tensor<1>> {
+        fn weighted_mean(&self, _: &str, t: Vec<Tensor<1>>, _: f64, _: &Device) -> Vec<Tensor<1>> {
             t
         }
         fn broadcast(&self, _: &str, t: Vec<Tensor<1>>, _: &Device) -> Vec<Tensor<1>> {

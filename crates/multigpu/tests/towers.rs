@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
+use towers_data::image_loss;
 use towers_multigpu::{BatchNormSync, Error, Reduce, Towers, TowersConfig, parse_devices};
 use towers_testing::batches::{batch, split, unequal_micro_batches};
 use towers_testing::compare::{assert_close, values};
@@ -34,7 +35,9 @@ fn one_tower_on_the_model_device_is_a_plain_step() {
     )
     .unwrap();
     for b in &batches {
-        towers.step(b, LR, |m: &Net, x, y| m.loss(x, y)).unwrap();
+        towers
+            .step(b, LR, image_loss(|m: &Net, x, y| m.loss(x, y)))
+            .unwrap();
     }
     let (expected, _) = plain_training(model, &batches);
     assert_eq!(
@@ -116,7 +119,9 @@ fn batch_norm_statistics_are_averaged_over_towers() {
             let mut expected = (vec![0.0; 3], vec![1.0; 3]);
             for seed in 0..2 {
                 let b = batch(8, seed);
-                towers.step(&b, LR, |m: &BnNet, x, y| m.loss(x, y)).unwrap();
+                towers
+                    .step(&b, LR, image_loss(|m: &BnNet, x, y| m.loss(x, y)))
+                    .unwrap();
                 let slices = split(&b, &[2, 6]);
                 expected = match sync {
                     BatchNormSync::Average => expected_stats(&expected, &slices),
@@ -166,7 +171,7 @@ fn a_failing_tower_ends_the_step_with_its_device_and_no_thread_left() {
         let seen = threads.clone();
         let failing = failing.clone();
         let (towers, result) = within(60, move || {
-            let result = towers.step(&failing, LR, |m: &Net, x: Tensor<4>, y| {
+            let loss = image_loss(|m: &Net, x: Tensor<4>, y| {
                 seen.lock().unwrap().push(thread_id());
                 // A shape error on one device only: the linear layer gets the wrong width.
                 let x = if x.device() == ndarray() {
@@ -176,6 +181,7 @@ fn a_failing_tower_ends_the_step_with_its_device_and_no_thread_left() {
                 };
                 m.loss(x, y)
             });
+            let result = towers.step(&failing, LR, loss);
             (towers, result)
         });
         match result {
@@ -194,7 +200,7 @@ fn a_failing_tower_ends_the_step_with_its_device_and_no_thread_left() {
         // Nothing of the failed step was kept: the next one is one plain step.
         let mut towers = towers;
         towers
-            .step(&good, LR, |m: &Net, x, y| m.loss(x, y))
+            .step(&good, LR, image_loss(|m: &Net, x, y| m.loss(x, y)))
             .unwrap();
         let (expected, _) = plain_training(model.clone(), std::slice::from_ref(&good));
         assert_close(
@@ -214,13 +220,14 @@ fn a_loss_function_error_ends_the_step_with_its_device() {
         let config = TowersConfig::default().with_reduce(reduce);
         let mut towers = Towers::new(model.clone(), sgd(), &devices, config).unwrap();
         let result = within(60, move || {
-            towers.step(&batch(6, 13), LR, |m: &Net, x: Tensor<4>, y| {
+            let loss = image_loss(|m: &Net, x: Tensor<4>, y| {
                 if x.device() == ndarray() {
                     Err("labels out of range")
                 } else {
-                    Ok(m.loss(x, y).0)
+                    Ok(m.loss(x, y).loss)
                 }
-            })
+            });
+            towers.step(&batch(6, 13), LR, loss)
         });
         match result {
             Err(Error::TowerFailed {
@@ -242,15 +249,20 @@ fn misuse_is_an_error() {
     let three = parse_devices("flex,flex,flex").unwrap();
     let mut towers = Towers::new(model.clone(), sgd(), &three, TowersConfig::default()).unwrap();
     let err = towers
-        .step(&batch(2, 0), LR, |m: &Net, x, y| m.loss(x, y))
+        .step(&batch(2, 0), LR, image_loss(|m: &Net, x, y| m.loss(x, y)))
         .unwrap_err();
     assert!(matches!(err, Error::Batch(_)), "{err}");
 
     // Per-example values instead of the mean loss.
     let err = towers
-        .step(&batch(6, 0), LR, |m: &Net, x, y| {
-            m.loss(x, y).1.flatten::<1>(0, 1)
-        })
+        .step(
+            &batch(6, 0),
+            LR,
+            image_loss(|m: &Net, x, y| {
+                let (logits, _) = m.loss(x, y).predictions.unwrap();
+                logits.flatten::<1>(0, 1)
+            }),
+        )
         .unwrap_err();
     assert!(
         matches!(&err, Error::TowerFailed { message, .. } if message.contains("shape [1]")),
@@ -289,7 +301,7 @@ fn towers_report_each_towers_loss_and_keep_the_applied_gradient_when_asked() {
     let model = Net::new(&flex());
     let b = batch(12, 1);
     let (x, y) = b.as_slice().to_tensors(&flex());
-    let (loss, _) = model.loss(x, y);
+    let loss = model.loss(x, y).loss;
     let full = loss.clone().into_scalar::<f32>() as f64;
     let want = gradient_values(
         &model,
@@ -299,7 +311,7 @@ fn towers_report_each_towers_loss_and_keep_the_applied_gradient_when_asked() {
         .iter()
         .map(|h| {
             let (x, y) = h.as_slice().to_tensors(&flex());
-            model.loss(x, y).0.into_scalar::<f32>() as f64
+            model.loss(x, y).loss.into_scalar::<f32>() as f64
         })
         .collect();
     for list in ["flex", "flex,flex"] {
@@ -311,7 +323,9 @@ fn towers_report_each_towers_loss_and_keep_the_applied_gradient_when_asked() {
         )
         .unwrap();
         towers.keep_gradients();
-        let out = towers.step(&b, LR, |m: &Net, x, y| m.loss(x, y)).unwrap();
+        let out = towers
+            .step(&b, LR, image_loss(|m: &Net, x, y| m.loss(x, y)))
+            .unwrap();
         let kept = towers.take_gradients().expect("kept");
         assert_close(&gradient_values(&model, &kept), &want, TOLERANCE, list);
         let expected_losses = if list == "flex" {
@@ -331,7 +345,9 @@ fn towers_report_each_towers_loss_and_keep_the_applied_gradient_when_asked() {
             TOLERANCE,
             "tower losses",
         );
-        towers.step(&b, LR, |m: &Net, x, y| m.loss(x, y)).unwrap();
+        towers
+            .step(&b, LR, image_loss(|m: &Net, x, y| m.loss(x, y)))
+            .unwrap();
         assert!(towers.take_gradients().is_none(), "kept once, when asked");
     }
 }

@@ -1,6 +1,7 @@
 //! Deterministic synthetic host batches of `[3, 8, 8]` images, for the tiny nets.
 
 use towers_data::HostBatch;
+use towers_multigpu::TowerBatch;
 
 /// The shape of one image.
 pub const IMAGE: [usize; 3] = [3, 8, 8];
@@ -31,7 +32,6 @@ pub fn concat(batches: &[HostBatch]) -> HostBatch {
 /// `b` cut into batches of `sizes` examples.
 pub fn split(b: &HostBatch, sizes: &[usize]) -> Vec<HostBatch> {
     b.split(sizes)
-        .unwrap()
         .iter()
         .map(|s| HostBatch::new(s.images().to_vec(), s.labels().to_vec(), IMAGE))
         .collect()

@@ -9,6 +9,7 @@ use burn::optim::{ModuleOptimizer, SgdConfig};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor};
 use towers_models::{ClassifierLoss, ImageClassifier, dropout};
+use towers_multigpu::TowerLoss;
 
 /// The learning rate of the tests' steps.
 pub const LR: f64 = 0.1;
@@ -39,15 +40,16 @@ impl Net {
         }
     }
 
-    /// The mean cross-entropy of a batch, and the logits.
-    pub fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> (Tensor<1>, Tensor<2>) {
+    /// The mean cross-entropy of a batch, with the logits and labels to count correct
+    /// predictions.
+    pub fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> TowerLoss {
         let logits = self
             .fc
             .forward(relu(self.conv.forward(x)).flatten::<2>(1, 3));
         let loss = CrossEntropyLossConfig::new()
             .init(&logits.device())
-            .forward(logits.clone(), y);
-        (loss, logits)
+            .forward(logits.clone(), y.clone());
+        TowerLoss::new(loss).with_accuracy(logits, y)
     }
 }
 

@@ -23,7 +23,8 @@ pub fn plain_training(model: Net, batches: &[HostBatch]) -> (Net, Vec<(f64, usiz
     let mut outputs = Vec::new();
     for b in batches {
         let (x, y) = b.as_slice().to_tensors(&device);
-        let (loss, logits) = model.loss(x, y);
+        let out = model.loss(x, y);
+        let (loss, (logits, _)) = (out.loss, out.predictions.expect("the net gives logits"));
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         let loss: f32 = loss.into_scalar();
         let predicted: Vec<i64> = logits.argmax(1).into_data().iter::<i64>().collect();

@@ -1,7 +1,7 @@
 //! Towers checked against plain steps on one device.
 
 use burn::module::Module;
-use towers_data::HostBatch;
+use towers_data::{HostBatch, image_loss};
 use towers_multigpu::{StepOutput, TowerDevice, Towers, TowersConfig};
 
 use crate::batches::concat;
@@ -27,7 +27,7 @@ pub fn assert_like_one_device(
         for micro in update {
             outputs.push(
                 towers
-                    .step(micro, LR, |m: &Net, x, y| m.loss(x, y))
+                    .step(micro, LR, image_loss(|m: &Net, x, y| m.loss(x, y)))
                     .unwrap(),
             );
         }

@@ -121,6 +121,17 @@ impl TrainArgs {
         Ok(())
     }
 
+    /// These flags alone, read from the command line (with `--list-devices`, see
+    /// [`parse_args`]): for a program that adds none of its own.
+    pub fn from_command_line() -> Self {
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            train: TrainArgs,
+        }
+        parse_args::<Only>().train
+    }
+
     /// `defaults`, with the `--config` file over them, then the flags over that.
     pub fn config(&self, defaults: TrainConfig) -> Result<TrainConfig> {
         let mut c = match &self.config {

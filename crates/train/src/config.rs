@@ -216,6 +216,26 @@ impl TrainConfig {
         }
     }
 
+    /// A starting point for a model of your own (see [`crate::TrainStep`]): batch 32, Adam at a
+    /// constant 0.001, no weight decay and no moving averages, 1,000 steps, a log line every
+    /// 10 and a checkpoint every 1,000, in `train_dir`.
+    pub fn new(train_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            batch_size: 32,
+            max_steps: 1000,
+            optimizer: OptimizerConfig::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                epsilon: 1e-8,
+            },
+            learning_rate: LrScheduleConfig::Constant { value: 0.001 },
+            weight_decay: 0.0,
+            moving_average: false,
+            train_dir: train_dir.into(),
+            ..Self::cifar10()
+        }
+    }
+
     /// [`cifar10`](Self::cifar10) for the built-in data, which is learnt in 1,000 steps rather
     /// than TF's 1,000,000.
     pub fn cifar10_builtin() -> Self {

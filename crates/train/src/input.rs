@@ -5,9 +5,12 @@ use std::sync::Arc;
 
 use towers_data::cifar10::{self, BuiltinCifar10, Cifar10Format};
 use towers_data::transforms::{CifarEval, CifarTrain, Transform};
-use towers_data::{InputPosition, Pipeline, PipelineConfig, RecordFormat};
+use towers_data::{
+    HostBatch, InputPosition, Pipeline, PipelineConfig, QueueFill, RecordCount, RecordFormat,
+};
 
 use crate::error::{Error, Result};
+use crate::source::{BatchSource, TrainInput, position_from_json, position_json};
 
 /// A record format, its files and the transform applied to every example.
 #[derive(Clone)]
@@ -113,6 +116,64 @@ impl Input {
             Arc::clone(&self.transform),
             position,
         )?)
+    }
+}
+
+/// Files in a record format, read by a [`Pipeline`] of host image batches.
+impl TrainInput for Input {
+    type Source = Pipeline;
+
+    fn count_examples(&self) -> Result<u64> {
+        Input::count_examples(self)
+    }
+
+    fn share(&self, rank: usize, ranks: usize) -> Result<(Self, String)> {
+        let share = Input::share(self, rank, ranks)?;
+        let note = format!(
+            "this rank reads {} of the {} input files (file i on rank i mod {ranks})",
+            share.files.len(),
+            self.files.len(),
+        );
+        Ok((share, note))
+    }
+
+    fn start(
+        &self,
+        config: PipelineConfig,
+        position: Option<&serde_json::Value>,
+    ) -> Result<Pipeline> {
+        match position {
+            Some(json) => self.resume(config, &position_from_json(json)?),
+            None => Input::start(self, config),
+        }
+    }
+}
+
+impl BatchSource for Pipeline {
+    type Batch = HostBatch;
+
+    fn next_batch(&mut self) -> Result<Option<HostBatch>> {
+        Ok(Pipeline::next_batch(self)?)
+    }
+
+    fn position(&self) -> serde_json::Value {
+        position_json(&Pipeline::position(self))
+    }
+
+    fn fill(&self) -> QueueFill {
+        Pipeline::fill(self)
+    }
+
+    fn record_count(&self) -> RecordCount {
+        Pipeline::record_count(self)
+    }
+
+    fn stop(self) -> Result<()> {
+        Ok(Pipeline::stop(self)?)
+    }
+
+    fn images(batch: &HostBatch) -> Option<&HostBatch> {
+        Some(batch)
     }
 }
 

@@ -13,12 +13,15 @@
 //! - [`load_weights`]: TF checkpoints, ours or safetensors into a model, for fine-tuning
 //!   ([`train_only`]), evaluation and [`classify`]; [`export_safetensors`].
 //! - [`summary`]: TensorBoard event files of scalars, histograms and images.
-//! - [`Trainer`]: the loop; [`StopFlag`]: Ctrl-C and SIGTERM; [`evaluate`]: precision@1 and @5.
+//! - [`Trainer`]: the loop, for any model through a [`TrainStep`] (the loss of a tower's part
+//!   of a batch) on any [`TrainInput`] (image files through [`Input`], a Burn `Dataset`);
+//!   [`StopFlag`]: Ctrl-C and SIGTERM; [`evaluate`]: precision@1 and @5.
 
 mod checkpoint;
 mod classify;
 mod cli;
 mod config;
+mod dataset_input;
 mod error;
 mod eval;
 mod inception_data;
@@ -27,6 +30,8 @@ mod log;
 mod optim;
 mod plot;
 mod pretrained;
+mod source;
+mod step;
 mod stop;
 pub mod summary;
 mod trainer;
@@ -35,6 +40,7 @@ pub use checkpoint::{Checkpoint, CheckpointDir, Integrity, Restored};
 pub use classify::{CifarImage, Prediction, classify, read_labels};
 pub use cli::{TrainArgs, WeightsArgs, parse_args, print_devices};
 pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
+pub use dataset_input::DatasetInput;
 pub use error::{Error, Result};
 pub use eval::{Precision, evaluate};
 pub use inception_data::{BUILTIN_CLASSES, InceptionData, Split, inception_image_size};
@@ -47,9 +53,11 @@ pub use plot::{plot_log, render as render_plot};
 pub use pretrained::{
     LoadOptions, export_safetensors, fine_tuning, load_weights, open_weights, train_only,
 };
+pub use source::{BatchSource, TrainInput};
+pub use step::{ClassifierStep, LossFn, TrainStep};
 pub use stop::StopFlag;
 pub use summary::SummaryConfig;
 pub use towers_data::atomic_file::write_atomic;
 pub use trainer::{
-    LOG_FILE, LossFn, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, load_into, mpi_job,
+    LOG_FILE, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, load_into, mpi_job,
 };

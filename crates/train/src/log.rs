@@ -5,6 +5,7 @@
 //! `train_log.jsonl` in the train directory, one JSON object per line. When stderr is a
 //! terminal a progress bar shows the steps done and the latest loss; lines print above it.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -39,6 +40,10 @@ pub struct LogEntry {
     /// Corrupt input records skipped so far in this run (`skip_corrupt_records`).
     #[serde(default)]
     pub corrupt_records_skipped: u64,
+    /// The step's metrics by name (`accuracy` when the loss gave predictions, and the
+    /// model's own); absent when there are none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metrics: BTreeMap<String, f64>,
 }
 
 /// The mean loss over the steps a log entry covers.
@@ -52,8 +57,8 @@ pub struct MeanLoss {
 
 impl LogEntry {
     /// The TF trainers' line: `step 120, loss = 2.31 (1450.2 examples/sec; 0.088 sec/batch)`;
-    /// then the mean loss since the previous line when that covers several steps, and the
-    /// corrupt records skipped so far when there are any.
+    /// then the mean loss since the previous line when that covers several steps, the step's
+    /// metrics, and the corrupt records skipped so far when there are any.
     pub fn line(&self) -> String {
         let mut line = format!(
             "step {}, loss = {:.2} ({:.1} examples/sec; {:.3} sec/batch)",
@@ -61,6 +66,9 @@ impl LogEntry {
         );
         if let Some(mean) = self.mean_loss.filter(|m| m.steps > 1) {
             line += &format!(", mean loss {:.3} over {} steps", mean.loss, mean.steps);
+        }
+        for (name, value) in &self.metrics {
+            line += &format!(", {name} {value:.4}");
         }
         if self.corrupt_records_skipped > 0 {
             line += &format!(", {} corrupt records skipped", self.corrupt_records_skipped);
@@ -185,6 +193,7 @@ mod tests {
             input_queue_fill: 0.5,
             batch_queue_fill: 1.0,
             corrupt_records_skipped: 0,
+            metrics: BTreeMap::new(),
         }
     }
 
@@ -202,6 +211,14 @@ mod tests {
         assert_eq!(
             averaged.line(),
             "step 120, loss = 2.31 (1450.2 examples/sec; 0.088 sec/batch), mean loss 2.412 over 10 steps"
+        );
+        let with_metrics = LogEntry {
+            metrics: BTreeMap::from([("accuracy".to_string(), 0.75), ("tokens".to_string(), 12.0)]),
+            ..entry(7, 1.0)
+        };
+        assert_eq!(
+            with_metrics.line(),
+            "step 7, loss = 1.00 (1450.2 examples/sec; 0.088 sec/batch), accuracy 0.7500, tokens 12.0000"
         );
         let one_step = LogEntry {
             mean_loss: mean(2.3051, 1),

@@ -110,6 +110,7 @@ mod tests {
                 input_queue_fill: 1.0,
                 batch_queue_fill: 1.0,
                 corrupt_records_skipped: 0,
+                metrics: Default::default(),
             })
             .collect();
         let svg = render(&entries).unwrap();

@@ -23,7 +23,7 @@ fn seeds() -> Vec<Vec<u8>> {
         model: model.clone().into_record(),
         optimizer: burn::optim::SgdConfig::new().init().to_record(),
         averages: Some(model.into_record()),
-        input: Some(position()),
+        input: Some(serde_json::to_value(position()).unwrap()),
         config: serde_json::json!({"seed": 1, "devices": "flex"}),
     }
     .save(&path)

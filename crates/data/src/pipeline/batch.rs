@@ -1,13 +1,14 @@
 //! Host batches: what the pipeline hands to the towers.
 //!
 //! A [`HostBatch`] is one contiguous block of `f32` images in NCHW order plus their `i64`
-//! labels. Towers take it apart with [`HostBatch::split`]: slice `i` borrows a contiguous range
-//! of the batch (no copy) and [`BatchSlice::to_tensors`] uploads only that range to device `i`.
+//! labels. It is a [`TowerBatch`]: the towers take it apart into slices, slice `i` borrowing a
+//! contiguous range of the batch (no copy), and [`BatchSlice::to_tensors`] uploads only that
+//! range to device `i`.
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use towers_multigpu::{TowerBatch, split_slice};
 
 use super::buffer_pool::BufferPool;
-use crate::error::Error;
 
 /// One batch of images (NCHW, `f32`) and labels, in host memory.
 #[derive(Debug, Clone)]
@@ -95,67 +96,37 @@ impl HostBatch {
             image_shape: self.image_shape,
         }
     }
-
-    /// Splits the batch into consecutive slices of the given sizes.
-    ///
-    /// The sizes must add up to the batch size and none may be zero: a batch that cannot be
-    /// split as asked is an error, never a silent drop.
-    pub fn split(&self, sizes: &[usize]) -> Result<Vec<BatchSlice<'_>>, Error> {
-        let total: usize = sizes.iter().sum();
-        if total != self.len() || sizes.contains(&0) {
-            return Err(Error::Split(format!(
-                "cannot split a batch of {} into slices of {sizes:?}",
-                self.len()
-            )));
-        }
-        let image_len: usize = self.image_shape.iter().product();
-        let mut start = 0;
-        Ok(sizes
-            .iter()
-            .map(|&n| {
-                let slice = BatchSlice {
-                    images: &self.images[start * image_len..(start + n) * image_len],
-                    labels: &self.labels[start..start + n],
-                    image_shape: self.image_shape,
-                };
-                start += n;
-                slice
-            })
-            .collect())
-    }
 }
 
-/// Slice sizes for `batch` examples shared out in proportion to `shares`.
-///
-/// Rounds by largest remainder, so the sizes add up to `batch` exactly; equal shares give sizes
-/// that differ by at most one. An error when a share is not positive and finite, or when some
-/// device would get no example.
-pub fn split_sizes(batch: usize, shares: &[f64]) -> Result<Vec<usize>, Error> {
-    if shares.is_empty() || shares.iter().any(|s| !s.is_finite() || *s <= 0.0) {
-        return Err(Error::Split(format!(
-            "device shares must be positive numbers, got {shares:?}"
-        )));
+/// The towers split a host batch into consecutive slices, weighted by their examples.
+impl TowerBatch for HostBatch {
+    type Part<'a> = BatchSlice<'a>;
+
+    fn len(&self) -> usize {
+        self.labels.len()
     }
-    let total: f64 = shares.iter().sum();
-    let exact: Vec<f64> = shares.iter().map(|s| s / total * batch as f64).collect();
-    let mut sizes: Vec<usize> = exact.iter().map(|x| x.floor() as usize).collect();
-    let mut order: Vec<usize> = (0..shares.len()).collect();
-    // Largest fractional part first; ties go to the earlier device.
-    order.sort_by(|&a, &b| {
-        let (fa, fb) = (exact[a] - exact[a].floor(), exact[b] - exact[b].floor());
-        fb.total_cmp(&fa).then(a.cmp(&b))
-    });
-    let missing = batch - sizes.iter().sum::<usize>();
-    for &i in order.iter().take(missing) {
-        sizes[i] += 1;
+
+    /// Consecutive slices of `sizes` examples, borrowed (no copy).
+    ///
+    /// # Panics
+    ///
+    /// When the sizes add up to more than the batch.
+    fn split(&self, sizes: &[usize]) -> Vec<BatchSlice<'_>> {
+        let image_len: usize = self.image_shape.iter().product();
+        let mut start = 0;
+        (split_slice(&self.labels, sizes).into_iter())
+            .map(|labels| {
+                let end = start + labels.len();
+                let images = &self.images[start * image_len..end * image_len];
+                start = end;
+                BatchSlice {
+                    images,
+                    labels,
+                    image_shape: self.image_shape,
+                }
+            })
+            .collect()
     }
-    if sizes.contains(&0) {
-        return Err(Error::Split(format!(
-            "a batch of {batch} split by shares {shares:?} leaves a device without examples \
-             (sizes {sizes:?}): use a larger batch or fewer devices"
-        )));
-    }
-    Ok(sizes)
 }
 
 /// A contiguous range of a [`HostBatch`], borrowed.
@@ -199,6 +170,19 @@ impl BatchSlice<'_> {
     }
 }
 
+/// A tower loss over image batches from one over tensors: `image_loss(|m, x, y| ...)` takes each
+/// tower's [`BatchSlice`], uploads it to the tower's device as images `[n, c, h, w]` and labels
+/// `[n]`, and calls `loss` with them. For [`Towers::step`](towers_multigpu::Towers::step) on
+/// [`HostBatch`]es.
+pub fn image_loss<M, L>(
+    loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> L + Sync,
+) -> impl for<'a> Fn(&M, BatchSlice<'a>, &Device) -> L + Sync {
+    move |model, slice, device| {
+        let (images, labels) = slice.to_tensors(device);
+        loss(model, images, labels)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,36 +196,18 @@ mod tests {
     #[test]
     fn split_gives_consecutive_ranges() {
         let b = batch(5);
-        let parts = b.split(&[2, 3]).unwrap();
+        let parts = b.split(&[2, 3]);
         assert_eq!(parts[0].labels(), &[0, 1]);
         assert_eq!(parts[1].labels(), &[2, 3, 4]);
         assert_eq!(parts[1].images()[0], 8.0);
         assert_eq!(parts[1].images().len(), 12);
-    }
-
-    #[test]
-    fn split_rejects_sizes_that_do_not_cover_the_batch() {
-        let b = batch(5);
-        assert!(b.split(&[2, 2]).is_err());
-        assert!(b.split(&[5, 0]).is_err());
-        assert!(b.split(&[3, 3]).is_err());
-    }
-
-    #[test]
-    fn split_sizes_by_largest_remainder() {
-        assert_eq!(split_sizes(128, &[1.0, 1.0]).unwrap(), vec![64, 64]);
-        assert_eq!(split_sizes(128, &[1.0; 3]).unwrap(), vec![43, 43, 42]);
-        assert_eq!(split_sizes(10, &[3.0, 1.0]).unwrap(), vec![8, 2]);
-        assert_eq!(split_sizes(7, &[1.0, 2.0, 4.0]).unwrap(), vec![1, 2, 4]);
-        assert!(split_sizes(2, &[1.0; 3]).is_err());
-        assert!(split_sizes(8, &[1.0, 0.0]).is_err());
-        assert!(split_sizes(8, &[]).is_err());
+        assert_eq!(b.weights(&[2, 3]), vec![2.0, 3.0]);
     }
 
     #[test]
     fn slice_uploads_its_own_range() {
         let b = batch(3);
-        let parts = b.split(&[1, 2]).unwrap();
+        let parts = b.split(&[1, 2]);
         let (x, y) = parts[1].to_tensors(&Device::flex());
         assert_eq!(x.dims(), [2, 1, 2, 2]);
         assert_eq!(x.to_data().try_to_vec::<f32>().unwrap()[0], 4.0);

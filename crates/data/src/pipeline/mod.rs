@@ -40,7 +40,7 @@ mod ordered_gate;
 mod position;
 mod record_cursor;
 
-pub use batch::{BatchSlice, HostBatch, split_sizes};
+pub use batch::{BatchSlice, HostBatch, image_loss};
 pub use corrupt_records::{CorruptRecords, RecordCount};
 pub use dataset::{DatasetPipeline, DatasetPosition, ItemAt, NextItem};
 pub use position::{CursorAt, InputPosition, RecordAt};

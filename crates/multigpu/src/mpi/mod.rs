@@ -166,7 +166,7 @@ impl CrossProcess for Mpi {
         &self,
         what: &str,
         tensors: Vec<Tensor<1>>,
-        weight: usize,
+        weight: f64,
         device: &Device,
     ) -> Vec<Tensor<1>> {
         let (plan, bucket_sizes) = self.buckets(&tensors);

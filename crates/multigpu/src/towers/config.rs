@@ -52,15 +52,20 @@ impl TowersConfig {
 /// What one call to [`Towers::step`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepOutput {
-    /// Mean loss over the batch: the towers' losses weighted by their slice sizes, which is the
-    /// loss one device would report for the whole batch.
+    /// Mean loss over the batch: the towers' losses weighted by their parts' weights (see
+    /// [`TowerBatch::weights`](crate::TowerBatch::weights)), which is the loss one device
+    /// would report for the whole batch.
     pub loss: f64,
-    /// Each tower's mean loss over its slice, in device order.
+    /// Each tower's mean loss over its part, in device order.
     pub tower_losses: Vec<f64>,
     /// Examples in the batch.
     pub examples: usize,
-    /// Correct predictions in the batch, when the loss function returned logits.
+    /// The batch's weight: its examples, or what its loss is averaged over.
+    pub weight: f64,
+    /// Correct predictions in the batch, when the loss function gave predictions.
     pub correct: Option<usize>,
+    /// The loss function's named metrics, each its mean over the batch weighted like the loss.
+    pub metrics: Vec<(String, f64)>,
     /// Whether this call applied an update (every call, or every `accumulation`-th).
     pub updated: bool,
 }

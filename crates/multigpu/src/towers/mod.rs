@@ -52,9 +52,9 @@ pub(crate) use tower::panic_message;
 
 use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
-use burn::tensor::{Device, Int, Tensor};
-use towers_data::{HostBatch, split_sizes};
+use burn::tensor::Device;
 
+use crate::batch::{TowerBatch, split_sizes};
 use crate::batch_norm_sync;
 use crate::cross_process::Processes;
 use crate::devices::TowerDevice;
@@ -257,28 +257,33 @@ impl<M: Module> Towers<M> {
 
     /// Trains on one batch (one micro-batch under accumulation) with learning rate `lr`.
     ///
-    /// `loss` runs on every tower with that tower's replica and slice (images `[n, c, h, w]`,
-    /// labels `[n]`) and returns the *mean* loss of the slice, shape `[1]`, optionally with the
-    /// logits (see [`IntoTowerLoss`]); e.g. `|m, x, y| m.loss(x, y).loss`.
+    /// The batch is split into one part per tower, in proportion to the towers' shares (see
+    /// [`TowerBatch`]). `loss` runs on every tower's thread with that tower's replica, part and
+    /// device: it makes the part's tensors on the device and returns the *mean* loss of the
+    /// part, shape `[1]`, optionally with predictions and metrics (see [`IntoTowerLoss`]);
+    /// e.g. `|m, items, device| m.loss(batcher.batch(items.to_vec(), device))`.
     ///
     /// # Errors
     ///
-    /// [`Error::Batch`] when the batch cannot be split with at least one example per tower;
-    /// [`Error::TowerPanicked`], [`Error::TowerFailed`] or [`Error::Spawn`] when a tower fails,
-    /// which drops the step (see the [module docs](crate::towers)).
+    /// [`Error::Batch`] when the batch cannot be split with at least one example per tower or
+    /// its weights are not positive; [`Error::TowerPanicked`], [`Error::TowerFailed`] or
+    /// [`Error::Spawn`] when a tower fails, which drops the step (see the
+    /// [module docs](crate::towers)).
     ///
     /// # Panics
     ///
     /// When the optimizer panics, after which the towers hold no model.
-    pub fn step<F, L>(&mut self, batch: &HostBatch, lr: f64, loss: F) -> Result<StepOutput>
+    pub fn step<B, F, L>(&mut self, batch: &B, lr: f64, loss: F) -> Result<StepOutput>
     where
-        F: Fn(&M, Tensor<4>, Tensor<1, Int>) -> L + Sync,
+        B: TowerBatch,
+        F: for<'a> Fn(&M, B::Part<'a>, &Device) -> L + Sync,
         L: IntoTowerLoss,
     {
         let shares: Vec<f64> = self.towers.iter().map(TowerDevice::share).collect();
-        let sizes = split_sizes(batch.len(), &shares)?;
+        let sizes = split_sizes(batch.len(), &shares).map_err(Error::Batch)?;
         if matches!(self.state, State::Single { .. }) {
-            self.step_single(batch, lr, &loss)
+            let weight = phases::checked_weights(batch, &[batch.len()])?[0];
+            self.step_single(batch, weight, lr, &loss)
         } else {
             self.step_towers(batch, &sizes, lr, &loss)
         }

@@ -9,15 +9,15 @@
 //! cannot fail, so nothing half-applied is ever left.
 
 use burn::module::Module;
-use burn::tensor::{Int, Tensor};
-use towers_data::{BatchSlice, HostBatch};
+use burn::tensor::Device;
 
 use super::state::{Cycle, PRESENT, State};
-use super::tower::{Done, Finish, Job, run_towers};
+use super::tower::{Done, Finish, Job, run_towers, tower_failed};
 use super::{StepOutput, Towers, broadcast};
+use crate::batch::TowerBatch;
 use crate::batch_norm_sync::{self, RunningStats};
 use crate::cross_process;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::loss::IntoTowerLoss;
 use crate::reduce::ring;
 
@@ -25,6 +25,9 @@ use crate::reduce::ring;
 struct Plan {
     /// Examples per tower since the last update, this micro-batch included.
     examples: Vec<usize>,
+    /// The weight (see [`TowerBatch::weights`]) of every micro-batch since the last update,
+    /// this one included.
+    weight: f64,
     /// Whether this micro-batch ends the cycle with an update.
     apply: bool,
     /// The factor the cycle's summed gradient gets at the update (under accumulation).
@@ -36,21 +39,29 @@ struct Plan {
 
 impl<M: Module> Towers<M> {
     /// One step on several towers; see the module docs for the phases.
-    pub(super) fn step_towers<F, L>(
+    pub(super) fn step_towers<B, F, L>(
         &mut self,
-        batch: &HostBatch,
+        batch: &B,
         sizes: &[usize],
         lr: f64,
         loss_fn: &F,
     ) -> Result<StepOutput>
     where
-        F: Fn(&M, Tensor<4>, Tensor<1, Int>) -> L + Sync,
+        B: TowerBatch,
+        F: for<'a> Fn(&M, B::Part<'a>, &Device) -> L + Sync,
         L: IntoTowerLoss,
     {
-        let slices = batch.split(sizes)?;
+        let parts = batch.split(sizes);
+        if parts.len() != sizes.len() {
+            return Err(Error::Batch(format!(
+                "the batch's split into {sizes:?} gave {} parts",
+                parts.len()
+            )));
+        }
+        let weights = checked_weights(batch, sizes)?;
         self.begin_cycle();
-        let plan = self.plan(batch.len(), sizes);
-        let jobs = self.scatter(slices, &plan, lr);
+        let plan = self.plan(sizes, &weights);
+        let jobs = self.scatter(parts, &plan, lr);
         self.hand_over();
         let run = run_towers(
             jobs,
@@ -59,17 +70,36 @@ impl<M: Module> Towers<M> {
             self.has_running_stats,
             loss_fn,
         );
-        let done = match run {
+        let done = match run.and_then(|done| self.same_metrics(done)) {
             Ok(done) => done,
             Err(error) => return Err(self.fail(error)),
         };
-        let output = step_output(&done, sizes, plan.apply);
+        let output = step_output(&done, sizes, &weights, plan.apply);
         if plan.apply {
             self.apply(done, &plan, lr);
         } else {
-            self.keep(done, plan.examples);
+            self.keep(done, plan);
         }
         Ok(output)
+    }
+
+    /// The towers' results, when every tower reported the same metrics (tower 0's names, in
+    /// its order); the first tower that did not is named.
+    fn same_metrics(&self, done: Vec<Done<M>>) -> Result<Vec<Done<M>>> {
+        let names = |d: &Done<M>| d.metrics.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        let first = names(&done[0]);
+        match done.iter().position(|d| names(d) != first) {
+            None => Ok(done),
+            Some(i) => Err(tower_failed(
+                i,
+                &self.towers[i],
+                format!(
+                    "the loss reported metrics {:?}, tower 0's {first:?}: every tower must \
+                     report the same",
+                    names(&done[i])
+                ),
+            )),
+        }
     }
 
     /// Begin cycle: at a cycle's first micro-batch, the replicas that run it.
@@ -87,51 +117,45 @@ impl<M: Module> Towers<M> {
             State::Single { .. } => unreachable!("step_towers runs on several towers"),
         };
         self.cycle.examples = vec![0; self.towers.len()];
+        self.cycle.weight = 0.0;
     }
 
-    /// Plan: the towers' weights, and whether this micro-batch ends the cycle.
-    fn plan(&self, batch_len: usize, sizes: &[usize]) -> Plan {
+    /// Plan: the towers' loss scales from their parts' weights, and whether this micro-batch
+    /// ends the cycle.
+    fn plan(&self, sizes: &[usize], weights: &[f64]) -> Plan {
         let k = self.config.accumulation;
         let examples: Vec<usize> = (self.cycle.examples.iter().zip(sizes))
             .map(|(a, b)| a + b)
             .collect();
-        let cycle_examples: usize = examples.iter().sum();
-        let loss_scales = sizes
-            .iter()
-            .map(|&s| {
-                let scale = if k == 1 {
-                    s as f64 / batch_len as f64
-                } else {
-                    s as f64
-                };
+        let batch_weight: f64 = weights.iter().sum();
+        let weight = self.cycle.weight + batch_weight;
+        let loss_scales = (weights.iter())
+            .map(|&w| {
+                let scale = if k == 1 { w / batch_weight } else { w };
                 (scale != 1.0).then_some(scale)
             })
             .collect();
         Plan {
             examples,
+            weight,
             apply: self.cycle.micro + 1 == k,
-            grad_scale: (k > 1).then(|| 1.0 / cycle_examples as f64),
+            grad_scale: (k > 1).then(|| 1.0 / weight),
             loss_scales,
         }
     }
 
     /// Scatter: one job per tower: its replica, slice, kept gradients, and what it does with
     /// its gradients after its pass.
-    fn scatter<'a>(
-        &mut self,
-        slices: Vec<BatchSlice<'a>>,
-        plan: &Plan,
-        lr: f64,
-    ) -> Vec<Job<'a, M>> {
+    fn scatter<P>(&mut self, parts: Vec<P>, plan: &Plan, lr: f64) -> Vec<Job<M, P>> {
         let finishes = self.finishes(plan, lr);
         let mut sums = std::mem::take(&mut self.cycle.grads).into_iter();
         let work = std::mem::take(&mut self.cycle.work);
-        (work.into_iter().zip(slices).zip(&plan.loss_scales))
+        (work.into_iter().zip(parts).zip(&plan.loss_scales))
             .zip(finishes.into_iter().zip(&self.towers))
-            .map(|(((replica, slice), &loss_scale), (finish, tower))| Job {
+            .map(|(((replica, part), &loss_scale), (finish, tower))| Job {
                 replica,
                 sum: sums.next(),
-                slice,
+                part,
                 device: tower.device().clone(),
                 stats_device: self.main.clone(),
                 loss_scale,
@@ -165,9 +189,10 @@ impl<M: Module> Towers<M> {
 
     /// Keep: a micro-batch that does not end the cycle leaves its replicas and gradient sums
     /// for the next one.
-    fn keep(&mut self, done: Vec<Done<M>>, examples: Vec<usize>) {
+    fn keep(&mut self, done: Vec<Done<M>>, plan: Plan) {
         self.cycle.micro += 1;
-        self.cycle.examples = examples;
+        self.cycle.examples = plan.examples;
+        self.cycle.weight = plan.weight;
         for d in done {
             self.cycle.work.push(d.replica);
             let grads = d
@@ -212,7 +237,7 @@ impl<M: Module> Towers<M> {
         let examples = plan.examples.iter().sum();
         let processes = self.processes.as_deref();
         let grads =
-            cross_process::mean_gradients(processes, &self.layout, grads, examples, &self.main);
+            cross_process::mean_gradients(processes, &self.layout, grads, plan.weight, &self.main);
         let grads = self.tap.pass(&self.layout, grads);
         let mut model = optim.step(lr, master.take().expect(PRESENT), grads);
         if let Some(stats) = self.synced_stats(stats, plan) {
@@ -256,19 +281,38 @@ impl<M: Module> Towers<M> {
     }
 }
 
-/// The step's losses and counts, from the towers' results.
-fn step_output<M>(done: &[Done<M>], sizes: &[usize], updated: bool) -> StepOutput {
-    let examples: usize = sizes.iter().sum();
-    let weighted: f64 = done
-        .iter()
-        .zip(sizes)
-        .map(|(d, &s)| d.loss * s as f64)
-        .sum();
+/// The batch's weights for parts of `sizes`, checked: one per part, each positive and finite.
+pub(super) fn checked_weights<B: TowerBatch>(batch: &B, sizes: &[usize]) -> Result<Vec<f64>> {
+    let weights = batch.weights(sizes);
+    if weights.len() != sizes.len() || weights.iter().any(|w| !(w.is_finite() && *w > 0.0)) {
+        return Err(Error::Batch(format!(
+            "the batch's weights for parts of {sizes:?} are {weights:?}: one positive, finite \
+             weight per part is needed"
+        )));
+    }
+    Ok(weights)
+}
+
+/// The step's losses and counts, from the towers' results: means weighted like the gradient.
+fn step_output<M>(done: &[Done<M>], sizes: &[usize], weights: &[f64], updated: bool) -> StepOutput {
+    let weight: f64 = weights.iter().sum();
+    let mean = |value: &dyn Fn(&Done<M>) -> f64| {
+        done.iter()
+            .zip(weights)
+            .map(|(d, w)| value(d) * w)
+            .sum::<f64>()
+            / weight
+    };
+    let metrics = (done[0].metrics.iter().enumerate())
+        .map(|(i, (name, _))| (name.clone(), mean(&|d| d.metrics[i].1)))
+        .collect();
     StepOutput {
-        loss: weighted / examples as f64,
+        loss: mean(&|d| d.loss),
         tower_losses: done.iter().map(|d| d.loss).collect(),
-        examples,
+        examples: sizes.iter().sum(),
+        weight,
         correct: done.iter().map(|d| d.correct).sum(),
+        metrics,
         updated,
     }
 }

@@ -5,12 +5,12 @@ use std::panic::{self, AssertUnwindSafe};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
-use burn::tensor::{Int, Tensor};
-use towers_data::HostBatch;
+use burn::tensor::Device;
 
 use super::state::{Cycle, PRESENT, State};
 use super::tower::{backward_pass, tower_failed, tower_panicked};
 use super::{StepOutput, Towers};
+use crate::batch::TowerBatch;
 use crate::batch_norm_sync;
 use crate::cross_process;
 use crate::error::Result;
@@ -20,23 +20,28 @@ use crate::tower_index::on_tower;
 impl<M: Module> Towers<M> {
     /// Forward, loss and backward on the model itself, then the update (or, under
     /// accumulation, the gradient kept for the cycle's last micro-batch).
-    pub(super) fn step_single<F, L>(
+    pub(super) fn step_single<B, F, L>(
         &mut self,
-        batch: &HostBatch,
+        batch: &B,
+        weight: f64,
         lr: f64,
         loss_fn: &F,
     ) -> Result<StepOutput>
     where
-        F: Fn(&M, Tensor<4>, Tensor<1, Int>) -> L,
+        B: TowerBatch,
+        F: for<'a> Fn(&M, B::Part<'a>, &Device) -> L,
         L: IntoTowerLoss,
     {
         let k = self.config.accumulation;
-        // Under accumulation a micro-batch's gradient is weighed by its size; the sum is divided
-        // once at the update.
-        let loss_scale = (k > 1).then_some(batch.len() as f64);
-        let (x, y) = batch.as_slice().to_tensors(&self.main);
+        // Under accumulation a micro-batch's gradient is weighed by its weight; the sum is
+        // divided once at the update.
+        let loss_scale = (k > 1).then_some(weight);
         let pass = panic::catch_unwind(AssertUnwindSafe(|| {
-            on_tower(0, || backward_pass(self.model(), x, y, loss_scale, loss_fn))
+            let part = batch.split(&[batch.len()]).pop();
+            let part = part.ok_or_else(|| "the batch's split gave no part".to_string())?;
+            on_tower(0, || {
+                backward_pass(self.model(), part, &self.main, loss_scale, loss_fn)
+            })
         }));
         let pass = match pass {
             Ok(Ok(pass)) => pass,
@@ -50,20 +55,23 @@ impl<M: Module> Towers<M> {
             loss: pass.loss,
             tower_losses: vec![pass.loss],
             examples: batch.len(),
+            weight,
             correct: pass.correct,
+            metrics: pass.metrics,
             updated: self.cycle.micro + 1 == k,
         };
-        // This update's examples: the cycle's so far and this micro-batch.
+        // This update's examples and weight: the cycle's so far and this micro-batch's.
         let examples = self.cycle.examples.iter().sum::<usize>() + batch.len();
+        let update_weight = self.cycle.weight + weight;
         let grads = if k == 1 {
             pass.grads
         } else {
-            match self.accumulate_single(pass.grads, batch.len(), output.updated) {
+            match self.accumulate_single(pass.grads, batch.len(), weight, output.updated) {
                 Some(grads) => grads,
                 None => return Ok(output),
             }
         };
-        self.update_single(grads, examples, lr);
+        self.update_single(grads, examples, update_weight, lr);
         Ok(output)
     }
 
@@ -73,6 +81,7 @@ impl<M: Module> Towers<M> {
         &mut self,
         grads: GradientsParams,
         examples: usize,
+        weight: f64,
         ends_cycle: bool,
     ) -> Option<GradientsParams> {
         let device = self.towers[0].device();
@@ -83,23 +92,22 @@ impl<M: Module> Towers<M> {
         self.cycle.micro += 1;
         self.cycle.examples.resize(1, 0);
         self.cycle.examples[0] += examples;
+        self.cycle.weight += weight;
         if !ends_cycle {
             self.cycle.grads.push(grads);
             return None;
         }
-        let grads = self
-            .layout
-            .scale(grads, 1.0 / self.cycle.examples[0] as f64);
+        let grads = self.layout.scale(grads, 1.0 / self.cycle.weight);
         self.cycle = Cycle::default();
         Some(grads)
     }
 
     /// One optimizer step on the model, with the gradient (and then the batch-norm statistics)
-    /// of all ranks when there are several.
-    fn update_single(&mut self, grads: GradientsParams, examples: usize, lr: f64) {
+    /// of all ranks when there are several: `examples` and `weight` are this update's.
+    fn update_single(&mut self, grads: GradientsParams, examples: usize, weight: f64, lr: f64) {
         let processes = self.processes.as_deref();
         let grads =
-            cross_process::mean_gradients(processes, &self.layout, grads, examples, &self.main);
+            cross_process::mean_gradients(processes, &self.layout, grads, weight, &self.main);
         let grads = self.tap.pass(&self.layout, grads);
         let State::Single { model, optim } = &mut self.state else {
             unreachable!("update_single runs on one tower")

@@ -53,6 +53,8 @@ pub(super) struct Cycle<M> {
     pub(super) micro: usize,
     /// Examples per tower.
     pub(super) examples: Vec<usize>,
+    /// The micro-batches' summed weight (see [`TowerBatch::weights`](crate::TowerBatch)).
+    pub(super) weight: f64,
     /// Summed gradients per tower, on the tower's device (scaled by slice size).
     pub(super) grads: Vec<GradientsParams>,
     /// The replicas running this cycle (towers only).
@@ -64,6 +66,7 @@ impl<M> Default for Cycle<M> {
         Self {
             micro: 0,
             examples: Vec::new(),
+            weight: 0.0,
             grads: Vec::new(),
             work: Vec::new(),
         }

@@ -1,13 +1,13 @@
-//! One tower's part of a step, on a thread of its own: upload its slice, forward, loss and
-//! backward, then keep, gather or all-reduce its gradients. Failures are named by tower.
+//! One tower's part of a step, on a thread of its own: forward and loss of its part of the
+//! batch (the loss function uploads it), backward, then keep, gather or all-reduce its
+//! gradients. Failures are named by tower.
 
 use std::any::Any;
 use std::thread;
 
 use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
-use burn::tensor::{Device, Int, Tensor};
-use towers_data::BatchSlice;
+use burn::tensor::Device;
 
 use crate::batch_norm_sync::{self, RunningStats};
 use crate::devices::TowerDevice;
@@ -16,30 +16,30 @@ use crate::loss::IntoTowerLoss;
 use crate::reduce::{Layout, PeerGone, RingLink};
 use crate::tower_index::on_tower;
 
-/// Forward, loss and backward of one slice.
+/// Forward, loss and backward of one part of the batch.
 pub(super) struct Pass {
     pub(super) grads: GradientsParams,
     pub(super) loss: f64,
     pub(super) correct: Option<usize>,
+    pub(super) metrics: Vec<(String, f64)>,
 }
 
-pub(super) fn backward_pass<M, F, L>(
+pub(super) fn backward_pass<M, P, F, L>(
     model: &M,
-    x: Tensor<4>,
-    y: Tensor<1, Int>,
+    part: P,
+    device: &Device,
     loss_scale: Option<f64>,
     loss_fn: &F,
 ) -> Result<Pass, String>
 where
     M: Module,
-    F: Fn(&M, Tensor<4>, Tensor<1, Int>) -> L,
+    F: Fn(&M, P, &Device) -> L,
     L: IntoTowerLoss,
 {
-    let labels = y.clone();
-    let out = loss_fn(model, x, y).into_tower_loss()?;
+    let out = loss_fn(model, part, device).into_tower_loss()?;
     if out.loss.dims() != [1] {
         return Err(format!(
-            "the loss has shape {:?}; expected the mean loss of the slice, shape [1]",
+            "the loss has shape {:?}; expected the mean loss of the part, shape [1]",
             out.loss.dims()
         ));
     }
@@ -54,20 +54,20 @@ where
         .clone()
         .try_into_scalar()
         .map_err(|e| format!("cannot read the loss from the device: {e}"))?;
-    let correct = out.correct(labels);
     Ok(Pass {
         grads,
         loss: loss as f64,
-        correct,
+        correct: out.correct(),
+        metrics: out.metric_values()?,
     })
 }
 
 /// One tower's share of a step.
-pub(super) struct Job<'a, M> {
+pub(super) struct Job<M, P> {
     pub(super) replica: M,
     /// The gradients of the cycle's earlier micro-batches.
     pub(super) sum: Option<GradientsParams>,
-    pub(super) slice: BatchSlice<'a>,
+    pub(super) part: P,
     pub(super) device: Device,
     /// Where the batch-norm statistics are combined: the model's device. The tower moves its
     /// own there, so that every read from its device (a remote one that can go away included)
@@ -102,6 +102,7 @@ pub(super) struct Done<M> {
     pub(super) stats: Option<RunningStats>,
     pub(super) loss: f64,
     pub(super) correct: Option<usize>,
+    pub(super) metrics: Vec<(String, f64)>,
 }
 
 enum Failure {
@@ -111,28 +112,28 @@ enum Failure {
     PeerGone,
 }
 
-fn run_tower<M, F, L>(
-    job: Job<'_, M>,
+fn run_tower<M, P, F, L>(
+    job: Job<M, P>,
     layout: &Layout,
     has_running_stats: bool,
     loss_fn: &F,
 ) -> Result<Done<M>, Failure>
 where
     M: Module,
-    F: Fn(&M, Tensor<4>, Tensor<1, Int>) -> L,
+    F: Fn(&M, P, &Device) -> L,
     L: IntoTowerLoss,
 {
     let Job {
         replica,
         sum,
-        slice,
+        part,
         device,
         stats_device,
         loss_scale,
         finish,
     } = job;
-    let (x, y) = slice.to_tensors(&device);
-    let pass = backward_pass(&replica, x, y, loss_scale, loss_fn).map_err(Failure::Failed)?;
+    let pass =
+        backward_pass(&replica, part, &device, loss_scale, loss_fn).map_err(Failure::Failed)?;
     if has_running_stats {
         batch_norm_sync::commit(&replica);
     }
@@ -173,12 +174,13 @@ where
         stats,
         loss: pass.loss,
         correct: pass.correct,
+        metrics: pass.metrics,
     })
 }
 
 /// Runs every job on a thread of its own and waits for all of them.
-pub(super) fn run_towers<M, F, L>(
-    jobs: Vec<Job<'_, M>>,
+pub(super) fn run_towers<M, P, F, L>(
+    jobs: Vec<Job<M, P>>,
     towers: &[TowerDevice],
     layout: &Layout,
     has_running_stats: bool,
@@ -186,7 +188,8 @@ pub(super) fn run_towers<M, F, L>(
 ) -> Result<Vec<Done<M>>>
 where
     M: Module,
-    F: Fn(&M, Tensor<4>, Tensor<1, Int>) -> L + Sync,
+    P: Send,
+    F: Fn(&M, P, &Device) -> L + Sync,
     L: IntoTowerLoss,
 {
     let outcomes: Vec<_> = thread::scope(|s| {

@@ -5,7 +5,8 @@
 //! (`step`, the sections' names and lengths, the run's configuration), the sections back to
 //! back (`model` and `averages` are [`ModuleRecord`]s in Burn's burnpack format, keyed by
 //! module path and carrying the parameter ids the optimizer state is keyed by; `optimizer` is an
-//! [`OptimizerRecord`]; the optional `input` is the [`InputPosition`] as JSON), and last the
+//! [`OptimizerRecord`]; the optional `input` is the input source's position as JSON, e.g. a
+//! [`towers_data::InputPosition`]), and last the
 //! little-endian CRC32C of every byte before it. Files written before the `input` section
 //! existed load with `input: None`.
 //!
@@ -26,7 +27,6 @@ use burn::tensor::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use towers_data::InputPosition;
 use towers_data::atomic_file::write_atomic;
 
 /// The current format: a CRC32C trailer.
@@ -58,9 +58,10 @@ pub struct Checkpoint {
     pub optimizer: OptimizerRecord,
     /// The moving averages of the weights, when the run keeps them.
     pub averages: Option<ModuleRecord>,
-    /// Where the training input stands after the step's batches; `None` in files written
-    /// before positions were saved.
-    pub input: Option<InputPosition>,
+    /// Where the training input stands after the step's batches, as the input source wrote
+    /// it ([`crate::BatchSource::position`]); `None` in files written before positions were
+    /// saved.
+    pub input: Option<serde_json::Value>,
     /// The run's configuration, for the record (not applied on load).
     pub config: serde_json::Value,
 }
@@ -369,12 +370,14 @@ mod tests {
             words: 1 << 50,
         });
         Checkpoint {
-            input: Some(position.clone()),
+            input: Some(serde_json::to_value(&position).unwrap()),
             ..small(9)
         }
         .save(&path)
         .unwrap();
-        assert_eq!(Checkpoint::load(&path).unwrap().input, Some(position));
+        let loaded = Checkpoint::load(&path).unwrap().input.unwrap();
+        let loaded: towers_data::InputPosition = serde_json::from_value(loaded).unwrap();
+        assert_eq!(loaded, position);
         small(9).save(&path).unwrap();
         assert_eq!(Checkpoint::load(&path).unwrap().input, None);
     }

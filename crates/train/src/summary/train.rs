@@ -20,8 +20,8 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 use serde::{Deserialize, Serialize};
-use towers_data::{HostBatch, Image, split_sizes};
-use towers_multigpu::{StepOutput, TowerDevice, Towers};
+use towers_data::{HostBatch, Image};
+use towers_multigpu::{StepOutput, TowerBatch, TowerDevice, Towers, split_sizes};
 
 use crate::error::{Error, Result};
 use crate::summary::event_file::EventWriter;
@@ -92,6 +92,8 @@ pub(crate) struct StepScalars {
     pub examples: usize,
     /// The example queue's fill, 0 to 1.
     pub queue_fill: f32,
+    /// The step's named metrics (`accuracy`, the model's own).
+    pub metrics: Vec<(String, f64)>,
 }
 
 /// The trainer's event file and what it accumulates between summaries.
@@ -140,11 +142,12 @@ impl TrainSummaries {
     }
 
     /// Before each batch of step `step` goes to the towers: on the step's first batch, the
-    /// images of each tower's slice, and a request for the step's gradient.
+    /// images of each tower's slice (when the batch is images), and a request for the step's
+    /// gradient.
     pub fn before_batch<M: Module>(
         &mut self,
         step: u64,
-        batch: &HostBatch,
+        images: Option<&HostBatch>,
         towers: &mut Towers<M>,
     ) -> Result<()> {
         if self.micro_batches > 0 {
@@ -153,7 +156,7 @@ impl TrainSummaries {
         if self.due(step, self.config.histograms_every) {
             towers.keep_gradients();
         }
-        if self.due(step, self.config.images_every) {
+        if let Some(batch) = images.filter(|_| self.due(step, self.config.images_every)) {
             let values = tower_images(batch, towers.devices(), self.config.images_per_tower)?;
             self.write(step, values)?;
         }
@@ -215,6 +218,7 @@ impl TrainSummaries {
             Value::scalar("examples_per_sec", self.interval.examples_per_sec() as f32),
             Value::scalar("queue/fraction_full", s.queue_fill),
         ]);
+        values.extend((s.metrics.iter()).map(|(name, v)| Value::scalar(name.clone(), *v as f32)));
         values
     }
 
@@ -240,13 +244,12 @@ impl TrainSummaries {
 /// The first `per_tower` images of each tower's slice of `batch`.
 fn tower_images(batch: &HostBatch, towers: &[TowerDevice], per_tower: usize) -> Result<Vec<Value>> {
     let shares: Vec<f64> = towers.iter().map(TowerDevice::share).collect();
-    let sizes = split_sizes(batch.len(), &shares)?;
+    let sizes = split_sizes(batch.len(), &shares).map_err(towers_multigpu::Error::Batch)?;
     let [c, h, w] = batch.image_shape();
     let mut values = Vec::new();
-    let mut first = 0;
-    for (tower, size) in sizes.into_iter().enumerate() {
-        for k in 0..per_tower.min(size) {
-            let planes = &batch.images()[(first + k) * c * h * w..][..c * h * w];
+    for (tower, slice) in batch.split(&sizes).into_iter().enumerate() {
+        let images = slice.images().chunks_exact(c * h * w);
+        for (k, planes) in images.take(per_tower).enumerate() {
             if let Some(image) = image_summary(&Image::from_chw(planes, c, h, w)) {
                 values.push(Value::image(
                     format!("tower_{tower}/images/image/{k}"),
@@ -254,7 +257,6 @@ fn tower_images(batch: &HostBatch, towers: &[TowerDevice], per_tower: usize) -> 
                 ));
             }
         }
-        first += size;
     }
     Ok(values)
 }

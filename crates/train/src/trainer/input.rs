@@ -3,29 +3,31 @@
 //! replay from step 0, with a warning; and the per-tower dropout streams that make a resumed
 //! step draw the masks the uninterrupted run drew.
 
-use burn::tensor::{Int, Tensor};
-use towers_data::{InputPosition, Pipeline, PipelineConfig};
-use towers_models::{ImageClassifier, with_dropout_seed};
-use towers_multigpu::{TowerLoss, current_tower};
+use burn::module::Module;
+use burn::tensor::Device;
+use towers_data::PipelineConfig;
+use towers_models::with_dropout_seed;
+use towers_multigpu::{TowerBatch, TowerLoss, current_tower};
 
+use super::Trainer;
 use super::start::mix;
-use super::{LossFn, Trainer};
 use crate::error::{Error, Result};
-use crate::input::Input;
 use crate::log::TrainLog;
+use crate::source::{BatchSource, TrainInput};
+use crate::step::TrainStep;
 
-impl<M: ImageClassifier + 'static> Trainer<M> {
+impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// The training input from `step`: where `position` stands when the checkpoint saved one;
     /// otherwise replayed from step 0 (`replay_input_on_resume`) or started afresh under a seed
     /// of the step, with a warning either way.
-    pub(super) fn start_input(
+    pub(super) fn start_input<I: TrainInput>(
         &self,
-        input: &Input,
+        input: &I,
         reader_threads: usize,
         step: u64,
-        position: Option<InputPosition>,
+        position: Option<serde_json::Value>,
         log: &TrainLog,
-    ) -> Result<Pipeline> {
+    ) -> Result<I::Source> {
         let c = &self.config;
         let config = PipelineConfig {
             reader_threads,
@@ -35,13 +37,12 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         };
         if let Some(position) = position {
             log.println(&format!(
-                "resuming the input at step {step}: epoch {}, record {} of the run",
-                position.next.epoch, position.next.seq
+                "resuming the input at step {step} from the checkpoint's input position"
             ));
-            return input.resume(config, &position);
+            return input.start(config, Some(&position));
         }
         if step == 0 {
-            return input.start(config);
+            return input.start(config, None);
         }
         let warning = format!("warning: the checkpoint of step {step} holds no input position");
         if !c.replay_input_on_resume {
@@ -49,13 +50,13 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
                 "{warning}: the input starts afresh under a seed derived from the step"
             ));
             let seed = mix(c.seed, step);
-            return input.start(PipelineConfig { seed, ..config });
+            return input.start(PipelineConfig { seed, ..config }, None);
         }
         let batches = step * c.towers.accumulation as u64;
         log.println(&format!(
             "{warning}: reading past the {batches} batches its steps consumed"
         ));
-        let mut pipeline = input.start(config)?;
+        let mut pipeline = input.start(config, None)?;
         for _ in 0..batches {
             next_batch(&mut pipeline)?;
         }
@@ -63,22 +64,22 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
     }
 }
 
-/// `loss` with its dropout masks drawn from a stream of `seed` and the tower, numbered from
-/// `first_tower` (see [`towers_models::with_dropout_seed`]): the same masks in a resumed run,
-/// whichever thread runs which tower when.
-pub(super) fn seeded_loss<M>(
-    loss: &LossFn<M>,
+/// `step`'s loss as the towers take it, with its dropout masks drawn from a stream of `seed`
+/// and the tower, numbered from `first_tower` (see [`towers_models::with_dropout_seed`]): the
+/// same masks in a resumed run, whichever thread runs which tower when.
+pub(super) fn seeded_step<M, S: TrainStep<M>>(
+    step: &S,
     seed: u64,
     first_tower: usize,
-) -> impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> TowerLoss + Sync + '_ {
-    move |m, x, y| {
+) -> impl for<'a> Fn(&M, <S::Batch as TowerBatch>::Part<'a>, &Device) -> TowerLoss + Sync + '_ {
+    move |m, part, device| {
         let tower = (first_tower + current_tower().unwrap_or(0)) as u64;
-        with_dropout_seed(mix(seed, tower), || loss(m, x, y))
+        with_dropout_seed(mix(seed, tower), || step.loss(m, part, device))
     }
 }
 
 /// The next training batch; the end of the input is an error (training input never ends).
-pub(super) fn next_batch(pipeline: &mut Pipeline) -> Result<towers_data::HostBatch> {
+pub(super) fn next_batch<P: BatchSource>(pipeline: &mut P) -> Result<P::Batch> {
     pipeline
         .next_batch()?
         .ok_or_else(|| Error::Config("the training input ended".into()))

@@ -1,7 +1,11 @@
 //! The training loop: input pipeline, towers, optimizer, schedule, moving averages, logs and
 //! checkpoints, in the shape of TF's `cifar10_multi_gpu_train.py` and `inception_train.py`.
 //!
-//! One step: the learning rate of the step, one host batch per micro-batch from the pipeline,
+//! Any model trains here through a [`TrainStep`] (the loss of a tower's part of a batch) on any
+//! [`TrainInput`] whose batches the step takes: image files through [`crate::Input`] for the
+//! image classifiers, a Burn `Dataset` for the rest.
+//!
+//! One step: the learning rate of the step, one batch per micro-batch from the input,
 //! [`Towers::step`] (split, forward/backward on every tower, gradient mean, one update), the
 //! moving averages, TensorBoard summaries (see [`crate::summary`]), a log line every
 //! `log_every` steps and a checkpoint every `checkpoint_every`. A loss that is not finite ends the run with [`Error::Diverged`]; a raised
@@ -31,6 +35,7 @@ pub(crate) use report::Interval;
 pub use report::TrainReport;
 pub use start::load_into;
 
+use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
 use towers_models::ImageClassifier;
 use towers_multigpu::{Processes, TowerDevice, TowerLoss, parse_devices};
@@ -38,7 +43,8 @@ use towers_multigpu::{Processes, TowerDevice, TowerLoss, parse_devices};
 use crate::checkpoint::CheckpointDir;
 use crate::config::TrainConfig;
 use crate::error::Result;
-use crate::input::Input;
+use crate::source::{BatchSource, TrainInput};
+use crate::step::{ClassifierStep, TrainStep};
 use crate::stop::StopFlag;
 
 /// The JSON-lines log in the train directory.
@@ -46,18 +52,17 @@ pub const LOG_FILE: &str = "train_log.jsonl";
 /// The loss and learning-rate plot in the train directory.
 pub const PLOT_FILE: &str = "train_plot.svg";
 
-/// A tower's loss: model, images `[n, c, h, w]`, labels `[n]` to the slice's mean loss.
-pub type LossFn<M> = dyn Fn(&M, Tensor<4>, Tensor<1, Int>) -> TowerLoss + Send + Sync;
-
 /// Run on the newly built model before training: restoring pretrained weights, freezing
 /// parameters. The flag says whether a checkpoint of the run will be restored over it.
 pub type PrepareFn<M> = dyn Fn(M, bool) -> Result<M> + Send + Sync;
 
-/// Trains an [`ImageClassifier`] as [`TrainConfig`] says.
-pub struct Trainer<M> {
+/// Trains a model `M` through its [`TrainStep`] `S` as [`TrainConfig`] says: an
+/// [`ImageClassifier`] on image files by default ([`Trainer::new`]), any model and batch with
+/// a step of its own ([`Trainer::with_step`]).
+pub struct Trainer<M, S = ClassifierStep<M>> {
     config: TrainConfig,
     stop: StopFlag,
-    loss: Box<LossFn<M>>,
+    step: S,
     prepare: Box<PrepareFn<M>>,
     /// The other ranks of a multi-process job, if any.
     processes: Option<Processes>,
@@ -86,12 +91,30 @@ impl<M> Trained<M> {
 }
 
 impl<M: ImageClassifier + 'static> Trainer<M> {
-    /// A trainer that minimizes the model's own loss ([`ImageClassifier::loss`]).
+    /// A trainer that minimizes the model's own loss ([`ImageClassifier::loss`]) on image
+    /// batches.
     pub fn new(config: TrainConfig) -> Self {
+        Self::with_step(config, ClassifierStep::default())
+    }
+
+    /// Minimizes `loss` instead of the model's own loss.
+    pub fn with_loss(
+        mut self,
+        loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> TowerLoss + Send + Sync + 'static,
+    ) -> Self {
+        self.step = ClassifierStep::with_loss(loss);
+        self
+    }
+}
+
+impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
+    /// A trainer that minimizes the loss of `step`, on the batches of the input given to
+    /// [`run`](Self::run).
+    pub fn with_step(config: TrainConfig, step: S) -> Self {
         Self {
             config,
             stop: StopFlag::new(),
-            loss: Box::new(|m: &M, x, y| TowerLoss::new(m.loss(x, y).loss)),
+            step,
             prepare: Box::new(|m, _| Ok(m)),
             processes: None,
         }
@@ -113,15 +136,6 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         self
     }
 
-    /// Minimizes `loss` instead of the model's own loss.
-    pub fn with_loss(
-        mut self,
-        loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> TowerLoss + Send + Sync + 'static,
-    ) -> Self {
-        self.loss = Box::new(loss);
-        self
-    }
-
     /// The configuration.
     pub fn config(&self) -> &TrainConfig {
         &self.config
@@ -134,12 +148,18 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
     ///
     /// As one rank of several (see [`with_processes`](Self::with_processes)), an error here
     /// ends the job on every rank.
-    pub fn run(&self, init: impl FnOnce(&Device) -> M, input: &Input) -> Result<Trained<M>> {
+    pub fn run<I>(&self, init: impl FnOnce(&Device) -> M, input: &I) -> Result<Trained<M>>
+    where
+        I: TrainInput<Source: BatchSource<Batch = S::Batch>>,
+    {
         self.or_end_job(self.run_rank(init, input))
     }
 
     /// [`run`](Self::run), on this process.
-    fn run_rank(&self, init: impl FnOnce(&Device) -> M, input: &Input) -> Result<Trained<M>> {
+    fn run_rank<I>(&self, init: impl FnOnce(&Device) -> M, input: &I) -> Result<Trained<M>>
+    where
+        I: TrainInput<Source: BatchSource<Batch = S::Batch>>,
+    {
         let c = &self.config;
         c.validate()?;
         let devices = parse_devices(&c.devices)?;

@@ -4,16 +4,17 @@
 //! plot). Ranks stop together: a stop asked for on any rank stops all after the same step, and
 //! a rank that fails ends the job on every rank.
 
+use burn::module::Module;
 use burn::tensor::{Tensor, TensorData};
-use towers_models::ImageClassifier;
 use towers_multigpu::{Processes, Towers, launched_by_mpi};
 
 use super::Trainer;
 use crate::error::{Error, Result};
-use crate::input::Input;
+use crate::source::TrainInput;
+use crate::step::TrainStep;
 use crate::summary::SummaryConfig;
 
-impl<M: ImageClassifier + 'static> Trainer<M> {
+impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// Trains as one rank of `processes` (none: alone). Every rank runs the same configuration
     /// with its own `devices`; the global batch is the ranks' batches together.
     pub fn with_processes(mut self, processes: Option<Processes>) -> Self {
@@ -49,23 +50,20 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         self.config.examples_per_step() * self.ranks() as u64
     }
 
-    /// This rank's input files, and what the log says about the job.
-    pub(super) fn input_share(&self, input: &Input) -> Result<(Input, Option<String>)> {
+    /// This rank's share of the input (all of it when alone), and what the log says about
+    /// the job.
+    pub(super) fn input_share<I: TrainInput>(&self, input: &I) -> Result<(I, Option<String>)> {
         let Some(p) = &self.processes else {
-            return Ok((input.clone(), None));
+            return Ok((input.share(0, 1)?.0, None));
         };
-        let share = input.share(p.rank(), p.size())?;
+        let (share, what) = input.share(p.rank(), p.size())?;
         let note = format!(
-            "rank {} of {}: global batch {} = {} ranks x {} per rank; this rank reads {} of \
-             the {} input files (file i on rank i mod {})",
+            "rank {} of {}: global batch {} = {} ranks x {} per rank; {what}",
             p.rank(),
             p.size(),
             self.global_examples_per_step(),
             p.size(),
             self.config.examples_per_step(),
-            share.files.len(),
-            input.files.len(),
-            p.size()
         );
         Ok((share, Some(note)))
     }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use towers_data::RecordCount;
+use towers_multigpu::StepOutput;
 
 use crate::log::MeanLoss;
 
@@ -100,5 +101,43 @@ impl Interval {
 
     pub(crate) fn sec_per_step(&self) -> f64 {
         self.time.as_secs_f64() / self.steps.max(1) as f64
+    }
+}
+
+/// The named metrics of one update: each the mean over the update's micro-batches, weighted
+/// like the loss; `accuracy` among them when the step gave predictions.
+#[derive(Debug, Default)]
+pub(crate) struct Metrics {
+    /// Name, weighted sum, weight.
+    sums: Vec<(String, f64, f64)>,
+}
+
+impl Metrics {
+    /// Adds one batch's metrics.
+    pub(crate) fn add(&mut self, out: &StepOutput) {
+        let accuracy = (out.correct).map(|c| {
+            (
+                "accuracy".to_string(),
+                c as f64 / out.examples as f64,
+                out.examples as f64,
+            )
+        });
+        let others = (out.metrics.iter()).map(|(name, v)| (name.clone(), *v, out.weight));
+        for (name, value, weight) in accuracy.into_iter().chain(others) {
+            match self.sums.iter_mut().find(|(n, ..)| *n == name) {
+                Some((_, sum, total)) => {
+                    *sum += value * weight;
+                    *total += weight;
+                }
+                None => self.sums.push((name, value * weight, weight)),
+            }
+        }
+    }
+
+    /// The means, by name, in the order first seen.
+    pub(crate) fn means(&self) -> Vec<(String, f64)> {
+        (self.sums.iter())
+            .map(|(name, sum, total)| (name.clone(), sum / total))
+            .collect()
     }
 }

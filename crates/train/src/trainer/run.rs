@@ -5,29 +5,29 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use towers_data::Pipeline;
-use towers_models::ImageClassifier;
+use burn::module::Module;
 use towers_multigpu::{TowerDevice, Towers};
 
-use super::input::{next_batch, seeded_loss};
-use super::report::{Interval, TrainReport};
+use super::input::{next_batch, seeded_step};
+use super::report::{Interval, Metrics, TrainReport};
 use super::start::{Start, mix, seed_devices};
 use super::{LOG_FILE, PLOT_FILE, Trained, Trainer};
 use crate::checkpoint::Checkpoint;
 use crate::checkpoint::CheckpointDir;
 use crate::error::{Error, Result};
-use crate::input::Input;
 use crate::log::{LogEntry, TrainLog, read_log};
 use crate::optim::LrSchedule;
 use crate::optim::MovingAverage;
 use crate::plot::plot_log;
+use crate::source::{BatchSource, TrainInput};
+use crate::step::TrainStep;
 use crate::summary::{StepScalars, TrainSummaries};
 
 /// A run in progress: what the loop reads and updates step after step.
-pub(super) struct Run<M> {
+pub(super) struct Run<M, P> {
     pub(super) towers: Towers<M>,
     pub(super) averages: Option<MovingAverage<M>>,
-    pub(super) pipeline: Pipeline,
+    pub(super) pipeline: P,
     pub(super) schedule: LrSchedule,
     pub(super) log: TrainLog,
     pub(super) summaries: TrainSummaries,
@@ -49,17 +49,23 @@ pub(super) struct Update {
     lr: f64,
     took: Duration,
     examples: usize,
+    /// The loss function's metrics (and `accuracy` when it gave predictions), as means over
+    /// the update's batches.
+    metrics: Metrics,
 }
 
-impl<M: ImageClassifier + 'static> Trainer<M> {
+impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// Begin: the towers, the learning-rate schedule, the input pipeline (from a resumed
     /// run's input position), the log and the summaries.
-    pub(super) fn begin(
+    pub(super) fn begin<I>(
         &self,
         start: Start<M>,
         devices: &[TowerDevice],
-        input: &Input,
-    ) -> Result<Run<M>> {
+        input: &I,
+    ) -> Result<Run<M, I::Source>>
+    where
+        I: TrainInput<Source: BatchSource<Batch = S::Batch>>,
+    {
         let c = &self.config;
         let step = start.step;
         let towers = Towers::new(
@@ -113,7 +119,10 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
 
     /// One training step: a batch per micro-batch through the towers until one update is
     /// applied. A loss that is not finite ends the run with [`Error::Diverged`].
-    pub(super) fn train_step(&self, run: &mut Run<M>) -> Result<Update> {
+    pub(super) fn train_step<P>(&self, run: &mut Run<M, P>) -> Result<Update>
+    where
+        P: BatchSource<Batch = S::Batch>,
+    {
         let c = &self.config;
         let started = Instant::now();
         let lr = run.schedule.at(run.step);
@@ -121,22 +130,25 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
         // Towers are numbered across ranks, so that R ranks of N towers draw the dropout masks
         // of one process with R x N towers.
         let first_tower = self.rank() * run.towers.devices().len();
-        let (mut loss_sum, mut examples) = (0.0, 0usize);
+        let (mut loss_sum, mut weight, mut examples) = (0.0, 0.0, 0usize);
+        let mut metrics = Metrics::default();
         for micro in 0.. {
             let batch = next_batch(&mut run.pipeline)?;
+            let images = P::images(&batch);
             run.summaries
-                .before_batch(run.step + 1, &batch, &mut run.towers)?;
+                .before_batch(run.step + 1, images, &mut run.towers)?;
             let seed = mix(mix(c.seed, run.step), micro);
-            let loss = seeded_loss(&*self.loss, seed, first_tower);
-            let out = run.towers.step(&batch, lr, loss)?;
+            let out = (run.towers).step(&batch, lr, seeded_step(&self.step, seed, first_tower))?;
             run.summaries.add(&out);
-            loss_sum += out.loss * out.examples as f64;
+            loss_sum += out.loss * out.weight;
+            weight += out.weight;
             examples += out.examples;
+            metrics.add(&out);
             if out.updated {
                 break;
             }
         }
-        let loss = loss_sum / examples as f64;
+        let loss = loss_sum / weight;
         run.step += 1;
         if !loss.is_finite() {
             run.log.finish();
@@ -152,14 +164,15 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             lr,
             took: started.elapsed(),
             examples,
+            metrics,
         })
     }
 
     /// After a step: the moving averages, the summaries, a log line every `log_every` steps
     /// and a checkpoint every `checkpoint_every`.
-    pub(super) fn after_step(
+    pub(super) fn after_step<P: BatchSource>(
         &self,
-        run: &mut Run<M>,
+        run: &mut Run<M, P>,
         update: &Update,
         ckpts: &CheckpointDir,
     ) -> Result<()> {
@@ -179,6 +192,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
             took: update.took,
             examples: update.examples,
             queue_fill: fill.examples,
+            metrics: update.metrics.means(),
         };
         run.summaries.after_step(&scalars, &mut run.towers)?;
         run.log.progress(step);
@@ -193,6 +207,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
                 input_queue_fill: fill.examples,
                 batch_queue_fill: fill.batches,
                 corrupt_records_skipped: run.pipeline.record_count().skipped,
+                metrics: scalars.metrics.iter().cloned().collect(),
             })?;
             run.interval = Interval::default();
         }
@@ -204,7 +219,11 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
 
     /// The end: a checkpoint of the last step, the pipeline's threads joined, the summaries
     /// closed, the plot drawn.
-    pub(super) fn finish(&self, mut run: Run<M>, ckpts: &CheckpointDir) -> Result<Trained<M>> {
+    pub(super) fn finish<P: BatchSource>(
+        &self,
+        mut run: Run<M, P>,
+        ckpts: &CheckpointDir,
+    ) -> Result<Trained<M>> {
         let c = &self.config;
         if run.saved_step != Some(run.step) {
             self.checkpoint(&mut run, ckpts)?;
@@ -238,7 +257,7 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
     }
 
     /// Saves the model, optimizer, averages and input position of the current step.
-    fn checkpoint(&self, run: &mut Run<M>, ckpts: &CheckpointDir) -> Result<()> {
+    fn checkpoint<P: BatchSource>(&self, run: &mut Run<M, P>, ckpts: &CheckpointDir) -> Result<()> {
         if !self.writes() {
             return Ok(());
         }

@@ -6,8 +6,6 @@ use std::sync::{Mutex, PoisonError};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor};
-use towers_data::InputPosition;
-use towers_models::ImageClassifier;
 use towers_multigpu::TowerDevice;
 
 use super::Trainer;
@@ -15,6 +13,7 @@ use crate::checkpoint::Checkpoint;
 use crate::checkpoint::CheckpointDir;
 use crate::error::{Error, Result};
 use crate::optim::MovingAverage;
+use crate::step::TrainStep;
 
 /// What a run starts from.
 pub(super) struct Start<M> {
@@ -26,11 +25,12 @@ pub(super) struct Start<M> {
     pub(super) checkpoint: Option<PathBuf>,
     /// What the log should say about the restore (e.g. checkpoints skipped as corrupt).
     pub(super) notes: Vec<String>,
-    /// Where the input stands; `None` for a fresh run or a checkpoint without a position.
-    pub(super) input: Option<InputPosition>,
+    /// Where the input stands (as the source's JSON); `None` for a fresh run or a checkpoint
+    /// without a position.
+    pub(super) input: Option<serde_json::Value>,
 }
 
-impl<M: ImageClassifier + 'static> Trainer<M> {
+impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// A fresh model from `init` and the seed, or the newest valid checkpoint of the train
     /// directory restored over it when the config says `resume`.
     pub(super) fn start(
