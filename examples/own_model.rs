@@ -136,7 +136,7 @@ fn main() -> anyhow::Result<()> {
     let args = TrainArgs::from_command_line();
     let config = args.builtin_config(TrainConfig {
         devices: "flex,flex".into(),
-        max_steps: 60,
+        max_steps: 200,
         ..TrainConfig::new(std::env::temp_dir().join("own_model_train"))
     })?;
     let init = |device: &Device| ModelConfig::new(CLASSES, 32, 0.2).init(device);
