@@ -1,33 +1,42 @@
 //! Image decoding (JPEG, PNG) to 8-bit RGB ([`Rgb8`]) or to `f32` [`Image`]s in [0, 1], and
 //! JPEG encoding.
 //!
-//! JPEGs go straight to zune-jpeg (the `image` crate's own JPEG decoder) with RGB output,
-//! into a buffer the caller keeps: no intermediate image, no per-image allocation of the
-//! output. PNGs go through the `image` crate. Greyscale, CMYK and alpha images all come out as
-//! 3-channel RGB, as `tf.image.decode_jpeg(channels=3)` does.
+//! JPEGs decode to TensorFlow's pixels bit for bit (`tf.io.decode_jpeg(channels=3)`, by
+//! libjpeg-turbo with TF's settings: `tf_jpeg.rs`), into a buffer the caller keeps. PNGs go
+//! through the `image` crate. Greyscale, CMYK and alpha images all come out as 3-channel RGB,
+//! as TF's `channels=3` does.
 
 use std::io::Cursor;
 
 use image::{ImageFormat, ImageReader};
-use zune_jpeg::JpegDecoder;
-use zune_jpeg::zune_core::bytestream::ZCursor;
-use zune_jpeg::zune_core::colorspace::ColorSpace;
-use zune_jpeg::zune_core::options::DecoderOptions;
 
+pub use super::tf_jpeg::DctMethod;
 use crate::image::{Image, Rgb8};
 
 /// Decodes a JPEG or PNG (recognized by content, not by name) to RGB values in [0, 1]
-/// (TF's `convert_image_dtype` to float).
+/// (TF's `convert_image_dtype` to float), JPEGs with TF's default `dct_method`.
 pub fn decode_image(bytes: &[u8]) -> Result<Image, String> {
+    decode_image_with(bytes, DctMethod::default())
+}
+
+/// [`decode_image`] with JPEGs' inverse DCT chosen as TF's `dct_method`.
+pub fn decode_image_with(bytes: &[u8], dct: DctMethod) -> Result<Image, String> {
     let mut rgb = Rgb8::default();
-    decode_rgb8(bytes, &mut rgb)?;
+    decode_rgb8_with(bytes, dct, &mut rgb)?;
     Ok(rgb.to_image())
 }
 
-/// Decodes a JPEG or PNG (recognized by content) into `out`, reusing its buffer.
+/// Decodes a JPEG or PNG (recognized by content) into `out`, reusing its buffer, JPEGs with
+/// TF's default `dct_method`.
 pub fn decode_rgb8(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
+    decode_rgb8_with(bytes, DctMethod::default(), out)
+}
+
+/// [`decode_rgb8`] with JPEGs' inverse DCT chosen as TF's `dct_method`.
+pub fn decode_rgb8_with(bytes: &[u8], dct: DctMethod, out: &mut Rgb8) -> Result<(), String> {
     if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        return decode_jpeg(bytes, out);
+        let max_bytes = (bytes.len() as u64).saturating_mul(MAX_EXPANSION);
+        return super::tf_jpeg::decode(bytes, dct, max_bytes, out);
     }
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
@@ -47,35 +56,6 @@ pub fn decode_rgb8(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
     (out.width, out.height) = (rgb.width() as usize, rgb.height() as usize);
     out.pixels.clear();
     out.pixels.extend_from_slice(rgb.as_raw());
-    Ok(())
-}
-
-/// zune-jpeg with the `image` crate's settings (lenient about recoverable stream errors),
-/// converting any colour space (greyscale, CMYK, YCCK) to RGB.
-fn decode_jpeg(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
-    let options = DecoderOptions::default()
-        .set_strict_mode(false)
-        .jpeg_set_out_colorspace(ColorSpace::RGB);
-    let mut decoder = JpegDecoder::new_with_options(ZCursor::new(bytes), options);
-    let corrupt = |e| format!("corrupt image: {e}");
-    decoder.decode_headers().map_err(corrupt)?;
-    let (width, height) = decoder.dimensions().expect("headers decoded");
-    let len = decoder.output_buffer_size().expect("headers decoded");
-    if len != width * height * 3 {
-        return Err(format!(
-            "corrupt image: {len} bytes of output for {width}x{height} RGB"
-        ));
-    }
-    if len as u64 > (bytes.len() as u64).saturating_mul(MAX_EXPANSION) {
-        return Err(format!(
-            "corrupt image: a {width}x{height} header in {} bytes exceeds the limit of \
-             {MAX_EXPANSION} decoded bytes per input byte",
-            bytes.len()
-        ));
-    }
-    out.pixels.resize(len, 0);
-    decoder.decode_into(&mut out.pixels).map_err(corrupt)?;
-    (out.width, out.height) = (width, height);
     Ok(())
 }
 
@@ -159,13 +139,8 @@ mod tests {
         assert!(worst < 0.05, "max error {worst}");
     }
 
-    /// What the `image` crate's own JPEG path (zune-jpeg behind `ImageReader`) gives.
-    fn through_image_crate(bytes: &[u8]) -> Vec<u8> {
-        image::load_from_memory(bytes).unwrap().to_rgb8().into_raw()
-    }
-
     #[test]
-    fn direct_jpeg_decoding_gives_the_image_crates_pixels() {
+    fn every_jpeg_colour_space_becomes_rgb_in_the_reused_buffer() {
         let data: Vec<f32> = (0..40 * 56 * 3)
             .map(|i| ((i * 7919) % 256) as f32 / 255.0)
             .collect();
@@ -181,15 +156,16 @@ mod tests {
             .unwrap();
         let cmyk = include_bytes!("../../tests/data/cmyk.jpg").as_slice();
         let mut out = Rgb8::default();
-        for bytes in [&colour[..], &grey, cmyk] {
+        for (bytes, size) in [(&colour[..], (40, 56)), (&grey, (2, 3)), (cmyk, (8, 8))] {
             decode_rgb8(bytes, &mut out).unwrap();
-            assert_eq!(out.pixels, through_image_crate(bytes));
+            assert_eq!((out.height, out.width), size);
             assert_eq!(out.pixels.len(), out.height * out.width * 3);
         }
-        assert_eq!(
-            (out.height, out.width),
-            (8, 8),
-            "the buffer is reused, resized"
+        decode_rgb8(&grey, &mut out).unwrap();
+        let grey_pixel = &out.pixels[..3];
+        assert!(
+            grey_pixel.iter().all(|&v| v == grey_pixel[0]),
+            "{grey_pixel:?}"
         );
     }
 

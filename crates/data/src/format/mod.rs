@@ -4,7 +4,8 @@
 //! - [`cifar10`]: CIFAR-10's fixed-size binary records.
 //! - [`tfrecord`] framing and [`tf_example`] protos; [`inception`]: TFRecord shards of
 //!   `tf.train.Example`s with encoded images, as TF's Inception trainer reads them.
-//! - [`image_folder`]: one folder per class; [`codec`]: JPEG and PNG decoding.
+//! - [`image_folder`]: one folder per class; [`codec`]: JPEG and PNG decoding, JPEGs as TF
+//!   decodes them (`tf_jpeg.rs`).
 //! - [`synthetic`]: built-in data for demos and tests.
 
 pub mod cifar10;
@@ -14,6 +15,7 @@ pub mod inception;
 mod record_format;
 pub mod synthetic;
 pub mod tf_example;
+mod tf_jpeg;
 pub mod tfrecord;
 
 pub(crate) use record_format::record_error;
