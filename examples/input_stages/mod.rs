@@ -2,6 +2,8 @@
 //! `InceptionTrain` run on its own over the shards' first records, timed in this thread's CPU
 //! time, which other processes on the machine do not inflate.
 
+pub mod decoders;
+
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,7 +22,7 @@ use burn_towers::data::{Planes, RecordFormat, Rgb8};
 const STAGES: [&str; 6] = [
     "read record",
     "parse Example",
-    "decode JPEG",
+    "decode JPEG (libjpeg-turbo, as TF)",
     "crop + resize (+ flip)",
     "colour, clip, scale to [-1, 1] (fused)",
     "copy into batch",
