@@ -19,6 +19,9 @@ use burn_towers::data::{RecordFormat, Rgb8};
 
 use super::cpu_time;
 
+/// A decoder's name, and a closure decoding one JPEG with it.
+type Decoder<'a> = (&'static str, &'a mut dyn FnMut(&[u8]));
+
 /// Prints each decoder's best of 3 rounds over up to 256 of the shards' images, on this thread.
 pub fn print(files: &[PathBuf]) -> anyhow::Result<()> {
     let images = first_images(files, 256)?;
@@ -35,7 +38,7 @@ pub fn print(files: &[PathBuf]) -> anyhow::Result<()> {
     println!("| decoder | ms/image |");
     println!("|---|---:|");
     let (mut fast, mut accurate) = (Rgb8::default(), Rgb8::default());
-    let decoders: [(&str, &mut dyn FnMut(&[u8])); 3] = [
+    let decoders: [Decoder; 3] = [
         ("zune-jpeg 0.5 (the image crate's)", &mut |jpeg| {
             zune(jpeg, &mut zune_out);
         }),
