@@ -1,6 +1,10 @@
 //! Our JPEG decoding gives TensorFlow's pixels bit for bit: `tf.io.decode_jpeg(jpeg,
 //! channels=3)` with its default `dct_method` and with `"INTEGER_ACCURATE"`, on JPEGs written by
 //! TF and by Pillow (tests/data/tf_jpeg, from scripts/tf_fixtures/jpeg_decode.py).
+//!
+//! Only with the `tf-jpeg` feature (`required-features` in Cargo.toml): JPEG pixels
+//! bit-identical to tf.io.decode_jpeg (libjpeg-turbo built from source: needs cmake and nasm).
+//! `cargo test -p towers-data --features tf-jpeg`.
 
 use std::path::{Path, PathBuf};
 

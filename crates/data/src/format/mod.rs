@@ -5,7 +5,7 @@
 //! - [`tfrecord`] framing and [`tf_example`] protos; [`inception`]: TFRecord shards of
 //!   `tf.train.Example`s with encoded images, as TF's Inception trainer reads them.
 //! - [`image_folder`]: one folder per class; [`codec`]: JPEG and PNG decoding, JPEGs as TF
-//!   decodes them (`tf_jpeg.rs`).
+//!   decodes them with the `tf-jpeg` feature (`tf_jpeg.rs`), by zune-jpeg without it.
 //! - [`synthetic`]: built-in data for demos and tests.
 
 pub mod cifar10;
@@ -15,6 +15,7 @@ pub mod inception;
 mod record_format;
 pub mod synthetic;
 pub mod tf_example;
+#[cfg(feature = "tf-jpeg")]
 mod tf_jpeg;
 pub mod tfrecord;
 

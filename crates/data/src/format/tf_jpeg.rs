@@ -17,6 +17,10 @@
 //! Pixels equal TF's on JPEGs written by TF and by Pillow (baseline, progressive, 4:2:0, 4:2:2,
 //! 4:4:4, odd sizes, restart markers, greyscale, RGB, CMYK with and without Adobe's marker):
 //! `tests/tf_jpeg.rs`, fixtures from `scripts/tf_fixtures/jpeg_decode.py`.
+//!
+//! Compiled only with the `tf-jpeg` feature: JPEG pixels bit-identical to tf.io.decode_jpeg
+//! (libjpeg-turbo built from source: needs cmake and nasm). `codec.rs` picks this decoder or
+//! zune-jpeg.
 
 use std::cell::RefCell;
 use std::ffi::{CStr, c_int};
