@@ -4,10 +4,12 @@
 //! decode and the 299x299 distortions). Each row is the median of 3 rounds; its CPU ms per
 //! image (all threads) is what other load on the machine barely changes.
 //!
-//! cargo run --release --example bench_input [-- --only cifar10|inception] [--stages]
+//! cargo run --release --example bench_input [-- --only cifar10|inception] [--stages|--decoders]
 //!
 //! `--stages` prints instead where one reader's time goes per Inception image (read, parse,
-//! decode, crop and resize, colour, batch copy), in that thread's CPU time.
+//! decode, crop and resize, colour, batch copy), in that thread's CPU time; `--decoders` the
+//! CPU time per image of the JPEG decoders (zune-jpeg, and TF's libjpeg-turbo with
+//! `--features tf-jpeg`).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -49,6 +51,9 @@ struct Args {
     /// Print the Inception input's time per image by stage (one thread) instead.
     #[arg(long)]
     stages: bool,
+    /// Print the JPEG decoders' time per Inception image (one thread) instead.
+    #[arg(long)]
+    decoders: bool,
 }
 
 /// One input to measure: files, format, distortions and batch size.
@@ -64,7 +69,7 @@ struct Bench {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if args.only != Some(Input::Inception) && !args.stages {
+    if args.only != Some(Input::Inception) && !args.stages && !args.decoders {
         let builtin;
         let dir = match &args.cifar_dir {
             Some(dir) => dir.clone(),
@@ -105,6 +110,9 @@ fn main() -> anyhow::Result<()> {
         let files = inception::train_files(&dir)?;
         if args.stages {
             return input_stages::print(&files, &InceptionTrain::new(299));
+        }
+        if args.decoders {
+            return input_stages::decoders::print(&files);
         }
         println!(
             "\nInception training input (JPEG decode, distorted crop, resize to 299, flip, colour), batch 32, {cores} cores"

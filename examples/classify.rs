@@ -14,7 +14,8 @@ use clap::{Parser, ValueEnum};
 use burn_towers::data::transforms::{CifarEval, InceptionEval};
 use burn_towers::models::{Cifar10Config, InceptionV3Config};
 use burn_towers::train::{
-    CifarImage, Prediction, WeightsArgs, classify, load_weights, parse_args, read_labels,
+    CifarImage, Prediction, WeightsArgs, classify, is_pytorch_file, load_weights, parse_args,
+    read_labels,
 };
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -31,10 +32,12 @@ struct Args {
     /// Which network the weights are for.
     #[arg(long, value_enum)]
     model: Model,
-    /// A TF checkpoint, one of ours (file or train directory) or a `.safetensors` export.
+    /// A TF checkpoint, a torchvision state dict (`.pth`, Inception v3 only), one of ours (file
+    /// or train directory) or a `.safetensors` export.
     #[arg(long)]
     weights: PathBuf,
-    /// Outputs of the logits (default: 1001 for Inception, TF's ImageNet layout; 10 for CIFAR-10).
+    /// Outputs of the logits (default: 1001 for Inception, TF's ImageNet layout, 1000 with
+    /// torchvision's weights; 10 for CIFAR-10).
     #[arg(long)]
     num_classes: Option<usize>,
     /// Class names: one per line, or `label<TAB>name` lines (the `labels.txt` of a training run).
@@ -61,9 +64,13 @@ fn main() -> anyhow::Result<()> {
     let predictions = match args.model {
         Model::Inception => {
             let size = args.image_size.unwrap_or(299);
-            let model = InceptionV3Config::new(args.num_classes.unwrap_or(1001))
+            // torchvision's weights: its 1000 classes and its port's pools.
+            let torchvision = is_pytorch_file(&args.weights);
+            let classes = if torchvision { 1000 } else { 1001 };
+            let model = InceptionV3Config::new(args.num_classes.unwrap_or(classes))
                 .with_image_size(size)
                 .with_aux_logits(size >= 107)
+                .with_pool_counts_padding(torchvision)
                 .init(&device);
             let (model, report) = load_weights(model, &args.weights, options)?;
             eprintln!("{report}");

@@ -6,6 +6,7 @@
 //!     --devices cuda:0,cuda:1                    # TF's settings: 299x299, batch 32, 1001 classes
 //! cargo run --release --example inception -- --data-dir flowers --batch-size 32 \
 //!     --pretrained inception_v3.ckpt --trainable-scopes InceptionV3/Logits,InceptionV3/AuxLogits
+//! (`--pretrained inception_v3_google.pth`, torchvision's, works alike: see `is_pytorch_file`)
 //! ```
 //!
 //! With `--data-dir`, the TF trainer's settings (299x299, batch 32, RMSProp 0.9/0.9/1.0 at 0.1
@@ -20,7 +21,7 @@ use burn_towers::data::transforms::{InceptionEval, InceptionTrain};
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
     BUILTIN_CLASSES, InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trainer, evaluate,
-    inception_image_size, mpi_job, parse_args,
+    inception_image_size, is_pytorch_file, mpi_job, parse_args,
 };
 
 #[derive(Parser)]
@@ -63,10 +64,17 @@ fn main() -> anyhow::Result<()> {
         println!("label map: {}", label_map.display());
     }
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
+    // torchvision's weights need its port's pools (see `is_pytorch_file`).
+    let torchvision = args
+        .train
+        .pretrained
+        .as_deref()
+        .is_some_and(is_pytorch_file);
     let mut model = InceptionV3Config::new(num_classes)
         .with_image_size(image_size)
         .with_aux_logits(image_size >= 107)
-        .with_weight_decay(config.weight_decay);
+        .with_weight_decay(config.weight_decay)
+        .with_pool_counts_padding(torchvision);
     if data_dir.is_none() {
         // TF's 0.9997 needs thousands of steps before the moving statistics, which evaluation
         // uses, match the data's; the built-in run has a few hundred.

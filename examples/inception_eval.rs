@@ -16,7 +16,8 @@ use clap::Parser;
 use burn_towers::data::transforms::InceptionEval;
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
-    InceptionData, Split, WeightsArgs, evaluate, inception_image_size, load_weights, parse_args,
+    InceptionData, Split, WeightsArgs, evaluate, inception_image_size, is_pytorch_file,
+    load_weights, parse_args,
 };
 
 #[derive(Parser)]
@@ -24,8 +25,9 @@ use burn_towers::train::{
 struct Args {
     #[command(flatten)]
     weights: WeightsArgs,
-    /// Weights: a TF checkpoint (prefix, `.index` or directory), one of ours (file or train
-    /// directory) or a `.safetensors` export.
+    /// Weights: a TF checkpoint (prefix, `.index` or directory), a torchvision state dict
+    /// (`.pth`: 1000 classes, so an image folder of the 1000 synsets, not TF's 1001-class
+    /// shards), one of ours (file or train directory) or a `.safetensors` export.
     #[arg(long, default_value = "/tmp/imagenet_train")]
     checkpoint: PathBuf,
     /// `validation-XXXXX-of-YYYYY` shards or an image folder; the built-in synthetic data
@@ -63,6 +65,7 @@ fn main() -> anyhow::Result<()> {
     let model = InceptionV3Config::new(args.num_classes.unwrap_or(data.num_classes))
         .with_image_size(image_size)
         .with_aux_logits(image_size >= 107)
+        .with_pool_counts_padding(is_pytorch_file(&args.checkpoint))
         .init(&device);
     let options = args.weights.load_options();
     let (model, report) = load_weights(model, &args.checkpoint, options)?;

@@ -2,6 +2,8 @@
 //! `InceptionTrain` run on its own over the shards' first records, timed in this thread's CPU
 //! time, which other processes on the machine do not inflate.
 
+pub mod decoders;
+
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,10 +19,16 @@ use burn_towers::data::transforms::{
 };
 use burn_towers::data::{Planes, RecordFormat, Rgb8};
 
+/// Which JPEG decoder the build has (the `tf-jpeg` feature picks it).
+#[cfg(feature = "tf-jpeg")]
+const DECODE_STAGE: &str = "decode JPEG (libjpeg-turbo, as TF)";
+#[cfg(not(feature = "tf-jpeg"))]
+const DECODE_STAGE: &str = "decode JPEG (zune-jpeg)";
+
 const STAGES: [&str; 6] = [
     "read record",
     "parse Example",
-    "decode JPEG",
+    DECODE_STAGE,
     "crop + resize (+ flip)",
     "colour, clip, scale to [-1, 1] (fused)",
     "copy into batch",

@@ -19,6 +19,10 @@
 //!
 //! Beside them: [`Image`] (the pixels passed between formats and transforms), [`Error`], and
 //! [`atomic_file`] (write-then-rename, used for checkpoints).
+//!
+//! Feature `tf-jpeg` (off by default): JPEG pixels bit-identical to tf.io.decode_jpeg
+//! (libjpeg-turbo built from source: needs cmake and nasm). Without it JPEGs decode with
+//! zune-jpeg; [`codec`] is the one place that chooses.
 
 pub mod atomic_file;
 mod error;

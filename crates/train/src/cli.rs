@@ -70,7 +70,8 @@ pub struct TrainArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Weights to start from: a TF checkpoint (prefix, `.index`, or a directory with a
-    /// `checkpoint` file), one of ours, or a `.safetensors` export. Classifier layers of
+    /// `checkpoint` file), a torchvision state dict (`.pth`), one of ours, or a `.safetensors`
+    /// export. Classifier layers of
     /// another class count are re-initialized. Not applied when resuming.
     #[arg(long, value_name = "PATH")]
     pub pretrained: Option<PathBuf>,
@@ -86,7 +87,12 @@ pub struct TrainArgs {
 impl TrainArgs {
     /// The [`Trainer::with_prepare`](crate::Trainer::with_prepare) hook of `--pretrained` and
     /// `--trainable-scopes` (see [`fine_tuning`](crate::fine_tuning)).
-    pub fn fine_tuning<M: burn::module::Module + towers_models::weights::TfNamed + 'static>(
+    pub fn fine_tuning<
+        M: burn::module::Module
+            + towers_models::weights::TfNamed
+            + towers_models::weights::TorchNamed
+            + 'static,
+    >(
         &self,
     ) -> impl Fn(M, bool) -> Result<M> + Send + Sync + 'static {
         crate::fine_tuning(self.pretrained.clone(), self.trainable_scopes.clone())

@@ -10,7 +10,7 @@
 //! - [`Checkpoint`], [`CheckpointDir`]: model, optimizer state, averages and step in one
 //!   checksummed file written atomically ([`write_atomic`]); resume from the newest valid one.
 //! - [`TrainLog`], [`plot_log`]: TF's log line, a progress bar, JSON lines and an SVG plot.
-//! - [`load_weights`]: TF checkpoints, ours or safetensors into a model, for fine-tuning
+//! - [`load_weights`]: TF checkpoints, torchvision state dicts, ours or safetensors into a model, for fine-tuning
 //!   ([`train_only`]), evaluation and [`classify`]; [`export_safetensors`].
 //! - [`summary`]: TensorBoard event files of scalars, histograms and images.
 //! - [`Trainer`]: the loop, for any model through a [`TrainStep`] (the loss of a tower's part
@@ -51,7 +51,8 @@ pub use optim::{
 };
 pub use plot::{plot_log, render as render_plot};
 pub use pretrained::{
-    LoadOptions, export_safetensors, fine_tuning, load_weights, open_weights, train_only,
+    LoadOptions, export_safetensors, fine_tuning, is_pytorch_file, load_weights, open_weights,
+    train_only,
 };
 pub use source::{BatchSource, TrainInput};
 pub use step::{ClassifierStep, LossFn, TrainStep};

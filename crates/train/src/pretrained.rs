@@ -1,5 +1,5 @@
-//! Starting from trained weights: a TensorFlow checkpoint, a checkpoint of ours or a
-//! safetensors export, read into a model by parameter path ([`towers_models::weights`]), and
+//! Starting from trained weights: a TensorFlow checkpoint, a torchvision state dict (`.pth`),
+//! a checkpoint of ours or a safetensors export, read into a model by parameter path ([`towers_models::weights`]), and
 //! TF-slim's fine-tuning choices: classifier layers re-initialized for another class count
 //! (`--checkpoint_exclude_scopes`), and only some scopes trained (`--trainable_scopes`).
 
@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Tensor, TensorData};
 use towers_models::weights::{
-    ByPath, RestoreOptions, RestoreReport, TfCheckpoint, TfNamed, TfSource, WeightSource, in_scope,
-    read_safetensors, restore, to_safetensors,
+    ByPath, RestoreOptions, RestoreReport, TfCheckpoint, TfNamed, TfSource, TorchNamed,
+    TorchSource, WeightSource, in_scope, read_safetensors, restore, to_safetensors,
 };
 
 use crate::checkpoint::Checkpoint;
@@ -33,9 +33,10 @@ pub struct LoadOptions {
 /// `model` with the weights at `path`, and what was restored, skipped, missing and unused.
 ///
 /// `path` is a TF checkpoint (a prefix such as `model.ckpt-1000`, its `.index`, or a directory
-/// with a `checkpoint` state file), a checkpoint of ours (`model.ckpt-N`, or a train directory,
-/// whose newest is taken), or a `.safetensors` export.
-pub fn load_weights<M: Module + TfNamed>(
+/// with a `checkpoint` state file), a torchvision state dict (`.pth` or `.pt`, see
+/// [`is_pytorch_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory, whose
+/// newest is taken), or a `.safetensors` export.
+pub fn load_weights<M: Module + TfNamed + TorchNamed>(
     model: M,
     path: &Path,
     options: LoadOptions,
@@ -55,12 +56,15 @@ pub fn load_weights<M: Module + TfNamed>(
 }
 
 /// The weights at `path` (see [`load_weights`]) as a source for the model `M`.
-pub fn open_weights<M: TfNamed>(
+pub fn open_weights<M: TfNamed + TorchNamed>(
     path: &Path,
     moving_averages: bool,
 ) -> Result<Box<dyn WeightSource>> {
     if path.extension().is_some_and(|e| e == "safetensors") {
         return Ok(Box::new(read_safetensors(path)?));
+    }
+    if is_pytorch_file(path) {
+        return Ok(Box::new(TorchSource::open::<M>(path)?));
     }
     let ours = match path.is_dir() && !path.join("checkpoint").exists() {
         true => CheckpointDir::new(path, 1).latest()?.map(|(_, p)| p),
@@ -73,6 +77,15 @@ pub fn open_weights<M: TfNamed>(
             moving_averages,
         ))),
     }
+}
+
+/// Whether `path` names a PyTorch state dict (`.pth` or `.pt`): torchvision's weights, for a
+/// model built in torchvision's layout (Inception v3: 1000 classes, no background class, and
+/// `pool_counts_padding`). torchvision's `transform_input` re-normalises ImageNet-normalised
+/// images to [-1, 1]; our Inception preprocessing gives [-1, 1] already, which is what the
+/// network behind `transform_input` sees, so nothing is applied.
+pub fn is_pytorch_file(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "pth" || e == "pt")
 }
 
 /// Whether `path` is a file that starts like one of our checkpoints.
@@ -125,7 +138,7 @@ pub fn export_safetensors<M: Module>(model: &M, path: &Path) -> Result<()> {
 /// `--trainable-scopes`: restores the weights at `pretrained` (classifier layers of another
 /// shape re-initialized) unless the run resumes from a checkpoint of its own, then freezes
 /// everything outside `trainable_scopes` when any are given. Prints what it did.
-pub fn fine_tuning<M: Module + TfNamed + 'static>(
+pub fn fine_tuning<M: Module + TfNamed + TorchNamed + 'static>(
     pretrained: Option<PathBuf>,
     trainable_scopes: Vec<String>,
 ) -> impl Fn(M, bool) -> Result<M> + Send + Sync + 'static {

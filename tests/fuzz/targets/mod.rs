@@ -7,6 +7,8 @@ mod devices;
 mod example;
 mod image;
 mod records;
+mod safetensors;
+mod tf_checkpoint;
 mod tfrecord;
 
 use std::path::Path;
@@ -37,12 +39,24 @@ pub fn seed_examples() -> Vec<Vec<u8>> {
 }
 
 /// The images TensorFlow encoded into the seed shard (JPEG, greyscale, progressive, PNG with
-/// alpha and at 16 bits), and a CMYK JPEG written by Pillow.
+/// alpha and at 16 bits), a CMYK JPEG written by Pillow, and the JPEGs of the TF-exact decoding
+/// test (Pillow's 4:2:2, restart markers, RGB, CMYK with and without Adobe's marker).
 pub fn seed_images() -> Vec<Vec<u8>> {
     let mut images: Vec<Vec<u8>> = seed_examples()
         .iter()
         .map(|e| ImageRecord::parse(e).unwrap().encoded)
         .collect();
     images.push(include_bytes!("../../../crates/data/tests/data/cmyk.jpg").to_vec());
+    let tf_jpeg = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/data/tests/data/tf_jpeg");
+    for name in [
+        "pil_422",
+        "pil_restart_markers",
+        "pil_rgb_colour_space",
+        "pil_cmyk_adobe",
+        "pil_cmyk_plain",
+    ] {
+        let path = tf_jpeg.join(format!("{name}.jpg"));
+        images.push(std::fs::read(&path).expect("a JPEG of the TF-exact decoding test"));
+    }
     images
 }

@@ -15,6 +15,10 @@ pub struct InceptionAConfig {
     /// Batch-norm decay of every convolution (TF-slim's `batch_norm_decay`).
     #[config(default = 0.9997)]
     pub batch_norm_decay: f64,
+    /// Whether the pooling branch's average counts the zero padding at the borders, as
+    /// torchvision's port does (PyTorch's `count_include_pad=True`); TF averages real pixels only.
+    #[config(default = false)]
+    pub pool_counts_padding: bool,
 }
 
 /// The 35x35 block (Mixed_5b, 5c, 5d): 1x1 | 1x1-5x5 | 1x1-3x3-3x3 | avg pool-1x1,
@@ -28,7 +32,7 @@ pub struct InceptionA {
     pub branch_1: Vec<BasicConv>,
     /// Branch_2: 1x1 64, 3x3 96, 3x3 96.
     pub branch_2: Vec<BasicConv>,
-    /// Branch_3's 3x3 average pool (SAME, padding not counted).
+    /// Branch_3's 3x3 average pool (SAME; the padding counted as configured).
     pub pool: AvgPool2d,
     /// Branch_3: 1x1 to `pool_features`.
     pub branch_3: BasicConv,
@@ -47,7 +51,7 @@ impl InceptionAConfig {
                 s.conv(64, 96, [3, 3]),
                 s.conv(96, 96, [3, 3]),
             ],
-            pool: pool_3x3(),
+            pool: pool_3x3(self.pool_counts_padding),
             branch_3: s.conv(c, self.pool_features, [1, 1]),
         }
     }

@@ -15,6 +15,10 @@ pub struct InceptionCConfig {
     /// Batch-norm decay of every convolution (TF-slim's `batch_norm_decay`).
     #[config(default = 0.9997)]
     pub batch_norm_decay: f64,
+    /// Whether the pooling branch's average counts the zero padding at the borders, as
+    /// torchvision's port does (PyTorch's `count_include_pad=True`); TF averages real pixels only.
+    #[config(default = false)]
+    pub pool_counts_padding: bool,
 }
 
 /// The 17x17 block with factorized 7x7 convolutions (Mixed_6b..6e):
@@ -27,7 +31,7 @@ pub struct InceptionC {
     pub branch_1: Vec<BasicConv>,
     /// Branch_2: 1x1 c7, 7x1 c7, 1x7 c7, 7x1 c7, 1x7 192.
     pub branch_2: Vec<BasicConv>,
-    /// Branch_3's 3x3 average pool (SAME, padding not counted).
+    /// Branch_3's 3x3 average pool (SAME; the padding counted as configured).
     pub pool: AvgPool2d,
     /// Branch_3: 1x1, 192.
     pub branch_3: BasicConv,
@@ -52,7 +56,7 @@ impl InceptionCConfig {
                 s.conv(c7, c7, [7, 1]),
                 s.conv(c7, 192, [1, 7]),
             ],
-            pool: pool_3x3(),
+            pool: pool_3x3(self.pool_counts_padding),
             branch_3: s.conv(c, 192, [1, 1]),
         }
     }

@@ -13,6 +13,10 @@ pub struct InceptionEConfig {
     /// Batch-norm decay of every convolution (TF-slim's `batch_norm_decay`).
     #[config(default = 0.9997)]
     pub batch_norm_decay: f64,
+    /// Whether the pooling branch's average counts the zero padding at the borders, as
+    /// torchvision's port does (PyTorch's `count_include_pad=True`); TF averages real pixels only.
+    #[config(default = false)]
+    pub pool_counts_padding: bool,
 }
 
 /// The 8x8 block with expanded filter banks (Mixed_7b, 7c):
@@ -29,7 +33,7 @@ pub struct InceptionE {
     pub branch_2: Vec<BasicConv>,
     /// Branch_2's split: 1x3 384 and 3x1 384, side by side.
     pub branch_2_split: Vec<BasicConv>,
-    /// Branch_3's 3x3 average pool (SAME, padding not counted).
+    /// Branch_3's 3x3 average pool (SAME; the padding counted as configured).
     pub pool: AvgPool2d,
     /// Branch_3: 1x1, 192.
     pub branch_3: BasicConv,
@@ -47,7 +51,7 @@ impl InceptionEConfig {
             branch_1_split: split(),
             branch_2: vec![s.conv(c, 448, [1, 1]), s.conv(448, 384, [3, 3])],
             branch_2_split: split(),
-            pool: pool_3x3(),
+            pool: pool_3x3(self.pool_counts_padding),
             branch_3: s.conv(c, 192, [1, 1]),
         }
     }

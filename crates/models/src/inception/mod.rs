@@ -57,6 +57,11 @@ pub struct InceptionV3Config {
     /// moving statistics to reach the data's before evaluation.
     #[config(default = 0.9997)]
     pub batch_norm_decay: f64,
+    /// Whether the 3x3 average pools of the Mixed blocks count the zero padding at the
+    /// borders: true for torchvision's weights (its port keeps PyTorch's `count_include_pad`),
+    /// false for TF's, which average real pixels only.
+    #[config(default = false)]
+    pub pool_counts_padding: bool,
 }
 
 /// Inception v3 (Szegedy et al., "Rethinking the Inception Architecture"), TF-slim's layout
@@ -144,16 +149,28 @@ impl InceptionV3Config {
         };
         let (valid, same) = (PaddingConfig2d::Valid, PaddingConfig2d::Same);
         let decay = self.batch_norm_decay;
-        let a = |c_in, pool| InceptionAConfig::new(c_in, pool).with_batch_norm_decay(decay);
+        let counted = self.pool_counts_padding;
+        let a = |c_in, pool| {
+            InceptionAConfig::new(c_in, pool)
+                .with_batch_norm_decay(decay)
+                .with_pool_counts_padding(counted)
+        };
         let mixed_5b = a(192, 32);
         let mixed_5c = a(mixed_5b.out_channels(), 64);
         let mixed_5d = a(mixed_5c.out_channels(), 64);
         let mixed_6a = InceptionBConfig::new(mixed_5d.out_channels()).with_batch_norm_decay(decay);
-        let c =
-            |c7| InceptionCConfig::new(mixed_6a.out_channels(), c7).with_batch_norm_decay(decay);
+        let c = |c7| {
+            InceptionCConfig::new(mixed_6a.out_channels(), c7)
+                .with_batch_norm_decay(decay)
+                .with_pool_counts_padding(counted)
+        };
         let (mixed_6b, mixed_6c, mixed_6d, mixed_6e) = (c(128), c(160), c(160), c(192));
         let mixed_7a = InceptionDConfig::new(mixed_6e.out_channels()).with_batch_norm_decay(decay);
-        let e = |c_in| InceptionEConfig::new(c_in).with_batch_norm_decay(decay);
+        let e = |c_in| {
+            InceptionEConfig::new(c_in)
+                .with_batch_norm_decay(decay)
+                .with_pool_counts_padding(counted)
+        };
         let mixed_7b = e(mixed_7a.out_channels());
         let mixed_7c = e(mixed_7b.out_channels());
         let head_in = mixed_7c.out_channels();
@@ -367,12 +384,13 @@ fn max_pool_3x3_s2() -> MaxPool2d {
     MaxPool2dConfig::new([3, 3]).with_strides([2, 2]).init()
 }
 
-/// The pooling branch's 3x3 average pool: stride 1, SAME, averaging only real pixels as TF.
-fn pool_3x3() -> AvgPool2d {
+/// The pooling branch's 3x3 average pool: stride 1, SAME, averaging only real pixels as TF
+/// unless `counts_padding` (torchvision's port).
+fn pool_3x3(counts_padding: bool) -> AvgPool2d {
     AvgPool2dConfig::new([3, 3])
         .with_strides([1, 1])
         .with_padding(PaddingConfig2d::Same)
-        .with_count_include_pad(false)
+        .with_count_include_pad(counts_padding)
         .init()
 }
 

@@ -1,7 +1,8 @@
 //! Weights in and out of our models: TensorFlow V2 checkpoints ([`TfCheckpoint`], a reader
 //! independent of any model), the TF names of our models' parameters ([`TfNamed`]),
-//! safetensors export and import, and [`restore`], which fills a model from any
-//! [`WeightSource`] and reports what was restored, skipped, missing and unused.
+//! torchvision's `.pth` state dicts ([`TorchSource`], names by [`TorchNamed`]), safetensors
+//! export and import, and [`restore`], which fills a model from any [`WeightSource`] and
+//! reports what was restored, skipped, missing and unused.
 
 mod by_path;
 mod error;
@@ -12,6 +13,8 @@ mod tf_checkpoint;
 mod tf_names;
 mod tf_proto;
 mod tf_source;
+mod torch_names;
+mod torch_source;
 
 pub use by_path::ByPath;
 pub use error::{Result, WeightsError};
@@ -19,3 +22,5 @@ pub use restore::{RestoreOptions, RestoreReport, SourceTensor, WeightSource, in_
 pub use safetensors::{read_safetensors, to_safetensors};
 pub use tf_checkpoint::{TensorInfo, TfCheckpoint, TfDType, TfValues};
 pub use tf_source::{MOVING_AVERAGE_SUFFIX, TfLayout, TfNamed, TfSource, TfVariable};
+pub use torch_names::{TorchLayout, TorchNamed, TorchParameter};
+pub use torch_source::TorchSource;

@@ -75,7 +75,7 @@ impl TfNamed for InceptionV3 {
 }
 
 /// TF-slim's scope of each [`BasicConv`](crate::BasicConv) of [`InceptionV3`], by module path.
-static INCEPTION_SCOPES: LazyLock<HashMap<String, String>> = LazyLock::new(|| {
+pub(super) static INCEPTION_SCOPES: LazyLock<HashMap<String, String>> = LazyLock::new(|| {
     let mut scopes = HashMap::new();
     for stem in ["1a_3x3", "2a_3x3", "2b_3x3", "3b_1x1", "4a_3x3"] {
         scopes.insert(format!("conv2d_{stem}"), format!("Conv2d_{stem}"));

@@ -1,0 +1,98 @@
+//! Our JPEG decoding gives TensorFlow's pixels bit for bit: `tf.io.decode_jpeg(jpeg,
+//! channels=3)` with its default `dct_method` and with `"INTEGER_ACCURATE"`, on JPEGs written by
+//! TF and by Pillow (tests/data/tf_jpeg, from scripts/tf_fixtures/jpeg_decode.py).
+//!
+//! Only with the `tf-jpeg` feature (`required-features` in Cargo.toml): JPEG pixels
+//! bit-identical to tf.io.decode_jpeg (libjpeg-turbo built from source: needs cmake and nasm).
+//! `cargo test -p towers-data --features tf-jpeg`.
+
+use std::path::{Path, PathBuf};
+
+use towers_data::Rgb8;
+use towers_data::codec::{DctMethod, decode_rgb8, decode_rgb8_with};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tf_jpeg")
+}
+
+/// `(name, width, height)` of every case in the manifest.
+fn cases() -> Vec<(String, usize, usize)> {
+    let manifest = std::fs::read_to_string(fixtures().join("manifest.txt")).unwrap();
+    manifest
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let [name, width, height] = fields[..] else {
+                panic!("manifest line {line:?}");
+            };
+            (
+                name.to_owned(),
+                width.parse().unwrap(),
+                height.parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn read(name: &str) -> Vec<u8> {
+    std::fs::read(fixtures().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Decodes every fixture with `dct` and compares with TF's pixels in `NAME.{suffix}.rgb`.
+fn assert_tfs_pixels(dct: DctMethod, suffix: &str) {
+    let cases = cases();
+    assert!(cases.len() >= 15, "{} cases", cases.len());
+    let mut out = Rgb8::default();
+    for (name, width, height) in cases {
+        decode_rgb8_with(&read(&format!("{name}.jpg")), dct, &mut out)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((out.width, out.height), (width, height), "{name}");
+        let expected = read(&format!("{name}.{suffix}.rgb"));
+        let differing = out
+            .pixels
+            .iter()
+            .zip(&expected)
+            .filter(|(a, b)| a != b)
+            .count();
+        let worst = out
+            .pixels
+            .iter()
+            .zip(&expected)
+            .map(|(&a, &b)| a.abs_diff(b))
+            .max();
+        assert!(
+            out.pixels == expected,
+            "{name} ({dct:?}): {differing} of {} values differ from TF's, by up to {worst:?}",
+            expected.len()
+        );
+    }
+}
+
+#[test]
+fn tfs_default_dct_method_gives_tfs_pixels() {
+    assert_tfs_pixels(DctMethod::IntegerFast, "fast");
+}
+
+#[test]
+fn integer_accurate_gives_tfs_pixels() {
+    assert_tfs_pixels(DctMethod::IntegerAccurate, "accurate");
+}
+
+#[test]
+fn the_default_decoding_is_tfs_default() {
+    let mut out = Rgb8::default();
+    decode_rgb8(&read("pil_420.jpg"), &mut out).unwrap();
+    assert_eq!(out.pixels, read("pil_420.fast.rgb"));
+}
+
+/// TF refuses these same bytes ("Invalid JPEG data", `try_recover_truncated=false`), as the
+/// fixture script checks: cut in the header, and in the scan.
+#[test]
+fn a_truncated_jpeg_is_an_error_as_in_tf() {
+    let jpeg = read("tf_420.jpg");
+    let mut out = Rgb8::default();
+    let message = decode_rgb8(&jpeg[..jpeg.len() / 2], &mut out).unwrap_err();
+    assert!(message.contains("corrupt image"), "{message}");
+    let message = decode_rgb8(&jpeg[..jpeg.len() - 50], &mut out).unwrap_err();
+    assert!(message.contains("Premature end"), "{message}");
+}
