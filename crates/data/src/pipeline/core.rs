@@ -222,8 +222,9 @@ fn example_queue<E>(config: &PipelineConfig, start: &InputPosition) -> Queue<E> 
     }
 }
 
-/// The ordered hand-off of chunks of examples into the example queue (deterministic mode).
-type Gate<E> = Arc<OrderedGate<Vec<Entry<E>>>>;
+/// The ordered hand-off of chunks of examples into the example queue (deterministic mode): a
+/// chunk's examples, or the error that stopped its reading, delivered in record order.
+type Gate<E> = Arc<OrderedGate<Result<Vec<Entry<E>>>>>;
 
 /// What every reader thread runs.
 struct Reader<S: Source> {
@@ -243,23 +244,11 @@ impl<S: Source> Reader<S> {
             let Some(first) = chunk.first() else {
                 return Ok(());
             };
-            self.source.load(&chunk, &mut scratch)?;
-            let mut entries = Vec::with_capacity(chunk.len());
-            for (i, item) in chunk.iter().enumerate() {
-                match self
-                    .tally
-                    .record(self.source.prepare(&chunk, i, &scratch))?
-                {
-                    Some(example) => entries.push(Entry {
-                        example,
-                        at: item.at,
-                    }),
-                    None => lock(&self.dropped).push(item.at),
-                }
-            }
-            let enqueue = |entries: Vec<Entry<S::Example>>| {
-                entries
-                    .into_iter()
+            let entries = self.read_chunk(&chunk, &mut scratch);
+            // An error is delivered like examples, so that in deterministic mode the run stops
+            // on the first bad record in record order, whichever reader reaches it first.
+            let enqueue = |entries: Result<Vec<Entry<S::Example>>>| {
+                (entries?.into_iter())
                     .try_for_each(|e| queue.enqueue(e))
                     .map_err(|_| Error::Cancelled)
             };
@@ -268,6 +257,27 @@ impl<S: Source> Reader<S> {
                 None => enqueue(entries)?,
             }
         }
+    }
+
+    /// The examples of `chunk`, less the records skipped as corrupt; or the error that stops
+    /// the run.
+    fn read_chunk(
+        &self,
+        chunk: &[WorkItem],
+        scratch: &mut S::Scratch,
+    ) -> Result<Vec<Entry<S::Example>>> {
+        self.source.load(chunk, scratch)?;
+        let mut entries = Vec::with_capacity(chunk.len());
+        for (i, item) in chunk.iter().enumerate() {
+            match self.tally.record(self.source.prepare(chunk, i, scratch))? {
+                Some(example) => entries.push(Entry {
+                    example,
+                    at: item.at,
+                }),
+                None => lock(&self.dropped).push(item.at),
+            }
+        }
+        Ok(entries)
     }
 }
 
