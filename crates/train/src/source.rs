@@ -43,7 +43,7 @@ pub trait BatchSource: Send {
 
 /// An input the trainer can read: what it counts, how it is shared among ranks, and how a
 /// source over it starts.
-pub trait TrainInput: Send + Sync + Sized {
+pub trait TrainInput: Clone + Send + Sync {
     /// The source it starts.
     type Source: BatchSource;
 
