@@ -46,6 +46,27 @@ pub trait CrossProcess: Send + Sync {
     /// Rank 0's `tensors`, on every rank, on `device`.
     fn broadcast(&self, what: &str, tensors: Vec<Tensor<1>>, device: &Device) -> Vec<Tensor<1>>;
 
+    /// Sums buckets of values over the ranks, element-wise, as this rank's become ready: the
+    /// exchange that overlaps backward. Bucket `k` has `sizes[k]` values. `ready(k)` returns
+    /// this rank's bucket `k` once it is complete and `None` until then (it may wait a little
+    /// before saying so; it is asked again), and is asked for bucket `k` only after bucket
+    /// `k - 1` was handed over. `done(k, sums)` takes each bucket's sum as soon as it has
+    /// arrived, in any order.
+    fn sum_buckets(
+        &self,
+        what: &str,
+        sizes: &[usize],
+        ready: &mut dyn FnMut(usize) -> Option<Vec<f32>>,
+        done: &mut dyn FnMut(usize, &[f32]),
+    );
+
+    /// The size in bytes of one gradient bucket of [`sum_buckets`](Self::sum_buckets): about
+    /// this many bytes of gradients travel as one message. 25 MB, PyTorch DDP's default,
+    /// unless the transport says otherwise.
+    fn bucket_bytes(&self) -> usize {
+        25 << 20
+    }
+
     /// Whether `flag` is set on any rank (e.g. a stop asked for on one rank, so that all stop
     /// after the same step).
     fn any(&self, what: &str, flag: bool) -> bool;

@@ -56,13 +56,16 @@
 pub mod adapters;
 mod batch;
 mod batch_norm_sync;
+mod buckets;
 mod cross_process;
 mod devices;
 mod error;
+mod gradient_tap;
 mod listing;
 mod loss;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+mod overlap;
 mod reduce;
 pub mod remote;
 mod tower_index;

@@ -97,6 +97,20 @@ impl Layout {
         }
     }
 
+    /// Each parameter's slot, by id.
+    pub(crate) fn slot_map(&self) -> std::collections::HashMap<ParamId, usize> {
+        (self.slots.iter().enumerate())
+            .map(|(i, slot)| (slot.id, i))
+            .collect()
+    }
+
+    /// The number of values of each slot's gradient, in slot order.
+    pub(crate) fn sizes(&self) -> Vec<usize> {
+        (self.slots.iter())
+            .map(|slot| slot.dims.iter().product())
+            .collect()
+    }
+
     /// The sum of gradient sets, each moved to `device` first and added in order, so the result
     /// does not depend on thread timing. A parameter missing from a set counts as zero. With one
     /// set this is a move to `device`.

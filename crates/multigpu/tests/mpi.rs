@@ -40,8 +40,8 @@ fn global_batch(step: usize, sizes: &[usize]) -> HostBatch {
 
 fn sizes_of(scenario: &str) -> [&'static [usize]; 3] {
     match scenario {
-        "uneven" => UNEVEN,
-        "three-uneven" => THREE_UNEVEN,
+        s if s.starts_with("three-uneven") => THREE_UNEVEN,
+        s if s.starts_with("uneven") => UNEVEN,
         _ => EVEN,
     }
 }
@@ -66,27 +66,23 @@ fn rank() {
     let device = flex();
     device.seed(1 + rank as u64);
     // Two towers per rank: the hierarchical path (towers gather, then ranks exchange).
-    let devices = parse_devices(if scenario == "two-towers" {
+    let devices = parse_devices(if scenario.contains("two-towers") {
         "flex,flex"
     } else {
         "flex"
     })
     .unwrap();
+    let config = config_of(&scenario);
     // A rank with another model must be refused before any step.
     let bn = scenario == "bn" || (scenario == "mismatch" && rank == 1);
     let model_values = if bn {
-        let towers = Towers::new(
-            BnNet::new(&device),
-            sgd(),
-            &devices,
-            TowersConfig::default(),
-        )
-        .unwrap()
-        .across_processes(mpi.clone())
-        .unwrap();
+        let towers = Towers::new(BnNet::new(&device), sgd(), &devices, config)
+            .unwrap()
+            .across_processes(mpi.clone())
+            .unwrap();
         train(towers, &scenario, rank, |m, x, y| m.loss(x, y))
     } else {
-        let towers = Towers::new(Net::new(&device), sgd(), &devices, TowersConfig::default())
+        let towers = Towers::new(Net::new(&device), sgd(), &devices, config)
             .unwrap()
             .across_processes(mpi.clone())
             .unwrap();
@@ -95,6 +91,16 @@ fn rank() {
     if rank == 0 {
         let bytes: Vec<u8> = model_values.iter().flat_map(|v| v.to_le_bytes()).collect();
         std::fs::write(out, bytes).unwrap();
+    }
+}
+
+/// The towers' config of a scenario: the exchange overlaps backward unless it is `blocking`;
+/// `accumulate` scenarios take each rank's slice in two micro-batches.
+fn config_of(scenario: &str) -> TowersConfig {
+    let config = TowersConfig::default().with_overlap(!scenario.ends_with("blocking"));
+    match scenario.contains("accumulate") {
+        true => config.with_accumulation(2),
+        false => config,
     }
 }
 
@@ -112,7 +118,15 @@ fn train<M: Module>(
             std::thread::sleep(Duration::from_secs(30));
         }
         let mine = split(&global_batch(step, sizes), sizes).swap_remove(rank);
-        towers.step(&mine, LR, image_loss(&loss)).unwrap();
+        if scenario.contains("accumulate") {
+            // Micro-batches of unequal sizes: each example must still weigh the same.
+            let first = (mine.len() / 3).max(1);
+            for part in split(&mine, &[first, mine.len() - first]) {
+                towers.step(&part, LR, image_loss(&loss)).unwrap();
+            }
+        } else {
+            towers.step(&mine, LR, image_loss(&loss)).unwrap();
+        }
     }
     values(towers.model())
 }
@@ -197,6 +211,18 @@ fn two_ranks_of_two_towers_train_like_one_device() {
 }
 
 #[test]
+fn the_exchange_after_backward_trains_like_one_device() {
+    assert_ranks_like_one_device(2, "even-blocking");
+    assert_ranks_like_one_device(2, "two-towers-blocking");
+}
+
+#[test]
+fn ranks_accumulating_micro_batches_train_like_one_device() {
+    assert_ranks_like_one_device(2, "uneven-accumulate");
+    assert_ranks_like_one_device(2, "two-towers-accumulate");
+}
+
+#[test]
 fn the_ring_between_towers_is_refused_across_processes() {
     /// One process alone: enough to reach the check, which comes before any exchange.
     struct Alone;
@@ -212,6 +238,18 @@ fn the_ring_between_towers_is_refused_across_processes() {
         }
         fn broadcast(&self, _: &str, t: Vec<Tensor<1>>, _: &Device) -> Vec<Tensor<1>> {
             t
+        }
+        fn sum_buckets(
+            &self,
+            _: &str,
+            sizes: &[usize],
+            ready: &mut dyn FnMut(usize) -> Option<Vec<f32>>,
+            done: &mut dyn FnMut(usize, &[f32]),
+        ) {
+            for k in 0..sizes.len() {
+                let bucket = std::iter::repeat_with(|| ready(k)).find_map(|b| b).unwrap();
+                done(k, &bucket);
+            }
         }
         fn any(&self, _: &str, flag: bool) -> bool {
             flag

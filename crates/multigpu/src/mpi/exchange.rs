@@ -39,14 +39,15 @@ pub(super) struct Exchange<'a> {
 }
 
 impl Exchange<'_> {
-    /// Runs `collective` on buckets of `sizes` values. `read(k)` gives this rank's bucket `k`
-    /// (called in order, while the earlier buckets travel); `done(k, values)` takes bucket `k`'s
-    /// result as soon as it has arrived, in any order.
+    /// Runs `collective` on buckets of `sizes` values. `ready(k)` gives this rank's bucket `k`,
+    /// or `None` while it is not ready yet (it may wait a little; it is asked again); buckets
+    /// are asked for in order, and the earlier ones travel meanwhile. `done(k, values)` takes
+    /// bucket `k`'s result as soon as it has arrived, in any order.
     pub(super) fn run(
         &self,
         collective: Collective,
         sizes: &[usize],
-        mut read: impl FnMut(usize) -> Vec<f32>,
+        mut ready: impl FnMut(usize) -> Option<Vec<f32>>,
         mut done: impl FnMut(usize, &[f32]),
     ) {
         let world = self.world;
@@ -67,39 +68,62 @@ impl Exchange<'_> {
                 ));
                 told.push((rank, peer.immediate_send_with_tag(scope, &number, ARRIVED)));
             }
+            let mut unposted = sends
+                .iter_mut()
+                .zip(recvs.iter_mut())
+                .enumerate()
+                .peekable();
             let mut buckets = Vec::with_capacity(sizes.len());
-            for (k, (send, recv)) in sends.iter_mut().zip(recvs.iter_mut()).enumerate() {
-                let request = match collective {
-                    Collective::Sum => {
-                        *send = read(k);
-                        let send: &Vec<f32> = send;
-                        world.immediate_all_reduce_into(
-                            scope,
-                            &send[..],
-                            &mut recv[..],
-                            SystemOperation::sum(),
-                        )
-                    }
-                    Collective::BroadcastFromZero => {
-                        if me == 0 {
-                            *recv = read(k);
-                        }
-                        world
-                            .process_at_rank(0)
-                            .immediate_broadcast_into(scope, &mut recv[..])
-                    }
-                };
-                buckets.push((k, request));
-                poll(&mut buckets, &mut done);
-            }
             let mut idle = 0u32;
-            while !(buckets.is_empty() && waiting_for.is_empty() && told.is_empty()) {
+            loop {
+                // The next bucket, if this rank has it ready.
+                let mut asked = false;
+                if let Some(&(k, _)) = unposted.peek() {
+                    asked = true;
+                    if let Some(values) = ready(k) {
+                        let (k, (send, recv)) = unposted.next().expect("peeked");
+                        let request = match collective {
+                            Collective::Sum => {
+                                *send = values;
+                                let send: &Vec<f32> = send;
+                                world.immediate_all_reduce_into(
+                                    scope,
+                                    &send[..],
+                                    &mut recv[..],
+                                    SystemOperation::sum(),
+                                )
+                            }
+                            Collective::BroadcastFromZero => {
+                                if me == 0 {
+                                    *recv = values;
+                                }
+                                world
+                                    .process_at_rank(0)
+                                    .immediate_broadcast_into(scope, &mut recv[..])
+                            }
+                        };
+                        buckets.push((k, request));
+                        idle = 0;
+                    }
+                }
                 poll(&mut waiting_for, |_, _| {});
                 poll(&mut told, |_, _| {});
                 poll(&mut buckets, &mut done);
+                let finished = unposted.peek().is_none()
+                    && buckets.is_empty()
+                    && waiting_for.is_empty()
+                    && told.is_empty();
+                if finished {
+                    break;
+                }
                 if Instant::now() > deadline {
                     let late: Vec<i32> = waiting_for.iter().map(|(rank, _)| *rank).collect();
                     self.give_up(&late);
+                }
+                // `ready` paces the loop while this rank's buckets are still being made (it
+                // waits a little for them, leaving the cores to backward).
+                if asked {
+                    continue;
                 }
                 // MPI moves a non-blocking collective's data only inside our tests: poll
                 // without pause while every rank is here, as MPI_Wait does; while waiting for a

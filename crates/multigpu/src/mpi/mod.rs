@@ -11,7 +11,6 @@
 //! host, the weights travel as one more (first) bucket of one value, and each result is divided
 //! by their sum when it is written back.
 
-mod buckets;
 mod config;
 mod exchange;
 
@@ -25,6 +24,7 @@ use mpi::traits::Communicator;
 
 pub use config::MpiConfig;
 
+use crate::buckets;
 use crate::cross_process::CrossProcess;
 use crate::error::{Error, Result};
 use exchange::{Collective, Exchange};
@@ -103,7 +103,7 @@ impl Mpi {
         what: &str,
         collective: Collective,
         sizes: &[usize],
-        read: impl FnMut(usize) -> Vec<f32>,
+        ready: impl FnMut(usize) -> Option<Vec<f32>>,
         done: impl FnMut(usize, &[f32]),
     ) {
         let mut number = self.exchanges.lock().unwrap_or_else(|e| e.into_inner());
@@ -115,7 +115,7 @@ impl Mpi {
             number: *number,
             timeout: self.config.timeout,
         };
-        exchange.run(collective, sizes, read, done);
+        exchange.run(collective, sizes, ready, done);
     }
 
     /// The buckets of `tensors` and their sizes in values.
@@ -178,11 +178,11 @@ impl CrossProcess for Mpi {
         // Buckets that arrive before the weights (MPI need not finish requests in order).
         let mut early: Vec<(usize, Vec<f32>)> = Vec::new();
         let read = |k: usize| match k {
-            0 => vec![weight as f32],
+            0 => Some(vec![weight as f32]),
             k => {
                 let mut values = read_bucket(&tensors, plan[k - 1].clone());
                 values.iter_mut().for_each(|v| *v *= weight as f32);
-                values
+                Some(values)
             }
         };
         let done = |k: usize, values: &[f32]| {
@@ -206,9 +206,23 @@ impl CrossProcess for Mpi {
 
     fn any(&self, what: &str, flag: bool) -> bool {
         let mut sum = 0.0;
-        let read = |_| vec![f32::from(u8::from(flag))];
+        let read = |_| Some(vec![f32::from(u8::from(flag))]);
         self.exchange(what, Collective::Sum, &[1], read, |_, v| sum = v[0]);
         sum > 0.0
+    }
+
+    fn sum_buckets(
+        &self,
+        what: &str,
+        sizes: &[usize],
+        ready: &mut dyn FnMut(usize) -> Option<Vec<f32>>,
+        done: &mut dyn FnMut(usize, &[f32]),
+    ) {
+        self.exchange(what, Collective::Sum, sizes, ready, done);
+    }
+
+    fn bucket_bytes(&self) -> usize {
+        self.config.bucket_bytes
     }
 
     fn abort(&self, message: &str) -> ! {
@@ -223,7 +237,7 @@ impl CrossProcess for Mpi {
         let (plan, bucket_sizes) = self.buckets(&tensors);
         let sizes: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
         let mut out: Vec<Option<Tensor<1>>> = vec![None; tensors.len()];
-        let read = |k: usize| read_bucket(&tensors, plan[k].clone());
+        let read = |k: usize| Some(read_bucket(&tensors, plan[k].clone()));
         let done = |k: usize, values: &[f32]| {
             write_bucket(&mut out, plan[k].clone(), &sizes, values.to_vec(), device);
         };

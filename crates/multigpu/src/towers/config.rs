@@ -17,6 +17,11 @@ pub struct TowersConfig {
     /// [`Towers::step`] applies one update with the gradient of all `k` micro-batches taken as
     /// one batch: each example weighs the same, whatever the micro-batch sizes.
     pub accumulation: usize,
+    /// Whether the exchange of gradients across ranks (see
+    /// [`Towers::across_processes`]) overlaps backward: each bucket of gradients travels as
+    /// soon as backward has finished it on every tower, while backward goes on (see
+    /// `overlap.rs`). On by default; off, the ranks exchange after backward, as before.
+    pub overlap: bool,
 }
 
 impl Default for TowersConfig {
@@ -25,6 +30,7 @@ impl Default for TowersConfig {
             reduce: Reduce::default(),
             batch_norm: BatchNormSync::default(),
             accumulation: 1,
+            overlap: true,
         }
     }
 }
@@ -39,6 +45,12 @@ impl TowersConfig {
     /// Sets [`batch_norm`](Self::batch_norm).
     pub fn with_batch_norm(mut self, batch_norm: BatchNormSync) -> Self {
         self.batch_norm = batch_norm;
+        self
+    }
+
+    /// Sets [`overlap`](Self::overlap).
+    pub fn with_overlap(mut self, overlap: bool) -> Self {
+        self.overlap = overlap;
         self
     }
 

@@ -50,7 +50,9 @@ pub use config::{StepOutput, TowersConfig};
 #[cfg(any(feature = "cuda", feature = "rocm"))]
 pub(crate) use tower::panic_message;
 
-use burn::module::Module;
+use std::collections::HashMap;
+
+use burn::module::{Module, ParamId};
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Device;
 
@@ -59,7 +61,9 @@ use crate::batch_norm_sync;
 use crate::cross_process::Processes;
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
+use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
+use crate::overlap::OverlappedExchange;
 use crate::reduce::{Layout, Reduce};
 use state::{Cycle, GradientTap, PRESENT, State};
 
@@ -86,6 +90,8 @@ pub struct Towers<M> {
     main: Device,
     config: TowersConfig,
     layout: Layout,
+    /// Each trainable parameter's slot in `layout`, for the taps of an overlapped exchange.
+    slots: HashMap<ParamId, usize>,
     has_running_stats: bool,
     state: State<M>,
     cycle: Cycle<M>,
@@ -186,6 +192,7 @@ impl<M: Module> Towers<M> {
             towers,
             main,
             config,
+            slots: layout.slot_map(),
             layout,
             has_running_stats,
             state,
@@ -300,6 +307,41 @@ impl<M: Module> Towers<M> {
             *replicas = broadcast(master.as_ref().expect(PRESENT), &self.towers);
         }
         error
+    }
+
+    /// Whether the exchange across ranks overlaps backward (see `overlap.rs`): there are other
+    /// ranks, one gradient to exchange (not a ring), and the config asks for it.
+    fn overlaps(&self) -> bool {
+        self.config.overlap
+            && self.processes.as_ref().is_some_and(|p| p.size() > 1)
+            && !matches!(self.state, State::AllReduce { .. })
+    }
+
+    /// Starts the exchange across ranks of the update this micro-batch ends, before backward:
+    /// one tap per tower. `kept` are the towers' gradients from the cycle's earlier
+    /// micro-batches; `weight` is the update's.
+    fn start_exchange(
+        &self,
+        kept: Vec<GradientsParams>,
+        weight: f64,
+    ) -> Result<(OverlappedExchange, Vec<Tap>)> {
+        let processes = self
+            .processes
+            .clone()
+            .expect("overlaps() checked the ranks");
+        let kept = (kept.into_iter().zip(&self.towers))
+            .map(|(grads, tower)| self.layout.flatten(grads, tower.device()))
+            .collect();
+        OverlappedExchange::start(processes, &self.layout, self.towers.len(), kept, weight)
+            .map_err(|e| Error::Processes(format!("cannot start the exchange's thread: {e}")))
+    }
+
+    /// The overlapped exchange's result, once the towers are done: the mean gradient over
+    /// every rank's examples.
+    fn finish_exchange(&self, exchange: OverlappedExchange) -> Result<GradientsParams> {
+        exchange
+            .finish(&self.layout, &self.main)
+            .map_err(|e| Error::Processes(format!("the exchange of gradients failed: {e}")))
     }
 
     /// Hands what the caller's thread queued on the devices since the last step (uploads,

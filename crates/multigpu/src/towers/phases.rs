@@ -1,23 +1,29 @@
 //! A step on several towers, as named phases:
 //!
 //! ```text
-//! split -> begin cycle -> plan -> scatter -> hand over -> tower passes (threads) -> keep | apply
-//!                                                          apply = reduce -> update -> sync batch norm
+//! split -> begin cycle -> plan -> [start exchange] -> scatter -> hand over -> tower passes (threads)
+//!       -> [finish exchange] -> keep | apply
+//!                                  apply = reduce -> update -> sync batch norm
 //! ```
 //!
-//! A failure in the tower passes drops the step ([`Towers::fail`]); the phases after them
-//! cannot fail, so nothing half-applied is ever left.
+//! The exchange across ranks, when it overlaps backward (`overlap.rs`), starts before the
+//! towers and ends after them; it then replaces the reduction. A failure in the tower passes
+//! or the exchange drops the step ([`Towers::fail`]); the phases after them cannot fail, so
+//! nothing half-applied is ever left.
 
 use burn::module::Module;
 use burn::tensor::Device;
 
+use burn::optim::GradientsParams;
+
 use super::state::{Cycle, PRESENT, State};
-use super::tower::{Done, Finish, Job, run_towers, tower_failed};
+use super::tower::{Context, Done, Finish, Job, run_towers, tower_failed};
 use super::{StepOutput, Towers, broadcast};
 use crate::batch::TowerBatch;
 use crate::batch_norm_sync::{self, RunningStats};
 use crate::cross_process;
 use crate::error::{Error, Result};
+use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
 use crate::reduce::ring;
 
@@ -30,10 +36,13 @@ struct Plan {
     weight: f64,
     /// Whether this micro-batch ends the cycle with an update.
     apply: bool,
+    /// Whether that update's exchange across ranks overlaps this micro-batch's backward.
+    overlapped: bool,
     /// The factor the cycle's summed gradient gets at the update (under accumulation).
     grad_scale: Option<f64>,
     /// Each tower's loss scale: its gradients then sum to the batch's mean gradient (no
-    /// accumulation) or to the cycle's summed gradient (accumulation).
+    /// accumulation) or to the cycle's gradient summed with each part's weight (accumulation,
+    /// or an overlapped exchange, which divides by the weights of all ranks).
     loss_scales: Vec<Option<f64>>,
 }
 
@@ -61,22 +70,36 @@ impl<M: Module> Towers<M> {
         let weights = checked_weights(batch, sizes)?;
         self.begin_cycle();
         let plan = self.plan(sizes, &weights);
-        let jobs = self.scatter(parts, &plan, lr);
+        let (exchange, taps) = match plan.overlapped {
+            true => {
+                let kept = std::mem::take(&mut self.cycle.grads);
+                let (exchange, taps) =
+                    (self.start_exchange(kept, plan.weight)).map_err(|error| self.fail(error))?;
+                (Some(exchange), taps.into_iter().map(Some).collect())
+            }
+            false => (None, (0..sizes.len()).map(|_| None).collect()),
+        };
+        let jobs = self.scatter(parts, taps, &plan, lr);
         self.hand_over();
-        let run = run_towers(
-            jobs,
-            &self.towers,
-            &self.layout,
-            self.has_running_stats,
-            loss_fn,
-        );
+        let context = Context {
+            layout: &self.layout,
+            slots: &self.slots,
+            has_running_stats: self.has_running_stats,
+        };
+        let run = run_towers(jobs, &self.towers, context, loss_fn);
+        // Every rank must finish the exchange it started, whatever happened here.
+        let reduced = exchange.map(|exchange| self.finish_exchange(exchange));
         let done = match run.and_then(|done| self.same_metrics(done)) {
             Ok(done) => done,
             Err(error) => return Err(self.fail(error)),
         };
+        let reduced = match reduced.transpose() {
+            Ok(reduced) => reduced,
+            Err(error) => return Err(self.fail(error)),
+        };
         let output = step_output(&done, sizes, &weights, plan.apply);
         if plan.apply {
-            self.apply(done, &plan, lr);
+            self.apply(done, &plan, lr, reduced);
         } else {
             self.keep(done, plan);
         }
@@ -129,16 +152,23 @@ impl<M: Module> Towers<M> {
             .collect();
         let batch_weight: f64 = weights.iter().sum();
         let weight = self.cycle.weight + batch_weight;
+        let apply = self.cycle.micro + 1 == k;
+        let overlapped = apply && self.overlaps();
         let loss_scales = (weights.iter())
             .map(|&w| {
-                let scale = if k == 1 { w / batch_weight } else { w };
+                let scale = if k == 1 && !overlapped {
+                    w / batch_weight
+                } else {
+                    w
+                };
                 (scale != 1.0).then_some(scale)
             })
             .collect();
         Plan {
             examples,
             weight,
-            apply: self.cycle.micro + 1 == k,
+            apply,
+            overlapped,
             grad_scale: (k > 1).then(|| 1.0 / weight),
             loss_scales,
         }
@@ -146,21 +176,30 @@ impl<M: Module> Towers<M> {
 
     /// Scatter: one job per tower: its replica, slice, kept gradients, and what it does with
     /// its gradients after its pass.
-    fn scatter<P>(&mut self, parts: Vec<P>, plan: &Plan, lr: f64) -> Vec<Job<M, P>> {
+    fn scatter<P>(
+        &mut self,
+        parts: Vec<P>,
+        taps: Vec<Option<Tap>>,
+        plan: &Plan,
+        lr: f64,
+    ) -> Vec<Job<M, P>> {
         let finishes = self.finishes(plan, lr);
         let mut sums = std::mem::take(&mut self.cycle.grads).into_iter();
         let work = std::mem::take(&mut self.cycle.work);
-        (work.into_iter().zip(parts).zip(&plan.loss_scales))
+        (work.into_iter().zip(parts).zip(taps).zip(&plan.loss_scales))
             .zip(finishes.into_iter().zip(&self.towers))
-            .map(|(((replica, part), &loss_scale), (finish, tower))| Job {
-                replica,
-                sum: sums.next(),
-                part,
-                device: tower.device().clone(),
-                stats_device: self.main.clone(),
-                loss_scale,
-                finish,
-            })
+            .map(
+                |((((replica, part), tap), &loss_scale), (finish, tower))| Job {
+                    replica,
+                    sum: sums.next(),
+                    part,
+                    device: tower.device().clone(),
+                    stats_device: self.main.clone(),
+                    loss_scale,
+                    tap,
+                    finish,
+                },
+            )
             .collect()
     }
 
@@ -170,6 +209,7 @@ impl<M: Module> Towers<M> {
         let n = self.towers.len();
         match &self.state {
             _ if !plan.apply => (0..n).map(|_| Finish::Keep).collect(),
+            _ if plan.overlapped => (0..n).map(|_| Finish::Tapped).collect(),
             State::ParameterDevice { .. } => {
                 (0..n).map(|_| Finish::Gather(self.main.clone())).collect()
             }
@@ -202,42 +242,47 @@ impl<M: Module> Towers<M> {
         }
     }
 
-    /// Apply: the update that ends a cycle, then batch-norm statistics in sync.
-    fn apply(&mut self, done: Vec<Done<M>>, plan: &Plan, lr: f64) {
+    /// Apply: the update that ends a cycle, then batch-norm statistics in sync. `reduced` is
+    /// the overlapped exchange's gradient, if it ran.
+    fn apply(
+        &mut self,
+        done: Vec<Done<M>>,
+        plan: &Plan,
+        lr: f64,
+        reduced: Option<GradientsParams>,
+    ) {
         self.cycle = Cycle::default();
         if matches!(self.state, State::ParameterDevice { .. }) {
-            self.update_on_parameter_device(done, plan, lr);
+            self.update_on_parameter_device(done, plan, lr, reduced);
         } else {
             self.adopt_all_reduced(done, plan);
         }
     }
 
-    /// Reduce the gathered gradients, update the model on the parameter device, sync batch
-    /// norm into it and broadcast it to the towers.
-    fn update_on_parameter_device(&mut self, done: Vec<Done<M>>, plan: &Plan, lr: f64) {
+    /// Reduce the gathered gradients (unless the overlapped exchange did: `reduced`), update
+    /// the model on the parameter device, sync batch norm into it and broadcast it to the
+    /// towers.
+    fn update_on_parameter_device(
+        &mut self,
+        done: Vec<Done<M>>,
+        plan: &Plan,
+        lr: f64,
+        reduced: Option<GradientsParams>,
+    ) {
         let (grads, stats): (Vec<_>, Vec<_>) = done.into_iter().map(|d| (d.grads, d.stats)).unzip();
-        let State::ParameterDevice {
-            master,
-            optim,
-            replicas,
-        } = &mut self.state
-        else {
-            unreachable!("update_on_parameter_device runs under Reduce::ParameterDevice")
-        };
         // The replicas go before the update: on the parameter device they share the model's
         // tensors, which the optimizer can then update in place.
-        replicas.clear();
-        let grads = self
-            .layout
-            .sum(grads.into_iter().flatten().collect(), &self.main);
-        let grads = match plan.grad_scale {
-            Some(factor) => self.layout.scale(grads, factor),
-            None => grads,
+        if let State::ParameterDevice { replicas, .. } = &mut self.state {
+            replicas.clear();
+        }
+        let grads = match reduced {
+            Some(grads) => grads,
+            None => self.reduce(grads.into_iter().flatten().collect(), plan),
+        };
+        let State::ParameterDevice { master, optim, .. } = &mut self.state else {
+            unreachable!("update_on_parameter_device runs under Reduce::ParameterDevice")
         };
         let examples = plan.examples.iter().sum();
-        let processes = self.processes.as_deref();
-        let grads =
-            cross_process::mean_gradients(processes, &self.layout, grads, plan.weight, &self.main);
         let grads = self.tap.pass(&self.layout, grads);
         let mut model = optim.step(lr, master.take().expect(PRESENT), grads);
         if let Some(stats) = self.synced_stats(stats, plan) {
@@ -252,6 +297,18 @@ impl<M: Module> Towers<M> {
         };
         *replicas = broadcast(&model, &self.towers);
         *master = Some(model);
+    }
+
+    /// Reduce: the towers' gradients summed on the parameter device, then their mean over the
+    /// ranks' examples when there are other ranks.
+    fn reduce(&self, grads: Vec<GradientsParams>, plan: &Plan) -> GradientsParams {
+        let grads = self.layout.sum(grads, &self.main);
+        let grads = match plan.grad_scale {
+            Some(factor) => self.layout.scale(grads, factor),
+            None => grads,
+        };
+        let processes = self.processes.as_deref();
+        cross_process::mean_gradients(processes, &self.layout, grads, plan.weight, &self.main)
     }
 
     /// Take the replicas the ring updated, with their batch-norm statistics in sync.

@@ -33,16 +33,36 @@ impl<M: Module> Towers<M> {
         L: IntoTowerLoss,
     {
         let k = self.config.accumulation;
-        // Under accumulation a micro-batch's gradient is weighed by its weight; the sum is
-        // divided once at the update.
-        let loss_scale = (k > 1).then_some(weight);
+        let ends_cycle = self.cycle.micro + 1 == k;
+        // This update's examples and weight: the cycle's so far and this micro-batch's.
+        let examples = self.cycle.examples.iter().sum::<usize>() + batch.len();
+        let update_weight = self.cycle.weight + weight;
+        // An overlapped exchange takes the gradients during backward (see `overlap.rs`).
+        let exchange = match ends_cycle && self.overlaps() {
+            true => {
+                let kept = self.cycle.grads.drain(..).collect();
+                let started = self.start_exchange(kept, update_weight);
+                Some(started.map_err(|error| self.fail(error))?)
+            }
+            false => None,
+        };
+        let (exchange, tap) = match exchange {
+            Some((exchange, mut taps)) => (Some(exchange), taps.pop()),
+            None => (None, None),
+        };
+        // Under accumulation, or when the ranks exchange the sum, a micro-batch's gradient is
+        // weighed by its weight; the sum is divided once at the update.
+        let loss_scale = (k > 1 || exchange.is_some()).then_some(weight);
         let pass = panic::catch_unwind(AssertUnwindSafe(|| {
             let part = batch.split(&[batch.len()]).pop();
             let part = part.ok_or_else(|| "the batch's split gave no part".to_string())?;
+            let tapped = tap.as_ref().map(|tap| (tap, &self.slots));
             on_tower(0, || {
-                backward_pass(self.model(), part, &self.main, loss_scale, loss_fn)
+                backward_pass(self.model(), part, &self.main, loss_scale, tapped, loss_fn)
             })
         }));
+        drop(tap);
+        let reduced = exchange.map(|exchange| self.finish_exchange(exchange));
         let pass = match pass {
             Ok(Ok(pass)) => pass,
             Ok(Err(message)) => return Err(self.fail(tower_failed(0, &self.towers[0], message))),
@@ -58,20 +78,24 @@ impl<M: Module> Towers<M> {
             weight,
             correct: pass.correct,
             metrics: pass.metrics,
-            updated: self.cycle.micro + 1 == k,
+            updated: ends_cycle,
         };
-        // This update's examples and weight: the cycle's so far and this micro-batch's.
-        let examples = self.cycle.examples.iter().sum::<usize>() + batch.len();
-        let update_weight = self.cycle.weight + weight;
-        let grads = if k == 1 {
-            pass.grads
-        } else {
-            match self.accumulate_single(pass.grads, batch.len(), weight, output.updated) {
-                Some(grads) => grads,
-                None => return Ok(output),
+        let grads = match (reduced.transpose(), pass.grads) {
+            (Err(error), _) => return Err(self.fail(error)),
+            (Ok(Some(reduced)), _) => {
+                self.cycle = Cycle::default();
+                reduced
             }
+            (Ok(None), Some(grads)) if k == 1 => self.mean_over_ranks(grads, update_weight),
+            (Ok(None), Some(grads)) => {
+                match self.accumulate_single(grads, batch.len(), weight, ends_cycle) {
+                    Some(grads) => self.mean_over_ranks(grads, update_weight),
+                    None => return Ok(output),
+                }
+            }
+            (Ok(None), None) => unreachable!("only a tap takes the gradients"),
         };
-        self.update_single(grads, examples, update_weight, lr);
+        self.update_single(grads, examples, lr);
         Ok(output)
     }
 
@@ -102,12 +126,16 @@ impl<M: Module> Towers<M> {
         Some(grads)
     }
 
-    /// One optimizer step on the model, with the gradient (and then the batch-norm statistics)
-    /// of all ranks when there are several: `examples` and `weight` are this update's.
-    fn update_single(&mut self, grads: GradientsParams, examples: usize, weight: f64, lr: f64) {
+    /// The mean over the ranks' examples of this rank's mean gradient over `weight`, when there
+    /// are other ranks.
+    fn mean_over_ranks(&self, grads: GradientsParams, weight: f64) -> GradientsParams {
         let processes = self.processes.as_deref();
-        let grads =
-            cross_process::mean_gradients(processes, &self.layout, grads, weight, &self.main);
+        cross_process::mean_gradients(processes, &self.layout, grads, weight, &self.main)
+    }
+
+    /// One optimizer step on the model with the update's gradient, then the batch-norm
+    /// statistics of all ranks when there are several (`examples` are this update's).
+    fn update_single(&mut self, grads: GradientsParams, examples: usize, lr: f64) {
         let grads = self.tap.pass(&self.layout, grads);
         let State::Single { model, optim } = &mut self.state else {
             unreachable!("update_single runs on one tower")

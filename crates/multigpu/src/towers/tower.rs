@@ -3,32 +3,38 @@
 //! gradients. Failures are named by tower.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::thread;
 
-use burn::module::Module;
+use burn::module::{Module, ParamId};
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Device;
 
 use crate::batch_norm_sync::{self, RunningStats};
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
+use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
 use crate::reduce::{Layout, PeerGone, RingLink};
 use crate::tower_index::on_tower;
 
 /// Forward, loss and backward of one part of the batch.
 pub(super) struct Pass {
-    pub(super) grads: GradientsParams,
+    /// The gradients; `None` when a tap took them.
+    pub(super) grads: Option<GradientsParams>,
     pub(super) loss: f64,
     pub(super) correct: Option<usize>,
     pub(super) metrics: Vec<(String, f64)>,
 }
 
+/// With a tap, each gradient goes to it as soon as backward has finished it (see
+/// `gradient_tap.rs`), and none is returned.
 pub(super) fn backward_pass<M, P, F, L>(
     model: &M,
     part: P,
     device: &Device,
     loss_scale: Option<f64>,
+    tap: Option<(&Tap, &HashMap<ParamId, usize>)>,
     loss_fn: &F,
 ) -> Result<Pass, String>
 where
@@ -36,7 +42,8 @@ where
     F: Fn(&M, P, &Device) -> L,
     L: IntoTowerLoss,
 {
-    let out = loss_fn(model, part, device).into_tower_loss()?;
+    let tapped = tap.map(|(tap, slots)| tap.attach(model, slots));
+    let out = loss_fn(tapped.as_ref().unwrap_or(model), part, device).into_tower_loss()?;
     if out.loss.dims() != [1] {
         return Err(format!(
             "the loss has shape {:?}; expected the mean loss of the part, shape [1]",
@@ -47,7 +54,9 @@ where
         Some(scale) => out.loss.clone().mul_scalar(scale).backward(),
         None => out.loss.backward(),
     };
-    let grads = GradientsParams::from_grads(grads, model);
+    let grads = tapped
+        .is_none()
+        .then(|| GradientsParams::from_grads(grads, model));
     // The first read from the tower's device: where a remote server that went away shows.
     let loss: f32 = out
         .loss
@@ -74,6 +83,8 @@ pub(super) struct Job<M, P> {
     /// happens on its thread, where a failure is caught and named.
     pub(super) stats_device: Device,
     pub(super) loss_scale: Option<f64>,
+    /// Where the gradients go as backward finishes them, when the exchange overlaps it.
+    pub(super) tap: Option<Tap>,
     pub(super) finish: Finish,
 }
 
@@ -83,6 +94,8 @@ pub(super) enum Finish {
     Keep,
     /// Sends them to the parameter device.
     Gather(Device),
+    /// Nothing: the tap has them.
+    Tapped,
     /// Ring all-reduce, then its own update.
     AllReduce {
         link: RingLink,
@@ -114,8 +127,7 @@ enum Failure {
 
 fn run_tower<M, P, F, L>(
     job: Job<M, P>,
-    layout: &Layout,
-    has_running_stats: bool,
+    context: &Context<'_>,
     loss_fn: &F,
 ) -> Result<Done<M>, Failure>
 where
@@ -130,21 +142,32 @@ where
         device,
         stats_device,
         loss_scale,
+        tap,
         finish,
     } = job;
-    let pass =
-        backward_pass(&replica, part, &device, loss_scale, loss_fn).map_err(Failure::Failed)?;
+    let Context {
+        layout,
+        slots,
+        has_running_stats,
+    } = *context;
+    let tapped = tap.as_ref().map(|tap| (tap, slots));
+    let pass = backward_pass(&replica, part, &device, loss_scale, tapped, loss_fn);
+    // Tells the exchange that this tower's backward is over.
+    drop(tap);
+    let pass = pass.map_err(Failure::Failed)?;
     if has_running_stats {
         batch_norm_sync::commit(&replica);
     }
-    let grads = match sum {
-        Some(sum) => layout.sum(vec![sum, pass.grads], &device),
-        None => pass.grads,
+    let grads = match (sum, pass.grads) {
+        (Some(sum), Some(grads)) => layout.sum(vec![sum, grads], &device),
+        (None, Some(grads)) => grads,
+        (_, None) => GradientsParams::new(),
     };
     let stats = (has_running_stats && !matches!(finish, Finish::Keep))
         .then(|| batch_norm_sync::read(&replica).into_device(&stats_device));
     let (replica, grads, optim) = match finish {
         Finish::Keep => (replica, Some(grads), None),
+        Finish::Tapped => (replica, None, None),
         Finish::Gather(main) => (replica, Some(layout.sum(vec![grads], &main)), None),
         Finish::AllReduce {
             link,
@@ -178,12 +201,20 @@ where
     })
 }
 
+/// What every tower of a step shares.
+#[derive(Clone, Copy)]
+pub(super) struct Context<'a> {
+    pub(super) layout: &'a Layout,
+    /// Each trainable parameter's slot in `layout`, for taps.
+    pub(super) slots: &'a HashMap<ParamId, usize>,
+    pub(super) has_running_stats: bool,
+}
+
 /// Runs every job on a thread of its own and waits for all of them.
 pub(super) fn run_towers<M, P, F, L>(
     jobs: Vec<Job<M, P>>,
     towers: &[TowerDevice],
-    layout: &Layout,
-    has_running_stats: bool,
+    context: Context<'_>,
     loss_fn: &F,
 ) -> Result<Vec<Done<M>>>
 where
@@ -200,9 +231,7 @@ where
             .map(|(i, job)| {
                 thread::Builder::new()
                     .name(format!("tower-{i}"))
-                    .spawn_scoped(s, move || {
-                        on_tower(i, || run_tower(job, layout, has_running_stats, loss_fn))
-                    })
+                    .spawn_scoped(s, move || on_tower(i, || run_tower(job, &context, loss_fn)))
             })
             .collect();
         handles

@@ -1,0 +1,236 @@
+//! The gradient exchange across ranks, overlapped with backward.
+//!
+//! ```text
+//! tower threads:   forward ── backward: layer L ─ L-1 ─ ... ─ 1 ──┐
+//!                             │ taps report each finished gradient │
+//! exchange thread:            └─► bucket 1 full ─► all-reduce      │   (ranks)
+//!                                      bucket 2 full ─► all-reduce  │
+//!                                                   ...  last bucket ─► wait ─► update
+//! ```
+//!
+//! Before the towers start, [`OverlappedExchange::start`] gives each tower a [`Tap`] and starts
+//! one thread. The taps report each parameter's gradient as soon as backward has finished it
+//! (see `gradient_tap.rs`); the thread reads it to the host and packs it into its bucket. The
+//! buckets hold the slots of the model's [`Layout`] in reverse, the order in which backward
+//! finishes them, about [`CrossProcess::bucket_bytes`] each. A bucket goes to the ranks'
+//! exchange ([`CrossProcess::sum_buckets`]) as soon as every tower has reported all of it, so
+//! the exchange of the last layers' gradients travels while backward computes the first ones'.
+//! Every rank posts the same buckets in the same order, as MPI requires.
+//!
+//! What travels: each tower's gradient of its loss scaled by its part's weight, summed over the
+//! towers (in tower order, so the sum does not depend on timing) and over the micro-batches of
+//! an accumulation cycle; the rank's weight travels first, as a bucket of one value. Dividing
+//! each summed bucket by the summed weights gives the mean gradient over every rank's
+//! examples, with no second round.
+
+use std::ops::Range;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Tensor, TensorData};
+
+use crate::buckets;
+#[cfg(doc)]
+use crate::cross_process::CrossProcess;
+use crate::cross_process::Processes;
+use crate::gradient_tap::{Tap, Tapped};
+use crate::reduce::Layout;
+
+/// How long the exchange thread waits for the next report before polling the exchange again.
+const PATIENCE: Duration = Duration::from_micros(200);
+
+/// An exchange under way: started before backward, finished after it.
+pub(crate) struct OverlappedExchange {
+    thread: JoinHandle<Result<Vec<Vec<f32>>, String>>,
+    buckets: Vec<Vec<usize>>,
+    sizes: Vec<usize>,
+}
+
+impl OverlappedExchange {
+    /// Starts the exchange of one update's gradients among `processes`: returns it and one tap
+    /// per tower (`towers` of them). `kept[i]` are tower `i`'s gradients from the cycle's
+    /// earlier micro-batches, flattened in slot order (empty without accumulation); `weight`
+    /// is this rank's weight for the update.
+    pub(crate) fn start(
+        processes: Processes,
+        layout: &Layout,
+        towers: usize,
+        kept: Vec<Vec<Tensor<1>>>,
+        weight: f64,
+    ) -> std::io::Result<(Self, Vec<Tap>)> {
+        let sizes = layout.sizes();
+        let buckets = bucket_slots(&sizes, processes.bucket_bytes());
+        let (sender, receiver) = mpsc::channel();
+        let taps = (0..towers).map(|i| Tap::new(i, sender.clone())).collect();
+        drop(sender);
+        let gathering = Gathering {
+            receiver,
+            finished: vec![false; towers],
+            parts: vec![vec![None; towers]; sizes.len()],
+            kept,
+            error: None,
+        };
+        let (plan, thread_sizes) = (buckets.clone(), sizes.clone());
+        let thread = thread::Builder::new()
+            .name("towers-exchange".into())
+            .spawn(move || exchange(&*processes, gathering, &plan, &thread_sizes, weight))?;
+        let exchange = Self {
+            thread,
+            buckets,
+            sizes,
+        };
+        Ok((exchange, taps))
+    }
+
+    /// Waits for the exchange to end: the mean gradient over every rank's examples, on
+    /// `device`. Every tap must be dropped first (the thread waits for them).
+    pub(crate) fn finish(
+        self,
+        layout: &Layout,
+        device: &Device,
+    ) -> Result<GradientsParams, String> {
+        let mut sums = match self.thread.join() {
+            Ok(sums) => sums?,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        let total = sums[0][0];
+        let mut flat: Vec<Option<Tensor<1>>> = vec![None; self.sizes.len()];
+        for (slots, mut values) in self.buckets.iter().zip(sums.drain(1..)) {
+            values.iter_mut().for_each(|v| *v /= total);
+            let len = values.len();
+            let bucket = Tensor::<1>::from_data(TensorData::new(values, [len]), device);
+            let mut offset = 0;
+            for &slot in slots {
+                flat[slot] = Some(bucket.clone().narrow(0, offset, self.sizes[slot]));
+                offset += self.sizes[slot];
+            }
+        }
+        let flat = flat
+            .into_iter()
+            .map(|t| t.expect("every slot is in a bucket"));
+        Ok(layout.unflatten(flat.collect()))
+    }
+}
+
+/// The slots of each bucket: every slot, last first, in runs of about `bytes`.
+fn bucket_slots(sizes: &[usize], bytes: usize) -> Vec<Vec<usize>> {
+    let order: Vec<usize> = (0..sizes.len()).rev().collect();
+    let ordered: Vec<usize> = order.iter().map(|&s| sizes[s]).collect();
+    let plan: Vec<Range<usize>> = buckets::plan(&ordered, (bytes / 4).max(1));
+    plan.into_iter().map(|r| order[r].to_vec()).collect()
+}
+
+/// The exchange thread: the weight, then each bucket as the towers complete it. Returns the
+/// summed buckets, the weights' sum first.
+fn exchange(
+    processes: &dyn crate::CrossProcess,
+    mut gathering: Gathering,
+    buckets: &[Vec<usize>],
+    sizes: &[usize],
+    weight: f64,
+) -> Result<Vec<Vec<f32>>, String> {
+    let values: Vec<usize> = buckets
+        .iter()
+        .map(|slots| slots.iter().map(|&s| sizes[s]).sum())
+        .collect();
+    let all: Vec<usize> = std::iter::once(1).chain(values).collect();
+    let mut sums = vec![Vec::new(); all.len()];
+    let mut ready = |k: usize| match k {
+        0 => Some(vec![weight as f32]),
+        k => gathering.bucket(&buckets[k - 1], sizes),
+    };
+    let mut done = |k: usize, values: &[f32]| sums[k] = values.to_vec();
+    processes.sum_buckets("gradients", &all, &mut ready, &mut done);
+    match gathering.error {
+        Some(error) => Err(error),
+        None => Ok(sums),
+    }
+}
+
+/// What the taps reported so far.
+struct Gathering {
+    receiver: Receiver<Tapped>,
+    /// The towers whose backward pass is over.
+    finished: Vec<bool>,
+    /// `parts[slot][tower]`: the tower's gradient for the slot, once reported.
+    parts: Vec<Vec<Option<Vec<f32>>>>,
+    /// `kept[tower][slot]`: the cycle's earlier micro-batches (empty without accumulation).
+    kept: Vec<Vec<Tensor<1>>>,
+    /// The first gradient that could not be read. The exchange goes on with zeros in its
+    /// place, as every rank must finish it, and the step then fails.
+    error: Option<String>,
+}
+
+impl Gathering {
+    /// The bucket of `slots`, once every tower has reported them; `None` if it is not
+    /// complete after waiting up to [`PATIENCE`] for more reports.
+    fn bucket(&mut self, slots: &[usize], sizes: &[usize]) -> Option<Vec<f32>> {
+        loop {
+            while let Ok(report) = self.receiver.try_recv() {
+                self.take(report);
+            }
+            if self.complete(slots) {
+                return Some(self.sum(slots, sizes));
+            }
+            match self.receiver.recv_timeout(PATIENCE) {
+                Ok(report) => self.take(report),
+                Err(RecvTimeoutError::Timeout) => return None,
+                // Every tap is gone, so every tower has finished.
+                Err(RecvTimeoutError::Disconnected) => self.finished.fill(true),
+            }
+        }
+    }
+
+    fn take(&mut self, report: Tapped) {
+        match report {
+            Tapped::Gradient { tower, slot, read } => match read() {
+                Ok(values) => self.parts[slot][tower] = Some(values),
+                Err(error) => {
+                    self.error.get_or_insert(format!("tower {tower}: {error}"));
+                }
+            },
+            Tapped::Finished { tower } => self.finished[tower] = true,
+        }
+    }
+
+    /// Whether every tower reported `slots`, or finished without a gradient for them.
+    fn complete(&self, slots: &[usize]) -> bool {
+        slots.iter().all(|&slot| {
+            (self.parts[slot].iter().zip(&self.finished))
+                .all(|(part, done)| part.is_some() || *done)
+        })
+    }
+
+    /// The bucket of `slots`: each slot's gradients summed over the towers in tower order,
+    /// earlier micro-batches included. A gradient never reported counts as zeros.
+    fn sum(&mut self, slots: &[usize], sizes: &[usize]) -> Vec<f32> {
+        let mut bucket = Vec::with_capacity(slots.iter().map(|&s| sizes[s]).sum());
+        for &slot in slots {
+            let start = bucket.len();
+            bucket.resize(start + sizes[slot], 0.0);
+            let out = &mut bucket[start..];
+            for tower in 0..self.parts[slot].len() {
+                if let Some(kept) = self.kept.get(tower) {
+                    add(out, &read_kept(&kept[slot]));
+                }
+                if let Some(part) = self.parts[slot][tower].take() {
+                    add(out, &part);
+                }
+            }
+        }
+        bucket
+    }
+}
+
+fn add(out: &mut [f32], values: &[f32]) {
+    out.iter_mut().zip(values).for_each(|(o, v)| *o += v);
+}
+
+fn read_kept(kept: &Tensor<1>) -> Vec<f32> {
+    kept.to_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .expect("converted to f32")
+}
