@@ -10,8 +10,12 @@
 //!   once in memory, and the bytes on the wire per rank per exchange as a multiple of the
 //!   gradient, from the loopback interface's counters (`/proc/net/dev`: every byte the ranks
 //!   send each other, TCP/IP headers included, and anything else on loopback meanwhile).
-//! - A training step of the CIFAR-10 net (batch 128 per rank, momentum SGD, one flex tower)
-//!   alone and as one rank of the job: the difference is what the exchange adds to a step.
+//! - A training step (momentum SGD, one flex tower per rank) of the CIFAR-10 net (batch 128 per
+//!   rank) and of Inception v3 (299x299, batch `TOWERS_BENCH_INCEPTION_BATCH` per rank, default
+//!   4): alone, and as one rank of the job with the exchange after backward and overlapped with
+//!   it. Every rank computes at once in all three, so they share the cores alike. The exposed
+//!   communication fraction is (the step as a rank - the step alone) / the exchange's own time:
+//!   1 when the whole exchange adds to the step, 0 when backward hides all of it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,9 +25,9 @@ use bench_common::cifar_net::CifarNet;
 use bench_common::{cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::tensor::{Device, Tensor};
-use towers_data::image_loss;
-use towers_models::InceptionV3Config;
+use burn::tensor::{Device, Distribution, Int, Tensor};
+use towers_data::{HostBatch, image_loss};
+use towers_models::{ImageClassifier, InceptionV3, InceptionV3Config};
 use towers_multigpu::mpi::{Mpi, MpiConfig};
 use towers_multigpu::{CrossProcess, Towers, TowersConfig, parse_devices};
 
@@ -43,34 +47,92 @@ fn main() -> anyhow::Result<()> {
     say(format!("{} ranks, {reps} repetitions per row", mpi.size()));
     say("| gradient | MB | exchange ms | copy ms | × copy | wire MB/rank | × gradient |".into());
     say("|---|---:|---:|---:|---:|---:|---:|".into());
-    let nets = [
-        ("TF CIFAR-10 net", trainable(&CifarNet::new(&device))),
-        (
-            "Inception v3",
-            trainable(&InceptionV3Config::new(1001).init(&device)),
-        ),
-    ];
-    for (name, tensors) in nets {
-        say(exchange_row(&*mpi, name, tensors, reps));
-    }
-    say("| CIFAR-10 net step, batch 128 per rank | ms/step |".into());
-    say("|---|---:|".into());
-    let devices = parse_devices("flex")?;
-    let towers = Towers::new(
-        CifarNet::new(&device),
-        momentum_sgd(),
-        &devices,
-        TowersConfig::default(),
+    let cifar = || CifarNet::new(&device);
+    let inception = || InceptionV3Config::new(1001).init(&device);
+    let exchange_cifar = exchange_row(&*mpi, "TF CIFAR-10 net", trainable(&cifar()), reps);
+    let exchange_inception = exchange_row(&*mpi, "Inception v3", trainable(&inception()), reps);
+    say(exchange_cifar.0);
+    say(exchange_inception.0);
+    say("".into());
+    say("| step, batch per rank | alone ms | exchange after backward ms | overlapped ms |".into());
+    say("|---|---:|---:|---:|".into());
+    let cifar_steps = step_times(
+        &mpi,
+        cifar,
+        cifar_batch(128, &Device::flex()),
+        reps,
+        |m, x, y| m.loss(x, y),
     )?;
-    let (towers, alone) = step_time(towers, reps);
-    say(format!("| alone (no exchange) | {:.1} |", alone * 1e3));
-    let (_, joined) = step_time(towers.across_processes(mpi.clone())?, reps);
-    say(format!(
-        "| one of {} ranks | {:.1} |",
-        mpi.size(),
-        joined * 1e3
-    ));
+    say(step_row("CIFAR-10 net, 128", cifar_steps));
+    let n = std::env::var("TOWERS_BENCH_INCEPTION_BATCH").map_or(Ok(4), |s| s.parse())?;
+    let images = image_batch(n, [3, 299, 299]);
+    let inception_steps = step_times(&mpi, inception, images, reps, |m: &InceptionV3, x, y| {
+        m.loss(x, y).loss
+    })?;
+    say(step_row(&format!("Inception v3, {n}"), inception_steps));
+    say("".into());
+    for (name, [alone, after, overlapped], exchange) in [
+        ("CIFAR-10 net", cifar_steps, exchange_cifar.1),
+        ("Inception v3", inception_steps, exchange_inception.1),
+    ] {
+        let exposed = |joined: f64| (joined - alone) / exchange;
+        say(format!(
+            "{name}: exposed communication fraction: {:.2} (after backward: {:.2}; exchange {:.1} ms)",
+            exposed(overlapped),
+            exposed(after),
+            exchange * 1e3
+        ));
+    }
     Ok(())
+}
+
+/// The median step of a model from `make`, on `batch`: alone, as a rank exchanging after
+/// backward, as a rank overlapping the exchange with backward.
+fn step_times<M: Module>(
+    mpi: &Arc<Mpi>,
+    make: impl Fn() -> M,
+    batch: HostBatch,
+    reps: usize,
+    loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> Tensor<1> + Sync + Copy,
+) -> anyhow::Result<[f64; 3]> {
+    let devices = parse_devices("flex")?;
+    let towers = |overlap: bool| {
+        let config = TowersConfig::default().with_overlap(overlap);
+        Towers::new(make(), momentum_sgd(), &devices, config)
+    };
+    let alone = step_time(towers(true)?, &batch, reps, loss);
+    let after = step_time(
+        towers(false)?.across_processes(mpi.clone())?,
+        &batch,
+        reps,
+        loss,
+    );
+    let overlapped = step_time(
+        towers(true)?.across_processes(mpi.clone())?,
+        &batch,
+        reps,
+        loss,
+    );
+    Ok([alone, after, overlapped])
+}
+
+fn step_row(name: &str, [alone, after, overlapped]: [f64; 3]) -> String {
+    format!(
+        "| {name} | {:.1} | {:.1} | {:.1} |",
+        alone * 1e3,
+        after * 1e3,
+        overlapped * 1e3
+    )
+}
+
+/// `n` random images of `shape` (uniform in [-1, 1]) with labels cycling over 10 classes.
+fn image_batch(n: usize, shape: [usize; 3]) -> HostBatch {
+    let values = n * shape.iter().product::<usize>();
+    let images = Tensor::<1>::random([values], Distribution::Uniform(-1.0, 1.0), &Device::flex())
+        .into_data()
+        .try_to_vec()
+        .expect("f32 images");
+    HostBatch::new(images, (0..n).map(|i| (i % 10) as i64).collect(), shape)
 }
 
 /// The trainable parameters of `model`, flattened: the shapes of its gradient.
@@ -89,13 +151,14 @@ fn trainable<M: Module>(model: &M) -> Vec<Tensor<1>> {
     collect.0
 }
 
-/// One table row: the exchange of `tensors` against one copy of their bytes.
+/// One table row: the exchange of `tensors` against one copy of their bytes; and the
+/// exchange's median time in seconds.
 fn exchange_row(
     mpi: &dyn CrossProcess,
     name: &str,
     tensors: Vec<Tensor<1>>,
     reps: usize,
-) -> String {
+) -> (String, f64) {
     let device = tensors[0].device();
     let floats: usize = tensors.iter().map(|t| t.dims()[0]).sum();
     let bytes = 4 * floats;
@@ -123,7 +186,7 @@ fn exchange_row(
         })
         .collect();
     let (exchange, copy) = (median(exchanges), median(copies));
-    format!(
+    let row = format!(
         "| {name} | {:.2} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} |",
         bytes as f64 / 1e6,
         exchange * 1e3,
@@ -131,22 +194,25 @@ fn exchange_row(
         exchange / copy,
         wire / 1e6,
         wire / bytes as f64
-    )
+    );
+    (row, exchange)
 }
 
 /// The median time of a training step, after one untimed step.
-fn step_time(mut towers: Towers<CifarNet>, reps: usize) -> (Towers<CifarNet>, f64) {
-    let batch = cifar_batch(128, &Device::flex());
+fn step_time<M: Module>(
+    mut towers: Towers<M>,
+    batch: &HostBatch,
+    reps: usize,
+    loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> Tensor<1> + Sync,
+) -> f64 {
     let mut step = || {
         let started = Instant::now();
-        towers
-            .step(&batch, 0.01, image_loss(|m: &CifarNet, x, y| m.loss(x, y)))
-            .expect("a step");
+        towers.step(batch, 0.01, image_loss(&loss)).expect("a step");
         started.elapsed()
     };
     step();
     let times = (0..reps).map(|_| step()).collect();
-    (towers, median(times))
+    median(times)
 }
 
 /// Bytes sent on the loopback interface since boot, by every process.

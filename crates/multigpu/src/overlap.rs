@@ -39,7 +39,7 @@ use crate::gradient_tap::{Tap, Tapped};
 use crate::reduce::Layout;
 
 /// How long the exchange thread waits for the next report before polling the exchange again.
-const PATIENCE: Duration = Duration::from_micros(200);
+const PATIENCE: Duration = Duration::from_millis(2);
 
 /// An exchange under way: started before backward, finished after it.
 pub(crate) struct OverlappedExchange {
@@ -114,11 +114,18 @@ impl OverlappedExchange {
     }
 }
 
-/// The slots of each bucket: every slot, last first, in runs of about `bytes`.
+/// The first bucket's size in bytes at most: it fills first, so a small one starts the
+/// exchange early (PyTorch DDP's first bucket is 1 MB too).
+const FIRST_BUCKET_BYTES: usize = 1 << 20;
+
+/// The slots of each bucket: every slot, last first, in runs of about `bytes` (the first of
+/// at most [`FIRST_BUCKET_BYTES`]).
 fn bucket_slots(sizes: &[usize], bytes: usize) -> Vec<Vec<usize>> {
     let order: Vec<usize> = (0..sizes.len()).rev().collect();
     let ordered: Vec<usize> = order.iter().map(|&s| sizes[s]).collect();
-    let plan: Vec<Range<usize>> = buckets::plan(&ordered, (bytes / 4).max(1));
+    let first = bytes.min(FIRST_BUCKET_BYTES);
+    let plan: Vec<Range<usize>> =
+        buckets::plan_with_first(&ordered, (first / 4).max(1), (bytes / 4).max(1));
     plan.into_iter().map(|r| order[r].to_vec()).collect()
 }
 
@@ -209,15 +216,21 @@ impl Gathering {
         let mut bucket = Vec::with_capacity(slots.iter().map(|&s| sizes[s]).sum());
         for &slot in slots {
             let start = bucket.len();
-            bucket.resize(start + sizes[slot], 0.0);
-            let out = &mut bucket[start..];
+            // Tower by tower, each tower's kept gradient before its new one.
+            let mut terms = Vec::new();
             for tower in 0..self.parts[slot].len() {
                 if let Some(kept) = self.kept.get(tower) {
-                    add(out, &read_kept(&kept[slot]));
+                    terms.push(read_kept(&kept[slot]));
                 }
-                if let Some(part) = self.parts[slot][tower].take() {
-                    add(out, &part);
-                }
+                terms.extend(self.parts[slot][tower].take());
+            }
+            let mut terms = terms.into_iter();
+            match terms.next() {
+                Some(first) => bucket.extend_from_slice(&first),
+                None => bucket.resize(start + sizes[slot], 0.0),
+            }
+            for term in terms {
+                add(&mut bucket[start..], &term);
             }
         }
         bucket
