@@ -16,9 +16,9 @@ use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
 
-use crate::batch_norm_sync::{self, RunningStats};
 use crate::error::{Error, Result};
 use crate::reduce::Layout;
+use crate::running_state::{self, RunningStats, Selection};
 
 /// The processes (ranks) of one data-parallel job, and their two collectives.
 ///
@@ -110,19 +110,21 @@ pub(crate) fn mean_gradients(
     }
 }
 
-/// `model` with its batch-norm statistics averaged across ranks, weighted by `examples`.
+/// `model` with its running state (`selection`) averaged across ranks, weighted by
+/// `examples`.
 pub(crate) fn mean_running_stats<M: Module>(
     processes: Option<&dyn CrossProcess>,
     model: M,
+    selection: &Selection,
     examples: usize,
     device: &Device,
 ) -> M {
     match processes {
         Some(p) if p.size() > 1 => {
-            let stats = batch_norm_sync::read(&model);
+            let stats = running_state::read(&model, selection);
             let values = stats.clone().into_device(device).into_values();
             let mean = p.weighted_mean("batch-norm statistics", values, examples as f64, device);
-            batch_norm_sync::write(model, &stats.with_values(mean))
+            running_state::write(model, &stats.with_values(mean))
         }
         _ => model,
     }
@@ -135,7 +137,7 @@ pub(crate) fn from_rank_zero<M: Module>(
     model: M,
     device: &Device,
 ) -> Result<M> {
-    let tensors: RunningStats = batch_norm_sync::read_all(&model).into_device(device);
+    let tensors: RunningStats = running_state::read_all(&model).into_device(device);
     let values = tensors.clone().into_values();
     let mine = shape_summary(&values);
     let summary = Tensor::<1>::from_data(TensorData::new(mine.to_vec(), [3]), device);
@@ -154,7 +156,7 @@ pub(crate) fn from_rank_zero<M: Module>(
         )));
     }
     let values = processes.broadcast("the model's weights", values, device);
-    Ok(batch_norm_sync::write(model, &tensors.with_values(values)))
+    Ok(running_state::write(model, &tensors.with_values(values)))
 }
 
 /// The number of tensors and of values (as two 24-bit halves), exact in `f32`.

@@ -55,7 +55,6 @@
 
 pub mod adapters;
 mod batch;
-mod batch_norm_sync;
 mod buckets;
 mod cross_process;
 mod devices;
@@ -68,11 +67,11 @@ pub mod mpi;
 mod overlap;
 mod reduce;
 pub mod remote;
+mod running_state;
 mod tower_index;
 pub mod towers;
 
 pub use batch::{TowerBatch, split_sizes, split_slice};
-pub use batch_norm_sync::BatchNormSync;
 pub use cross_process::{CrossProcess, Processes, launched_by_mpi};
 pub use devices::{TowerDevice, parse_devices};
 pub use error::{Error, Result};
@@ -80,5 +79,6 @@ pub use listing::{BackendListing, Listed, ListedDevice, list_devices};
 pub use loss::{IntoTowerLoss, TowerLoss};
 pub use reduce::{Reduce, all_reduce, reduce_to_device};
 pub use remote::remote_token;
+pub use running_state::{BatchNormSync, RunningStates};
 pub use tower_index::current_tower;
 pub use towers::{StepOutput, Towers, TowersConfig};

@@ -1,8 +1,8 @@
 //! [`TowersConfig`]: how the towers reduce, sync batch norm and accumulate; [`StepOutput`]:
 //! what a step did.
 
-use crate::batch_norm_sync::BatchNormSync;
 use crate::reduce::Reduce;
+use crate::running_state::{BatchNormSync, RunningStates};
 #[cfg(doc)]
 use crate::towers::Towers;
 
@@ -11,8 +11,11 @@ use crate::towers::Towers;
 pub struct TowersConfig {
     /// How gradients become one update.
     pub reduce: Reduce,
-    /// What happens to batch-norm running statistics after each update.
+    /// What happens to running state (batch-norm statistics and the like) after each update.
     pub batch_norm: BatchNormSync,
+    /// Which tensors are running state: by default every untrained tensor that the first
+    /// step changes.
+    pub running_states: RunningStates,
     /// Micro-batches per update (at least 1). With `k`, every `k`-th call to
     /// [`Towers::step`] applies one update with the gradient of all `k` micro-batches taken as
     /// one batch: each example weighs the same, whatever the micro-batch sizes.
@@ -29,6 +32,7 @@ impl Default for TowersConfig {
         Self {
             reduce: Reduce::default(),
             batch_norm: BatchNormSync::default(),
+            running_states: RunningStates::default(),
             accumulation: 1,
             overlap: true,
         }
@@ -45,6 +49,12 @@ impl TowersConfig {
     /// Sets [`batch_norm`](Self::batch_norm).
     pub fn with_batch_norm(mut self, batch_norm: BatchNormSync) -> Self {
         self.batch_norm = batch_norm;
+        self
+    }
+
+    /// Sets [`running_states`](Self::running_states).
+    pub fn with_running_states(mut self, running_states: RunningStates) -> Self {
+        self.running_states = running_states;
         self
     }
 

@@ -8,7 +8,7 @@
 //!   folds them in on that thread's next update. Neither design gets the statistics right by
 //!   itself: a thread that ends leaves its update pending, and a persistent worker's update
 //!   arrives one step late. So the towers fold each update in explicitly on the thread that made
-//!   it (see `batch_norm_sync.rs`), and then the thread's lifetime no longer
+//!   it (see `running_state.rs`), and then the thread's lifetime no longer
 //!   matters.
 //! - A scope joins every thread before the step returns, also when one panics: no tower can
 //!   outlive a failed step. Threads borrow the batch slices and the loss function, so neither
@@ -57,7 +57,6 @@ use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Device;
 
 use crate::batch::{TowerBatch, split_sizes};
-use crate::batch_norm_sync;
 use crate::cross_process::Processes;
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
@@ -65,6 +64,7 @@ use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
 use crate::overlap::OverlappedExchange;
 use crate::reduce::{Layout, Reduce};
+use crate::running_state::{self, Detection, Selection};
 use state::{Cycle, GradientTap, PRESENT, State};
 
 /// Data-parallel training of one model on N devices, TensorFlow-tower style.
@@ -92,6 +92,9 @@ pub struct Towers<M> {
     layout: Layout,
     /// Each trainable parameter's slot in `layout`, for the taps of an overlapped exchange.
     slots: HashMap<ParamId, usize>,
+    /// Which tensors are running state: decided at the first step.
+    running: Selection,
+    /// Whether `running` selects any tensor.
     has_running_stats: bool,
     state: State<M>,
     cycle: Cycle<M>,
@@ -168,7 +171,8 @@ impl<M: Module> Towers<M> {
             })
             .collect();
         let layout = Layout::of(&model);
-        let has_running_stats = !batch_norm_sync::read(&model).is_empty();
+        let running = Selection::Undecided;
+        let has_running_stats = !running_state::read(&model, &running).is_empty();
         let state = if towers.len() == 1 && towers[0].device() == &main {
             State::Single {
                 model: Some(model),
@@ -194,6 +198,7 @@ impl<M: Module> Towers<M> {
             config,
             slots: layout.slot_map(),
             layout,
+            running,
             has_running_stats,
             state,
             cycle: Cycle::default(),
@@ -288,11 +293,24 @@ impl<M: Module> Towers<M> {
     {
         let shares: Vec<f64> = self.towers.iter().map(TowerDevice::share).collect();
         let sizes = split_sizes(batch.len(), &shares).map_err(Error::Batch)?;
+        // Which tensors are running state shows at the first step that succeeds.
+        let detection = (matches!(self.running, Selection::Undecided) && self.has_running_stats)
+            .then(|| Detection::before(&self.replicas()[0]));
         if matches!(self.state, State::Single { .. }) {
             let weight = phases::checked_weights(batch, &[batch.len()])?[0];
-            self.step_single(batch, weight, lr, &loss)
+            self.step_single(batch, weight, lr, &loss, detection)
         } else {
-            self.step_towers(batch, &sizes, lr, &loss)
+            self.step_towers(batch, &sizes, lr, &loss, detection)
+        }
+    }
+
+    /// Running state from here on: what the first step changed on tower 0's replica `after`
+    /// it, by the config's rule.
+    fn decide_running_state(&mut self, detection: Option<Detection>, after: &M) {
+        if let Some(detection) = detection {
+            self.running = detection.decide(after, &self.config.running_states);
+            self.has_running_stats =
+                matches!(&self.running, Selection::Ids(ids) if !ids.is_empty());
         }
     }
 

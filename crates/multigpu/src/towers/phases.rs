@@ -20,12 +20,12 @@ use super::state::{Cycle, PRESENT, State};
 use super::tower::{Context, Done, Finish, Job, run_towers, tower_failed};
 use super::{StepOutput, Towers, broadcast};
 use crate::batch::TowerBatch;
-use crate::batch_norm_sync::{self, RunningStats};
 use crate::cross_process;
 use crate::error::{Error, Result};
 use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
 use crate::reduce::ring;
+use crate::running_state::{self, Detection, RunningStats};
 
 /// What a step on several towers does, decided before any tower runs.
 struct Plan {
@@ -54,6 +54,7 @@ impl<M: Module> Towers<M> {
         sizes: &[usize],
         lr: f64,
         loss_fn: &F,
+        detection: Option<Detection>,
     ) -> Result<StepOutput>
     where
         B: TowerBatch,
@@ -84,6 +85,7 @@ impl<M: Module> Towers<M> {
         let context = Context {
             layout: &self.layout,
             slots: &self.slots,
+            running: &self.running,
             has_running_stats: self.has_running_stats,
         };
         let run = run_towers(jobs, &self.towers, context, loss_fn);
@@ -97,6 +99,9 @@ impl<M: Module> Towers<M> {
             Ok(reduced) => reduced,
             Err(error) => return Err(self.fail(error)),
         };
+        if let Some(tower_0) = detection.is_some().then(|| done[0].replica.clone()) {
+            self.decide_running_state(detection, &tower_0);
+        }
         let output = step_output(&done, sizes, &weights, plan.apply);
         if plan.apply {
             self.apply(done, &plan, lr, reduced);
@@ -286,7 +291,7 @@ impl<M: Module> Towers<M> {
         let grads = self.tap.pass(&self.layout, grads);
         let mut model = optim.step(lr, master.take().expect(PRESENT), grads);
         if let Some(stats) = self.synced_stats(stats, plan) {
-            model = batch_norm_sync::write(model, &stats);
+            model = running_state::write(model, &stats);
         }
         let model = self.stats_across_processes(model, examples);
         let State::ParameterDevice {
@@ -323,16 +328,20 @@ impl<M: Module> Towers<M> {
         }
         if let Some(stats) = self.synced_stats(stats, plan) {
             replicas = (replicas.into_iter())
-                .map(|r| batch_norm_sync::write(r, &stats))
+                .map(|r| running_state::write(r, &stats))
                 .collect();
         }
         self.state = State::AllReduce { replicas, optims };
     }
 
-    /// Sync batch norm: the towers' statistics combined as the config says, when the model
-    /// has any.
+    /// Sync running state: the towers' running state combined as the config says, when the
+    /// model has any.
     fn synced_stats(&self, stats: Vec<Option<RunningStats>>, plan: &Plan) -> Option<RunningStats> {
-        let stats: Vec<RunningStats> = stats.into_iter().flatten().collect();
+        // At the first step the towers read every untrained tensor, before the running state
+        // was known.
+        let stats: Vec<RunningStats> = (stats.into_iter().flatten())
+            .map(|stats| stats.select(&self.running))
+            .collect();
         (self.has_running_stats)
             .then(|| (self.config.batch_norm).combine(stats, &plan.examples, &self.main))
     }

@@ -64,6 +64,6 @@ impl<M: Module> Towers<M> {
             return model;
         }
         let processes = self.processes.as_deref();
-        cross_process::mean_running_stats(processes, model, examples, &self.main)
+        cross_process::mean_running_stats(processes, model, &self.running, examples, &self.main)
     }
 }

@@ -11,10 +11,10 @@ use super::state::{Cycle, PRESENT, State};
 use super::tower::{backward_pass, tower_failed, tower_panicked};
 use super::{StepOutput, Towers};
 use crate::batch::TowerBatch;
-use crate::batch_norm_sync;
 use crate::cross_process;
 use crate::error::Result;
 use crate::loss::IntoTowerLoss;
+use crate::running_state::{self, Detection};
 use crate::tower_index::on_tower;
 
 impl<M: Module> Towers<M> {
@@ -26,6 +26,7 @@ impl<M: Module> Towers<M> {
         weight: f64,
         lr: f64,
         loss_fn: &F,
+        detection: Option<Detection>,
     ) -> Result<StepOutput>
     where
         B: TowerBatch,
@@ -69,7 +70,11 @@ impl<M: Module> Towers<M> {
             Err(panic) => return Err(self.fail(tower_panicked(0, &self.towers[0], panic))),
         };
         if self.has_running_stats {
-            batch_norm_sync::commit(self.model());
+            running_state::commit(self.model());
+        }
+        if detection.is_some() {
+            let model = self.model().clone();
+            self.decide_running_state(detection, &model);
         }
         let output = StepOutput {
             loss: pass.loss,

@@ -10,12 +10,12 @@ use burn::module::{Module, ParamId};
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Device;
 
-use crate::batch_norm_sync::{self, RunningStats};
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
 use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
 use crate::reduce::{Layout, PeerGone, RingLink};
+use crate::running_state::{self, RunningStats, Selection};
 use crate::tower_index::on_tower;
 
 /// Forward, loss and backward of one part of the batch.
@@ -148,6 +148,7 @@ where
     let Context {
         layout,
         slots,
+        running,
         has_running_stats,
     } = *context;
     let tapped = tap.as_ref().map(|tap| (tap, slots));
@@ -156,7 +157,7 @@ where
     drop(tap);
     let pass = pass.map_err(Failure::Failed)?;
     if has_running_stats {
-        batch_norm_sync::commit(&replica);
+        running_state::commit(&replica);
     }
     let grads = match (sum, pass.grads) {
         (Some(sum), Some(grads)) => layout.sum(vec![sum, grads], &device),
@@ -164,7 +165,7 @@ where
         (_, None) => GradientsParams::new(),
     };
     let stats = (has_running_stats && !matches!(finish, Finish::Keep))
-        .then(|| batch_norm_sync::read(&replica).into_device(&stats_device));
+        .then(|| running_state::read(&replica, running).into_device(&stats_device));
     let (replica, grads, optim) = match finish {
         Finish::Keep => (replica, Some(grads), None),
         Finish::Tapped => (replica, None, None),
@@ -207,6 +208,8 @@ pub(super) struct Context<'a> {
     pub(super) layout: &'a Layout,
     /// Each trainable parameter's slot in `layout`, for taps.
     pub(super) slots: &'a HashMap<ParamId, usize>,
+    /// Which tensors are running state.
+    pub(super) running: &'a Selection,
     pub(super) has_running_stats: bool,
 }
 
