@@ -81,4 +81,4 @@ pub use reduce::{Reduce, all_reduce, reduce_to_device};
 pub use remote::remote_token;
 pub use running_state::{BatchNormSync, RunningStates};
 pub use tower_index::current_tower;
-pub use towers::{StepOutput, Towers, TowersConfig};
+pub use towers::{ReplicaCheck, StepOutput, Towers, TowersConfig};

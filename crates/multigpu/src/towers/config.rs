@@ -25,6 +25,10 @@ pub struct TowersConfig {
     /// soon as backward has finished it on every tower, while backward goes on (see
     /// `overlap.rs`). On by default; off, the ranks exchange after backward, as before.
     pub overlap: bool,
+    /// Under [`Reduce::AllReduce`], every how many updates the replicas are compared with
+    /// replica 0 and given its weights if they differ (see [`Towers::check_replicas`]); 0:
+    /// never by itself. 100 by default.
+    pub replica_check: usize,
 }
 
 impl Default for TowersConfig {
@@ -35,6 +39,7 @@ impl Default for TowersConfig {
             running_states: RunningStates::default(),
             accumulation: 1,
             overlap: true,
+            replica_check: 100,
         }
     }
 }
@@ -55,6 +60,12 @@ impl TowersConfig {
     /// Sets [`running_states`](Self::running_states).
     pub fn with_running_states(mut self, running_states: RunningStates) -> Self {
         self.running_states = running_states;
+        self
+    }
+
+    /// Sets [`replica_check`](Self::replica_check).
+    pub fn with_replica_check(mut self, every: usize) -> Self {
+        self.replica_check = every;
         self
     }
 
@@ -90,4 +101,17 @@ pub struct StepOutput {
     pub metrics: Vec<(String, f64)>,
     /// Whether this call applied an update (every call, or every `accumulation`-th).
     pub updated: bool,
+    /// The comparison of the replicas, when this update ran one (see
+    /// [`TowersConfig::replica_check`]).
+    pub replica_check: Option<ReplicaCheck>,
+}
+
+/// What comparing the replicas found ([`Towers::check_replicas`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReplicaCheck {
+    /// The largest difference between a replica's checksum (one sum per parameter tensor) and
+    /// replica 0's: 0 when they agree bit for bit.
+    pub max_difference: f64,
+    /// Whether the replicas differed, and so were given replica 0's weights.
+    pub rebroadcast: bool,
 }

@@ -42,11 +42,12 @@
 mod config;
 mod phases;
 mod processes;
+mod replicas;
 mod single;
 mod state;
 mod tower;
 
-pub use config::{StepOutput, TowersConfig};
+pub use config::{ReplicaCheck, StepOutput, TowersConfig};
 #[cfg(any(feature = "cuda", feature = "rocm"))]
 pub(crate) use tower::panic_message;
 
@@ -101,6 +102,8 @@ pub struct Towers<M> {
     tap: GradientTap,
     /// The other ranks of a multi-process job, if any.
     processes: Option<Processes>,
+    /// Updates applied so far, for the replica checks.
+    updates: u64,
 }
 
 impl<M> std::fmt::Debug for Towers<M> {
@@ -204,6 +207,7 @@ impl<M: Module> Towers<M> {
             cycle: Cycle::default(),
             tap: GradientTap::default(),
             processes: None,
+            updates: 0,
         })
     }
 

@@ -102,9 +102,10 @@ impl<M: Module> Towers<M> {
         if let Some(tower_0) = detection.is_some().then(|| done[0].replica.clone()) {
             self.decide_running_state(detection, &tower_0);
         }
-        let output = step_output(&done, sizes, &weights, plan.apply);
+        let mut output = step_output(&done, sizes, &weights, plan.apply);
         if plan.apply {
             self.apply(done, &plan, lr, reduced);
+            output.replica_check = self.scheduled_replica_check();
         } else {
             self.keep(done, plan);
         }
@@ -380,5 +381,6 @@ fn step_output<M>(done: &[Done<M>], sizes: &[usize], weights: &[f64], updated: b
         correct: done.iter().map(|d| d.correct).sum(),
         metrics,
         updated,
+        replica_check: None,
     }
 }

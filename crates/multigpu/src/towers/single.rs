@@ -84,6 +84,7 @@ impl<M: Module> Towers<M> {
             correct: pass.correct,
             metrics: pass.metrics,
             updated: ends_cycle,
+            replica_check: None,
         };
         let grads = match (reduced.transpose(), pass.grads) {
             (Err(error), _) => return Err(self.fail(error)),

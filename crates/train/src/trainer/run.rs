@@ -261,6 +261,14 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         if !self.writes() {
             return Ok(());
         }
+        // A checkpoint keeps replica 0: make sure every replica holds the same weights.
+        if let Some(check) = run.towers.check_replicas().filter(|c| c.rebroadcast) {
+            eprintln!(
+                "step {}: replicas differed from replica 0 by up to {:.3e} (a parameter's sum); \
+                 they now hold its weights",
+                run.step, check.max_difference
+            );
+        }
         let path = ckpts.save(Checkpoint {
             step: run.step,
             model: run.towers.model().clone().into_record(),

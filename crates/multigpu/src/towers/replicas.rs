@@ -1,0 +1,66 @@
+//! Replicas in sync under [`Reduce::AllReduce`](crate::Reduce::AllReduce): every tower applies
+//! the same summed gradient with its own optimizer, so replicas on one backend stay equal bit
+//! for bit, but a backend that rounds its update differently (mixed backends) drifts. The
+//! towers compare a checksum of every replica with replica 0's every
+//! [`TowersConfig::replica_check`](super::TowersConfig::replica_check) updates (and whenever
+//! asked, e.g. before a checkpoint) and give every replica replica 0's weights when they
+//! differ.
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::Tensor;
+
+use super::state::State;
+use super::{ReplicaCheck, Towers, broadcast};
+
+impl<M: Module> Towers<M> {
+    /// Compares every replica's weights with replica 0's (one sum per parameter tensor, each
+    /// read to the host) and, when any differs, gives every replica replica 0's weights (each
+    /// tower keeps its optimizer's state). `None` unless the towers all-reduce.
+    pub fn check_replicas(&mut self) -> Option<ReplicaCheck> {
+        let State::AllReduce { replicas, .. } = &mut self.state else {
+            return None;
+        };
+        let sums: Vec<Vec<f64>> = replicas.iter().map(checksum).collect();
+        let drift = (sums[1..].iter())
+            .flat_map(|sums_i| sums_i.iter().zip(&sums[0]).map(|(a, b)| (a - b).abs()))
+            .fold(0.0, f64::max);
+        let differ = sums[1..].iter().any(|s| s != &sums[0]);
+        if differ {
+            // Running state is equal already (synced at every update).
+            *replicas = broadcast(&replicas[0], &self.towers);
+        }
+        Some(ReplicaCheck {
+            max_difference: drift,
+            rebroadcast: differ,
+        })
+    }
+
+    /// A check every `replica_check` updates under the all-reduce.
+    pub(super) fn scheduled_replica_check(&mut self) -> Option<ReplicaCheck> {
+        self.updates += 1;
+        let every = self.config.replica_check;
+        (every > 0 && self.updates % every as u64 == 0)
+            .then(|| self.check_replicas())
+            .flatten()
+    }
+}
+
+/// The sum of each trainable tensor of `model`, in visiting order, taken on the host: a sum
+/// on the device would depend on the backend's order of additions, and replicas on two
+/// backends holding the same weights would seem to differ.
+fn checksum<M: Module>(model: &M) -> Vec<f64> {
+    struct Sums(Vec<f64>);
+    impl ModuleVisitor for Sums {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let value = param.val();
+            if value.is_require_grad() {
+                let data = value.into_data().convert::<f64>();
+                let values = data.try_into_vec::<f64>().expect("converted to f64");
+                self.0.push(values.iter().sum());
+            }
+        }
+    }
+    let mut sums = Sums(Vec::new());
+    model.visit(&mut sums);
+    sums.0
+}
