@@ -25,7 +25,7 @@ pub use basic_conv::{BasicConv, BasicConvConfig};
 pub use batch_norm::{OffsetBatchNorm, OffsetBatchNormConfig};
 pub use cifar10::{Cifar10Config, Cifar10Net};
 pub use classifier::{ClassifierLoss, ImageClassifier};
-pub use dropout::{dropout, with_dropout_seed};
+pub use dropout::{dropout, with_dropout_seed, with_example_dropout};
 pub use fast_ops::{conv2d, max_pool2d};
 pub use image_conv::conv_images;
 pub use inception::{

@@ -80,5 +80,5 @@ pub use loss::{IntoTowerLoss, TowerLoss};
 pub use reduce::{Reduce, all_reduce, reduce_to_device};
 pub use remote::remote_token;
 pub use running_state::{BatchNormSync, RunningStates};
-pub use tower_index::current_tower;
+pub use tower_index::{current_first_example, current_tower};
 pub use towers::{ReplicaCheck, StepOutput, Towers, TowersConfig};

@@ -1,6 +1,7 @@
 //! Resuming training from a checkpoint's input position, against the uninterrupted run computed
 //! in the same test: bitwise the same per-step losses, dropout included, on one tower and on
-//! two; a checkpoint without a position still resumes, by replaying the input.
+//! two; a checkpoint without a position still resumes, by replaying the input. Dropout masks
+//! follow the examples, so one tower and two log the same losses.
 
 use std::path::Path;
 
@@ -92,6 +93,31 @@ fn a_checkpoint_without_a_position_resumes_by_replay() {
             assert_eq!(log, whole, "replayed");
         } else {
             assert_ne!(log[3..], whole[3..], "started afresh");
+        }
+    }
+}
+
+/// Dropout masks follow the examples, not the towers: one tower and two (parts of 8 + 8, or
+/// 4 + 12) log the same losses, to float rounding (the towers sum their gradients in another
+/// order).
+#[test]
+fn one_and_two_towers_draw_the_same_dropout_masks() {
+    let data = BuiltinCifar10::create(40, 1, 2).unwrap();
+    let run = |devices: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        train(config(dir.path(), devices, 6), &data)
+    };
+    let one = run("flex");
+    for devices in ["flex,flex", "flex*1,flex*3"] {
+        let got = run(devices);
+        assert_eq!(got.len(), one.len());
+        for ((step, want), (got_step, got)) in one.iter().zip(&got) {
+            assert_eq!(step, got_step);
+            let close = (want - got).abs() <= 1e-5 * want.abs().max(1.0);
+            assert!(
+                close,
+                "{devices}, step {step}: loss {got} vs one tower's {want}"
+            );
         }
     }
 }

@@ -80,7 +80,7 @@ impl<M: Module> Towers<M> {
             }
             false => (None, (0..sizes.len()).map(|_| None).collect()),
         };
-        let jobs = self.scatter(parts, taps, &plan, lr);
+        let jobs = self.scatter(parts, sizes, taps, &plan, lr);
         self.hand_over();
         let context = Context {
             layout: &self.layout,
@@ -185,28 +185,32 @@ impl<M: Module> Towers<M> {
     fn scatter<P>(
         &mut self,
         parts: Vec<P>,
+        sizes: &[usize],
         taps: Vec<Option<Tap>>,
         plan: &Plan,
         lr: f64,
     ) -> Vec<Job<M, P>> {
-        let finishes = self.finishes(plan, lr);
+        let mut finishes = self.finishes(plan, lr).into_iter();
         let mut sums = std::mem::take(&mut self.cycle.grads).into_iter();
-        let work = std::mem::take(&mut self.cycle.work);
-        (work.into_iter().zip(parts).zip(taps).zip(&plan.loss_scales))
-            .zip(finishes.into_iter().zip(&self.towers))
-            .map(
-                |((((replica, part), tap), &loss_scale), (finish, tower))| Job {
-                    replica,
-                    sum: sums.next(),
-                    part,
-                    device: tower.device().clone(),
-                    stats_device: self.main.clone(),
-                    loss_scale,
-                    tap,
-                    finish,
-                },
-            )
-            .collect()
+        let mut work = std::mem::take(&mut self.cycle.work).into_iter();
+        let mut taps = taps.into_iter();
+        let mut first_example = 0;
+        let mut jobs = Vec::with_capacity(parts.len());
+        for (i, part) in parts.into_iter().enumerate() {
+            jobs.push(Job {
+                replica: work.next().expect("a replica per tower"),
+                first_example,
+                sum: sums.next(),
+                part,
+                device: self.towers[i].device().clone(),
+                stats_device: self.main.clone(),
+                loss_scale: plan.loss_scales[i],
+                tap: taps.next().flatten(),
+                finish: finishes.next().expect("a finish per tower"),
+            });
+            first_example += sizes[i];
+        }
+        jobs
     }
 
     /// What each tower does after its pass: keep its gradients (mid-cycle), send them to the

@@ -58,7 +58,7 @@ impl<M: Module> Towers<M> {
             let part = batch.split(&[batch.len()]).pop();
             let part = part.ok_or_else(|| "the batch's split gave no part".to_string())?;
             let tapped = tap.as_ref().map(|tap| (tap, &self.slots));
-            on_tower(0, || {
+            on_tower(0, 0, || {
                 backward_pass(self.model(), part, &self.main, loss_scale, tapped, loss_fn)
             })
         }));

@@ -74,6 +74,8 @@ where
 /// One tower's share of a step.
 pub(super) struct Job<M, P> {
     pub(super) replica: M,
+    /// Where the part starts in the batch.
+    pub(super) first_example: usize,
     /// The gradients of the cycle's earlier micro-batches.
     pub(super) sum: Option<GradientsParams>,
     pub(super) part: P,
@@ -137,6 +139,7 @@ where
 {
     let Job {
         replica,
+        first_example: _,
         sum,
         part,
         device,
@@ -234,7 +237,10 @@ where
             .map(|(i, job)| {
                 thread::Builder::new()
                     .name(format!("tower-{i}"))
-                    .spawn_scoped(s, move || on_tower(i, || run_tower(job, &context, loss_fn)))
+                    .spawn_scoped(s, move || {
+                        let first = job.first_example;
+                        on_tower(i, first, || run_tower(job, &context, loss_fn))
+                    })
             })
             .collect();
         handles

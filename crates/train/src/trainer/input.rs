@@ -6,8 +6,8 @@
 use burn::module::Module;
 use burn::tensor::Device;
 use towers_data::PipelineConfig;
-use towers_models::with_dropout_seed;
-use towers_multigpu::{TowerBatch, TowerLoss, current_tower};
+use towers_models::with_example_dropout;
+use towers_multigpu::{TowerBatch, TowerLoss, current_first_example};
 
 use super::Trainer;
 use super::start::mix;
@@ -64,17 +64,18 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     }
 }
 
-/// `step`'s loss as the towers take it, with its dropout masks drawn from a stream of `seed`
-/// and the tower, numbered from `first_tower` (see [`towers_models::with_dropout_seed`]): the
-/// same masks in a resumed run, whichever thread runs which tower when.
+/// `step`'s loss as the towers take it, with its dropout masks drawn per example from streams
+/// of `seed`, the `rank` and the example's index in the batch (see
+/// [`towers_models::with_example_dropout`]): the same masks in a resumed run, whichever thread
+/// runs which tower when, and whatever the number of towers.
 pub(super) fn seeded_step<M, S: TrainStep<M>>(
     step: &S,
     seed: u64,
-    first_tower: usize,
+    rank: usize,
 ) -> impl for<'a> Fn(&M, <S::Batch as TowerBatch>::Part<'a>, &Device) -> TowerLoss + Sync + '_ {
     move |m, part, device| {
-        let tower = (first_tower + current_tower().unwrap_or(0)) as u64;
-        with_dropout_seed(mix(seed, tower), || step.loss(m, part, device))
+        let first = current_first_example().unwrap_or(0);
+        with_example_dropout(mix(seed, rank as u64), first, || step.loss(m, part, device))
     }
 }
 

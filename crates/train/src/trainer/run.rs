@@ -127,9 +127,6 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         let started = Instant::now();
         let lr = run.schedule.at(run.step);
         seed_devices(run.towers.devices(), mix(c.seed, run.step));
-        // Towers are numbered across ranks, so that R ranks of N towers draw the dropout masks
-        // of one process with R x N towers.
-        let first_tower = self.rank() * run.towers.devices().len();
         let (mut loss_sum, mut weight, mut examples) = (0.0, 0.0, 0usize);
         let mut metrics = Metrics::default();
         for micro in 0.. {
@@ -138,7 +135,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             run.summaries
                 .before_batch(run.step + 1, images, &mut run.towers)?;
             let seed = mix(mix(c.seed, run.step), micro);
-            let out = (run.towers).step(&batch, lr, seeded_step(&self.step, seed, first_tower))?;
+            let out = (run.towers).step(&batch, lr, seeded_step(&self.step, seed, self.rank()))?;
             run.summaries.add(&out);
             loss_sum += out.loss * out.weight;
             weight += out.weight;
