@@ -289,7 +289,7 @@ impl RingLink {
         chunks: &[Vec<Option<Tensor<1>>>],
         send: usize,
     ) -> Result<Message, PeerGone> {
-        let message = chunks
+        let message: Message = chunks
             .iter()
             .map(|parts| {
                 parts[send].clone().map(|t| match self.through_host {
@@ -298,6 +298,12 @@ impl RingLink {
                 })
             })
             .collect();
+        // The next tower reads these tensors on its thread: hand what this thread queued for
+        // them over first (lazy backends queue work per thread). A failing device shows when
+        // the receiver reads.
+        if let Some(Some(Chunk::Tensor(t))) = message.iter().find(|c| c.is_some()) {
+            let _ = t.device().flush();
+        }
         self.next.send(message).map_err(|_| PeerGone)?;
         self.prev.recv().map_err(|_| PeerGone)
     }

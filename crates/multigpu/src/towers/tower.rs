@@ -189,11 +189,14 @@ where
             (optim.step(lr, replica, sum), None, Some(optim))
         }
     };
-    // What this thread queued on its device must be handed over before the thread ends (see
-    // "Threads" in the module docs).
-    device
-        .flush()
-        .map_err(|e| Failure::Failed(format!("cannot flush the device's queued work: {e}")))?;
+    // What this thread queued must be handed over before the thread ends (see "Threads" in
+    // the module docs): on its device, and on the model's, where it moved its statistics and
+    // gathered its gradients.
+    for device in [&device, &stats_device] {
+        device
+            .flush()
+            .map_err(|e| Failure::Failed(format!("cannot flush the queued work: {e}")))?;
+    }
     Ok(Done {
         replica,
         grads,
