@@ -39,7 +39,10 @@ use crate::gradient_tap::{Tap, Tapped};
 use crate::reduce::Layout;
 
 /// How long the exchange thread waits for the next report before polling the exchange again.
-const PATIENCE: Duration = Duration::from_millis(2);
+/// MPI moves a posted all-reduce only inside those polls, and each poll takes a core from
+/// backward: on 2 cores shared by 2 ranks, 0.2 ms cost Inception v3 a step 12% longer than
+/// 20 ms did (`bench_mpi`, 2026-11-25).
+const PATIENCE: Duration = Duration::from_millis(1);
 
 /// An exchange under way: started before backward, finished after it.
 pub(crate) struct OverlappedExchange {

@@ -83,6 +83,18 @@ pub struct TowersSection {
     pub batch_norm: BatchNormMode,
     /// Micro-batches of `batch_size` per update.
     pub accumulation: usize,
+    /// Across MPI ranks: exchange gradient buckets while backward runs, rather than after it
+    /// (see [`TowersConfig::overlap`]).
+    #[serde(default)]
+    pub overlap_exchange: bool,
+    /// Under `all_reduce`: compare the replicas every this many updates, 0 never (see
+    /// [`TowersConfig::replica_check`]).
+    #[serde(default = "default_replica_check")]
+    pub replica_check: usize,
+}
+
+fn default_replica_check() -> usize {
+    TowersConfig::default().replica_check
 }
 
 /// See [`towers_multigpu::Reduce`].
@@ -111,6 +123,8 @@ impl Default for TowersSection {
             reduce: ReduceMode::ParameterDevice,
             batch_norm: BatchNormMode::Average,
             accumulation: 1,
+            overlap_exchange: false,
+            replica_check: default_replica_check(),
         }
     }
 }
@@ -128,6 +142,8 @@ impl TowersSection {
                 BatchNormMode::FirstTower => BatchNormSync::FirstTower,
             })
             .with_accumulation(self.accumulation)
+            .with_overlap(self.overlap_exchange)
+            .with_replica_check(self.replica_check)
     }
 }
 

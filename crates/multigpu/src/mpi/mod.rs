@@ -186,10 +186,14 @@ impl CrossProcess for Mpi {
             }
         };
         let done = |k: usize, values: &[f32]| {
-            if k == 0 {
-                total = Some(values[0]);
-            } else {
-                early.push((k - 1, values.to_vec()));
+            match (k, total) {
+                (0, _) => total = Some(values[0]),
+                // Divided while copied out of MPI's buffer: one pass over the bucket.
+                (k, Some(total)) => {
+                    let mean = values.iter().map(|v| v / total).collect();
+                    write_bucket(&mut out, plan[k - 1].clone(), &sizes, mean, device);
+                }
+                (k, None) => early.push((k - 1, values.to_vec())),
             }
             if let Some(total) = total {
                 for (b, values) in early.drain(..) {

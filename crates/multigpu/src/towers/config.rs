@@ -23,7 +23,10 @@ pub struct TowersConfig {
     /// Whether the exchange of gradients across ranks (see
     /// [`Towers::across_processes`]) overlaps backward: each bucket of gradients travels as
     /// soon as backward has finished it on every tower, while backward goes on (see
-    /// `overlap.rs`). On by default; off, the ranks exchange after backward, as before.
+    /// `overlap.rs`). Off by default: the ranks exchange after backward. The overlap needs
+    /// cores (and a network) that backward leaves idle; where ranks share a machine's cores,
+    /// the exchange's reads and polls slow backward down more than the overlap gains (the
+    /// README's MPI figures). Measure with `bench_mpi` on your machines.
     pub overlap: bool,
     /// Under [`Reduce::AllReduce`], every how many updates the replicas are compared with
     /// replica 0 and given its weights if they differ (see [`Towers::check_replicas`]); 0:
@@ -38,7 +41,7 @@ impl Default for TowersConfig {
             batch_norm: BatchNormSync::default(),
             running_states: RunningStates::default(),
             accumulation: 1,
-            overlap: true,
+            overlap: false,
             replica_check: 100,
         }
     }
