@@ -19,9 +19,12 @@
 //!   (`Device::flush`, which does not wait for them to run): without that, on wgpu, gradients
 //!   kept across micro-batches came out up to 13% wrong, and the ring's batch-norm writes
 //!   reached the next step late (found on lavapipe, 2026-11-23; compare Burn issues #4947 and
-//!   #5563). So each tower thread flushes its device before it ends, and the caller's thread
-//!   flushes every device before it starts the towers' threads (after its broadcasts, updates
-//!   and statistics writes of the step before, and the replicas of a new cycle).
+//!   #5563). So each tower thread flushes its device and the model's (where it moved its
+//!   statistics and gradients) before it ends, a ring tower flushes before it sends chunk
+//!   tensors to the next, a gradient tap flushes before it hands a gradient to the exchange
+//!   thread, and the caller's thread flushes every device before it starts the towers' threads
+//!   (after its broadcasts, updates and statistics writes of the step before, and the replicas
+//!   of a new cycle).
 //!
 //! # Failures
 //!
