@@ -128,8 +128,8 @@ fn read_f32<B: Backend>(grad: FloatTensor<B>) -> Result<Vec<f32>, String> {
 }
 
 /// The open taps: key's high half -> (tower, where its reports go).
-static TAPS: LazyLock<Mutex<HashMap<u64, (usize, Sender<Tapped>)>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+type OpenTaps = HashMap<u64, (usize, Sender<Tapped>)>;
+static TAPS: LazyLock<Mutex<OpenTaps>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 static NEXT_TAP: AtomicU64 = AtomicU64::new(1);
 
 fn report(key: u64, read: ReadGradient) {

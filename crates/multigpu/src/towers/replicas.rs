@@ -39,7 +39,7 @@ impl<M: Module> Towers<M> {
     pub(super) fn scheduled_replica_check(&mut self) -> Option<ReplicaCheck> {
         self.updates += 1;
         let every = self.config.replica_check;
-        (every > 0 && self.updates % every as u64 == 0)
+        (every > 0 && self.updates.is_multiple_of(every as u64))
             .then(|| self.check_replicas())
             .flatten()
     }
