@@ -60,6 +60,40 @@ pub trait CrossProcess: Send + Sync {
         done: &mut dyn FnMut(usize, &[f32]),
     );
 
+    /// Every rank's `bytes`, in rank order, on every rank (e.g. each rank's input position, for
+    /// rank 0's checkpoint). Small messages: built on [`sum_buckets`](Self::sum_buckets), as
+    /// floats (a byte is exact in `f32`): each rank's length, then each rank's bytes in its
+    /// own stretch of zeros.
+    fn all_gather(&self, what: &str, bytes: &[u8]) -> Vec<Vec<u8>> {
+        let (rank, ranks) = (self.rank(), self.size());
+        let sum = |values: Vec<f32>| {
+            let mut out = Vec::new();
+            let mut values = Some(values);
+            let sizes = [values.as_ref().map_or(0, Vec::len)];
+            self.sum_buckets(what, &sizes, &mut |_| values.take(), &mut |_, sums| {
+                out = sums.to_vec()
+            });
+            out
+        };
+        let mut lengths = vec![0.0; ranks];
+        lengths[rank] = bytes.len() as f32;
+        let lengths: Vec<usize> = sum(lengths).into_iter().map(|l| l as usize).collect();
+        let start: usize = lengths[..rank].iter().sum();
+        let mut all = vec![0.0; lengths.iter().sum()];
+        for (slot, byte) in all[start..].iter_mut().zip(bytes) {
+            *slot = f32::from(*byte);
+        }
+        let all = sum(all);
+        let mut offset = 0;
+        (lengths.iter())
+            .map(|&len| {
+                let part = all[offset..offset + len].iter().map(|&b| b as u8).collect();
+                offset += len;
+                part
+            })
+            .collect()
+    }
+
     /// The size in bytes of one gradient bucket of [`sum_buckets`](Self::sum_buckets): about
     /// this many bytes of gradients travel as one message. 25 MB, PyTorch DDP's default,
     /// unless the transport says otherwise.

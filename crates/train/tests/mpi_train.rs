@@ -1,6 +1,7 @@
 //! The trainer as ranks of an MPI job (`mpirun -np 2` on loopback, one flex tower per rank; see
-//! [`towers_testing::mpirun`]): the ranks stay in step, rank 0 alone writes, and a resumed job
-//! continues exactly like one that ran straight through.
+//! [`towers_testing::mpirun`]): the ranks stay in step, rank 0 alone writes, a resumed job
+//! continues exactly like one that ran straight through, from every rank's own input
+//! position, and resumes on another world size or past a corrupt checkpoint.
 
 use std::path::Path;
 use std::time::Duration;
@@ -79,7 +80,7 @@ fn job_in(
     resume: bool,
 ) -> Option<(String, [Vec<f32>; 2])> {
     let out = tempfile::tempdir().unwrap();
-    let run = launch(scenario, data, train_dir, steps, resume, out.path())?;
+    let run = launch(2, scenario, data, train_dir, steps, resume, out.path())?;
     assert!(run.success, "mpirun failed:\n{}", run.output);
     assert!(run.elapsed < Duration::from_secs(60));
     let read = |rank: usize| {
@@ -92,6 +93,7 @@ fn job_in(
 }
 
 fn launch(
+    ranks: usize,
     scenario: &str,
     data: &Path,
     train_dir: &Path,
@@ -107,7 +109,7 @@ fn launch(
         ("TOWERS_MPI_RESUME", u8::from(resume).to_string()),
         ("TOWERS_MPI_OUT", out.display().to_string()),
     ];
-    mpirun(2, "rank", &env)
+    mpirun(ranks, "rank", &env)
 }
 
 /// 5 x 200 training images: five files, three for rank 0 and two for rank 1.
@@ -154,8 +156,12 @@ fn a_resumed_job_continues_like_one_that_ran_through() {
         return;
     };
     job(data.dir(), resumed.path(), 4, false);
-    let (_, [got0, got1]) = job(data.dir(), resumed.path(), 6, true).unwrap();
+    let (output, [got0, got1]) = job(data.dir(), resumed.path(), 6, true).unwrap();
     assert!(got0 == got1, "the resumed ranks' models differ");
+    // Every rank's own position, not a replay of the input.
+    let resumed_at = "resuming the input at step 4 from the checkpoint's input position";
+    assert!(output.contains(resumed_at), "{output}");
+    assert!(!output.contains("reading past"), "{output}");
     towers_testing::compare::assert_close(&got0, &expected, 1e-6, "resumed vs straight");
 }
 
@@ -187,8 +193,61 @@ fn a_stop_on_one_rank_stops_every_rank_after_the_same_step() {
 fn an_error_on_one_rank_ends_the_job_with_its_message() {
     let data = data();
     let (dir, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let Some(run) = launch("fail", data.dir(), dir.path(), 6, false, out.path()) else {
+    let Some(run) = launch(2, "fail", data.dir(), dir.path(), 6, false, out.path()) else {
         return;
     };
     run.assert_failed_fast_saying(&["rank 1: towers: device list entry `nonsense`"]);
+}
+
+/// The checkpoint of 2 ranks resumes on 3: the log says the world size changed, and the job
+/// goes on (each rank replays its new share of the input).
+#[test]
+fn a_job_resumes_on_another_world_size() {
+    let data = data();
+    let (dir, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    if job(data.dir(), dir.path(), 4, false).is_none() {
+        return;
+    }
+    let run = launch(3, "plain", data.dir(), dir.path(), 6, true, out.path()).unwrap();
+    assert!(run.success, "mpirun failed:\n{}", run.output);
+    assert!(
+        run.output.contains("world size changed: 2 ranks -> 3"),
+        "{}",
+        run.output
+    );
+    let steps: Vec<u64> = (read_log(&dir.path().join(towers_train::LOG_FILE)).unwrap())
+        .iter()
+        .map(|e| e.step)
+        .collect();
+    assert_eq!(steps, [1, 2, 3, 4, 5, 6]);
+}
+
+/// The newest checkpoint corrupt in the directory both ranks share: both resume from the one
+/// before, which rank 0 chose; rank 0 alone renamed the corrupt one, and nothing aborted.
+#[test]
+fn ranks_resume_past_a_corrupt_checkpoint_together() {
+    let data = data();
+    let dir = tempfile::tempdir().unwrap();
+    if job(data.dir(), dir.path(), 4, false).is_none() {
+        return;
+    }
+    let newest = dir.path().join("model.ckpt-4");
+    let mut bytes = std::fs::read(&newest).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&newest, bytes).unwrap();
+    let (output, [rank0, rank1]) = job(data.dir(), dir.path(), 6, true).unwrap();
+    assert!(
+        rank0 == rank1,
+        "the ranks resumed from different checkpoints"
+    );
+    assert!(
+        output.contains("resuming from the newest valid checkpoint"),
+        "{output}"
+    );
+    let renamed: Vec<String> = (std::fs::read_dir(dir.path()).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".corrupt"))
+        .collect();
+    assert_eq!(renamed, ["model.ckpt-4.corrupt"]);
 }

@@ -17,15 +17,16 @@ use crate::source::{BatchSource, TrainInput};
 use crate::step::TrainStep;
 
 impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
-    /// The training input from `step`: where `position` stands when the checkpoint saved one;
-    /// otherwise replayed from step 0 (`replay_input_on_resume`) or started afresh under a seed
-    /// of the step, with a warning either way.
+    /// The training input from `step`: where `position` stands when the checkpoint saved one
+    /// for this rank; otherwise (`Err`: why not) replayed from step 0
+    /// (`replay_input_on_resume`) or started afresh under a seed of the step, with a warning
+    /// either way.
     pub(super) fn start_input<I: TrainInput>(
         &self,
         input: &I,
         reader_threads: usize,
         step: u64,
-        position: Option<serde_json::Value>,
+        position: std::result::Result<serde_json::Value, String>,
         log: &TrainLog,
     ) -> Result<I::Source> {
         let c = &self.config;
@@ -35,16 +36,19 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             corrupt_records: c.corrupt_records(),
             ..PipelineConfig::train(c.batch_size)
         };
-        if let Some(position) = position {
-            log.println(&format!(
-                "resuming the input at step {step} from the checkpoint's input position"
-            ));
-            return input.start(config, Some(&position));
-        }
         if step == 0 {
             return input.start(config, None);
         }
-        let warning = format!("warning: the checkpoint of step {step} holds no input position");
+        let why_not = match position {
+            Ok(position) => {
+                log.println(&format!(
+                    "resuming the input at step {step} from the checkpoint's input position"
+                ));
+                return input.start(config, Some(&position));
+            }
+            Err(why_not) => why_not,
+        };
+        let warning = format!("warning: {why_not}");
         if !c.replay_input_on_resume {
             log.println(&format!(
                 "{warning}: the input starts afresh under a seed derived from the step"

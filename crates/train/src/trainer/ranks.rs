@@ -5,7 +5,8 @@
 //! a rank that fails ends the job on every rank.
 
 use burn::module::Module;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
 use towers_multigpu::{Processes, Towers, launched_by_mpi};
 
 use super::Trainer;
@@ -90,6 +91,77 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         Ok(towers.across_processes(p.clone())?)
     }
 
+    /// What a checkpoint keeps of the input: this process's `position`, or under MPI every
+    /// rank's, gathered ([`RankPositions`]). Every rank calls this at the same steps.
+    pub(super) fn checkpoint_input(&self, position: serde_json::Value) -> serde_json::Value {
+        let Some(p) = self.processes.as_ref().filter(|p| p.size() > 1) else {
+            return position;
+        };
+        let mine = serde_json::to_vec(&position).expect("JSON always serializes");
+        let positions = (p.all_gather("the input positions", &mine).iter())
+            .map(|bytes| serde_json::from_slice(bytes).expect("every rank sent JSON"))
+            .collect();
+        let all = RankPositions {
+            mpi_ranks: p.size(),
+            rank_positions: positions,
+        };
+        serde_json::to_value(all).expect("JSON always serializes")
+    }
+
+    /// This rank's input position in a checkpoint's `input`, or why there is none: the
+    /// checkpoint has no position, or it was written by a job of another size (its ranks read
+    /// other shares of the input).
+    pub(super) fn rank_position(
+        &self,
+        input: Option<serde_json::Value>,
+        step: u64,
+    ) -> std::result::Result<serde_json::Value, String> {
+        let Some(input) = input else {
+            return Err(format!(
+                "the checkpoint of step {step} holds no input position"
+            ));
+        };
+        let saved = serde_json::from_value::<RankPositions>(input.clone());
+        let (saved_ranks, mut positions) = match saved {
+            Ok(all) => (all.mpi_ranks, all.rank_positions),
+            Err(_) => (1, vec![input]),
+        };
+        let ranks = self.ranks();
+        if saved_ranks != ranks || positions.len() != ranks {
+            let plural = |n: usize| if n == 1 { "rank" } else { "ranks" };
+            return Err(format!(
+                "world size changed: {saved_ranks} {} -> {ranks} {} (the checkpoint of step \
+                 {step} holds the input positions of {saved_ranks}; each rank now reads \
+                 another share)",
+                plural(saved_ranks),
+                plural(ranks)
+            ));
+        }
+        Ok(positions.swap_remove(self.rank()))
+    }
+
+    /// Rank 0's choice of the checkpoint to resume from, on every rank: `mine` is this rank's
+    /// (what rank 0 passes is what every rank gets back).
+    pub(super) fn agreed_checkpoint(&self, mine: Choice, device: &Device) -> Choice {
+        let Some(p) = self.processes.as_ref().filter(|p| p.size() > 1) else {
+            return mine;
+        };
+        let (kind, step) = match mine {
+            Choice::Fresh => (0.0, 0),
+            Choice::Step(step) => (1.0, step),
+            Choice::Failed => (2.0, 0),
+        };
+        let mine = vec![kind, (step >> 24) as f32, (step & 0xFF_FFFF) as f32];
+        let mine = Tensor::<1>::from_data(TensorData::new(mine, [3]), device);
+        let theirs = p.broadcast("the checkpoint to resume from", vec![mine], device);
+        let theirs: Vec<f32> = theirs[0].to_data().iter::<f32>().collect();
+        match theirs[0] as u8 {
+            0 => Choice::Fresh,
+            1 => Choice::Step(theirs[1] as u64 * (1 << 24) + theirs[2] as u64),
+            _ => Choice::Failed,
+        }
+    }
+
     /// Whether a stop was asked for, here or on any other rank.
     pub(super) fn stop_requested(&self) -> bool {
         let here = self.stop.is_requested();
@@ -107,6 +179,26 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             (_, result) => result,
         }
     }
+}
+
+/// What a resumed job starts from, as rank 0 chose it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Choice {
+    /// No checkpoint: a fresh start.
+    Fresh,
+    /// The checkpoint of this step.
+    Step(u64),
+    /// Rank 0 found checkpoints but could not load any (its error ends the job).
+    Failed,
+}
+
+/// Every rank's input position, as the checkpoint of an MPI job holds them (in rank order): a
+/// resumed job of the same size gives each rank its own, in constant time.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RankPositions {
+    mpi_ranks: usize,
+    rank_positions: Vec<serde_json::Value>,
 }
 
 /// The job an MPI launcher (`mpirun`, `srun`) started this process into, joined; `None` when

@@ -95,8 +95,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             log.println(note);
         }
         let readers = c.reader_threads.unwrap_or(4 * devices.len());
-        // A checkpoint holds rank 0's input position alone: under MPI each rank replays its share.
-        let position = start.input.filter(|_| self.processes.is_none());
+        let position = self.rank_position(start.input, step);
         let pipeline = self.start_input(&share, readers, step, position, &log)?;
         let summaries = TrainSummaries::open(&self.summaries(), &c.train_dir, step, c.max_steps)?;
         Ok(Run {
@@ -255,6 +254,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
 
     /// Saves the model, optimizer, averages and input position of the current step.
     fn checkpoint<P: BatchSource>(&self, run: &mut Run<M, P>, ckpts: &CheckpointDir) -> Result<()> {
+        // Every rank's position, gathered (every rank checkpoints at the same steps).
+        let input = self.checkpoint_input(run.pipeline.position());
         if !self.writes() {
             return Ok(());
         }
@@ -271,7 +272,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             model: run.towers.model().clone().into_record(),
             optimizer: run.towers.optimizer().to_record(),
             averages: (run.averages.as_ref()).map(|a| a.averages().clone().into_record()),
-            input: Some(run.pipeline.position()),
+            input: Some(input),
             config: serde_json::to_value(&self.config).expect("a config always serializes"),
         })?;
         run.checkpoint = Some(path);

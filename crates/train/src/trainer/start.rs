@@ -9,8 +9,8 @@ use burn::tensor::{Device, Tensor};
 use towers_multigpu::TowerDevice;
 
 use super::Trainer;
-use crate::checkpoint::Checkpoint;
-use crate::checkpoint::CheckpointDir;
+use super::ranks::Choice;
+use crate::checkpoint::{Checkpoint, CheckpointDir, Restored};
 use crate::error::{Error, Result};
 use crate::optim::MovingAverage;
 use crate::step::TrainStep;
@@ -52,9 +52,11 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         };
         std::fs::create_dir_all(&c.train_dir).map_err(Error::io(&c.train_dir))?;
         let model = (self.prepare)(init_seeded(init, main, c.seed), resume_from.is_some())?;
-        let restored = match resume_from {
-            Some(_) => ckpts.load_newest_valid()?,
-            None => None,
+        // Under MPI every rank resuming asks rank 0, whatever it sees in the directory itself
+        // (rank 0 may be renaming a corrupt checkpoint meanwhile).
+        let restored = match resume_from.is_some() || (c.resume && self.ranks() > 1) {
+            true => self.restore_agreed(ckpts, main)?,
+            false => None,
         };
         match restored {
             Some(r) => {
@@ -75,6 +77,41 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
                 input: None,
             }),
         }
+    }
+
+    /// The newest valid checkpoint, the same on every rank: rank 0 (or a process alone)
+    /// chooses it, renaming corrupt newer ones, and the other ranks load the one it chose,
+    /// touching nothing, so that ranks sharing a train directory never race on a rename.
+    fn restore_agreed(&self, ckpts: &CheckpointDir, main: &Device) -> Result<Option<Restored>> {
+        if self.rank() == 0 {
+            let restored = ckpts.load_newest_valid();
+            let choice = match &restored {
+                Ok(Some(r)) => Choice::Step(r.checkpoint.step),
+                Ok(None) => Choice::Fresh,
+                // The others wait for the choice: tell them, and let this error end the job.
+                Err(_) => Choice::Failed,
+            };
+            self.agreed_checkpoint(choice, main);
+            return restored;
+        }
+        let step = match self.agreed_checkpoint(Choice::Fresh, main) {
+            Choice::Fresh => return Ok(None),
+            Choice::Step(step) => step,
+            Choice::Failed => {
+                return Err(Error::Config(
+                    "rank 0 could not load a checkpoint to resume from (its error ends the job)"
+                        .into(),
+                ));
+            }
+        };
+        let path = ckpts.path(step);
+        let (checkpoint, integrity) = Checkpoint::load_checked(&path)?;
+        Ok(Some(Restored {
+            checkpoint,
+            path,
+            integrity,
+            skipped: Vec::new(),
+        }))
     }
 
     /// The model, optimizer, averages, step and input position of `ckpt`, read from `path`.
