@@ -68,6 +68,7 @@ mod overlap;
 mod reduce;
 pub mod remote;
 mod running_state;
+pub mod timeline;
 mod tower_index;
 pub mod towers;
 
@@ -80,5 +81,6 @@ pub use loss::{IntoTowerLoss, TowerLoss};
 pub use reduce::{Reduce, all_reduce, reduce_to_device};
 pub use remote::remote_token;
 pub use running_state::{BatchNormSync, RunningStates};
+pub use timeline::{Timeline, Track};
 pub use tower_index::{current_first_example, current_tower};
 pub use towers::{ReplicaCheck, StepOutput, Towers, TowersConfig};

@@ -23,10 +23,11 @@
 //! each summed bucket by the summed weights gives the mean gradient over every rank's
 //! examples, with no second round.
 
+use std::cell::Cell;
 use std::ops::Range;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
@@ -37,6 +38,7 @@ use crate::cross_process::CrossProcess;
 use crate::cross_process::Processes;
 use crate::gradient_tap::{Tap, Tapped};
 use crate::reduce::Layout;
+use crate::timeline::{Timeline, Track};
 
 /// How long the exchange thread waits for the next report before polling the exchange again.
 /// MPI moves a posted all-reduce only inside those polls, and each poll takes a core from
@@ -62,6 +64,7 @@ impl OverlappedExchange {
         towers: usize,
         kept: Vec<Vec<Tensor<1>>>,
         weight: f64,
+        timeline: Timeline,
     ) -> std::io::Result<(Self, Vec<Tap>)> {
         let sizes = layout.sizes();
         let buckets = bucket_slots(&sizes, processes.bucket_bytes());
@@ -78,7 +81,16 @@ impl OverlappedExchange {
         let (plan, thread_sizes) = (buckets.clone(), sizes.clone());
         let thread = thread::Builder::new()
             .name("towers-exchange".into())
-            .spawn(move || exchange(&*processes, gathering, &plan, &thread_sizes, weight))?;
+            .spawn(move || {
+                exchange(
+                    &*processes,
+                    gathering,
+                    &plan,
+                    &thread_sizes,
+                    weight,
+                    &timeline,
+                )
+            })?;
         let exchange = Self {
             thread,
             buckets,
@@ -140,6 +152,7 @@ fn exchange(
     buckets: &[Vec<usize>],
     sizes: &[usize],
     weight: f64,
+    timeline: &Timeline,
 ) -> Result<Vec<Vec<f32>>, String> {
     let values: Vec<usize> = buckets
         .iter()
@@ -147,11 +160,23 @@ fn exchange(
         .collect();
     let all: Vec<usize> = std::iter::once(1).chain(values).collect();
     let mut sums = vec![Vec::new(); all.len()];
-    let mut ready = |k: usize| match k {
-        0 => Some(vec![weight as f32]),
-        k => gathering.bucket(&buckets[k - 1], sizes),
+    // When each bucket went to the ranks, for the timeline.
+    let posted = vec![Cell::new(Instant::now()); all.len()];
+    let mut ready = |k: usize| {
+        let bucket = match k {
+            0 => Some(vec![weight as f32]),
+            k => gathering.bucket(&buckets[k - 1], sizes),
+        };
+        if bucket.is_some() {
+            posted[k].set(Instant::now());
+        }
+        bucket
     };
-    let mut done = |k: usize, values: &[f32]| sums[k] = values.to_vec();
+    let mut done = |k: usize, values: &[f32]| {
+        sums[k] = values.to_vec();
+        let name = format!("bucket {k} across ranks");
+        timeline.record(name, Track::Exchange, posted[k].get(), Instant::now());
+    };
     processes.sum_buckets("gradients", &all, &mut ready, &mut done);
     match gathering.error {
         Some(error) => Err(error),

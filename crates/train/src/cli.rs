@@ -57,6 +57,9 @@ pub struct TrainArgs {
     /// Write no TensorBoard event file.
     #[arg(long)]
     pub no_summaries: bool,
+    /// Write a Chrome trace of every step's phases to PATH (`chrome://tracing`, Perfetto).
+    #[arg(long, value_name = "PATH")]
+    pub timeline: Option<PathBuf>,
     /// Updates between scalar summaries (loss, learning rate, examples/sec, queue fill).
     #[arg(long)]
     pub summary_every: Option<u64>,
@@ -170,6 +173,9 @@ impl TrainArgs {
         }
         if let Some(v) = self.reader_threads {
             c.reader_threads = Some(v);
+        }
+        if let Some(v) = &self.timeline {
+            c.timeline = Some(v.clone());
         }
         if let Some(v) = self.keep_checkpoints {
             c.keep_checkpoints = v;

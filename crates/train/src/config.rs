@@ -71,6 +71,12 @@ pub struct TrainConfig {
     /// What goes to TensorBoard's event file in `train_dir`, and when.
     #[serde(default)]
     pub summaries: SummaryConfig,
+    /// Where to write a Chrome trace of every step's phases (input, each tower's forward,
+    /// backward and reduction, the exchange across ranks, the update, checkpoints), for
+    /// `chrome://tracing` or Perfetto; under MPI each rank writes its own, `-rankN` before the
+    /// extension. None by default.
+    #[serde(default)]
+    pub timeline: Option<PathBuf>,
 }
 
 /// [`TrainConfig::towers`]: the settings of [`towers_multigpu::TowersConfig`].
@@ -179,6 +185,7 @@ impl TrainConfig {
             towers: TowersSection::default(),
             skip_corrupt_records: None,
             summaries: SummaryConfig::default(),
+            timeline: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The CIFAR-10 trainer end to end on the built-in data: it learns on two towers, a NaN loss
-//! stops it, a resumed run continues exactly, one tower and two log the same losses, and the
-//! TensorBoard event files hold what the log holds, step for step.
+//! stops it, a resumed run continues exactly, one tower and two log the same losses, the
+//! TensorBoard event files hold what the log holds, step for step, and the timeline holds
+//! every step's phases.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -423,5 +424,59 @@ fn the_event_files_hold_each_steps_scalars_histograms_and_images_across_a_resume
             let want: f64 = weights.iter().map(|&w| w as f64).sum();
             assert_eq!((*num, *sum), (weights.len() as f64, want), "{tag}");
         }
+    }
+}
+
+/// `--timeline`: a Chrome trace whose main track's phases (input, towers, after step) fill
+/// each step to within 5%, with a track per tower holding its forward, backward and reduction.
+#[test]
+fn the_timeline_holds_every_steps_phases() {
+    let data = data();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("timeline.json");
+    let c = TrainConfig {
+        timeline: Some(path.clone()),
+        ..config(dir.path(), "flex,flex", 4)
+    };
+    train(c, &data).unwrap();
+    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let named = |tid: u64| {
+        events
+            .iter()
+            .any(|e| e["name"] == "thread_name" && e["tid"] == tid)
+    };
+    assert!(
+        named(0) && named(1) && named(2),
+        "main and two tower tracks"
+    );
+    let spans = |name: &str, tid: u64| -> Vec<(f64, f64)> {
+        (events.iter())
+            .filter(|e| e["ph"] == "X" && e["name"] == name && e["tid"] == tid)
+            .map(|e| (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap()))
+            .collect()
+    };
+    for tower in [1, 2] {
+        for phase in ["forward", "backward", "reduce"] {
+            assert_eq!(
+                spans(phase, tower).len(),
+                4,
+                "{phase} on tower track {tower}"
+            );
+        }
+    }
+    let steps = spans("step", 0);
+    assert_eq!(steps.len(), 4);
+    for (start, dur) in steps {
+        let inside: f64 = ["input", "towers", "after step"]
+            .iter()
+            .flat_map(|phase| spans(phase, 0))
+            .filter(|(ts, d)| *ts >= start && ts + d <= start + dur + 1.0)
+            .map(|(_, d)| d)
+            .sum();
+        assert!(
+            (inside - dur).abs() <= 0.05 * dur,
+            "phases {inside} us of a {dur} us step"
+        );
     }
 }

@@ -69,6 +69,7 @@ use crate::loss::IntoTowerLoss;
 use crate::overlap::OverlappedExchange;
 use crate::reduce::{Layout, Reduce};
 use crate::running_state::{self, Detection, Selection};
+use crate::timeline::{Timeline, Track};
 use state::{Cycle, GradientTap, PRESENT, State};
 
 /// Data-parallel training of one model on N devices, TensorFlow-tower style.
@@ -107,6 +108,8 @@ pub struct Towers<M> {
     processes: Option<Processes>,
     /// Updates applied so far, for the replica checks.
     updates: u64,
+    /// Where the phases of each step are recorded (off unless asked for).
+    timeline: Timeline,
 }
 
 impl<M> std::fmt::Debug for Towers<M> {
@@ -211,6 +214,7 @@ impl<M: Module> Towers<M> {
             tap: GradientTap::default(),
             processes: None,
             updates: 0,
+            timeline: Timeline::default(),
         })
     }
 
@@ -262,6 +266,18 @@ impl<M: Module> Towers<M> {
     /// The gradient kept by [`keep_gradients`](Self::keep_gradients), once its update ran.
     pub fn take_gradients(&mut self) -> Option<GradientsParams> {
         self.tap.kept.take()
+    }
+
+    /// Records every step's phases in `timeline`: each tower's forward, backward and
+    /// reduction, the exchange across ranks and the update.
+    pub fn with_timeline(mut self, timeline: Timeline) -> Self {
+        self.timeline = timeline;
+        self
+    }
+
+    /// The timeline the steps are recorded in.
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
     }
 
     /// The tower devices (with autodiff), in order.
@@ -357,13 +373,16 @@ impl<M: Module> Towers<M> {
         let kept = (kept.into_iter().zip(&self.towers))
             .map(|(grads, tower)| self.layout.flatten(grads, tower.device()))
             .collect();
-        OverlappedExchange::start(processes, &self.layout, self.towers.len(), kept, weight)
+        let towers = self.towers.len();
+        let timeline = self.timeline.clone();
+        OverlappedExchange::start(processes, &self.layout, towers, kept, weight, timeline)
             .map_err(|e| Error::Processes(format!("cannot start the exchange's thread: {e}")))
     }
 
     /// The overlapped exchange's result, once the towers are done: the mean gradient over
     /// every rank's examples.
     fn finish_exchange(&self, exchange: OverlappedExchange) -> Result<GradientsParams> {
+        let _wait = self.timeline.span("exchange wait", Track::Main);
         exchange
             .finish(&self.layout, &self.main)
             .map_err(|e| Error::Processes(format!("the exchange of gradients failed: {e}")))

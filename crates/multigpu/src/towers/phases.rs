@@ -26,6 +26,7 @@ use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
 use crate::reduce::ring;
 use crate::running_state::{self, Detection, RunningStats};
+use crate::timeline::Track;
 
 /// What a step on several towers does, decided before any tower runs.
 struct Plan {
@@ -87,6 +88,7 @@ impl<M: Module> Towers<M> {
             slots: &self.slots,
             running: &self.running,
             has_running_stats: self.has_running_stats,
+            timeline: &self.timeline,
         };
         let run = run_towers(jobs, &self.towers, context, loss_fn);
         // Every rank must finish the exchange it started, whatever happened here.
@@ -104,6 +106,8 @@ impl<M: Module> Towers<M> {
         }
         let mut output = step_output(&done, sizes, &weights, plan.apply);
         if plan.apply {
+            let timeline = self.timeline.clone();
+            let _update = timeline.span("update", Track::Main);
             self.apply(done, &plan, lr, reduced);
             output.replica_check = self.scheduled_replica_check();
         } else {

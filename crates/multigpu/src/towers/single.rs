@@ -15,6 +15,7 @@ use crate::cross_process;
 use crate::error::Result;
 use crate::loss::IntoTowerLoss;
 use crate::running_state::{self, Detection};
+use crate::timeline::Track;
 use crate::tower_index::on_tower;
 
 impl<M: Module> Towers<M> {
@@ -58,8 +59,17 @@ impl<M: Module> Towers<M> {
             let part = batch.split(&[batch.len()]).pop();
             let part = part.ok_or_else(|| "the batch's split gave no part".to_string())?;
             let tapped = tap.as_ref().map(|tap| (tap, &self.slots));
+            let timeline = (&self.timeline, Track::Tower(0));
             on_tower(0, 0, || {
-                backward_pass(self.model(), part, &self.main, loss_scale, tapped, loss_fn)
+                backward_pass(
+                    self.model(),
+                    part,
+                    &self.main,
+                    loss_scale,
+                    tapped,
+                    timeline,
+                    loss_fn,
+                )
             })
         }));
         drop(tap);
@@ -101,6 +111,8 @@ impl<M: Module> Towers<M> {
             }
             (Ok(None), None) => unreachable!("only a tap takes the gradients"),
         };
+        let timeline = self.timeline.clone();
+        let _update = timeline.span("update", Track::Main);
         self.update_single(grads, examples, lr);
         Ok(output)
     }

@@ -16,6 +16,7 @@ use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
 use crate::reduce::{Layout, PeerGone, RingLink};
 use crate::running_state::{self, RunningStats, Selection};
+use crate::timeline::{Timeline, Track};
 use crate::tower_index::on_tower;
 
 /// Forward, loss and backward of one part of the batch.
@@ -35,6 +36,7 @@ pub(super) fn backward_pass<M, P, F, L>(
     device: &Device,
     loss_scale: Option<f64>,
     tap: Option<(&Tap, &HashMap<ParamId, usize>)>,
+    (timeline, track): (&Timeline, Track),
     loss_fn: &F,
 ) -> Result<Pass, String>
 where
@@ -43,7 +45,10 @@ where
     L: IntoTowerLoss,
 {
     let tapped = tap.map(|(tap, slots)| tap.attach(model, slots));
+    let forward = timeline.span("forward", track);
     let out = loss_fn(tapped.as_ref().unwrap_or(model), part, device).into_tower_loss()?;
+    drop(forward);
+    let _backward = timeline.span("backward", track);
     if out.loss.dims() != [1] {
         return Err(format!(
             "the loss has shape {:?}; expected the mean loss of the part, shape [1]",
@@ -153,9 +158,19 @@ where
         slots,
         running,
         has_running_stats,
+        timeline,
     } = *context;
+    let track = Track::Tower(crate::current_tower().unwrap_or(0));
     let tapped = tap.as_ref().map(|tap| (tap, slots));
-    let pass = backward_pass(&replica, part, &device, loss_scale, tapped, loss_fn);
+    let pass = backward_pass(
+        &replica,
+        part,
+        &device,
+        loss_scale,
+        tapped,
+        (timeline, track),
+        loss_fn,
+    );
     // Tells the exchange that this tower's backward is over.
     drop(tap);
     let pass = pass.map_err(Failure::Failed)?;
@@ -167,6 +182,7 @@ where
         (None, Some(grads)) => grads,
         (_, None) => GradientsParams::new(),
     };
+    let _reduce = timeline.span("reduce", track);
     let stats = (has_running_stats && !matches!(finish, Finish::Keep))
         .then(|| running_state::read(&replica, running).into_device(&stats_device));
     let (replica, grads, optim) = match finish {
@@ -217,6 +233,7 @@ pub(super) struct Context<'a> {
     /// Which tensors are running state.
     pub(super) running: &'a Selection,
     pub(super) has_running_stats: bool,
+    pub(super) timeline: &'a Timeline,
 }
 
 /// Runs every job on a thread of its own and waits for all of them.

@@ -172,6 +172,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
                 run.interrupted = true;
                 break;
             }
+            let timeline = run.timeline.clone();
+            let _step = timeline.span("step", towers_multigpu::Track::Main);
             let update = self.train_step(&mut run)?;
             self.after_step(&mut run, &update, &ckpts)?;
         }

@@ -162,6 +162,19 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         }
     }
 
+    /// `path` for this rank: itself when alone, else with `-rankN` before its extension.
+    pub(super) fn rank_file(&self, path: &std::path::Path) -> std::path::PathBuf {
+        if self.ranks() == 1 {
+            return path.to_path_buf();
+        }
+        let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+        let name = match path.extension() {
+            Some(ext) => format!("{stem}-rank{}.{}", self.rank(), ext.to_string_lossy()),
+            None => format!("{stem}-rank{}", self.rank()),
+        };
+        path.with_file_name(name)
+    }
+
     /// Whether a stop was asked for, here or on any other rank.
     pub(super) fn stop_requested(&self) -> bool {
         let here = self.stop.is_requested();

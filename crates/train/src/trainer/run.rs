@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use burn::module::Module;
-use towers_multigpu::{TowerDevice, Towers};
+use towers_multigpu::{Timeline, TowerDevice, Towers, Track};
 
 use super::input::{next_batch, seeded_step};
 use super::report::{Interval, Metrics, TrainReport};
@@ -41,6 +41,8 @@ pub(super) struct Run<M, P> {
     pub(super) total: Interval,
     pub(super) last_loss: Option<f64>,
     pub(super) interrupted: bool,
+    /// Every step's phases, when the config asks for a timeline.
+    pub(super) timeline: Timeline,
 }
 
 /// One update's figures.
@@ -74,7 +76,13 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             devices,
             c.towers.to_towers_config(),
         )?;
-        let towers = self.join_ranks(towers, step)?;
+        let timeline = match c.timeline {
+            Some(_) => Timeline::recording(self.rank()),
+            None => Timeline::default(),
+        };
+        let towers = self
+            .join_ranks(towers, step)?
+            .with_timeline(timeline.clone());
         let examples_per_epoch = match c.examples_per_epoch {
             Some(n) => n,
             None => input.count_examples()?,
@@ -113,6 +121,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             total: Interval::default(),
             last_loss: None,
             interrupted: false,
+            timeline,
         })
     }
 
@@ -128,13 +137,18 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         seed_devices(run.towers.devices(), mix(c.seed, run.step));
         let (mut loss_sum, mut weight, mut examples) = (0.0, 0.0, 0usize);
         let mut metrics = Metrics::default();
+        let timeline = run.timeline.clone();
         for micro in 0.. {
+            let input = timeline.span("input", Track::Main);
             let batch = next_batch(&mut run.pipeline)?;
+            drop(input);
             let images = P::images(&batch);
             run.summaries
                 .before_batch(run.step + 1, images, &mut run.towers)?;
             let seed = mix(mix(c.seed, run.step), micro);
+            let towers = timeline.span("towers", Track::Main);
             let out = (run.towers).step(&batch, lr, seeded_step(&self.step, seed, self.rank()))?;
+            drop(towers);
             run.summaries.add(&out);
             loss_sum += out.loss * out.weight;
             weight += out.weight;
@@ -174,6 +188,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     ) -> Result<()> {
         let c = &self.config;
         let step = run.step;
+        let timeline = run.timeline.clone();
+        let _after = timeline.span("after step", Track::Main);
         if let Some(averages) = &mut run.averages {
             averages.update(run.towers.model(), step);
         }
@@ -224,6 +240,10 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         if run.saved_step != Some(run.step) {
             self.checkpoint(&mut run, ckpts)?;
         }
+        if let Some(path) = &c.timeline {
+            let path = self.rank_file(path);
+            run.timeline.write(&path).map_err(Error::io(&path))?;
+        }
         let records = run.pipeline.record_count();
         run.pipeline.stop()?;
         let events = run.summaries.close()?;
@@ -254,6 +274,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
 
     /// Saves the model, optimizer, averages and input position of the current step.
     fn checkpoint<P: BatchSource>(&self, run: &mut Run<M, P>, ckpts: &CheckpointDir) -> Result<()> {
+        let timeline = run.timeline.clone();
+        let _checkpoint = timeline.span("checkpoint", Track::Main);
         // Every rank's position, gathered (every rank checkpoints at the same steps).
         let input = self.checkpoint_input(run.pipeline.position());
         if !self.writes() {
