@@ -427,7 +427,8 @@ fn the_event_files_hold_each_steps_scalars_histograms_and_images_across_a_resume
     }
 }
 
-/// `--timeline`: a Chrome trace whose main track's phases (input, towers, after step) fill
+/// `--timeline`: a Chrome trace whose main track's phases (seed, input, summaries, towers,
+/// after step) fill
 /// each step to within 5%, with a track per tower holding its forward, backward and reduction.
 #[test]
 fn the_timeline_holds_every_steps_phases() {
@@ -468,7 +469,7 @@ fn the_timeline_holds_every_steps_phases() {
     let steps = spans("step", 0);
     assert_eq!(steps.len(), 4);
     for (start, dur) in steps {
-        let inside: f64 = ["input", "towers", "after step"]
+        let inside: f64 = ["seed", "input", "summaries", "towers", "after step"]
             .iter()
             .flat_map(|phase| spans(phase, 0))
             .filter(|(ts, d)| *ts >= start && ts + d <= start + dur + 1.0)

@@ -134,22 +134,29 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         let c = &self.config;
         let started = Instant::now();
         let lr = run.schedule.at(run.step);
+        let timeline = run.timeline.clone();
+        // Devices' generators are shared by concurrent runs (tests): this may wait.
+        let seeding = timeline.span("seed", Track::Main);
         seed_devices(run.towers.devices(), mix(c.seed, run.step));
+        drop(seeding);
         let (mut loss_sum, mut weight, mut examples) = (0.0, 0.0, 0usize);
         let mut metrics = Metrics::default();
-        let timeline = run.timeline.clone();
         for micro in 0.. {
             let input = timeline.span("input", Track::Main);
             let batch = next_batch(&mut run.pipeline)?;
             drop(input);
             let images = P::images(&batch);
+            let summaries = timeline.span("summaries", Track::Main);
             run.summaries
                 .before_batch(run.step + 1, images, &mut run.towers)?;
+            drop(summaries);
             let seed = mix(mix(c.seed, run.step), micro);
             let towers = timeline.span("towers", Track::Main);
             let out = (run.towers).step(&batch, lr, seeded_step(&self.step, seed, self.rank()))?;
             drop(towers);
+            let summaries = timeline.span("summaries", Track::Main);
             run.summaries.add(&out);
+            drop(summaries);
             loss_sum += out.loss * out.weight;
             weight += out.weight;
             examples += out.examples;
