@@ -273,9 +273,11 @@ impl ModuleMapper for Writer<'_> {
             return param;
         };
         let (id, old, mapper) = param.consume();
-        // A trainable parameter written with a new value must stay trainable.
+        // A trainable parameter written with a new value must stay trainable, and be a leaf of
+        // the graph (the value may come out of a computation, e.g. a flattening).
         let value = value
             .clone()
+            .detach()
             .to_device(&old.device())
             .reshape(old.dims())
             .set_require_grad(old.is_require_grad());

@@ -400,3 +400,107 @@ fn replicas_are_checked_and_resynced() {
         .collect();
     assert_eq!(checked, [false, true, false, true]);
 }
+
+/// A stand-in for a second rank that holds the same gradients as this one: the mean over the
+/// two ranks is this rank's own, so towers joined to it train like towers alone. Its exchange
+/// takes each bucket only when the towers have it ready, as MPI's does, and counts them.
+#[derive(Default)]
+struct Mirror {
+    buckets: std::sync::atomic::AtomicUsize,
+}
+
+impl towers_multigpu::CrossProcess for Mirror {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        2
+    }
+    fn weighted_mean(&self, _: &str, t: Vec<Tensor<1>>, _: f64, _: &Device) -> Vec<Tensor<1>> {
+        t
+    }
+    fn broadcast(&self, _: &str, t: Vec<Tensor<1>>, _: &Device) -> Vec<Tensor<1>> {
+        t
+    }
+    fn sum_buckets(
+        &self,
+        _: &str,
+        sizes: &[usize],
+        ready: &mut dyn FnMut(usize) -> Option<Vec<f32>>,
+        done: &mut dyn FnMut(usize, &[f32]),
+    ) {
+        for (k, &size) in sizes.iter().enumerate() {
+            let bucket = std::iter::repeat_with(|| ready(k)).find_map(|b| b).unwrap();
+            assert_eq!(bucket.len(), size);
+            let twice: Vec<f32> = bucket.iter().map(|v| 2.0 * v).collect();
+            done(k, &twice);
+            (self.buckets).fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    fn any(&self, _: &str, flag: bool) -> bool {
+        flag
+    }
+    fn abort(&self, message: &str) -> ! {
+        panic!("{message}")
+    }
+}
+
+/// The exchange overlapped with backward, in process: 1 and 2 towers, with and without
+/// accumulation, train like one device; a tower that panics mid-step ends the step with its
+/// device and leaves the model as it was, without waiting forever for its buckets.
+#[test]
+fn the_overlapped_exchange_trains_like_one_device_and_survives_a_failing_tower() {
+    let model = Net::new(&flex());
+    let updates = vec![vec![batch(12, 1)], vec![batch(12, 2)]];
+    let (expected, _) = plain_training(model.clone(), &updates.concat());
+    for (list, accumulation) in [("flex", 1), ("flex,flex", 1), ("flex*1,flex*2", 2)] {
+        let config = TowersConfig::default()
+            .with_overlap(true)
+            .with_accumulation(accumulation);
+        let devices = parse_devices(list).unwrap();
+        let mirror = Arc::new(Mirror::default());
+        let mut towers = Towers::new(model.clone(), sgd(), &devices, config)
+            .unwrap()
+            .across_processes(mirror.clone())
+            .unwrap();
+        for update in &updates {
+            let parts = if accumulation == 1 {
+                update.clone()
+            } else {
+                split(&update[0], &[5, 7])
+            };
+            for part in &parts {
+                towers
+                    .step(part, LR, image_loss(|m: &Net, x, y| m.loss(x, y)))
+                    .unwrap();
+            }
+        }
+        let what = format!("{list}, accumulation {accumulation}, overlapped");
+        assert_close(
+            &values(towers.model()),
+            &values(&expected),
+            TOLERANCE,
+            &what,
+        );
+        // Tower 0 panics in its forward pass: the step fails, naming it; nothing changed.
+        let before = values(towers.model());
+        let failing = |m: &Net, x, y| {
+            if towers_multigpu::current_tower() == Some(0) {
+                panic!("tower 0 fails");
+            }
+            m.loss(x, y)
+        };
+        for _ in 0..accumulation {
+            let error = towers.step(&batch(12, 3), LR, image_loss(failing));
+            match error {
+                Err(Error::TowerPanicked { tower: 0, .. }) => {}
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            values(towers.model()),
+            before,
+            "{what}: the model is unchanged"
+        );
+    }
+}
