@@ -504,3 +504,21 @@ fn the_overlapped_exchange_trains_like_one_device_and_survives_a_failing_tower()
         );
     }
 }
+
+/// A tower slower than the deadline is named on stderr (`... still running its step after
+/// ...`) and waited for: the step still completes, with both towers' results.
+#[test]
+fn a_tower_past_the_deadline_is_waited_for() {
+    let config = TowersConfig::default().with_tower_deadline(std::time::Duration::from_millis(10));
+    let devices = parse_devices("flex,flex").unwrap();
+    let mut towers = Towers::new(Net::new(&flex()), sgd(), &devices, config).unwrap();
+    let slow = |m: &Net, x, y| {
+        if towers_multigpu::current_tower() == Some(1) {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        m.loss(x, y)
+    };
+    let out = towers.step(&batch(8, 1), LR, image_loss(slow)).unwrap();
+    assert_eq!(out.tower_losses.len(), 2);
+    assert!(out.updated);
+}

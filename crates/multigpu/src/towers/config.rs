@@ -1,6 +1,8 @@
 //! [`TowersConfig`]: how the towers reduce, sync batch norm and accumulate; [`StepOutput`]:
 //! what a step did.
 
+use std::time::Duration;
+
 use crate::reduce::Reduce;
 use crate::running_state::{BatchNormSync, RunningStates};
 #[cfg(doc)]
@@ -32,6 +34,9 @@ pub struct TowersConfig {
     /// replica 0 and given its weights if they differ (see [`Towers::check_replicas`]); 0:
     /// never by itself. 100 by default.
     pub replica_check: usize,
+    /// How long a step waits for its towers before naming the ones still running on stderr
+    /// (it then goes on waiting: a device call cannot be cancelled). 300 s by default.
+    pub tower_deadline: Duration,
 }
 
 impl Default for TowersConfig {
@@ -43,6 +48,7 @@ impl Default for TowersConfig {
             accumulation: 1,
             overlap: false,
             replica_check: 100,
+            tower_deadline: Duration::from_secs(300),
         }
     }
 }
@@ -69,6 +75,12 @@ impl TowersConfig {
     /// Sets [`replica_check`](Self::replica_check).
     pub fn with_replica_check(mut self, every: usize) -> Self {
         self.replica_check = every;
+        self
+    }
+
+    /// Sets [`tower_deadline`](Self::tower_deadline).
+    pub fn with_tower_deadline(mut self, deadline: Duration) -> Self {
+        self.tower_deadline = deadline;
         self
     }
 

@@ -89,6 +89,7 @@ impl<M: Module> Towers<M> {
             running: &self.running,
             has_running_stats: self.has_running_stats,
             timeline: &self.timeline,
+            deadline: self.config.tower_deadline,
         };
         let run = run_towers(jobs, &self.towers, context, loss_fn);
         // Every rank must finish the exchange it started, whatever happened here.

@@ -4,7 +4,9 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
+use std::time::Duration;
 
 use burn::module::{Module, ParamId};
 use burn::optim::{GradientsParams, ModuleOptimizer};
@@ -159,6 +161,7 @@ where
         running,
         has_running_stats,
         timeline,
+        deadline: _,
     } = *context;
     let track = Track::Tower(crate::current_tower().unwrap_or(0));
     let tapped = tap.as_ref().map(|tap| (tap, slots));
@@ -224,6 +227,41 @@ where
     })
 }
 
+/// Tells the step that tower `.0` has ended, however it ends (a panic included).
+struct Finished(usize, Sender<usize>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        let _ = self.1.send(self.0);
+    }
+}
+
+/// Waits for every tower to end, and each time `deadline` passes with some still running,
+/// names them on stderr. A tower cannot be stopped from outside (a device call may hang for
+/// good), and the step cannot return while its threads borrow the batch, so it goes on
+/// waiting; the warning says which device to look at.
+fn name_late_towers(ends: &Receiver<usize>, towers: &[TowerDevice], deadline: Duration) {
+    let mut running: Vec<usize> = (0..towers.len()).collect();
+    let mut waited = Duration::ZERO;
+    while !running.is_empty() {
+        match ends.recv_timeout(deadline) {
+            Ok(i) => running.retain(|&r| r != i),
+            Err(RecvTimeoutError::Timeout) => {
+                waited += deadline;
+                let late: Vec<String> = (running.iter())
+                    .map(|&i| format!("tower {i} ({})", towers[i].name()))
+                    .collect();
+                eprintln!(
+                    "warning: towers: {} still running its step after {waited:?}; waiting on",
+                    late.join(", ")
+                );
+            }
+            // Every tower's end was sent (or its thread could not start).
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
 /// What every tower of a step shares.
 #[derive(Clone, Copy)]
 pub(super) struct Context<'a> {
@@ -234,6 +272,8 @@ pub(super) struct Context<'a> {
     pub(super) running: &'a Selection,
     pub(super) has_running_stats: bool,
     pub(super) timeline: &'a Timeline,
+    /// How long a step waits for a tower before naming it (see [`name_late_towers`]).
+    pub(super) deadline: Duration,
 }
 
 /// Runs every job on a thread of its own and waits for all of them.
@@ -249,20 +289,25 @@ where
     F: Fn(&M, P, &Device) -> L + Sync,
     L: IntoTowerLoss,
 {
+    let (finished, ends) = mpsc::channel();
     let outcomes: Vec<_> = thread::scope(|s| {
         // Start every tower before joining any: an all-reduce needs them all.
         let handles: Vec<_> = jobs
             .into_iter()
             .enumerate()
             .map(|(i, job)| {
+                let finished = Finished(i, finished.clone());
                 thread::Builder::new()
                     .name(format!("tower-{i}"))
                     .spawn_scoped(s, move || {
+                        let _finished = finished;
                         let first = job.first_example;
                         on_tower(i, first, || run_tower(job, &context, loss_fn))
                     })
             })
             .collect();
+        drop(finished);
+        name_late_towers(&ends, towers, context.deadline);
         handles
             .into_iter()
             .map(|handle| handle.map(|h| h.join()))
