@@ -94,6 +94,12 @@ pub trait CrossProcess: Send + Sync {
             .collect()
     }
 
+    /// How long an exchange waits for the slowest rank before ending the job, if it has such a
+    /// deadline.
+    fn deadline(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// The size in bytes of one gradient bucket of [`sum_buckets`](Self::sum_buckets): about
     /// this many bytes of gradients travel as one message. 25 MB, PyTorch DDP's default,
     /// unless the transport says otherwise.

@@ -5,7 +5,8 @@
 //! The towers record each tower's forward, backward and reduction, the exchange's buckets (from
 //! the moment one is handed to the ranks to the moment its sum is back), and the update; the
 //! trainer adds the input wait, the step and the checkpoint. Off (the default), a span costs a
-//! branch.
+//! branch. A timeline can also only follow the main track's current phase, without recording
+//! ([`Timeline::following`]): what a rank's watchdog reports when it is stuck.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -53,7 +54,11 @@ struct Recorder {
     /// Chrome's process id: the rank.
     pid: usize,
     origin: Instant,
+    /// Whether spans are kept (else only the main track's current phase is followed).
+    recording: bool,
     events: Mutex<Vec<Event>>,
+    /// The main track's open spans, innermost last: its current phase.
+    main: Mutex<Vec<(&'static str, Instant)>>,
 }
 
 /// A run's recorded spans, shared by every thread that records (cloning shares it); or off.
@@ -77,6 +82,10 @@ pub struct Span<'a> {
 
 impl Drop for Span<'_> {
     fn drop(&mut self) {
+        if let (Some(recorder), Track::Main) = (&self.timeline.0, self.track) {
+            let mut open = recorder.main.lock().unwrap_or_else(PoisonError::into_inner);
+            open.pop();
+        }
         self.timeline
             .record(self.name, self.track, self.start, Instant::now());
     }
@@ -85,31 +94,56 @@ impl Drop for Span<'_> {
 impl Timeline {
     /// A timeline that records, as process `rank`.
     pub fn recording(rank: usize) -> Self {
+        Self::new(rank, true)
+    }
+
+    /// A timeline that records nothing but follows the main track's current phase
+    /// ([`current_phase`](Self::current_phase)).
+    pub fn following(rank: usize) -> Self {
+        Self::new(rank, false)
+    }
+
+    fn new(rank: usize, recording: bool) -> Self {
         Self(Some(Arc::new(Recorder {
             pid: rank,
             origin: Instant::now(),
+            recording,
             events: Mutex::new(Vec::new()),
+            main: Mutex::new(Vec::new()),
         })))
     }
 
-    /// Whether it records.
+    /// Whether it records spans.
     pub fn is_on(&self) -> bool {
-        self.0.is_some()
+        self.0.as_ref().is_some_and(|r| r.recording)
     }
 
     /// A span of `name` on `track`, from now until the span is dropped.
     pub fn span(&self, name: &'static str, track: Track) -> Span<'_> {
+        let start = Instant::now();
+        if let (Some(recorder), Track::Main) = (&self.0, track) {
+            let mut open = recorder.main.lock().unwrap_or_else(PoisonError::into_inner);
+            open.push((name, start));
+        }
         Span {
             timeline: self,
             name,
             track,
-            start: Instant::now(),
+            start,
         }
+    }
+
+    /// The main track's innermost open span and when it began; `None` when none is open or
+    /// the timeline is off.
+    pub fn current_phase(&self) -> Option<(&'static str, Instant)> {
+        let recorder = self.0.as_ref()?;
+        let open = recorder.main.lock().unwrap_or_else(PoisonError::into_inner);
+        open.last().copied()
     }
 
     /// A span of `name` on `track` from `start` to `end`.
     pub fn record(&self, name: impl Into<String>, track: Track, start: Instant, end: Instant) {
-        if let Some(recorder) = &self.0 {
+        if let Some(recorder) = self.0.as_ref().filter(|r| r.recording) {
             let event = Event {
                 name: name.into(),
                 track,
@@ -229,5 +263,15 @@ mod tests {
         let off = Timeline::default();
         drop(off.span("step", Track::Main));
         assert!(off.spans().is_empty());
+        // Following: the innermost open main span, and nothing recorded.
+        let following = Timeline::following(0);
+        let step = following.span("step", Track::Main);
+        let input = following.span("input", Track::Main);
+        assert_eq!(following.current_phase().map(|p| p.0), Some("input"));
+        drop(input);
+        assert_eq!(following.current_phase().map(|p| p.0), Some("step"));
+        drop(step);
+        assert_eq!(following.current_phase(), None);
+        assert!(following.spans().is_empty() && !following.is_on());
     }
 }

@@ -10,8 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use towers_data::cifar10::BuiltinCifar10;
 use towers_testing::compare::values;
 
+use std::sync::Arc;
 use towers_models::{Cifar10Net, ImageClassifier};
-use towers_multigpu::TowerLoss;
+use towers_multigpu::mpi::{Mpi, MpiConfig};
+use towers_multigpu::{Processes, TowerLoss};
 use towers_testing::mpirun::{Run, mpirun};
 use towers_testing::training::{cifar_net, quick_cifar_config};
 use towers_train::{Input, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
@@ -19,14 +21,21 @@ use towers_train::{Input, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
 /// One rank: trains `TOWERS_MPI_STEPS` steps in `TOWERS_MPI_TRAIN_DIR` on the CIFAR-10 files of
 /// `TOWERS_MPI_DATA`, and writes its model's values to `TOWERS_MPI_OUT/rank-R`. Under
 /// `TOWERS_MPI_SCENARIO` `stop`, rank 1 asks to stop during step 3; under `fail`, rank 1's
-/// device list is wrong.
+/// device list is wrong; under `hang`, rank 1's second forward pass sleeps past the job's
+/// 4-second exchange deadline.
 #[test]
 #[ignore = "a rank of the MPI tests, launched by them under mpirun"]
 fn rank() {
     let var = |name: &str| std::env::var(name).expect("launched by the MPI tests");
-    let job = mpi_job().unwrap().expect("launched by mpirun");
-    let rank = job.rank();
     let scenario = var("TOWERS_MPI_SCENARIO");
+    let job: Processes = match scenario.as_str() {
+        "hang" => {
+            let config = MpiConfig::default().with_timeout(Duration::from_secs(4));
+            Arc::new(Mpi::init(config).unwrap())
+        }
+        _ => mpi_job().unwrap().expect("launched by mpirun"),
+    };
+    let rank = job.rank();
     let devices = if scenario == "fail" && rank == 1 {
         "nonsense"
     } else {
@@ -44,10 +53,15 @@ fn rank() {
     let stop = StopFlag::new();
     let (flag, passes) = (stop.clone(), AtomicUsize::new(0));
     let asks_to_stop = scenario == "stop" && rank == 1;
+    let hangs = scenario == "hang" && rank == 1;
     let trained = Trainer::new(config)
         .with_loss(move |m: &Cifar10Net, x, y| {
-            if asks_to_stop && passes.fetch_add(1, Ordering::SeqCst) == 2 {
+            let pass = passes.fetch_add(1, Ordering::SeqCst);
+            if asks_to_stop && pass == 2 {
                 flag.request();
+            }
+            if hangs && pass == 1 {
+                std::thread::sleep(Duration::from_secs(30));
             }
             TowerLoss::new(m.loss(x, y).loss)
         })
@@ -250,4 +264,19 @@ fn ranks_resume_past_a_corrupt_checkpoint_together() {
         .filter(|name| name.ends_with(".corrupt"))
         .collect();
     assert_eq!(renamed, ["model.ckpt-4.corrupt"]);
+}
+
+/// A rank stuck in its step: the other rank's exchange deadline ends the job naming it, and the
+/// stuck rank's own watchdog, at half that deadline, names the phase it is in.
+#[test]
+fn a_stuck_rank_is_named_with_its_phase() {
+    let data = data();
+    let (dir, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let Some(run) = launch(2, "hang", data.dir(), dir.path(), 6, false, out.path()) else {
+        return;
+    };
+    run.assert_failed_fast_saying(&[
+        "rank 1 never reached it",
+        "warning: rank 1: still in `towers` after",
+    ]);
 }

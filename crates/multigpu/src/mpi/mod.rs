@@ -229,6 +229,10 @@ impl CrossProcess for Mpi {
         self.config.bucket_bytes
     }
 
+    fn deadline(&self) -> Option<std::time::Duration> {
+        Some(self.config.timeout)
+    }
+
     fn abort(&self, message: &str) -> ! {
         eprintln!(
             "error: rank {}: {message}; ending the job on every rank",

@@ -30,6 +30,7 @@ pub use ranks::mpi_job;
 mod report;
 mod run;
 mod start;
+mod watchdog;
 
 pub(crate) use report::Interval;
 pub use report::TrainReport;

@@ -11,6 +11,7 @@ use towers_multigpu::{Timeline, TowerDevice, Towers, Track};
 use super::input::{next_batch, seeded_step};
 use super::report::{Interval, Metrics, TrainReport};
 use super::start::{Start, mix, seed_devices};
+use super::watchdog::Watchdog;
 use super::{LOG_FILE, PLOT_FILE, Trained, Trainer};
 use crate::checkpoint::Checkpoint;
 use crate::checkpoint::CheckpointDir;
@@ -41,8 +42,11 @@ pub(super) struct Run<M, P> {
     pub(super) total: Interval,
     pub(super) last_loss: Option<f64>,
     pub(super) interrupted: bool,
-    /// Every step's phases, when the config asks for a timeline.
+    /// Every step's phases, when the config asks for a timeline (under MPI, at least the
+    /// current one, for the watchdog).
     pub(super) timeline: Timeline,
+    /// Under MPI, what says where this rank is stuck (see `watchdog.rs`).
+    pub(super) _watchdog: Option<Watchdog>,
 }
 
 /// One update's figures.
@@ -76,10 +80,15 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             devices,
             c.towers.to_towers_config(),
         )?;
-        let timeline = match c.timeline {
-            Some(_) => Timeline::recording(self.rank()),
-            None => Timeline::default(),
+        // Under MPI the rank's watchdog follows the phases even when no timeline is written.
+        let deadline =
+            (self.processes.as_ref()).and_then(|p| p.deadline().filter(|_| p.size() > 1));
+        let timeline = match (&c.timeline, deadline) {
+            (Some(_), _) => Timeline::recording(self.rank()),
+            (None, Some(_)) => Timeline::following(self.rank()),
+            (None, None) => Timeline::default(),
         };
+        let watchdog = deadline.map(|d| Watchdog::start(self.rank(), timeline.clone(), d / 2));
         let towers = self
             .join_ranks(towers, step)?
             .with_timeline(timeline.clone());
@@ -122,6 +131,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             last_loss: None,
             interrupted: false,
             timeline,
+            _watchdog: watchdog,
         })
     }
 
