@@ -98,8 +98,8 @@ pub enum TfValues {
 #[derive(Debug)]
 pub struct TfCheckpoint {
     prefix: PathBuf,
-    /// Each data shard's path and real size.
-    shards: Vec<(PathBuf, u64)>,
+    /// The path and real size of each data shard a tensor lives in, by shard number.
+    shards: BTreeMap<usize, (PathBuf, u64)>,
     tensors: BTreeMap<String, Entry>,
 }
 
@@ -179,7 +179,7 @@ impl TfCheckpoint {
             .tensors
             .get(name)
             .ok_or_else(|| WeightsError::tensor(self.index(), name, "not in the checkpoint"))?;
-        let (shard, shard_len) = &self.shards[entry.shard];
+        let (shard, shard_len) = &self.shards[&entry.shard];
         let bad = |reason: String| WeightsError::tensor(shard, name, reason);
         if entry.sliced {
             return Err(bad("a partitioned variable (slices); not supported".into()));
@@ -273,41 +273,39 @@ impl Entry {
     }
 }
 
-/// The data shards and their sizes; a shard that a tensor needs and that is missing is an
-/// error naming both.
+/// The data shards the tensors live in, by shard number, with their sizes; a shard that a
+/// tensor needs and that is missing is an error naming both. Only those shards are looked
+/// for: the header may claim any count (a corrupt one, 2^31 - 1), and listing every claimed
+/// shard would take time and memory without bound.
 fn find_shards(
     prefix: &Path,
     num_shards: i32,
     entries: &BTreeMap<String, Entry>,
-) -> Result<Vec<(PathBuf, u64)>> {
+) -> Result<BTreeMap<usize, (PathBuf, u64)>> {
     let n = usize::try_from(num_shards).unwrap_or(0);
-    let shards: Vec<(PathBuf, Option<u64>)> = (0..n)
-        .map(|i| {
-            let path = suffixed(prefix, &format!(".data-{i:05}-of-{n:05}"));
-            let len = std::fs::metadata(&path).ok().map(|m| m.len());
-            (path, len)
-        })
-        .collect();
+    let mut shards = BTreeMap::new();
     for (name, entry) in entries {
-        let Some((path, len)) = shards.get(entry.shard) else {
+        if entry.shard >= n {
             return Err(WeightsError::tensor(
                 suffixed(prefix, ".index"),
                 name,
                 format!("in shard {}, of {n}", entry.shard),
             ));
-        };
-        if len.is_none() {
+        }
+        if shards.contains_key(&entry.shard) {
+            continue;
+        }
+        let path = suffixed(prefix, &format!(".data-{:05}-of-{n:05}", entry.shard));
+        let Ok(metadata) = std::fs::metadata(&path) else {
             return Err(WeightsError::tensor(
                 path,
                 name,
                 "this data shard is missing",
             ));
-        }
+        };
+        shards.insert(entry.shard, (path, metadata.len()));
     }
-    Ok(shards
-        .into_iter()
-        .map(|(path, len)| (path, len.unwrap_or(0)))
-        .collect())
+    Ok(shards)
 }
 
 /// The prefix `path` stands for (see [`TfCheckpoint::open`]), with clear errors for V1
@@ -441,4 +439,39 @@ fn decode_strings(n: usize, bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         rest = &rest[len..];
     }
     Ok(strings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A header may claim any number of shards (found by fuzzing: a corrupt index claiming
+    /// 2^31 - 1 made the reader list and stat every one, gigabytes of paths): only the shards
+    /// tensors live in are looked for, and a tensor beyond the claimed count is an error.
+    #[test]
+    fn only_the_shards_tensors_live_in_are_looked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = dir.path().join("model.ckpt-1");
+        let claimed = i32::MAX;
+        let shard = suffixed(&prefix, &format!(".data-00000-of-{claimed:05}"));
+        std::fs::write(&shard, [0u8; 4]).unwrap();
+        let entry = |shard| Entry {
+            info: TensorInfo {
+                dtype: TfDType::Float,
+                shape: vec![1],
+            },
+            shard,
+            offset: 0,
+            size: 4,
+            crc: 0,
+            sliced: false,
+        };
+        let entries = BTreeMap::from([("w".to_string(), entry(0))]);
+        let shards = find_shards(&prefix, claimed, &entries).unwrap();
+        assert_eq!(shards.len(), 1);
+        assert_eq!(shards[&0], (shard, 4));
+        let beyond = BTreeMap::from([("w".to_string(), entry(3))]);
+        let error = find_shards(&prefix, 2, &beyond).unwrap_err().to_string();
+        assert!(error.contains("in shard 3, of 2"), "{error}");
+    }
 }
