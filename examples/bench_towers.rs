@@ -10,7 +10,11 @@
 //!    by step, in an order that rotates each round, so all see the same machine state. One tower on the model's device must cost
 //!    nothing extra; the `flex,flex` rows run two towers on the same CPU, so they show the
 //!    threading and reduction overhead rather than a speed-up.
-//! 2. The reduction alone, with `bench_reduce`.
+//! 2. For the 2-tower rows, from a timeline of their steps: the towers' reduction (the ring's
+//!    rounds; the gather's moves) and the update that follows (the gather's sum, the
+//!    optimizer, the statistics). Each runs after backward, so in process the reduction is
+//!    wholly exposed (exposed communication fraction 1).
+//! 3. The reduction alone, with `bench_reduce`.
 
 use std::time::Instant;
 
@@ -21,7 +25,7 @@ use bench_common::{bench_device, cifar_batch, median, momentum_sgd, reps};
 use burn::module::Module;
 use burn::optim::GradientsParams;
 use towers_data::image_loss;
-use towers_multigpu::{Reduce, Towers, TowersConfig, parse_devices};
+use towers_multigpu::{Reduce, Timeline, Towers, TowersConfig, Track, parse_devices};
 
 fn main() -> anyhow::Result<()> {
     let reps = reps(15);
@@ -82,7 +86,9 @@ fn main() -> anyhow::Result<()> {
             setup
                 .map(|(list, reduce)| {
                     let config = TowersConfig::default().with_reduce(reduce);
-                    Towers::new(model.clone(), momentum_sgd(), &parse_devices(list)?, config)
+                    let devices = parse_devices(list)?;
+                    Towers::new(model.clone(), momentum_sgd(), &devices, config)
+                        .map(|t| t.with_timeline(Timeline::recording(0)))
                 })
                 .transpose()
         })
@@ -109,6 +115,33 @@ fn main() -> anyhow::Result<()> {
     for ((_, name, _), t) in rows.iter().zip(&medians) {
         let ratio = plain.map_or("-".into(), |p| format!("{:.3}", t / medians[p]));
         println!("{name:<28} {:>10.1} {ratio:>16}", t * 1e3);
+    }
+    for ((_, name, _), towers) in rows.iter().zip(&towers) {
+        let Some(towers) = towers.as_ref().filter(|t| t.devices().len() > 1) else {
+            continue;
+        };
+        // Per step, the slower tower's reduction (the step waits for both).
+        let spans = towers.timeline().spans();
+        let per_tower = |tower: usize| -> Vec<f64> {
+            (spans.iter())
+                .filter(|(n, track, _)| n == "reduce" && *track == Track::Tower(tower))
+                .map(|(_, _, secs)| *secs)
+                .collect()
+        };
+        let (a, b) = (per_tower(0), per_tower(1));
+        let slower: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x.max(*y)).collect();
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let updates: Vec<f64> = (spans.iter())
+            .filter(|(n, track, _)| n == "update" && *track == Track::Main)
+            .map(|(_, _, secs)| *secs)
+            .collect();
+        println!(
+            "{name}: towers' reduction {:.1} ms, then the update (gathered sum, optimizer, \
+             statistics) {:.1} ms per step; nothing overlaps backward in process: exposed \
+             communication fraction 1",
+            mean(&slower) * 1e3,
+            mean(&updates) * 1e3
+        );
     }
 
     Ok(())
