@@ -46,6 +46,9 @@ use crate::timeline::{Timeline, Track};
 /// 20 ms did (`bench_mpi`, 2026-11-25).
 const PATIENCE: Duration = Duration::from_millis(1);
 
+/// The same before backward's first gradient: the forward pass, with nothing to exchange yet.
+const FORWARD_PATIENCE: Duration = Duration::from_millis(20);
+
 /// An exchange under way: started before backward, finished after it.
 pub(crate) struct OverlappedExchange {
     thread: JoinHandle<Result<Vec<Vec<f32>>, String>>,
@@ -74,6 +77,7 @@ impl OverlappedExchange {
         let gathering = Gathering {
             receiver,
             finished: vec![false; towers],
+            reported: false,
             parts: vec![vec![None; towers]; sizes.len()],
             kept,
             error: None,
@@ -189,6 +193,8 @@ struct Gathering {
     receiver: Receiver<Tapped>,
     /// The towers whose backward pass is over.
     finished: Vec<bool>,
+    /// Whether any gradient was reported yet (backward has begun).
+    reported: bool,
     /// `parts[slot][tower]`: the tower's gradient for the slot, once reported.
     parts: Vec<Vec<Option<Vec<f32>>>>,
     /// `kept[tower][slot]`: the cycle's earlier micro-batches (empty without accumulation).
@@ -209,7 +215,14 @@ impl Gathering {
             if self.complete(slots) {
                 return Some(self.sum(slots, sizes));
             }
-            match self.receiver.recv_timeout(PATIENCE) {
+            // Until backward reports its first gradient (through the forward pass), nothing
+            // of this rank's is on its way: no need to poll MPI often, taking cores from it.
+            let patience = if self.reported {
+                PATIENCE
+            } else {
+                FORWARD_PATIENCE
+            };
+            match self.receiver.recv_timeout(patience) {
                 Ok(report) => self.take(report),
                 Err(RecvTimeoutError::Timeout) => return None,
                 // Every tap is gone, so every tower has finished.
@@ -220,12 +233,15 @@ impl Gathering {
 
     fn take(&mut self, report: Tapped) {
         match report {
-            Tapped::Gradient { tower, slot, read } => match read() {
-                Ok(values) => self.parts[slot][tower] = Some(values),
-                Err(error) => {
-                    self.error.get_or_insert(format!("tower {tower}: {error}"));
+            Tapped::Gradient { tower, slot, read } => {
+                self.reported = true;
+                match read() {
+                    Ok(values) => self.parts[slot][tower] = Some(values),
+                    Err(error) => {
+                        self.error.get_or_insert(format!("tower {tower}: {error}"));
+                    }
                 }
-            },
+            }
             Tapped::Finished { tower } => self.finished[tower] = true,
         }
     }
