@@ -19,6 +19,7 @@ use towers_testing::batches::{batch, split};
 use towers_testing::compare::{assert_close, values};
 use towers_testing::mpirun::Run;
 use towers_testing::nets::{BnNet, LR, Net, sgd};
+use towers_testing::processes::SameRanks;
 use towers_testing::reference::{self, flex};
 
 /// Per-rank batch sizes of the global batches, step by step, per scenario.
@@ -224,45 +225,12 @@ fn ranks_accumulating_micro_batches_train_like_one_device() {
 
 #[test]
 fn the_ring_between_towers_is_refused_across_processes() {
-    /// One process alone: enough to reach the check, which comes before any exchange.
-    struct Alone;
-    impl CrossProcess for Alone {
-        fn rank(&self) -> usize {
-            0
-        }
-        fn size(&self) -> usize {
-            1
-        }
-        fn weighted_mean(&self, _: &str, t: Vec<Tensor<1>>, _: f64, _: &Device) -> Vec<Tensor<1>> {
-            t
-        }
-        fn broadcast(&self, _: &str, t: Vec<Tensor<1>>, _: &Device) -> Vec<Tensor<1>> {
-            t
-        }
-        fn sum_buckets(
-            &self,
-            _: &str,
-            sizes: &[usize],
-            ready: &mut dyn FnMut(usize) -> Option<Vec<f32>>,
-            done: &mut dyn FnMut(usize, &[f32]),
-        ) {
-            for k in 0..sizes.len() {
-                let bucket = std::iter::repeat_with(|| ready(k)).find_map(|b| b).unwrap();
-                done(k, &bucket);
-            }
-        }
-        fn any(&self, _: &str, flag: bool) -> bool {
-            flag
-        }
-        fn abort(&self, message: &str) -> ! {
-            panic!("{message}")
-        }
-    }
     let config = TowersConfig::default().with_reduce(towers_multigpu::Reduce::AllReduce);
     let devices = parse_devices("flex,flex").unwrap();
     let towers = Towers::new(rank_zero_net(), sgd(), &devices, config).unwrap();
     let error = towers
-        .across_processes(Arc::new(Alone))
+        // One process alone: enough to reach the check, which comes before any exchange.
+        .across_processes(Arc::new(SameRanks::new(1)))
         .unwrap_err()
         .to_string();
     assert!(error.contains("ring all-reduce"), "{error}");

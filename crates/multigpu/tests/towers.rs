@@ -11,6 +11,7 @@ use towers_multigpu::{BatchNormSync, Error, Reduce, Towers, TowersConfig, parse_
 use towers_testing::batches::{batch, split, unequal_micro_batches};
 use towers_testing::compare::{assert_close, values};
 use towers_testing::nets::{BnNet, LR, Net, sgd};
+use towers_testing::processes::SameRanks;
 use towers_testing::reference::{expected_stats, flex, plain_training, stats_of};
 use towers_testing::towers::assert_like_one_device;
 use towers_testing::within;
@@ -401,50 +402,6 @@ fn replicas_are_checked_and_resynced() {
     assert_eq!(checked, [false, true, false, true]);
 }
 
-/// A stand-in for a second rank that holds the same gradients as this one: the mean over the
-/// two ranks is this rank's own, so towers joined to it train like towers alone. Its exchange
-/// takes each bucket only when the towers have it ready, as MPI's does, and counts them.
-#[derive(Default)]
-struct Mirror {
-    buckets: std::sync::atomic::AtomicUsize,
-}
-
-impl towers_multigpu::CrossProcess for Mirror {
-    fn rank(&self) -> usize {
-        0
-    }
-    fn size(&self) -> usize {
-        2
-    }
-    fn weighted_mean(&self, _: &str, t: Vec<Tensor<1>>, _: f64, _: &Device) -> Vec<Tensor<1>> {
-        t
-    }
-    fn broadcast(&self, _: &str, t: Vec<Tensor<1>>, _: &Device) -> Vec<Tensor<1>> {
-        t
-    }
-    fn sum_buckets(
-        &self,
-        _: &str,
-        sizes: &[usize],
-        ready: &mut dyn FnMut(usize) -> Option<Vec<f32>>,
-        done: &mut dyn FnMut(usize, &[f32]),
-    ) {
-        for (k, &size) in sizes.iter().enumerate() {
-            let bucket = std::iter::repeat_with(|| ready(k)).find_map(|b| b).unwrap();
-            assert_eq!(bucket.len(), size);
-            let twice: Vec<f32> = bucket.iter().map(|v| 2.0 * v).collect();
-            done(k, &twice);
-            (self.buckets).fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-    fn any(&self, _: &str, flag: bool) -> bool {
-        flag
-    }
-    fn abort(&self, message: &str) -> ! {
-        panic!("{message}")
-    }
-}
-
 /// The exchange overlapped with backward, in process: 1 and 2 towers, with and without
 /// accumulation, train like one device; a tower that panics mid-step ends the step with its
 /// device and leaves the model as it was, without waiting forever for its buckets.
@@ -458,10 +415,11 @@ fn the_overlapped_exchange_trains_like_one_device_and_survives_a_failing_tower()
             .with_overlap(true)
             .with_accumulation(accumulation);
         let devices = parse_devices(list).unwrap();
-        let mirror = Arc::new(Mirror::default());
+        // A second rank holding this one's gradients: the mean is this rank's own.
+        let ranks = Arc::new(SameRanks::new(2));
         let mut towers = Towers::new(model.clone(), sgd(), &devices, config)
             .unwrap()
-            .across_processes(mirror.clone())
+            .across_processes(ranks.clone())
             .unwrap();
         for update in &updates {
             let parts = if accumulation == 1 {
@@ -481,6 +439,12 @@ fn the_overlapped_exchange_trains_like_one_device_and_survives_a_failing_tower()
             &values(&expected),
             TOLERANCE,
             &what,
+        );
+        // Two updates: each the weights' bucket and at least one of gradients.
+        let buckets = ranks.buckets();
+        assert!(
+            buckets >= 4,
+            "{what}: {buckets} buckets through the exchange"
         );
         // Tower 0 panics in its forward pass: the step fails, naming it; nothing changed.
         let before = values(towers.model());

@@ -9,6 +9,7 @@
 //! - [`training`]: short CIFAR-10 training runs.
 //! - [`child`]: a test that runs itself again in a child process (signals, file-size limits).
 //! - [`mpirun`]: tests across processes, launched by `mpirun` on loopback.
+//! - [`processes`]: a job's other ranks in process, holding this rank's values.
 //! - [`gpu`]: the GPU tests' device (wgpu, or `TOWERS_GPU_DEVICE`), skipped loudly where there is
 //!   none (never in CI).
 
@@ -18,6 +19,7 @@ pub mod compare;
 pub mod gpu;
 pub mod mpirun;
 pub mod nets;
+pub mod processes;
 pub mod reference;
 pub mod towers;
 pub mod training;
