@@ -327,14 +327,11 @@ impl<M: Module> Towers<M> {
         }
     }
 
-    /// Running state from here on: what the first step changed on tower 0's replica `after`
-    /// it, by the config's rule.
-    fn decide_running_state(&mut self, detection: Option<Detection>, after: &M) {
-        if let Some(detection) = detection {
-            self.running = detection.decide(after, &self.config.running_states);
-            self.has_running_stats =
-                matches!(&self.running, Selection::Ids(ids) if !ids.is_empty());
-        }
+    /// Running state from here on: what the first step changed, as [`Detection::decide`]
+    /// found it on tower 0's replica.
+    fn set_running_state(&mut self, running: Selection) {
+        self.has_running_stats = matches!(&running, Selection::Ids(ids) if !ids.is_empty());
+        self.running = running;
     }
 
     /// Drops the step and the micro-batches since the last update, and returns `error`.

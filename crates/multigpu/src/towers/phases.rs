@@ -89,9 +89,9 @@ impl<M: Module> Towers<M> {
             running: &self.running,
             has_running_stats: self.has_running_stats,
             timeline: &self.timeline,
-            deadline: self.config.tower_deadline,
         };
-        let run = run_towers(jobs, &self.towers, context, loss_fn);
+        let deadline = self.config.tower_deadline;
+        let run = run_towers(jobs, &self.towers, context, deadline, loss_fn);
         // Every rank must finish the exchange it started, whatever happened here.
         let reduced = exchange.map(|exchange| self.finish_exchange(exchange));
         let done = match run.and_then(|done| self.same_metrics(done)) {
@@ -102,8 +102,9 @@ impl<M: Module> Towers<M> {
             Ok(reduced) => reduced,
             Err(error) => return Err(self.fail(error)),
         };
-        if let Some(tower_0) = detection.is_some().then(|| done[0].replica.clone()) {
-            self.decide_running_state(detection, &tower_0);
+        if let Some(detection) = detection {
+            let running = detection.decide(&done[0].replica, &self.config.running_states);
+            self.set_running_state(running);
         }
         let mut output = step_output(&done, sizes, &weights, plan.apply);
         if plan.apply {

@@ -82,9 +82,9 @@ impl<M: Module> Towers<M> {
         if self.has_running_stats {
             running_state::commit(self.model());
         }
-        if detection.is_some() {
-            let model = self.model().clone();
-            self.decide_running_state(detection, &model);
+        if let Some(detection) = detection {
+            let running = detection.decide(self.model(), &self.config.running_states);
+            self.set_running_state(running);
         }
         let output = StepOutput {
             loss: pass.loss,

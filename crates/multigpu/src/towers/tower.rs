@@ -161,7 +161,6 @@ where
         running,
         has_running_stats,
         timeline,
-        deadline: _,
     } = *context;
     let track = Track::Tower(crate::current_tower().unwrap_or(0));
     let tapped = tap.as_ref().map(|tap| (tap, slots));
@@ -272,15 +271,15 @@ pub(super) struct Context<'a> {
     pub(super) running: &'a Selection,
     pub(super) has_running_stats: bool,
     pub(super) timeline: &'a Timeline,
-    /// How long a step waits for a tower before naming it (see [`name_late_towers`]).
-    pub(super) deadline: Duration,
 }
 
-/// Runs every job on a thread of its own and waits for all of them.
+/// Runs every job on a thread of its own and waits for all of them, naming those still
+/// running each time `deadline` passes.
 pub(super) fn run_towers<M, P, F, L>(
     jobs: Vec<Job<M, P>>,
     towers: &[TowerDevice],
     context: Context<'_>,
+    deadline: Duration,
     loss_fn: &F,
 ) -> Result<Vec<Done<M>>>
 where
@@ -307,7 +306,7 @@ where
             })
             .collect();
         drop(finished);
-        name_late_towers(&ends, towers, context.deadline);
+        name_late_towers(&ends, towers, deadline);
         handles
             .into_iter()
             .map(|handle| handle.map(|h| h.join()))
