@@ -7,7 +7,7 @@
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
-use towers_multigpu::{Processes, Towers, launched_by_mpi};
+use towers_multigpu::{CrossProcess, Processes, Towers, launched_by_mpi};
 
 use super::Trainer;
 use crate::error::{Error, Result};
@@ -76,12 +76,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             return Ok(towers);
         };
         let device = &towers.model().devices()[0];
-        let halves = vec![(step >> 24) as f32, (step & 0xFF_FFFF) as f32];
-        let mine = Tensor::<1>::from_data(TensorData::new(halves.clone(), [2]), device);
-        let theirs = p.broadcast("the first step", vec![mine], device);
-        let theirs: Vec<f32> = theirs[0].to_data().iter::<f32>().collect();
-        if theirs != halves {
-            let rank_zero = theirs[0] as u64 * (1 << 24) + theirs[1] as u64;
+        let [rank_zero] = rank_zero_numbers(&**p, "the first step", [step], device);
+        if rank_zero != step {
             return Err(Error::Config(format!(
                 "rank {} starts at step {step}, rank 0 at step {rank_zero}: to resume, every \
                  rank must see rank 0's checkpoints (a --train-dir on a shared filesystem)",
@@ -146,18 +142,14 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         let Some(p) = self.processes.as_ref().filter(|p| p.size() > 1) else {
             return mine;
         };
-        let (kind, step) = match mine {
-            Choice::Fresh => (0.0, 0),
-            Choice::Step(step) => (1.0, step),
-            Choice::Failed => (2.0, 0),
+        let mine = match mine {
+            Choice::Fresh => [0, 0],
+            Choice::Step(step) => [1, step],
+            Choice::Failed => [2, 0],
         };
-        let mine = vec![kind, (step >> 24) as f32, (step & 0xFF_FFFF) as f32];
-        let mine = Tensor::<1>::from_data(TensorData::new(mine, [3]), device);
-        let theirs = p.broadcast("the checkpoint to resume from", vec![mine], device);
-        let theirs: Vec<f32> = theirs[0].to_data().iter::<f32>().collect();
-        match theirs[0] as u8 {
-            0 => Choice::Fresh,
-            1 => Choice::Step(theirs[1] as u64 * (1 << 24) + theirs[2] as u64),
+        match rank_zero_numbers(&**p, "the checkpoint to resume from", mine, device) {
+            [0, _] => Choice::Fresh,
+            [1, step] => Choice::Step(step),
             _ => Choice::Failed,
         }
     }
@@ -192,6 +184,23 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             (_, result) => result,
         }
     }
+}
+
+/// Rank 0's `numbers` (each below 2^48), on every rank: sent as two 24-bit halves each, exact
+/// in the `f32`s a broadcast carries.
+fn rank_zero_numbers<const N: usize>(
+    processes: &dyn CrossProcess,
+    what: &str,
+    numbers: [u64; N],
+    device: &Device,
+) -> [u64; N] {
+    let halves: Vec<f32> = (numbers.iter())
+        .flat_map(|&n| [(n >> 24) as f32, (n & 0xFF_FFFF) as f32])
+        .collect();
+    let mine = Tensor::<1>::from_data(TensorData::new(halves, [2 * N]), device);
+    let theirs = processes.broadcast(what, vec![mine], device);
+    let theirs: Vec<f32> = theirs[0].to_data().iter::<f32>().collect();
+    std::array::from_fn(|i| theirs[2 * i] as u64 * (1 << 24) + theirs[2 * i + 1] as u64)
 }
 
 /// What a resumed job starts from, as rank 0 chose it.
