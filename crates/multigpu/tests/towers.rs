@@ -353,6 +353,12 @@ fn towers_report_each_towers_loss_and_keep_the_applied_gradient_when_asked() {
     }
 }
 
+/// One step of `Net` on batch `seed` of 8.
+fn net_step(towers: &mut Towers<Net>, seed: usize) -> towers_multigpu::StepOutput {
+    let loss = image_loss(|m: &Net, x, y| m.loss(x, y));
+    towers.step(&batch(8, seed), LR, loss).unwrap()
+}
+
 /// Under the ring, replicas on one backend stay equal bit for bit; on two backends they may
 /// drift, and a check gives them replica 0's weights, after which they agree exactly.
 #[test]
@@ -364,13 +370,7 @@ fn replicas_are_checked_and_resynced() {
         let devices = parse_devices(list).unwrap();
         let mut towers = Towers::new(Net::new(&flex()), sgd(), &devices, config.clone()).unwrap();
         for step in 0..30 {
-            let out = towers
-                .step(
-                    &batch(8, step),
-                    LR,
-                    image_loss(|m: &Net, x, y| m.loss(x, y)),
-                )
-                .unwrap();
+            let out = net_step(&mut towers, step);
             assert_eq!(out.replica_check, None, "checks are off");
         }
         let first = towers.check_replicas().unwrap();
@@ -388,16 +388,7 @@ fn replicas_are_checked_and_resynced() {
     let devices = parse_devices("flex,ndarray").unwrap();
     let mut towers = Towers::new(Net::new(&flex()), sgd(), &devices, config).unwrap();
     let checked: Vec<bool> = (0..4)
-        .map(|step| {
-            let out = towers
-                .step(
-                    &batch(8, step),
-                    LR,
-                    image_loss(|m: &Net, x, y| m.loss(x, y)),
-                )
-                .unwrap();
-            out.replica_check.is_some()
-        })
+        .map(|step| net_step(&mut towers, step).replica_check.is_some())
         .collect();
     assert_eq!(checked, [false, true, false, true]);
 }
