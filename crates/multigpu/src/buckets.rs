@@ -2,15 +2,12 @@
 
 use std::ops::Range;
 
-/// Consecutive runs of tensors, each run about `bucket_values` values long: a tensor is never
-/// split, so one larger than a bucket is a bucket of its own. Every rank computes the same
-/// buckets from the same sizes.
-pub(crate) fn plan(sizes: &[usize], bucket_values: usize) -> Vec<Range<usize>> {
-    plan_with_first(sizes, bucket_values, bucket_values)
-}
+use burn::tensor::{Device, Tensor, TensorData};
 
-/// As [`plan`], with a first bucket of its own size (`first_values`).
-pub(crate) fn plan_with_first(
+/// Consecutive runs of tensors, the first about `first_values` values long, each other about
+/// `bucket_values`: a tensor is never split, so one larger than a bucket is a bucket of its
+/// own. Every rank computes the same buckets from the same sizes.
+pub(crate) fn plan(
     sizes: &[usize],
     first_values: usize,
     bucket_values: usize,
@@ -35,19 +32,34 @@ pub(crate) fn plan_with_first(
     buckets
 }
 
+/// Puts a bucket's `values` back on `device`, as the tensors `slots` (in the order the bucket
+/// holds them; `sizes[slot]` values each) in `out`: one upload, a view per tensor.
+pub(crate) fn unpack(
+    out: &mut [Option<Tensor<1>>],
+    slots: impl IntoIterator<Item = usize>,
+    sizes: &[usize],
+    values: Vec<f32>,
+    device: &Device,
+) {
+    let len = values.len();
+    let bucket = Tensor::<1>::from_data(TensorData::new(values, [len]), device);
+    let mut offset = 0;
+    for slot in slots {
+        out[slot] = Some(bucket.clone().narrow(0, offset, sizes[slot]));
+        offset += sizes[slot];
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{plan, plan_with_first};
+    use super::plan;
 
     #[test]
     fn tensors_fill_buckets_in_order_and_large_ones_stand_alone() {
-        assert_eq!(plan(&[3, 3, 3, 3], 6), vec![0..2, 2..4]);
-        assert_eq!(plan(&[3, 10, 2, 2, 2], 6), vec![0..1, 1..2, 2..5]);
-        assert_eq!(plan(&[7], 6), vec![0..1]);
-        assert!(plan(&[], 6).is_empty());
-        assert_eq!(
-            plan_with_first(&[1, 1, 3, 3, 3], 2, 6),
-            vec![0..2, 2..4, 4..5]
-        );
+        assert_eq!(plan(&[3, 3, 3, 3], 6, 6), vec![0..2, 2..4]);
+        assert_eq!(plan(&[3, 10, 2, 2, 2], 6, 6), vec![0..1, 1..2, 2..5]);
+        assert_eq!(plan(&[7], 6, 6), vec![0..1]);
+        assert!(plan(&[], 6, 6).is_empty());
+        assert_eq!(plan(&[1, 1, 3, 3, 3], 2, 6), vec![0..2, 2..4, 4..5]);
     }
 }

@@ -30,7 +30,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use burn::optim::GradientsParams;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 
 use crate::buckets;
 #[cfg(doc)]
@@ -118,13 +118,13 @@ impl OverlappedExchange {
         let mut flat: Vec<Option<Tensor<1>>> = vec![None; self.sizes.len()];
         for (slots, mut values) in self.buckets.iter().zip(sums.drain(1..)) {
             values.iter_mut().for_each(|v| *v /= total);
-            let len = values.len();
-            let bucket = Tensor::<1>::from_data(TensorData::new(values, [len]), device);
-            let mut offset = 0;
-            for &slot in slots {
-                flat[slot] = Some(bucket.clone().narrow(0, offset, self.sizes[slot]));
-                offset += self.sizes[slot];
-            }
+            buckets::unpack(
+                &mut flat,
+                slots.iter().copied(),
+                &self.sizes,
+                values,
+                device,
+            );
         }
         let flat = flat
             .into_iter()
@@ -143,8 +143,7 @@ fn bucket_slots(sizes: &[usize], bytes: usize) -> Vec<Vec<usize>> {
     let order: Vec<usize> = (0..sizes.len()).rev().collect();
     let ordered: Vec<usize> = order.iter().map(|&s| sizes[s]).collect();
     let first = bytes.min(FIRST_BUCKET_BYTES);
-    let plan: Vec<Range<usize>> =
-        buckets::plan_with_first(&ordered, (first / 4).max(1), (bytes / 4).max(1));
+    let plan: Vec<Range<usize>> = buckets::plan(&ordered, (first / 4).max(1), (bytes / 4).max(1));
     plan.into_iter().map(|r| order[r].to_vec()).collect()
 }
 

@@ -17,7 +17,7 @@ mod exchange;
 use std::ops::Range;
 use std::sync::Mutex;
 
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 use mpi::Threading;
 use mpi::environment::Universe;
 use mpi::traits::Communicator;
@@ -121,7 +121,8 @@ impl Mpi {
     /// The buckets of `tensors` and their sizes in values.
     fn buckets(&self, tensors: &[Tensor<1>]) -> (Vec<Range<usize>>, Vec<usize>) {
         let sizes: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
-        let plan = buckets::plan(&sizes, (self.config.bucket_bytes / 4).max(1));
+        let values = (self.config.bucket_bytes / 4).max(1);
+        let plan = buckets::plan(&sizes, values, values);
         let values = plan.iter().map(|r| sizes[r.clone()].iter().sum()).collect();
         (plan, values)
     }
@@ -134,23 +135,6 @@ fn read_bucket(tensors: &[Tensor<1>], range: Range<usize>) -> Vec<f32> {
         .convert::<f32>()
         .try_into_vec::<f32>()
         .expect("converted to f32")
-}
-
-/// Puts a bucket's `values` back on `device`, as the tensors of `range` in `out`.
-fn write_bucket(
-    out: &mut [Option<Tensor<1>>],
-    range: Range<usize>,
-    sizes: &[usize],
-    values: Vec<f32>,
-    device: &Device,
-) {
-    let len = values.len();
-    let bucket = Tensor::<1>::from_data(TensorData::new(values, [len]), device);
-    let mut offset = 0;
-    for i in range {
-        out[i] = Some(bucket.clone().narrow(0, offset, sizes[i]));
-        offset += sizes[i];
-    }
 }
 
 impl CrossProcess for Mpi {
@@ -191,14 +175,14 @@ impl CrossProcess for Mpi {
                 // Divided while copied out of MPI's buffer: one pass over the bucket.
                 (k, Some(total)) => {
                     let mean = values.iter().map(|v| v / total).collect();
-                    write_bucket(&mut out, plan[k - 1].clone(), &sizes, mean, device);
+                    buckets::unpack(&mut out, plan[k - 1].clone(), &sizes, mean, device);
                 }
                 (k, None) => early.push((k - 1, values.to_vec())),
             }
             if let Some(total) = total {
                 for (b, values) in early.drain(..) {
                     let mean = values.into_iter().map(|v| v / total).collect();
-                    write_bucket(&mut out, plan[b].clone(), &sizes, mean, device);
+                    buckets::unpack(&mut out, plan[b].clone(), &sizes, mean, device);
                 }
             }
         };
@@ -247,7 +231,7 @@ impl CrossProcess for Mpi {
         let mut out: Vec<Option<Tensor<1>>> = vec![None; tensors.len()];
         let read = |k: usize| Some(read_bucket(&tensors, plan[k].clone()));
         let done = |k: usize, values: &[f32]| {
-            write_bucket(&mut out, plan[k].clone(), &sizes, values.to_vec(), device);
+            buckets::unpack(&mut out, plan[k].clone(), &sizes, values.to_vec(), device);
         };
         self.exchange(
             what,
