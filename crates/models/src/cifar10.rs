@@ -3,7 +3,7 @@ use crate::params::{l2_penalty, weight_decays};
 use crate::summary::model_rows;
 use crate::{
     ClassifierLoss, ImageClassifier, Lrn, LrnConfig, WeightDecay, conv_images, conv2d,
-    count_params, max_pool2d, summary_table, truncated_normal,
+    count_params, linear, max_pool2d, summary_table, truncated_normal,
 };
 use burn::config::Config;
 use burn::module::Module;
@@ -130,11 +130,11 @@ impl Cifar10Net {
         tap("pool2", &x.dims());
         // NHWC order, as TF's reshape, so local3's rows match the tutorial's.
         let x = x.permute([0, 2, 3, 1]).flatten::<2>(1, 3);
-        let x = relu(self.local3.forward(x));
+        let x = relu(linear(&self.local3, x));
         tap("local3", &x.dims());
-        let x = relu(self.local4.forward(x));
+        let x = relu(linear(&self.local4, x));
         tap("local4", &x.dims());
-        let logits = self.softmax_linear.forward(x);
+        let logits = linear(&self.softmax_linear, x);
         tap("softmax_linear", &logits.dims());
         logits
     }

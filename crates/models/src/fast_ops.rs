@@ -1,11 +1,18 @@
-//! The models' max pooling and convolution (and, through [`crate::Lrn`], LRN): on f32 flex
-//! tensors by burn-towers' own kernels ([`crate::flex`], feature `flex`), everywhere else by
-//! Burn's modules. Same outputs and gradients either way, to float rounding (tests below and
-//! in `lrn.rs`).
+//! The models' max pooling, convolution and dense layers (and, through [`crate::Lrn`], LRN):
+//! on f32 flex tensors by burn-towers' own kernels ([`crate::flex`], feature `flex`),
+//! everywhere else by Burn's modules. Same outputs and gradients either way, to float rounding
+//! (tests below and in `lrn.rs`). Convolutions and dense layers compute their products in this
+//! thread's [`Precision`] (see [`crate::with_precision`]).
 
+use burn::nn::Linear;
 use burn::nn::conv::Conv2d;
 use burn::nn::pool::MaxPool2d;
-use burn::tensor::Tensor;
+use burn::tensor::module;
+use burn::tensor::ops::{ConvOptions, PadMode};
+use burn::tensor::{DType, Tensor};
+
+use crate::padding::conv_padding;
+use crate::precision::{Precision, current_precision};
 
 /// `pool.forward(x)`.
 pub fn max_pool2d(pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
@@ -16,13 +23,50 @@ pub fn max_pool2d(pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
     pool.forward(x)
 }
 
-/// `conv.forward(x)`.
+/// `conv.forward(x)`, its products in this thread's [`Precision`].
 pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
+    let precision = current_precision();
     #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::conv2d(conv, &x) {
+    if let Some(y) = flex_route::conv2d(conv, &x, precision) {
         return y;
     }
-    conv.forward(x)
+    match precision {
+        Precision::F32 => conv.forward(x),
+        low => cast_conv2d(conv, x, low.dtype()),
+    }
+}
+
+/// `linear.forward(x)`, its product in this thread's [`Precision`]: in a low one, `x` and the
+/// weight cast down, the product cast back to f32, the bias added in f32.
+pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
+    let dtype = match current_precision() {
+        Precision::F32 => return linear.forward(x),
+        low => low.dtype(),
+    };
+    let weight = linear.weight.val().cast(dtype);
+    let y = module::linear(x.cast(dtype), weight, None).cast(DType::F32);
+    match &linear.bias {
+        Some(bias) => y + bias.val().unsqueeze(),
+        None => y,
+    }
+}
+
+/// `conv.forward(x)` with `x` and the kernel cast to `dtype` and the output back to f32 (the
+/// bias added in f32); padding Burn's conv2d takes on both sides alike is applied first.
+fn cast_conv2d(conv: &Conv2d, x: Tensor<4>, dtype: DType) -> Tensor<4> {
+    let [_, _, h, w] = x.dims();
+    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let x = match rows == (0, 0) && cols == (0, 0) {
+        true => x,
+        false => x.pad([(0, 0), (0, 0), rows, cols], PadMode::Constant(0.0)),
+    };
+    let options = ConvOptions::new(conv.stride, [0, 0], conv.dilation, conv.groups);
+    let weight = conv.weight.val().cast(dtype);
+    let y = module::conv2d(x.cast(dtype), weight, None, options).cast(DType::F32);
+    match &conv.bias {
+        Some(bias) => y + bias.val().reshape([1, -1, 1, 1]),
+        None => y,
+    }
 }
 
 /// Which calls the flex kernels take: f32 tensors on flex (with or without autodiff), in the
@@ -36,6 +80,7 @@ pub(crate) mod flex_route {
 
     use crate::flex::FlexKernels;
     use crate::padding::conv_padding;
+    use crate::precision::Precision;
 
     /// An f32 flex tensor with no empty dimension (Burn's kernels report or handle those).
     fn on_flex(x: &Tensor<4>) -> bool {
@@ -71,13 +116,19 @@ pub(crate) mod flex_route {
         Some(Tensor::from_dispatch(y))
     }
 
-    pub(super) fn conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+    /// In f32 or bf16 (products on AMX tiles where the CPU has them); f16 goes to Burn.
+    pub(super) fn conv2d(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tensor<4>> {
         let [_, _, h, w] = x.dims();
         let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
         let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
         // A kernel larger than the padded input has no output: Burn's error, not ours.
         let [kh, kw] = conv.kernel_size;
         let fits = h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw;
+        let bf16 = match precision {
+            Precision::F32 => false,
+            Precision::Bf16 => true,
+            Precision::F16 => return None,
+        };
         if !on_flex(x) || conv.groups != 1 || conv.dilation != [1, 1] || !symmetric || !fits {
             return None;
         }
@@ -88,6 +139,7 @@ pub(crate) mod flex_route {
             weight,
             conv.stride,
             padding,
+            bf16,
         );
         let y = Tensor::<4>::from_dispatch(y);
         Some(match &conv.bias {
@@ -195,7 +247,7 @@ mod tests {
                 .init(&device);
             let x =
                 Tensor::<4>::random([n, c_in, h, w], Distribution::Default, &device).require_grad();
-            let got = flex_route::conv2d(&conv, &x).expect("on the flex kernels");
+            let got = flex_route::conv2d(&conv, &x, Precision::F32).expect("on the flex kernels");
             let want = conv.forward(x.clone());
             assert_eq!(got.dims(), want.dims(), "{kernel:?} {padding:?}");
             let probe = Tensor::random(want.dims(), Distribution::Default, &device);
@@ -230,18 +282,121 @@ mod tests {
         let dilated = Conv2dConfig::new([3, 2], [3, 3])
             .with_dilation([2, 2])
             .init(&device);
-        assert!(flex_route::conv2d(&dilated, &x).is_none());
+        assert!(flex_route::conv2d(&dilated, &x, Precision::F32).is_none());
         let asymmetric = Conv2dConfig::new([3, 2], [2, 2])
             .with_padding(PaddingConfig2d::Same)
             .init(&device);
-        assert!(flex_route::conv2d(&asymmetric, &x).is_none());
+        assert!(flex_route::conv2d(&asymmetric, &x, Precision::F32).is_none());
         let same = Conv2dConfig::new([3, 2], [3, 3])
             .with_padding(PaddingConfig2d::Same)
             .init(&device);
-        assert!(flex_route::conv2d(&same, &x.clone().cast(burn::tensor::DType::F64)).is_none());
+        assert!(
+            flex_route::conv2d(
+                &same,
+                &x.clone().cast(burn::tensor::DType::F64),
+                Precision::F32
+            )
+            .is_none()
+        );
         let too_large = Conv2dConfig::new([3, 2], [9, 9]).init(&device);
-        assert!(flex_route::conv2d(&too_large, &x).is_none());
+        assert!(flex_route::conv2d(&too_large, &x, Precision::F32).is_none());
         let empty = Tensor::<4>::zeros([0, 3, 8, 8], &device);
-        assert!(flex_route::conv2d(&same, &empty).is_none());
+        assert!(flex_route::conv2d(&same, &empty, Precision::F32).is_none());
+        assert!(flex_route::conv2d(&same, &x, Precision::F16).is_none());
+    }
+
+    /// `x` rounded to bf16, in f32.
+    fn bf16_rounded<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+        x.cast(DType::BF16).cast(DType::F32)
+    }
+
+    /// The flex kernel in bf16 against Burn's f32 convolution of the bf16-rounded operands:
+    /// the products of two bf16 values are exact in f32, so the two agree to f32 summation
+    /// order, outputs and gradients (the output gradient rounded too, as the kernel's backward
+    /// does), and differ from the unrounded f32 convolution by bf16's rounding.
+    #[test]
+    fn bf16_convolution_is_burns_on_rounded_operands() {
+        let cases = [
+            (64, 64, [5, 5], [1, 1], PaddingConfig2d::Same, [12, 12], 3),
+            (3, 64, [5, 5], [1, 1], PaddingConfig2d::Same, [24, 24], 2),
+            (5, 17, [3, 3], [2, 2], PaddingConfig2d::Valid, [11, 9], 3),
+            (33, 40, [1, 1], [1, 1], PaddingConfig2d::Valid, [7, 5], 2),
+        ];
+        for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {
+            let case = format!("{c_in}->{c_out} {kernel:?}/{stride:?} {padding:?}");
+            let device = Device::flex().autodiff();
+            let conv = Conv2dConfig::new([c_in, c_out], kernel)
+                .with_stride(stride)
+                .with_padding(padding)
+                .init(&device);
+            let x =
+                Tensor::<4>::random([n, c_in, h, w], Distribution::Default, &device).require_grad();
+            let got = flex_route::conv2d(&conv, &x, Precision::Bf16).expect("on the kernels");
+            let probe = Tensor::random(got.dims(), Distribution::Default, &device);
+            let grads = (got.clone() * probe.clone()).sum().backward();
+
+            let (rows, cols) = conv_padding(&conv.padding, [h, w], kernel, stride);
+            let options = ConvOptions::new(stride, [rows.0, cols.0], [1, 1], 1);
+            let leaf = |t: Tensor<4>| {
+                Tensor::<4>::from_data(bf16_rounded(t).into_data(), &device).require_grad()
+            };
+            let (xr, wr) = (leaf(x.clone()), leaf(conv.weight.val()));
+            let bias = conv.bias.as_ref().unwrap().val().reshape([1, -1, 1, 1]);
+            let want = module::conv2d(xr.clone(), wr.clone(), None, options) + bias;
+            let want_grads = (want.clone() * bf16_rounded(probe)).sum().backward();
+            let diffs = [
+                rel_diff(got.clone(), want),
+                rel_diff(x.grad(&grads).unwrap(), xr.grad(&want_grads).unwrap()),
+                rel_diff(
+                    conv.weight.val().grad(&grads).unwrap(),
+                    wr.grad(&want_grads).unwrap(),
+                ),
+            ];
+            assert!(diffs.iter().all(|&d| d < 1e-5), "{case}: {diffs:?}");
+            let rounding = rel_diff(got, conv.forward(x));
+            assert!(rounding > 1e-4 && rounding < 1e-2, "{case}: {rounding}");
+        }
+    }
+
+    /// Outside the kernels, a low precision casts: Burn's convolution and dense layer in bf16
+    /// and f16 stay within those types' rounding of f32, and their gradients reach the f32
+    /// weights and input.
+    #[test]
+    fn cast_products_follow_f32_within_rounding() {
+        let device = Device::flex().autodiff();
+        let conv = Conv2dConfig::new([6, 8], [3, 3])
+            .with_padding(PaddingConfig2d::Same)
+            .init(&device);
+        let dense = burn::nn::LinearConfig::new(8 * 5 * 5, 7).init(&device);
+        let x = Tensor::<4>::random([3, 6, 5, 5], Distribution::Default, &device).require_grad();
+        let net = |x: Tensor<4>| linear(&dense, conv2d(&conv, x).flatten::<2>(1, 3));
+        let want = net(x.clone());
+        let want_grads = want.clone().sum().backward();
+        for (precision, tolerance) in [(Precision::Bf16, 2e-2), (Precision::F16, 4e-3)] {
+            let got = crate::with_precision(precision, || {
+                linear(
+                    &dense,
+                    cast_conv2d(&conv, x.clone(), precision.dtype()).flatten::<2>(1, 3),
+                )
+            });
+            assert_eq!(got.dtype(), DType::F32);
+            let grads = got.clone().sum().backward();
+            let diffs = [
+                rel_diff(got, want.clone()),
+                rel_diff(x.grad(&grads).unwrap(), x.grad(&want_grads).unwrap()),
+                rel_diff(
+                    conv.weight.val().grad(&grads).unwrap(),
+                    conv.weight.val().grad(&want_grads).unwrap(),
+                ),
+                rel_diff(
+                    dense.weight.val().grad(&grads).unwrap(),
+                    dense.weight.val().grad(&want_grads).unwrap(),
+                ),
+            ];
+            assert!(
+                diffs.iter().all(|&d| d > 0.0 && d < tolerance),
+                "{precision}: {diffs:?}"
+            );
+        }
     }
 }

@@ -11,14 +11,20 @@ use burn::nn::conv::Conv2d;
 use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
 
+use crate::fast_ops::conv2d;
 use crate::padding::conv_padding;
+use crate::precision::{Precision, current_precision};
 
 /// `conv.forward(images)` for an input that needs no gradient, as `kernel · windows`: the
 /// padded images' windows become the columns of a `[in·kh·kw, out_h·out_w]` matrix per image
 /// (zero-copy `unfold` views, then one copy), multiplied by the kernel as a `[out, in·kh·kw]`
 /// matrix. Same outputs and gradients for the weight and bias as `conv.forward`, to float
-/// rounding. Grouped or dilated convolutions go to `conv.forward`.
+/// rounding. Grouped or dilated convolutions go to `conv.forward`; in a low [`Precision`],
+/// [`crate::conv2d`] (on flex the windows are then its kernel's, in bf16).
 pub fn conv_images(conv: &Conv2d, images: Tensor<4>) -> Tensor<4> {
+    if current_precision() != Precision::F32 {
+        return conv2d(conv, images);
+    }
     if conv.groups != 1 || conv.dilation != [1, 1] {
         return conv.forward(images);
     }

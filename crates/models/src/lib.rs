@@ -16,6 +16,7 @@ mod init;
 mod lrn;
 mod padding;
 mod params;
+mod precision;
 mod summary;
 #[cfg(test)]
 mod test_util;
@@ -26,7 +27,7 @@ pub use batch_norm::{OffsetBatchNorm, OffsetBatchNormConfig};
 pub use cifar10::{Cifar10Config, Cifar10Net};
 pub use classifier::{ClassifierLoss, ImageClassifier};
 pub use dropout::{dropout, with_dropout_seed, with_example_dropout};
-pub use fast_ops::{conv2d, max_pool2d};
+pub use fast_ops::{conv2d, linear, max_pool2d};
 pub use image_conv::conv_images;
 pub use inception::{
     AuxHead, AuxHeadConfig, InceptionA, InceptionAConfig, InceptionB, InceptionBConfig, InceptionC,
@@ -36,4 +37,5 @@ pub use inception::{
 pub use init::truncated_normal;
 pub use lrn::{Lrn, LrnConfig};
 pub use params::{ParamCounts, WeightDecay, count_params, l2_penalty, weight_decays};
+pub use precision::{Precision, current_precision, with_precision};
 pub use summary::{SummaryRow, summary_table};

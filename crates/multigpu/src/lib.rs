@@ -62,6 +62,7 @@ mod error;
 mod gradient_tap;
 mod listing;
 mod loss;
+mod loss_scale;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod overlap;
@@ -78,6 +79,7 @@ pub use devices::{TowerDevice, parse_devices};
 pub use error::{Error, Result};
 pub use listing::{BackendListing, Listed, ListedDevice, list_devices};
 pub use loss::{IntoTowerLoss, TowerLoss};
+pub use loss_scale::LossScaling;
 pub use reduce::{Reduce, all_reduce, reduce_to_device};
 pub use remote::remote_token;
 pub use running_state::{BatchNormSync, RunningStates};

@@ -8,6 +8,7 @@ use crate::config::TrainConfig;
 use crate::error::{Error, Result};
 use crate::pretrained::LoadOptions;
 use crate::trainer::LOG_FILE;
+use towers_models::Precision;
 
 /// Flags shared by the training examples (`#[command(flatten)]` them). Each flag given
 /// overrides the `--config` file, which overrides the example's defaults.
@@ -60,6 +61,10 @@ pub struct TrainArgs {
     /// Write a Chrome trace of every step's phases to PATH (`chrome://tracing`, Perfetto).
     #[arg(long, value_name = "PATH")]
     pub timeline: Option<PathBuf>,
+    /// Products of convolutions and dense layers in f32, bf16 (fast on CPUs with AMX) or f16
+    /// (GPUs); weights, optimizer, batch norm and loss stay f32.
+    #[arg(long)]
+    pub precision: Option<Precision>,
     /// Updates between scalar summaries (loss, learning rate, examples/sec, queue fill).
     #[arg(long)]
     pub summary_every: Option<u64>,
@@ -176,6 +181,9 @@ impl TrainArgs {
         }
         if let Some(v) = &self.timeline {
             c.timeline = Some(v.clone());
+        }
+        if let Some(v) = self.precision {
+            c.precision = v;
         }
         if let Some(v) = self.keep_checkpoints {
             c.keep_checkpoints = v;

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use towers_data::CorruptRecords;
-use towers_multigpu::{BatchNormSync, Reduce, TowersConfig};
+use towers_models::Precision;
+use towers_multigpu::{BatchNormSync, LossScaling, Reduce, TowersConfig};
 
 use crate::error::{Error, Result};
 use crate::optim::LrScheduleConfig;
@@ -77,6 +78,11 @@ pub struct TrainConfig {
     /// extension. None by default.
     #[serde(default)]
     pub timeline: Option<PathBuf>,
+    /// What the models' convolutions and dense layers compute in (see
+    /// [`towers_models::Precision`]): weights, optimizer state, batch norm and the loss stay
+    /// f32. f32 by default.
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 /// [`TrainConfig::towers`]: the settings of [`towers_multigpu::TowersConfig`].
@@ -154,6 +160,13 @@ impl TowersSection {
 }
 
 impl TrainConfig {
+    /// The towers' configuration: [`TrainConfig::towers`], with dynamic loss scaling when the
+    /// products are in f16.
+    pub fn towers_config(&self) -> TowersConfig {
+        let scaling = (self.precision == Precision::F16).then(LossScaling::default);
+        self.towers.to_towers_config().with_loss_scaling(scaling)
+    }
+
     /// `cifar10_multi_gpu_train.py`: batch 128, plain SGD at 0.1 decayed tenfold every 350
     /// epochs (staircase), weight decay 0.004, averages at 0.9999, a checkpoint every 1000
     /// steps, 1,000,000 steps.
@@ -186,6 +199,7 @@ impl TrainConfig {
             skip_corrupt_records: None,
             summaries: SummaryConfig::default(),
             timeline: None,
+            precision: Precision::F32,
         }
     }
 

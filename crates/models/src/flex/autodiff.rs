@@ -12,7 +12,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Flex};
 use burn_flex::FlexTensor;
 
-use super::conv::{ConvGeometry, input_grad, weight_grad};
+use super::conv::{Arithmetic, ConvGeometry, input_grad, weight_grad};
 use super::dims4;
 use super::extension::FlexKernels;
 use super::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
@@ -67,6 +67,7 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         weight: FloatTensor<Self>,
         stride: [usize; 2],
         padding: [usize; 2],
+        bf16: bool,
     ) -> FloatTensor<Self> {
         let geometry = ConvGeometry { stride, padding };
         match ConvBackward
@@ -82,14 +83,17 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                     weight.into_primitive(),
                     stride,
                     padding,
+                    bf16,
                 );
-                prep.finish((x_state, weight_state, geometry), out)
+                let arithmetic = Arithmetic::new(bf16);
+                prep.finish((x_state, weight_state, geometry, arithmetic), out)
             }
             OpsKind::UnTracked(prep) => prep.finish(Flex::towers_conv2d(
                 x.into_primitive(),
                 weight.into_primitive(),
                 stride,
                 padding,
+                bf16,
             )),
         }
     }
@@ -136,12 +140,13 @@ impl Backward<Flex, 1> for LrnBackward {
     }
 }
 
-/// Convolution's backward pass: state is the input, the kernel and the geometry.
+/// Convolution's backward pass: state is the input, the kernel, the geometry and the
+/// arithmetic of the products.
 #[derive(Debug)]
 struct ConvBackward;
 
 impl Backward<Flex, 2> for ConvBackward {
-    type State = (NodeId, NodeId, ConvGeometry);
+    type State = (NodeId, NodeId, ConvGeometry, Arithmetic);
 
     fn backward(
         self,
@@ -151,16 +156,17 @@ impl Backward<Flex, 2> for ConvBackward {
     ) {
         let [x_node, weight_node] = ops.parents;
         let grad = grads.consume::<Flex>(&ops.node);
-        let (x_state, weight_state, geometry) = ops.state;
+        let (x_state, weight_state, geometry, arithmetic) = ops.state;
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
         let weight: FlexTensor = checkpointer.retrieve_node_output(weight_state);
         let [_, _, kh, kw] = dims4(&weight);
         if let Some(node) = x_node {
-            let x_grad = input_grad(x.clone(), weight, grad.clone(), geometry);
+            let x_grad = input_grad(x.clone(), weight, grad.clone(), geometry, arithmetic);
             grads.register::<Flex>(node.id, x_grad);
         }
         if let Some(node) = weight_node {
-            grads.register::<Flex>(node.id, weight_grad(x, grad, [kh, kw], geometry));
+            let weight_grad = weight_grad(x, grad, [kh, kw], geometry, arithmetic);
+            grads.register::<Flex>(node.id, weight_grad);
         }
     }
 }

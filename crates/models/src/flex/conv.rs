@@ -4,14 +4,36 @@
 //! these shapes, its input gradient is a transposed convolution (gemm, then a col2im
 //! scatter), and its weight gradient a convolution as wide as the kernel has places (a gemm
 //! 25 columns wide for 5x5).
+//!
+//! In [`Arithmetic::Bf16`] the same products take their operands rounded to bf16 and sum in
+//! f32 ([`super::bf16_gemm`]: on AMX tiles where the CPU has them).
 
 use burn::backend::Flex;
 use burn::backend::ops::{ConvOptions, FloatTensorOps, ModuleOps};
-use burn::tensor::TensorData;
+use burn::tensor::{FloatDType, TensorData};
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
+use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
 use super::dims4;
+
+/// What a convolution's matrix products compute in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arithmetic {
+    F32,
+    /// Operands rounded to bf16, products summed in f32.
+    Bf16,
+}
+
+impl Arithmetic {
+    pub fn new(bf16: bool) -> Self {
+        if bf16 {
+            Arithmetic::Bf16
+        } else {
+            Arithmetic::F32
+        }
+    }
+}
 
 /// A convolution's stride and its zero padding, the same before and after.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +51,12 @@ impl ConvGeometry {
 
 /// `conv(x, weight)` for `[n, in, h, w]` and `[out, in, kh, kw]`: per image, the kernel as an
 /// `[out, in·kh·kw]` matrix times the windows, written straight into the image's output.
-pub(crate) fn forward(x: FlexTensor, weight: FlexTensor, geometry: ConvGeometry) -> FlexTensor {
+pub(crate) fn forward(
+    x: FlexTensor,
+    weight: FlexTensor,
+    geometry: ConvGeometry,
+    arithmetic: Arithmetic,
+) -> FlexTensor {
     let (x, weight) = (x.to_contiguous(), weight.to_contiguous());
     let [n, c, h, w] = dims4(&x);
     let [out, _, kh, kw] = dims4(&weight);
@@ -38,6 +65,7 @@ pub(crate) fn forward(x: FlexTensor, weight: FlexTensor, geometry: ConvGeometry)
     let (x_data, kernel): (&[f32], &[f32]) = (x.storage(), weight.storage());
     let (taps, places) = (c * kh * kw, out_h * out_w);
     let mut y = vec![0f32; n * out * places];
+    let kernel = Kernel::new(kernel, [out, taps], arithmetic);
     let per_thread = n.div_ceil(rayon::current_num_threads()).max(1);
     y.par_chunks_mut((out * places * per_thread).max(1))
         .zip(x_data.par_chunks(c * h * w * per_thread))
@@ -48,7 +76,7 @@ pub(crate) fn forward(x: FlexTensor, weight: FlexTensor, geometry: ConvGeometry)
                 .zip(x.chunks_exact(c * h * w))
             {
                 let windows = image.windows(x, &mut columns);
-                multiply(y, kernel, windows, [out, taps, places], Product::Set);
+                kernel.times(y, windows, places);
             }
         });
     FlexTensor::from_data(TensorData::new(y, [n, out, out_h, out_w]))
@@ -56,16 +84,22 @@ pub(crate) fn forward(x: FlexTensor, weight: FlexTensor, geometry: ConvGeometry)
 
 /// The gradient of `x` in `y = conv(x, weight)`, given `grad = ∂L/∂y`. At stride 1 it is the
 /// convolution of `grad` by the kernel flipped in both directions with inputs and outputs
-/// swapped, padded by `k - 1 - p` ([`forward`]). Other strides go to Burn's formulation.
+/// swapped, padded by `k - 1 - p` ([`forward`]). Other strides go to Burn's formulation (in
+/// bf16 on rounded operands: the same products).
 pub(crate) fn input_grad(
     x: FlexTensor,
     weight: FlexTensor,
     grad: FlexTensor,
     geometry: ConvGeometry,
+    arithmetic: Arithmetic,
 ) -> FlexTensor {
     let [_, _, kh, kw] = dims4(&weight);
     let [ph, pw] = geometry.padding;
     if geometry.stride != [1, 1] || ph >= kh || pw >= kw {
+        let (weight, grad) = match arithmetic {
+            Arithmetic::F32 => (weight, grad),
+            Arithmetic::Bf16 => (bf16_rounded(weight), bf16_rounded(grad)),
+        };
         return Flex::conv2d_x_backward(x, weight, grad, geometry.options());
     }
     let flipped = Flex::float_flip(Flex::float_swap_dims(weight, 0, 1), &[2, 3]);
@@ -77,6 +111,7 @@ pub(crate) fn input_grad(
             stride: [1, 1],
             padding,
         },
+        arithmetic,
     )
 }
 
@@ -90,6 +125,7 @@ pub(crate) fn weight_grad(
     grad: FlexTensor,
     kernel: [usize; 2],
     geometry: ConvGeometry,
+    arithmetic: Arithmetic,
 ) -> FlexTensor {
     let (x, grad) = (x.to_contiguous(), grad.to_contiguous());
     let [n, c, h, w] = dims4(&x);
@@ -109,13 +145,7 @@ pub(crate) fn weight_grad(
             for i in (t * share..(t + 1) * share).take_while(|&i| i < n) {
                 let windows = image.windows(&x_data[i * c * h * w..][..c * h * w], &mut columns);
                 let g = &grad_data[i * out * places..][..out * places];
-                multiply(
-                    &mut sum,
-                    g,
-                    windows,
-                    [out, places, taps],
-                    Product::AddTransposed,
-                );
+                add_product_transposed(&mut sum, g, windows, [out, places, taps], arithmetic);
             }
             sum
         })
@@ -131,7 +161,7 @@ pub(crate) fn weight_grad(
     FlexTensor::from_data(TensorData::new(total, shape))
 }
 
-/// What [`multiply`] computes.
+/// What [`multiply_f32`] computes.
 #[derive(Clone, Copy)]
 enum Product {
     /// `dst = lhs · rhs`, `rhs` a `[k × n]` matrix.
@@ -140,8 +170,83 @@ enum Product {
     AddTransposed,
 }
 
+/// `x` rounded to bf16, in f32.
+fn bf16_rounded(x: FlexTensor) -> FlexTensor {
+    Flex::float_cast(Flex::float_cast(x, FloatDType::BF16), FloatDType::F32)
+}
+
+/// A convolution's kernel as the left operand of every image's product: an `[out, taps]`
+/// matrix, packed once for bf16.
+enum Kernel<'a> {
+    F32 {
+        data: &'a [f32],
+        out: usize,
+        taps: usize,
+    },
+    Bf16(PackedLhs),
+}
+
+impl<'a> Kernel<'a> {
+    fn new(data: &'a [f32], [out, taps]: [usize; 2], arithmetic: Arithmetic) -> Self {
+        match arithmetic {
+            Arithmetic::F32 => Kernel::F32 { data, out, taps },
+            Arithmetic::Bf16 => Kernel::Bf16(PackedLhs::new(out, taps, row_major(data, taps))),
+        }
+    }
+
+    /// `y = kernel · windows`, the windows a `[taps, places]` matrix.
+    fn times(&self, y: &mut [f32], windows: &[f32], places: usize) {
+        match self {
+            Kernel::F32 { data, out, taps } => {
+                multiply_f32(y, data, windows, [*out, *taps, places], Product::Set)
+            }
+            Kernel::Bf16(kernel) => {
+                multiply_bf16(y, kernel, row_major(windows, places), places, false)
+            }
+        }
+    }
+}
+
+/// A row-major matrix with rows of `columns` values.
+fn row_major(data: &[f32], columns: usize) -> Strided<'_> {
+    Strided {
+        data,
+        row_stride: columns,
+        col_stride: 1,
+    }
+}
+
+/// `dst[m × n] += lhs · rhsᵀ` for row-major `lhs[m × k]` and `rhs[n × k]`, on the calling
+/// thread.
+fn add_product_transposed(
+    dst: &mut [f32],
+    lhs: &[f32],
+    rhs: &[f32],
+    [m, k, n]: [usize; 3],
+    arithmetic: Arithmetic,
+) {
+    match arithmetic {
+        Arithmetic::F32 => multiply_f32(dst, lhs, rhs, [m, k, n], Product::AddTransposed),
+        Arithmetic::Bf16 => {
+            let lhs = PackedLhs::new(m, k, row_major(lhs, k));
+            let rhs = Strided {
+                data: rhs,
+                row_stride: 1,
+                col_stride: k,
+            };
+            multiply_bf16(dst, &lhs, rhs, n, true);
+        }
+    }
+}
+
 /// `dst[m × n]` from `lhs[m × k]` and `rhs`, all row-major, by gemm on the calling thread.
-fn multiply(dst: &mut [f32], lhs: &[f32], rhs: &[f32], [m, k, n]: [usize; 3], product: Product) {
+fn multiply_f32(
+    dst: &mut [f32],
+    lhs: &[f32],
+    rhs: &[f32],
+    [m, k, n]: [usize; 3],
+    product: Product,
+) {
     assert!(dst.len() == m * n && lhs.len() == m * k && rhs.len() == k * n);
     let (rhs_cs, rhs_rs, accumulate) = match product {
         Product::Set => (1, n as isize, false),

@@ -4,7 +4,7 @@
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Flex, backend_extension};
 
-use super::conv::{ConvGeometry, forward};
+use super::conv::{Arithmetic, ConvGeometry, forward};
 use super::lrn::{LrnParams, lrn_forward};
 use super::max_pool::{MaxPoolShape, max_pool_forward};
 
@@ -30,12 +30,14 @@ pub trait FlexKernels: Backend {
     ) -> FloatTensor<Self>;
 
     /// Convolution of `[n, in, h, w]` by `[out, in, kh, kw]`: no bias, groups or dilation,
-    /// the same zero padding before and after.
+    /// the same zero padding before and after; with `bf16`, its products (and its gradients')
+    /// from operands rounded to bf16, summed in f32.
     fn towers_conv2d(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         stride: [usize; 2],
         padding: [usize; 2],
+        bf16: bool,
     ) -> FloatTensor<Self>;
 }
 
@@ -66,7 +68,13 @@ impl FlexKernels for Flex {
         weight: FloatTensor<Self>,
         stride: [usize; 2],
         padding: [usize; 2],
+        bf16: bool,
     ) -> FloatTensor<Self> {
-        forward(x, weight, ConvGeometry { stride, padding })
+        forward(
+            x,
+            weight,
+            ConvGeometry { stride, padding },
+            Arithmetic::new(bf16),
+        )
     }
 }

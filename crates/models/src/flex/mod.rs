@@ -23,6 +23,7 @@
 //! asymmetrically padded convolutions) to Burn's flex kernels.
 
 mod autodiff;
+mod bf16_gemm;
 mod conv;
 mod extension;
 mod lrn;

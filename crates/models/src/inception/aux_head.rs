@@ -64,6 +64,6 @@ impl AuxHead {
     pub fn forward(&self, x: Tensor<4>) -> Tensor<2> {
         let x = self.conv2d_1b_1x1.forward(self.pool.forward(x));
         let x = self.conv2d_2a.forward(x).flatten::<2>(1, 3);
-        self.conv2d_2b_1x1.forward(x)
+        crate::linear(&self.conv2d_2b_1x1, x)
     }
 }

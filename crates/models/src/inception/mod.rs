@@ -258,7 +258,7 @@ impl InceptionV3 {
         let x = step("Mixed_7b", self.mixed_7b.forward(x));
         let x = step("Mixed_7c", self.mixed_7c.forward(x));
         let pooled = x.mean_dim(3).mean_dim(2).flatten::<2>(1, 3);
-        let logits = self.logits.forward(crate::dropout(&self.dropout, pooled));
+        let logits = crate::linear(&self.logits, crate::dropout(&self.dropout, pooled));
         if let Some(aux) = &aux {
             tap("AuxLogits", &aux.dims());
         }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::loss_scale::LossScaling;
 use crate::reduce::Reduce;
 use crate::running_state::{BatchNormSync, RunningStates};
 #[cfg(doc)]
@@ -37,6 +38,8 @@ pub struct TowersConfig {
     /// How long a step waits for its towers before naming the ones still running on stderr
     /// (it then goes on waiting: a device call cannot be cancelled). 300 s by default.
     pub tower_deadline: Duration,
+    /// Dynamic loss scaling (see [`LossScaling`]), for products in f16; none by default.
+    pub loss_scaling: Option<LossScaling>,
 }
 
 impl Default for TowersConfig {
@@ -49,6 +52,7 @@ impl Default for TowersConfig {
             overlap: false,
             replica_check: 100,
             tower_deadline: Duration::from_secs(300),
+            loss_scaling: None,
         }
     }
 }
@@ -57,6 +61,12 @@ impl TowersConfig {
     /// Sets [`reduce`](Self::reduce).
     pub fn with_reduce(mut self, reduce: Reduce) -> Self {
         self.reduce = reduce;
+        self
+    }
+
+    /// Sets [`loss_scaling`](Self::loss_scaling).
+    pub fn with_loss_scaling(mut self, loss_scaling: Option<LossScaling>) -> Self {
+        self.loss_scaling = loss_scaling;
         self
     }
 
@@ -114,8 +124,12 @@ pub struct StepOutput {
     pub correct: Option<usize>,
     /// The loss function's named metrics, each its mean over the batch weighted like the loss.
     pub metrics: Vec<(String, f64)>,
-    /// Whether this call applied an update (every call, or every `accumulation`-th).
+    /// Whether this call ended a cycle with an update (every call, or every
+    /// `accumulation`-th), or with the update skipped (see [`skipped`](Self::skipped)).
     pub updated: bool,
+    /// Whether this call ended a cycle but skipped its update: a gradient overflowed under
+    /// [`TowersConfig::loss_scaling`], whose scale was then halved.
+    pub skipped: bool,
     /// The comparison of the replicas, when this update ran one (see
     /// [`TowersConfig::replica_check`]).
     pub replica_check: Option<ReplicaCheck>,

@@ -66,6 +66,7 @@ use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
 use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
+use crate::loss_scale::{self, LossScaler};
 use crate::overlap::OverlappedExchange;
 use crate::reduce::{Layout, Reduce};
 use crate::running_state::{self, Detection, Selection};
@@ -110,6 +111,8 @@ pub struct Towers<M> {
     updates: u64,
     /// Where the phases of each step are recorded (off unless asked for).
     timeline: Timeline,
+    /// The loss scale, under [`TowersConfig::loss_scaling`].
+    scaler: Option<LossScaler>,
 }
 
 impl<M> std::fmt::Debug for Towers<M> {
@@ -204,7 +207,6 @@ impl<M: Module> Towers<M> {
         Ok(Self {
             towers,
             main,
-            config,
             slots: layout.slot_map(),
             layout,
             running,
@@ -215,7 +217,26 @@ impl<M: Module> Towers<M> {
             processes: None,
             updates: 0,
             timeline: Timeline::default(),
+            scaler: config.loss_scaling.clone().map(LossScaler::new),
+            config,
         })
+    }
+
+    /// The scale the next step multiplies its losses by, under
+    /// [`TowersConfig::loss_scaling`].
+    pub fn loss_scale(&self) -> Option<f64> {
+        self.scaler.as_ref().map(LossScaler::scale)
+    }
+
+    /// `grads` unscaled for the update, or `None` when the update is to be skipped (see
+    /// `loss_scale.rs`); the scale follows. `grads` as they are without loss scaling.
+    fn unscaled(&mut self, grads: GradientsParams) -> Option<GradientsParams> {
+        let Some(scaler) = &mut self.scaler else {
+            return Some(grads);
+        };
+        let grads = loss_scale::unscaled(&self.layout, grads, scaler.scale(), &self.main);
+        scaler.record(grads.is_none());
+        grads
     }
 
     /// The model as of the last update.

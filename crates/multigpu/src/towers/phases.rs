@@ -110,7 +110,7 @@ impl<M: Module> Towers<M> {
         if plan.apply {
             let timeline = self.timeline.clone();
             let _update = timeline.span("update", Track::Main);
-            self.apply(done, &plan, lr, reduced);
+            output.skipped = self.apply(done, &plan, lr, reduced);
             output.replica_check = self.scheduled_replica_check();
         } else {
             self.keep(done, plan);
@@ -166,6 +166,7 @@ impl<M: Module> Towers<M> {
         let weight = self.cycle.weight + batch_weight;
         let apply = self.cycle.micro + 1 == k;
         let overlapped = apply && self.overlaps();
+        let loss_scale = self.loss_scale().unwrap_or(1.0);
         let loss_scales = (weights.iter())
             .map(|&w| {
                 let scale = if k == 1 && !overlapped {
@@ -173,6 +174,7 @@ impl<M: Module> Towers<M> {
                 } else {
                     w
                 };
+                let scale = scale * loss_scale;
                 (scale != 1.0).then_some(scale)
             })
             .collect();
@@ -237,6 +239,7 @@ impl<M: Module> Towers<M> {
                     optim,
                     lr,
                     grad_scale: plan.grad_scale,
+                    loss_scale: self.loss_scale(),
                 })
                 .collect(),
             State::Single { .. } => unreachable!("step_towers runs on several towers"),
@@ -259,32 +262,38 @@ impl<M: Module> Towers<M> {
     }
 
     /// Apply: the update that ends a cycle, then batch-norm statistics in sync. `reduced` is
-    /// the overlapped exchange's gradient, if it ran.
+    /// the overlapped exchange's gradient, if it ran. Whether the update was skipped (see
+    /// `loss_scale.rs`).
     fn apply(
         &mut self,
         done: Vec<Done<M>>,
         plan: &Plan,
         lr: f64,
         reduced: Option<GradientsParams>,
-    ) {
+    ) -> bool {
         self.cycle = Cycle::default();
         if matches!(self.state, State::ParameterDevice { .. }) {
-            self.update_on_parameter_device(done, plan, lr, reduced);
+            self.update_on_parameter_device(done, plan, lr, reduced)
         } else {
+            let skipped = done[0].skipped;
+            if let Some(scaler) = &mut self.scaler {
+                scaler.record(skipped);
+            }
             self.adopt_all_reduced(done, plan);
+            skipped
         }
     }
 
     /// Reduce the gathered gradients (unless the overlapped exchange did: `reduced`), update
-    /// the model on the parameter device, sync batch norm into it and broadcast it to the
-    /// towers.
+    /// the model on the parameter device (unless the update is skipped, which it returns),
+    /// sync batch norm into it and broadcast it to the towers.
     fn update_on_parameter_device(
         &mut self,
         done: Vec<Done<M>>,
         plan: &Plan,
         lr: f64,
         reduced: Option<GradientsParams>,
-    ) {
+    ) -> bool {
         let (grads, stats): (Vec<_>, Vec<_>) = done.into_iter().map(|d| (d.grads, d.stats)).unzip();
         // The replicas go before the update: on the parameter device they share the model's
         // tensors, which the optimizer can then update in place.
@@ -295,12 +304,18 @@ impl<M: Module> Towers<M> {
             Some(grads) => grads,
             None => self.reduce(grads.into_iter().flatten().collect(), plan),
         };
+        let grads = self.unscaled(grads);
+        let skipped = grads.is_none();
+        let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
         let State::ParameterDevice { master, optim, .. } = &mut self.state else {
             unreachable!("update_on_parameter_device runs under Reduce::ParameterDevice")
         };
         let examples = plan.examples.iter().sum();
-        let grads = self.tap.pass(&self.layout, grads);
-        let mut model = optim.step(lr, master.take().expect(PRESENT), grads);
+        let master = master.take().expect(PRESENT);
+        let mut model = match grads {
+            Some(grads) => optim.step(lr, master, grads),
+            None => master,
+        };
         if let Some(stats) = self.synced_stats(stats, plan) {
             model = running_state::write(model, &stats);
         }
@@ -313,6 +328,7 @@ impl<M: Module> Towers<M> {
         };
         *replicas = broadcast(&model, &self.towers);
         *master = Some(model);
+        skipped
     }
 
     /// Reduce: the towers' gradients summed on the parameter device, then their mean over the
@@ -391,6 +407,7 @@ fn step_output<M>(done: &[Done<M>], sizes: &[usize], weights: &[f64], updated: b
         correct: done.iter().map(|d| d.correct).sum(),
         metrics,
         updated,
+        skipped: false,
         replica_check: None,
     }
 }

@@ -54,7 +54,10 @@ impl<M: Module> Towers<M> {
         };
         // Under accumulation, or when the ranks exchange the sum, a micro-batch's gradient is
         // weighed by its weight; the sum is divided once at the update.
-        let loss_scale = (k > 1 || exchange.is_some()).then_some(weight);
+        let loss_scale = match (k > 1 || exchange.is_some(), self.loss_scale()) {
+            (true, scale) => Some(weight * scale.unwrap_or(1.0)),
+            (false, scale) => scale,
+        };
         let pass = panic::catch_unwind(AssertUnwindSafe(|| {
             let part = batch.split(&[batch.len()]).pop();
             let part = part.ok_or_else(|| "the batch's split gave no part".to_string())?;
@@ -86,7 +89,7 @@ impl<M: Module> Towers<M> {
             let running = detection.decide(self.model(), &self.config.running_states);
             self.set_running_state(running);
         }
-        let output = StepOutput {
+        let mut output = StepOutput {
             loss: pass.loss,
             tower_losses: vec![pass.loss],
             examples: batch.len(),
@@ -94,6 +97,7 @@ impl<M: Module> Towers<M> {
             correct: pass.correct,
             metrics: pass.metrics,
             updated: ends_cycle,
+            skipped: false,
             replica_check: None,
         };
         let grads = match (reduced.transpose(), pass.grads) {
@@ -113,7 +117,7 @@ impl<M: Module> Towers<M> {
         };
         let timeline = self.timeline.clone();
         let _update = timeline.span("update", Track::Main);
-        self.update_single(grads, examples, lr);
+        output.skipped = self.update_single(grads, examples, lr);
         Ok(output)
     }
 
@@ -151,18 +155,26 @@ impl<M: Module> Towers<M> {
         cross_process::mean_gradients(processes, &self.layout, grads, weight, &self.main)
     }
 
-    /// One optimizer step on the model with the update's gradient, then the batch-norm
-    /// statistics of all ranks when there are several (`examples` are this update's).
-    fn update_single(&mut self, grads: GradientsParams, examples: usize, lr: f64) {
-        let grads = self.tap.pass(&self.layout, grads);
+    /// One optimizer step on the model with the update's gradient (unless it is skipped, which
+    /// it returns), then the batch-norm statistics of all ranks when there are several
+    /// (`examples` are this update's).
+    fn update_single(&mut self, grads: GradientsParams, examples: usize, lr: f64) -> bool {
+        let grads = self.unscaled(grads);
+        let skipped = grads.is_none();
+        let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
         let State::Single { model, optim } = &mut self.state else {
             unreachable!("update_single runs on one tower")
         };
-        let updated = optim.step(lr, model.take().expect(PRESENT), grads);
+        let model = model.take().expect(PRESENT);
+        let updated = match grads {
+            Some(grads) => optim.step(lr, model, grads),
+            None => model,
+        };
         let updated = self.stats_across_processes(updated, examples);
         let State::Single { model, .. } = &mut self.state else {
             unreachable!()
         };
         *model = Some(updated);
+        skipped
     }
 }

@@ -16,6 +16,7 @@ use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
 use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
+use crate::loss_scale;
 use crate::reduce::{Layout, PeerGone, RingLink};
 use crate::running_state::{self, RunningStats, Selection};
 use crate::timeline::{Timeline, Track};
@@ -105,12 +106,14 @@ pub(super) enum Finish {
     Gather(Device),
     /// Nothing: the tap has them.
     Tapped,
-    /// Ring all-reduce, then its own update.
+    /// Ring all-reduce, then its own update (skipped when a gradient overflowed under
+    /// `loss_scale`: the sums, and so the decision, are the same on every tower).
     AllReduce {
         link: RingLink,
         optim: ModuleOptimizer,
         lr: f64,
         grad_scale: Option<f64>,
+        loss_scale: Option<f64>,
     },
 }
 
@@ -120,6 +123,8 @@ pub(super) struct Done<M> {
     pub(super) grads: Option<GradientsParams>,
     /// The optimizer after an all-reduce update.
     pub(super) optim: Option<ModuleOptimizer>,
+    /// Whether the all-reduce update was skipped (see [`Finish::AllReduce`]).
+    pub(super) skipped: bool,
     /// Batch-norm statistics, read when the cycle ends.
     pub(super) stats: Option<RunningStats>,
     pub(super) loss: f64,
@@ -187,6 +192,7 @@ where
     let _reduce = timeline.span("reduce", track);
     let stats = (has_running_stats && !matches!(finish, Finish::Keep))
         .then(|| running_state::read(&replica, running).into_device(&stats_device));
+    let mut skipped = false;
     let (replica, grads, optim) = match finish {
         Finish::Keep => (replica, Some(grads), None),
         Finish::Tapped => (replica, None, None),
@@ -196,6 +202,7 @@ where
             mut optim,
             lr,
             grad_scale,
+            loss_scale,
         } => {
             let sum = layout
                 .ring_all_reduce(&link, grads, &device)
@@ -204,7 +211,15 @@ where
                 Some(factor) => layout.scale(sum, factor),
                 None => sum,
             };
-            (optim.step(lr, replica, sum), None, Some(optim))
+            let sum = match loss_scale {
+                Some(scale) => loss_scale::unscaled(layout, sum, scale, &device),
+                None => Some(sum),
+            };
+            skipped = sum.is_none();
+            match sum {
+                Some(sum) => (optim.step(lr, replica, sum), None, Some(optim)),
+                None => (replica, None, Some(optim)),
+            }
         }
     };
     // What this thread queued must be handed over before the thread ends (see "Threads" in
@@ -219,6 +234,7 @@ where
         replica,
         grads,
         optim,
+        skipped,
         stats,
         loss: pass.loss,
         correct: pass.correct,

@@ -6,7 +6,7 @@
 use burn::module::Module;
 use burn::tensor::Device;
 use towers_data::PipelineConfig;
-use towers_models::with_example_dropout;
+use towers_models::{Precision, with_example_dropout, with_precision};
 use towers_multigpu::{TowerBatch, TowerLoss, current_first_example};
 
 use super::Trainer;
@@ -68,18 +68,22 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     }
 }
 
-/// `step`'s loss as the towers take it, with its dropout masks drawn per example from streams
-/// of `seed`, the `rank` and the example's index in the batch (see
+/// `step`'s loss as the towers take it, its products in `precision` (see
+/// [`towers_models::with_precision`]) and its dropout masks drawn per example from streams of
+/// `seed`, the `rank` and the example's index in the batch (see
 /// [`towers_models::with_example_dropout`]): the same masks in a resumed run, whichever thread
 /// runs which tower when, and whatever the number of towers.
 pub(super) fn seeded_step<M, S: TrainStep<M>>(
     step: &S,
     seed: u64,
     rank: usize,
+    precision: Precision,
 ) -> impl for<'a> Fn(&M, <S::Batch as TowerBatch>::Part<'a>, &Device) -> TowerLoss + Sync + '_ {
     move |m, part, device| {
         let first = current_first_example().unwrap_or(0);
-        with_example_dropout(mix(seed, rank as u64), first, || step.loss(m, part, device))
+        with_precision(precision, || {
+            with_example_dropout(mix(seed, rank as u64), first, || step.loss(m, part, device))
+        })
     }
 }
 

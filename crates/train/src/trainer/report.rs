@@ -76,8 +76,10 @@ pub(crate) struct Interval {
     time: Duration,
     steps: u64,
     examples: usize,
-    /// Each step's loss times its examples.
+    /// Each step's loss times its examples, and those examples: steps whose loss overflowed
+    /// (and so skipped their update, under loss scaling) are left out.
     loss_sum: f64,
+    loss_examples: usize,
 }
 
 impl Interval {
@@ -85,12 +87,15 @@ impl Interval {
         self.time += took;
         self.steps += 1;
         self.examples += examples;
-        self.loss_sum += loss * examples as f64;
+        if loss.is_finite() {
+            self.loss_sum += loss * examples as f64;
+            self.loss_examples += examples;
+        }
     }
 
     pub(crate) fn mean_loss(&self) -> MeanLoss {
         MeanLoss {
-            loss: self.loss_sum / self.examples.max(1) as f64,
+            loss: self.loss_sum / self.loss_examples.max(1) as f64,
             steps: self.steps,
         }
     }

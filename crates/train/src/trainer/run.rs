@@ -74,12 +74,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     {
         let c = &self.config;
         let step = start.step;
-        let towers = Towers::new(
-            start.model,
-            start.optimizer,
-            devices,
-            c.towers.to_towers_config(),
-        )?;
+        let towers = Towers::new(start.model, start.optimizer, devices, c.towers_config())?;
         // Under MPI the rank's watchdog follows the phases even when no timeline is written.
         let deadline =
             (self.processes.as_ref()).and_then(|p| p.deadline().filter(|_| p.size() > 1));
@@ -151,6 +146,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         drop(seeding);
         let (mut loss_sum, mut weight, mut examples) = (0.0, 0.0, 0usize);
         let mut metrics = Metrics::default();
+        let loss_scale = run.towers.loss_scale();
+        let mut skipped = false;
         for micro in 0.. {
             let input = timeline.span("input", Track::Main);
             let batch = next_batch(&mut run.pipeline)?;
@@ -162,7 +159,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             drop(summaries);
             let seed = mix(mix(c.seed, run.step), micro);
             let towers = timeline.span("towers", Track::Main);
-            let out = (run.towers).step(&batch, lr, seeded_step(&self.step, seed, self.rank()))?;
+            let loss = seeded_step(&self.step, seed, self.rank(), c.precision);
+            let out = (run.towers).step(&batch, lr, loss)?;
             drop(towers);
             let summaries = timeline.span("summaries", Track::Main);
             run.summaries.add(&out);
@@ -172,12 +170,25 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             examples += out.examples;
             metrics.add(&out);
             if out.updated {
+                skipped = out.skipped;
                 break;
             }
         }
         let loss = loss_sum / weight;
         run.step += 1;
-        if !loss.is_finite() {
+        if skipped {
+            let (before, now) = (
+                loss_scale.unwrap_or(1.0),
+                run.towers.loss_scale().unwrap_or(1.0),
+            );
+            run.log.println(&format!(
+                "step {}: a gradient overflowed at loss scale {before}: update skipped, the \
+                 scale is now {now}",
+                run.step
+            ));
+        }
+        // An overflow under loss scaling (in f16) skips its update; that is not divergence.
+        if !loss.is_finite() && !skipped {
             run.log.finish();
             return Err(Error::Diverged {
                 step: run.step,

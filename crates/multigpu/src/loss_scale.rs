@@ -1,0 +1,113 @@
+//! Dynamic loss scaling, as `torch.amp.GradScaler` does it, for training in f16.
+//!
+//! In f16 (5 exponent bits) small gradients underflow to zero. Every tower's loss is multiplied
+//! by a scale `S` before backward, so the gradients come out `S` times larger; the update
+//! divides them by `S` again. When any gradient overflowed (an infinity or NaN anywhere), the
+//! update is skipped and `S` halved; after [`LossScaling::growth_interval`] updates in a row
+//! without one, `S` doubles. The check reads the reduced gradient, which is the same on every
+//! tower and, once the ranks have exchanged, on every rank: all of them skip the same steps.
+
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Tensor};
+
+use crate::reduce::Layout;
+
+/// The settings of dynamic loss scaling (torch's defaults).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LossScaling {
+    /// The first scale. 65,536 by default.
+    pub initial: f64,
+    /// Updates in a row without an overflow after which the scale doubles. 2,000 by default.
+    pub growth_interval: u64,
+}
+
+impl Default for LossScaling {
+    fn default() -> Self {
+        Self {
+            initial: 65536.0,
+            growth_interval: 2000,
+        }
+    }
+}
+
+/// The scale between updates.
+#[derive(Clone, Debug)]
+pub(crate) struct LossScaler {
+    settings: LossScaling,
+    scale: f64,
+    /// Updates since the last overflow or growth.
+    good: u64,
+}
+
+impl LossScaler {
+    pub(crate) fn new(settings: LossScaling) -> Self {
+        Self {
+            scale: settings.initial,
+            settings,
+            good: 0,
+        }
+    }
+
+    /// What the losses are multiplied by now.
+    pub(crate) fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    /// After an update's check: halve the scale if it overflowed, else count it and double
+    /// the scale at the interval.
+    pub(crate) fn record(&mut self, overflowed: bool) {
+        if overflowed {
+            self.scale /= 2.0;
+            self.good = 0;
+            return;
+        }
+        self.good += 1;
+        if self.good >= self.settings.growth_interval {
+            self.scale *= 2.0;
+            self.good = 0;
+        }
+    }
+}
+
+/// `grads` divided by `scale`, or `None` when any of their values is not finite. One
+/// reduction per gradient (`Σ 0·g`: 0 when every value is finite, NaN otherwise) and one read.
+pub(crate) fn unscaled(
+    layout: &Layout,
+    grads: GradientsParams,
+    scale: f64,
+    device: &Device,
+) -> Option<GradientsParams> {
+    let (grads, copy) = layout.copy(grads);
+    let probes: Vec<Tensor<1>> = (layout.flatten(copy, device).into_iter())
+        .map(|g| g.mul_scalar(0.0).sum())
+        .collect();
+    let finite = probes.is_empty() || {
+        let sum = Tensor::cat(probes, 0).sum().into_scalar::<f32>();
+        sum.is_finite()
+    };
+    finite.then(|| layout.scale(grads, 1.0 / scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn halves_on_overflow_and_doubles_after_the_interval() {
+        let mut scaler = LossScaler::new(LossScaling {
+            initial: 1024.0,
+            growth_interval: 3,
+        });
+        scaler.record(true);
+        assert_eq!(scaler.scale(), 512.0);
+        scaler.record(false);
+        scaler.record(false);
+        assert_eq!(scaler.scale(), 512.0);
+        scaler.record(true);
+        scaler.record(false);
+        scaler.record(false);
+        assert_eq!(scaler.scale(), 256.0);
+        scaler.record(false);
+        assert_eq!(scaler.scale(), 512.0);
+    }
+}
