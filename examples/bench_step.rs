@@ -8,11 +8,12 @@
 //!    output's sum with respect to the layer's weights and, except for conv1, whose input is
 //!    the images, its input); backward is the difference.
 //! 2. The whole net: loss forward, forward+backward, and the full step with the trainer's
-//!    optimizer (plain SGD, TF's) and the loss read back.
+//!    optimizer (plain SGD, TF's) and the loss read back, with products in f32 and in bf16
+//!    (`towers_models::with_precision`) alternating call by call; the layers of 1 in bf16 too.
 //! 3. Other formulations of the layers whose cost is ours to choose, each against the one the
 //!    model uses, in rows that alternate call by call.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 mod bench_common;
 use bench_common::layer_timing::{Layer, alternatives_rows, layer_table};
@@ -20,11 +21,14 @@ use bench_common::{bench_device, cifar_batch, median, reps};
 
 use burn::nn::PaddingConfig2d;
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
-use burn::optim::GradientsParams;
+use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::relu;
 use burn::tensor::ops::PadMode;
-use burn::tensor::{Device, Tensor, s};
-use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier, conv_images, conv2d, max_pool2d};
+use burn::tensor::{Device, Int, Tensor, s};
+use towers_models::{
+    Cifar10Config, Cifar10Net, ImageClassifier, Precision, bf16_on_amx, conv_images, conv2d,
+    max_pool2d, with_precision,
+};
 use towers_train::OptimizerConfig;
 
 fn main() {
@@ -34,6 +38,8 @@ fn main() {
     let net = Cifar10Config::new().init(&device);
     println!("CIFAR-10 tutorial net, batch 128, {entry}, median of {reps} calls, ms");
     layer_table(layers(&net), reps, &device);
+    println!("\nthe same layers, products in bf16:");
+    with_precision(Precision::Bf16, || layer_table(layers(&net), reps, &device));
     whole_step(net.clone(), reps, &device);
 
     println!("\nformulations (the model's first), same input, alternating calls:");
@@ -80,38 +86,74 @@ fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
     ]
 }
 
-fn whole_step(mut net: Cifar10Net, reps: usize, device: &Device) {
+fn whole_step(net: Cifar10Net, reps: usize, device: &Device) {
     let batch = cifar_batch(128, device);
     let (x, y) = batch.as_slice().to_tensors(device);
-    let mut optim = OptimizerConfig::Sgd.init();
-    let mut times = [Vec::new(), Vec::new(), Vec::new()];
+    let precisions = [Precision::F32, Precision::Bf16];
+    let mut nets = [net.clone(), net];
+    let mut optims = [OptimizerConfig::Sgd.init(), OptimizerConfig::Sgd.init()];
+    let mut times = [[(); 3].map(|_| Vec::new()), [(); 3].map(|_| Vec::new())];
+    // The precisions alternate call by call, so that both see the same machine.
     for rep in 0..reps + 1 {
-        let start = Instant::now();
-        let _: f32 = net.loss(x.clone(), y.clone()).loss.into_scalar();
-        let fwd = start.elapsed();
-        let start = Instant::now();
-        let _grads = net.loss(x.clone(), y.clone()).loss.backward();
-        device.sync().unwrap();
-        let both = start.elapsed();
-        let start = Instant::now();
-        let loss = net.loss(x.clone(), y.clone()).loss;
-        let grads = GradientsParams::from_grads(loss.backward(), &net);
-        let _: f32 = loss.into_scalar();
-        net = optim.step(0.1, net, grads);
-        if rep > 0 {
-            for (t, d) in times.iter_mut().zip([fwd, both, start.elapsed()]) {
-                t.push(d);
+        for (i, &precision) in precisions.iter().enumerate() {
+            let took = with_precision(precision, || {
+                let net = nets[i].clone();
+                let (took, net) = time_step(net, &mut optims[i], (&x, &y), device);
+                nets[i] = net;
+                took
+            });
+            if rep > 0 {
+                times[i].iter_mut().zip(took).for_each(|(t, d)| t.push(d));
             }
         }
     }
-    let [fwd, both, step] = times.map(|t| median(t) * 1e3);
-    println!("{:<40} {fwd:>8.2}", "whole net: loss forward");
-    println!("{:<40} {both:>8.2}", "whole net: forward+backward");
-    println!(
-        "{:<40} {step:>8.2}   ({:.0} examples/s)",
-        "whole step: forward+backward+SGD",
-        128e3 / step
-    );
+    let amx = if bf16_on_amx() {
+        "AMX tiles"
+    } else {
+        "f32 gemm, rounded operands"
+    };
+    for (precision, times) in precisions.iter().zip(times) {
+        let [fwd, both, step] = times.map(|t| median(t) * 1e3);
+        let note = match precision {
+            Precision::Bf16 => format!(", bf16 products on {amx}"),
+            _ => String::new(),
+        };
+        println!(
+            "{:<40} {fwd:>8.2}",
+            format!("whole net ({precision}): loss forward")
+        );
+        println!(
+            "{:<40} {both:>8.2}",
+            format!("whole net ({precision}): forward+backward")
+        );
+        println!(
+            "{:<40} {step:>8.2}   ({:.0} examples/s{note})",
+            format!("whole step ({precision}): fwd+bwd+SGD"),
+            128e3 / step
+        );
+    }
+}
+
+/// The loss forward alone, forward and backward, and a full step with the loss read back.
+fn time_step(
+    mut net: Cifar10Net,
+    optim: &mut ModuleOptimizer,
+    (x, y): (&Tensor<4>, &Tensor<1, Int>),
+    device: &Device,
+) -> ([Duration; 3], Cifar10Net) {
+    let start = Instant::now();
+    let _: f32 = net.loss(x.clone(), y.clone()).loss.into_scalar();
+    let fwd = start.elapsed();
+    let start = Instant::now();
+    let _grads = net.loss(x.clone(), y.clone()).loss.backward();
+    device.sync().unwrap();
+    let both = start.elapsed();
+    let start = Instant::now();
+    let loss = net.loss(x.clone(), y.clone()).loss;
+    let grads = GradientsParams::from_grads(loss.backward(), &net);
+    let _: f32 = loss.into_scalar();
+    net = optim.step(0.1, net, grads);
+    ([fwd, both, start.elapsed()], net)
 }
 
 /// Groups of formulations of one computation, the model's first.

@@ -37,5 +37,5 @@ pub use inception::{
 pub use init::truncated_normal;
 pub use lrn::{Lrn, LrnConfig};
 pub use params::{ParamCounts, WeightDecay, count_params, l2_penalty, weight_decays};
-pub use precision::{Precision, current_precision, with_precision};
+pub use precision::{Precision, bf16_on_amx, current_precision, with_precision};
 pub use summary::{SummaryRow, summary_table};

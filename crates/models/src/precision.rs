@@ -65,6 +65,15 @@ impl FromStr for Precision {
     }
 }
 
+/// Whether bf16 products on flex run on AMX tiles on this machine (else on f32 gemm with the
+/// operands rounded: the same results, no faster). `TOWERS_NO_AMX=1` turns the tiles off.
+pub fn bf16_on_amx() -> bool {
+    #[cfg(feature = "flex")]
+    return crate::flex::amx_available();
+    #[cfg(not(feature = "flex"))]
+    false
+}
+
 thread_local! {
     static PRECISION: Cell<Precision> = const { Cell::new(Precision::F32) };
 }

@@ -18,7 +18,7 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::{Device, Int, Tensor};
 use towers_data::image_loss;
-use towers_models::{BasicConv, BasicConvConfig};
+use towers_models::{BasicConv, BasicConvConfig, Precision, with_precision};
 use towers_multigpu::{
     BatchNormSync, Error, Reduce, TowerDevice, Towers, TowersConfig, parse_devices,
 };
@@ -291,4 +291,89 @@ fn two_hundred_mixed_steps_under_the_ring_match_flex() {
         println!("{list}: after 100 updates the replicas differ by {check:?}");
         assert_close(&got, &want, TOLERANCE, &list);
     }
+}
+
+/// A conv net whose convolution and dense layer go through `towers_models`' products, so that
+/// they follow the thread's precision: images `[n, 3, 8, 8]`, 5 classes.
+#[derive(Module, Debug)]
+struct MixedNet {
+    conv: burn::nn::conv::Conv2d,
+    fc: Linear,
+}
+
+impl MixedNet {
+    fn new(device: &Device) -> Self {
+        Self {
+            conv: burn::nn::conv::Conv2dConfig::new([3, 8], [3, 3]).init(device),
+            fc: LinearConfig::new(8 * 6 * 6, 5).init(device),
+        }
+    }
+
+    /// The loss in f32 from products in `precision`, times `factor`.
+    fn loss(
+        &self,
+        x: Tensor<4>,
+        y: Tensor<1, Int>,
+        precision: Precision,
+        factor: f32,
+    ) -> Tensor<1> {
+        with_precision(precision, || {
+            let x = burn::tensor::activation::relu(towers_models::conv2d(&self.conv, x));
+            let logits = towers_models::linear(&self.fc, x.flatten::<2>(1, 3));
+            let loss = CrossEntropyLossConfig::new().init(&logits.device());
+            loss.forward(logits, y) * factor
+        })
+    }
+}
+
+/// f16 products with dynamic loss scaling on two GPU towers: the first loss is f32's on flex
+/// to f16's rounding; on one batch, repeated, the loss falls as f32's does; a step whose loss is
+/// forced to overflow is skipped on both replicas, halving the scale.
+#[test]
+fn f16_training_with_loss_scaling_on_gpu_towers_follows_f32() {
+    let Some(gpu) = gpu_or_skip("f16_training_with_loss_scaling") else {
+        return;
+    };
+    let model = MixedNet::new(&flex());
+    let scaling = towers_multigpu::LossScaling {
+        initial: 65536.0,
+        growth_interval: 1000,
+    };
+    let config = TowersConfig::default().with_loss_scaling(Some(scaling));
+    let on_gpu = model.clone().fork(&gpu.device);
+    let mut half = Towers::new(on_gpu, sgd(), &devices(&gpu.list("GPU,GPU")), config).unwrap();
+    let mut full = Towers::new(model, sgd(), &devices("flex"), TowersConfig::default()).unwrap();
+    let step = |towers: &mut Towers<MixedNet>, precision, factor: f32| {
+        let loss = move |m: &MixedNet, x, y| m.loss(x, y, precision, factor);
+        towers.step(&batch(16, 5), LR, image_loss(loss)).unwrap()
+    };
+    let losses = |towers: &mut Towers<MixedNet>, precision| -> Vec<f64> {
+        (0..15)
+            .map(|_| step(towers, precision, 1.0))
+            .inspect(|o| assert!(!o.skipped))
+            .map(|o| o.loss)
+            .collect()
+    };
+    let (h, f) = (
+        losses(&mut half, Precision::F16),
+        losses(&mut full, Precision::F32),
+    );
+    // f16's 11-bit significand shows in the first loss: the products did run in f16.
+    let gap = (h[0] - f[0]).abs() / f[0];
+    assert!(
+        gap > 1e-6 && gap < 1e-2,
+        "first loss: f16 {} against f32 {}",
+        h[0],
+        f[0]
+    );
+    assert!(
+        h[14] < 0.5 * h[0] && f[14] < 0.5 * f[0],
+        "f16 {h:?}, f32 {f:?}"
+    );
+    let before: Vec<_> = half.replicas().iter().map(values).collect();
+    let out = step(&mut half, Precision::F16, f32::INFINITY);
+    assert!(out.skipped);
+    assert_eq!(half.loss_scale(), Some(32768.0));
+    let after: Vec<_> = half.replicas().iter().map(values).collect();
+    assert_eq!(after, before, "both replicas as they were");
 }

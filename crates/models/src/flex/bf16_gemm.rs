@@ -1,5 +1,18 @@
-//! TEMPORARY stand-in (fallback only) until the AMX kernel lands.
+//! bf16 matrix products with f32 accumulation: Intel AMX tiles (`tdpbf16ps`) where the CPU and
+//! the OS allow them, and f32 gemm on bf16-rounded operands elsewhere.
+//!
+//! Both paths compute the same thing up to the order of the f32 sums: each operand is rounded to
+//! bf16 (round to nearest even), the product of two bf16 values is exact in f32, and the products
+//! are summed in f32. One difference remains: AMX treats subnormal bf16 inputs as zero and flushes
+//! subnormal results, the fallback does not.
+//!
+//! Set `TOWERS_NO_AMX=1` (any value but empty or `0`) to force the fallback; it is read once per
+//! process.
 
+use std::cell::RefCell;
+use std::sync::OnceLock;
+
+/// A matrix of f32 read through strides: element (row, col) is `data[row * row_stride + col * col_stride]`.
 #[derive(Clone, Copy)]
 pub(crate) struct Strided<'a> {
     pub data: &'a [f32],
@@ -7,28 +20,74 @@ pub(crate) struct Strided<'a> {
     pub col_stride: usize,
 }
 
+impl Strided<'_> {
+    /// Panics unless every element of a `rows × cols` matrix lies inside `data`: the packers read
+    /// without bounds checks once this has passed.
+    fn assert_covers(&self, rows: usize, cols: usize) {
+        if rows == 0 || cols == 0 {
+            return;
+        }
+        let last = (rows - 1)
+            .checked_mul(self.row_stride)
+            .zip((cols - 1).checked_mul(self.col_stride))
+            .and_then(|(row, col)| row.checked_add(col));
+        assert!(
+            last.is_some_and(|last| last < self.data.len()),
+            "a {rows}×{cols} matrix with strides ({}, {}) reaches past {} elements",
+            self.row_stride,
+            self.col_stride,
+            self.data.len(),
+        );
+    }
+
+    fn at(&self, row: usize, col: usize) -> f32 {
+        self.data[row * self.row_stride + col * self.col_stride]
+    }
+}
+
+/// `lhs` (`m × k`) rounded to bf16 and laid out in AMX tiles once, for products with many right-hand sides (a convolution's kernel times every image's windows).
 pub(crate) struct PackedLhs {
     m: usize,
     k: usize,
-    values: Vec<f32>,
+    layout: LhsLayout,
 }
 
-fn round(x: f32) -> f32 {
-    half::bf16::from_f32(x).to_f32()
+enum LhsLayout {
+    /// Rounded to bf16 but stored as f32, row-major `m × k`: the fallback's operand.
+    Rows(Vec<f32>),
+    /// bf16 in AMX tiles.
+    #[cfg(target_arch = "x86_64")]
+    Tiles(amx::TiledLhs),
 }
 
 impl PackedLhs {
     pub(crate) fn new(m: usize, k: usize, lhs: Strided) -> Self {
-        let mut values = Vec::with_capacity(m * k);
-        for r in 0..m {
-            for c in 0..k {
-                values.push(round(lhs.data[r * lhs.row_stride + c * lhs.col_stride]));
+        Self::with_layout(m, k, lhs, amx_available())
+    }
+
+    /// Packs for the AMX path when `tiles` (which needs AMX here), else for the fallback; the
+    /// layout picks the path of every later `multiply_bf16`.
+    fn with_layout(m: usize, k: usize, lhs: Strided, tiles: bool) -> Self {
+        lhs.assert_covers(m, k);
+        let layout = if tiles {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let amx = amx::Amx::get().expect("AMX tiles need AMX");
+                LhsLayout::Tiles(amx::TiledLhs::new(amx, m, k, lhs))
             }
-        }
-        Self { m, k, values }
+            #[cfg(not(target_arch = "x86_64"))]
+            panic!("AMX tiles exist only on x86_64")
+        } else {
+            let rows = (0..m)
+                .flat_map(|row| (0..k).map(move |col| round_to_bf16(lhs.at(row, col))))
+                .collect();
+            LhsLayout::Rows(rows)
+        };
+        Self { m, k, layout }
     }
 }
 
+/// `dst (m × n, row-major, row stride n) = or += lhs · rhs`, with `rhs` (`k × n`) rounded to bf16 (round to nearest even), the products summed in f32. On the calling thread.
 pub(crate) fn multiply_bf16(
     dst: &mut [f32],
     lhs: &PackedLhs,
@@ -37,34 +96,1162 @@ pub(crate) fn multiply_bf16(
     accumulate: bool,
 ) {
     let (m, k) = (lhs.m, lhs.k);
-    let mut b = Vec::with_capacity(k * n);
-    for r in 0..k {
-        for c in 0..n {
-            b.push(round(rhs.data[r * rhs.row_stride + c * rhs.col_stride]));
+    assert_eq!(
+        dst.len(),
+        m * n,
+        "dst holds {} elements, not {m}×{n}",
+        dst.len()
+    );
+    rhs.assert_covers(k, n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            dst.fill(0.0);
+        }
+        return;
+    }
+    match &lhs.layout {
+        LhsLayout::Rows(rows) => multiply_rows(dst, rows, rhs, [m, k, n], accumulate),
+        #[cfg(target_arch = "x86_64")]
+        LhsLayout::Tiles(tiles) => amx::multiply(dst, tiles, rhs, n, accumulate),
+    }
+}
+
+/// Whether `multiply_bf16` runs on AMX tiles here (false: exact-product fallback on f32 gemm).
+pub(crate) fn amx_available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let forced_off =
+            std::env::var_os("TOWERS_NO_AMX").is_some_and(|v| !v.is_empty() && v != "0");
+        !forced_off && amx_supported()
+    })
+}
+
+/// Whether the CPU has AMX-BF16 and the OS lets this process use the tiles, whatever
+/// `TOWERS_NO_AMX` says.
+fn amx_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return amx::supported();
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
+/// The bf16 nearest to `x` (ties to even) as its bit pattern; NaN stays a (quiet) NaN of the
+/// same sign, values past the largest bf16 round to infinity.
+fn bf16_bits(x: f32) -> u16 {
+    let bits = x.to_bits();
+    // Without a branch, so that loops of it vectorise (the sum wraps only for NaNs).
+    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
+    let quiet_nan = (bits >> 16) | 0x40;
+    (if x.is_nan() { quiet_nan } else { rounded }) as u16
+}
+
+/// `x` rounded to bf16, as the f32 of the same value.
+fn round_to_bf16(x: f32) -> f32 {
+    f32::from_bits(u32::from(bf16_bits(x)) << 16)
+}
+
+thread_local! {
+    /// The fallback's rounded copy of `rhs`, kept between calls so that the steady state
+    /// allocates nothing.
+    static ROUNDED_RHS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The fallback: `rhs` rounded into a compact copy, then f32 gemm on the calling thread. The
+/// products of bf16 values are exact in f32, so only the summation order differs from AMX.
+fn multiply_rows(
+    dst: &mut [f32],
+    lhs: &[f32],
+    rhs: Strided,
+    [m, k, n]: [usize; 3],
+    accumulate: bool,
+) {
+    ROUNDED_RHS.with_borrow_mut(|copy| {
+        let [rhs_rs, rhs_cs] = round_compact(copy, rhs, k, n);
+        // SAFETY: `dst` is m×n row-major (column stride 1, row stride n), `lhs` m×k row-major,
+        // `copy` k×n with the strides `round_compact` returned, and all three lengths match
+        // (asserted by the caller for `dst`, built that way for the others).
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                dst.as_mut_ptr(),
+                1,
+                n as isize,
+                accumulate,
+                lhs.as_ptr(),
+                1,
+                k as isize,
+                copy.as_ptr(),
+                rhs_cs as isize,
+                rhs_rs as isize,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
+    });
+}
+
+/// Writes `rhs` (`k × n`) rounded to bf16 into `copy`, contiguously, keeping its orientation so
+/// that both the read and the write run through memory in order; returns the copy's
+/// `[row_stride, col_stride]`.
+fn round_compact(copy: &mut Vec<f32>, rhs: Strided, k: usize, n: usize) -> [usize; 2] {
+    let transposed = rhs.row_stride == 1 && rhs.col_stride != 1;
+    let (lines, length, line_stride, step) = if transposed {
+        (n, k, rhs.col_stride, rhs.row_stride)
+    } else {
+        (k, n, rhs.row_stride, rhs.col_stride)
+    };
+    copy.clear();
+    for line in 0..lines {
+        let start = line * line_stride;
+        if step == 1 {
+            let line = &rhs.data[start..start + length];
+            copy.extend(line.iter().map(|&x| round_to_bf16(x)));
+        } else {
+            copy.extend((0..length).map(|i| round_to_bf16(rhs.data[start + i * step])));
         }
     }
-    assert_eq!(dst.len(), m * n);
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            lhs.values.as_ptr(),
-            1,
-            k as isize,
-            b.as_ptr(),
-            1,
-            n as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
+    if transposed { [1, k] } else { [n, 1] }
+}
+
+/// The AMX path: tile layout, packing (AVX-512 where the strides allow), and the kernel.
+#[cfg(target_arch = "x86_64")]
+mod amx {
+    use super::{Strided, bf16_bits};
+    use core::arch::asm;
+    use core::arch::x86_64::*;
+    use std::cell::RefCell;
+    use std::sync::OnceLock;
+
+    /// Tile rows, and f32 columns of a C tile (or column pairs of a B tile).
+    const ROWS: usize = 16;
+    /// bf16 values in a tile row: the `k` depth of one `tdpbf16ps`.
+    const DEPTH: usize = 32;
+
+    /// One tile of bf16: 16 rows of 64 bytes, aligned so that no tile row straddles cache lines.
+    #[derive(Clone, Copy)]
+    #[repr(C, align(64))]
+    pub(super) struct Tile(pub(super) [u16; ROWS * DEPTH]);
+
+    const ZERO_TILE: Tile = Tile([0; ROWS * DEPTH]);
+
+    /// Side of the block of `dst` that one `compute_block` produces: 2 × 2 tiles.
+    const BLOCK: usize = 2 * ROWS;
+
+    /// A 32×32 block of f32, row-major: the results of a block that hangs over the edge of `dst`.
+    #[repr(C, align(64))]
+    struct Block([f32; BLOCK * BLOCK]);
+
+    /// Proof that `supported()` said yes, which the tile instructions and the AVX-512 packers
+    /// need: only `Amx::get` makes one.
+    #[derive(Clone, Copy)]
+    pub(super) struct Amx(());
+
+    impl Amx {
+        pub(super) fn get() -> Option<Self> {
+            supported().then_some(Self(()))
+        }
+    }
+
+    /// Whether the CPU has AMX-BF16 and AVX-512 BF16 (for the packers) and Linux granted this
+    /// process the tile data state. Asked once: the permission request is a system call.
+    pub(super) fn supported() -> bool {
+        static SUPPORTED: OnceLock<bool> = OnceLock::new();
+        *SUPPORTED.get_or_init(|| cpu_has_amx() && os_saves_tiles() && request_tile_permission())
+    }
+
+    /// cpuid leaf 7 subleaf 0, EDX bit 22 (AMX-BF16) and bit 24 (AMX-TILE).
+    fn cpu_has_amx() -> bool {
+        let avx512 = is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512bf16");
+        let max_leaf = __cpuid(0).eax;
+        if !avx512 || max_leaf < 7 {
+            return false;
+        }
+        let edx = __cpuid_count(7, 0).edx;
+        edx & (1 << 22) != 0 && edx & (1 << 24) != 0
+    }
+
+    /// XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA): the OS saves tile state on context switches.
+    fn os_saves_tiles() -> bool {
+        let osxsave = __cpuid(1).ecx & (1 << 27) != 0;
+        if !osxsave {
+            return false;
+        }
+        let (low, _high): (u32, u32);
+        // SAFETY: OSXSAVE says the OS enabled xgetbv; with ecx = 0 it only reads XCR0.
+        unsafe {
+            asm!("xgetbv", in("ecx") 0, out("eax") low, out("edx") _high,
+                options(nomem, nostack, preserves_flags));
+        }
+        low & (0b11 << 17) == 0b11 << 17
+    }
+
+    /// Linux (5.16 on) keeps tile data disabled until the process asks for it with
+    /// `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`; the grant covers all its threads.
+    #[cfg(target_os = "linux")]
+    fn request_tile_permission() -> bool {
+        const SYS_ARCH_PRCTL: i64 = 158;
+        const ARCH_REQ_XCOMP_PERM: u64 = 0x1023;
+        const XFEATURE_XTILEDATA: u64 = 18;
+        let result: i64;
+        // SAFETY: arch_prctl with these arguments touches no user memory; `syscall` clobbers
+        // rcx and r11, declared here.
+        unsafe {
+            asm!("syscall",
+                inlateout("rax") SYS_ARCH_PRCTL => result,
+                in("rdi") ARCH_REQ_XCOMP_PERM, in("rsi") XFEATURE_XTILEDATA,
+                lateout("rcx") _, lateout("r11") _, options(nostack));
+        }
+        result == 0
+    }
+
+    /// Other systems: not known how to ask, so no AMX.
+    #[cfg(not(target_os = "linux"))]
+    fn request_tile_permission() -> bool {
+        false
+    }
+
+    /// `lhs` as tiles `[m-block][k-block]`, each 16 rows × 32 bf16; the m-blocks padded with zeros
+    /// to an even count so that the kernel always takes them in pairs.
+    pub(super) struct TiledLhs {
+        amx: Amx,
+        k: usize,
+        k_blocks: usize,
+        tiles: Vec<Tile>,
+    }
+
+    impl TiledLhs {
+        pub(super) fn new(amx: Amx, m: usize, k: usize, lhs: Strided) -> Self {
+            let m_blocks = m.div_ceil(2 * ROWS) * 2;
+            let k_blocks = k.div_ceil(DEPTH);
+            let mut tiles = vec![ZERO_TILE; m_blocks * k_blocks];
+            for (index, tile) in tiles.iter_mut().enumerate() {
+                let (mb, kb) = (index / k_blocks, index % k_blocks);
+                if lhs.col_stride == 1 {
+                    // SAFETY: `amx` proves AVX-512 F, BW and BF16; the caller asserted that `lhs`
+                    // covers m×k.
+                    unsafe { pack_lhs_tile_contiguous(tile, lhs, [m, k], [mb, kb]) };
+                } else {
+                    pack_lhs_tile(tile, lhs, [m, k], [mb, kb]);
+                }
+            }
+            Self {
+                amx,
+                k,
+                k_blocks,
+                tiles,
+            }
+        }
+    }
+
+    thread_local! {
+        /// The packed `rhs`, kept between calls so that the steady state allocates nothing; it
+        /// grows to the largest `rhs` seen (half its f32 size, plus padding).
+        static PACKED_RHS: RefCell<Vec<Tile>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// `dst = or += lhs · rhs` for `m, n, k > 0`: pack all of `rhs` (so that it is read through
+    /// memory in order), then for each pair of column blocks compute the 32×32 blocks of `dst`
+    /// under it, that panel staying in L2 while all of `lhs` passes over it.
+    pub(super) fn multiply(
+        dst: &mut [f32],
+        lhs: &TiledLhs,
+        rhs: Strided,
+        n: usize,
+        accumulate: bool,
+    ) {
+        let (k, k_blocks) = (lhs.k, lhs.k_blocks);
+        let m = dst.len() / n;
+        let n_blocks = n.div_ceil(2 * ROWS) * 2;
+        PACKED_RHS.with_borrow_mut(|packed| {
+            if packed.len() < n_blocks * k_blocks {
+                packed.resize(n_blocks * k_blocks, ZERO_TILE);
+            }
+            let packed = &mut packed[..n_blocks * k_blocks];
+            pack_rhs(lhs.amx, packed, rhs, [k, n], k_blocks);
+            let session = TileSession::start(lhs.amx);
+            let mut edge = Block([0.0; BLOCK * BLOCK]);
+            for (col_pair, panel) in packed.chunks_exact(2 * k_blocks).enumerate() {
+                let (b0, b1) = panel.split_at(k_blocks);
+                let row_pairs = lhs.tiles.chunks_exact(2 * k_blocks);
+                for (row_pair, a) in row_pairs.enumerate() {
+                    let (a0, a1) = a.split_at(k_blocks);
+                    let [row, col] = [row_pair * BLOCK, col_pair * BLOCK];
+                    if row + BLOCK <= m && col + BLOCK <= n {
+                        let c = &mut dst[row * n + col..];
+                        compute_block(&session, [a0, a1], [b0, b1], (c, n), accumulate);
+                    } else {
+                        compute_block(&session, [a0, a1], [b0, b1], (&mut edge.0, BLOCK), false);
+                        write_edge(dst, &edge, [row, col], [m, n], accumulate);
+                    }
+                }
+            }
+        });
+    }
+
+    /// The tile configuration for `ldtilecfg` (palette 1): tmm0–7 all 16 rows × 64 bytes.
+    #[repr(C, align(64))]
+    struct TileConfig {
+        palette: u8,
+        start_row: u8,
+        reserved: [u8; 14],
+        bytes_per_row: [u16; 16],
+        rows: [u8; 16],
+    }
+
+    static CONFIG: TileConfig = TileConfig {
+        palette: 1,
+        start_row: 0,
+        reserved: [0; 14],
+        bytes_per_row: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
+        rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
+    };
+
+    /// Tiles configured on this thread; dropping it releases them (`tilerelease`), so that the
+    /// thread carries no tile state between calls. Its existence is what lets `compute_block`
+    /// run tile instructions.
+    struct TileSession(());
+
+    impl TileSession {
+        fn start(_: Amx) -> Self {
+            // SAFETY: AMX-TILE is present and the OS granted tile data (`Amx`);
+            // `CONFIG` is a valid 64-byte palette-1 configuration.
+            unsafe {
+                asm!("ldtilecfg [{}]", in(reg) &CONFIG, options(nostack, readonly, preserves_flags));
+            }
+            Self(())
+        }
+    }
+
+    impl Drop for TileSession {
+        fn drop(&mut self) {
+            // SAFETY: AMX-TILE is present (a session exists); tilerelease only resets tile state.
+            unsafe { asm!("tilerelease", options(nomem, nostack, preserves_flags)) };
+        }
+    }
+
+    /// One 32×32 block, `c = or += [a0; a1] · [b0 b1]` over all k-blocks, `c` being 32 rows of
+    /// 32 floats `row_stride` apart. The four C tiles live in tmm0–3 (loaded from `c` to add to
+    /// it, or zeroed), A in tmm4–5 and B in tmm6–7, so each loaded tile serves two `tdpbf16ps`;
+    /// the results go straight to `c`.
+    fn compute_block(
+        _tiles: &TileSession,
+        a: [&[Tile]; 2],
+        b: [&[Tile]; 2],
+        (c, row_stride): (&mut [f32], usize),
+        accumulate: bool,
+    ) {
+        let k_blocks = a[0].len();
+        assert!(k_blocks > 0 && [a[1], b[0], b[1]].iter().all(|t| t.len() == k_blocks));
+        assert!(row_stride >= BLOCK && c.len() >= (BLOCK - 1) * row_stride + BLOCK);
+        // SAFETY: the session configured tmm0–7 as 16 rows × 64 bytes; the loop reads
+        // `k_blocks` tiles of 1024 bytes from each of the four slices (lengths asserted); the C
+        // tiles read and write 32 rows of 128 bytes, `row_stride` floats apart, inside `c`
+        // (asserted). Tile row r of tmm0 is at c + r·stride, of tmm1 at c + 64 + r·stride, of
+        // tmm2 and tmm3 16 rows lower.
+        unsafe {
+            asm!(
+                "mov {low}, {c_stride}",
+                "shl {low}, 4",
+                "add {low}, {c}",
+                "test {accumulate:e}, {accumulate:e}",
+                "jz 3f",
+                "tileloadd tmm0, [{c} + {c_stride}]",
+                "tileloadd tmm1, [{c} + {c_stride} + 64]",
+                "tileloadd tmm2, [{low} + {c_stride}]",
+                "tileloadd tmm3, [{low} + {c_stride} + 64]",
+                "jmp 2f",
+                "3:",
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                "2:",
+                "tileloadd tmm4, [{a0} + {stride}]",
+                "tileloadd tmm6, [{b0} + {stride}]",
+                "tdpbf16ps tmm0, tmm4, tmm6",
+                "tileloadd tmm7, [{b1} + {stride}]",
+                "tdpbf16ps tmm1, tmm4, tmm7",
+                "tileloadd tmm5, [{a1} + {stride}]",
+                "tdpbf16ps tmm2, tmm5, tmm6",
+                "tdpbf16ps tmm3, tmm5, tmm7",
+                "add {a0}, 1024",
+                "add {a1}, 1024",
+                "add {b0}, 1024",
+                "add {b1}, 1024",
+                "dec {count}",
+                "jnz 2b",
+                "tilestored [{c} + {c_stride}], tmm0",
+                "tilestored [{c} + {c_stride} + 64], tmm1",
+                "tilestored [{low} + {c_stride}], tmm2",
+                "tilestored [{low} + {c_stride} + 64], tmm3",
+                a0 = inout(reg) a[0].as_ptr() => _,
+                a1 = inout(reg) a[1].as_ptr() => _,
+                b0 = inout(reg) b[0].as_ptr() => _,
+                b1 = inout(reg) b[1].as_ptr() => _,
+                count = inout(reg) k_blocks => _,
+                stride = in(reg) 64usize,
+                c = in(reg) c.as_mut_ptr(),
+                c_stride = in(reg) row_stride * size_of::<f32>(),
+                accumulate = in(reg) u32::from(accumulate),
+                low = out(reg) _,
+                options(nostack),
+            );
+        }
+    }
+
+    /// Adds or copies the part of `edge` (the block whose top-left corner is `[row, col]`) that
+    /// lies inside `dst` (`m × n`).
+    fn write_edge(
+        dst: &mut [f32],
+        edge: &Block,
+        [row, col]: [usize; 2],
+        [m, n]: [usize; 2],
+        accumulate: bool,
+    ) {
+        let width = (n - col).min(BLOCK);
+        for (r, values) in edge.0.chunks_exact(BLOCK).take(m - row).enumerate() {
+            let out = &mut dst[(row + r) * n + col..][..width];
+            if accumulate {
+                out.iter_mut().zip(values).for_each(|(o, v)| *o += v);
+            } else {
+                out.copy_from_slice(&values[..width]);
+            }
+        }
+    }
+
+    /// `rhs` (`k × n`) into `tiles` (`[n-block][k-block]`), zeros past `n`.
+    pub(super) fn pack_rhs(
+        _: Amx,
+        tiles: &mut [Tile],
+        rhs: Strided,
+        [k, n]: [usize; 2],
+        k_blocks: usize,
+    ) {
+        rhs.assert_covers(k, n);
+        if rhs.col_stride == 1 {
+            // SAFETY: `Amx` proves AVX-512 F, BW and BF16; `rhs` covers k×n (asserted).
+            unsafe { pack_rhs_rows(tiles, rhs, [k, n], k_blocks) };
+            return;
+        }
+        for (index, tile) in tiles.iter_mut().enumerate() {
+            let (nb, kb) = (index / k_blocks, index % k_blocks);
+            if nb * ROWS >= n {
+                *tile = ZERO_TILE;
+            } else if rhs.row_stride == 1 {
+                // SAFETY: as above.
+                unsafe { pack_rhs_tile_columns(tile, rhs, [k, n], [nb, kb]) };
+            } else {
+                pack_rhs_tile(tile, rhs, [k, n], [nb, kb]);
+            }
+        }
+    }
+
+    /// Tile `[mb][kb]` of `lhs` (`m × k`), any strides: row `r` holds `lhs[16 mb + r][32 kb ..]`.
+    pub(super) fn pack_lhs_tile(
+        tile: &mut Tile,
+        lhs: Strided,
+        [m, k]: [usize; 2],
+        [mb, kb]: [usize; 2],
+    ) {
+        for (index, out) in tile.0.iter_mut().enumerate() {
+            let (row, col) = (mb * ROWS + index / DEPTH, kb * DEPTH + index % DEPTH);
+            *out = if row < m && col < k {
+                tile_bits(lhs.at(row, col))
+            } else {
+                0
+            };
+        }
+    }
+
+    /// Tile `[nb][kb]` of `rhs` (`k × n`), any strides, in the VNNI layout `tdpbf16ps` wants: row
+    /// `r` holds, for 16 columns, the pair `(rhs[32 kb + 2r][c], rhs[32 kb + 2r + 1][c])`.
+    pub(super) fn pack_rhs_tile(
+        tile: &mut Tile,
+        rhs: Strided,
+        [k, n]: [usize; 2],
+        [nb, kb]: [usize; 2],
+    ) {
+        for (index, out) in tile.0.iter_mut().enumerate() {
+            let (r, c, half) = (index / DEPTH, index % DEPTH / 2, index % 2);
+            let (row, col) = (kb * DEPTH + 2 * r + half, nb * ROWS + c);
+            *out = if row < k && col < n {
+                tile_bits(rhs.at(row, col))
+            } else {
+                0
+            };
+        }
+    }
+
+    /// `pack_lhs_tile` for `lhs.col_stride == 1`: each tile row is 32 consecutive floats.
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and BF16 present; `lhs` covers `m × k`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    pub(super) unsafe fn pack_lhs_tile_contiguous(
+        tile: &mut Tile,
+        lhs: Strided,
+        [m, k]: [usize; 2],
+        [mb, kb]: [usize; 2],
+    ) {
+        let (col, count) = (kb * DEPTH, (k - kb * DEPTH).min(DEPTH));
+        for r in 0..ROWS {
+            let row = mb * ROWS + r;
+            let values = if row < m {
+                // SAFETY: elements row·row_stride + col .. + count lie inside `lhs.data`
+                // (caller's contract, `col + count <= k`).
+                unsafe { load_bf16_run(lhs.data.as_ptr().add(row * lhs.row_stride + col), count) }
+            } else {
+                _mm512_setzero_si512()
+            };
+            store_row(tile, r, values);
+        }
+    }
+
+    /// `pack_rhs` for `rhs.col_stride == 1` (a row-major matrix), two rows of `rhs` at a time
+    /// so that the reads run through memory in order: tile row `r` interleaves 16 consecutive
+    /// floats of rows `2r` and `2r + 1` of the k-block.
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and BF16 present; `rhs` covers `k × n`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    unsafe fn pack_rhs_rows(tiles: &mut [Tile], rhs: Strided, [k, n]: [usize; 2], k_blocks: usize) {
+        let load = |row: usize, col: usize| {
+            if row < k && col < n {
+                // SAFETY: the unmasked elements row·row_stride + col .. + min(16, n - col) lie
+                // inside `rhs.data` (caller's contract).
+                unsafe {
+                    let start = rhs.data.as_ptr().add(row * rhs.row_stride + col);
+                    _mm512_maskz_loadu_ps(lane_mask(n - col), start)
+                }
+            } else {
+                _mm512_setzero_ps()
+            }
+        };
+        // Word 2c from word c (the even row's column c), word 2c + 1 from word 16 + c (the odd row's).
+        let interleave = _mm512_set_epi16(
+            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,
+            4, 19, 3, 18, 2, 17, 1, 16, 0,
         );
+        let n_blocks = tiles.len() / k_blocks;
+        for pair in 0..k_blocks * ROWS {
+            let (kb, r) = (pair / ROWS, pair % ROWS);
+            for nb in 0..n_blocks {
+                let col = nb * ROWS;
+                let rows = to_bf16(load(2 * pair, col), load(2 * pair + 1, col));
+                store_row(
+                    &mut tiles[nb * k_blocks + kb],
+                    r,
+                    _mm512_permutexvar_epi16(interleave, rows),
+                );
+            }
+        }
+    }
+
+    /// `pack_rhs_tile` for `rhs.row_stride == 1` (a transposed row-major matrix): each column of
+    /// the tile is 32 consecutive floats, so pack them as pairs and transpose the 16×16 pairs.
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and BF16 present; `rhs` covers `k × n`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    pub(super) unsafe fn pack_rhs_tile_columns(
+        tile: &mut Tile,
+        rhs: Strided,
+        [k, n]: [usize; 2],
+        [nb, kb]: [usize; 2],
+    ) {
+        let (row, count) = (kb * DEPTH, (k - kb * DEPTH).min(DEPTH));
+        let columns: [__m512i; ROWS] = core::array::from_fn(|c| {
+            let col = nb * ROWS + c;
+            if col < n {
+                // SAFETY: elements row + col·col_stride .. + count lie inside `rhs.data`
+                // (caller's contract, `row + count <= k`).
+                unsafe { load_bf16_run(rhs.data.as_ptr().add(row + col * rhs.col_stride), count) }
+            } else {
+                _mm512_setzero_si512()
+            }
+        });
+        for (r, values) in transpose(columns).into_iter().enumerate() {
+            store_row(tile, r, values);
+        }
+    }
+
+    /// The first `count` (at most 16) lanes.
+    fn lane_mask(count: usize) -> __mmask16 {
+        if count >= 16 {
+            u16::MAX
+        } else {
+            (1 << count) - 1
+        }
+    }
+
+    /// `count` (1 to 32) floats from `source` rounded to bf16, packed in order, zeros after.
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and BF16 present; `source .. source + count` readable.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    unsafe fn load_bf16_run(source: *const f32, count: usize) -> __m512i {
+        // SAFETY: only the first `count` floats are unmasked.
+        let low = unsafe { _mm512_maskz_loadu_ps(lane_mask(count), source) };
+        let high = if count > 16 {
+            // SAFETY: as above; `source + 16` is within the readable range since count > 16.
+            unsafe { _mm512_maskz_loadu_ps(lane_mask(count - 16), source.add(16)) }
+        } else {
+            _mm512_setzero_ps()
+        };
+        to_bf16(low, high)
+    }
+
+    /// `low` then `high` rounded to 32 bf16 by `vcvtne2ps2bf16`: to nearest even, NaN kept
+    /// (quieted), and subnormals flushed to zero, which AMX would do with them anyway.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    fn to_bf16(low: __m512, high: __m512) -> __m512i {
+        let words: __m512bh = _mm512_cvtne2ps_pbh(high, low);
+        // SAFETY: both are 64 bytes of plain bits.
+        unsafe { core::mem::transmute::<__m512bh, __m512i>(words) }
+    }
+
+    /// The bits `to_bf16` gives `x`, one at a time: `bf16_bits`, with subnormals flushed to
+    /// (signed) zero.
+    fn tile_bits(x: f32) -> u16 {
+        let bits = x.to_bits();
+        if bits & 0x7f80_0000 == 0 {
+            (bits >> 16) as u16 & 0x8000
+        } else {
+            bf16_bits(x)
+        }
+    }
+
+    /// Tile row `r` (64 bytes) from `values`.
+    #[target_feature(enable = "avx512f")]
+    fn store_row(tile: &mut Tile, r: usize, values: __m512i) {
+        let row: &mut [u16; DEPTH] = (&mut tile.0[r * DEPTH..][..DEPTH]).try_into().unwrap();
+        // SAFETY: `row` is 64 writable bytes.
+        unsafe { _mm512_storeu_si512(row.as_mut_ptr().cast(), values) };
+    }
+
+    /// Transposes 16×16 32-bit lanes: within 128-bit lanes (two unpack stages), then the
+    /// 128-bit lanes themselves (two shuffle stages).
+    #[target_feature(enable = "avx512f")]
+    fn transpose(x: [__m512i; 16]) -> [__m512i; 16] {
+        let t: [__m512i; 16] = core::array::from_fn(|i| {
+            let (a, b) = (x[i & !1], x[i | 1]);
+            if i % 2 == 0 {
+                _mm512_unpacklo_epi32(a, b)
+            } else {
+                _mm512_unpackhi_epi32(a, b)
+            }
+        });
+        // u[4i + q]: in 128-bit lane L, column 4L + q of rows 4i .. 4i + 4.
+        let u: [__m512i; 16] = core::array::from_fn(|i| {
+            let (base, q) = (i & !3, i % 4);
+            let (a, b) = (t[base + q / 2], t[base + 2 + q / 2]);
+            if q % 2 == 0 {
+                _mm512_unpacklo_epi64(a, b)
+            } else {
+                _mm512_unpackhi_epi64(a, b)
+            }
+        });
+        // Lane L of u[q], u[4 + q], u[8 + q], u[12 + q] together make row 4L + q.
+        let mut out = [_mm512_setzero_si512(); 16];
+        for q in 0..4 {
+            let (a, b, c, d) = (u[q], u[4 + q], u[8 + q], u[12 + q]);
+            let even_ab = _mm512_shuffle_i32x4::<0x88>(a, b);
+            let odd_ab = _mm512_shuffle_i32x4::<0xdd>(a, b);
+            let even_cd = _mm512_shuffle_i32x4::<0x88>(c, d);
+            let odd_cd = _mm512_shuffle_i32x4::<0xdd>(c, d);
+            out[q] = _mm512_shuffle_i32x4::<0x88>(even_ab, even_cd);
+            out[8 + q] = _mm512_shuffle_i32x4::<0xdd>(even_ab, even_cd);
+            out[4 + q] = _mm512_shuffle_i32x4::<0x88>(odd_ab, odd_cd);
+            out[12 + q] = _mm512_shuffle_i32x4::<0xdd>(odd_ab, odd_cd);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-1, 1) (xorshift), so failures reproduce.
+    fn random(len: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// Small integers: exact in bf16, and every partial sum is exact in f32.
+    fn integers(len: usize, seed: u64) -> Vec<f32> {
+        random(len, seed)
+            .into_iter()
+            .map(|x| (x * 8.0).round())
+            .collect()
+    }
+
+    /// How the test lays out a `rows × cols` matrix in memory.
+    #[derive(Clone, Copy, Debug)]
+    enum Layout {
+        RowMajor,
+        /// Column-major: the transpose of a row-major matrix (row stride 1).
+        Transposed,
+        /// Neither stride 1: every other element of a matrix with 3 spare columns.
+        Sparse,
+    }
+
+    /// A `rows × cols` matrix with the given values (row-major order) laid out as `layout` says.
+    fn lay_out(values: &[f32], rows: usize, cols: usize, layout: Layout) -> (Vec<f32>, [usize; 2]) {
+        let strides = match layout {
+            Layout::RowMajor => [cols, 1],
+            Layout::Transposed => [1, rows],
+            Layout::Sparse => [2 * cols + 3, 2],
+        };
+        let len = if rows * cols == 0 {
+            0
+        } else {
+            (rows - 1) * strides[0] + (cols - 1) * strides[1] + 1
+        };
+        let mut data = vec![f32::NAN; len];
+        for row in 0..rows {
+            for col in 0..cols {
+                data[row * strides[0] + col * strides[1]] = values[row * cols + col];
+            }
+        }
+        (data, strides)
+    }
+
+    fn strided(data: &[f32], [row_stride, col_stride]: [usize; 2]) -> Strided<'_> {
+        Strided {
+            data,
+            row_stride,
+            col_stride,
+        }
+    }
+
+    /// `lhs · rhs` of the bf16-rounded operands (row-major values) in f64, and the sums of
+    /// `|products|` that bound the f32 summation error.
+    fn reference(lhs: &[f32], rhs: &[f32], [m, k, n]: [usize; 3]) -> (Vec<f64>, Vec<f64>) {
+        let mut value = vec![0.0; m * n];
+        let mut magnitude = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                for p in 0..k {
+                    let product = f64::from(round_to_bf16(lhs[i * k + p]))
+                        * f64::from(round_to_bf16(rhs[p * n + j]));
+                    value[i * n + j] += product;
+                    magnitude[i * n + j] += product.abs();
+                }
+            }
+        }
+        (value, magnitude)
+    }
+
+    /// Error allowed, relative to the sum of `|products|`: f32 sums in some order (the largest
+    /// seen on random data is about 7e-8).
+    const TOLERANCE: f64 = 1e-6;
+
+    fn assert_close(got: &[f32], want: &[f64], magnitude: &[f64], what: &str) {
+        assert_eq!(got.len(), want.len());
+        for (index, ((&got, &want), &magnitude)) in got.iter().zip(want).zip(magnitude).enumerate()
+        {
+            let error = (f64::from(got) - want).abs();
+            assert!(
+                error <= TOLERANCE * magnitude,
+                "{what}: element {index} is {got}, want {want} (error {error:e}, Σ|p| {magnitude:e})"
+            );
+        }
+    }
+
+    /// `lhs · rhs` through the module, with `lhs` and `rhs` given row-major and laid out as asked.
+    fn multiply(
+        lhs: &[f32],
+        rhs: &[f32],
+        [m, k, n]: [usize; 3],
+        [lhs_layout, rhs_layout]: [Layout; 2],
+        tiles: Option<bool>,
+    ) -> Vec<f32> {
+        let (lhs_data, lhs_strides) = lay_out(lhs, m, k, lhs_layout);
+        let (rhs_data, rhs_strides) = lay_out(rhs, k, n, rhs_layout);
+        let lhs = strided(&lhs_data, lhs_strides);
+        let packed = match tiles {
+            None => PackedLhs::new(m, k, lhs),
+            Some(tiles) => PackedLhs::with_layout(m, k, lhs, tiles),
+        };
+        let mut dst = vec![f32::NAN; m * n];
+        multiply_bf16(&mut dst, &packed, strided(&rhs_data, rhs_strides), n, false);
+        dst
+    }
+
+    const SHAPES: [[usize; 3]; 14] = [
+        [1, 1, 1],
+        [1, 5, 1],
+        [3, 7, 2],
+        [16, 32, 16],
+        [17, 33, 15],
+        [31, 31, 33],
+        [33, 65, 47],
+        [32, 64, 32],
+        [5, 2048, 7],
+        [40, 1600, 9],
+        [64, 75, 576],
+        [64, 1600, 144],
+        [64, 144, 200],
+        [70, 300, 100],
+    ];
+
+    const LAYOUTS: [[Layout; 2]; 4] = [
+        [Layout::RowMajor, Layout::RowMajor],
+        [Layout::RowMajor, Layout::Transposed],
+        [Layout::RowMajor, Layout::Sparse],
+        [Layout::Sparse, Layout::RowMajor],
+    ];
+
+    fn paths() -> Vec<(Option<bool>, &'static str)> {
+        let mut paths = vec![(None, "default"), (Some(false), "fallback")];
+        if amx_supported() {
+            paths.push((Some(true), "amx"));
+        } else {
+            println!("note: AMX unavailable here, only the fallback is tested");
+        }
+        paths
+    }
+
+    #[test]
+    fn rounding_is_to_nearest_even() {
+        let cases: [(u32, u16); 9] = [
+            (0x3f80_0000, 0x3f80), // 1
+            (0x3f80_8000, 0x3f80), // tie, down to even
+            (0x3f81_8000, 0x3f82), // tie, up to even
+            (0x3f80_8001, 0x3f81), // just past the tie
+            (0xbf80_7fff, 0xbf80), // just below the tie, negative
+            (0x7f7f_ffff, 0x7f80), // f32::MAX rounds to infinity
+            (0xff80_0000, 0xff80), // -infinity
+            (0x0000_0000, 0x0000),
+            (0x8000_0000, 0x8000),
+        ];
+        for (bits, want) in cases {
+            assert_eq!(bf16_bits(f32::from_bits(bits)), want, "{bits:#x}");
+        }
+        for nan in [0x7f80_0001, 0x7fc0_0000, 0xff80_0001, 0xffff_ffff] {
+            let rounded = round_to_bf16(f32::from_bits(nan));
+            assert!(rounded.is_nan(), "{nan:#x} became {rounded}");
+            assert_eq!(rounded.is_sign_negative(), nan >> 31 == 1);
+        }
+    }
+
+    #[test]
+    fn matches_the_f64_reference() {
+        for (tiles, path) in paths() {
+            for (seed, [m, k, n]) in SHAPES.into_iter().enumerate() {
+                let lhs = random(m * k, 2 * seed as u64);
+                let rhs = random(k * n, 2 * seed as u64 + 1);
+                let (want, magnitude) = reference(&lhs, &rhs, [m, k, n]);
+                for layouts in LAYOUTS {
+                    let got = multiply(&lhs, &rhs, [m, k, n], layouts, tiles);
+                    let what = format!("{path} {m}×{k}×{n} {layouts:?}");
+                    assert_close(&got, &want, &magnitude, &what);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_products_are_exact() {
+        for (tiles, path) in paths() {
+            for (seed, [m, k, n]) in SHAPES.into_iter().enumerate() {
+                let lhs = integers(m * k, 3 * seed as u64);
+                let rhs = integers(k * n, 3 * seed as u64 + 1);
+                let (want, _) = reference(&lhs, &rhs, [m, k, n]);
+                for layouts in LAYOUTS {
+                    let got = multiply(&lhs, &rhs, [m, k, n], layouts, tiles);
+                    let want: Vec<f32> = want.iter().map(|&x| x as f32).collect();
+                    assert_eq!(got, want, "{path} {m}×{k}×{n} {layouts:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn amx_and_fallback_agree() {
+        if !amx_supported() {
+            println!("note: AMX unavailable here, nothing to compare the fallback with");
+            return;
+        }
+        for (seed, [m, k, n]) in SHAPES.into_iter().chain([[192, 1728, 77]]).enumerate() {
+            let lhs = random(m * k, 5 * seed as u64);
+            let rhs = random(k * n, 5 * seed as u64 + 1);
+            let (_, magnitude) = reference(&lhs, &rhs, [m, k, n]);
+            for layouts in LAYOUTS {
+                let amx = multiply(&lhs, &rhs, [m, k, n], layouts, Some(true));
+                let fallback = multiply(&lhs, &rhs, [m, k, n], layouts, Some(false));
+                let fallback: Vec<f64> = fallback.into_iter().map(f64::from).collect();
+                let what = format!("AMX against fallback, {m}×{k}×{n} {layouts:?}");
+                assert_close(&amx, &fallback, &magnitude, &what);
+            }
+        }
+    }
+
+    #[test]
+    fn accumulates_into_dst() {
+        let [m, k, n] = [33, 100, 40];
+        let lhs = random(m * k, 11);
+        let rhs = random(k * n, 12);
+        let before = random(m * n, 13);
+        let (product, magnitude) = reference(&lhs, &rhs, [m, k, n]);
+        let want: Vec<f64> = product
+            .iter()
+            .zip(&before)
+            .map(|(p, &b)| p + f64::from(b))
+            .collect();
+        let magnitude: Vec<f64> = magnitude
+            .iter()
+            .zip(&before)
+            .map(|(p, &b)| p + f64::from(b).abs())
+            .collect();
+        for (tiles, path) in paths() {
+            let lhs_matrix = strided(&lhs, [k, 1]);
+            let packed = tiles.map_or_else(
+                || PackedLhs::new(m, k, lhs_matrix),
+                |tiles| PackedLhs::with_layout(m, k, lhs_matrix, tiles),
+            );
+            let mut dst = before.clone();
+            multiply_bf16(&mut dst, &packed, strided(&rhs, [n, 1]), n, true);
+            assert_close(&dst, &want, &magnitude, path);
+        }
+    }
+
+    #[test]
+    fn one_packed_lhs_serves_many_rhs() {
+        let [m, k] = [20, 90];
+        let lhs = random(m * k, 21);
+        for (tiles, path) in paths() {
+            let lhs_matrix = strided(&lhs, [k, 1]);
+            let packed = tiles.map_or_else(
+                || PackedLhs::new(m, k, lhs_matrix),
+                |tiles| PackedLhs::with_layout(m, k, lhs_matrix, tiles),
+            );
+            for (seed, n) in [1usize, 50, 3, 200, 17].into_iter().enumerate() {
+                let rhs = random(k * n, 22 + seed as u64);
+                let (want, magnitude) = reference(&lhs, &rhs, [m, k, n]);
+                let mut dst = vec![f32::NAN; m * n];
+                multiply_bf16(&mut dst, &packed, strided(&rhs, [n, 1]), n, false);
+                assert_close(&dst, &want, &magnitude, &format!("{path} n = {n}"));
+            }
+        }
+    }
+
+    #[test]
+    fn threads_share_one_packed_lhs() {
+        fn shareable<T: Send + Sync>(_: &T) {}
+        let [m, k, n] = [40, 200, 70];
+        let lhs = random(m * k, 71);
+        let packed = PackedLhs::new(m, k, strided(&lhs, [k, 1]));
+        shareable(&packed);
+        std::thread::scope(|scope| {
+            for seed in 0..4 {
+                let (lhs, packed) = (&lhs, &packed);
+                scope.spawn(move || {
+                    let rhs = random(k * n, 72 + seed);
+                    let (want, magnitude) = reference(lhs, &rhs, [m, k, n]);
+                    for _ in 0..20 {
+                        let mut dst = vec![f32::NAN; m * n];
+                        multiply_bf16(&mut dst, packed, strided(&rhs, [n, 1]), n, false);
+                        assert_close(&dst, &want, &magnitude, &format!("thread {seed}"));
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn empty_depth_sets_or_keeps_dst() {
+        for (tiles, _) in paths() {
+            let packed = match tiles {
+                None => PackedLhs::new(3, 0, strided(&[], [0, 1])),
+                Some(tiles) => PackedLhs::with_layout(3, 0, strided(&[], [0, 1]), tiles),
+            };
+            let mut dst = vec![5.0; 12];
+            multiply_bf16(&mut dst, &packed, strided(&[], [4, 1]), 4, true);
+            assert_eq!(dst, vec![5.0; 12]);
+            multiply_bf16(&mut dst, &packed, strided(&[], [4, 1]), 4, false);
+            assert_eq!(dst, vec![0.0; 12]);
+        }
+    }
+
+    #[test]
+    fn empty_outputs_do_nothing() {
+        let data = random(40, 31);
+        for (tiles, _) in paths() {
+            let pack = |m, k| match tiles {
+                None => PackedLhs::new(m, k, strided(&data, [k, 1])),
+                Some(tiles) => PackedLhs::with_layout(m, k, strided(&data, [k, 1]), tiles),
+            };
+            multiply_bf16(&mut [], &pack(0, 5), strided(&data, [4, 1]), 4, false);
+            multiply_bf16(&mut [], &pack(4, 5), strided(&data, [0, 1]), 0, true);
+        }
+    }
+
+    #[test]
+    fn nan_and_infinity_pass_through() {
+        let [m, k, n] = [18, 40, 20];
+        let mut lhs = random(m * k, 41);
+        let rhs: Vec<f32> = random(k * n, 42)
+            .into_iter()
+            .map(|x| x.abs() + 0.5)
+            .collect();
+        lhs[k + 3] = f32::INFINITY; // row 1
+        lhs[5 * k + 39] = f32::NAN; // row 5
+        lhs[17 * k] = f32::NEG_INFINITY; // row 17, in the second row block
+        let (want, magnitude) = reference(&lhs, &rhs, [m, k, n]);
+        for (tiles, path) in paths() {
+            let got = multiply(&lhs, &rhs, [m, k, n], LAYOUTS[0], tiles);
+            for (row, values) in got.chunks_exact(n).enumerate() {
+                let range = row * n..(row + 1) * n;
+                match row {
+                    1 => assert!(
+                        values.iter().all(|&x| x == f32::INFINITY),
+                        "{path}: {values:?}"
+                    ),
+                    5 => assert!(values.iter().all(|x| x.is_nan()), "{path}: {values:?}"),
+                    17 => assert!(
+                        values.iter().all(|&x| x == f32::NEG_INFINITY),
+                        "{path}: {values:?}"
+                    ),
+                    _ => assert_close(values, &want[range.clone()], &magnitude[range], path),
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "reaches past")]
+    fn short_rhs_panics() {
+        let lhs = random(6, 51);
+        let packed = PackedLhs::new(2, 3, strided(&lhs, [3, 1]));
+        let rhs = random(11, 52);
+        multiply_bf16(&mut [0.0; 8], &packed, strided(&rhs, [4, 1]), 4, false);
+    }
+
+    #[test]
+    #[should_panic(expected = "reaches past")]
+    fn short_transposed_rhs_panics() {
+        let lhs = random(6, 53);
+        let packed = PackedLhs::new(2, 3, strided(&lhs, [3, 1]));
+        let rhs = random(12, 54);
+        multiply_bf16(&mut [0.0; 8], &packed, strided(&rhs, [1, 4]), 4, false);
+    }
+
+    #[test]
+    #[should_panic(expected = "reaches past")]
+    fn short_lhs_panics() {
+        let lhs = random(5, 55);
+        PackedLhs::new(2, 3, strided(&lhs, [3, 1]));
+    }
+
+    #[test]
+    #[should_panic(expected = "dst holds")]
+    fn wrong_dst_panics() {
+        let lhs = random(6, 56);
+        let packed = PackedLhs::new(2, 3, strided(&lhs, [3, 1]));
+        let rhs = random(12, 57);
+        multiply_bf16(&mut [0.0; 7], &packed, strided(&rhs, [4, 1]), 4, false);
+    }
+
+    #[test]
+    fn environment_switch_is_honoured() {
+        let forced_off =
+            std::env::var_os("TOWERS_NO_AMX").is_some_and(|v| !v.is_empty() && v != "0");
+        assert_eq!(amx_available(), amx_supported() && !forced_off);
+        println!(
+            "AMX supported: {}, used: {}",
+            amx_supported(),
+            amx_available()
+        );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vector_packers_match_the_scalar_ones() {
+        use amx::*;
+        let Some(amx) = Amx::get() else {
+            println!("note: AMX unavailable here, the vector packers are not used");
+            return;
+        };
+        let mut values = random(13_000, 61);
+        let specials = [
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7f80_0001), // signalling NaN
+            f32::from_bits(0x7fa1_2345), // NaN with a payload
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::from_bits(0x3f80_8000), // a tie
+            f32::MAX,
+            f32::from_bits(0x007f_ffff), // subnormals
+            f32::from_bits(0x8000_0001),
+            -0.0,
+        ];
+        for (index, special) in specials.into_iter().enumerate() {
+            values[index * 97 + 3] = special;
+        }
+        for [rows, cols] in [[1, 1], [5, 3], [16, 32], [17, 33], [40, 70], [64, 100]] {
+            for [row_stride, col_stride] in [
+                [cols, 1],
+                [1, rows],
+                [cols + 5, 1],
+                [1, rows + 2],
+                [2 * cols, 2],
+            ] {
+                let matrix = strided(&values, [row_stride, col_stride]);
+                matrix.assert_covers(rows, cols);
+                let what = format!("{rows}×{cols}, strides ({row_stride}, {col_stride})");
+                // As rhs: k × n = rows × cols.
+                let (k_blocks, n_blocks) = (rows.div_ceil(32), cols.div_ceil(32) * 2);
+                let mut fast = vec![Tile([1; 512]); k_blocks * n_blocks];
+                let mut slow = vec![Tile([2; 512]); k_blocks * n_blocks];
+                pack_rhs(amx, &mut fast, matrix, [rows, cols], k_blocks);
+                for (index, tile) in slow.iter_mut().enumerate() {
+                    pack_rhs_tile(
+                        tile,
+                        matrix,
+                        [rows, cols],
+                        [index / k_blocks, index % k_blocks],
+                    );
+                }
+                for (index, (fast, slow)) in fast.iter().zip(&slow).enumerate() {
+                    assert_eq!(fast.0, slow.0, "rhs {what}, tile {index}");
+                }
+                // As lhs: m × k = rows × cols.
+                if col_stride == 1 {
+                    for block in [[0, 0], [1, 0], [0, 1], [2, 2], [4, 1]] {
+                        let (mut fast, mut slow) = (Tile([1; 512]), Tile([2; 512]));
+                        if block[1] * 32 < cols {
+                            // SAFETY: AMX support includes AVX-512 F, BW and BF16; `values`
+                            // covers the matrix (asserted).
+                            unsafe {
+                                pack_lhs_tile_contiguous(&mut fast, matrix, [rows, cols], block)
+                            };
+                            pack_lhs_tile(&mut slow, matrix, [rows, cols], block);
+                            assert_eq!(fast.0, slow.0, "lhs {what}, tile {block:?}");
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -29,6 +29,7 @@ mod extension;
 mod lrn;
 mod max_pool;
 
+pub(crate) use bf16_gemm::amx_available;
 pub(crate) use extension::FlexKernels;
 
 use burn_flex::FlexTensor;
