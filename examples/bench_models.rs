@@ -4,15 +4,19 @@
 //!
 //! `cargo run --release --example bench_models [REPS]` (default 3 timed runs after a warm-up).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
-//! averages); forward+backward is the training loss and its backward pass, without an
-//! optimizer step.
+//! averages); the train step is the training loss, its backward pass and a plain SGD update.
+//! Each row twice: products in f32 and in bf16 (`towers_models::with_precision`), alternating.
 
 mod bench_common;
 use bench_common::{bench_device, reps};
 
+use burn::optim::GradientsParams;
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use std::time::Instant;
-use towers_models::{Cifar10Config, ImageClassifier, InceptionV3Config};
+use towers_models::{
+    Cifar10Config, ImageClassifier, InceptionV3Config, Precision, bf16_on_amx, with_precision,
+};
+use towers_train::OptimizerConfig;
 
 fn main() {
     let reps = reps(3);
@@ -21,15 +25,21 @@ fn main() {
     let cifar = Cifar10Config::new().init(&device);
     let inception = InceptionV3Config::new(1001).init(&device);
     println!("{}\n\n{}\n", cifar.summary(), inception.summary());
-    println!("device: {entry}, {reps} timed runs after one warm-up");
+    let amx = if bf16_on_amx() {
+        "AMX tiles"
+    } else {
+        "f32 gemm, rounded operands"
+    };
+    println!("device: {entry}, {reps} timed runs after one warm-up; bf16 products on {amx}");
     println!(
-        "{:<28} {:>6} {:>18} {:>26}",
-        "model", "batch", "forward ms/image", "forward+backward ms/image"
+        "{:<34} {:>6} {:>18} {:>24}",
+        "model", "batch", "forward ms/image", "train step ms/image"
     );
     bench("CIFAR-10 net, 24x24", cifar, 128, reps);
     bench("Inception v3, 299x299", inception, 32, reps);
 }
 
+/// Rows for `model` with products in f32 and in bf16, the two alternating run by run.
 fn bench<M: ImageClassifier>(name: &str, model: M, batch: usize, reps: usize) {
     let train_device = model.devices()[0].clone();
     let eval_device = train_device.clone().without_autodiff();
@@ -41,35 +51,49 @@ fn bench<M: ImageClassifier>(name: &str, model: M, batch: usize, reps: usize) {
         .map(|i| (i % model.num_classes()) as i64)
         .collect();
     let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), &train_device);
+    let precisions = [Precision::F32, Precision::Bf16];
 
     let eval = model.valid();
     let eval_images = images(&eval_device);
-    let forward = time(reps, || {
+    let forward = time(reps, &precisions, || {
         let logits = eval.forward(eval_images.clone());
         let _: Vec<f32> = logits.into_data().try_to_vec().unwrap();
     });
 
     let train_images = images(&train_device);
-    let train = time(reps, || {
+    let mut optim = OptimizerConfig::Sgd.init();
+    let mut trained = Some(model);
+    let train = time(reps, &precisions, || {
+        let model = trained.take().unwrap();
         let loss = model.loss(train_images.clone(), labels.clone()).loss;
-        let _grads = loss.backward();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        trained = Some(optim.step(0.01, model, grads));
         train_device.sync().unwrap();
     });
 
     let per_image = |secs: f64| secs * 1e3 / batch as f64;
-    println!(
-        "{name:<28} {batch:>6} {:>18.2} {:>26.2}",
-        per_image(forward),
-        per_image(train)
-    );
+    for (i, precision) in precisions.iter().enumerate() {
+        println!(
+            "{:<34} {batch:>6} {:>18.2} {:>24.2}",
+            format!("{name} ({precision})"),
+            per_image(forward[i]),
+            per_image(train[i])
+        );
+    }
 }
 
-/// Mean seconds per call over `reps` calls, after one untimed warm-up call.
-fn time(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let start = Instant::now();
-    for _ in 0..reps {
-        f();
+/// Mean seconds per call of `f` in each precision over `reps` calls, the precisions taking
+/// turns, after one untimed warm-up call each.
+fn time(reps: usize, precisions: &[Precision], mut f: impl FnMut()) -> Vec<f64> {
+    let mut total = vec![0.0; precisions.len()];
+    for rep in 0..=reps {
+        for (i, &precision) in precisions.iter().enumerate() {
+            let start = Instant::now();
+            with_precision(precision, &mut f);
+            if rep > 0 {
+                total[i] += start.elapsed().as_secs_f64();
+            }
+        }
     }
-    start.elapsed().as_secs_f64() / reps as f64
+    total.iter().map(|t| t / reps as f64).collect()
 }

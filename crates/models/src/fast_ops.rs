@@ -43,8 +43,14 @@ pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
         Precision::F32 => return linear.forward(x),
         low => low.dtype(),
     };
-    let weight = linear.weight.val().cast(dtype);
-    let y = module::linear(x.cast(dtype), weight, None).cast(DType::F32);
+    #[cfg(feature = "flex")]
+    let y = flex_route::matmul_bf16(&x, &linear.weight.val(), dtype);
+    #[cfg(not(feature = "flex"))]
+    let y = None;
+    let y = y.unwrap_or_else(|| {
+        let weight = linear.weight.val().cast(dtype);
+        module::linear(x.cast(dtype), weight, None).cast(DType::F32)
+    });
     match &linear.bias {
         Some(bias) => y + bias.val().unsqueeze(),
         None => y,
@@ -82,8 +88,25 @@ pub(crate) mod flex_route {
     use crate::padding::conv_padding;
     use crate::precision::Precision;
 
+    /// `x · weight` over `x`'s last dimension, in bf16 on the flex kernels; `None` for other
+    /// types or devices.
+    pub(super) fn matmul_bf16<const D: usize>(
+        x: &Tensor<D>,
+        weight: &Tensor<2>,
+        dtype: DType,
+    ) -> Option<Tensor<D>> {
+        if D < 2 || dtype != DType::BF16 || !on_flex(x) {
+            return None;
+        }
+        let mut dims = x.dims();
+        let x = x.clone().flatten::<2>(0, D - 2).into_dispatch();
+        let y = <Dispatch as FlexKernels>::towers_matmul_bf16(x, weight.clone().into_dispatch());
+        dims[D - 1] = weight.dims()[1];
+        Some(Tensor::<2>::from_dispatch(y).reshape(dims))
+    }
+
     /// An f32 flex tensor with no empty dimension (Burn's kernels report or handle those).
-    fn on_flex(x: &Tensor<4>) -> bool {
+    fn on_flex<const D: usize>(x: &Tensor<D>) -> bool {
         x.dtype() == DType::F32
             && matches!(x.device().inner().as_dispatch(), DispatchDevice::Flex(_))
             && x.dims().iter().all(|&d| d > 0)
@@ -355,6 +378,41 @@ mod tests {
             assert!(diffs.iter().all(|&d| d < 1e-5), "{case}: {diffs:?}");
             let rounding = rel_diff(got, conv.forward(x));
             assert!(rounding > 1e-4 && rounding < 1e-2, "{case}: {rounding}");
+        }
+    }
+
+    /// A dense layer in bf16 on flex against Burn's f32 product of the bf16-rounded operands:
+    /// outputs and both gradients to f32 summation order, on a 3-d input and on shapes that
+    /// are no multiple of AMX's tiles.
+    #[test]
+    fn bf16_dense_layer_is_burns_on_rounded_operands() {
+        let device = Device::flex().autodiff();
+        for [a, b, k, m] in [[6, 5, 40, 33], [2, 1, 2304, 384], [3, 7, 1, 5]] {
+            let dense = burn::nn::LinearConfig::new(k, m).init(&device);
+            let x = Tensor::<3>::random([a, b, k], Distribution::Default, &device).require_grad();
+            let got = crate::with_precision(Precision::Bf16, || linear(&dense, x.clone()));
+            let probe = Tensor::random([a, b, m], Distribution::Default, &device);
+            let grads = (got.clone() * probe.clone()).sum().backward();
+
+            let xr = bf16_rounded(x.clone()).into_data();
+            let xr = Tensor::<3>::from_data(xr, &device).require_grad();
+            let wr = bf16_rounded(dense.weight.val()).into_data();
+            let wr = Tensor::<2>::from_data(wr, &device).require_grad();
+            let bias = dense.bias.as_ref().unwrap().val().unsqueeze::<3>();
+            let want = xr.clone().matmul(wr.clone().unsqueeze()) + bias;
+            let want_grads = (want.clone() * bf16_rounded(probe)).sum().backward();
+            let diffs = [
+                rel_diff(got, want),
+                rel_diff(x.grad(&grads).unwrap(), xr.grad(&want_grads).unwrap()),
+                rel_diff(
+                    dense.weight.val().grad(&grads).unwrap(),
+                    wr.grad(&want_grads).unwrap(),
+                ),
+            ];
+            assert!(
+                diffs.iter().all(|&d| d < 1e-5),
+                "{a}x{b}x{k} -> {m}: {diffs:?}"
+            );
         }
     }
 

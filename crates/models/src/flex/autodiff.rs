@@ -16,6 +16,7 @@ use super::conv::{Arithmetic, ConvGeometry, input_grad, weight_grad};
 use super::dims4;
 use super::extension::FlexKernels;
 use super::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
+use super::matmul;
 use super::max_pool::{MaxPoolShape, max_pool_backward, max_pool_forward};
 
 impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
@@ -95,6 +96,51 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 padding,
                 bf16,
             )),
+        }
+    }
+
+    fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
+        match MatmulBackward
+            .prepare::<C>([x.node(), w.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let w_state = prep.checkpoint(&w);
+                let out = matmul::forward(x.into_primitive(), w.into_primitive());
+                prep.finish((x_state, w_state), out)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(matmul::forward(x.into_primitive(), w.into_primitive()))
+            }
+        }
+    }
+}
+
+/// The bf16 product's backward pass: state is its two operands.
+#[derive(Debug)]
+struct MatmulBackward;
+
+impl Backward<Flex, 2> for MatmulBackward {
+    type State = (NodeId, NodeId);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, w_node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, w_state) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let w: FlexTensor = checkpointer.retrieve_node_output(w_state);
+        if let Some(node) = x_node {
+            grads.register::<Flex>(node.id, matmul::x_grad(w, grad.clone()));
+        }
+        if let Some(node) = w_node {
+            grads.register::<Flex>(node.id, matmul::w_grad(x, grad));
         }
     }
 }

@@ -6,6 +6,7 @@ use burn::backend::{Backend, Flex, backend_extension};
 
 use super::conv::{Arithmetic, ConvGeometry, forward};
 use super::lrn::{LrnParams, lrn_forward};
+use super::matmul;
 use super::max_pool::{MaxPoolShape, max_pool_forward};
 
 /// Max pooling, LRN and convolution by burn-towers' kernels. Called through Burn's `Dispatch` on
@@ -39,6 +40,9 @@ pub trait FlexKernels: Backend {
         padding: [usize; 2],
         bf16: bool,
     ) -> FloatTensor<Self>;
+
+    /// `x · w` for `[n, k]` and `[k, m]`, from operands rounded to bf16, summed in f32.
+    fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
 }
 
 /// Without autodiff: the forward passes alone.
@@ -76,5 +80,9 @@ impl FlexKernels for Flex {
             ConvGeometry { stride, padding },
             Arithmetic::new(bf16),
         )
+    }
+
+    fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
+        matmul::forward(x, w)
     }
 }

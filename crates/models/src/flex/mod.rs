@@ -15,6 +15,8 @@
 //!   by the flipped, transposed kernel;
 //! - its weight gradient as one gemm per image of the output gradient and the windows,
 //!   accumulated per thread;
+//! - in bf16 (`bf16_gemm`: AMX tiles where the CPU has them), the convolution's products and
+//!   a dense layer's (`matmul`);
 //! - local response normalization (`lrn`) in vectorized passes per channel plane, with square
 //!   roots for the power and a backward pass that reuses the forward's window sums.
 //!
@@ -27,6 +29,7 @@ mod bf16_gemm;
 mod conv;
 mod extension;
 mod lrn;
+mod matmul;
 mod max_pool;
 
 pub(crate) use bf16_gemm::amx_available;

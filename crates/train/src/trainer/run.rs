@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use burn::module::Module;
+use towers_models::{Precision, bf16_on_amx};
 use towers_multigpu::{Timeline, TowerDevice, Towers, Track};
 
 use super::input::{next_batch, seeded_step};
@@ -343,8 +344,14 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             Some(entry) => format!(", model on {entry}"),
             None => String::new(),
         };
+        let precision = match c.precision {
+            Precision::F32 => String::new(),
+            Precision::Bf16 if bf16_on_amx() => ", products in bf16 (AMX tiles on flex)".into(),
+            Precision::Bf16 => ", products in bf16".into(),
+            Precision::F16 => ", products in f16 with loss scaling".into(),
+        };
         format!(
-            "training on {} tower{} ({}){parameters}, batch {} per step, {} examples per epoch, steps {step}..{}, \
+            "training on {} tower{} ({}){parameters}{precision}, batch {} per step, {} examples per epoch, steps {step}..{}, \
              {:?}, learning rate {schedule:?}, train dir {}",
             towers.len(),
             if towers.len() == 1 { "" } else { "s" },

@@ -1,0 +1,93 @@
+"""TensorFlow and burn-towers in one sitting, f32 and bf16, on the CIFAR-10 net's training step
+and Inception v3's: each pair run back to back, the pairs repeated `--rounds` times, the ratios
+printed (ours / TF in examples per second: above 1 is faster).
+
+Run by hand with TensorFlow installed (never in CI), on an otherwise idle machine, after
+`cargo build --release --example bench_step --example bench_models`:
+
+    python bench/peers/side_by_side.py [--rounds 2] [--skip-inception]
+
+Ours: `bench_step` (whole step, f32 and bf16 alternating call by call) and `bench_models`
+(Inception train step, f32 and bf16 alternating). TF: `tf_cifar10_step.py --whole-step-only`
+and `tf_inception_step.py`, each in f32 and in bf16 (Keras's `mixed_bfloat16`). Record the CPU
+(`lscpu`) with the figures: the ratios depend on it.
+"""
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS = ROOT / "bench" / "peers"
+EXAMPLES = ROOT / "target" / "release" / "examples"
+
+
+def run(command):
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return out
+
+
+def number(pattern, text):
+    match = re.search(pattern, text, re.MULTILINE)
+    if not match:
+        sys.exit(f"no `{pattern}` in:\n{text}")
+    return float(match.group(1))
+
+
+def cifar_round(reps):
+    """ms per step: TF f32, TF bf16, ours f32, ours bf16."""
+    tf = {
+        p: number(
+            r"^whole step: forward\+backward\+SGD\s+([\d.]+)",
+            run([sys.executable, PEERS / "tf_cifar10_step.py", "--whole-step-only",
+                 "--precision", p, "--reps", str(reps)]),
+        )
+        for p in ("f32", "bf16")
+    }
+    ours_out = run([EXAMPLES / "bench_step", str(reps)])
+    ours = {p: number(rf"^whole step \({p}\): fwd\+bwd\+SGD\s+([\d.]+)", ours_out) for p in ("f32", "bf16")}
+    return tf, ours
+
+
+def inception_round(reps):
+    """ms per image of a train step: TF f32, TF bf16, ours f32, ours bf16."""
+    tf = {
+        p: number(
+            r"^train step ms/image ([\d.]+)",
+            run([sys.executable, PEERS / "tf_inception_step.py", "--precision", p, "--reps", str(reps)]),
+        )
+        for p in ("f32", "bf16")
+    }
+    ours_out = run([EXAMPLES / "bench_models", str(reps)])
+    ours = {
+        p: number(rf"^Inception v3, 299x299 \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)", ours_out)
+        for p in ("f32", "bf16")
+    }
+    return tf, ours
+
+
+def report(name, unit, tf, ours):
+    for p in ("f32", "bf16"):
+        print(f"{name:<10} {p:<5} TF {tf[p]:>9.2f} {unit}   ours {ours[p]:>9.2f} {unit}   "
+              f"ours/TF {tf[p] / ours[p]:.2f}x")
+    print(f"{name:<10} ours bf16 / ours f32 {ours['f32'] / ours['bf16']:.2f}x, "
+          f"TF bf16 / TF f32 {tf['f32'] / tf['bf16']:.2f}x")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--skip-inception", action="store_true")
+    args = parser.parse_args()
+    print(run(["lscpu"]).splitlines()[[l.startswith("Model name") for l in run(["lscpu"]).splitlines()].index(True)])
+    for r in range(args.rounds):
+        print(f"round {r + 1}")
+        report("CIFAR-10", "ms/step ", *cifar_round(15))
+        if not args.skip_inception:
+            report("Inception", "ms/image", *inception_round(2))
+
+
+if __name__ == "__main__":
+    main()
