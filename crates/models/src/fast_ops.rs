@@ -6,7 +6,7 @@
 
 use burn::nn::Linear;
 use burn::nn::conv::Conv2d;
-use burn::nn::pool::MaxPool2d;
+use burn::nn::pool::{AvgPool2d, MaxPool2d};
 use burn::tensor::module;
 use burn::tensor::ops::{ConvOptions, PadMode};
 use burn::tensor::{DType, Tensor};
@@ -18,6 +18,15 @@ use crate::precision::{Precision, current_precision};
 pub fn max_pool2d(pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
     #[cfg(feature = "flex")]
     if let Some(y) = flex_route::max_pool2d(pool, &x) {
+        return y;
+    }
+    pool.forward(x)
+}
+
+/// `pool.forward(x)`.
+pub fn avg_pool2d(pool: &AvgPool2d, x: Tensor<4>) -> Tensor<4> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::avg_pool2d(pool, &x) {
         return y;
     }
     pool.forward(x)
@@ -81,7 +90,7 @@ fn cast_conv2d(conv: &Conv2d, x: Tensor<4>, dtype: DType) -> Tensor<4> {
 pub(crate) mod flex_route {
     use burn::backend::{Dispatch, DispatchDevice};
     use burn::nn::conv::Conv2d;
-    use burn::nn::pool::MaxPool2d;
+    use burn::nn::pool::{AvgPool2d, MaxPool2d};
     use burn::tensor::{DType, Tensor};
 
     use crate::flex::FlexKernels;
@@ -121,6 +130,25 @@ pub(crate) mod flex_route {
         let (kernel, stride) = (pool.kernel_size, pool.stride);
         let x = x.clone().into_dispatch();
         let y = <Dispatch as FlexKernels>::towers_max_pool2d(x, kernel, stride, pool.ceil_mode);
+        Some(Tensor::from_dispatch(y))
+    }
+
+    /// At stride 1 with the same padding before and after, without ceil mode.
+    pub(super) fn avg_pool2d(pool: &AvgPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+        let [_, _, h, w] = x.dims();
+        let (rows, cols) = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
+        let [kh, kw] = pool.kernel_size;
+        let fits = h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw;
+        let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
+        if !on_flex(x) || pool.stride != [1, 1] || pool.ceil_mode || !symmetric || !fits {
+            return None;
+        }
+        let y = <Dispatch as FlexKernels>::towers_avg_pool2d(
+            x.clone().into_dispatch(),
+            pool.kernel_size,
+            [rows.0, cols.0],
+            pool.count_include_pad,
+        );
         Some(Tensor::from_dispatch(y))
     }
 
@@ -178,7 +206,7 @@ mod tests {
     use crate::test_util::rel_diff;
     use burn::nn::PaddingConfig2d;
     use burn::nn::conv::Conv2dConfig;
-    use burn::nn::pool::MaxPool2dConfig;
+    use burn::nn::pool::{AvgPool2dConfig, MaxPool2dConfig};
     use burn::tensor::{Device, Distribution};
 
     /// Against Burn's pooling, bit for bit: the CIFAR-10 net's pools (ceil mode, the last
@@ -289,6 +317,45 @@ mod tests {
                 "{kernel:?} {padding:?}: {grads:?}"
             );
         }
+    }
+
+    /// Against Burn's average pooling, outputs and the input gradient of a weighted sum:
+    /// Inception's 3x3 SAME with and without the padding in the divisor, on planes as small as
+    /// the window, a 5x5, a one-row window, and no padding; a strided pool is not taken.
+    #[test]
+    fn average_pooling_matches_burns_outputs_and_gradients() {
+        let device = Device::flex().autodiff();
+        let cases = [
+            ([3, 3], PaddingConfig2d::Same, false, [35, 35]),
+            ([3, 3], PaddingConfig2d::Same, true, [17, 17]),
+            ([3, 3], PaddingConfig2d::Same, false, [2, 3]),
+            ([5, 5], PaddingConfig2d::Explicit(2, 2, 2, 2), false, [8, 9]),
+            ([1, 3], PaddingConfig2d::Explicit(0, 1, 0, 1), false, [4, 6]),
+            ([3, 3], PaddingConfig2d::Valid, true, [7, 5]),
+        ];
+        for (kernel, padding, counts_padding, [h, w]) in cases {
+            let case = format!("{kernel:?} {padding:?} {counts_padding} {h}x{w}");
+            let pool = AvgPool2dConfig::new(kernel)
+                .with_strides([1, 1])
+                .with_padding(padding)
+                .with_count_include_pad(counts_padding)
+                .init();
+            let x =
+                Tensor::<4>::random([2, 3, h, w], Distribution::Default, &device).require_grad();
+            let got = flex_route::avg_pool2d(&pool, &x).expect("on the flex kernels");
+            let want = pool.forward(x.clone());
+            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+            let g_got = (got.clone() * probe.clone()).sum().backward();
+            let g_want = (want.clone() * probe).sum().backward();
+            let diffs = [
+                rel_diff(got, want),
+                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+            ];
+            assert!(diffs.iter().all(|&d| d < 1e-6), "{case}: {diffs:?}");
+        }
+        let strided = AvgPool2dConfig::new([5, 5]).with_strides([3, 3]).init();
+        let x = Tensor::<4>::random([1, 2, 17, 17], Distribution::Default, &device);
+        assert!(flex_route::avg_pool2d(&strided, &x).is_none());
     }
 
     /// What the kernels do not cover goes to Burn: a padded pool, a dilated convolution, an

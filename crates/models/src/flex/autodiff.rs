@@ -12,6 +12,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Flex};
 use burn_flex::FlexTensor;
 
+use super::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
 use super::conv::{Arithmetic, ConvGeometry, input_grad, weight_grad};
 use super::dims4;
 use super::extension::FlexKernels;
@@ -114,6 +115,47 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(matmul::forward(x.into_primitive(), w.into_primitive()))
             }
+        }
+    }
+
+    fn towers_avg_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        padding: [usize; 2],
+        counts_padding: bool,
+    ) -> FloatTensor<Self> {
+        let shape = AvgPoolShape {
+            kernel,
+            padding,
+            counts_padding,
+        };
+        match AvgPoolBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let [_, _, h, w] = dims4(x.primitive());
+                prep.finish(([h, w], shape), avg_pool_forward(x.into_primitive(), shape))
+            }
+            OpsKind::UnTracked(prep) => prep.finish(avg_pool_forward(x.into_primitive(), shape)),
+        }
+    }
+}
+
+/// Average pooling's backward pass: state is the input plane's size and the pool.
+#[derive(Debug)]
+struct AvgPoolBackward;
+
+impl Backward<Flex, 1> for AvgPoolBackward {
+    type State = ([usize; 2], AvgPoolShape);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = parent {
+            let (plane, shape) = ops.state;
+            grads.register::<Flex>(node.id, avg_pool_backward(grad, plane, shape));
         }
     }
 }

@@ -149,7 +149,7 @@ fn bf16_bits(x: f32) -> u16 {
 }
 
 /// `x` rounded to bf16, as the f32 of the same value.
-fn round_to_bf16(x: f32) -> f32 {
+pub(crate) fn round_to_bf16(x: f32) -> f32 {
     f32::from_bits(u32::from(bf16_bits(x)) << 16)
 }
 
@@ -222,9 +222,10 @@ fn round_compact(copy: &mut Vec<f32>, rhs: Strided, k: usize, n: usize) -> [usiz
     if transposed { [1, k] } else { [n, 1] }
 }
 
-/// The AMX path: tile layout, packing (AVX-512 where the strides allow), and the kernel.
+/// The AMX path: tile layout, packing (AVX-512 where the strides allow), and the kernel. Its
+/// `pub(crate)` items (tiles, the tile session, the bf16 conversions) serve `bf16_conv` too.
 #[cfg(target_arch = "x86_64")]
-mod amx {
+pub(crate) mod amx {
     use super::{Strided, bf16_bits};
     use core::arch::asm;
     use core::arch::x86_64::*;
@@ -232,31 +233,31 @@ mod amx {
     use std::sync::OnceLock;
 
     /// Tile rows, and f32 columns of a C tile (or column pairs of a B tile).
-    const ROWS: usize = 16;
+    pub(crate) const ROWS: usize = 16;
     /// bf16 values in a tile row: the `k` depth of one `tdpbf16ps`.
-    const DEPTH: usize = 32;
+    pub(crate) const DEPTH: usize = 32;
 
     /// One tile of bf16: 16 rows of 64 bytes, aligned so that no tile row straddles cache lines.
     #[derive(Clone, Copy)]
     #[repr(C, align(64))]
-    pub(super) struct Tile(pub(super) [u16; ROWS * DEPTH]);
+    pub(crate) struct Tile(pub(crate) [u16; ROWS * DEPTH]);
 
-    const ZERO_TILE: Tile = Tile([0; ROWS * DEPTH]);
+    pub(crate) const ZERO_TILE: Tile = Tile([0; ROWS * DEPTH]);
 
     /// Side of the block of `dst` that one `compute_block` produces: 2 × 2 tiles.
-    const BLOCK: usize = 2 * ROWS;
+    pub(crate) const BLOCK: usize = 2 * ROWS;
 
     /// A 32×32 block of f32, row-major: the results of a block that hangs over the edge of `dst`.
     #[repr(C, align(64))]
-    struct Block([f32; BLOCK * BLOCK]);
+    pub(crate) struct Block(pub(crate) [f32; BLOCK * BLOCK]);
 
     /// Proof that `supported()` said yes, which the tile instructions and the AVX-512 packers
     /// need: only `Amx::get` makes one.
     #[derive(Clone, Copy)]
-    pub(super) struct Amx(());
+    pub(crate) struct Amx(());
 
     impl Amx {
-        pub(super) fn get() -> Option<Self> {
+        pub(crate) fn get() -> Option<Self> {
             supported().then_some(Self(()))
         }
     }
@@ -420,10 +421,10 @@ mod amx {
     /// Tiles configured on this thread; dropping it releases them (`tilerelease`), so that the
     /// thread carries no tile state between calls. Its existence is what lets `compute_block`
     /// run tile instructions.
-    struct TileSession(());
+    pub(crate) struct TileSession(());
 
     impl TileSession {
-        fn start(_: Amx) -> Self {
+        pub(crate) fn start(_: Amx) -> Self {
             // SAFETY: AMX-TILE is present and the OS granted tile data (`Amx`);
             // `CONFIG` is a valid 64-byte palette-1 configuration.
             unsafe {
@@ -687,7 +688,7 @@ mod amx {
     }
 
     /// The first `count` (at most 16) lanes.
-    fn lane_mask(count: usize) -> __mmask16 {
+    pub(crate) fn lane_mask(count: usize) -> __mmask16 {
         if count >= 16 {
             u16::MAX
         } else {
@@ -700,7 +701,7 @@ mod amx {
     /// # Safety
     /// AVX-512 F, BW and BF16 present; `source .. source + count` readable.
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    unsafe fn load_bf16_run(source: *const f32, count: usize) -> __m512i {
+    pub(crate) unsafe fn load_bf16_run(source: *const f32, count: usize) -> __m512i {
         // SAFETY: only the first `count` floats are unmasked.
         let low = unsafe { _mm512_maskz_loadu_ps(lane_mask(count), source) };
         let high = if count > 16 {
@@ -715,7 +716,7 @@ mod amx {
     /// `low` then `high` rounded to 32 bf16 by `vcvtne2ps2bf16`: to nearest even, NaN kept
     /// (quieted), and subnormals flushed to zero, which AMX would do with them anyway.
     #[target_feature(enable = "avx512f,avx512bf16")]
-    fn to_bf16(low: __m512, high: __m512) -> __m512i {
+    pub(crate) fn to_bf16(low: __m512, high: __m512) -> __m512i {
         let words: __m512bh = _mm512_cvtne2ps_pbh(high, low);
         // SAFETY: both are 64 bytes of plain bits.
         unsafe { core::mem::transmute::<__m512bh, __m512i>(words) }
@@ -723,7 +724,7 @@ mod amx {
 
     /// The bits `to_bf16` gives `x`, one at a time: `bf16_bits`, with subnormals flushed to
     /// (signed) zero.
-    fn tile_bits(x: f32) -> u16 {
+    pub(crate) fn tile_bits(x: f32) -> u16 {
         let bits = x.to_bits();
         if bits & 0x7f80_0000 == 0 {
             (bits >> 16) as u16 & 0x8000
@@ -743,7 +744,7 @@ mod amx {
     /// Transposes 16×16 32-bit lanes: within 128-bit lanes (two unpack stages), then the
     /// 128-bit lanes themselves (two shuffle stages).
     #[target_feature(enable = "avx512f")]
-    fn transpose(x: [__m512i; 16]) -> [__m512i; 16] {
+    pub(crate) fn transpose(x: [__m512i; 16]) -> [__m512i; 16] {
         let t: [__m512i; 16] = core::array::from_fn(|i| {
             let (a, b) = (x[i & !1], x[i | 1]);
             if i % 2 == 0 {

@@ -6,7 +6,9 @@
 //! 25 columns wide for 5x5).
 //!
 //! In [`Arithmetic::Bf16`] the same products take their operands rounded to bf16 and sum in
-//! f32 ([`super::bf16_gemm`]: on AMX tiles where the CPU has them).
+//! f32 ([`super::bf16_gemm`]: on AMX tiles where the CPU has them). Where AMX runs them, a
+//! stride-1 convolution skips the windows altogether ([`direct`]: the tiles read the padded
+//! image at each tap's offset), forward and, where that pays, for the weight gradient.
 
 use burn::backend::Flex;
 use burn::backend::ops::{ConvOptions, FloatTensorOps, ModuleOps};
@@ -65,11 +67,18 @@ pub(crate) fn forward(
     let (x_data, kernel): (&[f32], &[f32]) = (x.storage(), weight.storage());
     let (taps, places) = (c * kh * kw, out_h * out_w);
     let mut y = vec![0f32; n * out * places];
+    let direct =
+        (arithmetic == Arithmetic::Bf16 && geometry.stride == [1, 1] && direct::available())
+            .then(|| direct::PackedKernel::new(kernel, [out, c, kh, kw]));
     let kernel = Kernel::new(kernel, [out, taps], arithmetic);
     let per_thread = n.div_ceil(rayon::current_num_threads()).max(1);
     y.par_chunks_mut((out * places * per_thread).max(1))
         .zip(x_data.par_chunks(c * h * w * per_thread))
         .for_each(|(y, x)| {
+            if let Some(packed) = &direct {
+                let images = x.len() / (c * h * w);
+                return direct::forward(y, x, [images, c, h, w], packed, geometry.padding);
+            }
             let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
             for (y, x) in y
                 .chunks_exact_mut(out * places)
@@ -137,10 +146,23 @@ pub(crate) fn weight_grad(
     let places = out_h * out_w;
     let threads = rayon::current_num_threads().clamp(1, n.max(1));
     let share = n.div_ceil(threads).max(1);
+    let direct = arithmetic == Arithmetic::Bf16
+        && geometry.stride == [1, 1]
+        && direct::available()
+        && direct::weight_grad_pays_off(c, kernel);
     let sums: Vec<Vec<f32>> = (0..threads)
         .into_par_iter()
         .map(|t| {
             let mut sum = vec![0f32; out * taps];
+            if direct {
+                let images = (t * share..((t + 1) * share).min(n)).len();
+                let x = &x_data[(t * share * c * h * w).min(x_data.len())..][..images * c * h * w];
+                let g = &grad_data[(t * share * out * places).min(grad_data.len())..]
+                    [..images * out * places];
+                let dims = [out, kernel[0], kernel[1]];
+                direct::weight_grad(&mut sum, x, [images, c, h, w], g, dims, geometry.padding);
+                return sum;
+            }
             let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
             for i in (t * share..(t + 1) * share).take_while(|&i| i < n) {
                 let windows = image.windows(&x_data[i * c * h * w..][..c * h * w], &mut columns);
@@ -168,6 +190,60 @@ enum Product {
     Set,
     /// `dst += lhs · rhsᵀ`, `rhs` an `[n × k]` matrix, read transposed through gemm's strides.
     AddTransposed,
+}
+
+/// [`super::bf16_conv`], the direct convolution on AMX tiles, where it is compiled (x86-64).
+#[cfg(target_arch = "x86_64")]
+mod direct {
+    pub(super) use super::super::bf16_conv::{
+        PackedKernel, forward, weight_grad, weight_grad_pays_off,
+    };
+
+    /// Whether AMX runs here.
+    pub(super) fn available() -> bool {
+        super::super::bf16_gemm::amx_available()
+    }
+}
+
+/// Elsewhere: never available.
+#[cfg(not(target_arch = "x86_64"))]
+mod direct {
+    pub(super) enum PackedKernel {}
+
+    impl PackedKernel {
+        pub(super) fn new(_: &[f32], _: [usize; 4]) -> Self {
+            unreachable!("no direct convolution off x86-64")
+        }
+    }
+
+    pub(super) fn available() -> bool {
+        false
+    }
+
+    pub(super) fn weight_grad_pays_off(_: usize, _: [usize; 2]) -> bool {
+        false
+    }
+
+    pub(super) fn forward(
+        _: &mut [f32],
+        _: &[f32],
+        _: [usize; 4],
+        k: &PackedKernel,
+        _: [usize; 2],
+    ) {
+        match *k {}
+    }
+
+    pub(super) fn weight_grad(
+        _: &mut [f32],
+        _: &[f32],
+        _: [usize; 4],
+        _: &[f32],
+        _: [usize; 3],
+        _: [usize; 2],
+    ) {
+        unreachable!("no direct convolution off x86-64")
+    }
 }
 
 /// `x` rounded to bf16, in f32.

@@ -4,6 +4,7 @@
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Flex, backend_extension};
 
+use super::avg_pool::{AvgPoolShape, avg_pool_forward};
 use super::conv::{Arithmetic, ConvGeometry, forward};
 use super::lrn::{LrnParams, lrn_forward};
 use super::matmul;
@@ -43,6 +44,14 @@ pub trait FlexKernels: Backend {
 
     /// `x · w` for `[n, k]` and `[k, m]`, from operands rounded to bf16, summed in f32.
     fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// Average pooling of `[n, c, h, w]` at stride 1, the same zero padding before and after.
+    fn towers_avg_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        padding: [usize; 2],
+        counts_padding: bool,
+    ) -> FloatTensor<Self>;
 }
 
 /// Without autodiff: the forward passes alone.
@@ -84,5 +93,19 @@ impl FlexKernels for Flex {
 
     fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
         matmul::forward(x, w)
+    }
+
+    fn towers_avg_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        padding: [usize; 2],
+        counts_padding: bool,
+    ) -> FloatTensor<Self> {
+        let shape = AvgPoolShape {
+            kernel,
+            padding,
+            counts_padding,
+        };
+        avg_pool_forward(x, shape)
     }
 }
