@@ -27,7 +27,7 @@ use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, Int, Tensor, s};
 use towers_models::{
     Cifar10Config, Cifar10Net, ImageClassifier, Precision, bf16_on_amx, conv_images, conv2d,
-    max_pool2d, with_precision,
+    conv2d_relu, max_pool2d, with_precision,
 };
 use towers_train::OptimizerConfig;
 
@@ -53,7 +53,7 @@ fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
     let flat = |x: Tensor<4>| x.flatten::<2>(1, 3);
     vec![
         Layer::new("conv1 + relu", [128, 3, 24, 24], false, |x| {
-            relu(conv_images(&net.conv1, x)).sum()
+            conv2d_relu(&net.conv1, x).sum()
         }),
         Layer::new("pool1", [128, 64, 24, 24], true, |x| {
             max_pool2d(&net.pool1, x).sum()
@@ -62,7 +62,7 @@ fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
             net.norm1.forward(x).sum()
         }),
         Layer::new("conv2 + relu", [128, 64, 12, 12], true, |x| {
-            relu(conv2d(&net.conv2, x)).sum()
+            conv2d_relu(&net.conv2, x).sum()
         }),
         Layer::new("norm2 (LRN)", [128, 64, 12, 12], true, |x| {
             net.norm2.forward(x).sum()
@@ -182,13 +182,25 @@ fn alternatives(net: &Cifar10Net) -> Vec<Vec<Layer<'_>>> {
                 false,
                 |x| relu(conv_images(&net.conv1, x)).sum(),
             ),
+            Layer::new(
+                "conv1: conv2d_relu (one kernel)",
+                [128, 3, 24, 24],
+                false,
+                |x| conv2d_relu(&net.conv1, x).sum(),
+            ),
             Layer::new("conv1: Burn's conv2d", [128, 3, 24, 24], false, |x| {
                 relu(net.conv1.forward(x)).sum()
             }),
         ],
         vec![
             Layer::new(
-                "conv2: towers_models::conv2d",
+                "conv2: conv2d_relu (one kernel)",
+                [128, 64, 12, 12],
+                true,
+                |x| conv2d_relu(&net.conv2, x).sum(),
+            ),
+            Layer::new(
+                "conv2: towers_models::conv2d, relu",
                 [128, 64, 12, 12],
                 true,
                 |x| relu(conv2d(&net.conv2, x)).sum(),

@@ -2,8 +2,8 @@ use crate::padding::same_padding;
 use crate::params::{l2_penalty, weight_decays};
 use crate::summary::model_rows;
 use crate::{
-    ClassifierLoss, ImageClassifier, Lrn, LrnConfig, WeightDecay, conv_images, conv2d,
-    count_params, linear, max_pool2d, summary_table, truncated_normal,
+    ClassifierLoss, ImageClassifier, Lrn, LrnConfig, WeightDecay, conv2d_relu, count_params,
+    linear, max_pool2d, summary_table, truncated_normal,
 };
 use burn::config::Config;
 use burn::module::Module;
@@ -116,13 +116,13 @@ impl Cifar10Config {
 impl Cifar10Net {
     /// Logits, reporting each layer's output shape to `tap` under its TF name.
     fn run(&self, images: Tensor<4>, tap: &mut dyn FnMut(&'static str, &[usize])) -> Tensor<2> {
-        let x = relu(conv_images(&self.conv1, images));
+        let x = conv2d_relu(&self.conv1, images);
         tap("conv1", &x.dims());
         let x = max_pool2d(&self.pool1, x);
         tap("pool1", &x.dims());
         let x = self.norm1.forward(x);
         tap("norm1", &x.dims());
-        let x = relu(conv2d(&self.conv2, x));
+        let x = conv2d_relu(&self.conv2, x);
         tap("conv2", &x.dims());
         let x = self.norm2.forward(x);
         tap("norm2", &x.dims());

@@ -7,6 +7,7 @@
 use burn::nn::Linear;
 use burn::nn::conv::Conv2d;
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
+use burn::tensor::activation::relu;
 use burn::tensor::module;
 use burn::tensor::ops::{ConvOptions, PadMode};
 use burn::tensor::{DType, Tensor};
@@ -43,6 +44,16 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
         Precision::F32 => conv.forward(x),
         low => cast_conv2d(conv, x, low.dtype()),
     }
+}
+
+/// `relu(conv.forward(x))`, its products in this thread's [`Precision`]; on the flex kernels
+/// the bias and ReLU are applied in the convolution's own pass.
+pub fn conv2d_relu(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::conv2d_relu(conv, &x, current_precision()) {
+        return y;
+    }
+    relu(conv2d(conv, x))
 }
 
 /// `linear.forward(x)`, its product in this thread's [`Precision`]: in a low one, `x` and the
@@ -169,22 +180,8 @@ pub(crate) mod flex_route {
 
     /// In f32 or bf16 (products on AMX tiles where the CPU has them); f16 goes to Burn.
     pub(super) fn conv2d(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tensor<4>> {
-        let [_, _, h, w] = x.dims();
-        let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
-        let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
-        // A kernel larger than the padded input has no output: Burn's error, not ours.
-        let [kh, kw] = conv.kernel_size;
-        let fits = h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw;
-        let bf16 = match precision {
-            Precision::F32 => false,
-            Precision::Bf16 => true,
-            Precision::F16 => return None,
-        };
-        if !on_flex(x) || conv.groups != 1 || conv.dilation != [1, 1] || !symmetric || !fits {
-            return None;
-        }
+        let (padding, bf16) = covered(conv, x, precision)?;
         let weight = conv.weight.val().into_dispatch();
-        let padding = [rows.0, cols.0];
         let y = <Dispatch as FlexKernels>::towers_conv2d(
             x.clone().into_dispatch(),
             weight,
@@ -197,6 +194,44 @@ pub(crate) mod flex_route {
             Some(bias) => y + bias.val().reshape([1, -1, 1, 1]),
             None => y,
         })
+    }
+
+    /// [`conv2d`] then its bias and ReLU in one pass: for a convolution with a bias.
+    pub(super) fn conv2d_relu(
+        conv: &Conv2d,
+        x: &Tensor<4>,
+        precision: Precision,
+    ) -> Option<Tensor<4>> {
+        let (padding, bf16) = covered(conv, x, precision)?;
+        let bias = conv.bias.as_ref()?.val().into_dispatch();
+        let y = <Dispatch as FlexKernels>::towers_conv2d_bias_relu(
+            x.clone().into_dispatch(),
+            conv.weight.val().into_dispatch(),
+            bias,
+            conv.stride,
+            padding,
+            bf16,
+        );
+        Some(Tensor::from_dispatch(y))
+    }
+
+    /// The padding before (and after) and whether the products are in bf16, when the kernels
+    /// cover `conv` on `x` in `precision`: f32 or bf16 flex tensors, no groups or dilation,
+    /// the same padding on both sides.
+    fn covered(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<([usize; 2], bool)> {
+        let [_, _, h, w] = x.dims();
+        let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+        let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
+        // A kernel larger than the padded input has no output: Burn's error, not ours.
+        let [kh, kw] = conv.kernel_size;
+        let fits = h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw;
+        let bf16 = match precision {
+            Precision::F32 => false,
+            Precision::Bf16 => true,
+            Precision::F16 => return None,
+        };
+        let plain = conv.groups == 1 && conv.dilation == [1, 1];
+        (on_flex(x) && plain && symmetric && fits).then_some(([rows.0, cols.0], bf16))
     }
 }
 
@@ -356,6 +391,49 @@ mod tests {
         let strided = AvgPool2dConfig::new([5, 5]).with_strides([3, 3]).init();
         let x = Tensor::<4>::random([1, 2, 17, 17], Distribution::Default, &device);
         assert!(flex_route::avg_pool2d(&strided, &x).is_none());
+    }
+
+    /// The convolution with its bias and ReLU in one kernel against the convolution followed
+    /// by Burn's bias addition and ReLU: outputs and the gradients of the input, kernel and
+    /// bias, in f32 and in bf16; a NaN stays NaN through the ReLU.
+    #[test]
+    fn fused_bias_and_relu_match_the_separate_ops() {
+        let device = Device::flex().autodiff();
+        let cases = [
+            (3, 64, [5, 5], [1, 1], [24, 24]),
+            (64, 64, [5, 5], [1, 1], [12, 12]),
+            (5, 7, [3, 3], [2, 2], [9, 11]),
+        ];
+        for (c_in, c_out, kernel, stride, [h, w]) in cases {
+            for precision in [Precision::F32, Precision::Bf16] {
+                let case = format!("{c_in}->{c_out} {kernel:?}/{stride:?} {precision}");
+                let conv = Conv2dConfig::new([c_in, c_out], kernel)
+                    .with_stride(stride)
+                    .with_padding(PaddingConfig2d::Same)
+                    .init(&device);
+                let x = Tensor::<4>::random([3, c_in, h, w], Distribution::Default, &device)
+                    .require_grad();
+                let fused = flex_route::conv2d_relu(&conv, &x, precision).expect("covered");
+                let apart = relu(flex_route::conv2d(&conv, &x, precision).expect("covered"));
+                let probe = Tensor::random(fused.dims(), Distribution::Default, &device);
+                let g_fused = (fused.clone() * probe.clone()).sum().backward();
+                let g_apart = (apart.clone() * probe).sum().backward();
+                let grad = |t: &Tensor<4>, g| t.grad(g).unwrap();
+                let (weight, bias) = (conv.weight.val(), conv.bias.as_ref().unwrap().val());
+                let diffs = [
+                    rel_diff(fused, apart),
+                    rel_diff(grad(&x, &g_fused), grad(&x, &g_apart)),
+                    rel_diff(grad(&weight, &g_fused), grad(&weight, &g_apart)),
+                    rel_diff(bias.grad(&g_fused).unwrap(), bias.grad(&g_apart).unwrap()),
+                ];
+                assert!(diffs.iter().all(|&d| d < 1e-5), "{case}: {diffs:?}");
+            }
+        }
+        let conv = Conv2dConfig::new([2, 3], [1, 1]).init(&device);
+        let x = Tensor::<4>::full([1, 2, 2, 2], f32::NAN, &device);
+        let y = flex_route::conv2d_relu(&conv, &x, Precision::F32).unwrap();
+        let values: Vec<f32> = y.into_data().try_to_vec().unwrap();
+        assert!(values.iter().all(|v| v.is_nan()));
     }
 
     /// What the kernels do not cover goes to Burn: a padded pool, a dilated convolution, an

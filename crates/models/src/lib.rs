@@ -27,7 +27,7 @@ pub use batch_norm::{OffsetBatchNorm, OffsetBatchNormConfig};
 pub use cifar10::{Cifar10Config, Cifar10Net};
 pub use classifier::{ClassifierLoss, ImageClassifier};
 pub use dropout::{dropout, with_dropout_seed, with_example_dropout};
-pub use fast_ops::{avg_pool2d, conv2d, linear, max_pool2d};
+pub use fast_ops::{avg_pool2d, conv2d, conv2d_relu, linear, max_pool2d};
 pub use image_conv::conv_images;
 pub use inception::{
     AuxHead, AuxHeadConfig, InceptionA, InceptionAConfig, InceptionB, InceptionBConfig, InceptionC,

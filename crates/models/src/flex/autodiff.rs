@@ -13,7 +13,8 @@ use burn::backend::{Autodiff, Flex};
 use burn_flex::FlexTensor;
 
 use super::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
-use super::conv::{Arithmetic, ConvGeometry, input_grad, weight_grad};
+use super::bias_relu;
+use super::conv::{Arithmetic, ConvGeometry, forward_bias_relu, input_grad, weight_grad};
 use super::dims4;
 use super::extension::FlexKernels;
 use super::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
@@ -139,6 +140,73 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 prep.finish(([h, w], shape), avg_pool_forward(x.into_primitive(), shape))
             }
             OpsKind::UnTracked(prep) => prep.finish(avg_pool_forward(x.into_primitive(), shape)),
+        }
+    }
+
+    fn towers_conv2d_bias_relu(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self> {
+        let (geometry, arithmetic) = (ConvGeometry { stride, padding }, Arithmetic::new(bf16));
+        match ConvBiasReluBackward
+            .prepare::<C>([x.node(), weight.node(), bias.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let weight_state = prep.checkpoint(&weight);
+                let (x, weight) = (x.into_primitive(), weight.into_primitive());
+                let y = forward_bias_relu(x, weight, bias.into_primitive(), geometry, arithmetic);
+                let state = (x_state, weight_state, y.clone(), geometry, arithmetic);
+                prep.finish(state, y)
+            }
+            OpsKind::UnTracked(prep) => {
+                let (x, weight) = (x.into_primitive(), weight.into_primitive());
+                let y = forward_bias_relu(x, weight, bias.into_primitive(), geometry, arithmetic);
+                prep.finish(y)
+            }
+        }
+    }
+}
+
+/// The fused convolution, bias and ReLU's backward pass: the ReLU's mask and the bias's
+/// gradient in one pass, then the convolution's. State: the input, the kernel, the output, the
+/// geometry and the arithmetic.
+#[derive(Debug)]
+struct ConvBiasReluBackward;
+
+impl Backward<Flex, 3> for ConvBiasReluBackward {
+    type State = (NodeId, NodeId, FlexTensor, ConvGeometry, Arithmetic);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 3>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, weight_node, bias_node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, weight_state, y, geometry, arithmetic) = ops.state;
+        let (grad, bias_grad) = bias_relu::backward(&y, grad);
+        drop(y);
+        if let Some(node) = bias_node {
+            grads.register::<Flex>(node.id, bias_grad);
+        }
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let weight: FlexTensor = checkpointer.retrieve_node_output(weight_state);
+        let [_, _, kh, kw] = dims4(&weight);
+        if let Some(node) = x_node {
+            let x_grad = input_grad(x.clone(), weight, grad.clone(), geometry, arithmetic);
+            grads.register::<Flex>(node.id, x_grad);
+        }
+        if let Some(node) = weight_node {
+            let weight_grad = weight_grad(x, grad, [kh, kw], geometry, arithmetic);
+            grads.register::<Flex>(node.id, weight_grad);
         }
     }
 }

@@ -17,6 +17,7 @@ use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
 use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
+use super::bias_relu;
 use super::dims4;
 
 /// What a convolution's matrix products compute in.
@@ -59,6 +60,30 @@ pub(crate) fn forward(
     geometry: ConvGeometry,
     arithmetic: Arithmetic,
 ) -> FlexTensor {
+    forward_then(x, weight, geometry, arithmetic, None)
+}
+
+/// `relu(conv(x, weight) + bias)`, the bias and ReLU applied to each thread's share of the
+/// output right after its convolution ([`super::bias_relu`]).
+pub(crate) fn forward_bias_relu(
+    x: FlexTensor,
+    weight: FlexTensor,
+    bias: FlexTensor,
+    geometry: ConvGeometry,
+    arithmetic: Arithmetic,
+) -> FlexTensor {
+    let bias = bias.to_contiguous();
+    forward_then(x, weight, geometry, arithmetic, Some(bias.storage()))
+}
+
+/// [`forward`], then the bias and ReLU when there is a bias.
+fn forward_then(
+    x: FlexTensor,
+    weight: FlexTensor,
+    geometry: ConvGeometry,
+    arithmetic: Arithmetic,
+    bias: Option<&[f32]>,
+) -> FlexTensor {
     let (x, weight) = (x.to_contiguous(), weight.to_contiguous());
     let [n, c, h, w] = dims4(&x);
     let [out, _, kh, kw] = dims4(&weight);
@@ -77,15 +102,19 @@ pub(crate) fn forward(
         .for_each(|(y, x)| {
             if let Some(packed) = &direct {
                 let images = x.len() / (c * h * w);
-                return direct::forward(y, x, [images, c, h, w], packed, geometry.padding);
+                direct::forward(y, x, [images, c, h, w], packed, geometry.padding);
+            } else {
+                let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
+                for (y, x) in y
+                    .chunks_exact_mut(out * places)
+                    .zip(x.chunks_exact(c * h * w))
+                {
+                    let windows = image.windows(x, &mut columns);
+                    kernel.times(y, windows, places);
+                }
             }
-            let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
-            for (y, x) in y
-                .chunks_exact_mut(out * places)
-                .zip(x.chunks_exact(c * h * w))
-            {
-                let windows = image.windows(x, &mut columns);
-                kernel.times(y, windows, places);
+            if let Some(bias) = bias {
+                bias_relu::apply(y, bias, places);
             }
         });
     FlexTensor::from_data(TensorData::new(y, [n, out, out_h, out_w]))

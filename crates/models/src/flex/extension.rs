@@ -5,7 +5,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Flex, backend_extension};
 
 use super::avg_pool::{AvgPoolShape, avg_pool_forward};
-use super::conv::{Arithmetic, ConvGeometry, forward};
+use super::conv::{Arithmetic, ConvGeometry, forward, forward_bias_relu};
 use super::lrn::{LrnParams, lrn_forward};
 use super::matmul;
 use super::max_pool::{MaxPoolShape, max_pool_forward};
@@ -37,6 +37,16 @@ pub trait FlexKernels: Backend {
     fn towers_conv2d(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self>;
+
+    /// `relu(towers_conv2d(x, weight) + bias)`, the bias per output channel.
+    fn towers_conv2d_bias_relu(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
         stride: [usize; 2],
         padding: [usize; 2],
         bf16: bool,
@@ -89,6 +99,18 @@ impl FlexKernels for Flex {
             ConvGeometry { stride, padding },
             Arithmetic::new(bf16),
         )
+    }
+
+    fn towers_conv2d_bias_relu(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self> {
+        let geometry = ConvGeometry { stride, padding };
+        forward_bias_relu(x, weight, bias, geometry, Arithmetic::new(bf16))
     }
 
     fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
