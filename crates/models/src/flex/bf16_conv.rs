@@ -170,16 +170,43 @@ impl PackedKernel {
             out * c * taps,
             "weight is not [{out}, {c}, {kh}, {kw}]"
         );
+        Self::from_fn([out, c, kh, kw], |o, ch, tap| {
+            weight[(o * c + ch) * taps + tap]
+        })
+    }
+
+    /// The kernel of the input gradient of a stride-1 convolution by `weight` (`[out, c, kh,
+    /// kw]`): inputs and outputs swapped and the window flipped both ways, `[c, out, kh, kw]`,
+    /// packed straight from `weight` (no flipped copy first).
+    pub(crate) fn flipped_transposed(weight: &[f32], [out, c, kh, kw]: [usize; 4]) -> Self {
+        let taps = kh * kw;
+        assert_eq!(
+            weight.len(),
+            out * c * taps,
+            "weight is not [{out}, {c}, {kh}, {kw}]"
+        );
+        Self::from_fn([c, out, kh, kw], |i, o, tap| {
+            weight[(o * c + i) * taps + (taps - 1 - tap)]
+        })
+    }
+
+    /// The kernel whose element `(o, ch, tap)` (`tap` row-major `ky·kw + kx`) is
+    /// `value(o, ch, tap)`.
+    fn from_fn([out, c, kh, kw]: [usize; 4], value: impl Fn(usize, usize, usize) -> f32) -> Self {
         // The geometry of the smallest image the kernel fits: its depth layout is that of all.
         let g = Geometry::new([c, kh, kw], [kh, kw], [0, 0]);
         let (depth_blocks, depth_taps) = (g.channels().div_ceil(DEPTH), g.taps());
         let steps = depth_taps * depth_blocks;
         let mut tiles = vec![ZERO_TILE; out.div_ceil(BLOCK) * 2 * steps];
-        for (index, &weight) in weight.iter().enumerate() {
-            let (o, ch, tap) = (index / (c * taps), index / taps % c, index % taps);
-            let [tap, v] = g.depth_index(ch, tap);
-            let tile = (o / ROWS * depth_taps + tap) * depth_blocks + v / DEPTH;
-            tiles[tile].0[o % ROWS * DEPTH + v % DEPTH] = tile_bits(weight);
+        for o in 0..out {
+            let (first_tile, row) = (o / ROWS * depth_taps, o % ROWS * DEPTH);
+            for ch in 0..c {
+                for tap in 0..kh * kw {
+                    let [tap_index, v] = g.depth_index(ch, tap);
+                    let tile = (first_tile + tap_index) * depth_blocks + v / DEPTH;
+                    tiles[tile].0[row + v % DEPTH] = tile_bits(value(o, ch, tap));
+                }
+            }
         }
         Self {
             out,

@@ -84,33 +84,81 @@ fn forward_then(
     arithmetic: Arithmetic,
     bias: Option<&[f32]>,
 ) -> FlexTensor {
-    let (x, weight) = (x.to_contiguous(), weight.to_contiguous());
+    let weight = weight.to_contiguous();
+    let [out, c, kh, kw] = dims4(&weight);
+    let kernel: &[f32] = weight.storage();
+    let product = match arithmetic == Arithmetic::Bf16 && direct_applies(geometry) {
+        true => ImageProduct::Direct {
+            kernel: direct::PackedKernel::new(kernel, [out, c, kh, kw]),
+            padding: geometry.padding,
+        },
+        false => ImageProduct::Windows {
+            kernel: Kernel::new(kernel, [out, c * kh * kw], arithmetic),
+            geometry,
+        },
+    };
+    convolve(x, [out, kh, kw], &product, bias)
+}
+
+/// Whether the direct convolution on AMX tiles takes a convolution of this geometry here.
+fn direct_applies(geometry: ConvGeometry) -> bool {
+    geometry.stride == [1, 1] && direct::available()
+}
+
+/// How each image's convolution is computed.
+enum ImageProduct<'a> {
+    /// The kernel times the image's windows (im2col).
+    Windows {
+        kernel: Kernel<'a>,
+        geometry: ConvGeometry,
+    },
+    /// On AMX tiles, without windows (stride 1, bf16).
+    Direct {
+        kernel: direct::PackedKernel,
+        padding: [usize; 2],
+    },
+}
+
+/// The convolution of `x` by a `[out, _, kh, kw]` kernel computed as `product` says, each
+/// thread on its share of the images, then the bias and ReLU when there is a bias.
+fn convolve(
+    x: FlexTensor,
+    [out, kh, kw]: [usize; 3],
+    product: &ImageProduct,
+    bias: Option<&[f32]>,
+) -> FlexTensor {
+    let x = x.to_contiguous();
     let [n, c, h, w] = dims4(&x);
-    let [out, _, kh, kw] = dims4(&weight);
+    let geometry = match product {
+        ImageProduct::Windows { geometry, .. } => *geometry,
+        ImageProduct::Direct { padding, .. } => ConvGeometry {
+            stride: [1, 1],
+            padding: *padding,
+        },
+    };
     let image = Im2Col::new([c, h, w], [kh, kw], geometry);
     let [out_h, out_w] = image.out;
-    let (x_data, kernel): (&[f32], &[f32]) = (x.storage(), weight.storage());
     let (taps, places) = (c * kh * kw, out_h * out_w);
+    let x_data: &[f32] = x.storage();
     let mut y = vec![0f32; n * out * places];
-    let direct =
-        (arithmetic == Arithmetic::Bf16 && geometry.stride == [1, 1] && direct::available())
-            .then(|| direct::PackedKernel::new(kernel, [out, c, kh, kw]));
-    let kernel = Kernel::new(kernel, [out, taps], arithmetic);
     let per_thread = n.div_ceil(rayon::current_num_threads()).max(1);
     y.par_chunks_mut((out * places * per_thread).max(1))
         .zip(x_data.par_chunks(c * h * w * per_thread))
         .for_each(|(y, x)| {
-            if let Some(packed) = &direct {
-                let images = x.len() / (c * h * w);
-                direct::forward(y, x, [images, c, h, w], packed, geometry.padding);
-            } else {
-                let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
-                for (y, x) in y
-                    .chunks_exact_mut(out * places)
-                    .zip(x.chunks_exact(c * h * w))
-                {
-                    let windows = image.windows(x, &mut columns);
-                    kernel.times(y, windows, places);
+            match product {
+                ImageProduct::Direct { kernel, padding } => {
+                    let images = x.len() / (c * h * w);
+                    direct::forward(y, x, [images, c, h, w], kernel, *padding);
+                }
+                ImageProduct::Windows { kernel, .. } => {
+                    let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
+                    for (y, x) in y
+                        .chunks_exact_mut(out * places)
+                        .zip(x.chunks_exact(c * h * w))
+                    {
+                        let windows = image.windows(x, &mut columns);
+                        kernel.times(y, windows, places);
+                    }
                 }
             }
             if let Some(bias) = bias {
@@ -140,8 +188,14 @@ pub(crate) fn input_grad(
         };
         return Flex::conv2d_x_backward(x, weight, grad, geometry.options());
     }
-    let flipped = Flex::float_flip(Flex::float_swap_dims(weight, 0, 1), &[2, 3]);
     let padding = [kh - 1 - ph, kw - 1 - pw];
+    if arithmetic == Arithmetic::Bf16 && direct_applies(geometry) {
+        let (weight, [out, c, _, _]) = (weight.to_contiguous(), dims4(&weight));
+        let kernel = direct::PackedKernel::flipped_transposed(weight.storage(), [out, c, kh, kw]);
+        let product = ImageProduct::Direct { kernel, padding };
+        return convolve(grad, [c, kh, kw], &product, None);
+    }
+    let flipped = Flex::float_flip(Flex::float_swap_dims(weight, 0, 1), &[2, 3]);
     forward(
         grad,
         flipped,
@@ -241,6 +295,10 @@ mod direct {
 
     impl PackedKernel {
         pub(super) fn new(_: &[f32], _: [usize; 4]) -> Self {
+            unreachable!("no direct convolution off x86-64")
+        }
+
+        pub(super) fn flipped_transposed(_: &[f32], _: [usize; 4]) -> Self {
             unreachable!("no direct convolution off x86-64")
         }
     }
