@@ -3,7 +3,7 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::tensor::{Device, Tensor, activation::relu};
+use burn::tensor::{Device, Tensor};
 
 /// Configuration of [`BasicConv`]; the defaults are TF-slim Inception v3's `conv2d` arg scope.
 #[derive(Config, Debug)]
@@ -61,12 +61,12 @@ impl BasicConvConfig {
 impl BasicConv {
     /// `[n, in, h, w]` to `[n, out, h', w']`.
     pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
-        relu(self.bn.forward(conv2d(&self.conv, x)))
+        self.bn.forward_relu(conv2d(&self.conv, x))
     }
 
     /// [`forward`](Self::forward) of an input that needs no gradient (a network's images),
     /// the convolution by [`conv_images`].
     pub fn forward_images(&self, images: Tensor<4>) -> Tensor<4> {
-        relu(self.bn.forward(conv_images(&self.conv, images)))
+        self.bn.forward_relu(conv_images(&self.conv, images))
     }
 }

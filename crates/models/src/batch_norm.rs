@@ -88,18 +88,40 @@ impl OffsetBatchNorm {
         }
         let batch =
             burn::tensor::module::batch_norm_train(input, gamma, self.beta.val(), self.epsilon);
+        self.update_running(batch.mean, batch.variance);
+        batch.output
+    }
+
+    /// `relu(self.forward(x))`; while training on flex, both in the passes of one kernel
+    /// (`flex/batch_norm.rs`).
+    pub fn forward_relu(&self, x: Tensor<4>) -> Tensor<4> {
+        #[cfg(feature = "flex")]
+        if x.device().is_autodiff() && self.training.is_enabled() {
+            let fused =
+                crate::fast_ops::flex_route::batch_norm_relu(&x, self.beta.val(), self.epsilon);
+            if let Some((y, moments)) = fused {
+                let [_, c] = moments.dims();
+                let row = |i: usize| moments.clone().slice([i..i + 1, 0..c]).reshape([c]);
+                self.update_running(row(0), row(1));
+                return y;
+            }
+        }
+        burn::tensor::activation::relu(self.forward(x))
+    }
+
+    /// The moving averages moved towards a batch's mean and variance.
+    fn update_running(&self, mean: Tensor<1>, variance: Tensor<1>) {
         let m = self.momentum;
         let update = |state: &RunningState<Tensor<1>>, batch_value: Tensor<1>| {
-            let old = state.value_sync().to_device(&device);
+            let old = state.value_sync().to_device(&batch_value.device());
             state.update(
                 old.mul_scalar(1.0 - m)
                     .add(batch_value.detach().mul_scalar(m))
                     .detach(),
             );
         };
-        update(&self.running_mean, batch.mean);
-        update(&self.running_var, batch.variance);
-        batch.output
+        update(&self.running_mean, mean);
+        update(&self.running_var, variance);
     }
 }
 
@@ -108,6 +130,50 @@ mod tests {
     use super::*;
     use crate::count_params;
     use burn::tensor::{Device, TensorData};
+
+    /// The fused batch norm and ReLU of flex against Burn's batch norm followed by ReLU:
+    /// outputs, the input's and offset's gradients, and the moving averages after the step.
+    #[cfg(feature = "flex")]
+    #[test]
+    fn fused_relu_matches_burns_batch_norm_then_relu() {
+        use crate::test_util::rel_diff;
+        use burn::tensor::Distribution;
+        let device = Device::flex().autodiff();
+        for [n, c, h, w] in [[4, 6, 5, 7], [2, 3, 1, 1], [3, 32, 17, 17]] {
+            let beta = Tensor::<1>::random([c], Distribution::Default, &device);
+            let layer = || OffsetBatchNorm {
+                beta: Param::from_tensor(beta.clone()),
+                ..OffsetBatchNormConfig::new(c).init(&device)
+            };
+            let (fused, apart) = (layer(), layer());
+            let x = Tensor::<4>::random([n, c, h, w], Distribution::Uniform(-2.0, 3.0), &device)
+                .require_grad();
+            let got = fused.forward_relu(x.clone());
+            let want = burn::tensor::activation::relu(apart.forward(x.clone()));
+            let probe = Tensor::random([n, c, h, w], Distribution::Default, &device);
+            let g_got = (got.clone() * probe.clone()).sum().backward();
+            let g_want = (want.clone() * probe).sum().backward();
+            let (b_got, b_want) = (fused.beta.val(), apart.beta.val());
+            let diffs = [
+                rel_diff(got, want),
+                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+                rel_diff(b_got.grad(&g_got).unwrap(), b_want.grad(&g_want).unwrap()),
+            ];
+            assert!(
+                diffs.iter().all(|&d| d < 1e-5),
+                "{n}x{c}x{h}x{w}: {diffs:?}"
+            );
+            let stats =
+                |l: &OffsetBatchNorm| [l.running_mean.value(), l.running_var.value()].map(vec1);
+            let (s_got, s_want) = (stats(&fused), stats(&apart));
+            for (a, b) in s_got.iter().flatten().zip(s_want.iter().flatten()) {
+                assert!(
+                    (a - b).abs() < 1e-6,
+                    "moving averages {s_got:?} against {s_want:?}"
+                );
+            }
+        }
+    }
 
     fn vec1(t: Tensor<1>) -> Vec<f32> {
         t.into_data().try_to_vec().unwrap()

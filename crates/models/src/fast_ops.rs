@@ -163,6 +163,27 @@ pub(crate) mod flex_route {
         Some(Tensor::from_dispatch(y))
     }
 
+    /// [`crate::OffsetBatchNorm::forward_relu`] on batch statistics: the output and the
+    /// batch's `[2, c]` moments (mean, biased variance), on the flex kernels.
+    pub(crate) fn batch_norm_relu(
+        x: &Tensor<4>,
+        beta: Tensor<1>,
+        epsilon: f64,
+    ) -> Option<(Tensor<4>, Tensor<2>)> {
+        if !on_flex(x) {
+            return None;
+        }
+        let moments =
+            <Dispatch as FlexKernels>::towers_channel_moments(x.clone().detach().into_dispatch());
+        let y = <Dispatch as FlexKernels>::towers_batch_norm_relu(
+            x.clone().into_dispatch(),
+            beta.into_dispatch(),
+            moments.clone(),
+            epsilon,
+        );
+        Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
+    }
+
     /// [`crate::Lrn`]'s normalization with its `[bias, alpha, beta]`.
     pub(crate) fn lrn(
         x: &Tensor<4>,

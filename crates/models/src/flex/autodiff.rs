@@ -18,8 +18,8 @@ use super::conv::{Arithmetic, ConvGeometry, forward_bias_relu, input_grad, weigh
 use super::dims4;
 use super::extension::FlexKernels;
 use super::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
-use super::matmul;
 use super::max_pool::{MaxPoolShape, max_pool_backward, max_pool_forward};
+use super::{batch_norm, matmul};
 
 impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     fn towers_max_pool2d(
@@ -170,6 +170,69 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 let y = forward_bias_relu(x, weight, bias.into_primitive(), geometry, arithmetic);
                 prep.finish(y)
             }
+        }
+    }
+
+    fn towers_channel_moments(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        FloatTensor::<Self>::new(batch_norm::moments(x.into_primitive()))
+    }
+
+    fn towers_batch_norm_relu(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        let moments = moments.into_primitive();
+        match BatchNormReluBackward
+            .prepare::<C>([x.node(), beta.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let y = batch_norm::forward(
+                    x.into_primitive(),
+                    beta.into_primitive(),
+                    moments.clone(),
+                    epsilon,
+                );
+                prep.finish((x_state, y.clone(), moments, epsilon), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(batch_norm::forward(
+                x.into_primitive(),
+                beta.into_primitive(),
+                moments,
+                epsilon,
+            )),
+        }
+    }
+}
+
+/// The fused batch norm and ReLU's backward pass. State: the input, the output, the moments
+/// and epsilon.
+#[derive(Debug)]
+struct BatchNormReluBackward;
+
+impl Backward<Flex, 2> for BatchNormReluBackward {
+    type State = (NodeId, FlexTensor, FlexTensor, f64);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, beta_node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, y, moments, epsilon) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let (x_grad, beta_grad) = batch_norm::backward(x, &y, &moments, epsilon, grad);
+        if let Some(node) = x_node {
+            grads.register::<Flex>(node.id, x_grad);
+        }
+        if let Some(node) = beta_node {
+            grads.register::<Flex>(node.id, beta_grad);
         }
     }
 }

@@ -7,8 +7,8 @@ use burn::backend::{Backend, Flex, backend_extension};
 use super::avg_pool::{AvgPoolShape, avg_pool_forward};
 use super::conv::{Arithmetic, ConvGeometry, forward, forward_bias_relu};
 use super::lrn::{LrnParams, lrn_forward};
-use super::matmul;
 use super::max_pool::{MaxPoolShape, max_pool_forward};
+use super::{batch_norm, matmul};
 
 /// Max pooling, LRN and convolution by burn-towers' kernels. Called through Burn's `Dispatch` on
 /// f32 flex tensors only ([`crate::fast_ops`] checks); other backends are not routed here.
@@ -50,6 +50,19 @@ pub trait FlexKernels: Backend {
         stride: [usize; 2],
         padding: [usize; 2],
         bf16: bool,
+    ) -> FloatTensor<Self>;
+
+    /// Each channel's mean and biased variance of `[n, c, h, w]`, `[2, c]`; no gradient.
+    fn towers_channel_moments(x: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// `relu((x - mean)/√(var + epsilon) + beta)` per channel of `[n, c, h, w]`, `moments`
+    /// being `x`'s own ([`towers_channel_moments`](Self::towers_channel_moments)): its gradient
+    /// counts their dependence on `x`.
+    fn towers_batch_norm_relu(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
     ) -> FloatTensor<Self>;
 
     /// `x · w` for `[n, k]` and `[k, m]`, from operands rounded to bf16, summed in f32.
@@ -111,6 +124,19 @@ impl FlexKernels for Flex {
     ) -> FloatTensor<Self> {
         let geometry = ConvGeometry { stride, padding };
         forward_bias_relu(x, weight, bias, geometry, Arithmetic::new(bf16))
+    }
+
+    fn towers_channel_moments(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        batch_norm::moments(x)
+    }
+
+    fn towers_batch_norm_relu(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        batch_norm::forward(x, beta, moments, epsilon)
     }
 
     fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -18,6 +18,7 @@
 //! - in bf16 (`bf16_gemm`: AMX tiles where the CPU has them), the convolution's products and
 //!   a dense layer's (`matmul`);
 //! - a convolution's bias and ReLU fused into it (`bias_relu`);
+//! - batch normalization on batch statistics, then ReLU (`batch_norm`);
 //! - average pooling at stride 1 (`avg_pool`) as window sums along rows, then columns;
 //! - local response normalization (`lrn`) in vectorized passes per channel plane, with square
 //!   roots for the power and a backward pass that reuses the forward's window sums.
@@ -28,6 +29,7 @@
 
 mod autodiff;
 mod avg_pool;
+mod batch_norm;
 #[cfg(target_arch = "x86_64")]
 mod bf16_conv;
 mod bf16_gemm;
