@@ -185,36 +185,72 @@ impl PackedKernel {
             out * c * taps,
             "weight is not [{out}, {c}, {kh}, {kw}]"
         );
-        Self::from_fn([c, out, kh, kw], |i, o, tap| {
-            weight[(o * c + i) * taps + (taps - 1 - tap)]
+        // Read in the weight's own order (a read per element strided by `c·taps` was 4.5% of
+        // Inception's step), written to element (i, o, flipped tap).
+        Self::from_writes([c, out, kh, kw], |tiles| {
+            for o in 0..out {
+                for i in 0..c {
+                    let first = (o * c + i) * taps;
+                    for (tap, &value) in weight[first..first + taps].iter().enumerate() {
+                        tiles.put(i, o, taps - 1 - tap, value);
+                    }
+                }
+            }
         })
     }
 
     /// The kernel whose element `(o, ch, tap)` (`tap` row-major `ky·kw + kx`) is
     /// `value(o, ch, tap)`.
     fn from_fn([out, c, kh, kw]: [usize; 4], value: impl Fn(usize, usize, usize) -> f32) -> Self {
+        Self::from_writes([out, c, kh, kw], |tiles| {
+            for o in 0..out {
+                for ch in 0..c {
+                    for tap in 0..kh * kw {
+                        tiles.put(o, ch, tap, value(o, ch, tap));
+                    }
+                }
+            }
+        })
+    }
+
+    /// The kernel `[out, c, kh, kw]` whose elements `writes` puts into the tiles it is handed,
+    /// in any order; those it leaves are zero.
+    fn from_writes([out, c, kh, kw]: [usize; 4], writes: impl FnOnce(&mut KernelTiles)) -> Self {
         // The geometry of the smallest image the kernel fits: its depth layout is that of all.
         let g = Geometry::new([c, kh, kw], [kh, kw], [0, 0]);
         let (depth_blocks, depth_taps) = (g.channels().div_ceil(DEPTH), g.taps());
         let steps = depth_taps * depth_blocks;
-        let mut tiles = vec![ZERO_TILE; out.div_ceil(BLOCK) * 2 * steps];
-        for o in 0..out {
-            let (first_tile, row) = (o / ROWS * depth_taps, o % ROWS * DEPTH);
-            for ch in 0..c {
-                for tap in 0..kh * kw {
-                    let [tap_index, v] = g.depth_index(ch, tap);
-                    let tile = (first_tile + tap_index) * depth_blocks + v / DEPTH;
-                    tiles[tile].0[row + v % DEPTH] = tile_bits(value(o, ch, tap));
-                }
-            }
-        }
+        let mut tiles = KernelTiles {
+            tiles: vec![ZERO_TILE; out.div_ceil(BLOCK) * 2 * steps],
+            g,
+            depth_blocks,
+            depth_taps,
+        };
+        writes(&mut tiles);
         Self {
             out,
             c,
             kh,
             kw,
-            tiles,
+            tiles: tiles.tiles,
         }
+    }
+}
+
+/// A [`PackedKernel`]'s tiles while they are filled.
+struct KernelTiles {
+    tiles: Vec<Tile>,
+    g: Geometry,
+    depth_blocks: usize,
+    depth_taps: usize,
+}
+
+impl KernelTiles {
+    /// Element `(o, ch, tap)` (`tap` row-major `ky·kw + kx`), rounded to bf16.
+    fn put(&mut self, o: usize, ch: usize, tap: usize, value: f32) {
+        let [tap_index, v] = self.g.depth_index(ch, tap);
+        let tile = (o / ROWS * self.depth_taps + tap_index) * self.depth_blocks + v / DEPTH;
+        self.tiles[tile].0[o % ROWS * DEPTH + v % DEPTH] = tile_bits(value);
     }
 }
 
