@@ -139,7 +139,9 @@ mod tests {
         use crate::test_util::rel_diff;
         use burn::tensor::Distribution;
         let device = Device::flex().autodiff();
-        for [n, c, h, w] in [[4, 6, 5, 7], [2, 3, 1, 1], [3, 32, 17, 17]] {
+        // Not 2 values per channel: there the input gradient is zero up to rounding (the
+        // normalized values are ±1 whatever the input), and a relative comparison meaningless.
+        for [n, c, h, w] in [[4, 6, 5, 7], [5, 3, 1, 1], [3, 32, 17, 17]] {
             let beta = Tensor::<1>::random([c], Distribution::Default, &device);
             let layer = || OffsetBatchNorm {
                 beta: Param::from_tensor(beta.clone()),
@@ -159,8 +161,10 @@ mod tests {
                 rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
                 rel_diff(b_got.grad(&g_got).unwrap(), b_want.grad(&g_want).unwrap()),
             ];
+            // Few values per channel (5 in the second case) make the input gradient a
+            // difference of nearly equal terms: f32 rounding shows at ~1e-5 there.
             assert!(
-                diffs.iter().all(|&d| d < 1e-5),
+                diffs.iter().all(|&d| d < 1e-4),
                 "{n}x{c}x{h}x{w}: {diffs:?}"
             );
             let stats =
