@@ -13,7 +13,7 @@ use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
-use super::dims4;
+use super::{collect_planes, dims4};
 
 /// Each channel's mean and biased variance over batch and places, `[2, c]`, summed in f64.
 pub(crate) fn moments(x: FlexTensor) -> FlexTensor {
@@ -50,16 +50,14 @@ pub(crate) fn forward(
     let beta = beta.to_contiguous();
     let beta: &[f32] = beta.storage();
     let places = h * w;
-    let mut y = vec![0f32; x.storage::<f32>().len()];
-    per_image(&mut y, x.storage(), c * places, |y, x| {
-        for ch in 0..c {
-            let (m, r, b) = (shift[ch], scale[ch], beta[ch]);
-            let range = ch * places..(ch + 1) * places;
-            for (y, &x) in y[range.clone()].iter_mut().zip(&x[range]) {
-                let v = (x - m) * r + b;
-                *y = if v <= 0.0 { 0.0 } else { v };
-            }
-        }
+    let x_data: &[f32] = x.storage();
+    let y = collect_planes(x_data.len(), places, |plane| {
+        let ch = plane % c;
+        let (m, r, b) = (shift[ch], scale[ch], beta[ch]);
+        x_data[plane * places..(plane + 1) * places].iter().map(move |&x| {
+            let v = (x - m) * r + b;
+            if v <= 0.0 { 0.0 } else { v }
+        })
     });
     FlexTensor::from_data(TensorData::new(y, [n, c, h, w]))
 }
@@ -87,20 +85,14 @@ pub(crate) fn backward(
     let m = (n * places).max(1) as f64;
     let mean_g: Vec<f32> = sums.iter().map(|s| (s.0 / m) as f32).collect();
     let mean_gx: Vec<f32> = sums.iter().map(|s| (s.1 / m) as f32).collect();
-    let mut dx = vec![0f32; x_data.len()];
-    let image = c * places;
-    dx.par_chunks_mut(image.max(1))
-        .enumerate()
-        .for_each(|(i, dx)| {
-            for ch in 0..c {
-                let (mu, r) = (shift[ch], scale[ch]);
-                for (p, d) in dx[ch * places..(ch + 1) * places].iter_mut().enumerate() {
-                    let at = i * image + ch * places + p;
-                    let xhat = (x_data[at] - mu) * r;
-                    *d = r * (masked(at) - mean_g[ch] - xhat * mean_gx[ch]);
-                }
-            }
-        });
+    let dx = collect_planes(x_data.len(), places, |plane| {
+        let ch = plane % c;
+        let (mu, r, mean_g, mean_gx) = (shift[ch], scale[ch], mean_g[ch], mean_gx[ch]);
+        (plane * places..(plane + 1) * places).map(move |at| {
+            let xhat = (x_data[at] - mu) * r;
+            r * (masked(at) - mean_g - xhat * mean_gx)
+        })
+    });
     let beta_grad: Vec<f32> = sums.iter().map(|s| s.0 as f32).collect();
     (
         FlexTensor::from_data(TensorData::new(dx, [n, c, h, w])),
@@ -118,13 +110,6 @@ fn normalization(moments: &FlexTensor, epsilon: f64) -> (Vec<f32>, Vec<f32>) {
         .map(|&v| (1.0 / (v as f64 + epsilon).sqrt()) as f32)
         .collect();
     (values[..c].to_vec(), scale)
-}
-
-/// `f(y, x)` for each image's slice of `y` and `x` (`image` values each), images in parallel.
-fn per_image(y: &mut [f32], x: &[f32], image: usize, f: impl Fn(&mut [f32], &[f32]) + Sync) {
-    y.par_chunks_mut(image.max(1))
-        .zip(x.par_chunks(image.max(1)))
-        .for_each(|(y, x)| f(y, x));
 }
 
 /// Per channel, the sums of the pairs `f(value, channel)` over `[n, c, places]` data.
