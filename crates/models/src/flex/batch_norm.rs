@@ -54,10 +54,12 @@ pub(crate) fn forward(
     let y = collect_planes(x_data.len(), places, |plane| {
         let ch = plane % c;
         let (m, r, b) = (shift[ch], scale[ch], beta[ch]);
-        x_data[plane * places..(plane + 1) * places].iter().map(move |&x| {
-            let v = (x - m) * r + b;
-            if v <= 0.0 { 0.0 } else { v }
-        })
+        x_data[plane * places..(plane + 1) * places]
+            .iter()
+            .map(move |&x| {
+                let v = (x - m) * r + b;
+                if v <= 0.0 { 0.0 } else { v }
+            })
     });
     FlexTensor::from_data(TensorData::new(y, [n, c, h, w]))
 }
