@@ -91,9 +91,9 @@ def decode(jpeg, dct_method):
 
 def check_truncated_is_an_error(jpeg):
     """TF refuses a JPEG whose data ends early (try_recover_truncated=False), as the Rust test
-    expects of ours on the same bytes: tf_420.jpg cut in its header (at half its length) and in
-    its scan (50 bytes short)."""
-    for cut in (len(jpeg) // 2, len(jpeg) - 50):
+    expects of ours on the same bytes: tf_420.jpg cut in its header (at half its length), in
+    its scan (50 bytes short), and of its end marker alone (2 bytes short)."""
+    for cut in (len(jpeg) // 2, len(jpeg) - 50, len(jpeg) - 2):
         try:
             decode(jpeg[:cut], "")
         except tf.errors.InvalidArgumentError as e:

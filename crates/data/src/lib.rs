@@ -20,9 +20,10 @@
 //! Beside them: [`Image`] (the pixels passed between formats and transforms), [`Error`], and
 //! [`atomic_file`] (write-then-rename, used for checkpoints).
 //!
-//! Feature `tf-jpeg` (off by default): JPEG pixels bit-identical to tf.io.decode_jpeg
-//! (libjpeg-turbo built from source: needs cmake and nasm). Without it JPEGs decode with
-//! zune-jpeg; [`codec`] is the one place that chooses.
+//! JPEGs decode to `tf.io.decode_jpeg`'s pixels bit for bit (libjpeg-turbo's decoder with TF's
+//! settings, built from source by the `cc` crate: a C compiler is all the build needs); feature
+//! `jpeg-simd` (on by default) adds libjpeg-turbo's x86 SIMD code when NASM is on the PATH at
+//! build time, for the same pixels faster. [`codec`] is the one place that decodes JPEGs.
 
 pub mod atomic_file;
 mod error;

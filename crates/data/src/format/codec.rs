@@ -1,16 +1,10 @@
 //! Image decoding (JPEG, PNG) to 8-bit RGB ([`Rgb8`]) or to `f32` [`Image`]s in [0, 1], and
 //! JPEG encoding.
 //!
-//! JPEGs decode into a buffer the caller keeps, by the one decoder [`decode_jpeg`] picks:
-//!
-//! - with the `tf-jpeg` feature, to TensorFlow's pixels bit for bit
-//!   (`tf.io.decode_jpeg(channels=3)`, by libjpeg-turbo with TF's settings: `tf_jpeg.rs`), and
-//!   `DctMethod`, `decode_image_with` and `decode_rgb8_with` choose TF's `dct_method`.
-//!   `tf-jpeg`: JPEG pixels bit-identical to tf.io.decode_jpeg (libjpeg-turbo built from source:
-//!   needs cmake and nasm);
-//! - without it (the default), by zune-jpeg (the `image` crate's own JPEG decoder) with RGB
-//!   output: close to TF's pixels, not equal to them. The `_with` functions and `DctMethod`
-//!   exist only with the feature.
+//! JPEGs decode into a buffer the caller keeps, to TensorFlow's pixels bit for bit
+//! (`tf.io.decode_jpeg(channels=3)`, by libjpeg-turbo's decoder with TF's settings:
+//! `tf_jpeg.rs`); [`decode_jpeg`] is the one place that calls it. [`DctMethod`],
+//! [`decode_image_with`] and [`decode_rgb8_with`] choose TF's `dct_method`.
 //!
 //! PNGs go through the `image` crate. Greyscale, CMYK and alpha images all come out as
 //! 3-channel RGB, as TF's `channels=3` does.
@@ -19,8 +13,7 @@ use std::io::Cursor;
 
 use image::{ImageFormat, ImageReader};
 
-#[cfg(feature = "tf-jpeg")]
-pub use super::tf_jpeg::DctMethod;
+pub use super::tf_jpeg::{DctMethod, simd as jpeg_simd};
 use crate::image::{Image, Rgb8};
 
 /// Decodes a JPEG or PNG (recognized by content, not by name) to RGB values in [0, 1]
@@ -31,10 +24,7 @@ pub fn decode_image(bytes: &[u8]) -> Result<Image, String> {
     Ok(rgb.to_image())
 }
 
-/// [`decode_image`] with JPEGs' inverse DCT chosen as TF's `dct_method` (only with the
-/// `tf-jpeg` feature: JPEG pixels bit-identical to tf.io.decode_jpeg, libjpeg-turbo built
-/// from source: needs cmake and nasm).
-#[cfg(feature = "tf-jpeg")]
+/// [`decode_image`] with JPEGs' inverse DCT chosen as TF's `dct_method`.
 pub fn decode_image_with(bytes: &[u8], dct: DctMethod) -> Result<Image, String> {
     let mut rgb = Rgb8::default();
     decode_rgb8_with(bytes, dct, &mut rgb)?;
@@ -42,16 +32,12 @@ pub fn decode_image_with(bytes: &[u8], dct: DctMethod) -> Result<Image, String> 
 }
 
 /// Decodes a JPEG or PNG (recognized by content) into `out`, reusing its buffer. JPEGs go to
-/// [`decode_jpeg`]: with the `tf-jpeg` feature TF's pixels bit for bit (TF's default
-/// `dct_method`), without it zune-jpeg's.
+/// [`decode_jpeg`]: TF's pixels bit for bit, with TF's default `dct_method`.
 pub fn decode_rgb8(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
     decode_rgb8_by(bytes, out, decode_jpeg)
 }
 
-/// [`decode_rgb8`] with JPEGs' inverse DCT chosen as TF's `dct_method` (only with the
-/// `tf-jpeg` feature: JPEG pixels bit-identical to tf.io.decode_jpeg, libjpeg-turbo built
-/// from source: needs cmake and nasm).
-#[cfg(feature = "tf-jpeg")]
+/// [`decode_rgb8`] with JPEGs' inverse DCT chosen as TF's `dct_method`.
 pub fn decode_rgb8_with(bytes: &[u8], dct: DctMethod, out: &mut Rgb8) -> Result<(), String> {
     decode_rgb8_by(bytes, out, |bytes, out| {
         super::tf_jpeg::decode(bytes, dct, max_decoded_bytes(bytes), out)
@@ -88,47 +74,10 @@ fn decode_rgb8_by(
     Ok(())
 }
 
-/// The JPEG decoder, chosen here and nowhere else: with the `tf-jpeg` feature, libjpeg-turbo
-/// with TF's settings and TF's default `dct_method` (INTEGER_FAST): TF's pixels bit for bit.
-#[cfg(feature = "tf-jpeg")]
+/// The JPEG decoder, chosen here and nowhere else: libjpeg-turbo's with TF's settings and TF's
+/// default `dct_method` (INTEGER_FAST): TF's pixels bit for bit.
 fn decode_jpeg(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
     super::tf_jpeg::decode(bytes, DctMethod::default(), max_decoded_bytes(bytes), out)
-}
-
-/// The JPEG decoder, chosen here and nowhere else: without the `tf-jpeg` feature, zune-jpeg
-/// with the `image` crate's settings (lenient about recoverable stream errors), converting any
-/// colour space (greyscale, CMYK, YCCK) to RGB.
-#[cfg(not(feature = "tf-jpeg"))]
-fn decode_jpeg(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
-    use zune_jpeg::JpegDecoder;
-    use zune_jpeg::zune_core::bytestream::ZCursor;
-    use zune_jpeg::zune_core::colorspace::ColorSpace;
-    use zune_jpeg::zune_core::options::DecoderOptions;
-
-    let options = DecoderOptions::default()
-        .set_strict_mode(false)
-        .jpeg_set_out_colorspace(ColorSpace::RGB);
-    let mut decoder = JpegDecoder::new_with_options(ZCursor::new(bytes), options);
-    let corrupt = |e| format!("corrupt image: {e}");
-    decoder.decode_headers().map_err(corrupt)?;
-    let (width, height) = decoder.dimensions().expect("headers decoded");
-    let len = decoder.output_buffer_size().expect("headers decoded");
-    if len != width * height * 3 {
-        return Err(format!(
-            "corrupt image: {len} bytes of output for {width}x{height} RGB"
-        ));
-    }
-    if len as u64 > max_decoded_bytes(bytes) {
-        return Err(format!(
-            "corrupt image: a {width}x{height} header in {} bytes exceeds the limit of \
-             {MAX_EXPANSION} decoded bytes per input byte",
-            bytes.len()
-        ));
-    }
-    out.pixels.resize(len, 0);
-    decoder.decode_into(&mut out.pixels).map_err(corrupt)?;
-    (out.width, out.height) = (width, height);
-    Ok(())
 }
 
 /// The decoded size a JPEG of `bytes` may claim: [`MAX_EXPANSION`] bytes per input byte.
@@ -244,24 +193,6 @@ mod tests {
             grey_pixel.iter().all(|&v| v == grey_pixel[0]),
             "{grey_pixel:?}"
         );
-    }
-
-    /// Without `tf-jpeg`: what the `image` crate's own JPEG path (zune-jpeg behind
-    /// `ImageReader`) gives, which the direct call must equal.
-    #[cfg(not(feature = "tf-jpeg"))]
-    #[test]
-    fn direct_jpeg_decoding_gives_the_image_crates_pixels() {
-        let data: Vec<f32> = (0..40 * 56 * 3)
-            .map(|i| ((i * 7919) % 256) as f32 / 255.0)
-            .collect();
-        let colour = encode_jpeg(&Image::from_hwc(data, 40, 56, 3), 85);
-        let cmyk = include_bytes!("../../tests/data/cmyk.jpg").as_slice();
-        let mut out = Rgb8::default();
-        for bytes in [&colour[..], cmyk] {
-            decode_rgb8(bytes, &mut out).unwrap();
-            let through_image_crate = image::load_from_memory(bytes).unwrap().to_rgb8();
-            assert_eq!(out.pixels, through_image_crate.into_raw());
-        }
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! - [`cifar10`]: CIFAR-10's fixed-size binary records.
 //! - [`tfrecord`] framing and [`tf_example`] protos; [`inception`]: TFRecord shards of
 //!   `tf.train.Example`s with encoded images, as TF's Inception trainer reads them.
-//! - [`image_folder`]: one folder per class; [`codec`]: JPEG and PNG decoding, JPEGs as TF
-//!   decodes them with the `tf-jpeg` feature (`tf_jpeg.rs`), by zune-jpeg without it.
+//! - [`image_folder`]: one folder per class; [`codec`]: JPEG and PNG decoding, JPEGs to TF's
+//!   pixels bit for bit (`tf_jpeg.rs`, libjpeg-turbo's decoder through a C shim, `tf_jpeg.c`).
 //! - [`synthetic`]: built-in data for demos and tests.
 //! - [`RecordDataset`] (`record_dataset.rs`): files of any format as a Burn `Dataset`.
 
@@ -18,7 +18,6 @@ mod record_dataset;
 mod record_format;
 pub mod synthetic;
 pub mod tf_example;
-#[cfg(feature = "tf-jpeg")]
 mod tf_jpeg;
 pub mod tfrecord;
 

@@ -1,32 +1,47 @@
 //! JPEG decoding that gives TensorFlow's pixels bit for bit: `tf.io.decode_jpeg(contents,
-//! channels=3)` (and `tf.image.decode_image`), through the library TF links, libjpeg-turbo, with
-//! the settings TF's `DecodeJpegOp` passes it (tensorflow/core/kernels/image/decode_image_op.cc
-//! and tensorflow/core/lib/jpeg/jpeg_mem.cc):
+//! channels=3)` (and `tf.image.decode_image`), through the decoder TF links, libjpeg-turbo's,
+//! with the settings and the error handling of TF's `DecodeJpegOp`
+//! (tensorflow/core/kernels/image/decode_image_op.cc and tensorflow/core/lib/jpeg/jpeg_mem.cc):
 //!
 //! - `dct_method`: `""` and `"INTEGER_FAST"` are libjpeg's `JDCT_IFAST` ("the TensorFlow-chosen
 //!   default for jpeg decoding is IFAST, sacrificing image quality for speed"),
 //!   `"INTEGER_ACCURATE"` is `JDCT_ISLOW`: [`DctMethod`]. The committed fixtures check that
 //!   TF's `""` equals `"INTEGER_FAST"`;
-//! - `fancy_upscaling` true (libjpeg's `do_fancy_upsampling`, TurboJPEG's default), scale 1/1;
-//! - `try_recover_truncated` false: a JPEG whose data ends early is an error, not an image
-//!   completed with grey;
+//! - `fancy_upscaling` true (libjpeg's `do_fancy_upsampling`), scale 1/1;
+//! - `try_recover_truncated` false: a JPEG whose data ends before its last row (or without its
+//!   end marker, which libjpeg must see to finish the last rows) is an error, as TF's "Premature
+//!   end of JPEG data", not an image completed with grey. libjpeg's warnings (corrupt data it
+//!   can decode past) keep the image, as in TF; its fatal errors are errors;
 //! - `channels=3`: greyscale and RGB JPEGs decode to RGB by libjpeg's own colour conversion;
 //!   CMYK and YCCK JPEGs decode to CMYK, which TF then turns into RGB by its own formula
-//!   ([`cmyk_to_rgb`]).
+//!   ([`cmyk_to_rgb`]), chosen by libjpeg's `saw_Adobe_marker`;
+//! - TF refuses images of 2^29 header values or more (width x height x components) before
+//!   decoding; so do we, and below that our own bound on the size a header may claim for its
+//!   input's length.
+//!
+//! The library is mozjpeg's copy of libjpeg-turbo (a fork that changes the encoder), which
+//! mozjpeg-sys builds with the `cc` crate alone: a C compiler is all the build needs. With NASM
+//! on the PATH at build time (the default `jpeg-simd` feature) it adds libjpeg-turbo's x86 SIMD
+//! code, as TF's build does ([`simd`] says which); without it, the C code. libjpeg-turbo's
+//! integer IDCTs, upsampling and colour conversion give the same values in C and in SIMD (its
+//! own tests expect the same checksums with and without SIMD for all but the float IDCT, which
+//! TF does not use), and both builds pass the fixture test.
+//!
+//! libjpeg's calls go through a C shim (`tf_jpeg.c`): libjpeg reports a fatal error by a
+//! callback that must not return, which there longjmps back into C (as TF's `CatchError` does),
+//! so no Rust frame is ever unwound by C, whatever the panic strategy.
 //!
 //! Pixels equal TF's on JPEGs written by TF and by Pillow (baseline, progressive, 4:2:0, 4:2:2,
 //! 4:4:4, odd sizes, restart markers, greyscale, RGB, CMYK with and without Adobe's marker):
-//! `tests/tf_jpeg.rs`, fixtures from `scripts/tf_fixtures/jpeg_decode.py`.
-//!
-//! Compiled only with the `tf-jpeg` feature: JPEG pixels bit-identical to tf.io.decode_jpeg
-//! (libjpeg-turbo built from source: needs cmake and nasm). `codec.rs` picks this decoder or
-//! zune-jpeg.
+//! `tests/tf_jpeg.rs`, fixtures from `scripts/tf_fixtures/jpeg_decode.py`. `codec.rs` calls
+//! this decoder for every JPEG.
 
 use std::cell::RefCell;
-use std::ffi::{CStr, c_int};
+use std::ffi::{CStr, c_int, c_uint};
 use std::str::FromStr;
 
-use turbojpeg_sys as tj;
+// mozjpeg-sys's libjpeg, which the C shim calls: linked through this crate's use of it.
+use mozjpeg_sys as _;
 
 use crate::image::Rgb8;
 
@@ -55,60 +70,81 @@ impl FromStr for DctMethod {
     }
 }
 
+/// Whether this build's libjpeg-turbo has its SIMD code (NASM was found when it was built).
+/// The pixels are the same either way; only the speed differs.
+pub fn simd() -> bool {
+    // SAFETY: no arguments, no state.
+    unsafe { ffi::towers_jpeg_simd() != 0 }
+}
+
 /// Decodes the JPEG `bytes` into `out` (RGB, reusing its buffer) as TF does with `dct`.
 /// `max_bytes` bounds the decoded size a header may claim, checked before decoding.
 pub fn decode(bytes: &[u8], dct: DctMethod, max_bytes: u64, out: &mut Rgb8) -> Result<(), String> {
+    if bytes.is_empty() {
+        // TF's source manager: "empty file -> treated as an error".
+        return Err("corrupt image: an empty JPEG".into());
+    }
     DECOMPRESSOR.with_borrow_mut(|slot| {
         let decompressor = match slot {
             Some(d) => d,
             None => slot.insert(Decompressor::new()?),
         };
-        let result = decompressor.decode(bytes, dct, max_bytes, out);
-        if result.is_err() {
-            // An error can leave libjpeg mid-stream (it unwinds by longjmp): start afresh.
-            *slot = None;
-        }
-        result
+        decompressor.decode(bytes, dct, max_bytes, out)
     })
 }
 
 thread_local! {
-    /// Each thread's TurboJPEG instance, reused from image to image.
+    /// Each thread's libjpeg decompressor, reused from image to image (the shim ends each
+    /// image, decoded or failed, so that the next one starts afresh).
     static DECOMPRESSOR: RefCell<Option<Decompressor>> = const { RefCell::new(None) };
 }
 
-/// libjpeg's warnings (the `JWRN_` messages of jerror.h) after which TF keeps the image. Not
-/// among them: "Premature end of JPEG file", data that ends early, which TF refuses
-/// (`try_recover_truncated=false`).
-const TOLERATED_WARNINGS: [&str; 6] = [
-    "Corrupt JPEG data:",
-    "Unknown Adobe color transform code",
-    "Inconsistent progression sequence",
-    "Warning: unknown JFIF revision number",
-    "Invalid SOS parameters for sequential JPEG",
-    "Application transferred too many scanlines",
-];
+/// TF's bound: images whose header gives 2^29 values or more (width x height x the JPEG's
+/// components) are refused before decoding ("Image too large").
+const TF_MAX_HEADER_VALUES: u64 = 1 << 29;
 
-/// The JPEG's colour space as libjpeg reads it from the header.
-fn is_four_channel(colour_space: c_int) -> bool {
-    colour_space == tj::TJCS_TJCS_CMYK as c_int || colour_space == tj::TJCS_TJCS_YCCK as c_int
+/// The shim's functions (`tf_jpeg.c`, which documents them).
+mod ffi {
+    use std::ffi::{c_char, c_int, c_uint};
+
+    /// The shim's decompressor: libjpeg's decompression object, error handler and source.
+    #[repr(C)]
+    pub struct State {
+        _opaque: [u8; 0],
+    }
+
+    unsafe extern "C" {
+        pub fn towers_jpeg_new() -> *mut State;
+        pub fn towers_jpeg_free(state: *mut State);
+        pub fn towers_jpeg_message(state: *const State) -> *const c_char;
+        pub fn towers_jpeg_abort(state: *mut State);
+        #[allow(clippy::too_many_arguments)]
+        pub fn towers_jpeg_read_header(
+            state: *mut State,
+            data: *const u8,
+            len: usize,
+            fast_dct: c_int,
+            width: *mut c_uint,
+            height: *mut c_uint,
+            channels: *mut c_int,
+            components: *mut c_int,
+        ) -> c_int;
+        pub fn towers_jpeg_decode(state: *mut State, pixels: *mut u8, adobe: *mut c_int) -> c_int;
+        pub fn towers_jpeg_simd() -> c_int;
+    }
 }
 
-/// One TurboJPEG decompression instance.
-struct Decompressor(tj::tjhandle);
+/// One libjpeg decompressor (the shim's state, owned).
+struct Decompressor(*mut ffi::State);
 
 impl Decompressor {
     fn new() -> Result<Self, String> {
-        // SAFETY: tj3Init has no preconditions; a null handle is checked below.
-        let handle = unsafe { tj::tj3Init(tj::TJINIT_TJINIT_DECOMPRESS as c_int) };
-        if handle.is_null() {
-            return Err("cannot create a libjpeg-turbo decompressor".into());
+        // SAFETY: no preconditions; a null state (out of memory) is checked below.
+        let state = unsafe { ffi::towers_jpeg_new() };
+        if state.is_null() {
+            return Err("cannot create a libjpeg decompressor".into());
         }
-        let decompressor = Self(handle);
-        // Warnings (e.g. extraneous bytes before a marker) leave an image, which TF keeps.
-        decompressor.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 0)?;
-        decompressor.set(tj::TJPARAM_TJPARAM_FASTUPSAMPLE, 0)?;
-        Ok(decompressor)
+        Ok(Self(state))
     }
 
     fn decode(
@@ -118,109 +154,83 @@ impl Decompressor {
         max_bytes: u64,
         out: &mut Rgb8,
     ) -> Result<(), String> {
-        self.set(
-            tj::TJPARAM_TJPARAM_FASTDCT,
-            c_int::from(dct == DctMethod::IntegerFast),
-        )?;
-        // SAFETY: `bytes` is a live slice of the given length; the handle is valid.
-        let status = unsafe { tj::tj3DecompressHeader(self.0, bytes.as_ptr(), bytes.len() as _) };
-        self.check(status)?;
-        let (width, height) = (
-            self.get(tj::TJPARAM_TJPARAM_JPEGWIDTH),
-            self.get(tj::TJPARAM_TJPARAM_JPEGHEIGHT),
-        );
-        let (width, height) = (dimension(width)?, dimension(height)?);
-        let four_channel = is_four_channel(self.get(tj::TJPARAM_TJPARAM_COLORSPACE));
-        let channels = if four_channel { 4 } else { 3 };
+        let (mut width, mut height, mut channels, mut components): (c_uint, c_uint, c_int, c_int) =
+            (0, 0, 0, 0);
+        // SAFETY: the state is valid; `bytes` outlives the image (decoded or aborted below,
+        // before this returns); the out-pointers are live locals.
+        let status = unsafe {
+            ffi::towers_jpeg_read_header(
+                self.0,
+                bytes.as_ptr(),
+                bytes.len(),
+                c_int::from(dct == DctMethod::IntegerFast),
+                &mut width,
+                &mut height,
+                &mut channels,
+                &mut components,
+            )
+        };
+        if status != 0 {
+            return Err(self.message());
+        }
+        let (width, height) = (width as usize, height as usize);
+        let channels = channels as usize; // 3 (RGB) or 4 (CMYK)
         let len = width * height * channels;
+        let refuse = |why: String| {
+            // SAFETY: the state is valid; the image whose header was read is ended.
+            unsafe { ffi::towers_jpeg_abort(self.0) };
+            Err(why)
+        };
+        if (width * height) as u64 * components as u64 >= TF_MAX_HEADER_VALUES {
+            return refuse(format!(
+                "corrupt image: a {width}x{height} header of {components} components is too \
+                 large (TF refuses 2^29 values or more)"
+            ));
+        }
         if len as u64 > max_bytes {
-            return Err(format!(
+            return refuse(format!(
                 "corrupt image: a {width}x{height} header in {} bytes exceeds the limit of \
                  {max_bytes} decoded bytes",
                 bytes.len()
             ));
         }
-        if four_channel {
+        let mut adobe = 0;
+        if channels == 4 {
             let mut cmyk = vec![0; len];
-            self.decompress(bytes, &mut cmyk, tj::TJPF_TJPF_CMYK)?;
-            cmyk_to_rgb(&cmyk, saw_adobe_marker(bytes), &mut out.pixels);
+            self.decode_into(&mut cmyk, &mut adobe)?;
+            cmyk_to_rgb(&cmyk, adobe != 0, &mut out.pixels);
         } else {
             out.pixels.resize(len, 0);
-            self.decompress(bytes, &mut out.pixels, tj::TJPF_TJPF_RGB)?;
+            self.decode_into(&mut out.pixels, &mut adobe)?;
         }
         (out.width, out.height) = (width, height);
         Ok(())
     }
 
-    /// Decompresses the whole image into `pixels` (already of the image's size) as `format`.
-    fn decompress(
-        &mut self,
-        bytes: &[u8],
-        pixels: &mut [u8],
-        format: tj::TJPF,
-    ) -> Result<(), String> {
-        // SAFETY: `pixels` holds width * height * (bytes per pixel of `format`) bytes, as the
-        // header just read says (pitch 0 = packed rows); `bytes` is a live slice.
-        let status = unsafe {
-            tj::tj3Decompress8(
-                self.0,
-                bytes.as_ptr(),
-                bytes.len() as _,
-                pixels.as_mut_ptr(),
-                0,
-                format,
-            )
-        };
-        self.check(status)
-    }
-
-    /// `Ok` for success and for the warnings after which TF keeps the image; an error
-    /// otherwise. TurboJPEG keeps the text of the first warning, or of the error that stopped
-    /// decoding, which is what tells them apart: its error code says "warning" whenever a
-    /// warning came first, errors included. So data that ends early after another warning
-    /// passes, where TF would refuse it.
-    fn check(&mut self, status: c_int) -> Result<(), String> {
-        if status == 0 {
-            return Ok(());
-        }
-        // SAFETY: the handle is valid; the string is owned by the handle and copied at once.
-        let message = unsafe { CStr::from_ptr(tj::tj3GetErrorStr(self.0)) }
-            .to_string_lossy()
-            .into_owned();
-        match TOLERATED_WARNINGS.iter().any(|w| message.starts_with(w)) {
-            true => Ok(()),
-            false => Err(format!("corrupt image: {message}")),
-        }
-    }
-
-    fn set(&self, param: tj::TJPARAM, value: c_int) -> Result<(), String> {
-        // SAFETY: the handle is valid; an unknown parameter is an error status, not UB.
-        match unsafe { tj::tj3Set(self.0, param as c_int, value) } {
+    /// Decodes the image whose header was read into `pixels` (its size already).
+    fn decode_into(&mut self, pixels: &mut [u8], adobe: &mut c_int) -> Result<(), String> {
+        // SAFETY: the state is valid with a header read; `pixels` holds the height rows of
+        // width x channels bytes that the header gave.
+        match unsafe { ffi::towers_jpeg_decode(self.0, pixels.as_mut_ptr(), adobe) } {
             0 => Ok(()),
-            _ => Err(format!("libjpeg-turbo refused parameter {param} = {value}")),
+            _ => Err(self.message()),
         }
     }
 
-    fn get(&self, param: tj::TJPARAM) -> c_int {
-        // SAFETY: the handle is valid.
-        unsafe { tj::tj3Get(self.0, param as c_int) }
+    /// The message of the last error, libjpeg's or the shim's.
+    fn message(&self) -> String {
+        // SAFETY: the state is valid; its message is a NUL-terminated buffer in it, copied at
+        // once.
+        let message = unsafe { CStr::from_ptr(ffi::towers_jpeg_message(self.0)) };
+        format!("corrupt image: {}", message.to_string_lossy())
     }
 }
 
 impl Drop for Decompressor {
     fn drop(&mut self) {
-        // SAFETY: the handle came from tj3Init and is destroyed once.
-        unsafe { tj::tj3Destroy(self.0) }
+        // SAFETY: the state came from towers_jpeg_new and is freed once.
+        unsafe { ffi::towers_jpeg_free(self.0) }
     }
-}
-
-/// A width or height from the header (TurboJPEG answers -1 when there is none: a header cut
-/// short, or tables only).
-fn dimension(value: c_int) -> Result<usize, String> {
-    usize::try_from(value)
-        .ok()
-        .filter(|&v| v > 0)
-        .ok_or_else(|| format!("corrupt image: the JPEG header gives no image size ({value})"))
 }
 
 /// TF's CMYK to RGB (jpeg_mem.cc), into `rgb` (resized). Adobe's applications write CMYK
@@ -240,40 +250,6 @@ fn cmyk_to_rgb(cmyk: &[u8], adobe: bool, rgb: &mut Vec<u8>) {
             };
             rgb.push(value as u8);
         }
-    }
-}
-
-/// Whether the JPEG has an APP14 "Adobe" segment before its first scan, as libjpeg's
-/// `saw_Adobe_marker` says (TurboJPEG does not expose it): at least 12 bytes of data starting
-/// with "Adobe" (jdmarker.c, `examine_app14`).
-fn saw_adobe_marker(jpeg: &[u8]) -> bool {
-    let mut pos = 2; // after SOI
-    loop {
-        while jpeg.get(pos) == Some(&0xFF) && jpeg.get(pos + 1) == Some(&0xFF) {
-            pos += 1; // fill bytes
-        }
-        let (Some(&0xFF), Some(&marker)) = (jpeg.get(pos), jpeg.get(pos + 1)) else {
-            return false;
-        };
-        match marker {
-            0xDA | 0xD9 => return false, // start of scan, end of image
-            0x01 | 0xD0..=0xD7 => {
-                pos += 2; // markers without a length
-                continue;
-            }
-            _ => {}
-        }
-        let Some(length) = jpeg.get(pos + 2..pos + 4) else {
-            return false;
-        };
-        let length = usize::from(u16::from_be_bytes([length[0], length[1]]));
-        let data = jpeg
-            .get(pos + 4..(pos + 2 + length).min(jpeg.len()))
-            .unwrap_or(&[]);
-        if marker == 0xEE && data.len() >= 12 && data.starts_with(b"Adobe") {
-            return true;
-        }
-        pos += 2 + length.max(2);
     }
 }
 
@@ -299,26 +275,19 @@ mod tests {
     }
 
     #[test]
-    fn the_adobe_marker_is_found_before_the_scan_only() {
-        let app14 = [
-            0xFF, 0xEE, 0, 14, b'A', b'd', b'o', b'b', b'e', 0, 100, 0, 0, 0, 0, 0,
-        ];
-        let sos = [0xFF, 0xDA, 0, 2];
-        let app0 = [0xFF, 0xE0, 0, 4, 0, 0];
-        let jpeg = |parts: &[&[u8]]| {
-            [&[0xFF, 0xD8][..]]
-                .iter()
-                .chain(parts)
-                .flat_map(|p| p.iter().copied())
-                .collect::<Vec<u8>>()
+    fn empty_and_foreign_bytes_are_errors_and_the_decompressor_recovers() {
+        let mut out = Rgb8::default();
+        let fail = |bytes: &[u8], out: &mut Rgb8| {
+            decode(bytes, DctMethod::IntegerFast, u64::MAX, out).unwrap_err()
         };
-        assert!(saw_adobe_marker(&jpeg(&[&app0, &app14, &sos])));
-        assert!(!saw_adobe_marker(&jpeg(&[&app0, &sos, &app14])));
-        assert!(!saw_adobe_marker(&jpeg(&[&app14[..10]])), "too short");
-        assert!(
-            !saw_adobe_marker(&jpeg(&[&[0xFF, 0xEE, 0, 0]])),
-            "bad length"
-        );
-        assert!(!saw_adobe_marker(&[0xFF, 0xD8]));
+        assert!(fail(&[], &mut out).contains("empty"));
+        let garbage = fail(&[0xFF, 0xD8, 0xFF, 0x00, 1, 2, 3], &mut out);
+        assert!(garbage.contains("corrupt image"), "{garbage}");
+        // A fatal libjpeg error (a marker libjpeg refuses: SOF of a 0-row image).
+        let sof0 = [
+            0xFF, 0xD8, 0xFF, 0xC0, 0, 11, 8, 0, 0, 0, 8, 1, 1, 0x11, 0, 0xFF, 0xD9,
+        ];
+        let fatal = fail(&sof0, &mut out);
+        assert!(fatal.contains("corrupt image"), "{fatal}");
     }
 }
