@@ -8,8 +8,7 @@
 //!
 //! `--stages` prints instead where one reader's time goes per Inception image (read, parse,
 //! decode, crop and resize, colour, batch copy), in that thread's CPU time; `--decoders` the
-//! CPU time per image of the JPEG decoders (zune-jpeg, and TF's libjpeg-turbo with
-//! `--features tf-jpeg`).
+//! CPU time per image of the JPEG decoders (ours, libjpeg-turbo's as TF's, against zune-jpeg).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;

@@ -19,16 +19,10 @@ use burn_towers::data::transforms::{
 };
 use burn_towers::data::{Planes, RecordFormat, Rgb8};
 
-/// Which JPEG decoder the build has (the `tf-jpeg` feature picks it).
-#[cfg(feature = "tf-jpeg")]
-const DECODE_STAGE: &str = "decode JPEG (libjpeg-turbo, as TF)";
-#[cfg(not(feature = "tf-jpeg"))]
-const DECODE_STAGE: &str = "decode JPEG (zune-jpeg)";
-
 const STAGES: [&str; 6] = [
     "read record",
     "parse Example",
-    DECODE_STAGE,
+    "decode JPEG (libjpeg-turbo, as TF)",
     "crop + resize (+ flip)",
     "colour, clip, scale to [-1, 1] (fused)",
     "copy into batch",
