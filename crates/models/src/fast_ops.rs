@@ -199,7 +199,8 @@ pub(crate) mod flex_route {
         Some(Tensor::from_dispatch(y))
     }
 
-    /// In f32 or bf16 (products on AMX tiles where the CPU has them); f16 goes to Burn.
+    /// In f32 or bf16 (products on AMX tiles or with AVX-512 BF16 where the CPU has them); f16
+    /// goes to Burn.
     pub(super) fn conv2d(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tensor<4>> {
         let (padding, bf16) = covered(conv, x, precision)?;
         let weight = conv.weight.val().into_dispatch();

@@ -37,5 +37,7 @@ pub use inception::{
 pub use init::truncated_normal;
 pub use lrn::{Lrn, LrnConfig};
 pub use params::{ParamCounts, WeightDecay, count_params, l2_penalty, weight_decays};
-pub use precision::{Precision, bf16_on_amx, current_precision, with_precision};
+pub use precision::{
+    Bf16Kernel, Precision, bf16_kernel, bf16_on_amx, current_precision, with_precision,
+};
 pub use summary::{SummaryRow, summary_table};

@@ -4,9 +4,9 @@
 //!
 //! Weights, optimizer state, batch norm, the loss and every elementwise op stay f32; only
 //! [`crate::conv2d`], [`crate::conv_images`] and [`crate::linear`] round their inputs to the
-//! low precision, multiply, and hand back f32 (on flex in bf16: products on AMX tiles where the
-//! CPU has them, summed in f32; elsewhere a cast, Burn's op in that precision, and a cast
-//! back). Their gradients flow back through the same rounding, so the weights' gradients
+//! low precision, multiply, and hand back f32 (on flex in bf16: products on AMX tiles or with
+//! AVX-512 BF16 where the CPU has them ([`bf16_kernel`]), summed in f32; elsewhere a cast, Burn's
+//! op in that precision, and a cast back). Their gradients flow back through the same rounding, so the weights' gradients
 //! arrive in f32 for the reduction and the update.
 
 use std::cell::Cell;
@@ -24,7 +24,7 @@ pub enum Precision {
     #[default]
     F32,
     /// Products in bfloat16 (f32's range, 8 bits of mantissa): no loss scaling needed. On
-    /// CPUs with AMX, the fast one.
+    /// CPUs with AMX or AVX-512 BF16 ([`bf16_kernel`]), the fast one.
     Bf16,
     /// Products in IEEE half (5 exponent bits): on GPUs; gradients underflow without loss
     /// scaling, which the trainer then turns on.
@@ -65,13 +65,43 @@ impl FromStr for Precision {
     }
 }
 
-/// Whether bf16 products on flex run on AMX tiles on this machine (else on f32 gemm with the
-/// operands rounded: the same results, no faster). `TOWERS_NO_AMX=1` turns the tiles off.
-pub fn bf16_on_amx() -> bool {
+/// What computes bf16 products on flex ([`bf16_kernel`]): the same results from each, up to the
+/// order of the f32 sums (AMX and AVX-512 BF16 flush subnormals, the f32 gemm does not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bf16Kernel {
+    /// Intel AMX tiles (`tdpbf16ps`): Sapphire Rapids on, where Linux grants the tiles.
+    AmxTiles,
+    /// AVX-512 BF16 (`vdpbf16ps` on pairs of bf16): AMD Zen 4 and 5, Intel Cooper Lake, and AMX
+    /// CPUs under `TOWERS_NO_AMX=1`. Twice the products per instruction of an f32 FMA.
+    Avx512Bf16,
+    /// f32 gemm on bf16-rounded operands: no faster than f32. Every other CPU, and any under
+    /// `TOWERS_NO_AMX=1 TOWERS_NO_AVX512BF16=1`; also builds without the `flex` feature, which
+    /// have no bf16 kernels of their own.
+    F32Gemm,
+}
+
+impl fmt::Display for Bf16Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Bf16Kernel::AmxTiles => "AMX tiles",
+            Bf16Kernel::Avx512Bf16 => "AVX-512 BF16",
+            Bf16Kernel::F32Gemm => "f32 gemm, rounded operands",
+        })
+    }
+}
+
+/// What computes bf16 products on flex on this machine: the fastest kernel the CPU has, unless
+/// `TOWERS_NO_AMX=1` or `TOWERS_NO_AVX512BF16=1` turns it off (read once per process).
+pub fn bf16_kernel() -> Bf16Kernel {
     #[cfg(feature = "flex")]
-    return crate::flex::amx_available();
+    return crate::flex::bf16_kernel();
     #[cfg(not(feature = "flex"))]
-    false
+    Bf16Kernel::F32Gemm
+}
+
+/// Whether bf16 products on flex run on AMX tiles on this machine ([`bf16_kernel`]).
+pub fn bf16_on_amx() -> bool {
+    bf16_kernel() == Bf16Kernel::AmxTiles
 }
 
 thread_local! {

@@ -1,16 +1,20 @@
 //! bf16 matrix products with f32 accumulation: Intel AMX tiles (`tdpbf16ps`) where the CPU and
-//! the OS allow them, and f32 gemm on bf16-rounded operands elsewhere.
+//! the OS allow them, else AVX-512 BF16 (`vdpbf16ps`, on pairs of bf16) where the CPU has it,
+//! and f32 gemm on bf16-rounded operands elsewhere.
 //!
-//! Both paths compute the same thing up to the order of the f32 sums: each operand is rounded to
+//! All paths compute the same thing up to the order of the f32 sums: each operand is rounded to
 //! bf16 (round to nearest even), the product of two bf16 values is exact in f32, and the products
-//! are summed in f32. One difference remains: AMX treats subnormal bf16 inputs as zero and flushes
-//! subnormal results, the fallback does not.
+//! are summed in f32. One difference remains: AMX and `vdpbf16ps` treat subnormal bf16 inputs as
+//! zero and flush subnormal results, the fallback does not.
 //!
-//! Set `TOWERS_NO_AMX=1` (any value but empty or `0`) to force the fallback; it is read once per
-//! process.
+//! Set `TOWERS_NO_AMX=1` (any value but empty or `0`) to turn the tiles off, and
+//! `TOWERS_NO_AVX512BF16=1` to turn `vdpbf16ps` off (both for the fallback everywhere); they are
+//! read once per process.
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
+
+use crate::precision::Bf16Kernel;
 
 /// A matrix of f32 read through strides: element (row, col) is `data[row * row_stride + col * col_stride]`.
 #[derive(Clone, Copy)]
@@ -45,7 +49,7 @@ impl Strided<'_> {
     }
 }
 
-/// `lhs` (`m × k`) rounded to bf16 and laid out in AMX tiles once, for products with many right-hand sides (a convolution's kernel times every image's windows).
+/// `lhs` (`m × k`) rounded to bf16 and laid out for this machine's kernel once, for products with many right-hand sides (a convolution's kernel times every image's windows).
 pub(crate) struct PackedLhs {
     m: usize,
     k: usize,
@@ -58,30 +62,39 @@ enum LhsLayout {
     /// bf16 in AMX tiles.
     #[cfg(target_arch = "x86_64")]
     Tiles(amx::TiledLhs),
+    /// bf16 pairs along k, for `vdpbf16ps`.
+    #[cfg(target_arch = "x86_64")]
+    Pairs(pairs::PairedLhs),
 }
 
 impl PackedLhs {
     pub(crate) fn new(m: usize, k: usize, lhs: Strided) -> Self {
-        Self::with_layout(m, k, lhs, amx_available())
+        Self::for_kernel(m, k, lhs, kernel())
     }
 
-    /// Packs for the AMX path when `tiles` (which needs AMX here), else for the fallback; the
-    /// layout picks the path of every later `multiply_bf16`.
-    fn with_layout(m: usize, k: usize, lhs: Strided, tiles: bool) -> Self {
+    /// Packs for `kernel` (which the CPU must have); the layout picks the kernel of every later
+    /// `multiply_bf16`.
+    fn for_kernel(m: usize, k: usize, lhs: Strided, kernel: Bf16Kernel) -> Self {
         lhs.assert_covers(m, k);
-        let layout = if tiles {
+        let layout = match kernel {
+            Bf16Kernel::F32Gemm => {
+                let rows = (0..m)
+                    .flat_map(|row| (0..k).map(move |col| round_to_bf16(lhs.at(row, col))))
+                    .collect();
+                LhsLayout::Rows(rows)
+            }
             #[cfg(target_arch = "x86_64")]
-            {
+            Bf16Kernel::AmxTiles => {
                 let amx = amx::Amx::get().expect("AMX tiles need AMX");
                 LhsLayout::Tiles(amx::TiledLhs::new(amx, m, k, lhs))
             }
+            #[cfg(target_arch = "x86_64")]
+            Bf16Kernel::Avx512Bf16 => {
+                let avx512 = amx::Avx512Bf16::get().expect("vdpbf16ps needs AVX-512 BF16");
+                LhsLayout::Pairs(pairs::PairedLhs::new(avx512, m, k, lhs))
+            }
             #[cfg(not(target_arch = "x86_64"))]
-            panic!("AMX tiles exist only on x86_64")
-        } else {
-            let rows = (0..m)
-                .flat_map(|row| (0..k).map(move |col| round_to_bf16(lhs.at(row, col))))
-                .collect();
-            LhsLayout::Rows(rows)
+            _ => panic!("{kernel} exists only on x86_64"),
         };
         Self { m, k, layout }
     }
@@ -116,17 +129,34 @@ pub(crate) fn multiply_bf16(
         LhsLayout::Rows(rows) => multiply_rows(dst, rows, rhs, [m, k, n], accumulate),
         #[cfg(target_arch = "x86_64")]
         LhsLayout::Tiles(tiles) => amx::multiply(dst, tiles, rhs, n, accumulate),
+        #[cfg(target_arch = "x86_64")]
+        LhsLayout::Pairs(pairs) => pairs::multiply(dst, pairs, rhs, n, accumulate),
     }
 }
 
-/// Whether `multiply_bf16` runs on AMX tiles here (false: exact-product fallback on f32 gemm).
-pub(crate) fn amx_available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        let forced_off =
-            std::env::var_os("TOWERS_NO_AMX").is_some_and(|v| !v.is_empty() && v != "0");
-        !forced_off && amx_supported()
+/// What runs `multiply_bf16` here: the fastest kernel that the CPU (and for AMX the OS) allows
+/// and the environment has not turned off. Chosen once per process.
+pub(crate) fn kernel() -> Bf16Kernel {
+    static KERNEL: OnceLock<Bf16Kernel> = OnceLock::new();
+    *KERNEL.get_or_init(|| {
+        if !turned_off("TOWERS_NO_AMX") && amx_supported() {
+            Bf16Kernel::AmxTiles
+        } else if !turned_off("TOWERS_NO_AVX512BF16") && avx512_bf16_supported() {
+            Bf16Kernel::Avx512Bf16
+        } else {
+            Bf16Kernel::F32Gemm
+        }
     })
+}
+
+/// Whether `multiply_bf16` runs on AMX tiles here (which the direct convolution needs).
+pub(crate) fn amx_available() -> bool {
+    kernel() == Bf16Kernel::AmxTiles
+}
+
+/// Whether the environment variable `name` is set to anything but empty or `0`.
+fn turned_off(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Whether the CPU has AMX-BF16 and the OS lets this process use the tiles, whatever
@@ -134,6 +164,14 @@ pub(crate) fn amx_available() -> bool {
 fn amx_supported() -> bool {
     #[cfg(target_arch = "x86_64")]
     return amx::supported();
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
+/// Whether the CPU has AVX-512 F, BW and BF16, whatever `TOWERS_NO_AVX512BF16` says.
+fn avx512_bf16_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return amx::Avx512Bf16::get().is_some();
     #[cfg(not(target_arch = "x86_64"))]
     return false;
 }
@@ -223,7 +261,8 @@ fn round_compact(copy: &mut Vec<f32>, rhs: Strided, k: usize, n: usize) -> [usiz
 }
 
 /// The AMX path: tile layout, packing (AVX-512 where the strides allow), and the kernel. Its
-/// `pub(crate)` items (tiles, the tile session, the bf16 conversions) serve `bf16_conv` too.
+/// `pub(crate)` items (tiles, the tile session, the bf16 conversions) serve `bf16_conv` too,
+/// and its rhs packing (`pack_rhs`, which needs only AVX-512 BF16) the `vdpbf16ps` path.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod amx {
     use super::{Strided, bf16_bits};
@@ -260,6 +299,28 @@ pub(crate) mod amx {
         pub(crate) fn get() -> Option<Self> {
             supported().then_some(Self(()))
         }
+
+        /// AMX comes with AVX-512 F, BW and BF16 (`cpu_has_amx` checks them).
+        pub(crate) fn avx512(self) -> Avx512Bf16 {
+            Avx512Bf16(())
+        }
+    }
+
+    /// Proof that the CPU has AVX-512 F, BW and BF16, which the packers and `vdpbf16ps` need:
+    /// only `Avx512Bf16::get` and `Amx::avx512` make one.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Avx512Bf16(());
+
+    impl Avx512Bf16 {
+        pub(crate) fn get() -> Option<Self> {
+            avx512_bf16().then_some(Self(()))
+        }
+    }
+
+    fn avx512_bf16() -> bool {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512bf16")
     }
 
     /// Whether the CPU has AMX-BF16 and AVX-512 BF16 (for the packers) and Linux granted this
@@ -271,11 +332,8 @@ pub(crate) mod amx {
 
     /// cpuid leaf 7 subleaf 0, EDX bit 22 (AMX-BF16) and bit 24 (AMX-TILE).
     fn cpu_has_amx() -> bool {
-        let avx512 = is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512bf16");
         let max_leaf = __cpuid(0).eax;
-        if !avx512 || max_leaf < 7 {
+        if !avx512_bf16() || max_leaf < 7 {
             return false;
         }
         let edx = __cpuid_count(7, 0).edx;
@@ -379,7 +437,7 @@ pub(crate) mod amx {
                 packed.resize(n_blocks * k_blocks, ZERO_TILE);
             }
             let packed = &mut packed[..n_blocks * k_blocks];
-            pack_rhs(lhs.amx, packed, rhs, [k, n], k_blocks);
+            pack_rhs(lhs.amx.avx512(), packed, rhs, [k, n], k_blocks);
             let session = TileSession::start(lhs.amx);
             let mut edge = Block([0.0; BLOCK * BLOCK]);
             for (col_pair, panel) in packed.chunks_exact(2 * k_blocks).enumerate() {
@@ -533,7 +591,7 @@ pub(crate) mod amx {
 
     /// `rhs` (`k × n`) into `tiles` (`[n-block][k-block]`), zeros past `n`.
     pub(super) fn pack_rhs(
-        _: Amx,
+        _: Avx512Bf16,
         tiles: &mut [Tile],
         rhs: Strided,
         [k, n]: [usize; 2],
@@ -541,7 +599,7 @@ pub(crate) mod amx {
     ) {
         rhs.assert_covers(k, n);
         if rhs.col_stride == 1 {
-            // SAFETY: `Amx` proves AVX-512 F, BW and BF16; `rhs` covers k×n (asserted).
+            // SAFETY: `Avx512Bf16` proves AVX-512 F, BW and BF16; `rhs` covers k×n (asserted).
             unsafe { pack_rhs_rows(tiles, rhs, [k, n], k_blocks) };
             return;
         }
@@ -639,24 +697,27 @@ pub(crate) mod amx {
                 _mm512_setzero_ps()
             }
         };
-        // Word 2c from word c (the even row's column c), word 2c + 1 from word 16 + c (the odd row's).
-        let interleave = _mm512_set_epi16(
-            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,
-            4, 19, 3, 18, 2, 17, 1, 16, 0,
-        );
         let n_blocks = tiles.len() / k_blocks;
         for pair in 0..k_blocks * ROWS {
             let (kb, r) = (pair / ROWS, pair % ROWS);
             for nb in 0..n_blocks {
                 let col = nb * ROWS;
-                let rows = to_bf16(load(2 * pair, col), load(2 * pair + 1, col));
-                store_row(
-                    &mut tiles[nb * k_blocks + kb],
-                    r,
-                    _mm512_permutexvar_epi16(interleave, rows),
-                );
+                let pairs = interleave_bf16(load(2 * pair, col), load(2 * pair + 1, col));
+                store_row(&mut tiles[nb * k_blocks + kb], r, pairs);
             }
         }
+    }
+
+    /// `even` and `odd` rounded to bf16 (`to_bf16`) and interleaved: lane c holds the pair
+    /// `(even[c], odd[c])`, the even one in the low half.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    pub(super) fn interleave_bf16(even: __m512, odd: __m512) -> __m512i {
+        // Word 2c from word c (even's lane c), word 2c + 1 from word 16 + c (odd's lane c).
+        let interleave = _mm512_set_epi16(
+            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,
+            4, 19, 3, 18, 2, 17, 1, 16, 0,
+        );
+        _mm512_permutexvar_epi16(interleave, to_bf16(even, odd))
     }
 
     /// `pack_rhs_tile` for `rhs.row_stride == 1` (a transposed row-major matrix): each column of
@@ -780,6 +841,313 @@ pub(crate) mod amx {
     }
 }
 
+/// The `vdpbf16ps` path, for CPUs with AVX-512 BF16 but no AMX (AMD Zen 4 and 5, Intel Cooper
+/// Lake): one instruction multiplies 16 pairs of bf16 by 16 pairs and adds each pair's two
+/// products to one of 16 f32 sums, twice the products of an f32 FMA. `lhs` is packed once as
+/// pairs along k, `rhs` per call into the AMX path's tiles, whose rows are those pairs for 16
+/// columns (a tile row is one vector here).
+#[cfg(target_arch = "x86_64")]
+mod pairs {
+    use super::Strided;
+    use super::amx::{
+        Avx512Bf16, ROWS, Tile, ZERO_TILE, interleave_bf16, lane_mask, load_bf16_run, pack_rhs,
+        tile_bits, transpose,
+    };
+    use core::arch::x86_64::*;
+    use std::cell::RefCell;
+
+    /// Rows of `dst` per microkernel call; with `VECTORS` columns of 16 floats, 24 of the 32
+    /// vector registers hold sums, the rest the rhs vectors and the broadcast lhs pair.
+    pub(super) const MR: usize = 8;
+    /// Vectors of 16 columns per microkernel call.
+    pub(super) const VECTORS: usize = 3;
+    /// k-pairs per cache block: a call's rhs (`VECTORS` × 64 bytes a pair, 24 KB) stays in L1
+    /// while every row block of `lhs` passes over it.
+    pub(super) const KC: usize = 128;
+
+    /// `lhs` (`m × k`) rounded to bf16, as `[row block][k-pair][MR rows]` of 32-bit pairs (the
+    /// even k in the low half), zeros past `m` and `k`: each k-pair's `MR` values that the
+    /// microkernel broadcasts lie side by side.
+    pub(super) struct PairedLhs {
+        avx512: Avx512Bf16,
+        k: usize,
+        pairs: usize,
+        pub(super) data: Vec<u32>,
+    }
+
+    impl PairedLhs {
+        pub(super) fn new(avx512: Avx512Bf16, m: usize, k: usize, lhs: Strided) -> Self {
+            let pairs = k.div_ceil(2);
+            // An even count of row blocks: the vector packers fill two at a time.
+            let mut data = vec![0; m.div_ceil(2 * MR) * 2 * pairs * MR];
+            if lhs.col_stride == 1 {
+                // SAFETY: `avx512` proves AVX-512 F, BW and BF16; the caller asserted that
+                // `lhs` covers m×k.
+                unsafe { pack_rows(&mut data, lhs, [m, k]) };
+            } else if lhs.row_stride == 1 {
+                // SAFETY: as above.
+                unsafe { pack_columns(&mut data, lhs, [m, k]) };
+            } else {
+                pack_any(&mut data, lhs, [m, k]);
+            }
+            Self {
+                avx512,
+                k,
+                pairs,
+                data,
+            }
+        }
+    }
+
+    /// `PairedLhs`'s layout for any strides, one value at a time.
+    pub(super) fn pack_any(data: &mut [u32], lhs: Strided, [m, k]: [usize; 2]) {
+        let pairs = k.div_ceil(2);
+        let bits = |row: usize, col: usize| {
+            if row < m && col < k {
+                u32::from(tile_bits(lhs.at(row, col)))
+            } else {
+                0
+            }
+        };
+        for (index, out) in data.iter_mut().enumerate() {
+            let (block, pair, r) = (index / (pairs * MR), index / MR % pairs, index % MR);
+            let row = block * MR + r;
+            *out = bits(row, 2 * pair) | (bits(row, 2 * pair + 1) << 16);
+        }
+    }
+
+    /// `PairedLhs`'s layout for a row-major `lhs` (`m × k`): per 16 rows and 32 columns, the
+    /// rows' pairs (`load_bf16_run`) transposed into 16 pairs of each of the 16 rows, the
+    /// first 8 rows for one row block, the last 8 for the next.
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and BF16 present; `lhs.col_stride == 1` and `lhs` covers `m × k`; `data`
+    /// holds `m.div_ceil(16) · 2` row blocks of `k.div_ceil(2)` pairs.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    unsafe fn pack_rows(data: &mut [u32], lhs: Strided, [m, k]: [usize; 2]) {
+        let pairs = k.div_ceil(2);
+        for group in 0..m.div_ceil(2 * MR) {
+            for chunk in 0..k.div_ceil(2 * ROWS) {
+                let (col, count) = (chunk * 2 * ROWS, (k - chunk * 2 * ROWS).min(2 * ROWS));
+                let rows: [__m512i; 16] = core::array::from_fn(|r| {
+                    let row = group * 2 * MR + r;
+                    if row < m {
+                        // SAFETY: elements row·row_stride + col .. + count lie inside
+                        // `lhs.data` (caller's contract, `col + count <= k`).
+                        unsafe {
+                            load_bf16_run(lhs.data.as_ptr().add(row * lhs.row_stride + col), count)
+                        }
+                    } else {
+                        _mm512_setzero_si512()
+                    }
+                });
+                let first = chunk * ROWS;
+                for (pair, values) in (first..pairs).zip(transpose(rows)) {
+                    store_halves(
+                        data,
+                        [group * 2, group * 2 + 1].map(|b| (b * pairs + pair) * MR),
+                        values,
+                    );
+                }
+            }
+        }
+    }
+
+    /// `PairedLhs`'s layout for a column-major `lhs` (`lhs.row_stride == 1`): per 16 rows and
+    /// pair of columns, the two columns' 16 floats interleaved into 16 pairs.
+    ///
+    /// # Safety
+    /// As `pack_rows`, with `lhs.row_stride == 1`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    unsafe fn pack_columns(data: &mut [u32], lhs: Strided, [m, k]: [usize; 2]) {
+        let pairs = k.div_ceil(2);
+        for group in 0..m.div_ceil(2 * MR) {
+            let row = group * 2 * MR;
+            let mask = lane_mask(m - row);
+            let load = |col: usize| {
+                if col < k {
+                    // SAFETY: the unmasked elements row + col·col_stride .. + min(16, m - row)
+                    // lie inside `lhs.data` (caller's contract).
+                    unsafe {
+                        _mm512_maskz_loadu_ps(
+                            mask,
+                            lhs.data.as_ptr().add(row + col * lhs.col_stride),
+                        )
+                    }
+                } else {
+                    _mm512_setzero_ps()
+                }
+            };
+            for pair in 0..pairs {
+                let values = interleave_bf16(load(2 * pair), load(2 * pair + 1));
+                store_halves(
+                    data,
+                    [group * 2, group * 2 + 1].map(|b| (b * pairs + pair) * MR),
+                    values,
+                );
+            }
+        }
+    }
+
+    /// The low 8 lanes of `values` to `data[at[0]..]`, the high 8 to `data[at[1]..]`.
+    #[target_feature(enable = "avx512f")]
+    fn store_halves(data: &mut [u32], at: [usize; 2], values: __m512i) {
+        let halves = [
+            _mm512_castsi512_si256(values),
+            _mm512_extracti64x4_epi64::<1>(values),
+        ];
+        for (at, half) in at.into_iter().zip(halves) {
+            let out: &mut [u32; MR] = (&mut data[at..at + MR]).try_into().unwrap();
+            // SAFETY: `out` is 32 writable bytes.
+            unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), half) };
+        }
+    }
+
+    thread_local! {
+        /// The packed `rhs`, kept between calls so that the steady state allocates nothing.
+        static PACKED_RHS: RefCell<Vec<Tile>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// `dst = or += lhs · rhs` for `m, n, k > 0`, one panel of `VECTORS` × 16 columns at a
+    /// time: pack the panel (`k` × 48 bf16 stays in L2), then per block of `KC` k-pairs every
+    /// row block of `lhs` over it.
+    pub(super) fn multiply(
+        dst: &mut [f32],
+        lhs: &PairedLhs,
+        rhs: Strided,
+        n: usize,
+        accumulate: bool,
+    ) {
+        let k_blocks = lhs.k.div_ceil(2 * ROWS);
+        PACKED_RHS.with_borrow_mut(|packed| {
+            if packed.len() < VECTORS * k_blocks {
+                packed.resize(VECTORS * k_blocks, ZERO_TILE);
+            }
+            for col in (0..n).step_by(VECTORS * ROWS) {
+                let width = (n - col).min(VECTORS * ROWS);
+                let panel = Strided {
+                    data: &rhs.data[col * rhs.col_stride..],
+                    ..rhs
+                };
+                let packed = &mut packed[..width.div_ceil(ROWS) * k_blocks];
+                pack_rhs(lhs.avx512, packed, panel, [lhs.k, width], k_blocks);
+                // SAFETY: `lhs.avx512` proves AVX-512 F and BF16; `packed` holds one stream of
+                // `k_blocks · 16 >= lhs.pairs` vectors per 16 columns of the panel.
+                unsafe { multiply_panel(dst, lhs, packed, [col, n], accumulate) };
+            }
+        });
+    }
+
+    /// Columns `col ..` of `dst` (`m × n`), as many as `packed` has streams of 16.
+    ///
+    /// # Safety
+    /// AVX-512 F and BF16 present; `packed` is `streams <= VECTORS` streams of
+    /// `packed.len() / streams >= lhs.pairs` rhs vectors, `col + 16 · (streams - 1) < n`;
+    /// `dst.len()` is a multiple of `n`.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    unsafe fn multiply_panel(
+        dst: &mut [f32],
+        lhs: &PairedLhs,
+        packed: &[Tile],
+        [col, n]: [usize; 2],
+        accumulate: bool,
+    ) {
+        let m = dst.len() / n;
+        let streams = (n - col).min(VECTORS * ROWS).div_ceil(ROWS);
+        let stream = packed.len() / streams * ROWS;
+        let vectors: *const __m512bh = packed.as_ptr().cast();
+        let masks = core::array::from_fn(|j| lane_mask(n.saturating_sub(col + j * ROWS)));
+        for first in (0..lhs.pairs).step_by(KC) {
+            let blocks = lhs.data.chunks_exact(lhs.pairs * MR).take(m.div_ceil(MR));
+            for (block, a) in blocks.enumerate() {
+                let row = block * MR;
+                let call = Call {
+                    a: a[first * MR..].as_ptr(),
+                    // SAFETY: `first < pairs <= stream`.
+                    b: unsafe { vectors.add(first) },
+                    stream,
+                    count: (lhs.pairs - first).min(KC),
+                    c: dst[row * n + col..].as_mut_ptr(),
+                    c_stride: n,
+                    rows: (m - row).min(MR),
+                    masks,
+                    load: accumulate || first > 0,
+                };
+                // SAFETY: the caller's contract and the slicing above.
+                unsafe {
+                    match streams {
+                        1 => kernel::<1>(call),
+                        2 => kernel::<2>(call),
+                        _ => kernel::<VECTORS>(call),
+                    }
+                }
+            }
+        }
+    }
+
+    /// One microkernel call: `c` (`rows × V·16` floats, `c_stride` apart, the columns past
+    /// each mask left alone) = or += `count` k-pairs of `a` (`MR` pairs each) times `b`
+    /// (`V` streams of vectors, `stream` vectors apart).
+    #[derive(Clone, Copy)]
+    struct Call {
+        a: *const u32,
+        b: *const __m512bh,
+        stream: usize,
+        count: usize,
+        c: *mut f32,
+        c_stride: usize,
+        rows: usize,
+        masks: [__mmask16; VECTORS],
+        load: bool,
+    }
+
+    /// # Safety
+    /// AVX-512 F and BF16 present; `call`'s pointers cover what it describes.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    #[inline]
+    unsafe fn kernel<const V: usize>(call: Call) {
+        let mut sums = [[_mm512_setzero_ps(); V]; MR];
+        for (r, row) in sums.iter_mut().enumerate() {
+            if call.load && r < call.rows {
+                for (j, sum) in row.iter_mut().enumerate() {
+                    // SAFETY: row r, columns 16j + mask inside `c` (contract).
+                    *sum = unsafe {
+                        _mm512_maskz_loadu_ps(call.masks[j], call.c.add(r * call.c_stride + 16 * j))
+                    };
+                }
+            }
+        }
+        for p in 0..call.count {
+            // SAFETY: pair p < count of each stream (contract), 64-byte aligned as tile rows.
+            let b: [__m512bh; V] =
+                core::array::from_fn(|j| unsafe { *call.b.add(j * call.stream + p) });
+            for (r, row) in sums.iter_mut().enumerate() {
+                // SAFETY: pair p < count of `a` (contract).
+                let pair = unsafe { *call.a.add(p * MR + r) };
+                // SAFETY: both are 64 bytes of plain bits.
+                let a: __m512bh = unsafe { core::mem::transmute(_mm512_set1_epi32(pair as i32)) };
+                for (sum, b) in row.iter_mut().zip(b) {
+                    *sum = _mm512_dpbf16_ps(*sum, a, b);
+                }
+            }
+        }
+        for (r, row) in sums.iter().enumerate() {
+            if r < call.rows {
+                for (j, sum) in row.iter().enumerate() {
+                    // SAFETY: as for the loads.
+                    unsafe {
+                        _mm512_mask_storeu_ps(
+                            call.c.add(r * call.c_stride + 16 * j),
+                            call.masks[j],
+                            *sum,
+                        )
+                    };
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -884,21 +1252,25 @@ mod tests {
         rhs: &[f32],
         [m, k, n]: [usize; 3],
         [lhs_layout, rhs_layout]: [Layout; 2],
-        tiles: Option<bool>,
+        kernel: Option<Bf16Kernel>,
     ) -> Vec<f32> {
         let (lhs_data, lhs_strides) = lay_out(lhs, m, k, lhs_layout);
         let (rhs_data, rhs_strides) = lay_out(rhs, k, n, rhs_layout);
-        let lhs = strided(&lhs_data, lhs_strides);
-        let packed = match tiles {
-            None => PackedLhs::new(m, k, lhs),
-            Some(tiles) => PackedLhs::with_layout(m, k, lhs, tiles),
-        };
+        let packed = pack(m, k, strided(&lhs_data, lhs_strides), kernel);
         let mut dst = vec![f32::NAN; m * n];
         multiply_bf16(&mut dst, &packed, strided(&rhs_data, rhs_strides), n, false);
         dst
     }
 
-    const SHAPES: [[usize; 3]; 14] = [
+    /// `lhs` packed for `kernel`, or for this machine's when `None`.
+    fn pack(m: usize, k: usize, lhs: Strided, kernel: Option<Bf16Kernel>) -> PackedLhs {
+        match kernel {
+            None => PackedLhs::new(m, k, lhs),
+            Some(kernel) => PackedLhs::for_kernel(m, k, lhs, kernel),
+        }
+    }
+
+    const SHAPES: [[usize; 3]; 20] = [
         [1, 1, 1],
         [1, 5, 1],
         [3, 7, 2],
@@ -913,22 +1285,50 @@ mod tests {
         [64, 1600, 144],
         [64, 144, 200],
         [70, 300, 100],
+        // Past the `vdpbf16ps` path's blocks: 8 rows, 48 columns, 256 k (128 pairs).
+        [9, 257, 49],
+        [16, 512, 96],
+        [24, 513, 97],
+        [7, 259, 113],
+        [1, 1024, 130],
+        [25, 3, 1],
     ];
 
-    const LAYOUTS: [[Layout; 2]; 4] = [
+    const LAYOUTS: [[Layout; 2]; 5] = [
         [Layout::RowMajor, Layout::RowMajor],
         [Layout::RowMajor, Layout::Transposed],
         [Layout::RowMajor, Layout::Sparse],
         [Layout::Sparse, Layout::RowMajor],
+        [Layout::Transposed, Layout::Transposed],
     ];
 
-    fn paths() -> Vec<(Option<bool>, &'static str)> {
-        let mut paths = vec![(None, "default"), (Some(false), "fallback")];
+    /// The CPU's kernels other than the fallback.
+    fn fast_kernels() -> Vec<Bf16Kernel> {
+        let mut kernels = Vec::new();
         if amx_supported() {
-            paths.push((Some(true), "amx"));
+            kernels.push(Bf16Kernel::AmxTiles);
         } else {
-            println!("note: AMX unavailable here, only the fallback is tested");
+            println!("note: AMX unavailable here, not tested");
         }
+        if avx512_bf16_supported() {
+            kernels.push(Bf16Kernel::Avx512Bf16);
+        } else {
+            eprintln!("note: AVX-512 BF16 unavailable here, vdpbf16ps not tested");
+        }
+        kernels
+    }
+
+    /// The default kernel, the fallback and the CPU's other kernels.
+    fn paths() -> Vec<(Option<Bf16Kernel>, String)> {
+        let mut paths = vec![
+            (None, "default".into()),
+            (Some(Bf16Kernel::F32Gemm), "fallback".into()),
+        ];
+        paths.extend(
+            fast_kernels()
+                .into_iter()
+                .map(|kernel| (Some(kernel), kernel.to_string())),
+        );
         paths
     }
 
@@ -957,13 +1357,13 @@ mod tests {
 
     #[test]
     fn matches_the_f64_reference() {
-        for (tiles, path) in paths() {
+        for (kernel, path) in paths() {
             for (seed, [m, k, n]) in SHAPES.into_iter().enumerate() {
                 let lhs = random(m * k, 2 * seed as u64);
                 let rhs = random(k * n, 2 * seed as u64 + 1);
                 let (want, magnitude) = reference(&lhs, &rhs, [m, k, n]);
                 for layouts in LAYOUTS {
-                    let got = multiply(&lhs, &rhs, [m, k, n], layouts, tiles);
+                    let got = multiply(&lhs, &rhs, [m, k, n], layouts, kernel);
                     let what = format!("{path} {m}×{k}×{n} {layouts:?}");
                     assert_close(&got, &want, &magnitude, &what);
                 }
@@ -973,13 +1373,13 @@ mod tests {
 
     #[test]
     fn integer_products_are_exact() {
-        for (tiles, path) in paths() {
+        for (kernel, path) in paths() {
             for (seed, [m, k, n]) in SHAPES.into_iter().enumerate() {
                 let lhs = integers(m * k, 3 * seed as u64);
                 let rhs = integers(k * n, 3 * seed as u64 + 1);
                 let (want, _) = reference(&lhs, &rhs, [m, k, n]);
                 for layouts in LAYOUTS {
-                    let got = multiply(&lhs, &rhs, [m, k, n], layouts, tiles);
+                    let got = multiply(&lhs, &rhs, [m, k, n], layouts, kernel);
                     let want: Vec<f32> = want.iter().map(|&x| x as f32).collect();
                     assert_eq!(got, want, "{path} {m}×{k}×{n} {layouts:?}");
                 }
@@ -988,51 +1388,48 @@ mod tests {
     }
 
     #[test]
-    fn amx_and_fallback_agree() {
-        if !amx_supported() {
-            println!("note: AMX unavailable here, nothing to compare the fallback with");
-            return;
-        }
-        for (seed, [m, k, n]) in SHAPES.into_iter().chain([[192, 1728, 77]]).enumerate() {
+    fn fast_kernels_and_fallback_agree() {
+        let shapes = SHAPES.into_iter().chain([[192, 1728, 77], [64, 1600, 144]]);
+        for (seed, [m, k, n]) in shapes.enumerate() {
             let lhs = random(m * k, 5 * seed as u64);
             let rhs = random(k * n, 5 * seed as u64 + 1);
             let (_, magnitude) = reference(&lhs, &rhs, [m, k, n]);
             for layouts in LAYOUTS {
-                let amx = multiply(&lhs, &rhs, [m, k, n], layouts, Some(true));
-                let fallback = multiply(&lhs, &rhs, [m, k, n], layouts, Some(false));
+                let fallback = multiply(&lhs, &rhs, [m, k, n], layouts, Some(Bf16Kernel::F32Gemm));
                 let fallback: Vec<f64> = fallback.into_iter().map(f64::from).collect();
-                let what = format!("AMX against fallback, {m}×{k}×{n} {layouts:?}");
-                assert_close(&amx, &fallback, &magnitude, &what);
+                for kernel in fast_kernels() {
+                    let got = multiply(&lhs, &rhs, [m, k, n], layouts, Some(kernel));
+                    let what = format!("{kernel} against fallback, {m}×{k}×{n} {layouts:?}");
+                    assert_close(&got, &fallback, &magnitude, &what);
+                }
             }
         }
     }
 
     #[test]
     fn accumulates_into_dst() {
-        let [m, k, n] = [33, 100, 40];
-        let lhs = random(m * k, 11);
-        let rhs = random(k * n, 12);
-        let before = random(m * n, 13);
-        let (product, magnitude) = reference(&lhs, &rhs, [m, k, n]);
-        let want: Vec<f64> = product
-            .iter()
-            .zip(&before)
-            .map(|(p, &b)| p + f64::from(b))
-            .collect();
-        let magnitude: Vec<f64> = magnitude
-            .iter()
-            .zip(&before)
-            .map(|(p, &b)| p + f64::from(b).abs())
-            .collect();
-        for (tiles, path) in paths() {
-            let lhs_matrix = strided(&lhs, [k, 1]);
-            let packed = tiles.map_or_else(
-                || PackedLhs::new(m, k, lhs_matrix),
-                |tiles| PackedLhs::with_layout(m, k, lhs_matrix, tiles),
-            );
-            let mut dst = before.clone();
-            multiply_bf16(&mut dst, &packed, strided(&rhs, [n, 1]), n, true);
-            assert_close(&dst, &want, &magnitude, path);
+        // The second shape spans three of the `vdpbf16ps` path's k blocks.
+        for [m, k, n] in [[33, 100, 40], [17, 601, 50]] {
+            let lhs = random(m * k, 11);
+            let rhs = random(k * n, 12);
+            let before = random(m * n, 13);
+            let (product, magnitude) = reference(&lhs, &rhs, [m, k, n]);
+            let want: Vec<f64> = product
+                .iter()
+                .zip(&before)
+                .map(|(p, &b)| p + f64::from(b))
+                .collect();
+            let magnitude: Vec<f64> = magnitude
+                .iter()
+                .zip(&before)
+                .map(|(p, &b)| p + f64::from(b).abs())
+                .collect();
+            for (kernel, path) in paths() {
+                let packed = pack(m, k, strided(&lhs, [k, 1]), kernel);
+                let mut dst = before.clone();
+                multiply_bf16(&mut dst, &packed, strided(&rhs, [n, 1]), n, true);
+                assert_close(&dst, &want, &magnitude, &format!("{path} {m}×{k}×{n}"));
+            }
         }
     }
 
@@ -1040,12 +1437,8 @@ mod tests {
     fn one_packed_lhs_serves_many_rhs() {
         let [m, k] = [20, 90];
         let lhs = random(m * k, 21);
-        for (tiles, path) in paths() {
-            let lhs_matrix = strided(&lhs, [k, 1]);
-            let packed = tiles.map_or_else(
-                || PackedLhs::new(m, k, lhs_matrix),
-                |tiles| PackedLhs::with_layout(m, k, lhs_matrix, tiles),
-            );
+        for (kernel, path) in paths() {
+            let packed = pack(m, k, strided(&lhs, [k, 1]), kernel);
             for (seed, n) in [1usize, 50, 3, 200, 17].into_iter().enumerate() {
                 let rhs = random(k * n, 22 + seed as u64);
                 let (want, magnitude) = reference(&lhs, &rhs, [m, k, n]);
@@ -1081,11 +1474,8 @@ mod tests {
 
     #[test]
     fn empty_depth_sets_or_keeps_dst() {
-        for (tiles, _) in paths() {
-            let packed = match tiles {
-                None => PackedLhs::new(3, 0, strided(&[], [0, 1])),
-                Some(tiles) => PackedLhs::with_layout(3, 0, strided(&[], [0, 1]), tiles),
-            };
+        for (kernel, _) in paths() {
+            let packed = pack(3, 0, strided(&[], [0, 1]), kernel);
             let mut dst = vec![5.0; 12];
             multiply_bf16(&mut dst, &packed, strided(&[], [4, 1]), 4, true);
             assert_eq!(dst, vec![5.0; 12]);
@@ -1097,11 +1487,8 @@ mod tests {
     #[test]
     fn empty_outputs_do_nothing() {
         let data = random(40, 31);
-        for (tiles, _) in paths() {
-            let pack = |m, k| match tiles {
-                None => PackedLhs::new(m, k, strided(&data, [k, 1])),
-                Some(tiles) => PackedLhs::with_layout(m, k, strided(&data, [k, 1]), tiles),
-            };
+        for (kernel, _) in paths() {
+            let pack = |m, k| pack(m, k, strided(&data, [k, 1]), kernel);
             multiply_bf16(&mut [], &pack(0, 5), strided(&data, [4, 1]), 4, false);
             multiply_bf16(&mut [], &pack(4, 5), strided(&data, [0, 1]), 0, true);
         }
@@ -1119,8 +1506,9 @@ mod tests {
         lhs[5 * k + 39] = f32::NAN; // row 5
         lhs[17 * k] = f32::NEG_INFINITY; // row 17, in the second row block
         let (want, magnitude) = reference(&lhs, &rhs, [m, k, n]);
-        for (tiles, path) in paths() {
-            let got = multiply(&lhs, &rhs, [m, k, n], LAYOUTS[0], tiles);
+        for (kernel, path) in paths() {
+            let path = path.as_str();
+            let got = multiply(&lhs, &rhs, [m, k, n], LAYOUTS[0], kernel);
             for (row, values) in got.chunks_exact(n).enumerate() {
                 let range = row * n..(row + 1) * n;
                 match row {
@@ -1174,14 +1562,21 @@ mod tests {
     }
 
     #[test]
-    fn environment_switch_is_honoured() {
-        let forced_off =
-            std::env::var_os("TOWERS_NO_AMX").is_some_and(|v| !v.is_empty() && v != "0");
-        assert_eq!(amx_available(), amx_supported() && !forced_off);
+    fn environment_switches_are_honoured() {
+        let amx = amx_supported() && !turned_off("TOWERS_NO_AMX");
+        let avx512 = avx512_bf16_supported() && !turned_off("TOWERS_NO_AVX512BF16");
+        let want = match (amx, avx512) {
+            (true, _) => Bf16Kernel::AmxTiles,
+            (false, true) => Bf16Kernel::Avx512Bf16,
+            (false, false) => Bf16Kernel::F32Gemm,
+        };
+        assert_eq!(kernel(), want);
+        assert_eq!(amx_available(), amx);
         println!(
-            "AMX supported: {}, used: {}",
+            "AMX supported: {}, AVX-512 BF16 supported: {}, used: {}",
             amx_supported(),
-            amx_available()
+            avx512_bf16_supported(),
+            kernel()
         );
     }
 
@@ -1189,8 +1584,8 @@ mod tests {
     #[test]
     fn vector_packers_match_the_scalar_ones() {
         use amx::*;
-        let Some(amx) = Amx::get() else {
-            println!("note: AMX unavailable here, the vector packers are not used");
+        let Some(avx512) = Avx512Bf16::get() else {
+            eprintln!("note: AVX-512 BF16 unavailable here, the vector packers are not used");
             return;
         };
         let mut values = random(13_000, 61);
@@ -1225,7 +1620,7 @@ mod tests {
                 let (k_blocks, n_blocks) = (rows.div_ceil(32), cols.div_ceil(32) * 2);
                 let mut fast = vec![Tile([1; 512]); k_blocks * n_blocks];
                 let mut slow = vec![Tile([2; 512]); k_blocks * n_blocks];
-                pack_rhs(amx, &mut fast, matrix, [rows, cols], k_blocks);
+                pack_rhs(avx512, &mut fast, matrix, [rows, cols], k_blocks);
                 for (index, tile) in slow.iter_mut().enumerate() {
                     pack_rhs_tile(
                         tile,
@@ -1242,8 +1637,8 @@ mod tests {
                     for block in [[0, 0], [1, 0], [0, 1], [2, 2], [4, 1]] {
                         let (mut fast, mut slow) = (Tile([1; 512]), Tile([2; 512]));
                         if block[1] * 32 < cols {
-                            // SAFETY: AMX support includes AVX-512 F, BW and BF16; `values`
-                            // covers the matrix (asserted).
+                            // SAFETY: `avx512` proves AVX-512 F, BW and BF16; `values` covers
+                            // the matrix (asserted).
                             unsafe {
                                 pack_lhs_tile_contiguous(&mut fast, matrix, [rows, cols], block)
                             };
@@ -1252,6 +1647,11 @@ mod tests {
                         }
                     }
                 }
+                // As lhs in pairs: the vector packers for row- and column-major matrices.
+                let fast = pairs::PairedLhs::new(avx512, rows, cols, matrix).data;
+                let mut slow = vec![1; fast.len()];
+                pairs::pack_any(&mut slow, matrix, [rows, cols]);
+                assert_eq!(fast, slow, "lhs in pairs {what}");
             }
         }
     }

@@ -6,7 +6,8 @@
 //! 25 columns wide for 5x5).
 //!
 //! In [`Arithmetic::Bf16`] the same products take their operands rounded to bf16 and sum in
-//! f32 ([`super::bf16_gemm`]: on AMX tiles where the CPU has them). Where AMX runs them, a
+//! f32 ([`super::bf16_gemm`]: on AMX tiles or with AVX-512 BF16 where the CPU has them). Where
+//! AMX runs them, a
 //! stride-1 convolution skips the windows altogether ([`direct`]: the tiles read the padded
 //! image at each tap's offset), forward and, where that pays, for the weight gradient.
 

@@ -1,5 +1,6 @@
 //! A dense layer's product `x · w` in bf16 on flex, forward and backward: operands rounded to
-//! bf16, products summed in f32 ([`super::bf16_gemm`], on AMX tiles where the CPU has them).
+//! bf16, products summed in f32 ([`super::bf16_gemm`], on AMX tiles or with AVX-512 BF16 where
+//! the CPU has them).
 //! Flex's own bf16 product converts both operands to f32, multiplies in f32 and rounds the
 //! result back to bf16: three passes more than this, and no faster than f32.
 

@@ -15,7 +15,7 @@
 //!   by the flipped, transposed kernel;
 //! - its weight gradient as one gemm per image of the output gradient and the windows,
 //!   accumulated per thread;
-//! - in bf16 (`bf16_gemm`: AMX tiles where the CPU has them), the convolution's products and
+//! - in bf16 (`bf16_gemm`: AMX tiles or AVX-512 BF16 where the CPU has them), the convolution's products and
 //!   a dense layer's (`matmul`);
 //! - a convolution's bias and ReLU fused into it (`bias_relu`);
 //! - batch normalization on batch statistics, then ReLU (`batch_norm`);
@@ -40,7 +40,7 @@ mod lrn;
 mod matmul;
 mod max_pool;
 
-pub(crate) use bf16_gemm::amx_available;
+pub(crate) use bf16_gemm::kernel as bf16_kernel;
 pub(crate) use extension::FlexKernels;
 
 use burn_flex::FlexTensor;
