@@ -7,7 +7,11 @@
 //! TOWERS_TF_INCEPTION_V3=/tmp/tf_inception_v3 cargo test --workspace --test tf_inception_v3
 //! ```
 //!
-//! Without `TOWERS_TF_INCEPTION_V3` the test says it was skipped and passes.
+//! JPEG photos too, when `scripts/tf_fixtures/classify_top5.py /tmp/tf_inception_v3` has
+//! written TF's top 5 for them (`jpeg_expected.json`, photos in `jpeg/`): our JPEG decoding
+//! gives TF's pixels, so they match TF as closely as the PNG pictures do.
+//!
+//! Without `TOWERS_TF_INCEPTION_V3` the tests say they were skipped and pass.
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +23,12 @@ use burn_towers::train::{LoadOptions, classify, load_weights};
 #[derive(serde::Deserialize)]
 struct Expected {
     inputs_logits: Vec<Vec<f32>>,
+    images: Vec<Picture>,
+}
+
+/// `jpeg_expected.json`, from classify_top5.py.
+#[derive(serde::Deserialize)]
+struct JpegExpected {
     images: Vec<Picture>,
 }
 
@@ -96,5 +106,53 @@ fn a_tf_slim_checkpoint_gives_tfs_logits_and_top_5() {
         for (p, q) in probs.iter().zip(&want.probs) {
             assert!((p - q).abs() <= 1e-3 * q, "{}: {p} vs TF's {q}", want.file);
         }
+    }
+}
+
+/// TF-slim's evaluation of JPEG photos (tf.io.decode_jpeg, central crop 0.875, bilinear resize
+/// to 299, [-1, 1]) against ours: the same top 5, probabilities within 2e-3 relative. The
+/// issue's bound was 2% (zune-jpeg's pixels gave up to 24%); what remains is float rounding in
+/// the resize and the network: TF's decoded pixels saved as PNG give our probabilities bit for
+/// bit. On scikit-learn's china.jpg and flower.jpg (2026-11-25): 1.01e-3 at most (the PNG
+/// pictures: 3.4e-4).
+#[test]
+fn jpeg_photos_get_tfs_top_5() {
+    let Some(dir) = std::env::var_os("TOWERS_TF_INCEPTION_V3").map(PathBuf::from) else {
+        println!(
+            "skipped: TOWERS_TF_INCEPTION_V3 names no TF-slim checkpoint (see the file's doc)"
+        );
+        return;
+    };
+    let Ok(json) = std::fs::read_to_string(dir.join("jpeg_expected.json")) else {
+        println!("skipped: no jpeg_expected.json (scripts/tf_fixtures/classify_top5.py)");
+        return;
+    };
+    let expected: JpegExpected = serde_json::from_str(&json).unwrap();
+    let model = restored(&dir, &Device::flex());
+    let files: Vec<PathBuf> = expected
+        .images
+        .iter()
+        .map(|p| dir.join("jpeg").join(&p.file))
+        .collect();
+    let predictions = classify(&model, &files, &InceptionEval::new(299), 5).unwrap();
+    for (got, want) in predictions.iter().zip(&expected.images) {
+        let classes: Vec<usize> = got.top.iter().map(|&(c, _)| c).collect();
+        let probs: Vec<f32> = got.top.iter().map(|&(_, p)| p).collect();
+        let worst = probs
+            .iter()
+            .zip(&want.probs)
+            .map(|(p, q)| (p - q).abs() / q)
+            .fold(0f32, f32::max);
+        println!(
+            "{}: top 5 {classes:?} {probs:?}, TF {:?} {:?}: relative difference {worst:e}",
+            want.file, want.top5, want.probs
+        );
+        assert_eq!(classes, want.top5, "{}", want.file);
+        assert!(
+            worst <= 2e-3,
+            "{}: {probs:?} vs TF's {:?}",
+            want.file,
+            want.probs
+        );
     }
 }
