@@ -2,11 +2,12 @@
 
 use std::fmt::Display;
 
+use burn::optim::GradientsParams;
 use burn::tensor::{Int, Tensor};
 
 /// One tower's loss: the mean loss over its part of the batch (shape `[1]`), and optionally
 /// what the step reports beside it: correct predictions, and named metrics of the model's own.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct TowerLoss {
     /// Mean loss over the part, shape `[1]`.
     pub loss: Tensor<1>,
@@ -16,6 +17,10 @@ pub struct TowerLoss {
     /// Named metrics, each the part's mean (shape `[1]`); the step reports their mean over the
     /// batch, weighted like the loss.
     pub metrics: Vec<(String, Tensor<1>)>,
+    /// The gradients of `loss`, when the loss function ran backward itself (a burn-train
+    /// `TrainStep` does); the tower then reduces these instead of running backward. `None`: the
+    /// tower runs backward.
+    pub gradients: Option<GradientsParams>,
 }
 
 impl TowerLoss {
@@ -25,7 +30,20 @@ impl TowerLoss {
             loss,
             predictions: None,
             metrics: Vec::new(),
+            gradients: None,
         }
+    }
+
+    /// Adds the gradients of the loss, computed by the loss function itself with
+    /// `GradientsParams::from_grads(loss.backward(), model)` on the model it was given: for
+    /// steps that run their own backward, such as burn-train's `TrainStep`. The towers weigh
+    /// and reduce them as they would their own. Dynamic loss scaling then scales them after
+    /// the fact, which keeps the update right but cannot keep an f16 backward from
+    /// underflowing; an overlapped exchange across ranks needs the towers' own backward and
+    /// fails the step.
+    pub fn with_gradients(mut self, gradients: GradientsParams) -> Self {
+        self.gradients = Some(gradients);
+        self
     }
 
     /// Adds logits `[n, classes]` and labels `[n]`, so the step counts correct predictions

@@ -49,6 +49,7 @@ mod replicas;
 mod single;
 mod state;
 mod tower;
+mod update;
 
 pub use config::{ReplicaCheck, StepOutput, TowersConfig};
 #[cfg(any(feature = "cuda", feature = "rocm"))]
@@ -72,6 +73,7 @@ use crate::reduce::{Layout, Reduce};
 use crate::running_state::{self, Detection, Selection};
 use crate::timeline::{Timeline, Track};
 use state::{Cycle, GradientTap, PRESENT, State};
+use update::Update;
 
 /// Data-parallel training of one model on N devices, TensorFlow-tower style.
 ///
@@ -335,6 +337,55 @@ impl<M: Module> Towers<M> {
         F: for<'a> Fn(&M, B::Part<'a>, &Device) -> L + Sync,
         L: IntoTowerLoss,
     {
+        self.step_updated_by(batch, Update::Optimizer(lr), &loss)
+    }
+
+    /// [`step`](Self::step), with the update that ends the cycle applied by `update` instead
+    /// of the towers' optimizer: it gets the model and the batch's mean gradient (on the
+    /// model's device, unscaled, averaged over the ranks) and returns the updated model, e.g.
+    /// `|model, grads| { learner.optimizer_step(grads); learner.model() }` for a burn-train
+    /// `Learner`, which owns its optimizer and learning-rate schedule. Running state is synced
+    /// into the model it returns, and the replicas are forked from it. Never called for
+    /// micro-batches that do not end the cycle, nor for an update that loss scaling skips.
+    ///
+    /// # Errors
+    ///
+    /// As [`step`](Self::step); and [`Error::Config`] under [`Reduce::AllReduce`], where every
+    /// tower updates its own replica with its own optimizer.
+    pub fn step_with_update<B, F, L, U>(
+        &mut self,
+        batch: &B,
+        loss: F,
+        mut update: U,
+    ) -> Result<StepOutput>
+    where
+        B: TowerBatch,
+        F: for<'a> Fn(&M, B::Part<'a>, &Device) -> L + Sync,
+        L: IntoTowerLoss,
+        U: FnMut(M, GradientsParams) -> M,
+    {
+        if matches!(self.state, State::AllReduce { .. }) {
+            return Err(Error::Config(
+                "a caller's update needs Reduce::ParameterDevice: under Reduce::AllReduce every \
+                 tower updates its own replica with its own optimizer"
+                    .into(),
+            ));
+        }
+        self.step_updated_by(batch, Update::Caller(&mut update), &loss)
+    }
+
+    /// A step whose update `update` applies.
+    fn step_updated_by<B, F, L>(
+        &mut self,
+        batch: &B,
+        update: Update<'_, M>,
+        loss: &F,
+    ) -> Result<StepOutput>
+    where
+        B: TowerBatch,
+        F: for<'a> Fn(&M, B::Part<'a>, &Device) -> L + Sync,
+        L: IntoTowerLoss,
+    {
         let shares: Vec<f64> = self.towers.iter().map(TowerDevice::share).collect();
         let sizes = split_sizes(batch.len(), &shares).map_err(Error::Batch)?;
         // Which tensors are running state shows at the first step that succeeds.
@@ -342,9 +393,9 @@ impl<M: Module> Towers<M> {
             .then(|| Detection::before(&self.replicas()[0]));
         if matches!(self.state, State::Single { .. }) {
             let weight = phases::checked_weights(batch, &[batch.len()])?[0];
-            self.step_single(batch, weight, lr, &loss, detection)
+            self.step_single(batch, weight, update, loss, detection)
         } else {
-            self.step_towers(batch, &sizes, lr, &loss, detection)
+            self.step_towers(batch, &sizes, update, loss, detection)
         }
     }
 

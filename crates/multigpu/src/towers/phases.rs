@@ -18,6 +18,7 @@ use burn::optim::GradientsParams;
 
 use super::state::{Cycle, PRESENT, State};
 use super::tower::{Context, Done, Finish, Job, run_towers, tower_failed};
+use super::update::Update;
 use super::{StepOutput, Towers, broadcast};
 use crate::batch::TowerBatch;
 use crate::cross_process;
@@ -53,7 +54,7 @@ impl<M: Module> Towers<M> {
         &mut self,
         batch: &B,
         sizes: &[usize],
-        lr: f64,
+        mut update: Update<'_, M>,
         loss_fn: &F,
         detection: Option<Detection>,
     ) -> Result<StepOutput>
@@ -81,7 +82,7 @@ impl<M: Module> Towers<M> {
             }
             false => (None, (0..sizes.len()).map(|_| None).collect()),
         };
-        let jobs = self.scatter(parts, sizes, taps, &plan, lr);
+        let jobs = self.scatter(parts, sizes, taps, &plan, &update);
         self.hand_over();
         let context = Context {
             layout: &self.layout,
@@ -110,7 +111,7 @@ impl<M: Module> Towers<M> {
         if plan.apply {
             let timeline = self.timeline.clone();
             let _update = timeline.span("update", Track::Main);
-            output.skipped = self.apply(done, &plan, lr, reduced);
+            output.skipped = self.apply(done, &plan, &mut update, reduced);
             output.replica_check = self.scheduled_replica_check();
         } else {
             self.keep(done, plan);
@@ -196,9 +197,9 @@ impl<M: Module> Towers<M> {
         sizes: &[usize],
         taps: Vec<Option<Tap>>,
         plan: &Plan,
-        lr: f64,
+        update: &Update<'_, M>,
     ) -> Vec<Job<M, P>> {
-        let mut finishes = self.finishes(plan, lr).into_iter();
+        let mut finishes = self.finishes(plan, update).into_iter();
         let mut sums = std::mem::take(&mut self.cycle.grads).into_iter();
         let mut work = std::mem::take(&mut self.cycle.work).into_iter();
         let mut taps = taps.into_iter();
@@ -223,7 +224,7 @@ impl<M: Module> Towers<M> {
 
     /// What each tower does after its pass: keep its gradients (mid-cycle), send them to the
     /// parameter device, or take its part in the ring all-reduce and update its replica.
-    fn finishes(&self, plan: &Plan, lr: f64) -> Vec<Finish> {
+    fn finishes(&self, plan: &Plan, update: &Update<'_, M>) -> Vec<Finish> {
         let n = self.towers.len();
         match &self.state {
             _ if !plan.apply => (0..n).map(|_| Finish::Keep).collect(),
@@ -237,7 +238,8 @@ impl<M: Module> Towers<M> {
                 .map(|(link, optim)| Finish::AllReduce {
                     link,
                     optim,
-                    lr,
+                    lr: (update.learning_rate())
+                        .expect("a caller's update runs under Reduce::ParameterDevice"),
                     grad_scale: plan.grad_scale,
                     loss_scale: self.loss_scale(),
                 })
@@ -268,12 +270,12 @@ impl<M: Module> Towers<M> {
         &mut self,
         done: Vec<Done<M>>,
         plan: &Plan,
-        lr: f64,
+        update: &mut Update<'_, M>,
         reduced: Option<GradientsParams>,
     ) -> bool {
         self.cycle = Cycle::default();
         if matches!(self.state, State::ParameterDevice { .. }) {
-            self.update_on_parameter_device(done, plan, lr, reduced)
+            self.update_on_parameter_device(done, plan, update, reduced)
         } else {
             let skipped = done[0].skipped;
             if let Some(scaler) = &mut self.scaler {
@@ -291,7 +293,7 @@ impl<M: Module> Towers<M> {
         &mut self,
         done: Vec<Done<M>>,
         plan: &Plan,
-        lr: f64,
+        update: &mut Update<'_, M>,
         reduced: Option<GradientsParams>,
     ) -> bool {
         let (grads, stats): (Vec<_>, Vec<_>) = done.into_iter().map(|d| (d.grads, d.stats)).unzip();
@@ -313,7 +315,7 @@ impl<M: Module> Towers<M> {
         let examples = plan.examples.iter().sum();
         let master = master.take().expect(PRESENT);
         let mut model = match grads {
-            Some(grads) => optim.step(lr, master, grads),
+            Some(grads) => update.apply(optim, master, grads),
             None => master,
         };
         if let Some(stats) = self.synced_stats(stats, plan) {

@@ -9,6 +9,7 @@ use burn::tensor::Device;
 
 use super::state::{Cycle, PRESENT, State};
 use super::tower::{backward_pass, tower_failed, tower_panicked};
+use super::update::Update;
 use super::{StepOutput, Towers};
 use crate::batch::TowerBatch;
 use crate::cross_process;
@@ -25,7 +26,7 @@ impl<M: Module> Towers<M> {
         &mut self,
         batch: &B,
         weight: f64,
-        lr: f64,
+        mut update: Update<'_, M>,
         loss_fn: &F,
         detection: Option<Detection>,
     ) -> Result<StepOutput>
@@ -65,7 +66,7 @@ impl<M: Module> Towers<M> {
             let timeline = (&self.timeline, Track::Tower(0));
             on_tower(0, 0, || {
                 backward_pass(
-                    self.model(),
+                    (self.model(), &self.layout),
                     part,
                     &self.main,
                     loss_scale,
@@ -117,7 +118,7 @@ impl<M: Module> Towers<M> {
         };
         let timeline = self.timeline.clone();
         let _update = timeline.span("update", Track::Main);
-        output.skipped = self.update_single(grads, examples, lr);
+        output.skipped = self.update_single(grads, examples, &mut update);
         Ok(output)
     }
 
@@ -158,7 +159,12 @@ impl<M: Module> Towers<M> {
     /// One optimizer step on the model with the update's gradient (unless it is skipped, which
     /// it returns), then the batch-norm statistics of all ranks when there are several
     /// (`examples` are this update's).
-    fn update_single(&mut self, grads: GradientsParams, examples: usize, lr: f64) -> bool {
+    fn update_single(
+        &mut self,
+        grads: GradientsParams,
+        examples: usize,
+        update: &mut Update<'_, M>,
+    ) -> bool {
         let grads = self.unscaled(grads);
         let skipped = grads.is_none();
         let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
@@ -167,7 +173,7 @@ impl<M: Module> Towers<M> {
         };
         let model = model.take().expect(PRESENT);
         let updated = match grads {
-            Some(grads) => optim.step(lr, model, grads),
+            Some(grads) => update.apply(optim, model, grads),
             None => model,
         };
         let updated = self.stats_across_processes(updated, examples);

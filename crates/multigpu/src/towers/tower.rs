@@ -32,9 +32,11 @@ pub(super) struct Pass {
 }
 
 /// With a tap, each gradient goes to it as soon as backward has finished it (see
-/// `gradient_tap.rs`), and none is returned.
+/// `gradient_tap.rs`), and none is returned. A loss function that returned its own gradients
+/// ([`TowerLoss::with_gradients`](crate::TowerLoss::with_gradients)) has run backward
+/// already: its gradients are scaled as the loss would have been.
 pub(super) fn backward_pass<M, P, F, L>(
-    model: &M,
+    (model, layout): (&M, &Layout),
     part: P,
     device: &Device,
     loss_scale: Option<f64>,
@@ -49,7 +51,7 @@ where
 {
     let tapped = tap.map(|(tap, slots)| tap.attach(model, slots));
     let forward = timeline.span("forward", track);
-    let out = loss_fn(tapped.as_ref().unwrap_or(model), part, device).into_tower_loss()?;
+    let mut out = loss_fn(tapped.as_ref().unwrap_or(model), part, device).into_tower_loss()?;
     drop(forward);
     let _backward = timeline.span("backward", track);
     if out.loss.dims() != [1] {
@@ -58,13 +60,29 @@ where
             out.loss.dims()
         ));
     }
-    let grads = match loss_scale {
-        Some(scale) => out.loss.clone().mul_scalar(scale).backward(),
-        None => out.loss.backward(),
+    let grads = match (out.gradients.take(), tapped) {
+        (Some(_), Some(_)) => {
+            return Err(
+                "the loss function returned its own gradients, but the exchange \
+                        across ranks overlaps backward (TowersConfig::overlap), which needs \
+                        the towers' own backward pass"
+                    .into(),
+            );
+        }
+        (Some(grads), None) => Some(match loss_scale {
+            Some(scale) => layout.scale(grads, scale),
+            None => grads,
+        }),
+        (None, tapped) => {
+            let grads = match loss_scale {
+                Some(scale) => out.loss.clone().mul_scalar(scale).backward(),
+                None => out.loss.backward(),
+            };
+            tapped
+                .is_none()
+                .then(|| GradientsParams::from_grads(grads, model))
+        }
     };
-    let grads = tapped
-        .is_none()
-        .then(|| GradientsParams::from_grads(grads, model));
     // The first read from the tower's device: where a remote server that went away shows.
     let loss: f32 = out
         .loss
@@ -170,7 +188,7 @@ where
     let track = Track::Tower(crate::current_tower().unwrap_or(0));
     let tapped = tap.as_ref().map(|tap| (tap, slots));
     let pass = backward_pass(
-        &replica,
+        (&replica, layout),
         part,
         &device,
         loss_scale,
