@@ -148,9 +148,6 @@ where
             if let Err(error) = self.train_epoch(run, &loaders, &interrupter) {
                 interrupter.fail(error);
             }
-            // The towers hold the model with its running state in sync; the learner's copy
-            // has its parameters only (see `train_epoch`).
-            learner.load_model(towers.model().clone().into_record());
             interrupter.fail_on_error(processor.process_train(LearnerEvent::EndSplit(epoch)));
             if interrupter.should_stop() {
                 let reason = interrupter.interruption().and_then(|i| i.reason);
@@ -267,8 +264,9 @@ impl<I: Send + 'static> TowersStrategy<I> {
             let step = towers.step_with_update(
                 &batch,
                 |model: &M, part, _device: &Device| tower_step(model, part, &outputs),
-                // The towers' model is the learner's plus the running state they keep in
-                // sync, which the learner gets at the end of the epoch.
+                // The towers' model is the learner's: the running state they sync after the
+                // update is written into Burn's `RunningState` buffers, which every clone of
+                // the model shares, the learner's included.
                 |_model, grads| {
                     learner.lr_step();
                     learner.optimizer_step(grads);

@@ -7,8 +7,8 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::InMemDataset;
 use burn::module::{Module, Param};
-use burn::nn::Linear;
 use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::{BatchNorm, BatchNormConfig, Linear};
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_train::{
@@ -22,6 +22,8 @@ const BATCH: usize = 4;
 
 #[derive(Module, Debug)]
 struct Net {
+    /// Batch norm over the inputs, whose running mean is then the inputs' own.
+    bn: Option<BatchNorm>,
     fc: Linear,
 }
 
@@ -54,7 +56,11 @@ impl Batcher<Item, Batch> for ItemBatcher {
 
 impl Net {
     fn classify(&self, batch: Batch) -> ClassificationOutput {
-        let logits = self.fc.forward(batch.x);
+        let x = match &self.bn {
+            Some(bn) => bn.forward(batch.x),
+            None => batch.x,
+        };
+        let logits = self.fc.forward(x);
         let loss = CrossEntropyLossConfig::new()
             .init(&logits.device())
             .forward(logits.clone(), batch.y.clone());
@@ -101,10 +107,15 @@ fn loader(items: Vec<Item>) -> Arc<dyn DataLoader<Batch>> {
 
 /// The same starting weights every time (no RNG: tests run in parallel).
 fn net(device: &Device) -> Net {
+    plain_net(device, false)
+}
+
+fn plain_net(device: &Device, batch_norm: bool) -> Net {
     let weights: Vec<f32> = (0..12).map(|i| 0.1 * ((i * 7 % 12) as f32 - 5.5)).collect();
     let weight = Tensor::from_data(TensorData::new(weights, [4, 3]), device);
     let bias = Tensor::from_data(TensorData::new(vec![0.1f32, -0.2, 0.05], [3]), device);
     Net {
+        bn: batch_norm.then(|| BatchNormConfig::new(4).init(device)),
         fc: Linear {
             weight: Param::from_tensor(weight),
             bias: Some(Param::from_tensor(bias)),
@@ -112,17 +123,21 @@ fn net(device: &Device) -> Net {
     }
 }
 
-/// The model after one epoch of burn-train on `devices` with `strategy`.
-fn train(data: &[Item], strategy: TowersStrategy<Batch>) -> Net {
-    let device = Device::flex().autodiff();
+/// `model` after one epoch of burn-train with `strategy`.
+fn train_model(model: Net, data: &[Item], strategy: TowersStrategy<Batch>) -> Net {
     let dir = tempfile::tempdir().unwrap();
-    let learner = Learner::new(net(&device), SgdConfig::new().init(), LR);
+    let learner = Learner::new(model, SgdConfig::new().init(), LR);
     let training = SupervisedTraining::new(dir.path(), loader(data.to_vec()), loader(items(8)))
         .with_application_logger(None)
         .with_training_strategy(strategy.into());
     let result = training.launch(learner);
     assert!(result.error.is_none(), "{:?}", result.error);
     result.model
+}
+
+/// The model after one epoch of burn-train with `strategy`.
+fn train(data: &[Item], strategy: TowersStrategy<Batch>) -> Net {
+    train_model(net(&Device::flex().autodiff()), data, strategy)
 }
 
 /// Plain Burn: one SGD step per group of items, on the mean loss over the whole group.
@@ -200,4 +215,30 @@ fn one_tower_is_a_plain_learner() {
     let trained = train(&data, TowersStrategy::new(parse_devices("flex").unwrap()));
     let groups: Vec<_> = data.chunks(BATCH).map(<[Item]>::to_vec).collect();
     assert_same(&trained, &reference(&groups));
+}
+
+#[test]
+fn the_learner_ends_with_the_running_state_the_towers_kept_in_sync() {
+    let data = items(24);
+    let model = plain_net(&Device::flex().autodiff(), true);
+    let devices = parse_devices("flex,flex").unwrap();
+    let trained = train_model(model, &data, TowersStrategy::new(devices));
+    // Batch norm's running mean (momentum 0.1, from 0) over the steps' inputs, both devices'
+    // batches taken together: the towers average the replicas' means after each update.
+    let mut expected = [0.0f64; 4];
+    for s in 0..3 {
+        let step = group(&data, [4 * s, 4 * s + 4], [12 + 4 * s, 16 + 4 * s]);
+        for (j, e) in expected.iter_mut().enumerate() {
+            let mean = step.iter().map(|i| i.x[j] as f64).sum::<f64>() / step.len() as f64;
+            *e = 0.9 * *e + 0.1 * mean;
+        }
+    }
+    let bn = trained.bn.expect("the net has batch norm");
+    let running: Vec<f32> = bn.running_mean.value().into_data().try_to_vec().unwrap();
+    for (got, want) in running.iter().zip(expected) {
+        assert!(
+            (*got as f64 - want).abs() < 1e-5,
+            "{running:?} vs {expected:?}"
+        );
+    }
 }
