@@ -14,7 +14,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use std::time::Instant;
 use towers_models::{
-    Cifar10Config, ImageClassifier, InceptionV3Config, Precision, bf16_on_amx, with_precision,
+    Cifar10Config, ImageClassifier, InceptionV3Config, Precision, bf16_kernel, with_precision,
 };
 use towers_train::OptimizerConfig;
 
@@ -25,12 +25,8 @@ fn main() {
     let cifar = Cifar10Config::new().init(&device);
     let inception = InceptionV3Config::new(1001).init(&device);
     println!("{}\n\n{}\n", cifar.summary(), inception.summary());
-    let amx = if bf16_on_amx() {
-        "AMX tiles"
-    } else {
-        "f32 gemm, rounded operands"
-    };
-    println!("device: {entry}, {reps} timed runs after one warm-up; bf16 products on {amx}");
+    let kernel = bf16_kernel();
+    println!("device: {entry}, {reps} timed runs after one warm-up; bf16 products on {kernel}");
     println!(
         "{:<34} {:>6} {:>18} {:>24}",
         "model", "batch", "forward ms/image", "train step ms/image"

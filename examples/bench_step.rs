@@ -26,7 +26,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, Int, Tensor, s};
 use towers_models::{
-    Cifar10Config, Cifar10Net, ImageClassifier, Precision, bf16_on_amx, conv_images, conv2d,
+    Cifar10Config, Cifar10Net, ImageClassifier, Precision, bf16_kernel, conv_images, conv2d,
     conv2d_relu, max_pool2d, with_precision,
 };
 use towers_train::OptimizerConfig;
@@ -107,15 +107,11 @@ fn whole_step(net: Cifar10Net, reps: usize, device: &Device) {
             }
         }
     }
-    let amx = if bf16_on_amx() {
-        "AMX tiles"
-    } else {
-        "f32 gemm, rounded operands"
-    };
+    let kernel = bf16_kernel();
     for (precision, times) in precisions.iter().zip(times) {
         let [fwd, both, step] = times.map(|t| median(t) * 1e3);
         let note = match precision {
-            Precision::Bf16 => format!(", bf16 products on {amx}"),
+            Precision::Bf16 => format!(", bf16 products on {kernel}"),
             _ => String::new(),
         };
         println!(

@@ -61,8 +61,8 @@ pub struct TrainArgs {
     /// Write a Chrome trace of every step's phases to PATH (`chrome://tracing`, Perfetto).
     #[arg(long, value_name = "PATH")]
     pub timeline: Option<PathBuf>,
-    /// Products of convolutions and dense layers in f32, bf16 (fast on CPUs with AMX) or f16
-    /// (GPUs); weights, optimizer, batch norm and loss stay f32.
+    /// Products of convolutions and dense layers in f32, bf16 (fast on CPUs with AMX or
+    /// AVX-512 BF16) or f16 (GPUs); weights, optimizer, batch norm and loss stay f32.
     #[arg(long)]
     pub precision: Option<Precision>,
     /// Updates between scalar summaries (loss, learning rate, examples/sec, queue fill).

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use burn::module::Module;
-use towers_models::{Precision, bf16_on_amx};
+use towers_models::{Bf16Kernel, Precision, bf16_kernel};
 use towers_multigpu::{Timeline, TowerDevice, Towers, Track};
 
 use super::input::{next_batch, seeded_step};
@@ -346,8 +346,10 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         };
         let precision = match c.precision {
             Precision::F32 => String::new(),
-            Precision::Bf16 if bf16_on_amx() => ", products in bf16 (AMX tiles on flex)".into(),
-            Precision::Bf16 => ", products in bf16".into(),
+            Precision::Bf16 => match bf16_kernel() {
+                Bf16Kernel::F32Gemm => ", products in bf16".into(),
+                kernel => format!(", products in bf16 ({kernel} on flex)"),
+            },
             Precision::F16 => ", products in f16 with loss scaling".into(),
         };
         format!(
