@@ -43,6 +43,18 @@ pub trait CrossProcess: Send + Sync {
         device: &Device,
     ) -> Vec<Tensor<1>>;
 
+    /// [`weighted_mean`](Self::weighted_mean) of gradients, which a transport may send in
+    /// fewer bits (over MPI, as `MpiConfig::wire` says); the weights stay
+    /// exact.
+    fn weighted_mean_of_gradients(
+        &self,
+        tensors: Vec<Tensor<1>>,
+        weight: f64,
+        device: &Device,
+    ) -> Vec<Tensor<1>> {
+        self.weighted_mean("gradients", tensors, weight, device)
+    }
+
     /// Rank 0's `tensors`, on every rank, on `device`.
     fn broadcast(&self, what: &str, tensors: Vec<Tensor<1>>, device: &Device) -> Vec<Tensor<1>>;
 
@@ -59,6 +71,18 @@ pub trait CrossProcess: Send + Sync {
         ready: &mut dyn FnMut(usize) -> Option<Vec<f32>>,
         done: &mut dyn FnMut(usize, &[f32]),
     );
+
+    /// [`sum_buckets`](Self::sum_buckets) of gradients, bucket 0 being the ranks' weights:
+    /// the other buckets may travel in fewer bits, as in
+    /// [`weighted_mean_of_gradients`](Self::weighted_mean_of_gradients).
+    fn sum_gradient_buckets(
+        &self,
+        sizes: &[usize],
+        ready: &mut dyn FnMut(usize) -> Option<Vec<f32>>,
+        done: &mut dyn FnMut(usize, &[f32]),
+    ) {
+        self.sum_buckets("gradients", sizes, ready, done);
+    }
 
     /// Every rank's `bytes`, in rank order, on every rank (e.g. each rank's input position, for
     /// rank 0's checkpoint). Small messages: built on [`sum_buckets`](Self::sum_buckets), as
@@ -144,7 +168,7 @@ pub(crate) fn mean_gradients(
     match processes {
         Some(p) if p.size() > 1 => {
             let flat = layout.flatten(grads, device);
-            layout.unflatten(p.weighted_mean("gradients", flat, weight, device))
+            layout.unflatten(p.weighted_mean_of_gradients(flat, weight, device))
         }
         _ => grads,
     }

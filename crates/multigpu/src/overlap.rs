@@ -180,7 +180,7 @@ fn exchange(
         let name = format!("bucket {k} across ranks");
         timeline.record(name, Track::Exchange, posted[k].get(), Instant::now());
     };
-    processes.sum_buckets("gradients", &all, &mut ready, &mut done);
+    processes.sum_gradient_buckets(&all, &mut ready, &mut done);
     match gathering.error {
         Some(error) => Err(error),
         None => Ok(sums),

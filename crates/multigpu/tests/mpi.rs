@@ -13,7 +13,7 @@ use std::time::Duration;
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
 use towers_data::{HostBatch, image_loss};
-use towers_multigpu::mpi::{Mpi, MpiConfig};
+use towers_multigpu::mpi::{Mpi, MpiConfig, Wire};
 use towers_multigpu::{CrossProcess, Towers, TowersConfig, parse_devices};
 use towers_testing::batches::{batch, split};
 use towers_testing::compare::{assert_close, values};
@@ -55,11 +55,27 @@ fn rank() {
     let out = std::env::var("TOWERS_MPI_OUT").expect("launched by the MPI tests");
     let timeout = std::env::var("TOWERS_MPI_TIMEOUT").map_or(60, |s| s.parse().unwrap());
     // Tiny buckets, so that even these nets span several.
+    let wire = match scenario.strip_prefix("wire-") {
+        Some(wire) => wire.parse().unwrap(),
+        None => Wire::F32,
+    };
     let config = MpiConfig::default()
         .with_bucket_bytes(256)
-        .with_timeout(Duration::from_secs(timeout));
+        .with_timeout(Duration::from_secs(timeout))
+        .with_wire(wire);
     let mpi = Arc::new(Mpi::init(config).expect("MPI starts"));
     let rank = mpi.rank();
+    if scenario.starts_with("wire-") {
+        let tensors = wire_gradients(rank).map(|v| Tensor::from_floats(v.as_slice(), &flex()));
+        let weight = wire_weight(rank) as f64;
+        let means = mpi.weighted_mean_of_gradients(tensors.to_vec(), weight, &flex());
+        let values: Vec<f32> = means.into_iter().flat_map(|t| values_of(t)).collect();
+        if rank == 0 {
+            let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            std::fs::write(out, bytes).unwrap();
+        }
+        return;
+    }
     if scenario == "late" && rank == 1 {
         std::thread::sleep(Duration::from_secs(30));
     }
@@ -292,4 +308,73 @@ fn ranks_with_different_models_are_refused() {
     run.assert_failed_fast_saying(&[
         "rank 1's model has 6 tensors of 977 values, rank 0's 4 of 837",
     ]);
+}
+
+/// Rank `rank`'s gradients in the wire scenarios: two tensors over several 64-value buckets,
+/// neither a multiple of the rank count, of magnitudes from 0.01 to 100.
+fn wire_gradients(rank: usize) -> [Vec<f32>; 2] {
+    let value = |i: usize| ((i as f32 * 0.37 + rank as f32).sin()) * 10f32.powi(i as i32 % 5 - 2);
+    [(0..37).map(value).collect(), (37..337).map(value).collect()]
+}
+
+fn wire_weight(rank: usize) -> f32 {
+    (rank + 2) as f32
+}
+
+fn values_of(t: Tensor<1>) -> Vec<f32> {
+    t.into_data().try_to_vec().unwrap()
+}
+
+/// `x` rounded to bfloat16 (to nearest, ties to even), as f32.
+fn bf16(x: f32) -> f32 {
+    let bits = x.to_bits();
+    f32::from_bits(bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) & 0xffff_0000)
+}
+
+#[test]
+fn bf16_gradients_travel_rounded_and_are_summed_in_f32() {
+    let Some(got) = ranks_train(2, "wire-bf16") else {
+        return;
+    };
+    let (a, b) = (wire_gradients(0).concat(), wire_gradients(1).concat());
+    let (wa, wb) = (wire_weight(0), wire_weight(1));
+    // Each rank's weighted values rounded, the sum in f32 rounded again, then the mean.
+    let expected: Vec<f32> = (a.iter().zip(&b))
+        .map(|(x, y)| bf16(bf16(wa * x) + bf16(wb * y)) / (wa + wb))
+        .collect();
+    assert_eq!(got, expected, "bf16 wire vs its formula");
+    let worst = worst_error(&got, 8);
+    assert!(
+        worst > 0.1 && worst <= 2.0,
+        "bf16 keeps 8 bits, rounded twice: {worst}"
+    );
+}
+
+/// The largest error of the exchanged means `got` against the exact ones, in units of
+/// `2^-bits` of the weighted values' magnitude: two roundings to `bits` bits of significand
+/// (each rank's values, then their sum), each within half a unit in the last place, stay
+/// within 2.
+fn worst_error(got: &[f32], bits: i32) -> f64 {
+    let (a, b) = (wire_gradients(0).concat(), wire_gradients(1).concat());
+    let (wa, wb) = (wire_weight(0) as f64, wire_weight(1) as f64);
+    (got.iter().zip(a.iter().zip(&b)))
+        .map(|(&g, (&x, &y))| {
+            let (x, y) = (wa * x as f64, wb * y as f64);
+            let exact = (x + y) / (wa + wb);
+            let unit = (x.abs() + y.abs()) / (wa + wb) * 2f64.powi(-bits);
+            (g as f64 - exact).abs() / unit
+        })
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn f16_gradients_keep_11_bits() {
+    let Some(got) = ranks_train(2, "wire-f16") else {
+        return;
+    };
+    let worst = worst_error(&got, 11);
+    assert!(
+        worst > 0.1 && worst <= 2.0,
+        "f16 keeps 11 bits, rounded twice: {worst}"
+    );
 }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use super::Wire;
+
 /// How ranks exchange gradients, statistics and weights.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MpiConfig {
@@ -14,6 +16,9 @@ pub struct MpiConfig {
     /// for each other's forward and backward passes and input too, so this is a step's time with
     /// a wide margin, not a network timeout.
     pub timeout: Duration,
+    /// The number format gradients travel in ([`Wire`]): f32 by default; bf16 or f16 halve
+    /// the bytes.
+    pub wire: Wire,
 }
 
 impl Default for MpiConfig {
@@ -21,6 +26,7 @@ impl Default for MpiConfig {
         Self {
             bucket_bytes: 25 << 20,
             timeout: Duration::from_secs(300),
+            wire: Wire::F32,
         }
     }
 }
@@ -29,6 +35,12 @@ impl MpiConfig {
     /// Sets [`bucket_bytes`](Self::bucket_bytes).
     pub fn with_bucket_bytes(mut self, bytes: usize) -> Self {
         self.bucket_bytes = bytes;
+        self
+    }
+
+    /// Sets [`wire`](Self::wire).
+    pub fn with_wire(mut self, wire: Wire) -> Self {
+        self.wire = wire;
         self
     }
 

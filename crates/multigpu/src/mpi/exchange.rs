@@ -14,6 +14,8 @@ use mpi::request::{Request, Scope, scope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
+use super::Wire;
+
 /// The tag of the "I have reached this exchange" messages.
 const ARRIVED: mpi::Tag = 0x70_77;
 
@@ -23,8 +25,11 @@ const TIMED_OUT: i32 = 75;
 /// What happens to each bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Collective {
-    /// Summed over the ranks (`MPI_Iallreduce`).
-    Sum,
+    /// Summed over the ranks: in f32 by `MPI_Iallreduce`; in a 16-bit [`Wire`] format by a
+    /// reduce-scatter (`MPI_Ialltoall` of the rounded bucket, each rank summing its part in
+    /// f32) and an all-gather of the rounded sums (`MPI_Iallgather`), since MPI has no sum of
+    /// bf16 and a reduction of our own would need a user-defined `MPI_Op`.
+    Sum(Wire),
     /// Rank 0's bucket on every rank (`MPI_Ibcast`); only rank 0 reads.
     BroadcastFromZero,
 }
@@ -32,6 +37,11 @@ pub(super) enum Collective {
 /// One exchange: its name in errors, its number and its deadline.
 pub(super) struct Exchange<'a> {
     pub world: &'a SimpleCommunicator,
+    /// A duplicate of `world` for the all-gathers of 16-bit buckets. Every rank must start the
+    /// collectives of one communicator in the same order; a bucket's gather starts when its
+    /// scatter ends, which is not the same moment everywhere, so the gathers go in bucket order
+    /// on a communicator of their own.
+    pub gathers: &'a SimpleCommunicator,
     pub what: &'a str,
     /// The exchange's number since the start, the same on every rank.
     pub number: u64,
@@ -39,13 +49,13 @@ pub(super) struct Exchange<'a> {
 }
 
 impl Exchange<'_> {
-    /// Runs `collective` on buckets of `sizes` values. `ready(k)` gives this rank's bucket `k`,
+    /// Runs `collective(k)` on bucket `k`, for buckets of `sizes` values. `ready(k)` gives this rank's bucket `k`,
     /// or `None` while it is not ready yet (it may wait a little; it is asked again); buckets
     /// are asked for in order, and the earlier ones travel meanwhile. `done(k, values)` takes
     /// bucket `k`'s result as soon as it has arrived, in any order.
     pub(super) fn run(
         &self,
-        collective: Collective,
+        collective: impl Fn(usize) -> Collective,
         sizes: &[usize],
         mut ready: impl FnMut(usize) -> Option<Vec<f32>>,
         mut done: impl FnMut(usize, &[f32]),
@@ -55,6 +65,10 @@ impl Exchange<'_> {
         let mut sends: Vec<Vec<f32>> = vec![Vec::new(); sizes.len()];
         let mut recvs: Vec<Vec<f32>> = sizes.iter().map(|&s| vec![0.0; s]).collect();
         let mut arrived = vec![0u64; world.size() as usize];
+        let ranks = world.size() as usize;
+        let mut halves: Vec<Halves> = (sizes.iter().enumerate())
+            .map(|(k, &size)| Halves::new(collective(k), size, ranks))
+            .collect();
         let number = self.number;
         let deadline = Instant::now() + self.timeout;
         scope(|scope| {
@@ -71,9 +85,21 @@ impl Exchange<'_> {
             let mut unposted = sends
                 .iter_mut()
                 .zip(recvs.iter_mut())
+                .zip(halves.iter_mut())
                 .enumerate()
                 .peekable();
             let mut buckets = Vec::with_capacity(sizes.len());
+            // 16-bit buckets: their parts being scattered, and each one's summed part and
+            // result buffers, waiting for its gather.
+            let mut scattering = Vec::new();
+            let mut gathering = Vec::new();
+            let mut to_gather: Vec<Option<(&mut Vec<u16>, &mut Vec<u16>)>> =
+                (0..sizes.len()).map(|_| None).collect();
+            let compressed: Vec<usize> = (0..sizes.len())
+                .filter(|&k| matches!(collective(k), Collective::Sum(w) if w != Wire::F32))
+                .collect();
+            let mut summed = vec![false; sizes.len()];
+            let mut next_gather = 0;
             let mut idle = 0u32;
             loop {
                 // The next bucket, if this rank has it ready.
@@ -81,9 +107,32 @@ impl Exchange<'_> {
                 if let Some(&(k, _)) = unposted.peek() {
                     asked = true;
                     if let Some(values) = ready(k) {
-                        let (k, (send, recv)) = unposted.next().expect("peeked");
-                        let request = match collective {
-                            Collective::Sum => {
+                        let (k, ((send, recv), half)) = unposted.next().expect("peeked");
+                        let request = match collective(k) {
+                            Collective::Sum(wire) if wire != Wire::F32 => {
+                                let Halves {
+                                    send,
+                                    parts,
+                                    mine,
+                                    all,
+                                } = half;
+                                for (bits, value) in send.iter_mut().zip(values) {
+                                    *bits = wire.encode(value);
+                                }
+                                let send: &Vec<u16> = send;
+                                scattering.push((
+                                    k,
+                                    world.immediate_all_to_all_into(
+                                        scope,
+                                        &send[..],
+                                        &mut parts[..],
+                                    ),
+                                ));
+                                to_gather[k] = Some((mine, all));
+                                idle = 0;
+                                continue;
+                            }
+                            Collective::Sum(_) => {
                                 *send = values;
                                 let send: &Vec<f32> = send;
                                 world.immediate_all_reduce_into(
@@ -109,8 +158,30 @@ impl Exchange<'_> {
                 poll(&mut waiting_for, |_, _| {});
                 poll(&mut told, |_, _| {});
                 poll(&mut buckets, &mut done);
+                poll(&mut scattering, |k, parts: &[u16]| {
+                    let (mine, _) = to_gather[k].as_mut().expect("scattered once");
+                    sum_part(wire_of(collective(k)), parts, mine);
+                    summed[k] = true;
+                });
+                while let Some(&k) = compressed.get(next_gather)
+                    && summed[k]
+                {
+                    let (mine, all) = to_gather[k].take().expect("gathered once");
+                    let mine: &Vec<u16> = mine;
+                    let gather =
+                        (self.gathers).immediate_all_gather_into(scope, &mine[..], &mut all[..]);
+                    gathering.push((k, gather));
+                    next_gather += 1;
+                }
+                poll(&mut gathering, |k, all: &[u16]| {
+                    let wire = wire_of(collective(k));
+                    let sums: Vec<f32> = all[..sizes[k]].iter().map(|&b| wire.decode(b)).collect();
+                    done(k, &sums);
+                });
                 let finished = unposted.peek().is_none()
                     && buckets.is_empty()
+                    && scattering.is_empty()
+                    && gathering.is_empty()
                     && waiting_for.is_empty()
                     && told.is_empty();
                 if finished {
@@ -155,6 +226,56 @@ impl Exchange<'_> {
             self.what, self.number, self.timeout
         );
         self.world.abort(TIMED_OUT)
+    }
+}
+
+/// A 16-bit bucket's buffers: this rank's bucket rounded (padded with zeros to a part per
+/// rank), the parts of it every rank sent this rank, this rank's summed part, and every rank's
+/// summed part.
+#[derive(Default)]
+struct Halves {
+    send: Vec<u16>,
+    parts: Vec<u16>,
+    mine: Vec<u16>,
+    all: Vec<u16>,
+}
+
+impl Halves {
+    /// The buffers of a bucket of `size` values under `collective` among `ranks` ranks: none
+    /// unless it travels in 16 bits.
+    fn new(collective: Collective, size: usize, ranks: usize) -> Self {
+        match collective {
+            Collective::Sum(wire) if wire != Wire::F32 => {
+                let part = size.div_ceil(ranks);
+                Self {
+                    send: vec![0; part * ranks],
+                    parts: vec![0; part * ranks],
+                    mine: vec![0; part],
+                    all: vec![0; part * ranks],
+                }
+            }
+            _ => Self::default(),
+        }
+    }
+}
+
+/// The wire format of a bucket that is summed.
+fn wire_of(collective: Collective) -> Wire {
+    match collective {
+        Collective::Sum(wire) => wire,
+        Collective::BroadcastFromZero => unreachable!("only sums travel in 16 bits"),
+    }
+}
+
+/// This rank's part of a 16-bit bucket: the ranks' `parts` (one after another) summed in f32,
+/// in rank order, and rounded into `mine`.
+fn sum_part(wire: Wire, parts: &[u16], mine: &mut [u16]) {
+    let part = mine.len();
+    for (i, out) in mine.iter_mut().enumerate() {
+        let sum: f32 = (0..parts.len() / part.max(1))
+            .map(|r| wire.decode(parts[r * part + i]))
+            .sum();
+        *out = wire.encode(sum);
     }
 }
 

@@ -13,6 +13,7 @@
 
 mod config;
 mod exchange;
+mod wire;
 
 use std::ops::Range;
 use std::sync::Mutex;
@@ -20,9 +21,11 @@ use std::sync::Mutex;
 use burn::tensor::{Device, Tensor};
 use mpi::Threading;
 use mpi::environment::Universe;
+use mpi::topology::SimpleCommunicator;
 use mpi::traits::Communicator;
 
 pub use config::MpiConfig;
+pub use wire::Wire;
 
 use crate::buckets;
 use crate::cross_process::CrossProcess;
@@ -34,6 +37,10 @@ use exchange::{Collective, Exchange};
 /// panicking ends the whole job instead). A rank that returns an error, rather than panicking,
 /// should end the job with [`CrossProcess::abort`], as the trainer does.
 pub struct Mpi {
+    /// A duplicate of the world for the all-gathers of 16-bit buckets (see `Exchange`). Before
+    /// `universe`: fields drop in order, and the communicator must be freed before MPI is
+    /// finalized.
+    gathers: Gathers,
     universe: Universe,
     rank: usize,
     size: usize,
@@ -52,6 +59,14 @@ impl Drop for Mpi {
         }
     }
 }
+
+/// The communicator of the 16-bit buckets' all-gathers.
+struct Gathers(SimpleCommunicator);
+
+// SAFETY: an MPI communicator is a handle valid in the whole process. `Mpi` makes every MPI
+// call under its `exchanges` lock (`Threading::Serialized`), so no two threads use it at once.
+unsafe impl Send for Gathers {}
+unsafe impl Sync for Gathers {}
 
 impl std::fmt::Debug for Mpi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -83,8 +98,10 @@ impl Mpi {
         }
         let world = universe.world();
         let (rank, size) = (world.rank() as usize, world.size() as usize);
+        let gathers = Gathers(world.duplicate());
         Ok(Self {
             universe,
+            gathers,
             rank,
             size,
             config,
@@ -101,7 +118,7 @@ impl Mpi {
     fn exchange(
         &self,
         what: &str,
-        collective: Collective,
+        collective: impl Fn(usize) -> Collective,
         sizes: &[usize],
         ready: impl FnMut(usize) -> Option<Vec<f32>>,
         done: impl FnMut(usize, &[f32]),
@@ -111,6 +128,7 @@ impl Mpi {
         let world = self.universe.world();
         let exchange = Exchange {
             world: &world,
+            gathers: &self.gathers.0,
             what,
             number: *number,
             timeout: self.config.timeout,
@@ -118,36 +136,11 @@ impl Mpi {
         exchange.run(collective, sizes, ready, done);
     }
 
-    /// The buckets of `tensors` and their sizes in values.
-    fn buckets(&self, tensors: &[Tensor<1>]) -> (Vec<Range<usize>>, Vec<usize>) {
-        let sizes: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
-        let values = (self.config.bucket_bytes / 4).max(1);
-        let plan = buckets::plan(&sizes, values, values);
-        let values = plan.iter().map(|r| sizes[r.clone()].iter().sum()).collect();
-        (plan, values)
-    }
-}
-
-/// Bucket `range` of `tensors`, read from the device as one run of `f32`.
-fn read_bucket(tensors: &[Tensor<1>], range: Range<usize>) -> Vec<f32> {
-    Tensor::cat(tensors[range].to_vec(), 0)
-        .into_data()
-        .convert::<f32>()
-        .try_into_vec::<f32>()
-        .expect("converted to f32")
-}
-
-impl CrossProcess for Mpi {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn size(&self) -> usize {
-        self.size
-    }
-
-    fn weighted_mean(
+    /// The weighted mean of `tensors` over the ranks, their values travelling as `wire` says
+    /// (the weights always in f32).
+    fn weighted_mean_in(
         &self,
+        wire: Wire,
         what: &str,
         tensors: Vec<Tensor<1>>,
         weight: f64,
@@ -186,16 +179,66 @@ impl CrossProcess for Mpi {
                 }
             }
         };
-        self.exchange(what, Collective::Sum, &all_sizes, read, done);
+        // The weights (bucket 0) travel exact, the gradients as `wire` says.
+        let collective = |k: usize| Collective::Sum(if k == 0 { Wire::F32 } else { wire });
+        self.exchange(what, collective, &all_sizes, read, done);
         out.into_iter()
             .map(|t| t.expect("every bucket was written back"))
             .collect()
     }
 
+    /// The buckets of `tensors` and their sizes in values.
+    fn buckets(&self, tensors: &[Tensor<1>]) -> (Vec<Range<usize>>, Vec<usize>) {
+        let sizes: Vec<usize> = tensors.iter().map(|t| t.dims()[0]).collect();
+        let values = (self.config.bucket_bytes / 4).max(1);
+        let plan = buckets::plan(&sizes, values, values);
+        let values = plan.iter().map(|r| sizes[r.clone()].iter().sum()).collect();
+        (plan, values)
+    }
+}
+
+/// Bucket `range` of `tensors`, read from the device as one run of `f32`.
+fn read_bucket(tensors: &[Tensor<1>], range: Range<usize>) -> Vec<f32> {
+    Tensor::cat(tensors[range].to_vec(), 0)
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .expect("converted to f32")
+}
+
+impl CrossProcess for Mpi {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn weighted_mean(
+        &self,
+        what: &str,
+        tensors: Vec<Tensor<1>>,
+        weight: f64,
+        device: &Device,
+    ) -> Vec<Tensor<1>> {
+        self.weighted_mean_in(Wire::F32, what, tensors, weight, device)
+    }
+
+    fn weighted_mean_of_gradients(
+        &self,
+        tensors: Vec<Tensor<1>>,
+        weight: f64,
+        device: &Device,
+    ) -> Vec<Tensor<1>> {
+        self.weighted_mean_in(self.config.wire, "gradients", tensors, weight, device)
+    }
+
     fn any(&self, what: &str, flag: bool) -> bool {
         let mut sum = 0.0;
         let read = |_| Some(vec![f32::from(u8::from(flag))]);
-        self.exchange(what, Collective::Sum, &[1], read, |_, v| sum = v[0]);
+        let f32_sum = |_| Collective::Sum(Wire::F32);
+        self.exchange(what, f32_sum, &[1], read, |_, v| sum = v[0]);
         sum > 0.0
     }
 
@@ -206,7 +249,18 @@ impl CrossProcess for Mpi {
         ready: &mut dyn FnMut(usize) -> Option<Vec<f32>>,
         done: &mut dyn FnMut(usize, &[f32]),
     ) {
-        self.exchange(what, Collective::Sum, sizes, ready, done);
+        self.exchange(what, |_| Collective::Sum(Wire::F32), sizes, ready, done);
+    }
+
+    fn sum_gradient_buckets(
+        &self,
+        sizes: &[usize],
+        ready: &mut dyn FnMut(usize) -> Option<Vec<f32>>,
+        done: &mut dyn FnMut(usize, &[f32]),
+    ) {
+        let wire = self.config.wire;
+        let collective = |k: usize| Collective::Sum(if k == 0 { Wire::F32 } else { wire });
+        self.exchange("gradients", collective, sizes, ready, done);
     }
 
     fn bucket_bytes(&self) -> usize {
@@ -235,7 +289,7 @@ impl CrossProcess for Mpi {
         };
         self.exchange(
             what,
-            Collective::BroadcastFromZero,
+            |_| Collective::BroadcastFromZero,
             &bucket_sizes,
             read,
             done,
