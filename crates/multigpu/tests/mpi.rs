@@ -69,7 +69,7 @@ fn rank() {
         let tensors = wire_gradients(rank).map(|v| Tensor::from_floats(v.as_slice(), &flex()));
         let weight = wire_weight(rank) as f64;
         let means = mpi.weighted_mean_of_gradients(tensors.to_vec(), weight, &flex());
-        let values: Vec<f32> = means.into_iter().flat_map(|t| values_of(t)).collect();
+        let values: Vec<f32> = means.into_iter().flat_map(values_of).collect();
         if rank == 0 {
             let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
             std::fs::write(out, bytes).unwrap();
