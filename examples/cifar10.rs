@@ -45,7 +45,7 @@ fn main() -> anyhow::Result<()> {
     let weight_decay = config.weight_decay;
     let readers = config.reader_threads.unwrap_or(4);
     // Under mpirun: one rank of the job; rank 0 alone writes, reports and evaluates.
-    let job = mpi_job()?;
+    let job = mpi_job(&config)?;
     let rank_zero = job.as_ref().is_none_or(|p| p.rank() == 0);
     let trained = Trainer::new(config.clone())
         .with_processes(job)

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Arg, ArgAction, Parser};
 
-use crate::config::TrainConfig;
+use crate::config::{AllreduceDtype, TrainConfig};
 use crate::error::{Error, Result};
 use crate::pretrained::LoadOptions;
 use crate::trainer::LOG_FILE;
@@ -65,6 +65,10 @@ pub struct TrainArgs {
     /// AVX-512 BF16) or f16 (GPUs); weights, optimizer, batch norm and loss stay f32.
     #[arg(long)]
     pub precision: Option<Precision>,
+    /// Under MPI: the number format gradients travel in between ranks, f32, bf16 or f16 (half
+    /// the bytes, summed in f32, rounded twice).
+    #[arg(long)]
+    pub allreduce_dtype: Option<AllreduceDtype>,
     /// Updates between scalar summaries (loss, learning rate, examples/sec, queue fill).
     #[arg(long)]
     pub summary_every: Option<u64>,
@@ -184,6 +188,9 @@ impl TrainArgs {
         }
         if let Some(v) = self.precision {
             c.precision = v;
+        }
+        if let Some(v) = self.allreduce_dtype {
+            c.towers.allreduce_dtype = v;
         }
         if let Some(v) = self.keep_checkpoints {
             c.keep_checkpoints = v;

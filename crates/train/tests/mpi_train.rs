@@ -16,7 +16,7 @@ use towers_multigpu::mpi::{Mpi, MpiConfig};
 use towers_multigpu::{Processes, TowerLoss};
 use towers_testing::mpirun::{Run, mpirun};
 use towers_testing::training::{cifar_net, quick_cifar_config};
-use towers_train::{Input, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
+use towers_train::{AllreduceDtype, Input, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
 
 /// One rank: trains `TOWERS_MPI_STEPS` steps in `TOWERS_MPI_TRAIN_DIR` on the CIFAR-10 files of
 /// `TOWERS_MPI_DATA`, and writes its model's values to `TOWERS_MPI_OUT/rank-R`. Under
@@ -28,12 +28,18 @@ use towers_train::{Input, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
 fn rank() {
     let var = |name: &str| std::env::var(name).expect("launched by the MPI tests");
     let scenario = var("TOWERS_MPI_SCENARIO");
+    let train_dir = var("TOWERS_MPI_TRAIN_DIR");
+    let steps = var("TOWERS_MPI_STEPS").parse().unwrap();
+    let mut exchange = quick_cifar_config(Path::new(&train_dir), "flex", steps);
+    if scenario == "bf16" {
+        exchange.towers.allreduce_dtype = AllreduceDtype::Bf16;
+    }
     let job: Processes = match scenario.as_str() {
         "hang" => {
             let config = MpiConfig::default().with_timeout(Duration::from_secs(4));
             Arc::new(Mpi::init(config).unwrap())
         }
-        _ => mpi_job().unwrap().expect("launched by mpirun"),
+        _ => mpi_job(&exchange).unwrap().expect("launched by mpirun"),
     };
     let rank = job.rank();
     let devices = if scenario == "fail" && rank == 1 {
@@ -43,11 +49,7 @@ fn rank() {
     };
     let config = TrainConfig {
         resume: var("TOWERS_MPI_RESUME") == "1",
-        ..quick_cifar_config(
-            Path::new(&var("TOWERS_MPI_TRAIN_DIR")),
-            devices,
-            var("TOWERS_MPI_STEPS").parse().unwrap(),
-        )
+        ..quick_cifar_config(Path::new(&train_dir), devices, steps)
     };
     let input = Input::cifar10_train(Path::new(&var("TOWERS_MPI_DATA"))).unwrap();
     let stop = StopFlag::new();
@@ -160,6 +162,28 @@ fn two_ranks_stay_in_step_and_rank_zero_alone_writes() {
             .starts_with("events.out.tfevents")
     });
     assert!(events.count() <= 1, "more than one rank wrote summaries");
+}
+
+#[test]
+fn bf16_gradients_between_ranks_train_close_to_f32() {
+    let data = data();
+    let (f32_dir, bf16_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let Some((_, [f32_model, _])) = job(data.dir(), f32_dir.path(), 4, false) else {
+        return;
+    };
+    let (_, [rank0, rank1]) = job_in("bf16", data.dir(), bf16_dir.path(), 4, false).unwrap();
+    assert!(
+        rank0 == rank1,
+        "the ranks' models differ after 4 bf16 steps"
+    );
+    let change = |a: &[f32], b: &[f32]| {
+        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let diff: Vec<f32> = a.iter().zip(b).map(|(x, y)| x - y).collect();
+        norm(&diff) / norm(b)
+    };
+    let apart = change(&rank0, &f32_model);
+    // Rounded to 8 bits: not the f32 updates, but within their rounding.
+    assert!(apart > 0.0 && apart < 1e-2, "bf16 vs f32 models: {apart}");
 }
 
 #[test]

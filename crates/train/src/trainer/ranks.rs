@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use towers_multigpu::{CrossProcess, Processes, Towers, launched_by_mpi};
 
 use super::Trainer;
+use crate::config::TrainConfig;
 use crate::error::{Error, Result};
 use crate::source::TrainInput;
 use crate::step::TrainStep;
@@ -223,26 +224,36 @@ struct RankPositions {
     rank_positions: Vec<serde_json::Value>,
 }
 
-/// The job an MPI launcher (`mpirun`, `srun`) started this process into, joined; `None` when
-/// it runs alone.
+/// The job an MPI launcher (`mpirun`, `srun`) started this process into, joined with
+/// `config`'s exchange settings (`towers.allreduce_dtype`); `None` when it runs alone.
 ///
 /// # Errors
 ///
 /// When MPI cannot start, or (without the `mpi` feature) when launched by MPI: each process
 /// would train alone and all would write into one train directory.
-pub fn mpi_job() -> Result<Option<Processes>> {
+pub fn mpi_job(config: &TrainConfig) -> Result<Option<Processes>> {
     if !launched_by_mpi() {
         return Ok(None);
     }
     #[cfg(feature = "mpi")]
     {
-        use towers_multigpu::mpi::{Mpi, MpiConfig};
-        let mpi: Processes = std::sync::Arc::new(Mpi::init(MpiConfig::default())?);
+        use crate::config::AllreduceDtype;
+        use towers_multigpu::mpi::{Mpi, MpiConfig, Wire};
+        let wire = match config.towers.allreduce_dtype {
+            AllreduceDtype::F32 => Wire::F32,
+            AllreduceDtype::Bf16 => Wire::Bf16,
+            AllreduceDtype::F16 => Wire::F16,
+        };
+        let mpi: Processes = std::sync::Arc::new(Mpi::init(MpiConfig::default().with_wire(wire))?);
         Ok(Some(mpi))
     }
     #[cfg(not(feature = "mpi"))]
-    Err(Error::Config(
-        "started by an MPI launcher, but this build has no MPI: rebuild with `--features mpi`"
-            .into(),
-    ))
+    {
+        // Only an MPI job reads the exchange settings.
+        let _ = config;
+        Err(Error::Config(
+            "started by an MPI launcher, but this build has no MPI: rebuild with `--features mpi`"
+                .into(),
+        ))
+    }
 }
