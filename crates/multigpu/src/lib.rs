@@ -72,6 +72,7 @@ mod running_state;
 pub mod timeline;
 mod tower_index;
 pub mod towers;
+mod wire;
 
 pub use batch::{TowerBatch, split_sizes, split_slice};
 pub use cross_process::{CrossProcess, Processes, launched_by_mpi};
@@ -86,3 +87,4 @@ pub use running_state::{BatchNormSync, RunningStates};
 pub use timeline::{Timeline, Track};
 pub use tower_index::{current_first_example, current_tower};
 pub use towers::{ReplicaCheck, StepOutput, Towers, TowersConfig};
+pub use wire::Wire;

@@ -4,11 +4,12 @@ use std::path::PathBuf;
 
 use clap::{Arg, ArgAction, Parser};
 
-use crate::config::{AllreduceDtype, TrainConfig};
+use crate::config::TrainConfig;
 use crate::error::{Error, Result};
 use crate::pretrained::LoadOptions;
 use crate::trainer::LOG_FILE;
 use towers_models::Precision;
+use towers_multigpu::Wire;
 
 /// Flags shared by the training examples (`#[command(flatten)]` them). Each flag given
 /// overrides the `--config` file, which overrides the example's defaults.
@@ -68,7 +69,7 @@ pub struct TrainArgs {
     /// Under MPI: the number format gradients travel in between ranks, f32, bf16 or f16 (half
     /// the bytes, summed in f32, rounded twice).
     #[arg(long)]
-    pub allreduce_dtype: Option<AllreduceDtype>,
+    pub allreduce_dtype: Option<Wire>,
     /// Updates between scalar summaries (loss, learning rate, examples/sec, queue fill).
     #[arg(long)]
     pub summary_every: Option<u64>,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use towers_data::CorruptRecords;
 use towers_models::Precision;
-use towers_multigpu::{BatchNormSync, LossScaling, Reduce, TowersConfig};
+use towers_multigpu::{BatchNormSync, LossScaling, Reduce, TowersConfig, Wire};
 
 use crate::error::{Error, Result};
 use crate::optim::LrScheduleConfig;
@@ -100,9 +100,9 @@ pub struct TowersSection {
     #[serde(default)]
     pub overlap_exchange: bool,
     /// Across MPI ranks: the number format gradients travel in, `f32`, `bf16` or `f16` (half
-    /// the bytes; see `towers_multigpu::mpi::Wire`). f32 by default.
+    /// the bytes; see [`Wire`]). f32 by default.
     #[serde(default)]
-    pub allreduce_dtype: AllreduceDtype,
+    pub allreduce_dtype: Wire,
     /// Under `all_reduce`: compare the replicas every this many updates, 0 never (see
     /// [`TowersConfig::replica_check`]).
     #[serde(default = "default_replica_check")]
@@ -123,35 +123,6 @@ pub enum ReduceMode {
     AllReduce,
 }
 
-/// The number format of gradients between MPI ranks (`towers_multigpu::mpi::Wire`, with the
-/// `mpi` feature).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AllreduceDtype {
-    /// 4 bytes a value, exact.
-    #[default]
-    F32,
-    /// bfloat16: half the bytes, 8 bits of precision.
-    Bf16,
-    /// IEEE half: half the bytes, 11 bits of precision, values past 65,504 infinite.
-    F16,
-}
-
-impl std::str::FromStr for AllreduceDtype {
-    type Err = String;
-
-    fn from_str(name: &str) -> std::result::Result<Self, String> {
-        match name {
-            "f32" => Ok(Self::F32),
-            "bf16" => Ok(Self::Bf16),
-            "f16" => Ok(Self::F16),
-            other => Err(format!(
-                "unknown all-reduce type `{other}`: f32, bf16 or f16"
-            )),
-        }
-    }
-}
-
 /// See [`towers_multigpu::BatchNormSync`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -169,7 +140,7 @@ impl Default for TowersSection {
             batch_norm: BatchNormMode::Average,
             accumulation: 1,
             overlap_exchange: false,
-            allreduce_dtype: AllreduceDtype::F32,
+            allreduce_dtype: Wire::F32,
             replica_check: default_replica_check(),
         }
     }
@@ -429,6 +400,7 @@ mod tests {
             momentum = 0.9
             [towers]
             accumulation = 2
+            allreduce_dtype = "bf16"
             "#,
         );
         let config = TrainConfig::cifar10().merge_file(&path).unwrap();
@@ -448,6 +420,7 @@ mod tests {
             },
             towers: TowersSection {
                 accumulation: 2,
+                allreduce_dtype: Wire::Bf16,
                 ..TowersSection::default()
             },
             ..TrainConfig::cifar10()

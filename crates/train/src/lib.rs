@@ -39,7 +39,7 @@ mod trainer;
 pub use checkpoint::{Checkpoint, CheckpointDir, Integrity, Restored};
 pub use classify::{CifarImage, Prediction, classify, read_labels};
 pub use cli::{TrainArgs, WeightsArgs, parse_args, print_devices};
-pub use config::{AllreduceDtype, BatchNormMode, ReduceMode, TowersSection, TrainConfig};
+pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
 pub use dataset_input::DatasetInput;
 pub use error::{Error, Result};
 pub use eval::{Precision, evaluate};

@@ -13,10 +13,10 @@ use towers_testing::compare::values;
 use std::sync::Arc;
 use towers_models::{Cifar10Net, ImageClassifier};
 use towers_multigpu::mpi::{Mpi, MpiConfig};
-use towers_multigpu::{Processes, TowerLoss};
+use towers_multigpu::{Processes, TowerLoss, Wire};
 use towers_testing::mpirun::{Run, mpirun};
 use towers_testing::training::{cifar_net, quick_cifar_config};
-use towers_train::{AllreduceDtype, Input, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
+use towers_train::{Input, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
 
 /// One rank: trains `TOWERS_MPI_STEPS` steps in `TOWERS_MPI_TRAIN_DIR` on the CIFAR-10 files of
 /// `TOWERS_MPI_DATA`, and writes its model's values to `TOWERS_MPI_OUT/rank-R`. Under
@@ -32,7 +32,7 @@ fn rank() {
     let steps = var("TOWERS_MPI_STEPS").parse().unwrap();
     let mut exchange = quick_cifar_config(Path::new(&train_dir), "flex", steps);
     if scenario == "bf16" {
-        exchange.towers.allreduce_dtype = AllreduceDtype::Bf16;
+        exchange.towers.allreduce_dtype = Wire::Bf16;
     }
     let job: Processes = match scenario.as_str() {
         "hang" => {

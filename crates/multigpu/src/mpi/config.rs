@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::Wire;
+use crate::wire::Wire;
 
 /// How ranks exchange gradients, statistics and weights.
 #[derive(Clone, Debug, PartialEq, Eq)]

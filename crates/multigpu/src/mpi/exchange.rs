@@ -14,7 +14,7 @@ use mpi::request::{Request, Scope, scope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use super::Wire;
+use crate::wire::Wire;
 
 /// The tag of the "I have reached this exchange" messages.
 const ARRIVED: mpi::Tag = 0x70_77;

@@ -13,7 +13,6 @@
 
 mod config;
 mod exchange;
-mod wire;
 
 use std::ops::Range;
 use std::sync::Mutex;
@@ -25,11 +24,11 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::Communicator;
 
 pub use config::MpiConfig;
-pub use wire::Wire;
 
 use crate::buckets;
 use crate::cross_process::CrossProcess;
 use crate::error::{Error, Result};
+use crate::wire::Wire;
 use exchange::{Collective, Exchange};
 
 /// This process's place in an MPI job. Holding it keeps MPI initialized; dropping it finalizes
@@ -179,9 +178,7 @@ impl Mpi {
                 }
             }
         };
-        // The weights (bucket 0) travel exact, the gradients as `wire` says.
-        let collective = |k: usize| Collective::Sum(if k == 0 { Wire::F32 } else { wire });
-        self.exchange(what, collective, &all_sizes, read, done);
+        self.exchange(what, weights_then(wire), &all_sizes, read, done);
         out.into_iter()
             .map(|t| t.expect("every bucket was written back"))
             .collect()
@@ -195,6 +192,11 @@ impl Mpi {
         let values = plan.iter().map(|r| sizes[r.clone()].iter().sum()).collect();
         (plan, values)
     }
+}
+
+/// Sums whose bucket 0 (the ranks' weights) travels exact and the others as `wire` says.
+fn weights_then(wire: Wire) -> impl Fn(usize) -> Collective {
+    move |k| Collective::Sum(if k == 0 { Wire::F32 } else { wire })
 }
 
 /// Bucket `range` of `tensors`, read from the device as one run of `f32`.
@@ -258,8 +260,7 @@ impl CrossProcess for Mpi {
         ready: &mut dyn FnMut(usize) -> Option<Vec<f32>>,
         done: &mut dyn FnMut(usize, &[f32]),
     ) {
-        let wire = self.config.wire;
-        let collective = |k: usize| Collective::Sum(if k == 0 { Wire::F32 } else { wire });
+        let collective = weights_then(self.config.wire);
         self.exchange("gradients", collective, sizes, ready, done);
     }
 

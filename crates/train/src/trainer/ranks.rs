@@ -237,13 +237,8 @@ pub fn mpi_job(config: &TrainConfig) -> Result<Option<Processes>> {
     }
     #[cfg(feature = "mpi")]
     {
-        use crate::config::AllreduceDtype;
-        use towers_multigpu::mpi::{Mpi, MpiConfig, Wire};
-        let wire = match config.towers.allreduce_dtype {
-            AllreduceDtype::F32 => Wire::F32,
-            AllreduceDtype::Bf16 => Wire::Bf16,
-            AllreduceDtype::F16 => Wire::F16,
-        };
+        use towers_multigpu::mpi::{Mpi, MpiConfig};
+        let wire = config.towers.allreduce_dtype;
         let mpi: Processes = std::sync::Arc::new(Mpi::init(MpiConfig::default().with_wire(wire))?);
         Ok(Some(mpi))
     }

@@ -2,14 +2,18 @@
 
 use std::str::FromStr;
 
+#[cfg(feature = "mpi")]
 use half::{bf16, f16};
+use serde::{Deserialize, Serialize};
 
 /// The number format of gradient buckets between ranks. In the 16-bit formats each rank
 /// rounds its bucket (round to nearest even), the rank that sums a part of it adds the parts
 /// in f32 and rounds the sum once more, so half the bytes travel for two roundings of each
 /// value (Horovod's fp16 compression does the same). The ranks' weights, batch-norm statistics,
-/// weights at the start and every other exchange stay f32.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// weights at the start and every other exchange stay f32. Used by the MPI exchange (the `mpi`
+/// feature, `MpiConfig::wire`); named `f32`, `bf16` and `f16` in text and config files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Wire {
     /// 4 bytes a value, exact: the sum an `MPI_Allreduce` of f32 gives.
     #[default]
@@ -21,9 +25,11 @@ pub enum Wire {
     F16,
 }
 
+/// The conversions the MPI exchange makes.
+#[cfg(feature = "mpi")]
 impl Wire {
     /// `value` rounded to this format, as its bits (16-bit formats only).
-    pub(super) fn encode(self, value: f32) -> u16 {
+    pub(crate) fn encode(self, value: f32) -> u16 {
         match self {
             Wire::Bf16 => bf16::from_f32(value).to_bits(),
             Wire::F16 => f16::from_f32(value).to_bits(),
@@ -32,7 +38,7 @@ impl Wire {
     }
 
     /// The value of `bits` in this format (16-bit formats only).
-    pub(super) fn decode(self, bits: u16) -> f32 {
+    pub(crate) fn decode(self, bits: u16) -> f32 {
         match self {
             Wire::Bf16 => bf16::from_bits(bits).to_f32(),
             Wire::F16 => f16::from_bits(bits).to_f32(),
