@@ -3,8 +3,11 @@
 //! `cargo run --release --example bench_reduce [REPS]` (default 7 timed reductions per row).
 //!
 //! 192 tensors, 24.0M floats per replica, reduced over 2 and 4 replicas, by gathering to one
-//! device and by the ring all-reduce, against copying the same 96 MB once (`copy_from_slice`
-//! into memory already touched: the memory-bandwidth floor).
+//! device and by the ring all-reduce (a chunk of every gradient per round, and a chunk of each
+//! 25 MB bucket per round), against copying the same 96 MB once (`copy_from_slice` into memory
+//! already touched: the memory-bandwidth floor). "vs traffic" divides by the copies each
+//! reduction must make at the least: a gather of N, (N + 1) / 2 (N - 1 sums read two sets and
+//! write one, over N sets); the all-reduce, N.
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +17,7 @@ use bench_common::{median, reps};
 use burn::module::{Module, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Distribution, Tensor};
-use towers_multigpu::{all_reduce, reduce_to_device};
+use towers_multigpu::{all_reduce_in_buckets, reduce_to_device};
 
 fn main() -> anyhow::Result<()> {
     reduce_bench(reps(7))
@@ -64,17 +67,22 @@ fn reduce_bench(reps: usize) -> anyhow::Result<()> {
         floats as f64 / 1e6,
         floats as f64 * 4.0 / 1e6
     );
-    println!("{:<34} {:>10} {:>14}", "", "ms", "vs one copy");
     println!(
-        "{:<34} {:>10.1} {:>14.2}",
+        "{:<44} {:>8} {:>12} {:>11}",
+        "", "ms", "vs one copy", "vs traffic"
+    );
+    println!(
+        "{:<44} {:>8.1} {:>12.2} {:>11.2}",
         "copy 96 MB once (floor)",
         copy * 1e3,
+        1.0,
         1.0
     );
     for replicas in [2, 4] {
         let base = replica_grads(replicas);
         let mut gather = Vec::new();
-        let mut ring = Vec::new();
+        let mut per_tensor = Vec::new();
+        let mut bucketed = Vec::new();
         for _ in 0..reps {
             // Handles to the same data each time: the sums cannot reuse an input in place.
             let sets = || base.iter().map(clone_grads(&names)).collect::<Vec<_>>();
@@ -83,20 +91,27 @@ fn reduce_bench(reps: usize) -> anyhow::Result<()> {
             let _sum = reduce_to_device(&names, inputs, &flex);
             flex.sync()?;
             gather.push(start.elapsed());
-
-            let inputs = sets().into_iter().map(|g| (g, flex.clone())).collect();
-            let start = Instant::now();
-            let _sums = all_reduce(&names, inputs);
-            flex.sync()?;
-            ring.push(start.elapsed());
+            for (bytes, times) in [(0, &mut per_tensor), (25 << 20, &mut bucketed)] {
+                let inputs = sets().into_iter().map(|g| (g, flex.clone())).collect();
+                let start = Instant::now();
+                let _sums = all_reduce_in_buckets(&names, inputs, bytes);
+                flex.sync()?;
+                times.push(start.elapsed());
+            }
         }
-        for (name, times) in [("gather to one device", gather), ("ring all-reduce", ring)] {
+        let n = replicas as f64;
+        for (name, times, traffic) in [
+            ("gather to one device", gather, (n + 1.0) / 2.0),
+            ("ring all-reduce, per tensor", per_tensor, n),
+            ("ring all-reduce, 25 MB buckets", bucketed, n),
+        ] {
             let t = median(times);
             println!(
-                "{:<34} {:>10.1} {:>14.2}",
+                "{:<44} {:>8.1} {:>12.2} {:>11.2}",
                 format!("{replicas} replicas, {name}"),
                 t * 1e3,
-                t / copy
+                t / copy,
+                t / copy / traffic
             );
         }
     }

@@ -1,4 +1,4 @@
-//! Tensors packed into buckets: one MPI message each.
+//! Tensors packed into buckets: one MPI message, or one ring chunk per tower, each.
 
 use std::ops::Range;
 
@@ -32,6 +32,21 @@ pub(crate) fn plan(
     buckets
 }
 
+/// The first bucket's size in bytes at most: it fills first, so a small one starts an
+/// overlapped exchange early (PyTorch DDP's first bucket is 1 MB too).
+const FIRST_BUCKET_BYTES: usize = 1 << 20;
+
+/// The slots (of tensors `sizes[slot]` values long) of each bucket: every slot, last first
+/// (the order backward finishes a model's gradients), in runs of about `bytes` (the first of
+/// at most [`FIRST_BUCKET_BYTES`]). `bytes` 0: one tensor per bucket.
+pub(crate) fn in_backward_order(sizes: &[usize], bytes: usize) -> Vec<Vec<usize>> {
+    let order: Vec<usize> = (0..sizes.len()).rev().collect();
+    let ordered: Vec<usize> = order.iter().map(|&s| sizes[s]).collect();
+    let first = bytes.min(FIRST_BUCKET_BYTES);
+    let plan: Vec<Range<usize>> = plan(&ordered, (first / 4).max(1), (bytes / 4).max(1));
+    plan.into_iter().map(|r| order[r].to_vec()).collect()
+}
+
 /// Puts a bucket's `values` back on `device`, as the tensors `slots` (in the order the bucket
 /// holds them; `sizes[slot]` values each) in `out`: one upload, a view per tensor.
 pub(crate) fn unpack(
@@ -52,7 +67,7 @@ pub(crate) fn unpack(
 
 #[cfg(test)]
 mod tests {
-    use super::plan;
+    use super::{in_backward_order, plan};
 
     #[test]
     fn tensors_fill_buckets_in_order_and_large_ones_stand_alone() {
@@ -61,5 +76,19 @@ mod tests {
         assert_eq!(plan(&[7], 6, 6), vec![0..1]);
         assert!(plan(&[], 6, 6).is_empty());
         assert_eq!(plan(&[1, 1, 3, 3, 3], 2, 6), vec![0..2, 2..4, 4..5]);
+    }
+
+    #[test]
+    fn backward_order_is_last_slot_first_and_zero_bytes_is_a_bucket_per_tensor() {
+        let sizes = [1 << 18, 1 << 18, 1 << 18, 1 << 18];
+        // 1 MB each: the first bucket (at most 1 MB) holds one, the others two.
+        assert_eq!(
+            in_backward_order(&sizes, 2 << 20),
+            vec![vec![3], vec![2, 1], vec![0]]
+        );
+        assert_eq!(
+            in_backward_order(&sizes, 0),
+            vec![vec![3], vec![2], vec![1], vec![0]]
+        );
     }
 }

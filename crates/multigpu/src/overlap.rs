@@ -24,7 +24,6 @@
 //! examples, with no second round.
 
 use std::cell::Cell;
-use std::ops::Range;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -70,7 +69,7 @@ impl OverlappedExchange {
         timeline: Timeline,
     ) -> std::io::Result<(Self, Vec<Tap>)> {
         let sizes = layout.sizes();
-        let buckets = bucket_slots(&sizes, processes.bucket_bytes());
+        let buckets = buckets::in_backward_order(&sizes, processes.bucket_bytes());
         let (sender, receiver) = mpsc::channel();
         let taps = (0..towers).map(|i| Tap::new(i, sender.clone())).collect();
         drop(sender);
@@ -131,20 +130,6 @@ impl OverlappedExchange {
             .map(|t| t.expect("every slot is in a bucket"));
         Ok(layout.unflatten(flat.collect()))
     }
-}
-
-/// The first bucket's size in bytes at most: it fills first, so a small one starts the
-/// exchange early (PyTorch DDP's first bucket is 1 MB too).
-const FIRST_BUCKET_BYTES: usize = 1 << 20;
-
-/// The slots of each bucket: every slot, last first, in runs of about `bytes` (the first of
-/// at most [`FIRST_BUCKET_BYTES`]).
-fn bucket_slots(sizes: &[usize], bytes: usize) -> Vec<Vec<usize>> {
-    let order: Vec<usize> = (0..sizes.len()).rev().collect();
-    let ordered: Vec<usize> = order.iter().map(|&s| sizes[s]).collect();
-    let first = bytes.min(FIRST_BUCKET_BYTES);
-    let plan: Vec<Range<usize>> = buckets::plan(&ordered, (first / 4).max(1), (bytes / 4).max(1));
-    plan.into_iter().map(|r| order[r].to_vec()).collect()
 }
 
 /// The exchange thread: the weight, then each bucket as the towers complete it. Returns the

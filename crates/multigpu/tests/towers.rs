@@ -159,8 +159,10 @@ fn thread_id() -> String {
     link.file_name().unwrap().to_string_lossy().into_owned()
 }
 
+/// A tower that panics fails the step by name and leaves the model as it was; its worker
+/// thread serves the next step, and every worker ends when the towers drop.
 #[test]
-fn a_failing_tower_ends_the_step_with_its_device_and_no_thread_left() {
+fn a_failing_tower_ends_the_step_with_its_device_and_its_worker_serves_on() {
     let model = Net::new(&flex());
     let good = batch(9, 11);
     let failing = batch(9, 12);
@@ -191,17 +193,21 @@ fn a_failing_tower_ends_the_step_with_its_device_and_no_thread_left() {
             }
             other => panic!("{reduce:?}: expected tower 1 to panic, got {other:?}"),
         }
-        let threads = threads.lock().unwrap();
-        assert_eq!(threads.len(), 3, "every tower ran");
-        for id in threads.iter() {
-            let alive = std::path::Path::new(&format!("/proc/self/task/{id}")).exists();
-            assert!(!alive, "{reduce:?}: tower thread {id} still running");
-        }
+        let mut failed_on = std::mem::take(&mut *threads.lock().unwrap());
+        assert_eq!(failed_on.len(), 3, "every tower ran");
 
-        // Nothing of the failed step was kept: the next one is one plain step.
+        // Nothing of the failed step was kept: the next one is one plain step, on the same
+        // workers.
         let mut towers = towers;
         towers
-            .step(&good, LR, image_loss(|m: &Net, x, y| m.loss(x, y)))
+            .step(
+                &good,
+                LR,
+                image_loss(|m: &Net, x, y| {
+                    threads.lock().unwrap().push(thread_id());
+                    m.loss(x, y)
+                }),
+            )
             .unwrap();
         let (expected, _) = plain_training(model.clone(), std::slice::from_ref(&good));
         assert_close(
@@ -210,6 +216,15 @@ fn a_failing_tower_ends_the_step_with_its_device_and_no_thread_left() {
             TOLERANCE,
             "after a failure",
         );
+        let mut served = threads.lock().unwrap().clone();
+        failed_on.sort();
+        served.sort();
+        assert_eq!(served, failed_on, "{reduce:?}: the same worker threads");
+        drop(towers);
+        for id in &served {
+            let alive = std::path::Path::new(&format!("/proc/self/task/{id}")).exists();
+            assert!(!alive, "{reduce:?}: tower thread {id} outlived the towers");
+        }
     }
 }
 
@@ -476,4 +491,49 @@ fn a_tower_past_the_deadline_is_waited_for() {
     let out = towers.step(&batch(8, 1), LR, image_loss(slow)).unwrap();
     assert_eq!(out.tower_losses.len(), 2);
     assert!(out.updated);
+}
+
+/// Past `tower_timeout`, a tower that never finishes ends the process with an error naming it
+/// instead of hanging it. The hanging step runs in a child process: this test binary again.
+#[test]
+fn a_tower_past_the_timeout_ends_the_process_naming_it() {
+    const CHILD: &str = "TOWERS_TEST_HANGING_TOWER";
+    let name = "a_tower_past_the_timeout_ends_the_process_naming_it";
+    if std::env::var_os(CHILD).is_some() {
+        let config = TowersConfig::default()
+            .with_tower_deadline(std::time::Duration::from_millis(50))
+            .with_tower_timeout(Some(std::time::Duration::from_millis(300)));
+        let devices = parse_devices("flex,flex").unwrap();
+        let mut towers = Towers::new(Net::new(&flex()), sgd(), &devices, config).unwrap();
+        let hanging = |m: &Net, x, y| {
+            if towers_multigpu::current_tower() == Some(1) {
+                std::thread::sleep(std::time::Duration::from_secs(600));
+            }
+            m.loss(x, y)
+        };
+        let _ = towers.step(&batch(8, 1), LR, image_loss(hanging));
+        unreachable!("the step never returns");
+    }
+    let started = std::time::Instant::now();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert_eq!(
+        child.status.code(),
+        Some(towers_multigpu::HUNG_TOWER_EXIT_CODE),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("warning: towers: tower 1 (flex) still running its step"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("error: towers: tower 1 (flex) still running its step")
+            && stderr.contains("tower_timeout"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(300));
 }

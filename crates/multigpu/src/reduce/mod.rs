@@ -9,15 +9,20 @@
 //! Burn 0.22.1 has a collective `all_reduce` (`burn::tensor::distributed`), but only CUDA
 //! implements it (cubecl's other runtimes, flex and ndarray panic or refuse), and every device of
 //! one collective must be of the same backend. Towers run on any backend and mix them, so the
-//! all-reduce here is a ring over the towers' threads, built from `to_device` and `add`.
+//! all-reduce here is a ring over the towers' threads, built from `to_device` and `add`
+//! (`ring.rs`).
+
+mod ring;
 
 use std::collections::HashSet;
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread;
 
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
+
+use ring::DEFAULT_BUCKET_BYTES;
+pub(crate) use ring::{PeerGone, RingLink, ring};
 
 /// How the towers' gradients become one update.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -171,161 +176,6 @@ impl Layout {
         }
         grads
     }
-
-    /// This tower's part of a ring all-reduce: returns the sum of every tower's `grads`, on
-    /// `device`. All towers of the ring must call it with the same layout.
-    ///
-    /// Each gradient is cut into `N` chunks. In `N - 1` reduce-scatter rounds every tower sends
-    /// one chunk to the next tower, which adds it to its own; afterwards tower `r` holds the full
-    /// sum of chunk `r + 1`. In `N - 1` all-gather rounds the summed chunks go round once more,
-    /// so every tower ends with the same, bitwise identical, sums. Sends never block (the
-    /// channels are unbounded), so the ring cannot deadlock; a tower that stops drops its ends
-    /// and its neighbours get [`PeerGone`] instead of waiting forever.
-    pub(crate) fn ring_all_reduce(
-        &self,
-        link: &RingLink,
-        mut grads: GradientsParams,
-        device: &Device,
-    ) -> Result<GradientsParams, PeerGone> {
-        let n = link.size;
-        if n == 1 {
-            return Ok(grads);
-        }
-        // chunks[slot][c]: chunk c of that gradient; None when empty or when this tower has
-        // no gradient for the parameter.
-        let mut chunks: Vec<Vec<Option<Tensor<1>>>> = self
-            .slots
-            .iter()
-            .map(|slot| {
-                let flat = (slot.take)(&mut grads, slot.id);
-                let numel: usize = slot.dims.iter().product();
-                (0..n)
-                    .map(|c| {
-                        let (start, end) = (c * numel / n, (c + 1) * numel / n);
-                        flat.as_ref()
-                            .filter(|_| end > start)
-                            .map(|g| g.clone().narrow(0, start, end - start))
-                    })
-                    .collect()
-            })
-            .collect();
-        let r = link.rank;
-        for round in 0..n - 1 {
-            let incoming = link.exchange(&chunks, (r + n - round) % n)?;
-            let c = (r + 2 * n - round - 1) % n;
-            for (parts, theirs) in chunks.iter_mut().zip(incoming) {
-                let theirs = theirs.map(|t| t.into_device(device));
-                parts[c] = match (parts[c].take(), theirs) {
-                    (Some(mine), Some(theirs)) => Some(mine + theirs),
-                    (mine, theirs) => mine.or(theirs),
-                };
-            }
-        }
-        for round in 0..n - 1 {
-            let incoming = link.exchange(&chunks, (r + 1 + n - round) % n)?;
-            let c = (r + n - round) % n;
-            for (parts, theirs) in chunks.iter_mut().zip(incoming) {
-                parts[c] = theirs.map(|t| t.into_device(device));
-            }
-        }
-        let mut out = GradientsParams::new();
-        for (slot, parts) in self.slots.iter().zip(chunks) {
-            let mut parts: Vec<Tensor<1>> = parts.into_iter().flatten().collect();
-            let flat = match parts.len() {
-                0 => continue, // no tower had a gradient for it
-                1 => parts.pop().expect("one part"),
-                _ => Tensor::cat(parts, 0),
-            };
-            (slot.put)(&mut out, slot.id, flat, &slot.dims);
-        }
-        Ok(out)
-    }
-}
-
-/// A ring neighbour stopped (its tower failed) before the all-reduce finished.
-#[derive(Debug)]
-pub(crate) struct PeerGone;
-
-/// One chunk of a gradient on its way from a tower to the next.
-enum Chunk {
-    /// The tensor itself; the receiver moves it with `to_device`. Boxed: with every backend
-    /// compiled in, a `Tensor` is several times the size of a `TensorData`.
-    Tensor(Box<Tensor<1>>),
-    /// Its values, read on the sender's thread; the receiver uploads them.
-    Host(TensorData),
-}
-
-impl Chunk {
-    fn into_device(self, device: &Device) -> Tensor<1> {
-        match self {
-            Chunk::Tensor(t) => t.to_device(device),
-            Chunk::Host(data) => Tensor::from_data(data, device),
-        }
-    }
-}
-
-/// One chunk of every gradient, as it travels from a tower to the next.
-type Message = Vec<Option<Chunk>>;
-
-/// One tower's place in a ring: a channel to the next tower and one from the previous.
-pub(crate) struct RingLink {
-    rank: usize,
-    size: usize,
-    /// Send chunks as host values rather than as tensors. Burn 0.22.1's remote backend moves a
-    /// tensor between two remote devices server to server, and that transfer intermittently
-    /// loses the tensor ("Should have handle for tensor" on the server, then the client waits
-    /// forever). Reading on the sender's thread also puts a failing server's error on the thread
-    /// of the tower that uses it.
-    through_host: bool,
-    next: Sender<Message>,
-    prev: Receiver<Message>,
-}
-
-impl RingLink {
-    /// Sends chunk `send` of every gradient to the next tower and returns what the previous one
-    /// sent.
-    fn exchange(
-        &self,
-        chunks: &[Vec<Option<Tensor<1>>>],
-        send: usize,
-    ) -> Result<Message, PeerGone> {
-        let message: Message = chunks
-            .iter()
-            .map(|parts| {
-                parts[send].clone().map(|t| match self.through_host {
-                    true => Chunk::Host(t.into_data()),
-                    false => Chunk::Tensor(Box::new(t)),
-                })
-            })
-            .collect();
-        // The next tower reads these tensors on its thread: hand what this thread queued for
-        // them over first (lazy backends queue work per thread). A failing device shows when
-        // the receiver reads.
-        if let Some(Some(Chunk::Tensor(t))) = message.iter().find(|c| c.is_some()) {
-            let _ = t.device().flush();
-        }
-        self.next.send(message).map_err(|_| PeerGone)?;
-        self.prev.recv().map_err(|_| PeerGone)
-    }
-}
-
-/// The links of a ring of `size` towers, in rank order; `through_host` as in [`RingLink`].
-pub(crate) fn ring(size: usize, through_host: bool) -> Vec<RingLink> {
-    // Channel r carries tower r's messages to tower r + 1.
-    let (senders, mut receivers): (Vec<_>, Vec<_>) = (0..size).map(|_| mpsc::channel()).unzip();
-    receivers.rotate_right(1);
-    senders
-        .into_iter()
-        .zip(receivers)
-        .enumerate()
-        .map(|(rank, (next, prev))| RingLink {
-            rank,
-            size,
-            through_host,
-            next,
-            prev,
-        })
-        .collect()
 }
 
 /// The [`Reduce::ParameterDevice`] reduction on its own: the sum of `grads` (one set per tower,
@@ -340,8 +190,8 @@ pub fn reduce_to_device<M: Module>(
 }
 
 /// The [`Reduce::AllReduce`] reduction on its own: a ring all-reduce of one gradient set per
-/// tower, on one thread per tower. Returns, for each `(grads, device)`, the sum of all sets on
-/// that device. `module` is any replica: it names the parameters.
+/// tower, on one thread per tower, in buckets of 25 MB. Returns, for each `(grads, device)`,
+/// the sum of all sets on that device. `module` is any replica: it names the parameters.
 ///
 /// # Panics
 ///
@@ -350,10 +200,24 @@ pub fn all_reduce<M: Module>(
     module: &M,
     grads: Vec<(GradientsParams, Device)>,
 ) -> Vec<GradientsParams> {
+    all_reduce_in_buckets(module, grads, DEFAULT_BUCKET_BYTES)
+}
+
+/// [`all_reduce`] with buckets of `bucket_bytes` (0: one per gradient; see
+/// [`TowersConfig::bucket_bytes`](crate::TowersConfig::bucket_bytes)).
+///
+/// # Panics
+///
+/// As [`all_reduce`].
+pub fn all_reduce_in_buckets<M: Module>(
+    module: &M,
+    grads: Vec<(GradientsParams, Device)>,
+    bucket_bytes: usize,
+) -> Vec<GradientsParams> {
     let layout = Layout::of(module);
     let layout = &layout;
     // Tensors move device to device: these devices are not known to be remote.
-    let links = ring(grads.len(), false);
+    let links = ring(grads.len(), false, bucket_bytes);
     let results: Vec<_> = thread::scope(|s| {
         let handles: Vec<_> = grads
             .into_iter()
@@ -449,17 +313,54 @@ mod tests {
                 ),
                 &model,
             );
-            let reduced = all_reduce(&model, sets(&model));
-            assert_eq!(reduced.len(), devices.len());
-            for (grads, device) in reduced.iter().zip(&devices) {
-                let g = grads.get::<2>(model.a.weight.id).unwrap();
-                assert_eq!(&g.device(), device, "each sum stays on its tower's device");
-                let got = values(grads, &model);
-                assert_eq!(got.len(), expected.len());
-                for (e, g) in expected.iter().zip(&got) {
-                    assert!((e - g).abs() <= 1e-6 * e.abs().max(1.0), "{e} vs {g}");
+            // A bucket per gradient; buckets of two gradients and of one; one bucket.
+            for bytes in [0, 48, DEFAULT_BUCKET_BYTES] {
+                let reduced = all_reduce_in_buckets(&model, sets(&model), bytes);
+                assert_eq!(reduced.len(), devices.len());
+                for (grads, device) in reduced.iter().zip(&devices) {
+                    let g = grads.get::<2>(model.a.weight.id).unwrap();
+                    assert_eq!(&g.device(), device, "each sum stays on its tower's device");
+                    let got = values(grads, &model);
+                    assert_eq!(got.len(), expected.len());
+                    for (e, g) in expected.iter().zip(&got) {
+                        assert!((e - g).abs() <= 1e-6 * e.abs().max(1.0), "{e} vs {g}");
+                    }
+                    assert_eq!(got, values(&reduced[0], &model), "towers agree bitwise");
                 }
-                assert_eq!(got, values(&reduced[0], &model), "towers agree bitwise");
+            }
+        }
+    }
+
+    #[test]
+    fn a_gradient_missing_on_a_tower_counts_as_zero_and_one_missing_on_all_stays_missing() {
+        let flex = Device::flex().autodiff();
+        let model = Two {
+            a: LinearConfig::new(3, 5).init(&flex),
+            b: LinearConfig::new(5, 2).init(&flex),
+        };
+        let (b_bias, a_bias) = (
+            model.b.bias.as_ref().unwrap().id,
+            model.a.bias.as_ref().unwrap().id,
+        );
+        let sets = || -> Vec<(GradientsParams, Device)> {
+            (0..3)
+                .map(|i| {
+                    let mut grads = grads_of(&model, i, &flex);
+                    grads.remove::<1>(a_bias);
+                    if i == 1 {
+                        grads.remove::<1>(b_bias);
+                    }
+                    (grads, flex.clone())
+                })
+                .collect()
+        };
+        let expected = reduce_to_device(&model, sets().into_iter().map(|s| s.0).collect(), &flex);
+        let expected = expected.get::<1>(b_bias).unwrap().into_data();
+        for bytes in [0, 48, DEFAULT_BUCKET_BYTES] {
+            for grads in all_reduce_in_buckets(&model, sets(), bytes) {
+                assert!(grads.get::<1>(a_bias).is_none(), "{bytes}: no tower had it");
+                let got = grads.get::<1>(b_bias).unwrap().into_data();
+                got.assert_approx_eq::<f32>(&expected, Default::default());
             }
         }
     }

@@ -19,6 +19,11 @@ pub struct TowersConfig {
     /// Which tensors are running state: by default every untrained tensor that the first
     /// step changes.
     pub running_states: RunningStates,
+    /// The size of the flat buckets the ring all-reduce ([`Reduce::AllReduce`]) moves
+    /// gradients in: a round moves one chunk of each bucket, not one of each gradient. 25 MB
+    /// by default, as PyTorch DDP; 0: a bucket per gradient. The exchange across ranks has its
+    /// own (e.g. `MpiConfig::bucket_bytes`).
+    pub bucket_bytes: usize,
     /// Micro-batches per update (at least 1). With `k`, every `k`-th call to
     /// [`Towers::step`] applies one update with the gradient of all `k` micro-batches taken as
     /// one batch: each example weighs the same, whatever the micro-batch sizes.
@@ -35,9 +40,16 @@ pub struct TowersConfig {
     /// replica 0 and given its weights if they differ (see [`Towers::check_replicas`]); 0:
     /// never by itself. 100 by default.
     pub replica_check: usize,
-    /// How long a step waits for its towers before naming the ones still running on stderr
-    /// (it then goes on waiting: a device call cannot be cancelled). 300 s by default.
+    /// How long a step waits for its towers before naming the ones still running on stderr,
+    /// and again each time this passes. 300 s by default.
     pub tower_deadline: Duration,
+    /// How long a step waits for its towers before it ends the process with an error naming
+    /// the ones still running (exit code [`HUNG_TOWER_EXIT_CODE`]): a device call that hangs
+    /// cannot be interrupted, and the step cannot return while the tower borrows its batch.
+    /// `None` (the default): it waits on, naming them every [`tower_deadline`](Self::tower_deadline).
+    ///
+    /// [`HUNG_TOWER_EXIT_CODE`]: crate::HUNG_TOWER_EXIT_CODE
+    pub tower_timeout: Option<Duration>,
     /// Dynamic loss scaling (see [`LossScaling`]), for products in f16; none by default.
     pub loss_scaling: Option<LossScaling>,
 }
@@ -48,10 +60,12 @@ impl Default for TowersConfig {
             reduce: Reduce::default(),
             batch_norm: BatchNormSync::default(),
             running_states: RunningStates::default(),
+            bucket_bytes: 25 << 20,
             accumulation: 1,
             overlap: false,
             replica_check: 100,
             tower_deadline: Duration::from_secs(300),
+            tower_timeout: None,
             loss_scaling: None,
         }
     }
@@ -91,6 +105,18 @@ impl TowersConfig {
     /// Sets [`tower_deadline`](Self::tower_deadline).
     pub fn with_tower_deadline(mut self, deadline: Duration) -> Self {
         self.tower_deadline = deadline;
+        self
+    }
+
+    /// Sets [`bucket_bytes`](Self::bucket_bytes).
+    pub fn with_bucket_bytes(mut self, bytes: usize) -> Self {
+        self.bucket_bytes = bytes;
+        self
+    }
+
+    /// Sets [`tower_timeout`](Self::tower_timeout).
+    pub fn with_tower_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.tower_timeout = timeout;
         self
     }
 

@@ -2,18 +2,17 @@
 //!
 //! # Threads
 //!
-//! Each step runs one scoped thread per tower (`std::thread::scope`), not persistent workers:
+//! Each tower runs on a worker thread of its own, started with the towers and joined when they
+//! drop (`workers.rs`): on fusion backends a tower thus keeps one stream from step to step.
+//! One tower on the model's own device runs on the calling thread.
 //!
 //! - Burn 0.22's `RunningState` (batch-norm statistics) keeps updates pending per thread and
-//!   folds them in on that thread's next update. Neither design gets the statistics right by
-//!   itself: a thread that ends leaves its update pending, and a persistent worker's update
-//!   arrives one step late. So the towers fold each update in explicitly on the thread that made
-//!   it (see `running_state.rs`), and then the thread's lifetime no longer
-//!   matters.
-//! - A scope joins every thread before the step returns, also when one panics: no tower can
-//!   outlive a failed step. Threads borrow the batch slices and the loss function, so neither
-//!   needs `'static` or an `Arc`.
-//! - Starting a thread costs tens of microseconds, nothing next to a training step.
+//!   folds them in on that thread's next update, one step late on a long-lived thread. So the
+//!   towers fold each update in explicitly on the thread that made it (see
+//!   `running_state.rs`), and the thread's lifetime does not matter.
+//! - A step returns only once every tower's task has ended, also when one panics: tasks
+//!   borrow the batch slices and the loss function, as scoped threads do, so neither needs
+//!   `'static` or an `Arc`.
 //! - Burn's fusion backends (wgpu, CUDA, ...) queue operations per thread, lazily. A tensor
 //!   computed on one thread and used on another must have its operations handed over first
 //!   (`Device::flush`, which does not wait for them to run): without that, on wgpu, gradients
@@ -50,10 +49,12 @@ mod single;
 mod state;
 mod tower;
 mod update;
+mod workers;
 
 pub use config::{ReplicaCheck, StepOutput, TowersConfig};
 #[cfg(any(feature = "cuda", feature = "rocm"))]
 pub(crate) use tower::panic_message;
+pub use workers::HUNG_TOWER_EXIT_CODE;
 
 use std::collections::HashMap;
 
@@ -74,6 +75,7 @@ use crate::running_state::{self, Detection, Selection};
 use crate::timeline::{Timeline, Track};
 use state::{Cycle, GradientTap, PRESENT, State};
 use update::Update;
+use workers::Workers;
 
 /// Data-parallel training of one model on N devices, TensorFlow-tower style.
 ///
@@ -115,6 +117,8 @@ pub struct Towers<M> {
     timeline: Timeline,
     /// The loss scale, under [`TowersConfig::loss_scaling`].
     scaler: Option<LossScaler>,
+    /// One thread per tower; none for one tower on the model's device.
+    workers: Option<Workers>,
 }
 
 impl<M> std::fmt::Debug for Towers<M> {
@@ -187,7 +191,9 @@ impl<M: Module> Towers<M> {
         let layout = Layout::of(&model);
         let running = Selection::Undecided;
         let has_running_stats = !running_state::read(&model, &running).is_empty();
-        let state = if towers.len() == 1 && towers[0].device() == &main {
+        let single = towers.len() == 1 && towers[0].device() == &main;
+        let workers = (!single).then(|| Workers::start(&towers)).transpose()?;
+        let state = if single {
             State::Single {
                 model: Some(model),
                 optim: optimizer,
@@ -220,6 +226,7 @@ impl<M: Module> Towers<M> {
             updates: 0,
             timeline: Timeline::default(),
             scaler: config.loss_scaling.clone().map(LossScaler::new),
+            workers,
             config,
         })
     }

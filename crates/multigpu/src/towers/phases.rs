@@ -1,7 +1,7 @@
 //! A step on several towers, as named phases:
 //!
 //! ```text
-//! split -> begin cycle -> plan -> [start exchange] -> scatter -> hand over -> tower passes (threads)
+//! split -> begin cycle -> plan -> [start exchange] -> scatter -> hand over -> tower passes (workers)
 //!       -> [finish exchange] -> keep | apply
 //!                                  apply = reduce -> update -> sync batch norm
 //! ```
@@ -19,6 +19,7 @@ use burn::optim::GradientsParams;
 use super::state::{Cycle, PRESENT, State};
 use super::tower::{Context, Done, Finish, Job, run_towers, tower_failed};
 use super::update::Update;
+use super::workers::Patience;
 use super::{StepOutput, Towers, broadcast};
 use crate::batch::TowerBatch;
 use crate::cross_process;
@@ -91,8 +92,12 @@ impl<M: Module> Towers<M> {
             has_running_stats: self.has_running_stats,
             timeline: &self.timeline,
         };
-        let deadline = self.config.tower_deadline;
-        let run = run_towers(jobs, &self.towers, context, deadline, loss_fn);
+        let patience = Patience {
+            deadline: self.config.tower_deadline,
+            timeout: self.config.tower_timeout,
+        };
+        let workers = self.workers.as_ref().expect("several towers have workers");
+        let run = run_towers(jobs, (workers, &self.towers), context, patience, loss_fn);
         // Every rank must finish the exchange it started, whatever happened here.
         let reduced = exchange.map(|exchange| self.finish_exchange(exchange));
         let done = match run.and_then(|done| self.same_metrics(done)) {
@@ -232,18 +237,22 @@ impl<M: Module> Towers<M> {
             State::ParameterDevice { .. } => {
                 (0..n).map(|_| Finish::Gather(self.main.clone())).collect()
             }
-            State::AllReduce { optims, .. } => ring(n, self.towers.iter().any(|t| t.is_remote()))
-                .into_iter()
-                .zip(optims.iter().cloned())
-                .map(|(link, optim)| Finish::AllReduce {
-                    link,
-                    optim,
-                    lr: (update.learning_rate())
-                        .expect("a caller's update runs under Reduce::ParameterDevice"),
-                    grad_scale: plan.grad_scale,
-                    loss_scale: self.loss_scale(),
-                })
-                .collect(),
+            State::AllReduce { optims, .. } => ring(
+                n,
+                self.towers.iter().any(|t| t.is_remote()),
+                self.config.bucket_bytes,
+            )
+            .into_iter()
+            .zip(optims.iter().cloned())
+            .map(|(link, optim)| Finish::AllReduce {
+                link,
+                optim,
+                lr: (update.learning_rate())
+                    .expect("a caller's update runs under Reduce::ParameterDevice"),
+                grad_scale: plan.grad_scale,
+                loss_scale: self.loss_scale(),
+            })
+            .collect(),
             State::Single { .. } => unreachable!("step_towers runs on several towers"),
         }
     }

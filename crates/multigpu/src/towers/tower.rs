@@ -1,12 +1,9 @@
-//! One tower's part of a step, on a thread of its own: forward and loss of its part of the
+//! One tower's part of a step, on its worker thread: forward and loss of its part of the
 //! batch (the loss function uploads it), backward, then keep, gather or all-reduce its
 //! gradients. Failures are named by tower.
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::thread;
-use std::time::Duration;
 
 use burn::module::{Module, ParamId};
 use burn::optim::{GradientsParams, ModuleOptimizer};
@@ -21,6 +18,8 @@ use crate::reduce::{Layout, PeerGone, RingLink};
 use crate::running_state::{self, RunningStats, Selection};
 use crate::timeline::{Timeline, Track};
 use crate::tower_index::on_tower;
+
+use super::workers::{Patience, Work, Workers};
 
 /// Forward, loss and backward of one part of the batch.
 pub(super) struct Pass {
@@ -260,41 +259,6 @@ where
     })
 }
 
-/// Tells the step that tower `.0` has ended, however it ends (a panic included).
-struct Finished(usize, Sender<usize>);
-
-impl Drop for Finished {
-    fn drop(&mut self) {
-        let _ = self.1.send(self.0);
-    }
-}
-
-/// Waits for every tower to end, and each time `deadline` passes with some still running,
-/// names them on stderr. A tower cannot be stopped from outside (a device call may hang for
-/// good), and the step cannot return while its threads borrow the batch, so it goes on
-/// waiting; the warning says which device to look at.
-fn name_late_towers(ends: &Receiver<usize>, towers: &[TowerDevice], deadline: Duration) {
-    let mut running: Vec<usize> = (0..towers.len()).collect();
-    let mut waited = Duration::ZERO;
-    while !running.is_empty() {
-        match ends.recv_timeout(deadline) {
-            Ok(i) => running.retain(|&r| r != i),
-            Err(RecvTimeoutError::Timeout) => {
-                waited += deadline;
-                let late: Vec<String> = (running.iter())
-                    .map(|&i| format!("tower {i} ({})", towers[i].name()))
-                    .collect();
-                eprintln!(
-                    "warning: towers: {} still running its step after {waited:?}; waiting on",
-                    late.join(", ")
-                );
-            }
-            // Every tower's end was sent (or its thread could not start).
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-    }
-}
-
 /// What every tower of a step shares.
 #[derive(Clone, Copy)]
 pub(super) struct Context<'a> {
@@ -307,13 +271,12 @@ pub(super) struct Context<'a> {
     pub(super) timeline: &'a Timeline,
 }
 
-/// Runs every job on a thread of its own and waits for all of them, naming those still
-/// running each time `deadline` passes.
+/// Runs every job on its tower's worker and waits for all of them (see `workers.rs`).
 pub(super) fn run_towers<M, P, F, L>(
     jobs: Vec<Job<M, P>>,
-    towers: &[TowerDevice],
+    (workers, towers): (&Workers, &[TowerDevice]),
     context: Context<'_>,
-    deadline: Duration,
+    patience: Patience,
     loss_fn: &F,
 ) -> Result<Vec<Done<M>>>
 where
@@ -322,46 +285,24 @@ where
     F: Fn(&M, P, &Device) -> L + Sync,
     L: IntoTowerLoss,
 {
-    let (finished, ends) = mpsc::channel();
-    let outcomes: Vec<_> = thread::scope(|s| {
-        // Start every tower before joining any: an all-reduce needs them all.
-        let handles: Vec<_> = jobs
-            .into_iter()
-            .enumerate()
-            .map(|(i, job)| {
-                let finished = Finished(i, finished.clone());
-                thread::Builder::new()
-                    .name(format!("tower-{i}"))
-                    .spawn_scoped(s, move || {
-                        let _finished = finished;
-                        let first = job.first_example;
-                        on_tower(i, first, || run_tower(job, &context, loss_fn))
-                    })
-            })
-            .collect();
-        drop(finished);
-        name_late_towers(&ends, towers, deadline);
-        handles
-            .into_iter()
-            .map(|handle| handle.map(|h| h.join()))
-            .collect()
-    });
+    let context = &context;
+    let tasks: Vec<Work<'_, Result<Done<M>, Failure>>> = (jobs.into_iter())
+        .enumerate()
+        .map(|(i, job)| {
+            let first = job.first_example;
+            Box::new(move || on_tower(i, first, || run_tower(job, context, loss_fn))) as Box<_>
+        })
+        .collect();
+    let outcomes = workers.run(tasks, towers, patience);
     let mut done = Vec::with_capacity(outcomes.len());
     let mut ring_broken = None;
     for (i, outcome) in outcomes.into_iter().enumerate() {
         let tower = &towers[i];
         match outcome {
-            Ok(Ok(Ok(d))) => done.push(d),
-            Ok(Ok(Err(Failure::PeerGone))) => ring_broken = ring_broken.or(Some(i)),
-            Ok(Ok(Err(Failure::Failed(message)))) => return Err(tower_failed(i, tower, message)),
-            Ok(Err(panic)) => return Err(tower_panicked(i, tower, panic)),
-            Err(error) => {
-                return Err(Error::Spawn {
-                    tower: i,
-                    device: tower.name().to_string(),
-                    error,
-                });
-            }
+            Ok(Ok(d)) => done.push(d),
+            Ok(Err(Failure::PeerGone)) => ring_broken = ring_broken.or(Some(i)),
+            Ok(Err(Failure::Failed(message))) => return Err(tower_failed(i, tower, message)),
+            Err(panic) => return Err(tower_panicked(i, tower, panic)),
         }
     }
     match ring_broken {

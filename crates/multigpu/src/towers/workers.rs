@@ -1,0 +1,265 @@
+//! One long-lived worker thread per tower: started with the towers, joined when they drop.
+//!
+//! # Why persistent threads
+//!
+//! Burn's fusion backends (wgpu, CUDA, ...) queue each thread's operations on a stream of that
+//! thread. A tower that ran on a new thread every step put its replica's long-lived tensors
+//! on a new stream every step, and each first use crossed streams. On a worker of its own a
+//! tower keeps one stream (and its allocations) from step to step, as a CUDA rank of
+//! PyTorch DDP keeps its stream.
+//!
+//! # Borrowed work on persistent threads
+//!
+//! A step hands each worker a task that borrows the step's batch and loss function
+//! ([`Workers::run`]), as `std::thread::scope` lets scoped threads do. No crate does this for
+//! threads pinned to an index: `rayon`'s `ThreadPool::broadcast` comes closest, but a pool's
+//! thread sends every rayon call made on it to that pool, so flex's own parallel kernels
+//! inside a tower's forward pass would run on the towers' threads instead of the global pool.
+//! The borrows are sound for the reason scoped threads are: [`Workers::run`] returns (or
+//! unwinds) only after every task it handed out has run and been dropped, which each worker
+//! reports through a [`Finished`] guard after the task is gone.
+//!
+//! # Towers that never finish
+//!
+//! A device call that hangs (a remote server gone silent, a GPU driver stuck) cannot be
+//! interrupted, and the step cannot return while a worker still borrows its batch. So
+//! [`Workers::run`] names the towers still running each time the deadline passes, and after
+//! the timeout, when one is set, ends the process with an error naming them, as PyTorch's
+//! NCCL watchdog does: the job's supervisor (mpirun, a scheduler) then sees it fail instead of
+//! hang.
+
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crate::devices::TowerDevice;
+use crate::error::{Error, Result};
+
+/// The exit code of a process ended by [`TowersConfig::tower_timeout`]: `EX_SOFTWARE` of
+/// `sysexits.h`.
+///
+/// [`TowersConfig::tower_timeout`]: super::TowersConfig::tower_timeout
+pub const HUNG_TOWER_EXIT_CODE: i32 = 70;
+
+/// A tower's work for one step, which may borrow the step's data.
+pub(super) type Work<'a, R> = Box<dyn FnOnce() -> R + Send + 'a>;
+
+/// A task with its borrows erased, and the guard that reports its end.
+struct Task {
+    run: Box<dyn FnOnce() + Send + 'static>,
+    finished: Finished,
+}
+
+/// Tells [`Workers::run`] that task `.0` has ended and been dropped, however it ended.
+struct Finished(usize, Sender<usize>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        let _ = self.1.send(self.0);
+    }
+}
+
+/// One thread per tower, each running the tasks sent to it in order.
+pub(super) struct Workers {
+    tasks: Vec<Sender<Task>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// How long [`Workers::run`] waits before it names the towers still running, and before it
+/// ends the process.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Patience {
+    pub(super) deadline: Duration,
+    pub(super) timeout: Option<Duration>,
+}
+
+impl Workers {
+    /// Starts one worker per tower, named `tower-{i}`.
+    pub(super) fn start(towers: &[TowerDevice]) -> Result<Self> {
+        let mut workers = Self {
+            tasks: Vec::with_capacity(towers.len()),
+            threads: Vec::with_capacity(towers.len()),
+        };
+        for (i, tower) in towers.iter().enumerate() {
+            let (send, tasks) = mpsc::channel::<Task>();
+            let thread = thread::Builder::new()
+                .name(format!("tower-{i}"))
+                .spawn(move || work(tasks))
+                .map_err(|error| Error::Spawn {
+                    tower: i,
+                    device: tower.name().to_string(),
+                    error,
+                })?;
+            workers.tasks.push(send);
+            workers.threads.push(thread);
+        }
+        Ok(workers)
+    }
+
+    /// Runs `tasks[i]` on worker `i`, all at once, and returns each one's result (`Err` with
+    /// the panic when it panicked) once every one has ended. `towers` names them while
+    /// `patience` runs out.
+    pub(super) fn run<'a, R: Send + 'a>(
+        &self,
+        tasks: Vec<Work<'a, R>>,
+        towers: &[TowerDevice],
+        patience: Patience,
+    ) -> Vec<thread::Result<R>> {
+        assert!(tasks.len() <= self.tasks.len(), "a task per worker at most");
+        let slots: Vec<Mutex<Option<thread::Result<R>>>> =
+            tasks.iter().map(|_| Mutex::new(None)).collect();
+        let (finished, ends) = mpsc::channel();
+        // Declared after `slots`, so dropped before them: waits for every task that borrows
+        // them, even when this thread unwinds.
+        let ends = AllEnded(ends);
+        // Declared after `ends`, so dropped before it: `ends` waits for every sender.
+        let finished = finished;
+        for (i, task) in tasks.into_iter().enumerate() {
+            let slot = &slots[i];
+            let run: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
+                let result = panic::catch_unwind(AssertUnwindSafe(task));
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+            });
+            // SAFETY: `run` borrows `slots` and data that lives for 'a. This call does
+            // not return or unwind before `ends` has received every task's `Finished`, which
+            // the worker drops only after `run` has run and been dropped (or which is dropped
+            // here with the task, when the worker is gone). So no borrow outlives its data.
+            let run: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(run) };
+            let finished = Finished(i, finished.clone());
+            // A worker that is gone hands the task back, dropped here: its slot stays empty.
+            let _ = self.tasks[i].send(Task { run, finished });
+        }
+        drop(finished);
+        name_late_towers(&ends.0, towers, patience);
+        drop(ends);
+        (slots.into_iter())
+            .map(|slot| {
+                let result = slot.into_inner().unwrap_or_else(|e| e.into_inner());
+                result.unwrap_or_else(|| Err(Box::new("the tower's worker thread is gone")))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Workers {
+    /// Closes every worker's queue, then joins it.
+    fn drop(&mut self) {
+        self.tasks.clear();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A worker's life: each task in turn, its `Finished` dropped after it, until the queue
+/// closes.
+fn work(tasks: Receiver<Task>) {
+    for Task { run, finished } in tasks {
+        run();
+        drop(finished);
+    }
+}
+
+/// Waits, when dropped, until every `Finished` of a [`Workers::run`] call has been dropped.
+struct AllEnded(Receiver<usize>);
+
+impl Drop for AllEnded {
+    fn drop(&mut self) {
+        while self.0.recv().is_ok() {}
+    }
+}
+
+/// Waits for every tower to end, naming those still running each time `patience.deadline`
+/// passes, and ending the process past `patience.timeout` (see the module docs).
+fn name_late_towers(ends: &Receiver<usize>, towers: &[TowerDevice], patience: Patience) {
+    let mut running: Vec<usize> = (0..towers.len()).collect();
+    let mut waited = Duration::ZERO;
+    while !running.is_empty() {
+        let wait = match patience.timeout {
+            Some(timeout) => patience.deadline.min(timeout.saturating_sub(waited)),
+            None => patience.deadline,
+        };
+        match ends.recv_timeout(wait) {
+            Ok(i) => running.retain(|&r| r != i),
+            Err(RecvTimeoutError::Timeout) => {
+                waited += wait;
+                let late: Vec<String> = (running.iter())
+                    .map(|&i| format!("tower {i} ({})", towers[i].name()))
+                    .collect();
+                let late = late.join(", ");
+                if patience.timeout.is_some_and(|timeout| waited >= timeout) {
+                    eprintln!(
+                        "error: towers: {late} still running its step after {waited:?} \
+                         (TowersConfig::tower_timeout): ending the process, since a tower's \
+                         device call cannot be interrupted"
+                    );
+                    std::process::exit(HUNG_TOWER_EXIT_CODE);
+                }
+                eprintln!(
+                    "warning: towers: {late} still running its step after {waited:?}; waiting on"
+                );
+            }
+            // Every task has ended.
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::Device;
+
+    fn towers(n: usize) -> Vec<TowerDevice> {
+        (0..n)
+            .map(|i| TowerDevice::new(format!("cpu{i}"), Device::default()))
+            .collect()
+    }
+
+    const PATIENT: Patience = Patience {
+        deadline: Duration::from_secs(60),
+        timeout: None,
+    };
+
+    #[test]
+    fn each_task_runs_on_its_own_worker_every_time() {
+        let towers = towers(3);
+        let workers = Workers::start(&towers).unwrap();
+        let names = |_: ()| {
+            let tasks: Vec<Work<'_, String>> = (0..3)
+                .map(|_| Box::new(|| format!("{:?}", thread::current().id())) as Work<'_, String>)
+                .collect();
+            (workers.run(tasks, &towers, PATIENT).into_iter())
+                .map(|r| r.unwrap())
+                .collect::<Vec<_>>()
+        };
+        let first = names(());
+        assert_eq!(first, names(()), "a tower keeps its thread across steps");
+        assert_ne!(first[0], first[1]);
+        assert_ne!(first[0], format!("{:?}", thread::current().id()));
+    }
+
+    #[test]
+    fn tasks_borrow_the_callers_data_and_a_panic_comes_back_as_its_result() {
+        let towers = towers(2);
+        let workers = Workers::start(&towers).unwrap();
+        let batch = [1, 2, 3, 4];
+        let halves: Vec<&[i32]> = batch.chunks(2).collect();
+        let tasks: Vec<Work<'_, i32>> = vec![
+            Box::new(|| halves[0].iter().sum()),
+            Box::new(|| panic!("tower 1 fails")),
+        ];
+        let results = workers.run(tasks, &towers, PATIENT);
+        assert_eq!(*results[0].as_ref().unwrap(), 3);
+        let panic = results[1].as_ref().unwrap_err();
+        assert_eq!(panic.downcast_ref::<&str>(), Some(&"tower 1 fails"));
+        // The worker that panicked still serves the next step.
+        let tasks: Vec<Work<'_, i32>> = vec![Box::new(|| 0), Box::new(|| halves[1].iter().sum())];
+        assert_eq!(
+            *workers.run(tasks, &towers, PATIENT)[1].as_ref().unwrap(),
+            7
+        );
+    }
+}
