@@ -6,7 +6,7 @@
 #   FEATURES=wgpu,cuda GPU_DEVICES="cuda:0 wgpu" scripts/gpu-check.sh
 #
 # FEATURES      cargo features to build (default `wgpu`; `cuda` needs cubecl's LLVM bundle, which
-#               its build script downloads: see the README's Backends section)
+#               its build script downloads: see docs/guide/03-devices-and-gpus.md)
 # GPU_DEVICES   device list entries to test and benchmark, one by one (default `wgpu`)
 # OUT_DIR       where results go (default gpu-check-results)
 set -uo pipefail

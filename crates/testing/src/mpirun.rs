@@ -48,6 +48,7 @@ pub fn mpirun(ranks: usize, rank_test: &str, env: &[(&str, String)]) -> Option<R
         return None;
     }
     let start = Instant::now();
+    let session = session_dir();
     let mut command = Command::new("mpirun");
     command
         .args(["--oversubscribe", "-np", &ranks.to_string()])
@@ -60,6 +61,9 @@ pub fn mpirun(ranks: usize, rank_test: &str, env: &[(&str, String)]) -> Option<R
             "btl_tcp_if_include",
             "lo",
         ])
+        // A session directory per job: jobs started at once raced to create the shared one
+        // (`mkdir /tmp/ompi.<host>.0: File exists`, then `orte_init failed`).
+        .env("OMPI_MCA_orte_tmpdir_base", &session)
         // Containers and CI run as root, which Open MPI refuses unless told.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
@@ -96,11 +100,21 @@ pub fn mpirun(ranks: usize, rank_test: &str, env: &[(&str, String)]) -> Option<R
         std::thread::sleep(Duration::from_millis(50));
     };
     let output = readers.map(|r| r.join().unwrap()).join("\n");
+    let _ = std::fs::remove_dir_all(&session);
     Some(Run {
         success: status.success(),
         output,
         elapsed: start.elapsed(),
     })
+}
+
+/// A new directory for one job's Open MPI session files.
+fn session_dir() -> std::path::PathBuf {
+    static JOBS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let job = JOBS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("towers-mpi-{}-{job}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a session directory for mpirun");
+    dir
 }
 
 fn read_all(from: &mut impl Read) -> String {

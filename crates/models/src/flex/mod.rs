@@ -1,7 +1,7 @@
 //! burn-towers' own flex kernels for the two layers where Burn's flex backend is slowest, as a
 //! Burn backend extension ([`FlexKernels`]) with hand-written backward passes for autodiff.
 //!
-//! Measured on the CIFAR-10 net's training step against TensorFlow's oneDNN (README, "The
+//! Measured on the CIFAR-10 net's training step against TensorFlow's oneDNN (bench/README.md, "The
 //! CIFAR-10 training step"): flex's max pooling loops per output with a per-element range
 //! check, 6x TF's time; flex's convolution reaches about half of gemm's rate, differentiates
 //! its input as a transposed convolution (gemm, then a col2im scatter) and its weight as a

@@ -12,6 +12,7 @@
 //! all-reduce here is a ring over the towers' threads, built from `to_device` and `add`
 //! (`ring.rs`).
 
+mod flat;
 mod ring;
 
 use std::collections::HashSet;

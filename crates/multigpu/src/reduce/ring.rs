@@ -20,7 +20,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
 
 use super::Layout;
-use crate::buckets;
+use super::flat::Packed;
 
 /// A bucket size for rings whose caller names none: PyTorch DDP's default.
 pub(crate) const DEFAULT_BUCKET_BYTES: usize = 25 << 20;
@@ -131,23 +131,21 @@ impl Layout {
     pub(crate) fn ring_all_reduce(
         &self,
         link: &RingLink,
-        mut grads: GradientsParams,
+        grads: GradientsParams,
         device: &Device,
     ) -> Result<GradientsParams, PeerGone> {
         let n = link.size;
         if n == 1 {
             return Ok(grads);
         }
-        let sizes = self.sizes();
-        let buckets = buckets::in_backward_order(&sizes, link.bucket_bytes);
-        let mut flat: Vec<Option<Tensor<1>>> = (self.slots.iter())
-            .map(|slot| (slot.take)(&mut grads, slot.id))
-            .collect();
-        let mut present: Vec<bool> = flat.iter().map(Option::is_some).collect();
+        let Packed {
+            buckets,
+            tensors,
+            mut present,
+        } = self.packed(grads, link.bucket_bytes, device);
         // chunks[bucket][c]: chunk c of that bucket; None when empty.
-        let mut chunks: Vec<Vec<Option<Tensor<1>>>> = (buckets.iter())
-            .map(|slots| chunked(pack(slots, &mut flat, &sizes, device), n))
-            .collect();
+        let mut chunks: Vec<Vec<Option<Tensor<1>>>> =
+            tensors.into_iter().map(|t| chunked(t, n)).collect();
         let r = link.rank;
         for round in 0..n - 1 {
             let incoming = link.exchange(&chunks, (r + n - round) % n, &present)?;
@@ -175,41 +173,15 @@ impl Layout {
         // reading, came out wrong on wgpu (lavapipe): by up to 2e-3 after 100 updates, and
         // differently every run, most likely the update's in-place kernels writing into a
         // buffer another thread's stream still reads.
-        let mut out = GradientsParams::new();
-        for (slots, parts) in buckets.iter().zip(chunks) {
-            let bucket = Tensor::cat(parts.into_iter().flatten().collect(), 0);
-            let mut offset = 0;
-            for &slot in slots {
-                let range = offset..offset + sizes[slot];
-                offset = range.end;
-                if present[slot] {
-                    let g = &self.slots[slot];
-                    let flat = match range.is_empty() {
-                        true => Tensor::zeros([0], device),
-                        false => bucket.clone().narrow(0, range.start, range.len()),
-                    };
-                    (g.put)(&mut out, g.id, flat, &g.dims);
-                }
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// The bucket of `slots`: their gradients (taken out of `flat`; zeros where this tower has
-/// none) one after the other, in one tensor.
-fn pack(
-    slots: &[usize],
-    flat: &mut [Option<Tensor<1>>],
-    sizes: &[usize],
-    device: &Device,
-) -> Tensor<1> {
-    let mut tensors: Vec<Tensor<1>> = (slots.iter())
-        .map(|&s| (flat[s].take()).unwrap_or_else(|| Tensor::zeros([sizes[s]], device)))
-        .collect();
-    match tensors.len() {
-        1 => tensors.pop().expect("one tensor"),
-        _ => Tensor::cat(tensors, 0),
+        let tensors = (chunks.into_iter())
+            .map(|parts| Tensor::cat(parts.into_iter().flatten().collect(), 0))
+            .collect();
+        let packed = Packed {
+            buckets,
+            tensors,
+            present,
+        };
+        Ok(self.unpacked(packed, device))
     }
 }
 

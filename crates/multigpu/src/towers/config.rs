@@ -19,8 +19,9 @@ pub struct TowersConfig {
     /// Which tensors are running state: by default every untrained tensor that the first
     /// step changes.
     pub running_states: RunningStates,
-    /// The size of the flat buckets the ring all-reduce ([`Reduce::AllReduce`]) moves
-    /// gradients in: a round moves one chunk of each bucket, not one of each gradient. 25 MB
+    /// The size of the flat buckets gradients move between devices in: to the parameter
+    /// device (from towers on other devices), and round the ring all-reduce, which moves one
+    /// chunk of each bucket per round. One copy per bucket instead of one per parameter. 25 MB
     /// by default, as PyTorch DDP; 0: a bucket per gradient. The exchange across ranks has its
     /// own (e.g. `MpiConfig::bucket_bytes`).
     pub bucket_bytes: usize,
@@ -34,7 +35,7 @@ pub struct TowersConfig {
     /// `overlap.rs`). Off by default: the ranks exchange after backward. The overlap needs
     /// cores (and a network) that backward leaves idle; where ranks share a machine's cores,
     /// the exchange's reads and polls slow backward down more than the overlap gains (the
-    /// README's MPI figures). Measure with `bench_mpi` on your machines.
+    /// MPI figures in bench/README.md). Measure with `bench_mpi` on your machines.
     pub overlap: bool,
     /// Under [`Reduce::AllReduce`], every how many updates the replicas are compared with
     /// replica 0 and given its weights if they differ (see [`Towers::check_replicas`]); 0:

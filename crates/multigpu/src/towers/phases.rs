@@ -234,9 +234,9 @@ impl<M: Module> Towers<M> {
         match &self.state {
             _ if !plan.apply => (0..n).map(|_| Finish::Keep).collect(),
             _ if plan.overlapped => (0..n).map(|_| Finish::Tapped).collect(),
-            State::ParameterDevice { .. } => {
-                (0..n).map(|_| Finish::Gather(self.main.clone())).collect()
-            }
+            State::ParameterDevice { .. } => (0..n)
+                .map(|_| Finish::Gather(self.main.clone(), self.config.bucket_bytes))
+                .collect(),
             State::AllReduce { optims, .. } => ring(
                 n,
                 self.towers.iter().any(|t| t.is_remote()),

@@ -119,8 +119,8 @@ pub(super) struct Job<M, P> {
 pub(super) enum Finish {
     /// Keeps them for the next micro-batch.
     Keep,
-    /// Sends them to the parameter device.
-    Gather(Device),
+    /// Sends them to the parameter device, in buckets of `.1` bytes.
+    Gather(Device, usize),
     /// Nothing: the tap has them.
     Tapped,
     /// Ring all-reduce, then its own update (skipped when a gradient overflowed under
@@ -213,7 +213,10 @@ where
     let (replica, grads, optim) = match finish {
         Finish::Keep => (replica, Some(grads), None),
         Finish::Tapped => (replica, None, None),
-        Finish::Gather(main) => (replica, Some(layout.sum(vec![grads], &main)), None),
+        Finish::Gather(main, bucket_bytes) => {
+            let grads = layout.moved_in_buckets(grads, (&device, &main), bucket_bytes);
+            (replica, Some(grads), None)
+        }
         Finish::AllReduce {
             link,
             mut optim,
