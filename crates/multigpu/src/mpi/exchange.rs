@@ -52,18 +52,20 @@ impl Exchange<'_> {
     /// Runs `collective(k)` on bucket `k`, for buckets of `sizes` values. `ready(k)` gives this rank's bucket `k`,
     /// or `None` while it is not ready yet (it may wait a little; it is asked again); buckets
     /// are asked for in order, and the earlier ones travel meanwhile. `done(k, values)` takes
-    /// bucket `k`'s result as soon as it has arrived, in any order.
+    /// bucket `k`'s result as soon as it has arrived, in any order. The receive buffers come
+    /// from `buffers` where their sizes match, and are left there.
     pub(super) fn run(
         &self,
         collective: impl Fn(usize) -> Collective,
         sizes: &[usize],
+        buffers: &mut Vec<Vec<f32>>,
         mut ready: impl FnMut(usize) -> Option<Vec<f32>>,
         mut done: impl FnMut(usize, &[f32]),
     ) {
         let world = self.world;
         let me = world.rank();
         let mut sends: Vec<Vec<f32>> = vec![Vec::new(); sizes.len()];
-        let mut recvs: Vec<Vec<f32>> = sizes.iter().map(|&s| vec![0.0; s]).collect();
+        let mut recvs = reused(std::mem::take(buffers), sizes);
         let mut arrived = vec![0u64; world.size() as usize];
         let ranks = world.size() as usize;
         let mut halves: Vec<Halves> = (sizes.iter().enumerate())
@@ -209,6 +211,7 @@ impl Exchange<'_> {
                 }
             }
         });
+        *buffers = recvs;
     }
 
     /// Ends the job on every rank, after saying which ranks never reached this exchange.
@@ -227,6 +230,16 @@ impl Exchange<'_> {
         );
         self.world.abort(TIMED_OUT)
     }
+}
+
+/// A buffer of each of `sizes`, taken from `pool` where one has that size, else new.
+fn reused(mut pool: Vec<Vec<f32>>, sizes: &[usize]) -> Vec<Vec<f32>> {
+    (sizes.iter())
+        .map(|&size| match pool.iter().position(|b| b.len() == size) {
+            Some(i) => pool.swap_remove(i),
+            None => vec![0.0; size],
+        })
+        .collect()
 }
 
 /// A 16-bit bucket's buffers: this rank's bucket rounded (padded with zeros to a part per

@@ -44,9 +44,19 @@ pub struct Mpi {
     rank: usize,
     size: usize,
     config: MpiConfig,
-    /// The number of exchanges so far. The lock also keeps MPI calls to one thread at a time,
-    /// as `Threading::Serialized` requires.
-    exchanges: Mutex<u64>,
+    /// The number of exchanges so far and their receive buffers. The lock also keeps MPI calls
+    /// to one thread at a time, as `Threading::Serialized` requires.
+    exchanges: Mutex<Exchanges>,
+}
+
+/// What one exchange leaves the next.
+#[derive(Default)]
+struct Exchanges {
+    number: u64,
+    /// The last exchange's receive buffers: the next one with buckets of the same sizes (every
+    /// gradient exchange after the first) writes into memory already touched, rather than
+    /// zeroing and faulting in a new gradient's worth each time.
+    buffers: Vec<Vec<f32>>,
 }
 
 /// A rank that panics ends the job rather than finalizing MPI: `MPI_Finalize` would wait for
@@ -104,7 +114,7 @@ impl Mpi {
             rank,
             size,
             config,
-            exchanges: Mutex::new(0),
+            exchanges: Mutex::new(Exchanges::default()),
         })
     }
 
@@ -122,17 +132,17 @@ impl Mpi {
         ready: impl FnMut(usize) -> Option<Vec<f32>>,
         done: impl FnMut(usize, &[f32]),
     ) {
-        let mut number = self.exchanges.lock().unwrap_or_else(|e| e.into_inner());
-        *number += 1;
+        let mut state = self.exchanges.lock().unwrap_or_else(|e| e.into_inner());
+        state.number += 1;
         let world = self.universe.world();
         let exchange = Exchange {
             world: &world,
             gathers: &self.gathers.0,
             what,
-            number: *number,
+            number: state.number,
             timeout: self.config.timeout,
         };
-        exchange.run(collective, sizes, ready, done);
+        exchange.run(collective, sizes, &mut state.buffers, ready, done);
     }
 
     /// The weighted mean of `tensors` over the ranks, their values travelling as `wire` says
