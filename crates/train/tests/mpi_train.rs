@@ -22,14 +22,15 @@ use towers_multigpu::mpi::{Mpi, MpiConfig};
 use towers_multigpu::{Processes, TowerLoss, Wire};
 use towers_testing::mpirun::{Run, mpirun};
 use towers_testing::training::{cifar_net, quick_cifar_config};
-use towers_train::{Input, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
+use towers_train::{Input, LrScheduleConfig, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
 
 /// One rank: trains `TOWERS_MPI_STEPS` steps in `TOWERS_MPI_TRAIN_DIR` on the CIFAR-10 files of
 /// `TOWERS_MPI_DATA`, and writes its model's values to `TOWERS_MPI_OUT/rank-R`. Under
 /// `TOWERS_MPI_SCENARIO` `stop`, rank 1 asks to stop during step 3; under `fail`, rank 1's
 /// device list is wrong; under `hang`, rank 1's second forward pass sleeps past the job's
 /// 4-second exchange deadline; under `count`, the input is FIFO with record ids for labels
-/// (see [`IdLabels`]), which each rank appends to `TOWERS_MPI_OUT/ids-rank-R`, a line a step.
+/// (see [`IdLabels`]), which each rank appends to `TOWERS_MPI_OUT/ids-rank-R`, a line a step;
+/// under `decay`, the learning rate halves every 512 examples (continuously; epochs of 1000).
 #[test]
 #[ignore = "a rank of the MPI tests, launched by them under mpirun"]
 fn rank() {
@@ -55,11 +56,20 @@ fn rank() {
         "flex"
     };
     let counts = scenario == "count";
-    let config = TrainConfig {
+    let mut config = TrainConfig {
         resume: var("TOWERS_MPI_RESUME") == "1",
         shuffle_queue: !counts,
         ..quick_cifar_config(Path::new(&train_dir), devices, steps)
     };
+    if scenario == "decay" {
+        config.examples_per_epoch = Some(1000);
+        config.learning_rate = LrScheduleConfig::ExponentialDecay {
+            initial: 0.01,
+            decay_rate: 0.5,
+            decay_epochs: 0.512,
+            staircase: false,
+        };
+    }
     let data = PathBuf::from(var("TOWERS_MPI_DATA"));
     let input = match counts {
         true => Input::new(
@@ -365,6 +375,29 @@ fn a_job_resumed_on_another_world_size_reads_every_record_of_the_epoch_once() {
             "{ranks} ranks: (id, reads) not once: {wrong:?}"
         );
         assert_eq!(reads.len(), every.len(), "{ranks} ranks: ids of no record");
+    }
+}
+
+/// The learning rate follows the examples seen, not the steps: 4 steps of 2 ranks (32 examples
+/// each), then, resumed on 1 rank, 4 steps of 16. Each logged rate is the one its update used,
+/// computed here from the examples before it: 0.01 x 0.5^(examples / 512).
+#[test]
+fn the_learning_rate_follows_the_examples_seen_on_another_world_size() {
+    let data = data();
+    let (dir, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let Some(run) = launch(2, "decay", data.dir(), dir.path(), 4, false, out.path()) else {
+        return;
+    };
+    assert!(run.success, "mpirun failed:\n{}", run.output);
+    let run = launch(1, "decay", data.dir(), dir.path(), 8, true, out.path()).unwrap();
+    assert!(run.success, "mpirun failed:\n{}", run.output);
+    let log = read_log(&dir.path().join(towers_train::LOG_FILE)).unwrap();
+    let examples_before = [0, 32, 64, 96, 128, 144, 160, 176];
+    assert_eq!(log.len(), examples_before.len());
+    for (entry, examples) in log.iter().zip(examples_before) {
+        let want = 0.01 * 0.5f64.powf(examples as f64 / 512.0);
+        let close = (entry.lr - want).abs() <= 1e-12;
+        assert!(close, "step {}: rate {} vs {want}", entry.step, entry.lr);
     }
 }
 
