@@ -373,6 +373,11 @@ fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
     }
 }
 
+/// `true`, for serde defaults.
+fn yes() -> bool {
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -465,9 +470,4 @@ mod tests {
         let (_dir, path) = file("all.toml", &text);
         assert_eq!(TrainConfig::cifar10().merge_file(&path).unwrap(), config);
     }
-}
-
-/// `true`, for serde defaults.
-fn yes() -> bool {
-    true
 }
