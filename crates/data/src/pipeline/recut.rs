@@ -34,17 +34,12 @@ pub(crate) fn recut(
     let first = old
         .first()
         .ok_or_else(|| Error::Config("no input positions to re-cut".into()))?;
-    if let Some(other) = old
-        .iter()
-        .find(|p| p.files != first.files || p.seed != first.seed)
-    {
+    // The callers checked every position against the files (by name: ranks may read copies
+    // in directories of their own).
+    if let Some(other) = old.iter().find(|p| p.seed != first.seed) {
         return Err(Error::Config(format!(
-            "the ranks' input positions were saved over other files or seeds ({} files, seed {} \
-             vs {} files, seed {})",
-            first.files.len(),
-            first.seed,
-            other.files.len(),
-            other.seed
+            "the ranks' input positions were saved with other seeds ({} and {})",
+            first.seed, other.seed
         )));
     }
     let mut unread = Vec::new();

@@ -103,18 +103,17 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// before and after, the re-cut epoch, and the learning rate by examples.
     fn world_change(&self, saved: &JobInput, towers_now: usize, first: usize) -> String {
         let ranks = |n: usize| format!("{n} rank{}", if n == 1 { "" } else { "s" });
-        let towers = |n: usize| format!("{n} tower{}", if n == 1 { "" } else { "s" });
         let (before, now) = (saved.global_batch, self.global_examples_per_step());
         format!(
-            "warning: world size changed: {} -> {} ({} per rank -> {}; global batch {before} -> \
-             {now}): the epoch in progress is re-cut: the records the old ranks had not read of \
+            "warning: world size changed: {} -> {} (towers per rank {} -> {}; global batch \
+             {before} -> {now}): the epoch in progress is re-cut: the records the old ranks had not read of \
              it are dealt among the new ranks, each read once (rank {} reads its {first} first), \
              then every rank reads its share; the learning rate follows the {} examples seen \
              (step {:.2} at the new global batch)",
             ranks(saved.ranks),
             ranks(self.ranks()),
-            towers(saved.towers_per_rank),
-            towers(towers_now),
+            saved.towers_per_rank,
+            towers_now,
             self.rank(),
             saved.examples,
             saved.examples as f64 / now as f64,
