@@ -29,7 +29,8 @@ use towers_train::{Input, LrScheduleConfig, StopFlag, TrainConfig, Trainer, mpi_
 /// `TOWERS_MPI_SCENARIO` `stop`, rank 1 asks to stop during step 3; under `fail`, rank 1's
 /// device list is wrong; under `hang`, rank 1's second forward pass sleeps past the job's
 /// 4-second exchange deadline; under `count`, the input is FIFO with record ids for labels
-/// (see [`IdLabels`]), which each rank appends to `TOWERS_MPI_OUT/ids-rank-R`, a line a step;
+/// (see [`IdLabels`]), which each rank appends to `TOWERS_MPI_OUT/ids-rank-R`, a line a step,
+/// from its own copy of the files (as ranks on a cluster's nodes may read);
 /// under `decay`, the learning rate halves every 512 examples (continuously; epochs of 1000).
 #[test]
 #[ignore = "a rank of the MPI tests, launched by them under mpirun"]
@@ -71,12 +72,9 @@ fn rank() {
         };
     }
     let data = PathBuf::from(var("TOWERS_MPI_DATA"));
+    let copy = tempfile::tempdir().unwrap();
     let input = match counts {
-        true => Input::new(
-            IdLabels,
-            cifar10::train_files(&data).unwrap(),
-            CifarTrain::default(),
-        ),
+        true => Input::new(IdLabels, copied(&data, copy.path()), CifarTrain::default()),
         false => Input::cifar10_train(&data).unwrap(),
     };
     let ids_file = Path::new(&var("TOWERS_MPI_OUT")).join(format!("ids-rank-{rank}"));
@@ -132,6 +130,18 @@ impl RecordFormat for IdLabels {
             ..example
         })
     }
+}
+
+/// Copies of the CIFAR-10 training files of `data` in `dir`.
+fn copied(data: &Path, dir: &Path) -> Vec<PathBuf> {
+    let files = cifar10::train_files(data).unwrap();
+    (files.iter())
+        .map(|file| {
+            let copy = dir.join(file.file_name().unwrap());
+            std::fs::copy(file, &copy).unwrap();
+            copy
+        })
+        .collect()
 }
 
 /// Appends the step's record ids (`labels` under [`IdLabels`]) to `file` as one line.
