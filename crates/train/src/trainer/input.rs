@@ -18,7 +18,8 @@ use crate::step::TrainStep;
 
 impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// The training input: from its start for a fresh run, else where the checkpoint's
-    /// `saved` input of its step stands for this rank (see `job_input.rs`), which has `towers`.
+    /// `saved` input of its step stands for this rank (see `job_input.rs`; `towers`, this
+    /// rank's, for the log).
     pub(super) fn start_input<I: TrainInput>(
         &self,
         input: &I,
