@@ -3,13 +3,16 @@
 //! `mpirun --mca btl tcp,self --mca btl_tcp_if_include lo -np 2 target/release/examples/bench_mpi [REPS]`
 //! (with `--features mpi`; as root add `--allow-run-as-root`; on fewer cores than ranks add
 //! `--oversubscribe`). Rank 0 prints; REPS (default 5) timed exchanges or steps per row;
-//! `-x TOWERS_BUCKET_MB=N` sets the bucket size (default 25 MB).
+//! `-x TOWERS_BUCKET_MB=N` sets the bucket size (default 25 MB), `-x TOWERS_WIRE=bf16` (or
+//! `f16`) the format gradients travel in (default `f32`; the trainer's `--allreduce-dtype`).
 //!
 //! - The gradient exchange of the TF CIFAR-10 net and of Inception v3 (their trainable
 //!   parameters, as flat tensors on flex): time per exchange against copying the same bytes
 //!   once in memory, and the bytes on the wire per rank per exchange as a multiple of the
 //!   gradient, from the loopback interface's counters (`/proc/net/dev`: every byte the ranks
-//!   send each other, TCP/IP headers included, and anything else on loopback meanwhile).
+//!   send each other, TCP/IP headers included, and anything else on loopback meanwhile; Open
+//!   MPI must use TCP on `lo`, as the command above says, for the counters to see the bytes).
+//!   Exchanged as the trainer exchanges gradients, in the `TOWERS_WIRE` format.
 //! - A training step (momentum SGD, one flex tower per rank) of the CIFAR-10 net (batch 128 per
 //!   rank) and of Inception v3 (299x299, batch `TOWERS_BENCH_INCEPTION_BATCH` per rank, default
 //!   4): alone, and as one rank of the job with the exchange after backward and overlapped with
@@ -29,13 +32,18 @@ use burn::tensor::{Device, Distribution, Int, Tensor};
 use towers_data::{HostBatch, image_loss};
 use towers_models::{ImageClassifier, InceptionV3, InceptionV3Config};
 use towers_multigpu::mpi::{Mpi, MpiConfig};
-use towers_multigpu::{CrossProcess, Towers, TowersConfig, parse_devices};
+use towers_multigpu::{CrossProcess, Towers, TowersConfig, Wire, parse_devices};
 
 fn main() -> anyhow::Result<()> {
     let mut config = MpiConfig::default();
     if let Ok(mb) = std::env::var("TOWERS_BUCKET_MB") {
         config = config.with_bucket_bytes(mb.parse::<usize>()? << 20);
     }
+    let wire = match std::env::var("TOWERS_WIRE") {
+        Ok(name) => name.parse::<Wire>().map_err(anyhow::Error::msg)?,
+        Err(_) => Wire::F32,
+    };
+    config = config.with_wire(wire);
     let mpi = Arc::new(Mpi::init(config)?);
     let reps = reps(5);
     let device = Device::flex().autodiff();
@@ -44,7 +52,10 @@ fn main() -> anyhow::Result<()> {
             println!("{line}");
         }
     };
-    say(format!("{} ranks, {reps} repetitions per row", mpi.size()));
+    say(format!(
+        "{} ranks, {reps} repetitions per row, gradients as {wire:?} on the wire",
+        mpi.size()
+    ));
     say("| gradient | MB | exchange ms | copy ms | × copy | wire MB/rank | × gradient |".into());
     say("|---|---:|---:|---:|---:|---:|---:|".into());
     let cifar = || CifarNet::new(&device);
@@ -162,14 +173,14 @@ fn exchange_row(
     let device = tensors[0].device();
     let floats: usize = tensors.iter().map(|t| t.dims()[0]).sum();
     let bytes = 4 * floats;
-    mpi.weighted_mean("warm-up", tensors.clone(), 1.0, &device);
+    mpi.weighted_mean_of_gradients(tensors.clone(), 1.0, &device);
     // Every rank reads the counters between the same two exchanges.
     mpi.any("the counters' start", false);
     let wire_before = loopback_bytes();
     let exchanges: Vec<Duration> = (0..reps)
         .map(|_| {
             let started = Instant::now();
-            mpi.weighted_mean("gradients", tensors.clone(), 1.0, &device);
+            mpi.weighted_mean_of_gradients(tensors.clone(), 1.0, &device);
             started.elapsed()
         })
         .collect();

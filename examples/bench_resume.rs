@@ -1,22 +1,31 @@
-//! Resume time at a small and a large step: the TF CIFAR-10 trainer (the tutorial net, batch
-//! 128, built-in data of 10,000 images, 4 readers) resumed from a checkpoint of step 10 and
-//! from one of step 100,010, made from it by moving its input position 1,280 epochs on (the
-//! records of 100,000 steps). Against them, the replay that checkpoints without a position
-//! need, at steps 10 and 1,010. Each figure is the median of 3 resumes; a resume here is the
-//! trainer's whole run to the next step: checkpoint load, pipeline start, one training step.
-//! Then the input alone: from the pipeline's start to its first batch, median of 9.
+//! Resume time at a small and a large step, alone or as every rank of an MPI job: the TF
+//! CIFAR-10 trainer (the tutorial net, batch 128 per rank, built-in data of 10,000 images in 5
+//! files, 4 readers) trained to step 60, then resumed from that checkpoint and from one of step
+//! 100,060 made from it: every rank's input position moved on by the whole epochs of its share
+//! in the records of 100,000 steps, and the examples seen by 100,000 global batches. A resume
+//! here is the trainer's whole run to the next step (checkpoint load, pipeline start, one
+//! training step), median of 3; then the input alone, from the pipeline's start at the rank's
+//! position to its first batch, median of 9, on every rank.
 //!
+//! ```text
 //! cargo run --release --example bench_resume
+//! cargo build --release --features mpi --example bench_resume
+//! mpirun --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo -np 2 target/release/examples/bench_resume
+//! ```
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use burn_towers::data::{InputPosition, PipelineConfig, RecordAt};
+use burn_towers::data::{InputPosition, PipelineConfig, RecordAt, Share};
 use burn_towers::models::{Cifar10Config, Cifar10Net};
-use burn_towers::train::{Checkpoint, Input, TrainConfig, Trainer, builtin_cifar10};
+use burn_towers::multigpu::Processes;
+use burn_towers::train::{Checkpoint, Input, TrainConfig, Trainer, builtin_cifar10, mpi_job};
+use serde_json::Value;
 
-const EPOCH: u64 = 10_000;
+const FILE_RECORDS: u64 = 2_000;
 const BATCH: u64 = 128;
+const FIRST: u64 = 60;
+const LATER: u64 = 100_000;
 
 fn config(train_dir: &Path, max_steps: u64) -> TrainConfig {
     let defaults = TrainConfig::cifar10();
@@ -34,35 +43,95 @@ fn config(train_dir: &Path, max_steps: u64) -> TrainConfig {
     }
 }
 
-/// `position` moved on by `epochs` whole epochs: the same places in the files, later in the run.
-fn later(position: &InputPosition, epochs: u64) -> InputPosition {
+/// This process alone, or one rank of the MPI job that launched it.
+struct Job(Option<Processes>);
+
+impl Job {
+    fn rank(&self) -> usize {
+        self.0.as_ref().map_or(0, |p| p.rank())
+    }
+
+    fn ranks(&self) -> usize {
+        self.0.as_ref().map_or(1, |p| p.size())
+    }
+
+    /// Waits until every rank got here.
+    fn barrier(&self) {
+        if let Some(p) = &self.0 {
+            p.any("bench_resume's barrier", false);
+        }
+    }
+
+    /// `mine` of every rank, in rank order.
+    fn gather(&self, mine: f64) -> Vec<f64> {
+        let Some(p) = &self.0 else {
+            return vec![mine];
+        };
+        let all = p.all_gather("bench_resume's figures", &mine.to_le_bytes());
+        all.iter()
+            .map(|b| f64::from_le_bytes(b[..8].try_into().expect("8 bytes")))
+            .collect()
+    }
+
+    /// A fresh directory every rank sees, made by rank 0 with `fill` in it (its owner, which
+    /// deletes it when dropped, on rank 0).
+    fn shared_dir(
+        &self,
+        fill: impl FnOnce(&Path) -> anyhow::Result<()>,
+    ) -> anyhow::Result<(Option<tempfile::TempDir>, PathBuf)> {
+        let made = match self.rank() {
+            0 => Some(tempfile::tempdir()?),
+            _ => None,
+        };
+        if let Some(dir) = &made {
+            fill(dir.path())?;
+        }
+        let mine = made
+            .as_ref()
+            .map_or(Vec::new(), |d| d.path().display().to_string().into());
+        let path = match &self.0 {
+            Some(p) => String::from_utf8(p.all_gather("a shared directory", &mine).swap_remove(0))?,
+            None => String::from_utf8(mine)?,
+        };
+        self.barrier();
+        Ok((made, path.into()))
+    }
+}
+
+/// `position` moved on by `epochs` whole epochs of `records`: the same places in the files,
+/// later in the run.
+fn later_position(position: &InputPosition, epochs: u64, records: u64) -> InputPosition {
     let shift = |r: &RecordAt| RecordAt {
-        seq: r.seq + epochs * EPOCH,
+        seq: r.seq + epochs * records,
         epoch: r.epoch + epochs,
         ..*r
     };
     let mut moved = position.clone();
-    moved.next.seq += epochs * EPOCH;
+    moved.next.seq += epochs * records;
     moved.next.epoch += epochs;
     moved.skip = position.skip.iter().map(shift).collect();
     moved.buffer = position.buffer.iter().map(shift).collect();
     moved
 }
 
-/// A train directory whose only checkpoint is the one at `path`, made step `step` with `input`.
-fn train_dir_at(
-    path: &Path,
-    step: u64,
-    input: Option<InputPosition>,
-) -> anyhow::Result<tempfile::TempDir> {
-    let dir = tempfile::tempdir()?;
-    let ckpt = Checkpoint {
-        step,
-        input: input.map(|p| serde_json::to_value(p).expect("a position serializes")),
-        ..Checkpoint::load(path)?
-    };
-    ckpt.save(&dir.path().join(format!("model.ckpt-{step}")))?;
-    Ok(dir)
+/// A checkpoint's input section `LATER` steps on: every rank's position moved by the whole
+/// epochs of its share in `LATER` steps' records, and the examples of `LATER` global batches.
+fn later(input: &Value) -> anyhow::Result<Value> {
+    let ranks = input["ranks"].as_u64().expect("the job's ranks") as usize;
+    let mut moved = input.clone();
+    for (rank, json) in (moved["rank_positions"].as_array_mut())
+        .expect("every rank's position")
+        .iter_mut()
+        .enumerate()
+    {
+        let position: InputPosition = serde_json::from_value(json.clone())?;
+        let records = Share::new(rank, ranks).count(position.files.len()) as u64 * FILE_RECORDS;
+        let epochs = LATER * BATCH / records;
+        *json = serde_json::to_value(later_position(&position, epochs, records))?;
+    }
+    let examples = input["examples"].as_u64().expect("examples seen");
+    moved["examples"] = (examples + LATER * BATCH * ranks as u64).into();
+    Ok(moved)
 }
 
 /// The median of `n` timings of `f`.
@@ -72,80 +141,96 @@ fn median(n: usize, mut f: impl FnMut() -> anyhow::Result<Duration>) -> anyhow::
     Ok(times[n / 2])
 }
 
-/// One resume from `dir`'s checkpoint at `step` to step `step + 1`.
-fn resume(dir: &Path, step: u64, input: &Input) -> anyhow::Result<Duration> {
-    let run_dir = tempfile::tempdir()?;
+/// One resume of the job from `saved` (a checkpoint of `step`) to step `step + 1`, in a fresh
+/// train directory.
+fn resume(job: &Job, saved: &Path, step: u64, input: &Input) -> anyhow::Result<Duration> {
     let name = format!("model.ckpt-{step}");
-    std::fs::copy(dir.join(&name), run_dir.path().join(&name))?;
+    let (_owner, dir) =
+        job.shared_dir(|dir| Ok(std::fs::copy(saved, dir.join(&name)).map(drop)?))?;
     let c = TrainConfig {
         resume: true,
-        ..config(run_dir.path(), step + 1)
+        ..config(&dir, step + 1)
     };
     let started = Instant::now();
-    Trainer::new(c).run(|d| Cifar10Config::new().init(d), input)?;
-    Ok(started.elapsed())
+    Trainer::new(c)
+        .with_processes(job.0.clone())
+        .run(|d| Cifar10Config::new().init(d), input)?;
+    let took = started.elapsed();
+    job.barrier();
+    Ok(took)
 }
 
-/// One start of the input at `position`, or from the start reading past `step` batches, to
-/// the first batch of step `step + 1`.
-fn first_batch(
-    input: &Input,
-    position: Option<&InputPosition>,
-    step: u64,
-) -> anyhow::Result<Duration> {
+/// One start of `share`'s input at `position`, to its first batch.
+fn first_batch(input: &Input, position: &InputPosition, share: Share) -> anyhow::Result<Duration> {
     let config = PipelineConfig {
         reader_threads: 4,
+        share,
         ..PipelineConfig::train(BATCH as usize)
     };
     let started = Instant::now();
-    let (mut pipeline, replay) = match position {
-        Some(p) => (input.resume(config, p)?, 0),
-        None => (input.start(config)?, step),
-    };
-    for _ in 0..=replay {
-        pipeline.next_batch()?;
-    }
+    let mut pipeline = input.resume(config, position)?;
+    pipeline.next_batch()?;
     let took = started.elapsed();
     pipeline.stop()?;
     Ok(took)
 }
 
 fn main() -> anyhow::Result<()> {
+    let job = Job(mpi_job(&config(Path::new("."), 0))?);
     let data = builtin_cifar10()?;
     let input = Input::cifar10_train(data.dir())?;
-    let first = tempfile::tempdir()?;
-    Trainer::<Cifar10Net>::new(config(first.path(), 10))
+    let (_first_owner, first) = job.shared_dir(|_| Ok(()))?;
+    Trainer::<Cifar10Net>::new(config(&first, FIRST))
+        .with_processes(job.0.clone())
         .run(|d| Cifar10Config::new().init(d), &input)?;
-    let saved = first.path().join("model.ckpt-10");
-    let position = (Checkpoint::load(&saved)?.input).expect("the trainer saves the input position");
-    let position: InputPosition = serde_json::from_value(position)?;
-    let far = later(&position, 100_000 * BATCH / EPOCH);
-
+    let saved = first.join(format!("model.ckpt-{FIRST}"));
+    let near = (Checkpoint::load(&saved)?.input).expect("the trainer saves the input");
+    let far = later(&near)?;
+    let share = Share::new(job.rank(), job.ranks());
     let mut rows = Vec::new();
-    for (how, step, at) in [
-        ("input position", 10, Some(&position)),
-        ("input position", 100_010, Some(&far)),
-        ("replay (no position)", 10, None),
-        ("replay (no position)", 1_010, None),
-    ] {
-        let dir = train_dir_at(&saved, step, at.cloned())?;
-        let trainer = median(3, || resume(dir.path(), step, &input))?;
-        let alone = median(9, || first_batch(&input, at, step))?;
-        rows.push((how, step, trainer, alone));
+    for (step, input_json) in [(FIRST, near), (FIRST + LATER, far)] {
+        let name = format!("model.ckpt-{step}");
+        let ckpt_input = input_json.clone();
+        let (_owner, dir) = job.shared_dir(|dir| {
+            let ckpt = Checkpoint {
+                step,
+                input: Some(ckpt_input),
+                ..Checkpoint::load(&saved)?
+            };
+            Ok(ckpt.save(&dir.join(&name))?)
+        })?;
+        let trainer = median(3, || resume(&job, &dir.join(&name), step, &input))?;
+        let position = serde_json::from_value(input_json["rank_positions"][job.rank()].clone())?;
+        let alone = median(9, || first_batch(&input, &position, share))?;
+        rows.push((
+            step,
+            job.gather(trainer.as_secs_f64()),
+            job.gather(alone.as_secs_f64()),
+        ));
     }
-    println!(
-        "\nresume of the CIFAR-10 trainer (batch {BATCH}, 4 readers): the trainer to the next step"
-    );
-    println!("(median of 3), the input alone to the resumed step's first batch (median of 9)");
-    println!(
-        "| resume | step | trainer, to the next step | input alone, first batch | vs step 10 |"
-    );
-    println!("|---|---:|---:|---:|---:|");
-    for (how, step, trainer, alone) in &rows {
-        let base = rows.iter().find(|r| r.0 == *how).expect("a first row").3;
-        let ratio = alone.as_secs_f64() / base.as_secs_f64();
-        let (trainer, alone) = (trainer.as_secs_f64(), alone.as_secs_f64() * 1e3);
-        println!("| {how} | {step} | {trainer:.2} s | {alone:.1} ms | {ratio:.2} |");
+    if job.rank() == 0 {
+        print_rows(job.ranks(), &rows);
     }
     Ok(())
+}
+
+fn print_rows(ranks: usize, rows: &[(u64, Vec<f64>, Vec<f64>)]) {
+    println!(
+        "\nresume of the CIFAR-10 trainer on {ranks} rank(s) (batch {BATCH} per rank, 4 readers): \
+         the trainer to the next step (median of 3; slowest rank), the input alone to the \
+         resumed step's first batch (median of 9; each rank)"
+    );
+    println!("| step | trainer, to the next step | input alone, first batch | vs step {FIRST} |");
+    println!("|---:|---:|---:|---:|");
+    let slowest = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let base = slowest(&rows[0].2);
+    for (step, trainer, alone) in rows {
+        let each: Vec<String> = alone.iter().map(|s| format!("{:.1} ms", s * 1e3)).collect();
+        println!(
+            "| {step} | {:.2} s | {} | {:.2} |",
+            slowest(trainer),
+            each.join(" / "),
+            slowest(alone) / base
+        );
+    }
 }

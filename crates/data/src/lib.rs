@@ -42,6 +42,6 @@ pub use image::{Image, Planes, Rgb8};
 pub use pipeline::{
     BatchSlice, CorruptRecords, CursorAt, DatasetPipeline, DatasetPosition, FinalBatch, HostBatch,
     InputPosition, ItemAt, NextItem, Pipeline, PipelineConfig, QueueFill, RecordAt, RecordCount,
-    ShuffleConfig, image_loss,
+    Share, ShuffleConfig, image_loss,
 };
 pub use queue::{CoordinatedThread, Coordinator, Held, Queue, QueueError, QueueRunner, ShuffleRng};

@@ -56,12 +56,10 @@ pub struct TrainConfig {
     pub examples_per_epoch: Option<u64>,
     /// Continue from the newest checkpoint in `train_dir`.
     pub resume: bool,
-    /// For checkpoints without an input position (written before positions were saved): on
-    /// resume, read (and drop) the batches the checkpointed steps consumed, so the run
-    /// continues with the batches an uninterrupted run would have seen. Costs reading time
-    /// proportional to the step; `false` starts the input afresh under a seed derived from the
-    /// step instead. Checkpoints with a position resume there, in constant time.
-    pub replay_input_on_resume: bool,
+    /// Mix examples in a shuffle queue of 10 batches (TF's `shuffle_batch`); `false`: a FIFO
+    /// queue, examples in their record order (each epoch's files still shuffled).
+    #[serde(default = "yes")]
+    pub shuffle_queue: bool,
     /// How the towers reduce gradients and keep batch-norm statistics in step.
     pub towers: TowersSection,
     /// Skip training records that fail to decode (bad CRC, corrupt image, bad label) with a
@@ -199,7 +197,7 @@ impl TrainConfig {
             seed: 0,
             examples_per_epoch: None,
             resume: false,
-            replay_input_on_resume: true,
+            shuffle_queue: true,
             towers: TowersSection::default(),
             skip_corrupt_records: None,
             summaries: SummaryConfig::default(),
@@ -373,6 +371,11 @@ fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
         }
         (base, over) => *base = over,
     }
+}
+
+/// `true`, for serde defaults.
+fn yes() -> bool {
+    true
 }
 
 #[cfg(test)]

@@ -5,11 +5,14 @@
 use std::sync::Arc;
 
 use burn::data::dataset::Dataset;
-use burn::data::dataset::transform::SelectionDataset;
-use towers_data::{DatasetPipeline, DatasetPosition, PipelineConfig, QueueFill, RecordCount};
+use towers_data::{
+    DatasetPipeline, DatasetPosition, PipelineConfig, QueueFill, RecordCount, Share,
+};
 
-use crate::error::{Error, Result};
-use crate::source::{BatchSource, TrainInput, position_from_json, position_json};
+use crate::error::Result;
+use crate::source::{
+    BatchSource, TrainInput, position_from_json, position_json, positions_from_json,
+};
 
 /// A Burn `Dataset` of items `I` to train on: every epoch a seeded permutation of its
 /// indices, batched into `Vec<I>`, resumed exactly from a checkpoint's input position.
@@ -41,23 +44,14 @@ impl<I: Clone + Send + Sync + 'static> TrainInput for DatasetInput<I> {
         Ok(self.dataset.len() as u64)
     }
 
-    /// Item `i` to rank `i mod ranks` (Burn's `SelectionDataset`), so no item is read twice in
-    /// an epoch.
-    fn share(&self, rank: usize, ranks: usize) -> Result<(Self, String)> {
+    /// Item `i` to rank `i mod ranks`, so no item is read twice in an epoch.
+    fn share_note(&self, share: Share) -> String {
         let len = self.dataset.len();
-        if len < ranks {
-            return Err(Error::Config(format!(
-                "a dataset of {len} items for {ranks} ranks: every rank needs at least one"
-            )));
-        }
-        let indices: Vec<usize> = (rank..len).step_by(ranks).collect();
-        let note = format!(
-            "this rank reads {} of the dataset's {len} items (item i on rank i mod {ranks})",
-            indices.len()
-        );
-        let all = Arc::clone(&self.dataset);
-        let share = SelectionDataset::<Arc<dyn Dataset<I>>, I>::from_indices_checked(all, indices);
-        Ok((Self::new(share), note))
+        format!(
+            "this rank reads {} of the dataset's {len} items (item i on rank i mod {})",
+            share.count(len),
+            share.ranks
+        )
     }
 
     fn start(
@@ -73,6 +67,16 @@ impl<I: Clone + Send + Sync + 'static> TrainInput for DatasetInput<I> {
             }
             None => DatasetPipeline::start(config, dataset)?,
         })
+    }
+
+    fn recut(
+        &self,
+        config: &PipelineConfig,
+        positions: &[serde_json::Value],
+    ) -> Result<(serde_json::Value, usize)> {
+        let old: Vec<DatasetPosition> = positions_from_json(positions)?;
+        let position = DatasetPipeline::<I>::recut(config, self.dataset.len(), &old)?;
+        Ok((position_json(&position), position.buffer.len()))
     }
 }
 

@@ -6,11 +6,13 @@ use std::sync::Arc;
 use towers_data::cifar10::{self, BuiltinCifar10, Cifar10Format};
 use towers_data::transforms::{CifarEval, CifarTrain, Transform};
 use towers_data::{
-    HostBatch, InputPosition, Pipeline, PipelineConfig, QueueFill, RecordCount, RecordFormat,
+    HostBatch, InputPosition, Pipeline, PipelineConfig, QueueFill, RecordCount, RecordFormat, Share,
 };
 
-use crate::error::{Error, Result};
-use crate::source::{BatchSource, TrainInput, position_from_json, position_json};
+use crate::error::Result;
+use crate::source::{
+    BatchSource, TrainInput, position_from_json, position_json, positions_from_json,
+};
 
 /// A record format, its files and the transform applied to every example.
 #[derive(Clone)]
@@ -76,27 +78,6 @@ impl Input {
         Ok(total)
     }
 
-    /// Rank `rank`'s share of the files among `ranks` processes: file `i` goes to rank
-    /// `i mod ranks`, so no record is read twice in an epoch.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] when there are fewer files than ranks.
-    pub fn share(&self, rank: usize, ranks: usize) -> Result<Input> {
-        if self.files.len() < ranks {
-            return Err(Error::Config(format!(
-                "{} input files for {ranks} ranks: every rank needs at least one file \
-                 (cut the data into more shards)",
-                self.files.len()
-            )));
-        }
-        let files = (self.files.iter().skip(rank).step_by(ranks).cloned()).collect();
-        Ok(Input {
-            files,
-            ..self.clone()
-        })
-    }
-
     /// Starts a pipeline over this input.
     pub fn start(&self, config: PipelineConfig) -> Result<Pipeline> {
         Ok(Pipeline::start(
@@ -127,14 +108,13 @@ impl TrainInput for Input {
         Input::count_examples(self)
     }
 
-    fn share(&self, rank: usize, ranks: usize) -> Result<(Self, String)> {
-        let share = Input::share(self, rank, ranks)?;
-        let note = format!(
-            "this rank reads {} of the {} input files (file i on rank i mod {ranks})",
-            share.files.len(),
+    fn share_note(&self, share: Share) -> String {
+        format!(
+            "this rank reads {} of the {} input files (file i on rank i mod {})",
+            share.count(self.files.len()),
             self.files.len(),
-        );
-        Ok((share, note))
+            share.ranks
+        )
     }
 
     fn start(
@@ -146,6 +126,17 @@ impl TrainInput for Input {
             Some(json) => self.resume(config, &position_from_json(json)?),
             None => Input::start(self, config),
         }
+    }
+
+    fn recut(
+        &self,
+        config: &PipelineConfig,
+        positions: &[serde_json::Value],
+    ) -> Result<(serde_json::Value, usize)> {
+        let old: Vec<InputPosition> = positions_from_json(positions)?;
+        let format = Arc::clone(&self.format);
+        let position = Pipeline::recut(config, format, &self.files, &old)?;
+        Ok((position_json(&position), position.buffer.len()))
     }
 }
 
@@ -183,30 +174,4 @@ impl BatchSource for Pipeline {
 /// dataset. Deleted when dropped.
 pub fn builtin_cifar10() -> Result<BuiltinCifar10> {
     Ok(BuiltinCifar10::create(2000, 2000, 1)?)
-}
-
-#[cfg(test)]
-mod tests {
-    use towers_data::cifar10::Cifar10Format;
-    use towers_data::transforms::CifarEval;
-
-    use super::Input;
-
-    fn input(files: usize) -> Input {
-        let files = (0..files).map(|i| format!("f{i}").into()).collect();
-        Input::new(Cifar10Format, files, CifarEval::default())
-    }
-
-    #[test]
-    fn file_i_goes_to_rank_i_mod_r_and_no_file_twice() {
-        let names = |i: &Input| -> Vec<String> {
-            i.files.iter().map(|f| f.display().to_string()).collect()
-        };
-        let all = input(5);
-        assert_eq!(names(&all.share(0, 2).unwrap()), ["f0", "f2", "f4"]);
-        assert_eq!(names(&all.share(1, 2).unwrap()), ["f1", "f3"]);
-        assert_eq!(names(&all.share(2, 3).unwrap()), ["f2"]);
-        let error = input(2).share(0, 3).unwrap_err().to_string();
-        assert!(error.contains("2 input files for 3 ranks"), "{error}");
-    }
 }

@@ -36,7 +36,7 @@ mod stop;
 pub mod summary;
 mod trainer;
 
-pub use checkpoint::{Checkpoint, CheckpointDir, Integrity, Restored};
+pub use checkpoint::{Checkpoint, CheckpointDir, Restored};
 pub use classify::{CifarImage, Prediction, classify, read_labels};
 pub use cli::{TrainArgs, WeightsArgs, parse_args, print_devices};
 pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};

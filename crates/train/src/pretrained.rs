@@ -93,9 +93,7 @@ fn is_ours(path: &Path) -> bool {
     let mut magic = [0u8; 8];
     std::fs::File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-        .is_ok_and(|_| {
-            [crate::checkpoint::MAGIC, crate::checkpoint::MAGIC_UNCHECKED].contains(&&magic)
-        })
+        .is_ok_and(|_| &magic == crate::checkpoint::MAGIC)
 }
 
 /// The model (or averages) section of one of our checkpoints, by module path.

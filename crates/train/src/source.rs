@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use towers_data::{HostBatch, PipelineConfig, QueueFill, RecordCount};
+use towers_data::{HostBatch, PipelineConfig, QueueFill, RecordCount, Share};
 use towers_multigpu::TowerBatch;
 
 use crate::error::{Error, Result};
@@ -50,22 +50,40 @@ pub trait TrainInput: Clone + Send + Sync {
     /// The number of examples in one epoch (for epoch-based schedules).
     fn count_examples(&self) -> Result<u64>;
 
-    /// Rank `rank`'s share among `ranks` processes, such that no example is read twice in an
-    /// epoch, and a line for the log saying what the share is.
-    fn share(&self, rank: usize, ranks: usize) -> Result<(Self, String)>;
+    /// A line for the log saying what `share` of the input one rank reads each epoch (a source
+    /// started with it in its config reads no example another rank reads in the epoch).
+    fn share_note(&self, share: Share) -> String;
 
-    /// A source over the input from its start, batched and mixed as `config` says, or from
-    /// `position` (as [`BatchSource::position`] gave it) when there is one.
+    /// A source over the input from its start, batched, mixed and shared as `config` says, or
+    /// from `position` (as [`BatchSource::position`] or [`TrainInput::recut`] gave it) when
+    /// there is one.
     fn start(
         &self,
         config: PipelineConfig,
         position: Option<&serde_json::Value>,
     ) -> Result<Self::Source>;
+
+    /// Where the source of `config.share` starts when a job resumes on another number of
+    /// ranks than the one whose ranks saved `positions` (in rank order): the records they had
+    /// not consumed of their epochs in progress are dealt among the new ranks, each read once
+    /// (see [`towers_data::Pipeline::recut`]). Also how many of them this rank reads first.
+    fn recut(
+        &self,
+        config: &PipelineConfig,
+        positions: &[serde_json::Value],
+    ) -> Result<(serde_json::Value, usize)>;
 }
 
 /// `position` as JSON.
 pub(crate) fn position_json(position: &impl Serialize) -> serde_json::Value {
     serde_json::to_value(position).expect("an input position always serializes")
+}
+
+/// Every one of a checkpoint's JSON input positions read back as `T`.
+pub(crate) fn positions_from_json<T: DeserializeOwned>(
+    json: &[serde_json::Value],
+) -> Result<Vec<T>> {
+    json.iter().map(position_from_json).collect()
 }
 
 /// A checkpoint's JSON input position read back as `T`.

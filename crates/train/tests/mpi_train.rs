@@ -1,13 +1,19 @@
 //! The trainer as ranks of an MPI job (`mpirun -np 2` on loopback, one flex tower per rank; see
 //! [`towers_testing::mpirun`]): the ranks stay in step, rank 0 alone writes, a resumed job
 //! continues exactly like one that ran straight through, from every rank's own input
-//! position, and resumes on another world size or past a corrupt checkpoint.
+//! position, and resumes on another world size (the epoch in progress re-cut: every record read
+//! once, counted from record ids) or past a corrupt checkpoint.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use burn::tensor::{Int, Tensor};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use towers_data::cifar10::BuiltinCifar10;
+use towers_data::cifar10::{self, BuiltinCifar10, Cifar10Format};
+use towers_data::transforms::CifarTrain;
+use towers_data::{Example, RecordFormat, RecordSpan};
 use towers_testing::compare::values;
 
 use std::sync::Arc;
@@ -16,13 +22,16 @@ use towers_multigpu::mpi::{Mpi, MpiConfig};
 use towers_multigpu::{Processes, TowerLoss, Wire};
 use towers_testing::mpirun::{Run, mpirun};
 use towers_testing::training::{cifar_net, quick_cifar_config};
-use towers_train::{Input, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
+use towers_train::{Input, LrScheduleConfig, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
 
 /// One rank: trains `TOWERS_MPI_STEPS` steps in `TOWERS_MPI_TRAIN_DIR` on the CIFAR-10 files of
 /// `TOWERS_MPI_DATA`, and writes its model's values to `TOWERS_MPI_OUT/rank-R`. Under
 /// `TOWERS_MPI_SCENARIO` `stop`, rank 1 asks to stop during step 3; under `fail`, rank 1's
 /// device list is wrong; under `hang`, rank 1's second forward pass sleeps past the job's
-/// 4-second exchange deadline.
+/// 4-second exchange deadline; under `count`, the input is FIFO with record ids for labels
+/// (see [`IdLabels`]), which each rank appends to `TOWERS_MPI_OUT/ids-rank-R`, a line a step,
+/// from its own copy of the files (as ranks on a cluster's nodes may read);
+/// under `decay`, the learning rate halves every 512 examples (continuously; epochs of 1000).
 #[test]
 #[ignore = "a rank of the MPI tests, launched by them under mpirun"]
 fn rank() {
@@ -47,11 +56,28 @@ fn rank() {
     } else {
         "flex"
     };
-    let config = TrainConfig {
+    let counts = scenario == "count";
+    let mut config = TrainConfig {
         resume: var("TOWERS_MPI_RESUME") == "1",
+        shuffle_queue: !counts,
         ..quick_cifar_config(Path::new(&train_dir), devices, steps)
     };
-    let input = Input::cifar10_train(Path::new(&var("TOWERS_MPI_DATA"))).unwrap();
+    if scenario == "decay" {
+        config.examples_per_epoch = Some(1000);
+        config.learning_rate = LrScheduleConfig::ExponentialDecay {
+            initial: 0.01,
+            decay_rate: 0.5,
+            decay_epochs: 0.512,
+            staircase: false,
+        };
+    }
+    let data = PathBuf::from(var("TOWERS_MPI_DATA"));
+    let copy = tempfile::tempdir().unwrap();
+    let input = match counts {
+        true => Input::new(IdLabels, copied(&data, copy.path()), CifarTrain::default()),
+        false => Input::cifar10_train(&data).unwrap(),
+    };
+    let ids_file = Path::new(&var("TOWERS_MPI_OUT")).join(format!("ids-rank-{rank}"));
     let stop = StopFlag::new();
     let (flag, passes) = (stop.clone(), AtomicUsize::new(0));
     let asks_to_stop = scenario == "stop" && rank == 1;
@@ -64,6 +90,10 @@ fn rank() {
             }
             if hangs && pass == 1 {
                 std::thread::sleep(Duration::from_secs(30));
+            }
+            if counts {
+                append_ids(&ids_file, &y);
+                return TowerLoss::new(m.loss(x, y.remainder_scalar(10)).loss);
             }
             TowerLoss::new(m.loss(x, y).loss)
         })
@@ -80,6 +110,65 @@ fn rank() {
         bytes,
     )
     .unwrap();
+}
+
+/// CIFAR-10 records labelled with their id instead of their class: 1000 x the file's number
+/// (`data_batch_N.bin`, from 0) + the record's index in it.
+struct IdLabels;
+
+impl RecordFormat for IdLabels {
+    fn index(&self, path: &Path) -> towers_data::Result<Vec<RecordSpan>> {
+        Cifar10Format.index(path)
+    }
+
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> towers_data::Result<Example> {
+        let name = path.file_stem().unwrap().to_string_lossy();
+        let file: i64 = name.trim_start_matches("data_batch_").parse().unwrap();
+        let example = Cifar10Format.decode(path, record, bytes)?;
+        Ok(Example {
+            label: 1000 * (file - 1) + record as i64,
+            ..example
+        })
+    }
+}
+
+/// Copies of the CIFAR-10 training files of `data` in `dir`.
+fn copied(data: &Path, dir: &Path) -> Vec<PathBuf> {
+    let files = cifar10::train_files(data).unwrap();
+    (files.iter())
+        .map(|file| {
+            let copy = dir.join(file.file_name().unwrap());
+            std::fs::copy(file, &copy).unwrap();
+            copy
+        })
+        .collect()
+}
+
+/// Appends the step's record ids (`labels` under [`IdLabels`]) to `file` as one line.
+fn append_ids(file: &Path, labels: &Tensor<1, Int>) {
+    let ids: Vec<String> = labels
+        .to_data()
+        .iter::<i64>()
+        .map(|i| i.to_string())
+        .collect();
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .unwrap();
+    writeln!(out, "{}", ids.join(" ")).unwrap();
+}
+
+/// The record ids each rank read under `count`, in order, from the files in `out`.
+fn read_ids(out: &Path, ranks: usize) -> Vec<Vec<i64>> {
+    (0..ranks)
+        .map(|rank| {
+            let text = std::fs::read_to_string(out.join(format!("ids-rank-{rank}"))).unwrap();
+            text.split_whitespace()
+                .map(|id| id.parse().unwrap())
+                .collect()
+        })
+        .collect()
 }
 
 /// Two ranks train `steps` in `train_dir`; mpirun's output and each rank's values, or `None`
@@ -237,27 +326,89 @@ fn an_error_on_one_rank_ends_the_job_with_its_message() {
     run.assert_failed_fast_saying(&["rank 1: towers: device list entry `nonsense`"]);
 }
 
-/// The checkpoint of 2 ranks resumes on 3: the log says the world size changed, and the job
-/// goes on (each rank replays its new share of the input).
+/// The checkpoint of 2 ranks after 4 steps resumes on 1 rank and on 3: the log says the world
+/// size changed, and every record of the epoch is read exactly once across the old and new
+/// ranks, counted from the record ids the ranks trained on (FIFO input, so that each new rank
+/// reads its block of what was left first): the 1000 records less the 128 read before are
+/// dealt in even blocks, in rank order, each new rank reading its block first.
 #[test]
-fn a_job_resumes_on_another_world_size() {
+fn a_job_resumed_on_another_world_size_reads_every_record_of_the_epoch_once() {
+    let data = data();
+    let (first, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let Some(run) = launch(2, "count", data.dir(), first.path(), 4, false, out.path()) else {
+        return;
+    };
+    assert!(run.success, "mpirun failed:\n{}", run.output);
+    let before: Vec<i64> = read_ids(out.path(), 2).concat();
+    assert_eq!(before.len(), 4 * 2 * 16);
+    for ranks in [1, 3] {
+        let (dir, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for entry in std::fs::read_dir(first.path()).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+        }
+        let left = 1000 - before.len();
+        let steps = 4 + left.div_ceil(16 * ranks) as u64;
+        let run = launch(
+            ranks,
+            "count",
+            data.dir(),
+            dir.path(),
+            steps,
+            true,
+            out.path(),
+        )
+        .unwrap();
+        assert!(run.success, "mpirun failed:\n{}", run.output);
+        let said = format!("world size changed: 2 ranks -> {ranks} rank");
+        assert!(run.output.contains(&said), "{}", run.output);
+        let after = read_ids(out.path(), ranks);
+        let mut reads: HashMap<i64, usize> = HashMap::new();
+        for id in &before {
+            *reads.entry(*id).or_default() += 1;
+        }
+        for (rank, ids) in after.iter().enumerate() {
+            let block = (rank + 1) * left / ranks - rank * left / ranks;
+            for id in &ids[..block] {
+                *reads.entry(*id).or_default() += 1;
+            }
+        }
+        let every: Vec<i64> = (0..5)
+            .flat_map(|f| (0..200).map(move |r| 1000 * f + r))
+            .collect();
+        let wrong: Vec<(i64, usize)> = (every.iter())
+            .map(|id| (*id, reads.get(id).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n != 1)
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{ranks} ranks: (id, reads) not once: {wrong:?}"
+        );
+        assert_eq!(reads.len(), every.len(), "{ranks} ranks: ids of no record");
+    }
+}
+
+/// The learning rate follows the examples seen, not the steps: 4 steps of 2 ranks (32 examples
+/// each), then, resumed on 1 rank, 4 steps of 16. Each logged rate is the one its update used,
+/// computed here from the examples before it: 0.01 x 0.5^(examples / 512).
+#[test]
+fn the_learning_rate_follows_the_examples_seen_on_another_world_size() {
     let data = data();
     let (dir, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    if job(data.dir(), dir.path(), 4, false).is_none() {
+    let Some(run) = launch(2, "decay", data.dir(), dir.path(), 4, false, out.path()) else {
         return;
-    }
-    let run = launch(3, "plain", data.dir(), dir.path(), 6, true, out.path()).unwrap();
+    };
     assert!(run.success, "mpirun failed:\n{}", run.output);
-    assert!(
-        run.output.contains("world size changed: 2 ranks -> 3"),
-        "{}",
-        run.output
-    );
-    let steps: Vec<u64> = (read_log(&dir.path().join(towers_train::LOG_FILE)).unwrap())
-        .iter()
-        .map(|e| e.step)
-        .collect();
-    assert_eq!(steps, [1, 2, 3, 4, 5, 6]);
+    let run = launch(1, "decay", data.dir(), dir.path(), 8, true, out.path()).unwrap();
+    assert!(run.success, "mpirun failed:\n{}", run.output);
+    let log = read_log(&dir.path().join(towers_train::LOG_FILE)).unwrap();
+    let examples_before = [0, 32, 64, 96, 128, 144, 160, 176];
+    assert_eq!(log.len(), examples_before.len());
+    for (entry, examples) in log.iter().zip(examples_before) {
+        let want = 0.01 * 0.5f64.powf(examples as f64 / 512.0);
+        let close = (entry.lr - want).abs() <= 1e-12;
+        assert!(close, "step {}: rate {} vs {want}", entry.step, entry.lr);
+    }
 }
 
 /// The newest checkpoint corrupt in the directory both ranks share: both resume from the one

@@ -1,7 +1,7 @@
 //! Resuming training from a checkpoint's input position, against the uninterrupted run computed
 //! in the same test: bitwise the same per-step losses, dropout included, on one tower and on
-//! two; a checkpoint without a position still resumes, by replaying the input. Dropout masks
-//! follow the examples, so one tower and two log the same losses.
+//! two; a checkpoint without a position is refused, naming its step. Dropout masks follow the
+//! examples, so one tower and two log the same losses.
 
 use std::path::Path;
 
@@ -32,12 +32,11 @@ fn train(config: TrainConfig, data: &BuiltinCifar10) -> Vec<(u64, f64)> {
         .collect()
 }
 
-/// Resumed runs take the input from the position alone: replay is off, and a run that
-/// started its input afresh would see other batches.
+/// Resumed runs take the input from the checkpoint's position (a run that started its input
+/// afresh would see other batches).
 fn resumed(train_dir: &Path, devices: &str, max_steps: u64) -> TrainConfig {
     TrainConfig {
         resume: true,
-        replay_input_on_resume: false,
         ..config(train_dir, devices, max_steps)
     }
 }
@@ -64,37 +63,27 @@ fn resumed_runs_log_the_losses_of_the_uninterrupted_run() {
     }
 }
 
-/// A checkpoint without an input position (as written before positions were saved) resumes by
-/// replaying the input, with the uninterrupted run's losses; starting the input afresh
-/// instead gives others.
+/// A checkpoint without an input position (another tool's) cannot resume the input: the
+/// error names its step, and nothing trains.
 #[test]
-fn a_checkpoint_without_a_position_resumes_by_replay() {
+fn a_checkpoint_without_a_position_is_refused() {
     let data = BuiltinCifar10::create(40, 1, 2).unwrap();
-    let a = tempfile::tempdir().unwrap();
-    let whole = train(config(a.path(), "flex,flex", 5), &data);
-    for replay in [true, false] {
-        let b = tempfile::tempdir().unwrap();
-        train(config(b.path(), "flex,flex", 3), &data);
-        let path = b.path().join("model.ckpt-3");
-        let ckpt = Checkpoint::load(&path).unwrap();
-        Checkpoint {
-            input: None,
-            ..ckpt
-        }
-        .save(&path)
-        .unwrap();
-        let c = TrainConfig {
-            replay_input_on_resume: replay,
-            ..resumed(b.path(), "flex,flex", 5)
-        };
-        let log = train(c, &data);
-        assert_eq!(log[..3], whole[..3]);
-        if replay {
-            assert_eq!(log, whole, "replayed");
-        } else {
-            assert_ne!(log[3..], whole[3..], "started afresh");
-        }
+    let dir = tempfile::tempdir().unwrap();
+    train(config(dir.path(), "flex", 3), &data);
+    let path = dir.path().join("model.ckpt-3");
+    let ckpt = Checkpoint::load(&path).unwrap();
+    Checkpoint {
+        input: None,
+        ..ckpt
     }
+    .save(&path)
+    .unwrap();
+    let error = Trainer::new(resumed(dir.path(), "flex", 5))
+        .run(DropoutNet::new, &Input::cifar10_train(data.dir()).unwrap())
+        .unwrap_err()
+        .to_string();
+    let says = "the checkpoint of step 3 holds no input position";
+    assert!(error.contains(says), "{error}");
 }
 
 /// Dropout masks follow the examples, not the towers: one tower and two (parts of 8 + 8, or

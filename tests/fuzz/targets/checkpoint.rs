@@ -13,7 +13,7 @@ use crate::fuzz;
 use crate::mutate::mutated;
 
 /// A checkpoint written by `Checkpoint::save` (model, optimizer state with momentum, moving
-/// averages, an input position) and one of the first format, without a checksum.
+/// averages, an input position).
 fn seeds() -> Vec<Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.ckpt-3");
@@ -28,9 +28,7 @@ fn seeds() -> Vec<Vec<u8>> {
     }
     .save(&path)
     .unwrap();
-    let first =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/train/tests/data/first-format.ckpt");
-    vec![std::fs::read(path).unwrap(), std::fs::read(first).unwrap()]
+    vec![std::fs::read(path).unwrap()]
 }
 
 /// A position with a shuffle buffer and a skipped record.

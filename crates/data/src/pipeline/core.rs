@@ -79,6 +79,7 @@ impl<S: Source> Core<S> {
         let order = CursorOrder {
             num_epochs: config.num_epochs,
             shuffle_files: config.shuffle_files,
+            share: config.share,
         };
         let cursor = Arc::new(RecordCursor::new(&start, layout, order));
         let examples = Arc::new(example_queue(config, &start));

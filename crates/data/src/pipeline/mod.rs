@@ -39,11 +39,14 @@ mod layout;
 mod ordered_gate;
 mod position;
 mod record_cursor;
+mod recut;
+mod share;
 
 pub use batch::{BatchSlice, HostBatch, image_loss};
 pub use corrupt_records::{CorruptRecords, RecordCount};
 pub use dataset::{DatasetPipeline, DatasetPosition, ItemAt, NextItem};
 pub use position::{CursorAt, InputPosition, RecordAt};
+pub use share::Share;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -98,6 +101,9 @@ pub struct PipelineConfig {
     pub num_epochs: Option<usize>,
     /// Shuffle the file order each epoch.
     pub shuffle_files: bool,
+    /// The files each epoch reads (a process's share of a multi-process job's files; all of
+    /// them alone). Record positions name files by their index in the whole list.
+    pub share: Share,
     /// Batches prepared ahead of the consumer (the batch queue's capacity).
     pub prefetch: usize,
     /// Seed of file order, distortions and shuffling.
@@ -130,6 +136,7 @@ impl PipelineConfig {
             fifo_capacity: 3 * batch_size,
             num_epochs: None,
             shuffle_files: true,
+            share: Share::ALL,
             prefetch: 2,
             seed: 0,
             deterministic: true,
@@ -164,6 +171,12 @@ impl PipelineConfig {
             return fail(format!(
                 "batch_size ({}), reader_threads ({}), read_chunk ({}) and prefetch ({}) must be at least 1",
                 self.batch_size, self.reader_threads, self.read_chunk, self.prefetch
+            ));
+        }
+        if self.share.rank >= self.share.ranks {
+            return fail(format!(
+                "share: rank {} of {} ranks",
+                self.share.rank, self.share.ranks
             ));
         }
         match self.shuffle {
@@ -236,6 +249,25 @@ impl Pipeline {
         Self::start_at(config, format, start, transform)
     }
 
+    /// Where the pipeline of `config.share` starts when a job resumes on another number of
+    /// ranks, from the positions its old ranks saved over `files` (in rank order): its block of
+    /// the records they had not consumed of their epochs in progress, then its share of the
+    /// files (see `recut.rs`). Start it with [`Pipeline::resume`].
+    pub fn recut(
+        config: &PipelineConfig,
+        format: Arc<dyn RecordFormat>,
+        files: &[PathBuf],
+        old: &[InputPosition],
+    ) -> Result<InputPosition> {
+        config.validate()?;
+        for position in old {
+            position.check(files)?;
+        }
+        let tally = Arc::new(CorruptTally::new(config.corrupt_records));
+        let layout = Arc::new(FileLayout::new(files.to_vec(), format, tally));
+        recut::recut(old, layout, config.shuffle_files, config.share)
+    }
+
     fn start_at(
         config: PipelineConfig,
         format: Arc<dyn RecordFormat>,
@@ -243,8 +275,14 @@ impl Pipeline {
         transform: Arc<dyn Transform>,
     ) -> Result<Self> {
         config.validate()?;
-        if start.files.is_empty() {
-            return Err(Error::Config("no input files".into()));
+        let share = config.share;
+        if share.count(start.files.len()) == 0 {
+            return Err(Error::Config(format!(
+                "{} input files for {} ranks: every rank needs at least one file (cut the data \
+                 into more shards)",
+                start.files.len(),
+                share.ranks
+            )));
         }
         let tally = Arc::new(CorruptTally::new(config.corrupt_records));
         let layout = Arc::new(FileLayout::new(

@@ -21,6 +21,7 @@ use rand::seq::SliceRandom;
 
 use super::layout::Layout;
 use super::position::{InputPosition, RecordAt};
+use super::share::Share;
 use crate::error::{Error, Result};
 use crate::format::RecordSpan;
 use crate::transforms::Rng;
@@ -43,6 +44,8 @@ pub(crate) struct CursorOrder {
     pub num_epochs: Option<usize>,
     /// Shuffle the files at the start of each epoch.
     pub shuffle_files: bool,
+    /// The files each epoch walks.
+    pub share: Share,
 }
 
 struct State {
@@ -115,7 +118,10 @@ impl RecordCursor {
     }
 
     fn order_epoch(&self, state: &mut State) {
-        state.order = (0..self.layout.files()).collect();
+        let share = self.order.share;
+        state.order = (0..self.layout.files())
+            .filter(|&f| share.holds(f))
+            .collect();
         if self.order.shuffle_files {
             let mut rng =
                 Rng::seed_from_u64(self.seed ^ state.epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -212,7 +218,7 @@ impl RecordCursor {
                 state.done = true;
                 return Err(Error::Config(format!(
                     "no record in any of the {} input files",
-                    self.layout.files()
+                    state.order.len()
                 )));
             }
             state.epoch += 1;
@@ -292,6 +298,7 @@ mod tests {
         let order = CursorOrder {
             num_epochs,
             shuffle_files,
+            share: Share::ALL,
         };
         let tally = Arc::new(CorruptTally::new(crate::CorruptRecords::Fail));
         let layout = FileLayout::new(start.files.clone(), Arc::new(Counted), tally);

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::file::{Checkpoint, Integrity};
+use super::file::Checkpoint;
 use crate::error::{Error, Result};
 
 const PREFIX: &str = "model.ckpt-";
@@ -18,8 +18,6 @@ pub struct Restored {
     pub checkpoint: Checkpoint,
     /// Its file.
     pub path: PathBuf,
-    /// Whether its checksum was checked.
-    pub integrity: Integrity,
     /// The newer checkpoints that failed to load, each renamed with a `.corrupt` suffix:
     /// (the error naming the file, the new name).
     pub skipped: Vec<(Error, PathBuf)>,
@@ -27,7 +25,7 @@ pub struct Restored {
 
 impl Restored {
     /// What a log should say about this resume, one line each (nothing when the newest
-    /// checkpoint was valid and checked).
+    /// checkpoint was valid).
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self
             .skipped
@@ -37,12 +35,6 @@ impl Restored {
         if !self.skipped.is_empty() {
             notes.push(format!(
                 "resuming from the newest valid checkpoint, {}",
-                self.path.display()
-            ));
-        }
-        if self.integrity == Integrity::Unchecked {
-            notes.push(format!(
-                "{} predates checkpoint checksums: loaded without verifying its content",
                 self.path.display()
             ));
         }
@@ -136,8 +128,8 @@ impl CheckpointDir {
         }
         let mut failed: Vec<(Error, PathBuf)> = Vec::new();
         for (_, path) in all.into_iter().rev() {
-            match Checkpoint::load_checked(&path) {
-                Ok((checkpoint, integrity)) => {
+            match Checkpoint::load(&path) {
+                Ok(checkpoint) => {
                     let skipped = failed
                         .into_iter()
                         .map(|(error, path)| Ok((error, set_aside(&path)?)))
@@ -145,7 +137,6 @@ impl CheckpointDir {
                     return Ok(Some(Restored {
                         checkpoint,
                         path,
-                        integrity,
                         skipped,
                     }));
                 }
@@ -223,10 +214,7 @@ mod tests {
         std::fs::write(ckpts.path(20), &bytes[..bytes.len() - 100]).unwrap();
 
         let restored = ckpts.load_newest_valid().unwrap().unwrap();
-        assert_eq!(
-            (restored.checkpoint.step, restored.integrity),
-            (10, Integrity::Verified)
-        );
+        assert_eq!(restored.checkpoint.step, 10);
         assert_eq!(restored.path, ckpts.path(10));
         let skipped: Vec<(String, PathBuf)> = restored
             .skipped
@@ -245,24 +233,6 @@ mod tests {
         );
         let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
         assert_eq!(steps, [10], "the corrupt ones are no longer listed");
-    }
-
-    #[test]
-    fn a_first_format_checkpoint_resumes_with_a_note() {
-        let dir = tempfile::tempdir().unwrap();
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/first-format.ckpt");
-        std::fs::copy(fixture, dir.path().join("model.ckpt-42")).unwrap();
-        let restored = CheckpointDir::new(dir.path(), 5)
-            .load_newest_valid()
-            .unwrap()
-            .unwrap();
-        assert_eq!(restored.integrity, Integrity::Unchecked);
-        let notes = restored.notes();
-        assert_eq!(notes.len(), 1);
-        assert!(
-            notes[0].contains("model.ckpt-42 predates checkpoint checksums"),
-            "{notes:?}"
-        );
     }
 
     #[test]

@@ -7,16 +7,12 @@
 //! module path and carrying the parameter ids the optimizer state is keyed by; `optimizer` is an
 //! [`OptimizerRecord`]; the optional `input` is the input source's position as JSON, e.g. a
 //! [`towers_data::InputPosition`]), and last the
-//! little-endian CRC32C of every byte before it. Files written before the `input` section
-//! existed load with `input: None`.
+//! little-endian CRC32C of every byte before it.
 //!
 //! The checksum is CRC32C (the `crc32c` crate, already used for TFRecords, hardware-accelerated
 //! at several GB/s): it guards against accidents (bit rot, a torn copy, a truncated file), not
 //! against tampering, which would need a keyed hash. Any change of up to 32 consecutive bits is
 //! always caught, other damage but for a 2^-32 chance.
-//!
-//! Files of the first format (magic `BTOWCKPT`, the same without the checksum) still load,
-//! unverified; [`Integrity::Unchecked`] says so.
 
 use std::io::Write;
 use std::path::Path;
@@ -29,23 +25,12 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use towers_data::atomic_file::write_atomic;
 
-/// The current format: a CRC32C trailer.
+/// The format's magic (a first format, `BTOWCKPT` without the checksum, was never released).
 pub(crate) const MAGIC: &[u8; 8] = b"BTOWCKP2";
-/// The first format, without a checksum.
-pub(crate) const MAGIC_UNCHECKED: &[u8; 8] = b"BTOWCKPT";
 /// Magic and header length.
 const PREAMBLE: usize = 16;
 /// The CRC32C trailer.
 const TRAILER: usize = 4;
-
-/// Whether a loaded checkpoint's content was checked against its checksum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Integrity {
-    /// The checksum matched.
-    Verified,
-    /// The file predates checksums (format `BTOWCKPT`): only its framing was checked.
-    Unchecked,
-}
 
 /// Everything a run needs to continue where it stopped.
 #[derive(Debug)]
@@ -59,8 +44,8 @@ pub struct Checkpoint {
     /// The moving averages of the weights, when the run keeps them.
     pub averages: Option<ModuleRecord>,
     /// Where the training input stands after the step's batches, as the input source wrote
-    /// it ([`crate::BatchSource::position`]); `None` in files written before positions were
-    /// saved.
+    /// it (the trainer keeps every rank's [`crate::BatchSource::position`] there); `None`
+    /// when the writer kept none, which the trainer cannot resume.
     pub input: Option<serde_json::Value>,
     /// The run's configuration, for the record (not applied on load).
     pub config: serde_json::Value,
@@ -127,12 +112,6 @@ impl Checkpoint {
 
     /// Reads a checkpoint written by [`save`](Self::save), checking its checksum.
     pub fn load(path: &Path) -> Result<Self> {
-        Ok(Self::load_checked(path)?.0)
-    }
-
-    /// Reads a checkpoint and says whether its checksum was checked (files of the first
-    /// format have none).
-    pub fn load_checked(path: &Path) -> Result<(Self, Integrity)> {
         let data = std::fs::read(path).map_err(Error::io(path))?;
         Self::from_bytes(&data, path)
     }
@@ -140,16 +119,13 @@ impl Checkpoint {
     /// Parses the bytes of a checkpoint file; `path` names it in errors. A file that is not
     /// a checkpoint, is truncated, fails its checksum or holds an unreadable section is an
     /// [`Error::Checkpoint`] naming the file; nothing is allocated beyond the input's size.
-    pub fn from_bytes(data: &[u8], path: &Path) -> Result<(Self, Integrity)> {
+    pub fn from_bytes(data: &[u8], path: &Path) -> Result<Self> {
         let bad = |reason: String| Error::Checkpoint {
             path: path.to_path_buf(),
             reason,
         };
-        let (body, integrity) = match data.get(..8) {
-            Some(magic) if magic == MAGIC => {
-                (verified_body(data).map_err(bad)?, Integrity::Verified)
-            }
-            Some(magic) if magic == MAGIC_UNCHECKED => (data, Integrity::Unchecked),
+        let body = match data.get(..8) {
+            Some(magic) if magic == MAGIC => verified_body(data).map_err(bad)?,
             _ => return Err(bad("not a burn-towers checkpoint".into())),
         };
         let Some(len_bytes) = body.get(8..PREAMBLE) else {
@@ -207,7 +183,7 @@ impl Checkpoint {
             input,
             config: header.config,
         };
-        Ok((checkpoint, integrity))
+        Ok(checkpoint)
     }
 }
 
@@ -383,15 +359,14 @@ mod tests {
     }
 
     /// One flipped bit anywhere, header and magic included, or any truncation, is an error
-    /// naming the file; the intact file loads as verified.
+    /// naming the file; the intact file loads.
     #[test]
     fn every_flipped_bit_and_every_truncation_is_caught() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("model.ckpt-7");
         small(7).save(&path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        let (_, integrity) = Checkpoint::from_bytes(&bytes, &path).unwrap();
-        assert_eq!(integrity, Integrity::Verified);
+        Checkpoint::from_bytes(&bytes, &path).unwrap();
         for i in 0..bytes.len() {
             let mut flipped = bytes.clone();
             flipped[i] ^= 1 << (i % 8);
@@ -427,10 +402,12 @@ mod tests {
                 .collect();
             let header = serde_json::json!({"step": 1, "sections": sections, "config": null});
             let header = serde_json::to_vec(&header).unwrap();
-            let mut file = MAGIC_UNCHECKED.to_vec();
+            let mut file = MAGIC.to_vec();
             file.extend_from_slice(&(header.len() as u64).to_le_bytes());
             file.extend_from_slice(&header);
             file.extend_from_slice(b"a few bytes of section");
+            let crc = crc32c::crc32c(&file);
+            file.extend_from_slice(&crc.to_le_bytes());
             let msg = Checkpoint::from_bytes(&file, path).unwrap_err().to_string();
             assert!(msg.contains("truncated or corrupt"), "{sizes:?}: {msg}");
         }
@@ -441,23 +418,6 @@ mod tests {
         file.extend_from_slice(&crc.to_le_bytes());
         let msg = Checkpoint::from_bytes(&file, path).unwrap_err().to_string();
         assert!(msg.contains("truncated header"), "{msg}");
-    }
-
-    /// `first-format.ckpt` was written by `Checkpoint::save` before checksums (commit
-    /// 8d7b2a6, magic `BTOWCKPT`) from a 3-to-2 `Linear` with weights `0.1 * i` and biases
-    /// `-0.5, 0.5`, step 42, config `{"seed": 9}`, no averages.
-    #[test]
-    fn first_format_files_load_unverified() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/first-format.ckpt");
-        let (ckpt, integrity) = Checkpoint::load_checked(&path).unwrap();
-        assert_eq!(integrity, Integrity::Unchecked);
-        assert_eq!((ckpt.step, ckpt.config["seed"].as_u64()), (42, Some(9)));
-        assert!(ckpt.averages.is_none());
-        let model = LinearConfig::new(3, 2)
-            .init(&Device::flex())
-            .load_record(ckpt.model);
-        let want: Vec<f32> = (0..6).map(|i| 0.1 * i as f32).chain([-0.5, 0.5]).collect();
-        assert_eq!(values(&model), want);
     }
 
     #[test]

@@ -6,5 +6,5 @@ mod dir;
 mod file;
 
 pub use dir::{CheckpointDir, Restored};
-pub use file::{Checkpoint, Integrity};
-pub(crate) use file::{MAGIC, MAGIC_UNCHECKED};
+pub use file::Checkpoint;
+pub(crate) use file::MAGIC;

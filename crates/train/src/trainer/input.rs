@@ -1,15 +1,15 @@
-//! The run's input from its first step: where a checkpoint's input position stands, in
-//! constant time, or for a checkpoint without one (written before positions were saved) a
-//! replay from step 0, with a warning; and the per-tower dropout streams that make a resumed
+//! The run's input from its first step: from its start, or where a checkpoint's input stands
+//! (in time independent of the step); and the per-tower dropout streams that make a resumed
 //! step draw the masks the uninterrupted run drew.
 
 use burn::module::Module;
 use burn::tensor::Device;
-use towers_data::PipelineConfig;
+use towers_data::{PipelineConfig, Share};
 use towers_models::{Precision, with_example_dropout, with_precision};
 use towers_multigpu::{TowerBatch, TowerLoss, current_first_example};
 
 use super::Trainer;
+use super::job_input::JobInput;
 use super::start::mix;
 use crate::error::{Error, Result};
 use crate::log::TrainLog;
@@ -17,54 +17,32 @@ use crate::source::{BatchSource, TrainInput};
 use crate::step::TrainStep;
 
 impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
-    /// The training input from `step`: where `position` stands when the checkpoint saved one
-    /// for this rank; otherwise (`Err`: why not) replayed from step 0
-    /// (`replay_input_on_resume`) or started afresh under a seed of the step, with a warning
-    /// either way.
+    /// The training input: from its start for a fresh run, else where the checkpoint's
+    /// `saved` input of its step stands for this rank (see `job_input.rs`; `towers`, this
+    /// rank's, for the log).
     pub(super) fn start_input<I: TrainInput>(
         &self,
         input: &I,
         reader_threads: usize,
-        step: u64,
-        position: std::result::Result<serde_json::Value, String>,
+        saved: Option<(&JobInput, u64)>,
+        towers: usize,
         log: &TrainLog,
     ) -> Result<I::Source> {
         let c = &self.config;
+        let queue = PipelineConfig::train(c.batch_size);
         let config = PipelineConfig {
             reader_threads,
             seed: c.seed,
             corrupt_records: c.corrupt_records(),
-            ..PipelineConfig::train(c.batch_size)
+            share: Share::new(self.rank(), self.ranks()),
+            shuffle: queue.shuffle.filter(|_| c.shuffle_queue),
+            ..queue
         };
-        if step == 0 {
-            return input.start(config, None);
-        }
-        let why_not = match position {
-            Ok(position) => {
-                log.println(&format!(
-                    "resuming the input at step {step} from the checkpoint's input position"
-                ));
-                return input.start(config, Some(&position));
-            }
-            Err(why_not) => why_not,
+        let position = match saved {
+            Some(saved) => Some(self.resumed_position(input, &config, saved, towers, log)?),
+            None => None,
         };
-        let warning = format!("warning: {why_not}");
-        if !c.replay_input_on_resume {
-            log.println(&format!(
-                "{warning}: the input starts afresh under a seed derived from the step"
-            ));
-            let seed = mix(c.seed, step);
-            return input.start(PipelineConfig { seed, ..config }, None);
-        }
-        let batches = step * c.towers.accumulation as u64;
-        log.println(&format!(
-            "{warning}: reading past the {batches} batches its steps consumed"
-        ));
-        let mut pipeline = input.start(config, None)?;
-        for _ in 0..batches {
-            next_batch(&mut pipeline)?;
-        }
-        Ok(pipeline)
+        input.start(config, position.as_ref())
     }
 }
 

@@ -19,12 +19,14 @@
 //! the input pipeline is deterministic, and the towers average to the full-batch gradient.
 //! A resumed run continues with the batches, optimizer state, averages and learning rate an
 //! uninterrupted run would have had: the checkpoint's input position restarts the input where
-//! the checkpointed steps left it, in constant time (checkpoints without one replay the input).
+//! the checkpointed steps left it, in time independent of the step (on another number of MPI
+//! ranks, the epoch in progress is re-cut among them: see `job_input.rs`).
 //! Dropout masks ([`towers_models::dropout`]) come from a stream of the seed, the step, the
 //! micro-batch and the tower, so they agree too, on any number of towers; Burn's device
 //! generators are reseeded from the seed and the step before every step, for other random ops.
 
 mod input;
+mod job_input;
 mod ranks;
 pub use ranks::mpi_job;
 mod report;

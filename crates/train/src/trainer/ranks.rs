@@ -6,7 +6,7 @@
 
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
-use serde::{Deserialize, Serialize};
+use towers_data::Share;
 use towers_multigpu::{CrossProcess, Processes, Towers, launched_by_mpi};
 
 use super::Trainer;
@@ -52,22 +52,18 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         self.config.examples_per_step() * self.ranks() as u64
     }
 
-    /// This rank's share of the input (all of it when alone), and what the log says about
-    /// the job.
-    pub(super) fn input_share<I: TrainInput>(&self, input: &I) -> Result<(I, Option<String>)> {
-        let Some(p) = &self.processes else {
-            return Ok((input.clone(), None));
-        };
-        let (share, what) = input.share(p.rank(), p.size())?;
-        let note = format!(
-            "rank {} of {}: global batch {} = {} ranks x {} per rank; {what}",
+    /// What the log says about the job and this rank's share of the input; `None` alone.
+    pub(super) fn job_note<I: TrainInput>(&self, input: &I) -> Option<String> {
+        let p = self.processes.as_ref()?;
+        let share = input.share_note(Share::new(p.rank(), p.size()));
+        Some(format!(
+            "rank {} of {}: global batch {} = {} ranks x {} per rank; {share}",
             p.rank(),
             p.size(),
             self.global_examples_per_step(),
             p.size(),
             self.config.examples_per_step(),
-        );
-        Ok((share, Some(note)))
+        ))
     }
 
     /// `towers` joined to the other ranks (taking rank 0's weights), after checking that
@@ -86,55 +82,6 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             )));
         }
         Ok(towers.across_processes(p.clone())?)
-    }
-
-    /// What a checkpoint keeps of the input: this process's `position`, or under MPI every
-    /// rank's, gathered ([`RankPositions`]). Every rank calls this at the same steps.
-    pub(super) fn checkpoint_input(&self, position: serde_json::Value) -> serde_json::Value {
-        let Some(p) = self.processes.as_ref().filter(|p| p.size() > 1) else {
-            return position;
-        };
-        let mine = serde_json::to_vec(&position).expect("JSON always serializes");
-        let positions = (p.all_gather("the input positions", &mine).iter())
-            .map(|bytes| serde_json::from_slice(bytes).expect("every rank sent JSON"))
-            .collect();
-        let all = RankPositions {
-            mpi_ranks: p.size(),
-            rank_positions: positions,
-        };
-        serde_json::to_value(all).expect("JSON always serializes")
-    }
-
-    /// This rank's input position in a checkpoint's `input`, or why there is none: the
-    /// checkpoint has no position, or it was written by a job of another size (its ranks read
-    /// other shares of the input).
-    pub(super) fn rank_position(
-        &self,
-        input: Option<serde_json::Value>,
-        step: u64,
-    ) -> std::result::Result<serde_json::Value, String> {
-        let Some(input) = input else {
-            return Err(format!(
-                "the checkpoint of step {step} holds no input position"
-            ));
-        };
-        let saved = serde_json::from_value::<RankPositions>(input.clone());
-        let (saved_ranks, mut positions) = match saved {
-            Ok(all) => (all.mpi_ranks, all.rank_positions),
-            Err(_) => (1, vec![input]),
-        };
-        let ranks = self.ranks();
-        if saved_ranks != ranks || positions.len() != ranks {
-            let plural = |n: usize| if n == 1 { "rank" } else { "ranks" };
-            return Err(format!(
-                "world size changed: {saved_ranks} {} -> {ranks} {} (the checkpoint of step \
-                 {step} holds the input positions of {saved_ranks}; each rank now reads \
-                 another share)",
-                plural(saved_ranks),
-                plural(ranks)
-            ));
-        }
-        Ok(positions.swap_remove(self.rank()))
     }
 
     /// Rank 0's choice of the checkpoint to resume from, on every rank: `mine` is this rank's
@@ -213,15 +160,6 @@ pub(super) enum Choice {
     Step(u64),
     /// Rank 0 found checkpoints but could not load any (its error ends the job).
     Failed,
-}
-
-/// Every rank's input position, as the checkpoint of an MPI job holds them (in rank order): a
-/// resumed job of the same size gives each rank its own, in constant time.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RankPositions {
-    mpi_ranks: usize,
-    rank_positions: Vec<serde_json::Value>,
 }
 
 /// The job an MPI launcher (`mpirun`, `srun`) started this process into, joined with

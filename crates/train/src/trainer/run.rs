@@ -10,6 +10,7 @@ use towers_models::{Bf16Kernel, Precision, bf16_kernel};
 use towers_multigpu::{Timeline, TowerDevice, Towers, Track};
 
 use super::input::{next_batch, seeded_step};
+use super::job_input::JobInput;
 use super::report::{Interval, Metrics, TrainReport};
 use super::start::{Start, mix, seed_devices};
 use super::watchdog::Watchdog;
@@ -35,6 +36,9 @@ pub(super) struct Run<M, P> {
     pub(super) summaries: TrainSummaries,
     /// Updates applied so far.
     pub(super) step: u64,
+    /// Examples trained on so far, over all ranks: what the learning rate follows, so that a
+    /// job resumed with another global batch goes on with the same schedule.
+    pub(super) examples: u64,
     pub(super) first_step: u64,
     /// The newest checkpoint, and the step it holds.
     pub(super) checkpoint: Option<PathBuf>,
@@ -97,7 +101,11 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             self.global_examples_per_step(),
             c.max_steps,
         )?;
-        let (share, job_note) = self.input_share(input)?;
+        let job_note = self.job_note(input);
+        let saved = match &start.checkpoint {
+            Some(_) => Some(JobInput::from_checkpoint(start.input, step)?),
+            None => None,
+        };
         let log = if self.writes() {
             TrainLog::open(&c.train_dir.join(LOG_FILE), step, c.max_steps)?
         } else {
@@ -108,8 +116,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             log.println(note);
         }
         let readers = c.reader_threads.unwrap_or(4 * devices.len());
-        let position = self.rank_position(start.input, step);
-        let pipeline = self.start_input(&share, readers, step, position, &log)?;
+        let resumed = saved.as_ref().map(|saved| (saved, step));
+        let pipeline = self.start_input(input, readers, resumed, devices.len(), &log)?;
         let summaries = TrainSummaries::open(&self.summaries(), &c.train_dir, step, c.max_steps)?;
         Ok(Run {
             towers,
@@ -119,6 +127,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             log,
             summaries,
             step,
+            examples: saved.map_or(0, |saved| saved.examples),
             first_step: step,
             saved_step: start.checkpoint.is_some().then_some(step),
             checkpoint: start.checkpoint,
@@ -139,7 +148,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     {
         let c = &self.config;
         let started = Instant::now();
-        let lr = run.schedule.at(run.step);
+        // The schedule's steps are updates of this job's global batch.
+        let lr = (run.schedule).at(run.examples / self.global_examples_per_step());
         let timeline = run.timeline.clone();
         // Devices' generators are shared by concurrent runs (tests): this may wait.
         let seeding = timeline.span("seed", Track::Main);
@@ -177,6 +187,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         }
         let loss = loss_sum / weight;
         run.step += 1;
+        run.examples += self.global_examples_per_step();
         if skipped {
             let (before, now) = (
                 loss_scale.unwrap_or(1.0),
@@ -306,7 +317,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         let timeline = run.timeline.clone();
         let _checkpoint = timeline.span("checkpoint", Track::Main);
         // Every rank's position, gathered (every rank checkpoints at the same steps).
-        let input = self.checkpoint_input(run.pipeline.position());
+        let towers = run.towers.devices().len();
+        let input = self.checkpoint_input(run.pipeline.position(), towers, run.examples);
         if !self.writes() {
             return Ok(());
         }

@@ -105,11 +105,10 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             }
         };
         let path = ckpts.path(step);
-        let (checkpoint, integrity) = Checkpoint::load_checked(&path)?;
+        let checkpoint = Checkpoint::load(&path)?;
         Ok(Some(Restored {
             checkpoint,
             path,
-            integrity,
             skipped: Vec::new(),
         }))
     }

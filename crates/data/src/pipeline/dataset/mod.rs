@@ -89,6 +89,25 @@ impl<I: Send + 'static> DatasetPipeline<I> {
         Self::start_at(config, Arc::new(dataset), position)
     }
 
+    /// Where the pipeline of `config.share` starts when a job resumes on another number of
+    /// ranks, from the positions its old ranks saved over a dataset of `len` items (in rank
+    /// order), as [`Pipeline::recut`](crate::Pipeline::recut) says for files. Start it with
+    /// [`DatasetPipeline::resume`].
+    pub fn recut(
+        config: &PipelineConfig,
+        len: usize,
+        old: &[DatasetPosition],
+    ) -> Result<DatasetPosition> {
+        config.validate()?;
+        for position in old {
+            position.check(len)?;
+        }
+        let old: Vec<_> = old.iter().map(DatasetPosition::to_input).collect();
+        let layout = Arc::new(ItemLayout::new(len));
+        let position = super::recut::recut(&old, layout, config.shuffle_files, config.share)?;
+        Ok(DatasetPosition::from_input(len, position))
+    }
+
     fn start_at(
         config: PipelineConfig,
         dataset: Arc<dyn Dataset<I>>,
@@ -98,6 +117,12 @@ impl<I: Send + 'static> DatasetPipeline<I> {
         let len = dataset.len();
         if len == 0 {
             return Err(Error::Config("the dataset is empty".into()));
+        }
+        if config.share.count(len) == 0 {
+            return Err(Error::Config(format!(
+                "a dataset of {len} items for {} ranks: every rank needs at least one",
+                config.share.ranks
+            )));
         }
         let tally = Arc::new(CorruptTally::new(config.corrupt_records));
         let source = Arc::new(DatasetSource::new(dataset));
