@@ -79,7 +79,12 @@ pub fn simd() -> bool {
 
 /// Decodes the JPEG `bytes` into `out` (RGB, reusing its buffer) as TF does with `dct`.
 /// `max_bytes` bounds the decoded size a header may claim, checked before decoding.
-pub fn decode(bytes: &[u8], dct: DctMethod, max_bytes: u64, out: &mut Rgb8) -> Result<(), String> {
+pub(super) fn decode(
+    bytes: &[u8],
+    dct: DctMethod,
+    max_bytes: u64,
+    out: &mut Rgb8,
+) -> Result<(), String> {
     if bytes.is_empty() {
         // TF's source manager: "empty file -> treated as an error".
         return Err("corrupt image: an empty JPEG".into());
@@ -109,17 +114,17 @@ mod ffi {
 
     /// The shim's decompressor: libjpeg's decompression object, error handler and source.
     #[repr(C)]
-    pub struct State {
+    pub(super) struct State {
         _opaque: [u8; 0],
     }
 
     unsafe extern "C" {
-        pub fn towers_jpeg_new() -> *mut State;
-        pub fn towers_jpeg_free(state: *mut State);
-        pub fn towers_jpeg_message(state: *const State) -> *const c_char;
-        pub fn towers_jpeg_abort(state: *mut State);
+        pub(super) fn towers_jpeg_new() -> *mut State;
+        pub(super) fn towers_jpeg_free(state: *mut State);
+        pub(super) fn towers_jpeg_message(state: *const State) -> *const c_char;
+        pub(super) fn towers_jpeg_abort(state: *mut State);
         #[allow(clippy::too_many_arguments)]
-        pub fn towers_jpeg_read_header(
+        pub(super) fn towers_jpeg_read_header(
             state: *mut State,
             data: *const u8,
             len: usize,
@@ -129,8 +134,12 @@ mod ffi {
             channels: *mut c_int,
             components: *mut c_int,
         ) -> c_int;
-        pub fn towers_jpeg_decode(state: *mut State, pixels: *mut u8, adobe: *mut c_int) -> c_int;
-        pub fn towers_jpeg_simd() -> c_int;
+        pub(super) fn towers_jpeg_decode(
+            state: *mut State,
+            pixels: *mut u8,
+            adobe: *mut c_int,
+        ) -> c_int;
+        pub(super) fn towers_jpeg_simd() -> c_int;
     }
 }
 

@@ -28,7 +28,12 @@ pub enum TfDType {
     BFloat16,
     /// `DT_INT8`, `DT_INT16`, `DT_INT32`, `DT_INT64` and the unsigned ones, read as i64:
     /// the element size in bytes and signedness.
-    Int { bytes: usize, signed: bool },
+    Int {
+        /// Bytes per element: 1, 2, 4 or 8.
+        bytes: usize,
+        /// Whether the type is signed (`DT_INT*`) or unsigned (`DT_UINT*`).
+        signed: bool,
+    },
     /// `DT_BOOL`.
     Bool,
     /// `DT_STRING`.
