@@ -4,7 +4,7 @@
 //!   momentum.
 //! - [`batches`]: deterministic synthetic host batches.
 //! - [`compare`]: parameters as flat vectors and comparisons with a stated tolerance.
-//! - [`reference`]: plain single-device Burn steps, the independent computation towers must equal.
+//! - [`reference`](mod@reference): plain single-device Burn steps, the independent computation towers must equal.
 //! - [`towers`]: towers trained and checked against the reference.
 //! - [`training`]: short CIFAR-10 training runs.
 //! - [`child`]: a test that runs itself again in a child process (signals, file-size limits).
