@@ -82,7 +82,10 @@ pub fn evaluate<M: ImageClassifier>(
             .forward(images)
             .into_data()
             .try_to_vec()
-            .map_err(|e| Error::Config(format!("reading logits: {e:?}")))?;
+            .map_err(|e| Error::Readback {
+                what: "logits",
+                reason: format!("{e:?}"),
+            })?;
         let labels = batch.labels();
         precision.examples += labels.len() as u64;
         precision.correct_at_1 += in_top_k(&logits, classes, labels, 1)?;
