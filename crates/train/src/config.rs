@@ -377,6 +377,8 @@ fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
 
     fn file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
@@ -454,10 +456,7 @@ mod tests {
             .merge_file(&path)
             .unwrap_err()
             .to_string();
-        assert!(
-            msg.contains("run.toml") && msg.contains("bach_size"),
-            "{msg}"
-        );
+        assert_error_names(&msg, &["run.toml", "bach_size"]);
     }
 
     #[test]

@@ -180,6 +180,8 @@ pub fn read_log(path: &Path) -> Result<Vec<LogEntry>> {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
 
     fn entry(step: u64, loss: f64) -> LogEntry {
@@ -268,9 +270,6 @@ mod tests {
     fn a_full_disk_is_an_error_naming_the_log() {
         let mut log = TrainLog::open(Path::new("/dev/full"), 0, 10).unwrap();
         let msg = log.record(&entry(1, 2.0)).unwrap_err().to_string();
-        assert!(
-            msg.contains("/dev/full") && msg.contains("No space left on device"),
-            "{msg}"
-        );
+        assert_error_names(&msg, &["/dev/full", "No space left on device"]);
     }
 }

@@ -246,6 +246,8 @@ impl RecordCursor {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
     use crate::format::{Example, RecordFormat};
     use crate::pipeline::corrupt_records::CorruptTally;
@@ -378,7 +380,7 @@ mod tests {
         let c = cursor(&[2], None, false);
         assert_eq!((0..101).filter_map(|_| c.next().unwrap()).count(), 101);
         let empty = cursor(&[0, 0], None, false);
-        assert!(empty.next().unwrap_err().to_string().contains("no record"));
+        assert_error_names(&empty.next().unwrap_err(), &["no record"]);
     }
 
     /// A cursor started after any record of an uninterrupted one hands out the rest of its
