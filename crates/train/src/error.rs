@@ -29,6 +29,18 @@ pub enum Error {
         /// What the backend said.
         reason: String,
     },
+    /// A file the run writes and reads back (the train log, the loss plot) that cannot be read
+    /// or rendered.
+    #[error("{}: {reason}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (with the line, for the train log).
+        reason: String,
+    },
+    /// The stop-signal handler (SIGINT, SIGTERM, SIGHUP) could not be installed.
+    #[error("{0}")]
+    Signals(String),
     /// The training input ended. Training input repeats its epochs forever, so one that ends
     /// is a source that cannot go on (a finite source given to training).
     #[error("the training input ended: training input must repeat its epochs forever")]
@@ -122,6 +134,8 @@ mod tests {
             Error::Image { .. } => "Image",
             Error::Readback { .. } => "Readback",
             Error::InputEnded => "InputEnded",
+            Error::File { .. } => "File",
+            Error::Signals(_) => "Signals",
             Error::Io { .. } => "Io",
             Error::Checkpoint { .. } => "Checkpoint",
             Error::Diverged { .. } => "Diverged",
@@ -170,6 +184,17 @@ mod tests {
             (
                 Error::InputEnded,
                 "the training input ended: training input must repeat its epochs forever",
+            ),
+            (
+                Error::File {
+                    path: "/train/train_log.jsonl".into(),
+                    reason: "line 3: expected value at line 1 column 1".into(),
+                },
+                "/train/train_log.jsonl: line 3: expected value at line 1 column 1",
+            ),
+            (
+                Error::Signals("cannot install the signal handler: already set".into()),
+                "cannot install the signal handler: already set",
             ),
             (
                 Error::io("/ckpt/model.ckpt-5")(not_found()),
@@ -244,6 +269,8 @@ mod tests {
             "Image",
             "Readback",
             "InputEnded",
+            "File",
+            "Signals",
             "Io",
             "Checkpoint",
             "Diverged",

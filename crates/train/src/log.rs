@@ -168,8 +168,10 @@ pub fn read_log(path: &Path) -> Result<Vec<LogEntry>> {
         if line.trim().is_empty() {
             continue;
         }
-        let entry: LogEntry = serde_json::from_str(&line)
-            .map_err(|e| Error::Config(format!("{} line {}: {e}", path.display(), i + 1)))?;
+        let entry: LogEntry = serde_json::from_str(&line).map_err(|e| Error::File {
+            path: path.to_path_buf(),
+            reason: format!("line {}: {e}", i + 1),
+        })?;
         while entries.last().is_some_and(|last| last.step >= entry.step) {
             entries.pop();
         }
@@ -263,6 +265,21 @@ mod tests {
             .map(|e| (e.step, e.loss))
             .collect();
         assert_eq!(steps, [(10, 3.0), (20, 2.5), (30, 1.9), (40, 1.8)]);
+    }
+
+    #[test]
+    fn a_line_that_is_not_an_entry_is_a_file_error_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("train_log.jsonl");
+        let mut log = TrainLog::open(&path, 0, 100).unwrap();
+        log.record(&entry(10, 3.0)).unwrap();
+        drop(log);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("{\"step\": 20, cut short\n");
+        std::fs::write(&path, text).unwrap();
+        let error = read_log(&path).unwrap_err();
+        assert!(matches!(&error, Error::File { path: p, .. } if *p == path), "{error:?}");
+        assert_error_names(&error, &["train_log.jsonl", "line 2"]);
     }
 
     /// `/dev/full` fails every write with ENOSPC, as a full disk does.
