@@ -278,7 +278,10 @@ mod tests {
         text.push_str("{\"step\": 20, cut short\n");
         std::fs::write(&path, text).unwrap();
         let error = read_log(&path).unwrap_err();
-        assert!(matches!(&error, Error::File { path: p, .. } if *p == path), "{error:?}");
+        assert!(
+            matches!(&error, Error::File { path: p, .. } if *p == path),
+            "{error:?}"
+        );
         assert_error_names(&error, &["train_log.jsonl", "line 2"]);
     }
 
