@@ -10,7 +10,7 @@ use towers_data::{BoundingBox, Image};
 use towers_models::ImageClassifier;
 
 use crate::error::{Error, Result};
-use crate::eval::for_evaluation;
+use crate::eval::{for_evaluation, read_back};
 
 /// One image's most probable classes.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,14 +59,7 @@ pub fn classify<M: ImageClassifier>(
         let [h, w, c] = image.shape();
         let data = TensorData::new(image.into_chw(), [1, c, h, w]);
         let logits = model.forward(Tensor::from_data(data, &device));
-        let probs: Vec<f32> =
-            softmax(logits, 1)
-                .into_data()
-                .try_to_vec()
-                .map_err(|e| Error::Readback {
-                    what: "probabilities",
-                    reason: format!("{e:?}"),
-                })?;
+        let probs = read_back(softmax(logits, 1), "probabilities")?;
         predictions.push(Prediction {
             file: file.clone(),
             top: top_k(&probs, k),
