@@ -4,7 +4,7 @@
 //! - [`queue`]: TF's queue machinery: [`Queue`] (bounded blocking FIFO / shuffle queues with
 //!   close and cancel), [`Coordinator`] and [`QueueRunner`] (threads that stop together and
 //!   report the first error).
-//! - [`format`]: dataset files: the [`RecordFormat`] trait and its readers, [`cifar10`] binary
+//! - [`format`](mod@format): dataset files: the [`RecordFormat`] trait and its readers, [`cifar10`] binary
 //!   files, [`inception`] TFRecord shards of `tf.train.Example`s ([`tfrecord`], [`tf_example`]),
 //!   [`image_folder`]s, with [`codec`] decoding JPEG and PNG; [`RecordDataset`] offers any of
 //!   them to Burn as a `Dataset`.
