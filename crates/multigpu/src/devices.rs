@@ -82,6 +82,19 @@ impl TowerDevice {
     }
 }
 
+/// Whether `device` computes eagerly in this process's memory (flex, ndarray): there a move
+/// between towers copies nothing and no kernel launch is saved by packing gradients into
+/// buckets, which then only adds a pass over them.
+pub(crate) fn in_host_memory(device: &Device) -> bool {
+    match device.clone().inner() {
+        #[cfg(feature = "flex")]
+        Device::Flex(_) => true,
+        #[cfg(feature = "ndarray")]
+        Device::NdArray(_) => true,
+        _ => false,
+    }
+}
+
 impl FromStr for TowerDevice {
     type Err = Error;
 
