@@ -1,10 +1,10 @@
-//! What the tower benchmarks share: their command line, their batch, their optimizer and how
-//! they summarize timings. Included with `mod bench_common;` (a folder, so cargo does not take it
-//! for an example of its own).
-// Each benchmark uses a part of this module; the rest is unused in its crate.
-#![allow(dead_code)]
+//! What the benchmarks (`src/bin/bench_*.rs`) share: their command line, their batch, their
+//! optimizer and how they summarize timings; the nets, layer timing, loopback servers and input
+//! stages that some of them use. Their figures, and the commands that reproduce them, are in
+//! `bench/README.md`.
 
 pub mod cifar_net;
+pub mod input_stages;
 pub mod layer_timing;
 #[cfg(feature = "remote")]
 pub mod loopback;

@@ -20,6 +20,7 @@ pub struct CifarNet {
 }
 
 impl CifarNet {
+    /// The net with Burn's default initialization, on `device`.
     pub fn new(device: &Device) -> Self {
         let conv = |c_in| {
             Conv2dConfig::new([c_in, 64], [5, 5])
@@ -39,6 +40,7 @@ impl CifarNet {
         }
     }
 
+    /// The mean cross-entropy loss of images `x` against labels `y`.
     pub fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> Tensor<1> {
         let x = self.pool.forward(relu(self.conv1.forward(x)));
         let x = self.pool.forward(relu(self.conv2.forward(x)));

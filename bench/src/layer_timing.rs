@@ -5,11 +5,12 @@ use std::time::Instant;
 
 use burn::tensor::{Device, Distribution, Tensor};
 
-use super::median;
+use crate::median;
 
 /// A layer under test: its input's shape, whether the gradient reaches its input, and the sum
 /// of its output.
 pub struct Layer<'a> {
+    /// The row's name in the tables.
     pub name: &'static str,
     input: [usize; 4],
     input_grad: bool,
@@ -17,6 +18,8 @@ pub struct Layer<'a> {
 }
 
 impl<'a> Layer<'a> {
+    /// The layer `run` (from its input to the sum of its output), timed on random inputs of
+    /// shape `input`; `input_grad`: whether backward computes the gradient of its input too.
     pub fn new(
         name: &'static str,
         input: [usize; 4],
