@@ -78,7 +78,11 @@ fn main() -> anyhow::Result<()> {
         false => "moving averages where kept",
     };
     let step = step_of(&report.source);
-    println!("{} (step {step}), {which}: {precision}", path.display());
+    let at = match step {
+        0 => String::new(),
+        step => format!(" (step {step})"),
+    };
+    println!("{}{at}, {which}: {precision}", path.display());
     let events = write_precision(&args.eval_dir, step, &precision)?;
     println!("summary: {}", events.display());
     Ok(())

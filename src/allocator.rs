@@ -20,7 +20,7 @@ use mimalloc::MiMalloc;
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// [`MiMalloc`] with purging off unless the environment says otherwise.
-pub struct TowersAllocator;
+pub(crate) struct TowersAllocator;
 
 static CONFIGURE: Once = Once::new();
 

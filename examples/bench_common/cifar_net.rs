@@ -10,7 +10,7 @@ use burn::tensor::{Device, Int, Tensor};
 
 /// TF's CIFAR-10 net without local response normalization.
 #[derive(Module, Debug)]
-pub struct CifarNet {
+pub(crate) struct CifarNet {
     conv1: Conv2d,
     conv2: Conv2d,
     pool: MaxPool2d,
@@ -20,7 +20,7 @@ pub struct CifarNet {
 }
 
 impl CifarNet {
-    pub fn new(device: &Device) -> Self {
+    pub(crate) fn new(device: &Device) -> Self {
         let conv = |c_in| {
             Conv2dConfig::new([c_in, 64], [5, 5])
                 .with_padding(PaddingConfig2d::Same)
@@ -39,7 +39,7 @@ impl CifarNet {
         }
     }
 
-    pub fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> Tensor<1> {
+    pub(crate) fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> Tensor<1> {
         let x = self.pool.forward(relu(self.conv1.forward(x)));
         let x = self.pool.forward(relu(self.conv2.forward(x)));
         let x = relu(self.fc1.forward(x.flatten::<2>(1, 3)));

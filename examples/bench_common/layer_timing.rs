@@ -9,7 +9,7 @@ use super::median;
 
 /// A layer under test: its input's shape, whether the gradient reaches its input, and the sum
 /// of its output.
-pub struct Layer<'a> {
+pub(crate) struct Layer<'a> {
     pub name: &'static str,
     input: [usize; 4],
     input_grad: bool,
@@ -17,7 +17,7 @@ pub struct Layer<'a> {
 }
 
 impl<'a> Layer<'a> {
-    pub fn new(
+    pub(crate) fn new(
         name: &'static str,
         input: [usize; 4],
         input_grad: bool,
@@ -33,7 +33,7 @@ impl<'a> Layer<'a> {
 }
 
 /// Times each layer alone and prints a table with their sum.
-pub fn layer_table(layers: Vec<Layer>, reps: usize, device: &Device) {
+pub(crate) fn layer_table(layers: Vec<Layer>, reps: usize, device: &Device) {
     let header = ["layer", "forward", "backward", "fwd+bwd"];
     println!(
         "{:<40} {:>8} {:>9} {:>8}",
@@ -49,7 +49,7 @@ pub fn layer_table(layers: Vec<Layer>, reps: usize, device: &Device) {
 }
 
 /// Times formulations of one computation call by call in turn and prints a row each.
-pub fn alternatives_rows(group: &[Layer], reps: usize, device: &Device) {
+pub(crate) fn alternatives_rows(group: &[Layer], reps: usize, device: &Device) {
     for (layer, [fwd, both]) in group.iter().zip(time_alternating(group, reps, device)) {
         row(layer.name, fwd, both);
     }

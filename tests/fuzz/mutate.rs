@@ -20,7 +20,7 @@ const INTERESTING: [u64; 9] = [
 
 /// One edit; positions are taken modulo the input's length.
 #[derive(Debug, Clone)]
-pub enum Edit {
+pub(crate) enum Edit {
     /// Flip one bit.
     FlipBit { at: usize, bit: u8 },
     /// Set one byte.
@@ -43,7 +43,7 @@ pub enum Edit {
 
 /// How an interesting value is written.
 #[derive(Debug, Clone, Copy)]
-pub enum Encoding {
+pub(crate) enum Encoding {
     /// 8 bytes, little-endian (TFRecord lengths, checkpoint headers).
     U64Le,
     /// 4 bytes, little-endian (CRCs).
@@ -78,7 +78,7 @@ fn edit() -> impl Strategy<Value = Edit> {
 }
 
 /// A seed with 1 to 4 edits (most inputs keep most of their structure).
-pub fn mutated(seeds: Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
+pub(crate) fn mutated(seeds: Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
     (select(seeds), vec(edit(), 1..5)).prop_map(|(mut input, edits)| {
         for edit in &edits {
             apply(&mut input, edit);

@@ -116,6 +116,8 @@ fn temp_path(dir: &Path, target: &Path) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
 
     fn entries(dir: &Path) -> Vec<String> {
@@ -148,7 +150,7 @@ mod tests {
             Err(io::Error::other("disk full"))
         };
         let err = write_atomic(&path, fail).unwrap_err();
-        assert!(err.to_string().contains("disk full"), "{err}");
+        assert_error_names(&err, &["disk full"]);
         assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
 
         // Over an existing file: the old content stays.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use towers_data::cifar10::{self, Cifar10Format, RECORD_BYTES};
 use towers_data::transforms::{CifarEval, CifarTrain, Identity, Rng, Transform};
 use towers_data::{Error, FinalBatch, HostBatch, Image, Pipeline, PipelineConfig, RecordFormat};
+use towers_testing::assert_error_names;
 
 /// Runs `f` on a thread and fails the test if it has not returned within 60 s: a hang is a bug.
 fn no_hang<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
@@ -181,14 +182,8 @@ fn label_out_of_range_names_file_and_record() {
     };
     let err = first_error(config, vec![good, bad], Identity);
     let msg = err.to_string();
-    assert!(
-        msg.contains("bad.bin") && msg.contains("record 3") && msg.contains("label 12"),
-        "{msg}"
-    );
-    assert!(
-        msg.contains("reader-"),
-        "the failing thread is named: {msg}"
-    );
+    // The file, the record, what is wrong, and the failing thread.
+    assert_error_names(&msg, &["bad.bin", "record 3", "label 12", "reader-"]);
 }
 
 #[test]
@@ -207,10 +202,7 @@ fn truncated_file_names_the_file_even_in_an_endless_run() {
         .unwrap();
     let err = first_error(PipelineConfig::train(4), vec![good, cut], Identity);
     let msg = err.to_string();
-    assert!(
-        msg.contains("cut.bin") && msg.contains("after record 2"),
-        "{msg}"
-    );
+    assert_error_names(&msg, &["cut.bin", "after record 2"]);
 }
 
 #[test]
@@ -307,7 +299,7 @@ fn impossible_configurations_are_refused_up_front() {
     let mut config = PipelineConfig::train(64);
     config.shuffle.as_mut().unwrap().capacity = 70;
     let err = start(config, files.clone(), Identity).unwrap_err();
-    assert!(err.to_string().contains("capacity"), "{err}");
+    assert_error_names(&err, &["capacity"]);
     assert!(start(PipelineConfig::train(8), vec![], Identity).is_err());
 }
 
@@ -356,8 +348,5 @@ fn a_record_missing_at_read_time_names_file_and_record() {
         collect(pipeline).unwrap_err()
     });
     let msg = err.to_string();
-    assert!(
-        msg.contains("shrunk.bin") && msg.contains("record 20") && msg.contains("truncated"),
-        "{msg}"
-    );
+    assert_error_names(&msg, &["shrunk.bin", "record 20", "truncated"]);
 }

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use towers_models::weights::{TfCheckpoint, TfDType, TfValues};
+use towers_testing::assert_error_names;
 
 fn data(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -130,11 +131,7 @@ fn a_corrupt_tensor_is_a_checksum_error_naming_the_shard_and_tensor() {
         .unwrap();
     damage(&shard, |b| b[offset] ^= 0x40);
     let msg = ckpt.read("conv2/weights").unwrap_err().to_string();
-    assert!(
-        msg.contains("checksum") && msg.contains("conv2/weights"),
-        "{msg}"
-    );
-    assert!(msg.contains("data-00000-of-00001"), "{msg}");
+    assert_error_names(&msg, &["checksum", "conv2/weights", "data-00000-of-00001"]);
     assert!(
         ckpt.read("conv1/weights").is_ok(),
         "other tensors still read"
@@ -153,18 +150,12 @@ fn a_missing_or_short_data_shard_is_named() {
         .find(|name| ckpt.read(name).is_err())
         .expect("a tensor past the cut");
     let msg = ckpt.read(&last).unwrap_err().to_string();
-    assert!(msg.contains("past the end") && msg.contains(&last), "{msg}");
+    assert_error_names(&msg, &["past the end", &last]);
 
     std::fs::remove_file(&shard).unwrap();
     let msg = error(&prefix);
-    assert!(
-        msg.contains("data-00000-of-00001") && msg.contains("missing"),
-        "{msg}"
-    );
-    assert!(
-        msg.contains("tensor `"),
-        "names a tensor that needs it: {msg}"
-    );
+    // The shard, and a tensor that needs it.
+    assert_error_names(&msg, &["data-00000-of-00001", "missing", "tensor `"]);
 }
 
 #[test]
@@ -174,17 +165,11 @@ fn a_damaged_index_is_a_named_error() {
     let clean = std::fs::read(&index).unwrap();
     damage(&index, |b| b[20] ^= 0x01);
     let msg = error(&prefix);
-    assert!(
-        msg.contains("model.ckpt-200.index") && msg.contains("checksum"),
-        "{msg}"
-    );
+    assert_error_names(&msg, &["model.ckpt-200.index", "checksum"]);
 
     std::fs::write(&index, &clean[..clean.len() - 30]).unwrap();
     let msg = error(&prefix);
-    assert!(
-        msg.contains("model.ckpt-200.index") && msg.contains("truncated"),
-        "{msg}"
-    );
+    assert_error_names(&msg, &["model.ckpt-200.index", "truncated"]);
     std::fs::write(&index, &clean[..10]).unwrap();
     assert!(error(&prefix).contains("truncated"));
 }
@@ -192,15 +177,13 @@ fn a_damaged_index_is_a_named_error() {
 #[test]
 fn v1_checkpoints_and_foreign_files_are_told_apart() {
     let msg = error(&data("tf_dtypes/v1/model.ckpt"));
-    assert!(msg.contains("V1") && msg.contains("v1/model.ckpt"), "{msg}");
+    assert_error_names(&msg, &["V1", "v1/model.ckpt"]);
     let msg = error(&data("tf_cifar10/test_batch.bin"));
-    assert!(msg.contains("not a TensorFlow checkpoint"), "{msg}");
+    assert_error_names(&msg, &["not a TensorFlow checkpoint"]);
     let msg = error(&data("tf_cifar10/no-such-prefix"));
-    assert!(msg.contains("no checkpoint here"), "{msg}");
+    assert_error_names(&msg, &["no checkpoint here"]);
     let tmp = tempfile::tempdir().unwrap();
     let msg = error(tmp.path());
-    assert!(
-        msg.contains("checkpoint"),
-        "a directory without a state file: {msg}"
-    );
+    // A directory without a state file.
+    assert_error_names(&msg, &["checkpoint"]);
 }

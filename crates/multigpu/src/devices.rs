@@ -223,6 +223,8 @@ fn wgpu_family_device(
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
 
     #[test]
@@ -252,7 +254,7 @@ mod tests {
                 matches!(&err, Error::BackendNotCompiled { feature: f, .. } if *f == feature),
                 "{err}"
             );
-            assert!(err.to_string().contains(&format!("--features {feature}")));
+            assert_error_names(&err, &[&format!("--features {feature}")]);
         }
     }
 

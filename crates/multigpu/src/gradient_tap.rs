@@ -70,7 +70,7 @@ mod extension {
         Remote: cfg(feature = "remote"),
         Autodiff
     )]
-    pub trait GradientTap: Backend {
+    pub(crate) trait GradientTap: Backend {
         /// `x` itself; under autodiff, its gradient goes to the tap `key` names.
         fn towers_gradient_tap(x: FloatTensor<Self>, key: u64) -> FloatTensor<Self> {
             let _ = key; // Without autodiff there is no gradient to report.

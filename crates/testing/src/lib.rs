@@ -3,8 +3,10 @@
 //! - [`nets`]: tiny models with and without batch norm or dropout, and SGD with TF/PyTorch
 //!   momentum.
 //! - [`batches`]: deterministic synthetic host batches.
+//! - [`assert_error_names`]: that an error's message names its file, record or tensor.
 //! - [`compare`]: parameters as flat vectors and comparisons with a stated tolerance.
-//! - [`reference`]: plain single-device Burn steps, the independent computation towers must equal.
+//! - [`reference`](mod@reference): plain single-device Burn steps, the independent computation
+//!   towers must equal.
 //! - [`towers`]: towers trained and checked against the reference.
 //! - [`training`]: short CIFAR-10 training runs.
 //! - [`child`]: a test that runs itself again in a child process (signals, file-size limits).
@@ -16,6 +18,7 @@
 pub mod batches;
 pub mod child;
 pub mod compare;
+mod errors;
 pub mod gpu;
 pub mod mpirun;
 pub mod nets;
@@ -23,6 +26,8 @@ pub mod processes;
 pub mod reference;
 pub mod towers;
 pub mod training;
+
+pub use errors::assert_error_names;
 
 /// Runs `f` on a thread of its own and fails the test if it takes longer than `seconds`.
 pub fn within<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 'static) -> T {

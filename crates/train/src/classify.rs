@@ -10,7 +10,7 @@ use towers_data::{BoundingBox, Image};
 use towers_models::ImageClassifier;
 
 use crate::error::{Error, Result};
-use crate::eval::for_evaluation;
+use crate::eval::{for_evaluation, read_back};
 
 /// One image's most probable classes.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,17 +49,17 @@ pub fn classify<M: ImageClassifier>(
     let mut rng = Rng::seed_from_u64(0);
     let mut predictions = Vec::new();
     for file in files {
-        let bad = |reason: String| Error::Config(format!("{}: {reason}", file.display()));
+        let bad = |reason: String| Error::Image {
+            path: file.clone(),
+            reason,
+        };
         let bytes = std::fs::read(file).map_err(Error::io(file))?;
         let image = decode_image(&bytes).map_err(bad)?;
         let image = transform.apply(image, &[], &mut rng).map_err(bad)?;
         let [h, w, c] = image.shape();
         let data = TensorData::new(image.into_chw(), [1, c, h, w]);
         let logits = model.forward(Tensor::from_data(data, &device));
-        let probs: Vec<f32> = softmax(logits, 1)
-            .into_data()
-            .try_to_vec()
-            .map_err(|e| bad(format!("reading probabilities: {e:?}")))?;
+        let probs = read_back(softmax(logits, 1), "probabilities")?;
         predictions.push(Prediction {
             file: file.clone(),
             top: top_k(&probs, k),
@@ -123,6 +123,8 @@ pub fn read_labels(path: &Path) -> Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
 
     #[test]
@@ -154,6 +156,21 @@ mod tests {
     }
 
     #[test]
+    fn an_undecodable_image_is_an_image_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("not-a-photo.jpg");
+        std::fs::write(&file, b"plain text, not a JPEG").unwrap();
+        let model = towers_testing::training::cifar_net(&burn::tensor::Device::flex());
+        let transform = CifarImage(CifarEval { size: 24 });
+        let error = classify(&model, std::slice::from_ref(&file), &transform, 1).unwrap_err();
+        assert!(
+            matches!(&error, Error::Image { path, .. } if *path == file),
+            "{error:?}"
+        );
+        assert_error_names(&error, &["not-a-photo.jpg"]);
+    }
+
+    #[test]
     fn labels_come_indexed_or_one_per_line() {
         let dir = tempfile::tempdir().unwrap();
         let indexed = dir.path().join("labels.txt");
@@ -166,11 +183,6 @@ mod tests {
         std::fs::write(&plain, "cat\ndog\n").unwrap();
         assert_eq!(read_labels(&plain).unwrap(), ["cat", "dog"]);
         std::fs::write(&plain, "x\tdog\n").unwrap();
-        assert!(
-            read_labels(&plain)
-                .unwrap_err()
-                .to_string()
-                .contains("plain.txt:1")
-        );
+        assert_error_names(&read_labels(&plain).unwrap_err(), &["plain.txt:1"]);
     }
 }

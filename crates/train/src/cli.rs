@@ -130,12 +130,15 @@ impl TrainArgs {
     }
 
     /// What every trainer prints at the end: `trained`'s report, and the weights written to
-    /// `--export` when asked.
+    /// `--export` when asked: the ones its evaluation used (the moving averages when the run
+    /// keeps them, as TF exports a model for serving), so that evaluating the file gives the
+    /// run's own figure.
     pub fn finish<M: burn::module::Module>(&self, trained: &crate::Trained<M>) -> Result<()> {
         println!("{}", trained.report);
         if let Some(path) = &self.export {
-            crate::export_safetensors(&trained.model, path)?;
-            println!("weights:     {}", path.display());
+            let (model, which) = trained.eval_weights();
+            crate::export_safetensors(model, path)?;
+            println!("weights:     {} ({which})", path.display());
         }
         Ok(())
     }
@@ -317,6 +320,56 @@ mod tests {
         assert_eq!(skip(&["--skip-corrupt-records", "0.05"]), Some(0.05));
         assert_eq!(skip(&["--keep-checkpoints", "2"]), None);
         assert_eq!(c.log_every, TrainConfig::cifar10().log_every);
+    }
+
+    /// `--export` writes what the run's evaluation used: the moving averages, when kept.
+    #[test]
+    fn the_export_holds_the_moving_averages_when_the_run_kept_them() {
+        use burn::module::Module;
+        use burn::nn::{Linear, LinearConfig};
+        let device = burn::tensor::Device::flex();
+        let weights =
+            |m: &Linear| -> Vec<f32> { m.weight.val().into_data().try_into_vec::<f32>().unwrap() };
+        let model: Linear = LinearConfig::new(3, 2).init(&device);
+        let averages = model.clone().map(&mut Halved);
+        assert_ne!(weights(&model), weights(&averages));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.safetensors");
+        let report = crate::TrainReport {
+            first_step: 0,
+            step: 1,
+            last_loss: None,
+            interrupted: false,
+            examples_per_sec: 0.0,
+            checkpoint: None,
+            checkpoint_dir: dir.path().into(),
+            log: dir.path().join("log"),
+            plot: dir.path().join("plot"),
+            records: Default::default(),
+            events: None,
+        };
+        let trained = crate::Trained {
+            model,
+            averages: Some(averages.clone()),
+            report,
+        };
+        let cli = Cli::parse_from(["x", "--export", path.to_str().unwrap()]);
+        cli.train.finish(&trained).unwrap();
+        use towers_models::weights::{WeightSource, read_safetensors};
+        let exported = read_safetensors(&path).unwrap().tensor("weight").unwrap();
+        assert_eq!(exported.unwrap().values, weights(&averages));
+    }
+
+    /// Every float tensor halved: a stand-in for a run's moving averages.
+    struct Halved;
+
+    impl burn::module::ModuleMapper for Halved {
+        fn map_float<const D: usize>(
+            &mut self,
+            param: burn::module::Param<burn::tensor::Tensor<D>>,
+        ) -> burn::module::Param<burn::tensor::Tensor<D>> {
+            param.map(|t| t.mul_scalar(0.5))
+        }
     }
 
     #[test]

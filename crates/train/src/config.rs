@@ -380,6 +380,8 @@ fn yes() -> bool {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
 
     fn file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
@@ -457,10 +459,7 @@ mod tests {
             .merge_file(&path)
             .unwrap_err()
             .to_string();
-        assert!(
-            msg.contains("run.toml") && msg.contains("bach_size"),
-            "{msg}"
-        );
+        assert_error_names(&msg, &["run.toml", "bach_size"]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use burn::tensor::Device;
+use burn::tensor::{Device, Tensor};
 use towers_data::PipelineConfig;
 use towers_models::ImageClassifier;
 
@@ -78,11 +78,7 @@ pub fn evaluate<M: ImageClassifier>(
     };
     while let Some(batch) = pipeline.next_batch()? {
         let (images, _) = batch.as_slice().to_tensors(&device);
-        let logits: Vec<f32> = model
-            .forward(images)
-            .into_data()
-            .try_to_vec()
-            .map_err(|e| Error::Config(format!("reading logits: {e:?}")))?;
+        let logits = read_back(model.forward(images), "logits")?;
         let labels = batch.labels();
         precision.examples += labels.len() as u64;
         precision.correct_at_1 += in_top_k(&logits, classes, labels, 1)?;
@@ -91,6 +87,17 @@ pub fn evaluate<M: ImageClassifier>(
         }
     }
     Ok(precision)
+}
+
+/// The values of `tensor`, read back from its device; `what` names it in the error.
+pub(crate) fn read_back(tensor: Tensor<2>, what: &'static str) -> Result<Vec<f32>> {
+    tensor
+        .into_data()
+        .try_to_vec()
+        .map_err(|e| Error::Readback {
+            what,
+            reason: format!("{e:?}"),
+        })
 }
 
 /// An evaluation copy of `model` (no autodiff, dropout off, batch norm on its moving

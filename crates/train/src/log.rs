@@ -168,8 +168,10 @@ pub fn read_log(path: &Path) -> Result<Vec<LogEntry>> {
         if line.trim().is_empty() {
             continue;
         }
-        let entry: LogEntry = serde_json::from_str(&line)
-            .map_err(|e| Error::Config(format!("{} line {}: {e}", path.display(), i + 1)))?;
+        let entry: LogEntry = serde_json::from_str(&line).map_err(|e| Error::File {
+            path: path.to_path_buf(),
+            reason: format!("line {}: {e}", i + 1),
+        })?;
         while entries.last().is_some_and(|last| last.step >= entry.step) {
             entries.pop();
         }
@@ -180,6 +182,8 @@ pub fn read_log(path: &Path) -> Result<Vec<LogEntry>> {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
 
     fn entry(step: u64, loss: f64) -> LogEntry {
@@ -263,14 +267,29 @@ mod tests {
         assert_eq!(steps, [(10, 3.0), (20, 2.5), (30, 1.9), (40, 1.8)]);
     }
 
+    #[test]
+    fn a_line_that_is_not_an_entry_is_a_file_error_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("train_log.jsonl");
+        let mut log = TrainLog::open(&path, 0, 100).unwrap();
+        log.record(&entry(10, 3.0)).unwrap();
+        drop(log);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("{\"step\": 20, cut short\n");
+        std::fs::write(&path, text).unwrap();
+        let error = read_log(&path).unwrap_err();
+        assert!(
+            matches!(&error, Error::File { path: p, .. } if *p == path),
+            "{error:?}"
+        );
+        assert_error_names(&error, &["train_log.jsonl", "line 2"]);
+    }
+
     /// `/dev/full` fails every write with ENOSPC, as a full disk does.
     #[test]
     fn a_full_disk_is_an_error_naming_the_log() {
         let mut log = TrainLog::open(Path::new("/dev/full"), 0, 10).unwrap();
         let msg = log.record(&entry(1, 2.0)).unwrap_err().to_string();
-        assert!(
-            msg.contains("/dev/full") && msg.contains("No space left on device"),
-            "{msg}"
-        );
+        assert_error_names(&msg, &["/dev/full", "No space left on device"]);
     }
 }

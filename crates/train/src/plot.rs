@@ -18,8 +18,10 @@ use towers_data::atomic_file::write_atomic;
 
 /// Writes the plot of `entries` to `path` (atomically).
 pub fn plot_log(entries: &[LogEntry], path: &Path) -> Result<()> {
-    let svg =
-        render(entries).map_err(|e| Error::Config(format!("plotting {}: {e}", path.display())))?;
+    let svg = render(entries).map_err(|e| Error::File {
+        path: path.to_path_buf(),
+        reason: format!("plotting: {e}"),
+    })?;
     write_atomic(path, |w| w.write_all(svg.as_bytes())).map_err(Error::io(path))
 }
 

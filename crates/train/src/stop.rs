@@ -50,6 +50,6 @@ impl StopFlag {
             .map_err(|e| format!("cannot install the signal handler: {e}"))
         })
         .clone()
-        .map_err(Error::Config)
+        .map_err(Error::Signals)
     }
 }

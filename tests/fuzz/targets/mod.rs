@@ -17,13 +17,13 @@ use burn_towers::data::tf_example::ImageRecord;
 use burn_towers::data::tfrecord::{index_reader, record_data};
 
 /// `tests/data/fuzz_seeds.tfrecord`, written by TensorFlow (`scripts/fuzz_seeds.py`).
-pub fn seed_shard() -> Vec<u8> {
+pub(crate) fn seed_shard() -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz_seeds.tfrecord"))
         .expect("the seed shard")
 }
 
 /// The serialized `tf.train.Example`s of the seed shard, read with the project's framing.
-pub fn seed_examples() -> Vec<Vec<u8>> {
+pub(crate) fn seed_examples() -> Vec<Vec<u8>> {
     let shard = seed_shard();
     let path = Path::new("fuzz_seeds.tfrecord");
     let spans =
@@ -41,7 +41,7 @@ pub fn seed_examples() -> Vec<Vec<u8>> {
 /// The images TensorFlow encoded into the seed shard (JPEG, greyscale, progressive, PNG with
 /// alpha and at 16 bits), a CMYK JPEG written by Pillow, and the JPEGs of the TF-exact decoding
 /// test (Pillow's 4:2:2, restart markers, RGB, CMYK with and without Adobe's marker).
-pub fn seed_images() -> Vec<Vec<u8>> {
+pub(crate) fn seed_images() -> Vec<Vec<u8>> {
     let mut images: Vec<Vec<u8>> = seed_examples()
         .iter()
         .map(|e| ImageRecord::parse(e).unwrap().encoded)

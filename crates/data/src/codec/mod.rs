@@ -3,7 +3,7 @@
 //!
 //! JPEGs decode into a buffer the caller keeps, to TensorFlow's pixels bit for bit
 //! (`tf.io.decode_jpeg(channels=3)`, by libjpeg-turbo's decoder with TF's settings:
-//! `tf_jpeg.rs`); [`decode_jpeg`] is the one place that calls it. [`DctMethod`],
+//! `tf_jpeg.rs`); `decode_jpeg` is the one place that calls it. [`DctMethod`],
 //! [`decode_image_with`] and [`decode_rgb8_with`] choose TF's `dct_method`.
 //!
 //! PNGs go through the `image` crate. Greyscale, CMYK and alpha images all come out as
@@ -34,7 +34,7 @@ pub fn decode_image_with(bytes: &[u8], dct: DctMethod) -> Result<Image, String> 
 }
 
 /// Decodes a JPEG or PNG (recognized by content) into `out`, reusing its buffer. JPEGs go to
-/// [`decode_jpeg`]: TF's pixels bit for bit, with TF's default `dct_method`.
+/// `decode_jpeg`: TF's pixels bit for bit, with TF's default `dct_method`.
 pub fn decode_rgb8(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
     decode_rgb8_by(bytes, out, decode_jpeg)
 }

@@ -79,7 +79,12 @@ pub fn simd() -> bool {
 
 /// Decodes the JPEG `bytes` into `out` (RGB, reusing its buffer) as TF does with `dct`.
 /// `max_bytes` bounds the decoded size a header may claim, checked before decoding.
-pub fn decode(bytes: &[u8], dct: DctMethod, max_bytes: u64, out: &mut Rgb8) -> Result<(), String> {
+pub(super) fn decode(
+    bytes: &[u8],
+    dct: DctMethod,
+    max_bytes: u64,
+    out: &mut Rgb8,
+) -> Result<(), String> {
     if bytes.is_empty() {
         // TF's source manager: "empty file -> treated as an error".
         return Err("corrupt image: an empty JPEG".into());
@@ -109,17 +114,17 @@ mod ffi {
 
     /// The shim's decompressor: libjpeg's decompression object, error handler and source.
     #[repr(C)]
-    pub struct State {
+    pub(super) struct State {
         _opaque: [u8; 0],
     }
 
     unsafe extern "C" {
-        pub fn towers_jpeg_new() -> *mut State;
-        pub fn towers_jpeg_free(state: *mut State);
-        pub fn towers_jpeg_message(state: *const State) -> *const c_char;
-        pub fn towers_jpeg_abort(state: *mut State);
+        pub(super) fn towers_jpeg_new() -> *mut State;
+        pub(super) fn towers_jpeg_free(state: *mut State);
+        pub(super) fn towers_jpeg_message(state: *const State) -> *const c_char;
+        pub(super) fn towers_jpeg_abort(state: *mut State);
         #[allow(clippy::too_many_arguments)]
-        pub fn towers_jpeg_read_header(
+        pub(super) fn towers_jpeg_read_header(
             state: *mut State,
             data: *const u8,
             len: usize,
@@ -129,8 +134,12 @@ mod ffi {
             channels: *mut c_int,
             components: *mut c_int,
         ) -> c_int;
-        pub fn towers_jpeg_decode(state: *mut State, pixels: *mut u8, adobe: *mut c_int) -> c_int;
-        pub fn towers_jpeg_simd() -> c_int;
+        pub(super) fn towers_jpeg_decode(
+            state: *mut State,
+            pixels: *mut u8,
+            adobe: *mut c_int,
+        ) -> c_int;
+        pub(super) fn towers_jpeg_simd() -> c_int;
     }
 }
 
@@ -255,6 +264,8 @@ fn cmyk_to_rgb(cmyk: &[u8], adobe: bool, rgb: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
 
     #[test]
@@ -280,14 +291,14 @@ mod tests {
         let fail = |bytes: &[u8], out: &mut Rgb8| {
             decode(bytes, DctMethod::IntegerFast, u64::MAX, out).unwrap_err()
         };
-        assert!(fail(&[], &mut out).contains("empty"));
+        assert_error_names(&fail(&[], &mut out), &["empty"]);
         let garbage = fail(&[0xFF, 0xD8, 0xFF, 0x00, 1, 2, 3], &mut out);
-        assert!(garbage.contains("corrupt image"), "{garbage}");
+        assert_error_names(&garbage, &["corrupt image"]);
         // A fatal libjpeg error (a marker libjpeg refuses: SOF of a 0-row image).
         let sof0 = [
             0xFF, 0xD8, 0xFF, 0xC0, 0, 11, 8, 0, 0, 0, 8, 1, 1, 0x11, 0, 0xFF, 0xD9,
         ];
         let fatal = fail(&sof0, &mut out);
-        assert!(fatal.contains("corrupt image"), "{fatal}");
+        assert_error_names(&fatal, &["corrupt image"]);
     }
 }

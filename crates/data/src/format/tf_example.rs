@@ -259,6 +259,8 @@ impl FeatureReader<'_> {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
 
     /// Protobuf wire bytes written by hand for a length-delimited field: key byte, varint
@@ -356,10 +358,7 @@ mod tests {
             .concat(),
         );
         let msg = ImageRecord::parse(&float_label).unwrap_err();
-        assert!(
-            msg.contains("image/class/label") && msg.contains("float_list"),
-            "{msg}"
-        );
+        assert_error_names(&msg, &["image/class/label", "float_list"]);
         assert!(
             ImageRecord::parse(b"\xff\xff\xff")
                 .unwrap_err()

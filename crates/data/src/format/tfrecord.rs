@@ -180,6 +180,8 @@ impl<W: Write> TfRecordWriter<W> {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
 
     #[test]
@@ -247,12 +249,7 @@ mod tests {
         bytes[spans[1].offset as usize] ^= 1;
         let span = &bytes[spans[1].offset as usize..][..spans[1].len];
         let msg = record_data(&path, 1, span).unwrap_err().to_string();
-        assert!(
-            msg.contains("train-00000-of-00001")
-                && msg.contains("record 1")
-                && msg.contains("data CRC"),
-            "{msg}"
-        );
+        assert_error_names(&msg, &["train-00000-of-00001", "record 1", "data CRC"]);
     }
 
     #[test]
@@ -261,18 +258,12 @@ mod tests {
         bytes[21 + 8] ^= 0xff; // second record's length CRC
         let (_dir, path) = write_file(&bytes);
         let msg = index(&path).unwrap_err().to_string();
-        assert!(
-            msg.contains("record 1") && msg.contains("length CRC") && msg.contains("offset 21"),
-            "{msg}"
-        );
+        assert_error_names(&msg, &["record 1", "length CRC", "offset 21"]);
 
         let bytes = [hand_framed(b"first"), hand_framed(b"second")].concat();
         let (_dir, path) = write_file(&bytes[..bytes.len() - 3]);
         let msg = index(&path).unwrap_err().to_string();
-        assert!(
-            msg.contains("record 1") && msg.contains("truncated"),
-            "{msg}"
-        );
+        assert_error_names(&msg, &["record 1", "truncated"]);
 
         let (_dir, path) = write_file(&bytes[..bytes.len() - 20]);
         assert!(
@@ -300,10 +291,7 @@ mod tests {
             )
             .unwrap_err()
             .to_string();
-            assert!(
-                msg.contains("record 1") && msg.contains("runs past the end"),
-                "{msg}"
-            );
+            assert_error_names(&msg, &["record 1", "runs past the end"]);
         }
     }
 }

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+#[cfg(doc)]
+use super::Pipeline;
 use super::corrupt_records::CorruptRecords;
 use super::share::Share;
 use crate::error::{Error, Result};

@@ -68,7 +68,7 @@ pub(crate) struct Core<S: Source> {
 impl<S: Source> Core<S> {
     /// Starts reading the files of `layout` from `start` with `source`; `tally` counts the
     /// records read and skipped. `config` must be valid.
-    pub fn start(
+    pub(super) fn start(
         config: &PipelineConfig,
         source: Arc<S>,
         layout: Arc<dyn Layout>,
@@ -133,7 +133,7 @@ impl<S: Source> Core<S> {
     /// The next batch, blocking until it is ready. `Ok(None)` at the end of a finite input
     /// (or after a clean stop); the first error of any thread otherwise, after which every
     /// thread has been joined.
-    pub fn next_batch(&mut self) -> Result<Option<S::Batch>> {
+    pub(super) fn next_batch(&mut self) -> Result<Option<S::Batch>> {
         if self.finished {
             return Ok(None);
         }
@@ -147,12 +147,12 @@ impl<S: Source> Core<S> {
     }
 
     /// Where the input stands after the batches taken so far.
-    pub fn position(&self) -> InputPosition {
+    pub(super) fn position(&self) -> InputPosition {
         self.ledger.position()
     }
 
     /// How full the queues are now.
-    pub fn fill(&self) -> QueueFill {
+    pub(super) fn fill(&self) -> QueueFill {
         QueueFill {
             examples: self.examples.fill(),
             batches: self.batches.fill(),
@@ -160,27 +160,27 @@ impl<S: Source> Core<S> {
     }
 
     /// Records read so far, and those skipped as corrupt.
-    pub fn record_count(&self) -> RecordCount {
+    pub(super) fn record_count(&self) -> RecordCount {
         self.tally.count()
     }
 
     /// The coordinator of the threads.
-    pub fn coordinator(&self) -> &Coordinator {
+    pub(super) fn coordinator(&self) -> &Coordinator {
         &self.coord
     }
 
     /// The number of threads not joined yet.
-    pub fn threads(&self) -> usize {
+    pub(super) fn threads(&self) -> usize {
         self.threads.len()
     }
 
     /// Whether the threads were joined.
-    pub fn finished(&self) -> bool {
+    pub(super) fn finished(&self) -> bool {
         self.finished
     }
 
     /// Stops every thread and joins them; returns the first error any of them had.
-    pub fn stop(mut self) -> Result<()> {
+    pub(super) fn stop(mut self) -> Result<()> {
         self.coord.request_stop();
         self.finish()
     }

@@ -39,7 +39,7 @@ pub(crate) struct CorruptTally {
 }
 
 impl CorruptTally {
-    pub fn new(policy: CorruptRecords) -> Self {
+    pub(super) fn new(policy: CorruptRecords) -> Self {
         Self {
             policy,
             ..Self::default()
@@ -47,11 +47,11 @@ impl CorruptTally {
     }
 
     /// Whether bad records are skipped.
-    pub fn skips(&self) -> bool {
+    pub(super) fn skips(&self) -> bool {
         matches!(self.policy, CorruptRecords::Skip { .. })
     }
 
-    pub fn count(&self) -> RecordCount {
+    pub(super) fn count(&self) -> RecordCount {
         RecordCount {
             read: self.read.load(Ordering::SeqCst),
             skipped: self.skipped.load(Ordering::SeqCst),
@@ -60,7 +60,7 @@ impl CorruptTally {
 
     /// Counts one record read; passes on `outcome`, or, when it is a bad record and the
     /// policy skips, warns and returns `Ok(None)`.
-    pub fn record<T>(&self, outcome: Result<T>) -> Result<Option<T>> {
+    pub(super) fn record<T>(&self, outcome: Result<T>) -> Result<Option<T>> {
         let read = self.read.fetch_add(1, Ordering::SeqCst) + 1;
         let error = match outcome {
             Ok(value) => return Ok(Some(value)),
@@ -89,6 +89,8 @@ impl CorruptTally {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
 
     fn bad(record: usize) -> Result<()> {
@@ -121,10 +123,7 @@ mod tests {
             assert_eq!(tally.record(Ok(())).unwrap(), Some(()));
         }
         let err = tally.record(bad(99)).unwrap_err().to_string();
-        assert!(
-            err.contains("2 of 100 records") && err.contains("shard, record 99"),
-            "{err}"
-        );
+        assert_error_names(&err, &["2 of 100 records", "shard, record 99"]);
 
         let tally = CorruptTally::new(CorruptRecords::Skip { max_fraction: 0.01 });
         for _ in 0..199 {

@@ -44,7 +44,7 @@ pub(crate) struct FileSource {
 impl FileSource {
     /// The files of `layout`, transformed by `transform` seeded by `seed`; `buffers` keeps
     /// batch buffers for reuse.
-    pub fn new(
+    pub(super) fn new(
         layout: Arc<FileLayout>,
         transform: Arc<dyn Transform>,
         seed: u64,

@@ -40,7 +40,7 @@ pub(crate) struct FileLayout {
 
 impl FileLayout {
     /// `files` in `format`.
-    pub fn new(
+    pub(super) fn new(
         files: Vec<PathBuf>,
         format: Arc<dyn RecordFormat>,
         tally: Arc<CorruptTally>,
@@ -54,12 +54,12 @@ impl FileLayout {
     }
 
     /// The path of file `file`.
-    pub fn path(&self, file: usize) -> &PathBuf {
+    pub(super) fn path(&self, file: usize) -> &PathBuf {
         &self.files[file]
     }
 
     /// The format the files are in.
-    pub fn format(&self) -> &dyn RecordFormat {
+    pub(super) fn format(&self) -> &dyn RecordFormat {
         self.format.as_ref()
     }
 

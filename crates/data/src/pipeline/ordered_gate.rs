@@ -30,7 +30,7 @@ struct State<T> {
 
 impl<T> OrderedGate<T> {
     /// A gate parking at most `ahead` early runs.
-    pub fn new(ahead: usize) -> Self {
+    pub(super) fn new(ahead: usize) -> Self {
         Self {
             state: Mutex::new(State {
                 next: 0,
@@ -45,7 +45,7 @@ impl<T> OrderedGate<T> {
     /// Delivers `output` (the run `seq..seq + count`) with `deliver` when its turn has come,
     /// then the parked runs that follow; otherwise parks it. `deliver` runs outside the lock
     /// (it may block, e.g. on a full queue). `Cancelled` if the gate is cancelled first.
-    pub fn pass(
+    pub(super) fn pass(
         &self,
         seq: u64,
         count: u64,
@@ -81,7 +81,7 @@ impl<T> OrderedGate<T> {
     }
 
     /// Wakes every waiter; they and all later callers get `Cancelled`.
-    pub fn cancel(&self) {
+    pub(super) fn cancel(&self) {
         self.lock().cancelled = true;
         self.turn.notify_all();
     }

@@ -88,7 +88,7 @@ pub(crate) struct RecordCursor {
 impl RecordCursor {
     /// A cursor over the files of `layout` from `start` (see [`InputPosition::start`] for a
     /// fresh run; its `files` are not looked at).
-    pub fn new(start: &InputPosition, layout: Arc<dyn Layout>, order: CursorOrder) -> Self {
+    pub(super) fn new(start: &InputPosition, layout: Arc<dyn Layout>, order: CursorOrder) -> Self {
         let next = start.next;
         let state = State {
             epoch: next.epoch,
@@ -132,7 +132,7 @@ impl RecordCursor {
 
     /// The next record to read, or `None` when the last epoch is done.
     #[cfg(test)]
-    pub fn next(&self) -> Result<Option<WorkItem>> {
+    pub(super) fn next(&self) -> Result<Option<WorkItem>> {
         Ok(self.next_chunk(1)?.pop())
     }
 
@@ -141,7 +141,7 @@ impl RecordCursor {
     /// when the last epoch is done. Taking records in chunks keeps the lock, the reads and the
     /// ordered hand-off per chunk rather than per record. Indexing a file (done the first time
     /// the cursor enters it) may fail, naming the file.
-    pub fn next_chunk(&self, max: usize) -> Result<Vec<WorkItem>> {
+    pub(super) fn next_chunk(&self, max: usize) -> Result<Vec<WorkItem>> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(at) = state.replay.pop_front() {
             return self.replayed(&mut state, at).map(|item| vec![item]);
@@ -252,6 +252,8 @@ impl RecordCursor {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
     use crate::format::{Example, RecordFormat};
     use crate::pipeline::corrupt_records::CorruptTally;
@@ -385,7 +387,7 @@ mod tests {
         let c = cursor(&[2], None, false);
         assert_eq!((0..101).filter_map(|_| c.next().unwrap()).count(), 101);
         let empty = cursor(&[0, 0], None, false);
-        assert!(empty.next().unwrap_err().to_string().contains("no record"));
+        assert_error_names(&empty.next().unwrap_err(), &["no record"]);
     }
 
     /// A cursor started after any record of an uninterrupted one hands out the rest of its

@@ -243,6 +243,8 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
     use crate::queue::Queue;
 
@@ -271,10 +273,7 @@ mod tests {
             .join(vec![waiter, failing], Duration::from_secs(5))
             .unwrap_err();
         let msg = err.to_string();
-        assert!(
-            msg.contains("reader-3") && msg.contains("train-00001") && msg.contains("record 17"),
-            "{msg}"
-        );
+        assert_error_names(&msg, &["reader-3", "train-00001", "record 17"]);
         assert!(coord.should_stop());
     }
 

@@ -80,6 +80,8 @@ impl<T> Drop for CloseWhenLast<T> {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
     use std::time::Duration;
 
@@ -114,10 +116,7 @@ mod tests {
         // The consumer wakes (cancelled by the stop or closed by the runner), never hangs.
         assert!(queue.dequeue().is_err());
         let err = coord.join(threads, Duration::from_secs(5)).unwrap_err();
-        assert!(
-            err.to_string().contains("reader-0") && err.to_string().contains("boom"),
-            "{err}"
-        );
+        assert_error_names(&err, &["reader-0", "boom"]);
     }
 
     #[test]

@@ -2,18 +2,22 @@ use std::path::PathBuf;
 
 /// An error reading or applying weights. Each names the file and, where there is one, the
 /// tensor.
+///
+/// Messages embed their causes (`FILE: entity not found`), so no variant also returns one from
+/// `Error::source` (no field is named `source`): a report that prints the chain (`anyhow`'s
+/// "Caused by") then prints each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum WeightsError {
     /// The file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// What the OS said.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not what it should be (not a checkpoint, truncated, corrupt, unsupported).
-    #[error("{path}: {reason}")]
+    #[error("{}: {reason}", path.display())]
     Format {
         /// The file.
         path: PathBuf,
@@ -21,7 +25,7 @@ pub enum WeightsError {
         reason: String,
     },
     /// One tensor of the file is unreadable or does not fit the model.
-    #[error("{path}: tensor `{tensor}`: {reason}")]
+    #[error("{}: tensor `{tensor}`: {reason}", path.display())]
     Tensor {
         /// The file.
         path: PathBuf,
@@ -35,7 +39,7 @@ pub enum WeightsError {
 impl WeightsError {
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
-        move |source| Self::Io { path, source }
+        move |error| Self::Io { path, error }
     }
 
     pub(crate) fn format(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {

@@ -21,13 +21,13 @@ const FOOTER_LEN: usize = 48;
 const TRAILER_LEN: usize = 5;
 
 /// A key and its value.
-pub type Entry = (Vec<u8>, Vec<u8>);
+pub(super) type Entry = (Vec<u8>, Vec<u8>);
 
 /// Every key and value of the table in `bytes` (the content of `path`), in key order.
 ///
 /// Offsets and lengths read from the file are checked against its real size before use, so a
 /// corrupt length field is an error, never a large allocation.
-pub fn read_table(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>> {
+pub(super) fn read_table(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>> {
     let bad = |reason: String| WeightsError::format(path, reason);
     if bytes.len() < FOOTER_LEN {
         return Err(bad(format!(
@@ -142,6 +142,6 @@ fn block_entries(block: &[u8]) -> Result<Vec<Entry>, String> {
 }
 
 /// TF's CRC mask (`crc32c::Mask`), as in TFRecord framing: rotate right by 15, add a constant.
-pub fn mask_crc(crc: u32) -> u32 {
+pub(super) fn mask_crc(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }

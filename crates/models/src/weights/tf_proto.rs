@@ -4,7 +4,7 @@
 
 /// `tensorflow.BundleHeaderProto`: the value of the empty key.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct BundleHeader {
+pub(super) struct BundleHeader {
     /// Number of `.data-SSSSS-of-NNNNN` shards.
     #[prost(int32, tag = "1")]
     pub num_shards: i32,
@@ -18,7 +18,7 @@ pub struct BundleHeader {
 
 /// `tensorflow.VersionDef`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct VersionDef {
+pub(super) struct VersionDef {
     /// The writer's version.
     #[prost(int32, tag = "1")]
     pub producer: i32,
@@ -29,7 +29,7 @@ pub struct VersionDef {
 
 /// `tensorflow.BundleEntryProto`: where one tensor lies and what it is.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct BundleEntry {
+pub(super) struct BundleEntry {
     /// `tensorflow.DataType`.
     #[prost(int32, tag = "1")]
     pub dtype: i32,
@@ -55,7 +55,7 @@ pub struct BundleEntry {
 
 /// `tensorflow.TensorShapeProto`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct TensorShape {
+pub(super) struct TensorShape {
     /// The dimensions, outermost first.
     #[prost(message, repeated, tag = "2")]
     pub dim: Vec<Dim>,
@@ -66,7 +66,7 @@ pub struct TensorShape {
 
 /// `tensorflow.TensorShapeProto.Dim`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Dim {
+pub(super) struct Dim {
     /// The size (-1 when unknown).
     #[prost(int64, tag = "1")]
     pub size: i64,

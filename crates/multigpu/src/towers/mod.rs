@@ -93,7 +93,7 @@ use workers::Workers;
 /// One tower on the model's own device is a plain Burn step on the calling thread: no replica,
 /// no thread, no copy.
 ///
-/// See [`Reduce`] for the two ways to reduce, [`BatchNormSync`] for batch norm, and the
+/// See [`Reduce`] for the two ways to reduce, [`BatchNormSync`](crate::BatchNormSync) for batch norm, and the
 /// [module docs](crate::towers) for threads and failures.
 pub struct Towers<M> {
     towers: Vec<TowerDevice>,

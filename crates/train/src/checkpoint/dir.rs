@@ -144,11 +144,10 @@ impl CheckpointDir {
             }
         }
         let reasons: Vec<String> = failed.iter().map(|(e, _)| e.to_string()).collect();
-        Err(Error::Config(format!(
-            "no valid checkpoint in {} to resume from: {}",
-            self.dir.display(),
-            reasons.join("; ")
-        )))
+        Err(Error::Checkpoint {
+            path: self.dir.clone(),
+            reason: format!("no valid checkpoint to resume from: {}", reasons.join("; ")),
+        })
     }
 }
 
@@ -163,6 +162,8 @@ fn set_aside(path: &Path) -> Result<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
     use burn::module::Module;
     use burn::nn::LinearConfig;
@@ -244,11 +245,9 @@ mod tests {
             corrupt(&ckpts.path(step));
         }
         let msg = ckpts.load_newest_valid().unwrap_err().to_string();
-        assert!(
-            msg.contains("no valid checkpoint")
-                && msg.contains("model.ckpt-1:")
-                && msg.contains("model.ckpt-2:"),
-            "{msg}"
+        assert_error_names(
+            &msg,
+            &["no valid checkpoint", "model.ckpt-1:", "model.ckpt-2:"],
         );
         assert_eq!(ckpts.list().unwrap().len(), 2);
     }
@@ -268,7 +267,7 @@ mod tests {
         // A directory in the way: the rename fails, as a full disk would fail the write.
         std::fs::create_dir_all(ckpts.path(7).join("in-the-way")).unwrap();
         let msg = ckpts.save(checkpoint(7)).unwrap_err().to_string();
-        assert!(msg.contains("model.ckpt-7"), "{msg}");
+        assert_error_names(&msg, &["model.ckpt-7"]);
         let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
         assert_eq!(steps, [6, 10]);
         assert!(Checkpoint::load(&ckpts.path(6)).is_ok());

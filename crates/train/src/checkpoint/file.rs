@@ -206,6 +206,8 @@ fn verified_body(data: &[u8]) -> std::result::Result<&[u8], String> {
 
 #[cfg(test)]
 mod tests {
+    use towers_testing::assert_error_names;
+
     use super::*;
     use crate::optim::OptimizerConfig;
     use burn::module::Module;
@@ -312,14 +314,11 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
         let msg = Checkpoint::load(&path).unwrap_err().to_string();
-        assert!(
-            msg.contains("model.ckpt-5") && msg.contains("truncated"),
-            "{msg}"
-        );
+        assert_error_names(&msg, &["model.ckpt-5", "truncated"]);
 
         std::fs::write(&path, b"something else entirely").unwrap();
         let msg = Checkpoint::load(&path).unwrap_err().to_string();
-        assert!(msg.contains("not a burn-towers checkpoint"), "{msg}");
+        assert_error_names(&msg, &["not a burn-towers checkpoint"]);
     }
 
     fn small(step: u64) -> Checkpoint {
@@ -417,7 +416,7 @@ mod tests {
         let crc = crc32c::crc32c(&file);
         file.extend_from_slice(&crc.to_le_bytes());
         let msg = Checkpoint::from_bytes(&file, path).unwrap_err().to_string();
-        assert!(msg.contains("truncated header"), "{msg}");
+        assert_error_names(&msg, &["truncated header"]);
     }
 
     #[test]
@@ -433,6 +432,6 @@ mod tests {
         }
         .save(Path::new("/no/such/dir/model.ckpt-1"))
         .unwrap_err();
-        assert!(err.to_string().contains("/no/such/dir"), "{err}");
+        assert_error_names(&err, &["/no/such/dir"]);
     }
 }

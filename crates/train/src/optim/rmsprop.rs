@@ -1,20 +1,20 @@
-//! TF 1.x's `RMSPropOptimizer`, which the Inception trainer uses with decay 0.9, momentum 0.9
-//! and epsilon 1.0.
-//!
-//! Burn's `RmsProp` differs in three ways that matter at epsilon 1.0: it starts the mean square
-//! at 0 (TF: 1), adds epsilon after the square root (TF: inside it), and applies the learning
-//! rate after the momentum (TF: inside it). So this is a Burn [`Optimizer`] of its own:
-//!
-//! ```text
-//! ms  <- decay * ms + (1 - decay) * g^2             ms starts at 1
-//! mom <- momentum * mom + lr * g / sqrt(ms + eps)   mom starts at 0
-//! w   <- w - mom
-//! ```
+//! TF 1.x's `RMSPropOptimizer`: [`TfRmsProp`] and its state.
 
 use burn::optim::{LearningRate, Optimizer, RecordState, StateSink, StateSource};
 use burn::tensor::{Device, Tensor};
 
-/// TF's RMSProp (see the [module docs](self)).
+/// TF 1.x's `RMSPropOptimizer`, which the Inception trainer uses with decay 0.9, momentum 0.9
+/// and epsilon 1.0.
+///
+/// Burn's `RmsProp` differs in three ways that matter at epsilon 1.0: it starts the mean square
+/// at 0 (TF: 1), adds epsilon after the square root (TF: inside it), and applies the learning
+/// rate after the momentum (TF: inside it). So this is a Burn [`Optimizer`] of its own:
+///
+/// ```text
+/// ms  <- decay * ms + (1 - decay) * g^2             ms starts at 1
+/// mom <- momentum * mom + lr * g / sqrt(ms + eps)   mom starts at 0
+/// w   <- w - mom
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TfRmsProp {
     /// Decay of the mean square (TF `decay`, Burn's `alpha`).

@@ -8,6 +8,7 @@ use std::time::Duration;
 use prost::Message;
 use towers_data::Image;
 use towers_data::tfrecord::TfRecordWriter;
+use towers_testing::assert_error_names;
 
 use super::proto::{Event, Kind, SessionLog, SessionStatus, SourceMetadata, Summary, Value, What};
 use super::*;
@@ -110,27 +111,18 @@ fn corrupt_and_truncated_files_are_errors_naming_file_and_record() {
     std::fs::write(&path, &bytes).unwrap();
     let msg = read_events(&path).unwrap_err().to_string();
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(
-        msg.contains(&name) && msg.contains("record 2") && msg.contains("data CRC"),
-        "{msg}"
-    );
+    assert_error_names(&msg, &[&name, "record 2", "data CRC"]);
 
     std::fs::write(&path, &good[..good.len() - 3]).unwrap();
     let msg = read_events(&path).unwrap_err().to_string();
-    assert!(
-        msg.contains("record 2") && msg.contains("truncated"),
-        "{msg}"
-    );
+    assert_error_names(&msg, &["record 2", "truncated"]);
 
     // Framing intact, data not an Event: an Event's field 1 is a double, not a string.
     let mut framed = TfRecordWriter::new(Vec::new());
     framed.write(&[0x0a, 0x02, b'h', b'i']).unwrap();
     std::fs::write(&path, framed.into_inner().unwrap()).unwrap();
     let msg = read_events(&path).unwrap_err().to_string();
-    assert!(
-        msg.contains("record 0") && msg.contains("not an Event"),
-        "{msg}"
-    );
+    assert_error_names(&msg, &["record 0", "not an Event"]);
 }
 
 #[test]

@@ -114,7 +114,12 @@ impl TrainSummaries {
     /// A new event file in `dir` for a run starting after `step`, unless summaries are off. Its
     /// session start at `step + 1` makes TensorBoard drop what an earlier run wrote for that
     /// step and later: what a crashed run wrote after its last checkpoint (at `step`).
-    pub fn open(config: &SummaryConfig, dir: &Path, step: u64, max_steps: u64) -> Result<Self> {
+    pub(crate) fn open(
+        config: &SummaryConfig,
+        dir: &Path,
+        step: u64,
+        max_steps: u64,
+    ) -> Result<Self> {
         let writer = match config.enabled {
             true => {
                 let flush = Duration::from_secs_f64(config.flush_secs);
@@ -144,7 +149,7 @@ impl TrainSummaries {
     /// Before each batch of step `step` goes to the towers: on the step's first batch, the
     /// images of each tower's slice (when the batch is images), and a request for the step's
     /// gradient.
-    pub fn before_batch<M: Module>(
+    pub(crate) fn before_batch<M: Module>(
         &mut self,
         step: u64,
         images: Option<&HostBatch>,
@@ -164,7 +169,7 @@ impl TrainSummaries {
     }
 
     /// After each batch: its towers' losses.
-    pub fn add(&mut self, out: &StepOutput) {
+    pub(crate) fn add(&mut self, out: &StepOutput) {
         self.tower_loss_sums.resize(out.tower_losses.len(), 0.0);
         for (sum, loss) in self.tower_loss_sums.iter_mut().zip(&out.tower_losses) {
             *sum += loss;
@@ -173,7 +178,11 @@ impl TrainSummaries {
     }
 
     /// After the update of `s.step`: scalars and histograms when due, and a flush when due.
-    pub fn after_step<M: Module>(&mut self, s: &StepScalars, towers: &mut Towers<M>) -> Result<()> {
+    pub(crate) fn after_step<M: Module>(
+        &mut self,
+        s: &StepScalars,
+        towers: &mut Towers<M>,
+    ) -> Result<()> {
         let (biased, decay_power) = self.loss_average;
         self.loss_average = (
             biased * LOSS_AVERAGE_DECAY + s.loss * (1.0 - LOSS_AVERAGE_DECAY),
@@ -230,7 +239,7 @@ impl TrainSummaries {
     }
 
     /// Flushes everything to disk; returns the event file.
-    pub fn close(self) -> Result<Option<PathBuf>> {
+    pub(crate) fn close(self) -> Result<Option<PathBuf>> {
         match self.writer {
             Some(mut writer) => {
                 writer.flush()?;

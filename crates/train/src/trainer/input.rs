@@ -67,7 +67,5 @@ pub(super) fn seeded_step<M, S: TrainStep<M>>(
 
 /// The next training batch; the end of the input is an error (training input never ends).
 pub(super) fn next_batch<P: BatchSource>(pipeline: &mut P) -> Result<P::Batch> {
-    pipeline
-        .next_batch()?
-        .ok_or_else(|| Error::Config("the training input ended".into()))
+    pipeline.next_batch()?.ok_or(Error::InputEnded)
 }

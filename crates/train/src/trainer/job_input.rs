@@ -33,7 +33,7 @@ pub(super) struct JobInput {
 impl JobInput {
     /// A checkpoint's `input` section read back; `None` (a checkpoint of another tool) or a
     /// section of another shape is an error naming the step.
-    pub fn from_checkpoint(input: Option<serde_json::Value>, step: u64) -> Result<Self> {
+    pub(super) fn from_checkpoint(input: Option<serde_json::Value>, step: u64) -> Result<Self> {
         let bad = |why: String| Error::Config(format!("the checkpoint of step {step} {why}"));
         let input = input.ok_or_else(|| bad("holds no input position: it cannot resume".into()))?;
         let saved: Self = serde_json::from_value(input)

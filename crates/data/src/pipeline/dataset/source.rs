@@ -23,7 +23,7 @@ pub(crate) struct ItemLayout {
 
 impl ItemLayout {
     /// A dataset of `len` items.
-    pub fn new(len: usize) -> Self {
+    pub(crate) fn new(len: usize) -> Self {
         Self {
             len,
             one: Arc::new(vec![RecordSpan { offset: 0, len: 0 }]),
@@ -64,7 +64,7 @@ pub(crate) struct DatasetSource<I> {
 
 impl<I> DatasetSource<I> {
     /// Items of `dataset`.
-    pub fn new(dataset: Arc<dyn Dataset<I>>) -> Self {
+    pub(super) fn new(dataset: Arc<dyn Dataset<I>>) -> Self {
         let len = dataset.len();
         Self { dataset, len }
     }

@@ -38,7 +38,7 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     /// The account of a pipeline that starts at `start`.
-    pub fn new(start: InputPosition) -> Self {
+    pub(crate) fn new(start: InputPosition) -> Self {
         let last = BatchTrace {
             records: Vec::new(),
             buffer: start.buffer.clone(),
@@ -54,7 +54,7 @@ impl Ledger {
     }
 
     /// The consumer took the batch `trace` describes.
-    pub fn consumed(&mut self, trace: BatchTrace) {
+    pub(crate) fn consumed(&mut self, trace: BatchTrace) {
         for r in &trace.records {
             self.replaying.remove(&r.seq);
             if r.seq >= self.frontier.seq {
@@ -68,7 +68,7 @@ impl Ledger {
     }
 
     /// Where the input stands after the last batch consumed.
-    pub fn position(&self) -> InputPosition {
+    pub(crate) fn position(&self) -> InputPosition {
         let buffer = self.buffer();
         let held: HashMap<u64, &RecordAt> = buffer.iter().map(|r| (r.seq, r)).collect();
         let mut next = self.frontier;

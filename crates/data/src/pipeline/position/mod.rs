@@ -1,17 +1,6 @@
 //! [`InputPosition`]: where a pipeline's input stands after the batches its consumer took, by
 //! record positions, never pixels, so that a checkpoint can restart the input there in constant
-//! time (tf.data's iterator checkpoints are the model).
-//!
-//! A pipeline runs ahead of its consumer: readers hold records being decoded, the example queue
-//! holds decoded ones, batches wait in the prefetch queue. None of that is consumed, so none of
-//! it is lost: the position names the records the example queue held when the consumer's last
-//! batch left it (the shuffle buffer, re-read on resume, in the queue's order), where the cursor
-//! goes on from, and the shuffle generator at that moment. The records in flight come after
-//! the buffer in the record sequence, so the cursor reads them again.
-//!
-//! Parallel readers without the ordered hand-off enqueue records out of sequence order; records
-//! past the cursor's restart point that were already read are listed in `skip`, so that no
-//! record is repeated or skipped.
+//! time (tf.data's iterator checkpoints are the model). The type's docs say what it holds.
 
 mod ledger;
 
@@ -93,9 +82,20 @@ pub struct CursorAt {
     pub record: usize,
 }
 
-/// Where a pipeline's input stands after the batches its consumer took (see the [module
-/// docs](self)); [`Pipeline::position`](crate::Pipeline::position) gives it,
+/// Where a pipeline's input stands after the batches its consumer took;
+/// [`Pipeline::position`](crate::Pipeline::position) gives it,
 /// [`Pipeline::resume`](crate::Pipeline::resume) starts there.
+///
+/// A pipeline runs ahead of its consumer: readers hold records being decoded, the example queue
+/// holds decoded ones, batches wait in the prefetch queue. None of that is consumed, so none of
+/// it is lost: the position names the records the example queue held when the consumer's last
+/// batch left it (the shuffle buffer, re-read on resume, in the queue's order), where the cursor
+/// goes on from, and the shuffle generator at that moment. The records in flight come after
+/// the buffer in the record sequence, so the cursor reads them again.
+///
+/// Parallel readers without the ordered hand-off enqueue records out of sequence order; records
+/// past the cursor's restart point that were already read are listed in `skip`, so that no
+/// record is repeated or skipped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InputPosition {
     /// The files this pipeline reads (under several processes, this process's share), in the

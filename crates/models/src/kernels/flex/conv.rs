@@ -30,7 +30,7 @@ pub(crate) enum Arithmetic {
 }
 
 impl Arithmetic {
-    pub fn new(bf16: bool) -> Self {
+    pub(super) fn new(bf16: bool) -> Self {
         if bf16 {
             Arithmetic::Bf16
         } else {
@@ -48,7 +48,7 @@ pub(crate) struct ConvGeometry {
 
 impl ConvGeometry {
     /// Burn's options for this geometry: no dilation, no groups.
-    pub fn options(&self) -> ConvOptions<2> {
+    pub(super) fn options(&self) -> ConvOptions<2> {
         ConvOptions::new(self.stride, self.padding, [1, 1], 1)
     }
 }

@@ -13,7 +13,7 @@ use super::{batch_norm, matmul};
 /// Max pooling, LRN and convolution by burn-towers' kernels. Called through Burn's `Dispatch` on
 /// f32 flex tensors only ([`crate::kernels::dispatch`] checks); other backends are not routed here.
 #[backend_extension(Flex, Autodiff)]
-pub trait FlexKernels: Backend {
+pub(crate) trait FlexKernels: Backend {
     /// Max pooling of `[n, c, h, w]` without padding or dilation.
     fn towers_max_pool2d(
         x: FloatTensor<Self>,

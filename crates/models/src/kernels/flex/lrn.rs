@@ -23,7 +23,7 @@ pub(crate) struct LrnParams {
 }
 
 impl LrnParams {
-    pub fn new(radius: usize, bias: f32, alpha: f32, beta: f32) -> Self {
+    pub(super) fn new(radius: usize, bias: f32, alpha: f32, beta: f32) -> Self {
         Self {
             radius,
             bias,

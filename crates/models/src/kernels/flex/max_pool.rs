@@ -22,7 +22,7 @@ pub(crate) struct MaxPoolShape {
 }
 
 impl MaxPoolShape {
-    pub fn new(kernel: [usize; 2], stride: [usize; 2], ceil_mode: bool) -> Self {
+    pub(super) fn new(kernel: [usize; 2], stride: [usize; 2], ceil_mode: bool) -> Self {
         Self {
             kernel,
             stride,
@@ -31,7 +31,7 @@ impl MaxPoolShape {
     }
 
     /// Output rows and columns of an `[h, w]` plane; flex's rule for zero padding.
-    pub fn output_size(&self, [h, w]: [usize; 2]) -> [usize; 2] {
+    pub(super) fn output_size(&self, [h, w]: [usize; 2]) -> [usize; 2] {
         let side = |size: usize, kernel: usize, stride: usize| {
             if size < kernel {
                 return usize::from(self.ceil_mode);
