@@ -32,9 +32,9 @@ for dev in $gpu_devices; do
   run "tests-$tag" env TOWERS_GPU_DEVICE="$dev" \
     cargo test --release --features "$features" --test gpu -- --nocapture
   run "bench_models-$tag" env TOWERS_BENCH_DEVICE="$dev" \
-    cargo run --release --features "$features" --example bench_models
+    cargo run --release -p towers-bench --features "$features" --bin bench_models
   run "bench_towers-$tag" env TOWERS_BENCH_DEVICE="$dev" \
-    cargo run --release --features "$features" --example bench_towers
+    cargo run --release -p towers-bench --features "$features" --bin bench_towers
   for list in "$dev" "$dev,$dev"; do
     ltag=${list//[:*,]/_}
     run "cifar10-$ltag" cargo run --release --features "$features" --example cifar10 -- \

@@ -3,7 +3,7 @@ and Inception v3's: each pair run back to back, the pairs repeated `--rounds` ti
 printed (ours / TF in examples per second: above 1 is faster).
 
 Run by hand with TensorFlow installed (never in CI), on an otherwise idle machine, after
-`cargo build --release --example bench_step --example bench_models`:
+`cargo build --release -p towers-bench --bin bench_step --bin bench_models`:
 
     python bench/peers/side_by_side.py [--rounds 2] [--skip-inception]
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / "bench" / "peers"
-EXAMPLES = ROOT / "target" / "release" / "examples"
+BINARIES = ROOT / "target" / "release"
 
 
 def run(command):
@@ -46,7 +46,7 @@ def cifar_round(reps):
         )
         for p in ("f32", "bf16")
     }
-    ours_out = run([EXAMPLES / "bench_step", str(reps)])
+    ours_out = run([BINARIES / "bench_step", str(reps)])
     ours = {p: number(rf"^whole step \({p}\): fwd\+bwd\+SGD\s+([\d.]+)", ours_out) for p in ("f32", "bf16")}
     return tf, ours
 
@@ -60,7 +60,7 @@ def inception_round(reps):
         )
         for p in ("f32", "bf16")
     }
-    ours_out = run([EXAMPLES / "bench_models", str(reps)])
+    ours_out = run([BINARIES / "bench_models", str(reps)])
     ours = {
         p: number(rf"^Inception v3, 299x299 \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)", ours_out)
         for p in ("f32", "bf16")

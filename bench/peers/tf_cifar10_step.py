@@ -3,7 +3,7 @@
 Run by hand with TensorFlow installed (never in CI), right before or after our side:
 
     python bench/peers/tf_cifar10_step.py [--reps 20]
-    cargo run --release --example bench_step
+    cargo run --release -p towers-bench --bin bench_step
 
 The net is `cifar10.py`'s (conv1 5x5x64, pool 3x3/2 SAME, LRN(4, 1, 0.001/9, 0.75), conv2,
 LRN, pool, local3 384, local4 192, softmax_linear; weight decay 0.004 on local3/local4),

@@ -4,7 +4,7 @@ Run by hand with TensorFlow installed (never in CI):
 
     python bench/peers/tf_inception_input.py make-shards /tmp/jpeg-shards
     python bench/peers/tf_inception_input.py time /tmp/jpeg-shards --parallel 4
-    cargo run --release --example bench_input -- --only inception --shards-dir /tmp/jpeg-shards
+    cargo run --release -p towers-bench --bin bench_input -- --only inception --shards-dir /tmp/jpeg-shards
 
 `make-shards` writes TFRecord shards in TF's ImageNet layout (`train-00000-of-00008`, the keys
 of `build_imagenet_data.py`, labels 1..=N, one object box per image): 380x300 JPEGs encoded by

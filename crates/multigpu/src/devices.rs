@@ -82,6 +82,24 @@ impl TowerDevice {
     }
 }
 
+/// Whether `device` computes eagerly in this process's memory (flex, ndarray): there a move
+/// between towers copies nothing and no kernel launch is saved by packing gradients into
+/// buckets, which then only adds a pass over them.
+pub(crate) fn in_host_memory(device: &Device) -> bool {
+    // Each of the two backends has one device.
+    let device = device.clone().inner();
+    #[cfg(feature = "flex")]
+    if device == Device::flex() {
+        return true;
+    }
+    #[cfg(feature = "ndarray")]
+    #[allow(deprecated)] // Device::ndarray: Burn points CPU users to flex; this names both.
+    if device == Device::ndarray() {
+        return true;
+    }
+    false
+}
+
 impl FromStr for TowerDevice {
     type Err = Error;
 

@@ -103,12 +103,9 @@ pub fn read_labels(path: &Path) -> Result<Vec<String>> {
     for (line_no, line) in text.lines().enumerate() {
         match line.split_once('\t') {
             Some((index, name)) => {
-                let index: usize = index.parse().map_err(|_| {
-                    Error::Config(format!(
-                        "{}:{}: bad label `{index}`",
-                        path.display(),
-                        line_no + 1
-                    ))
+                let index: usize = index.parse().map_err(|_| Error::File {
+                    path: path.to_path_buf(),
+                    reason: format!("line {}: bad label `{index}`", line_no + 1),
                 })?;
                 if labels.len() <= index {
                     labels.resize(index + 1, String::new());
@@ -126,6 +123,18 @@ mod tests {
     use towers_testing::assert_error_names;
 
     use super::*;
+
+    #[test]
+    fn label_files_give_names_by_index_and_a_bad_index_names_the_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("labels.txt");
+        std::fs::write(&path, "2\tdaisy\n0\ttulip\n").unwrap();
+        assert_eq!(read_labels(&path).unwrap(), ["tulip", "", "daisy"]);
+        std::fs::write(&path, "0\ttulip\nx\tdaisy\n").unwrap();
+        let error = read_labels(&path).unwrap_err();
+        assert!(matches!(error, Error::File { .. }), "{error:?}");
+        assert_error_names(&error, &["labels.txt", "line 2", "bad label `x`"]);
+    }
 
     #[test]
     fn top_k_orders_by_probability_then_index() {

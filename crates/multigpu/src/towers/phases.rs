@@ -23,6 +23,7 @@ use super::workers::Patience;
 use super::{StepOutput, Towers, broadcast};
 use crate::batch::TowerBatch;
 use crate::cross_process;
+use crate::devices::{TowerDevice, in_host_memory};
 use crate::error::{Error, Result};
 use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
@@ -235,12 +236,12 @@ impl<M: Module> Towers<M> {
             _ if !plan.apply => (0..n).map(|_| Finish::Keep).collect(),
             _ if plan.overlapped => (0..n).map(|_| Finish::Tapped).collect(),
             State::ParameterDevice { .. } => (0..n)
-                .map(|_| Finish::Gather(self.main.clone(), self.config.bucket_bytes))
+                .map(|_| Finish::Gather(self.main.clone(), self.bucket_bytes()))
                 .collect(),
             State::AllReduce { optims, .. } => ring(
                 n,
                 self.towers.iter().any(|t| t.is_remote()),
-                self.config.bucket_bytes,
+                self.bucket_bytes(),
             )
             .into_iter()
             .zip(optims.iter().cloned())
@@ -254,6 +255,18 @@ impl<M: Module> Towers<M> {
             })
             .collect(),
             State::Single { .. } => unreachable!("step_towers runs on several towers"),
+        }
+    }
+
+    /// The buckets gradients move in: [`TowersConfig::bucket_bytes`], or one per gradient when
+    /// every tower and the model compute in host memory (see [`in_host_memory`]).
+    ///
+    /// [`TowersConfig::bucket_bytes`]: super::TowersConfig::bucket_bytes
+    fn bucket_bytes(&self) -> usize {
+        let mut devices = (self.towers.iter().map(TowerDevice::device)).chain([&self.main]);
+        match devices.all(in_host_memory) {
+            true => 0,
+            false => self.config.bucket_bytes,
         }
     }
 

@@ -98,10 +98,12 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             Choice::Fresh => return Ok(None),
             Choice::Step(step) => step,
             Choice::Failed => {
-                return Err(Error::Config(
-                    "rank 0 could not load a checkpoint to resume from (its error ends the job)"
+                return Err(Error::Checkpoint {
+                    path: ckpts.dir().to_path_buf(),
+                    reason: "rank 0 could not load a checkpoint to resume from (its error ends \
+                             the job)"
                         .into(),
-                ));
+                });
             }
         };
         let path = ckpts.path(step);

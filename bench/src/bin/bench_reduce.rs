@@ -1,6 +1,6 @@
 //! What reducing an Inception-v3-sized gradient set costs, measured in one run on flex.
 //!
-//! `cargo run --release --example bench_reduce [REPS]` (default 7 timed reductions per row).
+//! `cargo run --release -p towers-bench --bin bench_reduce [REPS]` (default 7 timed reductions per row).
 //!
 //! 192 tensors, 24.0M floats per replica, reduced over 2 and 4 replicas, by gathering to one
 //! device and by the ring all-reduce (a chunk of every gradient per round, and a chunk of each
@@ -11,8 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-mod bench_common;
-use bench_common::{median, reps};
+use towers_bench::{median, reps};
 
 use burn::module::{Module, Param};
 use burn::optim::GradientsParams;

@@ -1,13 +1,13 @@
-//! What the tower benchmarks share: their command line, their batch, their optimizer and how
-//! they summarize timings. Included with `mod bench_common;` (a folder, so cargo does not take it
-//! for an example of its own).
-// Each benchmark uses a part of this module; the rest is unused in its crate.
-#![allow(dead_code)]
+//! What the benchmarks (`src/bin/bench_*.rs`) share: their command line, their batch, their
+//! optimizer and how they summarize timings; the nets, layer timing, loopback servers and input
+//! stages that some of them use. Their figures, and the commands that reproduce them, are in
+//! `bench/README.md`.
 
-pub(crate) mod cifar_net;
-pub(crate) mod layer_timing;
+pub mod cifar_net;
+pub mod input_stages;
+pub mod layer_timing;
 #[cfg(feature = "remote")]
-pub(crate) mod loopback;
+pub mod loopback;
 
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use towers_train::OptimizerConfig;
 
 /// The device list entry the benchmarks run on: `TOWERS_BENCH_DEVICE` (`cuda:0`, `wgpu`, ...),
 /// else `flex`; and that device, with autodiff.
-pub(crate) fn bench_device() -> (String, Device) {
+pub fn bench_device() -> (String, Device) {
     let entry = std::env::var("TOWERS_BENCH_DEVICE").unwrap_or_else(|_| "flex".into());
     let towers = towers_multigpu::parse_devices(&entry).expect("TOWERS_BENCH_DEVICE");
     let device = towers[0].device().clone().autodiff();
@@ -30,7 +30,7 @@ pub(crate) fn bench_device() -> (String, Device) {
 }
 
 /// Timed steps per row: the first argument, else `default`.
-pub(crate) fn reps(default: usize) -> usize {
+pub fn reps(default: usize) -> usize {
     std::env::args()
         .nth(1)
         .map(|s| s.parse().expect("REPS must be a number"))
@@ -39,7 +39,7 @@ pub(crate) fn reps(default: usize) -> usize {
 
 /// `n` random CIFAR-sized images (3x24x24, uniform in [-1, 1], drawn on `device`) with labels
 /// cycling over 10 classes.
-pub(crate) fn cifar_batch(n: usize, device: &Device) -> HostBatch {
+pub fn cifar_batch(n: usize, device: &Device) -> HostBatch {
     let images: Vec<f32> =
         Tensor::<1>::random([n * 3 * 24 * 24], Distribution::Uniform(-1.0, 1.0), device)
             .into_data()
@@ -50,7 +50,7 @@ pub(crate) fn cifar_batch(n: usize, device: &Device) -> HostBatch {
 }
 
 /// TF/PyTorch momentum SGD (0.9, no dampening), as the trainer builds it.
-pub(crate) fn momentum_sgd() -> ModuleOptimizer {
+pub fn momentum_sgd() -> ModuleOptimizer {
     OptimizerConfig::Momentum {
         momentum: 0.9,
         nesterov: false,
@@ -59,7 +59,7 @@ pub(crate) fn momentum_sgd() -> ModuleOptimizer {
 }
 
 /// The median, in seconds.
-pub(crate) fn median(mut times: Vec<Duration>) -> f64 {
+pub fn median(mut times: Vec<Duration>) -> f64 {
     times.sort();
     times[times.len() / 2].as_secs_f64()
 }

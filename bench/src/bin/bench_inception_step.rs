@@ -2,15 +2,14 @@
 //! spends its time, block by block, on the default CPU backend (flex) or the device
 //! `TOWERS_BENCH_DEVICE` names.
 //!
-//! `cargo run --release --example bench_inception_step [REPS]` (default 3; medians after a
+//! `cargo run --release -p towers-bench --bin bench_inception_step [REPS]` (default 3; medians after a
 //! warm-up). Each block is timed alone as `bench_step` times the CIFAR-10 net's layers: forward,
 //! then forward and backward of the output's sum (the gradient reaches the block's weights and,
 //! except for the first convolution, whose input is the images, its input); backward is the
 //! difference. Batch norm runs on batch statistics, as in training.
 
-mod bench_common;
-use bench_common::layer_timing::{Layer, layer_table};
-use bench_common::{bench_device, reps};
+use towers_bench::layer_timing::{Layer, layer_table};
+use towers_bench::{bench_device, reps};
 
 use std::collections::HashMap;
 

@@ -11,7 +11,7 @@ use burn::tensor::Device;
 
 /// A `RemoteServer` serving flex on a loopback port of its own, on a thread that lives as long
 /// as the process (`serve` returns on Ctrl-C or SIGTERM).
-pub(crate) fn serve_flex() -> anyhow::Result<String> {
+pub fn serve_flex() -> anyhow::Result<String> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let address = listener.local_addr()?;
     thread::spawn(move || {
@@ -25,7 +25,7 @@ pub(crate) fn serve_flex() -> anyhow::Result<String> {
 /// A TCP relay on a loopback port of its own that forwards every connection to `target` and
 /// adds the bytes it carries, both ways, to `bytes`. Written here because the count must be of
 /// what crosses the socket, independent of Burn's own bookkeeping.
-pub(crate) fn counting_relay(target: String, bytes: Arc<AtomicU64>) -> anyhow::Result<String> {
+pub fn counting_relay(target: String, bytes: Arc<AtomicU64>) -> anyhow::Result<String> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let address = format!("127.0.0.1:{}", listener.local_addr()?.port());
     thread::spawn(move || {

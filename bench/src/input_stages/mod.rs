@@ -2,7 +2,7 @@
 //! `InceptionTrain` run on its own over the shards' first records, timed in this thread's CPU
 //! time, which other processes on the machine do not inflate.
 
-pub(crate) mod decoders;
+pub mod decoders;
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
@@ -29,7 +29,7 @@ const STAGES: [&str; 6] = [
 ];
 
 /// Prints ms per image for each stage over up to 512 records, on this thread.
-pub(crate) fn print(files: &[PathBuf], t: &InceptionTrain) -> anyhow::Result<()> {
+pub fn print(files: &[PathBuf], t: &InceptionTrain) -> anyhow::Result<()> {
     let (mut rgb, mut scratch, mut batch) = (Rgb8::default(), Vec::new(), Vec::new());
     let mut planes = Planes::zeros(3, t.size, t.size);
     let mut times = [Duration::ZERO; STAGES.len()];
@@ -115,7 +115,7 @@ fn cpu_time() -> Duration {
 }
 
 /// The CPU time all of this process's threads have used.
-pub(crate) fn process_cpu_time() -> Duration {
+pub fn process_cpu_time() -> Duration {
     cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 

@@ -8,9 +8,9 @@
 //! position to its first batch, median of 9, on every rank.
 //!
 //! ```text
-//! cargo run --release --example bench_resume
-//! cargo build --release --features mpi --example bench_resume
-//! mpirun --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo -np 2 target/release/examples/bench_resume
+//! cargo run --release -p towers-bench --bin bench_resume
+//! cargo build --release -p towers-bench --features mpi --bin bench_resume
+//! mpirun --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include lo -np 2 target/release/bench_resume
 //! ```
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! What exchanging gradients across MPI ranks costs, measured on the ranks themselves.
 //!
-//! `mpirun --mca btl tcp,self --mca btl_tcp_if_include lo -np 2 target/release/examples/bench_mpi [REPS]`
+//! `mpirun --mca btl tcp,self --mca btl_tcp_if_include lo -np 2 target/release/bench_mpi [REPS]`
 //! (with `--features mpi`; as root add `--allow-run-as-root`; on fewer cores than ranks add
 //! `--oversubscribe`). Rank 0 prints; REPS (default 5) timed exchanges or steps per row;
 //! `-x TOWERS_BUCKET_MB=N` sets the bucket size (default 25 MB), `-x TOWERS_WIRE=bf16` (or
@@ -23,9 +23,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mod bench_common;
-use bench_common::cifar_net::CifarNet;
-use bench_common::{cifar_batch, median, momentum_sgd, reps};
+use towers_bench::cifar_net::CifarNet;
+use towers_bench::{cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Distribution, Int, Tensor};

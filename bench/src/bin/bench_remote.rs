@@ -1,6 +1,6 @@
 //! What Burn's remote backend costs the towers, measured on loopback in one run.
 //!
-//! `cargo run --release --features remote --example bench_remote [REPS]` (default 10 timed steps
+//! `cargo run --release -p towers-bench --features remote --bin bench_remote [REPS]` (default 10 timed steps
 //! per row).
 //!
 //! The TF CIFAR-10 net (1.07M parameters) at batch 128, momentum SGD, on flex:
@@ -19,9 +19,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-mod bench_common;
-use bench_common::loopback::{counting_relay, serve_flex};
-use bench_common::{cifar_batch, median, momentum_sgd, reps};
+use towers_bench::loopback::{counting_relay, serve_flex};
+use towers_bench::{cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::Module;
 use burn::tensor::Device;

@@ -2,7 +2,7 @@
 //! the default CPU backend (flex) or the device `TOWERS_BENCH_DEVICE` names; the peer is
 //! `bench/peers/tf_cifar10_step.py`, which times TF's layers the same way.
 //!
-//! `cargo run --release --example bench_step [REPS]` (default 20; medians after a warm-up).
+//! `cargo run --release -p towers-bench --bin bench_step [REPS]` (default 20; medians after a warm-up).
 //!
 //! 1. Each layer in isolation: forward alone, then forward and backward (the gradient of the
 //!    output's sum with respect to the layer's weights and, except for conv1, whose input is
@@ -15,9 +15,8 @@
 
 use std::time::{Duration, Instant};
 
-mod bench_common;
-use bench_common::layer_timing::{Layer, alternatives_rows, layer_table};
-use bench_common::{bench_device, cifar_batch, median, reps};
+use towers_bench::layer_timing::{Layer, alternatives_rows, layer_table};
+use towers_bench::{bench_device, cifar_batch, median, reps};
 
 use burn::nn::PaddingConfig2d;
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};

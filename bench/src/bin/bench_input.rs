@@ -4,7 +4,7 @@
 //! decode and the 299x299 distortions). Each row is the median of 3 rounds; its CPU ms per
 //! image (all threads) is what other load on the machine barely changes.
 //!
-//! cargo run --release --example bench_input [-- --only cifar10|inception] [--stages|--decoders]
+//! cargo run --release -p towers-bench --bin bench_input [-- --only cifar10|inception] [--stages|--decoders]
 //!
 //! `--stages` prints instead where one reader's time goes per Inception image (read, parse,
 //! decode, crop and resize, colour, batch copy), in that thread's CPU time; `--decoders` the
@@ -26,7 +26,7 @@ use burn_towers::data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfE
 use burn_towers::data::transforms::{CifarTrain, InceptionTrain, Rng, Transform};
 use burn_towers::data::{Pipeline, PipelineConfig, RecordFormat};
 
-mod input_stages;
+use towers_bench::input_stages;
 
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum Input {

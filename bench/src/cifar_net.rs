@@ -10,7 +10,7 @@ use burn::tensor::{Device, Int, Tensor};
 
 /// TF's CIFAR-10 net without local response normalization.
 #[derive(Module, Debug)]
-pub(crate) struct CifarNet {
+pub struct CifarNet {
     conv1: Conv2d,
     conv2: Conv2d,
     pool: MaxPool2d,
@@ -20,7 +20,8 @@ pub(crate) struct CifarNet {
 }
 
 impl CifarNet {
-    pub(crate) fn new(device: &Device) -> Self {
+    /// The net with Burn's default initialization, on `device`.
+    pub fn new(device: &Device) -> Self {
         let conv = |c_in| {
             Conv2dConfig::new([c_in, 64], [5, 5])
                 .with_padding(PaddingConfig2d::Same)
@@ -39,7 +40,8 @@ impl CifarNet {
         }
     }
 
-    pub(crate) fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> Tensor<1> {
+    /// The mean cross-entropy loss of images `x` against labels `y`.
+    pub fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>) -> Tensor<1> {
         let x = self.pool.forward(relu(self.conv1.forward(x)));
         let x = self.pool.forward(relu(self.conv2.forward(x)));
         let x = relu(self.fc1.forward(x.flatten::<2>(1, 3)));

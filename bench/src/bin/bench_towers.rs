@@ -1,7 +1,7 @@
 //! What the tower strategy costs, measured in one run on the default CPU backend (flex), or on
 //! the device `TOWERS_BENCH_DEVICE` names (`TOWERS_BENCH_DEVICE=cuda:0`).
 //!
-//! `cargo run --release --example bench_towers [REPS] [ROW]` (default 15 timed steps per row;
+//! `cargo run --release -p towers-bench --bin bench_towers [REPS] [ROW]` (default 15 timed steps per row;
 //! `ROW`: `plain`, `1`, `gather` or `ring` runs that row alone).
 //!
 //! 1. Step time of `Towers` against a plain Burn training step (forward, loss, backward,
@@ -18,9 +18,8 @@
 
 use std::time::Instant;
 
-mod bench_common;
-use bench_common::cifar_net::CifarNet;
-use bench_common::{bench_device, cifar_batch, median, momentum_sgd, reps};
+use towers_bench::cifar_net::CifarNet;
+use towers_bench::{bench_device, cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;

@@ -27,7 +27,7 @@ use super::cpu_time;
 type Decoder<'a> = (&'static str, &'a mut dyn FnMut(&[u8]));
 
 /// Prints each decoder's best of 3 rounds over up to 256 of the shards' images, on this thread.
-pub(crate) fn print(files: &[PathBuf]) -> anyhow::Result<()> {
+pub fn print(files: &[PathBuf]) -> anyhow::Result<()> {
     let images = first_images(files, 256)?;
     let mut zune_out = Vec::new();
     let pixels: usize = images

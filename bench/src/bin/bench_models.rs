@@ -2,13 +2,12 @@
 //! Inception v3 (batch 32, 299x299) on the default CPU backend (flex), or on the device
 //! `TOWERS_BENCH_DEVICE` names.
 //!
-//! `cargo run --release --example bench_models [REPS]` (default 3 timed runs after a warm-up).
+//! `cargo run --release -p towers-bench --bin bench_models [REPS]` (default 3 timed runs after a warm-up).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
 //! averages); the train step is the training loss, its backward pass and a plain SGD update.
 //! Each row twice: products in f32 and in bf16 (`towers_models::with_precision`), alternating.
 
-mod bench_common;
-use bench_common::{bench_device, reps};
+use towers_bench::{bench_device, reps};
 
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};

@@ -5,11 +5,12 @@ use std::time::Instant;
 
 use burn::tensor::{Device, Distribution, Tensor};
 
-use super::median;
+use crate::median;
 
 /// A layer under test: its input's shape, whether the gradient reaches its input, and the sum
 /// of its output.
-pub(crate) struct Layer<'a> {
+pub struct Layer<'a> {
+    /// The row's name in the tables.
     pub name: &'static str,
     input: [usize; 4],
     input_grad: bool,
@@ -17,7 +18,9 @@ pub(crate) struct Layer<'a> {
 }
 
 impl<'a> Layer<'a> {
-    pub(crate) fn new(
+    /// The layer `run` (from its input to the sum of its output), timed on random inputs of
+    /// shape `input`; `input_grad`: whether backward computes the gradient of its input too.
+    pub fn new(
         name: &'static str,
         input: [usize; 4],
         input_grad: bool,
@@ -33,7 +36,7 @@ impl<'a> Layer<'a> {
 }
 
 /// Times each layer alone and prints a table with their sum.
-pub(crate) fn layer_table(layers: Vec<Layer>, reps: usize, device: &Device) {
+pub fn layer_table(layers: Vec<Layer>, reps: usize, device: &Device) {
     let header = ["layer", "forward", "backward", "fwd+bwd"];
     println!(
         "{:<40} {:>8} {:>9} {:>8}",
@@ -49,7 +52,7 @@ pub(crate) fn layer_table(layers: Vec<Layer>, reps: usize, device: &Device) {
 }
 
 /// Times formulations of one computation call by call in turn and prints a row each.
-pub(crate) fn alternatives_rows(group: &[Layer], reps: usize, device: &Device) {
+pub fn alternatives_rows(group: &[Layer], reps: usize, device: &Device) {
     for (layer, [fwd, both]) in group.iter().zip(time_alternating(group, reps, device)) {
         row(layer.name, fwd, both);
     }
