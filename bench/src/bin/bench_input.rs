@@ -22,10 +22,8 @@ use clap::{Parser, ValueEnum};
 use rand::SeedableRng;
 
 use burn_towers::data::cifar10::{self, BuiltinCifar10, Cifar10Format};
-use burn_towers::data::inception::{
-    self, BuiltinShards, BuiltinShardsConfig, InceptionTrain, TfExampleFormat,
-};
-use burn_towers::data::transforms::{CifarTrain, Rng, Transform};
+use burn_towers::data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
+use burn_towers::data::transforms::{CifarTrain, InceptionTrain, Rng, Transform};
 use burn_towers::data::{Pipeline, PipelineConfig, RecordFormat};
 
 use towers_bench::input_stages;

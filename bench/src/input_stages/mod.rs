@@ -11,11 +11,11 @@ use std::time::Duration;
 use rand::SeedableRng;
 
 use burn_towers::data::codec::decode_rgb8;
-use burn_towers::data::inception::{InceptionTrain, TfExampleFormat};
+use burn_towers::data::inception::TfExampleFormat;
 use burn_towers::data::tf_example::ImageRecord;
 use burn_towers::data::tfrecord::record_data;
 use burn_towers::data::transforms::{
-    ResizeMethod, Rng, Source, resize_window, sample_distorted_box,
+    InceptionTrain, ResizeMethod, Rng, Source, resize_window, sample_distorted_box,
 };
 use burn_towers::data::{Planes, RecordFormat, Rgb8};
 

@@ -2,7 +2,7 @@
 //! [`Rgb8`], a decoder's 8-bit output before any conversion; [`Planes`] (`f32`, CHW), the
 //! network input a transform hands to the batcher.
 
-use crate::pipeline::BufferPool;
+use crate::buffer_pool::BufferPool;
 
 /// An `f32` image in HWC order (height, width, channels), as TF's image ops see it.
 ///

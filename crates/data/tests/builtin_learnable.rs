@@ -5,10 +5,8 @@
 
 use std::sync::Arc;
 
-use towers_data::inception::{
-    self, BuiltinShards, BuiltinShardsConfig, InceptionTrain, TfExampleFormat,
-};
-use towers_data::transforms::rgb_to_hsv;
+use towers_data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
+use towers_data::transforms::{InceptionTrain, rgb_to_hsv};
 use towers_data::{Pipeline, PipelineConfig};
 
 const CLASSES: usize = 4;

@@ -6,10 +6,9 @@ use std::sync::mpsc::channel;
 use std::time::Duration;
 
 use towers_data::image_folder::ImageFolder;
-use towers_data::inception::{
-    self, BuiltinShards, BuiltinShardsConfig, InceptionEval, InceptionTrain, TfExampleFormat,
-};
+use towers_data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
 use towers_data::tf_example::ImageRecord;
+use towers_data::transforms::{InceptionEval, InceptionTrain};
 use towers_data::{Error, HostBatch, Pipeline, PipelineConfig, RecordFormat, tfrecord};
 use towers_testing::assert_error_names;
 

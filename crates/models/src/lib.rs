@@ -1,43 +1,35 @@
 //! The image models of burn-towers, layer for layer as TensorFlow users know them:
 //! the CIFAR-10 tutorial network and Inception v3 (TF-slim layout), behind one
 //! [`ImageClassifier`] trait that the trainer and the towers code against.
+//!
+//! The crate's folders, bottom up: `kernels/` (how each op is computed: burn-towers' flex
+//! kernels or Burn's, and in what precision), `layers/` (TF-slim's layers on those kernels),
+//! `nets/` (the CIFAR-10 net and Inception v3), and [`weights`] (restoring TF and PyTorch
+//! checkpoints into the nets). Beside them, `params.rs` counts parameters and collects weight
+//! decay, and `parameter_table.rs` prints a net's parameters layer by layer. The public items
+//! of `kernels/`, `layers/` and `nets/` are re-exported here, their one path.
 
-mod basic_conv;
-mod batch_norm;
-mod cifar10;
-mod classifier;
-mod dropout;
-mod fast_ops;
-#[cfg(feature = "flex")]
-mod flex;
-mod image_conv;
-mod inception;
-mod init;
-mod lrn;
-mod padding;
+mod kernels;
+mod layers;
+mod nets;
+mod parameter_table;
 mod params;
-mod precision;
-mod summary;
 #[cfg(test)]
 mod test_util;
 pub mod weights;
 
-pub use basic_conv::{BasicConv, BasicConvConfig};
-pub use batch_norm::{OffsetBatchNorm, OffsetBatchNormConfig};
-pub use cifar10::{Cifar10Config, Cifar10Net};
-pub use classifier::{ClassifierLoss, ImageClassifier};
-pub use dropout::{dropout, with_dropout_seed, with_example_dropout};
-pub use fast_ops::{avg_pool2d, conv2d, conv2d_relu, linear, max_pool2d};
-pub use image_conv::conv_images;
-pub use inception::{
-    AuxHead, AuxHeadConfig, InceptionA, InceptionAConfig, InceptionB, InceptionBConfig, InceptionC,
-    InceptionCConfig, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig, InceptionV3,
-    InceptionV3Config,
+pub use kernels::{
+    Bf16Kernel, Precision, avg_pool2d, bf16_kernel, bf16_on_amx, conv_images, conv2d, conv2d_relu,
+    current_precision, linear, max_pool2d, with_precision,
 };
-pub use init::truncated_normal;
-pub use lrn::{Lrn, LrnConfig};
+pub use layers::{
+    BasicConv, BasicConvConfig, Lrn, LrnConfig, OffsetBatchNorm, OffsetBatchNormConfig, dropout,
+    truncated_normal, with_dropout_seed, with_example_dropout,
+};
+pub use nets::{
+    AuxHead, AuxHeadConfig, Cifar10Config, Cifar10Net, ClassifierLoss, ImageClassifier, InceptionA,
+    InceptionAConfig, InceptionB, InceptionBConfig, InceptionC, InceptionCConfig, InceptionD,
+    InceptionDConfig, InceptionE, InceptionEConfig, InceptionV3, InceptionV3Config,
+};
+pub use parameter_table::{ParameterRow, parameter_table};
 pub use params::{ParamCounts, WeightDecay, count_params, l2_penalty, weight_decays};
-pub use precision::{
-    Bf16Kernel, Precision, bf16_kernel, bf16_on_amx, current_precision, with_precision,
-};
-pub use summary::{SummaryRow, summary_table};

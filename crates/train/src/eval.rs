@@ -8,7 +8,7 @@ use towers_data::PipelineConfig;
 use towers_models::ImageClassifier;
 
 use crate::error::{Error, Result};
-use crate::input::Input;
+use crate::file_input::Input;
 
 /// Correct predictions over an evaluation set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use towers_data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExample
 use towers_data::transforms::Transform;
 
 use crate::error::{Error, Result};
-use crate::input::Input;
+use crate::file_input::Input;
 
 /// Classes of the built-in data: few enough to stay apart through TF's colour distortions
 /// (see [`towers_data::synthetic::ClassLook::distortion_proof`]) and to be learnt in a minute.

@@ -24,8 +24,9 @@ mod config;
 mod dataset_input;
 mod error;
 mod eval;
+mod file_input;
 mod inception_data;
-mod input;
+mod interval;
 mod log;
 mod optim;
 mod plot;
@@ -43,8 +44,8 @@ pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
 pub use dataset_input::DatasetInput;
 pub use error::{Error, Result};
 pub use eval::{Precision, evaluate};
+pub use file_input::{Input, builtin_cifar10};
 pub use inception_data::{BUILTIN_CLASSES, InceptionData, Split, inception_image_size};
-pub use input::{Input, builtin_cifar10};
 pub use log::{LogEntry, MeanLoss, TrainLog, read_log};
 pub use optim::{
     LrSchedule, LrScheduleConfig, MovingAverage, OptimizerConfig, TfRmsProp, TfRmsPropState,

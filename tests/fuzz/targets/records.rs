@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use burn_towers::data::RecordFormat;
-use burn_towers::data::inception::{InceptionEval, InceptionTrain, TfExampleFormat};
+use burn_towers::data::inception::TfExampleFormat;
 use burn_towers::data::tfrecord::masked_crc;
-use burn_towers::data::transforms::{Rng, Transform};
+use burn_towers::data::transforms::{InceptionEval, InceptionTrain, Rng, Transform};
 use proptest::prelude::*;
 use rand::SeedableRng;
 

@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 
 use rand::SeedableRng;
 
+use crate::bounding_box::BoundingBox;
 use crate::error::{Error, Result};
-use crate::format::{BoundingBox, Example, PartialIndex, RecordFormat, RecordSpan};
+use crate::format::synthetic::{ClassLook, synthetic_image};
+use crate::format::{Example, PartialIndex, RecordFormat, RecordSpan};
 use crate::image::Image;
-use crate::synthetic::{ClassLook, synthetic_image};
-use crate::transforms::Rng;
+use crate::rng::Rng;
 
 /// Side of a CIFAR-10 image.
 pub const IMAGE_SIZE: usize = 32;

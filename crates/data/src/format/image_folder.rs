@@ -13,7 +13,8 @@ use crate::atomic_file::write_atomic;
 use crate::codec::decode_image;
 use crate::error::{Error, Result};
 use crate::format::{Example, Prepared, RecordFormat, RecordSpan, record_error};
-use crate::transforms::{Rng, Transform};
+use crate::rng::Rng;
+use crate::transforms::Transform;
 
 /// A scanned image folder: its classes and image files.
 #[derive(Debug, Clone)]

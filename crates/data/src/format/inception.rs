@@ -6,24 +6,23 @@
 //! - [`train_files`] / [`validation_files`]: a folder's shards, checked.
 //! - [`ShardWriter`]: writes shards in the same layout; [`BuiltinShards`] fills a temporary
 //!   folder with synthetic JPEG examples (the `inception` example's built-in data).
-//! - The preprocessing is [`InceptionTrain`] / [`InceptionEval`] in [`crate::transforms`].
+//! - The preprocessing is [`InceptionTrain`](crate::transforms::InceptionTrain) /
+//!   [`InceptionEval`](crate::transforms::InceptionEval).
 
 use std::path::{Path, PathBuf};
 
 use rand::{RngExt, SeedableRng};
 
-pub use crate::transforms::{InceptionEval, InceptionTrain};
-
 use crate::atomic_file::AtomicFile;
+use crate::bounding_box::BoundingBox;
 use crate::codec::{decode_image, encode_jpeg};
 use crate::error::{Error, Result};
-use crate::format::{
-    BoundingBox, Example, PartialIndex, Prepared, RecordFormat, RecordSpan, record_error,
-};
-use crate::synthetic::{ClassLook, synthetic_image};
-use crate::tf_example::ImageRecord;
-use crate::tfrecord::{self, TfRecordWriter};
-use crate::transforms::{Rng, Transform};
+use crate::format::synthetic::{ClassLook, synthetic_image};
+use crate::format::tf_example::ImageRecord;
+use crate::format::tfrecord::{self, TfRecordWriter};
+use crate::format::{Example, PartialIndex, Prepared, RecordFormat, RecordSpan, record_error};
+use crate::rng::Rng;
+use crate::transforms::Transform;
 
 /// Reads TFRecord shards of image `tf.train.Example`s; images come out RGB in [0, 1].
 #[derive(Debug, Clone, Copy)]

@@ -4,13 +4,11 @@
 //! - [`cifar10`]: CIFAR-10's fixed-size binary records.
 //! - [`tfrecord`] framing and [`tf_example`] protos; [`inception`]: TFRecord shards of
 //!   `tf.train.Example`s with encoded images, as TF's Inception trainer reads them.
-//! - [`image_folder`]: one folder per class; [`codec`]: JPEG and PNG decoding, JPEGs to TF's
-//!   pixels bit for bit (`tf_jpeg.rs`, libjpeg-turbo's decoder through a C shim, `tf_jpeg.c`).
+//! - [`image_folder`]: one folder per class, its images decoded by [`crate::codec`].
 //! - [`synthetic`]: built-in data for demos and tests.
 //! - [`RecordDataset`] (`record_dataset.rs`): files of any format as a Burn `Dataset`.
 
 pub mod cifar10;
-pub mod codec;
 pub mod image_folder;
 pub mod inception;
 mod record_bytes;
@@ -18,10 +16,9 @@ mod record_dataset;
 mod record_format;
 pub mod synthetic;
 pub mod tf_example;
-mod tf_jpeg;
 pub mod tfrecord;
 
 pub(crate) use record_bytes::read_records;
 pub use record_dataset::RecordDataset;
 pub(crate) use record_format::record_error;
-pub use record_format::{BoundingBox, Example, PartialIndex, Prepared, RecordFormat, RecordSpan};
+pub use record_format::{Example, PartialIndex, Prepared, RecordFormat, RecordSpan};

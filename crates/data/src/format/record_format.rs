@@ -6,9 +6,11 @@
 
 use std::path::Path;
 
+use crate::bounding_box::BoundingBox;
 use crate::error::{Error, Result};
 use crate::image::{Image, Planes};
-use crate::transforms::{Rng, Transform};
+use crate::rng::Rng;
+use crate::transforms::Transform;
 
 /// Where one record lies in its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,30 +29,6 @@ pub struct PartialIndex {
     /// The framing error that ended the walk (the file is cut short or corrupt there), naming
     /// the file and the record.
     pub broken: Option<Error>,
-}
-
-/// A box in an image, in TF's order and normalized coordinates: 0.0 is the top (left) edge,
-/// 1.0 the bottom (right) edge.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BoundingBox {
-    /// Top edge.
-    pub ymin: f32,
-    /// Left edge.
-    pub xmin: f32,
-    /// Bottom edge.
-    pub ymax: f32,
-    /// Right edge.
-    pub xmax: f32,
-}
-
-impl BoundingBox {
-    /// The whole image.
-    pub const WHOLE: BoundingBox = BoundingBox {
-        ymin: 0.0,
-        xmin: 0.0,
-        ymax: 1.0,
-        xmax: 1.0,
-    };
 }
 
 /// One decoded example: an image, its class and any object boxes.

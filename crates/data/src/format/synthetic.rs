@@ -3,9 +3,10 @@
 
 use rand::RngExt;
 
-use crate::format::BoundingBox;
+use crate::bounding_box::BoundingBox;
 use crate::image::Image;
-use crate::transforms::{Rng, hsv_to_rgb};
+use crate::rng::Rng;
+use crate::transforms::hsv_to_rgb;
 
 /// How a class looks: a colour under stripes.
 #[derive(Debug, Clone, Copy, PartialEq)]

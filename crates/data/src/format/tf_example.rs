@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use prost::Message;
 
-use crate::format::BoundingBox;
+use crate::bounding_box::BoundingBox;
 
 /// `tf.train.Example`.
 #[derive(Clone, PartialEq, Message)]

@@ -8,7 +8,7 @@
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use towers_multigpu::{TowerBatch, split_slice};
 
-use super::buffer_pool::BufferPool;
+use crate::buffer_pool::BufferPool;
 
 /// One batch of images (NCHW, `f32`) and labels, in host memory.
 #[derive(Debug, Clone)]

@@ -8,14 +8,15 @@ use std::sync::Arc;
 use rand::SeedableRng;
 
 use super::HostBatch;
-use super::buffer_pool::BufferPool;
 use super::core::{Entry, Source};
 use super::layout::FileLayout;
 use super::record_cursor::WorkItem;
+use crate::buffer_pool::BufferPool;
 use crate::error::{Error, Result};
 use crate::format::read_records;
 use crate::image::Planes;
-use crate::transforms::{Rng, Transform};
+use crate::rng::Rng;
+use crate::transforms::Transform;
 
 /// One transformed example on its way to the batcher.
 pub(crate) struct Sample {

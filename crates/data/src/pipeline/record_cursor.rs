@@ -24,7 +24,7 @@ use super::position::{InputPosition, RecordAt};
 use super::share::Share;
 use crate::error::{Error, Result};
 use crate::format::RecordSpan;
-use crate::transforms::Rng;
+use crate::rng::Rng;
 
 /// One record to read: its place among the cursor's handouts, in the run and in the files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,7 +302,7 @@ mod tests {
             shuffle_files,
             share: Share::ALL,
         };
-        let tally = Arc::new(CorruptTally::new(crate::CorruptRecords::Fail));
+        let tally = Arc::new(CorruptTally::new(crate::pipeline::CorruptRecords::Fail));
         let layout = FileLayout::new(start.files.clone(), Arc::new(Counted), tally);
         RecordCursor::new(start, Arc::new(layout), order)
     }

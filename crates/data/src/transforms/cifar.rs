@@ -4,7 +4,7 @@ use super::{
     Rng, Transform, crop_or_pad_center, per_image_standardization, random_brightness,
     random_contrast, random_crop, random_flip_left_right,
 };
-use crate::format::BoundingBox;
+use crate::bounding_box::BoundingBox;
 use crate::image::Image;
 
 /// Training distortions: random crop to `size` x `size` (24), random left-right flip, random

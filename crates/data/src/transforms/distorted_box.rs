@@ -4,7 +4,7 @@
 use rand::RngExt;
 
 use super::Rng;
-use crate::format::BoundingBox;
+use crate::bounding_box::BoundingBox;
 
 /// The constraints on the sampled window (TF's defaults for Inception).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -17,10 +17,10 @@ use super::{
     DistortedBoxConfig, ResizeMethod, Rng, Source, Transform, Value, Window, central_window,
     resize_window, sample_distorted_box,
 };
+use crate::bounding_box::BoundingBox;
+use crate::buffer_pool::BufferPool;
 use crate::codec::decode_rgb8;
-use crate::format::BoundingBox;
 use crate::image::{Image, Planes, Rgb8};
-use crate::pipeline::BufferPool;
 
 /// Training distortions, on an RGB image in [0, 1]: a distorted crop
 /// ([`sample_distorted_box`]), resize to `size` x `size` with one of the four methods, random

@@ -36,13 +36,11 @@ pub use inception::{InceptionEval, InceptionTrain};
 pub use resize::{ResizeMethod, Source, Value, resize, resize_window};
 pub use standardize::per_image_standardization;
 
-use crate::codec::decode_image;
-use crate::format::BoundingBox;
-use crate::image::{Image, Planes};
+pub use crate::rng::Rng;
 
-/// The random generator handed to transforms: a fixed, portable algorithm, so a seed means
-/// the same images on every platform and release.
-pub type Rng = rand::rngs::Xoshiro256PlusPlus;
+use crate::bounding_box::BoundingBox;
+use crate::codec::decode_image;
+use crate::image::{Image, Planes};
 
 /// One example's preprocessing: decoded image in, network input out.
 pub trait Transform: Send + Sync {

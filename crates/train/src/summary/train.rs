@@ -24,11 +24,11 @@ use towers_data::{HostBatch, Image};
 use towers_multigpu::{StepOutput, TowerBatch, TowerDevice, Towers, split_sizes};
 
 use crate::error::{Error, Result};
+use crate::interval::Interval;
 use crate::summary::event_file::EventWriter;
 use crate::summary::histogram::Histogram;
 use crate::summary::images::image_summary;
 use crate::summary::proto::Value;
-use crate::trainer::Interval;
 
 /// When the trainer writes which summaries ([`crate::TrainConfig::summaries`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -34,7 +34,6 @@ mod run;
 mod start;
 mod watchdog;
 
-pub(crate) use report::Interval;
 pub use report::TrainReport;
 pub use start::load_into;
 

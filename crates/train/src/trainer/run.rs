@@ -11,13 +11,14 @@ use towers_multigpu::{Timeline, TowerDevice, Towers, Track};
 
 use super::input::{next_batch, seeded_step};
 use super::job_input::JobInput;
-use super::report::{Interval, Metrics, TrainReport};
+use super::report::{Metrics, TrainReport};
 use super::start::{Start, mix, seed_devices};
 use super::watchdog::Watchdog;
 use super::{LOG_FILE, PLOT_FILE, Trained, Trainer};
 use crate::checkpoint::Checkpoint;
 use crate::checkpoint::CheckpointDir;
 use crate::error::{Error, Result};
+use crate::interval::Interval;
 use crate::log::{LogEntry, TrainLog, read_log};
 use crate::optim::LrSchedule;
 use crate::optim::MovingAverage;

@@ -11,7 +11,7 @@ use super::max_pool::{MaxPoolShape, max_pool_forward};
 use super::{batch_norm, matmul};
 
 /// Max pooling, LRN and convolution by burn-towers' kernels. Called through Burn's `Dispatch` on
-/// f32 flex tensors only ([`crate::fast_ops`] checks); other backends are not routed here.
+/// f32 flex tensors only ([`crate::kernels::dispatch`] checks); other backends are not routed here.
 #[backend_extension(Flex, Autodiff)]
 pub(crate) trait FlexKernels: Backend {
     /// Max pooling of `[n, c, h, w]` without padding or dilation.

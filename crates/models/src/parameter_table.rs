@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 /// One line of a model summary: a layer or block, its output shape, its parameters.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SummaryRow {
+pub struct ParameterRow {
     /// Layer or block name, TF's where there is one.
     pub name: String,
     /// Output shape, batch first; empty for parameters that belong to no named output.
@@ -15,8 +15,8 @@ pub struct SummaryRow {
 }
 
 /// A plain-text table of `rows` under `title`, with the totals on the last line.
-pub fn summary_table(title: &str, rows: &[SummaryRow], total: ParamCounts) -> String {
-    let shape = |row: &SummaryRow| match row.output_shape.is_empty() {
+pub fn parameter_table(title: &str, rows: &[ParameterRow], total: ParamCounts) -> String {
+    let shape = |row: &ParameterRow| match row.output_shape.is_empty() {
         true => "-".to_string(),
         false => format!("{:?}", row.output_shape),
     };
@@ -63,10 +63,10 @@ pub fn summary_table(title: &str, rows: &[SummaryRow], total: ParamCounts) -> St
 pub(crate) fn model_rows<M: Module>(
     model: &M,
     endpoints: Vec<(&'static str, Vec<usize>)>,
-) -> Vec<SummaryRow> {
+) -> Vec<ParameterRow> {
     let key = |name: &str| name.replace('_', "").to_lowercase();
     let mut fields = count_params_by_field(model);
-    let mut rows: Vec<SummaryRow> = endpoints
+    let mut rows: Vec<ParameterRow> = endpoints
         .into_iter()
         .map(|(name, output_shape)| {
             let params = fields
@@ -74,14 +74,14 @@ pub(crate) fn model_rows<M: Module>(
                 .position(|(field, _)| key(field) == key(name))
                 .map(|i| fields.remove(i).1)
                 .unwrap_or_default();
-            SummaryRow {
+            ParameterRow {
                 name: name.to_string(),
                 output_shape,
                 params,
             }
         })
         .collect();
-    rows.extend(fields.into_iter().map(|(name, params)| SummaryRow {
+    rows.extend(fields.into_iter().map(|(name, params)| ParameterRow {
         name,
         output_shape: Vec::new(),
         params,
@@ -107,7 +107,7 @@ mod tests {
 
     #[test]
     fn table_lists_rows_and_totals_with_separators() {
-        let rows = [SummaryRow {
+        let rows = [ParameterRow {
             name: "conv1".into(),
             output_shape: vec![1, 64, 24, 24],
             params: ParamCounts {
@@ -119,7 +119,7 @@ mod tests {
             trainable: 1_068_298,
             moving: 34_432,
         };
-        let table = summary_table("t", &rows, total);
+        let table = parameter_table("t", &rows, total);
         assert!(table.contains("conv1  [1, 64, 24, 24]") && table.contains("4,864"));
         assert!(table.ends_with("1,068,298 trainable parameters, 34,432 moving statistics"));
     }

@@ -14,7 +14,7 @@
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
-use crate::precision::Bf16Kernel;
+use crate::kernels::precision::Bf16Kernel;
 
 /// A matrix of f32 read through strides: element (row, col) is `data[row * row_stride + col * col_stride]`.
 #[derive(Clone, Copy)]

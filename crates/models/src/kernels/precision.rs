@@ -94,7 +94,7 @@ impl fmt::Display for Bf16Kernel {
 /// `TOWERS_NO_AMX=1` or `TOWERS_NO_AVX512BF16=1` turns it off (read once per process).
 pub fn bf16_kernel() -> Bf16Kernel {
     #[cfg(feature = "flex")]
-    return crate::flex::bf16_kernel();
+    return crate::kernels::flex::bf16_kernel();
     #[cfg(not(feature = "flex"))]
     Bf16Kernel::F32Gemm
 }

@@ -23,7 +23,7 @@
 //! - local response normalization (`lrn`) in vectorized passes per channel plane, with square
 //!   roots for the power and a backward pass that reuses the forward's window sums.
 //!
-//! Only flex tensors come here: [`crate::fast_ops`] routes every other backend to Burn's own
+//! Only flex tensors come here: [`crate::kernels::dispatch`] routes every other backend to Burn's own
 //! modules, and layouts these kernels do not cover (padded pools, dilated, grouped or
 //! asymmetrically padded convolutions) to Burn's flex kernels.
 

@@ -57,7 +57,9 @@ impl Lrn {
         #[cfg(feature = "flex")]
         {
             let params = [self.bias, self.alpha, self.beta];
-            if let Some(y) = crate::fast_ops::flex_route::lrn(&x, self.depth_radius, params) {
+            if let Some(y) =
+                crate::kernels::dispatch::flex_route::lrn(&x, self.depth_radius, params)
+            {
                 return y;
             }
         }

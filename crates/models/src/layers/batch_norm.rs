@@ -97,8 +97,11 @@ impl OffsetBatchNorm {
     pub fn forward_relu(&self, x: Tensor<4>) -> Tensor<4> {
         #[cfg(feature = "flex")]
         if x.device().is_autodiff() && self.training.is_enabled() {
-            let fused =
-                crate::fast_ops::flex_route::batch_norm_relu(&x, self.beta.val(), self.epsilon);
+            let fused = crate::kernels::dispatch::flex_route::batch_norm_relu(
+                &x,
+                self.beta.val(),
+                self.epsilon,
+            );
             if let Some((y, moments)) = fused {
                 let [_, c] = moments.dims();
                 let row = |i: usize| moments.clone().slice([i..i + 1, 0..c]).reshape([c]);

@@ -15,11 +15,11 @@ pub use inception_c::{InceptionC, InceptionCConfig};
 pub use inception_d::{InceptionD, InceptionDConfig};
 pub use inception_e::{InceptionE, InceptionEConfig};
 
+use crate::parameter_table::model_rows;
 use crate::params::{l2_penalty, weight_decays};
-use crate::summary::model_rows;
 use crate::{
     BasicConv, BasicConvConfig, ClassifierLoss, ImageClassifier, WeightDecay, count_params,
-    max_pool2d, summary_table, truncated_normal,
+    max_pool2d, parameter_table, truncated_normal,
 };
 use burn::config::Config;
 use burn::module::Module;
@@ -308,7 +308,7 @@ impl InceptionV3 {
         let images = Tensor::zeros([1, 3, self.image_size, self.image_size], &device);
         let rows = model_rows(&model, model.endpoints(images));
         let title = format!("InceptionV3, input {:?}", self.input_shape());
-        summary_table(&title, &rows, count_params(self))
+        parameter_table(&title, &rows, count_params(self))
     }
 }
 

@@ -1,9 +1,9 @@
-use crate::padding::same_padding;
+use crate::kernels::padding::same_padding;
+use crate::parameter_table::model_rows;
 use crate::params::{l2_penalty, weight_decays};
-use crate::summary::model_rows;
 use crate::{
     ClassifierLoss, ImageClassifier, Lrn, LrnConfig, WeightDecay, conv2d_relu, count_params,
-    linear, max_pool2d, summary_table, truncated_normal,
+    linear, max_pool2d, parameter_table, truncated_normal,
 };
 use burn::config::Config;
 use burn::module::Module;
@@ -172,7 +172,7 @@ impl Cifar10Net {
         let images = Tensor::zeros([1, 3, self.image_size, self.image_size], &device);
         let rows = model_rows(&model, model.endpoints(images));
         let title = format!("Cifar10Net, input {:?}", self.input_shape());
-        summary_table(&title, &rows, count_params(self))
+        parameter_table(&title, &rows, count_params(self))
     }
 }
 

@@ -11,9 +11,9 @@ use burn::nn::conv::Conv2d;
 use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
 
-use crate::fast_ops::conv2d;
-use crate::padding::conv_padding;
-use crate::precision::{Precision, current_precision};
+use crate::kernels::dispatch::conv2d;
+use crate::kernels::padding::conv_padding;
+use crate::kernels::precision::{Precision, current_precision};
 
 /// `conv.forward(images)` for an input that needs no gradient, as `kernel · windows`: the
 /// padded images' windows become the columns of a `[in·kh·kw, out_h·out_w]` matrix per image

@@ -9,12 +9,14 @@
 //! PNGs go through the `image` crate. Greyscale, CMYK and alpha images all come out as
 //! 3-channel RGB, as TF's `channels=3` does.
 
+mod tf_jpeg;
+
 use std::io::Cursor;
 
 use image::{ImageFormat, ImageReader};
 
-pub use super::tf_jpeg::{DctMethod, simd as jpeg_simd};
 use crate::image::{Image, Rgb8};
+pub use tf_jpeg::{DctMethod, simd as jpeg_simd};
 
 /// Decodes a JPEG or PNG (recognized by content, not by name) to RGB values in [0, 1]
 /// (TF's `convert_image_dtype` to float). JPEGs: see [`decode_rgb8`].
@@ -40,7 +42,7 @@ pub fn decode_rgb8(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
 /// [`decode_rgb8`] with JPEGs' inverse DCT chosen as TF's `dct_method`.
 pub fn decode_rgb8_with(bytes: &[u8], dct: DctMethod, out: &mut Rgb8) -> Result<(), String> {
     decode_rgb8_by(bytes, out, |bytes, out| {
-        super::tf_jpeg::decode(bytes, dct, max_decoded_bytes(bytes), out)
+        tf_jpeg::decode(bytes, dct, max_decoded_bytes(bytes), out)
     })
 }
 
@@ -77,7 +79,7 @@ fn decode_rgb8_by(
 /// The JPEG decoder, chosen here and nowhere else: libjpeg-turbo's with TF's settings and TF's
 /// default `dct_method` (INTEGER_FAST): TF's pixels bit for bit.
 fn decode_jpeg(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
-    super::tf_jpeg::decode(bytes, DctMethod::default(), max_decoded_bytes(bytes), out)
+    tf_jpeg::decode(bytes, DctMethod::default(), max_decoded_bytes(bytes), out)
 }
 
 /// The decoded size a JPEG of `bytes` may claim: [`MAX_EXPANSION`] bytes per input byte.

@@ -1,7 +1,7 @@
 //! The models' max pooling, convolution and dense layers (and, through [`crate::Lrn`], LRN):
-//! on f32 flex tensors by burn-towers' own kernels ([`crate::flex`], feature `flex`),
+//! on f32 flex tensors by burn-towers' own kernels ([`crate::kernels::flex`], feature `flex`),
 //! everywhere else by Burn's modules. Same outputs and gradients either way, to float rounding
-//! (tests below and in `lrn.rs`). Convolutions and dense layers compute their products in this
+//! (tests below and in `layers/lrn.rs`). Convolutions and dense layers compute their products in this
 //! thread's [`Precision`] (see [`crate::with_precision`]).
 
 use burn::nn::Linear;
@@ -12,8 +12,8 @@ use burn::tensor::module;
 use burn::tensor::ops::{ConvOptions, PadMode};
 use burn::tensor::{DType, Tensor};
 
-use crate::padding::conv_padding;
-use crate::precision::{Precision, current_precision};
+use crate::kernels::padding::conv_padding;
+use crate::kernels::precision::{Precision, current_precision};
 
 /// `pool.forward(x)`.
 pub fn max_pool2d(pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
@@ -104,9 +104,9 @@ pub(crate) mod flex_route {
     use burn::nn::pool::{AvgPool2d, MaxPool2d};
     use burn::tensor::{DType, Tensor};
 
-    use crate::flex::FlexKernels;
-    use crate::padding::conv_padding;
-    use crate::precision::Precision;
+    use crate::kernels::flex::FlexKernels;
+    use crate::kernels::padding::conv_padding;
+    use crate::kernels::precision::Precision;
 
     /// `x · weight` over `x`'s last dimension, in bf16 on the flex kernels; `None` for other
     /// types or devices.

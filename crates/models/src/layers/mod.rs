@@ -1,0 +1,15 @@
+//! The layers the nets are built of, as TF-slim names them, on the kernels of
+//! `kernels/`: [`BasicConv`] (convolution, batch norm, ReLU), [`OffsetBatchNorm`],
+//! [`Lrn`], [`dropout`] with seeded masks, and the [`truncated_normal`] initializer.
+
+mod basic_conv;
+mod batch_norm;
+mod dropout;
+mod init;
+mod lrn;
+
+pub use basic_conv::{BasicConv, BasicConvConfig};
+pub use batch_norm::{OffsetBatchNorm, OffsetBatchNormConfig};
+pub use dropout::{dropout, with_dropout_seed, with_example_dropout};
+pub use init::truncated_normal;
+pub use lrn::{Lrn, LrnConfig};
