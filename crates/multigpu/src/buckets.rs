@@ -58,11 +58,28 @@ pub(crate) fn unpack(
 ) {
     let len = values.len();
     let bucket = Tensor::<1>::from_data(TensorData::new(values, [len]), device);
-    let mut offset = 0;
-    for slot in slots {
-        out[slot] = Some(bucket.clone().narrow(0, offset, sizes[slot]));
-        offset += sizes[slot];
+    for (slot, view) in views(&bucket, slots, sizes) {
+        out[slot] = Some(view);
     }
+}
+
+/// The tensors `slots` of `bucket`, which holds them one after another (`sizes[slot]` values
+/// each), as views of it, with their slots.
+pub(crate) fn views<'a>(
+    bucket: &'a Tensor<1>,
+    slots: impl IntoIterator<Item = usize> + 'a,
+    sizes: &'a [usize],
+) -> impl Iterator<Item = (usize, Tensor<1>)> + 'a {
+    let mut offset = 0;
+    slots.into_iter().map(move |slot| {
+        let (start, len) = (offset, sizes[slot]);
+        offset += len;
+        let view = match len {
+            0 => Tensor::zeros([0], &bucket.device()),
+            _ => bucket.clone().narrow(0, start, len),
+        };
+        (slot, view)
+    })
 }
 
 #[cfg(test)]

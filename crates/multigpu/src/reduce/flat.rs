@@ -51,21 +51,14 @@ impl Layout {
     }
 
     /// The gradient set of `packed`: a view of its bucket per present gradient.
-    pub(crate) fn unpacked(&self, packed: Packed, device: &Device) -> GradientsParams {
+    pub(crate) fn unpacked(&self, packed: Packed) -> GradientsParams {
         let sizes = self.sizes();
         let mut out = GradientsParams::new();
-        for (slots, bucket) in packed.buckets.iter().zip(packed.tensors) {
-            let mut offset = 0;
-            for &slot in slots {
-                let (start, len) = (offset, sizes[slot]);
-                offset += len;
+        for (slots, bucket) in packed.buckets.iter().zip(&packed.tensors) {
+            for (slot, view) in buckets::views(bucket, slots.iter().copied(), &sizes) {
                 if packed.present[slot] {
                     let g = &self.slots[slot];
-                    let flat = match len {
-                        0 => Tensor::zeros([0], device),
-                        _ => bucket.clone().narrow(0, start, len),
-                    };
-                    (g.put)(&mut out, g.id, flat, &g.dims);
+                    (g.put)(&mut out, g.id, view, &g.dims);
                 }
             }
         }
@@ -86,6 +79,6 @@ impl Layout {
         packed.tensors = (packed.tensors.into_iter())
             .map(|t| t.to_device(to))
             .collect();
-        self.unpacked(packed, to)
+        self.unpacked(packed)
     }
 }

@@ -181,7 +181,7 @@ impl Layout {
             tensors,
             present,
         };
-        Ok(self.unpacked(packed, device))
+        Ok(self.unpacked(packed))
     }
 }
 

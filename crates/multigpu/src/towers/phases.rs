@@ -235,9 +235,12 @@ impl<M: Module> Towers<M> {
         match &self.state {
             _ if !plan.apply => (0..n).map(|_| Finish::Keep).collect(),
             _ if plan.overlapped => (0..n).map(|_| Finish::Tapped).collect(),
-            State::ParameterDevice { .. } => (0..n)
-                .map(|_| Finish::Gather(self.main.clone(), self.bucket_bytes()))
-                .collect(),
+            State::ParameterDevice { .. } => {
+                let bucket_bytes = self.bucket_bytes();
+                (0..n)
+                    .map(|_| Finish::Gather(self.main.clone(), bucket_bytes))
+                    .collect()
+            }
             State::AllReduce { optims, .. } => ring(
                 n,
                 self.towers.iter().any(|t| t.is_remote()),
