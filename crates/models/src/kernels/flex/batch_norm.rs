@@ -9,32 +9,47 @@
 //! masked by `y > 0`, over the `m` values of a channel:
 //! `∂L/∂β = Σg` and `∂L/∂x = r·(g - Σg/m - x̂·Σ(g·x̂)/m)` (the batch statistics depend on `x`).
 
+use std::mem::MaybeUninit;
+
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
+use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::{collect_planes, dims4};
+use super::dims4;
 
-/// Each channel's mean and biased variance over batch and places, `[2, c]`, summed in f64.
+/// Floats summed side by side: one AVX-512 register, two AVX2 ones.
+const LANES: usize = 16;
+
+/// Values a lane sums in f32 before its sum moves to f64: short enough that f32 rounding stays
+/// near 1e-6 relative, long enough that the conversions cost nothing.
+const BLOCK: usize = 64 * LANES;
+
+/// Each channel's mean and biased variance over batch and places, `[2, c]`.
+///
+/// Sums `x - s` and its square, `s` the channel's first value: with a shift near the mean,
+/// `E[(x-s)²] - E[x-s]²` does not cancel, whatever the channel's offset.
 pub(crate) fn moments(x: FlexTensor) -> FlexTensor {
     let x = x.to_contiguous();
     let [n, c, h, w] = dims4(&x);
     let places = h * w;
-    let sums = channel_sums(x.storage(), c, places, |x, _| {
-        (x as f64, (x as f64) * (x as f64))
+    let data: &[f32] = x.storage();
+    let shift: Vec<f32> = (0..c)
+        .map(|ch| data.get(ch * places).copied().unwrap_or(0.0))
+        .collect();
+    let sums = channel_sums(n, c, places, |first, ch| {
+        shifted_sums(&data[first..first + places], shift[ch])
     });
     let m = (n * places).max(1) as f64;
-    let mean: Vec<f64> = sums.iter().map(|s| s.0 / m).collect();
-    let var = sums
+    let (mean, var): (Vec<f32>, Vec<f32>) = sums
         .iter()
-        .zip(&mean)
-        .map(|(s, mean)| (s.1 / m - mean * mean).max(0.0));
-    let values: Vec<f32> = mean
-        .iter()
-        .map(|&v| v as f32)
-        .chain(var.map(|v| v as f32))
-        .collect();
-    FlexTensor::from_data(TensorData::new(values, [2, c]))
+        .zip(&shift)
+        .map(|(&(s, q), &shift)| {
+            let d = s / m;
+            ((shift as f64 + d) as f32, (q / m - d * d).max(0.0) as f32)
+        })
+        .unzip();
+    FlexTensor::from_data(TensorData::new([mean, var].concat(), [2, c]))
 }
 
 /// `relu((x - mean)/√(var + ε) + β)` per channel, with `moments` from [`moments`].
@@ -46,21 +61,18 @@ pub(crate) fn forward(
 ) -> FlexTensor {
     let x = x.to_contiguous();
     let [n, c, h, w] = dims4(&x);
-    let (shift, scale) = normalization(&moments, epsilon);
+    let (mean, scale) = normalization(&moments, epsilon);
     let beta = beta.to_contiguous();
     let beta: &[f32] = beta.storage();
     let places = h * w;
     let x_data: &[f32] = x.storage();
-    let y = collect_planes(x_data.len(), places, |plane| {
-        let ch = plane % c;
-        let (m, r, b) = (shift[ch], scale[ch], beta[ch]);
-        x_data[plane * places..(plane + 1) * places]
-            .iter()
-            .map(move |&x| {
-                let v = (x - m) * r + b;
-                if v <= 0.0 { 0.0 } else { v }
-            })
-    });
+    // SAFETY: `normalize_relu` writes every value of `out`.
+    let y = unsafe {
+        per_plane(x_data.len(), c, places, |first, ch, out| {
+            let x = &x_data[first..first + places];
+            normalize_relu(x, out, mean[ch], scale[ch], beta[ch]);
+        })
+    };
     FlexTensor::from_data(TensorData::new(y, [n, c, h, w]))
 }
 
@@ -75,26 +87,33 @@ pub(crate) fn backward(
     let (x, y, grad) = (x.to_contiguous(), y.to_contiguous(), grad.to_contiguous());
     let [n, c, h, w] = dims4(&x);
     let places = h * w;
-    let (shift, scale) = normalization(moments, epsilon);
+    let (mean, scale) = normalization(moments, epsilon);
     let (x_data, y_data, g_data): (&[f32], &[f32], &[f32]) =
         (x.storage(), y.storage(), grad.storage());
-    // Σg and Σg·x̂ per channel, g masked by y > 0.
-    let masked = |i: usize| if y_data[i] > 0.0 { g_data[i] } else { 0.0 };
-    let sums = channel_sums_indexed(x_data.len(), c, places, |i, ch| {
-        let g = masked(i) as f64;
-        (g, g * ((x_data[i] - shift[ch]) * scale[ch]) as f64)
+    let planes = |first: usize| [x_data, y_data, g_data].map(|data| &data[first..first + places]);
+    // Σg and Σg·(x - mean) per channel, g masked by y > 0.
+    let sums = channel_sums(n, c, places, |first, ch| {
+        let [x, y, g] = planes(first);
+        masked_sums(x, y, g, mean[ch])
     });
     let m = (n * places).max(1) as f64;
-    let mean_g: Vec<f32> = sums.iter().map(|s| (s.0 / m) as f32).collect();
-    let mean_gx: Vec<f32> = sums.iter().map(|s| (s.1 / m) as f32).collect();
-    let dx = collect_planes(x_data.len(), places, |plane| {
-        let ch = plane % c;
-        let (mu, r, mean_g, mean_gx) = (shift[ch], scale[ch], mean_g[ch], mean_gx[ch]);
-        (plane * places..(plane + 1) * places).map(move |at| {
-            let xhat = (x_data[at] - mu) * r;
-            r * (masked(at) - mean_g - xhat * mean_gx)
+    // ∂L/∂x = r·g - r·Σg/m - r³·(x - mean)·Σ(g·(x - mean))/m, with r = 1/√(var + ε)
+    // (x̂ = r·(x - mean), so x̂·Σ(g·x̂) = r²·(x - mean)·Σ(g·(x - mean))).
+    let terms: Vec<[f32; 3]> = sums
+        .iter()
+        .zip(&scale)
+        .map(|(&(sum_g, sum_gx), &r)| {
+            let r = r as f64;
+            [r, r * sum_g / m, r * r * r * sum_gx / m].map(|v| v as f32)
         })
-    });
+        .collect();
+    // SAFETY: `input_gradient` writes every value of `out`.
+    let dx = unsafe {
+        per_plane(x_data.len(), c, places, |first, ch, out| {
+            let [x, y, g] = planes(first);
+            input_gradient(x, y, g, out, mean[ch], terms[ch]);
+        })
+    };
     let beta_grad: Vec<f32> = sums.iter().map(|s| s.0 as f32).collect();
     (
         FlexTensor::from_data(TensorData::new(dx, [n, c, h, w])),
@@ -114,36 +133,19 @@ fn normalization(moments: &FlexTensor, epsilon: f64) -> (Vec<f32>, Vec<f32>) {
     (values[..c].to_vec(), scale)
 }
 
-/// Per channel, the sums of the pairs `f(value, channel)` over `[n, c, places]` data.
+/// Per channel, the sums of the pairs `plane_sums(first, channel)` over the planes of
+/// `[n, c, places]` data (`first`: the plane's first index), images in parallel.
 fn channel_sums(
-    data: &[f32],
+    n: usize,
     c: usize,
     places: usize,
-    f: impl Fn(f32, usize) -> (f64, f64) + Sync,
+    plane_sums: impl Fn(usize, usize) -> (f64, f64) + Sync,
 ) -> Vec<(f64, f64)> {
-    channel_sums_indexed(data.len(), c, places, |i, ch| f(data[i], ch))
-}
-
-/// Per channel, the sums of the pairs `f(index, channel)` over the indices of `[n, c, places]`
-/// data of `len` values, images in parallel.
-fn channel_sums_indexed(
-    len: usize,
-    c: usize,
-    places: usize,
-    f: impl Fn(usize, usize) -> (f64, f64) + Sync,
-) -> Vec<(f64, f64)> {
-    let image = (c * places).max(1);
-    (0..len / image)
+    (0..n)
         .into_par_iter()
-        .map(|i| {
+        .map(|image| {
             (0..c)
-                .map(|ch| {
-                    let first = i * image + ch * places;
-                    (first..first + places).fold((0.0, 0.0), |(a, b), at| {
-                        let (da, db) = f(at, ch);
-                        (a + da, b + db)
-                    })
-                })
+                .map(|ch| plane_sums((image * c + ch) * places, ch))
                 .collect::<Vec<_>>()
         })
         .reduce(
@@ -155,4 +157,111 @@ fn channel_sums_indexed(
                 a
             },
         )
+}
+
+/// A new `[n, c, places]` tensor's `len` values, each plane written by
+/// `plane(first, channel, out)` (`out` the plane's values), images in parallel. No zeroing
+/// pass first: every value is new.
+///
+/// # Safety
+/// `plane` writes every value of its `out`.
+unsafe fn per_plane(
+    len: usize,
+    c: usize,
+    places: usize,
+    plane: impl Fn(usize, usize, &mut [MaybeUninit<f32>]) + Sync,
+) -> Vec<f32> {
+    let mut out = Vec::with_capacity(len);
+    out.spare_capacity_mut()[..len]
+        .par_chunks_mut((c * places).max(1))
+        .enumerate()
+        .for_each(|(image, values)| {
+            for (ch, out) in values.chunks_mut(places.max(1)).enumerate() {
+                plane((image * c + ch) * places, ch, out);
+            }
+        });
+    // SAFETY: the planes tile the first `len` values, and the caller's `plane` wrote each.
+    unsafe { out.set_len(len) };
+    out
+}
+
+/// `(Σ(x - shift), Σ(x - shift)²)` of a plane.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn shifted_sums(x: &[f32], shift: f32) -> (f64, f64) {
+    let mut total = (0.0, 0.0);
+    for block in x.chunks(BLOCK) {
+        let (lanes, rest) = block.as_chunks::<LANES>();
+        let (mut s, mut q) = ([0.0f32; LANES], [0.0f32; LANES]);
+        for x in lanes {
+            for l in 0..LANES {
+                let d = x[l] - shift;
+                s[l] += d;
+                q[l] += d * d;
+            }
+        }
+        for (l, &x) in rest.iter().enumerate() {
+            let d = x - shift;
+            s[l] += d;
+            q[l] += d * d;
+        }
+        total.0 += s.iter().sum::<f32>() as f64;
+        total.1 += q.iter().sum::<f32>() as f64;
+    }
+    total
+}
+
+/// `relu((x - mean)·scale + beta)` of a plane into `out`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn normalize_relu(x: &[f32], out: &mut [MaybeUninit<f32>], mean: f32, scale: f32, beta: f32) {
+    assert_eq!(x.len(), out.len());
+    for (out, &x) in out.iter_mut().zip(x) {
+        out.write(((x - mean) * scale + beta).max(0.0));
+    }
+}
+
+/// `(Σg, Σg·(x - mean))` of a plane, `g` masked by `y > 0`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn masked_sums(x: &[f32], y: &[f32], g: &[f32], mean: f32) -> (f64, f64) {
+    let mut total = (0.0, 0.0);
+    for ((x, y), g) in x.chunks(BLOCK).zip(y.chunks(BLOCK)).zip(g.chunks(BLOCK)) {
+        let ((xl, xr), (yl, yr), (gl, gr)) = (
+            x.as_chunks::<LANES>(),
+            y.as_chunks::<LANES>(),
+            g.as_chunks::<LANES>(),
+        );
+        let (mut sg, mut sgx) = ([0.0f32; LANES], [0.0f32; LANES]);
+        for ((x, y), g) in xl.iter().zip(yl).zip(gl) {
+            for l in 0..LANES {
+                let g = if y[l] > 0.0 { g[l] } else { 0.0 };
+                sg[l] += g;
+                sgx[l] += g * (x[l] - mean);
+            }
+        }
+        for (l, ((x, y), g)) in xr.iter().zip(yr).zip(gr).enumerate() {
+            let g = if *y > 0.0 { *g } else { 0.0 };
+            sg[l] += g;
+            sgx[l] += g * (x - mean);
+        }
+        total.0 += sg.iter().sum::<f32>() as f64;
+        total.1 += sgx.iter().sum::<f32>() as f64;
+    }
+    total
+}
+
+/// `a·g - b - c·(x - mean)` of a plane into `out`, `g` masked by `y > 0` and `[a, b, c]` the
+/// channel's `terms`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn input_gradient(
+    x: &[f32],
+    y: &[f32],
+    g: &[f32],
+    out: &mut [MaybeUninit<f32>],
+    mean: f32,
+    [a, b, c]: [f32; 3],
+) {
+    assert!(x.len() == out.len() && y.len() == out.len() && g.len() == out.len());
+    for (((out, &x), &y), &g) in out.iter_mut().zip(x).zip(y).zip(g) {
+        let g = if y > 0.0 { g } else { 0.0 };
+        out.write(a * g - b - c * (x - mean));
+    }
 }

@@ -50,30 +50,3 @@ fn dims4(x: &FlexTensor) -> [usize; 4] {
     let shape = x.layout().shape();
     [shape[0], shape[1], shape[2], shape[3]]
 }
-
-/// The `len` values of `planes(i)` for planes `i = 0, 1, ...` of `plane` values each (the last
-/// may be shorter), computed in parallel straight into the result: a kernel whose output is
-/// all new values pays no zeroing pass first (`vec![0.0; len]`, a memset of the whole output).
-/// Panics if a plane yields fewer values than it holds.
-fn collect_planes<I>(len: usize, plane: usize, planes: impl Fn(usize) -> I + Sync) -> Vec<f32>
-where
-    I: Iterator<Item = f32>,
-{
-    use rayon::prelude::*;
-    let mut out = Vec::with_capacity(len);
-    out.spare_capacity_mut()[..len]
-        .par_chunks_mut(plane.max(1))
-        .enumerate()
-        .for_each(|(i, dst)| {
-            let mut written = 0;
-            for (dst, value) in dst.iter_mut().zip(planes(i)) {
-                dst.write(value);
-                written += 1;
-            }
-            assert_eq!(written, dst.len(), "plane {i} gave {written} of its values");
-        });
-    // SAFETY: every plane wrote each of its values (the assertion above, which would have
-    // panicked first), so the first `len` values are initialized.
-    unsafe { out.set_len(len) };
-    out
-}
