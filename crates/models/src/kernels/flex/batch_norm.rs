@@ -232,9 +232,11 @@ fn masked_sums(x: &[f32], y: &[f32], g: &[f32], mean: f32) -> (f64, f64) {
         let (mut sg, mut sgx) = ([0.0f32; LANES], [0.0f32; LANES]);
         for ((x, y), g) in xl.iter().zip(yl).zip(gl) {
             for l in 0..LANES {
-                let g = if y[l] > 0.0 { g[l] } else { 0.0 };
+                // Loaded before the test, so the compiler selects instead of branching.
+                let (x, y, g) = (x[l], y[l], g[l]);
+                let g = if y > 0.0 { g } else { 0.0 };
                 sg[l] += g;
-                sgx[l] += g * (x[l] - mean);
+                sgx[l] += g * (x - mean);
             }
         }
         for (l, ((x, y), g)) in xr.iter().zip(yr).zip(gr).enumerate() {

@@ -711,7 +711,7 @@ pub(crate) mod amx {
     /// `even` and `odd` rounded to bf16 (`to_bf16`) and interleaved: lane c holds the pair
     /// `(even[c], odd[c])`, the even one in the low half.
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    pub(super) fn interleave_bf16(even: __m512, odd: __m512) -> __m512i {
+    pub(crate) fn interleave_bf16(even: __m512, odd: __m512) -> __m512i {
         // Word 2c from word c (even's lane c), word 2c + 1 from word 16 + c (odd's lane c).
         let interleave = _mm512_set_epi16(
             31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,

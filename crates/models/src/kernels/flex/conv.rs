@@ -88,22 +88,50 @@ fn forward_then(
     let weight = weight.to_contiguous();
     let [out, c, kh, kw] = dims4(&weight);
     let kernel: &[f32] = weight.storage();
-    let product = match arithmetic == Arithmetic::Bf16 && direct_applies(geometry) {
-        true => ImageProduct::Direct {
-            kernel: direct::PackedKernel::new(kernel, [out, c, kh, kw]),
-            padding: geometry.padding,
-        },
-        false => ImageProduct::Windows {
+    let product = windowless(kernel, [out, c, kh, kw], geometry, arithmetic, false).unwrap_or(
+        ImageProduct::Windows {
             kernel: Kernel::new(kernel, [out, c * kh * kw], arithmetic),
             geometry,
         },
-    };
+    );
     convolve(x, [out, kh, kw], &product, bias)
 }
 
-/// Whether the direct convolution on AMX tiles takes a convolution of this geometry here.
-fn direct_applies(geometry: ConvGeometry) -> bool {
-    geometry.stride == [1, 1] && direct::available()
+/// The product without windows for a convolution of this geometry, where this CPU has one:
+/// stride 1, on AMX tiles in bf16, else on AVX-512 vectors (not for a 1x1 kernel without
+/// padding, whose windows are the image itself). `flipped`: the kernel of the input gradient
+/// of a convolution by `kernel` (`[out, c, kh, kw]`), as [`input_grad`] takes it.
+fn windowless(
+    kernel: &[f32],
+    dims: [usize; 4],
+    geometry: ConvGeometry,
+    arithmetic: Arithmetic,
+    flipped: bool,
+) -> Option<ImageProduct<'static>> {
+    let [_, _, kh, kw] = dims;
+    let bf16 = arithmetic == Arithmetic::Bf16;
+    let padding = geometry.padding;
+    if geometry.stride != [1, 1] {
+        return None;
+    }
+    if bf16 && direct::available() {
+        let kernel = match flipped {
+            false => direct::PackedKernel::new(kernel, dims),
+            true => direct::PackedKernel::flipped_transposed(kernel, dims),
+        };
+        return Some(ImageProduct::Direct { kernel, padding });
+    }
+    if [kh, kw] == [1, 1] && padding == [0, 0] || !vectors::available(bf16) {
+        return None;
+    }
+    let kernel = match flipped {
+        false => vectors::PackedKernel::new(kernel, dims, bf16),
+        true => vectors::PackedKernel::flipped_transposed(kernel, dims, bf16),
+    };
+    Some(ImageProduct::Vectors {
+        kernel: kernel?,
+        padding,
+    })
 }
 
 /// How each image's convolution is computed.
@@ -116,6 +144,11 @@ enum ImageProduct<'a> {
     /// On AMX tiles, without windows (stride 1, bf16).
     Direct {
         kernel: direct::PackedKernel,
+        padding: [usize; 2],
+    },
+    /// On AVX-512 vectors, without windows (stride 1).
+    Vectors {
+        kernel: vectors::PackedKernel,
         padding: [usize; 2],
     },
 }
@@ -132,10 +165,12 @@ fn convolve(
     let [n, c, h, w] = dims4(&x);
     let geometry = match product {
         ImageProduct::Windows { geometry, .. } => *geometry,
-        ImageProduct::Direct { padding, .. } => ConvGeometry {
-            stride: [1, 1],
-            padding: *padding,
-        },
+        ImageProduct::Direct { padding, .. } | ImageProduct::Vectors { padding, .. } => {
+            ConvGeometry {
+                stride: [1, 1],
+                padding: *padding,
+            }
+        }
     };
     let image = Im2Col::new([c, h, w], [kh, kw], geometry);
     let [out_h, out_w] = image.out;
@@ -150,6 +185,10 @@ fn convolve(
                 ImageProduct::Direct { kernel, padding } => {
                     let images = x.len() / (c * h * w);
                     direct::forward(y, x, [images, c, h, w], kernel, *padding);
+                }
+                ImageProduct::Vectors { kernel, padding } => {
+                    let images = x.len() / (c * h * w);
+                    vectors::forward(y, x, [images, c, h, w], kernel, *padding);
                 }
                 ImageProduct::Windows { kernel, .. } => {
                     let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
@@ -189,23 +228,17 @@ pub(crate) fn input_grad(
         };
         return Flex::conv2d_x_backward(x, weight, grad, geometry.options());
     }
-    let padding = [kh - 1 - ph, kw - 1 - pw];
-    if arithmetic == Arithmetic::Bf16 && direct_applies(geometry) {
-        let (weight, [out, c, _, _]) = (weight.to_contiguous(), dims4(&weight));
-        let kernel = direct::PackedKernel::flipped_transposed(weight.storage(), [out, c, kh, kw]);
-        let product = ImageProduct::Direct { kernel, padding };
+    let flipped = ConvGeometry {
+        stride: [1, 1],
+        padding: [kh - 1 - ph, kw - 1 - pw],
+    };
+    let (weight, dims) = (weight.to_contiguous(), dims4(&weight));
+    let [_, c, _, _] = dims;
+    if let Some(product) = windowless(weight.storage(), dims, flipped, arithmetic, true) {
         return convolve(grad, [c, kh, kw], &product, None);
     }
-    let flipped = Flex::float_flip(Flex::float_swap_dims(weight, 0, 1), &[2, 3]);
-    forward(
-        grad,
-        flipped,
-        ConvGeometry {
-            stride: [1, 1],
-            padding,
-        },
-        arithmetic,
-    )
+    let weight = Flex::float_flip(Flex::float_swap_dims(weight, 0, 1), &[2, 3]);
+    forward(grad, weight, flipped, arithmetic)
 }
 
 /// The gradient of `weight` (`[out, in, kh, kw]`) in `y = conv(x, weight)`: per image, the
@@ -286,6 +319,43 @@ mod direct {
     /// Whether AMX runs here.
     pub(super) fn available() -> bool {
         super::super::bf16_gemm::amx_available()
+    }
+}
+
+/// [`super::vector_conv`], the direct convolution on AVX-512 vectors, where it is compiled
+/// (x86-64).
+#[cfg(target_arch = "x86_64")]
+mod vectors {
+    pub(super) use super::super::vector_conv::{PackedKernel, available, forward};
+}
+
+/// Elsewhere: never available.
+#[cfg(not(target_arch = "x86_64"))]
+mod vectors {
+    pub(super) enum PackedKernel {}
+
+    impl PackedKernel {
+        pub(super) fn new(_: &[f32], _: [usize; 4], _: bool) -> Option<Self> {
+            None
+        }
+
+        pub(super) fn flipped_transposed(_: &[f32], _: [usize; 4], _: bool) -> Option<Self> {
+            None
+        }
+    }
+
+    pub(super) fn available(_: bool) -> bool {
+        false
+    }
+
+    pub(super) fn forward(
+        _: &mut [f32],
+        _: &[f32],
+        _: [usize; 4],
+        k: &PackedKernel,
+        _: [usize; 2],
+    ) {
+        match *k {}
     }
 }
 

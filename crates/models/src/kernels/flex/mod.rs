@@ -39,6 +39,8 @@ mod extension;
 mod lrn;
 mod matmul;
 mod max_pool;
+#[cfg(target_arch = "x86_64")]
+mod vector_conv;
 
 pub(crate) use bf16_gemm::kernel as bf16_kernel;
 pub(crate) use extension::FlexKernels;

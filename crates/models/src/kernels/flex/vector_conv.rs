@@ -1,0 +1,447 @@
+//! Stride-1 convolutions on AVX-512 vectors without windows (no im2col): products in f32 by
+//! FMA, or in bf16 by `vdpbf16ps` on pairs of channels.
+//!
+//! As in [`super::bf16_conv`] (the same idea on AMX tiles), the image is padded once and the
+//! outputs are computed on the padded-width grid: output place `q = oy·wp + ox` (`wp` the padded
+//! width) reads padded place `q + ky·wp + kx` at tap `(ky, kx)`, so 16 consecutive places of one
+//! tap are one unaligned load of the padded image, with no copy per tap. A block of 8 output
+//! channels × 48 places stays in 24 registers while the channels and taps stream through it:
+//! each step loads three vectors of the image and broadcasts 8 kernel values into 24
+//! multiply-adds. The price is the `kw - 1` columns past each row's end, computed and dropped.
+//!
+//! In bf16 a step takes two channels: the image is packed as pairs (channels `2p` and `2p + 1`
+//! of a place side by side in 32 bits), the kernel likewise, and `vdpbf16ps` multiplies and adds
+//! both. Operands are rounded to bf16 as the other bf16 paths round them (to nearest even,
+//! subnormals flushed) and products are summed in f32, so results match theirs up to the order
+//! of the sums.
+//!
+//! Measured on the nets' shapes in bench/README.md ("The CIFAR-10 training step", "Models"):
+//! the windows (im2col) and gemm's packing of them were a fifth of Inception v3's step.
+
+use core::arch::x86_64::*;
+use std::cell::RefCell;
+use std::sync::OnceLock;
+
+use super::bf16_gemm::amx::{Avx512Bf16, interleave_bf16, lane_mask, tile_bits};
+
+/// Output channels in a block: 8 broadcasts per step.
+const MR: usize = 8;
+/// Places in a block: three vectors of 16.
+const NR: usize = 48;
+/// Output channels whose kernel slice stays in cache while blocks of places pass.
+const OUT_CHUNK: usize = 64;
+/// Depth (channels, or pairs of them) summed per pass over the output: with the taps, the
+/// kernel slice and the image rows of a block stay in L2.
+const DEPTH_CHUNK: usize = 64;
+
+/// What one step of a block multiplies.
+#[derive(Clone, Copy)]
+enum Lanes {
+    /// One channel per step, f32 products (FMA).
+    F32(Avx512F),
+    /// Two channels per step, bf16 products summed in f32 (`vdpbf16ps`).
+    Bf16Pairs(Avx512Bf16),
+}
+
+/// Proof that the CPU has AVX-512 F: only [`Avx512F::get`] makes one.
+#[derive(Clone, Copy)]
+struct Avx512F(());
+
+impl Avx512F {
+    fn get() -> Option<Self> {
+        static HAS: OnceLock<bool> = OnceLock::new();
+        HAS.get_or_init(|| is_x86_feature_detected!("avx512f"))
+            .then_some(Self(()))
+    }
+}
+
+/// Whether this module runs stride-1 convolutions here, in f32 (`bf16 == false`) or in bf16:
+/// the CPU has AVX-512 (and AVX-512 BF16 for bf16) and `TOWERS_NO_DIRECT_CONV` is not set.
+pub(crate) fn available(bf16: bool) -> bool {
+    static OFF: OnceLock<bool> = OnceLock::new();
+    let off = *OFF.get_or_init(|| {
+        std::env::var_os("TOWERS_NO_DIRECT_CONV").is_some_and(|v| !v.is_empty() && v != "0")
+    });
+    !off && lanes(bf16).is_some()
+}
+
+fn lanes(bf16: bool) -> Option<Lanes> {
+    match bf16 {
+        false => Avx512F::get().map(Lanes::F32),
+        true => Avx512Bf16::get().map(Lanes::Bf16Pairs),
+    }
+}
+
+/// A kernel `[out, c, kh, kw]` laid out for [`forward`]: blocks of 8 output channels, each
+/// `[depth][tap][8]` (depth: channels, or pairs of them in bf16), f32 bits or bf16 pairs (the
+/// even channel in the low half); zeros past `out` and `c`.
+pub(crate) struct PackedKernel {
+    out: usize,
+    c: usize,
+    kh: usize,
+    kw: usize,
+    lanes: Lanes,
+    data: Vec<u32>,
+}
+
+impl PackedKernel {
+    /// The kernel of `weight` (`[out, c, kh, kw]`, row-major), in bf16 pairs or in f32; `None`
+    /// where the CPU lacks the instructions.
+    pub(crate) fn new(weight: &[f32], dims: [usize; 4], bf16: bool) -> Option<Self> {
+        let [out, c, kh, kw] = dims;
+        let taps = kh * kw;
+        assert_eq!(weight.len(), out * c * taps, "weight is not {dims:?}");
+        let mut kernel = Self::zeros(dims, lanes(bf16)?);
+        for (i, &value) in weight.iter().enumerate() {
+            kernel.put(i / (c * taps), i / taps % c, i % taps, value);
+        }
+        Some(kernel)
+    }
+
+    /// The kernel of the input gradient of a stride-1 convolution by `weight` (`[out, c, kh,
+    /// kw]`): inputs and outputs swapped and the window flipped both ways, `[c, out, kh, kw]`,
+    /// packed straight from `weight`, read in its own order.
+    pub(crate) fn flipped_transposed(weight: &[f32], dims: [usize; 4], bf16: bool) -> Option<Self> {
+        let [out, c, kh, kw] = dims;
+        let taps = kh * kw;
+        assert_eq!(weight.len(), out * c * taps, "weight is not {dims:?}");
+        let mut kernel = Self::zeros([c, out, kh, kw], lanes(bf16)?);
+        for (i, &value) in weight.iter().enumerate() {
+            kernel.put(i / taps % c, i / (c * taps), taps - 1 - i % taps, value);
+        }
+        Some(kernel)
+    }
+
+    fn zeros([out, c, kh, kw]: [usize; 4], lanes: Lanes) -> Self {
+        let mut kernel = Self {
+            out,
+            c,
+            kh,
+            kw,
+            lanes,
+            data: Vec::new(),
+        };
+        kernel.data = vec![0; out.div_ceil(MR) * kernel.depth() * kh * kw * MR];
+        kernel
+    }
+
+    /// Channels, or pairs of them, per place.
+    fn depth(&self) -> usize {
+        match self.lanes {
+            Lanes::F32(_) => self.c,
+            Lanes::Bf16Pairs(_) => self.c.div_ceil(2),
+        }
+    }
+
+    /// Sets element `(o, ch, tap)` (`tap` row-major `ky·kw + kx`).
+    fn put(&mut self, o: usize, ch: usize, tap: usize, value: f32) {
+        let (depth, taps) = (self.depth(), self.kh * self.kw);
+        let (d, bits) = match self.lanes {
+            Lanes::F32(_) => (ch, value.to_bits()),
+            Lanes::Bf16Pairs(_) => (ch / 2, u32::from(tile_bits(value)) << (16 * (ch % 2))),
+        };
+        self.data[((o / MR * depth + d) * taps + tap) * MR + o % MR] |= bits;
+    }
+}
+
+/// A stride-1 convolution's padded image and its grid of output places.
+#[derive(Clone, Copy)]
+struct Grid {
+    h: usize,
+    w: usize,
+    ph: usize,
+    pw: usize,
+    /// Padded width: the grid's row length.
+    wp: usize,
+    oh: usize,
+    ow: usize,
+    /// Places computed per output channel: `oh` rows of `wp`, rounded up to whole blocks.
+    places: usize,
+    /// Values per depth plane of the packed image: the padded image, room for the farthest
+    /// tap of the last block, zeros after.
+    plane: usize,
+}
+
+impl Grid {
+    fn new([h, w]: [usize; 2], [kh, kw]: [usize; 2], [ph, pw]: [usize; 2]) -> Self {
+        let (hp, wp) = (h + 2 * ph, w + 2 * pw);
+        assert!(
+            kh <= hp && kw <= wp,
+            "a {kh}×{kw} kernel does not fit a {hp}×{wp} padded image"
+        );
+        let (oh, ow) = (hp - kh + 1, wp - kw + 1);
+        let places = (oh * wp).next_multiple_of(NR);
+        let mut plane = (places + (kh - 1) * wp + kw - 1).next_multiple_of(16);
+        // Planes 4 KiB apart would map a block's rows to the same cache sets.
+        if plane % 1024 == 0 {
+            plane += 16;
+        }
+        Self {
+            h,
+            w,
+            ph,
+            pw,
+            wp,
+            oh,
+            ow,
+            places,
+            plane,
+        }
+    }
+}
+
+thread_local! {
+    /// [`forward`]'s packed image and its sums on the grid, kept between calls so that the
+    /// steady state allocates nothing.
+    static SCRATCH: RefCell<(Vec<u32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// `y` (`[n, out, oh, ow]`, set) = the stride-1 convolution of `x` (`[n, c, h, w]`) by the
+/// kernel with zero `padding`, for n images, on the calling thread (the caller splits the batch
+/// across threads).
+pub(crate) fn forward(
+    y: &mut [f32],
+    x: &[f32],
+    [n, c, h, w]: [usize; 4],
+    kernel: &PackedKernel,
+    padding: [usize; 2],
+) {
+    assert_eq!(c, kernel.c, "the kernel has {} channels, x {c}", kernel.c);
+    let g = Grid::new([h, w], [kernel.kh, kernel.kw], padding);
+    let out = kernel.out;
+    let (x_size, y_size) = (c * h * w, out * g.oh * g.ow);
+    assert_eq!(x.len(), n * x_size, "x is not [{n}, {c}, {h}, {w}]");
+    let dims = [n, out, g.oh, g.ow];
+    assert_eq!(y.len(), n * y_size, "y is not {dims:?}");
+    if y.is_empty() {
+        return;
+    }
+    let depth = kernel.depth();
+    let offsets: Vec<usize> = (0..kernel.kh * kernel.kw)
+        .map(|tap| tap / kernel.kw * g.wp + tap % kernel.kw)
+        .collect();
+    SCRATCH.with_borrow_mut(|(image, sums)| {
+        // Zeros once: each image rewrites only the inside of the padding.
+        image.clear();
+        image.resize(depth.max(1) * g.plane, 0);
+        sums.resize(out.next_multiple_of(MR) * g.places, 0.0);
+        for (x, y) in x.chunks_exact(x_size).zip(y.chunks_exact_mut(y_size)) {
+            pack_image(image, x, c, g, kernel.lanes);
+            convolve_grid(sums, image, kernel, g, &offsets);
+            for (o, y) in y.chunks_exact_mut(g.oh * g.ow).enumerate() {
+                let rows = sums[o * g.places..].chunks(g.wp);
+                for (y, row) in y.chunks_exact_mut(g.ow).zip(rows) {
+                    y.copy_from_slice(&row[..g.ow]);
+                }
+            }
+        }
+    });
+}
+
+/// The sums of every output channel on the grid (`[out rounded up to 8][places]`) from the
+/// packed image, block by block.
+fn convolve_grid(
+    sums: &mut [f32],
+    image: &[u32],
+    kernel: &PackedKernel,
+    g: Grid,
+    offsets: &[usize],
+) {
+    let (depth, taps) = (kernel.depth(), offsets.len());
+    let out_blocks = kernel.out.div_ceil(MR);
+    assert!(sums.len() >= out_blocks * MR * g.places && image.len() >= depth * g.plane);
+    if depth == 0 {
+        sums.fill(0.0);
+        return;
+    }
+    for first in (0..depth).step_by(DEPTH_CHUNK) {
+        let count = (depth - first).min(DEPTH_CHUNK);
+        for blocks in (0..out_blocks).step_by(OUT_CHUNK / MR) {
+            for place in (0..g.places).step_by(NR) {
+                for ob in blocks..(blocks + OUT_CHUNK / MR).min(out_blocks) {
+                    let block = Block {
+                        image: image[first * g.plane + place..].as_ptr(),
+                        plane: g.plane,
+                        depth: count,
+                        offsets,
+                        weights: kernel.data[(ob * depth + first) * taps * MR..].as_ptr(),
+                        sums: sums[ob * MR * g.places + place..].as_mut_ptr(),
+                        stride: g.places,
+                        accumulate: first > 0,
+                    };
+                    // SAFETY: `lanes` proves the instructions; the block's reads stay inside
+                    // `image`: depth plane `first + count - 1` at most, place `place + 47 +
+                    // offset < places + max offset <= plane`; its 8 rows of 48 sums inside
+                    // `sums` (rows rounded up to 8, places to whole blocks); its kernel values,
+                    // `count · taps · 8` from the block's start, inside `kernel.data`.
+                    unsafe {
+                        match kernel.lanes {
+                            Lanes::F32(_) => block_f32(&block),
+                            Lanes::Bf16Pairs(_) => block_bf16(&block),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One block's operands: 8 output channels × 48 places.
+struct Block<'a> {
+    /// The packed image at the block's first depth plane and place.
+    image: *const u32,
+    plane: usize,
+    depth: usize,
+    /// Each tap's offset on the grid.
+    offsets: &'a [usize],
+    /// The kernel's `[depth][tap][8]` values for the block's output channels.
+    weights: *const u32,
+    /// The block's first sum; rows `stride` apart.
+    sums: *mut f32,
+    stride: usize,
+    /// Add to the sums already there (a later depth chunk) rather than set them.
+    accumulate: bool,
+}
+
+/// One block in f32.
+///
+/// # Safety
+/// AVX-512 F present; the block's pointers as [`convolve_grid`] makes them.
+#[target_feature(enable = "avx512f")]
+unsafe fn block_f32(b: &Block) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut acc = load_sums(b);
+        let mut w = b.weights.cast::<f32>();
+        for d in 0..b.depth {
+            let base = b.image.add(d * b.plane).cast::<f32>();
+            for &offset in b.offsets {
+                let p = base.add(offset);
+                let v = [0, 16, 32].map(|j| _mm512_loadu_ps(p.add(j)));
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let s = _mm512_set1_ps(*w.add(i));
+                    for (acc, v) in acc.iter_mut().zip(v) {
+                        *acc = _mm512_fmadd_ps(s, v, *acc);
+                    }
+                }
+                w = w.add(MR);
+            }
+        }
+        store_sums(b, acc);
+    }
+}
+
+/// One block in bf16 pairs.
+///
+/// # Safety
+/// AVX-512 F and BF16 present; the block's pointers as [`convolve_grid`] makes them.
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn block_bf16(b: &Block) {
+    // SAFETY: the caller's contract; a vector of 16 pairs is 32 bf16 bit patterns.
+    unsafe {
+        let mut acc = load_sums(b);
+        let mut w = b.weights;
+        for d in 0..b.depth {
+            let base = b.image.add(d * b.plane);
+            for &offset in b.offsets {
+                let p = base.add(offset);
+                let v = [0, 16, 32].map(|j| {
+                    core::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(p.add(j).cast()))
+                });
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let s = _mm512_set1_epi32(*w.add(i) as i32);
+                    let s = core::mem::transmute::<__m512i, __m512bh>(s);
+                    for (acc, v) in acc.iter_mut().zip(v) {
+                        *acc = _mm512_dpbf16_ps(*acc, s, v);
+                    }
+                }
+                w = w.add(MR);
+            }
+        }
+        store_sums(b, acc);
+    }
+}
+
+/// The block's sums so far: zeros, or what an earlier depth chunk left.
+///
+/// # Safety
+/// AVX-512 F present; `b.sums` as [`convolve_grid`] makes it.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn load_sums(b: &Block) -> [[__m512; 3]; MR] {
+    core::array::from_fn(|i| {
+        core::array::from_fn(|j| match b.accumulate {
+            // SAFETY: the caller's contract.
+            true => unsafe { _mm512_loadu_ps(b.sums.add(i * b.stride + 16 * j)) },
+            false => _mm512_setzero_ps(),
+        })
+    })
+}
+
+/// # Safety
+/// AVX-512 F present; `b.sums` as [`convolve_grid`] makes it.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn store_sums(b: &Block, acc: [[__m512; 3]; MR]) {
+    for (i, acc) in acc.into_iter().enumerate() {
+        for (j, acc) in acc.into_iter().enumerate() {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_storeu_ps(b.sums.add(i * b.stride + 16 * j), acc) };
+        }
+    }
+}
+
+/// `x` (`[c, h, w]`) into the interior of `image`'s padded planes: f32 bits, or bf16 pairs.
+/// The padding is left as it is (zero).
+fn pack_image(image: &mut [u32], x: &[f32], c: usize, g: Grid, lanes: Lanes) {
+    // Where row `y` of the image starts in its padded plane.
+    let start = |y: usize| (g.ph + y) * g.wp + g.pw;
+    let planes = x.chunks_exact(g.h * g.w);
+    match lanes {
+        Lanes::F32(_) => {
+            for (plane, x) in image.chunks_exact_mut(g.plane).zip(planes) {
+                for (y, x) in x.chunks_exact(g.w).enumerate() {
+                    for (dst, &x) in plane[start(y)..][..g.w].iter_mut().zip(x) {
+                        *dst = x.to_bits();
+                    }
+                }
+            }
+        }
+        Lanes::Bf16Pairs(_) => {
+            for (p, plane) in image
+                .chunks_exact_mut(g.plane)
+                .take(c.div_ceil(2))
+                .enumerate()
+            {
+                let [even, odd] = [2 * p, 2 * p + 1].map(|ch| planes.clone().nth(ch));
+                let even = even.expect("pair p has its even channel");
+                for y in 0..g.h {
+                    let row = y * g.w..(y + 1) * g.w;
+                    let odd = odd.map(|odd| &odd[row.clone()]);
+                    let dst = &mut plane[start(y)..][..g.w];
+                    // SAFETY: `lanes` proves AVX-512 F, BW and BF16.
+                    unsafe { pack_pairs(dst, &even[row], odd) };
+                }
+            }
+        }
+    }
+}
+
+/// `dst[i]` = the bf16 pair `(even[i], odd[i])`, the even one in the low half; zeros for a
+/// missing `odd` (the last of an odd number of channels).
+///
+/// # Safety
+/// AVX-512 F, BW and BF16 present.
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn pack_pairs(dst: &mut [u32], even: &[f32], odd: Option<&[f32]>) {
+    assert!(even.len() == dst.len() && odd.is_none_or(|odd| odd.len() == dst.len()));
+    for start in (0..dst.len()).step_by(16) {
+        let mask = lane_mask(dst.len() - start);
+        // SAFETY: the mask covers only elements inside the three slices (asserted equal).
+        unsafe {
+            let load = |row: &[f32]| _mm512_maskz_loadu_ps(mask, row.as_ptr().add(start));
+            let pairs = interleave_bf16(load(even), odd.map_or(_mm512_setzero_ps(), load));
+            _mm512_mask_storeu_epi32(dst.as_mut_ptr().add(start).cast(), mask, pairs);
+        }
+    }
+}
