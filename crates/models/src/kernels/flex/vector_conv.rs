@@ -92,9 +92,7 @@ impl PackedKernel {
         let taps = kh * kw;
         assert_eq!(weight.len(), out * c * taps, "weight is not {dims:?}");
         let mut kernel = Self::zeros(dims, lanes(bf16)?);
-        for (i, &value) in weight.iter().enumerate() {
-            kernel.put(i / (c * taps), i / taps % c, i % taps, value);
-        }
+        kernel.put_all(weight, c, |o, ch, tap| (o, ch, tap));
         Some(kernel)
     }
 
@@ -106,9 +104,7 @@ impl PackedKernel {
         let taps = kh * kw;
         assert_eq!(weight.len(), out * c * taps, "weight is not {dims:?}");
         let mut kernel = Self::zeros([c, out, kh, kw], lanes(bf16)?);
-        for (i, &value) in weight.iter().enumerate() {
-            kernel.put(i / taps % c, i / (c * taps), taps - 1 - i % taps, value);
-        }
+        kernel.put_all(weight, c, |o, ch, tap| (ch, o, taps - 1 - tap));
         Some(kernel)
     }
 
@@ -133,14 +129,27 @@ impl PackedKernel {
         }
     }
 
-    /// Sets element `(o, ch, tap)` (`tap` row-major `ky·kw + kx`).
-    fn put(&mut self, o: usize, ch: usize, tap: usize, value: f32) {
+    /// Element `(o, ch, tap)` of `weight` (`[_, channels, taps]`, row-major, read in order)
+    /// goes to this kernel's element `to(o, ch, tap)`.
+    fn put_all(
+        &mut self,
+        weight: &[f32],
+        channels: usize,
+        to: impl Fn(usize, usize, usize) -> (usize, usize, usize),
+    ) {
         let (depth, taps) = (self.depth(), self.kh * self.kw);
-        let (d, bits) = match self.lanes {
-            Lanes::F32(_) => (ch, value.to_bits()),
-            Lanes::Bf16Pairs(_) => (ch / 2, u32::from(tile_bits(value)) << (16 * (ch % 2))),
-        };
-        self.data[((o / MR * depth + d) * taps + tap) * MR + o % MR] |= bits;
+        let pairs = matches!(self.lanes, Lanes::Bf16Pairs(_));
+        for (row, values) in weight.chunks_exact(taps).enumerate() {
+            let (o, ch) = (row / channels, row % channels);
+            for (tap, &value) in values.iter().enumerate() {
+                let (o, ch, tap) = to(o, ch, tap);
+                let (d, bits) = match pairs {
+                    false => (ch, value.to_bits()),
+                    true => (ch / 2, u32::from(tile_bits(value)) << (16 * (ch % 2))),
+                };
+                self.data[((o / MR * depth + d) * taps + tap) * MR + o % MR] |= bits;
+            }
+        }
     }
 }
 
