@@ -9,6 +9,7 @@
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::dims4;
@@ -119,23 +120,35 @@ impl WindowSums {
     /// `out` (`[oh, ow]`, zeros on entry) from `plane` (`[h, w]`): along the rows into a
     /// `[h, ow]` scratch, then down its columns.
     fn apply(&self, plane: &[f32], [h, w]: [usize; 2], out: &mut [f32], [oh, ow]: [usize; 2]) {
-        let mut along_rows = vec![0f32; h * ow];
-        for (dst, src) in along_rows.chunks_exact_mut(ow).zip(plane.chunks_exact(w)) {
-            add_shifted(dst, src, self.kernel[1], self.before[1]);
-        }
-        for (i, dst) in out.chunks_exact_mut(ow).enumerate().take(oh) {
-            for t in 0..self.kernel[0] {
-                let Some(y) = (i + t).checked_sub(self.before[0]).filter(|&y| y < h) else {
-                    continue;
-                };
-                let src = &along_rows[y * ow..(y + 1) * ow];
-                dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
-            }
+        window_sums(self.kernel, self.before, (plane, [h, w]), (out, [oh, ow]));
+    }
+}
+
+/// [`WindowSums::apply`], compiled for AVX-512 and AVX2 too (chosen at run time).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn window_sums(
+    kernel: [usize; 2],
+    before: [usize; 2],
+    (plane, [h, w]): (&[f32], [usize; 2]),
+    (out, [oh, ow]): (&mut [f32], [usize; 2]),
+) {
+    let mut along_rows = vec![0f32; h * ow];
+    for (dst, src) in along_rows.chunks_exact_mut(ow).zip(plane.chunks_exact(w)) {
+        add_shifted(dst, src, kernel[1], before[1]);
+    }
+    for (i, dst) in out.chunks_exact_mut(ow).enumerate().take(oh) {
+        for t in 0..kernel[0] {
+            let Some(y) = (i + t).checked_sub(before[0]).filter(|&y| y < h) else {
+                continue;
+            };
+            let src = &along_rows[y * ow..(y + 1) * ow];
+            dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
         }
     }
 }
 
 /// `dst[j] += Σ_t src[j + t - before]` over the `taps`, where that index lies in `src`.
+#[inline(always)]
 fn add_shifted(dst: &mut [f32], src: &[f32], taps: usize, before: usize) {
     for t in 0..taps {
         // dst[j] takes src[j + t - before] for j in first..end.

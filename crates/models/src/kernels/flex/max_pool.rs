@@ -8,6 +8,7 @@
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::dims4;
@@ -133,16 +134,29 @@ impl Maxima {
     /// decides; a NaN wins.
     fn merge(&self, (values, at): (&[f32], &[u32]), offset: usize, into: &mut Maxima) {
         let len = self.value.len();
-        let current = self.value.iter().zip(&self.at);
-        let candidates = values[offset..offset + len]
-            .iter()
-            .zip(&at[offset..offset + len]);
-        let outputs = into.value.iter_mut().zip(&mut into.at);
-        for ((o, a), ((&m, &i), (&v, &j))) in outputs.zip(current.zip(candidates)) {
-            let take = (v > m) | ((v == m) & (j < i)) | (v.is_nan() & !m.is_nan());
-            *o = if take { v } else { m };
-            *a = if take { j } else { i };
-        }
+        let candidates = (&values[offset..offset + len], &at[offset..offset + len]);
+        merge_maxima(
+            (&self.value, &self.at),
+            candidates,
+            (&mut into.value, &mut into.at),
+        );
+    }
+}
+
+/// [`Maxima::merge`]'s loop, compiled for AVX-512 and AVX2 too (chosen at run time).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn merge_maxima(
+    (value, at): (&[f32], &[u32]),
+    (values, ats): (&[f32], &[u32]),
+    (out, out_at): (&mut [f32], &mut [u32]),
+) {
+    let current = value.iter().zip(at);
+    let candidates = values.iter().zip(ats);
+    let outputs = out.iter_mut().zip(out_at);
+    for ((o, a), ((&m, &i), (&v, &j))) in outputs.zip(current.zip(candidates)) {
+        let take = (v > m) | ((v == m) & (j < i)) | (v.is_nan() & !m.is_nan());
+        *o = if take { v } else { m };
+        *a = if take { j } else { i };
     }
 }
 
