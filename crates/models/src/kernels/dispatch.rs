@@ -336,8 +336,9 @@ mod tests {
     /// Against Burn's convolution: outputs and the gradients of input, weight and bias for the
     /// CIFAR-10 net's conv2 (5x5 SAME, the input gradient as a flipped convolution), a 1x7
     /// SAME, a 3x3 VALID and a 1x1 (stride 1; the 1x1's windows are the image itself), and a
-    /// 3x3/2 VALID (the input gradient by Burn), with
-    /// batches that do not split evenly across threads.
+    /// 3x3/2 VALID (the input gradient by Burn), and a 5x5 over 64 channels (the weight
+    /// gradient's windows in three passes), with batches that do not split evenly across
+    /// threads.
     #[test]
     fn convolution_matches_burns_outputs_and_gradients() {
         let cases = [
@@ -346,6 +347,8 @@ mod tests {
             (3, 2, [3, 3], [1, 1], PaddingConfig2d::Valid, [8, 7], 1),
             (5, 3, [1, 1], [1, 1], PaddingConfig2d::Valid, [6, 5], 3),
             (2, 3, [3, 3], [2, 2], PaddingConfig2d::Valid, [11, 9], 4),
+            // Windows too many for one pass: the weight gradient takes them 6 rows at a time.
+            (64, 8, [5, 5], [1, 1], PaddingConfig2d::Same, [13, 12], 2),
         ];
         for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {
             let device = Device::flex().autodiff();

@@ -16,6 +16,7 @@ use burn::backend::ops::{ConvOptions, FloatTensorOps, ModuleOps};
 use burn::tensor::{FloatDType, TensorData};
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
+use std::ops::Range;
 
 use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
 use super::bias_relu;
@@ -196,7 +197,7 @@ fn convolve(
                         .chunks_exact_mut(out * places)
                         .zip(x.chunks_exact(c * h * w))
                     {
-                        let windows = image.windows(x, &mut columns);
+                        let windows = image.windows(x, 0..out_h, &mut columns);
                         kernel.times(y, windows, places);
                     }
                 }
@@ -280,11 +281,35 @@ pub(crate) fn weight_grad(
                 direct::weight_grad(&mut sum, x, [images, c, h, w], g, dims, geometry.padding);
                 return sum;
             }
-            let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
+            // Windows a few rows at a time, so that they stay in cache for the product: a whole
+            // image's were 25 MB for Inception's second convolution, written then read back.
+            let rows = match image.is_copy() {
+                true => out_h,
+                false => (WINDOW_VALUES / (taps * out_w).max(1)).clamp(1, out_h.max(1)),
+            };
+            let mut columns = vec![
+                0f32;
+                if image.is_copy() {
+                    0
+                } else {
+                    taps * rows * out_w
+                }
+            ];
             for i in (t * share..(t + 1) * share).take_while(|&i| i < n) {
-                let windows = image.windows(&x_data[i * c * h * w..][..c * h * w], &mut columns);
+                let x = &x_data[i * c * h * w..][..c * h * w];
                 let g = &grad_data[i * out * places..][..out * places];
-                add_product_transposed(&mut sum, g, windows, [out, places, taps], arithmetic);
+                for first in (0..out_h).step_by(rows) {
+                    let rows = first..(first + rows).min(out_h);
+                    let chunk = rows.len() * out_w;
+                    let filled = if image.is_copy() { 0 } else { taps * chunk };
+                    let windows = image.windows(x, rows.clone(), &mut columns[..filled]);
+                    let g = Strided {
+                        data: &g[first * out_w..],
+                        row_stride: places,
+                        col_stride: 1,
+                    };
+                    add_product_transposed(&mut sum, g, windows, [out, chunk, taps], arithmetic);
+                }
             }
             sum
         })
@@ -299,6 +324,10 @@ pub(crate) fn weight_grad(
     let shape = [out, c, kernel[0], kernel[1]];
     FlexTensor::from_data(TensorData::new(total, shape))
 }
+
+/// Window values the weight gradient builds at a time (512 KiB): with the gradient's rows,
+/// they stay in L2 for the product.
+const WINDOW_VALUES: usize = 128 * 1024;
 
 /// What [`multiply_f32`] computes.
 #[derive(Clone, Copy)]
@@ -432,7 +461,8 @@ impl<'a> Kernel<'a> {
     fn times(&self, y: &mut [f32], windows: &[f32], places: usize) {
         match self {
             Kernel::F32 { data, out, taps } => {
-                multiply_f32(y, data, windows, [*out, *taps, places], Product::Set)
+                let lhs = row_major(data, *taps);
+                multiply_f32(y, lhs, windows, [*out, *taps, places], Product::Set)
             }
             Kernel::Bf16(kernel) => {
                 multiply_bf16(y, kernel, row_major(windows, places), places, false)
@@ -450,11 +480,11 @@ fn row_major(data: &[f32], columns: usize) -> Strided<'_> {
     }
 }
 
-/// `dst[m × n] += lhs · rhsᵀ` for row-major `lhs[m × k]` and `rhs[n × k]`, on the calling
-/// thread.
+/// `dst[m × n] += lhs · rhsᵀ` for `lhs[m × k]` (unit column stride) and row-major `rhs[n ×
+/// k]`, on the calling thread.
 fn add_product_transposed(
     dst: &mut [f32],
-    lhs: &[f32],
+    lhs: Strided,
     rhs: &[f32],
     [m, k, n]: [usize; 3],
     arithmetic: Arithmetic,
@@ -462,7 +492,7 @@ fn add_product_transposed(
     match arithmetic {
         Arithmetic::F32 => multiply_f32(dst, lhs, rhs, [m, k, n], Product::AddTransposed),
         Arithmetic::Bf16 => {
-            let lhs = PackedLhs::new(m, k, row_major(lhs, k));
+            let lhs = PackedLhs::new(m, k, lhs);
             let rhs = Strided {
                 data: rhs,
                 row_stride: 1,
@@ -473,22 +503,29 @@ fn add_product_transposed(
     }
 }
 
-/// `dst[m × n]` from `lhs[m × k]` and `rhs`, all row-major, by gemm on the calling thread.
+/// `dst[m × n]` from `lhs[m × k]` (unit column stride) and row-major `rhs`, by gemm on the
+/// calling thread.
 fn multiply_f32(
     dst: &mut [f32],
-    lhs: &[f32],
+    lhs: Strided,
     rhs: &[f32],
     [m, k, n]: [usize; 3],
     product: Product,
 ) {
-    assert!(dst.len() == m * n && lhs.len() == m * k && rhs.len() == k * n);
+    assert_eq!(lhs.col_stride, 1, "lhs rows are not contiguous");
+    let lhs_len = if m == 0 {
+        0
+    } else {
+        (m - 1) * lhs.row_stride + k
+    };
+    assert!(dst.len() == m * n && lhs.data.len() >= lhs_len && rhs.len() == k * n);
     let (rhs_cs, rhs_rs, accumulate) = match product {
         Product::Set => (1, n as isize, false),
         Product::AddTransposed => (k as isize, 1, true),
     };
     // SAFETY: the asserted lengths cover every index the strides reach: `dst` is m×n row-major
-    // (column stride 1, row stride n), `lhs` m×k row-major, `rhs` k×n row-major or n×k read
-    // transposed (column stride k, row stride 1).
+    // (column stride 1, row stride n), `lhs` m rows of k from `row_stride` apart, `rhs` k×n
+    // row-major or n×k read transposed (column stride k, row stride 1).
     unsafe {
         gemm::gemm(
             m,
@@ -498,9 +535,9 @@ fn multiply_f32(
             1,
             n as isize,
             accumulate,
-            lhs.as_ptr(),
+            lhs.data.as_ptr(),
             1,
-            k as isize,
+            lhs.row_stride as isize,
             rhs.as_ptr(),
             rhs_cs,
             rhs_rs,
@@ -544,26 +581,32 @@ impl Im2Col {
         self.kernel == [1, 1] && self.geometry.stride == [1, 1] && self.geometry.padding == [0, 0]
     }
 
-    /// The windows of `image`: the image itself when [`is_copy`](Self::is_copy), else
-    /// `columns` filled.
-    fn windows<'a>(&self, image: &'a [f32], columns: &'a mut [f32]) -> &'a [f32] {
+    /// The windows of output rows `rows` of `image` (`[taps, rows · out_w]`): the image itself
+    /// when [`is_copy`](Self::is_copy) (all rows), else `columns` filled.
+    fn windows<'a>(
+        &self,
+        image: &'a [f32],
+        rows: Range<usize>,
+        columns: &'a mut [f32],
+    ) -> &'a [f32] {
         if self.is_copy() {
+            assert_eq!(rows, 0..self.out[0], "a copy's windows are the whole image");
             return image;
         }
-        self.fill(image, columns);
+        self.fill(image, rows, columns);
         columns
     }
 
-    fn fill(&self, image: &[f32], columns: &mut [f32]) {
+    fn fill(&self, image: &[f32], rows: Range<usize>, columns: &mut [f32]) {
         let [c, h, w] = self.image;
         let [kh, kw] = self.kernel;
-        let [out_h, out_w] = self.out;
-        let mut rows = columns.chunks_exact_mut(out_h * out_w);
+        let out_w = self.out[1];
+        let mut taps = columns.chunks_exact_mut(rows.len() * out_w);
         for plane in image.chunks_exact(h * w).take(c) {
             for ky in 0..kh {
                 for kx in 0..kw {
-                    let row = rows.next().expect("one row per kernel tap");
-                    for (oy, dst) in row.chunks_exact_mut(out_w).enumerate() {
+                    let tap = taps.next().expect("one row per kernel tap");
+                    for (oy, dst) in rows.clone().zip(tap.chunks_exact_mut(out_w)) {
                         match self.input_row(oy, ky) {
                             Some(y) => self.fill_row(&plane[y * w..(y + 1) * w], kx, dst),
                             None => dst.fill(0.0),
