@@ -336,8 +336,8 @@ mod tests {
     /// Against Burn's convolution: outputs and the gradients of input, weight and bias for the
     /// CIFAR-10 net's conv2 (5x5 SAME, the input gradient as a flipped convolution), a 1x7
     /// SAME, a 3x3 VALID and a 1x1 (stride 1; the 1x1's windows are the image itself), and a
-    /// 3x3/2 VALID (the input gradient by Burn), and a 5x5 over 64 channels (the weight
-    /// gradient's windows in three passes), with batches that do not split evenly across
+    /// 3x3/2 VALID (the input gradient by Burn), a 5x5 over 64 channels (the weight
+    /// gradient's windows in three passes) and two on narrow images, with batches that do not split evenly across
     /// threads.
     #[test]
     fn convolution_matches_burns_outputs_and_gradients() {
@@ -349,6 +349,10 @@ mod tests {
             (2, 3, [3, 3], [2, 2], PaddingConfig2d::Valid, [11, 9], 4),
             // Windows too many for one pass: the weight gradient takes them 6 rows at a time.
             (64, 8, [5, 5], [1, 1], PaddingConfig2d::Same, [13, 12], 2),
+            // Narrow images, outputs in whole vectors: on AVX-512, vectorized along the
+            // outputs (64 + 16 of them in the second).
+            (16, 32, [1, 7], [1, 1], PaddingConfig2d::Same, [9, 11], 2),
+            (8, 80, [3, 3], [1, 1], PaddingConfig2d::Same, [5, 6], 3),
         ];
         for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {
             let device = Device::flex().autodiff();

@@ -89,7 +89,9 @@ fn forward_then(
     let weight = weight.to_contiguous();
     let [out, c, kh, kw] = dims4(&weight);
     let kernel: &[f32] = weight.storage();
-    let product = windowless(kernel, [out, c, kh, kw], geometry, arithmetic, false).unwrap_or(
+    let [_, _, h, w] = dims4(&x);
+    let dims = [out, c, kh, kw];
+    let product = windowless(kernel, dims, [h, w], geometry, arithmetic, false).unwrap_or(
         ImageProduct::Windows {
             kernel: Kernel::new(kernel, [out, c * kh * kw], arithmetic),
             geometry,
@@ -101,10 +103,12 @@ fn forward_then(
 /// The product without windows for a convolution of this geometry, where this CPU has one:
 /// stride 1, on AMX tiles in bf16, else on AVX-512 vectors (not for a 1x1 kernel without
 /// padding, whose windows are the image itself). `flipped`: the kernel of the input gradient
-/// of a convolution by `kernel` (`[out, c, kh, kw]`), as [`input_grad`] takes it.
+/// of a convolution by `kernel` (`[out, c, kh, kw]`), as [`input_grad`] takes it. `image`: the
+/// `[h, w]` of the images it will convolve.
 fn windowless(
     kernel: &[f32],
     dims: [usize; 4],
+    image: [usize; 2],
     geometry: ConvGeometry,
     arithmetic: Arithmetic,
     flipped: bool,
@@ -126,8 +130,8 @@ fn windowless(
         return None;
     }
     let kernel = match flipped {
-        false => vectors::PackedKernel::new(kernel, dims, bf16),
-        true => vectors::PackedKernel::flipped_transposed(kernel, dims, bf16),
+        false => vectors::PackedKernel::new(kernel, dims, bf16, (image, padding)),
+        true => vectors::PackedKernel::flipped_transposed(kernel, dims, bf16, (image, padding)),
     };
     Some(ImageProduct::Vectors {
         kernel: kernel?,
@@ -235,7 +239,9 @@ pub(crate) fn input_grad(
     };
     let (weight, dims) = (weight.to_contiguous(), dims4(&weight));
     let [_, c, _, _] = dims;
-    if let Some(product) = windowless(weight.storage(), dims, flipped, arithmetic, true) {
+    let [_, _, h, w] = dims4(&grad);
+    let kernel = weight.storage();
+    if let Some(product) = windowless(kernel, dims, [h, w], flipped, arithmetic, true) {
         return convolve(grad, [c, kh, kw], &product, None);
     }
     let weight = Flex::float_flip(Flex::float_swap_dims(weight, 0, 1), &[2, 3]);
@@ -363,12 +369,20 @@ mod vectors {
 mod vectors {
     pub(super) enum PackedKernel {}
 
+    /// The images' `[h, w]` and padding.
+    type Image = ([usize; 2], [usize; 2]);
+
     impl PackedKernel {
-        pub(super) fn new(_: &[f32], _: [usize; 4], _: bool) -> Option<Self> {
+        pub(super) fn new(_: &[f32], _: [usize; 4], _: bool, _: Image) -> Option<Self> {
             None
         }
 
-        pub(super) fn flipped_transposed(_: &[f32], _: [usize; 4], _: bool) -> Option<Self> {
+        pub(super) fn flipped_transposed(
+            _: &[f32],
+            _: [usize; 4],
+            _: bool,
+            _: Image,
+        ) -> Option<Self> {
             None
         }
     }

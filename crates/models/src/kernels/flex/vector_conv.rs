@@ -72,53 +72,101 @@ fn lanes(bf16: bool) -> Option<Lanes> {
     }
 }
 
-/// A kernel `[out, c, kh, kw]` laid out for [`forward`]: blocks of 8 output channels, each
-/// `[depth][tap][8]` (depth: channels, or pairs of them in bf16), f32 bits or bf16 pairs (the
-/// even channel in the low half); zeros past `out` and `c`.
+/// A kernel `[out, c, kh, kw]` laid out for [`forward`] on images of one size, as its
+/// [`Layout`] says; values are f32 bits or bf16 pairs (the even channel in the low half), zeros
+/// past `out` and `c`.
 pub(crate) struct PackedKernel {
     out: usize,
     c: usize,
     kh: usize,
     kw: usize,
     lanes: Lanes,
+    layout: Layout,
+    /// The images' `[h, w]` and padding the layout was chosen for.
+    image: ([usize; 2], [usize; 2]),
     data: Vec<u32>,
 }
 
+/// Which way [`forward`] vectorizes, and so how the kernel is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// Along places on the padded-width grid: blocks of 8 output channels, each
+    /// `[depth][tap][8]` (depth: channels, or pairs of them in bf16).
+    Grid,
+    /// Along output channels, 16 to a vector, for images whose grid would waste much (its
+    /// dropped columns, its last partial block): `[depth][tap][out rounded up to 16]`.
+    Channels,
+}
+
+impl Layout {
+    /// Channels where the grid computes over 10% more places than the image has outputs and
+    /// the outputs fill whole vectors.
+    fn for_image(g: &Grid, out: usize) -> Self {
+        let waste = g.places as f64 / (g.oh * g.ow).max(1) as f64;
+        match waste > 1.1 && out % 16 == 0 {
+            true => Layout::Channels,
+            false => Layout::Grid,
+        }
+    }
+}
+
 impl PackedKernel {
-    /// The kernel of `weight` (`[out, c, kh, kw]`, row-major), in bf16 pairs or in f32; `None`
-    /// where the CPU lacks the instructions.
-    pub(crate) fn new(weight: &[f32], dims: [usize; 4], bf16: bool) -> Option<Self> {
+    /// The kernel of `weight` (`[out, c, kh, kw]`, row-major), in bf16 pairs or in f32, for
+    /// images of `[h, w]` with zero `padding`; `None` where the CPU lacks the instructions.
+    pub(crate) fn new(
+        weight: &[f32],
+        dims: [usize; 4],
+        bf16: bool,
+        image: ([usize; 2], [usize; 2]),
+    ) -> Option<Self> {
         let [out, c, kh, kw] = dims;
         let taps = kh * kw;
         assert_eq!(weight.len(), out * c * taps, "weight is not {dims:?}");
-        let mut kernel = Self::zeros(dims, lanes(bf16)?);
+        let mut kernel = Self::zeros(dims, lanes(bf16)?, image);
         kernel.put_all(weight, c, |o, ch, tap| (o, ch, tap));
         Some(kernel)
     }
 
     /// The kernel of the input gradient of a stride-1 convolution by `weight` (`[out, c, kh,
     /// kw]`): inputs and outputs swapped and the window flipped both ways, `[c, out, kh, kw]`,
-    /// packed straight from `weight`, read in its own order.
-    pub(crate) fn flipped_transposed(weight: &[f32], dims: [usize; 4], bf16: bool) -> Option<Self> {
+    /// packed straight from `weight`, read in its own order; for output gradients of `[h, w]`
+    /// padded by `padding`.
+    pub(crate) fn flipped_transposed(
+        weight: &[f32],
+        dims: [usize; 4],
+        bf16: bool,
+        image: ([usize; 2], [usize; 2]),
+    ) -> Option<Self> {
         let [out, c, kh, kw] = dims;
         let taps = kh * kw;
         assert_eq!(weight.len(), out * c * taps, "weight is not {dims:?}");
-        let mut kernel = Self::zeros([c, out, kh, kw], lanes(bf16)?);
+        let mut kernel = Self::zeros([c, out, kh, kw], lanes(bf16)?, image);
         kernel.put_all(weight, c, |o, ch, tap| (ch, o, taps - 1 - tap));
         Some(kernel)
     }
 
-    fn zeros([out, c, kh, kw]: [usize; 4], lanes: Lanes) -> Self {
+    fn zeros([out, c, kh, kw]: [usize; 4], lanes: Lanes, image: ([usize; 2], [usize; 2])) -> Self {
+        let layout = Layout::for_image(&Grid::new(image.0, [kh, kw], image.1), out);
         let mut kernel = Self {
             out,
             c,
             kh,
             kw,
             lanes,
+            layout,
+            image,
             data: Vec::new(),
         };
-        kernel.data = vec![0; out.div_ceil(MR) * kernel.depth() * kh * kw * MR];
+        kernel.data = vec![0; kernel.rows() * kernel.depth() * kh * kw];
         kernel
+    }
+
+    /// Output channels as laid out: rounded up to whole blocks or vectors.
+    fn rows(&self) -> usize {
+        match self.layout {
+            Layout::Grid => self.out.next_multiple_of(MR),
+            Layout::Channels => self.out.next_multiple_of(16),
+        }
     }
 
     /// Channels, or pairs of them, per place.
@@ -137,7 +185,7 @@ impl PackedKernel {
         channels: usize,
         to: impl Fn(usize, usize, usize) -> (usize, usize, usize),
     ) {
-        let (depth, taps) = (self.depth(), self.kh * self.kw);
+        let (depth, taps, rows) = (self.depth(), self.kh * self.kw, self.rows());
         let pairs = matches!(self.lanes, Lanes::Bf16Pairs(_));
         for (row, values) in weight.chunks_exact(taps).enumerate() {
             let (o, ch) = (row / channels, row % channels);
@@ -147,7 +195,11 @@ impl PackedKernel {
                     false => (ch, value.to_bits()),
                     true => (ch / 2, u32::from(tile_bits(value)) << (16 * (ch % 2))),
                 };
-                self.data[((o / MR * depth + d) * taps + tap) * MR + o % MR] |= bits;
+                let at = match self.layout {
+                    Layout::Grid => ((o / MR * depth + d) * taps + tap) * MR + o % MR,
+                    Layout::Channels => (d * taps + tap) * rows + o,
+                };
+                self.data[at] |= bits;
             }
         }
     }
@@ -216,6 +268,12 @@ pub(crate) fn forward(
     padding: [usize; 2],
 ) {
     assert_eq!(c, kernel.c, "the kernel has {} channels, x {c}", kernel.c);
+    let packed_for = kernel.image;
+    assert_eq!(
+        ([h, w], padding),
+        packed_for,
+        "the kernel was packed for other images"
+    );
     let g = Grid::new([h, w], [kernel.kh, kernel.kw], padding);
     let out = kernel.out;
     let (x_size, y_size) = (c * h * w, out * g.oh * g.ow);
@@ -233,14 +291,31 @@ pub(crate) fn forward(
         // Zeros once: each image rewrites only the inside of the padding.
         image.clear();
         image.resize(depth.max(1) * g.plane, 0);
-        sums.resize(out.next_multiple_of(MR) * g.places, 0.0);
+        let places = g.oh * g.ow;
+        match kernel.layout {
+            Layout::Grid => sums.resize(kernel.rows() * g.places, 0.0),
+            Layout::Channels => sums.resize(places.next_multiple_of(PLACES) * kernel.rows(), 0.0),
+        }
         for (x, y) in x.chunks_exact(x_size).zip(y.chunks_exact_mut(y_size)) {
             pack_image(image, x, c, g, kernel.lanes);
-            convolve_grid(sums, image, kernel, g, &offsets);
-            for (o, y) in y.chunks_exact_mut(g.oh * g.ow).enumerate() {
-                let rows = sums[o * g.places..].chunks(g.wp);
-                for (y, row) in y.chunks_exact_mut(g.ow).zip(rows) {
-                    y.copy_from_slice(&row[..g.ow]);
+            match kernel.layout {
+                Layout::Grid => {
+                    convolve_grid(sums, image, kernel, g, &offsets);
+                    for (o, y) in y.chunks_exact_mut(places).enumerate() {
+                        let rows = sums[o * g.places..].chunks(g.wp);
+                        for (y, row) in y.chunks_exact_mut(g.ow).zip(rows) {
+                            y.copy_from_slice(&row[..g.ow]);
+                        }
+                    }
+                }
+                Layout::Channels => {
+                    convolve_channels(sums, image, kernel, g, &offsets);
+                    let rows = kernel.rows();
+                    for (o, y) in y.chunks_exact_mut(places).enumerate() {
+                        for (q, y) in y.iter_mut().enumerate() {
+                            *y = sums[q * rows + o];
+                        }
+                    }
                 }
             }
         }
@@ -291,6 +366,175 @@ fn convolve_grid(
                     }
                 }
             }
+        }
+    }
+}
+
+/// Places in a block of [`Layout::Channels`]: 6 broadcasts per step.
+const PLACES: usize = 6;
+
+/// The sums of every output place (`[places rounded up to 6][out rounded up to 16]`) from the
+/// packed image, vectorized along the output channels: blocks of 6 places × up to 64 outputs.
+fn convolve_channels(
+    sums: &mut [f32],
+    image: &[u32],
+    kernel: &PackedKernel,
+    g: Grid,
+    offsets: &[usize],
+) {
+    let (depth, taps, rows) = (kernel.depth(), offsets.len(), kernel.rows());
+    let places = (g.oh * g.ow).next_multiple_of(PLACES);
+    assert!(sums.len() >= places * rows && image.len() >= depth * g.plane);
+    if depth == 0 {
+        sums.fill(0.0);
+        return;
+    }
+    // Each output place's position on the grid; the last block's extra places repeat the last.
+    let last = g.oh * g.ow - 1;
+    let at = |q: usize| {
+        let q = q.min(last);
+        q / g.ow * g.wp + q % g.ow
+    };
+    for first in (0..depth).step_by(DEPTH_CHUNK) {
+        let count = (depth - first).min(DEPTH_CHUNK);
+        for o in (0..rows).step_by(64) {
+            let vectors = ((rows - o) / 16).min(4);
+            for q in (0..places).step_by(PLACES) {
+                let block = ChannelBlock {
+                    image: image[first * g.plane..].as_ptr(),
+                    plane: g.plane,
+                    depth: count,
+                    offsets,
+                    places: core::array::from_fn(|i| at(q + i)),
+                    weights: kernel.data[first * taps * rows + o..].as_ptr(),
+                    weight_stride: rows,
+                    sums: sums[q * rows + o..].as_mut_ptr(),
+                    stride: rows,
+                    accumulate: first > 0,
+                };
+                // SAFETY: `lanes` proves the instructions; the block reads depth planes
+                // `first .. first + count` at grid places plus tap offsets (inside each
+                // plane), `vectors · 16 <= rows - o` kernel values per (depth, tap) row, and
+                // writes 6 rows of as many sums inside `sums`.
+                unsafe {
+                    match (kernel.lanes, vectors) {
+                        (Lanes::F32(_), 4) => channels_f32::<4>(&block),
+                        (Lanes::F32(_), 3) => channels_f32::<3>(&block),
+                        (Lanes::F32(_), 2) => channels_f32::<2>(&block),
+                        (Lanes::F32(_), _) => channels_f32::<1>(&block),
+                        (Lanes::Bf16Pairs(_), 4) => channels_bf16::<4>(&block),
+                        (Lanes::Bf16Pairs(_), 3) => channels_bf16::<3>(&block),
+                        (Lanes::Bf16Pairs(_), 2) => channels_bf16::<2>(&block),
+                        (Lanes::Bf16Pairs(_), _) => channels_bf16::<1>(&block),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One block of [`Layout::Channels`]: 6 places × `V` vectors of 16 output channels.
+struct ChannelBlock<'a> {
+    /// The packed image at the block's first depth plane.
+    image: *const u32,
+    plane: usize,
+    depth: usize,
+    offsets: &'a [usize],
+    /// The block's places on the grid.
+    places: [usize; PLACES],
+    /// The kernel's row for the first depth plane and tap at the block's first output;
+    /// rows `weight_stride` apart, `[depth][tap]`.
+    weights: *const u32,
+    weight_stride: usize,
+    /// The block's first sum; places `stride` apart.
+    sums: *mut f32,
+    stride: usize,
+    accumulate: bool,
+}
+
+/// One block of [`Layout::Channels`] in f32.
+///
+/// # Safety
+/// AVX-512 F present; the block's pointers as [`convolve_channels`] makes them, `V <= 4`.
+#[target_feature(enable = "avx512f")]
+unsafe fn channels_f32<const V: usize>(b: &ChannelBlock) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut acc = load_channel_sums::<V>(b);
+        let mut w = b.weights.cast::<f32>();
+        for d in 0..b.depth {
+            let base = b.image.add(d * b.plane).cast::<f32>();
+            for &offset in b.offsets {
+                let k: [__m512; V] = core::array::from_fn(|v| _mm512_loadu_ps(w.add(16 * v)));
+                for (acc, &place) in acc.iter_mut().zip(&b.places) {
+                    let x = _mm512_set1_ps(*base.add(place + offset));
+                    for (acc, k) in acc.iter_mut().zip(k) {
+                        *acc = _mm512_fmadd_ps(k, x, *acc);
+                    }
+                }
+                w = w.add(b.weight_stride);
+            }
+        }
+        store_channel_sums(b, acc);
+    }
+}
+
+/// One block of [`Layout::Channels`] in bf16 pairs.
+///
+/// # Safety
+/// AVX-512 F and BF16 present; the block's pointers as [`convolve_channels`] makes them,
+/// `V <= 4`.
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn channels_bf16<const V: usize>(b: &ChannelBlock) {
+    // SAFETY: the caller's contract; a vector of 16 pairs is 32 bf16 bit patterns.
+    unsafe {
+        let mut acc = load_channel_sums::<V>(b);
+        let mut w = b.weights;
+        for d in 0..b.depth {
+            let base = b.image.add(d * b.plane);
+            for &offset in b.offsets {
+                let k: [__m512bh; V] = core::array::from_fn(|v| {
+                    core::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(
+                        w.add(16 * v).cast(),
+                    ))
+                });
+                for (acc, &place) in acc.iter_mut().zip(&b.places) {
+                    let x = _mm512_set1_epi32(*base.add(place + offset) as i32);
+                    let x = core::mem::transmute::<__m512i, __m512bh>(x);
+                    for (acc, k) in acc.iter_mut().zip(k) {
+                        *acc = _mm512_dpbf16_ps(*acc, k, x);
+                    }
+                }
+                w = w.add(b.weight_stride);
+            }
+        }
+        store_channel_sums(b, acc);
+    }
+}
+
+/// # Safety
+/// AVX-512 F present; `b.sums` as [`convolve_channels`] makes it.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn load_channel_sums<const V: usize>(b: &ChannelBlock) -> [[__m512; V]; PLACES] {
+    core::array::from_fn(|i| {
+        core::array::from_fn(|v| match b.accumulate {
+            // SAFETY: the caller's contract.
+            true => unsafe { _mm512_loadu_ps(b.sums.add(i * b.stride + 16 * v)) },
+            false => _mm512_setzero_ps(),
+        })
+    })
+}
+
+/// # Safety
+/// AVX-512 F present; `b.sums` as [`convolve_channels`] makes it.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn store_channel_sums<const V: usize>(b: &ChannelBlock, acc: [[__m512; V]; PLACES]) {
+    for (i, acc) in acc.into_iter().enumerate() {
+        for (v, acc) in acc.into_iter().enumerate() {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_storeu_ps(b.sums.add(i * b.stride + 16 * v), acc) };
         }
     }
 }
