@@ -103,7 +103,7 @@ impl Layout {
     /// the outputs fill whole vectors.
     fn for_image(g: &Grid, out: usize) -> Self {
         let waste = g.places as f64 / (g.oh * g.ow).max(1) as f64;
-        match waste > 1.1 && out % 16 == 0 {
+        match waste > 1.1 && out.is_multiple_of(16) {
             true => Layout::Channels,
             false => Layout::Grid,
         }
@@ -234,7 +234,7 @@ impl Grid {
         let places = (oh * wp).next_multiple_of(NR);
         let mut plane = (places + (kh - 1) * wp + kw - 1).next_multiple_of(16);
         // Planes 4 KiB apart would map a block's rows to the same cache sets.
-        if plane % 1024 == 0 {
+        if plane.is_multiple_of(1024) {
             plane += 16;
         }
         Self {
