@@ -9,6 +9,7 @@
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::dims4;
@@ -57,18 +58,7 @@ pub(crate) fn lrn_forward(x: FlexTensor, p: LrnParams) -> (FlexTensor, LrnSaved)
         .zip(sums.par_chunks_mut(image.max(1)))
         .zip(scales.par_chunks_mut(image.max(1)))
         .zip(data.par_chunks(image.max(1)))
-        .for_each(|(((y, s), q), x)| {
-            let squares: Vec<f32> = x.iter().map(|v| v * v).collect();
-            window_sums(&squares, c, p.radius, s);
-            for (s, q) in s.iter_mut().zip(q.iter_mut()) {
-                *s = p.bias + p.alpha * *s;
-                *q = *s;
-            }
-            neg_pow(q, p.beta);
-            for ((y, &x), &q) in y.iter_mut().zip(x).zip(q.iter()) {
-                *y = x * q;
-            }
-        });
+        .for_each(|(((y, s), q), x)| forward_image(x, c, p, [y, s, q]));
     let tensor = |v: Vec<f32>| FlexTensor::from_data(TensorData::new(v, dims));
     let saved = LrnSaved {
         sums: tensor(sums),
@@ -91,26 +81,48 @@ pub(crate) fn lrn_backward(
     let image = (c * h * w).max(1);
     let (x, dy): (&[f32], &[f32]) = (x.storage(), grad.storage());
     let (s, q): (&[f32], &[f32]) = (saved.sums.storage(), saved.scales.storage());
-    let factor = 2.0 * p.alpha * p.beta;
     let mut dx = vec![0f32; x.len()];
     dx.par_chunks_mut(image)
         .zip(x.par_chunks(image).zip(dy.par_chunks(image)))
         .zip(s.par_chunks(image).zip(q.par_chunks(image)))
-        .for_each(|((dx, (x, dy)), (s, q))| {
-            let terms: Vec<f32> = (dy.iter().zip(x))
-                .zip(q.iter().zip(s))
-                .map(|((dy, x), (q, s))| dy * x * q / s)
-                .collect();
-            window_sums(&terms, c, p.radius, dx);
-            for ((dx, (&dy, &x)), &q) in dx.iter_mut().zip(dy.iter().zip(x)).zip(q) {
-                *dx = dy * q - factor * x * *dx;
-            }
-        });
+        .for_each(|((dx, (x, dy)), (s, q))| backward_image([x, dy, s, q], c, p, dx));
     FlexTensor::from_data(TensorData::new(dx, dims))
+}
+
+/// One image's output `y`, sums `s` and scales `q` (see [`LrnSaved`]) from its `x`.
+/// Compiled for AVX-512 and AVX2 as well (chosen at run time), as the functions it inlines.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn forward_image(x: &[f32], c: usize, p: LrnParams, [y, s, q]: [&mut [f32]; 3]) {
+    let squares: Vec<f32> = x.iter().map(|v| v * v).collect();
+    window_sums(&squares, c, p.radius, s);
+    for (s, q) in s.iter_mut().zip(q.iter_mut()) {
+        *s = p.bias + p.alpha * *s;
+        *q = *s;
+    }
+    neg_pow(q, p.beta);
+    for ((y, &x), &q) in y.iter_mut().zip(x).zip(q.iter()) {
+        *y = x * q;
+    }
+}
+
+/// One image's input gradient `dx` from its `x`, output gradient `dy` and the forward's `s`
+/// and `q`; compiled as [`forward_image`] is.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn backward_image([x, dy, s, q]: [&[f32]; 4], c: usize, p: LrnParams, dx: &mut [f32]) {
+    let factor = 2.0 * p.alpha * p.beta;
+    let terms: Vec<f32> = (dy.iter().zip(x))
+        .zip(q.iter().zip(s))
+        .map(|((dy, x), (q, s))| dy * x * q / s)
+        .collect();
+    window_sums(&terms, c, p.radius, dx);
+    for ((dx, (&dy, &x)), &q) in dx.iter_mut().zip(dy.iter().zip(x)).zip(q) {
+        *dx = dy * q - factor * x * *dx;
+    }
 }
 
 /// `out[c] = Σ_{|c' - c| ≤ radius} values[c']` for one image's `channels` planes, plane by
 /// plane (each a vectorized pass over the plane).
+#[inline(always)]
 fn window_sums(values: &[f32], channels: usize, radius: usize, out: &mut [f32]) {
     let plane = values.len() / channels.max(1);
     for (ch, out) in out.chunks_exact_mut(plane.max(1)).enumerate() {
@@ -125,6 +137,7 @@ fn window_sums(values: &[f32], channels: usize, radius: usize, out: &mut [f32]) 
 
 /// `s ← s^-beta` in place: square roots where beta is 0.75 or 0.5 (vectorized), `powf`
 /// otherwise.
+#[inline(always)]
 fn neg_pow(s: &mut [f32], beta: f32) {
     if beta == 0.75 {
         s.iter_mut()
