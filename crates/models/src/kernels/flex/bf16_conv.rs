@@ -22,8 +22,8 @@
 //! `amx_available()` (the caller keeps im2col for elsewhere).
 
 use super::bf16_gemm::amx::{
-    Amx, BLOCK, Block, DEPTH, ROWS, Tile, TileSession, ZERO_TILE, lane_mask, load_bf16_run,
-    tile_bits, to_bf16, transpose,
+    Amx, Avx512Bf16, BLOCK, Block, DEPTH, ROWS, Tile, TileSession, ZERO_TILE, interleave_bf16,
+    lane_mask, load_bf16_run, tile_bits, transpose,
 };
 use core::arch::asm;
 use core::arch::x86_64::*;
@@ -312,7 +312,8 @@ pub(crate) fn forward(
             if g.folded {
                 pack_folded(amx, image, padded, x, g, len);
             } else {
-                pack_pairs(amx, image, x, g, len);
+                let inside = (g.ph * g.wp + g.pw, g.wp, len);
+                pack_pairs(amx.avx512(), image, x, [g.c, g.h, g.w], inside);
             }
             let y = &mut y[i * y_size..][..y_size];
             let image = Image {
@@ -449,19 +450,26 @@ fn forward_block(
     }
 }
 
-/// Writes the inside of the padded image (`[channel pair][len]`, the grid's padding left as
-/// it is: zeros) from `x` (`[c, h, w]`): each u32 the bf16 of channel `2·pair` in its low
-/// half, of the next channel (zero past `c`) in its high half, as `tdpbf16ps` pairs depth.
-fn pack_pairs(amx: Amx, image: &mut [u32], x: &[f32], g: Geometry, len: usize) {
-    let plane = g.h * g.w;
-    for pair in 0..g.c.div_ceil(2) {
+/// Writes the inside of a padded image in channel pairs (`[channel pair][len]`, image row `y`
+/// at `first + y · wp` of its plane; the padding left as it is: zeros) from `x` (`[c, h, w]`):
+/// each u32 the bf16 of channel `2·pair` in its low half, of the next channel (zero past `c`)
+/// in its high half, as `tdpbf16ps` and `vdpbf16ps` pair depth. The AMX convolution and the
+/// vector one (`vector_conv`) both read this layout.
+pub(crate) fn pack_pairs(
+    avx: Avx512Bf16,
+    image: &mut [u32],
+    x: &[f32],
+    [c, h, w]: [usize; 3],
+    (first, wp, len): (usize, usize, usize),
+) {
+    let plane = h * w;
+    for pair in 0..c.div_ceil(2) {
         let even = &x[2 * pair * plane..][..plane];
-        let odd = (2 * pair + 1 < g.c).then(|| &x[(2 * pair + 1) * plane..][..plane]);
-        for row in 0..g.h {
-            let start = pair * len + (row + g.ph) * g.wp + g.pw;
-            let dst = &mut image[start..][..g.w];
-            let odd = odd.map(|odd| &odd[row * g.w..][..g.w]);
-            interleave_row(amx, dst, &even[row * g.w..][..g.w], odd);
+        let odd = (2 * pair + 1 < c).then(|| &x[(2 * pair + 1) * plane..][..plane]);
+        for row in 0..h {
+            let dst = &mut image[pair * len + first + row * wp..][..w];
+            let odd = odd.map(|odd| &odd[row * w..][..w]);
+            interleave_row(avx, dst, &even[row * w..][..w], odd);
         }
     }
 }
@@ -495,14 +503,14 @@ fn pack_folded(
         .enumerate()
     {
         let odd = (2 * pair + 1 < channels).then(|| source(2 * pair + 1));
-        interleave_row(amx, dst, source(2 * pair), odd);
+        interleave_row(amx.avx512(), dst, source(2 * pair), odd);
     }
 }
 
 /// `dst[i]` = the bf16 pair `(even[i], odd[i])`, `odd` zero where absent; all of equal length.
-fn interleave_row(_: Amx, dst: &mut [u32], even: &[f32], odd: Option<&[f32]>) {
+fn interleave_row(_: Avx512Bf16, dst: &mut [u32], even: &[f32], odd: Option<&[f32]>) {
     assert!(even.len() == dst.len() && odd.is_none_or(|odd| odd.len() == dst.len()));
-    // SAFETY: `Amx` proves AVX-512 F, BW and BF16; the lengths are asserted equal.
+    // SAFETY: `Avx512Bf16` proves AVX-512 F, BW and BF16; the lengths are asserted equal.
     unsafe { interleave_row_avx512(dst, even, odd) }
 }
 
@@ -512,12 +520,6 @@ fn interleave_row(_: Amx, dst: &mut [u32], even: &[f32], odd: Option<&[f32]>) {
 /// AVX-512 F, BW and BF16 present; `even`, `odd` (if any) and `dst` of equal length.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 unsafe fn interleave_row_avx512(dst: &mut [u32], even: &[f32], odd: Option<&[f32]>) {
-    // `to_bf16` gives the 16 even values then the 16 odd ones: word 2i from word i, word 2i + 1
-    // from word 16 + i.
-    let interleave = _mm512_set_epi16(
-        31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4,
-        19, 3, 18, 2, 17, 1, 16, 0,
-    );
     for start in (0..dst.len()).step_by(ROWS) {
         let mask = lane_mask(dst.len() - start);
         // SAFETY: the unmasked lanes are `start ..` up to the common length.
@@ -527,7 +529,7 @@ unsafe fn interleave_row_avx512(dst: &mut [u32], even: &[f32], odd: Option<&[f32
                 Some(odd) => _mm512_maskz_loadu_ps(mask, odd.as_ptr().add(start)),
                 None => _mm512_setzero_ps(),
             };
-            let pairs = _mm512_permutexvar_epi16(interleave, to_bf16(low, high));
+            let pairs = interleave_bf16(low, high);
             _mm512_mask_storeu_epi32(dst.as_mut_ptr().add(start).cast(), mask, pairs);
         }
     }

@@ -155,7 +155,7 @@ pub(crate) fn amx_available() -> bool {
 }
 
 /// Whether the environment variable `name` is set to anything but empty or `0`.
-fn turned_off(name: &str) -> bool {
+pub(crate) fn turned_off(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
 }
 

@@ -293,21 +293,19 @@ pub(crate) fn weight_grad(
                 true => out_h,
                 false => (WINDOW_VALUES / (taps * out_w).max(1)).clamp(1, out_h.max(1)),
             };
-            let mut columns = vec![
-                0f32;
-                if image.is_copy() {
-                    0
-                } else {
-                    taps * rows * out_w
-                }
-            ];
+            let len = if image.is_copy() {
+                0
+            } else {
+                taps * rows * out_w
+            };
+            let mut columns = vec![0f32; len];
             for i in (t * share..(t + 1) * share).take_while(|&i| i < n) {
                 let x = &x_data[i * c * h * w..][..c * h * w];
                 let g = &grad_data[i * out * places..][..out * places];
                 for first in (0..out_h).step_by(rows) {
                     let rows = first..(first + rows).min(out_h);
                     let chunk = rows.len() * out_w;
-                    let filled = if image.is_copy() { 0 } else { taps * chunk };
+                    let filled = (taps * chunk).min(columns.len());
                     let windows = image.windows(x, rows.clone(), &mut columns[..filled]);
                     let g = Strided {
                         data: &g[first * out_w..],

@@ -24,7 +24,9 @@ use core::arch::x86_64::*;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
-use super::bf16_gemm::amx::{Avx512Bf16, interleave_bf16, lane_mask, tile_bits};
+use super::bf16_conv::pack_pairs;
+use super::bf16_gemm::amx::{Avx512Bf16, tile_bits};
+use super::bf16_gemm::turned_off;
 
 /// Output channels in a block: 8 broadcasts per step.
 const MR: usize = 8;
@@ -51,9 +53,7 @@ struct Avx512F(());
 
 impl Avx512F {
     fn get() -> Option<Self> {
-        static HAS: OnceLock<bool> = OnceLock::new();
-        HAS.get_or_init(|| is_x86_feature_detected!("avx512f"))
-            .then_some(Self(()))
+        is_x86_feature_detected!("avx512f").then_some(Self(()))
     }
 }
 
@@ -61,9 +61,7 @@ impl Avx512F {
 /// the CPU has AVX-512 (and AVX-512 BF16 for bf16) and `TOWERS_NO_DIRECT_CONV` is not set.
 pub(crate) fn available(bf16: bool) -> bool {
     static OFF: OnceLock<bool> = OnceLock::new();
-    let off = *OFF.get_or_init(|| {
-        std::env::var_os("TOWERS_NO_DIRECT_CONV").is_some_and(|v| !v.is_empty() && v != "0")
-    });
+    let off = *OFF.get_or_init(|| turned_off("TOWERS_NO_DIRECT_CONV"));
     !off && lanes(bf16).is_some()
 }
 
@@ -84,8 +82,8 @@ pub(crate) struct PackedKernel {
     kw: usize,
     lanes: Lanes,
     layout: Layout,
-    /// The images' `[h, w]` and padding the layout was chosen for.
-    image: ([usize; 2], [usize; 2]),
+    /// The grid of the images the layout was chosen for.
+    grid: Grid,
     data: Vec<u32>,
 }
 
@@ -121,11 +119,8 @@ impl PackedKernel {
         bf16: bool,
         image: ([usize; 2], [usize; 2]),
     ) -> Option<Self> {
-        let [out, c, kh, kw] = dims;
-        let taps = kh * kw;
-        assert_eq!(weight.len(), out * c * taps, "weight is not {dims:?}");
         let mut kernel = Self::zeros(dims, lanes(bf16)?, image);
-        kernel.put_all(weight, c, |o, ch, tap| (o, ch, tap));
+        kernel.put_all(weight, dims, |o, ch, tap| (o, ch, tap));
         Some(kernel)
     }
 
@@ -141,22 +136,21 @@ impl PackedKernel {
     ) -> Option<Self> {
         let [out, c, kh, kw] = dims;
         let taps = kh * kw;
-        assert_eq!(weight.len(), out * c * taps, "weight is not {dims:?}");
         let mut kernel = Self::zeros([c, out, kh, kw], lanes(bf16)?, image);
-        kernel.put_all(weight, c, |o, ch, tap| (ch, o, taps - 1 - tap));
+        kernel.put_all(weight, dims, |o, ch, tap| (ch, o, taps - 1 - tap));
         Some(kernel)
     }
 
     fn zeros([out, c, kh, kw]: [usize; 4], lanes: Lanes, image: ([usize; 2], [usize; 2])) -> Self {
-        let layout = Layout::for_image(&Grid::new(image.0, [kh, kw], image.1), out);
+        let grid = Grid::new(image.0, [kh, kw], image.1);
         let mut kernel = Self {
             out,
             c,
             kh,
             kw,
             lanes,
-            layout,
-            image,
+            layout: Layout::for_image(&grid, out),
+            grid,
             data: Vec::new(),
         };
         kernel.data = vec![0; kernel.rows() * kernel.depth() * kh * kw];
@@ -179,14 +173,20 @@ impl PackedKernel {
         }
     }
 
-    /// Element `(o, ch, tap)` of `weight` (`[_, channels, taps]`, row-major, read in order)
-    /// goes to this kernel's element `to(o, ch, tap)`.
+    /// Element `(o, ch, tap)` of `weight` (`dims`, row-major, read in order) goes to this
+    /// kernel's element `to(o, ch, tap)`.
     fn put_all(
         &mut self,
         weight: &[f32],
-        channels: usize,
+        dims: [usize; 4],
         to: impl Fn(usize, usize, usize) -> (usize, usize, usize),
     ) {
+        let [out, channels, kh, kw] = dims;
+        assert_eq!(
+            weight.len(),
+            out * channels * kh * kw,
+            "weight is not {dims:?}"
+        );
         let (depth, taps, rows) = (self.depth(), self.kh * self.kw, self.rows());
         let pairs = matches!(self.lanes, Lanes::Bf16Pairs(_));
         for (row, values) in weight.chunks_exact(taps).enumerate() {
@@ -270,13 +270,13 @@ pub(crate) fn forward(
     padding: [usize; 2],
 ) {
     assert_eq!(c, kernel.c, "the kernel has {} channels, x {c}", kernel.c);
-    let packed_for = kernel.image;
+    let g = kernel.grid;
+    let packed_for = ([g.h, g.w], [g.ph, g.pw]);
     assert_eq!(
         ([h, w], padding),
         packed_for,
         "the kernel was packed for other images"
     );
-    let g = Grid::new([h, w], [kernel.kh, kernel.kw], padding);
     let out = kernel.out;
     let (x_size, y_size) = (c * h * w, out * g.oh * g.ow);
     assert_eq!(x.len(), n * x_size, "x is not [{n}, {c}, {h}, {w}]");
@@ -638,54 +638,21 @@ unsafe fn store_sums<const R: usize, const V: usize>(
 /// `x` (`[c, h, w]`) into the interior of `image`'s padded planes: f32 bits, or bf16 pairs.
 /// The padding is left as it is (zero).
 fn pack_image(image: &mut [u32], x: &[f32], c: usize, g: Grid, lanes: Lanes) {
-    // Where row `y` of the image starts in its padded plane.
-    let start = |y: usize| (g.ph + y) * g.wp + g.pw;
-    let planes = x.chunks_exact(g.h * g.w);
+    // Where the image's first row starts in its padded plane.
+    let first = g.ph * g.wp + g.pw;
     match lanes {
         Lanes::F32(_) => {
-            for (plane, x) in image.chunks_exact_mut(g.plane).zip(planes) {
+            for (plane, x) in image
+                .chunks_exact_mut(g.plane)
+                .zip(x.chunks_exact(g.h * g.w))
+            {
                 for (y, x) in x.chunks_exact(g.w).enumerate() {
-                    for (dst, &x) in plane[start(y)..][..g.w].iter_mut().zip(x) {
+                    for (dst, &x) in plane[first + y * g.wp..][..g.w].iter_mut().zip(x) {
                         *dst = x.to_bits();
                     }
                 }
             }
         }
-        Lanes::Bf16Pairs(_) => {
-            for (p, plane) in image
-                .chunks_exact_mut(g.plane)
-                .take(c.div_ceil(2))
-                .enumerate()
-            {
-                let [even, odd] = [2 * p, 2 * p + 1].map(|ch| planes.clone().nth(ch));
-                let even = even.expect("pair p has its even channel");
-                for y in 0..g.h {
-                    let row = y * g.w..(y + 1) * g.w;
-                    let odd = odd.map(|odd| &odd[row.clone()]);
-                    let dst = &mut plane[start(y)..][..g.w];
-                    // SAFETY: `lanes` proves AVX-512 F, BW and BF16.
-                    unsafe { pack_pairs(dst, &even[row], odd) };
-                }
-            }
-        }
-    }
-}
-
-/// `dst[i]` = the bf16 pair `(even[i], odd[i])`, the even one in the low half; zeros for a
-/// missing `odd` (the last of an odd number of channels).
-///
-/// # Safety
-/// AVX-512 F, BW and BF16 present.
-#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn pack_pairs(dst: &mut [u32], even: &[f32], odd: Option<&[f32]>) {
-    assert!(even.len() == dst.len() && odd.is_none_or(|odd| odd.len() == dst.len()));
-    for start in (0..dst.len()).step_by(16) {
-        let mask = lane_mask(dst.len() - start);
-        // SAFETY: the mask covers only elements inside the three slices (asserted equal).
-        unsafe {
-            let load = |row: &[f32]| _mm512_maskz_loadu_ps(mask, row.as_ptr().add(start));
-            let pairs = interleave_bf16(load(even), odd.map_or(_mm512_setzero_ps(), load));
-            _mm512_mask_storeu_epi32(dst.as_mut_ptr().add(start).cast(), mask, pairs);
-        }
+        Lanes::Bf16Pairs(avx) => pack_pairs(avx, image, x, [c, g.h, g.w], (first, g.wp, g.plane)),
     }
 }
