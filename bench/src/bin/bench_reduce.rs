@@ -3,8 +3,9 @@
 //! `cargo run --release -p towers-bench --bin bench_reduce [REPS]` (default 7 timed reductions per row).
 //!
 //! 192 tensors, 24.0M floats per replica, reduced over 2 and 4 replicas, by gathering to one
-//! device and by the ring all-reduce (a chunk of every gradient per round, and a chunk of each
-//! 25 MB bucket per round), against copying the same 96 MB once (`copy_from_slice` into memory
+//! device, by the all-reduce host-memory towers use (each replica sums a share of the
+//! gradients, handed round by reference), and by the ring all-reduce (a chunk of every gradient
+//! per round, and a chunk of each 25 MB bucket per round; what towers on GPUs use), against copying the same 96 MB once (`copy_from_slice` into memory
 //! already touched: the memory-bandwidth floor). "vs traffic" divides by the copies each
 //! reduction must make at the least: a gather of N, (N + 1) / 2 (N - 1 sums read two sets and
 //! write one, over N sets); the all-reduce, N.
@@ -16,7 +17,7 @@ use towers_bench::{median, reps};
 use burn::module::{Module, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Distribution, Tensor};
-use towers_multigpu::{all_reduce_in_buckets, reduce_to_device};
+use towers_multigpu::{all_reduce, all_reduce_in_buckets, reduce_to_device};
 
 fn main() -> anyhow::Result<()> {
     reduce_bench(reps(7))
@@ -80,16 +81,23 @@ fn reduce_bench(reps: usize) -> anyhow::Result<()> {
     for replicas in [2, 4] {
         let base = replica_grads(replicas);
         let mut gather = Vec::new();
+        let mut shares = Vec::new();
         let mut per_tensor = Vec::new();
         let mut bucketed = Vec::new();
         for _ in 0..reps {
-            // Handles to the same data each time: the sums cannot reuse an input in place.
-            let sets = || base.iter().map(clone_grads(&names)).collect::<Vec<_>>();
+            // New gradients for each reduction, each tensor held once, as backward leaves them:
+            // a sum may write into an input.
+            let sets = || base.iter().map(copy_grads(&names)).collect::<Vec<_>>();
             let inputs = sets();
             let start = Instant::now();
             let _sum = reduce_to_device(&names, inputs, &flex);
             flex.sync()?;
             gather.push(start.elapsed());
+            let inputs = sets().into_iter().map(|g| (g, flex.clone())).collect();
+            let start = Instant::now();
+            let _sums = all_reduce(&names, inputs);
+            flex.sync()?;
+            shares.push(start.elapsed());
             for (bytes, times) in [(0, &mut per_tensor), (25 << 20, &mut bucketed)] {
                 let inputs = sets().into_iter().map(|g| (g, flex.clone())).collect();
                 let start = Instant::now();
@@ -101,6 +109,7 @@ fn reduce_bench(reps: usize) -> anyhow::Result<()> {
         let n = replicas as f64;
         for (name, times, traffic) in [
             ("gather to one device", gather, (n + 1.0) / 2.0),
+            ("all-reduce by shares", shares, n),
             ("ring all-reduce, per tensor", per_tensor, n),
             ("ring all-reduce, 25 MB buckets", bucketed, n),
         ] {
@@ -117,13 +126,13 @@ fn reduce_bench(reps: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A gradient set holding handles to the same tensors as `grads`.
-fn clone_grads(names: &GradSet) -> impl Fn(&GradientsParams) -> GradientsParams + '_ {
+/// A gradient set with copies of the tensors of `grads`.
+fn copy_grads(names: &GradSet) -> impl Fn(&GradientsParams) -> GradientsParams + '_ {
     move |grads| {
         let mut out = GradientsParams::new();
         for p in &names.params {
             if let Some(g) = grads.get::<2>(p.id) {
-                out.register(p.id, g);
+                out.register(p.id, Tensor::<2>::from_data(g.to_data(), &g.device()));
             }
         }
         out

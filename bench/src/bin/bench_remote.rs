@@ -58,7 +58,7 @@ fn main() -> anyhow::Result<()> {
             remote.as_str(),
             Reduce::ParameterDevice,
         ),
-        ("2 local towers, ring", "flex,flex", Reduce::AllReduce),
+        ("2 local towers, all-reduce", "flex,flex", Reduce::AllReduce),
         ("2 remote towers, ring", remote.as_str(), Reduce::AllReduce),
     ];
     let towers_for = |list: &str, reduce: Reduce| -> anyhow::Result<Towers<Cifar10Net>> {

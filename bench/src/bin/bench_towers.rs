@@ -72,7 +72,7 @@ fn main() -> anyhow::Result<()> {
         ),
         (
             "ring",
-            format!("2 towers {pair}, ring"),
+            format!("2 towers {pair}, all-reduce"),
             Some((&pair, Reduce::AllReduce)),
         ),
     ]

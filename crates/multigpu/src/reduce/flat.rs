@@ -22,15 +22,13 @@ impl Layout {
     /// [`buckets::in_backward_order`]).
     pub(crate) fn packed(
         &self,
-        mut grads: GradientsParams,
+        grads: GradientsParams,
         bucket_bytes: usize,
         device: &Device,
     ) -> Packed {
         let sizes = self.sizes();
         let buckets = buckets::in_backward_order(&sizes, bucket_bytes);
-        let mut flat: Vec<Option<Tensor<1>>> = (self.slots.iter())
-            .map(|slot| (slot.take)(&mut grads, slot.id))
-            .collect();
+        let mut flat = self.per_slot(grads);
         let present = flat.iter().map(Option::is_some).collect();
         let tensors = (buckets.iter())
             .map(|slots| {

@@ -10,10 +10,12 @@
 //! implements it (cubecl's other runtimes, flex and ndarray panic or refuse), and every device of
 //! one collective must be of the same backend. Towers run on any backend and mix them, so the
 //! all-reduce here is a ring over the towers' threads, built from `to_device` and `add`
-//! (`ring.rs`).
+//! (`ring.rs`), or, when every tower computes in host memory, shares of the sums handed round
+//! by reference (`shares.rs`).
 
 mod flat;
 mod ring;
+mod shares;
 
 use std::collections::HashSet;
 use std::thread;
@@ -22,8 +24,10 @@ use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 
+use crate::devices::in_host_memory;
 use ring::DEFAULT_BUCKET_BYTES;
 pub(crate) use ring::{PeerGone, RingLink, ring};
+use shares::{ShareLink, shared};
 
 /// How the towers' gradients become one update.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,13 +37,39 @@ pub enum Reduce {
     /// and the new weights are broadcast to the towers.
     #[default]
     ParameterDevice,
-    /// Ring all-reduce: each tower ends with the summed gradients on its own device and applies
+    /// All-reduce: each tower ends with the summed gradients on its own device and applies
     /// the same update with its own optimizer, so no device holds more than its replica. The
-    /// model is tower 0's replica. Moves `2 (N - 1) / N` of the gradients per tower instead of
-    /// gathering `N - 1` gradient sets on one device. With a remote tower among them, the
+    /// model is tower 0's replica. A ring (`ring.rs`) moves `2 (N - 1) / N` of the gradients per
+    /// tower instead of gathering `N - 1` gradient sets on one device; towers that all compute
+    /// in host memory, where a move copies nothing, each sum a share instead (`shares.rs`). With a remote tower among them, the
     /// chunks pass through this process's memory rather than server to server (see
     /// [`TowerDevice::is_remote`](crate::TowerDevice::is_remote)).
     AllReduce,
+}
+
+/// One tower's part in a [`Reduce::AllReduce`]: by shares where every tower computes in host
+/// memory (`shares.rs`), by the ring elsewhere (`ring.rs`).
+pub(crate) enum AllReduceLink {
+    Ring(RingLink),
+    Shares(ShareLink),
+}
+
+/// The links of an all-reduce between towers on `devices`, in rank order: shares when every
+/// device computes in host memory, else a ring in buckets of `bucket_bytes` whose chunks pass
+/// through host memory when `through_host` (see [`RingLink`]).
+pub(crate) fn all_reduce_links(
+    devices: &[&Device],
+    through_host: bool,
+    bucket_bytes: usize,
+) -> Vec<AllReduceLink> {
+    match devices.iter().all(|d| in_host_memory(d)) {
+        true => (shared(devices.len()).into_iter())
+            .map(AllReduceLink::Shares)
+            .collect(),
+        false => (ring(devices.len(), through_host, bucket_bytes).into_iter())
+            .map(AllReduceLink::Ring)
+            .collect(),
+    }
 }
 
 /// A rank-erased view of a gradient set: a model's trainable float parameters, in visiting
@@ -135,6 +165,39 @@ impl Layout {
         out
     }
 
+    /// Each slot's gradient in `grads`, flattened, in slot order; `None` where it has none.
+    pub(crate) fn per_slot(&self, mut grads: GradientsParams) -> Vec<Option<Tensor<1>>> {
+        (self.slots.iter())
+            .map(|slot| (slot.take)(&mut grads, slot.id))
+            .collect()
+    }
+
+    /// The gradient set whose flattened gradients, in slot order, are `flat` (as
+    /// [`Layout::per_slot`] gives them).
+    pub(crate) fn from_slots(&self, flat: Vec<Option<Tensor<1>>>) -> GradientsParams {
+        let mut grads = GradientsParams::new();
+        for (slot, g) in self.slots.iter().zip(flat) {
+            if let Some(g) = g {
+                (slot.put)(&mut grads, slot.id, g, &slot.dims);
+            }
+        }
+        grads
+    }
+
+    /// This tower's part of an all-reduce over `link`: the sum of every tower's `grads`, on
+    /// `device`.
+    pub(crate) fn all_reduce(
+        &self,
+        link: &AllReduceLink,
+        grads: GradientsParams,
+        device: &Device,
+    ) -> Result<GradientsParams, PeerGone> {
+        match link {
+            AllReduceLink::Ring(link) => self.ring_all_reduce(link, grads, device),
+            AllReduceLink::Shares(link) => self.shared_all_reduce(link, grads, device),
+        }
+    }
+
     /// `grads` and a copy of it; the two share their tensors.
     pub(crate) fn copy(&self, mut grads: GradientsParams) -> (GradientsParams, GradientsParams) {
         let mut copy = GradientsParams::new();
@@ -190,9 +253,10 @@ pub fn reduce_to_device<M: Module>(
     Layout::of(module).sum(grads, device)
 }
 
-/// The [`Reduce::AllReduce`] reduction on its own: a ring all-reduce of one gradient set per
-/// tower, on one thread per tower, in buckets of 25 MB. Returns, for each `(grads, device)`,
-/// the sum of all sets on that device. `module` is any replica: it names the parameters.
+/// The [`Reduce::AllReduce`] reduction on its own, as towers do it: one thread per tower, by
+/// shares when every device computes in host memory, else by the ring in buckets of 25 MB.
+/// Returns, for each `(grads, device)`, the sum of all sets on that device. `module` is any
+/// replica: it names the parameters.
 ///
 /// # Panics
 ///
@@ -201,11 +265,14 @@ pub fn all_reduce<M: Module>(
     module: &M,
     grads: Vec<(GradientsParams, Device)>,
 ) -> Vec<GradientsParams> {
-    all_reduce_in_buckets(module, grads, DEFAULT_BUCKET_BYTES)
+    let devices: Vec<&Device> = grads.iter().map(|(_, d)| d).collect();
+    // Tensors move device to device: these devices are not known to be remote.
+    let links = all_reduce_links(&devices, false, DEFAULT_BUCKET_BYTES);
+    all_reduce_over(module, grads, links)
 }
 
-/// [`all_reduce`] with buckets of `bucket_bytes` (0: one per gradient; see
-/// [`TowersConfig::bucket_bytes`](crate::TowersConfig::bucket_bytes)).
+/// The ring all-reduce on its own, whatever the devices, with buckets of `bucket_bytes` (0: one
+/// per gradient; see [`TowersConfig::bucket_bytes`](crate::TowersConfig::bucket_bytes)).
 ///
 /// # Panics
 ///
@@ -215,28 +282,40 @@ pub fn all_reduce_in_buckets<M: Module>(
     grads: Vec<(GradientsParams, Device)>,
     bucket_bytes: usize,
 ) -> Vec<GradientsParams> {
+    let links = ring(grads.len(), false, bucket_bytes);
+    all_reduce_over(
+        module,
+        grads,
+        links.into_iter().map(AllReduceLink::Ring).collect(),
+    )
+}
+
+/// Each `(grads, device)` all-reduced on a thread of its own over its link.
+fn all_reduce_over<M: Module>(
+    module: &M,
+    grads: Vec<(GradientsParams, Device)>,
+    links: Vec<AllReduceLink>,
+) -> Vec<GradientsParams> {
     let layout = Layout::of(module);
     let layout = &layout;
-    // Tensors move device to device: these devices are not known to be remote.
-    let links = ring(grads.len(), false, bucket_bytes);
     let results: Vec<_> = thread::scope(|s| {
         let handles: Vec<_> = grads
             .into_iter()
             .zip(links)
             .map(|((grads, device), link)| {
-                s.spawn(move || layout.ring_all_reduce(&link, grads, &device))
+                s.spawn(move || layout.all_reduce(&link, grads, &device))
             })
             .collect();
         handles.into_iter().map(|h| h.join()).collect()
     });
-    // A panic anywhere makes its neighbours see PeerGone: pass the panic on, not that.
+    // A panic anywhere makes the other towers see PeerGone: pass the panic on, not that.
     let results: Vec<_> = results
         .into_iter()
         .collect::<thread::Result<_>>()
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
     results
         .into_iter()
-        .map(|r| r.expect("no ring thread panicked, so none left the ring"))
+        .map(|r| r.expect("no tower's thread panicked, so none left the all-reduce"))
         .collect()
 }
 
@@ -329,6 +408,14 @@ mod tests {
                     assert_eq!(got, values(&reduced[0], &model), "towers agree bitwise");
                 }
             }
+            // By shares (flex and ndarray both compute in host memory): each sum is the
+            // parameter device's, added in the same order, bit for bit.
+            let reduced = all_reduce(&model, sets(&model));
+            for (grads, device) in reduced.iter().zip(&devices) {
+                let g = grads.get::<2>(model.b.weight.id).unwrap();
+                assert_eq!(&g.device(), device, "each sum stays on its tower's device");
+                assert_eq!(values(grads, &model), expected, "{} towers", devices.len());
+            }
         }
     }
 
@@ -357,9 +444,15 @@ mod tests {
         };
         let expected = reduce_to_device(&model, sets().into_iter().map(|s| s.0).collect(), &flex);
         let expected = expected.get::<1>(b_bias).unwrap().into_data();
-        for bytes in [0, 48, DEFAULT_BUCKET_BYTES] {
-            for grads in all_reduce_in_buckets(&model, sets(), bytes) {
-                assert!(grads.get::<1>(a_bias).is_none(), "{bytes}: no tower had it");
+        let rings =
+            [0, 48, DEFAULT_BUCKET_BYTES].map(|bytes| all_reduce_in_buckets(&model, sets(), bytes));
+        for (how, reduced) in rings
+            .into_iter()
+            .chain([all_reduce(&model, sets())])
+            .enumerate()
+        {
+            for grads in reduced {
+                assert!(grads.get::<1>(a_bias).is_none(), "{how}: no tower had it");
                 let got = grads.get::<1>(b_bias).unwrap().into_data();
                 got.assert_approx_eq::<f32>(&expected, Default::default());
             }

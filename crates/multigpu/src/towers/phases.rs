@@ -27,7 +27,7 @@ use crate::devices::{TowerDevice, in_host_memory};
 use crate::error::{Error, Result};
 use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
-use crate::reduce::ring;
+use crate::reduce::all_reduce_links;
 use crate::running_state::{self, Detection, RunningStats};
 use crate::timeline::Track;
 
@@ -229,7 +229,7 @@ impl<M: Module> Towers<M> {
     }
 
     /// What each tower does after its pass: keep its gradients (mid-cycle), send them to the
-    /// parameter device, or take its part in the ring all-reduce and update its replica.
+    /// parameter device, or take its part in the all-reduce and update its replica.
     fn finishes(&self, plan: &Plan, update: &Update<'_, M>) -> Vec<Finish> {
         let n = self.towers.len();
         match &self.state {
@@ -241,8 +241,12 @@ impl<M: Module> Towers<M> {
                     .map(|_| Finish::Gather(self.main.clone(), bucket_bytes))
                     .collect()
             }
-            State::AllReduce { optims, .. } => ring(
-                n,
+            State::AllReduce { optims, .. } => all_reduce_links(
+                &self
+                    .towers
+                    .iter()
+                    .map(TowerDevice::device)
+                    .collect::<Vec<_>>(),
                 self.towers.iter().any(|t| t.is_remote()),
                 self.bucket_bytes(),
             )

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::gradient_tap::Tap;
 use crate::loss::IntoTowerLoss;
 use crate::loss_scale;
-use crate::reduce::{Layout, PeerGone, RingLink};
+use crate::reduce::{AllReduceLink, Layout, PeerGone};
 use crate::running_state::{self, RunningStats, Selection};
 use crate::timeline::{Timeline, Track};
 use crate::tower_index::on_tower;
@@ -123,10 +123,10 @@ pub(super) enum Finish {
     Gather(Device, usize),
     /// Nothing: the tap has them.
     Tapped,
-    /// Ring all-reduce, then its own update (skipped when a gradient overflowed under
+    /// All-reduce, then its own update (skipped when a gradient overflowed under
     /// `loss_scale`: the sums, and so the decision, are the same on every tower).
     AllReduce {
-        link: RingLink,
+        link: AllReduceLink,
         optim: ModuleOptimizer,
         lr: f64,
         grad_scale: Option<f64>,
@@ -152,7 +152,7 @@ pub(super) struct Done<M> {
 enum Failure {
     /// The loss function's error, or a malformed loss.
     Failed(String),
-    /// A ring neighbour failed: a consequence, not a cause.
+    /// Another tower of the all-reduce failed: a consequence, not a cause.
     PeerGone,
 }
 
@@ -225,7 +225,7 @@ where
             loss_scale,
         } => {
             let sum = layout
-                .ring_all_reduce(&link, grads, &device)
+                .all_reduce(&link, grads, &device)
                 .map_err(|PeerGone| Failure::PeerGone)?;
             let sum = match grad_scale {
                 Some(factor) => layout.scale(sum, factor),
@@ -298,22 +298,22 @@ where
         .collect();
     let outcomes = workers.run(tasks, towers, patience);
     let mut done = Vec::with_capacity(outcomes.len());
-    let mut ring_broken = None;
+    let mut all_reduce_broken = None;
     for (i, outcome) in outcomes.into_iter().enumerate() {
         let tower = &towers[i];
         match outcome {
             Ok(Ok(d)) => done.push(d),
-            Ok(Err(Failure::PeerGone)) => ring_broken = ring_broken.or(Some(i)),
+            Ok(Err(Failure::PeerGone)) => all_reduce_broken = all_reduce_broken.or(Some(i)),
             Ok(Err(Failure::Failed(message))) => return Err(tower_failed(i, tower, message)),
             Err(panic) => return Err(tower_panicked(i, tower, panic)),
         }
     }
-    match ring_broken {
-        // Only reachable if a neighbour left the ring without failing, which is a bug here.
+    match all_reduce_broken {
+        // Only reachable if a tower left the all-reduce without failing, which is a bug here.
         Some(i) => Err(tower_failed(
             i,
             &towers[i],
-            "the ring all-reduce broke off".into(),
+            "the all-reduce broke off".into(),
         )),
         None => Ok(done),
     }
