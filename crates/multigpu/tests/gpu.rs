@@ -342,7 +342,10 @@ fn f16_logits_gap(a: &MixedNet, b: &MixedNet, images: &towers_data::HostBatch) -
     let device = |m: &MixedNet| m.fc.weight.val().device();
     let half = a.logits(on(&device(a)), Precision::F16).into_data();
     let full = b.logits(on(&device(b)), Precision::F32).into_data();
-    let (half, full) = (half.to_vec::<f32>().unwrap(), full.to_vec::<f32>().unwrap());
+    let (half, full) = (
+        half.try_to_vec::<f32>().unwrap(),
+        full.try_to_vec::<f32>().unwrap(),
+    );
     let largest = full.iter().fold(0f32, |m, v| m.max(v.abs()));
     let gap = half
         .iter()

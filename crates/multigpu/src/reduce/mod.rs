@@ -174,7 +174,7 @@ impl Layout {
 
     /// The gradient set whose flattened gradients, in slot order, are `flat` (as
     /// [`Layout::per_slot`] gives them).
-    pub(crate) fn from_slots(&self, flat: Vec<Option<Tensor<1>>>) -> GradientsParams {
+    pub(crate) fn unflatten_present(&self, flat: Vec<Option<Tensor<1>>>) -> GradientsParams {
         let mut grads = GradientsParams::new();
         for (slot, g) in self.slots.iter().zip(flat) {
             if let Some(g) = g {

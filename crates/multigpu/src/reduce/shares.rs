@@ -113,7 +113,9 @@ impl Layout {
         let mut parts: Vec<Gradients> = Vec::with_capacity(n);
         for t in 0..n {
             parts.push(match t == link.rank {
-                true => shares[t].iter().map(|&s| mine[s].take()).collect(),
+                true => (shares[link.rank].iter())
+                    .map(|&s| mine[s].take())
+                    .collect(),
                 false => link.receive(t)?,
             });
         }
@@ -129,16 +131,16 @@ impl Layout {
             link.send(t, sums.clone())?;
         }
         let mut total: Vec<Option<Tensor<1>>> = vec![None; owner.len()];
-        for t in 0..n {
+        for (t, share) in shares.iter().enumerate() {
             let sums = match t == link.rank {
                 true => sums.clone(),
                 false => link.receive(t)?,
             };
-            for (&s, sum) in shares[t].iter().zip(sums) {
+            for (&s, sum) in share.iter().zip(sums) {
                 total[s] = sum.map(|g| g.to_device(device));
             }
         }
-        Ok(self.from_slots(total))
+        Ok(self.unflatten_present(total))
     }
 }
 
