@@ -201,7 +201,7 @@ pub(crate) mod flex_route {
 
     /// In f32 or bf16 (products on AMX tiles or with AVX-512 BF16 where the CPU has them); f16
     /// goes to Burn.
-    pub(super) fn conv2d(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tensor<4>> {
+    pub(crate) fn conv2d(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tensor<4>> {
         let (padding, bf16) = covered(conv, x, precision)?;
         let weight = conv.weight.val().into_dispatch();
         let y = <Dispatch as FlexKernels>::towers_conv2d(
@@ -336,7 +336,7 @@ mod tests {
     /// Against Burn's convolution: outputs and the gradients of input, weight and bias for the
     /// CIFAR-10 net's conv2 (5x5 SAME, the input gradient as a flipped convolution), a 1x7
     /// SAME, a 3x3 VALID and a 1x1 (stride 1; the 1x1's windows are the image itself), and a
-    /// 3x3/2 VALID (the input gradient by Burn), a 5x5 over 64 channels (the weight
+    /// 3x3/2 VALID (the input gradient by Burn), strided windows in padding, a 5x5 over 64 channels (the weight
     /// gradient's windows in three passes) and two on narrow images, with batches that do not split evenly across
     /// threads.
     #[test]
@@ -347,6 +347,25 @@ mod tests {
             (3, 2, [3, 3], [1, 1], PaddingConfig2d::Valid, [8, 7], 1),
             (5, 3, [1, 1], [1, 1], PaddingConfig2d::Valid, [6, 5], 3),
             (2, 3, [3, 3], [2, 2], PaddingConfig2d::Valid, [11, 9], 4),
+            // Strided windows with padding: columns past both edges read as zeros.
+            (
+                3,
+                4,
+                [3, 3],
+                [2, 2],
+                PaddingConfig2d::Explicit(1, 1, 1, 1),
+                [10, 9],
+                2,
+            ),
+            (
+                2,
+                3,
+                [5, 5],
+                [3, 3],
+                PaddingConfig2d::Explicit(2, 2, 2, 2),
+                [11, 13],
+                2,
+            ),
             // Windows too many for one pass: the weight gradient takes them 6 rows at a time.
             (64, 8, [5, 5], [1, 1], PaddingConfig2d::Same, [13, 12], 2),
             // Narrow images, outputs in whole vectors: on AVX-512, vectorized along the

@@ -635,23 +635,28 @@ impl Im2Col {
         (y < self.image[1]).then_some(y)
     }
 
-    /// One output row of tap column `kx`: contiguous at stride 1, gathered otherwise.
+    /// One output row of tap column `kx`: output column `ox` reads input column `ox · sw + kx
+    /// − pw`, zero where that falls in the padding; a contiguous copy at stride 1, every
+    /// `sw`-th value otherwise.
     fn fill_row(&self, src: &[f32], kx: usize, dst: &mut [f32]) {
         let (sw, pw, w) = (self.geometry.stride[1], self.geometry.padding[1], src.len());
-        let column = |ox: usize| (ox * sw + kx).checked_sub(pw).filter(|&x| x < w);
-        if sw == 1 {
-            let first = pw.saturating_sub(kx).min(dst.len());
-            let end = (w + pw).saturating_sub(kx).clamp(first, dst.len());
-            dst[..first].fill(0.0);
-            if end > first {
-                let start = first + kx - pw;
-                dst[first..end].copy_from_slice(&src[start..start + end - first]);
-            }
-            dst[end..].fill(0.0);
-        } else {
-            for (ox, d) in dst.iter_mut().enumerate() {
-                *d = column(ox).map_or(0.0, |x| src[x]);
+        // The outputs `first..end` read inside the row.
+        let first = pw.saturating_sub(kx).div_ceil(sw).min(dst.len());
+        let end = (w + pw)
+            .saturating_sub(kx)
+            .div_ceil(sw)
+            .clamp(first, dst.len());
+        dst[..first].fill(0.0);
+        if end > first {
+            let start = first * sw + kx - pw;
+            let inside = &mut dst[first..end];
+            match sw {
+                1 => inside.copy_from_slice(&src[start..start + inside.len()]),
+                _ => (inside.iter_mut())
+                    .zip(src[start..].iter().step_by(sw))
+                    .for_each(|(d, s)| *d = *s),
             }
         }
+        dst[end..].fill(0.0);
     }
 }
