@@ -2,8 +2,8 @@
 //! spends its time, block by block, on the default CPU backend (flex) or the device
 //! `TOWERS_BENCH_DEVICE` names.
 //!
-//! `cargo run --release -p towers-bench --bin bench_inception_step [REPS]` (default 3; medians after a
-//! warm-up). Each block is timed alone as `bench_step` times the CIFAR-10 net's layers: forward,
+//! `cargo run --release -p towers-bench --bin bench_inception_step [REPS] [f32|bf16]` (default 3
+//! and f32; medians after a warm-up; bf16: products in bf16, as `--precision bf16`). Each block is timed alone as `bench_step` times the CIFAR-10 net's layers: forward,
 //! then forward and backward of the output's sum (the gradient reaches the block's weights and,
 //! except for the first convolution, whose input is the images, its input); backward is the
 //! difference. Batch norm runs on batch statistics, as in training.
@@ -14,15 +14,20 @@ use towers_bench::{bench_device, reps};
 use std::collections::HashMap;
 
 use burn::tensor::Tensor;
-use towers_models::{InceptionV3, InceptionV3Config, max_pool2d};
+use towers_models::{InceptionV3, InceptionV3Config, Precision, max_pool2d, with_precision};
 
 fn main() {
     let reps = reps(3);
+    let precision = match std::env::args().nth(2).as_deref() {
+        None | Some("f32") => Precision::F32,
+        Some("bf16") => Precision::Bf16,
+        Some(other) => panic!("PRECISION is f32 or bf16, not {other}"),
+    };
     let (entry, device) = bench_device();
     device.seed(0);
     let net = InceptionV3Config::new(1001).init(&device);
-    println!("Inception v3, batch 32, 299x299, {entry}, median of {reps} calls, ms");
-    layer_table(blocks(&net), reps, &device);
+    println!("Inception v3, batch 32, 299x299, {entry}, {precision:?}, median of {reps} calls, ms");
+    with_precision(precision, || layer_table(blocks(&net), reps, &device));
 }
 
 const BATCH: usize = 32;
