@@ -312,16 +312,30 @@ pub(crate) fn forward(
                 }
                 Layout::Channels => {
                     convolve_channels(sums, image, kernel, g, &offsets);
-                    let rows = kernel.rows();
-                    for (o, y) in y.chunks_exact_mut(places).enumerate() {
-                        for (q, y) in y.iter_mut().enumerate() {
-                            *y = sums[q * rows + o];
-                        }
-                    }
+                    transpose_sums(y, sums, places, kernel.rows());
                 }
             }
         }
     });
+}
+
+/// `y` (`[out][places]`) from the sums of [`Layout::Channels`] (`[places][rows]`, `rows >=
+/// out`), `PLACE_BLOCK` places at a time: their sums (a few kilobytes) stay in L1 while every
+/// output channel's run of them is written, instead of one cache line read per value.
+fn transpose_sums(y: &mut [f32], sums: &[f32], places: usize, rows: usize) {
+    const PLACE_BLOCK: usize = 16;
+    for first in (0..places).step_by(PLACE_BLOCK) {
+        let count = (places - first).min(PLACE_BLOCK);
+        let block = &sums[first * rows..(first + count) * rows];
+        for (o, y) in y.chunks_exact_mut(places).enumerate() {
+            for (y, sums) in y[first..first + count]
+                .iter_mut()
+                .zip(block.chunks_exact(rows))
+            {
+                *y = sums[o];
+            }
+        }
+    }
 }
 
 /// The sums of every output channel on the grid (`[out rounded up to 8][places]`) from the
