@@ -610,19 +610,55 @@ impl Im2Col {
     }
 
     fn fill(&self, image: &[f32], rows: Range<usize>, columns: &mut [f32]) {
+        if self.geometry.stride == [1, 1] {
+            return self.fill_padded(image, rows, columns);
+        }
         let [c, h, w] = self.image;
         let [kh, kw] = self.kernel;
         let out_w = self.out[1];
+        // Per kernel column, which outputs of a row read inside the input row: the same for
+        // every row, so worked out once (it divides by the stride).
+        let inside: Vec<Inside> = (0..kw).map(|kx| self.inside(kx)).collect();
         let mut taps = columns.chunks_exact_mut(rows.len() * out_w);
         for plane in image.chunks_exact(h * w).take(c) {
             for ky in 0..kh {
-                for kx in 0..kw {
+                for inside in &inside {
                     let tap = taps.next().expect("one row per kernel tap");
                     for (oy, dst) in rows.clone().zip(tap.chunks_exact_mut(out_w)) {
                         match self.input_row(oy, ky) {
-                            Some(y) => self.fill_row(&plane[y * w..(y + 1) * w], kx, dst),
+                            Some(y) => inside.fill_row(&plane[y * w..(y + 1) * w], dst),
                             None => dst.fill(0.0),
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`fill`](Self::fill) at stride 1: the input rows these output rows read, copied plane by
+    /// plane into zero-padded rows, then every window row is one run of them, with no padding
+    /// to work out per row (a window row is often only a dozen values).
+    fn fill_padded(&self, image: &[f32], rows: Range<usize>, columns: &mut [f32]) {
+        let [c, h, w] = self.image;
+        let ([kh, kw], [ph, pw]) = (self.kernel, self.geometry.padding);
+        let (out_w, wp) = (self.out[1], w + 2 * pw);
+        // Padded rows `rows.start .. rows.end + kh - 1`. Zeros once: each plane rewrites only
+        // the rows and columns inside the image.
+        let mut padded = vec![0f32; (rows.len() + kh - 1) * wp];
+        let inside: Vec<(usize, usize)> = (0..rows.len() + kh - 1)
+            .filter_map(|r| Some((r, (rows.start + r).checked_sub(ph).filter(|&y| y < h)?)))
+            .collect();
+        let mut taps = columns.chunks_exact_mut(rows.len() * out_w);
+        for plane in image.chunks_exact(h * w).take(c) {
+            for &(r, y) in &inside {
+                padded[r * wp + pw..][..w].copy_from_slice(&plane[y * w..][..w]);
+            }
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    let tap = taps.next().expect("one row per kernel tap");
+                    for (r, dst) in tap.chunks_exact_mut(out_w).enumerate() {
+                        let src = &padded[(r + ky) * wp + kx..][..out_w];
+                        dst.iter_mut().zip(src).for_each(|(d, s)| *d = *s);
                     }
                 }
             }
@@ -635,28 +671,50 @@ impl Im2Col {
         (y < self.image[1]).then_some(y)
     }
 
-    /// One output row of tap column `kx`: output column `ox` reads input column `ox · sw + kx
-    /// − pw`, zero where that falls in the padding; a contiguous copy at stride 1, every
-    /// `sw`-th value otherwise.
-    fn fill_row(&self, src: &[f32], kx: usize, dst: &mut [f32]) {
-        let (sw, pw, w) = (self.geometry.stride[1], self.geometry.padding[1], src.len());
-        // The outputs `first..end` read inside the row.
-        let first = pw.saturating_sub(kx).div_ceil(sw).min(dst.len());
-        let end = (w + pw)
-            .saturating_sub(kx)
-            .div_ceil(sw)
-            .clamp(first, dst.len());
-        dst[..first].fill(0.0);
+    /// Output column `ox` of kernel column `kx` reads input column `ox · sw + kx − pw`, zero
+    /// where that falls in the padding.
+    fn inside(&self, kx: usize) -> Inside {
+        let (sw, pw, w, out_w) = (
+            self.geometry.stride[1],
+            self.geometry.padding[1],
+            self.image[2],
+            self.out[1],
+        );
+        let first = pw.saturating_sub(kx).div_ceil(sw).min(out_w);
+        let end = (w + pw).saturating_sub(kx).div_ceil(sw).clamp(first, out_w);
+        Inside {
+            outputs: first..end,
+            start: (first * sw + kx).saturating_sub(pw),
+            stride: sw,
+        }
+    }
+}
+
+/// The outputs of a row of windows that read inside the input row, for one kernel column:
+/// `outputs` read the input from `start` on, every `stride`-th value.
+struct Inside {
+    outputs: Range<usize>,
+    start: usize,
+    stride: usize,
+}
+
+impl Inside {
+    /// One output row of windows from input row `src`: zeros, then the values inside, then
+    /// zeros. Loops rather than `fill` and `copy_from_slice`: rows are often a dozen values.
+    fn fill_row(&self, src: &[f32], dst: &mut [f32]) {
+        let Range { start: first, end } = self.outputs;
+        dst[..first].iter_mut().for_each(|d| *d = 0.0);
         if end > first {
-            let start = first * sw + kx - pw;
             let inside = &mut dst[first..end];
-            match sw {
-                1 => inside.copy_from_slice(&src[start..start + inside.len()]),
-                _ => (inside.iter_mut())
-                    .zip(src[start..].iter().step_by(sw))
+            match self.stride {
+                1 => (inside.iter_mut())
+                    .zip(&src[self.start..self.start + (end - first)])
+                    .for_each(|(d, s)| *d = *s),
+                sw => (inside.iter_mut())
+                    .zip(src[self.start..].iter().step_by(sw))
                     .for_each(|(d, s)| *d = *s),
             }
         }
-        dst[end..].fill(0.0);
+        dst[end..].iter_mut().for_each(|d| *d = 0.0);
     }
 }
