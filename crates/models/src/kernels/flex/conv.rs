@@ -645,12 +645,13 @@ impl Im2Col {
         // Padded rows `rows.start .. rows.end + kh - 1`. Zeros once: each plane rewrites only
         // the rows and columns inside the image.
         let mut padded = vec![0f32; (rows.len() + kh - 1) * wp];
-        let inside: Vec<(usize, usize)> = (0..rows.len() + kh - 1)
+        // (padded row, image row) for the padded rows inside the image.
+        let image_rows: Vec<(usize, usize)> = (0..rows.len() + kh - 1)
             .filter_map(|r| Some((r, (rows.start + r).checked_sub(ph).filter(|&y| y < h)?)))
             .collect();
         let mut taps = columns.chunks_exact_mut(rows.len() * out_w);
         for plane in image.chunks_exact(h * w).take(c) {
-            for &(r, y) in &inside {
+            for &(r, y) in &image_rows {
                 padded[r * wp + pw..][..w].copy_from_slice(&plane[y * w..][..w]);
             }
             for ky in 0..kh {
