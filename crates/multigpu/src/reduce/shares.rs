@@ -119,14 +119,8 @@ impl Layout {
                 false => link.receive(t)?,
             });
         }
-        let sums: Gradients = (0..parts[0].len())
-            .map(|i| {
-                (parts.iter_mut())
-                    .filter_map(|part| part[i].take())
-                    .map(|g| g.to_device(device))
-                    .reduce(|a, b| a + b)
-            })
-            .collect();
+        let sums = summed(parts, device);
+        // The sums go to every other tower.
         for t in (0..n).filter(|&t| t != link.rank) {
             link.send(t, sums.clone())?;
         }
@@ -142,6 +136,19 @@ impl Layout {
         }
         Ok(self.unflatten_present(total))
     }
+}
+
+/// Gradient by gradient, the towers' `parts` (one per tower, in tower order) moved to `device`
+/// and added in that order; `None` where no tower has that gradient.
+fn summed(mut parts: Vec<Gradients>, device: &Device) -> Gradients {
+    (0..parts[0].len())
+        .map(|i| {
+            (parts.iter_mut())
+                .filter_map(|part| part[i].take())
+                .map(|g| g.to_device(device))
+                .reduce(|a, b| a + b)
+        })
+        .collect()
 }
 
 #[cfg(test)]
