@@ -41,9 +41,9 @@ pub enum Reduce {
     /// the same update with its own optimizer, so no device holds more than its replica. The
     /// model is tower 0's replica. A ring (`ring.rs`) moves `2 (N - 1) / N` of the gradients per
     /// tower instead of gathering `N - 1` gradient sets on one device; towers that all compute
-    /// in host memory, where a move copies nothing, each sum a share instead (`shares.rs`). With a remote tower among them, the
-    /// chunks pass through this process's memory rather than server to server (see
-    /// [`TowerDevice::is_remote`](crate::TowerDevice::is_remote)).
+    /// in host memory, where a move copies nothing, each sum a share instead (`shares.rs`).
+    /// With a remote tower among them, the chunks pass through this process's memory rather
+    /// than server to server (see [`TowerDevice::is_remote`](crate::TowerDevice::is_remote)).
     AllReduce,
 }
 
@@ -150,19 +150,9 @@ impl Layout {
     /// The sum of gradient sets, each moved to `device` first and added in order, so the result
     /// does not depend on thread timing. A parameter missing from a set counts as zero. With one
     /// set this is a move to `device`.
-    pub(crate) fn sum(&self, mut sets: Vec<GradientsParams>, device: &Device) -> GradientsParams {
-        let mut out = GradientsParams::new();
-        for slot in &self.slots {
-            let total = sets
-                .iter_mut()
-                .filter_map(|grads| (slot.take)(grads, slot.id))
-                .map(|g| g.to_device(device))
-                .reduce(|a, b| a + b);
-            if let Some(total) = total {
-                (slot.put)(&mut out, slot.id, total, &slot.dims);
-            }
-        }
-        out
+    pub(crate) fn sum(&self, sets: Vec<GradientsParams>, device: &Device) -> GradientsParams {
+        let parts = sets.into_iter().map(|grads| self.per_slot(grads)).collect();
+        self.unflatten_present(summed(parts, device))
     }
 
     /// Each slot's gradient in `grads`, flattened, in slot order; `None` where it has none.
@@ -212,23 +202,18 @@ impl Layout {
 
     /// Every gradient of `grads`, flattened, in slot order; zeros where `grads` has none, so
     /// that processes whose sets differ still exchange lists of one shape.
-    pub(crate) fn flatten(&self, mut grads: GradientsParams, device: &Device) -> Vec<Tensor<1>> {
-        self.slots
-            .iter()
-            .map(|slot| {
-                (slot.take)(&mut grads, slot.id)
-                    .unwrap_or_else(|| Tensor::zeros([slot.dims.iter().product::<usize>()], device))
+    pub(crate) fn flatten(&self, grads: GradientsParams, device: &Device) -> Vec<Tensor<1>> {
+        (self.per_slot(grads).into_iter())
+            .zip(&self.slots)
+            .map(|(g, slot)| {
+                g.unwrap_or_else(|| Tensor::zeros([slot.dims.iter().product::<usize>()], device))
             })
             .collect()
     }
 
     /// The gradient set whose flattened gradients, in slot order, are `flat`.
     pub(crate) fn unflatten(&self, flat: Vec<Tensor<1>>) -> GradientsParams {
-        let mut grads = GradientsParams::new();
-        for (slot, g) in self.slots.iter().zip(flat) {
-            (slot.put)(&mut grads, slot.id, g, &slot.dims);
-        }
-        grads
+        self.unflatten_present(flat.into_iter().map(Some).collect())
     }
 
     /// Every gradient multiplied by `factor`.
@@ -240,6 +225,20 @@ impl Layout {
         }
         grads
     }
+}
+
+/// Slot by slot, the gradient sets `parts` (as [`Layout::per_slot`] gives them) moved to
+/// `device` and added in the order of `parts`, so the result does not depend on thread timing;
+/// `None` where no set has that gradient.
+fn summed(mut parts: Vec<Vec<Option<Tensor<1>>>>, device: &Device) -> Vec<Option<Tensor<1>>> {
+    (0..parts.first().map_or(0, Vec::len))
+        .map(|i| {
+            (parts.iter_mut())
+                .filter_map(|part| part[i].take())
+                .map(|g| g.to_device(device))
+                .reduce(|a, b| a + b)
+        })
+        .collect()
 }
 
 /// The [`Reduce::ParameterDevice`] reduction on its own: the sum of `grads` (one set per tower,

@@ -20,7 +20,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 
-use super::{Layout, PeerGone};
+use super::{Layout, PeerGone, summed};
 
 /// A message between two towers: one optional gradient per parameter of a share, in slot order.
 type Gradients = Vec<Option<Tensor<1>>>;
@@ -53,22 +53,23 @@ pub(crate) fn shared(size: usize) -> Vec<ShareLink> {
     links
 }
 
-/// The owner of each slot: the largest gradients first, each to the tower with the fewest
-/// values so far (the lowest rank on a tie), so that the towers' shares of the additions are
-/// about equal. The same on every tower: it depends on the sizes only.
-fn owners(sizes: &[usize], towers: usize) -> Vec<usize> {
+/// Each tower's share, the slots it sums (ascending): the largest gradients first, each to the
+/// tower with the fewest values so far (the lowest rank on a tie), so that the towers' shares
+/// of the additions are about equal. The same on every tower: it depends on the sizes only.
+fn shares(sizes: &[usize], towers: usize) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..sizes.len()).collect();
     order.sort_by_key(|&s| (std::cmp::Reverse(sizes[s]), s));
     let mut load = vec![0usize; towers];
-    let mut owner = vec![0; sizes.len()];
+    let mut shares = vec![Vec::new(); towers];
     for s in order {
         let t = (0..towers)
             .min_by_key(|&t| (load[t], t))
             .expect("at least one tower");
-        owner[s] = t;
+        shares[t].push(s);
         load[t] += sizes[s];
     }
-    owner
+    shares.iter_mut().for_each(|share| share.sort_unstable());
+    shares
 }
 
 impl ShareLink {
@@ -99,11 +100,7 @@ impl Layout {
         device: &Device,
     ) -> Result<GradientsParams, PeerGone> {
         let n = link.to.len();
-        let owner = owners(&self.sizes(), n);
-        // shares[t]: the slots tower t sums.
-        let shares: Vec<Vec<usize>> = (0..n)
-            .map(|t| (0..owner.len()).filter(|&s| owner[s] == t).collect())
-            .collect();
+        let shares = shares(&self.sizes(), n);
         let mut mine: Vec<Option<Tensor<1>>> = self.per_slot(grads);
         // Every other tower's share goes to its owner...
         for t in (0..n).filter(|&t| t != link.rank) {
@@ -124,7 +121,7 @@ impl Layout {
         for t in (0..n).filter(|&t| t != link.rank) {
             link.send(t, sums.clone())?;
         }
-        let mut total: Vec<Option<Tensor<1>>> = vec![None; owner.len()];
+        let mut total: Vec<Option<Tensor<1>>> = vec![None; mine.len()];
         for (t, share) in shares.iter().enumerate() {
             let sums = match t == link.rank {
                 true => sums.clone(),
@@ -138,37 +135,19 @@ impl Layout {
     }
 }
 
-/// Gradient by gradient, the towers' `parts` (one per tower, in tower order) moved to `device`
-/// and added in that order; `None` where no tower has that gradient.
-fn summed(mut parts: Vec<Gradients>, device: &Device) -> Gradients {
-    (0..parts[0].len())
-        .map(|i| {
-            (parts.iter_mut())
-                .filter_map(|part| part[i].take())
-                .map(|g| g.to_device(device))
-                .reduce(|a, b| a + b)
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::owners;
+    use super::shares;
 
     #[test]
     fn shares_are_balanced_and_the_same_for_equal_sizes() {
         let sizes = [100, 1, 60, 40, 2, 3];
-        let owner = owners(&sizes, 2);
-        let load = |t| {
-            (0..sizes.len())
-                .filter(|&s| owner[s] == t)
-                .map(|s| sizes[s])
-                .sum::<usize>()
-        };
+        let split = shares(&sizes, 2);
+        let load = |t: usize| split[t].iter().map(|&s| sizes[s]).sum::<usize>();
         // 100 -> 0, 60 -> 1, 40 -> 1, 3 -> 0 (a tie), 2 -> 1, 1 -> 1.
-        assert_eq!(owner, vec![0, 1, 1, 1, 1, 0]);
+        assert_eq!(split, vec![vec![0, 5], vec![1, 2, 3, 4]]);
         assert_eq!((load(0), load(1)), (103, 103));
-        assert_eq!(owners(&[5; 4], 3), vec![0, 1, 2, 0]);
-        assert_eq!(owners(&[7, 7], 1), vec![0, 0]);
+        assert_eq!(shares(&[5; 4], 3), vec![vec![0, 3], vec![1], vec![2]]);
+        assert_eq!(shares(&[7, 7], 1), vec![vec![0, 1]]);
     }
 }
