@@ -3,7 +3,8 @@
 //! `TOWERS_BENCH_DEVICE` names.
 //!
 //! `cargo run --release -p towers-bench --bin bench_inception_step [REPS] [f32|bf16]` (default 3
-//! and f32; medians after a warm-up; bf16: products in bf16, as `--precision bf16`). Each block is timed alone as `bench_step` times the CIFAR-10 net's layers: forward,
+//! and f32; medians after a warm-up; bf16: products in bf16, as `--precision bf16`). Each block
+//! is timed alone as `bench_step` times the CIFAR-10 net's layers: forward,
 //! then forward and backward of the output's sum (the gradient reaches the block's weights and,
 //! except for the first convolution, whose input is the images, its input); backward is the
 //! difference. Batch norm runs on batch statistics, as in training.

@@ -5,8 +5,9 @@
 //! 192 tensors, 24.0M floats per replica, reduced over 2 and 4 replicas, by gathering to one
 //! device, by the all-reduce host-memory towers use (each replica sums a share of the
 //! gradients, handed round by reference), and by the ring all-reduce (a chunk of every gradient
-//! per round, and a chunk of each 25 MB bucket per round; what towers on GPUs use), against copying the same 96 MB once (`copy_from_slice` into memory
-//! already touched: the memory-bandwidth floor). "vs traffic" divides by the copies each
+//! per round, and a chunk of each 25 MB bucket per round; what towers on GPUs use), against
+//! copying the same 96 MB once (`copy_from_slice` into memory already touched: the
+//! memory-bandwidth floor). "vs traffic" divides by the copies each
 //! reduction must make at the least: a gather of N, (N + 1) / 2 (N - 1 sums read two sets and
 //! write one, over N sets); the all-reduce, N.
 

@@ -16,14 +16,14 @@
 use burn::module::{Module, RunningState};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor};
 use towers_data::image_loss;
 use towers_models::{BasicConv, BasicConvConfig, Precision, with_precision};
 use towers_multigpu::{
     BatchNormSync, Error, Reduce, TowerDevice, Towers, TowersConfig, parse_devices,
 };
 use towers_testing::batches::{batch, unequal_micro_batches};
-use towers_testing::compare::{assert_close, values};
+use towers_testing::compare::{assert_close, max_abs_diff, values};
 use towers_testing::gpu::gpu_or_skip;
 use towers_testing::nets::{BnNet, LR, Net, sgd};
 use towers_testing::reference::flex;
@@ -202,7 +202,7 @@ fn check_batch_norm_sync(test: &str, reduce: Reduce) {
             assert_close(stats, start_stats, TOLERANCE, &format!("{copy}, stats"));
         }
         let fresh = [vec![0.0; 4], vec![1.0; 4]].concat();
-        let moved = towers_testing::compare::max_abs_diff(start_stats, &fresh);
+        let moved = max_abs_diff(start_stats, &fresh);
         assert!(moved > 1e-2, "{what}: the statistics moved ({moved})");
     }
 }
@@ -334,24 +334,14 @@ impl MixedNet {
 /// The largest difference between the logits of `a` in f16 and of `b` in f32 on `images`,
 /// relative to the largest logit.
 fn f16_logits_gap(a: &MixedNet, b: &MixedNet, images: &towers_data::HostBatch) -> f32 {
-    let on = |device: &Device| {
-        let [c, h, w] = images.image_shape();
-        let data = TensorData::new(images.images().to_vec(), [images.len(), c, h, w]);
-        Tensor::<4>::from_data(data, device)
+    let logits = |m: &MixedNet, precision| -> Vec<f32> {
+        let (x, _) = images.as_slice().to_tensors(&m.fc.weight.val().device());
+        let logits = m.logits(x, precision).into_data();
+        logits.try_to_vec::<f32>().unwrap()
     };
-    let device = |m: &MixedNet| m.fc.weight.val().device();
-    let half = a.logits(on(&device(a)), Precision::F16).into_data();
-    let full = b.logits(on(&device(b)), Precision::F32).into_data();
-    let (half, full) = (
-        half.try_to_vec::<f32>().unwrap(),
-        full.try_to_vec::<f32>().unwrap(),
-    );
+    let (half, full) = (logits(a, Precision::F16), logits(b, Precision::F32));
     let largest = full.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let gap = half
-        .iter()
-        .zip(&full)
-        .fold(0f32, |m, (h, f)| m.max((h - f).abs()));
-    gap / largest
+    max_abs_diff(&half, &full) / largest
 }
 
 /// f16 products with dynamic loss scaling on two GPU towers: the first loss is f32's on flex
