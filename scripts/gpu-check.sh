@@ -30,7 +30,7 @@ cat "$out/devices.log"
 for dev in $gpu_devices; do
   tag=${dev//[:*]/_}
   run "tests-$tag" env TOWERS_GPU_DEVICE="$dev" \
-    cargo test --release --features "$features" --test gpu -- --nocapture
+    cargo test --release --features "$features" --test integration gpu:: -- --nocapture
   run "bench_models-$tag" env TOWERS_BENCH_DEVICE="$dev" \
     cargo run --release -p towers-bench --features "$features" --bin bench_models
   run "bench_towers-$tag" env TOWERS_BENCH_DEVICE="$dev" \

@@ -7,7 +7,7 @@
 //! f32 rounding (see crates/multigpu/tests/wgpu.rs), which three steps at rate 0.01 keep under
 //! 1e-4 of the loss.
 //!
-//! Run with `cargo test --features wgpu --test gpu`.
+//! Run with `cargo test --features wgpu --test integration gpu::`.
 #![cfg(feature = "gpu")]
 
 use burn_towers::data::cifar10::BuiltinCifar10;

@@ -2,7 +2,7 @@
 //! towers reach them through Burn's remote backend as `ws://127.0.0.1:PORT/0` entries, or over
 //! Iroh, with a token, as `iroh://ID@127.0.0.1:PORT/0`.
 //!
-//! Built and run with `cargo test --features remote --test remote`.
+//! Built and run with `cargo test --features remote --test integration remote::`.
 #![cfg(feature = "remote")]
 
 use std::io::{BufRead, BufReader};
@@ -176,7 +176,7 @@ fn iroh_with_a_token_serves_its_clients_and_refuses_the_others() {
     let entry = server.device(0);
     assert!(entry.starts_with("iroh://"), "{entry}");
     for (token, admitted) in [("tower-secret", true), ("another-token", false)] {
-        let out = child(TEST, &entry, &[], "true")
+        let out = child(&towers_testing::test_name!(TEST), &entry, &[], "true")
             .env(TOKEN_VAR, token)
             .output()
             .unwrap();

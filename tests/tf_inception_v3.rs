@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! /work/venv-tf/bin/python scripts/tf_fixtures/inception_v3_checkpoint.py /tmp/tf_inception_v3
-//! TOWERS_TF_INCEPTION_V3=/tmp/tf_inception_v3 cargo test --workspace --test tf_inception_v3
+//! TOWERS_TF_INCEPTION_V3=/tmp/tf_inception_v3 cargo test --workspace --test integration tf_inception_v3
 //! ```
 //!
 //! JPEG photos too, when `scripts/tf_fixtures/classify_top5.py /tmp/tf_inception_v3` has

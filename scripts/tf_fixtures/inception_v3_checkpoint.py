@@ -2,7 +2,7 @@
 for it, for the tests that need a full Inception v3 checkpoint (about 95 MB, not committed).
 
     /work/venv-tf/bin/python scripts/tf_fixtures/inception_v3_checkpoint.py OUT_DIR [VARIABLE_LIST]
-    TOWERS_TF_INCEPTION_V3=OUT_DIR cargo test --workspace --test tf_inception_v3
+    TOWERS_TF_INCEPTION_V3=OUT_DIR cargo test --workspace --test integration tf_inception_v3
 
 The network is tf_slim's `nets.inception_v3` under `inception_v3_arg_scope`, as the published
 `inception_v3.ckpt` was written. Weights are the slim initializers, then made informative for a

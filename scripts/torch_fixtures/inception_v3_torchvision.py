@@ -4,7 +4,7 @@ outputs (crates/models/tests/torchvision_weights.rs). The state dict is about 10
 committed; its key list is.
 
     /work/venv/bin/python scripts/torch_fixtures/inception_v3_torchvision.py OUT_DIR [KEY_LIST]
-    TOWERS_TORCHVISION_INCEPTION_V3=OUT_DIR cargo test -p towers-models --test torchvision_weights
+    TOWERS_TORCHVISION_INCEPTION_V3=OUT_DIR cargo test -p towers-models --test integration torchvision_weights
 
 (torch and torchvision from PyPI.) The network is `torchvision.models.inception_v3(weights=None,
 aux_logits=True, transform_input=False, init_weights=True)`, then made informative for a test:

@@ -1,8 +1,8 @@
 //! Load tests of the pipeline, run by hand (ignored by default; minutes each):
 //!
 //! ```text
-//! cargo test --test load -- --ignored --nocapture --test-threads 1
-//! LOAD_RECORDS=10000000 LOAD_STOPS=1000 cargo test --test load -- --ignored --nocapture --test-threads 1
+//! cargo test -p towers-data --test integration load:: -- --ignored --nocapture --test-threads 1
+//! LOAD_RECORDS=10000000 LOAD_STOPS=1000 cargo test -p towers-data --test integration load:: -- --ignored --nocapture --test-threads 1
 //! ```
 //!
 //! Many shards and reader threads for a long run, with the process's peak memory read from

@@ -4,7 +4,7 @@
 //!
 //! Whatever the build: libjpeg-turbo's C code alone (no NASM when it was built) and with its
 //! SIMD code (NASM found, the `jpeg-simd` feature) both give these pixels; `cargo test -p
-//! towers-data --test tf_jpeg`, and `--no-default-features` for the C code alone.
+//! towers-data --test integration tf_jpeg`, and `--no-default-features` for the C code alone.
 
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! /work/venv/bin/python scripts/torch_fixtures/inception_v3_torchvision.py /tmp/tv_inception_v3
-//! TOWERS_TORCHVISION_INCEPTION_V3=/tmp/tv_inception_v3 cargo test -p towers-models --test torchvision_weights
+//! TOWERS_TORCHVISION_INCEPTION_V3=/tmp/tv_inception_v3 cargo test -p towers-models --test integration torchvision_weights
 //! ```
 //!
 //! Without `TOWERS_TORCHVISION_INCEPTION_V3` that test says it was skipped and passes.

@@ -8,7 +8,7 @@
 //! carry those differences into the weights at about 1e-6..1e-5. Between CPU backends the
 //! towers tests hold 1e-5.
 //!
-//! Run with `cargo test --features wgpu --test gpu` (`--features cuda` and
+//! Run with `cargo test -p towers-multigpu --features wgpu --test integration gpu::` (`--features cuda` and
 //! `TOWERS_GPU_DEVICE=cuda:0` for CUDA); without a device the tests print `SKIPPED` and pass,
 //! except under CI.
 #![cfg(feature = "gpu")]

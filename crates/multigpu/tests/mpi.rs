@@ -156,7 +156,7 @@ fn mpirun(ranks: usize, scenario: &str, timeout_s: u64, out: &Path) -> Option<Ru
         ("TOWERS_MPI_OUT", out.display().to_string()),
         ("TOWERS_MPI_TIMEOUT", timeout_s.to_string()),
     ];
-    towers_testing::mpirun::mpirun(ranks, "rank", &env)
+    towers_testing::mpirun::mpirun(ranks, &towers_testing::test_name!("rank"), &env)
 }
 
 /// Rank 0's values after `scenario` on `ranks` ranks.

@@ -516,7 +516,12 @@ fn a_tower_past_the_timeout_ends_the_process_naming_it() {
     }
     let started = std::time::Instant::now();
     let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            &towers_testing::test_name!(name),
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD, "1")
         .output()
         .unwrap();

@@ -11,9 +11,10 @@ pub fn role() -> Option<String> {
     std::env::var(ROLE).ok()
 }
 
-/// A command that runs test `test` of this binary in a child process playing `role`, through
-/// `sh -c SCRIPT` (which ends by running the test; e.g. `ulimit -f 8` before it), itself
-/// started by `wrapper` (e.g. `unshare -rm`) when not empty.
+/// A command that runs test `test` of this binary (its full name, from
+/// [`test_name!`](crate::test_name)) in a child process playing `role`, through `sh -c SCRIPT`
+/// (which ends by running the test; e.g. `ulimit -f 8` before it), itself started by `wrapper`
+/// (e.g. `unshare -rm`) when not empty.
 pub fn child(test: &str, role: &str, wrapper: &[&str], script: &str) -> Command {
     let exe = std::env::current_exe().expect("the test binary's path");
     let (program, wrapper_args) = match wrapper {

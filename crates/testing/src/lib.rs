@@ -29,6 +29,23 @@ pub mod training;
 
 pub use errors::assert_error_names;
 
+/// The name libtest gives test `name` of the module this is written in (`module::name`, the
+/// crate left out): what `--exact` needs to run it alone, as [`child`] and [`mpirun`] do.
+#[macro_export]
+macro_rules! test_name {
+    ($name:expr) => {
+        $crate::test_path(module_path!(), $name)
+    };
+}
+
+/// `name` in module `module` (a `module_path!()`) as libtest names it: without the crate.
+pub fn test_path(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// Runs `f` on a thread of its own and fails the test if it takes longer than `seconds`.
 pub fn within<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = std::sync::mpsc::channel();

@@ -34,9 +34,10 @@ impl Run {
     }
 }
 
-/// `mpirun -np ranks` of this test binary's test `rank_test` (an ignored test that reads its
-/// scenario from `env`); `None` (after saying so) when there is no `mpirun` and this is not
-/// CI. Fails the test if the job outlives 90 s.
+/// `mpirun -np ranks` of this test binary's test `rank_test` (its full name, from
+/// [`test_name!`](crate::test_name): an ignored test that reads its scenario from `env`); `None`
+/// (after saying so) when there is no `mpirun` and this is not CI. Fails the test if the job
+/// outlives 90 s.
 pub fn mpirun(ranks: usize, rank_test: &str, env: &[(&str, String)]) -> Option<Run> {
     if Command::new("mpirun").arg("--version").output().is_err() {
         assert!(

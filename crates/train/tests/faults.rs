@@ -140,7 +140,7 @@ fn writes_cut_off_after_n_bytes_leave_the_previous_checkpoint_and_no_temporary()
     for blocks in [0, 1, 3, 64, 1000] {
         let script = format!("trap '' XFSZ\nulimit -f {blocks}");
         let out = child(
-            "child_save_under_a_size_limit",
+            &towers_testing::test_name!("child_save_under_a_size_limit"),
             dir.path().to_str().unwrap(),
             &[],
             &script,
@@ -223,7 +223,7 @@ fn a_full_disk_stops_training_with_an_error_naming_the_file() {
         return;
     }
     let out = child(
-        "child_train_on_a_small_tmpfs",
+        &towers_testing::test_name!("child_train_on_a_small_tmpfs"),
         dir.path().to_str().unwrap(),
         &["unshare", "-rm"],
         &mount,

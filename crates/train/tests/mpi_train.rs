@@ -214,7 +214,7 @@ fn launch(
         ("TOWERS_MPI_RESUME", u8::from(resume).to_string()),
         ("TOWERS_MPI_OUT", out.display().to_string()),
     ];
-    mpirun(ranks, "rank", &env)
+    mpirun(ranks, &towers_testing::test_name!("rank"), &env)
 }
 
 /// 5 x 200 training images: five files, three for rank 0 and two for rank 1.

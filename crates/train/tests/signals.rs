@@ -58,7 +58,12 @@ fn child_trainer() {
 }
 
 fn start(dir: &Path) -> Watched {
-    Watched::start(child("child_trainer", dir.to_str().unwrap(), &[], "true"))
+    Watched::start(child(
+        &towers_testing::test_name!("child_trainer"),
+        dir.to_str().unwrap(),
+        &[],
+        "true",
+    ))
 }
 
 #[test]
@@ -112,7 +117,7 @@ fn a_second_signal_exits_at_once_without_a_checkpoint() {
 }
 
 /// A started child whose stdout lines arrive on a channel as they are printed.
-pub struct Watched {
+struct Watched {
     /// The process.
     pub child: Child,
     lines: Receiver<String>,
@@ -122,7 +127,7 @@ pub struct Watched {
 
 impl Watched {
     /// Starts `command` with stdout piped.
-    pub fn start(mut command: Command) -> Self {
+    fn start(mut command: Command) -> Self {
         let mut child = command
             .stdout(Stdio::piped())
             .spawn()
@@ -144,7 +149,7 @@ impl Watched {
     }
 
     /// Waits for a line starting with `prefix`; panics (killing the child) after `limit`.
-    pub fn wait_for(&mut self, prefix: &str, limit: Duration) -> String {
+    fn wait_for(&mut self, prefix: &str, limit: Duration) -> String {
         let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -167,7 +172,7 @@ impl Watched {
     }
 
     /// Sends signal `name` (`TERM`, `INT`) to the child.
-    pub fn signal(&self, name: &str) {
+    fn signal(&self, name: &str) {
         let status = Command::new("kill")
             .args([&format!("-{name}"), &self.child.id().to_string()])
             .status()
@@ -177,7 +182,7 @@ impl Watched {
 
     /// The exit code once the child ends, and how long that took; panics (killing the child)
     /// after `limit`. The rest of its output is collected into `seen`.
-    pub fn exit_code(&mut self, limit: Duration) -> (Option<i32>, Duration) {
+    fn exit_code(&mut self, limit: Duration) -> (Option<i32>, Duration) {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait works") {

@@ -1,0 +1,14 @@
+//! towers-data's integration tests, one binary: each file of this folder is a module of it,
+//! so the crate and Burn are linked once for all of them.
+
+mod builtin_learnable;
+mod corrupt_records;
+mod dataset_pipeline;
+mod inception_pipeline;
+mod layers;
+mod load;
+mod pipeline;
+mod record_dataset;
+mod recut;
+mod resume;
+mod tf_jpeg;

@@ -1,0 +1,10 @@
+//! towers-multigpu's integration tests, one binary: each file of this folder is a module of it,
+//! so the crate and Burn are linked once for all of them.
+
+mod gpu;
+mod loss_scaling;
+#[cfg(feature = "mpi")]
+mod mpi;
+mod running_state;
+mod token_weights;
+mod towers;
