@@ -21,6 +21,7 @@ use std::ops::Range;
 use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
 use super::bias_relu;
 use super::dims4;
+use super::weight_sum::WeightSum;
 
 /// What a convolution's matrix products compute in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -274,25 +275,24 @@ pub(crate) fn weight_grad(
         && geometry.stride == [1, 1]
         && direct::available()
         && direct::weight_grad_pays_off(c, kernel);
-    let sums: Vec<Vec<f32>> = (0..threads)
+    let sums: Vec<WeightSum> = (0..threads)
         .into_par_iter()
         .map(|t| {
-            let mut sum = vec![0f32; out * taps];
+            // Windows a few rows at a time, so that they stay in cache for the product: a whole
+            // image's were 25 MB for Inception's second convolution, written then read back.
+            // A 1x1 kernel's windows are the image's rows, read in place, chunked alike.
+            let rows = (WINDOW_VALUES / (taps * out_w).max(1)).clamp(1, out_h.max(1));
+            let mut sum = WeightSum::new(out, taps, rows * out_w, arithmetic);
             if direct {
                 let images = (t * share..((t + 1) * share).min(n)).len();
                 let x = &x_data[(t * share * c * h * w).min(x_data.len())..][..images * c * h * w];
                 let g = &grad_data[(t * share * out * places).min(grad_data.len())..]
                     [..images * out * places];
                 let dims = [out, kernel[0], kernel[1]];
-                direct::weight_grad(&mut sum, x, [images, c, h, w], g, dims, geometry.padding);
+                let values = sum.row_major_mut();
+                direct::weight_grad(values, x, [images, c, h, w], g, dims, geometry.padding);
                 return sum;
             }
-            // Windows a few rows at a time, so that they stay in cache for the product: a whole
-            // image's were 25 MB for Inception's second convolution, written then read back.
-            let rows = match image.is_copy() {
-                true => out_h,
-                false => (WINDOW_VALUES / (taps * out_w).max(1)).clamp(1, out_h.max(1)),
-            };
             let len = if image.is_copy() {
                 0
             } else {
@@ -306,13 +306,11 @@ pub(crate) fn weight_grad(
                     let rows = first..(first + rows).min(out_h);
                     let chunk = rows.len() * out_w;
                     let filled = (taps * chunk).min(columns.len());
-                    let windows = image.windows(x, rows.clone(), &mut columns[..filled]);
-                    let g = Strided {
-                        data: &g[first * out_w..],
-                        row_stride: places,
-                        col_stride: 1,
+                    let windows = match image.is_copy() {
+                        true => row_major(&x[first * out_w..], places),
+                        false => row_major(image.windows(x, rows, &mut columns[..filled]), chunk),
                     };
-                    add_product_transposed(&mut sum, g, windows, [out, chunk, taps], arithmetic);
+                    sum.add(row_major(&g[first * out_w..], places), windows, chunk);
                 }
             }
             sum
@@ -320,11 +318,8 @@ pub(crate) fn weight_grad(
         .collect();
     let total = sums
         .into_iter()
-        .reduce(|mut a, b| {
-            a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
-            a
-        })
-        .unwrap_or_else(|| vec![0f32; out * taps]);
+        .reduce(WeightSum::merge)
+        .map_or_else(|| vec![0f32; out * taps], WeightSum::into_row_major);
     let shape = [out, c, kernel[0], kernel[1]];
     FlexTensor::from_data(TensorData::new(total, shape))
 }
@@ -332,15 +327,6 @@ pub(crate) fn weight_grad(
 /// Window values the weight gradient builds at a time (512 KiB): with the gradient's rows,
 /// they stay in L2 for the product.
 const WINDOW_VALUES: usize = 128 * 1024;
-
-/// What [`multiply_f32`] computes.
-#[derive(Clone, Copy)]
-enum Product {
-    /// `dst = lhs · rhs`, `rhs` a `[k × n]` matrix.
-    Set,
-    /// `dst += lhs · rhsᵀ`, `rhs` an `[n × k]` matrix, read transposed through gemm's strides.
-    AddTransposed,
-}
 
 /// [`super::bf16_conv`], the direct convolution on AMX tiles, where it is compiled (x86-64).
 #[cfg(target_arch = "x86_64")]
@@ -474,7 +460,7 @@ impl<'a> Kernel<'a> {
         match self {
             Kernel::F32 { data, out, taps } => {
                 let lhs = row_major(data, *taps);
-                multiply_f32(y, lhs, windows, [*out, *taps, places], Product::Set)
+                multiply_f32(y, lhs, windows, [*out, *taps, places])
             }
             Kernel::Bf16(kernel) => {
                 multiply_bf16(y, kernel, row_major(windows, places), places, false)
@@ -483,7 +469,8 @@ impl<'a> Kernel<'a> {
     }
 }
 
-/// A row-major matrix with rows of `columns` values.
+/// A matrix whose rows start `columns` values apart in `data` (row-major when they are
+/// `columns` long).
 fn row_major(data: &[f32], columns: usize) -> Strided<'_> {
     Strided {
         data,
@@ -492,38 +479,9 @@ fn row_major(data: &[f32], columns: usize) -> Strided<'_> {
     }
 }
 
-/// `dst[m × n] += lhs · rhsᵀ` for `lhs[m × k]` (unit column stride) and row-major `rhs[n ×
-/// k]`, on the calling thread.
-fn add_product_transposed(
-    dst: &mut [f32],
-    lhs: Strided,
-    rhs: &[f32],
-    [m, k, n]: [usize; 3],
-    arithmetic: Arithmetic,
-) {
-    match arithmetic {
-        Arithmetic::F32 => multiply_f32(dst, lhs, rhs, [m, k, n], Product::AddTransposed),
-        Arithmetic::Bf16 => {
-            let lhs = PackedLhs::new(m, k, lhs);
-            let rhs = Strided {
-                data: rhs,
-                row_stride: 1,
-                col_stride: k,
-            };
-            multiply_bf16(dst, &lhs, rhs, n, true);
-        }
-    }
-}
-
-/// `dst[m × n]` from `lhs[m × k]` (unit column stride) and row-major `rhs`, by gemm on the
-/// calling thread.
-fn multiply_f32(
-    dst: &mut [f32],
-    lhs: Strided,
-    rhs: &[f32],
-    [m, k, n]: [usize; 3],
-    product: Product,
-) {
+/// `dst[m × n] = lhs · rhs` for `lhs[m × k]` (unit column stride) and row-major `rhs`, by
+/// gemm on the calling thread.
+fn multiply_f32(dst: &mut [f32], lhs: Strided, rhs: &[f32], [m, k, n]: [usize; 3]) {
     assert_eq!(lhs.col_stride, 1, "lhs rows are not contiguous");
     let lhs_len = if m == 0 {
         0
@@ -531,13 +489,9 @@ fn multiply_f32(
         (m - 1) * lhs.row_stride + k
     };
     assert!(dst.len() == m * n && lhs.data.len() >= lhs_len && rhs.len() == k * n);
-    let (rhs_cs, rhs_rs, accumulate) = match product {
-        Product::Set => (1, n as isize, false),
-        Product::AddTransposed => (k as isize, 1, true),
-    };
     // SAFETY: the asserted lengths cover every index the strides reach: `dst` is m×n row-major
     // (column stride 1, row stride n), `lhs` m rows of k from `row_stride` apart, `rhs` k×n
-    // row-major or n×k read transposed (column stride k, row stride 1).
+    // row-major.
     unsafe {
         gemm::gemm(
             m,
@@ -546,13 +500,13 @@ fn multiply_f32(
             dst.as_mut_ptr(),
             1,
             n as isize,
-            accumulate,
+            false,
             lhs.data.as_ptr(),
             1,
             lhs.row_stride as isize,
             rhs.as_ptr(),
-            rhs_cs,
-            rhs_rs,
+            1,
+            n as isize,
             1.0,
             1.0,
             false,

@@ -41,6 +41,7 @@ mod matmul;
 mod max_pool;
 #[cfg(target_arch = "x86_64")]
 mod vector_conv;
+mod weight_sum;
 
 pub(crate) use bf16_gemm::kernel as bf16_kernel;
 pub(crate) use extension::FlexKernels;
