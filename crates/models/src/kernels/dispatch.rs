@@ -35,6 +35,9 @@ pub fn avg_pool2d(pool: &AvgPool2d, x: Tensor<4>) -> Tensor<4> {
 
 /// `conv.forward(x)`, its products in this thread's [`Precision`].
 pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
+    if let Some(y) = whole_input_conv2d(conv, &x) {
+        return y;
+    }
     let precision = current_precision();
     #[cfg(feature = "flex")]
     if let Some(y) = flex_route::conv2d(conv, &x, precision) {
@@ -59,22 +62,48 @@ pub fn conv2d_relu(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
 /// `linear.forward(x)`, its product in this thread's [`Precision`]: in a low one, `x` and the
 /// weight cast down, the product cast back to f32, the bias added in f32.
 pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
-    let dtype = match current_precision() {
-        Precision::F32 => return linear.forward(x),
-        low => low.dtype(),
-    };
-    #[cfg(feature = "flex")]
-    let y = flex_route::matmul_bf16(&x, &linear.weight.val(), dtype);
-    #[cfg(not(feature = "flex"))]
-    let y = None;
-    let y = y.unwrap_or_else(|| {
-        let weight = linear.weight.val().cast(dtype);
-        module::linear(x.cast(dtype), weight, None).cast(DType::F32)
-    });
+    let y = product(x, linear.weight.val());
     match &linear.bias {
         Some(bias) => y + bias.val().unsqueeze(),
         None => y,
     }
+}
+
+/// `x · weight` over `x`'s last dimension, in this thread's [`Precision`].
+fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
+    let dtype = match current_precision() {
+        Precision::F32 => return module::linear(x, weight, None),
+        low => low.dtype(),
+    };
+    #[cfg(feature = "flex")]
+    let y = flex_route::matmul_bf16(&x, &weight, dtype);
+    #[cfg(not(feature = "flex"))]
+    let y = None;
+    y.unwrap_or_else(|| module::linear(x.cast(dtype), weight.cast(dtype), None).cast(DType::F32))
+}
+
+/// A convolution whose kernel covers its whole input, unpadded (one output place: Inception
+/// v3's auxiliary head, a 5x5 kernel on 5x5 maps), as the dense layer it is: the images
+/// flattened times the kernel flattened, one product for the batch. The convolution kernels
+/// would lay out a kernel of millions of values to compute one place per image (13 ms forward
+/// and 20 backward per 32 images there, against about 2 for the product). `None` for any
+/// other convolution.
+fn whole_input_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+    let [n, c, h, w] = x.dims();
+    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let unpadded = rows == (0, 0) && cols == (0, 0);
+    let plain = conv.groups == 1 && conv.dilation == [1, 1];
+    if conv.kernel_size != [h, w] || !unpadded || !plain || n * c * h * w == 0 {
+        return None;
+    }
+    let out = conv.weight.dims()[0];
+    let weight = conv.weight.val().reshape([out, c * h * w]).transpose();
+    let y = product(x.clone().reshape([n, c * h * w]), weight);
+    let y = match &conv.bias {
+        Some(bias) => y + bias.val().unsqueeze(),
+        None => y,
+    };
+    Some(y.reshape([n, out, 1, 1]))
 }
 
 /// `conv.forward(x)` with `x` and the kernel cast to `dtype` and the output back to f32 (the
@@ -400,6 +429,48 @@ mod tests {
                 "{kernel:?} {padding:?}: {grads:?}"
             );
         }
+    }
+
+    /// A convolution whose kernel covers its whole unpadded input (one output place) goes to
+    /// the dense product: Burn's convolution's outputs and gradients (input, weight, bias), at
+    /// strides 1 and 2, in f32 and, rounded, in bf16; a padded one does not.
+    #[test]
+    fn whole_input_convolution_is_a_dense_layer() {
+        let cases = [(16, 40, [5, 5], [1, 1], 3), (3, 7, [3, 2], [2, 2], 2)];
+        let device = Device::flex().autodiff();
+        for (c_in, c_out, kernel, stride, n) in cases {
+            let conv = Conv2dConfig::new([c_in, c_out], kernel)
+                .with_stride(stride)
+                .init(&device);
+            let [h, w] = kernel;
+            let x =
+                Tensor::<4>::random([n, c_in, h, w], Distribution::Default, &device).require_grad();
+            let got = whole_input_conv2d(&conv, &x).expect("a whole-input convolution");
+            let want = conv.forward(x.clone());
+            assert_eq!(got.dims(), [n, c_out, 1, 1]);
+            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+            let g_got = (got.clone() * probe.clone()).sum().backward();
+            let g_want = (want.clone() * probe).sum().backward();
+            let (weight, bias) = (conv.weight.val(), conv.bias.as_ref().unwrap().val());
+            let diffs = [
+                rel_diff(got, want.clone()),
+                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+                rel_diff(weight.grad(&g_got).unwrap(), weight.grad(&g_want).unwrap()),
+                rel_diff(bias.grad(&g_got).unwrap(), bias.grad(&g_want).unwrap()),
+            ];
+            assert!(diffs.iter().all(|&d| d < 1e-5), "{kernel:?}: {diffs:?}");
+            let low = crate::with_precision(Precision::Bf16, || conv2d(&conv, x.clone()));
+            let rounding = rel_diff(low, want);
+            assert!(
+                rounding > 1e-5 && rounding < 1e-2,
+                "{kernel:?} bf16: {rounding}"
+            );
+        }
+        let padded = Conv2dConfig::new([2, 3], [3, 3])
+            .with_padding(PaddingConfig2d::Same)
+            .init(&device);
+        let x = Tensor::<4>::random([1, 2, 3, 3], Distribution::Default, &device);
+        assert!(whole_input_conv2d(&padded, &x).is_none());
     }
 
     /// Against Burn's average pooling, outputs and the input gradient of a weighted sum:
