@@ -191,13 +191,10 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         {
             OpsKind::Tracked(mut prep) => {
                 let x_state = prep.checkpoint(&x);
-                let y = batch_norm::forward(
-                    x.into_primitive(),
-                    beta.into_primitive(),
-                    moments.clone(),
-                    epsilon,
-                );
-                prep.finish((x_state, y.clone(), moments, epsilon), y)
+                let beta = beta.into_primitive();
+                let y =
+                    batch_norm::forward(x.into_primitive(), beta.clone(), moments.clone(), epsilon);
+                prep.finish((x_state, beta, moments, epsilon), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(batch_norm::forward(
                 x.into_primitive(),
@@ -209,8 +206,8 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     }
 }
 
-/// The fused batch norm and ReLU's backward pass. State: the input, the output, the moments
-/// and epsilon.
+/// The fused batch norm and ReLU's backward pass. State: the input, the offset `β`, the
+/// moments and epsilon (the ReLU's mask is recomputed from them).
 #[derive(Debug)]
 struct BatchNormReluBackward;
 
@@ -225,9 +222,9 @@ impl Backward<Flex, 2> for BatchNormReluBackward {
     ) {
         let [x_node, beta_node] = ops.parents;
         let grad = grads.consume::<Flex>(&ops.node);
-        let (x_state, y, moments, epsilon) = ops.state;
+        let (x_state, beta, moments, epsilon) = ops.state;
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
-        let (x_grad, beta_grad) = batch_norm::backward(x, &y, &moments, epsilon, grad);
+        let (x_grad, beta_grad) = batch_norm::backward(x, &beta, &moments, epsilon, grad);
         if let Some(node) = x_node {
             grads.register::<Flex>(node.id, x_grad);
         }

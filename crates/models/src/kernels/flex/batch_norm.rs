@@ -8,6 +8,10 @@
 //! With `x̂ = (x - mean)·r`, `r = 1/√(var + ε)`, `y = relu(x̂ + β)` and `g` the output gradient
 //! masked by `y > 0`, over the `m` values of a channel:
 //! `∂L/∂β = Σg` and `∂L/∂x = r·(g - Σg/m - x̂·Σ(g·x̂)/m)` (the batch statistics depend on `x`).
+//!
+//! The backward pass recomputes the mask from `x` (`x̂ + β > 0`, the very operations of the
+//! forward pass, so the very bits) rather than reading `y`: two passes over the activations
+//! fewer, and the output need not be kept for it.
 
 use std::mem::MaybeUninit;
 
@@ -70,31 +74,45 @@ pub(crate) fn forward(
     let y = unsafe {
         per_plane(x_data.len(), c, places, |first, ch, out| {
             let x = &x_data[first..first + places];
-            normalize_relu(x, out, mean[ch], scale[ch], beta[ch]);
+            let channel = Channel {
+                mean: mean[ch],
+                scale: scale[ch],
+                beta: beta[ch],
+            };
+            normalize_relu(x, out, channel);
         })
     };
     FlexTensor::from_data(TensorData::new(y, [n, c, h, w]))
 }
 
-/// The gradients of `x` and `β` given the output `y`, `moments` and `grad = ∂L/∂y`.
+/// The gradients of `x` and `β` given `β`, `moments` and `grad = ∂L/∂y`.
 pub(crate) fn backward(
     x: FlexTensor,
-    y: &FlexTensor,
+    beta: &FlexTensor,
     moments: &FlexTensor,
     epsilon: f64,
     grad: FlexTensor,
 ) -> (FlexTensor, FlexTensor) {
-    let (x, y, grad) = (x.to_contiguous(), y.to_contiguous(), grad.to_contiguous());
+    let (x, grad, beta) = (
+        x.to_contiguous(),
+        grad.to_contiguous(),
+        beta.to_contiguous(),
+    );
     let [n, c, h, w] = dims4(&x);
     let places = h * w;
     let (mean, scale) = normalization(moments, epsilon);
-    let (x_data, y_data, g_data): (&[f32], &[f32], &[f32]) =
-        (x.storage(), y.storage(), grad.storage());
-    let planes = |first: usize| [x_data, y_data, g_data].map(|data| &data[first..first + places]);
+    let beta: &[f32] = beta.storage();
+    let (x_data, g_data): (&[f32], &[f32]) = (x.storage(), grad.storage());
+    let planes = |first: usize| [x_data, g_data].map(|data| &data[first..first + places]);
+    let channel = |ch: usize| Channel {
+        mean: mean[ch],
+        scale: scale[ch],
+        beta: beta[ch],
+    };
     // Σg and Σg·(x - mean) per channel, g masked by y > 0.
     let sums = channel_sums(n, c, places, |first, ch| {
-        let [x, y, g] = planes(first);
-        masked_sums(x, y, g, mean[ch])
+        let [x, g] = planes(first);
+        masked_sums(x, g, channel(ch))
     });
     let m = (n * places).max(1) as f64;
     // ∂L/∂x = r·g - r·Σg/m - r³·(x - mean)·Σ(g·(x - mean))/m, with r = 1/√(var + ε)
@@ -110,8 +128,8 @@ pub(crate) fn backward(
     // SAFETY: `input_gradient` writes every value of `out`.
     let dx = unsafe {
         per_plane(x_data.len(), c, places, |first, ch, out| {
-            let [x, y, g] = planes(first);
-            input_gradient(x, y, g, out, mean[ch], terms[ch]);
+            let [x, g] = planes(first);
+            input_gradient(x, g, out, channel(ch), terms[ch]);
         })
     };
     let beta_grad: Vec<f32> = sums.iter().map(|s| s.0 as f32).collect();
@@ -210,39 +228,52 @@ fn shifted_sums(x: &[f32], shift: f32) -> (f64, f64) {
     total
 }
 
-/// `relu((x - mean)·scale + beta)` of a plane into `out`.
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn normalize_relu(x: &[f32], out: &mut [MaybeUninit<f32>], mean: f32, scale: f32, beta: f32) {
-    assert_eq!(x.len(), out.len());
-    for (out, &x) in out.iter_mut().zip(x) {
-        out.write(((x - mean) * scale + beta).max(0.0));
+/// A channel's normalization: `(x - mean)·scale + beta`.
+#[derive(Clone, Copy)]
+struct Channel {
+    mean: f32,
+    scale: f32,
+    beta: f32,
+}
+
+impl Channel {
+    /// The normalized value before the ReLU. Forward and backward passes both compute it
+    /// here, so that the backward's mask (`> 0`) is the forward's output's, bit for bit.
+    #[inline(always)]
+    fn normalized(self, x: f32) -> f32 {
+        (x - self.mean) * self.scale + self.beta
     }
 }
 
-/// `(Σg, Σg·(x - mean))` of a plane, `g` masked by `y > 0`.
+/// `relu((x - mean)·scale + beta)` of a plane into `out`.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn masked_sums(x: &[f32], y: &[f32], g: &[f32], mean: f32) -> (f64, f64) {
+fn normalize_relu(x: &[f32], out: &mut [MaybeUninit<f32>], channel: Channel) {
+    assert_eq!(x.len(), out.len());
+    for (out, &x) in out.iter_mut().zip(x) {
+        out.write(channel.normalized(x).max(0.0));
+    }
+}
+
+/// `(Σg, Σg·(x - mean))` of a plane, `g` masked where the forward's output was not positive.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn masked_sums(x: &[f32], g: &[f32], channel: Channel) -> (f64, f64) {
     let mut total = (0.0, 0.0);
-    for ((x, y), g) in x.chunks(BLOCK).zip(y.chunks(BLOCK)).zip(g.chunks(BLOCK)) {
-        let ((xl, xr), (yl, yr), (gl, gr)) = (
-            x.as_chunks::<LANES>(),
-            y.as_chunks::<LANES>(),
-            g.as_chunks::<LANES>(),
-        );
+    for (x, g) in x.chunks(BLOCK).zip(g.chunks(BLOCK)) {
+        let ((xl, xr), (gl, gr)) = (x.as_chunks::<LANES>(), g.as_chunks::<LANES>());
         let (mut sg, mut sgx) = ([0.0f32; LANES], [0.0f32; LANES]);
-        for ((x, y), g) in xl.iter().zip(yl).zip(gl) {
+        for (x, g) in xl.iter().zip(gl) {
             for l in 0..LANES {
                 // Loaded before the test, so the compiler selects instead of branching.
-                let (x, y, g) = (x[l], y[l], g[l]);
-                let g = if y > 0.0 { g } else { 0.0 };
+                let (x, g) = (x[l], g[l]);
+                let g = if channel.normalized(x) > 0.0 { g } else { 0.0 };
                 sg[l] += g;
-                sgx[l] += g * (x - mean);
+                sgx[l] += g * (x - channel.mean);
             }
         }
-        for (l, ((x, y), g)) in xr.iter().zip(yr).zip(gr).enumerate() {
-            let g = if *y > 0.0 { *g } else { 0.0 };
+        for (l, (&x, &g)) in xr.iter().zip(gr).enumerate() {
+            let g = if channel.normalized(x) > 0.0 { g } else { 0.0 };
             sg[l] += g;
-            sgx[l] += g * (x - mean);
+            sgx[l] += g * (x - channel.mean);
         }
         total.0 += sg.iter().sum::<f32>() as f64;
         total.1 += sgx.iter().sum::<f32>() as f64;
@@ -250,20 +281,19 @@ fn masked_sums(x: &[f32], y: &[f32], g: &[f32], mean: f32) -> (f64, f64) {
     total
 }
 
-/// `a·g - b - c·(x - mean)` of a plane into `out`, `g` masked by `y > 0` and `[a, b, c]` the
-/// channel's `terms`.
+/// `a·g - b - c·(x - mean)` of a plane into `out`, `g` masked as in [`masked_sums`] and `[a,
+/// b, c]` the channel's `terms`.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
 fn input_gradient(
     x: &[f32],
-    y: &[f32],
     g: &[f32],
     out: &mut [MaybeUninit<f32>],
-    mean: f32,
+    channel: Channel,
     [a, b, c]: [f32; 3],
 ) {
-    assert!(x.len() == out.len() && y.len() == out.len() && g.len() == out.len());
-    for (((out, &x), &y), &g) in out.iter_mut().zip(x).zip(y).zip(g) {
-        let g = if y > 0.0 { g } else { 0.0 };
-        out.write(a * g - b - c * (x - mean));
+    assert!(x.len() == out.len() && g.len() == out.len());
+    for ((out, &x), &g) in out.iter_mut().zip(x).zip(g) {
+        let g = if channel.normalized(x) > 0.0 { g } else { 0.0 };
+        out.write(a * g - b - c * (x - channel.mean));
     }
 }
