@@ -39,6 +39,7 @@ mod extension;
 mod lrn;
 mod matmul;
 mod max_pool;
+mod transpose;
 #[cfg(target_arch = "x86_64")]
 mod vector_conv;
 mod weight_sum;

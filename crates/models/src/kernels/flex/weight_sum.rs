@@ -16,6 +16,7 @@
 
 use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
 use super::conv::Arithmetic;
+use super::transpose::transpose;
 
 /// Rows of gemm's widest f32 kernel on AVX-512 (`x4x6`: four vectors of 16).
 const GEMM_ROWS: usize = 64;
@@ -228,22 +229,6 @@ fn add_product_packed_f32(
             false,
             gemm::Parallelism::None,
         );
-    }
-}
-
-/// `dst[c][r] = src[r][c]` for a `rows × cols` matrix with unit column stride, in tiles that
-/// stay in L1.
-fn transpose(dst: &mut [f32], src: &Strided, [rows, cols]: [usize; 2]) {
-    const TILE: usize = 16;
-    for r0 in (0..rows).step_by(TILE) {
-        for c0 in (0..cols).step_by(TILE) {
-            for r in r0..(r0 + TILE).min(rows) {
-                let row = &src.data[r * src.row_stride..][..cols];
-                for c in c0..(c0 + TILE).min(cols) {
-                    dst[c * rows + r] = row[c];
-                }
-            }
-        }
     }
 }
 

@@ -1,0 +1,163 @@
+//! Matrix transposition for the weight gradient's operands ([`super::weight_sum`]): 16×16
+//! blocks through AVX-512 registers where the CPU has it (loads and stores of whole rows,
+//! four rounds of shuffles in between), the edges and other CPUs one value at a time in tiles
+//! that stay in L1. The scalar tiles alone took 2% of Inception v3's training step.
+
+use super::bf16_gemm::Strided;
+
+/// Rows and columns of a block.
+const BLOCK: usize = 16;
+
+/// `dst[c][r] = src[r][c]` for a `rows × cols` matrix with unit column stride; `dst` is
+/// `cols × rows`, row-major.
+pub(super) fn transpose(dst: &mut [f32], src: &Strided, [rows, cols]: [usize; 2]) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!(src.col_stride == 1 && src.data.len() >= (rows - 1) * src.row_stride + cols);
+    assert!(
+        dst.len() >= rows * cols,
+        "the transpose's destination is too short"
+    );
+    let blocked = [rows / BLOCK * BLOCK, cols / BLOCK * BLOCK];
+    #[cfg(target_arch = "x86_64")]
+    if blocked != [0, 0] && std::arch::is_x86_feature_detected!("avx512f") {
+        for r in (0..blocked[0]).step_by(BLOCK) {
+            for c in (0..blocked[1]).step_by(BLOCK) {
+                // SAFETY: AVX-512 F present; rows `r..r + 16` and columns `c..c + 16` lie
+                // inside both matrices (asserted above).
+                unsafe { avx512::block(dst, src, rows, [r, c]) };
+            }
+        }
+        // The right edge of the blocked rows, then every row below them.
+        scalar(dst, src, rows, [0..blocked[0], blocked[1]..cols]);
+        scalar(dst, src, rows, [blocked[0]..rows, 0..cols]);
+        return;
+    }
+    scalar(dst, src, rows, [0..rows, 0..cols]);
+}
+
+/// [`transpose`] of the values in `ranges` (rows, columns), in 16×16 tiles.
+fn scalar(
+    dst: &mut [f32],
+    src: &Strided,
+    rows: usize,
+    [row_range, col_range]: [std::ops::Range<usize>; 2],
+) {
+    for r0 in row_range.clone().step_by(BLOCK) {
+        for c0 in col_range.clone().step_by(BLOCK) {
+            for r in r0..(r0 + BLOCK).min(row_range.end) {
+                let row = &src.data[r * src.row_stride..];
+                for c in c0..(c0 + BLOCK).min(col_range.end) {
+                    dst[c * rows + r] = row[c];
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use core::arch::x86_64::*;
+
+    use super::{BLOCK, Strided};
+
+    /// The 16×16 block at `[r, c]` of `src` into `dst` (`rows` its row length), through
+    /// registers.
+    ///
+    /// # Safety
+    /// AVX-512 F present; rows `r..r + 16` and columns `c..c + 16` inside `src`, and `dst`
+    /// holding `cols × rows` values.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn block(dst: &mut [f32], src: &Strided, rows: usize, [r, c]: [usize; 2]) {
+        // SAFETY: the caller's contract bounds every load and store.
+        unsafe {
+            let at = src.data.as_ptr().add(r * src.row_stride + c);
+            let x: [__m512; BLOCK] =
+                core::array::from_fn(|i| _mm512_loadu_ps(at.add(i * src.row_stride)));
+            let out = transpose16(x);
+            let to = dst.as_mut_ptr().add(c * rows + r);
+            for (i, v) in out.into_iter().enumerate() {
+                _mm512_storeu_ps(to.add(i * rows), v);
+            }
+        }
+    }
+
+    /// Rows `x[i]` to columns. After the 32- and 64-bit unpacks, lane `l` of `u[4g + k]`
+    /// holds rows `4g..4g + 4` of column `4l + k`; two rounds of 128-bit shuffles gather each
+    /// column's four lanes.
+    #[target_feature(enable = "avx512f")]
+    fn transpose16(x: [__m512; BLOCK]) -> [__m512; BLOCK] {
+        let t: [__m512; BLOCK] = core::array::from_fn(|i| {
+            let (a, b) = (x[i / 2 * 2], x[i / 2 * 2 + 1]);
+            match i % 2 {
+                0 => _mm512_unpacklo_ps(a, b),
+                _ => _mm512_unpackhi_ps(a, b),
+            }
+        });
+        // u[4g + k]: from t[4g + k/2] and t[4g + 2 + k/2], low or high 64 bits by k % 2.
+        let u: [__m512; BLOCK] = core::array::from_fn(|i| {
+            let (g, k) = (i / 4, i % 4);
+            let a = _mm512_castps_pd(t[4 * g + k / 2]);
+            let b = _mm512_castps_pd(t[4 * g + 2 + k / 2]);
+            _mm512_castpd_ps(match k % 2 {
+                0 => _mm512_unpacklo_pd(a, b),
+                _ => _mm512_unpackhi_pd(a, b),
+            })
+        });
+        let mut out = [_mm512_setzero_ps(); BLOCK];
+        for k in 0..4 {
+            // Lanes 0 and 1 (low) or 2 and 3 (high) of rows 0..8 and of rows 8..16.
+            let low = [
+                _mm512_shuffle_f32x4::<0x44>(u[k], u[4 + k]),
+                _mm512_shuffle_f32x4::<0x44>(u[8 + k], u[12 + k]),
+            ];
+            let high = [
+                _mm512_shuffle_f32x4::<0xEE>(u[k], u[4 + k]),
+                _mm512_shuffle_f32x4::<0xEE>(u[8 + k], u[12 + k]),
+            ];
+            out[k] = _mm512_shuffle_f32x4::<0x88>(low[0], low[1]);
+            out[4 + k] = _mm512_shuffle_f32x4::<0xDD>(low[0], low[1]);
+            out[8 + k] = _mm512_shuffle_f32x4::<0x88>(high[0], high[1]);
+            out[12 + k] = _mm512_shuffle_f32x4::<0xDD>(high[0], high[1]);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value lands at its transposed place, for shapes with whole blocks, edges on
+    /// either side and none, and rows further apart than they are long.
+    #[test]
+    fn transposes_every_value() {
+        for [rows, cols] in [
+            [16, 16],
+            [48, 32],
+            [35, 17],
+            [5, 40],
+            [40, 5],
+            [1, 1],
+            [17, 33],
+        ] {
+            let row_stride = cols + 3;
+            let src: Vec<f32> = (0..rows * row_stride).map(|i| i as f32).collect();
+            let mut dst = vec![f32::NAN; rows * cols];
+            let matrix = Strided {
+                data: &src,
+                row_stride,
+                col_stride: 1,
+            };
+            transpose(&mut dst, &matrix, [rows, cols]);
+            for (r, c) in (0..rows).flat_map(|r| (0..cols).map(move |c| (r, c))) {
+                assert_eq!(
+                    dst[c * rows + r],
+                    src[r * row_stride + c],
+                    "{rows}x{cols} at {r},{c}"
+                );
+            }
+        }
+    }
+}
