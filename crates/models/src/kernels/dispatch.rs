@@ -306,6 +306,11 @@ mod tests {
             ([3, 3], [2, 2], true, [12, 12]),
             ([3, 3], [2, 2], false, [15, 17]),
             ([2, 2], [3, 3], true, [8, 10]),
+            // Every window whole: on AVX-512, Inception's row-by-row pool (a last block of
+            // 16 outputs partly past the row, ceil mode that adds no window).
+            ([3, 3], [2, 2], false, [35, 35]),
+            ([3, 3], [2, 2], true, [17, 17]),
+            ([3, 3], [2, 2], false, [7, 71]),
         ];
         for (kernel, stride, ceil_mode, [h, w]) in cases {
             let pool = MaxPool2dConfig::new(kernel)
@@ -336,17 +341,24 @@ mod tests {
     /// other outputs alone.
     #[test]
     fn max_pooling_propagates_nan_like_burn() {
+        // Ceil mode with a partial last window (the generic passes) and whole windows.
+        for (ceil_mode, [h, w]) in [(true, [8, 8]), (false, [9, 37])] {
+            nan_propagates_like_burn(ceil_mode, [h, w]);
+        }
+    }
+
+    fn nan_propagates_like_burn(ceil_mode: bool, [h, w]: [usize; 2]) {
         let pool = MaxPool2dConfig::new([3, 3])
             .with_strides([2, 2])
-            .with_ceil_mode(true)
+            .with_ceil_mode(ceil_mode)
             .init();
         let device = Device::flex();
-        let mut values: Vec<f32> = (0..2 * 3 * 8 * 8).map(|i| (i % 13) as f32).collect();
+        let mut values: Vec<f32> = (0..2 * 3 * h * w).map(|i| (i % 13) as f32).collect();
         for at in [0, 27, 63, 100, 200, 383] {
             values[at] = f32::NAN;
         }
         let x =
-            Tensor::<4>::from_data(burn::tensor::TensorData::new(values, [2, 3, 8, 8]), &device);
+            Tensor::<4>::from_data(burn::tensor::TensorData::new(values, [2, 3, h, w]), &device);
         let nan_mask = |t: Tensor<4>| -> Vec<bool> {
             let v: Vec<f32> = t.into_data().try_to_vec().unwrap();
             v.iter().map(|v| v.is_nan()).collect()
