@@ -14,7 +14,8 @@
 //! - its input gradient, at stride 1, as the same forward convolution of the output gradient
 //!   by the flipped, transposed kernel;
 //! - its weight gradient as one gemm per image of the output gradient and the windows,
-//!   accumulated per thread;
+//!   accumulated per thread (`weight_sum`), one operand transposed so that gemm need not
+//!   gather it (`transpose`);
 //! - in bf16 (`bf16_gemm`: AMX tiles or AVX-512 BF16 where the CPU has them), the convolution's products and
 //!   a dense layer's (`matmul`);
 //! - a convolution's bias and ReLU fused into it (`bias_relu`);
