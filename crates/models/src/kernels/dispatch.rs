@@ -407,6 +407,17 @@ mod tests {
                 [11, 13],
                 2,
             ),
+            // Padding as wide as the kernel: the input gradient by windows added back, at
+            // stride 1.
+            (
+                2,
+                3,
+                [1, 1],
+                [1, 1],
+                PaddingConfig2d::Explicit(1, 1, 1, 1),
+                [5, 4],
+                2,
+            ),
             // Windows too many for one pass: the weight gradient takes them 6 rows at a time.
             (64, 8, [5, 5], [1, 1], PaddingConfig2d::Same, [13, 12], 2),
             // Narrow images, outputs in whole vectors: on AVX-512, vectorized along the

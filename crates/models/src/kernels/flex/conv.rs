@@ -21,6 +21,7 @@ use std::ops::Range;
 use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
 use super::bias_relu;
 use super::dims4;
+use super::transpose::transpose;
 use super::weight_sum::WeightSum;
 
 /// What a convolution's matrix products compute in.
@@ -216,8 +217,8 @@ fn convolve(
 
 /// The gradient of `x` in `y = conv(x, weight)`, given `grad = ∂L/∂y`. At stride 1 it is the
 /// convolution of `grad` by the kernel flipped in both directions with inputs and outputs
-/// swapped, padded by `k - 1 - p` ([`forward`]). Other strides go to Burn's formulation (in
-/// bf16 on rounded operands: the same products).
+/// swapped, padded by `k - 1 - p` ([`forward`]); at other strides each window's share, added
+/// back where the window read it ([`strided_input_grad`]).
 pub(crate) fn input_grad(
     x: FlexTensor,
     weight: FlexTensor,
@@ -228,11 +229,7 @@ pub(crate) fn input_grad(
     let [_, _, kh, kw] = dims4(&weight);
     let [ph, pw] = geometry.padding;
     if geometry.stride != [1, 1] || ph >= kh || pw >= kw {
-        let (weight, grad) = match arithmetic {
-            Arithmetic::F32 => (weight, grad),
-            Arithmetic::Bf16 => (bf16_rounded(weight), bf16_rounded(grad)),
-        };
-        return Flex::conv2d_x_backward(x, weight, grad, geometry.options());
+        return strided_input_grad(dims4(&x), weight, grad, geometry, arithmetic);
     }
     let flipped = ConvGeometry {
         stride: [1, 1],
@@ -247,6 +244,46 @@ pub(crate) fn input_grad(
     }
     let weight = Flex::float_flip(Flex::float_swap_dims(weight, 0, 1), &[2, 3]);
     forward(grad, weight, flipped, arithmetic)
+}
+
+/// [`input_grad`] for any geometry, by windows: per image, the kernel transposed (`[taps ×
+/// out]`) times the output gradient (`[out × places]`) gives each window's share of the
+/// gradient (`[taps × places]`), which is added back where the window read the image
+/// ([`Im2Col::add_back`]), each thread on its share of the images. Burn's formulation (a
+/// transposed convolution) computes the same, but only in f32: in bf16 its products went to
+/// f32 on rounded operands, no faster than f32 (Mixed_6a's 3x3/2: 50.7 ms per step).
+fn strided_input_grad(
+    [n, c, h, w]: [usize; 4],
+    weight: FlexTensor,
+    grad: FlexTensor,
+    geometry: ConvGeometry,
+    arithmetic: Arithmetic,
+) -> FlexTensor {
+    let (weight, grad) = (weight.to_contiguous(), grad.to_contiguous());
+    let [out, _, kh, kw] = dims4(&weight);
+    let image = Im2Col::new([c, h, w], [kh, kw], geometry);
+    let (taps, places) = (c * kh * kw, image.out[0] * image.out[1]);
+    let mut kernel = vec![0f32; taps * out];
+    transpose(&mut kernel, &row_major(weight.storage(), taps), [out, taps]);
+    let kernel = Kernel::new(&kernel, [taps, out], arithmetic);
+    let g: &[f32] = grad.storage();
+    let mut dx = vec![0f32; n * c * h * w];
+    let per_thread = n.div_ceil(rayon::current_num_threads()).max(1);
+    if places > 0 {
+        dx.par_chunks_mut((c * h * w * per_thread).max(1))
+            .zip(g.par_chunks(out * places * per_thread))
+            .for_each(|(dx, g)| {
+                let mut shares = vec![0f32; taps * places];
+                for (dx, g) in dx
+                    .chunks_exact_mut((c * h * w).max(1))
+                    .zip(g.chunks_exact(out * places))
+                {
+                    kernel.times(&mut shares, g, places);
+                    image.add_back(&shares, dx);
+                }
+            });
+    }
+    FlexTensor::from_data(TensorData::new(dx, [n, c, h, w]))
 }
 
 /// The gradient of `weight` (`[out, in, kh, kw]`) in `y = conv(x, weight)`: per image, the
@@ -429,11 +466,6 @@ mod direct {
     ) {
         unreachable!("no direct convolution off x86-64")
     }
-}
-
-/// `x` rounded to bf16, in f32.
-fn bf16_rounded(x: FlexTensor) -> FlexTensor {
-    Flex::float_cast(Flex::float_cast(x, FloatDType::BF16), FloatDType::F32)
 }
 
 /// A convolution's kernel as the left operand of every image's product: an `[out, taps]`
@@ -620,6 +652,29 @@ impl Im2Col {
         }
     }
 
+    /// The inverse of [`windows`](Self::windows) for the whole image: each window value of
+    /// `columns` (`[taps, out_h · out_w]`) added to the image place it was read from (`image`
+    /// `[c, h, w]`); values read from the padding are dropped.
+    fn add_back(&self, columns: &[f32], image: &mut [f32]) {
+        let [c, h, w] = self.image;
+        let [kh, kw] = self.kernel;
+        let [out_h, out_w] = self.out;
+        let inside: Vec<Inside> = (0..kw).map(|kx| self.inside(kx)).collect();
+        let mut taps = columns.chunks_exact(out_h * out_w);
+        for plane in image.chunks_exact_mut(h * w).take(c) {
+            for ky in 0..kh {
+                for inside in &inside {
+                    let tap = taps.next().expect("one row per kernel tap");
+                    for (oy, src) in tap.chunks_exact(out_w).enumerate() {
+                        if let Some(y) = self.input_row(oy, ky) {
+                            inside.add_row(src, &mut plane[y * w..(y + 1) * w]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// The input row under kernel row `ky` at output row `oy`; `None` in the padding.
     fn input_row(&self, oy: usize, ky: usize) -> Option<usize> {
         let y = (oy * self.geometry.stride[0] + ky).checked_sub(self.geometry.padding[0])?;
@@ -671,5 +726,17 @@ impl Inside {
             }
         }
         dst[end..].iter_mut().for_each(|d| *d = 0.0);
+    }
+
+    /// [`fill_row`](Self::fill_row) the other way: one output row's window values added to
+    /// the input row they were read from, those read from the padding dropped.
+    fn add_row(&self, src: &[f32], dst: &mut [f32]) {
+        let Range { start: first, end } = self.outputs;
+        if end > first {
+            let inside = &src[first..end];
+            (dst[self.start..].iter_mut().step_by(self.stride))
+                .zip(inside)
+                .for_each(|(d, s)| *d += *s);
+        }
     }
 }
