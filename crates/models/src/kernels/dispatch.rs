@@ -377,9 +377,10 @@ mod tests {
     /// Against Burn's convolution: outputs and the gradients of input, weight and bias for the
     /// CIFAR-10 net's conv2 (5x5 SAME, the input gradient as a flipped convolution), a 1x7
     /// SAME, a 3x3 VALID and a 1x1 (stride 1; the 1x1's windows are the image itself), and a
-    /// 3x3/2 VALID (the input gradient by Burn), strided windows in padding, a 5x5 over 64
-    /// channels (the weight gradient's windows in three passes) and two on narrow images, with
-    /// batches that do not split evenly across threads.
+    /// 3x3/2 VALID (the input gradient by windows added back), strided windows in padding, a
+    /// 1x1 padded as wide as itself, a 5x5 over 64 channels (the weight gradient's windows in
+    /// three passes) and two on narrow images, with batches that do not split evenly across
+    /// threads.
     #[test]
     fn convolution_matches_burns_outputs_and_gradients() {
         let cases = [

@@ -16,6 +16,8 @@ use std::sync::OnceLock;
 
 use crate::kernels::precision::Bf16Kernel;
 
+use super::gemm_f32::{View, gemm_f32};
+
 /// A matrix of f32 read through strides: element (row, col) is `data[row * row_stride + col * col_stride]`.
 #[derive(Clone, Copy)]
 pub(crate) struct Strided<'a> {
@@ -212,26 +214,18 @@ fn multiply_rows(
         // `copy` k×n with the strides `round_compact` returned, and all three lengths match
         // (asserted by the caller for `dst`, built that way for the others).
         unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                dst.as_mut_ptr(),
-                1,
-                n as isize,
+            let rhs = View {
+                ptr: copy.as_ptr(),
+                row_stride: rhs_rs,
+                col_stride: rhs_cs,
+            };
+            let lhs = View::rows(lhs.as_ptr(), k);
+            gemm_f32(
+                [m, n, k],
+                View::rows(dst.as_mut_ptr(), n),
                 accumulate,
-                lhs.as_ptr(),
-                1,
-                k as isize,
-                copy.as_ptr(),
-                rhs_cs as isize,
-                rhs_rs as isize,
-                1.0,
-                1.0,
-                false,
-                false,
-                false,
-                gemm::Parallelism::None,
+                lhs,
+                rhs,
             );
         }
     });

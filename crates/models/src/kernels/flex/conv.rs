@@ -12,8 +12,8 @@
 //! image at each tap's offset), forward and, where that pays, for the weight gradient.
 
 use burn::backend::Flex;
-use burn::backend::ops::{ConvOptions, FloatTensorOps, ModuleOps};
-use burn::tensor::{FloatDType, TensorData};
+use burn::backend::ops::FloatTensorOps;
+use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 use std::ops::Range;
@@ -21,6 +21,7 @@ use std::ops::Range;
 use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
 use super::bias_relu;
 use super::dims4;
+use super::gemm_f32::{View, gemm_f32};
 use super::transpose::transpose;
 use super::weight_sum::WeightSum;
 
@@ -47,13 +48,6 @@ impl Arithmetic {
 pub(crate) struct ConvGeometry {
     pub stride: [usize; 2],
     pub padding: [usize; 2],
-}
-
-impl ConvGeometry {
-    /// Burn's options for this geometry: no dilation, no groups.
-    pub(super) fn options(&self) -> ConvOptions<2> {
-        ConvOptions::new(self.stride, self.padding, [1, 1], 1)
-    }
 }
 
 /// `conv(x, weight)` for `[n, in, h, w]` and `[out, in, kh, kw]`: per image, the kernel as an
@@ -525,26 +519,12 @@ fn multiply_f32(dst: &mut [f32], lhs: Strided, rhs: &[f32], [m, k, n]: [usize; 3
     // (column stride 1, row stride n), `lhs` m rows of k from `row_stride` apart, `rhs` k×n
     // row-major.
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
+        gemm_f32(
+            [m, n, k],
+            View::rows(dst.as_mut_ptr(), n),
             false,
-            lhs.data.as_ptr(),
-            1,
-            lhs.row_stride as isize,
-            rhs.as_ptr(),
-            1,
-            n as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
+            View::rows(lhs.data.as_ptr(), lhs.row_stride),
+            View::rows(rhs.as_ptr(), n),
         );
     }
 }

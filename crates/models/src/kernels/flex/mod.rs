@@ -12,7 +12,7 @@
 //! - a convolution (`conv`) as one gemm per image of the kernel and the image's windows, on
 //!   each thread's share of the batch;
 //! - its input gradient, at stride 1, as the same forward convolution of the output gradient
-//!   by the flipped, transposed kernel;
+//!   by the flipped, transposed kernel, at other strides by windows added back (col2im);
 //! - its weight gradient as one gemm per image of the output gradient and the windows,
 //!   accumulated per thread (`weight_sum`), one operand transposed so that gemm need not
 //!   gather it (`transpose`);
@@ -37,6 +37,7 @@ mod bf16_gemm;
 mod bias_relu;
 mod conv;
 mod extension;
+mod gemm_f32;
 mod lrn;
 mod matmul;
 mod max_pool;

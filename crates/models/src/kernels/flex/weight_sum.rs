@@ -16,6 +16,7 @@
 
 use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
 use super::conv::Arithmetic;
+use super::gemm_f32::{View, gemm_f32};
 use super::transpose::transpose;
 
 /// Rows of gemm's widest f32 kernel on AVX-512 (`x4x6`: four vectors of 16).
@@ -171,26 +172,12 @@ fn add_product_f32(
     // p·m + i), `b` read as k × n down its rows (element (p, j) at j·row_stride + p): inside
     // `dst`'s asserted length, `scratch`'s, and the rows the caller checked `b` covers.
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            m as isize,
-            1,
+        gemm_f32(
+            [m, n, k],
+            View::columns(dst.as_mut_ptr(), m),
             true,
-            scratch.as_ptr(),
-            m as isize,
-            1,
-            b.data.as_ptr(),
-            b.row_stride as isize,
-            1,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
+            View::columns(scratch.as_ptr(), m),
+            View::columns(b.data.as_ptr(), b.row_stride),
         );
     }
 }
@@ -208,26 +195,12 @@ fn add_product_packed_f32(
     // down their rows (element (p, t) at t·row_stride + p): inside `dst`'s asserted length and
     // the rows the caller checked both operands cover.
     unsafe {
-        gemm::gemm(
-            out,
-            taps,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            taps as isize,
+        gemm_f32(
+            [out, taps, k],
+            View::rows(dst.as_mut_ptr(), taps),
             true,
-            g.data.as_ptr(),
-            1,
-            g.row_stride as isize,
-            windows.data.as_ptr(),
-            windows.row_stride as isize,
-            1,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
+            View::rows(g.data.as_ptr(), g.row_stride),
+            View::columns(windows.data.as_ptr(), windows.row_stride),
         );
     }
 }
