@@ -5,7 +5,7 @@
 //! Both operands lie along the places, the product's depth. gemm packs its left operand
 //! down the columns, and gathers it one value at a time from as many rows when they are not
 //! contiguous: on Inception v3's 1x1 convolutions of 35x35 maps that packing took as long as
-//! the products (62–95 G multiply-adds/s against 150–190 for the same shapes forward). In f32
+//! the products (55–97 G multiply-adds/s against 150–190 for the same shapes forward). In f32
 //! one operand is therefore transposed here (a copy the size of its chunk), so that gemm packs
 //! it as it lies and reads the other in place, one value per broadcast: `g`, with the sum kept
 //! transposed (`[taps][out]`), or the windows where the outputs would leave gemm a last block
