@@ -65,21 +65,13 @@ pub(crate) fn forward(
 ) -> FlexTensor {
     let x = x.to_contiguous();
     let [n, c, h, w] = dims4(&x);
-    let (mean, scale) = normalization(&moments, epsilon);
-    let beta = beta.to_contiguous();
-    let beta: &[f32] = beta.storage();
+    let channels = channels(&moments, &beta, epsilon);
     let places = h * w;
     let x_data: &[f32] = x.storage();
     // SAFETY: `normalize_relu` writes every value of `out`.
     let y = unsafe {
         per_plane(x_data.len(), c, places, |first, ch, out| {
-            let x = &x_data[first..first + places];
-            let channel = Channel {
-                mean: mean[ch],
-                scale: scale[ch],
-                beta: beta[ch],
-            };
-            normalize_relu(x, out, channel);
+            normalize_relu(&x_data[first..first + places], out, channels[ch]);
         })
     };
     FlexTensor::from_data(TensorData::new(y, [n, c, h, w]))
@@ -93,35 +85,25 @@ pub(crate) fn backward(
     epsilon: f64,
     grad: FlexTensor,
 ) -> (FlexTensor, FlexTensor) {
-    let (x, grad, beta) = (
-        x.to_contiguous(),
-        grad.to_contiguous(),
-        beta.to_contiguous(),
-    );
+    let (x, grad) = (x.to_contiguous(), grad.to_contiguous());
     let [n, c, h, w] = dims4(&x);
     let places = h * w;
-    let (mean, scale) = normalization(moments, epsilon);
-    let beta: &[f32] = beta.storage();
+    let channels = channels(moments, beta, epsilon);
     let (x_data, g_data): (&[f32], &[f32]) = (x.storage(), grad.storage());
     let planes = |first: usize| [x_data, g_data].map(|data| &data[first..first + places]);
-    let channel = |ch: usize| Channel {
-        mean: mean[ch],
-        scale: scale[ch],
-        beta: beta[ch],
-    };
     // Σg and Σg·(x - mean) per channel, g masked by y > 0.
     let sums = channel_sums(n, c, places, |first, ch| {
         let [x, g] = planes(first);
-        masked_sums(x, g, channel(ch))
+        masked_sums(x, g, channels[ch])
     });
     let m = (n * places).max(1) as f64;
     // ∂L/∂x = r·g - r·Σg/m - r³·(x - mean)·Σ(g·(x - mean))/m, with r = 1/√(var + ε)
     // (x̂ = r·(x - mean), so x̂·Σ(g·x̂) = r²·(x - mean)·Σ(g·(x - mean))).
     let terms: Vec<[f32; 3]> = sums
         .iter()
-        .zip(&scale)
-        .map(|(&(sum_g, sum_gx), &r)| {
-            let r = r as f64;
+        .zip(&channels)
+        .map(|(&(sum_g, sum_gx), channel)| {
+            let r = channel.scale as f64;
             [r, r * sum_g / m, r * r * r * sum_gx / m].map(|v| v as f32)
         })
         .collect();
@@ -129,7 +111,7 @@ pub(crate) fn backward(
     let dx = unsafe {
         per_plane(x_data.len(), c, places, |first, ch, out| {
             let [x, g] = planes(first);
-            input_gradient(x, g, out, channel(ch), terms[ch]);
+            input_gradient(x, g, out, channels[ch], terms[ch]);
         })
     };
     let beta_grad: Vec<f32> = sums.iter().map(|s| s.0 as f32).collect();
@@ -139,16 +121,19 @@ pub(crate) fn backward(
     )
 }
 
-/// Each channel's mean and `1/√(var + ε)`.
-fn normalization(moments: &FlexTensor, epsilon: f64) -> (Vec<f32>, Vec<f32>) {
-    let moments = moments.to_contiguous();
-    let values: &[f32] = moments.storage();
-    let c = values.len() / 2;
-    let scale = values[c..]
-        .iter()
-        .map(|&v| (1.0 / (v as f64 + epsilon).sqrt()) as f32)
-        .collect();
-    (values[..c].to_vec(), scale)
+/// Each channel's normalization, from its `[2, c]` moments (mean, variance) and offset `β`:
+/// `scale = 1/√(var + ε)`. The forward and backward passes both take theirs from here.
+fn channels(moments: &FlexTensor, beta: &FlexTensor, epsilon: f64) -> Vec<Channel> {
+    let (moments, beta) = (moments.to_contiguous(), beta.to_contiguous());
+    let (values, beta): (&[f32], &[f32]) = (moments.storage(), beta.storage());
+    let (mean, variance) = values.split_at(values.len() / 2);
+    (mean.iter().zip(variance).zip(beta))
+        .map(|((&mean, &variance), &beta)| Channel {
+            mean,
+            scale: (1.0 / (variance as f64 + epsilon).sqrt()) as f32,
+            beta,
+        })
+        .collect()
 }
 
 /// Per channel, the sums of the pairs `plane_sums(first, channel)` over the planes of

@@ -1,7 +1,8 @@
 //! Matrix transposition for the weight gradient's operands ([`super::weight_sum`]): 16×16
-//! blocks through AVX-512 registers where the CPU has it (loads and stores of whole rows,
-//! four rounds of shuffles in between), the edges and other CPUs one value at a time in tiles
-//! that stay in L1. The scalar tiles alone took 2% of Inception v3's training step.
+//! blocks through AVX-512 registers where the CPU has it (loads and stores of whole rows, the
+//! bf16 kernels' register transpose in between: f32 values move as 32-bit lanes), the edges
+//! and other CPUs one value at a time in tiles that stay in L1. The scalar tiles alone took
+//! 2% of Inception v3's training step.
 
 use super::bf16_gemm::Strided;
 
@@ -60,6 +61,7 @@ fn scalar(
 mod avx512 {
     use core::arch::x86_64::*;
 
+    use super::super::bf16_gemm::amx;
     use super::{BLOCK, Strided};
 
     /// The 16×16 block at `[r, c]` of `src` into `dst` (`rows` its row length), through
@@ -73,55 +75,13 @@ mod avx512 {
         // SAFETY: the caller's contract bounds every load and store.
         unsafe {
             let at = src.data.as_ptr().add(r * src.row_stride + c);
-            let x: [__m512; BLOCK] =
-                core::array::from_fn(|i| _mm512_loadu_ps(at.add(i * src.row_stride)));
-            let out = transpose16(x);
+            let x: [__m512i; BLOCK] =
+                core::array::from_fn(|i| _mm512_loadu_si512(at.add(i * src.row_stride).cast()));
             let to = dst.as_mut_ptr().add(c * rows + r);
-            for (i, v) in out.into_iter().enumerate() {
-                _mm512_storeu_ps(to.add(i * rows), v);
+            for (i, v) in amx::transpose(x).into_iter().enumerate() {
+                _mm512_storeu_si512(to.add(i * rows).cast(), v);
             }
         }
-    }
-
-    /// Rows `x[i]` to columns. After the 32- and 64-bit unpacks, lane `l` of `u[4g + k]`
-    /// holds rows `4g..4g + 4` of column `4l + k`; two rounds of 128-bit shuffles gather each
-    /// column's four lanes.
-    #[target_feature(enable = "avx512f")]
-    fn transpose16(x: [__m512; BLOCK]) -> [__m512; BLOCK] {
-        let t: [__m512; BLOCK] = core::array::from_fn(|i| {
-            let (a, b) = (x[i / 2 * 2], x[i / 2 * 2 + 1]);
-            match i % 2 {
-                0 => _mm512_unpacklo_ps(a, b),
-                _ => _mm512_unpackhi_ps(a, b),
-            }
-        });
-        // u[4g + k]: from t[4g + k/2] and t[4g + 2 + k/2], low or high 64 bits by k % 2.
-        let u: [__m512; BLOCK] = core::array::from_fn(|i| {
-            let (g, k) = (i / 4, i % 4);
-            let a = _mm512_castps_pd(t[4 * g + k / 2]);
-            let b = _mm512_castps_pd(t[4 * g + 2 + k / 2]);
-            _mm512_castpd_ps(match k % 2 {
-                0 => _mm512_unpacklo_pd(a, b),
-                _ => _mm512_unpackhi_pd(a, b),
-            })
-        });
-        let mut out = [_mm512_setzero_ps(); BLOCK];
-        for k in 0..4 {
-            // Lanes 0 and 1 (low) or 2 and 3 (high) of rows 0..8 and of rows 8..16.
-            let low = [
-                _mm512_shuffle_f32x4::<0x44>(u[k], u[4 + k]),
-                _mm512_shuffle_f32x4::<0x44>(u[8 + k], u[12 + k]),
-            ];
-            let high = [
-                _mm512_shuffle_f32x4::<0xEE>(u[k], u[4 + k]),
-                _mm512_shuffle_f32x4::<0xEE>(u[8 + k], u[12 + k]),
-            ];
-            out[k] = _mm512_shuffle_f32x4::<0x88>(low[0], low[1]);
-            out[4 + k] = _mm512_shuffle_f32x4::<0xDD>(low[0], low[1]);
-            out[8 + k] = _mm512_shuffle_f32x4::<0x88>(high[0], high[1]);
-            out[12 + k] = _mm512_shuffle_f32x4::<0xDD>(high[0], high[1]);
-        }
-        out
     }
 }
 
