@@ -379,8 +379,8 @@ mod tests {
     /// SAME, a 3x3 VALID and a 1x1 (stride 1; the 1x1's windows are the image itself), and a
     /// 3x3/2 VALID (the input gradient by windows added back), strided windows in padding, a
     /// 1x1 padded as wide as itself, a 5x5 over 64 channels (the weight gradient's windows in
-    /// three passes) and two on narrow images, with batches that do not split evenly across
-    /// threads.
+    /// three passes), two on narrow images and two by Winograd's F(2x2, 3x3), with batches
+    /// that do not split evenly across threads.
     #[test]
     fn convolution_matches_burns_outputs_and_gradients() {
         let cases = [
@@ -425,6 +425,11 @@ mod tests {
             // outputs (64 + 16 of them in the second).
             (16, 32, [1, 7], [1, 1], PaddingConfig2d::Same, [9, 11], 2),
             (8, 80, [3, 3], [1, 1], PaddingConfig2d::Same, [5, 6], 3),
+            // 3x3 at stride 1 with channels and tiles enough for Winograd's F(2x2, 3x3),
+            // forward and both gradients: SAME with an odd count of output rows, VALID with
+            // output rows of odd length.
+            (64, 64, [3, 3], [1, 1], PaddingConfig2d::Same, [17, 16], 3),
+            (72, 64, [3, 3], [1, 1], PaddingConfig2d::Valid, [18, 19], 2),
         ];
         for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {
             let device = Device::flex().autodiff();

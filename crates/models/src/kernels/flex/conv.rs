@@ -24,6 +24,7 @@ use super::dims4;
 use super::gemm_f32::{View, gemm_f32};
 use super::transpose::transpose;
 use super::weight_sum::WeightSum;
+use super::winograd;
 
 /// What a convolution's matrix products compute in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +116,15 @@ fn windowless(
     if geometry.stride != [1, 1] {
         return None;
     }
+    let [out, c, _, _] = dims;
+    let out_size = [0, 1].map(|d| (image[d] + 2 * padding[d]).saturating_sub(dims[2 + d] - 1));
+    if !bf16 && winograd::pays_off([c, out], [kh, kw], geometry.stride, out_size) {
+        let kernel = match flipped {
+            false => winograd::TransformedKernel::new(kernel, [out, c]),
+            true => winograd::TransformedKernel::flipped_transposed(kernel, [out, c]),
+        };
+        return Some(ImageProduct::Winograd { kernel, padding });
+    }
     if bf16 && direct::available() {
         let kernel = match flipped {
             false => direct::PackedKernel::new(kernel, dims),
@@ -147,6 +157,11 @@ enum ImageProduct<'a> {
         kernel: direct::PackedKernel,
         padding: [usize; 2],
     },
+    /// By Winograd's F(2×2, 3×3) (3x3, stride 1, f32).
+    Winograd {
+        kernel: winograd::TransformedKernel,
+        padding: [usize; 2],
+    },
     /// On AVX-512 vectors, without windows (stride 1).
     Vectors {
         kernel: vectors::PackedKernel,
@@ -166,12 +181,12 @@ fn convolve(
     let [n, c, h, w] = dims4(&x);
     let geometry = match product {
         ImageProduct::Windows { geometry, .. } => *geometry,
-        ImageProduct::Direct { padding, .. } | ImageProduct::Vectors { padding, .. } => {
-            ConvGeometry {
-                stride: [1, 1],
-                padding: *padding,
-            }
-        }
+        ImageProduct::Direct { padding, .. }
+        | ImageProduct::Vectors { padding, .. }
+        | ImageProduct::Winograd { padding, .. } => ConvGeometry {
+            stride: [1, 1],
+            padding: *padding,
+        },
     };
     let image = Im2Col::new([c, h, w], [kh, kw], geometry);
     let [out_h, out_w] = image.out;
@@ -190,6 +205,10 @@ fn convolve(
                 ImageProduct::Vectors { kernel, padding } => {
                     let images = x.len() / (c * h * w);
                     vectors::forward(y, x, [images, c, h, w], kernel, *padding);
+                }
+                ImageProduct::Winograd { kernel, padding } => {
+                    let images = x.len() / (c * h * w);
+                    winograd::forward(y, x, [images, c, h, w], kernel, *padding);
                 }
                 ImageProduct::Windows { kernel, .. } => {
                     let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
@@ -302,6 +321,13 @@ pub(crate) fn weight_grad(
     let places = out_h * out_w;
     let threads = rayon::current_num_threads().clamp(1, n.max(1));
     let share = n.div_ceil(threads).max(1);
+    if arithmetic == Arithmetic::F32
+        && winograd::pays_off([c, out], kernel, geometry.stride, image.out)
+    {
+        let images = [n, c, h, w];
+        let total = winograd_weight_grad(x_data, images, grad_data, out, geometry.padding);
+        return FlexTensor::from_data(TensorData::new(total, [out, c, 3, 3]));
+    }
     let direct = arithmetic == Arithmetic::Bf16
         && geometry.stride == [1, 1]
         && direct::available()
@@ -353,6 +379,31 @@ pub(crate) fn weight_grad(
         .map_or_else(|| vec![0f32; out * taps], WeightSum::into_row_major);
     let shape = [out, c, kernel[0], kernel[1]];
     FlexTensor::from_data(TensorData::new(total, shape))
+}
+
+/// [`weight_grad`] by Winograd's F(2×2, 3×3) ([`winograd::WeightSum`]), each thread on its
+/// share of the images, `[out, c, 3, 3]`.
+fn winograd_weight_grad(
+    x: &[f32],
+    [n, c, h, w]: [usize; 4],
+    grad: &[f32],
+    out: usize,
+    padding: [usize; 2],
+) -> Vec<f32> {
+    let share = n.div_ceil(rayon::current_num_threads()).max(1);
+    let grad_per_image = grad.len() / n.max(1);
+    x.par_chunks((c * h * w * share).max(1))
+        .zip(grad.par_chunks((grad_per_image * share).max(1)))
+        .map(|(x, grad)| {
+            let mut sum = winograd::WeightSum::new([out, c]);
+            sum.add(x, [x.len() / (c * h * w), c, h, w], grad, padding);
+            sum
+        })
+        .reduce_with(winograd::WeightSum::merge)
+        .map_or_else(
+            || vec![0f32; out * c * 9],
+            winograd::WeightSum::into_weights,
+        )
 }
 
 /// Window values the weight gradient builds at a time (512 KiB): with the gradient's rows,

@@ -45,6 +45,7 @@ mod transpose;
 #[cfg(target_arch = "x86_64")]
 mod vector_conv;
 mod weight_sum;
+mod winograd;
 
 pub(crate) use bf16_gemm::kernel as bf16_kernel;
 pub(crate) use extension::FlexKernels;

@@ -1,0 +1,790 @@
+//! 3x3 stride-1 convolutions by Winograd's minimal filtering F(2×2, 3×3) (Lavin & Gray, "Fast
+//! Algorithms for Convolutional Neural Networks", 2016), in f32.
+//!
+//! Each 2×2 block of outputs (a tile) is `Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A`, `g` a 3×3 kernel and `d`
+//! the tile's 4×4 input patch: 16 products per tile and channel pair where the direct
+//! convolution takes 36. Summed over the input channels, the 16 element-wise products become 16
+//! matrix products, `M[p] = U[p] · V[p]` (`U[p]`: `[out × c]`, the transformed kernel's point
+//! `p`; `V[p]`: `[c × tiles]`, the transformed patches'), which gemm runs at its full rate. The
+//! transforms are additions only (`B`, `A`) or done once per call (`G`).
+//!
+//! Rounding: the transforms add up to four inputs (and `G` halves), so the result differs from
+//! the direct sum by a few f32 roundings of the largest inputs, not of the output: fine for
+//! training, and tested against Burn's convolution.
+//!
+//! The tiles of an image are taken a few tile rows at a time (`BLOCK_TILES`), so that the
+//! transformed patches and products of a block stay in cache between the three steps. The
+//! input gradient is the forward convolution of the output gradient by the flipped,
+//! transposed kernel (`TransformedKernel::flipped_transposed`); the weight gradient sums
+//! products of the same patches with the output gradient's tiles (`WeightSum`).
+
+use std::cell::RefCell;
+
+use multiversion::multiversion;
+use std::ops::Range;
+
+use super::bf16_gemm::Strided;
+use super::gemm_f32::{View, gemm_f32};
+use super::transpose::transpose;
+
+/// Points of a transformed tile (4×4): `p = 4·i + j`.
+const POINTS: usize = 16;
+
+/// Tiles per block, at least: gemm reaches most of its rate from products this wide (80 G
+/// multiply-adds/s on one Zen 5 core at 72 columns, 118 at 288), and the block's patches and
+/// products (16 points of `c` or `out` values per tile) still mostly fit L2.
+const BLOCK_TILES: usize = 256;
+
+/// Channels below which, on either side, the direct kernels win: the transforms' cost grows
+/// with `c + out` per tile and the products' with `c · out` (Inception's 32 -> 64 lost,
+/// 64 -> 96 won, measured).
+const MIN_CHANNELS: usize = 64;
+
+/// Whether a convolution of `c` channels into `out` by a `kernel` at `stride`, producing
+/// `out_size` (`[h, w]`) outputs per image, goes here: 3x3 at stride 1, with channels enough
+/// on both sides and a block's worth of tiles per image (Inception v3's 71x71 and 35x35 maps;
+/// not its 8x8 ones).
+pub(crate) fn pays_off(
+    [c, out]: [usize; 2],
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    out_size: [usize; 2],
+) -> bool {
+    let tiles = out_size[0].div_ceil(2) * out_size[1].div_ceil(2);
+    kernel == [3, 3] && stride == [1, 1] && c.min(out) >= MIN_CHANNELS && tiles >= BLOCK_TILES / 4
+}
+
+/// A 3x3 kernel transformed (`U = G g Gᵀ`), as 16 matrices `[out × c]`.
+pub(crate) struct TransformedKernel {
+    u: Vec<f32>,
+    out: usize,
+    c: usize,
+}
+
+impl TransformedKernel {
+    /// `weight`: `[out, c, 3, 3]`.
+    pub(crate) fn new(weight: &[f32], [out, c]: [usize; 2]) -> Self {
+        assert_eq!(
+            weight.len(),
+            out * c * 9,
+            "not an [{out}, {c}, 3, 3] kernel"
+        );
+        Self::from_fn([out, c], |o, ch, ky, kx| {
+            weight[((o * c + ch) * 3 + ky) * 3 + kx]
+        })
+    }
+
+    /// The kernel of the input gradient of a convolution by `weight` (`[out, c, 3, 3]`): inputs
+    /// and outputs swapped, flipped in both directions.
+    pub(crate) fn flipped_transposed(weight: &[f32], [out, c]: [usize; 2]) -> Self {
+        assert_eq!(
+            weight.len(),
+            out * c * 9,
+            "not an [{out}, {c}, 3, 3] kernel"
+        );
+        Self::from_fn([c, out], |ch, o, ky, kx| {
+            weight[((o * c + ch) * 3 + 2 - ky) * 3 + 2 - kx]
+        })
+    }
+
+    /// `g(o, ch, ky, kx)` transformed.
+    fn from_fn([out, c]: [usize; 2], g: impl Fn(usize, usize, usize, usize) -> f32) -> Self {
+        // G = [[1, 0, 0], [½, ½, ½], [½, -½, ½], [0, 0, 1]] applied to three values.
+        let spread = |v: [f32; 3]| {
+            [
+                v[0],
+                (v[0] + v[1] + v[2]) / 2.0,
+                (v[0] - v[1] + v[2]) / 2.0,
+                v[2],
+            ]
+        };
+        let mut u = vec![0f32; POINTS * out * c];
+        for o in 0..out {
+            for ch in 0..c {
+                let columns: [[f32; 4]; 3] =
+                    core::array::from_fn(|kx| spread(core::array::from_fn(|ky| g(o, ch, ky, kx))));
+                for i in 0..4 {
+                    let row = spread(core::array::from_fn(|kx| columns[kx][i]));
+                    for (j, value) in row.into_iter().enumerate() {
+                        u[((4 * i + j) * out + o) * c + ch] = value;
+                    }
+                }
+            }
+        }
+        Self { u, out, c }
+    }
+
+    fn point(&self, p: usize) -> &[f32] {
+        &self.u[p * self.out * self.c..][..self.out * self.c]
+    }
+}
+
+/// The sizes of one convolution: input `[c, h, w]`, padding, outputs and tiles.
+#[derive(Clone, Copy, Debug)]
+struct Geometry {
+    c: usize,
+    h: usize,
+    w: usize,
+    ph: usize,
+    pw: usize,
+    oh: usize,
+    ow: usize,
+    /// Tiles per column and per row: `ceil(oh / 2)`, `ceil(ow / 2)`.
+    th: usize,
+    tw: usize,
+}
+
+/// Tile rows per block: at least `BLOCK_TILES` tiles, the image's tile rows split evenly.
+fn block_rows(g: Geometry) -> usize {
+    let blocks = (g.th * g.tw / BLOCK_TILES).max(1);
+    g.th.div_ceil(blocks).max(1)
+}
+
+impl Geometry {
+    fn new([c, h, w]: [usize; 3], [ph, pw]: [usize; 2]) -> Self {
+        assert!(
+            h + 2 * ph >= 3 && w + 2 * pw >= 3,
+            "a 3x3 kernel does not fit a {h}x{w} image padded by {ph}x{pw}"
+        );
+        let (oh, ow) = (h + 2 * ph - 2, w + 2 * pw - 2);
+        Self {
+            c,
+            h,
+            w,
+            ph,
+            pw,
+            oh,
+            ow,
+            th: oh.div_ceil(2),
+            tw: ow.div_ceil(2),
+        }
+    }
+}
+
+/// Per-thread buffers, kept between calls so that the steady state allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    /// Transformed patches of a block: `[16][c][tiles]`.
+    patches: Vec<f32>,
+    /// Products of a block: `[16][out][tiles]`.
+    products: Vec<f32>,
+    /// A block's input rows transformed along the row: `[parity][4 points][rows][tw]`.
+    rows: Vec<f32>,
+    /// One input row with its zero padding, and a row's even and odd columns.
+    padded: Vec<f32>,
+    even: Vec<f32>,
+    odd: Vec<f32>,
+    /// A block's outputs (or output gradient) half transformed: `[2][4 points][tiles]`.
+    sums: Vec<f32>,
+    /// The output gradient of a block transformed, `[16][out][tiles]`, then each point
+    /// transposed into `transposed` (`[16][tiles][out]`).
+    gradient: Vec<f32>,
+    transposed: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// `y = conv(x, kernel)` for `images` images `[c, h, w]` (`x`) and outputs `[out, oh, ow]`
+/// (`y`), on the calling thread.
+pub(crate) fn forward(
+    y: &mut [f32],
+    x: &[f32],
+    [images, c, h, w]: [usize; 4],
+    kernel: &TransformedKernel,
+    padding: [usize; 2],
+) {
+    assert_eq!(kernel.c, c, "a kernel for {} channels, not {c}", kernel.c);
+    let g = Geometry::new([c, h, w], padding);
+    let out = kernel.out;
+    assert_eq!(
+        x.len(),
+        images * c * h * w,
+        "x is not {images} [{c}, {h}, {w}] images"
+    );
+    assert_eq!(
+        y.len(),
+        images * out * g.oh * g.ow,
+        "y is not {images} [{out}, {}, {}] outputs",
+        g.oh,
+        g.ow
+    );
+    let rows_per_block = block_rows(g);
+    SCRATCH.with_borrow_mut(|s| {
+        for (y, x) in y
+            .chunks_exact_mut((out * g.oh * g.ow).max(1))
+            .zip(x.chunks_exact((c * h * w).max(1)))
+        {
+            for first in (0..g.th).step_by(rows_per_block) {
+                let rows = first..(first + rows_per_block).min(g.th);
+                let tiles = rows.len() * g.tw;
+                transform_input(s, x, g, rows.clone());
+                multiply(s, kernel, tiles);
+                transform_output(s, y, g, out, rows);
+            }
+        }
+    });
+}
+
+/// `M[p] = U[p] · V[p]` for each point `p`, into `s.products` (`[16][out][tiles]`).
+fn multiply(s: &mut Scratch, kernel: &TransformedKernel, tiles: usize) {
+    let (c, out) = (kernel.c, kernel.out);
+    s.products.resize(POINTS * out * tiles, 0.0);
+    for p in 0..POINTS {
+        let dst = &mut s.products[p * out * tiles..][..out * tiles];
+        let rhs = &s.patches[p * c * tiles..][..c * tiles];
+        // SAFETY: `dst` is out×tiles, `kernel.point(p)` out×c and `rhs` c×tiles, all
+        // row-major in separate buffers.
+        unsafe {
+            gemm_f32(
+                [out, tiles, c],
+                View::rows(dst.as_mut_ptr(), tiles),
+                false,
+                View::rows(kernel.point(p).as_ptr(), c),
+                View::rows(rhs.as_ptr(), tiles),
+            );
+        }
+    }
+}
+
+/// `V = Bᵀ d B` for every channel and tile of the tile rows `rows`, into `s.patches`
+/// (`[16][c][tiles]`): each input row of the block along the row first, then down each tile's
+/// four rows, all tile rows at once.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn transform_input(s: &mut Scratch, x: &[f32], g: Geometry, rows: Range<usize>) {
+    let (c, tw) = (g.c, g.tw);
+    let tiles = rows.len() * tw;
+    // Input row `2·(rows.start + r) + parity` along the row, for r in 0..=rows.len(), as
+    // [parity][point][r][tw]: a tile row's rows 0 and 2 are then the even rows at r and r + 1,
+    // its rows 1 and 3 the odd ones, each a run over all the block's tiles.
+    let line = tiles + tw;
+    s.patches.resize(POINTS * c * tiles, 0.0);
+    s.rows.resize(8 * line, 0.0);
+    for ch in 0..c {
+        let plane = &x[ch * g.h * g.w..][..g.h * g.w];
+        for (parity, lines) in s.rows.chunks_exact_mut(4 * line).enumerate() {
+            for r in 0..=rows.len() {
+                let row = (2 * (rows.start + r) + parity)
+                    .checked_sub(g.ph)
+                    .filter(|&row| row < g.h)
+                    .map(|row| &plane[row * g.w..][..g.w]);
+                let along = four_mut(lines, line, r * tw..(r + 1) * tw);
+                transform_row(along, row, g.pw, [&mut s.padded, &mut s.even, &mut s.odd]);
+            }
+        }
+        let along = |parity: usize, j: usize| &s.rows[(4 * parity + j) * line..][..line];
+        for j in 0..4 {
+            let (even, odd) = (along(0, j), along(1, j));
+            let (d0, d2) = (&even[..tiles], &even[tw..]);
+            let (d1, d3) = (&odd[..tiles], &odd[tw..]);
+            // Bᵀ = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]] down the rows.
+            let v = |p: usize| (p * c + ch) * tiles;
+            let patches = &mut s.patches;
+            combine(&mut patches[v(j)..][..tiles], d0, d2, |a, b| a - b);
+            combine(&mut patches[v(4 + j)..][..tiles], d1, d2, |a, b| a + b);
+            combine(&mut patches[v(8 + j)..][..tiles], d2, d1, |a, b| a - b);
+            combine(&mut patches[v(12 + j)..][..tiles], d1, d3, |a, b| a - b);
+        }
+    }
+}
+
+/// `range` of each of the first four `line`-long lines of `buffer`.
+fn four_mut(buffer: &mut [f32], line: usize, range: Range<usize>) -> [&mut [f32]; 4] {
+    let mut rest = buffer;
+    core::array::from_fn(|_| {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(line);
+        rest = tail;
+        &mut head[range.clone()]
+    })
+}
+
+/// `dst[t] = f(a[t], b[t])`.
+#[inline(always)]
+fn combine(dst: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
+    for ((dst, &a), &b) in dst.iter_mut().zip(a).zip(b) {
+        *dst = f(a, b);
+    }
+}
+
+/// `values` split into its even and odd elements (`even`, `odd`: `values.len() / 2` each).
+#[inline(always)]
+fn deinterleave(values: &[f32], even: &mut [f32], odd: &mut [f32]) {
+    for ((even, odd), pair) in even
+        .iter_mut()
+        .zip(odd.iter_mut())
+        .zip(values.chunks_exact(2))
+    {
+        *even = pair[0];
+        *odd = pair[1];
+    }
+}
+
+/// One input row (`None`: a padding row) transformed along the row: for each tile `t`, whose
+/// patch reads padded columns `2t .. 2t + 4` (`c0 .. c3`), the four values `(c0 - c2, c1 + c2,
+/// c2 - c1, c1 - c3)` into `along` (`tw` each).
+#[inline(always)]
+fn transform_row(
+    along: [&mut [f32]; 4],
+    row: Option<&[f32]>,
+    pw: usize,
+    [padded, even, odd]: [&mut Vec<f32>; 3],
+) {
+    let [h0, h1, h2, h3] = along;
+    let tw = h0.len();
+    let Some(row) = row else {
+        [h0, h1, h2, h3].into_iter().for_each(|h| h.fill(0.0));
+        return;
+    };
+    // Padded columns 0 .. 2tw + 2, input column `q - pw` at `q`.
+    let width = 2 * tw + 2;
+    padded.clear();
+    padded.resize(width, 0.0);
+    let start = pw.min(width);
+    let count = row.len().min(width - start);
+    padded[start..start + count].copy_from_slice(&row[..count]);
+    even.resize(tw + 1, 0.0);
+    odd.resize(tw + 1, 0.0);
+    deinterleave(padded, even, odd);
+    let (e0, e1, o0, o1) = (&even[..tw], &even[1..], &odd[..tw], &odd[1..]);
+    combine(h0, e0, e1, |a, b| a - b);
+    combine(h1, o0, e1, |a, b| a + b);
+    combine(h2, e1, o0, |a, b| a - b);
+    combine(h3, o0, o1, |a, b| a - b);
+}
+
+/// `Y = Aᵀ M A` (`Aᵀ = [[1, 1, 1, 0], [0, 1, -1, -1]]`) for every output channel and tile of
+/// the tile rows `rows`, from `s.products` (`[16][out][tiles]`) into the image's outputs `y`:
+/// down the rows for all tiles at once, then along each output row.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn transform_output(s: &mut Scratch, y: &mut [f32], g: Geometry, out: usize, rows: Range<usize>) {
+    let tw = g.tw;
+    let tiles = rows.len() * tw;
+    // [output row of the tile][point j][tiles]
+    s.sums.resize(8 * tiles, 0.0);
+    s.even.resize(tw, 0.0);
+    s.odd.resize(tw, 0.0);
+    for o in 0..out {
+        let m = |p: usize| &s.products[(p * out + o) * tiles..][..tiles];
+        let (top, bottom) = s.sums.split_at_mut(4 * tiles);
+        for j in 0..4 {
+            let (m0, m1, m2, m3) = (m(j), m(4 + j), m(8 + j), m(12 + j));
+            let (top, bottom) = (
+                &mut top[j * tiles..][..tiles],
+                &mut bottom[j * tiles..][..tiles],
+            );
+            for (((((top, bottom), &m0), &m1), &m2), &m3) in
+                top.iter_mut().zip(bottom).zip(m0).zip(m1).zip(m2).zip(m3)
+            {
+                *top = m0 + m1 + m2;
+                *bottom = m1 - m2 - m3;
+            }
+        }
+        let plane = &mut y[o * g.oh * g.ow..][..g.oh * g.ow];
+        for (k, ty) in rows.clone().enumerate() {
+            for a in 0..2 {
+                let Some(row) = plane.get_mut((2 * ty + a) * g.ow..(2 * ty + a + 1) * g.ow) else {
+                    continue;
+                };
+                let sum = |j: usize| &s.sums[(4 * a + j) * tiles + k * tw..][..tw];
+                let (s0, s1, s2, s3) = (sum(0), sum(1), sum(2), sum(3));
+                let (even, odd) = (&mut s.even, &mut s.odd);
+                for ((((even, odd), &s0), &s1), &s2) in
+                    even.iter_mut().zip(odd.iter_mut()).zip(s0).zip(s1).zip(s2)
+                {
+                    *even = s0 + s1 + s2;
+                    *odd = s1 - s2;
+                }
+                combine_in_place(odd, s3, |a, b| a - b);
+                interleave(row, even, odd);
+            }
+        }
+    }
+}
+
+/// `dst[t] = f(dst[t], b[t])`.
+#[inline(always)]
+fn combine_in_place(dst: &mut [f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
+    for (dst, &b) in dst.iter_mut().zip(b) {
+        *dst = f(*dst, b);
+    }
+}
+
+/// `row[2t] = even[t]`, `row[2t + 1] = odd[t]`, as far as `row` goes.
+#[inline(always)]
+fn interleave(row: &mut [f32], even: &[f32], odd: &[f32]) {
+    let whole = row.len() / 2;
+    for ((pair, &even), &odd) in row.chunks_exact_mut(2).zip(even).zip(odd) {
+        pair[0] = even;
+        pair[1] = odd;
+    }
+    if row.len() % 2 == 1 {
+        row[2 * whole] = even[whole];
+    }
+}
+
+/// One thread's running sum of a 3x3 convolution's weight gradient in the transformed domain:
+/// `dU[p] = Σ dM[p] · V[p]ᵀ` over tiles, `dM = A dy Aᵀ` the output gradient's tiles transformed
+/// (the adjoint of the forward's `Aᵀ M A`) and `V` the input's patches as the forward
+/// transforms them; the gradient is then `Gᵀ dU G` (`into_weights`).
+pub(crate) struct WeightSum {
+    /// `[16][out][c]`.
+    du: Vec<f32>,
+    out: usize,
+    c: usize,
+}
+
+impl WeightSum {
+    pub(crate) fn new([out, c]: [usize; 2]) -> Self {
+        Self {
+            du: vec![0.0; POINTS * out * c],
+            out,
+            c,
+        }
+    }
+
+    /// Adds the gradient of `images` images `[c, h, w]` (`x`) whose outputs had the gradient
+    /// `grad` (`[out, oh, ow]` each).
+    pub(crate) fn add(
+        &mut self,
+        x: &[f32],
+        [images, c, h, w]: [usize; 4],
+        grad: &[f32],
+        padding: [usize; 2],
+    ) {
+        assert_eq!(c, self.c, "a sum for {} channels, not {c}", self.c);
+        let g = Geometry::new([c, h, w], padding);
+        let out = self.out;
+        assert_eq!(
+            x.len(),
+            images * c * h * w,
+            "x is not {images} [{c}, {h}, {w}] images"
+        );
+        assert_eq!(
+            grad.len(),
+            images * out * g.oh * g.ow,
+            "the gradient is not {images} [{out}, {}, {}]",
+            g.oh,
+            g.ow
+        );
+        let rows_per_block = block_rows(g);
+        SCRATCH.with_borrow_mut(|s| {
+            for (grad, x) in grad
+                .chunks_exact((out * g.oh * g.ow).max(1))
+                .zip(x.chunks_exact((c * h * w).max(1)))
+            {
+                for first in (0..g.th).step_by(rows_per_block) {
+                    let rows = first..(first + rows_per_block).min(g.th);
+                    let tiles = rows.len() * g.tw;
+                    transform_input(s, x, g, rows.clone());
+                    transform_gradient(s, grad, g, out, rows);
+                    for p in 0..POINTS {
+                        let dm = &s.transposed[p * tiles * out..][..tiles * out];
+                        let v = &s.patches[p * c * tiles..][..c * tiles];
+                        let du = &mut self.du[p * out * c..][..out * c];
+                        // SAFETY: `du` is out×c row-major; `dm` read as out×tiles with the
+                        // tiles `out` apart (it is [tiles][out]); `v` as tiles×c with the
+                        // channels `tiles` apart (it is [c][tiles]); separate buffers.
+                        unsafe {
+                            gemm_f32(
+                                [out, c, tiles],
+                                View::rows(du.as_mut_ptr(), c),
+                                true,
+                                View::columns(dm.as_ptr(), out),
+                                View::columns(v.as_ptr(), tiles),
+                            );
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// This sum plus another thread's.
+    pub(crate) fn merge(mut self, other: Self) -> Self {
+        self.du.iter_mut().zip(&other.du).for_each(|(a, b)| *a += b);
+        self
+    }
+
+    /// The weight gradient `Gᵀ dU G`, `[out, c, 3, 3]`.
+    pub(crate) fn into_weights(self) -> Vec<f32> {
+        let (out, c) = (self.out, self.c);
+        // Gᵀ on four values: G's columns are (1, ½, ½, 0), (0, ½, -½, 0), (0, ½, ½, 1).
+        let gather = |v: [f32; 4]| {
+            [
+                v[0] + (v[1] + v[2]) / 2.0,
+                (v[1] - v[2]) / 2.0,
+                (v[1] + v[2]) / 2.0 + v[3],
+            ]
+        };
+        let mut weights = vec![0f32; out * c * 9];
+        for (index, kernel) in weights.chunks_exact_mut(9).enumerate() {
+            let du = |i: usize, j: usize| self.du[(4 * i + j) * out * c + index];
+            let rows: [[f32; 3]; 4] =
+                core::array::from_fn(|i| gather(core::array::from_fn(|j| du(i, j))));
+            for kx in 0..3 {
+                let column = gather(core::array::from_fn(|i| rows[i][kx]));
+                for ky in 0..3 {
+                    kernel[3 * ky + kx] = column[ky];
+                }
+            }
+        }
+        weights
+    }
+}
+
+/// `dM = A dy Aᵀ` (`A = [[1, 0], [1, 1], [1, -1], [0, -1]]`) for every output channel and tile
+/// of the tile rows `rows` (`dy` zero past the outputs), into `s.gradient` (`[16][out][tiles]`),
+/// then each point transposed into `s.transposed` (`[16][tiles][out]`) for gemm.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn transform_gradient(s: &mut Scratch, grad: &[f32], g: Geometry, out: usize, rows: Range<usize>) {
+    let (tw, tiles) = (g.tw, rows.len() * g.tw);
+    s.gradient.resize(POINTS * out * tiles, 0.0);
+    s.transposed.resize(POINTS * tiles * out, 0.0);
+    // The tiles' top and bottom output rows along the row: [row of the tile][point j][tiles].
+    s.sums.resize(8 * tiles, 0.0);
+    for o in 0..out {
+        let plane = &grad[o * g.oh * g.ow..][..g.oh * g.ow];
+        for (a, lines) in s.sums.chunks_exact_mut(4 * tiles).enumerate() {
+            for (k, ty) in rows.clone().enumerate() {
+                let row = plane.get((2 * ty + a) * g.ow..(2 * ty + a + 1) * g.ow);
+                let along = four_mut(lines, tiles, k * tw..(k + 1) * tw);
+                spread_row(along, row, [&mut s.even, &mut s.odd]);
+            }
+        }
+        let (top, bottom) = s.sums.split_at(4 * tiles);
+        let at = |p: usize| (p * out + o) * tiles;
+        for j in 0..4 {
+            let (t, b) = (&top[j * tiles..][..tiles], &bottom[j * tiles..][..tiles]);
+            let dm = &mut s.gradient;
+            dm[at(j)..][..tiles].copy_from_slice(t);
+            combine(&mut dm[at(4 + j)..][..tiles], t, b, |t, b| t + b);
+            combine(&mut dm[at(8 + j)..][..tiles], t, b, |t, b| t - b);
+            combine(&mut dm[at(12 + j)..][..tiles], t, b, |_, b| -b);
+        }
+    }
+    for p in 0..POINTS {
+        let src = Strided {
+            data: &s.gradient[p * out * tiles..][..out * tiles],
+            row_stride: tiles,
+            col_stride: 1,
+        };
+        transpose(
+            &mut s.transposed[p * tiles * out..][..tiles * out],
+            &src,
+            [out, tiles],
+        );
+    }
+}
+
+/// One output-gradient row (`None`: past the outputs) spread along the row: for each tile `t`
+/// with the values `(e, o)` at columns `2t, 2t + 1` (zero past the row), `(e, e + o, e - o,
+/// -o)` into `along` (`tw` each).
+#[inline(always)]
+fn spread_row(along: [&mut [f32]; 4], row: Option<&[f32]>, [even, odd]: [&mut Vec<f32>; 2]) {
+    let [h0, h1, h2, h3] = along;
+    let tw = h0.len();
+    let Some(row) = row else {
+        [h0, h1, h2, h3].into_iter().for_each(|h| h.fill(0.0));
+        return;
+    };
+    even.resize(tw, 0.0);
+    odd.resize(tw, 0.0);
+    deinterleave(row, even, odd);
+    if row.len() % 2 == 1 {
+        (even[tw - 1], odd[tw - 1]) = (row[row.len() - 1], 0.0);
+    }
+    h0.copy_from_slice(even);
+    combine(h1, even, odd, |e, o| e + o);
+    combine(h2, even, odd, |e, o| e - o);
+    for (h3, &o) in h3.iter_mut().zip(odd.iter()) {
+        *h3 = -o;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random(len: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect()
+    }
+
+    /// The direct convolution in f64, and the sum of the products' magnitudes.
+    fn direct(
+        x: &[f32],
+        weight: &[f32],
+        [n, c, h, w]: [usize; 4],
+        out: usize,
+        [ph, pw]: [usize; 2],
+    ) -> (Vec<f64>, Vec<f64>) {
+        let (oh, ow) = (h + 2 * ph - 2, w + 2 * pw - 2);
+        let mut y = vec![0f64; n * out * oh * ow];
+        let mut magnitude = y.clone();
+        for i in 0..n {
+            for o in 0..out {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let at = ((i * out + o) * oh + oy) * ow + ox;
+                        for ch in 0..c {
+                            for ky in 0..3 {
+                                for kx in 0..3 {
+                                    let (iy, ix) = (
+                                        (oy + ky) as isize - ph as isize,
+                                        (ox + kx) as isize - pw as isize,
+                                    );
+                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                        continue;
+                                    }
+                                    let xv = x[((i * c + ch) * h + iy as usize) * w + ix as usize]
+                                        as f64;
+                                    let wv = weight[((o * c + ch) * 3 + ky) * 3 + kx] as f64;
+                                    y[at] += xv * wv;
+                                    magnitude[at] += (xv * wv).abs();
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (y, magnitude)
+    }
+
+    #[test]
+    fn matches_the_direct_convolution() {
+        // Odd and even outputs, paddings 0..=2 (the input gradient pads by 2 - p), several
+        // blocks per image, a last block of fewer rows.
+        for &([n, c, h, w], out, padding) in &[
+            ([2, 3, 9, 9], 4, [1, 1]),
+            ([1, 5, 20, 17], 3, [0, 0]),
+            ([2, 2, 23, 8], 6, [2, 1]),
+            ([1, 7, 4, 5], 2, [2, 2]),
+            ([3, 1, 3, 3], 1, [0, 0]),
+        ] {
+            let x = random(n * c * h * w, 1);
+            let weight = random(out * c * 9, 2);
+            let kernel = TransformedKernel::new(&weight, [out, c]);
+            let g = Geometry::new([c, h, w], padding);
+            let mut y = vec![f32::NAN; n * out * g.oh * g.ow];
+            forward(&mut y, &x, [n, c, h, w], &kernel, padding);
+            let (want, magnitude) = direct(&x, &weight, [n, c, h, w], out, padding);
+            for (index, ((&got, &want), &magnitude)) in
+                y.iter().zip(&want).zip(&magnitude).enumerate()
+            {
+                assert!(
+                    (got as f64 - want).abs() <= 1e-5 * (magnitude + 1.0),
+                    "[{n}, {c}, {h}, {w}] out {out} padding {padding:?}, output {index}: {got} against {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn weight_gradient_matches_the_direct_sum() {
+        for &([n, c, h, w], out, padding) in &[
+            ([2, 3, 9, 9], 4, [1, 1]),
+            ([1, 5, 20, 17], 3, [0, 0]),
+            ([2, 2, 23, 8], 6, [1, 0]),
+        ] {
+            let x = random(n * c * h * w, 6);
+            let g = Geometry::new([c, h, w], padding);
+            let grad = random(n * out * g.oh * g.ow, 7);
+            let mut sum = WeightSum::new([out, c]);
+            let split = n / 2 * c * h * w;
+            let grad_split = n / 2 * out * g.oh * g.ow;
+            sum.add(&x[..split], [n / 2, c, h, w], &grad[..grad_split], padding);
+            let mut other = WeightSum::new([out, c]);
+            other.add(
+                &x[split..],
+                [n - n / 2, c, h, w],
+                &grad[grad_split..],
+                padding,
+            );
+            let got = sum.merge(other).into_weights();
+            for o in 0..out {
+                for ch in 0..c {
+                    for ky in 0..3 {
+                        for kx in 0..3 {
+                            let (mut want, mut magnitude) = (0f64, 0f64);
+                            for i in 0..n {
+                                for oy in 0..g.oh {
+                                    for ox in 0..g.ow {
+                                        let (iy, ix) = (
+                                            (oy + ky) as isize - padding[0] as isize,
+                                            (ox + kx) as isize - padding[1] as isize,
+                                        );
+                                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize
+                                        {
+                                            continue;
+                                        }
+                                        let xv = x
+                                            [((i * c + ch) * h + iy as usize) * w + ix as usize]
+                                            as f64;
+                                        let gv =
+                                            grad[((i * out + o) * g.oh + oy) * g.ow + ox] as f64;
+                                        want += xv * gv;
+                                        magnitude += (xv * gv).abs();
+                                    }
+                                }
+                            }
+                            let got = got[((o * c + ch) * 3 + ky) * 3 + kx] as f64;
+                            assert!(
+                                (got - want).abs() <= 1e-5 * (magnitude + 1.0),
+                                "[{n}, {c}, {h}, {w}] out {out} padding {padding:?}, weight [{o}, {ch}, {ky}, {kx}]: {got} against {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn flipped_transposed_kernel_is_the_input_gradients() {
+        // The input gradient at stride 1 is the output gradient convolved by the flipped,
+        // transposed kernel, padded by 2 - p: check it against the adjoint identity
+        // <conv(x), g> = <x, conv'(g)>.
+        let ([n, c, h, w], out, p) = ([2, 3, 11, 10], 4, 1);
+        let x = random(n * c * h * w, 3);
+        let weight = random(out * c * 9, 4);
+        let g = Geometry::new([c, h, w], [p, p]);
+        let grad = random(n * out * g.oh * g.ow, 5);
+        let mut y = vec![0f32; grad.len()];
+        forward(
+            &mut y,
+            &x,
+            [n, c, h, w],
+            &TransformedKernel::new(&weight, [out, c]),
+            [p, p],
+        );
+        let mut dx = vec![0f32; x.len()];
+        let flipped = TransformedKernel::flipped_transposed(&weight, [out, c]);
+        forward(
+            &mut dx,
+            &grad,
+            [n, out, g.oh, g.ow],
+            &flipped,
+            [2 - p, 2 - p],
+        );
+        let dot = |a: &[f32], b: &[f32]| {
+            a.iter()
+                .zip(b)
+                .map(|(&a, &b)| a as f64 * b as f64)
+                .sum::<f64>()
+        };
+        let (left, right) = (dot(&y, &grad), dot(&x, &dx));
+        assert!(
+            (left - right).abs() < 1e-4 * left.abs().max(1.0),
+            "{left} against {right}"
+        );
+    }
+}
