@@ -379,8 +379,8 @@ mod tests {
     /// SAME, a 3x3 VALID and a 1x1 (stride 1; the 1x1's windows are the image itself), and a
     /// 3x3/2 VALID (the input gradient by windows added back), strided windows in padding, a
     /// 1x1 padded as wide as itself, a 5x5 over 64 channels (the weight gradient's windows in
-    /// three passes), two on narrow images and two by Winograd's F(2x2, 3x3), with batches
-    /// that do not split evenly across threads.
+    /// three passes), two on narrow images, two by Winograd's F(2x2, 3x3) and two by its
+    /// F(3, 7), with batches that do not split evenly across threads.
     #[test]
     fn convolution_matches_burns_outputs_and_gradients() {
         let cases = [
@@ -430,6 +430,10 @@ mod tests {
             // output rows of odd length.
             (64, 64, [3, 3], [1, 1], PaddingConfig2d::Same, [17, 16], 3),
             (72, 64, [3, 3], [1, 1], PaddingConfig2d::Valid, [18, 19], 2),
+            // 1x7 and 7x1 at stride 1 by Winograd's F(3, 7), on Inception's 17x17 maps and on
+            // a 17x15 one (a last tile of two outputs, planes not square).
+            (64, 64, [1, 7], [1, 1], PaddingConfig2d::Same, [17, 17], 3),
+            (64, 80, [7, 1], [1, 1], PaddingConfig2d::Same, [17, 15], 2),
         ];
         for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {
             let device = Device::flex().autodiff();

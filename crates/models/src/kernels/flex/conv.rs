@@ -24,7 +24,8 @@ use super::dims4;
 use super::gemm_f32::{View, gemm_f32};
 use super::transpose::transpose;
 use super::weight_sum::WeightSum;
-use super::winograd;
+use super::winograd::{self, TransformedWeightSum};
+use super::winograd_7x1;
 
 /// What a convolution's matrix products compute in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +126,13 @@ fn windowless(
         };
         return Some(ImageProduct::Winograd { kernel, padding });
     }
+    if !bf16 && winograd_7x1::pays_off([c, out], [kh, kw], geometry.stride, padding) {
+        let kernel = match flipped {
+            false => winograd_7x1::TransformedKernel::new(kernel, dims),
+            true => winograd_7x1::TransformedKernel::flipped_transposed(kernel, dims),
+        };
+        return Some(ImageProduct::Winograd7x1 { kernel, padding });
+    }
     if bf16 && direct::available() {
         let kernel = match flipped {
             false => direct::PackedKernel::new(kernel, dims),
@@ -162,6 +170,11 @@ enum ImageProduct<'a> {
         kernel: winograd::TransformedKernel,
         padding: [usize; 2],
     },
+    /// By Winograd's F(3, 7) (7x1 or 1x7, stride 1, f32).
+    Winograd7x1 {
+        kernel: winograd_7x1::TransformedKernel,
+        padding: [usize; 2],
+    },
     /// On AVX-512 vectors, without windows (stride 1).
     Vectors {
         kernel: vectors::PackedKernel,
@@ -183,7 +196,8 @@ fn convolve(
         ImageProduct::Windows { geometry, .. } => *geometry,
         ImageProduct::Direct { padding, .. }
         | ImageProduct::Vectors { padding, .. }
-        | ImageProduct::Winograd { padding, .. } => ConvGeometry {
+        | ImageProduct::Winograd { padding, .. }
+        | ImageProduct::Winograd7x1 { padding, .. } => ConvGeometry {
             stride: [1, 1],
             padding: *padding,
         },
@@ -209,6 +223,10 @@ fn convolve(
                 ImageProduct::Winograd { kernel, padding } => {
                     let images = x.len() / (c * h * w);
                     winograd::forward(y, x, [images, c, h, w], kernel, *padding);
+                }
+                ImageProduct::Winograd7x1 { kernel, padding } => {
+                    let images = x.len() / (c * h * w);
+                    winograd_7x1::forward(y, x, [images, c, h, w], kernel, *padding);
                 }
                 ImageProduct::Windows { kernel, .. } => {
                     let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
@@ -321,12 +339,25 @@ pub(crate) fn weight_grad(
     let places = out_h * out_w;
     let threads = rayon::current_num_threads().clamp(1, n.max(1));
     let share = n.div_ceil(threads).max(1);
-    if arithmetic == Arithmetic::F32
-        && winograd::pays_off([c, out], kernel, geometry.stride, image.out)
-    {
-        let images = [n, c, h, w];
-        let total = winograd_weight_grad(x_data, images, grad_data, out, geometry.padding);
-        return FlexTensor::from_data(TensorData::new(total, [out, c, 3, 3]));
+    if arithmetic == Arithmetic::F32 {
+        let (images, padding) = ([n, c, h, w], geometry.padding);
+        let shape = [out, c, kernel[0], kernel[1]];
+        let total = if winograd::pays_off([c, out], kernel, geometry.stride, image.out) {
+            let new = || winograd::WeightSum::new([out, c]);
+            Some(transformed_weight_grad(
+                x_data, images, grad_data, padding, new,
+            ))
+        } else if winograd_7x1::pays_off([c, out], kernel, geometry.stride, padding) {
+            let new = || winograd_7x1::WeightSum::new(shape);
+            Some(transformed_weight_grad(
+                x_data, images, grad_data, padding, new,
+            ))
+        } else {
+            None
+        };
+        if let Some(total) = total {
+            return FlexTensor::from_data(TensorData::new(total, shape));
+        }
     }
     let direct = arithmetic == Arithmetic::Bf16
         && geometry.stride == [1, 1]
@@ -381,29 +412,27 @@ pub(crate) fn weight_grad(
     FlexTensor::from_data(TensorData::new(total, shape))
 }
 
-/// [`weight_grad`] by Winograd's F(2×2, 3×3) ([`winograd::WeightSum`]), each thread on its
-/// share of the images, `[out, c, 3, 3]`.
-fn winograd_weight_grad(
+/// [`weight_grad`] in a transformed domain (Winograd's: [`winograd::WeightSum`],
+/// [`winograd_7x1::WeightSum`]), a sum from `new` on each thread's share of the images.
+fn transformed_weight_grad<S: TransformedWeightSum>(
     x: &[f32],
     [n, c, h, w]: [usize; 4],
     grad: &[f32],
-    out: usize,
     padding: [usize; 2],
+    new: impl Fn() -> S + Sync,
 ) -> Vec<f32> {
     let share = n.div_ceil(rayon::current_num_threads()).max(1);
     let grad_per_image = grad.len() / n.max(1);
-    x.par_chunks((c * h * w * share).max(1))
+    let sum = x
+        .par_chunks((c * h * w * share).max(1))
         .zip(grad.par_chunks((grad_per_image * share).max(1)))
         .map(|(x, grad)| {
-            let mut sum = winograd::WeightSum::new([out, c]);
+            let mut sum = new();
             sum.add(x, [x.len() / (c * h * w), c, h, w], grad, padding);
             sum
         })
-        .reduce_with(winograd::WeightSum::merge)
-        .map_or_else(
-            || vec![0f32; out * c * 9],
-            winograd::WeightSum::into_weights,
-        )
+        .reduce_with(S::merge);
+    sum.unwrap_or_else(&new).into_weights()
 }
 
 /// Window values the weight gradient builds at a time (512 KiB): with the gradient's rows,

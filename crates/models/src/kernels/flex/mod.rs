@@ -46,6 +46,7 @@ mod transpose;
 mod vector_conv;
 mod weight_sum;
 mod winograd;
+mod winograd_7x1;
 
 pub(crate) use bf16_gemm::kernel as bf16_kernel;
 pub(crate) use extension::FlexKernels;

@@ -423,6 +423,20 @@ fn interleave(row: &mut [f32], even: &[f32], odd: &[f32]) {
     }
 }
 
+/// One thread's running sum of a convolution's weight gradient in a transformed domain, for
+/// [`super::conv`] to run on each thread's share of the images and add up.
+pub(crate) trait TransformedWeightSum: Send + Sized {
+    /// Adds the gradient of `images` images `[c, h, w]` (`x`), padded by `padding`, whose
+    /// outputs had the gradient `grad`.
+    fn add(&mut self, x: &[f32], images: [usize; 4], grad: &[f32], padding: [usize; 2]);
+
+    /// This sum plus another thread's.
+    fn merge(self, other: Self) -> Self;
+
+    /// The weight gradient, `[out, c, kh, kw]`.
+    fn into_weights(self) -> Vec<f32>;
+}
+
 /// One thread's running sum of a 3x3 convolution's weight gradient in the transformed domain:
 /// `dU[p] = Σ dM[p] · V[p]ᵀ` over tiles, `dM = A dy Aᵀ` the output gradient's tiles transformed
 /// (the adjoint of the forward's `Aᵀ M A`) and `V` the input's patches as the forward
@@ -442,16 +456,10 @@ impl WeightSum {
             c,
         }
     }
+}
 
-    /// Adds the gradient of `images` images `[c, h, w]` (`x`) whose outputs had the gradient
-    /// `grad` (`[out, oh, ow]` each).
-    pub(crate) fn add(
-        &mut self,
-        x: &[f32],
-        [images, c, h, w]: [usize; 4],
-        grad: &[f32],
-        padding: [usize; 2],
-    ) {
+impl TransformedWeightSum for WeightSum {
+    fn add(&mut self, x: &[f32], [images, c, h, w]: [usize; 4], grad: &[f32], padding: [usize; 2]) {
         assert_eq!(c, self.c, "a sum for {} channels, not {c}", self.c);
         let g = Geometry::new([c, h, w], padding);
         let out = self.out;
@@ -500,14 +508,13 @@ impl WeightSum {
         });
     }
 
-    /// This sum plus another thread's.
-    pub(crate) fn merge(mut self, other: Self) -> Self {
+    fn merge(mut self, other: Self) -> Self {
         self.du.iter_mut().zip(&other.du).for_each(|(a, b)| *a += b);
         self
     }
 
-    /// The weight gradient `Gᵀ dU G`, `[out, c, 3, 3]`.
-    pub(crate) fn into_weights(self) -> Vec<f32> {
+    /// `Gᵀ dU G`, `[out, c, 3, 3]`.
+    fn into_weights(self) -> Vec<f32> {
         let (out, c) = (self.out, self.c);
         // Gᵀ on four values: G's columns are (1, ½, ½, 0), (0, ½, -½, 0), (0, ½, ½, 1).
         let gather = |v: [f32; 4]| {
