@@ -1170,18 +1170,7 @@ mod pairs {
 mod tests {
     use super::*;
 
-    /// Deterministic values in [-1, 1) (xorshift), so failures reproduce.
-    fn random(len: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-            })
-            .collect()
-    }
+    use crate::test_util::random_values as random;
 
     /// Small integers: exact in bf16, and every partial sum is exact in f32.
     fn integers(len: usize, seed: u64) -> Vec<f32> {

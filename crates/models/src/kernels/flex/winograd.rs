@@ -186,6 +186,29 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// Panics unless `x` holds `images` images `[c, h, w]` and `y` (the outputs, or their
+/// gradient) as many of `per_image` values.
+pub(super) fn assert_batch([x, y]: [usize; 2], [images, c, h, w]: [usize; 4], per_image: usize) {
+    assert_eq!(
+        x,
+        images * c * h * w,
+        "x is not {images} [{c}, {h}, {w}] images"
+    );
+    assert_eq!(
+        y,
+        images * per_image,
+        "not {images} outputs of {per_image} values"
+    );
+}
+
+/// The blocks of tile rows of an image: `block_rows(g)` rows each, the last fewer.
+fn blocks(g: Geometry) -> impl Iterator<Item = Range<usize>> {
+    let rows = block_rows(g);
+    (0..g.th)
+        .step_by(rows)
+        .map(move |first| first..(first + rows).min(g.th))
+}
+
 /// `y = conv(x, kernel)` for `images` images `[c, h, w]` (`x`) and outputs `[out, oh, ow]`
 /// (`y`), on the calling thread.
 pub(crate) fn forward(
@@ -198,26 +221,13 @@ pub(crate) fn forward(
     assert_eq!(kernel.c, c, "a kernel for {} channels, not {c}", kernel.c);
     let g = Geometry::new([c, h, w], padding);
     let out = kernel.out;
-    assert_eq!(
-        x.len(),
-        images * c * h * w,
-        "x is not {images} [{c}, {h}, {w}] images"
-    );
-    assert_eq!(
-        y.len(),
-        images * out * g.oh * g.ow,
-        "y is not {images} [{out}, {}, {}] outputs",
-        g.oh,
-        g.ow
-    );
-    let rows_per_block = block_rows(g);
+    assert_batch([x.len(), y.len()], [images, c, h, w], out * g.oh * g.ow);
     SCRATCH.with_borrow_mut(|s| {
         for (y, x) in y
             .chunks_exact_mut((out * g.oh * g.ow).max(1))
             .zip(x.chunks_exact((c * h * w).max(1)))
         {
-            for first in (0..g.th).step_by(rows_per_block) {
-                let rows = first..(first + rows_per_block).min(g.th);
+            for rows in blocks(g) {
                 let tiles = rows.len() * g.tw;
                 transform_input(s, x, g, rows.clone());
                 multiply(s, kernel, tiles);
@@ -463,26 +473,13 @@ impl TransformedWeightSum for WeightSum {
         assert_eq!(c, self.c, "a sum for {} channels, not {c}", self.c);
         let g = Geometry::new([c, h, w], padding);
         let out = self.out;
-        assert_eq!(
-            x.len(),
-            images * c * h * w,
-            "x is not {images} [{c}, {h}, {w}] images"
-        );
-        assert_eq!(
-            grad.len(),
-            images * out * g.oh * g.ow,
-            "the gradient is not {images} [{out}, {}, {}]",
-            g.oh,
-            g.ow
-        );
-        let rows_per_block = block_rows(g);
+        assert_batch([x.len(), grad.len()], [images, c, h, w], out * g.oh * g.ow);
         SCRATCH.with_borrow_mut(|s| {
             for (grad, x) in grad
                 .chunks_exact((out * g.oh * g.ow).max(1))
                 .zip(x.chunks_exact((c * h * w).max(1)))
             {
-                for first in (0..g.th).step_by(rows_per_block) {
-                    let rows = first..(first + rows_per_block).min(g.th);
+                for rows in blocks(g) {
                     let tiles = rows.len() * g.tw;
                     transform_input(s, x, g, rows.clone());
                     transform_gradient(s, grad, g, out, rows);
@@ -609,189 +606,95 @@ fn spread_row(along: [&mut [f32]; 4], row: Option<&[f32]>, [even, odd]: [&mut Ve
     }
 }
 
+/// The weight gradient of `case`'s images `x` under `grad` as two threads sum it: each half of
+/// the batch into a sum from `new`, the two merged.
+#[cfg(test)]
+pub(super) fn summed_in_two<S: TransformedWeightSum>(
+    case: &crate::test_util::ConvCase,
+    x: &[f32],
+    grad: &[f32],
+    new: impl Fn() -> S,
+) -> Vec<f32> {
+    let [n, c, h, w] = case.images;
+    let [oh, ow] = case.out_size();
+    let first = n / 2;
+    let (x_split, grad_split) = (first * c * h * w, first * case.out * oh * ow);
+    let mut sum = new();
+    sum.add(
+        &x[..x_split],
+        [first, c, h, w],
+        &grad[..grad_split],
+        case.padding,
+    );
+    let mut other = new();
+    let rest = [n - first, c, h, w];
+    other.add(&x[x_split..], rest, &grad[grad_split..], case.padding);
+    sum.merge(other).into_weights()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::ConvCase;
 
-    fn random(len: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect()
-    }
+    /// Odd and even outputs, paddings 0..=2 (the input gradient pads by 2 - p), several blocks
+    /// per image, a last block of fewer rows.
+    const CASES: [ConvCase; 5] = [
+        case([2, 3, 9, 9], 4, [1, 1]),
+        case([1, 5, 20, 17], 3, [0, 0]),
+        case([2, 2, 23, 8], 6, [2, 1]),
+        case([1, 7, 4, 5], 2, [2, 2]),
+        case([3, 1, 3, 3], 1, [0, 0]),
+    ];
 
-    /// The direct convolution in f64, and the sum of the products' magnitudes.
-    fn direct(
-        x: &[f32],
-        weight: &[f32],
-        [n, c, h, w]: [usize; 4],
-        out: usize,
-        [ph, pw]: [usize; 2],
-    ) -> (Vec<f64>, Vec<f64>) {
-        let (oh, ow) = (h + 2 * ph - 2, w + 2 * pw - 2);
-        let mut y = vec![0f64; n * out * oh * ow];
-        let mut magnitude = y.clone();
-        for i in 0..n {
-            for o in 0..out {
-                for oy in 0..oh {
-                    for ox in 0..ow {
-                        let at = ((i * out + o) * oh + oy) * ow + ox;
-                        for ch in 0..c {
-                            for ky in 0..3 {
-                                for kx in 0..3 {
-                                    let (iy, ix) = (
-                                        (oy + ky) as isize - ph as isize,
-                                        (ox + kx) as isize - pw as isize,
-                                    );
-                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
-                                        continue;
-                                    }
-                                    let xv = x[((i * c + ch) * h + iy as usize) * w + ix as usize]
-                                        as f64;
-                                    let wv = weight[((o * c + ch) * 3 + ky) * 3 + kx] as f64;
-                                    y[at] += xv * wv;
-                                    magnitude[at] += (xv * wv).abs();
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+    const fn case(images: [usize; 4], out: usize, padding: [usize; 2]) -> ConvCase {
+        ConvCase {
+            images,
+            out,
+            kernel: [3, 3],
+            padding,
         }
-        (y, magnitude)
     }
 
     #[test]
     fn matches_the_direct_convolution() {
-        // Odd and even outputs, paddings 0..=2 (the input gradient pads by 2 - p), several
-        // blocks per image, a last block of fewer rows.
-        for &([n, c, h, w], out, padding) in &[
-            ([2, 3, 9, 9], 4, [1, 1]),
-            ([1, 5, 20, 17], 3, [0, 0]),
-            ([2, 2, 23, 8], 6, [2, 1]),
-            ([1, 7, 4, 5], 2, [2, 2]),
-            ([3, 1, 3, 3], 1, [0, 0]),
-        ] {
-            let x = random(n * c * h * w, 1);
-            let weight = random(out * c * 9, 2);
-            let kernel = TransformedKernel::new(&weight, [out, c]);
-            let g = Geometry::new([c, h, w], padding);
-            let mut y = vec![f32::NAN; n * out * g.oh * g.ow];
-            forward(&mut y, &x, [n, c, h, w], &kernel, padding);
-            let (want, magnitude) = direct(&x, &weight, [n, c, h, w], out, padding);
-            for (index, ((&got, &want), &magnitude)) in
-                y.iter().zip(&want).zip(&magnitude).enumerate()
-            {
-                assert!(
-                    (got as f64 - want).abs() <= 1e-5 * (magnitude + 1.0),
-                    "[{n}, {c}, {h}, {w}] out {out} padding {padding:?}, output {index}: {got} against {want}"
-                );
-            }
+        for case in CASES {
+            let [_, c, _, _] = case.images;
+            case.check_forward(1e-5, |y, x, weight| {
+                let kernel = TransformedKernel::new(weight, [case.out, c]);
+                forward(y, x, case.images, &kernel, case.padding);
+            });
         }
     }
 
     #[test]
     fn weight_gradient_matches_the_direct_sum() {
-        for &([n, c, h, w], out, padding) in &[
-            ([2, 3, 9, 9], 4, [1, 1]),
-            ([1, 5, 20, 17], 3, [0, 0]),
-            ([2, 2, 23, 8], 6, [1, 0]),
-        ] {
-            let x = random(n * c * h * w, 6);
-            let g = Geometry::new([c, h, w], padding);
-            let grad = random(n * out * g.oh * g.ow, 7);
-            let mut sum = WeightSum::new([out, c]);
-            let split = n / 2 * c * h * w;
-            let grad_split = n / 2 * out * g.oh * g.ow;
-            sum.add(&x[..split], [n / 2, c, h, w], &grad[..grad_split], padding);
-            let mut other = WeightSum::new([out, c]);
-            other.add(
-                &x[split..],
-                [n - n / 2, c, h, w],
-                &grad[grad_split..],
-                padding,
-            );
-            let got = sum.merge(other).into_weights();
-            for o in 0..out {
-                for ch in 0..c {
-                    for ky in 0..3 {
-                        for kx in 0..3 {
-                            let (mut want, mut magnitude) = (0f64, 0f64);
-                            for i in 0..n {
-                                for oy in 0..g.oh {
-                                    for ox in 0..g.ow {
-                                        let (iy, ix) = (
-                                            (oy + ky) as isize - padding[0] as isize,
-                                            (ox + kx) as isize - padding[1] as isize,
-                                        );
-                                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize
-                                        {
-                                            continue;
-                                        }
-                                        let xv = x
-                                            [((i * c + ch) * h + iy as usize) * w + ix as usize]
-                                            as f64;
-                                        let gv =
-                                            grad[((i * out + o) * g.oh + oy) * g.ow + ox] as f64;
-                                        want += xv * gv;
-                                        magnitude += (xv * gv).abs();
-                                    }
-                                }
-                            }
-                            let got = got[((o * c + ch) * 3 + ky) * 3 + kx] as f64;
-                            assert!(
-                                (got - want).abs() <= 1e-5 * (magnitude + 1.0),
-                                "[{n}, {c}, {h}, {w}] out {out} padding {padding:?}, weight [{o}, {ch}, {ky}, {kx}]: {got} against {want}"
-                            );
-                        }
-                    }
-                }
-            }
+        for case in CASES {
+            let [_, c, _, _] = case.images;
+            case.check_weight_grad(1e-5, |x, grad| {
+                summed_in_two(&case, x, grad, || WeightSum::new([case.out, c]))
+            });
         }
     }
 
+    /// The input gradient at stride 1: the output gradient convolved by the flipped,
+    /// transposed kernel, padded by 2 - p.
     #[test]
     fn flipped_transposed_kernel_is_the_input_gradients() {
-        // The input gradient at stride 1 is the output gradient convolved by the flipped,
-        // transposed kernel, padded by 2 - p: check it against the adjoint identity
-        // <conv(x), g> = <x, conv'(g)>.
-        let ([n, c, h, w], out, p) = ([2, 3, 11, 10], 4, 1);
-        let x = random(n * c * h * w, 3);
-        let weight = random(out * c * 9, 4);
-        let g = Geometry::new([c, h, w], [p, p]);
-        let grad = random(n * out * g.oh * g.ow, 5);
-        let mut y = vec![0f32; grad.len()];
-        forward(
-            &mut y,
-            &x,
-            [n, c, h, w],
-            &TransformedKernel::new(&weight, [out, c]),
-            [p, p],
-        );
-        let mut dx = vec![0f32; x.len()];
-        let flipped = TransformedKernel::flipped_transposed(&weight, [out, c]);
-        forward(
-            &mut dx,
-            &grad,
-            [n, out, g.oh, g.ow],
-            &flipped,
-            [2 - p, 2 - p],
-        );
-        let dot = |a: &[f32], b: &[f32]| {
-            a.iter()
-                .zip(b)
-                .map(|(&a, &b)| a as f64 * b as f64)
-                .sum::<f64>()
-        };
-        let (left, right) = (dot(&y, &grad), dot(&x, &dx));
-        assert!(
-            (left - right).abs() < 1e-4 * left.abs().max(1.0),
-            "{left} against {right}"
-        );
+        for case in CASES {
+            let [n, c, _, _] = case.images;
+            let [oh, ow] = case.out_size();
+            case.check_adjoint(
+                |y, x, weight| {
+                    let kernel = TransformedKernel::new(weight, [case.out, c]);
+                    forward(y, x, case.images, &kernel, case.padding);
+                },
+                |dx, grad, weight| {
+                    let flipped = TransformedKernel::flipped_transposed(weight, [case.out, c]);
+                    let images = [n, case.out, oh, ow];
+                    forward(dx, grad, images, &flipped, case.flipped_padding());
+                },
+            );
+        }
     }
 }

@@ -24,7 +24,7 @@ use multiversion::multiversion;
 use super::bf16_gemm::Strided;
 use super::gemm_f32::{View, gemm_f32};
 use super::transpose::transpose;
-use super::winograd::TransformedWeightSum;
+use super::winograd::{TransformedWeightSum, assert_batch};
 
 /// Outputs per tile, taps, and points (inputs per tile): F(3, 7).
 const OUTPUTS: usize = 3;
@@ -227,16 +227,7 @@ pub(crate) fn forward(
     let out = kernel.out;
     let (g, transposed) = geometry([c, h, w], padding, kernel.axis);
     let (in_image, out_image) = (c * h * w, out * g.oh * g.w);
-    assert_eq!(
-        x.len(),
-        images * in_image,
-        "x is not {images} [{c}, {h}, {w}] images"
-    );
-    assert_eq!(
-        y.len(),
-        images * out_image,
-        "y is not {images} outputs of {out_image}"
-    );
+    assert_batch([x.len(), y.len()], [images, c, h, w], out_image);
     let per_block = g.images_per_block();
     SCRATCH.with_borrow_mut(|s| {
         let blocks = x.chunks(per_block * in_image.max(1));
@@ -530,16 +521,7 @@ impl TransformedWeightSum for WeightSum {
         let out = self.out;
         let (g, transposed) = geometry([c, h, w], padding, self.axis);
         let (in_image, out_image) = (c * h * w, out * g.oh * g.w);
-        assert_eq!(
-            x.len(),
-            images * in_image,
-            "x is not {images} [{c}, {h}, {w}] images"
-        );
-        assert_eq!(
-            grad.len(),
-            images * out_image,
-            "the gradient is not {images} outputs of {out_image}"
-        );
+        assert_batch([x.len(), grad.len()], [images, c, h, w], out_image);
         let per_block = g.images_per_block();
         SCRATCH.with_borrow_mut(|s| {
             let blocks = x.chunks(per_block * in_image.max(1));
@@ -586,162 +568,74 @@ impl TransformedWeightSum for WeightSum {
 
 #[cfg(test)]
 mod tests {
+    use super::super::winograd::summed_in_two;
     use super::*;
+    use crate::test_util::ConvCase;
 
-    fn random(len: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect()
-    }
-
-    /// A case: `[n, c, h, w]`, outputs, kernel `[kh, kw]`, padding.
-    type Case = ([usize; 4], usize, [usize; 2], [usize; 2]);
-
-    const CASES: [Case; 5] = [
-        ([2, 3, 17, 17], 4, [7, 1], [3, 0]),
-        ([2, 3, 17, 17], 4, [1, 7], [0, 3]),
-        ([1, 5, 9, 20], 3, [7, 1], [0, 0]),
-        ([3, 2, 11, 6], 5, [1, 7], [0, 2]),
-        ([1, 2, 7, 33], 2, [7, 1], [1, 0]),
+    /// Both axes, SAME and narrower padding, planes not square, a last tile of one or two
+    /// outputs.
+    const CASES: [ConvCase; 5] = [
+        case([2, 3, 17, 17], 4, [7, 1], [3, 0]),
+        case([2, 3, 17, 17], 4, [1, 7], [0, 3]),
+        case([1, 5, 9, 20], 3, [7, 1], [0, 0]),
+        case([3, 2, 11, 6], 5, [1, 7], [0, 2]),
+        case([1, 2, 7, 33], 2, [7, 1], [1, 0]),
     ];
 
-    fn out_size(
-        [_, _, h, w]: [usize; 4],
-        [kh, kw]: [usize; 2],
-        [ph, pw]: [usize; 2],
-    ) -> [usize; 2] {
-        [h + 2 * ph + 1 - kh, w + 2 * pw + 1 - kw]
+    const fn case(
+        images: [usize; 4],
+        out: usize,
+        kernel: [usize; 2],
+        padding: [usize; 2],
+    ) -> ConvCase {
+        ConvCase {
+            images,
+            out,
+            kernel,
+            padding,
+        }
     }
 
-    /// Every product of the direct convolution: `f(output index, x index, weight index)`.
-    fn for_each_product(case: Case, mut f: impl FnMut(usize, usize, usize)) {
-        let ([n, c, h, w], out, [kh, kw], [ph, pw]) = case;
-        let [oh, ow] = out_size([n, c, h, w], [kh, kw], [ph, pw]);
-        for (i, o, ch) in
-            (0..n).flat_map(|i| (0..out).flat_map(move |o| (0..c).map(move |ch| (i, o, ch))))
-        {
-            for (oy, ox, ky, kx) in (0..oh).flat_map(|oy| {
-                (0..ow).flat_map(move |ox| {
-                    (0..kh).flat_map(move |ky| (0..kw).map(move |kx| (oy, ox, ky, kx)))
-                })
-            }) {
-                let (iy, ix) = ((oy + ky).wrapping_sub(ph), (ox + kx).wrapping_sub(pw));
-                if iy < h && ix < w {
-                    let y = ((i * out + o) * oh + oy) * ow + ox;
-                    let x = ((i * c + ch) * h + iy) * w + ix;
-                    f(y, x, ((o * c + ch) * kh + ky) * kw + kx);
-                }
-            }
-        }
+    fn dims(case: &ConvCase) -> [usize; 4] {
+        [case.out, case.images[1], case.kernel[0], case.kernel[1]]
     }
 
     #[test]
     fn matches_the_direct_convolution() {
         for case in CASES {
-            let ([n, c, h, w], out, kernel, padding) = case;
-            let [oh, ow] = out_size([n, c, h, w], kernel, padding);
-            let x = random(n * c * h * w, 1);
-            let weight = random(out * c * TAPS, 2);
-            let transformed = TransformedKernel::new(&weight, [out, c, kernel[0], kernel[1]]);
-            let mut y = vec![f32::NAN; n * out * oh * ow];
-            forward(&mut y, &x, [n, c, h, w], &transformed, padding);
-            let (mut want, mut magnitude) = (vec![0f64; y.len()], vec![0f64; y.len()]);
-            for_each_product(case, |yi, xi, wi| {
-                let product = f64::from(x[xi]) * f64::from(weight[wi]);
-                want[yi] += product;
-                magnitude[yi] += product.abs();
+            case.check_forward(1e-5, |y, x, weight| {
+                let kernel = TransformedKernel::new(weight, dims(&case));
+                forward(y, x, case.images, &kernel, case.padding);
             });
-            for (index, (&got, (&want, &magnitude))) in
-                y.iter().zip(want.iter().zip(&magnitude)).enumerate()
-            {
-                assert!(
-                    (f64::from(got) - want).abs() <= 1e-5 * (magnitude + 1.0),
-                    "{case:?}, output {index}: {got} against {want}"
-                );
-            }
         }
     }
 
     #[test]
     fn weight_gradient_matches_the_direct_sum() {
         for case in CASES {
-            let ([n, c, h, w], out, kernel, padding) = case;
-            let [oh, ow] = out_size([n, c, h, w], kernel, padding);
-            let x = random(n * c * h * w, 3);
-            let grad = random(n * out * oh * ow, 4);
-            let dims = [out, c, kernel[0], kernel[1]];
-            let (first, rest) = (n / 2, n - n / 2);
-            let mut sum = WeightSum::new(dims);
-            sum.add(
-                &x[..first * c * h * w],
-                [first, c, h, w],
-                &grad[..first * out * oh * ow],
-                padding,
-            );
-            let mut other = WeightSum::new(dims);
-            other.add(
-                &x[first * c * h * w..],
-                [rest, c, h, w],
-                &grad[first * out * oh * ow..],
-                padding,
-            );
-            let got = sum.merge(other).into_weights();
-            let (mut want, mut magnitude) = (vec![0f64; got.len()], vec![0f64; got.len()]);
-            for_each_product(case, |yi, xi, wi| {
-                let product = f64::from(x[xi]) * f64::from(grad[yi]);
-                want[wi] += product;
-                magnitude[wi] += product.abs();
+            case.check_weight_grad(1e-5, |x, grad| {
+                summed_in_two(&case, x, grad, || WeightSum::new(dims(&case)))
             });
-            for (index, (&got, (&want, &magnitude))) in
-                got.iter().zip(want.iter().zip(&magnitude)).enumerate()
-            {
-                assert!(
-                    (f64::from(got) - want).abs() <= 1e-5 * (magnitude + 1.0),
-                    "{case:?}, weight {index}: {got} against {want}"
-                );
-            }
         }
     }
 
+    /// The input gradient: the output gradient convolved by the flipped, transposed kernel,
+    /// padded by 6 - p along the axis.
     #[test]
     fn flipped_transposed_kernel_is_the_input_gradients() {
-        // <conv(x), g> = <x, conv'(g)>, conv' by the flipped, transposed kernel padded by
-        // 6 - p along the axis.
         for case in CASES {
-            let ([n, c, h, w], out, kernel, padding) = case;
-            let [oh, ow] = out_size([n, c, h, w], kernel, padding);
-            let dims = [out, c, kernel[0], kernel[1]];
-            let x = random(n * c * h * w, 5);
-            let weight = random(out * c * TAPS, 6);
-            let grad = random(n * out * oh * ow, 7);
-            let mut y = vec![0f32; grad.len()];
-            forward(
-                &mut y,
-                &x,
-                [n, c, h, w],
-                &TransformedKernel::new(&weight, dims),
-                padding,
-            );
-            let flipped = TransformedKernel::flipped_transposed(&weight, dims);
-            let back = [0, 1].map(|d| kernel[d] - 1 - padding[d]);
-            let mut dx = vec![0f32; x.len()];
-            forward(&mut dx, &grad, [n, out, oh, ow], &flipped, back);
-            let dot = |a: &[f32], b: &[f32]| {
-                a.iter()
-                    .zip(b)
-                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                    .sum::<f64>()
-            };
-            let (left, right) = (dot(&y, &grad), dot(&x, &dx));
-            assert!(
-                (left - right).abs() < 1e-4 * left.abs().max(1.0),
-                "{case:?}: {left} against {right}"
+            let [n, _, _, _] = case.images;
+            let [oh, ow] = case.out_size();
+            case.check_adjoint(
+                |y, x, weight| {
+                    let kernel = TransformedKernel::new(weight, dims(&case));
+                    forward(y, x, case.images, &kernel, case.padding);
+                },
+                |dx, grad, weight| {
+                    let flipped = TransformedKernel::flipped_transposed(weight, dims(&case));
+                    let images = [n, case.out, oh, ow];
+                    forward(dx, grad, images, &flipped, case.flipped_padding());
+                },
             );
         }
     }
