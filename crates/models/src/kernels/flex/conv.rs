@@ -131,7 +131,7 @@ fn windowless(
         };
         return Some(ImageProduct::Winograd { kernel, padding });
     }
-    if !bf16 && winograd_7x1::pays_off([c, out], [kh, kw], geometry.stride, padding) {
+    if !bf16 && winograd_7x1::pays_off([c, out], [kh, kw], geometry.stride, padding, out_size) {
         let kernel = match flipped {
             false => winograd_7x1::TransformedKernel::new(kernel, dims),
             true => winograd_7x1::TransformedKernel::flipped_transposed(kernel, dims),
@@ -352,7 +352,7 @@ pub(crate) fn weight_grad(
             Some(transformed_weight_grad(
                 x_data, images, grad_data, padding, new,
             ))
-        } else if winograd_7x1::pays_off([c, out], kernel, geometry.stride, padding) {
+        } else if winograd_7x1::pays_off([c, out], kernel, geometry.stride, padding, image.out) {
             let new = || winograd_7x1::WeightSum::new(shape);
             Some(transformed_weight_grad(
                 x_data, images, grad_data, padding, new,

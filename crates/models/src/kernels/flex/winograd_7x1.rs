@@ -70,21 +70,25 @@ const G: [([f64; TAPS], f64); POINTS] = [
     ([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], 1.0),
 ];
 
-/// Whether a convolution of `c` channels into `out` by a `kernel` at `stride` and `padding`
-/// goes here: 7x1 or 1x7 at stride 1, not padded across its axis, with channels enough on
-/// both sides.
+/// Whether a convolution of `c` channels into `out` by a `kernel` at `stride` and `padding`,
+/// producing `out_size` (`[h, w]`) outputs per image, goes here: 7x1 or 1x7 at stride 1, not
+/// padded across its axis, with channels enough on both sides and tiles enough per image for
+/// the transforms to pay (Inception v3's 17x17 maps at 299x299: 102 tiles; at 75x75 its
+/// 2x2 maps have 2 and stay direct).
 pub(crate) fn pays_off(
     [c, out]: [usize; 2],
     kernel: [usize; 2],
     stride: [usize; 2],
     padding: [usize; 2],
+    out_size: [usize; 2],
 ) -> bool {
-    let along = match kernel {
-        [TAPS, 1] => padding[1] == 0,
-        [1, TAPS] => padding[0] == 0,
-        _ => false,
+    let (unpadded_across, [along, across]) = match kernel {
+        [TAPS, 1] => (padding[1] == 0, out_size),
+        [1, TAPS] => (padding[0] == 0, [out_size[1], out_size[0]]),
+        _ => return false,
     };
-    along && stride == [1, 1] && c.min(out) >= MIN_CHANNELS
+    let tiles = along.div_ceil(OUTPUTS) * across;
+    unpadded_across && stride == [1, 1] && c.min(out) >= MIN_CHANNELS && tiles >= BLOCK_TILES / 4
 }
 
 /// The kernel's axis: down the columns (7x1) or along the rows (1x7, by transposed planes).
