@@ -11,9 +11,9 @@
 //! stride-1 convolution skips the windows altogether ([`direct`]: the tiles read the padded
 //! image at each tap's offset), forward and, where that pays, for the weight gradient.
 //!
-//! In f32, stride-1 3x3, 7x1 and 1x7 convolutions with 64 channels or more on both sides go
-//! by Winograd's minimal filtering ([`winograd`], [`winograd_7x1`]): fewer products (16 for
-//! 36, 9 for 21), forward and both gradients. Not in bf16: its operands would be rounded after
+//! In f32, stride-1 3x3, 7x1 and 1x7 convolutions with 64 channels or more on both sides and
+//! maps of 64 tiles or more go by Winograd's minimal filtering ([`winograd`],
+//! [`winograd_7x1`]): fewer products (16 for 36, 9 for 21), forward and both gradients. Not in bf16: its operands would be rounded after
 //! the transforms, whose cancellations then lose more than bf16's rounding of the inputs.
 
 use burn::backend::Flex;

@@ -18,7 +18,7 @@
 //!   gather it (`transpose`);
 //! - in f32, stride-1 3x3 convolutions by Winograd's F(2×2, 3×3) (`winograd`) and 7x1/1x7
 //!   ones by its F(3, 7) (`winograd_7x1`), forward and both gradients, where both channel
-//!   counts reach 64;
+//!   counts reach 64 and a map has 64 tiles;
 //! - in bf16 (`bf16_gemm`: AMX tiles or AVX-512 BF16 where the CPU has them), the convolution's products and
 //!   a dense layer's (`matmul`);
 //! - a convolution's bias and ReLU fused into it (`bias_relu`);
