@@ -19,9 +19,9 @@
 //! products of the same patches with the output gradient's tiles (`WeightSum`).
 
 use std::cell::RefCell;
+use std::ops::Range;
 
 use multiversion::multiversion;
-use std::ops::Range;
 
 use super::bf16_gemm::Strided;
 use super::gemm_f32::{View, gemm_f32};
