@@ -379,7 +379,7 @@ mod tests {
     /// SAME, a 3x3 VALID and a 1x1 (stride 1; the 1x1's windows are the image itself), and a
     /// 3x3/2 VALID (the input gradient by windows added back), strided windows in padding, a
     /// 1x1 padded as wide as itself, a 5x5 over 64 channels (the weight gradient's windows in
-    /// three passes), two on narrow images, two by Winograd's F(2x2, 3x3) and two by its
+    /// two passes), two on narrow images, two by Winograd's F(2x2, 3x3) and two by its
     /// F(3, 7), with batches that do not split evenly across threads.
     #[test]
     fn convolution_matches_burns_outputs_and_gradients() {
@@ -419,8 +419,9 @@ mod tests {
                 [5, 4],
                 2,
             ),
-            // Windows too many for one pass: the weight gradient takes them 6 rows at a time.
-            (64, 8, [5, 5], [1, 1], PaddingConfig2d::Same, [13, 12], 2),
+            // Windows too many for one pass: the weight gradient takes them 16 rows at a time
+            // (24 rows of 20 places, 1,600 taps: 768 Ki values against 512 Ki).
+            (64, 8, [5, 5], [1, 1], PaddingConfig2d::Same, [24, 20], 2),
             // Narrow images, outputs in whole vectors: on AVX-512, vectorized along the
             // outputs (64 + 16 of them in the second).
             (16, 32, [1, 7], [1, 1], PaddingConfig2d::Same, [9, 11], 2),
