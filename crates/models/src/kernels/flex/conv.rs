@@ -13,7 +13,8 @@
 //!
 //! In f32, stride-1 3x3, 7x1 and 1x7 convolutions with 64 channels or more on both sides and
 //! maps of 64 tiles or more go by Winograd's minimal filtering ([`winograd`],
-//! [`winograd_7x1`]): fewer products (16 for 36, 9 for 21), forward and both gradients. Not in bf16: its operands would be rounded after
+//! [`winograd_7x1`]): fewer products (16 for 36, 9 for 21), forward and both gradients
+//! (`TOWERS_NO_WINOGRAD=1` turns them off). Not in bf16: its operands would be rounded after
 //! the transforms, whose cancellations then lose more than bf16's rounding of the inputs.
 
 use burn::backend::Flex;

@@ -20,10 +20,11 @@
 
 use std::cell::RefCell;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use multiversion::multiversion;
 
-use super::bf16_gemm::Strided;
+use super::bf16_gemm::{Strided, turned_off};
 use super::gemm_f32::{View, gemm_f32};
 use super::transpose::transpose;
 
@@ -51,7 +52,19 @@ pub(crate) fn pays_off(
     out_size: [usize; 2],
 ) -> bool {
     let tiles = out_size[0].div_ceil(2) * out_size[1].div_ceil(2);
-    kernel == [3, 3] && stride == [1, 1] && c.min(out) >= MIN_CHANNELS && tiles >= BLOCK_TILES / 4
+    kernel == [3, 3]
+        && stride == [1, 1]
+        && c.min(out) >= MIN_CHANNELS
+        && tiles >= BLOCK_TILES / 4
+        && allowed()
+}
+
+/// Whether `TOWERS_NO_WINOGRAD` (any value but empty or `0`, read once per process) leaves the
+/// Winograd kernels on: off, every convolution takes the direct or im2col kernels, whose
+/// results are the plain sums of products (for comparing runs exactly, or timing).
+pub(super) fn allowed() -> bool {
+    static OFF: OnceLock<bool> = OnceLock::new();
+    !*OFF.get_or_init(|| turned_off("TOWERS_NO_WINOGRAD"))
 }
 
 /// A 3x3 kernel transformed (`U = G g Gᵀ`), as 16 matrices `[out × c]`.
@@ -654,6 +667,17 @@ mod tests {
             kernel: [3, 3],
             padding,
         }
+    }
+
+    /// `TOWERS_NO_WINOGRAD` as this process has it: CI's second unit-test pass sets it, and the
+    /// convolution tests then run the Winograd shapes on the other kernels.
+    #[test]
+    fn environment_switch_is_honoured() {
+        let on = !turned_off("TOWERS_NO_WINOGRAD");
+        assert_eq!(allowed(), on);
+        assert_eq!(pays_off([64, 64], [3, 3], [1, 1], [35, 35]), on);
+        assert!(!pays_off([32, 64], [3, 3], [1, 1], [35, 35]));
+        assert!(!pays_off([64, 64], [3, 3], [1, 1], [8, 8]));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use multiversion::multiversion;
 use super::bf16_gemm::Strided;
 use super::gemm_f32::{View, gemm_f32};
 use super::transpose::transpose;
-use super::winograd::{TransformedWeightSum, assert_batch};
+use super::winograd::{self, TransformedWeightSum, assert_batch};
 
 /// Outputs per tile, taps, and points (inputs per tile): F(3, 7).
 const OUTPUTS: usize = 3;
@@ -88,7 +88,11 @@ pub(crate) fn pays_off(
         _ => return false,
     };
     let tiles = along.div_ceil(OUTPUTS) * across;
-    unpadded_across && stride == [1, 1] && c.min(out) >= MIN_CHANNELS && tiles >= BLOCK_TILES / 4
+    unpadded_across
+        && stride == [1, 1]
+        && c.min(out) >= MIN_CHANNELS
+        && tiles >= BLOCK_TILES / 4
+        && winograd::allowed()
 }
 
 /// The kernel's axis: down the columns (7x1) or along the rows (1x7, by transposed planes).
@@ -602,6 +606,18 @@ mod tests {
 
     fn dims(case: &ConvCase) -> [usize; 4] {
         [case.out, case.images[1], case.kernel[0], case.kernel[1]]
+    }
+
+    /// Which shapes come here: both axes on Inception's 17x17 maps, unless
+    /// `TOWERS_NO_WINOGRAD` is set; not padded across the axis, too few channels or tiles.
+    #[test]
+    fn pays_off_where_measured() {
+        let on = winograd::allowed();
+        assert_eq!(pays_off([64, 64], [7, 1], [1, 1], [3, 0], [17, 17]), on);
+        assert_eq!(pays_off([64, 64], [1, 7], [1, 1], [0, 3], [17, 17]), on);
+        assert!(!pays_off([64, 64], [7, 1], [1, 1], [3, 1], [17, 17]));
+        assert!(!pays_off([32, 64], [7, 1], [1, 1], [3, 0], [17, 17]));
+        assert!(!pays_off([64, 64], [1, 7], [1, 1], [0, 3], [2, 2]));
     }
 
     #[test]
