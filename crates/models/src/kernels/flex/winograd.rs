@@ -126,10 +126,6 @@ impl TransformedKernel {
         }
         Self { u, out, c }
     }
-
-    fn point(&self, p: usize) -> &[f32] {
-        &self.u[p * self.out * self.c..][..self.out * self.c]
-    }
 }
 
 /// The sizes of one convolution: input `[c, h, w]`, padding, outputs and tiles.
@@ -252,22 +248,82 @@ pub(crate) fn forward(
 
 /// `M[p] = U[p] · V[p]` for each point `p`, into `s.products` (`[16][out][tiles]`).
 fn multiply(s: &mut Scratch, kernel: &TransformedKernel, tiles: usize) {
-    let (c, out) = (kernel.c, kernel.out);
-    s.products.resize(POINTS * out * tiles, 0.0);
-    for p in 0..POINTS {
-        let dst = &mut s.products[p * out * tiles..][..out * tiles];
-        let rhs = &s.patches[p * c * tiles..][..c * tiles];
-        // SAFETY: `dst` is out×tiles, `kernel.point(p)` out×c and `rhs` c×tiles, all
-        // row-major in separate buffers.
+    let sizes = [POINTS, kernel.out, kernel.c, tiles];
+    multiply_points(&mut s.products, &kernel.u, &s.patches, sizes);
+}
+
+/// `products[p] = u[p] · patches[p]` for each of `points` points: `u` `[points][out × c]`,
+/// `patches` `[points][c × tiles]`, `products` `[points][out × tiles]`, all row-major.
+pub(super) fn multiply_points(
+    products: &mut Vec<f32>,
+    u: &[f32],
+    patches: &[f32],
+    [points, out, c, tiles]: [usize; 4],
+) {
+    products.resize(points * out * tiles, 0.0);
+    let kernels = u.chunks_exact((out * c).max(1));
+    let operands = patches.chunks_exact((c * tiles).max(1));
+    let products = products.chunks_exact_mut((out * tiles).max(1));
+    for ((dst, lhs), rhs) in products.zip(kernels).zip(operands) {
+        // SAFETY: `dst` is out×tiles, `lhs` out×c and `rhs` c×tiles, all row-major in separate
+        // buffers.
         unsafe {
             gemm_f32(
                 [out, tiles, c],
                 View::rows(dst.as_mut_ptr(), tiles),
                 false,
-                View::rows(kernel.point(p).as_ptr(), c),
+                View::rows(lhs.as_ptr(), c),
                 View::rows(rhs.as_ptr(), tiles),
             );
         }
+    }
+}
+
+/// `du[p] += dm[p] · patches[p]ᵀ` for each of `points` points: `dm` `[points][tiles × out]`
+/// (the output gradient's tiles transformed, and transposed so that gemm need not gather
+/// them), `patches` `[points][c × tiles]`, `du` `[points][out × c]`.
+pub(super) fn add_point_products(
+    du: &mut [f32],
+    dm: &[f32],
+    patches: &[f32],
+    [out, c, tiles]: [usize; 3],
+) {
+    let sums = du.chunks_exact_mut((out * c).max(1));
+    let gradients = dm.chunks_exact((tiles * out).max(1));
+    for ((du, dm), v) in sums
+        .zip(gradients)
+        .zip(patches.chunks_exact((c * tiles).max(1)))
+    {
+        // SAFETY: `du` is out×c row-major; `dm` read as out×tiles with the tiles `out` apart
+        // (it is [tiles][out]); `v` as tiles×c with the channels `tiles` apart (it is
+        // [c][tiles]); separate buffers.
+        unsafe {
+            gemm_f32(
+                [out, c, tiles],
+                View::rows(du.as_mut_ptr(), c),
+                true,
+                View::columns(dm.as_ptr(), out),
+                View::columns(v.as_ptr(), tiles),
+            );
+        }
+    }
+}
+
+/// Each `rows × cols` matrix of `src` (one after another) transposed into `dst` (as long).
+pub(super) fn transpose_each(dst: &mut [f32], src: &[f32], [rows, cols]: [usize; 2]) {
+    assert_eq!(
+        dst.len(),
+        src.len(),
+        "a transpose into a buffer of another size"
+    );
+    let size = (rows * cols).max(1);
+    for (dst, matrix) in dst.chunks_exact_mut(size).zip(src.chunks_exact(size)) {
+        let matrix = Strided {
+            data: matrix,
+            row_stride: cols,
+            col_stride: 1,
+        };
+        transpose(dst, &matrix, [rows, cols]);
     }
 }
 
@@ -496,23 +552,9 @@ impl TransformedWeightSum for WeightSum {
                     let tiles = rows.len() * g.tw;
                     transform_input(s, x, g, rows.clone());
                     transform_gradient(s, grad, g, out, rows);
-                    for p in 0..POINTS {
-                        let dm = &s.transposed[p * tiles * out..][..tiles * out];
-                        let v = &s.patches[p * c * tiles..][..c * tiles];
-                        let du = &mut self.du[p * out * c..][..out * c];
-                        // SAFETY: `du` is out×c row-major; `dm` read as out×tiles with the
-                        // tiles `out` apart (it is [tiles][out]); `v` as tiles×c with the
-                        // channels `tiles` apart (it is [c][tiles]); separate buffers.
-                        unsafe {
-                            gemm_f32(
-                                [out, c, tiles],
-                                View::rows(du.as_mut_ptr(), c),
-                                true,
-                                View::columns(dm.as_ptr(), out),
-                                View::columns(v.as_ptr(), tiles),
-                            );
-                        }
-                    }
+                    s.transposed.resize(s.gradient.len(), 0.0);
+                    transpose_each(&mut s.transposed, &s.gradient, [out, tiles]);
+                    add_point_products(&mut self.du, &s.transposed, &s.patches, [out, c, tiles]);
                 }
             }
         });
@@ -551,13 +593,11 @@ impl TransformedWeightSum for WeightSum {
 }
 
 /// `dM = A dy Aᵀ` (`A = [[1, 0], [1, 1], [1, -1], [0, -1]]`) for every output channel and tile
-/// of the tile rows `rows` (`dy` zero past the outputs), into `s.gradient` (`[16][out][tiles]`),
-/// then each point transposed into `s.transposed` (`[16][tiles][out]`) for gemm.
+/// of the tile rows `rows` (`dy` zero past the outputs), into `s.gradient` (`[16][out][tiles]`).
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
 fn transform_gradient(s: &mut Scratch, grad: &[f32], g: Geometry, out: usize, rows: Range<usize>) {
     let (tw, tiles) = (g.tw, rows.len() * g.tw);
     s.gradient.resize(POINTS * out * tiles, 0.0);
-    s.transposed.resize(POINTS * tiles * out, 0.0);
     // The tiles' top and bottom output rows along the row: [row of the tile][point j][tiles].
     s.sums.resize(8 * tiles, 0.0);
     for o in 0..out {
@@ -579,18 +619,6 @@ fn transform_gradient(s: &mut Scratch, grad: &[f32], g: Geometry, out: usize, ro
             combine(&mut dm[at(8 + j)..][..tiles], t, b, |t, b| t - b);
             combine(&mut dm[at(12 + j)..][..tiles], t, b, |_, b| -b);
         }
-    }
-    for p in 0..POINTS {
-        let src = Strided {
-            data: &s.gradient[p * out * tiles..][..out * tiles],
-            row_stride: tiles,
-            col_stride: 1,
-        };
-        transpose(
-            &mut s.transposed[p * tiles * out..][..tiles * out],
-            &src,
-            [out, tiles],
-        );
     }
 }
 

@@ -21,10 +21,9 @@ use std::cell::RefCell;
 
 use multiversion::multiversion;
 
-use super::bf16_gemm::Strided;
-use super::gemm_f32::{View, gemm_f32};
-use super::transpose::transpose;
-use super::winograd::{self, TransformedWeightSum, assert_batch};
+use super::winograd::{
+    self, TransformedWeightSum, add_point_products, assert_batch, multiply_points, transpose_each,
+};
 
 /// Outputs per tile, taps, and points (inputs per tile): F(3, 7).
 const OUTPUTS: usize = 3;
@@ -242,7 +241,8 @@ pub(crate) fn forward(
         for (x, y) in blocks.zip(y.chunks_mut(per_block * out_image.max(1))) {
             let block = x.len() / in_image.max(1);
             let x = if transposed {
-                transpose_planes(&mut s.input, x, [block * c, h, w]);
+                s.input.resize(x.len(), 0.0);
+                transpose_each(&mut s.input, x, [h, w]);
                 &s.input[..]
             } else {
                 x
@@ -252,7 +252,7 @@ pub(crate) fn forward(
             if transposed {
                 s.output.resize(y.len(), 0.0);
                 transform_output(&mut s.output, &s.products, g, out, block);
-                transpose_planes_into(y, &s.output, [block * out, g.oh, g.w]);
+                transpose_each(y, &s.output, [g.oh, g.w]);
             } else {
                 transform_output(y, &s.products, g, out, block);
             }
@@ -274,47 +274,10 @@ fn geometry([c, h, w]: [usize; 3], [ph, pw]: [usize; 2], axis: Axis) -> (Geometr
     }
 }
 
-/// Each `h × w` plane of `planes` (`[count, h, w]`) transposed into `dst`.
-fn transpose_planes(dst: &mut Vec<f32>, planes: &[f32], [count, h, w]: [usize; 3]) {
-    dst.resize(count * h * w, 0.0);
-    transpose_planes_into(dst, planes, [count, h, w]);
-}
-
-fn transpose_planes_into(dst: &mut [f32], planes: &[f32], [count, h, w]: [usize; 3]) {
-    let plane = (h * w).max(1);
-    for (dst, src) in dst
-        .chunks_exact_mut(plane)
-        .zip(planes.chunks_exact(plane))
-        .take(count)
-    {
-        let src = Strided {
-            data: src,
-            row_stride: w,
-            col_stride: 1,
-        };
-        transpose(dst, &src, [h, w]);
-    }
-}
-
 /// `M[p] = U[p] · V[p]` for each point `p`, into `s.products` (`[9][out][tiles]`).
 fn multiply(s: &mut Scratch, kernel: &TransformedKernel, tiles: usize) {
-    let (c, out) = (kernel.c, kernel.out);
-    s.products.resize(POINTS * out * tiles, 0.0);
-    let products = s.products.chunks_exact_mut((out * tiles).max(1));
-    let patches = s.patches.chunks_exact((c * tiles).max(1));
-    for (p, (dst, rhs)) in products.zip(patches).enumerate() {
-        // SAFETY: `dst` is out×tiles, the point out×c and `rhs` c×tiles, all row-major in
-        // separate buffers.
-        unsafe {
-            gemm_f32(
-                [out, tiles, c],
-                View::rows(dst.as_mut_ptr(), tiles),
-                false,
-                View::rows(kernel.u[p * out * c..].as_ptr(), c),
-                View::rows(rhs.as_ptr(), tiles),
-            );
-        }
-    }
+    let sizes = [POINTS, kernel.out, kernel.c, tiles];
+    multiply_points(&mut s.products, &kernel.u, &s.patches, sizes);
 }
 
 /// Columns handled at a time by the transforms: one AVX-512 vector.
@@ -491,35 +454,9 @@ impl WeightSum {
     /// transposed first so that gemm need not gather it.
     fn add_products(&mut self, s: &mut Scratch, tiles: usize) {
         let (out, c) = (self.out, self.c);
-        s.transposed.resize(POINTS * tiles * out, 0.0);
-        let points = s.transposed.chunks_exact_mut((tiles * out).max(1));
-        for (dst, point) in points.zip(s.gradient.chunks_exact((out * tiles).max(1))) {
-            let src = Strided {
-                data: point,
-                row_stride: tiles,
-                col_stride: 1,
-            };
-            transpose(dst, &src, [out, tiles]);
-        }
-        let sums = self.du.chunks_exact_mut((out * c).max(1));
-        let operands = s.transposed.chunks_exact((tiles * out).max(1));
-        for ((du, dm), v) in sums
-            .zip(operands)
-            .zip(s.patches.chunks_exact((c * tiles).max(1)))
-        {
-            // SAFETY: `du` is out×c row-major; `dm` read as out×tiles with the tiles `out`
-            // apart (it is [tiles][out]); `v` as tiles×c with the channels `tiles` apart (it
-            // is [c][tiles]); separate buffers.
-            unsafe {
-                gemm_f32(
-                    [out, c, tiles],
-                    View::rows(du.as_mut_ptr(), c),
-                    true,
-                    View::columns(dm.as_ptr(), out),
-                    View::columns(v.as_ptr(), tiles),
-                );
-            }
-        }
+        s.transposed.resize(s.gradient.len(), 0.0);
+        transpose_each(&mut s.transposed, &s.gradient, [out, tiles]);
+        add_point_products(&mut self.du, &s.transposed, &s.patches, [out, c, tiles]);
     }
 }
 
@@ -536,8 +473,10 @@ impl TransformedWeightSum for WeightSum {
             for (x, grad) in blocks.zip(grad.chunks(per_block * out_image.max(1))) {
                 let block = x.len() / in_image.max(1);
                 let (x, grad) = if transposed {
-                    transpose_planes(&mut s.input, x, [block * c, h, w]);
-                    transpose_planes(&mut s.output, grad, [block * out, g.w, g.oh]);
+                    s.input.resize(x.len(), 0.0);
+                    transpose_each(&mut s.input, x, [h, w]);
+                    s.output.resize(grad.len(), 0.0);
+                    transpose_each(&mut s.output, grad, [g.w, g.oh]);
                     (&s.input[..], &s.output[..])
                 } else {
                     (x, grad)
