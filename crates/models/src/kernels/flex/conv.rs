@@ -217,22 +217,19 @@ fn convolve(
     y.par_chunks_mut((out * places * per_thread).max(1))
         .zip(x_data.par_chunks(c * h * w * per_thread))
         .for_each(|(y, x)| {
+            let images = [x.len() / (c * h * w), c, h, w];
             match product {
                 ImageProduct::Direct { kernel, padding } => {
-                    let images = x.len() / (c * h * w);
-                    direct::forward(y, x, [images, c, h, w], kernel, *padding);
+                    direct::forward(y, x, images, kernel, *padding)
                 }
                 ImageProduct::Vectors { kernel, padding } => {
-                    let images = x.len() / (c * h * w);
-                    vectors::forward(y, x, [images, c, h, w], kernel, *padding);
+                    vectors::forward(y, x, images, kernel, *padding)
                 }
                 ImageProduct::Winograd { kernel, padding } => {
-                    let images = x.len() / (c * h * w);
-                    winograd::forward(y, x, [images, c, h, w], kernel, *padding);
+                    winograd::forward(y, x, images, kernel, *padding)
                 }
                 ImageProduct::Winograd7x1 { kernel, padding } => {
-                    let images = x.len() / (c * h * w);
-                    winograd_7x1::forward(y, x, [images, c, h, w], kernel, *padding);
+                    winograd_7x1::forward(y, x, images, kernel, *padding)
                 }
                 ImageProduct::Windows { kernel, .. } => {
                     let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
@@ -351,12 +348,12 @@ pub(crate) fn weight_grad(
         let total = if winograd::pays_off([c, out], kernel, geometry.stride, image.out) {
             let new = || winograd::WeightSum::new([out, c]);
             Some(transformed_weight_grad(
-                x_data, images, grad_data, padding, new,
+                x_data, images, grad_data, padding, share, new,
             ))
         } else if winograd_7x1::pays_off([c, out], kernel, geometry.stride, padding, image.out) {
             let new = || winograd_7x1::WeightSum::new(shape);
             Some(transformed_weight_grad(
-                x_data, images, grad_data, padding, new,
+                x_data, images, grad_data, padding, share, new,
             ))
         } else {
             None
@@ -419,15 +416,15 @@ pub(crate) fn weight_grad(
 }
 
 /// [`weight_grad`] in a transformed domain (Winograd's: [`winograd::WeightSum`],
-/// [`winograd_7x1::WeightSum`]), a sum from `new` on each thread's share of the images.
+/// [`winograd_7x1::WeightSum`]), a sum from `new` on each thread's `share` of the images.
 fn transformed_weight_grad<S: TransformedWeightSum>(
     x: &[f32],
     [n, c, h, w]: [usize; 4],
     grad: &[f32],
     padding: [usize; 2],
+    share: usize,
     new: impl Fn() -> S + Sync,
 ) -> Vec<f32> {
-    let share = n.div_ceil(rayon::current_num_threads()).max(1);
     let grad_per_image = grad.len() / n.max(1);
     let sum = x
         .par_chunks((c * h * w * share).max(1))

@@ -1,4 +1,5 @@
-//! Matrix transposition for the weight gradient's operands ([`super::weight_sum`]): 16×16
+//! Matrix transposition for the weight gradient's operands ([`super::weight_sum`]) and the
+//! Winograd kernels' planes ([`super::winograd_7x1`]): 16×16
 //! blocks through AVX-512 registers where the CPU has it (loads and stores of whole rows, the
 //! bf16 kernels' register transpose in between: f32 values move as 32-bit lanes), the edges
 //! and other CPUs one value at a time in tiles that stay in L1. The scalar tiles alone took
@@ -36,6 +37,24 @@ pub(super) fn transpose(dst: &mut [f32], src: &Strided, [rows, cols]: [usize; 2]
         return;
     }
     scalar(dst, src, rows, [0..rows, 0..cols]);
+}
+
+/// Each `rows × cols` matrix of `src` (one after another) transposed into `dst` (as long).
+pub(super) fn transpose_each(dst: &mut [f32], src: &[f32], [rows, cols]: [usize; 2]) {
+    assert_eq!(
+        dst.len(),
+        src.len(),
+        "a transpose into a buffer of another size"
+    );
+    let size = (rows * cols).max(1);
+    for (dst, matrix) in dst.chunks_exact_mut(size).zip(src.chunks_exact(size)) {
+        let matrix = Strided {
+            data: matrix,
+            row_stride: cols,
+            col_stride: 1,
+        };
+        transpose(dst, &matrix, [rows, cols]);
+    }
 }
 
 /// [`transpose`] of the values in `ranges` (rows, columns), in 16×16 tiles.

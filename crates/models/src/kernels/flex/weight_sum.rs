@@ -158,7 +158,8 @@ impl WeightSum {
 /// `dst += a · bᵀ` for `dst` `[m × n]` column-major (element (i, j) at `j·m + i`), `a` `[m ×
 /// k]` and `b` `[n × k]` with unit column stride, by gemm on the calling thread: `a` is
 /// transposed into `scratch` first, so that gemm packs it as it lies, and `b` read in place.
-fn add_product_f32(
+/// The Winograd kernels' weight gradients add their points' products through it too.
+pub(super) fn add_product_f32(
     dst: &mut [f32],
     a: &Strided,
     b: &Strided,
@@ -166,11 +167,15 @@ fn add_product_f32(
     scratch: &mut Vec<f32>,
 ) {
     assert_eq!(dst.len(), m * n, "the sum is not {m} × {n}");
+    assert!(
+        b.col_stride == 1 && (n == 0 || b.data.len() >= (n - 1) * b.row_stride + k),
+        "b is not {n} × {k} with unit column stride"
+    );
     scratch.resize(k * m, 0.0);
     transpose(scratch, a, [m, k]);
     // SAFETY: `dst` is m × n column-major, `scratch` m × k column-major (element (i, p) at
     // p·m + i), `b` read as k × n down its rows (element (p, j) at j·row_stride + p): inside
-    // `dst`'s asserted length, `scratch`'s, and the rows the caller checked `b` covers.
+    // `dst`'s asserted length, `scratch`'s, and the rows asserted for `b`.
     unsafe {
         gemm_f32(
             [m, n, k],

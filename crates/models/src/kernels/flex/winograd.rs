@@ -26,7 +26,7 @@ use multiversion::multiversion;
 
 use super::bf16_gemm::{Strided, turned_off};
 use super::gemm_f32::{View, gemm_f32};
-use super::transpose::transpose;
+use super::weight_sum::add_product_f32;
 
 /// Points of a transformed tile (4×4): `p = 4·i + j`.
 const POINTS: usize = 16;
@@ -34,12 +34,12 @@ const POINTS: usize = 16;
 /// Tiles per block, at least: gemm reaches most of its rate from products this wide (80 G
 /// multiply-adds/s on one Zen 5 core at 72 columns, 118 at 288), and the block's patches and
 /// products (16 points of `c` or `out` values per tile) still mostly fit L2.
-const BLOCK_TILES: usize = 256;
+pub(super) const BLOCK_TILES: usize = 256;
 
 /// Channels below which, on either side, the direct kernels win: the transforms' cost grows
 /// with `c + out` per tile and the products' with `c · out` (Inception's 32 -> 64 lost,
 /// 64 -> 96 won, measured).
-const MIN_CHANNELS: usize = 64;
+pub(super) const MIN_CHANNELS: usize = 64;
 
 /// Whether a convolution of `c` channels into `out` by a `kernel` at `stride`, producing
 /// `out_size` (`[h, w]`) outputs per image, goes here: 3x3 at stride 1, with channels enough
@@ -185,10 +185,10 @@ struct Scratch {
     odd: Vec<f32>,
     /// A block's outputs (or output gradient) half transformed: `[2][4 points][tiles]`.
     sums: Vec<f32>,
-    /// The output gradient of a block transformed, `[16][out][tiles]`, then each point
-    /// transposed into `transposed` (`[16][tiles][out]`).
+    /// The output gradient of a block transformed, `[16][out][tiles]`, and a point of it
+    /// transposed for gemm (`scratch`).
     gradient: Vec<f32>,
-    transposed: Vec<f32>,
+    scratch: Vec<f32>,
 }
 
 thread_local! {
@@ -279,51 +279,34 @@ pub(super) fn multiply_points(
     }
 }
 
-/// `du[p] += dm[p] · patches[p]ᵀ` for each of `points` points: `dm` `[points][tiles × out]`
-/// (the output gradient's tiles transformed, and transposed so that gemm need not gather
-/// them), `patches` `[points][c × tiles]`, `du` `[points][out × c]`.
+/// `du[p] += dm[p] · patches[p]ᵀ` for each point `p`, by the convolutions' own weight-gradient
+/// product ([`add_product_f32`], `scratch` for its transposes): `dm` `[points][out × tiles]`
+/// (the output gradient's tiles transformed), `patches` `[points][c × tiles]`, and `du`
+/// `[points][c × out]`, each point's sum kept transposed as that product leaves it.
 pub(super) fn add_point_products(
     du: &mut [f32],
     dm: &[f32],
     patches: &[f32],
     [out, c, tiles]: [usize; 3],
+    scratch: &mut Vec<f32>,
 ) {
     let sums = du.chunks_exact_mut((out * c).max(1));
-    let gradients = dm.chunks_exact((tiles * out).max(1));
+    let gradients = dm.chunks_exact((out * tiles).max(1));
     for ((du, dm), v) in sums
         .zip(gradients)
         .zip(patches.chunks_exact((c * tiles).max(1)))
     {
-        // SAFETY: `du` is out×c row-major; `dm` read as out×tiles with the tiles `out` apart
-        // (it is [tiles][out]); `v` as tiles×c with the channels `tiles` apart (it is
-        // [c][tiles]); separate buffers.
-        unsafe {
-            gemm_f32(
-                [out, c, tiles],
-                View::rows(du.as_mut_ptr(), c),
-                true,
-                View::columns(dm.as_ptr(), out),
-                View::columns(v.as_ptr(), tiles),
-            );
-        }
+        let (dm, v) = (row_major(dm, tiles), row_major(v, tiles));
+        add_product_f32(du, &dm, &v, [out, c, tiles], scratch);
     }
 }
 
-/// Each `rows × cols` matrix of `src` (one after another) transposed into `dst` (as long).
-pub(super) fn transpose_each(dst: &mut [f32], src: &[f32], [rows, cols]: [usize; 2]) {
-    assert_eq!(
-        dst.len(),
-        src.len(),
-        "a transpose into a buffer of another size"
-    );
-    let size = (rows * cols).max(1);
-    for (dst, matrix) in dst.chunks_exact_mut(size).zip(src.chunks_exact(size)) {
-        let matrix = Strided {
-            data: matrix,
-            row_stride: cols,
-            col_stride: 1,
-        };
-        transpose(dst, &matrix, [rows, cols]);
+/// A matrix whose rows are `columns` long, one after another.
+fn row_major(data: &[f32], columns: usize) -> Strided<'_> {
+    Strided {
+        data,
+        row_stride: columns,
+        col_stride: 1,
     }
 }
 
@@ -521,7 +504,7 @@ pub(crate) trait TransformedWeightSum: Send + Sized {
 /// (the adjoint of the forward's `Aᵀ M A`) and `V` the input's patches as the forward
 /// transforms them; the gradient is then `Gᵀ dU G` (`into_weights`).
 pub(crate) struct WeightSum {
-    /// `[16][out][c]`.
+    /// `[16][c][out]`.
     du: Vec<f32>,
     out: usize,
     c: usize,
@@ -552,9 +535,14 @@ impl TransformedWeightSum for WeightSum {
                     let tiles = rows.len() * g.tw;
                     transform_input(s, x, g, rows.clone());
                     transform_gradient(s, grad, g, out, rows);
-                    s.transposed.resize(s.gradient.len(), 0.0);
-                    transpose_each(&mut s.transposed, &s.gradient, [out, tiles]);
-                    add_point_products(&mut self.du, &s.transposed, &s.patches, [out, c, tiles]);
+                    let sizes = [out, c, tiles];
+                    add_point_products(
+                        &mut self.du,
+                        &s.gradient,
+                        &s.patches,
+                        sizes,
+                        &mut s.scratch,
+                    );
                 }
             }
         });
@@ -578,7 +566,9 @@ impl TransformedWeightSum for WeightSum {
         };
         let mut weights = vec![0f32; out * c * 9];
         for (index, kernel) in weights.chunks_exact_mut(9).enumerate() {
-            let du = |i: usize, j: usize| self.du[(4 * i + j) * out * c + index];
+            // Each point's sum is `[c][out]`.
+            let at = (index % c) * out + index / c;
+            let du = |i: usize, j: usize| self.du[(4 * i + j) * out * c + at];
             let rows: [[f32; 3]; 4] =
                 core::array::from_fn(|i| gather(core::array::from_fn(|j| du(i, j))));
             for kx in 0..3 {

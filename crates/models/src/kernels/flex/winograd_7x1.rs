@@ -21,20 +21,16 @@ use std::cell::RefCell;
 
 use multiversion::multiversion;
 
+use super::transpose::transpose_each;
 use super::winograd::{
-    self, TransformedWeightSum, add_point_products, assert_batch, multiply_points, transpose_each,
+    self, BLOCK_TILES, MIN_CHANNELS, TransformedWeightSum, add_point_products, assert_batch,
+    multiply_points,
 };
 
 /// Outputs per tile, taps, and points (inputs per tile): F(3, 7).
 const OUTPUTS: usize = 3;
 const TAPS: usize = 7;
 const POINTS: usize = OUTPUTS + TAPS - 1;
-
-/// Tiles per block, at least (as in [`super::winograd`]).
-const BLOCK_TILES: usize = 256;
-
-/// Channels below which, on either side, the direct kernels win (as in [`super::winograd`]).
-const MIN_CHANNELS: usize = 64;
 
 /// `Aᵀ`: a tile's outputs from its points' products.
 const AT: [[f32; POINTS]; OUTPUTS] = [
@@ -208,10 +204,10 @@ struct Scratch {
     patches: Vec<f32>,
     /// Products of a block: `[9][out][tiles]`.
     products: Vec<f32>,
-    /// The output gradient of a block transformed, `[9][out][tiles]`, each point transposed
-    /// into `transposed` (`[9][tiles][out]`).
+    /// The output gradient of a block transformed, `[9][out][tiles]`, and a point of it
+    /// transposed for gemm (`scratch`).
     gradient: Vec<f32>,
-    transposed: Vec<f32>,
+    scratch: Vec<f32>,
     /// A block's input and output (or output gradient) planes transposed, for 1x7 kernels.
     input: Vec<f32>,
     output: Vec<f32>,
@@ -431,7 +427,7 @@ fn transform_gradient(
 /// One thread's running sum of a 7x1 or 1x7 convolution's weight gradient in the transformed
 /// domain, `dU[p] = Σ dM[p] · V[p]ᵀ` over tiles; the gradient is `Gᵀ dU` (`into_weights`).
 pub(crate) struct WeightSum {
-    /// `[9][out][c]`.
+    /// `[9][c][out]`.
     du: Vec<f32>,
     out: usize,
     c: usize,
@@ -450,13 +446,11 @@ impl WeightSum {
         }
     }
 
-    /// `dU[p] += dM[p] · V[p]ᵀ` for a block of `tiles` tiles transformed into `s`, `dM`
-    /// transposed first so that gemm need not gather it.
+    /// `dU[p] += dM[p] · V[p]ᵀ` for a block of `tiles` tiles transformed into `s`.
     fn add_products(&mut self, s: &mut Scratch, tiles: usize) {
         let (out, c) = (self.out, self.c);
-        s.transposed.resize(s.gradient.len(), 0.0);
-        transpose_each(&mut s.transposed, &s.gradient, [out, tiles]);
-        add_point_products(&mut self.du, &s.transposed, &s.patches, [out, c, tiles]);
+        let sizes = [out, c, tiles];
+        add_point_products(&mut self.du, &s.gradient, &s.patches, sizes, &mut s.scratch);
     }
 }
 
@@ -498,12 +492,14 @@ impl TransformedWeightSum for WeightSum {
         let pairs = self.out * self.c;
         let mut weights = vec![0f32; pairs * TAPS];
         for (index, taps) in weights.chunks_exact_mut(TAPS).enumerate() {
+            // Each point's sum is `[c][out]`.
+            let at = (index % self.c) * self.out + index / self.c;
             for (k, tap) in taps.iter_mut().enumerate() {
                 let sum: f64 = G
                     .iter()
                     .enumerate()
                     .map(|(p, (row, denominator))| {
-                        row[k] / denominator * f64::from(self.du[p * pairs + index])
+                        row[k] / denominator * f64::from(self.du[p * pairs + at])
                     })
                     .sum();
                 *tap = sum as f32;
