@@ -18,6 +18,7 @@ use burn_flex::FlexTensor;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use super::buffers::{contiguous, zeros};
 use super::dims4;
 
 /// A stride-1 average pool: its window, zero padding (the same before and after) and whether
@@ -61,7 +62,7 @@ impl AvgPoolShape {
 
 /// `avg_pool(x)` for `[n, c, h, w]`.
 pub(crate) fn avg_pool_forward(x: FlexTensor, shape: AvgPoolShape) -> FlexTensor {
-    let x = x.to_contiguous();
+    let x = contiguous(x);
     let [n, c, h, w] = dims4(&x);
     let [oh, ow] = shape.out([h, w]);
     let divisors = shape.reciprocals_plane([h, w], [oh, ow]);
@@ -87,7 +88,7 @@ pub(crate) fn avg_pool_backward(
     [h, w]: [usize; 2],
     shape: AvgPoolShape,
 ) -> FlexTensor {
-    let grad = grad.to_contiguous();
+    let grad = contiguous(grad);
     let [n, c, oh, ow] = dims4(&grad);
     let divisors = shape.reciprocals_plane([h, w], [oh, ow]);
     let [kh, kw] = shape.kernel;
@@ -118,7 +119,7 @@ fn per_plane(
     f: impl Fn(&[f32], &mut [f32], &mut Scratch) + Sync,
 ) -> Vec<f32> {
     let planes = data.len() / (h * w).max(1);
-    let mut out = vec![0f32; planes * oh * ow];
+    let mut out = zeros(planes * oh * ow);
     if oh * ow > 0 && h * w > 0 {
         out.par_chunks_mut(oh * ow)
             .zip(data.par_chunks(h * w))

@@ -20,6 +20,7 @@ use burn_flex::FlexTensor;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use super::buffers::contiguous;
 use super::dims4;
 
 /// Floats summed side by side: one AVX-512 register, two AVX2 ones.
@@ -34,7 +35,7 @@ const BLOCK: usize = 64 * LANES;
 /// Sums `x - s` and its square, `s` the channel's first value: with a shift near the mean,
 /// `E[(x-s)²] - E[x-s]²` does not cancel, whatever the channel's offset.
 pub(crate) fn moments(x: FlexTensor) -> FlexTensor {
-    let x = x.to_contiguous();
+    let x = contiguous(x);
     let [n, c, h, w] = dims4(&x);
     let places = h * w;
     let data: &[f32] = x.storage();
@@ -63,7 +64,7 @@ pub(crate) fn forward(
     moments: FlexTensor,
     epsilon: f64,
 ) -> FlexTensor {
-    let x = x.to_contiguous();
+    let x = contiguous(x);
     let [n, c, h, w] = dims4(&x);
     let channels = channels(&moments, &beta, epsilon);
     let places = h * w;
@@ -85,7 +86,7 @@ pub(crate) fn backward(
     epsilon: f64,
     grad: FlexTensor,
 ) -> (FlexTensor, FlexTensor) {
-    let (x, grad) = (x.to_contiguous(), grad.to_contiguous());
+    let (x, grad) = (contiguous(x), contiguous(grad));
     let [n, c, h, w] = dims4(&x);
     let places = h * w;
     let channels = channels(moments, beta, epsilon);

@@ -9,6 +9,8 @@ use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
+use super::buffers::{contiguous, zeros};
+
 /// `y = relu(y + bias)` in place, `y` holding images of `bias.len()` planes of `places` values.
 /// NaN stays NaN, as in Burn's ReLU.
 pub(crate) fn apply(y: &mut [f32], bias: &[f32], places: usize) {
@@ -25,11 +27,11 @@ fn relu(v: f32) -> f32 {
 /// before the ReLU (zero where `y` is not positive), which is also the convolution's output
 /// gradient, and the bias's gradient (its sum per channel).
 pub(crate) fn backward(y: &FlexTensor, grad: FlexTensor) -> (FlexTensor, FlexTensor) {
-    let (y, grad) = (y.to_contiguous(), grad.to_contiguous());
+    let (y, grad) = (contiguous(y.clone()), contiguous(grad));
     let shape = y.layout().shape().to_vec();
     let (channels, places) = (shape[1], shape[2] * shape[3]);
     let (y_data, grad_data): (&[f32], &[f32]) = (y.storage(), grad.storage());
-    let mut masked = vec![0f32; grad_data.len()];
+    let mut masked = zeros(grad_data.len());
     let per_image = (channels * places).max(1);
     let sums: Vec<f64> = masked
         .par_chunks_mut(per_image)

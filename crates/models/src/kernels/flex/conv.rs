@@ -26,6 +26,7 @@ use std::ops::Range;
 
 use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
 use super::bias_relu;
+use super::buffers::{contiguous, zeros};
 use super::dims4;
 use super::gemm_f32::{View, gemm_f32};
 use super::transpose::transpose;
@@ -196,7 +197,7 @@ fn convolve(
     product: &ImageProduct,
     bias: Option<&[f32]>,
 ) -> FlexTensor {
-    let x = x.to_contiguous();
+    let x = contiguous(x);
     let [n, c, h, w] = dims4(&x);
     let geometry = match product {
         ImageProduct::Windows { geometry, .. } => *geometry,
@@ -212,7 +213,7 @@ fn convolve(
     let [out_h, out_w] = image.out;
     let (taps, places) = (c * kh * kw, out_h * out_w);
     let x_data: &[f32] = x.storage();
-    let mut y = vec![0f32; n * out * places];
+    let mut y = zeros(n * out * places);
     let per_thread = n.div_ceil(rayon::current_num_threads()).max(1);
     y.par_chunks_mut((out * places * per_thread).max(1))
         .zip(x_data.par_chunks(c * h * w * per_thread))
@@ -293,7 +294,7 @@ fn strided_input_grad(
     geometry: ConvGeometry,
     arithmetic: Arithmetic,
 ) -> FlexTensor {
-    let (weight, grad) = (weight.to_contiguous(), grad.to_contiguous());
+    let (weight, grad) = (weight.to_contiguous(), contiguous(grad));
     let [out, _, kh, kw] = dims4(&weight);
     let image = Im2Col::new([c, h, w], [kh, kw], geometry);
     let (taps, places) = (c * kh * kw, image.out[0] * image.out[1]);
@@ -301,7 +302,7 @@ fn strided_input_grad(
     transpose(&mut kernel, &row_major(weight.storage(), taps), [out, taps]);
     let kernel = Kernel::new(&kernel, [taps, out], arithmetic);
     let g: &[f32] = grad.storage();
-    let mut dx = vec![0f32; n * c * h * w];
+    let mut dx = zeros(n * c * h * w);
     let per_thread = n.div_ceil(rayon::current_num_threads()).max(1);
     if places > 0 {
         dx.par_chunks_mut((c * h * w * per_thread).max(1))
@@ -332,7 +333,7 @@ pub(crate) fn weight_grad(
     geometry: ConvGeometry,
     arithmetic: Arithmetic,
 ) -> FlexTensor {
-    let (x, grad) = (x.to_contiguous(), grad.to_contiguous());
+    let (x, grad) = (contiguous(x), contiguous(grad));
     let [n, c, h, w] = dims4(&x);
     let out = dims4(&grad)[1];
     let image = Im2Col::new([c, h, w], kernel, geometry);

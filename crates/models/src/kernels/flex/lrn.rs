@@ -12,6 +12,7 @@ use burn_flex::FlexTensor;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use super::buffers::{contiguous, zeros};
 use super::dims4;
 
 /// `tf.nn.lrn`'s parameters: `y = x / (bias + alpha · Σ_{|c' - c| ≤ radius} x[c']²) ^ beta`.
@@ -44,16 +45,12 @@ pub(crate) struct LrnSaved {
 
 /// The normalized tensor and what its backward pass needs.
 pub(crate) fn lrn_forward(x: FlexTensor, p: LrnParams) -> (FlexTensor, LrnSaved) {
-    let x = x.to_contiguous();
+    let x = contiguous(x);
     let dims = dims4(&x);
     let [_, c, h, w] = dims;
     let image = c * h * w;
     let data: &[f32] = x.storage();
-    let (mut y, mut sums, mut scales) = (
-        vec![0f32; data.len()],
-        vec![0f32; data.len()],
-        vec![0f32; data.len()],
-    );
+    let (mut y, mut sums, mut scales) = (zeros(data.len()), zeros(data.len()), zeros(data.len()));
     y.par_chunks_mut(image.max(1))
         .zip(sums.par_chunks_mut(image.max(1)))
         .zip(scales.par_chunks_mut(image.max(1)))
@@ -75,13 +72,13 @@ pub(crate) fn lrn_backward(
     saved: &LrnSaved,
     p: LrnParams,
 ) -> FlexTensor {
-    let (x, grad) = (x.to_contiguous(), grad.to_contiguous());
+    let (x, grad) = (contiguous(x), contiguous(grad));
     let dims = dims4(&x);
     let [_, c, h, w] = dims;
     let image = (c * h * w).max(1);
     let (x, dy): (&[f32], &[f32]) = (x.storage(), grad.storage());
     let (s, q): (&[f32], &[f32]) = (saved.sums.storage(), saved.scales.storage());
-    let mut dx = vec![0f32; x.len()];
+    let mut dx = zeros(x.len());
     dx.par_chunks_mut(image)
         .zip(x.par_chunks(image).zip(dy.par_chunks(image)))
         .zip(s.par_chunks(image).zip(q.par_chunks(image)))

@@ -11,6 +11,7 @@ use burn_flex::FlexTensor;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use super::buffers::{contiguous, zeros};
 use super::dims4;
 
 /// A max pooling's window, stride and rounding: ceil mode counts a last window that runs past
@@ -60,7 +61,7 @@ impl MaxPoolShape {
 /// (`row · w + column`, the layout of flex's own indices). Ties go to the first maximum in
 /// row-major order, as in flex; a NaN in a window makes its output NaN.
 pub(crate) fn max_pool_forward(x: FlexTensor, shape: MaxPoolShape) -> (FlexTensor, Vec<u32>) {
-    let x = x.to_contiguous();
+    let x = contiguous(x);
     let [n, c, h, w] = dims4(&x);
     let [out_h, out_w] = shape.output_size([h, w]);
     let data: &[f32] = x.storage();
@@ -69,8 +70,8 @@ pub(crate) fn max_pool_forward(x: FlexTensor, shape: MaxPoolShape) -> (FlexTenso
         let out = TensorData::new(Vec::<f32>::new(), [n, c, out_h, out_w]);
         return (FlexTensor::from_data(out), Vec::new());
     }
-    let mut out = vec![0f32; n * c * out_h * out_w];
-    let mut argmax = vec![0u32; n * c * out_h * out_w];
+    let mut out = zeros(n * c * out_h * out_w);
+    let mut argmax = zeros(n * c * out_h * out_w);
     let planes = out
         .par_chunks_mut(plane_out)
         .zip(argmax.par_chunks_mut(plane_out))
@@ -440,10 +441,10 @@ pub(crate) fn max_pool_backward(
     argmax: &[u32],
     [h, w]: [usize; 2],
 ) -> FlexTensor {
-    let grad = grad.to_contiguous();
+    let grad = contiguous(grad);
     let [n, c, out_h, out_w] = dims4(&grad);
     let grad_data: &[f32] = grad.storage();
-    let mut x_grad = vec![0f32; n * c * h * w];
+    let mut x_grad = zeros::<f32>(n * c * h * w);
     let plane_out = (out_h * out_w).max(1);
     x_grad
         .par_chunks_mut(h * w)

@@ -38,6 +38,7 @@ mod batch_norm;
 mod bf16_conv;
 mod bf16_gemm;
 mod bias_relu;
+mod buffers;
 mod conv;
 mod extension;
 mod gemm_f32;
