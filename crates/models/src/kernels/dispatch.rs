@@ -213,6 +213,29 @@ pub(crate) mod flex_route {
         Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
     }
 
+    /// [`crate::OffsetBatchNorm::forward_relu`] on given statistics (the moving averages, in
+    /// evaluation) on the flex kernels; not on autodiff devices, whose backward pass for this
+    /// kernel differentiates batch statistics.
+    pub(crate) fn batch_norm_relu_given(
+        x: &Tensor<4>,
+        beta: Tensor<1>,
+        [mean, variance]: [Tensor<1>; 2],
+        epsilon: f64,
+    ) -> Option<Tensor<4>> {
+        if !on_flex(x) || x.device().is_autodiff() {
+            return None;
+        }
+        let [c] = mean.dims();
+        let moments = Tensor::cat(vec![mean, variance], 0).reshape([2, c]);
+        let y = <Dispatch as FlexKernels>::towers_batch_norm_relu(
+            x.clone().into_dispatch(),
+            beta.into_dispatch(),
+            moments.into_dispatch(),
+            epsilon,
+        );
+        Some(Tensor::from_dispatch(y))
+    }
+
     /// [`crate::Lrn`]'s normalization with its `[bias, alpha, beta]`.
     pub(crate) fn lrn(
         x: &Tensor<4>,

@@ -92,9 +92,26 @@ impl OffsetBatchNorm {
         batch.output
     }
 
-    /// `relu(self.forward(x))`; while training on flex, both in the passes of one kernel
-    /// (`flex/batch_norm.rs`).
+    /// `relu(self.forward(x))`; on flex both in the passes of one kernel
+    /// (`flex/batch_norm.rs`): on batch statistics while training, on the moving averages
+    /// without autodiff (evaluation, where Burn's batch norm ran its elementwise ops on one
+    /// thread).
     pub fn forward_relu(&self, x: Tensor<4>) -> Tensor<4> {
+        #[cfg(feature = "flex")]
+        if !x.device().is_autodiff() {
+            let device = x.device();
+            let averages =
+                [&self.running_mean, &self.running_var].map(|s| s.value().to_device(&device));
+            let fused = crate::kernels::dispatch::flex_route::batch_norm_relu_given(
+                &x,
+                self.beta.val(),
+                averages,
+                self.epsilon,
+            );
+            if let Some(y) = fused {
+                return y;
+            }
+        }
         #[cfg(feature = "flex")]
         if x.device().is_autodiff() && self.training.is_enabled() {
             let fused = crate::kernels::dispatch::flex_route::batch_norm_relu(
@@ -188,6 +205,34 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Without autodiff (evaluation), the fused kernel on the moving averages against Burn's
+    /// batch norm then ReLU, and `forward_relu` taking it.
+    #[cfg(feature = "flex")]
+    #[test]
+    fn fused_relu_on_moving_averages_matches_burns() {
+        use crate::kernels::dispatch::flex_route::batch_norm_relu_given;
+        use crate::test_util::rel_diff;
+        use burn::tensor::Distribution::Uniform;
+        let device = Device::flex();
+        let c = 6;
+        let random = |low, high| Tensor::<1>::random([c], Uniform(low, high), &device);
+        let layer = OffsetBatchNorm {
+            beta: Param::from_tensor(random(-1.0, 1.0)),
+            running_mean: RunningState::new(random(-1.0, 1.0)),
+            running_var: RunningState::new(random(0.5, 2.0)),
+            ..OffsetBatchNormConfig::new(c).init(&device)
+        };
+        let x = Tensor::<4>::random([3, c, 5, 7], Uniform(-2.0, 3.0), &device);
+        let averages = [&layer.running_mean, &layer.running_var].map(|s| s.value());
+        let fused = batch_norm_relu_given(&x, layer.beta.val(), averages, layer.epsilon)
+            .expect("flex takes batch norms on given statistics");
+        let want = burn::tensor::activation::relu(layer.forward(x.clone()));
+        let diff = rel_diff(fused.clone(), want);
+        assert!(diff < 1e-6, "fused against Burn's: {diff}");
+        let got = layer.forward_relu(x);
+        assert_eq!(got.into_data(), fused.into_data());
     }
 
     fn vec1(t: Tensor<1>) -> Vec<f32> {
