@@ -25,6 +25,8 @@ use super::bf16_gemm::amx::{
     Amx, Avx512Bf16, BLOCK, Block, DEPTH, ROWS, Tile, TileSession, ZERO_TILE, interleave_bf16,
     lane_mask, load_bf16_run, tile_bits, transpose,
 };
+use super::bf16_gemm::kernel;
+use crate::kernels::precision::Bf16Kernel;
 use core::arch::asm;
 use core::arch::x86_64::*;
 use std::cell::RefCell;
@@ -137,6 +139,12 @@ impl Geometry {
     /// Output places on the padded-width grid, discarded columns included.
     fn grid_places(&self) -> usize {
         self.oh * self.wp
+    }
+
+    /// The weight gradient's places per output place: an image's grid, rounded up to whole
+    /// steps of 32 places, over its outputs.
+    fn waste(&self) -> f64 {
+        self.grid_places().next_multiple_of(DEPTH) as f64 / (self.oh * self.ow).max(1) as f64
     }
 }
 
@@ -535,13 +543,34 @@ unsafe fn interleave_row_avx512(dst: &mut [u32], even: &[f32], odd: Option<&[f32
     }
 }
 
-/// Whether `weight_grad` beats im2col + `multiply_bf16` for this kernel, as measured by
-/// `examples/bench_conv` on one Sapphire Rapids core: 1.1× to 3× on the Inception and CIFAR
-/// shapes, but not for kernels one row high and wider than one (1x7: 0.7×, a quarter of the
-/// grid's columns discarded and no foot rows to skip) nor for few channels (RGB: 0.6×,
-/// packing the gradient outweighs the products); even at 16 channels and for 7x1.
-pub(crate) fn weight_grad_pays_off(c: usize, [kh, kw]: [usize; 2]) -> bool {
-    c >= 16 && (kh > 1 || kw == 1)
+/// Whether `weight_grad` beats im2col + `multiply_bf16` for this convolution of `[h, w]`
+/// images.
+///
+/// On AMX tiles, as measured by `examples/bench_conv` on one Sapphire Rapids core: 1.1× to 3×
+/// on the Inception and CIFAR shapes, but not for kernels one row high and wider than one (1x7:
+/// 0.7×, a quarter of the grid's columns discarded and no foot rows to skip) nor for few
+/// channels (RGB: 0.6×, packing the gradient outweighs the products); even at 16 channels and
+/// for 7x1.
+///
+/// On AVX-512 vectors (2-core Zen 5, batch 32): for kernels more than one row high on grids
+/// that waste little ([`Geometry::waste`] ≤ 1.15): Inception's 3x3s on 147x147 maps 36 -> 26
+/// and 53 -> 46 ms, its 5x5s 11.3 -> 9.0, its 7x1s 10–20% faster; not for 1x1 kernels (10–40%
+/// slower: im2col has no windows to build there) nor on 8x8 maps (3x3: 9.9 -> 14.8 ms, a third
+/// of the grid's places dropped or rounded off).
+pub(crate) fn weight_grad_pays_off(
+    c: usize,
+    [kh, kw]: [usize; 2],
+    [h, w]: [usize; 2],
+    padding: [usize; 2],
+) -> bool {
+    match WeightGradEngine::get() {
+        Some(WeightGradEngine::Tiles(_)) => c >= 16 && (kh > 1 || kw == 1),
+        Some(WeightGradEngine::Vectors(_)) => {
+            let fits = kh <= h + 2 * padding[0] && kw <= w + 2 * padding[1];
+            c >= 16 && kh > 1 && fits && Geometry::new([c, h, w], [kh, kw], padding).waste() <= 1.15
+        }
+        None => false,
+    }
 }
 
 thread_local! {
@@ -584,12 +613,53 @@ struct WeightGradScratch {
 pub(crate) fn weight_grad(
     dw: &mut [f32],
     x: &[f32],
+    dims: [usize; 4],
+    grad: &[f32],
+    kernel: [usize; 3],
+    padding: [usize; 2],
+) {
+    let engine = WeightGradEngine::get().expect("the direct weight gradient needs AVX-512 BF16");
+    weight_grad_on(engine, dw, x, dims, grad, kernel, padding);
+}
+
+/// What multiplies [`weight_grad`]'s packed chunks.
+#[derive(Clone, Copy)]
+pub(crate) enum WeightGradEngine {
+    /// AMX tiles, 32 channels × 32 output channels a block.
+    Tiles(Amx),
+    /// `vdpbf16ps` on AVX-512 vectors, [`VECTOR_ROWS`] channels × 32 output channels a block.
+    Vectors(Avx512Bf16),
+}
+
+impl WeightGradEngine {
+    /// As the bf16 products run here ([`kernel`]): on AMX tiles, else AVX-512 BF16; `None`
+    /// where neither runs (or the environment turned them off).
+    pub(crate) fn get() -> Option<Self> {
+        match kernel() {
+            Bf16Kernel::AmxTiles => Amx::get().map(Self::Tiles),
+            Bf16Kernel::Avx512Bf16 => Avx512Bf16::get().map(Self::Vectors),
+            Bf16Kernel::F32Gemm => None,
+        }
+    }
+
+    fn avx512(self) -> Avx512Bf16 {
+        match self {
+            Self::Tiles(amx) => amx.avx512(),
+            Self::Vectors(avx512) => avx512,
+        }
+    }
+}
+
+/// [`weight_grad`] on `engine`.
+fn weight_grad_on(
+    engine: WeightGradEngine,
+    dw: &mut [f32],
+    x: &[f32],
     [n, c, h, w]: [usize; 4],
     grad: &[f32],
     [out, kh, kw]: [usize; 3],
     padding: [usize; 2],
 ) {
-    let amx = Amx::get().expect("the direct convolution needs AMX");
     let g = Geometry::new([c, h, w], [kh, kw], padding);
     let taps = g.taps();
     assert_eq!(
@@ -620,12 +690,21 @@ pub(crate) fn weight_grad(
         s.grid.resize(out * layout.capacity * DEPTH, 0);
         s.pairs.clear();
         s.pairs.resize(layout.capacity * ROWS * layout.b_row, 0);
-        let session = TileSession::start(amx);
+        let session = match engine {
+            WeightGradEngine::Tiles(amx) => Some(TileSession::start(amx)),
+            WeightGradEngine::Vectors(_) => None,
+        };
         // Out of the scratch while the chunks borrow it, the rest of which they fill.
         let runs = std::mem::take(&mut s.runs);
         for chunk in chunks(&runs, layout.capacity) {
-            pack_chunk(amx, s, chunk, &planes, &layout);
-            multiply_chunk(&session, s, &layout);
+            pack_chunk(engine.avx512(), s, chunk, &planes, &layout);
+            match (&session, engine) {
+                (Some(session), _) => multiply_chunk(session, s, &layout),
+                (None, WeightGradEngine::Vectors(avx512)) => {
+                    multiply_chunk_vectors(avx512, s, &layout, [g.channels(), out])
+                }
+                (None, WeightGradEngine::Tiles(_)) => unreachable!("tiles start a session"),
+            }
         }
         s.runs = runs;
         add_transposed(dw, &s.sums, g, layout.padded);
@@ -671,7 +750,7 @@ fn span(chunk: &[Run], g: Geometry) -> usize {
 /// runs end to end (zeros past each run's valid places) paired up along places, and the
 /// offset of each step in the rows.
 fn pack_chunk(
-    _: Amx,
+    _: Avx512Bf16,
     s: &mut WeightGradScratch,
     chunk: &[Run],
     [input, output]: &[Planes; 2],
@@ -685,7 +764,7 @@ fn pack_chunk(
             .extend(places.map(|place| place * size_of::<u16>()));
     }
     let grid_len = layout.capacity * DEPTH;
-    // SAFETY: `Amx` proves AVX-512 F, BW and BF16, which these need.
+    // SAFETY: `Avx512Bf16` proves AVX-512 F, BW and BF16, which these need.
     unsafe {
         let depth = s
             .rows
@@ -727,6 +806,99 @@ fn multiply_chunk(session: &TileSession, s: &mut WeightGradScratch, layout: &Lay
                 let a = (&a, ch * a.len + layout.g.tap_offset(tap), &s.offsets[..]);
                 weight_grad_block(session, a, (&b, o), c);
             }
+        }
+    }
+}
+
+/// Channels (broadcast rows) in a block of [`multiply_chunk_vectors`].
+const VECTOR_ROWS: usize = 8;
+
+/// [`multiply_chunk`] on AVX-512 vectors: blocks of [`VECTOR_ROWS`] channels × 32 output
+/// channels (16 for a last odd block), taps innermost; only the `c` depth channels and `out`
+/// output channels there are, not their padding to whole tiles.
+fn multiply_chunk_vectors(
+    avx512: Avx512Bf16,
+    s: &mut WeightGradScratch,
+    layout: &Layout,
+    [c, out]: [usize; 2],
+) {
+    let [c_pad, out_pad] = layout.padded;
+    let a = Rows {
+        data: &s.rows,
+        len: layout.a_len,
+    };
+    let b = Rows {
+        data: &s.pairs,
+        len: layout.b_row,
+    };
+    for ch in (0..c).step_by(VECTOR_ROWS) {
+        for o in (0..out).step_by(2 * ROWS) {
+            for (tap, sums) in s.sums.chunks_exact_mut(c_pad * out_pad).enumerate() {
+                let c = (&mut sums[ch * out_pad + o..], out_pad);
+                let a = (&a, ch * a.len + layout.g.tap_offset(tap), &s.offsets[..]);
+                // SAFETY: `avx512` proves AVX-512 F and BF16.
+                unsafe {
+                    match out - o > ROWS {
+                        true => weight_grad_vectors::<2>(avx512, a, (&b, o), c),
+                        false => weight_grad_vectors::<1>(avx512, a, (&b, o), c),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One block of `dwᵀ` for one tap on AVX-512 BF16, `c += a · b` over the depth steps:
+/// [`VECTOR_ROWS`] channels (rows of `c`) × `V` vectors of 16 output channels. Per place pair,
+/// each channel's pair is broadcast from its image row (a 32-bit load at any word, so odd tap
+/// offsets read the same packed rows) and multiplied with the gradient's pairs of 16 output
+/// channels (`b` as the B tiles take it) by `vdpbf16ps`.
+#[target_feature(enable = "avx512f,avx512bf16")]
+fn weight_grad_vectors<const V: usize>(
+    _: Avx512Bf16,
+    (a, a_start, offsets): (&Rows<u16>, usize, &[usize]),
+    (b, o): (&Rows<u32>, usize),
+    (c, row_stride): (&mut [f32], usize),
+) {
+    let steps = offsets.len();
+    let farthest = a_start + offsets.iter().max().map_or(0, |&at| at / size_of::<u16>());
+    assert!(farthest + (VECTOR_ROWS - 1) * a.len + DEPTH <= a.data.len());
+    assert!(o + V * ROWS <= b.len && steps * ROWS * b.len <= b.data.len());
+    assert!(c.len() >= (VECTOR_ROWS - 1) * row_stride + V * ROWS);
+    let mut sums = [[_mm512_setzero_ps(); V]; VECTOR_ROWS];
+    for (r, row) in sums.iter_mut().enumerate() {
+        for (v, sum) in row.iter_mut().enumerate() {
+            // SAFETY: row r's 16 floats from column 16v lie inside `c` (asserted).
+            *sum = unsafe { _mm512_loadu_ps(c.as_ptr().add(r * row_stride + v * ROWS)) };
+        }
+    }
+    for (step, &offset) in offsets.iter().enumerate() {
+        let rows = a.data[a_start + offset / size_of::<u16>()..].as_ptr();
+        for pair in 0..ROWS {
+            let b_row = b.data[(step * ROWS + pair) * b.len + o..].as_ptr();
+            // SAFETY: `V` vectors of 16 pairs from `b_row` lie inside `b` (asserted).
+            let b: [__m512bh; V] = core::array::from_fn(|v| unsafe {
+                core::mem::transmute(_mm512_loadu_si512(b_row.add(v * ROWS).cast()))
+            });
+            for (r, row) in sums.iter_mut().enumerate() {
+                // SAFETY: the two words at `2 pair` of row r, inside the step's 32 (asserted).
+                let a = unsafe {
+                    rows.add(r * a.len + 2 * pair)
+                        .cast::<i32>()
+                        .read_unaligned()
+                };
+                // SAFETY: both are 64 bytes of plain bits.
+                let a: __m512bh = unsafe { core::mem::transmute(_mm512_set1_epi32(a)) };
+                for (sum, &b) in row.iter_mut().zip(&b) {
+                    *sum = _mm512_dpbf16_ps(*sum, a, b);
+                }
+            }
+        }
+    }
+    for (r, row) in sums.iter().enumerate() {
+        for (v, sum) in row.iter().enumerate() {
+            // SAFETY: as for the loads.
+            unsafe { _mm512_storeu_ps(c.as_mut_ptr().add(r * row_stride + v * ROWS), *sum) };
         }
     }
 }
@@ -1216,11 +1388,25 @@ mod tests {
         }
     }
 
+    /// The weight gradient's engines that run here: AMX tiles, AVX-512 vectors.
+    fn weight_grad_engines() -> Vec<WeightGradEngine> {
+        let tiles = Amx::get().map(WeightGradEngine::Tiles);
+        let vectors = Avx512Bf16::get().map(WeightGradEngine::Vectors);
+        let engines: Vec<_> = [tiles, vectors].into_iter().flatten().collect();
+        if engines.is_empty() {
+            println!("note: no AVX-512 BF16 here, the direct weight gradient is not tested");
+        }
+        engines
+    }
+
     #[test]
     fn weight_grad_matches_the_f64_reference() {
-        if !has_amx() {
-            return;
+        for engine in weight_grad_engines() {
+            weight_grad_on_matches_the_f64_reference(engine);
         }
+    }
+
+    fn weight_grad_on_matches_the_f64_reference(engine: WeightGradEngine) {
         for (seed, case) in CASES.iter().enumerate() {
             let [oh, ow] = case.out_size();
             let x = random(case.shape().iter().product::<usize>(), 3 * seed as u64);
@@ -1242,7 +1428,8 @@ mod tests {
                 .collect();
             let mut dw = before.clone();
             let [kh, kw] = case.kernel;
-            weight_grad(
+            weight_grad_on(
+                engine,
                 &mut dw,
                 &x,
                 case.shape(),

@@ -365,8 +365,8 @@ pub(crate) fn weight_grad(
     }
     let direct = arithmetic == Arithmetic::Bf16
         && geometry.stride == [1, 1]
-        && direct::available()
-        && direct::weight_grad_pays_off(c, kernel);
+        && direct::weight_grad_available()
+        && direct::weight_grad_pays_off(c, kernel, [h, w], geometry.padding);
     let sums: Vec<WeightSum> = (0..threads)
         .into_par_iter()
         .map(|t| {
@@ -457,6 +457,11 @@ mod direct {
     pub(super) fn available() -> bool {
         super::super::bf16_gemm::amx_available()
     }
+
+    /// Whether the direct weight gradient runs here: on AMX tiles or AVX-512 BF16.
+    pub(super) fn weight_grad_available() -> bool {
+        super::super::bf16_conv::WeightGradEngine::get().is_some()
+    }
 }
 
 /// [`super::vector_conv`], the direct convolution on AVX-512 vectors, where it is compiled
@@ -523,7 +528,16 @@ mod direct {
         false
     }
 
-    pub(super) fn weight_grad_pays_off(_: usize, _: [usize; 2]) -> bool {
+    pub(super) fn weight_grad_available() -> bool {
+        false
+    }
+
+    pub(super) fn weight_grad_pays_off(
+        _: usize,
+        _: [usize; 2],
+        _: [usize; 2],
+        _: [usize; 2],
+    ) -> bool {
         false
     }
 
