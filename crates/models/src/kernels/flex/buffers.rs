@@ -106,7 +106,7 @@ mod tests {
     }
 
     fn values(x: &FlexTensor) -> Vec<f32> {
-        x.to_contiguous().into_data().to_vec().unwrap()
+        x.to_contiguous().into_data().try_to_vec().unwrap()
     }
 
     #[test]
