@@ -1,5 +1,6 @@
 //! Stride-1 convolutions computed straight on AMX tiles (implicit GEMM), forward and weight
-//! gradient, without an im2col copy.
+//! gradient, without an im2col copy; the weight gradient also on AVX-512 BF16 vectors
+//! (`vdpbf16ps`) where there is no AMX, from the same packed operands.
 //!
 //! The image is padded once into bf16 and the outputs are computed on the padded-width grid:
 //! output place `q = oy·wp + ox` (`wp` the padded width, `ox < wp`, the last `kw - 1` columns
@@ -18,8 +19,9 @@
 //!
 //! As in `bf16_gemm`, operands are rounded to bf16 (to nearest even, subnormals flushed, as AMX
 //! treats them) and the products summed in f32; only the order of the sums differs from im2col
-//! with `multiply_bf16`. Everything runs on the calling thread, and only where
-//! `amx_available()` (the caller keeps im2col for elsewhere).
+//! with `multiply_bf16`. Everything runs on the calling thread; the forward pass only where
+//! `amx_available()`, the weight gradient where [`WeightGradEngine::get`] finds an engine (the
+//! caller keeps im2col for elsewhere).
 
 use super::bf16_gemm::amx::{
     Amx, Avx512Bf16, BLOCK, Block, DEPTH, ROWS, Tile, TileSession, ZERO_TILE, interleave_bf16,

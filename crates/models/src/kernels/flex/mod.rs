@@ -22,10 +22,14 @@
 //! - in bf16 (`bf16_gemm`: AMX tiles or AVX-512 BF16 where the CPU has them), the convolution's products and
 //!   a dense layer's (`matmul`);
 //! - a convolution's bias and ReLU fused into it (`bias_relu`);
-//! - batch normalization on batch statistics, then ReLU (`batch_norm`);
+//! - batch normalization on batch statistics (training) or given ones (the moving averages, in
+//!   evaluation), then ReLU (`batch_norm`);
 //! - average pooling at stride 1 (`avg_pool`) as window sums along rows, then columns;
 //! - local response normalization (`lrn`) in vectorized passes per channel plane, with square
 //!   roots for the power and a backward pass that reuses the forward's window sums.
+//!
+//! Their output buffers are zeroed, and their strided inputs copied, on rayon's threads
+//! (`buffers`): on the calling thread alone, the other cores waited.
 //!
 //! Only flex tensors come here: [`crate::kernels::dispatch`] routes every other backend to Burn's own
 //! modules, and layouts these kernels do not cover (padded pools, dilated, grouped or
