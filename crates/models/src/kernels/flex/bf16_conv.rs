@@ -789,40 +789,23 @@ fn pack_chunk(
     }
 }
 
-/// Adds a packed chunk's products to the sums, 32 channels × 32 output channels × one tap at a
-/// time; taps innermost, as they share the gradient panel and overlapping image rows.
-fn multiply_chunk(session: &TileSession, s: &mut WeightGradScratch, layout: &Layout) {
-    let [c_pad, out_pad] = layout.padded;
-    let a = Rows {
-        data: &s.rows,
-        len: layout.a_len,
-    };
-    let b = Rows {
-        data: &s.pairs,
-        len: layout.b_row,
-    };
-    for ch in (0..c_pad).step_by(BLOCK) {
-        for o in (0..out_pad).step_by(BLOCK) {
-            for (tap, sums) in s.sums.chunks_exact_mut(c_pad * out_pad).enumerate() {
-                let c = (&mut sums[ch * out_pad + o..], out_pad);
-                let a = (&a, ch * a.len + layout.g.tap_offset(tap), &s.offsets[..]);
-                weight_grad_block(session, a, (&b, o), c);
-            }
-        }
-    }
-}
+/// A block's image rows (from a word, each step a byte offset further), gradient pairs (from
+/// an output channel) and sums (a row stride): what [`for_each_block`] hands each block.
+type BlockOperands<'a, 'b> = (
+    (&'a Rows<'a, u16>, usize, &'a [usize]),
+    (&'a Rows<'a, u32>, usize),
+    (&'b mut [f32], usize),
+);
 
-/// Channels (broadcast rows) in a block of [`multiply_chunk_vectors`].
-const VECTOR_ROWS: usize = 8;
-
-/// [`multiply_chunk`] on AVX-512 vectors: blocks of [`VECTOR_ROWS`] channels × 32 output
-/// channels (16 for a last odd block), taps innermost; only the `c` depth channels and `out`
-/// output channels there are, not their padding to whole tiles.
-fn multiply_chunk_vectors(
-    avx512: Avx512Bf16,
+/// Calls `block` on each block of `rows` channels × `cols` output channels × one tap of a
+/// packed chunk, over the first `c` channels and `out` output channels; taps innermost, as
+/// they share the gradient panel and overlapping image rows.
+fn for_each_block(
     s: &mut WeightGradScratch,
     layout: &Layout,
     [c, out]: [usize; 2],
+    [rows, cols]: [usize; 2],
+    mut block: impl FnMut(BlockOperands),
 ) {
     let [c_pad, out_pad] = layout.padded;
     let a = Rows {
@@ -833,21 +816,53 @@ fn multiply_chunk_vectors(
         data: &s.pairs,
         len: layout.b_row,
     };
-    for ch in (0..c).step_by(VECTOR_ROWS) {
-        for o in (0..out).step_by(2 * ROWS) {
+    for ch in (0..c).step_by(rows) {
+        for o in (0..out).step_by(cols) {
             for (tap, sums) in s.sums.chunks_exact_mut(c_pad * out_pad).enumerate() {
+                let a_start = ch * a.len + layout.g.tap_offset(tap);
                 let c = (&mut sums[ch * out_pad + o..], out_pad);
-                let a = (&a, ch * a.len + layout.g.tap_offset(tap), &s.offsets[..]);
-                // SAFETY: `avx512` proves AVX-512 F and BF16.
-                unsafe {
-                    match out - o > ROWS {
-                        true => weight_grad_vectors::<2>(avx512, a, (&b, o), c),
-                        false => weight_grad_vectors::<1>(avx512, a, (&b, o), c),
-                    }
-                }
+                block(((&a, a_start, &s.offsets[..]), (&b, o), c));
             }
         }
     }
+}
+
+/// Adds a packed chunk's products to the sums on AMX tiles, 32 channels × 32 output channels
+/// × one tap at a time (the padding to whole blocks included).
+fn multiply_chunk(session: &TileSession, s: &mut WeightGradScratch, layout: &Layout) {
+    let block = [BLOCK, BLOCK];
+    for_each_block(s, layout, layout.padded, block, |(a, b, c)| {
+        weight_grad_block(session, a, b, c)
+    });
+}
+
+/// Channels (broadcast rows) in a block of [`multiply_chunk_vectors`].
+const VECTOR_ROWS: usize = 8;
+
+/// [`multiply_chunk`] on AVX-512 vectors: blocks of [`VECTOR_ROWS`] channels × 32 output
+/// channels (16 for a last odd block), over only the `c` depth channels and `out` output
+/// channels there are, not their padding to whole tiles.
+fn multiply_chunk_vectors(
+    avx512: Avx512Bf16,
+    s: &mut WeightGradScratch,
+    layout: &Layout,
+    [c, out]: [usize; 2],
+) {
+    for_each_block(
+        s,
+        layout,
+        [c, out],
+        [VECTOR_ROWS, 2 * ROWS],
+        |(a, (b, o), c)| {
+            // SAFETY: `avx512` proves AVX-512 F and BF16.
+            unsafe {
+                match out - o > ROWS {
+                    true => weight_grad_vectors::<2>(avx512, a, (b, o), c),
+                    false => weight_grad_vectors::<1>(avx512, a, (b, o), c),
+                }
+            }
+        },
+    );
 }
 
 /// One block of `dwᵀ` for one tap on AVX-512 BF16, `c += a · b` over the depth steps:
