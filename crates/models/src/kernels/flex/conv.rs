@@ -277,6 +277,16 @@ pub(crate) fn input_grad(
     if let Some(product) = windowless(kernel, dims, [h, w], flipped, arithmetic, true) {
         return convolve(grad, [c, kh, kw], &product, None);
     }
+    if [kh, kw] == [1, 1] {
+        // A 1x1 kernel flipped is itself: the transposed `[c, out]` matrix, transposed here in
+        // AVX-512 blocks (flex's copy of the swapped view ran on the calling thread, ~7 ms of
+        // Inception's step while the other core waited).
+        let out = dims[0];
+        let mut transposed = vec![0f32; c * out];
+        transpose(&mut transposed, &row_major(kernel, c), [out, c]);
+        let weight = FlexTensor::from_data(TensorData::new(transposed, [c, out, 1, 1]));
+        return forward(grad, weight, flipped, arithmetic);
+    }
     let weight = Flex::float_flip(Flex::float_swap_dims(weight, 0, 1), &[2, 3]);
     forward(grad, weight, flipped, arithmetic)
 }
