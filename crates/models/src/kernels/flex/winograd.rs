@@ -23,6 +23,7 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use multiversion::multiversion;
+use rayon::prelude::*;
 
 use super::bf16_gemm::{Strided, turned_off};
 use super::gemm_f32::{View, gemm_f32};
@@ -553,7 +554,7 @@ impl TransformedWeightSum for WeightSum {
         self
     }
 
-    /// `Gᵀ dU G`, `[out, c, 3, 3]`.
+    /// `Gᵀ dU G`, `[out, c, 3, 3]`, on rayon's threads.
     fn into_weights(self) -> Vec<f32> {
         let (out, c) = (self.out, self.c);
         // Gᵀ on four values: G's columns are (1, ½, ½, 0), (0, ½, -½, 0), (0, ½, ½, 1).
@@ -565,7 +566,8 @@ impl TransformedWeightSum for WeightSum {
             ]
         };
         let mut weights = vec![0f32; out * c * 9];
-        for (index, kernel) in weights.chunks_exact_mut(9).enumerate() {
+        let kernels = weights.par_chunks_exact_mut(9).enumerate();
+        kernels.for_each(|(index, kernel)| {
             // Each point's sum is `[c][out]`.
             let at = (index % c) * out + index / c;
             let du = |i: usize, j: usize| self.du[(4 * i + j) * out * c + at];
@@ -577,7 +579,7 @@ impl TransformedWeightSum for WeightSum {
                     kernel[3 * ky + kx] = column[ky];
                 }
             }
-        }
+        });
         weights
     }
 }

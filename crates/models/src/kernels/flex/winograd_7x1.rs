@@ -491,11 +491,12 @@ impl TransformedWeightSum for WeightSum {
         self
     }
 
-    /// `Gᵀ dU`, `[out, c, 7, 1]` or `[out, c, 1, 7]` (the same values).
+    /// `Gᵀ dU`, `[out, c, 7, 1]` or `[out, c, 1, 7]` (the same values), on rayon's threads.
     fn into_weights(self) -> Vec<f32> {
         let pairs = self.out * self.c;
         let mut weights = vec![0f32; pairs * TAPS];
-        for (index, taps) in weights.chunks_exact_mut(TAPS).enumerate() {
+        let kernels = weights.par_chunks_exact_mut(TAPS).enumerate();
+        kernels.for_each(|(index, taps)| {
             // Each point's sum is `[c][out]`.
             let at = (index % self.c) * self.out + index / self.c;
             for (k, tap) in taps.iter_mut().enumerate() {
@@ -508,7 +509,7 @@ impl TransformedWeightSum for WeightSum {
                     .sum();
                 *tap = sum as f32;
             }
-        }
+        });
         weights
     }
 }
