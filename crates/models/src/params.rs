@@ -97,13 +97,7 @@ pub fn l2_penalty<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Option<T
             if decay == 0.0 || is_moving_statistic(&path) {
                 return;
             }
-            // decay/2 · Σw², differentiated as decay · w: the product of w by its detached self
-            // is tracked on one side only, so the backward pass makes one product per weight;
-            // `square()` (w · w, both sides tracked) made two and summed them, on one thread
-            // for each weight under flex's 4 M-value threshold (~20 ms of Inception's step).
-            let w = param.val();
-            let sum = (w.clone().detach() * w).sum();
-            let term = sum.clone().mul_scalar(decay) - sum.detach().mul_scalar(decay / 2.0);
+            let term = param.val().square().sum().mul_scalar(decay / 2.0);
             self.total = Some(match self.total.take() {
                 Some(total) => total + term,
                 None => term,
