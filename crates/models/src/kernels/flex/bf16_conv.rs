@@ -700,12 +700,9 @@ fn weight_grad_on(
         let runs = std::mem::take(&mut s.runs);
         for chunk in chunks(&runs, layout.capacity) {
             pack_chunk(engine.avx512(), s, chunk, &planes, &layout);
-            match (&session, engine) {
-                (Some(session), _) => multiply_chunk(session, s, &layout),
-                (None, WeightGradEngine::Vectors(avx512)) => {
-                    multiply_chunk_vectors(avx512, s, &layout, [g.channels(), out])
-                }
-                (None, WeightGradEngine::Tiles(_)) => unreachable!("tiles start a session"),
+            match &session {
+                Some(session) => multiply_chunk(session, s, &layout),
+                None => multiply_chunk_vectors(engine.avx512(), s, &layout, [g.channels(), out]),
             }
         }
         s.runs = runs;

@@ -282,8 +282,7 @@ pub(crate) fn input_grad(
         // AVX-512 blocks (flex's copy of the swapped view ran on the calling thread, ~7 ms of
         // Inception's step while the other core waited).
         let out = dims[0];
-        let mut transposed = vec![0f32; c * out];
-        transpose(&mut transposed, &row_major(kernel, c), [out, c]);
+        let transposed = transposed_kernel(kernel, [out, c]);
         let weight = FlexTensor::from_data(TensorData::new(transposed, [c, out, 1, 1]));
         return forward(grad, weight, flipped, arithmetic);
     }
@@ -308,8 +307,7 @@ fn strided_input_grad(
     let [out, _, kh, kw] = dims4(&weight);
     let image = Im2Col::new([c, h, w], [kh, kw], geometry);
     let (taps, places) = (c * kh * kw, image.out[0] * image.out[1]);
-    let mut kernel = vec![0f32; taps * out];
-    transpose(&mut kernel, &row_major(weight.storage(), taps), [out, taps]);
+    let kernel = transposed_kernel(weight.storage(), [out, taps]);
     let kernel = Kernel::new(&kernel, [taps, out], arithmetic);
     let g: &[f32] = grad.storage();
     let mut dx = zeros(n * c * h * w);
@@ -604,6 +602,14 @@ impl<'a> Kernel<'a> {
             }
         }
     }
+}
+
+/// A convolution's kernel (`[out, taps]`, row-major) transposed to `[taps, out]`, in AVX-512
+/// blocks ([`transpose`]).
+fn transposed_kernel(kernel: &[f32], [out, taps]: [usize; 2]) -> Vec<f32> {
+    let mut transposed = vec![0f32; taps * out];
+    transpose(&mut transposed, &row_major(kernel, taps), [out, taps]);
+    transposed
 }
 
 /// A matrix whose rows start `columns` values apart in `data` (row-major when they are

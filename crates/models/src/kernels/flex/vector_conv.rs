@@ -29,7 +29,6 @@ use rayon::prelude::*;
 use super::bf16_conv::pack_pairs;
 use super::bf16_gemm::amx::{Avx512Bf16, tile_bits};
 use super::bf16_gemm::turned_off;
-use super::buffers::zeros;
 
 /// Output channels in a block: 8 broadcasts per step.
 const MR: usize = 8;
@@ -152,8 +151,8 @@ impl PackedKernel {
     }
 
     /// A `[out, c, kh, kw]` kernel whose value at output `o`, channel `ch` and tap `tap` is
-    /// `weight[source(o, ch, tap)]`, gathered on rayon's threads (a block of outputs, or one
-    /// depth, each): scattered from `weight` on the calling thread, Inception v3's kernels
+    /// `weight[source(o, ch, tap)]`, gathered on rayon's threads, each value where it lies:
+    /// scattered from `weight` on the calling thread, Inception v3's kernels
     /// took ~20 ms of its training step while the other core waited.
     fn gathered(
         weight: &[f32],
@@ -193,27 +192,21 @@ impl PackedKernel {
                 even | odd << 16
             }
         };
-        let mut data = zeros(rows * depth * taps);
-        match kernel.layout {
-            Layout::Grid => data
-                .par_chunks_mut((depth * taps * MR).max(1))
-                .enumerate()
-                .for_each(|(block, values)| {
-                    for (index, value) in values.iter_mut().enumerate() {
-                        let (d, tap, r) = (index / (taps * MR), index / MR % taps, index % MR);
-                        *value = bits(block * MR + r, d, tap);
-                    }
-                }),
-            Layout::Channels => data
-                .par_chunks_mut((taps * rows).max(1))
-                .enumerate()
-                .for_each(|(d, values)| {
-                    for (index, value) in values.iter_mut().enumerate() {
-                        *value = bits(index % rows, d, index / rows);
-                    }
-                }),
-        }
-        kernel.data = data;
+        // Each value computed where it lies (no zeroing pass: every value is written).
+        let (block, plane) = (depth * taps * MR, taps * rows);
+        kernel.data = (0..rows * depth * taps)
+            .into_par_iter()
+            .map(|index| match kernel.layout {
+                Layout::Grid => {
+                    let (first, at) = (index / block * MR, index % block);
+                    bits(first + at % MR, at / (taps * MR), at / MR % taps)
+                }
+                Layout::Channels => {
+                    let (d, at) = (index / plane, index % plane);
+                    bits(at % rows, d, at / rows)
+                }
+            })
+            .collect();
         kernel
     }
 
