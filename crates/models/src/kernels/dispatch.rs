@@ -402,8 +402,8 @@ mod tests {
     /// SAME, a 3x3 VALID and a 1x1 (stride 1; the 1x1's windows are the image itself), and a
     /// 3x3/2 VALID (the input gradient by windows added back), strided windows in padding, a
     /// 1x1 padded as wide as itself, a 5x5 over 64 channels (the weight gradient's windows in
-    /// two passes), two on narrow images, two by Winograd's F(2x2, 3x3) and two by its
-    /// F(3, 7), with batches that do not split evenly across threads.
+    /// two passes), two on narrow images, two by Winograd's F(2x2, 3x3), two by its F(3, 7)
+    /// and two by its F(2x2, 5x5), with batches that do not split evenly across threads.
     #[test]
     fn convolution_matches_burns_outputs_and_gradients() {
         let cases = [
@@ -458,6 +458,11 @@ mod tests {
             // a 17x15 one (a last tile of two outputs, planes not square).
             (64, 64, [1, 7], [1, 1], PaddingConfig2d::Same, [17, 17], 3),
             (64, 80, [7, 1], [1, 1], PaddingConfig2d::Same, [17, 15], 2),
+            // 5x5 at stride 1 by Winograd's F(2x2, 5x5), 16 images to the vector: a batch that
+            // leaves each thread a whole group and one more image (the CIFAR-10 net's conv2
+            // on fewer channels), and VALID with output rows of odd length.
+            (40, 48, [5, 5], [1, 1], PaddingConfig2d::Same, [12, 12], 34),
+            (48, 32, [5, 5], [1, 1], PaddingConfig2d::Valid, [13, 11], 3),
         ];
         for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {
             let device = Device::flex().autodiff();

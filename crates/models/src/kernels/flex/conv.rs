@@ -32,6 +32,7 @@ use super::gemm_f32::{View, gemm_f32};
 use super::transpose::transpose;
 use super::weight_sum::WeightSum;
 use super::winograd::{self, TransformedWeightSum};
+use super::winograd_5x5;
 use super::winograd_7x1;
 
 /// What a convolution's matrix products compute in.
@@ -133,6 +134,13 @@ fn windowless(
         };
         return Some(ImageProduct::Winograd { kernel, padding });
     }
+    if !bf16 && winograd_5x5::pays_off([c, out], [kh, kw], geometry.stride) {
+        let kernel = match flipped {
+            false => winograd_5x5::TransformedKernel::new(kernel, [out, c]),
+            true => winograd_5x5::TransformedKernel::flipped_transposed(kernel, [out, c]),
+        };
+        return Some(ImageProduct::Winograd5x5 { kernel, padding });
+    }
     if !bf16 && winograd_7x1::pays_off([c, out], [kh, kw], geometry.stride, padding, out_size) {
         let kernel = match flipped {
             false => winograd_7x1::TransformedKernel::new(kernel, dims),
@@ -177,6 +185,11 @@ enum ImageProduct<'a> {
         kernel: winograd::TransformedKernel,
         padding: [usize; 2],
     },
+    /// By Winograd's F(2×2, 5×5) (5x5, stride 1, f32).
+    Winograd5x5 {
+        kernel: winograd_5x5::TransformedKernel,
+        padding: [usize; 2],
+    },
     /// By Winograd's F(3, 7) (7x1 or 1x7, stride 1, f32).
     Winograd7x1 {
         kernel: winograd_7x1::TransformedKernel,
@@ -204,6 +217,7 @@ fn convolve(
         ImageProduct::Direct { padding, .. }
         | ImageProduct::Vectors { padding, .. }
         | ImageProduct::Winograd { padding, .. }
+        | ImageProduct::Winograd5x5 { padding, .. }
         | ImageProduct::Winograd7x1 { padding, .. } => ConvGeometry {
             stride: [1, 1],
             padding: *padding,
@@ -228,6 +242,9 @@ fn convolve(
                 }
                 ImageProduct::Winograd { kernel, padding } => {
                     winograd::forward(y, x, images, kernel, *padding)
+                }
+                ImageProduct::Winograd5x5 { kernel, padding } => {
+                    winograd_5x5::forward(y, x, images, kernel, *padding)
                 }
                 ImageProduct::Winograd7x1 { kernel, padding } => {
                     winograd_7x1::forward(y, x, images, kernel, *padding)
@@ -356,6 +373,11 @@ pub(crate) fn weight_grad(
         let shape = [out, c, kernel[0], kernel[1]];
         let total = if winograd::pays_off([c, out], kernel, geometry.stride, image.out) {
             let new = || winograd::WeightSum::new([out, c]);
+            Some(transformed_weight_grad(
+                x_data, images, grad_data, padding, share, new,
+            ))
+        } else if winograd_5x5::pays_off([c, out], kernel, geometry.stride) {
+            let new = || winograd_5x5::WeightSum::new([out, c]);
             Some(transformed_weight_grad(
                 x_data, images, grad_data, padding, share, new,
             ))

@@ -54,6 +54,7 @@ mod transpose;
 mod vector_conv;
 mod weight_sum;
 mod winograd;
+mod winograd_5x5;
 mod winograd_7x1;
 
 pub(crate) use bf16_gemm::kernel as bf16_kernel;

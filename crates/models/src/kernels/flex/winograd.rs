@@ -372,7 +372,7 @@ fn combine(dst: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
 
 /// `values` split into its even and odd elements (`even`, `odd`: `values.len() / 2` each).
 #[inline(always)]
-fn deinterleave(values: &[f32], even: &mut [f32], odd: &mut [f32]) {
+pub(super) fn deinterleave(values: &[f32], even: &mut [f32], odd: &mut [f32]) {
     for ((even, odd), pair) in even
         .iter_mut()
         .zip(odd.iter_mut())
@@ -475,7 +475,7 @@ fn combine_in_place(dst: &mut [f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
 
 /// `row[2t] = even[t]`, `row[2t + 1] = odd[t]`, as far as `row` goes.
 #[inline(always)]
-fn interleave(row: &mut [f32], even: &[f32], odd: &[f32]) {
+pub(super) fn interleave(row: &mut [f32], even: &[f32], odd: &[f32]) {
     let whole = row.len() / 2;
     for ((pair, &even), &odd) in row.chunks_exact_mut(2).zip(even).zip(odd) {
         pair[0] = even;
