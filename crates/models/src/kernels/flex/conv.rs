@@ -12,9 +12,9 @@
 //! image at each tap's offset), forward and, where that pays, for the weight gradient.
 //!
 //! In f32, stride-1 3x3, 7x1 and 1x7 convolutions with 64 channels or more on both sides and
-//! maps of 64 tiles or more go by Winograd's minimal filtering ([`winograd`],
-//! [`winograd_7x1`]): fewer products (16 for 36, 9 for 21), forward and both gradients
-//! (`TOWERS_NO_WINOGRAD=1` turns them off). Not in bf16: its operands would be rounded after
+//! maps of 64 tiles or more, and 5x5 ones with 32 channels or more, go by Winograd's minimal
+//! filtering ([`winograd`], [`winograd_7x1`], [`winograd_5x5`]): fewer products (16 for 36, 9
+//! for 21, 36 for 100), forward and both gradients (`TOWERS_NO_WINOGRAD=1` turns them off). Not in bf16: its operands would be rounded after
 //! the transforms, whose cancellations then lose more than bf16's rounding of the inputs.
 
 use burn::backend::Flex;

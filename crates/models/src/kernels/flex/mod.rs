@@ -17,8 +17,9 @@
 //!   accumulated per thread (`weight_sum`), one operand transposed so that gemm need not
 //!   gather it (`transpose`);
 //! - in f32, stride-1 3x3 convolutions by Winograd's F(2×2, 3×3) (`winograd`) and 7x1/1x7
-//!   ones by its F(3, 7) (`winograd_7x1`), forward and both gradients, where both channel
-//!   counts reach 64 and a map has 64 tiles;
+//!   ones by its F(3, 7) (`winograd_7x1`), where both channel counts reach 64 and a map has 64
+//!   tiles, and 5x5 ones by its F(2×2, 5×5) (`winograd_5x5`, 16 images to the vector) where
+//!   both reach 32, forward and both gradients;
 //! - in bf16 (`bf16_gemm`: AMX tiles or AVX-512 BF16 where the CPU has them), the convolution's products and
 //!   a dense layer's (`matmul`);
 //! - a convolution's bias and ReLU fused into it (`bias_relu`);

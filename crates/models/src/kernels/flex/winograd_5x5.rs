@@ -40,7 +40,8 @@ const G: [[f32; 5]; SIDE] = [
     [0.0, 0.0, 0.0, 0.0, 1.0],
 ];
 
-/// Channels below which, on either side, the direct kernels win.
+/// Channels below which, on either side, the direct kernels are kept (Inception's 48 -> 64 and the
+/// CIFAR-10 net's 64 -> 64 won, measured; fewer not tried).
 pub(super) const MIN_CHANNELS: usize = 32;
 
 /// Whether a convolution of `c` channels into `out` by a `kernel` at `stride` goes here: 5x5 at
