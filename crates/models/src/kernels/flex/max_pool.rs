@@ -11,7 +11,7 @@ use burn_flex::FlexTensor;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::buffers::{contiguous, zeros};
+use super::buffers::{contiguous, zeroed_chunks, zeros};
 use super::dims4;
 
 /// A max pooling's window, stride and rounding: ceil mode counts a last window that runs past
@@ -338,9 +338,22 @@ mod three_by_two {
                 // plane (every window whole), the scratch rows hold the reads past `w`, and
                 // output row `oy` lies in `out` and `argmax` (lengths asserted above).
                 unsafe {
+                    prefetch_rows(plane, w, 2 * oy + 3..(2 * oy + 5).min(self.h));
                     down(plane, w, 2 * oy, rows);
                     across(rows, [2 * oy, w], out, argmax);
                 }
+            }
+        }
+    }
+
+    /// Asks for `rows` of the plane to be brought to L1: the next output row's two new input
+    /// rows, from memory (the plane was written by the layer before, long out of cache).
+    #[target_feature(enable = "avx512f")]
+    fn prefetch_rows(plane: &[f32], w: usize, rows: std::ops::Range<usize>) {
+        for row in rows {
+            for at in (row * w..(row + 1) * w).step_by(LANES) {
+                // SAFETY: `at` is inside the plane; a prefetch reads nothing.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(plane.as_ptr().add(at).cast()) };
             }
         }
     }
@@ -444,19 +457,12 @@ pub(crate) fn max_pool_backward(
     let grad = contiguous(grad);
     let [n, c, out_h, out_w] = dims4(&grad);
     let grad_data: &[f32] = grad.storage();
-    let mut x_grad = zeros::<f32>(n * c * h * w);
-    let plane_out = (out_h * out_w).max(1);
-    x_grad
-        .par_chunks_mut(h * w)
-        .zip(
-            grad_data
-                .par_chunks(plane_out)
-                .zip(argmax.par_chunks(plane_out)),
-        )
-        .for_each(|(x_grad, (grad, argmax))| {
-            for (g, &at) in grad.iter().zip(argmax) {
-                x_grad[at as usize] += g;
-            }
-        });
+    let plane_out = out_h * out_w;
+    let x_grad = zeroed_chunks(n * c * h * w, h * w, |plane, x_grad: &mut [f32]| {
+        let at = plane * plane_out..(plane + 1) * plane_out;
+        for (g, &at) in grad_data[at.clone()].iter().zip(&argmax[at]) {
+            x_grad[at as usize] += g;
+        }
+    });
     FlexTensor::from_data(TensorData::new(x_grad, [n, c, h, w]))
 }
