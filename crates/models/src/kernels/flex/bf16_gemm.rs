@@ -603,6 +603,20 @@ pub(crate) mod amx {
             if nb * ROWS >= n {
                 *tile = ZERO_TILE;
             } else if rhs.row_stride == 1 {
+                // The columns' values two tiles further down, into L1: each of the 16 columns is
+                // a stream of its own (a channel's row for a weight gradient), too many for the
+                // hardware prefetcher.
+                let ahead = (kb + 2) * DEPTH..((kb + 3) * DEPTH).min(k);
+                for col in nb * ROWS..((nb + 1) * ROWS).min(n) {
+                    let start = col * rhs.col_stride;
+                    // SAFETY: `Avx512Bf16` proves AVX-512 F.
+                    unsafe {
+                        prefetch_values::<_MM_HINT_T0>(
+                            rhs.data,
+                            start + ahead.start..start + ahead.end,
+                        )
+                    };
+                }
                 // SAFETY: as above.
                 unsafe { pack_rhs_tile_columns(tile, rhs, [k, n], [nb, kb]) };
             } else {
@@ -715,11 +729,17 @@ pub(crate) mod amx {
     fn prefetch<const HINT: i32>(rows: [usize; 2], rhs: Strided, k: usize, columns: Range<usize>) {
         for row in rows.into_iter().filter(|&row| row < k) {
             let start = row * rhs.row_stride;
-            let end = (start + columns.end).min(rhs.data.len());
-            for at in (start + columns.start..end).step_by(16) {
-                // SAFETY: `at` is inside `rhs.data`; a prefetch reads nothing.
-                unsafe { _mm_prefetch::<HINT>(rhs.data.as_ptr().add(at).cast()) };
-            }
+            prefetch_values::<HINT>(rhs.data, start + columns.start..start + columns.end);
+        }
+    }
+
+    /// Asks for the cache lines of `data[values]` (clipped to `data`) to be brought to cache,
+    /// as `HINT` says; reads nothing.
+    #[target_feature(enable = "avx512f")]
+    fn prefetch_values<const HINT: i32>(data: &[f32], values: Range<usize>) {
+        for at in (values.start..values.end.min(data.len())).step_by(16) {
+            // SAFETY: `at` is inside `data`; a prefetch reads nothing.
+            unsafe { _mm_prefetch::<HINT>(data.as_ptr().add(at).cast()) };
         }
     }
 
