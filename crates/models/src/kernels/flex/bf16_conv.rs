@@ -479,8 +479,8 @@ pub(crate) fn pack_pairs(
         for row in 0..h {
             let dst = &mut image[pair * len + first + row * wp..][..w];
             let ahead = (row + PREFETCH_ROWS) * w..(row + PREFETCH_ROWS + 1) * w;
-            prefetch(even.get(ahead.clone()));
-            prefetch(odd.and_then(|odd| odd.get(ahead)));
+            prefetch::<_MM_HINT_T0>(even.get(ahead.clone()));
+            prefetch::<_MM_HINT_T0>(odd.and_then(|odd| odd.get(ahead)));
             let odd = odd.map(|odd| &odd[row * w..][..w]);
             interleave_row(avx, dst, &even[row * w..][..w], odd);
         }
@@ -492,12 +492,13 @@ pub(crate) fn pack_pairs(
 /// left the hardware prefetcher behind.
 const PREFETCH_ROWS: usize = 2;
 
-/// Asks for `values` (when there are any) to be brought to L1; reads nothing.
-fn prefetch(values: Option<&[f32]>) {
+/// Asks for `values` (when there are any) to be brought to cache, as `HINT` says (`_MM_HINT_T0`
+/// for L1, `_MM_HINT_T1` for L2); reads nothing.
+fn prefetch<const HINT: i32>(values: Option<&[f32]>) {
     let Some(values) = values else { return };
     for at in (0..values.len()).step_by(ROWS) {
         // SAFETY: `at` is inside `values`; a prefetch reads nothing (SSE, on every x86-64).
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(values.as_ptr().add(at).cast()) };
+        unsafe { _mm_prefetch::<HINT>(values.as_ptr().add(at).cast()) };
     }
 }
 
@@ -1062,6 +1063,10 @@ impl<'a> Planes<'a> {
                 continue;
             }
             let plane = &self.data[(i * self.channels + ch) * size..][..size];
+            // The rows the next chunk will read from this plane, into L2: a chunk reads every
+            // channel's plane in turn, far more streams than the hardware prefetcher follows.
+            let next = last * self.cols..((2 * last - first) * self.cols).min(size);
+            prefetch::<_MM_HINT_T1>(plane.get(next));
             let mut copy = |values: core::ops::Range<usize>, at: usize| {
                 // `plane[values]` lands on the places `at ..`; keep what lies in the line.
                 let (lo, hi) = (at.max(start), (at + values.len()).min(end));
