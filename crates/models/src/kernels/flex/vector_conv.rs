@@ -192,21 +192,39 @@ impl PackedKernel {
                 even | odd << 16
             }
         };
-        // Each value computed where it lies (no zeroing pass: every value is written).
-        let (block, plane) = (depth * taps * MR, taps * rows);
-        kernel.data = (0..rows * depth * taps)
-            .into_par_iter()
-            .map(|index| match kernel.layout {
+        // Each value computed where it lies (no zeroing pass: every value is written), a run
+        // of them per task in loops without divisions: per value, the index arithmetic took
+        // as long as the gather (~3% of Inception's bf16 step).
+        let (run, len) = match kernel.layout {
+            Layout::Grid => (taps * MR, rows * depth * taps),
+            Layout::Channels => (taps * rows, rows * depth * taps),
+        };
+        let mut data = Vec::with_capacity(len);
+        data.spare_capacity_mut()[..len]
+            .par_chunks_mut(run.max(1))
+            .enumerate()
+            .for_each(|(index, values)| match kernel.layout {
+                // `[row block][depth][tap][MR]`: a run is one block's depth `d`.
                 Layout::Grid => {
-                    let (first, at) = (index / block * MR, index % block);
-                    bits(first + at % MR, at / (taps * MR), at / MR % taps)
+                    let (first, d) = (index / depth * MR, index % depth);
+                    for (tap, values) in values.chunks_exact_mut(MR).enumerate() {
+                        for (r, value) in values.iter_mut().enumerate() {
+                            value.write(bits(first + r, d, tap));
+                        }
+                    }
                 }
+                // `[depth][tap][rows]`: a run is depth `index`.
                 Layout::Channels => {
-                    let (d, at) = (index / plane, index % plane);
-                    bits(at % rows, d, at / rows)
+                    for (tap, values) in values.chunks_exact_mut(rows).enumerate() {
+                        for (o, value) in values.iter_mut().enumerate() {
+                            value.write(bits(o, index, tap));
+                        }
+                    }
                 }
-            })
-            .collect();
+            });
+        // SAFETY: the runs tile the first `len` values, and each value of each run was written.
+        unsafe { data.set_len(len) };
+        kernel.data = data;
         kernel
     }
 
