@@ -665,6 +665,59 @@ pub(super) fn summed_in_two<S: TransformedWeightSum>(
     sum.merge(other).into_weights()
 }
 
+/// A transformed kernel from a `[out, c, kh, kw]` weight and its `[out, c]`.
+#[cfg(test)]
+type KernelOf<K> = fn(&[f32], [usize; 2]) -> K;
+
+/// A module's `forward`: `y`, `x`, `[images, c, h, w]`, the kernel and the padding.
+#[cfg(test)]
+type ConvolutionBy<K> = fn(&mut [f32], &[f32], [usize; 4], &K, [usize; 2]);
+
+/// `case`s against the direct sums in f64, for a Winograd module whose kernels take `[out, c]`:
+/// the forward convolution (`kernel`, `forward`), the weight gradient summed in two (`sum`),
+/// and the input gradient as the forward's adjoint (the `flipped` kernel, padded by `k - 1 -
+/// p`).
+#[cfg(test)]
+pub(super) fn check_against_direct_sums<K, S: TransformedWeightSum>(
+    cases: &[crate::test_util::ConvCase],
+    [kernel, flipped]: [KernelOf<K>; 2],
+    forward: ConvolutionBy<K>,
+    sum: fn([usize; 2]) -> S,
+) {
+    for case in cases {
+        let [n, c, _, _] = case.images;
+        let [oh, ow] = case.out_size();
+        case.check_forward(1e-5, |y, x, weight| {
+            forward(
+                y,
+                x,
+                case.images,
+                &kernel(weight, [case.out, c]),
+                case.padding,
+            );
+        });
+        case.check_weight_grad(1e-5, |x, grad| {
+            summed_in_two(case, x, grad, || sum([case.out, c]))
+        });
+        case.check_adjoint(
+            |y, x, weight| {
+                forward(
+                    y,
+                    x,
+                    case.images,
+                    &kernel(weight, [case.out, c]),
+                    case.padding,
+                )
+            },
+            |dx, grad, weight| {
+                let images = [n, case.out, oh, ow];
+                let flipped = flipped(weight, [case.out, c]);
+                forward(dx, grad, images, &flipped, case.flipped_padding());
+            },
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -700,45 +753,14 @@ mod tests {
         assert!(!pays_off([64, 64], [3, 3], [1, 1], [8, 8]));
     }
 
+    /// Forward, the weight gradient and the input gradient (the flipped, transposed kernel,
+    /// padded by 2 - p).
     #[test]
-    fn matches_the_direct_convolution() {
-        for case in CASES {
-            let [_, c, _, _] = case.images;
-            case.check_forward(1e-5, |y, x, weight| {
-                let kernel = TransformedKernel::new(weight, [case.out, c]);
-                forward(y, x, case.images, &kernel, case.padding);
-            });
-        }
-    }
-
-    #[test]
-    fn weight_gradient_matches_the_direct_sum() {
-        for case in CASES {
-            let [_, c, _, _] = case.images;
-            case.check_weight_grad(1e-5, |x, grad| {
-                summed_in_two(&case, x, grad, || WeightSum::new([case.out, c]))
-            });
-        }
-    }
-
-    /// The input gradient at stride 1: the output gradient convolved by the flipped,
-    /// transposed kernel, padded by 2 - p.
-    #[test]
-    fn flipped_transposed_kernel_is_the_input_gradients() {
-        for case in CASES {
-            let [n, c, _, _] = case.images;
-            let [oh, ow] = case.out_size();
-            case.check_adjoint(
-                |y, x, weight| {
-                    let kernel = TransformedKernel::new(weight, [case.out, c]);
-                    forward(y, x, case.images, &kernel, case.padding);
-                },
-                |dx, grad, weight| {
-                    let flipped = TransformedKernel::flipped_transposed(weight, [case.out, c]);
-                    let images = [n, case.out, oh, ow];
-                    forward(dx, grad, images, &flipped, case.flipped_padding());
-                },
-            );
-        }
+    fn matches_the_direct_sums() {
+        let kernels = [
+            TransformedKernel::new,
+            TransformedKernel::flipped_transposed,
+        ];
+        check_against_direct_sums(&CASES, kernels, forward, WeightSum::new);
     }
 }

@@ -544,7 +544,7 @@ fn transform_gradient(
 
 #[cfg(test)]
 mod tests {
-    use super::super::winograd::summed_in_two;
+    use super::super::winograd::check_against_direct_sums;
     use super::*;
     use crate::test_util::ConvCase;
 
@@ -591,45 +591,14 @@ mod tests {
         }
     }
 
+    /// Forward, the weight gradient and the input gradient (the flipped, transposed kernel,
+    /// padded by 4 - p).
     #[test]
-    fn matches_the_direct_convolution() {
-        for case in CASES {
-            let [_, c, _, _] = case.images;
-            case.check_forward(1e-5, |y, x, weight| {
-                let kernel = TransformedKernel::new(weight, [case.out, c]);
-                forward(y, x, case.images, &kernel, case.padding);
-            });
-        }
-    }
-
-    #[test]
-    fn weight_gradient_matches_the_direct_sum() {
-        for case in CASES {
-            let [_, c, _, _] = case.images;
-            case.check_weight_grad(1e-5, |x, grad| {
-                summed_in_two(&case, x, grad, || WeightSum::new([case.out, c]))
-            });
-        }
-    }
-
-    /// The input gradient at stride 1: the output gradient convolved by the flipped,
-    /// transposed kernel, padded by 4 - p.
-    #[test]
-    fn flipped_transposed_kernel_is_the_input_gradients() {
-        for case in CASES {
-            let [n, c, _, _] = case.images;
-            let [oh, ow] = case.out_size();
-            case.check_adjoint(
-                |y, x, weight| {
-                    let kernel = TransformedKernel::new(weight, [case.out, c]);
-                    forward(y, x, case.images, &kernel, case.padding);
-                },
-                |dx, grad, weight| {
-                    let flipped = TransformedKernel::flipped_transposed(weight, [case.out, c]);
-                    let images = [n, case.out, oh, ow];
-                    forward(dx, grad, images, &flipped, case.flipped_padding());
-                },
-            );
-        }
+    fn matches_the_direct_sums() {
+        let kernels = [
+            TransformedKernel::new,
+            TransformedKernel::flipped_transposed,
+        ];
+        check_against_direct_sums(&CASES, kernels, forward, WeightSum::new);
     }
 }
