@@ -75,30 +75,43 @@ pub(crate) struct TransformedKernel {
     c: usize,
 }
 
+/// The taps `g(o, ch, ky, kx)` of a square `[out, c, k, k]` `weight` and the `[out, c]` they
+/// span, or, `flipped`, those of its input gradient's kernel: inputs and outputs swapped
+/// (`[c, out]`), flipped in both directions. What the Winograd kernels transform.
+pub(super) fn square_taps(
+    weight: &[f32],
+    [out, c]: [usize; 2],
+    k: usize,
+    flipped: bool,
+) -> (
+    [usize; 2],
+    impl Fn(usize, usize, usize, usize) -> f32 + Sync + '_,
+) {
+    assert_eq!(
+        weight.len(),
+        out * c * k * k,
+        "not an [{out}, {c}, {k}, {k}] kernel"
+    );
+    let dims = if flipped { [c, out] } else { [out, c] };
+    let tap = move |a: usize, b: usize, ky: usize, kx: usize| match flipped {
+        false => weight[((a * c + b) * k + ky) * k + kx],
+        true => weight[((b * c + a) * k + k - 1 - ky) * k + k - 1 - kx],
+    };
+    (dims, tap)
+}
+
 impl TransformedKernel {
     /// `weight`: `[out, c, 3, 3]`.
-    pub(crate) fn new(weight: &[f32], [out, c]: [usize; 2]) -> Self {
-        assert_eq!(
-            weight.len(),
-            out * c * 9,
-            "not an [{out}, {c}, 3, 3] kernel"
-        );
-        Self::from_fn([out, c], |o, ch, ky, kx| {
-            weight[((o * c + ch) * 3 + ky) * 3 + kx]
-        })
+    pub(crate) fn new(weight: &[f32], dims: [usize; 2]) -> Self {
+        let (dims, taps) = square_taps(weight, dims, 3, false);
+        Self::from_fn(dims, taps)
     }
 
     /// The kernel of the input gradient of a convolution by `weight` (`[out, c, 3, 3]`): inputs
     /// and outputs swapped, flipped in both directions.
-    pub(crate) fn flipped_transposed(weight: &[f32], [out, c]: [usize; 2]) -> Self {
-        assert_eq!(
-            weight.len(),
-            out * c * 9,
-            "not an [{out}, {c}, 3, 3] kernel"
-        );
-        Self::from_fn([c, out], |ch, o, ky, kx| {
-            weight[((o * c + ch) * 3 + 2 - ky) * 3 + 2 - kx]
-        })
+    pub(crate) fn flipped_transposed(weight: &[f32], dims: [usize; 2]) -> Self {
+        let (dims, taps) = square_taps(weight, dims, 3, true);
+        Self::from_fn(dims, taps)
     }
 
     /// `g(o, ch, ky, kx)` transformed.
@@ -280,25 +293,59 @@ pub(super) fn multiply_points(
     }
 }
 
-/// `du[p] += dm[p] · patches[p]ᵀ` for each point `p`, by the convolutions' own weight-gradient
-/// product ([`add_product_f32`], `scratch` for its transposes): `dm` `[points][out × tiles]`
-/// (the output gradient's tiles transformed), `patches` `[points][c × tiles]`, and `du`
-/// `[points][c × out]`, each point's sum kept transposed as that product leaves it.
-pub(super) fn add_point_products(
-    du: &mut [f32],
-    dm: &[f32],
-    patches: &[f32],
-    [out, c, tiles]: [usize; 3],
-    scratch: &mut Vec<f32>,
-) {
-    let sums = du.chunks_exact_mut((out * c).max(1));
-    let gradients = dm.chunks_exact((out * tiles).max(1));
-    for ((du, dm), v) in sums
-        .zip(gradients)
-        .zip(patches.chunks_exact((c * tiles).max(1)))
-    {
-        let (dm, v) = (row_major(dm, tiles), row_major(v, tiles));
-        add_product_f32(du, &dm, &v, [out, c, tiles], scratch);
+/// One thread's running sums of a Winograd weight gradient in the transformed domain, `dU[p] =
+/// Σ dM[p] · V[p]ᵀ` over tiles, each point's `[c][out]` (transposed, as the convolutions' own
+/// weight-gradient product leaves it): what each module's `WeightSum` adds into, merges and
+/// transforms back.
+pub(super) struct PointSums {
+    du: Vec<f32>,
+    pub(super) out: usize,
+    pub(super) c: usize,
+}
+
+impl PointSums {
+    /// Zeros for `points` points of an `[out, c]` kernel.
+    pub(super) fn new(points: usize, [out, c]: [usize; 2]) -> Self {
+        Self {
+            du: vec![0.0; points * out * c],
+            out,
+            c,
+        }
+    }
+
+    /// `dU[p] += dm[p] · patches[p]ᵀ` for each point `p`, by [`add_product_f32`] (`scratch` for
+    /// its transposes): `dm` `[points][out × tiles]` (the output gradient's tiles
+    /// transformed), `patches` `[points][c × tiles]`.
+    pub(super) fn add(
+        &mut self,
+        dm: &[f32],
+        patches: &[f32],
+        tiles: usize,
+        scratch: &mut Vec<f32>,
+    ) {
+        let (out, c) = (self.out, self.c);
+        let sums = self.du.chunks_exact_mut((out * c).max(1));
+        let gradients = dm.chunks_exact((out * tiles).max(1));
+        for ((du, dm), v) in sums
+            .zip(gradients)
+            .zip(patches.chunks_exact((c * tiles).max(1)))
+        {
+            let (dm, v) = (row_major(dm, tiles), row_major(v, tiles));
+            add_product_f32(du, &dm, &v, [out, c, tiles], scratch);
+        }
+    }
+
+    /// These sums plus another thread's.
+    pub(super) fn plus(mut self, other: &Self) -> Self {
+        self.du.iter_mut().zip(&other.du).for_each(|(a, b)| *a += b);
+        self
+    }
+
+    /// Point `p`'s sum for output `index / c`, channel `index % c` (a kernel's place in
+    /// `[out, c, ..]`).
+    pub(super) fn at(&self, p: usize, index: usize) -> f32 {
+        let (out, c) = (self.out, self.c);
+        self.du[p * out * c + (index % c) * out + index / c]
     }
 }
 
@@ -504,28 +551,19 @@ pub(crate) trait TransformedWeightSum: Send + Sized {
 /// `dU[p] = Σ dM[p] · V[p]ᵀ` over tiles, `dM = A dy Aᵀ` the output gradient's tiles transformed
 /// (the adjoint of the forward's `Aᵀ M A`) and `V` the input's patches as the forward
 /// transforms them; the gradient is then `Gᵀ dU G` (`into_weights`).
-pub(crate) struct WeightSum {
-    /// `[16][c][out]`.
-    du: Vec<f32>,
-    out: usize,
-    c: usize,
-}
+pub(crate) struct WeightSum(PointSums);
 
 impl WeightSum {
-    pub(crate) fn new([out, c]: [usize; 2]) -> Self {
-        Self {
-            du: vec![0.0; POINTS * out * c],
-            out,
-            c,
-        }
+    pub(crate) fn new(dims: [usize; 2]) -> Self {
+        Self(PointSums::new(POINTS, dims))
     }
 }
 
 impl TransformedWeightSum for WeightSum {
     fn add(&mut self, x: &[f32], [images, c, h, w]: [usize; 4], grad: &[f32], padding: [usize; 2]) {
-        assert_eq!(c, self.c, "a sum for {} channels, not {c}", self.c);
+        assert_eq!(c, self.0.c, "a sum for {} channels, not {c}", self.0.c);
         let g = Geometry::new([c, h, w], padding);
-        let out = self.out;
+        let out = self.0.out;
         assert_batch([x.len(), grad.len()], [images, c, h, w], out * g.oh * g.ow);
         SCRATCH.with_borrow_mut(|s| {
             for (grad, x) in grad
@@ -536,27 +574,19 @@ impl TransformedWeightSum for WeightSum {
                     let tiles = rows.len() * g.tw;
                     transform_input(s, x, g, rows.clone());
                     transform_gradient(s, grad, g, out, rows);
-                    let sizes = [out, c, tiles];
-                    add_point_products(
-                        &mut self.du,
-                        &s.gradient,
-                        &s.patches,
-                        sizes,
-                        &mut s.scratch,
-                    );
+                    self.0.add(&s.gradient, &s.patches, tiles, &mut s.scratch);
                 }
             }
         });
     }
 
-    fn merge(mut self, other: Self) -> Self {
-        self.du.iter_mut().zip(&other.du).for_each(|(a, b)| *a += b);
-        self
+    fn merge(self, other: Self) -> Self {
+        Self(self.0.plus(&other.0))
     }
 
     /// `Gᵀ dU G`, `[out, c, 3, 3]`, on rayon's threads.
     fn into_weights(self) -> Vec<f32> {
-        let (out, c) = (self.out, self.c);
+        let (out, c) = (self.0.out, self.0.c);
         // Gᵀ on four values: G's columns are (1, ½, ½, 0), (0, ½, -½, 0), (0, ½, ½, 1).
         let gather = |v: [f32; 4]| {
             [
@@ -568,9 +598,7 @@ impl TransformedWeightSum for WeightSum {
         let mut weights = vec![0f32; out * c * 9];
         let kernels = weights.par_chunks_exact_mut(9).enumerate();
         kernels.for_each(|(index, kernel)| {
-            // Each point's sum is `[c][out]`.
-            let at = (index % c) * out + index / c;
-            let du = |i: usize, j: usize| self.du[(4 * i + j) * out * c + at];
+            let du = |i: usize, j: usize| self.0.at(4 * i + j, index);
             let rows: [[f32; 3]; 4] =
                 core::array::from_fn(|i| gather(core::array::from_fn(|j| du(i, j))));
             for kx in 0..3 {

@@ -23,7 +23,7 @@ use rayon::prelude::*;
 use super::bf16_gemm::Strided;
 use super::transpose::transpose;
 use super::winograd::{
-    TransformedWeightSum, add_point_products, allowed, assert_batch, multiply_points,
+    PointSums, TransformedWeightSum, allowed, assert_batch, multiply_points, square_taps,
 };
 
 /// Points of a transformed tile along one side, and in all.
@@ -60,35 +60,25 @@ pub(crate) struct TransformedKernel {
 
 impl TransformedKernel {
     /// `weight`: `[out, c, 5, 5]`.
-    pub(crate) fn new(weight: &[f32], [out, c]: [usize; 2]) -> Self {
-        assert_eq!(
-            weight.len(),
-            out * c * 25,
-            "not an [{out}, {c}, 5, 5] kernel"
-        );
-        Self::from_fn([out, c], |o, ch, ky, kx| {
-            weight[((o * c + ch) * 5 + ky) * 5 + kx]
-        })
+    pub(crate) fn new(weight: &[f32], dims: [usize; 2]) -> Self {
+        let (dims, taps) = square_taps(weight, dims, 5, false);
+        Self::from_fn(dims, taps)
     }
 
     /// The kernel of the input gradient of a convolution by `weight` (`[out, c, 5, 5]`): inputs
     /// and outputs swapped, flipped in both directions.
-    pub(crate) fn flipped_transposed(weight: &[f32], [out, c]: [usize; 2]) -> Self {
-        assert_eq!(
-            weight.len(),
-            out * c * 25,
-            "not an [{out}, {c}, 5, 5] kernel"
-        );
-        Self::from_fn([c, out], |ch, o, ky, kx| {
-            weight[((o * c + ch) * 5 + 4 - ky) * 5 + 4 - kx]
-        })
+    pub(crate) fn flipped_transposed(weight: &[f32], dims: [usize; 2]) -> Self {
+        let (dims, taps) = square_taps(weight, dims, 5, true);
+        Self::from_fn(dims, taps)
     }
 
-    /// `g(o, ch, ky, kx)` transformed, a kernel per task.
+    /// `g(o, ch, ky, kx)` transformed, a kernel per task, then the `[out·c][36]` results
+    /// transposed into the points' matrices by 16×16 blocks (one at a time on the calling
+    /// thread was the serial part of the call).
     fn from_fn([out, c]: [usize; 2], g: impl Fn(usize, usize, usize, usize) -> f32 + Sync) -> Self {
-        let kernels: Vec<[f32; POINTS]> = (0..out * c)
+        let kernels: Vec<f32> = (0..out * c)
             .into_par_iter()
-            .map(|index| {
+            .flat_map_iter(|index| {
                 let (o, ch) = (index / c, index % c);
                 let taps: [[f32; 5]; 5] =
                     core::array::from_fn(|ky| core::array::from_fn(|kx| g(o, ch, ky, kx)));
@@ -96,11 +86,12 @@ impl TransformedKernel {
             })
             .collect();
         let mut u = vec![0f32; POINTS * out * c];
-        for (index, points) in kernels.iter().enumerate() {
-            for (p, &value) in points.iter().enumerate() {
-                u[p * out * c + index] = value;
-            }
-        }
+        let kernels = Strided {
+            data: &kernels,
+            row_stride: POINTS,
+            col_stride: 1,
+        };
+        transpose(&mut u, &kernels, [out * c, POINTS]);
         Self { u, out, c }
     }
 }
@@ -421,28 +412,19 @@ fn transform_output(
 /// `dU[p] = Σ dM[p] · V[p]ᵀ` over tiles, `dM = A dy Aᵀ` the output gradient's tiles transformed
 /// (the adjoint of the forward's `Aᵀ M A`) and `V` the input's patches as the forward
 /// transforms them; the gradient is then `Gᵀ dU G` (`into_weights`).
-pub(crate) struct WeightSum {
-    /// `[36][c][out]`.
-    du: Vec<f32>,
-    out: usize,
-    c: usize,
-}
+pub(crate) struct WeightSum(PointSums);
 
 impl WeightSum {
-    pub(crate) fn new([out, c]: [usize; 2]) -> Self {
-        Self {
-            du: vec![0.0; POINTS * out * c],
-            out,
-            c,
-        }
+    pub(crate) fn new(dims: [usize; 2]) -> Self {
+        Self(PointSums::new(POINTS, dims))
     }
 }
 
 impl TransformedWeightSum for WeightSum {
     fn add(&mut self, x: &[f32], [images, c, h, w]: [usize; 4], grad: &[f32], padding: [usize; 2]) {
-        assert_eq!(c, self.c, "a sum for {} channels, not {c}", self.c);
+        assert_eq!(c, self.0.c, "a sum for {} channels, not {c}", self.0.c);
         let g = Geometry::new([c, h, w], padding);
-        let out = self.out;
+        let out = self.0.out;
         let (x_size, grad_size) = (c * h * w, out * g.oh * g.ow);
         assert_batch([x.len(), grad.len()], [images, c, h, w], grad_size);
         SCRATCH.with_borrow_mut(|s| {
@@ -475,27 +457,22 @@ impl TransformedWeightSum for WeightSum {
                     s.gradient.resize(POINTS * out * slots, 0.0);
                     transform_input(&mut s.patches, &s.input, g, tiles.clone());
                     transform_gradient(&mut s.gradient, &s.output, g, out, tiles);
-                    let (du, sizes) = (&mut self.du, [out, c, slots]);
-                    add_point_products(du, &s.gradient, &s.patches, sizes, &mut s.scratch);
+                    self.0.add(&s.gradient, &s.patches, slots, &mut s.scratch);
                 }
             }
         });
     }
 
-    fn merge(mut self, other: Self) -> Self {
-        self.du.iter_mut().zip(&other.du).for_each(|(a, b)| *a += b);
-        self
+    fn merge(self, other: Self) -> Self {
+        Self(self.0.plus(&other.0))
     }
 
     /// `Gᵀ dU G`, `[out, c, 5, 5]`, on rayon's threads.
     fn into_weights(self) -> Vec<f32> {
-        let (out, c) = (self.out, self.c);
-        let mut weights = vec![0f32; out * c * 25];
+        let mut weights = vec![0f32; self.0.out * self.0.c * 25];
         let kernels = weights.par_chunks_exact_mut(25).enumerate();
         kernels.for_each(|(index, kernel)| {
-            // Each point's sum is `[c][out]`.
-            let at = (index % c) * out + index / c;
-            let du = |i: usize, j: usize| self.du[(SIDE * i + j) * out * c + at];
+            let du = |i: usize, j: usize| self.0.at(SIDE * i + j, index);
             // dU G: [6][5].
             let rows: [[f32; 5]; SIDE] = core::array::from_fn(|i| {
                 core::array::from_fn(|kx| (0..SIDE).map(|j| du(i, j) * G[j][kx]).sum())

@@ -24,8 +24,7 @@ use rayon::prelude::*;
 
 use super::transpose::transpose_each;
 use super::winograd::{
-    self, BLOCK_TILES, MIN_CHANNELS, TransformedWeightSum, add_point_products, assert_batch,
-    multiply_points,
+    self, BLOCK_TILES, MIN_CHANNELS, PointSums, TransformedWeightSum, assert_batch, multiply_points,
 };
 
 /// Outputs per tile, taps, and points (inputs per tile): F(3, 7).
@@ -431,10 +430,7 @@ fn transform_gradient(
 /// One thread's running sum of a 7x1 or 1x7 convolution's weight gradient in the transformed
 /// domain, `dU[p] = Σ dM[p] · V[p]ᵀ` over tiles; the gradient is `Gᵀ dU` (`into_weights`).
 pub(crate) struct WeightSum {
-    /// `[9][c][out]`.
-    du: Vec<f32>,
-    out: usize,
-    c: usize,
+    sums: PointSums,
     axis: Axis,
 }
 
@@ -443,25 +439,20 @@ impl WeightSum {
     pub(crate) fn new(dims: [usize; 4]) -> Self {
         let [out, c, kh, kw] = dims;
         Self {
-            du: vec![0.0; POINTS * out * c],
-            out,
-            c,
+            sums: PointSums::new(POINTS, [out, c]),
             axis: Axis::of([kh, kw]),
         }
-    }
-
-    /// `dU[p] += dM[p] · V[p]ᵀ` for a block of `tiles` tiles transformed into `s`.
-    fn add_products(&mut self, s: &mut Scratch, tiles: usize) {
-        let (out, c) = (self.out, self.c);
-        let sizes = [out, c, tiles];
-        add_point_products(&mut self.du, &s.gradient, &s.patches, sizes, &mut s.scratch);
     }
 }
 
 impl TransformedWeightSum for WeightSum {
     fn add(&mut self, x: &[f32], [images, c, h, w]: [usize; 4], grad: &[f32], padding: [usize; 2]) {
-        assert_eq!(c, self.c, "a sum for {} channels, not {c}", self.c);
-        let out = self.out;
+        assert_eq!(
+            c, self.sums.c,
+            "a sum for {} channels, not {c}",
+            self.sums.c
+        );
+        let out = self.sums.out;
         let (g, transposed) = geometry([c, h, w], padding, self.axis);
         let (in_image, out_image) = (c * h * w, out * g.oh * g.w);
         assert_batch([x.len(), grad.len()], [images, c, h, w], out_image);
@@ -481,30 +472,31 @@ impl TransformedWeightSum for WeightSum {
                 };
                 transform_input(&mut s.patches, x, g, block);
                 transform_gradient(&mut s.gradient, grad, g, out, block);
-                self.add_products(s, block * g.tiles());
+                let tiles = block * g.tiles();
+                self.sums
+                    .add(&s.gradient, &s.patches, tiles, &mut s.scratch);
             }
         });
     }
 
-    fn merge(mut self, other: Self) -> Self {
-        self.du.iter_mut().zip(&other.du).for_each(|(a, b)| *a += b);
-        self
+    fn merge(self, other: Self) -> Self {
+        Self {
+            sums: self.sums.plus(&other.sums),
+            ..self
+        }
     }
 
     /// `Gᵀ dU`, `[out, c, 7, 1]` or `[out, c, 1, 7]` (the same values), on rayon's threads.
     fn into_weights(self) -> Vec<f32> {
-        let pairs = self.out * self.c;
-        let mut weights = vec![0f32; pairs * TAPS];
+        let mut weights = vec![0f32; self.sums.out * self.sums.c * TAPS];
         let kernels = weights.par_chunks_exact_mut(TAPS).enumerate();
         kernels.for_each(|(index, taps)| {
-            // Each point's sum is `[c][out]`.
-            let at = (index % self.c) * self.out + index / self.c;
             for (k, tap) in taps.iter_mut().enumerate() {
                 let sum: f64 = G
                     .iter()
                     .enumerate()
                     .map(|(p, (row, denominator))| {
-                        row[k] / denominator * f64::from(self.du[p * pairs + at])
+                        row[k] / denominator * f64::from(self.sums.at(p, index))
                     })
                     .sum();
                 *tap = sum as f32;
