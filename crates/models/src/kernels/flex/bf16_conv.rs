@@ -28,6 +28,7 @@ use super::bf16_gemm::amx::{
     lane_mask, load_bf16_run, tile_bits, transpose,
 };
 use super::bf16_gemm::kernel;
+use super::buffers::prefetch;
 use crate::kernels::precision::Bf16Kernel;
 use core::arch::asm;
 use core::arch::x86_64::*;
@@ -479,8 +480,10 @@ pub(crate) fn pack_pairs(
         for row in 0..h {
             let dst = &mut image[pair * len + first + row * wp..][..w];
             let ahead = (row + PREFETCH_ROWS) * w..(row + PREFETCH_ROWS + 1) * w;
-            prefetch::<_MM_HINT_T0>(even.get(ahead.clone()));
-            prefetch::<_MM_HINT_T0>(odd.and_then(|odd| odd.get(ahead)));
+            prefetch::<_MM_HINT_T0>(even, ahead.clone());
+            if let Some(odd) = odd {
+                prefetch::<_MM_HINT_T0>(odd, ahead);
+            }
             let odd = odd.map(|odd| &odd[row * w..][..w]);
             interleave_row(avx, dst, &even[row * w..][..w], odd);
         }
@@ -491,16 +494,6 @@ pub(crate) fn pack_pairs(
 /// (the layer before wrote them long ago), and two streams a plane apart, read a row at a time,
 /// left the hardware prefetcher behind.
 const PREFETCH_ROWS: usize = 2;
-
-/// Asks for `values` (when there are any) to be brought to cache, as `HINT` says (`_MM_HINT_T0`
-/// for L1, `_MM_HINT_T1` for L2); reads nothing.
-fn prefetch<const HINT: i32>(values: Option<&[f32]>) {
-    let Some(values) = values else { return };
-    for at in (0..values.len()).step_by(ROWS) {
-        // SAFETY: `at` is inside `values`; a prefetch reads nothing (SSE, on every x86-64).
-        unsafe { _mm_prefetch::<HINT>(values.as_ptr().add(at).cast()) };
-    }
-}
 
 /// `pack_pairs` for a folded kernel: the image padded in f32 (`[c][len + kw]`, zeros outside
 /// the image kept from call to call), then each pair of depth channels interleaved from two
@@ -1066,7 +1059,7 @@ impl<'a> Planes<'a> {
             // The rows the next chunk will read from this plane, into L2: a chunk reads every
             // channel's plane in turn, far more streams than the hardware prefetcher follows.
             let next = last * self.cols..((2 * last - first) * self.cols).min(size);
-            prefetch::<_MM_HINT_T1>(plane.get(next));
+            prefetch::<_MM_HINT_T1>(plane, next);
             let mut copy = |values: core::ops::Range<usize>, at: usize| {
                 // `plane[values]` lands on the places `at ..`; keep what lies in the line.
                 let (lo, hi) = (at.max(start), (at + values.len()).min(end));

@@ -259,6 +259,7 @@ fn round_compact(copy: &mut Vec<f32>, rhs: Strided, k: usize, n: usize) -> [usiz
 /// and its rhs packing (`pack_rhs`, which needs only AVX-512 BF16) the `vdpbf16ps` path.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod amx {
+    use super::super::buffers::prefetch;
     use super::{Strided, bf16_bits};
     use core::arch::asm;
     use core::arch::x86_64::*;
@@ -609,13 +610,7 @@ pub(crate) mod amx {
                 let ahead = (kb + 2) * DEPTH..((kb + 3) * DEPTH).min(k);
                 for col in nb * ROWS..((nb + 1) * ROWS).min(n) {
                     let start = col * rhs.col_stride;
-                    // SAFETY: `Avx512Bf16` proves AVX-512 F.
-                    unsafe {
-                        prefetch_values::<_MM_HINT_T0>(
-                            rhs.data,
-                            start + ahead.start..start + ahead.end,
-                        )
-                    };
+                    prefetch::<_MM_HINT_T0>(rhs.data, start + ahead.start..start + ahead.end);
                 }
                 // SAFETY: as above.
                 unsafe { pack_rhs_tile_columns(tile, rhs, [k, n], [nb, kb]) };
@@ -710,8 +705,8 @@ pub(crate) mod amx {
         for pair in 0..k_blocks * ROWS {
             let (kb, r) = (pair / ROWS, pair % ROWS);
             // The rows 16 ahead into L1 for this panel, this pair's next panel into L2.
-            prefetch::<_MM_HINT_T0>([2 * pair + 16, 2 * pair + 17], rhs, k, 0..n);
-            prefetch::<_MM_HINT_T1>([2 * pair, 2 * pair + 1], rhs, k, n..2 * n);
+            prefetch_rows::<_MM_HINT_T0>([2 * pair + 16, 2 * pair + 17], rhs, k, 0..n);
+            prefetch_rows::<_MM_HINT_T1>([2 * pair, 2 * pair + 1], rhs, k, n..2 * n);
             for nb in 0..n_blocks {
                 let col = nb * ROWS;
                 let pairs = interleave_bf16(load(2 * pair, col), load(2 * pair + 1, col));
@@ -725,21 +720,15 @@ pub(crate) mod amx {
     /// vectors at a time, so the rows they read lie a whole matrix row apart (an image row for
     /// a 1x1 convolution, whose rhs is its input) and the hardware prefetcher misses them: a
     /// third of such a convolution's time on 17x17 maps went to those loads.
-    #[target_feature(enable = "avx512f")]
-    fn prefetch<const HINT: i32>(rows: [usize; 2], rhs: Strided, k: usize, columns: Range<usize>) {
+    fn prefetch_rows<const HINT: i32>(
+        rows: [usize; 2],
+        rhs: Strided,
+        k: usize,
+        columns: Range<usize>,
+    ) {
         for row in rows.into_iter().filter(|&row| row < k) {
             let start = row * rhs.row_stride;
-            prefetch_values::<HINT>(rhs.data, start + columns.start..start + columns.end);
-        }
-    }
-
-    /// Asks for the cache lines of `data[values]` (clipped to `data`) to be brought to cache,
-    /// as `HINT` says; reads nothing.
-    #[target_feature(enable = "avx512f")]
-    fn prefetch_values<const HINT: i32>(data: &[f32], values: Range<usize>) {
-        for at in (values.start..values.end.min(data.len())).step_by(16) {
-            // SAFETY: `at` is inside `data`; a prefetch reads nothing.
-            unsafe { _mm_prefetch::<HINT>(data.as_ptr().add(at).cast()) };
+            prefetch::<HINT>(rhs.data, start + columns.start..start + columns.end);
         }
     }
 

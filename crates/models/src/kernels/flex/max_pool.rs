@@ -283,6 +283,7 @@ impl PlanePool {
 mod three_by_two {
     use core::arch::x86_64::*;
 
+    use super::super::buffers::prefetch;
     use super::MaxPoolShape;
 
     /// Values per vector.
@@ -338,22 +339,11 @@ mod three_by_two {
                 // plane (every window whole), the scratch rows hold the reads past `w`, and
                 // output row `oy` lies in `out` and `argmax` (lengths asserted above).
                 unsafe {
-                    prefetch_rows(plane, w, 2 * oy + 3..(2 * oy + 5).min(self.h));
+                    // The next output row's two new input rows, into L1.
+                    prefetch::<_MM_HINT_T0>(plane, (2 * oy + 3) * w..(2 * oy + 5) * w);
                     down(plane, w, 2 * oy, rows);
                     across(rows, [2 * oy, w], out, argmax);
                 }
-            }
-        }
-    }
-
-    /// Asks for `rows` of the plane to be brought to L1: the next output row's two new input
-    /// rows, from memory (the plane was written by the layer before, long out of cache).
-    #[target_feature(enable = "avx512f")]
-    fn prefetch_rows(plane: &[f32], w: usize, rows: std::ops::Range<usize>) {
-        for row in rows {
-            for at in (row * w..(row + 1) * w).step_by(LANES) {
-                // SAFETY: `at` is inside the plane; a prefetch reads nothing.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(plane.as_ptr().add(at).cast()) };
             }
         }
     }
