@@ -24,11 +24,10 @@ use core::arch::x86_64::*;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
-use rayon::prelude::*;
-
 use super::bf16_conv::pack_pairs;
 use super::bf16_gemm::amx::{Avx512Bf16, tile_bits};
 use super::bf16_gemm::{Strided, turned_off};
+use super::buffers::zeroed_chunks;
 use super::transpose::transpose;
 
 /// Output channels in a block: 8 broadcasts per step.
@@ -193,24 +192,20 @@ impl PackedKernel {
                 even | odd << 16
             }
         };
-        // Each value computed where it lies (no zeroing pass: every value is written), a run
-        // of them per task in loops without divisions: per value, the index arithmetic took
-        // as long as the gather (~3% of Inception's bf16 step).
-        let (run, len) = match kernel.layout {
-            Layout::Grid => (taps * MR, rows * depth * taps),
-            Layout::Channels => (taps * rows, rows * depth * taps),
+        // A run of values per task, in loops without divisions: per value, the index arithmetic
+        // took as long as the gather (~3% of Inception's bf16 step).
+        let run = match kernel.layout {
+            Layout::Grid => taps * MR,
+            Layout::Channels => taps * rows,
         };
-        let mut data = Vec::with_capacity(len);
-        data.spare_capacity_mut()[..len]
-            .par_chunks_mut(run.max(1))
-            .enumerate()
-            .for_each(|(index, values)| match kernel.layout {
+        kernel.data = zeroed_chunks(rows * depth * taps, run, |index, values| {
+            match kernel.layout {
                 // `[row block][depth][tap][MR]`: a run is one block's depth `d`.
                 Layout::Grid => {
                     let (first, d) = (index / depth * MR, index % depth);
                     for (tap, values) in values.chunks_exact_mut(MR).enumerate() {
                         for (r, value) in values.iter_mut().enumerate() {
-                            value.write(bits(first + r, d, tap));
+                            *value = bits(first + r, d, tap);
                         }
                     }
                 }
@@ -218,14 +213,12 @@ impl PackedKernel {
                 Layout::Channels => {
                     for (tap, values) in values.chunks_exact_mut(rows).enumerate() {
                         for (o, value) in values.iter_mut().enumerate() {
-                            value.write(bits(o, index, tap));
+                            *value = bits(o, index, tap);
                         }
                     }
                 }
-            });
-        // SAFETY: the runs tile the first `len` values, and each value of each run was written.
-        unsafe { data.set_len(len) };
-        kernel.data = data;
+            }
+        });
         kernel
     }
 

@@ -118,12 +118,10 @@ type Lanes = [f32; LANES];
 /// gemm's rate, narrow enough that the block's patches stay in L2 for it.
 const BLOCK_SLOTS: usize = 512;
 
-/// The sizes of one convolution: input `[c, h, w]`, padding, outputs and tiles.
+/// The sizes of one convolution: input channels, outputs and tiles.
 #[derive(Clone, Copy, Debug)]
 struct Geometry {
     c: usize,
-    ph: usize,
-    pw: usize,
     oh: usize,
     ow: usize,
     /// Tiles per column and per row: `ceil(oh / 2)`, `ceil(ow / 2)`.
@@ -140,8 +138,6 @@ impl Geometry {
         let (oh, ow) = (h + 2 * ph - 4, w + 2 * pw - 4);
         Self {
             c,
-            ph,
-            pw,
             oh,
             ow,
             th: oh.div_ceil(2),
@@ -209,7 +205,6 @@ pub(crate) fn forward(
         for first in (0..images).step_by(LANES) {
             let group = (images - first).min(LANES);
             let x = &x[first * x_size..][..group * x_size];
-            let padding = [g.ph, g.pw];
             to_lanes(
                 &mut s.input,
                 x,
