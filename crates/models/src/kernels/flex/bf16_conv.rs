@@ -1483,31 +1483,19 @@ mod tests {
                 case.weight_shape().iter().product::<usize>(),
                 5 * seed as u64 + 1,
             );
-            let lhs = Strided {
-                data: &weight,
-                row_stride: taps,
-                col_stride: 1,
-            };
+            let lhs = Strided::row_major(&weight, taps);
             let packed = PackedLhs::new(case.out, taps, lhs);
             let direct = forward_of(case, &x, &weight);
             for (i, direct) in direct.chunks_exact(case.out * places).enumerate() {
                 let windows = case.im2col(&x, i);
                 let mut want = vec![f32::NAN; case.out * places];
-                let rhs = Strided {
-                    data: &windows,
-                    row_stride: places,
-                    col_stride: 1,
-                };
+                let rhs = Strided::row_major(&windows, places);
                 multiply_bf16(&mut want, &packed, rhs, places, false);
                 // Only the order of the f32 sums differs: compare within its error bound.
                 let windows: Vec<f32> = windows.iter().map(|&x| round_to_bf16(x).abs()).collect();
                 let weights: Vec<f32> = weight.iter().map(|&w| round_to_bf16(w).abs()).collect();
                 let mut magnitude = vec![0.0; case.out * places];
-                let rhs = Strided {
-                    data: &windows,
-                    row_stride: places,
-                    col_stride: 1,
-                };
+                let rhs = Strided::row_major(&windows, places);
                 let abs = PackedLhs::new(
                     case.out,
                     taps,

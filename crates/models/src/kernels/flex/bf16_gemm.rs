@@ -26,7 +26,26 @@ pub(crate) struct Strided<'a> {
     pub col_stride: usize,
 }
 
-impl Strided<'_> {
+impl<'a> Strided<'a> {
+    /// A row-major matrix with rows of `columns` values (a longer `data` holds more rows, or
+    /// rows of a wider matrix).
+    pub(crate) fn row_major(data: &'a [f32], columns: usize) -> Self {
+        Self {
+            data,
+            row_stride: columns,
+            col_stride: 1,
+        }
+    }
+
+    /// The transpose of a row-major matrix with rows of `columns` values.
+    pub(crate) fn transposed(data: &'a [f32], columns: usize) -> Self {
+        Self {
+            data,
+            row_stride: 1,
+            col_stride: columns,
+        }
+    }
+
     /// Panics unless every element of a `rows × cols` matrix lies inside `data`: the packers read
     /// without bounds checks once this has passed.
     fn assert_covers(&self, rows: usize, cols: usize) {

@@ -429,10 +429,17 @@ pub(crate) fn weight_grad(
                     let chunk = rows.len() * out_w;
                     let filled = (taps * chunk).min(columns.len());
                     let windows = match image.is_copy() {
-                        true => row_major(&x[first * out_w..], places),
-                        false => row_major(image.windows(x, rows, &mut columns[..filled]), chunk),
+                        true => Strided::row_major(&x[first * out_w..], places),
+                        false => Strided::row_major(
+                            image.windows(x, rows, &mut columns[..filled]),
+                            chunk,
+                        ),
                     };
-                    sum.add(row_major(&g[first * out_w..], places), windows, chunk);
+                    sum.add(
+                        Strided::row_major(&g[first * out_w..], places),
+                        windows,
+                        chunk,
+                    );
                 }
             }
             sum
@@ -608,7 +615,9 @@ impl<'a> Kernel<'a> {
     fn new(data: &'a [f32], [out, taps]: [usize; 2], arithmetic: Arithmetic) -> Self {
         match arithmetic {
             Arithmetic::F32 => Kernel::F32 { data, out, taps },
-            Arithmetic::Bf16 => Kernel::Bf16(PackedLhs::new(out, taps, row_major(data, taps))),
+            Arithmetic::Bf16 => {
+                Kernel::Bf16(PackedLhs::new(out, taps, Strided::row_major(data, taps)))
+            }
         }
     }
 
@@ -616,12 +625,16 @@ impl<'a> Kernel<'a> {
     fn times(&self, y: &mut [f32], windows: &[f32], places: usize) {
         match self {
             Kernel::F32 { data, out, taps } => {
-                let lhs = row_major(data, *taps);
+                let lhs = Strided::row_major(data, *taps);
                 multiply_f32(y, lhs, windows, [*out, *taps, places])
             }
-            Kernel::Bf16(kernel) => {
-                multiply_bf16(y, kernel, row_major(windows, places), places, false)
-            }
+            Kernel::Bf16(kernel) => multiply_bf16(
+                y,
+                kernel,
+                Strided::row_major(windows, places),
+                places,
+                false,
+            ),
         }
     }
 }
@@ -630,18 +643,12 @@ impl<'a> Kernel<'a> {
 /// blocks ([`transpose`]).
 fn transposed_kernel(kernel: &[f32], [out, taps]: [usize; 2]) -> Vec<f32> {
     let mut transposed = vec![0f32; taps * out];
-    transpose(&mut transposed, &row_major(kernel, taps), [out, taps]);
+    transpose(
+        &mut transposed,
+        &Strided::row_major(kernel, taps),
+        [out, taps],
+    );
     transposed
-}
-
-/// A matrix whose rows start `columns` values apart in `data` (row-major when they are
-/// `columns` long).
-fn row_major(data: &[f32], columns: usize) -> Strided<'_> {
-    Strided {
-        data,
-        row_stride: columns,
-        col_stride: 1,
-    }
 }
 
 /// `dst[m × n] = lhs · rhs` for `lhs[m × k]` (unit column stride) and row-major `rhs`, by

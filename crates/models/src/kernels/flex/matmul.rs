@@ -19,9 +19,9 @@ pub(crate) fn forward(x: FlexTensor, w: FlexTensor) -> FlexTensor {
         let lhs = PackedLhs::new(
             rows.len(),
             k,
-            row_major(&x[rows.start * k..rows.end * k], k),
+            Strided::row_major(&x[rows.start * k..rows.end * k], k),
         );
-        multiply_bf16(dst, &lhs, row_major(w, m), m, false);
+        multiply_bf16(dst, &lhs, Strided::row_major(w, m), m, false);
     });
     FlexTensor::from_data(TensorData::new(y, [n, m]))
 }
@@ -35,9 +35,9 @@ pub(crate) fn x_grad(w: FlexTensor, grad: FlexTensor) -> FlexTensor {
         let lhs = PackedLhs::new(
             rows.len(),
             m,
-            row_major(&grad[rows.start * m..rows.end * m], m),
+            Strided::row_major(&grad[rows.start * m..rows.end * m], m),
         );
-        multiply_bf16(dst, &lhs, transposed(w, m), k, false);
+        multiply_bf16(dst, &lhs, Strided::transposed(w, m), k, false);
     });
     FlexTensor::from_data(TensorData::new(dx, [n, k]))
 }
@@ -49,13 +49,9 @@ pub(crate) fn w_grad(x: FlexTensor, grad: FlexTensor) -> FlexTensor {
     let (x, grad): (&[f32], &[f32]) = (x.storage(), grad.storage());
     let dw = product(k, m, |rows, dst| {
         // Rows `rows` of xᵀ: columns of x, read through strides.
-        let lhs = Strided {
-            data: &x[rows.start.min(x.len())..],
-            row_stride: 1,
-            col_stride: k,
-        };
+        let lhs = Strided::transposed(&x[rows.start.min(x.len())..], k);
         let lhs = PackedLhs::new(rows.len(), n, lhs);
-        multiply_bf16(dst, &lhs, row_major(grad, m), m, false);
+        multiply_bf16(dst, &lhs, Strided::row_major(grad, m), m, false);
     });
     FlexTensor::from_data(TensorData::new(dw, [k, m]))
 }
@@ -76,24 +72,6 @@ fn product(
             part(first..first + dst.len() / columns.max(1), dst)
         });
     out
-}
-
-/// A row-major matrix with rows of `columns` values.
-fn row_major(data: &[f32], columns: usize) -> Strided<'_> {
-    Strided {
-        data,
-        row_stride: columns,
-        col_stride: 1,
-    }
-}
-
-/// The transpose of a row-major matrix with rows of `columns` values.
-fn transposed(data: &[f32], columns: usize) -> Strided<'_> {
-    Strided {
-        data,
-        row_stride: 1,
-        col_stride: columns,
-    }
 }
 
 fn dims2(x: &FlexTensor) -> [usize; 2] {

@@ -48,11 +48,7 @@ pub(super) fn transpose_each(dst: &mut [f32], src: &[f32], [rows, cols]: [usize;
     );
     let size = (rows * cols).max(1);
     for (dst, matrix) in dst.chunks_exact_mut(size).zip(src.chunks_exact(size)) {
-        let matrix = Strided {
-            data: matrix,
-            row_stride: cols,
-            col_stride: 1,
-        };
+        let matrix = Strided::row_major(matrix, cols);
         transpose(dst, &matrix, [rows, cols]);
     }
 }
@@ -124,11 +120,7 @@ mod tests {
             let row_stride = cols + 3;
             let src: Vec<f32> = (0..rows * row_stride).map(|i| i as f32).collect();
             let mut dst = vec![f32::NAN; rows * cols];
-            let matrix = Strided {
-                data: &src,
-                row_stride,
-                col_stride: 1,
-            };
+            let matrix = Strided::row_major(&src, row_stride);
             transpose(&mut dst, &matrix, [rows, cols]);
             for (r, c) in (0..rows).flat_map(|r| (0..cols).map(move |c| (r, c))) {
                 assert_eq!(

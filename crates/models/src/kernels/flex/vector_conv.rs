@@ -356,11 +356,7 @@ pub(crate) fn forward(
 /// Inception's bf16 step).
 fn transpose_sums(y: &mut [f32], sums: &[f32], places: usize, rows: usize) {
     let out = y.len() / places.max(1);
-    let sums = Strided {
-        data: sums,
-        row_stride: rows,
-        col_stride: 1,
-    };
+    let sums = Strided::row_major(sums, rows);
     transpose(y, &sums, [places, out]);
 }
 

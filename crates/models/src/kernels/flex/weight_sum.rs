@@ -109,11 +109,7 @@ impl WeightSum {
             }
             (Arithmetic::Bf16, _) => {
                 let lhs = PackedLhs::new(out, places, g);
-                let rhs = Strided {
-                    data: windows.data,
-                    row_stride: 1,
-                    col_stride: windows.row_stride,
-                };
+                let rhs = Strided::transposed(windows.data, windows.row_stride);
                 multiply_bf16(&mut self.values, &lhs, rhs, taps, true);
             }
         }
@@ -145,11 +141,7 @@ impl WeightSum {
             return self.values;
         }
         let mut values = vec![0.0; self.values.len()];
-        let sum = Strided {
-            data: &self.values,
-            row_stride: self.out,
-            col_stride: 1,
-        };
+        let sum = Strided::row_major(&self.values, self.out);
         transpose(&mut values, &sum, [self.taps, self.out]);
         values
     }
@@ -255,16 +247,8 @@ mod tests {
                         })
                         .sum::<f64>();
                 }
-                let g = Strided {
-                    data: &g,
-                    row_stride,
-                    col_stride: 1,
-                };
-                let windows = Strided {
-                    data: &windows,
-                    row_stride,
-                    col_stride: 1,
-                };
+                let g = Strided::row_major(&g, row_stride);
+                let windows = Strided::row_major(&windows, row_stride);
                 sums[n % 2].add(g, windows, places);
             }
             let [a, b] = sums;

@@ -330,7 +330,7 @@ impl PointSums {
             .zip(gradients)
             .zip(patches.chunks_exact((c * tiles).max(1)))
         {
-            let (dm, v) = (row_major(dm, tiles), row_major(v, tiles));
+            let (dm, v) = (Strided::row_major(dm, tiles), Strided::row_major(v, tiles));
             add_product_f32(du, &dm, &v, [out, c, tiles], scratch);
         }
     }
@@ -346,15 +346,6 @@ impl PointSums {
     pub(super) fn at(&self, p: usize, index: usize) -> f32 {
         let (out, c) = (self.out, self.c);
         self.du[p * out * c + (index % c) * out + index / c]
-    }
-}
-
-/// A matrix whose rows are `columns` long, one after another.
-fn row_major(data: &[f32], columns: usize) -> Strided<'_> {
-    Strided {
-        data,
-        row_stride: columns,
-        col_stride: 1,
     }
 }
 

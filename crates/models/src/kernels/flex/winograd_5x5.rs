@@ -86,11 +86,7 @@ impl TransformedKernel {
             })
             .collect();
         let mut u = vec![0f32; POINTS * out * c];
-        let kernels = Strided {
-            data: &kernels,
-            row_stride: POINTS,
-            col_stride: 1,
-        };
+        let kernels = Strided::row_major(&kernels, POINTS);
         transpose(&mut u, &kernels, [out * c, POINTS]);
         Self { u, out, c }
     }
@@ -246,11 +242,7 @@ fn to_lanes(
     plane.resize(h * w * LANES, 0.0);
     for p in 0..planes {
         if images == LANES {
-            let src = Strided {
-                data: &src[p * h * w..],
-                row_stride: planes * h * w,
-                col_stride: 1,
-            };
+            let src = Strided::row_major(&src[p * h * w..], planes * h * w);
             transpose(plane, &src, [LANES, h * w]);
         } else {
             plane.fill(0.0);
@@ -280,11 +272,7 @@ fn from_lanes(
     let size = h * w;
     plane.resize(size * LANES, 0.0);
     for p in 0..planes {
-        let src = Strided {
-            data: &src[p * size * LANES..][..size * LANES],
-            row_stride: LANES,
-            col_stride: 1,
-        };
+        let src = Strided::row_major(&src[p * size * LANES..][..size * LANES], LANES);
         transpose(plane, &src, [size, LANES]);
         for lane in 0..images {
             dst[(lane * planes + p) * size..][..size]
