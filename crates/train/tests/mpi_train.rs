@@ -101,6 +101,13 @@ fn rank() {
         .with_processes(Some(job))
         .run(cifar_net, &input)
         .unwrap();
+    // Every rank returns after rank 0 wrote the last checkpoint, so any rank may read it next.
+    let last = Path::new(&train_dir).join(format!("model.ckpt-{}", trained.report.step));
+    assert!(
+        last.exists(),
+        "rank {rank} returned before {} was written",
+        last.display()
+    );
     let bytes: Vec<u8> = values(&trained.model)
         .iter()
         .flat_map(|v| v.to_le_bytes())

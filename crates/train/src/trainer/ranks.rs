@@ -124,6 +124,15 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         }
     }
 
+    /// Waits for every rank, rank 0 past its last checkpoint: a rank that returns from the run
+    /// and reads that checkpoint (to evaluate it, or to resume) finds it written. A rank whose
+    /// save failed ends the job instead ([`Self::or_end_job`]), so none waits here forever.
+    pub(super) fn last_checkpoint_written(&self) {
+        if let Some(p) = self.processes.as_ref().filter(|p| p.size() > 1) {
+            p.any("the last checkpoint", false);
+        }
+    }
+
     /// `result`, after ending the job on every rank if it is an error here: the other ranks
     /// would otherwise wait for this one in their next exchange.
     pub(super) fn or_end_job<T>(&self, result: Result<T>) -> Result<T> {

@@ -281,6 +281,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         if run.saved_step != Some(run.step) {
             self.checkpoint(&mut run, ckpts)?;
         }
+        self.last_checkpoint_written();
         if let Some(path) = &c.timeline {
             let path = self.rank_file(path);
             run.timeline.write(&path).map_err(Error::io(&path))?;
