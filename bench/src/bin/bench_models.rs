@@ -2,7 +2,9 @@
 //! Inception v3 (batch 32, 299x299) on the default CPU backend (flex), or on the device
 //! `TOWERS_BENCH_DEVICE` names.
 //!
-//! `cargo run --release -p towers-bench --bin bench_models [REPS]` (default 3 timed runs after a warm-up).
+//! `cargo run --release -p towers-bench --bin bench_models [REPS] [MODEL] [PRECISION]` (default 3
+//! timed runs after a warm-up; `MODEL` `cifar10` or `inception` and `PRECISION` `f32` or `bf16`
+//! run only those rows, e.g. under a profiler).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
 //! averages); the train step is the training loss, its backward pass and a plain SGD update.
 //! Each row twice: products in f32 and in bf16 (`towers_models::with_precision`), alternating.
@@ -30,12 +32,30 @@ fn main() {
         "{:<34} {:>6} {:>18} {:>24}",
         "model", "batch", "forward ms/image", "train step ms/image"
     );
-    bench("CIFAR-10 net, 24x24", cifar, 128, reps);
-    bench("Inception v3, 299x299", inception, 32, reps);
+    let only = |n: usize| std::env::args().nth(n);
+    let precisions = match only(3).as_deref() {
+        None => vec![Precision::F32, Precision::Bf16],
+        Some("f32") => vec![Precision::F32],
+        Some("bf16") => vec![Precision::Bf16],
+        Some(other) => panic!("PRECISION is f32 or bf16, not {other}"),
+    };
+    let model = only(2);
+    if model.as_deref().is_none_or(|m| m == "cifar10") {
+        bench("CIFAR-10 net, 24x24", cifar, 128, reps, &precisions);
+    }
+    if model.as_deref().is_none_or(|m| m == "inception") {
+        bench("Inception v3, 299x299", inception, 32, reps, &precisions);
+    }
 }
 
-/// Rows for `model` with products in f32 and in bf16, the two alternating run by run.
-fn bench<M: ImageClassifier>(name: &str, model: M, batch: usize, reps: usize) {
+/// Rows for `model` with products in each of `precisions`, alternating run by run.
+fn bench<M: ImageClassifier>(
+    name: &str,
+    model: M,
+    batch: usize,
+    reps: usize,
+    precisions: &[Precision],
+) {
     let train_device = model.devices()[0].clone();
     let eval_device = train_device.clone().without_autodiff();
     let [c, h, w] = model.input_shape();
@@ -46,11 +66,10 @@ fn bench<M: ImageClassifier>(name: &str, model: M, batch: usize, reps: usize) {
         .map(|i| (i % model.num_classes()) as i64)
         .collect();
     let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), &train_device);
-    let precisions = [Precision::F32, Precision::Bf16];
 
     let eval = model.valid();
     let eval_images = images(&eval_device);
-    let forward = time(reps, &precisions, || {
+    let forward = time(reps, precisions, || {
         let logits = eval.forward(eval_images.clone());
         let _: Vec<f32> = logits.into_data().try_to_vec().unwrap();
     });
@@ -58,7 +77,7 @@ fn bench<M: ImageClassifier>(name: &str, model: M, batch: usize, reps: usize) {
     let train_images = images(&train_device);
     let mut optim = OptimizerConfig::Sgd.init();
     let mut trained = Some(model);
-    let train = time(reps, &precisions, || {
+    let train = time(reps, precisions, || {
         let model = trained.take().unwrap();
         let loss = model.loss(train_images.clone(), labels.clone()).loss;
         let grads = GradientsParams::from_grads(loss.backward(), &model);
