@@ -87,7 +87,10 @@ impl TowerDevice {
 /// buckets, which then only adds a pass over them.
 pub(crate) fn in_host_memory(device: &Device) -> bool {
     // Each of the two backends has one device.
+    #[cfg(any(feature = "flex", feature = "ndarray"))]
     let device = device.clone().inner();
+    #[cfg(not(any(feature = "flex", feature = "ndarray")))]
+    let _ = device; // Built without a CPU backend: no device computes in host memory.
     #[cfg(feature = "flex")]
     if device == Device::flex() {
         return true;
