@@ -40,16 +40,18 @@ pub(super) fn zeroed_chunks<T: Copy + Default + Send + Sync>(
     values.spare_capacity_mut()[..len]
         .par_chunks_mut(chunk.max(1))
         .enumerate()
-        .for_each(|(index, part)| {
-            part.fill(MaybeUninit::new(T::default()));
-            // SAFETY: every element of `part` was just written, and `MaybeUninit<T>` has
-            // `T`'s layout.
-            let part = unsafe { &mut *(part as *mut [MaybeUninit<T>] as *mut [T]) };
-            fill(index, part);
-        });
+        .for_each(|(index, part)| fill(index, zeroed(part)));
     // SAFETY: the capacity is at least `len`, and each of its chunks was written above.
     unsafe { values.set_len(len) };
     values
+}
+
+/// `part` zeroed, as the initialized values it now holds: for a kernel that fills an output
+/// chunk by chunk, each chunk zeroed just before it is written, in cache.
+pub(super) fn zeroed<T: Copy + Default>(part: &mut [MaybeUninit<T>]) -> &mut [T] {
+    part.fill(MaybeUninit::new(T::default()));
+    // SAFETY: every element of `part` was just written, and `MaybeUninit<T>` has `T`'s layout.
+    unsafe { &mut *(part as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
 /// Asks for the cache lines of `data[values]` (clipped to `data`) to be brought to cache, as

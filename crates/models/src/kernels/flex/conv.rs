@@ -26,7 +26,7 @@ use std::ops::Range;
 
 use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
 use super::bias_relu;
-use super::buffers::{contiguous, zeros};
+use super::buffers::{contiguous, zeroed};
 use super::dims4;
 use super::gemm_f32::{View, gemm_f32};
 use super::transpose::transpose;
@@ -227,12 +227,31 @@ fn convolve(
     let [out_h, out_w] = image.out;
     let (taps, places) = (c * kh * kw, out_h * out_w);
     let x_data: &[f32] = x.storage();
-    let mut y = zeros(n * out * places);
+    let len = n * out * places;
+    let mut y = Vec::with_capacity(len);
     let per_thread = n.div_ceil(rayon::current_num_threads()).max(1);
-    y.par_chunks_mut((out * places * per_thread).max(1))
+    y.spare_capacity_mut()[..len]
+        .par_chunks_mut((out * places * per_thread).max(1))
         .zip(x_data.par_chunks(c * h * w * per_thread))
         .for_each(|(y, x)| {
             let images = [x.len() / (c * h * w), c, h, w];
+            if let ImageProduct::Windows { kernel, .. } = product {
+                // Image by image, each output zeroed just before its product writes it and its
+                // bias and ReLU applied right after, in cache: zeroing the whole output first
+                // sent it to memory and back.
+                let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
+                for (i, y) in y.chunks_exact_mut(out * places).enumerate() {
+                    let y = zeroed(y);
+                    let x = &x[i * c * h * w..][..c * h * w];
+                    let windows = image.windows(x, 0..out_h, &mut columns);
+                    kernel.times(y, windows, places);
+                    if let Some(bias) = bias {
+                        bias_relu::apply(y, bias, places);
+                    }
+                }
+                return;
+            }
+            let y = zeroed(y);
             match product {
                 ImageProduct::Direct { kernel, padding } => {
                     direct::forward(y, x, images, kernel, *padding)
@@ -249,21 +268,14 @@ fn convolve(
                 ImageProduct::Winograd7x1 { kernel, padding } => {
                     winograd_7x1::forward(y, x, images, kernel, *padding)
                 }
-                ImageProduct::Windows { kernel, .. } => {
-                    let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
-                    for (y, x) in y
-                        .chunks_exact_mut(out * places)
-                        .zip(x.chunks_exact(c * h * w))
-                    {
-                        let windows = image.windows(x, 0..out_h, &mut columns);
-                        kernel.times(y, windows, places);
-                    }
-                }
+                ImageProduct::Windows { .. } => unreachable!("computed image by image above"),
             }
             if let Some(bias) = bias {
                 bias_relu::apply(y, bias, places);
             }
         });
+    // SAFETY: the capacity is at least `len`, and every chunk of it was written above.
+    unsafe { y.set_len(len) };
     FlexTensor::from_data(TensorData::new(y, [n, out, out_h, out_w]))
 }
 
@@ -327,22 +339,26 @@ fn strided_input_grad(
     let kernel = transposed_kernel(weight.storage(), [out, taps]);
     let kernel = Kernel::new(&kernel, [taps, out], arithmetic);
     let g: &[f32] = grad.storage();
-    let mut dx = zeros(n * c * h * w);
+    let (len, per_image) = (n * c * h * w, c * h * w);
+    let mut dx = Vec::with_capacity(len);
     let per_thread = n.div_ceil(rayon::current_num_threads()).max(1);
-    if places > 0 {
-        dx.par_chunks_mut((c * h * w * per_thread).max(1))
-            .zip(g.par_chunks(out * places * per_thread))
-            .for_each(|(dx, g)| {
-                let mut shares = vec![0f32; taps * places];
-                for (dx, g) in dx
-                    .chunks_exact_mut((c * h * w).max(1))
-                    .zip(g.chunks_exact(out * places))
-                {
+    dx.spare_capacity_mut()[..len]
+        .par_chunks_mut((per_image * per_thread).max(1))
+        .enumerate()
+        .for_each(|(t, dx)| {
+            let mut shares = vec![0f32; taps * places];
+            // Each image's gradient zeroed just before its shares are added into it, in cache.
+            for (i, dx) in dx.chunks_exact_mut(per_image.max(1)).enumerate() {
+                let dx = zeroed(dx);
+                if places > 0 {
+                    let g = &g[(t * per_thread + i) * out * places..][..out * places];
                     kernel.times(&mut shares, g, places);
                     image.add_back(&shares, dx);
                 }
-            });
-    }
+            }
+        });
+    // SAFETY: the capacity is at least `len`, and every image of it was written above.
+    unsafe { dx.set_len(len) };
     FlexTensor::from_data(TensorData::new(dx, [n, c, h, w]))
 }
 
