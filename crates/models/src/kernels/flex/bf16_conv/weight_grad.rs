@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// The most [`Geometry::waste`] at which the vectors' weight gradient still beats im2col: the
+/// CIFAR-10 net's 12x12 maps (1.33) gain, Inception's 8x8 ones (1.5) lose.
+const MAX_VECTOR_WASTE: f64 = 1.4;
+
 /// Whether `weight_grad` beats im2col + `multiply_bf16` for this convolution of `[h, w]`
 /// images.
 ///
@@ -14,10 +18,11 @@ use super::*;
 /// for 7x1.
 ///
 /// On AVX-512 vectors (2-core Zen 5, batch 32): for kernels more than one row high on grids
-/// that waste little ([`Geometry::waste`] ≤ 1.15): Inception's 3x3s on 147x147 maps 36 -> 26
-/// and 53 -> 46 ms, its 5x5s 11.3 -> 9.0, its 7x1s 10–20% faster; not for 1x1 kernels (10–40%
-/// slower: im2col has no windows to build there) nor on 8x8 maps (3x3: 9.9 -> 14.8 ms, a third
-/// of the grid's places dropped or rounded off).
+/// that waste little ([`Geometry::waste`] ≤ [`MAX_VECTOR_WASTE`]): Inception's 3x3s on 147x147
+/// maps 36 -> 26 and 53 -> 46 ms, its 5x5s 11.3 -> 9.0, its 7x1s 10–20% faster, the CIFAR-10
+/// net's 5x5 on 12x12 maps (waste 1.33; batch 128) 7.9 -> 5.5 ms; not for 1x1 kernels (10–40%
+/// slower: im2col has no windows to build there) nor for 3x3s on 8x8 maps (waste 1.5: 9.9 ->
+/// 14.8 ms, and Inception's 448 -> 384 at batch 128 33 -> 46 ms).
 pub(crate) fn weight_grad_pays_off(
     c: usize,
     [kh, kw]: [usize; 2],
@@ -28,7 +33,8 @@ pub(crate) fn weight_grad_pays_off(
         Some(WeightGradEngine::Tiles(_)) => c >= 16 && (kh > 1 || kw == 1),
         Some(WeightGradEngine::Vectors(_)) => {
             let fits = kh <= h + 2 * padding[0] && kw <= w + 2 * padding[1];
-            c >= 16 && kh > 1 && fits && Geometry::new([c, h, w], [kh, kw], padding).waste() <= 1.15
+            let waste = Geometry::new([c, h, w], [kh, kw], padding).waste();
+            c >= 16 && kh > 1 && fits && waste <= MAX_VECTOR_WASTE
         }
         None => false,
     }
