@@ -177,6 +177,17 @@ fn first_batch(input: &Input, position: &InputPosition, share: Share) -> anyhow:
 
 fn main() -> anyhow::Result<()> {
     let job = Job(mpi_job(&config(Path::new("."), 0))?);
+    if let Err(error) = measure(&job) {
+        // Said and ended here: a rank that returned its error would first wait in MPI's
+        // finalize for the ranks still waiting for it, saying nothing until their deadline.
+        eprintln!("rank {}: {error:#}", job.rank());
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// The resumes this process (or rank) times, and the table rank 0 prints.
+fn measure(job: &Job) -> anyhow::Result<()> {
     let data = builtin_cifar10()?;
     let input = Input::cifar10_train(data.dir())?;
     let (_first_owner, first) = job.shared_dir(|_| Ok(()))?;
@@ -199,7 +210,7 @@ fn main() -> anyhow::Result<()> {
             };
             Ok(ckpt.save(&dir.join(&name))?)
         })?;
-        let trainer = median(3, || resume(&job, &dir.join(&name), step, &input))?;
+        let trainer = median(3, || resume(job, &dir.join(&name), step, &input))?;
         let position = serde_json::from_value(input_json["rank_positions"][job.rank()].clone())?;
         let alone = median(9, || first_batch(&input, &position, share))?;
         rows.push((
