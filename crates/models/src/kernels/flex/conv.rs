@@ -122,6 +122,7 @@ fn windowless(
     let [_, _, kh, kw] = dims;
     let bf16 = arithmetic == Arithmetic::Bf16;
     let padding = geometry.padding;
+    let product = |kernel| ImageProduct::Windowless { kernel, padding };
     if geometry.stride != [1, 1] {
         return None;
     }
@@ -132,28 +133,28 @@ fn windowless(
             false => winograd::TransformedKernel::new(kernel, [out, c]),
             true => winograd::TransformedKernel::flipped_transposed(kernel, [out, c]),
         };
-        return Some(ImageProduct::Winograd { kernel, padding });
+        return Some(product(WindowlessKernel::Winograd(kernel)));
     }
     if !bf16 && winograd_5x5::pays_off([c, out], [kh, kw], geometry.stride) {
         let kernel = match flipped {
             false => winograd_5x5::TransformedKernel::new(kernel, [out, c]),
             true => winograd_5x5::TransformedKernel::flipped_transposed(kernel, [out, c]),
         };
-        return Some(ImageProduct::Winograd5x5 { kernel, padding });
+        return Some(product(WindowlessKernel::Winograd5x5(kernel)));
     }
     if !bf16 && winograd_7x1::pays_off([c, out], [kh, kw], geometry.stride, padding, out_size) {
         let kernel = match flipped {
             false => winograd_7x1::TransformedKernel::new(kernel, dims),
             true => winograd_7x1::TransformedKernel::flipped_transposed(kernel, dims),
         };
-        return Some(ImageProduct::Winograd7x1 { kernel, padding });
+        return Some(product(WindowlessKernel::Winograd7x1(kernel)));
     }
     if bf16 && direct::available() {
         let kernel = match flipped {
             false => direct::PackedKernel::new(kernel, dims),
             true => direct::PackedKernel::flipped_transposed(kernel, dims),
         };
-        return Some(ImageProduct::Direct { kernel, padding });
+        return Some(product(WindowlessKernel::Direct(kernel)));
     }
     if [kh, kw] == [1, 1] && padding == [0, 0] || !vectors::available(bf16) {
         return None;
@@ -162,44 +163,49 @@ fn windowless(
         false => vectors::PackedKernel::new(kernel, dims, bf16, (image, padding)),
         true => vectors::PackedKernel::flipped_transposed(kernel, dims, bf16, (image, padding)),
     };
-    Some(ImageProduct::Vectors {
-        kernel: kernel?,
-        padding,
-    })
+    Some(product(WindowlessKernel::Vectors(kernel?)))
 }
 
 /// How each image's convolution is computed.
 enum ImageProduct<'a> {
-    /// The kernel times the image's windows (im2col).
+    /// The kernel times the image's windows (im2col), image by image.
     Windows {
         kernel: Kernel<'a>,
         geometry: ConvGeometry,
     },
-    /// On AMX tiles, without windows (stride 1, bf16).
-    Direct {
-        kernel: direct::PackedKernel,
+    /// Without windows (stride 1), several images per call.
+    Windowless {
+        kernel: WindowlessKernel,
         padding: [usize; 2],
     },
-    /// By Winograd's F(2×2, 3×3) (3x3, stride 1, f32).
-    Winograd {
-        kernel: winograd::TransformedKernel,
-        padding: [usize; 2],
-    },
-    /// By Winograd's F(2×2, 5×5) (5x5, stride 1, f32).
-    Winograd5x5 {
-        kernel: winograd_5x5::TransformedKernel,
-        padding: [usize; 2],
-    },
-    /// By Winograd's F(3, 7) (7x1 or 1x7, stride 1, f32).
-    Winograd7x1 {
-        kernel: winograd_7x1::TransformedKernel,
-        padding: [usize; 2],
-    },
-    /// On AVX-512 vectors, without windows (stride 1).
-    Vectors {
-        kernel: vectors::PackedKernel,
-        padding: [usize; 2],
-    },
+}
+
+/// A stride-1 convolution's kernel, laid out for the product that takes it without windows.
+enum WindowlessKernel {
+    /// On AMX tiles (bf16).
+    Direct(direct::PackedKernel),
+    /// By Winograd's F(2×2, 3×3) (3x3, f32).
+    Winograd(winograd::TransformedKernel),
+    /// By Winograd's F(2×2, 5×5) (5x5, f32).
+    Winograd5x5(winograd_5x5::TransformedKernel),
+    /// By Winograd's F(3, 7) (7x1 or 1x7, f32).
+    Winograd7x1(winograd_7x1::TransformedKernel),
+    /// On AVX-512 vectors.
+    Vectors(vectors::PackedKernel),
+}
+
+impl WindowlessKernel {
+    /// `y = conv(x, kernel)` for `images` (`[n, c, h, w]`) padded by `padding`, on the calling
+    /// thread.
+    fn forward(&self, y: &mut [f32], x: &[f32], images: [usize; 4], padding: [usize; 2]) {
+        match self {
+            Self::Direct(kernel) => direct::forward(y, x, images, kernel, padding),
+            Self::Winograd(kernel) => winograd::forward(y, x, images, kernel, padding),
+            Self::Winograd5x5(kernel) => winograd_5x5::forward(y, x, images, kernel, padding),
+            Self::Winograd7x1(kernel) => winograd_7x1::forward(y, x, images, kernel, padding),
+            Self::Vectors(kernel) => vectors::forward(y, x, images, kernel, padding),
+        }
+    }
 }
 
 /// The convolution of `x` by a `[out, _, kh, kw]` kernel computed as `product` says, each
@@ -214,11 +220,7 @@ fn convolve(
     let [n, c, h, w] = dims4(&x);
     let geometry = match product {
         ImageProduct::Windows { geometry, .. } => *geometry,
-        ImageProduct::Direct { padding, .. }
-        | ImageProduct::Vectors { padding, .. }
-        | ImageProduct::Winograd { padding, .. }
-        | ImageProduct::Winograd5x5 { padding, .. }
-        | ImageProduct::Winograd7x1 { padding, .. } => ConvGeometry {
+        ImageProduct::Windowless { padding, .. } => ConvGeometry {
             stride: [1, 1],
             padding: *padding,
         },
@@ -233,9 +235,8 @@ fn convolve(
     y.spare_capacity_mut()[..len]
         .par_chunks_mut((out * places * per_thread).max(1))
         .zip(x_data.par_chunks(c * h * w * per_thread))
-        .for_each(|(y, x)| {
-            let images = [x.len() / (c * h * w), c, h, w];
-            if let ImageProduct::Windows { kernel, .. } = product {
+        .for_each(|(y, x)| match product {
+            ImageProduct::Windows { kernel, .. } => {
                 // Image by image, each output zeroed just before its product writes it and its
                 // bias and ReLU applied right after, in cache: zeroing the whole output first
                 // sent it to memory and back.
@@ -249,29 +250,14 @@ fn convolve(
                         bias_relu::apply(y, bias, places);
                     }
                 }
-                return;
             }
-            let y = zeroed(y);
-            match product {
-                ImageProduct::Direct { kernel, padding } => {
-                    direct::forward(y, x, images, kernel, *padding)
+            ImageProduct::Windowless { kernel, padding } => {
+                let y = zeroed(y);
+                let images = [x.len() / (c * h * w), c, h, w];
+                kernel.forward(y, x, images, *padding);
+                if let Some(bias) = bias {
+                    bias_relu::apply(y, bias, places);
                 }
-                ImageProduct::Vectors { kernel, padding } => {
-                    vectors::forward(y, x, images, kernel, *padding)
-                }
-                ImageProduct::Winograd { kernel, padding } => {
-                    winograd::forward(y, x, images, kernel, *padding)
-                }
-                ImageProduct::Winograd5x5 { kernel, padding } => {
-                    winograd_5x5::forward(y, x, images, kernel, *padding)
-                }
-                ImageProduct::Winograd7x1 { kernel, padding } => {
-                    winograd_7x1::forward(y, x, images, kernel, *padding)
-                }
-                ImageProduct::Windows { .. } => unreachable!("computed image by image above"),
-            }
-            if let Some(bias) = bias {
-                bias_relu::apply(y, bias, places);
             }
         });
     // SAFETY: the capacity is at least `len`, and every chunk of it was written above.
