@@ -69,7 +69,7 @@ impl InceptionA {
             self.branch_0.forward(x.clone()),
             sequence(&self.branch_1, x.clone()),
             sequence(&self.branch_2, x.clone()),
-            self.branch_3.forward(crate::avg_pool2d(&self.pool, x)),
+            self.branch_3.forward_pooled(&self.pool, x),
         ];
         Tensor::cat(branches, 1)
     }

@@ -70,7 +70,7 @@ impl InceptionE {
         let mut branches = vec![self.branch_0.forward(x.clone())];
         branches.extend(self.branch_1_split.iter().map(|c| c.forward(b1.clone())));
         branches.extend(self.branch_2_split.iter().map(|c| c.forward(b2.clone())));
-        branches.push(self.branch_3.forward(crate::avg_pool2d(&self.pool, x)));
+        branches.push(self.branch_3.forward_pooled(&self.pool, x));
         Tensor::cat(branches, 1)
     }
 }
