@@ -241,9 +241,11 @@ fn convolve(
                 // bias and ReLU applied right after, in cache: zeroing the whole output first
                 // sent it to memory and back.
                 let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
-                for (i, y) in y.chunks_exact_mut(out * places).enumerate() {
+                for (y, x) in y
+                    .chunks_exact_mut(out * places)
+                    .zip(x.chunks_exact(c * h * w))
+                {
                     let y = zeroed(y);
-                    let x = &x[i * c * h * w..][..c * h * w];
                     let windows = image.windows(x, 0..out_h, &mut columns);
                     kernel.times(y, windows, places);
                     if let Some(bias) = bias {
