@@ -202,32 +202,28 @@ pub(crate) mod flex_route {
         if !on_flex(x) {
             return None;
         }
-        let moments =
-            <Dispatch as FlexKernels>::towers_channel_moments(x.clone().detach().into_dispatch());
-        let y = <Dispatch as FlexKernels>::towers_batch_norm_relu(
+        let (y, moments) = <Dispatch as FlexKernels>::towers_batch_norm_relu(
             x.clone().into_dispatch(),
             beta.into_dispatch(),
-            moments.clone(),
             epsilon,
         );
         Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
     }
 
-    /// [`crate::OffsetBatchNorm::forward_relu`] on given statistics (the moving averages, in
-    /// evaluation) on the flex kernels; not on autodiff devices, whose backward pass for this
-    /// kernel differentiates batch statistics.
+    /// [`crate::OffsetBatchNorm::forward_relu`] on given statistics (the moving averages: in
+    /// evaluation, or with training turned off) on the flex kernels.
     pub(crate) fn batch_norm_relu_given(
         x: &Tensor<4>,
         beta: Tensor<1>,
         [mean, variance]: [Tensor<1>; 2],
         epsilon: f64,
     ) -> Option<Tensor<4>> {
-        if !on_flex(x) || x.device().is_autodiff() {
+        if !on_flex(x) {
             return None;
         }
         let [c] = mean.dims();
         let moments = Tensor::cat(vec![mean, variance], 0).reshape([2, c]);
-        let y = <Dispatch as FlexKernels>::towers_batch_norm_relu(
+        let y = <Dispatch as FlexKernels>::towers_batch_norm_relu_given(
             x.clone().into_dispatch(),
             beta.into_dispatch(),
             moments.into_dispatch(),

@@ -94,24 +94,8 @@ impl OffsetBatchNorm {
 
     /// `relu(self.forward(x))`; on flex both in the passes of one kernel
     /// (`flex/batch_norm.rs`): on batch statistics while training, on the moving averages
-    /// without autodiff (evaluation, where Burn's batch norm ran its elementwise ops on one
-    /// thread).
+    /// otherwise (evaluation, where Burn's batch norm ran its elementwise ops on one thread).
     pub fn forward_relu(&self, x: Tensor<4>) -> Tensor<4> {
-        #[cfg(feature = "flex")]
-        if !x.device().is_autodiff() {
-            let device = x.device();
-            let averages =
-                [&self.running_mean, &self.running_var].map(|s| s.value().to_device(&device));
-            let fused = crate::kernels::dispatch::flex_route::batch_norm_relu_given(
-                &x,
-                self.beta.val(),
-                averages,
-                self.epsilon,
-            );
-            if let Some(y) = fused {
-                return y;
-            }
-        }
         #[cfg(feature = "flex")]
         if x.device().is_autodiff() && self.training.is_enabled() {
             let fused = crate::kernels::dispatch::flex_route::batch_norm_relu(
@@ -123,6 +107,19 @@ impl OffsetBatchNorm {
                 let [_, c] = moments.dims();
                 let row = |i: usize| moments.clone().slice([i..i + 1, 0..c]).reshape([c]);
                 self.update_running(row(0), row(1));
+                return y;
+            }
+        } else {
+            let device = x.device();
+            let averages =
+                [&self.running_mean, &self.running_var].map(|s| s.value().to_device(&device));
+            let fused = crate::kernels::dispatch::flex_route::batch_norm_relu_given(
+                &x,
+                self.beta.val(),
+                averages,
+                self.epsilon,
+            );
+            if let Some(y) = fused {
                 return y;
             }
         }
@@ -233,6 +230,43 @@ mod tests {
         assert!(diff < 1e-6, "fused against Burn's: {diff}");
         let got = layer.forward_relu(x);
         assert_eq!(got.into_data(), fused.into_data());
+    }
+
+    /// Training turned off on an autodiff device (fine-tuning with frozen statistics): the
+    /// fused kernel on the moving averages, its gradients (the statistics constants) against
+    /// Burn's batch norm then ReLU.
+    #[cfg(feature = "flex")]
+    #[test]
+    fn fused_relu_on_frozen_averages_has_burns_gradients() {
+        use crate::test_util::rel_diff;
+        use burn::tensor::Distribution::Uniform;
+        let device = Device::flex().autodiff();
+        let c = 5;
+        let random = |low, high| Tensor::<1>::random([c], Uniform(low, high), &device);
+        let (beta, mean, var) = (random(-1.0, 1.0), random(-1.0, 1.0), random(0.5, 2.0));
+        let layer = || OffsetBatchNorm {
+            beta: Param::from_tensor(beta.clone()),
+            training: Param::from_bool(false),
+            running_mean: RunningState::new(mean.clone()),
+            running_var: RunningState::new(var.clone()),
+            ..OffsetBatchNormConfig::new(c).init(&device)
+        };
+        let (fused, apart) = (layer(), layer());
+        let x = Tensor::<4>::random([3, c, 4, 6], Uniform(-2.0, 3.0), &device).require_grad();
+        let got = fused.forward_relu(x.clone());
+        let want = burn::tensor::activation::relu(apart.forward(x.clone()));
+        let probe = Tensor::random([3, c, 4, 6], Uniform(0.0, 1.0), &device);
+        let g_got = (got.clone() * probe.clone()).sum().backward();
+        let g_want = (want.clone() * probe).sum().backward();
+        let (b_got, b_want) = (fused.beta.val(), apart.beta.val());
+        let diffs = [
+            rel_diff(got, want),
+            rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+            rel_diff(b_got.grad(&g_got).unwrap(), b_want.grad(&g_want).unwrap()),
+        ];
+        assert!(diffs.iter().all(|&d| d < 1e-5), "{diffs:?}");
+        // The averages stay where they were.
+        assert_eq!(vec1(fused.running_mean.value()), vec1(mean));
     }
 
     fn vec1(t: Tensor<1>) -> Vec<f32> {

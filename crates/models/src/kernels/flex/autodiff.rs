@@ -13,13 +13,14 @@ use burn::backend::{Autodiff, Flex};
 use burn_flex::FlexTensor;
 
 use super::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
+use super::batch_norm::{self, Statistics};
 use super::bias_relu;
 use super::conv::{Arithmetic, ConvGeometry, forward_bias_relu, input_grad, weight_grad};
 use super::dims4;
 use super::extension::FlexKernels;
 use super::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
+use super::matmul;
 use super::max_pool::{MaxPoolShape, max_pool_backward, max_pool_forward};
-use super::{batch_norm, matmul};
 
 impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     fn towers_max_pool2d(
@@ -173,11 +174,29 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         }
     }
 
-    fn towers_channel_moments(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        FloatTensor::<Self>::new(batch_norm::moments(x.into_primitive()))
+    fn towers_batch_norm_relu(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let prep = BatchNormReluBackward
+            .prepare::<C>([x.node(), beta.node()])
+            .compute_bound()
+            .stateful();
+        let (beta, x_primitive) = (beta.into_primitive(), x.primitive().clone());
+        let (y, moments) = batch_norm::forward_training(x_primitive, &beta, epsilon);
+        let y = match prep {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let statistics = (moments.clone(), Statistics::Batch);
+                prep.finish((x_state, beta, statistics, epsilon), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        };
+        (y, FloatTensor::<Self>::new(moments))
     }
 
-    fn towers_batch_norm_relu(
+    fn towers_batch_norm_relu_given(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
@@ -194,7 +213,8 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 let beta = beta.into_primitive();
                 let y =
                     batch_norm::forward(x.into_primitive(), beta.clone(), moments.clone(), epsilon);
-                prep.finish((x_state, beta, moments, epsilon), y)
+                let statistics = (moments, Statistics::Given);
+                prep.finish((x_state, beta, statistics, epsilon), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(batch_norm::forward(
                 x.into_primitive(),
@@ -207,12 +227,12 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
 }
 
 /// The fused batch norm and ReLU's backward pass. State: the input, the offset `β`, the
-/// moments and epsilon (the ReLU's mask is recomputed from them).
+/// moments and where they came from, and epsilon (the ReLU's mask is recomputed from them).
 #[derive(Debug)]
 struct BatchNormReluBackward;
 
 impl Backward<Flex, 2> for BatchNormReluBackward {
-    type State = (NodeId, FlexTensor, FlexTensor, f64);
+    type State = (NodeId, FlexTensor, (FlexTensor, Statistics), f64);
 
     fn backward(
         self,
@@ -222,9 +242,10 @@ impl Backward<Flex, 2> for BatchNormReluBackward {
     ) {
         let [x_node, beta_node] = ops.parents;
         let grad = grads.consume::<Flex>(&ops.node);
-        let (x_state, beta, moments, epsilon) = ops.state;
+        let (x_state, beta, (moments, statistics), epsilon) = ops.state;
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
-        let (x_grad, beta_grad) = batch_norm::backward(x, &beta, &moments, epsilon, grad);
+        let (x_grad, beta_grad) =
+            batch_norm::backward(x, &beta, (&moments, statistics), epsilon, grad);
         if let Some(node) = x_node {
             grads.register::<Flex>(node.id, x_grad);
         }

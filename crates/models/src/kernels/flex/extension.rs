@@ -52,13 +52,18 @@ pub(crate) trait FlexKernels: Backend {
         bf16: bool,
     ) -> FloatTensor<Self>;
 
-    /// Each channel's mean and biased variance of `[n, c, h, w]`, `[2, c]`; no gradient.
-    fn towers_channel_moments(x: FloatTensor<Self>) -> FloatTensor<Self>;
-
-    /// `relu((x - mean)/√(var + epsilon) + beta)` per channel of `[n, c, h, w]`, `moments`
-    /// being `x`'s own ([`towers_channel_moments`](Self::towers_channel_moments)): its gradient
-    /// counts their dependence on `x`.
+    /// `relu((x - mean)/√(var + epsilon) + beta)` per channel of `[n, c, h, w]` on the batch's
+    /// own statistics, and those statistics, `[2, c]` (mean, biased variance; no gradient).
+    /// The output's gradient counts the statistics' dependence on `x`.
     fn towers_batch_norm_relu(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu) on given `[2, c]` `moments`
+    /// (the moving averages), constants to its gradient.
+    fn towers_batch_norm_relu_given(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
@@ -126,11 +131,15 @@ impl FlexKernels for Flex {
         forward_bias_relu(x, weight, bias, geometry, Arithmetic::new(bf16))
     }
 
-    fn towers_channel_moments(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        batch_norm::moments(x)
+    fn towers_batch_norm_relu(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        batch_norm::forward_training(x, &beta, epsilon)
     }
 
-    fn towers_batch_norm_relu(
+    fn towers_batch_norm_relu_given(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
