@@ -15,7 +15,7 @@ use towers_bench::{bench_device, reps};
 use std::collections::HashMap;
 
 use burn::tensor::Tensor;
-use towers_models::{InceptionV3, InceptionV3Config, Precision, max_pool2d, with_precision};
+use towers_models::{InceptionV3, InceptionV3Config, Precision, conv2d, with_precision};
 
 fn main() {
     let reps = reps(3);
@@ -58,21 +58,27 @@ fn blocks(net: &InceptionV3) -> Vec<Layer<'_>> {
         block("Conv2d_2a_3x3", after("Conv2d_1a_3x3"), |m, x| {
             m.conv2d_2a_3x3.forward(x)
         }),
-        block("Conv2d_2b_3x3", after("Conv2d_2a_3x3"), |m, x| {
-            m.conv2d_2b_3x3.forward(x)
-        }),
-        block("MaxPool_3a_3x3", after("Conv2d_2b_3x3"), |m, x| {
-            max_pool2d(&m.maxpool_3a_3x3, x)
-        }),
+        // Each max pool of the stem takes in the batch norm and ReLU before it, as the net runs
+        // them.
+        block(
+            "Conv2d_2b_3x3 + MaxPool_3a_3x3",
+            after("Conv2d_2a_3x3"),
+            |m, x| {
+                let (conv, pool) = (&m.conv2d_2b_3x3, &m.maxpool_3a_3x3);
+                conv.bn.forward_relu_max_pool(pool, conv2d(&conv.conv, x))
+            },
+        ),
         block("Conv2d_3b_1x1", after("MaxPool_3a_3x3"), |m, x| {
             m.conv2d_3b_1x1.forward(x)
         }),
-        block("Conv2d_4a_3x3", after("Conv2d_3b_1x1"), |m, x| {
-            m.conv2d_4a_3x3.forward(x)
-        }),
-        block("MaxPool_5a_3x3", after("Conv2d_4a_3x3"), |m, x| {
-            max_pool2d(&m.maxpool_5a_3x3, x)
-        }),
+        block(
+            "Conv2d_4a_3x3 + MaxPool_5a_3x3",
+            after("Conv2d_3b_1x1"),
+            |m, x| {
+                let (conv, pool) = (&m.conv2d_4a_3x3, &m.maxpool_5a_3x3);
+                conv.bn.forward_relu_max_pool(pool, conv2d(&conv.conv, x))
+            },
+        ),
         block("Mixed_5b", after("MaxPool_5a_3x3"), |m, x| {
             m.mixed_5b.forward(x)
         }),

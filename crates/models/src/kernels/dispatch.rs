@@ -210,6 +210,30 @@ pub(crate) mod flex_route {
         Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
     }
 
+    /// [`crate::OffsetBatchNorm::forward_relu_max_pool`] on batch statistics: the output and
+    /// the batch's `[2, c]` moments, on the flex kernels, for the pools [`max_pool2d`] takes.
+    pub(crate) fn batch_norm_relu_max_pool(
+        x: &Tensor<4>,
+        beta: Tensor<1>,
+        epsilon: f64,
+        pool: &MaxPool2d,
+    ) -> Option<(Tensor<4>, Tensor<2>)> {
+        let [_, _, h, w] = x.dims();
+        let padding = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
+        if !on_flex(x) || pool.dilation != [1, 1] || padding != ((0, 0), (0, 0)) {
+            return None;
+        }
+        let (y, moments) = <Dispatch as FlexKernels>::towers_batch_norm_relu_max_pool(
+            x.clone().into_dispatch(),
+            beta.into_dispatch(),
+            epsilon,
+            pool.kernel_size,
+            pool.stride,
+            pool.ceil_mode,
+        );
+        Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
+    }
+
     /// [`crate::OffsetBatchNorm::forward_relu`] on given statistics (the moving averages: in
     /// evaluation, or with training turned off) on the flex kernels.
     pub(crate) fn batch_norm_relu_given(

@@ -1,6 +1,7 @@
 use burn::config::Config;
 use burn::module::{Flag, Module, Param, RunningState};
 use burn::nn::Initializer;
+use burn::nn::pool::MaxPool2d;
 use burn::tensor::{Tensor, assert_shape};
 
 /// Configuration of [`OffsetBatchNorm`]; the defaults are TF-slim Inception v3's.
@@ -104,9 +105,7 @@ impl OffsetBatchNorm {
                 self.epsilon,
             );
             if let Some((y, moments)) = fused {
-                let [_, c] = moments.dims();
-                let row = |i: usize| moments.clone().slice([i..i + 1, 0..c]).reshape([c]);
-                self.update_running(row(0), row(1));
+                self.update_running_from(moments);
                 return y;
             }
         } else {
@@ -124,6 +123,35 @@ impl OffsetBatchNorm {
             }
         }
         burn::tensor::activation::relu(self.forward(x))
+    }
+
+    /// `max_pool2d(pool, self.forward_relu(x))`. While training on flex, in one kernel that
+    /// pools `x` first (`flex/batch_norm_max_pool.rs`): the normalization (no scale, so a
+    /// positive factor) and the ReLU are monotone, so the window's largest output is the
+    /// output at its largest input, and only the pooled values are normalized.
+    pub fn forward_relu_max_pool(&self, pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
+        #[cfg(feature = "flex")]
+        if x.device().is_autodiff() && self.training.is_enabled() {
+            let fused = crate::kernels::dispatch::flex_route::batch_norm_relu_max_pool(
+                &x,
+                self.beta.val(),
+                self.epsilon,
+                pool,
+            );
+            if let Some((y, moments)) = fused {
+                self.update_running_from(moments);
+                return y;
+            }
+        }
+        crate::max_pool2d(pool, self.forward_relu(x))
+    }
+
+    /// The moving averages moved towards a batch's `[2, c]` moments (mean, variance).
+    #[cfg(feature = "flex")]
+    fn update_running_from(&self, moments: Tensor<2>) {
+        let [_, c] = moments.dims();
+        let row = |i: usize| moments.clone().slice([i..i + 1, 0..c]).reshape([c]);
+        self.update_running(row(0), row(1));
     }
 
     /// The moving averages moved towards a batch's mean and variance.
@@ -267,6 +295,61 @@ mod tests {
         assert!(diffs.iter().all(|&d| d < 1e-5), "{diffs:?}");
         // The averages stay where they were.
         assert_eq!(vec1(fused.running_mean.value()), vec1(mean));
+    }
+
+    /// Batch norm, ReLU and max pool in one kernel against the batch norm's kernel then the
+    /// pool's: outputs, the input's and offset's gradients, the moving averages. Inputs are
+    /// distinct values, so that a window's maximum is one place either way.
+    #[cfg(feature = "flex")]
+    #[test]
+    fn fused_max_pool_matches_pooling_after_batch_norm() {
+        use crate::test_util::rel_diff;
+        use burn::nn::pool::MaxPool2dConfig;
+        use burn::tensor::Distribution;
+        let device = Device::flex().autodiff();
+        let cases = [
+            ([2, 3, 9, 11], [3, 3], [2, 2], false, 0.0),
+            ([3, 4, 8, 8], [2, 2], [2, 2], false, 100.0),
+            ([2, 2, 8, 10], [3, 3], [2, 2], true, 0.0),
+        ];
+        for ([n, c, h, w], kernel, strides, ceil_mode, offset) in cases {
+            let pool = MaxPool2dConfig::new(kernel)
+                .with_strides(strides)
+                .with_ceil_mode(ceil_mode)
+                .init();
+            let beta = Tensor::<1>::random([c], Distribution::Uniform(-0.5, 0.5), &device);
+            let layer = || OffsetBatchNorm {
+                beta: Param::from_tensor(beta.clone()),
+                ..OffsetBatchNormConfig::new(c).init(&device)
+            };
+            let (fused, apart) = (layer(), layer());
+            let len = n * c * h * w;
+            // A permutation of evenly spaced values (7919 is prime, so coprime to `len`).
+            let values: Vec<f32> = (0..len)
+                .map(|i| (i * 7919 % len) as f32 / len as f32 * 4.0 - 2.0 + offset)
+                .collect();
+            let x = Tensor::<4>::from_data(TensorData::new(values, [n, c, h, w]), &device)
+                .require_grad();
+            let got = fused.forward_relu_max_pool(&pool, x.clone());
+            let want = crate::max_pool2d(&pool, apart.forward_relu(x.clone()));
+            assert_eq!(got.dims(), want.dims());
+            let probe = Tensor::random(got.dims(), Distribution::Default, &device);
+            let g_got = (got.clone() * probe.clone()).sum().backward();
+            let g_want = (want.clone() * probe).sum().backward();
+            let (b_got, b_want) = (fused.beta.val(), apart.beta.val());
+            let diffs = [
+                rel_diff(got, want),
+                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+                rel_diff(b_got.grad(&g_got).unwrap(), b_want.grad(&g_want).unwrap()),
+            ];
+            assert!(
+                diffs.iter().all(|&d| d < 1e-5),
+                "{n}x{c}x{h}x{w}, {kernel:?}/{strides:?}: {diffs:?}"
+            );
+            let stats =
+                |l: &OffsetBatchNorm| [l.running_mean.value(), l.running_var.value()].map(vec1);
+            assert_eq!(stats(&fused), stats(&apart));
+        }
     }
 
     fn vec1(t: Tensor<1>) -> Vec<f32> {

@@ -14,6 +14,7 @@ use burn_flex::FlexTensor;
 
 use super::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
 use super::batch_norm::{self, Statistics};
+use super::batch_norm_max_pool::{self, Maxima};
 use super::bias_relu;
 use super::conv::{Arithmetic, ConvGeometry, forward_bias_relu, input_grad, weight_grad};
 use super::dims4;
@@ -196,6 +197,32 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         (y, FloatTensor::<Self>::new(moments))
     }
 
+    fn towers_batch_norm_relu_max_pool(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        let prep = BatchNormReluMaxPoolBackward
+            .prepare::<C>([x.node(), beta.node()])
+            .compute_bound()
+            .stateful();
+        let (beta, x_primitive) = (beta.into_primitive(), x.primitive().clone());
+        let (y, moments, maxima) = batch_norm_max_pool::forward(x_primitive, &beta, epsilon, shape);
+        let y = match prep {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let saved = (moments.clone(), maxima);
+                prep.finish((x_state, beta, saved, epsilon), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        };
+        (y, FloatTensor::<Self>::new(moments))
+    }
+
     fn towers_batch_norm_relu_given(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
@@ -246,6 +273,35 @@ impl Backward<Flex, 2> for BatchNormReluBackward {
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
         let (x_grad, beta_grad) =
             batch_norm::backward(x, &beta, (&moments, statistics), epsilon, grad);
+        if let Some(node) = x_node {
+            grads.register::<Flex>(node.id, x_grad);
+        }
+        if let Some(node) = beta_node {
+            grads.register::<Flex>(node.id, beta_grad);
+        }
+    }
+}
+
+/// The fused batch norm, ReLU and max pool's backward pass. State: the input, the offset `β`,
+/// the batch's moments and the pool's maxima, and epsilon.
+#[derive(Debug)]
+struct BatchNormReluMaxPoolBackward;
+
+impl Backward<Flex, 2> for BatchNormReluMaxPoolBackward {
+    type State = (NodeId, FlexTensor, (FlexTensor, Maxima), f64);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, beta_node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, beta, (moments, maxima), epsilon) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let (x_grad, beta_grad) =
+            batch_norm_max_pool::backward(x, &beta, (&moments, &maxima), epsilon, grad);
         if let Some(node) = x_node {
             grads.register::<Flex>(node.id, x_grad);
         }

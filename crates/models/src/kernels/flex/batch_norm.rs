@@ -62,12 +62,9 @@ pub(crate) fn forward_training(
     let beta = beta.to_contiguous();
     let beta: &[f32] = beta.storage();
     let plane = |image: usize, ch: usize| &data[(image * c + ch) * places..][..places];
-    let shift = |ch: usize| data.get(ch * places).copied().unwrap_or(0.0);
-    let m = (n * places).max(1) as f64;
-    let settle = |ch: usize, (s, q): (f64, f64)| {
-        let d = s / m;
-        let mean = (shift(ch) as f64 + d) as f32;
-        let variance = (q / m - d * d).max(0.0) as f32;
+    let shift = |ch: usize| first_value(data, [c, places], ch);
+    let settle = |ch: usize, sums: (f64, f64)| {
+        let (mean, variance) = mean_and_variance(sums, shift(ch), n * places);
         (
             Channel::new(mean, variance, beta[ch], epsilon),
             (mean, variance),
@@ -88,6 +85,45 @@ pub(crate) fn forward_training(
         FlexTensor::from_data(TensorData::new(y, [n, c, h, w])),
         FlexTensor::from_data(TensorData::new([mean, variance].concat(), [2, c])),
     )
+}
+
+/// Each channel's mean and biased variance over `[n, c, places]` `data`, images in parallel,
+/// as [`forward_training`] computes them.
+pub(super) fn moments(data: &[f32], [n, c, places]: [usize; 3]) -> Vec<(f32, f32)> {
+    let shift = |ch: usize| first_value(data, [c, places], ch);
+    let sums = data
+        .par_chunks((c * places).max(1))
+        .map(|image| {
+            (0..c)
+                .map(|ch| shifted_sums(&image[ch * places..][..places], shift(ch)))
+                .collect::<Vec<_>>()
+        })
+        .reduce(
+            || vec![(0.0, 0.0); c],
+            |mut a, b| {
+                for (a, b) in a.iter_mut().zip(b) {
+                    *a = (a.0 + b.0, a.1 + b.1);
+                }
+                a
+            },
+        );
+    (sums.into_iter().enumerate())
+        .map(|(ch, sums)| mean_and_variance(sums, shift(ch), n * places))
+        .collect()
+}
+
+/// The shift of channel `ch`'s sums: its first value (of the first image).
+fn first_value(data: &[f32], [c, places]: [usize; 2], ch: usize) -> f32 {
+    debug_assert!(ch < c);
+    data.get(ch * places).copied().unwrap_or(0.0)
+}
+
+/// A channel's mean and biased variance from the sums of its `count` values less `shift` and
+/// of their squares.
+fn mean_and_variance((s, q): (f64, f64), shift: f32, count: usize) -> (f32, f32) {
+    let m = count.max(1) as f64;
+    let d = s / m;
+    ((shift as f64 + d) as f32, (q / m - d * d).max(0.0) as f32)
 }
 
 /// `relu((x - mean)/√(var + ε) + β)` per channel, with given `[2, c]` `moments`.
@@ -168,7 +204,7 @@ pub(crate) fn backward(
 }
 
 /// Each channel's normalization, from its `[2, c]` moments (mean, variance) and offset `β`.
-fn channels(moments: &FlexTensor, beta: &FlexTensor, epsilon: f64) -> Vec<Channel> {
+pub(super) fn channels(moments: &FlexTensor, beta: &FlexTensor, epsilon: f64) -> Vec<Channel> {
     let (moments, beta) = (moments.to_contiguous(), beta.to_contiguous());
     let (values, beta): (&[f32], &[f32]) = (moments.storage(), beta.storage());
     let (mean, variance) = values.split_at(values.len() / 2);
@@ -258,7 +294,7 @@ unsafe fn two_passes<S: Send>(
 ///
 /// # Safety
 /// `plane` writes every value of its `out`.
-unsafe fn per_plane(
+pub(super) unsafe fn per_plane(
     len: usize,
     c: usize,
     places: usize,
@@ -305,16 +341,16 @@ fn shifted_sums(x: &[f32], shift: f32) -> (f64, f64) {
 
 /// A channel's normalization: `(x - mean)·scale + beta`.
 #[derive(Clone, Copy)]
-struct Channel {
-    mean: f32,
-    scale: f32,
+pub(super) struct Channel {
+    pub(super) mean: f32,
+    pub(super) scale: f32,
     beta: f32,
 }
 
 impl Channel {
     /// The channel of `mean` and `variance`: `scale = 1/√(var + ε)`. The forward and backward
     /// passes both take theirs from here, so that they normalize alike.
-    fn new(mean: f32, variance: f32, beta: f32, epsilon: f64) -> Self {
+    pub(super) fn new(mean: f32, variance: f32, beta: f32, epsilon: f64) -> Self {
         let scale = (1.0 / (variance as f64 + epsilon).sqrt()) as f32;
         Self { mean, scale, beta }
     }
@@ -322,14 +358,14 @@ impl Channel {
     /// The normalized value before the ReLU. Forward and backward passes both compute it
     /// here, so that the backward's mask (`> 0`) is the forward's output's, bit for bit.
     #[inline(always)]
-    fn normalized(self, x: f32) -> f32 {
+    pub(super) fn normalized(self, x: f32) -> f32 {
         (x - self.mean) * self.scale + self.beta
     }
 }
 
 /// `relu((x - mean)·scale + beta)` of a plane into `out`.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn normalize_relu(x: &[f32], out: &mut [MaybeUninit<f32>], channel: Channel) {
+pub(super) fn normalize_relu(x: &[f32], out: &mut [MaybeUninit<f32>], channel: Channel) {
     assert_eq!(x.len(), out.len());
     for (out, &x) in out.iter_mut().zip(x) {
         out.write(channel.normalized(x).max(0.0));
@@ -338,7 +374,7 @@ fn normalize_relu(x: &[f32], out: &mut [MaybeUninit<f32>], channel: Channel) {
 
 /// `(Σg, Σg·(x - mean))` of a plane, `g` masked where the forward's output was not positive.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn masked_sums(x: &[f32], g: &[f32], channel: Channel) -> (f64, f64) {
+pub(super) fn masked_sums(x: &[f32], g: &[f32], channel: Channel) -> (f64, f64) {
     let mut total = (0.0, 0.0);
     for (x, g) in x.chunks(BLOCK).zip(g.chunks(BLOCK)) {
         let ((xl, xr), (gl, gr)) = (x.as_chunks::<LANES>(), g.as_chunks::<LANES>());

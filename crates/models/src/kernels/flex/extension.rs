@@ -8,7 +8,7 @@ use super::avg_pool::{AvgPoolShape, avg_pool_forward};
 use super::conv::{Arithmetic, ConvGeometry, forward, forward_bias_relu};
 use super::lrn::{LrnParams, lrn_forward};
 use super::max_pool::{MaxPoolShape, max_pool_forward};
-use super::{batch_norm, matmul};
+use super::{batch_norm, batch_norm_max_pool, matmul};
 
 /// Max pooling, LRN and convolution by burn-towers' kernels. Called through Burn's `Dispatch` on
 /// f32 flex tensors only ([`crate::kernels::dispatch`] checks); other backends are not routed here.
@@ -59,6 +59,17 @@ pub(crate) trait FlexKernels: Backend {
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// [`towers_max_pool2d`](Self::towers_max_pool2d) of
+    /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu)'s output, and the statistics.
+    fn towers_batch_norm_relu_max_pool(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu) on given `[2, c]` `moments`
@@ -137,6 +148,19 @@ impl FlexKernels for Flex {
         epsilon: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         batch_norm::forward_training(x, &beta, epsilon)
+    }
+
+    fn towers_batch_norm_relu_max_pool(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        let (y, moments, _) = batch_norm_max_pool::forward(x, &beta, epsilon, shape);
+        (y, moments)
     }
 
     fn towers_batch_norm_relu_given(

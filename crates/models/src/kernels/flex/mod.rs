@@ -24,7 +24,8 @@
 //!   a dense layer's (`matmul`);
 //! - a convolution's bias and ReLU fused into it (`bias_relu`);
 //! - batch normalization on batch statistics (training) or given ones (the moving averages, in
-//!   evaluation), then ReLU (`batch_norm`);
+//!   evaluation), then ReLU (`batch_norm`), and then max pooling, pooled first where the
+//!   statistics are the batch's (`batch_norm_max_pool`);
 //! - average pooling at stride 1 (`avg_pool`) as window sums along rows, then columns;
 //! - local response normalization (`lrn`) in vectorized passes per channel plane, with square
 //!   roots for the power and a backward pass that reuses the forward's window sums.
@@ -39,6 +40,7 @@
 mod autodiff;
 mod avg_pool;
 mod batch_norm;
+mod batch_norm_max_pool;
 #[cfg(target_arch = "x86_64")]
 mod bf16_conv;
 mod bf16_gemm;

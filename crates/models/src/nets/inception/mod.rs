@@ -18,8 +18,8 @@ pub use inception_e::{InceptionE, InceptionEConfig};
 use crate::parameter_table::model_rows;
 use crate::params::{l2_penalty, weight_decays};
 use crate::{
-    BasicConv, BasicConvConfig, ClassifierLoss, ImageClassifier, WeightDecay, count_params,
-    max_pool2d, parameter_table, truncated_normal,
+    BasicConv, BasicConvConfig, ClassifierLoss, ImageClassifier, WeightDecay, conv2d, count_params,
+    parameter_table, truncated_normal,
 };
 use burn::config::Config;
 use burn::module::Module;
@@ -237,11 +237,21 @@ impl InceptionV3 {
         };
         let x = step("Conv2d_1a_3x3", self.conv2d_1a_3x3.forward_images(images));
         let x = step("Conv2d_2a_3x3", self.conv2d_2a_3x3.forward(x));
-        let x = step("Conv2d_2b_3x3", self.conv2d_2b_3x3.forward(x));
-        let x = step("MaxPool_3a_3x3", max_pool2d(&self.maxpool_3a_3x3, x));
+        // The stem's two max pools take the batch norm and ReLU of the convolution before them
+        // into their pass (`forward_relu_max_pool`): those endpoints' shapes are the
+        // convolutions' outputs'.
+        let (conv_2b, conv_4a) = (&self.conv2d_2b_3x3, &self.conv2d_4a_3x3);
+        let x = step("Conv2d_2b_3x3", conv2d(&conv_2b.conv, x));
+        let x = step(
+            "MaxPool_3a_3x3",
+            conv_2b.bn.forward_relu_max_pool(&self.maxpool_3a_3x3, x),
+        );
         let x = step("Conv2d_3b_1x1", self.conv2d_3b_1x1.forward(x));
-        let x = step("Conv2d_4a_3x3", self.conv2d_4a_3x3.forward(x));
-        let x = step("MaxPool_5a_3x3", max_pool2d(&self.maxpool_5a_3x3, x));
+        let x = step("Conv2d_4a_3x3", conv2d(&conv_4a.conv, x));
+        let x = step(
+            "MaxPool_5a_3x3",
+            conv_4a.bn.forward_relu_max_pool(&self.maxpool_5a_3x3, x),
+        );
         let x = step("Mixed_5b", self.mixed_5b.forward(x));
         let x = step("Mixed_5c", self.mixed_5c.forward(x));
         let x = step("Mixed_5d", self.mixed_5d.forward(x));
