@@ -1,7 +1,7 @@
 //! Batch normalization with an offset, then ReLU, on flex: forward on the batch's statistics in
-//! two passes per channel (its moments, then its outputs) or on given ones (the moving averages)
-//! in one, backward in two per channel (the sums of the masked output gradient and of its
-//! product with the normalized input, then the input gradient). Burn composes the same from a
+//! two passes (the channels' moments, then the output) or on given ones (the moving averages)
+//! in one, backward in two (the channels' sums of the masked output gradient and of its product
+//! with the normalized input, then the input gradient). Burn composes the same from a
 //! dozen elementwise ops and reductions, each a pass over the activations with a new tensor; in
 //! Inception v3 (a batch norm and a ReLU after each of its 94 convolutions) they cost more than
 //! the bf16 convolutions themselves.
@@ -42,14 +42,7 @@ pub(crate) enum Statistics {
 }
 
 /// `relu((x - mean)/√(var + ε) + β)` per channel on the batch's own statistics, and those
-/// statistics, `[2, c]` (mean, biased variance).
-///
-/// A few channels at a time ([`two_passes`]): their sums for the moments, then their outputs,
-/// while their values are still in cache. These passes are bound by memory: run over the whole
-/// tensor one after the other, each read it from memory.
-///
-/// The moments sum `x - s` and its square, `s` the channel's first value: with a shift near the
-/// mean, `E[(x-s)²] - E[x-s]²` does not cancel, whatever the channel's offset.
+/// statistics, `[2, c]` (mean, biased variance; [`moments`]).
 pub(crate) fn forward_training(
     x: FlexTensor,
     beta: &FlexTensor,
@@ -57,73 +50,29 @@ pub(crate) fn forward_training(
 ) -> (FlexTensor, FlexTensor) {
     let x = contiguous(x);
     let [n, c, h, w] = dims4(&x);
-    let places = h * w;
-    let data: &[f32] = x.storage();
-    let beta = beta.to_contiguous();
-    let beta: &[f32] = beta.storage();
-    let plane = |image: usize, ch: usize| &data[(image * c + ch) * places..][..places];
-    let shift = |ch: usize| first_value(data, [c, places], ch);
-    let settle = |ch: usize, sums: (f64, f64)| {
-        let (mean, variance) = mean_and_variance(sums, shift(ch), n * places);
-        (
-            Channel::new(mean, variance, beta[ch], epsilon),
-            (mean, variance),
-        )
-    };
-    // SAFETY: `normalize_relu` writes every value of each plane.
-    let (y, channels) = unsafe {
-        two_passes(
-            [n, c, places],
-            block_channels([n, c, places], 1),
-            |image, ch| shifted_sums(plane(image, ch), shift(ch)),
-            settle,
-            |image, ch, (channel, _), out| normalize_relu(plane(image, ch), out, *channel),
-        )
-    };
-    let (mean, variance): (Vec<f32>, Vec<f32>) = channels.into_iter().map(|(_, m)| m).unzip();
-    (
-        FlexTensor::from_data(TensorData::new(y, [n, c, h, w])),
-        FlexTensor::from_data(TensorData::new([mean, variance].concat(), [2, c])),
-    )
+    let (mean, variance): (Vec<f32>, Vec<f32>) =
+        moments(x.storage(), [n, c, h * w]).into_iter().unzip();
+    let moments = FlexTensor::from_data(TensorData::new([mean, variance].concat(), [2, c]));
+    (forward(x, beta.clone(), moments.clone(), epsilon), moments)
 }
 
-/// Each channel's mean and biased variance over `[n, c, places]` `data`, images in parallel,
-/// as [`forward_training`] computes them.
+/// Each channel's mean and biased variance over `[n, c, places]` `data`.
+///
+/// Sums `x - s` and its square, `s` the channel's first value: with a shift near the mean,
+/// `E[(x-s)²] - E[x-s]²` does not cancel, whatever the channel's offset.
 pub(super) fn moments(data: &[f32], [n, c, places]: [usize; 3]) -> Vec<(f32, f32)> {
-    let shift = |ch: usize| first_value(data, [c, places], ch);
-    let sums = data
-        .par_chunks((c * places).max(1))
-        .map(|image| {
-            (0..c)
-                .map(|ch| shifted_sums(&image[ch * places..][..places], shift(ch)))
-                .collect::<Vec<_>>()
-        })
-        .reduce(
-            || vec![(0.0, 0.0); c],
-            |mut a, b| {
-                for (a, b) in a.iter_mut().zip(b) {
-                    *a = (a.0 + b.0, a.1 + b.1);
-                }
-                a
-            },
-        );
+    let shift = |ch: usize| data.get(ch * places).copied().unwrap_or(0.0);
+    let sums = channel_sums(n, c, places, |first, ch| {
+        shifted_sums(&data[first..first + places], shift(ch))
+    });
+    let m = (n * places).max(1) as f64;
     (sums.into_iter().enumerate())
-        .map(|(ch, sums)| mean_and_variance(sums, shift(ch), n * places))
+        .map(|(ch, (s, q))| {
+            let d = s / m;
+            let mean = (shift(ch) as f64 + d) as f32;
+            (mean, (q / m - d * d).max(0.0) as f32)
+        })
         .collect()
-}
-
-/// The shift of channel `ch`'s sums: its first value (of the first image).
-fn first_value(data: &[f32], [c, places]: [usize; 2], ch: usize) -> f32 {
-    debug_assert!(ch < c);
-    data.get(ch * places).copied().unwrap_or(0.0)
-}
-
-/// A channel's mean and biased variance from the sums of its `count` values less `shift` and
-/// of their squares.
-fn mean_and_variance((s, q): (f64, f64), shift: f32, count: usize) -> (f32, f32) {
-    let m = count.max(1) as f64;
-    let d = s / m;
-    ((shift as f64 + d) as f32, (q / m - d * d).max(0.0) as f32)
 }
 
 /// `relu((x - mean)/√(var + ε) + β)` per channel, with given `[2, c]` `moments`.
@@ -147,9 +96,8 @@ pub(crate) fn forward(
     FlexTensor::from_data(TensorData::new(y, [n, c, h, w]))
 }
 
-/// The gradients of `x` and `β` given `β`, the `moments` the forward pass normalized with,
-/// where they came from, and `grad = ∂L/∂y`. A few channels at a time, as
-/// [`forward_training`]: their sums, then their input gradient, `x` and `grad` still in cache.
+/// The gradients of `x` and `β` given `β`, the `moments` the forward pass normalized with and
+/// where they came from, and `grad = ∂L/∂y`.
 pub(crate) fn backward(
     x: FlexTensor,
     beta: &FlexTensor,
@@ -162,41 +110,34 @@ pub(crate) fn backward(
     let places = h * w;
     let channels = channels(moments, beta, epsilon);
     let (x_data, g_data): (&[f32], &[f32]) = (x.storage(), grad.storage());
-    let planes = |image: usize, ch: usize| {
-        let first = (image * c + ch) * places;
-        [x_data, g_data].map(|data| &data[first..first + places])
-    };
-    let m = (n * places).max(1) as f64;
-    // Σg and Σg·(x - mean) of a plane, g masked by y > 0.
-    let sums = |image: usize, ch: usize| {
-        let [x, g] = planes(image, ch);
+    let planes = |first: usize| [x_data, g_data].map(|data| &data[first..first + places]);
+    // Σg and Σg·(x - mean) per channel, g masked by y > 0.
+    let sums = channel_sums(n, c, places, |first, ch| {
+        let [x, g] = planes(first);
         masked_sums(x, g, channels[ch])
-    };
+    });
+    let m = (n * places).max(1) as f64;
     // ∂L/∂x = r·g - r·Σg/m - r³·(x - mean)·Σ(g·(x - mean))/m on the batch's statistics, with
     // r = 1/√(var + ε) (x̂ = r·(x - mean), so x̂·Σ(g·x̂) = r²·(x - mean)·Σ(g·(x - mean))); r·g
-    // on given ones. With Σg, the offset's gradient.
-    let settle = |ch: usize, (sum_g, sum_gx): (f64, f64)| {
-        let r = channels[ch].scale as f64;
-        let terms = match statistics {
-            Statistics::Batch => [r, r * sum_g / m, r * r * r * sum_gx / m],
-            Statistics::Given => [r, 0.0, 0.0],
-        };
-        (terms.map(|v| v as f32), sum_g as f32)
+    // on given ones.
+    let terms: Vec<[f32; 3]> = (sums.iter().zip(&channels))
+        .map(|(&(sum_g, sum_gx), channel)| {
+            let r = channel.scale as f64;
+            match statistics {
+                Statistics::Batch => [r, r * sum_g / m, r * r * r * sum_gx / m],
+                Statistics::Given => [r, 0.0, 0.0],
+            }
+            .map(|v| v as f32)
+        })
+        .collect();
+    // SAFETY: `input_gradient` writes every value of `out`.
+    let dx = unsafe {
+        per_plane(x_data.len(), c, places, |first, ch, out| {
+            let [x, g] = planes(first);
+            input_gradient(x, g, out, channels[ch], terms[ch]);
+        })
     };
-    // SAFETY: `input_gradient` writes every value of each plane.
-    let (dx, settled) = unsafe {
-        two_passes(
-            [n, c, places],
-            block_channels([n, c, places], 2),
-            sums,
-            settle,
-            |image, ch, (terms, _), out| {
-                let [x, g] = planes(image, ch);
-                input_gradient(x, g, out, channels[ch], *terms);
-            },
-        )
-    };
-    let beta_grad: Vec<f32> = settled.iter().map(|(_, sum_g)| *sum_g).collect();
+    let beta_grad: Vec<f32> = sums.iter().map(|s| s.0 as f32).collect();
     (
         FlexTensor::from_data(TensorData::new(dx, [n, c, h, w])),
         FlexTensor::from_data(TensorData::new(beta_grad, [c])),
@@ -213,79 +154,30 @@ pub(super) fn channels(moments: &FlexTensor, beta: &FlexTensor, epsilon: f64) ->
         .collect()
 }
 
-/// Bytes of input that a block of channels in [`two_passes`] reads: few enough that its second
-/// pass finds them in cache (L3: a channel of Inception v3's 147x147 maps alone is 2.8 MB per
-/// input at batch 32), many enough that each image's part of the block is a run long enough for
-/// the prefetchers (a channel's plane is 256 bytes on its 8x8 maps). 1 MB and 16 MB measured
-/// no better (bench/README.md).
-const BLOCK_BYTES: usize = 4 << 20;
-
-/// Channels per block of [`two_passes`] over `[n, c, places]` inputs, `arrays` of them.
-fn block_channels([n, c, places]: [usize; 3], arrays: usize) -> usize {
-    let channel_bytes = (n * places * arrays * size_of::<f32>()).max(1);
-    (BLOCK_BYTES / channel_bytes).clamp(1, c.max(1))
-}
-
-/// A new `[n, c, places]` tensor's values in two passes over blocks of `block` channels,
-/// blocks in parallel: first each channel's sums over its planes (`sums(image, ch)`, added in
-/// image order), settled into what its second pass needs (`settle(ch, sums)`), then its planes
-/// written (`write(image, ch, settled, out)`), while the block's inputs are still in cache
-/// ([`block_channels`]). Returns the values and each channel's settled state. No zeroing pass
-/// first: every value is new.
-///
-/// # Safety
-/// `write` writes every value of its `out`.
-unsafe fn two_passes<S: Send>(
-    [n, c, places]: [usize; 3],
-    block: usize,
-    sums: impl Fn(usize, usize) -> (f64, f64) + Sync,
-    settle: impl Fn(usize, (f64, f64)) -> S + Sync,
-    write: impl Fn(usize, usize, &S, &mut [MaybeUninit<f32>]) + Sync,
-) -> (Vec<f32>, Vec<S>) {
-    let len = n * c * places;
-    let mut out = Vec::with_capacity(len);
-    // `planes[ch][image]`: the output's planes by channel.
-    let mut planes: Vec<Vec<_>> = (0..c).map(|_| Vec::with_capacity(n)).collect();
-    for (k, plane) in out.spare_capacity_mut()[..len]
-        .chunks_mut(places.max(1))
-        .enumerate()
-    {
-        planes[k % c].push(plane);
-    }
-    let mut blocks = Vec::new();
-    while !planes.is_empty() {
-        let rest = planes.split_off(block.min(planes.len()));
-        blocks.push(std::mem::replace(&mut planes, rest));
-    }
-    let settled: Vec<Vec<S>> = blocks
+/// Per channel, the sums of the pairs `plane_sums(first, channel)` over the planes of
+/// `[n, c, places]` data (`first`: the plane's first index), images in parallel.
+pub(super) fn channel_sums(
+    n: usize,
+    c: usize,
+    places: usize,
+    plane_sums: impl Fn(usize, usize) -> (f64, f64) + Sync,
+) -> Vec<(f64, f64)> {
+    (0..n)
         .into_par_iter()
-        .enumerate()
-        .map(|(b, mut block_planes)| {
-            let first = b * block;
-            let channels = first..first + block_planes.len();
-            let mut totals = vec![(0.0, 0.0); channels.len()];
-            for image in 0..n {
-                for (total, ch) in totals.iter_mut().zip(channels.clone()) {
-                    let (s, q) = sums(image, ch);
-                    *total = (total.0 + s, total.1 + q);
-                }
-            }
-            let states: Vec<S> = channels
-                .clone()
-                .zip(totals)
-                .map(|(ch, t)| settle(ch, t))
-                .collect();
-            for image in 0..n {
-                for ((ch, state), planes) in channels.clone().zip(&states).zip(&mut block_planes) {
-                    write(image, ch, state, planes[image]);
-                }
-            }
-            states
+        .map(|image| {
+            (0..c)
+                .map(|ch| plane_sums((image * c + ch) * places, ch))
+                .collect::<Vec<_>>()
         })
-        .collect();
-    // SAFETY: the planes tile the first `len` values, and the caller's `write` wrote each.
-    unsafe { out.set_len(len) };
-    (out, settled.into_iter().flatten().collect())
+        .reduce(
+            || vec![(0.0, 0.0); c],
+            |mut a, b| {
+                a.iter_mut()
+                    .zip(b)
+                    .for_each(|(a, b)| *a = (a.0 + b.0, a.1 + b.1));
+                a
+            },
+        )
 }
 
 /// A new `[n, c, places]` tensor's `len` values, each plane written by
@@ -413,49 +305,5 @@ fn input_gradient(
     for ((out, &x), &g) in out.iter_mut().zip(x).zip(g) {
         let g = if channel.normalized(x) > 0.0 { g } else { 0.0 };
         out.write(a * g - b - c * (x - channel.mean));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Blocks that do not divide the channels, and blocks of one and of all: every channel
-    /// sums its own planes and writes its own.
-    #[test]
-    fn two_passes_give_each_channel_its_sums_and_planes() {
-        let [n, c, places] = [3, 7, 5];
-        let x: Vec<f32> = (0..n * c * places).map(|i| (i % 11) as f32).collect();
-        let plane = |image: usize, ch: usize| &x[(image * c + ch) * places..][..places];
-        let sum = |ch: usize| {
-            (0..n)
-                .map(|i| plane(i, ch).iter().sum::<f32>())
-                .sum::<f32>()
-        };
-        for block in [1, 3, 7] {
-            // SAFETY: every value of each plane is written.
-            let (y, settled) = unsafe {
-                two_passes(
-                    [n, c, places],
-                    block,
-                    |image, ch| (plane(image, ch).iter().sum::<f32>() as f64, ch as f64),
-                    |ch, (s, q)| (ch, s as f32, q),
-                    |image, ch, &(_, s, _), out| {
-                        for (out, &x) in out.iter_mut().zip(plane(image, ch)) {
-                            out.write(x * s);
-                        }
-                    },
-                )
-            };
-            for (ch, &(settled_ch, s, q)) in settled.iter().enumerate() {
-                assert_eq!((settled_ch, s, q), (ch, sum(ch), (n * ch) as f64));
-            }
-            let want: Vec<f32> = x
-                .iter()
-                .enumerate()
-                .map(|(i, &x)| x * sum(i / places % c))
-                .collect();
-            assert_eq!(y, want, "blocks of {block}");
-        }
     }
 }

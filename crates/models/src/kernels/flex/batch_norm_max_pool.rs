@@ -19,9 +19,10 @@ use std::sync::Arc;
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use multiversion::multiversion;
-use rayon::prelude::*;
 
-use super::batch_norm::{Channel, channels, masked_sums, moments, normalize_relu, per_plane};
+use super::batch_norm::{
+    Channel, channel_sums, channels, masked_sums, moments, normalize_relu, per_plane,
+};
 use super::buffers::contiguous;
 use super::dims4;
 use super::max_pool::{MaxPoolShape, max_pool_forward};
@@ -79,21 +80,11 @@ pub(crate) fn backward(
     let channels = channels(moments, beta, epsilon);
     let (x_data, g_data, x_max): (&[f32], &[f32], &[f32]) =
         (x.storage(), grad.storage(), maxima.values.storage());
-    let pooled_plane = |image: usize, ch: usize| {
-        let first = (image * c + ch) * pooled;
-        first..first + pooled
-    };
     // Σg and Σg·(x - mean) per channel over the pooled values, g masked by y > 0.
-    let sums: Vec<(f64, f64)> = (0..c)
-        .into_par_iter()
-        .map(|ch| {
-            (0..n).fold((0.0, 0.0), |total, image| {
-                let at = pooled_plane(image, ch);
-                let (s, q) = masked_sums(&x_max[at.clone()], &g_data[at], channels[ch]);
-                (total.0 + s, total.1 + q)
-            })
-        })
-        .collect();
+    let sums = channel_sums(n, c, pooled, |first, ch| {
+        let at = first..first + pooled;
+        masked_sums(&x_max[at.clone()], &g_data[at], channels[ch])
+    });
     let m = (n * places).max(1) as f64;
     let terms: Vec<[f32; 3]> = (sums.iter().zip(&channels))
         .map(|(&(sum_g, sum_gx), channel)| {
