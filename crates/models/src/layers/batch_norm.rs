@@ -177,7 +177,8 @@ mod tests {
     use burn::tensor::{Device, TensorData};
 
     /// The fused batch norm and ReLU of flex against Burn's batch norm followed by ReLU:
-    /// outputs, the input's and offset's gradients, and the moving averages after the step.
+    /// outputs, the input's and offset's gradients (through a concatenation), and the moving
+    /// averages after the step.
     #[cfg(feature = "flex")]
     #[test]
     fn fused_relu_matches_burns_batch_norm_then_relu() {
@@ -203,9 +204,13 @@ mod tests {
             let x = Tensor::<4>::random([n, c, h, w], Distribution::Uniform(-2.0, 3.0), &device)
                 .add_scalar(offset)
                 .require_grad();
-            let got = fused.forward_relu(x.clone());
-            let want = burn::tensor::activation::relu(apart.forward(x.clone()));
-            let probe = Tensor::random([n, c, h, w], Distribution::Default, &device);
+            // Behind a concatenation, as in Inception's blocks: the output's gradient arrives as
+            // a slice of the whole's.
+            let side = Tensor::<4>::random([n, 2, h, w], Distribution::Default, &device);
+            let joined = |y: Tensor<4>| Tensor::cat(vec![side.clone(), y], 1);
+            let got = joined(fused.forward_relu(x.clone()));
+            let want = joined(burn::tensor::activation::relu(apart.forward(x.clone())));
+            let probe = Tensor::random([n, c + 2, h, w], Distribution::Default, &device);
             let g_got = (got.clone() * probe.clone()).sum().backward();
             let g_want = (want.clone() * probe).sum().backward();
             let (b_got, b_want) = (fused.beta.val(), apart.beta.val());
