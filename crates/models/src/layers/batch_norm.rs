@@ -182,7 +182,6 @@ mod tests {
     #[cfg(feature = "flex")]
     #[test]
     fn fused_relu_matches_burns_batch_norm_then_relu() {
-        use crate::test_util::rel_diff;
         use burn::tensor::Distribution;
         let device = Device::flex().autodiff();
         // Not 2 values per channel: there the input gradient is zero up to rounding (the
@@ -210,15 +209,7 @@ mod tests {
             let joined = |y: Tensor<4>| Tensor::cat(vec![side.clone(), y], 1);
             let got = joined(fused.forward_relu(x.clone()));
             let want = joined(burn::tensor::activation::relu(apart.forward(x.clone())));
-            let probe = Tensor::random([n, c + 2, h, w], Distribution::Default, &device);
-            let g_got = (got.clone() * probe.clone()).sum().backward();
-            let g_want = (want.clone() * probe).sum().backward();
-            let (b_got, b_want) = (fused.beta.val(), apart.beta.val());
-            let diffs = [
-                rel_diff(got, want),
-                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
-                rel_diff(b_got.grad(&g_got).unwrap(), b_want.grad(&g_want).unwrap()),
-            ];
+            let diffs = differences(&x, (got, &fused), (want, &apart));
             // Few values per channel (5 in the second case) make the input gradient a
             // difference of nearly equal terms: f32 rounding shows at ~1e-5 there.
             assert!(
@@ -271,7 +262,6 @@ mod tests {
     #[cfg(feature = "flex")]
     #[test]
     fn fused_relu_on_frozen_averages_has_burns_gradients() {
-        use crate::test_util::rel_diff;
         use burn::tensor::Distribution::Uniform;
         let device = Device::flex().autodiff();
         let c = 5;
@@ -288,15 +278,7 @@ mod tests {
         let x = Tensor::<4>::random([3, c, 4, 6], Uniform(-2.0, 3.0), &device).require_grad();
         let got = fused.forward_relu(x.clone());
         let want = burn::tensor::activation::relu(apart.forward(x.clone()));
-        let probe = Tensor::random([3, c, 4, 6], Uniform(0.0, 1.0), &device);
-        let g_got = (got.clone() * probe.clone()).sum().backward();
-        let g_want = (want.clone() * probe).sum().backward();
-        let (b_got, b_want) = (fused.beta.val(), apart.beta.val());
-        let diffs = [
-            rel_diff(got, want),
-            rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
-            rel_diff(b_got.grad(&g_got).unwrap(), b_want.grad(&g_want).unwrap()),
-        ];
+        let diffs = differences(&x, (got, &fused), (want, &apart));
         assert!(diffs.iter().all(|&d| d < 1e-5), "{diffs:?}");
         // The averages stay where they were.
         assert_eq!(vec1(fused.running_mean.value()), vec1(mean));
@@ -308,7 +290,6 @@ mod tests {
     #[cfg(feature = "flex")]
     #[test]
     fn fused_max_pool_matches_pooling_after_batch_norm() {
-        use crate::test_util::rel_diff;
         use burn::nn::pool::MaxPool2dConfig;
         use burn::tensor::Distribution;
         let device = Device::flex().autodiff();
@@ -338,15 +319,7 @@ mod tests {
             let got = fused.forward_relu_max_pool(&pool, x.clone());
             let want = crate::max_pool2d(&pool, apart.forward_relu(x.clone()));
             assert_eq!(got.dims(), want.dims());
-            let probe = Tensor::random(got.dims(), Distribution::Default, &device);
-            let g_got = (got.clone() * probe.clone()).sum().backward();
-            let g_want = (want.clone() * probe).sum().backward();
-            let (b_got, b_want) = (fused.beta.val(), apart.beta.val());
-            let diffs = [
-                rel_diff(got, want),
-                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
-                rel_diff(b_got.grad(&g_got).unwrap(), b_want.grad(&g_want).unwrap()),
-            ];
+            let diffs = differences(&x, (got, &fused), (want, &apart));
             assert!(
                 diffs.iter().all(|&d| d < 1e-5),
                 "{n}x{c}x{h}x{w}, {kernel:?}/{strides:?}: {diffs:?}"
@@ -355,6 +328,27 @@ mod tests {
                 |l: &OffsetBatchNorm| [l.running_mean.value(), l.running_var.value()].map(vec1);
             assert_eq!(stats(&fused), stats(&apart));
         }
+    }
+
+    /// How far `got` (by `fused`) lies from `want` (by `apart`), both computed from `x`: the
+    /// outputs, and the gradients of `x` and of each layer's offset for one random weighting of
+    /// the outputs.
+    #[cfg(feature = "flex")]
+    fn differences(
+        x: &Tensor<4>,
+        (got, fused): (Tensor<4>, &OffsetBatchNorm),
+        (want, apart): (Tensor<4>, &OffsetBatchNorm),
+    ) -> [f32; 3] {
+        use crate::test_util::rel_diff;
+        let probe = Tensor::random(got.dims(), burn::tensor::Distribution::Default, &x.device());
+        let g_got = (got.clone() * probe.clone()).sum().backward();
+        let g_want = (want.clone() * probe).sum().backward();
+        let (b_got, b_want) = (fused.beta.val(), apart.beta.val());
+        [
+            rel_diff(got, want),
+            rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+            rel_diff(b_got.grad(&g_got).unwrap(), b_want.grad(&g_want).unwrap()),
+        ]
     }
 
     fn vec1(t: Tensor<1>) -> Vec<f32> {

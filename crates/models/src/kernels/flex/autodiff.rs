@@ -189,8 +189,8 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         let y = match prep {
             OpsKind::Tracked(mut prep) => {
                 let x_state = prep.checkpoint(&x);
-                let statistics = (moments.clone(), Statistics::Batch);
-                prep.finish((x_state, beta, statistics, epsilon), y)
+                let normalized = Normalized::Plain(moments.clone(), Statistics::Batch);
+                prep.finish((x_state, beta, normalized, epsilon), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(y),
         };
@@ -206,7 +206,7 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         ceil_mode: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
-        let prep = BatchNormReluMaxPoolBackward
+        let prep = BatchNormReluBackward
             .prepare::<C>([x.node(), beta.node()])
             .compute_bound()
             .stateful();
@@ -215,8 +215,8 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         let y = match prep {
             OpsKind::Tracked(mut prep) => {
                 let x_state = prep.checkpoint(&x);
-                let saved = (moments.clone(), maxima);
-                prep.finish((x_state, beta, saved, epsilon), y)
+                let normalized = Normalized::Pooled(moments.clone(), maxima);
+                prep.finish((x_state, beta, normalized, epsilon), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(y),
         };
@@ -240,8 +240,8 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 let beta = beta.into_primitive();
                 let y =
                     batch_norm::forward(x.into_primitive(), beta.clone(), moments.clone(), epsilon);
-                let statistics = (moments, Statistics::Given);
-                prep.finish((x_state, beta, statistics, epsilon), y)
+                let normalized = Normalized::Plain(moments, Statistics::Given);
+                prep.finish((x_state, beta, normalized, epsilon), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(batch_norm::forward(
                 x.into_primitive(),
@@ -253,42 +253,23 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     }
 }
 
-/// The fused batch norm and ReLU's backward pass. State: the input, the offset `β`, the
-/// moments and where they came from, and epsilon (the ReLU's mask is recomputed from them).
+/// The fused batch norm and ReLU's backward pass, and with a max pool after them. State: the
+/// input, the offset `β`, what the forward pass normalized with (and pooled), and epsilon (the
+/// ReLU's mask is recomputed from them).
 #[derive(Debug)]
 struct BatchNormReluBackward;
 
-impl Backward<Flex, 2> for BatchNormReluBackward {
-    type State = (NodeId, FlexTensor, (FlexTensor, Statistics), f64);
-
-    fn backward(
-        self,
-        ops: Ops<Self::State, 2>,
-        grads: &mut Gradients,
-        checkpointer: &mut Checkpointer,
-    ) {
-        let [x_node, beta_node] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        let (x_state, beta, (moments, statistics), epsilon) = ops.state;
-        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
-        let (x_grad, beta_grad) =
-            batch_norm::backward(x, &beta, (&moments, statistics), epsilon, grad);
-        if let Some(node) = x_node {
-            grads.register::<Flex>(node.id, x_grad);
-        }
-        if let Some(node) = beta_node {
-            grads.register::<Flex>(node.id, beta_grad);
-        }
-    }
+/// What a fused batch norm's forward pass left for its backward.
+#[derive(Clone, Debug)]
+enum Normalized {
+    /// The moments, and where they came from.
+    Plain(FlexTensor, Statistics),
+    /// The batch's moments, then a max pool's maxima.
+    Pooled(FlexTensor, Maxima),
 }
 
-/// The fused batch norm, ReLU and max pool's backward pass. State: the input, the offset `β`,
-/// the batch's moments and the pool's maxima, and epsilon.
-#[derive(Debug)]
-struct BatchNormReluMaxPoolBackward;
-
-impl Backward<Flex, 2> for BatchNormReluMaxPoolBackward {
-    type State = (NodeId, FlexTensor, (FlexTensor, Maxima), f64);
+impl Backward<Flex, 2> for BatchNormReluBackward {
+    type State = (NodeId, FlexTensor, Normalized, f64);
 
     fn backward(
         self,
@@ -298,10 +279,16 @@ impl Backward<Flex, 2> for BatchNormReluMaxPoolBackward {
     ) {
         let [x_node, beta_node] = ops.parents;
         let grad = grads.consume::<Flex>(&ops.node);
-        let (x_state, beta, (moments, maxima), epsilon) = ops.state;
+        let (x_state, beta, normalized, epsilon) = ops.state;
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
-        let (x_grad, beta_grad) =
-            batch_norm_max_pool::backward(x, &beta, (&moments, &maxima), epsilon, grad);
+        let (x_grad, beta_grad) = match normalized {
+            Normalized::Plain(moments, statistics) => {
+                batch_norm::backward(x, &beta, (&moments, statistics), epsilon, grad)
+            }
+            Normalized::Pooled(moments, maxima) => {
+                batch_norm_max_pool::backward(x, &beta, (&moments, &maxima), epsilon, grad)
+            }
+        };
         if let Some(node) = x_node {
             grads.register::<Flex>(node.id, x_grad);
         }
