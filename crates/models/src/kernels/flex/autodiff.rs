@@ -180,20 +180,11 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         beta: FloatTensor<Self>,
         epsilon: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let prep = BatchNormReluBackward
-            .prepare::<C>([x.node(), beta.node()])
-            .compute_bound()
-            .stateful();
-        let (beta, x_primitive) = (beta.into_primitive(), x.primitive().clone());
-        let (y, moments) = batch_norm::forward_training(x_primitive, &beta, epsilon);
-        let y = match prep {
-            OpsKind::Tracked(mut prep) => {
-                let x_state = prep.checkpoint(&x);
-                let normalized = Normalized::Plain(moments.clone(), Statistics::Batch);
-                prep.finish((x_state, beta, normalized, epsilon), y)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        };
+        let (y, moments) = fused_batch_norm::<C, _>(x, beta, |x, beta| {
+            let (y, moments) = batch_norm::forward_training(x, beta, epsilon);
+            let normalized = Normalized::Plain(moments.clone(), Statistics::Batch);
+            (y, (normalized, epsilon), moments)
+        });
         (y, FloatTensor::<Self>::new(moments))
     }
 
@@ -206,20 +197,11 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         ceil_mode: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
-        let prep = BatchNormReluBackward
-            .prepare::<C>([x.node(), beta.node()])
-            .compute_bound()
-            .stateful();
-        let (beta, x_primitive) = (beta.into_primitive(), x.primitive().clone());
-        let (y, moments, maxima) = batch_norm_max_pool::forward(x_primitive, &beta, epsilon, shape);
-        let y = match prep {
-            OpsKind::Tracked(mut prep) => {
-                let x_state = prep.checkpoint(&x);
-                let normalized = Normalized::Pooled(moments.clone(), maxima);
-                prep.finish((x_state, beta, normalized, epsilon), y)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        };
+        let (y, moments) = fused_batch_norm::<C, _>(x, beta, |x, beta| {
+            let (y, moments, maxima) = batch_norm_max_pool::forward(x, beta, epsilon, shape);
+            let normalized = Normalized::Pooled(moments.clone(), maxima);
+            (y, (normalized, epsilon), moments)
+        });
         (y, FloatTensor::<Self>::new(moments))
     }
 
@@ -230,27 +212,40 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         epsilon: f64,
     ) -> FloatTensor<Self> {
         let moments = moments.into_primitive();
-        match BatchNormReluBackward
-            .prepare::<C>([x.node(), beta.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(mut prep) => {
-                let x_state = prep.checkpoint(&x);
-                let beta = beta.into_primitive();
-                let y =
-                    batch_norm::forward(x.into_primitive(), beta.clone(), moments.clone(), epsilon);
-                let normalized = Normalized::Plain(moments, Statistics::Given);
-                prep.finish((x_state, beta, normalized, epsilon), y)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(batch_norm::forward(
-                x.into_primitive(),
-                beta.into_primitive(),
-                moments,
-                epsilon,
-            )),
-        }
+        let (y, ()) = fused_batch_norm::<C, _>(x, beta, |x, beta| {
+            let y = batch_norm::forward(x, beta.clone(), moments.clone(), epsilon);
+            (
+                y,
+                (Normalized::Plain(moments, Statistics::Given), epsilon),
+                (),
+            )
+        });
+        y
     }
+}
+
+/// A fused batch norm of `x` with offset `beta`: `forward` returns the output, what the
+/// backward pass needs (with epsilon), and anything else to hand back; recorded for
+/// [`BatchNormReluBackward`] when `x` or `beta` is tracked.
+fn fused_batch_norm<C: CheckpointStrategy, R>(
+    x: FloatTensor<Autodiff<Flex, C>>,
+    beta: FloatTensor<Autodiff<Flex, C>>,
+    forward: impl FnOnce(FlexTensor, &FlexTensor) -> (FlexTensor, (Normalized, f64), R),
+) -> (FloatTensor<Autodiff<Flex, C>>, R) {
+    let prep = BatchNormReluBackward
+        .prepare::<C>([x.node(), beta.node()])
+        .compute_bound()
+        .stateful();
+    let beta = beta.into_primitive();
+    let (y, (normalized, epsilon), rest) = forward(x.primitive().clone(), &beta);
+    let y = match prep {
+        OpsKind::Tracked(mut prep) => {
+            let x_state = prep.checkpoint(&x);
+            prep.finish((x_state, beta, normalized, epsilon), y)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(y),
+    };
+    (y, rest)
 }
 
 /// The fused batch norm and ReLU's backward pass, and with a max pool after them. State: the
