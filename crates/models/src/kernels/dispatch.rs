@@ -161,10 +161,15 @@ pub(crate) mod flex_route {
             && x.dims().iter().all(|&d| d > 0)
     }
 
-    pub(super) fn max_pool2d(pool: &MaxPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+    /// Whether the flex kernels take `pool` of `x`: no padding or dilation.
+    fn max_pool_fits(pool: &MaxPool2d, x: &Tensor<4>) -> bool {
         let [_, _, h, w] = x.dims();
         let padding = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
-        if !on_flex(x) || pool.dilation != [1, 1] || padding != ((0, 0), (0, 0)) {
+        on_flex(x) && pool.dilation == [1, 1] && padding == ((0, 0), (0, 0))
+    }
+
+    pub(super) fn max_pool2d(pool: &MaxPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+        if !max_pool_fits(pool, x) {
             return None;
         }
         let (kernel, stride) = (pool.kernel_size, pool.stride);
@@ -218,9 +223,7 @@ pub(crate) mod flex_route {
         epsilon: f64,
         pool: &MaxPool2d,
     ) -> Option<(Tensor<4>, Tensor<2>)> {
-        let [_, _, h, w] = x.dims();
-        let padding = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
-        if !on_flex(x) || pool.dilation != [1, 1] || padding != ((0, 0), (0, 0)) {
+        if !max_pool_fits(pool, x) {
             return None;
         }
         let (y, moments) = <Dispatch as FlexKernels>::towers_batch_norm_relu_max_pool(
@@ -232,6 +235,32 @@ pub(crate) mod flex_route {
             pool.ceil_mode,
         );
         Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
+    }
+
+    /// [`crate::OffsetBatchNorm::forward_relu_max_pool`] on given statistics (the moving
+    /// averages: in evaluation, or with training turned off), on the flex kernels.
+    pub(crate) fn batch_norm_relu_max_pool_given(
+        x: &Tensor<4>,
+        beta: Tensor<1>,
+        [mean, variance]: [Tensor<1>; 2],
+        epsilon: f64,
+        pool: &MaxPool2d,
+    ) -> Option<Tensor<4>> {
+        if !max_pool_fits(pool, x) {
+            return None;
+        }
+        let [c] = mean.dims();
+        let moments = Tensor::cat(vec![mean, variance], 0).reshape([2, c]);
+        let y = <Dispatch as FlexKernels>::towers_batch_norm_relu_max_pool_given(
+            x.clone().into_dispatch(),
+            beta.into_dispatch(),
+            moments.into_dispatch(),
+            epsilon,
+            pool.kernel_size,
+            pool.stride,
+            pool.ceil_mode,
+        );
+        Some(Tensor::from_dispatch(y))
     }
 
     /// [`crate::OffsetBatchNorm::forward_relu`] on given statistics (the moving averages: in

@@ -98,25 +98,13 @@ impl OffsetBatchNorm {
     /// otherwise (evaluation, where Burn's batch norm ran its elementwise ops on one thread).
     pub fn forward_relu(&self, x: Tensor<4>) -> Tensor<4> {
         #[cfg(feature = "flex")]
-        if x.device().is_autodiff() && self.training.is_enabled() {
-            let fused = crate::kernels::dispatch::flex_route::batch_norm_relu(
+        {
+            use crate::kernels::dispatch::flex_route as flex;
+            let epsilon = self.epsilon;
+            let fused = self.fused(
                 &x,
-                self.beta.val(),
-                self.epsilon,
-            );
-            if let Some((y, moments)) = fused {
-                self.update_running_from(moments);
-                return y;
-            }
-        } else {
-            let device = x.device();
-            let averages =
-                [&self.running_mean, &self.running_var].map(|s| s.value().to_device(&device));
-            let fused = crate::kernels::dispatch::flex_route::batch_norm_relu_given(
-                &x,
-                self.beta.val(),
-                averages,
-                self.epsilon,
+                |x, beta| flex::batch_norm_relu(x, beta, epsilon),
+                |x, beta, averages| flex::batch_norm_relu_given(x, beta, averages, epsilon),
             );
             if let Some(y) = fused {
                 return y;
@@ -125,25 +113,48 @@ impl OffsetBatchNorm {
         burn::tensor::activation::relu(self.forward(x))
     }
 
-    /// `max_pool2d(pool, self.forward_relu(x))`. While training on flex, in one kernel that
-    /// pools `x` first (`flex/batch_norm_max_pool.rs`): the normalization (no scale, so a
-    /// positive factor) and the ReLU are monotone, so the window's largest output is the
-    /// output at its largest input, and only the pooled values are normalized.
+    /// `max_pool2d(pool, self.forward_relu(x))`; on flex in one kernel that pools `x` first
+    /// (`flex/batch_norm_max_pool.rs`): the normalization (no scale, so a positive factor) and
+    /// the ReLU are monotone, so the window's largest output is the output at its largest
+    /// input, and only the pooled values are normalized.
     pub fn forward_relu_max_pool(&self, pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
         #[cfg(feature = "flex")]
-        if x.device().is_autodiff() && self.training.is_enabled() {
-            let fused = crate::kernels::dispatch::flex_route::batch_norm_relu_max_pool(
+        {
+            use crate::kernels::dispatch::flex_route as flex;
+            let epsilon = self.epsilon;
+            let fused = self.fused(
                 &x,
-                self.beta.val(),
-                self.epsilon,
-                pool,
+                |x, beta| flex::batch_norm_relu_max_pool(x, beta, epsilon, pool),
+                |x, beta, averages| {
+                    flex::batch_norm_relu_max_pool_given(x, beta, averages, epsilon, pool)
+                },
             );
-            if let Some((y, moments)) = fused {
-                self.update_running_from(moments);
+            if let Some(y) = fused {
                 return y;
             }
         }
         crate::max_pool2d(pool, self.forward_relu(x))
+    }
+
+    /// A fused flex kernel's output: `on_batch`'s on the batch's statistics (the moving
+    /// averages moved towards them) while training on an autodiff device, else `on_given`'s on
+    /// the moving averages; `None` where the kernel does not apply.
+    #[cfg(feature = "flex")]
+    fn fused(
+        &self,
+        x: &Tensor<4>,
+        on_batch: impl FnOnce(&Tensor<4>, Tensor<1>) -> Option<(Tensor<4>, Tensor<2>)>,
+        on_given: impl FnOnce(&Tensor<4>, Tensor<1>, [Tensor<1>; 2]) -> Option<Tensor<4>>,
+    ) -> Option<Tensor<4>> {
+        let device = x.device();
+        if device.is_autodiff() && self.training.is_enabled() {
+            let (y, moments) = on_batch(x, self.beta.val())?;
+            self.update_running_from(moments);
+            return Some(y);
+        }
+        let averages =
+            [&self.running_mean, &self.running_var].map(|s| s.value().to_device(&device));
+        on_given(x, self.beta.val(), averages)
     }
 
     /// The moving averages moved towards a batch's `[2, c]` moments (mean, variance).
@@ -285,7 +296,8 @@ mod tests {
     }
 
     /// Batch norm, ReLU and max pool in one kernel against the batch norm's kernel then the
-    /// pool's: outputs, the input's and offset's gradients, the moving averages. Inputs are
+    /// pool's, on batch statistics and on the moving averages (training off, and without
+    /// autodiff): outputs, the input's and offset's gradients, the moving averages. Inputs are
     /// distinct values, so that a window's maximum is one place either way.
     #[cfg(feature = "flex")]
     #[test]
@@ -298,14 +310,23 @@ mod tests {
             ([3, 4, 8, 8], [2, 2], [2, 2], false, 100.0),
             ([2, 2, 8, 10], [3, 3], [2, 2], true, 0.0),
         ];
-        for ([n, c, h, w], kernel, strides, ceil_mode, offset) in cases {
+        // Training (batch statistics), then training turned off (the moving averages).
+        for (([n, c, h, w], kernel, strides, ceil_mode, offset), training) in cases
+            .into_iter()
+            .flat_map(|case| [(case, true), (case, false)])
+        {
             let pool = MaxPool2dConfig::new(kernel)
                 .with_strides(strides)
                 .with_ceil_mode(ceil_mode)
                 .init();
-            let beta = Tensor::<1>::random([c], Distribution::Uniform(-0.5, 0.5), &device);
+            let random =
+                |low, high| Tensor::<1>::random([c], Distribution::Uniform(low, high), &device);
+            let (beta, mean, var) = (random(-0.5, 0.5), random(-1.0, 1.0), random(0.5, 2.0));
             let layer = || OffsetBatchNorm {
                 beta: Param::from_tensor(beta.clone()),
+                training: Param::from_bool(training),
+                running_mean: RunningState::new(mean.clone().add_scalar(offset)),
+                running_var: RunningState::new(var.clone()),
                 ..OffsetBatchNormConfig::new(c).init(&device)
             };
             let (fused, apart) = (layer(), layer());
@@ -322,11 +343,16 @@ mod tests {
             let diffs = differences(&x, (got, &fused), (want, &apart));
             assert!(
                 diffs.iter().all(|&d| d < 1e-5),
-                "{n}x{c}x{h}x{w}, {kernel:?}/{strides:?}: {diffs:?}"
+                "{n}x{c}x{h}x{w}, {kernel:?}/{strides:?}, training {training}: {diffs:?}"
             );
             let stats =
                 |l: &OffsetBatchNorm| [l.running_mean.value(), l.running_var.value()].map(vec1);
             assert_eq!(stats(&fused), stats(&apart));
+            // Without autodiff (evaluation), on the moving averages.
+            let (fused, x) = (fused.valid(), x.inner());
+            let got = fused.forward_relu_max_pool(&pool, x.clone());
+            let want = crate::max_pool2d(&pool, fused.forward_relu(x));
+            assert_eq!(got.into_data(), want.into_data(), "evaluation");
         }
     }
 

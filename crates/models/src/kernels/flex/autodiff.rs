@@ -198,11 +198,34 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
         let (y, moments) = fused_batch_norm::<C, _>(x, beta, |x, beta| {
-            let (y, moments, maxima) = batch_norm_max_pool::forward(x, beta, epsilon, shape);
-            let normalized = Normalized::Pooled(moments.clone(), maxima);
+            let (y, moments, maxima) =
+                batch_norm_max_pool::forward(x, (beta, None), epsilon, shape);
+            let normalized = Normalized::Pooled(moments.clone(), Statistics::Batch, maxima);
             (y, (normalized, epsilon), moments)
         });
         (y, FloatTensor::<Self>::new(moments))
+    }
+
+    fn towers_batch_norm_relu_max_pool_given(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self> {
+        let (shape, moments) = (
+            MaxPoolShape::new(kernel, stride, ceil_mode),
+            moments.into_primitive(),
+        );
+        let (y, ()) = fused_batch_norm::<C, _>(x, beta, |x, beta| {
+            let (y, moments, maxima) =
+                batch_norm_max_pool::forward(x, (beta, Some(moments)), epsilon, shape);
+            let normalized = Normalized::Pooled(moments, Statistics::Given, maxima);
+            (y, (normalized, epsilon), ())
+        });
+        y
     }
 
     fn towers_batch_norm_relu_given(
@@ -259,8 +282,8 @@ struct BatchNormReluBackward;
 enum Normalized {
     /// The moments, and where they came from.
     Plain(FlexTensor, Statistics),
-    /// The batch's moments, then a max pool's maxima.
-    Pooled(FlexTensor, Maxima),
+    /// The moments and where they came from, then a max pool's maxima.
+    Pooled(FlexTensor, Statistics, Maxima),
 }
 
 impl Backward<Flex, 2> for BatchNormReluBackward {
@@ -280,8 +303,9 @@ impl Backward<Flex, 2> for BatchNormReluBackward {
             Normalized::Plain(moments, statistics) => {
                 batch_norm::backward(x, &beta, (&moments, statistics), epsilon, grad)
             }
-            Normalized::Pooled(moments, maxima) => {
-                batch_norm_max_pool::backward(x, &beta, (&moments, &maxima), epsilon, grad)
+            Normalized::Pooled(moments, statistics, maxima) => {
+                let saved = (&moments, statistics, &maxima);
+                batch_norm_max_pool::backward(x, &beta, saved, epsilon, grad)
             }
         };
         if let Some(node) = x_node {

@@ -116,20 +116,7 @@ pub(crate) fn backward(
         let [x, g] = planes(first);
         masked_sums(x, g, channels[ch])
     });
-    let m = (n * places).max(1) as f64;
-    // ∂L/∂x = r·g - r·Σg/m - r³·(x - mean)·Σ(g·(x - mean))/m on the batch's statistics, with
-    // r = 1/√(var + ε) (x̂ = r·(x - mean), so x̂·Σ(g·x̂) = r²·(x - mean)·Σ(g·(x - mean))); r·g
-    // on given ones.
-    let terms: Vec<[f32; 3]> = (sums.iter().zip(&channels))
-        .map(|(&(sum_g, sum_gx), channel)| {
-            let r = channel.scale as f64;
-            match statistics {
-                Statistics::Batch => [r, r * sum_g / m, r * r * r * sum_gx / m],
-                Statistics::Given => [r, 0.0, 0.0],
-            }
-            .map(|v| v as f32)
-        })
-        .collect();
+    let terms = gradient_terms(&sums, &channels, n * places, statistics);
     // SAFETY: `input_gradient` writes every value of `out`.
     let dx = unsafe {
         per_plane(x_data.len(), c, places, |first, ch, out| {
@@ -142,6 +129,31 @@ pub(crate) fn backward(
         FlexTensor::from_data(TensorData::new(dx, [n, c, h, w])),
         FlexTensor::from_data(TensorData::new(beta_grad, [c])),
     )
+}
+
+/// Each channel's `[a, b, c]` of its input gradient `a·g - b - c·(x - mean)`, from its sums
+/// `(Σg, Σg·(x - mean))` over its `count` values, `g` masked.
+///
+/// On the batch's statistics `∂L/∂x = r·g - r·Σg/m - r³·(x - mean)·Σ(g·(x - mean))/m`, with
+/// `r = 1/√(var + ε)` (`x̂ = r·(x - mean)`, so `x̂·Σ(g·x̂) = r²·(x - mean)·Σ(g·(x - mean))`); on
+/// given ones `r·g`.
+pub(super) fn gradient_terms(
+    sums: &[(f64, f64)],
+    channels: &[Channel],
+    count: usize,
+    statistics: Statistics,
+) -> Vec<[f32; 3]> {
+    let m = count.max(1) as f64;
+    (sums.iter().zip(channels))
+        .map(|(&(sum_g, sum_gx), channel)| {
+            let r = channel.scale as f64;
+            match statistics {
+                Statistics::Batch => [r, r * sum_g / m, r * r * r * sum_gx / m],
+                Statistics::Given => [r, 0.0, 0.0],
+            }
+            .map(|v| v as f32)
+        })
+        .collect()
 }
 
 /// Each channel's normalization, from its `[2, c]` moments (mean, variance) and offset `β`.

@@ -1,6 +1,6 @@
-//! Batch norm with an offset on the batch's statistics, ReLU, then max pooling without padding
-//! (Inception v3's stem: Conv2d_2b then MaxPool_3a, Conv2d_4a then MaxPool_5a), with fewer
-//! passes over the activations than the two kernels apart.
+//! Batch norm with an offset (on the batch's statistics or given ones), ReLU, then max pooling
+//! without padding (Inception v3's stem: Conv2d_2b then MaxPool_3a, Conv2d_4a then MaxPool_5a),
+//! with fewer passes over the activations than the two kernels apart.
 //!
 //! The normalization `(x - mean)·r + β` (`r = 1/√(var + ε) > 0`, no scale) and the ReLU are
 //! monotone, so the largest of their outputs over a window is their output at the window's
@@ -21,7 +21,8 @@ use burn_flex::FlexTensor;
 use multiversion::multiversion;
 
 use super::batch_norm::{
-    Channel, channel_sums, channels, masked_sums, moments, normalize_relu, per_plane,
+    Channel, Statistics, channel_sums, channels, gradient_terms, masked_sums, moments,
+    normalize_relu, per_plane,
 };
 use super::buffers::contiguous;
 use super::dims4;
@@ -35,19 +36,22 @@ pub(crate) struct Maxima {
     argmax: Arc<Vec<u32>>,
 }
 
-/// `max_pool(relu((x - mean)/√(var + ε) + β))` per channel on the batch's statistics; those
-/// statistics, `[2, c]` (mean, biased variance); and the pool's [`Maxima`].
+/// `max_pool(relu((x - mean)/√(var + ε) + β))` per channel, on `given` `[2, c]` moments or,
+/// without them, on the batch's; the moments it used, `[2, c]` (mean, biased variance); and the
+/// pool's [`Maxima`].
 pub(crate) fn forward(
     x: FlexTensor,
-    beta: &FlexTensor,
+    (beta, given): (&FlexTensor, Option<FlexTensor>),
     epsilon: f64,
     shape: MaxPoolShape,
 ) -> (FlexTensor, FlexTensor, Maxima) {
     let x = contiguous(x);
     let [n, c, h, w] = dims4(&x);
-    let (mean, variance): (Vec<f32>, Vec<f32>) =
-        moments(x.storage(), [n, c, h * w]).into_iter().unzip();
-    let moments = FlexTensor::from_data(TensorData::new([mean, variance].concat(), [2, c]));
+    let moments = given.unwrap_or_else(|| {
+        let (mean, variance): (Vec<f32>, Vec<f32>) =
+            moments(x.storage(), [n, c, h * w]).into_iter().unzip();
+        FlexTensor::from_data(TensorData::new([mean, variance].concat(), [2, c]))
+    });
     let channels = channels(&moments, beta, epsilon);
     let (values, argmax) = max_pool_forward(x, shape);
     let [_, _, out_h, out_w] = dims4(&values);
@@ -64,12 +68,12 @@ pub(crate) fn forward(
     (y, moments, Maxima { values, argmax })
 }
 
-/// The gradients of `x` and `β` given `x`, `β`, the forward's moments and maxima, and `grad =
-/// ∂L/∂y` (pooled).
+/// The gradients of `x` and `β` given `x`, `β`, the forward's moments (and where they came
+/// from) and maxima, and `grad = ∂L/∂y` (pooled).
 pub(crate) fn backward(
     x: FlexTensor,
     beta: &FlexTensor,
-    (moments, maxima): (&FlexTensor, &Maxima),
+    (moments, statistics, maxima): (&FlexTensor, Statistics, &Maxima),
     epsilon: f64,
     grad: FlexTensor,
 ) -> (FlexTensor, FlexTensor) {
@@ -85,13 +89,7 @@ pub(crate) fn backward(
         let at = first..first + pooled;
         masked_sums(&x_max[at.clone()], &g_data[at], channels[ch])
     });
-    let m = (n * places).max(1) as f64;
-    let terms: Vec<[f32; 3]> = (sums.iter().zip(&channels))
-        .map(|(&(sum_g, sum_gx), channel)| {
-            let r = channel.scale as f64;
-            [r, r * sum_g / m, r * r * r * sum_gx / m].map(|v| v as f32)
-        })
-        .collect();
+    let terms = gradient_terms(&sums, &channels, n * places, statistics);
     // SAFETY: `spread_gradient` writes every value of `out`.
     let dx = unsafe {
         per_plane(x_data.len(), c, places, |first, ch, out| {

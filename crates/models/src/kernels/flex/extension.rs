@@ -72,6 +72,18 @@ pub(crate) trait FlexKernels: Backend {
         ceil_mode: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
+    /// [`towers_batch_norm_relu_max_pool`](Self::towers_batch_norm_relu_max_pool) on given
+    /// `[2, c]` `moments` (the moving averages), constants to its gradient.
+    fn towers_batch_norm_relu_max_pool_given(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self>;
+
     /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu) on given `[2, c]` `moments`
     /// (the moving averages), constants to its gradient.
     fn towers_batch_norm_relu_given(
@@ -159,8 +171,21 @@ impl FlexKernels for Flex {
         ceil_mode: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
-        let (y, moments, _) = batch_norm_max_pool::forward(x, &beta, epsilon, shape);
+        let (y, moments, _) = batch_norm_max_pool::forward(x, (&beta, None), epsilon, shape);
         (y, moments)
+    }
+
+    fn towers_batch_norm_relu_max_pool_given(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self> {
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        batch_norm_max_pool::forward(x, (&beta, Some(moments)), epsilon, shape).0
     }
 
     fn towers_batch_norm_relu_given(
