@@ -242,19 +242,17 @@ pub(crate) mod flex_route {
     pub(crate) fn batch_norm_relu_max_pool_given(
         x: &Tensor<4>,
         beta: Tensor<1>,
-        [mean, variance]: [Tensor<1>; 2],
+        averages: [Tensor<1>; 2],
         epsilon: f64,
         pool: &MaxPool2d,
     ) -> Option<Tensor<4>> {
         if !max_pool_fits(pool, x) {
             return None;
         }
-        let [c] = mean.dims();
-        let moments = Tensor::cat(vec![mean, variance], 0).reshape([2, c]);
         let y = <Dispatch as FlexKernels>::towers_batch_norm_relu_max_pool_given(
             x.clone().into_dispatch(),
             beta.into_dispatch(),
-            moments.into_dispatch(),
+            stacked(averages).into_dispatch(),
             epsilon,
             pool.kernel_size,
             pool.stride,
@@ -263,23 +261,27 @@ pub(crate) mod flex_route {
         Some(Tensor::from_dispatch(y))
     }
 
+    /// A mean and a variance per channel as the kernels take them, `[2, c]`.
+    fn stacked([mean, variance]: [Tensor<1>; 2]) -> Tensor<2> {
+        let [c] = mean.dims();
+        Tensor::cat(vec![mean, variance], 0).reshape([2, c])
+    }
+
     /// [`crate::OffsetBatchNorm::forward_relu`] on given statistics (the moving averages: in
     /// evaluation, or with training turned off) on the flex kernels.
     pub(crate) fn batch_norm_relu_given(
         x: &Tensor<4>,
         beta: Tensor<1>,
-        [mean, variance]: [Tensor<1>; 2],
+        averages: [Tensor<1>; 2],
         epsilon: f64,
     ) -> Option<Tensor<4>> {
         if !on_flex(x) {
             return None;
         }
-        let [c] = mean.dims();
-        let moments = Tensor::cat(vec![mean, variance], 0).reshape([2, c]);
         let y = <Dispatch as FlexKernels>::towers_batch_norm_relu_given(
             x.clone().into_dispatch(),
             beta.into_dispatch(),
-            moments.into_dispatch(),
+            stacked(averages).into_dispatch(),
             epsilon,
         );
         Some(Tensor::from_dispatch(y))

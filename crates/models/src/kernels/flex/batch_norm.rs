@@ -23,14 +23,11 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::buffers::contiguous;
-use super::dims4;
-
-/// Floats summed side by side: one AVX-512 register, two AVX2 ones.
-const LANES: usize = 16;
+use super::{SUM_LANES, dims4};
 
 /// Values a lane sums in f32 before its sum moves to f64: short enough that f32 rounding stays
 /// near 1e-6 relative, long enough that the conversions cost nothing.
-const BLOCK: usize = 64 * LANES;
+const BLOCK: usize = 64 * SUM_LANES;
 
 /// Where a batch norm's statistics come from, which decides what its input gradient counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,30 +46,32 @@ pub(crate) fn forward_training(
     epsilon: f64,
 ) -> (FlexTensor, FlexTensor) {
     let x = contiguous(x);
-    let [n, c, h, w] = dims4(&x);
-    let (mean, variance): (Vec<f32>, Vec<f32>) =
-        moments(x.storage(), [n, c, h * w]).into_iter().unzip();
-    let moments = FlexTensor::from_data(TensorData::new([mean, variance].concat(), [2, c]));
+    let moments = moments(&x);
     (forward(x, beta.clone(), moments.clone(), epsilon), moments)
 }
 
-/// Each channel's mean and biased variance over `[n, c, places]` `data`.
+/// Each channel's mean and biased variance over batch and places of a contiguous
+/// `[n, c, h, w]` `x`, `[2, c]`.
 ///
 /// Sums `x - s` and its square, `s` the channel's first value: with a shift near the mean,
 /// `E[(x-s)²] - E[x-s]²` does not cancel, whatever the channel's offset.
-pub(super) fn moments(data: &[f32], [n, c, places]: [usize; 3]) -> Vec<(f32, f32)> {
+pub(super) fn moments(x: &FlexTensor) -> FlexTensor {
+    let [n, c, h, w] = dims4(x);
+    let places = h * w;
+    let data: &[f32] = x.storage();
     let shift = |ch: usize| data.get(ch * places).copied().unwrap_or(0.0);
     let sums = channel_sums(n, c, places, |first, ch| {
         shifted_sums(&data[first..first + places], shift(ch))
     });
     let m = (n * places).max(1) as f64;
-    (sums.into_iter().enumerate())
+    let (mean, variance): (Vec<f32>, Vec<f32>) = (sums.into_iter().enumerate())
         .map(|(ch, (s, q))| {
             let d = s / m;
             let mean = (shift(ch) as f64 + d) as f32;
             (mean, (q / m - d * d).max(0.0) as f32)
         })
-        .collect()
+        .unzip();
+    FlexTensor::from_data(TensorData::new([mean, variance].concat(), [2, c]))
 }
 
 /// `relu((x - mean)/√(var + ε) + β)` per channel, with given `[2, c]` `moments`.
@@ -223,10 +222,10 @@ pub(super) unsafe fn per_plane(
 fn shifted_sums(x: &[f32], shift: f32) -> (f64, f64) {
     let mut total = (0.0, 0.0);
     for block in x.chunks(BLOCK) {
-        let (lanes, rest) = block.as_chunks::<LANES>();
-        let (mut s, mut q) = ([0.0f32; LANES], [0.0f32; LANES]);
+        let (lanes, rest) = block.as_chunks::<SUM_LANES>();
+        let (mut s, mut q) = ([0.0f32; SUM_LANES], [0.0f32; SUM_LANES]);
         for x in lanes {
-            for l in 0..LANES {
+            for l in 0..SUM_LANES {
                 let d = x[l] - shift;
                 s[l] += d;
                 q[l] += d * d;
@@ -281,10 +280,10 @@ pub(super) fn normalize_relu(x: &[f32], out: &mut [MaybeUninit<f32>], channel: C
 pub(super) fn masked_sums(x: &[f32], g: &[f32], channel: Channel) -> (f64, f64) {
     let mut total = (0.0, 0.0);
     for (x, g) in x.chunks(BLOCK).zip(g.chunks(BLOCK)) {
-        let ((xl, xr), (gl, gr)) = (x.as_chunks::<LANES>(), g.as_chunks::<LANES>());
-        let (mut sg, mut sgx) = ([0.0f32; LANES], [0.0f32; LANES]);
+        let ((xl, xr), (gl, gr)) = (x.as_chunks::<SUM_LANES>(), g.as_chunks::<SUM_LANES>());
+        let (mut sg, mut sgx) = ([0.0f32; SUM_LANES], [0.0f32; SUM_LANES]);
         for (x, g) in xl.iter().zip(gl) {
-            for l in 0..LANES {
+            for l in 0..SUM_LANES {
                 // Loaded before the test, so the compiler selects instead of branching.
                 let (x, g) = (x[l], g[l]);
                 let g = if channel.normalized(x) > 0.0 { g } else { 0.0 };

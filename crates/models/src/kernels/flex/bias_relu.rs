@@ -12,10 +12,8 @@ use burn_flex::FlexTensor;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use super::SUM_LANES;
 use super::buffers::contiguous;
-
-/// Floats summed side by side: one AVX-512 register, two AVX2 ones.
-const LANES: usize = 16;
 
 /// `y = relu(y + bias)` in place, `y` holding images of `bias.len()` planes of `places` values.
 /// NaN stays NaN, as in Burn's ReLU.
@@ -82,17 +80,18 @@ fn image_sums(dst: &mut [MaybeUninit<f32>], g: &[f32], y: &[f32], places: usize)
         .collect()
 }
 
-/// A plane's `dst = g` where `y > 0`, else 0, and the sum of `dst`, in `LANES` sums side by
+/// A plane's `dst = g` where `y > 0`, else 0, and the sum of `dst`, in `SUM_LANES` sums side by
 /// side (one sum in order kept the compiler to one value at a time: 5% of the CIFAR-10 net's
 /// bf16 step).
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
 fn masked_plane(dst: &mut [MaybeUninit<f32>], g: &[f32], y: &[f32]) -> f64 {
     assert!(g.len() == dst.len() && y.len() == dst.len());
-    let mut sums = [0f32; LANES];
-    let (dst_lanes, dst_rest) = dst.as_chunks_mut::<LANES>();
-    let ((g_lanes, g_rest), (y_lanes, y_rest)) = (g.as_chunks::<LANES>(), y.as_chunks::<LANES>());
+    let mut sums = [0f32; SUM_LANES];
+    let (dst_lanes, dst_rest) = dst.as_chunks_mut::<SUM_LANES>();
+    let ((g_lanes, g_rest), (y_lanes, y_rest)) =
+        (g.as_chunks::<SUM_LANES>(), y.as_chunks::<SUM_LANES>());
     for ((dst, g), y) in dst_lanes.iter_mut().zip(g_lanes).zip(y_lanes) {
-        for l in 0..LANES {
+        for l in 0..SUM_LANES {
             // Loaded before the test, so that the compiler selects instead of branching.
             let (g, y) = (g[l], y[l]);
             let d = if y > 0.0 { g } else { 0.0 };

@@ -65,6 +65,11 @@ pub(crate) use extension::FlexKernels;
 
 use burn_flex::FlexTensor;
 
+/// Floats the elementwise kernels' reductions (batch norm, the fused bias+ReLU) sum side by
+/// side: one AVX-512 register, two AVX2 ones. One sum in order keeps the compiler to one value
+/// at a time.
+const SUM_LANES: usize = 16;
+
 /// The four dimensions of an `[n, c, h, w]` tensor.
 fn dims4(x: &FlexTensor) -> [usize; 4] {
     let shape = x.layout().shape();
