@@ -28,6 +28,7 @@
 
 use std::str::FromStr;
 
+use burn::backend::{Backend, Dispatch};
 use burn::tensor::Device;
 #[allow(unused_imports)] // only the constructors of compiled-in backends use it
 use burn::tensor::DeviceKind;
@@ -79,6 +80,16 @@ impl TowerDevice {
     /// all-reduce then passes gradients through host memory (see [`crate::Reduce::AllReduce`]).
     pub fn is_remote(&self) -> bool {
         remote::is_remote(&self.name)
+    }
+
+    /// Whether the device runs on Burn's fusion backend (a CubeCL backend built with Burn's
+    /// `fusion` feature, which a `burn` dependency with default features turns on), which queues
+    /// operations per thread. The ring all-reduce then passes gradients through host memory:
+    /// a chunk tensor handed to the next tower's thread is intermittently lost there ("Should
+    /// have handle for tensor" in the fusion server, found on lavapipe, 2026-11-26), flushes
+    /// before the hand-over notwithstanding.
+    pub fn is_fused(&self) -> bool {
+        <Dispatch as Backend>::name(self.device.as_dispatch()).contains("fusion<")
     }
 }
 

@@ -65,6 +65,17 @@ fn one_and_two_gpu_towers_train_like_one_flex_device() {
     }
 }
 
+/// A tower tells whether it runs on Burn's fusion backend (then the ring passes its chunks
+/// through host memory: chunk tensors handed between threads get lost there).
+#[test]
+fn a_gpu_tower_knows_whether_it_runs_on_burns_fusion_backend() {
+    let Some(gpu) = gpu_or_skip("fusion_detected") else {
+        return;
+    };
+    assert_eq!(devices(&gpu.entry)[0].is_fused(), cfg!(feature = "fusion"));
+    assert!(!devices("flex")[0].is_fused());
+}
+
 #[test]
 fn mixed_flex_and_gpu_towers_train_like_one_flex_device() {
     let Some(gpu) = gpu_or_skip("mixed_flex_and_gpu_towers") else {

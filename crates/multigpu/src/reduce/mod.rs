@@ -42,8 +42,10 @@ pub enum Reduce {
     /// model is tower 0's replica. A ring (`ring.rs`) moves `2 (N - 1) / N` of the gradients per
     /// tower instead of gathering `N - 1` gradient sets on one device; towers that all compute
     /// in host memory, where a move copies nothing, each sum a share instead (`shares.rs`).
-    /// With a remote tower among them, the chunks pass through this process's memory rather
-    /// than server to server (see [`TowerDevice::is_remote`](crate::TowerDevice::is_remote)).
+    /// With a remote tower among them, or a tower on Burn's fusion backend, the chunks pass
+    /// through this process's memory rather than server to server or device to device (see
+    /// [`TowerDevice::is_remote`](crate::TowerDevice::is_remote) and
+    /// [`TowerDevice::is_fused`](crate::TowerDevice::is_fused)).
     AllReduce,
 }
 

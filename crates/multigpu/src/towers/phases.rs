@@ -247,7 +247,7 @@ impl<M: Module> Towers<M> {
                     .iter()
                     .map(TowerDevice::device)
                     .collect::<Vec<_>>(),
-                self.towers.iter().any(|t| t.is_remote()),
+                self.towers.iter().any(|t| t.is_remote() || t.is_fused()),
                 self.bucket_bytes(),
             )
             .into_iter()
