@@ -63,7 +63,8 @@ pub(crate) struct RingLink {
     /// tensor between two remote devices server to server, and that transfer intermittently
     /// loses the tensor ("Should have handle for tensor" on the server, then the client waits
     /// forever). Reading on the sender's thread also puts a failing server's error on the thread
-    /// of the tower that uses it.
+    /// of the tower that uses it. Burn's fusion backend loses tensors handed between threads
+    /// the same way, so towers on it send host values too (`TowerDevice::is_fused`).
     through_host: bool,
     /// The buckets' size; 0: one tensor per bucket.
     bucket_bytes: usize,

@@ -23,7 +23,9 @@
 //!   tensors to the next, a gradient tap flushes before it hands a gradient to the exchange
 //!   thread, and the caller's thread flushes every device before it starts the towers' threads
 //!   (after its broadcasts, updates and statistics writes of the step before, and the replicas
-//!   of a new cycle).
+//!   of a new cycle). On Burn's fusion backend the ring's chunk tensors are still lost now and
+//!   then after the flush ("Should have handle for tensor", found on lavapipe, 2026-11-26), so
+//!   there they pass through host memory (`TowerDevice::is_fused`).
 //!
 //! # Failures
 //!
