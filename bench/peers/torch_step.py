@@ -48,7 +48,7 @@ def cifar10(device):
     images = torch.rand(128, 3, 24, 24, device=device) * 2 - 1
     labels = torch.arange(128, device=device) % 10
     net = Cifar10Net().to(device)
-    return net, images, labels, lambda out: F.cross_entropy(out, labels)
+    return net, images, lambda out: F.cross_entropy(out, labels)
 
 
 def inception(device):
@@ -61,11 +61,11 @@ def inception(device):
     loss = lambda out: F.cross_entropy(out.logits, labels) + 0.4 * F.cross_entropy(
         out.aux_logits, labels
     )
-    return net, images, labels, loss
+    return net, images, loss
 
 
 def time_steps(build, device, precision, reps):
-    net, images, _, loss_of = build(device)
+    net, images, loss_of = build(device)
     net.train()
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)

@@ -180,10 +180,10 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         beta: FloatTensor<Self>,
         epsilon: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (y, moments) = fused_batch_norm::<C, _>(x, beta, |x, beta| {
+        let (y, moments) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
             let (y, moments) = batch_norm::forward_training(x, beta, epsilon);
             let normalized = Normalized::Plain(moments.clone(), Statistics::Batch);
-            (y, (normalized, epsilon), moments)
+            (y, normalized, moments)
         });
         (y, FloatTensor::<Self>::new(moments))
     }
@@ -197,11 +197,11 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         ceil_mode: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
-        let (y, moments) = fused_batch_norm::<C, _>(x, beta, |x, beta| {
+        let (y, moments) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
             let (y, moments, maxima) =
                 batch_norm_max_pool::forward(x, (beta, None), epsilon, shape);
             let normalized = Normalized::Pooled(moments.clone(), Statistics::Batch, maxima);
-            (y, (normalized, epsilon), moments)
+            (y, normalized, moments)
         });
         (y, FloatTensor::<Self>::new(moments))
     }
@@ -219,11 +219,11 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
             MaxPoolShape::new(kernel, stride, ceil_mode),
             moments.into_primitive(),
         );
-        let (y, ()) = fused_batch_norm::<C, _>(x, beta, |x, beta| {
+        let (y, ()) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
             let (y, moments, maxima) =
                 batch_norm_max_pool::forward(x, (beta, Some(moments)), epsilon, shape);
             let normalized = Normalized::Pooled(moments, Statistics::Given, maxima);
-            (y, (normalized, epsilon), ())
+            (y, normalized, ())
         });
         y
     }
@@ -235,32 +235,29 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         epsilon: f64,
     ) -> FloatTensor<Self> {
         let moments = moments.into_primitive();
-        let (y, ()) = fused_batch_norm::<C, _>(x, beta, |x, beta| {
+        let (y, ()) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
             let y = batch_norm::forward(x, beta.clone(), moments.clone(), epsilon);
-            (
-                y,
-                (Normalized::Plain(moments, Statistics::Given), epsilon),
-                (),
-            )
+            (y, Normalized::Plain(moments, Statistics::Given), ())
         });
         y
     }
 }
 
-/// A fused batch norm of `x` with offset `beta`: `forward` returns the output, what the
-/// backward pass needs (with epsilon), and anything else to hand back; recorded for
+/// A fused batch norm of `x` with offset `beta` and `epsilon`: `forward` returns the output,
+/// what the backward pass needs, and anything else to hand back; recorded for
 /// [`BatchNormReluBackward`] when `x` or `beta` is tracked.
 fn fused_batch_norm<C: CheckpointStrategy, R>(
     x: FloatTensor<Autodiff<Flex, C>>,
     beta: FloatTensor<Autodiff<Flex, C>>,
-    forward: impl FnOnce(FlexTensor, &FlexTensor) -> (FlexTensor, (Normalized, f64), R),
+    epsilon: f64,
+    forward: impl FnOnce(FlexTensor, &FlexTensor) -> (FlexTensor, Normalized, R),
 ) -> (FloatTensor<Autodiff<Flex, C>>, R) {
     let prep = BatchNormReluBackward
         .prepare::<C>([x.node(), beta.node()])
         .compute_bound()
         .stateful();
     let beta = beta.into_primitive();
-    let (y, (normalized, epsilon), rest) = forward(x.primitive().clone(), &beta);
+    let (y, normalized, rest) = forward(x.primitive().clone(), &beta);
     let y = match prep {
         OpsKind::Tracked(mut prep) => {
             let x_state = prep.checkpoint(&x);
