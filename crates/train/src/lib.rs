@@ -61,5 +61,6 @@ pub use stop::StopFlag;
 pub use summary::SummaryConfig;
 pub use towers_data::atomic_file::write_atomic;
 pub use trainer::{
-    LOG_FILE, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, load_into, mpi_job,
+    LOG_FILE, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, load_into,
+    lock_device_generators, mpi_job,
 };

@@ -12,7 +12,7 @@ use towers_data::transforms::CifarEval;
 use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier, InceptionV3Config};
 use towers_train::{
     Checkpoint, Input, LoadOptions, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
-    evaluate, export_safetensors, fine_tuning, load_weights, read_log,
+    evaluate, export_safetensors, fine_tuning, load_weights, lock_device_generators, read_log,
 };
 
 fn fixture() -> PathBuf {
@@ -46,6 +46,13 @@ fn net(size: usize, classes: usize) -> impl Fn(&Device) -> Cifar10Net {
     }
 }
 
+/// [`net`] built on flex outside a run: it draws on flex's generator beside the other tests'
+/// runs, so it holds the generators meanwhile (see `lock_device_generators`).
+fn net_on_flex(size: usize, classes: usize) -> Cifar10Net {
+    let _generators = lock_device_generators();
+    net(size, classes)(&Device::flex())
+}
+
 fn test_input(size: usize) -> Input {
     let files = vec![fixture().join("test_batch.bin")];
     Input::new(Cifar10Format, files, CifarEval { size })
@@ -56,7 +63,7 @@ fn the_tutorial_checkpoint_scores_tfs_precision_on_the_same_test_file() {
     let expected = expected();
     let s = expected.image_size;
     for (moving_averages, run) in [(false, &expected.raw), (true, &expected.moving_averages)] {
-        let model = net(s, 10)(&Device::flex());
+        let model = net_on_flex(s, 10);
         let options = LoadOptions {
             moving_averages,
             fine_tune: false,
@@ -117,7 +124,7 @@ fn fine_tune(
 fn restored_loss() -> f64 {
     let s = expected().image_size;
     let device = Device::flex();
-    let (model, _) = load_weights(net(s, 10)(&device), &fixture(), LoadOptions::default()).unwrap();
+    let (model, _) = load_weights(net_on_flex(s, 10), &fixture(), LoadOptions::default()).unwrap();
     let mut pipeline = test_input(s)
         .start(towers_data::PipelineConfig::eval(200))
         .unwrap();
@@ -167,12 +174,8 @@ fn values(m: &Cifar10Net) -> Vec<(&'static str, Vec<f32>)> {
 fn trainable_scopes_train_only_those_and_other_class_counts_reinitialize_the_head() {
     let tmp = tempfile::tempdir().unwrap();
     let s = expected().image_size;
-    let (restored, _) = load_weights(
-        net(s, 10)(&Device::flex()),
-        &fixture(),
-        LoadOptions::default(),
-    )
-    .unwrap();
+    let (restored, _) =
+        load_weights(net_on_flex(s, 10), &fixture(), LoadOptions::default()).unwrap();
     let before = values(&restored);
     // TF-slim's scope name and our module path, together.
     let scopes = ["softmax_linear", "local4/biases"];
@@ -202,6 +205,8 @@ fn trainable_scopes_train_only_those_and_other_class_counts_reinitialize_the_hea
 
 #[test]
 fn exported_and_checkpointed_weights_load_back_to_identical_logits() {
+    // Draws on flex's generator beside the other tests' runs (see `lock_device_generators`).
+    let _generators = lock_device_generators();
     let device = Device::flex();
     let dir = tempfile::tempdir().unwrap();
     let images = Tensor::<4>::random([2, 3, 75, 75], Distribution::Default, &device);

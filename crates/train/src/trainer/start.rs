@@ -2,7 +2,7 @@
 //! the seeding that makes runs reproducible.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor};
@@ -157,6 +157,16 @@ pub fn load_into<M: Module>(model: M, record: burn::store::ModuleRecord, path: &
 /// seed them, so that no run reseeds a generator while another draws its initial weights.
 static DEVICE_RNG: Mutex<()> = Mutex::new(());
 
+/// Holds Burn's device generators as a [`Trainer`](super::Trainer) does while it seeds them and
+/// draws its initial weights. Code that draws from a generator (builds a module, calls
+/// `Tensor::random`) in the same process while runs start, as tests side by side do, holds this
+/// guard meanwhile: otherwise it can take numbers from between a run's seed and its weights,
+/// and the run's weights no longer follow its seed. Blocks while a run is seeding; one run per
+/// process, the usual case, never waits on it.
+pub fn lock_device_generators() -> MutexGuard<'static, ()> {
+    DEVICE_RNG.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Builds the model with a generator seeded, and draws every lazily initialized weight at once,
 /// in module order, so the weights depend on the seed alone.
 ///
@@ -168,7 +178,7 @@ fn init_seeded<M: Module>(init: impl FnOnce(&Device) -> M, device: &Device, seed
         Ok(flex) => flex.device().clone().autodiff(),
         Err(_) => device.clone(),
     };
-    let _guard = DEVICE_RNG.lock().unwrap_or_else(PoisonError::into_inner);
+    let _guard = lock_device_generators();
     host.seed(seed);
     let model = init(&host);
     model.visit(&mut Materialize);
@@ -188,7 +198,7 @@ impl ModuleVisitor for Materialize {
 }
 
 pub(super) fn seed_devices(towers: &[TowerDevice], seed: u64) {
-    let _guard = DEVICE_RNG.lock().unwrap_or_else(PoisonError::into_inner);
+    let _guard = lock_device_generators();
     let mut seeded: Vec<&Device> = Vec::new();
     for tower in towers {
         if !seeded.contains(&tower.device()) {
