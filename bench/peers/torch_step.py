@@ -101,7 +101,7 @@ def main():
         torch.backends.cudnn.benchmark = True
         print(f"device: {torch.cuda.get_device_name(device)}")
     else:
-        torch.set_num_threads(os.cpu_count())
+        torch.set_num_threads(len(os.sched_getaffinity(0)))  # taskset's cores
         print(f"device: CPU, {torch.get_num_threads()} threads")
     print(f"torch {torch.__version__}, {args.reps} timed steps after 3 warm-ups")
     print(f"{'model':<12} {'precision':<9} {'batch':>5} {'train step ms/image':>20} {'fastest':>8}")
