@@ -457,6 +457,7 @@ mod tests {
     /// and two by its F(2x2, 5x5), with batches that do not split evenly across threads.
     #[test]
     fn convolution_matches_burns_outputs_and_gradients() {
+        let winograd_5x5 = 30 * rayon::current_num_threads();
         let cases = [
             (4, 6, [5, 5], [1, 1], PaddingConfig2d::Same, [12, 12], 5),
             (3, 4, [1, 7], [1, 1], PaddingConfig2d::Same, [9, 11], 3),
@@ -510,9 +511,27 @@ mod tests {
             (64, 64, [1, 7], [1, 1], PaddingConfig2d::Same, [17, 17], 3),
             (64, 80, [7, 1], [1, 1], PaddingConfig2d::Same, [17, 15], 2),
             // 5x5 at stride 1 by Winograd's F(2x2, 5x5), 16 images to the vector: a batch that
-            // leaves each thread a whole group and one more image (the CIFAR-10 net's conv2
-            // on fewer channels), and VALID with output rows of odd length.
-            (40, 48, [5, 5], [1, 1], PaddingConfig2d::Same, [12, 12], 34),
+            // leaves each thread a whole group and one of 14 (the CIFAR-10 net's conv2 on fewer
+            // channels), VALID with output rows of odd length, and a batch too small to fill
+            // the groups (the direct kernels).
+            (
+                40,
+                48,
+                [5, 5],
+                [1, 1],
+                PaddingConfig2d::Same,
+                [12, 12],
+                winograd_5x5,
+            ),
+            (
+                48,
+                32,
+                [5, 5],
+                [1, 1],
+                PaddingConfig2d::Valid,
+                [13, 11],
+                winograd_5x5,
+            ),
             (48, 32, [5, 5], [1, 1], PaddingConfig2d::Valid, [13, 11], 3),
         ];
         for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {

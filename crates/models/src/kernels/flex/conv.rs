@@ -95,9 +95,9 @@ fn forward_then(
     let weight = weight.to_contiguous();
     let [out, c, kh, kw] = dims4(&weight);
     let kernel: &[f32] = weight.storage();
-    let [_, _, h, w] = dims4(&x);
+    let [n, _, h, w] = dims4(&x);
     let dims = [out, c, kh, kw];
-    let product = windowless(kernel, dims, [h, w], geometry, arithmetic, false).unwrap_or(
+    let product = windowless(kernel, dims, [n, h, w], geometry, arithmetic, false).unwrap_or(
         ImageProduct::Windows {
             kernel: Kernel::new(kernel, [out, c * kh * kw], arithmetic),
             geometry,
@@ -109,12 +109,12 @@ fn forward_then(
 /// The product without windows for a convolution of this geometry, where this CPU has one:
 /// stride 1, on AMX tiles in bf16, else on AVX-512 vectors (not for a 1x1 kernel without
 /// padding, whose windows are the image itself). `flipped`: the kernel of the input gradient
-/// of a convolution by `kernel` (`[out, c, kh, kw]`), as [`input_grad`] takes it. `image`: the
-/// `[h, w]` of the images it will convolve.
+/// of a convolution by `kernel` (`[out, c, kh, kw]`), as [`input_grad`] takes it. `images`:
+/// the `[n, h, w]` of the batch it will convolve.
 fn windowless(
     kernel: &[f32],
     dims: [usize; 4],
-    image: [usize; 2],
+    [n, h, w]: [usize; 3],
     geometry: ConvGeometry,
     arithmetic: Arithmetic,
     flipped: bool,
@@ -127,7 +127,8 @@ fn windowless(
         return None;
     }
     let [out, c, _, _] = dims;
-    let out_size = [0, 1].map(|d| (image[d] + 2 * padding[d]).saturating_sub(dims[2 + d] - 1));
+    let out_size =
+        [[h, 0], [w, 1]].map(|[side, d]| (side + 2 * padding[d]).saturating_sub(dims[2 + d] - 1));
     if !bf16 && winograd::pays_off([c, out], [kh, kw], geometry.stride, out_size) {
         let kernel = match flipped {
             false => winograd::TransformedKernel::new(kernel, [out, c]),
@@ -135,7 +136,8 @@ fn windowless(
         };
         return Some(product(WindowlessKernel::Winograd(kernel)));
     }
-    if !bf16 && winograd_5x5::pays_off([c, out], [kh, kw], geometry.stride) {
+    let share = images_per_thread(n);
+    if !bf16 && winograd_5x5::pays_off([c, out], [kh, kw], geometry.stride, share) {
         let kernel = match flipped {
             false => winograd_5x5::TransformedKernel::new(kernel, [out, c]),
             true => winograd_5x5::TransformedKernel::flipped_transposed(kernel, [out, c]),
@@ -160,8 +162,8 @@ fn windowless(
         return None;
     }
     let kernel = match flipped {
-        false => vectors::PackedKernel::new(kernel, dims, bf16, (image, padding)),
-        true => vectors::PackedKernel::flipped_transposed(kernel, dims, bf16, (image, padding)),
+        false => vectors::PackedKernel::new(kernel, dims, bf16, ([h, w], padding)),
+        true => vectors::PackedKernel::flipped_transposed(kernel, dims, bf16, ([h, w], padding)),
     };
     Some(product(WindowlessKernel::Vectors(kernel?)))
 }
@@ -208,6 +210,13 @@ impl WindowlessKernel {
     }
 }
 
+/// Images each of rayon's threads takes of a batch of `n`: the share by which the convolutions
+/// split their work, and which the kernels that work on whole groups of images (Winograd's
+/// F(2x2, 5x5)) are chosen by.
+fn images_per_thread(n: usize) -> usize {
+    n.div_ceil(rayon::current_num_threads()).max(1)
+}
+
 /// The convolution of `x` by a `[out, _, kh, kw]` kernel computed as `product` says, each
 /// thread on its share of the images, then the bias and ReLU when there is a bias.
 fn convolve(
@@ -231,7 +240,7 @@ fn convolve(
     let x_data: &[f32] = x.storage();
     let len = n * out * places;
     let mut y = Vec::with_capacity(len);
-    let per_thread = n.div_ceil(rayon::current_num_threads()).max(1);
+    let per_thread = images_per_thread(n);
     y.spare_capacity_mut()[..len]
         .par_chunks_mut((out * places * per_thread).max(1))
         .zip(x_data.par_chunks(c * h * w * per_thread))
@@ -289,9 +298,9 @@ pub(crate) fn input_grad(
     };
     let (weight, dims) = (weight.to_contiguous(), dims4(&weight));
     let [_, c, _, _] = dims;
-    let [_, _, h, w] = dims4(&grad);
+    let [n, _, h, w] = dims4(&grad);
     let kernel = weight.storage();
-    if let Some(product) = windowless(kernel, dims, [h, w], flipped, arithmetic, true) {
+    if let Some(product) = windowless(kernel, dims, [n, h, w], flipped, arithmetic, true) {
         return convolve(grad, [c, kh, kw], &product, None);
     }
     if [kh, kw] == [1, 1] {
@@ -329,7 +338,7 @@ fn strided_input_grad(
     let g: &[f32] = grad.storage();
     let (len, per_image) = (n * c * h * w, c * h * w);
     let mut dx = Vec::with_capacity(len);
-    let per_thread = n.div_ceil(rayon::current_num_threads()).max(1);
+    let per_thread = images_per_thread(n);
     dx.spare_capacity_mut()[..len]
         .par_chunks_mut((per_image * per_thread).max(1))
         .enumerate()
@@ -370,8 +379,8 @@ pub(crate) fn weight_grad(
     let (x_data, grad_data): (&[f32], &[f32]) = (x.storage(), grad.storage());
     let taps = c * kernel[0] * kernel[1];
     let places = out_h * out_w;
-    let threads = rayon::current_num_threads().clamp(1, n.max(1));
-    let share = n.div_ceil(threads).max(1);
+    let share = images_per_thread(n);
+    let threads = n.div_ceil(share).max(1);
     if arithmetic == Arithmetic::F32 {
         let (images, padding) = ([n, c, h, w], geometry.padding);
         let shape = [out, c, kernel[0], kernel[1]];
@@ -380,7 +389,7 @@ pub(crate) fn weight_grad(
             Some(transformed_weight_grad(
                 x_data, images, grad_data, padding, share, new,
             ))
-        } else if winograd_5x5::pays_off([c, out], kernel, geometry.stride) {
+        } else if winograd_5x5::pays_off([c, out], kernel, geometry.stride, share) {
             let new = || winograd_5x5::WeightSum::new([out, c]);
             Some(transformed_weight_grad(
                 x_data, images, grad_data, padding, share, new,
@@ -401,7 +410,7 @@ pub(crate) fn weight_grad(
         && geometry.stride == [1, 1]
         && direct::weight_grad_available()
         && direct::weight_grad_pays_off(c, kernel, [h, w], geometry.padding);
-    let sums: Vec<WeightSum> = (0..threads)
+    let sum = (0..threads)
         .into_par_iter()
         .map(|t| {
             // Windows a few rows at a time, so that they stay in cache for the product: a whole
@@ -448,11 +457,10 @@ pub(crate) fn weight_grad(
             }
             sum
         })
-        .collect();
-    let total = sums
-        .into_iter()
-        .reduce(WeightSum::merge)
-        .map_or_else(|| vec![0f32; out * taps], WeightSum::into_row_major);
+        // Pairwise on rayon's threads: one after another, 16 threads' sums of Mixed_7's
+        // kernels (up to 1.5 M values each) were 15 passes on one core while the rest waited.
+        .reduce_with(WeightSum::merge);
+    let total = sum.map_or_else(|| vec![0f32; out * taps], WeightSum::into_row_major);
     let shape = [out, c, kernel[0], kernel[1]];
     FlexTensor::from_data(TensorData::new(total, shape))
 }

@@ -44,11 +44,32 @@ const G: [[f32; 5]; SIDE] = [
 /// CIFAR-10 net's 64 -> 64 won, measured; fewer not tried).
 pub(super) const MIN_CHANNELS: usize = 32;
 
-/// Whether a convolution of `c` channels into `out` by a `kernel` at `stride` goes here: 5x5 at
-/// stride 1 with channels enough on both sides (the CIFAR-10 net's conv2, Inception v3's
-/// 35x35 5x5s), unless `TOWERS_NO_WINOGRAD` is set.
-pub(crate) fn pays_off([c, out]: [usize; 2], kernel: [usize; 2], stride: [usize; 2]) -> bool {
-    kernel == [5, 5] && stride == [1, 1] && c.min(out) >= MIN_CHANNELS && allowed()
+/// Whether a convolution of `c` channels into `out` by a `kernel` at `stride`, each thread
+/// taking `share` images, goes here: 5x5 at stride 1 with channels enough on both sides (the
+/// CIFAR-10 net's conv2, Inception v3's 35x35 5x5s) and the share filling its groups' lanes
+/// ([`fills_lanes`]), unless `TOWERS_NO_WINOGRAD` is set.
+pub(crate) fn pays_off(
+    [c, out]: [usize; 2],
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    share: usize,
+) -> bool {
+    kernel == [5, 5]
+        && stride == [1, 1]
+        && c.min(out) >= MIN_CHANNELS
+        && fills_lanes(share)
+        && allowed()
+}
+
+/// Whether `images` on one thread leave at most an eighth of their groups' lanes idle.
+///
+/// Every group costs 16 images' transforms and products however few it holds, and F(2x2, 5x5)
+/// saves only 10–15% over the direct kernels: at batch 32 on 16 threads (2 images a thread)
+/// it did the work of 256 images for 32, and Inception's Mixed_5b–5d took 2.5–3x as long as on
+/// 2 threads (oversubscribed on 2 cores, 2026-11-27; bench/README.md).
+fn fills_lanes(images: usize) -> bool {
+    let lanes = images.div_ceil(LANES) * LANES;
+    images > 0 && 8 * images >= 7 * lanes
 }
 
 /// A 5x5 kernel transformed (`U = G g Gᵀ`), as 36 matrices `[out × c]`.
@@ -534,11 +555,17 @@ mod tests {
     #[test]
     fn pays_off_where_measured() {
         let on = !crate::kernels::flex::bf16_gemm::turned_off("TOWERS_NO_WINOGRAD");
-        assert_eq!(pays_off([64, 64], [5, 5], [1, 1]), on);
-        assert_eq!(pays_off([48, 64], [5, 5], [1, 1]), on);
-        assert!(!pays_off([3, 64], [5, 5], [1, 1]));
-        assert!(!pays_off([64, 64], [5, 5], [2, 2]));
-        assert!(!pays_off([64, 64], [3, 3], [1, 1]));
+        assert_eq!(pays_off([64, 64], [5, 5], [1, 1], 64), on);
+        assert_eq!(pays_off([48, 64], [5, 5], [1, 1], 16), on);
+        assert!(!pays_off([3, 64], [5, 5], [1, 1], 16));
+        assert!(!pays_off([64, 64], [5, 5], [2, 2], 16));
+        assert!(!pays_off([64, 64], [3, 3], [1, 1], 16));
+        // Groups of 16 images, one per lane: a share that leaves more than an eighth of
+        // them idle goes to the direct kernels.
+        assert!(!pays_off([64, 64], [5, 5], [1, 1], 2));
+        assert!(!pays_off([64, 64], [5, 5], [1, 1], 17));
+        assert_eq!(pays_off([64, 64], [5, 5], [1, 1], 14), on);
+        assert_eq!(pays_off([64, 64], [5, 5], [1, 1], 30), on);
     }
 
     #[test]
