@@ -563,6 +563,39 @@ mod tests {
         }
     }
 
+    /// The weight gradient split between threads by output channels as well as images (large
+    /// kernels on small maps: Inception's Mixed_7 blocks) equals the one thread's sum over the
+    /// whole batch, up to the order of the sums: a 3x3 and a 1x1 on 8x8 maps, with slices of
+    /// output channels that end short of a block of 32, in f32 and in bf16, on 4 threads.
+    #[test]
+    fn weight_gradients_split_between_threads_equal_one_threads() {
+        let device = Device::flex().autodiff();
+        let cases = [(96, 128, [3, 3], 6), (256, 96, [1, 1], 5)];
+        for (c_in, c_out, kernel, n) in cases {
+            let conv = Conv2dConfig::new([c_in, c_out], kernel)
+                .with_padding(PaddingConfig2d::Same)
+                .init(&device);
+            let x =
+                Tensor::<4>::random([n, c_in, 8, 8], Distribution::Default, &device).require_grad();
+            let probe = Tensor::random([n, c_out, 8, 8], Distribution::Default, &device);
+            for precision in [Precision::F32, Precision::Bf16] {
+                let grads_on = |threads: usize| {
+                    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+                    pool.unwrap().install(|| {
+                        let y = flex_route::conv2d(&conv, &x, precision).expect("covered");
+                        let grads = (y * probe.clone()).sum().backward();
+                        let weight = conv.weight.val().grad(&grads).unwrap();
+                        (weight, x.grad(&grads).unwrap())
+                    })
+                };
+                let (one, four) = (grads_on(1), grads_on(4));
+                let case = format!("{c_in}->{c_out} {kernel:?} {precision}");
+                assert!(rel_diff(four.0, one.0) < 1e-5, "weight gradient, {case}");
+                assert!(rel_diff(four.1, one.1) < 1e-5, "input gradient, {case}");
+            }
+        }
+    }
+
     /// A convolution whose kernel covers its whole unpadded input (one output place) goes to
     /// the dense product: Burn's convolution's outputs and gradients (input, weight, bias), at
     /// strides 1 and 2, in f32 and, rounded, in bf16; a padded one does not.

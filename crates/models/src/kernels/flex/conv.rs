@@ -380,7 +380,6 @@ pub(crate) fn weight_grad(
     let taps = c * kernel[0] * kernel[1];
     let places = out_h * out_w;
     let share = images_per_thread(n);
-    let threads = n.div_ceil(share).max(1);
     if arithmetic == Arithmetic::F32 {
         let (images, padding) = ([n, c, h, w], geometry.padding);
         let shape = [out, c, kernel[0], kernel[1]];
@@ -410,59 +409,151 @@ pub(crate) fn weight_grad(
         && geometry.stride == [1, 1]
         && direct::weight_grad_available()
         && direct::weight_grad_pays_off(c, kernel, [h, w], geometry.padding);
-    let sum = (0..threads)
-        .into_par_iter()
-        .map(|t| {
-            // Windows a few rows at a time, so that they stay in cache for the product: a whole
-            // image's were 25 MB for Inception's second convolution, written then read back.
-            // A 1x1 kernel's windows are the image's rows, read in place, chunked alike.
-            let rows = (WINDOW_VALUES / (taps * out_w).max(1)).clamp(1, out_h.max(1));
-            let mut sum = WeightSum::new(out, taps, rows * out_w, arithmetic);
-            if direct {
-                let images = (t * share..((t + 1) * share).min(n)).len();
-                let x = &x_data[(t * share * c * h * w).min(x_data.len())..][..images * c * h * w];
-                let g = &grad_data[(t * share * out * places).min(grad_data.len())..]
-                    [..images * out * places];
-                let dims = [out, kernel[0], kernel[1]];
-                let values = sum.row_major_mut();
-                direct::weight_grad(values, x, [images, c, h, w], g, dims, geometry.padding);
-                return sum;
-            }
-            let len = if image.is_copy() {
+    // What each output channel's slice reads of the images: the images themselves (packed to
+    // bf16 pairs, or a 1x1 kernel's rows in place), or their windows.
+    let reads = match direct || image.is_copy() {
+        true => x_data.len(),
+        false => n * taps * places,
+    };
+    let split = Split::choose(n, out, [out * taps, reads]);
+    // Windows a few rows at a time, so that they stay in cache for the product: a whole
+    // image's were 25 MB for Inception's second convolution, written then read back. A 1x1
+    // kernel's windows are the image's rows, read in place, chunked alike.
+    let rows = (WINDOW_VALUES / (taps * out_w).max(1)).clamp(1, out_h.max(1));
+    let sum = |images: Range<usize>, outs: Range<usize>| {
+        let mut sum = WeightSum::new(outs.len(), taps, rows * out_w, arithmetic);
+        let (x, g) = (
+            &x_data[images.start * c * h * w..],
+            &grad_data[images.start * out * places..],
+        );
+        if direct {
+            let (x, g) = (
+                &x[..images.len() * c * h * w],
+                &g[..images.len() * out * places],
+            );
+            let dims = [out, kernel[0], kernel[1]];
+            let values = sum.row_major_mut();
+            direct::weight_grad(
+                values,
+                x,
+                [images.len(), c, h, w],
+                (g, outs),
+                dims,
+                geometry.padding,
+            );
+            return sum;
+        }
+        let mut columns = vec![
+            0f32;
+            if image.is_copy() {
                 0
             } else {
                 taps * rows * out_w
-            };
-            let mut columns = vec![0f32; len];
-            for i in (t * share..(t + 1) * share).take_while(|&i| i < n) {
-                let x = &x_data[i * c * h * w..][..c * h * w];
-                let g = &grad_data[i * out * places..][..out * places];
-                for first in (0..out_h).step_by(rows) {
-                    let rows = first..(first + rows).min(out_h);
-                    let chunk = rows.len() * out_w;
-                    let filled = (taps * chunk).min(columns.len());
-                    let windows = match image.is_copy() {
-                        true => Strided::row_major(&x[first * out_w..], places),
-                        false => Strided::row_major(
-                            image.windows(x, rows, &mut columns[..filled]),
-                            chunk,
-                        ),
-                    };
-                    sum.add(
-                        Strided::row_major(&g[first * out_w..], places),
-                        windows,
-                        chunk,
-                    );
-                }
             }
-            sum
+        ];
+        for i in 0..images.len() {
+            let x = &x[i * c * h * w..][..c * h * w];
+            let g = &g[(i * out + outs.start) * places..][..outs.len() * places];
+            for first in (0..out_h).step_by(rows) {
+                let rows = first..(first + rows).min(out_h);
+                let chunk = rows.len() * out_w;
+                let filled = (taps * chunk).min(columns.len());
+                let windows = match image.is_copy() {
+                    true => Strided::row_major(&x[first * out_w..], places),
+                    false => {
+                        Strided::row_major(image.windows(x, rows, &mut columns[..filled]), chunk)
+                    }
+                };
+                sum.add(
+                    Strided::row_major(&g[first * out_w..], places),
+                    windows,
+                    chunk,
+                );
+            }
+        }
+        sum
+    };
+    let mut slices: Vec<Vec<f32>> = split
+        .slices(out)
+        .into_par_iter()
+        .map(|outs| {
+            let sums = split
+                .shares(n)
+                .into_par_iter()
+                .map(|images| sum(images, outs.clone()));
+            // Pairwise on rayon's threads: one after another, 16 threads' sums of Mixed_7's
+            // kernels (up to 1.5 M values each) were 15 passes on one core while the rest
+            // waited.
+            let total = sums.reduce_with(WeightSum::merge);
+            total.map_or_else(|| vec![0f32; outs.len() * taps], WeightSum::into_row_major)
         })
-        // Pairwise on rayon's threads: one after another, 16 threads' sums of Mixed_7's
-        // kernels (up to 1.5 M values each) were 15 passes on one core while the rest waited.
-        .reduce_with(WeightSum::merge);
-    let total = sum.map_or_else(|| vec![0f32; out * taps], WeightSum::into_row_major);
+        .collect();
+    // The slices' rows end to end in one copy (collected through rayon's `flat_map_iter` they
+    // were pushed value by value: Mixed_7's backward pass 73 -> 82 ms on 2 threads).
+    let total = match slices.len() {
+        1 => slices.pop().unwrap_or_default(),
+        _ => slices.concat(),
+    };
     let shape = [out, c, kernel[0], kernel[1]];
     FlexTensor::from_data(TensorData::new(total, shape))
+}
+
+/// How a weight gradient's work splits between rayon's threads: the output channels in
+/// slices, each summed over the batch in shares of the images, one (slice, share) per thread.
+///
+/// Every share sums the whole slice once more (its sum zeroed, added into chunk by chunk,
+/// merged: about five passes over the values), every slice reads the images once more (packed:
+/// read, rounded, interleaved and written, counted as three passes; at one pass, 2 threads of a
+/// Zen 5 split Mixed_7b's kernels in two and its backward pass took 84 ms instead of 73). Shares
+/// alone, one per thread, suit wide maps and small kernels; on Inception's 8x8 maps with their
+/// kernels of up to 1.5 M values, 16 threads each summed all of a kernel over two images and
+/// the sums' passes over memory, not the products, were the step (Mixed_7b's backward pass 3.6x
+/// its forward on 16 cores of an AMX Xeon, 2026-11-27).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Split {
+    /// Output channels per slice.
+    per_slice: usize,
+    /// Images per share.
+    share: usize,
+}
+
+impl Split {
+    /// The split with the fewest passes over memory, `slices · 3 · reads + shares · 5 · weights`,
+    /// for `n` images, `out` output channels and `[weights, reads]` values summed and read per
+    /// slice, among those that give every thread one (slice, share).
+    fn choose(n: usize, out: usize, [weights, reads]: [usize; 2]) -> Self {
+        let threads = rayon::current_num_threads();
+        let passes = |slices: usize| slices * 3 * reads + threads / slices * 5 * weights;
+        let slices = (1..=threads)
+            .filter(|&s| threads.is_multiple_of(s) && out.div_ceil(Self::per_slice(out, s)) == s)
+            .min_by_key(|&s| passes(s))
+            .unwrap_or(1);
+        Self {
+            per_slice: Self::per_slice(out, slices),
+            share: n.div_ceil(threads / slices).max(1),
+        }
+    }
+
+    /// Output channels per slice for `slices` of them: a multiple of 16 (the products' blocks
+    /// of output channels are 16 or 32 wide).
+    fn per_slice(out: usize, slices: usize) -> usize {
+        out.div_ceil(slices).next_multiple_of(16).min(out).max(1)
+    }
+
+    /// The output channels of each slice.
+    fn slices(self, out: usize) -> Vec<Range<usize>> {
+        let per = self.per_slice;
+        (0..out.max(1))
+            .step_by(per)
+            .map(|o| o..(o + per).min(out))
+            .collect()
+    }
+
+    /// The images of each share.
+    fn shares(self, n: usize) -> Vec<Range<usize>> {
+        let per = self.share;
+        (0..n).step_by(per).map(|i| i..(i + per).min(n)).collect()
+    }
 }
 
 /// [`weight_grad`] in a transformed domain (Winograd's: [`winograd::WeightSum`],
@@ -604,7 +695,7 @@ mod direct {
         _: &mut [f32],
         _: &[f32],
         _: [usize; 4],
-        _: &[f32],
+        _: (&[f32], std::ops::Range<usize>),
         _: [usize; 3],
         _: [usize; 2],
     ) {
@@ -876,5 +967,41 @@ impl Inside {
                 .zip(inside)
                 .for_each(|(d, s)| *d += *s);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Inception v3's shapes at batch 32 on 16 threads: the stem's and the 35x35 blocks'
+    /// kernels split the images alone, Mixed_7's split their output channels too; one thread
+    /// or a narrow kernel never splits them.
+    #[test]
+    fn weight_gradients_split_output_channels_only_for_large_kernels_on_small_maps() {
+        let on = |threads: usize, n, out, sizes| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+            pool.unwrap().install(|| Split::choose(n, out, sizes))
+        };
+        // Conv2d_2b: 3x3, 32 -> 64 on 147x147 (its windows read), one share per thread.
+        let stem = on(16, 32, 64, [64 * 288, 32 * 288 * 147 * 147]);
+        assert_eq!(
+            stem,
+            Split {
+                per_slice: 64,
+                share: 2
+            }
+        );
+        // Mixed_7b's 3x3, 448 -> 384 on 8x8, direct (the images read): 8 slices of 48
+        // output channels, each in two shares of 16 images, a (slice, share) per thread.
+        let mixed_7 = on(16, 32, 384, [384 * 4032, 32 * 448 * 64]);
+        let split = Split {
+            per_slice: 48,
+            share: 16,
+        };
+        assert_eq!(mixed_7, split);
+        assert_eq!(split.slices(384).len() * split.shares(32).len(), 16);
+        assert_eq!(on(1, 32, 384, [384 * 4032, 32 * 448 * 64]).per_slice, 384);
+        assert_eq!(on(16, 32, 8, [8 * 4032, 32 * 448 * 64]).per_slice, 8);
     }
 }

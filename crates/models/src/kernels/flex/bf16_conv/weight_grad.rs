@@ -3,6 +3,7 @@
 //! ([`WeightGradEngine`]), from chunks of the image rows and the gradient packed to bf16.
 
 use super::*;
+use std::ops::Range;
 
 /// The most [`Geometry::waste`] at which the vectors' weight gradient still beats im2col: the
 /// CIFAR-10 net's 12x12 maps (1.33) gain, Inception's 8x8 ones (1.5) lose.
@@ -77,16 +78,20 @@ struct WeightGradScratch {
 /// on which the tap offset is the same everywhere. The depth runs over the output places of
 /// that grid (the `kh - 1` rows at the foot of each image skipped), the gradient zero at the
 /// discarded columns, in chunks that stay in L2 while every tap passes over them.
+///
+/// `outs`: the output channels of `grad` (`[n, out, oh, ow]`, `kernel` `[out, kh, kw]`) whose
+/// rows `dw` holds (`[outs.len(), c, kh, kw]`): threads that split the output channels between
+/// them each take a range.
 pub(crate) fn weight_grad(
     dw: &mut [f32],
     x: &[f32],
     dims: [usize; 4],
-    grad: &[f32],
+    (grad, outs): (&[f32], Range<usize>),
     kernel: [usize; 3],
     padding: [usize; 2],
 ) {
     let engine = WeightGradEngine::get().expect("the direct weight gradient needs AVX-512 BF16");
-    weight_grad_on(engine, dw, x, dims, grad, kernel, padding);
+    weight_grad_on(engine, dw, x, dims, (grad, outs), kernel, padding);
 }
 
 /// What multiplies [`weight_grad`]'s packed chunks.
@@ -123,19 +128,21 @@ pub(super) fn weight_grad_on(
     dw: &mut [f32],
     x: &[f32],
     [n, c, h, w]: [usize; 4],
-    grad: &[f32],
-    [out, kh, kw]: [usize; 3],
+    (grad, outs): (&[f32], Range<usize>),
+    [all, kh, kw]: [usize; 3],
     padding: [usize; 2],
 ) {
     let g = Geometry::new([c, h, w], [kh, kw], padding);
     let taps = g.taps();
+    assert!(outs.end <= all, "output channels {outs:?} of {all}");
+    let out = outs.len();
     assert_eq!(
         dw.len(),
         out * c * kh * kw,
         "dw is not [{out}, {c}, {kh}, {kw}]"
     );
     assert_eq!(x.len(), n * c * h * w, "x is not [{n}, {c}, {h}, {w}]");
-    let grad_shape = [n, out, g.oh, g.ow];
+    let grad_shape = [n, all, g.oh, g.ow];
     assert_eq!(
         grad.len(),
         grad_shape.iter().product::<usize>(),
@@ -144,7 +151,10 @@ pub(super) fn weight_grad_on(
     if dw.is_empty() || n == 0 || h * w == 0 {
         return; // No products, or all with the zeros of the padding.
     }
-    let planes = [Planes::input(x, g, n), Planes::output(grad, g, n, out)];
+    let planes = [
+        Planes::input(x, g, n),
+        Planes::output(grad, g, n, (all, outs)),
+    ];
     WEIGHT_GRAD.with_borrow_mut(|s| {
         runs(&mut s.runs, g, n);
         let layout = Layout::new(&s.runs, g, [g.channels(), out]);
@@ -457,6 +467,10 @@ fn add_transposed(dw: &mut [f32], sums: &[f32], g: Geometry, [c_pad, out_pad]: [
 struct Planes<'a> {
     data: &'a [f32],
     images: usize,
+    /// The planes of each image in `data`, and the first of them that channel 0 reads.
+    per_image: usize,
+    first: usize,
+    /// The channels read.
     channels: usize,
     rows: usize,
     cols: usize,
@@ -471,6 +485,8 @@ impl<'a> Planes<'a> {
         Self {
             data: x,
             images,
+            per_image: g.c,
+            first: 0,
             channels: g.c,
             rows: g.h,
             cols: g.w,
@@ -480,12 +496,20 @@ impl<'a> Planes<'a> {
         }
     }
 
-    /// The output gradient, at the top left of each image's grid.
-    fn output(grad: &'a [f32], g: Geometry, images: usize, channels: usize) -> Self {
+    /// The output gradient's channels `outs` of `per_image`, at the top left of each image's
+    /// grid.
+    fn output(
+        grad: &'a [f32],
+        g: Geometry,
+        images: usize,
+        (per_image, outs): (usize, Range<usize>),
+    ) -> Self {
         Self {
             data: grad,
             images,
-            channels,
+            per_image,
+            first: outs.start,
+            channels: outs.len(),
             rows: g.oh,
             cols: g.ow,
             top: 0,
@@ -509,7 +533,7 @@ impl<'a> Planes<'a> {
             if first >= last {
                 continue;
             }
-            let plane = &self.data[(i * self.channels + ch) * size..][..size];
+            let plane = &self.data[(i * self.per_image + self.first + ch) * size..][..size];
             // The rows the next chunk will read from this plane, into L2: a chunk reads every
             // channel's plane in turn, far more streams than the hardware prefetcher follows.
             let next = last * self.cols..((2 * last - first) * self.cols).min(size);
