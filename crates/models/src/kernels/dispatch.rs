@@ -76,10 +76,10 @@ fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
         low => low.dtype(),
     };
     #[cfg(feature = "flex")]
-    let y = flex_route::matmul_bf16(&x, &weight, dtype);
-    #[cfg(not(feature = "flex"))]
-    let y = None;
-    y.unwrap_or_else(|| module::linear(x.cast(dtype), weight.cast(dtype), None).cast(DType::F32))
+    if let Some(y) = flex_route::matmul_bf16(&x, &weight, dtype) {
+        return y;
+    }
+    module::linear(x.cast(dtype), weight.cast(dtype), None).cast(DType::F32)
 }
 
 /// A convolution whose kernel covers its whole input, unpadded (one output place: Inception
