@@ -8,16 +8,20 @@
 //! - `image_conv.rs`: [`conv_images`], a first convolution as one batched matrix product.
 //! - `precision.rs`: [`Precision`], what matrix products compute in, per thread.
 //! - `padding.rs`: TF's SAME padding, as `Conv2d` pads.
+//! - `optimizer_update.rs`: [`fused_rmsprop`], [`fused_adam`]: an optimizer's update in one
+//!   pass on flex.
 
 pub(crate) mod dispatch;
 #[cfg(feature = "flex")]
 pub(crate) mod flex;
 mod image_conv;
+mod optimizer_update;
 pub(crate) mod padding;
 pub(crate) mod precision;
 
 pub use dispatch::{avg_pool2d, conv2d, conv2d_relu, linear, max_pool2d};
 pub use image_conv::conv_images;
+pub use optimizer_update::{AdamStep, RmsPropStep, fused_adam, fused_rmsprop};
 pub use precision::{
     Bf16Kernel, Precision, bf16_kernel, bf16_on_amx, current_precision, with_precision,
 };

@@ -2,14 +2,17 @@
 //!
 //! - [`OptimizerConfig`] (`optimizer.rs`): SGD, momentum, TF's RMSProp, Adam, as Burn optimizers.
 //! - [`TfRmsProp`] (`rmsprop.rs`): RMSProp with TF's epsilon placement and state.
+//! - [`FusedAdam`] (`adam.rs`): Burn's Adam, its update in one pass on flex.
 //! - [`LrScheduleConfig`] (`schedule.rs`): exponential (staircase), polynomial, piecewise constant.
 //! - [`MovingAverage`] (`ema.rs`): TF's exponential moving average of the weights.
 
+mod adam;
 mod ema;
 mod optimizer;
 mod rmsprop;
 mod schedule;
 
+pub use adam::FusedAdam;
 pub use ema::MovingAverage;
 pub use optimizer::OptimizerConfig;
 pub use rmsprop::{TfRmsProp, TfRmsPropState};

@@ -4,9 +4,10 @@
 //! here decays weights itself.
 
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{AdamConfig, ModuleOptimizer, SgdConfig};
+use burn::optim::{ModuleOptimizer, SgdConfig};
 use serde::{Deserialize, Serialize};
 
+use super::adam::FusedAdam;
 use super::rmsprop::TfRmsProp;
 
 /// Which optimizer updates the model.
@@ -35,7 +36,7 @@ pub enum OptimizerConfig {
         /// Added under the square root.
         epsilon: f64,
     },
-    /// Adam (Burn's), with bias correction.
+    /// Adam (Burn's), with bias correction; on flex in one pass ([`FusedAdam`]).
     Adam {
         /// Decay of the first moment.
         beta1: f64,
@@ -82,11 +83,7 @@ impl OptimizerConfig {
                 beta1,
                 beta2,
                 epsilon,
-            } => AdamConfig::new()
-                .with_beta_1(beta1 as f32)
-                .with_beta_2(beta2 as f32)
-                .with_epsilon(epsilon as f32)
-                .init(),
+            } => FusedAdam::new(beta1 as f32, beta2 as f32, epsilon as f32).into(),
         }
     }
 }

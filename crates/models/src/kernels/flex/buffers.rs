@@ -117,6 +117,19 @@ fn item_stride(dims: &[usize], strides: &[isize]) -> Option<usize> {
     }
 }
 
+/// `x` as a contiguous f32 tensor whose buffer starts at its first value and holds only its
+/// values, so that `storage_mut` is the tensor.
+pub(super) fn owned(x: FlexTensor) -> FlexTensor {
+    let x = contiguous(x);
+    let len = x.layout().num_elements();
+    if x.layout().start_offset() == 0 && x.storage::<f32>().len() == len {
+        return x;
+    }
+    let shape: Vec<usize> = x.layout().shape().to_vec();
+    let values = x.storage::<f32>()[x.layout().start_offset()..][..len].to_vec();
+    FlexTensor::from_data(TensorData::new(values, shape))
+}
+
 #[cfg(test)]
 mod tests {
     use burn::tensor::Shape;

@@ -4,13 +4,15 @@
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Flex, backend_extension};
 
+use super::adam::{AdamFactors, adam};
 use super::avg_pool::{AvgPoolShape, avg_pool_forward};
 use super::conv::{Arithmetic, ConvGeometry, forward, forward_bias_relu};
 use super::lrn::{LrnParams, lrn_forward};
 use super::max_pool::{MaxPoolShape, max_pool_forward};
+use super::rmsprop::{RmsProp, rmsprop};
 use super::{batch_norm, batch_norm_max_pool, matmul};
 
-/// Max pooling, LRN and convolution by burn-towers' kernels. Called through Burn's `Dispatch` on
+/// Max pooling, LRN, convolution and the like by burn-towers' kernels, and two optimizers' updates. Called through Burn's `Dispatch` on
 /// f32 flex tensors only ([`crate::kernels::dispatch`] checks); other backends are not routed here.
 #[backend_extension(Flex, Autodiff)]
 pub(crate) trait FlexKernels: Backend {
@@ -103,6 +105,26 @@ pub(crate) trait FlexKernels: Backend {
         padding: [usize; 2],
         counts_padding: bool,
     ) -> FloatTensor<Self>;
+
+    /// TF's RMSProp update of one parameter, in one pass: the weight, mean square and momentum
+    /// after a step on `grad` (all four of one shape). An optimizer's step: no gradient.
+    fn towers_rmsprop(
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        mean_square: FloatTensor<Self>,
+        momentum: FloatTensor<Self>,
+        hyper: RmsProp,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+
+    /// Adam's update of one parameter, in one pass: the weight and both moments after a step
+    /// on `grad` (all four of one shape). An optimizer's step: no gradient.
+    fn towers_adam(
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        moment_1: FloatTensor<Self>,
+        moment_2: FloatTensor<Self>,
+        factors: AdamFactors,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 }
 
 /// Without autodiff: the forward passes alone.
@@ -213,5 +235,27 @@ impl FlexKernels for Flex {
             counts_padding,
         };
         avg_pool_forward(x, shape)
+    }
+
+    fn towers_rmsprop(
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        mean_square: FloatTensor<Self>,
+        momentum: FloatTensor<Self>,
+        hyper: RmsProp,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [weight, mean_square, momentum] = rmsprop([weight, grad, mean_square, momentum], hyper);
+        (weight, mean_square, momentum)
+    }
+
+    fn towers_adam(
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        moment_1: FloatTensor<Self>,
+        moment_2: FloatTensor<Self>,
+        factors: AdamFactors,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [weight, moment_1, moment_2] = adam([weight, grad, moment_1, moment_2], factors);
+        (weight, moment_1, moment_2)
     }
 }
