@@ -50,7 +50,7 @@ pub fn fused_rmsprop<const D: usize>(
 ) -> Result<[Tensor<D>; 3], Box<[Tensor<D>; 4]>> {
     #[cfg(feature = "flex")]
     if on_flex(&tensors) {
-        use crate::kernels::flex::{FlexKernels, RmsProp};
+        use crate::kernels::flex::{RmsProp, Update};
         let hyper = RmsProp {
             lr: step.lr as f32,
             decay: step.decay as f32,
@@ -58,10 +58,7 @@ pub fn fused_rmsprop<const D: usize>(
             momentum: step.momentum as f32,
             epsilon: step.epsilon as f32,
         };
-        return Ok(on_dispatch(tensors, |[w, g, ms, mom]| {
-            let (w, ms, mom) = <Dispatch as FlexKernels>::towers_rmsprop(w, g, ms, mom, hyper);
-            [w, ms, mom]
-        }));
+        return Ok(on_dispatch(tensors, Update::RmsProp(hyper)));
     }
     let _ = step;
     Err(Box::new(tensors))
@@ -84,7 +81,7 @@ pub fn fused_adam<const D: usize>(
 ) -> Result<[Tensor<D>; 3], Box<[Tensor<D>; 4]>> {
     #[cfg(feature = "flex")]
     if on_flex(&tensors) {
-        use crate::kernels::flex::{AdamFactors, FlexKernels};
+        use crate::kernels::flex::{AdamFactors, Update};
         let (b1, b2, time) = (step.beta_1, step.beta_2, step.time as i32);
         let correction_2 = (1.0 - b2.powi(time)).sqrt();
         let factors = AdamFactors {
@@ -96,27 +93,24 @@ pub fn fused_adam<const D: usize>(
             epsilon: step.epsilon * correction_2,
             lr: step.lr as f32,
         };
-        return Ok(on_dispatch(tensors, |[w, g, m1, m2]| {
-            let (w, m1, m2) = <Dispatch as FlexKernels>::towers_adam(w, g, m1, m2, factors);
-            [w, m1, m2]
-        }));
+        return Ok(on_dispatch(tensors, Update::Adam(factors)));
     }
     let _ = step;
     Err(Box::new(tensors))
 }
 
-#[cfg(feature = "flex")]
-use burn::backend::{Dispatch, DispatchTensor};
-
-/// `update` on the tensors as Burn's dispatch tensors, its results in their shape.
+/// `update` of `[weight, grad, slot_1, slot_2]` by the flex kernels: the weight and its slots.
 #[cfg(feature = "flex")]
 fn on_dispatch<const D: usize>(
     tensors: [Tensor<D>; 4],
-    update: impl FnOnce([DispatchTensor; 4]) -> [DispatchTensor; 3],
+    update: crate::kernels::flex::Update,
 ) -> [Tensor<D>; 3] {
+    use crate::kernels::flex::FlexKernels;
+    use burn::backend::Dispatch;
     let shape = tensors[0].shape();
-    update(tensors.map(Tensor::into_dispatch))
-        .map(|t| Tensor::<D>::from_dispatch(t).reshape(shape.clone()))
+    let [w, g, s1, s2] = tensors.map(Tensor::into_dispatch);
+    let (w, s1, s2) = <Dispatch as FlexKernels>::towers_optimizer_update(w, g, s1, s2, update);
+    [w, s1, s2].map(|t| Tensor::<D>::from_dispatch(t).reshape(shape.clone()))
 }
 
 /// Whether all of `tensors` are f32 flex tensors of one shape, without autodiff (an optimizer

@@ -12,7 +12,6 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Flex};
 use burn_flex::FlexTensor;
 
-use super::adam::AdamFactors;
 use super::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
 use super::batch_norm::{self, Statistics};
 use super::batch_norm_max_pool::{self, Maxima};
@@ -23,7 +22,7 @@ use super::extension::FlexKernels;
 use super::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
 use super::matmul;
 use super::max_pool::{MaxPoolShape, max_pool_backward, max_pool_forward};
-use super::rmsprop::RmsProp;
+use super::optimizer_update::Update;
 
 impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     fn towers_max_pool2d(
@@ -246,25 +245,14 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
 
     /// Not routed here: [`crate::fused_rmsprop`] and [`crate::fused_adam`] take tensors without
     /// autodiff only (an optimizer steps on its parameters' inner tensors).
-    fn towers_rmsprop(
+    fn towers_optimizer_update(
         _: FloatTensor<Self>,
         _: FloatTensor<Self>,
         _: FloatTensor<Self>,
         _: FloatTensor<Self>,
-        _: RmsProp,
+        _: Update,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        unreachable!("the RMSProp update takes tensors without autodiff")
-    }
-
-    /// Not routed here, as [`Self::towers_rmsprop`].
-    fn towers_adam(
-        _: FloatTensor<Self>,
-        _: FloatTensor<Self>,
-        _: FloatTensor<Self>,
-        _: FloatTensor<Self>,
-        _: AdamFactors,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        unreachable!("the Adam update takes tensors without autodiff")
+        unreachable!("an optimizer's update takes tensors without autodiff")
     }
 }
 

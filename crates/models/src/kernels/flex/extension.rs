@@ -4,12 +4,11 @@
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Flex, backend_extension};
 
-use super::adam::{AdamFactors, adam};
 use super::avg_pool::{AvgPoolShape, avg_pool_forward};
 use super::conv::{Arithmetic, ConvGeometry, forward, forward_bias_relu};
 use super::lrn::{LrnParams, lrn_forward};
 use super::max_pool::{MaxPoolShape, max_pool_forward};
-use super::rmsprop::{RmsProp, rmsprop};
+use super::optimizer_update::{Update, update};
 use super::{batch_norm, batch_norm_max_pool, matmul};
 
 /// Max pooling, LRN, convolution and the like by burn-towers' kernels, and two optimizers' updates. Called through Burn's `Dispatch` on
@@ -106,24 +105,14 @@ pub(crate) trait FlexKernels: Backend {
         counts_padding: bool,
     ) -> FloatTensor<Self>;
 
-    /// TF's RMSProp update of one parameter, in one pass: the weight, mean square and momentum
-    /// after a step on `grad` (all four of one shape). An optimizer's step: no gradient.
-    fn towers_rmsprop(
+    /// An optimizer's update of one parameter (`update`: RMSProp's or Adam's), in one pass: the
+    /// weight and its two slots after a step on `grad` (all four of one shape). No gradient.
+    fn towers_optimizer_update(
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
-        mean_square: FloatTensor<Self>,
-        momentum: FloatTensor<Self>,
-        hyper: RmsProp,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
-
-    /// Adam's update of one parameter, in one pass: the weight and both moments after a step
-    /// on `grad` (all four of one shape). An optimizer's step: no gradient.
-    fn towers_adam(
-        weight: FloatTensor<Self>,
-        grad: FloatTensor<Self>,
-        moment_1: FloatTensor<Self>,
-        moment_2: FloatTensor<Self>,
-        factors: AdamFactors,
+        slot_1: FloatTensor<Self>,
+        slot_2: FloatTensor<Self>,
+        update: Update,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 }
 
@@ -237,25 +226,14 @@ impl FlexKernels for Flex {
         avg_pool_forward(x, shape)
     }
 
-    fn towers_rmsprop(
+    fn towers_optimizer_update(
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
-        mean_square: FloatTensor<Self>,
-        momentum: FloatTensor<Self>,
-        hyper: RmsProp,
+        slot_1: FloatTensor<Self>,
+        slot_2: FloatTensor<Self>,
+        how: Update,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let [weight, mean_square, momentum] = rmsprop([weight, grad, mean_square, momentum], hyper);
-        (weight, mean_square, momentum)
-    }
-
-    fn towers_adam(
-        weight: FloatTensor<Self>,
-        grad: FloatTensor<Self>,
-        moment_1: FloatTensor<Self>,
-        moment_2: FloatTensor<Self>,
-        factors: AdamFactors,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let [weight, moment_1, moment_2] = adam([weight, grad, moment_1, moment_2], factors);
-        (weight, moment_1, moment_2)
+        let [weight, slot_1, slot_2] = update([weight, grad, slot_1, slot_2], how);
+        (weight, slot_1, slot_2)
     }
 }

@@ -29,8 +29,8 @@
 //! - average pooling at stride 1 (`avg_pool`) as window sums along rows, then columns;
 //! - local response normalization (`lrn`) in vectorized passes per channel plane, with square
 //!   roots for the power and a backward pass that reuses the forward's window sums;
-//! - TF's RMSProp and Adam's updates of a parameter in one pass on rayon's threads (`rmsprop`,
-//!   `adam`), where Burn's elementwise ops take a dozen on one.
+//! - TF's RMSProp and Adam's updates of a parameter in one pass on rayon's threads
+//!   (`optimizer_update`), where Burn's elementwise ops take a dozen on one.
 //!
 //! Their output buffers are zeroed, and their strided inputs copied, on rayon's threads
 //! (`buffers`): on the calling thread alone, the other cores waited.
@@ -39,7 +39,6 @@
 //! modules, and layouts these kernels do not cover (padded pools, dilated, grouped or
 //! asymmetrically padded convolutions) to Burn's flex kernels.
 
-mod adam;
 mod autodiff;
 mod avg_pool;
 mod batch_norm;
@@ -55,7 +54,7 @@ mod gemm_f32;
 mod lrn;
 mod matmul;
 mod max_pool;
-mod rmsprop;
+mod optimizer_update;
 mod transpose;
 #[cfg(target_arch = "x86_64")]
 mod vector_conv;
@@ -64,10 +63,9 @@ mod winograd;
 mod winograd_5x5;
 mod winograd_7x1;
 
-pub(crate) use adam::AdamFactors;
 pub(crate) use bf16_gemm::kernel as bf16_kernel;
 pub(crate) use extension::FlexKernels;
-pub(crate) use rmsprop::RmsProp;
+pub(crate) use optimizer_update::{AdamFactors, RmsProp, Update};
 
 use burn_flex::FlexTensor;
 
