@@ -136,4 +136,28 @@ mod tests {
         assert_eq!(weights(&step(a, &mut fused_from_burn, 0.5)), weights(&next));
         assert_eq!(weights(&step(b, &mut burn_from_fused, 0.5)), weights(&next));
     }
+
+    /// Where the update does not fuse (here tensors with autodiff, as another backend's are
+    /// not flex), Burn's `Adam` steps from the same state: the same values, step after step.
+    #[test]
+    fn elsewhere_steps_as_burns_adam() {
+        let device = Device::flex().autodiff();
+        let (fused, burn) = (
+            FusedAdam::new(0.9, 0.999, 1e-8),
+            AdamConfig::new().with_epsilon(1e-8).build(),
+        );
+        let t = |v: [f32; 3]| Tensor::<1>::from_data(TensorData::new(v.to_vec(), [3]), &device);
+        let bits = |t: &Tensor<1>| -> Vec<u32> {
+            let v: Vec<f32> = t.to_data().try_to_vec().unwrap();
+            v.iter().map(|v| v.to_bits()).collect()
+        };
+        let (mut a, mut b) = (t([0.5, -1.0, 2.0]), t([0.5, -1.0, 2.0]));
+        let (mut state_a, mut state_b) = (None, None);
+        for k in 0..3 {
+            let grad = t([k as f32 - 1.0, 0.3, -0.7]);
+            (a, state_a) = fused.step(1e-3, a, grad.clone(), state_a);
+            (b, state_b) = burn.step(1e-3, b, grad, state_b);
+            assert_eq!(bits(&a), bits(&b), "step {k}");
+        }
+    }
 }
