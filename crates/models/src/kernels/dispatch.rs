@@ -155,7 +155,7 @@ pub(crate) mod flex_route {
     }
 
     /// An f32 flex tensor with no empty dimension (Burn's kernels report or handle those).
-    fn on_flex<const D: usize>(x: &Tensor<D>) -> bool {
+    pub(crate) fn on_flex<const D: usize>(x: &Tensor<D>) -> bool {
         x.dtype() == DType::F32
             && matches!(x.device().inner().as_dispatch(), DispatchDevice::Flex(_))
             && x.dims().iter().all(|&d| d > 0)

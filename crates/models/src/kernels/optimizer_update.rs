@@ -43,7 +43,7 @@ pub struct AdamStep {
 /// in one pass over the values on rayon's threads, the same f32 operations in the same order as
 /// Burn's ops would take them (the same result, to the bit). `Err` hands the four tensors back
 /// (boxed, four tensors being a large error) where this does not apply: not all f32 flex
-/// tensors of one shape without autodiff, or no `flex` feature.
+/// tensors of one shape, not empty, without autodiff, or no `flex` feature.
 pub fn fused_rmsprop<const D: usize>(
     tensors: [Tensor<D>; 4],
     step: RmsPropStep,
@@ -113,18 +113,13 @@ fn on_dispatch<const D: usize>(
     [w, s1, s2].map(|t| Tensor::<D>::from_dispatch(t).reshape(shape.clone()))
 }
 
-/// Whether all of `tensors` are f32 flex tensors of one shape, without autodiff (an optimizer
-/// steps on its parameters' inner tensors).
+/// Whether all of `tensors` are f32 flex tensors of one shape, not empty, without autodiff (an
+/// optimizer steps on its parameters' inner tensors).
 #[cfg(feature = "flex")]
 fn on_flex<const D: usize>(tensors: &[Tensor<D>; 4]) -> bool {
-    use burn::backend::DispatchDevice;
-    use burn::tensor::DType;
+    use crate::kernels::dispatch::flex_route;
     let shape = tensors[0].shape();
-    tensors.iter().all(|t| {
-        let device = t.device();
-        t.dtype() == DType::F32
-            && t.shape() == shape
-            && !device.is_autodiff()
-            && matches!(device.as_dispatch(), DispatchDevice::Flex(_))
-    })
+    tensors
+        .iter()
+        .all(|t| flex_route::on_flex(t) && !t.device().is_autodiff() && t.shape() == shape)
 }

@@ -380,9 +380,9 @@ pub(crate) fn weight_grad(
     let taps = c * kernel[0] * kernel[1];
     let places = out_h * out_w;
     let share = images_per_thread(n);
+    let shape = [out, c, kernel[0], kernel[1]];
     if arithmetic == Arithmetic::F32 {
         let (images, padding) = ([n, c, h, w], geometry.padding);
-        let shape = [out, c, kernel[0], kernel[1]];
         let total = if winograd::pays_off([c, out], kernel, geometry.stride, image.out) {
             let new = || winograd::WeightSum::new([out, c]);
             Some(transformed_weight_grad(
@@ -443,14 +443,12 @@ pub(crate) fn weight_grad(
             );
             return sum;
         }
-        let mut columns = vec![
-            0f32;
-            if image.is_copy() {
-                0
-            } else {
-                taps * rows * out_w
-            }
-        ];
+        let columns_len = if image.is_copy() {
+            0
+        } else {
+            taps * rows * out_w
+        };
+        let mut columns = vec![0f32; columns_len];
         for i in 0..images.len() {
             let x = &x[i * c * h * w..][..c * h * w];
             let g = &g[(i * out + outs.start) * places..][..outs.len() * places];
@@ -494,7 +492,6 @@ pub(crate) fn weight_grad(
         1 => slices.pop().unwrap_or_default(),
         _ => slices.concat(),
     };
-    let shape = [out, c, kernel[0], kernel[1]];
     FlexTensor::from_data(TensorData::new(total, shape))
 }
 

@@ -11,8 +11,9 @@ use super::max_pool::{MaxPoolShape, max_pool_forward};
 use super::optimizer_update::{Update, update};
 use super::{batch_norm, batch_norm_max_pool, matmul};
 
-/// Max pooling, LRN, convolution and the like by burn-towers' kernels, and two optimizers' updates. Called through Burn's `Dispatch` on
-/// f32 flex tensors only ([`crate::kernels::dispatch`] checks); other backends are not routed here.
+/// Max pooling, LRN, convolution and the like by burn-towers' kernels, and two optimizers'
+/// updates. Called through Burn's `Dispatch` on f32 flex tensors only
+/// ([`crate::kernels::dispatch`] checks); other backends are not routed here.
 #[backend_extension(Flex, Autodiff)]
 pub(crate) trait FlexKernels: Backend {
     /// Max pooling of `[n, c, h, w]` without padding or dilation.
