@@ -359,11 +359,12 @@ fn strided_input_grad(
     FlexTensor::from_data(TensorData::new(dx, [n, c, h, w]))
 }
 
-/// The gradient of `weight` (`[out, in, kh, kw]`) in `y = conv(x, weight)`: per image, the
-/// output gradient as an `[out, places]` matrix times the image's windows as a `[places,
-/// in·kh·kw]` one, summed over the batch. Each thread takes a share of the images, builds one
-/// image's windows at a time (a few megabytes at most, in cache for the gemm) and accumulates
-/// into its own sum; the threads' sums are added at the end.
+/// The gradient of `weight` (`[out, in, kh, kw]`) in `y = conv(x, weight)`: in f32 by one of
+/// Winograd's transforms where one pays off, else per image the output gradient as an `[out,
+/// places]` matrix times the image's windows as a `[places, in·kh·kw]` one (or, in bf16 at
+/// stride 1, by the direct kernels without windows), summed over the batch. Each thread takes a
+/// (slice of the output channels, share of the images) ([`Split`]) and sums into its own
+/// [`WeightSum`]; the sums of a slice are merged pairwise at the end.
 pub(crate) fn weight_grad(
     x: FlexTensor,
     grad: FlexTensor,
@@ -374,84 +375,163 @@ pub(crate) fn weight_grad(
     let (x, grad) = (contiguous(x), contiguous(grad));
     let [n, c, h, w] = dims4(&x);
     let out = dims4(&grad)[1];
-    let image = Im2Col::new([c, h, w], kernel, geometry);
-    let [out_h, out_w] = image.out;
-    let (x_data, grad_data): (&[f32], &[f32]) = (x.storage(), grad.storage());
-    let taps = c * kernel[0] * kernel[1];
-    let places = out_h * out_w;
-    let share = images_per_thread(n);
-    let shape = [out, c, kernel[0], kernel[1]];
-    if arithmetic == Arithmetic::F32 {
-        let (images, padding) = ([n, c, h, w], geometry.padding);
-        let total = if winograd::pays_off([c, out], kernel, geometry.stride, image.out) {
-            let new = || winograd::WeightSum::new([out, c]);
-            Some(transformed_weight_grad(
-                x_data, images, grad_data, padding, share, new,
-            ))
-        } else if winograd_5x5::pays_off([c, out], kernel, geometry.stride, share) {
-            let new = || winograd_5x5::WeightSum::new([out, c]);
-            Some(transformed_weight_grad(
-                x_data, images, grad_data, padding, share, new,
-            ))
-        } else if winograd_7x1::pays_off([c, out], kernel, geometry.stride, padding, image.out) {
-            let new = || winograd_7x1::WeightSum::new(shape);
-            Some(transformed_weight_grad(
-                x_data, images, grad_data, padding, share, new,
-            ))
+    let problem = WeightGrad {
+        x: x.storage(),
+        grad: grad.storage(),
+        images: [n, c, h, w],
+        out,
+        kernel,
+        image: Im2Col::new([c, h, w], kernel, geometry),
+        geometry,
+        arithmetic,
+    };
+    let total = match arithmetic {
+        Arithmetic::F32 => problem.by_winograd(),
+        Arithmetic::Bf16 => None,
+    };
+    let total = total.unwrap_or_else(|| problem.summed());
+    FlexTensor::from_data(TensorData::new(total, [out, c, kernel[0], kernel[1]]))
+}
+
+/// One weight gradient to compute: the inputs `x` (`images`), the output gradient `grad`
+/// (`[n, out, ..]`), and the convolution's geometry.
+struct WeightGrad<'a> {
+    x: &'a [f32],
+    grad: &'a [f32],
+    images: [usize; 4],
+    out: usize,
+    kernel: [usize; 2],
+    image: Im2Col,
+    geometry: ConvGeometry,
+    arithmetic: Arithmetic,
+}
+
+impl WeightGrad<'_> {
+    /// The gradient by the Winograd transform that pays off for this convolution, if one does.
+    fn by_winograd(&self) -> Option<Vec<f32>> {
+        let [n, c, _, _] = self.images;
+        let (out, kernel, stride) = (self.out, self.kernel, self.geometry.stride);
+        let (padding, share) = (self.geometry.padding, images_per_thread(n));
+        if winograd::pays_off([c, out], kernel, stride, self.image.out) {
+            Some(self.transformed(|| winograd::WeightSum::new([out, c])))
+        } else if winograd_5x5::pays_off([c, out], kernel, stride, share) {
+            Some(self.transformed(|| winograd_5x5::WeightSum::new([out, c])))
+        } else if winograd_7x1::pays_off([c, out], kernel, stride, padding, self.image.out) {
+            let shape = [out, c, kernel[0], kernel[1]];
+            Some(self.transformed(|| winograd_7x1::WeightSum::new(shape)))
         } else {
             None
-        };
-        if let Some(total) = total {
-            return FlexTensor::from_data(TensorData::new(total, shape));
         }
     }
-    let direct = arithmetic == Arithmetic::Bf16
-        && geometry.stride == [1, 1]
-        && direct::weight_grad_available()
-        && direct::weight_grad_pays_off(c, kernel, [h, w], geometry.padding);
-    // What each output channel's slice reads of the images: the images themselves (packed to
-    // bf16 pairs, or a 1x1 kernel's rows in place), or their windows.
-    let reads = match direct || image.is_copy() {
-        true => x_data.len(),
-        false => n * taps * places,
-    };
-    let split = Split::choose(n, out, [out * taps, reads]);
-    // Windows a few rows at a time, so that they stay in cache for the product: a whole
-    // image's were 25 MB for Inception's second convolution, written then read back. A 1x1
-    // kernel's windows are the image's rows, read in place, chunked alike.
-    let rows = (WINDOW_VALUES / (taps * out_w).max(1)).clamp(1, out_h.max(1));
-    let sum = |images: Range<usize>, outs: Range<usize>| {
-        let mut sum = WeightSum::new(outs.len(), taps, rows * out_w, arithmetic);
-        let (x, g) = (
-            &x_data[images.start * c * h * w..],
-            &grad_data[images.start * out * places..],
-        );
-        if direct {
-            let (x, g) = (
-                &x[..images.len() * c * h * w],
-                &g[..images.len() * out * places],
-            );
-            let dims = [out, kernel[0], kernel[1]];
-            let values = sum.row_major_mut();
-            direct::weight_grad(
-                values,
-                x,
-                [images.len(), c, h, w],
-                (g, outs),
-                dims,
-                geometry.padding,
-            );
-            return sum;
-        }
-        let columns_len = if image.is_copy() {
-            0
-        } else {
-            taps * rows * out_w
+
+    /// The gradient in a transformed domain (Winograd's: [`winograd::WeightSum`],
+    /// [`winograd_7x1::WeightSum`], ..), a sum from `new` on each thread's share of the images.
+    fn transformed<S: TransformedWeightSum>(&self, new: impl Fn() -> S + Sync) -> Vec<f32> {
+        let [n, c, h, w] = self.images;
+        let share = images_per_thread(n);
+        let grad_per_image = self.grad.len() / n.max(1);
+        let sum = self
+            .x
+            .par_chunks((c * h * w * share).max(1))
+            .zip(self.grad.par_chunks((grad_per_image * share).max(1)))
+            .map(|(x, grad)| {
+                let mut sum = new();
+                let images = [x.len() / (c * h * w), c, h, w];
+                sum.add(x, images, grad, self.geometry.padding);
+                sum
+            })
+            .reduce_with(S::merge);
+        sum.unwrap_or_else(&new).into_weights()
+    }
+
+    /// Whether the direct bf16 kernels (without windows) take this gradient.
+    fn direct(&self) -> bool {
+        let [_, c, h, w] = self.images;
+        self.arithmetic == Arithmetic::Bf16
+            && self.geometry.stride == [1, 1]
+            && direct::weight_grad_available()
+            && direct::weight_grad_pays_off(c, self.kernel, [h, w], self.geometry.padding)
+    }
+
+    /// The gradient as sums of products, each thread on one (slice of the output channels,
+    /// share of the images), the sums of a slice merged pairwise, the slices put end to end.
+    fn summed(&self) -> Vec<f32> {
+        let [n, c, _, _] = self.images;
+        let (out, direct) = (self.out, self.direct());
+        let taps = c * self.kernel[0] * self.kernel[1];
+        // What each output channel's slice reads of the images: the images themselves (packed
+        // to bf16 pairs, or a 1x1 kernel's rows in place), or their windows.
+        let reads = match direct || self.image.is_copy() {
+            true => self.x.len(),
+            false => n * taps * self.image.out[0] * self.image.out[1],
         };
-        let mut columns = vec![0f32; columns_len];
-        for i in 0..images.len() {
-            let x = &x[i * c * h * w..][..c * h * w];
-            let g = &g[(i * out + outs.start) * places..][..outs.len() * places];
+        let split = Split::choose(n, out, [out * taps, reads]);
+        let mut slices: Vec<Vec<f32>> = split
+            .slices(out)
+            .into_par_iter()
+            .map(|outs| {
+                let sums = split.shares(n).into_par_iter().map(|images| match direct {
+                    true => self.direct_sum(images, outs.clone()),
+                    false => self.windows_sum(images, outs.clone()),
+                });
+                // Pairwise on rayon's threads: one after another, 16 threads' sums of Mixed_7's
+                // kernels (up to 1.5 M values each) were 15 passes on one core while the rest
+                // waited.
+                let total = sums.reduce_with(WeightSum::merge);
+                total.map_or_else(|| vec![0f32; outs.len() * taps], WeightSum::into_row_major)
+            })
+            .collect();
+        // The slices' rows end to end in one copy (collected through rayon's `flat_map_iter`
+        // they were pushed value by value: Mixed_7's backward pass 73 -> 82 ms on 2 threads).
+        match slices.len() {
+            1 => slices.pop().unwrap_or_default(),
+            _ => slices.concat(),
+        }
+    }
+
+    /// The sum for output channels `outs` over `images`, by the direct bf16 kernels.
+    fn direct_sum(&self, images: Range<usize>, outs: Range<usize>) -> WeightSum {
+        let [_, c, h, w] = self.images;
+        let (out, [kh, kw]) = (self.out, self.kernel);
+        let places = self.image.out[0] * self.image.out[1];
+        let x = &self.x[images.start * c * h * w..][..images.len() * c * h * w];
+        let g = &self.grad[images.start * out * places..][..images.len() * out * places];
+        let mut sum = WeightSum::new(outs.len(), c * kh * kw, places, self.arithmetic);
+        let values = sum.row_major_mut();
+        let batch = [images.len(), c, h, w];
+        direct::weight_grad(
+            values,
+            x,
+            batch,
+            (g, outs),
+            [out, kh, kw],
+            self.geometry.padding,
+        );
+        sum
+    }
+
+    /// The sum for output channels `outs` over `images`, image by image, a few output rows'
+    /// windows at a time, so that they stay in cache for the product: a whole image's were 25
+    /// MB for Inception's second convolution, written then read back. A 1x1 kernel's windows
+    /// are the image's rows, read in place, chunked alike.
+    fn windows_sum(&self, images: Range<usize>, outs: Range<usize>) -> WeightSum {
+        let [_, c, h, w] = self.images;
+        let (out, image) = (self.out, &self.image);
+        let [out_h, out_w] = image.out;
+        let (taps, places) = (c * self.kernel[0] * self.kernel[1], out_h * out_w);
+        let rows = (WINDOW_VALUES / (taps * out_w).max(1)).clamp(1, out_h.max(1));
+        let mut sum = WeightSum::new(outs.len(), taps, rows * out_w, self.arithmetic);
+        let mut columns = vec![
+            0f32;
+            if image.is_copy() {
+                0
+            } else {
+                taps * rows * out_w
+            }
+        ];
+        for i in images {
+            let x = &self.x[i * c * h * w..][..c * h * w];
+            let g = &self.grad[(i * out + outs.start) * places..][..outs.len() * places];
             for first in (0..out_h).step_by(rows) {
                 let rows = first..(first + rows).min(out_h);
                 let chunk = rows.len() * out_w;
@@ -462,37 +542,12 @@ pub(crate) fn weight_grad(
                         Strided::row_major(image.windows(x, rows, &mut columns[..filled]), chunk)
                     }
                 };
-                sum.add(
-                    Strided::row_major(&g[first * out_w..], places),
-                    windows,
-                    chunk,
-                );
+                let g = Strided::row_major(&g[first * out_w..], places);
+                sum.add(g, windows, chunk);
             }
         }
         sum
-    };
-    let mut slices: Vec<Vec<f32>> = split
-        .slices(out)
-        .into_par_iter()
-        .map(|outs| {
-            let sums = split
-                .shares(n)
-                .into_par_iter()
-                .map(|images| sum(images, outs.clone()));
-            // Pairwise on rayon's threads: one after another, 16 threads' sums of Mixed_7's
-            // kernels (up to 1.5 M values each) were 15 passes on one core while the rest
-            // waited.
-            let total = sums.reduce_with(WeightSum::merge);
-            total.map_or_else(|| vec![0f32; outs.len() * taps], WeightSum::into_row_major)
-        })
-        .collect();
-    // The slices' rows end to end in one copy (collected through rayon's `flat_map_iter` they
-    // were pushed value by value: Mixed_7's backward pass 73 -> 82 ms on 2 threads).
-    let total = match slices.len() {
-        1 => slices.pop().unwrap_or_default(),
-        _ => slices.concat(),
-    };
-    FlexTensor::from_data(TensorData::new(total, shape))
+    }
 }
 
 /// How a weight gradient's work splits between rayon's threads: the output channels in
@@ -551,29 +606,6 @@ impl Split {
         let per = self.share;
         (0..n).step_by(per).map(|i| i..(i + per).min(n)).collect()
     }
-}
-
-/// [`weight_grad`] in a transformed domain (Winograd's: [`winograd::WeightSum`],
-/// [`winograd_7x1::WeightSum`]), a sum from `new` on each thread's `share` of the images.
-fn transformed_weight_grad<S: TransformedWeightSum>(
-    x: &[f32],
-    [n, c, h, w]: [usize; 4],
-    grad: &[f32],
-    padding: [usize; 2],
-    share: usize,
-    new: impl Fn() -> S + Sync,
-) -> Vec<f32> {
-    let grad_per_image = grad.len() / n.max(1);
-    let sum = x
-        .par_chunks((c * h * w * share).max(1))
-        .zip(grad.par_chunks((grad_per_image * share).max(1)))
-        .map(|(x, grad)| {
-            let mut sum = new();
-            sum.add(x, [x.len() / (c * h * w), c, h, w], grad, padding);
-            sum
-        })
-        .reduce_with(S::merge);
-    sum.unwrap_or_else(&new).into_weights()
 }
 
 /// Window values the weight gradient builds at a time (2 MiB): few enough to stay in cache for
