@@ -2,18 +2,21 @@
 //! spends its time, block by block, on the default CPU backend (flex) or the device
 //! `TOWERS_BENCH_DEVICE` names.
 //!
-//! `cargo run --release -p towers-bench --bin bench_inception_step [REPS] [f32|bf16]` (default 3
-//! and f32; medians after a warm-up; bf16: products in bf16, as `--precision bf16`). Each block
-//! is timed alone as `bench_step` times the CIFAR-10 net's layers: forward,
+//! `cargo run --release -p towers-bench --bin bench_inception_step [REPS] [f32|bf16] [convs]`
+//! (default 3 and f32; medians after a warm-up; bf16: products in bf16, as `--precision bf16`).
+//! Each block is timed alone as `bench_step` times the CIFAR-10 net's layers: forward,
 //! then forward and backward of the output's sum (the gradient reaches the block's weights and,
 //! except for the first convolution, whose input is the images, its input); backward is the
-//! difference. Batch norm runs on batch statistics, as in training.
+//! difference. Batch norm runs on batch statistics, as in training. `convs`: instead of the
+//! blocks, one convolution of each kind of shape the net has, alone (no batch norm, ReLU,
+//! pooling or concatenation): set beside the blocks, what the rest of the step costs.
 
 use towers_bench::layer_timing::{Layer, layer_table};
 use towers_bench::{bench_device, reps};
 
 use std::collections::HashMap;
 
+use burn::nn::conv::Conv2d;
 use burn::tensor::Tensor;
 use towers_models::{InceptionV3, InceptionV3Config, Precision, conv2d, with_precision};
 
@@ -28,7 +31,12 @@ fn main() {
     device.seed(0);
     let net = InceptionV3Config::new(1001).init(&device);
     println!("Inception v3, batch 32, 299x299, {entry}, {precision:?}, median of {reps} calls, ms");
-    with_precision(precision, || layer_table(blocks(&net), reps, &device));
+    let layers = match std::env::args().nth(3).as_deref() {
+        None => blocks(&net),
+        Some("convs") => convolutions(&net),
+        Some(other) => panic!("the third argument is `convs` or nothing, not {other}"),
+    };
+    with_precision(precision, || layer_table(layers, reps, &device));
 }
 
 const BATCH: usize = 32;
@@ -101,4 +109,62 @@ fn blocks(net: &InceptionV3) -> Vec<Layer<'_>> {
             net.logits.forward(pooled).sum()
         }),
     ]
+}
+
+/// One convolution of each kind of shape in the net (the stem's, and the 35x35, 17x17 and 8x8
+/// blocks'), alone, at stride 1, timed on the sum of its output, the gradient reaching its
+/// input.
+fn convolutions(net: &InceptionV3) -> Vec<Layer<'_>> {
+    let (a, c, e) = (&net.mixed_5b, &net.mixed_6b, &net.mixed_7b);
+    vec![
+        alone(
+            "Conv2d_2a_3x3 32->32 149x149",
+            [32, 149],
+            &net.conv2d_2a_3x3.conv,
+        ),
+        alone(
+            "Conv2d_2b_3x3 32->64 147x147",
+            [32, 147],
+            &net.conv2d_2b_3x3.conv,
+        ),
+        alone(
+            "Conv2d_3b_1x1 64->80 73x73",
+            [64, 73],
+            &net.conv2d_3b_1x1.conv,
+        ),
+        alone(
+            "Conv2d_4a_3x3 80->192 73x73",
+            [80, 73],
+            &net.conv2d_4a_3x3.conv,
+        ),
+        alone("Mixed_5b 1x1 192->64 35x35", [192, 35], &a.branch_0.conv),
+        alone("Mixed_5b 5x5 48->64 35x35", [48, 35], &a.branch_1[1].conv),
+        alone("Mixed_5b 3x3 64->96 35x35", [64, 35], &a.branch_2[1].conv),
+        alone("Mixed_5b 3x3 96->96 35x35", [96, 35], &a.branch_2[2].conv),
+        alone("Mixed_6b 1x1 768->192 17x17", [768, 17], &c.branch_0.conv),
+        alone(
+            "Mixed_6b 1x7 128->128 17x17",
+            [128, 17],
+            &c.branch_1[1].conv,
+        ),
+        alone(
+            "Mixed_6b 7x1 128->192 17x17",
+            [128, 17],
+            &c.branch_1[2].conv,
+        ),
+        alone("Mixed_7b 1x1 1280->448 8x8", [1280, 8], &e.branch_2[0].conv),
+        alone("Mixed_7b 3x3 448->384 8x8", [448, 8], &e.branch_2[1].conv),
+        alone(
+            "Mixed_7b 1x3 384->384 8x8",
+            [384, 8],
+            &e.branch_1_split[0].conv,
+        ),
+    ]
+}
+
+/// `conv` alone on `[BATCH, c, size, size]` inputs.
+fn alone<'a>(name: &'static str, [c, size]: [usize; 2], conv: &'a Conv2d) -> Layer<'a> {
+    Layer::new(name, [BATCH, c, size, size], true, move |x| {
+        conv2d(conv, x).sum()
+    })
 }
