@@ -19,9 +19,9 @@ mod test_util;
 pub mod weights;
 
 pub use kernels::{
-    AdamStep, Bf16Kernel, Precision, RmsPropStep, avg_pool2d, bf16_kernel, bf16_on_amx,
-    conv_images, conv2d, conv2d_relu, current_precision, fused_adam, fused_rmsprop, linear,
-    max_pool2d, with_precision,
+    AdamStep, Bf16Kernel, MomentumStep, Precision, RmsPropStep, SgdStep, SgdTensors, avg_pool2d,
+    bf16_kernel, bf16_on_amx, conv_images, conv2d, conv2d_relu, current_precision, fused_adam,
+    fused_rmsprop, fused_sgd, linear, max_pool2d, with_precision,
 };
 pub use layers::{
     BasicConv, BasicConvConfig, Lrn, LrnConfig, OffsetBatchNorm, OffsetBatchNormConfig, dropout,

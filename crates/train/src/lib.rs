@@ -4,7 +4,7 @@
 //!
 //! - [`TrainConfig`]: a serde struct with the TF trainers' defaults, read from JSON or TOML
 //!   and overridden by [`TrainArgs`] flags.
-//! - [`OptimizerConfig`]: SGD, momentum, TF's RMSProp ([`TfRmsProp`]), Adam ([`FusedAdam`]), as Burn
+//! - [`OptimizerConfig`]: SGD and momentum ([`FusedSgd`]), TF's RMSProp ([`TfRmsProp`]), Adam ([`FusedAdam`]), as Burn
 //!   optimizers; [`LrScheduleConfig`]: exponential (staircase), polynomial, piecewise constant.
 //! - [`MovingAverage`]: TF's exponential moving average of the weights.
 //! - [`Checkpoint`], [`CheckpointDir`]: model, optimizer state, averages and step in one
@@ -48,8 +48,8 @@ pub use file_input::{Input, builtin_cifar10};
 pub use inception_data::{BUILTIN_CLASSES, InceptionData, Split, inception_image_size};
 pub use log::{LogEntry, MeanLoss, TrainLog, read_log};
 pub use optim::{
-    FusedAdam, LrSchedule, LrScheduleConfig, MovingAverage, OptimizerConfig, TfRmsProp,
-    TfRmsPropState,
+    FusedAdam, FusedSgd, FusedSgdState, LrSchedule, LrScheduleConfig, MovingAverage,
+    OptimizerConfig, TfRmsProp, TfRmsPropState,
 };
 pub use plot::{plot_log, render as render_plot};
 pub use pretrained::{

@@ -21,7 +21,9 @@ pub(crate) mod precision;
 
 pub use dispatch::{avg_pool2d, conv2d, conv2d_relu, linear, max_pool2d};
 pub use image_conv::conv_images;
-pub use optimizer_update::{AdamStep, RmsPropStep, fused_adam, fused_rmsprop};
+pub use optimizer_update::{
+    AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, fused_adam, fused_rmsprop, fused_sgd,
+};
 pub use precision::{
     Bf16Kernel, Precision, bf16_kernel, bf16_on_amx, current_precision, with_precision,
 };

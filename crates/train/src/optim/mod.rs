@@ -3,6 +3,7 @@
 //! - [`OptimizerConfig`] (`optimizer.rs`): SGD, momentum, TF's RMSProp, Adam, as Burn optimizers.
 //! - [`TfRmsProp`] (`rmsprop.rs`): RMSProp with TF's epsilon placement and state.
 //! - [`FusedAdam`] (`adam.rs`): Burn's Adam, its update in one pass on flex.
+//! - [`FusedSgd`] (`sgd.rs`): Burn's SGD, plain or with momentum, its update in one pass on flex.
 //! - [`LrScheduleConfig`] (`schedule.rs`): exponential (staircase), polynomial, piecewise constant.
 //! - [`MovingAverage`] (`ema.rs`): TF's exponential moving average of the weights.
 
@@ -11,9 +12,11 @@ mod ema;
 mod optimizer;
 mod rmsprop;
 mod schedule;
+mod sgd;
 
 pub use adam::FusedAdam;
 pub use ema::MovingAverage;
 pub use optimizer::OptimizerConfig;
 pub use rmsprop::{TfRmsProp, TfRmsPropState};
 pub use schedule::{LrSchedule, LrScheduleConfig};
+pub use sgd::{FusedSgd, FusedSgdState};

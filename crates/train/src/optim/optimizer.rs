@@ -3,21 +3,23 @@
 //! The model's loss already holds its weight decay (TF adds it to the loss), so no optimizer
 //! here decays weights itself.
 
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::{ModuleOptimizer, SgdConfig};
+use burn::optim::ModuleOptimizer;
 use serde::{Deserialize, Serialize};
 
 use super::adam::FusedAdam;
 use super::rmsprop::TfRmsProp;
+use super::sgd::FusedSgd;
 
 /// Which optimizer updates the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum OptimizerConfig {
-    /// Plain gradient descent (TF's `GradientDescentOptimizer`, the CIFAR-10 trainer's).
+    /// Plain gradient descent (TF's `GradientDescentOptimizer`, the CIFAR-10 trainer's); on flex
+    /// in one pass ([`FusedSgd`]).
     Sgd,
     /// Gradient descent with momentum, as TF's `MomentumOptimizer` and PyTorch's SGD:
-    /// `v <- momentum * v + g; w <- w - lr * v` (Burn's momentum with dampening 0).
+    /// `v <- momentum * v + g; w <- w - lr * v` (Burn's momentum with dampening 0); on flex in
+    /// one pass ([`FusedSgd`]).
     Momentum {
         /// Momentum factor.
         momentum: f64,
@@ -60,15 +62,10 @@ impl OptimizerConfig {
     /// A fresh optimizer (no state).
     pub fn init(&self) -> ModuleOptimizer {
         match *self {
-            Self::Sgd => SgdConfig::new().init(),
-            Self::Momentum { momentum, nesterov } => SgdConfig::new()
-                .with_momentum(Some(
-                    MomentumConfig::new()
-                        .with_momentum(momentum)
-                        .with_dampening(0.0)
-                        .with_nesterov(nesterov),
-                ))
-                .init(),
+            Self::Sgd => FusedSgd::plain().into(),
+            Self::Momentum { momentum, nesterov } => {
+                FusedSgd::with_momentum(momentum, 0.0, nesterov).into()
+            }
             Self::RmsProp {
                 decay,
                 momentum,

@@ -243,8 +243,8 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         y
     }
 
-    /// Not routed here: [`crate::fused_rmsprop`] and [`crate::fused_adam`] take tensors without
-    /// autodiff only (an optimizer steps on its parameters' inner tensors).
+    /// Not routed here: [`crate::fused_rmsprop`] and the other fused updates take tensors
+    /// without autodiff only (an optimizer steps on its parameters' inner tensors).
     fn towers_optimizer_update(
         _: FloatTensor<Self>,
         _: FloatTensor<Self>,

@@ -11,7 +11,7 @@ use super::max_pool::{MaxPoolShape, max_pool_forward};
 use super::optimizer_update::{Update, update};
 use super::{batch_norm, batch_norm_max_pool, matmul};
 
-/// Max pooling, LRN, convolution and the like by burn-towers' kernels, and two optimizers'
+/// Max pooling, LRN, convolution and the like by burn-towers' kernels, and optimizers'
 /// updates. Called through Burn's `Dispatch` on f32 flex tensors only
 /// ([`crate::kernels::dispatch`] checks); other backends are not routed here.
 #[backend_extension(Flex, Autodiff)]
@@ -106,8 +106,10 @@ pub(crate) trait FlexKernels: Backend {
         counts_padding: bool,
     ) -> FloatTensor<Self>;
 
-    /// An optimizer's update of one parameter (`update`: RMSProp's or Adam's), in one pass: the
-    /// weight and its two slots after a step on `grad` (all four of one shape). No gradient.
+    /// An optimizer's update of one parameter (`update`: RMSProp's, Adam's or SGD's), in one
+    /// pass: the weight and its two slots after a step on `grad` (all of one shape). An update
+    /// that keeps fewer slots ([`Update::slots`]) takes the first and hands the others back as
+    /// they came (placeholders: the macro passes no `Option` or `Vec` of tensors). No gradient.
     fn towers_optimizer_update(
         weight: FloatTensor<Self>,
         grad: FloatTensor<Self>,
@@ -234,7 +236,11 @@ impl FlexKernels for Flex {
         slot_2: FloatTensor<Self>,
         how: Update,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let [weight, slot_1, slot_2] = update([weight, grad, slot_1, slot_2], how);
+        let mut kept = vec![slot_1, slot_2];
+        let unused = kept.split_off(how.slots());
+        let (weight, mut slots) = update(weight, grad, kept, how);
+        slots.extend(unused);
+        let [slot_1, slot_2] = slots.try_into().expect("two slots in, two out");
         (weight, slot_1, slot_2)
     }
 }

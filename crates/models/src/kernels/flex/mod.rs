@@ -65,7 +65,7 @@ mod winograd_7x1;
 
 pub(crate) use bf16_gemm::kernel as bf16_kernel;
 pub(crate) use extension::FlexKernels;
-pub(crate) use optimizer_update::{AdamFactors, RmsProp, Update};
+pub(crate) use optimizer_update::{AdamFactors, MomentumFactors, RmsProp, SgdFactors, Update};
 
 use burn_flex::FlexTensor;
 
