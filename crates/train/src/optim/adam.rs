@@ -91,73 +91,20 @@ impl Optimizer for FusedAdam {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::nn::{Linear, LinearConfig};
-    use burn::optim::{GradientsParams, ModuleOptimizer};
-    use burn::tensor::TensorData;
+    use crate::optim::same_as_burn;
+    use burn::optim::ModuleOptimizer;
 
-    fn weights(model: &Linear) -> Vec<u32> {
-        let w: Vec<f32> = model.weight.val().into_data().try_to_vec().unwrap();
-        w.iter().map(|v| v.to_bits()).collect()
-    }
-
-    /// One step on a fixed input whose gradient depends on `scale`.
-    fn step(model: Linear, optim: &mut ModuleOptimizer, scale: f32) -> Linear {
-        let device = model.weight.val().device();
-        let x = Tensor::<2>::from_data(
-            TensorData::new(
-                (0..96).map(|i| (i % 7) as f32 * scale - 1.0).collect(),
-                [4, 24],
-            ),
-            &device,
-        );
-        let loss = model.forward(x).powi_scalar(2).mean();
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        optim.step(1e-3, model, grads)
-    }
-
-    /// Three steps on flex equal Burn's `Adam`'s to the bit, and each optimizer carries on from
-    /// the other's saved state as from its own.
     #[test]
     fn equals_burns_adam_and_shares_its_state() {
-        let device = Device::flex().autodiff();
-        let burn = || AdamConfig::new().with_epsilon(1e-8).init();
-        let fused = || ModuleOptimizer::from(FusedAdam::new(0.9, 0.999, 1e-8));
-        let model = LinearConfig::new(24, 40).init(&device);
-        let (mut a, mut b) = (model.clone(), model);
-        let (mut optim_a, mut optim_b) = (burn(), fused());
-        for scale in [1.0, -0.5, 0.25] {
-            a = step(a, &mut optim_a, scale);
-            b = step(b, &mut optim_b, scale);
-            assert_eq!(weights(&a), weights(&b), "scale {scale}");
-        }
-        let mut fused_from_burn = fused().load_record(optim_a.to_record());
-        let mut burn_from_fused = burn().load_record(optim_b.to_record());
-        let next = step(a.clone(), &mut optim_a, 0.5);
-        assert_eq!(weights(&step(a, &mut fused_from_burn, 0.5)), weights(&next));
-        assert_eq!(weights(&step(b, &mut burn_from_fused, 0.5)), weights(&next));
+        same_as_burn::steps_and_state(
+            || AdamConfig::new().with_epsilon(1e-8).init(),
+            || ModuleOptimizer::from(FusedAdam::new(0.9, 0.999, 1e-8)),
+        );
     }
 
-    /// Where the update does not fuse (here tensors with autodiff, as another backend's are
-    /// not flex), Burn's `Adam` steps from the same state: the same values, step after step.
     #[test]
     fn elsewhere_steps_as_burns_adam() {
-        let device = Device::flex().autodiff();
-        let (fused, burn) = (
-            FusedAdam::new(0.9, 0.999, 1e-8),
-            AdamConfig::new().with_epsilon(1e-8).build(),
-        );
-        let t = |v: [f32; 3]| Tensor::<1>::from_data(TensorData::new(v.to_vec(), [3]), &device);
-        let bits = |t: &Tensor<1>| -> Vec<u32> {
-            let v: Vec<f32> = t.to_data().try_to_vec().unwrap();
-            v.iter().map(|v| v.to_bits()).collect()
-        };
-        let (mut a, mut b) = (t([0.5, -1.0, 2.0]), t([0.5, -1.0, 2.0]));
-        let (mut state_a, mut state_b) = (None, None);
-        for k in 0..3 {
-            let grad = t([k as f32 - 1.0, 0.3, -0.7]);
-            (a, state_a) = fused.step(1e-3, a, grad.clone(), state_a);
-            (b, state_b) = burn.step(1e-3, b, grad, state_b);
-            assert_eq!(bits(&a), bits(&b), "step {k}");
-        }
+        let burn = AdamConfig::new().with_epsilon(1e-8).build();
+        same_as_burn::elsewhere(&FusedAdam::new(0.9, 0.999, 1e-8), &burn);
     }
 }

@@ -11,6 +11,8 @@ mod adam;
 mod ema;
 mod optimizer;
 mod rmsprop;
+#[cfg(test)]
+mod same_as_burn;
 mod schedule;
 mod sgd;
 

@@ -131,30 +131,9 @@ impl<const D: usize> RecordState for FusedSgdState<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::nn::{Linear, LinearConfig};
+    use crate::optim::same_as_burn;
     use burn::optim::momentum::MomentumConfig;
-    use burn::optim::{GradientsParams, ModuleOptimizer, SgdConfig};
-    use burn::tensor::TensorData;
-
-    fn bits(t: Tensor<2>) -> Vec<u32> {
-        let values: Vec<f32> = t.into_data().try_to_vec().unwrap();
-        values.iter().map(|v| v.to_bits()).collect()
-    }
-
-    /// One step on a fixed input whose gradient depends on `scale`.
-    fn step(model: Linear, optim: &mut ModuleOptimizer, scale: f32) -> Linear {
-        let device = model.weight.val().device();
-        let x = Tensor::<2>::from_data(
-            TensorData::new(
-                (0..96).map(|i| (i % 7) as f32 * scale - 1.0).collect(),
-                [4, 24],
-            ),
-            &device,
-        );
-        let loss = model.forward(x).powi_scalar(2).mean();
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        optim.step(0.05, model, grads)
-    }
+    use burn::optim::{ModuleOptimizer, SgdConfig};
 
     /// Burn's `SgdConfig` and ours for the same update: plain, momentum with dampening, and
     /// Nesterov's.
@@ -178,48 +157,17 @@ mod tests {
         ]
     }
 
-    /// Three steps on flex equal Burn's `Sgd`'s to the bit, and each optimizer carries on from
-    /// the other's saved state as from its own.
     #[test]
     fn equals_burns_sgd_and_shares_its_state() {
-        let device = Device::flex().autodiff();
         for (config, fused) in pairs() {
-            let burn = || config.init();
-            let ours = || ModuleOptimizer::from(fused);
-            let model = LinearConfig::new(24, 40).init(&device);
-            let (mut a, mut b) = (model.clone(), model);
-            let (mut optim_a, mut optim_b) = (burn(), ours());
-            for scale in [1.0, -0.5, 0.25] {
-                a = step(a, &mut optim_a, scale);
-                b = step(b, &mut optim_b, scale);
-                assert_eq!(bits(a.weight.val()), bits(b.weight.val()), "{fused:?}");
-            }
-            let mut ours_from_burn = ours().load_record(optim_a.to_record());
-            let mut burn_from_ours = burn().load_record(optim_b.to_record());
-            let next = bits(step(a.clone(), &mut optim_a, 0.5).weight.val());
-            let from_burn = step(a, &mut ours_from_burn, 0.5);
-            let from_ours = step(b, &mut burn_from_ours, 0.5);
-            assert_eq!(bits(from_burn.weight.val()), next, "{fused:?}");
-            assert_eq!(bits(from_ours.weight.val()), next, "{fused:?}");
+            same_as_burn::steps_and_state(|| config.init(), || ModuleOptimizer::from(fused));
         }
     }
 
-    /// Where the update does not fuse (here tensors with autodiff, as another backend's are
-    /// not flex), Burn's ops step as Burn's `Sgd` does: the same values, step after step.
     #[test]
     fn elsewhere_steps_as_burns_sgd() {
-        let device = Device::flex().autodiff();
-        let t = |v: [f32; 3]| Tensor::<2>::from_data(TensorData::new(v.to_vec(), [1, 3]), &device);
         for (config, fused) in pairs() {
-            let burn = config.build();
-            let (mut a, mut b) = (t([0.5, -1.0, 2.0]), t([0.5, -1.0, 2.0]));
-            let (mut state_a, mut state_b) = (None, None);
-            for k in 0..3 {
-                let grad = t([k as f32 - 1.0, 0.3, -0.7]);
-                (a, state_a) = fused.step(0.05, a, grad.clone(), state_a);
-                (b, state_b) = burn.step(0.05, b, grad, state_b);
-                assert_eq!(bits(a.clone()), bits(b.clone()), "{fused:?}, step {k}");
-            }
+            same_as_burn::elsewhere(&fused, &config.build());
         }
     }
 }
