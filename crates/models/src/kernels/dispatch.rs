@@ -371,7 +371,7 @@ mod tests {
 
     /// Against Burn's pooling, bit for bit: the CIFAR-10 net's pools (ceil mode, the last
     /// window cut short), Inception's VALID 3x3/2 on an odd size, a stride wider than the
-    /// window, with and without autodiff; and the input gradient of a weighted sum. The inputs
+    /// window, stride 2 on an odd width, with and without autodiff; and the input gradient of a weighted sum. The inputs
     /// take three values, so windows hold ties.
     #[test]
     fn max_pooling_matches_burns_outputs_and_gradients() {
@@ -380,6 +380,9 @@ mod tests {
             ([3, 3], [2, 2], true, [12, 12]),
             ([3, 3], [2, 2], false, [15, 17]),
             ([2, 2], [3, 3], true, [8, 10]),
+            // Stride 2 on an odd width, the last window cut short: the split into even and odd
+            // columns with a column left over.
+            ([2, 2], [2, 2], true, [9, 11]),
             // Every window whole: on AVX-512, Inception's row-by-row pool (a last block of
             // 16 outputs partly past the row, ceil mode that adds no window).
             ([3, 3], [2, 2], false, [35, 35]),

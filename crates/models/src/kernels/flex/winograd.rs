@@ -408,9 +408,10 @@ fn combine(dst: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
     }
 }
 
-/// `values` split into its even and odd elements (`even`, `odd`: `values.len() / 2` each).
+/// `values` split into its even and odd elements (`even`, `odd`: `values.len() / 2` each, or
+/// as many as the shortest of the three allows).
 #[inline(always)]
-pub(super) fn deinterleave(values: &[f32], even: &mut [f32], odd: &mut [f32]) {
+pub(super) fn deinterleave<T: Copy>(values: &[T], even: &mut [T], odd: &mut [T]) {
     for ((even, odd), pair) in even
         .iter_mut()
         .zip(odd.iter_mut())
