@@ -36,14 +36,37 @@ pub(super) fn zeroed_chunks<T: Copy + Default + Send + Sync>(
     chunk: usize,
     fill: impl Fn(usize, &mut [T]) + Sync + Send,
 ) -> Vec<T> {
-    let mut values = Vec::with_capacity(len);
-    values.spare_capacity_mut()[..len]
-        .par_chunks_mut(chunk.max(1))
-        .enumerate()
-        .for_each(|(index, part)| fill(index, zeroed(part)));
-    // SAFETY: the capacity is at least `len`, and each of its chunks was written above.
-    unsafe { values.set_len(len) };
+    let [values] = zeroed_chunks_of(len, chunk, |index, [part]| fill(index, part));
     values
+}
+
+/// [`zeroed_chunks`] for `N` outputs of `len` values at once: chunk `index` of each, zeroed,
+/// handed to `fill(index, chunks)` together (a kernel that writes several outputs image by
+/// image, as LRN's forward pass writes the output, the sums and the scales).
+pub(super) fn zeroed_chunks_of<T: Copy + Default + Send + Sync, const N: usize>(
+    len: usize,
+    chunk: usize,
+    fill: impl Fn(usize, [&mut [T]; N]) + Sync + Send,
+) -> [Vec<T>; N] {
+    let mut outputs: [Vec<T>; N] = core::array::from_fn(|_| Vec::with_capacity(len));
+    {
+        // Chunk `index` of every output together, for the task that fills them.
+        let mut parts = outputs
+            .each_mut()
+            .map(|values| values.spare_capacity_mut()[..len].chunks_mut(chunk.max(1)));
+        let chunks: Vec<[&mut [MaybeUninit<T>]; N]> = (0..len.div_ceil(chunk.max(1)))
+            .map(|_| parts.each_mut().map(|p| p.next().expect("as many chunks")))
+            .collect();
+        chunks
+            .into_par_iter()
+            .enumerate()
+            .for_each(|(index, parts)| fill(index, parts.map(zeroed)));
+    }
+    for values in &mut outputs {
+        // SAFETY: the capacity is at least `len`, and every chunk of it was written above.
+        unsafe { values.set_len(len) };
+    }
+    outputs
 }
 
 /// `part` zeroed, as the initialized values it now holds: for a kernel that fills an output
@@ -153,6 +176,18 @@ mod tests {
                 "a non-zero index at len {len}"
             );
         }
+    }
+
+    /// Several outputs: chunk `index` of each handed over together, zeroed.
+    #[test]
+    fn chunks_of_several_outputs_come_together() {
+        let [a, b] = zeroed_chunks_of(10, 4, |index, [a, b]: [&mut [u32]; 2]| {
+            assert!(a.iter().chain(b.iter()).all(|&v| v == 0));
+            a[0] = index as u32 + 1;
+            b[a.len() - 1] = 10 * (index as u32 + 1);
+        });
+        assert_eq!(a, [1, 0, 0, 0, 2, 0, 0, 0, 3, 0]);
+        assert_eq!(b, [0, 0, 0, 10, 0, 0, 0, 20, 0, 30]);
     }
 
     #[test]

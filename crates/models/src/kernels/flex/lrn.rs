@@ -10,9 +10,8 @@
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use multiversion::multiversion;
-use rayon::prelude::*;
 
-use super::buffers::{contiguous, zeros};
+use super::buffers::{contiguous, zeroed_chunks, zeroed_chunks_of};
 use super::dims4;
 
 /// `tf.nn.lrn`'s parameters: `y = x / (bias + alpha · Σ_{|c' - c| ≤ radius} x[c']²) ^ beta`.
@@ -50,12 +49,10 @@ pub(crate) fn lrn_forward(x: FlexTensor, p: LrnParams) -> (FlexTensor, LrnSaved)
     let [_, c, h, w] = dims;
     let image = c * h * w;
     let data: &[f32] = x.storage();
-    let (mut y, mut sums, mut scales) = (zeros(data.len()), zeros(data.len()), zeros(data.len()));
-    y.par_chunks_mut(image.max(1))
-        .zip(sums.par_chunks_mut(image.max(1)))
-        .zip(scales.par_chunks_mut(image.max(1)))
-        .zip(data.par_chunks(image.max(1)))
-        .for_each(|(((y, s), q), x)| forward_image(x, c, p, [y, s, q]));
+    // Each image's three outputs zeroed just before it writes them, in cache.
+    let [y, sums, scales] = zeroed_chunks_of(data.len(), image, |i, outputs| {
+        forward_image(&data[i * image..][..image], c, p, outputs)
+    });
     let tensor = |v: Vec<f32>| FlexTensor::from_data(TensorData::new(v, dims));
     let saved = LrnSaved {
         sums: tensor(sums),
@@ -78,11 +75,10 @@ pub(crate) fn lrn_backward(
     let image = (c * h * w).max(1);
     let (x, dy): (&[f32], &[f32]) = (x.storage(), grad.storage());
     let (s, q): (&[f32], &[f32]) = (saved.sums.storage(), saved.scales.storage());
-    let mut dx = zeros(x.len());
-    dx.par_chunks_mut(image)
-        .zip(x.par_chunks(image).zip(dy.par_chunks(image)))
-        .zip(s.par_chunks(image).zip(q.par_chunks(image)))
-        .for_each(|((dx, (x, dy)), (s, q))| backward_image([x, dy, s, q], c, p, dx));
+    let dx = zeroed_chunks(x.len(), image, |i, dx| {
+        let [x, dy, s, q] = [x, dy, s, q].map(|values| &values[i * image..][..image]);
+        backward_image([x, dy, s, q], c, p, dx)
+    });
     FlexTensor::from_data(TensorData::new(dx, dims))
 }
 
