@@ -33,11 +33,11 @@ fn main() {
         "{:<34} {:>12} {:>12} {:>8}",
         "update", "Burn's", "fused", "ratio"
     );
-    let momentum = MomentumConfig::new().with_momentum(0.9).with_dampening(0.0);
+    let config = MomentumConfig::new().with_momentum(0.9).with_dampening(0.0);
     let sgd = (SgdConfig::new().build(), FusedSgd::plain());
     row("SGD", compare(&sgd.0, &sgd.1, &params, &grads, reps));
     let momentum = (
-        SgdConfig::new().with_momentum(Some(momentum)).build(),
+        SgdConfig::new().with_momentum(Some(config)).build(),
         FusedSgd::with_momentum(0.9, 0.0, false),
     );
     let times = compare(&momentum.0, &momentum.1, &params, &grads, reps);

@@ -371,8 +371,8 @@ mod tests {
 
     /// Against Burn's pooling, bit for bit: the CIFAR-10 net's pools (ceil mode, the last
     /// window cut short), Inception's VALID 3x3/2 on an odd size, a stride wider than the
-    /// window, stride 2 on an odd width, with and without autodiff; and the input gradient of a weighted sum. The inputs
-    /// take three values, so windows hold ties.
+    /// window, stride 2 on an odd width, with and without autodiff; and the input gradient of a
+    /// weighted sum. The inputs take three values, so windows hold ties.
     #[test]
     fn max_pooling_matches_burns_outputs_and_gradients() {
         let cases = [

@@ -75,7 +75,12 @@ pub fn fused_sgd<const D: usize>(
     step: SgdStep,
 ) -> Result<(Tensor<D>, Option<Tensor<D>>), SgdTensors<D>> {
     #[cfg(feature = "flex")]
-    if on_flex(&[&weight, &grad]) && velocity.as_ref().is_none_or(|v| on_flex(&[&weight, v])) {
+    if on_flex(
+        &[&weight, &grad]
+            .into_iter()
+            .chain(&velocity)
+            .collect::<Vec<_>>(),
+    ) {
         use crate::kernels::flex::{MomentumFactors, SgdFactors, Update};
         let lr = step.lr as f32;
         let Some(m) = step.momentum else {

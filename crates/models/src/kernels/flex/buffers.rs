@@ -49,24 +49,36 @@ pub(super) fn zeroed_chunks_of<T: Copy + Default + Send + Sync, const N: usize>(
     fill: impl Fn(usize, [&mut [T]; N]) + Sync + Send,
 ) -> [Vec<T>; N] {
     let mut outputs: [Vec<T>; N] = core::array::from_fn(|_| Vec::with_capacity(len));
-    {
-        // Chunk `index` of every output together, for the task that fills them.
-        let mut parts = outputs
-            .each_mut()
-            .map(|values| values.spare_capacity_mut()[..len].chunks_mut(chunk.max(1)));
-        let chunks: Vec<[&mut [MaybeUninit<T>]; N]> = (0..len.div_ceil(chunk.max(1)))
-            .map(|_| parts.each_mut().map(|p| p.next().expect("as many chunks")))
-            .collect();
-        chunks
-            .into_par_iter()
-            .enumerate()
-            .for_each(|(index, parts)| fill(index, parts.map(zeroed)));
-    }
+    let spare = outputs
+        .each_mut()
+        .map(|values| &mut values.spare_capacity_mut()[..len]);
+    chunks_side_by_side(spare, len, chunk)
+        .into_par_iter()
+        .enumerate()
+        .for_each(|(index, parts)| fill(index, parts.map(zeroed)));
     for values in &mut outputs {
         // SAFETY: the capacity is at least `len`, and every chunk of it was written above.
         unsafe { values.set_len(len) };
     }
     outputs
+}
+
+/// Chunk `index` of each of `buffers` (all `len` long) together, for each of the
+/// `len.div_ceil(chunk)` chunks (empty arrays where `N` is 0): for tasks that each take the same
+/// chunk of several outputs.
+pub(super) fn chunks_side_by_side<T, const N: usize>(
+    buffers: [&mut [T]; N],
+    len: usize,
+    chunk: usize,
+) -> Vec<[&mut [T]; N]> {
+    assert!(
+        buffers.iter().all(|b| b.len() == len),
+        "buffers of other lengths than {len}"
+    );
+    let mut parts = buffers.map(|b| b.chunks_mut(chunk.max(1)));
+    (0..len.div_ceil(chunk.max(1)))
+        .map(|_| parts.each_mut().map(|p| p.next().expect("as many chunks")))
+        .collect()
 }
 
 /// `part` zeroed, as the initialized values it now holds: for a kernel that fills an output

@@ -12,8 +12,7 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::buffers::{contiguous, zeroed_chunks, zeros};
-use super::dims4;
-use super::winograd::deinterleave;
+use super::{deinterleave, dims4};
 
 /// A max pooling's window, stride and rounding: ceil mode counts a last window that runs past
 /// the end (it then covers fewer places), as Burn's and PyTorch's `ceil_mode` do.

@@ -79,3 +79,17 @@ fn dims4(x: &FlexTensor) -> [usize; 4] {
     let shape = x.layout().shape();
     [shape[0], shape[1], shape[2], shape[3]]
 }
+
+/// `values` split into its even and odd elements (`even`, `odd`: `values.len() / 2` each, or
+/// as many as the shortest of the three allows).
+#[inline(always)]
+fn deinterleave<T: Copy>(values: &[T], even: &mut [T], odd: &mut [T]) {
+    for ((even, odd), pair) in even
+        .iter_mut()
+        .zip(odd.iter_mut())
+        .zip(values.chunks_exact(2))
+    {
+        *even = pair[0];
+        *odd = pair[1];
+    }
+}

@@ -13,7 +13,7 @@
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
-use super::buffers::{contiguous, owned};
+use super::buffers::{chunks_side_by_side, contiguous, owned};
 
 /// Values per rayon task: a few pages of each of the tensors.
 const CHUNK: usize = 16 * 1024;
@@ -200,18 +200,10 @@ fn in_one_pass<const S: usize>(
         "an optimizer's tensors differ in size"
     );
     // Chunk `k` of every slot together, for the task that takes chunk `k` of the weight.
-    let mut slot_chunks = slot_values.map(|values| values.chunks_mut(CHUNK));
-    let chunks: Vec<[&mut [f32]; S]> = (0..g.len().div_ceil(CHUNK))
-        .map(|_| {
-            slot_chunks
-                .each_mut()
-                .map(|c| c.next().expect("as many chunks"))
-        })
-        .collect();
     w_values
         .par_chunks_mut(CHUNK)
         .zip(g.par_chunks(CHUNK))
-        .zip(chunks)
+        .zip(chunks_side_by_side(slot_values, g.len(), CHUNK))
         .for_each(|((w, g), slots)| step(w, slots, g));
     (w, slots.into())
 }

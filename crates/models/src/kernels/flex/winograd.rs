@@ -26,6 +26,7 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::bf16_gemm::{Strided, turned_off};
+use super::deinterleave;
 use super::gemm_f32::{View, gemm_f32};
 use super::weight_sum::add_product_f32;
 
@@ -405,20 +406,6 @@ fn four_mut(buffer: &mut [f32], line: usize, range: Range<usize>) -> [&mut [f32]
 fn combine(dst: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
     for ((dst, &a), &b) in dst.iter_mut().zip(a).zip(b) {
         *dst = f(a, b);
-    }
-}
-
-/// `values` split into its even and odd elements (`even`, `odd`: `values.len() / 2` each, or
-/// as many as the shortest of the three allows).
-#[inline(always)]
-pub(super) fn deinterleave<T: Copy>(values: &[T], even: &mut [T], odd: &mut [T]) {
-    for ((even, odd), pair) in even
-        .iter_mut()
-        .zip(odd.iter_mut())
-        .zip(values.chunks_exact(2))
-    {
-        *even = pair[0];
-        *odd = pair[1];
     }
 }
 
