@@ -35,20 +35,23 @@ impl<'a> Layer<'a> {
     }
 }
 
-/// Times each layer alone and prints a table with their sum.
-pub fn layer_table(layers: Vec<Layer>, reps: usize, device: &Device) {
+/// Times each layer alone and prints a table with their sum; returns each layer's forward and
+/// forward+backward medians, in ms.
+pub fn layer_table(layers: Vec<Layer>, reps: usize, device: &Device) -> Vec<[f64; 2]> {
     let header = ["layer", "forward", "backward", "fwd+bwd"];
     println!(
         "{:<40} {:>8} {:>9} {:>8}",
         header[0], header[1], header[2], header[3]
     );
-    let mut total = [0.0, 0.0];
+    let mut times = Vec::new();
     for layer in layers {
         let [fwd, both] = time_layer(&layer, reps, device);
-        total = [total[0] + fwd, total[1] + both];
         row(layer.name, fwd, both);
+        times.push([fwd, both]);
     }
-    row("sum of layers", total[0], total[1]);
+    let total = |i: usize| times.iter().map(|t: &[f64; 2]| t[i]).sum::<f64>();
+    row("sum of layers", total(0), total(1));
+    times
 }
 
 /// Times formulations of one computation call by call in turn and prints a row each.

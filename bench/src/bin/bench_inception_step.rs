@@ -9,7 +9,9 @@
 //! except for the first convolution, whose input is the images, its input); backward is the
 //! difference. Batch norm runs on batch statistics, as in training. `convs`: instead of the
 //! blocks, one convolution of each kind of shape the net has, alone (no batch norm, ReLU,
-//! pooling or concatenation): set beside the blocks, what the rest of the step costs.
+//! pooling or concatenation): set beside the blocks, what the rest of the step costs; then each
+//! one's multiply-adds per second, forward and forward+backward (twice the forward's
+//! multiply-adds: the input gradient and the weight gradient), to read against `bench_peak`.
 
 use towers_bench::layer_timing::{Layer, layer_table};
 use towers_bench::{bench_device, reps};
@@ -31,12 +33,38 @@ fn main() {
     device.seed(0);
     let net = InceptionV3Config::new(1001).init(&device);
     println!("Inception v3, batch 32, 299x299, {entry}, {precision:?}, median of {reps} calls, ms");
-    let layers = match std::env::args().nth(3).as_deref() {
-        None => blocks(&net),
-        Some("convs") => convolutions(&net),
+    let table = |layers| with_precision(precision, || layer_table(layers, reps, &device));
+    match std::env::args().nth(3).as_deref() {
+        None => _ = table(blocks(&net)),
+        Some("convs") => {
+            let (layers, macs): (Vec<_>, Vec<_>) = convolutions(&net).into_iter().unzip();
+            let names: Vec<_> = layers.iter().map(|layer| layer.name).collect();
+            rates(&names, &macs, &table(layers));
+        }
         Some(other) => panic!("the third argument is `convs` or nothing, not {other}"),
-    };
-    with_precision(precision, || layer_table(layers, reps, &device));
+    }
+}
+
+/// Each convolution's multiply-adds per second from its forward multiply-adds and its forward
+/// and forward+backward times (ms), and those of all of them together.
+fn rates(names: &[&str], macs: &[f64], times: &[[f64; 2]]) {
+    let gmacs = |macs: f64, ms: f64| macs / ms / 1e6;
+    println!("\n{:<40} {:>8} {:>9}", "GMAC/s", "forward", "fwd+bwd");
+    for ((name, &macs), [fwd, both]) in names.iter().zip(macs).zip(times) {
+        println!(
+            "{name:<40} {:>8.1} {:>9.1}",
+            gmacs(macs, *fwd),
+            gmacs(3.0 * macs, *both)
+        );
+    }
+    let total: f64 = macs.iter().sum();
+    let [fwd, both] = [0, 1].map(|i| times.iter().map(|t| t[i]).sum::<f64>());
+    println!(
+        "{:<40} {:>8.1} {:>9.1}",
+        "all of them",
+        gmacs(total, fwd),
+        gmacs(3.0 * total, both)
+    );
 }
 
 const BATCH: usize = 32;
@@ -113,8 +141,8 @@ fn blocks(net: &InceptionV3) -> Vec<Layer<'_>> {
 
 /// One convolution of each kind of shape in the net (the stem's, and the 35x35, 17x17 and 8x8
 /// blocks'), alone, at stride 1, timed on the sum of its output, the gradient reaching its
-/// input.
-fn convolutions(net: &InceptionV3) -> Vec<Layer<'_>> {
+/// input; each with its forward pass's multiply-adds over the batch.
+fn convolutions(net: &InceptionV3) -> Vec<(Layer<'_>, f64)> {
     let (a, c, e) = (&net.mixed_5b, &net.mixed_6b, &net.mixed_7b);
     vec![
         alone(
@@ -162,9 +190,15 @@ fn convolutions(net: &InceptionV3) -> Vec<Layer<'_>> {
     ]
 }
 
-/// `conv` alone on `[BATCH, c, size, size]` inputs.
-fn alone<'a>(name: &'static str, [c, size]: [usize; 2], conv: &'a Conv2d) -> Layer<'a> {
-    Layer::new(name, [BATCH, c, size, size], true, move |x| {
+/// `conv` alone on `[BATCH, c, size, size]` inputs, and its forward pass's multiply-adds: one
+/// per kernel value, output place and image (counted from one image's output).
+fn alone<'a>(name: &'static str, [c, size]: [usize; 2], conv: &'a Conv2d) -> (Layer<'a>, f64) {
+    let device = conv.weight.val().device();
+    let [_, out, oh, ow] = conv2d(conv, Tensor::zeros([1, c, size, size], &device)).dims();
+    let [_, _, kh, kw] = conv.weight.dims();
+    let macs = (BATCH * out * oh * ow * c * kh * kw) as f64;
+    let layer = Layer::new(name, [BATCH, c, size, size], true, move |x| {
         conv2d(conv, x).sum()
-    })
+    });
+    (layer, macs)
 }
