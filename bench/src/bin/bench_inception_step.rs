@@ -2,8 +2,9 @@
 //! spends its time, block by block, on the default CPU backend (flex) or the device
 //! `TOWERS_BENCH_DEVICE` names.
 //!
-//! `cargo run --release -p towers-bench --bin bench_inception_step [REPS] [f32|bf16] [convs]`
-//! (default 3 and f32; medians after a warm-up; bf16: products in bf16, as `--precision bf16`).
+//! `cargo run --release -p towers-bench --bin bench_inception_step [REPS] [f32|bf16]
+//! [blocks|convs] [NAME]` (default 3, f32 and blocks; medians after a warm-up; bf16: products in bf16, as
+//! `--precision bf16`; NAME: only the rows whose name contains it, e.g. under a profiler).
 //! Each block is timed alone as `bench_step` times the CIFAR-10 net's layers: forward,
 //! then forward and backward of the output's sum (the gradient reaches the block's weights and,
 //! except for the first convolution, whose input is the images, its input); backward is the
@@ -33,15 +34,20 @@ fn main() {
     device.seed(0);
     let net = InceptionV3Config::new(1001).init(&device);
     println!("Inception v3, batch 32, 299x299, {entry}, {precision:?}, median of {reps} calls, ms");
+    let name = std::env::args().nth(4).unwrap_or_default();
+    let chosen = |layer: &Layer| layer.name.contains(&name);
     let table = |layers| with_precision(precision, || layer_table(layers, reps, &device));
     match std::env::args().nth(3).as_deref() {
-        None => _ = table(blocks(&net)),
+        None | Some("blocks") => _ = table(blocks(&net).into_iter().filter(chosen).collect()),
         Some("convs") => {
-            let (layers, macs): (Vec<_>, Vec<_>) = convolutions(&net).into_iter().unzip();
+            let convs = convolutions(&net)
+                .into_iter()
+                .filter(|(layer, _)| chosen(layer));
+            let (layers, macs): (Vec<_>, Vec<_>) = convs.unzip();
             let names: Vec<_> = layers.iter().map(|layer| layer.name).collect();
             rates(&names, &macs, &table(layers));
         }
-        Some(other) => panic!("the third argument is `convs` or nothing, not {other}"),
+        Some(other) => panic!("the third argument is `blocks` or `convs`, not {other}"),
     }
 }
 

@@ -536,6 +536,10 @@ mod tests {
                 winograd_5x5,
             ),
             (48, 32, [5, 5], [1, 1], PaddingConfig2d::Valid, [13, 11], 3),
+            // On AVX-512, the direct kernels' outputs stored straight from the grid: depth in
+            // two chunks (the second adds to what the first stored), a last block of 4 output
+            // channels, blocks of places across row ends and past the last row.
+            (80, 20, [5, 5], [1, 1], PaddingConfig2d::Same, [9, 13], 2),
         ];
         for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {
             let device = Device::flex().autodiff();
@@ -776,6 +780,9 @@ mod tests {
             (3, 64, [5, 5], [1, 1], PaddingConfig2d::Same, [24, 24], 2),
             (5, 17, [3, 3], [2, 2], PaddingConfig2d::Valid, [11, 9], 3),
             (33, 40, [1, 1], [1, 1], PaddingConfig2d::Valid, [7, 5], 2),
+            // Two chunks of 64 channel pairs, a last block of 4 output channels, blocks of
+            // places across row ends (`vector_conv`'s outputs stored from the grid).
+            (160, 20, [3, 3], [1, 1], PaddingConfig2d::Same, [9, 13], 2),
         ];
         for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {
             let case = format!("{c_in}->{c_out} {kernel:?}/{stride:?} {padding:?}");

@@ -85,7 +85,16 @@ pub(super) fn chunks_side_by_side<T, const N: usize>(
 /// chunk by chunk, each chunk zeroed just before it is written, in cache.
 pub(super) fn zeroed<T: Copy + Default>(part: &mut [MaybeUninit<T>]) -> &mut [T] {
     part.fill(MaybeUninit::new(T::default()));
-    // SAFETY: every element of `part` was just written, and `MaybeUninit<T>` has `T`'s layout.
+    // SAFETY: every element of `part` was just written.
+    unsafe { written(part) }
+}
+
+/// `part` as the values a kernel wrote into it.
+///
+/// # Safety
+/// Every element of `part` has been written.
+pub(super) unsafe fn written<T>(part: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: `MaybeUninit<T>` has `T`'s layout, and the caller wrote every element.
     unsafe { &mut *(part as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 

@@ -22,6 +22,7 @@ use burn::backend::ops::FloatTensorOps;
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
@@ -198,15 +199,27 @@ enum WindowlessKernel {
 
 impl WindowlessKernel {
     /// `y = conv(x, kernel)` for `images` (`[n, c, h, w]`) padded by `padding`, on the calling
-    /// thread.
-    fn forward(&self, y: &mut [f32], x: &[f32], images: [usize; 4], padding: [usize; 2]) {
+    /// thread; returns `y`, written. The kernels that take `&mut [f32]` get it zeroed, in one
+    /// pass over the thread's share.
+    fn forward<'y>(
+        &self,
+        y: &'y mut [MaybeUninit<f32>],
+        x: &[f32],
+        images: [usize; 4],
+        padding: [usize; 2],
+    ) -> &'y mut [f32] {
+        if let Self::Vectors(kernel) = self {
+            return vectors::forward(y, x, images, kernel, padding);
+        }
+        let y = zeroed(y);
         match self {
             Self::Direct(kernel) => direct::forward(y, x, images, kernel, padding),
             Self::Winograd(kernel) => winograd::forward(y, x, images, kernel, padding),
             Self::Winograd5x5(kernel) => winograd_5x5::forward(y, x, images, kernel, padding),
             Self::Winograd7x1(kernel) => winograd_7x1::forward(y, x, images, kernel, padding),
-            Self::Vectors(kernel) => vectors::forward(y, x, images, kernel, padding),
+            Self::Vectors(_) => unreachable!("taken above"),
         }
+        y
     }
 }
 
@@ -263,9 +276,8 @@ fn convolve(
                 }
             }
             ImageProduct::Windowless { kernel, padding } => {
-                let y = zeroed(y);
                 let images = [x.len() / (c * h * w), c, h, w];
-                kernel.forward(y, x, images, *padding);
+                let y = kernel.forward(y, x, images, *padding);
                 if let Some(bias) = bias {
                     bias_relu::apply(y, bias, places);
                 }
@@ -667,13 +679,13 @@ mod vectors {
         false
     }
 
-    pub(super) fn forward(
-        _: &mut [f32],
+    pub(super) fn forward<'y>(
+        _: &'y mut [std::mem::MaybeUninit<f32>],
         _: &[f32],
         _: [usize; 4],
         k: &PackedKernel,
         _: [usize; 2],
-    ) {
+    ) -> &'y mut [f32] {
         match *k {}
     }
 }
@@ -710,13 +722,13 @@ mod direct {
         false
     }
 
-    pub(super) fn forward(
-        _: &mut [f32],
+    pub(super) fn forward<'y>(
+        _: &'y mut [std::mem::MaybeUninit<f32>],
         _: &[f32],
         _: [usize; 4],
         k: &PackedKernel,
         _: [usize; 2],
-    ) {
+    ) -> &'y mut [f32] {
         match *k {}
     }
 
