@@ -533,17 +533,16 @@ impl<'a> Planes<'a> {
             if first >= last {
                 continue;
             }
-            let plane = &self.data[(i * self.per_image + self.first + ch) * size..][..size];
-            // The rows the next chunk will read from this plane, into L2: a chunk reads every
-            // channel's plane in turn, far more streams than the hardware prefetcher follows.
-            let next = last * self.cols..((2 * last - first) * self.cols).min(size);
-            prefetch::<_MM_HINT_T1>(plane, next);
+            let plane_start = (i * self.per_image + self.first + ch) * size;
             let mut copy = |values: core::ops::Range<usize>, at: usize| {
                 // `plane[values]` lands on the places `at ..`; keep what lies in the line.
                 let (lo, hi) = (at.max(start), (at + values.len()).min(end));
                 if lo < hi {
-                    let src = &plane[values.start + lo - at..values.start + hi - at];
-                    convert(&mut line[lo - start..hi - start], src);
+                    let from = plane_start + values.start + lo - at;
+                    // The next channel's same rows, which the chunk reads next, asked for as
+                    // these are read: a chunk reads every channel's plane in turn, far more
+                    // streams than the hardware prefetcher follows.
+                    convert(&mut line[lo - start..hi - start], (self.data, from), size);
                 }
             };
             if self.cols == wp {
@@ -558,11 +557,14 @@ impl<'a> Planes<'a> {
     }
 }
 
-/// `dst` = `src` rounded to bf16 (as the tiles' packers round).
+/// `dst` = `data[from ..]` rounded to bf16 (as the tiles' packers round), asking for the
+/// values `ahead` further on to be brought to cache as it goes.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-fn convert(dst: &mut [u16], src: &[f32]) {
-    assert_eq!(dst.len(), src.len());
-    for (dst, src) in dst.chunks_mut(DEPTH).zip(src.chunks(DEPTH)) {
+fn convert(dst: &mut [u16], (data, from): (&[f32], usize), ahead: usize) {
+    let src = &data[from..from + dst.len()];
+    for (k, (dst, src)) in dst.chunks_mut(DEPTH).zip(src.chunks(DEPTH)).enumerate() {
+        let at = from + k * DEPTH + ahead;
+        prefetch::<_MM_HINT_T0>(data, at..at + DEPTH);
         // SAFETY: the features are enabled here; `src` has `src.len()` floats to read, and the
         // store writes only the first `src.len()` (at most 32) words of `dst`, as long.
         unsafe {
