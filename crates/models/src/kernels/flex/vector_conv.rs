@@ -284,9 +284,7 @@ impl Grid {
             plane,
         }
     }
-}
 
-impl Grid {
     /// Where the 16 grid places from `first` land in an output plane (`oh × ow`): the lanes
     /// that are output places (not a dropped column, not past the last row) and the index of
     /// the first of them. Output places follow each other on the grid as in the plane, so
