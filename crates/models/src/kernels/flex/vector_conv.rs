@@ -21,13 +21,12 @@
 //! images took the CIFAR-10 net's conv2 from 33 to 28 ms forward and backward.
 
 use core::arch::x86_64::*;
-use rayon::prelude::*;
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 use super::bf16_conv::pack_pairs;
-use super::bf16_gemm::amx::{Avx512Bf16, load_bf16_run};
+use super::bf16_gemm::amx::{Avx512Bf16, rounded_bits};
 use super::bf16_gemm::{Strided, turned_off};
 use super::buffers::{written, zeroed, zeroed_chunks};
 use super::transpose::transpose;
@@ -181,11 +180,10 @@ impl PackedKernel {
             data: Vec::new(),
         };
         let (depth, taps, rows) = (kernel.depth(), kh * kw, kernel.rows());
-        // In bf16, every value rounded first, 32 at a time: rounded one by one as gathered,
-        // they took a sixth of Mixed_7b's 3x3 (1.5 M values, packed twice a step).
+        // In bf16, every value rounded first (`rounded_bits`), not one by one as gathered.
         let rounded = match lanes {
             Lanes::F32(_) => Vec::new(),
-            Lanes::Bf16Pairs(avx) => bf16_bits(avx, weight),
+            Lanes::Bf16Pairs(_) => rounded_bits(weight),
         };
         let inside = |o: usize, ch: usize| ch < c && o < out;
         // The bits at depth `d`: channel d in f32, channels 2d and 2d + 1 as a bf16 pair.
@@ -244,34 +242,6 @@ impl PackedKernel {
             Lanes::F32(_) => self.c,
             Lanes::Bf16Pairs(_) => self.c.div_ceil(2),
         }
-    }
-}
-
-/// `values` rounded to bf16, as bit patterns (as [`tile_bits`](super::bf16_gemm::amx::tile_bits) rounds
-/// them), 32 at a time.
-/// On rayon's threads, as the gather after it: on the calling thread, the other core waited.
-fn bf16_bits(avx: Avx512Bf16, values: &[f32]) -> Vec<u16> {
-    const TASK: usize = 1 << 14;
-    let mut bits = vec![0; values.len()];
-    let tasks = bits.par_chunks_mut(TASK).zip(values.par_chunks(TASK));
-    tasks.for_each(|(bits, values)| {
-        for (bits, values) in bits.chunks_mut(32).zip(values.chunks(32)) {
-            // SAFETY: `avx` proves AVX-512 F, BW and BF16; both chunks are `values.len()` long.
-            unsafe { round_run(avx, bits, values) };
-        }
-    });
-    bits
-}
-
-/// # Safety
-/// AVX-512 F, BW and BF16 present; `bits` and `values` of one length, at most 32.
-#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn round_run(_: Avx512Bf16, bits: &mut [u16], values: &[f32]) {
-    let mask = (u64::MAX >> (64 - values.len())) as __mmask32;
-    // SAFETY: the caller's contract; only the first `values.len()` words are stored.
-    unsafe {
-        let words = load_bf16_run(values.as_ptr(), values.len());
-        _mm512_mask_storeu_epi16(bits.as_mut_ptr().cast(), mask, words);
     }
 }
 

@@ -25,14 +25,16 @@
 
 use super::bf16_gemm::amx::{
     Amx, Avx512Bf16, BLOCK, Block, DEPTH, ROWS, Tile, TileSession, ZERO_TILE, interleave_bf16,
-    lane_mask, load_bf16_run, tile_bits, transpose,
+    lane_mask, load_bf16_run, rounded_bits, transpose,
 };
 use super::bf16_gemm::kernel;
 use super::buffers::prefetch;
 use crate::kernels::precision::Bf16Kernel;
 use core::arch::asm;
 use core::arch::x86_64::*;
+use rayon::prelude::*;
 use std::cell::RefCell;
+use std::ops::Range;
 
 #[cfg(test)]
 mod tests;
@@ -187,8 +189,15 @@ impl PackedKernel {
             out * c * taps,
             "weight is not [{out}, {c}, {kh}, {kw}]"
         );
-        Self::from_fn([out, c, kh, kw], |o, ch, tap| {
-            weight[(o * c + ch) * taps + tap]
+        let bits = rounded_bits(weight);
+        Self::from_blocks([out, c, kh, kw], |tiles, outs| {
+            for o in outs {
+                for ch in 0..c {
+                    for tap in 0..taps {
+                        tiles.put(o, ch, tap, bits[(o * c + ch) * taps + tap]);
+                    }
+                }
+            }
         })
     }
 
@@ -202,13 +211,14 @@ impl PackedKernel {
             out * c * taps,
             "weight is not [{out}, {c}, {kh}, {kw}]"
         );
-        // Read in the weight's own order (a read per element strided by `c·taps` was 4.5% of
-        // Inception's step), written to element (i, o, flipped tap).
-        Self::from_writes([c, out, kh, kw], |tiles| {
+        let bits = rounded_bits(weight);
+        // Read in runs of the weight's own order (a read per element strided by `c·taps` was
+        // 4.5% of Inception's step): a block's inputs `i` lie side by side in each row `o`.
+        Self::from_blocks([c, out, kh, kw], |tiles, inputs| {
             for o in 0..out {
-                for i in 0..c {
+                for i in inputs.clone() {
                     let first = (o * c + i) * taps;
-                    for (tap, &value) in weight[first..first + taps].iter().enumerate() {
+                    for (tap, &value) in bits[first..first + taps].iter().enumerate() {
                         tiles.put(i, o, taps - 1 - tap, value);
                     }
                 }
@@ -216,58 +226,57 @@ impl PackedKernel {
         })
     }
 
-    /// The kernel whose element `(o, ch, tap)` (`tap` row-major `ky·kw + kx`) is
-    /// `value(o, ch, tap)`.
-    fn from_fn([out, c, kh, kw]: [usize; 4], value: impl Fn(usize, usize, usize) -> f32) -> Self {
-        Self::from_writes([out, c, kh, kw], |tiles| {
-            for o in 0..out {
-                for ch in 0..c {
-                    for tap in 0..kh * kw {
-                        tiles.put(o, ch, tap, value(o, ch, tap));
-                    }
-                }
-            }
-        })
-    }
-
-    /// The kernel `[out, c, kh, kw]` whose elements `writes` puts into the tiles it is handed,
-    /// in any order; those it leaves are zero.
-    fn from_writes([out, c, kh, kw]: [usize; 4], writes: impl FnOnce(&mut KernelTiles)) -> Self {
+    /// The kernel `[out, c, kh, kw]`, its tiles filled a block of 16 output channels at a time
+    /// on rayon's threads (on the calling thread, one value at a time, they were a serial share
+    /// of every step that grows with the cores): `fill(tiles, outs)` puts the elements of
+    /// output channels `outs` into `tiles`, which holds that block's; those it leaves are zero.
+    fn from_blocks(
+        [out, c, kh, kw]: [usize; 4],
+        fill: impl Fn(&mut KernelTiles, Range<usize>) + Sync,
+    ) -> Self {
         // The geometry of the smallest image the kernel fits: its depth layout is that of all.
         let g = Geometry::new([c, kh, kw], [kh, kw], [0, 0]);
         let (depth_blocks, depth_taps) = (g.channels().div_ceil(DEPTH), g.taps());
         let steps = depth_taps * depth_blocks;
-        let mut tiles = KernelTiles {
-            tiles: vec![ZERO_TILE; out.div_ceil(BLOCK) * 2 * steps],
-            g,
-            depth_blocks,
-            depth_taps,
-        };
-        writes(&mut tiles);
+        let mut tiles = vec![ZERO_TILE; out.div_ceil(BLOCK) * 2 * steps];
+        tiles
+            .par_chunks_mut(steps.max(1))
+            .enumerate()
+            .for_each(|(block, tiles)| {
+                let first = block * ROWS;
+                let mut tiles = KernelTiles {
+                    tiles,
+                    first,
+                    g,
+                    depth_blocks,
+                };
+                fill(&mut tiles, first.min(out)..(first + ROWS).min(out));
+            });
         Self {
             out,
             c,
             kh,
             kw,
-            tiles: tiles.tiles,
+            tiles,
         }
     }
 }
 
-/// A [`PackedKernel`]'s tiles while they are filled.
-struct KernelTiles {
-    tiles: Vec<Tile>,
+/// The tiles of one block of 16 output channels of a [`PackedKernel`] while they are filled.
+struct KernelTiles<'a> {
+    tiles: &'a mut [Tile],
+    /// The block's first output channel.
+    first: usize,
     g: Geometry,
     depth_blocks: usize,
-    depth_taps: usize,
 }
 
-impl KernelTiles {
-    /// Element `(o, ch, tap)` (`tap` row-major `ky·kw + kx`), rounded to bf16.
-    fn put(&mut self, o: usize, ch: usize, tap: usize, value: f32) {
+impl KernelTiles<'_> {
+    /// Element `(o, ch, tap)` (`tap` row-major `ky·kw + kx`, `o` in the block) as bf16 `bits`.
+    fn put(&mut self, o: usize, ch: usize, tap: usize, bits: u16) {
         let [tap_index, v] = self.g.depth_index(ch, tap);
-        let tile = (o / ROWS * self.depth_taps + tap_index) * self.depth_blocks + v / DEPTH;
-        self.tiles[tile].0[o % ROWS * DEPTH + v % DEPTH] = tile_bits(value);
+        let tile = tap_index * self.depth_blocks + v / DEPTH;
+        self.tiles[tile].0[(o - self.first) * DEPTH + v % DEPTH] = bits;
     }
 }
 

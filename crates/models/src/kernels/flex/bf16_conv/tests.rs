@@ -395,3 +395,44 @@ fn kernel_larger_than_the_padded_image_panics() {
     let kernel = PackedKernel::new(&random(9, 1), [1, 1, 3, 3]);
     forward(&mut [0.0; 1], &random(4, 2), [1, 1, 2, 2], &kernel, [0, 0]);
 }
+
+/// Every element of a packed kernel lies in its tile where `Geometry::depth_index` puts it,
+/// rounded as `tile_bits` rounds it, and every other place is zero: kernels of several blocks
+/// of 16 output channels (each block filled on a thread of its own) and a last partial one,
+/// folded (RGB) and not, 3x3 and 1x7, and the input gradient's flipped and transposed kernel.
+#[test]
+fn packed_kernels_hold_every_value_in_place() {
+    use super::super::bf16_gemm::amx::tile_bits;
+    for [out, c, kh, kw] in [[40, 3, 3, 3], [37, 70, 3, 3], [20, 33, 1, 7]] {
+        let taps = kh * kw;
+        let weight = random(out * c * taps, 7);
+        let check = |kernel: PackedKernel,
+                     [outs, chs]: [usize; 2],
+                     value: &dyn Fn(usize, usize, usize) -> f32| {
+            let g = Geometry::new([chs, kh, kw], [kh, kw], [0, 0]);
+            let (depth_blocks, depth_taps) = (g.channels().div_ceil(DEPTH), g.taps());
+            let mut want = vec![ZERO_TILE; kernel.tiles.len()];
+            for (o, ch, tap) in (0..outs)
+                .flat_map(|o| (0..chs).flat_map(move |ch| (0..taps).map(move |t| (o, ch, t))))
+            {
+                let [t, v] = g.depth_index(ch, tap);
+                let tile = (o / ROWS * depth_taps + t) * depth_blocks + v / DEPTH;
+                want[tile].0[o % ROWS * DEPTH + v % DEPTH] = tile_bits(value(o, ch, tap));
+            }
+            let same = kernel
+                .tiles
+                .iter()
+                .zip(&want)
+                .all(|(got, want)| got.0 == want.0);
+            assert!(same, "[{outs}, {chs}, {kh}, {kw}]");
+        };
+        let forward = PackedKernel::new(&weight, [out, c, kh, kw]);
+        check(forward, [out, c], &|o, ch, tap| {
+            weight[(o * c + ch) * taps + tap]
+        });
+        let flipped = PackedKernel::flipped_transposed(&weight, [out, c, kh, kw]);
+        check(flipped, [c, out], &|i, o, tap| {
+            weight[(o * c + i) * taps + taps - 1 - tap]
+        });
+    }
+}
