@@ -25,7 +25,7 @@
 
 use super::bf16_gemm::amx::{
     Amx, Avx512Bf16, BLOCK, Block, DEPTH, ROWS, Tile, TileSession, ZERO_TILE, interleave_bf16,
-    lane_mask, load_bf16_run, rounded_bits, transpose,
+    lane_mask, rounded_bits, store_bf16_run, transpose,
 };
 use super::bf16_gemm::kernel;
 use super::buffers::prefetch;

@@ -565,13 +565,9 @@ fn convert(dst: &mut [u16], (data, from): (&[f32], usize), ahead: usize) {
     for (k, (dst, src)) in dst.chunks_mut(DEPTH).zip(src.chunks(DEPTH)).enumerate() {
         let at = from + k * DEPTH + ahead;
         prefetch::<_MM_HINT_T0>(data, at..at + DEPTH);
-        // SAFETY: the features are enabled here; `src` has `src.len()` floats to read, and the
-        // store writes only the first `src.len()` (at most 32) words of `dst`, as long.
-        unsafe {
-            let words = load_bf16_run(src.as_ptr(), src.len());
-            let mask = (u64::MAX >> (64 - src.len())) as __mmask32;
-            _mm512_mask_storeu_epi16(dst.as_mut_ptr().cast(), mask, words);
-        }
+        // SAFETY: the features are enabled here; `dst` and `src` are chunks of one length, at
+        // most 32.
+        unsafe { store_bf16_run(dst, src) };
     }
 }
 

@@ -550,10 +550,11 @@ pub(crate) fn rounded_bits(values: &[f32]) -> Vec<u16> {
     let mut bits = vec![0; values.len()];
     let tasks = bits.par_chunks_mut(TASK).zip(values.par_chunks(TASK));
     tasks.for_each(|(bits, values)| match avx512 {
-        Some(avx512) => {
+        Some(_) => {
             for (bits, values) in bits.chunks_mut(DEPTH).zip(values.chunks(DEPTH)) {
-                // SAFETY: `avx512` proves the features; both chunks have `values.len()` values.
-                unsafe { round_run(avx512, bits, values) };
+                // SAFETY: `Avx512Bf16::get` found the features; both chunks have
+                // `values.len()` values, at most 32.
+                unsafe { store_bf16_run(bits, values) };
             }
         }
         None => bits
@@ -564,10 +565,12 @@ pub(crate) fn rounded_bits(values: &[f32]) -> Vec<u16> {
     bits
 }
 
+/// `bits` = `values` rounded to bf16 (`load_bf16_run`): up to 32 at a time.
+///
 /// # Safety
 /// AVX-512 F, BW and BF16 present; `bits` and `values` of one length, at most 32.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn round_run(_: Avx512Bf16, bits: &mut [u16], values: &[f32]) {
+pub(crate) unsafe fn store_bf16_run(bits: &mut [u16], values: &[f32]) {
     let mask = (u64::MAX >> (64 - values.len())) as __mmask32;
     // SAFETY: the caller's contract; only the first `values.len()` words are stored.
     unsafe {
