@@ -33,12 +33,24 @@ pub fn avg_pool2d(pool: &AvgPool2d, x: Tensor<4>) -> Tensor<4> {
     pool.forward(x)
 }
 
-/// `conv.forward(x)`, its products in this thread's [`Precision`].
+/// `conv.forward(x)`, its products in this thread's [`Precision`]. `x` is f32, or bf16 as
+/// [`crate::OffsetBatchNorm::forward_relu_into`] hands it to a convolution.
 pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
+    let precision = current_precision();
+    #[cfg(feature = "flex")]
+    if x.dtype() == DType::BF16
+        && let Some(y) = flex_route::conv2d(conv, &x, precision)
+    {
+        return y;
+    }
+    // Every other path reads f32: a bf16 input widened, exactly.
+    let x = match x.dtype() {
+        DType::BF16 => x.cast(DType::F32),
+        _ => x,
+    };
     if let Some(y) = whole_input_conv2d(conv, &x) {
         return y;
     }
-    let precision = current_precision();
     #[cfg(feature = "flex")]
     if let Some(y) = flex_route::conv2d(conv, &x, precision) {
         return y;
@@ -47,6 +59,18 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
         Precision::F32 => conv.forward(x),
         low => cast_conv2d(conv, x, low.dtype()),
     }
+}
+
+/// Whether `conv` reads an input of `dims` rounded to bf16 as it is, in this thread's
+/// precision (see [`crate::OffsetBatchNorm::forward_relu_into`]); never off flex.
+pub(crate) fn reads_rounded(conv: &Conv2d, dims: [usize; 4]) -> bool {
+    #[cfg(feature = "flex")]
+    return flex_route::reads_rounded(conv, dims);
+    #[cfg(not(feature = "flex"))]
+    return {
+        let _ = (conv, dims);
+        false
+    };
 }
 
 /// `relu(conv.forward(x))`, its products in this thread's [`Precision`]; on the flex kernels
@@ -135,7 +159,7 @@ pub(crate) mod flex_route {
 
     use crate::kernels::flex::FlexKernels;
     use crate::kernels::padding::conv_padding;
-    use crate::kernels::precision::Precision;
+    use crate::kernels::precision::{Precision, current_precision};
 
     /// `x · weight` over `x`'s last dimension, in bf16 on the flex kernels; `None` for other
     /// types or devices.
@@ -156,9 +180,35 @@ pub(crate) mod flex_route {
 
     /// An f32 flex tensor with no empty dimension (Burn's kernels report or handle those).
     pub(crate) fn on_flex<const D: usize>(x: &Tensor<D>) -> bool {
-        x.dtype() == DType::F32
+        on_flex_in(x, DType::F32)
+    }
+
+    /// [`on_flex`] in `dtype`.
+    fn on_flex_in<const D: usize>(x: &Tensor<D>, dtype: DType) -> bool {
+        x.dtype() == dtype
             && matches!(x.device().inner().as_dispatch(), DispatchDevice::Flex(_))
             && x.dims().iter().all(|&d| d > 0)
+    }
+
+    /// Whether `conv` reads an input of `[_, c, h, w]` rounded to bf16 as it is, in this
+    /// thread's precision: in bf16, at stride 1 with a window wider than a pixel, where the
+    /// direct vector kernels take it forward and for the weight gradient (AVX-512 BF16 without
+    /// AMX; `crate::kernels::flex::reads_bf16_images`). Elsewhere the convolution widens such
+    /// an input to f32 first, a pass for nothing.
+    pub(crate) fn reads_rounded(conv: &Conv2d, [_, c, h, w]: [usize; 4]) -> bool {
+        let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+        current_precision() == Precision::Bf16
+            && conv.stride == [1, 1]
+            && conv.groups == 1
+            && conv.dilation == [1, 1]
+            && rows.0 == rows.1
+            && cols.0 == cols.1
+            && crate::kernels::flex::reads_bf16_images(
+                c,
+                conv.kernel_size,
+                [h, w],
+                [rows.0, cols.0],
+            )
     }
 
     /// Whether the flex kernels take `pool` of `x`: no padding or dilation.
@@ -197,12 +247,14 @@ pub(crate) mod flex_route {
         Some(Tensor::from_dispatch(y))
     }
 
-    /// [`crate::OffsetBatchNorm::forward_relu`] on batch statistics: the output and the
-    /// batch's `[2, c]` moments (mean, biased variance), on the flex kernels.
+    /// [`crate::OffsetBatchNorm::forward_relu`] on batch statistics: the output (`rounded` to
+    /// bf16, or f32) and the batch's `[2, c]` moments (mean, biased variance), on the flex
+    /// kernels.
     pub(crate) fn batch_norm_relu(
         x: &Tensor<4>,
         beta: Tensor<1>,
         epsilon: f64,
+        rounded: bool,
     ) -> Option<(Tensor<4>, Tensor<2>)> {
         if !on_flex(x) {
             return None;
@@ -211,6 +263,7 @@ pub(crate) mod flex_route {
             x.clone().into_dispatch(),
             beta.into_dispatch(),
             epsilon,
+            rounded,
         );
         Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
     }
@@ -268,12 +321,14 @@ pub(crate) mod flex_route {
     }
 
     /// [`crate::OffsetBatchNorm::forward_relu`] on given statistics (the moving averages: in
-    /// evaluation, or with training turned off) on the flex kernels.
+    /// evaluation, or with training turned off) on the flex kernels, the output `rounded` to
+    /// bf16 or f32.
     pub(crate) fn batch_norm_relu_given(
         x: &Tensor<4>,
         beta: Tensor<1>,
         averages: [Tensor<1>; 2],
         epsilon: f64,
+        rounded: bool,
     ) -> Option<Tensor<4>> {
         if !on_flex(x) {
             return None;
@@ -283,6 +338,7 @@ pub(crate) mod flex_route {
             beta.into_dispatch(),
             stacked(averages).into_dispatch(),
             epsilon,
+            rounded,
         );
         Some(Tensor::from_dispatch(y))
     }
@@ -356,7 +412,9 @@ pub(crate) mod flex_route {
             Precision::F16 => return None,
         };
         let plain = conv.groups == 1 && conv.dilation == [1, 1];
-        (on_flex(x) && plain && symmetric && fits).then_some(([rows.0, cols.0], bf16))
+        // f32 inputs, or in bf16 inputs already rounded to it.
+        let input = on_flex(x) || bf16 && on_flex_in(x, DType::BF16);
+        (input && plain && symmetric && fits).then_some(([rows.0, cols.0], bf16))
     }
 }
 

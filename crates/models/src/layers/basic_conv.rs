@@ -67,6 +67,13 @@ impl BasicConv {
         self.bn.forward_relu(conv2d(&self.conv, x))
     }
 
+    /// [`forward`](Self::forward) for an output that only `next` reads, handed on as `next`
+    /// reads it best ([`OffsetBatchNorm::forward_relu_into`]: in bf16 on the direct vector
+    /// kernels, rounded to bf16 already).
+    pub fn forward_into(&self, x: Tensor<4>, next: &BasicConv) -> Tensor<4> {
+        self.bn.forward_relu_into(conv2d(&self.conv, x), &next.conv)
+    }
+
     /// [`forward`](Self::forward) of `pool`'s output (Inception's pooling branches), computed
     /// as the pool of the convolution's output when the convolution is 1x1 at stride 1: it mixes
     /// channels place by place and the average pool mixes places channel by channel with
@@ -93,6 +100,13 @@ impl BasicConv {
     /// the convolution by [`conv_images`].
     pub fn forward_images(&self, images: Tensor<4>) -> Tensor<4> {
         self.bn.forward_relu(conv_images(&self.conv, images))
+    }
+
+    /// [`forward_into`](Self::forward_into) of an input that needs no gradient (a network's
+    /// images), the convolution by [`conv_images`].
+    pub fn forward_images_into(&self, images: Tensor<4>, next: &BasicConv) -> Tensor<4> {
+        self.bn
+            .forward_relu_into(conv_images(&self.conv, images), &next.conv)
     }
 }
 
@@ -144,6 +158,77 @@ mod tests {
                 plain.3.reshape([1, 1, 1, -1]),
             );
             assert!(beta < 1e-5, "offset gradients, {what}");
+        }
+    }
+
+    /// In bf16, a layer's output handed to the next convolution rounded to bf16 gives the very
+    /// bits of handing it in f32 (the convolution rounds its input to bf16 either way): the
+    /// next layer's output and the gradients of the input, both kernels and both offsets. For
+    /// convolutions that read the rounded input as they are (3x3 and 5x5 at stride 1, on both
+    /// of `vector_conv`'s layouts; a 1x7, whose weight gradient widens it) and ones that widen
+    /// it (1x1, stride 2), on every CPU (the kernels that round differ by CPU, and so does the
+    /// path taken). And `forward_into` hands it on rounded exactly where the next reads it so,
+    /// never to a 1x7 (its weight gradient builds windows), a 1x1 or a strided one.
+    #[test]
+    fn rounded_outputs_give_the_next_convolution_the_same_bits() {
+        use crate::kernels::dispatch::reads_rounded;
+        use crate::{Precision, with_precision};
+        use burn::tensor::DType;
+        let device = Device::flex().autodiff();
+        let random = |dims: [usize; 4]| Tensor::<4>::random(dims, Distribution::Default, &device);
+        let first = BasicConvConfig::new([8, 32], [3, 3]).init(&device);
+        // The last field: whether the next may read it rounded (on the direct vector kernels).
+        let cases = [
+            ([3, 3], [1, 1], 32, true),
+            ([3, 3], [1, 1], 24, true),
+            ([5, 5], [1, 1], 24, true),
+            ([1, 7], [1, 1], 16, false),
+            ([1, 1], [1, 1], 16, false),
+            ([3, 3], [2, 2], 16, false),
+        ];
+        for (kernel, stride, out, may_read_rounded) in cases {
+            let case = format!("next {kernel:?}/{stride:?} -> {out}");
+            let next = BasicConvConfig::new([32, out], kernel)
+                .with_stride(stride)
+                .init(&device);
+            let x = random([2, 8, 11, 13]).require_grad();
+            // SAME padding: outputs of 11.div_ceil(stride) x 13.div_ceil(stride).
+            let probe = random([
+                2,
+                out,
+                11usize.div_ceil(stride[0]),
+                13usize.div_ceil(stride[1]),
+            ]);
+            let run = |rounded: bool| {
+                with_precision(Precision::Bf16, || {
+                    let mid = first
+                        .bn
+                        .normalized_relu(conv2d(&first.conv, x.clone()), rounded);
+                    let dtype = mid.dtype();
+                    let y = next.forward(mid);
+                    let grads = (y.clone() * probe.clone()).sum().backward();
+                    let grad = |t: Tensor<4>| t.grad(&grads).unwrap().into_data();
+                    let kernels = [&first, &next].map(|l| grad(l.conv.weight.val()));
+                    let offsets =
+                        [&first, &next].map(|l| l.bn.beta.val().grad(&grads).unwrap().into_data());
+                    (dtype, [y.into_data(), grad(x.clone())], kernels, offsets)
+                })
+            };
+            let (plain, rounded) = (run(false), run(true));
+            assert_eq!((plain.0, rounded.0), (DType::F32, DType::BF16), "{case}");
+            assert_eq!(plain.1, rounded.1, "{case}: output or input gradient");
+            assert_eq!(plain.2, rounded.2, "{case}: kernel gradients");
+            assert_eq!(plain.3, rounded.3, "{case}: offset gradients");
+            let handed = with_precision(Precision::Bf16, || {
+                let rounds = reads_rounded(&next.conv, [2, 32, 11, 13]);
+                (first.forward_into(x.clone(), &next).dtype(), rounds)
+            });
+            let expected = match handed.1 {
+                true => DType::BF16,
+                false => DType::F32,
+            };
+            assert_eq!(handed.0, expected, "{case}");
+            assert!(may_read_rounded || !handed.1, "{case}");
         }
     }
 }

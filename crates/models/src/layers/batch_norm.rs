@@ -1,8 +1,11 @@
 use burn::config::Config;
 use burn::module::{Flag, Module, Param, RunningState};
 use burn::nn::Initializer;
+use burn::nn::conv::Conv2d;
 use burn::nn::pool::MaxPool2d;
 use burn::tensor::{Tensor, assert_shape};
+
+use crate::kernels::dispatch::reads_rounded;
 
 /// Configuration of [`OffsetBatchNorm`]; the defaults are TF-slim Inception v3's.
 #[derive(Config, Debug)]
@@ -97,14 +100,34 @@ impl OffsetBatchNorm {
     /// (`flex/batch_norm.rs`): on batch statistics while training, on the moving averages
     /// otherwise (evaluation, where Burn's batch norm ran its elementwise ops on one thread).
     pub fn forward_relu(&self, x: Tensor<4>) -> Tensor<4> {
+        self.normalized_relu(x, false)
+    }
+
+    /// [`forward_relu`](Self::forward_relu) for an output that only the convolution `next`
+    /// reads: handed on rounded to bf16 where `next` reads such an input as it is, forward and
+    /// for its weight gradient (in a bf16 span on flex, on the direct vector kernels: stride 1,
+    /// a window more than a pixel high, AVX-512 BF16 without AMX), else as `forward_relu`
+    /// gives it. `next` rounds its input to
+    /// bf16 anyway, so it computes the same bits, from half the bytes written, kept for the
+    /// backward pass and packed; the output's gradient is f32 still.
+    pub fn forward_relu_into(&self, x: Tensor<4>, next: &Conv2d) -> Tensor<4> {
+        let rounded = reads_rounded(next, x.dims());
+        self.normalized_relu(x, rounded)
+    }
+
+    /// `relu(self.forward(x))`, on flex `rounded` to bf16 or in f32.
+    #[cfg_attr(not(feature = "flex"), allow(unused_variables))]
+    pub(crate) fn normalized_relu(&self, x: Tensor<4>, rounded: bool) -> Tensor<4> {
         #[cfg(feature = "flex")]
         {
             use crate::kernels::dispatch::flex_route as flex;
             let epsilon = self.epsilon;
             let fused = self.fused(
                 &x,
-                |x, beta| flex::batch_norm_relu(x, beta, epsilon),
-                |x, beta, averages| flex::batch_norm_relu_given(x, beta, averages, epsilon),
+                |x, beta| flex::batch_norm_relu(x, beta, epsilon, rounded),
+                |x, beta, averages| {
+                    flex::batch_norm_relu_given(x, beta, averages, epsilon, rounded)
+                },
             );
             if let Some(y) = fused {
                 return y;
@@ -258,13 +281,21 @@ mod tests {
         };
         let x = Tensor::<4>::random([3, c, 5, 7], Uniform(-2.0, 3.0), &device);
         let averages = [&layer.running_mean, &layer.running_var].map(|s| s.value());
-        let fused = batch_norm_relu_given(&x, layer.beta.val(), averages, layer.epsilon)
-            .expect("flex takes batch norms on given statistics");
+        let fused = |rounded| {
+            let (beta, averages) = (layer.beta.val(), averages.clone());
+            batch_norm_relu_given(&x, beta, averages, layer.epsilon, rounded)
+                .expect("flex takes batch norms on given statistics")
+        };
         let want = burn::tensor::activation::relu(layer.forward(x.clone()));
-        let diff = rel_diff(fused.clone(), want);
+        let diff = rel_diff(fused(false), want);
         assert!(diff < 1e-6, "fused against Burn's: {diff}");
-        let got = layer.forward_relu(x);
-        assert_eq!(got.into_data(), fused.into_data());
+        // Rounded, the f32 output's nearest bf16s (to even), computed in the same pass.
+        let rounded = fused(true);
+        assert_eq!(rounded.dtype(), burn::tensor::DType::BF16);
+        let nearest = fused(false).cast(burn::tensor::DType::BF16);
+        assert_eq!(rounded.into_data(), nearest.into_data());
+        let got = layer.forward_relu(x.clone());
+        assert_eq!(got.into_data(), fused(false).into_data());
     }
 
     /// Training turned off on an autodiff device (fine-tuning with frozen statistics): the

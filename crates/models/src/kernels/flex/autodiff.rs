@@ -180,9 +180,10 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
+        rounded: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let (y, moments) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
-            let (y, moments) = batch_norm::forward_training(x, beta, epsilon);
+            let (y, moments) = batch_norm::forward_training(x, beta, epsilon, rounded);
             let normalized = Normalized::Plain(moments.clone(), Statistics::Batch);
             (y, normalized, moments)
         });
@@ -234,10 +235,11 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
+        rounded: bool,
     ) -> FloatTensor<Self> {
         let moments = moments.into_primitive();
         let (y, ()) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
-            let y = batch_norm::forward(x, beta.clone(), moments.clone(), epsilon);
+            let y = batch_norm::forward(x, beta.clone(), moments.clone(), epsilon, rounded);
             (y, Normalized::Plain(moments, Statistics::Given), ())
         });
         y

@@ -19,10 +19,17 @@ use std::mem::MaybeUninit;
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
+use half::bf16;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+#[cfg(target_arch = "x86_64")]
+use super::bf16_gemm::amx::{Avx512Bf16, DEPTH, load_bf16_run};
+use super::bf16_gemm::round_to_bf16;
 use super::buffers::contiguous;
+#[cfg(target_arch = "x86_64")]
+use super::buffers::written;
+use super::pixels::widened;
 use super::{SUM_LANES, dims4};
 
 /// Values a lane sums in f32 before its sum moves to f64: short enough that f32 rounding stays
@@ -39,15 +46,20 @@ pub(crate) enum Statistics {
 }
 
 /// `relu((x - mean)/√(var + ε) + β)` per channel on the batch's own statistics, and those
-/// statistics, `[2, c]` (mean, biased variance; [`moments`]).
+/// statistics, `[2, c]` (mean, biased variance; [`moments`]); the output `rounded` to bf16 or
+/// in f32, as [`forward`].
 pub(crate) fn forward_training(
     x: FlexTensor,
     beta: &FlexTensor,
     epsilon: f64,
+    rounded: bool,
 ) -> (FlexTensor, FlexTensor) {
     let x = contiguous(x);
     let moments = moments(&x);
-    (forward(x, beta.clone(), moments.clone(), epsilon), moments)
+    (
+        forward(x, beta.clone(), moments.clone(), epsilon, rounded),
+        moments,
+    )
 }
 
 /// Each channel's mean and biased variance over batch and places of a contiguous
@@ -74,25 +86,40 @@ pub(super) fn moments(x: &FlexTensor) -> FlexTensor {
     FlexTensor::from_data(TensorData::new([mean, variance].concat(), [2, c]))
 }
 
-/// `relu((x - mean)/√(var + ε) + β)` per channel, with given `[2, c]` `moments`.
+/// `relu((x - mean)/√(var + ε) + β)` per channel, with given `[2, c]` `moments`: in f32, or
+/// `rounded` to bf16 as the convolutions' packers round their inputs (for an output only they
+/// read: [`super::pixels`]).
 pub(crate) fn forward(
     x: FlexTensor,
     beta: FlexTensor,
     moments: FlexTensor,
     epsilon: f64,
+    rounded: bool,
 ) -> FlexTensor {
     let x = contiguous(x);
     let [n, c, h, w] = dims4(&x);
     let channels = channels(&moments, &beta, epsilon);
     let places = h * w;
     let x_data: &[f32] = x.storage();
-    // SAFETY: `normalize_relu` writes every value of `out`.
-    let y = unsafe {
-        per_plane(x_data.len(), c, places, |first, ch, out| {
-            normalize_relu(&x_data[first..first + places], out, channels[ch]);
-        })
-    };
-    FlexTensor::from_data(TensorData::new(y, [n, c, h, w]))
+    let shape = [n, c, h, w];
+    let plane = |first: usize| &x_data[first..first + places];
+    // SAFETY: `normalize_relu` and `normalize_relu_rounded` write every value of `out`.
+    unsafe {
+        match rounded {
+            false => FlexTensor::from_data(TensorData::new(
+                per_plane(x_data.len(), c, places, |first, ch, out| {
+                    normalize_relu(plane(first), out, channels[ch]);
+                }),
+                shape,
+            )),
+            true => FlexTensor::from_data(TensorData::new(
+                per_plane(x_data.len(), c, places, |first, ch, out| {
+                    normalize_relu_rounded(plane(first), out, channels[ch]);
+                }),
+                shape,
+            )),
+        }
+    }
 }
 
 /// The gradients of `x` and `β` given `β`, the `moments` the forward pass normalized with and
@@ -104,7 +131,9 @@ pub(crate) fn backward(
     epsilon: f64,
     grad: FlexTensor,
 ) -> (FlexTensor, FlexTensor) {
-    let (x, grad) = (contiguous(x), contiguous(grad));
+    // The gradient of a rounded output comes in f32 from the convolutions; from anything else,
+    // perhaps in bf16.
+    let (x, grad) = (contiguous(x), contiguous(widened(grad)));
     let [n, c, h, w] = dims4(&x);
     let places = h * w;
     let channels = channels(moments, beta, epsilon);
@@ -197,12 +226,12 @@ pub(super) fn channel_sums(
 ///
 /// # Safety
 /// `plane` writes every value of its `out`.
-pub(super) unsafe fn per_plane(
+pub(super) unsafe fn per_plane<T: Send>(
     len: usize,
     c: usize,
     places: usize,
-    plane: impl Fn(usize, usize, &mut [MaybeUninit<f32>]) + Sync,
-) -> Vec<f32> {
+    plane: impl Fn(usize, usize, &mut [MaybeUninit<T>]) + Sync,
+) -> Vec<T> {
     let mut out = Vec::with_capacity(len);
     out.spare_capacity_mut()[..len]
         .par_chunks_mut((c * places).max(1))
@@ -272,6 +301,55 @@ pub(super) fn normalize_relu(x: &[f32], out: &mut [MaybeUninit<f32>], channel: C
     assert_eq!(x.len(), out.len());
     for (out, &x) in out.iter_mut().zip(x) {
         out.write(channel.normalized(x).max(0.0));
+    }
+}
+
+/// [`normalize_relu`] rounded to bf16: with AVX-512 BF16, a run of values normalized by
+/// `normalize_relu` itself (the same bits as the f32 output) into a buffer in L1, then rounded
+/// by the very instructions that round the convolutions' inputs there, so that a convolution of
+/// this output computes the same bits as one of `normalize_relu`'s; elsewhere (where no bf16
+/// kernel asks for it) to nearest even.
+fn normalize_relu_rounded(x: &[f32], out: &mut [MaybeUninit<bf16>], channel: Channel) {
+    assert_eq!(x.len(), out.len());
+    #[cfg(target_arch = "x86_64")]
+    if let Some(avx512) = Avx512Bf16::get() {
+        let mut run = [MaybeUninit::<f32>::uninit(); RUN];
+        for (x, out) in x.chunks(RUN).zip(out.chunks_mut(RUN)) {
+            let run = &mut run[..x.len()];
+            normalize_relu(x, run, channel);
+            // SAFETY: `normalize_relu` wrote every value of `run`.
+            let run = unsafe { written(run) };
+            for (values, out) in run.chunks(DEPTH).zip(out.chunks_mut(DEPTH)) {
+                // SAFETY: `avx512` proves the features; `out` holds `values.len()` words.
+                unsafe { store_rounded(avx512, out, values) };
+            }
+        }
+        return;
+    }
+    for (out, &x) in out.iter_mut().zip(x) {
+        out.write(bf16::from_f32(round_to_bf16(
+            channel.normalized(x).max(0.0),
+        )));
+    }
+}
+
+/// Values [`normalize_relu_rounded`] normalizes at a time: 2 KiB of f32, in L1.
+#[cfg(target_arch = "x86_64")]
+const RUN: usize = 512;
+
+/// `out` = `values` (at most 32) rounded to bf16 by `load_bf16_run`.
+///
+/// # Safety
+/// `out` and `values` of one length, at most 32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn store_rounded(_: Avx512Bf16, out: &mut [MaybeUninit<bf16>], values: &[f32]) {
+    use core::arch::x86_64::_mm512_mask_storeu_epi16;
+    let mask = (u64::MAX >> (64 - values.len())) as u32;
+    // SAFETY: the first `values.len()` values are read and as many words stored, inside `out`.
+    unsafe {
+        let words = load_bf16_run(values.as_ptr(), values.len());
+        _mm512_mask_storeu_epi16(out.as_mut_ptr().cast(), mask, words);
     }
 }
 

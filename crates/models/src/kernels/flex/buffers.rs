@@ -104,25 +104,25 @@ pub(super) unsafe fn written<T>(part: &mut [MaybeUninit<T>]) -> &mut [T] {
 /// hardware prefetcher follows: a layer's input was written by the layer before, long out of
 /// cache.
 #[cfg(target_arch = "x86_64")]
-pub(super) fn prefetch<const HINT: i32>(data: &[f32], values: Range<usize>) {
+pub(super) fn prefetch<const HINT: i32, T>(data: &[T], values: Range<usize>) {
     use core::arch::x86_64::_mm_prefetch;
     let values = values.start..values.end.min(data.len());
-    for at in line_starts(data.as_ptr() as usize, values) {
+    for at in line_starts::<T>(data.as_ptr() as usize, values) {
         // SAFETY: `at` is inside `data`; a prefetch reads nothing (SSE, on every x86-64).
         unsafe { _mm_prefetch::<HINT>(data.as_ptr().add(at).cast()) };
     }
 }
 
-/// One index in `values` per 64-byte line those f32s of an array at `address` touch: the first,
-/// then the first of each line after it. Steps of 16 from `values.start` missed the last line
+/// One index in `values` per 64-byte line those `T`s (f32s, bf16s) of an array at `address`
+/// touch: the first, then the first of each line after it. Steps of 16 from `values.start` missed the last line
 /// of any run that does not start on a line (a row of a plane, mostly): the packers then
 /// waited on memory for one line in four of a 48-value panel.
 #[cfg(target_arch = "x86_64")]
-fn line_starts(address: usize, values: Range<usize>) -> impl Iterator<Item = usize> {
-    const PER_LINE: usize = 64 / size_of::<f32>();
+fn line_starts<T>(address: usize, values: Range<usize>) -> impl Iterator<Item = usize> {
+    let per_line = 64 / size_of::<T>();
     let end = values.end;
     std::iter::successors(Some(values.start), move |&at| {
-        Some(at + PER_LINE - (address / size_of::<f32>() + at) % PER_LINE)
+        Some(at + per_line - (address / size_of::<T>() + at) % per_line)
     })
     .take_while(move |&at| at < end)
 }
@@ -214,25 +214,32 @@ mod tests {
         }
     }
 
-    /// Several outputs: chunk `index` of each handed over together, zeroed.
-    /// Every line a run of values touches, once, whatever the run's start in its line and the
-    /// array's alignment.
+    /// Every line a run of values touches, once, whatever the run's start in its line, the
+    /// array's alignment and the values' size (f32, bf16).
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn every_line_of_a_run_is_asked_for_once() {
-        for address in (0..64).step_by(4).map(|offset| 4096 + offset) {
-            for values in [0..48, 5..53, 15..16, 16..33, 7..7, 3..200] {
-                let line = |at: usize| (address + 4 * at) / 64;
-                let asked: Vec<usize> = line_starts(address, values.clone()).map(line).collect();
-                let touched: Vec<usize> = values.clone().map(line).collect::<Vec<_>>();
-                let mut lines = touched.clone();
-                lines.dedup();
-                assert_eq!(asked, lines, "address {address}, values {values:?}");
-                assert!(line_starts(address, values.clone()).all(|at| values.contains(&at)));
+        fn check<T>() {
+            let size = size_of::<T>();
+            for address in (0..64).step_by(size).map(|offset| 4096 + offset) {
+                for values in [0..48, 5..53, 15..16, 16..33, 7..7, 3..200] {
+                    let line = |at: usize| (address + size * at) / 64;
+                    let asked: Vec<usize> = line_starts::<T>(address, values.clone())
+                        .map(line)
+                        .collect();
+                    let mut lines: Vec<usize> = values.clone().map(line).collect();
+                    lines.dedup();
+                    assert_eq!(asked, lines, "{size} bytes, address {address}, {values:?}");
+                    let inside = line_starts::<T>(address, values.clone());
+                    assert!(inside.into_iter().all(|at| values.contains(&at)));
+                }
             }
         }
+        check::<f32>();
+        check::<u16>();
     }
 
+    /// Several outputs: chunk `index` of each handed over together, zeroed.
     #[test]
     fn chunks_of_several_outputs_come_together() {
         let [a, b] = zeroed_chunks_of(10, 4, |index, [a, b]: [&mut [u32]; 2]| {

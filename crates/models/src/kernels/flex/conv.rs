@@ -30,6 +30,7 @@ use super::bias_relu;
 use super::buffers::{contiguous, zeroed};
 use super::dims4;
 use super::gemm_f32::{View, gemm_f32};
+use super::pixels::{Pixels, widened};
 use super::transpose::transpose;
 use super::weight_sum::WeightSum;
 use super::winograd::{self, TransformedWeightSum};
@@ -105,6 +106,34 @@ fn forward_then(
         },
     );
     convolve(x, [out, kh, kw], &product, bias)
+}
+
+/// Whether a stride-1 convolution of `c` channels of `[h, w]` by a `kernel` with zero
+/// `padding` reads bf16 images as they are, forward ([`readable`]) and for its weight gradient
+/// ([`weight_grad`]): on the direct vector kernels (AVX-512 BF16 without AMX) where they take
+/// both. Elsewhere such images are widened to f32 first, a pass for nothing.
+pub(crate) fn reads_bf16_images(
+    c: usize,
+    kernel: [usize; 2],
+    [h, w]: [usize; 2],
+    padding: [usize; 2],
+) -> bool {
+    !direct::available()
+        && vectors::available(true)
+        && kernel != [1, 1]
+        && direct::weight_grad_pays_off(c, kernel, [h, w], padding)
+}
+
+/// `x` as `product` reads it: bf16 images ([`Pixels`]) as they are where the direct vector
+/// kernels take them, else widened to f32.
+fn readable(x: FlexTensor, product: &ImageProduct) -> FlexTensor {
+    match product {
+        ImageProduct::Windowless {
+            kernel: WindowlessKernel::Vectors(_),
+            ..
+        } => x,
+        _ => widened(x),
+    }
 }
 
 /// The product without windows for a convolution of this geometry, where this CPU has one:
@@ -204,14 +233,14 @@ impl WindowlessKernel {
     fn forward<'y>(
         &self,
         y: &'y mut [MaybeUninit<f32>],
-        x: &[f32],
+        x: Pixels,
         images: [usize; 4],
         padding: [usize; 2],
     ) -> &'y mut [f32] {
         if let Self::Vectors(kernel) = self {
             return vectors::forward(y, x, images, kernel, padding);
         }
-        let y = zeroed(y);
+        let (x, y) = (x.f32(), zeroed(y));
         match self {
             Self::Direct(kernel) => direct::forward(y, x, images, kernel, padding),
             Self::Winograd(kernel) => winograd::forward(y, x, images, kernel, padding),
@@ -238,7 +267,7 @@ fn convolve(
     product: &ImageProduct,
     bias: Option<&[f32]>,
 ) -> FlexTensor {
-    let x = contiguous(x);
+    let x = contiguous(readable(x, product));
     let [n, c, h, w] = dims4(&x);
     let geometry = match product {
         ImageProduct::Windows { geometry, .. } => *geometry,
@@ -250,15 +279,15 @@ fn convolve(
     let image = Im2Col::new([c, h, w], [kh, kw], geometry);
     let [out_h, out_w] = image.out;
     let (taps, places) = (c * kh * kw, out_h * out_w);
-    let x_data: &[f32] = x.storage();
     let len = n * out * places;
     let mut y = Vec::with_capacity(len);
     let per_thread = images_per_thread(n);
     y.spare_capacity_mut()[..len]
         .par_chunks_mut((out * places * per_thread).max(1))
-        .zip(x_data.par_chunks(c * h * w * per_thread))
+        .zip(Pixels::of(&x).par_chunks(c * h * w * per_thread))
         .for_each(|(y, x)| match product {
             ImageProduct::Windows { kernel, .. } => {
+                let x = x.f32();
                 // Image by image, each output zeroed just before its product writes it and its
                 // bias and ReLU applied right after, in cache: zeroing the whole output first
                 // sent it to memory and back.
@@ -387,8 +416,17 @@ pub(crate) fn weight_grad(
     let (x, grad) = (contiguous(x), contiguous(grad));
     let [n, c, h, w] = dims4(&x);
     let out = dims4(&grad)[1];
+    let direct = arithmetic == Arithmetic::Bf16
+        && geometry.stride == [1, 1]
+        && direct::weight_grad_available()
+        && direct::weight_grad_pays_off(c, kernel, [h, w], geometry.padding);
+    // Only the direct kernels read bf16 images ([`Pixels`]); the rest get them widened.
+    let x = match direct {
+        true => x,
+        false => widened(x),
+    };
     let problem = WeightGrad {
-        x: x.storage(),
+        x: Pixels::of(&x),
         grad: grad.storage(),
         images: [n, c, h, w],
         out,
@@ -396,6 +434,7 @@ pub(crate) fn weight_grad(
         image: Im2Col::new([c, h, w], kernel, geometry),
         geometry,
         arithmetic,
+        direct,
     };
     let total = match arithmetic {
         Arithmetic::F32 => problem.by_winograd(),
@@ -405,10 +444,10 @@ pub(crate) fn weight_grad(
     FlexTensor::from_data(TensorData::new(total, [out, c, kernel[0], kernel[1]]))
 }
 
-/// One weight gradient to compute: the inputs `x` (`images`), the output gradient `grad`
-/// (`[n, out, ..]`), and the convolution's geometry.
+/// One weight gradient to compute: the inputs `x` (`images`; bf16 only for the direct
+/// kernels), the output gradient `grad` (`[n, out, ..]`), and the convolution's geometry.
 struct WeightGrad<'a> {
-    x: &'a [f32],
+    x: Pixels<'a>,
     grad: &'a [f32],
     images: [usize; 4],
     out: usize,
@@ -416,6 +455,8 @@ struct WeightGrad<'a> {
     image: Im2Col,
     geometry: ConvGeometry,
     arithmetic: Arithmetic,
+    /// Whether the direct bf16 kernels (without windows) take this gradient.
+    direct: bool,
 }
 
 impl WeightGrad<'_> {
@@ -442,8 +483,7 @@ impl WeightGrad<'_> {
         let [n, c, h, w] = self.images;
         let share = images_per_thread(n);
         let grad_per_image = self.grad.len() / n.max(1);
-        let sum = self
-            .x
+        let sum = (self.x.f32())
             .par_chunks((c * h * w * share).max(1))
             .zip(self.grad.par_chunks((grad_per_image * share).max(1)))
             .map(|(x, grad)| {
@@ -456,20 +496,11 @@ impl WeightGrad<'_> {
         sum.unwrap_or_else(&new).into_weights()
     }
 
-    /// Whether the direct bf16 kernels (without windows) take this gradient.
-    fn direct(&self) -> bool {
-        let [_, c, h, w] = self.images;
-        self.arithmetic == Arithmetic::Bf16
-            && self.geometry.stride == [1, 1]
-            && direct::weight_grad_available()
-            && direct::weight_grad_pays_off(c, self.kernel, [h, w], self.geometry.padding)
-    }
-
     /// The gradient as sums of products, each thread on one (slice of the output channels,
     /// share of the images), the sums of a slice merged pairwise, the slices put end to end.
     fn summed(&self) -> Vec<f32> {
         let [n, c, _, _] = self.images;
-        let (out, direct) = (self.out, self.direct());
+        let (out, direct) = (self.out, self.direct);
         let taps = c * self.kernel[0] * self.kernel[1];
         // What each output channel's slice reads of the images: the images themselves (packed
         // to bf16 pairs, or a 1x1 kernel's rows in place), or their windows.
@@ -506,7 +537,7 @@ impl WeightGrad<'_> {
         let [_, c, h, w] = self.images;
         let (out, [kh, kw]) = (self.out, self.kernel);
         let places = self.image.out[0] * self.image.out[1];
-        let x = &self.x[images.start * c * h * w..][..images.len() * c * h * w];
+        let x = (self.x).slice(images.start * c * h * w..images.end * c * h * w);
         let g = &self.grad[images.start * out * places..][..images.len() * out * places];
         let mut sum = WeightSum::new(outs.len(), c * kh * kw, places, self.arithmetic);
         let values = sum.row_major_mut();
@@ -542,7 +573,7 @@ impl WeightGrad<'_> {
             }
         ];
         for i in images {
-            let x = &self.x[i * c * h * w..][..c * h * w];
+            let x = &self.x.f32()[i * c * h * w..][..c * h * w];
             let g = &self.grad[(i * out + outs.start) * places..][..outs.len() * places];
             for first in (0..out_h).step_by(rows) {
                 let rows = first..(first + rows).min(out_h);
@@ -681,7 +712,7 @@ mod vectors {
 
     pub(super) fn forward<'y>(
         _: &'y mut [std::mem::MaybeUninit<f32>],
-        _: &[f32],
+        _: super::Pixels,
         _: [usize; 4],
         k: &PackedKernel,
         _: [usize; 2],
@@ -734,7 +765,7 @@ mod direct {
 
     pub(super) fn weight_grad(
         _: &mut [f32],
-        _: &[f32],
+        _: super::Pixels,
         _: [usize; 4],
         _: (&[f32], std::ops::Range<usize>),
         _: [usize; 3],

@@ -56,11 +56,13 @@ pub(crate) trait FlexKernels: Backend {
 
     /// `relu((x - mean)/√(var + epsilon) + beta)` per channel of `[n, c, h, w]` on the batch's
     /// own statistics, and those statistics, `[2, c]` (mean, biased variance; no gradient).
-    /// The output's gradient counts the statistics' dependence on `x`.
+    /// The output's gradient counts the statistics' dependence on `x`. The output is f32, or
+    /// bf16 when `rounded` (for a tensor only bf16 convolutions read; its gradient is f32).
     fn towers_batch_norm_relu(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
+        rounded: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// [`towers_max_pool2d`](Self::towers_max_pool2d) of
@@ -93,6 +95,7 @@ pub(crate) trait FlexKernels: Backend {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
+        rounded: bool,
     ) -> FloatTensor<Self>;
 
     /// `x · w` for `[n, k]` and `[k, m]`, from operands rounded to bf16, summed in f32.
@@ -172,8 +175,9 @@ impl FlexKernels for Flex {
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
+        rounded: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        batch_norm::forward_training(x, &beta, epsilon)
+        batch_norm::forward_training(x, &beta, epsilon, rounded)
     }
 
     fn towers_batch_norm_relu_max_pool(
@@ -207,8 +211,9 @@ impl FlexKernels for Flex {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
+        rounded: bool,
     ) -> FloatTensor<Self> {
-        batch_norm::forward(x, beta, moments, epsilon)
+        batch_norm::forward(x, beta, moments, epsilon, rounded)
     }
 
     fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -373,7 +373,7 @@ mod three_by_two {
                 // output row `oy` lies in `out` and `argmax` (lengths asserted above).
                 unsafe {
                     // The next output row's two new input rows, into L1.
-                    prefetch::<_MM_HINT_T0>(plane, (2 * oy + 3) * w..(2 * oy + 5) * w);
+                    prefetch::<_MM_HINT_T0, _>(plane, (2 * oy + 3) * w..(2 * oy + 5) * w);
                     down(plane, w, 2 * oy, rows);
                     across(rows, [2 * oy, w], out, argmax);
                 }

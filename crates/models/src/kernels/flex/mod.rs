@@ -55,6 +55,7 @@ mod lrn;
 mod matmul;
 mod max_pool;
 mod optimizer_update;
+mod pixels;
 mod transpose;
 #[cfg(target_arch = "x86_64")]
 mod vector_conv;
@@ -64,6 +65,7 @@ mod winograd_5x5;
 mod winograd_7x1;
 
 pub(crate) use bf16_gemm::kernel as bf16_kernel;
+pub(crate) use conv::reads_bf16_images;
 pub(crate) use extension::FlexKernels;
 pub(crate) use optimizer_update::{AdamFactors, MomentumFactors, RmsProp, SgdFactors, Update};
 

@@ -29,6 +29,7 @@ use super::bf16_conv::pack_pairs;
 use super::bf16_gemm::amx::{Avx512Bf16, rounded_bits};
 use super::bf16_gemm::{Strided, turned_off};
 use super::buffers::{written, zeroed, zeroed_chunks};
+use super::pixels::Pixels;
 use super::transpose::transpose;
 
 /// Output channels in a block: 8 broadcasts per step.
@@ -334,7 +335,7 @@ thread_local! {
 /// whole output for nothing (3–4% of Inception's bf16 convolutions).
 pub(crate) fn forward<'y>(
     y: &'y mut [MaybeUninit<f32>],
-    x: &[f32],
+    x: Pixels,
     [n, c, h, w]: [usize; 4],
     kernel: &PackedKernel,
     padding: [usize; 2],
@@ -371,8 +372,14 @@ pub(crate) fn forward<'y>(
                 Vec::new()
             }
         };
-        for (x, y) in x.chunks_exact(x_size).zip(y.chunks_exact_mut(y_size)) {
-            pack_image(image, x, c, g, kernel.lanes);
+        for (i, y) in y.chunks_exact_mut(y_size).enumerate() {
+            pack_image(
+                image,
+                x.slice(i * x_size..(i + 1) * x_size),
+                c,
+                g,
+                kernel.lanes,
+            );
             match kernel.layout {
                 Layout::Grid => convolve_grid(y, image, kernel, g, (&offsets, &vectors)),
                 Layout::Channels => {
@@ -756,20 +763,25 @@ unsafe fn store_sums<const R: usize, const V: usize>(
     }
 }
 
-/// `x` (`[c, h, w]`) into the interior of `image`'s padded planes: f32 bits, or bf16 pairs.
-/// The padding is left as it is (zero).
-fn pack_image(image: &mut [u32], x: &[f32], c: usize, g: Grid, lanes: Lanes) {
+/// `x` (`[c, h, w]`, f32 or already bf16) into the interior of `image`'s padded planes: f32
+/// bits, or bf16 pairs. The padding is left as it is (zero).
+fn pack_image(image: &mut [u32], x: Pixels, c: usize, g: Grid, lanes: Lanes) {
     // Where the image's first row starts in its padded plane.
     let first = g.ph * g.wp + g.pw;
     match lanes {
         Lanes::F32(_) => {
-            for (plane, x) in image
-                .chunks_exact_mut(g.plane)
-                .zip(x.chunks_exact(g.h * g.w))
-            {
-                for (y, x) in x.chunks_exact(g.w).enumerate() {
-                    for (dst, &x) in plane[first + y * g.wp..][..g.w].iter_mut().zip(x) {
-                        *dst = x.to_bits();
+            let size = g.h * g.w;
+            for (ch, plane) in image.chunks_exact_mut(g.plane).take(c).enumerate() {
+                for y in 0..g.h {
+                    let dst = &mut plane[first + y * g.wp..][..g.w];
+                    let row = (ch * size + y * g.w)..(ch * size + (y + 1) * g.w);
+                    match x.slice(row) {
+                        Pixels::F32(x) => dst.iter_mut().zip(x).for_each(|(d, x)| *d = x.to_bits()),
+                        // A bf16's bits are the high half of the same f32's.
+                        Pixels::Bf16(x) => dst
+                            .iter_mut()
+                            .zip(x)
+                            .for_each(|(d, &x)| *d = u32::from(x) << 16),
                     }
                 }
             }

@@ -1,4 +1,4 @@
-use super::{ArgScope, pool_3x3, sequence};
+use super::{ArgScope, pool_3x3, sequence_into};
 use crate::BasicConv;
 use burn::config::Config;
 use burn::module::Module;
@@ -65,8 +65,11 @@ impl InceptionEConfig {
 impl InceptionE {
     /// `[n, in, h, w]` to `[n, 2048, h, w]`.
     pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
-        let b1 = self.branch_1.forward(x.clone());
-        let b2 = sequence(&self.branch_2, x.clone());
+        // Each split's pair (1x3 and 3x1) reads its input alike: handed on as the first reads it.
+        let b1 = self
+            .branch_1
+            .forward_into(x.clone(), &self.branch_1_split[0]);
+        let b2 = sequence_into(&self.branch_2, x.clone(), Some(&self.branch_2_split[0]));
         let mut branches = vec![self.branch_0.forward(x.clone())];
         branches.extend(self.branch_1_split.iter().map(|c| c.forward(b1.clone())));
         branches.extend(self.branch_2_split.iter().map(|c| c.forward(b2.clone())));

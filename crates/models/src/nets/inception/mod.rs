@@ -235,8 +235,17 @@ impl InceptionV3 {
             tap(name, &x.dims());
             x
         };
-        let x = step("Conv2d_1a_3x3", self.conv2d_1a_3x3.forward_images(images));
-        let x = step("Conv2d_2a_3x3", self.conv2d_2a_3x3.forward(x));
+        // Outputs that only the next convolution reads go to it as it reads them best
+        // (`forward_into`: in bf16, rounded already where it takes that).
+        let (conv_1a, conv_2a) = (&self.conv2d_1a_3x3, &self.conv2d_2a_3x3);
+        let x = step(
+            "Conv2d_1a_3x3",
+            conv_1a.forward_images_into(images, conv_2a),
+        );
+        let x = step(
+            "Conv2d_2a_3x3",
+            conv_2a.forward_into(x, &self.conv2d_2b_3x3),
+        );
         // The stem's two max pools take the batch norm and ReLU of the convolution before them
         // into their pass (`forward_relu_max_pool`): those endpoints' shapes are the
         // convolutions' outputs'.
@@ -246,7 +255,7 @@ impl InceptionV3 {
             "MaxPool_3a_3x3",
             conv_2b.bn.forward_relu_max_pool(&self.maxpool_3a_3x3, x),
         );
-        let x = step("Conv2d_3b_1x1", self.conv2d_3b_1x1.forward(x));
+        let x = step("Conv2d_3b_1x1", self.conv2d_3b_1x1.forward_into(x, conv_4a));
         let x = step("Conv2d_4a_3x3", conv2d(&conv_4a.conv, x));
         let x = step(
             "MaxPool_5a_3x3",
@@ -404,9 +413,22 @@ fn pool_3x3(counts_padding: bool) -> AvgPool2d {
         .init()
 }
 
-/// Applies a branch's convolutions in order.
+/// Applies a branch's convolutions in order, each output handed to the next as it reads it
+/// best ([`BasicConv::forward_into`]).
 fn sequence(convs: &[BasicConv], x: Tensor<4>) -> Tensor<4> {
-    convs.iter().fold(x, |x, conv| conv.forward(x))
+    sequence_into(convs, x, None)
+}
+
+/// [`sequence`], the last output handed to `next` as it reads it best, when there is a `next`.
+fn sequence_into(convs: &[BasicConv], x: Tensor<4>, next: Option<&BasicConv>) -> Tensor<4> {
+    let nexts = convs.iter().skip(1).map(Some).chain([next]);
+    convs
+        .iter()
+        .zip(nexts)
+        .fold(x, |x, (conv, next)| match next {
+            Some(next) => conv.forward_into(x, next),
+            None => conv.forward(x),
+        })
 }
 
 #[cfg(test)]

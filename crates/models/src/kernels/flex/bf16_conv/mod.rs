@@ -29,6 +29,7 @@ use super::bf16_gemm::amx::{
 };
 use super::bf16_gemm::kernel;
 use super::buffers::prefetch;
+use super::pixels::Pixels;
 use crate::kernels::precision::Bf16Kernel;
 use core::arch::asm;
 use core::arch::x86_64::*;
@@ -339,6 +340,7 @@ pub(crate) fn forward(
                 pack_folded(amx, image, padded, x, g, len);
             } else {
                 let inside = (g.ph * g.wp + g.pw, g.wp, len);
+                let x = Pixels::F32(x);
                 pack_pairs(amx.avx512(), image, x, [g.c, g.h, g.w], inside);
             }
             let y = &mut y[i * y_size..][..y_size];
@@ -484,23 +486,37 @@ fn forward_block(
 pub(crate) fn pack_pairs(
     avx: Avx512Bf16,
     image: &mut [u32],
-    x: &[f32],
+    x: Pixels,
     [c, h, w]: [usize; 3],
     (first, wp, len): (usize, usize, usize),
 ) {
     let plane = h * w;
     for pair in 0..c.div_ceil(2) {
-        let even = &x[2 * pair * plane..][..plane];
-        let odd = (2 * pair + 1 < c).then(|| &x[(2 * pair + 1) * plane..][..plane]);
+        let even = x.slice(2 * pair * plane..(2 * pair + 1) * plane);
+        let odd =
+            (2 * pair + 1 < c).then(|| x.slice((2 * pair + 1) * plane..(2 * pair + 2) * plane));
         for row in 0..h {
             let dst = &mut image[pair * len + first + row * wp..][..w];
             let ahead = (row + PREFETCH_ROWS) * w..(row + PREFETCH_ROWS + 1) * w;
-            prefetch::<_MM_HINT_T0>(even, ahead.clone());
-            if let Some(odd) = odd {
-                prefetch::<_MM_HINT_T0>(odd, ahead);
+            let row = row * w..(row + 1) * w;
+            match (even, odd) {
+                (Pixels::F32(even), odd) => {
+                    let odd = odd.map(Pixels::f32);
+                    prefetch::<_MM_HINT_T0, _>(even, ahead.clone());
+                    if let Some(odd) = odd {
+                        prefetch::<_MM_HINT_T0, _>(odd, ahead);
+                    }
+                    interleave_row(avx, dst, &even[row.clone()], odd.map(|odd| &odd[row]));
+                }
+                (Pixels::Bf16(even), odd) => {
+                    let odd = odd.map(Pixels::bf16);
+                    prefetch::<_MM_HINT_T0, _>(even, ahead.clone());
+                    if let Some(odd) = odd {
+                        prefetch::<_MM_HINT_T0, _>(odd, ahead);
+                    }
+                    interleave_bits_row(avx, dst, &even[row.clone()], odd.map(|odd| &odd[row]));
+                }
             }
-            let odd = odd.map(|odd| &odd[row * w..][..w]);
-            interleave_row(avx, dst, &even[row * w..][..w], odd);
         }
     }
 }
@@ -548,6 +564,30 @@ fn interleave_row(_: Avx512Bf16, dst: &mut [u32], even: &[f32], odd: Option<&[f3
     assert!(even.len() == dst.len() && odd.is_none_or(|odd| odd.len() == dst.len()));
     // SAFETY: `Avx512Bf16` proves AVX-512 F, BW and BF16; the lengths are asserted equal.
     unsafe { interleave_row_avx512(dst, even, odd) }
+}
+
+/// [`interleave_row`] of values already rounded to bf16 (their bit patterns).
+fn interleave_bits_row(_: Avx512Bf16, dst: &mut [u32], even: &[u16], odd: Option<&[u16]>) {
+    assert!(even.len() == dst.len() && odd.is_none_or(|odd| odd.len() == dst.len()));
+    // SAFETY: `Avx512Bf16` proves AVX-512 F and BW.
+    unsafe { interleave_bits_avx512(dst, even, odd) }
+}
+
+/// [`interleave_bits_row`], vectorized by the compiler.
+#[target_feature(enable = "avx512f,avx512bw")]
+fn interleave_bits_avx512(dst: &mut [u32], even: &[u16], odd: Option<&[u16]>) {
+    match odd {
+        Some(odd) => {
+            for ((dst, &even), &odd) in dst.iter_mut().zip(even).zip(odd) {
+                *dst = u32::from(even) | u32::from(odd) << 16;
+            }
+        }
+        None => {
+            for (dst, &even) in dst.iter_mut().zip(even) {
+                *dst = u32::from(even);
+            }
+        }
+    }
 }
 
 /// `interleave_row`, 16 pairs at a time.

@@ -255,13 +255,27 @@ fn weight_grad_on_matches_the_f64_reference(engine: WeightGradEngine) {
         weight_grad_on(
             engine,
             &mut dw,
-            &x,
+            Pixels::F32(&x),
             shape,
-            (&grad, all),
+            (&grad, all.clone()),
             kernel,
             case.padding,
         );
         assert_close(&dw, &want, &magnitude, &format!("weight gradient {case:?}"));
+        // From `x` rounded to bf16 already (a rounded batch norm's output), the same bits.
+        let mut from_bits = before.clone();
+        let bits = rounded_bits(&x);
+        let (grads, padding) = ((grad.as_slice(), all), case.padding);
+        weight_grad_on(
+            engine,
+            &mut from_bits,
+            Pixels::Bf16(&bits),
+            shape,
+            grads,
+            kernel,
+            padding,
+        );
+        assert_eq!(from_bits, dw, "weight gradient {case:?} from bf16 images");
         // The rows of some output channels alone, as threads that split them take them.
         let outs = case.out / 3..case.out - case.out / 4;
         let rows = case.weight_shape()[1..].iter().product::<usize>();
@@ -270,7 +284,7 @@ fn weight_grad_on_matches_the_f64_reference(engine: WeightGradEngine) {
         weight_grad_on(
             engine,
             &mut dw,
-            &x,
+            Pixels::F32(&x),
             shape,
             (&grad, outs.clone()),
             kernel,
@@ -336,7 +350,14 @@ fn empty_batches_and_channels() {
     let kernel = PackedKernel::new(&random(3 * 4 * 9, 1), [3, 4, 3, 3]);
     forward(&mut [], &[], [0, 4, 5, 5], &kernel, [1, 1]);
     let mut dw = vec![2.0; 3 * 4 * 9];
-    weight_grad(&mut dw, &[], [0, 4, 5, 5], (&[], 0..3), [3, 3, 3], [1, 1]);
+    weight_grad(
+        &mut dw,
+        Pixels::F32(&[]),
+        [0, 4, 5, 5],
+        (&[], 0..3),
+        [3, 3, 3],
+        [1, 1],
+    );
     assert_eq!(dw, vec![2.0; 3 * 4 * 9]);
     // No channels: the outputs are zero.
     let kernel = PackedKernel::new(&[], [3, 0, 3, 3]);
@@ -345,7 +366,7 @@ fn empty_batches_and_channels() {
     assert_eq!(y, vec![0.0; 2 * 3 * 25]);
     weight_grad(
         &mut [],
-        &[],
+        Pixels::F32(&[]),
         [2, 0, 5, 5],
         (&random(2 * 3 * 25, 2), 0..3),
         [3, 3, 3],
@@ -359,7 +380,14 @@ fn empty_batches_and_channels() {
         forward(&mut y, &[], [2, c, 0, 4], &kernel, [2, 1]);
         assert_eq!(y, vec![0.0; 2 * 5 * 2 * 4]);
         let mut dw = weight.clone();
-        weight_grad(&mut dw, &[], [2, c, 0, 4], (&y, 0..5), [5, 3, 3], [2, 1]);
+        weight_grad(
+            &mut dw,
+            Pixels::F32(&[]),
+            [2, c, 0, 4],
+            (&y, 0..5),
+            [5, 3, 3],
+            [2, 1],
+        );
         assert_eq!(dw, weight);
     }
 }

@@ -84,7 +84,7 @@ struct WeightGradScratch {
 /// them each take a range.
 pub(crate) fn weight_grad(
     dw: &mut [f32],
-    x: &[f32],
+    x: Pixels,
     dims: [usize; 4],
     (grad, outs): (&[f32], Range<usize>),
     kernel: [usize; 3],
@@ -126,7 +126,7 @@ impl WeightGradEngine {
 pub(super) fn weight_grad_on(
     engine: WeightGradEngine,
     dw: &mut [f32],
-    x: &[f32],
+    x: Pixels,
     [n, c, h, w]: [usize; 4],
     (grad, outs): (&[f32], Range<usize>),
     [all, kh, kw]: [usize; 3],
@@ -153,7 +153,7 @@ pub(super) fn weight_grad_on(
     }
     let planes = [
         Planes::input(x, g, n),
-        Planes::output(grad, g, n, (all, outs)),
+        Planes::output(Pixels::F32(grad), g, n, (all, outs)),
     ];
     WEIGHT_GRAD.with_borrow_mut(|s| {
         runs(&mut s.runs, g, n);
@@ -465,7 +465,7 @@ fn add_transposed(dw: &mut [f32], sums: &[f32], g: Geometry, [c_pad, out_pad]: [
 /// The planes of one NCHW tensor placed on the tall grid: plane `(i, ch)` row `r` column `col`
 /// lands on grid place `(i·hp + top + r)·wp + left + col`.
 struct Planes<'a> {
-    data: &'a [f32],
+    data: Pixels<'a>,
     images: usize,
     /// The planes of each image in `data`, and the first of them that channel 0 reads.
     per_image: usize,
@@ -481,7 +481,7 @@ struct Planes<'a> {
 
 impl<'a> Planes<'a> {
     /// `x`, inside its padding.
-    fn input(x: &'a [f32], g: Geometry, images: usize) -> Self {
+    fn input(x: Pixels<'a>, g: Geometry, images: usize) -> Self {
         Self {
             data: x,
             images,
@@ -499,7 +499,7 @@ impl<'a> Planes<'a> {
     /// The output gradient's channels `outs` of `per_image`, at the top left of each image's
     /// grid.
     fn output(
-        grad: &'a [f32],
+        grad: Pixels<'a>,
         g: Geometry,
         images: usize,
         (per_image, outs): (usize, Range<usize>),
@@ -557,17 +557,25 @@ impl<'a> Planes<'a> {
     }
 }
 
-/// `dst` = `data[from ..]` rounded to bf16 (as the tiles' packers round), asking for the
-/// values `ahead` further on to be brought to cache as it goes.
+/// `dst` = `data[from ..]` in bf16 (f32 values rounded as the tiles' packers round), asking
+/// for the values `ahead` further on to be brought to cache as it goes.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-fn convert(dst: &mut [u16], (data, from): (&[f32], usize), ahead: usize) {
-    let src = &data[from..from + dst.len()];
-    for (k, (dst, src)) in dst.chunks_mut(DEPTH).zip(src.chunks(DEPTH)).enumerate() {
-        let at = from + k * DEPTH + ahead;
-        prefetch::<_MM_HINT_T0>(data, at..at + DEPTH);
-        // SAFETY: the features are enabled here; `dst` and `src` are chunks of one length, at
-        // most 32.
-        unsafe { store_bf16_run(dst, src) };
+fn convert(dst: &mut [u16], (data, from): (Pixels, usize), ahead: usize) {
+    let to = from + dst.len();
+    for (k, dst) in dst.chunks_mut(DEPTH).enumerate() {
+        let (at, next) = (from + k * DEPTH, from + k * DEPTH + ahead);
+        match data {
+            Pixels::F32(data) => {
+                prefetch::<_MM_HINT_T0, _>(data, next..next + DEPTH);
+                // SAFETY: the features are enabled here; `dst` and the values are of one
+                // length, at most 32.
+                unsafe { store_bf16_run(dst, &data[at..to.min(at + DEPTH)]) };
+            }
+            Pixels::Bf16(data) => {
+                prefetch::<_MM_HINT_T0, _>(data, next..next + DEPTH);
+                dst.copy_from_slice(&data[at..to.min(at + DEPTH)]);
+            }
+        }
     }
 }
 

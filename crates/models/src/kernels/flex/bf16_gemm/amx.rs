@@ -348,7 +348,7 @@ pub(super) fn pack_rhs(
             let ahead = (kb + 2) * DEPTH..((kb + 3) * DEPTH).min(k);
             for col in nb * ROWS..((nb + 1) * ROWS).min(n) {
                 let start = col * rhs.col_stride;
-                prefetch::<_MM_HINT_T0>(rhs.data, start + ahead.start..start + ahead.end);
+                prefetch::<_MM_HINT_T0, _>(rhs.data, start + ahead.start..start + ahead.end);
             }
             // SAFETY: as above.
             unsafe { pack_rhs_tile_columns(tile, rhs, [k, n], [nb, kb]) };
@@ -461,7 +461,7 @@ unsafe fn pack_rhs_rows(tiles: &mut [Tile], rhs: Strided, [k, n]: [usize; 2], k_
 fn prefetch_rows<const HINT: i32>(rows: [usize; 2], rhs: Strided, k: usize, columns: Range<usize>) {
     for row in rows.into_iter().filter(|&row| row < k) {
         let start = row * rhs.row_stride;
-        prefetch::<HINT>(rhs.data, start + columns.start..start + columns.end);
+        prefetch::<HINT, _>(rhs.data, start + columns.start..start + columns.end);
     }
 }
 
