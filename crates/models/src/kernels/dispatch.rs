@@ -190,23 +190,21 @@ pub(crate) mod flex_route {
             && x.dims().iter().all(|&d| d > 0)
     }
 
-    /// Whether `conv` reads an input of `[_, c, h, w]` rounded to bf16 as it is, in this
-    /// thread's precision: in bf16, at stride 1 with a window wider than a pixel, where the
-    /// direct vector kernels take it forward and for the weight gradient (AVX-512 BF16 without
-    /// AMX; `crate::kernels::flex::reads_bf16_images`). Elsewhere the convolution widens such
+    /// Whether `conv` reads an input of `[_, _, h, w]` rounded to bf16 as it is, in this
+    /// thread's precision: in bf16, where the direct vector kernels and the windows take it
+    /// (AVX-512 BF16 without AMX; not a 1x1 at stride 1, whose windows f32 gemm reads in
+    /// place: `crate::kernels::flex::reads_bf16_images`). Elsewhere the convolution widens such
     /// an input to f32 first, a pass for nothing.
-    pub(crate) fn reads_rounded(conv: &Conv2d, [_, c, h, w]: [usize; 4]) -> bool {
+    pub(crate) fn reads_rounded(conv: &Conv2d, [_, _, h, w]: [usize; 4]) -> bool {
         let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
         current_precision() == Precision::Bf16
-            && conv.stride == [1, 1]
             && conv.groups == 1
             && conv.dilation == [1, 1]
             && rows.0 == rows.1
             && cols.0 == cols.1
             && crate::kernels::flex::reads_bf16_images(
-                c,
                 conv.kernel_size,
-                [h, w],
+                conv.stride,
                 [rows.0, cols.0],
             )
     }

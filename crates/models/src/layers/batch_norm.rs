@@ -105,9 +105,9 @@ impl OffsetBatchNorm {
 
     /// [`forward_relu`](Self::forward_relu) for an output that only the convolution `next`
     /// reads: handed on rounded to bf16 where `next` reads such an input as it is, forward and
-    /// for its weight gradient (in a bf16 span on flex, on the direct vector kernels: stride 1,
-    /// a window more than a pixel high, AVX-512 BF16 without AMX), else as `forward_relu`
-    /// gives it. `next` rounds its input to
+    /// for its weight gradient (in a bf16 span on flex where the direct vector kernels run,
+    /// AVX-512 BF16 without AMX; not a 1x1 at stride 1, which f32 gemm reads in place), else as
+    /// `forward_relu` gives it. `next` rounds its input to
     /// bf16 anyway, so it computes the same bits, from half the bytes written, kept for the
     /// backward pass and packed; the output's gradient is f32 still.
     pub fn forward_relu_into(&self, x: Tensor<4>, next: &Conv2d) -> Tensor<4> {

@@ -24,7 +24,7 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::bf16_gemm::amx::{Avx512Bf16, DEPTH, load_bf16_run};
+use super::bf16_gemm::amx::{Avx512Bf16, DEPTH, load_bf16_run, to_bf16};
 use super::bf16_gemm::round_to_bf16;
 use super::buffers::contiguous;
 #[cfg(target_arch = "x86_64")]
@@ -319,10 +319,8 @@ fn normalize_relu_rounded(x: &[f32], out: &mut [MaybeUninit<bf16>], channel: Cha
             normalize_relu(x, run, channel);
             // SAFETY: `normalize_relu` wrote every value of `run`.
             let run = unsafe { written(run) };
-            for (values, out) in run.chunks(DEPTH).zip(out.chunks_mut(DEPTH)) {
-                // SAFETY: `avx512` proves the features; `out` holds `values.len()` words.
-                unsafe { store_rounded(avx512, out, values) };
-            }
+            // SAFETY: `avx512` proves the features; `out` holds `run.len()` words.
+            unsafe { store_rounded(avx512, out, run) };
         }
         return;
     }
@@ -337,19 +335,30 @@ fn normalize_relu_rounded(x: &[f32], out: &mut [MaybeUninit<bf16>], channel: Cha
 #[cfg(target_arch = "x86_64")]
 const RUN: usize = 512;
 
-/// `out` = `values` (at most 32) rounded to bf16 by `load_bf16_run`.
+/// `out` = `values` rounded to bf16 by `to_bf16` (as `load_bf16_run`), 32 at a time.
 ///
 /// # Safety
-/// `out` and `values` of one length, at most 32.
+/// `out` and `values` of one length.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 unsafe fn store_rounded(_: Avx512Bf16, out: &mut [MaybeUninit<bf16>], values: &[f32]) {
-    use core::arch::x86_64::_mm512_mask_storeu_epi16;
-    let mask = (u64::MAX >> (64 - values.len())) as u32;
-    // SAFETY: the first `values.len()` values are read and as many words stored, inside `out`.
+    use core::arch::x86_64::{_mm512_loadu_ps, _mm512_mask_storeu_epi16, _mm512_storeu_si512};
+    let (pairs, rest) = values.as_chunks::<DEPTH>();
+    // SAFETY: each whole chunk's 32 values are read and 32 words stored at the same place of
+    // `out`; the rest, as many as there are.
     unsafe {
-        let words = load_bf16_run(values.as_ptr(), values.len());
-        _mm512_mask_storeu_epi16(out.as_mut_ptr().cast(), mask, words);
+        for (k, pair) in pairs.iter().enumerate() {
+            let low = _mm512_loadu_ps(pair.as_ptr());
+            let high = _mm512_loadu_ps(pair.as_ptr().add(16));
+            let words = to_bf16(low, high);
+            _mm512_storeu_si512(out.as_mut_ptr().add(k * DEPTH).cast(), words);
+        }
+        if !rest.is_empty() {
+            let mask = (u64::MAX >> (64 - rest.len())) as u32;
+            let words = load_bf16_run(rest.as_ptr(), rest.len());
+            let at = out.as_mut_ptr().add(pairs.len() * DEPTH);
+            _mm512_mask_storeu_epi16(at.cast(), mask, words);
+        }
     }
 }
 

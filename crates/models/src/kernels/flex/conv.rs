@@ -30,7 +30,7 @@ use super::bias_relu;
 use super::buffers::{contiguous, zeroed};
 use super::dims4;
 use super::gemm_f32::{View, gemm_f32};
-use super::pixels::{Pixels, widened};
+use super::pixels::{Pixels, widen_into, widened};
 use super::transpose::transpose;
 use super::weight_sum::WeightSum;
 use super::winograd::{self, TransformedWeightSum};
@@ -108,30 +108,30 @@ fn forward_then(
     convolve(x, [out, kh, kw], &product, bias)
 }
 
-/// Whether a stride-1 convolution of `c` channels of `[h, w]` by a `kernel` with zero
-/// `padding` reads bf16 images as they are, forward ([`readable`]) and for its weight gradient
-/// ([`weight_grad`]): on the direct vector kernels (AVX-512 BF16 without AMX) where they take
-/// both. Elsewhere such images are widened to f32 first, a pass for nothing.
+/// Whether a convolution by a `kernel` at `stride` with zero `padding` reads bf16 images as
+/// they are, forward and for its weight gradient: where the direct vector kernels run (AVX-512
+/// BF16 without AMX), which take them, and the windows too ([`readable`], [`weight_grad`]);
+/// not a 1x1 at stride 1 without padding, whose windows are the image itself, read in place by
+/// f32 gemm. Elsewhere such images are widened to f32 first, a pass for nothing.
 pub(crate) fn reads_bf16_images(
-    c: usize,
     kernel: [usize; 2],
-    [h, w]: [usize; 2],
+    stride: [usize; 2],
     padding: [usize; 2],
 ) -> bool {
-    !direct::available()
-        && vectors::available(true)
-        && kernel != [1, 1]
-        && direct::weight_grad_pays_off(c, kernel, [h, w], padding)
+    let copies = kernel == [1, 1] && stride == [1, 1] && padding == [0, 0];
+    !direct::available() && vectors::available(true) && !copies
 }
 
-/// `x` as `product` reads it: bf16 images ([`Pixels`]) as they are where the direct vector
-/// kernels take them, else widened to f32.
-fn readable(x: FlexTensor, product: &ImageProduct) -> FlexTensor {
+/// `x` as `product` reads it with windows `image`: bf16 images ([`Pixels`]) as they are where
+/// the direct vector kernels or the windows take them, else (AMX, Winograd, windows that are
+/// the image itself, read in place by f32 gemm) widened to f32.
+fn readable(x: FlexTensor, product: &ImageProduct, image: &Im2Col) -> FlexTensor {
     match product {
         ImageProduct::Windowless {
             kernel: WindowlessKernel::Vectors(_),
             ..
         } => x,
+        ImageProduct::Windows { .. } if !image.is_copy() => x,
         _ => widened(x),
     }
 }
@@ -267,7 +267,6 @@ fn convolve(
     product: &ImageProduct,
     bias: Option<&[f32]>,
 ) -> FlexTensor {
-    let x = contiguous(readable(x, product));
     let [n, c, h, w] = dims4(&x);
     let geometry = match product {
         ImageProduct::Windows { geometry, .. } => *geometry,
@@ -277,6 +276,7 @@ fn convolve(
         },
     };
     let image = Im2Col::new([c, h, w], [kh, kw], geometry);
+    let x = contiguous(readable(x, product, &image));
     let [out_h, out_w] = image.out;
     let (taps, places) = (c * kh * kw, out_h * out_w);
     let len = n * out * places;
@@ -287,15 +287,12 @@ fn convolve(
         .zip(Pixels::of(&x).par_chunks(c * h * w * per_thread))
         .for_each(|(y, x)| match product {
             ImageProduct::Windows { kernel, .. } => {
-                let x = x.f32();
                 // Image by image, each output zeroed just before its product writes it and its
                 // bias and ReLU applied right after, in cache: zeroing the whole output first
                 // sent it to memory and back.
                 let mut columns = vec![0f32; if image.is_copy() { 0 } else { taps * places }];
-                for (y, x) in y
-                    .chunks_exact_mut(out * places)
-                    .zip(x.chunks_exact(c * h * w))
-                {
+                for (i, y) in y.chunks_exact_mut(out * places).enumerate() {
+                    let x = x.slice(i * c * h * w..(i + 1) * c * h * w);
                     let y = zeroed(y);
                     let windows = image.windows(x, 0..out_h, &mut columns);
                     kernel.times(y, windows, places);
@@ -420,8 +417,10 @@ pub(crate) fn weight_grad(
         && geometry.stride == [1, 1]
         && direct::weight_grad_available()
         && direct::weight_grad_pays_off(c, kernel, [h, w], geometry.padding);
-    // Only the direct kernels read bf16 images ([`Pixels`]); the rest get them widened.
-    let x = match direct {
+    // The direct kernels and the windows read bf16 images ([`Pixels`]); Winograd's transforms
+    // (f32) and windows that are the image itself (read in place) get them widened.
+    let image = Im2Col::new([c, h, w], kernel, geometry);
+    let x = match direct || arithmetic == Arithmetic::Bf16 && !image.is_copy() {
         true => x,
         false => widened(x),
     };
@@ -431,7 +430,7 @@ pub(crate) fn weight_grad(
         images: [n, c, h, w],
         out,
         kernel,
-        image: Im2Col::new([c, h, w], kernel, geometry),
+        image,
         geometry,
         arithmetic,
         direct,
@@ -573,14 +572,14 @@ impl WeightGrad<'_> {
             }
         ];
         for i in images {
-            let x = &self.x.f32()[i * c * h * w..][..c * h * w];
+            let x = self.x.slice(i * c * h * w..(i + 1) * c * h * w);
             let g = &self.grad[(i * out + outs.start) * places..][..outs.len() * places];
             for first in (0..out_h).step_by(rows) {
                 let rows = first..(first + rows).min(out_h);
                 let chunk = rows.len() * out_w;
                 let filled = (taps * chunk).min(columns.len());
                 let windows = match image.is_copy() {
-                    true => Strided::row_major(&x[first * out_w..], places),
+                    true => Strided::row_major(&x.f32()[first * out_w..], places),
                     false => {
                         Strided::row_major(image.windows(x, rows, &mut columns[..filled]), chunk)
                     }
@@ -882,21 +881,22 @@ impl Im2Col {
 
     /// The windows of output rows `rows` of `image` (`[taps, rows · out_w]`): the image itself
     /// when [`is_copy`](Self::is_copy) (all rows), else `columns` filled.
+    /// (f32 values; from a bf16 image, widened).
     fn windows<'a>(
         &self,
-        image: &'a [f32],
+        image: Pixels<'a>,
         rows: Range<usize>,
         columns: &'a mut [f32],
     ) -> &'a [f32] {
         if self.is_copy() {
             assert_eq!(rows, 0..self.out[0], "a copy's windows are the whole image");
-            return image;
+            return image.f32();
         }
         self.fill(image, rows, columns);
         columns
     }
 
-    fn fill(&self, image: &[f32], rows: Range<usize>, columns: &mut [f32]) {
+    fn fill(&self, image: Pixels, rows: Range<usize>, columns: &mut [f32]) {
         if self.geometry.stride == [1, 1] {
             return self.fill_padded(image, rows, columns);
         }
@@ -907,7 +907,9 @@ impl Im2Col {
         // every row, so worked out once (it divides by the stride).
         let inside: Vec<Inside> = (0..kw).map(|kx| self.inside(kx)).collect();
         let mut taps = columns.chunks_exact_mut(rows.len() * out_w);
-        for plane in image.chunks_exact(h * w).take(c) {
+        let mut wide = Vec::new();
+        for ch in 0..c {
+            let plane = image.slice(ch * h * w..(ch + 1) * h * w).to_f32(&mut wide);
             for ky in 0..kh {
                 for inside in &inside {
                     let tap = taps.next().expect("one row per kernel tap");
@@ -925,7 +927,7 @@ impl Im2Col {
     /// [`fill`](Self::fill) at stride 1: the input rows these output rows read, copied plane by
     /// plane into zero-padded rows, then every window row is one run of them, with no padding
     /// to work out per row (a window row is often only a dozen values).
-    fn fill_padded(&self, image: &[f32], rows: Range<usize>, columns: &mut [f32]) {
+    fn fill_padded(&self, image: Pixels, rows: Range<usize>, columns: &mut [f32]) {
         let [c, h, w] = self.image;
         let ([kh, kw], [ph, pw]) = (self.kernel, self.geometry.padding);
         let (out_w, wp) = (self.out[1], w + 2 * pw);
@@ -937,9 +939,14 @@ impl Im2Col {
             .filter_map(|r| Some((r, (rows.start + r).checked_sub(ph).filter(|&y| y < h)?)))
             .collect();
         let mut taps = columns.chunks_exact_mut(rows.len() * out_w);
-        for plane in image.chunks_exact(h * w).take(c) {
+        for ch in 0..c {
             for &(r, y) in &image_rows {
-                padded[r * wp + pw..][..w].copy_from_slice(&plane[y * w..][..w]);
+                let row = image.slice((ch * h + y) * w..(ch * h + y + 1) * w);
+                let dst = &mut padded[r * wp + pw..][..w];
+                match row {
+                    Pixels::F32(row) => dst.copy_from_slice(row),
+                    Pixels::Bf16(row) => widen_into(dst, row),
+                }
             }
             for ky in 0..kh {
                 for kx in 0..kw {

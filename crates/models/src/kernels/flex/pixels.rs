@@ -14,6 +14,7 @@ use burn::tensor::{DType, TensorData};
 use burn_flex::FlexTensor;
 use half::bf16;
 use half::slice::HalfFloatSliceExt;
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 /// A contiguous tensor's values: f32, or bf16 bit patterns.
@@ -65,6 +66,21 @@ impl<'a> Pixels<'a> {
         }
     }
 
+    /// The values as f32: in place, or widened from bf16 into `buffer`.
+    pub(crate) fn to_f32<'b>(self, buffer: &'b mut Vec<f32>) -> &'b [f32]
+    where
+        'a: 'b,
+    {
+        match self {
+            Pixels::F32(values) => values,
+            Pixels::Bf16(bits) => {
+                buffer.resize(bits.len(), 0.0);
+                widen_into(buffer, bits);
+                buffer
+            }
+        }
+    }
+
     /// The f32 values.
     ///
     /// # Panics
@@ -77,6 +93,16 @@ impl<'a> Pixels<'a> {
     }
 }
 
+/// `values` = the f32s of bf16 `bits` (each one's bits the high half of an f32's), exactly;
+/// of one length.
+#[multiversion(targets("x86_64+avx512f+avx512bw", "x86_64+avx2"))]
+pub(crate) fn widen_into(values: &mut [f32], bits: &[u16]) {
+    assert_eq!(values.len(), bits.len());
+    for (value, &bits) in values.iter_mut().zip(bits) {
+        *value = f32::from_bits(u32::from(bits) << 16);
+    }
+}
+
 /// `x` in f32: bf16 values widened exactly (each one's bits the high half of an f32's), on
 /// rayon's threads; any other `x` as it is.
 pub(crate) fn widened(x: FlexTensor) -> FlexTensor {
@@ -86,17 +112,11 @@ pub(crate) fn widened(x: FlexTensor) -> FlexTensor {
     let x = x.to_contiguous();
     let shape = x.layout().shape().to_vec();
     let bits: &[u16] = x.storage::<bf16>().reinterpret_cast();
-    let mut values = Vec::with_capacity(bits.len());
-    values.spare_capacity_mut()[..bits.len()]
+    let mut values = vec![0f32; bits.len()];
+    values
         .par_chunks_mut(1 << 14)
         .zip(bits.par_chunks(1 << 14))
-        .for_each(|(values, bits)| {
-            for (value, &bits) in values.iter_mut().zip(bits) {
-                value.write(f32::from_bits(u32::from(bits) << 16));
-            }
-        });
-    // SAFETY: every one of the first `bits.len()` values was written above.
-    unsafe { values.set_len(bits.len()) };
+        .for_each(|(values, bits)| widen_into(values, bits));
     FlexTensor::from_data(TensorData::new(values, shape))
 }
 
