@@ -7,7 +7,10 @@
 //! low precision, multiply, and hand back f32 (on flex in bf16: products on AMX tiles or with
 //! AVX-512 BF16 where the CPU has them ([`bf16_kernel`]), summed in f32; elsewhere a cast, Burn's
 //! op in that precision, and a cast back). Their gradients flow back through the same rounding, so the weights' gradients
-//! arrive in f32 for the reduction and the update.
+//! arrive in f32 for the reduction and the update. One exception, which changes no result: a
+//! batch norm's output that only a convolution reads may go to it already rounded to bf16
+//! ([`crate::OffsetBatchNorm::forward_relu_into`], [`crate::BasicConv::forward_into`]), half
+//! the bytes; its gradient is f32 still.
 
 use std::cell::Cell;
 use std::fmt;

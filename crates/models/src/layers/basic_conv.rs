@@ -232,4 +232,29 @@ mod tests {
             assert!(may_read_rounded || !handed.1, "{case}");
         }
     }
+
+    /// Without autodiff (evaluation, on the moving averages), the same: the next convolution's
+    /// output from the rounded output is the very bits of its output from the f32 one, on the
+    /// direct vector kernels (3x3) and the windows (stride 2).
+    #[test]
+    fn rounded_outputs_evaluate_to_the_same_bits() {
+        use crate::{Precision, with_precision};
+        let device = Device::flex();
+        let first = BasicConvConfig::new([8, 32], [3, 3]).init(&device);
+        let x = Tensor::<4>::random([2, 8, 11, 13], Distribution::Default, &device);
+        for stride in [[1, 1], [2, 2]] {
+            let next = BasicConvConfig::new([32, 24], [3, 3])
+                .with_stride(stride)
+                .init(&device);
+            let run = |rounded: bool| {
+                with_precision(Precision::Bf16, || {
+                    let mid = first
+                        .bn
+                        .normalized_relu(conv2d(&first.conv, x.clone()), rounded);
+                    next.forward(mid).into_data()
+                })
+            };
+            assert_eq!(run(false), run(true), "next at stride {stride:?}");
+        }
+    }
 }

@@ -21,7 +21,8 @@
 //!   tiles, and 5x5 ones by its F(2×2, 5×5) (`winograd_5x5`, 16 images to the vector) where
 //!   both reach 32, forward and both gradients;
 //! - in bf16 (`bf16_gemm`: AMX tiles or AVX-512 BF16 where the CPU has them), the convolution's products and
-//!   a dense layer's (`matmul`);
+//!   a dense layer's (`matmul`); convolutions read their images in f32 or already rounded to
+//!   bf16 (`pixels`: a batch norm's output that only they read);
 //! - a convolution's bias and ReLU fused into it (`bias_relu`);
 //! - batch normalization on batch statistics (training) or given ones (the moving averages, in
 //!   evaluation), then ReLU (`batch_norm`), and then max pooling, pooled first where the
