@@ -17,6 +17,9 @@ use half::slice::HalfFloatSliceExt;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+#[cfg(target_arch = "x86_64")]
+use super::buffers::prefetch;
+
 /// A contiguous tensor's values: f32, or bf16 bit patterns.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Pixels<'a> {
@@ -45,6 +48,16 @@ impl<'a> Pixels<'a> {
         match self {
             Pixels::F32(x) => Pixels::F32(&x[range]),
             Pixels::Bf16(x) => Pixels::Bf16(&x[range]),
+        }
+    }
+
+    /// Asks for the cache lines of the values at `range` to be brought to cache, as `HINT`
+    /// says ([`prefetch`]).
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) fn prefetch<const HINT: i32>(self, range: Range<usize>) {
+        match self {
+            Pixels::F32(x) => prefetch::<HINT, _>(x, range),
+            Pixels::Bf16(x) => prefetch::<HINT, _>(x, range),
         }
     }
 

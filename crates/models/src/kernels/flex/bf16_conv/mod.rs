@@ -28,7 +28,6 @@ use super::bf16_gemm::amx::{
     lane_mask, rounded_bits, store_bf16_run, transpose,
 };
 use super::bf16_gemm::kernel;
-use super::buffers::prefetch;
 use super::pixels::Pixels;
 use crate::kernels::precision::Bf16Kernel;
 use core::arch::asm;
@@ -498,24 +497,14 @@ pub(crate) fn pack_pairs(
         for row in 0..h {
             let dst = &mut image[pair * len + first + row * wp..][..w];
             let ahead = (row + PREFETCH_ROWS) * w..(row + PREFETCH_ROWS + 1) * w;
+            for plane in [Some(even), odd].into_iter().flatten() {
+                plane.prefetch::<_MM_HINT_T0>(ahead.clone());
+            }
             let row = row * w..(row + 1) * w;
-            match (even, odd) {
-                (Pixels::F32(even), odd) => {
-                    let odd = odd.map(Pixels::f32);
-                    prefetch::<_MM_HINT_T0, _>(even, ahead.clone());
-                    if let Some(odd) = odd {
-                        prefetch::<_MM_HINT_T0, _>(odd, ahead);
-                    }
-                    interleave_row(avx, dst, &even[row.clone()], odd.map(|odd| &odd[row]));
-                }
-                (Pixels::Bf16(even), odd) => {
-                    let odd = odd.map(Pixels::bf16);
-                    prefetch::<_MM_HINT_T0, _>(even, ahead.clone());
-                    if let Some(odd) = odd {
-                        prefetch::<_MM_HINT_T0, _>(odd, ahead);
-                    }
-                    interleave_bits_row(avx, dst, &even[row.clone()], odd.map(|odd| &odd[row]));
-                }
+            let odd = odd.map(|odd| odd.slice(row.clone()));
+            match even.slice(row) {
+                Pixels::F32(even) => interleave_row(avx, dst, even, odd.map(Pixels::f32)),
+                Pixels::Bf16(even) => interleave_bits_row(avx, dst, even, odd.map(Pixels::bf16)),
             }
         }
     }

@@ -564,17 +564,12 @@ fn convert(dst: &mut [u16], (data, from): (Pixels, usize), ahead: usize) {
     let to = from + dst.len();
     for (k, dst) in dst.chunks_mut(DEPTH).enumerate() {
         let (at, next) = (from + k * DEPTH, from + k * DEPTH + ahead);
-        match data {
-            Pixels::F32(data) => {
-                prefetch::<_MM_HINT_T0, _>(data, next..next + DEPTH);
-                // SAFETY: the features are enabled here; `dst` and the values are of one
-                // length, at most 32.
-                unsafe { store_bf16_run(dst, &data[at..to.min(at + DEPTH)]) };
-            }
-            Pixels::Bf16(data) => {
-                prefetch::<_MM_HINT_T0, _>(data, next..next + DEPTH);
-                dst.copy_from_slice(&data[at..to.min(at + DEPTH)]);
-            }
+        data.prefetch::<_MM_HINT_T0>(next..next + DEPTH);
+        match data.slice(at..to.min(at + DEPTH)) {
+            // SAFETY: the features are enabled here; `dst` and the values are of one length,
+            // at most 32.
+            Pixels::F32(values) => unsafe { store_bf16_run(dst, values) },
+            Pixels::Bf16(values) => dst.copy_from_slice(values),
         }
     }
 }
