@@ -443,8 +443,9 @@ pub(crate) fn weight_grad(
     FlexTensor::from_data(TensorData::new(total, [out, c, kernel[0], kernel[1]]))
 }
 
-/// One weight gradient to compute: the inputs `x` (`images`; bf16 only for the direct
-/// kernels), the output gradient `grad` (`[n, out, ..]`), and the convolution's geometry.
+/// One weight gradient to compute: the inputs `x` (`images`; bf16 only for the direct kernels
+/// and the windows), the output gradient `grad` (`[n, out, ..]`), and the convolution's
+/// geometry.
 struct WeightGrad<'a> {
     x: Pixels<'a>,
     grad: &'a [f32],
