@@ -24,7 +24,7 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::bf16_gemm::amx::{Avx512Bf16, DEPTH, load_bf16_run, to_bf16};
+use super::bf16_gemm::amx::{Avx512Bf16, DEPTH, store_bf16_run};
 use super::bf16_gemm::round_to_bf16;
 use super::buffers::contiguous;
 #[cfg(target_arch = "x86_64")]
@@ -335,30 +335,20 @@ fn normalize_relu_rounded(x: &[f32], out: &mut [MaybeUninit<bf16>], channel: Cha
 #[cfg(target_arch = "x86_64")]
 const RUN: usize = 512;
 
-/// `out` = `values` rounded to bf16 by `to_bf16` (as `load_bf16_run`), 32 at a time.
+/// `out` = `values` rounded to bf16 by `store_bf16_run` (the packers' own rounding), 32 at a
+/// time, inlined here.
 ///
 /// # Safety
 /// `out` and `values` of one length.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 unsafe fn store_rounded(_: Avx512Bf16, out: &mut [MaybeUninit<bf16>], values: &[f32]) {
-    use core::arch::x86_64::{_mm512_loadu_ps, _mm512_mask_storeu_epi16, _mm512_storeu_si512};
-    let (pairs, rest) = values.as_chunks::<DEPTH>();
-    // SAFETY: each whole chunk's 32 values are read and 32 words stored at the same place of
-    // `out`; the rest, as many as there are.
-    unsafe {
-        for (k, pair) in pairs.iter().enumerate() {
-            let low = _mm512_loadu_ps(pair.as_ptr());
-            let high = _mm512_loadu_ps(pair.as_ptr().add(16));
-            let words = to_bf16(low, high);
-            _mm512_storeu_si512(out.as_mut_ptr().add(k * DEPTH).cast(), words);
-        }
-        if !rest.is_empty() {
-            let mask = (u64::MAX >> (64 - rest.len())) as u32;
-            let words = load_bf16_run(rest.as_ptr(), rest.len());
-            let at = out.as_mut_ptr().add(pairs.len() * DEPTH);
-            _mm512_mask_storeu_epi16(at.cast(), mask, words);
-        }
+    // SAFETY: `bf16` is a `u16` (`repr(transparent)`), whatever its bits.
+    let out = unsafe { &mut *(out as *mut [MaybeUninit<bf16>] as *mut [MaybeUninit<u16>]) };
+    for (out, values) in out.chunks_mut(DEPTH).zip(values.chunks(DEPTH)) {
+        // SAFETY: the features are enabled here; both chunks have `values.len()` values, at
+        // most 32.
+        unsafe { store_bf16_run(out, values) };
     }
 }
 

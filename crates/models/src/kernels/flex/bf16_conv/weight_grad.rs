@@ -3,6 +3,7 @@
 //! ([`WeightGradEngine`]), from chunks of the image rows and the gradient packed to bf16.
 
 use super::*;
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 /// The most [`Geometry::waste`] at which the vectors' weight gradient still beats im2col: the
@@ -567,8 +568,11 @@ fn convert(dst: &mut [u16], (data, from): (Pixels, usize), ahead: usize) {
         data.prefetch::<_MM_HINT_T0>(next..next + DEPTH);
         match data.slice(at..to.min(at + DEPTH)) {
             // SAFETY: the features are enabled here; `dst` and the values are of one length,
-            // at most 32.
-            Pixels::F32(values) => unsafe { store_bf16_run(dst, values) },
+            // at most 32; `store_bf16_run` writes only initialized words, so `dst` stays so.
+            Pixels::F32(values) => unsafe {
+                let dst = &mut *(dst as *mut [u16] as *mut [MaybeUninit<u16>]);
+                store_bf16_run(dst, values)
+            },
             Pixels::Bf16(values) => dst.copy_from_slice(values),
         }
     }

@@ -8,6 +8,7 @@ use core::arch::asm;
 use core::arch::x86_64::*;
 use rayon::prelude::*;
 use std::cell::RefCell;
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -547,8 +548,9 @@ pub(crate) fn to_bf16(low: __m512, high: __m512) -> __m512i {
 pub(crate) fn rounded_bits(values: &[f32]) -> Vec<u16> {
     const TASK: usize = 1 << 14;
     let avx512 = Avx512Bf16::get();
-    let mut bits = vec![0; values.len()];
-    let tasks = bits.par_chunks_mut(TASK).zip(values.par_chunks(TASK));
+    let mut bits = Vec::with_capacity(values.len());
+    let tasks = (bits.spare_capacity_mut()[..values.len()].par_chunks_mut(TASK))
+        .zip(values.par_chunks(TASK));
     tasks.for_each(|(bits, values)| match avx512 {
         Some(_) => {
             for (bits, values) in bits.chunks_mut(DEPTH).zip(values.chunks(DEPTH)) {
@@ -557,20 +559,22 @@ pub(crate) fn rounded_bits(values: &[f32]) -> Vec<u16> {
                 unsafe { store_bf16_run(bits, values) };
             }
         }
-        None => bits
-            .iter_mut()
-            .zip(values)
-            .for_each(|(b, &v)| *b = tile_bits(v)),
+        None => (bits.iter_mut().zip(values)).for_each(|(b, &v)| {
+            b.write(tile_bits(v));
+        }),
     });
+    // SAFETY: the tasks wrote each of the first `values.len()` words.
+    unsafe { bits.set_len(values.len()) };
     bits
 }
 
-/// `bits` = `values` rounded to bf16 (`load_bf16_run`): up to 32 at a time.
+/// `bits` = `values` rounded to bf16 (`load_bf16_run`): up to 32 at a time, every word of
+/// `bits` written (so it may start uninitialized).
 ///
 /// # Safety
 /// AVX-512 F, BW and BF16 present; `bits` and `values` of one length, at most 32.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-pub(crate) unsafe fn store_bf16_run(bits: &mut [u16], values: &[f32]) {
+pub(crate) unsafe fn store_bf16_run(bits: &mut [MaybeUninit<u16>], values: &[f32]) {
     let mask = (u64::MAX >> (64 - values.len())) as __mmask32;
     // SAFETY: the caller's contract; only the first `values.len()` words are stored.
     unsafe {
