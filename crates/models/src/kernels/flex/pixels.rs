@@ -4,9 +4,8 @@
 //! In bf16, a batch norm whose output only convolutions read may hand it on rounded
 //! ([`super::batch_norm::forward`]): the convolutions round their inputs to bf16 anyway, so
 //! their products are the same bits, and the tensor is half the bytes to write, to keep for the
-//! backward pass and to pack. The kernels that pack images into bf16 pairs (the direct vector
-//! convolution and the weight gradient's planes) take either; the rest take f32, and
-//! [`widened`] gives it to them.
+//! backward pass and to pack. The direct vector convolution, the weight gradient's planes and
+//! the windows (im2col) take either; the rest take f32, and [`widened`] gives it to them.
 
 use std::ops::Range;
 
