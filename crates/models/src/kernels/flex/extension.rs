@@ -10,6 +10,7 @@ use super::lrn::{LrnParams, lrn_forward};
 use super::max_pool::{MaxPoolShape, max_pool_forward};
 use super::optimizer_update::{Update, update};
 use super::{batch_norm, batch_norm_max_pool, matmul};
+use crate::kernels::precision::Rounded;
 
 /// Max pooling, LRN, convolution and the like by burn-towers' kernels, and optimizers'
 /// updates. Called through Burn's `Dispatch` on f32 flex tensors only
@@ -57,16 +58,18 @@ pub(crate) trait FlexKernels: Backend {
     /// `relu((x - mean)/√(var + epsilon) + beta)` per channel of `[n, c, h, w]` on the batch's
     /// own statistics, and those statistics, `[2, c]` (mean, biased variance; no gradient).
     /// The output's gradient counts the statistics' dependence on `x`. The output is f32, or
-    /// bf16 when `rounded` (for a tensor only bf16 convolutions read; its gradient is f32).
+    /// bf16 where `rounded` says (for a tensor only bf16 convolutions read; its gradient is
+    /// f32), and so is `x`'s gradient (for an `x` that is a bf16 convolution's output alone).
     fn towers_batch_norm_relu(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
-        rounded: bool,
+        rounded: Rounded,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// [`towers_max_pool2d`](Self::towers_max_pool2d) of
-    /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu)'s output, and the statistics.
+    /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu)'s output, and the statistics;
+    /// the output f32, `x`'s gradient bf16 where `input_grad_rounded`.
     fn towers_batch_norm_relu_max_pool(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
@@ -74,6 +77,7 @@ pub(crate) trait FlexKernels: Backend {
         kernel: [usize; 2],
         stride: [usize; 2],
         ceil_mode: bool,
+        input_grad_rounded: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// [`towers_batch_norm_relu_max_pool`](Self::towers_batch_norm_relu_max_pool) on given
@@ -86,6 +90,7 @@ pub(crate) trait FlexKernels: Backend {
         kernel: [usize; 2],
         stride: [usize; 2],
         ceil_mode: bool,
+        input_grad_rounded: bool,
     ) -> FloatTensor<Self>;
 
     /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu) on given `[2, c]` `moments`
@@ -95,7 +100,7 @@ pub(crate) trait FlexKernels: Backend {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
-        rounded: bool,
+        rounded: Rounded,
     ) -> FloatTensor<Self>;
 
     /// `x · w` for `[n, k]` and `[k, m]`, from operands rounded to bf16, summed in f32.
@@ -175,9 +180,9 @@ impl FlexKernels for Flex {
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
-        rounded: bool,
+        rounded: Rounded,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        batch_norm::forward_training(x, &beta, epsilon, rounded)
+        batch_norm::forward_training(x, &beta, epsilon, rounded.output)
     }
 
     fn towers_batch_norm_relu_max_pool(
@@ -187,6 +192,7 @@ impl FlexKernels for Flex {
         kernel: [usize; 2],
         stride: [usize; 2],
         ceil_mode: bool,
+        _: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
         let (y, moments, _) = batch_norm_max_pool::forward(x, (&beta, None), epsilon, shape);
@@ -201,6 +207,7 @@ impl FlexKernels for Flex {
         kernel: [usize; 2],
         stride: [usize; 2],
         ceil_mode: bool,
+        _: bool,
     ) -> FloatTensor<Self> {
         let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
         batch_norm_max_pool::forward(x, (&beta, Some(moments)), epsilon, shape).0
@@ -211,9 +218,9 @@ impl FlexKernels for Flex {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
-        rounded: bool,
+        rounded: Rounded,
     ) -> FloatTensor<Self> {
-        batch_norm::forward(x, beta, moments, epsilon, rounded)
+        batch_norm::forward(x, beta, moments, epsilon, rounded.output)
     }
 
     fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
