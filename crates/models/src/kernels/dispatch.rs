@@ -166,6 +166,7 @@ pub(crate) mod flex_route {
     use burn::tensor::{DType, Tensor};
 
     use crate::kernels::flex::FlexKernels;
+    use crate::kernels::flex::MaxPoolShape;
     use crate::kernels::padding::conv_padding;
     use crate::kernels::precision::{Precision, Rounded, current_precision};
 
@@ -281,9 +282,7 @@ pub(crate) mod flex_route {
             x.clone().into_dispatch(),
             beta.into_dispatch(),
             epsilon,
-            pool.kernel_size,
-            pool.stride,
-            pool.ceil_mode,
+            MaxPoolShape::new(pool.kernel_size, pool.stride, pool.ceil_mode),
             input_grad_rounded,
         );
         Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
@@ -306,9 +305,7 @@ pub(crate) mod flex_route {
             beta.into_dispatch(),
             stacked(averages).into_dispatch(),
             epsilon,
-            pool.kernel_size,
-            pool.stride,
-            pool.ceil_mode,
+            MaxPoolShape::new(pool.kernel_size, pool.stride, pool.ceil_mode),
             input_grad_rounded,
         );
         Some(Tensor::from_dispatch(y))

@@ -196,12 +196,9 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
-        kernel: [usize; 2],
-        stride: [usize; 2],
-        ceil_mode: bool,
+        shape: MaxPoolShape,
         input_grad_rounded: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
         let fused = (epsilon, input_grad_rounded);
         let (y, moments) = fused_batch_norm::<C, _>(x, beta, fused, |x, beta| {
             let (y, moments, maxima) =
@@ -217,15 +214,10 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
-        kernel: [usize; 2],
-        stride: [usize; 2],
-        ceil_mode: bool,
+        shape: MaxPoolShape,
         input_grad_rounded: bool,
     ) -> FloatTensor<Self> {
-        let (shape, moments) = (
-            MaxPoolShape::new(kernel, stride, ceil_mode),
-            moments.into_primitive(),
-        );
+        let moments = moments.into_primitive();
         let fused = (epsilon, input_grad_rounded);
         let (y, ()) = fused_batch_norm::<C, _>(x, beta, fused, |x, beta| {
             let (y, moments, maxima) =

@@ -74,9 +74,7 @@ pub(crate) trait FlexKernels: Backend {
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
-        kernel: [usize; 2],
-        stride: [usize; 2],
-        ceil_mode: bool,
+        pool: MaxPoolShape,
         input_grad_rounded: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
@@ -87,9 +85,7 @@ pub(crate) trait FlexKernels: Backend {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
-        kernel: [usize; 2],
-        stride: [usize; 2],
-        ceil_mode: bool,
+        pool: MaxPoolShape,
         input_grad_rounded: bool,
     ) -> FloatTensor<Self>;
 
@@ -189,13 +185,10 @@ impl FlexKernels for Flex {
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
-        kernel: [usize; 2],
-        stride: [usize; 2],
-        ceil_mode: bool,
+        pool: MaxPoolShape,
         _: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
-        let (y, moments, _) = batch_norm_max_pool::forward(x, (&beta, None), epsilon, shape);
+        let (y, moments, _) = batch_norm_max_pool::forward(x, (&beta, None), epsilon, pool);
         (y, moments)
     }
 
@@ -204,13 +197,10 @@ impl FlexKernels for Flex {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
-        kernel: [usize; 2],
-        stride: [usize; 2],
-        ceil_mode: bool,
+        pool: MaxPoolShape,
         _: bool,
     ) -> FloatTensor<Self> {
-        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
-        batch_norm_max_pool::forward(x, (&beta, Some(moments)), epsilon, shape).0
+        batch_norm_max_pool::forward(x, (&beta, Some(moments)), epsilon, pool).0
     }
 
     fn towers_batch_norm_relu_given(
