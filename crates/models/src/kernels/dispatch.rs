@@ -75,10 +75,11 @@ pub(crate) fn reads_rounded(conv: &Conv2d, x: &Tensor<4>) -> bool {
 }
 
 /// Whether `conv`'s output of an input like `x` may get its gradient rounded to bf16
-/// (see [`crate::BasicConv`]): where `conv` [`reads_rounded`] and has no bias, so that its
-/// output is its kernels' own, whose backward pass reads such a gradient as it is.
+/// (see [`crate::BasicConv`]): where `conv` [`reads_rounded`], has no bias and is not a
+/// product of the whole input ([`whole_input_conv2d`]), so that its output is the flex
+/// convolution's own, whose backward pass reads such a gradient as it is.
 pub(crate) fn takes_rounded_grad(conv: &Conv2d, x: &Tensor<4>) -> bool {
-    conv.bias.is_none() && reads_rounded(conv, x)
+    conv.bias.is_none() && !covers_whole_input(conv, x) && reads_rounded(conv, x)
 }
 
 /// `relu(conv.forward(x))`, its products in this thread's [`Precision`]; on the flex kernels
@@ -121,13 +122,10 @@ fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
 /// and 20 backward per 32 images there, against about 2 for the product). `None` for any
 /// other convolution.
 fn whole_input_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
-    let [n, c, h, w] = x.dims();
-    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
-    let unpadded = rows == (0, 0) && cols == (0, 0);
-    let plain = conv.groups == 1 && conv.dilation == [1, 1];
-    if conv.kernel_size != [h, w] || !unpadded || !plain || n * c * h * w == 0 {
+    if !covers_whole_input(conv, x) {
         return None;
     }
+    let [n, c, h, w] = x.dims();
     let out = conv.weight.dims()[0];
     let weight = conv.weight.val().reshape([out, c * h * w]).transpose();
     let y = product(x.clone().reshape([n, c * h * w]), weight);
@@ -136,6 +134,16 @@ fn whole_input_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
         None => y,
     };
     Some(y.reshape([n, out, 1, 1]))
+}
+
+/// Whether `conv`'s kernel covers all of an f32 input like `x`, unpadded: the convolutions
+/// [`whole_input_conv2d`] computes.
+fn covers_whole_input(conv: &Conv2d, x: &Tensor<4>) -> bool {
+    let [n, c, h, w] = x.dims();
+    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let unpadded = rows == (0, 0) && cols == (0, 0);
+    let plain = conv.groups == 1 && conv.dilation == [1, 1];
+    x.dtype() != DType::BF16 && conv.kernel_size == [h, w] && unpadded && plain && n * c * h * w > 0
 }
 
 /// `conv.forward(x)` with `x` and the kernel cast to `dtype` and the output back to f32 (the

@@ -310,26 +310,35 @@ mod tests {
         let device = Device::flex().autodiff();
         let random = |dims: [usize; 4]| Tensor::<4>::random(dims, Distribution::Default, &device);
         let pool = MaxPool2dConfig::new([3, 3]).with_strides([2, 2]).init();
+        // The last field: whether the convolution takes a rounded gradient where it can.
         let cases = [
-            ([3, 3], [1, 1], [8, 24], false),
-            ([3, 3], [1, 1], [16, 24], false),
-            ([1, 1], [1, 1], [24, 16], false),
-            ([5, 5], [1, 1], [16, 16], false),
-            ([1, 7], [1, 1], [16, 32], false),
-            ([3, 3], [2, 2], [16, 16], false),
-            ([3, 3], [1, 1], [16, 32], true),
+            ([3, 3], [1, 1], [8, 24], false, true),
+            ([3, 3], [1, 1], [16, 24], false, true),
+            ([1, 1], [1, 1], [24, 16], false, true),
+            ([5, 5], [1, 1], [16, 16], false, true),
+            ([1, 7], [1, 1], [16, 32], false, true),
+            ([3, 3], [2, 2], [16, 16], false, true),
+            ([3, 3], [1, 1], [16, 32], true, true),
+            // A kernel over the whole (unpadded) input: a dense layer's product, f32 gradients.
+            ([11, 13], [1, 1], [8, 16], false, false),
         ];
-        for (kernel, stride, channels, pooled) in cases {
+        for (kernel, stride, channels, pooled, takes_rounded) in cases {
             let case = format!("{kernel:?}/{stride:?} {channels:?}, pooled: {pooled}");
+            let padding = match kernel {
+                [11, 13] => PaddingConfig2d::Valid,
+                _ => PaddingConfig2d::Same,
+            };
             let layer = BasicConvConfig::new(channels, kernel)
                 .with_stride(stride)
+                .with_padding(padding)
                 .init(&device);
             let x = random([2, channels[0], 11, 13]).require_grad();
             // SAME padding: outputs of 11.div_ceil(stride) x 13.div_ceil(stride), pooled to
-            // 5 x 6 (3x3 at stride 2, no padding).
-            let out = match pooled {
-                true => [5, 6],
-                false => [0, 1].map(|d| [11usize, 13][d].div_ceil(stride[d])),
+            // 5 x 6 (3x3 at stride 2, no padding); the whole input's kernel: 1 x 1.
+            let out = match (pooled, kernel) {
+                (true, _) => [5, 6],
+                (false, [11, 13]) => [1, 1],
+                (false, _) => [0, 1].map(|d| [11usize, 13][d].div_ceil(stride[d])),
             };
             let probe = random([2, channels[1], out[0], out[1]]);
             let run = |rounded: bool| {
@@ -362,7 +371,7 @@ mod tests {
                 assert_eq!(plain, rounded, "{case}: {what}");
             }
             let takes = with_precision(Precision::Bf16, || takes_rounded_grad(&layer.conv, &x));
-            assert_eq!(takes, reads_bf16(), "{case}");
+            assert_eq!(takes, takes_rounded && reads_bf16(), "{case}");
         }
         if !reads_bf16() {
             eprintln!("note: no direct vector kernels here, gradients handed on in f32 only");
