@@ -61,25 +61,16 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     }
 }
 
-/// Whether `conv` reads an input like `x` (its device, type and size) rounded to bf16 as it
-/// is, in this thread's precision (see [`crate::OffsetBatchNorm::forward_relu_into`]); never
-/// off flex.
-pub(crate) fn reads_rounded(conv: &Conv2d, x: &Tensor<4>) -> bool {
+/// Whether `conv` reads an input of `dims` rounded to bf16 as it is, in this thread's
+/// precision (see [`crate::OffsetBatchNorm::forward_relu_into`]); never off flex.
+pub(crate) fn reads_rounded(conv: &Conv2d, dims: [usize; 4]) -> bool {
     #[cfg(feature = "flex")]
-    return flex_route::reads_rounded(conv, x);
+    return flex_route::reads_rounded(conv, dims);
     #[cfg(not(feature = "flex"))]
     return {
-        let _ = (conv, x);
+        let _ = (conv, dims);
         false
     };
-}
-
-/// Whether `conv`'s output of an input like `x` may get its gradient rounded to bf16
-/// (see [`crate::BasicConv`]): where `conv` [`reads_rounded`], has no bias and is not a
-/// product of the whole input ([`whole_input_conv2d`]), so that its output is the flex
-/// convolution's own, whose backward pass reads such a gradient as it is.
-pub(crate) fn takes_rounded_grad(conv: &Conv2d, x: &Tensor<4>) -> bool {
-    conv.bias.is_none() && !covers_whole_input(conv, x) && reads_rounded(conv, x)
 }
 
 /// `relu(conv.forward(x))`, its products in this thread's [`Precision`]; on the flex kernels
@@ -122,10 +113,13 @@ fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
 /// and 20 backward per 32 images there, against about 2 for the product). `None` for any
 /// other convolution.
 fn whole_input_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
-    if !covers_whole_input(conv, x) {
+    let [n, c, h, w] = x.dims();
+    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let unpadded = rows == (0, 0) && cols == (0, 0);
+    let plain = conv.groups == 1 && conv.dilation == [1, 1];
+    if conv.kernel_size != [h, w] || !unpadded || !plain || n * c * h * w == 0 {
         return None;
     }
-    let [n, c, h, w] = x.dims();
     let out = conv.weight.dims()[0];
     let weight = conv.weight.val().reshape([out, c * h * w]).transpose();
     let y = product(x.clone().reshape([n, c * h * w]), weight);
@@ -134,16 +128,6 @@ fn whole_input_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
         None => y,
     };
     Some(y.reshape([n, out, 1, 1]))
-}
-
-/// Whether `conv`'s kernel covers all of an f32 input like `x`, unpadded: the convolutions
-/// [`whole_input_conv2d`] computes.
-fn covers_whole_input(conv: &Conv2d, x: &Tensor<4>) -> bool {
-    let [n, c, h, w] = x.dims();
-    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
-    let unpadded = rows == (0, 0) && cols == (0, 0);
-    let plain = conv.groups == 1 && conv.dilation == [1, 1];
-    x.dtype() != DType::BF16 && conv.kernel_size == [h, w] && unpadded && plain && n * c * h * w > 0
 }
 
 /// `conv.forward(x)` with `x` and the kernel cast to `dtype` and the output back to f32 (the
@@ -174,9 +158,8 @@ pub(crate) mod flex_route {
     use burn::tensor::{DType, Tensor};
 
     use crate::kernels::flex::FlexKernels;
-    use crate::kernels::flex::MaxPoolShape;
     use crate::kernels::padding::conv_padding;
-    use crate::kernels::precision::{Precision, Rounded, current_precision};
+    use crate::kernels::precision::{Precision, current_precision};
 
     /// `x · weight` over `x`'s last dimension, in bf16 on the flex kernels; `None` for other
     /// types or devices.
@@ -207,14 +190,23 @@ pub(crate) mod flex_route {
             && x.dims().iter().all(|&d| d > 0)
     }
 
-    /// Whether `conv` reads an input like `x`, and its output's gradient, rounded to bf16 as
-    /// they are, in this thread's precision: where the flex kernels take `conv` in bf16
-    /// ([`conv2d`]) and the direct vector kernels run (AVX-512 BF16 without AMX:
-    /// `crate::kernels::flex::reads_bf16`). Elsewhere the convolution widens such tensors to
-    /// f32 first, a pass for nothing.
-    pub(crate) fn reads_rounded(conv: &Conv2d, x: &Tensor<4>) -> bool {
-        let covered = covered(conv, x, current_precision());
-        covered.is_some_and(|(_, bf16)| bf16) && crate::kernels::flex::reads_bf16()
+    /// Whether `conv` reads an input of `[_, _, h, w]` rounded to bf16 as it is, in this
+    /// thread's precision: in bf16, where the direct vector kernels and the windows take it
+    /// (AVX-512 BF16 without AMX; not a 1x1 at stride 1, whose windows f32 gemm reads in
+    /// place: `crate::kernels::flex::reads_bf16_images`). Elsewhere the convolution widens such
+    /// an input to f32 first, a pass for nothing.
+    pub(crate) fn reads_rounded(conv: &Conv2d, [_, _, h, w]: [usize; 4]) -> bool {
+        let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+        current_precision() == Precision::Bf16
+            && conv.groups == 1
+            && conv.dilation == [1, 1]
+            && rows.0 == rows.1
+            && cols.0 == cols.1
+            && crate::kernels::flex::reads_bf16_images(
+                conv.kernel_size,
+                conv.stride,
+                [rows.0, cols.0],
+            )
     }
 
     /// Whether the flex kernels take `pool` of `x`: no padding or dilation.
@@ -253,14 +245,14 @@ pub(crate) mod flex_route {
         Some(Tensor::from_dispatch(y))
     }
 
-    /// [`crate::OffsetBatchNorm::forward_relu`] on batch statistics: the output (bf16 or f32
-    /// as `rounded` says, as `x`'s gradient) and the batch's `[2, c]` moments (mean, biased
-    /// variance), on the flex kernels.
+    /// [`crate::OffsetBatchNorm::forward_relu`] on batch statistics: the output (`rounded` to
+    /// bf16, or f32) and the batch's `[2, c]` moments (mean, biased variance), on the flex
+    /// kernels.
     pub(crate) fn batch_norm_relu(
         x: &Tensor<4>,
         beta: Tensor<1>,
         epsilon: f64,
-        rounded: Rounded,
+        rounded: bool,
     ) -> Option<(Tensor<4>, Tensor<2>)> {
         if !on_flex(x) {
             return None;
@@ -275,13 +267,12 @@ pub(crate) mod flex_route {
     }
 
     /// [`crate::OffsetBatchNorm::forward_relu_max_pool`] on batch statistics: the output and
-    /// the batch's `[2, c]` moments, on the flex kernels, for the pools [`max_pool2d`] takes;
-    /// `x`'s gradient bf16 where `input_grad_rounded`.
+    /// the batch's `[2, c]` moments, on the flex kernels, for the pools [`max_pool2d`] takes.
     pub(crate) fn batch_norm_relu_max_pool(
         x: &Tensor<4>,
         beta: Tensor<1>,
         epsilon: f64,
-        (pool, input_grad_rounded): (&MaxPool2d, bool),
+        pool: &MaxPool2d,
     ) -> Option<(Tensor<4>, Tensor<2>)> {
         if !max_pool_fits(pool, x) {
             return None;
@@ -290,8 +281,9 @@ pub(crate) mod flex_route {
             x.clone().into_dispatch(),
             beta.into_dispatch(),
             epsilon,
-            MaxPoolShape::new(pool.kernel_size, pool.stride, pool.ceil_mode),
-            input_grad_rounded,
+            pool.kernel_size,
+            pool.stride,
+            pool.ceil_mode,
         );
         Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
     }
@@ -303,7 +295,7 @@ pub(crate) mod flex_route {
         beta: Tensor<1>,
         averages: [Tensor<1>; 2],
         epsilon: f64,
-        (pool, input_grad_rounded): (&MaxPool2d, bool),
+        pool: &MaxPool2d,
     ) -> Option<Tensor<4>> {
         if !max_pool_fits(pool, x) {
             return None;
@@ -313,8 +305,9 @@ pub(crate) mod flex_route {
             beta.into_dispatch(),
             stacked(averages).into_dispatch(),
             epsilon,
-            MaxPoolShape::new(pool.kernel_size, pool.stride, pool.ceil_mode),
-            input_grad_rounded,
+            pool.kernel_size,
+            pool.stride,
+            pool.ceil_mode,
         );
         Some(Tensor::from_dispatch(y))
     }
@@ -326,14 +319,14 @@ pub(crate) mod flex_route {
     }
 
     /// [`crate::OffsetBatchNorm::forward_relu`] on given statistics (the moving averages: in
-    /// evaluation, or with training turned off) on the flex kernels, the output (and `x`'s
-    /// gradient) bf16 or f32 as `rounded` says.
+    /// evaluation, or with training turned off) on the flex kernels, the output `rounded` to
+    /// bf16 or f32.
     pub(crate) fn batch_norm_relu_given(
         x: &Tensor<4>,
         beta: Tensor<1>,
         averages: [Tensor<1>; 2],
         epsilon: f64,
-        rounded: Rounded,
+        rounded: bool,
     ) -> Option<Tensor<4>> {
         if !on_flex(x) {
             return None;

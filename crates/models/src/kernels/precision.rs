@@ -9,9 +9,8 @@
 //! op in that precision, and a cast back). Their gradients flow back through the same rounding, so the weights' gradients
 //! arrive in f32 for the reduction and the update. One exception, which changes no result: a
 //! batch norm's output that only a convolution reads may go to it already rounded to bf16
-//! ([`crate::OffsetBatchNorm::forward_relu_into`], [`crate::BasicConv::forward_into`]), and so
-//! may a batch norm's input gradient to the convolution whose output its input is
-//! ([`crate::BasicConv`]): half the bytes, the same bits ([`Rounded`]).
+//! ([`crate::OffsetBatchNorm::forward_relu_into`], [`crate::BasicConv::forward_into`]), half
+//! the bytes; its gradient is f32 still.
 
 use std::cell::Cell;
 use std::fmt;
@@ -67,17 +66,6 @@ impl FromStr for Precision {
             other => Err(format!("unknown precision `{other}`: f32, bf16 or f16")),
         }
     }
-}
-
-/// What a fused batch norm hands its convolutions rounded to bf16 on flex, where they read
-/// such tensors as they are: they round what they read to bf16 anyway, so they compute the same
-/// bits, from half the bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Rounded {
-    /// The output, to the convolution that alone reads it.
-    pub(crate) output: bool,
-    /// The input's gradient, to the convolution whose output alone the input is.
-    pub(crate) input_grad: bool,
 }
 
 /// What computes bf16 products on flex ([`bf16_kernel`]): the same results from each, up to the

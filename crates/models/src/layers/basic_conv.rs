@@ -1,5 +1,3 @@
-use crate::kernels::dispatch::{reads_rounded, takes_rounded_grad};
-use crate::kernels::precision::Rounded;
 use crate::{
     OffsetBatchNorm, OffsetBatchNormConfig, avg_pool2d, conv_images, conv2d, truncated_normal,
 };
@@ -64,19 +62,16 @@ impl BasicConvConfig {
 }
 
 impl BasicConv {
-    /// `[n, in, h, w]` to `[n, out, h', w']`. On flex in bf16, where the convolution reads
-    /// bf16 output gradients as they are, the batch norm hands it its output's gradient
-    /// rounded to bf16: the convolution rounds it so anyway, so it computes the same bits, from
-    /// half the bytes written and read.
+    /// `[n, in, h, w]` to `[n, out, h', w']`.
     pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
-        self.normalized(x, None, conv2d)
+        self.bn.forward_relu(conv2d(&self.conv, x))
     }
 
     /// [`forward`](Self::forward) for an output that only `next` reads, handed on as `next`
     /// reads it best ([`OffsetBatchNorm::forward_relu_into`]: in bf16 on the direct vector
     /// kernels, rounded to bf16 already).
     pub fn forward_into(&self, x: Tensor<4>, next: &BasicConv) -> Tensor<4> {
-        self.normalized(x, Some(next), conv2d)
+        self.bn.forward_relu_into(conv2d(&self.conv, x), &next.conv)
     }
 
     /// [`forward`](Self::forward) of `pool`'s output (Inception's pooling branches), computed
@@ -104,42 +99,20 @@ impl BasicConv {
     /// [`forward`](Self::forward) of an input that needs no gradient (a network's images),
     /// the convolution by [`conv_images`].
     pub fn forward_images(&self, images: Tensor<4>) -> Tensor<4> {
-        self.normalized(images, None, conv_images)
+        self.bn.forward_relu(conv_images(&self.conv, images))
     }
 
     /// [`forward_into`](Self::forward_into) of an input that needs no gradient (a network's
     /// images), the convolution by [`conv_images`].
     pub fn forward_images_into(&self, images: Tensor<4>, next: &BasicConv) -> Tensor<4> {
-        self.normalized(images, Some(next), conv_images)
-    }
-
-    /// The convolution's output alone, and whether the batch norm may hand it its gradient
-    /// rounded to bf16 ([`forward`](Self::forward)): for a batch norm fused with what comes
-    /// after it (Inception's stem: [`OffsetBatchNorm::relu_max_pool`]).
-    pub(crate) fn convolved(&self, x: Tensor<4>) -> (Tensor<4>, bool) {
-        let rounded = takes_rounded_grad(&self.conv, &x);
-        (conv2d(&self.conv, x), rounded)
-    }
-
-    /// The convolution by `convolve`, then the batch norm and ReLU, the output handed on as
-    /// `next` (if any) reads it best, the convolution's output's gradient as it does.
-    fn normalized(
-        &self,
-        x: Tensor<4>,
-        next: Option<&BasicConv>,
-        convolve: fn(&Conv2d, Tensor<4>) -> Tensor<4>,
-    ) -> Tensor<4> {
-        let input_grad = takes_rounded_grad(&self.conv, &x);
-        let y = convolve(&self.conv, x);
-        let output = next.is_some_and(|next| reads_rounded(&next.conv, &y));
-        self.bn.normalized_relu(y, Rounded { output, input_grad })
+        self.bn
+            .forward_relu_into(conv_images(&self.conv, images), &next.conv)
     }
 }
 
 #[cfg(all(test, feature = "flex"))]
 mod tests {
     use super::*;
-    use crate::kernels::precision::Rounded;
     use crate::test_util::rel_diff;
     use burn::nn::pool::AvgPool2dConfig;
     use burn::tensor::{Distribution, Tensor};
@@ -211,7 +184,7 @@ mod tests {
             ([3, 3], [1, 1], 24, true),
             ([5, 5], [1, 1], 24, true),
             ([1, 7], [1, 1], 16, true),
-            ([1, 1], [1, 1], 16, true),
+            ([1, 1], [1, 1], 16, false),
             ([3, 3], [2, 2], 16, true),
         ];
         for (kernel, stride, out, may_read_rounded) in cases {
@@ -227,12 +200,8 @@ mod tests {
                 11usize.div_ceil(stride[0]),
                 13usize.div_ceil(stride[1]),
             ]);
-            let run = |output: bool| {
+            let run = |rounded: bool| {
                 with_precision(Precision::Bf16, || {
-                    let rounded = Rounded {
-                        output,
-                        input_grad: false,
-                    };
                     let mid = first
                         .bn
                         .normalized_relu(conv2d(&first.conv, x.clone()), rounded);
@@ -252,7 +221,7 @@ mod tests {
             assert_eq!(plain.2, rounded.2, "{case}: kernel gradients");
             assert_eq!(plain.3, rounded.3, "{case}: offset gradients");
             let handed = with_precision(Precision::Bf16, || {
-                let rounds = reads_rounded(&next.conv, &random([2, 32, 11, 13]));
+                let rounds = reads_rounded(&next.conv, [2, 32, 11, 13]);
                 (first.forward_into(x.clone(), &next).dtype(), rounds)
             });
             let expected = match handed.1 {
@@ -277,12 +246,8 @@ mod tests {
             let next = BasicConvConfig::new([32, 24], [3, 3])
                 .with_stride(stride)
                 .init(&device);
-            let run = |output: bool| {
+            let run = |rounded: bool| {
                 with_precision(Precision::Bf16, || {
-                    let rounded = Rounded {
-                        output,
-                        input_grad: false,
-                    };
                     let mid = first
                         .bn
                         .normalized_relu(conv2d(&first.conv, x.clone()), rounded);
@@ -290,91 +255,6 @@ mod tests {
                 })
             };
             assert_eq!(run(false), run(true), "next at stride {stride:?}");
-        }
-    }
-
-    /// In bf16, a layer whose batch norm hands the convolution its output's gradient rounded
-    /// to bf16 gives, bit for bit, the output and the gradients of the input, the kernel and
-    /// the offset of the same layer with that gradient in f32 (the convolution rounds it so
-    /// anyway): for 3x3s whose input gradient runs on both of `vector_conv`'s layouts, a 1x1
-    /// (products of the gradient in place, both ways), a 5x5, a 1x7, a 3x3 at stride 2 (the
-    /// windows' products and their sums added back) and the stem's batch norm fused with a max
-    /// pool. Where the convolution reads such gradients (AVX-512 BF16 without AMX) every case
-    /// takes them.
-    #[test]
-    fn rounded_gradients_give_the_convolution_the_same_bits() {
-        use crate::kernels::dispatch::takes_rounded_grad;
-        use crate::kernels::flex::reads_bf16;
-        use crate::{Precision, with_precision};
-        use burn::nn::pool::MaxPool2dConfig;
-        let device = Device::flex().autodiff();
-        let random = |dims: [usize; 4]| Tensor::<4>::random(dims, Distribution::Default, &device);
-        let pool = MaxPool2dConfig::new([3, 3]).with_strides([2, 2]).init();
-        // The last field: whether the convolution takes a rounded gradient where it can.
-        let cases = [
-            ([3, 3], [1, 1], [8, 24], false, true),
-            ([3, 3], [1, 1], [16, 24], false, true),
-            ([1, 1], [1, 1], [24, 16], false, true),
-            ([5, 5], [1, 1], [16, 16], false, true),
-            ([1, 7], [1, 1], [16, 32], false, true),
-            ([3, 3], [2, 2], [16, 16], false, true),
-            ([3, 3], [1, 1], [16, 32], true, true),
-            // A kernel over the whole (unpadded) input: a dense layer's product, f32 gradients.
-            ([11, 13], [1, 1], [8, 16], false, false),
-        ];
-        for (kernel, stride, channels, pooled, takes_rounded) in cases {
-            let case = format!("{kernel:?}/{stride:?} {channels:?}, pooled: {pooled}");
-            let padding = match kernel {
-                [11, 13] => PaddingConfig2d::Valid,
-                _ => PaddingConfig2d::Same,
-            };
-            let layer = BasicConvConfig::new(channels, kernel)
-                .with_stride(stride)
-                .with_padding(padding)
-                .init(&device);
-            let x = random([2, channels[0], 11, 13]).require_grad();
-            // SAME padding: outputs of 11.div_ceil(stride) x 13.div_ceil(stride), pooled to
-            // 5 x 6 (3x3 at stride 2, no padding); the whole input's kernel: 1 x 1.
-            let out = match (pooled, kernel) {
-                (true, _) => [5, 6],
-                (false, [11, 13]) => [1, 1],
-                (false, _) => [0, 1].map(|d| [11usize, 13][d].div_ceil(stride[d])),
-            };
-            let probe = random([2, channels[1], out[0], out[1]]);
-            let run = |rounded: bool| {
-                with_precision(Precision::Bf16, || {
-                    let y = match (pooled, rounded) {
-                        (false, true) => layer.forward(x.clone()),
-                        (false, false) => layer.bn.forward_relu(conv2d(&layer.conv, x.clone())),
-                        (true, rounded) => {
-                            let (y, takes) = layer.convolved(x.clone());
-                            layer.bn.relu_max_pool(&pool, y, rounded && takes)
-                        }
-                    };
-                    let grads = (y.clone() * probe.clone()).sum().backward();
-                    let kernel = layer.conv.weight.val().grad(&grads).unwrap().into_data();
-                    let offset = layer.bn.beta.val().grad(&grads).unwrap().into_data();
-                    let input = x.grad(&grads).unwrap().into_data();
-                    [y.into_data(), input, kernel, offset]
-                })
-            };
-            let (plain, rounded) = (run(false), run(true));
-            for (what, (plain, rounded)) in [
-                "output",
-                "input gradient",
-                "kernel gradient",
-                "offset gradient",
-            ]
-            .into_iter()
-            .zip(plain.into_iter().zip(rounded))
-            {
-                assert_eq!(plain, rounded, "{case}: {what}");
-            }
-            let takes = with_precision(Precision::Bf16, || takes_rounded_grad(&layer.conv, &x));
-            assert_eq!(takes, takes_rounded && reads_bf16(), "{case}");
-        }
-        if !reads_bf16() {
-            eprintln!("note: no direct vector kernels here, gradients handed on in f32 only");
         }
     }
 }

@@ -6,7 +6,6 @@ use burn::nn::pool::MaxPool2d;
 use burn::tensor::{Tensor, assert_shape};
 
 use crate::kernels::dispatch::reads_rounded;
-use crate::kernels::precision::Rounded;
 
 /// Configuration of [`OffsetBatchNorm`]; the defaults are TF-slim Inception v3's.
 #[derive(Config, Debug)]
@@ -101,7 +100,7 @@ impl OffsetBatchNorm {
     /// (`flex/batch_norm.rs`): on batch statistics while training, on the moving averages
     /// otherwise (evaluation, where Burn's batch norm ran its elementwise ops on one thread).
     pub fn forward_relu(&self, x: Tensor<4>) -> Tensor<4> {
-        self.normalized_relu(x, Rounded::default())
+        self.normalized_relu(x, false)
     }
 
     /// [`forward_relu`](Self::forward_relu) for an output that only the convolution `next`
@@ -112,18 +111,13 @@ impl OffsetBatchNorm {
     /// bf16 anyway, so it computes the same bits, from half the bytes written, kept for the
     /// backward pass and packed; the output's gradient is f32 still.
     pub fn forward_relu_into(&self, x: Tensor<4>, next: &Conv2d) -> Tensor<4> {
-        let output = reads_rounded(next, &x);
-        let rounded = Rounded {
-            output,
-            input_grad: false,
-        };
+        let rounded = reads_rounded(next, x.dims());
         self.normalized_relu(x, rounded)
     }
 
-    /// `relu(self.forward(x))`; on flex the output, and `x`'s gradient, bf16 or f32 as
-    /// `rounded` says.
+    /// `relu(self.forward(x))`, on flex `rounded` to bf16 or in f32.
     #[cfg_attr(not(feature = "flex"), allow(unused_variables))]
-    pub(crate) fn normalized_relu(&self, x: Tensor<4>, rounded: Rounded) -> Tensor<4> {
+    pub(crate) fn normalized_relu(&self, x: Tensor<4>, rounded: bool) -> Tensor<4> {
         #[cfg(feature = "flex")]
         {
             use crate::kernels::dispatch::flex_route as flex;
@@ -147,27 +141,15 @@ impl OffsetBatchNorm {
     /// the ReLU are monotone, so the window's largest output is the output at its largest
     /// input, and only the pooled values are normalized.
     pub fn forward_relu_max_pool(&self, pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
-        self.relu_max_pool(pool, x, false)
-    }
-
-    /// [`forward_relu_max_pool`](Self::forward_relu_max_pool), on flex `x`'s gradient rounded
-    /// to bf16 where `input_grad_rounded`.
-    #[cfg_attr(not(feature = "flex"), allow(unused_variables))]
-    pub(crate) fn relu_max_pool(
-        &self,
-        pool: &MaxPool2d,
-        x: Tensor<4>,
-        input_grad_rounded: bool,
-    ) -> Tensor<4> {
         #[cfg(feature = "flex")]
         {
             use crate::kernels::dispatch::flex_route as flex;
-            let (epsilon, pooled) = (self.epsilon, (pool, input_grad_rounded));
+            let epsilon = self.epsilon;
             let fused = self.fused(
                 &x,
-                |x, beta| flex::batch_norm_relu_max_pool(x, beta, epsilon, pooled),
+                |x, beta| flex::batch_norm_relu_max_pool(x, beta, epsilon, pool),
                 |x, beta, averages| {
-                    flex::batch_norm_relu_max_pool_given(x, beta, averages, epsilon, pooled)
+                    flex::batch_norm_relu_max_pool_given(x, beta, averages, epsilon, pool)
                 },
             );
             if let Some(y) = fused {
@@ -299,12 +281,8 @@ mod tests {
         };
         let x = Tensor::<4>::random([3, c, 5, 7], Uniform(-2.0, 3.0), &device);
         let averages = [&layer.running_mean, &layer.running_var].map(|s| s.value());
-        let fused = |output| {
+        let fused = |rounded| {
             let (beta, averages) = (layer.beta.val(), averages.clone());
-            let rounded = Rounded {
-                output,
-                input_grad: false,
-            };
             batch_norm_relu_given(&x, beta, averages, layer.epsilon, rounded)
                 .expect("flex takes batch norms on given statistics")
         };

@@ -23,7 +23,6 @@ use super::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
 use super::matmul;
 use super::max_pool::{MaxPoolShape, max_pool_backward, max_pool_forward};
 use super::optimizer_update::Update;
-use crate::kernels::precision::Rounded;
 
 impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     fn towers_max_pool2d(
@@ -181,11 +180,10 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
-        rounded: Rounded,
+        rounded: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let fused = (epsilon, rounded.input_grad);
-        let (y, moments) = fused_batch_norm::<C, _>(x, beta, fused, |x, beta| {
-            let (y, moments) = batch_norm::forward_training(x, beta, epsilon, rounded.output);
+        let (y, moments) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
+            let (y, moments) = batch_norm::forward_training(x, beta, epsilon, rounded);
             let normalized = Normalized::Plain(moments.clone(), Statistics::Batch);
             (y, normalized, moments)
         });
@@ -196,11 +194,12 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
-        shape: MaxPoolShape,
-        input_grad_rounded: bool,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let fused = (epsilon, input_grad_rounded);
-        let (y, moments) = fused_batch_norm::<C, _>(x, beta, fused, |x, beta| {
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        let (y, moments) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
             let (y, moments, maxima) =
                 batch_norm_max_pool::forward(x, (beta, None), epsilon, shape);
             let normalized = Normalized::Pooled(moments.clone(), Statistics::Batch, maxima);
@@ -214,12 +213,15 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
-        shape: MaxPoolShape,
-        input_grad_rounded: bool,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
     ) -> FloatTensor<Self> {
-        let moments = moments.into_primitive();
-        let fused = (epsilon, input_grad_rounded);
-        let (y, ()) = fused_batch_norm::<C, _>(x, beta, fused, |x, beta| {
+        let (shape, moments) = (
+            MaxPoolShape::new(kernel, stride, ceil_mode),
+            moments.into_primitive(),
+        );
+        let (y, ()) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
             let (y, moments, maxima) =
                 batch_norm_max_pool::forward(x, (beta, Some(moments)), epsilon, shape);
             let normalized = Normalized::Pooled(moments, Statistics::Given, maxima);
@@ -233,12 +235,11 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
-        rounded: Rounded,
+        rounded: bool,
     ) -> FloatTensor<Self> {
         let moments = moments.into_primitive();
-        let fused = (epsilon, rounded.input_grad);
-        let (y, ()) = fused_batch_norm::<C, _>(x, beta, fused, |x, beta| {
-            let y = batch_norm::forward(x, beta.clone(), moments.clone(), epsilon, rounded.output);
+        let (y, ()) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
+            let y = batch_norm::forward(x, beta.clone(), moments.clone(), epsilon, rounded);
             (y, Normalized::Plain(moments, Statistics::Given), ())
         });
         y
@@ -259,12 +260,11 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
 
 /// A fused batch norm of `x` with offset `beta` and `epsilon`: `forward` returns the output,
 /// what the backward pass needs, and anything else to hand back; recorded for
-/// [`BatchNormReluBackward`] when `x` or `beta` is tracked, `x`'s gradient to be
-/// `input_grad_rounded` to bf16 or not.
+/// [`BatchNormReluBackward`] when `x` or `beta` is tracked.
 fn fused_batch_norm<C: CheckpointStrategy, R>(
     x: FloatTensor<Autodiff<Flex, C>>,
     beta: FloatTensor<Autodiff<Flex, C>>,
-    (epsilon, input_grad_rounded): (f64, bool),
+    epsilon: f64,
     forward: impl FnOnce(FlexTensor, &FlexTensor) -> (FlexTensor, Normalized, R),
 ) -> (FloatTensor<Autodiff<Flex, C>>, R) {
     let prep = BatchNormReluBackward
@@ -276,8 +276,7 @@ fn fused_batch_norm<C: CheckpointStrategy, R>(
     let y = match prep {
         OpsKind::Tracked(mut prep) => {
             let x_state = prep.checkpoint(&x);
-            let rounding = (epsilon, input_grad_rounded);
-            prep.finish((x_state, beta, normalized, rounding), y)
+            prep.finish((x_state, beta, normalized, epsilon), y)
         }
         OpsKind::UnTracked(prep) => prep.finish(y),
     };
@@ -285,8 +284,8 @@ fn fused_batch_norm<C: CheckpointStrategy, R>(
 }
 
 /// The fused batch norm and ReLU's backward pass, and with a max pool after them. State: the
-/// input, the offset `β`, what the forward pass normalized with (and pooled), epsilon (the
-/// ReLU's mask is recomputed from them) and whether the input's gradient goes rounded to bf16.
+/// input, the offset `β`, what the forward pass normalized with (and pooled), and epsilon (the
+/// ReLU's mask is recomputed from them).
 #[derive(Debug)]
 struct BatchNormReluBackward;
 
@@ -300,7 +299,7 @@ enum Normalized {
 }
 
 impl Backward<Flex, 2> for BatchNormReluBackward {
-    type State = (NodeId, FlexTensor, Normalized, (f64, bool));
+    type State = (NodeId, FlexTensor, Normalized, f64);
 
     fn backward(
         self,
@@ -310,15 +309,15 @@ impl Backward<Flex, 2> for BatchNormReluBackward {
     ) {
         let [x_node, beta_node] = ops.parents;
         let grad = grads.consume::<Flex>(&ops.node);
-        let (x_state, beta, normalized, (epsilon, rounded)) = ops.state;
+        let (x_state, beta, normalized, epsilon) = ops.state;
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
         let (x_grad, beta_grad) = match normalized {
             Normalized::Plain(moments, statistics) => {
-                batch_norm::backward(x, &beta, (&moments, statistics), epsilon, grad, rounded)
+                batch_norm::backward(x, &beta, (&moments, statistics), epsilon, grad)
             }
             Normalized::Pooled(moments, statistics, maxima) => {
                 let saved = (&moments, statistics, &maxima);
-                batch_norm_max_pool::backward(x, &beta, saved, epsilon, grad, rounded)
+                batch_norm_max_pool::backward(x, &beta, saved, epsilon, grad)
             }
         };
         if let Some(node) = x_node {

@@ -16,7 +16,6 @@
 //! fewer, and the output need not be kept for it.
 
 use std::mem::MaybeUninit;
-use std::ops::Range;
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
@@ -28,6 +27,7 @@ use rayon::prelude::*;
 use super::bf16_gemm::amx::{Avx512Bf16, DEPTH, store_bf16_run};
 use super::bf16_gemm::round_to_bf16;
 use super::buffers::contiguous;
+#[cfg(target_arch = "x86_64")]
 use super::buffers::written;
 use super::pixels::widened;
 use super::{SUM_LANES, dims4};
@@ -123,15 +123,13 @@ pub(crate) fn forward(
 }
 
 /// The gradients of `x` and `β` given `β`, the `moments` the forward pass normalized with and
-/// where they came from, and `grad = ∂L/∂y`; `x`'s in f32, or `rounded` to bf16 as the
-/// convolutions' packers round (for a gradient only a bf16 convolution's backward pass reads).
+/// where they came from, and `grad = ∂L/∂y`.
 pub(crate) fn backward(
     x: FlexTensor,
     beta: &FlexTensor,
     (moments, statistics): (&FlexTensor, Statistics),
     epsilon: f64,
     grad: FlexTensor,
-    rounded: bool,
 ) -> (FlexTensor, FlexTensor) {
     // The gradient of a rounded output comes in f32 from the convolutions; from anything else,
     // perhaps in bf16.
@@ -147,36 +145,16 @@ pub(crate) fn backward(
         masked_sums(x, g, channels[ch])
     });
     let terms = gradient_terms(&sums, &channels, n * places, statistics);
-    let (len, shape) = (x_data.len(), [n, c, h, w]);
-    // SAFETY: `input_gradient` writes every value of `out`, and of each run.
+    // SAFETY: `input_gradient` writes every value of `out`.
     let dx = unsafe {
-        match rounded {
-            false => TensorData::new(
-                per_plane(len, c, places, |first, ch, out| {
-                    let [x, g] = planes(first);
-                    input_gradient(x, g, out, channels[ch], terms[ch]);
-                }),
-                shape,
-            ),
-            true => TensorData::new(
-                per_plane(
-                    len,
-                    c,
-                    places,
-                    |first, ch, out: &mut [MaybeUninit<bf16>]| {
-                        let [x, g] = planes(first);
-                        rounded_runs(out, |at, run| {
-                            input_gradient(&x[at.clone()], &g[at], run, channels[ch], terms[ch])
-                        });
-                    },
-                ),
-                shape,
-            ),
-        }
+        per_plane(x_data.len(), c, places, |first, ch, out| {
+            let [x, g] = planes(first);
+            input_gradient(x, g, out, channels[ch], terms[ch]);
+        })
     };
     let beta_grad: Vec<f32> = sums.iter().map(|s| s.0 as f32).collect();
     (
-        FlexTensor::from_data(dx),
+        FlexTensor::from_data(TensorData::new(dx, [n, c, h, w])),
         FlexTensor::from_data(TensorData::new(beta_grad, [c])),
     )
 }
@@ -326,45 +304,36 @@ pub(super) fn normalize_relu(x: &[f32], out: &mut [MaybeUninit<f32>], channel: C
     }
 }
 
-/// [`normalize_relu`] rounded to bf16 ([`rounded_runs`]).
+/// [`normalize_relu`] rounded to bf16: with AVX-512 BF16, a run of values normalized by
+/// `normalize_relu` itself (the same bits as the f32 output) into a buffer in L1, then rounded
+/// by the very instructions that round the convolutions' inputs there, so that a convolution of
+/// this output computes the same bits as one of `normalize_relu`'s; elsewhere (where no bf16
+/// kernel asks for it) to nearest even.
 fn normalize_relu_rounded(x: &[f32], out: &mut [MaybeUninit<bf16>], channel: Channel) {
     assert_eq!(x.len(), out.len());
-    rounded_runs(out, |at, run| normalize_relu(&x[at], run, channel));
-}
-
-/// `out` = the values `f32s(at, run)` writes into `run` for the indices `at`, rounded to bf16
-/// as the convolutions' packers round their operands: with AVX-512 BF16 a run at a time, into
-/// a buffer in L1, then by the very instruction the packers round with ([`round_into`]), so
-/// that a convolution reading `out` computes the same bits as one reading the f32 values.
-pub(super) fn rounded_runs(
-    out: &mut [MaybeUninit<bf16>],
-    f32s: impl Fn(Range<usize>, &mut [MaybeUninit<f32>]),
-) {
-    let mut run = [MaybeUninit::<f32>::uninit(); RUN];
-    for (k, out) in out.chunks_mut(RUN).enumerate() {
-        let run = &mut run[..out.len()];
-        f32s(k * RUN..k * RUN + out.len(), run);
-        // SAFETY: `f32s` writes every value of its `run` (the callers' contract).
-        round_into(out, unsafe { written(run) });
-    }
-}
-
-/// Values [`rounded_runs`] computes at a time: 2 KiB of f32, in L1.
-const RUN: usize = 512;
-
-/// `out` = `values` rounded to bf16: with AVX-512 BF16 by `vcvtne2ps2bf16`, the packers' own
-/// rounding ([`store_rounded`]); elsewhere (where no bf16 kernel asks for it) to nearest even.
-pub(super) fn round_into(out: &mut [MaybeUninit<bf16>], values: &[f32]) {
-    assert_eq!(out.len(), values.len());
     #[cfg(target_arch = "x86_64")]
     if let Some(avx512) = Avx512Bf16::get() {
-        // SAFETY: `avx512` proves the features; one length (asserted).
-        return unsafe { store_rounded(avx512, out, values) };
+        let mut run = [MaybeUninit::<f32>::uninit(); RUN];
+        for (x, out) in x.chunks(RUN).zip(out.chunks_mut(RUN)) {
+            let run = &mut run[..x.len()];
+            normalize_relu(x, run, channel);
+            // SAFETY: `normalize_relu` wrote every value of `run`.
+            let run = unsafe { written(run) };
+            // SAFETY: `avx512` proves the features; `out` holds `run.len()` words.
+            unsafe { store_rounded(avx512, out, run) };
+        }
+        return;
     }
-    for (out, &value) in out.iter_mut().zip(values) {
-        out.write(bf16::from_f32(round_to_bf16(value)));
+    for (out, &x) in out.iter_mut().zip(x) {
+        out.write(bf16::from_f32(round_to_bf16(
+            channel.normalized(x).max(0.0),
+        )));
     }
 }
+
+/// Values [`normalize_relu_rounded`] normalizes at a time: 2 KiB of f32, in L1.
+#[cfg(target_arch = "x86_64")]
+const RUN: usize = 512;
 
 /// `out` = `values` rounded to bf16 by `store_bf16_run` (the packers' own rounding), 32 at a
 /// time, inlined here.

@@ -14,20 +14,17 @@
 //! `∂L/∂x = r·G - b - c·(x - mean)` (`batch_norm.rs`) is written in one pass, then `r·g` added at
 //! the maxima. Ties in `x` go to the first maximum, as the pool's do.
 
-use std::cell::RefCell;
-use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
-use half::bf16;
 use multiversion::multiversion;
 
 use super::batch_norm::{
     Channel, Statistics, channel_sums, channels, gradient_terms, masked_sums, moments,
-    normalize_relu, per_plane, round_into,
+    normalize_relu, per_plane,
 };
-use super::buffers::{contiguous, written};
+use super::buffers::contiguous;
 use super::dims4;
 use super::max_pool::{MaxPoolShape, max_pool_forward};
 
@@ -68,15 +65,13 @@ pub(crate) fn forward(
 }
 
 /// The gradients of `x` and `β` given `x`, `β`, the forward's moments (and where they came
-/// from) and maxima, and `grad = ∂L/∂y` (pooled); `x`'s in f32, or `rounded` to bf16 as the
-/// convolutions' packers round (`batch_norm::backward`).
+/// from) and maxima, and `grad = ∂L/∂y` (pooled).
 pub(crate) fn backward(
     x: FlexTensor,
     beta: &FlexTensor,
     (moments, statistics, maxima): (&FlexTensor, Statistics, &Maxima),
     epsilon: f64,
     grad: FlexTensor,
-    rounded: bool,
 ) -> (FlexTensor, FlexTensor) {
     let (x, grad) = (contiguous(x), contiguous(grad));
     let [n, c, h, w] = dims4(&x);
@@ -91,47 +86,21 @@ pub(crate) fn backward(
         masked_sums(&x_max[at.clone()], &g_data[at], channels[ch])
     });
     let terms = gradient_terms(&sums, &channels, n * places, statistics);
-    let spread = |first: usize, ch: usize, out: &mut [MaybeUninit<f32>]| {
-        let plane = first / places.max(1);
-        let at = plane * pooled..(plane + 1) * pooled;
-        let pooled = [&x_max[at.clone()], &g_data[at.clone()]];
-        let x = &x_data[first..first + places];
-        spread_gradient(x, pooled, &maxima.argmax[at], out, channels[ch], terms[ch]);
-    };
-    let (len, shape) = (x_data.len(), [n, c, h, w]);
-    // SAFETY: `spread_gradient` writes every value of its `out`, here each plane's or the
-    // thread's plane that is then rounded into it.
+    // SAFETY: `spread_gradient` writes every value of `out`.
     let dx = unsafe {
-        match rounded {
-            false => TensorData::new(per_plane(len, c, places, spread), shape),
-            true => TensorData::new(
-                per_plane(
-                    len,
-                    c,
-                    places,
-                    |first, ch, out: &mut [MaybeUninit<bf16>]| {
-                        PLANE.with_borrow_mut(|plane| {
-                            plane.resize(places, MaybeUninit::uninit());
-                            spread(first, ch, plane);
-                            round_into(out, written(plane));
-                        })
-                    },
-                ),
-                shape,
-            ),
-        }
+        per_plane(x_data.len(), c, places, |first, ch, out| {
+            let plane = first / places.max(1);
+            let at = plane * pooled..(plane + 1) * pooled;
+            let pooled = [&x_max[at.clone()], &g_data[at.clone()]];
+            let x = &x_data[first..first + places];
+            spread_gradient(x, pooled, &maxima.argmax[at], out, channels[ch], terms[ch]);
+        })
     };
     let beta_grad: Vec<f32> = sums.iter().map(|s| s.0 as f32).collect();
     (
-        FlexTensor::from_data(dx),
+        FlexTensor::from_data(TensorData::new(dx, [n, c, h, w])),
         FlexTensor::from_data(TensorData::new(beta_grad, [c])),
     )
-}
-
-thread_local! {
-    /// A plane of a rounded input gradient in f32, before it is rounded: the maxima's shares
-    /// land anywhere in it.
-    static PLANE: RefCell<Vec<MaybeUninit<f32>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A plane's input gradient into `out`: `-b - c·(x - mean)` everywhere, then `a·g` added at
@@ -141,7 +110,7 @@ fn spread_gradient(
     x: &[f32],
     [x_max, g]: [&[f32]; 2],
     argmax: &[u32],
-    out: &mut [MaybeUninit<f32>],
+    out: &mut [std::mem::MaybeUninit<f32>],
     channel: Channel,
     [a, b, c]: [f32; 3],
 ) {

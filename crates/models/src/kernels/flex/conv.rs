@@ -30,7 +30,7 @@ use super::bias_relu;
 use super::buffers::{contiguous, zeroed};
 use super::dims4;
 use super::gemm_f32::{View, gemm_f32};
-use super::pixels::{PixelRows, Pixels, widen_into, widened};
+use super::pixels::{Pixels, widen_into, widened};
 use super::transpose::transpose;
 use super::weight_sum::WeightSum;
 use super::winograd::{self, TransformedWeightSum};
@@ -108,40 +108,31 @@ fn forward_then(
     convolve(x, [out, kh, kw], &product, bias)
 }
 
-/// Whether bf16 convolutions read bf16 images and output gradients as they are, forward and
-/// backward: where the direct vector kernels run (AVX-512 BF16 without AMX), which take them,
-/// as the windows and the bf16 products do ([`readable`], [`input_grad`], [`weight_grad`]).
-/// Elsewhere (AMX's direct kernels, f32) such tensors are widened to f32 first, a pass for
-/// nothing.
-pub(crate) fn reads_bf16() -> bool {
-    !direct::available() && vectors::available(true)
+/// Whether a convolution by a `kernel` at `stride` with zero `padding` reads bf16 images as
+/// they are, forward and for its weight gradient: where the direct vector kernels run (AVX-512
+/// BF16 without AMX), which take them, and the windows too ([`readable`], [`weight_grad`]);
+/// not a 1x1 at stride 1 without padding, whose windows are the image itself, read in place by
+/// f32 gemm. Elsewhere such images are widened to f32 first, a pass for nothing.
+pub(crate) fn reads_bf16_images(
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+) -> bool {
+    let copies = kernel == [1, 1] && stride == [1, 1] && padding == [0, 0];
+    !direct::available() && vectors::available(true) && !copies
 }
 
 /// `x` as `product` reads it with windows `image`: bf16 images ([`Pixels`]) as they are where
-/// the direct vector kernels, the windows or the bf16 products take them, else (AMX's direct
-/// kernels, Winograd, f32 products of the image itself) widened to f32.
+/// the direct vector kernels or the windows take them, else (AMX, Winograd, windows that are
+/// the image itself, read in place by f32 gemm) widened to f32.
 fn readable(x: FlexTensor, product: &ImageProduct, image: &Im2Col) -> FlexTensor {
     match product {
         ImageProduct::Windowless {
             kernel: WindowlessKernel::Vectors(_),
             ..
         } => x,
-        ImageProduct::Windows {
-            kernel: Kernel::Bf16(_),
-            ..
-        } => x,
         ImageProduct::Windows { .. } if !image.is_copy() => x,
         _ => widened(x),
-    }
-}
-
-/// An output gradient as the backward pass of `arithmetic`'s products reads it: bf16 as it
-/// is for bf16 products (where [`reads_bf16`] they all take it; elsewhere [`readable`] widens
-/// it for the kernels that do not), f32 for f32 ones.
-fn readable_grad(grad: FlexTensor, arithmetic: Arithmetic) -> FlexTensor {
-    match arithmetic {
-        Arithmetic::Bf16 => grad,
-        Arithmetic::F32 => widened(grad),
     }
 }
 
@@ -376,16 +367,13 @@ fn strided_input_grad(
     geometry: ConvGeometry,
     arithmetic: Arithmetic,
 ) -> FlexTensor {
-    let (weight, grad) = (
-        weight.to_contiguous(),
-        contiguous(readable_grad(grad, arithmetic)),
-    );
+    let (weight, grad) = (weight.to_contiguous(), contiguous(grad));
     let [out, _, kh, kw] = dims4(&weight);
     let image = Im2Col::new([c, h, w], [kh, kw], geometry);
     let (taps, places) = (c * kh * kw, image.out[0] * image.out[1]);
     let kernel = transposed_kernel(weight.storage(), [out, taps]);
     let kernel = Kernel::new(&kernel, [taps, out], arithmetic);
-    let g = Pixels::of(&grad);
+    let g: &[f32] = grad.storage();
     let (len, per_image) = (n * c * h * w, c * h * w);
     let mut dx = Vec::with_capacity(len);
     let per_thread = images_per_thread(n);
@@ -398,8 +386,8 @@ fn strided_input_grad(
             for (i, dx) in dx.chunks_exact_mut(per_image.max(1)).enumerate() {
                 let dx = zeroed(dx);
                 if places > 0 {
-                    let first = (t * per_thread + i) * out * places;
-                    kernel.times(&mut shares, g.slice(first..first + out * places), places);
+                    let g = &g[(t * per_thread + i) * out * places..][..out * places];
+                    kernel.times(&mut shares, g, places);
                     image.add_back(&shares, dx);
                 }
             }
@@ -422,23 +410,23 @@ pub(crate) fn weight_grad(
     geometry: ConvGeometry,
     arithmetic: Arithmetic,
 ) -> FlexTensor {
-    let (x, grad) = (contiguous(x), contiguous(readable_grad(grad, arithmetic)));
+    let (x, grad) = (contiguous(x), contiguous(grad));
     let [n, c, h, w] = dims4(&x);
     let out = dims4(&grad)[1];
     let direct = arithmetic == Arithmetic::Bf16
         && geometry.stride == [1, 1]
         && direct::weight_grad_available()
         && direct::weight_grad_pays_off(c, kernel, [h, w], geometry.padding);
-    // bf16 products (direct, of windows or of the image itself) read bf16 images ([`Pixels`]);
-    // f32 ones (Winograd's transforms too) get them widened.
+    // The direct kernels and the windows read bf16 images ([`Pixels`]); Winograd's transforms
+    // (f32) and windows that are the image itself (read in place) get them widened.
     let image = Im2Col::new([c, h, w], kernel, geometry);
-    let x = match arithmetic {
-        Arithmetic::Bf16 => x,
-        Arithmetic::F32 => widened(x),
+    let x = match direct || arithmetic == Arithmetic::Bf16 && !image.is_copy() {
+        true => x,
+        false => widened(x),
     };
     let problem = WeightGrad {
         x: Pixels::of(&x),
-        grad: Pixels::of(&grad),
+        grad: grad.storage(),
         images: [n, c, h, w],
         out,
         kernel,
@@ -455,11 +443,12 @@ pub(crate) fn weight_grad(
     FlexTensor::from_data(TensorData::new(total, [out, c, kernel[0], kernel[1]]))
 }
 
-/// One weight gradient to compute: the inputs `x` (`images`) and the output gradient `grad`
-/// (`[n, out, ..]`), bf16 only for bf16 products, and the convolution's geometry.
+/// One weight gradient to compute: the inputs `x` (`images`; bf16 only for the direct kernels
+/// and the windows), the output gradient `grad` (`[n, out, ..]`), and the convolution's
+/// geometry.
 struct WeightGrad<'a> {
     x: Pixels<'a>,
-    grad: Pixels<'a>,
+    grad: &'a [f32],
     images: [usize; 4],
     out: usize,
     kernel: [usize; 2],
@@ -496,7 +485,7 @@ impl WeightGrad<'_> {
         let grad_per_image = self.grad.len() / n.max(1);
         let sum = (self.x.f32())
             .par_chunks((c * h * w * share).max(1))
-            .zip(self.grad.f32().par_chunks((grad_per_image * share).max(1)))
+            .zip(self.grad.par_chunks((grad_per_image * share).max(1)))
             .map(|(x, grad)| {
                 let mut sum = new();
                 let images = [x.len() / (c * h * w), c, h, w];
@@ -549,8 +538,7 @@ impl WeightGrad<'_> {
         let (out, [kh, kw]) = (self.out, self.kernel);
         let places = self.image.out[0] * self.image.out[1];
         let x = (self.x).slice(images.start * c * h * w..images.end * c * h * w);
-        let first = images.start * out * places;
-        let g = self.grad.slice(first..first + images.len() * out * places);
+        let g = &self.grad[images.start * out * places..][..images.len() * out * places];
         let mut sum = WeightSum::new(outs.len(), c * kh * kw, places, self.arithmetic);
         let values = sum.row_major_mut();
         let batch = [images.len(), c, h, w];
@@ -586,17 +574,18 @@ impl WeightGrad<'_> {
         ];
         for i in images {
             let x = self.x.slice(i * c * h * w..(i + 1) * c * h * w);
-            let first = (i * out + outs.start) * places;
-            let g = self.grad.slice(first..first + outs.len() * places);
+            let g = &self.grad[(i * out + outs.start) * places..][..outs.len() * places];
             for first in (0..out_h).step_by(rows) {
                 let rows = first..(first + rows).min(out_h);
                 let chunk = rows.len() * out_w;
                 let filled = (taps * chunk).min(columns.len());
                 let windows = match image.is_copy() {
-                    true => PixelRows::new(x.slice(first * out_w..x.len()), places),
-                    false => PixelRows::new(image.windows(x, rows, &mut columns[..filled]), chunk),
+                    true => Strided::row_major(&x.f32()[first * out_w..], places),
+                    false => {
+                        Strided::row_major(image.windows(x, rows, &mut columns[..filled]), chunk)
+                    }
                 };
-                let g = PixelRows::new(g.slice(first * out_w..g.len()), places);
+                let g = Strided::row_major(&g[first * out_w..], places);
                 sum.add(g, windows, chunk);
             }
         }
@@ -778,7 +767,7 @@ mod direct {
         _: &mut [f32],
         _: super::Pixels,
         _: [usize; 4],
-        _: (super::Pixels, std::ops::Range<usize>),
+        _: (&[f32], std::ops::Range<usize>),
         _: [usize; 3],
         _: [usize; 2],
     ) {
@@ -807,22 +796,20 @@ impl<'a> Kernel<'a> {
         }
     }
 
-    /// `y = kernel · windows`, the windows a `[taps, places]` matrix (bf16 only for bf16
-    /// products).
-    fn times(&self, y: &mut [f32], windows: Pixels, places: usize) {
-        match (self, windows) {
-            (Kernel::F32 { data, out, taps }, windows) => {
+    /// `y = kernel · windows`, the windows a `[taps, places]` matrix.
+    fn times(&self, y: &mut [f32], windows: &[f32], places: usize) {
+        match self {
+            Kernel::F32 { data, out, taps } => {
                 let lhs = Strided::row_major(data, *taps);
-                multiply_f32(y, lhs, windows.f32(), [*out, *taps, places])
+                multiply_f32(y, lhs, windows, [*out, *taps, places])
             }
-            (Kernel::Bf16(kernel), Pixels::F32(windows)) => {
-                let windows = Strided::row_major(windows, places);
-                multiply_bf16(y, kernel, windows, places, false)
-            }
-            (Kernel::Bf16(kernel), Pixels::Bf16(windows)) => {
-                let windows = Strided::row_major(windows, places);
-                multiply_bf16(y, kernel, windows, places, false)
-            }
+            Kernel::Bf16(kernel) => multiply_bf16(
+                y,
+                kernel,
+                Strided::row_major(windows, places),
+                places,
+                false,
+            ),
         }
     }
 }
@@ -894,20 +881,20 @@ impl Im2Col {
     }
 
     /// The windows of output rows `rows` of `image` (`[taps, rows · out_w]`): the image itself
-    /// when [`is_copy`](Self::is_copy) (all rows), else `columns` filled (f32 values; from a
-    /// bf16 image, widened).
+    /// when [`is_copy`](Self::is_copy) (all rows), else `columns` filled.
+    /// (f32 values; from a bf16 image, widened).
     fn windows<'a>(
         &self,
         image: Pixels<'a>,
         rows: Range<usize>,
         columns: &'a mut [f32],
-    ) -> Pixels<'a> {
+    ) -> &'a [f32] {
         if self.is_copy() {
             assert_eq!(rows, 0..self.out[0], "a copy's windows are the whole image");
-            return image;
+            return image.f32();
         }
         self.fill(image, rows, columns);
-        Pixels::F32(columns)
+        columns
     }
 
     fn fill(&self, image: Pixels, rows: Range<usize>, columns: &mut [f32]) {

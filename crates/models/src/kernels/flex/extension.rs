@@ -10,7 +10,6 @@ use super::lrn::{LrnParams, lrn_forward};
 use super::max_pool::{MaxPoolShape, max_pool_forward};
 use super::optimizer_update::{Update, update};
 use super::{batch_norm, batch_norm_max_pool, matmul};
-use crate::kernels::precision::Rounded;
 
 /// Max pooling, LRN, convolution and the like by burn-towers' kernels, and optimizers'
 /// updates. Called through Burn's `Dispatch` on f32 flex tensors only
@@ -58,24 +57,23 @@ pub(crate) trait FlexKernels: Backend {
     /// `relu((x - mean)/√(var + epsilon) + beta)` per channel of `[n, c, h, w]` on the batch's
     /// own statistics, and those statistics, `[2, c]` (mean, biased variance; no gradient).
     /// The output's gradient counts the statistics' dependence on `x`. The output is f32, or
-    /// bf16 where `rounded` says (for a tensor only bf16 convolutions read; its gradient is
-    /// f32), and so is `x`'s gradient (for an `x` that is a bf16 convolution's output alone).
+    /// bf16 when `rounded` (for a tensor only bf16 convolutions read; its gradient is f32).
     fn towers_batch_norm_relu(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
-        rounded: Rounded,
+        rounded: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// [`towers_max_pool2d`](Self::towers_max_pool2d) of
-    /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu)'s output, and the statistics;
-    /// the output f32, `x`'s gradient bf16 where `input_grad_rounded`.
+    /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu)'s output, and the statistics.
     fn towers_batch_norm_relu_max_pool(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
-        pool: MaxPoolShape,
-        input_grad_rounded: bool,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// [`towers_batch_norm_relu_max_pool`](Self::towers_batch_norm_relu_max_pool) on given
@@ -85,8 +83,9 @@ pub(crate) trait FlexKernels: Backend {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
-        pool: MaxPoolShape,
-        input_grad_rounded: bool,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
     ) -> FloatTensor<Self>;
 
     /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu) on given `[2, c]` `moments`
@@ -96,7 +95,7 @@ pub(crate) trait FlexKernels: Backend {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
-        rounded: Rounded,
+        rounded: bool,
     ) -> FloatTensor<Self>;
 
     /// `x · w` for `[n, k]` and `[k, m]`, from operands rounded to bf16, summed in f32.
@@ -176,19 +175,21 @@ impl FlexKernels for Flex {
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
-        rounded: Rounded,
+        rounded: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        batch_norm::forward_training(x, &beta, epsilon, rounded.output)
+        batch_norm::forward_training(x, &beta, epsilon, rounded)
     }
 
     fn towers_batch_norm_relu_max_pool(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
-        pool: MaxPoolShape,
-        _: bool,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (y, moments, _) = batch_norm_max_pool::forward(x, (&beta, None), epsilon, pool);
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        let (y, moments, _) = batch_norm_max_pool::forward(x, (&beta, None), epsilon, shape);
         (y, moments)
     }
 
@@ -197,10 +198,12 @@ impl FlexKernels for Flex {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
-        pool: MaxPoolShape,
-        _: bool,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
     ) -> FloatTensor<Self> {
-        batch_norm_max_pool::forward(x, (&beta, Some(moments)), epsilon, pool).0
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        batch_norm_max_pool::forward(x, (&beta, Some(moments)), epsilon, shape).0
     }
 
     fn towers_batch_norm_relu_given(
@@ -208,9 +211,9 @@ impl FlexKernels for Flex {
         beta: FloatTensor<Self>,
         moments: FloatTensor<Self>,
         epsilon: f64,
-        rounded: Rounded,
+        rounded: bool,
     ) -> FloatTensor<Self> {
-        batch_norm::forward(x, beta, moments, epsilon, rounded.output)
+        batch_norm::forward(x, beta, moments, epsilon, rounded)
     }
 
     fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {

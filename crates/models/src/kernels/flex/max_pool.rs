@@ -24,7 +24,7 @@ pub(crate) struct MaxPoolShape {
 }
 
 impl MaxPoolShape {
-    pub(crate) fn new(kernel: [usize; 2], stride: [usize; 2], ceil_mode: bool) -> Self {
+    pub(super) fn new(kernel: [usize; 2], stride: [usize; 2], ceil_mode: bool) -> Self {
         Self {
             kernel,
             stride,

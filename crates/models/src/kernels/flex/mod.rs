@@ -66,9 +66,8 @@ mod winograd_5x5;
 mod winograd_7x1;
 
 pub(crate) use bf16_gemm::kernel as bf16_kernel;
-pub(crate) use conv::reads_bf16;
+pub(crate) use conv::reads_bf16_images;
 pub(crate) use extension::FlexKernels;
-pub(crate) use max_pool::MaxPoolShape;
 pub(crate) use optimizer_update::{AdamFactors, MomentumFactors, RmsProp, SgdFactors, Update};
 
 use burn_flex::FlexTensor;

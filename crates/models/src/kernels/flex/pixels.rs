@@ -105,19 +105,6 @@ impl<'a> Pixels<'a> {
     }
 }
 
-/// A matrix of [`Pixels`]: rows `stride` values apart, each a run of values.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PixelRows<'a> {
-    pub(crate) values: Pixels<'a>,
-    pub(crate) stride: usize,
-}
-
-impl<'a> PixelRows<'a> {
-    pub(crate) fn new(values: Pixels<'a>, stride: usize) -> Self {
-        Self { values, stride }
-    }
-}
-
 /// `values` = the f32s of bf16 `bits` (each one's bits the high half of an f32's), exactly;
 /// of one length.
 #[multiversion(targets("x86_64+avx512f+avx512bw", "x86_64+avx2"))]

@@ -14,10 +14,9 @@
 //! L1, and the transposed sum cost 5–10% there. bf16 products go to [`super::bf16_gemm`],
 //! which packs its operands itself.
 
-use super::bf16_gemm::{Operand, PackedLhs, Strided, multiply_bf16};
+use super::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
 use super::conv::Arithmetic;
 use super::gemm_f32::{View, gemm_f32};
-use super::pixels::{PixelRows, Pixels};
 use super::transpose::transpose;
 
 /// Rows of gemm's widest f32 kernel on AVX-512 (`x4x6`: four vectors of 16).
@@ -86,59 +85,34 @@ impl WeightSum {
     }
 
     /// Adds `g · windowsᵀ` for a chunk of `places` output places: `g` `[out × places]` and
-    /// `windows` `[taps × places]`, f32, or bf16 for bf16 products.
-    pub(super) fn add(&mut self, g: PixelRows, windows: PixelRows, places: usize) {
+    /// `windows` `[taps × places]`, both with unit column stride.
+    pub(super) fn add(&mut self, g: Strided, windows: Strided, places: usize) {
         let (out, taps) = (self.out, self.taps);
-        let covers = |m: &PixelRows, rows: usize| {
-            rows == 0 || m.values.len() >= m.stride * (rows - 1) + places
+        let covers = |m: &Strided, rows: usize| {
+            m.col_stride == 1 && (rows == 0 || m.data.len() >= m.row_stride * (rows - 1) + places)
         };
         assert!(
             covers(&g, out) && covers(&windows, taps),
             "a chunk past its matrix"
         );
-        if self.arithmetic == Arithmetic::Bf16 {
-            return match (g.values, windows.values) {
-                (Pixels::F32(a), Pixels::F32(b)) => {
-                    self.add_bf16(rows(a, g), rows(b, windows), places)
-                }
-                (Pixels::F32(a), Pixels::Bf16(b)) => {
-                    self.add_bf16(rows(a, g), rows(b, windows), places)
-                }
-                (Pixels::Bf16(a), Pixels::F32(b)) => {
-                    self.add_bf16(rows(a, g), rows(b, windows), places)
-                }
-                (Pixels::Bf16(a), Pixels::Bf16(b)) => {
-                    self.add_bf16(rows(a, g), rows(b, windows), places)
-                }
-            };
-        }
-        let g = Strided::row_major(g.values.f32(), g.stride);
-        let windows = Strided::row_major(windows.values.f32(), windows.stride);
-        match self.rows {
-            Rows::Out => {
+        match (self.arithmetic, self.rows) {
+            (Arithmetic::F32, Rows::Out) => {
                 let dims = [out, taps, places];
                 add_product_f32(&mut self.values, &g, &windows, dims, &mut self.transposed)
             }
-            Rows::Taps => {
+            (Arithmetic::F32, Rows::Taps) => {
                 let dims = [taps, out, places];
                 add_product_f32(&mut self.values, &windows, &g, dims, &mut self.transposed)
             }
-            Rows::Packed => {
+            (Arithmetic::F32, Rows::Packed) => {
                 add_product_packed_f32(&mut self.values, &g, &windows, [out, taps, places])
             }
+            (Arithmetic::Bf16, _) => {
+                let lhs = PackedLhs::new(out, places, g);
+                let rhs = Strided::transposed(windows.data, windows.row_stride);
+                multiply_bf16(&mut self.values, &lhs, rhs, taps, true);
+            }
         }
-    }
-
-    /// [`add`](Self::add)'s bf16 products, of f32 or bf16 operands.
-    fn add_bf16<G: Operand, W: Operand>(
-        &mut self,
-        g: Strided<G>,
-        windows: Strided<W>,
-        places: usize,
-    ) {
-        let lhs = PackedLhs::new(self.out, places, g);
-        let rhs = Strided::transposed(windows.data, windows.row_stride);
-        multiply_bf16(&mut self.values, &lhs, rhs, self.taps, true);
     }
 
     /// The sum as `[out][taps]`, for an adder of its own: bf16 only (f32 may keep it
@@ -171,11 +145,6 @@ impl WeightSum {
         transpose(&mut values, &sum, [self.taps, self.out]);
         values
     }
-}
-
-/// `values` as the matrix `m` lays them out.
-fn rows<'a, T>(values: &'a [T], m: PixelRows) -> Strided<'a, T> {
-    Strided::row_major(values, m.stride)
 }
 
 /// `dst += a · bᵀ` for `dst` `[m × n]` column-major (element (i, j) at `j·m + i`), `a` `[m ×
@@ -278,8 +247,8 @@ mod tests {
                         })
                         .sum::<f64>();
                 }
-                let g = PixelRows::new(Pixels::F32(&g), row_stride);
-                let windows = PixelRows::new(Pixels::F32(&windows), row_stride);
+                let g = Strided::row_major(&g, row_stride);
+                let windows = Strided::row_major(&windows, row_stride);
                 sums[n % 2].add(g, windows, places);
             }
             let [a, b] = sums;

@@ -18,7 +18,7 @@ pub use inception_e::{InceptionE, InceptionEConfig};
 use crate::parameter_table::model_rows;
 use crate::params::{l2_penalty, weight_decays};
 use crate::{
-    BasicConv, BasicConvConfig, ClassifierLoss, ImageClassifier, WeightDecay, count_params,
+    BasicConv, BasicConvConfig, ClassifierLoss, ImageClassifier, WeightDecay, conv2d, count_params,
     parameter_table, truncated_normal,
 };
 use burn::config::Config;
@@ -247,21 +247,19 @@ impl InceptionV3 {
             conv_2a.forward_into(x, &self.conv2d_2b_3x3),
         );
         // The stem's two max pools take the batch norm and ReLU of the convolution before them
-        // into their pass (`relu_max_pool`): those endpoints' shapes are the convolutions'
-        // outputs'.
+        // into their pass (`forward_relu_max_pool`): those endpoints' shapes are the
+        // convolutions' outputs'.
         let (conv_2b, conv_4a) = (&self.conv2d_2b_3x3, &self.conv2d_4a_3x3);
-        let (x, rounded) = conv_2b.convolved(x);
-        let x = step("Conv2d_2b_3x3", x);
+        let x = step("Conv2d_2b_3x3", conv2d(&conv_2b.conv, x));
         let x = step(
             "MaxPool_3a_3x3",
-            conv_2b.bn.relu_max_pool(&self.maxpool_3a_3x3, x, rounded),
+            conv_2b.bn.forward_relu_max_pool(&self.maxpool_3a_3x3, x),
         );
         let x = step("Conv2d_3b_1x1", self.conv2d_3b_1x1.forward_into(x, conv_4a));
-        let (x, rounded) = conv_4a.convolved(x);
-        let x = step("Conv2d_4a_3x3", x);
+        let x = step("Conv2d_4a_3x3", conv2d(&conv_4a.conv, x));
         let x = step(
             "MaxPool_5a_3x3",
-            conv_4a.bn.relu_max_pool(&self.maxpool_5a_3x3, x, rounded),
+            conv_4a.bn.forward_relu_max_pool(&self.maxpool_5a_3x3, x),
         );
         let x = step("Mixed_5b", self.mixed_5b.forward(x));
         let x = step("Mixed_5c", self.mixed_5c.forward(x));

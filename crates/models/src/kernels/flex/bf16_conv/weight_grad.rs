@@ -87,7 +87,7 @@ pub(crate) fn weight_grad(
     dw: &mut [f32],
     x: Pixels,
     dims: [usize; 4],
-    (grad, outs): (Pixels, Range<usize>),
+    (grad, outs): (&[f32], Range<usize>),
     kernel: [usize; 3],
     padding: [usize; 2],
 ) {
@@ -129,7 +129,7 @@ pub(super) fn weight_grad_on(
     dw: &mut [f32],
     x: Pixels,
     [n, c, h, w]: [usize; 4],
-    (grad, outs): (Pixels, Range<usize>),
+    (grad, outs): (&[f32], Range<usize>),
     [all, kh, kw]: [usize; 3],
     padding: [usize; 2],
 ) {
@@ -154,7 +154,7 @@ pub(super) fn weight_grad_on(
     }
     let planes = [
         Planes::input(x, g, n),
-        Planes::output(grad, g, n, (all, outs)),
+        Planes::output(Pixels::F32(grad), g, n, (all, outs)),
     ];
     WEIGHT_GRAD.with_borrow_mut(|s| {
         runs(&mut s.runs, g, n);

@@ -3,7 +3,7 @@
 //! and its rhs packing (`pack_rhs`, which needs only AVX-512 BF16) the `vdpbf16ps` path.
 
 use super::super::buffers::prefetch;
-use super::{Operand, Strided, bf16_bits};
+use super::{Strided, bf16_bits};
 use core::arch::asm;
 use core::arch::x86_64::*;
 use rayon::prelude::*;
@@ -131,7 +131,7 @@ pub(super) struct TiledLhs {
 }
 
 impl TiledLhs {
-    pub(super) fn new<T: Operand>(amx: Amx, m: usize, k: usize, lhs: Strided<T>) -> Self {
+    pub(super) fn new(amx: Amx, m: usize, k: usize, lhs: Strided) -> Self {
         let m_blocks = m.div_ceil(2 * ROWS) * 2;
         let k_blocks = k.div_ceil(DEPTH);
         let mut tiles = vec![ZERO_TILE; m_blocks * k_blocks];
@@ -163,13 +163,7 @@ thread_local! {
 /// `dst = or += lhs · rhs` for `m, n, k > 0`: pack all of `rhs` (so that it is read through
 /// memory in order), then for each pair of column blocks compute the 32×32 blocks of `dst`
 /// under it, that panel staying in L2 while all of `lhs` passes over it.
-pub(super) fn multiply<T: Operand>(
-    dst: &mut [f32],
-    lhs: &TiledLhs,
-    rhs: Strided<T>,
-    n: usize,
-    accumulate: bool,
-) {
+pub(super) fn multiply(dst: &mut [f32], lhs: &TiledLhs, rhs: Strided, n: usize, accumulate: bool) {
     let (k, k_blocks) = (lhs.k, lhs.k_blocks);
     let m = dst.len() / n;
     let n_blocks = n.div_ceil(2 * ROWS) * 2;
@@ -331,10 +325,10 @@ fn write_edge(
 }
 
 /// `rhs` (`k × n`) into `tiles` (`[n-block][k-block]`), zeros past `n`.
-pub(super) fn pack_rhs<T: Operand>(
+pub(super) fn pack_rhs(
     _: Avx512Bf16,
     tiles: &mut [Tile],
-    rhs: Strided<T>,
+    rhs: Strided,
     [k, n]: [usize; 2],
     k_blocks: usize,
 ) {
@@ -366,16 +360,16 @@ pub(super) fn pack_rhs<T: Operand>(
 }
 
 /// Tile `[mb][kb]` of `lhs` (`m × k`), any strides: row `r` holds `lhs[16 mb + r][32 kb ..]`.
-pub(super) fn pack_lhs_tile<T: Operand>(
+pub(super) fn pack_lhs_tile(
     tile: &mut Tile,
-    lhs: Strided<T>,
+    lhs: Strided,
     [m, k]: [usize; 2],
     [mb, kb]: [usize; 2],
 ) {
     for (index, out) in tile.0.iter_mut().enumerate() {
         let (row, col) = (mb * ROWS + index / DEPTH, kb * DEPTH + index % DEPTH);
         *out = if row < m && col < k {
-            lhs.at(row, col).tile_bits()
+            tile_bits(lhs.at(row, col))
         } else {
             0
         };
@@ -384,9 +378,9 @@ pub(super) fn pack_lhs_tile<T: Operand>(
 
 /// Tile `[nb][kb]` of `rhs` (`k × n`), any strides, in the VNNI layout `tdpbf16ps` wants: row
 /// `r` holds, for 16 columns, the pair `(rhs[32 kb + 2r][c], rhs[32 kb + 2r + 1][c])`.
-pub(super) fn pack_rhs_tile<T: Operand>(
+pub(super) fn pack_rhs_tile(
     tile: &mut Tile,
-    rhs: Strided<T>,
+    rhs: Strided,
     [k, n]: [usize; 2],
     [nb, kb]: [usize; 2],
 ) {
@@ -394,7 +388,7 @@ pub(super) fn pack_rhs_tile<T: Operand>(
         let (r, c, half) = (index / DEPTH, index % DEPTH / 2, index % 2);
         let (row, col) = (kb * DEPTH + 2 * r + half, nb * ROWS + c);
         *out = if row < k && col < n {
-            rhs.at(row, col).tile_bits()
+            tile_bits(rhs.at(row, col))
         } else {
             0
         };
@@ -406,9 +400,9 @@ pub(super) fn pack_rhs_tile<T: Operand>(
 /// # Safety
 /// AVX-512 F, BW and BF16 present; `lhs` covers `m × k`.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-pub(super) unsafe fn pack_lhs_tile_contiguous<T: Operand>(
+pub(super) unsafe fn pack_lhs_tile_contiguous(
     tile: &mut Tile,
-    lhs: Strided<T>,
+    lhs: Strided,
     [m, k]: [usize; 2],
     [mb, kb]: [usize; 2],
 ) {
@@ -428,40 +422,33 @@ pub(super) unsafe fn pack_lhs_tile_contiguous<T: Operand>(
 
 /// `pack_rhs` for `rhs.col_stride == 1` (a row-major matrix), two rows of `rhs` at a time
 /// so that the reads run through memory in order: tile row `r` interleaves 16 consecutive
-/// values of rows `2r` and `2r + 1` of the k-block.
+/// floats of rows `2r` and `2r + 1` of the k-block.
 ///
 /// # Safety
 /// AVX-512 F, BW and BF16 present; `rhs` covers `k × n`.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn pack_rhs_rows<T: Operand>(
-    tiles: &mut [Tile],
-    rhs: Strided<T>,
-    [k, n]: [usize; 2],
-    k_blocks: usize,
-) {
+unsafe fn pack_rhs_rows(tiles: &mut [Tile], rhs: Strided, [k, n]: [usize; 2], k_blocks: usize) {
     let load = |row: usize, col: usize| {
-        // SAFETY: the features (caller's contract); the unmasked elements row·row_stride +
-        // col .. + min(16, n - col) lie inside `rhs.data` (caller's contract).
-        unsafe {
-            if row < k && col < n {
+        if row < k && col < n {
+            // SAFETY: the unmasked elements row·row_stride + col .. + min(16, n - col) lie
+            // inside `rhs.data` (caller's contract).
+            unsafe {
                 let start = rhs.data.as_ptr().add(row * rhs.row_stride + col);
-                T::load(start, lane_mask(n - col))
-            } else {
-                T::zeros()
+                _mm512_maskz_loadu_ps(lane_mask(n - col), start)
             }
+        } else {
+            _mm512_setzero_ps()
         }
     };
     let n_blocks = tiles.len() / k_blocks;
     for pair in 0..k_blocks * ROWS {
         let (kb, r) = (pair / ROWS, pair % ROWS);
         // The rows 16 ahead into L1 for this panel, this pair's next panel into L2.
-        prefetch_rows::<_MM_HINT_T0, _>([2 * pair + 16, 2 * pair + 17], rhs, k, 0..n);
-        prefetch_rows::<_MM_HINT_T1, _>([2 * pair, 2 * pair + 1], rhs, k, n..2 * n);
+        prefetch_rows::<_MM_HINT_T0>([2 * pair + 16, 2 * pair + 17], rhs, k, 0..n);
+        prefetch_rows::<_MM_HINT_T1>([2 * pair, 2 * pair + 1], rhs, k, n..2 * n);
         for nb in 0..n_blocks {
             let col = nb * ROWS;
-            // SAFETY: the features (caller's contract).
-            let words = unsafe { T::words(load(2 * pair, col), load(2 * pair + 1, col)) };
-            let pairs = interleave_words(words);
+            let pairs = interleave_bf16(load(2 * pair, col), load(2 * pair + 1, col));
             store_row(&mut tiles[nb * k_blocks + kb], r, pairs);
         }
     }
@@ -472,12 +459,7 @@ unsafe fn pack_rhs_rows<T: Operand>(
 /// vectors at a time, so the rows they read lie a whole matrix row apart (an image row for
 /// a 1x1 convolution, whose rhs is its input) and the hardware prefetcher misses them: a
 /// third of such a convolution's time on 17x17 maps went to those loads.
-fn prefetch_rows<const HINT: i32, T>(
-    rows: [usize; 2],
-    rhs: Strided<T>,
-    k: usize,
-    columns: Range<usize>,
-) {
+fn prefetch_rows<const HINT: i32>(rows: [usize; 2], rhs: Strided, k: usize, columns: Range<usize>) {
     for row in rows.into_iter().filter(|&row| row < k) {
         let start = row * rhs.row_stride;
         prefetch::<HINT, _>(rhs.data, start + columns.start..start + columns.end);
@@ -488,19 +470,12 @@ fn prefetch_rows<const HINT: i32, T>(
 /// `(even[c], odd[c])`, the even one in the low half.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 pub(crate) fn interleave_bf16(even: __m512, odd: __m512) -> __m512i {
-    interleave_words(to_bf16(even, odd))
-}
-
-/// 32 bf16 words, 16 of one row then 16 of the next, as 16 pairs: lane c holds the pair of
-/// words c and 16 + c, word c in the low half.
-#[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) fn interleave_words(words: __m512i) -> __m512i {
     // Word 2c from word c (even's lane c), word 2c + 1 from word 16 + c (odd's lane c).
     let interleave = _mm512_set_epi16(
         31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4,
         19, 3, 18, 2, 17, 1, 16, 0,
     );
-    _mm512_permutexvar_epi16(interleave, words)
+    _mm512_permutexvar_epi16(interleave, to_bf16(even, odd))
 }
 
 /// `pack_rhs_tile` for `rhs.row_stride == 1` (a transposed row-major matrix): each column of
@@ -509,9 +484,9 @@ pub(crate) fn interleave_words(words: __m512i) -> __m512i {
 /// # Safety
 /// AVX-512 F, BW and BF16 present; `rhs` covers `k × n`.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-pub(super) unsafe fn pack_rhs_tile_columns<T: Operand>(
+pub(super) unsafe fn pack_rhs_tile_columns(
     tile: &mut Tile,
-    rhs: Strided<T>,
+    rhs: Strided,
     [k, n]: [usize; 2],
     [nb, kb]: [usize; 2],
 ) {
@@ -540,22 +515,21 @@ pub(crate) fn lane_mask(count: usize) -> __mmask16 {
     }
 }
 
-/// `count` (1 to 32) values from `source` as bf16 (f32 rounded), packed in order, zeros after.
+/// `count` (1 to 32) floats from `source` rounded to bf16, packed in order, zeros after.
 ///
 /// # Safety
 /// AVX-512 F, BW and BF16 present; `source .. source + count` readable.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-pub(crate) unsafe fn load_bf16_run<T: Operand>(source: *const T, count: usize) -> __m512i {
-    // SAFETY: the features (caller's contract); only the first `count` values are unmasked,
-    // and `source + 16` is within the readable range where count > 16.
-    unsafe {
-        let low = T::load(source, lane_mask(count));
-        let high = match count > 16 {
-            true => T::load(source.add(16), lane_mask(count - 16)),
-            false => T::zeros(),
-        };
-        T::words(low, high)
-    }
+pub(crate) unsafe fn load_bf16_run(source: *const f32, count: usize) -> __m512i {
+    // SAFETY: only the first `count` floats are unmasked.
+    let low = unsafe { _mm512_maskz_loadu_ps(lane_mask(count), source) };
+    let high = if count > 16 {
+        // SAFETY: as above; `source + 16` is within the readable range since count > 16.
+        unsafe { _mm512_maskz_loadu_ps(lane_mask(count - 16), source.add(16)) }
+    } else {
+        _mm512_setzero_ps()
+    };
+    to_bf16(low, high)
 }
 
 /// `low` then `high` rounded to 32 bf16 by `vcvtne2ps2bf16`: to nearest even, NaN kept

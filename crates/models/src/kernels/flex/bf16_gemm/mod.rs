@@ -25,19 +25,18 @@ mod pairs;
 #[cfg(test)]
 mod tests;
 
-/// A matrix read through strides: element (row, col) is `data[row * row_stride + col *
-/// col_stride]`; of f32, or for the bf16 products of any [`Operand`].
+/// A matrix of f32 read through strides: element (row, col) is `data[row * row_stride + col * col_stride]`.
 #[derive(Clone, Copy)]
-pub(crate) struct Strided<'a, T = f32> {
-    pub data: &'a [T],
+pub(crate) struct Strided<'a> {
+    pub data: &'a [f32],
     pub row_stride: usize,
     pub col_stride: usize,
 }
 
-impl<'a, T> Strided<'a, T> {
+impl<'a> Strided<'a> {
     /// A row-major matrix with rows of `columns` values (a longer `data` holds more rows, or
     /// rows of a wider matrix).
-    pub(crate) fn row_major(data: &'a [T], columns: usize) -> Self {
+    pub(crate) fn row_major(data: &'a [f32], columns: usize) -> Self {
         Self {
             data,
             row_stride: columns,
@@ -46,7 +45,7 @@ impl<'a, T> Strided<'a, T> {
     }
 
     /// The transpose of a row-major matrix with rows of `columns` values.
-    pub(crate) fn transposed(data: &'a [T], columns: usize) -> Self {
+    pub(crate) fn transposed(data: &'a [f32], columns: usize) -> Self {
         Self {
             data,
             row_stride: 1,
@@ -73,120 +72,8 @@ impl<'a, T> Strided<'a, T> {
         );
     }
 
-    fn at(&self, row: usize, col: usize) -> T
-    where
-        T: Copy,
-    {
+    fn at(&self, row: usize, col: usize) -> f32 {
         self.data[row * self.row_stride + col * self.col_stride]
-    }
-}
-
-/// An element the bf16 products take: f32, rounded to bf16 as it is packed, or a bf16 already
-/// rounded (its bit pattern, as [`super::pixels::Pixels`] holds it: a batch norm's output or
-/// input gradient that only a convolution reads), packed as it is. A bf16 that is an f32
-/// rounded as the packers round gives the same products as that f32.
-pub(crate) trait Operand: Copy + Send + Sync {
-    /// A vector of 16 of them as the packers load it: `__m512` of f32, or 16 bf16 words.
-    #[cfg(target_arch = "x86_64")]
-    type Vector: Copy;
-
-    /// The value, in f32 (exactly, for a bf16).
-    fn value(self) -> f32;
-
-    /// The bf16 bits the tiles take for it: an f32 rounded to nearest even, subnormals
-    /// flushed as [`Operand::words`] flushes them (`amx::tile_bits`).
-    #[cfg(target_arch = "x86_64")]
-    fn tile_bits(self) -> u16;
-
-    /// The lanes of `mask` from `source`, zeros elsewhere.
-    ///
-    /// # Safety
-    /// AVX-512 F, BW and BF16 present; the masked elements from `source` readable.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn load(source: *const Self, mask: core::arch::x86_64::__mmask16) -> Self::Vector;
-
-    /// 16 zeros.
-    ///
-    /// # Safety
-    /// AVX-512 F present.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn zeros() -> Self::Vector;
-
-    /// `low` then `high` as 32 bf16 words (f32 rounded by `vcvtne2ps2bf16`, `amx::to_bf16`).
-    ///
-    /// # Safety
-    /// AVX-512 F, BW and BF16 present.
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn words(low: Self::Vector, high: Self::Vector) -> core::arch::x86_64::__m512i;
-}
-
-impl Operand for f32 {
-    #[cfg(target_arch = "x86_64")]
-    type Vector = core::arch::x86_64::__m512;
-
-    fn value(self) -> f32 {
-        self
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    fn tile_bits(self) -> u16 {
-        amx::tile_bits(self)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    unsafe fn load(source: *const f32, mask: core::arch::x86_64::__mmask16) -> Self::Vector {
-        // SAFETY: the caller's contract; only the masked lanes are read.
-        unsafe { core::arch::x86_64::_mm512_maskz_loadu_ps(mask, source) }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn zeros() -> Self::Vector {
-        core::arch::x86_64::_mm512_setzero_ps()
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    unsafe fn words(low: Self::Vector, high: Self::Vector) -> core::arch::x86_64::__m512i {
-        amx::to_bf16(low, high)
-    }
-}
-
-/// bf16 bit patterns. Their vectors hold 16 words in the low half of an `__m512i`.
-impl Operand for u16 {
-    #[cfg(target_arch = "x86_64")]
-    type Vector = core::arch::x86_64::__m512i;
-
-    fn value(self) -> f32 {
-        f32::from_bits(u32::from(self) << 16)
-    }
-
-    /// As it is: a subnormal stays one (where an f32 would be flushed), which the tiles and
-    /// `vdpbf16ps` take as zero all the same.
-    #[cfg(target_arch = "x86_64")]
-    fn tile_bits(self) -> u16 {
-        self
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    unsafe fn load(source: *const u16, mask: core::arch::x86_64::__mmask16) -> Self::Vector {
-        // SAFETY: the caller's contract; only the masked words (the low 16 at most) are read.
-        unsafe { core::arch::x86_64::_mm512_maskz_loadu_epi16(mask.into(), source.cast()) }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn zeros() -> Self::Vector {
-        core::arch::x86_64::_mm512_setzero_si512()
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    unsafe fn words(low: Self::Vector, high: Self::Vector) -> core::arch::x86_64::__m512i {
-        use core::arch::x86_64::{_mm512_castsi512_si256, _mm512_inserti64x4};
-        _mm512_inserti64x4::<1>(low, _mm512_castsi512_si256(high))
     }
 }
 
@@ -209,18 +96,18 @@ enum LhsLayout {
 }
 
 impl PackedLhs {
-    pub(crate) fn new<T: Operand>(m: usize, k: usize, lhs: Strided<T>) -> Self {
+    pub(crate) fn new(m: usize, k: usize, lhs: Strided) -> Self {
         Self::for_kernel(m, k, lhs, kernel())
     }
 
     /// Packs for `kernel` (which the CPU must have); the layout picks the kernel of every later
     /// `multiply_bf16`.
-    fn for_kernel<T: Operand>(m: usize, k: usize, lhs: Strided<T>, kernel: Bf16Kernel) -> Self {
+    fn for_kernel(m: usize, k: usize, lhs: Strided, kernel: Bf16Kernel) -> Self {
         lhs.assert_covers(m, k);
         let layout = match kernel {
             Bf16Kernel::F32Gemm => {
                 let rows = (0..m)
-                    .flat_map(|row| (0..k).map(move |col| round_to_bf16(lhs.at(row, col).value())))
+                    .flat_map(|row| (0..k).map(move |col| round_to_bf16(lhs.at(row, col))))
                     .collect();
                 LhsLayout::Rows(rows)
             }
@@ -242,10 +129,10 @@ impl PackedLhs {
 }
 
 /// `dst (m × n, row-major, row stride n) = or += lhs · rhs`, with `rhs` (`k × n`) rounded to bf16 (round to nearest even), the products summed in f32. On the calling thread.
-pub(crate) fn multiply_bf16<T: Operand>(
+pub(crate) fn multiply_bf16(
     dst: &mut [f32],
     lhs: &PackedLhs,
-    rhs: Strided<T>,
+    rhs: Strided,
     n: usize,
     accumulate: bool,
 ) {
@@ -340,10 +227,10 @@ thread_local! {
 
 /// The fallback: `rhs` rounded into a compact copy, then f32 gemm on the calling thread. The
 /// products of bf16 values are exact in f32, so only the summation order differs from AMX.
-fn multiply_rows<T: Operand>(
+fn multiply_rows(
     dst: &mut [f32],
     lhs: &[f32],
-    rhs: Strided<T>,
+    rhs: Strided,
     [m, k, n]: [usize; 3],
     accumulate: bool,
 ) {
@@ -373,12 +260,7 @@ fn multiply_rows<T: Operand>(
 /// Writes `rhs` (`k × n`) rounded to bf16 into `copy`, contiguously, keeping its orientation so
 /// that both the read and the write run through memory in order; returns the copy's
 /// `[row_stride, col_stride]`.
-fn round_compact<T: Operand>(
-    copy: &mut Vec<f32>,
-    rhs: Strided<T>,
-    k: usize,
-    n: usize,
-) -> [usize; 2] {
+fn round_compact(copy: &mut Vec<f32>, rhs: Strided, k: usize, n: usize) -> [usize; 2] {
     let transposed = rhs.row_stride == 1 && rhs.col_stride != 1;
     let (lines, length, line_stride, step) = if transposed {
         (n, k, rhs.col_stride, rhs.row_stride)
@@ -390,9 +272,9 @@ fn round_compact<T: Operand>(
         let start = line * line_stride;
         if step == 1 {
             let line = &rhs.data[start..start + length];
-            copy.extend(line.iter().map(|&x| round_to_bf16(x.value())));
+            copy.extend(line.iter().map(|&x| round_to_bf16(x)));
         } else {
-            copy.extend((0..length).map(|i| round_to_bf16(rhs.data[start + i * step].value())));
+            copy.extend((0..length).map(|i| round_to_bf16(rhs.data[start + i * step])));
         }
     }
     if transposed { [1, k] } else { [n, 1] }

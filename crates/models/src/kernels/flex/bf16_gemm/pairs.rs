@@ -4,11 +4,11 @@
 //! pairs along k, `rhs` per call into the AMX path's tiles, whose rows are those pairs for 16
 //! columns (a tile row is one vector here).
 
+use super::Strided;
 use super::amx::{
-    Avx512Bf16, ROWS, Tile, ZERO_TILE, interleave_words, lane_mask, load_bf16_run, pack_rhs,
-    transpose,
+    Avx512Bf16, ROWS, Tile, ZERO_TILE, interleave_bf16, lane_mask, load_bf16_run, pack_rhs,
+    tile_bits, transpose,
 };
-use super::{Operand, Strided};
 use core::arch::x86_64::*;
 use std::cell::RefCell;
 
@@ -32,7 +32,7 @@ pub(super) struct PairedLhs {
 }
 
 impl PairedLhs {
-    pub(super) fn new<T: Operand>(avx512: Avx512Bf16, m: usize, k: usize, lhs: Strided<T>) -> Self {
+    pub(super) fn new(avx512: Avx512Bf16, m: usize, k: usize, lhs: Strided) -> Self {
         let pairs = k.div_ceil(2);
         // An even count of row blocks: the vector packers fill two at a time.
         let mut data = vec![0; m.div_ceil(2 * MR) * 2 * pairs * MR];
@@ -56,11 +56,11 @@ impl PairedLhs {
 }
 
 /// `PairedLhs`'s layout for any strides, one value at a time.
-pub(super) fn pack_any<T: Operand>(data: &mut [u32], lhs: Strided<T>, [m, k]: [usize; 2]) {
+pub(super) fn pack_any(data: &mut [u32], lhs: Strided, [m, k]: [usize; 2]) {
     let pairs = k.div_ceil(2);
     let bits = |row: usize, col: usize| {
         if row < m && col < k {
-            u32::from(lhs.at(row, col).tile_bits())
+            u32::from(tile_bits(lhs.at(row, col)))
         } else {
             0
         }
@@ -80,7 +80,7 @@ pub(super) fn pack_any<T: Operand>(data: &mut [u32], lhs: Strided<T>, [m, k]: [u
 /// AVX-512 F, BW and BF16 present; `lhs.col_stride == 1` and `lhs` covers `m × k`; `data`
 /// holds `m.div_ceil(16) · 2` row blocks of `k.div_ceil(2)` pairs.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn pack_rows<T: Operand>(data: &mut [u32], lhs: Strided<T>, [m, k]: [usize; 2]) {
+unsafe fn pack_rows(data: &mut [u32], lhs: Strided, [m, k]: [usize; 2]) {
     let pairs = k.div_ceil(2);
     for group in 0..m.div_ceil(2 * MR) {
         for chunk in 0..k.div_ceil(2 * ROWS) {
@@ -110,29 +110,29 @@ unsafe fn pack_rows<T: Operand>(data: &mut [u32], lhs: Strided<T>, [m, k]: [usiz
 }
 
 /// `PairedLhs`'s layout for a column-major `lhs` (`lhs.row_stride == 1`): per 16 rows and
-/// pair of columns, the two columns' 16 values interleaved into 16 pairs.
+/// pair of columns, the two columns' 16 floats interleaved into 16 pairs.
 ///
 /// # Safety
 /// As `pack_rows`, with `lhs.row_stride == 1`.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-unsafe fn pack_columns<T: Operand>(data: &mut [u32], lhs: Strided<T>, [m, k]: [usize; 2]) {
+unsafe fn pack_columns(data: &mut [u32], lhs: Strided, [m, k]: [usize; 2]) {
     let pairs = k.div_ceil(2);
     for group in 0..m.div_ceil(2 * MR) {
         let row = group * 2 * MR;
         let mask = lane_mask(m - row);
         let load = |col: usize| {
-            // SAFETY: the features (caller's contract); the unmasked elements row +
-            // col·col_stride .. + min(16, m - row) lie inside `lhs.data` (caller's contract).
-            unsafe {
-                match col < k {
-                    true => T::load(lhs.data.as_ptr().add(row + col * lhs.col_stride), mask),
-                    false => T::zeros(),
+            if col < k {
+                // SAFETY: the unmasked elements row + col·col_stride .. + min(16, m - row)
+                // lie inside `lhs.data` (caller's contract).
+                unsafe {
+                    _mm512_maskz_loadu_ps(mask, lhs.data.as_ptr().add(row + col * lhs.col_stride))
                 }
+            } else {
+                _mm512_setzero_ps()
             }
         };
         for pair in 0..pairs {
-            // SAFETY: the features (caller's contract).
-            let values = interleave_words(unsafe { T::words(load(2 * pair), load(2 * pair + 1)) });
+            let values = interleave_bf16(load(2 * pair), load(2 * pair + 1));
             store_halves(
                 data,
                 [group * 2, group * 2 + 1].map(|b| (b * pairs + pair) * MR),
@@ -164,13 +164,7 @@ thread_local! {
 /// `dst = or += lhs · rhs` for `m, n, k > 0`, one panel of `VECTORS` × 16 columns at a
 /// time: pack the panel (`k` × 48 bf16 stays in L2), then per block of `KC` k-pairs every
 /// row block of `lhs` over it.
-pub(super) fn multiply<T: Operand>(
-    dst: &mut [f32],
-    lhs: &PairedLhs,
-    rhs: Strided<T>,
-    n: usize,
-    accumulate: bool,
-) {
+pub(super) fn multiply(dst: &mut [f32], lhs: &PairedLhs, rhs: Strided, n: usize, accumulate: bool) {
     let k_blocks = lhs.k.div_ceil(2 * ROWS);
     PACKED_RHS.with_borrow_mut(|packed| {
         if packed.len() < VECTORS * k_blocks {

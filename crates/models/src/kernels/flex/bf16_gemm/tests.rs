@@ -41,7 +41,7 @@ fn lay_out(values: &[f32], rows: usize, cols: usize, layout: Layout) -> (Vec<f32
     (data, strides)
 }
 
-fn strided<T>(data: &[T], [row_stride, col_stride]: [usize; 2]) -> Strided<'_, T> {
+fn strided(data: &[f32], [row_stride, col_stride]: [usize; 2]) -> Strided<'_> {
     Strided {
         data,
         row_stride,
@@ -311,11 +311,11 @@ fn threads_share_one_packed_lhs() {
 #[test]
 fn empty_depth_sets_or_keeps_dst() {
     for (kernel, _) in paths() {
-        let packed = pack(3, 0, strided::<f32>(&[], [0, 1]), kernel);
+        let packed = pack(3, 0, strided(&[], [0, 1]), kernel);
         let mut dst = vec![5.0; 12];
-        multiply_bf16(&mut dst, &packed, strided::<f32>(&[], [4, 1]), 4, true);
+        multiply_bf16(&mut dst, &packed, strided(&[], [4, 1]), 4, true);
         assert_eq!(dst, vec![5.0; 12]);
-        multiply_bf16(&mut dst, &packed, strided::<f32>(&[], [4, 1]), 4, false);
+        multiply_bf16(&mut dst, &packed, strided(&[], [4, 1]), 4, false);
         assert_eq!(dst, vec![0.0; 12]);
     }
 }
@@ -486,122 +486,6 @@ fn vector_packers_match_the_scalar_ones() {
             let mut slow = vec![1; fast.len()];
             pairs::pack_any(&mut slow, matrix, [rows, cols]);
             assert_eq!(fast, slow, "lhs in pairs {what}");
-        }
-    }
-}
-
-/// Every packer, given bf16 values (bit patterns), packs what it packs from the same values
-/// in f32 (subnormals aside: packed as they are, where f32's are flushed, and the products
-/// take both as zero).
-#[cfg(target_arch = "x86_64")]
-#[test]
-fn bf16_values_pack_as_the_f32_they_round() {
-    use amx::*;
-    let Some(avx512) = Avx512Bf16::get() else {
-        eprintln!("note: AVX-512 BF16 unavailable here, the vector packers are not used");
-        return;
-    };
-    let mut bits: Vec<u16> = random(13_000, 62).into_iter().map(bf16_bits).collect();
-    // NaN, infinity, -0.
-    for (index, special) in [0x7fc1, 0xff80, 0x8000].into_iter().enumerate() {
-        bits[index * 101 + 5] = special;
-    }
-    let values: Vec<f32> = bits.iter().map(|&b| b.value()).collect();
-    for [rows, cols] in [[1, 1], [5, 3], [16, 32], [17, 33], [40, 70]] {
-        for strides in [
-            [cols, 1],
-            [1, rows],
-            [cols + 5, 1],
-            [1, rows + 2],
-            [2 * cols, 2],
-        ] {
-            let col_stride = strides[1];
-            let matrix = strided(&values, strides);
-            let rounded = strided(&bits, strides);
-            let what = format!("{rows}×{cols}, strides {strides:?}");
-            let (k_blocks, n_blocks) = (rows.div_ceil(32), cols.div_ceil(32) * 2);
-            let tiles = |rhs: &dyn Fn(&mut [Tile])| {
-                let mut tiles = vec![Tile([1; 512]); k_blocks * n_blocks];
-                rhs(&mut tiles);
-                tiles.into_iter().map(|t| t.0.to_vec()).collect::<Vec<_>>()
-            };
-            let from_f32 = tiles(&|t| pack_rhs(avx512, t, matrix, [rows, cols], k_blocks));
-            let from_bf16 = tiles(&|t| pack_rhs(avx512, t, rounded, [rows, cols], k_blocks));
-            assert_eq!(from_f32, from_bf16, "rhs {what}");
-            let scalar = tiles(&|t| {
-                for (index, tile) in t.iter_mut().enumerate() {
-                    let at = [index / k_blocks, index % k_blocks];
-                    pack_rhs_tile(tile, rounded, [rows, cols], at);
-                }
-            });
-            assert_eq!(from_f32, scalar, "rhs one value at a time, {what}");
-            if col_stride == 1 {
-                for block in [[0, 0], [1, 0], [0, 1], [2, 2]] {
-                    if block[1] * 32 < cols {
-                        let (mut f32s, mut bf16s, mut scalar) =
-                            (Tile([1; 512]), Tile([2; 512]), Tile([3; 512]));
-                        // SAFETY: `avx512` proves AVX-512 F, BW and BF16; both cover the
-                        // matrix (the same strides over as many values).
-                        unsafe {
-                            pack_lhs_tile_contiguous(&mut f32s, matrix, [rows, cols], block);
-                            pack_lhs_tile_contiguous(&mut bf16s, rounded, [rows, cols], block);
-                        }
-                        pack_lhs_tile(&mut scalar, rounded, [rows, cols], block);
-                        assert_eq!(f32s.0, bf16s.0, "lhs {what}, tile {block:?}");
-                        assert_eq!(f32s.0, scalar.0, "lhs one value at a time, {what}");
-                    }
-                }
-            }
-            let from_f32 = pairs::PairedLhs::new(avx512, rows, cols, matrix).data;
-            let from_bf16 = pairs::PairedLhs::new(avx512, rows, cols, rounded).data;
-            let mut scalar = vec![1; from_f32.len()];
-            pairs::pack_any(&mut scalar, rounded, [rows, cols]);
-            assert_eq!(from_f32, from_bf16, "lhs in pairs {what}");
-            assert_eq!(from_f32, scalar, "lhs in pairs one value at a time, {what}");
-        }
-    }
-}
-
-/// On every path, a product of bf16 operands (the bits of values rounded as the packers
-/// round them) is the product of those values in f32, bit for bit, whichever operand is bf16.
-#[test]
-fn bf16_operands_multiply_as_the_f32_they_round() {
-    for (kernel, path) in paths() {
-        for (seed, [m, k, n]) in SHAPES.into_iter().enumerate().step_by(3) {
-            let lhs = random(m * k, 7 * seed as u64);
-            let rhs = random(k * n, 7 * seed as u64 + 1);
-            for [lhs_layout, rhs_layout] in LAYOUTS {
-                let (lhs_data, lhs_strides) = lay_out(&lhs, m, k, lhs_layout);
-                let (rhs_data, rhs_strides) = lay_out(&rhs, k, n, rhs_layout);
-                let bits = |data: &[f32]| data.iter().map(|&x| bf16_bits(x)).collect::<Vec<_>>();
-                let (lhs_bits, rhs_bits) = (bits(&lhs_data), bits(&rhs_data));
-                let product = |packed: &PackedLhs, rhs_bf16: bool| {
-                    let mut dst = vec![f32::NAN; m * n];
-                    match rhs_bf16 {
-                        true => {
-                            let rhs = strided(&rhs_bits, rhs_strides);
-                            multiply_bf16(&mut dst, packed, rhs, n, false)
-                        }
-                        false => {
-                            let rhs = strided(&rhs_data, rhs_strides);
-                            multiply_bf16(&mut dst, packed, rhs, n, false)
-                        }
-                    }
-                    dst.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
-                };
-                let from_f32 = pack(m, k, strided(&lhs_data, lhs_strides), kernel);
-                let from_bf16 = match kernel {
-                    None => PackedLhs::new(m, k, strided(&lhs_bits, lhs_strides)),
-                    Some(kernel) => {
-                        PackedLhs::for_kernel(m, k, strided(&lhs_bits, lhs_strides), kernel)
-                    }
-                };
-                let want = product(&from_f32, false);
-                let what = format!("{path} {m}×{k}×{n} {lhs_layout:?} {rhs_layout:?}");
-                assert_eq!(product(&from_bf16, false), want, "bf16 lhs, {what}");
-                assert_eq!(product(&from_f32, true), want, "bf16 rhs, {what}");
-                assert_eq!(product(&from_bf16, true), want, "both bf16, {what}");
-            }
         }
     }
 }
