@@ -7,10 +7,12 @@ Run by hand with TensorFlow installed (never in CI), on an otherwise idle machin
 
     python bench/peers/side_by_side.py [--rounds 2] [--skip-inception]
 
-Ours: `bench_step` (whole step, f32 and bf16 alternating call by call) and `bench_models`
-(Inception train step, f32 and bf16 alternating). TF: `tf_cifar10_step.py --whole-step-only`
-and `tf_inception_step.py`, each in f32 and in bf16 (Keras's `mixed_bfloat16`). Record the CPU
-(`lscpu`) with the figures: the ratios depend on it.
+Each side runs one precision per process, as training does: ours `bench_step REPS f32|bf16`
+(the whole step alone) and `bench_models REPS inception f32|bf16`; TF `tf_cifar10_step.py
+--whole-step-only --precision` and `tf_inception_step.py --precision` (bf16: Keras's
+`mixed_bfloat16`). (Ours alternating precisions call by call in one process ran its f32 calls
+3-8% slower after bf16 ones: bench/README.md, 2026-11-27 midday.) Record the CPU (`lscpu`) with
+the figures: the ratios depend on it.
 """
 
 import argparse
@@ -46,8 +48,13 @@ def cifar_round(reps):
         )
         for p in ("f32", "bf16")
     }
-    ours_out = run([BINARIES / "bench_step", str(reps)])
-    ours = {p: number(rf"^whole step \({p}\): fwd\+bwd\+SGD\s+([\d.]+)", ours_out) for p in ("f32", "bf16")}
+    ours = {
+        p: number(
+            rf"^whole step \({p}\): fwd\+bwd\+SGD\s+([\d.]+)",
+            run([BINARIES / "bench_step", str(reps), p]),
+        )
+        for p in ("f32", "bf16")
+    }
     return tf, ours
 
 
@@ -60,9 +67,11 @@ def inception_round(reps):
         )
         for p in ("f32", "bf16")
     }
-    ours_out = run([BINARIES / "bench_models", str(reps)])
     ours = {
-        p: number(rf"^Inception v3, 299x299 \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)", ours_out)
+        p: number(
+            rf"^Inception v3, 299x299 \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)",
+            run([BINARIES / "bench_models", str(reps), "inception", p]),
+        )
         for p in ("f32", "bf16")
     }
     return tf, ours

@@ -2,7 +2,9 @@
 //! the default CPU backend (flex) or the device `TOWERS_BENCH_DEVICE` names; the peer is
 //! `bench/peers/tf_cifar10_step.py`, which times TF's layers the same way.
 //!
-//! `cargo run --release -p towers-bench --bin bench_step [REPS]` (default 20; medians after a warm-up).
+//! `cargo run --release -p towers-bench --bin bench_step [REPS] [f32|bf16]` (default 20;
+//! medians after a warm-up). With a precision, only the whole step (2 below) in that precision,
+//! alone in the process, as the peer's `--whole-step-only --precision` runs TF's.
 //!
 //! 1. Each layer in isolation: forward alone, then forward and backward (the gradient of the
 //!    output's sum with respect to the layer's weights and, except for conv1, whose input is
@@ -36,10 +38,14 @@ fn main() {
     device.seed(0);
     let net = Cifar10Config::new().init(&device);
     println!("CIFAR-10 tutorial net, batch 128, {entry}, median of {reps} calls, ms");
+    if let Some(precision) = std::env::args().nth(2) {
+        let precision = precision.parse().unwrap_or_else(|e| panic!("PRECISION: {e}"));
+        return whole_step(net, reps, &device, &[precision]);
+    }
     layer_table(layers(&net), reps, &device);
     println!("\nthe same layers, products in bf16:");
     with_precision(Precision::Bf16, || layer_table(layers(&net), reps, &device));
-    whole_step(net.clone(), reps, &device);
+    whole_step(net.clone(), reps, &device, &[Precision::F32, Precision::Bf16]);
 
     println!("\nformulations (the model's first), same input, alternating calls:");
     for group in alternatives(&net) {
@@ -85,14 +91,20 @@ fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
     ]
 }
 
-fn whole_step(net: Cifar10Net, reps: usize, device: &Device) {
+/// The whole step's rows in each of `precisions`.
+fn whole_step(net: Cifar10Net, reps: usize, device: &Device, precisions: &[Precision]) {
     let batch = cifar_batch(128, device);
     let (x, y) = batch.as_slice().to_tensors(device);
-    let precisions = [Precision::F32, Precision::Bf16];
-    let mut nets = [net.clone(), net];
-    let mut optims = [OptimizerConfig::Sgd.init(), OptimizerConfig::Sgd.init()];
-    let mut times = [[(); 3].map(|_| Vec::new()), [(); 3].map(|_| Vec::new())];
-    // The precisions alternate call by call, so that both see the same machine.
+    let mut nets = vec![net; precisions.len()];
+    let mut optims: Vec<_> = precisions
+        .iter()
+        .map(|_| OptimizerConfig::Sgd.init())
+        .collect();
+    let mut times: Vec<_> = precisions
+        .iter()
+        .map(|_| [(); 3].map(|_| Vec::new()))
+        .collect();
+    // The precisions alternate call by call, so that all see the same machine.
     for rep in 0..reps + 1 {
         for (i, &precision) in precisions.iter().enumerate() {
             let took = with_precision(precision, || {
