@@ -3,8 +3,8 @@
 //! `TOWERS_BENCH_DEVICE` names.
 //!
 //! `cargo run --release -p towers-bench --bin bench_models [REPS] [MODEL] [PRECISION]` (default 3
-//! timed runs after a warm-up; `MODEL` `cifar10` or `inception` and `PRECISION` `f32` or `bf16`
-//! run only those rows, e.g. under a profiler).
+//! timed runs after [`WARM_UP`] calls; `MODEL` `cifar10` or `inception` and `PRECISION` `f32` or
+//! `bf16` run only those rows, e.g. under a profiler).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
 //! averages); the train step is the training loss, its backward pass and a plain SGD update.
 //! Each row twice: products in f32 and in bf16 (`towers_models::with_precision`), alternating.
@@ -27,7 +27,9 @@ fn main() {
     let inception = InceptionV3Config::new(1001).init(&device);
     println!("{}\n\n{}\n", cifar.summary(), inception.summary());
     let kernel = bf16_kernel();
-    println!("device: {entry}, {reps} timed runs after one warm-up; bf16 products on {kernel}");
+    println!(
+        "device: {entry}, {reps} timed runs after {WARM_UP} warm-up calls; bf16 products on {kernel}"
+    );
     println!(
         "{:<34} {:>6} {:>18} {:>24}",
         "model", "batch", "forward ms/image", "train step ms/image"
@@ -96,15 +98,21 @@ fn bench<M: ImageClassifier>(
     }
 }
 
+/// Untimed calls before the timed ones, each precision. Our train step reaches its pace at the
+/// fourth: on a Zen 5, Inception v3's f32 step took 187, 105, 89, then 84-85 ms per image, bf16
+/// 117, 72, 64, then 60-62 (TF's is steady from its second); the evaluation forward from its
+/// first.
+const WARM_UP: usize = 3;
+
 /// Mean seconds per call of `f` in each precision over `reps` calls, the precisions taking
-/// turns, after one untimed warm-up call each.
+/// turns, after [`WARM_UP`] untimed calls each.
 fn time(reps: usize, precisions: &[Precision], mut f: impl FnMut()) -> Vec<f64> {
     let mut total = vec![0.0; precisions.len()];
-    for rep in 0..=reps {
+    for rep in 0..WARM_UP + reps {
         for (i, &precision) in precisions.iter().enumerate() {
             let start = Instant::now();
             with_precision(precision, &mut f);
-            if rep > 0 {
+            if rep >= WARM_UP {
                 total[i] += start.elapsed().as_secs_f64();
             }
         }

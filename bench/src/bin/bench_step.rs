@@ -39,13 +39,20 @@ fn main() {
     let net = Cifar10Config::new().init(&device);
     println!("CIFAR-10 tutorial net, batch 128, {entry}, median of {reps} calls, ms");
     if let Some(precision) = std::env::args().nth(2) {
-        let precision = precision.parse().unwrap_or_else(|e| panic!("PRECISION: {e}"));
+        let precision = precision
+            .parse()
+            .unwrap_or_else(|e| panic!("PRECISION: {e}"));
         return whole_step(net, reps, &device, &[precision]);
     }
     layer_table(layers(&net), reps, &device);
     println!("\nthe same layers, products in bf16:");
     with_precision(Precision::Bf16, || layer_table(layers(&net), reps, &device));
-    whole_step(net.clone(), reps, &device, &[Precision::F32, Precision::Bf16]);
+    whole_step(
+        net.clone(),
+        reps,
+        &device,
+        &[Precision::F32, Precision::Bf16],
+    );
 
     println!("\nformulations (the model's first), same input, alternating calls:");
     for group in alternatives(&net) {
