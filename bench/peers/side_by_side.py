@@ -10,9 +10,9 @@ Run by hand with TensorFlow installed (never in CI), on an otherwise idle machin
 Each side runs one precision per process, as training does: ours `bench_step REPS f32|bf16`
 (the whole step alone) and `bench_models REPS inception f32|bf16`; TF `tf_cifar10_step.py
 --whole-step-only --precision` and `tf_inception_step.py --precision` (bf16: Keras's
-`mixed_bfloat16`). (Ours alternating precisions call by call in one process ran its f32 calls
-3-8% slower after bf16 ones: bench/README.md, 2026-11-27 midday.) Record the CPU (`lscpu`) with
-the figures: the ratios depend on it.
+`mixed_bfloat16`). (Ours alternating precisions call by call in one process, after one
+warm-up step, ran its f32 calls 3-8% slower after bf16 ones: bench/README.md, 2026-11-27.)
+Record the CPU (`lscpu`) with the figures: the ratios depend on it.
 """
 
 import argparse
