@@ -426,7 +426,7 @@ mod tests {
     use burn::tensor::{Device, Distribution};
 
     /// Against Burn's pooling, bit for bit: the CIFAR-10 net's pools (ceil mode, the last
-    /// window cut short), Inception's VALID 3x3/2 on an odd size, a stride wider than the
+    /// window cut short; on AVX-512 by the row-by-row pool), Inception's VALID 3x3/2 on an odd size, a stride wider than the
     /// window, stride 2 on an odd width, with and without autodiff; and the input gradient of a
     /// weighted sum. The inputs take three values, so windows hold ties.
     #[test]
@@ -470,11 +470,46 @@ mod tests {
         }
     }
 
+    /// Windows of equal -inf values (a ReLU-less net's padding, a masked map) send their
+    /// gradient to the first place inside the window, as Burn's pooling does, in windows cut
+    /// short by ceil mode too: the scratch past a row, also -inf, never wins the tie.
+    #[test]
+    fn max_pooling_of_minus_infinity_matches_burn() {
+        for (ceil_mode, [h, w]) in [(true, [24, 24]), (true, [12, 38]), (false, [9, 37])] {
+            let pool = MaxPool2dConfig::new([3, 3])
+                .with_strides([2, 2])
+                .with_ceil_mode(ceil_mode)
+                .init();
+            let device = Device::flex().autodiff();
+            let len = 2 * 3 * h * w;
+            // Mostly -inf, a finite value in every seventh place.
+            let values: Vec<f32> = (0..len)
+                .map(|i| {
+                    if i % 7 == 3 {
+                        (i % 5) as f32
+                    } else {
+                        f32::NEG_INFINITY
+                    }
+                })
+                .collect();
+            let data = burn::tensor::TensorData::new(values, [2, 3, h, w]);
+            let x = Tensor::<4>::from_data(data, &device).require_grad();
+            let got = flex_route::max_pool2d(&pool, &x).expect("on the flex kernels");
+            let want = pool.forward(x.clone());
+            got.to_data().assert_eq(&want.to_data(), true);
+            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+            let g_got = (got * probe.clone()).sum().backward();
+            let g_want = (want * probe).sum().backward();
+            let (x_got, x_want) = (x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap());
+            x_got.to_data().assert_eq(&x_want.to_data(), true);
+        }
+    }
+
     /// A NaN in a window makes that window's output NaN, as in Burn's pooling, and leaves the
     /// other outputs alone.
     #[test]
     fn max_pooling_propagates_nan_like_burn() {
-        // Ceil mode with a partial last window (the generic passes) and whole windows.
+        // Ceil mode with a partial last window, and whole windows.
         for (ceil_mode, [h, w]) in [(true, [8, 8]), (false, [9, 37])] {
             nan_propagates_like_burn(ceil_mode, [h, w]);
         }

@@ -306,7 +306,8 @@ impl PlanePool {
     }
 }
 
-/// Inception's pools (3x3 windows at stride 2, every window whole) on AVX-512, row by row:
+/// 3x3 windows at stride 2 on AVX-512 (Inception's pools, every window whole, and the CIFAR-10
+/// net's, whose last window in ceil mode is cut short by a row and a column), row by row:
 /// each output row's three input rows reduced to one (maxima and their plane indices), then
 /// its even and odd columns split apart by permutes, so that the windows' three columns are
 /// the even, odd and next even places: 16 outputs per step, no pass over the plane between.
@@ -337,18 +338,21 @@ mod three_by_two {
     }
 
     impl Pool {
-        /// For `shape` on `[h, w]` planes where it is Inception's pool, every window whole (no
-        /// partial window from ceil mode), and the CPU has AVX-512 F; `None` otherwise.
+        /// For `shape` on `[h, w]` planes where it is 3x3 at stride 2, every window holds at
+        /// least two of its rows and columns (whole, or in ceil mode the last cut short by
+        /// one), and the CPU has AVX-512 F; `None` otherwise.
         pub(super) fn new(shape: MaxPoolShape, [h, w]: [usize; 2]) -> Option<Self> {
             let out = shape.output_size([h, w]);
-            let whole = h >= 3 && w >= 3 && out == [(h - 3) / 2 + 1, (w - 3) / 2 + 1];
+            let inside = |size: usize, out: usize| out >= 1 && 2 * (out - 1) + 2 <= size;
+            let windows = inside(h, out[0]) && inside(w, out[1]);
             let fits = h * w <= i32::MAX as usize;
-            let ours = shape.kernel == [3, 3] && shape.stride == [2, 2] && whole && fits;
+            let ours = shape.kernel == [3, 3] && shape.stride == [2, 2] && windows && fits;
             (ours && is_x86_feature_detected!("avx512f")).then_some(Self { h, w, out })
         }
 
         pub(super) fn scratch(&self) -> Rows {
-            // The last block of 16 outputs reads 32 + 2 columns from its first.
+            // The last block of 16 outputs reads 32 + 2 columns from its first; past `w` they
+            // stay -inf from row 0, which never wins a window cut short (`across`).
             let len = self.w.next_multiple_of(2 * LANES) + 2 * LANES;
             Rows {
                 value: vec![f32::NEG_INFINITY; len],
@@ -374,21 +378,21 @@ mod three_by_two {
                 unsafe {
                     // The next output row's two new input rows, into L1.
                     prefetch::<_MM_HINT_T0, _>(plane, (2 * oy + 3) * w..(2 * oy + 5) * w);
-                    down(plane, w, 2 * oy, rows);
+                    down(plane, [w, (self.h - 2 * oy).min(3)], 2 * oy, rows);
                     across(rows, [2 * oy, w], out, argmax);
                 }
             }
         }
     }
 
-    /// Rows `top .. top + 3` of the plane reduced column by column into `rows`. A later row
-    /// has the larger plane index, so it takes a column only when greater, or as a NaN over a
-    /// number: `!(v <= m)` where `m` is a number.
+    /// Rows `top .. top + height` (`height` 2 or 3) of the plane reduced column by column into
+    /// `rows`. A later row has the larger plane index, so it takes a column only when greater,
+    /// or as a NaN over a number: `!(v <= m)` where `m` is a number.
     ///
     /// # Safety
-    /// AVX-512 F present; the three rows inside `plane`, `rows` at least `w` long.
+    /// AVX-512 F present; the rows inside `plane`, `rows` at least `w` long.
     #[target_feature(enable = "avx512f")]
-    unsafe fn down(plane: &[f32], w: usize, top: usize, rows: &mut Rows) {
+    unsafe fn down(plane: &[f32], [w, height]: [usize; 2], top: usize, rows: &mut Rows) {
         // SAFETY: masked loads and stores stay inside the rows' first `w` columns.
         unsafe {
             for j in (0..w).step_by(LANES) {
@@ -400,7 +404,7 @@ mod three_by_two {
                 let load =
                     |row: usize| _mm512_maskz_loadu_ps(mask, plane.as_ptr().add(row * w + j));
                 let (mut m, mut from) = (load(top), _mm512_setzero_si512());
-                for ky in 1..3 {
+                for ky in 1..height {
                     let v = load(top + ky);
                     let take = _mm512_cmp_ps_mask::<_CMP_NLE_UQ>(v, m)
                         & _mm512_cmp_ps_mask::<_CMP_ORD_Q>(m, m);
@@ -414,9 +418,10 @@ mod three_by_two {
     }
 
     /// The windows of one output row from its column maxima: output `ox` takes columns
-    /// `2·ox`, `2·ox + 1` and `2·ox + 2`; a maximum's plane index is `(top + row)·w +
-    /// column`, and of equal maxima the smaller index wins (flex's row-major scan keeps the
-    /// first), as does a NaN over a number.
+    /// `2·ox`, `2·ox + 1` and `2·ox + 2` (past the row's end for a window cut short: the
+    /// scratch's -inf there); a maximum's plane index is `(top + row)·w + column`, and of equal maxima the
+    /// smaller index wins (flex's row-major scan keeps the first), as does a NaN over a
+    /// number.
     ///
     /// # Safety
     /// AVX-512 F present; `rows` as [`Pool::scratch`] makes them, its first `2·ow + 1`
@@ -449,6 +454,8 @@ mod three_by_two {
                     (v, _mm512_add_epi32(_mm512_mullo_epi32(r, width), column))
                 };
                 let (mut m, mut at) = pick(first, even);
+                // A window cut short reads column `w` of the scratch: -inf from row 0, whose
+                // index `top·w + w` loses a tie to the window's own -inf, which is in row 0 too.
                 for (v, i) in [pick(first, odd), pick(first + 2, even)] {
                     let greater = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, m);
                     let tie =
