@@ -7,7 +7,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use burn::module::Module;
@@ -19,7 +19,7 @@ use towers_testing::assert_error_names;
 use towers_testing::batches::{batch, split};
 use towers_testing::compare::{assert_close, values};
 use towers_testing::mpirun::Run;
-use towers_testing::nets::{BnNet, LR, Net, sgd};
+use towers_testing::nets::{BnNet, LR, Net, seeded, sgd};
 use towers_testing::processes::SameRanks;
 use towers_testing::reference::{self, flex};
 
@@ -82,7 +82,6 @@ fn rank() {
     }
     // Each rank starts from other weights: rank 0's must reach every rank.
     let device = flex();
-    device.seed(1 + rank as u64);
     // Two towers per rank: the hierarchical path (towers gather, then ranks exchange).
     let devices = parse_devices(if scenario.contains("two-towers") {
         "flex,flex"
@@ -94,13 +93,18 @@ fn rank() {
     // A rank with another model must be refused before any step.
     let bn = scenario == "bn" || (scenario == "mismatch" && rank == 1);
     let model_values = if bn {
-        let towers = Towers::new(BnNet::new(&device), sgd(), &devices, config)
-            .unwrap()
-            .across_processes(mpi.clone())
-            .unwrap();
+        let towers = Towers::new(
+            seeded(BnNet::new(&device), 1 + rank),
+            sgd(),
+            &devices,
+            config,
+        )
+        .unwrap()
+        .across_processes(mpi.clone())
+        .unwrap();
         train(towers, &scenario, rank, |m, x, y| m.loss(x, y))
     } else {
-        let towers = Towers::new(Net::new(&device), sgd(), &devices, config)
+        let towers = Towers::new(seeded(Net::new(&device), 1 + rank), sgd(), &devices, config)
             .unwrap()
             .across_processes(mpi.clone())
             .unwrap();
@@ -190,14 +194,10 @@ fn two_towers_train<M: Module>(
     values(towers.model())
 }
 
-/// What `init` builds from rank 0's seed. The device's generator is shared by the tests'
-/// threads: one seeds and draws at a time, or their draws interleave.
-fn from_rank_zero_seed<T>(init: impl FnOnce(&Device) -> T) -> T {
-    static GENERATOR: Mutex<()> = Mutex::new(());
-    let _turn = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
-    let device: Device = flex();
-    device.seed(1);
-    init(&device)
+/// What `init` builds, with rank 0's weights ([`seeded`]: not from the device's generator,
+/// which the tests running beside this one draw from too).
+fn from_rank_zero_seed<T: Module>(init: impl FnOnce(&Device) -> T) -> T {
+    seeded(init(&flex()), 1)
 }
 
 fn rank_zero_net() -> Net {

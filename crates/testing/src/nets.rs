@@ -1,13 +1,13 @@
 //! Tiny models for tests: small enough for a software GPU, with the layers towers care about.
 
-use burn::module::Module;
+use burn::module::{Module, ModuleMapper, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Linear, LinearConfig};
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{ModuleOptimizer, SgdConfig};
 use burn::tensor::activation::relu;
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use towers_models::{ClassifierLoss, ImageClassifier, dropout};
 use towers_multigpu::TowerLoss;
 
@@ -22,6 +22,40 @@ pub fn sgd() -> ModuleOptimizer {
             MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),
         ))
         .init()
+}
+
+/// `model` with every parameter's values replaced by a fixed pattern of `seed` (in ±0.2), as
+/// [`crate::batches::batch`] makes its images: the same weights in any process. Flex's
+/// generator is one per process and shared by the tests running at once, so weights drawn
+/// from it after `Device::seed` differ whenever another test draws in between (the MPI tests'
+/// reference net did, now and then, on a loaded machine).
+pub fn seeded<M: Module>(model: M, seed: usize) -> M {
+    model.map(&mut Seeded { seed, params: 0 })
+}
+
+/// [`seeded`]'s mapper: the parameters in the module's order, each its own stretch of the
+/// pattern.
+struct Seeded {
+    seed: usize,
+    params: usize,
+}
+
+impl ModuleMapper for Seeded {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let offset = 1_000_003 * self.params;
+        self.params += 1;
+        param.map(|value| {
+            let shape = value.shape();
+            let values: Vec<f32> = (0..shape.num_elements())
+                .map(|i| ((offset + i * 7919 + self.seed * 104_729) % 1009) as f32 / 2522.5 - 0.2)
+                .collect();
+            let seeded = Tensor::from_data(TensorData::new(values, shape), &value.device());
+            match value.is_require_grad() {
+                true => seeded.require_grad(),
+                false => seeded,
+            }
+        })
+    }
 }
 
 /// A tiny conv net without batch norm: images `[n, 3, 8, 8]`, 5 classes.

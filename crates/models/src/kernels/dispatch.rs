@@ -454,14 +454,7 @@ mod tests {
             let x = Tensor::<4>::random([3, 5, h, w], Distribution::Default, &device);
             // Few distinct values: ties, which must go to the first maximum, as in Burn.
             let x = (x * 3.0).floor().require_grad();
-            let got = flex_route::max_pool2d(&pool, &x).expect("on the flex kernels");
-            let want = pool.forward(x.clone());
-            got.to_data().assert_eq(&want.to_data(), true);
-            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
-            let g_got = (got * probe.clone()).sum().backward();
-            let g_want = (want * probe).sum().backward();
-            let (x_got, x_want) = (x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap());
-            x_got.to_data().assert_eq(&x_want.to_data(), true);
+            assert_pool_matches_burn(&pool, &x);
 
             let plain = x.inner();
             let got = max_pool2d(&pool, plain.clone());
@@ -494,15 +487,21 @@ mod tests {
                 .collect();
             let data = burn::tensor::TensorData::new(values, [2, 3, h, w]);
             let x = Tensor::<4>::from_data(data, &device).require_grad();
-            let got = flex_route::max_pool2d(&pool, &x).expect("on the flex kernels");
-            let want = pool.forward(x.clone());
-            got.to_data().assert_eq(&want.to_data(), true);
-            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
-            let g_got = (got * probe.clone()).sum().backward();
-            let g_want = (want * probe).sum().backward();
-            let (x_got, x_want) = (x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap());
-            x_got.to_data().assert_eq(&x_want.to_data(), true);
+            assert_pool_matches_burn(&pool, &x);
         }
+    }
+
+    /// Our pooling of `x` (tracked) against Burn's, bit for bit: the outputs, and the input
+    /// gradients of a random weighting of them.
+    fn assert_pool_matches_burn(pool: &MaxPool2d, x: &Tensor<4>) {
+        let got = flex_route::max_pool2d(pool, x).expect("on the flex kernels");
+        let want = pool.forward(x.clone());
+        got.to_data().assert_eq(&want.to_data(), true);
+        let probe = Tensor::random(want.dims(), Distribution::Default, &x.device());
+        let g_got = (got * probe.clone()).sum().backward();
+        let g_want = (want * probe).sum().backward();
+        let (x_got, x_want) = (x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap());
+        x_got.to_data().assert_eq(&x_want.to_data(), true);
     }
 
     /// A NaN in a window makes that window's output NaN, as in Burn's pooling, and leaves the
