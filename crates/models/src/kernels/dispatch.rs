@@ -426,9 +426,10 @@ mod tests {
     use burn::tensor::{Device, Distribution};
 
     /// Against Burn's pooling, bit for bit: the CIFAR-10 net's pools (ceil mode, the last
-    /// window cut short; on AVX-512 by the row-by-row pool), Inception's VALID 3x3/2 on an odd size, a stride wider than the
-    /// window, stride 2 on an odd width, with and without autodiff; and the input gradient of a
-    /// weighted sum. The inputs take three values, so windows hold ties.
+    /// window cut short; on AVX-512 by the row-by-row pool), Inception's VALID 3x3/2 on an odd
+    /// size, a stride wider than the window, stride 2 on an odd width, with and without
+    /// autodiff; and the input gradient of a weighted sum. The inputs take three values, so
+    /// windows hold ties.
     #[test]
     fn max_pooling_matches_burns_outputs_and_gradients() {
         let cases = [
