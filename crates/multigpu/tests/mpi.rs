@@ -92,19 +92,17 @@ fn rank() {
     let config = config_of(&scenario);
     // A rank with another model must be refused before any step.
     let bn = scenario == "bn" || (scenario == "mismatch" && rank == 1);
+    let seed = 1 + rank;
     let model_values = if bn {
-        let towers = Towers::new(
-            seeded(BnNet::new(&device), 1 + rank),
-            sgd(),
-            &devices,
-            config,
-        )
-        .unwrap()
-        .across_processes(mpi.clone())
-        .unwrap();
+        let net = seeded(BnNet::new(&device), seed);
+        let towers = Towers::new(net, sgd(), &devices, config)
+            .unwrap()
+            .across_processes(mpi.clone())
+            .unwrap();
         train(towers, &scenario, rank, |m, x, y| m.loss(x, y))
     } else {
-        let towers = Towers::new(seeded(Net::new(&device), 1 + rank), sgd(), &devices, config)
+        let net = seeded(Net::new(&device), seed);
+        let towers = Towers::new(net, sgd(), &devices, config)
             .unwrap()
             .across_processes(mpi.clone())
             .unwrap();

@@ -419,9 +419,9 @@ mod three_by_two {
 
     /// The windows of one output row from its column maxima: output `ox` takes columns
     /// `2·ox`, `2·ox + 1` and `2·ox + 2` (past the row's end for a window cut short: the
-    /// scratch's -inf there); a maximum's plane index is `(top + row)·w + column`, and of equal maxima the
-    /// smaller index wins (flex's row-major scan keeps the first), as does a NaN over a
-    /// number.
+    /// scratch's -inf there); a maximum's plane index is `(top + row)·w + column`, and of
+    /// equal maxima the smaller index wins (flex's row-major scan keeps the first), as does a
+    /// NaN over a number.
     ///
     /// # Safety
     /// AVX-512 F present; `rows` as [`Pool::scratch`] makes them, its first `2·ow + 1`
