@@ -21,7 +21,8 @@ use std::collections::HashMap;
 
 use burn::nn::conv::Conv2d;
 use burn::tensor::Tensor;
-use towers_models::{InceptionV3, InceptionV3Config, Precision, conv2d, with_precision};
+use towers_kernels::{Precision, conv2d, with_precision};
+use towers_models::{InceptionV3, InceptionV3Config};
 
 fn main() {
     let reps = reps(3);

@@ -7,16 +7,15 @@
 //! `bf16` run only those rows, e.g. under a profiler).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
 //! averages); the train step is the training loss, its backward pass and a plain SGD update.
-//! Each row twice: products in f32 and in bf16 (`towers_models::with_precision`), alternating.
+//! Each row twice: products in f32 and in bf16 (`towers_kernels::with_precision`), alternating.
 
 use towers_bench::{bench_device, reps};
 
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use std::time::Instant;
-use towers_models::{
-    Cifar10Config, ImageClassifier, InceptionV3Config, Precision, bf16_kernel, with_precision,
-};
+use towers_kernels::{Precision, bf16_kernel, with_precision};
+use towers_models::{Cifar10Config, ImageClassifier, InceptionV3Config};
 use towers_train::OptimizerConfig;
 
 fn main() {

@@ -11,7 +11,7 @@
 //!    the images, its input); backward is the difference.
 //! 2. The whole net: loss forward, forward+backward, and the full step with the trainer's
 //!    optimizer (plain SGD, TF's) and the loss read back, with products in f32 and in bf16
-//!    (`towers_models::with_precision`) alternating call by call; the layers of 1 in bf16 too.
+//!    (`towers_kernels::with_precision`) alternating call by call; the layers of 1 in bf16 too.
 //! 3. Other formulations of the layers whose cost is ours to choose, each against the one the
 //!    model uses, in rows that alternate call by call.
 
@@ -26,10 +26,10 @@ use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::activation::relu;
 use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, Int, Tensor, s};
-use towers_models::{
-    Cifar10Config, Cifar10Net, ImageClassifier, Precision, bf16_kernel, conv_images, conv2d,
-    conv2d_relu, max_pool2d, with_precision,
+use towers_kernels::{
+    Precision, bf16_kernel, conv_images, conv2d, conv2d_relu, max_pool2d, with_precision,
 };
+use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
 use towers_train::OptimizerConfig;
 
 fn main() {
@@ -214,7 +214,7 @@ fn alternatives(net: &Cifar10Net) -> Vec<Vec<Layer<'_>>> {
                 |x| conv2d_relu(&net.conv2, x).sum(),
             ),
             Layer::new(
-                "conv2: towers_models::conv2d, relu",
+                "conv2: towers_kernels::conv2d, relu",
                 [128, 64, 12, 12],
                 true,
                 |x| relu(conv2d(&net.conv2, x)).sum(),
@@ -233,7 +233,7 @@ fn alternatives(net: &Cifar10Net) -> Vec<Vec<Layer<'_>>> {
         ],
         vec![
             towers_pool(
-                "pool1: towers_models::max_pool2d",
+                "pool1: towers_kernels::max_pool2d",
                 [128, 64, 24, 24],
                 ceil.clone(),
             ),
@@ -251,7 +251,7 @@ fn alternatives(net: &Cifar10Net) -> Vec<Vec<Layer<'_>>> {
         ],
         vec![
             towers_pool(
-                "pool2: towers_models::max_pool2d",
+                "pool2: towers_kernels::max_pool2d",
                 [128, 64, 12, 12],
                 ceil.clone(),
             ),

@@ -1,4 +1,4 @@
-use crate::ParamCounts;
+use crate::params::ParamCounts;
 use crate::params::count_params_by_field;
 use burn::module::Module;
 use std::fmt::Write;

@@ -18,7 +18,8 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::{Device, Int, Tensor};
 use towers_data::image_loss;
-use towers_models::{BasicConv, BasicConvConfig, Precision, with_precision};
+use towers_kernels::{Precision, with_precision};
+use towers_models::{BasicConv, BasicConvConfig};
 use towers_multigpu::{
     BatchNormSync, Error, Reduce, TowerDevice, Towers, TowersConfig, parse_devices,
 };
@@ -336,8 +337,8 @@ impl MixedNet {
     /// The logits in f32 from products in `precision`.
     fn logits(&self, x: Tensor<4>, precision: Precision) -> Tensor<2> {
         with_precision(precision, || {
-            let x = burn::tensor::activation::relu(towers_models::conv2d(&self.conv, x));
-            towers_models::linear(&self.fc, x.flatten::<2>(1, 3))
+            let x = burn::tensor::activation::relu(towers_kernels::conv2d(&self.conv, x));
+            towers_kernels::linear(&self.fc, x.flatten::<2>(1, 3))
         })
     }
 }

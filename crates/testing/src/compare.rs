@@ -27,6 +27,14 @@ pub fn assert_close(got: &[f32], expected: &[f32], tolerance: f32, what: &str) {
     }
 }
 
+/// The largest absolute difference of `got` from `want`, relative to the largest magnitude of
+/// `want`.
+pub fn rel_diff<const D: usize>(got: Tensor<D>, want: Tensor<D>) -> f32 {
+    let scale: f32 = want.clone().abs().max().into_scalar();
+    let diff: f32 = (got - want).abs().max().into_scalar();
+    diff / scale
+}
+
 /// The largest absolute difference between two vectors.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter()

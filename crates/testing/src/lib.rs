@@ -12,6 +12,8 @@
 //! - [`child`]: a test that runs itself again in a child process (signals, file-size limits).
 //! - [`mpirun`]: tests across processes, launched by `mpirun` on loopback.
 //! - [`processes`]: a job's other ranks in process, holding this rank's values.
+//! - [`layers`]: the check that a crate's modules import only from their own layer and those
+//!   below it.
 //! - [`gpu`]: the GPU tests' device (wgpu, or `TOWERS_GPU_DEVICE`), skipped loudly where there is
 //!   none (never in CI).
 
@@ -20,6 +22,7 @@ pub mod child;
 pub mod compare;
 mod errors;
 pub mod gpu;
+pub mod layers;
 pub mod mpirun;
 pub mod nets;
 pub mod processes;

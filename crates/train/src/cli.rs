@@ -8,7 +8,7 @@ use crate::config::TrainConfig;
 use crate::error::{Error, Result};
 use crate::pretrained::LoadOptions;
 use crate::trainer::LOG_FILE;
-use towers_models::Precision;
+use towers_kernels::Precision;
 use towers_multigpu::Wire;
 
 /// Flags shared by the training examples (`#[command(flatten)]` them). Each flag given

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use towers_data::CorruptRecords;
-use towers_models::Precision;
+use towers_kernels::Precision;
 use towers_multigpu::{BatchNormSync, LossScaling, Reduce, TowersConfig, Wire};
 
 use crate::error::{Error, Result};
@@ -77,7 +77,7 @@ pub struct TrainConfig {
     #[serde(default)]
     pub timeline: Option<PathBuf>,
     /// What the models' convolutions and dense layers compute in (see
-    /// [`towers_models::Precision`]): weights, optimizer state, batch norm and the loss stay
+    /// [`towers_kernels::Precision`]): weights, optimizer state, batch norm and the loss stay
     /// f32. f32 by default.
     #[serde(default)]
     pub precision: Precision,

@@ -1,12 +1,11 @@
-use crate::{
-    OffsetBatchNorm, OffsetBatchNormConfig, avg_pool2d, conv_images, conv2d, truncated_normal,
-};
+use crate::layers::{OffsetBatchNorm, OffsetBatchNormConfig, truncated_normal};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::AvgPool2d;
 use burn::tensor::{Device, Tensor};
+use towers_kernels::{avg_pool2d, conv_images, conv2d};
 
 /// Configuration of [`BasicConv`]; the defaults are TF-slim Inception v3's `conv2d` arg scope.
 #[derive(Config, Debug)]
@@ -113,9 +112,9 @@ impl BasicConv {
 #[cfg(all(test, feature = "flex"))]
 mod tests {
     use super::*;
-    use crate::test_util::rel_diff;
     use burn::nn::pool::AvgPool2dConfig;
     use burn::tensor::{Distribution, Tensor};
+    use towers_testing::compare::rel_diff;
 
     /// The pooling branch computed convolution first equals it computed pool first, outputs
     /// and the gradients of the input, the kernel and the offset, with and without the padding
@@ -172,9 +171,9 @@ mod tests {
     /// to a 1x1.
     #[test]
     fn rounded_outputs_give_the_next_convolution_the_same_bits() {
-        use crate::kernels::dispatch::reads_rounded;
-        use crate::{Precision, with_precision};
         use burn::tensor::DType;
+        use towers_kernels::reads_rounded;
+        use towers_kernels::{Precision, with_precision};
         let device = Device::flex().autodiff();
         let random = |dims: [usize; 4]| Tensor::<4>::random(dims, Distribution::Default, &device);
         let first = BasicConvConfig::new([8, 32], [3, 3]).init(&device);
@@ -238,7 +237,7 @@ mod tests {
     /// direct vector kernels (3x3) and the windows (stride 2).
     #[test]
     fn rounded_outputs_evaluate_to_the_same_bits() {
-        use crate::{Precision, with_precision};
+        use towers_kernels::{Precision, with_precision};
         let device = Device::flex();
         let first = BasicConvConfig::new([8, 32], [3, 3]).init(&device);
         let x = Tensor::<4>::random([2, 8, 11, 13], Distribution::Default, &device);

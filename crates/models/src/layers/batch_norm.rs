@@ -5,7 +5,7 @@ use burn::nn::conv::Conv2d;
 use burn::nn::pool::MaxPool2d;
 use burn::tensor::{Tensor, assert_shape};
 
-use crate::kernels::dispatch::reads_rounded;
+use towers_kernels::reads_rounded;
 
 /// Configuration of [`OffsetBatchNorm`]; the defaults are TF-slim Inception v3's.
 #[derive(Config, Debug)]
@@ -120,7 +120,7 @@ impl OffsetBatchNorm {
     pub(crate) fn normalized_relu(&self, x: Tensor<4>, rounded: bool) -> Tensor<4> {
         #[cfg(feature = "flex")]
         {
-            use crate::kernels::dispatch::flex_route as flex;
+            use towers_kernels::flex_route as flex;
             let epsilon = self.epsilon;
             let fused = self.fused(
                 &x,
@@ -143,7 +143,7 @@ impl OffsetBatchNorm {
     pub fn forward_relu_max_pool(&self, pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
         #[cfg(feature = "flex")]
         {
-            use crate::kernels::dispatch::flex_route as flex;
+            use towers_kernels::flex_route as flex;
             let epsilon = self.epsilon;
             let fused = self.fused(
                 &x,
@@ -156,7 +156,7 @@ impl OffsetBatchNorm {
                 return y;
             }
         }
-        crate::max_pool2d(pool, self.forward_relu(x))
+        towers_kernels::max_pool2d(pool, self.forward_relu(x))
     }
 
     /// A fused flex kernel's output: `on_batch`'s on the batch's statistics (the moving
@@ -207,7 +207,7 @@ impl OffsetBatchNorm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::count_params;
+    use crate::params::count_params;
     use burn::tensor::{Device, TensorData};
 
     /// The fused batch norm and ReLU of flex against Burn's batch norm followed by ReLU:
@@ -267,9 +267,9 @@ mod tests {
     #[cfg(feature = "flex")]
     #[test]
     fn fused_relu_on_moving_averages_matches_burns() {
-        use crate::kernels::dispatch::flex_route::batch_norm_relu_given;
-        use crate::test_util::rel_diff;
         use burn::tensor::Distribution::Uniform;
+        use towers_kernels::flex_route::batch_norm_relu_given;
+        use towers_testing::compare::rel_diff;
         let device = Device::flex();
         let c = 6;
         let random = |low, high| Tensor::<1>::random([c], Uniform(low, high), &device);
@@ -369,7 +369,7 @@ mod tests {
             let x = Tensor::<4>::from_data(TensorData::new(values, [n, c, h, w]), &device)
                 .require_grad();
             let got = fused.forward_relu_max_pool(&pool, x.clone());
-            let want = crate::max_pool2d(&pool, apart.forward_relu(x.clone()));
+            let want = towers_kernels::max_pool2d(&pool, apart.forward_relu(x.clone()));
             assert_eq!(got.dims(), want.dims());
             let diffs = differences(&x, (got, &fused), (want, &apart));
             assert!(
@@ -382,7 +382,7 @@ mod tests {
             // Without autodiff (evaluation), on the moving averages.
             let (fused, x) = (fused.valid(), x.inner());
             let got = fused.forward_relu_max_pool(&pool, x.clone());
-            let want = crate::max_pool2d(&pool, fused.forward_relu(x));
+            let want = towers_kernels::max_pool2d(&pool, fused.forward_relu(x));
             assert_eq!(got.into_data(), want.into_data(), "evaluation");
         }
     }
@@ -396,7 +396,7 @@ mod tests {
         (got, fused): (Tensor<4>, &OffsetBatchNorm),
         (want, apart): (Tensor<4>, &OffsetBatchNorm),
     ) -> [f32; 3] {
-        use crate::test_util::rel_diff;
+        use towers_testing::compare::rel_diff;
         let probe = Tensor::random(got.dims(), burn::tensor::Distribution::Default, &x.device());
         let g_got = (got.clone() * probe.clone()).sum().backward();
         let g_want = (want.clone() * probe).sum().backward();

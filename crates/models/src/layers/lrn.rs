@@ -57,9 +57,7 @@ impl Lrn {
         #[cfg(feature = "flex")]
         {
             let params = [self.bias, self.alpha, self.beta];
-            if let Some(y) =
-                crate::kernels::dispatch::flex_route::lrn(&x, self.depth_radius, params)
-            {
+            if let Some(y) = towers_kernels::flex_route::lrn(&x, self.depth_radius, params) {
                 return y;
             }
         }

@@ -1,5 +1,5 @@
 //! The layers the nets are built of, as TF-slim names them, on the kernels of
-//! `kernels/`: [`BasicConv`] (convolution, batch norm, ReLU), [`OffsetBatchNorm`],
+//! `towers-kernels`: [`BasicConv`] (convolution, batch norm, ReLU), [`OffsetBatchNorm`],
 //! [`Lrn`], [`dropout`] with seeded masks, and the [`truncated_normal`] initializer.
 
 mod basic_conv;

@@ -1,10 +1,9 @@
-use crate::kernels::padding::same_padding;
+use crate::layers::{Lrn, LrnConfig, truncated_normal};
+use crate::nets::{ClassifierLoss, ImageClassifier};
 use crate::parameter_table::model_rows;
+use crate::parameter_table::parameter_table;
+use crate::params::{WeightDecay, count_params};
 use crate::params::{l2_penalty, weight_decays};
-use crate::{
-    ClassifierLoss, ImageClassifier, Lrn, LrnConfig, WeightDecay, conv2d_relu, count_params,
-    linear, max_pool2d, parameter_table, truncated_normal,
-};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -12,6 +11,8 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Initializer, Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::{Device, Int, Tensor, activation::relu};
+use towers_kernels::same_padding;
+use towers_kernels::{conv2d_relu, linear, max_pool2d};
 
 /// Configuration of [`Cifar10Net`]; the defaults are the TF tutorial's (`cifar10.py`).
 #[derive(Config, Debug)]
@@ -205,7 +206,7 @@ impl ImageClassifier for Cifar10Net {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ParamCounts;
+    use crate::params::ParamCounts;
     use burn::module::Param;
     use burn::tensor::{Distribution, TensorData};
 

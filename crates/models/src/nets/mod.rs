@@ -1,10 +1,12 @@
-//! The networks, built of `layers/`: the CIFAR-10 tutorial net ([`Cifar10Net`]) and
-//! Inception v3 ([`InceptionV3`], `inception/`), both behind [`ImageClassifier`]
-//! (`classifier.rs`), the trait the trainer and the towers code against.
+//! The networks: the CIFAR-10 tutorial net ([`Cifar10Net`]) and Inception v3 ([`InceptionV3`],
+//! `inception/`), built of `layers/`, and ResNet ([`ResNet`], `resnet/`), built of
+//! `towers_kernels::nn`'s drop-in layers as Burn users write models; all behind
+//! [`ImageClassifier`] (`classifier.rs`), the trait the trainer and the towers code against.
 
 mod cifar10;
 mod classifier;
 mod inception;
+mod resnet;
 
 pub use cifar10::{Cifar10Config, Cifar10Net};
 pub use classifier::{ClassifierLoss, ImageClassifier};
@@ -12,4 +14,8 @@ pub use inception::{
     AuxHead, AuxHeadConfig, InceptionA, InceptionAConfig, InceptionB, InceptionBConfig, InceptionC,
     InceptionCConfig, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig, InceptionV3,
     InceptionV3Config,
+};
+pub use resnet::{
+    BasicBlock, Bottleneck, Downsample, DownsampleConfig, ResNet, ResNet18, ResNet50, ResNetConfig,
+    ResidualBlock,
 };

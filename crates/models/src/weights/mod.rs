@@ -1,11 +1,12 @@
 //! Weights in and out of our models: TensorFlow V2 checkpoints ([`TfCheckpoint`], a reader
 //! independent of any model), the TF names of our models' parameters ([`TfNamed`]),
-//! torchvision's `.pth` state dicts ([`TorchSource`], names by [`TorchNamed`]), safetensors
-//! export and import, and [`restore`], which fills a model from any [`WeightSource`] and
-//! reports what was restored, skipped, missing and unused.
+//! torchvision's `.pth` state dicts ([`TorchSource`], names by [`TorchNamed`]: Inception v3's and
+//! ResNet's), safetensors export and import, and [`restore`], which fills a model from any
+//! [`WeightSource`] and reports what was restored, skipped, missing and unused.
 
 mod by_path;
 mod error;
+mod resnet_torch_names;
 mod restore;
 mod safetensors;
 mod table;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use super::tf_source::{TfLayout, TfNamed, TfVariable};
-use crate::{Cifar10Net, InceptionV3};
+use crate::nets::{Cifar10Net, InceptionV3};
 
 impl TfNamed for Cifar10Net {
     /// `conv1.weight` is `conv1/weights` (HWIO), `local3.bias` is `local3/biases`, and so on.
@@ -32,7 +32,7 @@ impl TfNamed for Cifar10Net {
 }
 
 impl TfNamed for InceptionV3 {
-    /// A [`BasicConv`](crate::BasicConv) at `S` has `S.conv.weight` (TF's `SCOPE/weights`) and
+    /// A [`BasicConv`](crate::layers::BasicConv) at `S` has `S.conv.weight` (TF's `SCOPE/weights`) and
     /// `S.bn.{beta,running_mean,running_var}` (`SCOPE/BatchNorm/{beta,moving_mean,
     /// moving_variance}`); the logits layers are 1x1 convolutions in TF.
     fn tf_variable(path: &str) -> Option<TfVariable> {
@@ -74,7 +74,7 @@ impl TfNamed for InceptionV3 {
     }
 }
 
-/// TF-slim's scope of each [`BasicConv`](crate::BasicConv) of [`InceptionV3`], by module path.
+/// TF-slim's scope of each [`BasicConv`](crate::layers::BasicConv) of [`InceptionV3`], by module path.
 pub(super) static INCEPTION_SCOPES: LazyLock<HashMap<String, String>> = LazyLock::new(|| {
     let mut scopes = HashMap::new();
     for stem in ["1a_3x3", "2a_3x3", "2b_3x3", "3b_1x1", "4a_3x3"] {

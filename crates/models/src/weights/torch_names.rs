@@ -12,7 +12,7 @@
 //! parametrization.)
 
 use super::tf_names::INCEPTION_SCOPES;
-use crate::{Cifar10Net, InceptionV3};
+use crate::nets::{Cifar10Net, InceptionV3};
 
 /// How a torchvision tensor becomes our parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +57,7 @@ impl TorchNamed for Cifar10Net {
 }
 
 impl TorchNamed for InceptionV3 {
-    /// A [`BasicConv`](crate::BasicConv) at `S` is torchvision's `BasicConv2d` at `T`:
+    /// A [`BasicConv`](crate::layers::BasicConv) at `S` is torchvision's `BasicConv2d` at `T`:
     /// `S.conv.weight` is `T.conv.weight` scaled by `T.bn.weight`, `S.bn.beta` `T.bn.bias`,
     /// `S.bn.running_{mean,var}` `T.bn.running_{mean,var}` (the mean scaled likewise). The
     /// logits are `fc`, the auxiliary logits `AuxLogits.fc`.
@@ -104,7 +104,7 @@ impl TorchNamed for InceptionV3 {
     }
 }
 
-/// torchvision's module of the [`BasicConv`](crate::BasicConv) at our module path `module`.
+/// torchvision's module of the [`BasicConv`](crate::layers::BasicConv) at our module path `module`.
 fn torchvision_module(module: &str) -> Option<String> {
     if let Some(stem) = module.strip_prefix("conv2d_") {
         return Some(format!("Conv2d_{stem}"));

@@ -2,10 +2,10 @@
 
 use burn::optim::{Adam, AdamConfig, AdamState, AdaptiveMomentumState, LearningRate, Optimizer};
 use burn::tensor::{Device, Tensor};
-use towers_models::{AdamStep, fused_adam};
+use towers_kernels::{AdamStep, fused_adam};
 
 /// Burn's `Adam` (bias-corrected, no AMSGrad, no weight decay), its update on f32 flex tensors
-/// in one pass on all cores ([`towers_models::fused_adam`], the same values to the bit): flex
+/// in one pass on all cores ([`towers_kernels::fused_adam`], the same values to the bit): flex
 /// runs Burn's elementwise ops on one core, a dozen passes over every parameter (the Inception
 /// demo on 2 cores: 0.20–0.21 s a step with them, 0.19 without). Other backends take Burn's
 /// `Adam` itself.

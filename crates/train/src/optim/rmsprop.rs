@@ -2,7 +2,7 @@
 
 use burn::optim::{LearningRate, Optimizer, RecordState, StateSink, StateSource};
 use burn::tensor::{Device, Tensor};
-use towers_models::{RmsPropStep, fused_rmsprop};
+use towers_kernels::{RmsPropStep, fused_rmsprop};
 
 /// TF 1.x's `RMSPropOptimizer`, which the Inception trainer uses with decay 0.9, momentum 0.9
 /// and epsilon 1.0.

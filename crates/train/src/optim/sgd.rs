@@ -2,10 +2,10 @@
 
 use burn::optim::{LearningRate, Optimizer, RecordState, StateSink, StateSource, join_path};
 use burn::tensor::{Device, Tensor};
-use towers_models::{MomentumStep, SgdStep, fused_sgd};
+use towers_kernels::{MomentumStep, SgdStep, fused_sgd};
 
 /// Burn's `Sgd` without weight decay (the model's loss holds it), plain or with Burn's momentum,
-/// its update on f32 flex tensors in one pass on all cores ([`towers_models::fused_sgd`], the
+/// its update on f32 flex tensors in one pass on all cores ([`towers_kernels::fused_sgd`], the
 /// same values to the bit): flex runs Burn's elementwise ops on the calling thread below 256 K
 /// values, most of a net's parameters, two to four passes each while the other cores wait.
 /// Other backends take the same update in Burn's ops.

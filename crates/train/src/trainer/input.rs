@@ -5,7 +5,8 @@
 use burn::module::Module;
 use burn::tensor::Device;
 use towers_data::{PipelineConfig, Share};
-use towers_models::{Precision, with_example_dropout, with_precision};
+use towers_kernels::{Precision, with_precision};
+use towers_models::with_example_dropout;
 use towers_multigpu::{TowerBatch, TowerLoss, current_first_example};
 
 use super::Trainer;
@@ -47,7 +48,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
 }
 
 /// `step`'s loss as the towers take it, its products in `precision` (see
-/// [`towers_models::with_precision`]) and its dropout masks drawn per example from streams of
+/// [`towers_kernels::with_precision`]) and its dropout masks drawn per example from streams of
 /// `seed`, the `rank` and the example's index in the batch (see
 /// [`towers_models::with_example_dropout`]): the same masks in a resumed run, whichever thread
 /// runs which tower when, and whatever the number of towers.

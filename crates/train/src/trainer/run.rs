@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use burn::module::Module;
-use towers_models::{Bf16Kernel, Precision, bf16_kernel};
+use towers_kernels::{Bf16Kernel, Precision, bf16_kernel};
 use towers_multigpu::{Timeline, TowerDevice, Towers, Track};
 
 use super::input::{next_batch, seeded_step};

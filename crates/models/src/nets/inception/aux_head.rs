@@ -1,4 +1,4 @@
-use crate::{BasicConv, BasicConvConfig, truncated_normal};
+use crate::layers::{BasicConv, BasicConvConfig, truncated_normal};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::pool::{AvgPool2d, AvgPool2dConfig};
@@ -64,6 +64,6 @@ impl AuxHead {
     pub fn forward(&self, x: Tensor<4>) -> Tensor<2> {
         let x = self.conv2d_1b_1x1.forward(self.pool.forward(x));
         let x = self.conv2d_2a.forward(x).flatten::<2>(1, 3);
-        crate::linear(&self.conv2d_2b_1x1, x)
+        towers_kernels::linear(&self.conv2d_2b_1x1, x)
     }
 }

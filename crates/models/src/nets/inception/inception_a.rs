@@ -1,5 +1,5 @@
 use super::{ArgScope, pool_3x3, sequence};
-use crate::BasicConv;
+use crate::layers::BasicConv;
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::pool::AvgPool2d;

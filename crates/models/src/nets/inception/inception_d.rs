@@ -1,9 +1,10 @@
 use super::{ArgScope, max_pool_3x3_s2, sequence};
-use crate::{BasicConv, max_pool2d};
+use crate::layers::BasicConv;
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::pool::MaxPool2d;
 use burn::tensor::{Device, Tensor};
+use towers_kernels::max_pool2d;
 
 /// Configuration of [`InceptionD`].
 #[derive(Config, Debug)]

@@ -15,18 +15,19 @@ pub use inception_c::{InceptionC, InceptionCConfig};
 pub use inception_d::{InceptionD, InceptionDConfig};
 pub use inception_e::{InceptionE, InceptionEConfig};
 
+use crate::layers::{BasicConv, BasicConvConfig, truncated_normal};
+use crate::nets::{ClassifierLoss, ImageClassifier};
 use crate::parameter_table::model_rows;
+use crate::parameter_table::parameter_table;
+use crate::params::{WeightDecay, count_params};
 use crate::params::{l2_penalty, weight_decays};
-use crate::{
-    BasicConv, BasicConvConfig, ClassifierLoss, ImageClassifier, WeightDecay, conv2d, count_params,
-    parameter_table, truncated_normal,
-};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::pool::{AvgPool2d, AvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Dropout, DropoutConfig, Initializer, Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::{Device, Int, Tensor};
+use towers_kernels::conv2d;
 
 /// Configuration of [`InceptionV3`]; the defaults are TF's multi-GPU Inception trainer's.
 #[derive(Config, Debug)]
@@ -277,7 +278,8 @@ impl InceptionV3 {
         let x = step("Mixed_7b", self.mixed_7b.forward(x));
         let x = step("Mixed_7c", self.mixed_7c.forward(x));
         let pooled = x.mean_dim(3).mean_dim(2).flatten::<2>(1, 3);
-        let logits = crate::linear(&self.logits, crate::dropout(&self.dropout, pooled));
+        let logits =
+            towers_kernels::linear(&self.logits, crate::layers::dropout(&self.dropout, pooled));
         if let Some(aux) = &aux {
             tap("AuxLogits", &aux.dims());
         }
@@ -434,7 +436,7 @@ fn sequence_into(convs: &[BasicConv], x: Tensor<4>, next: Option<&BasicConv>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ParamCounts;
+    use crate::params::ParamCounts;
     use burn::module::Param;
     use burn::optim::GradientsParams;
     use burn::tensor::{Distribution, TensorData};

@@ -1,0 +1,256 @@
+//! Which calls the flex kernels take: f32 tensors on flex (with or without autodiff), in the layouts the kernels cover. Each returns `None` where they do not apply.
+
+use burn::backend::{Dispatch, DispatchDevice};
+use burn::nn::conv::Conv2d;
+use burn::nn::pool::{AvgPool2d, MaxPool2d};
+use burn::tensor::{DType, Tensor};
+
+use crate::extension::FlexKernels;
+use crate::padding::conv_padding;
+use crate::precision::{Precision, current_precision};
+
+/// `x · weight` over `x`'s last dimension, in bf16 on the flex kernels; `None` for other
+/// types or devices.
+pub(super) fn matmul_bf16<const D: usize>(
+    x: &Tensor<D>,
+    weight: &Tensor<2>,
+    dtype: DType,
+) -> Option<Tensor<D>> {
+    if D < 2 || dtype != DType::BF16 || !on_flex(x) {
+        return None;
+    }
+    let mut dims = x.dims();
+    let x = x.clone().flatten::<2>(0, D - 2).into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_matmul_bf16(x, weight.clone().into_dispatch());
+    dims[D - 1] = weight.dims()[1];
+    Some(Tensor::<2>::from_dispatch(y).reshape(dims))
+}
+
+/// An f32 flex tensor with no empty dimension (Burn's kernels report or handle those).
+pub fn on_flex<const D: usize>(x: &Tensor<D>) -> bool {
+    on_flex_in(x, DType::F32)
+}
+
+/// [`on_flex`] in `dtype`.
+fn on_flex_in<const D: usize>(x: &Tensor<D>, dtype: DType) -> bool {
+    x.dtype() == dtype
+        && matches!(x.device().inner().as_dispatch(), DispatchDevice::Flex(_))
+        && x.dims().iter().all(|&d| d > 0)
+}
+
+/// Whether `conv` reads an input of `[_, _, h, w]` rounded to bf16 as it is, in this
+/// thread's precision: in bf16, where the direct vector kernels and the windows take it
+/// (AVX-512 BF16 without AMX; not a 1x1 at stride 1, whose windows f32 gemm reads in
+/// place: `crate::flex::conv::passes::reads_bf16_images`). Elsewhere the convolution widens such
+/// an input to f32 first, a pass for nothing.
+pub fn reads_rounded(conv: &Conv2d, [_, _, h, w]: [usize; 4]) -> bool {
+    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    current_precision() == Precision::Bf16
+        && conv.groups == 1
+        && conv.dilation == [1, 1]
+        && rows.0 == rows.1
+        && cols.0 == cols.1
+        && crate::flex::conv::passes::reads_bf16_images(
+            conv.kernel_size,
+            conv.stride,
+            [rows.0, cols.0],
+        )
+}
+
+/// Whether the flex kernels take `pool` of `x`: no padding or dilation.
+fn max_pool_fits(pool: &MaxPool2d, x: &Tensor<4>) -> bool {
+    let [_, _, h, w] = x.dims();
+    let padding = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
+    on_flex(x) && pool.dilation == [1, 1] && padding == ((0, 0), (0, 0))
+}
+
+pub(super) fn max_pool2d(pool: &MaxPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+    if !max_pool_fits(pool, x) {
+        return None;
+    }
+    let (kernel, stride) = (pool.kernel_size, pool.stride);
+    let x = x.clone().into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_max_pool2d(x, kernel, stride, pool.ceil_mode);
+    Some(Tensor::from_dispatch(y))
+}
+
+/// At stride 1 with the same padding before and after, without ceil mode.
+pub(super) fn avg_pool2d(pool: &AvgPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+    let [_, _, h, w] = x.dims();
+    let (rows, cols) = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
+    let [kh, kw] = pool.kernel_size;
+    let fits = h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw;
+    let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
+    if !on_flex(x) || pool.stride != [1, 1] || pool.ceil_mode || !symmetric || !fits {
+        return None;
+    }
+    let y = <Dispatch as FlexKernels>::towers_avg_pool2d(
+        x.clone().into_dispatch(),
+        pool.kernel_size,
+        [rows.0, cols.0],
+        pool.count_include_pad,
+    );
+    Some(Tensor::from_dispatch(y))
+}
+
+/// `towers_models::OffsetBatchNorm::forward_relu` on batch statistics: the output (`rounded` to
+/// bf16, or f32) and the batch's `[2, c]` moments (mean, biased variance), on the flex
+/// kernels.
+pub fn batch_norm_relu(
+    x: &Tensor<4>,
+    beta: Tensor<1>,
+    epsilon: f64,
+    rounded: bool,
+) -> Option<(Tensor<4>, Tensor<2>)> {
+    if !on_flex(x) {
+        return None;
+    }
+    let (y, moments) = <Dispatch as FlexKernels>::towers_batch_norm_relu(
+        x.clone().into_dispatch(),
+        beta.into_dispatch(),
+        epsilon,
+        rounded,
+    );
+    Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
+}
+
+/// `towers_models::OffsetBatchNorm::forward_relu_max_pool` on batch statistics: the output and
+/// the batch's `[2, c]` moments, on the flex kernels, for the pools [`max_pool2d`] takes.
+pub fn batch_norm_relu_max_pool(
+    x: &Tensor<4>,
+    beta: Tensor<1>,
+    epsilon: f64,
+    pool: &MaxPool2d,
+) -> Option<(Tensor<4>, Tensor<2>)> {
+    if !max_pool_fits(pool, x) {
+        return None;
+    }
+    let (y, moments) = <Dispatch as FlexKernels>::towers_batch_norm_relu_max_pool(
+        x.clone().into_dispatch(),
+        beta.into_dispatch(),
+        epsilon,
+        pool.kernel_size,
+        pool.stride,
+        pool.ceil_mode,
+    );
+    Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
+}
+
+/// `towers_models::OffsetBatchNorm::forward_relu_max_pool` on given statistics (the moving
+/// averages: in evaluation, or with training turned off), on the flex kernels.
+pub fn batch_norm_relu_max_pool_given(
+    x: &Tensor<4>,
+    beta: Tensor<1>,
+    averages: [Tensor<1>; 2],
+    epsilon: f64,
+    pool: &MaxPool2d,
+) -> Option<Tensor<4>> {
+    if !max_pool_fits(pool, x) {
+        return None;
+    }
+    let y = <Dispatch as FlexKernels>::towers_batch_norm_relu_max_pool_given(
+        x.clone().into_dispatch(),
+        beta.into_dispatch(),
+        stacked(averages).into_dispatch(),
+        epsilon,
+        pool.kernel_size,
+        pool.stride,
+        pool.ceil_mode,
+    );
+    Some(Tensor::from_dispatch(y))
+}
+
+/// A mean and a variance per channel as the kernels take them, `[2, c]`.
+fn stacked([mean, variance]: [Tensor<1>; 2]) -> Tensor<2> {
+    let [c] = mean.dims();
+    Tensor::cat(vec![mean, variance], 0).reshape([2, c])
+}
+
+/// `towers_models::OffsetBatchNorm::forward_relu` on given statistics (the moving averages: in
+/// evaluation, or with training turned off) on the flex kernels, the output `rounded` to
+/// bf16 or f32.
+pub fn batch_norm_relu_given(
+    x: &Tensor<4>,
+    beta: Tensor<1>,
+    averages: [Tensor<1>; 2],
+    epsilon: f64,
+    rounded: bool,
+) -> Option<Tensor<4>> {
+    if !on_flex(x) {
+        return None;
+    }
+    let y = <Dispatch as FlexKernels>::towers_batch_norm_relu_given(
+        x.clone().into_dispatch(),
+        beta.into_dispatch(),
+        stacked(averages).into_dispatch(),
+        epsilon,
+        rounded,
+    );
+    Some(Tensor::from_dispatch(y))
+}
+
+/// `towers_models::Lrn`'s normalization with its `[bias, alpha, beta]`.
+pub fn lrn(x: &Tensor<4>, radius: usize, [bias, alpha, beta]: [f64; 3]) -> Option<Tensor<4>> {
+    if !on_flex(x) {
+        return None;
+    }
+    let (bias, alpha, beta) = (bias as f32, alpha as f32, beta as f32);
+    let x = x.clone().into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_lrn(x, radius, bias, alpha, beta);
+    Some(Tensor::from_dispatch(y))
+}
+
+/// In f32 or bf16 (products on AMX tiles or with AVX-512 BF16 where the CPU has them); f16
+/// goes to Burn.
+pub fn conv2d(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tensor<4>> {
+    let (padding, bf16) = covered(conv, x, precision)?;
+    let weight = conv.weight.val().into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_conv2d(
+        x.clone().into_dispatch(),
+        weight,
+        conv.stride,
+        padding,
+        bf16,
+    );
+    let y = Tensor::<4>::from_dispatch(y);
+    Some(match &conv.bias {
+        Some(bias) => y + bias.val().reshape([1, -1, 1, 1]),
+        None => y,
+    })
+}
+
+/// [`conv2d`] then its bias and ReLU in one pass: for a convolution with a bias.
+pub(super) fn conv2d_relu(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tensor<4>> {
+    let (padding, bf16) = covered(conv, x, precision)?;
+    let bias = conv.bias.as_ref()?.val().into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_conv2d_bias_relu(
+        x.clone().into_dispatch(),
+        conv.weight.val().into_dispatch(),
+        bias,
+        conv.stride,
+        padding,
+        bf16,
+    );
+    Some(Tensor::from_dispatch(y))
+}
+
+/// The padding before (and after) and whether the products are in bf16, when the kernels
+/// cover `conv` on `x` in `precision`: f32 or bf16 flex tensors, no groups or dilation,
+/// the same padding on both sides.
+fn covered(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<([usize; 2], bool)> {
+    let [_, _, h, w] = x.dims();
+    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
+    // A kernel larger than the padded input has no output: Burn's error, not ours.
+    let [kh, kw] = conv.kernel_size;
+    let fits = h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw;
+    let bf16 = match precision {
+        Precision::F32 => false,
+        Precision::Bf16 => true,
+        Precision::F16 => return None,
+    };
+    let plain = conv.groups == 1 && conv.dilation == [1, 1];
+    // f32 inputs, or in bf16 inputs already rounded to it.
+    let input = on_flex(x) || bf16 && on_flex_in(x, DType::BF16);
+    (input && plain && symmetric && fits).then_some(([rows.0, cols.0], bf16))
+}

@@ -1,0 +1,724 @@
+//! The models' max pooling, convolution and dense layers (and, through `towers_models::Lrn`, LRN):
+//! on f32 flex tensors by burn-towers' own kernels ([`crate::flex`], feature `flex`),
+//! everywhere else by Burn's modules. Same outputs and gradients either way, to float rounding
+//! (tests below and in `layers/lrn.rs`). Convolutions and dense layers compute their products in this
+//! thread's [`Precision`] (see [`crate::with_precision`]).
+
+use burn::nn::Linear;
+use burn::nn::conv::Conv2d;
+use burn::nn::pool::{AvgPool2d, MaxPool2d};
+use burn::tensor::activation::relu;
+use burn::tensor::module;
+use burn::tensor::ops::{ConvOptions, PadMode};
+use burn::tensor::{DType, Tensor};
+
+#[cfg(feature = "flex")]
+use crate::dispatch::flex_route;
+use crate::padding::conv_padding;
+use crate::precision::{Precision, current_precision};
+
+/// `pool.forward(x)`.
+pub fn max_pool2d(pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::max_pool2d(pool, &x) {
+        return y;
+    }
+    pool.forward(x)
+}
+
+/// `pool.forward(x)`.
+pub fn avg_pool2d(pool: &AvgPool2d, x: Tensor<4>) -> Tensor<4> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::avg_pool2d(pool, &x) {
+        return y;
+    }
+    pool.forward(x)
+}
+
+/// `conv.forward(x)`, its products in this thread's [`Precision`]. `x` is f32, or bf16 as
+/// `towers_models::OffsetBatchNorm::forward_relu_into` hands it to a convolution.
+pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
+    let precision = current_precision();
+    #[cfg(feature = "flex")]
+    if x.dtype() == DType::BF16
+        && let Some(y) = flex_route::conv2d(conv, &x, precision)
+    {
+        return y;
+    }
+    // Every other path reads f32: a bf16 input widened, exactly.
+    let x = match x.dtype() {
+        DType::BF16 => x.cast(DType::F32),
+        _ => x,
+    };
+    if let Some(y) = whole_input_conv2d(conv, &x) {
+        return y;
+    }
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::conv2d(conv, &x, precision) {
+        return y;
+    }
+    match precision {
+        Precision::F32 => conv.forward(x),
+        low => cast_conv2d(conv, x, low.dtype()),
+    }
+}
+
+/// Whether `conv` reads an input of `dims` rounded to bf16 as it is, in this thread's
+/// precision (see `towers_models::OffsetBatchNorm::forward_relu_into`); never off flex.
+pub fn reads_rounded(conv: &Conv2d, dims: [usize; 4]) -> bool {
+    #[cfg(feature = "flex")]
+    return flex_route::reads_rounded(conv, dims);
+    #[cfg(not(feature = "flex"))]
+    return {
+        let _ = (conv, dims);
+        false
+    };
+}
+
+/// `relu(conv.forward(x))`, its products in this thread's [`Precision`]; on the flex kernels
+/// the bias and ReLU are applied in the convolution's own pass.
+pub fn conv2d_relu(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::conv2d_relu(conv, &x, current_precision()) {
+        return y;
+    }
+    relu(conv2d(conv, x))
+}
+
+/// `linear.forward(x)`, its product in this thread's [`Precision`]: in a low one, `x` and the
+/// weight cast down, the product cast back to f32, the bias added in f32.
+pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
+    let y = product(x, linear.weight.val());
+    match &linear.bias {
+        Some(bias) => y + bias.val().unsqueeze(),
+        None => y,
+    }
+}
+
+/// `x · weight` over `x`'s last dimension, in this thread's [`Precision`].
+fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
+    let dtype = match current_precision() {
+        Precision::F32 => return module::linear(x, weight, None),
+        low => low.dtype(),
+    };
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::matmul_bf16(&x, &weight, dtype) {
+        return y;
+    }
+    module::linear(x.cast(dtype), weight.cast(dtype), None).cast(DType::F32)
+}
+
+/// A convolution whose kernel covers its whole input, unpadded (one output place: Inception
+/// v3's auxiliary head, a 5x5 kernel on 5x5 maps), as the dense layer it is: the images
+/// flattened times the kernel flattened, one product for the batch. The convolution kernels
+/// would lay out a kernel of millions of values to compute one place per image (13 ms forward
+/// and 20 backward per 32 images there, against about 2 for the product). `None` for any
+/// other convolution.
+fn whole_input_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+    let [n, c, h, w] = x.dims();
+    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let unpadded = rows == (0, 0) && cols == (0, 0);
+    let plain = conv.groups == 1 && conv.dilation == [1, 1];
+    if conv.kernel_size != [h, w] || !unpadded || !plain || n * c * h * w == 0 {
+        return None;
+    }
+    let out = conv.weight.dims()[0];
+    let weight = conv.weight.val().reshape([out, c * h * w]).transpose();
+    let y = product(x.clone().reshape([n, c * h * w]), weight);
+    let y = match &conv.bias {
+        Some(bias) => y + bias.val().unsqueeze(),
+        None => y,
+    };
+    Some(y.reshape([n, out, 1, 1]))
+}
+
+/// `conv.forward(x)` with `x` and the kernel cast to `dtype` and the output back to f32 (the
+/// bias added in f32); padding Burn's conv2d takes on both sides alike is applied first.
+fn cast_conv2d(conv: &Conv2d, x: Tensor<4>, dtype: DType) -> Tensor<4> {
+    let [_, _, h, w] = x.dims();
+    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let x = match rows == (0, 0) && cols == (0, 0) {
+        true => x,
+        false => x.pad([(0, 0), (0, 0), rows, cols], PadMode::Constant(0.0)),
+    };
+    let options = ConvOptions::new(conv.stride, [0, 0], conv.dilation, conv.groups);
+    let weight = conv.weight.val().cast(dtype);
+    let y = module::conv2d(x.cast(dtype), weight, None, options).cast(DType::F32);
+    match &conv.bias {
+        Some(bias) => y + bias.val().reshape([1, -1, 1, 1]),
+        None => y,
+    }
+}
+
+#[cfg(all(test, feature = "flex"))]
+mod tests {
+    use super::*;
+    use burn::nn::PaddingConfig2d;
+    use burn::nn::conv::Conv2dConfig;
+    use burn::nn::pool::{AvgPool2dConfig, MaxPool2dConfig};
+    use burn::tensor::{Device, Distribution};
+    use towers_testing::compare::rel_diff;
+
+    /// Against Burn's pooling, bit for bit: the CIFAR-10 net's pools (ceil mode, the last
+    /// window cut short; on AVX-512 by the row-by-row pool), Inception's VALID 3x3/2 on an odd
+    /// size, a stride wider than the window, stride 2 on an odd width, with and without
+    /// autodiff; and the input gradient of a weighted sum. The inputs take three values, so
+    /// windows hold ties.
+    #[test]
+    fn max_pooling_matches_burns_outputs_and_gradients() {
+        let cases = [
+            ([3, 3], [2, 2], true, [24, 24]),
+            ([3, 3], [2, 2], true, [12, 12]),
+            ([3, 3], [2, 2], false, [15, 17]),
+            ([2, 2], [3, 3], true, [8, 10]),
+            // Stride 2 on an odd width, the last window cut short: the split into even and odd
+            // columns with a column left over.
+            ([2, 2], [2, 2], true, [9, 11]),
+            // Every window whole: on AVX-512, Inception's row-by-row pool (a last block of
+            // 16 outputs partly past the row, ceil mode that adds no window).
+            ([3, 3], [2, 2], false, [35, 35]),
+            ([3, 3], [2, 2], true, [17, 17]),
+            ([3, 3], [2, 2], false, [7, 71]),
+        ];
+        for (kernel, stride, ceil_mode, [h, w]) in cases {
+            let pool = MaxPool2dConfig::new(kernel)
+                .with_strides(stride)
+                .with_ceil_mode(ceil_mode)
+                .init();
+            let device = Device::flex().autodiff();
+            let x = Tensor::<4>::random([3, 5, h, w], Distribution::Default, &device);
+            // Few distinct values: ties, which must go to the first maximum, as in Burn.
+            let x = (x * 3.0).floor().require_grad();
+            assert_pool_matches_burn(&pool, &x);
+
+            let plain = x.inner();
+            let got = max_pool2d(&pool, plain.clone());
+            got.to_data()
+                .assert_eq(&pool.forward(plain).to_data(), true);
+        }
+    }
+
+    /// Windows of equal -inf values (a ReLU-less net's padding, a masked map) send their
+    /// gradient to the first place inside the window, as Burn's pooling does, in windows cut
+    /// short by ceil mode too: the scratch past a row, also -inf, never wins the tie.
+    #[test]
+    fn max_pooling_of_minus_infinity_matches_burn() {
+        for (ceil_mode, [h, w]) in [(true, [24, 24]), (true, [12, 38]), (false, [9, 37])] {
+            let pool = MaxPool2dConfig::new([3, 3])
+                .with_strides([2, 2])
+                .with_ceil_mode(ceil_mode)
+                .init();
+            let device = Device::flex().autodiff();
+            let len = 2 * 3 * h * w;
+            // Mostly -inf, a finite value in every seventh place.
+            let values: Vec<f32> = (0..len)
+                .map(|i| {
+                    if i % 7 == 3 {
+                        (i % 5) as f32
+                    } else {
+                        f32::NEG_INFINITY
+                    }
+                })
+                .collect();
+            let data = burn::tensor::TensorData::new(values, [2, 3, h, w]);
+            let x = Tensor::<4>::from_data(data, &device).require_grad();
+            assert_pool_matches_burn(&pool, &x);
+        }
+    }
+
+    /// Our pooling of `x` (tracked) against Burn's, bit for bit: the outputs, and the input
+    /// gradients of a random weighting of them.
+    fn assert_pool_matches_burn(pool: &MaxPool2d, x: &Tensor<4>) {
+        let got = flex_route::max_pool2d(pool, x).expect("on the flex kernels");
+        let want = pool.forward(x.clone());
+        got.to_data().assert_eq(&want.to_data(), true);
+        let probe = Tensor::random(want.dims(), Distribution::Default, &x.device());
+        let g_got = (got * probe.clone()).sum().backward();
+        let g_want = (want * probe).sum().backward();
+        let (x_got, x_want) = (x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap());
+        x_got.to_data().assert_eq(&x_want.to_data(), true);
+    }
+
+    /// A NaN in a window makes that window's output NaN, as in Burn's pooling, and leaves the
+    /// other outputs alone.
+    #[test]
+    fn max_pooling_propagates_nan_like_burn() {
+        // Ceil mode with a partial last window, and whole windows.
+        for (ceil_mode, [h, w]) in [(true, [8, 8]), (false, [9, 37])] {
+            nan_propagates_like_burn(ceil_mode, [h, w]);
+        }
+    }
+
+    fn nan_propagates_like_burn(ceil_mode: bool, [h, w]: [usize; 2]) {
+        let pool = MaxPool2dConfig::new([3, 3])
+            .with_strides([2, 2])
+            .with_ceil_mode(ceil_mode)
+            .init();
+        let device = Device::flex();
+        let mut values: Vec<f32> = (0..2 * 3 * h * w).map(|i| (i % 13) as f32).collect();
+        for at in [0, 27, 63, 100, 200, 383] {
+            values[at] = f32::NAN;
+        }
+        let x =
+            Tensor::<4>::from_data(burn::tensor::TensorData::new(values, [2, 3, h, w]), &device);
+        let nan_mask = |t: Tensor<4>| -> Vec<bool> {
+            let v: Vec<f32> = t.into_data().try_to_vec().unwrap();
+            v.iter().map(|v| v.is_nan()).collect()
+        };
+        let got = flex_route::max_pool2d(&pool, &x).expect("on the flex kernels");
+        let want = pool.forward(x);
+        assert_eq!(nan_mask(got.clone()), nan_mask(want.clone()));
+        assert!(nan_mask(got.clone()).iter().any(|&n| n));
+        let finite = |t: Tensor<4>| -> Vec<f32> {
+            let v: Vec<f32> = t.into_data().try_to_vec().unwrap();
+            v.into_iter().filter(|v| !v.is_nan()).collect()
+        };
+        assert_eq!(finite(got), finite(want));
+    }
+
+    /// Against Burn's convolution: outputs and the gradients of input, weight and bias for the
+    /// CIFAR-10 net's conv2 (5x5 SAME, the input gradient as a flipped convolution), a 1x7
+    /// SAME, a 3x3 VALID and a 1x1 (stride 1; the 1x1's windows are the image itself), and a
+    /// 3x3/2 VALID (the input gradient by windows added back), strided windows in padding, a
+    /// 1x1 padded as wide as itself, a 5x5 over 64 channels (the weight gradient's windows in
+    /// two passes), two on narrow images, two by Winograd's F(2x2, 3x3), two by its F(3, 7)
+    /// and two by its F(2x2, 5x5), with batches that do not split evenly across threads.
+    #[test]
+    fn convolution_matches_burns_outputs_and_gradients() {
+        let winograd_5x5 = 30 * rayon::current_num_threads();
+        let cases = [
+            (4, 6, [5, 5], [1, 1], PaddingConfig2d::Same, [12, 12], 5),
+            (3, 4, [1, 7], [1, 1], PaddingConfig2d::Same, [9, 11], 3),
+            (3, 2, [3, 3], [1, 1], PaddingConfig2d::Valid, [8, 7], 1),
+            (5, 3, [1, 1], [1, 1], PaddingConfig2d::Valid, [6, 5], 3),
+            (2, 3, [3, 3], [2, 2], PaddingConfig2d::Valid, [11, 9], 4),
+            // Strided windows with padding: columns past both edges read as zeros.
+            (
+                3,
+                4,
+                [3, 3],
+                [2, 2],
+                PaddingConfig2d::Explicit(1, 1, 1, 1),
+                [10, 9],
+                2,
+            ),
+            (
+                2,
+                3,
+                [5, 5],
+                [3, 3],
+                PaddingConfig2d::Explicit(2, 2, 2, 2),
+                [11, 13],
+                2,
+            ),
+            // Padding as wide as the kernel: the input gradient by windows added back, at
+            // stride 1.
+            (
+                2,
+                3,
+                [1, 1],
+                [1, 1],
+                PaddingConfig2d::Explicit(1, 1, 1, 1),
+                [5, 4],
+                2,
+            ),
+            // Windows too many for one pass: the weight gradient takes them 16 rows at a time
+            // (24 rows of 20 places, 1,600 taps: 768 Ki values against 512 Ki).
+            (64, 8, [5, 5], [1, 1], PaddingConfig2d::Same, [24, 20], 2),
+            // Narrow images, outputs in whole vectors: on AVX-512, vectorized along the
+            // outputs (64 + 16 of them in the second).
+            (16, 32, [1, 7], [1, 1], PaddingConfig2d::Same, [9, 11], 2),
+            (8, 80, [3, 3], [1, 1], PaddingConfig2d::Same, [5, 6], 3),
+            // 3x3 at stride 1 with channels and tiles enough for Winograd's F(2x2, 3x3),
+            // forward and both gradients: SAME with an odd count of output rows, VALID with
+            // output rows of odd length.
+            (64, 64, [3, 3], [1, 1], PaddingConfig2d::Same, [17, 16], 3),
+            (72, 64, [3, 3], [1, 1], PaddingConfig2d::Valid, [18, 19], 2),
+            // 1x7 and 7x1 at stride 1 by Winograd's F(3, 7), on Inception's 17x17 maps and on
+            // a 17x15 one (a last tile of two outputs, planes not square).
+            (64, 64, [1, 7], [1, 1], PaddingConfig2d::Same, [17, 17], 3),
+            (64, 80, [7, 1], [1, 1], PaddingConfig2d::Same, [17, 15], 2),
+            // 5x5 at stride 1 by Winograd's F(2x2, 5x5), 16 images to the vector: a batch that
+            // leaves each thread a whole group and one of 14 (the CIFAR-10 net's conv2 on fewer
+            // channels), VALID with output rows of odd length, and a batch too small to fill
+            // the groups (the direct kernels).
+            (
+                40,
+                48,
+                [5, 5],
+                [1, 1],
+                PaddingConfig2d::Same,
+                [12, 12],
+                winograd_5x5,
+            ),
+            (
+                48,
+                32,
+                [5, 5],
+                [1, 1],
+                PaddingConfig2d::Valid,
+                [13, 11],
+                winograd_5x5,
+            ),
+            (48, 32, [5, 5], [1, 1], PaddingConfig2d::Valid, [13, 11], 3),
+            // On AVX-512, the direct kernels' outputs stored straight from the grid: depth in
+            // two chunks (the second adds to what the first stored), a last block of 4 output
+            // channels, blocks of places across row ends and past the last row.
+            (80, 20, [5, 5], [1, 1], PaddingConfig2d::Same, [9, 13], 2),
+        ];
+        for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {
+            let device = Device::flex().autodiff();
+            let conv = Conv2dConfig::new([c_in, c_out], kernel)
+                .with_stride(stride)
+                .with_padding(padding.clone())
+                .init(&device);
+            let x =
+                Tensor::<4>::random([n, c_in, h, w], Distribution::Default, &device).require_grad();
+            let got = flex_route::conv2d(&conv, &x, Precision::F32).expect("on the flex kernels");
+            let want = conv.forward(x.clone());
+            assert_eq!(got.dims(), want.dims(), "{kernel:?} {padding:?}");
+            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+            let g_got = (got.clone() * probe.clone()).sum().backward();
+            let g_want = (want.clone() * probe).sum().backward();
+            assert!(rel_diff(got, want) < 1e-5, "{kernel:?} {padding:?}");
+            let weight = conv.weight.val();
+            let bias = conv.bias.as_ref().unwrap().val();
+            let grads = [
+                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+                rel_diff(weight.grad(&g_got).unwrap(), weight.grad(&g_want).unwrap()),
+                rel_diff(bias.grad(&g_got).unwrap(), bias.grad(&g_want).unwrap()),
+            ];
+            assert!(
+                grads.iter().all(|&d| d < 1e-5),
+                "{kernel:?} {padding:?}: {grads:?}"
+            );
+        }
+    }
+
+    /// The weight gradient split between threads by output channels as well as images (large
+    /// kernels on small maps: Inception's Mixed_7 blocks) equals the one thread's sum over the
+    /// whole batch, up to the order of the sums: a 3x3 and a 1x1 on 8x8 maps, with slices of
+    /// output channels that end short of a block of 32, in f32 and in bf16, on 4 threads.
+    #[test]
+    fn weight_gradients_split_between_threads_equal_one_threads() {
+        let device = Device::flex().autodiff();
+        let cases = [(96, 128, [3, 3], 6), (256, 96, [1, 1], 5)];
+        for (c_in, c_out, kernel, n) in cases {
+            let conv = Conv2dConfig::new([c_in, c_out], kernel)
+                .with_padding(PaddingConfig2d::Same)
+                .init(&device);
+            let x =
+                Tensor::<4>::random([n, c_in, 8, 8], Distribution::Default, &device).require_grad();
+            let probe = Tensor::random([n, c_out, 8, 8], Distribution::Default, &device);
+            for precision in [Precision::F32, Precision::Bf16] {
+                let grads_on = |threads: usize| {
+                    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+                    pool.unwrap().install(|| {
+                        let y = flex_route::conv2d(&conv, &x, precision).expect("covered");
+                        let grads = (y * probe.clone()).sum().backward();
+                        let weight = conv.weight.val().grad(&grads).unwrap();
+                        (weight, x.grad(&grads).unwrap())
+                    })
+                };
+                let (one, four) = (grads_on(1), grads_on(4));
+                let case = format!("{c_in}->{c_out} {kernel:?} {precision}");
+                assert!(rel_diff(four.0, one.0) < 1e-5, "weight gradient, {case}");
+                assert!(rel_diff(four.1, one.1) < 1e-5, "input gradient, {case}");
+            }
+        }
+    }
+
+    /// A convolution whose kernel covers its whole unpadded input (one output place) goes to
+    /// the dense product: Burn's convolution's outputs and gradients (input, weight, bias), at
+    /// strides 1 and 2, in f32 and, rounded, in bf16; a padded one does not.
+    #[test]
+    fn whole_input_convolution_is_a_dense_layer() {
+        let cases = [(16, 40, [5, 5], [1, 1], 3), (3, 7, [3, 2], [2, 2], 2)];
+        let device = Device::flex().autodiff();
+        for (c_in, c_out, kernel, stride, n) in cases {
+            let conv = Conv2dConfig::new([c_in, c_out], kernel)
+                .with_stride(stride)
+                .init(&device);
+            let [h, w] = kernel;
+            let x =
+                Tensor::<4>::random([n, c_in, h, w], Distribution::Default, &device).require_grad();
+            let got = whole_input_conv2d(&conv, &x).expect("a whole-input convolution");
+            let want = conv.forward(x.clone());
+            assert_eq!(got.dims(), [n, c_out, 1, 1]);
+            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+            let g_got = (got.clone() * probe.clone()).sum().backward();
+            let g_want = (want.clone() * probe).sum().backward();
+            let (weight, bias) = (conv.weight.val(), conv.bias.as_ref().unwrap().val());
+            let diffs = [
+                rel_diff(got, want.clone()),
+                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+                rel_diff(weight.grad(&g_got).unwrap(), weight.grad(&g_want).unwrap()),
+                rel_diff(bias.grad(&g_got).unwrap(), bias.grad(&g_want).unwrap()),
+            ];
+            assert!(diffs.iter().all(|&d| d < 1e-5), "{kernel:?}: {diffs:?}");
+            let low = crate::with_precision(Precision::Bf16, || conv2d(&conv, x.clone()));
+            let rounding = rel_diff(low, want);
+            assert!(
+                rounding > 1e-5 && rounding < 1e-2,
+                "{kernel:?} bf16: {rounding}"
+            );
+        }
+        let padded = Conv2dConfig::new([2, 3], [3, 3])
+            .with_padding(PaddingConfig2d::Same)
+            .init(&device);
+        let x = Tensor::<4>::random([1, 2, 3, 3], Distribution::Default, &device);
+        assert!(whole_input_conv2d(&padded, &x).is_none());
+    }
+
+    /// Against Burn's average pooling, outputs and the input gradient of a weighted sum:
+    /// Inception's 3x3 SAME with and without the padding in the divisor, on planes as small as
+    /// the window, a 5x5, a one-row window, and no padding; a strided pool is not taken.
+    #[test]
+    fn average_pooling_matches_burns_outputs_and_gradients() {
+        let device = Device::flex().autodiff();
+        let cases = [
+            ([3, 3], PaddingConfig2d::Same, false, [35, 35]),
+            ([3, 3], PaddingConfig2d::Same, true, [17, 17]),
+            ([3, 3], PaddingConfig2d::Same, false, [2, 3]),
+            ([5, 5], PaddingConfig2d::Explicit(2, 2, 2, 2), false, [8, 9]),
+            ([1, 3], PaddingConfig2d::Explicit(0, 1, 0, 1), false, [4, 6]),
+            ([3, 3], PaddingConfig2d::Valid, true, [7, 5]),
+        ];
+        for (kernel, padding, counts_padding, [h, w]) in cases {
+            let case = format!("{kernel:?} {padding:?} {counts_padding} {h}x{w}");
+            let pool = AvgPool2dConfig::new(kernel)
+                .with_strides([1, 1])
+                .with_padding(padding)
+                .with_count_include_pad(counts_padding)
+                .init();
+            let x =
+                Tensor::<4>::random([2, 3, h, w], Distribution::Default, &device).require_grad();
+            let got = flex_route::avg_pool2d(&pool, &x).expect("on the flex kernels");
+            let want = pool.forward(x.clone());
+            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+            let g_got = (got.clone() * probe.clone()).sum().backward();
+            let g_want = (want.clone() * probe).sum().backward();
+            let diffs = [
+                rel_diff(got, want),
+                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+            ];
+            assert!(diffs.iter().all(|&d| d < 1e-6), "{case}: {diffs:?}");
+        }
+        let strided = AvgPool2dConfig::new([5, 5]).with_strides([3, 3]).init();
+        let x = Tensor::<4>::random([1, 2, 17, 17], Distribution::Default, &device);
+        assert!(flex_route::avg_pool2d(&strided, &x).is_none());
+    }
+
+    /// The convolution with its bias and ReLU in one kernel against the convolution followed
+    /// by Burn's bias addition and ReLU: outputs and the gradients of the input, kernel and
+    /// bias, in f32 and in bf16; a NaN stays NaN through the ReLU.
+    #[test]
+    fn fused_bias_and_relu_match_the_separate_ops() {
+        let device = Device::flex().autodiff();
+        let cases = [
+            (3, 64, [5, 5], [1, 1], [24, 24]),
+            (64, 64, [5, 5], [1, 1], [12, 12]),
+            (5, 7, [3, 3], [2, 2], [9, 11]),
+        ];
+        for (c_in, c_out, kernel, stride, [h, w]) in cases {
+            for precision in [Precision::F32, Precision::Bf16] {
+                let case = format!("{c_in}->{c_out} {kernel:?}/{stride:?} {precision}");
+                let conv = Conv2dConfig::new([c_in, c_out], kernel)
+                    .with_stride(stride)
+                    .with_padding(PaddingConfig2d::Same)
+                    .init(&device);
+                let x = Tensor::<4>::random([3, c_in, h, w], Distribution::Default, &device)
+                    .require_grad();
+                let fused = flex_route::conv2d_relu(&conv, &x, precision).expect("covered");
+                let apart = relu(flex_route::conv2d(&conv, &x, precision).expect("covered"));
+                let probe = Tensor::random(fused.dims(), Distribution::Default, &device);
+                let g_fused = (fused.clone() * probe.clone()).sum().backward();
+                let g_apart = (apart.clone() * probe).sum().backward();
+                let grad = |t: &Tensor<4>, g| t.grad(g).unwrap();
+                let (weight, bias) = (conv.weight.val(), conv.bias.as_ref().unwrap().val());
+                let diffs = [
+                    rel_diff(fused, apart),
+                    rel_diff(grad(&x, &g_fused), grad(&x, &g_apart)),
+                    rel_diff(grad(&weight, &g_fused), grad(&weight, &g_apart)),
+                    rel_diff(bias.grad(&g_fused).unwrap(), bias.grad(&g_apart).unwrap()),
+                ];
+                assert!(diffs.iter().all(|&d| d < 1e-5), "{case}: {diffs:?}");
+            }
+        }
+        let conv = Conv2dConfig::new([2, 3], [1, 1]).init(&device);
+        let x = Tensor::<4>::full([1, 2, 2, 2], f32::NAN, &device);
+        let y = flex_route::conv2d_relu(&conv, &x, Precision::F32).unwrap();
+        let values: Vec<f32> = y.into_data().try_to_vec().unwrap();
+        assert!(values.iter().all(|v| v.is_nan()));
+    }
+
+    /// What the kernels do not cover goes to Burn: a padded pool, a dilated convolution, an
+    /// asymmetric SAME padding (a 2x2 kernel), a non-flex element type, a kernel larger than
+    /// the input, an empty batch.
+    #[test]
+    fn uncovered_layouts_go_to_burn() {
+        let device = Device::flex().autodiff();
+        let x = Tensor::<4>::random([2, 3, 8, 8], Distribution::Default, &device);
+        let padded = MaxPool2dConfig::new([3, 3])
+            .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+            .init();
+        assert!(flex_route::max_pool2d(&padded, &x).is_none());
+        let dilated = Conv2dConfig::new([3, 2], [3, 3])
+            .with_dilation([2, 2])
+            .init(&device);
+        assert!(flex_route::conv2d(&dilated, &x, Precision::F32).is_none());
+        let asymmetric = Conv2dConfig::new([3, 2], [2, 2])
+            .with_padding(PaddingConfig2d::Same)
+            .init(&device);
+        assert!(flex_route::conv2d(&asymmetric, &x, Precision::F32).is_none());
+        let same = Conv2dConfig::new([3, 2], [3, 3])
+            .with_padding(PaddingConfig2d::Same)
+            .init(&device);
+        assert!(
+            flex_route::conv2d(
+                &same,
+                &x.clone().cast(burn::tensor::DType::F64),
+                Precision::F32
+            )
+            .is_none()
+        );
+        let too_large = Conv2dConfig::new([3, 2], [9, 9]).init(&device);
+        assert!(flex_route::conv2d(&too_large, &x, Precision::F32).is_none());
+        let empty = Tensor::<4>::zeros([0, 3, 8, 8], &device);
+        assert!(flex_route::conv2d(&same, &empty, Precision::F32).is_none());
+        assert!(flex_route::conv2d(&same, &x, Precision::F16).is_none());
+    }
+
+    /// `x` rounded to bf16, in f32.
+    fn bf16_rounded<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+        x.cast(DType::BF16).cast(DType::F32)
+    }
+
+    /// The flex kernel in bf16 against Burn's f32 convolution of the bf16-rounded operands:
+    /// the products of two bf16 values are exact in f32, so the two agree to f32 summation
+    /// order, outputs and gradients (the output gradient rounded too, as the kernel's backward
+    /// does), and differ from the unrounded f32 convolution by bf16's rounding.
+    #[test]
+    fn bf16_convolution_is_burns_on_rounded_operands() {
+        let cases = [
+            (64, 64, [5, 5], [1, 1], PaddingConfig2d::Same, [12, 12], 3),
+            (3, 64, [5, 5], [1, 1], PaddingConfig2d::Same, [24, 24], 2),
+            (5, 17, [3, 3], [2, 2], PaddingConfig2d::Valid, [11, 9], 3),
+            (33, 40, [1, 1], [1, 1], PaddingConfig2d::Valid, [7, 5], 2),
+            // Two chunks of 64 channel pairs, a last block of 4 output channels, blocks of
+            // places across row ends (`vector_conv`'s outputs stored from the grid).
+            (160, 20, [3, 3], [1, 1], PaddingConfig2d::Same, [9, 13], 2),
+        ];
+        for (c_in, c_out, kernel, stride, padding, [h, w], n) in cases {
+            let case = format!("{c_in}->{c_out} {kernel:?}/{stride:?} {padding:?}");
+            let device = Device::flex().autodiff();
+            let conv = Conv2dConfig::new([c_in, c_out], kernel)
+                .with_stride(stride)
+                .with_padding(padding)
+                .init(&device);
+            let x =
+                Tensor::<4>::random([n, c_in, h, w], Distribution::Default, &device).require_grad();
+            let got = flex_route::conv2d(&conv, &x, Precision::Bf16).expect("on the kernels");
+            let probe = Tensor::random(got.dims(), Distribution::Default, &device);
+            let grads = (got.clone() * probe.clone()).sum().backward();
+
+            let (rows, cols) = conv_padding(&conv.padding, [h, w], kernel, stride);
+            let options = ConvOptions::new(stride, [rows.0, cols.0], [1, 1], 1);
+            let leaf = |t: Tensor<4>| {
+                Tensor::<4>::from_data(bf16_rounded(t).into_data(), &device).require_grad()
+            };
+            let (xr, wr) = (leaf(x.clone()), leaf(conv.weight.val()));
+            let bias = conv.bias.as_ref().unwrap().val().reshape([1, -1, 1, 1]);
+            let want = module::conv2d(xr.clone(), wr.clone(), None, options) + bias;
+            let want_grads = (want.clone() * bf16_rounded(probe)).sum().backward();
+            let diffs = [
+                rel_diff(got.clone(), want),
+                rel_diff(x.grad(&grads).unwrap(), xr.grad(&want_grads).unwrap()),
+                rel_diff(
+                    conv.weight.val().grad(&grads).unwrap(),
+                    wr.grad(&want_grads).unwrap(),
+                ),
+            ];
+            assert!(diffs.iter().all(|&d| d < 1e-5), "{case}: {diffs:?}");
+            let rounding = rel_diff(got, conv.forward(x));
+            assert!(rounding > 1e-4 && rounding < 1e-2, "{case}: {rounding}");
+        }
+    }
+
+    /// A dense layer in bf16 on flex against Burn's f32 product of the bf16-rounded operands:
+    /// outputs and both gradients to f32 summation order, on a 3-d input and on shapes that
+    /// are no multiple of AMX's tiles.
+    #[test]
+    fn bf16_dense_layer_is_burns_on_rounded_operands() {
+        let device = Device::flex().autodiff();
+        for [a, b, k, m] in [[6, 5, 40, 33], [2, 1, 2304, 384], [3, 7, 1, 5]] {
+            let dense = burn::nn::LinearConfig::new(k, m).init(&device);
+            let x = Tensor::<3>::random([a, b, k], Distribution::Default, &device).require_grad();
+            let got = crate::with_precision(Precision::Bf16, || linear(&dense, x.clone()));
+            let probe = Tensor::random([a, b, m], Distribution::Default, &device);
+            let grads = (got.clone() * probe.clone()).sum().backward();
+
+            let xr = bf16_rounded(x.clone()).into_data();
+            let xr = Tensor::<3>::from_data(xr, &device).require_grad();
+            let wr = bf16_rounded(dense.weight.val()).into_data();
+            let wr = Tensor::<2>::from_data(wr, &device).require_grad();
+            let bias = dense.bias.as_ref().unwrap().val().unsqueeze::<3>();
+            let want = xr.clone().matmul(wr.clone().unsqueeze()) + bias;
+            let want_grads = (want.clone() * bf16_rounded(probe)).sum().backward();
+            let diffs = [
+                rel_diff(got, want),
+                rel_diff(x.grad(&grads).unwrap(), xr.grad(&want_grads).unwrap()),
+                rel_diff(
+                    dense.weight.val().grad(&grads).unwrap(),
+                    wr.grad(&want_grads).unwrap(),
+                ),
+            ];
+            assert!(
+                diffs.iter().all(|&d| d < 1e-5),
+                "{a}x{b}x{k} -> {m}: {diffs:?}"
+            );
+        }
+    }
+
+    /// Outside the kernels, a low precision casts: Burn's convolution and dense layer in bf16
+    /// and f16 stay within those types' rounding of f32, and their gradients reach the f32
+    /// weights and input.
+    #[test]
+    fn cast_products_follow_f32_within_rounding() {
+        let device = Device::flex().autodiff();
+        let conv = Conv2dConfig::new([6, 8], [3, 3])
+            .with_padding(PaddingConfig2d::Same)
+            .init(&device);
+        let dense = burn::nn::LinearConfig::new(8 * 5 * 5, 7).init(&device);
+        let x = Tensor::<4>::random([3, 6, 5, 5], Distribution::Default, &device).require_grad();
+        let net = |x: Tensor<4>| linear(&dense, conv2d(&conv, x).flatten::<2>(1, 3));
+        let want = net(x.clone());
+        let want_grads = want.clone().sum().backward();
+        for (precision, tolerance) in [(Precision::Bf16, 2e-2), (Precision::F16, 4e-3)] {
+            let got = crate::with_precision(precision, || {
+                linear(
+                    &dense,
+                    cast_conv2d(&conv, x.clone(), precision.dtype()).flatten::<2>(1, 3),
+                )
+            });
+            assert_eq!(got.dtype(), DType::F32);
+            let grads = got.clone().sum().backward();
+            let diffs = [
+                rel_diff(got, want.clone()),
+                rel_diff(x.grad(&grads).unwrap(), x.grad(&want_grads).unwrap()),
+                rel_diff(
+                    conv.weight.val().grad(&grads).unwrap(),
+                    conv.weight.val().grad(&want_grads).unwrap(),
+                ),
+                rel_diff(
+                    dense.weight.val().grad(&grads).unwrap(),
+                    dense.weight.val().grad(&want_grads).unwrap(),
+                ),
+            ];
+            assert!(
+                diffs.iter().all(|&d| d > 0.0 && d < tolerance),
+                "{precision}: {diffs:?}"
+            );
+        }
+    }
+}

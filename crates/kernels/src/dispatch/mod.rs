@@ -1,0 +1,27 @@
+//! The ops the layers call: each routed to burn-towers' kernels on f32 (or bf16) flex tensors
+//! in the layouts they cover ([`flex_route`], through [`crate::extension::FlexKernels`]), and to
+//! Burn's own ops everywhere else, with the same outputs and gradients to float rounding.
+//!
+//! - `layer_ops.rs`: [`max_pool2d`], [`avg_pool2d`], [`conv2d`], [`conv2d_relu`], [`linear`],
+//!   given Burn's own layer modules, their products in this thread's
+//!   [`Precision`](crate::Precision).
+//! - `flex_route.rs`: which calls the flex kernels take; the fused ops only they compute
+//!   (batch norm with ReLU and max pooling, LRN) return `None` elsewhere.
+//! - `image_conv.rs`: [`conv_images`], a first convolution as one batched matrix product.
+//! - `optimizer_update.rs`: [`fused_sgd`], [`fused_rmsprop`], [`fused_adam`]: an optimizer's
+//!   update in one pass on flex.
+//! - `bf16_kernel.rs`: [`bf16_kernel`], what computes bf16 products on this CPU.
+
+mod bf16_kernel;
+#[cfg(feature = "flex")]
+pub mod flex_route;
+mod image_conv;
+mod layer_ops;
+mod optimizer_update;
+
+pub use bf16_kernel::{bf16_kernel, bf16_on_amx};
+pub use image_conv::conv_images;
+pub use layer_ops::{avg_pool2d, conv2d, conv2d_relu, linear, max_pool2d, reads_rounded};
+pub use optimizer_update::{
+    AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, fused_adam, fused_rmsprop, fused_sgd,
+};

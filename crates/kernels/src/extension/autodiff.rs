@@ -1,0 +1,484 @@
+//! [`FlexKernels`] under autodiff: the forward pass on flex, recorded with a hand-written
+//! backward pass (Burn derives none for an extension).
+
+use std::sync::Arc;
+
+use burn::backend::autodiff::NodeId;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Flex};
+use burn_flex::FlexTensor;
+
+use crate::extension::FlexKernels;
+use crate::flex::conv::bias_relu;
+use crate::flex::conv::passes::{ConvGeometry, forward_bias_relu, input_grad, weight_grad};
+use crate::flex::gemm::arithmetic::Arithmetic;
+use crate::flex::gemm::matmul;
+use crate::flex::memory::dims4;
+use crate::flex::norm::batch_norm::{self, Statistics};
+use crate::flex::norm::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
+use crate::flex::optimizer_update::Update;
+use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
+use crate::flex::pool::batch_norm_max_pool::{self, Maxima};
+use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_backward, max_pool_forward};
+
+impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
+    fn towers_max_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self> {
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        match MaxPoolBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let [_, _, h, w] = dims4(x.primitive());
+                let (out, argmax) = max_pool_forward(x.into_primitive(), shape);
+                prep.finish((Arc::new(argmax), [h, w]), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(max_pool_forward(x.into_primitive(), shape).0),
+        }
+    }
+
+    fn towers_lrn(
+        x: FloatTensor<Self>,
+        radius: usize,
+        bias: f32,
+        alpha: f32,
+        beta: f32,
+    ) -> FloatTensor<Self> {
+        let params = LrnParams::new(radius, bias, alpha, beta);
+        match LrnBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let (y, saved) = lrn_forward(x.into_primitive(), params);
+                prep.finish((x_state, saved, params), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(lrn_forward(x.into_primitive(), params).0),
+        }
+    }
+
+    fn towers_conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self> {
+        let geometry = ConvGeometry { stride, padding };
+        match ConvBackward
+            .prepare::<C>([x.node(), weight.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let weight_state = prep.checkpoint(&weight);
+                let out = Flex::towers_conv2d(
+                    x.into_primitive(),
+                    weight.into_primitive(),
+                    stride,
+                    padding,
+                    bf16,
+                );
+                let arithmetic = Arithmetic::new(bf16);
+                prep.finish((x_state, weight_state, geometry, arithmetic), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(Flex::towers_conv2d(
+                x.into_primitive(),
+                weight.into_primitive(),
+                stride,
+                padding,
+                bf16,
+            )),
+        }
+    }
+
+    fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
+        match MatmulBackward
+            .prepare::<C>([x.node(), w.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let w_state = prep.checkpoint(&w);
+                let out = matmul::forward(x.into_primitive(), w.into_primitive());
+                prep.finish((x_state, w_state), out)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(matmul::forward(x.into_primitive(), w.into_primitive()))
+            }
+        }
+    }
+
+    fn towers_avg_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        padding: [usize; 2],
+        counts_padding: bool,
+    ) -> FloatTensor<Self> {
+        let shape = AvgPoolShape {
+            kernel,
+            padding,
+            counts_padding,
+        };
+        match AvgPoolBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let [_, _, h, w] = dims4(x.primitive());
+                prep.finish(([h, w], shape), avg_pool_forward(x.into_primitive(), shape))
+            }
+            OpsKind::UnTracked(prep) => prep.finish(avg_pool_forward(x.into_primitive(), shape)),
+        }
+    }
+
+    fn towers_conv2d_bias_relu(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self> {
+        let (geometry, arithmetic) = (ConvGeometry { stride, padding }, Arithmetic::new(bf16));
+        match ConvBiasReluBackward
+            .prepare::<C>([x.node(), weight.node(), bias.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let weight_state = prep.checkpoint(&weight);
+                let (x, weight) = (x.into_primitive(), weight.into_primitive());
+                let y = forward_bias_relu(x, weight, bias.into_primitive(), geometry, arithmetic);
+                let state = (x_state, weight_state, y.clone(), geometry, arithmetic);
+                prep.finish(state, y)
+            }
+            OpsKind::UnTracked(prep) => {
+                let (x, weight) = (x.into_primitive(), weight.into_primitive());
+                let y = forward_bias_relu(x, weight, bias.into_primitive(), geometry, arithmetic);
+                prep.finish(y)
+            }
+        }
+    }
+
+    fn towers_batch_norm_relu(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+        rounded: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (y, moments) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
+            let (y, moments) = batch_norm::forward_training(x, beta, epsilon, rounded);
+            let normalized = Normalized::Plain(moments.clone(), Statistics::Batch);
+            (y, normalized, moments)
+        });
+        (y, FloatTensor::<Self>::new(moments))
+    }
+
+    fn towers_batch_norm_relu_max_pool(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        let (y, moments) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
+            let (y, moments, maxima) =
+                batch_norm_max_pool::forward(x, (beta, None), epsilon, shape);
+            let normalized = Normalized::Pooled(moments.clone(), Statistics::Batch, maxima);
+            (y, normalized, moments)
+        });
+        (y, FloatTensor::<Self>::new(moments))
+    }
+
+    fn towers_batch_norm_relu_max_pool_given(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self> {
+        let (shape, moments) = (
+            MaxPoolShape::new(kernel, stride, ceil_mode),
+            moments.into_primitive(),
+        );
+        let (y, ()) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
+            let (y, moments, maxima) =
+                batch_norm_max_pool::forward(x, (beta, Some(moments)), epsilon, shape);
+            let normalized = Normalized::Pooled(moments, Statistics::Given, maxima);
+            (y, normalized, ())
+        });
+        y
+    }
+
+    fn towers_batch_norm_relu_given(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+        rounded: bool,
+    ) -> FloatTensor<Self> {
+        let moments = moments.into_primitive();
+        let (y, ()) = fused_batch_norm::<C, _>(x, beta, epsilon, |x, beta| {
+            let y = batch_norm::forward(x, beta.clone(), moments.clone(), epsilon, rounded);
+            (y, Normalized::Plain(moments, Statistics::Given), ())
+        });
+        y
+    }
+
+    /// Not routed here: [`crate::fused_rmsprop`] and the other fused updates take tensors
+    /// without autodiff only (an optimizer steps on its parameters' inner tensors).
+    fn towers_optimizer_update(
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: Update,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        unreachable!("an optimizer's update takes tensors without autodiff")
+    }
+}
+
+/// A fused batch norm of `x` with offset `beta` and `epsilon`: `forward` returns the output,
+/// what the backward pass needs, and anything else to hand back; recorded for
+/// [`BatchNormReluBackward`] when `x` or `beta` is tracked.
+fn fused_batch_norm<C: CheckpointStrategy, R>(
+    x: FloatTensor<Autodiff<Flex, C>>,
+    beta: FloatTensor<Autodiff<Flex, C>>,
+    epsilon: f64,
+    forward: impl FnOnce(FlexTensor, &FlexTensor) -> (FlexTensor, Normalized, R),
+) -> (FloatTensor<Autodiff<Flex, C>>, R) {
+    let prep = BatchNormReluBackward
+        .prepare::<C>([x.node(), beta.node()])
+        .compute_bound()
+        .stateful();
+    let beta = beta.into_primitive();
+    let (y, normalized, rest) = forward(x.primitive().clone(), &beta);
+    let y = match prep {
+        OpsKind::Tracked(mut prep) => {
+            let x_state = prep.checkpoint(&x);
+            prep.finish((x_state, beta, normalized, epsilon), y)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(y),
+    };
+    (y, rest)
+}
+
+/// The fused batch norm and ReLU's backward pass, and with a max pool after them. State: the
+/// input, the offset `β`, what the forward pass normalized with (and pooled), and epsilon (the
+/// ReLU's mask is recomputed from them).
+#[derive(Debug)]
+struct BatchNormReluBackward;
+
+/// What a fused batch norm's forward pass left for its backward.
+#[derive(Clone, Debug)]
+enum Normalized {
+    /// The moments, and where they came from.
+    Plain(FlexTensor, Statistics),
+    /// The moments and where they came from, then a max pool's maxima.
+    Pooled(FlexTensor, Statistics, Maxima),
+}
+
+impl Backward<Flex, 2> for BatchNormReluBackward {
+    type State = (NodeId, FlexTensor, Normalized, f64);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, beta_node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, beta, normalized, epsilon) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let (x_grad, beta_grad) = match normalized {
+            Normalized::Plain(moments, statistics) => {
+                batch_norm::backward(x, &beta, (&moments, statistics), epsilon, grad)
+            }
+            Normalized::Pooled(moments, statistics, maxima) => {
+                let saved = (&moments, statistics, &maxima);
+                batch_norm_max_pool::backward(x, &beta, saved, epsilon, grad)
+            }
+        };
+        if let Some(node) = x_node {
+            grads.register::<Flex>(node.id, x_grad);
+        }
+        if let Some(node) = beta_node {
+            grads.register::<Flex>(node.id, beta_grad);
+        }
+    }
+}
+
+/// The fused convolution, bias and ReLU's backward pass: the ReLU's mask and the bias's
+/// gradient in one pass, then the convolution's. State: the input, the kernel, the output, the
+/// geometry and the arithmetic.
+#[derive(Debug)]
+struct ConvBiasReluBackward;
+
+impl Backward<Flex, 3> for ConvBiasReluBackward {
+    type State = (NodeId, NodeId, FlexTensor, ConvGeometry, Arithmetic);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 3>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, weight_node, bias_node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, weight_state, y, geometry, arithmetic) = ops.state;
+        let (grad, bias_grad) = bias_relu::backward(&y, grad);
+        drop(y);
+        if let Some(node) = bias_node {
+            grads.register::<Flex>(node.id, bias_grad);
+        }
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let weight: FlexTensor = checkpointer.retrieve_node_output(weight_state);
+        let [_, _, kh, kw] = dims4(&weight);
+        if let Some(node) = x_node {
+            let x_grad = input_grad(x.clone(), weight, grad.clone(), geometry, arithmetic);
+            grads.register::<Flex>(node.id, x_grad);
+        }
+        if let Some(node) = weight_node {
+            let weight_grad = weight_grad(x, grad, [kh, kw], geometry, arithmetic);
+            grads.register::<Flex>(node.id, weight_grad);
+        }
+    }
+}
+
+/// Average pooling's backward pass: state is the input plane's size and the pool.
+#[derive(Debug)]
+struct AvgPoolBackward;
+
+impl Backward<Flex, 1> for AvgPoolBackward {
+    type State = ([usize; 2], AvgPoolShape);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = parent {
+            let (plane, shape) = ops.state;
+            grads.register::<Flex>(node.id, avg_pool_backward(grad, plane, shape));
+        }
+    }
+}
+
+/// The bf16 product's backward pass: state is its two operands.
+#[derive(Debug)]
+struct MatmulBackward;
+
+impl Backward<Flex, 2> for MatmulBackward {
+    type State = (NodeId, NodeId);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, w_node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, w_state) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let w: FlexTensor = checkpointer.retrieve_node_output(w_state);
+        if let Some(node) = x_node {
+            grads.register::<Flex>(node.id, matmul::x_grad(w, grad.clone()));
+        }
+        if let Some(node) = w_node {
+            grads.register::<Flex>(node.id, matmul::w_grad(x, grad));
+        }
+    }
+}
+
+/// Max pooling's backward pass: state is each output's argmax and the input plane's size.
+#[derive(Debug)]
+struct MaxPoolBackward;
+
+impl Backward<Flex, 1> for MaxPoolBackward {
+    type State = (Arc<Vec<u32>>, [usize; 2]);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = parent {
+            let (argmax, plane) = ops.state;
+            grads.register::<Flex>(node.id, max_pool_backward(grad, &argmax, plane));
+        }
+    }
+}
+
+/// Local response normalization's backward pass: state is the input, the forward's sums and
+/// powers, and the parameters.
+#[derive(Debug)]
+struct LrnBackward;
+
+impl Backward<Flex, 1> for LrnBackward {
+    type State = (NodeId, LrnSaved, LrnParams);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, saved, params) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        if let Some(node) = parent {
+            grads.register::<Flex>(node.id, lrn_backward(x, grad, &saved, params));
+        }
+    }
+}
+
+/// Convolution's backward pass: state is the input, the kernel, the geometry and the
+/// arithmetic of the products.
+#[derive(Debug)]
+struct ConvBackward;
+
+impl Backward<Flex, 2> for ConvBackward {
+    type State = (NodeId, NodeId, ConvGeometry, Arithmetic);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, weight_node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, weight_state, geometry, arithmetic) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let weight: FlexTensor = checkpointer.retrieve_node_output(weight_state);
+        let [_, _, kh, kw] = dims4(&weight);
+        if let Some(node) = x_node {
+            let x_grad = input_grad(x.clone(), weight, grad.clone(), geometry, arithmetic);
+            grads.register::<Flex>(node.id, x_grad);
+        }
+        if let Some(node) = weight_node {
+            let weight_grad = weight_grad(x, grad, [kh, kw], geometry, arithmetic);
+            grads.register::<Flex>(node.id, weight_grad);
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! [`FlexKernels`]: the Burn backend extension through which [`crate::dispatch`] reaches the
+//! kernels of [`crate::flex`], for flex (here) and for autodiff over flex, whose backward passes
+//! `autodiff.rs` writes by hand.
+
+mod autodiff;
+
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Backend, Flex, backend_extension};
+
+use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu};
+use crate::flex::gemm::arithmetic::Arithmetic;
+use crate::flex::gemm::matmul;
+use crate::flex::norm::batch_norm;
+use crate::flex::norm::lrn::{LrnParams, lrn_forward};
+use crate::flex::optimizer_update::{Update, update};
+use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_forward};
+use crate::flex::pool::batch_norm_max_pool;
+use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_forward};
+
+/// Max pooling, LRN, convolution and the like by burn-towers' kernels, and optimizers'
+/// updates. Called through Burn's `Dispatch` on f32 flex tensors only
+/// ([`crate::dispatch`] checks); other backends are not routed here.
+#[backend_extension(Flex, Autodiff)]
+pub(crate) trait FlexKernels: Backend {
+    /// Max pooling of `[n, c, h, w]` without padding or dilation.
+    fn towers_max_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self>;
+
+    /// Local response normalization across the channels of `[n, c, h, w]`, as `tf.nn.lrn`.
+    fn towers_lrn(
+        x: FloatTensor<Self>,
+        radius: usize,
+        bias: f32,
+        alpha: f32,
+        beta: f32,
+    ) -> FloatTensor<Self>;
+
+    /// Convolution of `[n, in, h, w]` by `[out, in, kh, kw]`: no bias, groups or dilation,
+    /// the same zero padding before and after; with `bf16`, its products (and its gradients')
+    /// from operands rounded to bf16, summed in f32.
+    fn towers_conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self>;
+
+    /// `relu(towers_conv2d(x, weight) + bias)`, the bias per output channel.
+    fn towers_conv2d_bias_relu(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self>;
+
+    /// `relu((x - mean)/√(var + epsilon) + beta)` per channel of `[n, c, h, w]` on the batch's
+    /// own statistics, and those statistics, `[2, c]` (mean, biased variance; no gradient).
+    /// The output's gradient counts the statistics' dependence on `x`. The output is f32, or
+    /// bf16 when `rounded` (for a tensor only bf16 convolutions read; its gradient is f32).
+    fn towers_batch_norm_relu(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+        rounded: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// [`towers_max_pool2d`](Self::towers_max_pool2d) of
+    /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu)'s output, and the statistics.
+    fn towers_batch_norm_relu_max_pool(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// [`towers_batch_norm_relu_max_pool`](Self::towers_batch_norm_relu_max_pool) on given
+    /// `[2, c]` `moments` (the moving averages), constants to its gradient.
+    fn towers_batch_norm_relu_max_pool_given(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self>;
+
+    /// [`towers_batch_norm_relu`](Self::towers_batch_norm_relu) on given `[2, c]` `moments`
+    /// (the moving averages), constants to its gradient.
+    fn towers_batch_norm_relu_given(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+        rounded: bool,
+    ) -> FloatTensor<Self>;
+
+    /// `x · w` for `[n, k]` and `[k, m]`, from operands rounded to bf16, summed in f32.
+    fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// Average pooling of `[n, c, h, w]` at stride 1, the same zero padding before and after.
+    fn towers_avg_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        padding: [usize; 2],
+        counts_padding: bool,
+    ) -> FloatTensor<Self>;
+
+    /// An optimizer's update of one parameter (`update`: RMSProp's, Adam's or SGD's), in one
+    /// pass: the weight and its two slots after a step on `grad` (all of one shape). An update
+    /// that keeps fewer slots ([`Update::slots`]) takes the first and hands the others back as
+    /// they came (placeholders: the macro passes no `Option` or `Vec` of tensors). No gradient.
+    fn towers_optimizer_update(
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        slot_1: FloatTensor<Self>,
+        slot_2: FloatTensor<Self>,
+        update: Update,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+}
+
+/// Without autodiff: the forward passes alone.
+impl FlexKernels for Flex {
+    fn towers_max_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self> {
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        max_pool_forward(x, shape).0
+    }
+
+    fn towers_lrn(
+        x: FloatTensor<Self>,
+        radius: usize,
+        bias: f32,
+        alpha: f32,
+        beta: f32,
+    ) -> FloatTensor<Self> {
+        lrn_forward(x, LrnParams::new(radius, bias, alpha, beta)).0
+    }
+
+    fn towers_conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self> {
+        forward(
+            x,
+            weight,
+            ConvGeometry { stride, padding },
+            Arithmetic::new(bf16),
+        )
+    }
+
+    fn towers_conv2d_bias_relu(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self> {
+        let geometry = ConvGeometry { stride, padding };
+        forward_bias_relu(x, weight, bias, geometry, Arithmetic::new(bf16))
+    }
+
+    fn towers_batch_norm_relu(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+        rounded: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        batch_norm::forward_training(x, &beta, epsilon, rounded)
+    }
+
+    fn towers_batch_norm_relu_max_pool(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        let (y, moments, _) = batch_norm_max_pool::forward(x, (&beta, None), epsilon, shape);
+        (y, moments)
+    }
+
+    fn towers_batch_norm_relu_max_pool_given(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        ceil_mode: bool,
+    ) -> FloatTensor<Self> {
+        let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        batch_norm_max_pool::forward(x, (&beta, Some(moments)), epsilon, shape).0
+    }
+
+    fn towers_batch_norm_relu_given(
+        x: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+        rounded: bool,
+    ) -> FloatTensor<Self> {
+        batch_norm::forward(x, beta, moments, epsilon, rounded)
+    }
+
+    fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
+        matmul::forward(x, w)
+    }
+
+    fn towers_avg_pool2d(
+        x: FloatTensor<Self>,
+        kernel: [usize; 2],
+        padding: [usize; 2],
+        counts_padding: bool,
+    ) -> FloatTensor<Self> {
+        let shape = AvgPoolShape {
+            kernel,
+            padding,
+            counts_padding,
+        };
+        avg_pool_forward(x, shape)
+    }
+
+    fn towers_optimizer_update(
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        slot_1: FloatTensor<Self>,
+        slot_2: FloatTensor<Self>,
+        how: Update,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let mut kept = vec![slot_1, slot_2];
+        let unused = kept.split_off(how.slots());
+        let (weight, mut slots) = update(weight, grad, kept, how);
+        slots.extend(unused);
+        let [slot_1, slot_2] = slots.try_into().expect("two slots in, two out");
+        (weight, slot_1, slot_2)
+    }
+}

@@ -1,0 +1,5 @@
+//! Normalization on flex: batch norm then ReLU, on the batch's statistics or given ones
+//! (`batch_norm`), and local response normalization (`lrn`).
+
+pub(crate) mod batch_norm;
+pub(crate) mod lrn;

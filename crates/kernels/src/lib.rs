@@ -1,0 +1,35 @@
+//! burn-towers' kernels: the ops under the layers (convolution, pooling, dense layers, batch
+//! norm, LRN, optimizer updates), computed by hand-written CPU kernels on Burn's flex backend
+//! (AVX-512, AVX-512 BF16, AMX tiles, Winograd) wherever they apply and by Burn's own ops on
+//! every other backend and layout, with the same outputs and gradients to float rounding; and
+//! the precision their products compute in ([`Precision`], per thread).
+//!
+//! The folders, bottom up (each module uses only those before it: `tests/layers.rs`):
+//! - `precision.rs`, `padding.rs`: the vocabulary (what products compute in; TF's SAME padding).
+//! - `flex/` (feature `flex`): the kernels by family, on flex tensors and slices.
+//! - `extension/` (feature `flex`): the Burn backend extension that reaches them, forward and
+//!   (under autodiff) backward.
+//! - `dispatch/`: the public ops, each routed to the extension or to Burn.
+//! - `nn/`: drop-in layers with Burn's names, `Config`s and records ([`nn::conv::Conv2d`],
+//!   [`nn::pool::MaxPool2d`], [`nn::Linear`], ...), on those ops.
+
+mod dispatch;
+#[cfg(feature = "flex")]
+mod extension;
+#[cfg(feature = "flex")]
+mod flex;
+pub mod nn;
+mod padding;
+mod precision;
+#[cfg(test)]
+mod test_util;
+
+#[cfg(feature = "flex")]
+pub use dispatch::flex_route;
+pub use dispatch::{
+    AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, avg_pool2d, bf16_kernel, bf16_on_amx,
+    conv_images, conv2d, conv2d_relu, fused_adam, fused_rmsprop, fused_sgd, linear, max_pool2d,
+    reads_rounded,
+};
+pub use padding::same_padding;
+pub use precision::{Bf16Kernel, Precision, current_precision, with_precision};

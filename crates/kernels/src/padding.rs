@@ -1,0 +1,27 @@
+//! TF's (and Burn's) SAME padding, which the models' own formulations of Burn's layers need:
+//! [`conv_images`](crate::conv_images) pads as `Conv2d` does, and the CIFAR-10 net's pools
+//! check where SAME pads nothing before the start.
+
+use burn::nn::PaddingConfig2d;
+
+/// The (before, after) padding of the rows and of the columns, as `Conv2d` pads them.
+pub(crate) fn conv_padding(
+    config: &PaddingConfig2d,
+    [h, w]: [usize; 2],
+    [kh, kw]: [usize; 2],
+    [sh, sw]: [usize; 2],
+) -> ((usize, usize), (usize, usize)) {
+    match *config {
+        PaddingConfig2d::Valid => ((0, 0), (0, 0)),
+        PaddingConfig2d::Explicit(top, left, bottom, right) => ((top, bottom), (left, right)),
+        PaddingConfig2d::Same => (same_padding(h, kh, sh), same_padding(w, kw, sw)),
+    }
+}
+
+/// TF's (and Burn's) SAME padding of one side: the output has `ceil(size / stride)` places,
+/// the padding is split with the odd one after.
+pub fn same_padding(size: usize, kernel: usize, stride: usize) -> (usize, usize) {
+    let needed = (size.div_ceil(stride).max(1) - 1) * stride + kernel;
+    let total = needed.saturating_sub(size);
+    (total / 2, total - total / 2)
+}

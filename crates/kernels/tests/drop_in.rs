@@ -1,0 +1,328 @@
+//! The drop-in layers of `towers_kernels::nn` against Burn's own: the same outputs and
+//! gradients (input and parameters) from the same parameters, on flex (where the kernels run)
+//! in the layouts the kernels take and in those they leave to Burn; records saved from a model
+//! of either kind load into the other; configs saved from either load as the other.
+
+use burn::module::{Module, Param};
+use burn::nn::PaddingConfig2d;
+use burn::tensor::{Device, Distribution, Tensor};
+use towers_kernels::nn;
+use towers_testing::compare::rel_diff;
+
+fn device() -> Device {
+    Device::flex().autodiff()
+}
+
+/// An input to differentiate: values in [-1, 1), seeded.
+fn input<const D: usize>(dims: [usize; D], seed: u64) -> Tensor<D> {
+    let device = device();
+    device.seed(seed);
+    Tensor::random(dims, Distribution::Uniform(-1.0, 1.0), &device).require_grad()
+}
+
+/// The output of `forward` on `x`, the gradient of `sum(output * weights)` (weights fixed and
+/// uneven, so that a wrong place shows) with respect to `x` and to `param` (if any).
+fn output_and_grads<const D: usize, const E: usize, const P: usize>(
+    x: Tensor<D>,
+    param: Option<&Param<Tensor<P>>>,
+    forward: impl Fn(Tensor<D>) -> Tensor<E>,
+) -> (Tensor<E>, Tensor<D>, Option<Tensor<P>>) {
+    let y = forward(x.clone());
+    let weights = Tensor::<E>::random(y.dims(), Distribution::Uniform(0.5, 1.5), &device());
+    let grads = (y.clone() * weights).sum().backward();
+    let dx = x.grad(&grads).expect("input gradient");
+    let dp = param.map(|p| p.val().grad(&grads).expect("parameter gradient"));
+    (y.detach(), dx, dp)
+}
+
+/// Panics unless `ours` and `burns` agree within `tolerance` relative to Burn's largest value.
+fn assert_agree<const D: usize>(ours: Tensor<D>, burns: Tensor<D>, tolerance: f32, what: &str) {
+    assert_eq!(ours.dims(), burns.dims(), "{what}: shapes");
+    let diff = rel_diff(ours, burns);
+    assert!(
+        diff <= tolerance,
+        "{what}: relative difference {diff:e} > {tolerance:e}"
+    );
+}
+
+#[test]
+fn conv2d_gives_burns_outputs_and_gradients() {
+    let cases = [
+        // Kernels: same padding, stride 1 and 2, with and without bias.
+        (
+            "5x5 same",
+            nn::conv::Conv2dConfig::new([3, 8], [5, 5]).with_padding(PaddingConfig2d::Same),
+        ),
+        (
+            "3x3 stride 2",
+            nn::conv::Conv2dConfig::new([4, 6], [3, 3])
+                .with_stride([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1)),
+        ),
+        (
+            "1x1 no bias",
+            nn::conv::Conv2dConfig::new([8, 4], [1, 1]).with_bias(false),
+        ),
+        (
+            "7x7/2 pad 3",
+            nn::conv::Conv2dConfig::new([3, 8], [7, 7])
+                .with_stride([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(3, 3, 3, 3)),
+        ),
+        // Left to Burn: groups, dilation, asymmetric padding.
+        (
+            "groups 2",
+            nn::conv::Conv2dConfig::new([4, 6], [3, 3]).with_groups(2),
+        ),
+        (
+            "dilation 2",
+            nn::conv::Conv2dConfig::new([3, 4], [3, 3]).with_dilation([2, 2]),
+        ),
+        (
+            "asymmetric",
+            nn::conv::Conv2dConfig::new([3, 4], [2, 2]).with_padding(PaddingConfig2d::Same),
+        ),
+    ];
+    for (what, config) in cases {
+        let ours = config.init(&device());
+        let burns: burn::nn::conv::Conv2d = ours.clone().into();
+        let channels = config.channels[0];
+        let x = input([2, channels, 11, 13], 7);
+        let (y, dx, dw) = output_and_grads(x.clone(), Some(&ours.weight), |x| ours.forward(x));
+        let (want_y, want_dx, want_dw) =
+            output_and_grads(x, Some(&burns.weight), |x| burns.forward(x));
+        assert_agree(y, want_y, 1e-5, &format!("{what}: output"));
+        assert_agree(dx, want_dx, 1e-5, &format!("{what}: input gradient"));
+        assert_agree(
+            dw.unwrap(),
+            want_dw.unwrap(),
+            1e-5,
+            &format!("{what}: weight gradient"),
+        );
+    }
+}
+
+#[test]
+fn pools_give_burns_outputs_and_gradients() {
+    let max_pools = [
+        (
+            "3x3/2",
+            nn::pool::MaxPool2dConfig::new([3, 3]).with_strides([2, 2]),
+        ),
+        ("2x2", nn::pool::MaxPool2dConfig::new([2, 2])),
+        (
+            "3x3/2 ceil",
+            nn::pool::MaxPool2dConfig::new([3, 3])
+                .with_strides([2, 2])
+                .with_ceil_mode(true),
+        ),
+        // Left to Burn: padding (ResNet's stem pool).
+        (
+            "3x3/2 pad 1",
+            nn::pool::MaxPool2dConfig::new([3, 3])
+                .with_strides([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1)),
+        ),
+    ];
+    for (what, config) in max_pools {
+        let ours = config.init();
+        let burns: burn::nn::pool::MaxPool2d = ours.clone().into();
+        let x = input([2, 3, 12, 13], 11);
+        let none: Option<&Param<Tensor<1>>> = None;
+        let (y, dx, _) = output_and_grads(x.clone(), none, |x| ours.forward(x));
+        let (want_y, want_dx, _) = output_and_grads(x, none, |x| burns.forward(x));
+        assert_agree(y, want_y, 0.0, &format!("max pool {what}: output"));
+        assert_agree(
+            dx,
+            want_dx,
+            0.0,
+            &format!("max pool {what}: input gradient"),
+        );
+    }
+    let avg_pools = [
+        (
+            "3x3/1 pad 1",
+            nn::pool::AvgPool2dConfig::new([3, 3])
+                .with_strides([1, 1])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1)),
+        ),
+        (
+            "3x3/1 pad 1, padding not counted",
+            nn::pool::AvgPool2dConfig::new([3, 3])
+                .with_strides([1, 1])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .with_count_include_pad(false),
+        ),
+        // Left to Burn: stride 2.
+        ("2x2/2", nn::pool::AvgPool2dConfig::new([2, 2])),
+    ];
+    for (what, config) in avg_pools {
+        let ours = config.init();
+        let burns: burn::nn::pool::AvgPool2d = ours.clone().into();
+        let x = input([2, 3, 12, 13], 13);
+        let none: Option<&Param<Tensor<1>>> = None;
+        let (y, dx, _) = output_and_grads(x.clone(), none, |x| ours.forward(x));
+        let (want_y, want_dx, _) = output_and_grads(x, none, |x| burns.forward(x));
+        assert_agree(y, want_y, 1e-6, &format!("avg pool {what}: output"));
+        assert_agree(
+            dx,
+            want_dx,
+            1e-6,
+            &format!("avg pool {what}: input gradient"),
+        );
+    }
+}
+
+#[test]
+fn linear_gives_burns_outputs_and_gradients() {
+    for config in [
+        nn::LinearConfig::new(12, 5),
+        nn::LinearConfig::new(12, 5).with_bias(false),
+    ] {
+        let ours = config.init(&device());
+        let burns: burn::nn::Linear = ours.clone().into();
+        let x = input([3, 4, 12], 17);
+        let (y, dx, dw) = output_and_grads(x.clone(), Some(&ours.weight), |x| ours.forward(x));
+        let (want_y, want_dx, want_dw) =
+            output_and_grads(x, Some(&burns.weight), |x| burns.forward(x));
+        assert_agree(y, want_y, 1e-6, "linear: output");
+        assert_agree(dx, want_dx, 1e-6, "linear: input gradient");
+        assert_agree(
+            dw.unwrap(),
+            want_dw.unwrap(),
+            1e-6,
+            "linear: weight gradient",
+        );
+    }
+}
+
+/// A small net as Burn's book writes one.
+#[derive(Module, Debug)]
+struct BurnNet {
+    conv: burn::nn::conv::Conv2d,
+    pool: burn::nn::pool::MaxPool2d,
+    norm: burn::nn::BatchNorm,
+    fc: burn::nn::Linear,
+}
+
+/// The same net, `use burn::nn` changed to `use towers_kernels::nn`.
+#[derive(Module, Debug)]
+struct OurNet {
+    conv: nn::conv::Conv2d,
+    pool: nn::pool::MaxPool2d,
+    norm: nn::BatchNorm,
+    fc: nn::Linear,
+}
+
+impl BurnNet {
+    fn new(device: &Device) -> Self {
+        use burn::nn::{BatchNormConfig, LinearConfig, conv::Conv2dConfig, pool::MaxPool2dConfig};
+        Self {
+            conv: Conv2dConfig::new([3, 4], [3, 3]).init(device),
+            pool: MaxPool2dConfig::new([2, 2]).init(),
+            norm: BatchNormConfig::new(4).init(device),
+            fc: LinearConfig::new(4 * 4 * 4, 3).init(device),
+        }
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let x = self.norm.forward(self.pool.forward(self.conv.forward(x)));
+        self.fc.forward(x.flatten(1, 3))
+    }
+}
+
+impl OurNet {
+    fn new(device: &Device) -> Self {
+        use nn::{BatchNormConfig, LinearConfig, conv::Conv2dConfig, pool::MaxPool2dConfig};
+        Self {
+            conv: Conv2dConfig::new([3, 4], [3, 3]).init(device),
+            pool: MaxPool2dConfig::new([2, 2]).init(),
+            norm: BatchNormConfig::new(4).init(device),
+            fc: LinearConfig::new(4 * 4 * 4, 3).init(device),
+        }
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let x = self.norm.forward(self.pool.forward(self.conv.forward(x)));
+        self.fc.forward(x.flatten(1, 3))
+    }
+}
+
+#[test]
+fn records_saved_from_either_load_into_the_other() {
+    let device = Device::flex();
+    let dir = tempfile::tempdir().unwrap();
+    let x = input([2, 3, 10, 10], 23).detach().to_device(&device);
+
+    device.seed(1);
+    let burns = BurnNet::new(&device).valid();
+    let file = dir.path().join("burn_net");
+    burns.clone().save_file(&file).unwrap();
+    device.seed(2); // Other values, so that only the load can make them equal.
+    let ours = OurNet::new(&device).valid().load_file(&file);
+    assert_agree(
+        ours.forward(x.clone()),
+        burns.forward(x.clone()),
+        1e-6,
+        "Burn's record in ours",
+    );
+    assert_eq!(ours.num_params(), burns.num_params());
+
+    let file = dir.path().join("our_net");
+    ours.clone().save_file(&file).unwrap();
+    device.seed(3);
+    let back = BurnNet::new(&device).valid().load_file(&file);
+    assert_agree(
+        back.forward(x.clone()),
+        ours.forward(x),
+        1e-6,
+        "our record in Burn's",
+    );
+    let before = towers_testing::compare::values(&burns);
+    assert_eq!(
+        towers_testing::compare::values(&back),
+        before,
+        "values after the round trip"
+    );
+}
+
+#[test]
+fn configs_saved_from_either_load_as_the_other() {
+    use burn::config::Config;
+    let dir = tempfile::tempdir().unwrap();
+    let ours = nn::conv::Conv2dConfig::new([3, 8], [5, 5])
+        .with_stride([2, 1])
+        .with_padding(PaddingConfig2d::Explicit(2, 1, 2, 1))
+        .with_bias(false);
+    let file = dir.path().join("conv.json");
+    ours.save(&file).unwrap();
+    let burns = burn::nn::conv::Conv2dConfig::load(&file).unwrap();
+    assert_eq!(
+        burns.to_string(),
+        burn::nn::conv::Conv2dConfig::from(&ours).to_string()
+    );
+    burns.save(&file).unwrap();
+    let back = nn::conv::Conv2dConfig::load(&file).unwrap();
+    assert_eq!(back.to_string(), ours.to_string());
+    // Defaults as Burn's: a config with only the required fields gives Burn's layer.
+    let (plain, burn_plain) = (
+        nn::LinearConfig::new(4, 2),
+        burn::nn::LinearConfig::new(4, 2),
+    );
+    assert_eq!(
+        burn::nn::LinearConfig::from(&plain).to_string(),
+        burn_plain.to_string()
+    );
+    let conv = burn::nn::conv::Conv2dConfig::new([3, 8], [5, 5]);
+    let from_ours =
+        burn::nn::conv::Conv2dConfig::from(&nn::conv::Conv2dConfig::new([3, 8], [5, 5]));
+    assert_eq!(from_ours.to_string(), conv.to_string());
+}
+
+#[test]
+fn layers_display_as_burns() {
+    let device = device();
+    let ours = nn::conv::Conv2dConfig::new([3, 8], [3, 3]).init(&device);
+    let burns: burn::nn::conv::Conv2d = ours.clone().into();
+    assert_eq!(format!("{ours}"), format!("{burns}"));
+}

@@ -1,0 +1,4 @@
+//! towers-kernels' integration tests, one binary: each file of this folder is a module of it.
+
+mod drop_in;
+mod layers;

@@ -1,0 +1,43 @@
+//! The layers of `src/`, bottom up, written once ([`LAYERING`]): every `crate::` path in a
+//! module names a module of its own layer or of one below it, and inside `flex/` a kernel family
+//! of its own or one below it, so the dependencies run one way with no circle
+//! (`towers_testing::layers`).
+
+use std::path::Path;
+
+use towers_testing::layers::Layering;
+
+const LAYERING: Layering = Layering {
+    layers: &[
+        // What the unit tests share.
+        "test_util",
+        // The vocabulary: what products compute in, TF's SAME padding.
+        "precision",
+        "padding",
+        // The kernels by family, the Burn extension that reaches them, the public ops, the
+        // drop-in layers on them.
+        "flex",
+        "extension",
+        "dispatch",
+        "nn",
+    ],
+    within: &[
+        (
+            "flex",
+            &["memory", "gemm", "conv", "norm", "pool", "optimizer_update"],
+        ),
+        ("nn", &["wrapped", "conv", "pool", "linear"]),
+    ],
+};
+
+#[test]
+fn every_module_uses_only_its_own_layer_and_those_below() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    LAYERING.assert_declared(&src);
+    let broken = LAYERING.check(&src);
+    assert!(
+        broken.is_empty(),
+        "imports against the layers:\n{}",
+        broken.join("\n")
+    );
+}

@@ -1,0 +1,74 @@
+//! [`Bottleneck`]: ResNet-50's residual block, torchvision's `Bottleneck` (v1.5: the stride on
+//! the 3x3): a 1x1 convolution narrowing to `planes`, a 3x3, a 1x1 widening to `4 planes`, each
+//! with a batch norm, added to the shortcut.
+
+use burn::module::Module;
+use burn::nn::PaddingConfig2d;
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Tensor};
+use towers_kernels::nn::conv::{Conv2d, Conv2dConfig};
+use towers_kernels::nn::{BatchNorm, BatchNormConfig};
+
+use crate::nets::resnet::conv_initializer;
+use crate::nets::resnet::downsample::{Downsample, DownsampleConfig};
+use crate::nets::resnet::residual_block::ResidualBlock;
+
+/// `relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x))))))) + shortcut(x))`.
+#[derive(Module, Debug)]
+pub struct Bottleneck {
+    /// 1x1, `in` to `planes`.
+    pub conv1: Conv2d,
+    /// After `conv1`.
+    pub bn1: BatchNorm,
+    /// 3x3 at the block's stride, `planes` to `planes`.
+    pub conv2: Conv2d,
+    /// After `conv2`.
+    pub bn2: BatchNorm,
+    /// 1x1, `planes` to `4 planes`.
+    pub conv3: Conv2d,
+    /// After `conv3`.
+    pub bn3: BatchNorm,
+    /// Where the block changes size or channels; else the input itself.
+    pub downsample: Option<Downsample>,
+}
+
+/// A convolution without bias, `padding` on every side, as torchvision's `conv1x1`/`conv3x3`.
+fn conv(channels: [usize; 2], kernel: usize, stride: usize, device: &Device) -> Conv2d {
+    let pad = kernel / 2;
+    Conv2dConfig::new(channels, [kernel; 2])
+        .with_stride([stride; 2])
+        .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
+        .with_bias(false)
+        .with_initializer(conv_initializer())
+        .init(device)
+}
+
+impl ResidualBlock for Bottleneck {
+    const EXPANSION: usize = 4;
+
+    fn new(in_channels: usize, planes: usize, stride: usize, device: &Device) -> Self {
+        let out = planes * Self::EXPANSION;
+        let downsample = (stride != 1 || in_channels != out)
+            .then(|| DownsampleConfig::new([in_channels, out], stride).init(device));
+        Self {
+            conv1: conv([in_channels, planes], 1, 1, device),
+            bn1: BatchNormConfig::new(planes).init(device),
+            conv2: conv([planes, planes], 3, stride, device),
+            bn2: BatchNormConfig::new(planes).init(device),
+            conv3: conv([planes, out], 1, 1, device),
+            bn3: BatchNormConfig::new(out).init(device),
+            downsample,
+        }
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        let shortcut = match &self.downsample {
+            Some(downsample) => downsample.forward(x.clone()),
+            None => x.clone(),
+        };
+        let y = relu(self.bn1.forward(self.conv1.forward(x)));
+        let y = relu(self.bn2.forward(self.conv2.forward(y)));
+        let y = self.bn3.forward(self.conv3.forward(y));
+        relu(y + shortcut)
+    }
+}

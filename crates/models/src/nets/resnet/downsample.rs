@@ -1,0 +1,50 @@
+//! [`Downsample`]: a residual block's shortcut where the block changes its map's size or
+//! channels, torchvision's `downsample` (a 1x1 convolution at the block's stride, then a batch
+//! norm).
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::{Device, Tensor};
+use towers_kernels::nn::conv::{Conv2d, Conv2dConfig};
+use towers_kernels::nn::{BatchNorm, BatchNormConfig};
+
+use crate::nets::resnet::conv_initializer;
+
+/// [`Downsample`]'s shape: `channels` `[in, out]` and the stride.
+#[derive(Config, Debug)]
+pub struct DownsampleConfig {
+    /// `[in, out]` channels.
+    pub channels: [usize; 2],
+    /// The stride of the 1x1 convolution.
+    pub stride: usize,
+}
+
+impl DownsampleConfig {
+    /// A new [`Downsample`], initialized as torchvision initializes it.
+    pub fn init(&self, device: &Device) -> Downsample {
+        let conv = Conv2dConfig::new(self.channels, [1, 1])
+            .with_stride([self.stride; 2])
+            .with_bias(false)
+            .with_initializer(conv_initializer());
+        Downsample {
+            conv: conv.init(device),
+            bn: BatchNormConfig::new(self.channels[1]).init(device),
+        }
+    }
+}
+
+/// The shortcut `bn(conv(x))` (torchvision's `downsample.0`, `downsample.1`).
+#[derive(Module, Debug)]
+pub struct Downsample {
+    /// The 1x1 convolution.
+    pub conv: Conv2d,
+    /// Its batch norm.
+    pub bn: BatchNorm,
+}
+
+impl Downsample {
+    /// `[n, in, h, w]` to `[n, out, h / stride, w / stride]`.
+    pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        self.bn.forward(self.conv.forward(x))
+    }
+}

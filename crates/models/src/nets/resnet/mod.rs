@@ -1,0 +1,189 @@
+//! ResNet (He et al. 2015) in torchvision's layout (`torchvision/models/resnet.py`, v1.5: a
+//! bottleneck's stride on its 3x3), written as Burn users write models: Burn's layer names and
+//! configs, from `towers_kernels::nn` (burn-towers' kernels where they apply). Its parameter
+//! paths are torchvision's `state_dict` keys but for the batch norms' `gamma`/`beta` (`weight`,
+//! `bias` there) and the shortcut's `downsample.conv`/`.bn` (`downsample.0`/`.1`), so
+//! torchvision's state dicts load (`weights/torch_names.rs`).
+//!
+//! - `mod.rs`: [`ResNet`], its stem, four stages of blocks and head, and [`ResNetConfig`].
+//! - `residual_block.rs`: [`ResidualBlock`], what a stage needs of its blocks.
+//! - `basic_block.rs`, `bottleneck.rs`: the two blocks; `downsample.rs`: the shortcut.
+
+mod basic_block;
+mod bottleneck;
+mod downsample;
+mod residual_block;
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::{Initializer, PaddingConfig2d};
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Int, Tensor};
+use towers_kernels::nn::conv::{Conv2d, Conv2dConfig};
+use towers_kernels::nn::pool::{
+    AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig,
+};
+use towers_kernels::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig};
+
+pub use basic_block::BasicBlock;
+pub use bottleneck::Bottleneck;
+pub use downsample::{Downsample, DownsampleConfig};
+pub use residual_block::ResidualBlock;
+
+use crate::nets::{ClassifierLoss, ImageClassifier};
+
+/// ResNet-18 and -34: [`BasicBlock`]s.
+pub type ResNet18 = ResNet<BasicBlock>;
+/// ResNet-50, -101 and -152: [`Bottleneck`]s.
+pub type ResNet50 = ResNet<Bottleneck>;
+
+/// A ResNet's depth and head.
+#[derive(Config, Debug)]
+pub struct ResNetConfig {
+    /// The blocks of each of the four stages: `[2, 2, 2, 2]` for ResNet-18, `[3, 4, 6, 3]` for
+    /// ResNet-34 and -50, `[3, 4, 23, 3]` for ResNet-101.
+    pub blocks: [usize; 4],
+    /// The classes of the logits (torchvision's ImageNet models: 1000).
+    #[config(default = 1000)]
+    pub num_classes: usize,
+    /// The side of the square images the model expects (any side of 32 or more works; this is
+    /// what the trainer and the benchmarks feed it).
+    #[config(default = 224)]
+    pub image_size: usize,
+}
+
+impl ResNetConfig {
+    /// ResNet-18's stages (with [`BasicBlock`]s: [`ResNet18`]).
+    pub fn resnet18(num_classes: usize) -> Self {
+        Self::new([2, 2, 2, 2]).with_num_classes(num_classes)
+    }
+
+    /// ResNet-50's stages (with [`Bottleneck`]s: [`ResNet50`]).
+    pub fn resnet50(num_classes: usize) -> Self {
+        Self::new([3, 4, 6, 3]).with_num_classes(num_classes)
+    }
+
+    /// A new ResNet of `Block`s, initialized as torchvision initializes it (convolutions by
+    /// Kaiming's normal on the fan-out, batch norms at scale 1 and offset 0).
+    pub fn init<Block: ResidualBlock>(&self, device: &Device) -> ResNet<Block> {
+        let stem = Conv2dConfig::new([3, 64], [7, 7])
+            .with_stride([2, 2])
+            .with_padding(PaddingConfig2d::Explicit(3, 3, 3, 3))
+            .with_bias(false)
+            .with_initializer(conv_initializer());
+        let mut channels = 64;
+        let mut stage = |planes: usize, blocks: usize, stride: usize| -> Vec<Block> {
+            (0..blocks)
+                .map(|i| {
+                    let block_stride = if i == 0 { stride } else { 1 };
+                    let block = Block::new(channels, planes, block_stride, device);
+                    channels = planes * Block::EXPANSION;
+                    block
+                })
+                .collect()
+        };
+        let [b1, b2, b3, b4] = self.blocks;
+        let (layer1, layer2, layer3, layer4) = (
+            stage(64, b1, 1),
+            stage(128, b2, 2),
+            stage(256, b3, 2),
+            stage(512, b4, 2),
+        );
+        ResNet {
+            conv1: stem.init(device),
+            bn1: BatchNormConfig::new(64).init(device),
+            maxpool: MaxPool2dConfig::new([3, 3])
+                .with_strides([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(),
+            layer1,
+            layer2,
+            layer3,
+            layer4,
+            avgpool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
+            fc: LinearConfig::new(512 * Block::EXPANSION, self.num_classes).init(device),
+            num_classes: self.num_classes,
+            image_size: self.image_size,
+        }
+    }
+}
+
+/// torchvision's initialization of a ResNet's convolutions:
+/// `kaiming_normal_(mode="fan_out", nonlinearity="relu")`, a standard deviation of
+/// `sqrt(2 / fan_out)`.
+pub(crate) fn conv_initializer() -> Initializer {
+    Initializer::KaimingNormal {
+        gain: 2.0f64.sqrt(),
+        fan_out_only: true,
+    }
+}
+
+/// A ResNet: stem (7x7/2 convolution, batch norm, ReLU, 3x3/2 max pool), four stages of
+/// `Block`s (64, 128, 256, 512 planes; the last three start at stride 2), global average pool,
+/// a dense layer to the logits.
+#[derive(Module, Debug)]
+pub struct ResNet<Block> {
+    /// The stem's 7x7/2 convolution.
+    pub conv1: Conv2d,
+    /// Its batch norm.
+    pub bn1: BatchNorm,
+    /// The stem's 3x3/2 max pool (padded by 1).
+    pub maxpool: MaxPool2d,
+    /// 64 planes.
+    pub layer1: Vec<Block>,
+    /// 128 planes, from stride 2.
+    pub layer2: Vec<Block>,
+    /// 256 planes, from stride 2.
+    pub layer3: Vec<Block>,
+    /// 512 planes, from stride 2.
+    pub layer4: Vec<Block>,
+    /// Global average pool.
+    pub avgpool: AdaptiveAvgPool2d,
+    /// The logits.
+    pub fc: Linear,
+    num_classes: usize,
+    image_size: usize,
+}
+
+impl<Block: ResidualBlock> ResNet<Block> {
+    /// The features before the head: `[n, 512 * EXPANSION]`.
+    fn features(&self, images: Tensor<4>) -> Tensor<2> {
+        let x = relu(self.bn1.forward(self.conv1.forward(images)));
+        let mut x = self.maxpool.forward(x);
+        for block in self
+            .layer1
+            .iter()
+            .chain(&self.layer2)
+            .chain(&self.layer3)
+            .chain(&self.layer4)
+        {
+            x = block.forward(x);
+        }
+        self.avgpool.forward(x).flatten(1, 3)
+    }
+}
+
+impl<Block: ResidualBlock> ImageClassifier for ResNet<Block> {
+    fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        self.fc.forward(self.features(images))
+    }
+
+    /// Mean cross-entropy (torchvision's reference recipe adds weight decay in its optimizer,
+    /// not in the loss).
+    fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
+        let logits = ImageClassifier::forward(self, images);
+        let loss = CrossEntropyLossConfig::new()
+            .init(&logits.device())
+            .forward(logits.clone(), labels);
+        ClassifierLoss { loss, logits }
+    }
+
+    fn num_classes(&self) -> usize {
+        self.num_classes
+    }
+
+    fn input_shape(&self) -> [usize; 3] {
+        [3, self.image_size, self.image_size]
+    }
+}

@@ -1,0 +1,32 @@
+//! The layers of `src/`, bottom up, written once ([`LAYERING`]): every `crate::` path in a
+//! module names a module of its own layer or of one below it, so the dependencies run one way
+//! with no circle (`towers_testing::layers`).
+
+use std::path::Path;
+
+use towers_testing::layers::Layering;
+
+const LAYERING: Layering = Layering {
+    layers: &[
+        // Parameter counts and weight decay, and the table printed from them.
+        "params",
+        "parameter_table",
+        // TF-slim's layers on the kernels, the nets built of them, the weights restored into them.
+        "layers",
+        "nets",
+        "weights",
+    ],
+    within: &[],
+};
+
+#[test]
+fn every_module_uses_only_its_own_layer_and_those_below() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    LAYERING.assert_declared(&src);
+    let broken = LAYERING.check(&src);
+    assert!(
+        broken.is_empty(),
+        "imports against the layers:\n{}",
+        broken.join("\n")
+    );
+}
