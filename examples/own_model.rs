@@ -7,11 +7,12 @@ use burn::config::Config;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::module::Module;
-use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::loss::CrossEntropyLossConfig;
-use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
-use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig, Relu};
 use burn::tensor::{Device, Int, Tensor, TensorData};
+// Burn's layers, on burn-towers' CPU kernels where they apply: `burn::nn` would do as well.
+use burn_towers::kernels::nn::conv::{Conv2d, Conv2dConfig};
+use burn_towers::kernels::nn::loss::CrossEntropyLossConfig;
+use burn_towers::kernels::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
+use burn_towers::kernels::nn::{Dropout, DropoutConfig, Linear, LinearConfig, Relu};
 use burn_towers::multigpu::TowerLoss;
 use burn_towers::train::{DatasetInput, TrainArgs, TrainConfig, TrainStep, Trainer};
 

@@ -76,11 +76,7 @@ fn a_tf_slim_checkpoint_gives_tfs_logits_and_top_5() {
     let device = Device::flex();
     let model = restored(&dir, &device);
 
-    let bytes = std::fs::read(dir.join("inputs.f32")).unwrap();
-    let values: Vec<f32> = bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-        .collect();
+    let values = towers_testing::torchvision::read_f32_le(&dir.join("inputs.f32"));
     let n = expected.inputs_logits.len();
     let images = Tensor::<4>::from_data(TensorData::new(values, [n, 299, 299, 3]), &device)
         .permute([0, 3, 1, 2]);

@@ -1,10 +1,11 @@
-//! Forward and forward+backward time per image of the CIFAR-10 net (batch 128) and
-//! Inception v3 (batch 32, 299x299) on the default CPU backend (flex), or on the device
+//! Forward and forward+backward time per image of the CIFAR-10 net (batch 128), Inception v3
+//! (batch 32, 299x299), ResNet-50 and ResNet-18 (batch 32, 224x224, torchvision's layout on
+//! `towers_kernels::nn`'s drop-in layers) on the default CPU backend (flex), or on the device
 //! `TOWERS_BENCH_DEVICE` names.
 //!
 //! `cargo run --release -p towers-bench --bin bench_models [REPS] [MODEL] [PRECISION]` (default 3
-//! timed runs after [`WARM_UP`] calls; `MODEL` `cifar10` or `inception` and `PRECISION` `f32` or
-//! `bf16` run only those rows, e.g. under a profiler).
+//! timed runs after [`WARM_UP`] calls; `MODEL` `cifar10`, `inception`, `resnet50` or `resnet18`
+//! and `PRECISION` `f32` or `bf16` run only those rows, e.g. under a profiler).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
 //! averages); the train step is the training loss, its backward pass and a plain SGD update.
 //! Each row twice: products in f32 and in bf16 (`towers_kernels::with_precision`), alternating.
@@ -15,16 +16,15 @@ use burn::optim::GradientsParams;
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use std::time::Instant;
 use towers_kernels::{Precision, bf16_kernel, with_precision};
-use towers_models::{Cifar10Config, ImageClassifier, InceptionV3Config};
+use towers_models::{
+    Cifar10Config, ImageClassifier, InceptionV3Config, ResNet18, ResNet50, ResNetConfig,
+};
 use towers_train::OptimizerConfig;
 
 fn main() {
     let reps = reps(3);
     let (entry, device) = bench_device();
     device.seed(0);
-    let cifar = Cifar10Config::new().init(&device);
-    let inception = InceptionV3Config::new(1001).init(&device);
-    println!("{}\n\n{}\n", cifar.summary(), inception.summary());
     let kernel = bf16_kernel();
     println!(
         "device: {entry}, {reps} timed runs after {WARM_UP} warm-up calls; bf16 products on {kernel}"
@@ -41,11 +41,24 @@ fn main() {
         Some(other) => panic!("PRECISION is f32 or bf16, not {other}"),
     };
     let model = only(2);
-    if model.as_deref().is_none_or(|m| m == "cifar10") {
+    let runs = |name: &str| model.as_deref().is_none_or(|m| m == name);
+    if runs("cifar10") {
+        let cifar = Cifar10Config::new().init(&device);
+        println!("{}", cifar.summary());
         bench("CIFAR-10 net, 24x24", cifar, 128, reps, &precisions);
     }
-    if model.as_deref().is_none_or(|m| m == "inception") {
+    if runs("inception") {
+        let inception = InceptionV3Config::new(1001).init(&device);
+        println!("{}", inception.summary());
         bench("Inception v3, 299x299", inception, 32, reps, &precisions);
+    }
+    if runs("resnet50") {
+        let resnet: ResNet50 = ResNetConfig::resnet50(1000).init(&device);
+        bench("ResNet-50, 224x224", resnet, 32, reps, &precisions);
+    }
+    if runs("resnet18") {
+        let resnet: ResNet18 = ResNetConfig::resnet18(1000).init(&device);
+        bench("ResNet-18, 224x224", resnet, 32, reps, &precisions);
     }
 }
 

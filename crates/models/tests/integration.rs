@@ -4,4 +4,5 @@
 mod layers;
 mod tf_checkpoint;
 mod tf_weights;
+mod torchvision_resnet;
 mod torchvision_weights;

@@ -14,6 +14,7 @@
 //! - [`processes`]: a job's other ranks in process, holding this rank's values.
 //! - [`layers`]: the check that a crate's modules import only from their own layer and those
 //!   below it.
+//! - [`torchvision`]: torchvision's key lists as weight sources, f32 files, logits compared.
 //! - [`gpu`]: the GPU tests' device (wgpu, or `TOWERS_GPU_DEVICE`), skipped loudly where there is
 //!   none (never in CI).
 
@@ -27,6 +28,7 @@ pub mod mpirun;
 pub mod nets;
 pub mod processes;
 pub mod reference;
+pub mod torchvision;
 pub mod towers;
 pub mod training;
 

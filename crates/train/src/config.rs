@@ -256,6 +256,49 @@ impl TrainConfig {
         }
     }
 
+    /// torchvision's ResNet reference recipe (`references/classification`, per device): batch
+    /// 32, SGD with momentum 0.9 at 0.1 decayed by 0.1 every 30 epochs (staircase), weight
+    /// decay 0.0001, no moving averages, a checkpoint every 5000 steps.
+    pub fn resnet() -> Self {
+        Self {
+            optimizer: OptimizerConfig::Momentum {
+                momentum: 0.9,
+                nesterov: false,
+            },
+            learning_rate: LrScheduleConfig::ExponentialDecay {
+                initial: 0.1,
+                decay_rate: 0.1,
+                decay_epochs: 30.0,
+                staircase: true,
+            },
+            weight_decay: 0.0001,
+            moving_average: false,
+            train_dir: std::env::temp_dir().join("resnet_train"),
+            towers: TowersSection::default(),
+            ..Self::inception()
+        }
+    }
+
+    /// [`resnet`](Self::resnet) cut to a run on the built-in data as
+    /// [`inception_builtin`](Self::inception_builtin) cuts Inception's: batch 16, 120 steps,
+    /// Adam at a constant 0.001, no weight decay.
+    pub fn resnet_builtin() -> Self {
+        Self {
+            batch_size: 16,
+            max_steps: 120,
+            log_every: 10,
+            checkpoint_every: 120,
+            weight_decay: 0.0,
+            optimizer: OptimizerConfig::Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                epsilon: 1e-8,
+            },
+            learning_rate: LrScheduleConfig::Constant { value: 0.001 },
+            ..Self::resnet()
+        }
+    }
+
     /// A starting point for a model of your own (see [`crate::TrainStep`]): batch 32, Adam at a
     /// constant 0.001, no weight decay and no moving averages, 1,000 steps, a log line every
     /// 10 and a checkpoint every 1,000, in `train_dir`.

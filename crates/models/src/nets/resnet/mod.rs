@@ -32,6 +32,7 @@ pub use downsample::{Downsample, DownsampleConfig};
 pub use residual_block::ResidualBlock;
 
 use crate::nets::{ClassifierLoss, ImageClassifier};
+use crate::params::l2_penalty;
 
 /// ResNet-18 and -34: [`BasicBlock`]s.
 pub type ResNet18 = ResNet<BasicBlock>;
@@ -51,6 +52,10 @@ pub struct ResNetConfig {
     /// what the trainer and the benchmarks feed it).
     #[config(default = 224)]
     pub image_size: usize,
+    /// L2 penalty on every weight, bias and batch-norm scale and offset, added to the loss
+    /// (torchvision's reference recipe: 1e-4, there in its optimizer).
+    #[config(default = 0.0)]
+    pub weight_decay: f64,
 }
 
 impl ResNetConfig {
@@ -105,6 +110,7 @@ impl ResNetConfig {
             fc: LinearConfig::new(512 * Block::EXPANSION, self.num_classes).init(device),
             num_classes: self.num_classes,
             image_size: self.image_size,
+            weight_decay: self.weight_decay,
         }
     }
 }
@@ -144,6 +150,7 @@ pub struct ResNet<Block> {
     pub fc: Linear,
     num_classes: usize,
     image_size: usize,
+    weight_decay: f64,
 }
 
 impl<Block: ResidualBlock> ResNet<Block> {
@@ -169,13 +176,16 @@ impl<Block: ResidualBlock> ImageClassifier for ResNet<Block> {
         self.fc.forward(self.features(images))
     }
 
-    /// Mean cross-entropy (torchvision's reference recipe adds weight decay in its optimizer,
-    /// not in the loss).
+    /// Mean cross-entropy, plus the L2 penalty of `weight_decay` on every parameter (not the
+    /// moving statistics).
     fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
         let logits = ImageClassifier::forward(self, images);
-        let loss = CrossEntropyLossConfig::new()
+        let mut loss = CrossEntropyLossConfig::new()
             .init(&logits.device())
             .forward(logits.clone(), labels);
+        if let Some(penalty) = l2_penalty(self, |_| self.weight_decay) {
+            loss = loss + penalty;
+        }
         ClassifierLoss { loss, logits }
     }
 

@@ -1,0 +1,114 @@
+//! What the tests of torchvision's weights share: a committed key list as a weight source
+//! ([`KeyList`]), little-endian f32 files ([`read_f32_le`]), and logits compared with a stated
+//! tolerance ([`assert_logits_close`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use towers_models::weights::{Result, SourceTensor, TorchLayout, TorchNamed, WeightSource};
+
+/// The keys and shapes of a torchvision `state_dict()` (zeros for values), as a source for
+/// model `M`: what `M`'s name map makes of the state dict, without its bytes. The list is a
+/// file of `KEY<TAB>[SHAPE]` lines, as `scripts/torch_fixtures/*.py` write them.
+pub struct KeyList<M> {
+    path: PathBuf,
+    keys: BTreeMap<String, Vec<usize>>,
+    accounted: BTreeSet<String>,
+    model: PhantomData<M>,
+}
+
+impl<M> KeyList<M> {
+    /// The list in `path`.
+    pub fn read(path: &Path) -> Self {
+        let text = std::fs::read_to_string(path).unwrap();
+        let keys = text
+            .lines()
+            .map(|line| {
+                let (key, shape) = line.split_once('\t').unwrap();
+                (key.to_string(), serde_json::from_str(shape).unwrap())
+            })
+            .collect();
+        Self {
+            path: path.to_path_buf(),
+            keys,
+            accounted: BTreeSet::new(),
+            model: PhantomData,
+        }
+    }
+
+    /// How many keys the list holds.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the list holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+impl<M: TorchNamed> WeightSource for KeyList<M> {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn tensor(&mut self, path: &str) -> Result<Option<SourceTensor>> {
+        let Some(parameter) = M::torch_parameter(path) else {
+            return Ok(None);
+        };
+        let Some(shape) = self.keys.get(&parameter.key).cloned() else {
+            return Ok(None);
+        };
+        self.accounted.insert(parameter.key.clone());
+        self.accounted.extend(M::companions(&parameter.key));
+        let shape = match &parameter.layout {
+            TorchLayout::Transposed => shape.into_iter().rev().collect(),
+            TorchLayout::ScaledBy(scale) => {
+                assert_eq!(self.keys.get(scale), Some(&vec![shape[0]]), "{scale}");
+                shape
+            }
+            TorchLayout::Same => shape,
+        };
+        Ok(Some(SourceTensor {
+            name: parameter.key,
+            values: vec![0.0; shape.iter().product()],
+            shape,
+        }))
+    }
+
+    fn unused(&self) -> Vec<String> {
+        let keys = self.keys.keys().filter(|k| !self.accounted.contains(*k));
+        keys.cloned().collect()
+    }
+}
+
+/// The values of a file of little-endian f32s (`numpy`'s `tofile` on x86 and ARM).
+pub fn read_f32_le(path: &Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(bytes.len() % 4, 0, "{}: not whole f32s", path.display());
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
+/// Panics unless `got` is within `tolerance` of `want`, relative to the largest |logit| of
+/// `want`; prints the difference either way.
+pub fn assert_logits_close(got: &[f32], want: &[f32], tolerance: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: logit counts");
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let diff = got
+        .iter()
+        .zip(want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    println!(
+        "{what}: max |diff| {diff:e}, largest |logit| {scale}, relative {:e}",
+        diff / scale
+    );
+    assert!(
+        diff / scale < tolerance,
+        "{what}: relative difference {}",
+        diff / scale
+    );
+}

@@ -1,0 +1,103 @@
+//! Trains ResNet-50 or ResNet-18 (torchvision's layout, written with Burn's layers as
+//! `towers_kernels::nn` serves them) on one or more towers.
+//!
+//! ```text
+//! cargo run --release --example resnet                  # built-in data: 64x64, 4 classes, ResNet-50
+//! cargo run --release --example resnet -- --depth 18 --data-dir flowers --batch-size 32 \
+//!     --pretrained resnet18.pth                         # torchvision's weights, a new head
+//! ```
+//!
+//! With `--data-dir` (TF's ImageNet shards or an image folder `DIR/<class>/<image>`),
+//! torchvision's reference recipe per device ([`TrainConfig::resnet`]: 224x224, batch 32, SGD
+//! with momentum 0.9 at 0.1 decayed by 0.1 every 30 epochs, weight decay 0.0001) on Inception's
+//! input pipeline (its distortions; pixels scaled to [-1, 1], not torchvision's mean and
+//! deviation, which fine-tuning from torchvision's weights then adapts to). Without it, a run
+//! on the built-in data ([`TrainConfig::resnet_builtin`]), then precision@1 on its held-out
+//! images. Ctrl-C stops after a checkpoint.
+
+use clap::Parser;
+
+use burn_towers::data::transforms::{InceptionEval, InceptionTrain};
+use burn_towers::models::weights::{TfNamed, TorchNamed};
+use burn_towers::models::{BasicBlock, Bottleneck};
+use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResidualBlock};
+use burn_towers::train::{
+    BUILTIN_CLASSES, InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trainer, evaluate,
+    mpi_job, parse_args,
+};
+
+#[derive(Parser)]
+#[command(about = "Train ResNet-50 or ResNet-18 on towers")]
+struct Args {
+    #[command(flatten)]
+    train: TrainArgs,
+    /// 50 (bottleneck blocks) or 18 (basic blocks).
+    #[arg(long, default_value_t = 50)]
+    depth: usize,
+    /// Side of the square input images: 224 with `--data-dir`, 64 on the built-in data.
+    #[arg(long)]
+    image_size: Option<usize>,
+    /// Outputs of the logits; the data's when absent.
+    #[arg(long)]
+    num_classes: Option<usize>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Args = parse_args();
+    match args.depth {
+        50 => train::<Bottleneck>(&args, ResNetConfig::resnet50(0)),
+        18 => train::<BasicBlock>(&args, ResNetConfig::resnet18(0)),
+        other => anyhow::bail!("--depth is 50 or 18, not {other}"),
+    }
+}
+
+/// Trains a ResNet of `Block`s with `stages`' blocks per stage, then (on the built-in data)
+/// evaluates it.
+fn train<Block>(args: &Args, stages: ResNetConfig) -> anyhow::Result<()>
+where
+    Block: ResidualBlock + 'static,
+    ResNet<Block>: ImageClassifier + TfNamed + TorchNamed,
+{
+    let data_dir = args.train.data_dir.as_deref();
+    let image_size = args
+        .image_size
+        .unwrap_or(if data_dir.is_some() { 224 } else { 64 });
+    let config = match data_dir {
+        Some(_) => args.train.config(TrainConfig::resnet())?,
+        None => args.train.builtin_config(TrainConfig::resnet_builtin())?,
+    };
+    let train = InceptionTrain::new(image_size);
+    let data = InceptionData::open(data_dir, Split::Train, image_size, train)?;
+    println!("training data: {}", data.description);
+    let num_classes = args.num_classes.unwrap_or(data.num_classes);
+    let model = stages
+        .with_num_classes(num_classes)
+        .with_image_size(image_size)
+        .with_weight_decay(config.weight_decay);
+    println!(
+        "ResNet-{}, {image_size}x{image_size} images, {num_classes} classes, batch {}, {} steps",
+        args.depth, config.batch_size, config.max_steps
+    );
+    let readers = config.reader_threads.unwrap_or(4);
+    // Under mpirun: one rank of the job; rank 0 alone writes, reports and evaluates.
+    let job = mpi_job(&config)?;
+    let rank_zero = job.as_ref().is_none_or(|p| p.rank() == 0);
+    let trained = Trainer::new(config)
+        .with_processes(job)
+        .with_stop(StopFlag::ctrl_c()?)
+        .with_prepare(args.train.fine_tuning())
+        .run(|device| model.init::<Block>(device), &data.input)?;
+    if !rank_zero {
+        return Ok(());
+    }
+    args.train.finish(&trained)?;
+    if let Some(held_out) = data.builtin_held_out(InceptionEval::new(image_size))? {
+        let (weights, which) = trained.eval_weights();
+        let precision = evaluate(weights, &held_out, 32, readers)?;
+        println!(
+            "held-out built-in images, {which}: {precision} (chance {:.2})",
+            1.0 / BUILTIN_CLASSES as f64
+        );
+    }
+    Ok(())
+}
