@@ -33,6 +33,21 @@ pub fn seeded<M: Module>(model: M, seed: usize) -> M {
     model.map(&mut Seeded { seed, params: 0 })
 }
 
+/// A tensor of `dims` on `device` holding the fixed pattern of `seed` (in ±0.2) that
+/// [`seeded`] gives parameters: the same values in any process or thread, whatever else draws
+/// from the device's generator.
+pub fn pattern<const D: usize>(dims: [usize; D], seed: usize, device: &Device) -> Tensor<D> {
+    let values = pattern_values(dims.iter().product(), 0, seed);
+    Tensor::from_data(TensorData::new(values, dims), device)
+}
+
+/// `len` values of `seed`'s pattern from place `offset` on, in ±0.2.
+fn pattern_values(len: usize, offset: usize, seed: usize) -> Vec<f32> {
+    (0..len)
+        .map(|i| ((offset + i * 7919 + seed * 104_729) % 1009) as f32 / 2522.5 - 0.2)
+        .collect()
+}
+
 /// [`seeded`]'s mapper: the parameters in the module's order, each its own stretch of the
 /// pattern.
 struct Seeded {
@@ -46,9 +61,7 @@ impl ModuleMapper for Seeded {
         self.params += 1;
         param.map(|value| {
             let shape = value.shape();
-            let values: Vec<f32> = (0..shape.num_elements())
-                .map(|i| ((offset + i * 7919 + self.seed * 104_729) % 1009) as f32 / 2522.5 - 0.2)
-                .collect();
+            let values = pattern_values(shape.num_elements(), offset, self.seed);
             let seeded = Tensor::from_data(TensorData::new(values, shape), &value.device());
             match value.is_require_grad() {
                 true => seeded.require_grad(),

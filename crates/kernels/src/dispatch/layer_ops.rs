@@ -456,7 +456,8 @@ mod tests {
                 rel_diff(bias.grad(&g_got).unwrap(), bias.grad(&g_want).unwrap()),
             ];
             assert!(diffs.iter().all(|&d| d < 1e-5), "{kernel:?}: {diffs:?}");
-            let low = crate::with_precision(Precision::Bf16, || conv2d(&conv, x.clone()));
+            let low =
+                crate::precision::with_precision(Precision::Bf16, || conv2d(&conv, x.clone()));
             let rounding = rel_diff(low, want);
             assert!(
                 rounding > 1e-5 && rounding < 1e-2,
@@ -654,7 +655,8 @@ mod tests {
         for [a, b, k, m] in [[6, 5, 40, 33], [2, 1, 2304, 384], [3, 7, 1, 5]] {
             let dense = burn::nn::LinearConfig::new(k, m).init(&device);
             let x = Tensor::<3>::random([a, b, k], Distribution::Default, &device).require_grad();
-            let got = crate::with_precision(Precision::Bf16, || linear(&dense, x.clone()));
+            let got =
+                crate::precision::with_precision(Precision::Bf16, || linear(&dense, x.clone()));
             let probe = Tensor::random([a, b, m], Distribution::Default, &device);
             let grads = (got.clone() * probe.clone()).sum().backward();
 
@@ -695,7 +697,7 @@ mod tests {
         let want = net(x.clone());
         let want_grads = want.clone().sum().backward();
         for (precision, tolerance) in [(Precision::Bf16, 2e-2), (Precision::F16, 4e-3)] {
-            let got = crate::with_precision(precision, || {
+            let got = crate::precision::with_precision(precision, || {
                 linear(
                     &dense,
                     cast_conv2d(&conv, x.clone(), precision.dtype()).flatten::<2>(1, 3),
