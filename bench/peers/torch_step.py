@@ -1,6 +1,7 @@
-"""PyTorch's training step on the nets of `bench_models`: the CIFAR-10 net (batch 128, 24x24)
-and Inception v3 (batch 32, 299x299, auxiliary head on), forward + backward + plain SGD, in f32
-and under bf16 autocast, on a CUDA GPU or the CPU.
+"""PyTorch's training step on the nets of `bench_models`: the CIFAR-10 net (batch 128, 24x24),
+Inception v3 (batch 32, 299x299, auxiliary head on), ResNet-50 and ResNet-18 (batch 32, 224x224,
+torchvision's), forward + backward + plain SGD, in f32 and under bf16 autocast, on a CUDA GPU or
+the CPU.
 
 The peer of `bench_models`' "train step ms/image" column where TensorFlow is not at hand (a GPU
 machine with PyTorch only, or a CPU with AMX, where PyTorch's oneDNN uses the tiles):
@@ -64,6 +65,18 @@ def inception(device):
     return net, images, loss
 
 
+def resnet(name):
+    """torchvision's ResNet `name` (1000 classes) on random images, cross-entropy."""
+
+    def build(device):
+        images = torch.rand(32, 3, 224, 224, device=device) * 2 - 1
+        labels = torch.arange(32, device=device) % 1000
+        net = getattr(torchvision.models, name)(weights=None).to(device)
+        return net, images, lambda out: F.cross_entropy(out, labels)
+
+    return build
+
+
 def time_steps(build, device, precision, reps):
     net, images, loss_of = build(device)
     net.train()
@@ -94,7 +107,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--models", default="cifar10,inception")
+    parser.add_argument(
+        "--models", default="cifar10,inception", help="of cifar10, inception, resnet50, resnet18"
+    )
+    parser.add_argument("--precisions", default="f32,bf16")
     args = parser.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -105,10 +121,15 @@ def main():
         print(f"device: CPU, {torch.get_num_threads()} threads")
     print(f"torch {torch.__version__}, {args.reps} timed steps after 3 warm-ups")
     print(f"{'model':<12} {'precision':<9} {'batch':>5} {'train step ms/image':>20} {'fastest':>8}")
-    builds = {"cifar10": (cifar10, 128), "inception": (inception, 32)}
+    builds = {
+        "cifar10": (cifar10, 128),
+        "inception": (inception, 32),
+        "resnet50": (resnet("resnet50"), 32),
+        "resnet18": (resnet("resnet18"), 32),
+    }
     for name in args.models.split(","):
         build, batch = builds[name]
-        for precision in ["f32", "bf16"]:
+        for precision in args.precisions.split(","):
             mean, fastest = time_steps(build, device, precision, args.reps)
             print(f"{name:<12} {precision:<9} {batch:>5} {mean:>20.3f} {fastest:>8.3f}")
 
