@@ -26,7 +26,7 @@ const LAYERING: Layering = Layering {
             "flex",
             &["memory", "gemm", "conv", "norm", "pool", "optimizer_update"],
         ),
-        ("nn", &["wrapped", "conv", "pool", "linear"]),
+        ("nn", &["wrapped", "conv", "pool", "linear", "batch_norm"]),
     ],
 };
 

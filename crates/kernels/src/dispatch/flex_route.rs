@@ -166,6 +166,46 @@ fn stacked([mean, variance]: [Tensor<1>; 2]) -> Tensor<2> {
     Tensor::cat(vec![mean, variance], 0).reshape([2, c])
 }
 
+/// Burn's `BatchNorm` (scale `gamma`, offset `beta`, no ReLU) of `[n, c, h, w]` on the batch's
+/// statistics: the output and the batch's `[2, c]` moments (mean, biased variance), on the flex
+/// kernels.
+pub fn batch_norm(
+    x: &Tensor<4>,
+    [gamma, beta]: [Tensor<1>; 2],
+    epsilon: f64,
+) -> Option<(Tensor<4>, Tensor<2>)> {
+    if !on_flex(x) {
+        return None;
+    }
+    let (y, moments) = <Dispatch as FlexKernels>::towers_batch_norm(
+        x.clone().into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        epsilon,
+    );
+    Some((Tensor::from_dispatch(y), Tensor::from_dispatch(moments)))
+}
+
+/// [`batch_norm`] on given statistics `[mean, variance]` (the moving averages).
+pub fn batch_norm_given(
+    x: &Tensor<4>,
+    [gamma, beta]: [Tensor<1>; 2],
+    averages: [Tensor<1>; 2],
+    epsilon: f64,
+) -> Option<Tensor<4>> {
+    if !on_flex(x) {
+        return None;
+    }
+    let y = <Dispatch as FlexKernels>::towers_batch_norm_given(
+        x.clone().into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        stacked(averages).into_dispatch(),
+        epsilon,
+    );
+    Some(Tensor::from_dispatch(y))
+}
+
 /// `towers_models::OffsetBatchNorm::forward_relu` on given statistics (the moving averages: in
 /// evaluation, or with training turned off) on the flex kernels, the output `rounded` to
 /// bf16 or f32.

@@ -246,6 +246,27 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         y
     }
 
+    fn towers_batch_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (y, moments) = affine_batch_norm::<C>(x, [gamma, beta], epsilon, None);
+        (y, FloatTensor::<Self>::new(moments))
+    }
+
+    fn towers_batch_norm_given(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        let moments = moments.into_primitive();
+        affine_batch_norm::<C>(x, [gamma, beta], epsilon, Some(moments)).0
+    }
+
     /// Not routed here: [`crate::fused_rmsprop`] and the other fused updates take tensors
     /// without autodiff only (an optimizer steps on its parameters' inner tensors).
     fn towers_optimizer_update(
@@ -326,6 +347,78 @@ impl Backward<Flex, 2> for BatchNormReluBackward {
         }
         if let Some(node) = beta_node {
             grads.register::<Flex>(node.id, beta_grad);
+        }
+    }
+}
+
+/// Burn's batch norm (`γ`, `β`, no ReLU) of `x` with `epsilon`, on the batch's statistics or
+/// on `given` moments: the output and the moments it normalized with, recorded for
+/// [`BatchNormBackward`] when `x`, `γ` or `β` is tracked.
+fn affine_batch_norm<C: CheckpointStrategy>(
+    x: FloatTensor<Autodiff<Flex, C>>,
+    [gamma, beta]: [FloatTensor<Autodiff<Flex, C>>; 2],
+    epsilon: f64,
+    given: Option<FlexTensor>,
+) -> (FloatTensor<Autodiff<Flex, C>>, FlexTensor) {
+    let prep = BatchNormBackward
+        .prepare::<C>([x.node(), gamma.node(), beta.node()])
+        .compute_bound()
+        .stateful();
+    let [gamma, beta] = [gamma, beta].map(|t| t.into_primitive());
+    let (y, moments, statistics) = match given {
+        None => {
+            let (y, moments) = batch_norm::affine_forward_training(
+                x.primitive().clone(),
+                [&gamma, &beta],
+                epsilon,
+            );
+            (y, moments, Statistics::Batch)
+        }
+        Some(moments) => {
+            let y = batch_norm::affine_forward(
+                x.primitive().clone(),
+                [&gamma, &beta],
+                &moments,
+                epsilon,
+            );
+            (y, moments, Statistics::Given)
+        }
+    };
+    let y = match prep {
+        OpsKind::Tracked(mut prep) => {
+            let x_state = prep.checkpoint(&x);
+            let saved = (moments.clone(), statistics);
+            prep.finish((x_state, [gamma, beta], saved, epsilon), y)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(y),
+    };
+    (y, moments)
+}
+
+/// Burn's batch norm's backward pass: the gradients of the input, `γ` and `β`. State: the
+/// input, `γ` and `β`, the moments the forward pass normalized with and where they came from,
+/// and epsilon.
+#[derive(Debug)]
+struct BatchNormBackward;
+
+impl Backward<Flex, 3> for BatchNormBackward {
+    type State = (NodeId, [FlexTensor; 2], (FlexTensor, Statistics), f64);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 3>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, [gamma, beta], (moments, statistics), epsilon) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let saved = (&moments, statistics);
+        let gradients = batch_norm::affine_backward(x, [&gamma, &beta], saved, epsilon, grad);
+        for (node, gradient) in ops.parents.into_iter().zip(gradients) {
+            if let Some(node) = node {
+                grads.register::<Flex>(node.id, gradient);
+            }
         }
     }
 }

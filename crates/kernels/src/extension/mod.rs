@@ -104,6 +104,26 @@ pub(crate) trait FlexKernels: Backend {
         rounded: bool,
     ) -> FloatTensor<Self>;
 
+    /// `gamma·(x - mean)/√(var + epsilon) + beta` per channel of `[n, c, h, w]` on the batch's
+    /// own statistics (Burn's `batch_norm_train`), and those statistics, `[2, c]` (mean, biased
+    /// variance; no gradient). The output's gradient counts the statistics' dependence on `x`.
+    fn towers_batch_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// [`towers_batch_norm`](Self::towers_batch_norm) on given `[2, c]` `moments` (the moving
+    /// averages: Burn's `batch_norm`), constants to its gradient.
+    fn towers_batch_norm_given(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self>;
+
     /// `x · w` for `[n, k]` and `[k, m]`, from operands rounded to bf16, summed in f32.
     fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
 
@@ -220,6 +240,25 @@ impl FlexKernels for Flex {
         rounded: bool,
     ) -> FloatTensor<Self> {
         batch_norm::forward(x, beta, moments, epsilon, rounded)
+    }
+
+    fn towers_batch_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        batch_norm::affine_forward_training(x, [&gamma, &beta], epsilon)
+    }
+
+    fn towers_batch_norm_given(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        moments: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        batch_norm::affine_forward(x, [&gamma, &beta], &moments, epsilon)
     }
 
     fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -1,4 +1,4 @@
-//! Drop-in layers: Burn's `burn::nn`, whose convolution, pooling and dense layers run on
+//! Drop-in layers: Burn's `burn::nn`, whose convolution, pooling, batch norm and dense layers run on
 //! burn-towers' kernels. Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a
 //! model needs: the same names, `Config`s (field for field), parameters and records (saved
 //! from either, loaded into the other), the same outputs and gradients on every backend (Burn's
@@ -7,13 +7,15 @@
 //!
 //! - `conv/`: [`conv::Conv2d`] (the rest of `burn::nn::conv` re-exported).
 //! - `pool/`: [`pool::MaxPool2d`], [`pool::AvgPool2d`] (the rest of `burn::nn::pool`).
-//! - `linear.rs`: [`Linear`].
+//! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`].
 //! - `wrapped.rs`: Burn's `Module` for a layer that holds Burn's, handed every call.
 
+mod batch_norm;
 pub mod conv;
 mod linear;
 pub mod pool;
 mod wrapped;
 
+pub use batch_norm::{BatchNorm, BatchNormConfig};
 pub use burn::nn::*;
 pub use linear::{Linear, LinearConfig};

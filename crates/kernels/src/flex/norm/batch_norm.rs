@@ -1,4 +1,6 @@
-//! Batch normalization with an offset, then ReLU, on flex: forward on the batch's statistics in
+//! Batch normalization with an offset, then ReLU (TF-slim's, [`Channel::new`]), or with a scale
+//! and an offset and no ReLU (Burn's `BatchNorm`, [`Channel::affine`]), on flex: forward on the
+//! batch's statistics in
 //! two passes (the channels' moments, then the output) or on given ones (the moving averages)
 //! in one, backward in two (the channels' sums of the masked output gradient and of its product
 //! with the normalized input, then the input gradient). Burn composes the same from a
@@ -14,6 +16,10 @@
 //! The backward pass recomputes the mask from `x` (`x̂ + β > 0`, the very operations of the
 //! forward pass, so the very bits) rather than reading `y`: two passes over the activations
 //! fewer, and the output need not be kept for it.
+//!
+//! With a scale, `y = γ·x̂ + β` and no mask: `∂L/∂γ = Σ(g·x̂)`, `∂L/∂β = Σg` and `∂L/∂x` as above
+//! times `γ`. Both kinds are a [`Channel`]: `(x - mean)·s + β`, `s = γ·r`, floored at 0 (ReLU)
+//! or at -∞ (none).
 
 use std::mem::MaybeUninit;
 
@@ -96,25 +102,54 @@ pub(crate) fn forward(
     epsilon: f64,
     rounded: bool,
 ) -> FlexTensor {
+    normalized(x, &channels(&moments, &beta, epsilon), rounded)
+}
+
+/// `γ·(x - mean)/√(var + ε) + β` per channel on the batch's own statistics (Burn's
+/// `batch_norm_train`), and those statistics, `[2, c]` (mean, biased variance).
+pub(crate) fn affine_forward_training(
+    x: FlexTensor,
+    [gamma, beta]: [&FlexTensor; 2],
+    epsilon: f64,
+) -> (FlexTensor, FlexTensor) {
+    let x = contiguous(x);
+    let moments = moments(&x);
+    let channels = affine_channels(&moments, [gamma, beta], epsilon);
+    (normalized(x, &channels, false), moments)
+}
+
+/// `γ·(x - mean)/√(var + ε) + β` per channel with given `[2, c]` `moments` (Burn's
+/// `batch_norm`, on the moving averages).
+pub(crate) fn affine_forward(
+    x: FlexTensor,
+    [gamma, beta]: [&FlexTensor; 2],
+    moments: &FlexTensor,
+    epsilon: f64,
+) -> FlexTensor {
+    normalized(x, &affine_channels(moments, [gamma, beta], epsilon), false)
+}
+
+/// Each plane of `x` through its channel of `channels` ([`normalize`]), in f32 or `rounded` to
+/// bf16.
+fn normalized(x: FlexTensor, channels: &[Channel], rounded: bool) -> FlexTensor {
     let x = contiguous(x);
     let [n, c, h, w] = dims4(&x);
-    let channels = channels(&moments, &beta, epsilon);
     let places = h * w;
     let x_data: &[f32] = x.storage();
     let shape = [n, c, h, w];
     let plane = |first: usize| &x_data[first..first + places];
-    // SAFETY: `normalize_relu` and `normalize_relu_rounded` write every value of `out`.
+    // SAFETY: `normalize` and `normalize_rounded` write every value of `out`.
     unsafe {
         match rounded {
             false => FlexTensor::from_data(TensorData::new(
                 per_plane(x_data.len(), c, places, |first, ch, out| {
-                    normalize_relu(plane(first), out, channels[ch]);
+                    normalize(plane(first), out, channels[ch]);
                 }),
                 shape,
             )),
             true => FlexTensor::from_data(TensorData::new(
                 per_plane(x_data.len(), c, places, |first, ch, out| {
-                    normalize_relu_rounded(plane(first), out, channels[ch]);
+                    normalize_rounded(plane(first), out, channels[ch]);
                 }),
                 shape,
             )),
@@ -131,20 +166,58 @@ pub(crate) fn backward(
     epsilon: f64,
     grad: FlexTensor,
 ) -> (FlexTensor, FlexTensor) {
+    let channels = channels(moments, beta, epsilon);
+    let (dx, sums) = backward_with(x, &channels, statistics, grad);
+    let beta_grad: Vec<f32> = sums.iter().map(|s| s.0 as f32).collect();
+    (
+        dx,
+        FlexTensor::from_data(TensorData::new(beta_grad, [channels.len()])),
+    )
+}
+
+/// The gradients of `x`, `γ` and `β` of [`affine_forward_training`] (`statistics`
+/// [`Statistics::Batch`]) or [`affine_forward`] (`Given`), given `γ`, `β`, the `moments` the
+/// forward pass normalized with, and `grad = ∂L/∂y`.
+pub(crate) fn affine_backward(
+    x: FlexTensor,
+    [gamma, beta]: [&FlexTensor; 2],
+    (moments, statistics): (&FlexTensor, Statistics),
+    epsilon: f64,
+    grad: FlexTensor,
+) -> [FlexTensor; 3] {
+    let channels = affine_channels(moments, [gamma, beta], epsilon);
+    let (dx, sums) = backward_with(x, &channels, statistics, grad);
+    let c = channels.len();
+    // Σ(g·x̂) = r·Σ(g·(x - mean)).
+    let gamma_grad = (sums.iter().zip(&channels)).map(|(s, ch)| (s.1 * ch.r as f64) as f32);
+    let beta_grad = sums.iter().map(|s| s.0 as f32);
+    [
+        dx,
+        FlexTensor::from_data(TensorData::new(gamma_grad.collect::<Vec<_>>(), [c])),
+        FlexTensor::from_data(TensorData::new(beta_grad.collect::<Vec<_>>(), [c])),
+    ]
+}
+
+/// The input gradient through `channels` and each channel's sums `(Σg, Σg·(x - mean))`, `g`
+/// masked where a channel has a ReLU.
+fn backward_with(
+    x: FlexTensor,
+    channels: &[Channel],
+    statistics: Statistics,
+    grad: FlexTensor,
+) -> (FlexTensor, Vec<(f64, f64)>) {
     // The gradient of a rounded output comes in f32 from the convolutions; from anything else,
     // perhaps in bf16.
     let (x, grad) = (contiguous(x), contiguous(widened(grad)));
     let [n, c, h, w] = dims4(&x);
     let places = h * w;
-    let channels = channels(moments, beta, epsilon);
     let (x_data, g_data): (&[f32], &[f32]) = (x.storage(), grad.storage());
     let planes = |first: usize| [x_data, g_data].map(|data| &data[first..first + places]);
-    // Σg and Σg·(x - mean) per channel, g masked by y > 0.
     let sums = channel_sums(n, c, places, |first, ch| {
         let [x, g] = planes(first);
         masked_sums(x, g, channels[ch])
     });
-    let terms = gradient_terms(&sums, &channels, n * places, statistics);
+    let terms = gradient_terms(&sums, channels, n * places, statistics);
     // SAFETY: `input_gradient` writes every value of `out`.
     let dx = unsafe {
         per_plane(x_data.len(), c, places, |first, ch, out| {
@@ -152,19 +225,18 @@ pub(crate) fn backward(
             input_gradient(x, g, out, channels[ch], terms[ch]);
         })
     };
-    let beta_grad: Vec<f32> = sums.iter().map(|s| s.0 as f32).collect();
     (
         FlexTensor::from_data(TensorData::new(dx, [n, c, h, w])),
-        FlexTensor::from_data(TensorData::new(beta_grad, [c])),
+        sums,
     )
 }
 
 /// Each channel's `[a, b, c]` of its input gradient `a·g - b - c·(x - mean)`, from its sums
 /// `(Σg, Σg·(x - mean))` over its `count` values, `g` masked.
 ///
-/// On the batch's statistics `∂L/∂x = r·g - r·Σg/m - r³·(x - mean)·Σ(g·(x - mean))/m`, with
-/// `r = 1/√(var + ε)` (`x̂ = r·(x - mean)`, so `x̂·Σ(g·x̂) = r²·(x - mean)·Σ(g·(x - mean))`); on
-/// given ones `r·g`.
+/// On the batch's statistics `∂L/∂x = s·g - s·Σg/m - s·r²·(x - mean)·Σ(g·(x - mean))/m`, with
+/// `r = 1/√(var + ε)` and `s = γ·r` (`x̂ = r·(x - mean)`, so
+/// `x̂·Σ(g·x̂) = r²·(x - mean)·Σ(g·(x - mean))`); on given ones `s·g`.
 pub(crate) fn gradient_terms(
     sums: &[(f64, f64)],
     channels: &[Channel],
@@ -174,23 +246,42 @@ pub(crate) fn gradient_terms(
     let m = count.max(1) as f64;
     (sums.iter().zip(channels))
         .map(|(&(sum_g, sum_gx), channel)| {
-            let r = channel.scale as f64;
+            let (s, r) = (channel.scale as f64, channel.r as f64);
             match statistics {
-                Statistics::Batch => [r, r * sum_g / m, r * r * r * sum_gx / m],
-                Statistics::Given => [r, 0.0, 0.0],
+                Statistics::Batch => [s, s * sum_g / m, s * r * r * sum_gx / m],
+                Statistics::Given => [s, 0.0, 0.0],
             }
             .map(|v| v as f32)
         })
         .collect()
 }
 
-/// Each channel's normalization, from its `[2, c]` moments (mean, variance) and offset `β`.
+/// Each channel's normalization then ReLU, from its `[2, c]` moments (mean, variance) and
+/// offset `β`.
 pub(crate) fn channels(moments: &FlexTensor, beta: &FlexTensor, epsilon: f64) -> Vec<Channel> {
     let (moments, beta) = (moments.to_contiguous(), beta.to_contiguous());
     let (values, beta): (&[f32], &[f32]) = (moments.storage(), beta.storage());
     let (mean, variance) = values.split_at(values.len() / 2);
     (mean.iter().zip(variance).zip(beta))
         .map(|((&mean, &variance), &beta)| Channel::new(mean, variance, beta, epsilon))
+        .collect()
+}
+
+/// Each channel's scaled normalization without ReLU, from its `[2, c]` moments, scale `γ` and
+/// offset `β`.
+fn affine_channels(
+    moments: &FlexTensor,
+    [gamma, beta]: [&FlexTensor; 2],
+    epsilon: f64,
+) -> Vec<Channel> {
+    let [moments, gamma, beta] = [moments, gamma, beta].map(|t| t.to_contiguous());
+    let (values, gamma, beta): (&[f32], &[f32], &[f32]) =
+        (moments.storage(), gamma.storage(), beta.storage());
+    let (mean, variance) = values.split_at(values.len() / 2);
+    (mean.iter().zip(variance).zip(gamma.iter().zip(beta)))
+        .map(|((&mean, &variance), (&gamma, &beta))| {
+            Channel::affine(mean, variance, [gamma, beta], epsilon)
+        })
         .collect()
 }
 
@@ -271,53 +362,86 @@ fn shifted_sums(x: &[f32], shift: f32) -> (f64, f64) {
     total
 }
 
-/// A channel's normalization: `(x - mean)·scale + beta`.
+/// A channel's normalization: `max((x - mean)·scale + beta, floor)`, `scale = γ·r`.
 #[derive(Clone, Copy)]
 pub(crate) struct Channel {
     pub(crate) mean: f32,
     pub(crate) scale: f32,
+    /// `1/√(var + ε)`: `scale` without the channel's `γ`.
+    r: f32,
     beta: f32,
+    /// 0 for a ReLU after the normalization, -∞ for none.
+    floor: f32,
 }
 
 impl Channel {
-    /// The channel of `mean` and `variance`: `scale = 1/√(var + ε)`. The forward and backward
-    /// passes both take theirs from here, so that they normalize alike.
+    /// The channel of `mean` and `variance` with offset `beta`, then ReLU: `scale = 1/√(var +
+    /// ε)`. The forward and backward passes both take theirs from here, so that they normalize
+    /// alike.
     pub(crate) fn new(mean: f32, variance: f32, beta: f32, epsilon: f64) -> Self {
-        let scale = (1.0 / (variance as f64 + epsilon).sqrt()) as f32;
-        Self { mean, scale, beta }
+        let r = (1.0 / (variance as f64 + epsilon).sqrt()) as f32;
+        Self {
+            mean,
+            scale: r,
+            r,
+            beta,
+            floor: 0.0,
+        }
+    }
+
+    /// The channel of `mean` and `variance` with scale `gamma` and offset `beta`, no ReLU.
+    fn affine(mean: f32, variance: f32, [gamma, beta]: [f32; 2], epsilon: f64) -> Self {
+        let r = 1.0 / (variance as f64 + epsilon).sqrt();
+        let scale = (gamma as f64 * r) as f32;
+        let floor = f32::NEG_INFINITY;
+        Self {
+            mean,
+            scale,
+            r: r as f32,
+            beta,
+            floor,
+        }
     }
 
     /// The normalized value before the ReLU. Forward and backward passes both compute it
-    /// here, so that the backward's mask (`> 0`) is the forward's output's, bit for bit.
+    /// here, so that the backward's mask (`> floor`) is the forward's output's, bit for bit.
     #[inline(always)]
     pub(crate) fn normalized(self, x: f32) -> f32 {
         (x - self.mean) * self.scale + self.beta
     }
-}
 
-/// `relu((x - mean)·scale + beta)` of a plane into `out`.
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-pub(crate) fn normalize_relu(x: &[f32], out: &mut [MaybeUninit<f32>], channel: Channel) {
-    assert_eq!(x.len(), out.len());
-    for (out, &x) in out.iter_mut().zip(x) {
-        out.write(channel.normalized(x).max(0.0));
+    /// Whether the output at `x` passes the gradient: above the floor (every finite value
+    /// without ReLU).
+    #[inline(always)]
+    fn passes(self, x: f32) -> bool {
+        self.normalized(x) > self.floor
     }
 }
 
-/// [`normalize_relu`] rounded to bf16: with AVX-512 BF16, a run of values normalized by
-/// `normalize_relu` itself (the same bits as the f32 output) into a buffer in L1, then rounded
+/// `max((x - mean)·scale + beta, floor)` of a plane into `out`: the normalization, then the
+/// ReLU where the channel has one.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+pub(crate) fn normalize(x: &[f32], out: &mut [MaybeUninit<f32>], channel: Channel) {
+    assert_eq!(x.len(), out.len());
+    for (out, &x) in out.iter_mut().zip(x) {
+        out.write(channel.normalized(x).max(channel.floor));
+    }
+}
+
+/// [`normalize`] rounded to bf16: with AVX-512 BF16, a run of values normalized by
+/// `normalize` itself (the same bits as the f32 output) into a buffer in L1, then rounded
 /// by the very instructions that round the convolutions' inputs there, so that a convolution of
 /// this output computes the same bits as one of `normalize_relu`'s; elsewhere (where no bf16
 /// kernel asks for it) to nearest even.
-fn normalize_relu_rounded(x: &[f32], out: &mut [MaybeUninit<bf16>], channel: Channel) {
+fn normalize_rounded(x: &[f32], out: &mut [MaybeUninit<bf16>], channel: Channel) {
     assert_eq!(x.len(), out.len());
     #[cfg(target_arch = "x86_64")]
     if let Some(avx512) = Avx512Bf16::get() {
         let mut run = [MaybeUninit::<f32>::uninit(); RUN];
         for (x, out) in x.chunks(RUN).zip(out.chunks_mut(RUN)) {
             let run = &mut run[..x.len()];
-            normalize_relu(x, run, channel);
-            // SAFETY: `normalize_relu` wrote every value of `run`.
+            normalize(x, run, channel);
+            // SAFETY: `normalize` wrote every value of `run`.
             let run = unsafe { written(run) };
             // SAFETY: `avx512` proves the features; `out` holds `run.len()` words.
             unsafe { store_rounded(avx512, out, run) };
@@ -326,12 +450,12 @@ fn normalize_relu_rounded(x: &[f32], out: &mut [MaybeUninit<bf16>], channel: Cha
     }
     for (out, &x) in out.iter_mut().zip(x) {
         out.write(bf16::from_f32(round_to_bf16(
-            channel.normalized(x).max(0.0),
+            channel.normalized(x).max(channel.floor),
         )));
     }
 }
 
-/// Values [`normalize_relu_rounded`] normalizes at a time: 2 KiB of f32, in L1.
+/// Values [`normalize_rounded`] normalizes at a time: 2 KiB of f32, in L1.
 #[cfg(target_arch = "x86_64")]
 const RUN: usize = 512;
 
@@ -352,7 +476,8 @@ unsafe fn store_rounded(_: Avx512Bf16, out: &mut [MaybeUninit<bf16>], values: &[
     }
 }
 
-/// `(Σg, Σg·(x - mean))` of a plane, `g` masked where the forward's output was not positive.
+/// `(Σg, Σg·(x - mean))` of a plane, `g` masked where the forward's output was floored (not
+/// positive, under a ReLU).
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
 pub(crate) fn masked_sums(x: &[f32], g: &[f32], channel: Channel) -> (f64, f64) {
     let mut total = (0.0, 0.0);
@@ -363,13 +488,13 @@ pub(crate) fn masked_sums(x: &[f32], g: &[f32], channel: Channel) -> (f64, f64) 
             for l in 0..SUM_LANES {
                 // Loaded before the test, so the compiler selects instead of branching.
                 let (x, g) = (x[l], g[l]);
-                let g = if channel.normalized(x) > 0.0 { g } else { 0.0 };
+                let g = if channel.passes(x) { g } else { 0.0 };
                 sg[l] += g;
                 sgx[l] += g * (x - channel.mean);
             }
         }
         for (l, (&x, &g)) in xr.iter().zip(gr).enumerate() {
-            let g = if channel.normalized(x) > 0.0 { g } else { 0.0 };
+            let g = if channel.passes(x) { g } else { 0.0 };
             sg[l] += g;
             sgx[l] += g * (x - channel.mean);
         }
@@ -391,7 +516,7 @@ fn input_gradient(
 ) {
     assert!(x.len() == out.len() && g.len() == out.len());
     for ((out, &x), &g) in out.iter_mut().zip(x).zip(g) {
-        let g = if channel.normalized(x) > 0.0 { g } else { 0.0 };
+        let g = if channel.passes(x) { g } else { 0.0 };
         out.write(a * g - b - c * (x - channel.mean));
     }
 }

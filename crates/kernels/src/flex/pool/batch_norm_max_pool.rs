@@ -23,8 +23,8 @@ use multiversion::multiversion;
 use crate::flex::memory::buffers::contiguous;
 use crate::flex::memory::dims4;
 use crate::flex::norm::batch_norm::{
-    Channel, Statistics, channel_sums, channels, gradient_terms, masked_sums, moments,
-    normalize_relu, per_plane,
+    Channel, Statistics, channel_sums, channels, gradient_terms, masked_sums, moments, normalize,
+    per_plane,
 };
 use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_forward};
 
@@ -53,10 +53,10 @@ pub(crate) fn forward(
     let [_, _, out_h, out_w] = dims4(&values);
     let pooled = out_h * out_w;
     let maxima: &[f32] = values.storage();
-    // SAFETY: `normalize_relu` writes every value of `out`.
+    // SAFETY: `normalize` writes every value of `out`.
     let y = unsafe {
         per_plane(maxima.len(), c, pooled, |first, ch, out| {
-            normalize_relu(&maxima[first..first + pooled], out, channels[ch]);
+            normalize(&maxima[first..first + pooled], out, channels[ch]);
         })
     };
     let y = FlexTensor::from_data(TensorData::new(y, [n, c, out_h, out_w]));

@@ -1,0 +1,98 @@
+//! [`BatchNorm`] and [`BatchNormConfig`]: Burn's batch normalization, on burn-towers' flex
+//! kernel for `[n, c, h, w]` f32 inputs (two passes forward, two backward, where Burn's
+//! composition takes a dozen, each a new tensor).
+
+use burn::config::Config;
+use burn::tensor::{Device, Tensor};
+
+use crate::nn::wrapped::wrapped_module;
+
+/// [`burn::nn::BatchNormConfig`], field for field, whose [`init`](Self::init) makes this
+/// crate's [`BatchNorm`].
+#[derive(Config, Debug)]
+pub struct BatchNormConfig {
+    /// The number of features. Must be greater than zero.
+    pub num_features: usize,
+    /// A finite, positive value required for numerical stability.
+    #[config(default = 1e-5)]
+    pub epsilon: f64,
+    /// A finite momentum in `[0, 1]` used to update the running statistics.
+    #[config(default = 0.1)]
+    pub momentum: f64,
+}
+
+impl BatchNormConfig {
+    /// A new [`BatchNorm`], initialized as Burn's `BatchNormConfig::init` initializes it
+    /// (panicking on the same invalid values).
+    pub fn init(&self, device: &Device) -> BatchNorm {
+        BatchNorm::from(burn::nn::BatchNormConfig::from(self).init(device))
+    }
+}
+
+impl From<&BatchNormConfig> for burn::nn::BatchNormConfig {
+    fn from(config: &BatchNormConfig) -> Self {
+        Self {
+            num_features: config.num_features,
+            epsilon: config.epsilon,
+            momentum: config.momentum,
+        }
+    }
+}
+
+/// Burn's [`burn::nn::BatchNorm`], whose [`forward`](Self::forward) runs on burn-towers' flex
+/// kernel for `[n, c, h, w]` f32 inputs on flex, updating the running statistics as Burn's.
+#[derive(Clone, Debug)]
+pub struct BatchNorm {
+    inner: burn::nn::BatchNorm,
+}
+
+wrapped_module!(BatchNorm, burn::nn::BatchNorm);
+
+impl BatchNorm {
+    /// `gamma·(x - mean)/√(var + epsilon) + beta` per channel of `[n, c, ...]`, as Burn's
+    /// `BatchNorm::forward`: on the batch's statistics (the running ones updated by
+    /// `momentum`) on an autodiff device with training on, on the running ones otherwise.
+    pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
+        #[cfg(feature = "flex")]
+        if let Some(y) = self.forward_flex(&input) {
+            return y;
+        }
+        self.inner.forward(input)
+    }
+
+    /// [`forward`](Self::forward) on the flex kernel, for `[n, c, h, w]` f32 flex inputs.
+    #[cfg(feature = "flex")]
+    fn forward_flex<const D: usize>(&self, input: &Tensor<D>) -> Option<Tensor<D>> {
+        use crate::dispatch::flex_route::{batch_norm, batch_norm_given};
+
+        let dims = input.dims();
+        let images: [usize; 4] = dims.as_slice().try_into().ok()?;
+        let x: Tensor<4> = input.clone().reshape(images);
+        let device = x.device();
+        let bn = &self.inner;
+        let affine = [bn.gamma.val(), bn.beta.val()];
+        let y = match device.is_autodiff() && bn.training.is_enabled() {
+            true => {
+                let (y, moments) = batch_norm(&x, affine, bn.epsilon)?;
+                let [mean, variance] = [0, 1].map(|row| moments.clone().narrow(0, row, 1));
+                let averaged = |running: Tensor<1>, batch: Tensor<2>| {
+                    running.mul_scalar(1.0 - bn.momentum)
+                        + batch.reshape([-1]).mul_scalar(bn.momentum)
+                };
+                let running_mean = bn.running_mean.value_sync().to_device(&device);
+                let running_var = bn.running_var.value_sync().to_device(&device);
+                bn.running_mean
+                    .update(averaged(running_mean, mean).detach());
+                bn.running_var
+                    .update(averaged(running_var, variance).detach());
+                y
+            }
+            false => {
+                let mean = bn.running_mean.value().to_device(&device);
+                let variance = bn.running_var.value().to_device(&device);
+                batch_norm_given(&x, affine, [mean, variance], bn.epsilon)?
+            }
+        };
+        Some(y.reshape(dims))
+    }
+}
