@@ -8,8 +8,9 @@
 //! ```
 //!
 //! With `--data-dir` (TF's ImageNet shards or an image folder `DIR/<class>/<image>`),
-//! torchvision's reference recipe per device ([`TrainConfig::resnet`]: 224x224, batch 32, SGD
-//! with momentum 0.9 at 0.1 decayed by 0.1 every 30 epochs, weight decay 0.0001) on Inception's
+//! torchvision's reference recipe at a batch of 32 ([`TrainConfig::resnet`]: 224x224, SGD with
+//! momentum 0.9 at 0.0125, the recipe's 0.1 for 256 images scaled, decayed by 0.1 every 30
+//! epochs, weight decay 0.0001) on Inception's
 //! input pipeline (its distortions; pixels scaled to [-1, 1], not torchvision's mean and
 //! deviation, which fine-tuning from torchvision's weights then adapts to). Without it, a run
 //! on the built-in data ([`TrainConfig::resnet_builtin`]), then precision@1 on its held-out

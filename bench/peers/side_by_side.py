@@ -1,16 +1,18 @@
 """TensorFlow and burn-towers in one sitting, f32 and bf16, on the CIFAR-10 net's training step
-and Inception v3's: each pair run back to back, the pairs repeated `--rounds` times, the ratios
-printed (ours / TF in examples per second: above 1 is faster).
+and Inception v3's, and with `--resnet` ResNet-50's against TF Keras and PyTorch (torchvision,
+oneDNN): each pair run back to back, the pairs repeated `--rounds` times, the ratios printed
+(ours / the peer in examples per second: above 1 is faster).
 
 Run by hand with TensorFlow installed (never in CI), on an otherwise idle machine, after
 `cargo build --release -p towers-bench --bin bench_step --bin bench_models`:
 
-    python bench/peers/side_by_side.py [--rounds 2] [--skip-inception]
+    python bench/peers/side_by_side.py [--rounds 2] [--skip-inception] [--resnet]
 
 Each side runs one precision per process, as training does: ours `bench_step REPS f32|bf16`
-(the whole step alone) and `bench_models REPS inception f32|bf16`; TF `tf_cifar10_step.py
---whole-step-only --precision` and `tf_inception_step.py --precision` (bf16: Keras's
-`mixed_bfloat16`). (Ours alternating precisions call by call in one process, after one
+(the whole step alone) and `bench_models REPS inception|resnet50 f32|bf16`; TF
+`tf_cifar10_step.py --whole-step-only --precision` and `tf_keras_step.py --model --precision`
+(bf16: Keras's `mixed_bfloat16`); PyTorch `torch_step.py --models resnet50 --precisions` (bf16:
+autocast). (Ours alternating precisions call by call in one process, after one
 warm-up step, ran its f32 calls 3-8% slower after bf16 ones: bench/README.md, 2026-11-27.)
 Record the CPU (`lscpu`) with the figures: the ratios depend on it.
 """
@@ -63,7 +65,7 @@ def inception_round(reps):
     tf = {
         p: number(
             r"^train step ms/image ([\d.]+)",
-            run([sys.executable, PEERS / "tf_inception_step.py", "--precision", p, "--reps", str(reps)]),
+            run([sys.executable, PEERS / "tf_keras_step.py", "--precision", p, "--reps", str(reps)]),
         )
         for p in ("f32", "bf16")
     }
@@ -75,6 +77,43 @@ def inception_round(reps):
         for p in ("f32", "bf16")
     }
     return tf, ours
+
+
+def resnet_round(reps):
+    """ms per image of ResNet-50's train step: TF, PyTorch and ours, each f32 and bf16."""
+    tf = {
+        p: number(
+            r"^train step ms/image ([\d.]+)",
+            run([sys.executable, PEERS / "tf_keras_step.py", "--model", "resnet50",
+                 "--precision", p, "--reps", str(reps)]),
+        )
+        for p in ("f32", "bf16")
+    }
+    torch = {
+        p: number(
+            rf"^resnet50\s+{p}\s+\d+\s+([\d.]+)",
+            run([sys.executable, PEERS / "torch_step.py", "--device", "cpu", "--models",
+                 "resnet50", "--precisions", p, "--reps", str(reps)]),
+        )
+        for p in ("f32", "bf16")
+    }
+    ours = {
+        p: number(
+            rf"^ResNet-50, 224x224 \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)",
+            run([BINARIES / "bench_models", str(reps), "resnet50", p]),
+        )
+        for p in ("f32", "bf16")
+    }
+    return tf, torch, ours
+
+
+def report_resnet(tf, torch, ours):
+    for p in ("f32", "bf16"):
+        print(f"ResNet-50  {p:<5} TF {tf[p]:>8.2f} ms/image   PyTorch {torch[p]:>8.2f} ms/image   "
+              f"ours {ours[p]:>8.2f} ms/image   ours/TF {tf[p] / ours[p]:.2f}x   "
+              f"ours/PyTorch {torch[p] / ours[p]:.2f}x")
+    print(f"ResNet-50  bf16 / f32: ours {ours['f32'] / ours['bf16']:.2f}x, "
+          f"TF {tf['f32'] / tf['bf16']:.2f}x, PyTorch {torch['f32'] / torch['bf16']:.2f}x")
 
 
 def report(name, unit, tf, ours):
@@ -89,13 +128,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip-inception", action="store_true")
+    parser.add_argument("--skip-cifar10", action="store_true")
+    parser.add_argument("--resnet", action="store_true", help="ResNet-50 against TF and PyTorch too")
     args = parser.parse_args()
     print(run(["lscpu"]).splitlines()[[l.startswith("Model name") for l in run(["lscpu"]).splitlines()].index(True)])
     for r in range(args.rounds):
         print(f"round {r + 1}")
-        report("CIFAR-10", "ms/step ", *cifar_round(15))
+        if not args.skip_cifar10:
+            report("CIFAR-10", "ms/step ", *cifar_round(15))
         if not args.skip_inception:
             report("Inception", "ms/image", *inception_round(2))
+        if args.resnet:
+            report_resnet(*resnet_round(3))
 
 
 if __name__ == "__main__":

@@ -341,23 +341,50 @@ fn batch_norm_gives_burns_outputs_gradients_and_running_statistics() {
     let (ours, burns) = batch_norm_pair();
     // Training (an autodiff device): the batch's statistics, offset so that the mean matters.
     for step in 0..2 {
-        let x = (input([3, 5, 6, 7], 41 + step) + 0.3).detach().require_grad();
+        let x = (input([3, 5, 6, 7], 41 + step) + 0.3)
+            .detach()
+            .require_grad();
         let (y, dx, dgamma) = output_and_grads(x.clone(), Some(&ours.gamma), |x| ours.forward(x));
         let (want_y, want_dx, want_dgamma) =
             output_and_grads(x.clone(), Some(&burns.gamma), |x| burns.forward(x));
         assert_agree(y, want_y, 1e-5, "batch norm: output");
         assert_agree(dx, want_dx, 1e-4, "batch norm: input gradient");
-        assert_agree(dgamma.unwrap(), want_dgamma.unwrap(), 1e-5, "batch norm: scale gradient");
+        assert_agree(
+            dgamma.unwrap(),
+            want_dgamma.unwrap(),
+            1e-5,
+            "batch norm: scale gradient",
+        );
         let (_, _, dbeta) = output_and_grads(x.clone(), Some(&ours.beta), |x| ours.forward(x));
         let (_, _, want_dbeta) = output_and_grads(x, Some(&burns.beta), |x| burns.forward(x));
-        assert_agree(dbeta.unwrap(), want_dbeta.unwrap(), 1e-5, "batch norm: offset gradient");
+        assert_agree(
+            dbeta.unwrap(),
+            want_dbeta.unwrap(),
+            1e-5,
+            "batch norm: offset gradient",
+        );
     }
     // Each forward above moved the running statistics by the momentum, as Burn's did.
-    assert_agree(ours.running_mean.value(), burns.running_mean.value(), 1e-5, "running mean");
-    assert_agree(ours.running_var.value(), burns.running_var.value(), 1e-5, "running variance");
+    assert_agree(
+        ours.running_mean.value(),
+        burns.running_mean.value(),
+        1e-5,
+        "running mean",
+    );
+    assert_agree(
+        ours.running_var.value(),
+        burns.running_var.value(),
+        1e-5,
+        "running variance",
+    );
     // Evaluation: the running statistics.
     let x = input([2, 5, 4, 3], 43).detach();
     let (ours, burns) = (ours.valid(), burns.valid());
     let x = x.to_device(&Device::flex());
-    assert_agree(ours.forward(x.clone()), burns.forward(x), 1e-5, "batch norm: evaluation output");
+    assert_agree(
+        ours.forward(x.clone()),
+        burns.forward(x),
+        1e-5,
+        "batch norm: evaluation output",
+    );
 }

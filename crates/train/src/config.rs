@@ -256,9 +256,11 @@ impl TrainConfig {
         }
     }
 
-    /// torchvision's ResNet reference recipe (`references/classification`, per device): batch
-    /// 32, SGD with momentum 0.9 at 0.1 decayed by 0.1 every 30 epochs (staircase), weight
-    /// decay 0.0001, no moving averages, a checkpoint every 5000 steps.
+    /// torchvision's ResNet reference recipe (`references/classification`: SGD with momentum
+    /// 0.9 at 0.1 for 8 GPUs of 32 images, decayed by 0.1 every 30 epochs, weight decay 0.0001)
+    /// at a batch of 32 in all: the rate scaled to it linearly, 0.0125 (set `batch_size` 256 and
+    /// `learning_rate` 0.1 for the recipe's own); no moving averages, a checkpoint every 5000
+    /// steps.
     pub fn resnet() -> Self {
         Self {
             optimizer: OptimizerConfig::Momentum {
@@ -266,7 +268,7 @@ impl TrainConfig {
                 nesterov: false,
             },
             learning_rate: LrScheduleConfig::ExponentialDecay {
-                initial: 0.1,
+                initial: 0.0125,
                 decay_rate: 0.1,
                 decay_epochs: 30.0,
                 staircase: true,
