@@ -115,7 +115,8 @@ pub fn batch_norm_relu(
 }
 
 /// `towers_models::OffsetBatchNorm::forward_relu_max_pool` on batch statistics: the output and
-/// the batch's `[2, c]` moments, on the flex kernels, for the pools [`max_pool2d`] takes.
+/// the batch's `[2, c]` moments, on the flex kernels, for the pools that [`crate::max_pool2d`]
+/// takes to the kernels.
 pub fn batch_norm_relu_max_pool(
     x: &Tensor<4>,
     beta: Tensor<1>,

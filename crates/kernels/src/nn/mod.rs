@@ -1,5 +1,5 @@
-//! Drop-in layers: Burn's `burn::nn`, whose convolution, pooling, batch norm and dense layers run on
-//! burn-towers' kernels. Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a
+//! Drop-in layers: Burn's `burn::nn`, whose convolution, pooling, batch norm and dense layers
+//! run on burn-towers' kernels. Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a
 //! model needs: the same names, `Config`s (field for field), parameters and records (saved
 //! from either, loaded into the other), the same outputs and gradients on every backend (Burn's
 //! ops wherever the kernels do not apply), products in the thread's
