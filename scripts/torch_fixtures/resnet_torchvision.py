@@ -25,25 +25,9 @@ import sys
 import torch
 import torchvision
 
+from informative import informative
+
 SIZE = 224
-
-
-def informative(model, generator):
-    """Random batch-norm scales and offsets, larger classifier weights, and moving statistics
-    of a batch of random images."""
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, torch.nn.BatchNorm2d):
-                gamma = torch.rand(module.num_features, generator=generator) + 0.5
-                sign = torch.rand(module.num_features, generator=generator) < 0.1
-                module.weight.copy_(torch.where(sign, -gamma, gamma))
-                module.bias.normal_(0.0, 0.2, generator=generator)
-                module.momentum = 1.0
-        model.fc.weight.normal_(0.0, 0.05, generator=generator)
-        model.fc.bias.normal_(0.0, 0.1, generator=generator)
-        model.train()
-        model(torch.rand(8, 3, SIZE, SIZE, generator=generator) * 2 - 1)
-    model.eval()
 
 
 def main(out_dir, key_list_dir=None):
@@ -55,7 +39,7 @@ def main(out_dir, key_list_dir=None):
     expected = {}
     for name in ("resnet50", "resnet18"):
         model = getattr(torchvision.models, name)(weights=None)
-        informative(model, generator)
+        informative(model, generator, (model.fc,), SIZE)
         state = model.state_dict()
         torch.save(state, os.path.join(out_dir, f"{name}.pth"))
         with torch.no_grad():

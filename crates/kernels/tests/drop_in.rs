@@ -10,6 +10,9 @@ use towers_kernels::nn;
 use towers_testing::compare::{rel_diff, values};
 use towers_testing::nets::{pattern, seeded};
 
+use burn_net::Net as BurnNet;
+use our_net::Net as OurNet;
+
 fn device() -> Device {
     Device::flex().autodiff()
 }
@@ -196,56 +199,16 @@ fn linear_gives_burns_outputs_and_gradients() {
     }
 }
 
-/// A small net as Burn's book writes one.
-#[derive(Module, Debug)]
-struct BurnNet {
-    conv: burn::nn::conv::Conv2d,
-    pool: burn::nn::pool::MaxPool2d,
-    norm: burn::nn::BatchNorm,
-    fc: burn::nn::Linear,
+/// A small net as Burn's book writes one, with Burn's layers.
+mod burn_net {
+    use burn::nn;
+    include!("small_net.rs");
 }
 
 /// The same net, `use burn::nn` changed to `use towers_kernels::nn`.
-#[derive(Module, Debug)]
-struct OurNet {
-    conv: nn::conv::Conv2d,
-    pool: nn::pool::MaxPool2d,
-    norm: nn::BatchNorm,
-    fc: nn::Linear,
-}
-
-impl BurnNet {
-    fn new(device: &Device) -> Self {
-        use burn::nn::{BatchNormConfig, LinearConfig, conv::Conv2dConfig, pool::MaxPool2dConfig};
-        Self {
-            conv: Conv2dConfig::new([3, 4], [3, 3]).init(device),
-            pool: MaxPool2dConfig::new([2, 2]).init(),
-            norm: BatchNormConfig::new(4).init(device),
-            fc: LinearConfig::new(4 * 4 * 4, 3).init(device),
-        }
-    }
-
-    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
-        let x = self.norm.forward(self.pool.forward(self.conv.forward(x)));
-        self.fc.forward(x.flatten(1, 3))
-    }
-}
-
-impl OurNet {
-    fn new(device: &Device) -> Self {
-        use nn::{BatchNormConfig, LinearConfig, conv::Conv2dConfig, pool::MaxPool2dConfig};
-        Self {
-            conv: Conv2dConfig::new([3, 4], [3, 3]).init(device),
-            pool: MaxPool2dConfig::new([2, 2]).init(),
-            norm: BatchNormConfig::new(4).init(device),
-            fc: LinearConfig::new(4 * 4 * 4, 3).init(device),
-        }
-    }
-
-    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
-        let x = self.norm.forward(self.pool.forward(self.conv.forward(x)));
-        self.fc.forward(x.flatten(1, 3))
-    }
+mod our_net {
+    use towers_kernels::nn;
+    include!("small_net.rs");
 }
 
 #[test]

@@ -168,6 +168,19 @@ impl Layering<'_> {
         broken
     }
 
+    /// Panics unless the crate at `manifest_dir` (its `CARGO_MANIFEST_DIR`) keeps its layers:
+    /// [`assert_declared`](Self::assert_declared), then no broken import ([`check`](Self::check)).
+    pub fn assert_kept(&self, manifest_dir: &str) {
+        let src = Path::new(manifest_dir).join("src");
+        self.assert_declared(&src);
+        let broken = self.check(&src);
+        assert!(
+            broken.is_empty(),
+            "imports against the layers:\n{}",
+            broken.join("\n")
+        );
+    }
+
     /// Panics unless `lib.rs` under `src` declares exactly the layers (`mod x;` or `pub mod x;`
     /// lines), and each layered folder's `mod.rs` exactly its own.
     pub fn assert_declared(&self, src: &Path) {

@@ -281,23 +281,16 @@ impl TrainConfig {
         }
     }
 
-    /// [`resnet`](Self::resnet) cut to a run on the built-in data as
-    /// [`inception_builtin`](Self::inception_builtin) cuts Inception's: batch 16, 120 steps,
-    /// Adam at a constant 0.001, no weight decay.
+    /// The ResNet example's run on the built-in data:
+    /// [`inception_builtin`](Self::inception_builtin)'s
+    /// (batch 16, 120 steps, Adam at a constant 0.001, no weight decay) with
+    /// [`resnet`](Self::resnet)'s averages, towers and train directory.
     pub fn resnet_builtin() -> Self {
         Self {
-            batch_size: 16,
-            max_steps: 120,
-            log_every: 10,
-            checkpoint_every: 120,
-            weight_decay: 0.0,
-            optimizer: OptimizerConfig::Adam {
-                beta1: 0.9,
-                beta2: 0.999,
-                epsilon: 1e-8,
-            },
-            learning_rate: LrScheduleConfig::Constant { value: 0.001 },
-            ..Self::resnet()
+            moving_average: false,
+            train_dir: std::env::temp_dir().join("resnet_train"),
+            towers: TowersSection::default(),
+            ..Self::inception_builtin()
         }
     }
 

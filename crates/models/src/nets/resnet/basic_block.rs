@@ -2,14 +2,13 @@
 //! 3x3 convolutions, each with a batch norm, added to the shortcut.
 
 use burn::module::Module;
-use burn::nn::PaddingConfig2d;
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
-use towers_kernels::nn::conv::{Conv2d, Conv2dConfig};
+use towers_kernels::nn::conv::Conv2d;
 use towers_kernels::nn::{BatchNorm, BatchNormConfig};
 
-use crate::nets::resnet::conv_initializer;
-use crate::nets::resnet::downsample::{Downsample, DownsampleConfig};
+use crate::nets::resnet::conv;
+use crate::nets::resnet::downsample::{Downsample, DownsampleConfig, shortcut};
 use crate::nets::resnet::residual_block::ResidualBlock;
 
 /// `relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))`.
@@ -27,16 +26,6 @@ pub struct BasicBlock {
     pub downsample: Option<Downsample>,
 }
 
-/// A 3x3 convolution padded by 1, without bias, as torchvision's `conv3x3`.
-fn conv3x3(channels: [usize; 2], stride: usize, device: &Device) -> Conv2d {
-    Conv2dConfig::new(channels, [3, 3])
-        .with_stride([stride; 2])
-        .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
-        .with_bias(false)
-        .with_initializer(conv_initializer())
-        .init(device)
-}
-
 impl ResidualBlock for BasicBlock {
     const EXPANSION: usize = 1;
 
@@ -44,19 +33,16 @@ impl ResidualBlock for BasicBlock {
         let downsample = (stride != 1 || in_channels != planes)
             .then(|| DownsampleConfig::new([in_channels, planes], stride).init(device));
         Self {
-            conv1: conv3x3([in_channels, planes], stride, device),
+            conv1: conv([in_channels, planes], 3, stride, device),
             bn1: BatchNormConfig::new(planes).init(device),
-            conv2: conv3x3([planes, planes], 1, device),
+            conv2: conv([planes, planes], 3, 1, device),
             bn2: BatchNormConfig::new(planes).init(device),
             downsample,
         }
     }
 
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
-        let shortcut = match &self.downsample {
-            Some(downsample) => downsample.forward(x.clone()),
-            None => x.clone(),
-        };
+        let shortcut = shortcut(&self.downsample, &x);
         let y = relu(self.bn1.forward(self.conv1.forward(x)));
         let y = self.bn2.forward(self.conv2.forward(y));
         relu(y + shortcut)

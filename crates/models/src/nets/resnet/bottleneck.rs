@@ -3,14 +3,13 @@
 //! with a batch norm, added to the shortcut.
 
 use burn::module::Module;
-use burn::nn::PaddingConfig2d;
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
-use towers_kernels::nn::conv::{Conv2d, Conv2dConfig};
+use towers_kernels::nn::conv::Conv2d;
 use towers_kernels::nn::{BatchNorm, BatchNormConfig};
 
-use crate::nets::resnet::conv_initializer;
-use crate::nets::resnet::downsample::{Downsample, DownsampleConfig};
+use crate::nets::resnet::conv;
+use crate::nets::resnet::downsample::{Downsample, DownsampleConfig, shortcut};
 use crate::nets::resnet::residual_block::ResidualBlock;
 
 /// `relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x))))))) + shortcut(x))`.
@@ -32,17 +31,6 @@ pub struct Bottleneck {
     pub downsample: Option<Downsample>,
 }
 
-/// A convolution without bias, `padding` on every side, as torchvision's `conv1x1`/`conv3x3`.
-fn conv(channels: [usize; 2], kernel: usize, stride: usize, device: &Device) -> Conv2d {
-    let pad = kernel / 2;
-    Conv2dConfig::new(channels, [kernel; 2])
-        .with_stride([stride; 2])
-        .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
-        .with_bias(false)
-        .with_initializer(conv_initializer())
-        .init(device)
-}
-
 impl ResidualBlock for Bottleneck {
     const EXPANSION: usize = 4;
 
@@ -62,10 +50,7 @@ impl ResidualBlock for Bottleneck {
     }
 
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
-        let shortcut = match &self.downsample {
-            Some(downsample) => downsample.forward(x.clone()),
-            None => x.clone(),
-        };
+        let shortcut = shortcut(&self.downsample, &x);
         let y = relu(self.bn1.forward(self.conv1.forward(x)));
         let y = relu(self.bn2.forward(self.conv2.forward(y)));
         let y = self.bn3.forward(self.conv3.forward(y));

@@ -5,10 +5,10 @@
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
-use towers_kernels::nn::conv::{Conv2d, Conv2dConfig};
+use towers_kernels::nn::conv::Conv2d;
 use towers_kernels::nn::{BatchNorm, BatchNormConfig};
 
-use crate::nets::resnet::conv_initializer;
+use crate::nets::resnet::conv;
 
 /// [`Downsample`]'s shape: `channels` `[in, out]` and the stride.
 #[derive(Config, Debug)]
@@ -22,12 +22,8 @@ pub struct DownsampleConfig {
 impl DownsampleConfig {
     /// A new [`Downsample`], initialized as torchvision initializes it.
     pub fn init(&self, device: &Device) -> Downsample {
-        let conv = Conv2dConfig::new(self.channels, [1, 1])
-            .with_stride([self.stride; 2])
-            .with_bias(false)
-            .with_initializer(conv_initializer());
         Downsample {
-            conv: conv.init(device),
+            conv: conv(self.channels, 1, self.stride, device),
             bn: BatchNormConfig::new(self.channels[1]).init(device),
         }
     }
@@ -46,5 +42,13 @@ impl Downsample {
     /// `[n, in, h, w]` to `[n, out, h / stride, w / stride]`.
     pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         self.bn.forward(self.conv.forward(x))
+    }
+}
+
+/// A block's shortcut of `x`: through `downsample` where the block has one, else `x` itself.
+pub(crate) fn shortcut(downsample: &Option<Downsample>, x: &Tensor<4>) -> Tensor<4> {
+    match downsample {
+        Some(downsample) => downsample.forward(x.clone()),
+        None => x.clone(),
     }
 }

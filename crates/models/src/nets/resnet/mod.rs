@@ -72,11 +72,6 @@ impl ResNetConfig {
     /// A new ResNet of `Block`s, initialized as torchvision initializes it (convolutions by
     /// Kaiming's normal on the fan-out, batch norms at scale 1 and offset 0).
     pub fn init<Block: ResidualBlock>(&self, device: &Device) -> ResNet<Block> {
-        let stem = Conv2dConfig::new([3, 64], [7, 7])
-            .with_stride([2, 2])
-            .with_padding(PaddingConfig2d::Explicit(3, 3, 3, 3))
-            .with_bias(false)
-            .with_initializer(conv_initializer());
         let mut channels = 64;
         let mut stage = |planes: usize, blocks: usize, stride: usize| -> Vec<Block> {
             (0..blocks)
@@ -96,7 +91,7 @@ impl ResNetConfig {
             stage(512, b4, 2),
         );
         ResNet {
-            conv1: stem.init(device),
+            conv1: conv([3, 64], 7, 2, device),
             bn1: BatchNormConfig::new(64).init(device),
             maxpool: MaxPool2dConfig::new([3, 3])
                 .with_strides([2, 2])
@@ -115,14 +110,22 @@ impl ResNetConfig {
     }
 }
 
-/// torchvision's initialization of a ResNet's convolutions:
-/// `kaiming_normal_(mode="fan_out", nonlinearity="relu")`, a standard deviation of
-/// `sqrt(2 / fan_out)`.
-pub(crate) fn conv_initializer() -> Initializer {
-    Initializer::KaimingNormal {
+/// A square `kernel` convolution at `stride`, padded by `kernel / 2` on every side, without
+/// bias, initialized as torchvision initializes a ResNet's
+/// (`kaiming_normal_(mode="fan_out", nonlinearity="relu")`: a standard deviation of
+/// `sqrt(2 / fan_out)`): the stem's 7x7, the blocks' 3x3s and 1x1s, the shortcuts' 1x1s.
+pub(crate) fn conv(channels: [usize; 2], kernel: usize, stride: usize, device: &Device) -> Conv2d {
+    let pad = kernel / 2;
+    let initializer = Initializer::KaimingNormal {
         gain: 2.0f64.sqrt(),
         fan_out_only: true,
-    }
+    };
+    Conv2dConfig::new(channels, [kernel; 2])
+        .with_stride([stride; 2])
+        .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
+        .with_bias(false)
+        .with_initializer(initializer)
+        .init(device)
 }
 
 /// A ResNet: stem (7x7/2 convolution, batch norm, ReLU, 3x3/2 max pool), four stages of
