@@ -43,19 +43,23 @@ fn configure() {
 unsafe impl GlobalAlloc for TowersAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         configure();
+        // SAFETY: the caller keeps `GlobalAlloc::alloc`'s contract, which `MiMalloc`'s shares.
         unsafe { MiMalloc.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         configure();
+        // SAFETY: as in `alloc`.
         unsafe { MiMalloc.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator, which is `MiMalloc`, with `layout`.
         unsafe { MiMalloc.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as in `dealloc`, and the caller keeps `realloc`'s contract for `new_size`.
         unsafe { MiMalloc.realloc(ptr, layout, new_size) }
     }
 }

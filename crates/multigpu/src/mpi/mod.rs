@@ -75,6 +75,7 @@ struct Gathers(SimpleCommunicator);
 // SAFETY: an MPI communicator is a handle valid in the whole process. `Mpi` makes every MPI
 // call under its `exchanges` lock (`Threading::Serialized`), so no two threads use it at once.
 unsafe impl Send for Gathers {}
+// SAFETY: as for `Send`: every use of the communicator is under that lock.
 unsafe impl Sync for Gathers {}
 
 impl std::fmt::Debug for Mpi {

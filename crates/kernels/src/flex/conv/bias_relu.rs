@@ -40,6 +40,13 @@ fn relu(v: f32) -> f32 {
 pub(crate) fn backward(y: &FlexTensor, grad: FlexTensor) -> (FlexTensor, FlexTensor) {
     let (y, grad) = (contiguous(y.clone()), contiguous(grad));
     let shape = y.layout().shape().to_vec();
+    // Every value of `masked` is written below only if the two tile one another.
+    assert_eq!(
+        shape,
+        grad.layout().shape().to_vec(),
+        "the output and its gradient"
+    );
+    assert_eq!(shape.len(), 4, "an [n, c, h, w] output");
     let (channels, places) = (shape[1], shape[2] * shape[3]);
     let (y_data, grad_data): (&[f32], &[f32]) = (y.storage(), grad.storage());
     let len = grad_data.len();
@@ -73,6 +80,7 @@ pub(crate) fn backward(y: &FlexTensor, grad: FlexTensor) -> (FlexTensor, FlexTen
 /// One image: `dst = g` where `y > 0`, else 0 (every value written); the sum of `dst` per
 /// channel.
 fn image_sums(dst: &mut [MaybeUninit<f32>], g: &[f32], y: &[f32], places: usize) -> Vec<f64> {
+    assert!(dst.len() == g.len() && g.len() == y.len() && dst.len().is_multiple_of(places.max(1)));
     let planes = dst.chunks_exact_mut(places).zip(g.chunks_exact(places));
     planes
         .zip(y.chunks_exact(places))
@@ -105,4 +113,19 @@ fn masked_plane(dst: &mut [MaybeUninit<f32>], g: &[f32], y: &[f32]) -> f64 {
         sums[l] += d;
     }
     sums.iter().map(|&s| f64::from(s)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "the output and its gradient")]
+    fn a_gradient_of_another_shape_is_refused() {
+        let tensor = |shape: [usize; 4]| {
+            let values = vec![1.0f32; shape.iter().product()];
+            FlexTensor::from_data(TensorData::new(values, shape))
+        };
+        backward(&tensor([2, 3, 4, 4]), tensor([2, 3, 4, 2]));
+    }
 }

@@ -350,10 +350,15 @@ mod three_by_two {
             (ours && is_x86_feature_detected!("avx512f")).then_some(Self { h, w, out })
         }
 
+        /// The values a scratch row holds: the last block of 16 outputs reads 32 + 2 columns
+        /// from its first; past `w` they stay -inf from row 0, which never wins a window cut
+        /// short (`across`).
+        fn scratch_len(&self) -> usize {
+            self.w.next_multiple_of(2 * LANES) + 2 * LANES
+        }
+
         pub(crate) fn scratch(&self) -> Rows {
-            // The last block of 16 outputs reads 32 + 2 columns from its first; past `w` they
-            // stay -inf from row 0, which never wins a window cut short (`across`).
-            let len = self.w.next_multiple_of(2 * LANES) + 2 * LANES;
+            let len = self.scratch_len();
             Rows {
                 value: vec![f32::NEG_INFINITY; len],
                 row: vec![0; len],
@@ -370,6 +375,12 @@ mod three_by_two {
         ) {
             let ([oh, ow], w) = (self.out, self.w);
             assert!(plane.len() == self.h * w && out.len() == oh * ow && argmax.len() == oh * ow);
+            // The reads past `w` that the SAFETY comment below counts on.
+            let scratch = self.scratch_len();
+            assert!(
+                rows.value.len() >= scratch && rows.row.len() >= scratch,
+                "scratch too short"
+            );
             for oy in 0..oh {
                 let (out, argmax) = (&mut out[oy * ow..][..ow], &mut argmax[oy * ow..][..ow]);
                 // SAFETY: AVX-512 F was detected in `new`; rows `2·oy .. 2·oy + 3` lie in the
@@ -474,6 +485,25 @@ mod three_by_two {
                 _mm512_mask_storeu_ps(out.as_mut_ptr().add(ox), mask, m);
                 _mm512_mask_storeu_epi32(argmax.as_mut_ptr().add(ox).cast(), mask, at);
             }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        #[should_panic(expected = "scratch too short")]
+        fn a_short_scratch_is_refused() {
+            let shape = MaxPoolShape::new([3, 3], [2, 2], false);
+            let Some(pool) = Pool::new(shape, [9, 9]) else {
+                panic!("scratch too short (no AVX-512 F here: the kernel is never used)");
+            };
+            let mut rows = pool.scratch();
+            rows.value.truncate(rows.value.len() - 1);
+            let [oh, ow] = pool.out;
+            let (mut out, mut argmax) = (vec![0.0; oh * ow], vec![0; oh * ow]);
+            pool.pool(&[0.0; 81], &mut out, &mut argmax, &mut rows);
         }
     }
 }

@@ -8,6 +8,7 @@ use core::arch::asm;
 use core::arch::x86_64::*;
 use rayon::prelude::*;
 use std::cell::RefCell;
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -132,14 +133,15 @@ pub(crate) struct TiledLhs {
 
 impl TiledLhs {
     pub(crate) fn new(amx: Amx, m: usize, k: usize, lhs: Strided) -> Self {
+        // What the contiguous packer's SAFETY below counts on.
+        lhs.assert_covers(m, k);
         let m_blocks = m.div_ceil(2 * ROWS) * 2;
         let k_blocks = k.div_ceil(DEPTH);
         let mut tiles = vec![ZERO_TILE; m_blocks * k_blocks];
         for (index, tile) in tiles.iter_mut().enumerate() {
             let (mb, kb) = (index / k_blocks, index % k_blocks);
             if lhs.col_stride == 1 {
-                // SAFETY: `amx` proves AVX-512 F, BW and BF16; the caller asserted that `lhs`
-                // covers m×k.
+                // SAFETY: `amx` proves AVX-512 F, BW and BF16; `lhs` covers m×k (asserted).
                 unsafe { pack_lhs_tile_contiguous(tile, lhs, [m, k], [mb, kb]) };
             } else {
                 pack_lhs_tile(tile, lhs, [m, k], [mb, kb]);
@@ -213,8 +215,10 @@ static CONFIG: TileConfig = TileConfig {
 
 /// Tiles configured on this thread; dropping it releases them (`tilerelease`), so that the
 /// thread carries no tile state between calls. Its existence is what lets `compute_block`
-/// run tile instructions.
-pub(crate) struct TileSession(());
+/// run tile instructions. Neither `Send` nor `Sync` (the raw pointer's marker): the tile
+/// configuration belongs to the thread that loaded it, so a session used or dropped on another
+/// thread would run tile instructions there unconfigured, or release that thread's tiles.
+pub(crate) struct TileSession(PhantomData<*const ()>);
 
 impl TileSession {
     pub(crate) fn start(_: Amx) -> Self {
@@ -223,7 +227,7 @@ impl TileSession {
         unsafe {
             asm!("ldtilecfg [{}]", in(reg) &CONFIG, options(nostack, readonly, preserves_flags));
         }
-        Self(())
+        Self(PhantomData)
     }
 }
 
@@ -572,10 +576,15 @@ pub(crate) fn rounded_bits(values: &[f32]) -> Vec<u16> {
 /// `bits` written (so it may start uninitialized).
 ///
 /// # Safety
-/// AVX-512 F, BW and BF16 present; `bits` and `values` of one length, at most 32.
+/// AVX-512 F, BW and BF16 present. (`bits` and `values` of one length, at most 32: asserted.)
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 pub(crate) unsafe fn store_bf16_run(bits: &mut [MaybeUninit<u16>], values: &[f32]) {
-    let mask = (u64::MAX >> (64 - values.len())) as __mmask32;
+    assert!(
+        bits.len() == values.len() && values.len() <= DEPTH,
+        "a run of 0 to 32 values"
+    );
+    // In u64, so that 32 values shift by 32 and none by 0 (an empty run stores nothing).
+    let mask = ((1u64 << values.len()) - 1) as __mmask32;
     // SAFETY: the caller's contract; only the first `values.len()` words are stored.
     unsafe {
         let words = load_bf16_run(values.as_ptr(), values.len());

@@ -489,3 +489,45 @@ fn vector_packers_match_the_scalar_ones() {
         }
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_run_stores_exactly_its_values_and_an_empty_run_nothing() {
+    use amx::*;
+    use std::mem::MaybeUninit;
+    if Avx512Bf16::get().is_none() {
+        eprintln!("note: AVX-512 BF16 unavailable here, store_bf16_run is not used");
+        return;
+    }
+    let values = random(32, 67);
+    for len in [0, 1, 17, 32] {
+        // Guard words after the run: a mask wider than the run would overwrite them.
+        let mut words = [MaybeUninit::new(0xdead_u16); 40];
+        // SAFETY: AVX-512 BF16 (with F and BW) is present (checked above).
+        unsafe { store_bf16_run(&mut words[..len], &values[..len]) };
+        for (i, word) in words.iter().enumerate() {
+            // SAFETY: every word started initialized.
+            let word = unsafe { word.assume_init() };
+            let want = if i < len {
+                bf16_bits(values[i])
+            } else {
+                0xdead
+            };
+            assert_eq!(word, want, "run of {len}, word {i}");
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+#[should_panic(expected = "a run of 0 to 32 values")]
+fn a_run_of_unequal_lengths_is_refused() {
+    use amx::*;
+    use std::mem::MaybeUninit;
+    if Avx512Bf16::get().is_none() {
+        panic!("a run of 0 to 32 values (AVX-512 BF16 unavailable: nothing to check)");
+    }
+    let mut words = [MaybeUninit::new(0u16); 8];
+    // SAFETY: AVX-512 BF16 (with F and BW) is present (checked above).
+    unsafe { store_bf16_run(&mut words[..4], &[1.0; 8]) };
+}
