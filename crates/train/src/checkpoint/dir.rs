@@ -121,14 +121,28 @@ impl CheckpointDir {
     /// (so that later runs and the retention of [`save`](Self::save) pass it by) and reported
     /// in [`Restored::skipped`]. Checkpoints but no valid one is an error listing each
     /// failure, and renames nothing.
+    ///
+    /// Only a checkpoint whose bytes are wrong (format, truncation, checksum) counts as
+    /// corrupt: one that cannot be read at all (an I/O error: permission denied, a failing
+    /// disk or network file system) is the error of this call, naming the file, which is left
+    /// as it is; the resume then fails rather than falling back past a checkpoint that may be
+    /// whole.
     pub fn load_newest_valid(&self) -> Result<Option<Restored>> {
+        self.load_newest_valid_by(Checkpoint::load)
+    }
+
+    /// [`load_newest_valid`](Self::load_newest_valid), each file read by `load`.
+    fn load_newest_valid_by(
+        &self,
+        load: impl Fn(&Path) -> Result<Checkpoint>,
+    ) -> Result<Option<Restored>> {
         let all = self.list()?;
         if all.is_empty() {
             return Ok(None);
         }
         let mut failed: Vec<(Error, PathBuf)> = Vec::new();
         for (_, path) in all.into_iter().rev() {
-            match Checkpoint::load(&path) {
+            match load(&path) {
                 Ok(checkpoint) => {
                     let skipped = failed
                         .into_iter()
@@ -140,6 +154,7 @@ impl CheckpointDir {
                         skipped,
                     }));
                 }
+                Err(error @ Error::Io { .. }) => return Err(error),
                 Err(error) => failed.push((error, path)),
             }
         }
@@ -234,6 +249,30 @@ mod tests {
         );
         let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
         assert_eq!(steps, [10], "the corrupt ones are no longer listed");
+    }
+
+    /// The newest checkpoint unreadable (an I/O error, as permission denied gives), a corrupt
+    /// one behind it: the resume fails naming the unreadable one, and neither is renamed.
+    #[test]
+    fn an_unreadable_checkpoint_fails_the_resume_and_is_not_set_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpts = CheckpointDir::new(dir.path(), 5);
+        for step in [10, 20, 30] {
+            ckpts.save(checkpoint(step)).unwrap();
+        }
+        corrupt(&ckpts.path(20));
+        let unreadable = ckpts.path(30);
+        let load = |path: &Path| match path == unreadable {
+            true => Err(Error::io(path)(std::io::ErrorKind::PermissionDenied.into())),
+            false => Checkpoint::load(path),
+        };
+        let msg = ckpts.load_newest_valid_by(load).unwrap_err().to_string();
+        assert_error_names(&msg, &["model.ckpt-30", "permission denied"]);
+        let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
+        assert_eq!(steps, [10, 20, 30], "nothing set aside");
+        // Readable again, the newest loads.
+        let restored = ckpts.load_newest_valid().unwrap().unwrap();
+        assert_eq!(restored.checkpoint.step, 30);
     }
 
     #[test]
