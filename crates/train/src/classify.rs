@@ -96,17 +96,26 @@ fn top_k(values: &[f32], k: usize) -> Vec<(usize, f32)> {
 }
 
 /// Class names from a label file: `label<TAB>name` lines (as `ImageFolder::write_label_map`
-/// writes them) or one name per line (line `i` names class `i`).
+/// writes them) or one name per line (line `i` names class `i`). A label may exceed the
+/// file's line count by one (TF's ImageNet maps name 1..=1000, 0 the background, in 1000
+/// lines), no more: the names' memory stays bounded by the file.
 pub fn read_labels(path: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+    let lines = text.lines().count();
     let mut labels = Vec::new();
     for (line_no, line) in text.lines().enumerate() {
         match line.split_once('\t') {
             Some((index, name)) => {
-                let index: usize = index.parse().map_err(|_| Error::File {
+                let bad = |reason: String| Error::File {
                     path: path.to_path_buf(),
-                    reason: format!("line {}: bad label `{index}`", line_no + 1),
-                })?;
+                    reason: format!("line {}: {reason}", line_no + 1),
+                };
+                let index: usize = index
+                    .parse()
+                    .map_err(|_| bad(format!("bad label `{index}`")))?;
+                if index > lines {
+                    return Err(bad(format!("label {index} past the file's {lines} lines")));
+                }
                 if labels.len() <= index {
                     labels.resize(index + 1, String::new());
                 }
@@ -183,5 +192,17 @@ mod tests {
         let error = read_labels(&plain).unwrap_err();
         assert!(matches!(error, Error::File { .. }), "{error:?}");
         assert_error_names(&error, &["plain.txt", "line 1", "bad label `x`"]);
+        // A label far past the file (or at usize::MAX, where `index + 1` would wrap) is an
+        // error, not a huge allocation.
+        for huge in ["3", "1000000000000", "18446744073709551615"] {
+            std::fs::write(&plain, format!("0\tcat\n{huge}\tdog\n")).unwrap();
+            let error = read_labels(&plain).unwrap_err();
+            assert_error_names(
+                &error,
+                &["plain.txt", "line 2", huge, "past the file's 2 lines"],
+            );
+        }
+        std::fs::write(&plain, "1\tcat\n2\tdog\n").unwrap();
+        assert_eq!(read_labels(&plain).unwrap(), ["", "cat", "dog"]);
     }
 }

@@ -370,6 +370,13 @@ impl TrainConfig {
         if self.towers.accumulation == 0 {
             return fail("towers.accumulation must be at least 1");
         }
+        if self
+            .batch_size
+            .checked_mul(self.towers.accumulation)
+            .is_none()
+        {
+            return fail("batch_size × towers.accumulation (examples per update) overflows");
+        }
         if !(0.0..1.0).contains(&self.moving_average_decay) {
             return fail("moving_average_decay must be in [0, 1)");
         }
@@ -506,5 +513,15 @@ mod tests {
         let text = toml::to_string(&config).unwrap();
         let (_dir, path) = file("all.toml", &text);
         assert_eq!(TrainConfig::cifar10().merge_file(&path).unwrap(), config);
+    }
+
+    #[test]
+    fn examples_per_update_that_overflow_are_an_error() {
+        let mut config = TrainConfig::cifar10();
+        config.towers.accumulation = usize::MAX / 64;
+        let msg = config.validate().unwrap_err().to_string();
+        assert_error_names(&msg, &["batch_size", "towers.accumulation", "overflows"]);
+        config.towers.accumulation = 8;
+        assert!(config.validate().is_ok());
     }
 }

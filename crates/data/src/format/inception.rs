@@ -56,14 +56,17 @@ impl TfExampleFormat {
         let bad = |reason| record_error(path, record, reason);
         let data = tfrecord::record_data(path, record, bytes)?;
         let parsed = ImageRecord::parse(data).map_err(bad)?;
-        let label = parsed.label + self.label_offset;
-        if label < 0 || label >= self.num_classes as i64 {
-            return Err(bad(format!(
-                "label {label} (stored {}) out of range 0..{}",
-                parsed.label, self.num_classes
-            )));
+        // A stored label near i64's ends would overflow with the offset: out of range too.
+        let label = parsed.label.checked_add(self.label_offset);
+        match label.filter(|l| (0..self.num_classes as i64).contains(l)) {
+            Some(label) => Ok((parsed, label)),
+            None => Err(bad(format!(
+                "label {} (stored {}) out of range 0..{}",
+                parsed.label.saturating_add(self.label_offset),
+                parsed.label,
+                self.num_classes
+            ))),
         }
-        Ok((parsed, label))
     }
 }
 
@@ -407,6 +410,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_error_names(&msg, &["train-00000-of-00001", "record 0", "label 5"]);
+        // A stored label at i64's end overflows with the offset: out of range, not a panic or
+        // a wrapped label.
+        let extreme = ImageRecord {
+            label: i64::MIN,
+            ..good.clone()
+        };
+        let (_d, path, span) = shard_with(&extreme);
+        let msg = TfExampleFormat::new(6)
+            .with_label_offset(-1)
+            .decode(&path, 0, &span)
+            .unwrap_err()
+            .to_string();
+        assert_error_names(&msg, &["record 0", "out of range", &i64::MIN.to_string()]);
 
         let mut cut = good.clone();
         cut.encoded.truncate(cut.encoded.len() / 2);

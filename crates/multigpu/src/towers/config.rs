@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::error::{Error, Result};
 use crate::loss_scale::LossScaling;
 use crate::reduce::Reduce;
 use crate::running_state::{BatchNormSync, RunningStates};
@@ -76,6 +77,24 @@ impl Default for TowersConfig {
 }
 
 impl TowersConfig {
+    /// [`Error::Config`] naming the first setting that cannot work: no micro-batch per update,
+    /// a zero [`tower_deadline`](Self::tower_deadline) (the wait for the towers would spin,
+    /// naming them without pause) or a zero [`tower_timeout`](Self::tower_timeout) (every
+    /// step's towers late at once, the process ended at the first).
+    pub fn validate(&self) -> Result<()> {
+        let fail = |message: &str| Err(Error::Config(message.into()));
+        if self.accumulation == 0 {
+            return fail("accumulation must be at least 1 micro-batch");
+        }
+        if self.tower_deadline.is_zero() {
+            return fail("tower_deadline must be longer than zero");
+        }
+        if self.tower_timeout.is_some_and(|t| t.is_zero()) {
+            return fail("tower_timeout must be longer than zero (None: no timeout)");
+        }
+        Ok(())
+    }
+
     /// Sets [`reduce`](Self::reduce).
     pub fn with_reduce(mut self, reduce: Reduce) -> Self {
         self.reduce = reduce;
@@ -173,4 +192,35 @@ pub struct ReplicaCheck {
     pub max_difference: f64,
     /// Whether the replicas differed, and so were given replica 0's weights.
     pub rebroadcast: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_that_cannot_work_are_errors_naming_them() {
+        assert!(TowersConfig::default().validate().is_ok());
+        let cases = [
+            (
+                TowersConfig {
+                    accumulation: 0,
+                    ..Default::default()
+                },
+                "accumulation",
+            ),
+            (
+                TowersConfig::default().with_tower_deadline(Duration::ZERO),
+                "tower_deadline",
+            ),
+            (
+                TowersConfig::default().with_tower_timeout(Some(Duration::ZERO)),
+                "tower_timeout",
+            ),
+        ];
+        for (config, setting) in cases {
+            let message = config.validate().unwrap_err().to_string();
+            assert!(message.contains(setting), "{message}");
+        }
+    }
 }

@@ -152,11 +152,7 @@ impl<M: Module> Towers<M> {
         if devices.is_empty() {
             return Err(Error::Config("no tower devices".into()));
         }
-        if config.accumulation == 0 {
-            return Err(Error::Config(
-                "accumulation must be at least 1 micro-batch".into(),
-            ));
-        }
+        config.validate()?;
         if let Some(t) = devices
             .iter()
             .find(|t| !(t.share().is_finite() && t.share() > 0.0))
