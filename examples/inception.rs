@@ -17,11 +17,11 @@
 
 use clap::Parser;
 
-use burn_towers::data::transforms::{InceptionEval, InceptionTrain};
+use burn_towers::data::transforms::InceptionTrain;
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
-    BUILTIN_CLASSES, InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trainer, evaluate,
-    inception_image_size, is_pytorch_file, mpi_job, parse_args,
+    InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trainer, inception_image_size,
+    is_pytorch_file, mpi_job, parse_args,
 };
 
 #[derive(Parser)]
@@ -105,15 +105,7 @@ fn main() -> anyhow::Result<()> {
     }
     args.train.finish(&trained)?;
 
-    // On the built-in data, TF's inception_eval once: the held-out images, the moving
-    // averages when kept. Real data has its own: the `inception_eval` example.
-    if let Some(held_out) = data.builtin_held_out(InceptionEval::new(image_size))? {
-        let (weights, which) = trained.eval_weights();
-        let precision = evaluate(weights, &held_out, 32, readers)?;
-        println!(
-            "held-out built-in images, {which}: {precision} (chance {:.2})",
-            1.0 / BUILTIN_CLASSES as f64
-        );
-    }
+    // Real data has its own evaluation: the `inception_eval` example.
+    data.report_builtin_held_out(&trained, image_size, readers)?;
     Ok(())
 }

@@ -18,13 +18,12 @@
 
 use clap::Parser;
 
-use burn_towers::data::transforms::{InceptionEval, InceptionTrain};
+use burn_towers::data::transforms::InceptionTrain;
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{BasicBlock, Bottleneck};
 use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResidualBlock};
 use burn_towers::train::{
-    BUILTIN_CLASSES, InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trainer, evaluate,
-    mpi_job, parse_args,
+    InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trainer, mpi_job, parse_args,
 };
 
 #[derive(Parser)]
@@ -92,13 +91,6 @@ where
         return Ok(());
     }
     args.train.finish(&trained)?;
-    if let Some(held_out) = data.builtin_held_out(InceptionEval::new(image_size))? {
-        let (weights, which) = trained.eval_weights();
-        let precision = evaluate(weights, &held_out, 32, readers)?;
-        println!(
-            "held-out built-in images, {which}: {precision} (chance {:.2})",
-            1.0 / BUILTIN_CLASSES as f64
-        );
-    }
+    data.report_builtin_held_out(&trained, image_size, readers)?;
     Ok(())
 }

@@ -5,10 +5,13 @@ use std::path::Path;
 
 use towers_data::image_folder::ImageFolder;
 use towers_data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
-use towers_data::transforms::Transform;
+use towers_data::transforms::{InceptionEval, Transform};
+use towers_models::ImageClassifier;
 
 use crate::error::{Error, Result};
+use crate::eval::evaluate;
 use crate::file_input::Input;
+use crate::trainer::Trained;
 
 /// Classes of the built-in data: few enough to stay apart through TF's colour distortions
 /// (see [`towers_data::synthetic::ClassLook::distortion_proof`]) and to be learnt in a minute.
@@ -132,5 +135,26 @@ impl InceptionData {
         let files = inception::validation_files(builtin.dir())?;
         let format = TfExampleFormat::new(self.num_classes);
         Ok(Some(Input::new(format, files, transform)))
+    }
+
+    /// On the built-in data, TF's `inception_eval` once: precision@1 of `trained`'s evaluation
+    /// weights (the moving averages when kept) on the held-out images at `image_size`, printed
+    /// against chance. Nothing for real data, which has its own evaluation examples.
+    pub fn report_builtin_held_out<M: ImageClassifier>(
+        &self,
+        trained: &Trained<M>,
+        image_size: usize,
+        reader_threads: usize,
+    ) -> Result<()> {
+        let Some(held_out) = self.builtin_held_out(InceptionEval::new(image_size))? else {
+            return Ok(());
+        };
+        let (weights, which) = trained.eval_weights();
+        let precision = evaluate(weights, &held_out, 32, reader_threads)?;
+        println!(
+            "held-out built-in images, {which}: {precision} (chance {:.2})",
+            1.0 / BUILTIN_CLASSES as f64
+        );
+        Ok(())
     }
 }
