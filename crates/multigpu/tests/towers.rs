@@ -485,21 +485,40 @@ fn the_overlapped_exchange_trains_like_one_device_and_survives_a_failing_tower()
 }
 
 /// A tower slower than the deadline is named on stderr (`... still running its step after
-/// ...`) and waited for: the step still completes, with both towers' results.
+/// ...`) and waited for: the step still completes, with both towers' results. The step runs in
+/// a child process (this test binary again), whose stderr is read.
 #[test]
-fn a_tower_past_the_deadline_is_waited_for() {
-    let config = TowersConfig::default().with_tower_deadline(std::time::Duration::from_millis(10));
-    let devices = parse_devices("flex,flex").unwrap();
-    let mut towers = Towers::new(Net::new(&flex()), sgd(), &devices, config).unwrap();
-    let slow = |m: &Net, x, y| {
-        if towers_multigpu::current_tower() == Some(1) {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        m.loss(x, y)
-    };
-    let out = towers.step(&batch(8, 1), LR, image_loss(slow)).unwrap();
-    assert_eq!(out.tower_losses.len(), 2);
-    assert!(out.updated);
+fn a_tower_past_the_deadline_is_named_and_waited_for() {
+    if towers_testing::child::role().is_some() {
+        let config =
+            TowersConfig::default().with_tower_deadline(std::time::Duration::from_millis(10));
+        let devices = parse_devices("flex,flex").unwrap();
+        let mut towers = Towers::new(Net::new(&flex()), sgd(), &devices, config).unwrap();
+        let slow = |m: &Net, x, y| {
+            if towers_multigpu::current_tower() == Some(1) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            m.loss(x, y)
+        };
+        let out = towers.step(&batch(8, 1), LR, image_loss(slow)).unwrap();
+        assert_eq!(out.tower_losses.len(), 2);
+        assert!(out.updated);
+        return;
+    }
+    let name = towers_testing::test_name!("a_tower_past_the_deadline_is_named_and_waited_for");
+    let child = towers_testing::child::child(&name, "slow tower", &[], "")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert!(child.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: towers: tower 1 (flex) still running its step after"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("tower 0 (flex) still running"),
+        "only the slow one: {stderr}"
+    );
 }
 
 /// Past `tower_timeout`, a tower that never finishes ends the process with an error naming it
