@@ -187,8 +187,8 @@ pub struct StepOutput {
 /// What comparing the replicas found ([`Towers::check_replicas`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ReplicaCheck {
-    /// The largest difference between a replica's checksum (one sum per parameter tensor) and
-    /// replica 0's: 0 when they agree bit for bit.
+    /// The largest difference between a replica's checksum (per parameter tensor, the sum of
+    /// its values and the sum weighted by their places) and replica 0's: 0 when they agree.
     pub max_difference: f64,
     /// Whether the replicas differed, and so were given replica 0's weights.
     pub rebroadcast: bool,

@@ -1,7 +1,7 @@
 //! Replicas in sync under [`Reduce::AllReduce`](crate::Reduce::AllReduce): every tower applies
 //! the same summed gradient with its own optimizer, so replicas on one backend stay equal bit
 //! for bit, but a backend that rounds its update differently (mixed backends) drifts. The
-//! towers compare a checksum of every replica with replica 0's every
+//! towers compare a checksum of every replica (values and places) with replica 0's every
 //! [`TowersConfig::replica_check`](super::TowersConfig::replica_check) updates (and whenever
 //! asked, e.g. before a checkpoint) and give every replica replica 0's weights when they
 //! differ.
@@ -13,9 +13,10 @@ use super::state::State;
 use super::{ReplicaCheck, Towers, broadcast};
 
 impl<M: Module> Towers<M> {
-    /// Compares every replica's weights with replica 0's (one sum per parameter tensor, each
-    /// read to the host) and, when any differs, gives every replica replica 0's weights (each
-    /// tower keeps its optimizer's state). `None` unless the towers all-reduce.
+    /// Compares every replica's weights with replica 0's (two sums per parameter tensor, of its
+    /// values and of its values weighted by their places, each read to the host) and, when any
+    /// differs, gives every replica replica 0's weights (each tower keeps its optimizer's
+    /// state). `None` unless the towers all-reduce.
     pub fn check_replicas(&mut self) -> Option<ReplicaCheck> {
         let State::AllReduce { replicas, .. } = &mut self.state else {
             return None;
@@ -45,9 +46,11 @@ impl<M: Module> Towers<M> {
     }
 }
 
-/// The sum of each trainable tensor of `model`, in visiting order, taken on the host: a sum
-/// on the device would depend on the backend's order of additions, and replicas on two
-/// backends holding the same weights would seem to differ.
+/// Two sums of each trainable tensor of `model`, in visiting order, taken on the host: of its
+/// values, and of its values weighted by their places (`Σ (i + 1)·v_i`), so that replicas
+/// holding the same values in other places differ too. On the host: a sum on the device
+/// would depend on the backend's order of additions, and replicas on two backends holding the
+/// same weights would seem to differ.
 fn checksum<M: Module>(model: &M) -> Vec<f64> {
     struct Sums(Vec<f64>);
     impl ModuleVisitor for Sums {
@@ -57,10 +60,40 @@ fn checksum<M: Module>(model: &M) -> Vec<f64> {
                 let data = value.into_data().convert::<f64>();
                 let values = data.try_into_vec::<f64>().expect("converted to f64");
                 self.0.push(values.iter().sum());
+                let placed = values.iter().enumerate().map(|(i, v)| (i + 1) as f64 * v);
+                self.0.push(placed.sum());
             }
         }
     }
     let mut sums = Sums(Vec::new());
     model.visit(&mut sums);
     sums.0
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::nn::{Linear, LinearConfig};
+    use burn::tensor::{Device, TensorData};
+
+    use super::*;
+
+    /// A linear layer with `weights` (2x2) and no bias, trainable.
+    fn layer(weights: [f32; 4]) -> Linear {
+        let device = Device::flex().autodiff();
+        let mut layer = LinearConfig::new(2, 2).with_bias(false).init(&device);
+        let tensor = Tensor::from_data(TensorData::new(weights.to_vec(), [2, 2]), &device);
+        layer.weight = Param::from_tensor(tensor);
+        layer
+    }
+
+    #[test]
+    fn the_checksum_sees_values_in_other_places() {
+        let weights = [0.5, -1.25, 2.0, 3.0];
+        assert_eq!(checksum(&layer(weights)), checksum(&layer(weights)));
+        // The same values, two swapped: the same sum, not the same checksum.
+        let swapped = [-1.25, 0.5, 2.0, 3.0];
+        let (a, b) = (checksum(&layer(weights)), checksum(&layer(swapped)));
+        assert_eq!(a[0], b[0], "the plain sums agree");
+        assert_ne!(a, b);
+    }
 }
