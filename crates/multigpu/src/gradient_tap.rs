@@ -21,10 +21,25 @@
 //! value used at both places. The tap works on every backend Burn dispatches to here (flex,
 //! ndarray, the cubecl ones, remote) and changes no value: outputs and gradients are those of
 //! the untapped model, bit for bit.
+//!
+//! # When a tap reports
+//!
+//! Burn's autodiff runs backward level by level: a node's level (its `order`) is one more than
+//! its highest parent's, and the levels run from the loss's down to 1. A tap on a parameter (a
+//! leaf, order 0) would be at level 1, so every tap would report at the very end of backward,
+//! after the last layer's gradient: nothing left to overlap. So each tap takes a second,
+//! untracked input, an *anchor* of a chosen order (an untracked tensor's order counts, but it is
+//! no parent: no gradient flows to it), which puts the tap at that order + 1. Any order is
+//! correct, since the tap's consumers are then ordered above it and run first; the order only
+//! decides when the report comes. [`TapSchedule`] picks it: the first step measures the depth of
+//! the loss (a probe on the loss records its order), later steps put the tap of the parameter in
+//! layout slot `s` of `S` at about `s / S` of that depth, a little below where a forward pass in
+//! layout order uses it, so that the report follows the parameter's last use by backward.
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{LazyLock, Mutex};
 
@@ -81,9 +96,22 @@ mod extension {
         Autodiff
     )]
     pub(crate) trait GradientTap: Backend {
-        /// `x` itself; under autodiff, its gradient goes to the tap `key` names.
-        fn towers_gradient_tap(x: FloatTensor<Self>, key: u64) -> FloatTensor<Self> {
-            let _ = key; // Without autodiff there is no gradient to report.
+        /// `x` itself; under autodiff, its gradient goes to the tap `key` names, and the tap
+        /// sits one level above `anchor` (untracked: no gradient goes to it).
+        fn towers_gradient_tap(
+            x: FloatTensor<Self>,
+            anchor: FloatTensor<Self>,
+            key: u64,
+        ) -> FloatTensor<Self> {
+            // Without autodiff there is no gradient to report and no level.
+            let _ = (anchor, key);
+            x
+        }
+
+        /// `x` itself; under autodiff, its backward pass tells the tap `key` names how deep
+        /// the graph below `x` is.
+        fn towers_depth_probe(x: FloatTensor<Self>, key: u64) -> FloatTensor<Self> {
+            let _ = key;
             x
         }
     }
@@ -99,8 +127,23 @@ mod extension {
 }
 
 impl<B: Backend, C: CheckpointStrategy> GradientTap for Autodiff<B, C> {
-    fn towers_gradient_tap(x: FloatTensor<Self>, key: u64) -> FloatTensor<Self> {
+    fn towers_gradient_tap(
+        x: FloatTensor<Self>,
+        anchor: FloatTensor<Self>,
+        key: u64,
+    ) -> FloatTensor<Self> {
         match TapBackward
+            .prepare::<C>([x.node(), anchor.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(key, x.into_primitive()),
+            OpsKind::UnTracked(prep) => prep.finish(x.into_primitive()),
+        }
+    }
+
+    fn towers_depth_probe(x: FloatTensor<Self>, key: u64) -> FloatTensor<Self> {
+        match DepthProbe
             .prepare::<C>([x.node()])
             .compute_bound()
             .stateful()
@@ -114,15 +157,37 @@ impl<B: Backend, C: CheckpointStrategy> GradientTap for Autodiff<B, C> {
 #[derive(Debug)]
 struct TapBackward;
 
-impl<B: Backend> Backward<B, 1> for TapBackward {
+impl<B: Backend> Backward<B, 2> for TapBackward {
     type State = u64;
 
-    fn backward(self, ops: Ops<u64, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+    fn backward(self, ops: Ops<u64, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let grad = grads.consume::<B>(&ops.node);
         // Lazy backends queue work per thread: hand it over before another thread reads.
         let _ = B::flush(&grad.device());
         let copy = grad.clone();
         report(ops.state, Box::new(move || read_f32::<B>(copy)));
+        if let Some(parent) = &ops.parents[0] {
+            grads.register::<B>(parent.id, grad);
+        }
+    }
+}
+
+/// The identity on the loss whose backward step, the first of the pass, records the loss's
+/// level: the depth of the graph, for the next step's [`TapSchedule`].
+#[derive(Debug)]
+struct DepthProbe;
+
+impl<B: Backend> Backward<B, 1> for DepthProbe {
+    type State = u64;
+
+    fn backward(self, ops: Ops<u64, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let id = ops.state >> 32;
+        let taps = TAPS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = taps.get(&id) {
+            // The probe is one level above the loss.
+            open.schedule.learn(ops.node.order.saturating_sub(1));
+        }
         if let Some(parent) = &ops.parents[0] {
             grads.register::<B>(parent.id, grad);
         }
@@ -137,8 +202,15 @@ fn read_f32<B: Backend>(grad: FloatTensor<B>) -> Result<Vec<f32>, String> {
         .map_err(|e| format!("cannot read a gradient as f32: {e:?}"))
 }
 
-/// The open taps: key's high half -> (tower, where its reports go).
-type OpenTaps = HashMap<u64, (usize, Sender<Tapped>)>;
+/// An open tap: its tower, where its reports go and its schedule.
+struct OpenTap {
+    tower: usize,
+    sender: Sender<Tapped>,
+    schedule: TapSchedule,
+}
+
+/// The open taps, by the high half of their keys.
+type OpenTaps = HashMap<u64, OpenTap>;
 static TAPS: LazyLock<Mutex<OpenTaps>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 static NEXT_TAP: AtomicU64 = AtomicU64::new(1);
 
@@ -146,12 +218,44 @@ fn report(key: u64, read: ReadGradient) {
     let (id, slot) = (key >> 32, (key & 0xFFFF_FFFF) as usize);
     let taps = TAPS.lock().unwrap_or_else(|e| e.into_inner());
     // A tap closed since (its step dropped) has no one left to tell.
-    if let Some((tower, sender)) = taps.get(&id) {
-        let _ = sender.send(Tapped::Gradient {
-            tower: *tower,
+    if let Some(open) = taps.get(&id) {
+        let _ = open.sender.send(Tapped::Gradient {
+            tower: open.tower,
             slot,
             read,
         });
+    }
+}
+
+/// The share of the graph's depth at which the tap of the last slot goes: a little below the
+/// depth, so that a model whose layout order runs slightly ahead of its forward pass still has
+/// each tap below its parameter's use (a tap above it would only lift the use, and everything
+/// after it, to higher levels: correct, but later reports for the taps above).
+const DEPTH_SHARE: f64 = 0.9;
+
+/// Where each tap of a model goes in backward (see "When a tap reports"): learned from the
+/// first step, shared by every step and tower of one [`Towers`](crate::Towers).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TapSchedule {
+    /// The loss's level in the last step that measured it; 0 before any.
+    depth: Arc<AtomicUsize>,
+}
+
+impl TapSchedule {
+    /// The level of the tap of `slot`, of `slots` slots: 1 until the depth is known.
+    fn level(&self, slot: usize, slots: usize) -> usize {
+        let depth = self.depth.load(Ordering::Relaxed);
+        let share = (slot + 1) as f64 / slots.max(1) as f64;
+        ((depth as f64 * share * DEPTH_SHARE) as usize).max(1)
+    }
+
+    /// Whether the depth is known yet (the first tapped step measures it).
+    fn learned(&self) -> bool {
+        self.depth.load(Ordering::Relaxed) > 0
+    }
+
+    fn learn(&self, depth: usize) {
+        self.depth.store(depth, Ordering::Relaxed);
     }
 }
 
@@ -161,15 +265,26 @@ pub(crate) struct Tap {
     id: u64,
     tower: usize,
     sender: Sender<Tapped>,
+    schedule: TapSchedule,
 }
 
 impl Tap {
-    /// A tap for `tower` that reports to `sender`.
-    pub(crate) fn new(tower: usize, sender: Sender<Tapped>) -> Self {
+    /// A tap for `tower` that reports to `sender`, its taps placed by `schedule`.
+    pub(crate) fn new(tower: usize, sender: Sender<Tapped>, schedule: TapSchedule) -> Self {
         let id = NEXT_TAP.fetch_add(1, Ordering::Relaxed);
         let mut taps = TAPS.lock().unwrap_or_else(|e| e.into_inner());
-        taps.insert(id, (tower, sender.clone()));
-        Self { id, tower, sender }
+        let open = OpenTap {
+            tower,
+            sender: sender.clone(),
+            schedule: schedule.clone(),
+        };
+        taps.insert(id, open);
+        Self {
+            id,
+            tower,
+            sender,
+            schedule,
+        }
     }
 
     /// `model` with every parameter of `slots` (parameter -> its slot) tapped; everything
@@ -178,8 +293,23 @@ impl Tap {
         model.clone().map(&mut Attach {
             id: self.id,
             slots,
+            schedule: &self.schedule,
+            anchors: Vec::new(),
             tapped: HashMap::new(),
         })
+    }
+
+    /// `loss`, through a probe that measures the graph's depth for the next steps' taps while
+    /// the schedule does not know it yet: what a tapped pass calls `backward` on.
+    pub(crate) fn probed(&self, loss: Tensor<1>) -> Tensor<1> {
+        if self.schedule.learned() {
+            return loss;
+        }
+        let key = self.id << 32;
+        Tensor::from_dispatch(<Dispatch as GradientTap>::towers_depth_probe(
+            loss.into_dispatch(),
+            key,
+        ))
     }
 }
 
@@ -195,8 +325,27 @@ impl Drop for Tap {
 struct Attach<'a> {
     id: u64,
     slots: &'a HashMap<ParamId, usize>,
+    schedule: &'a TapSchedule,
+    /// `anchors[k]`: an untracked one-value tensor of order `k` on the model's device, built
+    /// as far as the taps so far needed (see "When a tap reports").
+    anchors: Vec<Tensor<1>>,
     /// The tapped value of each parameter mapped so far (a `Tensor<D>`), for tied weights.
     tapped: HashMap<ParamId, Box<dyn Any>>,
+}
+
+impl Attach<'_> {
+    /// An untracked tensor of order `order` on `device`: each step of the chain is a tap of an
+    /// untracked tensor, which adds a level and no work.
+    fn anchor(&mut self, order: usize, device: &burn::tensor::Device) -> Tensor<1> {
+        if self.anchors.is_empty() {
+            self.anchors.push(Tensor::zeros([1], device).detach());
+        }
+        while self.anchors.len() <= order {
+            let last = self.anchors.last().expect("the leaf is there").clone();
+            self.anchors.push(tap(last.clone(), last, 0));
+        }
+        self.anchors[order].clone()
+    }
 }
 
 impl ModuleMapper for Attach<'_> {
@@ -206,10 +355,12 @@ impl ModuleMapper for Attach<'_> {
         };
         let key = self.id << 32 | slot as u64;
         let (id, value, mapper) = param.consume();
-        let tapped = self
-            .tapped
-            .entry(id)
-            .or_insert_with(|| Box::new(tap(value, key)))
+        if !self.tapped.contains_key(&id) {
+            let level = self.schedule.level(slot, self.slots.len());
+            let anchor = self.anchor(level - 1, &value.device());
+            self.tapped.insert(id, Box::new(tap(value, anchor, key)));
+        }
+        let tapped = self.tapped[&id]
             .downcast_ref::<Tensor<D>>()
             .expect("a parameter keeps its rank")
             .clone();
@@ -217,9 +368,10 @@ impl ModuleMapper for Attach<'_> {
     }
 }
 
-fn tap<const D: usize>(x: Tensor<D>, key: u64) -> Tensor<D> {
+fn tap<const D: usize>(x: Tensor<D>, anchor: Tensor<1>, key: u64) -> Tensor<D> {
     Tensor::from_dispatch(<Dispatch as GradientTap>::towers_gradient_tap(
         x.into_dispatch(),
+        anchor.into_dispatch(),
         key,
     ))
 }
@@ -270,7 +422,7 @@ mod tests {
             let expected = layout.flatten(expected_take(&mut expected), &device);
 
             let (sender, receiver) = mpsc::channel();
-            let tap = Tap::new(3, sender);
+            let tap = Tap::new(3, sender, TapSchedule::default());
             let tapped = tap.attach(&model, &layout.slot_map());
             let grads = loss(&tapped, &device).backward();
             drop(grads);
@@ -310,5 +462,60 @@ mod tests {
 
     fn expected_take(grads: &mut GradientsParams) -> GradientsParams {
         std::mem::replace(grads, GradientsParams::new())
+    }
+
+    /// The slot of the marker tapped on an activation (no parameter has it).
+    const MIDDLE: usize = 1000;
+
+    /// One tapped pass of `layers` in a row, with a marker tapped on the activation after the
+    /// first half: the slots in the order they were reported.
+    fn reports_of(layers: &[Linear], schedule: &TapSchedule, device: &Device) -> Vec<usize> {
+        let slots = Layout::of(&layers.to_vec()).slot_map();
+        let (sender, receiver) = mpsc::channel();
+        let tap = Tap::new(0, sender, schedule.clone());
+        let tapped = tap.attach(&layers.to_vec(), &slots);
+        let mut h = Tensor::<2>::ones([2, 4], device);
+        for (i, layer) in tapped.iter().enumerate() {
+            h = layer.forward(h).tanh();
+            if i + 1 == layers.len() / 2 {
+                let untracked = Tensor::zeros([1], device);
+                h = super::tap(h, untracked, tap.id << 32 | MIDDLE as u64);
+            }
+        }
+        drop(tap.probed(h.powi_scalar(2).mean()).backward());
+        drop(tap);
+        let mut order = Vec::new();
+        for report in receiver.iter() {
+            if let Tapped::Gradient { slot, .. } = report {
+                order.push(slot);
+            }
+        }
+        order
+    }
+
+    /// A first pass reports every parameter at the end of backward (after the marker half
+    /// way), and measures the depth; from then on, the last layers' parameters are reported
+    /// before backward reaches the middle, the first half's after it. (The layer just after
+    /// the middle may go either way: the schedule places taps a little low, [`DEPTH_SHARE`].)
+    #[test]
+    fn taps_report_a_layer_as_soon_as_backward_has_passed_it() {
+        let device = Device::flex().autodiff();
+        let layers: Vec<Linear> = (0..8)
+            .map(|_| LinearConfig::new(4, 4).init(&device))
+            .collect();
+        let schedule = TapSchedule::default();
+        let first = reports_of(&layers, &schedule, &device);
+        assert_eq!(
+            first[0], MIDDLE,
+            "untaught, every tap is at the end: {first:?}"
+        );
+        assert!(schedule.learned());
+        let later = reports_of(&layers, &schedule, &device);
+        let middle = later.iter().position(|&s| s == MIDDLE).unwrap();
+        // 16 slots: each layer's weight and bias; the first 4 layers hold slots 0..8.
+        let (before, after) = (&later[..middle], &later[middle + 1..]);
+        assert!((10..16).all(|s| before.contains(&s)), "{later:?}");
+        assert!((0..8).all(|s| after.contains(&s)), "{later:?}");
+        assert_eq!(later.len(), 17, "each slot once, and the marker: {later:?}");
     }
 }

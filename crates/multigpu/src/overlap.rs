@@ -35,7 +35,7 @@ use crate::buckets;
 #[cfg(doc)]
 use crate::cross_process::CrossProcess;
 use crate::cross_process::Processes;
-use crate::gradient_tap::{Tap, Tapped};
+use crate::gradient_tap::{Tap, TapSchedule, Tapped};
 use crate::reduce::Layout;
 use crate::timeline::{Timeline, Track};
 
@@ -59,11 +59,11 @@ impl OverlappedExchange {
     /// Starts the exchange of one update's gradients among `processes`: returns it and one tap
     /// per tower (`towers` of them). `kept[i]` are tower `i`'s gradients from the cycle's
     /// earlier micro-batches, flattened in slot order (empty without accumulation); `weight`
-    /// is this rank's weight for the update.
+    /// is this rank's weight for the update; `schedule` places the taps.
     pub(crate) fn start(
         processes: Processes,
         layout: &Layout,
-        towers: usize,
+        (towers, schedule): (usize, &TapSchedule),
         kept: Vec<Vec<Tensor<1>>>,
         weight: f64,
         timeline: Timeline,
@@ -71,7 +71,9 @@ impl OverlappedExchange {
         let sizes = layout.sizes();
         let buckets = buckets::in_backward_order(&sizes, processes.bucket_bytes());
         let (sender, receiver) = mpsc::channel();
-        let taps = (0..towers).map(|i| Tap::new(i, sender.clone())).collect();
+        let taps = (0..towers)
+            .map(|i| Tap::new(i, sender.clone(), schedule.clone()))
+            .collect();
         drop(sender);
         let gathering = Gathering {
             receiver,

@@ -68,7 +68,7 @@ use crate::batch::{TowerBatch, split_sizes};
 use crate::cross_process::Processes;
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
-use crate::gradient_tap::Tap;
+use crate::gradient_tap::{Tap, TapSchedule};
 use crate::loss::IntoTowerLoss;
 use crate::loss_scale::{self, LossScaler};
 use crate::overlap::OverlappedExchange;
@@ -111,6 +111,8 @@ pub struct Towers<M> {
     state: State<M>,
     cycle: Cycle<M>,
     tap: GradientTap,
+    /// Where the taps of an overlapped exchange report in backward, learned at its first step.
+    tap_schedule: TapSchedule,
     /// The other ranks of a multi-process job, if any.
     processes: Option<Processes>,
     /// Updates applied so far, for the replica checks.
@@ -220,6 +222,7 @@ impl<M: Module> Towers<M> {
             state,
             cycle: Cycle::default(),
             tap: GradientTap::default(),
+            tap_schedule: TapSchedule::default(),
             processes: None,
             updates: 0,
             timeline: Timeline::default(),
@@ -449,7 +452,8 @@ impl<M: Module> Towers<M> {
             .collect();
         let towers = self.towers.len();
         let timeline = self.timeline.clone();
-        OverlappedExchange::start(processes, &self.layout, towers, kept, weight, timeline)
+        let taps = (towers, &self.tap_schedule);
+        OverlappedExchange::start(processes, &self.layout, taps, kept, weight, timeline)
             .map_err(|e| Error::Processes(format!("cannot start the exchange's thread: {e}")))
     }
 

@@ -73,9 +73,13 @@ where
             None => grads,
         }),
         (None, tapped) => {
-            let grads = match loss_scale {
-                Some(scale) => out.loss.clone().mul_scalar(scale).backward(),
-                None => out.loss.backward(),
+            let loss = match loss_scale {
+                Some(scale) => out.loss.clone().mul_scalar(scale),
+                None => out.loss.clone(),
+            };
+            let grads = match (tap, &tapped) {
+                (Some((tap, _)), Some(_)) => tap.probed(loss).backward(),
+                _ => loss.backward(),
             };
             tapped
                 .is_none()
