@@ -12,9 +12,9 @@
 
 use std::sync::Arc;
 
-use burn::module::Module;
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 
 use crate::error::{Error, Result};
 use crate::reduce::Layout;
@@ -86,8 +86,9 @@ pub trait CrossProcess: Send + Sync {
 
     /// Every rank's `bytes`, in rank order, on every rank (e.g. each rank's input position, for
     /// rank 0's checkpoint). Small messages: built on [`sum_buckets`](Self::sum_buckets), as
-    /// floats (a byte is exact in `f32`): each rank's length, then each rank's bytes in its
-    /// own stretch of zeros.
+    /// floats (a byte is exact in `f32`): each rank's length (as its four bytes), then each
+    /// rank's bytes in its own stretch of zeros. It depends on no setting of the transport, so
+    /// ranks can compare their settings with it.
     fn all_gather(&self, what: &str, bytes: &[u8]) -> Vec<Vec<u8>> {
         let (rank, ranks) = (self.rank(), self.size());
         let sum = |values: Vec<f32>| {
@@ -99,9 +100,14 @@ pub trait CrossProcess: Send + Sync {
             });
             out
         };
-        let mut lengths = vec![0.0; ranks];
-        lengths[rank] = bytes.len() as f32;
-        let lengths: Vec<usize> = sum(lengths).into_iter().map(|l| l as usize).collect();
+        let length = u32::try_from(bytes.len()).expect("an all-gather of under 4 GB per rank");
+        let mut lengths = vec![0.0; 4 * ranks];
+        for (slot, byte) in lengths[4 * rank..].iter_mut().zip(length.to_le_bytes()) {
+            *slot = f32::from(byte);
+        }
+        let lengths: Vec<usize> = (sum(lengths).chunks_exact(4))
+            .map(|b| u32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8]) as usize)
+            .collect();
         let start: usize = lengths[..rank].iter().sum();
         let mut all = vec![0.0; lengths.iter().sum()];
         for (slot, byte) in all[start..].iter_mut().zip(bytes) {
@@ -118,6 +124,16 @@ pub trait CrossProcess: Send + Sync {
             .collect()
     }
 
+    /// The transport's settings that every rank must share for their exchanges to pair up, as
+    /// (name, value): compared when the ranks join ([`Towers::across_processes`]), so that ranks
+    /// that differ are told so at once, naming the setting, rather than posting different
+    /// collectives. None unless the transport has such settings.
+    ///
+    /// [`Towers::across_processes`]: crate::Towers::across_processes
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
     /// How long an exchange waits for the slowest rank before ending the job, if it has such a
     /// deadline.
     fn deadline(&self) -> Option<std::time::Duration> {
@@ -129,6 +145,13 @@ pub trait CrossProcess: Send + Sync {
     /// unless the transport says otherwise.
     fn bucket_bytes(&self) -> usize {
         25 << 20
+    }
+
+    /// Whether gradients travel in fewer bits than they are computed in, so that their sums
+    /// can overflow on the way (MPI's 16-bit wire formats): the towers then check the result
+    /// and skip an update whose gradient is not finite. False unless the transport says so.
+    fn gradients_may_overflow(&self) -> bool {
+        false
     }
 
     /// Whether `flag` is set on any rank (e.g. a stop asked for on one rank, so that all stop
@@ -157,21 +180,78 @@ pub fn launched_by_mpi() -> bool {
 }
 
 /// The mean gradient of the global batch, from this rank's mean gradient over a batch of
-/// `weight` (its examples, or what the loss is averaged over).
+/// `weight` (its examples, or what the loss is averaged over); `None`, the same on every rank,
+/// when it travelled in fewer bits and is not finite (see [`skipped_not_finite`]).
 pub(crate) fn mean_gradients(
     processes: Option<&dyn CrossProcess>,
     layout: &Layout,
     grads: GradientsParams,
     weight: f64,
     device: &Device,
-) -> GradientsParams {
+) -> Option<GradientsParams> {
     match processes {
         Some(p) if p.size() > 1 => {
             let flat = layout.flatten(grads, device);
-            layout.unflatten(p.weighted_mean_of_gradients(flat, weight, device))
+            let mean = p.weighted_mean_of_gradients(flat, weight, device);
+            let finite = || Tensor::cat(mean.clone(), 0).is_finite().all().into_scalar();
+            match !p.gradients_may_overflow() || finite() {
+                true => Some(layout.unflatten(mean)),
+                false => skipped_not_finite(p),
+            }
         }
-        _ => grads,
+        _ => Some(grads),
     }
+}
+
+/// Says, on rank 0, that the gradient summed across ranks is not finite and the update is
+/// skipped on every rank (each rank sees the same sums, so each skips); `None`.
+pub(crate) fn skipped_not_finite<T>(processes: &dyn CrossProcess) -> Option<T> {
+    if processes.rank() == 0 {
+        eprintln!(
+            "warning: the gradient summed across ranks is not finite (a 16-bit wire format \
+             overflows beyond its range: f16 at 65,504); this update is skipped on every rank"
+        );
+    }
+    None
+}
+
+/// `outcome`, this rank's step so far, made the same on every rank: when any rank's step
+/// failed (a tower, or its part of the exchange), every rank's step fails, so that no rank
+/// updates without the others. The failing rank keeps its own error; the others get one
+/// naming the failed ranks and their errors. One small exchange per step (a flag per rank),
+/// and one more only when a step failed.
+pub(crate) fn agreed<T>(processes: Option<&dyn CrossProcess>, outcome: Result<T>) -> Result<T> {
+    let Some(p) = processes.filter(|p| p.size() > 1) else {
+        return outcome;
+    };
+    let mut failed = vec![0.0; p.size()];
+    failed[p.rank()] = f32::from(u8::from(outcome.is_err()));
+    let mut sums = Vec::new();
+    let mut flags = Some(failed);
+    let what = "whether each rank's step failed";
+    p.sum_buckets(
+        what,
+        &[p.size()],
+        &mut |_| flags.take(),
+        &mut |_, values| sums = values.to_vec(),
+    );
+    if sums.iter().all(|&f| f == 0.0) {
+        return outcome;
+    }
+    let mine = outcome.as_ref().err().map(ToString::to_string);
+    let errors = p.all_gather(
+        "the failed ranks' errors",
+        mine.unwrap_or_default().as_bytes(),
+    );
+    outcome?;
+    let failed: Vec<String> = (errors.iter().enumerate())
+        .filter(|(r, _)| sums[*r] != 0.0)
+        .map(|(r, e)| format!("rank {r}: {}", String::from_utf8_lossy(e)))
+        .collect();
+    Err(Error::Processes(format!(
+        "another rank's step failed, so no rank updated: {}",
+        failed.join("; ")
+    )))
 }
 
 /// `model` with its running state (`selection`) averaged across ranks, weighted by
@@ -195,40 +275,141 @@ pub(crate) fn mean_running_stats<M: Module>(
 }
 
 /// `model` with rank 0's weights and statistics, after checking that every rank holds a model
-/// of the same sizes (the exchanges would otherwise mix up tensors).
+/// of the same shapes and the same `settings` (name, value: those of the towers that decide
+/// which exchanges a step makes, and the transport's own, [`CrossProcess::settings`]).
+///
+/// The check comes first and exchanges through [`CrossProcess::all_gather`], which no setting
+/// changes: every rank sees every rank's card, so every rank returns the same error.
 pub(crate) fn from_rank_zero<M: Module>(
     processes: &dyn CrossProcess,
     model: M,
+    settings: Vec<(&'static str, String)>,
     device: &Device,
 ) -> Result<M> {
     let tensors: RunningStats = running_state::read_all(&model).into_device(device);
-    let values = tensors.clone().into_values();
-    let mine = shape_summary(&values);
-    let summary = Tensor::<1>::from_data(TensorData::new(mine.to_vec(), [3]), device);
-    let theirs = processes.broadcast("the model's sizes", vec![summary], device);
-    let theirs: Vec<f32> = theirs[0].to_data().iter::<f32>().collect();
-    if theirs != mine {
-        let total = |s: &[f32]| s[1] as u64 * (1 << 24) + s[2] as u64;
+    let mut card = settings;
+    card.extend(processes.settings());
+    card.push(("model", shapes_of(&model)));
+    let text: String = card.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
+    let cards = processes.all_gather("the ranks' settings", text.as_bytes());
+    let cards: Vec<String> = (cards.iter())
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    if let Some(difference) = disagreement(&cards) {
         return Err(Error::Processes(format!(
-            "rank {}'s model has {} tensors of {} values, rank 0's {} of {}: \
-             every rank must build the same model",
-            processes.rank(),
-            mine[0],
-            total(&mine),
-            theirs[0],
-            total(&theirs)
+            "the ranks disagree, so their exchanges cannot pair up: {difference}"
         )));
     }
-    let values = processes.broadcast("the model's weights", values, device);
+    let values = processes.broadcast("the model's weights", tensors.clone().into_values(), device);
     Ok(running_state::write(model, &tensors.with_values(values)))
 }
 
-/// The number of tensors and of values (as two 24-bit halves), exact in `f32`.
-fn shape_summary(tensors: &[Tensor<1>]) -> [f32; 3] {
-    let total: usize = tensors.iter().map(|t| t.dims()[0]).sum();
-    [
-        tensors.len() as f32,
-        (total >> 24) as f32,
-        (total & 0xFF_FFFF) as f32,
-    ]
+/// Each float tensor's shape, in the module's order: `64x3x3x3 64 ...`.
+fn shapes_of<M: Module>(model: &M) -> String {
+    struct Shapes(Vec<String>);
+    impl ModuleVisitor for Shapes {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let dims = param.val().dims().map(|d| d.to_string());
+            self.0.push(dims.join("x"));
+        }
+    }
+    let mut shapes = Shapes(Vec::new());
+    model.visit(&mut shapes);
+    shapes.0.join(" ")
+}
+
+/// What differs between the ranks' `cards` (lines of `name\tvalue`), in words: every setting
+/// whose value differs, with each rank's value, in rank 0's order; `None` when all agree.
+fn disagreement(cards: &[String]) -> Option<String> {
+    let parsed: Vec<Vec<(&str, &str)>> = (cards.iter())
+        .map(|c| c.lines().filter_map(|l| l.split_once('\t')).collect())
+        .collect();
+    let value = |rank: usize, name: &str| {
+        (parsed[rank].iter())
+            .find(|(k, _)| *k == name)
+            .map_or("(none)", |(_, v)| *v)
+    };
+    let mut differences = Vec::new();
+    for (name, _) in &parsed[0] {
+        let values: Vec<&str> = (0..cards.len()).map(|r| value(r, name)).collect();
+        let Some(other) = values.iter().position(|v| *v != values[0]) else {
+            continue;
+        };
+        differences.push(match *name {
+            "model" => models_differ(other, values[other], values[0]),
+            _ => {
+                let each: Vec<String> = (values.iter().enumerate())
+                    .map(|(r, v)| format!("rank {r} {v}"))
+                    .collect();
+                format!("{name}: {}", each.join(", "))
+            }
+        });
+    }
+    (!differences.is_empty()).then(|| differences.join("; "))
+}
+
+/// How rank `rank`'s model (its tensors' shapes, `theirs`) differs from rank 0's (`zeros`).
+fn models_differ(rank: usize, theirs: &str, zeros: &str) -> String {
+    let shapes = |s: &'_ str| {
+        s.split(' ')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let (theirs, zeros) = (shapes(theirs), shapes(zeros));
+    let values = |shapes: &[String]| -> u64 {
+        (shapes.iter())
+            .map(|s| {
+                s.split('x')
+                    .map(|d| d.parse::<u64>().unwrap_or(0))
+                    .product::<u64>()
+            })
+            .sum()
+    };
+    if theirs.len() != zeros.len() {
+        return format!(
+            "rank {rank}'s model has {} tensors of {} values, rank 0's {} of {}: every rank \
+             must build the same model",
+            theirs.len(),
+            values(&theirs),
+            zeros.len(),
+            values(&zeros)
+        );
+    }
+    let i = (0..theirs.len())
+        .find(|&i| theirs[i] != zeros[i])
+        .unwrap_or(0);
+    format!(
+        "rank {rank}'s model's tensor {i} is {}, rank 0's {}: every rank must build the same \
+         model",
+        theirs[i], zeros[i]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{disagreement, models_differ};
+
+    #[test]
+    fn cards_that_differ_name_each_setting_and_rank() {
+        let card =
+            |wire: &str, model: &str| format!("overlap\ttrue\nwire\t{wire}\nmodel\t{model}\n");
+        let same = [card("F32", "2x3 3"), card("F32", "2x3 3")];
+        assert_eq!(disagreement(&same), None);
+        let cards = [
+            card("F32", "2x3 3"),
+            card("F32", "2x3 3"),
+            card("F16", "2x3 4"),
+        ];
+        assert_eq!(
+            disagreement(&cards).unwrap(),
+            "wire: rank 0 F32, rank 1 F32, rank 2 F16; rank 2's model's tensor 1 is 4, \
+             rank 0's 3: every rank must build the same model"
+        );
+        assert_eq!(
+            models_differ(1, "2x3 3 5", "2x3 3"),
+            "rank 1's model has 3 tensors of 14 values, rank 0's 2 of 9: every rank must \
+             build the same model"
+        );
+    }
 }

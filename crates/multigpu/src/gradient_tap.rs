@@ -14,13 +14,13 @@
 //! # How
 //!
 //! [`Tap::attach`] maps a replica's trainable parameters to `tap(p)`, an identity operation
-//! (the backend extension [`GradientTap`]) whose backward step first hands the gradient of its
-//! output, i.e. of `p`, to a [`Tapped`] channel, then passes it on to `p` unchanged. Autodiff
-//! runs a node's backward step only after every use of it has added its share, so what the tap
-//! hands out is final. A parameter used twice (tied weights) is tapped once and the tapped
-//! value used at both places. The tap works on every backend Burn dispatches to here (flex,
-//! ndarray, the cubecl ones, remote) and changes no value: outputs and gradients are those of
-//! the untapped model, bit for bit.
+//! (the backend extension [`GradientTap`]) whose backward step hands the gradient of its
+//! output, i.e. of `p`, to a [`Tapped`] channel (and not on to `p`: the tapped model's own
+//! gradients are never read). Autodiff runs a node's backward step only after every use of it
+//! has added its share, so what the tap hands out is final. A parameter used twice (tied
+//! weights) is tapped once and the tapped value used at both places. The tap works on every
+//! backend Burn dispatches to here (flex, ndarray, the cubecl ones, remote) and changes no
+//! value: outputs and reported gradients are those of the untapped model, bit for bit.
 //!
 //! # When a tap reports
 //!
@@ -164,11 +164,10 @@ impl<B: Backend> Backward<B, 2> for TapBackward {
         let grad = grads.consume::<B>(&ops.node);
         // Lazy backends queue work per thread: hand it over before another thread reads.
         let _ = B::flush(&grad.device());
-        let copy = grad.clone();
-        report(ops.state, Box::new(move || read_f32::<B>(copy)));
-        if let Some(parent) = &ops.parents[0] {
-            grads.register::<B>(parent.id, grad);
-        }
+        // The gradient goes to the reader alone, not on to the parameter: nothing reads a
+        // tapped model's gradients (the exchange has them), and a gradient held once is read
+        // without a copy where the backend can (flex moves its buffer out).
+        report(ops.state, Box::new(move || read_f32::<B>(grad)));
     }
 }
 

@@ -53,6 +53,7 @@ pub(crate) struct OverlappedExchange {
     thread: JoinHandle<Result<Vec<Vec<f32>>, String>>,
     buckets: Vec<Vec<usize>>,
     sizes: Vec<usize>,
+    processes: Processes,
 }
 
 impl OverlappedExchange {
@@ -84,11 +85,12 @@ impl OverlappedExchange {
             error: None,
         };
         let (plan, thread_sizes) = (buckets.clone(), sizes.clone());
+        let thread_processes = processes.clone();
         let thread = thread::Builder::new()
             .name("towers-exchange".into())
             .spawn(move || {
                 exchange(
-                    &*processes,
+                    &*thread_processes,
                     gathering,
                     &plan,
                     &thread_sizes,
@@ -100,25 +102,29 @@ impl OverlappedExchange {
             thread,
             buckets,
             sizes,
+            processes,
         };
         Ok((exchange, taps))
     }
 
     /// Waits for the exchange to end: the mean gradient over every rank's examples, on
-    /// `device`. Every tap must be dropped first (the thread waits for them).
+    /// `device`; `None`, the same on every rank, when it travelled in fewer bits and is not
+    /// finite. Every tap must be dropped first (the thread waits for them).
     pub(crate) fn finish(
         self,
         layout: &Layout,
         device: &Device,
-    ) -> Result<GradientsParams, String> {
+    ) -> Result<Option<GradientsParams>, String> {
         let mut sums = match self.thread.join() {
             Ok(sums) => sums?,
             Err(panic) => std::panic::resume_unwind(panic),
         };
-        let total = sums[0][0];
+        let p = &*self.processes;
+        if p.gradients_may_overflow() && sums.iter().flatten().any(|v| !v.is_finite()) {
+            return Ok(crate::cross_process::skipped_not_finite(p));
+        }
         let mut flat: Vec<Option<Tensor<1>>> = vec![None; self.sizes.len()];
-        for (slots, mut values) in self.buckets.iter().zip(sums.drain(1..)) {
-            values.iter_mut().for_each(|v| *v /= total);
+        for (slots, values) in self.buckets.iter().zip(sums.drain(1..)) {
             buckets::unpack(
                 &mut flat,
                 slots.iter().copied(),
@@ -130,12 +136,12 @@ impl OverlappedExchange {
         let flat = flat
             .into_iter()
             .map(|t| t.expect("every slot is in a bucket"));
-        Ok(layout.unflatten(flat.collect()))
+        Ok(Some(layout.unflatten(flat.collect())))
     }
 }
 
 /// The exchange thread: the weight, then each bucket as the towers complete it. Returns the
-/// summed buckets, the weights' sum first.
+/// summed buckets divided by the summed weights (the mean gradient), the weights' sum first.
 fn exchange(
     processes: &dyn crate::CrossProcess,
     mut gathering: Gathering,
@@ -150,6 +156,10 @@ fn exchange(
         .collect();
     let all: Vec<usize> = std::iter::once(1).chain(values).collect();
     let mut sums = vec![Vec::new(); all.len()];
+    // The summed weights, once bucket 0 has arrived: later buckets are divided by it as they
+    // are copied out of MPI's buffers (one pass instead of two); any that came before it are
+    // divided when it comes.
+    let mut total = None;
     // When each bucket went to the ranks, for the timeline.
     let posted = vec![Cell::new(Instant::now()); all.len()];
     let mut ready = |k: usize| {
@@ -163,7 +173,17 @@ fn exchange(
         bucket
     };
     let mut done = |k: usize, values: &[f32]| {
-        sums[k] = values.to_vec();
+        match (k, total) {
+            (0, _) => {
+                let weights = values[0];
+                for early in sums.iter_mut().skip(1) {
+                    early.iter_mut().for_each(|v| *v /= weights);
+                }
+                total = Some(weights);
+            }
+            (_, Some(total)) => sums[k] = values.iter().map(|v| v / total).collect(),
+            (_, None) => sums[k] = values.to_vec(),
+        }
         let name = format!("bucket {k} across ranks");
         timeline.record(name, Track::Exchange, posted[k].get(), Instant::now());
     };

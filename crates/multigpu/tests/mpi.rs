@@ -58,12 +58,22 @@ fn rank() {
     // Tiny buckets, so that even these nets span several.
     let wire = match scenario.strip_prefix("wire-") {
         Some(wire) => wire.parse().unwrap(),
+        None if scenario.starts_with("f16-") => Wire::F16,
         None => Wire::F32,
     };
     let config = MpiConfig::default()
         .with_bucket_bytes(256)
         .with_timeout(Duration::from_secs(timeout))
         .with_wire(wire);
+    // Rank 1 set otherwise, in the scenarios where the ranks disagree.
+    let rank_one = match scenario.as_str() {
+        "mismatch-wire" => config.clone().with_wire(Wire::F16),
+        "mismatch-bucket" => config.clone().with_bucket_bytes(512),
+        _ => config.clone(),
+    };
+    // Before MPI starts, the rank is Open MPI's variable (the tests run under Open MPI).
+    let rank_is_one = std::env::var("OMPI_COMM_WORLD_RANK").is_ok_and(|r| r == "1");
+    let config = if rank_is_one { rank_one } else { config };
     let mpi = Arc::new(Mpi::init(config).expect("MPI starts"));
     let rank = mpi.rank();
     if scenario.starts_with("wire-") {
@@ -95,22 +105,40 @@ fn rank() {
     let seed = 1 + rank;
     let model_values = if bn {
         let net = seeded(BnNet::new(&device), seed);
-        let towers = Towers::new(net, sgd(), &devices, config)
-            .unwrap()
-            .across_processes(mpi.clone())
-            .unwrap();
+        let towers = join(Towers::new(net, sgd(), &devices, config).unwrap(), &mpi);
         train(towers, &scenario, rank, |m, x, y| m.loss(x, y))
     } else {
         let net = seeded(Net::new(&device), seed);
-        let towers = Towers::new(net, sgd(), &devices, config)
-            .unwrap()
-            .across_processes(mpi.clone())
-            .unwrap();
+        let towers = join(Towers::new(net, sgd(), &devices, config).unwrap(), &mpi);
+        if scenario == "out-of-step" && rank == 1 {
+            mpi.any("an exchange only rank 1 makes", false);
+        }
         train(towers, &scenario, rank, |m, x, y| m.loss(x, y).loss)
     };
     if rank == 0 {
         let bytes: Vec<u8> = model_values.iter().flat_map(|v| v.to_le_bytes()).collect();
         std::fs::write(out, bytes).unwrap();
+    }
+}
+
+/// `line` on stderr in one write, so that the ranks' lines do not interleave in mpirun's output.
+fn say(line: String) {
+    use std::io::Write;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("{line}\n").as_bytes());
+}
+
+/// `towers` joined to the job. A refusal is printed by every rank, which then wait for each
+/// other, so that every rank has said it before the job ends.
+fn join<M: Module>(towers: Towers<M>, mpi: &Arc<Mpi>) -> Towers<M> {
+    match towers.across_processes(mpi.clone()) {
+        Ok(towers) => towers,
+        Err(error) => {
+            say(format!("rank {} refused: {error}", mpi.rank()));
+            mpi.any("every refusal printed", true);
+            panic!("refused");
+        }
     }
 }
 
@@ -138,6 +166,26 @@ fn train<M: Module>(
             std::thread::sleep(Duration::from_secs(30));
         }
         let mine = split(&global_batch(step, sizes), sizes).swap_remove(rank);
+        if step == 1 && scenario == "tower-fails" {
+            fail_on_rank_one(&mut towers, &mine, rank, &loss);
+        }
+        if step == 1 && scenario.starts_with("f16-overflow") {
+            // Gradients a million times larger: beyond f16's 65,504 on the wire.
+            let huge = |m: &M, x, y| loss(m, x, y).mul_scalar(1e6);
+            let before = values(towers.model());
+            let output = towers.step(&mine, LR, image_loss(huge)).unwrap();
+            let after = values(towers.model());
+            assert!(
+                output.skipped,
+                "rank {rank}: the overflowing update was applied"
+            );
+            assert_eq!(
+                after, before,
+                "rank {rank}: a skipped update changed the model"
+            );
+            say(format!("rank {rank}: skipped the overflowing update"));
+            continue;
+        }
         if scenario.contains("accumulate") {
             // Micro-batches of unequal sizes: each example must still weigh the same.
             let first = (mine.len() / 3).max(1);
@@ -149,6 +197,30 @@ fn train<M: Module>(
         }
     }
     values(towers.model())
+}
+
+/// A step in which rank 1's tower panics: it fails on every rank, naming rank 1's tower on
+/// rank 0, and leaves every rank's model as it was.
+fn fail_on_rank_one<M: Module>(
+    towers: &mut Towers<M>,
+    batch: &HostBatch,
+    rank: usize,
+    loss: &(impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> Tensor<1> + Sync),
+) {
+    let failing = |m: &M, x, y| {
+        if rank == 1 {
+            panic!("rank 1's tower fails");
+        }
+        loss(m, x, y)
+    };
+    let before = values(towers.model());
+    let error = towers.step(batch, LR, image_loss(failing)).unwrap_err();
+    assert_eq!(
+        values(towers.model()),
+        before,
+        "rank {rank}: a failed step changed the model"
+    );
+    say(format!("rank {rank}: the step failed: {error}"));
 }
 
 /// `mpirun` of [`rank`] in `scenario`, with rank 0's values written to `out`.
@@ -163,17 +235,20 @@ fn mpirun(ranks: usize, scenario: &str, timeout_s: u64, out: &Path) -> Option<Ru
 
 /// Rank 0's values after `scenario` on `ranks` ranks.
 fn ranks_train(ranks: usize, scenario: &str) -> Option<Vec<f32>> {
+    ranks_train_saying(ranks, scenario).map(|(values, _)| values)
+}
+
+/// Rank 0's values after `scenario` on `ranks` ranks, and what the job printed.
+fn ranks_train_saying(ranks: usize, scenario: &str) -> Option<(Vec<f32>, String)> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("values");
     let run = mpirun(ranks, scenario, 60, &out)?;
     assert!(run.success, "mpirun ({scenario}) failed:\n{}", run.output);
     let bytes = std::fs::read(&out).unwrap();
-    Some(
-        bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect(),
-    )
+    let values = (bytes.chunks_exact(4))
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    Some((values, run.output))
 }
 
 /// One process with two flex towers, on the same global batches.
@@ -305,8 +380,94 @@ fn ranks_with_different_models_are_refused() {
         return;
     };
     run.assert_failed_fast_saying(&[
+        "rank 0 refused",
+        "rank 1 refused",
         "rank 1's model has 6 tensors of 977 values, rank 0's 4 of 837",
     ]);
+}
+
+#[test]
+fn ranks_with_different_wire_formats_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(run) = mpirun(2, "mismatch-wire", 60, &dir.path().join("values")) else {
+        return;
+    };
+    run.assert_failed_fast_saying(&[
+        "rank 0 refused",
+        "rank 1 refused",
+        "wire format: rank 0 F32, rank 1 F16",
+    ]);
+}
+
+#[test]
+fn ranks_with_different_bucket_sizes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(run) = mpirun(2, "mismatch-bucket", 60, &dir.path().join("values")) else {
+        return;
+    };
+    run.assert_failed_fast_saying(&[
+        "rank 0 refused",
+        "rank 1 refused",
+        "bucket bytes: rank 0 256, rank 1 512",
+    ]);
+}
+
+/// Rank 1 makes an exchange rank 0 does not: both post their next exchange's header, and the
+/// job ends before either posts a collective the other would pair with another.
+#[test]
+fn ranks_out_of_step_end_the_job_naming_the_exchange() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(run) = mpirun(2, "out-of-step", 60, &dir.path().join("values")) else {
+        return;
+    };
+    run.assert_failed_fast_saying(&["does not match rank", "buckets of", "models differ"]);
+}
+
+/// Rank 1's tower fails at the second step, under the overlapped exchange (its weights'
+/// bucket already posted): the step fails on both ranks, rank 0's error names rank 1's tower,
+/// neither model changes, and the job goes on to train like one device.
+#[test]
+fn a_failed_tower_fails_the_step_on_every_rank() {
+    let Some((got, output)) = ranks_train_saying(2, "tower-fails") else {
+        return;
+    };
+    for words in [
+        "rank 0: the step failed: across processes: another rank's step failed, so no rank \
+         updated: rank 1: tower 0 on `flex` panicked: rank 1's tower fails",
+        "rank 1: the step failed: tower 0 on `flex` panicked",
+    ] {
+        assert!(output.contains(words), "no `{words}` in:\n{output}");
+    }
+    let batches: Vec<HostBatch> = (EVEN.iter().enumerate())
+        .map(|(step, sizes)| global_batch(step, sizes))
+        .collect();
+    let (expected, _) = reference::plain_training(rank_zero_net(), &batches);
+    assert_close(&got, &values(&expected), TOLERANCE, "after a failed step");
+}
+
+/// Gradients beyond f16's range on the f16 wire, overlapped with backward and after it: both
+/// ranks skip that update (checked on each rank), say so, and keep finite weights.
+#[test]
+fn an_overflowing_f16_wire_skips_the_update_on_every_rank() {
+    for scenario in ["f16-overflow", "f16-overflow-blocking"] {
+        let Some((got, output)) = ranks_train_saying(2, scenario) else {
+            return;
+        };
+        for words in [
+            "rank 0: skipped the overflowing update",
+            "rank 1: skipped the overflowing update",
+            "this update is skipped on every rank",
+        ] {
+            assert!(
+                output.contains(words),
+                "{scenario}: no `{words}` in:\n{output}"
+            );
+        }
+        assert!(
+            got.iter().all(|v| v.is_finite()),
+            "{scenario}: weights not finite"
+        );
+    }
 }
 
 /// Rank `rank`'s gradients in the wire scenarios: two tensors over several 64-value buckets,

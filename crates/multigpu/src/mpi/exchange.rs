@@ -1,10 +1,14 @@
 //! One exchange among all ranks: non-blocking MPI requests, polled against a deadline.
 //!
 //! Bucket `k + 1` is read from the device while bucket `k` travels, and each bucket is handed
-//! back as soon as it arrives. Every rank also tells every other rank that it has reached the
-//! exchange (one 8-byte message each way), so that a rank that times out can name the ranks it
-//! waited for. A blocking MPI call would wait forever for a rank that hangs; MPI has no way to
-//! cancel a collective, so a timed-out exchange ends the job (`MPI_Abort`) on every rank.
+//! back as soon as it arrives. Every rank first tells every other rank that it has reached the
+//! exchange and what it is about to post (its [`Header`]: the exchange's number, its buckets'
+//! count and values, their collectives), and posts nothing before every other rank's header has
+//! arrived and matched its own: ranks that disagree (another exchange, other buckets) are named
+//! before any collective could pair one rank's tensors with another's, and a rank that times out
+//! can name the ranks it waited for. A blocking MPI call would wait forever for a rank that
+//! hangs; MPI has no way to cancel a collective, so a timed-out or mismatched exchange ends the
+//! job (`MPI_Abort`) on every rank.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,6 +25,45 @@ const ARRIVED: mpi::Tag = 0x70_77;
 
 /// The exit code of a job ended by a timed-out exchange.
 const TIMED_OUT: i32 = 75;
+
+/// The exit code of a job whose ranks posted different exchanges.
+const MISMATCHED: i32 = 76;
+
+/// What a rank is about to post, sent to every other rank before it posts: the exchange's
+/// number, its buckets' count and total values, and a digest of each bucket's size and
+/// collective. Integers, exact whatever their size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Header([u64; 4]);
+
+impl Header {
+    fn of(number: u64, sizes: &[usize], collective: impl Fn(usize) -> Collective) -> Self {
+        let digest = (sizes.iter().enumerate()).fold(0u64, |digest, (k, &size)| {
+            let kind = match collective(k) {
+                Collective::Sum(wire) => wire as u64,
+                Collective::BroadcastFromZero => 0xB,
+            };
+            (digest.wrapping_mul(0x100_0000_01B3) ^ size as u64).wrapping_mul(31) ^ kind
+        });
+        let values = sizes.iter().sum::<usize>() as u64;
+        Self([number, sizes.len() as u64, values, digest])
+    }
+
+    /// How `theirs` differs from this rank's header, in words.
+    fn difference(&self, theirs: &Header) -> String {
+        let [number, buckets, values, _] = self.0;
+        let [their_number, their_buckets, their_values, _] = theirs.0;
+        if number != their_number {
+            format!("it is at exchange {their_number}: the ranks are out of step")
+        } else if (buckets, values) != (their_buckets, their_values) {
+            format!(
+                "it posts {their_buckets} buckets of {their_values} values, this rank \
+                 {buckets} of {values}: the ranks' bucket sizes or models differ"
+            )
+        } else {
+            "its buckets are sized or sent otherwise (another bucket size or wire format)".into()
+        }
+    }
+}
 
 /// What happens to each bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,12 +109,12 @@ impl Exchange<'_> {
         let me = world.rank();
         let mut sends: Vec<Vec<f32>> = vec![Vec::new(); sizes.len()];
         let mut recvs = reused(std::mem::take(buffers), sizes);
-        let mut arrived = vec![0u64; world.size() as usize];
+        let header = Header::of(self.number, sizes, &collective);
+        let mut arrived = vec![Header::default(); world.size() as usize];
         let ranks = world.size() as usize;
         let mut halves: Vec<Halves> = (sizes.iter().enumerate())
             .map(|(k, &size)| Halves::new(collective(k), size, ranks))
             .collect();
-        let number = self.number;
         let deadline = Instant::now() + self.timeout;
         scope(|scope| {
             let mut waiting_for = Vec::new();
@@ -80,9 +123,12 @@ impl Exchange<'_> {
                 let peer = world.process_at_rank(rank);
                 waiting_for.push((
                     rank,
-                    peer.immediate_receive_into_with_tag(scope, slot, ARRIVED),
+                    peer.immediate_receive_into_with_tag(scope, &mut slot.0[..], ARRIVED),
                 ));
-                told.push((rank, peer.immediate_send_with_tag(scope, &number, ARRIVED)));
+                told.push((
+                    rank,
+                    peer.immediate_send_with_tag(scope, &header.0[..], ARRIVED),
+                ));
             }
             let mut unposted = sends
                 .iter_mut()
@@ -104,9 +150,9 @@ impl Exchange<'_> {
             let mut next_gather = 0;
             let mut idle = 0u32;
             loop {
-                // The next bucket, if this rank has it ready.
+                // The next bucket, if this rank has it ready and every rank's header matched.
                 let mut asked = false;
-                if let Some(&(k, _)) = unposted.peek() {
+                if let Some(&(k, _)) = unposted.peek().filter(|_| waiting_for.is_empty()) {
                     asked = true;
                     if let Some(values) = ready(k) {
                         let (k, ((send, recv), half)) = unposted.next().expect("peeked");
@@ -157,7 +203,12 @@ impl Exchange<'_> {
                         idle = 0;
                     }
                 }
-                poll(&mut waiting_for, |_, _| {});
+                poll(&mut waiting_for, |rank, theirs: &[u64]| {
+                    let theirs = Header(theirs.try_into().expect("a header's four numbers"));
+                    if theirs != header {
+                        self.mismatched(rank, &header.difference(&theirs));
+                    }
+                });
                 poll(&mut told, |_, _| {});
                 poll(&mut buckets, &mut done);
                 poll(&mut scattering, |k, parts: &[u16]| {
@@ -212,6 +263,18 @@ impl Exchange<'_> {
             }
         });
         *buffers = recvs;
+    }
+
+    /// Ends the job on every rank, after saying how rank `other`'s exchange differs from this
+    /// rank's (`difference`).
+    fn mismatched(&self, other: i32, difference: &str) -> ! {
+        let me = self.world.rank();
+        eprintln!(
+            "error: rank {me}: the exchange of {} (exchange {}) does not match rank {other}'s: \
+             {difference}; ending the job on every rank",
+            self.what, self.number
+        );
+        self.world.abort(MISMATCHED)
     }
 
     /// Ends the job on every rank, after saying which ranks never reached this exchange.

@@ -279,6 +279,17 @@ impl CrossProcess for Mpi {
         self.config.bucket_bytes
     }
 
+    fn gradients_may_overflow(&self) -> bool {
+        self.config.wire != Wire::F32
+    }
+
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("wire format", format!("{:?}", self.config.wire)),
+            ("bucket bytes", self.config.bucket_bytes.to_string()),
+        ]
+    }
+
     fn deadline(&self) -> Option<std::time::Duration> {
         Some(self.config.timeout)
     }

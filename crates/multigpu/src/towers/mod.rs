@@ -239,8 +239,15 @@ impl<M: Module> Towers<M> {
     }
 
     /// `grads` unscaled for the update, or `None` when the update is to be skipped (see
-    /// `loss_scale.rs`); the scale follows. `grads` as they are without loss scaling.
-    fn unscaled(&mut self, grads: GradientsParams) -> Option<GradientsParams> {
+    /// `loss_scale.rs`); the scale follows. `grads` as they are without loss scaling. `None`
+    /// in: the exchange across ranks gave no finite gradient, which skips the update too.
+    fn unscaled(&mut self, grads: Option<GradientsParams>) -> Option<GradientsParams> {
+        let Some(grads) = grads else {
+            if let Some(scaler) = &mut self.scaler {
+                scaler.record(true);
+            }
+            return None;
+        };
         let Some(scaler) = &mut self.scaler else {
             return Some(grads);
         };
@@ -459,7 +466,7 @@ impl<M: Module> Towers<M> {
 
     /// The overlapped exchange's result, once the towers are done: the mean gradient over
     /// every rank's examples.
-    fn finish_exchange(&self, exchange: OverlappedExchange) -> Result<GradientsParams> {
+    fn finish_exchange(&self, exchange: OverlappedExchange) -> Result<Option<GradientsParams>> {
         let _wait = self.timeline.span("exchange wait", Track::Main);
         exchange
             .finish(&self.layout, &self.main)

@@ -99,14 +99,13 @@ impl<M: Module> Towers<M> {
         };
         let workers = self.workers.as_ref().expect("several towers have workers");
         let run = run_towers(jobs, (workers, &self.towers), context, patience, loss_fn);
-        // Every rank must finish the exchange it started, whatever happened here.
+        // Every rank must finish the exchange it started, whatever happened here, and then
+        // fails the step if any rank's failed.
         let reduced = exchange.map(|exchange| self.finish_exchange(exchange));
-        let done = match run.and_then(|done| self.same_metrics(done)) {
-            Ok(done) => done,
-            Err(error) => return Err(self.fail(error)),
-        };
-        let reduced = match reduced.transpose() {
-            Ok(reduced) => reduced,
+        let outcome = (run.and_then(|done| self.same_metrics(done)))
+            .and_then(|done| Ok((done, reduced.transpose()?)));
+        let (done, reduced) = match self.agreed_by_ranks(outcome) {
+            Ok(agreed) => agreed,
             Err(error) => return Err(self.fail(error)),
         };
         if let Some(detection) = detection {
@@ -293,14 +292,14 @@ impl<M: Module> Towers<M> {
     }
 
     /// Apply: the update that ends a cycle, then batch-norm statistics in sync. `reduced` is
-    /// the overlapped exchange's gradient, if it ran. Whether the update was skipped (see
-    /// `loss_scale.rs`).
+    /// the overlapped exchange's gradient, if it ran (`Some(None)`: not finite). Whether the
+    /// update was skipped (see `loss_scale.rs`).
     fn apply(
         &mut self,
         done: Vec<Done<M>>,
         plan: &Plan,
         update: &mut Update<'_, M>,
-        reduced: Option<GradientsParams>,
+        reduced: Option<Option<GradientsParams>>,
     ) -> bool {
         self.cycle = Cycle::default();
         if matches!(self.state, State::ParameterDevice { .. }) {
@@ -323,7 +322,7 @@ impl<M: Module> Towers<M> {
         done: Vec<Done<M>>,
         plan: &Plan,
         update: &mut Update<'_, M>,
-        reduced: Option<GradientsParams>,
+        reduced: Option<Option<GradientsParams>>,
     ) -> bool {
         let (grads, stats): (Vec<_>, Vec<_>) = done.into_iter().map(|d| (d.grads, d.stats)).unzip();
         // The replicas go before the update: on the parameter device they share the model's
@@ -363,8 +362,8 @@ impl<M: Module> Towers<M> {
     }
 
     /// Reduce: the towers' gradients summed on the parameter device, then their mean over the
-    /// ranks' examples when there are other ranks.
-    fn reduce(&self, grads: Vec<GradientsParams>, plan: &Plan) -> GradientsParams {
+    /// ranks' examples when there are other ranks (`None` when that is not finite).
+    fn reduce(&self, grads: Vec<GradientsParams>, plan: &Plan) -> Option<GradientsParams> {
         let grads = self.layout.sum(grads, &self.main);
         let grads = match plan.grad_scale {
             Some(factor) => self.layout.scale(grads, factor),

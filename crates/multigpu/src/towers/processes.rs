@@ -20,9 +20,13 @@ impl<M: Module> Towers<M> {
     ///
     /// [`Error::Config`] under [`Reduce::AllReduce`](crate::Reduce::AllReduce): each tower
     /// updates its own replica, so there is no one gradient to exchange (use the parameter
-    /// device); [`Error::Processes`] when the ranks' models differ in shape.
+    /// device); [`Error::Processes`] on every rank when the ranks' models differ in shape, or
+    /// their settings that decide a step's exchanges differ (overlap, accumulation, running
+    /// state, loss scaling, and the transport's own, such as MPI's wire format and bucket size):
+    /// the error names each setting with every rank's value.
     pub fn across_processes(mut self, processes: Processes) -> Result<Self> {
         let p = &*processes;
+        let settings = self.settings_ranks_share();
         self.state = match self.state {
             State::AllReduce { .. } => {
                 return Err(Error::Config(
@@ -35,12 +39,14 @@ impl<M: Module> Towers<M> {
                 model: Some(cross_process::from_rank_zero(
                     p,
                     model.expect(PRESENT),
+                    settings,
                     &self.main,
                 )?),
                 optim,
             },
             State::ParameterDevice { master, optim, .. } => {
-                let master = cross_process::from_rank_zero(p, master.expect(PRESENT), &self.main)?;
+                let master = master.expect(PRESENT);
+                let master = cross_process::from_rank_zero(p, master, settings, &self.main)?;
                 State::ParameterDevice {
                     replicas: broadcast(&master, &self.towers),
                     master: Some(master),
@@ -50,6 +56,24 @@ impl<M: Module> Towers<M> {
         };
         self.processes = Some(processes);
         Ok(self)
+    }
+
+    /// The settings that decide which exchanges across ranks a step makes, and with which
+    /// tensors: every rank must have the same.
+    fn settings_ranks_share(&self) -> Vec<(&'static str, String)> {
+        let config = &self.config;
+        vec![
+            ("overlap", config.overlap.to_string()),
+            ("accumulation", config.accumulation.to_string()),
+            ("running states", format!("{:?}", config.running_states)),
+            ("loss scaling", format!("{:?}", config.loss_scaling)),
+        ]
+    }
+
+    /// `outcome`, this rank's step so far, failed on every rank if it failed on any (see
+    /// [`cross_process::agreed`]).
+    pub(super) fn agreed_by_ranks<T>(&self, outcome: Result<T>) -> Result<T> {
+        cross_process::agreed(self.processes.as_deref(), outcome)
     }
 
     /// The other ranks of the job, if these towers are one rank of several.

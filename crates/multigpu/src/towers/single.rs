@@ -79,9 +79,15 @@ impl<M: Module> Towers<M> {
         drop(tap);
         let reduced = exchange.map(|exchange| self.finish_exchange(exchange));
         let pass = match pass {
-            Ok(Ok(pass)) => pass,
-            Ok(Err(message)) => return Err(self.fail(tower_failed(0, &self.towers[0], message))),
-            Err(panic) => return Err(self.fail(tower_panicked(0, &self.towers[0], panic))),
+            Ok(Ok(pass)) => Ok(pass),
+            Ok(Err(message)) => Err(tower_failed(0, &self.towers[0], message)),
+            Err(panic) => Err(tower_panicked(0, &self.towers[0], panic)),
+        };
+        // A failure on any rank fails the step on every rank.
+        let outcome = pass.and_then(|pass| Ok((pass, reduced.transpose()?)));
+        let (pass, reduced) = match self.agreed_by_ranks(outcome) {
+            Ok(agreed) => agreed,
+            Err(error) => return Err(self.fail(error)),
         };
         if self.has_running_stats {
             running_state::commit(self.model());
@@ -101,20 +107,19 @@ impl<M: Module> Towers<M> {
             skipped: false,
             replica_check: None,
         };
-        let grads = match (reduced.transpose(), pass.grads) {
-            (Err(error), _) => return Err(self.fail(error)),
-            (Ok(Some(reduced)), _) => {
+        let grads = match (reduced, pass.grads) {
+            (Some(reduced), _) => {
                 self.cycle = Cycle::default();
                 reduced
             }
-            (Ok(None), Some(grads)) if k == 1 => self.mean_over_ranks(grads, update_weight),
-            (Ok(None), Some(grads)) => {
+            (None, Some(grads)) if k == 1 => self.mean_over_ranks(grads, update_weight),
+            (None, Some(grads)) => {
                 match self.accumulate_single(grads, batch.len(), weight, ends_cycle) {
                     Some(grads) => self.mean_over_ranks(grads, update_weight),
                     None => return Ok(output),
                 }
             }
-            (Ok(None), None) => unreachable!("only a tap takes the gradients"),
+            (None, None) => unreachable!("only a tap takes the gradients"),
         };
         let timeline = self.timeline.clone();
         let _update = timeline.span("update", Track::Main);
@@ -150,18 +155,18 @@ impl<M: Module> Towers<M> {
     }
 
     /// The mean over the ranks' examples of this rank's mean gradient over `weight`, when there
-    /// are other ranks.
-    fn mean_over_ranks(&self, grads: GradientsParams, weight: f64) -> GradientsParams {
+    /// are other ranks (`None` when that is not finite).
+    fn mean_over_ranks(&self, grads: GradientsParams, weight: f64) -> Option<GradientsParams> {
         let processes = self.processes.as_deref();
         cross_process::mean_gradients(processes, &self.layout, grads, weight, &self.main)
     }
 
     /// One optimizer step on the model with the update's gradient (unless it is skipped, which
-    /// it returns), then the batch-norm statistics of all ranks when there are several
-    /// (`examples` are this update's).
+    /// it returns; `None`: the exchange gave no finite gradient), then the batch-norm statistics
+    /// of all ranks when there are several (`examples` are this update's).
     fn update_single(
         &mut self,
-        grads: GradientsParams,
+        grads: Option<GradientsParams>,
         examples: usize,
         update: &mut Update<'_, M>,
     ) -> bool {
