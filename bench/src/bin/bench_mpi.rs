@@ -18,7 +18,12 @@
 //!   4): alone, and as one rank of the job with the exchange after backward and overlapped with
 //!   it. Every rank computes at once in all three, so they share the cores alike. The exposed
 //!   communication fraction is (the step as a rank - the step alone) / the exchange's own time:
-//!   1 when the whole exchange adds to the step, 0 when backward hides all of it.
+//!   1 when the whole exchange adds to the step, 0 when backward hides all of it. The scaling
+//!   efficiency is the ranks' examples per second over the rank count times one rank's alone
+//!   with the same share of the cores (the step alone / the step as a rank).
+//!
+//! `bench/scripts/mpi-link RATE [REPS]` runs it on a loopback shaped to a link's rate (`tc`,
+//! as root), restoring it on every exit.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,6 +96,13 @@ fn main() -> anyhow::Result<()> {
             exposed(overlapped),
             exposed(after),
             exchange * 1e3
+        ));
+        // The ranks' examples per second over the ranks' count times one rank's alone, with
+        // the same share of the cores: alone / joined.
+        say(format!(
+            "{name}: scaling efficiency: {:.0}% overlapped, {:.0}% after backward",
+            100.0 * alone / overlapped,
+            100.0 * alone / after
         ));
     }
     Ok(())

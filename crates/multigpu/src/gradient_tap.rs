@@ -164,10 +164,18 @@ impl<B: Backend> Backward<B, 2> for TapBackward {
         let grad = grads.consume::<B>(&ops.node);
         // Lazy backends queue work per thread: hand it over before another thread reads.
         let _ = B::flush(&grad.device());
-        // The gradient goes to the reader alone, not on to the parameter: nothing reads a
-        // tapped model's gradients (the exchange has them), and a gradient held once is read
-        // without a copy where the backend can (flex moves its buffer out).
-        report(ops.state, Box::new(move || read_f32::<B>(grad)));
+        match &ops.parents[0] {
+            // A tapped tensor computed from others (an activation): the gradient goes on.
+            Some(parent) if parent.order > 0 => {
+                let copy = grad.clone();
+                report(ops.state, Box::new(move || read_f32::<B>(copy)));
+                grads.register::<B>(parent.id, grad);
+            }
+            // A parameter (a leaf): the gradient goes to the reader alone, since nothing reads
+            // a tapped model's own gradients (the exchange has them), and a gradient held once
+            // is read without a copy where the backend can (flex moves its buffer out).
+            _ => report(ops.state, Box::new(move || read_f32::<B>(grad))),
+        }
     }
 }
 

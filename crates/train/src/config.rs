@@ -94,8 +94,8 @@ pub struct TowersSection {
     /// Micro-batches of `batch_size` per update.
     pub accumulation: usize,
     /// Across MPI ranks: exchange gradient buckets while backward runs, rather than after it
-    /// (see [`TowersConfig::overlap`]).
-    #[serde(default)]
+    /// (see [`TowersConfig::overlap`]); on unless set to `false`.
+    #[serde(default = "overlap_by_default")]
     pub overlap_exchange: bool,
     /// Across MPI ranks: the number format gradients travel in, `f32`, `bf16` or `f16` (half
     /// the bytes; see [`Wire`]). f32 by default.
@@ -131,13 +131,18 @@ pub enum BatchNormMode {
     FirstTower,
 }
 
+/// [`TowersSection::overlap_exchange`]'s default: [`TowersConfig::overlap`]'s.
+fn overlap_by_default() -> bool {
+    TowersConfig::default().overlap
+}
+
 impl Default for TowersSection {
     fn default() -> Self {
         Self {
             reduce: ReduceMode::ParameterDevice,
             batch_norm: BatchNormMode::Average,
             accumulation: 1,
-            overlap_exchange: false,
+            overlap_exchange: overlap_by_default(),
             allreduce_dtype: Wire::F32,
             replica_check: default_replica_check(),
         }

@@ -250,12 +250,12 @@ impl Exchange<'_> {
                     continue;
                 }
                 // MPI moves a non-blocking collective's data only inside our tests: poll
-                // without pause while every rank is here, as MPI_Wait does; while waiting for a
-                // rank still computing, yield, then sleep once the wait is long.
+                // without pause while every rank is here, as MPI_Wait does, but yielding the
+                // core to any thread that can run (another rank's backward, on a machine the
+                // ranks share); while waiting for a rank still computing, yield, then sleep
+                // once the wait is long.
                 idle += 1;
-                if waiting_for.is_empty() {
-                    std::hint::spin_loop();
-                } else if idle < 10_000 {
+                if waiting_for.is_empty() || idle < 10_000 {
                     thread::yield_now();
                 } else {
                     thread::sleep(Duration::from_micros(200));
