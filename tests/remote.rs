@@ -16,7 +16,7 @@ use burn::module::Module;
 use burn::tensor::{Int, Tensor};
 use burn_towers::data::cifar10::BuiltinCifar10;
 use burn_towers::data::{HostBatch, image_loss};
-use burn_towers::multigpu::remote::TOKEN_VAR;
+use burn_towers::multigpu::remote::{TOKEN_FILE_VAR, TOKEN_VAR};
 use burn_towers::multigpu::{Error, IntoTowerLoss, Reduce, Towers, TowersConfig, parse_devices};
 use burn_towers::train::{CheckpointDir, Input, TrainConfig, Trainer};
 use towers_testing::assert_error_names;
@@ -53,10 +53,12 @@ impl Server {
             .args(["--listen", "127.0.0.1:0", "--devices", devices])
             .args(["--transport", transport])
             .env_remove(TOKEN_VAR)
+            .env_remove(TOKEN_FILE_VAR)
             .stdout(Stdio::piped());
-        if let Some(token) = token {
-            command.env(TOKEN_VAR, token);
-        }
+        match token {
+            Some(token) => command.env(TOKEN_VAR, token),
+            None => command.arg("--insecure-no-token"),
+        };
         let mut child = command.spawn().expect("towers-serve starts");
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let (tx, lines) = mpsc::channel();
@@ -188,6 +190,76 @@ fn iroh_with_a_token_serves_its_clients_and_refuses_the_others() {
     }
 }
 
+/// Over WebSocket, with a token: a client sends it only from a token line naming the server
+/// (`ws://host:port=TOKEN`), never the general token; a wrong token is refused. Each client is
+/// this test run again in a child process, whose environment holds its tokens.
+#[test]
+fn over_websocket_a_token_is_sent_only_to_the_server_its_line_names() {
+    const TEST: &str = "over_websocket_a_token_is_sent_only_to_the_server_its_line_names";
+    if let Some(entry) = role() {
+        let device = parse_devices(&entry).unwrap()[0].device().clone();
+        let doubled = Tensor::<1>::from_floats([1.0, 2.0], &device) * 2.0;
+        assert_eq!(
+            doubled.to_data().iter::<f32>().collect::<Vec<_>>(),
+            [2.0, 4.0]
+        );
+        return;
+    }
+    let server = Server::start_with("flex", "websocket", Some("ws-secret"));
+    let entry = server.device(0);
+    let named = |token: &str| format!("general-token\n{}={token}\n", server.url);
+    let cases = [
+        (named("ws-secret"), None),
+        ("ws-secret".to_string(), Some("no token was sent")),
+        (named("wrong-token"), Some("rejected the credential")),
+    ];
+    for (tokens, refusal) in cases {
+        let out = child(&towers_testing::test_name!(TEST), &entry, &[], "true")
+            .env(TOKEN_VAR, &tokens)
+            .output()
+            .unwrap();
+        let output = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.success(),
+            refusal.is_none(),
+            "{tokens:?}: {output}"
+        );
+        if let Some(refusal) = refusal {
+            assert_error_names(&output, &[&entry, refusal]);
+        }
+    }
+}
+
+/// Without a token the server does not start, whatever the transport: it exits at once,
+/// naming the token's variables and the flag that would let it serve everyone.
+#[test]
+fn towers_serve_without_a_token_refuses_to_start() {
+    for transport in ["iroh", "websocket"] {
+        let mut server = Command::new(env!("CARGO_BIN_EXE_towers-serve"))
+            .args(["--listen", "127.0.0.1:0", "--transport", transport])
+            .env_remove(TOKEN_VAR)
+            .env_remove(TOKEN_FILE_VAR)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while server.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(10) {
+                let _ = server.kill();
+                panic!("{transport}: still serving 10 s after starting without a token");
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let out = server.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{transport}: {stderr}");
+        assert_error_names(&stderr, &[TOKEN_FILE_VAR, TOKEN_VAR, "--insecure-no-token"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.is_empty(), "{transport}: {stdout}");
+    }
+}
+
 #[test]
 fn an_unreachable_server_or_device_is_an_error_naming_it() {
     // Bound but not listening: dials are refused until Burn's client gives up (about 16 s).
@@ -256,6 +328,7 @@ fn towers_serve_stops_on_sigterm_and_refuses_bad_arguments() {
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_towers-serve"))
             .args(&args)
+            .env(TOKEN_VAR, "a-token")
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);

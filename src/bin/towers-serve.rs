@@ -10,8 +10,12 @@
 //! `iroh://ID@10.0.0.2:3000/0,iroh://ID@10.0.0.2:3000/1` (with the same token in its
 //! environment). Over Iroh (the default) sessions are encrypted and the server is authenticated by
 //! its id; a token (read from the file `TOWERS_REMOTE_TOKEN_FILE` names, or from
-//! `TOWERS_REMOTE_TOKEN`, never from the command line) also authenticates the clients. WebSocket
-//! (`--transport websocket`) is neither encrypted nor authenticated: a trusted network only.
+//! `TOWERS_REMOTE_TOKEN`, never from the command line) authenticates the clients. Without a token
+//! the server refuses to start unless `--insecure-no-token` says to serve every client that
+//! reaches it. WebSocket (`--transport websocket`) is not encrypted: a trusted network only.
+//!
+//! Burn's remote server sets no limit on sessions or memory per client (only Iroh frames are
+//! capped, at 1 GiB), so the token is what keeps strangers off the devices.
 //!
 //! Served devices must share one backend (every CubeCL runtime counts as one, so `cuda` and `wgpu`
 //! mix; `flex` does not mix with them). A device's index in `--devices` is its index in a client's
@@ -35,9 +39,13 @@ use towers_train::parse_args;
 #[command(about = "Serve local devices to remote towers (Burn's remote backend)")]
 struct Args {
     /// Address clients dial, `host:port`. WebSocket binds exactly this address; Iroh binds the
-    /// UDP port on every interface (only clients that know the server's id reach it).
+    /// UDP port on every interface (Burn's Iroh transport takes a port only), where only clients
+    /// that know the server's id and hold its token are served.
     #[arg(long, default_value = "127.0.0.1:3000")]
     listen: SocketAddr,
+    /// Serve without a token: every client that reaches the server may use its devices.
+    #[arg(long)]
+    insecure_no_token: bool,
     /// Local devices to serve, e.g. `cuda:0,cuda:1` or `flex`; clients pick one by position.
     #[arg(long, default_value = "flex")]
     devices: String,
@@ -71,6 +79,13 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let token = remote_token()?;
+    if token.is_none() && !args.insecure_no_token {
+        bail!(
+            "no token: put one in the file {TOKEN_FILE_VAR} names (or in {TOKEN_VAR}) so that \
+             only clients holding it are served, or pass --insecure-no-token to serve every \
+             client that reaches this address"
+        );
+    }
     let (transport, base) = match args.transport {
         TransportKind::Iroh => iroh(&args)?,
         TransportKind::Websocket => websocket(&args)?,
@@ -129,19 +144,18 @@ fn websocket(args: &Args) -> anyhow::Result<(Transport, String)> {
 fn warn_about(transport: TransportKind, has_token: bool) {
     let warning = match (transport, has_token) {
         (TransportKind::Iroh, true) => return,
-        (TransportKind::Iroh, false) => format!(
-            "no token ({TOKEN_FILE_VAR} or {TOKEN_VAR}): every client that knows this server's id \
-             can use its devices"
-        ),
+        (TransportKind::Iroh, false) => {
+            "--insecure-no-token: every client that knows this server's id can use its devices"
+        }
         (TransportKind::Websocket, true) => {
             "WebSocket sends the token and every tensor in plain text: use it on a trusted \
-             network only, or `--transport iroh`"
-                .to_string()
+             network only, or `--transport iroh` (clients send the token only from a token line \
+             naming this server, `ws://host:port=TOKEN`)"
         }
-        (TransportKind::Websocket, false) => format!(
-            "WebSocket without a token ({TOKEN_FILE_VAR} or {TOKEN_VAR}): unencrypted, and every \
-             client that reaches this address can use its devices"
-        ),
+        (TransportKind::Websocket, false) => {
+            "--insecure-no-token over WebSocket: unencrypted, and every client that reaches this \
+             address can use its devices"
+        }
     };
     eprintln!("towers-serve: warning: {warning}");
 }

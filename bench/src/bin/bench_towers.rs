@@ -79,15 +79,18 @@ fn main() -> anyhow::Result<()> {
     .into_iter()
     .filter(|(key, ..)| only.as_deref().is_none_or(|o| o == *key))
     .collect();
+    // The timelines stream to files, read back below.
+    let traces = tempfile::tempdir()?;
     let mut towers: Vec<Option<Towers<CifarNet>>> = rows
         .iter()
-        .map(|(_, _, setup)| {
+        .map(|(key, _, setup)| {
             setup
                 .map(|(list, reduce)| {
                     let config = TowersConfig::default().with_reduce(reduce);
                     let devices = parse_devices(list)?;
-                    Towers::new(model.clone(), momentum_sgd(), &devices, config)
-                        .map(|t| t.with_timeline(Timeline::recording(0)))
+                    let towers = Towers::new(model.clone(), momentum_sgd(), &devices, config)?;
+                    let trace = traces.path().join(format!("{key}.json"));
+                    anyhow::Ok(towers.with_timeline(Timeline::recording(0, &trace)?))
                 })
                 .transpose()
         })
@@ -115,13 +118,14 @@ fn main() -> anyhow::Result<()> {
         let ratio = plain.map_or("-".into(), |p| format!("{:.3}", t / medians[p]));
         println!("{name:<32} {:>10.1} {ratio:>16}", t * 1e3);
     }
-    for ((_, name, _), towers) in rows.iter().zip(&towers) {
+    for ((key, name, _), towers) in rows.iter().zip(&towers) {
         let Some(towers) = towers.as_ref().filter(|t| t.devices().len() > 1) else {
             continue;
         };
         // Per step, the reduction of the tower that finished backward last (it waits for no
         // one: what the reduction itself costs) and of the other (which also waits for it).
-        let spans = towers.timeline().spans();
+        towers.timeline().finish()?;
+        let spans = spans_of(&traces.path().join(format!("{key}.json")))?;
         let per_tower = |tower: usize| -> Vec<f64> {
             (spans.iter())
                 .filter(|(n, track, _)| n == "reduce" && *track == Track::Tower(tower))
@@ -148,4 +152,27 @@ fn main() -> anyhow::Result<()> {
     }
 
     Ok(())
+}
+
+/// The complete events of the Chrome trace at `path`: `(name, track, seconds)`.
+fn spans_of(path: &std::path::Path) -> anyhow::Result<Vec<(String, Track, f64)>> {
+    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(path)?)?;
+    let events = trace["traceEvents"].as_array().cloned().unwrap_or_default();
+    let track = |tid: u64| match tid {
+        0 => Track::Main,
+        1000 => Track::Exchange,
+        tower => Track::Tower(tower as usize - 1),
+    };
+    Ok((events.iter())
+        .filter(|e| e["ph"] == "X")
+        .map(|e| {
+            let name = e["name"].as_str().unwrap_or_default().to_string();
+            let tid = e["tid"].as_u64().unwrap_or_default();
+            (
+                name,
+                track(tid),
+                e["dur"].as_f64().unwrap_or_default() / 1e6,
+            )
+        })
+        .collect())
 }

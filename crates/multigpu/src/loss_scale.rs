@@ -9,6 +9,7 @@
 
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
+use serde::{Deserialize, Serialize};
 
 use crate::reduce::Layout;
 
@@ -28,6 +29,18 @@ impl Default for LossScaling {
             growth_interval: 2000,
         }
     }
+}
+
+/// Where dynamic loss scaling stands between updates: what a checkpoint keeps, so that a resumed
+/// run scales its next loss exactly as the uninterrupted run would have.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LossScaleState {
+    /// What the next step's losses are multiplied by.
+    pub scale: f64,
+    /// Updates since the last overflow or growth (the scale doubles when they reach
+    /// [`LossScaling::growth_interval`]).
+    pub good_updates: u64,
 }
 
 /// The scale between updates.
@@ -51,6 +64,20 @@ impl LossScaler {
     /// What the losses are multiplied by now.
     pub(crate) fn scale(&self) -> f64 {
         self.scale
+    }
+
+    /// The scale and the count toward its growth.
+    pub(crate) fn state(&self) -> LossScaleState {
+        LossScaleState {
+            scale: self.scale,
+            good_updates: self.good,
+        }
+    }
+
+    /// Continues from `state`, as a checkpoint kept it.
+    pub(crate) fn restore(&mut self, state: LossScaleState) {
+        self.scale = state.scale;
+        self.good = state.good_updates;
     }
 
     /// After an update's check: halve the scale if it overflowed, else count it and double

@@ -7,9 +7,13 @@
 //! | `iroh://ID/1` | the same server, found through n0's public relays (it serves with `--relays public`) |
 //! | `ws://10.0.0.2:3000/1` | WebSocket: neither encrypted nor authenticated, for a trusted network only |
 //!
-//! The index defaults to 0. The token a server may ask for is read from the file that
+//! The index defaults to 0. The tokens servers ask for are read from the file that
 //! `TOWERS_REMOTE_TOKEN_FILE` names, else from `TOWERS_REMOTE_TOKEN`, and never from the command
-//! line, where every user of the machine can read it. It is presented to every remote server.
+//! line, where every user of the machine can read it. Either holds one token per line: a line
+//! `iroh://ID=TOKEN` or `ws://host:port=TOKEN` is that server's token, a line without a scheme
+//! the token of every Iroh server the file does not name (blank lines and `#` comments are
+//! skipped). A WebSocket server only ever gets a token from a line naming it: `ws://` is plain
+//! text, so the general token is never sent there unasked.
 
 use burn::tensor::Device;
 
@@ -42,28 +46,90 @@ pub(crate) fn remote_device(entry: &str, spec: &str) -> Option<Result<Device>> {
     Some(remote.and_then(|remote| connect(entry, &remote)))
 }
 
-/// The token for remote servers, from [`TOKEN_FILE_VAR`] or [`TOKEN_VAR`]; `None` when neither
-/// is set. Surrounding white space (a file's last newline) is not part of it.
-pub fn remote_token() -> Result<Option<String>> {
-    let token = match std::env::var_os(TOKEN_FILE_VAR) {
-        Some(path) => std::fs::read_to_string(&path).map_err(|e| {
-            Error::Config(format!(
-                "cannot read the token file {} ({TOKEN_FILE_VAR}): {e}",
+/// The tokens for remote servers, from [`TOKEN_FILE_VAR`] or [`TOKEN_VAR`] (empty when
+/// neither is set), in the format the module documentation gives.
+pub fn remote_tokens() -> Result<Tokens> {
+    let (text, source) = match std::env::var_os(TOKEN_FILE_VAR) {
+        Some(path) => {
+            let source = format!(
+                "the token file {} ({TOKEN_FILE_VAR})",
                 path.to_string_lossy()
-            ))
-        })?,
+            );
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| Error::Config(format!("cannot read {source}: {e}")))?;
+            (text, source)
+        }
         None => match std::env::var(TOKEN_VAR) {
-            Ok(token) => token,
-            Err(_) => return Ok(None),
+            Ok(text) => (text, TOKEN_VAR.to_string()),
+            Err(_) => return Ok(Tokens::default()),
         },
     };
-    let token = token.trim();
-    if token.is_empty() {
+    Tokens::parse(&text).map_err(|reason| Error::Config(format!("{source}: {reason}")))
+}
+
+/// The token a server asks its clients for: the general (unnamed) token of [`remote_tokens`];
+/// `None` when neither variable is set.
+pub fn remote_token() -> Result<Option<String>> {
+    let tokens = remote_tokens()?;
+    if tokens.general.is_none() && !tokens.per_host.is_empty() {
         return Err(Error::Config(format!(
-            "the remote token ({TOKEN_FILE_VAR} or {TOKEN_VAR}) is empty"
+            "{TOKEN_FILE_VAR}/{TOKEN_VAR}: a server needs a token line without a host; this one \
+             names hosts only"
         )));
     }
-    Ok(Some(token.to_string()))
+    Ok(tokens.general)
+}
+
+/// The tokens a client presents: one per named server, and a general one for the other Iroh
+/// servers.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Tokens {
+    /// For Iroh servers no line names; never sent over `ws://`.
+    pub general: Option<String>,
+    /// `(iroh://ID or ws://host:port, token)`, as the lines name them.
+    pub per_host: Vec<(String, String)>,
+}
+
+impl Tokens {
+    /// Parses the lines of a token file; the error says which line is wrong.
+    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+        let mut tokens = Self::default();
+        let lines = text.lines().map(str::trim).enumerate();
+        for (number, line) in lines.filter(|(_, l)| !l.is_empty() && !l.starts_with('#')) {
+            let at = |what: &str| format!("line {}: {what}", number + 1);
+            if !is_remote(line) {
+                if tokens.general.replace(line.to_string()).is_some() {
+                    return Err(at(
+                        "a second token without a host (`iroh://ID=TOKEN` names one)",
+                    ));
+                }
+                continue;
+            }
+            match line.split_once('=') {
+                Some((host, token)) if !token.trim().is_empty() => tokens
+                    .per_host
+                    .push((host.trim().to_ascii_lowercase(), token.trim().to_string())),
+                _ => return Err(at("expected `iroh://ID=TOKEN` or `ws://host:port=TOKEN`")),
+            }
+        }
+        if tokens.general.is_none() && tokens.per_host.is_empty() {
+            return Err("no token in it".into());
+        }
+        Ok(tokens)
+    }
+
+    /// The token for `host`: the one its line names, else, for Iroh only, the general one.
+    fn for_host(&self, host: &Host) -> Option<&str> {
+        let key = host.key().to_ascii_lowercase();
+        let named =
+            (self.per_host.iter()).find(|(h, _)| h == &key || h.split('@').next() == Some(&key));
+        match (named, host) {
+            (Some((_, token)), _) => Some(token),
+            (None, Host::Iroh { .. }) => self.general.as_deref(),
+            (None, Host::WebSocket(_)) => None,
+        }
+    }
 }
 
 /// A remote entry, parsed.
@@ -81,9 +147,17 @@ enum Host {
     Iroh { id: String, address: Option<String> },
 }
 
-#[cfg(feature = "remote")]
 impl Host {
+    /// How token lines name the server: `ws://host:port` or `iroh://ID`.
+    fn key(&self) -> String {
+        match self {
+            Host::WebSocket(url) => url.clone(),
+            Host::Iroh { id, .. } => format!("iroh://{id}"),
+        }
+    }
+
     /// How errors name the server.
+    #[cfg(feature = "remote")]
     fn name(&self) -> String {
         match self {
             Host::WebSocket(url) => url.clone(),
@@ -168,13 +242,25 @@ fn connect(entry: &str, remote: &Remote) -> Result<Device> {
             iroh_host(id, address.as_deref()).map_err(|e| invalid(entry, e))?,
         ),
     };
-    if let Some(token) = remote_token()? {
+    let tokens = remote_tokens()?;
+    if let Some(token) = tokens.for_host(&remote.host) {
         host = host.with_credential(token);
     }
+    let withheld = matches!(remote.host, Host::WebSocket(_))
+        && tokens.general.is_some()
+        && tokens.for_host(&remote.host).is_none();
     Device::remote_options(&host)
         .device_index(remote.index)
         .init()
-        .map_err(|e| failed(e.to_string()))
+        .map_err(|e| match withheld {
+            // The likely cause, when the server wants a token: say how to send it.
+            true => failed(format!(
+                "{e} (no token was sent: over plain-text `ws://` only a token line naming the \
+                 server, `{}=TOKEN`, is sent)",
+                remote.host.key()
+            )),
+            false => failed(e.to_string()),
+        })
 }
 
 /// The Iroh server `id`: dialed directly at every address `address` resolves to, relays off;
@@ -254,6 +340,43 @@ mod tests {
         ];
         for (spec, host, index) in cases {
             assert_eq!(parsed(spec).unwrap(), Remote { host, index }, "{spec}");
+        }
+    }
+
+    /// The general token goes to Iroh servers only; a `ws://` server gets the token of a line
+    /// naming it, and nothing else.
+    #[test]
+    fn tokens_go_to_the_hosts_named_and_never_unasked_over_websocket() {
+        let tokens = Tokens::parse(
+            "# tokens\n general-secret \n\niroh://abc=abc-secret\nws://10.0.0.2:3000=ws-secret\n",
+        )
+        .unwrap();
+        let host = |spec: &str| parsed(spec).unwrap().host;
+        let cases = [
+            ("iroh://abc@10.0.0.2:3000/1", Some("abc-secret")),
+            ("iroh://abc/0", Some("abc-secret")),
+            ("iroh://other@10.0.0.2:3000", Some("general-secret")),
+            ("ws://10.0.0.2:3000/1", Some("ws-secret")),
+            ("ws://10.0.0.3:3000/0", None),
+        ];
+        for (spec, token) in cases {
+            assert_eq!(tokens.for_host(&host(spec)), token, "{spec}");
+        }
+        let general_only = Tokens::parse("secret\n").unwrap();
+        assert_eq!(general_only.for_host(&host("ws://gpu:3000")), None);
+        assert_eq!(general_only.for_host(&host("iroh://abc")), Some("secret"));
+    }
+
+    #[test]
+    fn bad_token_files_name_the_line() {
+        for (text, expected) in [
+            ("a\nb\n", "line 2"),
+            ("a\nws://gpu:3000=\n", "line 2"),
+            ("iroh://abc\n", "line 1"),
+            ("\n# only a comment\n", "no token"),
+        ] {
+            let err = Tokens::parse(text).unwrap_err();
+            assert!(err.contains(expected), "{text:?}: {err}");
         }
     }
 

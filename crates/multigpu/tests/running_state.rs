@@ -145,19 +145,40 @@ fn a_models_own_running_state_is_kept_like_one_devices() {
 }
 
 /// Named running state leaves any other alone: the model keeps its own running mean, which
-/// the towers' forward passes never reach under the parameter-device reduction.
+/// the towers' forward passes never reach under the parameter-device reduction, and stderr
+/// names `input_mean` as running state the names leave out. The towers run in a child process
+/// (this test binary again), whose stderr is read.
 #[test]
 fn running_state_left_out_by_name_is_not_synced() {
-    let device = Device::flex().autodiff();
-    let model = Smoothed::new(&device);
-    let names = vec!["running_mean".to_string(), "running_var".to_string()];
-    let config = TowersConfig::default().with_running_states(RunningStates::Named(names));
-    let got = state(&on_towers(fresh(&model), config, 2));
-    let expected = state(&one_device(fresh(&model), &device, 2));
-    assert_close(&got[0], &expected[0], "weights");
+    if towers_testing::child::role().is_some() {
+        let device = Device::flex().autodiff();
+        let model = Smoothed::new(&device);
+        let names = vec!["running_mean".to_string(), "running_var".to_string()];
+        let config = TowersConfig::default().with_running_states(RunningStates::Named(names));
+        let got = state(&on_towers(fresh(&model), config, 2));
+        let expected = state(&one_device(fresh(&model), &device, 2));
+        assert_close(&got[0], &expected[0], "weights");
+        assert_eq!(
+            got[1],
+            vec![0.0; 4],
+            "the model's running mean was never written"
+        );
+        return;
+    }
+    let name = towers_testing::test_name!("running_state_left_out_by_name_is_not_synced");
+    let child = towers_testing::child::child(&name, "named running state", &[], "")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert!(child.status.success(), "{stderr}");
+    let warning = "warning: `input_mean` is running state (the first training step changed it";
     assert_eq!(
-        got[1],
-        vec![0.0; 4],
-        "the model's running mean was never written"
+        stderr.matches(warning).count(),
+        1,
+        "one warning, at the first step: {stderr}"
+    );
+    assert!(
+        stderr.contains(r#"["running_mean", "running_var"]"#),
+        "{stderr}"
     );
 }

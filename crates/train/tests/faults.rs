@@ -116,6 +116,7 @@ fn big_checkpoint(step: u64) -> Checkpoint {
         averages: Some(model.into_record()),
         input: None,
         config: serde_json::Value::Null,
+        loss_scale: None,
     }
 }
 

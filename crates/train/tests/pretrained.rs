@@ -230,6 +230,7 @@ fn exported_and_checkpointed_weights_load_back_to_identical_logits() {
         averages: None,
         input: None,
         config: serde_json::Value::Null,
+        loss_scale: None,
     }
     .save(&ckpt)
     .unwrap();

@@ -1,13 +1,18 @@
 //! Resuming training from a checkpoint's input position, against the uninterrupted run computed
 //! in the same test: bitwise the same per-step losses, dropout included, on one tower and on
 //! two; a checkpoint without a position is refused, naming its step. Dropout masks follow the
-//! examples, so one tower and two log the same losses.
+//! examples, so one tower and two log the same losses. With f16 products the checkpoint keeps
+//! the loss scale, so the resumed run skips and scales exactly the steps the uninterrupted one
+//! does.
 
 use std::path::Path;
 
 use towers_data::cifar10::BuiltinCifar10;
+use towers_kernels::Precision;
+use towers_models::{Cifar10Net, ImageClassifier};
+use towers_multigpu::TowerLoss;
 use towers_testing::nets::DropoutNet;
-use towers_testing::training::quick_cifar_config;
+use towers_testing::training::{cifar_net, quick_cifar_config};
 use towers_train::{Checkpoint, Input, TrainConfig, Trainer, read_log};
 
 /// Batch 16, one reader, every step logged, a checkpoint every 3 steps.
@@ -62,6 +67,54 @@ fn resumed_runs_log_the_losses_of_the_uninterrupted_run() {
         assert_eq!(stopped_twice, whole, "{devices}");
     }
 }
+
+/// f16 products on the CIFAR-10 net (whose layers follow the precision), its loss times
+/// [`F16_LOSS_FACTOR`] so that the gradients overflow f16 at the initial scale of 65,536: the
+/// first steps skip their updates and halve the scale, so the checkpoint at step 3 holds
+/// another scale. Stopped there and resumed to 6, the run logs the uninterrupted run's losses
+/// bit for bit. (Resumed at the initial scale instead, its step 4 overflows again and skips an
+/// update the uninterrupted run applied: checked by breaking the restore, which fails this.)
+#[test]
+fn an_f16_run_resumed_keeps_its_loss_scale_and_its_losses() {
+    let data = BuiltinCifar10::create(40, 1, 2).unwrap();
+    let f16 = |dir: &Path, max_steps, resume| TrainConfig {
+        precision: Precision::F16,
+        resume,
+        ..config(dir, "flex", max_steps)
+    };
+    let train_cifar = |config: TrainConfig| {
+        let dir = config.train_dir.clone();
+        let loss = |m: &Cifar10Net, x, y| TowerLoss::new(m.loss(x, y).loss * F16_LOSS_FACTOR);
+        Trainer::new(config)
+            .with_loss(loss)
+            .run(cifar_net, &Input::cifar10_train(data.dir()).unwrap())
+            .unwrap();
+        let log = read_log(&dir.join(towers_train::LOG_FILE)).unwrap();
+        log.iter().map(|e| (e.step, e.loss)).collect::<Vec<_>>()
+    };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let whole = train_cifar(f16(a.path(), 6, false));
+    train_cifar(f16(b.path(), 3, false));
+    let scale = Checkpoint::load(&b.path().join("model.ckpt-3"))
+        .unwrap()
+        .loss_scale
+        .expect("an f16 run's checkpoint keeps its loss scale");
+    assert!(
+        scale.scale < 65536.0,
+        "no overflow before step 3 (scale {scale:?}): this test would not tell a restored \
+         scale from the initial one"
+    );
+    let resumed = train_cifar(f16(b.path(), 6, true));
+    let log = std::fs::read_to_string(a.path().join(towers_train::LOG_FILE)).unwrap();
+    assert_eq!(
+        resumed, whole,
+        "scale at step 3: {scale:?}; the whole run: {log}"
+    );
+}
+
+/// What the f16 test multiplies its loss by: its gradients then overflow f16 at a scale of
+/// 65,536 and fit at a few halvings below.
+const F16_LOSS_FACTOR: f32 = 30.0;
 
 /// A checkpoint without an input position (another tool's) cannot resume the input: the
 /// error names its step, and nothing trains.

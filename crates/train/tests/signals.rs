@@ -1,6 +1,6 @@
 //! SIGTERM (what SLURM and Kubernetes send) and SIGINT (Ctrl-C), sent to a real training
 //! process: the first stops it after the current step with a checkpoint and a clean exit; a
-//! second one ends it at once.
+//! second one ends it at once, leaving a timeline that parses.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -19,6 +19,9 @@ use towers_testing::child::{child, role};
 /// Each step takes at least this long (the child's loss waits), so that signals sent just
 /// after a step starts arrive during it.
 const STEP: Duration = Duration::from_millis(1500);
+
+/// The child's timeline, in its train directory.
+const TIMELINE: &str = "timeline.json";
 
 /// The child: trains with the signal handlers installed, printing `step-start K` as step K
 /// begins, and prints its report.
@@ -40,6 +43,7 @@ fn child_trainer() {
         max_steps: 1000,
         checkpoint_every: 1000,
         log_every: 1,
+        timeline: Some(Path::new(&dir).join(TIMELINE)),
         train_dir: dir.into(),
         ..TrainConfig::cifar10()
     };
@@ -114,6 +118,16 @@ fn a_second_signal_exits_at_once_without_a_checkpoint() {
             .unwrap()
             .is_none()
     );
+    // The timeline streamed as it went: strict JSON (serde_json, not the lenient rule that
+    // lets Chrome read an unclosed array), holding the first step's spans.
+    let trace = std::fs::read(dir.path().join(TIMELINE)).unwrap();
+    let trace: serde_json::Value = serde_json::from_slice(&trace)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&trace)));
+    let events = trace["traceEvents"].as_array().unwrap();
+    let steps = events
+        .iter()
+        .filter(|e| e["name"] == "step" && e["ph"] == "X");
+    assert!(steps.count() >= 1, "{events:?}");
 }
 
 /// A started child whose stdout lines arrive on a channel as they are printed.

@@ -25,6 +25,7 @@ fn seeds() -> Vec<Vec<u8>> {
         averages: Some(model.into_record()),
         input: Some(serde_json::to_value(position()).unwrap()),
         config: serde_json::json!({"seed": 1, "devices": "flex"}),
+        loss_scale: None,
     }
     .save(&path)
     .unwrap();

@@ -70,7 +70,7 @@ use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
 use crate::gradient_tap::{Tap, TapSchedule};
 use crate::loss::IntoTowerLoss;
-use crate::loss_scale::{self, LossScaler};
+use crate::loss_scale::{self, LossScaleState, LossScaler};
 use crate::overlap::OverlappedExchange;
 use crate::reduce::{Layout, Reduce};
 use crate::running_state::{self, Detection, Selection};
@@ -236,6 +236,18 @@ impl<M: Module> Towers<M> {
     /// [`TowersConfig::loss_scaling`].
     pub fn loss_scale(&self) -> Option<f64> {
         self.scaler.as_ref().map(LossScaler::scale)
+    }
+
+    /// Where loss scaling stands, for a checkpoint; `None` without loss scaling.
+    pub fn loss_scale_state(&self) -> Option<LossScaleState> {
+        self.scaler.as_ref().map(LossScaler::state)
+    }
+
+    /// Continues loss scaling from `state` (a checkpoint's); nothing without loss scaling.
+    pub fn restore_loss_scale(&mut self, state: LossScaleState) {
+        if let Some(scaler) = &mut self.scaler {
+            scaler.restore(state);
+        }
     }
 
     /// `grads` unscaled for the update, or `None` when the update is to be skipped (see

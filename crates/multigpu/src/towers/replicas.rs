@@ -36,6 +36,16 @@ impl<M: Module> Towers<M> {
         })
     }
 
+    /// Test seam: replica `index` replaced by `perturb` of it, as a backend that rounds its
+    /// updates differently would leave it; tests make replicas drift with it on backends that
+    /// never do. Nothing unless the towers all-reduce.
+    #[doc(hidden)]
+    pub fn map_replica(&mut self, index: usize, perturb: impl FnOnce(M) -> M) {
+        if let State::AllReduce { replicas, .. } = &mut self.state {
+            replicas[index] = perturb(replicas[index].clone());
+        }
+    }
+
     /// A check every `replica_check` updates under the all-reduce.
     pub(super) fn scheduled_replica_check(&mut self) -> Option<ReplicaCheck> {
         self.updates += 1;

@@ -192,6 +192,7 @@ mod tests {
             averages: None,
             input: None,
             config: serde_json::Value::Null,
+            loss_scale: None,
         }
     }
 

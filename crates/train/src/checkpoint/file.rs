@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use towers_data::atomic_file::write_atomic;
+use towers_multigpu::LossScaleState;
 
 /// The format's magic (a first format, `BTOWCKPT` without the checksum, was never released).
 pub(crate) const MAGIC: &[u8; 8] = b"BTOWCKP2";
@@ -49,6 +50,9 @@ pub struct Checkpoint {
     pub input: Option<serde_json::Value>,
     /// The run's configuration, for the record (not applied on load).
     pub config: serde_json::Value,
+    /// Where f16 loss scaling stood, when the run scales its losses; `None` otherwise, and in
+    /// checkpoints written before it was kept (a resume then starts at the initial scale).
+    pub loss_scale: Option<LossScaleState>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -56,6 +60,8 @@ struct Header {
     step: u64,
     sections: Vec<Section>,
     config: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    loss_scale: Option<LossScaleState>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -93,6 +99,7 @@ impl Checkpoint {
                 })
                 .collect(),
             config: self.config,
+            loss_scale: self.loss_scale,
         };
         let header = serde_json::to_vec(&header).expect("a header always serializes");
         let header_len = (header.len() as u64).to_le_bytes();
@@ -182,6 +189,7 @@ impl Checkpoint {
             averages,
             input,
             config: header.config,
+            loss_scale: header.loss_scale,
         };
         Ok(checkpoint)
     }
@@ -261,6 +269,7 @@ mod tests {
             averages: None,
             input: None,
             config: serde_json::Value::Null,
+            loss_scale: None,
         }
         .save(&path)
         .unwrap();
@@ -304,6 +313,7 @@ mod tests {
             averages: Some(model.into_record()),
             input: None,
             config: serde_json::json!({"seed": 1}),
+            loss_scale: None,
         }
         .save(&path)
         .unwrap();
@@ -330,6 +340,7 @@ mod tests {
             averages: Some(model.into_record()),
             input: None,
             config: serde_json::json!({"seed": 1}),
+            loss_scale: None,
         }
     }
 
@@ -355,6 +366,28 @@ mod tests {
         assert_eq!(loaded, position);
         small(9).save(&path).unwrap();
         assert_eq!(Checkpoint::load(&path).unwrap().input, None);
+    }
+
+    /// The loss scale comes back as saved; a checkpoint saved without one (as every checkpoint
+    /// before it was kept) loads with none, and its header does not mention it.
+    #[test]
+    fn the_loss_scale_round_trips_and_is_optional() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.ckpt-9");
+        let state: LossScaleState =
+            serde_json::from_value(serde_json::json!({"scale": 4096.0, "good_updates": 17}))
+                .unwrap();
+        Checkpoint {
+            loss_scale: Some(state),
+            ..small(9)
+        }
+        .save(&path)
+        .unwrap();
+        assert_eq!(Checkpoint::load(&path).unwrap().loss_scale, Some(state));
+        small(9).save(&path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("loss_scale"));
+        assert_eq!(Checkpoint::load(&path).unwrap().loss_scale, None);
     }
 
     /// One flipped bit anywhere, header and magic included, or any truncation, is an error
@@ -429,6 +462,7 @@ mod tests {
             averages: None,
             input: None,
             config: serde_json::Value::Null,
+            loss_scale: None,
         }
         .save(Path::new("/no/such/dir/model.ckpt-1"))
         .unwrap_err();

@@ -80,12 +80,24 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     {
         let c = &self.config;
         let step = start.step;
-        let towers = Towers::new(start.model, start.optimizer, devices, c.towers_config())?;
+        let mut towers = Towers::new(start.model, start.optimizer, devices, c.towers_config())?;
+        let mut notes = start.notes;
+        match (start.loss_scale, towers.loss_scale()) {
+            (Some(state), Some(_)) => towers.restore_loss_scale(state),
+            (None, Some(initial)) if start.checkpoint.is_some() => notes.push(format!(
+                "the checkpoint keeps no loss scale (written before it was kept, or by a run \
+                 without loss scaling): starting at the initial scale {initial}"
+            )),
+            _ => {}
+        }
         // Under MPI the rank's watchdog follows the phases even when no timeline is written.
         let deadline =
             (self.processes.as_ref()).and_then(|p| p.deadline().filter(|_| p.size() > 1));
         let timeline = match (&c.timeline, deadline) {
-            (Some(_), _) => Timeline::recording(self.rank()),
+            (Some(path), _) => {
+                let path = self.rank_file(path);
+                Timeline::recording(self.rank(), &path).map_err(Error::io(&path))?
+            }
             (None, Some(_)) => Timeline::following(self.rank()),
             (None, None) => Timeline::default(),
         };
@@ -113,7 +125,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             TrainLog::silent()
         };
         log.println(&self.banner(devices, examples_per_epoch, &schedule, step));
-        for note in start.notes.iter().chain(&job_note) {
+        for note in notes.iter().chain(&job_note) {
             log.println(note);
         }
         let readers = c.reader_threads.unwrap_or(4 * devices.len());
@@ -284,7 +296,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         self.last_checkpoint_written();
         if let Some(path) = &c.timeline {
             let path = self.rank_file(path);
-            run.timeline.write(&path).map_err(Error::io(&path))?;
+            run.timeline.finish().map_err(Error::io(&path))?;
         }
         let records = run.pipeline.record_count();
         run.pipeline.stop()?;
@@ -339,6 +351,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             averages: (run.averages.as_ref()).map(|a| a.averages().clone().into_record()),
             input: Some(input),
             config: serde_json::to_value(&self.config).expect("a config always serializes"),
+            loss_scale: run.towers.loss_scale_state(),
         })?;
         run.checkpoint = Some(path);
         run.saved_step = Some(run.step);

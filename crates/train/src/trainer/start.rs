@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor};
-use towers_multigpu::TowerDevice;
+use towers_multigpu::{LossScaleState, TowerDevice};
 
 use super::Trainer;
 use super::ranks::Choice;
@@ -28,6 +28,8 @@ pub(super) struct Start<M> {
     /// Where the input stands (as the source's JSON); `None` for a fresh run or a checkpoint
     /// without a position.
     pub(super) input: Option<serde_json::Value>,
+    /// Where loss scaling stood; `None` for a fresh run or a checkpoint without it.
+    pub(super) loss_scale: Option<LossScaleState>,
 }
 
 impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
@@ -75,6 +77,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
                 checkpoint: None,
                 notes: Vec::new(),
                 input: None,
+                loss_scale: None,
             }),
         }
     }
@@ -139,6 +142,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             checkpoint: None,
             notes: Vec::new(),
             input: ckpt.input,
+            loss_scale: ckpt.loss_scale,
         })
     }
 }
