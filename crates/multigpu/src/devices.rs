@@ -89,8 +89,22 @@ impl TowerDevice {
     /// have handle for tensor" in the fusion server, found on lavapipe, 2026-11-26), flushes
     /// before the hand-over notwithstanding.
     pub fn is_fused(&self) -> bool {
-        <Dispatch as Backend>::name(self.device.as_dispatch()).contains("fusion<")
+        backend_name(&self.device).contains("fusion<")
     }
+}
+
+/// The name Burn gives `device`'s backend, e.g. `dispatch<fusion<jit<wgpu>>>`.
+fn backend_name(device: &Device) -> String {
+    <Dispatch as Backend>::name(device.as_dispatch())
+}
+
+/// Whether a read from `device` on a thread first hands over everything that thread queued on
+/// it, so that no flush is needed after the read: on the CubeCL backends, fused or not (the
+/// fusion server drains the read tensor's stream, burn-fusion `server.rs`, `prepare_read`;
+/// CubeCL submits a stream's work before it reads from it), and on flex and ndarray, which
+/// queue nothing. Not assumed of a remote device, whose client may hold operations back.
+pub(crate) fn read_hands_over(device: &Device) -> bool {
+    !backend_name(device).contains("remote-")
 }
 
 /// Whether `device` computes eagerly in this process's memory (flex, ndarray): there a move

@@ -48,9 +48,11 @@ use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend, Dispatch, TensorMetadata};
+use burn::backend::{Autodiff, Backend, Dispatch};
 use burn::module::{Module, ModuleMapper, Param, ParamId};
 use burn::tensor::Tensor;
+
+use crate::host_syncs;
 
 /// Reads a finished gradient as `f32` values, waiting for the device if it is still computing.
 /// Runs on whichever thread needs the values (e.g. the one that sends them to other ranks).
@@ -162,8 +164,11 @@ impl<B: Backend> Backward<B, 2> for TapBackward {
 
     fn backward(self, ops: Ops<u64, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let grad = grads.consume::<B>(&ops.node);
-        // Lazy backends queue work per thread: hand it over before another thread reads.
-        let _ = B::flush(&grad.device());
+        // No flush per gradient: whichever thread reads it, a read runs the work queued for
+        // the tensor on its own stream first (burn-fusion drains the tensor's stream,
+        // `server.rs` `prepare_read`; cubecl-wgpu's `read` executes the stream that wrote the
+        // buffer; cubecl-cuda's `read` has its stream wait on that one's event), so handing
+        // each gradient over was one host call per parameter for nothing (`host_syncs.rs`).
         match &ops.parents[0] {
             // A tapped tensor computed from others (an activation): the gradient goes on.
             Some(parent) if parent.order > 0 => {
@@ -202,6 +207,7 @@ impl<B: Backend> Backward<B, 1> for DepthProbe {
 }
 
 fn read_f32<B: Backend>(grad: FloatTensor<B>) -> Result<Vec<f32>, String> {
+    host_syncs::note_read();
     let data = pollster::block_on(B::float_into_data(grad))
         .map_err(|e| format!("cannot read a gradient from its device: {e:?}"))?;
     data.convert::<f32>()

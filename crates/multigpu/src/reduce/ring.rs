@@ -21,6 +21,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 
 use super::Layout;
 use super::flat::Packed;
+use crate::host_syncs;
 
 /// A bucket size for rings whose caller names none: PyTorch DDP's default.
 pub(crate) const DEFAULT_BUCKET_BYTES: usize = 25 << 20;
@@ -106,7 +107,10 @@ impl RingLink {
             chunks: (chunks.iter())
                 .map(|parts| {
                     parts[send].clone().map(|t| match self.through_host {
-                        true => Chunk::Host(t.into_data()),
+                        true => {
+                            host_syncs::note_read();
+                            Chunk::Host(t.into_data())
+                        }
                         false => Chunk::Tensor(Box::new(t)),
                     })
                 })
@@ -117,6 +121,7 @@ impl RingLink {
         // them over first (lazy backends queue work per thread). A failing device shows when
         // the receiver reads.
         if let Some(Some(Chunk::Tensor(t))) = message.chunks.iter().find(|c| c.is_some()) {
+            host_syncs::note_flush();
             let _ = t.device().flush();
         }
         self.next.send(message).map_err(|_| PeerGone)?;

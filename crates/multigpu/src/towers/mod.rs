@@ -489,10 +489,21 @@ impl<M: Module> Towers<M> {
     /// broadcasts, updates, statistics) over for execution, before the towers' threads use the
     /// tensors (see "Threads" in the module docs). A device that fails here fails the tower
     /// pass on it, where it is named.
+    /// Each device once (towers often share one GPU); none that computes in host memory,
+    /// where nothing is queued.
     fn hand_over(&self) {
-        let _ = self.main.flush();
-        for tower in &self.towers {
-            let _ = tower.device().flush();
+        let mut devices: Vec<&Device> = Vec::with_capacity(self.towers.len() + 1);
+        for device in [&self.main]
+            .into_iter()
+            .chain(self.towers.iter().map(TowerDevice::device))
+        {
+            if !devices.contains(&device) && !crate::devices::in_host_memory(device) {
+                devices.push(device);
+            }
+        }
+        for device in devices {
+            crate::host_syncs::note_flush();
+            let _ = device.flush();
         }
     }
 }

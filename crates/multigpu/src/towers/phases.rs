@@ -127,7 +127,13 @@ impl<M: Module> Towers<M> {
     /// The towers' results, when every tower reported the same metrics (tower 0's names, in
     /// its order); the first tower that did not is named.
     fn same_metrics(&self, done: Vec<Done<M>>) -> Result<Vec<Done<M>>> {
-        let names = |d: &Done<M>| d.metrics.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        let names = |d: &Done<M>| {
+            d.values
+                .metrics
+                .iter()
+                .map(|(n, _)| n.clone())
+                .collect::<Vec<_>>()
+        };
         let first = names(&done[0]);
         match done.iter().position(|d| names(d) != first) {
             None => Ok(done),
@@ -426,15 +432,15 @@ fn step_output<M>(done: &[Done<M>], sizes: &[usize], weights: &[f64], updated: b
             .sum::<f64>()
             / weight
     };
-    let metrics = (done[0].metrics.iter().enumerate())
-        .map(|(i, (name, _))| (name.clone(), mean(&|d| d.metrics[i].1)))
+    let metrics = (done[0].values.metrics.iter().enumerate())
+        .map(|(i, (name, _))| (name.clone(), mean(&|d| d.values.metrics[i].1)))
         .collect();
     StepOutput {
-        loss: mean(&|d| d.loss),
-        tower_losses: done.iter().map(|d| d.loss).collect(),
+        loss: mean(&|d| d.values.loss),
+        tower_losses: done.iter().map(|d| d.values.loss).collect(),
         examples: sizes.iter().sum(),
         weight,
-        correct: done.iter().map(|d| d.correct).sum(),
+        correct: done.iter().map(|d| d.values.correct).sum(),
         metrics,
         updated,
         skipped: false,

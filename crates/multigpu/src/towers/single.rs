@@ -65,7 +65,7 @@ impl<M: Module> Towers<M> {
             let tapped = tap.as_ref().map(|tap| (tap, &self.slots));
             let timeline = (&self.timeline, Track::Tower(0));
             on_tower(0, 0, || {
-                backward_pass(
+                let pass = backward_pass(
                     (self.model(), &self.layout),
                     part,
                     &self.main,
@@ -73,7 +73,9 @@ impl<M: Module> Towers<M> {
                     tapped,
                     timeline,
                     loss_fn,
-                )
+                )?;
+                // The step's one read (see `host_syncs.rs`).
+                Ok((pass.grads, pass.out.read_values()?))
             })
         }));
         drop(tap);
@@ -85,7 +87,7 @@ impl<M: Module> Towers<M> {
         };
         // A failure on any rank fails the step on every rank.
         let outcome = pass.and_then(|pass| Ok((pass, reduced.transpose()?)));
-        let (pass, reduced) = match self.agreed_by_ranks(outcome) {
+        let ((grads, values), reduced) = match self.agreed_by_ranks(outcome) {
             Ok(agreed) => agreed,
             Err(error) => return Err(self.fail(error)),
         };
@@ -97,17 +99,17 @@ impl<M: Module> Towers<M> {
             self.set_running_state(running);
         }
         let mut output = StepOutput {
-            loss: pass.loss,
-            tower_losses: vec![pass.loss],
+            loss: values.loss,
+            tower_losses: vec![values.loss],
             examples: batch.len(),
             weight,
-            correct: pass.correct,
-            metrics: pass.metrics,
+            correct: values.correct,
+            metrics: values.metrics,
             updated: ends_cycle,
             skipped: false,
             replica_check: None,
         };
-        let grads = match (reduced, pass.grads) {
+        let grads = match (reduced, grads) {
             (Some(reduced), _) => {
                 self.cycle = Cycle::default();
                 reduced

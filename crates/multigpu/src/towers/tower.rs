@@ -9,10 +9,11 @@ use burn::module::{Module, ParamId};
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Device;
 
-use crate::devices::TowerDevice;
+use crate::devices::{TowerDevice, in_host_memory, read_hands_over};
 use crate::error::{Error, Result};
 use crate::gradient_tap::Tap;
-use crate::loss::IntoTowerLoss;
+use crate::host_syncs;
+use crate::loss::{IntoTowerLoss, LossValues, TowerLoss};
 use crate::loss_scale;
 use crate::reduce::{AllReduceLink, Layout, PeerGone};
 use crate::running_state::{self, RunningStats, Selection};
@@ -21,13 +22,13 @@ use crate::tower_index::on_tower;
 
 use super::workers::{Patience, Work, Workers};
 
-/// Forward, loss and backward of one part of the batch.
+/// Forward, loss and backward of one part of the batch; the loss values not yet read.
 pub(super) struct Pass {
     /// The gradients; `None` when a tap took them.
     pub(super) grads: Option<GradientsParams>,
-    pub(super) loss: f64,
-    pub(super) correct: Option<usize>,
-    pub(super) metrics: Vec<(String, f64)>,
+    /// The loss and what it reports beside it, still on the device: read once, when the
+    /// tower's work is queued ([`TowerLoss::read_values`]).
+    pub(super) out: TowerLoss,
 }
 
 /// With a tap, each gradient goes to it as soon as backward has finished it (see
@@ -86,18 +87,7 @@ where
                 .then(|| GradientsParams::from_grads(grads, model))
         }
     };
-    // The first read from the tower's device: where a remote server that went away shows.
-    let loss: f32 = out
-        .loss
-        .clone()
-        .try_into_scalar()
-        .map_err(|e| format!("cannot read the loss from the device: {e}"))?;
-    Ok(Pass {
-        grads,
-        loss: loss as f64,
-        correct: out.correct(),
-        metrics: out.metric_values()?,
-    })
+    Ok(Pass { grads, out })
 }
 
 /// One tower's share of a step.
@@ -148,9 +138,24 @@ pub(super) struct Done<M> {
     pub(super) skipped: bool,
     /// Batch-norm statistics, read when the cycle ends.
     pub(super) stats: Option<RunningStats>,
-    pub(super) loss: f64,
-    pub(super) correct: Option<usize>,
-    pub(super) metrics: Vec<(String, f64)>,
+    pub(super) values: LossValues,
+}
+
+/// Hands over what a tower's thread queued before the thread ends (see "Threads" in the
+/// module docs): on its device, unless the read that just came from it did
+/// ([`read_hands_over`]), and on the model's, where it moved its statistics and gathered its
+/// gradients, unless that is the same device or computes in host memory (nothing queued).
+fn hand_over(device: &Device, stats_device: &Device) -> Result<(), String> {
+    let tower_device = (!read_hands_over(device)).then_some(device);
+    let model_device =
+        (stats_device != device && !in_host_memory(stats_device)).then_some(stats_device);
+    for device in tower_device.into_iter().chain(model_device) {
+        host_syncs::note_flush();
+        device
+            .flush()
+            .map_err(|e| format!("cannot flush the queued work: {e}"))?;
+    }
+    Ok(())
 }
 
 enum Failure {
@@ -246,23 +251,17 @@ where
             }
         }
     };
-    // What this thread queued must be handed over before the thread ends (see "Threads" in
-    // the module docs): on its device, and on the model's, where it moved its statistics and
-    // gathered its gradients.
-    for device in [&device, &stats_device] {
-        device
-            .flush()
-            .map_err(|e| Failure::Failed(format!("cannot flush the queued work: {e}")))?;
-    }
+    // The tower's one read (see `host_syncs.rs`), once all its work is queued: where a remote
+    // server that went away shows, on this thread.
+    let values = pass.out.read_values().map_err(Failure::Failed)?;
+    hand_over(&device, &stats_device).map_err(Failure::Failed)?;
     Ok(Done {
         replica,
         grads,
         optim,
         skipped,
         stats,
-        loss: pass.loss,
-        correct: pass.correct,
-        metrics: pass.metrics,
+        values,
     })
 }
 

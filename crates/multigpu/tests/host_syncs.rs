@@ -1,0 +1,60 @@
+//! A step's host syncs (`towers_multigpu::host_syncs`): one read per tower, whatever the loss
+//! reports beside the loss (the count of correct predictions, metrics), and no flush of a device
+//! that computes in host memory. The counts are process-wide, so each case runs in a child
+//! process (this test binary again) where no other test runs.
+
+use burn::tensor::Tensor;
+use towers_data::image_loss;
+use towers_multigpu::{HostSyncs, Reduce, Towers, TowersConfig, host_syncs, parse_devices};
+use towers_testing::batches::batch;
+use towers_testing::nets::{LR, Net, sgd};
+use towers_testing::reference::flex;
+
+/// The reads and flushes of 3 steps (after one uncounted) on `list` with `reduce`; the loss
+/// reports accuracy and one metric, so three values per tower are read.
+fn syncs_of_three_steps(list: &str, reduce: Reduce) -> HostSyncs {
+    let devices = parse_devices(list).unwrap();
+    let config = TowersConfig::default().with_reduce(reduce);
+    let mut towers = Towers::new(Net::new(&flex()), sgd(), &devices, config).unwrap();
+    let loss = image_loss(|m: &Net, x, y| {
+        let out = m.loss(x, y);
+        let doubled: Tensor<1> = out.loss.clone().detach().mul_scalar(2.0);
+        out.with_metric("doubled", doubled)
+    });
+    let out = towers.step(&batch(8, 0), LR, &loss).unwrap();
+    assert_eq!(
+        out.metrics[0].1,
+        2.0 * out.loss,
+        "the metric read beside the loss"
+    );
+    let before = host_syncs();
+    for seed in 1..=3 {
+        towers.step(&batch(8, seed), LR, &loss).unwrap();
+    }
+    host_syncs().since(before)
+}
+
+#[test]
+fn one_read_per_tower_and_step() {
+    if towers_testing::child::role().is_some() {
+        let cases = [
+            ("flex", Reduce::ParameterDevice, 1),
+            ("flex,flex", Reduce::ParameterDevice, 2),
+            ("flex,flex", Reduce::AllReduce, 2),
+        ];
+        for (list, reduce, towers) in cases {
+            let syncs = syncs_of_three_steps(list, reduce);
+            let what = format!("{list}, {reduce:?}, 3 steps");
+            assert_eq!(syncs.reads, 3 * towers, "{what}: {syncs:?}");
+            assert_eq!(syncs.flushes, 0, "{what}: flex queues nothing: {syncs:?}");
+        }
+        return;
+    }
+    let name = towers_testing::test_name!("one_read_per_tower_and_step");
+    let child = towers_testing::child::child(&name, "counts", &[], "")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&child.stdout);
+    let err = String::from_utf8_lossy(&child.stderr);
+    assert!(child.status.success(), "{out}\n{err}");
+}
