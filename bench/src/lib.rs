@@ -8,6 +8,8 @@ pub mod input_stages;
 pub mod layer_timing;
 #[cfg(feature = "remote")]
 pub mod loopback;
+#[cfg(feature = "gpu")]
+pub mod step_counts;
 
 use std::time::Duration;
 

@@ -2,9 +2,10 @@
 //! the default CPU backend (flex) or the device `TOWERS_BENCH_DEVICE` names; the peer is
 //! `bench/peers/tf_cifar10_step.py`, which times TF's layers the same way.
 //!
-//! `cargo run --release -p towers-bench --bin bench_step [REPS] [f32|bf16]` (default 20;
+//! `cargo run --release -p towers-bench --bin bench_step [REPS] [f32|bf16|counts]` (default 20;
 //! medians after a warm-up). With a precision, only the whole step (2 below) in that precision,
-//! alone in the process, as the peer's `--whole-step-only --precision` runs TF's.
+//! alone in the process, as the peer's `--whole-step-only --precision` runs TF's. With
+//! `counts` (built with a GPU backend), only 4 below.
 //!
 //! 1. Each layer in isolation: forward alone, then forward and backward (the gradient of the
 //!    output's sum with respect to the layer's weights and, except for conv1, whose input is
@@ -14,6 +15,10 @@
 //!    (`towers_kernels::with_precision`) alternating call by call; the layers of 1 in bf16 too.
 //! 3. Other formulations of the layers whose cost is ours to choose, each against the one the
 //!    model uses, in rows that alternate call by call.
+//! 4. On a CubeCL device (built with a GPU backend): the step as the trainer runs it (`Towers`,
+//!    the trainer's loss), on 1 tower and on 2 towers of the same device, counted over REPS
+//!    steps after one: `launches per step: N` (kernel launches, CubeCL's launch observer) and
+//!    `host syncs per step per tower: S` (reads and flushes, `towers_multigpu::host_syncs`).
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +43,11 @@ fn main() {
     device.seed(0);
     let net = Cifar10Config::new().init(&device);
     println!("CIFAR-10 tutorial net, batch 128, {entry}, median of {reps} calls, ms");
-    if let Some(precision) = std::env::args().nth(2) {
+    let mode = std::env::args().nth(2);
+    if mode.as_deref() == Some("counts") {
+        return step_counts(&net, &entry, reps, &device);
+    }
+    if let Some(precision) = mode {
         let precision = precision
             .parse()
             .unwrap_or_else(|e| panic!("PRECISION: {e}"));
@@ -58,7 +67,43 @@ fn main() {
     for group in alternatives(&net) {
         alternatives_rows(&group, reps, &device);
     }
+    step_counts(&net, &entry, reps, &device);
 }
+
+/// 4 of the module docs: what the trainer's step costs the host, on 1 and 2 towers.
+#[cfg(feature = "gpu")]
+fn step_counts(net: &Cifar10Net, entry: &str, steps: usize, device: &Device) {
+    use towers_bench::step_counts::count;
+    use towers_data::image_loss;
+    use towers_multigpu::{TowerLoss, Towers, TowersConfig, parse_devices};
+
+    let batch = cifar_batch(128, device);
+    let loss = image_loss(|m: &Cifar10Net, x, y| TowerLoss::new(m.loss(x, y).loss));
+    println!("\nthe trainer's step (Towers, plain SGD), {steps} steps after one, per step:");
+    for list in [entry.to_string(), format!("{entry},{entry}")] {
+        let devices = parse_devices(&list).expect("TOWERS_BENCH_DEVICE");
+        let sgd = OptimizerConfig::Sgd.init();
+        let mut towers = Towers::new(net.clone(), sgd, &devices, TowersConfig::default())
+            .expect("towers on TOWERS_BENCH_DEVICE");
+        let mut step = || {
+            towers.step(&batch, 0.1, &loss).expect("a step");
+        };
+        step();
+        let (launches, syncs) = count(steps, step);
+        let per_step = |n: u64| n as f64 / steps as f64;
+        println!("{list}: launches per step: {:.0}", per_step(launches));
+        println!(
+            "{list}: host syncs per step per tower: {:.2} (per step: {:.1} reads, {:.1} flushes)",
+            per_step(syncs.total()) / devices.len() as f64,
+            per_step(syncs.reads),
+            per_step(syncs.flushes),
+        );
+    }
+}
+
+/// Without a GPU backend there are no kernel launches to count.
+#[cfg(not(feature = "gpu"))]
+fn step_counts(_: &Cifar10Net, _: &str, _: usize, _: &Device) {}
 
 fn layers(net: &Cifar10Net) -> Vec<Layer<'_>> {
     // Dense layers take [n, features, 1, 1], flattened: the reshape is free.
