@@ -73,6 +73,8 @@ mod running_state;
 pub mod timeline;
 mod tower_index;
 pub mod towers;
+#[cfg(feature = "fusion")]
+pub mod tuning;
 mod wire;
 
 pub use batch::{TowerBatch, split_sizes, split_slice};

@@ -9,3 +9,4 @@ mod mpi;
 mod running_state;
 mod token_weights;
 mod towers;
+mod tuning;

@@ -95,6 +95,13 @@ pub struct TrainArgs {
     /// Also write the trained weights to this `.safetensors` file at the end.
     #[arg(long, value_name = "PATH")]
     pub export: Option<PathBuf>,
+    /// Load the GPU kernels' tuning from this bundle (written by `--save-tuning`, on a machine
+    /// with the same GPU and versions) instead of tuning them; kernels it lacks are tuned.
+    #[arg(long, value_name = "FILE")]
+    pub load_tuning: Option<PathBuf>,
+    /// At the end, write the GPU kernels' tuning (this run's and what it loaded) to this bundle.
+    #[arg(long, value_name = "FILE")]
+    pub save_tuning: Option<PathBuf>,
 }
 
 impl TrainArgs {
@@ -135,12 +142,56 @@ impl TrainArgs {
     /// run's own figure.
     pub fn finish<M: burn::module::Module>(&self, trained: &crate::Trained<M>) -> Result<()> {
         println!("{}", trained.report);
+        self.tuning_end()?;
         if let Some(path) = &self.export {
             let (model, which) = trained.eval_weights();
             crate::export_safetensors(model, path)?;
             println!("weights:     {} ({which})", path.display());
         }
         Ok(())
+    }
+
+    /// `--load-tuning`: mounts the bundle before any device is used.
+    fn load_tuning(&self) -> Result<()> {
+        let Some(file) = &self.load_tuning else {
+            return Ok(());
+        };
+        #[cfg(feature = "fusion")]
+        return Ok(towers_multigpu::tuning::load_tuning_bundle(file)?);
+        #[cfg(not(feature = "fusion"))]
+        Err(Error::Config(format!(
+            "--load-tuning {}: this build has no kernel tuning (the `fusion` feature)",
+            file.display()
+        )))
+    }
+
+    /// At the end of a run on a GPU: what it tuned (or that it tuned nothing), and the bundle
+    /// `--save-tuning` asks for.
+    fn tuning_end(&self) -> Result<()> {
+        #[cfg(feature = "fusion")]
+        {
+            use towers_multigpu::tuning;
+            let devices =
+                (self.devices.as_deref()).and_then(|d| towers_multigpu::parse_devices(d).ok());
+            if let Some(report) = tuning::TuningReport::now()
+                && devices.is_some_and(|d| tuning::tunes(&d))
+            {
+                eprintln!("{report}");
+            }
+            if let Some(file) = &self.save_tuning {
+                tuning::save_tuning_bundle(file)?;
+                println!("tuning bundle: {}", file.display());
+            }
+            Ok(())
+        }
+        #[cfg(not(feature = "fusion"))]
+        match &self.save_tuning {
+            None => Ok(()),
+            Some(file) => Err(Error::Config(format!(
+                "--save-tuning {}: this build has no kernel tuning (the `fusion` feature)",
+                file.display()
+            ))),
+        }
     }
 
     /// These flags alone, read from the command line (with `--list-devices`, see
@@ -156,6 +207,7 @@ impl TrainArgs {
 
     /// `defaults`, with the `--config` file over them, then the flags over that.
     pub fn config(&self, defaults: TrainConfig) -> Result<TrainConfig> {
+        self.load_tuning()?;
         let mut c = match &self.config {
             Some(path) => defaults.merge_file(path)?,
             None => defaults,
@@ -258,6 +310,9 @@ impl WeightsArgs {
 /// backend and the devices it sees ([`towers_multigpu::list_devices`]), then exits, whatever
 /// else the command requires. Every example and `towers-serve` parse their flags with it.
 pub fn parse_args<A: Parser>() -> A {
+    // Before any device is used: a cold run's tuning shows on stderr.
+    #[cfg(feature = "fusion")]
+    towers_multigpu::tuning::show_tuning();
     if std::env::args().skip(1).any(|a| a == "--list-devices") {
         print_devices();
         std::process::exit(0);

@@ -18,14 +18,15 @@
 //!   (`Device::flush`, which does not wait for them to run): without that, on wgpu, gradients
 //!   kept across micro-batches came out up to 13% wrong, and the ring's batch-norm writes
 //!   reached the next step late (found on lavapipe, 2026-11-23; compare Burn issues #4947 and
-//!   #5563). So each tower thread flushes its device and the model's (where it moved its
-//!   statistics and gradients) before it ends, a ring tower flushes before it sends chunk
-//!   tensors to the next, a gradient tap flushes before it hands a gradient to the exchange
-//!   thread, and the caller's thread flushes every device before it starts the towers' threads
-//!   (after its broadcasts, updates and statistics writes of the step before, and the replicas
+//!   #5563). So each tower thread hands its work over before it ends: its one read (the loss
+//!   values, last) does on its own device, a flush on the model's (where it moved its
+//!   statistics and gradients) when that is another; a ring tower flushes before it sends chunk
+//!   tensors to the next; and the caller's thread flushes each device once before it starts the
+//!   towers' threads (after its broadcasts, updates and statistics writes of the step before, and the replicas
 //!   of a new cycle). On Burn's fusion backend the ring's chunk tensors are still lost now and
-//!   then after the flush ("Should have handle for tensor", found on lavapipe, 2026-11-26), so
-//!   there they pass through host memory (`TowerDevice::is_fused`).
+//!   then after the flush ("Should have handle for tensor", found on lavapipe, 2026-11-26; the
+//!   message of Burn issues #4328, #4347 and #4950, fusion with several threads), so there they
+//!   pass through host memory (`TowerDevice::is_fused`).
 //!
 //! # Failures
 //!

@@ -1,0 +1,68 @@
+//! Kernel tuning shown, kept and loaded (`towers_multigpu::tuning`), on the GPU device of the
+//! GPU tests, with Burn's autotuning (the `fusion` feature). Each run is a child process (this
+//! test binary again) with a tuning database of its own: the working directory and the user
+//! cache are a fresh temporary directory, with no `Cargo.toml` above it.
+#![cfg(all(feature = "gpu", feature = "fusion"))]
+
+use burn::nn::conv::Conv2dConfig;
+use burn::tensor::{Distribution, Tensor};
+use towers_multigpu::tuning::{TuningReport, show_tuning};
+use towers_testing::gpu::gpu_or_skip;
+
+/// The child's part: tuning shown, one convolution trained a step's worth (forward and
+/// backward), and what was tuned printed on stdout.
+fn tune_a_convolution() {
+    assert!(show_tuning(), "the tuning lines are ours to count");
+    let Some(gpu) = gpu_or_skip("tuning") else {
+        return;
+    };
+    let device = gpu.device.autodiff();
+    let conv = Conv2dConfig::new([3, 8], [3, 3]).init(&device);
+    let x = Tensor::<4>::random([4, 3, 12, 12], Distribution::Default, &device);
+    let grads = conv.forward(x).sum().backward();
+    drop(grads);
+    device.sync().unwrap();
+    let report = TuningReport::now().expect("counted");
+    println!("tuned={} file={}", report.tuned, report.file.display());
+}
+
+/// A first run tunes (and says so on stderr, one line per kernel), a second one with the same
+/// database tunes nothing.
+#[test]
+fn a_second_run_loads_what_the_first_tuned() {
+    if towers_testing::child::role().is_some() {
+        return tune_a_convolution();
+    }
+    if gpu_or_skip("tuning").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = towers_testing::test_name!("a_second_run_loads_what_the_first_tuned");
+    let run = || {
+        let out = towers_testing::child::child(&name, "tune", &[], "")
+            .current_dir(dir.path())
+            .env("XDG_CACHE_HOME", dir.path())
+            .env_remove("CUBECL_DEBUG_LOG")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        let tuned: u64 = (stdout.lines())
+            .find_map(|l| l.strip_prefix("tuned="))
+            .and_then(|l| l.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no tuned= line: {stdout}\n{stderr}"));
+        (tuned, stderr)
+    };
+    let (first, stderr) = run();
+    assert!(first > 0, "a cold run tunes: {stderr}");
+    let lines = stderr.matches("towers: tuning kernel ").count() as u64;
+    assert_eq!(lines, first, "one line per tuned kernel: {stderr}");
+    assert!(
+        dir.path().join("cubecl").join("default.db").is_file(),
+        "kept in the user cache's cubecl/default.db"
+    );
+    let (second, stderr) = run();
+    assert_eq!(second, 0, "the second run loads every tuning: {stderr}");
+}
