@@ -49,7 +49,8 @@ fn a_second_run_loads_what_the_first_tuned() {
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
         assert!(out.status.success(), "{stdout}\n{stderr}");
         let tuned: u64 = (stdout.lines())
-            .find_map(|l| l.strip_prefix("tuned="))
+            // libtest may print the test's name on the same line.
+            .find_map(|l| l.split_once("tuned=").map(|(_, rest)| rest))
             .and_then(|l| l.split(' ').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("no tuned= line: {stdout}\n{stderr}"));
