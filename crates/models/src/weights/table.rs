@@ -23,10 +23,20 @@ const TRAILER_LEN: usize = 5;
 /// A key and its value.
 pub(super) type Entry = (Vec<u8>, Vec<u8>);
 
+/// The most bytes of keys and values a table may decode to, per byte of the file. Keys are
+/// prefix-compressed, so a few bytes may stand for a long key; TF's indexes decode to about
+/// twice their size (Inception v3's: 2.3x), and even keys of 200 bytes differing in their last
+/// byte, with TF's ~20-byte entries, stay under 16x. Without a cap, a 1 MB index of keys
+/// sharing 64 KiB prefixes decodes to gigabytes.
+const MAX_DECODED_PER_FILE_BYTE: usize = 16;
+
 /// Every key and value of the table in `bytes` (the content of `path`), in key order.
 ///
-/// Offsets and lengths read from the file are checked against its real size before use, so a
-/// corrupt length field is an error, never a large allocation.
+/// Bounded by the input: offsets and lengths are checked against the file's real size before
+/// use; data blocks must lie in increasing order without overlapping (so no block is decoded
+/// twice); keys must be strictly increasing, as every table writer makes them; and all keys and
+/// values together may take at most [`MAX_DECODED_PER_FILE_BYTE`] times the file's size,
+/// checked before each entry is allocated. Each violation is an error naming the file.
 pub(super) fn read_table(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>> {
     let bad = |reason: String| WeightsError::format(path, reason);
     if bytes.len() < FOOTER_LEN {
@@ -45,10 +55,21 @@ pub(super) fn read_table(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>> {
     let mut handles = &footer[..40];
     let _metaindex = BlockHandle::decode(&mut handles).map_err(&bad)?;
     let index = BlockHandle::decode(&mut handles).map_err(&bad)?;
+    let mut decoder = Decoder::new(bytes.len());
+    let block_handles = decoder
+        .entries(index.read(bytes).map_err(&bad)?, "index block")
+        .map_err(&bad)?;
+    decoder.last_key = None;
+    let mut next_free = 0u64;
     let mut entries = Vec::new();
-    for (_, handle) in block_entries(index.read(bytes).map_err(&bad)?).map_err(&bad)? {
+    for (number, (_, handle)) in block_handles.iter().enumerate() {
         let handle = BlockHandle::decode(&mut handle.as_slice()).map_err(&bad)?;
-        entries.extend(block_entries(handle.read(bytes).map_err(&bad)?).map_err(&bad)?);
+        next_free = handle
+            .follows(next_free)
+            .map_err(|e| bad(format!("data block {number}: {e}")))?;
+        let block = handle.read(bytes).map_err(&bad)?;
+        let what = format!("data block {number}");
+        entries.extend(decoder.entries(block, &what).map_err(&bad)?);
     }
     Ok(entries)
 }
@@ -67,6 +88,22 @@ impl BlockHandle {
             offset: varint()?,
             size: varint()?,
         })
+    }
+
+    /// Where the next block may start, if this one starts at or after `free` (the end of the
+    /// previous block with its trailer): blocks in increasing order, none overlapping another.
+    fn follows(self, free: u64) -> Result<u64, String> {
+        if self.offset < free {
+            return Err(format!(
+                "starts at byte {}, before the end of the previous block ({free}): blocks \
+                 overlap or repeat",
+                self.offset
+            ));
+        }
+        self.offset
+            .checked_add(self.size)
+            .and_then(|end| end.checked_add(TRAILER_LEN as u64))
+            .ok_or_else(|| "block handle out of range".to_string())
     }
 
     /// The block's contents, after checking its trailer (uncompressed, CRC32C as TF masks it).
@@ -101,44 +138,113 @@ impl BlockHandle {
     }
 }
 
-/// The key-value pairs of one block: entries with keys sharing a prefix with the previous
-/// key, then a restart array (u32 each) and its length (u32).
-fn block_entries(block: &[u8]) -> Result<Vec<Entry>, String> {
-    let corrupt = || "corrupt block".to_string();
-    let u32_at = |at: usize| -> Option<usize> {
-        let b = block.get(at..at + 4)?;
-        Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
-    };
-    let num_restarts = block
-        .len()
-        .checked_sub(4)
-        .and_then(u32_at)
-        .ok_or_else(corrupt)?;
-    let data_len = num_restarts
-        .checked_mul(4)
-        .and_then(|r| block.len().checked_sub(4 + r))
-        .ok_or_else(corrupt)?;
-    let mut data = &block[..data_len];
-    let mut entries: Vec<Entry> = Vec::new();
-    let mut key = Vec::new();
-    while !data.is_empty() {
-        let mut varint = || {
-            decode_varint(&mut data)
-                .ok()
-                .and_then(|v| usize::try_from(v).ok())
-                .ok_or_else(corrupt)
-        };
-        let (shared, unshared, value_len) = (varint()?, varint()?, varint()?);
-        let end = unshared.checked_add(value_len).ok_or_else(corrupt)?;
-        if shared > key.len() || end > data.len() {
-            return Err(corrupt());
+/// What the blocks of one table decoded so far: the bytes left to decode and the last key.
+struct Decoder {
+    /// Bytes of keys and values still allowed ([`MAX_DECODED_PER_FILE_BYTE`] per file byte).
+    budget: usize,
+    /// The file's size, for the message when the budget runs out.
+    file_len: usize,
+    /// The previous entry's key, which the next must follow.
+    last_key: Option<Vec<u8>>,
+}
+
+impl Decoder {
+    fn new(file_len: usize) -> Self {
+        Self {
+            budget: file_len.saturating_mul(MAX_DECODED_PER_FILE_BYTE),
+            file_len,
+            last_key: None,
         }
-        key.truncate(shared);
-        key.extend_from_slice(&data[..unshared]);
-        entries.push((key.clone(), data[unshared..end].to_vec()));
-        data = &data[end..];
     }
-    Ok(entries)
+
+    /// The key-value pairs of one block (`what`, for messages): entries with keys sharing a
+    /// prefix with the previous key, then a restart array (u32 each) and its length (u32).
+    fn entries(&mut self, block: &[u8], what: &str) -> Result<Vec<Entry>, String> {
+        let corrupt = |number: usize| format!("{what}, entry {number}: corrupt");
+        let u32_at = |at: usize| -> Option<usize> {
+            let b = block.get(at..at + 4)?;
+            Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
+        };
+        let num_restarts = block
+            .len()
+            .checked_sub(4)
+            .and_then(u32_at)
+            .ok_or_else(|| format!("{what}: corrupt restart array"))?;
+        let data_len = num_restarts
+            .checked_mul(4)
+            .and_then(|r| block.len().checked_sub(4 + r))
+            .ok_or_else(|| format!("{what}: corrupt restart array"))?;
+        let mut data = &block[..data_len];
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut key = Vec::new();
+        while !data.is_empty() {
+            let number = entries.len();
+            let mut varint = || {
+                decode_varint(&mut data)
+                    .ok()
+                    .and_then(|v| usize::try_from(v).ok())
+                    .ok_or_else(|| corrupt(number))
+            };
+            let (shared, unshared, value_len) = (varint()?, varint()?, varint()?);
+            let end = unshared
+                .checked_add(value_len)
+                .ok_or_else(|| corrupt(number))?;
+            if shared > key.len() || end > data.len() {
+                return Err(corrupt(number));
+            }
+            self.spend(shared + end, what, number)?;
+            key.truncate(shared);
+            key.extend_from_slice(&data[..unshared]);
+            self.follow(&key, what, number)?;
+            entries.push((key.clone(), data[unshared..end].to_vec()));
+            data = &data[end..];
+        }
+        Ok(entries)
+    }
+
+    /// Takes `bytes` (an entry's key and value, about to be allocated) from the budget.
+    fn spend(&mut self, bytes: usize, what: &str, number: usize) -> Result<(), String> {
+        self.budget = self.budget.checked_sub(bytes).ok_or_else(|| {
+            format!(
+                "{what}, entry {number}: the keys and values decode to more than \
+                 {MAX_DECODED_PER_FILE_BYTE} times the file's {} bytes (keys sharing long \
+                 prefixes): not an index TF writes",
+                self.file_len
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Checks that `key` comes strictly after the previous key, and makes it the previous key.
+    fn follow(&mut self, key: &[u8], what: &str, number: usize) -> Result<(), String> {
+        if let Some(last) = &self.last_key
+            && key <= last.as_slice()
+        {
+            return Err(format!(
+                "{what}, entry {number}: key {:?} does not come after the previous key {:?}: \
+                 keys must be strictly increasing",
+                shown(key),
+                shown(last)
+            ));
+        }
+        match &mut self.last_key {
+            Some(last) => {
+                last.clear();
+                last.extend_from_slice(key);
+            }
+            None => self.last_key = Some(key.to_vec()),
+        }
+        Ok(())
+    }
+}
+
+/// A key for a message: at most its first 80 bytes (a crafted key may be 64 KiB long).
+fn shown(key: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&key[..key.len().min(80)]).into_owned();
+    match key.len() > 80 {
+        true => format!("{text}… ({} bytes)", key.len()),
+        false => text,
+    }
 }
 
 /// TF's CRC mask (`crc32c::Mask`), as in TFRecord framing: rotate right by 15, add a constant.

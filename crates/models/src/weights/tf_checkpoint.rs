@@ -103,8 +103,8 @@ pub enum TfValues {
 #[derive(Debug)]
 pub struct TfCheckpoint {
     prefix: PathBuf,
-    /// The path and real size of each data shard a tensor lives in, by shard number.
-    shards: BTreeMap<usize, (PathBuf, u64)>,
+    /// The path of each data shard a tensor lives in, by shard number.
+    shards: BTreeMap<usize, PathBuf>,
     tensors: BTreeMap<String, Entry>,
 }
 
@@ -184,31 +184,28 @@ impl TfCheckpoint {
             .tensors
             .get(name)
             .ok_or_else(|| WeightsError::tensor(self.index(), name, "not in the checkpoint"))?;
-        let (shard, shard_len) = &self.shards[&entry.shard];
+        let shard = &self.shards[&entry.shard];
         let bad = |reason: String| WeightsError::tensor(shard, name, reason);
         if entry.sliced {
             return Err(bad("a partitioned variable (slices); not supported".into()));
         }
-        let end = entry.offset.checked_add(entry.size);
-        if end.is_none_or(|end| end > *shard_len) {
-            return Err(bad(format!(
-                "bytes {}..+{} lie past the end of the shard ({shard_len} bytes): truncated",
-                entry.offset, entry.size
-            )));
-        }
-        let mut bytes = vec![0u8; entry.size as usize];
+        // Inside the shard: checked at `open` (`find_shards`), against the shard's size then.
+        let len = usize::try_from(entry.size).map_err(|_| bad("too large to read".into()))?;
+        let mut bytes = vec![0u8; len];
         let mut file = File::open(shard).map_err(WeightsError::io(shard))?;
         file.seek(SeekFrom::Start(entry.offset))
             .and_then(|_| file.read_exact(&mut bytes))
             .map_err(WeightsError::io(shard))?;
-        let values = decode(&entry.info, &bytes).map_err(bad)?;
-        let crc = match &values {
-            TfValues::String(strings) => string_crc(strings),
+        // The checksum before the values: a string tensor's values take up to 32 bytes per
+        // byte read, and only bytes TF wrote should cost that.
+        let crc = match entry.info.dtype {
+            TfDType::String => string_crc(&string_layout(&entry.info, &bytes).map_err(bad)?),
             _ => crc32c::crc32c(&bytes),
         };
         if mask_crc(crc) != entry.crc {
             return Err(bad("bad checksum: the data shard is corrupt".into()));
         }
+        let values = decode(&entry.info, &bytes).map_err(bad)?;
         Ok(values)
     }
 
@@ -255,6 +252,18 @@ impl Entry {
             dtype: TfDType::from_proto(entry.dtype),
             shape,
         };
+        if info.dtype == TfDType::String {
+            // Each string's length takes at least one byte: a shape claiming more strings
+            // than bytes is corrupt, and would cost memory per string claimed.
+            let strings = element_count(&info.shape);
+            if strings.is_none_or(|n| n > size) {
+                return Err(bad(&format!(
+                    "{size} bytes for a string tensor of shape {:?}: fewer than one byte per \
+                     string",
+                    info.shape
+                )));
+            }
+        }
         if let Some(element) = info.dtype.size() {
             let expected = info
                 .shape
@@ -278,17 +287,19 @@ impl Entry {
     }
 }
 
-/// The data shards the tensors live in, by shard number, with their sizes; a shard that a
-/// tensor needs and that is missing is an error naming both. Only those shards are looked
-/// for: the header may claim any count (a corrupt one, 2^31 - 1), and listing every claimed
-/// shard would take time and memory without bound.
+/// The data shards the tensors live in, by shard number; a shard that a tensor needs and
+/// that is missing, or too short for the bytes the index says the tensor has there, is an
+/// error naming both (so a tensor claiming 2^40 bytes is refused here, before anything is
+/// read). Only those shards are looked for: the header may claim any count (a corrupt one,
+/// 2^31 - 1), and listing every claimed shard would take time and memory without bound.
 fn find_shards(
     prefix: &Path,
     num_shards: i32,
     entries: &BTreeMap<String, Entry>,
-) -> Result<BTreeMap<usize, (PathBuf, u64)>> {
+) -> Result<BTreeMap<usize, PathBuf>> {
     let n = usize::try_from(num_shards).unwrap_or(0);
     let mut shards = BTreeMap::new();
+    let mut lengths = BTreeMap::new();
     for (name, entry) in entries {
         if entry.shard >= n {
             return Err(WeightsError::tensor(
@@ -297,18 +308,37 @@ fn find_shards(
                 format!("in shard {}, of {n}", entry.shard),
             ));
         }
-        if shards.contains_key(&entry.shard) {
-            continue;
-        }
         let path = suffixed(prefix, &format!(".data-{:05}-of-{n:05}", entry.shard));
-        let Ok(metadata) = std::fs::metadata(&path) else {
+        let shard_len = match lengths.get(&entry.shard) {
+            Some(&len) => len,
+            None => {
+                let Ok(metadata) = std::fs::metadata(&path) else {
+                    return Err(WeightsError::tensor(
+                        path,
+                        name,
+                        "this data shard is missing",
+                    ));
+                };
+                lengths.insert(entry.shard, metadata.len());
+                metadata.len()
+            }
+        };
+        if entry
+            .offset
+            .checked_add(entry.size)
+            .is_none_or(|end| end > shard_len)
+        {
             return Err(WeightsError::tensor(
                 path,
                 name,
-                "this data shard is missing",
+                format!(
+                    "the index puts it at bytes {}..+{}, past the end of this shard ({shard_len} \
+                     bytes): truncated, or a corrupt index",
+                    entry.offset, entry.size
+                ),
             ));
-        };
-        shards.insert(entry.shard, (path, metadata.len()));
+        }
+        shards.insert(entry.shard, path);
     }
     Ok(shards)
 }
@@ -402,48 +432,75 @@ fn decode(info: &TensorInfo, bytes: &[u8]) -> Result<TfValues, String> {
                 .collect(),
         ),
         TfDType::Bool => TfValues::Bool(bytes.iter().map(|&b| b != 0).collect()),
-        TfDType::String => {
-            let n = info.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
-            TfValues::String(decode_strings(n.ok_or("shape overflows")?, bytes)?)
-        }
+        TfDType::String => TfValues::String(string_layout(info, bytes)?.strings()),
         TfDType::Other(dtype) => return Err(format!("DataType {dtype} is not supported")),
     })
 }
 
-/// The CRC32C TF records for a string tensor: over each length as a little-endian u32 (u64
-/// past 4 GiB; not the varints written), the masked CRC of those, then the strings' bytes.
-fn string_crc(strings: &[Vec<u8>]) -> u32 {
-    let lengths = strings
-        .iter()
-        .fold(0, |crc, s| match u32::try_from(s.len()) {
-            Ok(len) => crc32c::crc32c_append(crc, &len.to_le_bytes()),
-            Err(_) => crc32c::crc32c_append(crc, &(s.len() as u64).to_le_bytes()),
-        });
-    let crc = crc32c::crc32c_append(lengths, &mask_crc(lengths).to_le_bytes());
-    strings
-        .iter()
-        .fold(crc, |crc, s| crc32c::crc32c_append(crc, s))
+/// The number of elements of a tensor of `shape`, if it fits in a u64.
+fn element_count(shape: &[usize]) -> Option<u64> {
+    shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d as u64))
 }
 
-/// TF's string tensor layout: `n` varint64 lengths, a masked CRC32C of them, the bytes.
-fn decode_strings(n: usize, bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+/// A string tensor's bytes, parsed without copying: TF's layout is `n` varint64 lengths, a
+/// masked CRC32C of them, then the strings' bytes back to back.
+struct StringLayout<'a> {
+    /// Each string's length (at most one per byte of the tensor: a varint takes one or more).
+    lengths: Vec<usize>,
+    /// The strings' bytes, exactly as long as the lengths add up to.
+    data: &'a [u8],
+}
+
+/// The layout of the string tensor `info` whose bytes are `bytes`.
+fn string_layout<'a>(info: &TensorInfo, bytes: &'a [u8]) -> Result<StringLayout<'a>, String> {
+    let n = element_count(&info.shape)
+        .filter(|&n| n <= bytes.len() as u64)
+        .ok_or("more strings than bytes")? as usize;
     let mut rest = bytes;
-    let mut lengths = Vec::new();
+    let mut lengths = Vec::with_capacity(n);
+    let mut total = 0usize;
     for _ in 0..n {
         let len = decode_varint(&mut rest).map_err(|e| format!("bad string length: {e}"))?;
-        lengths.push(len);
-    }
-    rest = rest.get(4..).ok_or("truncated string tensor")?;
-    let mut strings = Vec::with_capacity(lengths.len());
-    for len in lengths {
         let len = usize::try_from(len)
             .ok()
-            .filter(|&len| len <= rest.len())
+            .filter(|&len| len <= bytes.len())
             .ok_or("a string runs past the tensor's bytes")?;
-        strings.push(rest[..len].to_vec());
-        rest = &rest[len..];
+        total = total.checked_add(len).ok_or("string lengths overflow")?;
+        lengths.push(len);
     }
-    Ok(strings)
+    let data = rest.get(4..).ok_or("truncated string tensor")?;
+    let data = data
+        .get(..total)
+        .ok_or("a string runs past the tensor's bytes")?;
+    Ok(StringLayout { lengths, data })
+}
+
+impl StringLayout<'_> {
+    /// The strings, copied out.
+    fn strings(&self) -> Vec<Vec<u8>> {
+        let mut rest = self.data;
+        let mut strings = Vec::with_capacity(self.lengths.len());
+        for &len in &self.lengths {
+            let (string, after) = rest.split_at(len);
+            strings.push(string.to_vec());
+            rest = after;
+        }
+        strings
+    }
+}
+
+/// The CRC32C TF records for a string tensor: over each length as a little-endian u32 (u64
+/// past 4 GiB; not the varints written), the masked CRC of those, then the strings' bytes.
+fn string_crc(layout: &StringLayout<'_>) -> u32 {
+    let lengths = layout
+        .lengths
+        .iter()
+        .fold(0, |crc, &len| match u32::try_from(len) {
+            Ok(len) => crc32c::crc32c_append(crc, &len.to_le_bytes()),
+            Err(_) => crc32c::crc32c_append(crc, &(len as u64).to_le_bytes()),
+        });
+    let crc = crc32c::crc32c_append(lengths, &mask_crc(lengths).to_le_bytes());
+    crc32c::crc32c_append(crc, layout.data)
 }
 
 #[cfg(test)]
@@ -476,7 +533,7 @@ mod tests {
         let entries = BTreeMap::from([("w".to_string(), entry(0))]);
         let shards = find_shards(&prefix, claimed, &entries).unwrap();
         assert_eq!(shards.len(), 1);
-        assert_eq!(shards[&0], (shard, 4));
+        assert_eq!(shards[&0], shard);
         let beyond = BTreeMap::from([("w".to_string(), entry(3))]);
         let error = find_shards(&prefix, 2, &beyond).unwrap_err().to_string();
         assert_error_names(&error, &["in shard 3, of 2"]);
