@@ -3,6 +3,7 @@
 
 mod layers;
 mod tf_checkpoint;
+mod tf_checkpoint_crafted;
 mod tf_weights;
 mod torchvision_resnet;
 mod torchvision_weights;
