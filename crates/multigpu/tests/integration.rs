@@ -2,6 +2,7 @@
 //! so the crate and Burn are linked once for all of them.
 
 mod gpu;
+mod layers;
 mod loss_scaling;
 #[cfg(feature = "mpi")]
 mod mpi;

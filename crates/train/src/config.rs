@@ -430,7 +430,7 @@ fn yes() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
 
@@ -524,7 +524,7 @@ mod tests {
     fn examples_per_update_that_overflow_are_an_error() {
         let mut config = TrainConfig::cifar10();
         config.towers.accumulation = usize::MAX / 64;
-        let msg = config.validate().unwrap_err().to_string();
+        let msg = report(&config.validate().unwrap_err());
         assert_error_names(&msg, &["batch_size", "towers.accumulation", "overflows"]);
         config.towers.accumulation = 8;
         assert!(config.validate().is_ok());

@@ -1,3 +1,7 @@
+//! [`OffsetBatchNorm`]: batch normalization with an offset and no scale (TF-slim's
+//! `batch_norm(scale=False)`), its moving statistics, and its fused forms with ReLU and a max
+//! pool that the flex kernels run in one pass.
+
 use burn::config::Config;
 use burn::module::{Flag, Module, Param, RunningState};
 use burn::nn::Initializer;

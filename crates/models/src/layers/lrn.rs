@@ -1,3 +1,6 @@
+//! [`Lrn`]: local response normalization across channels, as `tf.nn.lrn` (the CIFAR-10
+//! tutorial net's), on the flex kernel or as a band-matrix product elsewhere.
+
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Tensor, TensorData};
