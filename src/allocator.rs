@@ -7,8 +7,8 @@
 //! second, which Inception's 13-second steps hit on every large tensor. With purging off,
 //! `bench_models` measured 231 against 496 ms per image for Inception v3's forward+backward
 //! and 0.62 against 0.70 for the CIFAR-10 net, at a peak resident size of 4.4 against 4.1 GB
-//! (bench/README.md, "Models"). Users keep the last word: `MIMALLOC_PURGE_DELAY` in the environment
-//! wins, and `default-features = false` leaves the allocator to the binary.
+//! (bench/HISTORY.md, "Models"). Users keep the last word: `MIMALLOC_PURGE_DELAY` in the
+//! environment wins, and `default-features = false` leaves the allocator to the binary.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::Once;

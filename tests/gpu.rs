@@ -4,7 +4,7 @@
 //!
 //! The weights come from the seed on the CPU whatever the devices, and the input pipeline is
 //! deterministic, so the runs see the same weights and batches; they differ only by the GPU's
-//! f32 rounding (see crates/multigpu/tests/wgpu.rs), which three steps at rate 0.01 keep under
+//! f32 rounding (see crates/multigpu/tests/gpu.rs), which three steps at rate 0.01 keep under
 //! 1e-4 of the loss.
 //!
 //! Run with `cargo test --features wgpu --test integration gpu::`.

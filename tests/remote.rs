@@ -19,7 +19,6 @@ use burn_towers::data::{HostBatch, image_loss};
 use burn_towers::multigpu::remote::{TOKEN_FILE_VAR, TOKEN_VAR};
 use burn_towers::multigpu::{Error, IntoTowerLoss, Reduce, Towers, TowersConfig, parse_devices};
 use burn_towers::train::{CheckpointDir, Input, TrainConfig, Trainer};
-use towers_testing::assert_error_names;
 use towers_testing::batches::batch;
 use towers_testing::child::{child, role};
 use towers_testing::compare::{max_abs_diff, values};
@@ -27,6 +26,7 @@ use towers_testing::nets::{BnNet, LR, Net, sgd};
 use towers_testing::reference::{flex, plain_training};
 use towers_testing::training::{cifar_net, quick_cifar_config};
 use towers_testing::within;
+use towers_testing::{assert_error_names, report};
 
 /// How long anything here may take before the test calls it a hang.
 const HANG_LIMIT: Duration = Duration::from_secs(120);
@@ -279,7 +279,7 @@ fn an_unreachable_server_or_device_is_an_error_naming_it() {
     let entry = server.device(3);
     let err = parse_devices(&entry).unwrap_err();
     assert!(matches!(&err, Error::Remote { .. }), "{err}");
-    let message = err.to_string();
+    let message = report(&err);
     assert_error_names(&message, &[&entry, "only 1 device"]);
 }
 
@@ -368,7 +368,7 @@ fn a_server_killed_mid_run_stops_training_naming_it_and_resume_goes_on_without_i
         }
     });
     killer.join().unwrap();
-    let message = err.to_string();
+    let message = report(&err);
     assert_error_names(&message, &[&remote]);
 
     // The newest checkpoint is whole, and a resumed run on the local device goes on from it.

@@ -13,7 +13,7 @@ Each side runs one precision per process, as training does: ours `bench_step REP
 `tf_cifar10_step.py --whole-step-only --precision` and `tf_keras_step.py --model --precision`
 (bf16: Keras's `mixed_bfloat16`); PyTorch `torch_step.py --models resnet50 --precisions` (bf16:
 autocast). (Ours alternating precisions call by call in one process, after one
-warm-up step, ran its f32 calls 3-8% slower after bf16 ones: bench/README.md, 2026-11-27.)
+warm-up step, ran its f32 calls 3-8% slower after bf16 ones: bench/HISTORY.md, 2026-11-27.)
 Record the CPU (`lscpu`) with the figures: the ratios depend on it.
 """
 

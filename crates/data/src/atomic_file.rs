@@ -116,7 +116,7 @@ fn temp_path(dir: &Path, target: &Path) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
 
@@ -150,7 +150,7 @@ mod tests {
             Err(io::Error::other("disk full"))
         };
         let err = write_atomic(&path, fail).unwrap_err();
-        assert_error_names(&err, &["disk full"]);
+        assert_error_names(&report(&err), &["disk full"]);
         assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
 
         // Over an existing file: the old content stays.

@@ -1,20 +1,24 @@
 //! The one error type of the input pipeline: every variant says where it happened.
 //!
-//! Each message carries the whole story (`thread 'reader-1': FILE, record 3: bad data CRC`),
-//! so no variant also returns its cause from `Error::source`: a report that prints the
-//! chain (`anyhow`'s "Caused by") then prints each cause once.
+//! A cause that is an error value of its own (the OS's I/O error, the error a thread failed
+//! with, the last corrupt record) is returned by `Error::source` and kept out of the message;
+//! a message holds only what this layer adds (`thread 'reader-1'`, `FILE`). So a report that
+//! prints the chain (`anyhow`'s `{:#}` or "Caused by", or [`ErrorChain`]) prints each cause
+//! once, and a caller can match the cause by kind (`source()`, `downcast_ref::<io::Error>()`).
 
+use std::fmt;
 use std::path::PathBuf;
 
 /// An input-pipeline error, with the file, record or thread it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading or opening a file failed.
-    #[error("{}: {error}", path.display())]
+    #[error("{}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// What the OS said.
+        /// What the OS said: the error's `source`.
+        #[source]
         error: std::io::Error,
     },
     /// A whole file is unusable (wrong size, not a dataset file, empty directory...).
@@ -57,11 +61,12 @@ pub enum Error {
         message: String,
     },
     /// A thread failed with an error of its own.
-    #[error("thread '{thread}': {error}")]
+    #[error("thread '{thread}'")]
     Thread {
         /// The thread's name.
         thread: String,
-        /// Its error.
+        /// Its error: the error's `source`.
+        #[source]
         error: Box<Error>,
     },
     /// Threads were still running when `join`'s grace period ran out.
@@ -74,7 +79,7 @@ pub enum Error {
     },
     /// More records were corrupt than [`crate::CorruptRecords::Skip`] allows.
     #[error(
-        "{skipped} of {read} records read were corrupt, more than the {:.2}% allowed; the last: {last}",
+        "{skipped} of {read} records read were corrupt, more than the {:.2}% allowed; the last",
         max_fraction * 100.0
     )]
     TooManyCorrupt {
@@ -84,7 +89,8 @@ pub enum Error {
         read: u64,
         /// The fraction allowed.
         max_fraction: f64,
-        /// The record that went over the limit.
+        /// The record that went over the limit: the error's `source`.
+        #[source]
         last: Box<Error>,
     },
     /// A queue was cancelled (a hard stop): not a failure of its own, a consequence of one.
@@ -102,5 +108,82 @@ impl Error {
     }
 }
 
+/// An error and its causes on one line, `message: cause: cause`: what a log line or a message
+/// built from an error should print (an error's own `Display` holds only its message).
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(error) = cause {
+            write!(f, ": {error}")?;
+            cause = error.source();
+        }
+        Ok(())
+    }
+}
+
 /// The pipeline's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_found() -> std::io::Error {
+        std::io::Error::from(std::io::ErrorKind::NotFound)
+    }
+
+    /// A reader thread that failed because too many records were corrupt, the last of them
+    /// unreadable: three layers of ours and the OS's error.
+    fn nested() -> Error {
+        Error::Thread {
+            thread: "reader-1".into(),
+            error: Box::new(Error::TooManyCorrupt {
+                skipped: 3,
+                read: 10,
+                max_fraction: 0.1,
+                last: Box::new(Error::Thread {
+                    thread: "reader-0".into(),
+                    error: Box::new(Error::Io {
+                        path: "/data/train-00001".into(),
+                        error: not_found(),
+                    }),
+                }),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_chain_prints_each_cause_once_in_order() {
+        let error = nested();
+        let causes = [
+            "thread 'reader-1'",
+            "3 of 10 records read were corrupt, more than the 10.00% allowed; the last",
+            "thread 'reader-0'",
+            "/data/train-00001",
+            "entity not found",
+        ];
+        let printed = ErrorChain(&error).to_string();
+        assert_eq!(printed, causes.join(": "));
+        // What `fn main() -> anyhow::Result<()>` prints: the message, then "Caused by".
+        let report = format!("{:?}", anyhow::Error::from(nested()));
+        for cause in causes {
+            assert_eq!(report.matches(cause).count(), 1, "{cause:?} in {report}");
+        }
+    }
+
+    #[test]
+    fn the_os_error_is_a_value_under_the_wrappers() {
+        let error = nested();
+        let io = std::iter::successors(Some(&error as &(dyn std::error::Error + 'static)), |e| {
+            e.source()
+        })
+        .find_map(|e| e.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            io.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::NotFound)
+        );
+    }
+}

@@ -14,7 +14,7 @@ use towers_data::transforms::Identity;
 use towers_data::{
     CorruptRecords, Error, HostBatch, Image, Pipeline, PipelineConfig, RecordCount, RecordFormat,
 };
-use towers_testing::assert_error_names;
+use towers_testing::{assert_error_names, report};
 
 /// Every label of a one-epoch, in-order run, or its error.
 fn labels(
@@ -73,7 +73,7 @@ fn bad_crc_bad_image_and_bad_label_are_skipped_and_counted() {
     let format = TfExampleFormat::new(10);
 
     let (result, _) = labels(format, vec![shard.clone()], CorruptRecords::Fail);
-    let msg = result.unwrap_err().to_string();
+    let msg = report(&result.unwrap_err());
     // Fail-fast by default.
     assert_error_names(&msg, &["train-00000-of-00001, record 5", "data CRC"]);
 
@@ -111,7 +111,7 @@ fn more_than_the_budget_stops_the_run() {
     );
     let err = result.unwrap_err();
     assert!(matches!(err.root(), Error::TooManyCorrupt { .. }), "{err}");
-    let msg = err.to_string();
+    let msg = report(&err);
     assert_error_names(
         &msg,
         &["records read were corrupt", "data_batch_1.bin, record"],
@@ -123,7 +123,7 @@ fn more_than_the_budget_stops_the_run() {
 /// records before the cut are read and the cut counts as one skipped record.
 fn check_cut_file(format: impl RecordFormat + Copy + 'static, file: &Path, whole: usize) {
     let (result, _) = labels(format, vec![file.to_path_buf()], CorruptRecords::Fail);
-    let msg = result.unwrap_err().to_string();
+    let msg = report(&result.unwrap_err());
     let name = file.file_name().unwrap().to_string_lossy();
     assert_error_names(&msg, &[&*name, "truncated"]);
     let skip = CorruptRecords::Skip { max_fraction: 0.1 };

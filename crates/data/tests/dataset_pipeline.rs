@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use burn::data::dataset::{Dataset, DatasetError, InMemDataset};
 use towers_data::{DatasetPipeline, DatasetPosition, Error, PipelineConfig, ShuffleConfig};
-use towers_testing::assert_error_names;
+use towers_testing::{assert_error_names, report};
 
 /// The item of index `i`: not the index itself, so that a pipeline handing out indices fails.
 fn item(i: usize) -> u64 {
@@ -221,7 +221,7 @@ fn a_failing_get_is_an_error_naming_the_index() {
         ),
         "{err}"
     );
-    assert_error_names(&err, &["disk gone"]);
+    assert_error_names(&report(&err), &["disk gone"]);
 }
 
 #[test]
@@ -231,6 +231,6 @@ fn a_panicking_get_is_an_error_naming_the_index() {
         bad: 27,
         panics: true,
     });
-    let message = err.to_string();
+    let message = report(&err);
     assert_error_names(&message, &["dataset item 27 (of 40)", "boom at 27"]);
 }

@@ -10,7 +10,7 @@ use towers_data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExample
 use towers_data::tf_example::ImageRecord;
 use towers_data::transforms::{InceptionEval, InceptionTrain};
 use towers_data::{Error, HostBatch, Pipeline, PipelineConfig, RecordFormat, tfrecord};
-use towers_testing::assert_error_names;
+use towers_testing::{assert_error_names, report};
 
 fn no_hang<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
     let (tx, rx) = channel();
@@ -120,7 +120,7 @@ fn a_bad_crc_in_one_shard_stops_the_run_naming_shard_and_record() {
         ..PipelineConfig::eval(4)
     };
     let err = run(config, Arc::new(TfExampleFormat::new(5)), files, 16, false).unwrap_err();
-    let msg = err.to_string();
+    let msg = report(&err);
     assert_error_names(&msg, &["train-00001-of-00003", "record 4", "CRC"]);
     assert!(
         matches!(err, Error::Thread { .. }),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use towers_data::cifar10::{self, Cifar10Format, RECORD_BYTES};
 use towers_data::transforms::{CifarEval, CifarTrain, Identity, Rng, Transform};
 use towers_data::{Error, FinalBatch, HostBatch, Image, Pipeline, PipelineConfig, RecordFormat};
-use towers_testing::assert_error_names;
+use towers_testing::{assert_error_names, report};
 
 /// Runs `f` on a thread and fails the test if it has not returned within 60 s: a hang is a bug.
 fn no_hang<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
@@ -181,7 +181,7 @@ fn label_out_of_range_names_file_and_record() {
         ..PipelineConfig::eval(4)
     };
     let err = first_error(config, vec![good, bad], Identity);
-    let msg = err.to_string();
+    let msg = report(&err);
     // The file, the record, what is wrong, and the failing thread.
     assert_error_names(&msg, &["bad.bin", "record 3", "label 12", "reader-"]);
 }
@@ -201,7 +201,7 @@ fn truncated_file_names_the_file_even_in_an_endless_run() {
         .set_len(len - 10)
         .unwrap();
     let err = first_error(PipelineConfig::train(4), vec![good, cut], Identity);
-    let msg = err.to_string();
+    let msg = report(&err);
     assert_error_names(&msg, &["cut.bin", "after record 2"]);
 }
 
@@ -299,7 +299,7 @@ fn impossible_configurations_are_refused_up_front() {
     let mut config = PipelineConfig::train(64);
     config.shuffle.as_mut().unwrap().capacity = 70;
     let err = start(config, files.clone(), Identity).unwrap_err();
-    assert_error_names(&err, &["capacity"]);
+    assert_error_names(&report(&err), &["capacity"]);
     assert!(start(PipelineConfig::train(8), vec![], Identity).is_err());
 }
 
@@ -347,6 +347,6 @@ fn a_record_missing_at_read_time_names_file_and_record() {
         .unwrap();
         collect(pipeline).unwrap_err()
     });
-    let msg = err.to_string();
+    let msg = report(&err);
     assert_error_names(&msg, &["shrunk.bin", "record 20", "truncated"]);
 }

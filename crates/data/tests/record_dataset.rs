@@ -16,7 +16,7 @@ use towers_data::tf_example::ImageRecord;
 use towers_data::tfrecord::TfRecordWriter;
 use towers_data::transforms::Identity;
 use towers_data::{Example, HostBatch, Image, Pipeline, PipelineConfig, RecordDataset};
-use towers_testing::assert_error_names;
+use towers_testing::{assert_error_names, report};
 
 /// CHW pixels (as stored in the files) and labels, as tensors: a user's Burn batcher.
 #[derive(Clone)]
@@ -145,7 +145,7 @@ fn tfrecord_shards_as_a_dataset() {
     let at = bytes.len() - 10;
     bytes[at] ^= 0x40;
     std::fs::write(&files[1], bytes).unwrap();
-    let err = dataset.get(6).unwrap_err().to_string();
+    let err = report(&dataset.get(6).unwrap_err());
     assert_error_names(&err, &["train-1", "record 3"]);
 }
 
@@ -180,7 +180,7 @@ fn a_lost_record_is_an_error_naming_file_and_record() {
     let dataset = RecordDataset::open(Arc::new(Cifar10Format), vec![path.into()]).unwrap();
     std::fs::write(path, vec![1u8; 2 * RECORD_BYTES]).unwrap();
     assert_eq!(dataset.get(1).unwrap().label, 1);
-    let err = dataset.get(3).unwrap_err().to_string();
+    let err = report(&dataset.get(3).unwrap_err());
     assert_error_names(&err, &["data_batch_1.bin", "record 3"]);
     assert!(dataset.get(4).is_err());
 }

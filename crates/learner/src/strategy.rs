@@ -14,8 +14,8 @@ use burn_train::{
 };
 use towers_multigpu::{Error, Reduce, TowerDevice, TowerLoss, Towers, TowersConfig, current_tower};
 
-use crate::OutputLoss;
 use crate::device_batches::{self, DeviceBatches};
+use crate::output_loss::OutputLoss;
 
 /// A burn-train training strategy whose steps run on [`Towers`]: one replica of the learner's
 /// model per device (any backends, mixed ones included), each device's batch from its own data

@@ -1,3 +1,6 @@
+//! A model summary as Keras prints one: [`ParameterRow`]s (layer, output shape, parameters)
+//! and the plain-text table of them ([`parameter_table`]).
+
 use crate::params::ParamCounts;
 use crate::params::count_params_by_field;
 use burn::module::Module;

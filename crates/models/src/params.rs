@@ -1,3 +1,6 @@
+//! [`ParamCounts`]: a module's float tensors counted as Keras counts them, trainable
+//! parameters apart from batch norm's moving statistics.
+
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::tensor::Tensor;
 

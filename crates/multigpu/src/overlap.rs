@@ -143,7 +143,7 @@ impl OverlappedExchange {
 /// The exchange thread: the weight, then each bucket as the towers complete it. Returns the
 /// summed buckets divided by the summed weights (the mean gradient), the weights' sum first.
 fn exchange(
-    processes: &dyn crate::CrossProcess,
+    processes: &dyn crate::cross_process::CrossProcess,
     mut gathering: Gathering,
     buckets: &[Vec<usize>],
     sizes: &[usize],

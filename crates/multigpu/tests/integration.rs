@@ -3,6 +3,7 @@
 
 mod gpu;
 mod host_syncs;
+mod layers;
 mod loss_scaling;
 #[cfg(feature = "mpi")]
 mod mpi;

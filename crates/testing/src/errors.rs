@@ -1,7 +1,23 @@
 //! The tests' one check of an error message: that it names what it concerns (the file, the
 //! record, the tensor, the device entry), as every error of burn-towers must.
 
+use std::error::Error;
 use std::fmt::Display;
+
+/// `error` and its causes (`source()`, then theirs) on one line, `message: cause: cause`: the
+/// text to look for names in, now that our errors keep their causes out of their messages.
+/// (`towers_data::ErrorChain` prints the same; written here too so that the crates below the
+/// input pipeline test without building it.)
+pub fn report(error: &(dyn Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        text.push_str(": ");
+        text.push_str(&error.to_string());
+        cause = error.source();
+    }
+    text
+}
 
 /// Asserts that `error`'s message names each of `names`: file names, `record 3`, tensor names,
 /// the reason. The message is the alternate form (`{:#}`), which for an `anyhow::Error` is the
@@ -24,6 +40,22 @@ pub fn assert_error_names(error: &(impl Display + ?Sized), names: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{0}")]
+    struct Layer(&'static str, #[source] Option<Box<Layer>>);
+
+    #[test]
+    fn a_report_holds_each_cause_once_in_order() {
+        let chain = Layer(
+            "input",
+            Some(Box::new(Layer(
+                "thread 'reader-1'",
+                Some(Box::new(Layer("/data/a.bin", None))),
+            ))),
+        );
+        assert_eq!(report(&chain), "input: thread 'reader-1': /data/a.bin");
+    }
 
     #[test]
     fn an_error_naming_everything_passes() {

@@ -8,7 +8,8 @@
 //! - [`reference`](mod@reference): plain single-device Burn steps, the independent computation
 //!   towers must equal.
 //! - [`towers`]: towers trained and checked against the reference.
-//! - [`training`]: short CIFAR-10 training runs.
+//! - `training` (feature `train`): short CIFAR-10 training runs. Off by default, so that the
+//!   crates below the trainer test without building it.
 //! - [`child`]: a test that runs itself again in a child process (signals, file-size limits).
 //! - [`mpirun`]: tests across processes, launched by `mpirun` on loopback.
 //! - [`processes`]: a job's other ranks in process, holding this rank's values.
@@ -30,9 +31,10 @@ pub mod processes;
 pub mod reference;
 pub mod torchvision;
 pub mod towers;
+#[cfg(feature = "train")]
 pub mod training;
 
-pub use errors::assert_error_names;
+pub use errors::{assert_error_names, report};
 
 /// The name libtest gives test `name` of the module this is written in (`module::name`, the
 /// crate left out): what `--exact` needs to run it alone, as [`child`] and [`mpirun`] do.

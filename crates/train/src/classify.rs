@@ -129,7 +129,7 @@ pub fn read_labels(path: &Path) -> Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
 
@@ -173,7 +173,7 @@ mod tests {
             matches!(&error, Error::Image { path, .. } if *path == file),
             "{error:?}"
         );
-        assert_error_names(&error, &["not-a-photo.jpg"]);
+        assert_error_names(&report(&error), &["not-a-photo.jpg"]);
     }
 
     #[test]
@@ -191,7 +191,7 @@ mod tests {
         std::fs::write(&plain, "x\tdog\n").unwrap();
         let error = read_labels(&plain).unwrap_err();
         assert!(matches!(error, Error::File { .. }), "{error:?}");
-        assert_error_names(&error, &["plain.txt", "line 1", "bad label `x`"]);
+        assert_error_names(&report(&error), &["plain.txt", "line 1", "bad label `x`"]);
         // A label far past the file (or at usize::MAX, where `index + 1` would wrap) is an
         // error, not a huge allocation.
         for huge in ["3", "1000000000000", "18446744073709551615"] {

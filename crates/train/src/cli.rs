@@ -115,7 +115,7 @@ impl TrainArgs {
     >(
         &self,
     ) -> impl Fn(M, bool) -> Result<M> + Send + Sync + 'static {
-        crate::fine_tuning(self.pretrained.clone(), self.trainable_scopes.clone())
+        crate::pretrained::fine_tuning(self.pretrained.clone(), self.trainable_scopes.clone())
     }
 
     /// [`config`](Self::config) for a run on built-in data. Unless `--resume` is given, a
@@ -140,12 +140,15 @@ impl TrainArgs {
     /// `--export` when asked: the ones its evaluation used (the moving averages when the run
     /// keeps them, as TF exports a model for serving), so that evaluating the file gives the
     /// run's own figure.
-    pub fn finish<M: burn::module::Module>(&self, trained: &crate::Trained<M>) -> Result<()> {
+    pub fn finish<M: burn::module::Module>(
+        &self,
+        trained: &crate::trainer::Trained<M>,
+    ) -> Result<()> {
         println!("{}", trained.report);
         self.tuning_end()?;
         if let Some(path) = &self.export {
             let (model, which) = trained.eval_weights();
-            crate::export_safetensors(model, path)?;
+            crate::pretrained::export_safetensors(model, path)?;
             println!("weights:     {} ({which})", path.display());
         }
         Ok(())
@@ -390,7 +393,7 @@ mod tests {
         assert_ne!(weights(&model), weights(&averages));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.safetensors");
-        let report = crate::TrainReport {
+        let report = crate::trainer::TrainReport {
             first_step: 0,
             step: 1,
             last_loss: None,
@@ -403,7 +406,7 @@ mod tests {
             records: Default::default(),
             events: None,
         };
-        let trained = crate::Trained {
+        let trained = crate::trainer::Trained {
             model,
             averages: Some(averages.clone()),
             report,

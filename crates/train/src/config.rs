@@ -240,8 +240,8 @@ impl TrainConfig {
     /// minute on a 2-core CPU: batch 16, 120 steps, a log line every 10, one checkpoint at
     /// the end, no weight decay (its term, about 3.4 at TF's 0.00004, would hide the
     /// cross-entropy's fall from 1.6 in the logged loss), and Adam at a constant 0.001 in place
-    /// of TF's RMSProp. Measured on the built-in data (bench/README.md, "Training"): Adam's mean loss
-    /// falls from 1.49 to 0.81 and held-out precision reaches 0.96; TF's RMSProp (epsilon 1.0)
+    /// of TF's RMSProp. Measured on the built-in data (bench/HISTORY.md, "Training"): Adam's mean
+    /// loss falls from 1.49 to 0.81 and held-out precision reaches 0.96; TF's RMSProp (epsilon 1.0)
     /// at 0.002 stays at 1.46-1.53 (precision 0.58), and momentum 0.9 at 0.01 and 0.03 swings
     /// up to 3.3 and 8.4.
     pub fn inception_builtin() -> Self {
@@ -430,7 +430,7 @@ fn yes() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
 
@@ -524,7 +524,7 @@ mod tests {
     fn examples_per_update_that_overflow_are_an_error() {
         let mut config = TrainConfig::cifar10();
         config.towers.accumulation = usize::MAX / 64;
-        let msg = config.validate().unwrap_err().to_string();
+        let msg = report(&config.validate().unwrap_err());
         assert_error_names(&msg, &["batch_size", "towers.accumulation", "overflows"]);
         config.towers.accumulation = 8;
         assert!(config.validate().is_ok());

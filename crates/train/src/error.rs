@@ -1,8 +1,11 @@
 //! The crate's one error type: each variant says what failed and where (file, step).
 //!
-//! Messages embed their causes (`input: thread 'reader-1': FILE, record 3: bad data CRC`), so
-//! no variant also returns one from `Error::source`: `anyhow`'s report (what the examples'
-//! `main` prints) would otherwise repeat each cause under "Caused by".
+//! A cause that is an error value (the OS's I/O error, Burn's read-back error, the input
+//! pipeline's, the weights' or the towers' error, a train-log line's JSON error) is returned by
+//! `Error::source` and kept out of the message, which says only what this layer adds (`input`,
+//! `FILE`). A caller matches the kind by variant and the cause by `source()`
+//! (`downcast_ref::<std::io::Error>()`); a report of the chain (`anyhow`'s, what the examples'
+//! `main` prints, or `towers_data::ErrorChain`) prints each cause once.
 
 use std::path::PathBuf;
 
@@ -22,20 +25,32 @@ pub enum Error {
         reason: String,
     },
     /// A tensor that could not be read back from its device (a backend failure).
-    #[error("reading {what} from the device: {reason}")]
+    #[error("reading {what} from the device")]
     Readback {
         /// What was being read (`logits`, `probabilities`).
         what: &'static str,
-        /// What the backend said.
-        reason: String,
+        /// What Burn said: the error's `source`.
+        #[source]
+        error: burn::tensor::DataError,
     },
-    /// A file the run writes and reads back (the train log, the loss plot) that cannot be read
-    /// or rendered.
+    /// A line of the train log that is not a log entry.
+    #[error("{}: line {line}", path.display())]
+    LogLine {
+        /// The train log.
+        path: PathBuf,
+        /// The line (1-based).
+        line: usize,
+        /// What the JSON parser said: the error's `source`.
+        #[source]
+        error: serde_json::Error,
+    },
+    /// A file the run writes and reads back (the loss plot, an image list) that cannot be
+    /// rendered or used.
     #[error("{}: {reason}", path.display())]
     File {
         /// The file.
         path: PathBuf,
-        /// What is wrong (with the line, for the train log).
+        /// What is wrong.
         reason: String,
     },
     /// The stop-signal handler (SIGINT, SIGTERM, SIGHUP) could not be installed.
@@ -46,11 +61,12 @@ pub enum Error {
     #[error("the training input ended: training input must repeat its epochs forever")]
     InputEnded,
     /// A file or directory operation failed.
-    #[error("{}: {error}", path.display())]
+    #[error("{}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
-        /// What the OS said.
+        /// What the OS said: the error's `source`.
+        #[source]
         error: std::io::Error,
     },
     /// A checkpoint that cannot be read back: not one, truncated, or for another model.
@@ -74,15 +90,15 @@ pub enum Error {
         /// The newest checkpoint on disk, or "none".
         last_checkpoint: String,
     },
-    /// The input pipeline failed (a bad file, a reader panic).
-    #[error("input: {0}")]
-    Data(towers_data::Error),
-    /// Weights that cannot be read, or do not fit the model.
-    #[error("weights: {0}")]
-    Weights(towers_models::weights::WeightsError),
-    /// A tower failed, or the device list is wrong.
-    #[error("towers: {0}")]
-    Towers(towers_multigpu::Error),
+    /// The input pipeline failed (a bad file, a reader panic): its error is the `source`.
+    #[error("input")]
+    Data(#[from] towers_data::Error),
+    /// Weights that cannot be read, or do not fit the model: their error is the `source`.
+    #[error("weights")]
+    Weights(#[from] towers_models::weights::WeightsError),
+    /// A tower failed, or the device list is wrong: the towers' error is the `source`.
+    #[error("towers")]
+    Towers(#[from] towers_multigpu::Error),
 }
 
 /// The crate's result type.
@@ -96,43 +112,27 @@ impl Error {
     }
 }
 
-// By hand rather than `#[from]`, which would also make the inner error the `source`.
-impl From<towers_data::Error> for Error {
-    fn from(error: towers_data::Error) -> Self {
-        Error::Data(error)
-    }
-}
-
-impl From<towers_models::weights::WeightsError> for Error {
-    fn from(error: towers_models::weights::WeightsError) -> Self {
-        Error::Weights(error)
-    }
-}
-
-impl From<towers_multigpu::Error> for Error {
-    fn from(error: towers_multigpu::Error) -> Self {
-        Error::Towers(error)
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use burn::tensor::TensorData;
     use towers_models::weights::WeightsError;
 
     use super::*;
 
-    /// What `fn main() -> anyhow::Result<()>` prints after `Error: `.
+    /// What `fn main() -> anyhow::Result<()>` prints after `Error: `: the message, then each
+    /// cause under "Caused by".
     fn report(error: Error) -> String {
         format!("{:?}", anyhow::Error::from(error))
     }
 
     /// The variant's name. No wildcard arm: a new variant does not compile until it is named
-    /// here, and then [`a_report_prints_each_cause_once`] fails until it has a case.
+    /// here, and then [`the_report_test_covers_every_kind`] fails until it has a case.
     fn kind(error: &Error) -> &'static str {
         match error {
             Error::Config(_) => "Config",
             Error::Image { .. } => "Image",
             Error::Readback { .. } => "Readback",
+            Error::LogLine { .. } => "LogLine",
             Error::InputEnded => "InputEnded",
             Error::File { .. } => "File",
             Error::Signals(_) => "Signals",
@@ -145,10 +145,24 @@ mod tests {
         }
     }
 
-    /// Every kind of error with a cause of its own, and its whole report: the message, then
-    /// nothing (no "Caused by" repeating a cause the message already holds).
-    fn every_kind() -> Vec<(Error, &'static str)> {
-        let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
+    fn not_found() -> std::io::Error {
+        std::io::Error::from(std::io::ErrorKind::NotFound)
+    }
+
+    /// Burn's error for an i64 tensor read back as f32: a real `DataError`.
+    fn dtype_mismatch() -> burn::tensor::DataError {
+        TensorData::new(vec![1i64], [1])
+            .try_to_vec::<f32>()
+            .unwrap_err()
+    }
+
+    fn json_error() -> serde_json::Error {
+        serde_json::from_str::<serde_json::Value>("{\"step\": 20, cut").unwrap_err()
+    }
+
+    /// Every kind of error, and the messages of its chain, outermost first: its own message,
+    /// then each cause's.
+    fn every_kind() -> Vec<(Error, Vec<String>)> {
         let reader = towers_data::Error::Thread {
             thread: "reader-1".into(),
             error: Box::new(towers_data::Error::Io {
@@ -162,50 +176,65 @@ mod tests {
             error: std::io::Error::other("out of threads"),
         };
         let ckpt = "/ckpt/inception_v3.ckpt.index";
+        let chain = |layers: &[&str]| layers.iter().map(|l| l.to_string()).collect::<Vec<_>>();
         vec![
             (
                 Error::Config("batch_size: 0".into()),
-                "configuration: batch_size: 0",
+                chain(&["configuration: batch_size: 0"]),
             ),
             (
                 Error::Image {
                     path: "/photos/cat.jpg".into(),
                     reason: "not a JPEG or PNG".into(),
                 },
-                "image /photos/cat.jpg: not a JPEG or PNG",
+                chain(&["image /photos/cat.jpg: not a JPEG or PNG"]),
             ),
             (
                 Error::Readback {
                     what: "logits",
-                    reason: "device lost".into(),
+                    error: dtype_mismatch(),
                 },
-                "reading logits from the device: device lost",
+                vec![
+                    "reading logits from the device".into(),
+                    dtype_mismatch().to_string(),
+                ],
+            ),
+            (
+                Error::LogLine {
+                    path: "/train/train_log.jsonl".into(),
+                    line: 3,
+                    error: json_error(),
+                },
+                vec![
+                    "/train/train_log.jsonl: line 3".into(),
+                    json_error().to_string(),
+                ],
             ),
             (
                 Error::InputEnded,
-                "the training input ended: training input must repeat its epochs forever",
+                chain(&["the training input ended: training input must repeat its epochs forever"]),
             ),
             (
                 Error::File {
-                    path: "/train/train_log.jsonl".into(),
-                    reason: "line 3: expected value at line 1 column 1".into(),
+                    path: "/train/loss.svg".into(),
+                    reason: "plotting: no entries".into(),
                 },
-                "/train/train_log.jsonl: line 3: expected value at line 1 column 1",
+                chain(&["/train/loss.svg: plotting: no entries"]),
             ),
             (
                 Error::Signals("cannot install the signal handler: already set".into()),
-                "cannot install the signal handler: already set",
+                chain(&["cannot install the signal handler: already set"]),
             ),
             (
                 Error::io("/ckpt/model.ckpt-5")(not_found()),
-                "/ckpt/model.ckpt-5: entity not found",
+                chain(&["/ckpt/model.ckpt-5", "entity not found"]),
             ),
             (
                 Error::Checkpoint {
                     path: "/ckpt/model.ckpt-5".into(),
                     reason: "truncated".into(),
                 },
-                "checkpoint /ckpt/model.ckpt-5: truncated",
+                chain(&["checkpoint /ckpt/model.ckpt-5: truncated"]),
             ),
             (
                 Error::Diverged {
@@ -213,26 +242,36 @@ mod tests {
                     loss: f64::NAN,
                     last_checkpoint: "none".into(),
                 },
-                "model diverged at step 7: loss = NaN; no checkpoint was written for it \
-                 (the last good one is none)",
+                chain(&[
+                    "model diverged at step 7: loss = NaN; no checkpoint was written for it \
+                         (the last good one is none)",
+                ]),
             ),
             (
                 Error::from(reader),
-                "input: thread 'reader-1': /data/train-00001: entity not found",
+                chain(&[
+                    "input",
+                    "thread 'reader-1'",
+                    "/data/train-00001",
+                    "entity not found",
+                ]),
             ),
             (
                 Error::from(WeightsError::Io {
                     path: ckpt.into(),
                     error: not_found(),
                 }),
-                "weights: /ckpt/inception_v3.ckpt.index: entity not found",
+                chain(&["weights", "/ckpt/inception_v3.ckpt.index: entity not found"]),
             ),
             (
                 Error::from(WeightsError::Format {
                     path: ckpt.into(),
                     reason: "not a tensor bundle".into(),
                 }),
-                "weights: /ckpt/inception_v3.ckpt.index: not a tensor bundle",
+                chain(&[
+                    "weights",
+                    "/ckpt/inception_v3.ckpt.index: not a tensor bundle",
+                ]),
             ),
             (
                 Error::from(WeightsError::Tensor {
@@ -240,24 +279,94 @@ mod tests {
                     tensor: "Conv2d_1a_3x3/weights".into(),
                     reason: "shape [3, 3] in the file".into(),
                 }),
-                "weights: /ckpt/inception_v3.ckpt.index: tensor `Conv2d_1a_3x3/weights`: \
-                 shape [3, 3] in the file",
+                chain(&[
+                    "weights",
+                    "/ckpt/inception_v3.ckpt.index: tensor `Conv2d_1a_3x3/weights`: \
+                     shape [3, 3] in the file",
+                ]),
             ),
             (
                 Error::from(spawn),
-                "towers: cannot start the thread of tower 1 on `flex`: out of threads",
+                chain(&[
+                    "towers",
+                    "cannot start the thread of tower 1 on `flex`: out of threads",
+                ]),
             ),
         ]
     }
 
+    /// Each error's chain of `source()`s holds exactly the expected messages, in order, and the
+    /// report `main` prints is those messages, one a line: no message repeats a cause that
+    /// `source()` also returns, so each cause is printed once.
     #[test]
     fn a_report_prints_each_cause_once() {
-        for (error, want) in every_kind() {
+        for (error, layers) in every_kind() {
+            let mut chain = vec![error.to_string()];
+            let mut cause = std::error::Error::source(&error);
+            while let Some(e) = cause {
+                chain.push(e.to_string());
+                cause = e.source();
+            }
+            assert_eq!(chain, layers);
             let printed = report(error);
-            // A backtrace may follow when RUST_BACKTRACE is set; no "Caused by" may.
-            assert!(printed.starts_with(want), "{printed}");
-            assert!(!printed.contains("Caused by"), "{printed}");
+            // anyhow prints the message, then under "Caused by:" one cause a line ("    0: ").
+            let lines: Vec<&str> = printed
+                .lines()
+                .take_while(|line| !line.starts_with("Stack backtrace"))
+                .filter(|line| !line.is_empty() && *line != "Caused by:")
+                .map(|line| {
+                    let line = line.trim_start();
+                    line.split_once(": ")
+                        .filter(|(n, _)| n.parse::<usize>().is_ok())
+                        .map_or(line, |(_, cause)| cause)
+                })
+                .collect();
+            assert_eq!(lines, layers, "{printed}");
         }
+    }
+
+    /// The cause is a value a caller can match: the OS's error kind through two wrappers, Burn's
+    /// error, the pipeline's variant.
+    #[test]
+    fn the_causes_are_values_reachable_by_source() {
+        let io = Error::io("/ckpt/model.ckpt-5")(not_found());
+        let os = std::error::Error::source(&io).and_then(|e| e.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            os.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::NotFound)
+        );
+
+        let readback = Error::Readback {
+            what: "logits",
+            error: dtype_mismatch(),
+        };
+        let burn = std::error::Error::source(&readback)
+            .and_then(|e| e.downcast_ref::<burn::tensor::DataError>());
+        assert!(
+            matches!(burn, Some(burn::tensor::DataError::DTypeMismatch { .. })),
+            "{readback:?}"
+        );
+
+        let input = Error::from(towers_data::Error::Thread {
+            thread: "reader-1".into(),
+            error: Box::new(towers_data::Error::Io {
+                path: "/data/a".into(),
+                error: not_found(),
+            }),
+        });
+        let data = std::error::Error::source(&input)
+            .and_then(|e| e.downcast_ref::<towers_data::Error>())
+            .expect("the pipeline's error");
+        assert!(
+            matches!(data.root(), towers_data::Error::Io { .. }),
+            "{data:?}"
+        );
+        let os =
+            std::error::Error::source(data.root()).and_then(|e| e.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            os.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::NotFound)
+        );
     }
 
     #[test]
@@ -268,6 +377,7 @@ mod tests {
             "Config",
             "Image",
             "Readback",
+            "LogLine",
             "InputEnded",
             "File",
             "Signals",

@@ -8,7 +8,7 @@ use towers_data::PipelineConfig;
 use towers_models::ImageClassifier;
 
 use crate::error::{Error, Result};
-use crate::file_input::Input;
+use crate::record_files::Input;
 
 /// Correct predictions over an evaluation set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,10 +94,7 @@ pub(crate) fn read_back(tensor: Tensor<2>, what: &'static str) -> Result<Vec<f32
     tensor
         .into_data()
         .try_to_vec()
-        .map_err(|e| Error::Readback {
-            what,
-            reason: format!("{e:?}"),
-        })
+        .map_err(|error| Error::Readback { what, error })
 }
 
 /// An evaluation copy of `model` (no autodiff, dropout off, batch norm on its moving

@@ -10,7 +10,7 @@ use towers_models::ImageClassifier;
 
 use crate::error::{Error, Result};
 use crate::eval::evaluate;
-use crate::file_input::Input;
+use crate::record_files::Input;
 use crate::trainer::Trained;
 
 /// Classes of the built-in data: few enough to stay apart through TF's colour distortions
@@ -108,8 +108,9 @@ impl InceptionData {
         }
         let folder = ImageFolder::scan(dir).map_err(|e| {
             Error::Config(format!(
-                "{} holds neither {split:?} shards (TF's ImageNet layout) nor an image folder: {e}",
-                dir.display()
+                "{} holds neither {split:?} shards (TF's ImageNet layout) nor an image folder: {}",
+                dir.display(),
+                towers_data::ErrorChain(&e)
             ))
         })?;
         Ok(Self {

@@ -17,34 +17,33 @@
 //!   of a batch) on any [`TrainInput`] (image files through [`Input`], a Burn `Dataset`);
 //!   [`StopFlag`]: Ctrl-C and SIGTERM; [`evaluate`]: precision@1 and @5.
 
+mod burn_dataset;
 mod checkpoint;
 mod classify;
 mod cli;
 mod config;
-mod dataset_input;
 mod error;
 mod eval;
-mod file_input;
 mod inception_data;
 mod interval;
 mod log;
 mod optim;
 mod plot;
 mod pretrained;
-mod source;
+mod record_files;
 mod step;
 mod stop;
 pub mod summary;
+mod train_input;
 mod trainer;
 
+pub use burn_dataset::DatasetInput;
 pub use checkpoint::{Checkpoint, CheckpointDir, Restored};
 pub use classify::{CifarImage, Prediction, classify, read_labels};
 pub use cli::{TrainArgs, WeightsArgs, parse_args, print_devices};
 pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
-pub use dataset_input::DatasetInput;
 pub use error::{Error, Result};
 pub use eval::{Precision, evaluate};
-pub use file_input::{Input, builtin_cifar10};
 pub use inception_data::{BUILTIN_CLASSES, InceptionData, Split, inception_image_size};
 pub use log::{LogEntry, MeanLoss, TrainLog, read_log};
 pub use optim::{
@@ -56,11 +55,12 @@ pub use pretrained::{
     LoadOptions, export_safetensors, fine_tuning, is_pytorch_file, load_weights, open_weights,
     train_only,
 };
-pub use source::{BatchSource, TrainInput};
+pub use record_files::{Input, builtin_cifar10};
 pub use step::{ClassifierStep, LossFn, TrainStep};
 pub use stop::StopFlag;
 pub use summary::SummaryConfig;
 pub use towers_data::atomic_file::write_atomic;
+pub use train_input::{BatchSource, TrainInput};
 pub use trainer::{
     LOG_FILE, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, load_into,
     lock_device_generators, mpi_job,

@@ -168,9 +168,10 @@ pub fn read_log(path: &Path) -> Result<Vec<LogEntry>> {
         if line.trim().is_empty() {
             continue;
         }
-        let entry: LogEntry = serde_json::from_str(&line).map_err(|e| Error::File {
+        let entry: LogEntry = serde_json::from_str(&line).map_err(|error| Error::LogLine {
             path: path.to_path_buf(),
-            reason: format!("line {}: {e}", i + 1),
+            line: i + 1,
+            error,
         })?;
         while entries.last().is_some_and(|last| last.step >= entry.step) {
             entries.pop();
@@ -182,7 +183,7 @@ pub fn read_log(path: &Path) -> Result<Vec<LogEntry>> {
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
 
@@ -268,7 +269,7 @@ mod tests {
     }
 
     #[test]
-    fn a_line_that_is_not_an_entry_is_a_file_error_naming_the_line() {
+    fn a_line_that_is_not_an_entry_is_an_error_naming_the_line_with_the_json_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("train_log.jsonl");
         let mut log = TrainLog::open(&path, 0, 100).unwrap();
@@ -279,17 +280,29 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         let error = read_log(&path).unwrap_err();
         assert!(
-            matches!(&error, Error::File { path: p, .. } if *p == path),
+            matches!(&error, Error::LogLine { path: p, line: 2, .. } if *p == path),
             "{error:?}"
         );
-        assert_error_names(&error, &["train_log.jsonl", "line 2"]);
+        let json =
+            std::error::Error::source(&error).and_then(|e| e.downcast_ref::<serde_json::Error>());
+        assert!(json.is_some_and(serde_json::Error::is_syntax), "{error:?}");
+        assert_error_names(
+            &report(&error),
+            &["train_log.jsonl", "line 2", "key must be a string"],
+        );
     }
 
     /// `/dev/full` fails every write with ENOSPC, as a full disk does.
     #[test]
     fn a_full_disk_is_an_error_naming_the_log() {
         let mut log = TrainLog::open(Path::new("/dev/full"), 0, 10).unwrap();
-        let msg = log.record(&entry(1, 2.0)).unwrap_err().to_string();
-        assert_error_names(&msg, &["/dev/full", "No space left on device"]);
+        let error = log.record(&entry(1, 2.0)).unwrap_err();
+        let io = std::error::Error::source(&error).and_then(|e| e.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            io.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::StorageFull),
+            "{error:?}"
+        );
+        assert_error_names(&report(&error), &["/dev/full", "No space left on device"]);
     }
 }

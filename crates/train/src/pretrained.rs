@@ -129,7 +129,7 @@ pub fn export_safetensors<M: Module>(model: &M, path: &Path) -> Result<()> {
         path: path.to_path_buf(),
         reason,
     })?;
-    crate::write_atomic(path, |w| w.write_all(&bytes)).map_err(Error::io(path))
+    towers_data::atomic_file::write_atomic(path, |w| w.write_all(&bytes)).map_err(Error::io(path))
 }
 
 /// The [`Trainer::with_prepare`](crate::Trainer::with_prepare) hook of `--pretrained` and

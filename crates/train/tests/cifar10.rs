@@ -14,8 +14,8 @@ use towers_data::cifar10::BuiltinCifar10;
 use towers_kernels::Precision;
 use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
 use towers_multigpu::TowerLoss;
-use towers_testing::assert_error_names;
 use towers_testing::training::quick_cifar_config;
+use towers_testing::{assert_error_names, report};
 use towers_train::summary::proto::{Event, Kind, SessionStatus, What};
 use towers_train::summary::{event_files, read_events};
 use towers_train::{Error, Input, TrainConfig, Trained, Trainer, evaluate, read_log};
@@ -153,7 +153,7 @@ fn a_nan_loss_stops_the_run_at_its_step() {
         .run(net, &Input::cifar10_train(data.dir()).unwrap())
         .unwrap_err();
     assert!(matches!(err, Error::Diverged { step: 4, .. }), "{err}");
-    let msg = err.to_string();
+    let msg = report(&err);
     assert_error_names(&msg, &["step 4", "NaN", "model.ckpt-2"]);
     let ckpts: Vec<u64> = towers_train::CheckpointDir::new(dir.path(), 5)
         .list()
@@ -175,7 +175,7 @@ fn a_resumed_run_continues_like_an_uninterrupted_one() {
     let first = train(config(b.path(), "flex", 3), &data).unwrap();
     assert_eq!(first.report.step, 3);
     let err = train(config(b.path(), "flex", 5), &data).unwrap_err();
-    assert_error_names(&err, &["--resume"]);
+    assert_error_names(&report(&err), &["--resume"]);
     let resumed = train(
         TrainConfig {
             resume: true,

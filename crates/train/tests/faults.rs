@@ -10,8 +10,8 @@ use burn::nn::LinearConfig;
 use burn::tensor::Device;
 use towers_data::cifar10::BuiltinCifar10;
 use towers_models::Cifar10Config;
-use towers_testing::assert_error_names;
 use towers_testing::training::quick_cifar_config;
+use towers_testing::{assert_error_names, report};
 use towers_train::{
     Checkpoint, CheckpointDir, Input, OptimizerConfig, TrainConfig, Trainer,
     lock_device_generators, read_log,
@@ -95,7 +95,7 @@ fn resume_with_no_valid_checkpoint_is_an_error_naming_them() {
         resume: true,
         ..config(dir.path(), 4)
     };
-    let msg = train(resumed, &data).unwrap_err().to_string();
+    let msg = report(&train(resumed, &data).unwrap_err());
     assert_error_names(
         &msg,
         &["no valid checkpoint", "model.ckpt-2: ", "truncated"],
@@ -126,7 +126,7 @@ fn big_checkpoint(step: u64) -> Checkpoint {
 fn child_save_under_a_size_limit() {
     let Some(dir) = role() else { return };
     let ckpts = CheckpointDir::new(&dir, 1);
-    let msg = ckpts.save(big_checkpoint(2)).unwrap_err().to_string();
+    let msg = report(&ckpts.save(big_checkpoint(2)).unwrap_err());
     assert_error_names(&msg, &["model.ckpt-2", "File too large"]);
     println!("child error: {msg}");
 }
@@ -182,7 +182,7 @@ fn child_train_on_a_small_tmpfs() {
         optimizer: OptimizerConfig::Sgd,
         ..config(&first, 3)
     };
-    let msg = train(c, &data).unwrap_err().to_string();
+    let msg = report(&train(c, &data).unwrap_err());
     assert_error_names(&msg, &["first/model.ckpt-2", "No space left on device"]);
     assert_eq!(
         Checkpoint::load(&first.join("model.ckpt-1")).unwrap().step,
@@ -197,9 +197,7 @@ fn child_train_on_a_small_tmpfs() {
     let filler = vec![0u8; 64 << 10];
     let mut file = std::fs::File::create(dir.join("filler")).unwrap();
     while std::io::Write::write_all(&mut file, &filler).is_ok() {}
-    let msg = train(config(&dir.join("second"), 3), &data)
-        .unwrap_err()
-        .to_string();
+    let msg = report(&train(config(&dir.join("second"), 3), &data).unwrap_err());
     assert!(
         (msg.contains("second/train_log.jsonl") || msg.contains("second/events.out.tfevents"))
             && msg.contains("No space left on device"),
@@ -267,7 +265,7 @@ fn corrupt_records_are_skipped_and_counted_when_asked() {
         std::fs::write(file, bytes).unwrap();
     }
     let dir = tempfile::tempdir().unwrap();
-    let msg = train(config(dir.path(), 3), &data).unwrap_err().to_string();
+    let msg = report(&train(config(dir.path(), 3), &data).unwrap_err());
     // Fail-fast.
     assert_error_names(&msg, &["record 3", "label 200"]);
 

@@ -4,6 +4,7 @@
 
 mod cifar10;
 mod faults;
+mod layers;
 #[cfg(feature = "mpi")]
 mod mpi_train;
 mod pretrained;

@@ -33,7 +33,7 @@
 //!
 //! Pixels equal TF's on JPEGs written by TF and by Pillow (baseline, progressive, 4:2:0, 4:2:2,
 //! 4:4:4, odd sizes, restart markers, greyscale, RGB, CMYK with and without Adobe's marker):
-//! `tests/tf_jpeg.rs`, fixtures from `scripts/tf_fixtures/jpeg_decode.py`. `codec.rs` calls
+//! `tests/tf_jpeg.rs`, fixtures from `scripts/tf_fixtures/jpeg_decode.py`. `codec/mod.rs` calls
 //! this decoder for every JPEG.
 
 use std::cell::RefCell;

@@ -238,7 +238,7 @@ impl BuiltinCifar10 {
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
 
@@ -283,7 +283,7 @@ mod tests {
         let err = Cifar10Format
             .decode(Path::new("data_batch_2.bin"), 41, &rec)
             .unwrap_err();
-        let msg = err.to_string();
+        let msg = report(&err);
         assert_error_names(&msg, &["data_batch_2.bin", "record 41", "label 10"]);
     }
 
@@ -294,7 +294,7 @@ mod tests {
         let mut bytes = hand_record();
         bytes.extend(&hand_record()[..100]);
         std::fs::write(&path, bytes).unwrap();
-        let msg = Cifar10Format.index(&path).unwrap_err().to_string();
+        let msg = report(&Cifar10Format.index(&path).unwrap_err());
         assert_error_names(&msg, &["data_batch_1.bin", "after record 1"]);
     }
 
@@ -326,7 +326,7 @@ mod tests {
         assert_error_names(&msg, &["/no/such/cifar", "no such directory"]);
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("data_batch_1.bin"), hand_record()).unwrap();
-        let msg = train_files(dir.path()).unwrap_err().to_string();
+        let msg = report(&train_files(dir.path()).unwrap_err());
         assert_error_names(&msg, &["data_batch_2.bin", "missing"]);
     }
 

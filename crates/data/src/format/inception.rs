@@ -326,7 +326,7 @@ fn synthetic_record(class: usize, config: &BuiltinShardsConfig, rng: &mut Rng) -
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
 
@@ -443,7 +443,7 @@ mod tests {
                 .contains("no such directory")
         );
         let dir = tempfile::tempdir().unwrap();
-        let msg = validation_files(dir.path()).unwrap_err().to_string();
+        let msg = report(&validation_files(dir.path()).unwrap_err());
         assert_error_names(&msg, &["validation-XXXXX"]);
     }
 

@@ -180,7 +180,7 @@ impl<W: Write> TfRecordWriter<W> {
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
 
@@ -248,7 +248,7 @@ mod tests {
         let spans = index(&path).unwrap();
         bytes[spans[1].offset as usize] ^= 1;
         let span = &bytes[spans[1].offset as usize..][..spans[1].len];
-        let msg = record_data(&path, 1, span).unwrap_err().to_string();
+        let msg = report(&record_data(&path, 1, span).unwrap_err());
         assert_error_names(&msg, &["train-00000-of-00001", "record 1", "data CRC"]);
     }
 
@@ -257,12 +257,12 @@ mod tests {
         let mut bytes = [hand_framed(b"first"), hand_framed(b"second")].concat();
         bytes[21 + 8] ^= 0xff; // second record's length CRC
         let (_dir, path) = write_file(&bytes);
-        let msg = index(&path).unwrap_err().to_string();
+        let msg = report(&index(&path).unwrap_err());
         assert_error_names(&msg, &["record 1", "length CRC", "offset 21"]);
 
         let bytes = [hand_framed(b"first"), hand_framed(b"second")].concat();
         let (_dir, path) = write_file(&bytes[..bytes.len() - 3]);
-        let msg = index(&path).unwrap_err().to_string();
+        let msg = report(&index(&path).unwrap_err());
         assert_error_names(&msg, &["record 1", "truncated"]);
 
         let (_dir, path) = write_file(&bytes[..bytes.len() - 20]);

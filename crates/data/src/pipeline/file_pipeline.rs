@@ -1,13 +1,13 @@
 //! [`Pipeline`]: the pipeline over dataset files (the module's diagram): starts, resumes and
-//! re-cuts the threads of `core.rs` over a [`FileSource`].
+//! re-cuts the threads of `engine.rs` over a [`FileSource`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::batch::HostBatch;
 use super::config::PipelineConfig;
-use super::core::Core;
 use super::corrupt_records::{CorruptTally, RecordCount};
+use super::engine::Core;
 use super::files::FileSource;
 use super::layout::FileLayout;
 use super::position::InputPosition;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rand::SeedableRng;
 
 use super::HostBatch;
-use super::core::{Entry, Source};
+use super::engine::{Entry, Source};
 use super::layout::FileLayout;
 use super::record_cursor::WorkItem;
 use crate::buffer_pool::BufferPool;

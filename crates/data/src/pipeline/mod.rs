@@ -27,17 +27,17 @@
 //! given next; without it, no record is repeated or left out.
 //!
 //! [`DatasetPipeline`] is the same machinery over a Burn `Dataset` (`dataset/`): the
-//! threads and queues live in `core.rs`, generic over what is read and batched.
+//! threads and queues live in `engine.rs`, generic over what is read and batched.
 //!
 //! One file per concept: `config.rs` ([`PipelineConfig`]), `file_pipeline.rs` ([`Pipeline`]),
-//! `files.rs` (what its readers do with a record), `batch.rs` ([`HostBatch`]), `core.rs` (the
+//! `files.rs` (what its readers do with a record), `batch.rs` ([`HostBatch`]), `engine.rs` (the
 //! threads and queues), `record_cursor.rs` and `position/` (record order and where it stands).
 
 mod batch;
 mod config;
-mod core;
 mod corrupt_records;
 mod dataset;
+mod engine;
 mod file_pipeline;
 mod files;
 mod layout;

@@ -243,7 +243,7 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
     use crate::queue::Queue;
@@ -272,7 +272,7 @@ mod tests {
         let err = coord
             .join(vec![waiter, failing], Duration::from_secs(5))
             .unwrap_err();
-        let msg = err.to_string();
+        let msg = report(&err);
         assert_error_names(&msg, &["reader-3", "train-00001", "record 17"]);
         assert!(coord.should_stop());
     }

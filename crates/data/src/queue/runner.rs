@@ -80,7 +80,7 @@ impl<T> Drop for CloseWhenLast<T> {
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
     use std::time::Duration;
@@ -116,7 +116,7 @@ mod tests {
         // The consumer wakes (cancelled by the stop or closed by the runner), never hangs.
         assert!(queue.dequeue().is_err());
         let err = coord.join(threads, Duration::from_secs(5)).unwrap_err();
-        assert_error_names(&err, &["reader-0", "boom"]);
+        assert_error_names(&report(&err), &["reader-0", "boom"]);
     }
 
     #[test]

@@ -15,7 +15,7 @@ mod crop;
 mod distorted_box;
 mod flip;
 mod hsv;
-mod inception;
+mod inception_preprocessing;
 mod resize;
 mod standardize;
 mod vectorized;
@@ -32,7 +32,7 @@ pub use hsv::{
     adjust_hue, adjust_saturation, adjust_saturation_and_hue, adjust_saturation_and_hue_planes,
     hsv_to_rgb, random_hue, random_saturation, random_saturation_and_hue, rgb_to_hsv,
 };
-pub use inception::{InceptionEval, InceptionTrain};
+pub use inception_preprocessing::{InceptionEval, InceptionTrain};
 pub use resize::{ResizeMethod, Source, Value, resize, resize_window};
 pub use standardize::per_image_standardization;
 

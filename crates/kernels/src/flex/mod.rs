@@ -4,7 +4,7 @@
 //! only those before it in that list (`tests/layers.rs`). Burn reaches them through the backend
 //! extension above them ([`crate::extension::FlexKernels`]), with hand-written backward passes.
 //!
-//! Measured on the CIFAR-10 net's training step against TensorFlow's oneDNN (bench/README.md, "The
+//! Measured on the CIFAR-10 net's training step against TensorFlow's oneDNN (bench/HISTORY.md, "The
 //! CIFAR-10 training step"): flex's max pooling loops per output with a per-element range
 //! check, 6x TF's time; flex's convolution reaches about half of gemm's rate, differentiates
 //! its input as a transposed convolution (gemm, then a col2im scatter) and its weight as a

@@ -1,3 +1,7 @@
+//! [`BasicConv`]: Inception v3's convolution unit (convolution without bias, offset-only batch
+//! norm, ReLU), built of this crate's [`OffsetBatchNorm`](super::OffsetBatchNorm) and
+//! `towers_kernels`' convolutions.
+
 use crate::layers::{OffsetBatchNorm, OffsetBatchNormConfig, truncated_normal};
 use burn::config::Config;
 use burn::module::Module;

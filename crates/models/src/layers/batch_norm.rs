@@ -1,3 +1,7 @@
+//! [`OffsetBatchNorm`]: batch normalization with an offset and no scale (TF-slim's
+//! `batch_norm(scale=False)`), its moving statistics, and its fused forms with ReLU and a max
+//! pool that the flex kernels run in one pass.
+
 use burn::config::Config;
 use burn::module::{Flag, Module, Param, RunningState};
 use burn::nn::Initializer;
@@ -97,7 +101,7 @@ impl OffsetBatchNorm {
     }
 
     /// `relu(self.forward(x))`; on flex both in the passes of one kernel
-    /// (`flex/batch_norm.rs`): on batch statistics while training, on the moving averages
+    /// (`flex/norm/batch_norm.rs`): on batch statistics while training, on the moving averages
     /// otherwise (evaluation, where Burn's batch norm ran its elementwise ops on one thread).
     pub fn forward_relu(&self, x: Tensor<4>) -> Tensor<4> {
         self.normalized_relu(x, false)
@@ -137,7 +141,7 @@ impl OffsetBatchNorm {
     }
 
     /// `max_pool2d(pool, self.forward_relu(x))`; on flex in one kernel that pools `x` first
-    /// (`flex/batch_norm_max_pool.rs`): the normalization (no scale, so a positive factor) and
+    /// (`flex/pool/batch_norm_max_pool.rs`): the normalization (no scale, so a positive factor) and
     /// the ReLU are monotone, so the window's largest output is the output at its largest
     /// input, and only the pooled values are normalized.
     pub fn forward_relu_max_pool(&self, pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {

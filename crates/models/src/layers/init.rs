@@ -1,3 +1,5 @@
+//! TF's initializers that Burn lacks: [`truncated_normal`], lazy as Burn's own.
+
 use burn::module::{Param, ParamId};
 use burn::tensor::{Device, Distribution, Shape, Tensor};
 

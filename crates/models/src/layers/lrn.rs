@@ -1,3 +1,6 @@
+//! [`Lrn`]: local response normalization across channels, as `tf.nn.lrn` (the CIFAR-10
+//! tutorial net's), on the flex kernel or as a band-matrix product elsewhere.
+
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Tensor, TensorData};
@@ -23,7 +26,7 @@ pub struct LrnConfig {
 /// `y[n,c,h,w] = x[n,c,h,w] / (bias + alpha * sum_{|c'-c| <= r} x[n,c',h,w]^2) ^ beta`.
 ///
 /// Burn has none. On flex (feature `flex`) it runs on burn-towers' own kernel
-/// (`flex/lrn.rs`). Elsewhere the channel-window sums are one matrix product with a `[c, c]`
+/// (`flex/norm/lrn.rs`). Elsewhere the channel-window sums are one matrix product with a `[c, c]`
 /// band of `alpha`s (zero beyond the edges, so windows there are shorter), whose backward is
 /// another product: on flex this measured faster than an average pool over the channel axis,
 /// a cumulative sum, or nine shifted slices, with or without autodiff.

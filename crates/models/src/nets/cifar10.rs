@@ -1,3 +1,5 @@
+//! [`Cifar10Net`]: the TF CIFAR-10 tutorial network and its configuration, built of `layers/`.
+
 use crate::layers::{Lrn, LrnConfig, truncated_normal};
 use crate::nets::{ClassifierLoss, ImageClassifier};
 use crate::parameter_table::model_rows;

@@ -1,3 +1,6 @@
+//! [`ImageClassifier`]: what the trainer and the towers need of an image classifier, and its
+//! implementations for this crate's nets.
+
 use burn::module::Module;
 use burn::tensor::{Int, Tensor};
 

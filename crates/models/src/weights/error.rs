@@ -1,3 +1,5 @@
+//! [`WeightsError`]: the error of reading or applying weights, naming the file and tensor.
+
 use std::path::PathBuf;
 
 /// An error reading or applying weights. Each names the file and, where there is one, the

@@ -193,7 +193,7 @@ where
         has_running_stats,
         timeline,
     } = *context;
-    let track = Track::Tower(crate::current_tower().unwrap_or(0));
+    let track = Track::Tower(crate::tower_index::current_tower().unwrap_or(0));
     let tapped = tap.as_ref().map(|tap| (tap, slots));
     let pass = backward_pass(
         (&replica, layout),

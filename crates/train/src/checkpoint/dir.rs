@@ -30,7 +30,10 @@ impl Restored {
         let mut notes: Vec<String> = self
             .skipped
             .iter()
-            .map(|(error, renamed)| format!("skipped {error}; renamed to {}", renamed.display()))
+            .map(|(error, renamed)| {
+                let error = towers_data::ErrorChain(error);
+                format!("skipped {error}; renamed to {}", renamed.display())
+            })
             .collect();
         if !self.skipped.is_empty() {
             notes.push(format!(
@@ -158,7 +161,10 @@ impl CheckpointDir {
                 Err(error) => failed.push((error, path)),
             }
         }
-        let reasons: Vec<String> = failed.iter().map(|(e, _)| e.to_string()).collect();
+        let reasons: Vec<String> = failed
+            .iter()
+            .map(|(e, _)| towers_data::ErrorChain(e).to_string())
+            .collect();
         Err(Error::Checkpoint {
             path: self.dir.clone(),
             reason: format!("no valid checkpoint to resume from: {}", reasons.join("; ")),
@@ -177,7 +183,7 @@ fn set_aside(path: &Path) -> Result<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
     use burn::module::Module;
@@ -236,7 +242,7 @@ mod tests {
         let skipped: Vec<(String, PathBuf)> = restored
             .skipped
             .iter()
-            .map(|(e, p)| (e.to_string(), p.clone()))
+            .map(|(e, p)| (report(e), p.clone()))
             .collect();
         assert_eq!(skipped.len(), 2);
         assert!(skipped[0].0.contains("model.ckpt-30") && skipped[0].0.contains("checksum"));
@@ -267,7 +273,7 @@ mod tests {
             true => Err(Error::io(path)(std::io::ErrorKind::PermissionDenied.into())),
             false => Checkpoint::load(path),
         };
-        let msg = ckpts.load_newest_valid_by(load).unwrap_err().to_string();
+        let msg = report(&ckpts.load_newest_valid_by(load).unwrap_err());
         assert_error_names(&msg, &["model.ckpt-30", "permission denied"]);
         let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
         assert_eq!(steps, [10, 20, 30], "nothing set aside");
@@ -284,7 +290,7 @@ mod tests {
             ckpts.save(checkpoint(step)).unwrap();
             corrupt(&ckpts.path(step));
         }
-        let msg = ckpts.load_newest_valid().unwrap_err().to_string();
+        let msg = report(&ckpts.load_newest_valid().unwrap_err());
         assert_error_names(
             &msg,
             &["no valid checkpoint", "model.ckpt-1:", "model.ckpt-2:"],
@@ -306,7 +312,7 @@ mod tests {
 
         // A directory in the way: the rename fails, as a full disk would fail the write.
         std::fs::create_dir_all(ckpts.path(7).join("in-the-way")).unwrap();
-        let msg = ckpts.save(checkpoint(7)).unwrap_err().to_string();
+        let msg = report(&ckpts.save(checkpoint(7)).unwrap_err());
         assert_error_names(&msg, &["model.ckpt-7"]);
         let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
         assert_eq!(steps, [6, 10]);

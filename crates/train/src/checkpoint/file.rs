@@ -214,7 +214,7 @@ fn verified_body(data: &[u8]) -> std::result::Result<&[u8], String> {
 
 #[cfg(test)]
 mod tests {
-    use towers_testing::assert_error_names;
+    use towers_testing::{assert_error_names, report};
 
     use super::*;
     use crate::optim::OptimizerConfig;
@@ -323,11 +323,11 @@ mod tests {
 
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
-        let msg = Checkpoint::load(&path).unwrap_err().to_string();
+        let msg = report(&Checkpoint::load(&path).unwrap_err());
         assert_error_names(&msg, &["model.ckpt-5", "truncated"]);
 
         std::fs::write(&path, b"something else entirely").unwrap();
-        let msg = Checkpoint::load(&path).unwrap_err().to_string();
+        let msg = report(&Checkpoint::load(&path).unwrap_err());
         assert_error_names(&msg, &["not a burn-towers checkpoint"]);
     }
 
@@ -440,7 +440,7 @@ mod tests {
             file.extend_from_slice(b"a few bytes of section");
             let crc = crc32c::crc32c(&file);
             file.extend_from_slice(&crc.to_le_bytes());
-            let msg = Checkpoint::from_bytes(&file, path).unwrap_err().to_string();
+            let msg = report(&Checkpoint::from_bytes(&file, path).unwrap_err());
             assert!(msg.contains("truncated or corrupt"), "{sizes:?}: {msg}");
         }
         let mut file = MAGIC.to_vec();
@@ -448,7 +448,7 @@ mod tests {
         file.extend_from_slice(b"{}");
         let crc = crc32c::crc32c(&file);
         file.extend_from_slice(&crc.to_le_bytes());
-        let msg = Checkpoint::from_bytes(&file, path).unwrap_err().to_string();
+        let msg = report(&Checkpoint::from_bytes(&file, path).unwrap_err());
         assert_error_names(&msg, &["truncated header"]);
     }
 
@@ -466,6 +466,6 @@ mod tests {
         }
         .save(Path::new("/no/such/dir/model.ckpt-1"))
         .unwrap_err();
-        assert_error_names(&err, &["/no/such/dir"]);
+        assert_error_names(&report(&err), &["/no/such/dir"]);
     }
 }

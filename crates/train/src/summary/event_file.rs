@@ -147,7 +147,7 @@ fn create_new(dir: &Path, base: &str) -> Result<(PathBuf, File)> {
 /// or a record that is not an `Event` is an error naming the file and the record.
 pub fn read_events(path: &Path) -> Result<Vec<Event>> {
     let bad = |e: String| Error::io(path)(std::io::Error::new(ErrorKind::InvalidData, e));
-    let spans = tfrecord::index(path).map_err(|e| bad(e.to_string()))?;
+    let spans = tfrecord::index(path).map_err(|e| bad(towers_data::ErrorChain(&e).to_string()))?;
     let bytes = std::fs::read(path).map_err(Error::io(path))?;
     spans
         .iter()
@@ -156,8 +156,8 @@ pub fn read_events(path: &Path) -> Result<Vec<Event>> {
             let start = span.offset as usize;
             let span_bytes = (bytes.get(start..start + span.len))
                 .ok_or_else(|| bad(format!("record {i}: the file shrank while it was read")))?;
-            let data =
-                tfrecord::record_data(path, i, span_bytes).map_err(|e| bad(e.to_string()))?;
+            let data = tfrecord::record_data(path, i, span_bytes)
+                .map_err(|e| bad(towers_data::ErrorChain(&e).to_string()))?;
             Event::decode(data).map_err(|e| bad(format!("record {i}: not an Event: {e}")))
         })
         .collect()

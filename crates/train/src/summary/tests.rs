@@ -8,7 +8,7 @@ use std::time::Duration;
 use prost::Message;
 use towers_data::Image;
 use towers_data::tfrecord::TfRecordWriter;
-use towers_testing::assert_error_names;
+use towers_testing::{assert_error_names, report};
 
 use super::proto::{Event, Kind, SessionLog, SessionStatus, SourceMetadata, Summary, Value, What};
 use super::*;
@@ -109,19 +109,19 @@ fn corrupt_and_truncated_files_are_errors_naming_file_and_record() {
     let last = bytes.len() - 10;
     bytes[last] ^= 0x40; // inside record 2's data
     std::fs::write(&path, &bytes).unwrap();
-    let msg = read_events(&path).unwrap_err().to_string();
+    let msg = report(&read_events(&path).unwrap_err());
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     assert_error_names(&msg, &[&name, "record 2", "data CRC"]);
 
     std::fs::write(&path, &good[..good.len() - 3]).unwrap();
-    let msg = read_events(&path).unwrap_err().to_string();
+    let msg = report(&read_events(&path).unwrap_err());
     assert_error_names(&msg, &["record 2", "truncated"]);
 
     // Framing intact, data not an Event: an Event's field 1 is a double, not a string.
     let mut framed = TfRecordWriter::new(Vec::new());
     framed.write(&[0x0a, 0x02, b'h', b'i']).unwrap();
     std::fs::write(&path, framed.into_inner().unwrap()).unwrap();
-    let msg = read_events(&path).unwrap_err().to_string();
+    let msg = report(&read_events(&path).unwrap_err());
     assert_error_names(&msg, &["record 0", "not an Event"]);
 }
 
@@ -225,7 +225,7 @@ fn tensorflows_event_file_re_encodes_to_its_own_bytes() {
 fn an_evaluation_writes_its_precisions_to_the_eval_dir() {
     let dir = tempfile::tempdir().unwrap();
     let eval_dir = dir.path().join("eval");
-    let precision = crate::Precision {
+    let precision = crate::eval::Precision {
         examples: 200,
         correct_at_1: 140,
         correct_at_5: Some(190),

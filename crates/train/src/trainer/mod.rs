@@ -20,13 +20,13 @@
 //! A resumed run continues with the batches, optimizer state, averages and learning rate an
 //! uninterrupted run would have had: the checkpoint's input position restarts the input where
 //! the checkpointed steps left it, in time independent of the step (on another number of MPI
-//! ranks, the epoch in progress is re-cut among them: see `job_input.rs`).
+//! ranks, the epoch in progress is re-cut among them: see `checkpointed_input.rs`).
 //! Dropout masks ([`towers_models::dropout`]) come from a stream of the seed, the step, the
 //! micro-batch and the tower, so they agree too, on any number of towers; Burn's device
 //! generators are reseeded from the seed and the step before every step, for other random ops.
 
-mod input;
-mod job_input;
+mod checkpointed_input;
+mod input_start;
 mod ranks;
 pub use ranks::mpi_job;
 mod report;
@@ -45,9 +45,9 @@ use towers_multigpu::{Processes, TowerDevice, TowerLoss, parse_devices};
 use crate::checkpoint::CheckpointDir;
 use crate::config::TrainConfig;
 use crate::error::Result;
-use crate::source::{BatchSource, TrainInput};
 use crate::step::{ClassifierStep, TrainStep};
 use crate::stop::StopFlag;
+use crate::train_input::{BatchSource, TrainInput};
 
 /// The JSON-lines log in the train directory.
 pub const LOG_FILE: &str = "train_log.jsonl";

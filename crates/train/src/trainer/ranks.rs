@@ -12,9 +12,9 @@ use towers_multigpu::{CrossProcess, Processes, Towers, launched_by_mpi};
 use super::Trainer;
 use crate::config::TrainConfig;
 use crate::error::{Error, Result};
-use crate::source::TrainInput;
 use crate::step::TrainStep;
 use crate::summary::SummaryConfig;
+use crate::train_input::TrainInput;
 
 impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// Trains as one rank of `processes` (none: alone). Every rank runs the same configuration
@@ -137,7 +137,9 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// would otherwise wait for this one in their next exchange.
     pub(super) fn or_end_job<T>(&self, result: Result<T>) -> Result<T> {
         match (&self.processes, result) {
-            (Some(p), Err(error)) if p.size() > 1 => p.abort(&error.to_string()),
+            (Some(p), Err(error)) if p.size() > 1 => {
+                p.abort(&towers_data::ErrorChain(&error).to_string())
+            }
             (_, result) => result,
         }
     }

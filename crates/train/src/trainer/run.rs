@@ -9,8 +9,8 @@ use burn::module::Module;
 use towers_kernels::{Bf16Kernel, Precision, bf16_kernel};
 use towers_multigpu::{Timeline, TowerDevice, Towers, Track};
 
-use super::input::{next_batch, seeded_step};
-use super::job_input::JobInput;
+use super::checkpointed_input::JobInput;
+use super::input_start::{next_batch, seeded_step};
 use super::report::{Metrics, TrainReport};
 use super::start::{Start, mix, seed_devices};
 use super::watchdog::Watchdog;
@@ -23,9 +23,9 @@ use crate::log::{LogEntry, TrainLog, read_log};
 use crate::optim::LrSchedule;
 use crate::optim::MovingAverage;
 use crate::plot::plot_log;
-use crate::source::{BatchSource, TrainInput};
 use crate::step::TrainStep;
 use crate::summary::{StepScalars, TrainSummaries};
+use crate::train_input::{BatchSource, TrainInput};
 
 /// A run in progress: what the loop reads and updates step after step.
 pub(super) struct Run<M, P> {

@@ -25,8 +25,8 @@ use std::sync::Arc;
 use burn::data::dataset::Dataset;
 
 use self::source::DatasetSource;
-use super::core::Core;
 use super::corrupt_records::CorruptTally;
+use super::engine::Core;
 use super::{PipelineConfig, QueueFill, RecordCount};
 use crate::error::{Error, Result};
 use crate::queue::Coordinator;

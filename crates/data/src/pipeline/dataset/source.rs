@@ -8,7 +8,7 @@ use burn::data::dataset::Dataset;
 
 use crate::error::{Error, Result};
 use crate::format::RecordSpan;
-use crate::pipeline::core::{Entry, Source};
+use crate::pipeline::engine::{Entry, Source};
 use crate::pipeline::layout::Layout;
 use crate::pipeline::record_cursor::WorkItem;
 use crate::queue::panic_message;

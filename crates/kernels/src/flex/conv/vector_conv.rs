@@ -15,7 +15,7 @@
 //! subnormals flushed) and products are summed in f32, so results match theirs up to the order
 //! of the sums.
 //!
-//! Measured in bench/README.md ("Mixed precision against TensorFlow", AMD EPYC): the windows
+//! Measured in bench/HISTORY.md ("Mixed precision against TensorFlow", AMD EPYC): the windows
 //! (im2col) and gemm's packing of them were a fifth of Inception v3's step; without them the
 //! bf16 step went from 102–107 to 91 ms per image, and vectorizing along the outputs on narrow
 //! images took the CIFAR-10 net's conv2 from 33 to 28 ms forward and backward.

@@ -66,7 +66,7 @@ pub(crate) fn pays_off(
 /// Every group costs 16 images' transforms and products however few it holds, and F(2x2, 5x5)
 /// saves only 10–15% over the direct kernels: at batch 32 on 16 threads (2 images a thread)
 /// it did the work of 256 images for 32, and Inception's Mixed_5b–5d took 2.5–3x as long as on
-/// 2 threads (oversubscribed on 2 cores, 2026-11-27; bench/README.md).
+/// 2 threads (oversubscribed on 2 cores, 2026-11-27; bench/HISTORY.md).
 fn fills_lanes(images: usize) -> bool {
     let lanes = images.div_ceil(LANES) * LANES;
     images > 0 && 8 * images >= 7 * lanes

@@ -1,3 +1,5 @@
+//! [`AuxHead`]: Inception v3's auxiliary classifier on Mixed_6e (slim's `AuxLogits`).
+
 use crate::layers::{BasicConv, BasicConvConfig, truncated_normal};
 use burn::config::Config;
 use burn::module::Module;

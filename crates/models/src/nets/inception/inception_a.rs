@@ -1,3 +1,5 @@
+//! [`InceptionA`]: Inception v3's 35x35 block (Mixed_5b, 5c, 5d), of [`BasicConv`](crate::BasicConv)s.
+
 use super::{ArgScope, pool_3x3, sequence};
 use crate::layers::BasicConv;
 use burn::config::Config;

@@ -1,3 +1,5 @@
+//! [`InceptionB`]: Inception v3's 35x35 to 17x17 reduction (Mixed_6a).
+
 use super::{ArgScope, max_pool_3x3_s2, sequence};
 use crate::layers::BasicConv;
 use burn::config::Config;

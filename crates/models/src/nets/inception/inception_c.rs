@@ -1,3 +1,5 @@
+//! [`InceptionC`]: Inception v3's 17x17 block with factorized 7x7 convolutions (Mixed_6b..6e).
+
 use super::{ArgScope, pool_3x3, sequence};
 use crate::layers::BasicConv;
 use burn::config::Config;

@@ -1,3 +1,5 @@
+//! [`InceptionD`]: Inception v3's 17x17 to 8x8 reduction (Mixed_7a).
+
 use super::{ArgScope, max_pool_3x3_s2, sequence};
 use crate::layers::BasicConv;
 use burn::config::Config;

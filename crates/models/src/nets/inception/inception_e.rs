@@ -1,3 +1,5 @@
+//! [`InceptionE`]: Inception v3's 8x8 block with expanded filter banks (Mixed_7b, 7c).
+
 use super::{ArgScope, pool_3x3, sequence_into};
 use crate::layers::BasicConv;
 use burn::config::Config;

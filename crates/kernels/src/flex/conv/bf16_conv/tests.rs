@@ -1,3 +1,6 @@
+//! Tests of the bf16 convolutions' engine against f32 convolutions of the same bf16-rounded
+//! operands, over the Inception and CIFAR-10 shapes (`CASES`), on whichever engine the CPU has.
+
 use super::weight_grad::weight_grad_on;
 use super::*;
 use crate::flex::gemm::bf16_gemm::{

@@ -13,9 +13,10 @@ const MAX_VECTOR_WASTE: f64 = 1.4;
 /// Whether `weight_grad` beats im2col + `multiply_bf16` for this convolution of `[h, w]`
 /// images.
 ///
-/// On AMX tiles, as measured by `examples/bench_conv` on one Sapphire Rapids core: 1.1× to 3×
-/// on the Inception and CIFAR shapes, but not for kernels one row high and wider than one (1x7:
-/// 0.7×, a quarter of the grid's columns discarded and no foot rows to skip) nor for few
+/// On AMX tiles, as measured on one Sapphire Rapids core by a convolution benchmark of the time
+/// (since removed; `bench_inception_step N bf16 convs` times Inception's convolutions): 1.1×
+/// to 3× on the Inception and CIFAR shapes, but not for kernels one row high and wider than one
+/// (1x7: 0.7×, a quarter of the grid's columns discarded and no foot rows to skip) nor for few
 /// channels (RGB: 0.6×, packing the gradient outweighs the products); even at 16 channels and
 /// for 7x1.
 ///

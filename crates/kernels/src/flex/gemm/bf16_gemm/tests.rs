@@ -1,3 +1,6 @@
+//! Tests of the bf16 products against exact integer products, in every operand layout the
+//! packers take (`Layout`).
+
 use super::*;
 
 use crate::test_util::random_values as random;

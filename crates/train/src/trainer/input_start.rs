@@ -10,16 +10,16 @@ use towers_models::with_example_dropout;
 use towers_multigpu::{TowerBatch, TowerLoss, current_first_example};
 
 use super::Trainer;
-use super::job_input::JobInput;
+use super::checkpointed_input::JobInput;
 use super::start::mix;
 use crate::error::{Error, Result};
 use crate::log::TrainLog;
-use crate::source::{BatchSource, TrainInput};
 use crate::step::TrainStep;
+use crate::train_input::{BatchSource, TrainInput};
 
 impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// The training input: from its start for a fresh run, else where the checkpoint's
-    /// `saved` input of its step stands for this rank (see `job_input.rs`; `towers`, this
+    /// `saved` input of its step stands for this rank (see `checkpointed_input.rs`; `towers`, this
     /// rank's, for the log).
     pub(super) fn start_input<I: TrainInput>(
         &self,

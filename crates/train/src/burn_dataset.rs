@@ -10,7 +10,7 @@ use towers_data::{
 };
 
 use crate::error::Result;
-use crate::source::{
+use crate::train_input::{
     BatchSource, TrainInput, position_from_json, position_json, positions_from_json,
 };
 

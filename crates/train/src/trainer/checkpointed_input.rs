@@ -11,8 +11,8 @@ use towers_data::PipelineConfig;
 use super::Trainer;
 use crate::error::{Error, Result};
 use crate::log::TrainLog;
-use crate::source::TrainInput;
 use crate::step::TrainStep;
+use crate::train_input::TrainInput;
 
 /// What a checkpoint keeps of the job's input, alone or under MPI.
 #[derive(Debug, Clone, Serialize, Deserialize)]

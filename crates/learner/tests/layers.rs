@@ -1,0 +1,21 @@
+//! The layers of `src/`, bottom up, written once ([`LAYERING`]): every `crate::` path in a
+//! module names a module of its own layer or of one below it, never a crate-root re-export
+//! (`towers_testing::layers`).
+
+use towers_testing::layers::Layering;
+
+const LAYERING: Layering = Layering {
+    layers: &[
+        // The batches split per device and the loss of a model's output.
+        "device_batches",
+        "output_loss",
+        // burn-train's training strategy on the towers.
+        "strategy",
+    ],
+    within: &[],
+};
+
+#[test]
+fn every_module_uses_only_its_own_layer_and_those_below() {
+    LAYERING.assert_kept(env!("CARGO_MANIFEST_DIR"));
+}
