@@ -36,10 +36,12 @@ pub struct TowersConfig {
     /// Whether the exchange of gradients across ranks (see
     /// [`Towers::across_processes`]) overlaps backward: each bucket of gradients travels as
     /// soon as backward has finished it on every tower, while backward goes on (see
-    /// `overlap.rs`). On by default, as in PyTorch DDP and Horovod: where measured (Inception
-    /// v3 on 2 ranks at 10 and 25 Gbit/s, and on an unshaped loopback with both ranks on the
-    /// same 2 cores; bench/README.md) it beats exchanging after backward. Off: the ranks
-    /// exchange after backward, which a loss function returning its own gradients needs.
+    /// `overlap.rs`). On by default, as in PyTorch DDP and Horovod: with the ranks' bytes on a
+    /// link (Inception v3, 2 ranks, loopback shaped to 10 and 25 Gbit/s; bench/README.md) it
+    /// beats exchanging after backward. Where the exchange is CPU work on the cores backward
+    /// uses (ranks sharing one machine over loopback, no link) it costs more than it hides:
+    /// use towers within a machine, or turn it off. Off: the ranks exchange after backward,
+    /// which a loss function returning its own gradients needs.
     pub overlap: bool,
     /// Under [`Reduce::AllReduce`], every how many updates the replicas are compared with
     /// replica 0 and given its weights if they differ (see [`Towers::check_replicas`]); 0:
