@@ -127,7 +127,7 @@ pub fn save_tuning_bundle(file: &Path) -> Result<()> {
 
 /// Whether any of `devices` tunes kernels: a local GPU backend (CubeCL's), not flex, ndarray
 /// or a remote device (whose server tunes).
-pub fn tunes(devices: &[crate::TowerDevice]) -> bool {
+pub fn tunes(devices: &[crate::devices::TowerDevice]) -> bool {
     (devices.iter()).any(|d| !crate::devices::in_host_memory(d.device()) && !d.is_remote())
 }
 

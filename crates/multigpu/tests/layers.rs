@@ -7,8 +7,10 @@ use towers_testing::layers::Layering;
 
 const LAYERING: Layering = Layering {
     layers: &[
-        // Beside everything: the error, and what the towers and the ranks share untyped.
+        // Beside everything: the error, the host-sync counter, and what the towers and the
+        // ranks share untyped.
         "error",
+        "host_syncs",
         "batch",
         "buckets",
         "wire",
@@ -20,6 +22,8 @@ const LAYERING: Layering = Layering {
         "remote",
         "adapters",
         "devices",
+        // CubeCL's kernel tuning: shown, counted, bundled.
+        "tuning",
         // Gradients: reductions between towers, between processes, and the taps on backward.
         "reduce",
         "cross_process",

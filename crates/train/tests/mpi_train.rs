@@ -448,8 +448,10 @@ fn ranks_resume_past_a_corrupt_checkpoint_together() {
     assert_eq!(renamed, ["model.ckpt-4.corrupt"]);
 }
 
-/// A rank stuck in its step: the other rank's exchange deadline ends the job naming it, and the
-/// stuck rank's own watchdog, at half that deadline, names the phase it is in.
+/// A rank stuck in its step: the other rank's exchange deadline ends the job naming it (under
+/// the overlapped exchange, the default, the stuck rank has reached the exchange before its
+/// towers ran, but never posts its buckets), and the stuck rank's own watchdog, at half that
+/// deadline, names the phase it is in.
 #[test]
 fn a_stuck_rank_is_named_with_its_phase() {
     let data = data();
@@ -458,7 +460,7 @@ fn a_stuck_rank_is_named_with_its_phase() {
         return;
     };
     run.assert_failed_fast_saying(&[
-        "rank 1 never reached it",
+        "rank 1 reached it but never had all its buckets ready",
         "warning: rank 1: still in `towers` after",
     ]);
 }

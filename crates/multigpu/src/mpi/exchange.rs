@@ -23,6 +23,11 @@ use crate::wire::Wire;
 /// The tag of the "I have reached this exchange" messages.
 const ARRIVED: mpi::Tag = 0x70_77;
 
+/// The tag of the "I have posted all my buckets" messages: what tells a rank still computing
+/// (under an overlapped exchange it reaches the exchange before its backward pass) from a
+/// network failure when an exchange times out.
+const POSTED: mpi::Tag = 0x70_78;
+
 /// The exit code of a job ended by a timed-out exchange.
 const TIMED_OUT: i32 = 75;
 
@@ -111,6 +116,8 @@ impl Exchange<'_> {
         let mut recvs = reused(std::mem::take(buffers), sizes);
         let header = Header::of(self.number, sizes, &collective);
         let mut arrived = vec![Header::default(); world.size() as usize];
+        let mut posted = vec![0u64; world.size() as usize];
+        let all_posted = [1u64];
         let ranks = world.size() as usize;
         let mut halves: Vec<Halves> = (sizes.iter().enumerate())
             .map(|(k, &size)| Halves::new(collective(k), size, ranks))
@@ -119,6 +126,14 @@ impl Exchange<'_> {
         scope(|scope| {
             let mut waiting_for = Vec::new();
             let mut told = Vec::new();
+            let mut posting = Vec::new();
+            for (rank, slot) in (0..).zip(posted.iter_mut()).filter(|(r, _)| *r != me) {
+                let peer = world.process_at_rank(rank);
+                posting.push((
+                    rank,
+                    peer.immediate_receive_into_with_tag(scope, slot, POSTED),
+                ));
+            }
             for (rank, slot) in (0..).zip(arrived.iter_mut()).filter(|(r, _)| *r != me) {
                 let peer = world.process_at_rank(rank);
                 waiting_for.push((
@@ -148,6 +163,7 @@ impl Exchange<'_> {
                 .collect();
             let mut summed = vec![false; sizes.len()];
             let mut next_gather = 0;
+            let mut said_posted = false;
             let mut idle = 0u32;
             loop {
                 // The next bucket, if this rank has it ready and every rank's header matched.
@@ -210,6 +226,15 @@ impl Exchange<'_> {
                     }
                 });
                 poll(&mut told, |_, _| {});
+                poll(&mut posting, |_, _| {});
+                if unposted.peek().is_none() && !said_posted {
+                    for rank in (0..world.size()).filter(|&r| r != me) {
+                        let peer = world.process_at_rank(rank);
+                        let send = peer.immediate_send_with_tag(scope, &all_posted[..], POSTED);
+                        told.push((rank, send));
+                    }
+                    said_posted = true;
+                }
                 poll(&mut buckets, &mut done);
                 poll(&mut scattering, |k, parts: &[u16]| {
                     let (mine, _) = to_gather[k].as_mut().expect("scattered once");
@@ -236,13 +261,16 @@ impl Exchange<'_> {
                     && scattering.is_empty()
                     && gathering.is_empty()
                     && waiting_for.is_empty()
+                    && posting.is_empty()
+                    && said_posted
                     && told.is_empty();
                 if finished {
                     break;
                 }
                 if Instant::now() > deadline {
                     let late: Vec<i32> = waiting_for.iter().map(|(rank, _)| *rank).collect();
-                    self.give_up(&late);
+                    let computing: Vec<i32> = posting.iter().map(|(rank, _)| *rank).collect();
+                    self.give_up(&late, &computing);
                 }
                 // `ready` paces the loop while this rank's buckets are still being made (it
                 // waits a little for them, leaving the cores to backward).
@@ -277,14 +305,27 @@ impl Exchange<'_> {
         self.world.abort(MISMATCHED)
     }
 
-    /// Ends the job on every rank, after saying which ranks never reached this exchange.
-    fn give_up(&self, late: &[i32]) -> ! {
+    /// Ends the job on every rank, after saying which ranks never reached this exchange
+    /// (`late`), or reached it but never posted all their buckets (`computing`).
+    fn give_up(&self, late: &[i32], computing: &[i32]) -> ! {
         let me = self.world.rank();
-        let who = if late.is_empty() {
-            "every rank reached it, but it did not finish (a network failure?)".to_string()
+        let list = |ranks: &[i32]| {
+            ranks
+                .iter()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let who = if !late.is_empty() {
+            format!("rank {} never reached it", list(late))
+        } else if !computing.is_empty() {
+            format!(
+                "rank {} reached it but never had all its buckets ready (still in its step: \
+                 its own warning names the phase)",
+                list(computing)
+            )
         } else {
-            let ranks: Vec<String> = late.iter().map(i32::to_string).collect();
-            format!("rank {} never reached it", ranks.join(", "))
+            "every rank reached it, but it did not finish (a network failure?)".to_string()
         };
         eprintln!(
             "error: rank {me}: the exchange of {} (exchange {}) timed out after {:?}: {who}; \
