@@ -373,54 +373,59 @@ fn a_killed_rank_ends_the_job_with_its_name() {
     run.assert_failed_fast_saying(&["process rank 1 with PID", "signal 9"]);
 }
 
-#[test]
-fn ranks_with_different_models_are_refused() {
+/// `scenario` on 2 ranks ends the job within seconds, its output holding each of `words`.
+fn assert_job_ends_saying(scenario: &str, words: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
-    let Some(run) = mpirun(2, "mismatch", 60, &dir.path().join("values")) else {
+    let Some(run) = mpirun(2, scenario, 60, &dir.path().join("values")) else {
         return;
     };
-    run.assert_failed_fast_saying(&[
-        "rank 0 refused",
-        "rank 1 refused",
-        "rank 1's model has 6 tensors of 977 values, rank 0's 4 of 837",
-    ]);
+    run.assert_failed_fast_saying(words);
+}
+
+#[test]
+fn ranks_with_different_models_are_refused() {
+    assert_job_ends_saying(
+        "mismatch",
+        &[
+            "rank 0 refused",
+            "rank 1 refused",
+            "rank 1's model has 6 tensors of 977 values, rank 0's 4 of 837",
+        ],
+    );
 }
 
 #[test]
 fn ranks_with_different_wire_formats_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(run) = mpirun(2, "mismatch-wire", 60, &dir.path().join("values")) else {
-        return;
-    };
-    run.assert_failed_fast_saying(&[
-        "rank 0 refused",
-        "rank 1 refused",
-        "wire format: rank 0 F32, rank 1 F16",
-    ]);
+    assert_job_ends_saying(
+        "mismatch-wire",
+        &[
+            "rank 0 refused",
+            "rank 1 refused",
+            "wire format: rank 0 F32, rank 1 F16",
+        ],
+    );
 }
 
 #[test]
 fn ranks_with_different_bucket_sizes_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(run) = mpirun(2, "mismatch-bucket", 60, &dir.path().join("values")) else {
-        return;
-    };
-    run.assert_failed_fast_saying(&[
-        "rank 0 refused",
-        "rank 1 refused",
-        "bucket bytes: rank 0 256, rank 1 512",
-    ]);
+    assert_job_ends_saying(
+        "mismatch-bucket",
+        &[
+            "rank 0 refused",
+            "rank 1 refused",
+            "bucket bytes: rank 0 256, rank 1 512",
+        ],
+    );
 }
 
 /// Rank 1 makes an exchange rank 0 does not: both post their next exchange's header, and the
 /// job ends before either posts a collective the other would pair with another.
 #[test]
 fn ranks_out_of_step_end_the_job_naming_the_exchange() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(run) = mpirun(2, "out-of-step", 60, &dir.path().join("values")) else {
-        return;
-    };
-    run.assert_failed_fast_saying(&["does not match rank", "buckets of", "models differ"]);
+    assert_job_ends_saying(
+        "out-of-step",
+        &["does not match rank", "buckets of", "models differ"],
+    );
 }
 
 /// Rank 1's tower fails at the second step, under the overlapped exchange (its weights'
