@@ -135,11 +135,11 @@ impl TrainStep<Model> for ShapeStep {
 
 fn main() -> anyhow::Result<()> {
     let args = TrainArgs::from_command_line();
-    let config = args.builtin_config(TrainConfig {
-        devices: "flex,flex".into(),
-        max_steps: 200,
-        ..TrainConfig::new(std::env::temp_dir().join("own_model_train"))
-    })?;
+    let config = args.builtin_config(
+        TrainConfig::new(std::env::temp_dir().join("own_model_train"))
+            .with_devices("flex,flex".into())
+            .with_max_steps(200),
+    )?;
     let init = |device: &Device| ModelConfig::new(CLASSES, 32, 0.2).init(device);
     let trainer = Trainer::with_step(config, ShapeStep);
     args.finish(&trainer.run(init, &DatasetInput::new(ShapeDataset))?)?;

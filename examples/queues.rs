@@ -48,11 +48,9 @@ fn main() -> anyhow::Result<()> {
             builtin.dir().to_path_buf()
         }
     };
-    let config = PipelineConfig {
-        reader_threads: args.readers,
-        seed: args.seed,
-        ..PipelineConfig::train(args.batch_size)
-    };
+    let config = PipelineConfig::train(args.batch_size)
+        .with_reader_threads(args.readers)
+        .with_seed(args.seed);
     println!("{config:#?}");
     let files = cifar10::train_files(&dir)?;
     let mut pipeline = Pipeline::start(

@@ -68,10 +68,8 @@ fn cifar10_trains_on_a_gpu_and_resumes_on_another_device_list() {
     // Two steps on flex,GPU (a checkpoint at step 2), then resume on the GPU alone.
     let first = train(quick_cifar_config(dirs[3].path(), &mixed_list, 2), &data);
     assert_track(&first, &flex[..2], "before the checkpoint");
-    let resumed = TrainConfig {
-        resume: true,
-        ..quick_cifar_config(dirs[3].path(), &gpu.entry, 3)
-    };
+    let mut resumed = quick_cifar_config(dirs[3].path(), &gpu.entry, 3);
+    resumed.resume = true;
     let all = train(resumed, &data);
     assert_track(&all, &flex, "resumed on the GPU alone");
 }

@@ -18,7 +18,7 @@ use burn_towers::data::cifar10::BuiltinCifar10;
 use burn_towers::data::{HostBatch, image_loss};
 use burn_towers::multigpu::remote::{TOKEN_FILE_VAR, TOKEN_VAR};
 use burn_towers::multigpu::{Error, IntoTowerLoss, Reduce, Towers, TowersConfig, parse_devices};
-use burn_towers::train::{CheckpointDir, Input, TrainConfig, Trainer};
+use burn_towers::train::{CheckpointDir, Input, Trainer};
 use towers_testing::batches::batch;
 use towers_testing::child::{child, role};
 use towers_testing::compare::{max_abs_diff, values};
@@ -356,10 +356,8 @@ fn a_server_killed_mid_run_stops_training_naming_it_and_resume_goes_on_without_i
         server.kill();
     });
     // The remote tower comes first; the model stays on the local device all the same.
-    let config = TrainConfig {
-        parameter_device: Some("flex".into()),
-        ..quick_cifar_config(dir.path(), &format!("{remote},flex"), 10_000)
-    };
+    let mut config = quick_cifar_config(dir.path(), &format!("{remote},flex"), 10_000);
+    config.parameter_device = Some("flex".into());
     let input = Input::cifar10_train(data.dir()).unwrap();
     let err = within(HANG_LIMIT.as_secs(), move || {
         match Trainer::new(config).run(cifar_net, &input) {
@@ -374,10 +372,8 @@ fn a_server_killed_mid_run_stops_training_naming_it_and_resume_goes_on_without_i
     // The newest checkpoint is whole, and a resumed run on the local device goes on from it.
     let (saved, _) = CheckpointDir::new(dir.path(), 5).latest().unwrap().unwrap();
     assert!(saved >= 2 && saved % 2 == 0, "{saved}");
-    let config = TrainConfig {
-        resume: true,
-        ..quick_cifar_config(dir.path(), "flex", saved + 2)
-    };
+    let mut config = quick_cifar_config(dir.path(), "flex", saved + 2);
+    config.resume = true;
     let trained = Trainer::new(config)
         .run(cifar_net, &Input::cifar10_train(data.dir()).unwrap())
         .unwrap();

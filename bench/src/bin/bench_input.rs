@@ -93,14 +93,7 @@ fn main() -> anyhow::Result<()> {
             Some(dir) => dir.clone(),
             None => {
                 // ImageNet's JPEGs average about 400x350 pixels.
-                builtin = BuiltinShards::create(BuiltinShardsConfig {
-                    num_classes: 10,
-                    train_shards: 4,
-                    validation_shards: 1,
-                    per_shard: 128,
-                    image_size: 380,
-                    seed: 1,
-                })?;
+                builtin = BuiltinShards::create(BuiltinShardsConfig::new(10, 380))?;
                 builtin.dir().to_path_buf()
             }
         };
@@ -180,12 +173,10 @@ fn report(bench: &Bench) -> anyhow::Result<()> {
 }
 
 fn pipelined(bench: &Bench, readers: usize, deterministic: bool) -> anyhow::Result<Rate> {
-    let config = PipelineConfig {
-        reader_threads: readers,
-        read_chunk: bench.read_chunk,
-        deterministic,
-        ..PipelineConfig::train(bench.batch_size)
-    };
+    let config = PipelineConfig::train(bench.batch_size)
+        .with_reader_threads(readers)
+        .with_read_chunk(bench.read_chunk)
+        .with_deterministic(deterministic);
     let mut pipeline = Pipeline::start(
         config,
         Arc::clone(&bench.format),

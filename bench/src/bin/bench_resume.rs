@@ -28,19 +28,15 @@ const FIRST: u64 = 60;
 const LATER: u64 = 100_000;
 
 fn config(train_dir: &Path, max_steps: u64) -> TrainConfig {
-    let defaults = TrainConfig::cifar10();
-    let mut summaries = defaults.summaries;
-    summaries.enabled = false;
-    TrainConfig {
-        summaries,
-        batch_size: BATCH as usize,
-        reader_threads: Some(4),
-        max_steps,
-        checkpoint_every: 1_000_000,
-        log_every: 1_000_000,
-        train_dir: train_dir.to_path_buf(),
-        ..defaults
-    }
+    let mut config = TrainConfig::cifar10();
+    config.summaries.enabled = false;
+    config
+        .with_batch_size(BATCH as usize)
+        .with_reader_threads(Some(4))
+        .with_max_steps(max_steps)
+        .with_checkpoint_every(1_000_000)
+        .with_log_every(1_000_000)
+        .with_train_dir(train_dir.to_path_buf())
 }
 
 /// This process alone, or one rank of the MPI job that launched it.
@@ -147,10 +143,8 @@ fn resume(job: &Job, saved: &Path, step: u64, input: &Input) -> anyhow::Result<D
     let name = format!("model.ckpt-{step}");
     let (_owner, dir) =
         job.shared_dir(|dir| Ok(std::fs::copy(saved, dir.join(&name)).map(drop)?))?;
-    let c = TrainConfig {
-        resume: true,
-        ..config(&dir, step + 1)
-    };
+    let mut c = config(&dir, step + 1);
+    c.resume = true;
     let started = Instant::now();
     Trainer::new(c)
         .with_processes(job.0.clone())
@@ -162,11 +156,9 @@ fn resume(job: &Job, saved: &Path, step: u64, input: &Input) -> anyhow::Result<D
 
 /// One start of `share`'s input at `position`, to its first batch.
 fn first_batch(input: &Input, position: &InputPosition, share: Share) -> anyhow::Result<Duration> {
-    let config = PipelineConfig {
-        reader_threads: 4,
-        share,
-        ..PipelineConfig::train(BATCH as usize)
-    };
+    let config = PipelineConfig::train(BATCH as usize)
+        .with_reader_threads(4)
+        .with_share(share);
     let started = Instant::now();
     let mut pipeline = input.resume(config, position)?;
     pipeline.next_batch()?;

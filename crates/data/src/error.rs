@@ -6,11 +6,13 @@
 //! prints the chain (`anyhow`'s `{:#}` or "Caused by", or [`ErrorChain`]) prints each cause
 //! once, and a caller can match the cause by kind (`source()`, `downcast_ref::<io::Error>()`).
 
-use std::fmt;
 use std::path::PathBuf;
+
+pub use towers_multigpu::ErrorChain;
 
 /// An input-pipeline error, with the file, record or thread it concerns.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Reading or opening a file failed.
     #[error("{}", path.display())]
@@ -105,22 +107,6 @@ impl Error {
             Error::Thread { error, .. } => error.root(),
             other => other,
         }
-    }
-}
-
-/// An error and its causes on one line, `message: cause: cause`: what a log line or a message
-/// built from an error should print (an error's own `Display` holds only its message).
-pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
-
-impl fmt::Display for ErrorChain<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut cause = self.0.source();
-        while let Some(error) = cause {
-            write!(f, ": {error}")?;
-            cause = error.source();
-        }
-        Ok(())
     }
 }
 

@@ -38,11 +38,7 @@ fn features(image: &[f32]) -> [f32; 3] {
 
 /// Features and labels (0-based) of every example of `files`, distorted as for training.
 fn distorted(files: Vec<std::path::PathBuf>) -> Vec<([f32; 3], usize)> {
-    let config = PipelineConfig {
-        reader_threads: 2,
-        seed: 5,
-        ..PipelineConfig::eval(16)
-    };
+    let config = PipelineConfig::eval(16).with_reader_threads(2).with_seed(5);
     let format = Arc::new(TfExampleFormat::new(CLASSES).with_label_offset(-1));
     let pipeline = Pipeline::start(config, format, files, Arc::new(InceptionTrain::new(SIZE)));
     let mut out = Vec::new();
@@ -58,14 +54,11 @@ fn distorted(files: Vec<std::path::PathBuf>) -> Vec<([f32; 3], usize)> {
 
 #[test]
 fn distorted_classes_are_told_apart_by_nearest_centroid() {
-    let data = BuiltinShards::create(BuiltinShardsConfig {
-        num_classes: CLASSES,
-        train_shards: 2,
-        validation_shards: 1,
-        per_shard: 48,
-        image_size: 64,
-        seed: 1,
-    })
+    let data = BuiltinShards::create(
+        BuiltinShardsConfig::new(CLASSES, 64)
+            .with_train_shards(2)
+            .with_per_shard(48),
+    )
     .unwrap();
     let train = distorted(inception::train_files(data.dir()).unwrap());
     let held_out = distorted(inception::validation_files(data.dir()).unwrap());

@@ -22,12 +22,10 @@ fn labels(
     files: Vec<PathBuf>,
     corrupt_records: CorruptRecords,
 ) -> (towers_data::Result<Vec<i64>>, RecordCount) {
-    let config = PipelineConfig {
-        reader_threads: 3,
-        read_chunk: 4,
-        corrupt_records,
-        ..PipelineConfig::eval(8)
-    };
+    let config = PipelineConfig::eval(8)
+        .with_reader_threads(3)
+        .with_read_chunk(4)
+        .with_corrupt_records(corrupt_records);
     let mut pipeline =
         Pipeline::start(config, Arc::new(format), files, Arc::new(Identity)).unwrap();
     let batches: towers_data::Result<Vec<HostBatch>> = pipeline.by_ref().collect();

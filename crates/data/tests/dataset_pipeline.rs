@@ -46,11 +46,11 @@ fn indices(batches: &[Vec<u64>]) -> Vec<usize> {
 /// item for item, with one reader or four.
 #[test]
 fn a_resumed_pipeline_gives_the_batches_of_the_uninterrupted_one() {
-    let config = |readers| PipelineConfig {
-        reader_threads: readers,
-        read_chunk: 3,
-        seed: 11,
-        ..PipelineConfig::train(8)
+    let config = |readers| {
+        PipelineConfig::train(8)
+            .with_reader_threads(readers)
+            .with_read_chunk(3)
+            .with_seed(11)
     };
     let mut whole = DatasetPipeline::start(config(1), dataset(50)).unwrap();
     let all = take(&mut whole, 40);
@@ -76,13 +76,13 @@ fn a_resumed_pipeline_gives_the_batches_of_the_uninterrupted_one() {
 /// different one each epoch, the same for the same seed; with shuffling off, index order.
 #[test]
 fn each_epoch_is_a_seeded_permutation_of_the_indices() {
-    let config = |shuffle_files, seed| PipelineConfig {
-        reader_threads: 1,
-        shuffle: None,
-        num_epochs: Some(3),
-        shuffle_files,
-        seed,
-        ..PipelineConfig::train(10)
+    let config = |shuffle_files, seed| {
+        PipelineConfig::train(10)
+            .with_reader_threads(1)
+            .with_shuffle(None)
+            .with_num_epochs(Some(3))
+            .with_shuffle_files(shuffle_files)
+            .with_seed(seed)
     };
     let run = |shuffle_files, seed| {
         let pipeline = DatasetPipeline::start(config(shuffle_files, seed), dataset(30)).unwrap();
@@ -117,18 +117,13 @@ fn counts(batches: &[Vec<u64>]) -> HashMap<usize, usize> {
 /// the middle: still every index exactly once per epoch, over two epochs.
 #[test]
 fn parallel_readers_read_each_index_once_per_epoch_across_a_resume() {
-    let config = PipelineConfig {
-        reader_threads: 4,
-        read_chunk: 2,
-        deterministic: false,
-        num_epochs: Some(2),
-        shuffle: Some(ShuffleConfig {
-            capacity: 40,
-            min_after_dequeue: 20,
-        }),
-        final_batch: towers_data::FinalBatch::Keep,
-        ..PipelineConfig::train(7)
-    };
+    let config = PipelineConfig::train(7)
+        .with_reader_threads(4)
+        .with_read_chunk(2)
+        .with_deterministic(false)
+        .with_num_epochs(Some(2))
+        .with_shuffle(Some(ShuffleConfig::new(40, 20)))
+        .with_final_batch(towers_data::FinalBatch::Keep);
     let mut first = DatasetPipeline::start(config.clone(), dataset(61)).unwrap();
     let mut batches = take(&mut first, 6);
     let position = saved(&first);
@@ -143,11 +138,9 @@ fn parallel_readers_read_each_index_once_per_epoch_across_a_resume() {
 /// Evaluation: one epoch in index order, four readers, the last partial batch kept.
 #[test]
 fn eval_gives_every_index_once_in_order_and_keeps_the_last_batch() {
-    let config = PipelineConfig {
-        reader_threads: 4,
-        read_chunk: 2,
-        ..PipelineConfig::eval(8)
-    };
+    let config = PipelineConfig::eval(8)
+        .with_reader_threads(4)
+        .with_read_chunk(2);
     let pipeline = DatasetPipeline::start(config, dataset(21)).unwrap();
     let batches: Vec<Vec<u64>> = pipeline.collect::<towers_data::Result<_>>().unwrap();
     let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
@@ -191,10 +184,7 @@ impl Dataset<u64> for Flaky {
 fn first_error(dataset: Flaky) -> Error {
     let (tx, rx) = channel();
     std::thread::spawn(move || {
-        let config = PipelineConfig {
-            reader_threads: 3,
-            ..PipelineConfig::train(4)
-        };
+        let config = PipelineConfig::train(4).with_reader_threads(3);
         let pipeline = DatasetPipeline::start(config, dataset).unwrap();
         let error = pipeline.filter_map(Result::err).next();
         tx.send(error.expect("the run fails")).unwrap();

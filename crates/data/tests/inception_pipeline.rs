@@ -20,14 +20,13 @@ fn no_hang<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
 }
 
 fn shards() -> BuiltinShards {
-    BuiltinShards::create(BuiltinShardsConfig {
-        num_classes: 4,
-        train_shards: 3,
-        validation_shards: 2,
-        per_shard: 6,
-        image_size: 40,
-        seed: 3,
-    })
+    BuiltinShards::create(
+        BuiltinShardsConfig::new(4, 40)
+            .with_train_shards(3)
+            .with_validation_shards(2)
+            .with_per_shard(6)
+            .with_seed(3),
+    )
     .unwrap()
 }
 
@@ -68,10 +67,7 @@ fn validation_shards_are_read_once_in_order_with_their_labels() {
             })
         })
         .collect();
-    let config = PipelineConfig {
-        reader_threads: 3,
-        ..PipelineConfig::eval(5)
-    };
+    let config = PipelineConfig::eval(5).with_reader_threads(3);
     let format = Arc::new(TfExampleFormat::new(4).with_label_offset(-1));
     let batches = run(config, format, files, 16, false).unwrap();
     assert_eq!(
@@ -87,11 +83,11 @@ fn validation_shards_are_read_once_in_order_with_their_labels() {
 fn training_batches_repeat_across_reader_counts_and_stay_in_range() {
     let data = shards();
     let files = inception::train_files(data.dir()).unwrap();
-    let config = |readers| PipelineConfig {
-        reader_threads: readers,
-        read_chunk: 2,
-        seed: 9,
-        ..PipelineConfig::train(4)
+    let config = |readers| {
+        PipelineConfig::train(4)
+            .with_reader_threads(readers)
+            .with_read_chunk(2)
+            .with_seed(9)
     };
     let format = || Arc::new(TfExampleFormat::new(5));
     let one = run(config(1), format(), files.clone(), 20, true).unwrap();
@@ -115,10 +111,7 @@ fn a_bad_crc_in_one_shard_stops_the_run_naming_shard_and_record() {
     let mut bytes = std::fs::read(&files[1]).unwrap();
     bytes[spans[4].offset as usize + 10] ^= 0x40;
     std::fs::write(&files[1], bytes).unwrap();
-    let config = PipelineConfig {
-        reader_threads: 2,
-        ..PipelineConfig::eval(4)
-    };
+    let config = PipelineConfig::eval(4).with_reader_threads(2);
     let err = run(config, Arc::new(TfExampleFormat::new(5)), files, 16, false).unwrap_err();
     let msg = report(&err);
     assert_error_names(&msg, &["train-00001-of-00003", "record 4", "CRC"]);
@@ -146,10 +139,7 @@ fn an_image_folder_feeds_the_same_pipeline() {
     }
     labels.sort();
     let folder = ImageFolder::scan(root.path()).unwrap();
-    let config = PipelineConfig {
-        reader_threads: 2,
-        ..PipelineConfig::eval(5)
-    };
+    let config = PipelineConfig::eval(5).with_reader_threads(2);
     let batches = run(
         config,
         Arc::new(folder.format()),

@@ -48,11 +48,9 @@ fn shards(data: &BuiltinCifar10, dir: &std::path::Path, copies: usize) -> Vec<Pa
 }
 
 fn start(files: Vec<PathBuf>, readers: usize, seed: u64) -> Pipeline {
-    let config = PipelineConfig {
-        reader_threads: readers,
-        seed,
-        ..PipelineConfig::train(128)
-    };
+    let config = PipelineConfig::train(128)
+        .with_reader_threads(readers)
+        .with_seed(seed);
     Pipeline::start(
         config,
         Arc::new(Cifar10Format),

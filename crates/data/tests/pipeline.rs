@@ -44,10 +44,7 @@ fn eval_reads_every_example_once_in_order_and_keeps_the_last_batch() {
     let data = cifar10::BuiltinCifar10::create(7, 3, 1).unwrap();
     let files = cifar10::train_files(data.dir()).unwrap();
     let want: Vec<i64> = files.iter().flat_map(|f| labels_in(f)).collect();
-    let config = PipelineConfig {
-        reader_threads: 3,
-        ..PipelineConfig::eval(8)
-    };
+    let config = PipelineConfig::eval(8).with_reader_threads(3);
     let batches =
         no_hang(move || collect(start(config, files, CifarEval::default()).unwrap())).unwrap();
     let sizes: Vec<usize> = batches.iter().map(HostBatch::len).collect();
@@ -81,12 +78,10 @@ fn train_batches(
     deterministic: bool,
     n: usize,
 ) -> Vec<HostBatch> {
-    let config = PipelineConfig {
-        reader_threads: readers,
-        seed,
-        deterministic,
-        ..PipelineConfig::train(16)
-    };
+    let config = PipelineConfig::train(16)
+        .with_reader_threads(readers)
+        .with_seed(seed)
+        .with_deterministic(deterministic);
     let files = cifar10::train_files(dir).unwrap();
     no_hang(move || {
         let pipeline = start(config, files, CifarTrain::default()).unwrap();
@@ -123,13 +118,11 @@ fn nondeterministic_mode_still_reads_each_example_once_per_epoch() {
     let data = cifar10::BuiltinCifar10::create(13, 1, 4).unwrap();
     let files = cifar10::train_files(data.dir()).unwrap();
     let mut want: Vec<i64> = files.iter().flat_map(|f| labels_in(f)).collect();
-    let config = PipelineConfig {
-        reader_threads: 4,
-        deterministic: false,
-        num_epochs: Some(1),
-        final_batch: FinalBatch::Keep,
-        ..PipelineConfig::train(10)
-    };
+    let config = PipelineConfig::train(10)
+        .with_reader_threads(4)
+        .with_deterministic(false)
+        .with_num_epochs(Some(1))
+        .with_final_batch(FinalBatch::Keep);
     let batches = no_hang(move || collect(start(config, files, Identity).unwrap())).unwrap();
     let mut got: Vec<i64> = batches.iter().flat_map(|b| b.labels().to_vec()).collect();
     got.sort();
@@ -141,10 +134,7 @@ fn nondeterministic_mode_still_reads_each_example_once_per_epoch() {
 fn finite_training_drops_the_remainder() {
     let data = cifar10::BuiltinCifar10::create(10, 1, 5).unwrap();
     let files = cifar10::train_files(data.dir()).unwrap();
-    let config = PipelineConfig {
-        num_epochs: Some(2),
-        ..PipelineConfig::train(30)
-    };
+    let config = PipelineConfig::train(30).with_num_epochs(Some(2));
     let batches =
         no_hang(move || collect(start(config, files, CifarTrain::default()).unwrap())).unwrap();
     assert_eq!(batches.len(), 100 / 30);
@@ -176,10 +166,7 @@ fn label_out_of_range_names_file_and_record() {
     let bad = dir.path().join("bad.bin");
     write_records(&good, &[1; 50]);
     write_records(&bad, &[1, 2, 3, 12, 4]);
-    let config = PipelineConfig {
-        reader_threads: 3,
-        ..PipelineConfig::eval(4)
-    };
+    let config = PipelineConfig::eval(4).with_reader_threads(3);
     let err = first_error(config, vec![good, bad], Identity);
     let msg = report(&err);
     // The file, the record, what is wrong, and the failing thread.
@@ -333,10 +320,7 @@ fn a_record_missing_at_read_time_names_file_and_record() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shrunk.bin");
     write_records(&path, &[1; 20]);
-    let config = PipelineConfig {
-        read_chunk: 8,
-        ..PipelineConfig::eval(4)
-    };
+    let config = PipelineConfig::eval(4).with_read_chunk(8);
     let err = no_hang(move || {
         let pipeline = Pipeline::start(
             config,

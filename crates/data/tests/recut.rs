@@ -14,22 +14,18 @@ fn dataset() -> InMemDataset<usize> {
 
 /// The old job's rank `rank` of 2: a shuffle queue, so its position holds a buffer.
 fn old_config(rank: usize) -> PipelineConfig {
-    PipelineConfig {
-        reader_threads: 2,
-        read_chunk: 3,
-        seed: 5,
-        share: Share::new(rank, 2),
-        ..PipelineConfig::train(4)
-    }
+    PipelineConfig::train(4)
+        .with_reader_threads(2)
+        .with_read_chunk(3)
+        .with_seed(5)
+        .with_share(Share::new(rank, 2))
 }
 
 /// A new rank, FIFO and one item per batch, so that the test sees the order items are read in.
 fn new_config(share: Share) -> PipelineConfig {
-    PipelineConfig {
-        shuffle: None,
-        share,
-        ..PipelineConfig::train(1)
-    }
+    PipelineConfig::train(1)
+        .with_shuffle(None)
+        .with_share(share)
 }
 
 /// The items each of 2 ranks consumed in `batches` batches, and its position then, through

@@ -15,12 +15,10 @@ use towers_data::{
 use towers_testing::assert_error_names;
 
 fn cifar_config(readers: usize) -> PipelineConfig {
-    PipelineConfig {
-        reader_threads: readers,
-        read_chunk: 3,
-        seed: 5,
-        ..PipelineConfig::train(16)
-    }
+    PipelineConfig::train(16)
+        .with_reader_threads(readers)
+        .with_read_chunk(3)
+        .with_seed(5)
 }
 
 fn take(pipeline: &mut Pipeline, n: usize) -> Vec<HostBatch> {
@@ -141,18 +139,13 @@ fn numbered_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn racing_config(num_epochs: usize) -> PipelineConfig {
-    PipelineConfig {
-        reader_threads: 4,
-        read_chunk: 3,
-        deterministic: false,
-        num_epochs: Some(num_epochs),
-        shuffle: Some(ShuffleConfig {
-            capacity: 40,
-            min_after_dequeue: 20,
-        }),
-        final_batch: FinalBatch::Keep,
-        ..PipelineConfig::train(8)
-    }
+    PipelineConfig::train(8)
+        .with_reader_threads(4)
+        .with_read_chunk(3)
+        .with_deterministic(false)
+        .with_num_epochs(Some(num_epochs))
+        .with_shuffle(Some(ShuffleConfig::new(40, 20)))
+        .with_final_batch(FinalBatch::Keep)
 }
 
 fn labels(batches: &[HostBatch]) -> Vec<i64> {
@@ -236,11 +229,9 @@ fn a_skipped_corrupt_record_does_not_hold_the_position_back() {
     let path = dir.path().join("ids");
     let bytes: Vec<u8> = (1000..1100u64).flat_map(u64::to_le_bytes).collect();
     std::fs::write(&path, bytes).unwrap();
-    let config = PipelineConfig {
-        corrupt_records: towers_data::CorruptRecords::Skip { max_fraction: 0.05 },
-        deterministic: true,
-        ..racing_config(1)
-    };
+    let config = racing_config(1)
+        .with_corrupt_records(towers_data::CorruptRecords::Skip { max_fraction: 0.05 })
+        .with_deterministic(true);
     let mut pipeline =
         Pipeline::start(config, Arc::new(Numbered), vec![path], Arc::new(Identity)).unwrap();
     take(&mut pipeline, 8);

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 /// The arithmetic of matrix products and convolutions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Precision {
     /// Everything in f32.
     #[default]
@@ -71,6 +72,7 @@ impl FromStr for Precision {
 /// What computes bf16 products on flex ([`bf16_kernel`](crate::bf16_kernel)): the same results from each, up to the
 /// order of the f32 sums (AMX and AVX-512 BF16 flush subnormals, the f32 gemm does not).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Bf16Kernel {
     /// Intel AMX tiles (`tdpbf16ps`): Sapphire Rapids on, where Linux grants the tiles.
     AmxTiles,

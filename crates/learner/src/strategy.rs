@@ -209,11 +209,11 @@ impl<I: Send + 'static> TowersStrategy<I> {
         } else {
             main.autodiff()
         });
-        let config = TowersConfig {
-            reduce: Reduce::ParameterDevice,
-            accumulation: accumulation.unwrap_or(1),
-            ..self.config.clone()
-        };
+        let config = self
+            .config
+            .clone()
+            .with_reduce(Reduce::ParameterDevice)
+            .with_accumulation(accumulation.unwrap_or(1));
         // The towers' own optimizer is never stepped: every update is the learner's
         // (`step_with_update`), so that its optimizer state, schedule and checkpoints stay
         // burn-train's.
@@ -356,6 +356,6 @@ fn training_error(error: Error) -> TrainingError {
     };
     TrainingError::Workers(vec![WorkerFailure {
         device_id,
-        message: error.to_string(),
+        message: towers_multigpu::ErrorChain(&error).to_string(),
     }])
 }

@@ -53,6 +53,7 @@ fn reads_every_dtype_as_tensorflow_reads_it_back() {
                     .collect();
                 assert_eq!(got, want, "{name}");
             }
+            other => panic!("{name}: values of a kind this test does not know: {other:?}"),
         }
     }
     let dtype = |name| ckpt.info(name).unwrap().dtype;

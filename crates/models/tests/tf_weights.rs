@@ -132,13 +132,12 @@ fn other_class_counts_replace_the_classifiers_or_fail_naming_both_shapes() {
         &["[768, 1001]", "[768, 5]", "AuxLogits/Conv2d_2b_1x1/weights"],
     );
 
-    let options = RestoreOptions {
-        replace_if_reshaped: InceptionV3::classifier_paths()
+    let options = RestoreOptions::new().with_replace_if_reshaped(
+        InceptionV3::classifier_paths()
             .iter()
             .map(|s| s.to_string())
             .collect(),
-        ..RestoreOptions::default()
-    };
+    );
     let mut source = Listed::<InceptionV3>::read("tf_inception_v3_variables.txt");
     let (_, report) = restore(model(), &mut source, &options).unwrap();
     let skipped: Vec<&str> = report.skipped.iter().map(|(p, _)| p.as_str()).collect();

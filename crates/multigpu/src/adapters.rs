@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 
 /// The type of an adapter, as the graphics API reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AdapterKind {
     /// A GPU with memory of its own.
     Discrete,
@@ -138,6 +139,7 @@ pub fn number_adapters(
 
 /// How a device list entry of a wgpu-family backend picks its adapter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AdapterChoice {
     /// `wgpu`: the adapter Burn prefers (a high-performance GPU, else what there is).
     Default,

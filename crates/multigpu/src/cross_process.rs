@@ -16,7 +16,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorChain, Result};
 use crate::reduce::Layout;
 use crate::running_state::{self, RunningStats, Selection};
 
@@ -238,7 +238,7 @@ pub(crate) fn agreed<T>(processes: Option<&dyn CrossProcess>, outcome: Result<T>
     if sums.iter().all(|&f| f == 0.0) {
         return outcome;
     }
-    let mine = outcome.as_ref().err().map(ToString::to_string);
+    let mine = outcome.as_ref().err().map(|e| ErrorChain(e).to_string());
     let errors = p.all_gather(
         "the failed ranks' errors",
         mine.unwrap_or_default().as_bytes(),

@@ -52,11 +52,12 @@ use burn::backend::{Autodiff, Backend, Dispatch};
 use burn::module::{Module, ModuleMapper, Param, ParamId};
 use burn::tensor::Tensor;
 
+use crate::error::{Cause, While};
 use crate::host_syncs;
 
 /// Reads a finished gradient as `f32` values, waiting for the device if it is still computing.
 /// Runs on whichever thread needs the values (e.g. the one that sends them to other ranks).
-pub(crate) type ReadGradient = Box<dyn FnOnce() -> Result<Vec<f32>, String> + Send>;
+pub(crate) type ReadGradient = Box<dyn FnOnce() -> Result<Vec<f32>, Cause> + Send>;
 
 /// What the taps of one tower report, in the order backward produces it.
 pub(crate) enum Tapped {
@@ -206,13 +207,13 @@ impl<B: Backend> Backward<B, 1> for DepthProbe {
     }
 }
 
-fn read_f32<B: Backend>(grad: FloatTensor<B>) -> Result<Vec<f32>, String> {
+fn read_f32<B: Backend>(grad: FloatTensor<B>) -> Result<Vec<f32>, Cause> {
     host_syncs::note_read();
     let data = pollster::block_on(B::float_into_data(grad))
-        .map_err(|e| format!("cannot read a gradient from its device: {e:?}"))?;
+        .map_err(While::doing("reading a gradient from its device"))?;
     data.convert::<f32>()
         .try_into_vec::<f32>()
-        .map_err(|e| format!("cannot read a gradient as f32: {e:?}"))
+        .map_err(While::doing("reading a gradient as f32"))
 }
 
 /// An open tap: its tower, where its reports go and its schedule.

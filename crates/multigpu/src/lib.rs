@@ -75,12 +75,12 @@ mod tower_index;
 pub mod towers;
 #[cfg(feature = "fusion")]
 pub mod tuning;
-mod wire;
+mod wire_format;
 
 pub use batch::{TowerBatch, split_sizes, split_slice};
 pub use cross_process::{CrossProcess, Processes, launched_by_mpi};
 pub use devices::{TowerDevice, parse_devices};
-pub use error::{Error, Result};
+pub use error::{Cause, Error, ErrorChain, Result};
 pub use host_syncs::{HostSyncs, host_syncs};
 pub use listing::{BackendListing, Listed, ListedDevice, list_devices};
 pub use loss::{IntoTowerLoss, TowerLoss};
@@ -91,4 +91,4 @@ pub use running_state::{BatchNormSync, RunningStates};
 pub use timeline::{Timeline, Track};
 pub use tower_index::{current_first_example, current_tower};
 pub use towers::{HUNG_TOWER_EXIT_CODE, ReplicaCheck, StepOutput, Towers, TowersConfig};
-pub use wire::Wire;
+pub use wire_format::Wire;

@@ -17,6 +17,7 @@ pub struct BackendListing {
 
 /// The devices of one backend, or why there are none.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum Listed {
     /// The backend is not in this build; `--features {backend}` adds it.
     NotCompiled,

@@ -1,10 +1,9 @@
 //! What a tower's loss function returns.
 
-use std::fmt::Display;
-
 use burn::optim::GradientsParams;
 use burn::tensor::{FloatDType, Int, Tensor};
 
+use crate::error::{Cause, While};
 use crate::host_syncs;
 
 /// One tower's loss: the mean loss over its part of the batch (shape `[1]`), and optionally
@@ -65,7 +64,7 @@ impl TowerLoss {
     /// The loss, the count of correct predictions and the metrics, read from the device in
     /// one read: the step's one host sync on this tower (`host_syncs.rs`) rather than one per
     /// value. The values travel as f32 (a count is exact there up to 2^24 examples).
-    pub(crate) fn read_values(&self) -> Result<LossValues, String> {
+    pub(crate) fn read_values(&self) -> Result<LossValues, Cause> {
         let device = self.loss.device();
         let as_f32 = |t: Tensor<1>| t.detach().cast(FloatDType::F32).to_device(&device);
         let mut values = vec![as_f32(self.loss.clone())];
@@ -78,13 +77,14 @@ impl TowerLoss {
         host_syncs::note_read();
         let read = Tensor::cat(values, 0)
             .try_into_vec_as::<f32>()
-            .map_err(|e| format!("cannot read the loss from the device: {e}"))?;
+            .map_err(While::doing("reading the loss from the device"))?;
         let expected = 1 + usize::from(self.predictions.is_some()) + self.metrics.len();
         if read.len() != expected {
             return Err(format!(
                 "the loss and metrics hold {} values; each must have shape [1]",
                 read.len()
-            ));
+            )
+            .into());
         }
         let mut read = read.into_iter().map(f64::from);
         let mut next = || read.next().expect("one value per tensor read");
@@ -105,27 +105,29 @@ pub(crate) struct LossValues {
     pub(crate) metrics: Vec<(String, f64)>,
 }
 
-/// What a loss function may return: a mean loss, a [`TowerLoss`], or a `Result` of either (an
-/// `Err` stops the step with an error naming the tower).
+/// What a loss function may return: a mean loss, a [`TowerLoss`], or a `Result` of either whose
+/// error is an error value or a message (`String`, `&str`, `anyhow::Error`, any
+/// `std::error::Error`): an `Err` stops the step with [`Error::TowerFailed`](crate::Error)
+/// naming the tower, the loss function's error its `source`.
 pub trait IntoTowerLoss {
-    /// The loss, or the reason there is none.
-    fn into_tower_loss(self) -> Result<TowerLoss, String>;
+    /// The loss, or the error there is instead.
+    fn into_tower_loss(self) -> Result<TowerLoss, Cause>;
 }
 
 impl IntoTowerLoss for TowerLoss {
-    fn into_tower_loss(self) -> Result<TowerLoss, String> {
+    fn into_tower_loss(self) -> Result<TowerLoss, Cause> {
         Ok(self)
     }
 }
 
 impl IntoTowerLoss for Tensor<1> {
-    fn into_tower_loss(self) -> Result<TowerLoss, String> {
+    fn into_tower_loss(self) -> Result<TowerLoss, Cause> {
         Ok(TowerLoss::new(self))
     }
 }
 
-impl<T: IntoTowerLoss, E: Display> IntoTowerLoss for Result<T, E> {
-    fn into_tower_loss(self) -> Result<TowerLoss, String> {
-        self.map_err(|e| e.to_string())?.into_tower_loss()
+impl<T: IntoTowerLoss, E: Into<Cause>> IntoTowerLoss for Result<T, E> {
+    fn into_tower_loss(self) -> Result<TowerLoss, Cause> {
+        self.map_err(Into::into)?.into_tower_loss()
     }
 }

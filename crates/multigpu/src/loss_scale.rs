@@ -7,27 +7,29 @@
 //! without one, `S` doubles. The check reads the reduced gradient, which is the same on every
 //! tower and, once the ranks have exchanged, on every rank: all of them skip the same steps.
 
+use burn::config::Config;
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::reduce::Layout;
 
-/// The settings of dynamic loss scaling (torch's defaults).
-#[derive(Clone, Debug, PartialEq)]
+/// The settings of dynamic loss scaling (torch's defaults): [`LossScaling::new`] and `with_*`,
+/// as Burn's configs.
+#[derive(Config, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct LossScaling {
     /// The first scale. 65,536 by default.
+    #[config(default = 65536.0)]
     pub initial: f64,
     /// Updates in a row without an overflow after which the scale doubles. 2,000 by default.
+    #[config(default = 2000)]
     pub growth_interval: u64,
 }
 
 impl Default for LossScaling {
     fn default() -> Self {
-        Self {
-            initial: 65536.0,
-            growth_interval: 2000,
-        }
+        Self::new()
     }
 }
 

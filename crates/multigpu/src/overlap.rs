@@ -35,6 +35,7 @@ use crate::buckets;
 #[cfg(doc)]
 use crate::cross_process::CrossProcess;
 use crate::cross_process::Processes;
+use crate::error::{Cause, While};
 use crate::gradient_tap::{Tap, TapSchedule, Tapped};
 use crate::reduce::Layout;
 use crate::timeline::{Timeline, Track};
@@ -50,7 +51,7 @@ const FORWARD_PATIENCE: Duration = Duration::from_millis(20);
 
 /// An exchange under way: started before backward, finished after it.
 pub(crate) struct OverlappedExchange {
-    thread: JoinHandle<Result<Vec<Vec<f32>>, String>>,
+    thread: JoinHandle<Result<Vec<Vec<f32>>, Cause>>,
     buckets: Vec<Vec<usize>>,
     sizes: Vec<usize>,
     processes: Processes,
@@ -114,7 +115,7 @@ impl OverlappedExchange {
         self,
         layout: &Layout,
         device: &Device,
-    ) -> Result<Option<GradientsParams>, String> {
+    ) -> Result<Option<GradientsParams>, Cause> {
         let mut sums = match self.thread.join() {
             Ok(sums) => sums?,
             Err(panic) => std::panic::resume_unwind(panic),
@@ -149,7 +150,7 @@ fn exchange(
     sizes: &[usize],
     weight: f64,
     timeline: &Timeline,
-) -> Result<Vec<Vec<f32>>, String> {
+) -> Result<Vec<Vec<f32>>, Cause> {
     let values: Vec<usize> = buckets
         .iter()
         .map(|slots| slots.iter().map(|&s| sizes[s]).sum())
@@ -207,7 +208,7 @@ struct Gathering {
     kept: Vec<Vec<Tensor<1>>>,
     /// The first gradient that could not be read. The exchange goes on with zeros in its
     /// place, as every rank must finish it, and the step then fails.
-    error: Option<String>,
+    error: Option<Cause>,
 }
 
 impl Gathering {
@@ -244,7 +245,7 @@ impl Gathering {
                 match read() {
                     Ok(values) => self.parts[slot][tower] = Some(values),
                     Err(error) => {
-                        self.error.get_or_insert(format!("tower {tower}: {error}"));
+                        (self.error).get_or_insert(While::doing(format!("tower {tower}"))(error));
                     }
                 }
             }

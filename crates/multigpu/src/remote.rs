@@ -55,8 +55,10 @@ pub fn remote_tokens() -> Result<Tokens> {
                 "the token file {} ({TOKEN_FILE_VAR})",
                 path.to_string_lossy()
             );
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| Error::Config(format!("cannot read {source}: {e}")))?;
+            let text = std::fs::read_to_string(&path).map_err(|error| Error::TokenFile {
+                path: path.clone().into(),
+                error,
+            })?;
             (text, source)
         }
         None => match std::env::var(TOKEN_VAR) {
@@ -231,16 +233,17 @@ fn parse_iroh(entry: &str, rest: &str) -> Result<Remote> {
 
 #[cfg(feature = "remote")]
 fn connect(entry: &str, remote: &Remote) -> Result<Device> {
-    let failed = |reason: String| Error::Remote {
+    let failed = |advice: String, error| Error::Remote {
         entry: entry.to_string(),
         host: remote.host.name(),
-        reason,
+        advice,
+        error: Box::new(error),
     };
     let mut host = match &remote.host {
         Host::WebSocket(url) => burn::remote::RemoteHost::websocket(url),
-        Host::Iroh { id, address } => burn::remote::RemoteHost::iroh(
-            iroh_host(id, address.as_deref()).map_err(|e| invalid(entry, e))?,
-        ),
+        Host::Iroh { id, address } => {
+            burn::remote::RemoteHost::iroh(iroh_host(entry, id, address.as_deref())?)
+        }
     };
     let tokens = remote_tokens()?;
     if let Some(token) = tokens.for_host(&remote.host) {
@@ -254,35 +257,46 @@ fn connect(entry: &str, remote: &Remote) -> Result<Device> {
         .init()
         .map_err(|e| match withheld {
             // The likely cause, when the server wants a token: say how to send it.
-            true => failed(format!(
-                "{e} (no token was sent: over plain-text `ws://` only a token line naming the \
-                 server, `{}=TOKEN`, is sent)",
-                remote.host.key()
-            )),
-            false => failed(e.to_string()),
+            true => failed(
+                format!(
+                    " (no token was sent: over plain-text `ws://` only a token line naming the \
+                     server, `{}=TOKEN`, is sent)",
+                    remote.host.key()
+                ),
+                e,
+            ),
+            false => failed(String::new(), e),
         })
 }
 
 /// The Iroh server `id`: dialed directly at every address `address` resolves to, relays off;
 /// or, without an address, through n0's public relays.
 #[cfg(feature = "remote")]
-fn iroh_host(
-    id: &str,
-    address: Option<&str>,
-) -> std::result::Result<burn::remote::IrohHost, String> {
+fn iroh_host(entry: &str, id: &str, address: Option<&str>) -> Result<burn::remote::IrohHost> {
     use std::net::ToSocketAddrs;
 
     use burn::remote::{EndpointId, IrohHost, IrohRelays};
 
-    let id: EndpointId = id
-        .parse()
-        .map_err(|e| format!("`{id}` is not an Iroh server id: {e}"))?;
+    let unusable = |what: String, error: crate::Cause| Error::RemoteAddress {
+        entry: entry.to_string(),
+        what,
+        error,
+    };
+    let id = (id.parse::<EndpointId>()).map_err(|e| {
+        unusable(
+            format!("`{id}` is not an Iroh server id"),
+            crate::Cause::from(e),
+        )
+    })?;
     let Some(address) = address else {
         return Ok(IrohHost::new(id));
     };
-    let addresses = address
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve `{address}`: {e}"))?;
+    let addresses = address.to_socket_addrs().map_err(|e| {
+        unusable(
+            format!("`{address}` does not resolve"),
+            crate::Cause::from(e),
+        )
+    })?;
     Ok(addresses.fold(
         IrohHost::new(id).with_relays(IrohRelays::Disabled),
         IrohHost::with_address,

@@ -22,10 +22,14 @@ use std::collections::HashSet;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::tensor::{Device, Tensor};
+use serde::{Deserialize, Serialize};
 
 /// What happens to running state (batch-norm statistics and the like, see [`RunningStates`])
-/// after each update.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// after each update; named `average` and `first_tower` in config files. More may come
+/// (`#[non_exhaustive]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum BatchNormSync {
     /// The mean over towers, weighted by the examples each tower saw since the last update.
     /// The running mean is then the one a single device would hold after the whole batch; the
@@ -38,8 +42,11 @@ pub enum BatchNormSync {
     FirstTower,
 }
 
-/// Which tensors the towers keep in sync as running state.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Which tensors the towers keep in sync as running state. More ways to name them may come
+/// (`#[non_exhaustive]`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RunningStates {
     /// Every float tensor that is not trained and that the first training step changed on
     /// tower 0: batch norm's `running_mean` and `running_var`, and any `RunningState` of the

@@ -31,6 +31,7 @@ const TAIL: &str = "\n]}\n";
 
 /// The thread a span ran on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Track {
     /// The thread that calls [`Towers::step`](crate::Towers::step) (the trainer's).
     Main,

@@ -369,10 +369,9 @@ fn f16_training_with_loss_scaling_on_gpu_towers_follows_f32() {
     // run to run, so at 65536 a fully-connected weight's gradient (16 items × up to 65536/16 ×
     // an activation of several units) can pass f16's 65504 and skip a step, as it should.
     // At 1024 the margin is 64x.
-    let scaling = towers_multigpu::LossScaling {
-        initial: 1024.0,
-        growth_interval: 1000,
-    };
+    let scaling = towers_multigpu::LossScaling::new()
+        .with_initial(1024.0)
+        .with_growth_interval(1000);
     let config = TowersConfig::default().with_loss_scaling(Some(scaling));
     let on_gpu = model.clone().fork(&gpu.device);
     let mut half = Towers::new(on_gpu, sgd(), &devices(&gpu.list("GPU,GPU")), config).unwrap();

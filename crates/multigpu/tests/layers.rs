@@ -13,7 +13,7 @@ const LAYERING: Layering = Layering {
         "host_syncs",
         "batch",
         "buckets",
-        "wire",
+        "wire_format",
         "loss",
         "running_state",
         "timeline",

@@ -27,10 +27,9 @@ fn scaled_loss(net: &Net, x: Tensor<4>, y: Tensor<1, burn::tensor::Int>, factor:
 fn an_overflow_skips_exactly_its_update_on_every_replica() {
     let model = Net::new(&flex());
     let batches: Vec<_> = (0..5).map(|seed| batch(8, seed)).collect();
-    let scaling = LossScaling {
-        initial: 1024.0,
-        growth_interval: 2,
-    };
+    let scaling = LossScaling::new()
+        .with_initial(1024.0)
+        .with_growth_interval(2);
     let cases = [
         ("flex", Reduce::ParameterDevice),
         ("flex,flex", Reduce::ParameterDevice),

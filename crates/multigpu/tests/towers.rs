@@ -127,6 +127,7 @@ fn batch_norm_statistics_are_averaged_over_towers() {
                 expected = match sync {
                     BatchNormSync::Average => expected_stats(&expected, &slices),
                     BatchNormSync::FirstTower => expected_stats(&expected, &slices[..1]),
+                    other => unreachable!("{other:?} is not among the tested syncs"),
                 };
                 let what = format!("{reduce:?}, {sync:?}, step {seed}");
                 for (i, model) in std::iter::once(towers.model())
@@ -237,6 +238,8 @@ fn a_failing_tower_ends_the_step_with_its_device_and_its_worker_serves_on() {
     }
 }
 
+/// The loss function's own error comes back as the step's `source()`, as the value it was: the
+/// caller can match its kind.
 #[test]
 fn a_loss_function_error_ends_the_step_with_its_device() {
     let model = Net::new(&flex());
@@ -247,7 +250,10 @@ fn a_loss_function_error_ends_the_step_with_its_device() {
         let result = within(60, move || {
             let loss = image_loss(|m: &Net, x: Tensor<4>, y| {
                 if x.device() == ndarray() {
-                    Err("labels out of range")
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        "labels out of range",
+                    ))
                 } else {
                     Ok(m.loss(x, y).loss)
                 }
@@ -258,10 +264,12 @@ fn a_loss_function_error_ends_the_step_with_its_device() {
             Err(Error::TowerFailed {
                 tower,
                 device,
-                message,
+                error,
             }) => {
                 assert_eq!((tower, device.as_str()), (2, "ndarray"));
-                assert_eq!(message, "labels out of range");
+                let kind = error.downcast_ref::<std::io::Error>().map(|e| e.kind());
+                assert_eq!(kind, Some(std::io::ErrorKind::InvalidData), "{error}");
+                assert_eq!(error.to_string(), "labels out of range");
             }
             other => panic!("{reduce:?}: expected tower 2 to fail, got {other:?}"),
         }
@@ -290,7 +298,7 @@ fn misuse_is_an_error() {
         )
         .unwrap_err();
     assert!(
-        matches!(&err, Error::TowerFailed { message, .. } if message.contains("shape [1]")),
+        matches!(&err, Error::TowerFailed { error, .. } if error.to_string().contains("shape [1]")),
         "{err}"
     );
 

@@ -69,6 +69,7 @@ impl<M: TorchNamed> WeightSource for KeyList<M> {
                 shape
             }
             TorchLayout::Same => shape,
+            other => panic!("{other:?}: a layout this simulated file does not know"),
         };
         Ok(Some(SourceTensor {
             name: parameter.key,

@@ -109,6 +109,7 @@ pub fn read_labels(path: &Path) -> Result<Vec<String>> {
                 let bad = |reason: String| Error::File {
                     path: path.to_path_buf(),
                     reason: format!("line {}: {reason}", line_no + 1),
+                    error: None,
                 };
                 let index: usize = index
                     .parse()

@@ -302,10 +302,7 @@ impl WeightsArgs {
 
     /// Moving averages unless `--raw-weights`; classifier shapes must match.
     pub fn load_options(&self) -> LoadOptions {
-        LoadOptions {
-            moving_averages: !self.raw_weights,
-            fine_tune: false,
-        }
+        LoadOptions::new().with_moving_averages(!self.raw_weights)
     }
 }
 

@@ -13,10 +13,12 @@ use crate::error::{Error, Result};
 use crate::optim::LrScheduleConfig;
 use crate::optim::OptimizerConfig;
 use crate::summary::SummaryConfig;
+use towers_multigpu::Cause;
 
 /// Everything a training run needs to know.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TrainConfig {
     /// Tower devices as a list: `flex`, `flex,flex`, `cuda:0,cuda:1` (see
     /// [`towers_multigpu::parse_devices`]), remote ones (`ws://host:port/0`) included.
@@ -83,14 +85,158 @@ pub struct TrainConfig {
     pub precision: Precision,
 }
 
+/// The `with_*` setters of Burn's configs, one per field.
+impl TrainConfig {
+    /// Sets [`devices`](Self::devices).
+    pub fn with_devices(mut self, devices: String) -> Self {
+        self.devices = devices;
+        self
+    }
+
+    /// Sets [`parameter_device`](Self::parameter_device).
+    pub fn with_parameter_device(mut self, parameter_device: Option<String>) -> Self {
+        self.parameter_device = parameter_device;
+        self
+    }
+
+    /// Sets [`batch_size`](Self::batch_size).
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Sets [`reader_threads`](Self::reader_threads).
+    pub fn with_reader_threads(mut self, reader_threads: Option<usize>) -> Self {
+        self.reader_threads = reader_threads;
+        self
+    }
+
+    /// Sets [`max_steps`](Self::max_steps).
+    pub fn with_max_steps(mut self, max_steps: u64) -> Self {
+        self.max_steps = max_steps;
+        self
+    }
+
+    /// Sets [`optimizer`](Self::optimizer).
+    pub fn with_optimizer(mut self, optimizer: OptimizerConfig) -> Self {
+        self.optimizer = optimizer;
+        self
+    }
+
+    /// Sets [`learning_rate`](Self::learning_rate).
+    pub fn with_learning_rate(mut self, learning_rate: LrScheduleConfig) -> Self {
+        self.learning_rate = learning_rate;
+        self
+    }
+
+    /// Sets [`weight_decay`](Self::weight_decay).
+    pub fn with_weight_decay(mut self, weight_decay: f64) -> Self {
+        self.weight_decay = weight_decay;
+        self
+    }
+
+    /// Sets [`moving_average`](Self::moving_average).
+    pub fn with_moving_average(mut self, moving_average: bool) -> Self {
+        self.moving_average = moving_average;
+        self
+    }
+
+    /// Sets [`moving_average_decay`](Self::moving_average_decay).
+    pub fn with_moving_average_decay(mut self, moving_average_decay: f64) -> Self {
+        self.moving_average_decay = moving_average_decay;
+        self
+    }
+
+    /// Sets [`checkpoint_every`](Self::checkpoint_every).
+    pub fn with_checkpoint_every(mut self, checkpoint_every: u64) -> Self {
+        self.checkpoint_every = checkpoint_every;
+        self
+    }
+
+    /// Sets [`keep_checkpoints`](Self::keep_checkpoints).
+    pub fn with_keep_checkpoints(mut self, keep_checkpoints: usize) -> Self {
+        self.keep_checkpoints = keep_checkpoints;
+        self
+    }
+
+    /// Sets [`log_every`](Self::log_every).
+    pub fn with_log_every(mut self, log_every: u64) -> Self {
+        self.log_every = log_every;
+        self
+    }
+
+    /// Sets [`train_dir`](Self::train_dir).
+    pub fn with_train_dir(mut self, train_dir: PathBuf) -> Self {
+        self.train_dir = train_dir;
+        self
+    }
+
+    /// Sets [`seed`](Self::seed).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets [`examples_per_epoch`](Self::examples_per_epoch).
+    pub fn with_examples_per_epoch(mut self, examples_per_epoch: Option<u64>) -> Self {
+        self.examples_per_epoch = examples_per_epoch;
+        self
+    }
+
+    /// Sets [`resume`](Self::resume).
+    pub fn with_resume(mut self, resume: bool) -> Self {
+        self.resume = resume;
+        self
+    }
+
+    /// Sets [`shuffle_queue`](Self::shuffle_queue).
+    pub fn with_shuffle_queue(mut self, shuffle_queue: bool) -> Self {
+        self.shuffle_queue = shuffle_queue;
+        self
+    }
+
+    /// Sets [`towers`](Self::towers).
+    pub fn with_towers(mut self, towers: TowersSection) -> Self {
+        self.towers = towers;
+        self
+    }
+
+    /// Sets [`skip_corrupt_records`](Self::skip_corrupt_records).
+    pub fn with_skip_corrupt_records(mut self, skip_corrupt_records: Option<f64>) -> Self {
+        self.skip_corrupt_records = skip_corrupt_records;
+        self
+    }
+
+    /// Sets [`summaries`](Self::summaries).
+    pub fn with_summaries(mut self, summaries: SummaryConfig) -> Self {
+        self.summaries = summaries;
+        self
+    }
+
+    /// Sets [`timeline`](Self::timeline).
+    pub fn with_timeline(mut self, timeline: Option<PathBuf>) -> Self {
+        self.timeline = timeline;
+        self
+    }
+
+    /// Sets [`precision`](Self::precision).
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+}
+
 /// [`TrainConfig::towers`]: the settings of [`towers_multigpu::TowersConfig`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TowersSection {
-    /// `parameter_device` (gather, one update, broadcast: the TF design) or `all_reduce`.
-    pub reduce: ReduceMode,
-    /// `average` (the towers' statistics, weighted) or `first_tower` (what TF's Inception did).
-    pub batch_norm: BatchNormMode,
+    /// `parameter_device` (gather, one update, broadcast: the TF design) or `all_reduce` (see
+    /// [`Reduce`]).
+    pub reduce: Reduce,
+    /// `average` (the towers' statistics, weighted) or `first_tower` (what TF's Inception did;
+    /// see [`BatchNormSync`]).
+    pub batch_norm: BatchNormSync,
     /// Micro-batches of `batch_size` per update.
     pub accumulation: usize,
     /// Across MPI ranks: exchange gradient buckets while backward runs, rather than after it
@@ -107,28 +253,47 @@ pub struct TowersSection {
     pub replica_check: usize,
 }
 
+/// The `with_*` setters of Burn's configs, one per field.
+impl TowersSection {
+    /// Sets [`reduce`](Self::reduce).
+    pub fn with_reduce(mut self, reduce: Reduce) -> Self {
+        self.reduce = reduce;
+        self
+    }
+
+    /// Sets [`batch_norm`](Self::batch_norm).
+    pub fn with_batch_norm(mut self, batch_norm: BatchNormSync) -> Self {
+        self.batch_norm = batch_norm;
+        self
+    }
+
+    /// Sets [`accumulation`](Self::accumulation).
+    pub fn with_accumulation(mut self, accumulation: usize) -> Self {
+        self.accumulation = accumulation;
+        self
+    }
+
+    /// Sets [`overlap_exchange`](Self::overlap_exchange).
+    pub fn with_overlap_exchange(mut self, overlap_exchange: bool) -> Self {
+        self.overlap_exchange = overlap_exchange;
+        self
+    }
+
+    /// Sets [`allreduce_dtype`](Self::allreduce_dtype).
+    pub fn with_allreduce_dtype(mut self, allreduce_dtype: Wire) -> Self {
+        self.allreduce_dtype = allreduce_dtype;
+        self
+    }
+
+    /// Sets [`replica_check`](Self::replica_check).
+    pub fn with_replica_check(mut self, replica_check: usize) -> Self {
+        self.replica_check = replica_check;
+        self
+    }
+}
+
 fn default_replica_check() -> usize {
     TowersConfig::default().replica_check
-}
-
-/// See [`towers_multigpu::Reduce`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReduceMode {
-    /// [`Reduce::ParameterDevice`].
-    ParameterDevice,
-    /// [`Reduce::AllReduce`].
-    AllReduce,
-}
-
-/// See [`towers_multigpu::BatchNormSync`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BatchNormMode {
-    /// [`BatchNormSync::Average`].
-    Average,
-    /// [`BatchNormSync::FirstTower`].
-    FirstTower,
 }
 
 /// [`TowersSection::overlap_exchange`]'s default: [`TowersConfig::overlap`]'s.
@@ -139,8 +304,8 @@ fn overlap_by_default() -> bool {
 impl Default for TowersSection {
     fn default() -> Self {
         Self {
-            reduce: ReduceMode::ParameterDevice,
-            batch_norm: BatchNormMode::Average,
+            reduce: Reduce::ParameterDevice,
+            batch_norm: BatchNormSync::Average,
             accumulation: 1,
             overlap_exchange: overlap_by_default(),
             allreduce_dtype: Wire::F32,
@@ -153,14 +318,8 @@ impl TowersSection {
     /// The towers' own configuration.
     pub fn to_towers_config(&self) -> TowersConfig {
         TowersConfig::default()
-            .with_reduce(match self.reduce {
-                ReduceMode::ParameterDevice => Reduce::ParameterDevice,
-                ReduceMode::AllReduce => Reduce::AllReduce,
-            })
-            .with_batch_norm(match self.batch_norm {
-                BatchNormMode::Average => BatchNormSync::Average,
-                BatchNormMode::FirstTower => BatchNormSync::FirstTower,
-            })
+            .with_reduce(self.reduce)
+            .with_batch_norm(self.batch_norm)
             .with_accumulation(self.accumulation)
             .with_overlap(self.overlap_exchange)
             .with_replica_check(self.replica_check)
@@ -228,10 +387,7 @@ impl TrainConfig {
             weight_decay: 0.00004,
             checkpoint_every: 5000,
             train_dir: std::env::temp_dir().join("imagenet_train"),
-            towers: TowersSection {
-                batch_norm: BatchNormMode::FirstTower,
-                ..TowersSection::default()
-            },
+            towers: TowersSection::default().with_batch_norm(BatchNormSync::FirstTower),
             ..Self::cifar10()
         }
     }
@@ -335,20 +491,24 @@ impl TrainConfig {
         let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
         let json = path.extension().is_some_and(|e| e == "json");
         self.merge_text(&text, json)
-            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+            .map_err(|error| Error::ConfigFile {
+                path: path.to_path_buf(),
+                error,
+            })
     }
 
     /// [`merge_file`](Self::merge_file) on the text of a file, JSON when `json`, else TOML;
-    /// an error says what is wrong, the caller says where.
-    pub fn merge_text(&self, text: &str, json: bool) -> std::result::Result<Self, String> {
+    /// an error (the parser's: `serde_json::Error` or `toml::de::Error`) says what is wrong, the
+    /// caller says where.
+    pub fn merge_text(&self, text: &str, json: bool) -> std::result::Result<Self, Cause> {
         let file: serde_json::Value = if json {
-            serde_json::from_str(text).map_err(|e| e.to_string())?
+            serde_json::from_str(text)?
         } else {
-            toml::from_str(text).map_err(|e| e.to_string())?
+            toml::from_str(text)?
         };
         let mut merged = serde_json::to_value(self).expect("a config always serializes");
         merge(&mut merged, file);
-        serde_json::from_value(merged).map_err(|e| e.to_string())
+        Ok(serde_json::from_value(merged)?)
     }
 
     /// Checks what can be checked before anything starts.
@@ -459,27 +619,23 @@ mod tests {
             "#,
         );
         let config = TrainConfig::cifar10().merge_file(&path).unwrap();
-        let want = TrainConfig {
-            batch_size: 64,
-            devices: "flex,flex".into(),
-            parameter_device: None,
-            learning_rate: LrScheduleConfig::ExponentialDecay {
-                initial: 0.1,
-                decay_rate: 0.1,
-                decay_epochs: 100.0,
-                staircase: true,
-            },
-            optimizer: OptimizerConfig::Momentum {
-                momentum: 0.9,
-                nesterov: false,
-            },
-            towers: TowersSection {
-                accumulation: 2,
-                allreduce_dtype: Wire::Bf16,
-                ..TowersSection::default()
-            },
-            ..TrainConfig::cifar10()
+        let mut want = TrainConfig::cifar10();
+        want.batch_size = 64;
+        want.devices = "flex,flex".into();
+        want.parameter_device = None;
+        want.learning_rate = LrScheduleConfig::ExponentialDecay {
+            initial: 0.1,
+            decay_rate: 0.1,
+            decay_epochs: 100.0,
+            staircase: true,
         };
+        want.optimizer = OptimizerConfig::Momentum {
+            momentum: 0.9,
+            nesterov: false,
+        };
+        want.towers = TowersSection::default()
+            .with_accumulation(2)
+            .with_allreduce_dtype(Wire::Bf16);
         assert_eq!(config, want);
     }
 

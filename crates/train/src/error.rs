@@ -9,12 +9,26 @@
 
 use std::path::PathBuf;
 
+use towers_multigpu::Cause;
+
 /// An error from configuring, training, checkpointing or evaluating.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// A configuration that cannot work, or a config file that cannot be read.
+    /// A configuration that cannot work.
     #[error("configuration: {0}")]
     Config(String),
+    /// A config file that does not parse (TOML or JSON) or does not fit [`TrainConfig`].
+    ///
+    /// [`TrainConfig`]: crate::TrainConfig
+    #[error("config file {}", path.display())]
+    ConfigFile {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error: the error's `source`.
+        #[source]
+        error: Cause,
+    },
     /// An image file that cannot be decoded (not a JPEG or PNG, truncated, corrupt) or
     /// preprocessed.
     #[error("image {}: {reason}", path.display())]
@@ -50,12 +64,16 @@ pub enum Error {
     File {
         /// The file.
         path: PathBuf,
-        /// What is wrong.
+        /// What is wrong, as far as this layer knows (`plotting`).
         reason: String,
+        /// The error under it, when there is one (the plotting library's): the error's
+        /// `source`.
+        #[source]
+        error: Option<Cause>,
     },
     /// The stop-signal handler (SIGINT, SIGTERM, SIGHUP) could not be installed.
-    #[error("{0}")]
-    Signals(String),
+    #[error("cannot install the stop-signal handler")]
+    Signals(#[source] std::sync::Arc<ctrlc::Error>),
     /// The training input ended. Training input repeats its epochs forever, so one that ends
     /// is a source that cannot go on (a finite source given to training).
     #[error("the training input ended: training input must repeat its epochs forever")]
@@ -69,13 +87,18 @@ pub enum Error {
         #[source]
         error: std::io::Error,
     },
-    /// A checkpoint that cannot be read back: not one, truncated, or for another model.
+    /// A checkpoint that cannot be written or read back: not one, truncated, or for another
+    /// model.
     #[error("checkpoint {}: {reason}", path.display())]
     Checkpoint {
         /// The checkpoint file.
         path: PathBuf,
-        /// What is wrong with it.
+        /// What is wrong with it, as far as this layer knows.
         reason: String,
+        /// The error under it, when there is one (Burn's record error, the JSON parser's): the
+        /// error's `source`.
+        #[source]
+        error: Option<Cause>,
     },
     /// The loss became NaN or infinite: training stopped before writing anything more.
     #[error(
@@ -130,6 +153,7 @@ mod tests {
     fn kind(error: &Error) -> &'static str {
         match error {
             Error::Config(_) => "Config",
+            Error::ConfigFile { .. } => "ConfigFile",
             Error::Image { .. } => "Image",
             Error::Readback { .. } => "Readback",
             Error::LogLine { .. } => "LogLine",
@@ -154,6 +178,10 @@ mod tests {
         TensorData::new(vec![1i64], [1])
             .try_to_vec::<f32>()
             .unwrap_err()
+    }
+
+    fn toml_error() -> toml::de::Error {
+        toml::from_str::<toml::Table>("batch_size = ").unwrap_err()
     }
 
     fn json_error() -> serde_json::Error {
@@ -215,15 +243,26 @@ mod tests {
                 chain(&["the training input ended: training input must repeat its epochs forever"]),
             ),
             (
-                Error::File {
-                    path: "/train/loss.svg".into(),
-                    reason: "plotting: no entries".into(),
+                Error::ConfigFile {
+                    path: "/train/run.toml".into(),
+                    error: toml_error().into(),
                 },
-                chain(&["/train/loss.svg: plotting: no entries"]),
+                vec!["config file /train/run.toml".into(), toml_error().to_string()],
             ),
             (
-                Error::Signals("cannot install the signal handler: already set".into()),
-                chain(&["cannot install the signal handler: already set"]),
+                Error::File {
+                    path: "/train/loss.svg".into(),
+                    reason: "plotting".into(),
+                    error: Some(not_found().into()),
+                },
+                chain(&["/train/loss.svg: plotting", "entity not found"]),
+            ),
+            (
+                Error::Signals(std::sync::Arc::new(ctrlc::Error::MultipleHandlers)),
+                vec![
+                    "cannot install the stop-signal handler".into(),
+                    ctrlc::Error::MultipleHandlers.to_string(),
+                ],
             ),
             (
                 Error::io("/ckpt/model.ckpt-5")(not_found()),
@@ -233,6 +272,7 @@ mod tests {
                 Error::Checkpoint {
                     path: "/ckpt/model.ckpt-5".into(),
                     reason: "truncated".into(),
+                    error: None,
                 },
                 chain(&["checkpoint /ckpt/model.ckpt-5: truncated"]),
             ),
@@ -289,7 +329,8 @@ mod tests {
                 Error::from(spawn),
                 chain(&[
                     "towers",
-                    "cannot start the thread of tower 1 on `flex`: out of threads",
+                    "cannot start the thread of tower 1 on `flex`",
+                    "out of threads",
                 ]),
             ),
         ]
@@ -375,6 +416,7 @@ mod tests {
             every_kind().iter().map(|(error, _)| kind(error)).collect();
         let all = [
             "Config",
+            "ConfigFile",
             "Image",
             "Readback",
             "LogLine",

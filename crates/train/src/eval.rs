@@ -66,10 +66,7 @@ pub fn evaluate<M: ImageClassifier>(
     let (model, device) = for_evaluation(model)?;
     let classes = model.num_classes();
     let with_top_5 = classes > 10;
-    let config = PipelineConfig {
-        reader_threads,
-        ..PipelineConfig::eval(batch_size)
-    };
+    let config = PipelineConfig::eval(batch_size).with_reader_threads(reader_threads);
     let mut pipeline = input.start(config)?;
     let mut precision = Precision {
         examples: 0,

@@ -29,6 +29,7 @@ pub fn inception_image_size(data_dir: Option<&Path>) -> usize {
 
 /// Which files of an Inception data directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Split {
     /// `train-XXXXX-of-YYYYY`.
     Train,
@@ -68,14 +69,7 @@ impl InceptionData {
             Split::Validation => inception::validation_files(dir),
         };
         let Some(dir) = data_dir else {
-            let config = BuiltinShardsConfig {
-                num_classes: BUILTIN_CLASSES,
-                train_shards: 4,
-                validation_shards: 1,
-                per_shard: 128,
-                image_size,
-                seed: 1,
-            };
+            let config = BuiltinShardsConfig::new(BUILTIN_CLASSES, image_size);
             let builtin = BuiltinShards::create(config)?;
             let num_classes = config.num_classes + 1;
             return Ok(Self {

@@ -41,7 +41,7 @@ pub use burn_dataset::DatasetInput;
 pub use checkpoint::{Checkpoint, CheckpointDir, Restored};
 pub use classify::{CifarImage, Prediction, classify, read_labels};
 pub use cli::{TrainArgs, WeightsArgs, parse_args, print_devices};
-pub use config::{BatchNormMode, ReduceMode, TowersSection, TrainConfig};
+pub use config::{TowersSection, TrainConfig};
 pub use error::{Error, Result};
 pub use eval::{Precision, evaluate};
 pub use inception_data::{BUILTIN_CLASSES, InceptionData, Split, inception_image_size};

@@ -15,28 +15,30 @@ use plotters::prelude::*;
 use crate::error::{Error, Result};
 use crate::log::LogEntry;
 use towers_data::atomic_file::write_atomic;
+use towers_multigpu::Cause;
 
 /// Writes the plot of `entries` to `path` (atomically).
 pub fn plot_log(entries: &[LogEntry], path: &Path) -> Result<()> {
-    let svg = render(entries).map_err(|e| Error::File {
+    let svg = render(entries).map_err(|error| Error::File {
         path: path.to_path_buf(),
-        reason: format!("plotting: {e}"),
+        reason: "plotting".into(),
+        error: Some(error),
     })?;
     write_atomic(path, |w| w.write_all(svg.as_bytes())).map_err(Error::io(path))
 }
 
 /// The SVG text of the plot: loss above, learning rate below, steps across.
-pub fn render(entries: &[LogEntry]) -> std::result::Result<String, String> {
+pub fn render(entries: &[LogEntry]) -> std::result::Result<String, Cause> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (900, 640)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        root.fill(&WHITE)?;
         let (top, bottom) = root.split_vertically(320);
         let loss: Vec<(f64, f64)> = entries.iter().map(|e| (e.step as f64, e.loss)).collect();
         let lr: Vec<(f64, f64)> = entries.iter().map(|e| (e.step as f64, e.lr)).collect();
         panel(&top, "loss", &loss, false, &BLUE)?;
         panel(&bottom, "learning rate", &lr, true, &RED)?;
-        root.present().map_err(|e| e.to_string())?;
+        root.present()?;
     }
     Ok(svg)
 }
@@ -47,7 +49,7 @@ fn panel(
     points: &[(f64, f64)],
     from_zero: bool,
     color: &RGBColor,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Cause> {
     let finite: Vec<(f64, f64)> = points.iter().copied().filter(|p| p.1.is_finite()).collect();
     let xs = span(finite.iter().map(|p| p.0));
     let ys = span(finite.iter().map(|p| p.1));
@@ -68,18 +70,14 @@ fn panel(
         .margin_right(40)
         .x_label_area_size(36)
         .y_label_area_size(70)
-        .build_cartesian_2d(xs, ys)
-        .map_err(|e| e.to_string())?;
+        .build_cartesian_2d(xs, ys)?;
     chart
         .configure_mesh()
         .x_desc("step")
         .y_desc(title)
         .x_label_formatter(&|x| format!("{x:.0}"))
-        .draw()
-        .map_err(|e| e.to_string())?;
-    chart
-        .draw_series(LineSeries::new(finite, color))
-        .map_err(|e| e.to_string())?;
+        .draw()?;
+    chart.draw_series(LineSeries::new(finite, color))?;
     Ok(())
 }
 

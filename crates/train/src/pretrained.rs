@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use burn::config::Config;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Tensor, TensorData};
 use towers_models::weights::{
@@ -17,17 +18,28 @@ use towers_models::weights::{
 use crate::checkpoint::Checkpoint;
 use crate::checkpoint::CheckpointDir;
 use crate::error::{Error, Result};
+use towers_multigpu::Cause;
 
-/// How to read weights into a model.
-#[derive(Debug, Clone, Copy, Default)]
+/// How to read weights into a model: [`new`](Self::new) (the file's weights as they are; also
+/// [`Default`]) and `with_*`, as Burn's configs.
+#[derive(Config, Debug, Copy)]
+#[non_exhaustive]
 pub struct LoadOptions {
     /// Read the moving averages of the weights where the file has them (TF's
     /// `.../ExponentialMovingAverage` shadows, the `averages` of our checkpoints), as TF's
     /// evaluation scripts do.
+    #[config(default = false)]
     pub moving_averages: bool,
     /// Re-initialize the classifier layers when their shape differs from the file's (another
     /// number of classes), instead of failing.
+    #[config(default = false)]
     pub fine_tune: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// `model` with the weights at `path`, and what was restored, skipped, missing and unused.
@@ -42,16 +54,13 @@ pub fn load_weights<M: Module + TfNamed + TorchNamed>(
     options: LoadOptions,
 ) -> Result<(M, RestoreReport)> {
     let mut source = open_weights::<M>(path, options.moving_averages)?;
-    let restore_options = RestoreOptions {
-        replace_if_reshaped: match options.fine_tune {
-            true => M::classifier_paths()
-                .iter()
-                .map(|p| p.to_string())
-                .collect(),
-            false => Vec::new(),
-        },
-        ..RestoreOptions::default()
-    };
+    let restore_options = RestoreOptions::new().with_replace_if_reshaped(match options.fine_tune {
+        true => M::classifier_paths()
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
+        false => Vec::new(),
+    });
     Ok(restore(model, source.as_mut(), &restore_options)?)
 }
 
@@ -103,19 +112,23 @@ fn ours_by_path(path: &Path, moving_averages: bool) -> Result<ByPath> {
         (true, Some(averages)) => averages,
         _ => checkpoint.model,
     };
-    let bad = |e: String| Error::Checkpoint {
-        path: path.to_path_buf(),
-        reason: e,
+    let bad = |reason: String| {
+        move |error: Cause| Error::Checkpoint {
+            path: path.to_path_buf(),
+            reason,
+            error: Some(error),
+        }
     };
-    let bytes = record.into_bytes().map_err(|e| bad(e.to_string()))?;
-    let reader = burn_pack::Reader::from_bytes(bytes).map_err(|e| bad(e.to_string()))?;
+    let model = || bad("its model section".into());
+    let bytes = record.into_bytes().map_err(|e| model()(e.into()))?;
+    let reader = burn_pack::Reader::from_bytes(bytes).map_err(|e| model()(e.into()))?;
     let mut tensors = BTreeMap::new();
-    for tensor in reader.into_tensors().map_err(|e| bad(e.to_string()))? {
-        let (name, dtype, shape, _, bytes) = tensor.into_parts().map_err(|e| bad(e.to_string()))?;
+    for tensor in reader.into_tensors().map_err(|e| model()(e.into()))? {
+        let (name, dtype, shape, _, bytes) = tensor.into_parts().map_err(|e| model()(e.into()))?;
         let data = TensorData::from_bytes(bytes, shape.clone(), dtype).convert::<f32>();
         let values: Vec<f32> = data
             .try_into_vec()
-            .map_err(|e| bad(format!("{name}: {e:?}")))?;
+            .map_err(|e| bad(format!("tensor `{name}`"))(e.into()))?;
         tensors.insert(name, (shape.to_vec(), values));
     }
     Ok(ByPath::new(path, tensors))
@@ -128,6 +141,7 @@ pub fn export_safetensors<M: Module>(model: &M, path: &Path) -> Result<()> {
     let bytes = to_safetensors(model, metadata).map_err(|reason| Error::Checkpoint {
         path: path.to_path_buf(),
         reason,
+        error: None,
     })?;
     towers_data::atomic_file::write_atomic(path, |w| w.write_all(&bytes)).map_err(Error::io(path))
 }
@@ -143,10 +157,7 @@ pub fn fine_tuning<M: Module + TfNamed + TorchNamed + 'static>(
     move |model, resuming| {
         let model = match (&pretrained, resuming) {
             (Some(path), false) => {
-                let options = LoadOptions {
-                    moving_averages: false,
-                    fine_tune: true,
-                };
+                let options = LoadOptions::new().with_fine_tune(true);
                 let (model, report) = load_weights(model, path, options)?;
                 println!("{report}");
                 model

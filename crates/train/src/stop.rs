@@ -30,7 +30,8 @@ impl StopFlag {
     /// kill) and SIGHUP raise. A second signal exits at once with status 130. The handler is
     /// installed once per process; later calls return the same flag.
     pub fn ctrl_c() -> Result<Self> {
-        static FLAG: OnceLock<std::result::Result<StopFlag, String>> = OnceLock::new();
+        // The handler is installed once: its error too is kept, shared, for every later call.
+        static FLAG: OnceLock<std::result::Result<StopFlag, Arc<ctrlc::Error>>> = OnceLock::new();
         FLAG.get_or_init(|| {
             let flag = StopFlag::new();
             let raised = flag.clone();
@@ -47,7 +48,7 @@ impl StopFlag {
                 raised.request();
             })
             .map(|()| flag)
-            .map_err(|e| format!("cannot install the signal handler: {e}"))
+            .map_err(Arc::new)
         })
         .clone()
         .map_err(Error::Signals)

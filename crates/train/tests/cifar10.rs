@@ -27,12 +27,10 @@ fn data() -> BuiltinCifar10 {
 
 /// A small, quick run: batch 32, momentum 0.9 at 0.01, averages, every step logged.
 fn config(train_dir: &Path, devices: &str, max_steps: u64) -> TrainConfig {
-    TrainConfig {
-        batch_size: 32,
-        checkpoint_every: 1000,
-        seed: 11,
-        ..quick_cifar_config(train_dir, devices, max_steps)
-    }
+    quick_cifar_config(train_dir, devices, max_steps)
+        .with_batch_size(32)
+        .with_checkpoint_every(1000)
+        .with_seed(11)
 }
 
 fn net(device: &Device) -> Cifar10Net {
@@ -55,11 +53,9 @@ fn losses(train_dir: &Path) -> Vec<(u64, f64)> {
 fn two_towers_learn_the_builtin_data() {
     let data = data();
     let dir = tempfile::tempdir().unwrap();
-    let c = TrainConfig {
-        log_every: 25,
-        checkpoint_every: 50,
-        ..config(dir.path(), "flex,flex", 150)
-    };
+    let mut c = config(dir.path(), "flex,flex", 150);
+    c.log_every = 25;
+    c.checkpoint_every = 50;
     let trained = train(c, &data).unwrap();
     let report = &trained.report;
     assert_eq!(
@@ -101,11 +97,9 @@ fn bf16_products_learn_like_f32() {
     let test = Input::cifar10_test(data.dir()).unwrap();
     let run = |precision| {
         let dir = tempfile::tempdir().unwrap();
-        let c = TrainConfig {
-            log_every: 30,
-            precision,
-            ..config(dir.path(), "flex", 150)
-        };
+        let mut c = config(dir.path(), "flex", 150);
+        c.log_every = 30;
+        c.precision = precision;
         let trained = train(c, &data).unwrap();
         let at_1 = evaluate(&trained.model, &test, 100, 2).unwrap().at_1();
         let log = read_log(&dir.path().join(towers_train::LOG_FILE)).unwrap();
@@ -144,10 +138,8 @@ fn a_nan_loss_stops_the_run_at_its_step() {
             _ => TowerLoss::new(loss),
         }
     };
-    let c = TrainConfig {
-        checkpoint_every: 2,
-        ..config(dir.path(), "flex,flex", 10)
-    };
+    let mut c = config(dir.path(), "flex,flex", 10);
+    c.checkpoint_every = 2;
     let err = Trainer::new(c)
         .with_loss(poisoned)
         .run(net, &Input::cifar10_train(data.dir()).unwrap())
@@ -176,14 +168,7 @@ fn a_resumed_run_continues_like_an_uninterrupted_one() {
     assert_eq!(first.report.step, 3);
     let err = train(config(b.path(), "flex", 5), &data).unwrap_err();
     assert_error_names(&report(&err), &["--resume"]);
-    let resumed = train(
-        TrainConfig {
-            resume: true,
-            ..config(b.path(), "flex", 5)
-        },
-        &data,
-    )
-    .unwrap();
+    let resumed = train(config(b.path(), "flex", 5).with_resume(true), &data).unwrap();
     assert_eq!((resumed.report.first_step, resumed.report.step), (3, 5));
     let (whole_log, resumed_log) = (losses(a.path()), losses(b.path()));
     assert_eq!(whole_log.len(), 5);
@@ -216,10 +201,8 @@ fn one_tower_and_two_log_the_same_losses() {
     let data = data();
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     train(config(a.path(), "flex", 4), &data).unwrap();
-    let two = TrainConfig {
-        reader_threads: Some(3),
-        ..config(b.path(), "flex,flex", 4)
-    };
+    let mut two = config(b.path(), "flex,flex", 4);
+    two.reader_threads = Some(3);
     train(two, &data).unwrap();
     let (one, two) = (losses(a.path()), losses(b.path()));
     assert_eq!(one.len(), 4);
@@ -239,10 +222,8 @@ fn log_entries_carry_the_mean_loss_since_the_previous_one() {
     let data = data();
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     train(config(a.path(), "flex", 6), &data).unwrap();
-    let every_third = TrainConfig {
-        log_every: 3,
-        ..config(b.path(), "flex", 6)
-    };
+    let mut every_third = config(b.path(), "flex", 6);
+    every_third.log_every = 3;
     train(every_third, &data).unwrap();
     let log = |dir: &Path| read_log(&dir.join(towers_train::LOG_FILE)).unwrap();
     let (each, third) = (log(a.path()), log(b.path()));
@@ -334,20 +315,16 @@ fn summaries_by_step(path: &Path) -> (Vec<Event>, Vec<(u64, StepValues)>) {
 fn the_event_files_hold_each_steps_scalars_histograms_and_images_across_a_resume() {
     let data = data();
     let dir = tempfile::tempdir().unwrap();
-    let mut c = TrainConfig {
-        checkpoint_every: 2,
-        ..config(dir.path(), "flex,flex", 4)
-    };
+    let mut c = config(dir.path(), "flex,flex", 4);
+    c.checkpoint_every = 2;
     c.summaries.scalars_every = 1;
     c.summaries.histograms_every = 3;
     c.summaries.images_every = 1000;
     c.summaries.images_per_tower = 2;
     let first = train(c.clone(), &data).unwrap();
-    let resumed = TrainConfig {
-        max_steps: 6,
-        resume: true,
-        ..c
-    };
+    let mut resumed = c;
+    resumed.max_steps = 6;
+    resumed.resume = true;
     let second = train(resumed, &data).unwrap();
     let files = event_files(dir.path()).unwrap();
     assert_eq!(
@@ -472,10 +449,8 @@ fn the_timeline_holds_every_steps_phases() {
     let data = data();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("timeline.json");
-    let c = TrainConfig {
-        timeline: Some(path.clone()),
-        ..config(dir.path(), "flex,flex", 4)
-    };
+    let mut c = config(dir.path(), "flex,flex", 4);
+    c.timeline = Some(path.clone());
     train(c, &data).unwrap();
     let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let events = trace["traceEvents"].as_array().unwrap();

@@ -43,15 +43,13 @@ fn ctrl_c_stops_after_a_checkpoint_and_joins_every_thread() {
         }
         TowerLoss::new(m.loss(x, y).loss)
     };
-    let config = TrainConfig {
-        devices: "flex,flex".into(),
-        batch_size: 16,
-        reader_threads: Some(2),
-        max_steps: 1000,
-        checkpoint_every: 500,
-        train_dir: dir.path().to_path_buf(),
-        ..TrainConfig::cifar10()
-    };
+    let mut config = TrainConfig::cifar10();
+    config.devices = "flex,flex".into();
+    config.batch_size = 16;
+    config.reader_threads = Some(2);
+    config.max_steps = 1000;
+    config.checkpoint_every = 500;
+    config.train_dir = dir.path().to_path_buf();
     let trained = Trainer::new(config)
         .with_stop(stop.clone())
         .with_loss(interrupt_in_step_2)

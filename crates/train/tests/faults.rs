@@ -20,10 +20,7 @@ use towers_train::{
 use towers_testing::child::{child, role};
 
 fn config(train_dir: &Path, max_steps: u64) -> TrainConfig {
-    TrainConfig {
-        seed: 5,
-        ..quick_cifar_config(train_dir, "flex", max_steps)
-    }
+    quick_cifar_config(train_dir, "flex", max_steps).with_seed(5)
 }
 
 fn train(config: TrainConfig, data: &BuiltinCifar10) -> towers_train::Result<u64> {
@@ -67,10 +64,8 @@ fn resume_passes_a_corrupt_newest_checkpoint_by() {
     bytes[1000] ^= 0x04;
     std::fs::write(&newest, bytes).unwrap();
 
-    let resumed = TrainConfig {
-        resume: true,
-        ..config(b.path(), 6)
-    };
+    let mut resumed = config(b.path(), 6);
+    resumed.resume = true;
     assert_eq!(train(resumed, &data).unwrap(), 2, "resumed from step 2");
     assert!(b.path().join("model.ckpt-4.corrupt").is_file());
     assert_eq!(
@@ -91,10 +86,8 @@ fn resume_with_no_valid_checkpoint_is_an_error_naming_them() {
     let only = dir.path().join("model.ckpt-2");
     let bytes = std::fs::read(&only).unwrap();
     std::fs::write(&only, &bytes[..bytes.len() / 2]).unwrap();
-    let resumed = TrainConfig {
-        resume: true,
-        ..config(dir.path(), 4)
-    };
+    let mut resumed = config(dir.path(), 4);
+    resumed.resume = true;
     let msg = report(&train(resumed, &data).unwrap_err());
     assert_error_names(
         &msg,
@@ -177,11 +170,9 @@ fn child_train_on_a_small_tmpfs() {
     let data = BuiltinCifar10::create(40, 10, 3).unwrap();
     let first = dir.join("first");
     // Plain SGD keeps no optimizer state: a checkpoint holds the weights and their averages.
-    let c = TrainConfig {
-        checkpoint_every: 1,
-        optimizer: OptimizerConfig::Sgd,
-        ..config(&first, 3)
-    };
+    let mut c = config(&first, 3);
+    c.checkpoint_every = 1;
+    c.optimizer = OptimizerConfig::Sgd;
     let msg = report(&train(c, &data).unwrap_err());
     assert_error_names(&msg, &["first/model.ckpt-2", "No space left on device"]);
     assert_eq!(
@@ -273,10 +264,8 @@ fn corrupt_records_are_skipped_and_counted_when_asked() {
     // just within 1%, or, when parallel readers reach the next file before the last records of
     // the first are counted, just past it. A 2% budget keeps the test off that edge.
     let dir = tempfile::tempdir().unwrap();
-    let c = TrainConfig {
-        skip_corrupt_records: Some(0.02),
-        ..config(dir.path(), 30)
-    };
+    let mut c = config(dir.path(), 30);
+    c.skip_corrupt_records = Some(0.02);
     let trained = Trainer::new(c)
         .run(|d| Cifar10Config::new().init(d), &input)
         .unwrap();

@@ -22,7 +22,7 @@ use towers_multigpu::mpi::{Mpi, MpiConfig};
 use towers_multigpu::{Processes, TowerLoss, Wire};
 use towers_testing::mpirun::{Run, mpirun};
 use towers_testing::training::{cifar_net, quick_cifar_config};
-use towers_train::{Input, LrScheduleConfig, StopFlag, TrainConfig, Trainer, mpi_job, read_log};
+use towers_train::{Input, LrScheduleConfig, StopFlag, Trainer, mpi_job, read_log};
 
 /// One rank: trains `TOWERS_MPI_STEPS` steps in `TOWERS_MPI_TRAIN_DIR` on the CIFAR-10 files of
 /// `TOWERS_MPI_DATA`, and writes its model's values to `TOWERS_MPI_OUT/rank-R`. Under
@@ -57,11 +57,9 @@ fn rank() {
         "flex"
     };
     let counts = scenario == "count";
-    let mut config = TrainConfig {
-        resume: var("TOWERS_MPI_RESUME") == "1",
-        shuffle_queue: !counts,
-        ..quick_cifar_config(Path::new(&train_dir), devices, steps)
-    };
+    let mut config = quick_cifar_config(Path::new(&train_dir), devices, steps);
+    config.resume = var("TOWERS_MPI_RESUME") == "1";
+    config.shuffle_queue = !counts;
     if scenario == "decay" {
         config.examples_per_epoch = Some(1000);
         config.learning_rate = LrScheduleConfig::ExponentialDecay {

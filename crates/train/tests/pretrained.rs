@@ -64,10 +64,7 @@ fn the_tutorial_checkpoint_scores_tfs_precision_on_the_same_test_file() {
     let s = expected.image_size;
     for (moving_averages, run) in [(false, &expected.raw), (true, &expected.moving_averages)] {
         let model = net_on_flex(s, 10);
-        let options = LoadOptions {
-            moving_averages,
-            fine_tune: false,
-        };
+        let options = LoadOptions::new().with_moving_averages(moving_averages);
         let (model, report) = load_weights(model, &fixture(), options).unwrap();
         assert!(report.missing.is_empty(), "{report}");
         let precision = evaluate(&model, &test_input(s), 64, 2).unwrap();
@@ -89,21 +86,19 @@ fn fine_tune(
     classes: usize,
 ) -> (Cifar10Net, f64, PathBuf) {
     let s = expected().image_size;
-    let config = TrainConfig {
-        devices: "flex".into(),
-        batch_size: 50,
-        reader_threads: Some(2),
-        max_steps: 2,
-        optimizer: OptimizerConfig::Momentum {
-            momentum: 0.9,
-            nesterov: false,
-        },
-        learning_rate: LrScheduleConfig::Constant { value: 0.01 },
-        log_every: 1,
-        train_dir: dir.to_path_buf(),
-        seed: 3,
-        ..TrainConfig::cifar10()
+    let mut config = TrainConfig::cifar10();
+    config.devices = "flex".into();
+    config.batch_size = 50;
+    config.reader_threads = Some(2);
+    config.max_steps = 2;
+    config.optimizer = OptimizerConfig::Momentum {
+        momentum: 0.9,
+        nesterov: false,
     };
+    config.learning_rate = LrScheduleConfig::Constant { value: 0.01 };
+    config.log_every = 1;
+    config.train_dir = dir.to_path_buf();
+    config.seed = 3;
     // Undistorted crops, as the fixture's model was trained on: the first loss is then the
     // restored model's on that batch.
     let files = vec![fixture().join("test_batch.bin")];

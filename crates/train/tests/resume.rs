@@ -17,11 +17,9 @@ use towers_train::{Checkpoint, Input, TrainConfig, Trainer, read_log};
 
 /// Batch 16, one reader, every step logged, a checkpoint every 3 steps.
 fn config(train_dir: &Path, devices: &str, max_steps: u64) -> TrainConfig {
-    TrainConfig {
-        reader_threads: Some(1),
-        checkpoint_every: 3,
-        ..quick_cifar_config(train_dir, devices, max_steps)
-    }
+    quick_cifar_config(train_dir, devices, max_steps)
+        .with_reader_threads(Some(1))
+        .with_checkpoint_every(3)
 }
 
 /// Trains the dropout net; returns the logged `(step, loss)`s of the whole train directory.
@@ -40,10 +38,7 @@ fn train(config: TrainConfig, data: &BuiltinCifar10) -> Vec<(u64, f64)> {
 /// Resumed runs take the input from the checkpoint's position (a run that started its input
 /// afresh would see other batches).
 fn resumed(train_dir: &Path, devices: &str, max_steps: u64) -> TrainConfig {
-    TrainConfig {
-        resume: true,
-        ..config(train_dir, devices, max_steps)
-    }
+    config(train_dir, devices, max_steps).with_resume(true)
 }
 
 /// Stopped at step 3, resumed to 5, stopped, resumed to 8: the losses of every step equal the
@@ -77,10 +72,10 @@ fn resumed_runs_log_the_losses_of_the_uninterrupted_run() {
 #[test]
 fn an_f16_run_resumed_keeps_its_loss_scale_and_its_losses() {
     let data = BuiltinCifar10::create(40, 1, 2).unwrap();
-    let f16 = |dir: &Path, max_steps, resume| TrainConfig {
-        precision: Precision::F16,
-        resume,
-        ..config(dir, "flex", max_steps)
+    let f16 = |dir: &Path, max_steps, resume| {
+        config(dir, "flex", max_steps)
+            .with_precision(Precision::F16)
+            .with_resume(resume)
     };
     let train_cifar = |config: TrainConfig| {
         let dir = config.train_dir.clone();

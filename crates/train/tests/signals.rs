@@ -37,16 +37,14 @@ fn child_trainer() {
         std::thread::sleep(STEP);
         TowerLoss::new(m.loss(x, y).loss)
     };
-    let config = TrainConfig {
-        batch_size: 16,
-        reader_threads: Some(1),
-        max_steps: 1000,
-        checkpoint_every: 1000,
-        log_every: 1,
-        timeline: Some(Path::new(&dir).join(TIMELINE)),
-        train_dir: dir.into(),
-        ..TrainConfig::cifar10()
-    };
+    let mut config = TrainConfig::cifar10();
+    config.batch_size = 16;
+    config.reader_threads = Some(1);
+    config.max_steps = 1000;
+    config.checkpoint_every = 1000;
+    config.log_every = 1;
+    config.timeline = Some(Path::new(&dir).join(TIMELINE));
+    config.train_dir = dir.into();
     let trained = Trainer::new(config)
         .with_stop(StopFlag::ctrl_c().unwrap())
         .with_loss(slow_loss)

@@ -47,6 +47,7 @@ use crate::image::Rgb8;
 
 /// The inverse DCT libjpeg runs: TF's `dct_method` attribute of `decode_jpeg`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum DctMethod {
     /// `"INTEGER_FAST"` (libjpeg's `JDCT_IFAST`), and TF's default `""`.
     #[default]

@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
+use burn::config::Config;
 use rand::{RngExt, SeedableRng};
 
 use crate::atomic_file::AtomicFile;
@@ -237,21 +238,27 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error {
     move |error| Error::Io { path, error }
 }
 
-/// Sizes of a [`BuiltinShards`] dataset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Sizes of a [`BuiltinShards`] dataset: [`new`](Self::new) with the classes and image size,
+/// `with_*` for the rest, as Burn's configs.
+#[derive(Config, Debug, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BuiltinShardsConfig {
     /// Classes; labels are written `1..=num_classes` (TF's layout: a model needs
     /// `num_classes + 1` outputs, or a label offset of -1).
     pub num_classes: usize,
     /// Training shards and examples in each.
+    #[config(default = 4)]
     pub train_shards: usize,
     /// Validation shards.
+    #[config(default = 1)]
     pub validation_shards: usize,
     /// Examples per shard.
+    #[config(default = 128)]
     pub per_shard: usize,
     /// Typical side of the stored JPEGs; each image's sides vary from 3/4 to 5/4 of it.
     pub image_size: usize,
     /// Seed of the images.
+    #[config(default = 1)]
     pub seed: u64,
 }
 
@@ -331,14 +338,9 @@ mod tests {
     use super::*;
 
     fn small() -> BuiltinShardsConfig {
-        BuiltinShardsConfig {
-            num_classes: 3,
-            train_shards: 2,
-            validation_shards: 1,
-            per_shard: 5,
-            image_size: 24,
-            seed: 1,
-        }
+        BuiltinShardsConfig::new(3, 24)
+            .with_train_shards(2)
+            .with_per_shard(5)
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 
 /// The shuffling example queue's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShuffleConfig {
     /// Most examples held.
     pub capacity: usize,
@@ -18,8 +19,19 @@ pub struct ShuffleConfig {
     pub min_after_dequeue: usize,
 }
 
+impl ShuffleConfig {
+    /// A queue of `capacity` examples that keeps `min_after_dequeue` back for mixing.
+    pub const fn new(capacity: usize, min_after_dequeue: usize) -> Self {
+        Self {
+            capacity,
+            min_after_dequeue,
+        }
+    }
+}
+
 /// What to do with the examples left over at the end of the last epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FinalBatch {
     /// Drop them: every batch has exactly `batch_size` examples.
     Drop,
@@ -27,8 +39,12 @@ pub enum FinalBatch {
     Keep,
 }
 
-/// How a [`Pipeline`] reads, mixes and batches.
+/// How a [`Pipeline`] reads, mixes and batches: one of TF's two shapes
+/// ([`train`](Self::train), [`eval`](Self::eval)), then `with_*` for what differs, e.g.
+/// `PipelineConfig::eval(64).with_reader_threads(2)` (the `with_*` Burn's configs have; the
+/// defaults depend on the batch size, so it has no `new`).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct PipelineConfig {
     /// Examples per batch (the global batch, before any split across devices).
     pub batch_size: usize,
@@ -75,10 +91,10 @@ impl PipelineConfig {
             batch_size,
             reader_threads: 4,
             read_chunk: 16,
-            shuffle: Some(ShuffleConfig {
-                capacity: min_after_dequeue + 3 * batch_size,
+            shuffle: Some(ShuffleConfig::new(
+                min_after_dequeue + 3 * batch_size,
                 min_after_dequeue,
-            }),
+            )),
             fifo_capacity: 3 * batch_size,
             num_epochs: None,
             shuffle_files: true,
@@ -102,6 +118,90 @@ impl PipelineConfig {
             final_batch: FinalBatch::Keep,
             ..Self::train(batch_size)
         }
+    }
+
+    /// Sets [`batch_size`](Self::batch_size).
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Sets [`reader_threads`](Self::reader_threads).
+    pub fn with_reader_threads(mut self, reader_threads: usize) -> Self {
+        self.reader_threads = reader_threads;
+        self
+    }
+
+    /// Sets [`read_chunk`](Self::read_chunk).
+    pub fn with_read_chunk(mut self, read_chunk: usize) -> Self {
+        self.read_chunk = read_chunk;
+        self
+    }
+
+    /// Sets [`shuffle`](Self::shuffle).
+    pub fn with_shuffle(mut self, shuffle: Option<ShuffleConfig>) -> Self {
+        self.shuffle = shuffle;
+        self
+    }
+
+    /// Sets [`fifo_capacity`](Self::fifo_capacity).
+    pub fn with_fifo_capacity(mut self, fifo_capacity: usize) -> Self {
+        self.fifo_capacity = fifo_capacity;
+        self
+    }
+
+    /// Sets [`num_epochs`](Self::num_epochs).
+    pub fn with_num_epochs(mut self, num_epochs: Option<usize>) -> Self {
+        self.num_epochs = num_epochs;
+        self
+    }
+
+    /// Sets [`shuffle_files`](Self::shuffle_files).
+    pub fn with_shuffle_files(mut self, shuffle_files: bool) -> Self {
+        self.shuffle_files = shuffle_files;
+        self
+    }
+
+    /// Sets [`share`](Self::share).
+    pub fn with_share(mut self, share: Share) -> Self {
+        self.share = share;
+        self
+    }
+
+    /// Sets [`prefetch`](Self::prefetch).
+    pub fn with_prefetch(mut self, prefetch: usize) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+
+    /// Sets [`seed`](Self::seed).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets [`deterministic`](Self::deterministic).
+    pub fn with_deterministic(mut self, deterministic: bool) -> Self {
+        self.deterministic = deterministic;
+        self
+    }
+
+    /// Sets [`final_batch`](Self::final_batch).
+    pub fn with_final_batch(mut self, final_batch: FinalBatch) -> Self {
+        self.final_batch = final_batch;
+        self
+    }
+
+    /// Sets [`join_grace`](Self::join_grace).
+    pub fn with_join_grace(mut self, join_grace: Duration) -> Self {
+        self.join_grace = join_grace;
+        self
+    }
+
+    /// Sets [`corrupt_records`](Self::corrupt_records).
+    pub fn with_corrupt_records(mut self, corrupt_records: CorruptRecords) -> Self {
+        self.corrupt_records = corrupt_records;
+        self
     }
 
     /// An error naming the first setting that cannot work.

@@ -8,6 +8,7 @@ use crate::error::{Error, ErrorChain, Result};
 
 /// The policy for records that fail to decode.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
 pub enum CorruptRecords {
     /// Stop the pipeline with the error, naming file and record.
     #[default]

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 /// Why a queue operation did not go through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueueError {
     /// The queue is closed: no more enqueues; for a dequeue, nothing (or not enough) is left.
     #[error("queue closed")]

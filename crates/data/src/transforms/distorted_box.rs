@@ -1,32 +1,34 @@
 //! `tf.image.sample_distorted_bounding_box`: a random crop window that covers enough of an
 //! object box, the crop the Inception trainer distorts every training image with.
 
+use burn::config::Config;
 use rand::RngExt;
 
 use super::Rng;
 use crate::bounding_box::BoundingBox;
 
-/// The constraints on the sampled window (TF's defaults for Inception).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The constraints on the sampled window (TF's defaults for Inception): [`new`](Self::new)
+/// and `with_*`, as Burn's configs.
+#[derive(Config, Debug, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct DistortedBoxConfig {
     /// The window must contain at least this fraction of some object box's area.
+    #[config(default = 0.1)]
     pub min_object_covered: f32,
     /// Range of the window's width / height.
+    #[config(default = "(0.75, 1.33)")]
     pub aspect_ratio_range: (f32, f32),
     /// Range of the window's area, as a fraction of the image's.
+    #[config(default = "(0.05, 1.0)")]
     pub area_range: (f32, f32),
     /// Windows tried before falling back to the whole image.
+    #[config(default = 100)]
     pub max_attempts: usize,
 }
 
 impl Default for DistortedBoxConfig {
     fn default() -> Self {
-        Self {
-            min_object_covered: 0.1,
-            aspect_ratio_range: (0.75, 1.33),
-            area_range: (0.05, 1.0),
-            max_attempts: 100,
-        }
+        Self::new()
     }
 }
 
@@ -182,10 +184,7 @@ mod tests {
             ymax: 0.9,
             xmax: 0.95,
         };
-        let config = DistortedBoxConfig {
-            min_object_covered: 0.5,
-            ..Default::default()
-        };
+        let config = DistortedBoxConfig::new().with_min_object_covered(0.5);
         let mut rng = Rng::seed_from_u64(2);
         for _ in 0..200 {
             let win = sample_distorted_box(200, 200, &[object], &config, &mut rng);

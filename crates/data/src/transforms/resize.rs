@@ -13,6 +13,7 @@ use crate::image::{Image, Planes, unit};
 
 /// Interpolation methods, in TF's `ResizeMethod` order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ResizeMethod {
     /// Linear between the two nearest inputs.
     Bilinear,

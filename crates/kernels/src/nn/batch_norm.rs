@@ -10,6 +10,7 @@ use crate::nn::wrapped::wrapped_module;
 /// [`burn::nn::BatchNormConfig`], field for field, whose [`init`](Self::init) makes this
 /// crate's [`BatchNorm`].
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct BatchNormConfig {
     /// The number of features. Must be greater than zero.
     pub num_features: usize,

@@ -10,6 +10,7 @@ use crate::nn::wrapped::wrapped_module;
 /// [`burn::nn::LinearConfig`], field for field, whose [`init`](Self::init) makes this crate's
 /// [`Linear`].
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct LinearConfig {
     /// The size of the input features.
     pub d_input: usize,

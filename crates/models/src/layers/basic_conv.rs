@@ -13,6 +13,7 @@ use towers_kernels::{avg_pool2d, conv_images, conv2d};
 
 /// Configuration of [`BasicConv`]; the defaults are TF-slim Inception v3's `conv2d` arg scope.
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct BasicConvConfig {
     /// `[in, out]` channels.
     pub channels: [usize; 2],

@@ -13,6 +13,7 @@ use towers_kernels::reads_rounded;
 
 /// Configuration of [`OffsetBatchNorm`]; the defaults are TF-slim Inception v3's.
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct OffsetBatchNormConfig {
     /// The number of channels.
     pub num_features: usize,

@@ -7,6 +7,7 @@ use burn::tensor::{Tensor, TensorData};
 
 /// Configuration of [`Lrn`], named and defaulted as `tf.nn.lrn`'s arguments.
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct LrnConfig {
     /// Half-width of the channel window: each output sums the squares of `2r + 1` channels.
     #[config(default = 5)]

@@ -18,6 +18,7 @@ use towers_kernels::{conv2d_relu, linear, max_pool2d};
 
 /// Configuration of [`Cifar10Net`]; the defaults are the TF tutorial's (`cifar10.py`).
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct Cifar10Config {
     /// Number of classes.
     #[config(default = 10)]

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 /// `Error::source` (no field is named `source`): a report that prints the chain (`anyhow`'s
 /// "Caused by") then prints each cause once.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WeightsError {
     /// The file could not be read.
     #[error("{}: {error}", path.display())]

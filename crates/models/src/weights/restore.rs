@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use burn::config::Config;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Tensor, TensorData};
 
@@ -35,15 +36,25 @@ pub trait WeightSource {
     fn unused(&self) -> Vec<String>;
 }
 
-/// What to leave out of a restore.
-#[derive(Debug, Clone, Default)]
+/// What to leave out of a restore: [`new`](Self::new) (nothing left out; also [`Default`])
+/// and `with_*`, as Burn's configs.
+#[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct RestoreOptions {
     /// Parameters kept as initialized (module paths or their prefixes): TF-slim's
     /// `--checkpoint_exclude_scopes`.
+    #[config(default = "Vec::new()")]
     pub exclude: Vec<String>,
     /// Parameters kept as initialized when the file's shape differs from the model's instead
     /// of failing: the classifier layers, when fine-tuning to another number of classes.
+    #[config(default = "Vec::new()")]
     pub replace_if_reshaped: Vec<String>,
+}
+
+impl Default for RestoreOptions {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// What a restore did.

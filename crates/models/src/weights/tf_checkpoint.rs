@@ -17,6 +17,7 @@ use super::tf_proto::{BundleEntry, BundleHeader};
 
 /// A tensor's element type, as `tensorflow.DataType` numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TfDType {
     /// `DT_FLOAT`.
     Float,
@@ -88,6 +89,7 @@ pub struct TensorInfo {
 
 /// A tensor's values, converted: floating types to f32, integers to i64.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum TfValues {
     /// f32, f64, f16 or bf16 values.
     Float(Vec<f32>),

@@ -13,6 +13,7 @@ pub const MOVING_AVERAGE_SUFFIX: &str = "/ExponentialMovingAverage";
 
 /// How a TF variable's layout becomes ours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TfLayout {
     /// Identical (biases, batch-norm vectors, `[in, out]` matrices).
     Same,

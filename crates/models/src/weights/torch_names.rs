@@ -16,6 +16,7 @@ use crate::nets::{Cifar10Net, InceptionV3};
 
 /// How a torchvision tensor becomes our parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TorchLayout {
     /// Identical (biases, beta, moving variances).
     Same,

@@ -18,7 +18,7 @@ use mpi::request::{Request, Scope, scope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use crate::wire::Wire;
+use crate::wire_format::Wire;
 
 /// The tag of the "I have reached this exchange" messages.
 const ARRIVED: mpi::Tag = 0x70_77;

@@ -28,7 +28,7 @@ pub use config::MpiConfig;
 use crate::buckets;
 use crate::cross_process::CrossProcess;
 use crate::error::{Error, Result};
-use crate::wire::Wire;
+use crate::wire_format::Wire;
 use exchange::{Collective, Exchange};
 
 /// This process's place in an MPI job. Holding it keeps MPI initialized; dropping it finalizes

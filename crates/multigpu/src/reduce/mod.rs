@@ -13,7 +13,7 @@
 //! (`ring.rs`), or, when every tower computes in host memory, shares of the sums handed round
 //! by reference (`shares.rs`).
 
-mod flat;
+mod packing;
 mod ring;
 mod shares;
 
@@ -23,14 +23,18 @@ use std::thread;
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
+use serde::{Deserialize, Serialize};
 
 use crate::devices::in_host_memory;
 use ring::DEFAULT_BUCKET_BYTES;
 pub(crate) use ring::{PeerGone, RingLink, ring};
 use shares::{ShareLink, shared};
 
-/// How the towers' gradients become one update.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How the towers' gradients become one update; named `parameter_device` and `all_reduce` in
+/// config files. More may come (`#[non_exhaustive]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Reduce {
     /// The TF tower design: every tower sends its gradients to the model's own device (the
     /// parameter device), they are summed there in tower order, one optimizer updates the model,

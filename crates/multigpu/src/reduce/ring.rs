@@ -20,7 +20,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
 
 use super::Layout;
-use super::flat::Packed;
+use super::packing::Packed;
 use crate::host_syncs;
 
 /// A bucket size for rings whose caller names none: PyTorch DDP's default.

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use burn::config::Config;
+
 use crate::error::{Error, Result};
 use crate::loss_scale::LossScaling;
 use crate::reduce::Reduce;
@@ -11,14 +13,24 @@ use crate::running_state::{BatchNormSync, RunningStates};
 use crate::towers::Towers;
 
 /// How the towers reduce, keep batch norm in sync and accumulate.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Built as Burn's configs are: [`TowersConfig::new`] (every setting at its default; also
+/// [`Default`]) and a `with_*` per setting, e.g.
+/// `TowersConfig::new().with_reduce(Reduce::AllReduce).with_accumulation(4)`; serde and
+/// `Display` (JSON) come with it. New settings arrive with defaults, so adding one breaks no
+/// caller (`#[non_exhaustive]`: built only through `new`).
+#[derive(Config, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct TowersConfig {
     /// How gradients become one update.
+    #[config(default = "Reduce::ParameterDevice")]
     pub reduce: Reduce,
     /// What happens to running state (batch-norm statistics and the like) after each update.
+    #[config(default = "BatchNormSync::Average")]
     pub batch_norm: BatchNormSync,
     /// Which tensors are running state: by default every untrained tensor that the first
     /// step changes.
+    #[config(default = "RunningStates::Changed")]
     pub running_states: RunningStates,
     /// The size of the flat buckets gradients move between devices in: to the parameter
     /// device (from towers on other devices), and round the ring all-reduce, which moves one
@@ -28,10 +40,12 @@ pub struct TowersConfig {
     /// says: there packing only adds a pass over the gradient (`bench_reduce`: a 2-replica ring
     /// of 96 MB 14.7 ms per tensor, 23.4 ms in buckets). The exchange across ranks has its own
     /// (e.g. `MpiConfig::bucket_bytes`).
+    #[config(default = "25 << 20")]
     pub bucket_bytes: usize,
     /// Micro-batches per update (at least 1). With `k`, every `k`-th call to
     /// [`Towers::step`] applies one update with the gradient of all `k` micro-batches taken as
     /// one batch: each example weighs the same, whatever the micro-batch sizes.
+    #[config(default = 1)]
     pub accumulation: usize,
     /// Whether the exchange of gradients across ranks (see
     /// [`Towers::across_processes`]) overlaps backward: each bucket of gradients travels as
@@ -42,13 +56,16 @@ pub struct TowersConfig {
     /// uses (ranks sharing one machine over loopback, no link) it costs more than it hides:
     /// use towers within a machine, or turn it off. Off: the ranks exchange after backward,
     /// which a loss function returning its own gradients needs.
+    #[config(default = true)]
     pub overlap: bool,
     /// Under [`Reduce::AllReduce`], every how many updates the replicas are compared with
     /// replica 0 and given its weights if they differ (see [`Towers::check_replicas`]); 0:
     /// never by itself. 100 by default.
+    #[config(default = 100)]
     pub replica_check: usize,
     /// How long a step waits for its towers before naming the ones still running on stderr,
     /// and again each time this passes. 300 s by default.
+    #[config(default = "Duration::from_secs(300)")]
     pub tower_deadline: Duration,
     /// How long a step waits for its towers before it ends the process with an error naming
     /// the ones still running (exit code [`HUNG_TOWER_EXIT_CODE`]): a device call that hangs
@@ -63,18 +80,7 @@ pub struct TowersConfig {
 
 impl Default for TowersConfig {
     fn default() -> Self {
-        Self {
-            reduce: Reduce::default(),
-            batch_norm: BatchNormSync::default(),
-            running_states: RunningStates::default(),
-            bucket_bytes: 25 << 20,
-            accumulation: 1,
-            overlap: true,
-            replica_check: 100,
-            tower_deadline: Duration::from_secs(300),
-            tower_timeout: None,
-            loss_scaling: None,
-        }
+        Self::new()
     }
 }
 
@@ -96,70 +102,11 @@ impl TowersConfig {
         }
         Ok(())
     }
-
-    /// Sets [`reduce`](Self::reduce).
-    pub fn with_reduce(mut self, reduce: Reduce) -> Self {
-        self.reduce = reduce;
-        self
-    }
-
-    /// Sets [`loss_scaling`](Self::loss_scaling).
-    pub fn with_loss_scaling(mut self, loss_scaling: Option<LossScaling>) -> Self {
-        self.loss_scaling = loss_scaling;
-        self
-    }
-
-    /// Sets [`batch_norm`](Self::batch_norm).
-    pub fn with_batch_norm(mut self, batch_norm: BatchNormSync) -> Self {
-        self.batch_norm = batch_norm;
-        self
-    }
-
-    /// Sets [`running_states`](Self::running_states).
-    pub fn with_running_states(mut self, running_states: RunningStates) -> Self {
-        self.running_states = running_states;
-        self
-    }
-
-    /// Sets [`replica_check`](Self::replica_check).
-    pub fn with_replica_check(mut self, every: usize) -> Self {
-        self.replica_check = every;
-        self
-    }
-
-    /// Sets [`tower_deadline`](Self::tower_deadline).
-    pub fn with_tower_deadline(mut self, deadline: Duration) -> Self {
-        self.tower_deadline = deadline;
-        self
-    }
-
-    /// Sets [`bucket_bytes`](Self::bucket_bytes).
-    pub fn with_bucket_bytes(mut self, bytes: usize) -> Self {
-        self.bucket_bytes = bytes;
-        self
-    }
-
-    /// Sets [`tower_timeout`](Self::tower_timeout).
-    pub fn with_tower_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.tower_timeout = timeout;
-        self
-    }
-
-    /// Sets [`overlap`](Self::overlap).
-    pub fn with_overlap(mut self, overlap: bool) -> Self {
-        self.overlap = overlap;
-        self
-    }
-
-    /// Sets [`accumulation`](Self::accumulation).
-    pub fn with_accumulation(mut self, micro_batches: usize) -> Self {
-        self.accumulation = micro_batches;
-        self
-    }
 }
 
 /// What one call to [`Towers::step`] did.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct StepOutput {
     /// Mean loss over the batch: the towers' losses weighted by their parts' weights (see
     /// [`TowerBatch::weights`](crate::TowerBatch::weights)), which is the loss one device
@@ -188,6 +135,7 @@ pub struct StepOutput {
 
 /// What comparing the replicas found ([`Towers::check_replicas`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ReplicaCheck {
     /// The largest difference between a replica's checksum (per parameter tensor, the sum of
     /// its values and the sum weighted by their places) and replica 0's: 0 when they agree.

@@ -44,14 +44,14 @@
 //! Writes to a device (uploads, broadcasts) never wait on it. Keep the model on a local device
 //! for this to hold for the update as well.
 
+mod between_steps;
 mod config;
 mod phases;
 mod processes;
 mod replicas;
 mod single;
-mod state;
 mod tower;
-mod update;
+mod who_updates;
 mod workers;
 
 pub use config::{ReplicaCheck, StepOutput, TowersConfig};
@@ -68,7 +68,7 @@ use burn::tensor::Device;
 use crate::batch::{TowerBatch, split_sizes};
 use crate::cross_process::Processes;
 use crate::devices::TowerDevice;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, While};
 use crate::gradient_tap::{Tap, TapSchedule};
 use crate::loss::IntoTowerLoss;
 use crate::loss_scale::{self, LossScaleState, LossScaler};
@@ -76,8 +76,8 @@ use crate::overlap::OverlappedExchange;
 use crate::reduce::{Layout, Reduce};
 use crate::running_state::{self, Detection, Selection};
 use crate::timeline::{Timeline, Track};
-use state::{Cycle, GradientTap, PRESENT, State};
-use update::Update;
+use between_steps::{Cycle, GradientTap, PRESENT, State};
+use who_updates::Update;
 use workers::Workers;
 
 /// Data-parallel training of one model on N devices, TensorFlow-tower style.
@@ -473,8 +473,11 @@ impl<M: Module> Towers<M> {
         let towers = self.towers.len();
         let timeline = self.timeline.clone();
         let taps = (towers, &self.tap_schedule);
-        OverlappedExchange::start(processes, &self.layout, taps, kept, weight, timeline)
-            .map_err(|e| Error::Processes(format!("cannot start the exchange's thread: {e}")))
+        OverlappedExchange::start(processes, &self.layout, taps, kept, weight, timeline).map_err(
+            |e| Error::Exchange {
+                error: While::doing("starting the exchange's thread")(e),
+            },
+        )
     }
 
     /// The overlapped exchange's result, once the towers are done: the mean gradient over
@@ -483,7 +486,7 @@ impl<M: Module> Towers<M> {
         let _wait = self.timeline.span("exchange wait", Track::Main);
         exchange
             .finish(&self.layout, &self.main)
-            .map_err(|e| Error::Processes(format!("the exchange of gradients failed: {e}")))
+            .map_err(|error| Error::Exchange { error })
     }
 
     /// Hands what the caller's thread queued on the devices since the last step (uploads,

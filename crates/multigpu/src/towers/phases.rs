@@ -16,9 +16,9 @@ use burn::tensor::Device;
 
 use burn::optim::GradientsParams;
 
-use super::state::{Cycle, PRESENT, State};
+use super::between_steps::{Cycle, PRESENT, State};
 use super::tower::{Context, Done, Finish, Job, run_towers, tower_failed};
-use super::update::Update;
+use super::who_updates::Update;
 use super::workers::Patience;
 use super::{StepOutput, Towers, broadcast};
 use crate::batch::TowerBatch;
@@ -144,7 +144,8 @@ impl<M: Module> Towers<M> {
                     "the loss reported metrics {:?}, tower 0's {first:?}: every tower must \
                      report the same",
                     names(&done[i])
-                ),
+                )
+                .into(),
             )),
         }
     }

@@ -4,7 +4,7 @@
 
 use burn::module::Module;
 
-use super::state::{PRESENT, State};
+use super::between_steps::{PRESENT, State};
 use super::{Towers, broadcast};
 use crate::cross_process::{self, Processes};
 use crate::error::{Error, Result};

@@ -9,7 +9,7 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
 
-use super::state::State;
+use super::between_steps::State;
 use super::{ReplicaCheck, Towers, broadcast};
 
 impl<M: Module> Towers<M> {

@@ -7,9 +7,9 @@ use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
 
-use super::state::{Cycle, PRESENT, State};
+use super::between_steps::{Cycle, PRESENT, State};
 use super::tower::{backward_pass, tower_failed, tower_panicked};
-use super::update::Update;
+use super::who_updates::Update;
 use super::{StepOutput, Towers};
 use crate::batch::TowerBatch;
 use crate::cross_process;

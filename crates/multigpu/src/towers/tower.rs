@@ -10,7 +10,7 @@ use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Device;
 
 use crate::devices::{TowerDevice, in_host_memory, read_hands_over};
-use crate::error::{Error, Result};
+use crate::error::{Cause, Error, Result, While};
 use crate::gradient_tap::Tap;
 use crate::host_syncs;
 use crate::loss::{IntoTowerLoss, LossValues, TowerLoss};
@@ -43,7 +43,7 @@ pub(super) fn backward_pass<M, P, F, L>(
     tap: Option<(&Tap, &HashMap<ParamId, usize>)>,
     (timeline, track): (&Timeline, Track),
     loss_fn: &F,
-) -> Result<Pass, String>
+) -> Result<Pass, Cause>
 where
     M: Module,
     F: Fn(&M, P, &Device) -> L,
@@ -58,7 +58,8 @@ where
         return Err(format!(
             "the loss has shape {:?}; expected the mean loss of the part, shape [1]",
             out.loss.dims()
-        ));
+        )
+        .into());
     }
     let grads = match (out.gradients.take(), tapped) {
         (Some(_), Some(_)) => {
@@ -145,7 +146,7 @@ pub(super) struct Done<M> {
 /// module docs): on its device, unless the read that just came from it did
 /// ([`read_hands_over`]), and on the model's, where it moved its statistics and gathered its
 /// gradients, unless that is the same device or computes in host memory (nothing queued).
-fn hand_over(device: &Device, stats_device: &Device) -> Result<(), String> {
+fn hand_over(device: &Device, stats_device: &Device) -> Result<(), Cause> {
     let tower_device = (!read_hands_over(device)).then_some(device);
     let model_device =
         (stats_device != device && !in_host_memory(stats_device)).then_some(stats_device);
@@ -153,14 +154,14 @@ fn hand_over(device: &Device, stats_device: &Device) -> Result<(), String> {
         host_syncs::note_flush();
         device
             .flush()
-            .map_err(|e| format!("cannot flush the queued work: {e}"))?;
+            .map_err(While::doing("flushing the queued work"))?;
     }
     Ok(())
 }
 
 enum Failure {
     /// The loss function's error, or a malformed loss.
-    Failed(String),
+    Failed(Cause),
     /// Another tower of the all-reduce failed: a consequence, not a cause.
     PeerGone,
 }
@@ -307,7 +308,7 @@ where
         match outcome {
             Ok(Ok(d)) => done.push(d),
             Ok(Err(Failure::PeerGone)) => all_reduce_broken = all_reduce_broken.or(Some(i)),
-            Ok(Err(Failure::Failed(message))) => return Err(tower_failed(i, tower, message)),
+            Ok(Err(Failure::Failed(error))) => return Err(tower_failed(i, tower, error)),
             Err(panic) => return Err(tower_panicked(i, tower, panic)),
         }
     }
@@ -322,11 +323,11 @@ where
     }
 }
 
-pub(super) fn tower_failed(tower: usize, device: &TowerDevice, message: String) -> Error {
+pub(super) fn tower_failed(tower: usize, device: &TowerDevice, error: Cause) -> Error {
     Error::TowerFailed {
         tower,
         device: device.name().to_string(),
-        message,
+        error,
     }
 }
 

@@ -168,6 +168,7 @@ impl CheckpointDir {
         Err(Error::Checkpoint {
             path: self.dir.clone(),
             reason: format!("no valid checkpoint to resume from: {}", reasons.join("; ")),
+            error: None,
         })
     }
 }

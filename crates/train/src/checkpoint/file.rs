@@ -76,7 +76,8 @@ impl Checkpoint {
     pub fn save(self, path: &Path) -> Result<()> {
         let bad = |e: burn::store::RecordError| Error::Checkpoint {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            reason: "cannot encode a section".into(),
+            error: Some(Box::new(e)),
         };
         let mut sections = vec![
             ("model", self.model.into_bytes().map_err(bad)?),
@@ -130,6 +131,7 @@ impl Checkpoint {
         let bad = |reason: String| Error::Checkpoint {
             path: path.to_path_buf(),
             reason,
+            error: None,
         };
         let body = match data.get(..8) {
             Some(magic) if magic == MAGIC => verified_body(data).map_err(bad)?,

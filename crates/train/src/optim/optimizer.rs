@@ -13,6 +13,7 @@ use super::sgd::FusedSgd;
 /// Which optimizer updates the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum OptimizerConfig {
     /// Plain gradient descent (TF's `GradientDescentOptimizer`, the CIFAR-10 trainer's); on flex
     /// in one pass ([`FusedSgd`]).

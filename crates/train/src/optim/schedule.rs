@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 /// trainers define it; [`LrScheduleConfig::resolve`] turns epochs into steps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum LrScheduleConfig {
     /// One rate throughout.
     Constant {
@@ -54,6 +55,7 @@ pub enum LrScheduleConfig {
 
 /// A schedule ready to be evaluated at any step.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum LrSchedule {
     /// One rate throughout.
     Constant(f64),

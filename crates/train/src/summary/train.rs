@@ -33,6 +33,7 @@ use crate::summary::proto::Value;
 /// When the trainer writes which summaries ([`crate::TrainConfig::summaries`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct SummaryConfig {
     /// Write an event file at all.
     pub enabled: bool,
@@ -47,6 +48,45 @@ pub struct SummaryConfig {
     /// Seconds between flushes to disk (TF's `flush_secs` was 120): a crash loses at most
     /// this much (plus one step).
     pub flush_secs: f64,
+}
+
+/// The `with_*` setters of Burn's configs, one per field.
+impl SummaryConfig {
+    /// Sets [`enabled`](Self::enabled).
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+    /// Sets [`scalars_every`](Self::scalars_every).
+    pub fn with_scalars_every(mut self, scalars_every: u64) -> Self {
+        self.scalars_every = scalars_every;
+        self
+    }
+
+    /// Sets [`histograms_every`](Self::histograms_every).
+    pub fn with_histograms_every(mut self, histograms_every: u64) -> Self {
+        self.histograms_every = histograms_every;
+        self
+    }
+
+    /// Sets [`images_every`](Self::images_every).
+    pub fn with_images_every(mut self, images_every: u64) -> Self {
+        self.images_every = images_every;
+        self
+    }
+
+    /// Sets [`images_per_tower`](Self::images_per_tower).
+    pub fn with_images_per_tower(mut self, images_per_tower: usize) -> Self {
+        self.images_per_tower = images_per_tower;
+        self
+    }
+
+    /// Sets [`flush_secs`](Self::flush_secs).
+    pub fn with_flush_secs(mut self, flush_secs: f64) -> Self {
+        self.flush_secs = flush_secs;
+        self
+    }
 }
 
 impl Default for SummaryConfig {

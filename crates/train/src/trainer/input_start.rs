@@ -31,14 +31,13 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     ) -> Result<I::Source> {
         let c = &self.config;
         let queue = PipelineConfig::train(c.batch_size);
-        let config = PipelineConfig {
-            reader_threads,
-            seed: c.seed,
-            corrupt_records: c.corrupt_records(),
-            share: Share::new(self.rank(), self.ranks()),
-            shuffle: queue.shuffle.filter(|_| c.shuffle_queue),
-            ..queue
-        };
+        let shuffle = queue.shuffle.filter(|_| c.shuffle_queue);
+        let config = queue
+            .with_reader_threads(reader_threads)
+            .with_seed(c.seed)
+            .with_corrupt_records(c.corrupt_records())
+            .with_share(Share::new(self.rank(), self.ranks()))
+            .with_shuffle(shuffle);
         let position = match saved {
             Some(saved) => Some(self.resumed_position(input, &config, saved, towers, log)?),
             None => None,

@@ -378,6 +378,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
                 kernel => format!(", products in bf16 ({kernel} on flex)"),
             },
             Precision::F16 => ", products in f16 with loss scaling".into(),
+            other => format!(", products in {other}"),
         };
         format!(
             "training on {} tower{} ({}){parameters}{precision}, batch {} per step, {} examples per epoch, steps {step}..{}, \

@@ -106,6 +106,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
                     reason: "rank 0 could not load a checkpoint to resume from (its error ends \
                              the job)"
                         .into(),
+                    error: None,
                 });
             }
         };
@@ -153,7 +154,8 @@ pub fn load_into<M: Module>(model: M, record: burn::store::ModuleRecord, path: &
         .try_load_record(record)
         .map_err(|e| Error::Checkpoint {
             path: path.to_path_buf(),
-            reason: format!("does not fit the model: {e}"),
+            reason: "does not fit the model".into(),
+            error: Some(Box::new(e)),
         })
 }
 

@@ -10,6 +10,7 @@ use crate::nn::wrapped::wrapped_module;
 /// [`burn::nn::conv::Conv2dConfig`], field for field (a config saved from either loads as the
 /// other), whose [`init`](Self::init) makes this crate's [`Conv2d`].
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct Conv2dConfig {
     /// The number of channels, `[in, out]`.
     pub channels: [usize; 2],

@@ -11,6 +11,7 @@ use crate::nn::wrapped::wrapped_module;
 /// [`burn::nn::pool::AvgPool2dConfig`], field for field, whose [`init`](Self::init) makes this
 /// crate's [`AvgPool2d`].
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct AvgPool2dConfig {
     /// The size of the kernel.
     pub kernel_size: [usize; 2],

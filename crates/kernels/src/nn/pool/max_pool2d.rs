@@ -11,6 +11,7 @@ use crate::nn::wrapped::wrapped_module;
 /// [`burn::nn::pool::MaxPool2dConfig`], field for field, whose [`init`](Self::init) makes this
 /// crate's [`MaxPool2d`].
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct MaxPool2dConfig {
     /// The size of the kernel.
     pub kernel_size: [usize; 2],

@@ -9,6 +9,7 @@ use burn::tensor::{Device, Tensor};
 
 /// Configuration of [`AuxHead`].
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct AuxHeadConfig {
     /// Input channels (768, Mixed_6e).
     pub in_channels: usize,

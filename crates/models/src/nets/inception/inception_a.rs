@@ -9,6 +9,7 @@ use burn::tensor::{Device, Tensor};
 
 /// Configuration of [`InceptionA`].
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct InceptionAConfig {
     /// Input channels.
     pub in_channels: usize,

@@ -10,6 +10,7 @@ use towers_kernels::max_pool2d;
 
 /// Configuration of [`InceptionB`].
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct InceptionBConfig {
     /// Input channels.
     pub in_channels: usize,

@@ -9,6 +9,7 @@ use burn::tensor::{Device, Tensor};
 
 /// Configuration of [`InceptionC`].
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct InceptionCConfig {
     /// Input channels.
     pub in_channels: usize,

@@ -10,6 +10,7 @@ use towers_kernels::max_pool2d;
 
 /// Configuration of [`InceptionD`].
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct InceptionDConfig {
     /// Input channels.
     pub in_channels: usize,

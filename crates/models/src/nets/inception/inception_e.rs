@@ -9,6 +9,7 @@ use burn::tensor::{Device, Tensor};
 
 /// Configuration of [`InceptionE`].
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct InceptionEConfig {
     /// Input channels.
     pub in_channels: usize,

@@ -12,6 +12,7 @@ use crate::nets::resnet::conv;
 
 /// [`Downsample`]'s shape: `channels` `[in, out]` and the stride.
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct DownsampleConfig {
     /// `[in, out]` channels.
     pub channels: [usize; 2],

@@ -41,6 +41,7 @@ pub type ResNet50 = ResNet<Bottleneck>;
 
 /// A ResNet's depth and head.
 #[derive(Config, Debug)]
+#[non_exhaustive]
 pub struct ResNetConfig {
     /// The blocks of each of the four stages: `[2, 2, 2, 2]` for ResNet-18, `[3, 4, 6, 3]` for
     /// ResNet-34 and -50, `[3, 4, 23, 3]` for ResNet-101.

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 /// feature, `MpiConfig::wire`); named `f32`, `bf16` and `f16` in text and config files.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Wire {
     /// 4 bytes a value, exact: the sum an `MPI_Allreduce` of f32 gives.
     #[default]
