@@ -14,7 +14,7 @@
 //! the server refuses to start unless `--insecure-no-token` says to serve every client that
 //! reaches it. WebSocket (`--transport websocket`) is not encrypted: a trusted network only.
 //!
-//! What is bounded, and what is not (Burn 0.22.1's `burn-remote`, read 2026-11-29):
+//! What is bounded, and what is not (Burn 0.22.1's `burn-remote`, read 2026-11-28):
 //! - Who: only clients presenting the token open a session (`TokenAuthorizer`, asked on every
 //!   session before the client learns anything about the devices).
 //! - Where: WebSocket binds exactly `--listen`. Iroh binds `0.0.0.0:PORT` and `[::]:PORT`,
