@@ -19,7 +19,7 @@
 //!   session before the client learns anything about the devices).
 //! - Where: WebSocket binds exactly `--listen`. Iroh binds `0.0.0.0:PORT` and `[::]:PORT`,
 //!   every interface: `IrohTransport::with_port` takes a port, not an address
-//!   (`transport/iroh/server.rs`, `bind_endpoint`). Binding one address would take our own Iroh
+//!   (`IrohTransport::bind_endpoint` in burn-remote). Binding one address would take our own Iroh
 //!   endpoint under `RemoteServer::into_protocol`, with the identity's secret key, which
 //!   `IrohIdentity` does not hand out.
 //! - Frames: 1 GiB at most, on both transports (`MAX_FRAME_SIZE`, burn-communication's

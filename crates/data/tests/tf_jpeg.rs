@@ -195,7 +195,10 @@ fn a_jpeg_of_too_many_scans_is_refused_at_the_first_scan_past_the_cap() {
     let elapsed = start.elapsed();
     assert_error_names(
         &message,
-        &["corrupt image", "Scan number 101 exceeds maximum scans (100)"],
+        &[
+            "corrupt image",
+            "Scan number 101 exceeds maximum scans (100)",
+        ],
     );
     println!("{} bytes, 10,000 scans: refused in {elapsed:?}", many.len());
 
@@ -220,7 +223,11 @@ fn libjpegs_memory_is_capped_by_the_input_size_bound() {
     let message = decode_rgb8(&small, &mut out).unwrap_err();
     assert_error_names(
         &message,
-        &["corrupt image", "multi-scan JPEG needs more than", "memory limit of 1638400 bytes"],
+        &[
+            "corrupt image",
+            "multi-scan JPEG needs more than",
+            "memory limit of 1638400 bytes",
+        ],
     );
     let large = crafted_progressive(640, 640, 3, 1, 1000);
     decode_rgb8(&large, &mut out).unwrap();
@@ -251,6 +258,9 @@ fn a_refused_jpeg_names_its_file_and_record() {
         .unwrap_err();
     assert_error_names(
         &error,
-        &["train-00003-of-00008, record 7", "exceeds maximum scans (100)"],
+        &[
+            "train-00003-of-00008, record 7",
+            "exceeds maximum scans (100)",
+        ],
     );
 }
