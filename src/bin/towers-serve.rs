@@ -14,8 +14,22 @@
 //! the server refuses to start unless `--insecure-no-token` says to serve every client that
 //! reaches it. WebSocket (`--transport websocket`) is not encrypted: a trusted network only.
 //!
-//! Burn's remote server sets no limit on sessions or memory per client (only Iroh frames are
-//! capped, at 1 GiB), so the token is what keeps strangers off the devices.
+//! What is bounded, and what is not (Burn 0.22.1's `burn-remote`, read 2026-11-28):
+//! - Who: only clients presenting the token open a session (`TokenAuthorizer`, asked on every
+//!   session before the client learns anything about the devices).
+//! - Where: WebSocket binds exactly `--listen`. Iroh binds `0.0.0.0:PORT` and `[::]:PORT`,
+//!   every interface: `IrohTransport::with_port` takes a port, not an address
+//!   (`IrohTransport::bind_endpoint` in burn-remote). Binding one address would take our own Iroh
+//!   endpoint under `RemoteServer::into_protocol`, with the identity's secret key, which
+//!   `IrohIdentity` does not hand out.
+//! - Frames: 1 GiB at most, on both transports (`MAX_FRAME_SIZE`, burn-communication's
+//!   `MAX_MESSAGE_SIZE`).
+//! - Not bounded: the number of sessions and the memory a client's tensors take. The server's
+//!   only per-session hook is the authorizer, called when a session opens and never when it
+//!   closes (the session-closed event exists only in telemetry, a lossy broadcast that drops
+//!   events when it falls behind): a count kept there would only grow, and refuse everyone in
+//!   the end. So the token is what keeps strangers off the devices; a client holding it is
+//!   trusted with all of their memory.
 //!
 //! Served devices must share one backend (every CubeCL runtime counts as one, so `cuda` and `wgpu`
 //! mix; `flex` does not mix with them). A device's index in `--devices` is its index in a client's

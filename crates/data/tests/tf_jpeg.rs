@@ -105,3 +105,162 @@ fn a_truncated_jpeg_is_an_error_as_in_tf() {
     decode_rgb8(&jpeg, &mut out).unwrap();
     assert_eq!(out.pixels, read("tf_420.fast.rgb"));
 }
+
+/// A progressive JPEG built byte by byte: `components` components of `width` x `height`
+/// (4:4:4), each given `scans_per_component` AC scans that are nothing but end-of-band runs
+/// over all of its blocks (a dozen bytes a scan, whatever the size), then padded with a comment
+/// to at least `min_len` bytes. libjpeg decodes it to flat grey, with warnings (AC scans
+/// without a DC scan), which keep the image as in TF.
+fn crafted_progressive(
+    width: u16,
+    height: u16,
+    components: u8,
+    scans_per_component: usize,
+    min_len: usize,
+) -> Vec<u8> {
+    let mut jpeg = vec![0xFF, 0xD8];
+    let segment = |jpeg: &mut Vec<u8>, marker: u8, body: &[u8]| {
+        jpeg.extend([0xFF, marker]);
+        jpeg.extend((body.len() as u16 + 2).to_be_bytes());
+        jpeg.extend(body);
+    };
+    let mut dqt = vec![0];
+    dqt.extend([1; 64]);
+    segment(&mut jpeg, 0xDB, &dqt);
+    let mut sof = vec![8];
+    sof.extend(height.to_be_bytes());
+    sof.extend(width.to_be_bytes());
+    sof.push(components);
+    for id in 1..=components {
+        sof.extend([id, 0x11, 0]);
+    }
+    segment(&mut jpeg, 0xC2, &sof);
+    // AC table 0: the 15 end-of-band symbols EOB0..EOB14 (0x00, 0x10, .., 0xE0), 4-bit codes.
+    let mut dht = vec![0x10];
+    dht.extend([0, 0, 0, 15, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    dht.extend((0..15).map(|r| r << 4));
+    segment(&mut jpeg, 0xC4, &dht);
+    let blocks = usize::from(width.div_ceil(8)) * usize::from(height.div_ceil(8));
+    let data = eob_runs(blocks);
+    for _ in 0..scans_per_component {
+        for id in 1..=components {
+            segment(&mut jpeg, 0xDA, &[1, id, 0x00, 1, 63, 0x00]);
+            jpeg.extend(&data);
+        }
+    }
+    let padding = min_len.saturating_sub(jpeg.len() + 2 + 4);
+    if padding > 0 {
+        segment(&mut jpeg, 0xFE, &vec![b'x'; padding]);
+    }
+    jpeg.extend([0xFF, 0xD9]);
+    jpeg
+}
+
+/// Entropy-coded data of one AC scan over `blocks` blocks: end-of-band runs (EOBr: 2^r + r
+/// extra bits) with the 4-bit codes of [`crafted_progressive`]'s table (EOBr's code is r).
+fn eob_runs(mut blocks: usize) -> Vec<u8> {
+    let mut bits = Vec::new();
+    let mut put = |value: usize, count: u32| {
+        bits.extend((0..count).rev().map(|i| (value >> i) & 1 == 1));
+    };
+    while blocks > 0 {
+        let run = blocks.min(32767);
+        let r = run.ilog2();
+        put(r as usize, 4);
+        put(run - (1 << r), r);
+        blocks -= run;
+    }
+    bits.resize(bits.len().div_ceil(8) * 8, true);
+    let mut bytes = Vec::new();
+    for byte in bits.chunks(8) {
+        let byte = byte.iter().fold(0u8, |acc, &bit| acc << 1 | u8::from(bit));
+        bytes.push(byte);
+        if byte == 0xFF {
+            bytes.push(0); // byte stuffing
+        }
+    }
+    bytes
+}
+
+/// A JPEG of many empty scans: each scan costs a walk over all of the image's blocks, so 10,000
+/// scans of a 2048 x 2048 image (a 130 kB file, well inside the size bound) would keep a reader
+/// busy for seconds. Scan 101 is refused with djpeg's `-maxscans` message, before its data is
+/// read; 100 scans still decode.
+#[test]
+fn a_jpeg_of_too_many_scans_is_refused_at_the_first_scan_past_the_cap() {
+    let mut out = Rgb8::default();
+    let many = crafted_progressive(2048, 2048, 1, 10_000, 0);
+    let start = std::time::Instant::now();
+    let message = decode_rgb8(&many, &mut out).unwrap_err();
+    let elapsed = start.elapsed();
+    assert_error_names(
+        &message,
+        &[
+            "corrupt image",
+            "Scan number 101 exceeds maximum scans (100)",
+        ],
+    );
+    println!("{} bytes, 10,000 scans: refused in {elapsed:?}", many.len());
+
+    let at_cap = crafted_progressive(64, 48, 1, 100, 0);
+    decode_rgb8(&at_cap, &mut out).unwrap();
+    assert_eq!((out.width, out.height), (64, 48));
+    assert!(out.pixels.iter().all(|&v| v == 128), "flat grey");
+    let past_cap = crafted_progressive(64, 48, 1, 101, 0);
+    let message = decode_rgb8(&past_cap, &mut out).unwrap_err();
+    assert_error_names(&message, &["Scan number 101 exceeds maximum scans (100)"]);
+}
+
+/// A progressive colour JPEG's whole-image coefficient buffers take 6 bytes a pixel, twice its
+/// decoded RGB: a 400-byte file may claim a 640 x 640 image (1.2 MB decoded, inside the bound of
+/// 4096 decoded bytes per input byte), but not libjpeg's 2.4 MB of buffers for it. The same
+/// image from a larger file decodes.
+#[test]
+fn libjpegs_memory_is_capped_by_the_input_size_bound() {
+    let mut out = Rgb8::default();
+    let small = crafted_progressive(640, 640, 3, 1, 400);
+    assert!(small.len() <= 410, "{} bytes", small.len());
+    let message = decode_rgb8(&small, &mut out).unwrap_err();
+    assert_error_names(
+        &message,
+        &[
+            "corrupt image",
+            "multi-scan JPEG needs more than",
+            "memory limit of 1638400 bytes",
+        ],
+    );
+    let large = crafted_progressive(640, 640, 3, 1, 1000);
+    decode_rgb8(&large, &mut out).unwrap();
+    assert_eq!((out.width, out.height), (640, 640));
+}
+
+/// The format that read the record names its file and record around libjpeg's refusal.
+#[test]
+fn a_refused_jpeg_names_its_file_and_record() {
+    use towers_data::RecordFormat;
+    use towers_data::inception::TfExampleFormat;
+    use towers_data::tf_example::ImageRecord;
+    use towers_data::tfrecord::TfRecordWriter;
+
+    let record = ImageRecord {
+        encoded: crafted_progressive(64, 48, 1, 101, 0),
+        label: 1,
+        ..ImageRecord::default()
+    };
+    let mut writer = TfRecordWriter::new(Vec::new());
+    writer.write(&record.encode()).unwrap();
+    // A record's span, as the reader hands it over: its data and data CRC, after the 12-byte
+    // length header.
+    let framed = writer.into_inner().unwrap().split_off(12);
+    let path = Path::new("/data/train-00003-of-00008");
+    let error = TfExampleFormat::new(10)
+        .decode(path, 7, &framed)
+        .unwrap_err();
+    assert_error_names(
+        &error,
+        &[
+            "train-00003-of-00008, record 7",
+            "exceeds maximum scans (100)",
+        ],
+    );
+}

@@ -96,36 +96,63 @@ fn top_k(values: &[f32], k: usize) -> Vec<(usize, f32)> {
 }
 
 /// Class names from a label file: `label<TAB>name` lines (as `ImageFolder::write_label_map`
-/// writes them) or one name per line (line `i` names class `i`). A label may exceed the
-/// file's line count by one (TF's ImageNet maps name 1..=1000, 0 the background, in 1000
-/// lines), no more: the names' memory stays bounded by the file.
+/// writes them) or one name per line (line `i` names class `i`), one form or the other: the
+/// first line decides, and a line of the other form is an error naming it. A label may exceed
+/// the file's line count by one (TF's ImageNet maps name 1..=1000, 0 the background, in 1000
+/// lines), no more: there are at most as many names as lines, plus one.
 pub fn read_labels(path: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+    parse_labels(path, &text)
+}
+
+/// [`read_labels`] of the text of the file at `path` (which errors name). The entry point of
+/// the coverage-guided fuzz target (`fuzz/`), which skips the file.
+#[doc(hidden)]
+pub fn parse_labels(path: &Path, text: &str) -> Result<Vec<String>> {
+    let indexed = text.lines().next().is_some_and(|line| line.contains('\t'));
+    if !indexed {
+        return match text.lines().position(|line| line.contains('\t')) {
+            // A plain name after plain names: pushed at the end, it would name the wrong class.
+            Some(at) => Err(bad_line(
+                path,
+                at,
+                "a `label<TAB>name` line among plain names",
+            )),
+            None => Ok(text.lines().map(str::to_string).collect()),
+        };
+    }
     let lines = text.lines().count();
     let mut labels = Vec::new();
-    for (line_no, line) in text.lines().enumerate() {
-        match line.split_once('\t') {
-            Some((index, name)) => {
-                let bad = |reason: String| Error::File {
-                    path: path.to_path_buf(),
-                    reason: format!("line {}: {reason}", line_no + 1),
-                    error: None,
-                };
-                let index: usize = index
-                    .parse()
-                    .map_err(|_| bad(format!("bad label `{index}`")))?;
-                if index > lines {
-                    return Err(bad(format!("label {index} past the file's {lines} lines")));
-                }
-                if labels.len() <= index {
-                    labels.resize(index + 1, String::new());
-                }
-                labels[index] = name.to_string();
-            }
-            None => labels.push(line.to_string()),
+    for (at, line) in text.lines().enumerate() {
+        let Some((index, name)) = line.split_once('\t') else {
+            return Err(bad_line(
+                path,
+                at,
+                "a plain name among `label<TAB>name` lines",
+            ));
+        };
+        let index: usize = index
+            .parse()
+            .map_err(|_| bad_line(path, at, &format!("bad label `{index}`")))?;
+        if index > lines {
+            let reason = format!("label {index} past the file's {lines} lines");
+            return Err(bad_line(path, at, &reason));
         }
+        if labels.len() <= index {
+            labels.resize(index + 1, String::new());
+        }
+        labels[index] = name.to_string();
     }
     Ok(labels)
+}
+
+/// What is wrong with line `at` (from 0) of the label file at `path`.
+fn bad_line(path: &Path, at: usize, reason: &str) -> Error {
+    Error::File {
+        path: path.to_path_buf(),
+        reason: format!("line {}: {reason}", at + 1),
+        error: None,
+    }
 }
 
 #[cfg(test)]
@@ -205,5 +232,27 @@ mod tests {
         }
         std::fs::write(&plain, "1\tcat\n2\tdog\n").unwrap();
         assert_eq!(read_labels(&plain).unwrap(), ["", "cat", "dog"]);
+    }
+
+    /// Found by the cargo-fuzz target `labels` (fuzz/): a plain name after `label<TAB>name`
+    /// lines was pushed after the highest label, naming the wrong class and making more names
+    /// than lines. Either form's line among the other's is now an error naming it.
+    #[test]
+    fn a_file_mixing_both_forms_is_an_error_naming_the_line() {
+        let crash =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz/labels-mixed-forms");
+        let error = read_labels(&crash).unwrap_err();
+        assert_error_names(
+            &error,
+            &["labels-mixed-forms", "line 3", "a plain name among"],
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain.txt");
+        std::fs::write(&plain, "cat\ndog\n2\tbird\n").unwrap();
+        let error = read_labels(&plain).unwrap_err();
+        assert_error_names(
+            &error,
+            &["plain.txt", "line 3", "`label<TAB>name` line among"],
+        );
     }
 }

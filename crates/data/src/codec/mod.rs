@@ -55,6 +55,7 @@ fn decode_rgb8_by(
     if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
         return jpeg(bytes, out);
     }
+    check_png_palette(bytes)?;
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| format!("cannot read image: {e}"))?;
@@ -73,6 +74,35 @@ fn decode_rgb8_by(
     (out.width, out.height) = (rgb.width() as usize, rgb.height() as usize);
     out.pixels.clear();
     out.pixels.extend_from_slice(rgb.as_raw());
+    Ok(())
+}
+
+/// Refuses a PNG whose palette (`PLTE`) is not whole RGB triples, before the `image` crate
+/// sees it: png 0.18.1 accepts one of 4 to 767 bytes and then panics expanding it
+/// (image-rs/image-png#694; found by the cargo-fuzz target `image`). Walks the chunks up to the
+/// first `IDAT`, as the palette must come before it; anything else is left to the decoder.
+fn check_png_palette(bytes: &[u8]) -> Result<(), String> {
+    const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+    let Some(mut rest) = bytes.strip_prefix(SIGNATURE) else {
+        return Ok(());
+    };
+    while let Some((header, body)) = rest.split_first_chunk::<8>() {
+        let len = u32::from_be_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+        match &header[4..] {
+            b"PLTE" if !len.is_multiple_of(3) => {
+                return Err(format!(
+                    "corrupt image: a PNG palette (PLTE) of {len} bytes, not whole RGB triples"
+                ));
+            }
+            b"IDAT" | b"IEND" => return Ok(()),
+            _ => {}
+        }
+        // The chunk's data and CRC; a length past the input is the decoder's to report.
+        let Some(next) = len.checked_add(4).and_then(|skip| body.get(skip..)) else {
+            return Ok(());
+        };
+        rest = next;
+    }
     Ok(())
 }
 
@@ -236,6 +266,16 @@ mod tests {
                 .unwrap_err()
                 .contains("not a JPEG or PNG")
         );
+    }
+
+    /// Found by the cargo-fuzz target `image` (fuzz/): a PNG palette of 4 bytes made png
+    /// 0.18.1 panic (image-rs/image-png#694). The input is checked in with its chunk CRCs
+    /// recomputed (png skips them in fuzzing builds); it is an error now.
+    #[test]
+    fn a_png_palette_of_partial_triples_is_an_error_not_a_panic() {
+        let crash = include_bytes!("../../tests/data/fuzz/png-palette-partial-triple");
+        let message = decode_image(crash).unwrap_err();
+        assert!(message.contains("PNG palette (PLTE) of"), "{message}");
     }
 
     /// A PNG whose header claims 10000 x 10000 pixels (300 MB of RGB, under the image crate's

@@ -3,27 +3,63 @@
  *
  * libjpeg reports a fatal error by calling `error_exit`, which must not return: here it
  * longjmps back to the call that began in this file (as TF's `CatchError` does), so no Rust
- * frame is ever jumped over, and the object is reset for its next image. */
+ * frame is ever jumped over, and the object is reset for its next image.
+ *
+ * Two bounds TF does not set, so that a small hostile file costs little: libjpeg's memory
+ * (`max_memory_to_use`, given per image: the whole-image buffers of a progressive JPEG must fit
+ * in it, as libjpeg has no backing store here) and the number of scans (`TOWERS_JPEG_MAX_SCANS`,
+ * checked by a progress monitor as libjpeg-turbo's `djpeg -maxscans` does). */
 
 #include <setjmp.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "jpeglib.h"
+#include "jerror.h"
+
+/* Scans allowed in one JPEG. Each scan of a progressive JPEG walks every block of its
+ * component, and a scan of nothing but an end-of-band run takes a few bytes: a file of many
+ * empty scans costs CPU in proportion to scans x blocks (Red Hat bug 1344214, libjpeg-turbo's
+ * `-maxscans`). Encoders write at most a few dozen (libjpeg's own progressive script: 10 for
+ * colour, 6 for grey); the report above puts real-world needs under 100. */
+#define TOWERS_JPEG_MAX_SCANS 100
 
 typedef struct towers_jpeg {
   struct jpeg_decompress_struct cinfo;
   struct jpeg_error_mgr err;
   struct jpeg_source_mgr src;
+  struct jpeg_progress_mgr progress;
   jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
 } towers_jpeg;
 
 static void error_exit(j_common_ptr cinfo) {
   towers_jpeg *self = (towers_jpeg *)cinfo->client_data;
-  (*cinfo->err->format_message)(cinfo, self->message);
+  if (cinfo->err->msg_code == JERR_NO_BACKING_STORE) {
+    /* libjpeg's way of saying its whole-image buffers do not fit in `max_memory_to_use`
+     * ("Backing store not supported"): said as what it means here. */
+    snprintf(self->message, sizeof self->message,
+             "a multi-scan JPEG needs more than the decoder's memory limit of %ld bytes",
+             cinfo->mem->max_memory_to_use);
+  } else {
+    (*cinfo->err->format_message)(cinfo, self->message);
+  }
   longjmp(self->jump, 1);
+}
+
+/* libjpeg calls this before it reads each piece of a multi-scan JPEG's input (and in each
+ * output pass); past the cap it ends the image as a fatal error would, with djpeg's message.
+ * Every call comes from inside `towers_jpeg_decode`, whose setjmp catches the longjmp. */
+static void progress_monitor(j_common_ptr cinfo) {
+  towers_jpeg *self = (towers_jpeg *)cinfo->client_data;
+  int scan = ((j_decompress_ptr)cinfo)->input_scan_number;
+  if (scan > TOWERS_JPEG_MAX_SCANS) {
+    snprintf(self->message, sizeof self->message, "Scan number %d exceeds maximum scans (%d)",
+             scan, TOWERS_JPEG_MAX_SCANS);
+    longjmp(self->jump, 1);
+  }
 }
 
 /* Warnings are counted (`num_warnings`) and the image kept, as in TF; they are not printed. */
@@ -77,6 +113,9 @@ towers_jpeg *towers_jpeg_new(void) {
   self->src.resync_to_restart = jpeg_resync_to_restart;
   self->src.term_source = term_source;
   self->cinfo.src = &self->src;
+  /* After jpeg_create_decompress, which zeroes `progress`; kept from image to image. */
+  self->progress.progress_monitor = progress_monitor;
+  self->cinfo.progress = &self->progress;
   return self;
 }
 
@@ -94,10 +133,11 @@ void towers_jpeg_abort(towers_jpeg *self) { jpeg_abort_decompress(&self->cinfo);
  * decoded or aborted) and sets TF's parameters: RGB out, or CMYK for CMYK and YCCK JPEGs (TF
  * converts those to RGB itself), fancy upsampling, scale 1/1, the inverse DCT `fast_dct` (TF's
  * default `""` and "INTEGER_FAST" are JDCT_IFAST, "INTEGER_ACCURATE" JDCT_ISLOW). Gives the
- * output's size and channels (3 or 4) and the JPEG's own component count. 0, or -1 with a
+ * output's size and channels (3 or 4) and the JPEG's own component count. `max_memory` bounds
+ * what libjpeg may allocate for this image's whole-image buffers (0: no bound). 0, or -1 with a
  * message and the image aborted. */
 int towers_jpeg_read_header(towers_jpeg *self, const unsigned char *data, size_t len,
-                            int fast_dct, unsigned *width, unsigned *height, int *channels,
+                            size_t max_memory, int fast_dct, unsigned *width, unsigned *height, int *channels,
                             int *components) {
   struct jpeg_decompress_struct *cinfo = &self->cinfo;
   if (setjmp(self->jump)) {
@@ -120,6 +160,8 @@ int towers_jpeg_read_header(towers_jpeg *self, const unsigned char *data, size_t
   cinfo->scale_num = 1;
   cinfo->scale_denom = 1;
   cinfo->dct_method = fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+  /* Set per image (libjpeg reads the JPEGMEM environment variable only once, at creation). */
+  cinfo->mem->max_memory_to_use = max_memory > (size_t)LONG_MAX ? LONG_MAX : (long)max_memory;
   jpeg_calc_output_dimensions(cinfo);
   *width = cinfo->output_width;
   *height = cinfo->output_height;

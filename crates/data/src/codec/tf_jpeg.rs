@@ -19,6 +19,14 @@
 //!   decoding; so do we, and below that our own bound on the size a header may claim for its
 //!   input's length.
 //!
+//! Two bounds beyond TF's, so that a small hostile file cannot cost much memory or CPU: the
+//! same bound caps what libjpeg itself may allocate (`max_memory_to_use`: a progressive JPEG's
+//! whole-image coefficient buffers, about twice the decoded size for colour, must fit in it),
+//! and a JPEG may have at most 100 scans (`Scan number 101 exceeds maximum scans (100)`, the
+//! message of libjpeg-turbo's `djpeg -maxscans`): each scan walks every block of the image, and a
+//! scan can be a dozen bytes. Both are errors of the image, named with its file and record by
+//! the format that read it.
+//!
 //! The library is mozjpeg's copy of libjpeg-turbo (a fork that changes the encoder), which
 //! mozjpeg-sys builds with the `cc` crate alone: a C compiler is all the build needs. With NASM
 //! on the PATH at build time (the default `jpeg-simd` feature) it adds libjpeg-turbo's x86 SIMD
@@ -79,7 +87,8 @@ pub fn simd() -> bool {
 }
 
 /// Decodes the JPEG `bytes` into `out` (RGB, reusing its buffer) as TF does with `dct`.
-/// `max_bytes` bounds the decoded size a header may claim, checked before decoding.
+/// `max_bytes` bounds the decoded size a header may claim, checked before decoding, and what
+/// libjpeg may allocate for the image's whole-image buffers.
 pub(super) fn decode(
     bytes: &[u8],
     dct: DctMethod,
@@ -129,6 +138,7 @@ mod ffi {
             state: *mut State,
             data: *const u8,
             len: usize,
+            max_memory: usize,
             fast_dct: c_int,
             width: *mut c_uint,
             height: *mut c_uint,
@@ -173,6 +183,7 @@ impl Decompressor {
                 self.0,
                 bytes.as_ptr(),
                 bytes.len(),
+                usize::try_from(max_bytes).unwrap_or(usize::MAX),
                 c_int::from(dct == DctMethod::IntegerFast),
                 &mut width,
                 &mut height,

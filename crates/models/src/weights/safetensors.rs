@@ -40,7 +40,14 @@ pub fn to_safetensors<M: Module>(
 /// module path); its header is checked against the file's real length.
 pub fn read_safetensors(path: &Path) -> Result<ByPath> {
     let bytes = std::fs::read(path).map_err(WeightsError::io(path))?;
-    let file = safetensors::SafeTensors::deserialize(&bytes)
+    safetensors_from_bytes(path, &bytes)
+}
+
+/// [`read_safetensors`] of a file already read: `bytes` are the file at `path` (which errors
+/// name). The entry point of the coverage-guided fuzz target (`fuzz/`), which skips the file.
+#[doc(hidden)]
+pub fn safetensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<ByPath> {
+    let file = safetensors::SafeTensors::deserialize(bytes)
         .map_err(|e| WeightsError::format(path, format!("not a safetensors file: {e}")))?;
     let mut tensors = BTreeMap::new();
     for (name, view) in file.tensors() {

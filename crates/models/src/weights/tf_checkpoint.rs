@@ -391,6 +391,14 @@ fn resolve_prefix(path: &Path) -> Result<PathBuf> {
 fn latest_in(dir: &Path) -> Result<PathBuf> {
     let state = dir.join("checkpoint");
     let text = std::fs::read_to_string(&state).map_err(WeightsError::io(&state))?;
+    prefix_from_state(dir, &text)
+}
+
+/// The newest prefix named by the text of `dir`'s `checkpoint` state file. The entry point of
+/// the coverage-guided fuzz target (`fuzz/`), which skips the file.
+#[doc(hidden)]
+pub fn prefix_from_state(dir: &Path, text: &str) -> Result<PathBuf> {
+    let state = dir.join("checkpoint");
     let latest = text
         .lines()
         .find_map(|line| line.trim().strip_prefix("model_checkpoint_path:"))

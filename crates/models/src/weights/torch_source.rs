@@ -34,6 +34,13 @@ impl TorchSource {
         })
     }
 
+    /// [`TorchSource::read`] for the coverage-guided fuzz target (`fuzz/`), which reads every
+    /// tensor of the file, named or not.
+    #[doc(hidden)]
+    pub fn read_key(&self, key: &str) -> Result<Option<(Vec<usize>, Vec<f32>)>> {
+        self.read(key)
+    }
+
     /// The values of tensor `key` as f32 and its shape; `None` when the file has none.
     fn read(&self, key: &str) -> Result<Option<(Vec<usize>, Vec<f32>)>> {
         let Some(tensor) = self.tensors.get(key) else {
