@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-pub use towers_multigpu::ErrorChain;
+pub use towers_multigpu::{Cause, ErrorChain, While};
 
 /// An input-pipeline error, with the file, record or thread it concerns.
 #[derive(Debug, thiserror::Error)]
@@ -32,14 +32,16 @@ pub enum Error {
         reason: String,
     },
     /// One record of a file is bad (truncated, corrupt, label out of range...).
-    #[error("{}, record {record}: {reason}", path.display())]
+    #[error("{}, record {record}", path.display())]
     Record {
         /// The file holding the record.
         path: PathBuf,
         /// The record's index in its file (0-based).
         record: usize,
-        /// What is wrong with it.
-        reason: String,
+        /// What is wrong with it, as the value it was (the image decoder's error, the protobuf
+        /// decoder's, a transform's, or a message): the error's `source`.
+        #[source]
+        error: Cause,
     },
     /// One item of a Burn `Dataset` could not be had (its `get` failed or panicked).
     #[error("dataset item {index} (of {len}): {reason}")]

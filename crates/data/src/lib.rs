@@ -46,7 +46,7 @@ mod rng;
 pub mod transforms;
 
 pub use bounding_box::BoundingBox;
-pub use error::{Error, ErrorChain, Result};
+pub use error::{Cause, Error, ErrorChain, Result, While};
 pub use format::{
     Example, PartialIndex, Prepared, RecordDataset, RecordFormat, RecordSpan, cifar10,
     image_folder, inception, synthetic, tf_example, tfrecord,

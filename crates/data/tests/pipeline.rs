@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use towers_data::cifar10::{self, Cifar10Format, RECORD_BYTES};
 use towers_data::transforms::{CifarEval, CifarTrain, Identity, Rng, Transform};
-use towers_data::{Error, FinalBatch, HostBatch, Image, Pipeline, PipelineConfig, RecordFormat};
+use towers_data::{
+    Cause, Error, FinalBatch, HostBatch, Image, Pipeline, PipelineConfig, RecordFormat,
+};
 use towers_testing::{assert_error_names, report};
 
 /// Runs `f` on a thread and fails the test if it has not returned within 60 s: a hang is a bug.
@@ -217,7 +219,7 @@ impl Transform for PanicsOnThirtieth {
         image: Image,
         _: &[towers_data::BoundingBox],
         _: &mut Rng,
-    ) -> Result<Image, String> {
+    ) -> Result<Image, Cause> {
         if self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 29 {
             panic!("decoder bug");
         }

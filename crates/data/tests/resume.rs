@@ -112,7 +112,7 @@ impl RecordFormat for Numbered {
             return Err(towers_data::Error::Record {
                 path: path.to_path_buf(),
                 record,
-                reason: "corrupt on purpose".into(),
+                error: "corrupt on purpose".into(),
             });
         }
         if id % 7 == 0 {

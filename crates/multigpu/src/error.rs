@@ -122,10 +122,10 @@ pub enum Error {
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
 /// What was being done when `error` happened, kept apart from it (a report prints each once):
-/// `reading the loss from the device`, then Burn's error.
+/// `reading the loss from the device`, then Burn's error. The crates above use it too.
 #[derive(Debug, thiserror::Error)]
 #[error("{doing}")]
-pub(crate) struct While {
+pub struct While {
     doing: String,
     #[source]
     error: Cause,
@@ -133,7 +133,7 @@ pub(crate) struct While {
 
 impl While {
     /// `error` under `doing`, as a [`Cause`]: `.map_err(While::doing("reading ..."))`.
-    pub(crate) fn doing<E: Into<Cause>>(doing: impl Into<String>) -> impl FnOnce(E) -> Cause {
+    pub fn doing<E: Into<Cause>>(doing: impl Into<String>) -> impl FnOnce(E) -> Cause {
         let doing = doing.into();
         move |error| {
             Box::new(While {

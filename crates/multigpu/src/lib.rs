@@ -80,7 +80,7 @@ mod wire_format;
 pub use batch::{TowerBatch, split_sizes, split_slice};
 pub use cross_process::{CrossProcess, Processes, launched_by_mpi};
 pub use devices::{TowerDevice, parse_devices};
-pub use error::{Cause, Error, ErrorChain, Result};
+pub use error::{Cause, Error, ErrorChain, Result, While};
 pub use host_syncs::{HostSyncs, host_syncs};
 pub use listing::{BackendListing, Listed, ListedDevice, list_devices};
 pub use loss::{IntoTowerLoss, TowerLoss};

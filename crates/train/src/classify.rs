@@ -6,7 +6,7 @@ use burn::tensor::{Tensor, TensorData, activation::softmax};
 use rand::SeedableRng;
 use towers_data::codec::decode_image;
 use towers_data::transforms::{CifarEval, ResizeMethod, Rng, Transform, resize};
-use towers_data::{BoundingBox, Image};
+use towers_data::{BoundingBox, Cause, Image};
 use towers_models::ImageClassifier;
 
 use crate::error::{Error, Result};
@@ -49,9 +49,9 @@ pub fn classify<M: ImageClassifier>(
     let mut rng = Rng::seed_from_u64(0);
     let mut predictions = Vec::new();
     for file in files {
-        let bad = |reason: String| Error::Image {
+        let bad = |error| Error::Image {
             path: file.clone(),
-            reason,
+            error,
         };
         let bytes = std::fs::read(file).map_err(Error::io(file))?;
         let image = decode_image(&bytes).map_err(bad)?;
@@ -80,7 +80,7 @@ impl Transform for CifarImage {
         image: Image,
         boxes: &[BoundingBox],
         rng: &mut Rng,
-    ) -> std::result::Result<Image, String> {
+    ) -> std::result::Result<Image, Cause> {
         let mut image = resize(&image, 32, 32, ResizeMethod::Bilinear);
         image.data_mut().iter_mut().for_each(|v| *v *= 255.0);
         self.0.apply(image, boxes, rng)

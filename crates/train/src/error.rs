@@ -31,12 +31,13 @@ pub enum Error {
     },
     /// An image file that cannot be decoded (not a JPEG or PNG, truncated, corrupt) or
     /// preprocessed.
-    #[error("image {}: {reason}", path.display())]
+    #[error("image {}", path.display())]
     Image {
         /// The image file.
         path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
+        /// What is wrong with it (the decoder's error, the transform's): the error's `source`.
+        #[source]
+        error: Cause,
     },
     /// A tensor that could not be read back from its device (a backend failure).
     #[error("reading {what} from the device")]
@@ -213,9 +214,9 @@ mod tests {
             (
                 Error::Image {
                     path: "/photos/cat.jpg".into(),
-                    reason: "not a JPEG or PNG".into(),
+                    error: "not a JPEG or PNG".into(),
                 },
-                chain(&["image /photos/cat.jpg: not a JPEG or PNG"]),
+                chain(&["image /photos/cat.jpg", "not a JPEG or PNG"]),
             ),
             (
                 Error::Readback {
@@ -247,7 +248,10 @@ mod tests {
                     path: "/train/run.toml".into(),
                     error: toml_error().into(),
                 },
-                vec!["config file /train/run.toml".into(), toml_error().to_string()],
+                vec![
+                    "config file /train/run.toml".into(),
+                    toml_error().to_string(),
+                ],
             ),
             (
                 Error::File {
@@ -307,6 +311,7 @@ mod tests {
                 Error::from(WeightsError::Format {
                     path: ckpt.into(),
                     reason: "not a tensor bundle".into(),
+                    error: None,
                 }),
                 chain(&[
                     "weights",
@@ -318,6 +323,7 @@ mod tests {
                     path: ckpt.into(),
                     tensor: "Conv2d_1a_3x3/weights".into(),
                     reason: "shape [3, 3] in the file".into(),
+                    error: None,
                 }),
                 chain(&[
                     "weights",

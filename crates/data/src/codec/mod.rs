@@ -15,19 +15,20 @@ use std::io::Cursor;
 
 use image::{ImageFormat, ImageReader};
 
+use crate::error::{Cause, While};
 use crate::image::{Image, Rgb8};
 pub use tf_jpeg::{DctMethod, simd as jpeg_simd};
 
 /// Decodes a JPEG or PNG (recognized by content, not by name) to RGB values in [0, 1]
 /// (TF's `convert_image_dtype` to float). JPEGs: see [`decode_rgb8`].
-pub fn decode_image(bytes: &[u8]) -> Result<Image, String> {
+pub fn decode_image(bytes: &[u8]) -> Result<Image, Cause> {
     let mut rgb = Rgb8::default();
     decode_rgb8(bytes, &mut rgb)?;
     Ok(rgb.to_image())
 }
 
 /// [`decode_image`] with JPEGs' inverse DCT chosen as TF's `dct_method`.
-pub fn decode_image_with(bytes: &[u8], dct: DctMethod) -> Result<Image, String> {
+pub fn decode_image_with(bytes: &[u8], dct: DctMethod) -> Result<Image, Cause> {
     let mut rgb = Rgb8::default();
     decode_rgb8_with(bytes, dct, &mut rgb)?;
     Ok(rgb.to_image())
@@ -35,12 +36,12 @@ pub fn decode_image_with(bytes: &[u8], dct: DctMethod) -> Result<Image, String> 
 
 /// Decodes a JPEG or PNG (recognized by content) into `out`, reusing its buffer. JPEGs go to
 /// `decode_jpeg`: TF's pixels bit for bit, with TF's default `dct_method`.
-pub fn decode_rgb8(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
+pub fn decode_rgb8(bytes: &[u8], out: &mut Rgb8) -> Result<(), Cause> {
     decode_rgb8_by(bytes, out, decode_jpeg)
 }
 
 /// [`decode_rgb8`] with JPEGs' inverse DCT chosen as TF's `dct_method`.
-pub fn decode_rgb8_with(bytes: &[u8], dct: DctMethod, out: &mut Rgb8) -> Result<(), String> {
+pub fn decode_rgb8_with(bytes: &[u8], dct: DctMethod, out: &mut Rgb8) -> Result<(), Cause> {
     decode_rgb8_by(bytes, out, |bytes, out| {
         tf_jpeg::decode(bytes, dct, max_decoded_bytes(bytes), out)
     })
@@ -50,26 +51,24 @@ pub fn decode_rgb8_with(bytes: &[u8], dct: DctMethod, out: &mut Rgb8) -> Result<
 fn decode_rgb8_by(
     bytes: &[u8],
     out: &mut Rgb8,
-    jpeg: impl FnOnce(&[u8], &mut Rgb8) -> Result<(), String>,
-) -> Result<(), String> {
+    jpeg: impl FnOnce(&[u8], &mut Rgb8) -> Result<(), Cause>,
+) -> Result<(), Cause> {
     if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
         return jpeg(bytes, out);
     }
     check_png_palette(bytes)?;
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
-        .map_err(|e| format!("cannot read image: {e}"))?;
+        .map_err(While::doing("cannot read the image"))?;
     reader.limits(limits_for(bytes.len()));
     match reader.format() {
         Some(ImageFormat::Png) => {}
         Some(other) => {
-            return Err(format!(
-                "unsupported image format {other:?} (JPEG and PNG are)"
-            ));
+            return Err(format!("unsupported image format {other:?} (JPEG and PNG are)").into());
         }
         None => return Err("not a JPEG or PNG image".into()),
     }
-    let decoded = reader.decode().map_err(|e| format!("corrupt image: {e}"))?;
+    let decoded = reader.decode().map_err(While::doing("corrupt image"))?;
     let rgb = decoded.to_rgb8();
     (out.width, out.height) = (rgb.width() as usize, rgb.height() as usize);
     out.pixels.clear();
@@ -81,7 +80,7 @@ fn decode_rgb8_by(
 /// sees it: png 0.18.1 accepts one of 4 to 767 bytes and then panics expanding it
 /// (image-rs/image-png#694; found by the cargo-fuzz target `image`). Walks the chunks up to the
 /// first `IDAT`, as the palette must come before it; anything else is left to the decoder.
-fn check_png_palette(bytes: &[u8]) -> Result<(), String> {
+fn check_png_palette(bytes: &[u8]) -> Result<(), Cause> {
     const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
     let Some(mut rest) = bytes.strip_prefix(SIGNATURE) else {
         return Ok(());
@@ -92,7 +91,8 @@ fn check_png_palette(bytes: &[u8]) -> Result<(), String> {
             b"PLTE" if !len.is_multiple_of(3) => {
                 return Err(format!(
                     "corrupt image: a PNG palette (PLTE) of {len} bytes, not whole RGB triples"
-                ));
+                )
+                .into());
             }
             b"IDAT" | b"IEND" => return Ok(()),
             _ => {}
@@ -108,7 +108,7 @@ fn check_png_palette(bytes: &[u8]) -> Result<(), String> {
 
 /// The JPEG decoder, chosen here and nowhere else: libjpeg-turbo's with TF's settings and TF's
 /// default `dct_method` (INTEGER_FAST): TF's pixels bit for bit.
-fn decode_jpeg(bytes: &[u8], out: &mut Rgb8) -> Result<(), String> {
+fn decode_jpeg(bytes: &[u8], out: &mut Rgb8) -> Result<(), Cause> {
     tf_jpeg::decode(bytes, DctMethod::default(), max_decoded_bytes(bytes), out)
 }
 
@@ -259,11 +259,13 @@ mod tests {
         assert!(
             decode_image(b"GIF89a....")
                 .unwrap_err()
+                .to_string()
                 .contains("unsupported")
         );
         assert!(
             decode_image(b"hello")
                 .unwrap_err()
+                .to_string()
                 .contains("not a JPEG or PNG")
         );
     }
@@ -274,7 +276,7 @@ mod tests {
     #[test]
     fn a_png_palette_of_partial_triples_is_an_error_not_a_panic() {
         let crash = include_bytes!("../../tests/data/fuzz/png-palette-partial-triple");
-        let message = decode_image(crash).unwrap_err();
+        let message = decode_image(crash).unwrap_err().to_string();
         assert!(message.contains("PNG palette (PLTE) of"), "{message}");
     }
 
@@ -297,7 +299,8 @@ mod tests {
         header[20..24].copy_from_slice(&10_000u32.to_be_bytes());
         let crc = crc32fast::hash(&header[12..29]);
         header[29..33].copy_from_slice(&crc.to_be_bytes());
-        let msg = decode_image(&header).unwrap_err();
+        // The image crate's limit error, under "corrupt image".
+        let msg = crate::ErrorChain(&*decode_image(&header).unwrap_err()).to_string();
         assert!(msg.to_lowercase().contains("limit"), "{msg}");
     }
 }

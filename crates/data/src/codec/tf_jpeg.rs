@@ -51,6 +51,7 @@ use std::str::FromStr;
 // mozjpeg-sys's libjpeg, which the C shim calls: linked through this crate's use of it.
 use mozjpeg_sys as _;
 
+use crate::error::Cause;
 use crate::image::Rgb8;
 
 /// The inverse DCT libjpeg runs: TF's `dct_method` attribute of `decode_jpeg`.
@@ -94,7 +95,7 @@ pub(super) fn decode(
     dct: DctMethod,
     max_bytes: u64,
     out: &mut Rgb8,
-) -> Result<(), String> {
+) -> Result<(), Cause> {
     if bytes.is_empty() {
         // TF's source manager: "empty file -> treated as an error".
         return Err("corrupt image: an empty JPEG".into());
@@ -158,7 +159,7 @@ mod ffi {
 struct Decompressor(*mut ffi::State);
 
 impl Decompressor {
-    fn new() -> Result<Self, String> {
+    fn new() -> Result<Self, Cause> {
         // SAFETY: no preconditions; a null state (out of memory) is checked below.
         let state = unsafe { ffi::towers_jpeg_new() };
         if state.is_null() {
@@ -173,7 +174,7 @@ impl Decompressor {
         dct: DctMethod,
         max_bytes: u64,
         out: &mut Rgb8,
-    ) -> Result<(), String> {
+    ) -> Result<(), Cause> {
         let (mut width, mut height, mut channels, mut components): (c_uint, c_uint, c_int, c_int) =
             (0, 0, 0, 0);
         // SAFETY: the state is valid; `bytes` outlives the image (decoded or aborted below,
@@ -192,7 +193,7 @@ impl Decompressor {
             )
         };
         if status != 0 {
-            return Err(self.message());
+            return Err(self.message().into());
         }
         let (width, height) = (width as usize, height as usize);
         let channels = channels as usize; // 3 (RGB) or 4 (CMYK)
@@ -200,7 +201,7 @@ impl Decompressor {
         let refuse = |why: String| {
             // SAFETY: the state is valid; the image whose header was read is ended.
             unsafe { ffi::towers_jpeg_abort(self.0) };
-            Err(why)
+            Err(why.into())
         };
         if (width * height) as u64 * components as u64 >= TF_MAX_HEADER_VALUES {
             return refuse(format!(
@@ -229,12 +230,12 @@ impl Decompressor {
     }
 
     /// Decodes the image whose header was read into `pixels` (its size already).
-    fn decode_into(&mut self, pixels: &mut [u8], adobe: &mut c_int) -> Result<(), String> {
+    fn decode_into(&mut self, pixels: &mut [u8], adobe: &mut c_int) -> Result<(), Cause> {
         // SAFETY: the state is valid with a header read; `pixels` holds the height rows of
         // width x channels bytes that the header gave.
         match unsafe { ffi::towers_jpeg_decode(self.0, pixels.as_mut_ptr(), adobe) } {
             0 => Ok(()),
-            _ => Err(self.message()),
+            _ => Err(self.message().into()),
         }
     }
 

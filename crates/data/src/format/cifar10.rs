@@ -57,10 +57,11 @@ impl RecordFormat for Cifar10Format {
         let broken = (size % RECORD_BYTES as u64 != 0).then(|| Error::Record {
             path: path.to_path_buf(),
             record: whole as usize,
-            reason: format!(
+            error: format!(
                 "truncated: the file ends {} bytes into this {RECORD_BYTES}-byte record",
                 size % RECORD_BYTES as u64
-            ),
+            )
+            .into(),
         });
         if whole == 0 && broken.is_none() {
             return self.index(path).map(|spans| PartialIndex { spans, broken });
@@ -75,7 +76,7 @@ impl RecordFormat for Cifar10Format {
         let bad = |reason: String| Error::Record {
             path: path.to_path_buf(),
             record,
-            reason,
+            error: reason.into(),
         };
         if bytes.len() != RECORD_BYTES {
             return Err(bad(format!(

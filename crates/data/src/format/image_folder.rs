@@ -182,7 +182,7 @@ impl ImageFolderFormat {
         self.labels
             .get(path)
             .copied()
-            .ok_or_else(|| record_error(path, record, "not an image of the scanned folder".into()))
+            .ok_or_else(|| record_error(path, record, "not an image of the scanned folder"))
     }
 }
 

@@ -66,7 +66,8 @@ impl TfExampleFormat {
                 parsed.label.saturating_add(self.label_offset),
                 parsed.label,
                 self.num_classes
-            ))),
+            )
+            .into())),
         }
     }
 }

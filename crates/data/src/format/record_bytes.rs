@@ -37,10 +37,11 @@ pub(crate) fn read_records(
             Err(Error::Record {
                 path: path.to_path_buf(),
                 record: *record,
-                reason: format!(
+                error: format!(
                     "truncated: the file ends at byte {size}, the record at {}",
                     ends(span)
-                ),
+                )
+                .into(),
             })
         }
         Err(e) => Err(io(e)),

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::bounding_box::BoundingBox;
-use crate::error::{Error, Result};
+use crate::error::{Cause, Error, Result};
 use crate::image::{Image, Planes};
 use crate::rng::Rng;
 use crate::transforms::Transform;
@@ -96,11 +96,11 @@ pub struct Prepared {
     pub label: i64,
 }
 
-/// What is wrong with record `record` of `path`.
-pub(crate) fn record_error(path: &Path, record: usize, reason: String) -> Error {
+/// What is wrong with record `record` of `path`: `error`, a message or an error value.
+pub(crate) fn record_error(path: &Path, record: usize, error: impl Into<Cause>) -> Error {
     Error::Record {
         path: path.to_path_buf(),
         record,
-        reason,
+        error: error.into(),
     }
 }

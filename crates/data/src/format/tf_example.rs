@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use prost::Message;
 
 use crate::bounding_box::BoundingBox;
+use crate::error::{Cause, While};
 
 /// `tf.train.Example`.
 #[derive(Clone, PartialEq, Message)]
@@ -111,8 +112,8 @@ impl ImageRecord {
     /// Parses a serialized `tf.train.Example`. Missing `image/encoded` or
     /// `image/class/label`, a key of the wrong type, or box lists of different lengths are
     /// errors naming the key.
-    pub fn parse(bytes: &[u8]) -> Result<Self, String> {
-        let example = Example::decode(bytes).map_err(|e| format!("not a tf.train.Example: {e}"))?;
+    pub fn parse(bytes: &[u8]) -> Result<Self, Cause> {
+        let example = Example::decode(bytes).map_err(While::doing("not a tf.train.Example"))?;
         let features = example.features.map(|f| f.feature).unwrap_or_default();
         let reader = FeatureReader(&features);
         let encoded = reader
@@ -134,7 +135,8 @@ impl ImageRecord {
                 xmin.len(),
                 ymax.len(),
                 xmax.len()
-            ));
+            )
+            .into());
         }
         let boxes = (0..ymin.len())
             .map(|i| BoundingBox {
@@ -215,44 +217,43 @@ impl FeatureReader<'_> {
         format!("key {key} is a {got}, expected {want}")
     }
 
-    fn single<T: Clone>(key: &str, values: &[T]) -> Result<Option<T>, String> {
+    fn single<T: Clone>(key: &str, values: &[T]) -> Result<Option<T>, Cause> {
         match values {
             [] => Ok(None),
             [v] => Ok(Some(v.clone())),
-            _ => Err(format!(
-                "key {key} holds {} values, expected one",
-                values.len()
-            )),
+            _ => Err(format!("key {key} holds {} values, expected one", values.len()).into()),
         }
     }
 
-    fn bytes(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+    fn bytes(&self, key: &str) -> Result<Option<Vec<u8>>, Cause> {
         match self.kind(key) {
             None => Ok(None),
             Some(Kind::Bytes(list)) => Self::single(key, &list.value),
-            Some(other) => Err(Self::wrong_type(key, "bytes_list", other)),
+            Some(other) => Err(Self::wrong_type(key, "bytes_list", other).into()),
         }
     }
 
-    fn string(&self, key: &str) -> Result<Option<String>, String> {
+    fn string(&self, key: &str) -> Result<Option<String>, Cause> {
         self.bytes(key)?
-            .map(|b| String::from_utf8(b).map_err(|_| format!("key {key} is not UTF-8 text")))
+            .map(|b| {
+                String::from_utf8(b).map_err(|_| format!("key {key} is not UTF-8 text").into())
+            })
             .transpose()
     }
 
-    fn int(&self, key: &str) -> Result<Option<i64>, String> {
+    fn int(&self, key: &str) -> Result<Option<i64>, Cause> {
         match self.kind(key) {
             None => Ok(None),
             Some(Kind::Int64s(list)) => Self::single(key, &list.value),
-            Some(other) => Err(Self::wrong_type(key, "int64_list", other)),
+            Some(other) => Err(Self::wrong_type(key, "int64_list", other).into()),
         }
     }
 
-    fn floats(&self, key: &str) -> Result<Vec<f32>, String> {
+    fn floats(&self, key: &str) -> Result<Vec<f32>, Cause> {
         match self.kind(key) {
             None => Ok(Vec::new()),
             Some(Kind::Floats(list)) => Ok(list.value.clone()),
-            Some(other) => Err(Self::wrong_type(key, "float_list", other)),
+            Some(other) => Err(Self::wrong_type(key, "float_list", other).into()),
         }
     }
 }
@@ -346,7 +347,7 @@ mod tests {
     fn missing_and_mistyped_keys_are_named() {
         let no_label = field(1, &entry(keys::ENCODED, field(1, &field(1, b"x"))));
         assert_eq!(
-            ImageRecord::parse(&no_label).unwrap_err(),
+            ImageRecord::parse(&no_label).unwrap_err().to_string(),
             "missing key image/class/label"
         );
         let float_label = field(
@@ -357,11 +358,12 @@ mod tests {
             ]
             .concat(),
         );
-        let msg = ImageRecord::parse(&float_label).unwrap_err();
+        let msg = ImageRecord::parse(&float_label).unwrap_err().to_string();
         assert_error_names(&msg, &["image/class/label", "float_list"]);
         assert!(
             ImageRecord::parse(b"\xff\xff\xff")
                 .unwrap_err()
+                .to_string()
                 .contains("not a tf.train.Example")
         );
     }

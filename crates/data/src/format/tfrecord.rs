@@ -76,7 +76,7 @@ fn index_partial_reader(
         let bad = |reason: String| Error::Record {
             path: path.to_path_buf(),
             record: spans.len(),
-            reason: format!("{reason} (offset {offset})"),
+            error: format!("{reason} (offset {offset})").into(),
         };
         let mut header = [0u8; HEADER];
         match reader.read_exact(&mut header) {
@@ -136,7 +136,7 @@ pub fn record_data<'a>(path: &Path, record: usize, span: &'a [u8]) -> Result<&'a
         .ok_or_else(|| Error::Record {
             path: path.to_path_buf(),
             record,
-            reason: "record shorter than its CRC".into(),
+            error: "record shorter than its CRC".into(),
         })?;
     let (data, footer) = span.split_at(split);
     let stored = u32::from_le_bytes(footer.try_into().expect("4 bytes"));
@@ -144,7 +144,7 @@ pub fn record_data<'a>(path: &Path, record: usize, span: &'a [u8]) -> Result<&'a
         return Err(Error::Record {
             path: path.to_path_buf(),
             record,
-            reason: "bad data CRC: the record is corrupt".into(),
+            error: "bad data CRC: the record is corrupt".into(),
         });
     }
     Ok(data)

@@ -98,7 +98,7 @@ mod tests {
         Err(Error::Record {
             path: "shard".into(),
             record,
-            reason: "bad data CRC".into(),
+            error: "bad data CRC".into(),
         })
     }
 

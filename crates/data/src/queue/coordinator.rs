@@ -265,7 +265,7 @@ mod tests {
                 Err(Error::Record {
                     path: "train-00001".into(),
                     record: 17,
-                    reason: "bad crc".into(),
+                    error: "bad crc".into(),
                 })
             })
             .unwrap();

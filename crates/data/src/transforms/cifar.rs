@@ -5,6 +5,7 @@ use super::{
     random_contrast, random_crop, random_flip_left_right,
 };
 use crate::bounding_box::BoundingBox;
+use crate::error::Cause;
 use crate::image::Image;
 
 /// Training distortions: random crop to `size` x `size` (24), random left-right flip, random
@@ -31,7 +32,7 @@ impl Default for CifarTrain {
 }
 
 impl Transform for CifarTrain {
-    fn apply(&self, image: Image, _: &[BoundingBox], rng: &mut Rng) -> Result<Image, String> {
+    fn apply(&self, image: Image, _: &[BoundingBox], rng: &mut Rng) -> Result<Image, Cause> {
         let image = random_crop(&image, self.size, self.size, rng)?;
         let image = random_flip_left_right(image, rng);
         let image = random_brightness(image, self.max_brightness_delta, rng);
@@ -54,7 +55,7 @@ impl Default for CifarEval {
 }
 
 impl Transform for CifarEval {
-    fn apply(&self, image: Image, _: &[BoundingBox], _: &mut Rng) -> Result<Image, String> {
+    fn apply(&self, image: Image, _: &[BoundingBox], _: &mut Rng) -> Result<Image, Cause> {
         Ok(per_image_standardization(crop_or_pad_center(
             &image, self.size, self.size,
         )))

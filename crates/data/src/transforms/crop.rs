@@ -4,6 +4,7 @@
 use rand::RngExt;
 
 use super::{Rng, Window};
+use crate::error::Cause;
 use crate::image::Image;
 
 /// The `height` x `width` window whose top-left corner is (`top`, `left`).
@@ -28,13 +29,14 @@ pub fn random_crop(
     height: usize,
     width: usize,
     rng: &mut Rng,
-) -> Result<Image, String> {
+) -> Result<Image, Cause> {
     if height > image.height() || width > image.width() {
         return Err(format!(
             "image of {}x{} is smaller than the {height}x{width} crop",
             image.height(),
             image.width()
-        ));
+        )
+        .into());
     }
     let top = rng.random_range(0..=image.height() - height);
     let left = rng.random_range(0..=image.width() - width);

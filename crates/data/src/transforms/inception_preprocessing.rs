@@ -20,6 +20,7 @@ use super::{
 use crate::bounding_box::BoundingBox;
 use crate::buffer_pool::BufferPool;
 use crate::codec::decode_rgb8;
+use crate::error::Cause;
 use crate::image::{Image, Planes, Rgb8};
 
 /// Training distortions, on an RGB image in [0, 1]: a distorted crop
@@ -125,7 +126,7 @@ impl InceptionTrain {
 }
 
 impl Transform for InceptionTrain {
-    fn apply(&self, image: Image, boxes: &[BoundingBox], rng: &mut Rng) -> Result<Image, String> {
+    fn apply(&self, image: Image, boxes: &[BoundingBox], rng: &mut Rng) -> Result<Image, Cause> {
         let planes = self.distort(&source_of(&image), image.height(), boxes, rng);
         Ok(planes.to_image())
     }
@@ -135,7 +136,7 @@ impl Transform for InceptionTrain {
         encoded: &[u8],
         boxes: &[BoundingBox],
         rng: &mut Rng,
-    ) -> Result<Planes, String> {
+    ) -> Result<Planes, Cause> {
         with_decoded(encoded, |rgb| {
             self.distort(&source_of_rgb8(rgb), rgb.height, boxes, rng)
         })
@@ -177,7 +178,7 @@ impl InceptionEval {
 }
 
 impl Transform for InceptionEval {
-    fn apply(&self, image: Image, _: &[BoundingBox], _: &mut Rng) -> Result<Image, String> {
+    fn apply(&self, image: Image, _: &[BoundingBox], _: &mut Rng) -> Result<Image, Cause> {
         Ok(self.prepare(&source_of(&image), image.height()).to_image())
     }
 
@@ -186,7 +187,7 @@ impl Transform for InceptionEval {
         encoded: &[u8],
         _: &[BoundingBox],
         _: &mut Rng,
-    ) -> Result<Planes, String> {
+    ) -> Result<Planes, Cause> {
         with_decoded(encoded, |rgb| {
             self.prepare(&source_of_rgb8(rgb), rgb.height)
         })
@@ -217,7 +218,7 @@ thread_local! {
 }
 
 /// Decodes `encoded` into this thread's buffer and runs `f` on it.
-fn with_decoded(encoded: &[u8], f: impl FnOnce(&Rgb8) -> Planes) -> Result<Planes, String> {
+fn with_decoded(encoded: &[u8], f: impl FnOnce(&Rgb8) -> Planes) -> Result<Planes, Cause> {
     DECODED.with_borrow_mut(|rgb| {
         decode_rgb8(encoded, rgb)?;
         Ok(f(rgb))
@@ -358,7 +359,7 @@ mod tests {
         }
         let err =
             InceptionTrain::new(8).apply_encoded(&jpeg[..40], &[], &mut Rng::seed_from_u64(0));
-        assert!(err.unwrap_err().contains("corrupt image"));
+        assert!(err.unwrap_err().to_string().contains("corrupt image"));
     }
 
     #[test]

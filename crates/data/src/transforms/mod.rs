@@ -40,13 +40,14 @@ pub use crate::rng::Rng;
 
 use crate::bounding_box::BoundingBox;
 use crate::codec::decode_image;
+use crate::error::Cause;
 use crate::image::{Image, Planes};
 
 /// One example's preprocessing: decoded image in, network input out.
 pub trait Transform: Send + Sync {
     /// Transforms `image`, whose object boxes are `boxes` (often none); an `Err` names what is
     /// wrong with it (e.g. smaller than the crop), and the pipeline adds the file and record.
-    fn apply(&self, image: Image, boxes: &[BoundingBox], rng: &mut Rng) -> Result<Image, String>;
+    fn apply(&self, image: Image, boxes: &[BoundingBox], rng: &mut Rng) -> Result<Image, Cause>;
 
     /// The network input (CHW planes) for an encoded JPEG or PNG image, with the same values
     /// and the same draws from `rng` as [`apply`](Self::apply) on the decoded image. The
@@ -57,7 +58,7 @@ pub trait Transform: Send + Sync {
         encoded: &[u8],
         boxes: &[BoundingBox],
         rng: &mut Rng,
-    ) -> Result<Planes, String> {
+    ) -> Result<Planes, Cause> {
         let image = decode_image(encoded)?;
         self.apply(image, boxes, rng).map(Planes::from)
     }
@@ -68,7 +69,7 @@ pub trait Transform: Send + Sync {
 pub struct Identity;
 
 impl Transform for Identity {
-    fn apply(&self, image: Image, _: &[BoundingBox], _: &mut Rng) -> Result<Image, String> {
+    fn apply(&self, image: Image, _: &[BoundingBox], _: &mut Rng) -> Result<Image, Cause> {
         Ok(image)
     }
 }

@@ -5,9 +5,10 @@ use std::path::PathBuf;
 /// An error reading or applying weights. Each names the file and, where there is one, the
 /// tensor.
 ///
-/// Messages embed their causes (`FILE: entity not found`), so no variant also returns one from
-/// `Error::source` (no field is named `source`): a report that prints the chain (`anyhow`'s
-/// "Caused by") then prints each cause once.
+/// The OS's error is embedded in `Io`'s message (`FILE: entity not found`) and kept as a value
+/// in its field; a decoder's error under `Format` or `Tensor` (protobuf's, safetensors', the
+/// pickle reader's) is their `source`, kept out of the message: a report that prints the chain
+/// (`anyhow`'s "Caused by") prints each cause once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WeightsError {
@@ -24,8 +25,11 @@ pub enum WeightsError {
     Format {
         /// The file.
         path: PathBuf,
-        /// What is wrong.
+        /// What is wrong, as far as this layer knows.
         reason: String,
+        /// The decoder's error under it, when there is one: the error's `source`.
+        #[source]
+        error: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// One tensor of the file is unreadable or does not fit the model.
     #[error("{}: tensor `{tensor}`: {reason}", path.display())]
@@ -34,8 +38,11 @@ pub enum WeightsError {
         path: PathBuf,
         /// The tensor's name in the file.
         tensor: String,
-        /// What is wrong.
+        /// What is wrong, as far as this layer knows.
         reason: String,
+        /// The decoder's error under it, when there is one: the error's `source`.
+        #[source]
+        error: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 }
 
@@ -49,6 +56,35 @@ impl WeightsError {
         Self::Format {
             path: path.into(),
             reason: reason.into(),
+            error: None,
+        }
+    }
+
+    /// A [`WeightsError::Format`] whose cause is the decoder's `error`.
+    pub(crate) fn format_caused(
+        path: impl Into<PathBuf>,
+        reason: impl Into<String>,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Format {
+            path: path.into(),
+            reason: reason.into(),
+            error: Some(Box::new(error)),
+        }
+    }
+
+    /// A [`WeightsError::Tensor`] whose cause is the decoder's `error`.
+    pub(crate) fn tensor_caused(
+        path: impl Into<PathBuf>,
+        tensor: impl Into<String>,
+        reason: impl Into<String>,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Tensor {
+            path: path.into(),
+            tensor: tensor.into(),
+            reason: reason.into(),
+            error: Some(Box::new(error)),
         }
     }
 
@@ -61,6 +97,7 @@ impl WeightsError {
             path: path.into(),
             tensor: tensor.into(),
             reason: reason.into(),
+            error: None,
         }
     }
 }

@@ -48,7 +48,7 @@ pub fn read_safetensors(path: &Path) -> Result<ByPath> {
 #[doc(hidden)]
 pub fn safetensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<ByPath> {
     let file = safetensors::SafeTensors::deserialize(bytes)
-        .map_err(|e| WeightsError::format(path, format!("not a safetensors file: {e}")))?;
+        .map_err(|e| WeightsError::format_caused(path, "not a safetensors file", e))?;
     let mut tensors = BTreeMap::new();
     for (name, view) in file.tensors() {
         if view.dtype() != Dtype::F32 {

@@ -132,14 +132,13 @@ impl TfCheckpoint {
         for (key, value) in read_table(&index, &bytes)? {
             if key.is_empty() {
                 header = Some(BundleHeader::decode(value.as_slice()).map_err(|e| {
-                    WeightsError::format(&index, format!("unreadable bundle header: {e}"))
+                    WeightsError::format_caused(&index, "unreadable bundle header", e)
                 })?);
                 continue;
             }
             let name = String::from_utf8_lossy(&key).into_owned();
-            let entry = BundleEntry::decode(value.as_slice()).map_err(|e| {
-                WeightsError::tensor(&index, &name, format!("unreadable entry: {e}"))
-            })?;
+            let entry = BundleEntry::decode(value.as_slice())
+                .map_err(|e| WeightsError::tensor_caused(&index, &name, "unreadable entry", e))?;
             let entry = Entry::new(&index, &name, entry)?;
             entries.insert(name, entry);
         }

@@ -24,7 +24,7 @@ impl TorchSource {
     /// The state dict at `path` (tensors are read when asked for) for the parameters of `M`.
     pub fn open<M: TorchNamed>(path: &Path) -> Result<Self> {
         let reader = PytorchReader::new(path)
-            .map_err(|e| WeightsError::format(path, format!("not a PyTorch state dict: {e}")))?;
+            .map_err(|e| WeightsError::format_caused(path, "not a PyTorch state dict", e))?;
         Ok(Self {
             path: path.to_path_buf(),
             tensors: reader.into_tensors(),
@@ -47,7 +47,8 @@ impl TorchSource {
             return Ok(None);
         };
         let bad = |reason: String| WeightsError::tensor(&self.path, key, reason);
-        let bytes = tensor.read().map_err(|e| bad(e.to_string()))?;
+        let bytes = (tensor.read())
+            .map_err(|e| WeightsError::tensor_caused(&self.path, key, "unreadable", e))?;
         let values = to_f32(tensor.dtype(), &bytes).map_err(bad)?;
         Ok(Some((tensor.shape().to_vec(), values)))
     }
