@@ -111,7 +111,7 @@ fn train_towers<M: Module, L: IntoTowerLoss>(
     batches: &[HostBatch],
     loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> L + Sync,
 ) -> Vec<f32> {
-    let devices = parse_devices(devices).unwrap();
+    let devices = parse_devices(devices).unwrap_or_else(|e| panic!("{}", report(&e)));
     let config = TowersConfig::default().with_reduce(reduce);
     let mut towers = Towers::new(own_copy(model), sgd(), &devices, config).unwrap();
     for b in batches {
@@ -197,7 +197,8 @@ fn iroh_with_a_token_serves_its_clients_and_refuses_the_others() {
 fn over_websocket_a_token_is_sent_only_to_the_server_its_line_names() {
     const TEST: &str = "over_websocket_a_token_is_sent_only_to_the_server_its_line_names";
     if let Some(entry) = role() {
-        let device = parse_devices(&entry).unwrap()[0].device().clone();
+        let devices = parse_devices(&entry).unwrap_or_else(|e| panic!("{}", report(&e)));
+        let device = devices[0].device().clone();
         let doubled = Tensor::<1>::from_floats([1.0, 2.0], &device) * 2.0;
         assert_eq!(
             doubled.to_data().iter::<f32>().collect::<Vec<_>>(),

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use towers_data::Rgb8;
 use towers_data::codec::{DctMethod, decode_rgb8, decode_rgb8_with, jpeg_simd};
-use towers_testing::assert_error_names;
+use towers_testing::{assert_error_names, report};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tf_jpeg")
@@ -257,7 +257,7 @@ fn a_refused_jpeg_names_its_file_and_record() {
         .decode(path, 7, &framed)
         .unwrap_err();
     assert_error_names(
-        &error,
+        &report(&error),
         &[
             "train-00003-of-00008, record 7",
             "exceeds maximum scans (100)",

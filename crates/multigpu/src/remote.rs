@@ -277,7 +277,7 @@ fn iroh_host(entry: &str, id: &str, address: Option<&str>) -> Result<burn::remot
 
     use burn::remote::{EndpointId, IrohHost, IrohRelays};
 
-    let unusable = |what: String, error: crate::Cause| Error::RemoteAddress {
+    let unusable = |what: String, error: crate::error::Cause| Error::RemoteAddress {
         entry: entry.to_string(),
         what,
         error,
@@ -285,7 +285,7 @@ fn iroh_host(entry: &str, id: &str, address: Option<&str>) -> Result<burn::remot
     let id = (id.parse::<EndpointId>()).map_err(|e| {
         unusable(
             format!("`{id}` is not an Iroh server id"),
-            crate::Cause::from(e),
+            crate::error::Cause::from(e),
         )
     })?;
     let Some(address) = address else {
@@ -294,7 +294,7 @@ fn iroh_host(entry: &str, id: &str, address: Option<&str>) -> Result<burn::remot
     let addresses = address.to_socket_addrs().map_err(|e| {
         unusable(
             format!("`{address}` does not resolve"),
-            crate::Cause::from(e),
+            crate::error::Cause::from(e),
         )
     })?;
     Ok(addresses.fold(

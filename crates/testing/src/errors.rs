@@ -4,19 +4,11 @@
 use std::error::Error;
 use std::fmt::Display;
 
-/// `error` and its causes (`source()`, then theirs) on one line, `message: cause: cause`: the
-/// text to look for names in, now that our errors keep their causes out of their messages.
-/// (`towers_data::ErrorChain` prints the same; written here too so that the crates below the
-/// input pipeline test without building it.)
+/// `error` and its causes (`source()`, then theirs) on one line, `message: cause: cause`
+/// ([`towers_multigpu::ErrorChain`]): the text to look for names in, now that our errors keep
+/// their causes out of their messages.
 pub fn report(error: &(dyn Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(error) = cause {
-        text.push_str(": ");
-        text.push_str(&error.to_string());
-        cause = error.source();
-    }
-    text
+    towers_multigpu::ErrorChain(error).to_string()
 }
 
 /// Asserts that `error`'s message names each of `names`: file names, `record 3`, tensor names,

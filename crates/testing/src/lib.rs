@@ -22,6 +22,7 @@
 pub mod batches;
 pub mod child;
 pub mod compare;
+pub mod crc_fixups;
 mod errors;
 pub mod gpu;
 pub mod layers;

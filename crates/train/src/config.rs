@@ -661,10 +661,7 @@ mod tests {
     #[test]
     fn unknown_keys_are_errors_naming_the_file() {
         let (_dir, path) = file("run.toml", "bach_size = 3\n");
-        let msg = TrainConfig::cifar10()
-            .merge_file(&path)
-            .unwrap_err()
-            .to_string();
+        let msg = report(&TrainConfig::cifar10().merge_file(&path).unwrap_err());
         assert_error_names(&msg, &["run.toml", "bach_size"]);
     }
 

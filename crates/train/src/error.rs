@@ -181,10 +181,6 @@ mod tests {
             .unwrap_err()
     }
 
-    fn toml_error() -> toml::de::Error {
-        toml::from_str::<toml::Table>("batch_size = ").unwrap_err()
-    }
-
     fn json_error() -> serde_json::Error {
         serde_json::from_str::<serde_json::Value>("{\"step\": 20, cut").unwrap_err()
     }

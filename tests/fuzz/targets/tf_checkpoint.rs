@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use burn_towers::models::weights::TfCheckpoint;
 use proptest::prelude::*;
+use towers_testing::crc_fixups::fix_table_crcs;
 
 use crate::fuzz;
 use crate::mutate::mutated;
@@ -19,88 +20,6 @@ fn seed(suffix: &str) -> Vec<u8> {
 
 const INDEX: &str = ".index";
 const DATA: &str = ".data-00000-of-00001";
-
-/// TF's masked CRC32C of a block's contents and compression byte.
-fn block_crc(contents_and_type: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(contents_and_type);
-    crc.rotate_right(15).wrapping_add(0xa282_ead8)
-}
-
-/// A varint at `*at`, advancing it.
-fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *bytes.get(*at)?;
-        *at += 1;
-        value |= u64::from(byte & 0x7F) << shift;
-        if byte < 0x80 {
-            return Some(value);
-        }
-    }
-    None
-}
-
-/// Rewrites the trailer CRC of the block at `handle` (offset, size varints at `*at`); returns
-/// the block's range.
-fn fix_block(bytes: &mut [u8], handle: &[u8]) -> Option<std::ops::Range<usize>> {
-    let mut at = 0;
-    let offset = usize::try_from(varint(handle, &mut at)?).ok()?;
-    let size = usize::try_from(varint(handle, &mut at)?).ok()?;
-    let end = offset.checked_add(size)?;
-    if end.checked_add(5)? > bytes.len() {
-        return None;
-    }
-    let crc = block_crc(&bytes[offset..=end]);
-    bytes[end + 1..end + 5].copy_from_slice(&crc.to_le_bytes());
-    Some(offset..end)
-}
-
-/// Rewrites the CRCs of the index block and of every data block it lists, so that edits
-/// inside blocks reach the table and proto parsers beneath.
-fn fix_crcs(bytes: &mut [u8]) {
-    let Some(footer) = bytes.len().checked_sub(48) else {
-        return;
-    };
-    let handles = bytes[footer..footer + 40].to_vec();
-    let mut at = 0;
-    let (Some(_), Some(_)) = (varint(&handles, &mut at), varint(&handles, &mut at)) else {
-        return;
-    };
-    let Some(index) = fix_block(bytes, &handles[at..]) else {
-        return;
-    };
-    let block = bytes[index].to_vec();
-    let Some(restarts) = block.len().checked_sub(4).and_then(|at| {
-        let n = u32::from_le_bytes(block[at..].try_into().ok()?) as usize;
-        block.len().checked_sub(4 + n.checked_mul(4)?)
-    }) else {
-        return;
-    };
-    let mut at = 0;
-    while at < restarts {
-        let (Some(_), Some(unshared), Some(len)) = (
-            varint(&block, &mut at),
-            varint(&block, &mut at),
-            varint(&block, &mut at),
-        ) else {
-            return;
-        };
-        let Some(value) = usize::try_from(unshared)
-            .ok()
-            .and_then(|u| at.checked_add(u))
-        else {
-            return;
-        };
-        let Some(end) = usize::try_from(len).ok().and_then(|l| value.checked_add(l)) else {
-            return;
-        };
-        if end > block.len() {
-            return;
-        }
-        fix_block(bytes, &block[value..end]);
-        at = end;
-    }
-}
 
 /// Opens the checkpoint in `dir` and reads every tensor; what reads is as long as its shape
 /// says (strings aside).
@@ -143,7 +62,7 @@ fn fuzz_tf_checkpoint_index() {
     let (_keep, dir) = checkpoint_dir();
     let inputs = (mutated(vec![seed(INDEX)]), any::<bool>()).prop_map(|(mut bytes, fix)| {
         if fix {
-            fix_crcs(&mut bytes);
+            fix_table_crcs(&mut bytes);
         }
         bytes
     });
@@ -166,6 +85,6 @@ fn fuzz_tf_checkpoint_data() {
 #[test]
 fn fixing_the_seeds_crcs_changes_nothing() {
     let mut index = seed(INDEX);
-    fix_crcs(&mut index);
+    fix_table_crcs(&mut index);
     assert_eq!(index, seed(INDEX));
 }

@@ -270,6 +270,22 @@ mod tests {
         );
     }
 
+    /// A PNG cut short is "corrupt image" whose `source()` is the image crate's own error, as a
+    /// value: a caller can match it, and a report prints each message once.
+    #[test]
+    fn the_decoders_error_is_the_source_not_text() {
+        use std::error::Error as _;
+        let png = encode_png(&checker());
+        let error = decode_image(&png[..png.len() - 20]).unwrap_err();
+        assert_eq!(error.to_string(), "corrupt image");
+        let source = error.source().expect("the decoder's error");
+        assert!(
+            source.downcast_ref::<image::ImageError>().is_some(),
+            "{source:?}"
+        );
+        assert!(!error.to_string().contains(&source.to_string()));
+    }
+
     /// Found by the cargo-fuzz target `image` (fuzz/): a PNG palette of 4 bytes made png
     /// 0.18.1 panic (image-rs/image-png#694). The input is checked in with its chunk CRCs
     /// recomputed (png skips them in fuzzing builds); it is an error now.
@@ -300,7 +316,7 @@ mod tests {
         let crc = crc32fast::hash(&header[12..29]);
         header[29..33].copy_from_slice(&crc.to_be_bytes());
         // The image crate's limit error, under "corrupt image".
-        let msg = crate::ErrorChain(&*decode_image(&header).unwrap_err()).to_string();
+        let msg = crate::error::ErrorChain(&*decode_image(&header).unwrap_err()).to_string();
         assert!(msg.to_lowercase().contains("limit"), "{msg}");
     }
 }

@@ -408,10 +408,7 @@ mod tests {
                 .label,
             4
         );
-        let msg = TfExampleFormat::new(5)
-            .decode(&path, 0, &span)
-            .unwrap_err()
-            .to_string();
+        let msg = report(&TfExampleFormat::new(5).decode(&path, 0, &span).unwrap_err());
         assert_error_names(&msg, &["train-00000-of-00001", "record 0", "label 5"]);
         // A stored label at i64's end overflows with the offset: out of range, not a panic or
         // a wrapped label.

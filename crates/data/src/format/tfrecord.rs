@@ -266,12 +266,7 @@ mod tests {
         assert_error_names(&msg, &["record 1", "truncated"]);
 
         let (_dir, path) = write_file(&bytes[..bytes.len() - 20]);
-        assert!(
-            index(&path)
-                .unwrap_err()
-                .to_string()
-                .contains("truncated header")
-        );
+        assert!(report(&index(&path).unwrap_err()).contains("truncated header"));
     }
 
     /// A length of 2^60 (and 2^64 - 1) with a valid length CRC: an error naming the record,
@@ -284,13 +279,13 @@ mod tests {
             bytes.extend_from_slice(&len);
             bytes.extend_from_slice(&masked_crc(&len).to_le_bytes());
             bytes.extend_from_slice(b"some data");
-            let msg = index_reader(
+            let error = index_reader(
                 std::io::Cursor::new(&bytes),
                 bytes.len() as u64,
                 "f".as_ref(),
             )
-            .unwrap_err()
-            .to_string();
+            .unwrap_err();
+            let msg = report(&error);
             assert_error_names(&msg, &["record 1", "runs past the end"]);
         }
     }
