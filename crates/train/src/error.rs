@@ -241,12 +241,12 @@ mod tests {
             ),
             (
                 Error::ConfigFile {
-                    path: "/train/run.toml".into(),
-                    error: toml_error().into(),
+                    path: "/train/run.json".into(),
+                    error: json_error().into(),
                 },
                 vec![
-                    "config file /train/run.toml".into(),
-                    toml_error().to_string(),
+                    "config file /train/run.json".into(),
+                    json_error().to_string(),
                 ],
             ),
             (
