@@ -417,11 +417,11 @@ mod tests {
             ..good.clone()
         };
         let (_d, path, span) = shard_with(&extreme);
-        let msg = TfExampleFormat::new(6)
+        let error = TfExampleFormat::new(6)
             .with_label_offset(-1)
             .decode(&path, 0, &span)
-            .unwrap_err()
-            .to_string();
+            .unwrap_err();
+        let msg = report(&error);
         assert_error_names(&msg, &["record 0", "out of range", &i64::MIN.to_string()]);
 
         let mut cut = good.clone();
