@@ -274,7 +274,6 @@ mod tests {
     /// value: a caller can match it, and a report prints each message once.
     #[test]
     fn the_decoders_error_is_the_source_not_text() {
-        use std::error::Error as _;
         let png = encode_png(&checker());
         let error = decode_image(&png[..png.len() - 20]).unwrap_err();
         assert_eq!(error.to_string(), "corrupt image");
