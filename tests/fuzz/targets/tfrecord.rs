@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use burn_towers::data::tfrecord::{index_reader, masked_crc, record_data};
+use burn_towers::data::tfrecord::{index_reader, record_data};
 use proptest::prelude::*;
 use towers_testing::crc_fixups::fix_tfrecord_crcs;
 
