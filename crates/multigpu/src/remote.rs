@@ -122,6 +122,7 @@ impl Tokens {
     }
 
     /// The token for `host`: the one its line names, else, for Iroh only, the general one.
+    #[cfg(any(feature = "remote", test))]
     fn for_host(&self, host: &Host) -> Option<&str> {
         let key = host.key().to_ascii_lowercase();
         let named =
@@ -151,6 +152,7 @@ enum Host {
 
 impl Host {
     /// How token lines name the server: `ws://host:port` or `iroh://ID`.
+    #[cfg(any(feature = "remote", test))]
     fn key(&self) -> String {
         match self {
             Host::WebSocket(url) => url.clone(),

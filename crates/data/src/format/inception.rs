@@ -427,11 +427,8 @@ mod tests {
         let mut cut = good.clone();
         cut.encoded.truncate(cut.encoded.len() / 2);
         let (_d, path, span) = shard_with(&cut);
-        let msg = TfExampleFormat::new(6)
-            .decode(&path, 0, &span)
-            .unwrap_err()
-            .to_string();
-        assert_error_names(&msg, &["train-00000-of-00001", "record 0", "image"]);
+        let msg = report(&TfExampleFormat::new(6).decode(&path, 0, &span).unwrap_err());
+        assert_error_names(&msg, &["train-00000-of-00001", "record 0", "corrupt image"]);
     }
 
     #[test]
