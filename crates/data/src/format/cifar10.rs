@@ -8,7 +8,7 @@ use rand::SeedableRng;
 use crate::bounding_box::BoundingBox;
 use crate::error::{Error, Result};
 use crate::format::synthetic::{ClassLook, synthetic_image};
-use crate::format::{Example, PartialIndex, RecordFormat, RecordSpan};
+use crate::format::{Example, PartialIndex, RecordFormat, RecordSpan, record_error};
 use crate::image::Image;
 use crate::rng::Rng;
 
@@ -54,14 +54,12 @@ impl RecordFormat for Cifar10Format {
     fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
         let size = file_size(path)?;
         let whole = size / RECORD_BYTES as u64;
-        let broken = (size % RECORD_BYTES as u64 != 0).then(|| Error::Record {
-            path: path.to_path_buf(),
-            record: whole as usize,
-            error: format!(
+        let broken = (size % RECORD_BYTES as u64 != 0).then(|| {
+            let reason = format!(
                 "truncated: the file ends {} bytes into this {RECORD_BYTES}-byte record",
                 size % RECORD_BYTES as u64
-            )
-            .into(),
+            );
+            record_error(path, whole as usize, reason)
         });
         if whole == 0 && broken.is_none() {
             return self.index(path).map(|spans| PartialIndex { spans, broken });
@@ -73,11 +71,7 @@ impl RecordFormat for Cifar10Format {
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        let bad = |reason: String| Error::Record {
-            path: path.to_path_buf(),
-            record,
-            error: reason.into(),
-        };
+        let bad = |reason: String| record_error(path, record, reason);
         if bytes.len() != RECORD_BYTES {
             return Err(bad(format!(
                 "{} bytes, expected {RECORD_BYTES}",

@@ -6,7 +6,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::format::RecordSpan;
+use crate::format::{RecordSpan, record_error};
 
 /// Reads the bytes from the first record's start to the last one's end of `file` (at `path`)
 /// into `bytes`. `records` are (index in the file, span) pairs in file order, at least one. A
@@ -34,15 +34,11 @@ pub(crate) fn read_records(
                 .iter()
                 .find(|(_, span)| ends(span) > size)
                 .unwrap_or(&records[0]);
-            Err(Error::Record {
-                path: path.to_path_buf(),
-                record: *record,
-                error: format!(
-                    "truncated: the file ends at byte {size}, the record at {}",
-                    ends(span)
-                )
-                .into(),
-            })
+            let reason = format!(
+                "truncated: the file ends at byte {size}, the record at {}",
+                ends(span)
+            );
+            Err(record_error(path, *record, reason))
         }
         Err(e) => Err(io(e)),
     }

@@ -13,7 +13,7 @@ use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::format::{PartialIndex, RecordSpan};
+use crate::format::{PartialIndex, RecordSpan, record_error};
 
 /// TF's CRC mask: rotate right by 15 bits and add a constant, so that a CRC of data that
 /// itself contains CRCs stays well distributed.
@@ -73,11 +73,8 @@ fn index_partial_reader(
     let mut spans = Vec::new();
     let mut offset = 0u64;
     while offset < size {
-        let bad = |reason: String| Error::Record {
-            path: path.to_path_buf(),
-            record: spans.len(),
-            error: format!("{reason} (offset {offset})").into(),
-        };
+        let bad =
+            |reason: String| record_error(path, spans.len(), format!("{reason} (offset {offset})"));
         let mut header = [0u8; HEADER];
         match reader.read_exact(&mut header) {
             Ok(()) => {}
@@ -133,19 +130,15 @@ pub fn record_data<'a>(path: &Path, record: usize, span: &'a [u8]) -> Result<&'a
     let split = span
         .len()
         .checked_sub(FOOTER)
-        .ok_or_else(|| Error::Record {
-            path: path.to_path_buf(),
-            record,
-            error: "record shorter than its CRC".into(),
-        })?;
+        .ok_or_else(|| record_error(path, record, "record shorter than its CRC"))?;
     let (data, footer) = span.split_at(split);
     let stored = u32::from_le_bytes(footer.try_into().expect("4 bytes"));
     if masked_crc(data) != stored {
-        return Err(Error::Record {
-            path: path.to_path_buf(),
+        return Err(record_error(
+            path,
             record,
-            error: "bad data CRC: the record is corrupt".into(),
-        });
+            "bad data CRC: the record is corrupt",
+        ));
     }
     Ok(data)
 }

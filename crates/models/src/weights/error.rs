@@ -60,34 +60,6 @@ impl WeightsError {
         }
     }
 
-    /// A [`WeightsError::Format`] whose cause is the decoder's `error`.
-    pub(crate) fn format_caused(
-        path: impl Into<PathBuf>,
-        reason: impl Into<String>,
-        error: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        Self::Format {
-            path: path.into(),
-            reason: reason.into(),
-            error: Some(Box::new(error)),
-        }
-    }
-
-    /// A [`WeightsError::Tensor`] whose cause is the decoder's `error`.
-    pub(crate) fn tensor_caused(
-        path: impl Into<PathBuf>,
-        tensor: impl Into<String>,
-        reason: impl Into<String>,
-        error: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        Self::Tensor {
-            path: path.into(),
-            tensor: tensor.into(),
-            reason: reason.into(),
-            error: Some(Box::new(error)),
-        }
-    }
-
     pub(crate) fn tensor(
         path: impl Into<PathBuf>,
         tensor: impl Into<String>,
@@ -99,6 +71,18 @@ impl WeightsError {
             reason: reason.into(),
             error: None,
         }
+    }
+
+    /// This [`Format`](Self::Format) or [`Tensor`](Self::Tensor) error with the decoder's
+    /// `error` as its `source`.
+    pub(crate) fn caused_by(
+        mut self,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        if let Self::Format { error, .. } | Self::Tensor { error, .. } = &mut self {
+            *error = Some(Box::new(cause));
+        }
+        self
     }
 }
 

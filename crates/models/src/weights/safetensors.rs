@@ -48,7 +48,7 @@ pub fn read_safetensors(path: &Path) -> Result<ByPath> {
 #[doc(hidden)]
 pub fn safetensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<ByPath> {
     let file = safetensors::SafeTensors::deserialize(bytes)
-        .map_err(|e| WeightsError::format_caused(path, "not a safetensors file", e))?;
+        .map_err(|e| WeightsError::format(path, "not a safetensors file").caused_by(e))?;
     let mut tensors = BTreeMap::new();
     for (name, view) in file.tensors() {
         if view.dtype() != Dtype::F32 {
@@ -63,4 +63,32 @@ pub fn safetensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<ByPath> {
         tensors.insert(name, (view.shape().to_vec(), values));
     }
     Ok(ByPath::new(path, tensors))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    /// Bytes that are not a safetensors file: a format error naming the file, whose `source()`
+    /// is the safetensors crate's own error as a value, kept out of the message.
+    #[test]
+    fn the_parsers_error_is_the_source_not_text() {
+        let path = Path::new("model.safetensors");
+        let Err(error) = safetensors_from_bytes(path, b"not a safetensors file at all") else {
+            panic!("garbage parsed");
+        };
+        assert_eq!(
+            error.to_string(),
+            "model.safetensors: not a safetensors file"
+        );
+        let source = error.source().expect("the parser's error");
+        assert!(
+            source
+                .downcast_ref::<safetensors::SafeTensorError>()
+                .is_some(),
+            "{source:?}"
+        );
+    }
 }

@@ -132,13 +132,14 @@ impl TfCheckpoint {
         for (key, value) in read_table(&index, &bytes)? {
             if key.is_empty() {
                 header = Some(BundleHeader::decode(value.as_slice()).map_err(|e| {
-                    WeightsError::format_caused(&index, "unreadable bundle header", e)
+                    WeightsError::format(&index, "unreadable bundle header").caused_by(e)
                 })?);
                 continue;
             }
             let name = String::from_utf8_lossy(&key).into_owned();
-            let entry = BundleEntry::decode(value.as_slice())
-                .map_err(|e| WeightsError::tensor_caused(&index, &name, "unreadable entry", e))?;
+            let entry = BundleEntry::decode(value.as_slice()).map_err(|e| {
+                WeightsError::tensor(&index, &name, "unreadable entry").caused_by(e)
+            })?;
             let entry = Entry::new(&index, &name, entry)?;
             entries.insert(name, entry);
         }

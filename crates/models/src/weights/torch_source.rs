@@ -24,7 +24,7 @@ impl TorchSource {
     /// The state dict at `path` (tensors are read when asked for) for the parameters of `M`.
     pub fn open<M: TorchNamed>(path: &Path) -> Result<Self> {
         let reader = PytorchReader::new(path)
-            .map_err(|e| WeightsError::format_caused(path, "not a PyTorch state dict", e))?;
+            .map_err(|e| WeightsError::format(path, "not a PyTorch state dict").caused_by(e))?;
         Ok(Self {
             path: path.to_path_buf(),
             tensors: reader.into_tensors(),
@@ -48,7 +48,7 @@ impl TorchSource {
         };
         let bad = |reason: String| WeightsError::tensor(&self.path, key, reason);
         let bytes = (tensor.read())
-            .map_err(|e| WeightsError::tensor_caused(&self.path, key, "unreadable", e))?;
+            .map_err(|e| WeightsError::tensor(&self.path, key, "unreadable").caused_by(e))?;
         let values = to_f32(tensor.dtype(), &bytes).map_err(bad)?;
         Ok(Some((tensor.shape().to_vec(), values)))
     }
