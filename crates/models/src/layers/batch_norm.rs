@@ -248,7 +248,12 @@ mod tests {
             let joined = |y: Tensor<4>| Tensor::cat(vec![side.clone(), y], 1);
             let got = joined(fused.forward_relu(x.clone()));
             let want = joined(burn::tensor::activation::relu(apart.forward(x.clone())));
-            let diffs = differences(&x, (got, &fused), (want, &apart));
+            // Where the normalized value lies within rounding of ReLU's kink, the two sides may
+            // round to opposite sides of it and rightly disagree on that value's gradient: the
+            // probe leaves those values out (seen once in ~1000 runs at offset 100).
+            let before_relu = joined(layer().forward(x.clone())).detach();
+            let away_from_kink = before_relu.abs().greater_elem(1e-3).float();
+            let diffs = differences(&x, away_from_kink, (got, &fused), (want, &apart));
             // Few values per channel (5 in the second case) make the input gradient a
             // difference of nearly equal terms: f32 rounding shows at ~1e-5 there.
             assert!(
@@ -325,7 +330,8 @@ mod tests {
         let x = Tensor::<4>::random([3, c, 4, 6], Uniform(-2.0, 3.0), &device).require_grad();
         let got = fused.forward_relu(x.clone());
         let want = burn::tensor::activation::relu(apart.forward(x.clone()));
-        let diffs = differences(&x, (got, &fused), (want, &apart));
+        let away_from_kink = layer().forward(x.clone()).detach().abs().greater_elem(1e-3);
+        let diffs = differences(&x, away_from_kink.float(), (got, &fused), (want, &apart));
         assert!(diffs.iter().all(|&d| d < 1e-5), "{diffs:?}");
         // The averages stay where they were.
         assert_eq!(vec1(fused.running_mean.value()), vec1(mean));
@@ -376,7 +382,11 @@ mod tests {
             let got = fused.forward_relu_max_pool(&pool, x.clone());
             let want = towers_kernels::max_pool2d(&pool, apart.forward_relu(x.clone()));
             assert_eq!(got.dims(), want.dims());
-            let diffs = differences(&x, (got, &fused), (want, &apart));
+            // A window's maximum commutes with ReLU, so the pool of the values before it says
+            // which outputs lie within rounding of its kink.
+            let before_relu = towers_kernels::max_pool2d(&pool, layer().forward(x.clone()));
+            let away_from_kink = before_relu.detach().abs().greater_elem(1e-3).float();
+            let diffs = differences(&x, away_from_kink, (got, &fused), (want, &apart));
             assert!(
                 diffs.iter().all(|&d| d < 1e-5),
                 "{n}x{c}x{h}x{w}, {kernel:?}/{strides:?}, training {training}: {diffs:?}"
@@ -396,13 +406,17 @@ mod tests {
     /// outputs, and the gradients of `x` and of each layer's offset for one random weighting of
     /// the outputs.
     #[cfg(feature = "flex")]
+    /// Output, input-gradient and offset-gradient differences of two layers, the gradients of
+    /// a random weighting of the outputs that is zero where `counted` is.
     fn differences(
         x: &Tensor<4>,
+        counted: Tensor<4>,
         (got, fused): (Tensor<4>, &OffsetBatchNorm),
         (want, apart): (Tensor<4>, &OffsetBatchNorm),
     ) -> [f32; 3] {
         use towers_testing::compare::rel_diff;
-        let probe = Tensor::random(got.dims(), burn::tensor::Distribution::Default, &x.device());
+        let probe =
+            Tensor::random(got.dims(), burn::tensor::Distribution::Default, &x.device()) * counted;
         let g_got = (got.clone() * probe.clone()).sum().backward();
         let g_want = (want.clone() * probe).sum().backward();
         let (b_got, b_want) = (fused.beta.val(), apart.beta.val());
