@@ -23,12 +23,17 @@
 //!   with the same share of the cores (the step alone / the step as a rank).
 //!
 //! `bench/scripts/mpi-link RATE [REPS]` runs it on a loopback shaped to a link's rate (`tc`,
-//! as root), restoring it on every exit.
+//! as root), restoring it on every exit. `-x TOWERS_TIMELINE=DIR` records each rank's
+//! steps (each tower's phases and each bucket on the wire) in `DIR/rank-R-VARIANT.json` (`alone`,
+//! `after`, `overlapped`; the last net's steps, Inception v3's), for
+//! `chrome://tracing` or Perfetto.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use towers_bench::cifar_net::CifarNet;
+use towers_bench::input_stages::process_cpu_time;
 use towers_bench::{cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::{Module, ModuleVisitor, Param};
@@ -36,7 +41,7 @@ use burn::tensor::{Device, Distribution, Int, Tensor};
 use towers_data::{HostBatch, image_loss};
 use towers_models::{ImageClassifier, InceptionV3, InceptionV3Config};
 use towers_multigpu::mpi::{Mpi, MpiConfig};
-use towers_multigpu::{CrossProcess, Towers, TowersConfig, Wire, parse_devices};
+use towers_multigpu::{CrossProcess, Timeline, Towers, TowersConfig, Wire, parse_devices};
 
 fn main() -> anyhow::Result<()> {
     let mut config = MpiConfig::default();
@@ -60,8 +65,11 @@ fn main() -> anyhow::Result<()> {
         "{} ranks, {reps} repetitions per row, gradients as {wire:?} on the wire",
         mpi.size()
     ));
-    say("| gradient | MB | exchange ms | copy ms | × copy | wire MB/rank | × gradient |".into());
-    say("|---|---:|---:|---:|---:|---:|---:|".into());
+    say(
+        "| gradient | MB | exchange ms | its CPU ms | CPU / exchange | copy ms | × copy | wire MB/rank | × gradient |"
+            .into(),
+    );
+    say("|---|---:|---:|---:|---:|---:|---:|---:|---:|".into());
     let cifar = || CifarNet::new(&device);
     let inception = || InceptionV3Config::new(1001).init(&device);
     let exchange_cifar = exchange_row(&*mpi, "TF CIFAR-10 net", trainable(&cifar()), reps);
@@ -109,7 +117,8 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// The median step of a model from `make`, on `batch`: alone, as a rank exchanging after
-/// backward, as a rank overlapping the exchange with backward.
+/// backward, as a rank overlapping the exchange with backward. The three take turns, a step
+/// each, so that whatever else the machine does at the time weighs on all three alike.
 fn step_times<M: Module>(
     mpi: &Arc<Mpi>,
     make: impl Fn() -> M,
@@ -118,24 +127,33 @@ fn step_times<M: Module>(
     loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> Tensor<1> + Sync + Copy,
 ) -> anyhow::Result<[f64; 3]> {
     let devices = parse_devices("flex")?;
-    let towers = |overlap: bool| {
+    // Each variant's towers, recording a timeline when asked to.
+    let towers = |overlap: bool, variant: &str| -> anyhow::Result<Towers<M>> {
         let config = TowersConfig::default().with_overlap(overlap);
-        Towers::new(make(), momentum_sgd(), &devices, config)
+        let towers = Towers::new(make(), momentum_sgd(), &devices, config)?;
+        let Ok(dir) = std::env::var("TOWERS_TIMELINE") else {
+            return Ok(towers);
+        };
+        let path = Path::new(&dir).join(format!("rank-{}-{variant}.json", mpi.rank()));
+        Ok(towers.with_timeline(Timeline::recording(mpi.rank(), &path)?))
     };
-    let alone = step_time(towers(true)?, &batch, reps, loss);
-    let after = step_time(
-        towers(false)?.across_processes(mpi.clone())?,
-        &batch,
-        reps,
-        loss,
-    );
-    let overlapped = step_time(
-        towers(true)?.across_processes(mpi.clone())?,
-        &batch,
-        reps,
-        loss,
-    );
-    Ok([alone, after, overlapped])
+    let mut variants = [
+        towers(true, "alone")?,
+        towers(false, "after")?.across_processes(mpi.clone())?,
+        towers(true, "overlapped")?.across_processes(mpi.clone())?,
+    ];
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    // One untimed step each first.
+    for rep in 0..=reps {
+        for (towers, times) in variants.iter_mut().zip(&mut times) {
+            let started = Instant::now();
+            towers.step(&batch, 0.01, image_loss(&loss))?;
+            if rep > 0 {
+                times.push(started.elapsed());
+            }
+        }
+    }
+    Ok(times.map(median))
 }
 
 fn step_row(name: &str, [alone, after, overlapped]: [f64; 3]) -> String {
@@ -173,7 +191,9 @@ fn trainable<M: Module>(model: &M) -> Vec<Tensor<1>> {
     collect.0
 }
 
-/// One table row: the exchange of `tensors` against one copy of their bytes; and the
+/// One table row: the exchange of `tensors` against one copy of their bytes, and the CPU time
+/// it takes (every thread of the process, the kernel's work in its system calls included: on
+/// cores that backward keeps busy, an overlapped exchange cannot hide that part); and the
 /// exchange's median time in seconds.
 fn exchange_row(
     mpi: &dyn CrossProcess,
@@ -188,13 +208,13 @@ fn exchange_row(
     // Every rank reads the counters between the same two exchanges.
     mpi.any("the counters' start", false);
     let wire_before = loopback_bytes();
-    let exchanges: Vec<Duration> = (0..reps)
+    let (exchanges, cpu): (Vec<Duration>, Vec<Duration>) = (0..reps)
         .map(|_| {
-            let started = Instant::now();
+            let (started, cpu) = (Instant::now(), process_cpu_time());
             mpi.weighted_mean_of_gradients(tensors.clone(), 1.0, &device);
-            started.elapsed()
+            (started.elapsed(), process_cpu_time() - cpu)
         })
-        .collect();
+        .unzip();
     mpi.any("the counters' end", false);
     let wire = (loopback_bytes() - wire_before) as f64 / (reps * mpi.size()) as f64;
     let host = vec![1.0f32; floats];
@@ -207,34 +227,19 @@ fn exchange_row(
             started.elapsed()
         })
         .collect();
-    let (exchange, copy) = (median(exchanges), median(copies));
+    let (exchange, cpu, copy) = (median(exchanges), median(cpu), median(copies));
     let row = format!(
-        "| {name} | {:.2} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} |",
+        "| {name} | {:.2} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0} | {:.2} | {:.2} |",
         bytes as f64 / 1e6,
         exchange * 1e3,
+        cpu * 1e3,
+        cpu / exchange,
         copy * 1e3,
         exchange / copy,
         wire / 1e6,
         wire / bytes as f64
     );
     (row, exchange)
-}
-
-/// The median time of a training step, after one untimed step.
-fn step_time<M: Module>(
-    mut towers: Towers<M>,
-    batch: &HostBatch,
-    reps: usize,
-    loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> Tensor<1> + Sync,
-) -> f64 {
-    let mut step = || {
-        let started = Instant::now();
-        towers.step(batch, 0.01, image_loss(&loss)).expect("a step");
-        started.elapsed()
-    };
-    step();
-    let times = (0..reps).map(|_| step()).collect();
-    median(times)
 }
 
 /// Bytes sent on the loopback interface since boot, by every process.
