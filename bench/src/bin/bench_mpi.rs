@@ -33,7 +33,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use towers_bench::cifar_net::CifarNet;
-use towers_bench::input_stages::process_cpu_time;
 use towers_bench::{cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::{Module, ModuleVisitor, Param};
@@ -65,11 +64,8 @@ fn main() -> anyhow::Result<()> {
         "{} ranks, {reps} repetitions per row, gradients as {wire:?} on the wire",
         mpi.size()
     ));
-    say(
-        "| gradient | MB | exchange ms | its CPU ms | CPU / exchange | copy ms | × copy | wire MB/rank | × gradient |"
-            .into(),
-    );
-    say("|---|---:|---:|---:|---:|---:|---:|---:|---:|".into());
+    say("| gradient | MB | exchange ms | copy ms | × copy | wire MB/rank | × gradient |".into());
+    say("|---|---:|---:|---:|---:|---:|---:|".into());
     let cifar = || CifarNet::new(&device);
     let inception = || InceptionV3Config::new(1001).init(&device);
     let exchange_cifar = exchange_row(&*mpi, "TF CIFAR-10 net", trainable(&cifar()), reps);
@@ -191,9 +187,7 @@ fn trainable<M: Module>(model: &M) -> Vec<Tensor<1>> {
     collect.0
 }
 
-/// One table row: the exchange of `tensors` against one copy of their bytes, and the CPU time
-/// it takes (every thread of the process, the kernel's work in its system calls included: on
-/// cores that backward keeps busy, an overlapped exchange cannot hide that part); and the
+/// One table row: the exchange of `tensors` against one copy of their bytes; and the
 /// exchange's median time in seconds.
 fn exchange_row(
     mpi: &dyn CrossProcess,
@@ -208,13 +202,13 @@ fn exchange_row(
     // Every rank reads the counters between the same two exchanges.
     mpi.any("the counters' start", false);
     let wire_before = loopback_bytes();
-    let (exchanges, cpu): (Vec<Duration>, Vec<Duration>) = (0..reps)
+    let exchanges: Vec<Duration> = (0..reps)
         .map(|_| {
-            let (started, cpu) = (Instant::now(), process_cpu_time());
+            let started = Instant::now();
             mpi.weighted_mean_of_gradients(tensors.clone(), 1.0, &device);
-            (started.elapsed(), process_cpu_time() - cpu)
+            started.elapsed()
         })
-        .unzip();
+        .collect();
     mpi.any("the counters' end", false);
     let wire = (loopback_bytes() - wire_before) as f64 / (reps * mpi.size()) as f64;
     let host = vec![1.0f32; floats];
@@ -227,13 +221,11 @@ fn exchange_row(
             started.elapsed()
         })
         .collect();
-    let (exchange, cpu, copy) = (median(exchanges), median(cpu), median(copies));
+    let (exchange, copy) = (median(exchanges), median(copies));
     let row = format!(
-        "| {name} | {:.2} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0} | {:.2} | {:.2} |",
+        "| {name} | {:.2} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} |",
         bytes as f64 / 1e6,
         exchange * 1e3,
-        cpu * 1e3,
-        cpu / exchange,
         copy * 1e3,
         exchange / copy,
         wire / 1e6,

@@ -47,42 +47,20 @@ pub(crate) fn in_backward_order(sizes: &[usize], bytes: usize) -> Vec<Vec<usize>
     plan.into_iter().map(|r| order[r].to_vec()).collect()
 }
 
-/// Puts a bucket's `values`, each divided by `divisor`, back on `device` as the tensors `slots`
-/// (in the order the bucket holds them; `sizes[slot]` values each) in `out`: a tensor of its
-/// own per slot, not a view of one bucket, so that the optimizer updates each in place (on
-/// flex, views of a shared bucket cost Inception v3's momentum step twice the time).
+/// Puts a bucket's `values` back on `device`, as the tensors `slots` (in the order the bucket
+/// holds them; `sizes[slot]` values each) in `out`: one upload, a view per tensor.
 pub(crate) fn unpack(
     out: &mut [Option<Tensor<1>>],
-    (slots, sizes): (impl IntoIterator<Item = usize>, &[usize]),
-    values: &[f32],
-    divisor: f32,
+    slots: impl IntoIterator<Item = usize>,
+    sizes: &[usize],
+    values: Vec<f32>,
     device: &Device,
 ) {
-    for (slot, values) in split(slots, sizes, values, divisor) {
-        out[slot] = Some(upload(values, device));
-    }
-}
-
-/// A bucket's `values` split into the tensors `slots` it holds (`sizes[slot]` values each, one
-/// after another), each value divided by `divisor` on the way: one pass over the bucket.
-pub(crate) fn split<'a>(
-    slots: impl IntoIterator<Item = usize> + 'a,
-    sizes: &'a [usize],
-    values: &'a [f32],
-    divisor: f32,
-) -> impl Iterator<Item = (usize, Vec<f32>)> + 'a {
-    let mut offset = 0;
-    slots.into_iter().map(move |slot| {
-        let part = &values[offset..offset + sizes[slot]];
-        offset += sizes[slot];
-        (slot, part.iter().map(|v| v / divisor).collect())
-    })
-}
-
-/// `values` as a flat tensor on `device` (on flex, without a copy).
-pub(crate) fn upload(values: Vec<f32>, device: &Device) -> Tensor<1> {
     let len = values.len();
-    Tensor::from_data(TensorData::new(values, [len]), device)
+    let bucket = Tensor::<1>::from_data(TensorData::new(values, [len]), device);
+    for (slot, view) in views(&bucket, slots, sizes) {
+        out[slot] = Some(view);
+    }
 }
 
 /// The tensors `slots` of `bucket`, which holds them one after another (`sizes[slot]` values

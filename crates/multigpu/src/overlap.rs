@@ -51,8 +51,9 @@ const FORWARD_PATIENCE: Duration = Duration::from_millis(20);
 
 /// An exchange under way: started before backward, finished after it.
 pub(crate) struct OverlappedExchange {
-    /// The exchange thread: the mean gradient, a vector per slot.
     thread: JoinHandle<Result<Vec<Vec<f32>>, Cause>>,
+    buckets: Vec<Vec<usize>>,
+    sizes: Vec<usize>,
     processes: Processes,
 }
 
@@ -70,7 +71,7 @@ impl OverlappedExchange {
         timeline: Timeline,
     ) -> std::io::Result<(Self, Vec<Tap>)> {
         let sizes = layout.sizes();
-        let plan = buckets::in_backward_order(&sizes, processes.bucket_bytes());
+        let buckets = buckets::in_backward_order(&sizes, processes.bucket_bytes());
         let (sender, receiver) = mpsc::channel();
         let taps = (0..towers)
             .map(|i| Tap::new(i, sender.clone(), schedule.clone()))
@@ -84,6 +85,7 @@ impl OverlappedExchange {
             kept,
             error: None,
         };
+        let (plan, thread_sizes) = (buckets.clone(), sizes.clone());
         let thread_processes = processes.clone();
         let thread = thread::Builder::new()
             .name("towers-exchange".into())
@@ -92,12 +94,17 @@ impl OverlappedExchange {
                     &*thread_processes,
                     gathering,
                     &plan,
-                    &sizes,
+                    &thread_sizes,
                     weight,
                     &timeline,
                 )
             })?;
-        let exchange = Self { thread, processes };
+        let exchange = Self {
+            thread,
+            buckets,
+            sizes,
+            processes,
+        };
         Ok((exchange, taps))
     }
 
@@ -109,50 +116,57 @@ impl OverlappedExchange {
         layout: &Layout,
         device: &Device,
     ) -> Result<Option<GradientsParams>, Cause> {
-        let means = match self.thread.join() {
-            Ok(means) => means?,
+        let mut sums = match self.thread.join() {
+            Ok(sums) => sums?,
             Err(panic) => std::panic::resume_unwind(panic),
         };
         let p = &*self.processes;
-        if p.gradients_may_overflow() && means.iter().flatten().any(|v| !v.is_finite()) {
+        if p.gradients_may_overflow() && sums.iter().flatten().any(|v| !v.is_finite()) {
             return Ok(crate::cross_process::skipped_not_finite(p));
         }
-        // Made here, on the caller's thread, which updates with them: a tensor made on the
-        // exchange thread would cross the GPU backends' per-thread streams.
-        let flat = means
+        let mut flat: Vec<Option<Tensor<1>>> = vec![None; self.sizes.len()];
+        for (slots, values) in self.buckets.iter().zip(sums.drain(1..)) {
+            buckets::unpack(
+                &mut flat,
+                slots.iter().copied(),
+                &self.sizes,
+                values,
+                device,
+            );
+        }
+        let flat = flat
             .into_iter()
-            .map(|values| buckets::upload(values, device));
+            .map(|t| t.expect("every slot is in a bucket"));
         Ok(Some(layout.unflatten(flat.collect())))
     }
 }
 
 /// The exchange thread: the weight, then each bucket as the towers complete it. Returns the
-/// summed buckets divided by the summed weights (the mean gradient), split into slots.
+/// summed buckets divided by the summed weights (the mean gradient), the weights' sum first.
 fn exchange(
     processes: &dyn crate::cross_process::CrossProcess,
     mut gathering: Gathering,
-    plan: &[Vec<usize>],
+    buckets: &[Vec<usize>],
     sizes: &[usize],
     weight: f64,
     timeline: &Timeline,
 ) -> Result<Vec<Vec<f32>>, Cause> {
-    let values: Vec<usize> = plan
+    let values: Vec<usize> = buckets
         .iter()
         .map(|slots| slots.iter().map(|&s| sizes[s]).sum())
         .collect();
     let all: Vec<usize> = std::iter::once(1).chain(values).collect();
-    let mut means = vec![Vec::new(); sizes.len()];
-    // Buckets that arrived before the summed weights (bucket 0), copied out of MPI's buffers.
-    let mut early: Vec<(usize, Vec<f32>)> = Vec::new();
-    // The summed weights, once bucket 0 has arrived: each bucket is divided by it as it is
-    // copied out of MPI's buffers into its slots (one pass over it).
+    let mut sums = vec![Vec::new(); all.len()];
+    // The summed weights, once bucket 0 has arrived: later buckets are divided by it as they
+    // are copied out of MPI's buffers (one pass instead of two); any that came before it are
+    // divided when it comes.
     let mut total = None;
     // When each bucket went to the ranks, for the timeline.
     let posted = vec![Cell::new(Instant::now()); all.len()];
     let mut ready = |k: usize| {
         let bucket = match k {
             0 => Some(vec![weight as f32]),
-            k => gathering.bucket(&plan[k - 1], sizes),
+            k => gathering.bucket(&buckets[k - 1], sizes),
         };
         if bucket.is_some() {
             posted[k].set(Instant::now());
@@ -160,21 +174,16 @@ fn exchange(
         bucket
     };
     let mut done = |k: usize, values: &[f32]| {
-        let mut unpack = |k: usize, values: &[f32], total| {
-            for (slot, mean) in buckets::split(plan[k - 1].iter().copied(), sizes, values, total) {
-                means[slot] = mean;
-            }
-        };
         match (k, total) {
             (0, _) => {
                 let weights = values[0];
-                total = Some(weights);
-                for (k, bucket) in early.drain(..) {
-                    unpack(k, &bucket, weights);
+                for early in sums.iter_mut().skip(1) {
+                    early.iter_mut().for_each(|v| *v /= weights);
                 }
+                total = Some(weights);
             }
-            (k, Some(total)) => unpack(k, values, total),
-            (k, None) => early.push((k, values.to_vec())),
+            (_, Some(total)) => sums[k] = values.iter().map(|v| v / total).collect(),
+            (_, None) => sums[k] = values.to_vec(),
         }
         let name = format!("bucket {k} across ranks");
         timeline.record(name, Track::Exchange, posted[k].get(), Instant::now());
@@ -182,7 +191,7 @@ fn exchange(
     processes.sum_gradient_buckets(&all, &mut ready, &mut done);
     match gathering.error {
         Some(error) => Err(error),
-        None => Ok(means),
+        None => Ok(sums),
     }
 }
 

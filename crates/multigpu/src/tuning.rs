@@ -114,6 +114,13 @@ pub fn load_tuning_bundle(file: &Path) -> Result<()> {
 /// Writes what this run tuned (and what it loaded) to `file`, one database another run loads
 /// with [`load_tuning_bundle`].
 pub fn save_tuning_bundle(file: &Path) -> Result<()> {
+    // CubeCL keeps tuning on disk only with a GPU backend (cubecl-environment's `persistence`).
+    #[cfg(not(feature = "gpu"))]
+    return Err(Error::Config(format!(
+        "cannot write the tuning bundle {}: this build has no GPU backend, nothing to tune",
+        file.display()
+    )));
+    #[cfg(feature = "gpu")]
     cubecl_environment::environment::bundle()
         .save(file, cubecl_environment::bundle::BundleFormat::Sqlite)
         .map(|_| ())

@@ -177,15 +177,15 @@ impl Mpi {
                 (0, _) => total = Some(values[0]),
                 // Divided while copied out of MPI's buffer: one pass over the bucket.
                 (k, Some(total)) => {
-                    let slots = (plan[k - 1].clone(), &sizes[..]);
-                    buckets::unpack(&mut out, slots, values, total, device);
+                    let mean = values.iter().map(|v| v / total).collect();
+                    buckets::unpack(&mut out, plan[k - 1].clone(), &sizes, mean, device);
                 }
                 (k, None) => early.push((k - 1, values.to_vec())),
             }
             if let Some(total) = total {
                 for (b, values) in early.drain(..) {
-                    let slots = (plan[b].clone(), &sizes[..]);
-                    buckets::unpack(&mut out, slots, &values, total, device);
+                    let mean = values.into_iter().map(|v| v / total).collect();
+                    buckets::unpack(&mut out, plan[b].clone(), &sizes, mean, device);
                 }
             }
         };
@@ -308,7 +308,7 @@ impl CrossProcess for Mpi {
         let mut out: Vec<Option<Tensor<1>>> = vec![None; tensors.len()];
         let read = |k: usize| Some(read_bucket(&tensors, plan[k].clone()));
         let done = |k: usize, values: &[f32]| {
-            buckets::unpack(&mut out, (plan[k].clone(), &sizes), values, 1.0, device);
+            buckets::unpack(&mut out, plan[k].clone(), &sizes, values.to_vec(), device);
         };
         self.exchange(
             what,
