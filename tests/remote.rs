@@ -124,6 +124,12 @@ fn train_towers<M: Module, L: IntoTowerLoss>(
 fn towers_on_two_remote_devices_match_one_local_tower() {
     let servers = [Server::start("flex"), Server::start("flex")];
     let remote = format!("{},{}", servers[0].device(0), servers[1].device(0));
+    // Remote devices stay unfused whatever the build's `fusion` feature: Burn's remote fusion
+    // (which Burn's own `fusion` feature turns on) broke a flex server mid-run (see `fusion` in
+    // crates/multigpu/Cargo.toml).
+    for tower in parse_devices(&remote).unwrap() {
+        assert!(!tower.is_fused(), "{} is fused", tower.name());
+    }
     let device = flex();
     device.seed(5);
     let batches = [batch(12, 1), batch(12, 2)];
