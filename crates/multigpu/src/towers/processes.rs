@@ -8,6 +8,7 @@ use super::between_steps::{PRESENT, State};
 use super::{Towers, broadcast};
 use crate::cross_process::{self, Processes};
 use crate::error::{Error, Result};
+use crate::timeline::{Span, Track};
 
 impl<M: Module> Towers<M> {
     /// Makes these towers one rank of a multi-process job: every update then applies the mean
@@ -73,7 +74,14 @@ impl<M: Module> Towers<M> {
     /// `outcome`, this rank's step so far, failed on every rank if it failed on any (see
     /// [`cross_process::agreed`]).
     pub(super) fn agreed_by_ranks<T>(&self, outcome: Result<T>) -> Result<T> {
+        let _agreeing = self.across_ranks_span("agreement across ranks");
         cross_process::agreed(self.processes.as_deref(), outcome)
+    }
+
+    /// A span of the timeline's main track named `name`, when there are other ranks.
+    fn across_ranks_span(&self, name: &'static str) -> Option<Span<'_>> {
+        let ranks = self.processes.as_ref().map_or(1, |p| p.size());
+        (ranks > 1).then(|| self.timeline.span(name, Track::Main))
     }
 
     /// The other ranks of the job, if these towers are one rank of several.
@@ -87,6 +95,7 @@ impl<M: Module> Towers<M> {
         if !self.has_running_stats {
             return model;
         }
+        let _averaging = self.across_ranks_span("running state across ranks");
         let processes = self.processes.as_deref();
         cross_process::mean_running_stats(processes, model, &self.running, examples, &self.main)
     }
