@@ -2,6 +2,9 @@
 //! (a fuzzer cannot guess a CRC). Shared by the proptest targets (`tests/fuzz/`) and the
 //! cargo-fuzz targets (`fuzz/`).
 
+use std::ops::Range;
+
+use prost::encoding::decode_varint;
 use towers_data::tfrecord::masked_crc;
 
 /// Rewrites every CRC a TFRecord file's framing reaches (each length's, each record's data's).
@@ -24,26 +27,17 @@ pub fn fix_tfrecord_crcs(bytes: &mut [u8]) {
     }
 }
 
-/// A LevelDB varint at `*at`, advancing it.
-fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *bytes.get(*at)?;
-        *at += 1;
-        value |= u64::from(byte & 0x7F) << shift;
-        if byte < 0x80 {
-            return Some(value);
-        }
-    }
-    None
+/// A LevelDB varint at the front of `rest`, advancing past it: prost's reader, the one the
+/// table reader (`towers_models::weights`) uses.
+fn varint(rest: &mut &[u8]) -> Option<usize> {
+    usize::try_from(decode_varint(rest).ok()?).ok()
 }
 
-/// Rewrites the trailer CRC of the table block whose handle (offset, size) is at `handle`;
+/// Rewrites the trailer CRC of the table block whose handle (offset, size) starts `handle`;
 /// returns the block's range.
-fn fix_block(bytes: &mut [u8], handle: &[u8]) -> Option<std::ops::Range<usize>> {
-    let mut at = 0;
-    let offset = usize::try_from(varint(handle, &mut at)?).ok()?;
-    let size = usize::try_from(varint(handle, &mut at)?).ok()?;
+fn fix_block(bytes: &mut [u8], mut handle: &[u8]) -> Option<Range<usize>> {
+    let offset = varint(&mut handle)?;
+    let size = varint(&mut handle)?;
     let end = offset.checked_add(size)?;
     if end.checked_add(5)? > bytes.len() {
         return None;
@@ -59,16 +53,13 @@ pub fn fix_table_crcs(bytes: &mut [u8]) {
     let Some(footer) = bytes.len().checked_sub(48) else {
         return;
     };
-    let handles = bytes[footer..footer + 40].to_vec();
-    let mut at = 0;
+    let footer = bytes[footer..footer + 40].to_vec();
+    let mut handles = &footer[..];
     // The metaindex handle, then the index block's.
-    if varint(&handles, &mut at)
-        .and(varint(&handles, &mut at))
-        .is_none()
-    {
+    if varint(&mut handles).and(varint(&mut handles)).is_none() {
         return;
     }
-    let Some(index) = fix_block(bytes, &handles[at..]) else {
+    let Some(index) = fix_block(bytes, handles) else {
         return;
     };
     let block = bytes[index].to_vec();
@@ -79,28 +70,21 @@ pub fn fix_table_crcs(bytes: &mut [u8]) {
     let Some(restarts) = restarts else {
         return;
     };
-    let mut at = 0;
-    while at < restarts {
+    // Each entry: shared and unshared key lengths, value length, the key's unshared bytes, the
+    // value (a data block's handle).
+    let mut entries = &block[..];
+    while block.len() - entries.len() < restarts {
         let (Some(_), Some(unshared), Some(len)) = (
-            varint(&block, &mut at),
-            varint(&block, &mut at),
-            varint(&block, &mut at),
+            varint(&mut entries),
+            varint(&mut entries),
+            varint(&mut entries),
         ) else {
             return;
         };
-        let value = usize::try_from(unshared)
-            .ok()
-            .and_then(|u| at.checked_add(u));
-        let end = value
-            .zip(usize::try_from(len).ok())
-            .and_then(|(v, l)| v.checked_add(l));
-        let (Some(value), Some(end)) = (value, end) else {
+        let Some(value) = entries.get(unshared..).and_then(|rest| rest.get(..len)) else {
             return;
         };
-        if end > block.len() {
-            return;
-        }
-        fix_block(bytes, &block[value..end]);
-        at = end;
+        fix_block(bytes, value);
+        entries = &entries[unshared + len..];
     }
 }
