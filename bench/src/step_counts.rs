@@ -4,24 +4,43 @@
 //! which CubeCL does not report: counted where the towers make them,
 //! `towers_multigpu::host_syncs`).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use cubecl_runtime::logging::{LaunchObservation, LaunchObserver};
 use towers_multigpu::{HostSyncs, host_syncs};
 
-/// Counts launches, of every kernel.
+/// Launches per kernel name.
 #[derive(Default)]
-struct Launches(AtomicU64);
+struct Launches(Mutex<BTreeMap<&'static str, u64>>);
 
 impl LaunchObserver for Launches {
-    fn launched(&self, _kernel: &'static str) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+    fn launched(&self, kernel: &'static str) {
+        let mut counts = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *counts.entry(kernel).or_default() += 1;
+    }
+}
+
+/// What `steps` calls of a step cost the host.
+pub struct StepCounts {
+    /// Kernel launches per kernel name, most launched first.
+    pub launches: Vec<(&'static str, u64)>,
+    /// Reads and flushes.
+    pub syncs: HostSyncs,
+}
+
+impl StepCounts {
+    /// Every kernel launch.
+    pub fn total_launches(&self) -> u64 {
+        self.launches.iter().map(|(_, n)| n).sum()
     }
 }
 
 /// The kernel launches and host syncs of `steps` calls of `step`.
-pub fn count(steps: usize, mut step: impl FnMut()) -> (u64, HostSyncs) {
+pub fn count(steps: usize, mut step: impl FnMut()) -> StepCounts {
     let launches = Arc::new(Launches::default());
     let observation = LaunchObservation::new(launches.clone());
     let before = host_syncs();
@@ -30,5 +49,8 @@ pub fn count(steps: usize, mut step: impl FnMut()) -> (u64, HostSyncs) {
     }
     let syncs = host_syncs().since(before);
     drop(observation);
-    (launches.0.load(Ordering::Relaxed), syncs)
+    let counts = std::mem::take(&mut *launches.0.lock().expect("no observer panicked"));
+    let mut launches: Vec<_> = counts.into_iter().collect();
+    launches.sort_by_key(|&(name, n)| (std::cmp::Reverse(n), name));
+    StepCounts { launches, syncs }
 }

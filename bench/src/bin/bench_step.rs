@@ -18,7 +18,8 @@
 //! 4. On a CubeCL device (built with a GPU backend): the step as the trainer runs it (`Towers`,
 //!    the trainer's loss), on 1 tower and on 2 towers of the same device, counted over REPS
 //!    steps after one: `launches per step: N` (kernel launches, CubeCL's launch observer) and
-//!    `host syncs per step per tower: S` (reads and flushes, `towers_multigpu::host_syncs`).
+//!    `host syncs per step per tower: S` (reads and flushes, `towers_multigpu::host_syncs`),
+//!    then the launches per step of each kernel, most launched first.
 
 use std::time::{Duration, Instant};
 
@@ -89,15 +90,22 @@ fn step_counts(net: &Cifar10Net, entry: &str, steps: usize, device: &Device) {
             towers.step(&batch, 0.1, &loss).expect("a step");
         };
         step();
-        let (launches, syncs) = count(steps, step);
+        let counts = count(steps, step);
         let per_step = |n: u64| n as f64 / steps as f64;
-        println!("{list}: launches per step: {:.0}", per_step(launches));
+        println!(
+            "{list}: launches per step: {:.0}",
+            per_step(counts.total_launches())
+        );
+        let syncs = counts.syncs;
         println!(
             "{list}: host syncs per step per tower: {:.2} (per step: {:.1} reads, {:.1} flushes)",
             per_step(syncs.total()) / devices.len() as f64,
             per_step(syncs.reads),
             per_step(syncs.flushes),
         );
+        for (kernel, launches) in &counts.launches {
+            println!("    {:>6.1}  {kernel}", per_step(*launches));
+        }
     }
 }
 
