@@ -12,7 +12,8 @@
 //!   gradient, from the loopback interface's counters (`/proc/net/dev`: every byte the ranks
 //!   send each other, TCP/IP headers included, and anything else on loopback meanwhile; Open
 //!   MPI must use TCP on `lo`, as the command above says, for the counters to see the bytes).
-//!   Exchanged as the trainer exchanges gradients, in the `TOWERS_WIRE` format.
+//!   Exchanged as the trainer exchanges gradients, in the `TOWERS_WIRE` format. Beside it, the
+//!   CPU time a rank's process spends per exchange (every thread, kernel time included).
 //! - A training step (momentum SGD, one flex tower per rank) of the CIFAR-10 net (batch 128 per
 //!   rank) and of Inception v3 (299x299, batch `TOWERS_BENCH_INCEPTION_BATCH` per rank, default
 //!   4): alone, and as one rank of the job with the exchange after backward and overlapped with
@@ -20,7 +21,10 @@
 //!   communication fraction is (the step as a rank - the step alone) / the exchange's own time:
 //!   1 when the whole exchange adds to the step, 0 when backward hides all of it. The scaling
 //!   efficiency is the ranks' examples per second over the rank count times one rank's alone
-//!   with the same share of the cores (the step alone / the step as a rank).
+//!   with the same share of the cores (the step alone / the step as a rank). Where the ranks
+//!   share one machine whose cores their backward passes fill, the exchange's CPU time can
+//!   only come out of the steps: the ranks' CPU time over the cores, over the exchange's own
+//!   time, is the least fraction any overlap can reach there, printed beside F.
 //!
 //! `bench/scripts/mpi-link RATE [REPS]` runs it on a loopback shaped to a link's rate (`tc`,
 //! as root), restoring it on every exit. `-x TOWERS_TIMELINE=DIR` records each rank's
@@ -33,6 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use towers_bench::cifar_net::CifarNet;
+use towers_bench::input_stages::process_cpu_time;
 use towers_bench::{cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::{Module, ModuleVisitor, Param};
@@ -64,8 +69,11 @@ fn main() -> anyhow::Result<()> {
         "{} ranks, {reps} repetitions per row, gradients as {wire:?} on the wire",
         mpi.size()
     ));
-    say("| gradient | MB | exchange ms | copy ms | × copy | wire MB/rank | × gradient |".into());
-    say("|---|---:|---:|---:|---:|---:|---:|".into());
+    say(
+        "| gradient | MB | exchange ms | CPU ms/rank | copy ms | × copy | wire MB/rank | × gradient |"
+            .into(),
+    );
+    say("|---|---:|---:|---:|---:|---:|---:|---:|".into());
     let cifar = || CifarNet::new(&device);
     let inception = || InceptionV3Config::new(1001).init(&device);
     let exchange_cifar = exchange_row(&*mpi, "TF CIFAR-10 net", trainable(&cifar()), reps);
@@ -94,12 +102,20 @@ fn main() -> anyhow::Result<()> {
         ("CIFAR-10 net", cifar_steps, exchange_cifar.1),
         ("Inception v3", inception_steps, exchange_inception.1),
     ] {
-        let exposed = |joined: f64| (joined - alone) / exchange;
+        let exposed = |joined: f64| (joined - alone) / exchange.wall;
         say(format!(
             "{name}: exposed communication fraction: {:.2} (after backward: {:.2}; exchange {:.1} ms)",
             exposed(overlapped),
             exposed(after),
-            exchange * 1e3
+            exchange.wall * 1e3
+        ));
+        // Where every core already runs some rank's backward, each rank's exchange CPU time
+        // comes out of the cores' time: the ranks' steps grow by it, however well overlapped.
+        say(format!(
+            "{name}: exchange CPU time per rank {:.1} ms: the least F where the ranks' backward \
+             passes fill every core ({:.2})",
+            exchange.cpu * 1e3,
+            exchange.cpu * mpi.size() as f64 / (cores() * exchange.wall)
         ));
         // The ranks' examples per second over the ranks' count times one rank's alone, with
         // the same share of the cores: alone / joined.
@@ -187,14 +203,24 @@ fn trainable<M: Module>(model: &M) -> Vec<Tensor<1>> {
     collect.0
 }
 
-/// One table row: the exchange of `tensors` against one copy of their bytes; and the
-/// exchange's median time in seconds.
+/// What one exchange of a net's gradient takes a rank, in seconds.
+struct Exchange {
+    /// The median wall time.
+    wall: f64,
+    /// The mean CPU time of the rank's process, every thread, kernel time included: its TCP
+    /// copies, and the loopback's receive path, which Linux runs in the sender's context
+    /// (less what `ksoftirqd` and the qdisc's timer take up elsewhere).
+    cpu: f64,
+}
+
+/// One table row: the exchange of `tensors` against one copy of their bytes; and what the
+/// exchange takes a rank.
 fn exchange_row(
     mpi: &dyn CrossProcess,
     name: &str,
     tensors: Vec<Tensor<1>>,
     reps: usize,
-) -> (String, f64) {
+) -> (String, Exchange) {
     let device = tensors[0].device();
     let floats: usize = tensors.iter().map(|t| t.dims()[0]).sum();
     let bytes = 4 * floats;
@@ -202,6 +228,7 @@ fn exchange_row(
     // Every rank reads the counters between the same two exchanges.
     mpi.any("the counters' start", false);
     let wire_before = loopback_bytes();
+    let cpu_before = process_cpu_time();
     let exchanges: Vec<Duration> = (0..reps)
         .map(|_| {
             let started = Instant::now();
@@ -209,6 +236,7 @@ fn exchange_row(
             started.elapsed()
         })
         .collect();
+    let cpu = (process_cpu_time() - cpu_before).as_secs_f64() / reps as f64;
     mpi.any("the counters' end", false);
     let wire = (loopback_bytes() - wire_before) as f64 / (reps * mpi.size()) as f64;
     let host = vec![1.0f32; floats];
@@ -223,15 +251,30 @@ fn exchange_row(
         .collect();
     let (exchange, copy) = (median(exchanges), median(copies));
     let row = format!(
-        "| {name} | {:.2} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} |",
+        "| {name} | {:.2} | {:.1} | {:.1} | {:.2} | {:.0} | {:.2} | {:.2} |",
         bytes as f64 / 1e6,
         exchange * 1e3,
+        cpu * 1e3,
         copy * 1e3,
         exchange / copy,
         wire / 1e6,
         wire / bytes as f64
     );
-    (row, exchange)
+    (
+        row,
+        Exchange {
+            wall: exchange,
+            cpu,
+        },
+    )
+}
+
+/// The cores this machine has online (the ranks share them: one machine runs every rank).
+/// Not `available_parallelism`: mpirun binds each of 2 ranks to a core of its own.
+fn cores() -> f64 {
+    // SAFETY: sysconf reads a system setting; the name is a constant of Linux.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    online.max(1) as f64
 }
 
 /// Bytes sent on the loopback interface since boot, by every process.

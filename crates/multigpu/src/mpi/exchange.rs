@@ -164,7 +164,7 @@ impl Exchange<'_> {
             let mut summed = vec![false; sizes.len()];
             let mut next_gather = 0;
             let mut said_posted = false;
-            let mut idle = 0u32;
+            let mut last_progress = Instant::now();
             loop {
                 // The next bucket, if this rank has it ready and every rank's header matched.
                 let mut asked = false;
@@ -193,7 +193,7 @@ impl Exchange<'_> {
                                     ),
                                 ));
                                 to_gather[k] = Some((mine, all));
-                                idle = 0;
+                                last_progress = Instant::now();
                                 continue;
                             }
                             Collective::Sum(_) => {
@@ -216,17 +216,17 @@ impl Exchange<'_> {
                             }
                         };
                         buckets.push((k, request));
-                        idle = 0;
+                        last_progress = Instant::now();
                     }
                 }
-                poll(&mut waiting_for, |rank, theirs: &[u64]| {
+                let mut completed = poll(&mut waiting_for, |rank, theirs: &[u64]| {
                     let theirs = Header(theirs.try_into().expect("a header's four numbers"));
                     if theirs != header {
                         self.mismatched(rank, &header.difference(&theirs));
                     }
                 });
-                poll(&mut told, |_, _| {});
-                poll(&mut posting, |_, _| {});
+                completed += poll(&mut told, |_, _| {});
+                completed += poll(&mut posting, |_, _| {});
                 if unposted.peek().is_none() && !said_posted {
                     for rank in (0..world.size()).filter(|&r| r != me) {
                         let peer = world.process_at_rank(rank);
@@ -235,8 +235,8 @@ impl Exchange<'_> {
                     }
                     said_posted = true;
                 }
-                poll(&mut buckets, &mut done);
-                poll(&mut scattering, |k, parts: &[u16]| {
+                completed += poll(&mut buckets, &mut done);
+                completed += poll(&mut scattering, |k, parts: &[u16]| {
                     let (mine, _) = to_gather[k].as_mut().expect("scattered once");
                     sum_part(wire_of(collective(k)), parts, mine);
                     summed[k] = true;
@@ -251,7 +251,7 @@ impl Exchange<'_> {
                     gathering.push((k, gather));
                     next_gather += 1;
                 }
-                poll(&mut gathering, |k, all: &[u16]| {
+                completed += poll(&mut gathering, |k, all: &[u16]| {
                     let wire = wire_of(collective(k));
                     let sums: Vec<f32> = all[..sizes[k]].iter().map(|&b| wire.decode(b)).collect();
                     done(k, &sums);
@@ -272,22 +272,15 @@ impl Exchange<'_> {
                     let computing: Vec<i32> = posting.iter().map(|(rank, _)| *rank).collect();
                     self.give_up(&late, &computing);
                 }
+                if completed > 0 {
+                    last_progress = Instant::now();
+                }
                 // `ready` paces the loop while this rank's buckets are still being made (it
                 // waits a little for them, leaving the cores to backward).
                 if asked {
                     continue;
                 }
-                // MPI moves a non-blocking collective's data only inside our tests: poll
-                // without pause while every rank is here, as MPI_Wait does, but yielding the
-                // core to any thread that can run (another rank's backward, on a machine the
-                // ranks share); while waiting for a rank still computing, yield, then sleep
-                // once the wait is long.
-                idle += 1;
-                if waiting_for.is_empty() || idle < 10_000 {
-                    thread::yield_now();
-                } else {
-                    thread::sleep(Duration::from_micros(200));
-                }
+                pause(last_progress.elapsed());
             }
         });
         *buffers = recvs;
@@ -396,11 +389,35 @@ fn sum_part(wire: Wire, parts: &[u16], mine: &mut [u16]) {
     }
 }
 
-/// Tests every request once, hands the finished ones' data to `done` and keeps the others.
+/// How long the exchange keeps polling MPI without pause after its last progress (a bucket
+/// posted, a request completed), as MPI_Wait would: the messages of one collective follow
+/// each other closely. 1 and 5 ms gave the same exchange times (`bench_mpi`, 2026-11-29);
+/// the shorter spends less CPU time.
+const SPIN: Duration = Duration::from_millis(1);
+
+/// The pause between polls after that. MPI moves a non-blocking collective's data only inside
+/// our tests, but the socket buffers hold more than a link carries in the pause: at 10 Gbit/s
+/// Inception v3's exchange took the same time polling every 0.1 ms as polling without pause,
+/// and a third of the CPU time (`bench_mpi`, 2026-11-29; bench/HISTORY.md).
+const POLL_PAUSE: Duration = Duration::from_micros(100);
+
+/// Waits before the next poll, `quiet` after the exchange's last progress: yields the core to
+/// any thread that can run (another rank's backward, on a machine the ranks share) while
+/// `quiet` is under [`SPIN`], then sleeps [`POLL_PAUSE`].
+fn pause(quiet: Duration) {
+    match quiet < SPIN {
+        true => thread::yield_now(),
+        false => thread::sleep(POLL_PAUSE),
+    }
+}
+
+/// Tests every request once, hands the finished ones' data to `done` and keeps the others;
+/// returns how many finished.
 fn poll<'a, D: ?Sized, S: Scope<'a>, K: Copy>(
     requests: &mut Vec<(K, Request<'a, D, S>)>,
     mut done: impl FnMut(K, &'a D),
-) {
+) -> usize {
+    let before = requests.len();
     let mut pending = Vec::with_capacity(requests.len());
     for (key, request) in requests.drain(..) {
         match request.test_with_data() {
@@ -409,4 +426,5 @@ fn poll<'a, D: ?Sized, S: Scope<'a>, K: Copy>(
         }
     }
     *requests = pending;
+    before - requests.len()
 }
