@@ -11,9 +11,11 @@
 #![cfg(feature = "gpu")]
 
 use burn_towers::data::cifar10::BuiltinCifar10;
+use burn_towers::kernels::Precision;
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
 use towers_testing::training::{cifar_net, quick_cifar_config};
+use towers_testing::{assert_error_names, report};
 
 /// Relative difference allowed between the losses of a GPU run and the flex run.
 const TOLERANCE: f64 = 1e-4;
@@ -72,4 +74,33 @@ fn cifar10_trains_on_a_gpu_and_resumes_on_another_device_list() {
     resumed.resume = true;
     let all = train(resumed, &data);
     assert_track(&all, &flex, "resumed on the GPU alone");
+}
+
+/// Products in a type the GPU lacks (bf16 on wgpu, whose WGSL has none) are refused before the
+/// first step, naming the device, rather than failing in the backend's own thread when it
+/// compiles the first cast; flex has bf16, so `flex,GPU` is refused too.
+#[test]
+fn bf16_products_on_a_gpu_without_bf16_are_refused_at_the_start() {
+    let Some(gpu) = gpu_or_skip("bf16_products_on_a_gpu_without_bf16") else {
+        return;
+    };
+    if Precision::Bf16.supported_on(&gpu.device) {
+        eprintln!(
+            "SKIPPED bf16_products_on_a_gpu_without_bf16: {} has bf16",
+            gpu.entry
+        );
+        return;
+    }
+    let data = BuiltinCifar10::create(64, 16, 3).unwrap();
+    for list in [gpu.list("GPU"), gpu.list("flex,GPU")] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = quick_cifar_config(dir.path(), &list, 3).with_precision(Precision::Bf16);
+        let error = Trainer::new(config)
+            .run(cifar_net, &Input::cifar10_train(data.dir()).unwrap())
+            .err()
+            .unwrap_or_else(|| panic!("{list}: bf16 products trained"));
+        assert_error_names(&report(&error), &["bf16", &gpu.entry, "f32 or f16"]);
+        let written: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(written.is_empty(), "{list}: wrote {written:?}");
+    }
 }

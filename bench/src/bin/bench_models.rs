@@ -40,6 +40,11 @@ fn main() {
         Some("bf16") => vec![Precision::Bf16],
         Some(other) => panic!("PRECISION is f32 or bf16, not {other}"),
     };
+    let (precisions, lacking): (Vec<_>, Vec<_>) =
+        (precisions.into_iter()).partition(|p| p.supported_on(&device));
+    for precision in lacking {
+        println!("no {precision} rows: {entry} has no {precision} type (wgpu's WGSL has no bf16)");
+    }
     let model = only(2);
     let runs = |name: &str| model.as_deref().is_none_or(|m| m == name);
     if runs("cifar10") {

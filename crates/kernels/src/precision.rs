@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::str::FromStr;
 
-use burn::tensor::DType;
+use burn::tensor::{DType, Device};
 use serde::{Deserialize, Serialize};
 
 /// The arithmetic of matrix products and convolutions.
@@ -28,7 +28,8 @@ pub enum Precision {
     #[default]
     F32,
     /// Products in bfloat16 (f32's range, 8 bits of mantissa): no loss scaling needed. On
-    /// CPUs with AMX or AVX-512 BF16 ([`bf16_kernel`](crate::bf16_kernel)), the fast one.
+    /// CPUs with AMX or AVX-512 BF16 ([`bf16_kernel`](crate::bf16_kernel)), the fast one. Not
+    /// on wgpu, whose WGSL has no bf16 ([`supported_on`](Self::supported_on)).
     Bf16,
     /// Products in IEEE half (5 exponent bits): on GPUs; gradients underflow without loss
     /// scaling, which the trainer then turns on.
@@ -43,6 +44,13 @@ impl Precision {
             Precision::Bf16 => DType::BF16,
             Precision::F16 => DType::F16,
         }
+    }
+
+    /// Whether `device` has this precision's type (Burn's `Device::supports_dtype`). Products
+    /// in a type the device lacks fail in the backend, on its own thread, when it compiles the
+    /// cast: wgpu's WGSL, for one, has no bf16. On a remote device, asks its server.
+    pub fn supported_on(self, device: &Device) -> bool {
+        device.supports_dtype(self.dtype())
     }
 }
 

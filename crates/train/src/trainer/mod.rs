@@ -39,12 +39,13 @@ pub use start::{load_into, lock_device_generators};
 
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
+use towers_kernels::Precision;
 use towers_models::ImageClassifier;
 use towers_multigpu::{Processes, TowerDevice, TowerLoss, parse_devices};
 
 use crate::checkpoint::CheckpointDir;
 use crate::config::TrainConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::step::{ClassifierStep, TrainStep};
 use crate::stop::StopFlag;
 use crate::train_input::{BatchSource, TrainInput};
@@ -165,6 +166,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         let c = &self.config;
         c.validate()?;
         let devices = parse_devices(&c.devices)?;
+        check_precision(c.precision, &devices)?;
         let main = self.parameter_device(&devices)?;
         let ckpts = CheckpointDir::new(&c.train_dir, c.keep_checkpoints);
         let start = self.start(init, &main, &ckpts)?;
@@ -191,4 +193,22 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         };
         Ok(device.autodiff())
     }
+}
+
+/// Fails when a tower device has no type for the products' `precision`: the backend would fail
+/// on its own thread, compiling the first cast, not at the op that asked (wgpu's WGSL has no
+/// bf16).
+fn check_precision(precision: Precision, devices: &[TowerDevice]) -> Result<()> {
+    let Some(lacking) = devices.iter().find(|t| !precision.supported_on(t.device())) else {
+        return Ok(());
+    };
+    let other = match Precision::F16.supported_on(lacking.device()) && precision != Precision::F16 {
+        true => "f32 or f16",
+        false => "f32",
+    };
+    Err(Error::Config(format!(
+        "precision: products in {precision} need a {precision} type on every tower device, and \
+         {} has none; choose {other} there",
+        lacking.name()
+    )))
 }
