@@ -51,10 +51,12 @@ pub struct TowersConfig {
     /// [`Towers::across_processes`]) overlaps backward: each bucket of gradients travels as
     /// soon as backward has finished it on every tower, while backward goes on (see
     /// `overlap.rs`). On by default, as in PyTorch DDP and Horovod: with the ranks' bytes on a
-    /// link (Inception v3, 2 ranks, loopback shaped to 10 and 25 Gbit/s; bench/README.md) it
-    /// beats exchanging after backward. Where the exchange is CPU work on the cores backward
-    /// uses (ranks sharing one machine over loopback, no link) it costs more than it hides:
-    /// use towers within a machine, or turn it off. Off: the ranks exchange after backward,
+    /// link it beats exchanging after backward (Inception v3, 2 ranks on 2 cores, loopback
+    /// shaped to 10 Gbit/s; at 25 Gbit/s it won one sitting and lost the next;
+    /// bench/README.md). The exchange's own CPU work comes out of backward where backward
+    /// fills every core, so where the exchange is mostly that (ranks sharing one machine over
+    /// loopback, no link) it costs more than it hides: use towers within a machine, or turn
+    /// it off. Off: the ranks exchange after backward,
     /// which a loss function returning its own gradients needs.
     #[config(default = true)]
     pub overlap: bool,
