@@ -48,7 +48,8 @@ impl Precision {
 
     /// Whether `device` has this precision's type (Burn's `Device::supports_dtype`). Products
     /// in a type the device lacks fail in the backend, on its own thread, when it compiles the
-    /// cast: wgpu's WGSL, for one, has no bf16. On a remote device, asks its server.
+    /// cast: wgpu's WGSL, for one, has no bf16. On a remote device, asks its server (Burn's
+    /// client panics if it cannot be reached).
     pub fn supported_on(self, device: &Device) -> bool {
         device.supports_dtype(self.dtype())
     }

@@ -56,8 +56,8 @@ pub struct TowersConfig {
     /// bench/README.md). The exchange's own CPU work comes out of backward where backward
     /// fills every core, so where the exchange is mostly that (ranks sharing one machine over
     /// loopback, no link) it costs more than it hides: use towers within a machine, or turn
-    /// it off. Off: the ranks exchange after backward,
-    /// which a loss function returning its own gradients needs.
+    /// it off. Off: the ranks exchange after backward, which a loss function returning its own
+    /// gradients needs.
     #[config(default = true)]
     pub overlap: bool,
     /// Under [`Reduce::AllReduce`], every how many updates the replicas are compared with
