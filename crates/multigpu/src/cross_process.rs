@@ -191,6 +191,8 @@ pub(crate) fn mean_gradients(
 ) -> Option<GradientsParams> {
     match processes {
         Some(p) if p.size() > 1 => {
+            // Plain tensors, as backward's gradients are: see `OverlappedExchange::finish`.
+            let device = &device.clone().inner();
             let flat = layout.flatten(grads, device);
             let mean = p.weighted_mean_of_gradients(flat, weight, device);
             let finite = || Tensor::cat(mean.clone(), 0).is_finite().all().into_scalar();

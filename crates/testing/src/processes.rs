@@ -38,12 +38,13 @@ impl CrossProcess for SameRanks {
         self.ranks
     }
 
-    fn weighted_mean(&self, _: &str, t: Vec<Tensor<1>>, _: f64, _: &Device) -> Vec<Tensor<1>> {
-        t
+    /// This rank's `t`, on `device` as the trait says (MPI's results are new tensors there).
+    fn weighted_mean(&self, _: &str, t: Vec<Tensor<1>>, _: f64, device: &Device) -> Vec<Tensor<1>> {
+        on(t, device)
     }
 
-    fn broadcast(&self, _: &str, t: Vec<Tensor<1>>, _: &Device) -> Vec<Tensor<1>> {
-        t
+    fn broadcast(&self, _: &str, t: Vec<Tensor<1>>, device: &Device) -> Vec<Tensor<1>> {
+        on(t, device)
     }
 
     fn sum_buckets(
@@ -74,4 +75,11 @@ impl CrossProcess for SameRanks {
     fn abort(&self, message: &str) -> ! {
         panic!("{message}")
     }
+}
+
+/// `tensors` as new tensors of their values on `device`.
+fn on(tensors: Vec<Tensor<1>>, device: &Device) -> Vec<Tensor<1>> {
+    (tensors.into_iter())
+        .map(|t| Tensor::from_data(t.into_data(), device))
+        .collect()
 }
