@@ -109,8 +109,8 @@ impl OverlappedExchange {
     }
 
     /// Waits for the exchange to end: the mean gradient over every rank's examples, on
-    /// `device` without autodiff; `None`, the same on every rank, when it travelled in fewer bits and is not
-    /// finite. Every tap must be dropped first (the thread waits for them).
+    /// `device` without autodiff; `None`, the same on every rank, when it travelled in fewer
+    /// bits and is not finite. Every tap must be dropped first (the thread waits for them).
     pub(crate) fn finish(
         self,
         layout: &Layout,
