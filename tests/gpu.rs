@@ -14,6 +14,7 @@ use burn_towers::data::cifar10::BuiltinCifar10;
 use burn_towers::kernels::Precision;
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
+use towers_testing::losses::assert_cross_entropy_matches_burns;
 use towers_testing::training::{cifar_net, quick_cifar_config};
 use towers_testing::{assert_error_names, report};
 
@@ -103,4 +104,14 @@ fn bf16_products_on_a_gpu_without_bf16_are_refused_at_the_start() {
         let written: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert!(written.is_empty(), "{list}: wrote {written:?}");
     }
+}
+
+/// The loss every bundled net takes, with its own backward pass on CubeCL devices: Burn's
+/// value and gradient on the GPU too (fused or not, as this build is).
+#[test]
+fn softmax_cross_entropy_and_its_gradient_are_burns_on_a_gpu() {
+    let Some(gpu) = gpu_or_skip("softmax_cross_entropy_on_a_gpu") else {
+        return;
+    };
+    assert_cross_entropy_matches_burns(&gpu.device);
 }

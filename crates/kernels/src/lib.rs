@@ -10,6 +10,7 @@
 //! - `extension/` (feature `flex`): the Burn backend extension that reaches them, forward and
 //!   (under autodiff) backward.
 //! - `dispatch/`: the public ops, each routed to the extension or to Burn.
+//! - `loss/`: [`softmax_cross_entropy`], with a backward pass of its own on every backend.
 //! - `nn/`: drop-in layers with Burn's names, `Config`s and records ([`nn::conv::Conv2d`],
 //!   [`nn::pool::MaxPool2d`], [`nn::Linear`], ...), on those ops.
 
@@ -18,6 +19,7 @@ mod dispatch;
 mod extension;
 #[cfg(feature = "flex")]
 mod flex;
+mod loss;
 pub mod nn;
 mod padding;
 mod precision;
@@ -31,5 +33,6 @@ pub use dispatch::{
     conv_images, conv2d, conv2d_relu, fused_adam, fused_rmsprop, fused_sgd, linear, max_pool2d,
     reads_rounded,
 };
+pub use loss::softmax_cross_entropy;
 pub use padding::same_padding;
 pub use precision::{Bf16Kernel, Precision, current_precision, with_precision};

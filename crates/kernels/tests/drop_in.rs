@@ -5,7 +5,7 @@
 
 use burn::module::{Module, Param};
 use burn::nn::PaddingConfig2d;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Int, Tensor};
 use towers_kernels::nn;
 use towers_testing::compare::{rel_diff, values};
 use towers_testing::nets::{pattern, seeded};
@@ -196,6 +196,36 @@ fn linear_gives_burns_outputs_and_gradients() {
             1e-6,
             "linear: weight gradient",
         );
+    }
+}
+
+/// The loss on every configuration: its own path (plain, smoothed) and Burn's (class weights,
+/// pad tokens, probabilities), each against Burn's loss of the same configuration.
+#[test]
+fn cross_entropy_gives_burns_loss_and_gradients() {
+    let probabilities = nn::loss::CrossEntropyLossConfig::new().with_logits(false);
+    for config in [
+        nn::loss::CrossEntropyLossConfig::new(),
+        nn::loss::CrossEntropyLossConfig::new().with_smoothing(Some(0.2)),
+        nn::loss::CrossEntropyLossConfig::new().with_weights(Some(vec![1.0, 2.0, 0.5, 3.0, 1.5])),
+        nn::loss::CrossEntropyLossConfig::new().with_pad_tokens(Some(vec![2])),
+        probabilities,
+    ] {
+        let ours = config.init(&device());
+        let burns = burn::nn::loss::CrossEntropyLossConfig::from(&config).init(&device());
+        let x = pattern([6, 5], 41, &device());
+        let x = match config.logits {
+            true => x * 5.0,
+            false => burn::tensor::activation::softmax(x, 1),
+        }
+        .require_grad();
+        let labels = Tensor::<1, Int>::from_ints([0, 2, 4, 1, 2, 3], &device());
+        let (loss, dx, _) =
+            output_and_grads::<2, 1, 1>(x.clone(), None, |x| ours.forward(x, labels.clone()));
+        let (want, want_dx, _) =
+            output_and_grads::<2, 1, 1>(x, None, |x| burns.forward(x, labels.clone()));
+        assert_agree(loss, want, 1e-6, &format!("{config}: loss"));
+        assert_agree(dx, want_dx, 1e-5, &format!("{config}: input gradient"));
     }
 }
 

@@ -2,3 +2,4 @@
 
 mod drop_in;
 mod layers;
+mod loss;

@@ -13,10 +13,11 @@ const LAYERING: Layering = Layering {
         "precision",
         "padding",
         // The kernels by family, the Burn extension that reaches them, the public ops, the
-        // drop-in layers on them.
+        // loss with its own backward pass, the drop-in layers on them.
         "flex",
         "extension",
         "dispatch",
+        "loss",
         "nn",
     ],
     within: &[
@@ -24,7 +25,10 @@ const LAYERING: Layering = Layering {
             "flex",
             &["memory", "gemm", "conv", "norm", "pool", "optimizer_update"],
         ),
-        ("nn", &["wrapped", "conv", "pool", "linear", "batch_norm"]),
+        (
+            "nn",
+            &["wrapped", "conv", "pool", "linear", "batch_norm", "loss"],
+        ),
     ],
 };
 

@@ -5,6 +5,7 @@
 //! - [`batches`]: deterministic synthetic host batches.
 //! - [`assert_error_names`]: that an error's message names its file, record or tensor.
 //! - [`compare`]: parameters as flat vectors and comparisons with a stated tolerance.
+//! - [`losses`]: `towers_kernels::softmax_cross_entropy` against Burn's loss on a device.
 //! - [`reference`](mod@reference): plain single-device Burn steps, the independent computation
 //!   towers must equal.
 //! - [`towers`]: towers trained and checked against the reference.
@@ -26,6 +27,7 @@ pub mod crc_fixups;
 mod errors;
 pub mod gpu;
 pub mod layers;
+pub mod losses;
 pub mod mpirun;
 pub mod nets;
 pub mod processes;

@@ -9,12 +9,11 @@ use crate::params::{l2_penalty, weight_decays};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Initializer, Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::{Device, Int, Tensor, activation::relu};
 use towers_kernels::same_padding;
-use towers_kernels::{conv2d_relu, linear, max_pool2d};
+use towers_kernels::{conv2d_relu, linear, max_pool2d, softmax_cross_entropy};
 
 /// Configuration of [`Cifar10Net`]; the defaults are the TF tutorial's (`cifar10.py`).
 #[derive(Config, Debug)]
@@ -187,9 +186,7 @@ impl ImageClassifier for Cifar10Net {
 
     fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
         let logits = ImageClassifier::forward(self, images);
-        let cross_entropy = CrossEntropyLossConfig::new()
-            .init(&logits.device())
-            .forward(logits.clone(), labels);
+        let cross_entropy = softmax_cross_entropy(logits.clone(), labels, 0.0);
         let loss = match self.regularization() {
             Some(penalty) => cross_entropy + penalty,
             None => cross_entropy,

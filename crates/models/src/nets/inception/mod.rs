@@ -23,11 +23,10 @@ use crate::params::{WeightDecay, count_params};
 use crate::params::{l2_penalty, weight_decays};
 use burn::config::Config;
 use burn::module::Module;
-use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::pool::{AvgPool2d, AvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Dropout, DropoutConfig, Initializer, Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::{Device, Int, Tensor};
-use towers_kernels::conv2d;
+use towers_kernels::{conv2d, softmax_cross_entropy};
 
 /// Configuration of [`InceptionV3`]; the defaults are TF's multi-GPU Inception trainer's.
 #[derive(Config, Debug)]
@@ -340,16 +339,11 @@ impl ImageClassifier for InceptionV3 {
 
     fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
         let (logits, aux) = self.forward_with_aux(images);
-        let smoothing = (self.label_smoothing > 0.0).then_some(self.label_smoothing);
-        let cross_entropy = CrossEntropyLossConfig::new()
-            .with_smoothing(smoothing)
-            .init(&logits.device());
-        let mut loss = cross_entropy.forward(logits.clone(), labels.clone());
+        let cross_entropy =
+            |logits, labels| softmax_cross_entropy(logits, labels, self.label_smoothing);
+        let mut loss = cross_entropy(logits.clone(), labels.clone());
         if let Some(aux) = aux {
-            loss = loss
-                + cross_entropy
-                    .forward(aux, labels)
-                    .mul_scalar(self.aux_weight);
+            loss = loss + cross_entropy(aux, labels).mul_scalar(self.aux_weight);
         }
         if let Some(penalty) = self.regularization() {
             loss = loss + penalty;

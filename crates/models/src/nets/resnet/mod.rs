@@ -16,7 +16,6 @@ mod residual_block;
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Initializer, PaddingConfig2d};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor};
@@ -25,6 +24,7 @@ use towers_kernels::nn::pool::{
     AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig,
 };
 use towers_kernels::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig};
+use towers_kernels::softmax_cross_entropy;
 
 pub use basic_block::BasicBlock;
 pub use bottleneck::Bottleneck;
@@ -184,9 +184,7 @@ impl<Block: ResidualBlock> ImageClassifier for ResNet<Block> {
     /// moving statistics).
     fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
         let logits = ImageClassifier::forward(self, images);
-        let mut loss = CrossEntropyLossConfig::new()
-            .init(&logits.device())
-            .forward(logits.clone(), labels);
+        let mut loss = softmax_cross_entropy(logits.clone(), labels, 0.0);
         if let Some(penalty) = l2_penalty(self, |_| self.weight_decay) {
             loss = loss + penalty;
         }

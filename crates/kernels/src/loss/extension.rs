@@ -1,0 +1,104 @@
+//! The backend extension behind [`super::softmax_cross_entropy`], and which devices it routes.
+
+use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::backend::{Backend, DispatchDevice, TensorMetadata};
+use burn::tensor::{Device, IndexingUpdateOp, Shape};
+
+pub(super) use routing::SoftmaxCrossEntropy;
+
+/// The extension, apart: its expansion names `NdArray`, deprecated in Burn 0.22.
+mod routing {
+    #![allow(deprecated)]
+    // Built without a backend feature, the expansion's routing leaves the inputs unused.
+    #![cfg_attr(not(any(feature = "flex", feature = "gpu")), allow(unused_variables))]
+
+    use burn::backend::tensor::{FloatTensor, IntTensor};
+    use burn::backend::{Backend, backend_extension};
+
+    /// The mean softmax cross-entropy: Burn's ops forward; under autodiff, the backward pass
+    /// of `backward.rs`.
+    #[backend_extension(Flex: cfg(feature = "flex"), Cube: cfg(feature = "gpu"), Autodiff)]
+    pub(crate) trait SoftmaxCrossEntropy: Backend {
+        /// `[1]`: see [`crate::softmax_cross_entropy`]; `labels` are `[batch]`.
+        fn towers_softmax_cross_entropy(
+            logits: FloatTensor<Self>,
+            labels: IntTensor<Self>,
+            label_smoothing: f32,
+        ) -> FloatTensor<Self> {
+            super::forward::<Self>(logits, labels, label_smoothing).loss
+        }
+    }
+
+    #[cfg(feature = "flex")]
+    impl SoftmaxCrossEntropy for burn::backend::Flex {}
+    #[cfg(feature = "gpu")]
+    impl SoftmaxCrossEntropy for burn::backend::Cube {}
+}
+
+/// Whether the extension routes `device`'s backend (autodiff over it included): the backends
+/// this crate was built for; the rest panic in the extension, so they take Burn's loss.
+pub(super) fn routed(device: &Device) -> bool {
+    match device.clone().inner().as_dispatch() {
+        #[cfg(feature = "flex")]
+        DispatchDevice::Flex(_) => true,
+        #[cfg(feature = "gpu")]
+        DispatchDevice::Cube(_) => true,
+        _ => false,
+    }
+}
+
+/// The loss, and the log-probabilities its backward pass reads.
+pub(super) struct Forward<B: Backend> {
+    pub(super) loss: FloatTensor<B>,
+    pub(super) log_probs: FloatTensor<B>,
+    /// The labels as `[batch, 1]`, the indices a gather and a scatter take.
+    pub(super) label_column: IntTensor<B>,
+}
+
+/// The loss by the ops Burn's `CrossEntropyLoss` takes, in the same order: the same value.
+pub(super) fn forward<B: Backend>(
+    logits: FloatTensor<B>,
+    labels: IntTensor<B>,
+    label_smoothing: f32,
+) -> Forward<B> {
+    let [batch, _] = logits.shape().dims();
+    let log_probs = B::log_softmax(logits, 1);
+    let label_column = B::int_reshape(labels, Shape::new([batch, 1]));
+    let per_example = if label_smoothing == 0.0 {
+        B::float_gather(1, log_probs.clone(), label_column.clone())
+    } else {
+        let targets = smoothed_targets::<B>(&log_probs, label_column.clone(), label_smoothing);
+        B::float_sum_dim(B::float_mul(log_probs.clone(), targets), 1)
+    };
+    Forward {
+        loss: B::float_neg(B::float_mean(per_example)),
+        log_probs,
+        label_column,
+    }
+}
+
+/// `(1 - smoothing) · one_hot + smoothing / classes`, `[batch, classes]`, as Burn builds it.
+fn smoothed_targets<B: Backend>(
+    like: &FloatTensor<B>,
+    label_column: IntTensor<B>,
+    smoothing: f32,
+) -> FloatTensor<B> {
+    let [batch, classes] = like.shape().dims();
+    let (device, dtype) = (like.device(), like.dtype().into());
+    let zeros = B::float_zeros(Shape::new([batch, classes]), &device, dtype);
+    let ones = B::float_ones(Shape::new([batch, 1]), &device, dtype);
+    let one_hot = B::float_scatter(1, zeros, label_column, ones, IndexingUpdateOp::Add);
+    let kept = B::float_mul_scalar(one_hot, (1.0 - smoothing).into());
+    B::float_add_scalar(kept, (smoothing / classes as f32).into())
+}
+
+#[cfg(all(test, feature = "flex"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_flex_with_and_without_autodiff() {
+        assert!(routed(&Device::flex()));
+        assert!(routed(&Device::flex().autodiff()));
+    }
+}
