@@ -74,8 +74,10 @@ impl<B: Backend> Backward<B, 1> for CrossEntropyBackward {
         if label_smoothing > 0.0 {
             probs = B::float_sub_scalar(probs, (label_smoothing / classes as f32).into());
         }
-        let spread = B::float_expand(loss_grad.clone(), Shape::new([batch, classes]));
-        let grad = B::float_mul_scalar(B::float_mul(probs, spread), per_row.into());
+        // `[1, 1]` times `[batch, classes]`: broadcast by the backend, as Burn's `mul` does, so
+        // that fusion keeps the pass one kernel (an `expand` would end its block).
+        let grad = B::float_mul(probs, loss_grad.clone());
+        let grad = B::float_mul_scalar(grad, per_row.into());
 
         let at_label = B::float_expand(loss_grad, Shape::new([batch, 1]));
         let at_label = B::float_mul_scalar(at_label, (-(1.0 - label_smoothing) * per_row).into());
