@@ -2,7 +2,7 @@
 # The GPU bench (issue 49, item 5), from binaries built beforehand, on a machine without Rust:
 #
 #   BIN_DIR=dir DEVICE=cuda:0 bench/gpu/run.sh          # the full run, < 10 min on a GPU
-#   BIN_DIR=target/debug DEVICE=wgpu bench/gpu/run.sh --smoke   # seconds of steps (CI, lavapipe)
+#   BIN_DIR=target/debug DEVICE=wgpu bench/gpu/run.sh --smoke   # one step of each (CI, lavapipe: ~4 min)
 #
 # BIN_DIR holds bench_models and bench_towers, built with the GPU backend's feature (`cargo build
 # --release -p towers-bench --features cuda --bin bench_models --bin bench_towers`; default
