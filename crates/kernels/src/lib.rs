@@ -2,7 +2,8 @@
 //! norm, LRN, optimizer updates), computed by hand-written CPU kernels on Burn's flex backend
 //! (AVX-512, AVX-512 BF16, AMX tiles, Winograd) wherever they apply and by Burn's own ops on
 //! every other backend and layout, with the same outputs and gradients to float rounding; and
-//! the precision their products compute in ([`Precision`], per thread).
+//! the precision their products compute in ([`Precision`], per thread). Also the cross-entropy
+//! loss with a backward pass of its own on flex and GPUs ([`softmax_cross_entropy`]).
 //!
 //! The folders, bottom up (each module uses only those before it: `tests/layers.rs`):
 //! - `precision.rs`, `padding.rs`: the vocabulary (what products compute in; TF's SAME padding).
