@@ -9,6 +9,8 @@
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
 //! averages); the train step is the training loss, its backward pass and a plain SGD update.
 //! Each row twice: products in f32 and in bf16 (`towers_kernels::with_precision`), alternating.
+//! On a CubeCL device, the train step's kernel launches too (`launches/step`; the step makes one
+//! host sync, its closing `sync`).
 
 use towers_bench::{bench_device, reps};
 
@@ -30,8 +32,8 @@ fn main() {
         "device: {entry}, {reps} timed runs after {WARM_UP} warm-up calls; bf16 products on {kernel}"
     );
     println!(
-        "{:<34} {:>6} {:>18} {:>24}",
-        "model", "batch", "forward ms/image", "train step ms/image"
+        "{:<34} {:>6} {:>18} {:>24} {:>16}",
+        "model", "batch", "forward ms/image", "train step ms/image", "launches/step"
     );
     let only = |n: usize| std::env::args().nth(n);
     let precisions = match only(3).as_deref() {
@@ -96,23 +98,57 @@ fn bench<M: ImageClassifier>(
     let train_images = images(&train_device);
     let mut optim = OptimizerConfig::Sgd.init();
     let mut trained = Some(model);
-    let train = time(reps, precisions, || {
+    let mut train_step = || {
         let model = trained.take().unwrap();
         let loss = model.loss(train_images.clone(), labels.clone()).loss;
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         trained = Some(optim.step(0.01, model, grads));
         train_device.sync().unwrap();
-    });
+    };
+    let train = time(reps, precisions, &mut train_step);
+    let launches = launches_per_step(&train_device, precisions, &mut train_step);
 
     let per_image = |secs: f64| secs * 1e3 / batch as f64;
     for (i, precision) in precisions.iter().enumerate() {
+        let launches = launches[i].map_or("-".to_string(), |n| n.to_string());
         println!(
-            "{:<34} {batch:>6} {:>18.2} {:>24.2}",
+            "{:<34} {batch:>6} {:>18.2} {:>24.2} {launches:>16}",
             format!("{name} ({precision})"),
             per_image(forward[i]),
             per_image(train[i])
         );
     }
+}
+
+/// The train step's kernel launches in each precision, one more call each after the timed ones
+/// (the count is the same from step to step once tuned), by CubeCL's launch observer: only on a
+/// CubeCL device (`None` elsewhere, and in builds without a GPU backend).
+#[cfg(feature = "gpu")]
+fn launches_per_step(
+    device: &Device,
+    precisions: &[Precision],
+    mut step: impl FnMut(),
+) -> Vec<Option<u64>> {
+    use burn::backend::DispatchDevice;
+    use towers_bench::step_counts::count;
+    if !matches!(
+        device.clone().inner().as_dispatch(),
+        DispatchDevice::Cube(_)
+    ) {
+        return vec![None; precisions.len()];
+    }
+    let counted = |&precision: &Precision| {
+        Some(with_precision(precision, || {
+            count(1, &mut step).total_launches()
+        }))
+    };
+    precisions.iter().map(counted).collect()
+}
+
+/// Without a GPU backend there is no launch to count.
+#[cfg(not(feature = "gpu"))]
+fn launches_per_step(_: &Device, precisions: &[Precision], _: impl FnMut()) -> Vec<Option<u64>> {
+    vec![None; precisions.len()]
 }
 
 /// Untimed calls before the timed ones, each precision. Our train step reaches its pace at the
