@@ -6,7 +6,8 @@
 //! time, and on a GPU with fusion that is a dozen small kernels (zeros, a scatter, fills and
 //! element-wise ops between two reductions, which fusion leaves unfused): 12 of the CIFAR-10
 //! step's 104 launches on wgpu. The gradient is one expression,
-//! `(softmax(x) - target) · g / n`: here it is one fused element-wise pass and one scatter.
+//! `(softmax(x) - target) · g / n`: here it is three kernels on a fused GPU (the softmax's pass,
+//! the labels' `[batch, 1]` share, a scatter that adds it).
 //!
 //! - `extension.rs`: the backend extension (its forward pass in Burn's ops, on every backend
 //!   it routes), and the routing check.
@@ -27,7 +28,7 @@ use extension::{SoftmaxCrossEntropy, routed};
 ///
 /// `logits` are `[batch, classes]`, `labels` `[batch]` class indices below `classes`. The value
 /// is Burn's `CrossEntropyLoss`'s (`with_smoothing` where `label_smoothing > 0`), computed by the
-/// same ops; the gradient agrees with Burn's to float rounding, in two kernels on a fused GPU
+/// same ops; the gradient agrees with Burn's to float rounding, in three kernels on a fused GPU
 /// (see the module's doc). On devices the extension does not route (ndarray, remote and
 /// LibTorch devices, or a GPU without this crate's GPU features) and on an empty batch, it is
 /// Burn's `CrossEntropyLoss` itself.
