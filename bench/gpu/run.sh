@@ -65,9 +65,24 @@ if ! $smoke && python3 -c "import torch" 2>/dev/null; then
     | tee "$OUT/torch.txt"
 fi
 
-# Ratios: PyTorch's train-step ms/image over ours, per model and precision.
-ours_ms() { # MODEL-NAME PRECISION -> our train step ms/image
-  awk -v name="$1 ($2)" 'index($0, name) == 1 { print $NF }' "$OUT/ours.txt" | tail -n 1
+# Ratios: PyTorch's train-step ms/image over ours, per model and precision. bench_models'
+# columns, as ours_ms reads them: a change there must come here too.
+columns="model batch forward ms/image train step ms/image launches/step"
+header=$(grep -m1 '^model ' "$OUT/ours.txt" | tr -s ' ')
+[ "$header" = "$columns" ] || {
+  echo "error: bench_models' columns are '$header'; this script reads '$columns'" >&2
+  exit 1
+}
+ours_ms() { # MODEL-NAME PRECISION -> our train step ms/image (a row's last fields: train step
+  # ms/image, launches/step); empty without the row (a precision the device lacks), an error
+  # where that field is not a time
+  local ms
+  ms=$(awk -v name="$1 ($2)" 'index($0, name) == 1 { print $(NF-1) }' "$OUT/ours.txt" | tail -n 1)
+  [ -z "$ms" ] || [[ "$ms" =~ ^[0-9]+\.[0-9]+$ ]] || {
+    echo "error: bench_models' row for $1 ($2) has '$ms' where its train step ms/image goes" >&2
+    exit 1
+  }
+  echo "$ms"
 }
 echo "== ratios (PyTorch ms/image / ours; above 1: faster than PyTorch)"
 for model in $models; do
