@@ -74,8 +74,8 @@ impl<B: Backend> Backward<B, 1> for CrossEntropyBackward {
         if label_smoothing > 0.0 {
             probs = B::float_sub_scalar(probs, (label_smoothing / classes as f32).into());
         }
-        // `[1, 1]` times `[batch, classes]`: broadcast by the backend, as Burn's `mul` does, so
-        // that fusion keeps the pass one kernel (an `expand` would end its block).
+        // `[1, 1]` times `[batch, classes]`: broadcast by the backend, as Burn's own `mul` has
+        // it (the probe counted the pass as one fused kernel, the `[batch, 1]` share as another).
         let grad = B::float_mul(probs, loss_grad.clone());
         let grad = B::float_mul_scalar(grad, per_row.into());
 
