@@ -5,20 +5,19 @@ use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use towers_kernels::softmax_cross_entropy;
 
-use crate::compare::max_abs_diff;
+use crate::compare::{assert_close, rel_diff};
 
 /// `(loss, d(3·loss)/d logits)` of `loss_of`: the factor checks that the loss's own gradient
 /// enters the backward pass.
 fn loss_and_gradient(
     logits: &Tensor<2>,
     loss_of: impl Fn(Tensor<2>) -> Tensor<1>,
-) -> (Vec<f32>, Vec<f32>) {
+) -> (f32, Tensor<2>) {
     let logits = logits.clone().require_grad();
     let loss = loss_of(logits.clone());
     let grads = (loss.clone() * 3.0).backward();
     let gradient = logits.grad(&grads).expect("the logits' gradient");
-    let values = |t: TensorData| t.convert::<f32>().try_to_vec::<f32>().unwrap();
-    (values(loss.into_data()), values(gradient.into_data()))
+    (loss.into_scalar::<f32>(), gradient)
 }
 
 /// Asserts that the loss and its gradient equal Burn's to float rounding on `device` (with
@@ -34,30 +33,27 @@ pub fn assert_cross_entropy_matches_burns(device: &Device) {
         let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), device);
         let what = format!("batch {batch}, {classes} classes, smoothing {smoothing}");
 
-        let ours = loss_and_gradient(&logits, |x| {
+        let (ours_loss, ours_gradient) = loss_and_gradient(&logits, |x| {
             softmax_cross_entropy(x, labels.clone(), smoothing)
         });
-        let burns = loss_and_gradient(&logits, |x| {
+        let (burns_loss, burns_gradient) = loss_and_gradient(&logits, |x| {
             let smoothed = (smoothing > 0.0).then_some(smoothing);
             let loss = CrossEntropyLossConfig::new().with_smoothing(smoothed);
             loss.init(device).forward(x, labels.clone())
         });
-        let value_diff = (ours.0[0] - burns.0[0]).abs() / burns.0[0].abs().max(1.0);
-        assert!(
-            value_diff <= 1e-6,
-            "{what}: loss {:?}, Burn's {:?}",
-            ours.0,
-            burns.0
-        );
-        let scale = burns.1.iter().fold(0f32, |m, g| m.max(g.abs()));
-        let gradient_diff = max_abs_diff(&ours.1, &burns.1) / scale;
+        assert_close(&[ours_loss], &[burns_loss], 1e-6, &format!("{what}: loss"));
+        let gradient_diff = rel_diff(ours_gradient, burns_gradient);
         assert!(
             gradient_diff <= 1e-5,
-            "{what}: gradients {gradient_diff} apart (relative to their largest, {scale})"
+            "{what}: gradients {gradient_diff} apart (relative to their largest)"
         );
         // Logits that require no gradient: the extension's untracked path.
         let untracked = softmax_cross_entropy(logits, labels, smoothing).into_scalar::<f32>();
-        let untracked_diff = (untracked - burns.0[0]).abs() / burns.0[0].abs().max(1.0);
-        assert!(untracked_diff <= 1e-6, "{what}: untracked loss {untracked}");
+        assert_close(
+            &[untracked],
+            &[burns_loss],
+            1e-6,
+            &format!("{what}: untracked loss"),
+        );
     }
 }

@@ -3,7 +3,8 @@
 //! Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a model needs: the
 //! same names, `Config`s (field for field), parameters and records (saved from either, loaded
 //! into the other), the same outputs and gradients on every backend (Burn's ops wherever the
-//! kernels do not apply), products in the thread's [`Precision`](crate::Precision). Every other layer is Burn's own, re-exported.
+//! kernels do not apply), products in the thread's [`Precision`](crate::Precision). Every other
+//! layer is Burn's own, re-exported.
 //!
 //! - `conv/`: [`conv::Conv2d`] (the rest of `burn::nn::conv` re-exported).
 //! - `pool/`: [`pool::MaxPool2d`], [`pool::AvgPool2d`] (the rest of `burn::nn::pool`).
