@@ -1,29 +1,58 @@
 #!/usr/bin/env bash
 # The GPU bench (issue 49, item 5), from binaries built beforehand, on a machine without Rust:
 #
-#   BIN_DIR=dir DEVICE=cuda:0 bench/gpu/run.sh          # the full run, < 10 min on a GPU
+#   BIN_DIR=gpu-carry DEVICE=cuda:0 bench/gpu/run.sh    # the full run, < 10 min on a GPU
 #   BIN_DIR=target/debug DEVICE=wgpu bench/gpu/run.sh --smoke   # one step of each (CI, lavapipe: ~4 min)
 #
-# BIN_DIR holds bench_models and bench_towers, built with the GPU backend's feature (`cargo build
-# --release -p towers-bench --features cuda --bin bench_models --bin bench_towers`; default
-# target/release). TUNING_BUNDLE: a tuning bundle written by an example's `--save-tuning` on a
-# machine with the same GPU and versions; it becomes CubeCL's tuning database here (where
-# CubeCL looks from the working directory: `target/environment/default.db` under the outermost
-# Cargo.toml above it, else `~/.cache/cubecl/default.db`), so the warm-up tunes nothing. Then: the CIFAR-10 and Inception v3 training
-# steps (bench_models: forward, backward, plain SGD) in f32 and bf16 on 1 tower, the CIFAR-10
-# step on 2 towers of the one GPU and through `Towers` on 1 (bench_towers), PyTorch's steps on
-# the same GPU where python3 has torch (bench/peers/torch_step.py), and the ratios (PyTorch's
-# ms/image over ours: above 1, we are faster). Logs in $OUT (default gpu-bench-results/).
-# flex+GPU towers are not timed here: bench_towers pairs one device with itself.
+# BIN_DIR holds bench_models and bench_towers built with the GPU backend's feature, or
+# bench/gpu/build.sh's bins.tar.xz (NVIDIA machines: the binaries, the cifar10 and inception
+# examples and the stubs their LLVM-free build needs, preloaded here; their kernels compile with
+# NVRTC from the CUDA toolkit at CUDA_PATH, default /usr/local/cuda). Default target/release.
+#
+# The full run, each stage cut off at DEADLINE (default 540 s from the start, so that one call
+# of a 10-minute device lease comes back with its logs) and the rest still reported:
+# 0. With --tests: the GPU tests on DEVICE (TOWERS_GPU_DEVICE), from build.sh's two test
+#    binaries, each result against flex's.
+# 1. Cold tuning, where BIN_DIR has the examples and no TUNING_BUNDLE is given: 3 steps of the
+#    cifar10 example, then 2 of inception (299x299, batch 32), each timed, on built-in data;
+#    the tuning both leave is written to $OUT/tuning.db (`--save-tuning`), a bundle for the
+#    next run on the same GPU and versions (TUNING_BUNDLE=that file: the warm-ups then tune
+#    nothing; it becomes CubeCL's tuning database, where CubeCL looks from the working
+#    directory: `target/environment/default.db` under the outermost Cargo.toml above it, else
+#    `~/.cache/cubecl/default.db`).
+# 2. The CIFAR-10 and Inception v3 training steps (bench_models: forward, backward, plain SGD)
+#    in f32 and bf16 on 1 tower; the CIFAR-10 step on 2 towers of the one GPU and through
+#    `Towers` on 1 (bench_towers). flex+GPU towers are not timed here: bench_towers pairs one
+#    device with itself.
+# 3. PyTorch's steps on the same GPU where python3 has torch (bench/peers/torch_step.py), and
+#    the ratios (PyTorch's ms/image over ours: above 1, we are faster).
+# Logs in $OUT (default gpu-bench-results/): eight files at most, what a device lease brings back.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 BIN_DIR="${BIN_DIR:-target/release}"
 DEVICE="${DEVICE:-wgpu}"
 OUT="${OUT:-gpu-bench-results}"
-smoke=false
-[ "${1:-}" = "--smoke" ] && smoke=true
+smoke=false tests=false
+for arg in "$@"; do
+  case $arg in
+    --smoke) smoke=true ;;
+    --tests) tests=true ;;
+    *) echo "usage: bench/gpu/run.sh [--smoke] [--tests]" >&2; exit 2 ;;
+  esac
+done
+DEADLINE="${DEADLINE:-540}"
 mkdir -p "$OUT"
 export TOWERS_BENCH_DEVICE="$DEVICE"
+if [ -f "$BIN_DIR/bins.tar.xz" ]; then
+  unpacked=$(mktemp -d)
+  tar -xJf "$BIN_DIR/bins.tar.xz" -C "$unpacked"
+  BIN_DIR=$unpacked
+  export LD_PRELOAD="$unpacked/libllvm-stubs.so${LD_PRELOAD:+:$LD_PRELOAD}"
+fi
+if [[ "$DEVICE" == cuda* ]]; then # NVRTC and the CUDA runtime, from the toolkit
+  export CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}"
+  export LD_LIBRARY_PATH="$CUDA_PATH/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 for bin in bench_models bench_towers; do
   [ -x "$BIN_DIR/$bin" ] || { echo "error: no $BIN_DIR/$bin (set BIN_DIR)" >&2; exit 2; }
 done
@@ -47,32 +76,63 @@ fi
 # warm-ups (which also tune every kernel the steps use, shown on stderr).
 if $smoke; then reps=1; towers_reps=1; models="cifar10"; else reps=5; towers_reps=10; models="cifar10 inception"; fi
 start=$SECONDS
+in_time() { # COMMAND...: runs it, cut off at the deadline; says so and returns 1 if it was
+  local left=$((DEADLINE - (SECONDS - start)))
+  if $smoke; then "$@"; return; fi
+  [ "$left" -gt 0 ] && timeout "$left" "$@" && return
+  echo "!! not finished by the deadline (${DEADLINE} s) or failed: $*"
+  return 1
+}
+failed() { # after a stage that failed: the smoke run (CI) stops there, the full run goes on
+  if $smoke; then exit 1; fi
+}
+
+if $tests; then
+  echo "== the GPU tests on $DEVICE, against flex (log: $OUT/gpu-tests.log)"
+  for bin in gpu-tests multigpu-gpu-tests; do
+    TOWERS_GPU_DEVICE="$DEVICE" in_time "$BIN_DIR/$bin" gpu:: >>"$OUT/gpu-tests.log" 2>&1 || failed
+    grep -E '^test result|FAILED|panicked' "$OUT/gpu-tests.log" | tail -n 5 || true
+  done
+fi
+
+if ! $smoke && [ -z "${TUNING_BUNDLE:-}" ] && [ -x "$BIN_DIR/cifar10" ]; then
+  echo "== cold tuning: the examples' first steps on $DEVICE, on built-in data"
+  for run in "cifar10 --max-steps 3" "inception --max-steps 2 --image-size 299 --batch-size 32"; do
+    t0=$SECONDS
+    # shellcheck disable=SC2086 # the example's arguments, split on purpose
+    in_time "$BIN_DIR/"$run --devices "$DEVICE" --log-every 1 --train-dir "$(mktemp -d)" \
+      --save-tuning "$OUT/tuning.db" >>"$OUT/cold-tuning.log" 2>&1 || failed
+    echo "${run%% *}: $((SECONDS - t0)) s (its tuning lines: $OUT/cold-tuning.log)"
+  done
+fi
 
 echo "== our steps on $DEVICE (bench_models, ms/image)"
 for model in $models; do
   for precision in f32 bf16; do
-    "$BIN_DIR/bench_models" "$reps" "$model" "$precision" | tee -a "$OUT/ours.txt"
+    in_time "$BIN_DIR/bench_models" "$reps" "$model" "$precision" | tee -a "$OUT/ours.txt" || failed
   done
 done
 echo "== 1 tower and 2 towers of $DEVICE (bench_towers, CIFAR-10 net without LRN)"
-"$BIN_DIR/bench_towers" "$towers_reps" | tee "$OUT/towers.txt"
+in_time "$BIN_DIR/bench_towers" "$towers_reps" | tee "$OUT/towers.txt" || failed
 
 torch_ok=false
 if ! $smoke && python3 -c "import torch" 2>/dev/null; then
   torch_ok=true
   echo "== PyTorch on the same GPU"
-  python3 "$here/../peers/torch_step.py" --models "${models// /,}" --precisions f32,bf16 \
-    | tee "$OUT/torch.txt"
+  # Its own minute past the deadline: the peer is what every ratio needs.
+  DEADLINE=$((DEADLINE + 60)) in_time python3 "$here/../peers/torch_step.py" \
+    --models "${models// /,}" --precisions f32,bf16 | tee "$OUT/torch.txt" || failed
 fi
 
 # Ratios: PyTorch's train-step ms/image over ours, per model and precision. bench_models'
 # columns, as ours_ms reads them: a change there must come here too.
 columns="model batch forward ms/image train step ms/image launches/step"
-header=$(grep -m1 '^model ' "$OUT/ours.txt" | tr -s ' ')
-[ "$header" = "$columns" ] || {
+header=$(grep -s -m1 '^model ' "$OUT/ours.txt" | tr -s ' ' || true)
+# (No header at all: no bench_models run finished, which only the full run forgives.)
+if [ "$header" != "$columns" ] && { [ -n "$header" ] || $smoke; }; then
   echo "error: bench_models' columns are '$header'; this script reads '$columns'" >&2
   exit 1
-}
+fi
 ours_ms() { # MODEL-NAME PRECISION -> our train step ms/image (a row's last fields: train step
   # ms/image, launches/step); empty without the row (a precision the device lacks), an error
   # where that field is not a time
