@@ -2,7 +2,7 @@
 # Builds the GPU bench's binaries for an NVIDIA machine without a Rust toolchain, and packs them
 # into one folder to carry there (issue 49, item 5):
 #
-#   bench/gpu/build.sh                  # here: -> gpu-carry/ (bins.tar.xz, about 40 MB)
+#   bench/gpu/build.sh                  # here: -> gpu-carry/{bench,tests}.tar.xz
 #   BIN_DIR=gpu-carry DEVICE=cuda:0 bench/gpu/run.sh     # there
 #
 # CubeCL's CUDA backend compiles kernels through LLVM by default, and cubecl-llvm's build script
@@ -77,11 +77,19 @@ cc -shared -fPIC -O1 -o "$work/libllvm-stubs.so" "$work/stubs.c"
 echo "$(wc -l <"$work/symbols") LLVM symbols stubbed"
 rm "$work/symbols" "$work/stubs.c"
 
-# The carry: stripped (panics still name their file and line; backtraces lose their names),
-# then xz at its strongest, whose window spans every binary (they share most of their code).
+# The carry, in two archives that a device call may take together or one at a time (a call
+# carries 64 MiB with the working tree; both together come close): the benches and examples,
+# and the test binaries. Stripped (panics still name their file and line; backtraces lose their
+# names), then xz at its strongest, whose window spans every binary of an archive (they share
+# most of their code).
 strip "${carried[@]/#/$work/}"
 mkdir -p "$out"
-(cd "$work" && tar -cf - "${carried[@]}" libllvm-stubs.so) \
-  | xz -T1 --lzma2=preset=9,dict=1GiB >"$out/bins.tar.xz"
+pack() { # ARCHIVE FILE...: the files and the stubs, into $out/ARCHIVE.tar.xz
+  local archive=$1; shift
+  (cd "$work" && tar -cf - "$@" libllvm-stubs.so) \
+    | xz -T1 --lzma2=preset=9,dict=1GiB >"$out/$archive.tar.xz"
+  echo "$out/$archive.tar.xz: $(du -h "$out/$archive.tar.xz" | cut -f1)"
+}
+pack bench "${bins[@]}" "${examples[@]}"
+pack tests gpu-tests multigpu-gpu-tests
 rm -rf "$work"
-echo "$out/bins.tar.xz: $(du -h "$out/bins.tar.xz" | cut -f1)"

@@ -5,9 +5,10 @@
 #   BIN_DIR=target/debug DEVICE=wgpu bench/gpu/run.sh --smoke   # one step of each (CI, lavapipe: ~4 min)
 #
 # BIN_DIR holds bench_models and bench_towers built with the GPU backend's feature, or
-# bench/gpu/build.sh's bins.tar.xz (NVIDIA machines: the binaries, the cifar10 and inception
-# examples and the stubs their LLVM-free build needs, preloaded here; their kernels compile with
-# NVRTC from the CUDA toolkit at CUDA_PATH, default /usr/local/cuda). Default target/release.
+# bench/gpu/build.sh's archives (NVIDIA machines: bench.tar.xz, the binaries, the cifar10 and
+# inception examples; tests.tar.xz, the GPU tests; each with the stubs their LLVM-free build
+# needs, preloaded here; kernels compile with NVRTC from the CUDA toolkit at CUDA_PATH, default
+# /usr/local/cuda). Default target/release.
 #
 # The full run, each stage cut off at DEADLINE (default 540 s from the start, so that one call
 # of a 10-minute device lease comes back with its logs) and the rest still reported:
@@ -43,9 +44,9 @@ done
 DEADLINE="${DEADLINE:-540}"
 mkdir -p "$OUT"
 export TOWERS_BENCH_DEVICE="$DEVICE"
-if [ -f "$BIN_DIR/bins.tar.xz" ]; then
+if compgen -G "$BIN_DIR/*.tar.xz" >/dev/null; then
   unpacked=$(mktemp -d)
-  tar -xJf "$BIN_DIR/bins.tar.xz" -C "$unpacked"
+  for archive in "$BIN_DIR"/*.tar.xz; do tar -xJf "$archive" -C "$unpacked"; done
   BIN_DIR=$unpacked
   export LD_PRELOAD="$unpacked/libllvm-stubs.so${LD_PRELOAD:+:$LD_PRELOAD}"
 fi
