@@ -13,7 +13,7 @@
 # The full run, each stage cut off at DEADLINE (default 540 s from the start, so that one call
 # of a 10-minute device lease comes back with its logs) and the rest still reported:
 # 0. With --tests: the GPU tests on DEVICE (TOWERS_GPU_DEVICE), from build.sh's two test
-#    binaries, each result against flex's.
+#    binaries, each result against flex's; where BIN_DIR has no benches, only these.
 # 1. Cold tuning, where BIN_DIR has the examples and no TUNING_BUNDLE is given: 3 steps of the
 #    cifar10 example, then 2 of inception (299x299, batch 32), each timed, on built-in data;
 #    the tuning both leave is written to $OUT/tuning.db (`--save-tuning`), a bundle for the
@@ -54,9 +54,16 @@ if [[ "$DEVICE" == cuda* ]]; then # NVRTC and the CUDA runtime, from the toolkit
   export CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}"
   export LD_LIBRARY_PATH="$CUDA_PATH/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-for bin in bench_models bench_towers; do
-  [ -x "$BIN_DIR/$bin" ] || { echo "error: no $BIN_DIR/$bin (set BIN_DIR)" >&2; exit 2; }
-done
+need() { # BINARY...: each must be in BIN_DIR
+  for bin in "$@"; do
+    [ -x "$BIN_DIR/$bin" ] || { echo "error: no $BIN_DIR/$bin (set BIN_DIR)" >&2; exit 2; }
+  done
+}
+if $tests; then need gpu-tests multigpu-gpu-tests; fi
+# The tests alone where only tests.tar.xz came (a device call carrying one archive).
+benches=true
+$tests && [ ! -e "$BIN_DIR/bench_models" ] && benches=false
+if $benches; then need bench_models bench_towers; fi
 tuning_db() { # where CubeCL keeps its tuning, seen from here (cubecl-environment's root.rs)
   local dir=$PWD root=""
   while :; do
@@ -94,6 +101,7 @@ if $tests; then
     TOWERS_GPU_DEVICE="$DEVICE" in_time "$BIN_DIR/$bin" gpu:: >>"$OUT/gpu-tests.log" 2>&1 || failed
     grep -E '^test result|FAILED|panicked' "$OUT/gpu-tests.log" | tail -n 5 || true
   done
+  $benches || { echo "no bench binaries in $BIN_DIR: the tests alone"; exit 0; }
 fi
 
 if ! $smoke && [ -z "${TUNING_BUNDLE:-}" ] && [ -x "$BIN_DIR/cifar10" ]; then
