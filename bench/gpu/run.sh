@@ -98,8 +98,11 @@ failed() { # after a stage that failed: the smoke run (CI) stops there, the full
 if $tests; then
   echo "== the GPU tests on $DEVICE, against flex (log: $OUT/gpu-tests.log)"
   for bin in gpu-tests multigpu-gpu-tests; do
-    TOWERS_GPU_DEVICE="$DEVICE" in_time "$BIN_DIR/$bin" gpu:: >>"$OUT/gpu-tests.log" 2>&1 || failed
-    grep -E '^test result|FAILED|panicked' "$OUT/gpu-tests.log" | tail -n 5 || true
+    log=$(mktemp)
+    TOWERS_GPU_DEVICE="$DEVICE" in_time "$BIN_DIR/$bin" gpu:: >"$log" 2>&1 || failed
+    echo "$bin: $(grep -E '^test result' "$log" || echo 'no result')"
+    grep -E -A3 '^---- |panicked' "$log" | head -n 20 || true
+    cat "$log" >>"$OUT/gpu-tests.log"
   done
   $benches || { echo "no bench binaries in $BIN_DIR: the tests alone"; exit 0; }
 fi
