@@ -27,6 +27,8 @@
 #    device with itself.
 # 3. PyTorch's steps on the same GPU where python3 has torch (bench/peers/torch_step.py), and
 #    the ratios (PyTorch's ms/image over ours: above 1, we are faster).
+# 4. Where the Inception v3 step's kernel launches go on this GPU: per kernel and per phase
+#    (forward, backward, update; `bench_models 1 inception counts`), last, as time allows.
 # Logs in $OUT (default gpu-bench-results/): eight files at most, what a device lease brings back.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -171,4 +173,9 @@ for model in $models; do
     fi
   done
 done | tee "$OUT/ratios.txt"
+if ! $smoke; then
+  echo "== where Inception v3's launches go on $DEVICE (log: $OUT/launches.txt)"
+  in_time "$BIN_DIR/bench_models" 1 inception counts >"$OUT/launches.txt" 2>&1 || failed
+  grep -E 'launches$' "$OUT/launches.txt" || true
+fi
 echo "done in $((SECONDS - start)) s; logs in $OUT/"

@@ -24,6 +24,21 @@ impl LaunchObserver for Launches {
     }
 }
 
+/// `kernel`'s name without module paths, keeping its first type argument, which tells kernels
+/// of one name apart: `burn_cubecl::kernel::binary::kernel_binop::KernelBinop<burn_cubecl::
+/// kernel::binary::AddOp>` is `KernelBinop<AddOp>`, a matmul `MatmulEntry<TensorArgs>` (plain)
+/// or `MatmulEntry<FusedMatmulArgs>` (element-wise ops fused in).
+pub fn short_kernel_name(kernel: &str) -> String {
+    let last_segment = |path: &str| path.rsplit("::").next().unwrap_or(path).trim().to_string();
+    match kernel.split_once('<') {
+        None => last_segment(kernel),
+        Some((head, args)) => {
+            let first = args.split([',', '<', '>']).next().unwrap_or(args);
+            format!("{}<{}>", last_segment(head), last_segment(first))
+        }
+    }
+}
+
 /// What `steps` calls of a step cost the host.
 pub struct StepCounts {
     /// Kernel launches per kernel name, most launched first.
@@ -53,4 +68,34 @@ pub fn count(steps: usize, mut step: impl FnMut()) -> StepCounts {
     let mut launches: Vec<_> = counts.into_iter().collect();
     launches.sort_by_key(|&(name, n)| (std::cmp::Reverse(n), name));
     StepCounts { launches, syncs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_kernel_name;
+
+    #[test]
+    fn short_names_keep_the_kernel_and_its_first_type_argument() {
+        let cases = [
+            (
+                "burn_cubecl::kernel::binary::kernel_binop::KernelBinop<burn_cubecl::kernel::binary::AddOp>",
+                "KernelBinop<AddOp>",
+            ),
+            (
+                "cubek_matmul::multi_level::matmul_entry::MatmulEntry<burn_cubecl_fusion::optim::matmul::args::FusedMatmulArgs, cubecl_core::DynamicScalar<cubek_matmul::__Lhs>>",
+                "MatmulEntry<FusedMatmulArgs>",
+            ),
+            (
+                "cubek_reduce::launch::base::reduce_kernel::ReduceKernel<cubek_reduce::components::args::TensorArgs>",
+                "ReduceKernel<TensorArgs>",
+            ),
+            (
+                "burn_cubecl_fusion::optim::elemwise::optimization::elemwise_fuse::ElemwiseFuse",
+                "ElemwiseFuse",
+            ),
+        ];
+        for (name, short) in cases {
+            assert_eq!(short_kernel_name(name), short, "{name}");
+        }
+    }
 }

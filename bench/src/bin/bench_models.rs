@@ -11,6 +11,12 @@
 //! Each row twice: products in f32 and in bf16 (`towers_kernels::with_precision`), alternating.
 //! On a CubeCL device, the train step's kernel launches too (`launches/step`; the step makes one
 //! host sync, its closing `sync`).
+//!
+//! `bench_models 1 MODEL counts [BATCH] [IMAGE_SIZE]` (built with a GPU backend) times nothing:
+//! it lists the kernels one f32 train step of MODEL launches, per kernel and per phase (the
+//! loss's forward pass, the backward pass, the update), after two steps that tune; BATCH and
+//! (Inception's) IMAGE_SIZE replace the rows' 32 and 299 (lavapipe: Inception at 299 and batch 32
+//! passes its workgroup limit, see the guide's chapter 3).
 
 use towers_bench::{bench_device, reps};
 
@@ -27,6 +33,16 @@ fn main() {
     let reps = reps(3);
     let (entry, device) = bench_device();
     device.seed(0);
+    let only = |n: usize| std::env::args().nth(n);
+    if only(3).as_deref() == Some("counts") {
+        let model = only(2).expect("counts needs a MODEL");
+        let number = |n: usize, default| only(n).map_or(default, |v| v.parse().expect("a number"));
+        println!(
+            "device: {entry}; kernel launches of one f32 train step (batch {}):",
+            number(4, 32)
+        );
+        return phase_counts::run(&model, number(4, 32), number(5, 299), &device);
+    }
     let kernel = bf16_kernel();
     println!(
         "device: {entry}, {reps} timed runs after {WARM_UP} warm-up calls; bf16 products on {kernel}"
@@ -35,7 +51,6 @@ fn main() {
         "{:<34} {:>6} {:>18} {:>24} {:>16}",
         "model", "batch", "forward ms/image", "train step ms/image", "launches/step"
     );
-    let only = |n: usize| std::env::args().nth(n);
     let precisions = match only(3).as_deref() {
         None => vec![Precision::F32, Precision::Bf16],
         Some("f32") => vec![Precision::F32],
@@ -143,6 +158,100 @@ fn launches_per_step(
         }))
     };
     precisions.iter().map(counted).collect()
+}
+
+/// The `counts` mode of the module docs.
+#[cfg(feature = "gpu")]
+mod phase_counts {
+    use super::*;
+    use towers_bench::step_counts::{StepCounts, count, short_kernel_name};
+
+    /// Per-phase launches of one train step of `model` (a row's name, as `MODEL` takes it).
+    pub(super) fn run(model: &str, batch: usize, image_size: usize, device: &Device) {
+        match model {
+            "cifar10" => phases(Cifar10Config::new().init(device), batch),
+            "inception" => phases(
+                InceptionV3Config::new(1001)
+                    .with_image_size(image_size)
+                    .init(device),
+                batch,
+            ),
+            "resnet50" => phases::<ResNet50>(ResNetConfig::resnet50(1000).init(device), batch),
+            "resnet18" => phases::<ResNet18>(ResNetConfig::resnet18(1000).init(device), batch),
+            other => panic!("MODEL is cifar10, inception, resnet50 or resnet18, not {other}"),
+        }
+    }
+
+    fn phases<M: ImageClassifier>(model: M, batch: usize) {
+        let device = model.devices()[0].clone();
+        let [c, h, w] = model.input_shape();
+        let images =
+            Tensor::<4>::random([batch, c, h, w], Distribution::Uniform(-1.0, 1.0), &device);
+        let labels: Vec<i64> = (0..batch)
+            .map(|i| (i % model.num_classes()) as i64)
+            .collect();
+        let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), &device);
+        let mut optim = OptimizerConfig::Sgd.init();
+        let sync = || device.sync().expect("the device's queued work");
+        let mut model = Some(model);
+        // Two steps that tune, then one counted phase by phase.
+        for counted in [false, false, true] {
+            let report = |phase: &str, counts: StepCounts| {
+                if counted {
+                    show(phase, counts);
+                }
+            };
+            let mut loss = None;
+            let net = model.take().expect("the model between steps");
+            report(
+                "forward (the loss)",
+                count(1, || {
+                    loss = Some(net.loss(images.clone(), labels.clone()).loss);
+                    sync();
+                }),
+            );
+            let mut grads = None;
+            report(
+                "backward",
+                count(1, || {
+                    let loss = loss.take().expect("the forward phase's loss");
+                    grads = Some(GradientsParams::from_grads(loss.backward(), &net));
+                    sync();
+                }),
+            );
+            let mut updated = None;
+            report(
+                "update (plain SGD)",
+                count(1, || {
+                    let grads = grads.take().expect("the backward phase's gradients");
+                    updated = Some(optim.step(0.01, net.clone(), grads));
+                    sync();
+                }),
+            );
+            model = updated;
+        }
+    }
+
+    fn show(phase: &str, counts: StepCounts) {
+        println!("{phase}: {} launches", counts.total_launches());
+        let mut by_name = std::collections::BTreeMap::<String, u64>::new();
+        for (kernel, launches) in counts.launches {
+            *by_name.entry(short_kernel_name(kernel)).or_default() += launches;
+        }
+        let mut rows: Vec<_> = by_name.into_iter().collect();
+        rows.sort_by_key(|(name, n)| (std::cmp::Reverse(*n), name.clone()));
+        for (kernel, launches) in rows {
+            println!("    {launches:>6}  {kernel}");
+        }
+    }
+}
+
+/// Without a GPU backend there is nothing to count.
+#[cfg(not(feature = "gpu"))]
+mod phase_counts {
+    pub(super) fn run(_: &str, _: usize, _: usize, _: &burn::tensor::Device) {
+        println!("counts: built without a GPU backend, no kernel launch to count");
+    }
 }
 
 /// Without a GPU backend there is no launch to count.
