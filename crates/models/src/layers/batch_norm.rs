@@ -84,21 +84,28 @@ impl OffsetBatchNorm {
         let [c] = self.beta.shape().dims();
         assert_shape!(input, [_, c, ..]);
         let device = input.device();
-        let gamma = Tensor::ones([c], &device);
+        let gamma = || Tensor::ones([c], &device);
         if !(device.is_autodiff() && self.training.is_enabled()) {
             return burn::tensor::module::batch_norm(
                 input,
-                gamma,
+                gamma(),
                 self.beta.val(),
                 self.running_mean.value().to_device(&device),
                 self.running_var.value().to_device(&device),
                 self.epsilon,
             );
         }
-        let batch =
-            burn::tensor::module::batch_norm_train(input, gamma, self.beta.val(), self.epsilon);
-        self.update_running(batch.mean, batch.variance);
-        batch.output
+        // Without a scale on CubeCL devices (a backward pass of two reductions); Burn's, with
+        // a scale of ones, elsewhere.
+        let beta = self.beta.val();
+        let (output, [mean, variance]) =
+            towers_kernels::offset_batch_norm(&input, &beta, self.epsilon).unwrap_or_else(|| {
+                let batch =
+                    burn::tensor::module::batch_norm_train(input, gamma(), beta, self.epsilon);
+                (batch.output, [batch.mean, batch.variance])
+            });
+        self.update_running(mean, variance);
+        output
     }
 
     /// `relu(self.forward(x))`; on flex both in the passes of one kernel
