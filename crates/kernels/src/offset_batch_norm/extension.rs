@@ -60,7 +60,7 @@ pub(super) fn offset_batch_norm<const D: usize>(
             beta.clone().into_dispatch(),
             epsilon,
         );
-    let stats = [mean, variance].map(|s| Tensor::from_dispatch(s));
+    let stats = [mean, variance].map(Tensor::from_dispatch);
     (Tensor::from_dispatch(y), stats)
 }
 
