@@ -15,7 +15,7 @@ use burn_towers::kernels::Precision;
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
 use towers_testing::losses::assert_cross_entropy_matches_burns;
-use towers_testing::norms::assert_offset_batch_norm_matches_burns;
+use towers_testing::norms::assert_batch_norms_match_burns;
 use towers_testing::training::{cifar_net, quick_cifar_config};
 use towers_testing::{assert_error_names, report};
 
@@ -107,15 +107,15 @@ fn bf16_products_on_a_gpu_without_bf16_are_refused_at_the_start() {
     }
 }
 
-/// Inception v3's batch norm (an offset, no scale), with its own backward pass on CubeCL
-/// devices: Burn's output, statistics and gradients on the GPU too (fused or not, as this build
-/// is).
+/// The batch norms with their own backward pass on CubeCL devices (ResNet's, with a scale;
+/// Inception v3's, an offset and no scale): Burn's outputs, statistics and gradients on the GPU
+/// too (fused or not, as this build is).
 #[test]
-fn offset_batch_norm_and_its_gradients_are_burns_on_a_gpu() {
-    let Some(gpu) = gpu_or_skip("offset_batch_norm_on_a_gpu") else {
+fn batch_norms_and_their_gradients_are_burns_on_a_gpu() {
+    let Some(gpu) = gpu_or_skip("batch_norms_on_a_gpu") else {
         return;
     };
-    assert_offset_batch_norm_matches_burns(&gpu.device);
+    assert_batch_norms_match_burns(&gpu.device);
 }
 
 /// The loss every bundled net takes, with its own backward pass on CubeCL devices: Burn's

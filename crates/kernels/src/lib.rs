@@ -12,11 +12,12 @@
 //!   (under autodiff) backward.
 //! - `dispatch/`: the public ops, each routed to the extension or to Burn.
 //! - `loss/`: [`softmax_cross_entropy`], with a backward pass of its own on every backend.
-//! - `offset_batch_norm/`: [`offset_batch_norm`], batch norm without a scale, with a backward
-//!   pass of its own on Burn's CubeCL devices.
+//! - `batch_norm/`: [`batch_norm_train`] and [`offset_batch_norm`] (no scale), batch norm with
+//!   a backward pass of its own on Burn's CubeCL devices.
 //! - `nn/`: drop-in layers with Burn's names, `Config`s and records ([`nn::conv::Conv2d`],
 //!   [`nn::pool::MaxPool2d`], [`nn::Linear`], ...), on those ops.
 
+mod batch_norm;
 mod dispatch;
 #[cfg(feature = "flex")]
 mod extension;
@@ -24,12 +25,12 @@ mod extension;
 mod flex;
 mod loss;
 pub mod nn;
-mod offset_batch_norm;
 mod padding;
 mod precision;
 #[cfg(test)]
 mod test_util;
 
+pub use batch_norm::{batch_norm_train, offset_batch_norm};
 #[cfg(feature = "flex")]
 pub use dispatch::flex_route;
 pub use dispatch::{
@@ -38,6 +39,5 @@ pub use dispatch::{
     reads_rounded,
 };
 pub use loss::softmax_cross_entropy;
-pub use offset_batch_norm::offset_batch_norm;
 pub use padding::same_padding;
 pub use precision::{Bf16Kernel, Precision, current_precision, with_precision};

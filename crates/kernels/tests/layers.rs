@@ -18,7 +18,7 @@ const LAYERING: Layering = Layering {
         "extension",
         "dispatch",
         "loss",
-        "offset_batch_norm",
+        "batch_norm",
         "nn",
     ],
     within: &[

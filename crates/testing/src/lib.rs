@@ -17,7 +17,7 @@
 //! - [`layers`]: the check that a crate's modules import only from their own layer and those
 //!   below it.
 //! - [`torchvision`]: torchvision's key lists as weight sources, f32 files, logits compared.
-//! - [`norms`]: `towers_kernels::offset_batch_norm` against Burn's batch norm.
+//! - [`norms`]: `towers_kernels`' batch norms against Burn's.
 //! - [`gpu`]: the GPU tests' device (wgpu, or `TOWERS_GPU_DEVICE`), skipped loudly where there is
 //!   none (never in CI).
 

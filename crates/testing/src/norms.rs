@@ -1,6 +1,6 @@
-//! [`assert_offset_batch_norm_matches_burns`]: `towers_kernels::offset_batch_norm`, output,
-//! statistics and gradients, against Burn's `batch_norm_train` with a scale of ones and Burn's
-//! autodiff of it, on one device.
+//! [`assert_batch_norms_match_burns`]: `towers_kernels::batch_norm_train` and
+//! `offset_batch_norm`, outputs, statistics and gradients, against Burn's `batch_norm_train`
+//! and Burn's autodiff of it, on one device.
 
 use burn::tensor::module::batch_norm_train;
 use burn::tensor::{Device, Distribution, Tensor};
@@ -8,13 +8,14 @@ use towers_kernels::offset_batch_norm;
 
 use crate::compare::rel_diff;
 
-/// Asserts that [`offset_batch_norm`] takes `device` (a CubeCL one) and equals Burn's batch
-/// norm there to float rounding: the output, the batch's mean and variance, and the gradients
-/// of the input and the offset under a loss that weighs each output differently (a plain sum
-/// would give the input a zero gradient); for channels far from zero (where a variance taken as
-/// `E[x²] - E[x]²` would cancel), few values per channel, an input with NHWC strides (as a
-/// convolution leaves it), and an input that requires no gradient.
-pub fn assert_offset_batch_norm_matches_burns(device: &Device) {
+/// Asserts that both batch norms take `device` (a CubeCL one) and equal Burn's there to float
+/// rounding: the output, the batch's mean and variance, and the gradients of the input, the
+/// scale and the offset under a loss that weighs each output differently (a plain sum would
+/// give the input a zero gradient); `offset_batch_norm` against Burn's with a scale of ones.
+/// For channels far from zero (where a variance taken as `E[x²] - E[x]²` would cancel), few
+/// values per channel, an input with NHWC strides (as a convolution leaves it), and an input
+/// that requires no gradient.
+pub fn assert_batch_norms_match_burns(device: &Device) {
     let cases = [
         ([4, 6, 5, 7], 0.0, false),
         ([3, 32, 17, 17], 0.0, true),
@@ -22,53 +23,83 @@ pub fn assert_offset_batch_norm_matches_burns(device: &Device) {
         ([5, 3, 2, 1], 0.0, true),
     ];
     for ([n, c, h, w], offset, channels_last) in cases {
-        let what = format!("{n}x{c}x{h}x{w}, offset {offset}, NHWC strides {channels_last}");
-        let x = if channels_last {
-            Tensor::<4>::random([n, h, w, c], Distribution::Uniform(-2.0, 3.0), device)
-                .permute([0, 3, 1, 2])
-        } else {
-            Tensor::<4>::random([n, c, h, w], Distribution::Uniform(-2.0, 3.0), device)
+        for scaled in [false, true] {
+            let what = format!(
+                "{n}x{c}x{h}x{w}, offset {offset}, NHWC strides {channels_last}, scale {scaled}"
+            );
+            let x = if channels_last {
+                Tensor::<4>::random([n, h, w, c], Distribution::Uniform(-2.0, 3.0), device)
+                    .permute([0, 3, 1, 2])
+            } else {
+                Tensor::<4>::random([n, c, h, w], Distribution::Uniform(-2.0, 3.0), device)
+            };
+            let x = x.add_scalar(offset);
+            let gamma = match scaled {
+                true => Tensor::<1>::random([c], Distribution::Uniform(0.5, 2.0), device),
+                false => Tensor::ones([c], device),
+            };
+            let beta = Tensor::<1>::random([c], Distribution::Default, device);
+            assert_matches(&what, x, (gamma, beta), scaled, device);
         }
-        .add_scalar(offset);
-        let beta = Tensor::<1>::random([c], Distribution::Default, device);
-        let weights = Tensor::<4>::random([n, c, h, w], Distribution::Default, device);
-        let (x, beta) = (x.require_grad(), beta.require_grad());
-
-        let (ours, [mean, variance]) =
-            offset_batch_norm(&x, &beta, 1e-3).expect("offset_batch_norm routes this device");
-        let burns = batch_norm_train(x.clone(), Tensor::ones([c], device), beta.clone(), 1e-3);
-        let close = |got: Tensor<1>, want: Tensor<1>, of: &str| {
-            let diff = rel_diff(got, want);
-            assert!(diff <= 1e-5, "{what}: {of} {diff} apart");
-        };
-        close(mean, burns.mean, "mean");
-        close(variance, burns.variance, "variance");
-        let output_diff = rel_diff(ours.clone(), burns.output.clone());
-        assert!(output_diff <= 1e-5, "{what}: outputs {output_diff} apart");
-
-        let gradients = |y: Tensor<4>| {
-            let grads = (y * weights.clone()).sum().backward();
-            let of = |t: Option<Tensor<4>>| t.expect("a gradient");
-            (
-                of(x.grad(&grads)),
-                beta.grad(&grads).expect("beta's gradient"),
-            )
-        };
-        let (ours_dx, ours_dbeta) = gradients(ours);
-        let (burns_dx, burns_dbeta) = gradients(burns.output.clone());
-        let dx_diff = rel_diff(ours_dx, burns_dx);
-        // Few values per channel (10 in the last case) make the input gradient a difference of
-        // nearly equal terms: f32 rounding shows at ~1e-5 there.
-        assert!(dx_diff <= 1e-4, "{what}: input gradients {dx_diff} apart");
-        close(ours_dbeta, burns_dbeta, "offset gradient");
-
-        let untracked = x.clone().detach();
-        let (plain, _) = offset_batch_norm(&untracked, &beta.clone().detach(), 1e-3)
-            .expect("offset_batch_norm routes this device");
-        let plain_diff = rel_diff(plain, burns.output.detach());
-        assert!(
-            plain_diff <= 1e-5,
-            "{what}: untracked outputs {plain_diff} apart"
-        );
     }
+}
+
+/// One case of [`assert_batch_norms_match_burns`].
+fn assert_matches(
+    what: &str,
+    x: Tensor<4>,
+    (gamma, beta): (Tensor<1>, Tensor<1>),
+    scaled: bool,
+    device: &Device,
+) {
+    let [n, c, h, w] = x.dims();
+    let (x, gamma, beta) = (x.require_grad(), gamma.require_grad(), beta.require_grad());
+    let ours = |x: &Tensor<4>, gamma: &Tensor<1>, beta: &Tensor<1>| {
+        match scaled {
+            true => towers_kernels::batch_norm_train(x, gamma, beta, 1e-3),
+            false => offset_batch_norm(x, beta, 1e-3),
+        }
+        .expect("the batch norm routes this device")
+    };
+    let (y, [mean, variance]) = ours(&x, &gamma, &beta);
+    let burns = batch_norm_train(x.clone(), gamma.clone(), beta.clone(), 1e-3);
+    let close = |got: Tensor<1>, want: Tensor<1>, of: &str| {
+        let diff = rel_diff(got, want);
+        assert!(diff <= 1e-5, "{what}: {of} {diff} apart");
+    };
+    close(mean, burns.mean, "mean");
+    close(variance, burns.variance, "variance");
+    let output_diff = rel_diff(y.clone(), burns.output.clone());
+    assert!(output_diff <= 1e-5, "{what}: outputs {output_diff} apart");
+
+    let weights = Tensor::<4>::random([n, c, h, w], Distribution::Default, device);
+    let gradients = |y: Tensor<4>| {
+        let grads = (y * weights.clone()).sum().backward();
+        let dx = x.grad(&grads).expect("the input's gradient");
+        let [dgamma, dbeta] = [&gamma, &beta].map(|p| p.grad(&grads));
+        (dx, dgamma, dbeta.expect("the offset's gradient"))
+    };
+    let (ours_dx, ours_dgamma, ours_dbeta) = gradients(y);
+    let (burns_dx, burns_dgamma, burns_dbeta) = gradients(burns.output.clone());
+    let dx_diff = rel_diff(ours_dx, burns_dx);
+    // Few values per channel (10 in the last case) make the input gradient a difference of
+    // nearly equal terms: f32 rounding shows at ~1e-5 there.
+    assert!(dx_diff <= 1e-4, "{what}: input gradients {dx_diff} apart");
+    close(ours_dbeta, burns_dbeta, "offset gradient");
+    match scaled {
+        true => close(
+            ours_dgamma.expect("the scale's gradient"),
+            burns_dgamma.expect("Burn's scale gradient"),
+            "scale gradient",
+        ),
+        false => assert!(ours_dgamma.is_none(), "{what}: a gradient for no scale"),
+    }
+
+    let (x, gamma, beta) = (x.detach(), gamma.detach(), beta.detach());
+    let (untracked, _) = ours(&x, &gamma, &beta);
+    let untracked_diff = rel_diff(untracked, burns.output.detach());
+    assert!(
+        untracked_diff <= 1e-5,
+        "{what}: untracked outputs {untracked_diff} apart"
+    );
 }

@@ -1,6 +1,7 @@
 //! [`BatchNorm`] and [`BatchNormConfig`]: Burn's batch normalization, on burn-towers' flex
 //! kernel for `[n, c, h, w]` f32 inputs (two passes forward, two backward, where Burn's
-//! composition takes a dozen, each a new tensor).
+//! composition takes a dozen, each a new tensor), and while training on a CubeCL device on
+//! [`crate::batch_norm_train`] (two reductions backward, where Burn's takes four).
 
 use burn::config::Config;
 use burn::tensor::{Device, Tensor};
@@ -41,7 +42,8 @@ impl From<&BatchNormConfig> for burn::nn::BatchNormConfig {
 }
 
 /// Burn's [`burn::nn::BatchNorm`], whose [`forward`](Self::forward) runs on burn-towers' flex
-/// kernel for `[n, c, h, w]` f32 inputs on flex, updating the running statistics as Burn's.
+/// kernel for `[n, c, h, w]` f32 inputs on flex, and on [`crate::batch_norm_train`] while
+/// training on a CubeCL device, updating the running statistics as Burn's.
 #[derive(Clone, Debug)]
 pub struct BatchNorm {
     inner: burn::nn::BatchNorm,
@@ -58,7 +60,38 @@ impl BatchNorm {
         if let Some(y) = self.forward_flex(&input) {
             return y;
         }
+        if let Some(y) = self.forward_training_gpu(&input) {
+            return y;
+        }
         self.inner.forward(input)
+    }
+
+    /// [`forward`](Self::forward) while training on a CubeCL device: on
+    /// [`crate::batch_norm_train`], whose backward pass takes two reductions where Burn's takes
+    /// four.
+    fn forward_training_gpu<const D: usize>(&self, input: &Tensor<D>) -> Option<Tensor<D>> {
+        let bn = &self.inner;
+        if !(input.device().is_autodiff() && bn.training.is_enabled()) {
+            return None;
+        }
+        let (gamma, beta) = (bn.gamma.val(), bn.beta.val());
+        let (y, [mean, variance]) = crate::batch_norm_train(input, &gamma, &beta, bn.epsilon)?;
+        self.update_running(mean, variance);
+        Some(y)
+    }
+
+    /// The running statistics moved towards a batch's `[c]` mean and variance by `momentum`,
+    /// as Burn's `BatchNorm` moves them.
+    fn update_running(&self, mean: Tensor<1>, variance: Tensor<1>) {
+        let bn = &self.inner;
+        let device = mean.device();
+        let averaged = |running: &burn::module::RunningState<Tensor<1>>, batch: Tensor<1>| {
+            let running = running.value_sync().to_device(&device);
+            let moved = running.mul_scalar(1.0 - bn.momentum) + batch.mul_scalar(bn.momentum);
+            moved.detach()
+        };
+        bn.running_mean.update(averaged(&bn.running_mean, mean));
+        bn.running_var.update(averaged(&bn.running_var, variance));
     }
 
     /// [`forward`](Self::forward) on the flex kernel, for `[n, c, h, w]` f32 flex inputs.
@@ -75,17 +108,9 @@ impl BatchNorm {
         let y = match device.is_autodiff() && bn.training.is_enabled() {
             true => {
                 let (y, moments) = batch_norm(&x, affine, bn.epsilon)?;
-                let [mean, variance] = [0, 1].map(|row| moments.clone().narrow(0, row, 1));
-                let averaged = |running: Tensor<1>, batch: Tensor<2>| {
-                    running.mul_scalar(1.0 - bn.momentum)
-                        + batch.reshape([-1]).mul_scalar(bn.momentum)
-                };
-                let running_mean = bn.running_mean.value_sync().to_device(&device);
-                let running_var = bn.running_var.value_sync().to_device(&device);
-                bn.running_mean
-                    .update(averaged(running_mean, mean).detach());
-                bn.running_var
-                    .update(averaged(running_var, variance).detach());
+                let [mean, variance] =
+                    [0, 1].map(|row| moments.clone().narrow(0, row, 1).reshape([-1]));
+                self.update_running(mean, variance);
                 y
             }
             false => {

@@ -1,43 +1,45 @@
-//! The backend extension behind [`super::offset_batch_norm`], its forward pass, and which
-//! devices it routes.
+//! The backend extension behind [`super::batch_norm_train`] and [`super::offset_batch_norm`],
+//! their forward pass, and which devices it routes.
 
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Backend, DispatchDevice, TensorMetadata};
+use burn::backend::{Backend, Dispatch, DispatchDevice, TensorMetadata};
 use burn::tensor::{Device, Shape, Tensor};
 
-pub(super) use routing::OffsetBatchNorm;
+pub(super) use routing::BatchNorm;
 
 /// The extension, apart: its expansion names `NdArray`, deprecated in Burn 0.22.
 mod routing {
     #![allow(deprecated)]
 
     use burn::backend::tensor::FloatTensor;
-    use burn::backend::{Backend, TensorMetadata, backend_extension};
-    use burn::tensor::Shape;
+    use burn::backend::{Backend, backend_extension};
 
-    /// Batch norm with an offset and no scale: Burn's ops forward; under autodiff, the
-    /// backward pass of `backward.rs`.
+    /// Batch norm on the batch's statistics: Burn's ops forward; under autodiff, the backward
+    /// pass of `backward.rs`. Each returns the output, the batch's mean and its biased variance
+    /// (`[c]` each).
     #[backend_extension(Cube, Autodiff)]
-    pub(crate) trait OffsetBatchNorm: Backend {
-        /// The output, the batch's mean and its biased variance (`[c]` each): see
-        /// [`crate::offset_batch_norm`].
+    pub(crate) trait BatchNorm: Backend {
+        /// See [`crate::batch_norm_train`].
+        fn towers_batch_norm(
+            x: FloatTensor<Self>,
+            gamma: FloatTensor<Self>,
+            beta: FloatTensor<Self>,
+            epsilon: f64,
+        ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+            super::forward::<Self>(x, Some(gamma), beta, epsilon).results()
+        }
+
+        /// See [`crate::offset_batch_norm`].
         fn towers_offset_batch_norm(
             x: FloatTensor<Self>,
             beta: FloatTensor<Self>,
             epsilon: f64,
         ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-            let out = super::forward::<Self>(x, beta, epsilon);
-            let channels = Shape::new([out.mean.shape()[0]]);
-            let variance = Self::float_reshape(out.variance, channels.clone());
-            (
-                out.output,
-                Self::float_reshape(out.mean, channels),
-                variance,
-            )
+            super::forward::<Self>(x, None, beta, epsilon).results()
         }
     }
 
-    impl OffsetBatchNorm for burn::backend::Cube {}
+    impl BatchNorm for burn::backend::Cube {}
 }
 
 /// Whether the extension routes `device`'s backend (autodiff over it included).
@@ -48,18 +50,21 @@ pub(super) fn routed(device: &Device) -> bool {
     )
 }
 
-/// [`super::offset_batch_norm`] on a routed device.
-pub(super) fn offset_batch_norm<const D: usize>(
+/// The output and `[mean, variance]` on a routed device, with `gamma` or without a scale.
+pub(super) fn batch_norm<const D: usize>(
     x: &Tensor<D>,
+    gamma: Option<&Tensor<1>>,
     beta: &Tensor<1>,
     epsilon: f64,
 ) -> (Tensor<D>, [Tensor<1>; 2]) {
-    let (y, mean, variance) =
-        <burn::backend::Dispatch as OffsetBatchNorm>::towers_offset_batch_norm(
-            x.clone().into_dispatch(),
-            beta.clone().into_dispatch(),
-            epsilon,
-        );
+    let [x, beta] = [x.clone().into_dispatch(), beta.clone().into_dispatch()];
+    let (y, mean, variance) = match gamma {
+        Some(gamma) => {
+            let gamma = gamma.clone().into_dispatch();
+            <Dispatch as BatchNorm>::towers_batch_norm(x, gamma, beta, epsilon)
+        }
+        None => <Dispatch as BatchNorm>::towers_offset_batch_norm(x, beta, epsilon),
+    };
     let stats = [mean, variance].map(Tensor::from_dispatch);
     (Tensor::from_dispatch(y), stats)
 }
@@ -73,6 +78,16 @@ pub(super) struct Forward<B: Backend> {
     pub(super) inv_std: FloatTensor<B>,
 }
 
+impl<B: Backend> Forward<B> {
+    /// The output, the mean and the variance, the statistics as `[c]`.
+    pub(super) fn results(self) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+        let channels = Shape::new([self.mean.shape().num_elements()]);
+        let [mean, variance] =
+            [self.mean, self.variance].map(|s| B::float_reshape(s, channels.clone()));
+        (self.output, mean, variance)
+    }
+}
+
 /// `x` as `[c, n · h · w]`: the values of each channel in a row, as Burn's batch norm lays
 /// them out to reduce (a copy where `x`'s strides do not allow a view).
 pub(super) fn channel_rows<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
@@ -82,7 +97,7 @@ pub(super) fn channel_rows<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_reshape(B::float_swap_dims(x, 0, 1), rows)
 }
 
-/// `[c, 1]` as `[1, c, 1, ...]` of `rank` dimensions: a per-channel value beside `x`.
+/// `[c, 1]` or `[c]` as `[1, c, 1, ...]` of `rank` dimensions: a per-channel value beside `x`.
 pub(super) fn beside<B: Backend>(per_channel: FloatTensor<B>, rank: usize) -> FloatTensor<B> {
     let mut shape = vec![1; rank];
     shape[1] = per_channel.shape().num_elements();
@@ -95,6 +110,7 @@ pub(super) fn beside<B: Backend>(per_channel: FloatTensor<B>, rank: usize) -> Fl
 /// kernels of one op each.
 pub(super) fn forward<B: Backend>(
     x: FloatTensor<B>,
+    gamma: Option<FloatTensor<B>>,
     beta: FloatTensor<B>,
     epsilon: f64,
 ) -> Forward<B> {
@@ -109,9 +125,13 @@ pub(super) fn forward<B: Backend>(
     )));
     let [mean_beside, inv_std_beside, beta_beside] =
         [mean.clone(), inv_std.clone(), beta].map(|t| beside::<B>(t, rank));
-    let normalized = B::float_mul(B::float_sub(x, mean_beside), inv_std_beside);
+    let gamma_beside = gamma.map(|gamma| beside::<B>(gamma, rank));
+    let mut scaled = B::float_mul(B::float_sub(x, mean_beside), inv_std_beside);
+    if let Some(gamma) = gamma_beside {
+        scaled = B::float_mul(scaled, gamma);
+    }
     Forward {
-        output: B::float_add(normalized, beta_beside),
+        output: B::float_add(scaled, beta_beside),
         mean,
         variance,
         inv_std,

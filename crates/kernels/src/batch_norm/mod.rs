@@ -1,0 +1,58 @@
+//! [`batch_norm_train`] and [`offset_batch_norm`]: batch normalization on the batch's own
+//! statistics, with a scale (Burn's `BatchNorm`) or without (TF-slim's
+//! `batch_norm(scale=False)`), with a backward pass of their own on Burn's CubeCL devices.
+//!
+//! Why: Burn's `batch_norm_train` (burn-backend's default, which the CubeCL backends take)
+//! takes four reductions in its backward pass (the two sums, then their means again, apart for
+//! f16), and a layer without a scale fills a `gamma` of ones each forward pass and gets its
+//! gradient all the same. On a fused GPU that was about 10 of the ~42 launches per convolution
+//! layer of Inception v3's step (bench/HISTORY.md, "Where Inception v3's launches go"). Here:
+//! two reductions forward (the mean, then the variance from the centred values) and two
+//! backward (`Σ dy` and `Σ dy · x̂`, per channel), each pass's element-wise work in one
+//! expression.
+//!
+//! - `extension.rs`: the Burn backend extension (the forward pass by Burn's ops, on every
+//!   backend it routes) and which devices it routes;
+//! - `backward.rs`: the backward pass, under autodiff.
+
+#[cfg(feature = "gpu")]
+mod backward;
+#[cfg(feature = "gpu")]
+mod extension;
+
+use burn::tensor::Tensor;
+
+/// `gamma · (x - mean) / √(variance + epsilon) + beta` per channel of `x` (`[n, c, ...]`,
+/// `gamma` and `beta` `[c]`), on the batch's own mean and biased variance, which come back with
+/// it (`[c]` each, no gradient), as Burn's `batch_norm_train` computes them; under autodiff the
+/// gradients of `x`, `gamma` and `beta` are its own backward pass's.
+///
+/// `None` off Burn's CubeCL devices (and in builds without a GPU backend): flex has fused
+/// kernels of its own (`flex_route`), other backends take Burn's `batch_norm_train`.
+pub fn batch_norm_train<const D: usize>(
+    x: &Tensor<D>,
+    gamma: &Tensor<1>,
+    beta: &Tensor<1>,
+    epsilon: f64,
+) -> Option<(Tensor<D>, [Tensor<1>; 2])> {
+    #[cfg(feature = "gpu")]
+    if extension::routed(&x.device()) {
+        return Some(extension::batch_norm(x, Some(gamma), beta, epsilon));
+    }
+    let _ = (x, gamma, beta, epsilon);
+    None
+}
+
+/// [`batch_norm_train`] without a scale (`gamma` of ones, with no gradient to compute).
+pub fn offset_batch_norm<const D: usize>(
+    x: &Tensor<D>,
+    beta: &Tensor<1>,
+    epsilon: f64,
+) -> Option<(Tensor<D>, [Tensor<1>; 2])> {
+    #[cfg(feature = "gpu")]
+    if extension::routed(&x.device()) {
+        return Some(extension::batch_norm(x, None, beta, epsilon));
+    }
+    let _ = (x, beta, epsilon);
+    None
+}
