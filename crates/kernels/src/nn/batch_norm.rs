@@ -75,7 +75,8 @@ impl BatchNorm {
             return None;
         }
         let (gamma, beta) = (bn.gamma.val(), bn.beta.val());
-        let (y, [mean, variance]) = crate::batch_norm_train(input, &gamma, &beta, bn.epsilon)?;
+        let (y, [mean, variance]) =
+            crate::batch_norm::batch_norm_train(input, &gamma, &beta, bn.epsilon)?;
         self.update_running(mean, variance);
         Some(y)
     }
