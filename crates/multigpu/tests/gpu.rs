@@ -8,9 +8,9 @@
 //! carry those differences into the weights at about 1e-6..1e-5. Between CPU backends the
 //! towers tests hold 1e-5.
 //!
-//! Run with `cargo test -p towers-multigpu --features wgpu --test integration gpu::` (`--features cuda` and
-//! `TOWERS_GPU_DEVICE=cuda:0` for CUDA); without a device the tests print `SKIPPED` and pass,
-//! except under CI.
+//! Run with `cargo test -p towers-multigpu --features wgpu,towers-kernels/wgpu --test
+//! integration gpu::` (`--features cuda,towers-kernels/cuda` and `TOWERS_GPU_DEVICE=cuda:0` for
+//! CUDA); without a device the tests print `SKIPPED` and pass, except under CI.
 #![cfg(feature = "gpu")]
 
 use burn::module::{Module, RunningState};
