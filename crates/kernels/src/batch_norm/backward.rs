@@ -31,23 +31,7 @@ impl<B: Backend, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
             .prepare::<C>([x.node(), gamma.node(), beta.node()])
             .compute_bound()
             .stateful();
-        let gamma_inner = gamma.into_primitive();
-        let out = forward::<B>(
-            x.primitive().clone(),
-            Some(gamma_inner.clone()),
-            beta.into_primitive(),
-            epsilon,
-        );
-        let (mean, inv_std) = (out.mean.clone(), out.inv_std.clone());
-        let (output, batch_mean, batch_variance) = out.results();
-        let y = match prep {
-            OpsKind::Tracked(mut prep) => {
-                let x_state = prep.checkpoint(&x);
-                prep.finish((x_state, gamma_inner, mean, inv_std), output)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(output),
-        };
-        untracked_statistics::<B, C>(y, batch_mean, batch_variance)
+        record(prep, x, Some(gamma.into_primitive()), beta, epsilon)
     }
 
     fn towers_offset_batch_norm(
@@ -59,81 +43,120 @@ impl<B: Backend, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
             .prepare::<C>([x.node(), beta.node()])
             .compute_bound()
             .stateful();
-        let out = forward::<B>(x.primitive().clone(), None, beta.into_primitive(), epsilon);
-        let (mean, inv_std) = (out.mean.clone(), out.inv_std.clone());
-        let (output, batch_mean, batch_variance) = out.results();
-        let y = match prep {
-            OpsKind::Tracked(mut prep) => {
-                let x_state = prep.checkpoint(&x);
-                prep.finish((x_state, mean, inv_std), output)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(output),
-        };
-        untracked_statistics::<B, C>(y, batch_mean, batch_variance)
+        record(prep, x, None, beta, epsilon)
     }
 }
 
-fn untracked_statistics<B: Backend, C: CheckpointStrategy>(
-    y: FloatTensor<Autodiff<B, C>>,
+/// What the backward pass reads: the input (checkpointed), `γ` where there is one, and per
+/// channel (`[c, 1]`) the mean and `1/√(var + ε)` the forward pass normalized with.
+#[derive(Clone, Debug)]
+struct Saved<B: Backend> {
+    x: NodeId,
+    gamma: Option<FloatTensor<B>>,
     mean: FloatTensor<B>,
-    variance: FloatTensor<B>,
-) -> Results<B, C> {
-    let untracked = FloatTensor::<Autodiff<B, C>>::new;
-    (y, untracked(mean), untracked(variance))
+    inv_std: FloatTensor<B>,
 }
 
-/// The backward pass with a scale. State: the input, `γ`, and per channel (`[c, 1]`) the mean
-/// and `1/√(var + ε)` the forward pass normalized with.
+/// The forward pass on the inner backend, recorded for `prep`'s backward pass where a parent
+/// is tracked; the statistics come back untracked.
+fn record<B, C, BO, const N: usize>(
+    prep: OpsKind<BO, B, Saved<B>, C, N>,
+    x: FloatTensor<Autodiff<B, C>>,
+    gamma: Option<FloatTensor<B>>,
+    beta: FloatTensor<Autodiff<B, C>>,
+    epsilon: f64,
+) -> Results<B, C>
+where
+    B: Backend,
+    C: CheckpointStrategy,
+    BO: Backward<B, N, State = Saved<B>>,
+{
+    let out = forward::<B>(
+        x.primitive().clone(),
+        gamma.clone(),
+        beta.into_primitive(),
+        epsilon,
+    );
+    let (mean, inv_std) = (out.mean.clone(), out.inv_std.clone());
+    let (output, batch_mean, batch_variance) = out.results();
+    let y = match prep {
+        OpsKind::Tracked(mut prep) => {
+            let x = prep.checkpoint(&x);
+            let saved = Saved {
+                x,
+                gamma,
+                mean,
+                inv_std,
+            };
+            prep.finish(saved, output)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(output),
+    };
+    let untracked = FloatTensor::<Autodiff<B, C>>::new;
+    (y, untracked(batch_mean), untracked(batch_variance))
+}
+
+/// The backward pass with a scale: the gradients of the input, `γ` and `β`.
 #[derive(Debug)]
 struct ScaledBackward;
 
 impl<B: Backend> Backward<B, 3> for ScaledBackward {
-    type State = (NodeId, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>);
+    type State = Saved<B>;
 
     fn backward(
         self,
-        ops: Ops<Self::State, 3>,
+        ops: Ops<Saved<B>, 3>,
         grads: &mut Gradients,
         checkpointer: &mut Checkpointer,
     ) {
-        let [x_node, gamma_node, beta_node] = ops.parents;
-        let dy = grads.consume::<B>(&ops.node);
-        let (x_state, gamma, mean, inv_std) = ops.state;
-        let x = checkpointer.retrieve_node_output(x_state);
+        let [x_node, gamma_node, beta_node] = ops.parents.map(|node| node.map(|node| node.id));
         let wanted = [x_node.is_some(), gamma_node.is_some()];
-        let found = gradients::<B>(x, Some(gamma), mean, inv_std, dy, wanted);
-        for (node, gradient) in [x_node, gamma_node, beta_node].into_iter().zip(found) {
-            if let (Some(node), Some(gradient)) = (node, gradient) {
-                grads.register::<B>(node.id, gradient);
-            }
-        }
+        let found = gradients::<B>(
+            ops.state,
+            grads.consume::<B>(&ops.node),
+            checkpointer,
+            wanted,
+        );
+        register::<B>(
+            grads,
+            [x_node, gamma_node, beta_node].into_iter().zip(found),
+        );
     }
 }
 
-/// The backward pass without a scale. State: the input, and per channel (`[c, 1]`) the mean
-/// and `1/√(var + ε)` the forward pass normalized with.
+/// The backward pass without a scale: the gradients of the input and `β`.
 #[derive(Debug)]
 struct OffsetBackward;
 
 impl<B: Backend> Backward<B, 2> for OffsetBackward {
-    type State = (NodeId, FloatTensor<B>, FloatTensor<B>);
+    type State = Saved<B>;
 
     fn backward(
         self,
-        ops: Ops<Self::State, 2>,
+        ops: Ops<Saved<B>, 2>,
         grads: &mut Gradients,
         checkpointer: &mut Checkpointer,
     ) {
-        let [x_node, beta_node] = ops.parents;
-        let dy = grads.consume::<B>(&ops.node);
-        let (x_state, mean, inv_std) = ops.state;
-        let x = checkpointer.retrieve_node_output(x_state);
+        let [x_node, beta_node] = ops.parents.map(|node| node.map(|node| node.id));
         let wanted = [x_node.is_some(), false];
-        let [dx, _, dbeta] = gradients::<B>(x, None, mean, inv_std, dy, wanted);
-        for (node, gradient) in [(x_node, dx), (beta_node, dbeta)] {
-            if let (Some(node), Some(gradient)) = (node, gradient) {
-                grads.register::<B>(node.id, gradient);
-            }
+        let [dx, _, dbeta] = gradients::<B>(
+            ops.state,
+            grads.consume::<B>(&ops.node),
+            checkpointer,
+            wanted,
+        );
+        register::<B>(grads, [(x_node, dx), (beta_node, dbeta)]);
+    }
+}
+
+/// Registers each gradient found for a tracked parent (by its node's id).
+fn register<B: Backend>(
+    grads: &mut Gradients,
+    found: impl IntoIterator<Item = (Option<NodeId>, Option<FloatTensor<B>>)>,
+) {
+    for (node, gradient) in found {
+        if let (Some(node), Some(gradient)) = (node, gradient) {
+            grads.register::<B>(node, gradient);
         }
     }
 }
@@ -148,13 +171,18 @@ impl<B: Backend> Backward<B, 2> for OffsetBackward {
 /// (`γ` = 1 without a scale; the mean's and the variance's dependence on `x` included): the two
 /// sums are the pass's two reductions, `dx` one element-wise expression.
 fn gradients<B: Backend>(
-    x: FloatTensor<B>,
-    gamma: Option<FloatTensor<B>>,
-    mean: FloatTensor<B>,
-    inv_std: FloatTensor<B>,
+    saved: Saved<B>,
     dy: FloatTensor<B>,
+    checkpointer: &mut Checkpointer,
     [want_dx, want_dgamma]: [bool; 2],
 ) -> [Option<FloatTensor<B>>; 3] {
+    let Saved {
+        x,
+        gamma,
+        mean,
+        inv_std,
+    } = saved;
+    let x: FloatTensor<B> = checkpointer.retrieve_node_output(x);
     let rank = x.shape().num_dims();
     let channels = Shape::new([mean.shape().num_elements()]);
     let per_channel = (x.shape().num_elements() / mean.shape().num_elements()) as f32;

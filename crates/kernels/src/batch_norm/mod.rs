@@ -35,12 +35,7 @@ pub fn batch_norm_train<const D: usize>(
     beta: &Tensor<1>,
     epsilon: f64,
 ) -> Option<(Tensor<D>, [Tensor<1>; 2])> {
-    #[cfg(feature = "gpu")]
-    if extension::routed(&x.device()) {
-        return Some(extension::batch_norm(x, Some(gamma), beta, epsilon));
-    }
-    let _ = (x, gamma, beta, epsilon);
-    None
+    on_cube(x, Some(gamma), beta, epsilon)
 }
 
 /// [`batch_norm_train`] without a scale (`gamma` of ones, with no gradient to compute).
@@ -49,10 +44,20 @@ pub fn offset_batch_norm<const D: usize>(
     beta: &Tensor<1>,
     epsilon: f64,
 ) -> Option<(Tensor<D>, [Tensor<1>; 2])> {
+    on_cube(x, None, beta, epsilon)
+}
+
+/// Either batch norm where the extension routes `x`'s device, else `None`.
+fn on_cube<const D: usize>(
+    x: &Tensor<D>,
+    gamma: Option<&Tensor<1>>,
+    beta: &Tensor<1>,
+    epsilon: f64,
+) -> Option<(Tensor<D>, [Tensor<1>; 2])> {
     #[cfg(feature = "gpu")]
     if extension::routed(&x.device()) {
-        return Some(extension::batch_norm(x, None, beta, epsilon));
+        return Some(extension::batch_norm(x, gamma, beta, epsilon));
     }
-    let _ = (x, beta, epsilon);
+    let _ = (x, gamma, beta, epsilon);
     None
 }
