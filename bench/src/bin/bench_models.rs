@@ -7,7 +7,9 @@
 //! timed runs after [`WARM_UP`] calls; `MODEL` `cifar10`, `inception`, `resnet50` or `resnet18`
 //! and `PRECISION` `f32` or `bf16` run only those rows, e.g. under a profiler).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
-//! averages); the train step is the training loss, its backward pass and a plain SGD update.
+//! averages); the train step is the training loss, its backward pass and a plain SGD update,
+//! the weight decay's gradient added in the update as the trainer adds it
+//! (`ImageClassifier::loss_decay_in_update`).
 //! Each row twice: products in f32 and in bf16 (`towers_kernels::with_precision`), alternating.
 //! On a CubeCL device, the train step's kernel launches too (`launches/step`; the step makes one
 //! host sync, its closing `sync`).
@@ -27,6 +29,7 @@ use towers_kernels::{Precision, bf16_kernel, with_precision};
 use towers_models::{
     Cifar10Config, ImageClassifier, InceptionV3Config, ResNet18, ResNet50, ResNetConfig,
 };
+use towers_multigpu::DecayInUpdate;
 use towers_train::OptimizerConfig;
 
 fn main() {
@@ -112,11 +115,14 @@ fn bench<M: ImageClassifier>(
 
     let train_images = images(&train_device);
     let mut optim = OptimizerConfig::Sgd.init();
+    // As the trainer's step: the weight decay's gradient added in the update.
+    let decay = DecayInUpdate::new(model.weight_decays().into_iter().map(Into::into));
     let mut trained = Some(model);
     let mut train_step = || {
         let model = trained.take().unwrap();
-        let loss = model.loss(train_images.clone(), labels.clone()).loss;
+        let loss = (model.loss_decay_in_update(train_images.clone(), labels.clone())).loss;
         let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let grads = decay.added(&model, grads);
         trained = Some(optim.step(0.01, model, grads));
         train_device.sync().unwrap();
     };
@@ -192,6 +198,7 @@ mod phase_counts {
             .collect();
         let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), &device);
         let mut optim = OptimizerConfig::Sgd.init();
+        let decay = DecayInUpdate::new(model.weight_decays().into_iter().map(Into::into));
         let sync = || device.sync().expect("the device's queued work");
         let mut model = Some(model);
         // Two steps that tune, then one counted phase by phase.
@@ -206,7 +213,8 @@ mod phase_counts {
             report(
                 "forward (the loss)",
                 count(1, || {
-                    loss = Some(net.loss(images.clone(), labels.clone()).loss);
+                    let loss_now = net.loss_decay_in_update(images.clone(), labels.clone());
+                    loss = Some(loss_now.loss);
                     sync();
                 }),
             );
@@ -224,6 +232,7 @@ mod phase_counts {
                 "update (plain SGD)",
                 count(1, || {
                     let grads = grads.take().expect("the backward phase's gradients");
+                    let grads = decay.added(&net, grads);
                     updated = Some(optim.step(0.01, net.clone(), grads));
                     sync();
                 }),

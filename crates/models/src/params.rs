@@ -36,6 +36,13 @@ pub struct WeightDecay {
     pub decay: f64,
 }
 
+/// The parameter and its decay, as the towers' `with_weight_decay` takes them.
+impl From<WeightDecay> for (ParamId, f64) {
+    fn from(term: WeightDecay) -> Self {
+        (term.id, term.decay)
+    }
+}
+
 /// Counts the trainable parameters and moving statistics of `module`.
 pub fn count_params<M: Module>(module: &M) -> ParamCounts {
     walk(
@@ -86,9 +93,25 @@ pub fn weight_decays<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Vec<W
 /// fused GPU the element-wise ops on `[1]` between two reductions are a kernel each, while
 /// those after the last reduction are one.
 pub fn l2_penalty<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Option<Tensor<1>> {
+    penalty(module, rule, false)
+}
+
+/// [`l2_penalty`]'s value, a constant outside the autodiff graph (computed on the parameters'
+/// inner tensors): for a loss whose penalties' gradients the update adds
+/// ([`ImageClassifier::loss_decay_in_update`](crate::ImageClassifier::loss_decay_in_update)).
+pub(crate) fn l2_penalty_value<M: Module>(
+    module: &M,
+    rule: impl Fn(&str) -> f64,
+) -> Option<Tensor<1>> {
+    penalty(module, rule, true)
+}
+
+/// [`l2_penalty`], or its value alone when `constant`.
+fn penalty<M: Module>(module: &M, rule: impl Fn(&str) -> f64, constant: bool) -> Option<Tensor<1>> {
     struct Penalty<F> {
         path: Vec<String>,
         rule: F,
+        constant: bool,
         /// Each decayed parameter's decay and sum of squares, in visiting order.
         sums: Vec<(f64, Tensor<1>)>,
     }
@@ -103,13 +126,18 @@ pub fn l2_penalty<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Option<T
             let path = self.path.join(".");
             let decay = (self.rule)(&path);
             if decay != 0.0 && !is_moving_statistic(&path) {
-                self.sums.push((decay, param.val().square().sum()));
+                let weight = match self.constant {
+                    true => param.val().inner(),
+                    false => param.val(),
+                };
+                self.sums.push((decay, weight.square().sum()));
             }
         }
     }
     let mut visitor = Penalty {
         path: Vec::new(),
         rule,
+        constant,
         sums: Vec::new(),
     };
     module.visit(&mut visitor);

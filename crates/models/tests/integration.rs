@@ -1,6 +1,7 @@
 //! towers-models' integration tests, one binary: each file of this folder is a module of it,
 //! so the crate and Burn are linked once for all of them.
 
+mod decay_in_update;
 mod layers;
 mod tf_checkpoint;
 mod tf_checkpoint_crafted;

@@ -75,6 +75,7 @@ mod tower_index;
 pub mod towers;
 #[cfg(feature = "fusion")]
 pub mod tuning;
+mod weight_decay;
 mod wire_format;
 
 pub use batch::{TowerBatch, split_sizes, split_slice};
@@ -91,4 +92,5 @@ pub use running_state::{BatchNormSync, RunningStates};
 pub use timeline::{Timeline, Track};
 pub use tower_index::{current_first_example, current_tower};
 pub use towers::{HUNG_TOWER_EXIT_CODE, ReplicaCheck, StepOutput, Towers, TowersConfig};
+pub use weight_decay::DecayInUpdate;
 pub use wire_format::Wire;

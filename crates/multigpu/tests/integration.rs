@@ -11,3 +11,4 @@ mod running_state;
 mod token_weights;
 mod towers;
 mod tuning;
+mod weight_decay;

@@ -13,6 +13,7 @@ use std::time::Duration;
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
 use towers_data::{HostBatch, image_loss};
+use towers_models::weight_decays;
 use towers_multigpu::mpi::{Mpi, MpiConfig};
 use towers_multigpu::{CrossProcess, Towers, TowersConfig, Wire, parse_devices};
 use towers_testing::assert_error_names;
@@ -109,7 +110,13 @@ fn rank() {
         train(towers, &scenario, rank, |m, x, y| m.loss(x, y))
     } else {
         let net = seeded(Net::new(&device), seed);
-        let towers = join(Towers::new(net, sgd(), &devices, config).unwrap(), &mpi);
+        let decays = match scenario == "mismatch-decay" && rank == 1 {
+            true => weight_decays(&net, |path| 0.5 * f64::from(path == "fc.weight")),
+            false => Vec::new(),
+        };
+        let towers = Towers::new(net, sgd(), &devices, config).unwrap();
+        let towers = towers.with_weight_decay(decays.into_iter().map(Into::into));
+        let towers = join(towers, &mpi);
         if scenario == "out-of-step" && rank == 1 {
             mpi.any("an exchange only rank 1 makes", false);
         }
@@ -414,6 +421,18 @@ fn ranks_with_different_bucket_sizes_are_refused() {
             "rank 0 refused",
             "rank 1 refused",
             "bucket bytes: rank 0 256, rank 1 512",
+        ],
+    );
+}
+
+#[test]
+fn ranks_with_different_weight_decays_are_refused() {
+    assert_job_ends_saying(
+        "mismatch-decay",
+        &[
+            "rank 0 refused",
+            "rank 1 refused",
+            "weight decay: rank 0 none, rank 1 (tensor, decay) [(2, 0.5)]",
         ],
     );
 }

@@ -17,6 +17,15 @@ pub fn flex() -> Device {
 /// Plain Burn steps on flex, one per batch. Returns the model and each step's loss and
 /// correct count.
 pub fn plain_training(model: Net, batches: &[HostBatch]) -> (Net, Vec<(f64, usize)>) {
+    plain_training_penalized(model, batches, |_| None)
+}
+
+/// [`plain_training`] with `penalty` of the model (differentiable) added to each step's loss.
+pub fn plain_training_penalized(
+    model: Net,
+    batches: &[HostBatch],
+    penalty: impl Fn(&Net) -> Option<Tensor<1>>,
+) -> (Net, Vec<(f64, usize)>) {
     let device = flex();
     let mut model = model.fork(&device);
     let mut optim = sgd();
@@ -25,6 +34,10 @@ pub fn plain_training(model: Net, batches: &[HostBatch]) -> (Net, Vec<(f64, usiz
         let (x, y) = b.as_slice().to_tensors(&device);
         let out = model.loss(x, y);
         let (loss, (logits, _)) = (out.loss, out.predictions.expect("the net gives logits"));
+        let loss = match penalty(&model) {
+            Some(penalty) => loss + penalty,
+            None => loss,
+        };
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         let loss: f32 = loss.into_scalar();
         let predicted: Vec<i64> = logits.argmax(1).into_data().iter::<i64>().collect();

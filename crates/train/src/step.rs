@@ -2,6 +2,7 @@
 //! part of a batch, in the style of burn-train's `TrainStep`. [`ClassifierStep`] is the one
 //! for image classifiers on host image batches.
 
+use burn::module::ParamId;
 use burn::tensor::{Device, Int, Tensor};
 use towers_data::{BatchSlice, HostBatch};
 use towers_models::ImageClassifier;
@@ -45,30 +46,52 @@ pub trait TrainStep<M>: Send + Sync {
         part: <Self::Batch as TowerBatch>::Part<'_>,
         device: &Device,
     ) -> TowerLoss;
+
+    /// The L2 weight decays the trainer adds to the mean gradient before each update,
+    /// `decay · W` for each parameter named (the towers'
+    /// [`with_weight_decay`](towers_multigpu::Towers::with_weight_decay)): for a step whose
+    /// loss holds those penalties as constants, without their gradients. None by default.
+    fn decay_in_update(&self, model: &M) -> Vec<(ParamId, f64)> {
+        let _ = model;
+        Vec::new()
+    }
 }
 
 /// A tower's loss on images `[n, c, h, w]` and labels `[n]`.
 pub type LossFn<M> = dyn Fn(&M, Tensor<4>, Tensor<1, Int>) -> TowerLoss + Send + Sync;
 
-/// The step of an image classifier on [`HostBatch`]es: the model's own loss
-/// ([`ImageClassifier::loss`]) or one given in its place.
+/// The parameters whose decay the update adds, as a step finds them in a model.
+type DecaysFn<M> = dyn Fn(&M) -> Vec<(ParamId, f64)> + Send + Sync;
+
+/// The step of an image classifier on [`HostBatch`]es: the model's own loss or one given in
+/// its place.
+///
+/// The model's own loss is [`ImageClassifier::loss_decay_in_update`]: its weight decay's
+/// gradient is added in the update ([`TrainStep::decay_in_update`]), not taken through backward;
+/// the values, logged and trained, are [`ImageClassifier::loss`]'s.
 pub struct ClassifierStep<M> {
     loss: Box<LossFn<M>>,
+    decays: Box<DecaysFn<M>>,
 }
 
 impl<M: ImageClassifier> Default for ClassifierStep<M> {
     fn default() -> Self {
-        Self::with_loss(|m: &M, x, y| TowerLoss::new(m.loss(x, y).loss))
+        let decays = |m: &M| m.weight_decays().into_iter().map(Into::into).collect();
+        Self {
+            loss: Box::new(|m: &M, x, y| TowerLoss::new(m.loss_decay_in_update(x, y).loss)),
+            decays: Box::new(decays),
+        }
     }
 }
 
 impl<M> ClassifierStep<M> {
-    /// Minimizes `loss` instead of the model's own.
+    /// Minimizes `loss` instead of the model's own; the update adds no weight decay of its own.
     pub fn with_loss(
         loss: impl Fn(&M, Tensor<4>, Tensor<1, Int>) -> TowerLoss + Send + Sync + 'static,
     ) -> Self {
         Self {
             loss: Box::new(loss),
+            decays: Box::new(|_| Vec::new()),
         }
     }
 }
@@ -79,5 +102,9 @@ impl<M> TrainStep<M> for ClassifierStep<M> {
     fn loss(&self, model: &M, part: BatchSlice<'_>, device: &Device) -> TowerLoss {
         let (images, labels) = part.to_tensors(device);
         (self.loss)(model, images, labels)
+    }
+
+    fn decay_in_update(&self, model: &M) -> Vec<(ParamId, f64)> {
+        (self.decays)(model)
     }
 }

@@ -14,6 +14,7 @@ use towers_data::cifar10::BuiltinCifar10;
 use towers_kernels::Precision;
 use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
 use towers_multigpu::TowerLoss;
+use towers_testing::compare::{max_abs_diff, values};
 use towers_testing::training::quick_cifar_config;
 use towers_testing::{assert_error_names, report};
 use towers_train::summary::proto::{Event, Kind, SessionStatus, What};
@@ -211,6 +212,45 @@ fn one_tower_and_two_log_the_same_losses() {
         assert!(
             (l1 - l2).abs() <= 1e-6 * l1.abs(),
             "step {s1}: {l1} vs {l2}"
+        );
+    }
+}
+
+/// The model's own loss leaves its weight decay's gradient to the update: three steps on two
+/// towers end where the loss with its penalty taken through backward ends (and where a run that
+/// drops the gradient does not), the logged losses the same.
+#[test]
+fn the_weight_decay_added_in_the_update_trains_like_the_penalty_in_the_loss() {
+    let data = data();
+    let input = Input::cifar10_train(data.dir()).unwrap();
+    // A decay large enough to show in three steps.
+    let decayed = |device: &Device| Cifar10Config::new().with_weight_decay(0.5).init(device);
+    let run = |trainer: Trainer<Cifar10Net>| trainer.run(decayed, &input).unwrap();
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let config = |i: usize| config(dirs[i].path(), "flex,flex", 3);
+    let in_update = run(Trainer::new(config(0)));
+    let through_backward = (Trainer::new(config(1)))
+        .with_loss(|m: &Cifar10Net, x, y| TowerLoss::new(m.loss(x, y).loss));
+    let through_backward = run(through_backward);
+    let dropped = (Trainer::new(config(2)))
+        .with_loss(|m: &Cifar10Net, x, y| TowerLoss::new(m.loss_decay_in_update(x, y).loss));
+    let dropped = run(dropped);
+
+    let diff = |a: &Trained<Cifar10Net>, b: &Trained<Cifar10Net>| {
+        max_abs_diff(&values(&a.model), &values(&b.model))
+    };
+    let same = diff(&in_update, &through_backward);
+    let without = diff(&dropped, &through_backward);
+    assert!(same < 1e-5, "the two routes differ by {same}");
+    assert!(
+        without > 1e-3,
+        "dropping the decay changes the weights by only {without}"
+    );
+    let (got, want) = (losses(dirs[0].path()), losses(dirs[1].path()));
+    for ((step, got), (_, want)) in got.iter().zip(&want) {
+        assert!(
+            (got - want).abs() <= 1e-6 * want.abs(),
+            "step {step}: {got} vs {want}"
         );
     }
 }

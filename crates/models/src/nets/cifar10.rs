@@ -5,7 +5,7 @@ use crate::nets::{ClassifierLoss, ImageClassifier};
 use crate::parameter_table::model_rows;
 use crate::parameter_table::parameter_table;
 use crate::params::{WeightDecay, count_params};
-use crate::params::{l2_penalty, weight_decays};
+use crate::params::{l2_penalty, l2_penalty_value, weight_decays};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -160,6 +160,13 @@ impl Cifar10Net {
         l2_penalty(self, |path| self.decay_of(path))
     }
 
+    /// The loss without its penalty: the mean cross-entropy.
+    fn cross_entropy(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
+        let logits = ImageClassifier::forward(self, images);
+        let loss = softmax_cross_entropy(logits.clone(), labels, 0.0);
+        ClassifierLoss { loss, logits }
+    }
+
     fn decay_of(&self, path: &str) -> f64 {
         match path {
             "local3.weight" | "local4.weight" => self.weight_decay,
@@ -185,13 +192,17 @@ impl ImageClassifier for Cifar10Net {
     }
 
     fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-        let logits = ImageClassifier::forward(self, images);
-        let cross_entropy = softmax_cross_entropy(logits.clone(), labels, 0.0);
-        let loss = match self.regularization() {
-            Some(penalty) => cross_entropy + penalty,
-            None => cross_entropy,
-        };
-        ClassifierLoss { loss, logits }
+        self.cross_entropy(images, labels)
+            .plus(self.regularization())
+    }
+
+    fn weight_decays(&self) -> Vec<WeightDecay> {
+        self.weight_decay_terms()
+    }
+
+    fn loss_decay_in_update(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
+        let penalty = l2_penalty_value(self, |path| self.decay_of(path));
+        self.cross_entropy(images, labels).plus(penalty)
     }
 
     fn num_classes(&self) -> usize {

@@ -4,6 +4,8 @@
 use burn::module::Module;
 use burn::tensor::{Int, Tensor};
 
+use crate::params::WeightDecay;
+
 /// What the trainer and the towers need of an image classifier.
 ///
 /// Training and evaluation differ only by the device and the module state, as everywhere in
@@ -21,6 +23,23 @@ pub trait ImageClassifier: Module + Send + Sync {
     /// size-weighted mean of per-tower gradients equals the full-batch gradient.
     fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss;
 
+    /// The L2 penalties [`loss`](Self::loss) holds, `decay · ΣW² / 2` for each parameter
+    /// named; none by default. Override it together with
+    /// [`loss_decay_in_update`](Self::loss_decay_in_update), or neither.
+    fn weight_decays(&self) -> Vec<WeightDecay> {
+        Vec::new()
+    }
+
+    /// [`loss`](Self::loss) for a trainer that adds the penalties' gradients, `decay · W` for
+    /// each of [`weight_decays`](Self::weight_decays), to the mean gradient itself, just before
+    /// the update (the towers' `with_weight_decay`): the same value, the penalties a constant in
+    /// it, so that backward takes only the data term. On a fused GPU the penalties' backward is
+    /// then no kernel at all (the addition joins the update's). By default the loss itself,
+    /// right for a model that decays nothing.
+    fn loss_decay_in_update(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
+        self.loss(images, labels)
+    }
+
     /// The number of classes the logits cover.
     fn num_classes(&self) -> usize;
 
@@ -35,4 +54,17 @@ pub struct ClassifierLoss {
     pub loss: Tensor<1>,
     /// Main head logits `[n, num_classes]`.
     pub logits: Tensor<2>,
+}
+
+impl ClassifierLoss {
+    /// The loss with `penalty` added, when there is one.
+    pub(crate) fn plus(self, penalty: Option<Tensor<1>>) -> Self {
+        match penalty {
+            Some(penalty) => Self {
+                loss: self.loss + penalty,
+                ..self
+            },
+            None => self,
+        }
+    }
 }

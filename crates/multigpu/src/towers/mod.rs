@@ -76,6 +76,7 @@ use crate::overlap::OverlappedExchange;
 use crate::reduce::{Layout, Reduce};
 use crate::running_state::{self, Detection, Selection};
 use crate::timeline::{Timeline, Track};
+use crate::weight_decay::DecayInUpdate;
 use between_steps::{Cycle, GradientTap, PRESENT, State};
 use who_updates::Update;
 use workers::Workers;
@@ -122,6 +123,8 @@ pub struct Towers<M> {
     timeline: Timeline,
     /// The loss scale, under [`TowersConfig::loss_scaling`].
     scaler: Option<LossScaler>,
+    /// The weight decay each update adds ([`Towers::with_weight_decay`]).
+    decay: DecayInUpdate,
     /// One thread per tower; none for one tower on the model's device.
     workers: Option<Workers>,
 }
@@ -228,6 +231,7 @@ impl<M: Module> Towers<M> {
             updates: 0,
             timeline: Timeline::default(),
             scaler: config.loss_scaling.clone().map(LossScaler::new),
+            decay: DecayInUpdate::default(),
             workers,
             config,
         })
@@ -323,6 +327,20 @@ impl<M: Module> Towers<M> {
     /// reduction, the exchange across ranks and the update.
     pub fn with_timeline(mut self, timeline: Timeline) -> Self {
         self.timeline = timeline;
+        self
+    }
+
+    /// Adds `decay · W` to each listed parameter's mean gradient before every update (the
+    /// optimizer's or the caller's, once per update, after loss scaling is undone and before a
+    /// gradient is kept): the gradient of an L2 penalty `decay · ΣW² / 2` that the loss does not
+    /// take through backward, as PyTorch's optimizers' `weight_decay` and TF's L2 loss give it.
+    /// On a fused GPU the addition joins the update's own element-wise kernel, where the
+    /// penalty's backward would launch kernels of its own for each parameter. Parameters are
+    /// named by [`ParamId`], as in the model; a decay of 0 leaves its parameter out. Across
+    /// processes, call it before [`across_processes`](Self::across_processes), which checks that
+    /// every rank decays the same parameters by the same amounts.
+    pub fn with_weight_decay(mut self, decays: impl IntoIterator<Item = (ParamId, f64)>) -> Self {
+        self.decay = DecayInUpdate::new(decays);
         self
     }
 

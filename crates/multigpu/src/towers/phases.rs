@@ -92,6 +92,7 @@ impl<M: Module> Towers<M> {
             running: &self.running,
             has_running_stats: self.has_running_stats,
             timeline: &self.timeline,
+            decay: &self.decay,
         };
         let patience = Patience {
             deadline: self.config.tower_deadline,
@@ -343,12 +344,13 @@ impl<M: Module> Towers<M> {
         };
         let grads = self.unscaled(grads);
         let skipped = grads.is_none();
-        let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
         let State::ParameterDevice { master, optim, .. } = &mut self.state else {
             unreachable!("update_on_parameter_device runs under Reduce::ParameterDevice")
         };
-        let examples = plan.examples.iter().sum();
         let master = master.take().expect(PRESENT);
+        let grads = grads.map(|grads| self.decay.added(&master, grads));
+        let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
+        let examples = plan.examples.iter().sum();
         let mut model = match grads {
             Some(grads) => update.apply(optim, master, grads),
             None => master,

@@ -22,8 +22,9 @@ impl<M: Module> Towers<M> {
     /// [`Error::Config`] under [`Reduce::AllReduce`](crate::Reduce::AllReduce): each tower
     /// updates its own replica, so there is no one gradient to exchange (use the parameter
     /// device); [`Error::Processes`] on every rank when the ranks' models differ in shape, or
-    /// their settings that decide a step's exchanges differ (overlap, accumulation, running
-    /// state, loss scaling, and the transport's own, such as MPI's wire format and bucket size):
+    /// their settings that decide a step's exchanges or updates differ (overlap, accumulation,
+    /// running state, loss scaling, [weight decay](Self::with_weight_decay), and the transport's
+    /// own, such as MPI's wire format and bucket size):
     /// the error names each setting with every rank's value.
     pub fn across_processes(mut self, processes: Processes) -> Result<Self> {
         let p = &*processes;
@@ -68,6 +69,7 @@ impl<M: Module> Towers<M> {
             ("accumulation", config.accumulation.to_string()),
             ("running states", format!("{:?}", config.running_states)),
             ("loss scaling", format!("{:?}", config.loss_scaling)),
+            ("weight decay", self.decay.summary(self.model())),
         ]
     }
 

@@ -174,11 +174,12 @@ impl<M: Module> Towers<M> {
     ) -> bool {
         let grads = self.unscaled(grads);
         let skipped = grads.is_none();
-        let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
         let State::Single { model, optim } = &mut self.state else {
             unreachable!("update_single runs on one tower")
         };
         let model = model.take().expect(PRESENT);
+        let grads = grads.map(|grads| self.decay.added(&model, grads));
+        let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
         let updated = match grads {
             Some(grads) => update.apply(optim, model, grads),
             None => model,

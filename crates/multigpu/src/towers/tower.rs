@@ -19,6 +19,7 @@ use crate::reduce::{AllReduceLink, Layout, PeerGone};
 use crate::running_state::{self, RunningStats, Selection};
 use crate::timeline::{Timeline, Track};
 use crate::tower_index::on_tower;
+use crate::weight_decay::DecayInUpdate;
 
 use super::workers::{Patience, Work, Workers};
 
@@ -193,6 +194,7 @@ where
         running,
         has_running_stats,
         timeline,
+        decay,
     } = *context;
     let track = Track::Tower(crate::tower_index::current_tower().unwrap_or(0));
     let tapped = tap.as_ref().map(|tap| (tap, slots));
@@ -247,7 +249,10 @@ where
             };
             skipped = sum.is_none();
             match sum {
-                Some(sum) => (optim.step(lr, replica, sum), None, Some(optim)),
+                Some(sum) => {
+                    let sum = decay.added(&replica, sum);
+                    (optim.step(lr, replica, sum), None, Some(optim))
+                }
                 None => (replica, None, Some(optim)),
             }
         }
@@ -276,6 +281,8 @@ pub(super) struct Context<'a> {
     pub(super) running: &'a Selection,
     pub(super) has_running_stats: bool,
     pub(super) timeline: &'a Timeline,
+    /// What each all-reduce update adds to the mean gradient.
+    pub(super) decay: &'a DecayInUpdate,
 }
 
 /// Runs every job on its tower's worker and waits for all of them (see `workers.rs`).

@@ -20,7 +20,7 @@ use crate::nets::{ClassifierLoss, ImageClassifier};
 use crate::parameter_table::model_rows;
 use crate::parameter_table::parameter_table;
 use crate::params::{WeightDecay, count_params};
-use crate::params::{l2_penalty, weight_decays};
+use crate::params::{l2_penalty, l2_penalty_value, weight_decays};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::pool::{AvgPool2d, AvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
@@ -313,6 +313,19 @@ impl InceptionV3 {
         l2_penalty(self, |path| self.decay_of(path))
     }
 
+    /// The loss without its penalty: the main head's cross-entropy plus the auxiliary head's,
+    /// weighted, both label-smoothed as configured.
+    fn cross_entropy(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
+        let (logits, aux) = self.forward_with_aux(images);
+        let cross_entropy =
+            |logits, labels| softmax_cross_entropy(logits, labels, self.label_smoothing);
+        let mut loss = cross_entropy(logits.clone(), labels.clone());
+        if let Some(aux) = aux {
+            loss = loss + cross_entropy(aux, labels).mul_scalar(self.aux_weight);
+        }
+        ClassifierLoss { loss, logits }
+    }
+
     fn decay_of(&self, path: &str) -> f64 {
         match path.ends_with(".weight") {
             true => self.weight_decay,
@@ -338,17 +351,17 @@ impl ImageClassifier for InceptionV3 {
     }
 
     fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-        let (logits, aux) = self.forward_with_aux(images);
-        let cross_entropy =
-            |logits, labels| softmax_cross_entropy(logits, labels, self.label_smoothing);
-        let mut loss = cross_entropy(logits.clone(), labels.clone());
-        if let Some(aux) = aux {
-            loss = loss + cross_entropy(aux, labels).mul_scalar(self.aux_weight);
-        }
-        if let Some(penalty) = self.regularization() {
-            loss = loss + penalty;
-        }
-        ClassifierLoss { loss, logits }
+        self.cross_entropy(images, labels)
+            .plus(self.regularization())
+    }
+
+    fn weight_decays(&self) -> Vec<WeightDecay> {
+        self.weight_decay_terms()
+    }
+
+    fn loss_decay_in_update(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
+        let penalty = l2_penalty_value(self, |path| self.decay_of(path));
+        self.cross_entropy(images, labels).plus(penalty)
     }
 
     fn num_classes(&self) -> usize {

@@ -32,7 +32,7 @@ pub use downsample::{Downsample, DownsampleConfig};
 pub use residual_block::ResidualBlock;
 
 use crate::nets::{ClassifierLoss, ImageClassifier};
-use crate::params::l2_penalty;
+use crate::params::{WeightDecay, l2_penalty, l2_penalty_value, weight_decays};
 
 /// ResNet-18 and -34: [`BasicBlock`]s.
 pub type ResNet18 = ResNet<BasicBlock>;
@@ -158,6 +158,13 @@ pub struct ResNet<Block> {
 }
 
 impl<Block: ResidualBlock> ResNet<Block> {
+    /// The loss without its penalty: the mean cross-entropy.
+    fn cross_entropy(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
+        let logits = ImageClassifier::forward(self, images);
+        let loss = softmax_cross_entropy(logits.clone(), labels, 0.0);
+        ClassifierLoss { loss, logits }
+    }
+
     /// The features before the head: `[n, 512 * EXPANSION]`.
     fn features(&self, images: Tensor<4>) -> Tensor<2> {
         let x = relu(self.bn1.forward(self.conv1.forward(images)));
@@ -183,12 +190,17 @@ impl<Block: ResidualBlock> ImageClassifier for ResNet<Block> {
     /// Mean cross-entropy, plus the L2 penalty of `weight_decay` on every parameter (not the
     /// moving statistics).
     fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-        let logits = ImageClassifier::forward(self, images);
-        let mut loss = softmax_cross_entropy(logits.clone(), labels, 0.0);
-        if let Some(penalty) = l2_penalty(self, |_| self.weight_decay) {
-            loss = loss + penalty;
-        }
-        ClassifierLoss { loss, logits }
+        let penalty = l2_penalty(self, |_| self.weight_decay);
+        self.cross_entropy(images, labels).plus(penalty)
+    }
+
+    fn weight_decays(&self) -> Vec<WeightDecay> {
+        weight_decays(self, |_| self.weight_decay)
+    }
+
+    fn loss_decay_in_update(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
+        let penalty = l2_penalty_value(self, |_| self.weight_decay);
+        self.cross_entropy(images, labels).plus(penalty)
     }
 
     fn num_classes(&self) -> usize {
