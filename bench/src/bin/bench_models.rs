@@ -9,7 +9,7 @@
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
 //! averages); the train step is the training loss, its backward pass and a plain SGD update,
 //! the weight decay's gradient added in the update as the trainer adds it
-//! (`ImageClassifier::loss_decay_in_update`).
+//! (`ImageClassifier::loss_decay_in_update`, `OptimizerConfig::init_with_weight_decays`).
 //! Each row twice: products in f32 and in bf16 (`towers_kernels::with_precision`), alternating.
 //! On a CubeCL device, the train step's kernel launches too (`launches/step`; the step makes one
 //! host sync, its closing `sync`).
@@ -22,14 +22,13 @@
 
 use towers_bench::{bench_device, reps};
 
-use burn::optim::GradientsParams;
+use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use std::time::Instant;
 use towers_kernels::{Precision, bf16_kernel, with_precision};
 use towers_models::{
     Cifar10Config, ImageClassifier, InceptionV3Config, ResNet18, ResNet50, ResNetConfig,
 };
-use towers_multigpu::DecayInUpdate;
 use towers_train::OptimizerConfig;
 
 fn main() {
@@ -114,15 +113,12 @@ fn bench<M: ImageClassifier>(
     });
 
     let train_images = images(&train_device);
-    let mut optim = OptimizerConfig::Sgd.init();
-    // As the trainer's step: the weight decay's gradient added in the update.
-    let decay = DecayInUpdate::new(model.weight_decays().into_iter().map(Into::into));
+    let mut optim = trainers_sgd(&model);
     let mut trained = Some(model);
     let mut train_step = || {
         let model = trained.take().unwrap();
         let loss = (model.loss_decay_in_update(train_images.clone(), labels.clone())).loss;
         let grads = GradientsParams::from_grads(loss.backward(), &model);
-        let grads = decay.added(&model, grads);
         trained = Some(optim.step(0.01, model, grads));
         train_device.sync().unwrap();
     };
@@ -166,6 +162,14 @@ fn launches_per_step(
     precisions.iter().map(counted).collect()
 }
 
+/// Plain SGD as the trainer builds it for `model`: its weight decay's gradient added in each
+/// decayed parameter's update (the loss holding the penalty's value only,
+/// `ImageClassifier::loss_decay_in_update`).
+fn trainers_sgd<M: ImageClassifier>(model: &M) -> ModuleOptimizer {
+    let decays: Vec<_> = model.weight_decays().into_iter().map(Into::into).collect();
+    OptimizerConfig::Sgd.init_with_weight_decays(&decays)
+}
+
 /// The `counts` mode of the module docs.
 #[cfg(feature = "gpu")]
 mod phase_counts {
@@ -197,8 +201,7 @@ mod phase_counts {
             .map(|i| (i % model.num_classes()) as i64)
             .collect();
         let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), &device);
-        let mut optim = OptimizerConfig::Sgd.init();
-        let decay = DecayInUpdate::new(model.weight_decays().into_iter().map(Into::into));
+        let mut optim = trainers_sgd(&model);
         let sync = || device.sync().expect("the device's queued work");
         let mut model = Some(model);
         // Two steps that tune, then one counted phase by phase.
@@ -232,7 +235,6 @@ mod phase_counts {
                 "update (plain SGD)",
                 count(1, || {
                     let grads = grads.take().expect("the backward phase's gradients");
-                    let grads = decay.added(&net, grads);
                     updated = Some(optim.step(0.01, net.clone(), grads));
                     sync();
                 }),

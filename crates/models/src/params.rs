@@ -93,25 +93,9 @@ pub fn weight_decays<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Vec<W
 /// fused GPU the element-wise ops on `[1]` between two reductions are a kernel each, while
 /// those after the last reduction are one.
 pub fn l2_penalty<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Option<Tensor<1>> {
-    penalty(module, rule, false)
-}
-
-/// [`l2_penalty`]'s value, a constant outside the autodiff graph (computed on the parameters'
-/// inner tensors): for a loss whose penalties' gradients the update adds
-/// ([`ImageClassifier::loss_decay_in_update`](crate::ImageClassifier::loss_decay_in_update)).
-pub(crate) fn l2_penalty_value<M: Module>(
-    module: &M,
-    rule: impl Fn(&str) -> f64,
-) -> Option<Tensor<1>> {
-    penalty(module, rule, true)
-}
-
-/// [`l2_penalty`], or its value alone when `constant`.
-fn penalty<M: Module>(module: &M, rule: impl Fn(&str) -> f64, constant: bool) -> Option<Tensor<1>> {
     struct Penalty<F> {
         path: Vec<String>,
         rule: F,
-        constant: bool,
         /// Each decayed parameter's decay and sum of squares, in visiting order.
         sums: Vec<(f64, Tensor<1>)>,
     }
@@ -126,18 +110,13 @@ fn penalty<M: Module>(module: &M, rule: impl Fn(&str) -> f64, constant: bool) ->
             let path = self.path.join(".");
             let decay = (self.rule)(&path);
             if decay != 0.0 && !is_moving_statistic(&path) {
-                let weight = match self.constant {
-                    true => param.val().inner(),
-                    false => param.val(),
-                };
-                self.sums.push((decay, weight.square().sum()));
+                self.sums.push((decay, param.val().square().sum()));
             }
         }
     }
     let mut visitor = Penalty {
         path: Vec::new(),
         rule,
-        constant,
         sums: Vec::new(),
     };
     module.visit(&mut visitor);
@@ -153,6 +132,19 @@ fn penalty<M: Module>(module: &M, rule: impl Fn(&str) -> f64, constant: bool) ->
                 .mul_scalar(decay / 2.0)
         })
         .reduce(|a, b| a + b)
+}
+
+/// [`l2_penalty`]'s value, a constant: the graph cut after it, so that backward takes nothing
+/// of it; for a loss whose penalties' gradients the update adds
+/// ([`ImageClassifier::loss_decay_in_update`](crate::ImageClassifier::loss_decay_in_update)).
+/// It is computed as [`l2_penalty`] computes it (on a fused GPU its ops then fuse as they do
+/// there: on the parameters' inner tensors they took 7 more launches of the CIFAR-10 net's
+/// forward pass, lavapipe, 2026-11-29).
+pub(crate) fn l2_penalty_value<M: Module>(
+    module: &M,
+    rule: impl Fn(&str) -> f64,
+) -> Option<Tensor<1>> {
+    l2_penalty(module, rule).map(Tensor::detach)
 }
 
 fn is_moving_statistic(path: &str) -> bool {

@@ -92,5 +92,4 @@ pub use running_state::{BatchNormSync, RunningStates};
 pub use timeline::{Timeline, Track};
 pub use tower_index::{current_first_example, current_tower};
 pub use towers::{HUNG_TOWER_EXIT_CODE, ReplicaCheck, StepOutput, Towers, TowersConfig};
-pub use weight_decay::DecayInUpdate;
 pub use wire_format::Wire;

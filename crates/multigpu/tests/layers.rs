@@ -29,6 +29,7 @@ const LAYERING: Layering = Layering {
         "cross_process",
         "gradient_tap",
         "loss_scale",
+        "weight_decay",
         "mpi",
         "overlap",
         // The towers, and the device listing that reports on them.

@@ -5,7 +5,8 @@
 //! - [`TrainConfig`]: a serde struct with the TF trainers' defaults, read from JSON or TOML
 //!   and overridden by [`TrainArgs`] flags.
 //! - [`OptimizerConfig`]: SGD and momentum ([`FusedSgd`]), TF's RMSProp ([`TfRmsProp`]), Adam ([`FusedAdam`]), as Burn
-//!   optimizers; [`LrScheduleConfig`]: exponential (staircase), polynomial, piecewise constant.
+//!   optimizers, with weight decay added in each decayed parameter's step ([`Decayed`]);
+//!   [`LrScheduleConfig`]: exponential (staircase), polynomial, piecewise constant.
 //! - [`MovingAverage`]: TF's exponential moving average of the weights.
 //! - [`Checkpoint`], [`CheckpointDir`]: model, optimizer state, averages and step in one
 //!   checksummed file written atomically ([`write_atomic`]); resume from the newest valid one.
@@ -47,8 +48,8 @@ pub use eval::{Precision, evaluate};
 pub use inception_data::{BUILTIN_CLASSES, InceptionData, Split, inception_image_size};
 pub use log::{LogEntry, MeanLoss, TrainLog, read_log};
 pub use optim::{
-    FusedAdam, FusedSgd, FusedSgdState, LrSchedule, LrScheduleConfig, MovingAverage,
-    OptimizerConfig, TfRmsProp, TfRmsPropState,
+    Decayed, FusedAdam, FusedSgd, FusedSgdState, LrSchedule, LrScheduleConfig, MovingAverage,
+    OptimizerConfig, TfRmsProp, TfRmsPropState, with_weight_decays,
 };
 pub use plot::{plot_log, render as render_plot};
 pub use pretrained::{

@@ -47,10 +47,9 @@ pub trait TrainStep<M>: Send + Sync {
         device: &Device,
     ) -> TowerLoss;
 
-    /// The L2 weight decays the trainer adds to the mean gradient before each update,
-    /// `decay · W` for each parameter named (the towers'
-    /// [`with_weight_decay`](towers_multigpu::Towers::with_weight_decay)): for a step whose
-    /// loss holds those penalties as constants, without their gradients. None by default.
+    /// The L2 weight decays the trainer's optimizer adds to each named parameter's gradient in
+    /// its update, `decay · W` ([`Decayed`](crate::optim::Decayed)): for a step whose loss holds
+    /// those penalties as constants, without their gradients. None by default.
     fn decay_in_update(&self, model: &M) -> Vec<(ParamId, f64)> {
         let _ = model;
         Vec::new()
@@ -67,8 +66,8 @@ type DecaysFn<M> = dyn Fn(&M) -> Vec<(ParamId, f64)> + Send + Sync;
 /// its place.
 ///
 /// The model's own loss is [`ImageClassifier::loss_decay_in_update`]: its weight decay's
-/// gradient is added in the update ([`TrainStep::decay_in_update`]), not taken through backward;
-/// the values, logged and trained, are [`ImageClassifier::loss`]'s.
+/// gradient is added by the optimizer ([`TrainStep::decay_in_update`]), not taken through
+/// backward; the values, logged and trained, are [`ImageClassifier::loss`]'s.
 pub struct ClassifierStep<M> {
     loss: Box<LossFn<M>>,
     decays: Box<DecaysFn<M>>,

@@ -31,11 +31,11 @@ pub trait ImageClassifier: Module + Send + Sync {
     }
 
     /// [`loss`](Self::loss) for a trainer that adds the penalties' gradients, `decay · W` for
-    /// each of [`weight_decays`](Self::weight_decays), to the mean gradient itself, just before
-    /// the update (the towers' `with_weight_decay`): the same value, the penalties a constant in
-    /// it, so that backward takes only the data term. On a fused GPU the penalties' backward is
-    /// then no kernel at all (the addition joins the update's). By default the loss itself,
-    /// right for a model that decays nothing.
+    /// each of [`weight_decays`](Self::weight_decays), in the update itself (towers-train's
+    /// `Decayed` optimizer, or the towers' `with_weight_decay`): the same value, the penalties a
+    /// constant in it, so that backward takes only the data term. On a fused GPU the penalties'
+    /// backward is then no kernel at all. By default the loss itself, right for a model that
+    /// decays nothing.
     fn loss_decay_in_update(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
         self.loss(images, labels)
     }

@@ -334,9 +334,11 @@ impl<M: Module> Towers<M> {
     /// optimizer's or the caller's, once per update, after loss scaling is undone and before a
     /// gradient is kept): the gradient of an L2 penalty `decay · ΣW² / 2` that the loss does not
     /// take through backward, as PyTorch's optimizers' `weight_decay` and TF's L2 loss give it.
-    /// On a fused GPU the addition joins the update's own element-wise kernel, where the
-    /// penalty's backward would launch kernels of its own for each parameter. Parameters are
-    /// named by [`ParamId`], as in the model; a decay of 0 leaves its parameter out. Across
+    /// It works with any optimizer and a caller's update. On a fused GPU it costs one
+    /// element-wise kernel per decayed tensor, where the penalty's backward costs three; an
+    /// optimizer that adds it in each parameter's own step costs none (towers-train's
+    /// `Decayed`, the trainer's). Parameters are named by [`ParamId`], as in the model; a decay
+    /// of 0 leaves its parameter out. Across
     /// processes, call it before [`across_processes`](Self::across_processes), which checks that
     /// every rank decays the same parameters by the same amounts.
     pub fn with_weight_decay(mut self, decays: impl IntoIterator<Item = (ParamId, f64)>) -> Self {

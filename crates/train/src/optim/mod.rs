@@ -1,6 +1,7 @@
 //! How weights move: optimizers, learning-rate schedules and moving averages.
 //!
 //! - [`OptimizerConfig`] (`optimizer.rs`): SGD, momentum, TF's RMSProp, Adam, as Burn optimizers.
+//! - [`Decayed`] (`decayed.rs`): L2 weight decay added to the gradient in each parameter's step.
 //! - [`TfRmsProp`] (`rmsprop.rs`): RMSProp with TF's epsilon placement and state.
 //! - [`FusedAdam`] (`adam.rs`): Burn's Adam, its update in one pass on flex.
 //! - [`FusedSgd`] (`sgd.rs`): Burn's SGD, plain or with momentum, its update in one pass on flex.
@@ -8,6 +9,7 @@
 //! - [`MovingAverage`] (`ema.rs`): TF's exponential moving average of the weights.
 
 mod adam;
+mod decayed;
 mod ema;
 mod optimizer;
 mod rmsprop;
@@ -17,6 +19,7 @@ mod schedule;
 mod sgd;
 
 pub use adam::FusedAdam;
+pub use decayed::{Decayed, with_weight_decays};
 pub use ema::MovingAverage;
 pub use optimizer::OptimizerConfig;
 pub use rmsprop::{TfRmsProp, TfRmsPropState};

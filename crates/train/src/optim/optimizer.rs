@@ -1,12 +1,15 @@
 //! Optimizers by name, as a config file gives them, built as Burn's [`ModuleOptimizer`].
 //!
-//! The model's loss already holds its weight decay (TF adds it to the loss), so no optimizer
-//! here decays weights itself.
+//! The model's loss holds its weight decay's value; its gradient is either in the loss's too
+//! ([`init`](OptimizerConfig::init)) or added by the optimizer
+//! ([`init_with_weight_decays`](OptimizerConfig::init_with_weight_decays), the trainer's).
 
+use burn::module::ParamId;
 use burn::optim::ModuleOptimizer;
 use serde::{Deserialize, Serialize};
 
 use super::adam::FusedAdam;
+use super::decayed::with_weight_decays;
 use super::rmsprop::TfRmsProp;
 use super::sgd::FusedSgd;
 
@@ -62,26 +65,38 @@ impl OptimizerConfig {
 
     /// A fresh optimizer (no state).
     pub fn init(&self) -> ModuleOptimizer {
+        self.init_with_weight_decays(&[])
+    }
+
+    /// A fresh optimizer that adds `decay · W` to the gradient of each parameter of `decays` in
+    /// its step ([`Decayed`](super::Decayed)): for a loss that holds those L2 penalties as
+    /// values only. Build it for the model it updates, before loading a checkpoint's state.
+    pub fn init_with_weight_decays(&self, decays: &[(ParamId, f64)]) -> ModuleOptimizer {
         match *self {
-            Self::Sgd => FusedSgd::plain().into(),
+            Self::Sgd => with_weight_decays(FusedSgd::plain(), decays),
             Self::Momentum { momentum, nesterov } => {
-                FusedSgd::with_momentum(momentum, 0.0, nesterov).into()
+                with_weight_decays(FusedSgd::with_momentum(momentum, 0.0, nesterov), decays)
             }
             Self::RmsProp {
                 decay,
                 momentum,
                 epsilon,
-            } => TfRmsProp {
-                decay,
-                momentum,
-                epsilon,
+            } => {
+                let rmsprop = TfRmsProp {
+                    decay,
+                    momentum,
+                    epsilon,
+                };
+                with_weight_decays(rmsprop, decays)
             }
-            .into(),
             Self::Adam {
                 beta1,
                 beta2,
                 epsilon,
-            } => FusedAdam::new(beta1 as f32, beta2 as f32, epsilon as f32).into(),
+            } => {
+                let adam = FusedAdam::new(beta1 as f32, beta2 as f32, epsilon as f32);
+                with_weight_decays(adam, decays)
+            }
         }
     }
 }

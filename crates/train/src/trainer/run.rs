@@ -80,9 +80,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     {
         let c = &self.config;
         let step = start.step;
-        let decays = self.step.decay_in_update(&start.model);
-        let mut towers = Towers::new(start.model, start.optimizer, devices, c.towers_config())?
-            .with_weight_decay(decays);
+        let mut towers = Towers::new(start.model, start.optimizer, devices, c.towers_config())?;
         let mut notes = start.notes;
         match (start.loss_scale, towers.loss_scale()) {
             (Some(state), Some(_)) => towers.restore_loss_scale(state),

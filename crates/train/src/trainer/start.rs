@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::ModuleOptimizer;
 use burn::tensor::{Device, Tensor};
 use towers_multigpu::{LossScaleState, TowerDevice};
 
@@ -71,8 +72,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             None => Ok(Start {
                 averages: (c.moving_average)
                     .then(|| MovingAverage::new(&model, c.moving_average_decay)),
+                optimizer: self.optimizer_for(&model),
                 model,
-                optimizer: c.optimizer.init(),
                 step: 0,
                 checkpoint: None,
                 notes: Vec::new(),
@@ -119,13 +120,20 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         }))
     }
 
+    /// A fresh optimizer for `model` (its parameter ids final): the step's weight decays added
+    /// in each decayed parameter's update ([`TrainStep::decay_in_update`]).
+    fn optimizer_for(&self, model: &M) -> ModuleOptimizer {
+        let decays = self.step.decay_in_update(model);
+        self.config.optimizer.init_with_weight_decays(&decays)
+    }
+
     /// The model, optimizer, averages, step and input position of `ckpt`, read from `path`.
     fn restore(&self, model: M, ckpt: Checkpoint, path: &Path) -> Result<Start<M>> {
         let c = &self.config;
         let step = ckpt.step;
         let averages = ckpt.averages;
-        let optimizer = c.optimizer.init().load_record(ckpt.optimizer);
         let model = load_into(model, ckpt.model, path)?;
+        let optimizer = self.optimizer_for(&model).load_record(ckpt.optimizer);
         let averages = match (c.moving_average, averages) {
             (false, _) => None,
             (true, Some(record)) => Some(MovingAverage::from_averages(
