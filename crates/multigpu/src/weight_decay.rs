@@ -32,19 +32,14 @@ impl DecayInUpdate {
         Self { decays }
     }
 
-    /// Whether no parameter is decayed.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.decays.is_empty()
-    }
-
-    /// What ranks must agree on: `none`, or each decayed tensor's index in `model`'s order
-    /// (parameter ids differ between processes) with its decay.
-    pub(crate) fn summary<M: Module>(&self, model: &M) -> String {
-        let mut ids = Vec::new();
-        model.visit(&mut ParamIds(&mut ids));
-        let decays: Vec<(usize, f64)> = (ids.iter().enumerate())
-            .filter_map(|(i, id)| Some((i, *self.decays.get(id)?)))
+    /// What ranks must agree on: `none`, or each decayed tensor's slot (its place among the
+    /// model's trainable tensors, `slots` by id: parameter ids differ between processes) with
+    /// its decay, in slot order.
+    pub(crate) fn summary(&self, slots: &HashMap<ParamId, usize>) -> String {
+        let mut decays: Vec<(usize, f64)> = (self.decays.iter())
+            .filter_map(|(id, decay)| Some((*slots.get(id)?, *decay)))
             .collect();
+        decays.sort_by_key(|(slot, _)| *slot);
         match decays.is_empty() {
             true => "none".into(),
             false => format!("(tensor, decay) {decays:?}"),
@@ -55,7 +50,7 @@ impl DecayInUpdate {
     /// `model` (the one about to be updated). A decayed parameter that trains but got no
     /// gradient (the loss does not use it) gets `decay · W` alone, as the penalty would give it.
     pub(crate) fn added<M: Module>(&self, model: &M, grads: GradientsParams) -> GradientsParams {
-        if self.is_empty() {
+        if self.decays.is_empty() {
             return grads;
         }
         let mut adding = Adding {
@@ -92,13 +87,5 @@ impl ModuleVisitor for Adding<'_> {
             None => decayed,
         };
         self.grads.register(param.id, grad);
-    }
-}
-
-struct ParamIds<'a>(&'a mut Vec<ParamId>);
-
-impl ModuleVisitor for ParamIds<'_> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-        self.0.push(param.id);
     }
 }

@@ -69,7 +69,7 @@ impl<M: Module> Towers<M> {
             ("accumulation", config.accumulation.to_string()),
             ("running states", format!("{:?}", config.running_states)),
             ("loss scaling", format!("{:?}", config.loss_scaling)),
-            ("weight decay", self.decay.summary(self.model())),
+            ("weight decay", self.decay.summary(&self.slots)),
         ]
     }
 

@@ -53,21 +53,17 @@ impl<O: Optimizer> Optimizer for Decayed<O> {
 /// Build it for the model it will update, before loading a checkpoint's state into it: adding a
 /// group to a `ModuleOptimizer` drops its groups' states.
 pub fn with_weight_decays<O: Optimizer>(optim: O, decays: &[(ParamId, f64)]) -> ModuleOptimizer {
-    let mut groups = BTreeMap::<u64, (f64, Vec<ParamId>)>::new();
+    // Grouped by the decay's bits: f64 is not `Ord`.
+    let mut groups = BTreeMap::<u64, Vec<ParamId>>::new();
     for &(id, decay) in decays.iter().filter(|(_, decay)| *decay != 0.0) {
-        let (_, ids) = groups.entry(decay.to_bits()).or_insert((decay, Vec::new()));
-        ids.push(id);
+        groups.entry(decay.to_bits()).or_default().push(id);
     }
-    let decayed = |(decay, ids): (f64, Vec<ParamId>)| {
-        (
-            ParamGroup::from_ids(ids),
-            Decayed::new(optim.clone(), decay),
-        )
-    };
-    let groups: Vec<_> = groups.into_values().map(decayed).collect();
-    (groups.into_iter()).fold(ModuleOptimizer::from(optim), |all, (group, decayed)| {
-        all.with_group(group, decayed, None)
-    })
+    let mut all = ModuleOptimizer::from(optim.clone());
+    for (decay, ids) in groups {
+        let decayed = Decayed::new(optim.clone(), f64::from_bits(decay));
+        all = all.with_group(ParamGroup::from_ids(ids), decayed, None);
+    }
+    all
 }
 
 #[cfg(test)]
