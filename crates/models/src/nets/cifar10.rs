@@ -201,8 +201,8 @@ impl ImageClassifier for Cifar10Net {
     }
 
     fn loss_decay_in_update(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-        let penalty = l2_penalty_value(self, |path| self.decay_of(path));
-        self.cross_entropy(images, labels).plus(penalty)
+        let out = self.cross_entropy(images, labels);
+        out.plus(l2_penalty_value(self, |path| self.decay_of(path)))
     }
 
     fn num_classes(&self) -> usize {

@@ -199,8 +199,8 @@ impl<Block: ResidualBlock> ImageClassifier for ResNet<Block> {
     }
 
     fn loss_decay_in_update(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-        let penalty = l2_penalty_value(self, |_| self.weight_decay);
-        self.cross_entropy(images, labels).plus(penalty)
+        let out = self.cross_entropy(images, labels);
+        out.plus(l2_penalty_value(self, |_| self.weight_decay))
     }
 
     fn num_classes(&self) -> usize {
