@@ -28,7 +28,9 @@
 # 3. PyTorch's steps on the same GPU where python3 has torch (bench/peers/torch_step.py), and
 #    the ratios (PyTorch's ms/image over ours: above 1, we are faster).
 # 4. Where the Inception v3 step's kernel launches go on this GPU: per kernel and per phase
-#    (forward, backward, update; `bench_models 1 inception counts`), last, as time allows.
+#    (forward, backward, update; `bench_models 1 inception counts`), as time allows.
+# 5. ResNet-50 (224x224, batch 32), ours and PyTorch's, f32 and bf16, and their ratios, last,
+#    as time allows (added to the files of 2 and 3).
 # Logs in $OUT (default gpu-bench-results/): eight files at most, what a device lease brings back.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -159,23 +161,44 @@ ours_ms() { # MODEL-NAME PRECISION -> our train step ms/image (a row's last fiel
   }
   echo "$ms"
 }
-echo "== ratios (PyTorch ms/image / ours; above 1: faster than PyTorch)"
-for model in $models; do
-  case $model in cifar10) name="CIFAR-10 net, 24x24";; inception) name="Inception v3, 299x299";; esac
-  for precision in f32 bf16; do
-    ours=$(ours_ms "$name" "$precision")
-    if $torch_ok; then
-      theirs=$(awk -v m="$model" -v p="$precision" '$1 == m && $2 == p { print $4 }' "$OUT/torch.txt")
-      awk -v o="$ours" -v t="$theirs" -v m="$model" -v p="$precision" \
-        'BEGIN { printf "%-10s %-5s ours %8.3f  torch %8.3f  ratio %.2fx\n", m, p, o, t, t / o }'
-    else
-      echo "$model $precision: ours ${ours:-?} ms/image (no torch here: no ratio)"
-    fi
+ratios() { # MODEL...: a line per model and precision, PyTorch's ms/image over ours
+  local model name precision ours theirs
+  for model in "$@"; do
+    case $model in
+      cifar10) name="CIFAR-10 net, 24x24";;
+      inception) name="Inception v3, 299x299";;
+      resnet50) name="ResNet-50, 224x224";;
+    esac
+    for precision in f32 bf16; do
+      ours=$(ours_ms "$name" "$precision") theirs=""
+      $torch_ok && theirs=$(awk -v m="$model" -v p="$precision" \
+        '$1 == m && $2 == p { print $4 }' "$OUT/torch.txt")
+      if [ -n "$ours" ] && [ -n "$theirs" ]; then
+        awk -v o="$ours" -v t="$theirs" -v m="$model" -v p="$precision" \
+          'BEGIN { printf "%-10s %-5s ours %8.3f  torch %8.3f  ratio %.2fx\n", m, p, o, t, t / o }'
+      elif $torch_ok; then # a run cut at the deadline, or a precision the device lacks
+        echo "$model $precision: ours ${ours:-?}, torch ${theirs:-?} ms/image (no ratio)"
+      else
+        echo "$model $precision: ours ${ours:-?} ms/image (no torch here: no ratio)"
+      fi
+    done
   done
-done | tee "$OUT/ratios.txt"
+}
+echo "== ratios (PyTorch ms/image / ours; above 1: faster than PyTorch)"
+# shellcheck disable=SC2086 # the model names, split on purpose
+ratios $models | tee "$OUT/ratios.txt"
 if ! $smoke; then
   echo "== where Inception v3's launches go on $DEVICE (log: $OUT/launches.txt)"
   in_time "$BIN_DIR/bench_models" 1 inception counts >"$OUT/launches.txt" 2>&1 || failed
   grep -E 'launches$' "$OUT/launches.txt" || true
+  echo "== ResNet-50 on $DEVICE, ours and PyTorch's, as time allows"
+  for precision in f32 bf16; do
+    in_time "$BIN_DIR/bench_models" "$reps" resnet50 "$precision" | tee -a "$OUT/ours.txt" || failed
+  done
+  if $torch_ok; then
+    DEADLINE=$((DEADLINE + 60)) in_time python3 "$here/../peers/torch_step.py" \
+      --models resnet50 --precisions f32,bf16 | tee -a "$OUT/torch.txt" || failed
+  fi
+  ratios resnet50 | tee -a "$OUT/ratios.txt"
 fi
 echo "done in $((SECONDS - start)) s; logs in $OUT/"
