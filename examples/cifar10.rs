@@ -62,11 +62,12 @@ fn main() -> anyhow::Result<()> {
     if !rank_zero {
         return Ok(());
     }
-    args.train.finish(&trained)?;
+    args.train.report(&trained)?;
 
     // TF's cifar10_eval, once: the moving averages when kept, on the first tower's device.
     let (weights, which) = trained.eval_weights();
     let precision = evaluate(weights, &Input::cifar10_test(&dir)?, 128, readers)?;
     println!("test_batch.bin, {which}: {precision}");
-    Ok(())
+    // Last: the evaluation's kernels are tuned too.
+    Ok(args.train.end_tuning()?)
 }

@@ -103,9 +103,10 @@ fn main() -> anyhow::Result<()> {
     if !rank_zero {
         return Ok(());
     }
-    args.train.finish(&trained)?;
+    args.train.report(&trained)?;
 
     // Real data has its own evaluation: the `inception_eval` example.
     data.report_builtin_held_out(&trained, image_size, readers)?;
-    Ok(())
+    // Last: the evaluation's kernels are tuned too.
+    Ok(args.train.end_tuning()?)
 }

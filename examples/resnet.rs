@@ -90,7 +90,8 @@ where
     if !rank_zero {
         return Ok(());
     }
-    args.train.finish(&trained)?;
+    args.train.report(&trained)?;
     data.report_builtin_held_out(&trained, image_size, readers)?;
-    Ok(())
+    // Last: the evaluation's kernels are tuned too.
+    Ok(args.train.end_tuning()?)
 }

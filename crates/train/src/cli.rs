@@ -136,16 +136,25 @@ impl TrainArgs {
         Ok(c)
     }
 
-    /// What every trainer prints at the end: `trained`'s report, and the weights written to
-    /// `--export` when asked: the ones its evaluation used (the moving averages when the run
-    /// keeps them, as TF exports a model for serving), so that evaluating the file gives the
-    /// run's own figure.
+    /// What every trainer prints at the end: [`report`](Self::report), then
+    /// [`end_tuning`](Self::end_tuning). A program that evaluates after training calls the two
+    /// itself, the evaluation between them.
     pub fn finish<M: burn::module::Module>(
         &self,
         trained: &crate::trainer::Trained<M>,
     ) -> Result<()> {
+        self.report(trained)?;
+        self.end_tuning()
+    }
+
+    /// `trained`'s report, and the weights written to `--export` when asked: the ones its
+    /// evaluation used (the moving averages when the run keeps them, as TF exports a model for
+    /// serving), so that evaluating the file gives the run's own figure.
+    pub fn report<M: burn::module::Module>(
+        &self,
+        trained: &crate::trainer::Trained<M>,
+    ) -> Result<()> {
         println!("{}", trained.report);
-        self.tuning_end()?;
         if let Some(path) = &self.export {
             let (model, which) = trained.eval_weights();
             crate::pretrained::export_safetensors(model, path)?;
@@ -169,8 +178,9 @@ impl TrainArgs {
     }
 
     /// At the end of a run on a GPU: what it tuned (or that it tuned nothing), and the bundle
-    /// `--save-tuning` asks for.
-    fn tuning_end(&self) -> Result<()> {
+    /// `--save-tuning` asks for. Call it last, after any evaluation: the kernels an evaluation
+    /// tunes then count, and go into the bundle, so that a run that loads it tunes nothing.
+    pub fn end_tuning(&self) -> Result<()> {
         #[cfg(feature = "fusion")]
         {
             use towers_multigpu::tuning;
