@@ -13,9 +13,9 @@
 //! `target/environment/default.db` under the outermost `Cargo.toml` above the working
 //! directory, else `~/.cache/cubecl/default.db`; Burn's `persistence` feature, which `fusion`
 //! turns on), keyed per device, and later runs load them: [`TuningReport`] then says the run
-//! tuned nothing. [`save_tuning_bundle`] exports them to one file (CubeCL's bundle, checked
-//! against the CubeCL version and the device when loaded), [`load_tuning_bundle`] mounts such
-//! a file in place of the database.
+//! tuned nothing. [`save_tuning_bundle`] exports them to one file (CubeCL's bundle, whose
+//! entries, like the database's, are keyed by CubeCL version and device), [`load_tuning_bundle`]
+//! checks that a file is one and mounts it in place of the database.
 //!
 //! A `[cubecl]` section in `burn.toml` or a `cubecl.toml` (found from the working directory
 //! up), or `CUBECL_DEBUG_LOG`, `CUBECL_AUTOTUNE_LEVEL`, ... in the environment, still decide
@@ -100,6 +100,12 @@ pub fn tuning_file() -> PathBuf {
 /// Mounts the tuning bundle at `file` (written by [`save_tuning_bundle`], here or on another
 /// machine with the same GPU and versions) as the environment the run loads its tuned kernels
 /// from; kernels it lacks are tuned and added to it. Call it before any device is used.
+///
+/// A file that is not such a bundle is an error naming it, before anything is mounted:
+/// CubeCL's own `load` takes any path, and a run then tuned everything again and wrote
+/// nowhere. What the bundle says of itself goes to stderr: its CubeCL version and the devices
+/// it was captured on. Entries of another CubeCL version or device are not used (CubeCL keys
+/// them by both) and are tuned again.
 pub fn load_tuning_bundle(file: &Path) -> Result<()> {
     if !file.is_file() {
         return Err(Error::Config(format!(
@@ -107,8 +113,35 @@ pub fn load_tuning_bundle(file: &Path) -> Result<()> {
             file.display()
         )));
     }
+    #[cfg(feature = "gpu")]
+    eprintln!("{}", bundle_description(file)?);
     cubecl_environment::environment::load(file);
     Ok(())
+}
+
+/// What the bundle at `file` says of itself, or an error naming the file when it is none.
+#[cfg(feature = "gpu")]
+fn bundle_description(file: &Path) -> Result<String> {
+    let bundle = cubecl_environment::bundle::SqliteBundle::open(file).map_err(|e| {
+        Error::Config(format!(
+            "{} is not a tuning bundle (--save-tuning writes one): {e}",
+            file.display()
+        ))
+    })?;
+    let manifest = bundle.manifest();
+    manifest.warn_on_version_mismatch();
+    let devices: Vec<&str> = (manifest.environments.iter())
+        .flat_map(|env| env.devices.iter().map(String::as_str))
+        .collect();
+    Ok(format!(
+        "tuning: loading {} (CubeCL {}, captured on {})",
+        file.display(),
+        manifest.cubecl_version,
+        match devices.is_empty() {
+            true => "devices not recorded".to_string(),
+            false => devices.join(", "),
+        }
+    ))
 }
 
 /// Writes what this run tuned (and what it loaded) to `file`, one database another run loads

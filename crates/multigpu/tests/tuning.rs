@@ -6,7 +6,7 @@
 
 use burn::nn::conv::Conv2dConfig;
 use burn::tensor::{Distribution, Tensor};
-use towers_multigpu::tuning::{TuningReport, show_tuning};
+use towers_multigpu::tuning::{TuningReport, load_tuning_bundle, show_tuning};
 use towers_testing::gpu::gpu_or_skip;
 
 /// The child's part: tuning shown, one convolution trained a step's worth (forward and
@@ -66,4 +66,31 @@ fn a_second_run_loads_what_the_first_tuned() {
     );
     let (second, stderr) = run();
     assert_eq!(second, 0, "the second run loads every tuning: {stderr}");
+}
+
+/// A file that is no tuning bundle (garbage, empty, a truncated SQLite header) is refused with
+/// an error naming it, and left as it was; CubeCL's own `load` takes any file, after which a
+/// run tuned everything again and said it kept it there.
+#[test]
+fn a_file_that_is_no_tuning_bundle_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[u8]); 3] = [
+        ("garbage.db", b"garbage\n"),
+        ("empty.db", b""),
+        ("truncated.db", b"SQLite format 3\0"),
+    ];
+    for (name, bytes) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, bytes).unwrap();
+        let error = load_tuning_bundle(&file).expect_err(name).to_string();
+        assert!(
+            error.contains(&file.display().to_string()) && error.contains("not a tuning bundle"),
+            "{name}: {error}"
+        );
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            bytes,
+            "{name} left as it was"
+        );
+    }
 }
