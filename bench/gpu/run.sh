@@ -123,12 +123,25 @@ if ! $smoke && [ -z "${TUNING_BUNDLE:-}" ] && [ -x "$BIN_DIR/cifar10" ]; then
   done
 fi
 
-echo "== our steps on $DEVICE (bench_models, ms/image)"
-for model in $models; do
-  for precision in f32 bf16; do
-    in_time "$BIN_DIR/bench_models" "$reps" "$model" "$precision" | tee -a "$OUT/ours.txt" || failed
+time_ours() { # MODEL...: our steps in f32 and bf16, added to ours.txt
+  local model precision
+  for model in "$@"; do
+    for precision in f32 bf16; do
+      in_time "$BIN_DIR/bench_models" "$reps" "$model" "$precision" | tee -a "$OUT/ours.txt" || failed
+    done
   done
-done
+}
+time_torch() { # MODEL...: PyTorch's steps in f32 and bf16, added to torch.txt
+  # Its own minute past the deadline: the peer is what every ratio needs.
+  local list
+  list=$(IFS=,; echo "$*")
+  DEADLINE=$((DEADLINE + 60)) in_time python3 "$here/../peers/torch_step.py" \
+    --models "$list" --precisions f32,bf16 | tee -a "$OUT/torch.txt" || failed
+}
+
+echo "== our steps on $DEVICE (bench_models, ms/image)"
+# shellcheck disable=SC2086 # the model names, split on purpose
+time_ours $models
 echo "== 1 tower and 2 towers of $DEVICE (bench_towers, CIFAR-10 net without LRN)"
 in_time "$BIN_DIR/bench_towers" "$towers_reps" | tee "$OUT/towers.txt" || failed
 
@@ -136,9 +149,9 @@ torch_ok=false
 if ! $smoke && python3 -c "import torch" 2>/dev/null; then
   torch_ok=true
   echo "== PyTorch on the same GPU"
-  # Its own minute past the deadline: the peer is what every ratio needs.
-  DEADLINE=$((DEADLINE + 60)) in_time python3 "$here/../peers/torch_step.py" \
-    --models "${models// /,}" --precisions f32,bf16 | tee "$OUT/torch.txt" || failed
+  : >"$OUT/torch.txt"
+  # shellcheck disable=SC2086 # the model names, split on purpose
+  time_torch $models
 fi
 
 # Ratios: PyTorch's train-step ms/image over ours, per model and precision. bench_models'
@@ -192,13 +205,8 @@ if ! $smoke; then
   in_time "$BIN_DIR/bench_models" 1 inception counts >"$OUT/launches.txt" 2>&1 || failed
   grep -E 'launches$' "$OUT/launches.txt" || true
   echo "== ResNet-50 on $DEVICE, ours and PyTorch's, as time allows"
-  for precision in f32 bf16; do
-    in_time "$BIN_DIR/bench_models" "$reps" resnet50 "$precision" | tee -a "$OUT/ours.txt" || failed
-  done
-  if $torch_ok; then
-    DEADLINE=$((DEADLINE + 60)) in_time python3 "$here/../peers/torch_step.py" \
-      --models resnet50 --precisions f32,bf16 | tee -a "$OUT/torch.txt" || failed
-  fi
+  time_ours resnet50
+  if $torch_ok; then time_torch resnet50; fi
   ratios resnet50 | tee -a "$OUT/ratios.txt"
 fi
 echo "done in $((SECONDS - start)) s; logs in $OUT/"

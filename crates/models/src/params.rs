@@ -140,10 +140,10 @@ pub fn l2_penalty<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Option<T
 /// Computing it on the parameters' inner tensors instead launched as many kernels (lavapipe,
 /// 2026-11-29: the CIFAR-10 net's forward pass 41 either way, 34 with the penalty tracked).
 ///
-/// Take it after the data term: its `[1]`-sized sums and scales then come after the loss's
-/// last reduction and fuse with the addition to the loss (the CIFAR-10 net's step on lavapipe:
-/// 87 launches, against 95 with the penalty taken first, where they ran as kernels of one op
-/// each between reductions).
+/// Take it after the data term (`ClassifierLoss::plus_penalty_value` does): its `[1]`-sized
+/// sums and scales then come after the loss's last reduction and fuse with the addition to the
+/// loss (the CIFAR-10 net's step on lavapipe: 87 launches, against 95 with the penalty taken
+/// first, where they ran as kernels of one op each between reductions).
 pub(crate) fn l2_penalty_value<M: Module>(
     module: &M,
     rule: impl Fn(&str) -> f64,

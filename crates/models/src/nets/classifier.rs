@@ -4,7 +4,7 @@
 use burn::module::Module;
 use burn::tensor::{Int, Tensor};
 
-use crate::params::WeightDecay;
+use crate::params::{WeightDecay, l2_penalty_value};
 
 /// What the trainer and the towers need of an image classifier.
 ///
@@ -66,5 +66,16 @@ impl ClassifierLoss {
             },
             None => self,
         }
+    }
+
+    /// The loss with the value of `module`'s L2 penalty under `rule` added, a constant (see
+    /// [`l2_penalty_value`]): the loss of [`ImageClassifier::loss_decay_in_update`]. Taken
+    /// from the data term's loss, so that the penalty comes after it, where its ops fuse.
+    pub(crate) fn plus_penalty_value<M: Module>(
+        self,
+        module: &M,
+        rule: impl Fn(&str) -> f64,
+    ) -> Self {
+        self.plus(l2_penalty_value(module, rule))
     }
 }

@@ -20,7 +20,7 @@ use crate::nets::{ClassifierLoss, ImageClassifier};
 use crate::parameter_table::model_rows;
 use crate::parameter_table::parameter_table;
 use crate::params::{WeightDecay, count_params};
-use crate::params::{l2_penalty, l2_penalty_value, weight_decays};
+use crate::params::{l2_penalty, weight_decays};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::pool::{AvgPool2d, AvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
@@ -360,8 +360,8 @@ impl ImageClassifier for InceptionV3 {
     }
 
     fn loss_decay_in_update(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-        let out = self.cross_entropy(images, labels);
-        out.plus(l2_penalty_value(self, |path| self.decay_of(path)))
+        self.cross_entropy(images, labels)
+            .plus_penalty_value(self, |path| self.decay_of(path))
     }
 
     fn num_classes(&self) -> usize {

@@ -32,7 +32,7 @@ pub use downsample::{Downsample, DownsampleConfig};
 pub use residual_block::ResidualBlock;
 
 use crate::nets::{ClassifierLoss, ImageClassifier};
-use crate::params::{WeightDecay, l2_penalty, l2_penalty_value, weight_decays};
+use crate::params::{WeightDecay, l2_penalty, weight_decays};
 
 /// ResNet-18 and -34: [`BasicBlock`]s.
 pub type ResNet18 = ResNet<BasicBlock>;
@@ -199,8 +199,8 @@ impl<Block: ResidualBlock> ImageClassifier for ResNet<Block> {
     }
 
     fn loss_decay_in_update(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-        let out = self.cross_entropy(images, labels);
-        out.plus(l2_penalty_value(self, |_| self.weight_decay))
+        self.cross_entropy(images, labels)
+            .plus_penalty_value(self, |_| self.weight_decay)
     }
 
     fn num_classes(&self) -> usize {
