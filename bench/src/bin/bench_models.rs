@@ -166,8 +166,7 @@ fn launches_per_step(
 /// decayed parameter's update (the loss holding the penalty's value only,
 /// `ImageClassifier::loss_decay_in_update`).
 fn trainers_sgd<M: ImageClassifier>(model: &M) -> ModuleOptimizer {
-    let decays: Vec<_> = model.weight_decays().into_iter().map(Into::into).collect();
-    OptimizerConfig::Sgd.init_with_weight_decays(&decays)
+    OptimizerConfig::Sgd.init_with_weight_decays(&model.weight_decays_by_id())
 }
 
 /// The `counts` mode of the module docs.

@@ -81,7 +81,7 @@ fn step_counts(net: &Cifar10Net, entry: &str, steps: usize, device: &Device) {
     let batch = cifar_batch(128, device);
     // As the trainer's step: the weight decay's gradient added in the update.
     let loss = image_loss(|m: &Cifar10Net, x, y| TowerLoss::new(m.loss_decay_in_update(x, y).loss));
-    let decays: Vec<_> = net.weight_decays().into_iter().map(Into::into).collect();
+    let decays = net.weight_decays_by_id();
     println!("\nthe trainer's step (Towers, plain SGD), {steps} steps after one, per step:");
     for list in [entry.to_string(), format!("{entry},{entry}")] {
         let devices = parse_devices(&list).expect("TOWERS_BENCH_DEVICE");

@@ -75,7 +75,7 @@ pub struct ClassifierStep<M> {
 
 impl<M: ImageClassifier> Default for ClassifierStep<M> {
     fn default() -> Self {
-        let decays = |m: &M| m.weight_decays().into_iter().map(Into::into).collect();
+        let decays = |m: &M| m.weight_decays_by_id();
         Self {
             loss: Box::new(|m: &M, x, y| TowerLoss::new(m.loss_decay_in_update(x, y).loss)),
             decays: Box::new(decays),

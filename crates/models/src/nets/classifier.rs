@@ -1,7 +1,7 @@
 //! [`ImageClassifier`]: what the trainer and the towers need of an image classifier, and its
 //! implementations for this crate's nets.
 
-use burn::module::Module;
+use burn::module::{Module, ParamId};
 use burn::tensor::{Int, Tensor};
 
 use crate::params::{WeightDecay, l2_penalty_value};
@@ -28,6 +28,12 @@ pub trait ImageClassifier: Module + Send + Sync {
     /// [`loss_decay_in_update`](Self::loss_decay_in_update), or neither.
     fn weight_decays(&self) -> Vec<WeightDecay> {
         Vec::new()
+    }
+
+    /// [`weight_decays`](Self::weight_decays) as the optimizer takes them
+    /// (`OptimizerConfig::init_with_weight_decays`): each parameter's id and decay.
+    fn weight_decays_by_id(&self) -> Vec<(ParamId, f64)> {
+        self.weight_decays().into_iter().map(Into::into).collect()
     }
 
     /// [`loss`](Self::loss) for a trainer that adds the penalties' gradients, `decay · W` for
