@@ -16,9 +16,7 @@ fn assert_decay_left_to_the_update<M: ImageClassifier>(model: M, decayed_tensors
     let [c, h, w] = model.input_shape();
     let images = Tensor::<4>::random([2, c, h, w], Distribution::Uniform(-1.0, 1.0), &device);
     let labels = Tensor::<1, Int>::from_data(TensorData::new(vec![1i64, 3], [2]), &device);
-    let decays: HashMap<ParamId, f64> = (model.weight_decays().into_iter())
-        .map(Into::into)
-        .collect();
+    let decays: HashMap<ParamId, f64> = model.weight_decays_by_id().into_iter().collect();
     assert_eq!(decays.len(), decayed_tensors);
 
     // No dropout in the nets as configured here: both losses see the same network.
