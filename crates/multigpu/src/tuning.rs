@@ -12,10 +12,11 @@
 //! Tuned results persist in CubeCL's environment database ([`tuning_file`]:
 //! `target/environment/default.db` under the outermost `Cargo.toml` above the working
 //! directory, else `~/.cache/cubecl/default.db`; Burn's `persistence` feature, which `fusion`
-//! turns on), keyed per device, and later runs load them: [`TuningReport`] then says the run
-//! tuned nothing. [`save_tuning_bundle`] exports them to one file (CubeCL's bundle, whose
-//! entries, like the database's, are keyed by CubeCL version and device), [`load_tuning_bundle`]
-//! checks that a file is one and mounts it in place of the database.
+//! turns on), keyed by CubeCL version, runtime and device index (not by GPU), and later runs
+//! load them: [`TuningReport`] then says the run tuned nothing. [`save_tuning_bundle_for`]
+//! exports them to one file (CubeCL's bundle) recording the run's GPUs;
+//! [`load_tuning_bundle_for`] checks that a file is one and was tuned on the run's GPUs, and
+//! mounts it in place of the database.
 //!
 //! A `[cubecl]` section in `burn.toml` or a `cubecl.toml` (found from the working directory
 //! up), or `CUBECL_DEBUG_LOG`, `CUBECL_AUTOTUNE_LEVEL`, ... in the environment, still decide
@@ -32,6 +33,7 @@ use cubecl_environment::config::logger::LogCrateLevel;
 use cubecl_runtime::config::CubeClRuntimeConfig;
 use cubecl_runtime::config::autotune::AutotuneLogLevel;
 
+use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
 
 /// Kernel-and-shape decisions CubeCL's tuner reported since [`show_tuning`].
@@ -103,10 +105,24 @@ pub fn tuning_file() -> PathBuf {
 ///
 /// A file that is not such a bundle is an error naming it, before anything is mounted:
 /// CubeCL's own `load` takes any path, and a run then tuned everything again and wrote
-/// nowhere. What the bundle says of itself goes to stderr: its CubeCL version and the devices
-/// it was captured on. Entries of another CubeCL version or device are not used (CubeCL keys
-/// them by both) and are tuned again.
+/// nowhere. What the bundle says of itself goes to stderr: its CubeCL version and the GPUs it
+/// was tuned on. Entries of another CubeCL version are not used (CubeCL keys them by version)
+/// and are tuned again. [`load_tuning_bundle_for`] also refuses a bundle tuned on other GPUs.
 pub fn load_tuning_bundle(file: &Path) -> Result<()> {
+    load_tuning_bundle_for(file, &[])
+}
+
+/// [`load_tuning_bundle`] for a run on `devices`, refusing, before anything is mounted, a
+/// bundle whose recorded GPUs ([`save_tuning_bundle_for`]) lack one of `devices`' GPUs.
+///
+/// CubeCL 0.11.3 looks tuned kernels up by CubeCL version, runtime and device *index*
+/// (`autotune/0.11.3/device-{type}-{index}-{runtime}`), not by GPU: an H100's choices would be
+/// taken for an RTX 4090 at the same index, some of them kernels it lacks the features for.
+/// A bundle that records no GPUs (written by [`save_tuning_bundle`] or CubeCL itself) is
+/// mounted as it is. A bundle tuned on `cuda:0` serves `cuda:0` only: towers on other indices
+/// tune again.
+#[cfg_attr(not(feature = "gpu"), allow(unused_variables))]
+pub fn load_tuning_bundle_for(file: &Path, devices: &[TowerDevice]) -> Result<()> {
     if !file.is_file() {
         return Err(Error::Config(format!(
             "no tuning bundle at {}: write one with --save-tuning",
@@ -114,14 +130,18 @@ pub fn load_tuning_bundle(file: &Path) -> Result<()> {
         )));
     }
     #[cfg(feature = "gpu")]
-    eprintln!("{}", bundle_description(file)?);
+    {
+        let tuned_on = bundle_gpus(file)?;
+        refuse_other_gpus(file, &tuned_on, &gpu_records(devices))?;
+    }
     cubecl_environment::environment::load(file);
     Ok(())
 }
 
-/// What the bundle at `file` says of itself, or an error naming the file when it is none.
+/// The GPUs the bundle at `file` records, after saying what it is on stderr; an error naming
+/// the file when it is no bundle.
 #[cfg(feature = "gpu")]
-fn bundle_description(file: &Path) -> Result<String> {
+fn bundle_gpus(file: &Path) -> Result<Vec<String>> {
     let bundle = cubecl_environment::bundle::SqliteBundle::open(file).map_err(|e| {
         Error::Config(format!(
             "{} is not a tuning bundle (--save-tuning writes one): {e}",
@@ -130,23 +150,79 @@ fn bundle_description(file: &Path) -> Result<String> {
     })?;
     let manifest = bundle.manifest();
     manifest.warn_on_version_mismatch();
-    let devices: Vec<&str> = (manifest.environments.iter())
-        .flat_map(|env| env.devices.iter().map(String::as_str))
+    let gpus: Vec<String> = (manifest.environments.iter())
+        .flat_map(|env| env.devices.iter().cloned())
         .collect();
-    Ok(format!(
-        "tuning: loading {} (CubeCL {}, captured on {})",
+    eprintln!(
+        "tuning: loading {} (CubeCL {}, tuned on {})",
         file.display(),
         manifest.cubecl_version,
-        match devices.is_empty() {
-            true => "devices not recorded".to_string(),
-            false => devices.join(", "),
+        match gpus.is_empty() {
+            true => "GPUs not recorded".to_string(),
+            false => gpus.join(", "),
         }
-    ))
+    );
+    Ok(gpus)
+}
+
+/// An error naming `file` when it records GPUs (`entry: GPU`, as [`gpu_records`] writes them)
+/// and one of the run's `gpus` is not among them.
+#[cfg(feature = "gpu")]
+fn refuse_other_gpus(file: &Path, tuned_on: &[String], gpus: &[String]) -> Result<()> {
+    let gpu = |record: &str| {
+        record
+            .split_once(": ")
+            .map_or(record, |(_, gpu)| gpu)
+            .to_string()
+    };
+    let tuned: Vec<String> = tuned_on.iter().map(|r| gpu(r)).collect();
+    let others: Vec<&String> = (gpus.iter())
+        .filter(|record| !tuned.contains(&gpu(record)))
+        .collect();
+    if tuned.is_empty() || others.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "the tuning bundle {} was tuned on {}, not on this run's {}: CubeCL finds tuned kernels \
+         by device index, not by GPU, so this run would take another GPU's choices. Tune on \
+         this GPU instead, or load a bundle saved on it",
+        file.display(),
+        tuned_on.join(", "),
+        others
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    )))
+}
+
+/// `devices`' GPUs (those that tune, see [`tunes`]) as a bundle records them, once each: the
+/// device list entry, then the GPU's name and what CubeCL compiles for it
+/// (`cuda:0: NVIDIA H100 PCIe (ptx_sm90)`). Opens the devices.
+#[cfg(feature = "gpu")]
+fn gpu_records(devices: &[TowerDevice]) -> Vec<String> {
+    let mut records = Vec::new();
+    for tower in devices.iter().filter(|d| tunes(std::slice::from_ref(*d))) {
+        if let Some(id) = tower.device().identity() {
+            let record = format!("{}: {} ({})", tower.name(), id.name, id.fingerprint);
+            if !records.contains(&record) {
+                records.push(record);
+            }
+        }
+    }
+    records
 }
 
 /// Writes what this run tuned (and what it loaded) to `file`, one database another run loads
-/// with [`load_tuning_bundle`].
+/// with [`load_tuning_bundle`]. It records no GPUs: [`save_tuning_bundle_for`] does.
 pub fn save_tuning_bundle(file: &Path) -> Result<()> {
+    save_tuning_bundle_for(file, &[])
+}
+
+/// [`save_tuning_bundle`], recording `devices`' GPUs in the bundle, which
+/// [`load_tuning_bundle_for`] checks a run's GPUs against.
+#[cfg_attr(not(feature = "gpu"), allow(unused_variables))]
+pub fn save_tuning_bundle_for(file: &Path, devices: &[TowerDevice]) -> Result<()> {
     // CubeCL keeps tuning on disk only with a GPU backend (cubecl-environment's `persistence`).
     #[cfg(not(feature = "gpu"))]
     return Err(Error::Config(format!(
@@ -154,20 +230,33 @@ pub fn save_tuning_bundle(file: &Path) -> Result<()> {
         file.display()
     )));
     #[cfg(feature = "gpu")]
-    cubecl_environment::environment::bundle()
-        .save(file, cubecl_environment::bundle::BundleFormat::Sqlite)
-        .map(|_| ())
-        .map_err(|e| {
-            Error::Config(format!(
-                "cannot write the tuning bundle {}: {e}",
-                file.display()
-            ))
-        })
+    {
+        use cubecl_environment::bundle::{BundleFormat, EnvironmentInfo, ExportOptions, export};
+        use cubecl_environment::environment;
+        // What `environment::bundle().save(..)` does, with the GPUs in the manifest.
+        let options = ExportOptions {
+            name: environment::active().to_string(),
+            format: BundleFormat::Sqlite,
+            environments: vec![EnvironmentInfo {
+                devices: gpu_records(devices),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        export(&[environment::path()], file, &options)
+            .map(|_| ())
+            .map_err(|e| {
+                Error::Config(format!(
+                    "cannot write the tuning bundle {}: {e}",
+                    file.display()
+                ))
+            })
+    }
 }
 
 /// Whether any of `devices` tunes kernels: a local GPU backend (CubeCL's), not flex, ndarray
 /// or a remote device (whose server tunes).
-pub fn tunes(devices: &[crate::devices::TowerDevice]) -> bool {
+pub fn tunes(devices: &[TowerDevice]) -> bool {
     (devices.iter()).any(|d| !crate::devices::in_host_memory(d.device()) && !d.is_remote())
 }
 

@@ -6,7 +6,9 @@
 
 use burn::nn::conv::Conv2dConfig;
 use burn::tensor::{Distribution, Tensor};
-use towers_multigpu::tuning::{TuningReport, load_tuning_bundle, show_tuning};
+use towers_multigpu::tuning::{
+    TuningReport, load_tuning_bundle, load_tuning_bundle_for, save_tuning_bundle_for, show_tuning,
+};
 use towers_testing::gpu::gpu_or_skip;
 
 /// The child's part: tuning shown, one convolution trained a step's worth (forward and
@@ -92,5 +94,51 @@ fn a_file_that_is_no_tuning_bundle_is_refused_naming_it() {
             bytes,
             "{name} left as it was"
         );
+    }
+}
+
+/// A bundle records the GPUs it was tuned on (`save_tuning_bundle_for`), and a run on another
+/// GPU is refused before anything is mounted, naming the file and both GPUs: CubeCL would take
+/// the other GPU's choices for the same device index.
+#[test]
+fn a_bundle_tuned_on_another_gpu_is_refused() {
+    use cubecl_environment::bundle::{EnvironmentInfo, ExportOptions, SqliteBundle, export};
+    let Some(gpu) = gpu_or_skip("a_bundle_tuned_on_another_gpu_is_refused") else {
+        return;
+    };
+    let towers = towers_multigpu::parse_devices(&gpu.entry).unwrap();
+    let identity = towers[0].device().identity().expect("a GPU names itself");
+    let dir = tempfile::tempdir().unwrap();
+
+    let ours = dir.path().join("ours.db");
+    save_tuning_bundle_for(&ours, &towers).unwrap();
+    let manifest = SqliteBundle::open(&ours).unwrap().manifest().clone();
+    let recorded: Vec<&String> = manifest
+        .environments
+        .iter()
+        .flat_map(|e| &e.devices)
+        .collect();
+    let this_gpu = format!("{} ({})", identity.name, identity.fingerprint);
+    assert_eq!(recorded, [&format!("{}: {this_gpu}", gpu.entry)]);
+
+    let theirs = dir.path().join("theirs.db");
+    let other_gpu = format!("{}: NVIDIA H100 80GB HBM3 (ptx_sm90)", gpu.entry);
+    let options = ExportOptions {
+        environments: vec![EnvironmentInfo {
+            devices: vec![other_gpu],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    export(&[&ours], &theirs, &options).unwrap();
+    let error = load_tuning_bundle_for(&theirs, &towers)
+        .expect_err("tuned on another GPU")
+        .to_string();
+    for named in [
+        &theirs.display().to_string(),
+        "NVIDIA H100 80GB HBM3",
+        &this_gpu,
+    ] {
+        assert!(error.contains(named), "{named} not in: {error}");
     }
 }

@@ -96,10 +96,12 @@ pub struct TrainArgs {
     #[arg(long, value_name = "PATH")]
     pub export: Option<PathBuf>,
     /// Load the GPU kernels' tuning from this bundle (written by `--save-tuning`, on a machine
-    /// with the same GPU and versions) instead of tuning them; kernels it lacks are tuned.
+    /// with the same GPU and versions) instead of tuning them; kernels it lacks are tuned. A
+    /// bundle tuned on another GPU than the run's is refused.
     #[arg(long, value_name = "FILE")]
     pub load_tuning: Option<PathBuf>,
-    /// At the end, write the GPU kernels' tuning (this run's and what it loaded) to this bundle.
+    /// At the end, write the GPU kernels' tuning (this run's and what it loaded) to this bundle,
+    /// recording the GPUs `--devices` names.
     #[arg(long, value_name = "FILE")]
     pub save_tuning: Option<PathBuf>,
 }
@@ -163,13 +165,18 @@ impl TrainArgs {
         Ok(())
     }
 
-    /// `--load-tuning`: mounts the bundle before any device is used.
-    fn load_tuning(&self) -> Result<()> {
+    /// `--load-tuning`: mounts the bundle before the run uses `devices` (a device list), after
+    /// checking that it was tuned on their GPUs.
+    #[cfg_attr(not(feature = "fusion"), allow(unused_variables))]
+    fn load_tuning(&self, devices: &str) -> Result<()> {
         let Some(file) = &self.load_tuning else {
             return Ok(());
         };
         #[cfg(feature = "fusion")]
-        return Ok(towers_multigpu::tuning::load_tuning_bundle(file)?);
+        return Ok(towers_multigpu::tuning::load_tuning_bundle_for(
+            file,
+            &towers_multigpu::parse_devices(devices).unwrap_or_default(),
+        )?);
         #[cfg(not(feature = "fusion"))]
         Err(Error::Config(format!(
             "--load-tuning {}: this build has no kernel tuning (the `fusion` feature)",
@@ -184,15 +191,16 @@ impl TrainArgs {
         #[cfg(feature = "fusion")]
         {
             use towers_multigpu::tuning;
-            let devices =
-                (self.devices.as_deref()).and_then(|d| towers_multigpu::parse_devices(d).ok());
+            let devices = (self.devices.as_deref())
+                .and_then(|d| towers_multigpu::parse_devices(d).ok())
+                .unwrap_or_default();
             if let Some(report) = tuning::TuningReport::now()
-                && devices.is_some_and(|d| tuning::tunes(&d))
+                && tuning::tunes(&devices)
             {
                 eprintln!("{report}");
             }
             if let Some(file) = &self.save_tuning {
-                tuning::save_tuning_bundle(file)?;
+                tuning::save_tuning_bundle_for(file, &devices)?;
                 println!("tuning bundle: {}", file.display());
             }
             Ok(())
@@ -218,9 +226,9 @@ impl TrainArgs {
         parse_args::<Only>().train
     }
 
-    /// `defaults`, with the `--config` file over them, then the flags over that.
+    /// `defaults`, with the `--config` file over them, then the flags over that; `--load-tuning`'s
+    /// bundle mounted, once checked against the resulting devices' GPUs.
     pub fn config(&self, defaults: TrainConfig) -> Result<TrainConfig> {
-        self.load_tuning()?;
         let mut c = match &self.config {
             Some(path) => defaults.merge_file(path)?,
             None => defaults,
@@ -270,6 +278,7 @@ impl TrainArgs {
         c.resume |= self.resume;
         self.apply_summary_flags(&mut c);
         c.validate()?;
+        self.load_tuning(&c.devices)?;
         Ok(c)
     }
 }
