@@ -113,13 +113,15 @@ fn a_bundle_tuned_on_another_gpu_is_refused() {
     let ours = dir.path().join("ours.db");
     save_tuning_bundle_for(&ours, &towers).unwrap();
     let manifest = SqliteBundle::open(&ours).unwrap().manifest().clone();
-    let recorded: Vec<&String> = manifest
-        .environments
-        .iter()
-        .flat_map(|e| &e.devices)
-        .collect();
     let this_gpu = format!("{} ({})", identity.name, identity.fingerprint);
-    assert_eq!(recorded, [&format!("{}: {this_gpu}", gpu.entry)]);
+    let [recorded] = &manifest.environments[..] else {
+        panic!("one GPU: {:?}", manifest.environments);
+    };
+    assert_eq!(recorded.devices, [format!("{}: {this_gpu}", gpu.entry)]);
+    assert!(
+        recorded.label.starts_with("device-"),
+        "its CubeCL key: {recorded:?}"
+    );
 
     let theirs = dir.path().join("theirs.db");
     let other_gpu = format!("{}: NVIDIA H100 80GB HBM3 (ptx_sm90)", gpu.entry);

@@ -1,0 +1,149 @@
+//! Kernel tuning a user can see: what CubeCL tunes, said on stderr as it decides; where the
+//! results are kept; and a bundle of them to ship to machines with the same GPU.
+//!
+//! Built with the `fusion` feature (Burn's autotuning), a cold run times each candidate kernel
+//! per shape before it trains, synchronously and for minutes on a large net; without a word it
+//! looks hung. [`show_tuning`] routes CubeCL's autotune logger (`cubecl::autotune`, one line
+//! per tuned kernel and shape: the winner and the top three times) to stderr, with the time
+//! since start and a running count. CubeCL 0.11.3 reports a kernel once its candidates are all
+//! timed (`cubecl-runtime` `tune/log.rs` collects the candidates' events and logs them with the
+//! decision), so progress shows per kernel and shape, not per candidate.
+//!
+//! Tuned results persist in CubeCL's environment database ([`tuning_file`]:
+//! `target/environment/default.db` under the outermost `Cargo.toml` above the working
+//! directory, else `~/.cache/cubecl/default.db`; Burn's `persistence` feature, which `fusion`
+//! turns on), keyed by CubeCL version, runtime and device index (not by GPU), and later runs
+//! load them: [`TuningReport`] then says the run tuned nothing. [`save_tuning_bundle_for`]
+//! exports them to one file (CubeCL's bundle) recording the run's GPUs;
+//! [`load_tuning_bundle_for`] checks that a file is one and was tuned on the run's GPUs, and
+//! mounts it in place of the database (`bundle.rs`).
+//!
+//! A `[cubecl]` section in `burn.toml` or a `cubecl.toml` (found from the working directory
+//! up), or `CUBECL_DEBUG_LOG`, `CUBECL_AUTOTUNE_LEVEL`, ... in the environment, still decide
+//! where CubeCL logs: [`show_tuning`] only gives the autotune logger a sink when they give it
+//! none.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use cubecl_environment::config::RuntimeConfig;
+use cubecl_environment::config::logger::LogCrateLevel;
+use cubecl_runtime::config::CubeClRuntimeConfig;
+use cubecl_runtime::config::autotune::AutotuneLogLevel;
+
+use crate::devices::TowerDevice;
+
+mod bundle;
+pub use bundle::{
+    load_tuning_bundle, load_tuning_bundle_for, save_tuning_bundle, save_tuning_bundle_for,
+};
+
+/// Kernel-and-shape decisions CubeCL's tuner reported since [`show_tuning`].
+static TUNED: AtomicU64 = AtomicU64::new(0);
+/// When [`show_tuning`] ran.
+static STARTED: OnceLock<Instant> = OnceLock::new();
+/// Whether [`TUNED`] counts the decisions (our sink took CubeCL's autotune logger).
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+/// The `log` sink CubeCL's autotune logger writes to: each decision on stderr, numbered, with
+/// the time since [`show_tuning`].
+struct TuningLines;
+
+impl log::Log for TuningLines {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.target().starts_with("cubecl::autotune") && metadata.level() <= log::Level::Info
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let tuned = TUNED.fetch_add(1, Ordering::Relaxed) + 1;
+        let elapsed = STARTED.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
+        eprintln!(
+            "towers: tuning kernel {tuned} ({elapsed:.1} s): {}",
+            record.args()
+        );
+    }
+
+    fn flush(&self) {}
+}
+
+/// Shows CubeCL's kernel tuning on stderr as it happens (see the module docs), unless a
+/// CubeCL config or environment variable already gives its autotune logger a sink, or CubeCL
+/// has read its config already. Call it first thing in `main`, before any device is used.
+/// Returns whether the lines are counted (for [`TuningReport`]).
+pub fn show_tuning() -> bool {
+    STARTED.get_or_init(Instant::now);
+    let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
+    let logger = &mut config.autotune.logger;
+    let has_sink = logger.stdout || logger.stderr || logger.file.is_some() || logger.log.is_some();
+    if has_sink || matches!(logger.level, AutotuneLogLevel::Disabled) {
+        return false;
+    }
+    // Our own `log` sink when the program has none; CubeCL's stderr lines otherwise.
+    let counted = log::set_logger(&TuningLines).is_ok();
+    match counted {
+        true => {
+            log::set_max_level(log::LevelFilter::Info);
+            logger.log = Some(LogCrateLevel::Info);
+        }
+        false => logger.stderr = true,
+    }
+    let counting = CubeClRuntimeConfig::try_set(config) && counted;
+    COUNTING.store(counting, Ordering::Relaxed);
+    counting
+}
+
+/// Where tuned kernels are kept: the active CubeCL environment's database (or the bundle
+/// [`load_tuning_bundle`] mounted).
+pub fn tuning_file() -> PathBuf {
+    cubecl_environment::environment::path()
+}
+
+/// Whether any of `devices` tunes kernels: a local GPU backend (CubeCL's), not flex, ndarray
+/// or a remote device (whose server tunes).
+pub fn tunes(devices: &[TowerDevice]) -> bool {
+    (devices.iter()).any(|d| !crate::devices::in_host_memory(d.device()) && !d.is_remote())
+}
+
+/// What a run tuned: its [`Display`](std::fmt::Display) is the line a program prints at its
+/// end.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TuningReport {
+    /// Kernel-and-shape decisions made this run.
+    pub tuned: u64,
+    /// Where they are kept.
+    pub file: PathBuf,
+}
+
+impl TuningReport {
+    /// The decisions counted since [`show_tuning`]; `None` when it did not count them (a
+    /// CubeCL config or the program's own `log` logger took the lines).
+    pub fn now() -> Option<Self> {
+        COUNTING.load(Ordering::Relaxed).then(|| Self {
+            tuned: TUNED.load(Ordering::Relaxed),
+            file: tuning_file(),
+        })
+    }
+}
+
+impl std::fmt::Display for TuningReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.tuned {
+            0 => write!(
+                f,
+                "tuning: tuned none; every kernel's tuning loaded from {}",
+                self.file.display()
+            ),
+            n => write!(
+                f,
+                "tuning: tuned {n} kernels, kept in {}",
+                self.file.display()
+            ),
+        }
+    }
+}
