@@ -143,12 +143,12 @@ mod gpus {
         }
     }
 
-    /// `devices`' GPUs (those that tune, see [`super::super::tunes`]), once each. Opens them.
+    /// `devices`' GPUs (those that tune, see [`crate::tuning::tunes`]), once each. Opens them.
     pub(super) fn of(devices: &[TowerDevice]) -> Vec<Gpu> {
         let mut gpus: Vec<Gpu> = Vec::new();
         for tower in devices
             .iter()
-            .filter(|d| super::super::tunes(std::slice::from_ref(*d)))
+            .filter(|d| crate::tuning::tunes(std::slice::from_ref(*d)))
         {
             let DispatchDevice::Cube(cube) = tower.device().clone().inner().as_dispatch().clone()
             else {
