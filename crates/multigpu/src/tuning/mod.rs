@@ -36,6 +36,8 @@ use cubecl_runtime::config::autotune::AutotuneLogLevel;
 use crate::devices::TowerDevice;
 
 mod bundle;
+#[cfg(feature = "gpu")]
+mod gpus;
 pub use bundle::{
     load_tuning_bundle, load_tuning_bundle_for, save_tuning_bundle, save_tuning_bundle_for,
 };

@@ -1,0 +1,179 @@
+//! The GPUs of a run and of a tuning bundle's manifest (`bundle.rs`), and the tuning a bundle
+//! shares between the keys of one GPU: CubeCL keeps a device's tuning under its index, not its
+//! GPU.
+
+use std::path::Path;
+
+use burn::backend::DispatchDevice;
+use burn_cubecl::CubeTuneId;
+use cubecl_environment::bundle::{EnvironmentInfo, SqliteBundle};
+use cubecl_environment::bytes::Bytes;
+use cubecl_environment::persistence::{self, Origin};
+
+use crate::devices::TowerDevice;
+use crate::error::{Error, Result};
+
+/// One GPU a run tunes on, as a bundle's manifest records it (one `EnvironmentInfo` each).
+pub(super) struct Gpu {
+    /// Its device list entry, name and what CubeCL compiles for it:
+    /// `cuda:0: NVIDIA H100 PCIe (ptx_sm90)`.
+    device: String,
+    /// CubeCL's key for its tuning (`device-{type}-{index}-{runtime}`), the third segment
+    /// of its `autotune/` namespaces; empty in bundles that did not record it.
+    tuning_key: String,
+}
+
+impl Gpu {
+    /// The device list entry alone: `cuda:0`.
+    fn entry(&self) -> &str {
+        self.device.split_once(": ").map_or("", |(entry, _)| entry)
+    }
+
+    /// The GPU alone, without the device list entry: `NVIDIA H100 PCIe (ptx_sm90)`.
+    fn model(&self) -> &str {
+        self.device
+            .split_once(": ")
+            .map_or(&self.device, |(_, gpu)| gpu)
+    }
+
+    /// Its manifest entry: the key as the label, the device as its one device.
+    pub(super) fn record(&self) -> EnvironmentInfo {
+        EnvironmentInfo {
+            label: self.tuning_key.clone(),
+            devices: vec![self.device.clone()],
+            ..Default::default()
+        }
+    }
+}
+
+/// `devices`' GPUs (those that tune, see [`crate::tuning::tunes`]), once each. Opens them.
+pub(super) fn of(devices: &[TowerDevice]) -> Vec<Gpu> {
+    let mut gpus: Vec<Gpu> = Vec::new();
+    for tower in devices
+        .iter()
+        .filter(|d| crate::tuning::tunes(std::slice::from_ref(*d)))
+    {
+        let DispatchDevice::Cube(cube) = tower.device().clone().inner().as_dispatch().clone()
+        else {
+            continue;
+        };
+        let Some(id) = tower.device().identity() else {
+            continue;
+        };
+        let tuning_key = CubeTuneId::new(&cube.client(), &cube).to_string();
+        if gpus.iter().all(|gpu| gpu.tuning_key != tuning_key) {
+            gpus.push(Gpu {
+                device: format!("{}: {} ({})", tower.name(), id.name, id.fingerprint),
+                tuning_key,
+            });
+        }
+    }
+    gpus
+}
+
+/// The GPUs the bundle at `file` records, after saying what it is on stderr; an error
+/// naming the file when it is no bundle.
+pub(super) fn recorded_in(file: &Path) -> Result<Vec<Gpu>> {
+    let bundle = SqliteBundle::open(file).map_err(|e| {
+        Error::Config(format!(
+            "{} is not a tuning bundle (--save-tuning writes one): {e}",
+            file.display()
+        ))
+    })?;
+    let manifest = bundle.manifest();
+    manifest.warn_on_version_mismatch();
+    let gpus: Vec<Gpu> = (manifest.environments.iter())
+        .flat_map(|env| {
+            (env.devices.iter()).map(|device| Gpu {
+                device: device.clone(),
+                tuning_key: env.label.clone(),
+            })
+        })
+        .collect();
+    let names: Vec<&str> = gpus.iter().map(|gpu| gpu.device.as_str()).collect();
+    eprintln!(
+        "tuning: loading {} (CubeCL {}, tuned on {})",
+        file.display(),
+        manifest.cubecl_version,
+        match names.is_empty() {
+            true => "GPUs not recorded".to_string(),
+            false => names.join(", "),
+        }
+    );
+    Ok(gpus)
+}
+
+/// An error naming `file` when it records GPUs and one of the run's is not among them.
+pub(super) fn refuse_others(file: &Path, tuned_on: &[Gpu], run: &[Gpu]) -> Result<()> {
+    let others: Vec<&str> = (run.iter())
+        .filter(|gpu| tuned_on.iter().all(|t| t.model() != gpu.model()))
+        .map(|gpu| gpu.device.as_str())
+        .collect();
+    if tuned_on.is_empty() || others.is_empty() {
+        return Ok(());
+    }
+    let tuned: Vec<&str> = tuned_on.iter().map(|gpu| gpu.device.as_str()).collect();
+    Err(Error::Config(format!(
+        "the tuning bundle {} was tuned on {}, not on this run's {}: CubeCL finds tuned \
+         kernels by device index, not by GPU, so this run would take another GPU's \
+         choices. Tune on this GPU instead, or load a bundle saved on it",
+        file.display(),
+        tuned.join(", "),
+        others.join(", "),
+    )))
+}
+
+/// Copies, in the mounted bundle, the tuning of each recorded GPU to the run's devices of
+/// that GPU that it holds nothing for under their own keys, and says so on stderr.
+pub(super) fn share_tuning(tuned_on: &[Gpu], run: &[Gpu]) {
+    let namespaces = persistence::namespaces();
+    for gpu in run {
+        if tuned_on.iter().any(|t| t.tuning_key == gpu.tuning_key) {
+            continue;
+        }
+        let Some(source) =
+            (tuned_on.iter()).find(|t| !t.tuning_key.is_empty() && t.model() == gpu.model())
+        else {
+            continue;
+        };
+        let copied = copy_tuning(&namespaces, &source.tuning_key, &gpu.tuning_key);
+        eprintln!(
+            "tuning: {} takes the {copied} kernels tuned on {}, the same GPU ({})",
+            gpu.entry(),
+            source.entry(),
+            gpu.model()
+        );
+    }
+}
+
+/// Copies every `autotune/{version}/{from}/...` namespace's entries to
+/// `autotune/{version}/{to}/...`; returns how many entries it wrote.
+fn copy_tuning(namespaces: &[String], from: &str, to: &str) -> usize {
+    let mut copied = 0;
+    for namespace in namespaces {
+        let mut segments = namespace.splitn(4, '/');
+        let (Some("autotune"), Some(version), Some(key), Some(kernel)) = (
+            segments.next(),
+            segments.next(),
+            segments.next(),
+            segments.next(),
+        ) else {
+            continue;
+        };
+        if key != from {
+            continue;
+        }
+        // Read first, write after: a scan's visitor must not touch another store.
+        let mut entries = Vec::new();
+        persistence::open(namespace).scan(&mut |key, value| {
+            entries.push((
+                Bytes::from_bytes_vec(key.to_vec()),
+                Bytes::from_bytes_vec(value.to_vec()),
+            ))
+        });
+        copied += entries.len();
+        persistence::open(&format!("autotune/{version}/{to}/{kernel}"))
+            .insert_many(&mut entries.into_iter(), Origin::Imported);
+    }
+    copied
+}
