@@ -3,6 +3,7 @@
 //! `Error::source` and kept out of the message, which says only what this layer adds: a report
 //! that prints the chain prints each cause once, and a caller can downcast the cause.
 
+use std::any::Any;
 use std::fmt;
 
 /// An error from parsing a device list, building the towers or running a step.
@@ -160,5 +161,14 @@ impl fmt::Display for ErrorChain<'_> {
             cause = error.source();
         }
         Ok(())
+    }
+}
+
+/// The message a panic was raised with, when it was a string.
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    match (panic.downcast_ref::<String>(), panic.downcast_ref::<&str>()) {
+        (Some(message), _) => message.clone(),
+        (_, Some(message)) => message.to_string(),
+        _ => "(a panic without a message)".to_string(),
     }
 }

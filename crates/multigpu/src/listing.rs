@@ -128,7 +128,7 @@ fn enumerated(backend: &str, device_type: burn::tensor::DeviceType) -> Listed {
             .collect::<Vec<_>>()
     }));
     match found {
-        Err(panic) => Listed::Unavailable(crate::towers::panic_message(&*panic)),
+        Err(panic) => Listed::Unavailable(crate::error::panic_message(&*panic)),
         Ok(names) if names.is_empty() => Listed::Unavailable("no device found".into()),
         Ok(names) => Listed::Devices(
             names

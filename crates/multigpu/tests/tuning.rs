@@ -144,3 +144,27 @@ fn a_bundle_tuned_on_another_gpu_is_refused() {
         assert!(error.contains(named), "{named} not in: {error}");
     }
 }
+
+/// A run's device that cannot be opened (here a wgpu adapter the machine lacks; on CUDA, an
+/// index it lacks), which CubeCL reports by panicking, is an error naming its entry when a
+/// bundle is checked against the run's GPUs, not a crash.
+#[cfg(feature = "wgpu")]
+#[test]
+fn a_device_that_cannot_be_opened_is_named() {
+    use burn::tensor::{Device, DeviceKind};
+    if gpu_or_skip("a_device_that_cannot_be_opened_is_named").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bundle.db");
+    save_tuning_bundle_for(&file, &[]).unwrap();
+    let absent = Device::wgpu(DeviceKind::DiscreteGpu(99));
+    let tower = towers_multigpu::TowerDevice::new("wgpu:discrete:99", absent);
+    let error = load_tuning_bundle_for(&file, &[tower])
+        .expect_err("no such adapter")
+        .to_string();
+    assert!(
+        error.contains("`wgpu:discrete:99`") && error.contains("cannot be opened"),
+        "{error}"
+    );
+}

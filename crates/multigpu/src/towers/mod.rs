@@ -55,8 +55,6 @@ mod who_updates;
 mod workers;
 
 pub use config::{ReplicaCheck, StepOutput, TowersConfig};
-#[cfg(any(feature = "cuda", feature = "rocm"))]
-pub(crate) use tower::panic_message;
 pub use workers::HUNG_TOWER_EXIT_CODE;
 
 use std::collections::HashMap;

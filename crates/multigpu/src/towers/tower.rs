@@ -10,7 +10,7 @@ use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::Device;
 
 use crate::devices::{TowerDevice, in_host_memory, read_hands_over};
-use crate::error::{Cause, Error, Result, While};
+use crate::error::{Cause, Error, Result, While, panic_message};
 use crate::gradient_tap::Tap;
 use crate::host_syncs;
 use crate::loss::{IntoTowerLoss, LossValues, TowerLoss};
@@ -347,14 +347,5 @@ pub(super) fn tower_panicked(
         tower,
         device: device.name().to_string(),
         message: panic_message(&*panic),
-    }
-}
-
-/// The message a panic was raised with, when it was a string.
-pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
-    match (panic.downcast_ref::<String>(), panic.downcast_ref::<&str>()) {
-        (Some(message), _) => message.clone(),
-        (_, Some(message)) => message.to_string(),
-        _ => "(a panic without a message)".to_string(),
     }
 }

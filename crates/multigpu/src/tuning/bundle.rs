@@ -50,7 +50,7 @@ pub fn load_tuning_bundle_for(file: &Path, devices: &[TowerDevice]) -> Result<()
     #[cfg(feature = "gpu")]
     {
         let tuned_on = gpus::recorded_in(file)?;
-        let run_gpus = gpus::of(devices);
+        let run_gpus = gpus::of(devices)?;
         gpus::refuse_others(file, &tuned_on, &run_gpus)?;
         cubecl_environment::environment::load(file);
         gpus::share_tuning(&tuned_on, &run_gpus);
@@ -84,7 +84,7 @@ pub fn save_tuning_bundle_for(file: &Path, devices: &[TowerDevice]) -> Result<()
         let options = ExportOptions {
             name: environment::active().to_string(),
             format: BundleFormat::Sqlite,
-            environments: gpus::of(devices).iter().map(gpus::Gpu::record).collect(),
+            environments: gpus::of(devices)?.iter().map(gpus::Gpu::record).collect(),
             ..Default::default()
         };
         export(&[environment::path()], file, &options)

@@ -2,6 +2,7 @@
 //! shares between the keys of one GPU: CubeCL keeps a device's tuning under its index, not its
 //! GPU.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 
 use burn::backend::DispatchDevice;
@@ -11,7 +12,8 @@ use cubecl_environment::bytes::Bytes;
 use cubecl_environment::persistence::{self, Origin};
 
 use crate::devices::TowerDevice;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, panic_message};
+use crate::tuning::tunes;
 
 /// One GPU a run tunes on, as a bundle's manifest records it (one `EnvironmentInfo` each).
 pub(super) struct Gpu {
@@ -46,29 +48,39 @@ impl Gpu {
     }
 }
 
-/// `devices`' GPUs (those that tune, see [`crate::tuning::tunes`]), once each. Opens them.
-pub(super) fn of(devices: &[TowerDevice]) -> Vec<Gpu> {
+/// `devices`' GPUs (those that tune, see [`crate::tuning::tunes`]), once each. Opens them: a
+/// device that cannot be opened (a CUDA index the machine lacks, a missing driver, which
+/// CubeCL reports by panicking) is an error naming its entry.
+pub(super) fn of(devices: &[TowerDevice]) -> Result<Vec<Gpu>> {
     let mut gpus: Vec<Gpu> = Vec::new();
-    for tower in devices
-        .iter()
-        .filter(|d| crate::tuning::tunes(std::slice::from_ref(*d)))
-    {
-        let DispatchDevice::Cube(cube) = tower.device().clone().inner().as_dispatch().clone()
-        else {
-            continue;
-        };
-        let Some(id) = tower.device().identity() else {
-            continue;
-        };
-        let tuning_key = CubeTuneId::new(&cube.client(), &cube).to_string();
-        if gpus.iter().all(|gpu| gpu.tuning_key != tuning_key) {
-            gpus.push(Gpu {
-                device: format!("{}: {} ({})", tower.name(), id.name, id.fingerprint),
-                tuning_key,
-            });
+    for tower in devices.iter().filter(|d| tunes(std::slice::from_ref(*d))) {
+        let opened = panic::catch_unwind(AssertUnwindSafe(|| gpu_of(tower)));
+        let gpu = opened.map_err(|panic| Error::DeviceList {
+            entry: tower.name().to_string(),
+            reason: format!(
+                "cannot be opened to check a tuning bundle against its GPU: {}",
+                panic_message(&*panic)
+            ),
+        })?;
+        if let Some(gpu) = gpu
+            && gpus.iter().all(|g| g.tuning_key != gpu.tuning_key)
+        {
+            gpus.push(gpu);
         }
     }
-    gpus
+    Ok(gpus)
+}
+
+/// `tower`'s GPU, `None` for a device CubeCL does not run or that does not name itself.
+fn gpu_of(tower: &TowerDevice) -> Option<Gpu> {
+    let DispatchDevice::Cube(cube) = tower.device().clone().inner().as_dispatch().clone() else {
+        return None;
+    };
+    let id = tower.device().identity()?;
+    Some(Gpu {
+        device: format!("{}: {} ({})", tower.name(), id.name, id.fingerprint),
+        tuning_key: CubeTuneId::new(&cube.client(), &cube).to_string(),
+    })
 }
 
 /// The GPUs the bundle at `file` records, after saying what it is on stderr; an error
