@@ -11,9 +11,9 @@ use cubecl_environment::bundle::{EnvironmentInfo, SqliteBundle};
 use cubecl_environment::bytes::Bytes;
 use cubecl_environment::persistence::{self, Origin};
 
+use super::device_tunes;
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result, panic_message};
-use crate::tuning::tunes;
 
 /// One GPU a run tunes on, as a bundle's manifest records it (one `EnvironmentInfo` each).
 pub(super) struct Gpu {
@@ -48,12 +48,12 @@ impl Gpu {
     }
 }
 
-/// `devices`' GPUs (those that tune, see [`crate::tuning::tunes`]), once each. Opens them: a
+/// `devices`' GPUs (those that tune, see [`device_tunes`]), once each. Opens them: a
 /// device that cannot be opened (a CUDA index the machine lacks, a missing driver, which
 /// CubeCL reports by panicking) is an error naming its entry.
 pub(super) fn of(devices: &[TowerDevice]) -> Result<Vec<Gpu>> {
     let mut gpus: Vec<Gpu> = Vec::new();
-    for tower in devices.iter().filter(|d| tunes(std::slice::from_ref(*d))) {
+    for tower in devices.iter().filter(|d| device_tunes(d)) {
         let opened = panic::catch_unwind(AssertUnwindSafe(|| gpu_of(tower)));
         let gpu = opened.map_err(|panic| Error::DeviceList {
             entry: tower.name().to_string(),

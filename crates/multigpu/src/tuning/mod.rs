@@ -108,7 +108,12 @@ pub fn tuning_file() -> PathBuf {
 /// Whether any of `devices` tunes kernels: a local GPU backend (CubeCL's), not flex, ndarray
 /// or a remote device (whose server tunes).
 pub fn tunes(devices: &[TowerDevice]) -> bool {
-    (devices.iter()).any(|d| !crate::devices::in_host_memory(d.device()) && !d.is_remote())
+    devices.iter().any(device_tunes)
+}
+
+/// Whether `device` tunes kernels, as [`tunes`] says.
+fn device_tunes(device: &TowerDevice) -> bool {
+    !crate::devices::in_host_memory(device.device()) && !device.is_remote()
 }
 
 /// What a run tuned: its [`Display`](std::fmt::Display) is the line a program prints at its
