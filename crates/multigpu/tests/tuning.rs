@@ -168,3 +168,31 @@ fn a_device_that_cannot_be_opened_is_named() {
         "{error}"
     );
 }
+
+/// Towers note the devices they run on (`devices_run_on`), which a program's tuning report and
+/// bundle then cover however the program named them: flags, a config file or its own code.
+#[test]
+fn towers_note_the_devices_they_run_on() {
+    use burn::optim::SgdConfig;
+    use towers_multigpu::towers::{Towers, TowersConfig};
+    use towers_multigpu::tuning::{devices_run_on, tunes};
+    let Some(gpu) = gpu_or_skip("tuning") else {
+        return;
+    };
+    let model = Conv2dConfig::new([3, 8], [3, 3]).init(&burn::tensor::Device::flex().autodiff());
+    let tower = towers_multigpu::TowerDevice::new(&gpu.entry, gpu.device.clone());
+    Towers::new(
+        model,
+        SgdConfig::new().init(),
+        &[tower],
+        TowersConfig::default(),
+    )
+    .unwrap();
+    let ran_on = devices_run_on();
+    assert!(
+        ran_on.iter().any(|d| d.name() == gpu.entry),
+        "{} among {ran_on:?}",
+        gpu.entry
+    );
+    assert!(tunes(&ran_on), "{ran_on:?} tunes");
+}

@@ -185,13 +185,15 @@ impl TrainArgs {
     }
 
     /// At the end of a run on a GPU: what it tuned (or that it tuned nothing), and the bundle
-    /// `--save-tuning` asks for. Call it last, after any evaluation: the kernels an evaluation
-    /// tunes then count, and go into the bundle, so that a run that loads it tunes nothing.
+    /// `--save-tuning` asks for, recording the GPUs towers ran on in this process
+    /// (`towers_multigpu::tuning::devices_run_on`), however the program named them. Call it
+    /// last, after any evaluation: the kernels an evaluation tunes then count, and go into the
+    /// bundle, so that a run that loads it tunes nothing.
     pub fn end_tuning(&self) -> Result<()> {
         #[cfg(feature = "fusion")]
         {
             use towers_multigpu::tuning;
-            let devices = self.tuned_devices();
+            let devices = tuning::devices_run_on();
             if let Some(report) = tuning::TuningReport::now()
                 && tuning::tunes(&devices)
             {
@@ -211,20 +213,6 @@ impl TrainArgs {
                 file.display()
             ))),
         }
-    }
-
-    /// The run's towers as [`end_tuning`](Self::end_tuning) reports and records them:
-    /// `--devices`, else the `--config` file's `devices` (an example's own default list, which
-    /// is not known here, is flex).
-    #[cfg(feature = "fusion")]
-    fn tuned_devices(&self) -> Vec<towers_multigpu::TowerDevice> {
-        let from_file = || {
-            let file = self.config.as_ref()?;
-            let c = TrainConfig::new(PathBuf::new()).merge_file(file).ok()?;
-            Some(c.devices)
-        };
-        let list = self.devices.clone().or_else(from_file);
-        (list.and_then(|d| towers_multigpu::parse_devices(&d).ok())).unwrap_or_default()
     }
 
     /// These flags alone, read from the command line (with `--list-devices`, see
@@ -406,26 +394,6 @@ mod tests {
         assert_eq!(skip(&["--skip-corrupt-records", "0.05"]), Some(0.05));
         assert_eq!(skip(&["--keep-checkpoints", "2"]), None);
         assert_eq!(c.log_every, TrainConfig::cifar10().log_every);
-    }
-
-    /// The tuning report and bundle see the `--config` file's towers when no `--devices` is
-    /// given, and the flag's over the file's.
-    #[cfg(feature = "fusion")]
-    #[test]
-    fn the_tuned_devices_are_the_flags_else_the_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("c.toml");
-        std::fs::write(&file, "devices = \"flex,flex\"\n").unwrap();
-        let towers = |args: &[&str]| {
-            let cli = Cli::parse_from([&["x", "--config", file.to_str().unwrap()], args].concat());
-            let devices = cli.train.tuned_devices();
-            devices
-                .iter()
-                .map(|d| d.name().to_string())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(towers(&[]), ["flex", "flex"]);
-        assert_eq!(towers(&["--devices", "flex"]), ["flex"]);
     }
 
     /// `--export` writes what the run's evaluation used: the moving averages, when kept.

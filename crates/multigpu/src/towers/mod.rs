@@ -190,6 +190,8 @@ impl<M: Module> Towers<M> {
                 TowerDevice::new(t.name(), device).with_share(t.share())
             })
             .collect();
+        #[cfg(feature = "fusion")]
+        crate::tuning::note_run_on(devices);
         let layout = Layout::of(&model);
         let running = Selection::Undecided;
         let has_running_stats = !running_state::read(&model, &running).is_empty();

@@ -24,8 +24,8 @@
 //! none.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use cubecl_environment::config::RuntimeConfig;
@@ -103,6 +103,34 @@ pub fn show_tuning() -> bool {
 /// [`load_tuning_bundle`] mounted).
 pub fn tuning_file() -> PathBuf {
     cubecl_environment::environment::path()
+}
+
+/// The devices towers have run on in this process, once each by name, as [`Towers::new`]
+/// notes them.
+///
+/// [`Towers::new`]: crate::towers::Towers::new
+static RAN_ON: Mutex<Vec<TowerDevice>> = Mutex::new(Vec::new());
+
+/// Notes `towers` as run on in this process (see [`devices_run_on`]).
+pub(crate) fn note_run_on(towers: &[TowerDevice]) {
+    let mut ran_on = RAN_ON
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    for tower in towers {
+        if ran_on.iter().all(|d| d.name() != tower.name()) {
+            ran_on.push(tower.clone());
+        }
+    }
+}
+
+/// The devices towers have run on in this process, once each, in the order first used: the
+/// GPUs a run's tuning is for, whichever named them (flags, a config file or the program's
+/// code). A program ends with [`TuningReport`] and [`save_tuning_bundle_for`] on them.
+pub fn devices_run_on() -> Vec<TowerDevice> {
+    RAN_ON
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .clone()
 }
 
 /// Whether any of `devices` tunes kernels: a local GPU backend (CubeCL's), not flex, ndarray
