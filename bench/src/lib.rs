@@ -1,6 +1,6 @@
 //! What the benchmarks (`src/bin/bench_*.rs`) share: their command line, their batch, their
-//! optimizer and how they summarize timings; the nets, layer timing, loopback servers and input
-//! stages that some of them use. Their figures, and the commands that reproduce them, are in
+//! optimizer and how they summarize timings; the nets, layer timing, loopback servers, input
+//! stages and batch uploads that some of them use. Their figures, and the commands that reproduce them, are in
 //! `bench/README.md`.
 
 pub mod cifar_net;
@@ -10,6 +10,7 @@ pub mod layer_timing;
 pub mod loopback;
 #[cfg(feature = "gpu")]
 pub mod step_counts;
+pub mod upload;
 
 use std::time::Duration;
 

@@ -4,11 +4,13 @@
 //! decode and the 299x299 distortions). Each row is the median of 3 rounds; its CPU ms per
 //! image (all threads) is what other load on the machine barely changes.
 //!
-//! cargo run --release -p towers-bench --bin bench_input [-- --only cifar10|inception] [--stages|--decoders]
+//! cargo run --release -p towers-bench --bin bench_input [-- --only cifar10|inception] [--stages|--decoders|--upload]
 //!
 //! `--stages` prints instead where one reader's time goes per Inception image (read, parse,
 //! decode, crop and resize, colour, batch copy), in that thread's CPU time; `--decoders` the
-//! CPU time per image of the JPEG decoders (ours, libjpeg-turbo's as TF's, against zune-jpeg).
+//! CPU time per image of the JPEG decoders (ours, libjpeg-turbo's as TF's, against zune-jpeg);
+//! `--upload` the time of handing a CIFAR-10 and an Inception batch to a tower's device
+//! (`TOWERS_BENCH_DEVICE`, default flex) as a view of the batch, against a copy first.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -51,6 +53,9 @@ struct Args {
     /// Print the JPEG decoders' time per Inception image (one thread) instead.
     #[arg(long)]
     decoders: bool,
+    /// Print the time of uploading a batch to `TOWERS_BENCH_DEVICE` instead.
+    #[arg(long)]
+    upload: bool,
 }
 
 /// One input to measure: files, format, distortions and batch size.
@@ -66,6 +71,11 @@ struct Bench {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if args.upload {
+        let (entry, device) = towers_bench::bench_device();
+        towers_bench::upload::print(&entry, &device);
+        return Ok(());
+    }
     if args.only != Some(Input::Inception) && !args.stages && !args.decoders {
         let builtin;
         let dir = match &args.cifar_dir {
