@@ -1,7 +1,7 @@
 //! What the benchmarks (`src/bin/bench_*.rs`) share: their command line, their batch, their
 //! optimizer and how they summarize timings; the nets, layer timing, loopback servers, input
-//! stages and batch uploads that some of them use. Their figures, and the commands that reproduce them, are in
-//! `bench/README.md`.
+//! stages and batch uploads that some of them use. Their figures, and the commands that
+//! reproduce them, are in `bench/README.md`.
 
 pub mod cifar_net;
 pub mod input_stages;

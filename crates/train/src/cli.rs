@@ -101,7 +101,7 @@ pub struct TrainArgs {
     #[arg(long, value_name = "FILE")]
     pub load_tuning: Option<PathBuf>,
     /// At the end, write the GPU kernels' tuning (this run's and what it loaded) to this bundle,
-    /// recording the run's GPUs (`--devices`, else the `--config` file's).
+    /// recording the GPUs the run's towers ran on.
     #[arg(long, value_name = "FILE")]
     pub save_tuning: Option<PathBuf>,
 }

@@ -163,7 +163,12 @@ impl BatchSlice<'_> {
 
     /// The slice's images, NCHW.
     pub fn images(&self) -> &[f32] {
-        &self.buffer[self.images[0]..self.images[1]]
+        &self.buffer[self.range()]
+    }
+
+    /// Where [`Self::images`] lie in the batch's buffer.
+    fn range(&self) -> Range<usize> {
+        self.images[0]..self.images[1]
     }
 
     /// The slice's labels.
@@ -181,7 +186,7 @@ impl BatchSlice<'_> {
         let n = self.len();
         let view = SharedImages {
             buffer: Arc::clone(self.buffer),
-            range: self.images[0]..self.images[1],
+            range: self.range(),
         };
         let bytes = Bytes::from_shared(bytes::Bytes::from_owner(view), AllocationProperty::Native);
         let images = Tensor::from_data(
