@@ -99,7 +99,7 @@ impl LossScaler {
 }
 
 /// `grads` divided by `scale`, or `None` when any of their values is not finite. One
-/// reduction per gradient (`Σ 0·g`: 0 when every value is finite, NaN otherwise) and one read.
+/// [`finite_probe`] per gradient and one read.
 pub(crate) fn unscaled(
     layout: &Layout,
     grads: GradientsParams,
@@ -108,13 +108,38 @@ pub(crate) fn unscaled(
 ) -> Option<GradientsParams> {
     let (grads, copy) = layout.copy(grads);
     let probes: Vec<Tensor<1>> = (layout.flatten(copy, device).into_iter())
-        .map(|g| g.mul_scalar(0.0).sum())
+        .map(finite_probe)
         .collect();
     let finite = probes.is_empty() || {
         let sum = Tensor::cat(probes, 0).sum().into_scalar::<f32>();
         sum.is_finite()
     };
     finite.then(|| layout.scale(grads, 1.0 / scale))
+}
+
+/// Row length of [`finite_probe`]'s sums.
+const PROBE_ROW: usize = 1024;
+
+/// `Σ 0·g` over the flattened gradient `g`, shape `[1]`: 0 when every value is finite, NaN
+/// otherwise. Summed as rows of [`PROBE_ROW`] values (and the rest), not as one long vector:
+/// on wgpu, Burn 0.22.1's reductions over a long dimension leave out whatever falls past
+/// 65,535 workgroups (cubek-reduce spreads the rest over a second dimension that does not
+/// reach the result). On lavapipe a NaN at place 599,999 of 600,000 summed to 0, and an
+/// overflow there reached the weights (bench/HISTORY.md, "Reductions that drop values on
+/// wgpu"). Rows of 1,024 keep each reduction short: up to 67 M values, under that limit.
+fn finite_probe(g: Tensor<1>) -> Tensor<1> {
+    let [len] = g.dims();
+    let zeroed = g.mul_scalar(0.0);
+    let rows = len / PROBE_ROW;
+    let in_rows = (rows > 0).then(|| {
+        let whole = zeroed.clone().narrow(0, 0, rows * PROBE_ROW);
+        whole.reshape([rows, PROBE_ROW]).sum()
+    });
+    let rest =
+        (len % PROBE_ROW > 0).then(|| zeroed.narrow(0, rows * PROBE_ROW, len % PROBE_ROW).sum());
+    (in_rows.into_iter().chain(rest))
+        .reduce(|a, b| a + b)
+        .expect("a gradient with values")
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use towers_data::image_loss;
 use towers_kernels::{Precision, with_precision};
 use towers_models::{BasicConv, BasicConvConfig};
 use towers_multigpu::{
-    BatchNormSync, Error, Reduce, TowerDevice, Towers, TowersConfig, parse_devices,
+    BatchNormSync, Error, Reduce, TowerDevice, TowerLoss, Towers, TowersConfig, parse_devices,
 };
 use towers_testing::batches::{batch, unequal_micro_batches};
 use towers_testing::compare::{assert_close, max_abs_diff, values};
@@ -411,4 +411,44 @@ fn f16_training_with_loss_scaling_on_gpu_towers_follows_f32() {
     assert_eq!(half.loss_scale(), Some(512.0));
     let after: Vec<_> = half.replicas().iter().map(values).collect();
     assert_eq!(after, before, "both replicas as they were");
+}
+
+/// One wide layer: a weight of 600 x 1000 values, past what one of wgpu's reductions reaches
+/// (65,535 workgroups: see `loss_scale.rs`, `finite_probe`).
+#[derive(Module, Debug)]
+struct Wide {
+    layer: Linear,
+}
+
+/// Under loss scaling on a GPU, a gradient that overflows only in the last place of a wide
+/// weight skips the update and leaves the weights as they were. With the overflow check's sum
+/// taken by one of Burn's reductions, lavapipe left that place out, and the infinity reached
+/// the weights.
+#[test]
+fn an_overflow_in_the_last_place_of_a_wide_gradient_skips_the_update() {
+    let Some(gpu) = gpu_or_skip("an_overflow_in_the_last_place") else {
+        return;
+    };
+    let model = Wide {
+        layer: LinearConfig::new(600, 1000)
+            .with_bias(false)
+            .init(&gpu.device),
+    };
+    let before = values(&model);
+    let scaling = towers_multigpu::LossScaling::new().with_initial(1024.0);
+    let config = TowersConfig::default().with_loss_scaling(Some(scaling));
+    let mut towers = Towers::new(model, sgd(), &devices(&gpu.entry), config).unwrap();
+    // The last weight times a factor whose gradient, scaled, is infinite; the loss stays finite.
+    let loss = |m: &Wide, _: &[u8], _: &Device| {
+        let last = m
+            .layer
+            .weight
+            .val()
+            .slice([599..600, 999..1000])
+            .reshape([1]);
+        TowerLoss::new(last.mul_scalar(1e36))
+    };
+    let out = towers.step(&vec![0u8; 2], LR, loss).unwrap();
+    assert!(out.skipped, "the overflow went unseen: {out:?}");
+    assert_eq!(values(towers.model()), before, "the weights as they were");
 }
