@@ -10,8 +10,11 @@
 //! Run with `cargo test --features wgpu --test integration gpu::`.
 #![cfg(feature = "gpu")]
 
+use burn::module::Module;
+use burn::tensor::{Device, Distribution, Tensor};
 use burn_towers::data::cifar10::BuiltinCifar10;
 use burn_towers::kernels::Precision;
+use burn_towers::kernels::nn::BatchNormConfig;
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
 use towers_testing::losses::assert_cross_entropy_matches_burns;
@@ -116,6 +119,41 @@ fn batch_norms_and_their_gradients_are_burns_on_a_gpu() {
         return;
     };
     assert_batch_norms_match_burns(&gpu.device);
+}
+
+/// Batch norm over as many values per channel as ResNet-50's first stage at batch 32 (100,352
+/// per channel, 6.4 M in all), and its gradient, on the GPU follow flex. On wgpu a single
+/// reduction per channel drops what falls past 65,535 workgroups (on lavapipe Burn's
+/// `BatchNorm` and ours were off by more than the output's size), so ours sums in pieces
+/// (`towers_kernels`, `batch_norm/row_sums.rs`).
+#[test]
+fn batch_norm_over_long_channels_on_a_gpu_follows_flex() {
+    let Some(gpu) = gpu_or_skip("batch_norm_over_long_channels") else {
+        return;
+    };
+    let shape = [32, 64, 56, 56];
+    let flex = Device::flex().autodiff();
+    let x = Tensor::<4>::random(shape, Distribution::Normal(3.0, 2.0), &flex);
+    let probe = Tensor::<4>::random(shape, Distribution::Uniform(-1.0, 1.0), &flex);
+    let norm = BatchNormConfig::new(shape[1]).init(&flex);
+    let output_and_gradient = |device: &Device| {
+        let x = x.clone().to_device(device).detach().require_grad();
+        let y = norm.clone().fork(device).forward(x.clone());
+        let grads = (y.clone() * probe.clone().to_device(device))
+            .sum()
+            .backward();
+        let dx = x.grad(&grads).expect("the input's gradient");
+        let [y, dx] = [y.inner(), dx].map(|t| t.into_data().to_vec::<f32>().unwrap());
+        (y, dx)
+    };
+    let (want_y, want_dx) = output_and_gradient(&flex);
+    let (y, dx) = output_and_gradient(&gpu.device);
+    for (what, got, want) in [("output", y, want_y), ("input gradient", dx, want_dx)] {
+        let worst = (got.iter().zip(&want))
+            .map(|(g, w)| (g - w).abs() / w.abs().max(1.0))
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-3, "{what}: off by up to {worst} (relative)");
+    }
 }
 
 /// The loss every bundled net takes, with its own backward pass on CubeCL devices: Burn's

@@ -12,6 +12,7 @@ use burn::backend::{Autodiff, Backend};
 use burn::tensor::Shape;
 
 use super::extension::{BatchNorm, beside, channel_rows, forward};
+use super::row_sums::row_sums;
 
 /// The results, the statistics as untracked tensors.
 type Results<B, C> = (
@@ -189,9 +190,9 @@ fn gradients<B: Backend>(
     // On a fused GPU every reshape ends a run of fused ops: the rows and the per-channel
     // values beside `x` are laid out before each element-wise expression starts.
     let [x_rows, dy_rows] = [&x, &dy].map(|t| channel_rows::<B>(t.clone()));
-    let dy_sum = B::float_sum_dim(dy_rows.clone(), 1);
+    let dy_sum = row_sums::<B>(dy_rows.clone());
     let normalized_rows = B::float_mul(B::float_sub(x_rows, mean.clone()), inv_std.clone());
-    let dy_normalized_sum = B::float_sum_dim(B::float_mul(dy_rows, normalized_rows), 1);
+    let dy_normalized_sum = row_sums::<B>(B::float_mul(dy_rows, normalized_rows));
     let dx = want_dx.then(|| {
         let [mean, inv_std, dy_sum, dy_normalized_sum] =
             [mean, inv_std, dy_sum.clone(), dy_normalized_sum.clone()]
