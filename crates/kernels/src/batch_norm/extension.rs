@@ -5,7 +5,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch, DispatchDevice, TensorMetadata};
 use burn::tensor::{Device, Shape, Tensor};
 
-use super::row_sums::row_sums;
+use super::row_sums::row_means;
 
 pub(super) use routing::BatchNorm;
 
@@ -106,8 +106,8 @@ pub(super) fn beside<B: Backend>(per_channel: FloatTensor<B>, rank: usize) -> Fl
     B::float_reshape(per_channel, Shape::from(shape))
 }
 
-/// The mean, then the biased variance from the centred rows (one sum each, [`row_sums`]), then
-/// the output in one element-wise expression. The per-channel values are laid beside `x` before
+/// The mean, then the biased variance from the centred rows (one mean each, [`row_means`]),
+/// then the output in one element-wise expression. The per-channel values are laid beside `x` before
 /// that expression starts: on a fused GPU a reshape between its ops would split it into
 /// kernels of one op each.
 pub(super) fn forward<B: Backend>(
@@ -118,11 +118,9 @@ pub(super) fn forward<B: Backend>(
 ) -> Forward<B> {
     let rank = x.shape().num_dims();
     let rows = channel_rows::<B>(x.clone());
-    let per_channel = rows.shape()[1] as f32;
-    let row_means = |rows| B::float_mul_scalar(row_sums::<B>(rows), (1.0 / per_channel).into());
-    let mean = row_means(rows.clone());
+    let mean = row_means::<B>(rows.clone());
     let centred = B::float_sub(rows, mean.clone());
-    let variance = row_means(B::float_mul(centred.clone(), centred));
+    let variance = row_means::<B>(B::float_mul(centred.clone(), centred));
     let inv_std = B::float_recip(B::float_sqrt(B::float_add_scalar(
         variance.clone(),
         epsilon.into(),
