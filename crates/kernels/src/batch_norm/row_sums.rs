@@ -52,5 +52,7 @@ fn piece_length(channels: usize, len: usize) -> Option<usize> {
     if channels * len <= MOST_IN_ONE_PASS || len <= LONGEST_PIECE {
         return None;
     }
-    (2..=LONGEST_PIECE).rev().find(|piece| len % piece == 0)
+    (2..=LONGEST_PIECE)
+        .rev()
+        .find(|piece| len.is_multiple_of(*piece))
 }
