@@ -107,8 +107,8 @@ pub(super) fn beside<B: Backend>(per_channel: FloatTensor<B>, rank: usize) -> Fl
 }
 
 /// The mean, then the biased variance from the centred rows (one mean each, [`row_means`]),
-/// then the output in one element-wise expression. The per-channel values are laid beside `x` before
-/// that expression starts: on a fused GPU a reshape between its ops would split it into
+/// then the output in one element-wise expression. The per-channel values are laid beside `x`
+/// before that expression starts: on a fused GPU a reshape between its ops would split it into
 /// kernels of one op each.
 pub(super) fn forward<B: Backend>(
     x: FloatTensor<B>,

@@ -7,7 +7,8 @@
 //! came out wrong by more than its own size, Burn's `BatchNorm` and ours alike. Rows of up to
 //! 4,096 values came out right at every size tried, up to 25.7 M values in one launch
 //! (bench/HISTORY.md, "Reductions that drop values on wgpu"). On CUDA, whose limit is 2^31-1
-//! workgroups, the pieces cost one more small reduction per long sum.
+//! workgroups, the pieces are likely not needed (not checked) and cost one more small
+//! reduction per long sum.
 
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, TensorMetadata};
