@@ -14,7 +14,8 @@ use burn::module::Module;
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_towers::data::cifar10::BuiltinCifar10;
 use burn_towers::kernels::Precision;
-use burn_towers::kernels::nn::BatchNormConfig;
+use burn_towers::kernels::nn::conv::Conv2dConfig;
+use burn_towers::kernels::nn::{BatchNormConfig, LinearConfig, PaddingConfig2d};
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
 use towers_testing::losses::assert_cross_entropy_matches_burns;
@@ -154,6 +155,66 @@ fn batch_norm_over_long_channels_on_a_gpu_follows_flex() {
             .fold(0.0f32, f32::max);
         assert!(worst < 1e-3, "{what}: off by up to {worst} (relative)");
     }
+}
+
+/// The drop-in convolution's and dense layer's gradients where their bias is broadcast over
+/// many values: the CIFAR-10 net's first convolution at its examples' batch (73,728 output
+/// places per channel) and a dense layer over `[512, 600, 16]` and `[307_200, 16]`. On wgpu one
+/// reduction over all of them drops what falls past 65,535 workgroups (Burn's `Conv2d` bias
+/// gradient was up to 45% off on lavapipe), so the drop-in layers add the bias expanded, its
+/// gradient summed one dimension at a time (`towers_kernels`, `dispatch/channel_bias.rs`).
+#[test]
+fn bias_gradients_over_many_places_on_a_gpu_follow_flex() {
+    let Some(gpu) = gpu_or_skip("bias_gradients_over_many_places") else {
+        return;
+    };
+    let flex = Device::flex().autodiff();
+    let conv = Conv2dConfig::new([3, 64], [5, 5])
+        .with_padding(PaddingConfig2d::Same)
+        .init(&flex);
+    let dense = LinearConfig::new(16, 8).init(&flex);
+    fn normal<const D: usize>(dims: [usize; D], flex: &Device) -> Tensor<D> {
+        Tensor::random(dims, Distribution::Normal(0.0, 1.0), flex)
+    }
+    let (images, conv_probe) = (
+        normal([128, 3, 24, 24], &flex),
+        normal([128, 64, 24, 24], &flex),
+    );
+    let (rows, rows_probe) = (normal([512, 600, 16], &flex), normal([512, 600, 8], &flex));
+    let (batch, batch_probe) = (normal([307_200, 16], &flex), normal([307_200, 8], &flex));
+    let gradients = |device: &Device| {
+        let (conv, dense) = (conv.clone().fork(device), dense.clone().fork(device));
+        let y = conv.forward(images.clone().to_device(device));
+        let z = dense.forward(rows.clone().to_device(device));
+        let u = dense.forward(batch.clone().to_device(device));
+        let loss = (y * conv_probe.clone().to_device(device)).sum()
+            + (z * rows_probe.clone().to_device(device)).sum()
+            + (u * batch_probe.clone().to_device(device)).sum();
+        let grads = loss.backward();
+        let read = |t: Option<Tensor<1>>| t.unwrap().into_data().try_to_vec::<f32>().unwrap();
+        let bias =
+            |b: &Option<burn::module::Param<Tensor<1>>>| read(b.as_ref().unwrap().grad(&grads));
+        let weight = |w: &burn::module::Param<Tensor<4>>| w.grad(&grads).map(|g| g.flatten(0, 3));
+        [
+            ("the convolution's bias", bias(&conv.bias)),
+            ("the convolution's weight", read(weight(&conv.weight))),
+            ("the dense layer's bias", bias(&dense.bias)),
+        ]
+    };
+    let want = gradients(&flex);
+    let off: Vec<_> = (gradients(&gpu.device).into_iter().zip(want))
+        .map(|((what, got), (_, want))| {
+            let scale = want.iter().fold(1.0f32, |m, w| m.max(w.abs()));
+            let worst = (got.iter().zip(&want))
+                .map(|(g, w)| (g - w).abs() / scale)
+                .fold(0.0f32, f32::max);
+            (what, worst)
+        })
+        .collect();
+    assert!(
+        off.iter().all(|(_, worst)| *worst < 1e-4),
+        "off by up to (of the largest value): {off:?}"
+    );
 }
 
 /// The loss every bundled net takes, with its own backward pass on CubeCL devices: Burn's

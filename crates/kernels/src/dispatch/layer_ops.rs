@@ -9,9 +9,10 @@ use burn::nn::conv::Conv2d;
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
 use burn::tensor::activation::relu;
 use burn::tensor::module;
-use burn::tensor::ops::{ConvOptions, PadMode};
+use burn::tensor::ops::ConvOptions;
 use burn::tensor::{DType, Tensor};
 
+use crate::dispatch::channel_bias::add_channel_bias;
 #[cfg(feature = "flex")]
 use crate::dispatch::flex_route;
 use crate::padding::conv_padding;
@@ -57,10 +58,7 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     if let Some(y) = flex_route::conv2d(conv, &x, precision) {
         return y;
     }
-    match precision {
-        Precision::F32 => conv.forward(x),
-        low => cast_conv2d(conv, x, low.dtype()),
-    }
+    burn_conv2d(conv, x, precision.dtype())
 }
 
 /// Whether `conv` reads an input of `dims` rounded to bf16 as it is, in this thread's
@@ -90,7 +88,7 @@ pub fn conv2d_relu(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
 pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
     let y = product(x, linear.weight.val());
     match &linear.bias {
-        Some(bias) => y + bias.val().unsqueeze(),
+        Some(bias) => add_channel_bias(y, bias.val(), D - 1),
         None => y,
     }
 }
@@ -132,20 +130,21 @@ fn whole_input_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
     Some(y.reshape([n, out, 1, 1]))
 }
 
-/// `conv.forward(x)` with `x` and the kernel cast to `dtype` and the output back to f32 (the
-/// bias added in f32); padding Burn's conv2d takes on both sides alike is applied first.
-fn cast_conv2d(conv: &Conv2d, x: Tensor<4>, dtype: DType) -> Tensor<4> {
+/// `conv.forward(x)` by Burn's convolution, its products in `dtype` (`x` and the kernel cast
+/// to it, the result back to f32), the bias added in f32 by [`add_channel_bias`], whose
+/// gradient stays right on wgpu where Burn's own is not (see `channel_bias.rs`).
+fn burn_conv2d(conv: &Conv2d, x: Tensor<4>, dtype: DType) -> Tensor<4> {
     let [_, _, h, w] = x.dims();
-    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
-    let x = match rows == (0, 0) && cols == (0, 0) {
-        true => x,
-        false => x.pad([(0, 0), (0, 0), rows, cols], PadMode::Constant(0.0)),
+    let padding = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let options =
+        ConvOptions::new_with_padding(conv.stride, padding.into(), conv.dilation, conv.groups);
+    let weight = conv.weight.val();
+    let y = match dtype {
+        DType::F32 => module::conv2d(x, weight, None, options),
+        low => module::conv2d(x.cast(low), weight.cast(low), None, options).cast(DType::F32),
     };
-    let options = ConvOptions::new(conv.stride, [0, 0], conv.dilation, conv.groups);
-    let weight = conv.weight.val().cast(dtype);
-    let y = module::conv2d(x.cast(dtype), weight, None, options).cast(DType::F32);
     match &conv.bias {
-        Some(bias) => y + bias.val().reshape([1, -1, 1, 1]),
+        Some(bias) => add_channel_bias(y, bias.val(), 1),
         None => y,
     }
 }
@@ -682,6 +681,50 @@ mod tests {
         }
     }
 
+    /// Burn's convolution with the bias added apart (`burn_conv2d`, every convolution off the
+    /// flex kernels) is `Conv2d::forward`, output and gradients, on the paddings Burn splits
+    /// unevenly (SAME at stride 2) or is given (explicit, uneven), with and without bias.
+    #[test]
+    fn burns_convolution_with_the_bias_apart_is_conv2d_forward() {
+        let device = Device::flex().autodiff();
+        let paddings = [PaddingConfig2d::Same, PaddingConfig2d::Explicit(1, 0, 2, 1)];
+        for (padding, bias) in paddings
+            .into_iter()
+            .flat_map(|p| [(p.clone(), true), (p, false)])
+        {
+            let conv = Conv2dConfig::new([3, 5], [3, 3])
+                .with_stride([2, 2])
+                .with_padding(padding.clone())
+                .with_bias(bias)
+                .init(&device);
+            let x =
+                Tensor::<4>::random([2, 3, 8, 7], Distribution::Default, &device).require_grad();
+            let (want, got) = (
+                conv.forward(x.clone()),
+                burn_conv2d(&conv, x.clone(), DType::F32),
+            );
+            let (want_grads, grads) = (want.clone().sum().backward(), got.clone().sum().backward());
+            let mut diffs = vec![
+                rel_diff(got, want),
+                rel_diff(x.grad(&grads).unwrap(), x.grad(&want_grads).unwrap()),
+                rel_diff(
+                    conv.weight.val().grad(&grads).unwrap(),
+                    conv.weight.val().grad(&want_grads).unwrap(),
+                ),
+            ];
+            if let Some(b) = &conv.bias {
+                diffs.push(rel_diff(
+                    b.val().grad(&grads).unwrap(),
+                    b.val().grad(&want_grads).unwrap(),
+                ));
+            }
+            assert!(
+                diffs.iter().all(|&d| d < 1e-6),
+                "{padding:?}, bias {bias}: {diffs:?}"
+            );
+        }
+    }
+
     /// Outside the kernels, a low precision casts: Burn's convolution and dense layer in bf16
     /// and f16 stay within those types' rounding of f32, and their gradients reach the f32
     /// weights and input.
@@ -700,7 +743,7 @@ mod tests {
             let got = crate::precision::with_precision(precision, || {
                 linear(
                     &dense,
-                    cast_conv2d(&conv, x.clone(), precision.dtype()).flatten::<2>(1, 3),
+                    burn_conv2d(&conv, x.clone(), precision.dtype()).flatten::<2>(1, 3),
                 )
             });
             assert_eq!(got.dtype(), DType::F32);

@@ -5,6 +5,8 @@
 //! - `layer_ops.rs`: [`max_pool2d`], [`avg_pool2d`], [`conv2d`], [`conv2d_relu`], [`linear`],
 //!   given Burn's own layer modules, their products in this thread's
 //!   [`Precision`](crate::Precision).
+//! - `channel_bias.rs`: a bias added so that its gradient is summed in short reductions (on
+//!   wgpu, long ones drop values).
 //! - `flex_route.rs`: which calls the flex kernels take; the fused ops only they compute
 //!   (batch norm with ReLU and max pooling, LRN) return `None` elsewhere.
 //! - `image_conv.rs`: [`conv_images`], a first convolution as one batched matrix product.
@@ -13,6 +15,7 @@
 //! - `bf16_kernel.rs`: [`bf16_kernel`], what computes bf16 products on this CPU.
 
 mod bf16_kernel;
+mod channel_bias;
 #[cfg(feature = "flex")]
 pub mod flex_route;
 mod image_conv;
