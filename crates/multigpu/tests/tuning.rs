@@ -25,7 +25,37 @@ fn tune_a_convolution() {
     drop(grads);
     device.sync().unwrap();
     let report = TuningReport::now().expect("counted");
-    println!("tuned={} file={}", report.tuned, report.file.display());
+    println!("tuned={} kept={}", report.tuned, report.kept);
+    println!("{report}");
+}
+
+/// Runs [`tune_a_convolution`] in a child whose working directory and user cache are `dir`,
+/// and returns its stdout and stderr, having checked it succeeded.
+fn tune_in(dir: &std::path::Path, name: &str) -> (String, String) {
+    let out = towers_testing::child::child(name, "tune", &[], "")
+        .current_dir(dir)
+        .env("XDG_CACHE_HOME", dir)
+        .env_remove("CUBECL_DEBUG_LOG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
+/// The child's `tuned=` count and `kept=` flag, from its stdout.
+fn tuned_and_kept(stdout: &str, stderr: &str) -> (u64, bool) {
+    let field = |name: &str| {
+        (stdout.lines())
+            // libtest may print the test's name on the same line.
+            .find_map(|l| l.split_once(name).map(|(_, rest)| rest))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or_else(|| panic!("no {name} field: {stdout}\n{stderr}"))
+            .to_string()
+    };
+    let tuned = field("tuned=").parse().unwrap();
+    (tuned, field("kept=") == "true")
 }
 
 /// A first run tunes (and says so on stderr, one line per kernel), a second one with the same
@@ -41,21 +71,9 @@ fn a_second_run_loads_what_the_first_tuned() {
     let dir = tempfile::tempdir().unwrap();
     let name = towers_testing::test_name!("a_second_run_loads_what_the_first_tuned");
     let run = || {
-        let out = towers_testing::child::child(&name, "tune", &[], "")
-            .current_dir(dir.path())
-            .env("XDG_CACHE_HOME", dir.path())
-            .env_remove("CUBECL_DEBUG_LOG")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(out.status.success(), "{stdout}\n{stderr}");
-        let tuned: u64 = (stdout.lines())
-            // libtest may print the test's name on the same line.
-            .find_map(|l| l.split_once("tuned=").map(|(_, rest)| rest))
-            .and_then(|l| l.split(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no tuned= line: {stdout}\n{stderr}"));
+        let (stdout, stderr) = tune_in(dir.path(), &name);
+        let (tuned, kept) = tuned_and_kept(&stdout, &stderr);
+        assert!(kept, "kept: {stdout}\n{stderr}");
         (tuned, stderr)
     };
     let (first, stderr) = run();
@@ -68,6 +86,37 @@ fn a_second_run_loads_what_the_first_tuned() {
     );
     let (second, stderr) = run();
     assert_eq!(second, 0, "the second run loads every tuning: {stderr}");
+}
+
+/// A tuning database CubeCL cannot open (here a directory where `default.db` goes) keeps
+/// nothing: the run says so at its end, and shows CubeCL's warnings on stderr, each once,
+/// where it used to say it kept everything there.
+#[test]
+fn a_database_that_keeps_nothing_is_said_so() {
+    if towers_testing::child::role().is_some() {
+        return tune_a_convolution();
+    }
+    if gpu_or_skip("tuning").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("cubecl").join("default.db")).unwrap();
+    let name = towers_testing::test_name!("a_database_that_keeps_nothing_is_said_so");
+    let (stdout, stderr) = tune_in(dir.path(), &name);
+    let (tuned, kept) = tuned_and_kept(&stdout, &stderr);
+    assert!(tuned > 0 && !kept, "tuned, not kept: {stdout}\n{stderr}");
+    assert!(
+        stdout.contains("but could not keep them in"),
+        "the report says so: {stdout}"
+    );
+    let warnings: Vec<&str> = (stderr.lines())
+        .filter(|l| l.starts_with("towers: tuning: CubeCL warns, "))
+        .collect();
+    let distinct: std::collections::BTreeSet<&str> = warnings.iter().copied().collect();
+    assert!(
+        !warnings.is_empty() && warnings.len() == distinct.len() && warnings.len() <= 10,
+        "CubeCL's warnings, each once, at most 10: {stderr}"
+    );
 }
 
 /// A file that is no tuning bundle (garbage, empty, a truncated SQLite header) is refused with

@@ -49,18 +49,62 @@ static STARTED: OnceLock<Instant> = OnceLock::new();
 /// Whether [`TUNED`] counts the decisions (our sink took CubeCL's autotune logger).
 static COUNTING: AtomicBool = AtomicBool::new(false);
 
+/// Whether CubeCL warned that its tuning database would not open or refused a write: what
+/// this run tuned is then not kept for the next (see [`TuningReport::kept`]).
+static NOT_KEPT: AtomicBool = AtomicBool::new(false);
+/// CubeCL's warnings shown on stderr so far, each once: a database that will not open is
+/// warned about once per table and tuned kernel, hundreds of times in a run.
+static WARNED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The most distinct CubeCL warnings shown; the rest are dropped, and the last shown says so.
+const MOST_WARNINGS_SHOWN: usize = 10;
+
 /// The `log` sink CubeCL's autotune logger writes to: each decision on stderr, numbered, with
-/// the time since [`show_tuning`].
+/// the time since [`show_tuning`]. CubeCL's warnings go to stderr too, each once: without
+/// them a tuning database that cannot be written looked like one that kept everything (the
+/// next run tuned it all again, found with a database CubeCL opened read-only, 2026-11-30).
 struct TuningLines;
+
+/// Shows CubeCL's warning `record` on stderr unless it was shown already, and notes a
+/// database trouble (a warning from cubecl-environment's `persistence`, which opens and writes
+/// the database) in [`NOT_KEPT`].
+fn warn_once(record: &log::Record<'_>) {
+    if record
+        .target()
+        .starts_with("cubecl_environment::persistence")
+    {
+        NOT_KEPT.store(true, Ordering::Relaxed);
+    }
+    let message = format!("{}: {}", record.target(), record.args());
+    let mut warned = WARNED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if warned.len() >= MOST_WARNINGS_SHOWN || warned.contains(&message) {
+        return;
+    }
+    warned.push(message);
+    let more = match warned.len() == MOST_WARNINGS_SHOWN {
+        true => " (further CubeCL warnings not shown)",
+        false => "",
+    };
+    eprintln!(
+        "towers: tuning: CubeCL warns, {}{more}",
+        warned[warned.len() - 1]
+    );
+}
 
 impl log::Log for TuningLines {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.target().starts_with("cubecl::autotune") && metadata.level() <= log::Level::Info
+        let target = metadata.target();
+        (target.starts_with("cubecl::autotune") && metadata.level() <= log::Level::Info)
+            || (target.starts_with("cubecl") && metadata.level() <= log::Level::Warn)
     }
 
     fn log(&self, record: &log::Record<'_>) {
         if !self.enabled(record.metadata()) {
             return;
+        }
+        if !record.target().starts_with("cubecl::autotune") {
+            return warn_once(record);
         }
         let tuned = TUNED.fetch_add(1, Ordering::Relaxed) + 1;
         let elapsed = STARTED.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
@@ -153,6 +197,9 @@ pub struct TuningReport {
     pub tuned: u64,
     /// Where they are kept.
     pub file: PathBuf,
+    /// Whether they were kept there: `false` when CubeCL warned that the database would not
+    /// open or refused a write (the warnings are on stderr), so that the next run tunes again.
+    pub kept: bool,
 }
 
 impl TuningReport {
@@ -162,23 +209,25 @@ impl TuningReport {
         COUNTING.load(Ordering::Relaxed).then(|| Self {
             tuned: TUNED.load(Ordering::Relaxed),
             file: tuning_file(),
+            kept: !NOT_KEPT.load(Ordering::Relaxed),
         })
     }
 }
 
 impl std::fmt::Display for TuningReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.tuned {
-            0 => write!(
+        let file = self.file.display();
+        match (self.tuned, self.kept) {
+            (n, false) => write!(
                 f,
-                "tuning: tuned none; every kernel's tuning loaded from {}",
-                self.file.display()
+                "tuning: tuned {n} kernels, but could not keep them in {file} (CubeCL's \
+                 warnings above): the next run tunes them again"
             ),
-            n => write!(
+            (0, true) => write!(
                 f,
-                "tuning: tuned {n} kernels, kept in {}",
-                self.file.display()
+                "tuning: tuned none; every kernel's tuning loaded from {file}"
             ),
+            (n, true) => write!(f, "tuning: tuned {n} kernels, kept in {file}"),
         }
     }
 }
