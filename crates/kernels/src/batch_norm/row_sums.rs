@@ -1,14 +1,13 @@
 //! [`row_sums`]: the batch norm's per-channel sums, taken in short pieces.
 //!
-//! Why: on wgpu, Burn 0.22.1's reductions along a long dimension leave out whatever falls past
-//! 65,535 workgroups, with no error (cubek-reduce spreads the rest over a second dimension that
-//! does not reach the result). On lavapipe, `ones([64, 100_000]).mean_dim(1)` had 32 of its 64
-//! rows wrong, and a batch norm over `[32, 64, 56, 56]` (ResNet-50's first stage at batch 32)
+//! Why: on wgpu, Burn 0.22.1's reductions along a long dimension leave values out, with no
+//! error (the counts point at what falls past 65,535 workgroups; the cause was not traced, and
+//! rows of 65,535 values already fail). On lavapipe, `ones([64, 100_000]).mean_dim(1)` had 32
+//! of its 64 rows wrong, and a batch norm over `[32, 64, 56, 56]` (ResNet-50's first stage at batch 32)
 //! came out wrong by more than its own size, Burn's `BatchNorm` and ours alike. Rows of up to
 //! 4,096 values came out right at every size tried, up to 25.7 M values in one launch
-//! (bench/HISTORY.md, "Reductions that drop values on wgpu"). On CUDA, whose limit is 2^31-1
-//! workgroups, the pieces are likely not needed (not checked) and cost one more small
-//! reduction per long sum.
+//! (bench/HISTORY.md, "Reductions that drop values on wgpu"). Whether CUDA needs the pieces
+//! was not checked; they cost one more small reduction per long sum.
 
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, TensorMetadata};

@@ -4,8 +4,8 @@
 //! Why: Burn sums a bias's gradient over all the places it was added to in one reduction: a
 //! convolution's as rows of `batch × height × width` (burn-backend 0.22.1,
 //! `conv2d_bias_backward`), a broadcast operand's over every broadcast dimension at once
-//! (burn-autodiff's `broadcast_shape`). On wgpu, a reduction along a long dimension leaves out
-//! whatever falls past 65,535 workgroups, with no error (see `batch_norm/row_sums.rs`): on
+//! (burn-autodiff's `broadcast_shape`). On wgpu, a reduction along a long dimension leaves
+//! values out, with no error (see `batch_norm/row_sums.rs`): on
 //! lavapipe, the CIFAR-10 net's first convolution at batch 128 (73,728 places per channel) got
 //! a bias gradient up to 57% off, a dense layer over `[512, 600, 16]` one wholly wrong.
 //! `expand`'s gradient is summed one dimension at a time (burn-autodiff's `ExpandDim`), and
