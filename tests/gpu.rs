@@ -217,6 +217,72 @@ fn bias_gradients_over_many_places_on_a_gpu_follow_flex() {
     );
 }
 
+/// Burn's own reductions over long rows, on the GPU against flex: the sums and maxima that the
+/// batch norm's pieces (`batch_norm/row_sums.rs`), the biases' expansion
+/// (`dispatch/channel_bias.rs`) and the overflow check's rows (`loss_scale.rs`) keep short.
+/// Ignored: Burn 0.22.1 fails it on wgpu (lavapipe, where rows of 65,535 values and more
+/// drop some). `bench/gpu/run.sh --tests` runs it on other GPUs, to tell whether they need
+/// those workarounds (CUDA has not been checked).
+#[test]
+#[ignore = "Burn 0.22.1 drops values of long reductions on wgpu; run it on other GPUs"]
+fn burns_long_reductions_follow_flex() {
+    let Some(gpu) = gpu_or_skip("burns_long_reductions") else {
+        return;
+    };
+    let flex = Device::flex();
+    let device = &gpu.device;
+    let mut wrong = Vec::new();
+    let mut compare = |what: String, got: Tensor<2>, want: Tensor<2>| {
+        let [got, want] = [got, want].map(|t| t.into_data().try_to_vec::<f32>().unwrap());
+        let scale = want.iter().fold(1.0f32, |m, w| m.max(w.abs()));
+        let off = (got.iter().zip(&want))
+            .filter(|(g, w)| (*g - *w).abs() > 1e-3 * scale)
+            .count();
+        if off > 0 {
+            wrong.push(format!("{what}: {off} of {} wrong", want.len()));
+        }
+    };
+    for [rows, len] in [
+        [1, 600_000],
+        [2, 600_000],
+        [4, 65_535],
+        [4, 98_304],
+        [64, 100_000],
+    ] {
+        let x = Tensor::<2>::random([rows, len], Distribution::Uniform(-3.0, 3.0), &flex);
+        let on_gpu = x.clone().to_device(device);
+        let sum = |t: Tensor<2>| t.sum_dim(1);
+        compare(
+            format!("sum_dim(1) of [{rows}, {len}]"),
+            sum(on_gpu.clone()),
+            sum(x.clone()),
+        );
+        let max = |t: Tensor<2>| t.max_dim(1);
+        compare(
+            format!("max_dim(1) of [{rows}, {len}]"),
+            max(on_gpu.clone()),
+            max(x.clone()),
+        );
+        let whole = |t: Tensor<2>| t.sum().reshape([1, 1]);
+        compare(
+            format!("sum() of [{rows}, {len}]"),
+            whole(on_gpu.clone()),
+            whole(x.clone()),
+        );
+        let mean = |t: Tensor<2>| t.flatten::<1>(0, 1).mean().reshape([1, 1]);
+        compare(
+            format!("mean() of [{}] (flattened)", rows * len),
+            mean(on_gpu),
+            mean(x),
+        );
+    }
+    assert!(
+        wrong.is_empty(),
+        "Burn's reductions on {}: {wrong:?}",
+        gpu.entry
+    );
+}
+
 /// The loss every bundled net takes, with its own backward pass on CubeCL devices: Burn's
 /// value and gradient on the GPU too (fused or not, as this build is).
 #[test]
