@@ -6,7 +6,8 @@
 //! loss with a backward pass of its own on flex and GPUs ([`softmax_cross_entropy`]).
 //!
 //! The folders, bottom up (each module uses only those before it: `tests/layers.rs`):
-//! - `precision.rs`, `padding.rs`: the vocabulary (what products compute in; TF's SAME padding).
+//! - `precision.rs`, `padding.rs`, `short_sums.rs`: the vocabulary (what products compute in;
+//!   TF's SAME padding; how long sums are cut short for wgpu).
 //! - `flex/` (feature `flex`): the kernels by family, on flex tensors and slices.
 //! - `extension/` (feature `flex`): the Burn backend extension that reaches them, forward and
 //!   (under autodiff) backward.
@@ -27,6 +28,7 @@ mod loss;
 pub mod nn;
 mod padding;
 mod precision;
+mod short_sums;
 #[cfg(test)]
 mod test_util;
 

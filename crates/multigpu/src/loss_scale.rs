@@ -122,10 +122,11 @@ const PROBE_ROW: usize = 1024;
 
 /// `Σ 0·g` over the flattened gradient `g`, shape `[1]`: 0 when every value is finite, NaN
 /// otherwise. Summed as rows of [`PROBE_ROW`] values (and the rest), not as one long vector:
-/// on wgpu, Burn 0.22.1's reductions over a long dimension leave values out (the counts
-/// point at what falls past 65,535 workgroups; not traced). On lavapipe a NaN at place 599,999 of 600,000 summed to 0, and an
-/// overflow there reached the weights (bench/HISTORY.md, "Reductions that drop values on
-/// wgpu"). Sums of short rows came out right there at every size tried (up to 25.7 M values).
+/// on wgpu, Burn 0.22.1's reductions over a long dimension leave values out (the counts point
+/// at what falls past 65,535 workgroups; not traced). On lavapipe a NaN at place 599,999 of
+/// 600,000 summed to 0, and an overflow there reached the weights (bench/HISTORY.md,
+/// "Reductions that drop values on wgpu"). Sums of short rows came out right there at every
+/// size tried (up to 25.7 M values).
 fn finite_probe(g: Tensor<1>) -> Tensor<1> {
     let [len] = g.dims();
     let zeroed = g.mul_scalar(0.0);

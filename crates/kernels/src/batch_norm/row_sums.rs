@@ -1,24 +1,18 @@
-//! [`row_sums`]: the batch norm's per-channel sums, taken in short pieces.
-//!
-//! Why: on wgpu, Burn 0.22.1's reductions along a long dimension leave values out, with no
-//! error (the counts point at what falls past 65,535 workgroups; the cause was not traced, and
-//! rows of 65,535 values already fail). On lavapipe, `ones([64, 100_000]).mean_dim(1)` had 32
-//! of its 64 rows wrong, and a batch norm over `[32, 64, 56, 56]` (ResNet-50's first stage at batch 32)
-//! came out wrong by more than its own size, Burn's `BatchNorm` and ours alike. Rows of up to
-//! 4,096 values came out right at every size tried, up to 25.7 M values in one launch
-//! (bench/HISTORY.md, "Reductions that drop values on wgpu"). Whether CUDA needs the pieces
-//! was not checked; they cost one more small reduction per long sum.
+//! [`row_sums`], [`row_means`]: the batch norm's per-channel sums and means, taken in short
+//! pieces (see `short_sums.rs` for why): on lavapipe, a batch norm over `[32, 64, 56, 56]`
+//! (ResNet-50's first stage at batch 32) in one reduction per channel came out wrong by more
+//! than its own size, Burn's `BatchNorm` and ours alike. The pieces cost one more small
+//! reduction per long sum.
 
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, TensorMetadata};
 use burn::tensor::Shape;
 
+use crate::short_sums::{LONGEST_PIECE, longest_piece};
+
 /// The most values summed in one reduction of whole rows. The fewest seen dropped were past
 /// 262,128 (65,532 workgroups of 4 values); half of that leaves a margin.
 const MOST_IN_ONE_PASS: usize = 1 << 17;
-
-/// The longest piece a long row is cut into, a divisor of its length.
-const LONGEST_PIECE: usize = 1024;
 
 /// The sums along dimension 1 of `rows` (`[c, l]`), shape `[c, 1]`: in one reduction, or,
 /// where [`piece_length`] cuts the rows, each piece summed, then the piece sums the same way.
@@ -52,7 +46,5 @@ fn piece_length(channels: usize, len: usize) -> Option<usize> {
     if channels * len <= MOST_IN_ONE_PASS || len <= LONGEST_PIECE {
         return None;
     }
-    (2..=LONGEST_PIECE)
-        .rev()
-        .find(|piece| len.is_multiple_of(*piece))
+    Some(longest_piece(len)).filter(|piece| *piece > 1)
 }

@@ -81,15 +81,12 @@ fn warn_once(record: &log::Record<'_>) {
     if warned.len() >= MOST_WARNINGS_SHOWN || warned.contains(&message) {
         return;
     }
-    warned.push(message);
-    let more = match warned.len() == MOST_WARNINGS_SHOWN {
+    let more = match warned.len() + 1 == MOST_WARNINGS_SHOWN {
         true => " (further CubeCL warnings not shown)",
         false => "",
     };
-    eprintln!(
-        "towers: tuning: CubeCL warns, {}{more}",
-        warned[warned.len() - 1]
-    );
+    eprintln!("towers: tuning: CubeCL warns, {message}{more}");
+    warned.push(message);
 }
 
 impl log::Log for TuningLines {
