@@ -7,7 +7,7 @@
 //!
 //! The folders, bottom up (each module uses only those before it: `tests/layers.rs`):
 //! - `precision.rs`, `padding.rs`, `short_sums.rs`: the vocabulary (what products compute in;
-//!   TF's SAME padding; how long sums are cut short for wgpu).
+//!   TF's SAME padding; which devices end loops early, and how long sums are cut short there).
 //! - `flex/` (feature `flex`): the kernels by family, on flex tensors and slices.
 //! - `extension/` (feature `flex`): the Burn backend extension that reaches them, forward and
 //!   (under autodiff) backward.
@@ -43,3 +43,4 @@ pub use dispatch::{
 pub use loss::softmax_cross_entropy;
 pub use padding::same_padding;
 pub use precision::{Bf16Kernel, Precision, current_precision, with_precision};
+pub use short_sums::loops_stop_early;

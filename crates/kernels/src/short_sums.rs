@@ -1,14 +1,60 @@
-//! [`longest_piece`]: how long sums are cut into short ones, because on wgpu Burn 0.22.1's
-//! reductions along a long dimension leave values out, with no error. The counts point at what
-//! falls past 65,535 workgroups; the cause was not traced, and rows of 65,535 values already
-//! fail. On lavapipe, `ones([64, 100_000]).mean_dim(1)` had 32 of its 64 rows wrong; sums
-//! along dimensions of up to 4,096 values came out right at every size tried, up to 25.7 M
-//! values in one launch (bench/HISTORY.md, "Reductions that drop values on wgpu"). Whether
-//! CUDA needs the pieces was not checked. The batch norm's per-channel sums
-//! (`batch_norm/row_sums.rs`) and the layers' biases (`dispatch/channel_bias.rs`) are cut so.
+//! [`loops_stop_early`] and [`longest_piece`]: which devices end a kernel's loops early, and how
+//! long sums are cut into short ones there.
+//!
+//! Mesa's llvmpipe, the software driver behind lavapipe (the Vulkan device CI runs wgpu on),
+//! ends a shader's loops after 65,535 iterations in all, with no error (gallivm's
+//! `LP_MAX_TGSI_LOOP_ITERATIONS`, "maximum iterations before loop termination, shared between
+//! every loop in a shader"). A reduction that gives one invocation a whole row to sum (CubeCL's
+//! `unit` routine, the only one lavapipe's tuning can pick: it has no subgroups for the others)
+//! then leaves out all but the first ~65,532 vectors of it. Measured on lavapipe, 2026-11-30: one
+//! row of 65,533 values summed the same first ~65,532 as one of 65,537, and one of 262,136
+//! values (vectors of 4) the same ~262,128 as one of 600,000; the cube routine, which splits a
+//! row between 256 invocations, summed every row right (bench/HISTORY.md, "The long reductions
+//! explained"). GPUs have no such limit, so only those devices get the cut sums: the batch
+//! norm's per-channel sums (`batch_norm/row_sums.rs`) and the layers' biases
+//! (`dispatch/channel_bias.rs`).
+
+use std::sync::Mutex;
+
+use burn::tensor::Device;
+
+/// The longest sum taken whole on a device whose loops stop early: each invocation of a
+/// reduction loops at most once per value even unvectorized, half the limit.
+pub(crate) const LONGEST_WHOLE_SUM: usize = 1 << 15;
 
 /// The longest piece a long sum is cut into.
 pub(crate) const LONGEST_PIECE: usize = 1024;
+
+/// Whether `device` ends a kernel's loops after 65,535 iterations (Mesa's llvmpipe, also as
+/// lavapipe; see the module docs), so that sums along long dimensions must be cut into short
+/// ones there. False for every other device, and for a remote one (which does not say what it
+/// runs on). Asked once per device: the first call opens it.
+pub fn loops_stop_early(device: &Device) -> bool {
+    static KNOWN: Mutex<Vec<(Device, bool)>> = Mutex::new(Vec::new());
+    let mut known = KNOWN
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, stops)) = known.iter().find(|(d, _)| d == device) {
+        return *stops;
+    }
+    let stops = runs_on_llvmpipe(device);
+    known.push((device.clone(), stops));
+    stops
+}
+
+/// Whether `device` names itself as llvmpipe (`llvmpipe (LLVM 17.0.6, 256 bits)`).
+#[cfg(feature = "gpu")]
+fn runs_on_llvmpipe(device: &Device) -> bool {
+    device
+        .identity()
+        .is_some_and(|identity| identity.name.starts_with("llvmpipe"))
+}
+
+/// Without a GPU backend no device runs shaders.
+#[cfg(not(feature = "gpu"))]
+fn runs_on_llvmpipe(_device: &Device) -> bool {
+    false
+}
 
 /// The longest length up to [`LONGEST_PIECE`] that divides `len`: `len` itself when it is no
 /// longer, 1 when only 1 does (a prime past it).
@@ -31,5 +77,12 @@ mod tests {
         assert_eq!(longest_piece(2 * 1031), 2);
         assert_eq!(longest_piece(1031), 1);
         assert_eq!(longest_piece(1), 1);
+    }
+
+    #[cfg(feature = "flex")]
+    #[test]
+    fn the_cpu_runs_its_loops_to_the_end() {
+        assert!(!loops_stop_early(&Device::flex()));
+        assert!(!loops_stop_early(&Device::flex().autodiff()));
     }
 }

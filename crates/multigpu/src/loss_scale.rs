@@ -107,8 +107,9 @@ pub(crate) fn unscaled(
     device: &Device,
 ) -> Option<GradientsParams> {
     let (grads, copy) = layout.copy(grads);
+    let in_rows = towers_kernels::loops_stop_early(device);
     let probes: Vec<Tensor<1>> = (layout.flatten(copy, device).into_iter())
-        .map(finite_probe)
+        .map(|g| finite_probe(g, in_rows))
         .collect();
     let finite = probes.is_empty() || {
         let sum = Tensor::cat(probes, 0).sum().into_scalar::<f32>();
@@ -121,23 +122,25 @@ pub(crate) fn unscaled(
 const PROBE_ROW: usize = 1024;
 
 /// `Σ 0·g` over the flattened gradient `g`, shape `[1]`: 0 when every value is finite, NaN
-/// otherwise. Summed as rows of [`PROBE_ROW`] values (and the rest), not as one long vector:
-/// on wgpu, Burn 0.22.1's reductions over a long dimension leave values out (the counts point
-/// at what falls past 65,535 workgroups; not traced). On lavapipe a NaN at place 599,999 of
-/// 600,000 summed to 0, and an overflow there reached the weights (bench/HISTORY.md,
-/// "Reductions that drop values on wgpu"). Sums of short rows came out right there at every
-/// size tried (up to 25.7 M values).
-fn finite_probe(g: Tensor<1>) -> Tensor<1> {
+/// otherwise. `in_rows`, summed as rows of [`PROBE_ROW`] values (and the rest), not as one
+/// long vector: on a device whose loops stop early (lavapipe, see
+/// [`towers_kernels::loops_stop_early`]) a sum over a long vector leaves values out. There a
+/// NaN at place 599,999 of 600,000 summed to 0, and an overflow there reached the weights
+/// (bench/HISTORY.md, "Reductions that drop values on wgpu").
+fn finite_probe(g: Tensor<1>, in_rows: bool) -> Tensor<1> {
     let [len] = g.dims();
     let zeroed = g.mul_scalar(0.0);
+    if !in_rows {
+        return zeroed.sum();
+    }
     let rows = len / PROBE_ROW;
-    let in_rows = (rows > 0).then(|| {
+    let whole_rows = (rows > 0).then(|| {
         let whole = zeroed.clone().narrow(0, 0, rows * PROBE_ROW);
         whole.reshape([rows, PROBE_ROW]).sum()
     });
     let rest =
         (len % PROBE_ROW > 0).then(|| zeroed.narrow(0, rows * PROBE_ROW, len % PROBE_ROW).sum());
-    (in_rows.into_iter().chain(rest))
+    (whole_rows.into_iter().chain(rest))
         .reduce(|a, b| a + b)
         .expect("a gradient with values")
 }

@@ -27,35 +27,46 @@ impl<B: Backend, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
         gamma: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
+        in_pieces: bool,
     ) -> Results<B, C> {
         let prep = ScaledBackward
             .prepare::<C>([x.node(), gamma.node(), beta.node()])
             .compute_bound()
             .stateful();
-        record(prep, x, Some(gamma.into_primitive()), beta, epsilon)
+        record(
+            prep,
+            x,
+            Some(gamma.into_primitive()),
+            beta,
+            epsilon,
+            in_pieces,
+        )
     }
 
     fn towers_offset_batch_norm(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
+        in_pieces: bool,
     ) -> Results<B, C> {
         let prep = OffsetBackward
             .prepare::<C>([x.node(), beta.node()])
             .compute_bound()
             .stateful();
-        record(prep, x, None, beta, epsilon)
+        record(prep, x, None, beta, epsilon, in_pieces)
     }
 }
 
-/// What the backward pass reads: the input (checkpointed), `γ` where there is one, and per
-/// channel (`[c, 1]`) the mean and `1/√(var + ε)` the forward pass normalized with.
+/// What the backward pass reads: the input (checkpointed), `γ` where there is one, per
+/// channel (`[c, 1]`) the mean and `1/√(var + ε)` the forward pass normalized with, and
+/// whether its sums are taken in pieces (`row_sums.rs`).
 #[derive(Clone, Debug)]
 struct Saved<B: Backend> {
     x: NodeId,
     gamma: Option<FloatTensor<B>>,
     mean: FloatTensor<B>,
     inv_std: FloatTensor<B>,
+    in_pieces: bool,
 }
 
 /// The forward pass on the inner backend, recorded for `prep`'s backward pass where a parent
@@ -66,6 +77,7 @@ fn record<B, C, BO, const N: usize>(
     gamma: Option<FloatTensor<B>>,
     beta: FloatTensor<Autodiff<B, C>>,
     epsilon: f64,
+    in_pieces: bool,
 ) -> Results<B, C>
 where
     B: Backend,
@@ -77,6 +89,7 @@ where
         gamma.clone(),
         beta.into_primitive(),
         epsilon,
+        in_pieces,
     );
     let (mean, inv_std) = (out.mean.clone(), out.inv_std.clone());
     let (output, batch_mean, batch_variance) = out.results();
@@ -88,6 +101,7 @@ where
                 gamma,
                 mean,
                 inv_std,
+                in_pieces,
             };
             prep.finish(saved, output)
         }
@@ -182,6 +196,7 @@ fn gradients<B: Backend>(
         gamma,
         mean,
         inv_std,
+        in_pieces,
     } = saved;
     let x: FloatTensor<B> = checkpointer.retrieve_node_output(x);
     let rank = x.shape().num_dims();
@@ -190,9 +205,9 @@ fn gradients<B: Backend>(
     // On a fused GPU every reshape ends a run of fused ops: the rows and the per-channel
     // values beside `x` are laid out before each element-wise expression starts.
     let [x_rows, dy_rows] = [&x, &dy].map(|t| channel_rows::<B>(t.clone()));
-    let dy_sum = row_sums::<B>(dy_rows.clone());
+    let dy_sum = row_sums::<B>(dy_rows.clone(), in_pieces);
     let normalized_rows = B::float_mul(B::float_sub(x_rows, mean.clone()), inv_std.clone());
-    let dy_normalized_sum = row_sums::<B>(B::float_mul(dy_rows, normalized_rows));
+    let dy_normalized_sum = row_sums::<B>(B::float_mul(dy_rows, normalized_rows), in_pieces);
     let dx = want_dx.then(|| {
         let [mean, inv_std, dy_sum, dy_normalized_sum] =
             [mean, inv_std, dy_sum.clone(), dy_normalized_sum.clone()]

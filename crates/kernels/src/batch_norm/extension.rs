@@ -6,6 +6,7 @@ use burn::backend::{Backend, Dispatch, DispatchDevice, TensorMetadata};
 use burn::tensor::{Device, Shape, Tensor};
 
 use super::row_sums::row_means;
+use crate::short_sums::loops_stop_early;
 
 pub(super) use routing::BatchNorm;
 
@@ -27,8 +28,9 @@ mod routing {
             gamma: FloatTensor<Self>,
             beta: FloatTensor<Self>,
             epsilon: f64,
+            in_pieces: bool,
         ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-            super::forward::<Self>(x, Some(gamma), beta, epsilon).results()
+            super::forward::<Self>(x, Some(gamma), beta, epsilon, in_pieces).results()
         }
 
         /// See [`crate::offset_batch_norm`].
@@ -36,8 +38,9 @@ mod routing {
             x: FloatTensor<Self>,
             beta: FloatTensor<Self>,
             epsilon: f64,
+            in_pieces: bool,
         ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-            super::forward::<Self>(x, None, beta, epsilon).results()
+            super::forward::<Self>(x, None, beta, epsilon, in_pieces).results()
         }
     }
 
@@ -59,13 +62,14 @@ pub(super) fn batch_norm<const D: usize>(
     beta: &Tensor<1>,
     epsilon: f64,
 ) -> (Tensor<D>, [Tensor<1>; 2]) {
+    let in_pieces = loops_stop_early(&x.device());
     let [x, beta] = [x.clone().into_dispatch(), beta.clone().into_dispatch()];
     let (y, mean, variance) = match gamma {
         Some(gamma) => {
             let gamma = gamma.clone().into_dispatch();
-            <Dispatch as BatchNorm>::towers_batch_norm(x, gamma, beta, epsilon)
+            <Dispatch as BatchNorm>::towers_batch_norm(x, gamma, beta, epsilon, in_pieces)
         }
-        None => <Dispatch as BatchNorm>::towers_offset_batch_norm(x, beta, epsilon),
+        None => <Dispatch as BatchNorm>::towers_offset_batch_norm(x, beta, epsilon, in_pieces),
     };
     let stats = [mean, variance].map(Tensor::from_dispatch);
     (Tensor::from_dispatch(y), stats)
@@ -106,7 +110,8 @@ pub(super) fn beside<B: Backend>(per_channel: FloatTensor<B>, rank: usize) -> Fl
     B::float_reshape(per_channel, Shape::from(shape))
 }
 
-/// The mean, then the biased variance from the centred rows (one mean each, [`row_means`]),
+/// The mean, then the biased variance from the centred rows (one mean each, [`row_means`],
+/// `in_pieces` on a device whose loops stop early),
 /// then the output in one element-wise expression. The per-channel values are laid beside `x`
 /// before that expression starts: on a fused GPU a reshape between its ops would split it into
 /// kernels of one op each.
@@ -115,12 +120,13 @@ pub(super) fn forward<B: Backend>(
     gamma: Option<FloatTensor<B>>,
     beta: FloatTensor<B>,
     epsilon: f64,
+    in_pieces: bool,
 ) -> Forward<B> {
     let rank = x.shape().num_dims();
     let rows = channel_rows::<B>(x.clone());
-    let mean = row_means::<B>(rows.clone());
+    let mean = row_means::<B>(rows.clone(), in_pieces);
     let centred = B::float_sub(rows, mean.clone());
-    let variance = row_means::<B>(B::float_mul(centred.clone(), centred));
+    let variance = row_means::<B>(B::float_mul(centred.clone(), centred), in_pieces);
     let inv_std = B::float_recip(B::float_sqrt(B::float_add_scalar(
         variance.clone(),
         epsilon.into(),

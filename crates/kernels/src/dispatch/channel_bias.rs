@@ -1,22 +1,24 @@
-//! [`add_channel_bias`]: a bias added along one dimension of a layer's output, its gradient
-//! summed one short dimension at a time.
+//! [`add_channel_bias`]: a bias added along one dimension of a layer's output; on a device
+//! whose loops stop early, its gradient summed one short dimension at a time.
 //!
 //! Why: Burn sums a bias's gradient over all the places it was added to in one reduction: a
 //! convolution's as rows of `batch × height × width` (burn-backend 0.22.1,
 //! `conv2d_bias_backward`), a broadcast operand's over every broadcast dimension at once
-//! (burn-autodiff's `broadcast_shape`). On wgpu such long reductions leave values out
-//! (`short_sums.rs`): on lavapipe, the CIFAR-10 net's first convolution at batch 128 (73,728
-//! places per channel) got a bias gradient up to 57% off, a dense layer over `[512, 600, 16]`
-//! one wholly wrong. `expand`'s gradient is summed one dimension at a time (burn-autodiff's
-//! `ExpandDim`), so the bias is expanded to the output's shape and added to it.
+//! (burn-autodiff's `broadcast_shape`). On lavapipe such long reductions leave values out
+//! (`short_sums.rs`): the CIFAR-10 net's first convolution at batch 128 (73,728 places per
+//! channel) got a bias gradient up to 57% off, a dense layer over `[512, 600, 16]` one wholly
+//! wrong. `expand`'s gradient is summed one dimension at a time (burn-autodiff's `ExpandDim`),
+//! so there the bias is expanded to the output's shape and added to it. Elsewhere it is Burn's
+//! broadcast add, one reduction.
 
 use burn::tensor::Tensor;
 
-use crate::short_sums::{LONGEST_PIECE, longest_piece};
+use crate::short_sums::{LONGEST_WHOLE_SUM, longest_piece, loops_stop_early};
 
 /// `y + bias`, `bias`'s values laid along `y`'s dimension `channel_dim` (Burn's broadcast
-/// add), whose gradient for `bias` is summed over one dimension of at most [`LONGEST_PIECE`]
-/// values at a time where the lengths allow it (see the module's docs).
+/// add). On a device whose [loops stop early](loops_stop_early), the gradient for `bias` is
+/// summed over one dimension of at most [`LONGEST_WHOLE_SUM`] values at a time, where the
+/// lengths allow it (see the module's docs).
 pub(crate) fn add_channel_bias<const D: usize>(
     y: Tensor<D>,
     bias: Tensor<1>,
@@ -26,8 +28,15 @@ pub(crate) fn add_channel_bias<const D: usize>(
     let mut bias_dims = [1; D];
     bias_dims[channel_dim] = dims[channel_dim];
     let bias = bias.reshape(bias_dims);
+    if !loops_stop_early(&y.device()) {
+        return y + bias;
+    }
     let (before, after) = (&dims[..channel_dim], &dims[channel_dim + 1..]);
-    if before.iter().chain(after).all(|len| *len <= LONGEST_PIECE) {
+    if before
+        .iter()
+        .chain(after)
+        .all(|len| *len <= LONGEST_WHOLE_SUM)
+    {
         return y + bias.expand(dims);
     }
     // A long dimension: the bias expanded over `[outer, channels, inner]` cut in two each,
