@@ -123,10 +123,10 @@ fn batch_norms_and_their_gradients_are_burns_on_a_gpu() {
 }
 
 /// Batch norm over as many values per channel as ResNet-50's first stage at batch 32 (100,352
-/// per channel, 6.4 M in all), and its gradient, on the GPU follow flex. On wgpu a single
-/// reduction per channel drops what falls past 65,535 workgroups (on lavapipe Burn's
-/// `BatchNorm` and ours were off by more than the output's size), so ours sums in pieces
-/// (`towers_kernels`, `batch_norm/row_sums.rs`).
+/// per channel, 6.4 M in all), and its gradient, on the GPU follow flex. On lavapipe, whose
+/// kernels stop their loops after 65,535 iterations, a single reduction per channel leaves
+/// values out (Burn's `BatchNorm` and ours were off by more than the output's size), so there
+/// ours sums in pieces (`towers_kernels`, `batch_norm/row_sums.rs`).
 #[test]
 fn batch_norm_over_long_channels_on_a_gpu_follows_flex() {
     let Some(gpu) = gpu_or_skip("batch_norm_over_long_channels") else {
@@ -159,11 +159,11 @@ fn batch_norm_over_long_channels_on_a_gpu_follows_flex() {
 
 /// The drop-in convolution's and dense layer's gradients where their bias is broadcast over
 /// many values: the CIFAR-10 net's first convolution at its examples' batch (73,728 output
-/// places per channel) and a dense layer over `[512, 600, 16]` and `[307_200, 16]`. On wgpu one
-/// reduction over all of them drops values (Burn's `Conv2d` bias gradient was up to 57% of the
-/// largest off on lavapipe, the dense layer's 101%), so the drop-in layers add the bias
-/// expanded, its gradient summed one dimension at a time (`towers_kernels`,
-/// `dispatch/channel_bias.rs`).
+/// places per channel) and a dense layer over `[512, 600, 16]` and `[307_200, 16]`. On lavapipe,
+/// whose kernels stop their loops after 65,535 iterations, one reduction over all of them
+/// leaves values out (Burn's `Conv2d` bias gradient was up to 57% of the largest off, the dense
+/// layer's 101%), so there the drop-in layers add the bias expanded, its gradient summed one
+/// short dimension at a time (`towers_kernels`, `dispatch/channel_bias.rs`).
 #[test]
 fn bias_gradients_over_many_places_on_a_gpu_follow_flex() {
     let Some(gpu) = gpu_or_skip("bias_gradients_over_many_places") else {
@@ -221,11 +221,12 @@ fn bias_gradients_over_many_places_on_a_gpu_follow_flex() {
 /// Burn's own reductions over long rows, on the GPU against flex: the sums and maxima that the
 /// batch norm's pieces (`batch_norm/row_sums.rs`), the biases' expansion
 /// (`dispatch/channel_bias.rs`) and the overflow check's rows (`loss_scale.rs`) keep short.
-/// Ignored: Burn 0.22.1 fails it on wgpu (lavapipe, where rows of 65,535 values and more
-/// drop some). `bench/gpu/run.sh --tests` runs it on other GPUs, to tell whether they need
-/// those workarounds (CUDA has not been checked).
+/// Ignored: it fails on lavapipe, whose kernels stop their loops after 65,535 iterations
+/// (`towers_kernels::loops_stop_early`), so rows that long lose values there.
+/// `bench/gpu/run.sh --tests` runs it on other GPUs, to confirm that they need none of those
+/// workarounds (they take them only where `loops_stop_early`; CUDA has not been checked).
 #[test]
-#[ignore = "Burn 0.22.1 drops values of long reductions on wgpu; run it on other GPUs"]
+#[ignore = "lavapipe stops kernels' loops after 65,535 iterations; run it on other GPUs"]
 fn burns_long_reductions_follow_flex() {
     let Some(gpu) = gpu_or_skip("burns_long_reductions") else {
         return;

@@ -13,8 +13,8 @@
 # The full run, each stage cut off at DEADLINE (default 540 s from the start, so that one call
 # of a 10-minute device lease comes back with its logs) and the rest still reported:
 # 0. With --tests: the GPU tests on DEVICE (TOWERS_GPU_DEVICE), from build.sh's two test
-#    binaries, each result against flex's, Burn's own long reductions among them (whether this
-#    GPU needs the pieces that keep them short on wgpu); where BIN_DIR has no benches, only these.
+#    binaries, each result against flex's, Burn's own long reductions among them (that this GPU,
+#    unlike lavapipe, runs its loops to the end); where BIN_DIR has no benches, only these.
 # 1. Cold tuning, where BIN_DIR has the examples and no TUNING_BUNDLE is given: 3 steps of the
 #    cifar10 example, then 2 of inception (299x299, batch 32), each timed, on built-in data;
 #    the tuning both leave is written to $OUT/tuning.db (`--save-tuning`), a bundle for the
@@ -105,7 +105,8 @@ if $tests; then
   for bin in gpu-tests multigpu-gpu-tests; do
     log=$(mktemp)
     # --include-ignored: also Burn's own long reductions against flex, ignored elsewhere since
-    # they fail on lavapipe (gpu::burns_long_reductions_follow_flex in tests/gpu.rs).
+    # they fail on lavapipe, which stops a kernel's loops after 65,535 iterations
+    # (gpu::burns_long_reductions_follow_flex in tests/gpu.rs).
     TOWERS_GPU_DEVICE="$DEVICE" in_time "$BIN_DIR/$bin" gpu:: --include-ignored >"$log" 2>&1 || failed
     echo "$bin: $(grep -E '^test result' "$log" || echo 'no result')"
     grep -E -A3 '^---- |panicked' "$log" | head -n 20 || true

@@ -413,8 +413,9 @@ fn f16_training_with_loss_scaling_on_gpu_towers_follows_f32() {
     assert_eq!(after, before, "both replicas as they were");
 }
 
-/// One wide layer: a weight of 600 x 1000 values, past what one of wgpu's reductions reaches
-/// (65,535 workgroups: see `loss_scale.rs`, `finite_probe`).
+/// One wide layer: a weight of 600 x 1000 values, past what one of Burn's reductions sums on
+/// lavapipe, whose kernels stop their loops after 65,535 iterations (see `loss_scale.rs`,
+/// `finite_probe`).
 #[derive(Module, Debug)]
 struct Wide {
     layer: Linear,
