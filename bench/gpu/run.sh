@@ -14,7 +14,8 @@
 # of a 10-minute device lease comes back with its logs) and the rest still reported:
 # 0. With --tests: the GPU tests on DEVICE (TOWERS_GPU_DEVICE), from build.sh's two test
 #    binaries, each result against flex's, Burn's own long reductions among them (that this GPU,
-#    unlike lavapipe, runs its loops to the end); where BIN_DIR has no benches, only these.
+#    unlike lavapipe, runs its loops to the end: gpu::burns_long_reductions_show_whether_loops_
+#    stop_early); where BIN_DIR has no benches, only these.
 # 1. Cold tuning, where BIN_DIR has the examples and no TUNING_BUNDLE is given: 3 steps of the
 #    cifar10 example, then 2 of inception (299x299, batch 32), each timed, on built-in data;
 #    the tuning both leave is written to $OUT/tuning.db (`--save-tuning`), a bundle for the
@@ -104,10 +105,7 @@ if $tests; then
   echo "== the GPU tests on $DEVICE, against flex (log: $OUT/gpu-tests.log)"
   for bin in gpu-tests multigpu-gpu-tests; do
     log=$(mktemp)
-    # --include-ignored: also Burn's own long reductions against flex, ignored elsewhere since
-    # they fail on lavapipe, which stops a kernel's loops after 65,535 iterations
-    # (gpu::burns_long_reductions_follow_flex in tests/gpu.rs).
-    TOWERS_GPU_DEVICE="$DEVICE" in_time "$BIN_DIR/$bin" gpu:: --include-ignored >"$log" 2>&1 || failed
+    TOWERS_GPU_DEVICE="$DEVICE" in_time "$BIN_DIR/$bin" gpu:: >"$log" 2>&1 || failed
     echo "$bin: $(grep -E '^test result' "$log" || echo 'no result')"
     grep -E -A3 '^---- |panicked' "$log" | head -n 20 || true
     cat "$log" >>"$OUT/gpu-tests.log"
