@@ -20,7 +20,7 @@ use burn_towers::models::Cifar10Net;
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
 use towers_testing::losses::assert_cross_entropy_matches_burns;
-use towers_testing::nets::seeded;
+use towers_testing::nets::{pattern, seeded};
 use towers_testing::norms::assert_batch_norms_match_burns;
 use towers_testing::training::{cifar_net, quick_cifar_config};
 use towers_testing::{assert_error_names, report};
@@ -262,7 +262,7 @@ fn burns_long_reductions_show_whether_loops_stop_early() {
         [4, 98_304],
         [64, 100_000],
     ] {
-        let x = Tensor::<2>::from_data(TensorData::new(ramp_rows(rows, len), [rows, len]), &flex);
+        let x = ramp_rows(rows, len, &flex);
         let on_gpu = x.clone().to_device(device);
         let sum = |t: Tensor<2>| t.sum_dim(1);
         compare(
@@ -304,14 +304,13 @@ fn burns_long_reductions_show_whether_loops_stop_early() {
     }
 }
 
-/// `rows` rows of `len` values: a fixed pattern in ±0.2 plus a ramp from 0 to 1 along each row,
-/// so that a sum or a maximum that stops early misses the largest values. Made without a
-/// random generator: flex's is shared by the tests running at once, and the CIFAR-10 test's
-/// seeded weights change when another test draws from it in between.
-fn ramp_rows(rows: usize, len: usize) -> Vec<f32> {
-    (0..rows * len)
-        .map(|k| ((k * 7919) % 1009) as f32 / 2522.5 - 0.2 + (k % len) as f32 / len as f32)
-        .collect()
+/// `rows` rows of `len` values: [`pattern`]'s values (in ±0.2) plus a ramp from 0 to 1 along
+/// each row, so that a sum or a maximum that stops early misses the largest values. Made
+/// without a random generator: flex's is shared by the tests running at once, and the CIFAR-10
+/// test's seeded weights change when another test draws from it in between.
+fn ramp_rows(rows: usize, len: usize, flex: &Device) -> Tensor<2> {
+    let ramp: Vec<f32> = (0..len).map(|i| i as f32 / len as f32).collect();
+    pattern([rows, len], 0, flex) + Tensor::from_data(TensorData::new(ramp, [1, len]), flex)
 }
 
 /// The loss every bundled net takes, with its own backward pass on CubeCL devices: Burn's

@@ -23,7 +23,7 @@ use burn::tensor::Device;
 pub(crate) const LONGEST_WHOLE_SUM: usize = 1 << 15;
 
 /// The longest piece a long sum is cut into.
-pub(crate) const LONGEST_PIECE: usize = 1024;
+const LONGEST_PIECE: usize = 1024;
 
 /// Whether `device` ends a kernel's loops after 65,535 iterations (Mesa's llvmpipe, also as
 /// lavapipe; see the module docs), so that sums along long dimensions must be cut into short
