@@ -13,9 +13,9 @@
 use burn::module::Module;
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use burn_towers::data::cifar10::BuiltinCifar10;
-use burn_towers::kernels::Precision;
 use burn_towers::kernels::nn::conv::Conv2dConfig;
 use burn_towers::kernels::nn::{BatchNormConfig, LinearConfig, PaddingConfig2d};
+use burn_towers::kernels::{Precision, joined_sum_of_squares};
 use burn_towers::models::Cifar10Net;
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
@@ -311,6 +311,37 @@ fn burns_long_reductions_show_whether_loops_stop_early() {
 fn ramp_rows(rows: usize, len: usize, flex: &Device) -> Tensor<2> {
     let ramp: Vec<f32> = (0..len).map(|i| i as f32 / len as f32).collect();
     pattern([rows, len], 0, flex) + Tensor::from_data(TensorData::new(ramp, [1, len]), flex)
+}
+
+/// [`joined_sum_of_squares`] over many long tensors (an L2 penalty's value) on the GPU follows
+/// flex's sums one tensor at a time: the tensors joined two dozen at a time into sums of
+/// millions of values, or two summed one at a time, which where a device's loops stop early
+/// (lavapipe) must be cut short, or values are left out.
+#[test]
+fn sums_of_squares_of_many_long_tensors_on_a_gpu_follow_flex() {
+    let Some(gpu) = gpu_or_skip("sums_of_squares_of_many_long_tensors") else {
+        return;
+    };
+    let flex = Device::flex();
+    let tensors: Vec<Tensor<1>> = (0..30)
+        .map(|i| ramp_rows(1, 7 + i * 20_011, &flex).reshape([7 + i * 20_011]))
+        .collect();
+    // All of them joined, and the longest two, too few to join, summed one at a time.
+    for tensors in [&tensors[..], &tensors[28..]] {
+        let on_gpu = tensors.iter().map(|t| t.clone().to_device(&gpu.device));
+        let got: f32 = (joined_sum_of_squares(on_gpu.collect()))
+            .expect("tensors to sum")
+            .into_scalar();
+        let want: f32 = (tensors.iter())
+            .map(|t| t.clone().square().sum().into_scalar::<f32>())
+            .sum();
+        assert!(
+            (got - want).abs() <= 1e-5 * want,
+            "{} tensors: {got} on {} against {want} on flex",
+            tensors.len(),
+            gpu.entry
+        );
+    }
 }
 
 /// The loss every bundled net takes, with its own backward pass on CubeCL devices: Burn's

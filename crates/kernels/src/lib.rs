@@ -37,10 +37,10 @@ pub use batch_norm::{batch_norm_train, offset_batch_norm};
 pub use dispatch::flex_route;
 pub use dispatch::{
     AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, avg_pool2d, bf16_kernel, bf16_on_amx,
-    conv_images, conv2d, conv2d_relu, fused_adam, fused_rmsprop, fused_sgd, linear, max_pool2d,
-    reads_rounded,
+    conv_images, conv2d, conv2d_relu, fused_adam, fused_rmsprop, fused_sgd, joined_sum_of_squares,
+    joins_square_sums, linear, max_pool2d, reads_rounded,
 };
 pub use loss::softmax_cross_entropy;
 pub use padding::same_padding;
 pub use precision::{Bf16Kernel, Precision, current_precision, with_precision};
-pub use short_sums::loops_stop_early;
+pub use short_sums::{long_sum, loops_stop_early};

@@ -1,5 +1,5 @@
-//! [`loops_stop_early`] and [`longest_piece`]: which devices end a kernel's loops early, and how
-//! long sums are cut into short ones there.
+//! [`loops_stop_early`], [`long_sum`] and [`longest_piece`]: which devices end a kernel's loops
+//! early, and how long sums are cut into short ones there.
 //!
 //! Mesa's llvmpipe, the software driver behind lavapipe (the Vulkan device CI runs wgpu on),
 //! ends a shader's loops after 65,535 iterations in all, with no error (gallivm's
@@ -12,11 +12,12 @@
 //! row between 256 invocations, summed every row right (bench/HISTORY.md, "The long reductions
 //! explained"). GPUs have no such limit, so only those devices get the cut sums: the batch
 //! norm's per-channel sums (`batch_norm/row_sums.rs`), the layers' biases
-//! (`dispatch/channel_bias.rs`) and towers-multigpu's loss-scaling overflow check.
+//! (`dispatch/channel_bias.rs`), and through [`long_sum`] towers-models' L2 penalty value and
+//! towers-multigpu's loss-scaling overflow check.
 
 use std::sync::Mutex;
 
-use burn::tensor::Device;
+use burn::tensor::{Device, Tensor};
 
 /// The longest sum taken whole on a device whose loops stop early: each invocation of a
 /// reduction loops at most once per value even unvectorized, half the limit.
@@ -56,6 +57,38 @@ fn runs_on_llvmpipe(_device: &Device) -> bool {
     false
 }
 
+/// The sum of every value of `x`, shape `[1]`, right on every device: where loops stop early
+/// ([`loops_stop_early`]) and `x` is longer than [`LONGEST_WHOLE_SUM`], as rows of at most
+/// [`LONGEST_PIECE`] values (a sum over two dimensions, which Burn takes one at a time or with
+/// a sum per workgroup, both short); elsewhere as one sum.
+pub fn long_sum(x: Tensor<1>) -> Tensor<1> {
+    match loops_stop_early(&x.device()) {
+        true => sum_in_rows(x),
+        false => x.sum(),
+    }
+}
+
+/// [`long_sum`]'s cut, on any device: rows of the longest piece that divides the length, or
+/// of [`LONGEST_PIECE`] values and the rest; rows too many to sum whole are summed the same way.
+fn sum_in_rows(x: Tensor<1>) -> Tensor<1> {
+    let [len] = x.dims();
+    if len <= LONGEST_WHOLE_SUM {
+        return x.sum();
+    }
+    let piece = longest_piece(len);
+    if piece > 1 && len / piece <= LONGEST_WHOLE_SUM {
+        return x.reshape([len / piece, piece]).sum();
+    }
+    let rows = len / LONGEST_PIECE;
+    let whole = x.clone().narrow(0, 0, rows * LONGEST_PIECE);
+    let row_sums = whole.reshape([rows, LONGEST_PIECE]).sum_dim(1);
+    let sum = sum_in_rows(row_sums.reshape([rows]));
+    match len % LONGEST_PIECE {
+        0 => sum,
+        rest => sum + x.narrow(0, rows * LONGEST_PIECE, rest).sum(),
+    }
+}
+
 /// The longest length up to [`LONGEST_PIECE`] that divides `len`: `len` itself when it is no
 /// longer, 1 when only 1 does (a prime past it).
 pub(crate) fn longest_piece(len: usize) -> usize {
@@ -77,6 +110,30 @@ mod tests {
         assert_eq!(longest_piece(2 * 1031), 2);
         assert_eq!(longest_piece(1031), 1);
         assert_eq!(longest_piece(1), 1);
+    }
+
+    /// Every value counted once, whatever the length: whole rows, rows and a rest, and rows
+    /// too many to sum whole. Ones and zeros, so that every partial sum is exact in f32.
+    #[cfg(feature = "flex")]
+    #[test]
+    fn sums_in_rows_count_every_value_once() {
+        let device = Device::flex();
+        let lengths: [usize; 8] = [
+            1,
+            1023,
+            32_768,
+            32_769,
+            65_536,
+            70_001,
+            3 << 20,
+            (32_769 << 10) + 5,
+        ];
+        for len in lengths {
+            let values: Vec<f32> = (0..len).map(|i| f32::from(u8::from(i % 7 == 0))).collect();
+            let x = Tensor::<1>::from_data(burn::tensor::TensorData::new(values, [len]), &device);
+            let got: f32 = sum_in_rows(x).into_scalar();
+            assert_eq!(got as usize, len.div_ceil(7), "{len} values");
+        }
     }
 
     #[cfg(feature = "flex")]

@@ -6,13 +6,15 @@
 //! burn-towers' flex kernels or Burn's, in the thread's precision),
 //! `nets/` (the CIFAR-10 net and Inception v3), and [`weights`] (restoring TF and PyTorch
 //! checkpoints into the nets). Beside them, `params.rs` counts parameters and collects weight
-//! decay, and `parameter_table.rs` prints a net's parameters layer by layer. The public items
-//! of `layers/` and `nets/` are re-exported here, their one path.
+//! decay, `penalty.rs` sums its L2 penalty, and `parameter_table.rs` prints a net's parameters
+//! layer by layer. The public items of `layers/` and `nets/` are re-exported here, their one
+//! path.
 
 mod layers;
 mod nets;
 mod parameter_table;
 mod params;
+mod penalty;
 pub mod weights;
 
 pub use layers::{
@@ -29,4 +31,5 @@ pub use nets::{
     ResidualBlock,
 };
 pub use parameter_table::{ParameterRow, parameter_table};
-pub use params::{ParamCounts, WeightDecay, count_params, l2_penalty, weight_decays};
+pub use params::{ParamCounts, WeightDecay, count_params, weight_decays};
+pub use penalty::l2_penalty;

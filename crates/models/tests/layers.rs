@@ -6,8 +6,9 @@ use towers_testing::layers::Layering;
 
 const LAYERING: Layering = Layering {
     layers: &[
-        // Parameter counts and weight decay, and the table printed from them.
+        // Parameter counts and weight decay, the L2 penalty, and the table printed from them.
         "params",
+        "penalty",
         "parameter_table",
         // TF-slim's layers on the kernels, the nets built of them, the weights restored into them.
         "layers",

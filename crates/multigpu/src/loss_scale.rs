@@ -107,9 +107,8 @@ pub(crate) fn unscaled(
     device: &Device,
 ) -> Option<GradientsParams> {
     let (grads, copy) = layout.copy(grads);
-    let in_rows = towers_kernels::loops_stop_early(device);
     let probes: Vec<Tensor<1>> = (layout.flatten(copy, device).into_iter())
-        .map(|g| finite_probe(g, in_rows))
+        .map(finite_probe)
         .collect();
     let finite = probes.is_empty() || {
         let sum = Tensor::cat(probes, 0).sum().into_scalar::<f32>();
@@ -118,31 +117,13 @@ pub(crate) fn unscaled(
     finite.then(|| layout.scale(grads, 1.0 / scale))
 }
 
-/// Row length of [`finite_probe`]'s sums.
-const PROBE_ROW: usize = 1024;
-
 /// `Σ 0·g` over the flattened gradient `g`, shape `[1]`: 0 when every value is finite, NaN
-/// otherwise. `in_rows`, summed as rows of [`PROBE_ROW`] values (and the rest), not as one
-/// long vector: on a device whose loops stop early (lavapipe, see
-/// [`towers_kernels::loops_stop_early`]) a sum over a long vector leaves values out. There a
-/// NaN at place 599,999 of 600,000 summed to 0, and an overflow there reached the weights
-/// (bench/HISTORY.md, "Reductions that drop values on wgpu").
-fn finite_probe(g: Tensor<1>, in_rows: bool) -> Tensor<1> {
-    let [len] = g.dims();
-    let zeroed = g.mul_scalar(0.0);
-    if !in_rows {
-        return zeroed.sum();
-    }
-    let rows = len / PROBE_ROW;
-    let whole_rows = (rows > 0).then(|| {
-        let whole = zeroed.clone().narrow(0, 0, rows * PROBE_ROW);
-        whole.reshape([rows, PROBE_ROW]).sum()
-    });
-    let rest =
-        (len % PROBE_ROW > 0).then(|| zeroed.narrow(0, rows * PROBE_ROW, len % PROBE_ROW).sum());
-    (whole_rows.into_iter().chain(rest))
-        .reduce(|a, b| a + b)
-        .expect("a gradient with values")
+/// otherwise. Summed by [`towers_kernels::long_sum`]: on a device whose loops stop early
+/// (lavapipe) one sum over a long vector leaves values out, and there a NaN at place 599,999 of
+/// 600,000 summed to 0, and an overflow there reached the weights (bench/HISTORY.md,
+/// "Reductions that drop values on wgpu").
+fn finite_probe(g: Tensor<1>) -> Tensor<1> {
+    towers_kernels::long_sum(g.mul_scalar(0.0))
 }
 
 #[cfg(test)]

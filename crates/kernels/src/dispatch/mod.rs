@@ -12,6 +12,8 @@
 //! - `image_conv.rs`: [`conv_images`], a first convolution as one batched matrix product.
 //! - `optimizer_update.rs`: [`fused_sgd`], [`fused_rmsprop`], [`fused_adam`]: an optimizer's
 //!   update in one pass on flex.
+//! - `square_sums.rs`: [`joined_sum_of_squares`] over many tensors on GPUs (an L2 penalty's
+//!   value in a few kernels).
 //! - `bf16_kernel.rs`: [`bf16_kernel`], what computes bf16 products on this CPU.
 
 mod bf16_kernel;
@@ -21,6 +23,7 @@ pub mod flex_route;
 mod image_conv;
 mod layer_ops;
 mod optimizer_update;
+mod square_sums;
 
 pub use bf16_kernel::{bf16_kernel, bf16_on_amx};
 pub use image_conv::conv_images;
@@ -28,3 +31,4 @@ pub use layer_ops::{avg_pool2d, conv2d, conv2d_relu, linear, max_pool2d, reads_r
 pub use optimizer_update::{
     AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, fused_adam, fused_rmsprop, fused_sgd,
 };
+pub use square_sums::{joined_sum_of_squares, joins_square_sums};

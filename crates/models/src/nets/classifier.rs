@@ -4,7 +4,8 @@
 use burn::module::{Module, ParamId};
 use burn::tensor::{Int, Tensor};
 
-use crate::params::{WeightDecay, l2_penalty_value};
+use crate::params::WeightDecay;
+use crate::penalty::l2_penalty_value;
 
 /// What the trainer and the towers need of an image classifier.
 ///

@@ -32,7 +32,8 @@ pub use downsample::{Downsample, DownsampleConfig};
 pub use residual_block::ResidualBlock;
 
 use crate::nets::{ClassifierLoss, ImageClassifier};
-use crate::params::{WeightDecay, l2_penalty, weight_decays};
+use crate::params::{WeightDecay, weight_decays};
+use crate::penalty::l2_penalty;
 
 /// ResNet-18 and -34: [`BasicBlock`]s.
 pub type ResNet18 = ResNet<BasicBlock>;
