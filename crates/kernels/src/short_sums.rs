@@ -58,9 +58,9 @@ fn runs_on_llvmpipe(_device: &Device) -> bool {
 }
 
 /// The sum of every value of `x`, shape `[1]`, right on every device: where loops stop early
-/// ([`loops_stop_early`]) and `x` is longer than [`LONGEST_WHOLE_SUM`], as rows of at most
-/// [`LONGEST_PIECE`] values (a sum over two dimensions, which Burn takes one at a time or with
-/// a sum per workgroup, both short); elsewhere as one sum.
+/// ([`loops_stop_early`]) and `x` is longer than 32,768 values (`LONGEST_WHOLE_SUM`), as rows
+/// of at most 1,024 values (`LONGEST_PIECE`; a sum over two dimensions, which Burn takes one
+/// at a time or with a sum per workgroup, both short); elsewhere as one sum.
 pub fn long_sum(x: Tensor<1>) -> Tensor<1> {
     match loops_stop_early(&x.device()) {
         true => sum_in_rows(x),

@@ -17,19 +17,19 @@ const JOINED: usize = 24;
 const FEWEST_JOINED: usize = 3;
 
 /// Whether [`joined_sum_of_squares`] pays for `count` tensors on `device`: on Burn's CubeCL
-/// devices (wgpu, CUDA, ROCm, ...), where each op is a kernel launch, for at least
-/// [`FEWEST_JOINED`]. Elsewhere (flex, ndarray: memory-bound CPUs) joining would only copy
+/// devices (wgpu, CUDA, ROCm, ...), where each op is a kernel launch, for at least three
+/// (`FEWEST_JOINED`). Elsewhere (flex, ndarray: memory-bound CPUs) joining would only copy
 /// every value once more.
 pub fn joins_square_sums(device: &Device, count: usize) -> bool {
     launches_kernels(device) && count >= FEWEST_JOINED
 }
 
 /// `Σ x²` over every value of `tensors` (flattened), shape `[1]`; `None` when there are none.
-/// The tensors are joined [`JOINED`] at a time and each join squared and summed whole (by
+/// The tensors are joined 24 at a time (`JOINED`) and each join squared and summed whole (by
 /// [`long_sum`], cut short where a device's loops stop early): a few kernels for a whole model
 /// on a GPU, where a sum per tensor takes two or three (the value of Inception v3's L2 penalty
-/// on lavapipe, 2026-11-30: 12 launches against 346). A last join of fewer than
-/// [`FEWEST_JOINED`] is summed one tensor at a time.
+/// on lavapipe, 2026-11-30: 12 launches against 346). A last join of fewer than three is
+/// summed one tensor at a time.
 pub fn joined_sum_of_squares(tensors: Vec<Tensor<1>>) -> Option<Tensor<1>> {
     (tensors.chunks(JOINED))
         .flat_map(|chunk| match chunk.len() >= FEWEST_JOINED {
