@@ -23,7 +23,7 @@ pub fn l2_penalty<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Option<T
 /// ([`ImageClassifier::loss_decay_in_update`](crate::ImageClassifier::loss_decay_in_update)).
 /// On a GPU, with enough decayed tensors ([`joins_square_sums`]), each decay's tensors are
 /// joined and summed in a few kernels ([`joined_sum_of_squares`]; lavapipe, 2026-11-30: the
-/// value of Inception v3's 95 decayed tensors in 12 launches against 346).
+/// value of Inception v3's 98 decayed tensors in 12 launches against 346).
 ///
 /// Take it after the data term (`ClassifierLoss::plus_penalty_value` does): its `[1]`-sized
 /// sums and scales then come after the loss's last reduction and fuse with the addition to the
