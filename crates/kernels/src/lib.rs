@@ -6,8 +6,9 @@
 //! loss with a backward pass of its own on flex and GPUs ([`softmax_cross_entropy`]).
 //!
 //! The folders, bottom up (each module uses only those before it: `tests/layers.rs`):
-//! - `precision.rs`, `padding.rs`, `short_sums.rs`: the vocabulary (what products compute in;
-//!   TF's SAME padding; which devices end loops early, and how long sums are cut short there).
+//! - `precision.rs`, `padding.rs`, `cubecl_device.rs`, `short_sums.rs`: the vocabulary (what
+//!   products compute in; TF's SAME padding; which devices are CubeCL's; which end loops early,
+//!   and how long sums are cut short there).
 //! - `flex/` (feature `flex`): the kernels by family, on flex tensors and slices.
 //! - `extension/` (feature `flex`): the Burn backend extension that reaches them, forward and
 //!   (under autodiff) backward.
@@ -19,6 +20,7 @@
 //!   [`nn::pool::MaxPool2d`], [`nn::Linear`], ...), on those ops.
 
 mod batch_norm;
+mod cubecl_device;
 mod dispatch;
 #[cfg(feature = "flex")]
 mod extension;

@@ -9,9 +9,11 @@ const LAYERING: Layering = Layering {
     layers: &[
         // What the unit tests share.
         "test_util",
-        // The vocabulary: what products compute in, TF's SAME padding, short sums for wgpu.
+        // The vocabulary: what products compute in, TF's SAME padding, which devices are CubeCL's,
+        // short sums for wgpu.
         "precision",
         "padding",
+        "cubecl_device",
         "short_sums",
         // The kernels by family, the Burn extension that reaches them, the public ops, the
         // loss with its own backward pass, the drop-in layers on them.

@@ -2,8 +2,8 @@
 //! their forward pass, and which devices it routes.
 
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Backend, Dispatch, DispatchDevice, TensorMetadata};
-use burn::tensor::{Device, Shape, Tensor};
+use burn::backend::{Backend, Dispatch, TensorMetadata};
+use burn::tensor::{Shape, Tensor};
 
 use super::row_sums::row_means;
 use crate::short_sums::loops_stop_early;
@@ -47,15 +47,7 @@ mod routing {
     impl BatchNorm for burn::backend::Cube {}
 }
 
-/// Whether the extension routes `device`'s backend (autodiff over it included).
-pub(super) fn routed(device: &Device) -> bool {
-    matches!(
-        device.clone().inner().as_dispatch(),
-        DispatchDevice::Cube(_)
-    )
-}
-
-/// The output and `[mean, variance]` on a routed device, with `gamma` or without a scale.
+/// The output and `[mean, variance]` on a CubeCL device, with `gamma` or without a scale.
 pub(super) fn batch_norm<const D: usize>(
     x: &Tensor<D>,
     gamma: Option<&Tensor<1>>,

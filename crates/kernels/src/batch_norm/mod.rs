@@ -51,7 +51,7 @@ pub fn offset_batch_norm<const D: usize>(
     on_cube(x, None, beta, epsilon)
 }
 
-/// Either batch norm where the extension routes `x`'s device, else `None`.
+/// Either batch norm where `x` is on a CubeCL device (which the extension routes), else `None`.
 fn on_cube<const D: usize>(
     x: &Tensor<D>,
     gamma: Option<&Tensor<1>>,
@@ -59,7 +59,7 @@ fn on_cube<const D: usize>(
     epsilon: f64,
 ) -> Option<(Tensor<D>, [Tensor<1>; 2])> {
     #[cfg(feature = "gpu")]
-    if extension::routed(&x.device()) {
+    if crate::cubecl_device::on_cubecl(&x.device()) {
         return Some(extension::batch_norm(x, gamma, beta, epsilon));
     }
     let _ = (x, gamma, beta, epsilon);

@@ -3,6 +3,7 @@
 
 use burn::tensor::{Device, Tensor};
 
+use crate::cubecl_device::on_cubecl;
 use crate::short_sums::long_sum;
 
 /// The most tensors joined into one: Burn's fusion joins a `cat` into one kernel while that
@@ -21,7 +22,7 @@ const FEWEST_JOINED: usize = 3;
 /// (`FEWEST_JOINED`). Elsewhere (flex, ndarray: memory-bound CPUs) joining would only copy
 /// every value once more.
 pub fn joins_square_sums(device: &Device, count: usize) -> bool {
-    launches_kernels(device) && count >= FEWEST_JOINED
+    on_cubecl(device) && count >= FEWEST_JOINED
 }
 
 /// `Σ x²` over every value of `tensors` (flattened), shape `[1]`; `None` when there are none.
@@ -45,20 +46,4 @@ fn apart(tensors: &[Tensor<1>]) -> Vec<Tensor<1>> {
         .iter()
         .map(|t| long_sum(t.clone().square()))
         .collect()
-}
-
-/// Whether `device` (autodiff over it included) is one of Burn's CubeCL devices.
-#[cfg(feature = "gpu")]
-fn launches_kernels(device: &Device) -> bool {
-    use burn::backend::DispatchDevice;
-    matches!(
-        device.clone().inner().as_dispatch(),
-        DispatchDevice::Cube(_)
-    )
-}
-
-/// Without a GPU backend no device launches kernels.
-#[cfg(not(feature = "gpu"))]
-fn launches_kernels(_device: &Device) -> bool {
-    false
 }

@@ -1,0 +1,21 @@
+//! [`on_cubecl`]: whether a device is one of Burn's CubeCL devices, where the batch norm takes
+//! its own backward pass and an L2 penalty's sums are joined.
+
+use burn::tensor::Device;
+
+/// Whether `device` (autodiff over it included) is one of Burn's CubeCL devices (wgpu, CUDA,
+/// ROCm, Metal, Vulkan), where each op is a kernel launch.
+#[cfg(feature = "gpu")]
+pub(crate) fn on_cubecl(device: &Device) -> bool {
+    use burn::backend::DispatchDevice;
+    matches!(
+        device.clone().inner().as_dispatch(),
+        DispatchDevice::Cube(_)
+    )
+}
+
+/// Without a GPU backend, no device is.
+#[cfg(not(feature = "gpu"))]
+pub(crate) fn on_cubecl(_device: &Device) -> bool {
+    false
+}
