@@ -50,7 +50,9 @@ fn assert_penalty_fuses_into_the_loss<M: ImageClassifier>(net: &str, decayed: M,
     let penalty = launches(|| l2_penalty(&decayed, rule).expect("a penalty"));
     let data_term = launches(|| loss(&undecayed));
     let together = launches(|| loss(&decayed));
-    let value = (together.total_launches()).saturating_sub(data_term.total_launches());
+    let value = together
+        .total_launches()
+        .saturating_sub(data_term.total_launches());
     let tensors = decays.len() as u64;
     assert!(
         tensors < 3 || value * 4 <= tensors,
