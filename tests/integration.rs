@@ -3,5 +3,6 @@
 //! of their own.
 
 mod gpu;
+mod harnesses;
 mod remote;
 mod tf_inception_v3;

@@ -2,7 +2,7 @@
 # The GPU bench (issue 49, item 5), from binaries built beforehand, on a machine without Rust:
 #
 #   BIN_DIR=gpu-carry DEVICE=cuda:0 bench/gpu/run.sh    # the full run, < 10 min on a GPU
-#   BIN_DIR=target/debug DEVICE=wgpu bench/gpu/run.sh --smoke   # one step of each (CI, lavapipe: ~4 min)
+#   BIN_DIR=target/debug DEVICE=wgpu bench/gpu/run.sh --smoke   # one step of each (CI, lavapipe)
 #
 # BIN_DIR holds bench_models and bench_towers built with the GPU backend's feature, or
 # bench/gpu/build.sh's archives (NVIDIA machines: bench.tar.xz, the binaries, the cifar10 and
@@ -86,9 +86,16 @@ if [ -n "${TUNING_BUNDLE:-}" ]; then
   cp "$TUNING_BUNDLE" "$db"
   echo "tuning: $TUNING_BUNDLE is now $db"
 fi
-# Smoke: one timed step each and the small net only; the full run times the steps after the
-# warm-ups (which also tune every kernel the steps use, shown on stderr).
-if $smoke; then reps=1; towers_reps=1; models="cifar10"; else reps=5; towers_reps=10; models="cifar10 inception"; fi
+# Smoke: one timed step each, the small net only, at a batch of 16 (TOWERS_BENCH_BATCH: at the
+# rows' 128, lavapipe's cold tuning and steps made this 7.7 min of CI's, 2026-11-30); the full
+# run times the steps after the warm-ups (which also tune every kernel the steps use, shown on
+# stderr).
+if $smoke; then
+  reps=1 towers_reps=1 models="cifar10"
+  export TOWERS_BENCH_BATCH="${TOWERS_BENCH_BATCH:-16}"
+else
+  reps=5 towers_reps=10 models="cifar10 inception"
+fi
 start=$SECONDS
 in_time() { # COMMAND...: runs it, cut off at the deadline; says so and returns 1 if it was
   local left=$((DEADLINE - (SECONDS - start)))
@@ -144,6 +151,13 @@ time_torch() { # MODEL...: PyTorch's steps in f32 and bf16, added to torch.txt
 echo "== our steps on $DEVICE (bench_models, ms/image)"
 # shellcheck disable=SC2086 # the model names, split on purpose
 time_ours $models
+if $smoke; then # the binaries took the smoke's batch: its row says so
+  row_batch=$(awk 'index($0, "CIFAR-10 net, 24x24 (f32)") == 1 { print $(NF-3) }' "$OUT/ours.txt")
+  [ "$row_batch" = "$TOWERS_BENCH_BATCH" ] || {
+    echo "error: bench_models ran batch '$row_batch', not TOWERS_BENCH_BATCH=$TOWERS_BENCH_BATCH" >&2
+    exit 1
+  }
+fi
 echo "== 1 tower and 2 towers of $DEVICE (bench_towers, CIFAR-10 net without LRN)"
 in_time "$BIN_DIR/bench_towers" "$towers_reps" | tee "$OUT/towers.txt" || failed
 

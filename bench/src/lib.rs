@@ -1,13 +1,16 @@
 //! What the benchmarks (`src/bin/bench_*.rs`) share: their command line, their batch, their
 //! optimizer and how they summarize timings; the nets, layer timing, loopback servers, input
-//! stages and batch uploads that some of them use. Their figures, and the commands that
-//! reproduce them, are in `bench/README.md`.
+//! stages and batch uploads that some of them use; and a test that counts a loss's kernel
+//! launches (`penalty_launches`). Their figures, and the commands that reproduce them, are in
+//! `bench/README.md`.
 
 pub mod cifar_net;
 pub mod input_stages;
 pub mod layer_timing;
 #[cfg(feature = "remote")]
 pub mod loopback;
+#[cfg(all(test, feature = "gpu"))]
+mod penalty_launches;
 #[cfg(feature = "gpu")]
 pub mod step_counts;
 pub mod upload;
@@ -40,6 +43,15 @@ pub fn reps(default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// A row's batch: `TOWERS_BENCH_BATCH`, else the row's own `default`. The GPU bench's smoke run
+/// (CI, on lavapipe) sets it small: there the script is checked, not the figures, and each
+/// lavapipe step at the rows' batches (and its cold tuning) takes seconds.
+pub fn batch(default: usize) -> usize {
+    std::env::var("TOWERS_BENCH_BATCH").map_or(default, |s| {
+        s.parse().expect("TOWERS_BENCH_BATCH must be a number")
+    })
+}
+
 /// `n` random CIFAR-sized images (3x24x24, uniform in [-1, 1], drawn on `device`) with labels
 /// cycling over 10 classes.
 pub fn cifar_batch(n: usize, device: &Device) -> HostBatch {
@@ -65,4 +77,16 @@ pub fn momentum_sgd() -> ModuleOptimizer {
 pub fn median(mut times: Vec<Duration>) -> f64 {
     times.sort();
     times[times.len() / 2].as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Cargo.toml builds the benchmarks without a test harness (`test = false`).
+    #[test]
+    fn the_benchmarks_hold_no_tests() {
+        let bins = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bin");
+        towers_testing::layers::assert_no_unit_tests(&bins);
+    }
 }

@@ -5,7 +5,8 @@
 //!
 //! `cargo run --release -p towers-bench --bin bench_models [REPS] [MODEL] [PRECISION]` (default 3
 //! timed runs after [`WARM_UP`] calls; `MODEL` `cifar10`, `inception`, `resnet50` or `resnet18`
-//! and `PRECISION` `f32` or `bf16` run only those rows, e.g. under a profiler).
+//! and `PRECISION` `f32` or `bf16` run only those rows, e.g. under a profiler;
+//! `TOWERS_BENCH_BATCH` replaces every row's batch).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
 //! averages); the train step is the training loss, its backward pass and a plain SGD update,
 //! the weight decay's gradient added in the update as the trainer adds it
@@ -20,7 +21,7 @@
 //! (Inception's) IMAGE_SIZE replace the rows' 32 and 299 (lavapipe: Inception at 299 and batch 32
 //! passes its workgroup limit, see the guide's chapter 3).
 
-use towers_bench::{bench_device, reps};
+use towers_bench::{batch, bench_device, reps};
 
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
@@ -69,20 +70,26 @@ fn main() {
     if runs("cifar10") {
         let cifar = Cifar10Config::new().init(&device);
         println!("{}", cifar.summary());
-        bench("CIFAR-10 net, 24x24", cifar, 128, reps, &precisions);
+        bench("CIFAR-10 net, 24x24", cifar, batch(128), reps, &precisions);
     }
     if runs("inception") {
         let inception = InceptionV3Config::new(1001).init(&device);
         println!("{}", inception.summary());
-        bench("Inception v3, 299x299", inception, 32, reps, &precisions);
+        bench(
+            "Inception v3, 299x299",
+            inception,
+            batch(32),
+            reps,
+            &precisions,
+        );
     }
     if runs("resnet50") {
         let resnet: ResNet50 = ResNetConfig::resnet50(1000).init(&device);
-        bench("ResNet-50, 224x224", resnet, 32, reps, &precisions);
+        bench("ResNet-50, 224x224", resnet, batch(32), reps, &precisions);
     }
     if runs("resnet18") {
         let resnet: ResNet18 = ResNetConfig::resnet18(1000).init(&device);
-        bench("ResNet-18, 224x224", resnet, 32, reps, &precisions);
+        bench("ResNet-18, 224x224", resnet, batch(32), reps, &precisions);
     }
 }
 

@@ -2,7 +2,8 @@
 //! the device `TOWERS_BENCH_DEVICE` names (`TOWERS_BENCH_DEVICE=cuda:0`).
 //!
 //! `cargo run --release -p towers-bench --bin bench_towers [REPS] [ROW]` (default 15 timed steps per row;
-//! `ROW`: `plain`, `1`, `gather` or `ring` runs that row alone).
+//! `ROW`: `plain`, `1`, `gather` or `ring` runs that row alone; `TOWERS_BENCH_BATCH` replaces
+//! the batch of 128).
 //!
 //! 1. Step time of `Towers` against a plain Burn training step (forward, loss, backward,
 //!    optimizer step, loss read back) on the same model and batch: a CIFAR-10-sized conv net
@@ -19,7 +20,7 @@
 use std::time::Instant;
 
 use towers_bench::cifar_net::CifarNet;
-use towers_bench::{bench_device, cifar_batch, median, momentum_sgd, reps};
+use towers_bench::{batch, bench_device, cifar_batch, median, momentum_sgd, reps};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
@@ -32,7 +33,7 @@ fn main() -> anyhow::Result<()> {
     device.seed(0);
     let lr = 0.01;
 
-    let n = 128;
+    let n = batch(128);
     let batch = cifar_batch(n, &device);
 
     let model = CifarNet::new(&device);

@@ -2,7 +2,9 @@
 //! module names a module of its own layer or of one below it, never a crate-root re-export
 //! (`towers_testing::layers`).
 
-use towers_testing::layers::Layering;
+use std::path::Path;
+
+use towers_testing::layers::{Layering, assert_no_unit_tests};
 
 const LAYERING: Layering = Layering {
     layers: &[
@@ -18,4 +20,10 @@ const LAYERING: Layering = Layering {
 #[test]
 fn every_module_uses_only_its_own_layer_and_those_below() {
     LAYERING.assert_kept(env!("CARGO_MANIFEST_DIR"));
+}
+
+/// Cargo.toml builds the library without a test harness (`test = false`).
+#[test]
+fn the_library_holds_no_unit_tests() {
+    assert_no_unit_tests(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
 }

@@ -2,7 +2,8 @@
 //! bottom up ([`Layering`]), and every `crate::` path in a module's files naming a module of its
 //! own layer or of one below it, so that dependencies run one way with no circle. A folder may
 //! order its own submodules the same way (`within`). Read from the source files, so a new
-//! import that points up fails the crate's test.
+//! import that points up fails the crate's test. Also the check that a target built without a
+//! test harness (`test = false`) holds no unit tests ([`assert_no_unit_tests`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -216,6 +217,25 @@ impl Layering<'_> {
             );
         }
     }
+}
+
+/// Panics if a `.rs` file under `dir` holds a unit test (`#[test]` or `#[cfg(test)]` outside
+/// comments): for the targets whose `Cargo.toml` says `test = false`, so that `cargo test`
+/// links no test program of them, and where such a test would never run.
+pub fn assert_no_unit_tests(dir: &Path) {
+    let holding: Vec<String> = rust_files(dir)
+        .into_iter()
+        .filter(|file| {
+            let code = code_of(&fs::read_to_string(file).unwrap());
+            code.contains("#[test]") || code.contains("#[cfg(test)]")
+        })
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(
+        holding.is_empty(),
+        "unit tests where Cargo.toml says `test = false` (they would never run): {}",
+        holding.join(", ")
+    );
 }
 
 /// Every `.rs` file under `dir`.

@@ -12,14 +12,17 @@
 //!
 //! Counted, not timed: the loss with the penalty against the same net without decay (whose
 //! loss is the data term alone) and the penalty alone (`l2_penalty`).
-#![cfg(feature = "gpu")]
+//!
+//! A unit test of this crate rather than an integration test: an integration test would make
+//! `cargo test` link every benchmark binary too (~10 s each on 2 cores), for nothing.
 
 use std::collections::BTreeMap;
 
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
-use towers_bench::step_counts::{StepCounts, count};
 use towers_models::{Cifar10Config, ImageClassifier, ResNet18, ResNetConfig, l2_penalty};
 use towers_testing::gpu::gpu_or_skip;
+
+use crate::step_counts::{StepCounts, count};
 
 /// The launches of computing and reading `value`, after one call that tunes its kernels.
 fn launches(value: impl Fn() -> Tensor<1>) -> StepCounts {
