@@ -419,57 +419,53 @@ mod tests {
     }
 
     /// What the taps report is every used parameter's whole gradient, as from_grads gives it,
-    /// once each; then the tower's end. On flex and on ndarray.
+    /// once each; then the tower's end. On flex.
     #[test]
     fn taps_report_each_final_gradient_once() {
-        #[allow(deprecated)]
-        let devices = [Device::flex().autodiff(), Device::ndarray().autodiff()];
-        for device in devices {
-            let model = Tied {
-                a: LinearConfig::new(3, 3).init(&device),
-                b: LinearConfig::new(3, 2).init(&device),
-                unused: LinearConfig::new(2, 2).init(&device),
-            };
-            let layout = Layout::of(&model);
-            let mut expected =
-                GradientsParams::from_grads(loss(&model, &device).backward(), &model);
-            let expected = layout.flatten(expected_take(&mut expected), &device);
+        let device = Device::flex().autodiff();
+        let model = Tied {
+            a: LinearConfig::new(3, 3).init(&device),
+            b: LinearConfig::new(3, 2).init(&device),
+            unused: LinearConfig::new(2, 2).init(&device),
+        };
+        let layout = Layout::of(&model);
+        let mut expected = GradientsParams::from_grads(loss(&model, &device).backward(), &model);
+        let expected = layout.flatten(expected_take(&mut expected), &device);
 
-            let (sender, receiver) = mpsc::channel();
-            let tap = Tap::new(3, sender, TapSchedule::default());
-            let tapped = tap.attach(&model, &layout.slot_map());
-            let grads = loss(&tapped, &device).backward();
-            drop(grads);
-            drop(tap);
-            let mut reported = vec![None; expected.len()];
-            let mut finished = false;
-            for report in receiver.iter() {
-                match report {
-                    Tapped::Gradient { tower, slot, read } => {
-                        assert_eq!(tower, 3);
-                        assert!(!finished, "a report after the end");
-                        assert!(reported[slot].is_none(), "slot {slot} reported twice");
-                        reported[slot] = Some(read().unwrap());
-                    }
-                    Tapped::Finished { tower } => {
-                        assert_eq!(tower, 3);
-                        finished = true;
-                    }
+        let (sender, receiver) = mpsc::channel();
+        let tap = Tap::new(3, sender, TapSchedule::default());
+        let tapped = tap.attach(&model, &layout.slot_map());
+        let grads = loss(&tapped, &device).backward();
+        drop(grads);
+        drop(tap);
+        let mut reported = vec![None; expected.len()];
+        let mut finished = false;
+        for report in receiver.iter() {
+            match report {
+                Tapped::Gradient { tower, slot, read } => {
+                    assert_eq!(tower, 3);
+                    assert!(!finished, "a report after the end");
+                    assert!(reported[slot].is_none(), "slot {slot} reported twice");
+                    reported[slot] = Some(read().unwrap());
+                }
+                Tapped::Finished { tower } => {
+                    assert_eq!(tower, 3);
+                    finished = true;
                 }
             }
-            assert!(finished);
-            let unused = [
-                &model.unused.weight.id,
-                &model.unused.bias.as_ref().unwrap().id,
-            ];
-            let slots = layout.slot_map();
-            for (slot, (got, want)) in reported.iter().zip(&expected).enumerate() {
-                let want: Vec<f32> = want.to_data().try_to_vec().unwrap();
-                let is_unused = unused.iter().any(|id| slots[*id] == slot);
-                match got {
-                    None => assert!(is_unused, "slot {slot} was never reported"),
-                    Some(got) => assert_eq!(got, &want, "slot {slot}, bit for bit"),
-                }
+        }
+        assert!(finished);
+        let unused = [
+            &model.unused.weight.id,
+            &model.unused.bias.as_ref().unwrap().id,
+        ];
+        let slots = layout.slot_map();
+        for (slot, (got, want)) in reported.iter().zip(&expected).enumerate() {
+            let want: Vec<f32> = want.to_data().try_to_vec().unwrap();
+            let is_unused = unused.iter().any(|id| slots[*id] == slot);
+            match got {
+                None => assert!(is_unused, "slot {slot} was never reported"),
+                Some(got) => assert_eq!(got, &want, "slot {slot}, bit for bit"),
             }
         }
     }

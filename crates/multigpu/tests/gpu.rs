@@ -91,6 +91,11 @@ fn mixed_flex_and_gpu_towers_train_like_one_flex_device() {
         // Gradients computed on the GPU were moved to the model's device before the update.
         assert_eq!(towers.model().devices(), vec![flex()], "{reduce:?}");
     }
+    // The parameter device need not be a tower.
+    let list = devices(&gpu.list("GPU,GPU"));
+    let towers =
+        assert_like_one_device(&model, &list, TowersConfig::default(), &updates, TOLERANCE);
+    assert_eq!(towers.model().devices(), vec![flex()]);
 }
 
 /// Gradients kept on a wgpu tower across micro-batches equal the reference. Before the towers

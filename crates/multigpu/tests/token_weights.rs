@@ -126,7 +126,7 @@ fn token_weighted_parts_give_the_whole_batch_gradient() {
         assert_close(&got, &expected, TOLERANCE, &format!("{reduce:?}"));
     }
     // Uneven shares too: parts of 2 and 4 sequences.
-    let got = towers(&model, "flex,ndarray*2", TowersConfig::default(), &updates);
+    let got = towers(&model, "flex,flex*2", TowersConfig::default(), &updates);
     assert_close(&got, &expected, TOLERANCE, "shares 1:2");
 }
 

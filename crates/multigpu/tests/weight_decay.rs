@@ -40,7 +40,7 @@ fn weight_decay_in_the_update_trains_like_the_penalty_in_the_loss() {
 
     let loss = image_loss(|m: &Net, x, y| m.loss(x, y));
     for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
-        for list in ["flex", "flex,flex", "flex,ndarray*2"] {
+        for list in ["flex", "flex,flex", "flex,flex*2"] {
             let config = TowersConfig::default()
                 .with_reduce(reduce)
                 .with_accumulation(3);

@@ -365,19 +365,17 @@ mod tests {
     }
 
     /// The ring against a direct sum, for ring sizes that leave chunks empty (a bias of 2
-    /// values in 3 chunks) and across two backends.
+    /// values in 3 chunks). (Across two backends: the tower GPU tests, `flex,GPU`.)
     #[test]
     fn ring_equals_direct_sum() {
         let flex = Device::flex().autodiff();
-        #[allow(deprecated)]
-        let ndarray = Device::ndarray().autodiff();
         let model = Two {
             a: LinearConfig::new(3, 5).init(&flex),
             b: LinearConfig::new(5, 2).init(&flex),
         };
         for devices in [
-            vec![flex.clone(), ndarray.clone()],
-            vec![flex.clone(), flex.clone(), ndarray.clone()],
+            vec![flex.clone(); 2],
+            vec![flex.clone(); 3],
             vec![flex.clone(); 4],
         ] {
             let sets = |model: &Two| -> Vec<(GradientsParams, Device)> {
@@ -413,7 +411,7 @@ mod tests {
                     assert_eq!(got, values(&reduced[0], &model), "towers agree bitwise");
                 }
             }
-            // By shares (flex and ndarray both compute in host memory): each sum is the
+            // By shares (flex computes in host memory): each sum is the
             // parameter device's, added in the same order, bit for bit.
             let reduced = all_reduce(&model, sets(&model));
             for (grads, device) in reduced.iter().zip(&devices) {
