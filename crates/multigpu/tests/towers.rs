@@ -402,6 +402,7 @@ fn replicas_are_checked_and_resynced() {
     let first = towers.check_replicas().unwrap();
     assert_eq!(first.max_difference, 0.0, "after 30 updates");
     assert!(!first.rebroadcast);
+    assert_eq!(values(&towers.replicas()[1]), values(&towers.replicas()[0]));
 
     towers.map_replica(1, |replica| {
         replica.map(&mut Nudge {
