@@ -21,6 +21,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${CARRY_DIR:-gpu-carry}
 target=target/cuda-nvrtc
+# What the binaries are built from, read now (the build takes a while): packed into each archive
+# and left beside them, so that run.sh prints it and a carry left in gpu-carry/ can be checked
+# against the code before a GPU lease is spent on it.
+built_from=$(git rev-parse HEAD; git status --porcelain --untracked-files=no | sed 's/^/changed: /'
+  date -u '+built %Y-%m-%d %H:%M UTC')
 # What run.sh runs: the benches, the examples (cold tuning), and the two test binaries with
 # the GPU tests (`run.sh --tests`: TOWERS_GPU_DEVICE=cuda:0, against flex), carried as
 # gpu-tests and multigpu-gpu-tests.
@@ -84,10 +89,12 @@ strip "${carried[@]/#/$work/}"
 mkdir -p "$out"
 pack() { # ARCHIVE FILE...: the files and the stubs, into $out/ARCHIVE.tar.xz
   local archive=$1; shift
-  (cd "$work" && tar -cf - "$@" libllvm-stubs.so) \
+  (cd "$work" && tar -cf - "$@" libllvm-stubs.so built-from) \
     | xz -T1 --lzma2=preset=9,dict=1GiB >"$out/$archive.tar.xz"
   echo "$out/$archive.tar.xz: $(du -h "$out/$archive.tar.xz" | cut -f1)"
 }
+echo "$built_from" >"$work/built-from"
 pack bench "${bins[@]}" "${examples[@]}"
 pack tests gpu-tests multigpu-gpu-tests
+cp "$work/built-from" "$out/built-from"
 rm -rf "$work"

@@ -54,6 +54,7 @@ if compgen -G "$BIN_DIR/*.tar.xz" >/dev/null; then
   unpacked=$(mktemp -d)
   for archive in "$BIN_DIR"/*.tar.xz; do tar -xJf "$archive" -C "$unpacked"; done
   BIN_DIR=$unpacked
+  [ -f "$BIN_DIR/built-from" ] && sed 's/^/binaries: /' "$BIN_DIR/built-from"
   export LD_PRELOAD="$unpacked/libllvm-stubs.so${LD_PRELOAD:+:$LD_PRELOAD}"
 fi
 if [[ "$DEVICE" == cuda* ]]; then # NVRTC and the CUDA runtime, from the toolkit
