@@ -411,8 +411,8 @@ mod tests {
                     assert_eq!(got, values(&reduced[0], &model), "towers agree bitwise");
                 }
             }
-            // By shares (flex computes in host memory): each sum is the
-            // parameter device's, added in the same order, bit for bit.
+            // By shares (flex computes in host memory): each sum is the parameter device's,
+            // added in the same order, bit for bit.
             let reduced = all_reduce(&model, sets(&model));
             for (grads, device) in reduced.iter().zip(&devices) {
                 let g = grads.get::<2>(model.b.weight.id).unwrap();
