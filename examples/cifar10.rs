@@ -16,7 +16,7 @@ use clap::Parser;
 
 use burn_towers::models::Cifar10Config;
 use burn_towers::train::{
-    Input, StopFlag, TrainArgs, TrainConfig, Trainer, builtin_cifar10, evaluate, mpi_job,
+    Input, StopFlag, TrainArgs, TrainConfig, Trainer, builtin_cifar10, evaluate_first, mpi_job,
     parse_args,
 };
 
@@ -25,6 +25,9 @@ use burn_towers::train::{
 struct Args {
     #[command(flatten)]
     train: TrainArgs,
+    /// Test images to evaluate at the end (TF's cifar10_eval `--num_examples`); all when absent.
+    #[arg(long)]
+    eval_examples: Option<u64>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -66,7 +69,8 @@ fn main() -> anyhow::Result<()> {
 
     // TF's cifar10_eval, once: the moving averages when kept, on the first tower's device.
     let (weights, which) = trained.eval_weights();
-    let precision = evaluate(weights, &Input::cifar10_test(&dir)?, 128, readers)?;
+    let examples = args.eval_examples.unwrap_or(u64::MAX);
+    let precision = evaluate_first(weights, &Input::cifar10_test(&dir)?, examples, 128, readers)?;
     println!("test_batch.bin, {which}: {precision}");
     // Last: the evaluation's kernels are tuned too.
     Ok(args.train.end_tuning()?)

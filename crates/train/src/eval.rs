@@ -63,6 +63,20 @@ pub fn evaluate<M: ImageClassifier>(
     batch_size: usize,
     reader_threads: usize,
 ) -> Result<Precision> {
+    evaluate_first(model, input, u64::MAX, batch_size, reader_threads)
+}
+
+/// [`evaluate`] on `examples` examples of `input` (all of them when it has fewer), as TF's
+/// `cifar10_eval.py --num_examples`: a quick look at a large evaluation set. They are the first
+/// `examples` the readers deliver, in the files' order with one reader thread; the batch that
+/// passes the count is cut to it, so exactly `examples` are counted (TF counts whole batches).
+pub fn evaluate_first<M: ImageClassifier>(
+    model: &M,
+    input: &Input,
+    examples: u64,
+    batch_size: usize,
+    reader_threads: usize,
+) -> Result<Precision> {
     let (model, device) = for_evaluation(model)?;
     let classes = model.num_classes();
     let with_top_5 = classes > 10;
@@ -73,14 +87,18 @@ pub fn evaluate<M: ImageClassifier>(
         correct_at_1: 0,
         correct_at_5: with_top_5.then_some(0),
     };
-    while let Some(batch) = pipeline.next_batch()? {
+    while precision.examples < examples {
+        let Some(batch) = pipeline.next_batch()? else {
+            break;
+        };
         let (images, _) = batch.as_slice().to_tensors(&device);
         let logits = read_back(model.forward(images), "logits")?;
-        let labels = batch.labels();
+        let wanted = (examples - precision.examples).min(batch.labels().len() as u64) as usize;
+        let (labels, logits) = (&batch.labels()[..wanted], &logits[..wanted * classes]);
         precision.examples += labels.len() as u64;
-        precision.correct_at_1 += in_top_k(&logits, classes, labels, 1)?;
+        precision.correct_at_1 += in_top_k(logits, classes, labels, 1)?;
         if let Some(at_5) = precision.correct_at_5.as_mut() {
-            *at_5 += in_top_k(&logits, classes, labels, 5)?;
+            *at_5 += in_top_k(logits, classes, labels, 5)?;
         }
     }
     Ok(precision)

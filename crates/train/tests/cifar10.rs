@@ -19,7 +19,9 @@ use towers_testing::training::quick_cifar_config;
 use towers_testing::{assert_error_names, report};
 use towers_train::summary::proto::{Event, Kind, SessionStatus, What};
 use towers_train::summary::{event_files, read_events};
-use towers_train::{Error, Input, TrainConfig, Trained, Trainer, evaluate, read_log};
+use towers_train::{
+    Error, Input, TrainConfig, Trained, Trainer, evaluate, evaluate_first, read_log,
+};
 
 /// 5 x 200 training and 500 test images, seed 3: the same bytes for every test.
 fn data() -> BuiltinCifar10 {
@@ -88,6 +90,24 @@ fn two_towers_learn_the_builtin_data() {
     let steps: Vec<u64> = log.iter().map(|e| e.0).collect();
     assert_eq!(steps, [25, 50, 75, 100, 125, 150]);
     assert!(log[5].1 < log[0].1, "loss fell: {log:?}");
+}
+
+/// `evaluate_first` counts exactly the first 150 test images, whatever the batch: one reader
+/// thread delivers them in the files' order, so batches of 64 (the third cut to 22), of 50 and
+/// of 150 count the same; asked for more than the set holds, it is `evaluate`.
+#[test]
+fn evaluating_the_first_examples_cuts_the_batch_that_passes_the_count() {
+    let data = data();
+    let test = Input::cifar10_test(data.dir()).unwrap();
+    let model = net(&Device::flex().autodiff());
+    let first_150 = |batch| evaluate_first(&model, &test, 150, batch, 1).unwrap();
+    let one_batch = first_150(150);
+    assert_eq!(one_batch.examples, 150);
+    assert_eq!(first_150(64), one_batch, "the third batch cut");
+    assert_eq!(first_150(50), one_batch, "three whole batches");
+    let all = evaluate(&model, &test, 100, 2).unwrap();
+    assert_eq!(all.examples, 500);
+    assert_eq!(evaluate_first(&model, &test, 10_000, 64, 1).unwrap(), all);
 }
 
 /// The same run with products in bf16 (on AMX tiles where the CPU has them) reaches f32's
