@@ -11,4 +11,5 @@ mod pipeline;
 mod record_dataset;
 mod recut;
 mod resume;
+mod tf_compressed;
 mod tf_jpeg;

@@ -90,7 +90,7 @@ fn index_partial_reader(
         let len_bytes: [u8; 8] = header[..8].try_into().expect("8 bytes");
         let stored = u32::from_le_bytes(header[8..].try_into().expect("4 bytes"));
         if masked_crc(&len_bytes) != stored {
-            let broken = bad("bad length CRC: not a TFRecord file, or corrupt".into());
+            let broken = bad(bad_length_crc(&header, offset));
             return Ok(PartialIndex {
                 spans,
                 broken: Some(broken),
@@ -122,6 +122,34 @@ fn index_partial_reader(
         spans,
         broken: None,
     })
+}
+
+/// Why a record's length CRC failed, as far as its header tells: at the start of a file, one of
+/// TF's compressed record files (`TFRecordOptions(compression_type=...)`, which TF reads only
+/// when told) says so and how to decompress it.
+fn bad_length_crc(header: &[u8; HEADER], offset: u64) -> String {
+    match compression(header).filter(|_| offset == 0) {
+        Some((kind, decompress)) => format!(
+            "bad length CRC: this is a {kind}-compressed TFRecord file (TF's \
+             TFRecordOptions(compression_type=\"{kind}\")); only uncompressed ones are read: \
+             decompress it first ({decompress}), or write the shards without compression"
+        ),
+        None => "bad length CRC: not a TFRecord file, or corrupt".into(),
+    }
+}
+
+/// The compression of a stream that starts with `start`, and how to undo it: GZIP for the
+/// magic `1f 8b` (RFC 1952), ZLIB for a header of deflate with a window of at most 32 KiB whose
+/// two bytes are a multiple of 31 (RFC 1950; TF writes `78 9c`). A TFRecord may start with
+/// any length, so only a failed length CRC asks.
+fn compression(start: &[u8; HEADER]) -> Option<(&'static str, &'static str)> {
+    let (cmf, flg) = (start[0], start[1]);
+    let zlib_header = cmf & 0x0f == 8 && cmf >> 4 <= 7 && u16::from_be_bytes([cmf, flg]) % 31 == 0;
+    match (cmf, flg) {
+        (0x1f, 0x8b) => Some(("GZIP", "`gunzip -c FILE > OUT`")),
+        _ if zlib_header => Some(("ZLIB", "Python's `zlib.decompressobj`")),
+        _ => None,
+    }
 }
 
 /// The data of one record, given the bytes of its span (data + CRC footer); a data CRC
