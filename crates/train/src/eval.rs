@@ -1,5 +1,6 @@
 //! Evaluation: precision@1 (and @5 for large label sets) over a whole evaluation set, every
-//! example exactly once, as TF's `cifar10_eval.py` / `inception_eval.py` compute it.
+//! example exactly once, or over its first N examples, as TF's `cifar10_eval.py` /
+//! `inception_eval.py` compute it.
 
 use std::fmt;
 
