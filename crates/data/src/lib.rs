@@ -14,8 +14,9 @@
 //!   [`Transform`](transforms::Transform) trait that chains them.
 //! - `format/`: dataset files: the [`RecordFormat`] trait and its readers, [`cifar10`] binary
 //!   files, [`inception`] TFRecord shards of `tf.train.Example`s ([`tfrecord`],
-//!   [`tf_example`]), [`image_folder`]s, [`synthetic`] built-in data; [`RecordDataset`] offers
-//!   any of them to Burn as a `Dataset`.
+//!   [`tf_example`]), [`image_folder`]s, [`synthetic`] built-in data; [`IndexedFile`]: a file's
+//!   records and where to read them (a decompressed copy for a file TF wrote compressed);
+//!   [`RecordDataset`] offers any of them to Burn as a `Dataset`.
 //! - `pipeline/`: how they are wired: [`Pipeline`] = record cursor -> reader threads ->
 //!   example queue -> batcher -> prefetch queue, giving [`HostBatch`]es to split across
 //!   devices; [`CorruptRecords`] says whether a record that fails to decode stops it or is
@@ -48,8 +49,9 @@ pub mod transforms;
 pub use bounding_box::BoundingBox;
 pub use error::{Cause, Error, ErrorChain, Result, While};
 pub use format::{
-    Example, PartialIndex, Prepared, RecordDataset, RecordFormat, RecordSpan, cifar10,
-    image_folder, inception, synthetic, tf_example, tfrecord,
+    Compression, Example, IndexedFile, PartialIndex, Prepared, RecordDataset, RecordFormat,
+    RecordReader, RecordSource, RecordSpan, cifar10, image_folder, inception, synthetic,
+    tf_example, tfrecord,
 };
 pub use image::{Image, Planes, Rgb8};
 pub use pipeline::{

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use towers_data::cifar10::{self, BuiltinCifar10, Cifar10Format};
 use towers_data::transforms::{CifarEval, CifarTrain, Transform};
 use towers_data::{
-    HostBatch, InputPosition, Pipeline, PipelineConfig, QueueFill, RecordCount, RecordFormat, Share,
+    HostBatch, IndexedFile, InputPosition, Pipeline, PipelineConfig, QueueFill, RecordCount,
+    RecordFormat, Share,
 };
 
 use crate::error::Result;
@@ -73,7 +74,9 @@ impl Input {
     pub fn count_examples(&self) -> Result<u64> {
         let mut total = 0;
         for file in &self.files {
-            total += self.format.index_partial(file)?.spans.len() as u64;
+            total += IndexedFile::open_partial(self.format.as_ref(), file)?
+                .spans
+                .len() as u64;
         }
         Ok(total)
     }

@@ -6,19 +6,28 @@
 //!   `tf.train.Example`s with encoded images, as TF's Inception trainer reads them.
 //! - [`image_folder`]: one folder per class, its images decoded by [`crate::codec`].
 //! - [`synthetic`]: built-in data for demos and tests.
+//! - [`IndexedFile`] (`indexed_file.rs`): a file's records as its format indexed them, and the
+//!   [`RecordSource`] (`record_source.rs`) to read them from: the file, or for a file TF wrote
+//!   GZIP- or ZLIB-compressed ([`Compression`], `compressed.rs`), its decompressed copy.
 //! - [`RecordDataset`] (`record_dataset.rs`): files of any format as a Burn `Dataset`.
 
 pub mod cifar10;
+mod compressed;
 pub mod image_folder;
 pub mod inception;
+mod indexed_file;
 mod record_bytes;
 mod record_dataset;
 mod record_format;
+mod record_source;
 pub mod synthetic;
 pub mod tf_example;
 pub mod tfrecord;
 
+pub use compressed::Compression;
+pub use indexed_file::IndexedFile;
 pub(crate) use record_bytes::read_records;
 pub use record_dataset::RecordDataset;
 pub(crate) use record_format::record_error;
 pub use record_format::{Example, PartialIndex, Prepared, RecordFormat, RecordSpan};
+pub use record_source::{RecordReader, RecordSource};

@@ -3,10 +3,10 @@
 //! [`DatasetPipeline`](crate::DatasetPipeline)).
 //!
 //! The files are indexed once, when the dataset is opened; `get(i)` reads record `i`'s bytes
-//! and decodes them, no transform applied. CIFAR-10 images come out HWC with values 0..=255,
+//! and decodes them, no transform applied. A file TF wrote compressed is read from its
+//! decompressed copy ([`IndexedFile`]), kept while the dataset lives. CIFAR-10 images come out HWC with values 0..=255,
 //! TFRecord `tf.train.Example` images RGB in [0, 1], image folders as their codec decodes them.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ use burn::data::dataset::{Dataset, DatasetError};
 
 use crate::error::{Error, Result};
 use crate::format::image_folder::ImageFolder;
-use crate::format::{Example, RecordFormat, RecordSpan, read_records};
+use crate::format::{Example, IndexedFile, RecordFormat, RecordSource, RecordSpan, read_records};
 
 /// The records of dataset files, in file order, as a Burn `Dataset<Example>`.
 ///
@@ -34,6 +34,8 @@ pub struct RecordDataset {
     files: Vec<PathBuf>,
     /// Each file's records.
     spans: Vec<Vec<RecordSpan>>,
+    /// Where each file's records are read from.
+    sources: Vec<RecordSource>,
     /// The dataset index of each file's first record.
     starts: Vec<usize>,
     len: usize,
@@ -52,10 +54,13 @@ impl RecordDataset {
     /// Indexes `files` in `format`. A file whose framing is wrong is an error naming it (and
     /// the record, where it applies).
     pub fn open(format: Arc<dyn RecordFormat>, files: Vec<PathBuf>) -> Result<Self> {
-        let spans = files
+        let (spans, sources): (Vec<_>, Vec<_>) = files
             .iter()
-            .map(|path| format.index(path))
-            .collect::<Result<Vec<_>>>()?;
+            .map(|path| IndexedFile::open(format.as_ref(), path))
+            .map(|indexed| indexed.map(|file| (file.spans, file.source)))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
         let starts = spans
             .iter()
             .scan(0, |next, file| {
@@ -69,6 +74,7 @@ impl RecordDataset {
             format,
             files,
             spans,
+            sources,
             starts,
         })
     }
@@ -82,18 +88,16 @@ impl RecordDataset {
 
     /// Record `index`, read and decoded; an error names its file and record.
     pub fn try_get(&self, index: usize) -> Result<Example> {
-        let (path, record, span) = self.locate(index)?;
-        let mut file = File::open(path).map_err(|error| Error::Io {
-            path: path.to_path_buf(),
-            error,
-        })?;
+        let (file, record, span) = self.locate(index)?;
+        let path = &self.files[file];
+        let mut reader = self.sources[file].open()?;
         let mut bytes = Vec::new();
-        read_records(&mut file, path, &[(record, span)], &mut bytes)?;
+        read_records(reader.file(), path, &[(record, span)], &mut bytes)?;
         self.format.decode(path, record, &bytes)
     }
 
-    /// The file, the index in it and the span of record `index`.
-    fn locate(&self, index: usize) -> Result<(&Path, usize, RecordSpan)> {
+    /// The file number, the index in it and the span of record `index`.
+    fn locate(&self, index: usize) -> Result<(usize, usize, RecordSpan)> {
         if index >= self.len {
             return Err(Error::Config(format!(
                 "record {index} of a dataset of {} records",
@@ -104,7 +108,7 @@ impl RecordDataset {
         // the file after it).
         let file = self.starts.partition_point(|start| *start <= index) - 1;
         let record = index - self.starts[file];
-        Ok((&self.files[file], record, self.spans[file][record]))
+        Ok((file, record, self.spans[file][record]))
     }
 }
 

@@ -13,7 +13,7 @@ use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::format::{PartialIndex, RecordSpan, record_error};
+use crate::format::{Compression, PartialIndex, RecordSpan, record_error};
 
 /// TF's CRC mask: rotate right by 15 bits and add a constant, so that a CRC of data that
 /// itself contains CRCs stays well distributed.
@@ -125,30 +125,16 @@ fn index_partial_reader(
 }
 
 /// Why a record's length CRC failed, as far as its header tells: at the start of a file, one of
-/// TF's compressed record files (`TFRecordOptions(compression_type=...)`, which TF reads only
-/// when told) says so and how to decompress it.
+/// TF's compressed record files (`TFRecordOptions(compression_type=...)`) says so.
 fn bad_length_crc(header: &[u8; HEADER], offset: u64) -> String {
-    match compression(header).filter(|_| offset == 0) {
-        Some((kind, decompress)) => format!(
+    match Compression::of_header(header).filter(|_| offset == 0) {
+        Some(compression) => format!(
             "bad length CRC: this is a {kind}-compressed TFRecord file (TF's \
-             TFRecordOptions(compression_type=\"{kind}\")); only uncompressed ones are read: \
-             decompress it first ({decompress}), or write the shards without compression"
+             TFRecordOptions(compression_type=\"{kind}\")): `IndexedFile::open`, and the \
+             pipelines and datasets built on it, read it decompressed",
+            kind = compression.name()
         ),
         None => "bad length CRC: not a TFRecord file, or corrupt".into(),
-    }
-}
-
-/// The compression of a stream that starts with `start`, and how to undo it: GZIP for the
-/// magic `1f 8b` (RFC 1952), ZLIB for a header of deflate with a window of at most 32 KiB whose
-/// two bytes are a multiple of 31 (RFC 1950; TF writes `78 9c`). A TFRecord may start with
-/// any length, so only a failed length CRC asks.
-fn compression(start: &[u8; HEADER]) -> Option<(&'static str, &'static str)> {
-    let (cmf, flg) = (start[0], start[1]);
-    let zlib_header = cmf & 0x0f == 8 && cmf >> 4 <= 7 && u16::from_be_bytes([cmf, flg]) % 31 == 0;
-    match (cmf, flg) {
-        (0x1f, 0x8b) => Some(("GZIP", "`gunzip -c FILE > OUT`")),
-        _ if zlib_header => Some(("ZLIB", "Python's `zlib.decompressobj`")),
-        _ => None,
     }
 }
 

@@ -2,7 +2,6 @@
 //! chunk's bytes, decode and transform each record; and how its batcher packs the images into
 //! one [`HostBatch`].
 
-use std::fs::File;
 use std::sync::Arc;
 
 use rand::SeedableRng;
@@ -13,7 +12,7 @@ use super::layout::FileLayout;
 use super::record_cursor::WorkItem;
 use crate::buffer_pool::BufferPool;
 use crate::error::{Error, Result};
-use crate::format::read_records;
+use crate::format::{RecordReader, read_records};
 use crate::image::Planes;
 use crate::rng::Rng;
 use crate::transforms::Transform;
@@ -27,7 +26,7 @@ pub(crate) struct Sample {
 /// A reader thread's open file and the bytes of its last chunk.
 #[derive(Default)]
 pub(crate) struct FileScratch {
-    open: Option<(usize, File)>,
+    open: Option<(usize, RecordReader)>,
     bytes: Vec<u8>,
 }
 
@@ -65,20 +64,17 @@ impl Source for FileSource {
     type Scratch = FileScratch;
 
     /// Reads the bytes from the chunk's first record to the end of its last (records of a
-    /// chunk are consecutive in one file), reusing the open file when it is the same one.
+    /// chunk are consecutive in one file), reusing the open file when it is the same one. A
+    /// compressed file's records are read from its decompressed copy.
     fn load(&self, chunk: &[WorkItem], scratch: &mut FileScratch) -> Result<()> {
         let file = chunk[0].at.file;
         let path = self.layout.path(file);
         if scratch.open.as_ref().is_none_or(|(f, _)| *f != file) {
-            let opened = File::open(path).map_err(|error| Error::Io {
-                path: path.clone(),
-                error,
-            })?;
-            scratch.open = Some((file, opened));
+            scratch.open = Some((file, self.layout.open(file)?));
         }
         let (_, open) = scratch.open.as_mut().expect("opened above");
         let records: Vec<_> = chunk.iter().map(|w| (w.at.record, w.span)).collect();
-        read_records(open, path, &records, &mut scratch.bytes)
+        read_records(open.file(), path, &records, &mut scratch.bytes)
     }
 
     /// Decodes and transforms one record.

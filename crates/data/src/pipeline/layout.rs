@@ -1,17 +1,19 @@
 //! [`Layout`]: what the record cursor walks, files of records, whatever they are made of.
 //!
 //! Dataset files ([`FileLayout`]) are indexed once each, the first time the cursor enters
-//! them. A Burn `Dataset` is laid out as one single-record "file" per item
+//! them; a compressed file is read from a decompressed copy, of which a few are kept. A Burn `Dataset` is laid out as one single-record "file" per item
 //! ([`ItemLayout`](super::dataset::ItemLayout)), so that the cursor's per-epoch file shuffle is a
 //! full permutation of the items and its resume logic applies unchanged.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::corrupt_records::CorruptTally;
 use crate::error::{Error, Result};
-use crate::format::{RecordFormat, RecordSpan, record_error};
+use crate::format::{
+    IndexedFile, RecordFormat, RecordReader, RecordSource, RecordSpan, record_error,
+};
 
 /// Files of records, as the record cursor sees them.
 pub(crate) trait Layout: Send + Sync {
@@ -29,13 +31,28 @@ pub(crate) trait Layout: Send + Sync {
     fn record_error(&self, file: usize, record: usize, reason: String) -> Error;
 }
 
+/// How many compressed files keep their decompressed copies on disk for the readers: the cursor
+/// hands out one file's records at a time and readers trail it by a few chunks, so the copies
+/// of a few files serve them, and the disk holds a few files' decompressed sizes, not the
+/// dataset's. A file let go is decompressed again when read again (the next epoch).
+const KEPT_COPIES: usize = 3;
+
 /// Dataset files in a [`RecordFormat`], each indexed once.
 pub(crate) struct FileLayout {
     files: Vec<PathBuf>,
     format: Arc<dyn RecordFormat>,
     /// Where a file's broken framing is counted when corrupt records are skipped.
     tally: Arc<CorruptTally>,
-    indexes: Mutex<HashMap<usize, Arc<Vec<RecordSpan>>>>,
+    indexed: Mutex<Indexed>,
+}
+
+/// The files indexed so far.
+#[derive(Default)]
+struct Indexed {
+    /// Each indexed file's records and where to read them.
+    files: HashMap<usize, (Arc<Vec<RecordSpan>>, Arc<RecordSource>)>,
+    /// The compressed files whose copies are kept, the one read last at the back.
+    kept_copies: VecDeque<usize>,
 }
 
 impl FileLayout {
@@ -49,7 +66,7 @@ impl FileLayout {
             files,
             format,
             tally,
-            indexes: Mutex::default(),
+            indexed: Mutex::default(),
         }
     }
 
@@ -63,19 +80,58 @@ impl FileLayout {
         self.format.as_ref()
     }
 
+    /// Opens file `file` (indexed by the cursor before its records are handed out) for reading
+    /// its records: the file, or its decompressed copy (made again if it was let go).
+    pub(super) fn open(&self, file: usize) -> Result<RecordReader> {
+        let (_, source) = self.indexed(file)?;
+        source.open()
+    }
+
+    /// File `file`'s records and where to read them, indexing it the first time.
+    fn indexed(&self, file: usize) -> Result<(Arc<Vec<RecordSpan>>, Arc<RecordSource>)> {
+        let mut indexed = self.indexed.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = match indexed.files.get(&file) {
+            Some(entry) => entry.clone(),
+            None => {
+                let entry = self.index(file)?;
+                indexed.files.insert(file, entry.clone());
+                entry
+            }
+        };
+        if entry.1.compression().is_some() {
+            indexed.keep_copy(file);
+        }
+        Ok(entry)
+    }
+
     /// Indexes file `file`. When corrupt records are skipped, a file whose framing breaks (cut
     /// short, a bad length CRC) keeps the records before the break, and the break counts as
     /// one skipped record.
-    fn index(&self, file: usize) -> Result<Vec<RecordSpan>> {
+    fn index(&self, file: usize) -> Result<(Arc<Vec<RecordSpan>>, Arc<RecordSource>)> {
         let path = &self.files[file];
-        if !self.tally.skips() {
-            return self.format.index(path);
-        }
-        let index = self.format.index_partial(path)?;
-        if let Some(broken) = index.broken {
+        let format = self.format.as_ref();
+        let indexed = if self.tally.skips() {
+            IndexedFile::open_partial(format, path)?
+        } else {
+            IndexedFile::open(format, path)?
+        };
+        if let Some(broken) = indexed.broken {
             self.tally.record::<()>(Err(broken))?;
         }
-        Ok(index.spans)
+        Ok((Arc::new(indexed.spans), Arc::new(indexed.source)))
+    }
+}
+
+impl Indexed {
+    /// Marks compressed file `file` as read last, letting go of the copy of the file read
+    /// longest ago when more than [`KEPT_COPIES`] are kept.
+    fn keep_copy(&mut self, file: usize) {
+        self.kept_copies.retain(|kept| *kept != file);
+        self.kept_copies.push_back(file);
+        if self.kept_copies.len() > KEPT_COPIES {
+            let oldest = self.kept_copies.pop_front().expect("more than kept");
+            self.files[&oldest].1.release();
+        }
     }
 }
 
@@ -85,13 +141,7 @@ impl Layout for FileLayout {
     }
 
     fn spans(&self, file: usize) -> Result<Arc<Vec<RecordSpan>>> {
-        let mut indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(spans) = indexes.get(&file) {
-            return Ok(Arc::clone(spans));
-        }
-        let spans = Arc::new(self.index(file)?);
-        indexes.insert(file, Arc::clone(&spans));
-        Ok(spans)
+        Ok(self.indexed(file)?.0)
     }
 
     fn chunk_within_file(&self) -> bool {
@@ -100,5 +150,63 @@ impl Layout for FileLayout {
 
     fn record_error(&self, file: usize, record: usize, reason: String) -> Error {
         record_error(&self.files[file], record, reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use flate2::write::GzEncoder;
+
+    use super::*;
+    use crate::format::inception::TfExampleFormat;
+    use crate::format::tfrecord::TfRecordWriter;
+    use crate::pipeline::CorruptRecords;
+
+    /// The decompressed copies on disk whose names start with `prefix`.
+    fn copies_on_disk(prefix: &str) -> usize {
+        let names = std::fs::read_dir(std::env::temp_dir()).unwrap();
+        let names = names.map(|entry| entry.unwrap().file_name());
+        names
+            .filter(|name| name.to_string_lossy().starts_with(prefix))
+            .count()
+    }
+
+    /// Five GZIP-compressed files read in turn: the copies of the last three stay on disk, a
+    /// file let go is decompressed again when opened, and a reader keeps its copy until it
+    /// drops.
+    #[test]
+    fn only_the_copies_of_the_files_read_last_stay_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = format!("kept-copies-{}-", std::process::id());
+        let files: Vec<PathBuf> = (0..5)
+            .map(|i| {
+                let mut records = TfRecordWriter::new(Vec::new());
+                records.write(&[i; 100]).unwrap();
+                let mut gzip = GzEncoder::new(Vec::new(), flate2::Compression::default());
+                gzip.write_all(&records.into_inner().unwrap()).unwrap();
+                let path = dir.path().join(format!("{name}{i}"));
+                std::fs::write(&path, gzip.finish().unwrap()).unwrap();
+                path
+            })
+            .collect();
+        let tally = Arc::new(CorruptTally::new(CorruptRecords::Fail));
+        let layout = FileLayout::new(files, Arc::new(TfExampleFormat::new(2)), tally);
+        let on_disk = || copies_on_disk(&format!("towers-{name}"));
+        for file in 0..5 {
+            assert_eq!(layout.spans(file).unwrap().len(), 1);
+            assert_eq!(on_disk(), (file + 1).min(KEPT_COPIES), "after file {file}");
+        }
+        let reader = layout.open(2).unwrap();
+        for file in [0, 1, 3] {
+            let mut reader = layout.open(file).unwrap();
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(reader.file(), &mut bytes).unwrap();
+            assert_eq!(bytes[12], file as u8, "file {file}, made again");
+        }
+        assert_eq!(on_disk(), KEPT_COPIES + 1, "file 2's, held by its reader");
+        drop(reader);
+        assert_eq!(on_disk(), KEPT_COPIES);
     }
 }

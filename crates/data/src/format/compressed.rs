@@ -1,0 +1,177 @@
+//! Dataset files TF wrote compressed (`TFRecordOptions(compression_type="GZIP")` or `"ZLIB"`,
+//! the `compression_type` of `TFRecordDataset` and `FixedLengthRecordDataset`), and their
+//! decompressed copies.
+//!
+//! The readers take records by offset, from several threads at once, which a compressed
+//! stream cannot give: so a compressed file is decompressed once, streaming (the memory stays
+//! that of the decoder and a buffer), into a temporary file that is read as an uncompressed
+//! one and deleted when the last holder drops it. Decompression is the `flate2` crate's
+//! (already in the tree, through `image`'s PNG decoder).
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use flate2::read::{MultiGzDecoder, ZlibDecoder};
+use tempfile::TempPath;
+
+use crate::error::{Error, Result};
+
+/// How a dataset file is compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Compression {
+    /// GZIP (RFC 1952), as TF's `compression_type="GZIP"` and `gzip` write it.
+    Gzip,
+    /// ZLIB (RFC 1950), as TF's `compression_type="ZLIB"` writes it.
+    Zlib,
+}
+
+impl Compression {
+    /// The compression whose header `start` begins with, if any: GZIP for the magic `1f 8b`
+    /// and deflate (`08`), ZLIB for deflate with a window of at most 32 KiB and a header whose
+    /// two bytes are a multiple of 31 (TF writes `78 9c`). An uncompressed file may begin with
+    /// the same bytes (a TFRecord begins with any length): ask only when reading it as
+    /// uncompressed failed.
+    pub fn of_header(start: &[u8]) -> Option<Self> {
+        match *start {
+            [0x1f, 0x8b, 0x08, ..] => Some(Self::Gzip),
+            [cmf, flg, ..]
+                if cmf & 0x0f == 8 && cmf >> 4 <= 7 && u16::from_be_bytes([cmf, flg]) % 31 == 0 =>
+            {
+                Some(Self::Zlib)
+            }
+            _ => None,
+        }
+    }
+
+    /// The compression `path` begins with (see [`of_header`](Self::of_header)).
+    pub fn of_file(path: &Path) -> Result<Option<Self>> {
+        let mut start = Vec::with_capacity(3);
+        File::open(path)
+            .and_then(|file| file.take(3).read_to_end(&mut start))
+            .map_err(|error| Error::Io {
+                path: path.to_path_buf(),
+                error,
+            })?;
+        Ok(Self::of_header(&start))
+    }
+
+    /// TF's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Gzip => "GZIP",
+            Self::Zlib => "ZLIB",
+        }
+    }
+
+    /// A decoder of `compressed`. GZIP takes every member, as `gunzip` does.
+    fn decoder<'a>(self, compressed: impl Read + 'a) -> Box<dyn Read + 'a> {
+        match self {
+            Self::Gzip => Box::new(MultiGzDecoder::new(compressed)),
+            Self::Zlib => Box::new(ZlibDecoder::new(compressed)),
+        }
+    }
+}
+
+/// The decompressed contents of a compressed dataset file, in a temporary file (under
+/// `std::env::temp_dir()`: `TMPDIR` on Unix) that is deleted when this is dropped.
+#[derive(Debug)]
+pub(crate) struct DecompressedCopy {
+    path: TempPath,
+    /// Its size in bytes.
+    len: u64,
+}
+
+/// A copy and, when the compressed data ended in an error (corrupt, or cut short), the error:
+/// the copy then holds what decompressed before it.
+pub(crate) type Decompressed = (DecompressedCopy, Option<Error>);
+
+impl DecompressedCopy {
+    /// Decompresses `original` into a new temporary file. Failing to write the copy (a full
+    /// disk) is an error; corrupt compressed data gives the copy so far and the error, both
+    /// naming `original`.
+    pub(crate) fn new(original: &Path, compression: Compression) -> Result<Decompressed> {
+        let name = original.file_name().unwrap_or_default().to_string_lossy();
+        let failed = |doing: &str, error: std::io::Error| Error::File {
+            path: original.to_path_buf(),
+            reason: format!("{} {doing}: {error}", compression.name()),
+        };
+        let input = File::open(original).map_err(|error| Error::Io {
+            path: original.to_path_buf(),
+            error,
+        })?;
+        let (file, path) = tempfile::Builder::new()
+            .prefix(&format!("towers-{name}-"))
+            .tempfile()
+            .map_err(|e| failed("file: creating its decompressed copy", e))?
+            .into_parts();
+        let writing = |e| failed(&format!("file: writing its decompressed copy {path:?}"), e);
+        let mut out = BufWriter::new(file);
+        let mut decoder = compression.decoder(BufReader::new(input));
+        let (len, error) = copy_until_error(&mut decoder, &mut out).map_err(&writing)?;
+        out.flush().map_err(&writing)?;
+        let broken = error.map(|error| {
+            let reason = format!("data, corrupt or cut short after {len} decompressed bytes");
+            failed(&reason, error)
+        });
+        Ok((Self { path, len }, broken))
+    }
+
+    /// Where the copy is.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its size in bytes.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+/// Copies `decoder` to `out` until its end or its first read error (the compressed data's):
+/// the bytes copied and that error; `Err` is a write error. Unlike `io::copy`, it tells the
+/// two apart.
+fn copy_until_error(
+    decoder: &mut dyn Read,
+    out: &mut impl Write,
+) -> std::io::Result<(u64, Option<std::io::Error>)> {
+    let mut buffer = vec![0u8; 1 << 16];
+    let mut copied = 0u64;
+    loop {
+        let n = match decoder.read(&mut buffer) {
+            Ok(0) => return Ok((copied, None)),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Ok((copied, Some(e))),
+        };
+        out.write_all(&buffer[..n])?;
+        copied += n as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_told_apart() {
+        assert_eq!(
+            Compression::of_header(&[0x1f, 0x8b, 8, 0]),
+            Some(Compression::Gzip)
+        );
+        for zlib in [[0x78, 0x9c], [0x78, 0x01], [0x78, 0xda], [0x58, 0x85]] {
+            assert_eq!(Compression::of_header(&zlib), Some(Compression::Zlib));
+        }
+        // A TFRecord length, a CIFAR-10 label, deflate's window past 32 KiB, a bad check.
+        for other in [
+            &[12, 0, 0][..],
+            &[3, 0x50],
+            &[0x88, 0x98],
+            &[0x78, 0x9d],
+            &[0x1f],
+        ] {
+            assert_eq!(Compression::of_header(other), None, "{other:?}");
+        }
+    }
+}

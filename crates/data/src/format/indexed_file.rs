@@ -1,0 +1,105 @@
+//! [`IndexedFile`]: a dataset file's records, as its format indexed them, and where to read
+//! them: the file itself or, for a file TF wrote compressed, its decompressed copy.
+
+use std::path::Path;
+
+use crate::error::{Error, Result, While};
+use crate::format::compressed::DecompressedCopy;
+use crate::format::{Compression, PartialIndex, RecordFormat, RecordSource, RecordSpan};
+
+/// The records of one dataset file, as its [`RecordFormat`] indexed them.
+///
+/// A file that fails to index as it is and begins with a GZIP or ZLIB header is decompressed
+/// into a temporary file (see [`Compression`]) and indexed there: TF reads such files when
+/// told their `compression_type`, this reads them without being told. The copy needs the
+/// decompressed size free under `std::env::temp_dir()` (`TMPDIR`); it is deleted when its
+/// [`RecordSource`] lets it go or drops and no reader holds it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct IndexedFile {
+    /// The records before any break in the framing (all of them when there is none).
+    pub spans: Vec<RecordSpan>,
+    /// The break that ended the walk: the file is cut short or corrupt there. Only
+    /// [`open_partial`](Self::open_partial) keeps records before one.
+    pub broken: Option<Error>,
+    /// Where the spans point.
+    pub source: RecordSource,
+}
+
+impl IndexedFile {
+    /// Every record of `path`, or an error naming the file and the record where its framing
+    /// breaks ([`RecordFormat::index`]).
+    pub fn open(format: &dyn RecordFormat, path: &Path) -> Result<Self> {
+        Self::walk(path, false, |path: &Path| {
+            Ok(PartialIndex {
+                spans: format.index(path)?,
+                broken: None,
+            })
+        })
+    }
+
+    /// The records of `path` before any break in its framing, and the break
+    /// ([`RecordFormat::index_partial`]): compressed data that is corrupt or cut short is such
+    /// a break too, after the records decompressed before it.
+    pub fn open_partial(format: &dyn RecordFormat, path: &Path) -> Result<Self> {
+        Self::walk(path, true, |path: &Path| format.index_partial(path))
+    }
+
+    /// Indexes `path` with `walk`; if that fails or breaks and the file is compressed, indexes
+    /// its decompressed copy instead. `keep_before_break`: whether compressed data that ends
+    /// in an error keeps the records before it.
+    fn walk(
+        path: &Path,
+        keep_before_break: bool,
+        walk: impl Fn(&Path) -> Result<PartialIndex>,
+    ) -> Result<Self> {
+        let plain = |index: PartialIndex| Self {
+            spans: index.spans,
+            broken: index.broken,
+            source: RecordSource::plain(path),
+        };
+        let as_is = walk(path);
+        if as_is.as_ref().is_ok_and(|index| index.broken.is_none()) {
+            return as_is.map(plain);
+        }
+        // A file that cannot be read keeps the error that says so.
+        let Ok(Some(compression)) = Compression::of_file(path) else {
+            return as_is.map(plain);
+        };
+        // A file whose framing held for some records is taken as it is when it does not
+        // decompress: its first bytes only happened to look like a header.
+        let had_records = as_is.as_ref().is_ok_and(|index| !index.spans.is_empty());
+        let (copy, corrupt) = match DecompressedCopy::new(path, compression) {
+            Ok((_, Some(_))) | Err(_) if had_records => return as_is.map(plain),
+            Ok((_, Some(corrupt))) if !keep_before_break => return Err(corrupt),
+            decompressed => decompressed?,
+        };
+        let index = walk(copy.path()).map_err(|e| named_as(e, path, compression))?;
+        Ok(Self {
+            spans: index.spans,
+            broken: index
+                .broken
+                .map(|e| named_as(e, path, compression))
+                .or(corrupt),
+            source: RecordSource::copy(path, compression, copy),
+        })
+    }
+}
+
+/// `error`, which names a decompressed copy, naming the compressed file `original` instead and
+/// saying that the fault lies in its decompressed data.
+fn named_as(error: Error, original: &Path, compression: Compression) -> Error {
+    let within = format!("in its {}-decompressed data", compression.name());
+    match error {
+        Error::Record { record, error, .. } => Error::Record {
+            path: original.to_path_buf(),
+            record,
+            error: While::doing(within)(error),
+        },
+        Error::File { reason, .. } => Error::File {
+            path: original.to_path_buf(),
+            reason: format!("{within}: {reason}"),
+        },
+        other => other,
+    }
+}
