@@ -1,6 +1,6 @@
 """Writes crates/data/tests/data/tf_compressed: the same three records in TFRecord files written
 by TensorFlow itself, uncompressed (`none.tfrecord`) and with each of TF's compressions
-(`gzip.tfrecord`, `zlib.tfrecord`), for the error that names a compressed file.
+(`gzip.tfrecord`, `zlib.tfrecord`), which the readers must read as TF reads them.
 
     /tmp/tfvenv/bin/python scripts/tf_fixtures/compressed_tfrecords.py crates/data/tests/data/tf_compressed
 """
