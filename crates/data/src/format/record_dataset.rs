@@ -4,8 +4,9 @@
 //!
 //! The files are indexed once, when the dataset is opened; `get(i)` reads record `i`'s bytes
 //! and decodes them, no transform applied. A file TF wrote compressed is read from its
-//! decompressed copy ([`IndexedFile`]), kept while the dataset lives. CIFAR-10 images come out HWC with values 0..=255,
-//! TFRecord `tf.train.Example` images RGB in [0, 1], image folders as their codec decodes them.
+//! decompressed copy ([`IndexedFile`]), kept while the dataset lives. CIFAR-10 images come out
+//! HWC with values 0..=255, TFRecord `tf.train.Example` images RGB in [0, 1], image folders as
+//! their codec decodes them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! [`Layout`]: what the record cursor walks, files of records, whatever they are made of.
 //!
 //! Dataset files ([`FileLayout`]) are indexed once each, the first time the cursor enters
-//! them; a compressed file is read from a decompressed copy, of which a few are kept. A Burn `Dataset` is laid out as one single-record "file" per item
+//! them; a compressed file is read from a decompressed copy, of which a few are kept. A Burn
+//! `Dataset` is laid out as one single-record "file" per item
 //! ([`ItemLayout`](super::dataset::ItemLayout)), so that the cursor's per-epoch file shuffle is a
 //! full permutation of the items and its resume logic applies unchanged.
 
@@ -46,11 +47,14 @@ pub(crate) struct FileLayout {
     indexed: Mutex<Indexed>,
 }
 
+/// An indexed file's records and where to read them.
+type FileIndex = (Arc<Vec<RecordSpan>>, Arc<RecordSource>);
+
 /// The files indexed so far.
 #[derive(Default)]
 struct Indexed {
     /// Each indexed file's records and where to read them.
-    files: HashMap<usize, (Arc<Vec<RecordSpan>>, Arc<RecordSource>)>,
+    files: HashMap<usize, FileIndex>,
     /// The compressed files whose copies are kept, the one read last at the back.
     kept_copies: VecDeque<usize>,
 }
@@ -88,7 +92,7 @@ impl FileLayout {
     }
 
     /// File `file`'s records and where to read them, indexing it the first time.
-    fn indexed(&self, file: usize) -> Result<(Arc<Vec<RecordSpan>>, Arc<RecordSource>)> {
+    fn indexed(&self, file: usize) -> Result<FileIndex> {
         let mut indexed = self.indexed.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = match indexed.files.get(&file) {
             Some(entry) => entry.clone(),
@@ -107,7 +111,7 @@ impl FileLayout {
     /// Indexes file `file`. When corrupt records are skipped, a file whose framing breaks (cut
     /// short, a bad length CRC) keeps the records before the break, and the break counts as
     /// one skipped record.
-    fn index(&self, file: usize) -> Result<(Arc<Vec<RecordSpan>>, Arc<RecordSource>)> {
+    fn index(&self, file: usize) -> Result<FileIndex> {
         let path = &self.files[file];
         let format = self.format.as_ref();
         let indexed = if self.tally.skips() {
