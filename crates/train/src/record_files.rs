@@ -178,3 +178,26 @@ impl BatchSource for Pipeline {
 pub fn builtin_cifar10() -> Result<BuiltinCifar10> {
     Ok(BuiltinCifar10::create(2000, 2000, 1)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use towers_data::inception::TfExampleFormat;
+    use towers_data::transforms::InceptionEval;
+
+    use super::*;
+
+    /// The same three records in TFRecord files TF wrote uncompressed, GZIP and ZLIB
+    /// (towers-data's fixtures): each counts them, so an epoch's length (and the learning-rate
+    /// schedule built on it) does not depend on the compression.
+    #[test]
+    fn compressed_files_count_their_records() {
+        let tf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/tests/data/tf_compressed");
+        let files = ["none", "gzip", "zlib"].map(|name| tf.join(format!("{name}.tfrecord")));
+        let input = Input::new(
+            TfExampleFormat::new(2),
+            files.to_vec(),
+            InceptionEval::new(8),
+        );
+        assert_eq!(input.count_examples().unwrap(), 9);
+    }
+}
