@@ -15,7 +15,7 @@ use burn::data::dataset::{Dataset, DatasetError};
 
 use crate::error::{Error, Result};
 use crate::format::image_folder::ImageFolder;
-use crate::format::{Example, IndexedFile, RecordFormat, RecordSource, RecordSpan, read_records};
+use crate::format::{Example, IndexedFile, RecordFormat, RecordSpan, read_records};
 
 /// The records of dataset files, in file order, as a Burn `Dataset<Example>`.
 ///
@@ -33,10 +33,8 @@ use crate::format::{Example, IndexedFile, RecordFormat, RecordSource, RecordSpan
 pub struct RecordDataset {
     format: Arc<dyn RecordFormat>,
     files: Vec<PathBuf>,
-    /// Each file's records.
-    spans: Vec<Vec<RecordSpan>>,
-    /// Where each file's records are read from.
-    sources: Vec<RecordSource>,
+    /// Each file's records and where to read them.
+    indexed: Vec<IndexedFile>,
     /// The dataset index of each file's first record.
     starts: Vec<usize>,
     len: usize,
@@ -55,15 +53,13 @@ impl RecordDataset {
     /// Indexes `files` in `format`. A file whose framing is wrong is an error naming it (and
     /// the record, where it applies).
     pub fn open(format: Arc<dyn RecordFormat>, files: Vec<PathBuf>) -> Result<Self> {
-        let (spans, sources): (Vec<_>, Vec<_>) = files
+        let indexed = files
             .iter()
             .map(|path| IndexedFile::open(format.as_ref(), path))
-            .map(|indexed| indexed.map(|file| (file.spans, file.source)))
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .unzip();
-        let starts = spans
+            .collect::<Result<Vec<_>>>()?;
+        let starts = indexed
             .iter()
+            .map(|file| &file.spans)
             .scan(0, |next, file| {
                 let start = *next;
                 *next += file.len();
@@ -71,11 +67,10 @@ impl RecordDataset {
             })
             .collect();
         Ok(Self {
-            len: spans.iter().map(Vec::len).sum(),
+            len: indexed.iter().map(|file| file.spans.len()).sum(),
             format,
             files,
-            spans,
-            sources,
+            indexed,
             starts,
         })
     }
@@ -91,7 +86,7 @@ impl RecordDataset {
     pub fn try_get(&self, index: usize) -> Result<Example> {
         let (file, record, span) = self.locate(index)?;
         let path = &self.files[file];
-        let mut reader = self.sources[file].open()?;
+        let mut reader = self.indexed[file].source.open()?;
         let mut bytes = Vec::new();
         read_records(reader.file(), path, &[(record, span)], &mut bytes)?;
         self.format.decode(path, record, &bytes)
@@ -109,7 +104,7 @@ impl RecordDataset {
         // the file after it).
         let file = self.starts.partition_point(|start| *start <= index) - 1;
         let record = index - self.starts[file];
-        Ok((file, record, self.spans[file][record]))
+        Ok((file, record, self.indexed[file].spans[record]))
     }
 }
 
