@@ -6,16 +6,18 @@
 //! stream cannot give: so a compressed file is decompressed once, streaming (the memory stays
 //! that of the decoder and a buffer), into a temporary file that is read as an uncompressed
 //! one and deleted when the last holder drops it. Decompression is the `flate2` crate's
-//! (already in the tree, through `image`'s PNG decoder).
+//! (already in the tree, through `image`'s PNG decoder). A copy stops before it fills its disk
+//! ([`RoomKeepingWriter`]).
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::Path;
 
 use flate2::read::{MultiGzDecoder, ZlibDecoder};
 use tempfile::TempPath;
 
 use crate::error::{Error, Result};
+use crate::format::disk_room::{DiskSpace, RoomKeepingWriter};
 
 /// How a dataset file is compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,9 +91,18 @@ pub(crate) type Decompressed = (DecompressedCopy, Option<Error>);
 
 impl DecompressedCopy {
     /// Decompresses `original` into a new temporary file. Failing to write the copy (a full
-    /// disk) is an error; corrupt compressed data gives the copy so far and the error, both
-    /// naming `original`.
+    /// disk, or one whose [reserve](DiskSpace::reserve) it would eat into) is an error; corrupt
+    /// compressed data gives the copy so far and the error, both naming `original`.
     pub(crate) fn new(original: &Path, compression: Compression) -> Result<Decompressed> {
+        Self::new_on(original, compression, DiskSpace::of)
+    }
+
+    /// [`new`](Self::new), with `space` telling the room left on the copy's disk.
+    fn new_on(
+        original: &Path,
+        compression: Compression,
+        mut space: impl FnMut(&File) -> std::io::Result<Option<DiskSpace>>,
+    ) -> Result<Decompressed> {
         let name = original.file_name().unwrap_or_default().to_string_lossy();
         let failed = |doing: &str, error: std::io::Error| Error::File {
             path: original.to_path_buf(),
@@ -107,7 +118,7 @@ impl DecompressedCopy {
             .map_err(|e| failed("file: creating its decompressed copy", e))?
             .into_parts();
         let writing = |e| failed(&format!("file: writing its decompressed copy {path:?}"), e);
-        let mut out = BufWriter::new(file);
+        let mut out = RoomKeepingWriter::new(&file, || space(&file));
         let mut decoder = compression.decoder(BufReader::new(input));
         let (len, error) = copy_until_error(&mut decoder, &mut out).map_err(&writing)?;
         out.flush().map_err(&writing)?;
@@ -173,5 +184,54 @@ mod tests {
         ] {
             assert_eq!(Compression::of_header(other), None, "{other:?}");
         }
+    }
+
+    /// The GZIP compression of `bytes` zeros (a thousand to one).
+    fn gzipped_zeros(bytes: usize) -> Vec<u8> {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        encoder.write_all(&vec![0u8; bytes]).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn a_copy_that_would_fill_its_disk_stops_and_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let bomb = dir.path().join("bomb.tfrecord");
+        std::fs::write(&bomb, gzipped_zeros(16 << 20)).unwrap();
+        // A disk of 100 MiB with 10 left, which shrinks by a MiB at each look.
+        let mut looks = 0;
+        let shrinking = |_: &File| {
+            looks += 1;
+            let free = (10u64 << 20).saturating_sub(looks << 20);
+            Ok(Some(DiskSpace {
+                free,
+                total: 100 << 20,
+            }))
+        };
+        let copies = || {
+            let names = std::fs::read_dir(std::env::temp_dir()).unwrap();
+            let names = names.map(|entry| entry.unwrap().file_name());
+            names
+                .filter(|name| name.to_string_lossy().starts_with("towers-bomb.tfrecord-"))
+                .count()
+        };
+        let error = DecompressedCopy::new_on(&bomb, Compression::Gzip, shrinking).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&bomb.display().to_string()),
+            "{message}"
+        );
+        assert!(
+            message.contains("GZIP file: writing its decompressed copy"),
+            "{message}"
+        );
+        // The looks at 0 to 3 MiB written found room for the next MiB and the 5 MiB reserve;
+        // the one at 4 MiB found only the reserve free.
+        assert!(message.contains("stopped after 4194304 bytes"), "{message}");
+        assert!(message.contains("set TMPDIR"), "{message}");
+        assert_eq!(copies(), 0, "the copy was left behind");
+        // With room, the same file decompresses whole.
+        let (copy, broken) = DecompressedCopy::new(&bomb, Compression::Gzip).unwrap();
+        assert_eq!((copy.len(), broken.is_none()), (16 << 20, true));
     }
 }

@@ -8,11 +8,13 @@
 //! - [`synthetic`]: built-in data for demos and tests.
 //! - [`IndexedFile`] (`indexed_file.rs`): a file's records as its format indexed them, and the
 //!   [`RecordSource`] (`record_source.rs`) to read them from: the file, or for a file TF wrote
-//!   GZIP- or ZLIB-compressed ([`Compression`], `compressed.rs`), its decompressed copy.
+//!   GZIP- or ZLIB-compressed ([`Compression`], `compressed.rs`), its decompressed copy,
+//!   written so that it leaves its disk room (`disk_room.rs`).
 //! - [`RecordDataset`] (`record_dataset.rs`): files of any format as a Burn `Dataset`.
 
 pub mod cifar10;
 mod compressed;
+mod disk_room;
 pub mod image_folder;
 pub mod inception;
 mod indexed_file;
