@@ -27,14 +27,21 @@ pub(crate) struct DiskSpace {
 }
 
 impl DiskSpace {
-    /// The space of the file system that holds `file`.
+    /// The space of the file system that holds `file`; `None` where it reports no size (some
+    /// FUSE and network file systems say 0 of 0 bytes free).
     #[cfg(unix)]
     pub(crate) fn of(file: &File) -> io::Result<Option<Self>> {
         let stats = rustix::fs::fstatvfs(file)?;
-        Ok(Some(Self {
-            free: stats.f_bavail.saturating_mul(stats.f_frsize),
-            total: stats.f_blocks.saturating_mul(stats.f_frsize),
-        }))
+        Ok(Self::reported(
+            stats.f_bavail.saturating_mul(stats.f_frsize),
+            stats.f_blocks.saturating_mul(stats.f_frsize),
+        ))
+    }
+
+    /// The space a file system reports, `None` when it reports no size.
+    #[cfg(unix)]
+    fn reported(free: u64, total: u64) -> Option<Self> {
+        (total > 0).then_some(Self { free, total })
     }
 
     /// `None`: not asked outside Unix, where copies are limited by the disk alone.
@@ -197,6 +204,14 @@ mod tests {
             (of(100 * MIB), of(20 << 30), of(1 << 40)),
             (5 * MIB, 1 << 30, 1 << 30)
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_system_without_a_size_is_not_limited() {
+        assert_eq!(DiskSpace::reported(0, 0), None);
+        let space = DiskSpace::reported(6 * MIB, 100 * MIB);
+        assert_eq!(space.map(DiskSpace::has_room), Some(true));
     }
 
     #[cfg(unix)]
