@@ -1,7 +1,7 @@
 //! The backend extension behind [`super::softmax_cross_entropy`], and which devices it routes.
 
 use burn::backend::tensor::{FloatTensor, IntTensor};
-use burn::backend::{Backend, DispatchDevice, TensorMetadata};
+use burn::backend::{Backend, TensorMetadata};
 use burn::tensor::{Device, IndexingUpdateOp, Shape};
 
 pub(super) use routing::SoftmaxCrossEntropy;
@@ -38,11 +38,12 @@ mod routing {
 /// Whether the extension routes `device`'s backend (autodiff over it included): the backends
 /// this crate was built for; the rest panic in the extension, so they take Burn's loss.
 pub(super) fn routed(device: &Device) -> bool {
+    // Named in full, not imported: built without a backend feature, no arm uses it.
     match device.clone().inner().as_dispatch() {
         #[cfg(feature = "flex")]
-        DispatchDevice::Flex(_) => true,
+        burn::backend::DispatchDevice::Flex(_) => true,
         #[cfg(feature = "gpu")]
-        DispatchDevice::Cube(_) => true,
+        burn::backend::DispatchDevice::Cube(_) => true,
         _ => false,
     }
 }
