@@ -12,7 +12,7 @@ use std::io::{self, Write};
 
 /// Bytes written between two looks at the free space. `fstatvfs` costs about a microsecond;
 /// writing this much takes about a millisecond.
-pub(crate) const CHECK_EVERY: u64 = 1 << 20;
+const CHECK_EVERY: u64 = 1 << 20;
 
 /// The largest reserve: 1 GiB, however large the file system.
 const MOST_RESERVED: u64 = 1 << 30;
@@ -68,10 +68,9 @@ impl DiskSpace {
 pub(crate) struct RoomKeepingWriter<W, S> {
     inner: W,
     space: S,
-    /// Bytes written in all.
+    /// Bytes written in all. No write passes a multiple of [`CHECK_EVERY`], so `space` is
+    /// asked whenever this is one.
     written: u64,
-    /// Bytes written since `space` was last asked; `None` before the first write.
-    since_check: Option<u64>,
 }
 
 impl<W: Write, S: FnMut() -> io::Result<Option<DiskSpace>>> RoomKeepingWriter<W, S> {
@@ -81,7 +80,6 @@ impl<W: Write, S: FnMut() -> io::Result<Option<DiskSpace>>> RoomKeepingWriter<W,
             inner,
             space,
             written: 0,
-            since_check: None,
         }
     }
 
@@ -107,17 +105,13 @@ impl<W: Write, S: FnMut() -> io::Result<Option<DiskSpace>>> RoomKeepingWriter<W,
 
 impl<W: Write, S: FnMut() -> io::Result<Option<DiskSpace>>> Write for RoomKeepingWriter<W, S> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let since_check = match self.since_check {
-            Some(bytes) if bytes < CHECK_EVERY => bytes,
-            _ => {
-                self.check_room()?;
-                0
-            }
-        };
+        let since_check = self.written % CHECK_EVERY;
+        if since_check == 0 {
+            self.check_room()?;
+        }
         // At most up to the next check, so that no write passes one.
         let room = (CHECK_EVERY - since_check).min(buf.len() as u64) as usize;
         let n = self.inner.write(&buf[..room])?;
-        self.since_check = Some(since_check + n as u64);
         self.written += n as u64;
         Ok(n)
     }
