@@ -19,6 +19,7 @@ use burn::tensor::{Device, Tensor};
 use crate::error::{Error, ErrorChain, Result};
 use crate::reduce::Layout;
 use crate::running_state::{self, RunningStats, Selection};
+use crate::stderr_line::eprint_line;
 
 /// The processes (ranks) of one data-parallel job, and their two collectives.
 ///
@@ -209,9 +210,9 @@ pub(crate) fn mean_gradients(
 /// skipped on every rank (each rank sees the same sums, so each skips); `None`.
 pub(crate) fn skipped_not_finite<T>(processes: &dyn CrossProcess) -> Option<T> {
     if processes.rank() == 0 {
-        eprintln!(
+        eprint_line(
             "warning: the gradient summed across ranks is not finite (a 16-bit wire format \
-             overflows beyond its range: f16 at 65,504); this update is skipped on every rank"
+             overflows beyond its range: f16 at 65,504); this update is skipped on every rank",
         );
     }
     None

@@ -24,6 +24,8 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
+use crate::stderr_line::eprint_line;
+
 /// What happens to running state (batch-norm statistics and the like, see [`RunningStates`])
 /// after each update; named `average` and `first_tower` in config files. More may come
 /// (`#[non_exhaustive]`).
@@ -212,11 +214,11 @@ impl Detection {
                 let named = |path: &str| names.iter().any(|n| path.rsplit('.').next() == Some(n));
                 let (kept, left): (Vec<_>, Vec<_>) = changed.partition(|(_, path)| named(path));
                 for (_, path) in left {
-                    eprintln!(
+                    eprint_line(&format!(
                         "warning: `{path}` is running state (the first training step changed \
                          it, and it is not trained), but not among the names the towers keep \
                          in sync ({names:?}): each replica keeps its own"
-                    );
+                    ));
                 }
                 kept.into_iter().map(|(id, _)| id).collect()
             }

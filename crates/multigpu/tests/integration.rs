@@ -8,6 +8,7 @@ mod loss_scaling;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod running_state;
+mod stderr_line;
 mod token_weights;
 mod towers;
 mod tuning;

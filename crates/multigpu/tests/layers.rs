@@ -7,10 +7,11 @@ use towers_testing::layers::Layering;
 
 const LAYERING: Layering = Layering {
     layers: &[
-        // Beside everything: the error, the host-sync counter, and what the towers and the
-        // ranks share untyped.
+        // Beside everything: the error, the host-sync counter, whole lines on stderr, and what
+        // the towers and the ranks share untyped.
         "error",
         "host_syncs",
+        "stderr_line",
         "batch",
         "buckets",
         "wire_format",

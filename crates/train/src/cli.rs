@@ -197,7 +197,7 @@ impl TrainArgs {
             if let Some(report) = tuning::TuningReport::now()
                 && tuning::tunes(&devices)
             {
-                eprintln!("{report}");
+                towers_multigpu::eprint_line(&report.to_string());
             }
             if let Some(file) = &self.save_tuning {
                 tuning::save_tuning_bundle_for(file, &devices)?;

@@ -4,6 +4,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use towers_multigpu::eprint_line;
+
 use crate::error::{Error, ErrorChain, Result};
 
 /// The policy for records that fail to decode.
@@ -83,7 +85,10 @@ impl CorruptTally {
                 last: Box::new(error),
             });
         }
-        eprintln!("warning: skipped corrupt record: {}", ErrorChain(&error));
+        eprint_line(&format!(
+            "warning: skipped corrupt record: {}",
+            ErrorChain(&error)
+        ));
         Ok(None)
     }
 }

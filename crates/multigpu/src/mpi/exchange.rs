@@ -18,6 +18,7 @@ use mpi::request::{Request, Scope, scope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
+use crate::stderr_line::eprint_line;
 use crate::wire_format::Wire;
 
 /// The tag of the "I have reached this exchange" messages.
@@ -290,11 +291,11 @@ impl Exchange<'_> {
     /// rank's (`difference`).
     fn mismatched(&self, other: i32, difference: &str) -> ! {
         let me = self.world.rank();
-        eprintln!(
+        eprint_line(&format!(
             "error: rank {me}: the exchange of {} (exchange {}) does not match rank {other}'s: \
              {difference}; ending the job on every rank",
             self.what, self.number
-        );
+        ));
         self.world.abort(MISMATCHED)
     }
 
@@ -320,11 +321,11 @@ impl Exchange<'_> {
         } else {
             "every rank reached it, but it did not finish (a network failure?)".to_string()
         };
-        eprintln!(
+        eprint_line(&format!(
             "error: rank {me}: the exchange of {} (exchange {}) timed out after {:?}: {who}; \
              ending the job on every rank",
             self.what, self.number, self.timeout
-        );
+        ));
         self.world.abort(TIMED_OUT)
     }
 }

@@ -28,6 +28,7 @@ pub use config::MpiConfig;
 use crate::buckets;
 use crate::cross_process::CrossProcess;
 use crate::error::{Error, Result};
+use crate::stderr_line::eprint_line;
 use crate::wire_format::Wire;
 use exchange::{Collective, Exchange};
 
@@ -295,10 +296,10 @@ impl CrossProcess for Mpi {
     }
 
     fn abort(&self, message: &str) -> ! {
-        eprintln!(
+        eprint_line(&format!(
             "error: rank {}: {message}; ending the job on every rank",
             self.rank
-        );
+        ));
         self.universe.world().abort(1)
     }
 

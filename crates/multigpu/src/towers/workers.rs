@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
+use crate::stderr_line::eprint_line;
 
 /// The exit code of a process ended by [`TowersConfig::tower_timeout`]: `EX_SOFTWARE` of
 /// `sysexits.h`.
@@ -190,16 +191,16 @@ fn name_late_towers(ends: &Receiver<usize>, towers: &[TowerDevice], patience: Pa
                     .collect();
                 let late = late.join(", ");
                 if patience.timeout.is_some_and(|timeout| waited >= timeout) {
-                    eprintln!(
+                    eprint_line(&format!(
                         "error: towers: {late} still running its step after {waited:?} \
                          (TowersConfig::tower_timeout): ending the process, since a tower's \
                          device call cannot be interrupted"
-                    );
+                    ));
                     std::process::exit(HUNG_TOWER_EXIT_CODE);
                 }
-                eprintln!(
+                eprint_line(&format!(
                     "warning: towers: {late} still running its step after {waited:?}; waiting on"
-                );
+                ));
             }
             // Every task has ended.
             Err(RecvTimeoutError::Disconnected) => return,

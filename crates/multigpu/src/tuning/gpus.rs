@@ -14,6 +14,7 @@ use cubecl_environment::persistence::{self, Origin};
 use super::device_tunes;
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result, panic_message};
+use crate::stderr_line::eprint_line;
 
 /// One GPU a run tunes on, as a bundle's manifest records it (one `EnvironmentInfo` each).
 pub(super) struct Gpu {
@@ -103,7 +104,7 @@ pub(super) fn recorded_in(file: &Path) -> Result<Vec<Gpu>> {
         })
         .collect();
     let names: Vec<&str> = gpus.iter().map(|gpu| gpu.device.as_str()).collect();
-    eprintln!(
+    eprint_line(&format!(
         "tuning: loading {} (CubeCL {}, tuned on {})",
         file.display(),
         manifest.cubecl_version,
@@ -111,7 +112,7 @@ pub(super) fn recorded_in(file: &Path) -> Result<Vec<Gpu>> {
             true => "GPUs not recorded".to_string(),
             false => names.join(", "),
         }
-    );
+    ));
     Ok(gpus)
 }
 
@@ -149,12 +150,12 @@ pub(super) fn share_tuning(tuned_on: &[Gpu], run: &[Gpu]) {
             continue;
         };
         let copied = copy_tuning(&namespaces, &source.tuning_key, &gpu.tuning_key);
-        eprintln!(
+        eprint_line(&format!(
             "tuning: {} takes the {copied} kernels tuned on {}, the same GPU ({})",
             gpu.entry(),
             source.entry(),
             gpu.model()
-        );
+        ));
     }
 }
 

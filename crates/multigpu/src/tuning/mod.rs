@@ -34,6 +34,7 @@ use cubecl_runtime::config::CubeClRuntimeConfig;
 use cubecl_runtime::config::autotune::AutotuneLogLevel;
 
 use crate::devices::TowerDevice;
+use crate::stderr_line::eprint_line;
 
 mod bundle;
 #[cfg(feature = "gpu")]
@@ -85,7 +86,7 @@ fn warn_once(record: &log::Record<'_>) {
         true => " (further CubeCL warnings not shown)",
         false => "",
     };
-    eprintln!("towers: tuning: CubeCL warns, {message}{more}");
+    eprint_line(&format!("towers: tuning: CubeCL warns, {message}{more}"));
     warned.push(message);
 }
 
@@ -105,10 +106,10 @@ impl log::Log for TuningLines {
         }
         let tuned = TUNED.fetch_add(1, Ordering::Relaxed) + 1;
         let elapsed = STARTED.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
-        eprintln!(
+        eprint_line(&format!(
             "towers: tuning kernel {tuned} ({elapsed:.1} s): {}",
             record.args()
-        );
+        ));
     }
 
     fn flush(&self) {}

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use burn::module::Module;
 use towers_kernels::{Bf16Kernel, Precision, bf16_kernel};
-use towers_multigpu::{Timeline, TowerDevice, Towers, Track};
+use towers_multigpu::{Timeline, TowerDevice, Towers, Track, eprint_line};
 
 use super::checkpointed_input::JobInput;
 use super::input_start::{next_batch, seeded_step};
@@ -338,11 +338,11 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         }
         // A checkpoint keeps replica 0: make sure every replica holds the same weights.
         if let Some(check) = run.towers.check_replicas().filter(|c| c.rebroadcast) {
-            eprintln!(
+            eprint_line(&format!(
                 "step {}: replicas differed from replica 0 by up to {:.3e} (a parameter's sum); \
                  they now hold its weights",
                 run.step, check.max_difference
-            );
+            ));
         }
         let path = ckpts.save(Checkpoint {
             step: run.step,

@@ -7,7 +7,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use towers_multigpu::Timeline;
+use towers_multigpu::{Timeline, eprint_line};
 
 /// Watches a timeline's current phase on a thread of its own; stops when dropped.
 pub(super) struct Watchdog {
@@ -31,12 +31,12 @@ impl Watchdog {
                 };
                 if since.elapsed() > after && reported != Some(since) {
                     reported = Some(since);
-                    eprintln!(
+                    eprint_line(&format!(
                         "warning: rank {rank}: still in `{phase}` after {:.1?} (the other \
                          ranks end the job at {:.1?} without this rank)",
                         since.elapsed(),
                         2 * after
-                    );
+                    ));
                 }
             }
         };
