@@ -10,6 +10,8 @@
 //!   [`RecordSource`] (`record_source.rs`) to read them from: the file, or for a file TF wrote
 //!   GZIP- or ZLIB-compressed ([`Compression`], `compressed.rs`), its decompressed copy,
 //!   written so that it leaves its disk room (`disk_room.rs`).
+//! - A TFRecord index stops with an error before it would take the memory the process needs
+//!   (`memory_room.rs`): a file of tiny records needs an index about its own size.
 //! - [`RecordDataset`] (`record_dataset.rs`): files of any format as a Burn `Dataset`.
 
 pub mod cifar10;
@@ -18,6 +20,7 @@ mod disk_room;
 pub mod image_folder;
 pub mod inception;
 mod indexed_file;
+mod memory_room;
 mod record_bytes;
 mod record_dataset;
 mod record_format;

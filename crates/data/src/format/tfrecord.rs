@@ -9,10 +9,11 @@
 //! the ones on crates.io bring a TensorFlow-sized dependency tree for a 20-line framing.
 
 use std::fs::File;
-use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, ErrorKind, Read, Seek, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::format::memory_room::{Memory, grow_within_memory};
 use crate::format::{Compression, PartialIndex, RecordSpan, record_error};
 
 /// TF's CRC mask: rotate right by 15 bits and add a constant, so that a CRC of data that
@@ -35,7 +36,8 @@ pub fn index(path: &Path) -> Result<Vec<RecordSpan>> {
 }
 
 /// [`index`], keeping the records before a framing error (see [`PartialIndex`]); only an I/O
-/// error is an `Err`.
+/// error, or an index that would take more memory than there is (`memory_room.rs`), is an
+/// `Err`.
 pub fn index_partial(path: &Path) -> Result<PartialIndex> {
     let io = |error| Error::Io {
         path: path.to_path_buf(),
@@ -43,13 +45,13 @@ pub fn index_partial(path: &Path) -> Result<PartialIndex> {
     };
     let file = File::open(path).map_err(io)?;
     let size = file.metadata().map_err(io)?.len();
-    index_partial_reader(BufReader::new(file), size, path)
+    index_partial_reader(BufReader::new(file), size, path, Memory::now)
 }
 
 /// [`index`] of the `size` bytes of `reader`; `path` names them in errors. Memory grows with
 /// the records found, never with a length field: a length past the end is an error.
 pub fn index_reader(reader: impl Read + Seek, size: u64, path: &Path) -> Result<Vec<RecordSpan>> {
-    complete(index_partial_reader(reader, size, path)?)
+    complete(index_partial_reader(reader, size, path, Memory::now)?)
 }
 
 /// The spans, or the framing error.
@@ -60,11 +62,12 @@ fn complete(index: PartialIndex) -> Result<Vec<RecordSpan>> {
     }
 }
 
-/// [`index_partial`] of the `size` bytes of `reader`.
+/// [`index_partial`] of the `size` bytes of `reader`, in the `memory` it reports.
 fn index_partial_reader(
     mut reader: impl Read + Seek,
     size: u64,
     path: &Path,
+    memory: impl Fn() -> Option<Memory>,
 ) -> Result<PartialIndex> {
     let io = |error| Error::Io {
         path: path.to_path_buf(),
@@ -111,11 +114,17 @@ fn index_partial_reader(
                 broken: Some(broken),
             });
         };
+        grow_within_memory(&mut spans, &memory)
+            .map_err(|reason| record_error(path, spans.len(), reason))?;
         spans.push(RecordSpan {
             offset: offset + HEADER as u64,
             len: len as usize + FOOTER,
         });
-        reader.seek(SeekFrom::Start(end)).map_err(io)?;
+        // Relative, so that a `BufReader` keeps its buffer: a file of small records is read a
+        // buffer at a time, not a read and a seek per record (`SeekFrom::Start` drops it).
+        // At most the file's size: no wrap.
+        let data_and_footer = (end - offset - HEADER as u64) as i64;
+        reader.seek_relative(data_and_footer).map_err(io)?;
         offset = end;
     }
     Ok(PartialIndex {
@@ -295,5 +304,47 @@ mod tests {
             let msg = report(&error);
             assert_error_names(&msg, &["record 1", "runs past the end"]);
         }
+    }
+
+    /// A file of empty records (16 bytes each, as much as their spans take) indexes in the
+    /// memory there is, and stops with an error naming the file and the record where the index
+    /// would take more than half of what is left.
+    #[test]
+    fn an_index_stops_before_it_takes_the_memory_left() {
+        let records = 5000;
+        let bytes = hand_framed(b"").repeat(records);
+        let size = bytes.len() as u64;
+        let reader = || std::io::Cursor::new(&bytes);
+        // Growth from 4096 to 8192 spans takes 64 KiB; with 128 KiB free it fits.
+        let memory = |available| {
+            move || {
+                Some(Memory {
+                    available,
+                    total: 1 << 30,
+                })
+            }
+        };
+        let path = "tiny-records".as_ref();
+        let index = index_partial_reader(reader(), size, path, memory(128 << 10)).unwrap();
+        assert_eq!(index.spans.len(), records);
+        assert_eq!(
+            index.spans[records - 1],
+            RecordSpan {
+                offset: 16 * 4999 + 12,
+                len: 4
+            }
+        );
+        let error =
+            index_partial_reader(reader(), size, path, memory((128 << 10) - 1)).unwrap_err();
+        let msg = report(&error);
+        assert_error_names(
+            &msg,
+            &[
+                "tiny-records",
+                "record 4096",
+                "index of 4096 records",
+                "memory available",
+            ],
+        );
     }
 }
