@@ -60,12 +60,15 @@ fn child_trainer() {
 }
 
 fn start(dir: &Path) -> Watched {
-    Watched::start(child(
+    let mut trainer = child(
         &towers_testing::test_name!("child_trainer"),
         dir.to_str().unwrap(),
         &[],
         "true",
-    ))
+    );
+    // The child's built-in data in `dir` too: a second signal exits without deleting it.
+    trainer.env("TMPDIR", dir);
+    Watched::start(trainer)
 }
 
 #[test]
