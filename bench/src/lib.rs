@@ -1,6 +1,6 @@
 //! What the benchmarks (`src/bin/bench_*.rs`) share: their command line, their batch, their
 //! optimizer and how they summarize timings; the nets, layer timing, loopback servers, input
-//! stages and batch uploads that some of them use; and a test that counts a loss's kernel
+//! stages, record indexing and batch uploads that some of them use; and a test that counts a loss's kernel
 //! launches (`penalty_launches`). Their figures, and the commands that reproduce them, are in
 //! `bench/README.md`.
 
@@ -11,6 +11,7 @@ pub mod layer_timing;
 pub mod loopback;
 #[cfg(all(test, feature = "gpu"))]
 mod penalty_launches;
+pub mod record_index;
 #[cfg(feature = "gpu")]
 pub mod step_counts;
 pub mod upload;

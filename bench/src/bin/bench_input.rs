@@ -4,13 +4,15 @@
 //! decode and the 299x299 distortions). Each row is the median of 3 rounds; its CPU ms per
 //! image (all threads) is what other load on the machine barely changes.
 //!
-//! cargo run --release -p towers-bench --bin bench_input [-- --only cifar10|inception] [--stages|--decoders|--upload]
+//! cargo run --release -p towers-bench --bin bench_input [-- --only cifar10|inception] [--stages|--decoders|--upload|--index FILE]
 //!
 //! `--stages` prints instead where one reader's time goes per Inception image (read, parse,
 //! decode, crop and resize, colour, batch copy), in that thread's CPU time; `--decoders` the
 //! CPU time per image of the JPEG decoders (ours, libjpeg-turbo's as TF's, against zune-jpeg);
 //! `--upload` the time of handing a CIFAR-10 and an Inception batch to a tower's device
-//! (`TOWERS_BENCH_DEVICE`, default flex) as a view of the batch, against a copy first.
+//! (`TOWERS_BENCH_DEVICE`, default flex) as a view of the batch, against a copy first;
+//! `--index FILE` the time to index a TFRecord file of 2 million 100-byte records (written there
+//! first when absent; its tf.data peer is `bench/peers/tf_count_records.py`).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -56,6 +58,10 @@ struct Args {
     /// Print the time of uploading a batch to `TOWERS_BENCH_DEVICE` instead.
     #[arg(long)]
     upload: bool,
+    /// Print the time of indexing this TFRecord file of small records instead (written first
+    /// when absent).
+    #[arg(long)]
+    index: Option<PathBuf>,
 }
 
 /// One input to measure: files, format, distortions and batch size.
@@ -75,6 +81,9 @@ fn main() -> anyhow::Result<()> {
         let (entry, device) = towers_bench::bench_device();
         towers_bench::upload::print(&entry, &device);
         return Ok(());
+    }
+    if let Some(file) = &args.index {
+        return towers_bench::record_index::print(file);
     }
     if args.only != Some(Input::Inception) && !args.stages && !args.decoders {
         let builtin;
