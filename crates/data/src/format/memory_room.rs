@@ -11,8 +11,9 @@
 //! each time, so it asks about log2(records) times, each a read of `/proc/meminfo` and the
 //! cgroup's files (tens of microseconds).
 //!
-//! The numbers come from `sysinfo` (in Burn's tree as burn-train's system metrics), which
-//! knows cgroup v1 and v2 and the other systems' calls.
+//! The numbers come from `sysinfo` (the version burn-train's system metrics use), which knows
+//! cgroup v1 and v2 and the other systems' calls: by hand it would be a parser of
+//! `/proc/meminfo` and of two cgroup layouts, on Linux alone.
 
 /// The memory a process may still use, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
