@@ -5,13 +5,15 @@
 //! The readers take records by offset, from several threads at once, which a compressed
 //! stream cannot give: so a compressed file is decompressed once, streaming (the memory stays
 //! that of the decoder and a buffer), into a temporary file that is read as an uncompressed
-//! one and deleted when the last holder drops it. Decompression is the `flate2` crate's
-//! (already in the tree, through `image`'s PNG decoder). A copy stops before it fills its disk
-//! ([`RoomKeepingWriter`]).
+//! one and deleted when the last holder drops it. On Linux that file has no name
+//! ([`CopyFile`]), so that the kernel deletes it however the process ends: a copy can be
+//! gigabytes, and a second Ctrl-C, a `kill -9` or a crash runs no destructor. Decompression is
+//! the `flate2` crate's (already in the tree, through `image`'s PNG decoder). A copy stops
+//! before it fills its disk ([`RoomKeepingWriter`]).
 
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use flate2::read::{MultiGzDecoder, ZlibDecoder};
 use tempfile::TempPath;
@@ -80,9 +82,57 @@ impl Compression {
 /// `std::env::temp_dir()`: `TMPDIR` on Unix) that is deleted when this is dropped.
 #[derive(Debug)]
 pub(crate) struct DecompressedCopy {
-    path: TempPath,
+    file: CopyFile,
     /// Its size in bytes.
     len: u64,
+}
+
+/// The temporary file of a copy, and a path that opens it (readers open it, each with its own
+/// position in it).
+#[derive(Debug)]
+enum CopyFile {
+    /// A file without a name, held open: the kernel deletes it when the last descriptor
+    /// closes, at the latest when the process ends. Opened again through `/proc/self/fd`,
+    /// which gives each opener a position of its own.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Unnamed { _held: File, path: PathBuf },
+    /// A named temporary file, deleted on drop: where a file cannot be opened again without
+    /// a name (no `/proc`, not Linux).
+    Named(TempPath),
+}
+
+impl CopyFile {
+    /// A new temporary file for the copy of `name`, and a descriptor to write it through.
+    fn create(name: &str) -> std::io::Result<(File, Self)> {
+        #[cfg(target_os = "linux")]
+        if let Some(unnamed) = Self::unnamed() {
+            return Ok(unnamed);
+        }
+        let (file, path) = tempfile::Builder::new()
+            .prefix(&format!("towers-{name}-"))
+            .tempfile()?
+            .into_parts();
+        Ok((file, Self::Named(path)))
+    }
+
+    /// A file without a name (tempfile's: `O_TMPFILE`, or created and unlinked at once), if
+    /// `/proc/self/fd` opens it.
+    #[cfg(target_os = "linux")]
+    fn unnamed() -> Option<(File, Self)> {
+        use std::os::fd::AsRawFd;
+        let file = tempfile::tempfile().ok()?;
+        let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        File::open(&path).ok()?;
+        let writer = file.try_clone().ok()?;
+        Some((writer, Self::Unnamed { _held: file, path }))
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Self::Unnamed { path, .. } => path,
+            Self::Named(path) => path,
+        }
+    }
 }
 
 /// A copy and, when the compressed data ended in an error (corrupt, or cut short), the error:
@@ -112,12 +162,15 @@ impl DecompressedCopy {
             path: original.to_path_buf(),
             error,
         })?;
-        let (file, path) = tempfile::Builder::new()
-            .prefix(&format!("towers-{name}-"))
-            .tempfile()
-            .map_err(|e| failed("file: creating its decompressed copy", e))?
-            .into_parts();
-        let writing = |e| failed(&format!("file: writing its decompressed copy {path:?}"), e);
+        let (file, copy) = CopyFile::create(&name)
+            .map_err(|e| failed("file: creating its decompressed copy", e))?;
+        let dir = std::env::temp_dir();
+        let writing = |e| {
+            failed(
+                &format!("file: writing its decompressed copy in {dir:?}"),
+                e,
+            )
+        };
         let mut out = RoomKeepingWriter::new(&file, || space(&file));
         let mut decoder = compression.decoder(BufReader::new(input));
         let (len, error) = copy_until_error(&mut decoder, &mut out).map_err(&writing)?;
@@ -126,12 +179,12 @@ impl DecompressedCopy {
             let reason = format!("data, corrupt or cut short after {len} decompressed bytes");
             failed(&reason, error)
         });
-        Ok((Self { path, len }, broken))
+        Ok((Self { file: copy, len }, broken))
     }
 
-    /// Where the copy is.
+    /// A path that opens the copy.
     pub(crate) fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
     /// Its size in bytes.
@@ -233,5 +286,48 @@ mod tests {
         // With room, the same file decompresses whole.
         let (copy, broken) = DecompressedCopy::new(&bomb, Compression::Gzip).unwrap();
         assert_eq!((copy.len(), broken.is_none()), (16 << 20, true));
+    }
+
+    /// A copy leaves nothing behind however its process ends: a child process makes one, reads
+    /// it back through its path, and is killed (SIGKILL: no destructor runs) while it holds it.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_killed_process_leaves_no_copy() {
+        use std::io::BufRead;
+        const BYTES: usize = 1 << 20;
+        if let Some(original) = towers_testing::child::role() {
+            let (copy, _) = DecompressedCopy::new(original.as_ref(), Compression::Gzip).unwrap();
+            assert_eq!(std::fs::read(copy.path()).unwrap(), vec![0; BYTES]);
+            println!("copied");
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            unreachable!("killed before");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (original, tmp) = (dir.path().join("zeros.gz"), dir.path().join("tmp"));
+        std::fs::write(&original, gzipped_zeros(BYTES)).unwrap();
+        std::fs::create_dir(&tmp).unwrap();
+        let test = towers_testing::test_name!("a_killed_process_leaves_no_copy");
+        let mut child = towers_testing::child::child(&test, original.to_str().unwrap(), &[], "")
+            .env("TMPDIR", &tmp)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let said = stdout.lines().map_while(|line| line.ok());
+        assert!(
+            // After libtest's `test NAME ... `, on the same line.
+            said.take(20).any(|line| line.ends_with("copied")),
+            "the child made no copy"
+        );
+        // The copy is in `tmp`: held by a descriptor (without a name), or named there.
+        let in_tmp = |path: PathBuf| path.starts_with(&tmp);
+        let held = std::fs::read_dir(format!("/proc/{}/fd", child.id())).unwrap();
+        let mut held = held.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok());
+        let named = std::fs::read_dir(&tmp).unwrap().next().is_some();
+        assert!(held.any(in_tmp) || named, "no copy in {tmp:?}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
     }
 }

@@ -160,6 +160,7 @@ impl Layout for FileLayout {
 #[cfg(test)]
 mod tests {
     use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
 
     use flate2::write::GzEncoder;
 
@@ -168,13 +169,28 @@ mod tests {
     use crate::format::tfrecord::TfRecordWriter;
     use crate::pipeline::CorruptRecords;
 
-    /// The decompressed copies on disk whose names start with `prefix`.
-    fn copies_on_disk(prefix: &str) -> usize {
-        let names = std::fs::read_dir(std::env::temp_dir()).unwrap();
-        let names = names.map(|entry| entry.unwrap().file_name());
-        names
-            .filter(|name| name.to_string_lossy().starts_with(prefix))
-            .count()
+    /// The decompressed copies alive whose contents are among `contents`: named in the
+    /// temporary directory, or (on Linux) without a name, held by this process's descriptors
+    /// (counted once per file, however many descriptors hold it).
+    fn copies_alive(contents: &[Vec<u8>]) -> usize {
+        let paths = std::fs::read_dir(std::env::temp_dir()).unwrap();
+        let named = paths.map(|entry| entry.unwrap().path());
+        let held = std::fs::read_dir("/proc/self/fd").into_iter().flatten();
+        let held = held.filter_map(|fd| Some(fd.ok()?.path()));
+        let mut files = std::collections::HashSet::new();
+        for path in named.chain(held) {
+            // Regular files only: reading a pipe or a socket could block.
+            let Ok(metadata) = std::fs::metadata(&path) else {
+                continue;
+            };
+            let ours = metadata.is_file()
+                && (metadata.len() as usize) == contents[0].len()
+                && std::fs::read(&path).is_ok_and(|bytes| contents.contains(&bytes));
+            if ours {
+                files.insert((metadata.dev(), metadata.ino()));
+            }
+        }
+        files.len()
     }
 
     /// Five GZIP-compressed files read in turn: the copies of the last three stay on disk, a
@@ -183,21 +199,26 @@ mod tests {
     #[test]
     fn only_the_copies_of_the_files_read_last_stay_on_disk() {
         let dir = tempfile::tempdir().unwrap();
-        let name = format!("kept-copies-{}-", std::process::id());
-        let files: Vec<PathBuf> = (0..5)
+        // Records no other test writes, so that its copies are told apart by their contents.
+        let contents: Vec<Vec<u8>> = (0..5u8)
             .map(|i| {
                 let mut records = TfRecordWriter::new(Vec::new());
-                records.write(&[i; 100]).unwrap();
+                records.write(&[0xa0 + i; 100]).unwrap();
+                records.into_inner().unwrap()
+            })
+            .collect();
+        let files: Vec<PathBuf> = (contents.iter().enumerate())
+            .map(|(i, records)| {
                 let mut gzip = GzEncoder::new(Vec::new(), flate2::Compression::default());
-                gzip.write_all(&records.into_inner().unwrap()).unwrap();
-                let path = dir.path().join(format!("{name}{i}"));
+                gzip.write_all(records).unwrap();
+                let path = dir.path().join(format!("kept-copies-{i}"));
                 std::fs::write(&path, gzip.finish().unwrap()).unwrap();
                 path
             })
             .collect();
         let tally = Arc::new(CorruptTally::new(CorruptRecords::Fail));
         let layout = FileLayout::new(files, Arc::new(TfExampleFormat::new(2)), tally);
-        let on_disk = || copies_on_disk(&format!("towers-{name}"));
+        let on_disk = || copies_alive(&contents);
         for file in 0..5 {
             assert_eq!(layout.spans(file).unwrap().len(), 1);
             assert_eq!(on_disk(), (file + 1).min(KEPT_COPIES), "after file {file}");
@@ -207,7 +228,7 @@ mod tests {
             let mut reader = layout.open(file).unwrap();
             let mut bytes = Vec::new();
             std::io::Read::read_to_end(reader.file(), &mut bytes).unwrap();
-            assert_eq!(bytes[12], file as u8, "file {file}, made again");
+            assert_eq!(bytes[12], 0xa0 + file as u8, "file {file}, made again");
         }
         assert_eq!(on_disk(), KEPT_COPIES + 1, "file 2's, held by its reader");
         drop(reader);
