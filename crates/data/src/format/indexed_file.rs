@@ -13,7 +13,8 @@ use crate::format::{Compression, PartialIndex, RecordFormat, RecordSource, Recor
 /// into a temporary file (see [`Compression`]) and indexed there: TF reads such files when
 /// told their `compression_type`, this reads them without being told. The copy needs the
 /// decompressed size free under `std::env::temp_dir()` (`TMPDIR`); it is deleted when its
-/// [`RecordSource`] lets it go or drops and no reader holds it.
+/// [`RecordSource`] lets it go or drops and no reader holds it, and on Linux, where it has no
+/// name, also when the process ends without dropping it (a kill).
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct IndexedFile {
