@@ -17,7 +17,7 @@ const RECORD_BYTES: usize = 100;
 /// Timed rounds; the median is printed.
 const ROUNDS: usize = 5;
 
-/// Writes `file` ([`RECORDS`] records of [`RECORD_BYTES`]) unless it exists, then prints the
+/// Writes `file` (`RECORDS` records of `RECORD_BYTES`) unless it exists, then prints the
 /// median time of indexing it, warm in the page cache.
 pub fn print(file: &Path) -> anyhow::Result<()> {
     if !file.exists() {
