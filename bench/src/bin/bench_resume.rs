@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use burn_towers::data::{InputPosition, PipelineConfig, RecordAt, Share};
 use burn_towers::models::{Cifar10Config, Cifar10Net};
-use burn_towers::multigpu::Processes;
+use burn_towers::multigpu::{Processes, eprint_line};
 use burn_towers::train::{Checkpoint, Input, TrainConfig, Trainer, builtin_cifar10, mpi_job};
 use serde_json::Value;
 
@@ -172,7 +172,7 @@ fn main() -> anyhow::Result<()> {
     if let Err(error) = measure(&job) {
         // Said and ended here: a rank that returned its error would first wait in MPI's
         // finalize for the ranks still waiting for it, saying nothing until their deadline.
-        eprintln!("rank {}: {error:#}", job.rank());
+        eprint_line(&format!("rank {}: {error:#}", job.rank()));
         std::process::exit(1);
     }
     Ok(())

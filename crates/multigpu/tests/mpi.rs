@@ -15,7 +15,7 @@ use burn::tensor::{Device, Int, Tensor};
 use towers_data::{HostBatch, image_loss};
 use towers_models::weight_decays;
 use towers_multigpu::mpi::{Mpi, MpiConfig};
-use towers_multigpu::{CrossProcess, Towers, TowersConfig, Wire, parse_devices};
+use towers_multigpu::{CrossProcess, Towers, TowersConfig, Wire, eprint_line, parse_devices};
 use towers_testing::assert_error_names;
 use towers_testing::batches::{batch, split};
 use towers_testing::compare::{assert_close, values};
@@ -128,21 +128,13 @@ fn rank() {
     }
 }
 
-/// `line` on stderr in one write, so that the ranks' lines do not interleave in mpirun's output.
-fn say(line: String) {
-    use std::io::Write;
-    let _ = std::io::stderr()
-        .lock()
-        .write_all(format!("{line}\n").as_bytes());
-}
-
 /// `towers` joined to the job. A refusal is printed by every rank, which then wait for each
 /// other, so that every rank has said it before the job ends.
 fn join<M: Module>(towers: Towers<M>, mpi: &Arc<Mpi>) -> Towers<M> {
     match towers.across_processes(mpi.clone()) {
         Ok(towers) => towers,
         Err(error) => {
-            say(format!("rank {} refused: {error}", mpi.rank()));
+            eprint_line(&format!("rank {} refused: {error}", mpi.rank()));
             mpi.any("every refusal printed", true);
             panic!("refused");
         }
@@ -190,7 +182,7 @@ fn train<M: Module>(
                 after, before,
                 "rank {rank}: a skipped update changed the model"
             );
-            say(format!("rank {rank}: skipped the overflowing update"));
+            eprint_line(&format!("rank {rank}: skipped the overflowing update"));
             continue;
         }
         if scenario.contains("accumulate") {
@@ -227,7 +219,7 @@ fn fail_on_rank_one<M: Module>(
         before,
         "rank {rank}: a failed step changed the model"
     );
-    say(format!("rank {rank}: the step failed: {error}"));
+    eprint_line(&format!("rank {rank}: the step failed: {error}"));
 }
 
 /// `mpirun` of [`rank`] in `scenario`, with rank 0's values written to `out`.
