@@ -14,6 +14,7 @@
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use flate2::read::{MultiGzDecoder, ZlibDecoder};
 use tempfile::TempPath;
@@ -97,7 +98,8 @@ enum CopyFile {
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Unnamed { _held: File, path: PathBuf },
     /// A named temporary file, deleted on drop: where a file cannot be opened again without
-    /// a name (no `/proc`, not Linux).
+    /// a name (no `/proc`, not Linux), or where half the process's descriptors already hold
+    /// copies.
     Named(TempPath),
 }
 
@@ -116,15 +118,24 @@ impl CopyFile {
     }
 
     /// A file without a name (tempfile's: `O_TMPFILE`, or created and unlinked at once), if
-    /// `/proc/self/fd` opens it.
+    /// `/proc/self/fd` opens it and fewer than [`most_held_open`] are held.
     #[cfg(target_os = "linux")]
     fn unnamed() -> Option<(File, Self)> {
         use std::os::fd::AsRawFd;
-        let file = tempfile::tempfile().ok()?;
-        let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        File::open(&path).ok()?;
-        let writer = file.try_clone().ok()?;
-        Some((writer, Self::Unnamed { _held: file, path }))
+        if HELD_OPEN.fetch_add(1, Ordering::Relaxed) >= most_held_open() {
+            HELD_OPEN.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        let made = tempfile::tempfile().ok().and_then(|file| {
+            let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+            File::open(&path).ok()?;
+            let writer = file.try_clone().ok()?;
+            Some((writer, Self::Unnamed { _held: file, path }))
+        });
+        if made.is_none() {
+            HELD_OPEN.fetch_sub(1, Ordering::Relaxed);
+        }
+        made
     }
 
     fn path(&self) -> &Path {
@@ -133,6 +144,28 @@ impl CopyFile {
             Self::Named(path) => path,
         }
     }
+}
+
+impl Drop for CopyFile {
+    fn drop(&mut self) {
+        if let Self::Unnamed { .. } = self {
+            HELD_OPEN.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The copies without a name that this process holds open, a descriptor each.
+static HELD_OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// How many copies may be held open without a name: half the process's descriptors (its soft
+/// limit, often 1024), so that a `RecordDataset` of ImageNet's 1024 compressed shards, which
+/// keeps every copy, leaves the rest of the process its files; the copies past that are named.
+#[cfg(target_os = "linux")]
+fn most_held_open() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    limit.map_or(usize::MAX, |limit| {
+        usize::try_from(limit / 2).unwrap_or(usize::MAX)
+    })
 }
 
 /// A copy and, when the compressed data ended in an error (corrupt, or cut short), the error:
@@ -329,5 +362,49 @@ mod tests {
         child.wait().unwrap();
         let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
         assert!(left.is_empty(), "left behind: {left:?}");
+    }
+
+    /// Copies without a name hold a descriptor each, so past half the process's descriptors
+    /// they are named: a child process limited to 64 descriptors makes 70 copies, of which 32
+    /// have no name, still opens 20 files at once (without the cap the copies took all but a
+    /// few descriptors), and reads every copy back.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn copies_past_half_the_descriptors_are_named() {
+        const COPIES: usize = 70;
+        if let Some(original) = towers_testing::child::role() {
+            let copies: Vec<DecompressedCopy> = (0..COPIES)
+                .map(
+                    |i| match DecompressedCopy::new(original.as_ref(), Compression::Gzip) {
+                        Ok((copy, _)) => copy,
+                        Err(error) => panic!("copy {i}: {error}"),
+                    },
+                )
+                .collect();
+            let unnamed = (copies.iter())
+                .filter(|copy| matches!(copy.file, CopyFile::Unnamed { .. }))
+                .count();
+            assert_eq!(unnamed, 32);
+            let open: std::io::Result<Vec<File>> = (0..20).map(|_| File::open(&original)).collect();
+            assert!(open.is_ok(), "no descriptors left: {:?}", open.err());
+            for copy in &copies {
+                assert_eq!(std::fs::read(copy.path()).unwrap(), vec![0; 1000]);
+            }
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let original = dir.path().join("zeros.gz");
+        std::fs::write(&original, gzipped_zeros(1000)).unwrap();
+        let test = towers_testing::test_name!("copies_past_half_the_descriptors_are_named");
+        let child =
+            towers_testing::child::child(&test, original.to_str().unwrap(), &[], "ulimit -n 64")
+                .env("TMPDIR", dir.path())
+                .output()
+                .unwrap();
+        let said = String::from_utf8_lossy(&child.stdout) + String::from_utf8_lossy(&child.stderr);
+        assert!(
+            child.status.success() && said.contains("1 passed"),
+            "{said}"
+        );
     }
 }
