@@ -69,20 +69,23 @@ pub(crate) fn grow_within_memory<T>(
     Ok(())
 }
 
+/// A report of `available` bytes of memory, of four times as many in all, for the tests of
+/// what asks.
+#[cfg(test)]
+pub(crate) fn reporting(available: u64) -> impl Fn() -> Option<Memory> {
+    move || {
+        Some(Memory {
+            available,
+            total: 4 * available,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
-
-    fn memory(available: u64) -> impl FnOnce() -> Option<Memory> {
-        move || {
-            Some(Memory {
-                available,
-                total: 4 * available,
-            })
-        }
-    }
 
     #[test]
     fn a_vec_with_spare_capacity_does_not_ask() {
@@ -96,14 +99,14 @@ mod tests {
     fn a_full_vec_doubles_while_memory_holds_twice_the_growth() {
         let mut items: Vec<u64> = vec![0; MIB as usize];
         // Doubling takes 8 MiB more: 16 MiB available is just enough.
-        grow_within_memory(&mut items, memory(16 * MIB)).unwrap();
+        grow_within_memory(&mut items, reporting(16 * MIB)).unwrap();
         assert_eq!(items.capacity(), 2 * MIB as usize);
     }
 
     #[test]
     fn a_full_vec_stays_as_it_is_when_memory_holds_less() {
         let mut items: Vec<u64> = vec![0; MIB as usize];
-        let error = grow_within_memory(&mut items, memory(16 * MIB - 1)).unwrap_err();
+        let error = grow_within_memory(&mut items, reporting(16 * MIB - 1)).unwrap_err();
         assert_eq!(items.capacity(), MIB as usize);
         for words in [
             "index of 1048576 records would grow by 8388608 bytes",
@@ -117,7 +120,7 @@ mod tests {
     #[test]
     fn small_and_unreported_growth_is_taken() {
         let mut items: Vec<u16> = Vec::new();
-        grow_within_memory(&mut items, memory(2 * LEAST_GROWTH as u64 * 2)).unwrap();
+        grow_within_memory(&mut items, reporting(2 * LEAST_GROWTH as u64 * 2)).unwrap();
         assert_eq!(items.capacity(), LEAST_GROWTH);
         let mut items: Vec<u64> = vec![0; LEAST_GROWTH];
         grow_within_memory(&mut items, || None).unwrap();

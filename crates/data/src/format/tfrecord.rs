@@ -199,6 +199,7 @@ mod tests {
     use towers_testing::{assert_error_names, report};
 
     use super::*;
+    use crate::format::memory_room::reporting;
 
     #[test]
     fn masked_crc_matches_tensorflow() {
@@ -316,16 +317,8 @@ mod tests {
         let size = bytes.len() as u64;
         let reader = || std::io::Cursor::new(&bytes);
         // Growth from 4096 to 8192 spans takes 64 KiB; with 128 KiB free it fits.
-        let memory = |available| {
-            move || {
-                Some(Memory {
-                    available,
-                    total: 1 << 30,
-                })
-            }
-        };
         let path = "tiny-records".as_ref();
-        let index = index_partial_reader(reader(), size, path, memory(128 << 10)).unwrap();
+        let index = index_partial_reader(reader(), size, path, reporting(128 << 10)).unwrap();
         assert_eq!(index.spans.len(), records);
         assert_eq!(
             index.spans[records - 1],
@@ -335,7 +328,7 @@ mod tests {
             }
         );
         let error =
-            index_partial_reader(reader(), size, path, memory((128 << 10) - 1)).unwrap_err();
+            index_partial_reader(reader(), size, path, reporting((128 << 10) - 1)).unwrap_err();
         let msg = report(&error);
         assert_error_names(
             &msg,
