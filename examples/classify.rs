@@ -1,18 +1,27 @@
-//! Classifies image files (JPEG or PNG, greyscale included) with Inception v3 or the CIFAR-10
-//! network: the top classes and their probabilities, as text or one JSON object per image.
+//! Classifies image files (JPEG or PNG, greyscale included) with Inception v3, ResNet-50 or
+//! -18, or the CIFAR-10 network: the top classes and their probabilities, as text or one JSON
+//! object per image.
 //!
 //! ```text
 //! cargo run --release --example classify -- --model inception --weights inception_v3.ckpt \
 //!     --labels imagenet_labels.txt cat.jpg dog.png
+//! cargo run --release --example classify -- --model resnet50 --weights resnet50.pth cat.jpg
 //! cargo run --release --example classify -- --model cifar10 --weights /tmp/cifar10_train --json plane.png
 //! ```
+//!
+//! ResNets take torchvision's evaluation preprocessing (`TorchvisionEval`: resize, center
+//! crop, ImageNet's mean and deviation), as its weights expect.
 
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
-use burn_towers::data::transforms::{CifarEval, InceptionEval};
-use burn_towers::models::{Cifar10Config, InceptionV3Config};
+use burn_towers::data::transforms::{CifarEval, InceptionEval, TorchvisionEval};
+use burn_towers::models::weights::{TfNamed, TorchNamed};
+use burn_towers::models::{
+    BasicBlock, Bottleneck, Cifar10Config, ImageClassifier, InceptionV3Config, ResNet,
+    ResNetConfig, ResidualBlock,
+};
 use burn_towers::train::{
     CifarImage, Prediction, WeightsArgs, classify, is_pytorch_file, load_weights, parse_args,
     read_labels,
@@ -21,6 +30,8 @@ use burn_towers::train::{
 #[derive(Clone, Copy, ValueEnum)]
 enum Model {
     Inception,
+    Resnet50,
+    Resnet18,
     Cifar10,
 }
 
@@ -32,12 +43,12 @@ struct Args {
     /// Which network the weights are for.
     #[arg(long, value_enum)]
     model: Model,
-    /// A TF checkpoint, a torchvision state dict (`.pth`, Inception v3 only), one of ours (file
-    /// or train directory) or a `.safetensors` export.
+    /// A TF checkpoint (Inception v3, CIFAR-10), a torchvision state dict (`.pth`: Inception
+    /// v3, the ResNets), one of ours (file or train directory) or a `.safetensors` export.
     #[arg(long)]
     weights: PathBuf,
     /// Outputs of the logits (default: 1001 for Inception, TF's ImageNet layout, 1000 with
-    /// torchvision's weights; 10 for CIFAR-10).
+    /// torchvision's weights and for the ResNets; 10 for CIFAR-10).
     #[arg(long)]
     num_classes: Option<usize>,
     /// Class names: one per line, or `label<TAB>name` lines (the `labels.txt` of a training run).
@@ -46,9 +57,14 @@ struct Args {
     /// Classes to print per image.
     #[arg(long, default_value_t = 5)]
     top_k: usize,
-    /// Side of the model's square input (default: 299 for Inception, 24 for CIFAR-10).
+    /// Side of the model's square input (default: 299 for Inception, 224 for the ResNets, 24
+    /// for CIFAR-10).
     #[arg(long)]
     image_size: Option<usize>,
+    /// ResNets: the shorter side before the center crop (default: 256 for 224, as
+    /// torchvision's `IMAGENET1K_V1` weights; their `IMAGENET1K_V2` take 232).
+    #[arg(long)]
+    resize_size: Option<usize>,
     /// One JSON object per image instead of text.
     #[arg(long)]
     json: bool,
@@ -76,6 +92,8 @@ fn main() -> anyhow::Result<()> {
             eprintln!("{report}");
             classify(&model, &args.images, &InceptionEval::new(size), args.top_k)?
         }
+        Model::Resnet50 => classify_resnet::<Bottleneck>(&args, ResNetConfig::resnet50(1000))?,
+        Model::Resnet18 => classify_resnet::<BasicBlock>(&args, ResNetConfig::resnet18(1000))?,
         Model::Cifar10 => {
             let size = args.image_size.unwrap_or(24);
             let model = Cifar10Config::new()
@@ -100,6 +118,31 @@ fn main() -> anyhow::Result<()> {
         print(prediction, &labels, args.json);
     }
     Ok(())
+}
+
+/// The images under a ResNet of `Block`s in `stages`' layout, through torchvision's
+/// evaluation preprocessing.
+fn classify_resnet<Block>(args: &Args, stages: ResNetConfig) -> anyhow::Result<Vec<Prediction>>
+where
+    Block: ResidualBlock + 'static,
+    ResNet<Block>: ImageClassifier + TfNamed + TorchNamed,
+{
+    let size = args.image_size.unwrap_or(224);
+    let model = stages
+        .with_num_classes(args.num_classes.unwrap_or(1000))
+        .with_image_size(size)
+        .init::<Block>(&args.run.device()?);
+    let (model, report) = load_weights(model, &args.weights, args.run.load_options())?;
+    eprintln!("{report}");
+    let mut eval = TorchvisionEval::new(size);
+    if let Some(resize) = args.resize_size {
+        anyhow::ensure!(
+            resize >= size,
+            "--resize-size {resize} is less than the crop, {size}"
+        );
+        eval = eval.with_resize_size(resize);
+    }
+    Ok(classify(&model, &args.images, &eval, args.top_k)?)
 }
 
 fn print(prediction: &Prediction, labels: &[String], json: bool) {

@@ -10,20 +10,25 @@
 //! With `--data-dir` (TF's ImageNet shards or an image folder `DIR/<class>/<image>`),
 //! torchvision's reference recipe at a batch of 32 ([`TrainConfig::resnet`]: 224x224, SGD with
 //! momentum 0.9 at 0.0125, the recipe's 0.1 for 256 images scaled, decayed by 0.1 every 30
-//! epochs, weight decay 0.0001) on Inception's
-//! input pipeline (its distortions; pixels scaled to [-1, 1], not torchvision's mean and
-//! deviation, which fine-tuning from torchvision's weights then adapts to). Without it, a run
-//! on the built-in data ([`TrainConfig::resnet_builtin`]), then precision@1 on its held-out
-//! images. Ctrl-C stops after a checkpoint.
+//! epochs, weight decay 0.0001) and its preprocessing (`TorchvisionTrain`: a random crop of 8%
+//! to 100% of the area resized, a flip, ImageNet's mean and deviation; what torchvision's
+//! weights expect); `--preprocessing inception` takes TF's Inception distortions instead
+//! (pixels in [-1, 1]). Without it, a run on the built-in data
+//! ([`TrainConfig::resnet_builtin`]), then precision@1 on its held-out images through the
+//! matching evaluation preprocessing. Ctrl-C stops after a checkpoint.
 
-use clap::Parser;
+use std::path::Path;
 
-use burn_towers::data::transforms::InceptionTrain;
+use clap::{Parser, ValueEnum};
+
+use burn_towers::data::transforms::{
+    InceptionEval, InceptionTrain, TorchvisionEval, TorchvisionTrain,
+};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{BasicBlock, Bottleneck};
 use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResidualBlock};
 use burn_towers::train::{
-    InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trainer, mpi_job, parse_args,
+    InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trained, Trainer, mpi_job, parse_args,
 };
 
 #[derive(Parser)]
@@ -40,6 +45,57 @@ struct Args {
     /// Outputs of the logits; the data's when absent.
     #[arg(long)]
     num_classes: Option<usize>,
+    /// The input preprocessing: torchvision's (what its ResNet weights expect) or TF's
+    /// Inception distortions.
+    #[arg(long, value_enum, default_value_t = Preprocessing::Torchvision)]
+    preprocessing: Preprocessing,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Preprocessing {
+    Torchvision,
+    Inception,
+}
+
+impl Preprocessing {
+    /// The training images of `data_dir` (the built-in data without one) through this
+    /// preprocessing's training transform.
+    fn open(self, data_dir: Option<&Path>, image_size: usize) -> anyhow::Result<InceptionData> {
+        let split = Split::Train;
+        Ok(match self {
+            Self::Torchvision => InceptionData::open(
+                data_dir,
+                split,
+                image_size,
+                TorchvisionTrain::new(image_size),
+            )?,
+            Self::Inception => {
+                InceptionData::open(data_dir, split, image_size, InceptionTrain::new(image_size))?
+            }
+        })
+    }
+
+    /// On the built-in data, precision@1 on its held-out images through this preprocessing's
+    /// evaluation transform.
+    fn report_held_out<M: ImageClassifier>(
+        self,
+        data: &InceptionData,
+        trained: &Trained<M>,
+        image_size: usize,
+        readers: usize,
+    ) -> anyhow::Result<()> {
+        match self {
+            Self::Torchvision => {
+                let eval = TorchvisionEval::new(image_size);
+                data.report_builtin_held_out_through(trained, eval, readers)?;
+            }
+            Self::Inception => {
+                let eval = InceptionEval::new(image_size);
+                data.report_builtin_held_out_through(trained, eval, readers)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -66,8 +122,7 @@ where
         Some(_) => args.train.config(TrainConfig::resnet())?,
         None => args.train.builtin_config(TrainConfig::resnet_builtin())?,
     };
-    let train = InceptionTrain::new(image_size);
-    let data = InceptionData::open(data_dir, Split::Train, image_size, train)?;
+    let data = args.preprocessing.open(data_dir, image_size)?;
     println!("training data: {}", data.description);
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
     let model = stages
@@ -91,7 +146,8 @@ where
         return Ok(());
     }
     args.train.report(&trained)?;
-    data.report_builtin_held_out(&trained, image_size, readers)?;
+    args.preprocessing
+        .report_held_out(&data, &trained, image_size, readers)?;
     // Last: the evaluation's kernels are tuned too.
     Ok(args.train.end_tuning()?)
 }

@@ -1,8 +1,8 @@
 //! What the benchmarks (`src/bin/bench_*.rs`) share: their command line, their batch, their
 //! optimizer and how they summarize timings; the nets, layer timing, loopback servers, input
-//! stages, record indexing and batch uploads that some of them use; and a test that counts a
-//! loss's kernel launches (`penalty_launches`). Their figures, and the commands that reproduce
-//! them, are in `bench/README.md`.
+//! stages, record indexing, torchvision's preprocessing and batch uploads that some of them
+//! use; and a test that counts a loss's kernel launches (`penalty_launches`). Their figures,
+//! and the commands that reproduce them, are in `bench/README.md`.
 
 pub mod cifar_net;
 pub mod input_stages;
@@ -14,6 +14,7 @@ mod penalty_launches;
 pub mod record_index;
 #[cfg(feature = "gpu")]
 pub mod step_counts;
+pub mod torchvision_eval;
 pub mod upload;
 
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! decode and the 299x299 distortions). Each row is the median of 3 rounds; its CPU ms per
 //! image (all threads) is what other load on the machine barely changes.
 //!
-//! cargo run --release -p towers-bench --bin bench_input [-- --only cifar10|inception] [--stages|--decoders|--upload|--index FILE]
+//! cargo run --release -p towers-bench --bin bench_input [-- --only cifar10|inception] [--stages|--decoders|--upload|--index FILE|--torchvision-eval FILE]
 //!
 //! `--stages` prints instead where one reader's time goes per Inception image (read, parse,
 //! decode, crop and resize, colour, batch copy), in that thread's CPU time; `--decoders` the
@@ -12,7 +12,9 @@
 //! `--upload` the time of handing a CIFAR-10 and an Inception batch to a tower's device
 //! (`TOWERS_BENCH_DEVICE`, default flex) as a view of the batch, against a copy first;
 //! `--index FILE` the time to index a TFRecord file of 2 million 100-byte records (written there
-//! first when absent; its tf.data peer is `bench/peers/tf_count_records.py`).
+//! first when absent; its tf.data peer is `bench/peers/tf_count_records.py`);
+//! `--torchvision-eval FILE` the time per image of torchvision's evaluation preprocessing on a
+//! JPEG (its peer `bench/peers/torchvision_eval.py`, which writes one with `--make`).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -62,6 +64,9 @@ struct Args {
     /// when absent).
     #[arg(long)]
     index: Option<PathBuf>,
+    /// Print the time per image of torchvision's evaluation preprocessing of this JPEG instead.
+    #[arg(long)]
+    torchvision_eval: Option<PathBuf>,
 }
 
 /// One input to measure: files, format, distortions and batch size.
@@ -84,6 +89,9 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(file) = &args.index {
         return towers_bench::record_index::print(file);
+    }
+    if let Some(file) = &args.torchvision_eval {
+        return towers_bench::torchvision_eval::print(file);
     }
     if args.only != Some(Input::Inception) && !args.stages && !args.decoders {
         let builtin;

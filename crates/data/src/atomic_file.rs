@@ -15,13 +15,18 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use towers_multigpu::{ScratchPath, list_scratch};
+
 /// A file being written under a temporary name; [`AtomicFile::commit`] gives it its real name.
-/// Dropped without a commit (an error, a panic), the temporary file is removed.
+/// Dropped without a commit (an error, a panic), the temporary file is removed; so it is by an
+/// exit that runs no destructor (`towers_multigpu::exit_now`: a second Ctrl-C while a
+/// checkpoint is being written).
 #[derive(Debug)]
 pub struct AtomicFile {
     target: PathBuf,
     temp: PathBuf,
     writer: Option<BufWriter<File>>,
+    _listed: ScratchPath,
 }
 
 impl AtomicFile {
@@ -39,6 +44,7 @@ impl AtomicFile {
         };
         Ok(Self {
             target: path.to_path_buf(),
+            _listed: list_scratch(&temp),
             temp,
             writer: Some(BufWriter::new(file)),
         })

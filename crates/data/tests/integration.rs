@@ -4,6 +4,7 @@
 mod builtin_learnable;
 mod corrupt_records;
 mod dataset_pipeline;
+mod hard_exit;
 mod inception_pipeline;
 mod layers;
 mod load;
@@ -13,3 +14,4 @@ mod recut;
 mod resume;
 mod tf_compressed;
 mod tf_jpeg;
+mod torchvision_preprocessing;

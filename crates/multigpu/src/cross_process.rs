@@ -160,7 +160,9 @@ pub trait CrossProcess: Send + Sync {
     fn any(&self, what: &str, flag: bool) -> bool;
 
     /// Ends the job on every rank after printing `message` (e.g. this rank's error), rather
-    /// than leaving the others waiting in an exchange this rank will never reach.
+    /// than leaving the others waiting in an exchange this rank will never reach. No destructor
+    /// runs: an implementation removes this process's listed temporary files first
+    /// (`towers_multigpu::remove_scratch`).
     fn abort(&self, message: &str) -> !;
 }
 

@@ -7,11 +7,12 @@ use towers_testing::layers::Layering;
 
 const LAYERING: Layering = Layering {
     layers: &[
-        // Beside everything: the error, the host-sync counter, whole lines on stderr, and what
-        // the towers and the ranks share untyped.
+        // Beside everything: the error, the host-sync counter, whole lines on stderr, temporary
+        // paths an exit removes, and what the towers and the ranks share untyped.
         "error",
         "host_syncs",
         "stderr_line",
+        "scratch",
         "batch",
         "buckets",
         "wire_format",

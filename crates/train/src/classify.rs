@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::{Tensor, TensorData, activation::softmax};
 use rand::SeedableRng;
-use towers_data::codec::decode_image;
 use towers_data::transforms::{CifarEval, ResizeMethod, Rng, Transform, resize};
 use towers_data::{BoundingBox, Cause, Image};
 use towers_models::ImageClassifier;
@@ -37,7 +36,9 @@ impl Prediction {
 }
 
 /// The `k` most probable classes of each image file under `model` (in evaluation state), each
-/// image decoded (JPEG or PNG, greyscale and alpha made RGB) and put through `transform`.
+/// image decoded (JPEG or PNG, greyscale and alpha made RGB) by `transform` and put through it
+/// ([`Transform::apply_encoded`]: [`TorchvisionEval`](towers_data::transforms::TorchvisionEval)
+/// decodes JPEGs as Pillow does, the others as TF does).
 /// An unreadable image is an error naming the file.
 pub fn classify<M: ImageClassifier>(
     model: &M,
@@ -54,10 +55,11 @@ pub fn classify<M: ImageClassifier>(
             error,
         };
         let bytes = std::fs::read(file).map_err(Error::io(file))?;
-        let image = decode_image(&bytes).map_err(bad)?;
-        let image = transform.apply(image, &[], &mut rng).map_err(bad)?;
-        let [h, w, c] = image.shape();
-        let data = TensorData::new(image.into_chw(), [1, c, h, w]);
+        let planes = transform
+            .apply_encoded(&bytes, &[], &mut rng)
+            .map_err(bad)?;
+        let [c, h, w] = planes.shape();
+        let data = TensorData::new(planes.into_data(), [1, c, h, w]);
         let logits = model.forward(Tensor::from_data(data, &device));
         let probs = read_back(softmax(logits, 1), "probabilities")?;
         predictions.push(Prediction {

@@ -141,7 +141,19 @@ impl InceptionData {
         image_size: usize,
         reader_threads: usize,
     ) -> Result<()> {
-        let Some(held_out) = self.builtin_held_out(InceptionEval::new(image_size))? else {
+        let eval = InceptionEval::new(image_size);
+        self.report_builtin_held_out_through(trained, eval, reader_threads)
+    }
+
+    /// [`report_builtin_held_out`](Self::report_builtin_held_out) with the held-out images
+    /// through `eval` (e.g. torchvision's preprocessing, for a model trained on it).
+    pub fn report_builtin_held_out_through<M: ImageClassifier>(
+        &self,
+        trained: &Trained<M>,
+        eval: impl Transform + 'static,
+        reader_threads: usize,
+    ) -> Result<()> {
+        let Some(held_out) = self.builtin_held_out(eval)? else {
             return Ok(());
         };
         let (weights, which) = trained.eval_weights();

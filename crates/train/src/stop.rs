@@ -27,8 +27,10 @@ impl StopFlag {
     }
 
     /// The flag that SIGINT (Ctrl-C), SIGTERM (what SLURM and Kubernetes send before they
-    /// kill) and SIGHUP raise. A second signal exits at once with status 130. The handler is
-    /// installed once per process; later calls return the same flag.
+    /// kill) and SIGHUP raise. A second signal exits at once with status 130, after removing
+    /// the temporary files the crates made (`towers_multigpu::exit_now`: the built-in data, a
+    /// checkpoint half-written under its temporary name). The handler is installed once per
+    /// process; later calls return the same flag.
     pub fn ctrl_c() -> Result<Self> {
         // The handler is installed once: its error too is kept, shared, for every later call.
         static FLAG: OnceLock<std::result::Result<StopFlag, Arc<ctrlc::Error>>> = OnceLock::new();
@@ -39,7 +41,9 @@ impl StopFlag {
             ctrlc::set_handler(move || {
                 if raised.is_requested() {
                     eprintln!("\nsecond signal: exiting now, without a checkpoint");
-                    std::process::exit(130);
+                    // Not through the threads that hold the temporary files (one may be
+                    // stuck in a device call): the files listed for this go with the exit.
+                    towers_multigpu::exit_now(130);
                 }
                 eprintln!(
                     "\nsignal: stopping after this step and writing a checkpoint \

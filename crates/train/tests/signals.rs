@@ -1,6 +1,6 @@
 //! SIGTERM (what SLURM and Kubernetes send) and SIGINT (Ctrl-C), sent to a real training
 //! process: the first stops it after the current step with a checkpoint and a clean exit; a
-//! second one ends it at once, leaving a timeline that parses.
+//! second one ends it at once, leaving a timeline that parses and no temporary files.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -66,7 +66,7 @@ fn start(dir: &Path) -> Watched {
         &[],
         "true",
     );
-    // The child's built-in data in `dir` too: a second signal exits without deleting it.
+    // The child's built-in data in `dir` too, where a test can see whether it is left.
     trainer.env("TMPDIR", dir);
     Watched::start(trainer)
 }
@@ -118,6 +118,15 @@ fn a_second_signal_exits_at_once_without_a_checkpoint() {
             .latest()
             .unwrap()
             .is_none()
+    );
+    // The built-in data went with the exit, though no destructor ran.
+    let names = std::fs::read_dir(dir.path()).unwrap();
+    let names: Vec<_> = names.map(|e| e.unwrap().file_name()).collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.to_string_lossy().starts_with("towers-")),
+        "left in TMPDIR: {names:?}"
     );
     // The timeline streamed as it went: strict JSON (serde_json, not the lenient rule that
     // lets Chrome read an unclosed array), holding the first step's spans.

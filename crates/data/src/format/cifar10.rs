@@ -7,7 +7,7 @@ use rand::SeedableRng;
 
 use crate::bounding_box::BoundingBox;
 use crate::error::{Error, Result};
-use crate::format::synthetic::{ClassLook, synthetic_image};
+use crate::format::synthetic::{BuiltinDir, ClassLook, synthetic_image};
 use crate::format::{Example, PartialIndex, RecordFormat, RecordSpan, record_error};
 use crate::image::Image;
 use crate::rng::Rng;
@@ -204,23 +204,18 @@ pub fn write_synthetic(dir: &Path, train_per_file: usize, test: usize, seed: u64
     Ok(())
 }
 
-/// A synthetic CIFAR-10 dataset in a temporary directory, deleted on drop: the built-in data
-/// of the examples and tests, read back through the real reader.
+/// A synthetic CIFAR-10 dataset in a temporary directory, deleted on drop (and by a second
+/// Ctrl-C's exit): the built-in data of the examples and tests, read back through the real
+/// reader.
 #[derive(Debug)]
 pub struct BuiltinCifar10 {
-    dir: tempfile::TempDir,
+    dir: BuiltinDir,
 }
 
 impl BuiltinCifar10 {
     /// Writes `train_per_file` records into each training file and `test` into the test file.
     pub fn create(train_per_file: usize, test: usize, seed: u64) -> Result<Self> {
-        let dir = tempfile::Builder::new()
-            .prefix("towers-cifar10-")
-            .tempdir()
-            .map_err(|error| Error::Io {
-                path: std::env::temp_dir(),
-                error,
-            })?;
+        let dir = BuiltinDir::create("towers-cifar10-")?;
         write_synthetic(dir.path(), train_per_file, test, seed)?;
         Ok(Self { dir })
     }

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use flate2::read::{MultiGzDecoder, ZlibDecoder};
 use tempfile::TempPath;
+use towers_multigpu::{ScratchPath, list_scratch};
 
 use crate::error::{Error, Result};
 use crate::format::disk_room::{DiskSpace, RoomKeepingWriter};
@@ -97,10 +98,13 @@ enum CopyFile {
     /// which gives each opener a position of its own.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Unnamed { _held: File, path: PathBuf },
-    /// A named temporary file, deleted on drop: where a file cannot be opened again without
-    /// a name (no `/proc`, not Linux), or where half the process's descriptors already hold
-    /// copies.
-    Named(TempPath),
+    /// A named temporary file, deleted on drop (and listed for an exit without destructors):
+    /// where a file cannot be opened again without a name (no `/proc`, not Linux), or where
+    /// half the process's descriptors already hold copies.
+    Named {
+        path: TempPath,
+        _listed: ScratchPath,
+    },
 }
 
 impl CopyFile {
@@ -114,7 +118,8 @@ impl CopyFile {
             .prefix(&format!("towers-{name}-"))
             .tempfile()?
             .into_parts();
-        Ok((file, Self::Named(path)))
+        let _listed = list_scratch(&path);
+        Ok((file, Self::Named { path, _listed }))
     }
 
     /// A file without a name (tempfile's: `O_TMPFILE`, or created and unlinked at once), if
@@ -141,7 +146,7 @@ impl CopyFile {
     fn path(&self) -> &Path {
         match self {
             Self::Unnamed { path, .. } => path,
-            Self::Named(path) => path,
+            Self::Named { path, .. } => path,
         }
     }
 }
@@ -360,6 +365,39 @@ mod tests {
         assert!(held.any(in_tmp) || named, "no copy in {tmp:?}");
         child.kill().unwrap();
         child.wait().unwrap();
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+
+    /// The named copies go with an exit that runs no destructor (a second Ctrl-C): a child
+    /// process limited to 64 descriptors makes 40 copies, 8 of them named, and exits so.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn named_copies_go_with_an_exit_without_destructors() {
+        const CODE: i32 = 3;
+        if let Some(original) = towers_testing::child::role() {
+            let copies: Vec<DecompressedCopy> = (0..40)
+                .map(|_| DecompressedCopy::new(original.as_ref(), Compression::Gzip))
+                .map(|made| made.unwrap().0)
+                .collect();
+            let named = (copies.iter())
+                .filter(|copy| matches!(copy.file, CopyFile::Named { .. }))
+                .count();
+            assert_eq!(named, 8);
+            towers_multigpu::exit_now(CODE);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (original, tmp) = (dir.path().join("zeros.gz"), dir.path().join("tmp"));
+        std::fs::write(&original, gzipped_zeros(1000)).unwrap();
+        std::fs::create_dir(&tmp).unwrap();
+        let test = towers_testing::test_name!("named_copies_go_with_an_exit_without_destructors");
+        let child =
+            towers_testing::child::child(&test, original.to_str().unwrap(), &[], "ulimit -n 64")
+                .env("TMPDIR", &tmp)
+                .output()
+                .unwrap();
+        let said = String::from_utf8_lossy(&child.stdout) + String::from_utf8_lossy(&child.stderr);
+        assert_eq!(child.status.code(), Some(CODE), "{said}");
         let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
         assert!(left.is_empty(), "left behind: {left:?}");
     }

@@ -18,7 +18,7 @@ use crate::atomic_file::AtomicFile;
 use crate::bounding_box::BoundingBox;
 use crate::codec::{decode_image, encode_jpeg};
 use crate::error::{Error, Result};
-use crate::format::synthetic::{ClassLook, synthetic_image};
+use crate::format::synthetic::{BuiltinDir, ClassLook, synthetic_image};
 use crate::format::tf_example::ImageRecord;
 use crate::format::tfrecord::{self, TfRecordWriter};
 use crate::format::{Example, PartialIndex, Prepared, RecordFormat, RecordSpan, record_error};
@@ -263,24 +263,19 @@ pub struct BuiltinShardsConfig {
     pub seed: u64,
 }
 
-/// A synthetic ImageNet-layout dataset in a temporary folder, deleted on drop: JPEG examples
-/// with a class pattern inside an object box (also stored as the example's box), in
-/// `train-*` and `validation-*` shards read back through [`TfExampleFormat`].
+/// A synthetic ImageNet-layout dataset in a temporary folder, deleted on drop (and by a second
+/// Ctrl-C's exit): JPEG examples with a class pattern inside an object box (also stored as the
+/// example's box), in `train-*` and `validation-*` shards read back through
+/// [`TfExampleFormat`].
 #[derive(Debug)]
 pub struct BuiltinShards {
-    dir: tempfile::TempDir,
+    dir: BuiltinDir,
 }
 
 impl BuiltinShards {
     /// Writes the dataset.
     pub fn create(config: BuiltinShardsConfig) -> Result<Self> {
-        let dir = tempfile::Builder::new()
-            .prefix("towers-imagenet-")
-            .tempdir()
-            .map_err(|error| Error::Io {
-                path: std::env::temp_dir(),
-                error,
-            })?;
+        let dir = BuiltinDir::create("towers-imagenet-")?;
         let mut rng = Rng::seed_from_u64(config.seed);
         for (prefix, shards) in [
             ("train", config.train_shards),

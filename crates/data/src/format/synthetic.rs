@@ -1,12 +1,46 @@
 //! Synthetic images with a learnable class signal: the built-in data of the examples and
 //! tests, written to disk in the real formats and read back through the real readers.
 
+use std::path::Path;
+
 use rand::RngExt;
+use towers_multigpu::{ScratchPath, list_scratch};
 
 use crate::bounding_box::BoundingBox;
+use crate::error::{Error, Result};
 use crate::image::Image;
 use crate::rng::Rng;
 use crate::transforms::hsv_to_rgb;
+
+/// The temporary folder of a built-in dataset, in `TMPDIR`: deleted on drop, and by an exit
+/// that runs no destructor (`towers_multigpu::exit_now`: a second Ctrl-C).
+#[derive(Debug)]
+pub(crate) struct BuiltinDir {
+    dir: tempfile::TempDir,
+    _listed: ScratchPath,
+}
+
+impl BuiltinDir {
+    /// A new empty folder named `PREFIX…`.
+    pub(crate) fn create(prefix: &str) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir()
+            .map_err(|error| Error::Io {
+                path: std::env::temp_dir(),
+                error,
+            })?;
+        let listed = list_scratch(dir.path());
+        Ok(Self {
+            dir,
+            _listed: listed,
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
 
 /// How a class looks: a colour under stripes.
 #[derive(Debug, Clone, Copy, PartialEq)]

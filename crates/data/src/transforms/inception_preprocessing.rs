@@ -19,7 +19,7 @@ use super::{
 };
 use crate::bounding_box::BoundingBox;
 use crate::buffer_pool::BufferPool;
-use crate::codec::decode_rgb8;
+use crate::codec::{DctMethod, decode_rgb8_with};
 use crate::error::Cause;
 use crate::image::{Image, Planes, Rgb8};
 
@@ -137,7 +137,7 @@ impl Transform for InceptionTrain {
         boxes: &[BoundingBox],
         rng: &mut Rng,
     ) -> Result<Planes, Cause> {
-        with_decoded(encoded, |rgb| {
+        with_decoded(encoded, DctMethod::IntegerFast, |rgb| {
             self.distort(&source_of_rgb8(rgb), rgb.height, boxes, rng)
         })
     }
@@ -188,7 +188,7 @@ impl Transform for InceptionEval {
         _: &[BoundingBox],
         _: &mut Rng,
     ) -> Result<Planes, Cause> {
-        with_decoded(encoded, |rgb| {
+        with_decoded(encoded, DctMethod::IntegerFast, |rgb| {
             self.prepare(&source_of_rgb8(rgb), rgb.height)
         })
     }
@@ -217,17 +217,21 @@ thread_local! {
     static SCRATCH: Cell<Vec<f32>> = Cell::default();
 }
 
-/// Decodes `encoded` into this thread's buffer and runs `f` on it.
-fn with_decoded(encoded: &[u8], f: impl FnOnce(&Rgb8) -> Planes) -> Result<Planes, Cause> {
+/// Decodes `encoded` (a JPEG's DCT by `dct`) into this thread's buffer and runs `f` on it.
+pub(super) fn with_decoded(
+    encoded: &[u8],
+    dct: DctMethod,
+    f: impl FnOnce(&Rgb8) -> Planes,
+) -> Result<Planes, Cause> {
     DECODED.with_borrow_mut(|rgb| {
-        decode_rgb8(encoded, rgb)?;
+        decode_rgb8_with(encoded, dct, rgb)?;
         Ok(f(rgb))
     })
 }
 
 /// A pool for the output planes of one transform: as many spare planes as a large batch has
 /// images, since the batcher hands back a batch's planes at once (64 at 299x299: 69 MB).
-fn planes_pool() -> BufferPool {
+pub(super) fn planes_pool() -> BufferPool {
     BufferPool::new(64)
 }
 

@@ -16,8 +16,10 @@ mod distorted_box;
 mod flip;
 mod hsv;
 mod inception_preprocessing;
+mod pil_resize;
 mod resize;
 mod standardize;
+mod torchvision;
 mod vectorized;
 
 pub use cifar::{CifarEval, CifarTrain};
@@ -33,8 +35,13 @@ pub use hsv::{
     hsv_to_rgb, random_hue, random_saturation, random_saturation_and_hue, rgb_to_hsv,
 };
 pub use inception_preprocessing::{InceptionEval, InceptionTrain};
+pub use pil_resize::{pil_resize_bilinear, pil_resize_window};
 pub use resize::{ResizeMethod, Source, Value, resize, resize_window};
 pub use standardize::per_image_standardization;
+pub use torchvision::{
+    IMAGENET_MEAN, IMAGENET_STD, TorchvisionEval, TorchvisionTrain, center_window,
+    random_resized_window, resized_crop, shorter_side_to,
+};
 
 pub use crate::rng::Rng;
 

@@ -296,6 +296,7 @@ impl Exchange<'_> {
              {difference}; ending the job on every rank",
             self.what, self.number
         ));
+        crate::scratch::remove_scratch();
         self.world.abort(MISMATCHED)
     }
 
@@ -326,6 +327,7 @@ impl Exchange<'_> {
              ending the job on every rank",
             self.what, self.number, self.timeout
         ));
+        crate::scratch::remove_scratch();
         self.world.abort(TIMED_OUT)
     }
 }

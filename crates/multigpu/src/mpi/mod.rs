@@ -300,6 +300,7 @@ impl CrossProcess for Mpi {
             "error: rank {}: {message}; ending the job on every rank",
             self.rank
         ));
+        crate::scratch::remove_scratch();
         self.universe.world().abort(1)
     }
 

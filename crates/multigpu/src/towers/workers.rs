@@ -39,7 +39,8 @@ use crate::error::{Error, Result};
 use crate::stderr_line::eprint_line;
 
 /// The exit code of a process ended by [`TowersConfig::tower_timeout`]: `EX_SOFTWARE` of
-/// `sysexits.h`.
+/// `sysexits.h`. The temporary files listed by `towers_multigpu::list_scratch` are removed
+/// first.
 ///
 /// [`TowersConfig::tower_timeout`]: super::TowersConfig::tower_timeout
 pub const HUNG_TOWER_EXIT_CODE: i32 = 70;
@@ -196,7 +197,7 @@ fn name_late_towers(ends: &Receiver<usize>, towers: &[TowerDevice], patience: Pa
                          (TowersConfig::tower_timeout): ending the process, since a tower's \
                          device call cannot be interrupted"
                     ));
-                    std::process::exit(HUNG_TOWER_EXIT_CODE);
+                    crate::scratch::exit_now(HUNG_TOWER_EXIT_CODE);
                 }
                 eprint_line(&format!(
                     "warning: towers: {late} still running its step after {waited:?}; waiting on"

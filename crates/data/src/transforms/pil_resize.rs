@@ -1,0 +1,324 @@
+//! Pillow's bilinear resize of 8-bit images (`Image.resize(size, Image.BILINEAR)`), bit for
+//! bit: what torchvision's `Resize` and `RandomResizedCrop` run on the PIL images its datasets
+//! load, and so what torchvision's pretrained weights were trained and evaluated on.
+//!
+//! Written by hand from Pillow's `libImaging/Resample.c` (its `precompute_coeffs`,
+//! `normalize_coeffs_8bpc` and the two 8-bit passes): unlike TF's resize
+//! ([`resize`](super::resize)), Pillow widens the filter by the scale when it shrinks (an
+//! antialiasing filter), and it sums in fixed point, with coefficients of 22 fractional bits
+//! and each pass rounded to bytes. Image crates (`image`, `fast_image_resize`) resample in
+//! their own precision, a byte off here and there, which would make "as torchvision" untrue
+//! and untestable.
+//!
+//! The order of the passes is Pillow 13's: the height first where it shrinks by more than
+//! twice as many pixels as the width does (python-pillow/Pillow#9549), else the width first,
+//! as every earlier Pillow always did. Where the order differs, so do some pixels, by one.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use super::Window;
+use crate::image::Rgb8;
+
+/// Pillow's `PRECISION_BITS`: the fractional bits of its fixed-point coefficients.
+const PRECISION_BITS: u32 = 32 - 8 - 2;
+
+/// `image` resized to `height` x `width` as Pillow's `resize((width, height), BILINEAR)`:
+/// the width pass, then the height pass, each skipped where that side keeps its size.
+///
+/// # Panics
+/// If a side of `image` or of the output is 0.
+pub fn pil_resize_bilinear(image: &Rgb8, height: usize, width: usize) -> Rgb8 {
+    let whole = Window {
+        top: 0,
+        left: 0,
+        height,
+        width,
+    };
+    pil_resize_window(image, height, width, whole)
+}
+
+/// `window` of [`pil_resize_bilinear`]'s output, computed alone: each output pixel depends on
+/// its own taps only, so a crop after a resize costs (and takes memory for) the crop alone,
+/// however long the resized image's other side (a 1x10000 image's shorter side resized to 256
+/// would be 2.56 million columns).
+///
+/// # Panics
+/// If a side of `image` or of the output is 0, or `window` is outside the output.
+pub fn pil_resize_window(image: &Rgb8, height: usize, width: usize, window: Window) -> Rgb8 {
+    assert!(
+        image.height > 0 && image.width > 0 && height > 0 && width > 0,
+        "resize of a {}x{} image to {height}x{width}",
+        image.height,
+        image.width
+    );
+    assert!(
+        window.top + window.height <= height && window.left + window.width <= width,
+        "{window:?} outside the {height}x{width} output"
+    );
+    let out_rows = window.top..window.top + window.height;
+    let out_columns = window.left..window.left + window.width;
+    // A side that keeps its size is not resampled (Pillow's `need_horizontal`, `need_vertical`).
+    let rows = (height != image.height).then(|| Taps::new(image.height, height, out_rows.clone()));
+    let columns =
+        (width != image.width).then(|| Taps::new(image.width, width, out_columns.clone()));
+    let whole = Part {
+        pixels: Cow::Borrowed(image),
+        top: 0,
+        left: 0,
+    };
+    // Each pass computes only what the next one, or the window, reads.
+    let part = match (&rows, &columns) {
+        (None, None) => whole.crop(out_rows, out_columns),
+        (Some(rows), None) => whole.height_pass(rows, out_columns),
+        (None, Some(columns)) => whole.width_pass(out_rows, columns),
+        (Some(rows), Some(columns)) if height_first(image, height, width) => whole
+            .height_pass(rows, columns.inputs())
+            .width_pass(out_rows, columns),
+        (Some(rows), Some(columns)) => whole
+            .width_pass(rows.inputs(), columns)
+            .height_pass(rows, out_columns),
+    };
+    part.pixels.into_owned()
+}
+
+/// Whether Pillow 13 resizes the height first: where it shrinks by more than twice as many
+/// pixels as the width.
+fn height_first(image: &Rgb8, height: usize, width: usize) -> bool {
+    let shrinks = |from: usize, to: usize| from as i64 - to as i64;
+    height < image.height && shrinks(image.height, height) > 2 * shrinks(image.width, width)
+}
+
+/// The pixels of one stage of a resize on a rectangle of it: rows from `top`, columns from
+/// `left`, in that stage's coordinates (the input's before a pass along a side, the output's
+/// after it).
+struct Part<'a> {
+    pixels: Cow<'a, Rgb8>,
+    top: usize,
+    left: usize,
+}
+
+impl Part<'_> {
+    fn at(&self, y: usize, x: usize, channel: usize) -> u8 {
+        let width = self.pixels.width;
+        self.pixels.pixels[((y - self.top) * width + x - self.left) * 3 + channel]
+    }
+
+    /// The rows `rows`, each resampled along its width to `columns`' outputs.
+    fn width_pass(&self, rows: Range<usize>, columns: &Taps) -> Part<'static> {
+        let width = columns.start.len();
+        let mut pixels = Vec::with_capacity(rows.len() * width * 3);
+        for y in rows.clone() {
+            for i in 0..width {
+                for c in 0..3 {
+                    pixels.push(columns.sum(i, |x| self.at(y, x, c)));
+                }
+            }
+        }
+        part(pixels, rows.len(), width, rows.start, columns.first_output)
+    }
+
+    /// The columns `columns`, each resampled along its height to `rows`' outputs.
+    fn height_pass(&self, rows: &Taps, columns: Range<usize>) -> Part<'static> {
+        let height = rows.start.len();
+        let mut pixels = Vec::with_capacity(height * columns.len() * 3);
+        for i in 0..height {
+            for x in columns.clone() {
+                for c in 0..3 {
+                    pixels.push(rows.sum(i, |y| self.at(y, x, c)));
+                }
+            }
+        }
+        part(
+            pixels,
+            height,
+            columns.len(),
+            rows.first_output,
+            columns.start,
+        )
+    }
+
+    fn crop(&self, rows: Range<usize>, columns: Range<usize>) -> Part<'static> {
+        let mut pixels = Vec::with_capacity(rows.len() * columns.len() * 3);
+        for y in rows.clone() {
+            for x in columns.clone() {
+                pixels.extend((0..3).map(|c| self.at(y, x, c)));
+            }
+        }
+        part(pixels, rows.len(), columns.len(), rows.start, columns.start)
+    }
+}
+
+/// A stage of `height` x `width` pixels from row `top` and column `left`.
+fn part(pixels: Vec<u8>, height: usize, width: usize, top: usize, left: usize) -> Part<'static> {
+    let pixels = Cow::Owned(Rgb8 {
+        pixels,
+        height,
+        width,
+    });
+    Part { pixels, top, left }
+}
+
+/// For each output pixel of a range along one side, the input pixels it sums and their
+/// fixed-point weights (Pillow's `bounds` and normalized `kk`).
+struct Taps {
+    /// The first output pixel of the range.
+    first_output: usize,
+    /// The first input pixel of each output pixel.
+    start: Vec<usize>,
+    /// How many input pixels each output pixel sums.
+    len: Vec<usize>,
+    /// `weights_per_output` weights per output pixel, the first `len` of them used.
+    weights: Vec<i32>,
+    weights_per_output: usize,
+}
+
+impl Taps {
+    /// Pillow's `precompute_coeffs` for the whole side (`in0` = 0, `in1` = `in_size`) and the
+    /// bilinear filter (a triangle of support 1), then `normalize_coeffs_8bpc`, for the output
+    /// pixels `outputs` of `out_size`.
+    fn new(in_size: usize, out_size: usize, outputs: Range<usize>) -> Self {
+        let scale = in_size as f64 / out_size as f64;
+        let filter_scale = scale.max(1.0);
+        let support = filter_scale;
+        let weights_per_output = support.ceil() as usize * 2 + 1;
+        let mut taps = Self {
+            first_output: outputs.start,
+            start: Vec::with_capacity(outputs.len()),
+            len: Vec::with_capacity(outputs.len()),
+            weights: vec![0; outputs.len() * weights_per_output],
+            weights_per_output,
+        };
+        // Pillow multiplies by the reciprocal (`ss`): dividing would round differently.
+        let reciprocal = 1.0 / filter_scale;
+        let mut k = vec![0.0f64; weights_per_output];
+        for (i, out) in outputs.enumerate() {
+            let center = (out as f64 + 0.5) * scale;
+            // C's `(int)` conversion truncates toward zero, and Pillow clamps after it.
+            let first = ((center - support + 0.5) as i64).max(0) as usize;
+            let end = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
+            let len = end - first;
+            let mut sum = 0.0;
+            for (x, w) in k[..len].iter_mut().enumerate() {
+                *w = triangle((x as f64 + first as f64 - center + 0.5) * reciprocal);
+                sum += *w;
+            }
+            let row = &mut taps.weights[i * weights_per_output..][..len];
+            for (fixed, &w) in row.iter_mut().zip(&k[..len]) {
+                let w = if sum != 0.0 { w / sum } else { w };
+                *fixed = to_fixed(w);
+            }
+            taps.start.push(first);
+            taps.len.push(len);
+        }
+        taps
+    }
+
+    /// The input pixels the outputs read, from the first's first to the last's last.
+    fn inputs(&self) -> Range<usize> {
+        let last = self.start.len() - 1;
+        self.start[0]..self.start[last] + self.len[last]
+    }
+
+    /// The `i`th output pixel's weighted sum of `value(input)` over its input pixels, rounded
+    /// to a byte as Pillow's `clip8` does.
+    fn sum(&self, i: usize, value: impl Fn(usize) -> u8) -> u8 {
+        let weights = &self.weights[i * self.weights_per_output..][..self.len[i]];
+        let first = self.start[i];
+        let mut acc: i32 = 1 << (PRECISION_BITS - 1);
+        for (x, &w) in weights.iter().enumerate() {
+            acc += i32::from(value(first + x)) * w;
+        }
+        (acc >> PRECISION_BITS).clamp(0, 255) as u8
+    }
+}
+
+/// Pillow's `bilinear_filter`.
+fn triangle(x: f64) -> f64 {
+    let x = x.abs();
+    if x < 1.0 { 1.0 - x } else { 0.0 }
+}
+
+/// A weight in fixed point, rounded half away from zero as `normalize_coeffs_8bpc` does.
+fn to_fixed(w: f64) -> i32 {
+    let scaled = w * f64::from(1u32 << PRECISION_BITS);
+    if w < 0.0 {
+        (scaled - 0.5) as i32
+    } else {
+        (scaled + 0.5) as i32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(height: usize, width: usize) -> Rgb8 {
+        let pixels = (0..height * width * 3)
+            .map(|i| (i * 37 % 251) as u8)
+            .collect();
+        Rgb8 {
+            pixels,
+            height,
+            width,
+        }
+    }
+
+    /// Halving `[0, 100, 200, 255]`: the filter is two input pixels wide each side of an
+    /// output's center. The first (center 1.0) weighs pixels 0 to 2 by 0.75, 0.75 and 0.25,
+    /// over their sum 1.75: 500 / 7 = 71.43, rounded to 71. The second (center 3.0) weighs
+    /// pixels 1 to 3 by 0.25, 0.75 and 0.75: 366.25 / 1.75 = 209.29, rounded to 209.
+    #[test]
+    fn a_shrinking_filter_is_widened_by_the_scale() {
+        let row = Rgb8 {
+            pixels: [0u8, 100, 200, 255].iter().flat_map(|&v| [v; 3]).collect(),
+            height: 1,
+            width: 4,
+        };
+        let out = pil_resize_bilinear(&row, 1, 2);
+        assert_eq!(out.pixels, [71, 71, 71, 209, 209, 209]);
+    }
+
+    #[test]
+    fn the_same_size_is_the_same_image() {
+        let original = image(7, 5);
+        assert_eq!(pil_resize_bilinear(&original, 7, 5), original);
+    }
+
+    #[test]
+    fn a_window_of_the_output_is_computed_as_the_whole() {
+        let original = image(23, 31);
+        // Each pass alone, width first (shrinking or growing) and height first.
+        for (height, width) in [(23, 12), (9, 31), (40, 17), (9, 20), (11, 64), (5, 28)] {
+            let whole = pil_resize_bilinear(&original, height, width);
+            for window in [
+                Window {
+                    top: 0,
+                    left: 0,
+                    height,
+                    width,
+                },
+                Window {
+                    top: 1,
+                    left: 2,
+                    height: height - 3,
+                    width: width - 5,
+                },
+                Window {
+                    top: height - 1,
+                    left: width / 2,
+                    height: 1,
+                    width: 1,
+                },
+            ] {
+                let part = pil_resize_window(&original, height, width, window);
+                let rows = whole.pixels.chunks_exact(width * 3).skip(window.top);
+                let expected: Vec<u8> = (rows.take(window.height))
+                    .flat_map(|row| &row[window.left * 3..(window.left + window.width) * 3])
+                    .copied()
+                    .collect();
+                assert_eq!(part.pixels, expected, "{window:?} of {height}x{width}");
+            }
+        }
+    }
+}

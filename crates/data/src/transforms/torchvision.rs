@@ -1,0 +1,355 @@
+//! torchvision's ImageNet preprocessing, the input its pretrained weights (ResNet's among
+//! them) expect: evaluation as the weights' own `transforms()` preset (`ImageClassification`:
+//! resize, center crop, normalize) and training as torchvision's reference recipe
+//! (`RandomResizedCrop`, `RandomHorizontalFlip`, normalize).
+//!
+//! As torchvision runs them on the PIL images its datasets load: JPEGs decoded by libjpeg with
+//! its accurate integer DCT (Pillow's default), resized by Pillow's antialiased bilinear filter
+//! on bytes ([`pil_resize_bilinear`]), then scaled to [0, 1] and normalized by ImageNet's mean
+//! and deviation in `f32`. The tests compare against files torchvision wrote.
+
+use rand::RngExt;
+
+use super::inception_preprocessing::{planes_pool, with_decoded};
+use super::pil_resize::{pil_resize_bilinear, pil_resize_window};
+use super::{Rng, Transform, Window};
+use crate::bounding_box::BoundingBox;
+use crate::buffer_pool::BufferPool;
+use crate::codec::DctMethod;
+use crate::error::Cause;
+use crate::image::{Image, Planes, Rgb8, unit};
+
+/// ImageNet's per-channel mean (RGB), as torchvision's presets normalize by it. Written as
+/// Python's doubles rounded to `f32`, as `torch.tensor(mean)` rounds them.
+pub const IMAGENET_MEAN: [f32; 3] = [0.485f64 as f32, 0.456f64 as f32, 0.406f64 as f32];
+
+/// ImageNet's per-channel standard deviation (RGB), likewise.
+pub const IMAGENET_STD: [f32; 3] = [0.229f64 as f32, 0.224f64 as f32, 0.225f64 as f32];
+
+/// Evaluation preprocessing as torchvision's `ImageClassification` preset: the shorter side
+/// resized to `resize_size` (the longer in proportion, truncated), the central `crop_size`
+/// square, normalized by [`IMAGENET_MEAN`] and [`IMAGENET_STD`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TorchvisionEval {
+    /// The shorter side after the resize: 256 for a crop of 224, as the ResNet weights
+    /// `IMAGENET1K_V1` (232 for `IMAGENET1K_V2`).
+    pub resize_size: usize,
+    /// Side of the output.
+    pub crop_size: usize,
+    buffers: BufferPool,
+}
+
+impl TorchvisionEval {
+    /// A crop of `crop_size` from a resize to `crop_size * 256 / 224` (256 for 224).
+    pub fn new(crop_size: usize) -> Self {
+        Self {
+            resize_size: crop_size * 256 / 224,
+            crop_size,
+            buffers: planes_pool(),
+        }
+    }
+
+    /// Resizes the shorter side to `resize_size` instead.
+    ///
+    /// # Panics
+    /// If `resize_size` is less than the crop.
+    pub fn with_resize_size(mut self, resize_size: usize) -> Self {
+        assert!(
+            resize_size >= self.crop_size,
+            "a resize to {resize_size} cannot give a crop of {}",
+            self.crop_size
+        );
+        self.resize_size = resize_size;
+        self
+    }
+
+    fn prepare(&self, image: &Rgb8) -> Planes {
+        let (height, width) = shorter_side_to(image.height, image.width, self.resize_size);
+        let window = center_window(height, width, self.crop_size);
+        let cropped = pil_resize_window(image, height, width, window);
+        normalized(&cropped, false, &self.buffers)
+    }
+}
+
+impl Transform for TorchvisionEval {
+    /// `image`'s values are taken as bytes over 255 (what a decoder gives) and rounded back.
+    fn apply(&self, image: Image, _: &[BoundingBox], _: &mut Rng) -> Result<Image, Cause> {
+        Ok(self.prepare(&bytes_of(&image)?).to_image())
+    }
+
+    fn apply_encoded(
+        &self,
+        encoded: &[u8],
+        _: &[BoundingBox],
+        _: &mut Rng,
+    ) -> Result<Planes, Cause> {
+        with_decoded(encoded, DctMethod::IntegerAccurate, |rgb| self.prepare(rgb))
+    }
+}
+
+/// Training preprocessing as torchvision's reference recipe: a random crop of 8% to 100% of
+/// the area with an aspect ratio from 3/4 to 4/3 (drawn as `RandomResizedCrop` draws it, from
+/// this crate's generator), resized to `size` x `size`, flipped left-right with probability
+/// one half, normalized by [`IMAGENET_MEAN`] and [`IMAGENET_STD`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TorchvisionTrain {
+    /// Side of the output.
+    pub size: usize,
+    /// The crop's share of the image's area, drawn uniformly from this range.
+    pub scale: (f64, f64),
+    /// The crop's width over its height, drawn log-uniformly from this range.
+    pub ratio: (f64, f64),
+    buffers: BufferPool,
+}
+
+impl TorchvisionTrain {
+    /// torchvision's defaults for `size` x `size` outputs.
+    pub fn new(size: usize) -> Self {
+        Self {
+            size,
+            scale: (0.08, 1.0),
+            ratio: (3.0 / 4.0, 4.0 / 3.0),
+            buffers: planes_pool(),
+        }
+    }
+
+    fn prepare(&self, image: &Rgb8, rng: &mut Rng) -> Planes {
+        let window = random_resized_window(image.height, image.width, self, rng);
+        let resized = resized_crop(image, window, self.size, self.size);
+        let flip = rng.random::<f64>() < 0.5;
+        normalized(&resized, flip, &self.buffers)
+    }
+}
+
+impl Transform for TorchvisionTrain {
+    /// `image`'s values are taken as bytes over 255 (what a decoder gives) and rounded back.
+    fn apply(&self, image: Image, _: &[BoundingBox], rng: &mut Rng) -> Result<Image, Cause> {
+        Ok(self.prepare(&bytes_of(&image)?, rng).to_image())
+    }
+
+    fn apply_encoded(
+        &self,
+        encoded: &[u8],
+        _: &[BoundingBox],
+        rng: &mut Rng,
+    ) -> Result<Planes, Cause> {
+        with_decoded(encoded, DctMethod::IntegerAccurate, |rgb| {
+            self.prepare(rgb, rng)
+        })
+    }
+}
+
+/// The size of a `height` x `width` image whose shorter side is resized to `short`, as
+/// torchvision's `Resize(int)`: the longer side `int(short * long / short_side)`.
+pub fn shorter_side_to(height: usize, width: usize, short: usize) -> (usize, usize) {
+    let long_of = |long: usize, short_side: usize| (short * long) as f64 / short_side as f64;
+    match width <= height {
+        true => (long_of(height, width) as usize, short),
+        false => (short, long_of(width, height) as usize),
+    }
+}
+
+/// torchvision's `center_crop` window of `side` x `side`: offsets `round((size - side) / 2)`,
+/// rounded half to even as Python's `round`.
+///
+/// # Panics
+/// If the image is smaller than the crop.
+pub fn center_window(height: usize, width: usize, side: usize) -> Window {
+    assert!(
+        side <= height && side <= width,
+        "a {side}x{side} crop of a {height}x{width} image"
+    );
+    let offset = |size: usize| ((size - side) as f64 / 2.0).round_ties_even() as usize;
+    Window {
+        top: offset(height),
+        left: offset(width),
+        height: side,
+        width: side,
+    }
+}
+
+/// `RandomResizedCrop.get_params`: up to 10 draws of an area share and a log aspect ratio,
+/// the first whose rounded sides fit taken at a uniform position; else the whole image,
+/// cropped to the nearest allowed ratio, centered.
+pub fn random_resized_window(
+    height: usize,
+    width: usize,
+    train: &TorchvisionTrain,
+    rng: &mut Rng,
+) -> Window {
+    let area = (height * width) as f64;
+    let (log_lo, log_hi) = (train.ratio.0.ln(), train.ratio.1.ln());
+    for _ in 0..10 {
+        let target_area = area * rng.random_range(train.scale.0..=train.scale.1);
+        let aspect = rng.random_range(log_lo..=log_hi).exp();
+        let w = (target_area * aspect).sqrt().round_ties_even() as usize;
+        let h = (target_area / aspect).sqrt().round_ties_even() as usize;
+        if (1..=width).contains(&w) && (1..=height).contains(&h) {
+            let top = rng.random_range(0..=height - h);
+            let left = rng.random_range(0..=width - w);
+            return Window {
+                top,
+                left,
+                height: h,
+                width: w,
+            };
+        }
+    }
+    let in_ratio = width as f64 / height as f64;
+    let (lo, hi) = train.ratio;
+    let (h, w) = if in_ratio < lo.min(hi) {
+        (
+            (width as f64 / lo.min(hi)).round_ties_even() as usize,
+            width,
+        )
+    } else if in_ratio > lo.max(hi) {
+        (
+            height,
+            (height as f64 * lo.max(hi)).round_ties_even() as usize,
+        )
+    } else {
+        (height, width)
+    };
+    Window {
+        top: (height - h) / 2,
+        left: (width - w) / 2,
+        height: h,
+        width: w,
+    }
+}
+
+/// `window` of `image` resized to `height` x `width`, as torchvision's `F.resized_crop` on a
+/// PIL image: cropped first, so that the filter reads nothing outside the window.
+pub fn resized_crop(image: &Rgb8, window: Window, height: usize, width: usize) -> Rgb8 {
+    pil_resize_bilinear(&crop_bytes(image, window), height, width)
+}
+
+/// `window` of `image`, copied.
+fn crop_bytes(image: &Rgb8, window: Window) -> Rgb8 {
+    assert!(
+        window.top + window.height <= image.height && window.left + window.width <= image.width,
+        "{window:?} outside a {}x{} image",
+        image.height,
+        image.width
+    );
+    let row_bytes = window.width * 3;
+    let mut pixels = Vec::with_capacity(window.height * row_bytes);
+    for y in window.top..window.top + window.height {
+        let start = (y * image.width + window.left) * 3;
+        pixels.extend_from_slice(&image.pixels[start..start + row_bytes]);
+    }
+    Rgb8 {
+        pixels,
+        height: window.height,
+        width: window.width,
+    }
+}
+
+/// `image` as CHW planes from `buffers`, mirrored left-right if `flip`, each value
+/// `(byte / 255 - mean) / std` in `f32`, in torchvision's order of operations.
+fn normalized(image: &Rgb8, flip: bool, buffers: &BufferPool) -> Planes {
+    let width = image.width;
+    let mut planes = Planes::reused_in(buffers, 3, image.height, width);
+    for (c, plane) in planes.rgb_mut().into_iter().enumerate() {
+        let (mean, std) = (IMAGENET_MEAN[c], IMAGENET_STD[c]);
+        let rows = plane
+            .chunks_exact_mut(width)
+            .zip(image.pixels.chunks_exact(width * 3));
+        for (out_row, row) in rows {
+            for (x, out) in out_row.iter_mut().enumerate() {
+                let from = if flip { width - 1 - x } else { x };
+                *out = (unit(row[from * 3 + c]) - mean) / std;
+            }
+        }
+    }
+    planes
+}
+
+/// An image in [0, 1] back to the bytes it was decoded from.
+fn bytes_of(image: &Image) -> Result<Rgb8, Cause> {
+    if image.channels() != 3 {
+        return Err(format!("an image of {} channels, not RGB", image.channels()).into());
+    }
+    let pixels = (image.data().iter())
+        .map(|&v| (v * 255.0).round().clamp(0.0, 255.0) as u8)
+        .collect();
+    Ok(Rgb8 {
+        pixels,
+        height: image.height(),
+        width: image.width(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    /// Python's `round` takes halves to the even side: a margin of 16.5 is 16, of 17.5 is 18.
+    #[test]
+    fn a_center_crop_rounds_half_margins_to_even() {
+        let window = center_window(97, 99, 64);
+        assert_eq!((window.top, window.left), (16, 18));
+    }
+
+    /// A 10x1000 strip has no crop of 8% or more of its area with a ratio up to 4/3 and a
+    /// height of at most 10, so every draw fails: the fallback is the strip's whole height,
+    /// `round(10 * 4/3)` = 13 columns wide, centered (`(1000 - 13) // 2`).
+    #[test]
+    fn a_crop_that_never_fits_falls_back_to_the_nearest_ratio_centered() {
+        let train = TorchvisionTrain::new(8);
+        let mut rng = Rng::seed_from_u64(1);
+        let window = random_resized_window(10, 1000, &train, &mut rng);
+        assert_eq!(
+            (window.top, window.left, window.height, window.width),
+            (0, 493, 10, 13)
+        );
+    }
+
+    #[test]
+    fn random_crops_stay_inside_with_the_drawn_area_and_ratio() {
+        let train = TorchvisionTrain::new(8);
+        let mut rng = Rng::seed_from_u64(2);
+        let (height, width) = (375, 500);
+        for _ in 0..1000 {
+            let w = random_resized_window(height, width, &train, &mut rng);
+            assert!(
+                w.top + w.height <= height && w.left + w.width <= width,
+                "{w:?}"
+            );
+            let share = (w.height * w.width) as f64 / (height * width) as f64;
+            let ratio = w.width as f64 / w.height as f64;
+            // Rounding the sides moves both a little from what was drawn.
+            assert!((0.07..=1.0).contains(&share), "{w:?}: {share}");
+            assert!((0.7..=1.4).contains(&ratio), "{w:?}: {ratio}");
+        }
+    }
+
+    /// Training output: the size asked for, normalized, and flipped about half the time (an
+    /// image brighter on its left: the left column's mean tells).
+    #[test]
+    fn training_flips_about_half_the_crops() {
+        let (height, width) = (60, 80);
+        let pixels = (0..height * width)
+            .flat_map(|i| [(255 - (i % width) * 3) as u8; 3])
+            .collect();
+        let image = Rgb8 {
+            pixels,
+            height,
+            width,
+        };
+        let train = TorchvisionTrain::new(16);
+        let mut rng = Rng::seed_from_u64(3);
+        let mut flipped = 0;
+        for _ in 0..200 {
+            let planes = train.prepare(&image, &mut rng);
+            assert_eq!(planes.shape(), [3, 16, 16]);
+            let row = &planes.data()[..16];
+            flipped += usize::from(row[0] < row[15]);
+        }
+        assert!((70..=130).contains(&flipped), "{flipped} of 200 flipped");
+    }
+}
