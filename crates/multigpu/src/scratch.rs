@@ -96,8 +96,8 @@ mod tests {
     use super::*;
 
     /// A listing of the test's own, so that removing everything listed in it cannot touch
-    /// another test's files (the process-wide one is tested in a child process:
-    /// `tests/scratch.rs`).
+    /// another test's files (the process-wide one is tested in child processes, in
+    /// towers-data's `tests/hard_exit.rs` and towers-train's `tests/signals.rs`).
     fn listing() -> &'static Listing {
         Box::leak(Box::new(Listing::new()))
     }
