@@ -99,35 +99,49 @@ struct Part<'a> {
 }
 
 impl Part<'_> {
-    fn at(&self, y: usize, x: usize, channel: usize) -> u8 {
-        let width = self.pixels.width;
-        self.pixels.pixels[((y - self.top) * width + x - self.left) * 3 + channel]
+    /// The bytes of row `y`, columns `columns`, in this stage's coordinates.
+    fn row(&self, y: usize, columns: Range<usize>) -> &[u8] {
+        let start = (y - self.top) * self.pixels.width + columns.start - self.left;
+        &self.pixels.pixels[start * 3..(start + columns.len()) * 3]
     }
 
     /// The rows `rows`, each resampled along its width to `columns`' outputs.
     fn width_pass(&self, rows: Range<usize>, columns: &Taps) -> Part<'static> {
         let width = columns.start.len();
+        let inputs = columns.inputs();
         let mut pixels = Vec::with_capacity(rows.len() * width * 3);
         for y in rows.clone() {
+            let row = self.row(y, inputs.clone());
             for i in 0..width {
-                for c in 0..3 {
-                    pixels.push(columns.sum(i, |x| self.at(y, x, c)));
+                let (first, weights) = columns.taps(i);
+                let mut sums = [ROUNDING; 3];
+                let pixels_read = row[(first - inputs.start) * 3..].chunks_exact(3);
+                for (pixel, &w) in pixels_read.zip(weights) {
+                    for (sum, &v) in sums.iter_mut().zip(pixel) {
+                        *sum += i32::from(v) * w;
+                    }
                 }
+                pixels.extend(sums.map(to_byte));
             }
         }
         part(pixels, rows.len(), width, rows.start, columns.first_output)
     }
 
-    /// The columns `columns`, each resampled along its height to `rows`' outputs.
+    /// The columns `columns`, each resampled along its height to `rows`' outputs: a row of sums
+    /// at a time, each input row weighed whole.
     fn height_pass(&self, rows: &Taps, columns: Range<usize>) -> Part<'static> {
         let height = rows.start.len();
         let mut pixels = Vec::with_capacity(height * columns.len() * 3);
+        let mut sums = vec![0; columns.len() * 3];
         for i in 0..height {
-            for x in columns.clone() {
-                for c in 0..3 {
-                    pixels.push(rows.sum(i, |y| self.at(y, x, c)));
+            let (first, weights) = rows.taps(i);
+            sums.fill(ROUNDING);
+            for (y, &w) in (first..).zip(weights) {
+                for (sum, &v) in sums.iter_mut().zip(self.row(y, columns.clone())) {
+                    *sum += i32::from(v) * w;
                 }
             }
+            pixels.extend(sums.iter().map(|&sum| to_byte(sum)));
         }
         part(
             pixels,
@@ -141,9 +155,7 @@ impl Part<'_> {
     fn crop(&self, rows: Range<usize>, columns: Range<usize>) -> Part<'static> {
         let mut pixels = Vec::with_capacity(rows.len() * columns.len() * 3);
         for y in rows.clone() {
-            for x in columns.clone() {
-                pixels.extend((0..3).map(|c| self.at(y, x, c)));
-            }
+            pixels.extend_from_slice(self.row(y, columns.clone()));
         }
         part(pixels, rows.len(), columns.len(), rows.start, columns.start)
     }
@@ -220,17 +232,19 @@ impl Taps {
         self.start[0]..self.start[last] + self.len[last]
     }
 
-    /// The `i`th output pixel's weighted sum of `value(input)` over its input pixels, rounded
-    /// to a byte as Pillow's `clip8` does.
-    fn sum(&self, i: usize, value: impl Fn(usize) -> u8) -> u8 {
+    /// The `i`th output pixel's first input pixel and the weights of its input pixels.
+    fn taps(&self, i: usize) -> (usize, &[i32]) {
         let weights = &self.weights[i * self.weights_per_output..][..self.len[i]];
-        let first = self.start[i];
-        let mut acc: i32 = 1 << (PRECISION_BITS - 1);
-        for (x, &w) in weights.iter().enumerate() {
-            acc += i32::from(value(first + x)) * w;
-        }
-        (acc >> PRECISION_BITS).clamp(0, 255) as u8
+        (self.start[i], weights)
     }
+}
+
+/// A sum's start: one half in fixed point, so that the shift in [`to_byte`] rounds.
+const ROUNDING: i32 = 1 << (PRECISION_BITS - 1);
+
+/// A fixed-point sum as a byte, clamped as Pillow's `clip8` does.
+fn to_byte(sum: i32) -> u8 {
+    (sum >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
 /// Pillow's `bilinear_filter`.

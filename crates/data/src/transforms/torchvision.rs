@@ -7,6 +7,12 @@
 //! its accurate integer DCT (Pillow's default), resized by Pillow's antialiased bilinear filter
 //! on bytes ([`pil_resize_bilinear`]), then scaled to [0, 1] and normalized by ImageNet's mean
 //! and deviation in `f32`. The tests compare against files torchvision wrote.
+//!
+//! Those values come from [`Transform::apply_encoded`], which decodes as Pillow does. An image
+//! handed to [`Transform::apply`] was decoded already, by [`decode_image`] (TF's fast DCT, as
+//! the Inception pipeline decodes), and its JPEG pixels may differ from Pillow's by a little.
+//!
+//! [`decode_image`]: crate::codec::decode_image
 
 use rand::RngExt;
 
