@@ -24,7 +24,8 @@ use crate::image::Rgb8;
 const PRECISION_BITS: u32 = 32 - 8 - 2;
 
 /// `image` resized to `height` x `width` as Pillow's `resize((width, height), BILINEAR)`:
-/// the width pass, then the height pass, each skipped where that side keeps its size.
+/// a pass along each side, in Pillow 13's order (see the module docs), each skipped where that
+/// side keeps its size.
 ///
 /// # Panics
 /// If a side of `image` or of the output is 0.
@@ -44,11 +45,11 @@ pub fn pil_resize_bilinear(image: &Rgb8, height: usize, width: usize) -> Rgb8 {
 /// would be 2.56 million columns).
 ///
 /// # Panics
-/// If a side of `image` or of the output is 0, or `window` is outside the output.
+/// If a side of `image` or of `window` is 0, or `window` is outside the output.
 pub fn pil_resize_window(image: &Rgb8, height: usize, width: usize, window: Window) -> Rgb8 {
     assert!(
-        image.height > 0 && image.width > 0 && height > 0 && width > 0,
-        "resize of a {}x{} image to {height}x{width}",
+        image.height > 0 && image.width > 0 && window.height > 0 && window.width > 0,
+        "a {window:?} of a {}x{} image resized to {height}x{width}",
         image.height,
         image.width
     );
