@@ -14,6 +14,8 @@ make of them, as torchvision's ImageNet datasets load them (`Image.open(f).conve
   tensor, for every image at 73/64 and for landscape.jpg at 256/224;
 - crop-TOP-LEFT-HEIGHT-WIDTH.png: `F.resized_crop(landscape, ..., [64, 64], BILINEAR,
   antialias=True)`, the deterministic part of `RandomResizedCrop`;
+- cmyk.jpg (64x48, quality 95, CMYK as Pillow writes it: Adobe's inverted inks) and
+  cmyk-rgb.png, Pillow's `convert("RGB")` of it;
 - expected.json: for landscape.jpg at 256/224, the normalized tensor's per-channel sums and
   16 of its values; the sizes torchvision's `Resize(256)` gives some image sizes (its `_compute_resized_output_size`, which `F.resize` calls); versions.
 """
@@ -67,6 +69,10 @@ def main(out_dir):
         crop = F.resized_crop(load("landscape.jpg"), top, left, height, width, [64, 64],
                               InterpolationMode.BILINEAR, antialias=True)
         crop.save(path(f"crop-{top}-{left}-{height}-{width}.png"))
+    y, x = np.mgrid[0:48, 0:64]
+    inks = np.stack([x * 4 % 256, y * 5 % 256, (x + y) * 2 % 256, x * y % 256], axis=-1)
+    Image.fromarray(inks.astype(np.uint8), "CMYK").save(path("cmyk.jpg"), quality=95)
+    Image.open(path("cmyk.jpg")).convert("RGB").save(path("cmyk-rgb.png"))
     preset = ImageClassification(crop_size=224, resize_size=256)
     tensor = preset(load("landscape.jpg"))
     expected = {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use rand::SeedableRng;
 use serde_json::Value;
 use towers_data::Rgb8;
-use towers_data::codec::{DctMethod, decode_rgb8_with};
+use towers_data::codec::decode_rgb8_as_pillow;
 use towers_data::transforms::{
     IMAGENET_MEAN, IMAGENET_STD, Rng, TorchvisionEval, Transform, Window, resized_crop,
     shorter_side_to,
@@ -19,11 +19,11 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A fixture image as 8-bit RGB, JPEGs decoded as Pillow decodes them (libjpeg's accurate DCT).
+/// A fixture image as 8-bit RGB, JPEGs decoded as Pillow decodes them.
 fn bytes(name: &str) -> Rgb8 {
     let mut rgb = Rgb8::default();
     let encoded = std::fs::read(fixture(name)).unwrap();
-    decode_rgb8_with(&encoded, DctMethod::IntegerAccurate, &mut rgb).unwrap();
+    decode_rgb8_as_pillow(&encoded, &mut rgb).unwrap();
     rgb
 }
 
@@ -132,4 +132,15 @@ fn the_shorter_side_is_resized_as_torchvision_sizes_it() {
         let [h, w, new_h, new_w] = [0, 1, 2, 3].map(|i| case[i].as_u64().unwrap() as usize);
         assert_eq!(shorter_side_to(h, w, 256), (new_h, new_w), "{h}x{w}");
     }
+}
+
+/// ImageNet holds a few CMYK JPEGs; torchvision's loader makes them RGB with Pillow's
+/// `convert("RGB")`, whose formula is not TF's: a CMYK gradient Pillow wrote decodes to the
+/// bytes Pillow gives (in about half of them one off TF's).
+#[test]
+fn a_cmyk_jpeg_decodes_as_pillow_converts_it() {
+    let mut ours = Rgb8::default();
+    let encoded = std::fs::read(fixture("cmyk.jpg")).unwrap();
+    decode_rgb8_as_pillow(&encoded, &mut ours).unwrap();
+    assert_eq!(ours, bytes("cmyk-rgb.png"));
 }

@@ -19,6 +19,8 @@ use crate::error::{Cause, While};
 use crate::image::{Image, Rgb8};
 pub use tf_jpeg::{DctMethod, simd as jpeg_simd};
 
+use tf_jpeg::CmykToRgb;
+
 /// Decodes a JPEG or PNG (recognized by content, not by name) to RGB values in [0, 1]
 /// (TF's `convert_image_dtype` to float). JPEGs: see [`decode_rgb8`].
 pub fn decode_image(bytes: &[u8]) -> Result<Image, Cause> {
@@ -43,7 +45,18 @@ pub fn decode_rgb8(bytes: &[u8], out: &mut Rgb8) -> Result<(), Cause> {
 /// [`decode_rgb8`] with JPEGs' inverse DCT chosen as TF's `dct_method`.
 pub fn decode_rgb8_with(bytes: &[u8], dct: DctMethod, out: &mut Rgb8) -> Result<(), Cause> {
     decode_rgb8_by(bytes, out, |bytes, out| {
-        tf_jpeg::decode(bytes, dct, max_decoded_bytes(bytes), out)
+        tf_jpeg::decode(bytes, dct, CmykToRgb::Tf, max_decoded_bytes(bytes), out)
+    })
+}
+
+/// Decodes a JPEG or PNG (recognized by content) into `out` as Pillow's
+/// `Image.open(f).convert("RGB")` does, which torchvision's datasets call: JPEGs by the same
+/// libjpeg with its accurate integer DCT and its fancy upsampling, CMYK JPEGs made RGB by
+/// Pillow's formula (every one taken as Adobe's, inverted); PNGs as [`decode_rgb8`].
+pub fn decode_rgb8_as_pillow(bytes: &[u8], out: &mut Rgb8) -> Result<(), Cause> {
+    decode_rgb8_by(bytes, out, |bytes, out| {
+        let dct = DctMethod::IntegerAccurate;
+        tf_jpeg::decode(bytes, dct, CmykToRgb::Pillow, max_decoded_bytes(bytes), out)
     })
 }
 
@@ -109,7 +122,8 @@ fn check_png_palette(bytes: &[u8]) -> Result<(), Cause> {
 /// The JPEG decoder, chosen here and nowhere else: libjpeg-turbo's with TF's settings and TF's
 /// default `dct_method` (INTEGER_FAST): TF's pixels bit for bit.
 fn decode_jpeg(bytes: &[u8], out: &mut Rgb8) -> Result<(), Cause> {
-    tf_jpeg::decode(bytes, DctMethod::default(), max_decoded_bytes(bytes), out)
+    let dct = DctMethod::default();
+    tf_jpeg::decode(bytes, dct, CmykToRgb::Tf, max_decoded_bytes(bytes), out)
 }
 
 /// The decoded size a JPEG of `bytes` may claim: [`MAX_EXPANSION`] bytes per input byte.

@@ -93,6 +93,7 @@ pub fn simd() -> bool {
 pub(super) fn decode(
     bytes: &[u8],
     dct: DctMethod,
+    cmyk: CmykToRgb,
     max_bytes: u64,
     out: &mut Rgb8,
 ) -> Result<(), Cause> {
@@ -105,7 +106,7 @@ pub(super) fn decode(
             Some(d) => d,
             None => slot.insert(Decompressor::new()?),
         };
-        decompressor.decode(bytes, dct, max_bytes, out)
+        decompressor.decode(bytes, dct, cmyk, max_bytes, out)
     })
 }
 
@@ -172,6 +173,7 @@ impl Decompressor {
         &mut self,
         bytes: &[u8],
         dct: DctMethod,
+        cmyk_to_rgb_by: CmykToRgb,
         max_bytes: u64,
         out: &mut Rgb8,
     ) -> Result<(), Cause> {
@@ -220,7 +222,10 @@ impl Decompressor {
         if channels == 4 {
             let mut cmyk = vec![0; len];
             self.decode_into(&mut cmyk, &mut adobe)?;
-            cmyk_to_rgb(&cmyk, adobe != 0, &mut out.pixels);
+            match cmyk_to_rgb_by {
+                CmykToRgb::Tf => cmyk_to_rgb(&cmyk, adobe != 0, &mut out.pixels),
+                CmykToRgb::Pillow => cmyk_to_rgb_as_pillow(&cmyk, &mut out.pixels),
+            }
         } else {
             out.pixels.resize(len, 0);
             self.decode_into(&mut out.pixels, &mut adobe)?;
@@ -252,6 +257,34 @@ impl Drop for Decompressor {
     fn drop(&mut self) {
         // SAFETY: the state came from towers_jpeg_new and is freed once.
         unsafe { ffi::towers_jpeg_free(self.0) }
+    }
+}
+
+/// Whose formula makes a CMYK JPEG's pixels RGB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CmykToRgb {
+    /// TF's ([`cmyk_to_rgb`]).
+    Tf,
+    /// Pillow's `convert("RGB")` ([`cmyk_to_rgb_as_pillow`]).
+    Pillow,
+}
+
+/// Pillow's CMYK to RGB, into `rgb` (resized). Its JPEG reader takes every CMYK JPEG as
+/// Adobe's, inverted (raw mode `CMYK;I`: ink `255 - v`), whatever its markers say; its
+/// `cmyk2rgb` then gives each channel `nk - ink * nk / 255`, with `nk = 255 - k` and the
+/// product rounded as its `MULDIV255` rounds it. Against TF's formula, a byte in about half
+/// of the values differs by one.
+fn cmyk_to_rgb_as_pillow(cmyk: &[u8], rgb: &mut Vec<u8>) {
+    rgb.clear();
+    rgb.reserve(cmyk.len() / 4 * 3);
+    for px in cmyk.chunks_exact(4) {
+        // 255 minus the un-inverted key, `255 - (255 - v)`.
+        let nk = u32::from(px[3]);
+        for &stored in &px[..3] {
+            let product = (255 - u32::from(stored)) * nk + 128;
+            let ink = ((product >> 8) + product) >> 8;
+            rgb.push((nk - ink) as u8);
+        }
     }
 }
 
@@ -298,11 +331,26 @@ mod tests {
         assert_eq!(rgb, [0, 27, 55]);
     }
 
+    /// Pillow's formula on stored values 255, 128, 0 under a stored key of 200 (`nk` = 200):
+    /// inks 0, 127 and 255 give `200 - round(ink * 200 / 255)`, that is 200, 200 - 100 and 0
+    /// (TF's truncation also gives 100 there). Under 201, ink 127 gives 201 - round(100.1) =
+    /// 101, where TF's `201 * 128 / 255` truncates 100.9 to 100.
+    #[test]
+    fn cmyk_as_pillow_rounds_the_inks_product() {
+        let mut rgb = Vec::new();
+        cmyk_to_rgb_as_pillow(&[255, 128, 0, 200], &mut rgb);
+        assert_eq!(rgb, [200, 100, 0]);
+        cmyk_to_rgb_as_pillow(&[128, 128, 128, 201], &mut rgb);
+        assert_eq!(rgb, [101, 101, 101]);
+        cmyk_to_rgb(&[128, 128, 128, 201], true, &mut rgb);
+        assert_eq!(rgb, [100, 100, 100]);
+    }
+
     #[test]
     fn empty_and_foreign_bytes_are_errors_and_the_decompressor_recovers() {
         let mut out = Rgb8::default();
         let fail = |bytes: &[u8], out: &mut Rgb8| {
-            decode(bytes, DctMethod::IntegerFast, u64::MAX, out).unwrap_err()
+            decode(bytes, DctMethod::IntegerFast, CmykToRgb::Tf, u64::MAX, out).unwrap_err()
         };
         assert_error_names(&fail(&[], &mut out), &["empty"]);
         let garbage = fail(&[0xFF, 0xD8, 0xFF, 0x00, 1, 2, 3], &mut out);

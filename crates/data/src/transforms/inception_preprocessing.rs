@@ -19,7 +19,7 @@ use super::{
 };
 use crate::bounding_box::BoundingBox;
 use crate::buffer_pool::BufferPool;
-use crate::codec::{DctMethod, decode_rgb8_with};
+use crate::codec::decode_rgb8;
 use crate::error::Cause;
 use crate::image::{Image, Planes, Rgb8};
 
@@ -137,7 +137,7 @@ impl Transform for InceptionTrain {
         boxes: &[BoundingBox],
         rng: &mut Rng,
     ) -> Result<Planes, Cause> {
-        with_decoded(encoded, DctMethod::IntegerFast, |rgb| {
+        with_decoded(encoded, decode_rgb8, |rgb| {
             self.distort(&source_of_rgb8(rgb), rgb.height, boxes, rng)
         })
     }
@@ -188,7 +188,7 @@ impl Transform for InceptionEval {
         _: &[BoundingBox],
         _: &mut Rng,
     ) -> Result<Planes, Cause> {
-        with_decoded(encoded, DctMethod::IntegerFast, |rgb| {
+        with_decoded(encoded, decode_rgb8, |rgb| {
             self.prepare(&source_of_rgb8(rgb), rgb.height)
         })
     }
@@ -217,14 +217,14 @@ thread_local! {
     static SCRATCH: Cell<Vec<f32>> = Cell::default();
 }
 
-/// Decodes `encoded` (a JPEG's DCT by `dct`) into this thread's buffer and runs `f` on it.
+/// Decodes `encoded` by `decode` into this thread's buffer and runs `f` on it.
 pub(super) fn with_decoded(
     encoded: &[u8],
-    dct: DctMethod,
+    decode: fn(&[u8], &mut Rgb8) -> Result<(), Cause>,
     f: impl FnOnce(&Rgb8) -> Planes,
 ) -> Result<Planes, Cause> {
     DECODED.with_borrow_mut(|rgb| {
-        decode_rgb8_with(encoded, dct, rgb)?;
+        decode(encoded, rgb)?;
         Ok(f(rgb))
     })
 }

@@ -3,10 +3,11 @@
 //! resize, center crop, normalize) and training as torchvision's reference recipe
 //! (`RandomResizedCrop`, `RandomHorizontalFlip`, normalize).
 //!
-//! As torchvision runs them on the PIL images its datasets load: JPEGs decoded by libjpeg with
-//! its accurate integer DCT (Pillow's default), resized by Pillow's antialiased bilinear filter
-//! on bytes ([`pil_resize_bilinear`]), then scaled to [0, 1] and normalized by ImageNet's mean
-//! and deviation in `f32`. The tests compare against files torchvision wrote.
+//! As torchvision runs them on the PIL images its datasets load: JPEGs decoded as Pillow
+//! decodes them ([`decode_rgb8_as_pillow`]: libjpeg's accurate integer DCT, Pillow's CMYK),
+//! resized by Pillow's antialiased bilinear filter on bytes ([`pil_resize_bilinear`]), then
+//! scaled to [0, 1] and normalized by ImageNet's mean and deviation in `f32`. The tests compare
+//! against files torchvision wrote.
 //!
 //! Those values come from [`Transform::apply_encoded`], which decodes as Pillow does. An image
 //! handed to [`Transform::apply`] was decoded already, by [`decode_image`] (TF's fast DCT, as
@@ -21,7 +22,7 @@ use super::pil_resize::{pil_resize_bilinear, pil_resize_window};
 use super::{Rng, Transform, Window};
 use crate::bounding_box::BoundingBox;
 use crate::buffer_pool::BufferPool;
-use crate::codec::DctMethod;
+use crate::codec::decode_rgb8_as_pillow;
 use crate::error::Cause;
 use crate::image::{Image, Planes, Rgb8, unit};
 
@@ -90,7 +91,7 @@ impl Transform for TorchvisionEval {
         _: &[BoundingBox],
         _: &mut Rng,
     ) -> Result<Planes, Cause> {
-        with_decoded(encoded, DctMethod::IntegerAccurate, |rgb| self.prepare(rgb))
+        with_decoded(encoded, decode_rgb8_as_pillow, |rgb| self.prepare(rgb))
     }
 }
 
@@ -141,9 +142,7 @@ impl Transform for TorchvisionTrain {
         _: &[BoundingBox],
         rng: &mut Rng,
     ) -> Result<Planes, Cause> {
-        with_decoded(encoded, DctMethod::IntegerAccurate, |rgb| {
-            self.prepare(rgb, rng)
-        })
+        with_decoded(encoded, decode_rgb8_as_pillow, |rgb| self.prepare(rgb, rng))
     }
 }
 
