@@ -333,8 +333,8 @@ mod tests {
         }
     }
 
-    /// Training output: the size asked for, normalized, and flipped about half the time (an
-    /// image brighter on its left: the left column's mean tells).
+    /// Training output: the size asked for, and flipped about half the time (an image that
+    /// darkens to the right: whether a row's first value is below its last tells).
     #[test]
     fn training_flips_about_half_the_crops() {
         let (height, width) = (60, 80);
