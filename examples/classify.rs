@@ -9,14 +9,15 @@
 //! cargo run --release --example classify -- --model cifar10 --weights /tmp/cifar10_train --json plane.png
 //! ```
 //!
-//! ResNets take torchvision's evaluation preprocessing (`TorchvisionEval`: resize, center
-//! crop, ImageNet's mean and deviation), as its weights expect.
+//! ResNets, and Inception v3 with torchvision's weights (a `.pth`), take torchvision's
+//! evaluation preprocessing (`TorchvisionEval`: resize, center crop, normalize), as its
+//! weights expect; Inception v3 with TF's weights takes TF's.
 
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
-use burn_towers::data::transforms::{CifarEval, InceptionEval, TorchvisionEval};
+use burn_towers::data::transforms::{CifarEval, InceptionEval, TorchvisionEval, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
     BasicBlock, Bottleneck, Cifar10Config, ImageClassifier, InceptionV3Config, ResNet,
@@ -90,7 +91,12 @@ fn main() -> anyhow::Result<()> {
                 .init(&device);
             let (model, report) = load_weights(model, &args.weights, options)?;
             eprintln!("{report}");
-            classify(&model, &args.images, &InceptionEval::new(size), args.top_k)?
+            // torchvision's weights take torchvision's evaluation preset, TF's TF's.
+            let eval: Box<dyn Transform> = match torchvision {
+                true => Box::new(TorchvisionEval::inception_v3(size)),
+                false => Box::new(InceptionEval::new(size)),
+            };
+            classify(&model, &args.images, eval.as_ref(), args.top_k)?
         }
         Model::Resnet50 => classify_resnet::<Bottleneck>(&args, ResNetConfig::resnet50(1000))?,
         Model::Resnet18 => classify_resnet::<BasicBlock>(&args, ResNetConfig::resnet18(1000))?,

@@ -1,7 +1,8 @@
 //! Evaluates Inception v3 weights once, as TF's `inception_eval.py --run_once`: precision@1 and
 //! @5 over every `validation-*` example (or every image of a folder), with TF's evaluation
 //! preprocessing (central crop 0.875, bilinear resize, scale to [-1, 1]) and the moving
-//! averages of the weights when the checkpoint has them.
+//! averages of the weights when the checkpoint has them. torchvision's weights (a `.pth`) take
+//! torchvision's preset instead (`TorchvisionEval::inception_v3`: resize to 342, central 299).
 //!
 //! ```text
 //! cargo run --release --example inception_eval -- --checkpoint /tmp/imagenet_train   # newest of ours
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use burn_towers::data::transforms::InceptionEval;
+use burn_towers::data::transforms::{InceptionEval, TorchvisionEval};
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
     InceptionData, Split, WeightsArgs, evaluate, inception_image_size, is_pytorch_file,
@@ -54,18 +55,23 @@ fn main() -> anyhow::Result<()> {
     let image_size = args
         .image_size
         .unwrap_or(inception_image_size(args.data_dir.as_deref()));
-    let data = InceptionData::open(
-        args.data_dir.as_deref(),
-        Split::Validation,
-        image_size,
-        InceptionEval::new(image_size),
-    )?;
+    let torchvision = is_pytorch_file(&args.checkpoint);
+    let (dir, split) = (args.data_dir.as_deref(), Split::Validation);
+    let data = match torchvision {
+        true => InceptionData::open(
+            dir,
+            split,
+            image_size,
+            TorchvisionEval::inception_v3(image_size),
+        )?,
+        false => InceptionData::open(dir, split, image_size, InceptionEval::new(image_size))?,
+    };
     println!("evaluating on {}", data.description);
     let device = args.weights.device()?;
     let model = InceptionV3Config::new(args.num_classes.unwrap_or(data.num_classes))
         .with_image_size(image_size)
         .with_aux_logits(image_size >= 107)
-        .with_pool_counts_padding(is_pytorch_file(&args.checkpoint))
+        .with_pool_counts_padding(torchvision)
         .init(&device);
     let options = args.weights.load_options();
     let (model, report) = load_weights(model, &args.checkpoint, options)?;

@@ -9,8 +9,7 @@ use serde_json::Value;
 use towers_data::Rgb8;
 use towers_data::codec::decode_rgb8_as_pillow;
 use towers_data::transforms::{
-    IMAGENET_MEAN, IMAGENET_STD, Rng, TorchvisionEval, Transform, Window, resized_crop,
-    shorter_side_to,
+    Normalize, Rng, TorchvisionEval, Transform, Window, resized_crop, shorter_side_to,
 };
 
 fn fixture(name: &str) -> PathBuf {
@@ -29,9 +28,9 @@ fn bytes(name: &str) -> Rgb8 {
 
 /// `image` normalized as torchvision's `ToTensor` and `Normalize` do, CHW.
 fn normalized(image: &Rgb8) -> Vec<f32> {
+    let Normalize { mean, std, .. } = Normalize::IMAGENET;
     let plane = |c: usize| {
-        (image.pixels.chunks_exact(3))
-            .map(move |p| (p[c] as f32 / 255.0 - IMAGENET_MEAN[c]) / IMAGENET_STD[c])
+        (image.pixels.chunks_exact(3)).map(move |p| (p[c] as f32 / 255.0 - mean[c]) / std[c])
     };
     (0..3).flat_map(plane).collect()
 }

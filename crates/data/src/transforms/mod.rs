@@ -39,8 +39,8 @@ pub use pil_resize::{pil_resize_bilinear, pil_resize_window};
 pub use resize::{ResizeMethod, Source, Value, resize, resize_window};
 pub use standardize::per_image_standardization;
 pub use torchvision::{
-    IMAGENET_MEAN, IMAGENET_STD, TorchvisionEval, TorchvisionTrain, center_window,
-    random_resized_window, resized_crop, shorter_side_to,
+    Normalize, TorchvisionEval, TorchvisionTrain, center_window, random_resized_window,
+    resized_crop, shorter_side_to,
 };
 
 pub use crate::rng::Rng;

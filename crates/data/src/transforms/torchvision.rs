@@ -26,16 +26,42 @@ use crate::codec::decode_rgb8_as_pillow;
 use crate::error::Cause;
 use crate::image::{Image, Planes, Rgb8, unit};
 
-/// ImageNet's per-channel mean (RGB), as torchvision's presets normalize by it. Written as
-/// Python's doubles rounded to `f32`, as `torch.tensor(mean)` rounds them.
-pub const IMAGENET_MEAN: [f32; 3] = [0.485f64 as f32, 0.456f64 as f32, 0.406f64 as f32];
+/// torchvision's `Normalize`: each channel's value in [0, 1] becomes `(value - mean) / std`, in
+/// `f32`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct Normalize {
+    /// Each channel's mean (RGB).
+    pub mean: [f32; 3],
+    /// Each channel's standard deviation (RGB).
+    pub std: [f32; 3],
+}
 
-/// ImageNet's per-channel standard deviation (RGB), likewise.
-pub const IMAGENET_STD: [f32; 3] = [0.229f64 as f32, 0.224f64 as f32, 0.225f64 as f32];
+impl Normalize {
+    /// ImageNet's statistics, as torchvision's presets normalize by them: Python's doubles
+    /// rounded to `f32`, as `torch.tensor` rounds them.
+    pub const IMAGENET: Self = Self {
+        mean: [0.485f64 as f32, 0.456f64 as f32, 0.406f64 as f32],
+        std: [0.229f64 as f32, 0.224f64 as f32, 0.225f64 as f32],
+    };
+
+    /// Mean and deviation one half: values in [-1, 1]. What torchvision's Inception v3 weights
+    /// see once its `transform_input` has undone ImageNet's statistics (to within an `f32`
+    /// rounding), and the range of TF's Inception preprocessing.
+    pub const SIGNED_UNIT: Self = Self {
+        mean: [0.5; 3],
+        std: [0.5; 3],
+    };
+
+    /// Another mean and deviation per channel.
+    pub fn new(mean: [f32; 3], std: [f32; 3]) -> Self {
+        Self { mean, std }
+    }
+}
 
 /// Evaluation preprocessing as torchvision's `ImageClassification` preset: the shorter side
 /// resized to `resize_size` (the longer in proportion, truncated), the central `crop_size`
-/// square, normalized by [`IMAGENET_MEAN`] and [`IMAGENET_STD`].
+/// square, normalized ([`Normalize::IMAGENET`] unless set otherwise).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct TorchvisionEval {
@@ -44,6 +70,8 @@ pub struct TorchvisionEval {
     pub resize_size: usize,
     /// Side of the output.
     pub crop_size: usize,
+    /// The normalization of the values in [0, 1].
+    pub normalize: Normalize,
     buffers: BufferPool,
 }
 
@@ -53,7 +81,20 @@ impl TorchvisionEval {
         Self {
             resize_size: crop_size * 256 / 224,
             crop_size,
+            normalize: Normalize::IMAGENET,
             buffers: planes_pool(),
+        }
+    }
+
+    /// The preset of torchvision's Inception v3 weights (`Inception_V3_Weights.IMAGENET1K_V1`)
+    /// for `crop_size` (299 there): the shorter side resized to `crop_size * 342 / 299`, values
+    /// in [-1, 1] ([`Normalize::SIGNED_UNIT`]), which is what its network sees after its
+    /// `transform_input`.
+    pub fn inception_v3(crop_size: usize) -> Self {
+        let eval = Self::new(crop_size).with_normalize(Normalize::SIGNED_UNIT);
+        Self {
+            resize_size: crop_size * 342 / 299,
+            ..eval
         }
     }
 
@@ -71,11 +112,18 @@ impl TorchvisionEval {
         self
     }
 
+    /// Normalizes by `normalize` instead (e.g. [`Normalize::SIGNED_UNIT`] for torchvision's
+    /// Inception v3 weights, whose preset also resizes to 342 for a crop of 299).
+    pub fn with_normalize(mut self, normalize: Normalize) -> Self {
+        self.normalize = normalize;
+        self
+    }
+
     fn prepare(&self, image: &Rgb8) -> Planes {
         let (height, width) = shorter_side_to(image.height, image.width, self.resize_size);
         let window = center_window(height, width, self.crop_size);
         let cropped = pil_resize_window(image, height, width, window);
-        normalized(&cropped, false, &self.buffers)
+        normalized(&cropped, false, self.normalize, &self.buffers)
     }
 }
 
@@ -98,7 +146,7 @@ impl Transform for TorchvisionEval {
 /// Training preprocessing as torchvision's reference recipe: a random crop of 8% to 100% of
 /// the area with an aspect ratio from 3/4 to 4/3 (drawn as `RandomResizedCrop` draws it, from
 /// this crate's generator), resized to `size` x `size`, flipped left-right with probability
-/// one half, normalized by [`IMAGENET_MEAN`] and [`IMAGENET_STD`].
+/// one half, normalized ([`Normalize::IMAGENET`] unless set otherwise).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct TorchvisionTrain {
@@ -108,6 +156,8 @@ pub struct TorchvisionTrain {
     pub scale: (f64, f64),
     /// The crop's width over its height, drawn log-uniformly from this range.
     pub ratio: (f64, f64),
+    /// The normalization of the values in [0, 1].
+    pub normalize: Normalize,
     buffers: BufferPool,
 }
 
@@ -118,6 +168,7 @@ impl TorchvisionTrain {
             size,
             scale: (0.08, 1.0),
             ratio: (3.0 / 4.0, 4.0 / 3.0),
+            normalize: Normalize::IMAGENET,
             buffers: planes_pool(),
         }
     }
@@ -126,7 +177,7 @@ impl TorchvisionTrain {
         let window = random_resized_window(image.height, image.width, self, rng);
         let resized = resized_crop(image, window, self.size, self.size);
         let flip = rng.random::<f64>() < 0.5;
-        normalized(&resized, flip, &self.buffers)
+        normalized(&resized, flip, self.normalize, &self.buffers)
     }
 }
 
@@ -254,11 +305,11 @@ fn crop_bytes(image: &Rgb8, window: Window) -> Rgb8 {
 
 /// `image` as CHW planes from `buffers`, mirrored left-right if `flip`, each value
 /// `(byte / 255 - mean) / std` in `f32`, in torchvision's order of operations.
-fn normalized(image: &Rgb8, flip: bool, buffers: &BufferPool) -> Planes {
+fn normalized(image: &Rgb8, flip: bool, normalize: Normalize, buffers: &BufferPool) -> Planes {
     let width = image.width;
     let mut planes = Planes::reused_in(buffers, 3, image.height, width);
     for (c, plane) in planes.rgb_mut().into_iter().enumerate() {
-        let (mean, std) = (IMAGENET_MEAN[c], IMAGENET_STD[c]);
+        let (mean, std) = (normalize.mean[c], normalize.std[c]);
         let rows = plane
             .chunks_exact_mut(width)
             .zip(image.pixels.chunks_exact(width * 3));
@@ -298,6 +349,26 @@ mod tests {
     fn a_center_crop_rounds_half_margins_to_even() {
         let window = center_window(97, 99, 64);
         assert_eq!((window.top, window.left), (16, 18));
+    }
+
+    /// torchvision's Inception v3 preset: a resize to 342 for 299, values in [-1, 1] (white
+    /// 1, black -1).
+    #[test]
+    fn the_inception_preset_resizes_to_342_and_scales_to_signed_unit() {
+        let eval = TorchvisionEval::inception_v3(299);
+        assert_eq!((eval.resize_size, eval.crop_size), (342, 299));
+        let (height, width) = (400, 300);
+        let pixels = (0..height * width * 3)
+            .map(|i| if i / 3 % width < width / 2 { 0 } else { 255 })
+            .collect();
+        let image = Rgb8 {
+            pixels,
+            height,
+            width,
+        };
+        let planes = eval.prepare(&image);
+        let row = &planes.data()[..299];
+        assert_eq!((row[0], row[298]), (-1.0, 1.0));
     }
 
     /// A 10x1000 strip has no crop of 8% or more of its area with a ratio up to 4/3 and a
