@@ -82,6 +82,14 @@ impl Image {
         self.data[(y * self.width + x) * self.channels + c]
     }
 
+    /// Every value in [0, 1] as a byte (times 255, rounded, clamped), in HWC order: the bytes
+    /// an image made by [`Rgb8::to_image`] came from.
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        (self.data.iter())
+            .map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8)
+            .collect()
+    }
+
     /// The values in CHW order, the layout of a Burn image tensor.
     pub fn into_chw(self) -> Vec<f32> {
         let plane = self.height * self.width;

@@ -165,11 +165,7 @@ pub fn encode_png(image: &Image) -> Vec<u8> {
 /// Writes `image` as 8-bit RGB through `encoder` (into memory).
 fn write_rgb8(image: &Image, encoder: impl image::ImageEncoder) {
     assert_eq!(image.channels(), 3, "only RGB images are encoded");
-    let pixels: Vec<u8> = image
-        .data()
-        .iter()
-        .map(|v| (v * 255.0).round().clamp(0.0, 255.0) as u8)
-        .collect();
+    let pixels = image.to_bytes();
     let (width, height) = (image.width() as u32, image.height() as u32);
     encoder
         .write_image(&pixels, width, height, image::ExtendedColorType::Rgb8)

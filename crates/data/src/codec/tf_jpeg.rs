@@ -93,7 +93,7 @@ pub fn simd() -> bool {
 pub(super) fn decode(
     bytes: &[u8],
     dct: DctMethod,
-    cmyk: CmykToRgb,
+    cmyk_to_rgb_by: CmykToRgb,
     max_bytes: u64,
     out: &mut Rgb8,
 ) -> Result<(), Cause> {
@@ -106,7 +106,7 @@ pub(super) fn decode(
             Some(d) => d,
             None => slot.insert(Decompressor::new()?),
         };
-        decompressor.decode(bytes, dct, cmyk, max_bytes, out)
+        decompressor.decode(bytes, dct, cmyk_to_rgb_by, max_bytes, out)
     })
 }
 

@@ -91,11 +91,9 @@ impl TorchvisionEval {
     /// in [-1, 1] ([`Normalize::SIGNED_UNIT`]), which is what its network sees after its
     /// `transform_input`.
     pub fn inception_v3(crop_size: usize) -> Self {
-        let eval = Self::new(crop_size).with_normalize(Normalize::SIGNED_UNIT);
-        Self {
-            resize_size: crop_size * 342 / 299,
-            ..eval
-        }
+        Self::new(crop_size)
+            .with_resize_size(crop_size * 342 / 299)
+            .with_normalize(Normalize::SIGNED_UNIT)
     }
 
     /// Resizes the shorter side to `resize_size` instead.
@@ -328,11 +326,8 @@ fn bytes_of(image: &Image) -> Result<Rgb8, Cause> {
     if image.channels() != 3 {
         return Err(format!("an image of {} channels, not RGB", image.channels()).into());
     }
-    let pixels = (image.data().iter())
-        .map(|&v| (v * 255.0).round().clamp(0.0, 255.0) as u8)
-        .collect();
     Ok(Rgb8 {
-        pixels,
+        pixels: image.to_bytes(),
         height: image.height(),
         width: image.width(),
     })

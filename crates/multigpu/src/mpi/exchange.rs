@@ -296,8 +296,7 @@ impl Exchange<'_> {
              {difference}; ending the job on every rank",
             self.what, self.number
         ));
-        crate::scratch::remove_scratch();
-        self.world.abort(MISMATCHED)
+        super::abort_job(self.world, MISMATCHED)
     }
 
     /// Ends the job on every rank, after saying which ranks never reached this exchange
@@ -327,8 +326,7 @@ impl Exchange<'_> {
              ending the job on every rank",
             self.what, self.number, self.timeout
         ));
-        crate::scratch::remove_scratch();
-        self.world.abort(TIMED_OUT)
+        super::abort_job(self.world, TIMED_OUT)
     }
 }
 

@@ -70,6 +70,13 @@ impl Drop for Mpi {
     }
 }
 
+/// Ends the job on every rank with `code`. `MPI_Abort` runs no destructor, so this process's
+/// listed temporary files are removed first (`crate::scratch`).
+fn abort_job(world: &impl Communicator, code: i32) -> ! {
+    crate::scratch::remove_scratch();
+    world.abort(code)
+}
+
 /// The communicator of the 16-bit buckets' all-gathers.
 struct Gathers(SimpleCommunicator);
 
@@ -300,8 +307,7 @@ impl CrossProcess for Mpi {
             "error: rank {}: {message}; ending the job on every rank",
             self.rank
         ));
-        crate::scratch::remove_scratch();
-        self.universe.world().abort(1)
+        abort_job(&self.universe.world(), 1)
     }
 
     fn broadcast(&self, what: &str, tensors: Vec<Tensor<1>>, device: &Device) -> Vec<Tensor<1>> {
