@@ -1,6 +1,6 @@
-//! Classifies image files (JPEG or PNG, greyscale included) with Inception v3, ResNet-50 or
-//! -18, or the CIFAR-10 network: the top classes and their probabilities, as text or one JSON
-//! object per image.
+//! Classifies image files (JPEG, PNG, BMP, PPM/PGM, TIFF or WebP, greyscale included) with
+//! Inception v3, ResNet-50 or -18, or the CIFAR-10 network: the top classes and their
+//! probabilities, as text or one JSON object per image.
 //!
 //! ```text
 //! cargo run --release --example classify -- --model inception --weights inception_v3.ckpt \

@@ -5,6 +5,7 @@ mod builtin_learnable;
 mod corrupt_records;
 mod dataset_pipeline;
 mod hard_exit;
+mod image_folder;
 mod inception_pipeline;
 mod layers;
 mod load;

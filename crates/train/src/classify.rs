@@ -36,9 +36,10 @@ impl Prediction {
 }
 
 /// The `k` most probable classes of each image file under `model` (in evaluation state), each
-/// image decoded (JPEG or PNG, greyscale and alpha made RGB) by `transform` and put through it
+/// image decoded (JPEG, PNG, BMP, PPM/PGM, TIFF or WebP; greyscale and alpha made RGB) by
+/// `transform` and put through it
 /// ([`Transform::apply_encoded`]: [`TorchvisionEval`](towers_data::transforms::TorchvisionEval)
-/// decodes JPEGs as Pillow does, the others as TF does).
+/// decodes as Pillow does, the other transforms as TF does).
 /// An unreadable image is an error naming the file.
 pub fn classify<M: ImageClassifier>(
     model: &M,

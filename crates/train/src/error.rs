@@ -29,7 +29,7 @@ pub enum Error {
         #[source]
         error: Cause,
     },
-    /// An image file that cannot be decoded (not a JPEG or PNG, truncated, corrupt) or
+    /// An image file that cannot be decoded (not of a known format, truncated, corrupt) or
     /// preprocessed.
     #[error("image {}", path.display())]
     Image {

@@ -1,19 +1,20 @@
-//! Image decoding (JPEG, PNG) to 8-bit RGB ([`Rgb8`]) or to `f32` [`Image`]s in [0, 1], and
-//! JPEG encoding.
+//! Image decoding (JPEG, PNG, BMP, PPM/PGM, TIFF, WebP: every format torchvision's
+//! `ImageFolder` takes) to 8-bit RGB ([`Rgb8`]) or to `f32` [`Image`]s in [0, 1], and JPEG and
+//! PNG encoding.
 //!
 //! JPEGs decode into a buffer the caller keeps, to TensorFlow's pixels bit for bit
 //! (`tf.io.decode_jpeg(channels=3)`, by libjpeg-turbo's decoder with TF's settings:
 //! `tf_jpeg.rs`); `decode_jpeg` is the one place that calls it. [`DctMethod`],
 //! [`decode_image_with`] and [`decode_rgb8_with`] choose TF's `dct_method`.
 //!
-//! PNGs go through the `image` crate. Greyscale, CMYK and alpha images all come out as
-//! 3-channel RGB, as TF's `channels=3` does.
+//! The other formats go through the `image` crate. Greyscale, CMYK and alpha images all come
+//! out as 3-channel RGB, as TF's `channels=3` does (alpha dropped, not blended).
 
 mod tf_jpeg;
 
 use std::io::Cursor;
 
-use image::{ImageFormat, ImageReader};
+use image::{DynamicImage, ImageFormat, ImageReader, RgbImage};
 
 use crate::error::{Cause, While};
 use crate::image::{Image, Rgb8};
@@ -21,7 +22,7 @@ pub use tf_jpeg::{DctMethod, simd as jpeg_simd};
 
 use tf_jpeg::CmykToRgb;
 
-/// Decodes a JPEG or PNG (recognized by content, not by name) to RGB values in [0, 1]
+/// Decodes an image (recognized by content, not by name) to RGB values in [0, 1]
 /// (TF's `convert_image_dtype` to float). JPEGs: see [`decode_rgb8`].
 pub fn decode_image(bytes: &[u8]) -> Result<Image, Cause> {
     let mut rgb = Rgb8::default();
@@ -36,35 +37,67 @@ pub fn decode_image_with(bytes: &[u8], dct: DctMethod) -> Result<Image, Cause> {
     Ok(rgb.to_image())
 }
 
-/// Decodes a JPEG or PNG (recognized by content) into `out`, reusing its buffer. JPEGs go to
+/// Decodes an image (recognized by content) into `out`, reusing its buffer. JPEGs go to
 /// `decode_jpeg`: TF's pixels bit for bit, with TF's default `dct_method`.
 pub fn decode_rgb8(bytes: &[u8], out: &mut Rgb8) -> Result<(), Cause> {
-    decode_rgb8_by(bytes, out, decode_jpeg)
+    decode_rgb8_by(bytes, out, decode_jpeg, DynamicImage::into_rgb8)
 }
 
 /// [`decode_rgb8`] with JPEGs' inverse DCT chosen as TF's `dct_method`.
 pub fn decode_rgb8_with(bytes: &[u8], dct: DctMethod, out: &mut Rgb8) -> Result<(), Cause> {
-    decode_rgb8_by(bytes, out, |bytes, out| {
+    let jpeg = |bytes: &[u8], out: &mut Rgb8| {
         tf_jpeg::decode(bytes, dct, CmykToRgb::Tf, max_decoded_bytes(bytes), out)
-    })
+    };
+    decode_rgb8_by(bytes, out, jpeg, DynamicImage::into_rgb8)
 }
 
-/// Decodes a JPEG or PNG (recognized by content) into `out` as Pillow's
+/// Decodes an image (recognized by content) into `out` as Pillow's
 /// `Image.open(f).convert("RGB")` does, which torchvision's datasets call: JPEGs by the same
 /// libjpeg with its accurate integer DCT and its fancy upsampling, CMYK JPEGs made RGB by
-/// Pillow's formula (every one taken as Adobe's, inverted); PNGs as [`decode_rgb8`].
+/// Pillow's formula (every one taken as Adobe's, inverted); 16-bit samples as Pillow opens
+/// them (`pillow_rgb8`); the rest as [`decode_rgb8`].
 pub fn decode_rgb8_as_pillow(bytes: &[u8], out: &mut Rgb8) -> Result<(), Cause> {
-    decode_rgb8_by(bytes, out, |bytes, out| {
+    let jpeg = |bytes: &[u8], out: &mut Rgb8| {
         let dct = DctMethod::IntegerAccurate;
         tf_jpeg::decode(bytes, dct, CmykToRgb::Pillow, max_decoded_bytes(bytes), out)
-    })
+    };
+    decode_rgb8_by(bytes, out, jpeg, pillow_rgb8)
 }
 
-/// Decodes a JPEG by `jpeg`, or a PNG by the `image` crate, into `out`.
+/// A decoded image made 8-bit RGB as Pillow's `convert("RGB")` makes it. Pillow opens 16-bit
+/// colour (and grey with alpha) at 8 bits, by the high byte (`RGB;16B`, `LA;16B`: truncated,
+/// where the `image` crate rounds), and 16-bit grey as `I;16`, whose conversion clips at 255:
+/// such an image comes out nearly white, in torchvision as here.
+fn pillow_rgb8(image: DynamicImage) -> RgbImage {
+    let each_sample = |image: DynamicImage, to_u8: fn(u16) -> u8| {
+        let rgb = image.into_rgb16();
+        let bytes = rgb.as_raw().iter().map(|&v| to_u8(v)).collect();
+        RgbImage::from_raw(rgb.width(), rgb.height(), bytes).expect("3 samples per pixel")
+    };
+    match image {
+        DynamicImage::ImageLuma16(_) => each_sample(image, |v| v.min(255) as u8),
+        DynamicImage::ImageLumaA16(_)
+        | DynamicImage::ImageRgb16(_)
+        | DynamicImage::ImageRgba16(_) => each_sample(image, |v| (v >> 8) as u8),
+        other => other.into_rgb8(),
+    }
+}
+
+/// The formats besides JPEG that decode, by content: torchvision's `IMG_EXTENSIONS`.
+const DECODED_BY_THE_IMAGE_CRATE: [ImageFormat; 5] = [
+    ImageFormat::Png,
+    ImageFormat::Bmp,
+    ImageFormat::Pnm,
+    ImageFormat::Tiff,
+    ImageFormat::WebP,
+];
+
+/// Decodes a JPEG by `jpeg`, or another image by the `image` crate and `to_rgb8`, into `out`.
 fn decode_rgb8_by(
     bytes: &[u8],
     out: &mut Rgb8,
     jpeg: impl FnOnce(&[u8], &mut Rgb8) -> Result<(), Cause>,
+    to_rgb8: fn(DynamicImage) -> RgbImage,
 ) -> Result<(), Cause> {
     if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
         return jpeg(bytes, out);
@@ -74,15 +107,14 @@ fn decode_rgb8_by(
         .with_guessed_format()
         .map_err(While::doing("cannot read the image"))?;
     reader.limits(limits_for(bytes.len()));
+    const DECODED: &str = "JPEG, PNG, BMP, PPM/PGM, TIFF and WebP are";
     match reader.format() {
-        Some(ImageFormat::Png) => {}
-        Some(other) => {
-            return Err(format!("unsupported image format {other:?} (JPEG and PNG are)").into());
-        }
-        None => return Err("not a JPEG or PNG image".into()),
+        Some(format) if DECODED_BY_THE_IMAGE_CRATE.contains(&format) => {}
+        Some(other) => return Err(format!("unsupported image format {other:?} ({DECODED})").into()),
+        None => return Err(format!("not an image of a known format ({DECODED})").into()),
     }
     let decoded = reader.decode().map_err(While::doing("corrupt image"))?;
-    let rgb = decoded.to_rgb8();
+    let rgb = to_rgb8(decoded);
     (out.width, out.height) = (rgb.width() as usize, rgb.height() as usize);
     out.pixels.clear();
     out.pixels.extend_from_slice(rgb.as_raw());
@@ -276,7 +308,7 @@ mod tests {
             decode_image(b"hello")
                 .unwrap_err()
                 .to_string()
-                .contains("not a JPEG or PNG")
+                .contains("not an image of a known format")
         );
     }
 

@@ -1,13 +1,15 @@
-//! Image folders, `root/<class_name>/<image>`, the layout PyTorch users bring.
+//! Image folders, `root/<class_name>/.../<image>`, the layout PyTorch users bring, read as
+//! torchvision's `ImageFolder` reads them: the same classes, the same images, in the same order
+//! (checked against torchvision's own listing in `tests/image_folder.rs`).
 //!
-//! Classes are the sub-folders, sorted by name, numbered from 0; images are the `.jpg`,
-//! `.jpeg` and `.png` files inside them (case-insensitive; other files are ignored, as
-//! torchvision's `ImageFolder` does). Each image file is one record.
+//! Each image file is one record, labelled by its class folder.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use walkdir::WalkDir;
 
 use crate::atomic_file::write_atomic;
 use crate::codec::decode_image;
@@ -15,6 +17,12 @@ use crate::error::{Error, Result};
 use crate::format::{Example, Prepared, RecordFormat, RecordSpan, record_error};
 use crate::rng::Rng;
 use crate::transforms::Transform;
+
+/// torchvision's `IMG_EXTENSIONS`: a file is an image when its name ends with one of these, in
+/// any case (`name.lower().endswith(...)`). Every one decodes here (`codec`).
+pub const IMAGE_EXTENSIONS: [&str; 9] = [
+    ".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp",
+];
 
 /// A scanned image folder: its classes and image files.
 #[derive(Debug, Clone)]
@@ -26,52 +34,52 @@ pub struct ImageFolder {
 }
 
 impl ImageFolder {
-    /// Scans `root`. A missing folder, a folder without class sub-folders, or one without
-    /// any image is an error naming it.
+    /// Scans `root` as torchvision's `ImageFolder(root)` does:
+    /// - the classes are the sub-folders of `root` (hidden ones too, symbolic links followed),
+    ///   sorted by code point; class `i` is label `i`;
+    /// - the images are the files at any depth under a class folder (links followed) whose
+    ///   names end with one of [`IMAGE_EXTENSIONS`], in the order of Python's
+    ///   `sorted(os.walk(...))`: by folder path string, then by name.
+    ///
+    /// Errors name the folder or file: `root` missing or without class sub-folders, a class
+    /// without an image (torchvision refuses it too; see
+    /// [`ImageFolder::scan_allowing_empty_classes`]), a name that is not UTF-8, a
+    /// symbolic-link loop, a broken link or unreadable folder.
     pub fn scan(root: &Path) -> Result<Self> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |error| Error::Io { path, error }
-        };
-        if !root.is_dir() {
-            return Err(Error::File {
-                path: root.to_path_buf(),
-                reason: "no such directory (expected root/<class>/<image>)".into(),
-            });
-        }
-        let mut classes: Vec<String> = std::fs::read_dir(root)
-            .map_err(io(root))?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().is_dir())
-            .filter_map(|e| e.file_name().to_str().map(str::to_string))
-            .collect();
-        classes.sort();
-        if classes.is_empty() {
-            return Err(Error::File {
-                path: root.to_path_buf(),
-                reason: "no class sub-folders".into(),
-            });
-        }
+        Self::scan_with(root, false)
+    }
+
+    /// [`ImageFolder::scan`], where a class folder without images still takes its label
+    /// (torchvision's `allow_empty=True`): weights of 1000 classes evaluated on a few of them.
+    pub fn scan_allowing_empty_classes(root: &Path) -> Result<Self> {
+        Self::scan_with(root, true)
+    }
+
+    fn scan_with(root: &Path, allow_empty: bool) -> Result<Self> {
+        let classes = class_folders(root)?;
         let mut files = Vec::new();
         let mut labels = HashMap::new();
+        let mut empty = Vec::new();
         for (label, class) in classes.iter().enumerate() {
-            let dir = root.join(class);
-            let mut images: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .map_err(io(&dir))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_file() && is_image(p))
-                .collect();
-            images.sort();
+            let images = images_under(&root.join(class))?;
+            if images.is_empty() {
+                empty.push(class.as_str());
+            }
             for image in images {
                 labels.insert(image.clone(), label as i64);
                 files.push(image);
             }
         }
         if files.is_empty() {
-            return Err(Error::File {
-                path: root.to_path_buf(),
-                reason: "no .jpg, .jpeg or .png image under any class folder".into(),
-            });
+            return Err(no_image(root, "under any class folder"));
+        }
+        if !empty.is_empty() && !allow_empty {
+            let classes = format!(
+                "in the class folders {} (torchvision's ImageFolder refuses them too, unless \
+                 empty classes are allowed)",
+                empty.join(", ")
+            );
+            return Err(no_image(root, &classes));
         }
         Ok(Self {
             root: root.to_path_buf(),
@@ -123,12 +131,114 @@ impl ImageFolder {
     }
 }
 
+/// The sub-folders of `root`, as torchvision's `find_classes`: `os.scandir` entries whose
+/// `is_dir()` (links followed) holds, sorted by code point (Rust's `String` order).
+fn class_folders(root: &Path) -> Result<Vec<String>> {
+    if !root.is_dir() {
+        let reason = "no such directory (expected root/<class>/<image>)";
+        return Err(file_error(root, reason.into()));
+    }
+    let mut classes = Vec::new();
+    for entry in std::fs::read_dir(root).map_err(io_error(root))? {
+        let path = entry.map_err(io_error(root))?.path();
+        if path.is_dir() {
+            classes.push(utf8_name(&path)?.to_string());
+        }
+    }
+    classes.sort();
+    match classes.is_empty() {
+        true => Err(file_error(root, "no class sub-folders".into())),
+        false => Ok(classes),
+    }
+}
+
+/// The images under the class folder `dir`, in torchvision's order: `sorted(os.walk(dir,
+/// followlinks=True))` orders the walk's folders by their path strings (so `a b` before
+/// `a/c`, where Rust's `Path` order puts `a/c` first), then each folder's file names.
+/// Python's walk ignores unreadable folders and follows link loops until the OS stops it;
+/// here both are errors.
+fn images_under(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut found: Vec<(String, String)> = Vec::new();
+    for entry in WalkDir::new(dir).follow_links(true) {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(error) => match walk_error(dir, error) {
+                Some(error) => return Err(error),
+                None => continue,
+            },
+        };
+        if entry.file_type().is_dir() || !is_image(entry.path()) {
+            continue;
+        }
+        let folder = entry.path().parent().unwrap_or(dir);
+        let folder = folder.to_str().ok_or_else(|| not_utf8(folder))?;
+        found.push((folder.to_string(), utf8_name(entry.path())?.to_string()));
+    }
+    found.sort();
+    Ok(found
+        .into_iter()
+        .map(|(folder, name)| Path::new(&folder).join(name))
+        .collect())
+}
+
+/// What a failed step of the walk under `dir` means: a link loop, or an unreadable entry,
+/// is an error; a broken link is one only when its name says image (torchvision would list
+/// it and fail on reading it), and is skipped otherwise, as torchvision passes over it.
+fn walk_error(dir: &Path, error: walkdir::Error) -> Option<Error> {
+    let path = error.path().unwrap_or(dir).to_path_buf();
+    if let Some(ancestor) = error.loop_ancestor() {
+        let reason = format!("a symbolic-link loop back to {}", ancestor.display());
+        return Some(file_error(&path, reason));
+    }
+    let broken_link = path.is_symlink() && !path.exists();
+    match (broken_link, is_image(&path)) {
+        (true, false) => None,
+        (true, true) => Some(file_error(&path, "a broken symbolic link".into())),
+        (false, _) => Some(Error::Io {
+            error: error.into(),
+            path,
+        }),
+    }
+}
+
+/// Whether `path`'s name ends with one of [`IMAGE_EXTENSIONS`], in any case.
 fn is_image(path: &Path) -> bool {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png"))
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let name = name.to_lowercase();
+    IMAGE_EXTENSIONS.iter().any(|ext| name.ends_with(ext))
+}
+
+/// `path`'s last component as UTF-8. Python would take other bytes as "surrogate escapes"
+/// and sort them among its strings; no order of ours could follow it, so they are refused.
+fn utf8_name(path: &Path) -> Result<&str> {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .ok_or_else(|| not_utf8(path))
+}
+
+fn not_utf8(path: &Path) -> Error {
+    let reason = "a name that is not UTF-8 (rename it: its class or order would be unsure)";
+    file_error(path, reason.into())
+}
+
+fn no_image(root: &Path, place: &str) -> Error {
+    let extensions = IMAGE_EXTENSIONS.join(" ");
+    file_error(root, format!("no image ({extensions}) {place}"))
+}
+
+fn file_error(path: &Path, reason: String) -> Error {
+    Error::File {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> Error {
+    let path = path.to_path_buf();
+    move |error| Error::Io {
+        path: path.clone(),
+        error,
+    }
 }
 
 /// Reads image files of an [`ImageFolder`]: one record per file, labelled by its class folder.
@@ -265,5 +375,78 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_error_names(&msg, &["b.png", "record 0"]);
+    }
+
+    /// A tree of class folders with one image each, as `(class, name)`.
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let png = encode_png(&Image::from_hwc(vec![0.5; 2 * 2 * 3], 2, 2, 3));
+        for (class, name) in files {
+            std::fs::create_dir_all(dir.path().join(class)).unwrap();
+            std::fs::write(dir.path().join(class).join(name), &png).unwrap();
+        }
+        dir
+    }
+
+    fn listed(folder: &ImageFolder) -> Vec<String> {
+        let root = folder.root();
+        let relative = |p: &PathBuf| p.strip_prefix(root).unwrap().display().to_string();
+        folder.files().iter().map(relative).collect()
+    }
+
+    #[test]
+    fn hidden_files_and_folders_count_as_torchvision_counts_them() {
+        let dir = tree(&[(".hidden", "x.png"), ("cat", ".png"), ("cat", "a.PNG.bak")]);
+        let folder = ImageFolder::scan(dir.path()).unwrap();
+        assert_eq!(folder.classes(), [".hidden", "cat"]);
+        assert_eq!(listed(&folder), [".hidden/x.png", "cat/.png"]);
+    }
+
+    #[test]
+    fn an_empty_class_is_refused_unless_allowed() {
+        let dir = tree(&[("cat", "a.png")]);
+        std::fs::create_dir(dir.path().join("dog")).unwrap();
+        std::fs::write(dir.path().join("dog/readme.txt"), "no image").unwrap();
+        let msg = ImageFolder::scan(dir.path()).unwrap_err().to_string();
+        assert_error_names(&msg, &["no image", "dog", "torchvision"]);
+        let folder = ImageFolder::scan_allowing_empty_classes(dir.path()).unwrap();
+        assert_eq!(folder.classes(), ["cat", "dog"]);
+        assert_eq!(listed(&folder), ["cat/a.png"]);
+    }
+
+    #[test]
+    fn links_are_followed_and_loops_and_broken_images_named() {
+        use std::os::unix::fs::symlink;
+        let elsewhere = tree(&[("pics", "b.png")]);
+        let dir = tree(&[("cat", "a.png")]);
+        symlink(elsewhere.path().join("pics"), dir.path().join("dog")).unwrap();
+        symlink(dir.path().join("cat/a.png"), dir.path().join("cat/c.png")).unwrap();
+        symlink("/no/such/file", dir.path().join("cat/gone.txt")).unwrap();
+        let folder = ImageFolder::scan(dir.path()).unwrap();
+        assert_eq!(folder.classes(), ["cat", "dog"]);
+        assert_eq!(listed(&folder), ["cat/a.png", "cat/c.png", "dog/b.png"]);
+
+        symlink("/no/such/file", dir.path().join("cat/gone.png")).unwrap();
+        let msg = ImageFolder::scan(dir.path()).unwrap_err().to_string();
+        assert_error_names(&msg, &["gone.png", "broken symbolic link"]);
+        std::fs::remove_file(dir.path().join("cat/gone.png")).unwrap();
+
+        symlink(dir.path().join("cat"), dir.path().join("cat/again")).unwrap();
+        let msg = ImageFolder::scan(dir.path()).unwrap_err().to_string();
+        assert_error_names(&msg, &["again", "symbolic-link loop"]);
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_named() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tree(&[("cat", "a.png")]);
+        let name = std::ffi::OsStr::from_bytes(b"b\xff.png");
+        std::fs::copy(
+            dir.path().join("cat/a.png"),
+            dir.path().join("cat").join(name),
+        )
+        .unwrap();
+        let msg = ImageFolder::scan(dir.path()).unwrap_err().to_string();
+        assert_error_names(&msg, &["b\u{fffd}.png", "not UTF-8"]);
     }
 }

@@ -56,7 +56,7 @@ pub trait Transform: Send + Sync {
     /// wrong with it (e.g. smaller than the crop), and the pipeline adds the file and record.
     fn apply(&self, image: Image, boxes: &[BoundingBox], rng: &mut Rng) -> Result<Image, Cause>;
 
-    /// The network input (CHW planes) for an encoded JPEG or PNG image, with the same values
+    /// The network input (CHW planes) for an encoded image (any format `codec` decodes), with the same values
     /// and the same draws from `rng` as [`apply`](Self::apply) on the decoded image. The
     /// default decodes the whole image and calls `apply`; a transform that keeps only part of
     /// the image may decode and convert less.
