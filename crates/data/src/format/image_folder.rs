@@ -94,7 +94,8 @@ impl ImageFolder {
         &self.classes
     }
 
-    /// Every image, by class then by name.
+    /// Every image, by class, then in torchvision's order within the class (see
+    /// [`ImageFolder::scan`]).
     pub fn files(&self) -> &[PathBuf] {
         &self.files
     }
