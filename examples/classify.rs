@@ -24,8 +24,8 @@ use burn_towers::models::{
     ResNetConfig, ResidualBlock,
 };
 use burn_towers::train::{
-    CifarImage, Prediction, WeightsArgs, classify, is_pytorch_file, load_weights, parse_args,
-    read_labels,
+    CifarImage, Prediction, Preprocessing, WeightsArgs, classify, is_pytorch_file, load_weights,
+    parse_args, read_labels,
 };
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -140,14 +140,7 @@ where
         .init::<Block>(&args.run.device()?);
     let (model, report) = load_weights(model, &args.weights, args.run.load_options())?;
     eprintln!("{report}");
-    let mut eval = TorchvisionEval::new(size);
-    if let Some(resize) = args.resize_size {
-        anyhow::ensure!(
-            resize >= size,
-            "--resize-size {resize} is less than the crop, {size}"
-        );
-        eval = eval.with_resize_size(resize);
-    }
+    let eval = Preprocessing::Torchvision.eval(size, args.resize_size)?;
     Ok(classify(&model, &args.images, &eval, args.top_k)?)
 }
 

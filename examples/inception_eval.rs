@@ -27,8 +27,8 @@ struct Args {
     #[command(flatten)]
     weights: WeightsArgs,
     /// Weights: a TF checkpoint (prefix, `.index` or directory), a torchvision state dict
-    /// (`.pth`: 1000 classes, so an image folder of the 1000 synsets, not TF's 1001-class
-    /// shards), one of ours (file or train directory) or a `.safetensors` export.
+    /// (`.pth`: 1000 classes, no background class, so TF's shards' labels are read one lower),
+    /// one of ours (file or train directory) or a `.safetensors` export.
     #[arg(long, default_value = "/tmp/imagenet_train")]
     checkpoint: PathBuf,
     /// `validation-XXXXX-of-YYYYY` shards or an image folder; the built-in synthetic data
@@ -58,7 +58,7 @@ fn main() -> anyhow::Result<()> {
     let torchvision = is_pytorch_file(&args.checkpoint);
     let (dir, split) = (args.data_dir.as_deref(), Split::Validation);
     let data = match torchvision {
-        true => InceptionData::open(
+        true => InceptionData::open_without_background(
             dir,
             split,
             image_size,
@@ -76,13 +76,7 @@ fn main() -> anyhow::Result<()> {
     let options = args.weights.load_options();
     let (model, report) = load_weights(model, &args.checkpoint, options)?;
     println!("{report}");
-    let p = evaluate(&model, &data.input, args.batch_size, args.reader_threads)?;
-    // `evaluate` counts precision@5 for more than 10 classes only.
-    let at_5 = p.at_5().map_or("n/a".into(), |v| format!("{v:.4}"));
-    println!(
-        "precision @ 1 = {:.4}, precision @ 5 = {at_5} ({} examples)",
-        p.at_1(),
-        p.examples
-    );
+    let precision = evaluate(&model, &data.input, args.batch_size, args.reader_threads)?;
+    println!("{precision}");
     Ok(())
 }

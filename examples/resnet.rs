@@ -17,18 +17,14 @@
 //! ([`TrainConfig::resnet_builtin`]), then precision@1 on its held-out images through the
 //! matching evaluation preprocessing. Ctrl-C stops after a checkpoint.
 
-use std::path::Path;
+use clap::Parser;
 
-use clap::{Parser, ValueEnum};
-
-use burn_towers::data::transforms::{
-    InceptionEval, InceptionTrain, TorchvisionEval, TorchvisionTrain,
-};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{BasicBlock, Bottleneck};
 use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResidualBlock};
 use burn_towers::train::{
-    InceptionData, Split, StopFlag, TrainArgs, TrainConfig, Trained, Trainer, mpi_job, parse_args,
+    InceptionData, Preprocessing, Split, StopFlag, TrainArgs, TrainConfig, Trainer, mpi_job,
+    parse_args,
 };
 
 #[derive(Parser)]
@@ -49,53 +45,6 @@ struct Args {
     /// Inception distortions.
     #[arg(long, value_enum, default_value_t = Preprocessing::Torchvision)]
     preprocessing: Preprocessing,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Preprocessing {
-    Torchvision,
-    Inception,
-}
-
-impl Preprocessing {
-    /// The training images of `data_dir` (the built-in data without one) through this
-    /// preprocessing's training transform.
-    fn open(self, data_dir: Option<&Path>, image_size: usize) -> anyhow::Result<InceptionData> {
-        let split = Split::Train;
-        Ok(match self {
-            Self::Torchvision => InceptionData::open(
-                data_dir,
-                split,
-                image_size,
-                TorchvisionTrain::new(image_size),
-            )?,
-            Self::Inception => {
-                InceptionData::open(data_dir, split, image_size, InceptionTrain::new(image_size))?
-            }
-        })
-    }
-
-    /// On the built-in data, precision@1 on its held-out images through this preprocessing's
-    /// evaluation transform.
-    fn report_held_out<M: ImageClassifier>(
-        self,
-        data: &InceptionData,
-        trained: &Trained<M>,
-        image_size: usize,
-        readers: usize,
-    ) -> anyhow::Result<()> {
-        match self {
-            Self::Torchvision => {
-                let eval = TorchvisionEval::new(image_size);
-                data.report_builtin_held_out_through(trained, eval, readers)?;
-            }
-            Self::Inception => {
-                let eval = InceptionEval::new(image_size);
-                data.report_builtin_held_out_through(trained, eval, readers)?;
-            }
-        }
-        Ok(())
-    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -122,7 +71,8 @@ where
         Some(_) => args.train.config(TrainConfig::resnet())?,
         None => args.train.builtin_config(TrainConfig::resnet_builtin())?,
     };
-    let data = args.preprocessing.open(data_dir, image_size)?;
+    let train = args.preprocessing.train(image_size);
+    let data = InceptionData::open(data_dir, Split::Train, image_size, train)?;
     println!("training data: {}", data.description);
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
     let model = stages
@@ -146,8 +96,8 @@ where
         return Ok(());
     }
     args.train.report(&trained)?;
-    args.preprocessing
-        .report_held_out(&data, &trained, image_size, readers)?;
+    let eval = args.preprocessing.eval(image_size, None)?;
+    data.report_builtin_held_out_through(&trained, eval, readers)?;
     // Last: the evaluation's kernels are tuned too.
     Ok(args.train.end_tuning()?)
 }

@@ -1,5 +1,6 @@
-//! JPEG and PNG decoding as the pipeline decodes a record's image (`codec::decode_rgb8`: JPEGs
-//! through libjpeg-turbo with TF's settings and our caps, PNGs through the `image` crate).
+//! Image decoding as the pipeline decodes a record's image (`codec::decode_rgb8`: JPEGs
+//! through libjpeg-turbo with TF's settings and our caps; PNG, BMP, PPM/PGM, TIFF and WebP
+//! through the `image` crate).
 //!
 //! Input: the encoded image.
 

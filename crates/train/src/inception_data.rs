@@ -1,7 +1,7 @@
 //! [`InceptionData`]: the input of the Inception examples, from TF's shards, an image folder or
 //! the built-in synthetic shards.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use towers_data::image_folder::ImageFolder;
 use towers_data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
@@ -16,6 +16,9 @@ use crate::trainer::Trained;
 /// Classes of the built-in data: few enough to stay apart through TF's colour distortions
 /// (see [`towers_data::synthetic::ClassLook::distortion_proof`]) and to be learnt in a minute.
 pub const BUILTIN_CLASSES: usize = 4;
+
+/// ImageNet's classes (ILSVRC 2012), TF's shards' labels `1..=1000`.
+const IMAGENET_CLASSES: usize = 1000;
 
 /// Side of the input images by default: ImageNet's 299 with a data directory, and on the
 /// built-in data 75, the smallest Inception v3 takes (a step then costs about 1/16 of one
@@ -42,65 +45,144 @@ pub struct InceptionData {
     /// The files, their format and the preprocessing.
     pub input: Input,
     /// Outputs the labels need: 1001 for TF's ImageNet layout (labels 1..=1000, 0 the
-    /// background), the class count of an image folder (labels from 0).
+    /// background; 1000 without it), the class count of an image folder (labels from 0).
     pub num_classes: usize,
     /// The image folder, when the data is one (its classes name the labels).
     pub folder: Option<ImageFolder>,
     /// What the data is, for the log.
     pub description: String,
-    /// The built-in data's folder, deleted on drop.
-    builtin: Option<BuiltinShards>,
+    /// The built-in data's folder, deleted on drop, and the format of its shards.
+    builtin: Option<(BuiltinShards, TfExampleFormat)>,
+}
+
+/// Whether TF's background class keeps label 0 (TF's models: 1001 outputs for ImageNet) or is
+/// dropped, the stored labels read one lower (torchvision's: 1000).
+#[derive(Debug, Clone, Copy)]
+enum Background {
+    Kept,
+    Dropped,
+}
+
+impl Background {
+    /// The outputs a model needs for `classes` classes stored as `1..=classes`.
+    fn outputs(self, classes: usize) -> usize {
+        match self {
+            Self::Kept => classes + 1,
+            Self::Dropped => classes,
+        }
+    }
+
+    /// The format of shards of `classes` classes.
+    fn format(self, classes: usize) -> TfExampleFormat {
+        let offset = match self {
+            Self::Kept => 0,
+            Self::Dropped => -1,
+        };
+        TfExampleFormat::new(self.outputs(classes)).with_label_offset(offset)
+    }
+}
+
+/// The shards of `split` in `dir`.
+fn split_files(dir: &Path, split: Split) -> Result<Vec<PathBuf>> {
+    Ok(match split {
+        Split::Train => inception::train_files(dir)?,
+        Split::Validation => inception::validation_files(dir)?,
+    })
 }
 
 impl InceptionData {
     /// `split` of `data_dir` through `transform`: TF's TFRecord shards of `tf.train.Example`s
     /// (ImageNet layout), or an image folder `data_dir/<class>/<image>` (all of it, whatever
-    /// the split), or without `data_dir` the built-in synthetic shards ([`BUILTIN_CLASSES`]
-    /// classes that differ in stripe orientation and colour, so one more output; JPEGs of
-    /// about `image_size`; the same bytes on every call).
+    /// the split; for [`Split::Validation`] class folders without images keep their labels, as
+    /// torchvision's `allow_empty=True`), or without `data_dir` the built-in synthetic shards
+    /// ([`BUILTIN_CLASSES`] classes that differ in stripe orientation and colour, so one more
+    /// output; JPEGs of about `image_size`; the same bytes on every call).
     pub fn open(
         data_dir: Option<&Path>,
         split: Split,
         image_size: usize,
         transform: impl Transform + 'static,
     ) -> Result<Self> {
-        let shards = |dir: &Path| match split {
-            Split::Train => inception::train_files(dir),
-            Split::Validation => inception::validation_files(dir),
-        };
+        Self::open_labelled(data_dir, split, image_size, transform, Background::Kept)
+    }
+
+    /// [`InceptionData::open`] for a model without TF's background class, as torchvision's
+    /// ImageNet weights (1000 outputs): the shards' labels `1..=1000` (the built-in data's
+    /// `1..=4`) are read as `0..1000` (`0..4`). An image folder's labels start at 0 anyway.
+    pub fn open_without_background(
+        data_dir: Option<&Path>,
+        split: Split,
+        image_size: usize,
+        transform: impl Transform + 'static,
+    ) -> Result<Self> {
+        Self::open_labelled(data_dir, split, image_size, transform, Background::Dropped)
+    }
+
+    fn open_labelled(
+        data_dir: Option<&Path>,
+        split: Split,
+        image_size: usize,
+        transform: impl Transform + 'static,
+        background: Background,
+    ) -> Result<Self> {
         let Some(dir) = data_dir else {
-            let config = BuiltinShardsConfig::new(BUILTIN_CLASSES, image_size);
-            let builtin = BuiltinShards::create(config)?;
-            let num_classes = config.num_classes + 1;
-            return Ok(Self {
-                input: Input::new(
-                    TfExampleFormat::new(num_classes),
-                    shards(builtin.dir())?,
-                    transform,
-                ),
-                num_classes,
-                folder: None,
-                description: format!(
-                    "built-in synthetic ImageNet-layout shards in {}: {} classes (stripe \
-                     orientation x colour), {} training and {} held-out images",
-                    builtin.dir().display(),
-                    config.num_classes,
-                    config.train_shards * config.per_shard,
-                    config.validation_shards * config.per_shard,
-                ),
-                builtin: Some(builtin),
-            });
+            return Self::builtin(split, image_size, transform, background);
         };
-        if let Ok(files) = shards(dir) {
-            return Ok(Self {
-                description: format!("{} shards of {}", files.len(), dir.display()),
-                input: Input::new(TfExampleFormat::new(1001), files, transform),
-                num_classes: 1001,
-                folder: None,
-                builtin: None,
-            });
+        match split_files(dir, split) {
+            Ok(files) => Ok(Self::shards(dir, files, transform, background)),
+            Err(_) => Self::folder(dir, split, transform),
         }
-        let folder = ImageFolder::scan(dir).map_err(|e| {
+    }
+
+    /// The built-in synthetic shards.
+    fn builtin(
+        split: Split,
+        image_size: usize,
+        transform: impl Transform + 'static,
+        background: Background,
+    ) -> Result<Self> {
+        let config = BuiltinShardsConfig::new(BUILTIN_CLASSES, image_size);
+        let builtin = BuiltinShards::create(config)?;
+        let format = background.format(config.num_classes);
+        Ok(Self {
+            input: Input::new(format, split_files(builtin.dir(), split)?, transform),
+            num_classes: background.outputs(config.num_classes),
+            folder: None,
+            description: format!(
+                "built-in synthetic ImageNet-layout shards in {}: {} classes (stripe \
+                 orientation x colour), {} training and {} held-out images",
+                builtin.dir().display(),
+                config.num_classes,
+                config.train_shards * config.per_shard,
+                config.validation_shards * config.per_shard,
+            ),
+            builtin: Some((builtin, format)),
+        })
+    }
+
+    /// TF's ImageNet shards `files` of `dir`.
+    fn shards(
+        dir: &Path,
+        files: Vec<PathBuf>,
+        transform: impl Transform + 'static,
+        background: Background,
+    ) -> Self {
+        Self {
+            description: format!("{} shards of {}", files.len(), dir.display()),
+            input: Input::new(background.format(IMAGENET_CLASSES), files, transform),
+            num_classes: background.outputs(IMAGENET_CLASSES),
+            folder: None,
+            builtin: None,
+        }
+    }
+
+    /// The image folder `dir`.
+    fn folder(dir: &Path, split: Split, transform: impl Transform + 'static) -> Result<Self> {
+        let scan = match split {
+            Split::Train => ImageFolder::scan,
+            Split::Validation => ImageFolder::scan_allowing_empty_classes,
+        };
+        let folder = scan(dir).map_err(|e| {
             Error::Config(format!(
                 "{} holds neither {split:?} shards (TF's ImageNet layout) nor an image folder: {}",
                 dir.display(),
@@ -124,12 +206,11 @@ impl InceptionData {
     /// The built-in data's held-out (validation) shards through `transform`; `None` for
     /// other data.
     pub fn builtin_held_out(&self, transform: impl Transform + 'static) -> Result<Option<Input>> {
-        let Some(builtin) = &self.builtin else {
+        let Some((builtin, format)) = &self.builtin else {
             return Ok(None);
         };
         let files = inception::validation_files(builtin.dir())?;
-        let format = TfExampleFormat::new(self.num_classes);
-        Ok(Some(Input::new(format, files, transform)))
+        Ok(Some(Input::new(*format, files, transform)))
     }
 
     /// On the built-in data, TF's `inception_eval` once: precision@1 of `trained`'s evaluation

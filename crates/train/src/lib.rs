@@ -30,6 +30,7 @@ mod interval;
 mod log;
 mod optim;
 mod plot;
+mod preprocessing;
 mod pretrained;
 mod record_files;
 mod step;
@@ -52,6 +53,7 @@ pub use optim::{
     OptimizerConfig, TfRmsProp, TfRmsPropState, with_weight_decays,
 };
 pub use plot::{plot_log, render as render_plot};
+pub use preprocessing::Preprocessing;
 pub use pretrained::{
     LoadOptions, export_safetensors, fine_tuning, is_pytorch_file, load_weights, open_weights,
     train_only,

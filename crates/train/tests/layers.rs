@@ -28,6 +28,7 @@ const LAYERING: Layering = Layering {
         // The trainer, and what drives it.
         "trainer",
         "inception_data",
+        "preprocessing",
         "pretrained",
         "cli",
     ],

@@ -1,4 +1,4 @@
-//! JPEG and PNG decoding as the readers call it: what decodes is RGB with values in [0, 1].
+//! Image decoding (JPEG, PNG, BMP, PPM/PGM, TIFF, WebP) as the readers call it: what decodes is RGB with values in [0, 1].
 
 use burn_towers::data::codec::decode_image;
 
@@ -8,7 +8,7 @@ use crate::mutate::mutated;
 
 #[test]
 fn fuzz_image_decode() {
-    fuzz("jpeg/png", mutated(seed_images()), |bytes| {
+    fuzz("image", mutated(seed_images()), |bytes| {
         let Ok(image) = decode_image(&bytes) else {
             return false;
         };

@@ -40,7 +40,8 @@ pub(crate) fn seed_examples() -> Vec<Vec<u8>> {
 
 /// The images TensorFlow encoded into the seed shard (JPEG, greyscale, progressive, PNG with
 /// alpha and at 16 bits), a CMYK JPEG written by Pillow, and the JPEGs of the TF-exact decoding
-/// test (Pillow's 4:2:2, restart markers, RGB, CMYK with and without Adobe's marker).
+/// test (Pillow's 4:2:2, restart markers, RGB, CMYK with and without Adobe's marker), and
+/// BMP, PPM, PGM, TIFF and WebP images written by Pillow.
 pub(crate) fn seed_images() -> Vec<Vec<u8>> {
     let mut images: Vec<Vec<u8>> = seed_examples()
         .iter()
@@ -58,5 +59,22 @@ pub(crate) fn seed_images() -> Vec<Vec<u8>> {
         let path = tf_jpeg.join(format!("{name}.jpg"));
         images.push(std::fs::read(&path).expect("a JPEG of the TF-exact decoding test"));
     }
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/data/tests/data/image_folder");
+    for name in OTHER_FORMATS {
+        let path = folder.join("tree").join(name);
+        images.push(std::fs::read(&path).expect("an image of the image-folder test"));
+    }
     images
 }
+
+/// The image-folder test's images of the formats the seed shard lacks, written by Pillow.
+const OTHER_FORMATS: [&str; 8] = [
+    "a/x.Bmp",
+    "b/palette.bmp",
+    "a/sub b/z.ppm",
+    "a/sub/deeper/w.pgm",
+    "a b/p.TIF",
+    "a b/q.tiff",
+    "b/lossless.webp",
+    "b/lossy.webp",
+];

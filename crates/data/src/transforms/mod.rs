@@ -56,8 +56,9 @@ pub trait Transform: Send + Sync {
     /// wrong with it (e.g. smaller than the crop), and the pipeline adds the file and record.
     fn apply(&self, image: Image, boxes: &[BoundingBox], rng: &mut Rng) -> Result<Image, Cause>;
 
-    /// The network input (CHW planes) for an encoded image (any format `codec` decodes), with the same values
-    /// and the same draws from `rng` as [`apply`](Self::apply) on the decoded image. The
+    /// The network input (CHW planes) for an encoded image (any format `codec` decodes), with
+    /// the same values and the same draws from `rng` as [`apply`](Self::apply) on the decoded
+    /// image. The
     /// default decodes the whole image and calls `apply`; a transform that keeps only part of
     /// the image may decode and convert less.
     fn apply_encoded(
@@ -68,6 +69,23 @@ pub trait Transform: Send + Sync {
     ) -> Result<Planes, Cause> {
         let image = decode_image(encoded)?;
         self.apply(image, boxes, rng).map(Planes::from)
+    }
+}
+
+/// A boxed transform is one: a preprocessing chosen at run time (`Box<dyn Transform>`) goes
+/// wherever a transform does.
+impl<T: Transform + ?Sized> Transform for Box<T> {
+    fn apply(&self, image: Image, boxes: &[BoundingBox], rng: &mut Rng) -> Result<Image, Cause> {
+        (**self).apply(image, boxes, rng)
+    }
+
+    fn apply_encoded(
+        &self,
+        encoded: &[u8],
+        boxes: &[BoundingBox],
+        rng: &mut Rng,
+    ) -> Result<Planes, Cause> {
+        (**self).apply_encoded(encoded, boxes, rng)
     }
 }
 

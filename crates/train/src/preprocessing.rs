@@ -1,0 +1,50 @@
+//! [`Preprocessing`]: which ImageNet preprocessing a model is trained and evaluated with, as a
+//! command-line choice (`--preprocessing torchvision|inception`).
+
+use towers_data::transforms::{
+    InceptionEval, InceptionTrain, TorchvisionEval, TorchvisionTrain, Transform,
+};
+
+use crate::error::{Error, Result};
+
+/// torchvision's ImageNet preprocessing or TF's Inception preprocessing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[non_exhaustive]
+pub enum Preprocessing {
+    /// torchvision's ([`TorchvisionTrain`], [`TorchvisionEval`]): what its ImageNet weights
+    /// expect (ImageNet's mean and deviation).
+    Torchvision,
+    /// TF's Inception distortions and central crop ([`InceptionTrain`], [`InceptionEval`]):
+    /// values in [-1, 1].
+    Inception,
+}
+
+impl Preprocessing {
+    /// The training transform at `image_size`.
+    pub fn train(self, image_size: usize) -> Box<dyn Transform> {
+        match self {
+            Self::Torchvision => Box::new(TorchvisionTrain::new(image_size)),
+            Self::Inception => Box::new(InceptionTrain::new(image_size)),
+        }
+    }
+
+    /// The evaluation transform at `image_size`; torchvision's resizes the shorter side to
+    /// `resize_size` when given (232 for torchvision's `IMAGENET1K_V2` weights), which must not
+    /// be less than `image_size` and is torchvision's alone.
+    pub fn eval(self, image_size: usize, resize_size: Option<usize>) -> Result<Box<dyn Transform>> {
+        match (self, resize_size) {
+            (Self::Torchvision, None) => Ok(Box::new(TorchvisionEval::new(image_size))),
+            (Self::Torchvision, Some(resize)) if resize >= image_size => Ok(Box::new(
+                TorchvisionEval::new(image_size).with_resize_size(resize),
+            )),
+            (Self::Torchvision, Some(resize)) => Err(Error::Config(format!(
+                "a resize to {resize} is less than the crop, {image_size}"
+            ))),
+            (Self::Inception, None) => Ok(Box::new(InceptionEval::new(image_size))),
+            (Self::Inception, Some(_)) => Err(Error::Config(
+                "a resize size is torchvision's preprocessing's (TF's crops 87.5% centrally)"
+                    .into(),
+            )),
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Evaluates ResNet-50 or ResNet-18 weights once: precision@1 and @5 over every example of an
+//! ImageNet-style validation set, as torchvision's reference `train.py --test-only` counts them,
+//! through torchvision's evaluation preset (shorter side to 256, central 224, ImageNet's mean
+//! and deviation; `--resize-size 232` for its `IMAGENET1K_V2` weights).
+//!
+//! ```text
+//! cargo run --release --example resnet_eval -- --checkpoint resnet50.pth --data-dir imagenet/val
+//! cargo run --release --example resnet_eval -- --depth 18        # the `resnet` example's run
+//! ```
+//!
+//! The data: TF's `validation-*` shards or an image folder `DIR/<class>/<image>` (classes in
+//! name order; folders without images keep their labels, so 1000 synset folders of which a few
+//! hold images evaluate 1000-class weights on those); without `--data-dir`, the built-in
+//! held-out images of the `resnet` example. torchvision's weights (a `.pth`) have no background
+//! class: the shards' labels `1..=1000` are read as `0..1000`.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use burn_towers::models::weights::{TfNamed, TorchNamed};
+use burn_towers::models::{BasicBlock, Bottleneck};
+use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResidualBlock};
+use burn_towers::train::{
+    InceptionData, Preprocessing, Split, WeightsArgs, evaluate, is_pytorch_file, load_weights,
+    parse_args,
+};
+
+#[derive(Parser)]
+#[command(about = "Evaluate ResNet-50 or ResNet-18 weights: precision @ 1 and @ 5")]
+struct Args {
+    #[command(flatten)]
+    weights: WeightsArgs,
+    /// Weights: a torchvision state dict (`.pth`), one of ours (file or train directory), a
+    /// `.safetensors` export or a TF checkpoint in our layout's names.
+    #[arg(long, default_value = "/tmp/resnet_train")]
+    checkpoint: PathBuf,
+    /// 50 (bottleneck blocks) or 18 (basic blocks).
+    #[arg(long, default_value_t = 50)]
+    depth: usize,
+    /// `validation-XXXXX-of-YYYYY` shards or an image folder; the built-in held-out images
+    /// (the `resnet` example's) when absent.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Side of the square input: 224 with `--data-dir`, 64 on the built-in data (the `resnet`
+    /// example's defaults).
+    #[arg(long)]
+    image_size: Option<usize>,
+    /// The shorter side before the central crop (default: 256 for 224, torchvision's
+    /// `IMAGENET1K_V1` preset; `IMAGENET1K_V2` takes 232).
+    #[arg(long)]
+    resize_size: Option<usize>,
+    /// The preprocessing the weights were trained with (the `resnet` example's flag).
+    #[arg(long, value_enum, default_value_t = Preprocessing::Torchvision)]
+    preprocessing: Preprocessing,
+    /// Outputs of the logits; the data's when absent.
+    #[arg(long)]
+    num_classes: Option<usize>,
+    /// Examples per batch.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// Input reader threads.
+    #[arg(long, default_value_t = 4)]
+    reader_threads: usize,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Args = parse_args();
+    match args.depth {
+        50 => eval::<Bottleneck>(&args, ResNetConfig::resnet50(0)),
+        18 => eval::<BasicBlock>(&args, ResNetConfig::resnet18(0)),
+        other => anyhow::bail!("--depth is 50 or 18, not {other}"),
+    }
+}
+
+/// Evaluates a ResNet of `Block`s with `stages`' blocks per stage.
+fn eval<Block>(args: &Args, stages: ResNetConfig) -> anyhow::Result<()>
+where
+    Block: ResidualBlock + 'static,
+    ResNet<Block>: ImageClassifier + TfNamed + TorchNamed,
+{
+    let dir = args.data_dir.as_deref();
+    let image_size = args
+        .image_size
+        .unwrap_or(if dir.is_some() { 224 } else { 64 });
+    let eval = args.preprocessing.eval(image_size, args.resize_size)?;
+    let data = match is_pytorch_file(&args.checkpoint) {
+        true => InceptionData::open_without_background(dir, Split::Validation, image_size, eval)?,
+        false => InceptionData::open(dir, Split::Validation, image_size, eval)?,
+    };
+    println!("evaluating on {}", data.description);
+    let model = stages
+        .with_num_classes(args.num_classes.unwrap_or(data.num_classes))
+        .with_image_size(image_size)
+        .init::<Block>(&args.weights.device()?);
+    let options = args.weights.load_options();
+    let (model, report) = load_weights(model, &args.checkpoint, options)?;
+    println!("{report}");
+    let precision = evaluate(&model, &data.input, args.batch_size, args.reader_threads)?;
+    println!("{precision}");
+    Ok(())
+}
