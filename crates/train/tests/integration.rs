@@ -10,3 +10,4 @@ mod mpi_train;
 mod pretrained;
 mod resume;
 mod signals;
+mod torchvision_resnet_eval;
