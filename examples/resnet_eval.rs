@@ -1,7 +1,8 @@
 //! Evaluates ResNet-50 or ResNet-18 weights once: precision@1 and @5 over every example of an
-//! ImageNet-style validation set, as torchvision's reference `train.py --test-only` counts them,
-//! through torchvision's evaluation preset (shorter side to 256, central 224, ImageNet's mean
-//! and deviation; `--resize-size 232` for its `IMAGENET1K_V2` weights).
+//! ImageNet-style validation set, as torchvision's reference
+//! `references/classification/train.py --test-only` counts them, through torchvision's
+//! evaluation preset (shorter side to 256, central 224, ImageNet's mean and deviation;
+//! `--resize-size 232` for its `IMAGENET1K_V2` weights).
 //!
 //! ```text
 //! cargo run --release --example resnet_eval -- --checkpoint resnet50.pth --data-dir imagenet/val
