@@ -360,4 +360,49 @@ mod tests {
         let msg = crate::error::ErrorChain(&*decode_image(&header).unwrap_err()).to_string();
         assert!(msg.to_lowercase().contains("limit"), "{msg}");
     }
+
+    /// Headers of every other format claiming a huge image (100 to 300 MB, under the image
+    /// crate's own limit) in a few dozen bytes: limit errors too, whichever decoder reads them.
+    #[test]
+    fn every_format_claiming_a_huge_size_is_refused() {
+        let side: u32 = 10_000;
+        let mut ppm = format!("P6\n{side} {side}\n255\n").into_bytes();
+        ppm.resize(ppm.len() + 64, 7);
+        let mut bmp = b"BM".to_vec();
+        for field in [0u32, 0, 54, 40, side, side] {
+            bmp.extend_from_slice(&field.to_le_bytes());
+        }
+        bmp.extend_from_slice(&[1, 0, 24, 0]); // planes 1, 24 bits per pixel
+        bmp.resize(bmp.len() + 24, 0); // no compression, sizes and palette left to the reader
+        bmp.resize(bmp.len() + 64, 7);
+        let mut tiff = b"II*\0\x08\0\0\0\x08\0".to_vec(); // little-endian, 8 entries
+        for (tag, kind, value) in [
+            (256u16, 4u16, side), // width
+            (257, 4, side),       // height
+            (258, 3, 8),          // 8 bits per sample
+            (259, 3, 1),          // no compression
+            (262, 3, 1),          // black is zero
+            (273, 4, 110),        // strip offset
+            (278, 4, side),       // rows per strip
+            (279, 4, side * side),
+        ] {
+            tiff.extend_from_slice(&tag.to_le_bytes());
+            tiff.extend_from_slice(&kind.to_le_bytes());
+            tiff.extend_from_slice(&1u32.to_le_bytes());
+            tiff.extend_from_slice(&value.to_le_bytes());
+        }
+        tiff.resize(200, 7);
+        // A lossless WebP (VP8L) of 10000 x 10000.
+        let size_bits: u32 = (side - 1) | ((side - 1) << 14);
+        let mut webp = b"RIFF\0\0\0\0WEBPVP8L\x40\0\0\0\x2f".to_vec();
+        webp.extend_from_slice(&size_bits.to_le_bytes());
+        webp.resize(20 + 0x40, 7);
+        let riff_size = (webp.len() - 8) as u32;
+        webp[4..8].copy_from_slice(&riff_size.to_le_bytes());
+        for (name, bytes) in [("PPM", ppm), ("BMP", bmp), ("TIFF", tiff), ("WebP", webp)] {
+            let error = decode_image(&bytes).expect_err(name);
+            let msg = crate::error::ErrorChain(&*error).to_string();
+            assert!(msg.to_lowercase().contains("limit"), "{name}: {msg}");
+        }
+    }
 }
