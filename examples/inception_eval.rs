@@ -17,7 +17,7 @@ use clap::Parser;
 use burn_towers::data::transforms::{InceptionEval, TorchvisionEval};
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
-    InceptionData, Split, WeightsArgs, evaluate, inception_image_size, is_pytorch_file,
+    EvalArgs, InceptionData, Split, WeightsArgs, inception_image_size, is_pytorch_file,
     load_weights, parse_args,
 };
 
@@ -31,32 +31,21 @@ struct Args {
     /// one of ours (file or train directory) or a `.safetensors` export.
     #[arg(long, default_value = "/tmp/imagenet_train")]
     checkpoint: PathBuf,
-    /// `validation-XXXXX-of-YYYYY` shards or an image folder; the built-in synthetic data
-    /// (the `inception` example's) when absent.
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
     /// Side of the square input: 299 with `--data-dir`, 75 on the built-in data (the
     /// `inception` example's defaults).
     #[arg(long)]
     image_size: Option<usize>,
-    /// Outputs of the logits; the data's when absent.
-    #[arg(long)]
-    num_classes: Option<usize>,
-    /// Examples per batch.
-    #[arg(long, default_value_t = 32)]
-    batch_size: usize,
-    /// Input reader threads.
-    #[arg(long, default_value_t = 4)]
-    reader_threads: usize,
+    #[command(flatten)]
+    eval: EvalArgs,
 }
 
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
     let image_size = args
         .image_size
-        .unwrap_or(inception_image_size(args.data_dir.as_deref()));
+        .unwrap_or(inception_image_size(args.eval.data_dir.as_deref()));
     let torchvision = is_pytorch_file(&args.checkpoint);
-    let (dir, split) = (args.data_dir.as_deref(), Split::Validation);
+    let (dir, split) = (args.eval.data_dir.as_deref(), Split::Validation);
     let data = match torchvision {
         true => InceptionData::open_without_background(
             dir,
@@ -68,7 +57,7 @@ fn main() -> anyhow::Result<()> {
     };
     println!("evaluating on {}", data.description);
     let device = args.weights.device()?;
-    let model = InceptionV3Config::new(args.num_classes.unwrap_or(data.num_classes))
+    let model = InceptionV3Config::new(args.eval.num_classes(&data))
         .with_image_size(image_size)
         .with_aux_logits(image_size >= 107)
         .with_pool_counts_padding(torchvision)
@@ -76,7 +65,5 @@ fn main() -> anyhow::Result<()> {
     let options = args.weights.load_options();
     let (model, report) = load_weights(model, &args.checkpoint, options)?;
     println!("{report}");
-    let precision = evaluate(&model, &data.input, args.batch_size, args.reader_threads)?;
-    println!("{precision}");
-    Ok(())
+    Ok(args.eval.evaluate(&model, &data)?)
 }

@@ -23,7 +23,7 @@ use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{BasicBlock, Bottleneck};
 use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResidualBlock};
 use burn_towers::train::{
-    InceptionData, Preprocessing, Split, WeightsArgs, evaluate, is_pytorch_file, load_weights,
+    EvalArgs, InceptionData, Preprocessing, Split, WeightsArgs, is_pytorch_file, load_weights,
     parse_args,
 };
 
@@ -39,10 +39,8 @@ struct Args {
     /// 50 (bottleneck blocks) or 18 (basic blocks).
     #[arg(long, default_value_t = 50)]
     depth: usize,
-    /// `validation-XXXXX-of-YYYYY` shards or an image folder; the built-in held-out images
-    /// (the `resnet` example's) when absent.
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    eval: EvalArgs,
     /// Side of the square input: 224 with `--data-dir`, 64 on the built-in data (the `resnet`
     /// example's defaults).
     #[arg(long)]
@@ -54,15 +52,6 @@ struct Args {
     /// The preprocessing the weights were trained with (the `resnet` example's flag).
     #[arg(long, value_enum, default_value_t = Preprocessing::Torchvision)]
     preprocessing: Preprocessing,
-    /// Outputs of the logits; the data's when absent.
-    #[arg(long)]
-    num_classes: Option<usize>,
-    /// Examples per batch.
-    #[arg(long, default_value_t = 32)]
-    batch_size: usize,
-    /// Input reader threads.
-    #[arg(long, default_value_t = 4)]
-    reader_threads: usize,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -80,7 +69,7 @@ where
     Block: ResidualBlock + 'static,
     ResNet<Block>: ImageClassifier + TfNamed + TorchNamed,
 {
-    let dir = args.data_dir.as_deref();
+    let dir = args.eval.data_dir.as_deref();
     let image_size = args
         .image_size
         .unwrap_or(if dir.is_some() { 224 } else { 64 });
@@ -91,13 +80,11 @@ where
     };
     println!("evaluating on {}", data.description);
     let model = stages
-        .with_num_classes(args.num_classes.unwrap_or(data.num_classes))
+        .with_num_classes(args.eval.num_classes(&data))
         .with_image_size(image_size)
         .init::<Block>(&args.weights.device()?);
     let options = args.weights.load_options();
     let (model, report) = load_weights(model, &args.checkpoint, options)?;
     println!("{report}");
-    let precision = evaluate(&model, &data.input, args.batch_size, args.reader_threads)?;
-    println!("{precision}");
-    Ok(())
+    Ok(args.eval.evaluate(&model, &data)?)
 }

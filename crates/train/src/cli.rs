@@ -6,9 +6,12 @@ use clap::{Arg, ArgAction, Parser};
 
 use crate::config::TrainConfig;
 use crate::error::{Error, Result};
+use crate::eval::evaluate;
+use crate::inception_data::InceptionData;
 use crate::pretrained::LoadOptions;
 use crate::trainer::LOG_FILE;
 use towers_kernels::Precision;
+use towers_models::ImageClassifier;
 use towers_multigpu::Wire;
 
 /// Flags shared by the training examples (`#[command(flatten)]` them). Each flag given
@@ -299,8 +302,42 @@ impl TrainArgs {
     }
 }
 
+/// Flags of the ImageNet-style evaluations (`inception_eval`, `resnet_eval`): the data, the
+/// classes, and how the data is read.
+#[derive(Debug, Clone, clap::Args)]
+#[non_exhaustive]
+pub struct EvalArgs {
+    /// `validation-XXXXX-of-YYYYY` shards or an image folder; the built-in held-out images (the
+    /// training example's) when absent.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Outputs of the logits; the data's when absent.
+    #[arg(long)]
+    pub num_classes: Option<usize>,
+    /// Examples per batch.
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    /// Input reader threads.
+    #[arg(long, default_value_t = 4)]
+    pub reader_threads: usize,
+}
+
+impl EvalArgs {
+    /// The model's classes: `--num-classes`, else the data's.
+    pub fn num_classes(&self, data: &InceptionData) -> usize {
+        self.num_classes.unwrap_or(data.num_classes)
+    }
+
+    /// Evaluates `model` on every example of `data` and prints its precision line.
+    pub fn evaluate<M: ImageClassifier>(&self, model: &M, data: &InceptionData) -> Result<()> {
+        let precision = evaluate(model, &data.input, self.batch_size, self.reader_threads)?;
+        println!("{precision}");
+        Ok(())
+    }
+}
+
 /// Flags of the examples that use trained weights (`cifar10_eval`, `inception_eval`,
-/// `classify`): where to run and which weights to read.
+/// `resnet_eval`, `classify`): where to run and which weights to read.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WeightsArgs {
     /// The device to run on (the first of the list).

@@ -42,7 +42,7 @@ mod trainer;
 pub use burn_dataset::DatasetInput;
 pub use checkpoint::{Checkpoint, CheckpointDir, Restored};
 pub use classify::{CifarImage, Prediction, classify, parse_labels, read_labels};
-pub use cli::{TrainArgs, WeightsArgs, parse_args, print_devices};
+pub use cli::{EvalArgs, TrainArgs, WeightsArgs, parse_args, print_devices};
 pub use config::{TowersSection, TrainConfig};
 pub use error::{Error, Result};
 pub use eval::{Precision, evaluate, evaluate_first};
