@@ -37,9 +37,9 @@ impl Prediction {
 
 /// The `k` most probable classes of each image file under `model` (in evaluation state), each
 /// image decoded (JPEG, PNG, BMP, PPM/PGM, TIFF or WebP; greyscale and alpha made RGB) by
-/// `transform` and put through it
-/// ([`Transform::apply_encoded`]: [`TorchvisionEval`](towers_data::transforms::TorchvisionEval)
-/// decodes as Pillow does, the other transforms as TF does).
+/// `transform` and put through it ([`Transform::apply_encoded`]:
+/// [`TorchvisionEval`](towers_data::transforms::TorchvisionEval) decodes as Pillow does, the
+/// other transforms as TF does).
 /// An unreadable image is an error naming the file.
 pub fn classify<M: ImageClassifier>(
     model: &M,

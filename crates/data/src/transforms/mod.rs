@@ -58,9 +58,8 @@ pub trait Transform: Send + Sync {
 
     /// The network input (CHW planes) for an encoded image (any format `codec` decodes), with
     /// the same values and the same draws from `rng` as [`apply`](Self::apply) on the decoded
-    /// image. The
-    /// default decodes the whole image and calls `apply`; a transform that keeps only part of
-    /// the image may decode and convert less.
+    /// image. The default decodes the whole image and calls `apply`; a transform that keeps
+    /// only part of the image may decode and convert less.
     fn apply_encoded(
         &self,
         encoded: &[u8],
