@@ -9,8 +9,9 @@ make of it.
 - tree/: classes `Z`, `a`, `a b`, `b` and `é` (code-point order puts the capital first and
   the accent last); images nested in sub-folders (`a/sub`, `a/sub b`, `a/sub/deeper`: Python
   sorts the walk by its path strings, so `sub b` comes before `sub/deeper`); every extension
-  torchvision takes, in mixed case (JPEG, PNG with alpha, 16-bit greyscale and RGB PNGs, BMP of 24 bits
-  and of a palette, PPM, PGM, TIFF with LZW and uncompressed, WebP lossless and lossy); and
+  torchvision takes, in mixed case (JPEG; PNG with alpha, grey with alpha, 16-bit greyscale and
+  RGB; BMP of 24 bits and of a palette; PPM, PGM; TIFF with LZW, uncompressed grey, CMYK, and
+  RGBA with deflate; WebP lossless, lossy and with alpha); and
   files it passes over (a GIF, a text file, `x.jpg.bak`, an image outside any class);
 - expected.json: `ImageFolder(tree)`'s classes and samples (paths relative to tree/, in its
   order, with their labels), and for each sample the bytes of `pil_loader`'s image
@@ -73,6 +74,10 @@ def images():
         ("b/rgb16.png", lambda p: png_rgb16(p, rgb16)),
         ("b/lossless.webp", lambda p: rgb(11).save(p, "WEBP", lossless=True)),
         ("b/lossy.webp", lambda p: rgb(12, 16, 24).save(p, "WEBP", quality=80)),
+        ("b/cmyk.tif", lambda p: rgb(17).convert("CMYK").save(p, "TIFF")),
+        ("b/rgba.tif", lambda p: Image.fromarray(rgba, "RGBA").save(p, "TIFF", compression="tiff_deflate")),
+        ("b/rgba.webp", lambda p: Image.fromarray(rgba, "RGBA").save(p, "WEBP", lossless=True)),
+        ("b/grey_alpha.png", lambda p: Image.fromarray(rgba, "RGBA").convert("LA").save(p, "PNG")),
         ("b/palette.bmp", lambda p: rgb(13).convert("P", palette=Image.Palette.ADAPTIVE, colors=16).save(p, "BMP")),
         ("é/photo.jpeg", lambda p: rgb(14, 12, 10).save(p, "JPEG", quality=95)),
         ("stray.jpg", lambda p: rgb(15).save(p, "JPEG")),
