@@ -68,13 +68,16 @@ pub(crate) fn seed_images() -> Vec<Vec<u8>> {
 }
 
 /// The image-folder test's images of the formats the seed shard lacks, written by Pillow.
-const OTHER_FORMATS: [&str; 8] = [
+const OTHER_FORMATS: [&str; 11] = [
     "a/x.Bmp",
     "b/palette.bmp",
     "a/sub b/z.ppm",
     "a/sub/deeper/w.pgm",
     "a b/p.TIF",
     "a b/q.tiff",
+    "b/cmyk.tif",
+    "b/rgba.tif",
     "b/lossless.webp",
     "b/lossy.webp",
+    "b/rgba.webp",
 ];
