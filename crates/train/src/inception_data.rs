@@ -246,3 +246,62 @@ impl InceptionData {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use towers_data::PipelineConfig;
+    use towers_data::codec::encode_png;
+    use towers_data::transforms::InceptionEval;
+    use towers_data::{ErrorChain, Image};
+
+    use super::*;
+
+    /// Every label of `input`, in order.
+    fn labels(input: &Input) -> Vec<i64> {
+        let mut pipeline = input.start(PipelineConfig::eval(64)).unwrap();
+        let mut labels = Vec::new();
+        while let Some(batch) = pipeline.next_batch().unwrap() {
+            labels.extend_from_slice(batch.labels());
+        }
+        labels
+    }
+
+    #[test]
+    fn without_the_background_class_the_same_examples_are_one_label_lower() {
+        let open = |background| {
+            let eval = InceptionEval::new(32);
+            InceptionData::open_labelled(None, Split::Validation, 32, eval, background).unwrap()
+        };
+        let (kept, dropped) = (open(Background::Kept), open(Background::Dropped));
+        assert_eq!((kept.num_classes, dropped.num_classes), (5, 4));
+        let kept_labels = labels(&kept.input);
+        let one_lower: Vec<i64> = kept_labels.iter().map(|l| l - 1).collect();
+        assert_eq!(labels(&dropped.input), one_lower);
+        assert!(kept_labels.iter().all(|l| (1..5).contains(l)));
+        let held_out = dropped.builtin_held_out(InceptionEval::new(32)).unwrap();
+        assert_eq!(
+            labels(&held_out.unwrap()),
+            one_lower,
+            "the held-out input's too"
+        );
+    }
+
+    #[test]
+    fn a_validation_folder_keeps_empty_classes_and_a_training_one_refuses_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = Image::from_hwc(vec![0.5; 8 * 8 * 3], 8, 8, 3);
+        std::fs::create_dir_all(dir.path().join("cat")).unwrap();
+        std::fs::create_dir_all(dir.path().join("dog")).unwrap();
+        std::fs::write(dir.path().join("dog/a.png"), encode_png(&image)).unwrap();
+        let open = |split| InceptionData::open(Some(dir.path()), split, 8, InceptionEval::new(8));
+        let validation = open(Split::Validation).unwrap();
+        assert_eq!(validation.num_classes, 2);
+        assert_eq!(labels(&validation.input), [1]);
+        let error = open(Split::Train).err().expect("an empty class refused");
+        let message = ErrorChain(&error).to_string();
+        assert!(
+            message.contains("cat") && message.contains("no image"),
+            "{message}"
+        );
+    }
+}
