@@ -48,3 +48,44 @@ impl Preprocessing {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use towers_data::Image;
+    use towers_data::codec::encode_png;
+    use towers_data::transforms::Rng;
+
+    use super::*;
+
+    /// `transform`'s planes of a 40x30 PNG of rising values.
+    fn planes(transform: &dyn Transform) -> Vec<f32> {
+        let values = (0..40 * 30 * 3).map(|i| (i % 251) as f32 / 255.0).collect();
+        let png = encode_png(&Image::from_hwc(values, 30, 40, 3));
+        let mut rng = Rng::seed_from_u64(0);
+        transform
+            .apply_encoded(&png, &[], &mut rng)
+            .unwrap()
+            .data()
+            .to_vec()
+    }
+
+    #[test]
+    fn each_choice_is_its_transform_and_a_resize_is_torchvisions_alone() {
+        let torchvision = Preprocessing::Torchvision.eval(16, None).unwrap();
+        assert_eq!(planes(&*torchvision), planes(&TorchvisionEval::new(16)));
+        let resized = Preprocessing::Torchvision.eval(16, Some(24)).unwrap();
+        let expected = TorchvisionEval::new(16).with_resize_size(24);
+        assert_eq!(planes(&*resized), planes(&expected));
+        let inception = Preprocessing::Inception.eval(16, None).unwrap();
+        assert_eq!(planes(&*inception), planes(&InceptionEval::new(16)));
+
+        let too_small = Preprocessing::Torchvision.eval(16, Some(15)).err().unwrap();
+        assert!(
+            too_small.to_string().contains("less than the crop"),
+            "{too_small}"
+        );
+        let not_tfs = Preprocessing::Inception.eval(16, Some(24)).err().unwrap();
+        assert!(not_tfs.to_string().contains("torchvision"), "{not_tfs}");
+    }
+}
