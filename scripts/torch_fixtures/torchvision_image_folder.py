@@ -11,7 +11,7 @@ make of it.
   sorts the walk by its path strings, so `sub b` comes before `sub/deeper`); every extension
   torchvision takes, in mixed case (JPEG; PNG with alpha, grey with alpha, 16-bit greyscale and
   RGB; BMP of 24 bits and of a palette; PPM, PGM; TIFF with LZW, uncompressed grey, CMYK, and
-  RGBA with deflate; WebP lossless, lossy and with alpha); and
+  RGBA with deflate; WebP lossless, lossy, with alpha and animated); and
   files it passes over (a GIF, a text file, `x.jpg.bak`, an image outside any class);
 - expected.json: `ImageFolder(tree)`'s classes and samples (paths relative to tree/, in its
   order, with their labels), and for each sample the bytes of `pil_loader`'s image
@@ -77,6 +77,7 @@ def images():
         ("b/cmyk.tif", lambda p: rgb(17).convert("CMYK").save(p, "TIFF")),
         ("b/rgba.tif", lambda p: Image.fromarray(rgba, "RGBA").save(p, "TIFF", compression="tiff_deflate")),
         ("b/rgba.webp", lambda p: Image.fromarray(rgba, "RGBA").save(p, "WEBP", lossless=True)),
+        ("b/animated.webp", lambda p: rgb(18).save(p, "WEBP", lossless=True, save_all=True, append_images=[rgb(19)], duration=100)),
         ("b/grey_alpha.png", lambda p: Image.fromarray(rgba, "RGBA").convert("LA").save(p, "PNG")),
         ("b/palette.bmp", lambda p: rgb(13).convert("P", palette=Image.Palette.ADAPTIVE, colors=16).save(p, "BMP")),
         ("é/photo.jpeg", lambda p: rgb(14, 12, 10).save(p, "JPEG", quality=95)),
