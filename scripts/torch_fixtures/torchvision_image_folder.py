@@ -10,7 +10,7 @@ make of it.
   the accent last); images nested in sub-folders (`a/sub`, `a/sub b`, `a/sub/deeper`: Python
   sorts the walk by its path strings, so `sub b` comes before `sub/deeper`); every extension
   torchvision takes, in mixed case (JPEG; PNG with alpha, grey with alpha, 16-bit greyscale and
-  RGB; BMP of 24 bits and of a palette; PPM, PGM; TIFF with LZW, uncompressed grey, CMYK, and
+  RGB; BMP of 24 bits and of a palette; PPM, PGM, a PBM bitmap named .pgm; TIFF with LZW, uncompressed grey, CMYK, and
   RGBA with deflate; WebP lossless, lossy, with alpha and animated); and
   files it passes over (a GIF, a text file, `x.jpg.bak`, an image outside any class);
 - expected.json: `ImageFolder(tree)`'s classes and samples (paths relative to tree/, in its
@@ -64,6 +64,7 @@ def images():
         ("a/sub/y.png", lambda p: rgb(3).save(p, "PNG")),
         ("a/sub b/z.ppm", lambda p: rgb(4).save(p, "PPM")),
         ("a/sub/deeper/w.pgm", lambda p: rgb(5).convert("L").save(p, "PPM")),
+        ("a/sub/deeper/bits.pgm", lambda p: rgb(20).convert("1").save(p, "PPM")),
         ("a/notes.txt", None),
         ("a/anim.gif", lambda p: rgb(5).save(p, "GIF")),
         ("a/x.jpg.bak", lambda p: rgb(5).save(p, "JPEG")),
