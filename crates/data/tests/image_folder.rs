@@ -59,8 +59,9 @@ fn classes_images_order_and_labels_are_torchvisions() {
 }
 
 /// Every sample decodes to `pil_loader`'s bytes (`Image.open(f).convert("RGB")`): BMP (24-bit
-/// and palette), PPM, PGM, a PBM bitmap, TIFF (LZW, grey, CMYK, RGBA), WebP (lossless, lossy, with alpha,
-/// animated: the first frame), PNG (grey with alpha, RGBA, 16-bit grey and colour), JPEG.
+/// and palette), PPM, PGM, a PBM bitmap, TIFF (LZW, grey, CMYK, RGBA), WebP (lossless, lossy,
+/// with alpha, animated: the first frame), PNG (grey with alpha, RGBA, 16-bit grey and colour),
+/// JPEG.
 #[test]
 fn every_format_decodes_to_pillows_pixels() {
     for sample in expected()["samples"].as_array().unwrap() {
