@@ -6,7 +6,7 @@
 //! prints the chain (`anyhow`'s `{:#}` or "Caused by", or [`ErrorChain`]) prints each cause
 //! once, and a caller can match the cause by kind (`source()`, `downcast_ref::<io::Error>()`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use towers_multigpu::{Cause, ErrorChain, While};
 
@@ -103,6 +103,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// A `map_err` for I/O on `path`: the OS's error as [`Error::Io`] naming it.
+    pub(crate) fn io_at(path: &Path) -> impl Fn(std::io::Error) -> Error + use<> {
+        let path = path.to_path_buf();
+        move |error| Error::Io {
+            path: path.clone(),
+            error,
+        }
+    }
+
     /// The error that caused this one, through any [`Error::Thread`] wrappers.
     pub fn root(&self) -> &Error {
         match self {

@@ -140,8 +140,8 @@ fn class_folders(root: &Path) -> Result<Vec<String>> {
         return Err(file_error(root, reason.into()));
     }
     let mut classes = Vec::new();
-    for entry in std::fs::read_dir(root).map_err(io_error(root))? {
-        let path = entry.map_err(io_error(root))?.path();
+    for entry in std::fs::read_dir(root).map_err(Error::io_at(root))? {
+        let path = entry.map_err(Error::io_at(root))?.path();
         if path.is_dir() {
             classes.push(utf8_name(&path)?.to_string());
         }
@@ -234,14 +234,6 @@ fn file_error(path: &Path, reason: String) -> Error {
     }
 }
 
-fn io_error(path: &Path) -> impl Fn(std::io::Error) -> Error {
-    let path = path.to_path_buf();
-    move |error| Error::Io {
-        path: path.clone(),
-        error,
-    }
-}
-
 /// Reads image files of an [`ImageFolder`]: one record per file, labelled by its class folder.
 #[derive(Debug, Clone)]
 pub struct ImageFolderFormat {
@@ -250,12 +242,7 @@ pub struct ImageFolderFormat {
 
 impl RecordFormat for ImageFolderFormat {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        let len = std::fs::metadata(path)
-            .map_err(|error| Error::Io {
-                path: path.to_path_buf(),
-                error,
-            })?
-            .len();
+        let len = std::fs::metadata(path).map_err(Error::io_at(path))?.len();
         Ok(vec![RecordSpan {
             offset: 0,
             len: len as usize,

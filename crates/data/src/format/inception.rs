@@ -209,19 +209,19 @@ impl ShardWriter {
         }
         if self.current.is_none() {
             let path = self.dir.join(shard_name(&self.prefix, shard, self.count));
-            let file = AtomicFile::create(&path).map_err(io_error(&path))?;
+            let file = AtomicFile::create(&path).map_err(Error::io_at(&path))?;
             self.current = Some((path, TfRecordWriter::new(file)));
         }
         let (path, writer) = self.current.as_mut().expect("opened above");
-        writer.write(&record.encode()).map_err(io_error(path))?;
+        writer.write(&record.encode()).map_err(Error::io_at(path))?;
         self.written += 1;
         Ok(())
     }
 
     fn finish_current(&mut self) -> Result<()> {
         if let Some((path, writer)) = self.current.take() {
-            let file = writer.into_inner().map_err(io_error(&path))?;
-            file.commit().map_err(io_error(&path))?;
+            let file = writer.into_inner().map_err(Error::io_at(&path))?;
+            file.commit().map_err(Error::io_at(&path))?;
             self.finished.push(path);
         }
         Ok(())
@@ -232,11 +232,6 @@ impl ShardWriter {
         self.finish_current()?;
         Ok(self.finished)
     }
-}
-
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error {
-    let path = path.to_path_buf();
-    move |error| Error::Io { path, error }
 }
 
 /// Sizes of a [`BuiltinShards`] dataset: [`new`](Self::new) with the classes and image size,
