@@ -13,7 +13,7 @@ use towers_data::cifar10::{self, BuiltinCifar10, Cifar10Format, RECORD_BYTES};
 use towers_data::codec::encode_png;
 use towers_data::inception::TfExampleFormat;
 use towers_data::tf_example::ImageRecord;
-use towers_data::tfrecord::TfRecordWriter;
+use towers_data::tfrecord::{TfRecordWriter, masked_crc};
 use towers_data::transforms::Identity;
 use towers_data::{Example, HostBatch, Image, Pipeline, PipelineConfig, RecordDataset};
 use towers_testing::{assert_error_names, report};
@@ -183,4 +183,54 @@ fn a_lost_record_is_an_error_naming_file_and_record() {
     let err = report(&dataset.get(3).unwrap_err());
     assert_error_names(&err, &["data_batch_1.bin", "record 3"]);
     assert!(dataset.get(4).is_err());
+}
+
+/// A length from a file that claims a terabyte in a few bytes of disk (a sparse file): an image
+/// file of the folder, a TFRecord header. Reading it would abort the process on allocating; it
+/// is an error naming file, record and the memory there is, and the files' other records
+/// still read.
+#[test]
+fn a_record_longer_than_memory_is_an_error_not_an_allocation() {
+    const TERABYTE: u64 = 1 << 40;
+    let root = tempfile::tempdir().unwrap();
+    let cat = root.path().join("cat");
+    std::fs::create_dir_all(&cat).unwrap();
+    std::fs::write(cat.join("a.png"), encode_png(&image(0))).unwrap();
+    let huge = std::fs::File::create(cat.join("huge.jpg")).unwrap();
+    huge.set_len(TERABYTE).unwrap();
+    let dataset = RecordDataset::image_folder(root.path()).unwrap();
+    assert_same_pixels(&dataset.get(0).unwrap().image, &image(0), "a.png");
+    let err = report(&dataset.get(1).unwrap_err());
+    let names = [
+        "huge.jpg",
+        "record 0",
+        "1099511627776 bytes",
+        "memory available",
+    ];
+    assert_error_names(&err, &names);
+
+    let path = root.path().join("train-0");
+    let mut writer = TfRecordWriter::new(Vec::new());
+    let record = ImageRecord {
+        encoded: encode_png(&image(1)),
+        label: 1,
+        ..ImageRecord::default()
+    };
+    writer.write(&record.encode()).unwrap();
+    let mut bytes = writer.into_inner().unwrap();
+    let claimed = TERABYTE.to_le_bytes();
+    bytes.extend_from_slice(&claimed);
+    bytes.extend_from_slice(&masked_crc(&claimed).to_le_bytes());
+    let size = bytes.len() as u64 + TERABYTE + 4;
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    let dataset = RecordDataset::open(Arc::new(TfExampleFormat::new(2)), vec![path]).unwrap();
+    assert_eq!(dataset.get(0).unwrap().label, 1);
+    let err = report(&dataset.get(1).unwrap_err());
+    assert_error_names(&err, &["train-0", "record 1", "memory available"]);
 }

@@ -94,10 +94,7 @@ impl RecordFormat for Cifar10Format {
 fn file_size(path: &Path) -> Result<u64> {
     std::fs::metadata(path)
         .map(|m| m.len())
-        .map_err(|error| Error::Io {
-            path: path.to_path_buf(),
-            error,
-        })
+        .map_err(Error::io_at(path))
 }
 
 /// The spans of `count` whole records.
@@ -175,10 +172,7 @@ fn scale(mut image: Image, factor: f32) -> Image {
 /// files with `train_per_file` records each and `test_batch.bin` with `test` records, classes
 /// in turn. Same `seed`, same bytes.
 pub fn write_synthetic(dir: &Path, train_per_file: usize, test: usize, seed: u64) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|error| Error::Io {
-        path: dir.to_path_buf(),
-        error,
-    })?;
+    std::fs::create_dir_all(dir).map_err(Error::io_at(dir))?;
     let mut rng = Rng::seed_from_u64(seed);
     let counts = TRAIN_FILES
         .iter()

@@ -56,10 +56,7 @@ impl Compression {
         let mut start = Vec::with_capacity(3);
         File::open(path)
             .and_then(|file| file.take(3).read_to_end(&mut start))
-            .map_err(|error| Error::Io {
-                path: path.to_path_buf(),
-                error,
-            })?;
+            .map_err(Error::io_at(path))?;
         Ok(Self::of_header(&start))
     }
 
@@ -196,10 +193,7 @@ impl DecompressedCopy {
             path: original.to_path_buf(),
             reason: format!("{} {doing}: {error}", compression.name()),
         };
-        let input = File::open(original).map_err(|error| Error::Io {
-            path: original.to_path_buf(),
-            error,
-        })?;
+        let input = File::open(original).map_err(Error::io_at(original))?;
         let (file, copy) = CopyFile::create(&name)
             .map_err(|e| failed("file: creating its decompressed copy", e))?;
         let dir = std::env::temp_dir();

@@ -120,10 +120,7 @@ impl ImageFolder {
                 .enumerate()
                 .try_for_each(|(label, class)| writeln!(file, "{label}\t{class}"))
         })
-        .map_err(|error| Error::Io {
-            path: path.to_path_buf(),
-            error,
-        })
+        .map_err(Error::io_at(path))
     }
 
     /// The folder scanned.

@@ -125,10 +125,7 @@ pub fn validation_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn shards(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
-    let io = |error| Error::Io {
-        path: dir.to_path_buf(),
-        error,
-    };
+    let io = Error::io_at(dir);
     if !dir.is_dir() {
         return Err(Error::File {
             path: dir.to_path_buf(),
@@ -137,8 +134,8 @@ fn shards(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>> {
     }
     let pattern = format!("{prefix}-");
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let path = entry.map_err(io)?.path();
+    for entry in std::fs::read_dir(dir).map_err(&io)? {
+        let path = entry.map_err(&io)?.path();
         let name = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -180,10 +177,7 @@ impl ShardWriter {
                 "cannot write {total} examples into {count} shards"
             )));
         }
-        std::fs::create_dir_all(dir).map_err(|error| Error::Io {
-            path: dir.to_path_buf(),
-            error,
-        })?;
+        std::fs::create_dir_all(dir).map_err(Error::io_at(dir))?;
         Ok(Self {
             dir: dir.to_path_buf(),
             prefix: prefix.to_string(),

@@ -1,5 +1,6 @@
 //! [`grow_within_memory`]: an index that stops, with an error, before it would take the memory
-//! the rest of the process needs.
+//! the rest of the process needs; [`buffer_within_memory`]: a record's bytes, read only when
+//! they fit.
 //!
 //! A TFRecord index keeps 16 bytes per record (where it starts, how long it is), and a record
 //! can be as small as its own 16 bytes of framing: a file of empty records needs an index as
@@ -69,6 +70,32 @@ pub(crate) fn grow_within_memory<T>(
     Ok(())
 }
 
+/// The bytes a read buffer may take without asking: chunks of ordinary records never ask.
+const ASK_ABOVE: u64 = 64 << 20;
+
+/// Whether a buffer of `bytes` may be allocated for records about to be read: yes up to
+/// [`ASK_ABOVE`] bytes, or when `memory` reports nothing; above, only if `memory` reports at
+/// least twice as many bytes available. A record's length comes from its file: a TFRecord
+/// header, or an image file's size, and a sparse file claims terabytes in a few bytes of disk
+/// (`truncate -s 1T x.jpg`). Allocated as claimed, such a length would abort the process
+/// ("memory allocation failed") or wake the kernel's OOM killer; refused, it is an error.
+pub(crate) fn buffer_within_memory(
+    bytes: u64,
+    memory: impl FnOnce() -> Option<Memory>,
+) -> Result<(), String> {
+    if bytes <= ASK_ABOVE {
+        return Ok(());
+    }
+    match memory().filter(|memory| memory.available / 2 < bytes) {
+        Some(memory) => Err(format!(
+            "reading it takes {bytes} bytes, more than half of the {} bytes of memory available \
+             ({} in all)",
+            memory.available, memory.total
+        )),
+        None => Ok(()),
+    }
+}
+
 /// A report of `available` bytes of memory, of four times as many in all, for the tests of
 /// what asks.
 #[cfg(test)]
@@ -125,6 +152,17 @@ mod tests {
         let mut items: Vec<u64> = vec![0; LEAST_GROWTH];
         grow_within_memory(&mut items, || None).unwrap();
         assert_eq!(items.capacity(), 2 * LEAST_GROWTH);
+    }
+
+    #[test]
+    fn a_buffer_is_taken_up_to_half_the_memory_available() {
+        buffer_within_memory(ASK_ABOVE, || panic!("asked")).unwrap();
+        buffer_within_memory(100 * MIB, reporting(200 * MIB)).unwrap();
+        buffer_within_memory(1 << 40, || None).unwrap();
+        let error = buffer_within_memory(100 * MIB + 1, reporting(200 * MIB)).unwrap_err();
+        let words = "takes 104857601 bytes, more than half of the 209715200 bytes of memory \
+                     available (838860800 in all)";
+        assert!(error.contains(words), "no `{words}` in: {error}");
     }
 
     #[test]

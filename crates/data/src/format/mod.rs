@@ -11,7 +11,8 @@
 //!   GZIP- or ZLIB-compressed ([`Compression`], `compressed.rs`), its decompressed copy,
 //!   written so that it leaves its disk room (`disk_room.rs`).
 //! - A TFRecord index stops with an error before it would take the memory the process needs
-//!   (`memory_room.rs`): a file of tiny records needs an index about its own size.
+//!   (`memory_room.rs`): a file of tiny records needs an index about its own size; so does a
+//!   read of a record whose length (a header's, a sparse file's) is more than memory holds.
 //! - [`RecordDataset`] (`record_dataset.rs`): files of any format as a Burn `Dataset`.
 
 pub mod cifar10;

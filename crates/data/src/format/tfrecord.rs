@@ -39,12 +39,9 @@ pub fn index(path: &Path) -> Result<Vec<RecordSpan>> {
 /// error, or an index that would take more memory than there is (`memory_room.rs`), is an
 /// `Err`.
 pub fn index_partial(path: &Path) -> Result<PartialIndex> {
-    let io = |error| Error::Io {
-        path: path.to_path_buf(),
-        error,
-    };
-    let file = File::open(path).map_err(io)?;
-    let size = file.metadata().map_err(io)?.len();
+    let io = Error::io_at(path);
+    let file = File::open(path).map_err(&io)?;
+    let size = file.metadata().map_err(&io)?.len();
     index_partial_reader(BufReader::new(file), size, path, Memory::now)
 }
 
@@ -69,10 +66,7 @@ fn index_partial_reader(
     path: &Path,
     memory: impl Fn() -> Option<Memory>,
 ) -> Result<PartialIndex> {
-    let io = |error| Error::Io {
-        path: path.to_path_buf(),
-        error,
-    };
+    let io = Error::io_at(path);
     let mut spans = Vec::new();
     let mut offset = 0u64;
     while offset < size {
@@ -124,7 +118,7 @@ fn index_partial_reader(
         // buffer at a time, not a read and a seek per record (`SeekFrom::Start` drops it).
         // At most the file's size: no wrap.
         let data_and_footer = (end - offset - HEADER as u64) as i64;
-        reader.seek_relative(data_and_footer).map_err(io)?;
+        reader.seek_relative(data_and_footer).map_err(&io)?;
         offset = end;
     }
     Ok(PartialIndex {
