@@ -44,7 +44,8 @@ impl ImageFolder {
     /// Errors name the folder or file: `root` missing or without class sub-folders, a class
     /// without an image (torchvision refuses it too; see
     /// [`ImageFolder::scan_allowing_empty_classes`]), a name that is not UTF-8, a
-    /// symbolic-link loop, a broken link or unreadable folder.
+    /// symbolic-link loop, a broken link or unreadable folder, an image name on something
+    /// other than a file (a FIFO would hang its reader).
     pub fn scan(root: &Path) -> Result<Self> {
         Self::scan_with(root, false)
     }
@@ -168,6 +169,9 @@ fn images_under(dir: &Path) -> Result<Vec<PathBuf>> {
         if entry.file_type().is_dir() || !is_image(entry.path()) {
             continue;
         }
+        if !entry.file_type().is_file() {
+            return Err(file_error(entry.path(), NOT_A_FILE.into()));
+        }
         let folder = entry.path().parent().unwrap_or(dir);
         let folder = folder.to_str().ok_or_else(|| not_utf8(folder))?;
         found.push((folder.to_string(), utf8_name(entry.path())?.to_string()));
@@ -178,6 +182,11 @@ fn images_under(dir: &Path) -> Result<Vec<PathBuf>> {
         .map(|(folder, name)| Path::new(&folder).join(name))
         .collect())
 }
+
+/// Why an image name on a FIFO, socket or device is refused. torchvision lists it, and its
+/// loader then waits on a FIFO for a writer that never comes.
+const NOT_A_FILE: &str = "not a regular file (a FIFO, socket or device): opening a FIFO waits \
+                          for a writer, forever (torchvision's loader would); move it out";
 
 /// What a failed step of the walk under `dir` means: a link loop, or an unreadable entry,
 /// is an error; a broken link is one only when its name says image (torchvision would list
@@ -419,6 +428,16 @@ mod tests {
         symlink(dir.path().join("cat"), dir.path().join("cat/again")).unwrap();
         let msg = ImageFolder::scan(dir.path()).unwrap_err().to_string();
         assert_error_names(&msg, &["again", "symbolic-link loop"]);
+    }
+
+    #[test]
+    fn an_image_name_on_a_fifo_is_refused_not_waited_on() {
+        let dir = tree(&[("cat", "a.png")]);
+        let fifo = dir.path().join("cat/b.jpg");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success(), "mkfifo {}", fifo.display());
+        let msg = ImageFolder::scan(dir.path()).unwrap_err().to_string();
+        assert_error_names(&msg, &["b.jpg", "not a regular file"]);
     }
 
     #[test]
