@@ -234,3 +234,19 @@ fn a_record_longer_than_memory_is_an_error_not_an_allocation() {
     let err = report(&dataset.get(1).unwrap_err());
     assert_error_names(&err, &["train-0", "record 1", "memory available"]);
 }
+
+/// A FIFO among the dataset files (a shard's name on one): opening it would wait for a writer
+/// forever, as TF's reader does; it is refused, named, before it is opened. A folder too.
+#[test]
+fn a_fifo_or_folder_among_the_files_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("train-00000-of-00001");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success(), "mkfifo {}", fifo.display());
+    for path in [fifo, dir.path().to_path_buf()] {
+        let format = Arc::new(TfExampleFormat::new(2));
+        let err = report(&RecordDataset::open(format, vec![path.clone()]).unwrap_err());
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert_error_names(&err, &[name, "not a regular file"]);
+    }
+}

@@ -14,7 +14,7 @@ use walkdir::WalkDir;
 use crate::atomic_file::write_atomic;
 use crate::codec::decode_image;
 use crate::error::{Error, Result};
-use crate::format::{Example, Prepared, RecordFormat, RecordSpan, record_error};
+use crate::format::{Example, Prepared, RecordFormat, RecordSpan, not_a_file, record_error};
 use crate::rng::Rng;
 use crate::transforms::Transform;
 
@@ -170,7 +170,7 @@ fn images_under(dir: &Path) -> Result<Vec<PathBuf>> {
             continue;
         }
         if !entry.file_type().is_file() {
-            return Err(file_error(entry.path(), NOT_A_FILE.into()));
+            return Err(not_a_file(entry.path()));
         }
         let folder = entry.path().parent().unwrap_or(dir);
         let folder = folder.to_str().ok_or_else(|| not_utf8(folder))?;
@@ -182,11 +182,6 @@ fn images_under(dir: &Path) -> Result<Vec<PathBuf>> {
         .map(|(folder, name)| Path::new(&folder).join(name))
         .collect())
 }
-
-/// Why an image name on a FIFO, socket or device is refused. torchvision lists it, and its
-/// loader then waits on a FIFO for a writer that never comes.
-const NOT_A_FILE: &str = "not a regular file (a FIFO, socket or device): opening a FIFO waits \
-                          for a writer, forever (torchvision's loader would); move it out";
 
 /// What a failed step of the walk under `dir` means: a link loop, or an unreadable entry,
 /// is an error; a broken link is one only when its name says image (torchvision would list

@@ -7,6 +7,18 @@ use crate::error::{Error, Result, While};
 use crate::format::compressed::DecompressedCopy;
 use crate::format::{Compression, PartialIndex, RecordFormat, RecordSource, RecordSpan};
 
+/// The error for a dataset file that is a FIFO, socket, device or folder: a FIFO would hang
+/// its reader (opening it waits for a writer; TF's and torchvision's readers wait so), and the
+/// others hold no records.
+pub(crate) fn not_a_file(path: &Path) -> Error {
+    Error::File {
+        path: path.to_path_buf(),
+        reason: "not a regular file (a FIFO, socket, device or folder): opening a FIFO waits \
+                 for a writer, forever; move it out"
+            .into(),
+    }
+}
+
 /// The records of one dataset file, as its [`RecordFormat`] indexed them.
 ///
 /// A file that fails to index as it is and begins with a GZIP or ZLIB header is decompressed
@@ -29,7 +41,8 @@ pub struct IndexedFile {
 
 impl IndexedFile {
     /// Every record of `path`, or an error naming the file and the record where its framing
-    /// breaks ([`RecordFormat::index`]).
+    /// breaks ([`RecordFormat::index`]), or that it is not a regular file (a FIFO would hang
+    /// its reader).
     pub fn open(format: &dyn RecordFormat, path: &Path) -> Result<Self> {
         Self::walk(path, false, |path: &Path| {
             Ok(PartialIndex {
@@ -54,6 +67,9 @@ impl IndexedFile {
         keep_before_break: bool,
         walk: impl Fn(&Path) -> Result<PartialIndex>,
     ) -> Result<Self> {
+        if std::fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
+            return Err(not_a_file(path));
+        }
         let plain = |index: PartialIndex| Self {
             spans: index.spans,
             broken: index.broken,

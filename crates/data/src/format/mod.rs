@@ -32,6 +32,7 @@ pub mod tfrecord;
 
 pub use compressed::Compression;
 pub use indexed_file::IndexedFile;
+pub(crate) use indexed_file::not_a_file;
 pub(crate) use record_bytes::read_records;
 pub use record_dataset::RecordDataset;
 pub(crate) use record_format::record_error;
