@@ -90,6 +90,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             )),
             _ => {}
         }
+        notes.extend(slow_cpu_bf16(c.precision, bf16_kernel(), devices));
         // Under MPI the rank's watchdog follows the phases even when no timeline is written.
         let deadline =
             (self.processes.as_ref()).and_then(|p| p.deadline().filter(|_| p.size() > 1));
@@ -392,5 +393,53 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             c.optimizer,
             c.train_dir.display()
         )
+    }
+}
+
+/// The note for bf16 products on a `flex` tower (its device list entry) of a CPU with neither
+/// AMX nor AVX-512 BF16: there they run on the f32 gemm with rounded operands, and the step is
+/// slower than in f32 (bench/README.md, AVX2-only AMD EPYC).
+fn slow_cpu_bf16(
+    precision: Precision,
+    kernel: Bf16Kernel,
+    devices: &[TowerDevice],
+) -> Option<String> {
+    let cpu_tower = devices.iter().any(|device| device.name() == "flex");
+    (precision == Precision::Bf16 && kernel == Bf16Kernel::F32Gemm && cpu_tower).then(|| {
+        "bf16 on this CPU, which has neither AMX nor AVX-512 BF16: its products run on the f32 \
+         gemm with rounded operands, and the step is slower than in f32 (0.53-0.91x of the f32 \
+         step on an AVX2-only AMD EPYC, bench/README.md); --precision f32 trains faster here"
+            .into()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::Device;
+
+    use super::*;
+
+    #[test]
+    fn bf16_on_the_f32_gemm_of_a_cpu_tower_is_noted_as_slower() {
+        let flex = [TowerDevice::new("flex", Device::flex())];
+        let note = slow_cpu_bf16(Precision::Bf16, Bf16Kernel::F32Gemm, &flex).unwrap();
+        assert!(note.contains("--precision f32 trains faster"), "{note}");
+        for (precision, kernel) in [
+            (Precision::F32, Bf16Kernel::F32Gemm),
+            (Precision::Bf16, Bf16Kernel::Avx512Bf16),
+            (Precision::Bf16, Bf16Kernel::AmxTiles),
+        ] {
+            assert_eq!(
+                slow_cpu_bf16(precision, kernel, &flex),
+                None,
+                "{precision} {kernel}"
+            );
+        }
+        // Only the entry tells: a GPU's entry (on a CPU device here) takes no note.
+        let gpu = [TowerDevice::new("wgpu", Device::flex())];
+        assert_eq!(
+            slow_cpu_bf16(Precision::Bf16, Bf16Kernel::F32Gemm, &gpu),
+            None
+        );
     }
 }
