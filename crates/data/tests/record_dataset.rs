@@ -243,9 +243,19 @@ fn a_fifo_or_folder_among_the_files_is_refused_not_waited_on() {
     let fifo = dir.path().join("train-00000-of-00001");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
     assert!(made.unwrap().success(), "mkfifo {}", fifo.display());
-    for path in [fifo, dir.path().to_path_buf()] {
-        let format = Arc::new(TfExampleFormat::new(2));
-        let err = report(&RecordDataset::open(format, vec![path.clone()]).unwrap_err());
+    for path in [fifo.clone(), dir.path().to_path_buf()] {
+        let (sent, opened) = std::sync::mpsc::channel();
+        let file = path.clone();
+        std::thread::spawn(move || {
+            let format = Arc::new(TfExampleFormat::new(2));
+            sent.send(RecordDataset::open(format, vec![file]).map(|_| ()))
+        });
+        let Ok(opened) = opened.recv_timeout(std::time::Duration::from_secs(30)) else {
+            // A writer lets the reader go, so that the failure does not hang the tests too.
+            drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+            panic!("{}: still opening after 30 s", path.display());
+        };
+        let err = report(&opened.unwrap_err());
         let name = path.file_name().unwrap().to_str().unwrap();
         assert_error_names(&err, &[name, "not a regular file"]);
     }
