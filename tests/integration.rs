@@ -4,5 +4,6 @@
 
 mod gpu;
 mod harnesses;
+mod keras_inception_v3;
 mod remote;
 mod tf_inception_v3;

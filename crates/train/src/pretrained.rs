@@ -1,5 +1,5 @@
 //! Starting from trained weights: a TensorFlow checkpoint, a torchvision state dict (`.pth`),
-//! a checkpoint of ours or a safetensors export, read into a model by parameter path ([`towers_models::weights`]), and
+//! keras.applications' Inception v3 in a Keras file (`.h5`, `.keras`), a checkpoint of ours or a safetensors export, read into a model by parameter path ([`towers_models::weights`]), and
 //! TF-slim's fine-tuning choices: classifier layers re-initialized for another class count
 //! (`--checkpoint_exclude_scopes`), and only some scopes trained (`--trainable_scopes`).
 
@@ -11,8 +11,8 @@ use burn::config::Config;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Tensor, TensorData};
 use towers_models::weights::{
-    ByPath, RestoreOptions, RestoreReport, TfCheckpoint, TfNamed, TfSource, TorchNamed,
-    TorchSource, WeightSource, in_scope, read_safetensors, restore, to_safetensors,
+    ByPath, KerasSource, RestoreOptions, RestoreReport, TfCheckpoint, TfNamed, TfSource,
+    TorchNamed, TorchSource, WeightSource, in_scope, read_safetensors, restore, to_safetensors,
 };
 
 use crate::checkpoint::Checkpoint;
@@ -46,8 +46,9 @@ impl Default for LoadOptions {
 ///
 /// `path` is a TF checkpoint (a prefix such as `model.ckpt-1000`, its `.index`, or a directory
 /// with a `checkpoint` state file), a torchvision state dict (`.pth` or `.pt`, see
-/// [`is_pytorch_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory, whose
-/// newest is taken), or a `.safetensors` export.
+/// [`is_pytorch_file`]), keras.applications' InceptionV3 in a Keras file (see
+/// [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory, whose newest
+/// is taken), or a `.safetensors` export.
 pub fn load_weights<M: Module + TfNamed + TorchNamed>(
     model: M,
     path: &Path,
@@ -75,6 +76,9 @@ pub fn open_weights<M: TfNamed + TorchNamed>(
     if is_pytorch_file(path) {
         return Ok(Box::new(TorchSource::open::<M>(path)?));
     }
+    if is_keras_file(path) {
+        return Ok(Box::new(KerasSource::open::<M>(path)?));
+    }
     let ours = match path.is_dir() && !path.join("checkpoint").exists() {
         true => CheckpointDir::new(path, 1).latest()?.map(|(_, p)| p),
         false => Some(path.to_path_buf()).filter(|p| is_ours(p)),
@@ -95,6 +99,14 @@ pub fn open_weights<M: TfNamed + TorchNamed>(
 /// network behind `transform_input` sees, so nothing is applied.
 pub fn is_pytorch_file(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "pth" || e == "pt")
+}
+
+/// Whether `path` names a Keras weights file (`.h5`, `.hdf5`, `.keras`): keras.applications'
+/// InceptionV3, 1000 classes without a background class and no aux head, TF's pooling and
+/// TF's preprocessing (values in [-1, 1]); only its weights are read from Keras files.
+pub fn is_keras_file(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e == "h5" || e == "hdf5" || e == "keras")
 }
 
 /// Whether `path` is a file that starts like one of our checkpoints.

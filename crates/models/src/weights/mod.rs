@@ -1,11 +1,14 @@
 //! Weights in and out of our models: TensorFlow V2 checkpoints ([`TfCheckpoint`], a reader
 //! independent of any model), the TF names of our models' parameters ([`TfNamed`]),
 //! torchvision's `.pth` state dicts ([`TorchSource`], names by [`TorchNamed`]: Inception v3's and
-//! ResNet's), safetensors export and import, and [`restore`], which fills a model from any
+//! ResNet's), keras.applications' Inception v3 in Keras's files ([`KerasSource`]), safetensors
+//! export and import, and [`restore`], which fills a model from any
 //! [`WeightSource`] and reports what was restored, skipped, missing and unused.
 
 mod by_path;
 mod error;
+mod keras_file;
+mod keras_source;
 mod resnet_torch_names;
 mod restore;
 mod safetensors;
@@ -19,6 +22,7 @@ mod torch_source;
 
 pub use by_path::ByPath;
 pub use error::{Result, WeightsError};
+pub use keras_source::KerasSource;
 pub use restore::{RestoreOptions, RestoreReport, SourceTensor, WeightSource, in_scope, restore};
 pub use safetensors::{read_safetensors, safetensors_from_bytes, to_safetensors};
 pub use tf_checkpoint::{TensorInfo, TfCheckpoint, TfDType, TfValues, prefix_from_state};

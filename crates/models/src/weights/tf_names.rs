@@ -89,7 +89,7 @@ impl TfNamed for InceptionV3 {
 /// TF-slim's scope of each [`BasicConv`](crate::layers::BasicConv) of [`InceptionV3`], by module path.
 pub(super) static INCEPTION_SCOPES: LazyLock<HashMap<String, String>> = LazyLock::new(|| {
     let mut scopes = HashMap::new();
-    for stem in ["1a_3x3", "2a_3x3", "2b_3x3", "3b_1x1", "4a_3x3"] {
+    for stem in STEM {
         scopes.insert(format!("conv2d_{stem}"), format!("Conv2d_{stem}"));
     }
     let aux = [
@@ -101,12 +101,36 @@ pub(super) static INCEPTION_SCOPES: LazyLock<HashMap<String, String>> = LazyLock
     }
     for (block, convs) in BLOCKS {
         for (ours, tf) in *convs {
-            let tf_block = format!("Mixed_{}", &block["mixed_".len()..]);
-            scopes.insert(format!("{block}.{ours}"), format!("{tf_block}/{tf}"));
+            scopes.insert(
+                format!("{block}.{ours}"),
+                format!("{}/{tf}", tf_block(block)),
+            );
         }
     }
     scopes
 });
+
+/// TF-slim's scope of each [`BasicConv`](crate::layers::BasicConv) of [`InceptionV3`] but the
+/// aux head's, in the order its graph builds them: the stem's, then each mixed block's,
+/// branch by branch. keras.applications' InceptionV3 builds the same convolutions in the same
+/// order, which is how its layers (`conv2d`, `conv2d_1`, ... in that order) find their scopes.
+pub(super) fn inception_scopes_in_order() -> Vec<String> {
+    let stem = STEM.iter().map(|stem| format!("Conv2d_{stem}"));
+    let blocks = BLOCKS.iter().flat_map(|(block, convs)| {
+        convs
+            .iter()
+            .map(move |(_, tf)| format!("{}/{tf}", tf_block(block)))
+    });
+    stem.chain(blocks).collect()
+}
+
+/// The stem's convolutions, in order: `conv2d_1a_3x3` is TF-slim's `Conv2d_1a_3x3`, ...
+const STEM: [&str; 5] = ["1a_3x3", "2a_3x3", "2b_3x3", "3b_1x1", "4a_3x3"];
+
+/// TF-slim's scope of our mixed block `block` (`mixed_5b` is `Mixed_5b`).
+fn tf_block(block: &str) -> String {
+    format!("Mixed_{}", &block["mixed_".len()..])
+}
 
 type Convs = &'static [(&'static str, &'static str)];
 

@@ -1,0 +1,270 @@
+//! A Keras weights file as a list of layers and their weights: Keras 2's HDF5 format
+//! (`save_weights("x.h5")`, and the ImageNet weights keras.applications downloads), Keras 3's
+//! `.weights.h5`, and the weights inside a Keras 3 `.keras` archive.
+//!
+//! Keras 2 lists its layers in the root's `layer_names` attribute, and each layer's weights in
+//! its group's `weight_names` (`conv2d_1/kernel:0`, a dataset under the layer's group); a
+//! whole-model file (`model.save("x.h5")`) keeps the same under `model_weights`. Keras 3 keeps
+//! `layers/<name>/vars/<i>`, the weights numbered in the order the layer creates them, without
+//! names. Files are read with `hdf5-reader` (see `Cargo.toml`).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use hdf5_reader::{Datatype, Hdf5File};
+
+use super::error::{Result, WeightsError};
+
+/// One weight of a layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KerasWeight {
+    /// What it is within its layer: `kernel`, `bias`, `beta`, `moving_mean`, ...
+    pub(crate) name: String,
+    /// Its dataset's path in the file (`conv2d_1/conv2d_1/kernel:0`, `layers/conv2d/vars/0`).
+    pub(crate) dataset: String,
+}
+
+/// A layer with weights, by its Keras name (`conv2d_5`, `batch_normalization_5`, `predictions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KerasLayer {
+    pub(crate) name: String,
+    pub(crate) weights: Vec<KerasWeight>,
+}
+
+/// Which Keras wrote a file, which says what its layer names are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KerasFormat {
+    /// Keras 2: each layer's own name (`conv2d_5` is the sixth `Conv2D` the code created, in
+    /// a process that created no other).
+    Keras2,
+    /// Keras 3: names by class, numbered in the order of the model's layers (`conv2d_5` is
+    /// the sixth `Conv2D` of `model.layers`, and a `Dense` is `dense`).
+    Keras3,
+}
+
+/// An open Keras weights file.
+pub(crate) struct KerasFile {
+    path: PathBuf,
+    file: Hdf5File,
+    pub(crate) format: KerasFormat,
+    /// Its layers with weights, in the file's order.
+    pub(crate) layers: Vec<KerasLayer>,
+}
+
+impl KerasFile {
+    /// The file at `path`: an HDF5 file of Keras 2 or 3, or a `.keras` archive.
+    pub(crate) fn open(path: &Path) -> Result<Self> {
+        let not_keras = |reason: &str| WeightsError::format(path, reason);
+        let file = match path.extension().is_some_and(|e| e == "keras") {
+            true => Hdf5File::from_vec(archived_weights(path)?),
+            false => Hdf5File::open(path),
+        }
+        .map_err(|e| not_keras("not an HDF5 file").caused_by(e))?;
+        let root = file
+            .root_group()
+            .map_err(|e| not_keras("unreadable HDF5 root group").caused_by(e))?;
+        let keras2 =
+            strings(path, &root, "layer_names")?.is_some() || root.group("model_weights").is_ok();
+        let (format, layers) = match root.group("layers") {
+            Ok(layers) if !keras2 => (KerasFormat::Keras3, keras3_layers(path, &layers)?),
+            _ => (KerasFormat::Keras2, keras2_layers(path, &file)?),
+        };
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            format,
+            layers,
+        })
+    }
+
+    /// The file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The values of `weight` as f32, row-major, and its shape.
+    pub(crate) fn read(&self, weight: &KerasWeight) -> Result<(Vec<usize>, Vec<f32>)> {
+        let bad = |reason: &str| WeightsError::tensor(&self.path, &weight.dataset, reason);
+        let dataset = (self.file.dataset(&weight.dataset))
+            .map_err(|e| bad("not a readable dataset").caused_by(e))?;
+        let shape = dataset.shape().iter().map(|&d| d as usize).collect();
+        let unreadable = |e| bad("unreadable values").caused_by(e);
+        let values = match dataset.dtype() {
+            Datatype::FloatingPoint { size: 4, .. } => {
+                dataset
+                    .read_array::<f32>()
+                    .map_err(unreadable)?
+                    .into_raw_vec_and_offset()
+                    .0
+            }
+            Datatype::FloatingPoint { size: 8, .. } => {
+                let values = dataset.read_array::<f64>().map_err(unreadable)?;
+                values.iter().map(|&v| v as f32).collect()
+            }
+            Datatype::FloatingPoint { size: 2, .. } => {
+                let bytes = dataset.read_native_bytes().map_err(unreadable)?;
+                let half = bytes.chunks_exact(2);
+                half.map(|b| half::f16::from_ne_bytes([b[0], b[1]]).to_f32())
+                    .collect()
+            }
+            other => {
+                return Err(bad(&format!(
+                    "{other:?}; only floating-point weights are read"
+                )));
+            }
+        };
+        Ok((shape, values))
+    }
+}
+
+/// The weights file inside a Keras 3 `.keras` archive (`model.weights.h5`).
+fn archived_weights(path: &Path) -> Result<Vec<u8>> {
+    const ENTRY: &str = "model.weights.h5";
+    let file = std::fs::File::open(path).map_err(WeightsError::io(path))?;
+    let not_keras = |reason: &str| WeightsError::format(path, reason);
+    let mut archive =
+        zip::ZipArchive::new(file).map_err(|e| not_keras("not a .keras archive").caused_by(e))?;
+    let mut entry = (archive.by_name(ENTRY))
+        .map_err(|e| not_keras(&format!("no `{ENTRY}` in the archive")).caused_by(e))?;
+    let mut bytes = Vec::new();
+    // The entry's size is the archive's claim; the bytes read are what it holds, each one
+    // backed by the file (a claim of a terabyte reads what is there, and fails its checksum).
+    (entry.read_to_end(&mut bytes))
+        .map_err(|e| not_keras(&format!("`{ENTRY}` unreadable")).caused_by(e))?;
+    Ok(bytes)
+}
+
+/// Keras 2's layers: the root's `layer_names` (or `model_weights`' in a whole-model file).
+fn keras2_layers(path: &Path, file: &Hdf5File) -> Result<Vec<KerasLayer>> {
+    let root = file
+        .root_group()
+        .map_err(|e| WeightsError::format(path, "no root").caused_by(e))?;
+    let (top, prefix) = match root.group("model_weights") {
+        Ok(group) => (group, "model_weights/"),
+        Err(_) => (root, ""),
+    };
+    let Some(names) = strings(path, &top, "layer_names")? else {
+        return Err(WeightsError::format(
+            path,
+            "no `layer_names` (Keras 2) or `layers` group (Keras 3): not a Keras weights file",
+        ));
+    };
+    let mut layers = Vec::new();
+    for name in names {
+        let group = (top.group(&name)).map_err(|e| {
+            WeightsError::tensor(path, &name, "a layer named in `layer_names` has no group")
+                .caused_by(e)
+        })?;
+        let weight_names = strings(path, &group, "weight_names")?.unwrap_or_default();
+        let weights: Vec<KerasWeight> = weight_names
+            .into_iter()
+            .map(|weight| KerasWeight {
+                name: short_name(&weight).to_string(),
+                dataset: format!("{prefix}{name}/{weight}"),
+            })
+            .collect();
+        if !weights.is_empty() {
+            layers.push(KerasLayer { name, weights });
+        }
+    }
+    Ok(layers)
+}
+
+/// `conv2d_1/kernel:0` as `kernel`: the part after the last `/`, without TF's `:0`.
+pub(crate) fn short_name(weight: &str) -> &str {
+    let last = weight.rsplit('/').next().unwrap_or(weight);
+    last.split(':').next().unwrap_or(last)
+}
+
+/// The strings of attribute `name` of `group`: `None` without it, none for an empty one (Keras
+/// writes a layer without weights an empty float array). Keras 2 splits an attribute over
+/// 64 KB into `name0`, `name1`, ... (HDF5's limit on an attribute's size).
+fn strings(
+    path: &Path,
+    group: &hdf5_reader::group::Group,
+    name: &str,
+) -> Result<Option<Vec<String>>> {
+    let read = |attribute: hdf5_reader::Attribute| {
+        match attribute.num_elements() {
+            Ok(0) => Ok(Vec::new()),
+            _ => attribute.read_strings(),
+        }
+        .map_err(|e| {
+            WeightsError::tensor(
+                path,
+                format!("{}@{name}", group.name()),
+                "not a list of strings",
+            )
+            .caused_by(e)
+        })
+    };
+    if let Ok(attribute) = group.attribute(name) {
+        return read(attribute).map(Some);
+    }
+    let mut chunks = Vec::new();
+    while let Ok(attribute) = group.attribute(&format!("{name}{}", chunks.len())) {
+        chunks.push(read(attribute)?);
+    }
+    Ok((!chunks.is_empty()).then(|| chunks.concat()))
+}
+
+/// Keras 3's layers: `layers/<name>/vars/<i>`, in the file's (alphabetical) order of names.
+/// Weights have no names in the file; those of a layer named as Keras names batch norms take
+/// their names in the order a `BatchNormalization` creates them, every other layer's `kernel`
+/// and `bias` (a name for the weights the readers of known models look up; any others are
+/// named by their number).
+fn keras3_layers(path: &Path, layers: &hdf5_reader::group::Group) -> Result<Vec<KerasLayer>> {
+    let unreadable =
+        |e| WeightsError::format(path, "its `layers` group is unreadable").caused_by(e);
+    let (names, _) = layers.member_names().map_err(unreadable)?;
+    let mut out = Vec::new();
+    for name in names {
+        let Ok(vars) = layers.group(&name).and_then(|layer| layer.group("vars")) else {
+            continue;
+        };
+        let (_, mut indices) = vars.member_names().map_err(unreadable)?;
+        indices.sort_by_key(|index| index.parse::<usize>().unwrap_or(usize::MAX));
+        let names = positional_names(&name, indices.len());
+        let weights: Vec<KerasWeight> = indices
+            .iter()
+            .enumerate()
+            .map(|(i, index)| KerasWeight {
+                name: names.get(i).map_or(index.clone(), |n| n.to_string()),
+                dataset: format!("layers/{name}/vars/{index}"),
+            })
+            .collect();
+        if !weights.is_empty() {
+            out.push(KerasLayer { name, weights });
+        }
+    }
+    Ok(out)
+}
+
+/// The names of a Keras 3 layer's `count` weights, from its name.
+fn positional_names(layer: &str, count: usize) -> &'static [&'static str] {
+    match (layer.starts_with("batch_normalization"), count) {
+        (true, 3) => &["beta", "moving_mean", "moving_variance"],
+        (true, 4) => &["gamma", "beta", "moving_mean", "moving_variance"],
+        (true, _) => &[],
+        (false, _) => &["kernel", "bias"],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_keras_2_weight_name_is_its_last_part_without_the_output_index() {
+        assert_eq!(short_name("conv2d_1/kernel:0"), "kernel");
+        assert_eq!(short_name("batch_normalization/moving_mean"), "moving_mean");
+        assert_eq!(short_name("bias"), "bias");
+    }
+
+    #[test]
+    fn keras_3_weights_are_named_by_position() {
+        assert_eq!(positional_names("batch_normalization_7", 3)[0], "beta");
+        assert_eq!(positional_names("batch_normalization", 4)[0], "gamma");
+        assert_eq!(positional_names("conv2d_3", 1), ["kernel", "bias"]);
+    }
+}

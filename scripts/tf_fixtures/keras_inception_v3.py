@@ -1,0 +1,135 @@
+"""Writes keras.applications' InceptionV3 (random weights, 1000 classes) in Keras's weight
+files, and Keras's outputs for it, for the tests that need a full Keras Inception v3 (about
+95 MB a file, not committed).
+
+    /tmp/peers/bin/python scripts/tf_fixtures/keras_inception_v3.py OUT_DIR [LAYER_LIST]
+    TOWERS_KERAS_INCEPTION_V3=OUT_DIR cargo test --workspace --test integration keras_inception_v3
+
+Needs tensorflow-cpu (Keras 3) and tf-keras (Keras 2), `pip install tensorflow-cpu tf-keras`.
+The weights are Keras's initializers, then made informative for a test: every batch-norm beta
+random, the classifier's weights larger (so the classes spread), and the moving statistics
+those of a batch of the two pictures and 4 random images (one training pass with momentum 0),
+so that every input gives logits of a sensible scale.
+
+OUT_DIR gets the same weights three ways:
+- inception_v3_keras2.h5: `save_weights` of Keras 2 (tf-keras), the format of the ImageNet
+  weights keras.applications downloads (`inception_v3_weights_tf_dim_ordering_tf_kernels.h5`);
+- inception_v3.weights.h5: `save_weights` of Keras 3;
+- inception_v3.keras: `model.save` of Keras 3 (a zip with the weights file inside);
+and inputs.f32 (2 x 299 x 299 x 3 f32, NHWC, already in [-1, 1]), images/*.png (2 pictures),
+expected.json (logits of inputs.f32, before the softmax; for the PNG pictures after TF's
+Inception eval preprocessing: top-5 and probabilities).
+LAYER_LIST, when given, gets the Keras 2 file's layers in its order, each weight's name and
+shape on a line (committed as test data).
+"""
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import h5py  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
+from PIL import Image  # noqa: E402
+
+SIZE = 299
+
+
+def eval_preprocess(png):
+    """TF's Inception eval_image: central crop 0.875, bilinear resize (TF 1.x), scale to [-1, 1]."""
+    image = tf.image.convert_image_dtype(tf.image.decode_png(png, channels=3), tf.float32)
+    image = tf.image.central_crop(image, central_fraction=0.875)
+    image = tf.compat.v1.image.resize_bilinear(tf.expand_dims(image, 0), [SIZE, SIZE],
+                                               align_corners=False)
+    return ((image - 0.5) * 2.0).numpy()
+
+
+def pictures(rng, out):
+    """Two smooth RGB pictures of odd sizes, written as PNG; their paths."""
+    paths = []
+    for i, (h, w) in enumerate([(333, 401), (290, 310)]):
+        y, x = np.mgrid[0:h, 0:w] / 50.0
+        rgb = np.stack([np.sin(x * (i + 1)), np.cos(y * 1.3), np.sin(x + y)], -1)
+        rgb = (rgb + 1) * 127.5 + rng.normal(0, 8, (h, w, 3))
+        path = os.path.join(out, "images", f"picture{i}.png")
+        Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8)).save(path)
+        paths.append(path)
+    return paths
+
+
+def informative(model, rng, batch):
+    """Random betas and a spread classifier; the moving statistics of `batch`."""
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.beta.assign(rng.normal(0, 0.2, layer.beta.shape).astype(np.float32))
+            layer.momentum = 0.0
+    dense = model.get_layer("predictions")
+    dense.kernel.assign(rng.normal(0, 0.15, dense.kernel.shape).astype(np.float32))
+    dense.bias.assign(rng.normal(0, 0.5, dense.bias.shape).astype(np.float32))
+    model(batch, training=True)
+
+
+def logits_of(model, images):
+    """The classifier's outputs before its softmax."""
+    features = keras.Model(model.input, model.get_layer("avg_pool").output)(images)
+    dense = model.get_layer("predictions")
+    return np.asarray(features) @ np.asarray(dense.kernel) + np.asarray(dense.bias)
+
+
+def text(name):
+    """An attribute's string: bytes where Keras wrote fixed-length strings."""
+    return name.decode() if isinstance(name, bytes) else name
+
+
+def layer_list(path, out):
+    """The Keras 2 file's layers in its order: `layer<TAB>weight<TAB>shape` per weight."""
+    with h5py.File(path) as f, open(out, "w") as listing:
+        for layer in map(text, f.attrs["layer_names"]):
+            for weight in map(text, f[layer].attrs["weight_names"]):
+                listing.write(f"{layer}\t{weight}\t{list(f[layer][weight].shape)}\n")
+
+
+def main(out, listing=None):
+    os.makedirs(os.path.join(out, "images"), exist_ok=True)
+    rng = np.random.default_rng(7)
+    keras.utils.set_random_seed(7)
+    model = keras.applications.InceptionV3(weights=None, classes=1000)
+    pictures_in = [eval_preprocess(open(p, "rb").read()) for p in pictures(rng, out)]
+    noise = rng.uniform(-1, 1, (4, SIZE, SIZE, 3)).astype(np.float32)
+    informative(model, rng, np.concatenate(pictures_in + [noise]))
+
+    model.save_weights(os.path.join(out, "inception_v3.weights.h5"))
+    model.save(os.path.join(out, "inception_v3.keras"))
+    keras2 = tf_keras.applications.InceptionV3(weights=None, classes=1000)
+    # Layer by layer: the two Keras versions may order their layers differently, but both
+    # name them in the order the code builds them (`conv2d`, `conv2d_1`, ...).
+    for layer in keras2.layers:
+        if layer.weights:
+            layer.set_weights(model.get_layer(layer.name).get_weights())
+    keras2.save_weights(os.path.join(out, "inception_v3_keras2.h5"))
+
+    inputs = rng.uniform(-1, 1, (2, SIZE, SIZE, 3)).astype(np.float32)
+    inputs.tofile(os.path.join(out, "inputs.f32"))
+    logits = logits_of(model, inputs)
+    # Keras 2's copy computes the same network: its probabilities are Keras 3's, but for
+    # float rounding (5e-6 of 0.12 on 2026-12-03).
+    probs = np.asarray(model(inputs))
+    assert np.allclose(np.asarray(keras2(inputs)), probs, rtol=1e-3, atol=2e-5)
+    expected = {"inputs_logits": logits.tolist(), "images": []}
+    for path, x in zip(sorted(os.listdir(os.path.join(out, "images"))), pictures_in):
+        probs = np.asarray(model(x))[0]
+        top = np.argsort(-probs)[:5]
+        expected["images"].append({"file": path, "top5": top.tolist(),
+                                   "probs": probs[top].tolist()})
+        print(path, top.tolist(), probs[top].round(4).tolist())
+    with open(os.path.join(out, "expected.json"), "w") as f:
+        json.dump(expected, f)
+    if listing:
+        layer_list(os.path.join(out, "inception_v3_keras2.h5"), listing)
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

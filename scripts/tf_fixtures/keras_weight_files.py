@@ -1,0 +1,79 @@
+"""Writes one small Keras network's weights in each of Keras's weight files, with values that
+say where they belong, for the reader's tests (a few KB each, committed):
+
+    /tmp/peers/bin/python scripts/tf_fixtures/keras_weight_files.py crates/models/tests/data/keras
+
+Needs tensorflow-cpu (Keras 3) and tf-keras (Keras 2). The network: `conv2d` (3x3, 2 to 4
+channels, no bias), `batch_normalization` (no scale), `batch_normalization_1` (with scale),
+`predictions` (dense, 4 to 3). Each weight's values are `layer + weight / 10 + k / 1000` for
+its k-th element (row-major), with layer and weight the indices of its layer and of the weight
+within its layer, so a value read from the wrong place shows where it came from.
+
+OUT_DIR gets:
+- keras2.h5: `save_weights` of Keras 2 (tf-keras 2.21), attributes as variable-length strings;
+- keras2_fixed_strings.h5: the same file with its attributes as fixed-length byte strings, as
+  Keras 2.0-2.2 wrote them (the ImageNet weights keras.applications downloads date from then);
+- model.weights.h5: `save_weights` of Keras 3;
+- model.keras: `model.save` of Keras 3;
+- model_keras2.h5: `model.save` of Keras 2 (weights under `model_weights`, and the model's
+  configuration).
+"""
+import os
+import shutil
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import h5py  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tf_keras  # noqa: E402
+
+
+def network(layers):
+    inputs = layers.Input((5, 5, 2))
+    x = layers.Conv2D(4, 3, use_bias=False, name="conv2d")(inputs)
+    x = layers.BatchNormalization(scale=False, name="batch_normalization")(x)
+    x = layers.BatchNormalization(name="batch_normalization_1")(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    return layers.Dense(3, name="predictions")(x), inputs
+
+
+def numbered(model):
+    """Every weight set to values that say where it belongs."""
+    for i, layer in enumerate(l for l in model.layers if l.weights):
+        layer.set_weights([
+            i + j / 10 + np.arange(w.size).reshape(w.shape) / 1000
+            for j, w in enumerate(layer.get_weights())
+        ])
+
+
+def fixed_strings(path):
+    """Every string attribute rewritten as an array of fixed-length byte strings."""
+    with h5py.File(path, "r+") as f:
+        groups = [f] + [f[name] for name in f.attrs["layer_names"]]
+        for group in groups:
+            for key, value in list(group.attrs.items()):
+                if isinstance(value, np.ndarray) and value.dtype == object and value.size:
+                    group.attrs[key] = np.array([v.encode() for v in value])
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    outputs, inputs = network(keras.layers)
+    model = keras.Model(inputs, outputs)
+    numbered(model)
+    model.save_weights(os.path.join(out, "model.weights.h5"))
+    model.save(os.path.join(out, "model.keras"))
+    outputs, inputs = network(tf_keras.layers)
+    keras2 = tf_keras.Model(inputs, outputs)
+    numbered(keras2)
+    keras2.save_weights(os.path.join(out, "keras2.h5"))
+    keras2.save(os.path.join(out, "model_keras2.h5"))
+    shutil.copy(os.path.join(out, "keras2.h5"), os.path.join(out, "keras2_fixed_strings.h5"))
+    fixed_strings(os.path.join(out, "keras2_fixed_strings.h5"))
+    for name in sorted(os.listdir(out)):
+        print(name, os.path.getsize(os.path.join(out, name)))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
