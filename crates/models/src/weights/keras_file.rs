@@ -254,17 +254,138 @@ fn positional_names(layer: &str, count: usize) -> &'static [&'static str] {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_keras_2_weight_name_is_its_last_part_without_the_output_index() {
-        assert_eq!(short_name("conv2d_1/kernel:0"), "kernel");
-        assert_eq!(short_name("batch_normalization/moving_mean"), "moving_mean");
-        assert_eq!(short_name("bias"), "bias");
+    /// `tests/data/keras/`: one small network's weights in each of Keras's files
+    /// (`scripts/tf_fixtures/keras_weight_files.py`).
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/keras")
+            .join(name)
+    }
+
+    /// The network's layers as each Keras names them: its index (in `model.layers`), Keras 2's
+    /// name, Keras 3's, and its weights.
+    const LAYERS: [(usize, &str, &str, &[&str]); 4] = [
+        (0, "conv2d", "conv2d", &["kernel"]),
+        (
+            1,
+            "batch_normalization",
+            "batch_normalization",
+            &["beta", "moving_mean", "moving_variance"],
+        ),
+        (
+            2,
+            "batch_normalization_1",
+            "batch_normalization_1",
+            &["gamma", "beta", "moving_mean", "moving_variance"],
+        ),
+        (3, "predictions", "dense", &["kernel", "bias"]),
+    ];
+
+    /// Every weight of the file, read, is where the script put it: element k of weight j of
+    /// layer i is `i + j / 10 + k / 1000`.
+    fn reads_every_weight(name: &str, format: KerasFormat) {
+        let file = KerasFile::open(&fixture(name)).unwrap();
+        assert_eq!(file.format, format, "{name}");
+        let mut expected: Vec<_> = LAYERS
+            .iter()
+            .map(|&(i, keras2, keras3, weights)| match format {
+                KerasFormat::Keras2 => (keras2, i, weights),
+                KerasFormat::Keras3 => (keras3, i, weights),
+            })
+            .collect();
+        // Keras 3's groups come in alphabetical order.
+        if format == KerasFormat::Keras3 {
+            expected.sort();
+        }
+        let names: Vec<&str> = file
+            .layers
+            .iter()
+            .map(|layer| layer.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            expected.iter().map(|e| e.0).collect::<Vec<_>>(),
+            "{name}"
+        );
+        for (layer, &(_, i, weights)) in file.layers.iter().zip(&expected) {
+            let found: Vec<&str> = layer.weights.iter().map(|w| w.name.as_str()).collect();
+            assert_eq!(found, weights, "{name}: {}", layer.name);
+            for (j, weight) in layer.weights.iter().enumerate() {
+                let (shape, values) = file.read(weight).unwrap();
+                assert_eq!(values.len(), shape.iter().product::<usize>());
+                for (k, &value) in values.iter().enumerate() {
+                    let want = i as f32 + j as f32 / 10.0 + k as f32 / 1000.0;
+                    assert!(
+                        (value - want).abs() < 1e-6,
+                        "{name}: {}[{k}]",
+                        weight.dataset
+                    );
+                }
+            }
+        }
     }
 
     #[test]
-    fn keras_3_weights_are_named_by_position() {
-        assert_eq!(positional_names("batch_normalization_7", 3)[0], "beta");
-        assert_eq!(positional_names("batch_normalization", 4)[0], "gamma");
-        assert_eq!(positional_names("conv2d_3", 1), ["kernel", "bias"]);
+    fn keras_2_files_read_layer_by_layer() {
+        reads_every_weight("keras2.h5", KerasFormat::Keras2);
+        reads_every_weight("keras2_fixed_strings.h5", KerasFormat::Keras2);
+        reads_every_weight("model_keras2.h5", KerasFormat::Keras2);
+    }
+
+    #[test]
+    fn keras_3_files_read_layer_by_layer() {
+        reads_every_weight("model.weights.h5", KerasFormat::Keras3);
+        reads_every_weight("model.keras", KerasFormat::Keras3);
+    }
+
+    #[test]
+    fn a_file_of_other_bytes_is_no_keras_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("weights.h5");
+        std::fs::write(&path, b"not HDF5 at all").unwrap();
+        let error = KerasFile::open(&path).err().unwrap().to_string();
+        assert!(
+            error.starts_with(&format!("{}: not an HDF5 file", path.display())),
+            "{error}"
+        );
+
+        let path = dir.path().join("model.keras");
+        let mut archive = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+        archive
+            .start_file("config.json", zip::write::SimpleFileOptions::default())
+            .unwrap();
+        archive.finish().unwrap();
+        let error = KerasFile::open(&path).err().unwrap().to_string();
+        assert!(
+            error.contains("no `model.weights.h5` in the archive"),
+            "{error}"
+        );
+    }
+
+    /// Every prefix of a Keras file opens and reads, or fails naming the file: never a panic.
+    #[test]
+    fn a_truncated_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.h5");
+        let bytes = std::fs::read(fixture("keras2.h5")).unwrap();
+        let mut failures = 0;
+        for len in (0..bytes.len()).step_by(97) {
+            std::fs::write(&path, &bytes[..len]).unwrap();
+            let read = KerasFile::open(&path).and_then(|file| {
+                let weights = file.layers.iter().flat_map(|layer| &layer.weights);
+                weights
+                    .map(|weight| file.read(weight))
+                    .collect::<Result<Vec<_>>>()
+            });
+            if let Err(error) = read {
+                assert!(
+                    error.to_string().starts_with(&path.display().to_string()),
+                    "{error}"
+                );
+                failures += 1;
+            }
+        }
+        // The weights lie at the file's end: almost every prefix lacks some.
+        assert!(failures > bytes.len() / 97 / 2, "{failures}");
     }
 }

@@ -295,6 +295,17 @@ mod tests {
     }
 
     #[test]
+    fn a_keras_file_of_another_network_is_refused_naming_it() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/keras/model.keras");
+        let error = KerasSource::open::<InceptionV3>(&path)
+            .err()
+            .unwrap()
+            .to_string();
+        let words = "model.keras: 1 convolution and 2 batch-norm layers with weights";
+        assert!(error.contains(words), "{error}");
+    }
+
+    #[test]
     fn another_network_is_refused_with_what_it_has() {
         let (mut layers, _) = keras2_listing();
         layers.retain(|layer| layer.name != "conv2d_50");
