@@ -24,8 +24,8 @@ use burn_towers::models::{
     ResNetConfig, ResidualBlock,
 };
 use burn_towers::train::{
-    CifarImage, Prediction, Preprocessing, WeightsArgs, classify, is_pytorch_file, load_weights,
-    parse_args, read_labels,
+    CifarImage, Prediction, Preprocessing, WeightsArgs, classify, is_keras_file, is_pytorch_file,
+    load_weights, parse_args, read_labels,
 };
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -81,12 +81,14 @@ fn main() -> anyhow::Result<()> {
     let predictions = match args.model {
         Model::Inception => {
             let size = args.image_size.unwrap_or(299);
-            // torchvision's weights: its 1000 classes and its port's pools.
+            // torchvision's weights: its 1000 classes and its port's pools; Keras's: 1000
+            // classes and no aux head.
             let torchvision = is_pytorch_file(&args.weights);
-            let classes = if torchvision { 1000 } else { 1001 };
+            let keras = is_keras_file(&args.weights);
+            let classes = if torchvision || keras { 1000 } else { 1001 };
             let model = InceptionV3Config::new(args.num_classes.unwrap_or(classes))
                 .with_image_size(size)
-                .with_aux_logits(size >= 107)
+                .with_aux_logits(size >= 107 && !keras)
                 .with_pool_counts_padding(torchvision)
                 .init(&device);
             let (model, report) = load_weights(model, &args.weights, options)?;

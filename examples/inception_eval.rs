@@ -14,11 +14,11 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use burn_towers::data::transforms::{InceptionEval, TorchvisionEval};
+use burn_towers::data::transforms::{InceptionEval, TorchvisionEval, Transform};
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
-    EvalArgs, InceptionData, Split, WeightsArgs, inception_image_size, is_pytorch_file,
-    load_weights, parse_args,
+    EvalArgs, InceptionData, Split, WeightsArgs, inception_image_size, is_keras_file,
+    is_pytorch_file, load_weights, parse_args,
 };
 
 #[derive(Parser)]
@@ -45,21 +45,23 @@ fn main() -> anyhow::Result<()> {
         .image_size
         .unwrap_or(inception_image_size(args.eval.data_dir.as_deref()));
     let torchvision = is_pytorch_file(&args.checkpoint);
+    let keras = is_keras_file(&args.checkpoint);
     let (dir, split) = (args.eval.data_dir.as_deref(), Split::Validation);
-    let data = match torchvision {
-        true => InceptionData::open_without_background(
-            dir,
-            split,
-            image_size,
-            TorchvisionEval::inception_v3(image_size),
-        )?,
-        false => InceptionData::open(dir, split, image_size, InceptionEval::new(image_size))?,
+    // torchvision's weights take its own preset; Keras's keep TF's.
+    let eval: Box<dyn Transform> = match torchvision {
+        true => Box::new(TorchvisionEval::inception_v3(image_size)),
+        false => Box::new(InceptionEval::new(image_size)),
+    };
+    // torchvision's and Keras's weights have 1000 classes, without TF's background class.
+    let data = match torchvision || keras {
+        true => InceptionData::open_without_background(dir, split, image_size, eval)?,
+        false => InceptionData::open(dir, split, image_size, eval)?,
     };
     println!("evaluating on {}", data.description);
     let device = args.weights.device()?;
     let model = InceptionV3Config::new(args.eval.num_classes(&data))
         .with_image_size(image_size)
-        .with_aux_logits(image_size >= 107)
+        .with_aux_logits(image_size >= 107 && !keras)
         .with_pool_counts_padding(torchvision)
         .init(&device);
     let options = args.weights.load_options();

@@ -92,7 +92,9 @@ pub fn in_scope(path: &str, scope: &str) -> bool {
 
 /// `model` with every parameter the source has restored (keeping the model's parameter ids),
 /// and a report. A tensor whose shape differs from its parameter's is an error naming both
-/// shapes, unless [`RestoreOptions::replace_if_reshaped`] covers it.
+/// shapes, unless [`RestoreOptions::replace_if_reshaped`] covers it; so is a file none of
+/// whose tensors is a parameter of the model (weights of another network), where the model
+/// has parameters to restore.
 pub fn restore<M: Module>(
     model: M,
     source: &mut dyn WeightSource,
@@ -130,11 +132,30 @@ pub fn restore<M: Module>(
         found.insert(path, tensor);
     }
     report.unused = source.unused();
+    if report.restored.is_empty() && report.skipped.is_empty() && !report.missing.is_empty() {
+        return Err(WeightsError::format(source.path(), nothing_fits(&report)));
+    }
     let model = model.map(&mut Apply {
         path: Vec::new(),
         found,
     });
     Ok((model, report))
+}
+
+/// Why a file none of whose tensors fits the model is refused: weights of another network
+/// would leave the model as initialized, and it would train or classify from there unnoticed.
+fn nothing_fits(report: &RestoreReport) -> String {
+    let first = |names: &[String]| match names {
+        [] => "none".to_string(),
+        [one] => format!("`{one}`"),
+        [one, ..] => format!("`{one}` and {} more", names.len() - 1),
+    };
+    format!(
+        "none of its tensors is one of the model's parameters: weights of another network? \
+         The model's: {}; the file's: {}",
+        first(&report.missing),
+        first(&report.unused)
+    )
 }
 
 /// Replaces each parameter found by its path.
@@ -182,5 +203,47 @@ impl fmt::Display for RestoreReport {
             write!(f, "\n  unused in the file: {}", self.unused.join(", "))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use burn::tensor::Device;
+
+    use super::*;
+    use crate::Cifar10Config;
+    use crate::weights::ByPath;
+
+    fn source(names: &[&str]) -> ByPath {
+        let tensors = names.iter().map(|n| (n.to_string(), (vec![1], vec![0.0])));
+        ByPath::new(
+            Path::new("other.safetensors"),
+            tensors.collect::<BTreeMap<_, _>>(),
+        )
+    }
+
+    #[test]
+    fn weights_of_another_network_are_refused() {
+        let model = Cifar10Config::new().init(&Device::flex());
+        let mut other = source(&["mixed_5b.branch_0.conv.weight", "logits.bias"]);
+        let error = restore(model, &mut other, &RestoreOptions::new())
+            .err()
+            .unwrap();
+        let words = "other.safetensors: none of its tensors is one of the model's parameters: \
+                     weights of another network? The model's: `conv1.weight` and 9 more; the \
+                     file's: `logits.bias` and 1 more";
+        assert_eq!(error.to_string(), words);
+    }
+
+    #[test]
+    fn a_model_with_every_parameter_excluded_restores_nothing_and_says_so() {
+        let model = Cifar10Config::new().init(&Device::flex());
+        let layers = ["conv1", "conv2", "local3", "local4", "softmax_linear"];
+        let options = RestoreOptions::new().with_exclude(layers.map(String::from).into());
+        let (_, report) = restore(model, &mut source(&["logits.bias"]), &options).unwrap();
+        assert!(report.restored.is_empty() && report.missing.is_empty());
+        assert_eq!(report.skipped.len(), 10);
     }
 }
