@@ -16,7 +16,9 @@ OUT_DIR gets:
 - model.weights.h5: `save_weights` of Keras 3;
 - model.keras: `model.save` of Keras 3;
 - model_keras2.h5: `model.save` of Keras 2 (weights under `model_weights`, and the model's
-  configuration).
+  configuration);
+- huge_claim.h5: a hostile file in Keras 2's layout, of 4 KB, whose one weight claims 2^28
+  float32 values (1 GiB) in chunks it never wrote, which HDF5 reads as the fill value.
 """
 import os
 import shutil
@@ -57,6 +59,15 @@ def fixed_strings(path):
                     group.attrs[key] = np.array([v.encode() for v in value])
 
 
+def huge_claim(path):
+    """Keras 2's layout around a dataset of 2^28 float32 values, none of them written."""
+    with h5py.File(path, "w") as f:
+        f.attrs["layer_names"] = np.array([b"conv2d"])
+        layer = f.create_group("conv2d")
+        layer.attrs["weight_names"] = np.array([b"conv2d/kernel:0"])
+        layer.create_dataset("conv2d/kernel:0", shape=(2**28,), dtype="f4", chunks=(1024,))
+
+
 def main(out):
     os.makedirs(out, exist_ok=True)
     outputs, inputs = network(keras.layers)
@@ -71,6 +82,7 @@ def main(out):
     keras2.save(os.path.join(out, "model_keras2.h5"))
     shutil.copy(os.path.join(out, "keras2.h5"), os.path.join(out, "keras2_fixed_strings.h5"))
     fixed_strings(os.path.join(out, "keras2_fixed_strings.h5"))
+    huge_claim(os.path.join(out, "huge_claim.h5"))
     for name in sorted(os.listdir(out)):
         print(name, os.path.getsize(os.path.join(out, name)))
 

@@ -6,6 +6,7 @@ mod config;
 mod devices;
 mod example;
 mod image;
+mod keras;
 mod records;
 mod safetensors;
 mod tf_checkpoint;

@@ -11,7 +11,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use hdf5_reader::{Datatype, Hdf5File};
+use hdf5_reader::{Datatype, Hdf5File, OpenOptions};
 
 use super::error::{Result, WeightsError};
 
@@ -56,8 +56,17 @@ impl KerasFile {
     pub(crate) fn open(path: &Path) -> Result<Self> {
         let not_keras = |reason: &str| WeightsError::format(path, reason);
         let file = match path.extension().is_some_and(|e| e == "keras") {
-            true => Hdf5File::from_vec(archived_weights(path)?),
-            false => Hdf5File::open(path),
+            true => {
+                let bytes = archived_weights(path)?;
+                let options = read_limit(bytes.len() as u64);
+                Hdf5File::from_vec_with_options(bytes, options)
+            }
+            false => {
+                let len = std::fs::metadata(path)
+                    .map_err(WeightsError::io(path))?
+                    .len();
+                Hdf5File::open_with_options(path, read_limit(len))
+            }
         }
         .map_err(|e| not_keras("not an HDF5 file").caused_by(e))?;
         let root = file
@@ -115,6 +124,16 @@ impl KerasFile {
         };
         Ok((shape, values))
     }
+}
+
+/// How much one weight of an HDF5 file of `len` bytes may decode to: 16 times the file, and 64
+/// MiB at least. A dataset's shape is the file's claim, and chunks the file never wrote read
+/// as the fill value, so a file of a few KB can claim terabytes (`hdf5-reader` reads any size
+/// unless told). Keras writes every weight in full and uncompressed; a file compressed
+/// afterwards (`h5repack -f GZIP`) shrinks float weights by far less than 16 times.
+fn read_limit(len: u64) -> OpenOptions {
+    let limit = len.saturating_mul(16).max(64 << 20);
+    OpenOptions::default().with_max_read_bytes(usize::try_from(limit).unwrap_or(usize::MAX))
 }
 
 /// The weights file inside a Keras 3 `.keras` archive (`model.weights.h5`).
@@ -336,6 +355,23 @@ mod tests {
     fn keras_3_files_read_layer_by_layer() {
         reads_every_weight("model.weights.h5", KerasFormat::Keras3);
         reads_every_weight("model.keras", KerasFormat::Keras3);
+    }
+
+    /// Without a read limit, the file's claim of 2^28 values (1 GiB) was allocated and read as
+    /// zeros; a claim near the machine's memory woke the OOM killer.
+    #[test]
+    fn a_weight_claiming_more_than_the_file_can_hold_is_an_error() {
+        let path = fixture("huge_claim.h5");
+        let file = KerasFile::open(&path).unwrap();
+        let error = file.read(&file.layers[0].weights[0]).err().unwrap();
+        let cause = std::error::Error::source(&error).map(|e| e.to_string());
+        let error = format!("{error}: {}", cause.unwrap_or_default());
+        for words in [
+            "huge_claim.h5: tensor `conv2d/conv2d/kernel:0`: unreadable values: ",
+            "read of 268435456 elements (1073741824 bytes) exceeds the 67108864 byte read limit",
+        ] {
+            assert!(error.contains(words), "{error}");
+        }
     }
 
     #[test]

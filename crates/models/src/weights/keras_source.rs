@@ -51,6 +51,27 @@ impl KerasSource {
     }
 }
 
+impl KerasSource {
+    /// Every weight of every layer of the Keras file at `path`, of any network, named by its
+    /// dataset's path, in the file's layout: for the fuzz targets, which read files of small
+    /// networks.
+    #[doc(hidden)]
+    pub fn read_every_weight(path: &Path) -> Result<Vec<SourceTensor>> {
+        let file = KerasFile::open(path)?;
+        let weights = file.layers.iter().flat_map(|layer| &layer.weights);
+        let read = weights.map(|weight| {
+            let (shape, values) = file.read(weight)?;
+            let name = weight.dataset.clone();
+            Ok(SourceTensor {
+                name,
+                shape,
+                values,
+            })
+        });
+        read.collect()
+    }
+}
+
 impl WeightSource for KerasSource {
     fn path(&self) -> &Path {
         self.file.path()

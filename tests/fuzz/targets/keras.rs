@@ -1,0 +1,48 @@
+//! Keras weight files: HDF5 (superblock, object headers, B-trees, heaps, attributes, datasets,
+//! as `hdf5-reader` parses them) and Keras 3's `.keras` zip around one, read weight by weight
+//! as `KerasSource` reads keras.applications' InceptionV3.
+
+use std::path::Path;
+
+use burn_towers::models::weights::KerasSource;
+
+use crate::fuzz;
+use crate::mutate::mutated;
+
+/// The files Keras 2 and Keras 3 wrote of one small network
+/// (`crates/models/tests/data/keras/`, `scripts/tf_fixtures/keras_weight_files.py`).
+fn seeds() -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/models/tests/data/keras");
+    let files = [
+        "keras2.h5",
+        "keras2_fixed_strings.h5",
+        "model.weights.h5",
+        "model.keras",
+    ];
+    files
+        .map(|file| std::fs::read(dir.join(file)).unwrap())
+        .into()
+}
+
+#[test]
+fn fuzz_keras() {
+    let dir = tempfile::tempdir().unwrap();
+    fuzz("keras", mutated(seeds()), |bytes| {
+        // A zip is read as Keras 3's archive, anything else as HDF5.
+        let name = if bytes.starts_with(b"PK") {
+            "model.keras"
+        } else {
+            "model.h5"
+        };
+        let path = dir.path().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let Ok(weights) = KerasSource::read_every_weight(&path) else {
+            return false;
+        };
+        for weight in weights {
+            let elements = weight.shape.iter().product::<usize>();
+            assert_eq!(weight.values.len(), elements, "{}", weight.name);
+        }
+        true
+    });
+}
