@@ -40,6 +40,13 @@ impl Memory {
     }
 }
 
+/// The memory `memory` reports when taking `bytes` would leave less than that again available
+/// (the rule both checks apply: at most half of the memory available); `None` when there is
+/// room, or when it reports nothing.
+fn short_of(bytes: u64, memory: impl FnOnce() -> Option<Memory>) -> Option<Memory> {
+    memory().filter(|memory| memory.available / 2 < bytes)
+}
+
 /// The fewest items an index grows by, so that small files do not ask for memory at all.
 const LEAST_GROWTH: usize = 1024;
 
@@ -56,7 +63,7 @@ pub(crate) fn grow_within_memory<T>(
     }
     let growth = items.capacity().max(LEAST_GROWTH);
     let bytes = (growth * size_of::<T>()) as u64;
-    if let Some(memory) = memory().filter(|memory| memory.available / 2 < bytes) {
+    if let Some(memory) = short_of(bytes, memory) {
         return Err(format!(
             "its index of {} records would grow by {bytes} bytes, more than half of the {} \
              bytes of memory available ({} in all): records this small cannot be indexed \
@@ -86,7 +93,7 @@ pub(crate) fn buffer_within_memory(
     if bytes <= ASK_ABOVE {
         return Ok(());
     }
-    match memory().filter(|memory| memory.available / 2 < bytes) {
+    match short_of(bytes, memory) {
         Some(memory) => Err(format!(
             "reading it takes {bytes} bytes, more than half of the {} bytes of memory available \
              ({} in all)",
