@@ -126,30 +126,43 @@ impl KerasFile {
     }
 }
 
-/// How much one weight of an HDF5 file of `len` bytes may decode to: 16 times the file, and 64
-/// MiB at least. A dataset's shape is the file's claim, and chunks the file never wrote read
-/// as the fill value, so a file of a few KB can claim terabytes (`hdf5-reader` reads any size
-/// unless told). Keras writes every weight in full and uncompressed; a file compressed
-/// afterwards (`h5repack -f GZIP`) shrinks float weights by far less than 16 times.
-fn read_limit(len: u64) -> OpenOptions {
-    let limit = len.saturating_mul(16).max(64 << 20);
-    OpenOptions::default().with_max_read_bytes(usize::try_from(limit).unwrap_or(usize::MAX))
+/// How many bytes a file of `len` bytes may decode to: 16 times the file, and 64 MiB at least.
+/// Keras writes every weight in full and uncompressed, and its `.keras` archives stored; a file
+/// compressed afterwards (`h5repack -f GZIP`, a zip deflated) shrinks float weights by far less
+/// than 16 times. A hostile file claims far more: an HDF5 dataset's shape is the file's claim,
+/// and chunks the file never wrote read as the fill value (a 4 KB file claims a gigabyte); a
+/// deflated zip entry decompresses up to a thousandfold.
+fn decoded_limit(len: u64) -> u64 {
+    len.saturating_mul(16).max(64 << 20)
 }
 
-/// The weights file inside a Keras 3 `.keras` archive (`model.weights.h5`).
+/// `hdf5-reader`'s options for a file of `len` bytes: no weight decodes to more than
+/// [`decoded_limit`] (it reads any size unless told).
+fn read_limit(len: u64) -> OpenOptions {
+    let limit = usize::try_from(decoded_limit(len)).unwrap_or(usize::MAX);
+    OpenOptions::default().with_max_read_bytes(limit)
+}
+
+/// The weights file inside a Keras 3 `.keras` archive (`model.weights.h5`), of at most
+/// [`decoded_limit`] bytes.
 fn archived_weights(path: &Path) -> Result<Vec<u8>> {
     const ENTRY: &str = "model.weights.h5";
     let file = std::fs::File::open(path).map_err(WeightsError::io(path))?;
+    let limit = decoded_limit(file.metadata().map_err(WeightsError::io(path))?.len());
     let not_keras = |reason: &str| WeightsError::format(path, reason);
     let mut archive =
         zip::ZipArchive::new(file).map_err(|e| not_keras("not a .keras archive").caused_by(e))?;
-    let mut entry = (archive.by_name(ENTRY))
+    let entry = (archive.by_name(ENTRY))
         .map_err(|e| not_keras(&format!("no `{ENTRY}` in the archive")).caused_by(e))?;
     let mut bytes = Vec::new();
-    // The entry's size is the archive's claim; the bytes read are what it holds, each one
-    // backed by the file (a claim of a terabyte reads what is there, and fails its checksum).
-    (entry.read_to_end(&mut bytes))
+    (entry.take(limit + 1).read_to_end(&mut bytes))
         .map_err(|e| not_keras(&format!("`{ENTRY}` unreadable")).caused_by(e))?;
+    if bytes.len() as u64 > limit {
+        return Err(not_keras(&format!(
+            "`{ENTRY}` decompresses to more than {limit} bytes, 16 times the archive (Keras \
+             stores it uncompressed)"
+        )));
+    }
     Ok(bytes)
 }
 
@@ -396,6 +409,23 @@ mod tests {
             error.contains("no `model.weights.h5` in the archive"),
             "{error}"
         );
+    }
+
+    /// Without the limit, the 70 MiB of zeros were read; a deflated entry decompresses up to
+    /// a thousandfold.
+    #[test]
+    fn a_keras_archive_decompressing_to_more_than_16_times_its_size_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bomb.keras");
+        let mut archive = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+        let deflated = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        archive.start_file("model.weights.h5", deflated).unwrap();
+        std::io::Write::write_all(&mut archive, &vec![0; 70 << 20]).unwrap();
+        archive.finish().unwrap();
+        let error = KerasFile::open(&path).err().unwrap().to_string();
+        let words = "bomb.keras: `model.weights.h5` decompresses to more than 67108864 bytes";
+        assert!(error.contains(words), "{error}");
     }
 
     /// Every prefix of a Keras file opens and reads, or fails naming the file: never a panic.
