@@ -5,5 +5,6 @@
 mod gpu;
 mod harnesses;
 mod keras_inception_v3;
+mod reference_outputs;
 mod remote;
 mod tf_inception_v3;

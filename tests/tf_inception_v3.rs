@@ -20,36 +20,12 @@ use burn_towers::data::transforms::InceptionEval;
 use burn_towers::models::{ImageClassifier, InceptionV3, InceptionV3Config};
 use burn_towers::train::{LoadOptions, classify, load_weights};
 
-#[derive(serde::Deserialize)]
-struct Expected {
-    inputs_logits: Vec<Vec<f32>>,
-    images: Vec<Picture>,
-}
+use crate::reference_outputs::{Expected, Picture, TOLERANCE, assert_top_5, relative_error};
 
 /// `jpeg_expected.json`, from classify_top5.py.
 #[derive(serde::Deserialize)]
 struct JpegExpected {
     images: Vec<Picture>,
-}
-
-#[derive(serde::Deserialize)]
-struct Picture {
-    file: String,
-    top5: Vec<usize>,
-    probs: Vec<f32>,
-}
-
-/// Logits within 1e-4 of TF's, relative to the largest |logit|: 94 convolutions summed in
-/// another order than TF's cost a few float32 ulps each.
-const TOLERANCE: f32 = 1e-4;
-
-fn relative_error(got: &[f32], want: &[f32]) -> f32 {
-    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let diff = got
-        .iter()
-        .zip(want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-    diff / scale
 }
 
 fn restored(dir: &Path, device: &Device) -> InceptionV3 {
@@ -71,8 +47,7 @@ fn a_tf_slim_checkpoint_gives_tfs_logits_and_top_5() {
         );
         return;
     };
-    let expected: Expected =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let expected = Expected::read(&dir);
     let device = Device::flex();
     let model = restored(&dir, &device);
 
@@ -85,24 +60,9 @@ fn a_tf_slim_checkpoint_gives_tfs_logits_and_top_5() {
     println!("random inputs: relative error {error:e}");
     assert!(error < TOLERANCE, "{error}");
 
-    let files: Vec<PathBuf> = expected
-        .images
-        .iter()
-        .map(|p| dir.join("images").join(&p.file))
-        .collect();
+    let files = expected.picture_files(&dir);
     let predictions = classify(&model, &files, &InceptionEval::new(299), 5).unwrap();
-    for (got, want) in predictions.iter().zip(&expected.images) {
-        let classes: Vec<usize> = got.top.iter().map(|&(c, _)| c).collect();
-        let probs: Vec<f32> = got.top.iter().map(|&(_, p)| p).collect();
-        println!(
-            "{}: top 5 {classes:?} {probs:?}, TF {:?} {:?}",
-            want.file, want.top5, want.probs
-        );
-        assert_eq!(classes, want.top5, "{}", want.file);
-        for (p, q) in probs.iter().zip(&want.probs) {
-            assert!((p - q).abs() <= 1e-3 * q, "{}: {p} vs TF's {q}", want.file);
-        }
-    }
+    assert_top_5("PNG", "TF", &predictions, &expected.images, 1e-3);
 }
 
 /// TF-slim's evaluation of JPEG photos (tf.io.decode_jpeg, central crop 0.875, bilinear resize
@@ -131,24 +91,6 @@ fn jpeg_photos_get_tfs_top_5() {
         .map(|p| dir.join("jpeg").join(&p.file))
         .collect();
     let predictions = classify(&model, &files, &InceptionEval::new(299), 5).unwrap();
-    for (got, want) in predictions.iter().zip(&expected.images) {
-        let classes: Vec<usize> = got.top.iter().map(|&(c, _)| c).collect();
-        let probs: Vec<f32> = got.top.iter().map(|&(_, p)| p).collect();
-        let worst = probs
-            .iter()
-            .zip(&want.probs)
-            .map(|(p, q)| (p - q).abs() / q)
-            .fold(0f32, f32::max);
-        println!(
-            "{}: top 5 {classes:?} {probs:?}, TF {:?} {:?}: relative difference {worst:e}",
-            want.file, want.top5, want.probs
-        );
-        assert_eq!(classes, want.top5, "{}", want.file);
-        assert!(
-            worst <= 2e-3,
-            "{}: {probs:?} vs TF's {:?}",
-            want.file,
-            want.probs
-        );
-    }
+    let worst = assert_top_5("JPEG", "TF", &predictions, &expected.images, 2e-3);
+    println!("largest relative difference {worst:e}");
 }

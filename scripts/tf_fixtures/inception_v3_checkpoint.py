@@ -22,10 +22,10 @@ import sys
 import numpy as np
 import tensorflow.compat.v1 as tf
 import tf_keras.src.legacy_tf_layers.normalization
-from PIL import Image
 from tf_slim.nets import inception_v3 as slim_v3
 
 import tf_slim as slim
+from pictures import pictures
 
 # tf_slim's batch_norm loads TF's legacy layers from `tf_keras.legacy_tf_layers`, which
 # tf-keras 2.21 (`pip install tf-keras`) ships under `tf_keras.src`.
@@ -41,19 +41,6 @@ def eval_preprocess(png):
     image = tf.image.central_crop(image, central_fraction=0.875)
     image = tf.image.resize_bilinear(tf.expand_dims(image, 0), [SIZE, SIZE], align_corners=False)
     return (image - 0.5) * 2.0
-
-
-def pictures(rng, out):
-    """Two smooth RGB pictures of odd sizes, written as PNG; their bytes."""
-    paths = []
-    for i, (h, w) in enumerate([(333, 401), (290, 310)]):
-        y, x = np.mgrid[0:h, 0:w] / 50.0
-        rgb = np.stack([np.sin(x * (i + 1)), np.cos(y * 1.3), np.sin(x + y)], -1)
-        rgb = (rgb + 1) * 127.5 + rng.normal(0, 8, (h, w, 3))
-        path = os.path.join(out, "images", f"picture{i}.png")
-        Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8)).save(path)
-        paths.append(path)
-    return paths
 
 
 def main(out, variable_list=None):

@@ -32,7 +32,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
-from PIL import Image  # noqa: E402
+from pictures import pictures  # noqa: E402
 
 SIZE = 299
 
@@ -44,19 +44,6 @@ def eval_preprocess(png):
     image = tf.compat.v1.image.resize_bilinear(tf.expand_dims(image, 0), [SIZE, SIZE],
                                                align_corners=False)
     return ((image - 0.5) * 2.0).numpy()
-
-
-def pictures(rng, out):
-    """Two smooth RGB pictures of odd sizes, written as PNG; their paths."""
-    paths = []
-    for i, (h, w) in enumerate([(333, 401), (290, 310)]):
-        y, x = np.mgrid[0:h, 0:w] / 50.0
-        rgb = np.stack([np.sin(x * (i + 1)), np.cos(y * 1.3), np.sin(x + y)], -1)
-        rgb = (rgb + 1) * 127.5 + rng.normal(0, 8, (h, w, 3))
-        path = os.path.join(out, "images", f"picture{i}.png")
-        Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8)).save(path)
-        paths.append(path)
-    return paths
 
 
 def informative(model, rng, batch):

@@ -55,20 +55,7 @@ impl KerasFile {
     /// The file at `path`: an HDF5 file of Keras 2 or 3, or a `.keras` archive.
     pub(crate) fn open(path: &Path) -> Result<Self> {
         let not_keras = |reason: &str| WeightsError::format(path, reason);
-        let file = match path.extension().is_some_and(|e| e == "keras") {
-            true => {
-                let bytes = archived_weights(path)?;
-                let options = read_limit(bytes.len() as u64);
-                Hdf5File::from_vec_with_options(bytes, options)
-            }
-            false => {
-                let len = std::fs::metadata(path)
-                    .map_err(WeightsError::io(path))?
-                    .len();
-                Hdf5File::open_with_options(path, read_limit(len))
-            }
-        }
-        .map_err(|e| not_keras("not an HDF5 file").caused_by(e))?;
+        let file = hdf5(path)?;
         let root = file
             .root_group()
             .map_err(|e| not_keras("unreadable HDF5 root group").caused_by(e))?;
@@ -124,6 +111,25 @@ impl KerasFile {
         };
         Ok((shape, values))
     }
+}
+
+/// The HDF5 file at `path`, or inside it when it is a `.keras` archive, its reads limited to
+/// [`decoded_limit`] bytes.
+fn hdf5(path: &Path) -> Result<Hdf5File> {
+    let file = match path.extension().is_some_and(|e| e == "keras") {
+        true => {
+            let bytes = archived_weights(path)?;
+            let options = read_limit(bytes.len() as u64);
+            Hdf5File::from_vec_with_options(bytes, options)
+        }
+        false => {
+            let len = std::fs::metadata(path)
+                .map_err(WeightsError::io(path))?
+                .len();
+            Hdf5File::open_with_options(path, read_limit(len))
+        }
+    };
+    file.map_err(|e| WeightsError::format(path, "not an HDF5 file").caused_by(e))
 }
 
 /// How many bytes a file of `len` bytes may decode to: 16 times the file, and 64 MiB at least.

@@ -1,0 +1,83 @@
+//! What the tests against another framework's Inception v3 share: its outputs as its fixture
+//! script wrote them (`expected.json`: logits of random inputs, top 5 of pictures), and how
+//! close ours must come.
+
+use std::path::{Path, PathBuf};
+
+use burn_towers::train::Prediction;
+
+/// `expected.json` of `scripts/tf_fixtures/inception_v3_checkpoint.py` or
+/// `keras_inception_v3.py`.
+#[derive(serde::Deserialize)]
+pub(crate) struct Expected {
+    /// The logits of `inputs.f32`, one row per input.
+    pub(crate) inputs_logits: Vec<Vec<f32>>,
+    /// The pictures of `images/`.
+    pub(crate) images: Vec<Picture>,
+}
+
+/// A picture's top 5 classes and their probabilities.
+#[derive(serde::Deserialize)]
+pub(crate) struct Picture {
+    pub(crate) file: String,
+    pub(crate) top5: Vec<usize>,
+    pub(crate) probs: Vec<f32>,
+}
+
+impl Expected {
+    /// `dir/expected.json`.
+    pub(crate) fn read(dir: &Path) -> Self {
+        let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// The pictures' files, in `dir/images`.
+    pub(crate) fn picture_files(&self, dir: &Path) -> Vec<PathBuf> {
+        let files = self.images.iter();
+        files.map(|p| dir.join("images").join(&p.file)).collect()
+    }
+}
+
+/// Logits within 1e-4 of the other framework's, relative to the largest |logit|: 94
+/// convolutions summed in another order than TF's cost a few float32 ulps each.
+pub(crate) const TOLERANCE: f32 = 1e-4;
+
+/// The largest difference between `got` and `want`, relative to the largest |`want`|.
+pub(crate) fn relative_error(got: &[f32], want: &[f32]) -> f32 {
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let diff = got
+        .iter()
+        .zip(want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    diff / scale
+}
+
+/// Asserts that each prediction has `want`'s top 5, with probabilities within `relative` of
+/// `framework`'s (named in messages, as `what`'s); returns the largest relative difference.
+pub(crate) fn assert_top_5(
+    what: &str,
+    framework: &str,
+    got: &[Prediction],
+    want: &[Picture],
+    relative: f32,
+) -> f32 {
+    let mut worst = 0f32;
+    for (got, want) in got.iter().zip(want) {
+        let classes: Vec<usize> = got.top.iter().map(|&(c, _)| c).collect();
+        let probs: Vec<f32> = got.top.iter().map(|&(_, p)| p).collect();
+        println!(
+            "{what}: {}: top 5 {classes:?} {probs:?}, {framework} {:?} {:?}",
+            want.file, want.top5, want.probs
+        );
+        assert_eq!(classes, want.top5, "{what}: {}", want.file);
+        for (p, q) in probs.iter().zip(&want.probs) {
+            worst = worst.max((p - q).abs() / q);
+            let file = &want.file;
+            assert!(
+                (p - q).abs() <= relative * q,
+                "{what}: {file}: {p} vs {framework}'s {q}"
+            );
+        }
+    }
+    worst
+}
