@@ -198,8 +198,8 @@ mod tests {
     use burn::tensor::Device;
 
     use super::*;
+    use crate::nets::{InceptionV3, InceptionV3Config};
     use crate::params::walk;
-    use crate::{InceptionV3, InceptionV3Config};
 
     /// `tests/data/keras_inception_v3_layers.txt`: the layers of a Keras 2 file of
     /// `keras.applications.InceptionV3` in its order, `layer<TAB>weight<TAB>shape` a line

@@ -213,7 +213,7 @@ mod tests {
     use burn::tensor::Device;
 
     use super::*;
-    use crate::Cifar10Config;
+    use crate::nets::Cifar10Config;
     use crate::weights::ByPath;
 
     fn source(names: &[&str]) -> ByPath {
