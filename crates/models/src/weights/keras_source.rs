@@ -49,9 +49,7 @@ impl KerasSource {
             accounted: BTreeSet::new(),
         })
     }
-}
 
-impl KerasSource {
     /// Every weight of every layer of the Keras file at `path`, of any network, named by its
     /// dataset's path, in the file's layout: for the fuzz targets, which read files of small
     /// networks.
