@@ -1,6 +1,7 @@
 //! keras.applications' InceptionV3 (1000 classes, random weights) in Keras's three weight files
 //! gives Keras's logits, and classifies pictures with Keras's top 5 and probabilities, through
-//! TF's evaluation preprocessing. The files (about 95 MB each) are not in the repository:
+//! TF's evaluation preprocessing; nested in a transfer model of Keras's, it gives that model's
+//! logits. The files (about 95 MB each) are not in the repository:
 //!
 //! ```text
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_inception_v3.py /tmp/keras_inception_v3
@@ -57,5 +58,48 @@ fn keras_files_give_keras_logits_and_top_5() {
 
         let predictions = classify(&model, &files, &InceptionEval::new(299), 5).unwrap();
         assert_top_5(file, "Keras", &predictions, &expected.images, 1e-3);
+    }
+}
+
+/// `expected.json`'s logits of the transfer model (`include_top=False`, pooling, dropout and
+/// a new `Dense(5)`).
+#[derive(serde::Deserialize)]
+struct Transfer {
+    transfer_logits: Vec<Vec<f32>>,
+}
+
+/// Transfer learning as Keras users write it: the network without its top nested in a model
+/// of one's own with a new head, in Keras 2's and Keras 3's files, fills a 5-class network
+/// without an aux head and gives Keras's logits.
+#[test]
+fn a_keras_transfer_model_gives_keras_logits() {
+    let Some(dir) = std::env::var_os("TOWERS_KERAS_INCEPTION_V3").map(PathBuf::from) else {
+        println!("skipped: TOWERS_KERAS_INCEPTION_V3 names no Keras files (see the file's doc)");
+        return;
+    };
+    let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
+    let expected: Transfer = serde_json::from_str(&text).unwrap();
+    let device = Device::flex();
+    let n = expected.transfer_logits.len();
+    let values = towers_testing::torchvision::read_f32_le(&dir.join("inputs.f32"));
+    let images = Tensor::<4>::from_data(TensorData::new(values, [n, 299, 299, 3]), &device)
+        .permute([0, 3, 1, 2]);
+    for file in ["transfer_keras2.h5", "transfer.weights.h5"] {
+        let model = InceptionV3Config::new(5)
+            .with_aux_logits(false)
+            .init(&device);
+        let (model, report) = load_weights(model, &dir.join(file), LoadOptions::default()).unwrap();
+        assert!(
+            report.missing.is_empty() && report.skipped.is_empty() && report.unused.is_empty(),
+            "{report}"
+        );
+        let logits: Vec<f32> = model
+            .forward(images.clone())
+            .into_data()
+            .try_to_vec()
+            .unwrap();
+        let error = relative_error(&logits, &expected.transfer_logits.concat());
+        println!("{file}: random inputs: relative error {error:e}");
+        assert!(error < TOLERANCE, "{file}: {error}");
     }
 }

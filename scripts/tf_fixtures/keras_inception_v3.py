@@ -16,9 +16,12 @@ OUT_DIR gets the same weights three ways:
   weights keras.applications downloads (`inception_v3_weights_tf_dim_ordering_tf_kernels.h5`);
 - inception_v3.weights.h5: `save_weights` of Keras 3;
 - inception_v3.keras: `model.save` of Keras 3 (a zip with the weights file inside);
+- transfer_keras2.h5 and transfer.weights.h5: transfer learning as Keras users write it, the
+  network without its top (`include_top=False`, the same weights) nested in a model that adds
+  pooling, dropout and a new `Dense(5)`;
 and inputs.f32 (2 x 299 x 299 x 3 f32, NHWC, already in [-1, 1]), images/*.png (2 pictures),
-expected.json (logits of inputs.f32, before the softmax; for the PNG pictures after TF's
-Inception eval preprocessing: top-5 and probabilities).
+expected.json (logits of inputs.f32, before the softmax, and the transfer model's; for the PNG
+pictures after TF's Inception eval preprocessing: top-5 and probabilities).
 LAYER_LIST, when given, gets the Keras 2 file's layers in its order, each weight's name and
 shape on a line (committed as test data).
 """
@@ -70,6 +73,22 @@ def text(name):
     return name.decode() if isinstance(name, bytes) else name
 
 
+def transfer(keras_module, full, rng_head):
+    """Transfer learning as Keras users write it: `include_top=False` InceptionV3 with `full`'s
+    weights, then pooling, dropout and a new `Dense(5)` with the weights `rng_head` gives."""
+    base = keras_module.applications.InceptionV3(weights=None, include_top=False,
+                                                 input_shape=(SIZE, SIZE, 3))
+    # The top's layers come last: the base's weights lead `full`'s, in the same order.
+    base.set_weights(full.get_weights()[:len(base.weights)])
+    inputs = keras_module.layers.Input((SIZE, SIZE, 3))
+    x = keras_module.layers.GlobalAveragePooling2D()(base(inputs))
+    x = keras_module.layers.Dropout(0.2)(x)
+    head = keras_module.layers.Dense(5)
+    model = keras_module.Model(inputs, head(x))
+    head.set_weights(rng_head)
+    return model
+
+
 def layer_list(path, out):
     """The Keras 2 file's layers in its order: `layer<TAB>weight<TAB>shape` per weight."""
     with h5py.File(path) as f, open(out, "w") as listing:
@@ -111,6 +130,15 @@ def main(out, listing=None):
         expected["images"].append({"file": path, "top5": top.tolist(),
                                    "probs": probs[top].tolist()})
         print(path, top.tolist(), probs[top].round(4).tolist())
+    head = [rng.normal(0, 0.15, (2048, 5)).astype(np.float32),
+            rng.normal(0, 0.5, 5).astype(np.float32)]
+    transfer3 = transfer(keras, model, head)
+    transfer3.save_weights(os.path.join(out, "transfer.weights.h5"))
+    transfer2 = transfer(tf_keras, keras2, head)
+    transfer2.save_weights(os.path.join(out, "transfer_keras2.h5"))
+    transfer_logits = np.asarray(transfer3(inputs))
+    assert np.allclose(np.asarray(transfer2(inputs)), transfer_logits, rtol=1e-3, atol=1e-3)
+    expected["transfer_logits"] = transfer_logits.tolist()
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f)
     if listing:

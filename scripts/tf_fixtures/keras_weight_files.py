@@ -17,6 +17,9 @@ OUT_DIR gets:
 - model.keras: `model.save` of Keras 3;
 - model_keras2.h5: `model.save` of Keras 2 (weights under `model_weights`, and the model's
   configuration);
+- nested_keras2.h5 and nested.weights.h5: two convolutions, each with a batch norm, as a model
+  of their own inside one that adds pooling, dropout and `dense` (transfer learning as Keras
+  users write it), by Keras 2 and Keras 3;
 - huge_claim.h5: a hostile file in Keras 2's layout, of 4 KB, whose one weight claims 2^28
   float32 values (1 GiB) in chunks it never wrote, which HDF5 reads as the fill value.
 """
@@ -40,9 +43,33 @@ def network(layers):
     return layers.Dense(3, name="predictions")(x), inputs
 
 
+def nested(keras_module):
+    """Two convolutions, each with a batch norm, as a model of their own nested in one that adds
+    pooling, dropout and `dense`: transfer learning as Keras users write it."""
+    layers = keras_module.layers
+    inner_inputs = layers.Input((5, 5, 2))
+    x = layers.Conv2D(4, 3, use_bias=False, name="conv2d")(inner_inputs)
+    x = layers.BatchNormalization(scale=False, name="batch_normalization")(x)
+    x = layers.Conv2D(4, 1, use_bias=False, name="conv2d_1")(x)
+    x = layers.BatchNormalization(scale=False, name="batch_normalization_1")(x)
+    inner = keras_module.Model(inner_inputs, x, name="base")
+    inputs = layers.Input((5, 5, 2))
+    x = layers.Dropout(0.2)(layers.GlobalAveragePooling2D()(inner(inputs)))
+    return keras_module.Model(inputs, layers.Dense(3, name="dense")(x))
+
+
+def leaves(model):
+    """The layers with weights of `model`, those of a nested model in its place."""
+    for layer in model.layers:
+        if hasattr(layer, "layers"):
+            yield from leaves(layer)
+        elif layer.weights:
+            yield layer
+
+
 def numbered(model):
     """Every weight set to values that say where it belongs."""
-    for i, layer in enumerate(l for l in model.layers if l.weights):
+    for i, layer in enumerate(leaves(model)):
         layer.set_weights([
             i + j / 10 + np.arange(w.size).reshape(w.shape) / 1000
             for j, w in enumerate(layer.get_weights())
@@ -80,6 +107,10 @@ def main(out):
     numbered(keras2)
     keras2.save_weights(os.path.join(out, "keras2.h5"))
     keras2.save(os.path.join(out, "model_keras2.h5"))
+    for keras_module, name in [(keras, "nested.weights.h5"), (tf_keras, "nested_keras2.h5")]:
+        model = nested(keras_module)
+        numbered(model)
+        model.save_weights(os.path.join(out, name))
     shutil.copy(os.path.join(out, "keras2.h5"), os.path.join(out, "keras2_fixed_strings.h5"))
     fixed_strings(os.path.join(out, "keras2_fixed_strings.h5"))
     huge_claim(os.path.join(out, "huge_claim.h5"))

@@ -11,6 +11,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use hdf5_reader::group::Group;
 use hdf5_reader::{Datatype, Hdf5File, OpenOptions};
 
 use super::error::{Result, WeightsError};
@@ -62,7 +63,11 @@ impl KerasFile {
         let keras2 =
             strings(path, &root, "layer_names")?.is_some() || root.group("model_weights").is_ok();
         let (format, layers) = match root.group("layers") {
-            Ok(layers) if !keras2 => (KerasFormat::Keras3, keras3_layers(path, &layers)?),
+            Ok(group) if !keras2 => {
+                let mut layers = Vec::new();
+                keras3_layers(path, &group, "layers", &mut layers)?;
+                (KerasFormat::Keras3, layers)
+            }
             _ => (KerasFormat::Keras2, keras2_layers(path, &file)?),
         };
         Ok(Self {
@@ -187,25 +192,38 @@ fn keras2_layers(path: &Path, file: &Hdf5File) -> Result<Vec<KerasLayer>> {
             "no `layer_names` (Keras 2) or `layers` group (Keras 3): not a Keras weights file",
         ));
     };
-    let mut layers = Vec::new();
+    let mut layers: Vec<KerasLayer> = Vec::new();
     for name in names {
         let group = (top.group(&name)).map_err(|e| {
             WeightsError::tensor(path, &name, "a layer named in `layer_names` has no group")
                 .caused_by(e)
         })?;
-        let weight_names = strings(path, &group, "weight_names")?.unwrap_or_default();
-        let weights: Vec<KerasWeight> = weight_names
-            .into_iter()
-            .map(|weight| KerasWeight {
+        for weight in strings(path, &group, "weight_names")?.unwrap_or_default() {
+            let layer = layer_of(&weight).unwrap_or(&name).to_string();
+            let weight = KerasWeight {
                 name: short_name(&weight).to_string(),
                 dataset: format!("{prefix}{name}/{weight}"),
-            })
-            .collect();
-        if !weights.is_empty() {
-            layers.push(KerasLayer { name, weights });
+            };
+            // A nested model lists its trainable weights before the others: a batch norm's
+            // beta comes long before its moving statistics.
+            match layers.iter_mut().rev().find(|known| known.name == layer) {
+                Some(known) => known.weights.push(weight),
+                None => layers.push(KerasLayer {
+                    name: layer,
+                    weights: vec![weight],
+                }),
+            }
         }
     }
     Ok(layers)
+}
+
+/// The layer a Keras 2 weight belongs to, by its name: `conv2d_1` for `conv2d_1/kernel:0`.
+/// A nested model (`include_top=False` InceptionV3 inside a model of one's own) is one layer
+/// of the file whose weights keep their own layers' names (`conv2d/kernel:0` under
+/// `inception_v3`).
+fn layer_of(weight: &str) -> Option<&str> {
+    weight.rsplit('/').nth(1)
 }
 
 /// `conv2d_1/kernel:0` as `kernel`: the part after the last `/`, without TF's `:0`.
@@ -217,11 +235,7 @@ pub(crate) fn short_name(weight: &str) -> &str {
 /// The strings of attribute `name` of `group`: `None` without it, none for an empty one (Keras
 /// writes a layer without weights an empty float array). Keras 2 splits an attribute over
 /// 64 KB into `name0`, `name1`, ... (HDF5's limit on an attribute's size).
-fn strings(
-    path: &Path,
-    group: &hdf5_reader::group::Group,
-    name: &str,
-) -> Result<Option<Vec<String>>> {
+fn strings(path: &Path, group: &Group, name: &str) -> Result<Option<Vec<String>>> {
     let read = |attribute: hdf5_reader::Attribute| {
         match attribute.num_elements() {
             Ok(0) => Ok(Vec::new()),
@@ -246,18 +260,20 @@ fn strings(
     Ok((!chunks.is_empty()).then(|| chunks.concat()))
 }
 
-/// Keras 3's layers: `layers/<name>/vars/<i>`, in the file's (alphabetical) order of names.
-/// Weights have no names in the file; those of a layer named as Keras names batch norms take
-/// their names in the order a `BatchNormalization` creates them, every other layer's `kernel`
-/// and `bias` (a name for the weights the readers of known models look up; any others are
-/// named by their number).
-fn keras3_layers(path: &Path, layers: &hdf5_reader::group::Group) -> Result<Vec<KerasLayer>> {
-    let unreadable =
-        |e| WeightsError::format(path, "its `layers` group is unreadable").caused_by(e);
+/// Keras 3's layers: `layers/<name>/vars/<i>`, in the file's (alphabetical) order of names,
+/// a nested model's (`layers/functional/layers/...`) in its place. Weights have no names in
+/// the file; those of a layer named as Keras names batch norms take their names in the order a
+/// `BatchNormalization` creates them, every other layer's `kernel` and `bias` (a name for the
+/// weights the readers of known models look up; any others are named by their number).
+fn keras3_layers(path: &Path, layers: &Group, at: &str, out: &mut Vec<KerasLayer>) -> Result<()> {
+    let unreadable = |e| WeightsError::format(path, format!("`{at}` is unreadable")).caused_by(e);
     let (names, _) = layers.member_names().map_err(unreadable)?;
-    let mut out = Vec::new();
     for name in names {
-        let Ok(vars) = layers.group(&name).and_then(|layer| layer.group("vars")) else {
+        let layer = layers.group(&name).map_err(unreadable)?;
+        if let Ok(nested) = layer.group("layers") {
+            keras3_layers(path, &nested, &format!("{at}/{name}/layers"), out)?;
+        }
+        let Ok(vars) = layer.group("vars") else {
             continue;
         };
         let (_, mut indices) = vars.member_names().map_err(unreadable)?;
@@ -268,14 +284,14 @@ fn keras3_layers(path: &Path, layers: &hdf5_reader::group::Group) -> Result<Vec<
             .enumerate()
             .map(|(i, index)| KerasWeight {
                 name: names.get(i).map_or(index.clone(), |n| n.to_string()),
-                dataset: format!("layers/{name}/vars/{index}"),
+                dataset: format!("{at}/{name}/vars/{index}"),
             })
             .collect();
         if !weights.is_empty() {
             out.push(KerasLayer { name, weights });
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The names of a Keras 3 layer's `count` weights, from its name.
@@ -368,6 +384,50 @@ mod tests {
         reads_every_weight("keras2.h5", KerasFormat::Keras2);
         reads_every_weight("keras2_fixed_strings.h5", KerasFormat::Keras2);
         reads_every_weight("model_keras2.h5", KerasFormat::Keras2);
+    }
+
+    /// A nested model's layers, Keras 2's weights of each layer gathered (it lists a nested
+    /// model's trainable weights first), every weight where the script put it.
+    #[test]
+    fn a_nested_models_layers_read_as_the_files_own() {
+        let bn = ["beta", "moving_mean", "moving_variance"];
+        let keras2 = [
+            ("conv2d", 0, &["kernel"][..]),
+            ("batch_normalization", 1, &bn),
+            ("conv2d_1", 2, &["kernel"]),
+            ("batch_normalization_1", 3, &bn),
+            ("dense", 4, &["kernel", "bias"]),
+        ];
+        let keras3 = [keras2[4], keras2[1], keras2[3], keras2[0], keras2[2]];
+        for (name, format, expected) in [
+            ("nested_keras2.h5", KerasFormat::Keras2, keras2),
+            ("nested.weights.h5", KerasFormat::Keras3, keras3),
+        ] {
+            let file = KerasFile::open(&fixture(name)).unwrap();
+            assert_eq!(file.format, format);
+            let layers: Vec<(&str, Vec<&str>)> = (file.layers.iter())
+                .map(|l| {
+                    (
+                        l.name.as_str(),
+                        l.weights.iter().map(|w| w.name.as_str()).collect(),
+                    )
+                })
+                .collect();
+            let want: Vec<(&str, Vec<&str>)> =
+                expected.iter().map(|&(n, _, w)| (n, w.to_vec())).collect();
+            assert_eq!(layers, want, "{name}");
+            for (layer, &(_, i, _)) in file.layers.iter().zip(&expected) {
+                for (j, weight) in layer.weights.iter().enumerate() {
+                    let (_, values) = file.read(weight).unwrap();
+                    let want = i as f32 + j as f32 / 10.0;
+                    assert!(
+                        (values[0] - want).abs() < 1e-6,
+                        "{name}: {}",
+                        weight.dataset
+                    );
+                }
+            }
+        }
     }
 
     #[test]

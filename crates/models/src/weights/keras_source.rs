@@ -154,13 +154,7 @@ fn inception_v3_variables(
             )?;
         }
     }
-    let classifier = match format {
-        KerasFormat::Keras2 => "predictions",
-        KerasFormat::Keras3 => "dense",
-    };
-    let Some(classifier) = layers.iter().find(|layer| layer.name == classifier) else {
-        return Err(format!("no `{classifier}` layer, the network's classifier"));
-    };
+    let classifier = classifier(layers)?;
     take(
         classifier,
         "kernel",
@@ -172,6 +166,22 @@ fn inception_v3_variables(
         "InceptionV3/Logits/Conv2d_1c_1x1/biases".into(),
     )?;
     Ok(variables)
+}
+
+/// The classifier: `predictions` (Keras 2's name for InceptionV3's), else the one dense layer
+/// (Keras 3 names InceptionV3's `dense`, and the new head of an `include_top=False`
+/// InceptionV3 is another).
+fn classifier(layers: &[KerasLayer]) -> Result<&KerasLayer, String> {
+    if let Some(predictions) = layers.iter().find(|layer| layer.name == "predictions") {
+        return Ok(predictions);
+    }
+    match numbered(layers, "dense")[..] {
+        [dense] => Ok(dense),
+        ref dense => Err(format!(
+            "no `predictions` layer and {} dense layers: InceptionV3's classifier is one",
+            dense.len()
+        )),
+    }
 }
 
 /// The layers named as Keras names the layers of type `prefix` (`conv2d`, `conv2d_1`, ...), in
@@ -336,7 +346,18 @@ mod tests {
         let (mut layers, _) = keras2_listing();
         layers.retain(|layer| layer.name != "predictions");
         let error = inception_v3_variables(&layers, KerasFormat::Keras2).unwrap_err();
-        assert!(error.contains("no `predictions`"), "{error}");
+        assert!(
+            error.contains("no `predictions` layer and 0 dense layers"),
+            "{error}"
+        );
+        // A head of two dense layers is not InceptionV3's classifier.
+        let dense = |name: &str| KerasLayer {
+            name: name.into(),
+            weights: Vec::new(),
+        };
+        layers.extend([dense("dense"), dense("dense_1")]);
+        let error = inception_v3_variables(&layers, KerasFormat::Keras2).unwrap_err();
+        assert!(error.contains("and 2 dense layers"), "{error}");
     }
 
     #[test]
