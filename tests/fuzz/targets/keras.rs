@@ -18,6 +18,8 @@ fn seeds() -> Vec<Vec<u8>> {
         "keras2_fixed_strings.h5",
         "model.weights.h5",
         "model.keras",
+        "nested_keras2.h5",
+        "nested.weights.h5",
     ];
     files
         .map(|file| std::fs::read(dir.join(file)).unwrap())
