@@ -10,52 +10,54 @@
 //!
 //! Without `TOWERS_KERAS_INCEPTION_V3` the test says it was skipped and passes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::Device;
 use burn_towers::data::transforms::InceptionEval;
-use burn_towers::models::{ImageClassifier, InceptionV3Config};
+use burn_towers::models::{InceptionV3, InceptionV3Config};
 use burn_towers::train::{LoadOptions, classify, load_weights};
 
-use crate::reference_outputs::{Expected, TOLERANCE, assert_top_5, relative_error};
+use crate::reference_outputs::{Expected, assert_logits, assert_top_5, inputs};
+
+/// `TOWERS_KERAS_INCEPTION_V3`, the fixture script's output, or `None` (the test is skipped).
+fn fixture_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("TOWERS_KERAS_INCEPTION_V3").map(PathBuf::from);
+    if dir.is_none() {
+        println!("skipped: TOWERS_KERAS_INCEPTION_V3 names no Keras files (see the file's doc)");
+    }
+    dir
+}
+
+/// A network of `classes` classes without an aux head, every parameter from `dir/file` and
+/// every tensor of the file used.
+fn restored(dir: &Path, file: &str, classes: usize, device: &Device) -> InceptionV3 {
+    let model = InceptionV3Config::new(classes)
+        .with_aux_logits(false)
+        .init(device);
+    let (model, report) = load_weights(model, &dir.join(file), LoadOptions::default()).unwrap();
+    assert!(
+        report.missing.is_empty() && report.skipped.is_empty() && report.unused.is_empty(),
+        "{report}"
+    );
+    model
+}
 
 #[test]
 fn keras_files_give_keras_logits_and_top_5() {
-    let Some(dir) = std::env::var_os("TOWERS_KERAS_INCEPTION_V3").map(PathBuf::from) else {
-        println!("skipped: TOWERS_KERAS_INCEPTION_V3 names no Keras files (see the file's doc)");
+    let Some(dir) = fixture_dir() else {
         return;
     };
     let expected = Expected::read(&dir);
     let device = Device::flex();
-    let n = expected.inputs_logits.len();
-    let values = towers_testing::torchvision::read_f32_le(&dir.join("inputs.f32"));
-    let images = Tensor::<4>::from_data(TensorData::new(values, [n, 299, 299, 3]), &device)
-        .permute([0, 3, 1, 2]);
+    let images = inputs(&dir, expected.inputs_logits.len(), &device);
     let files = expected.picture_files(&dir);
     for file in [
         "inception_v3_keras2.h5",
         "inception_v3.weights.h5",
         "inception_v3.keras",
     ] {
-        let model = InceptionV3Config::new(1000)
-            .with_aux_logits(false)
-            .init(&device);
-        let (model, report) = load_weights(model, &dir.join(file), LoadOptions::default()).unwrap();
-        assert!(
-            report.missing.is_empty() && report.skipped.is_empty() && report.unused.is_empty(),
-            "{report}"
-        );
-        assert_eq!(report.restored.len(), 94 * 4 + 2, "{file}");
-
-        let logits: Vec<f32> = model
-            .forward(images.clone())
-            .into_data()
-            .try_to_vec()
-            .unwrap();
-        let error = relative_error(&logits, &expected.inputs_logits.concat());
-        println!("{file}: random inputs: relative error {error:e}");
-        assert!(error < TOLERANCE, "{file}: {error}");
-
+        let model = restored(&dir, file, 1000, &device);
+        assert_logits(file, &model, images.clone(), &expected.inputs_logits);
         let predictions = classify(&model, &files, &InceptionEval::new(299), 5).unwrap();
         assert_top_5(file, "Keras", &predictions, &expected.images, 1e-3);
     }
@@ -73,33 +75,15 @@ struct Transfer {
 /// without an aux head and gives Keras's logits.
 #[test]
 fn a_keras_transfer_model_gives_keras_logits() {
-    let Some(dir) = std::env::var_os("TOWERS_KERAS_INCEPTION_V3").map(PathBuf::from) else {
-        println!("skipped: TOWERS_KERAS_INCEPTION_V3 names no Keras files (see the file's doc)");
+    let Some(dir) = fixture_dir() else {
         return;
     };
     let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
     let expected: Transfer = serde_json::from_str(&text).unwrap();
     let device = Device::flex();
-    let n = expected.transfer_logits.len();
-    let values = towers_testing::torchvision::read_f32_le(&dir.join("inputs.f32"));
-    let images = Tensor::<4>::from_data(TensorData::new(values, [n, 299, 299, 3]), &device)
-        .permute([0, 3, 1, 2]);
+    let images = inputs(&dir, expected.transfer_logits.len(), &device);
     for file in ["transfer_keras2.h5", "transfer.weights.h5"] {
-        let model = InceptionV3Config::new(5)
-            .with_aux_logits(false)
-            .init(&device);
-        let (model, report) = load_weights(model, &dir.join(file), LoadOptions::default()).unwrap();
-        assert!(
-            report.missing.is_empty() && report.skipped.is_empty() && report.unused.is_empty(),
-            "{report}"
-        );
-        let logits: Vec<f32> = model
-            .forward(images.clone())
-            .into_data()
-            .try_to_vec()
-            .unwrap();
-        let error = relative_error(&logits, &expected.transfer_logits.concat());
-        println!("{file}: random inputs: relative error {error:e}");
-        assert!(error < TOLERANCE, "{file}: {error}");
+        let model = restored(&dir, file, 5, &device);
+        assert_logits(file, &model, images.clone(), &expected.transfer_logits);
     }
 }

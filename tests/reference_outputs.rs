@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use burn::tensor::{Device, Tensor, TensorData};
+use burn_towers::models::{ImageClassifier, InceptionV3};
 use burn_towers::train::Prediction;
 
 /// `expected.json` of `scripts/tf_fixtures/inception_v3_checkpoint.py` or
@@ -40,10 +42,25 @@ impl Expected {
 
 /// Logits within 1e-4 of the other framework's, relative to the largest |logit|: 94
 /// convolutions summed in another order than TF's cost a few float32 ulps each.
-pub(crate) const TOLERANCE: f32 = 1e-4;
+const TOLERANCE: f32 = 1e-4;
+
+/// `dir/inputs.f32`: `n` images of 299 x 299 x 3 f32 (NHWC, in [-1, 1]), as NCHW on `device`.
+pub(crate) fn inputs(dir: &Path, n: usize, device: &Device) -> Tensor<4> {
+    let values = towers_testing::torchvision::read_f32_le(&dir.join("inputs.f32"));
+    Tensor::<4>::from_data(TensorData::new(values, [n, 299, 299, 3]), device).permute([0, 3, 1, 2])
+}
+
+/// Asserts that `model`'s logits of `images` are within [`TOLERANCE`] of `want` (a row per
+/// image); `what` names the weights in messages.
+pub(crate) fn assert_logits(what: &str, model: &InceptionV3, images: Tensor<4>, want: &[Vec<f32>]) {
+    let logits: Vec<f32> = model.forward(images).into_data().try_to_vec().unwrap();
+    let error = relative_error(&logits, &want.concat());
+    println!("{what}: random inputs: relative error {error:e}");
+    assert!(error < TOLERANCE, "{what}: {error}");
+}
 
 /// The largest difference between `got` and `want`, relative to the largest |`want`|.
-pub(crate) fn relative_error(got: &[f32], want: &[f32]) -> f32 {
+fn relative_error(got: &[f32], want: &[f32]) -> f32 {
     let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
     let diff = got
         .iter()

@@ -15,12 +15,12 @@
 
 use std::path::{Path, PathBuf};
 
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::Device;
 use burn_towers::data::transforms::InceptionEval;
-use burn_towers::models::{ImageClassifier, InceptionV3, InceptionV3Config};
+use burn_towers::models::{InceptionV3, InceptionV3Config};
 use burn_towers::train::{LoadOptions, classify, load_weights};
 
-use crate::reference_outputs::{Expected, Picture, TOLERANCE, assert_top_5, relative_error};
+use crate::reference_outputs::{Expected, Picture, assert_logits, assert_top_5, inputs};
 
 /// `jpeg_expected.json`, from classify_top5.py.
 #[derive(serde::Deserialize)]
@@ -51,14 +51,8 @@ fn a_tf_slim_checkpoint_gives_tfs_logits_and_top_5() {
     let device = Device::flex();
     let model = restored(&dir, &device);
 
-    let values = towers_testing::torchvision::read_f32_le(&dir.join("inputs.f32"));
-    let n = expected.inputs_logits.len();
-    let images = Tensor::<4>::from_data(TensorData::new(values, [n, 299, 299, 3]), &device)
-        .permute([0, 3, 1, 2]);
-    let logits: Vec<f32> = model.forward(images).into_data().try_to_vec().unwrap();
-    let error = relative_error(&logits, &expected.inputs_logits.concat());
-    println!("random inputs: relative error {error:e}");
-    assert!(error < TOLERANCE, "{error}");
+    let images = inputs(&dir, expected.inputs_logits.len(), &device);
+    assert_logits("TF-slim", &model, images, &expected.inputs_logits);
 
     let files = expected.picture_files(&dir);
     let predictions = classify(&model, &files, &InceptionEval::new(299), 5).unwrap();
