@@ -1,5 +1,6 @@
 //! Starting from trained weights: a TensorFlow checkpoint, a torchvision state dict (`.pth`),
-//! keras.applications' Inception v3 in a Keras file (`.h5`, `.keras`), a checkpoint of ours or a safetensors export, read into a model by parameter path ([`towers_models::weights`]), and
+//! keras.applications' Inception v3 in a Keras file (`.h5`, `.keras`), a checkpoint of ours or
+//! a safetensors export, read into a model by parameter path ([`towers_models::weights`]), and
 //! TF-slim's fine-tuning choices: classifier layers re-initialized for another class count
 //! (`--checkpoint_exclude_scopes`), and only some scopes trained (`--trainable_scopes`).
 

@@ -60,15 +60,19 @@ impl KerasFile {
         let root = file
             .root_group()
             .map_err(|e| not_keras("unreadable HDF5 root group").caused_by(e))?;
-        let keras2 =
-            strings(path, &root, "layer_names")?.is_some() || root.group("model_weights").is_ok();
-        let (format, layers) = match root.group("layers") {
-            Ok(group) if !keras2 => {
+        let (format, layers) = match (keras2_layers(path, &root)?, root.group("layers")) {
+            (Some(layers), _) => (KerasFormat::Keras2, layers),
+            (None, Ok(group)) => {
                 let mut layers = Vec::new();
                 keras3_layers(path, &group, "layers", &mut layers)?;
                 (KerasFormat::Keras3, layers)
             }
-            _ => (KerasFormat::Keras2, keras2_layers(path, &file)?),
+            (None, Err(_)) => {
+                return Err(not_keras(
+                    "no `layer_names` (Keras 2) or `layers` group (Keras 3): not a Keras \
+                     weights file",
+                ));
+            }
         };
         Ok(Self {
             path: path.to_path_buf(),
@@ -81,6 +85,11 @@ impl KerasFile {
     /// The file.
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Every weight of every layer, in the file's order.
+    pub(crate) fn weights(&self) -> impl Iterator<Item = &KerasWeight> {
+        self.layers.iter().flat_map(|layer| &layer.weights)
     }
 
     /// The values of `weight` as f32, row-major, and its shape.
@@ -177,20 +186,15 @@ fn archived_weights(path: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Keras 2's layers: the root's `layer_names` (or `model_weights`' in a whole-model file).
-fn keras2_layers(path: &Path, file: &Hdf5File) -> Result<Vec<KerasLayer>> {
-    let root = file
-        .root_group()
-        .map_err(|e| WeightsError::format(path, "no root").caused_by(e))?;
+/// Keras 2's layers: the `layer_names` of `root` (or of its `model_weights` in a whole-model
+/// file); `None` when it has none.
+fn keras2_layers(path: &Path, root: &Group) -> Result<Option<Vec<KerasLayer>>> {
     let (top, prefix) = match root.group("model_weights") {
         Ok(group) => (group, "model_weights/"),
-        Err(_) => (root, ""),
+        Err(_) => (root.clone(), ""),
     };
     let Some(names) = strings(path, &top, "layer_names")? else {
-        return Err(WeightsError::format(
-            path,
-            "no `layer_names` (Keras 2) or `layers` group (Keras 3): not a Keras weights file",
-        ));
+        return Ok(None);
     };
     let mut layers: Vec<KerasLayer> = Vec::new();
     for name in names {
@@ -215,7 +219,7 @@ fn keras2_layers(path: &Path, file: &Hdf5File) -> Result<Vec<KerasLayer>> {
             }
         }
     }
-    Ok(layers)
+    Ok(Some(layers))
 }
 
 /// The layer a Keras 2 weight belongs to, by its name: `conv2d_1` for `conv2d_1/kernel:0`.
@@ -316,54 +320,41 @@ mod tests {
             .join(name)
     }
 
-    /// The network's layers as each Keras names them: its index (in `model.layers`), Keras 2's
-    /// name, Keras 3's, and its weights.
-    const LAYERS: [(usize, &str, &str, &[&str]); 4] = [
-        (0, "conv2d", "conv2d", &["kernel"]),
+    /// A layer as a file should hold it: its name, its index `i` among the network's layers
+    /// with weights (`model.layers`, a nested model's in its place), its weights' names.
+    type Layer = (&'static str, usize, &'static [&'static str]);
+
+    const BATCH_NORM: &[&str] = &["beta", "moving_mean", "moving_variance"];
+
+    /// The small network's layers, as Keras 2 names them.
+    const KERAS2: [Layer; 4] = [
+        ("conv2d", 0, &["kernel"]),
+        ("batch_normalization", 1, BATCH_NORM),
         (
-            1,
-            "batch_normalization",
-            "batch_normalization",
-            &["beta", "moving_mean", "moving_variance"],
-        ),
-        (
+            "batch_normalization_1",
             2,
-            "batch_normalization_1",
-            "batch_normalization_1",
             &["gamma", "beta", "moving_mean", "moving_variance"],
         ),
-        (3, "predictions", "dense", &["kernel", "bias"]),
+        ("predictions", 3, &["kernel", "bias"]),
     ];
 
-    /// Every weight of the file, read, is where the script put it: element k of weight j of
-    /// layer i is `i + j / 10 + k / 1000`.
-    fn reads_every_weight(name: &str, format: KerasFormat) {
+    /// Asserts that the file holds `expected`'s layers in that order, each weight where the
+    /// script put it: element k of weight j of layer i is `i + j / 10 + k / 1000`.
+    fn reads_every_weight(name: &str, format: KerasFormat, expected: &[Layer]) {
         let file = KerasFile::open(&fixture(name)).unwrap();
         assert_eq!(file.format, format, "{name}");
-        let mut expected: Vec<_> = LAYERS
-            .iter()
-            .map(|&(i, keras2, keras3, weights)| match format {
-                KerasFormat::Keras2 => (keras2, i, weights),
-                KerasFormat::Keras3 => (keras3, i, weights),
+        let layers: Vec<(&str, Vec<&str>)> = (file.layers.iter())
+            .map(|l| {
+                (
+                    l.name.as_str(),
+                    l.weights.iter().map(|w| w.name.as_str()).collect(),
+                )
             })
             .collect();
-        // Keras 3's groups come in alphabetical order.
-        if format == KerasFormat::Keras3 {
-            expected.sort();
-        }
-        let names: Vec<&str> = file
-            .layers
-            .iter()
-            .map(|layer| layer.name.as_str())
-            .collect();
-        assert_eq!(
-            names,
-            expected.iter().map(|e| e.0).collect::<Vec<_>>(),
-            "{name}"
-        );
-        for (layer, &(_, i, weights)) in file.layers.iter().zip(&expected) {
-            let found: Vec<&str> = layer.weights.iter().map(|w| w.name.as_str()).collect();
-            assert_eq!(found, weights, "{name}: {}", layer.name);
+        let want: Vec<(&str, Vec<&str>)> =
+            expected.iter().map(|&(n, _, w)| (n, w.to_vec())).collect();
+        assert_eq!(layers, want, "{name}");
+        for (layer, &(_, i, _)) in file.layers.iter().zip(expected) {
             for (j, weight) in layer.weights.iter().enumerate() {
                 let (shape, values) = file.read(weight).unwrap();
                 assert_eq!(values.len(), shape.iter().product::<usize>());
@@ -381,59 +372,34 @@ mod tests {
 
     #[test]
     fn keras_2_files_read_layer_by_layer() {
-        reads_every_weight("keras2.h5", KerasFormat::Keras2);
-        reads_every_weight("keras2_fixed_strings.h5", KerasFormat::Keras2);
-        reads_every_weight("model_keras2.h5", KerasFormat::Keras2);
+        reads_every_weight("keras2.h5", KerasFormat::Keras2, &KERAS2);
+        reads_every_weight("keras2_fixed_strings.h5", KerasFormat::Keras2, &KERAS2);
+        reads_every_weight("model_keras2.h5", KerasFormat::Keras2, &KERAS2);
+    }
+
+    /// Keras 3 names the classifier by its class, and its groups come in alphabetical order.
+    #[test]
+    fn keras_3_files_read_layer_by_layer() {
+        let [conv, norm, scaled_norm, (_, i, weights)] = KERAS2;
+        let keras3 = [norm, scaled_norm, conv, ("dense", i, weights)];
+        reads_every_weight("model.weights.h5", KerasFormat::Keras3, &keras3);
+        reads_every_weight("model.keras", KerasFormat::Keras3, &keras3);
     }
 
     /// A nested model's layers, Keras 2's weights of each layer gathered (it lists a nested
     /// model's trainable weights first), every weight where the script put it.
     #[test]
     fn a_nested_models_layers_read_as_the_files_own() {
-        let bn = ["beta", "moving_mean", "moving_variance"];
-        let keras2 = [
-            ("conv2d", 0, &["kernel"][..]),
-            ("batch_normalization", 1, &bn),
+        let keras2: [Layer; 5] = [
+            ("conv2d", 0, &["kernel"]),
+            ("batch_normalization", 1, BATCH_NORM),
             ("conv2d_1", 2, &["kernel"]),
-            ("batch_normalization_1", 3, &bn),
+            ("batch_normalization_1", 3, BATCH_NORM),
             ("dense", 4, &["kernel", "bias"]),
         ];
         let keras3 = [keras2[4], keras2[1], keras2[3], keras2[0], keras2[2]];
-        for (name, format, expected) in [
-            ("nested_keras2.h5", KerasFormat::Keras2, keras2),
-            ("nested.weights.h5", KerasFormat::Keras3, keras3),
-        ] {
-            let file = KerasFile::open(&fixture(name)).unwrap();
-            assert_eq!(file.format, format);
-            let layers: Vec<(&str, Vec<&str>)> = (file.layers.iter())
-                .map(|l| {
-                    (
-                        l.name.as_str(),
-                        l.weights.iter().map(|w| w.name.as_str()).collect(),
-                    )
-                })
-                .collect();
-            let want: Vec<(&str, Vec<&str>)> =
-                expected.iter().map(|&(n, _, w)| (n, w.to_vec())).collect();
-            assert_eq!(layers, want, "{name}");
-            for (layer, &(_, i, _)) in file.layers.iter().zip(&expected) {
-                for (j, weight) in layer.weights.iter().enumerate() {
-                    let (_, values) = file.read(weight).unwrap();
-                    let want = i as f32 + j as f32 / 10.0;
-                    assert!(
-                        (values[0] - want).abs() < 1e-6,
-                        "{name}: {}",
-                        weight.dataset
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn keras_3_files_read_layer_by_layer() {
-        reads_every_weight("model.weights.h5", KerasFormat::Keras3);
-        reads_every_weight("model.keras", KerasFormat::Keras3);
+        reads_every_weight("nested_keras2.h5", KerasFormat::Keras2, &keras2);
+        reads_every_weight("nested.weights.h5", KerasFormat::Keras3, &keras3);
     }
 
     /// Without a read limit, the file's claim of 2^28 values (1 GiB) was allocated and read as
@@ -504,8 +470,7 @@ mod tests {
         for len in (0..bytes.len()).step_by(97) {
             std::fs::write(&path, &bytes[..len]).unwrap();
             let read = KerasFile::open(&path).and_then(|file| {
-                let weights = file.layers.iter().flat_map(|layer| &layer.weights);
-                weights
+                file.weights()
                     .map(|weight| file.read(weight))
                     .collect::<Result<Vec<_>>>()
             });

@@ -56,8 +56,7 @@ impl KerasSource {
     #[doc(hidden)]
     pub fn read_every_weight(path: &Path) -> Result<Vec<SourceTensor>> {
         let file = KerasFile::open(path)?;
-        let weights = file.layers.iter().flat_map(|layer| &layer.weights);
-        let read = weights.map(|weight| {
+        let read = file.weights().map(|weight| {
             let (shape, values) = file.read(weight)?;
             let name = weight.dataset.clone();
             Ok(SourceTensor {
@@ -93,7 +92,7 @@ impl WeightSource for KerasSource {
     }
 
     fn unused(&self) -> Vec<String> {
-        let weights = self.file.layers.iter().flat_map(|layer| &layer.weights);
+        let weights = self.file.weights();
         let unused = weights.filter(|weight| !self.accounted.contains(&weight.dataset));
         let mut unused: Vec<String> = unused.map(|weight| weight.dataset.clone()).collect();
         unused.sort();
@@ -351,21 +350,21 @@ mod tests {
             "{error}"
         );
         // A head of two dense layers is not InceptionV3's classifier.
-        let dense = |name: &str| KerasLayer {
-            name: name.into(),
-            weights: Vec::new(),
-        };
-        layers.extend([dense("dense"), dense("dense_1")]);
+        layers.extend([weightless("dense"), weightless("dense_1")]);
         let error = inception_v3_variables(&layers, KerasFormat::Keras2).unwrap_err();
         assert!(error.contains("and 2 dense layers"), "{error}");
     }
 
-    #[test]
-    fn layers_are_taken_in_the_order_keras_numbered_them() {
-        let layer = |name: &str| KerasLayer {
+    /// A layer named `name` with no weights: only its name matters to `numbered`.
+    fn weightless(name: &str) -> KerasLayer {
+        KerasLayer {
             name: name.into(),
             weights: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn layers_are_taken_in_the_order_keras_numbered_them() {
         let layers = [
             "conv2d_10",
             "conv2d",
@@ -373,7 +372,7 @@ mod tests {
             "conv2d_transpose",
             "conv2d_1x",
         ]
-        .map(layer);
+        .map(weightless);
         let names: Vec<&str> = numbered(&layers, "conv2d")
             .iter()
             .map(|l| l.name.as_str())
