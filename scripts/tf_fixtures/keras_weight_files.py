@@ -13,7 +13,8 @@ OUT_DIR gets:
 - keras2.h5: `save_weights` of Keras 2 (tf-keras 2.21), attributes as variable-length strings;
 - keras2_fixed_strings.h5: the same file with its attributes as fixed-length byte strings, as
   Keras 2.0-2.2 wrote them (the ImageNet weights keras.applications downloads date from then);
-- model.weights.h5: `save_weights` of Keras 3;
+- model.weights.h5: `save_weights` of Keras 3 (3.6 and later record each layer's own name);
+- unnamed.weights.h5: the same without those names, as Keras 3.0-3.5 wrote it;
 - model.keras: `model.save` of Keras 3;
 - model_keras2.h5: `model.save` of Keras 2 (weights under `model_weights`, and the model's
   configuration);
@@ -86,6 +87,13 @@ def fixed_strings(path):
                     group.attrs[key] = np.array([v.encode() for v in value])
 
 
+def unnamed(path):
+    """Each layer's own name (the `name` of its `vars` group) deleted."""
+    with h5py.File(path, "r+") as f:
+        for layer in f["layers"].values():
+            del layer["vars"].attrs["name"]
+
+
 def huge_claim(path):
     """Keras 2's layout around a dataset of 2^28 float32 values, none of them written."""
     with h5py.File(path, "w") as f:
@@ -113,6 +121,8 @@ def main(out):
         model.save_weights(os.path.join(out, name))
     shutil.copy(os.path.join(out, "keras2.h5"), os.path.join(out, "keras2_fixed_strings.h5"))
     fixed_strings(os.path.join(out, "keras2_fixed_strings.h5"))
+    shutil.copy(os.path.join(out, "model.weights.h5"), os.path.join(out, "unnamed.weights.h5"))
+    unnamed(os.path.join(out, "unnamed.weights.h5"))
     huge_claim(os.path.join(out, "huge_claim.h5"))
     for name in sorted(os.listdir(out)):
         print(name, os.path.getsize(os.path.join(out, name)))

@@ -28,7 +28,7 @@ pub use nets::{
 };
 pub use nets::{
     BasicBlock, Bottleneck, Downsample, DownsampleConfig, ResNet, ResNet18, ResNet50, ResNetConfig,
-    ResidualBlock,
+    ResNetLayout, ResidualBlock,
 };
 pub use parameter_table::{ParameterRow, parameter_table};
 pub use params::{ParamCounts, WeightDecay, count_params, weight_decays};

@@ -17,5 +17,5 @@ pub use inception::{
 };
 pub use resnet::{
     BasicBlock, Bottleneck, Downsample, DownsampleConfig, ResNet, ResNet18, ResNet50, ResNetConfig,
-    ResidualBlock,
+    ResNetLayout, ResidualBlock,
 };

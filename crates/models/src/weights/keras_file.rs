@@ -32,22 +32,24 @@ pub(crate) struct KerasLayer {
     pub(crate) weights: Vec<KerasWeight>,
 }
 
-/// Which Keras wrote a file, which says what its layer names are.
+/// What a file's layer names say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KerasFormat {
-    /// Keras 2: each layer's own name (`conv2d_5` is the sixth `Conv2D` the code created, in
-    /// a process that created no other).
-    Keras2,
-    /// Keras 3: names by class, numbered in the order of the model's layers (`conv2d_5` is
-    /// the sixth `Conv2D` of `model.layers`, and a `Dense` is `dense`).
-    Keras3,
+pub(crate) enum LayerNames {
+    /// Each layer's own name, given by the code or numbered by class as Keras created it
+    /// (`conv2d_5` is the sixth `Conv2D` created, in a process that created no other): Keras
+    /// 2's, and Keras 3's where the file records them (the `name` of each layer's `vars`).
+    Own,
+    /// Keras 3's groups where the file records no own names: names by class, numbered in the
+    /// order of the model's layers (`conv2d_5` is the sixth `Conv2D` of `model.layers`, a
+    /// `Dense` is `dense`).
+    ByClass,
 }
 
 /// An open Keras weights file.
 pub(crate) struct KerasFile {
     path: PathBuf,
     file: Hdf5File,
-    pub(crate) format: KerasFormat,
+    pub(crate) names: LayerNames,
     /// Its layers with weights, in the file's order.
     pub(crate) layers: Vec<KerasLayer>,
 }
@@ -60,12 +62,12 @@ impl KerasFile {
         let root = file
             .root_group()
             .map_err(|e| not_keras("unreadable HDF5 root group").caused_by(e))?;
-        let (format, layers) = match (keras2_layers(path, &root)?, root.group("layers")) {
-            (Some(layers), _) => (KerasFormat::Keras2, layers),
+        let (names, layers) = match (keras2_layers(path, &root)?, root.group("layers")) {
+            (Some(layers), _) => (LayerNames::Own, layers),
             (None, Ok(group)) => {
                 let mut layers = Vec::new();
                 keras3_layers(path, &group, "layers", &mut layers)?;
-                (KerasFormat::Keras3, layers)
+                own_names(layers)
             }
             (None, Err(_)) => {
                 return Err(not_keras(
@@ -77,7 +79,7 @@ impl KerasFile {
         Ok(Self {
             path: path.to_path_buf(),
             file,
-            format,
+            names,
             layers,
         })
     }
@@ -265,11 +267,17 @@ fn strings(path: &Path, group: &Group, name: &str) -> Result<Option<Vec<String>>
 }
 
 /// Keras 3's layers: `layers/<name>/vars/<i>`, in the file's (alphabetical) order of names,
-/// a nested model's (`layers/functional/layers/...`) in its place. Weights have no names in
-/// the file; those of a layer named as Keras names batch norms take their names in the order a
-/// `BatchNormalization` creates them, every other layer's `kernel` and `bias` (a name for the
-/// weights the readers of known models look up; any others are named by their number).
-fn keras3_layers(path: &Path, layers: &Group, at: &str, out: &mut Vec<KerasLayer>) -> Result<()> {
+/// a nested model's (`layers/functional/layers/...`) in its place, each with the own name its
+/// `vars` records, if any. Weights have no names in the file; those of a layer named as Keras
+/// names batch norms take their names in the order a `BatchNormalization` creates them, every
+/// other layer's `kernel` and `bias` (a name for the weights the readers of known models look
+/// up; any others are named by their number).
+fn keras3_layers(
+    path: &Path,
+    layers: &Group,
+    at: &str,
+    out: &mut Vec<(KerasLayer, Option<String>)>,
+) -> Result<()> {
     let unreadable = |e| WeightsError::format(path, format!("`{at}` is unreadable")).caused_by(e);
     let (names, _) = layers.member_names().map_err(unreadable)?;
     for name in names {
@@ -292,10 +300,27 @@ fn keras3_layers(path: &Path, layers: &Group, at: &str, out: &mut Vec<KerasLayer
             })
             .collect();
         if !weights.is_empty() {
-            out.push(KerasLayer { name, weights });
+            let own_name = strings(path, &vars, "name")?.and_then(|names| names.into_iter().next());
+            out.push((KerasLayer { name, weights }, own_name));
         }
     }
     Ok(())
+}
+
+/// Keras 3's `layers` by their own names where the file records one for every layer (Keras
+/// 3.6 and later), else by their groups' names.
+fn own_names(layers: Vec<(KerasLayer, Option<String>)>) -> (LayerNames, Vec<KerasLayer>) {
+    if !layers.iter().all(|(_, own)| own.is_some()) {
+        return (
+            LayerNames::ByClass,
+            layers.into_iter().map(|(layer, _)| layer).collect(),
+        );
+    }
+    let renamed = layers.into_iter().map(|(layer, own)| KerasLayer {
+        name: own.unwrap_or(layer.name),
+        weights: layer.weights,
+    });
+    (LayerNames::Own, renamed.collect())
 }
 
 /// The names of a Keras 3 layer's `count` weights, from its name.
@@ -340,9 +365,9 @@ mod tests {
 
     /// Asserts that the file holds `expected`'s layers in that order, each weight where the
     /// script put it: element k of weight j of layer i is `i + j / 10 + k / 1000`.
-    fn reads_every_weight(name: &str, format: KerasFormat, expected: &[Layer]) {
+    fn reads_every_weight(name: &str, names: LayerNames, expected: &[Layer]) {
         let file = KerasFile::open(&fixture(name)).unwrap();
-        assert_eq!(file.format, format, "{name}");
+        assert_eq!(file.names, names, "{name}");
         let layers: Vec<(&str, Vec<&str>)> = (file.layers.iter())
             .map(|l| {
                 (
@@ -372,18 +397,21 @@ mod tests {
 
     #[test]
     fn keras_2_files_read_layer_by_layer() {
-        reads_every_weight("keras2.h5", KerasFormat::Keras2, &KERAS2);
-        reads_every_weight("keras2_fixed_strings.h5", KerasFormat::Keras2, &KERAS2);
-        reads_every_weight("model_keras2.h5", KerasFormat::Keras2, &KERAS2);
+        reads_every_weight("keras2.h5", LayerNames::Own, &KERAS2);
+        reads_every_weight("keras2_fixed_strings.h5", LayerNames::Own, &KERAS2);
+        reads_every_weight("model_keras2.h5", LayerNames::Own, &KERAS2);
     }
 
-    /// Keras 3 names the classifier by its class, and its groups come in alphabetical order.
+    /// Keras 3's groups come in alphabetical order, each layer by the own name its `vars`
+    /// records; without those names (Keras 3.0-3.5), by the group's, named by class.
     #[test]
     fn keras_3_files_read_layer_by_layer() {
         let [conv, norm, scaled_norm, (_, i, weights)] = KERAS2;
-        let keras3 = [norm, scaled_norm, conv, ("dense", i, weights)];
-        reads_every_weight("model.weights.h5", KerasFormat::Keras3, &keras3);
-        reads_every_weight("model.keras", KerasFormat::Keras3, &keras3);
+        let keras3 = [norm, scaled_norm, conv, ("predictions", i, weights)];
+        reads_every_weight("model.weights.h5", LayerNames::Own, &keras3);
+        reads_every_weight("model.keras", LayerNames::Own, &keras3);
+        let by_class = [norm, scaled_norm, conv, ("dense", i, weights)];
+        reads_every_weight("unnamed.weights.h5", LayerNames::ByClass, &by_class);
     }
 
     /// A nested model's layers, Keras 2's weights of each layer gathered (it lists a nested
@@ -398,8 +426,8 @@ mod tests {
             ("dense", 4, &["kernel", "bias"]),
         ];
         let keras3 = [keras2[4], keras2[1], keras2[3], keras2[0], keras2[2]];
-        reads_every_weight("nested_keras2.h5", KerasFormat::Keras2, &keras2);
-        reads_every_weight("nested.weights.h5", KerasFormat::Keras3, &keras3);
+        reads_every_weight("nested_keras2.h5", LayerNames::Own, &keras2);
+        reads_every_weight("nested.weights.h5", LayerNames::Own, &keras3);
     }
 
     /// Without a read limit, the file's claim of 2^28 values (1 GiB) was allocated and read as

@@ -1,46 +1,51 @@
-//! keras.applications' InceptionV3 weights (a Keras weights file, [`KerasFile`]) seen through
-//! a model's parameter paths, by way of TF-slim's names.
+//! A Keras weights file ([`KerasFile`]) seen through a model's parameter paths, by way of the
+//! TF names of its parameters ([`TfNamed`]): each weight of the file is given the TF name of
+//! the variable it is in keras.applications' network.
 //!
-//! Keras's InceptionV3 is TF-slim's network without the aux head: the same 94 convolutions,
-//! each followed by a batch norm without scale, and a dense classifier of 1000 classes (no
-//! background class). Its code builds the convolutions in TF-slim's order
-//! (`inception_scopes_in_order`), so the n-th convolution and batch norm it creates are the
-//! n-th scope's. Which layer that is in a file depends on the Keras that wrote it:
-//! - Keras 2 names each layer when it is created (`conv2d_1`, `conv2d_2`, ... in the file the
-//!   ImageNet weights come in; `conv2d`, `conv2d_1`, ... since TF 2): sorted by their number,
-//!   the layers come in creation order, whatever a process created before (the file lists
-//!   them in the graph's order, which interleaves branches);
-//! - Keras 3 names the layers of a `.weights.h5` by class, numbered in the graph's order
-//!   (`model.layers`): its n-th convolution is the `GRAPH_ORDER[n]`-th created.
+//! - Layers named by the code have their TF names in the file: `ResNet50`'s
+//!   `conv2_block1_1_conv` has `conv2_block1_1_conv/kernel` (`resnet_keras_names.rs`). The one
+//!   dense layer of a file without `predictions` (a transfer model's new head) is taken as
+//!   `predictions`.
+//! - InceptionV3 names its layers as Keras numbers them, and its TF names are TF-slim's. Its
+//!   code builds the convolutions in TF-slim's order (`inception_scopes_in_order`), so the
+//!   n-th convolution and batch norm it creates are the n-th scope's. Sorted by number, the
+//!   layers' own names come in creation order, whatever a process created before (the file
+//!   lists them in the graph's order, which interleaves branches).
+//! - Keras 3 before 3.6 recorded no own names ([`LayerNames::ByClass`]): its layers are named
+//!   by class, numbered in the graph's order. InceptionV3's n-th convolution is then the
+//!   `GRAPH_ORDER[n]`-th created, and ResNet's n-th is the n-th of `resnet_v1_graph_order`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use super::error::{Result, WeightsError};
-use super::keras_file::{KerasFile, KerasFormat, KerasLayer, KerasWeight};
+use super::keras_file::{KerasFile, KerasLayer, KerasWeight, LayerNames};
 use super::restore::{SourceTensor, WeightSource};
 use super::tf_names::inception_scopes_in_order;
 use super::tf_source::{TfNamed, TfVariable};
 
-/// A Keras file of keras.applications' `InceptionV3` as a [`WeightSource`] for one model type
-/// (see [`KerasSource::open`]).
+/// A Keras file of one of keras.applications' networks as a [`WeightSource`] for one model
+/// type (see [`KerasSource::open`]).
 pub struct KerasSource {
     file: KerasFile,
-    /// TF-slim's variable name of each weight the network has.
+    /// The TF variable name of each weight of the file.
     variables: HashMap<String, KerasWeight>,
     names: fn(&str) -> Option<TfVariable>,
     accounted: BTreeSet<String>,
 }
 
 impl KerasSource {
-    /// The weights of `keras.applications.InceptionV3` at `path` for the parameters of `M`,
-    /// which names them as TF-slim does ([`TfNamed`]): Keras 2's `save_weights` file (the
-    /// ImageNet weights, `inception_v3_weights_tf_dim_ordering_tf_kernels.h5`), a Keras 3
-    /// `.weights.h5`, or a Keras 3 `.keras` archive. A file of another network is an error
-    /// saying what it has.
+    /// The weights of keras.applications' `InceptionV3` or `ResNet50` (also `ResNet101` and
+    /// `ResNet152`, and either without its top or inside a transfer model) at `path` for the
+    /// parameters of `M`, which names them as TF does ([`TfNamed`]: TF-slim's names for
+    /// Inception v3, Keras's for a ResNet in `ResNetLayout::Keras`). The file is Keras 2's
+    /// (`save_weights`, `model.save`, and the ImageNet weights keras.applications downloads,
+    /// such as `resnet50_weights_tf_dim_ordering_tf_kernels.h5`), a Keras 3 `.weights.h5` or a
+    /// Keras 3 `.keras` archive. A file whose weights fit no parameter of `M` fails in
+    /// [`restore`](super::restore).
     pub fn open<M: TfNamed>(path: &Path) -> Result<Self> {
         let file = KerasFile::open(path)?;
-        let variables = inception_v3_variables(&file.layers, file.format)
+        let variables = tf_variables(&file.layers, file.names)
             .map_err(|reason| WeightsError::format(path, reason))?;
         Ok(Self {
             file,
@@ -101,9 +106,9 @@ impl WeightSource for KerasSource {
 }
 
 /// The creation number of the n-th convolution (and of the n-th batch norm) of Keras's
-/// InceptionV3 in the order of its graph, `model.layers`: Keras 3 names the layers of a
-/// `.weights.h5` in this order. Keras 2 lists them in it too (the root's `layer_names`), and
-/// `graph_order_is_the_order_keras_2_lists_the_layers_in` reads it back from such a file.
+/// InceptionV3 in the order of its graph, `model.layers`: Keras 3 before 3.6 names the layers
+/// of a `.weights.h5` in this order. Keras 2 lists them in it too (the root's `layer_names`),
+/// and `graph_order_is_the_order_keras_2_lists_the_layers_in` reads it back from such a file.
 const GRAPH_ORDER: [usize; 94] = [
     0, 1, 2, 3, 4, 8, 6, 9, 5, 7, 10, 11, 15, 13, 16, 12, 14, 17, 18, 22, 20, 23, 19, 21, 24, 25,
     27, 28, 26, 29, 34, 35, 31, 36, 32, 37, 30, 33, 38, 39, 44, 45, 41, 46, 42, 47, 40, 43, 48, 49,
@@ -111,27 +116,99 @@ const GRAPH_ORDER: [usize; 94] = [
     71, 75, 80, 77, 81, 78, 79, 82, 83, 76, 84, 89, 86, 90, 87, 88, 91, 92, 85, 93,
 ];
 
-/// TF-slim's variable name of each weight of Keras's InceptionV3 in `layers` (of a file of
-/// `format`), or what the layers lack.
-fn inception_v3_variables(
+/// The blocks of each stage of keras.applications' ResNet50, ResNet101 and ResNet152.
+const RESNET_V1_STAGES: [[usize; 4]; 3] = [[3, 4, 6, 3], [3, 4, 23, 3], [3, 8, 36, 3]];
+
+/// The TF variable name of each weight of the file's `layers`, named as `names` says, or why
+/// they cannot be named.
+fn tf_variables(
     layers: &[KerasLayer],
-    format: KerasFormat,
+    names: LayerNames,
 ) -> Result<HashMap<String, KerasWeight>, String> {
-    let scopes = inception_scopes_in_order();
     let (convs, norms) = (
         numbered(layers, "conv2d"),
         numbered(layers, "batch_normalization"),
     );
-    if convs.len() != scopes.len() || norms.len() != scopes.len() {
-        return Err(format!(
-            "{} convolution and {} batch-norm layers with weights (`conv2d_N`, \
-             `batch_normalization_N`), where keras.applications' InceptionV3 has {} of each: \
-             only its weights are read from Keras files",
-            convs.len(),
-            norms.len(),
-            scopes.len()
-        ));
+    let scopes = inception_scopes_in_order();
+    if convs.len() == scopes.len() && norms.len() == scopes.len() {
+        return inception_v3_variables(&convs, &norms, names, layers);
     }
+    match names {
+        LayerNames::Own => by_own_names(layers),
+        LayerNames::ByClass => {
+            let stages = RESNET_V1_STAGES
+                .into_iter()
+                .find(|&stages| resnet_v1_graph_order(stages, "conv").len() == convs.len());
+            let Some(stages) = stages.filter(|_| norms.len() == convs.len()) else {
+                return Err(format!(
+                    "{} convolution and {} batch-norm layers with weights (`conv2d_N`, \
+                     `batch_normalization_N`), named by class (Keras 3 before 3.6): only \
+                     keras.applications' InceptionV3 (94 of each) and ResNet50, 101 and 152 \
+                     (53, 104, 155) are known in that order",
+                    convs.len(),
+                    norms.len()
+                ));
+            };
+            let own = |layer: &KerasLayer, name: String| KerasLayer {
+                name,
+                weights: layer.weights.clone(),
+            };
+            let mut renamed: Vec<KerasLayer> =
+                (convs.iter().zip(resnet_v1_graph_order(stages, "conv")))
+                    .chain(norms.iter().zip(resnet_v1_graph_order(stages, "bn")))
+                    .map(|(layer, name)| own(layer, name))
+                    .collect();
+            renamed.extend(numbered(layers, "dense").into_iter().cloned());
+            by_own_names(&renamed)
+        }
+    }
+}
+
+/// TF's name of each weight of layers named as the code names them: `{layer}/{weight}`, the
+/// only dense layer of a file without `predictions` as `predictions`.
+fn by_own_names(layers: &[KerasLayer]) -> Result<HashMap<String, KerasWeight>, String> {
+    let classifier = classifier(layers)?.map(|layer| layer.name.as_str());
+    let mut variables = HashMap::new();
+    for layer in layers {
+        let name = match Some(layer.name.as_str()) == classifier {
+            true => "predictions",
+            false => &layer.name,
+        };
+        for weight in &layer.weights {
+            variables.insert(format!("{name}/{}", weight.name), weight.clone());
+        }
+    }
+    Ok(variables)
+}
+
+/// The names keras.applications' ResNet v1 of `stages` gives its convolutions (`kind`
+/// `conv`) or batch norms (`bn`), in the order of its graph: the stem's, then each block's
+/// `_1`, `_2`, the shortcut's `_0` (a stage's first block), `_3`.
+fn resnet_v1_graph_order(stages: [usize; 4], kind: &str) -> Vec<String> {
+    let mut names = vec![format!("conv1_{kind}")];
+    for (stage, blocks) in stages.into_iter().enumerate() {
+        for block in 1..=blocks {
+            let layers: &[usize] = if block == 1 {
+                &[1, 2, 0, 3]
+            } else {
+                &[1, 2, 3]
+            };
+            let name = |n| format!("conv{}_block{block}_{n}_{kind}", stage + 2);
+            names.extend(layers.iter().map(name));
+        }
+    }
+    names
+}
+
+/// TF-slim's variable name of each weight of Keras's InceptionV3, whose convolutions and batch
+/// norms are `convs` and `norms` (of `layers`, named as `names` says), or what the layers lack.
+fn inception_v3_variables(
+    convs: &[&KerasLayer],
+    norms: &[&KerasLayer],
+    names: LayerNames,
+    layers: &[KerasLayer],
+) -> Result<HashMap<String, KerasWeight>, String> {
+    let scopes = inception_scopes_in_order();
     let mut variables = HashMap::new();
     let mut take = |layer: &KerasLayer, weight: &str, variable: String| {
         let found = layer.weights.iter().find(|w| w.name == weight);
@@ -139,10 +216,10 @@ fn inception_v3_variables(
         variables.insert(variable, found.clone());
         Ok::<_, String>(())
     };
-    for (n, (conv, norm)) in convs.into_iter().zip(norms).enumerate() {
-        let scope = match format {
-            KerasFormat::Keras2 => &scopes[n],
-            KerasFormat::Keras3 => &scopes[GRAPH_ORDER[n]],
+    for (n, (conv, norm)) in convs.iter().zip(norms).enumerate() {
+        let scope = match names {
+            LayerNames::Own => &scopes[n],
+            LayerNames::ByClass => &scopes[GRAPH_ORDER[n]],
         };
         take(conv, "kernel", format!("InceptionV3/{scope}/weights"))?;
         for statistic in ["beta", "moving_mean", "moving_variance"] {
@@ -153,31 +230,26 @@ fn inception_v3_variables(
             )?;
         }
     }
-    let classifier = classifier(layers)?;
-    take(
-        classifier,
-        "kernel",
-        "InceptionV3/Logits/Conv2d_1c_1x1/weights".into(),
-    )?;
-    take(
-        classifier,
-        "bias",
-        "InceptionV3/Logits/Conv2d_1c_1x1/biases".into(),
-    )?;
+    if let Some(classifier) = classifier(layers)? {
+        let logits = "InceptionV3/Logits/Conv2d_1c_1x1";
+        take(classifier, "kernel", format!("{logits}/weights"))?;
+        take(classifier, "bias", format!("{logits}/biases"))?;
+    }
     Ok(variables)
 }
 
-/// The classifier: `predictions` (Keras 2's name for InceptionV3's), else the one dense layer
-/// (Keras 3 names InceptionV3's `dense`, and the new head of an `include_top=False`
-/// InceptionV3 is another).
-fn classifier(layers: &[KerasLayer]) -> Result<&KerasLayer, String> {
+/// The classifier: `predictions` (keras.applications' name for it), else the one dense layer
+/// (Keras 3 before 3.6 names it `dense`, and the new head of a transfer model is another);
+/// none in a file without any (a network without its top, `include_top=False`).
+fn classifier(layers: &[KerasLayer]) -> Result<Option<&KerasLayer>, String> {
     if let Some(predictions) = layers.iter().find(|layer| layer.name == "predictions") {
-        return Ok(predictions);
+        return Ok(Some(predictions));
     }
     match numbered(layers, "dense")[..] {
-        [dense] => Ok(dense),
+        [] => Ok(None),
+        [dense] => Ok(Some(dense)),
         ref dense => Err(format!(
-            "no `predictions` layer and {} dense layers: InceptionV3's classifier is one",
+            "no `predictions` layer and {} dense layers: the classifier is one",
             dense.len()
         )),
     }
@@ -244,9 +316,9 @@ mod tests {
     /// of its shape, and every weight of Keras's is used once. A scope order other than
     /// Keras's gives some convolution a kernel of another shape, unless it swaps convolutions
     /// of one shape: Keras's logits (`tests/keras_inception_v3.rs`) tell those apart.
-    fn fills_every_parameter_with_its_shape(layers: &[KerasLayer], format: KerasFormat) {
+    fn fills_every_parameter_with_its_shape(layers: &[KerasLayer], names: LayerNames) {
         let (_, shapes) = keras2_listing();
-        let variables = inception_v3_variables(layers, format).unwrap();
+        let variables = tf_variables(layers, names).unwrap();
         let model = InceptionV3Config::new(1000)
             .with_aux_logits(false)
             .init(&Device::flex());
@@ -272,7 +344,7 @@ mod tests {
 
     #[test]
     fn keras_2_inception_v3_fills_every_parameter_with_its_shape() {
-        fills_every_parameter_with_its_shape(&keras2_listing().0, KerasFormat::Keras2);
+        fills_every_parameter_with_its_shape(&keras2_listing().0, LayerNames::Own);
     }
 
     /// The Keras 2 listing renamed as Keras 3 names the layers (by class, in the order of the
@@ -297,12 +369,12 @@ mod tests {
                 layer
             })
             .collect();
-        let by_keras2 = inception_v3_variables(&keras2, KerasFormat::Keras2).unwrap();
+        let by_keras2 = tf_variables(&keras2, LayerNames::Own).unwrap();
         assert_eq!(
-            inception_v3_variables(&keras3, KerasFormat::Keras3).unwrap(),
+            tf_variables(&keras3, LayerNames::ByClass).unwrap(),
             by_keras2
         );
-        fills_every_parameter_with_its_shape(&keras3, KerasFormat::Keras3);
+        fills_every_parameter_with_its_shape(&keras3, LayerNames::ByClass);
     }
 
     #[test]
@@ -322,37 +394,50 @@ mod tests {
         assert_eq!(numbers, GRAPH_ORDER);
     }
 
+    /// A file of another network opens, its layers by their own names, and fits no parameter.
     #[test]
     fn a_keras_file_of_another_network_is_refused_naming_it() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/keras/model.keras");
-        let error = KerasSource::open::<InceptionV3>(&path)
+        let mut source = KerasSource::open::<InceptionV3>(&path).unwrap();
+        let model = InceptionV3Config::new(1000)
+            .with_aux_logits(false)
+            .init(&Device::flex());
+        let options = crate::weights::RestoreOptions::new();
+        let error = crate::weights::restore(model, &mut source, &options)
             .err()
             .unwrap()
             .to_string();
-        let words = "model.keras: 1 convolution and 2 batch-norm layers with weights";
+        let words = "model.keras: none of its tensors is one of the model's parameters";
         assert!(error.contains(words), "{error}");
     }
 
+    /// Without `predictions` or a dense layer (`include_top=False`) the classifier is left
+    /// out; a head of two dense layers has no one classifier.
     #[test]
-    fn another_network_is_refused_with_what_it_has() {
+    fn a_network_without_its_top_reads_without_a_classifier() {
+        let (mut layers, _) = keras2_listing();
+        layers.retain(|layer| layer.name != "predictions");
+        let variables = tf_variables(&layers, LayerNames::Own).unwrap();
+        assert_eq!(variables.len(), 94 * 4);
+        assert!(!variables.keys().any(|name| name.contains("Logits")));
+        layers.extend([weightless("dense"), weightless("dense_1")]);
+        let error = tf_variables(&layers, LayerNames::Own).unwrap_err();
+        assert!(
+            error.contains("no `predictions` layer and 2 dense layers"),
+            "{error}"
+        );
+    }
+
+    /// Named by class, only the known networks' counts can be named.
+    #[test]
+    fn layers_named_by_class_of_an_unknown_network_are_refused_with_what_it_has() {
         let (mut layers, _) = keras2_listing();
         layers.retain(|layer| layer.name != "conv2d_50");
-        let error = inception_v3_variables(&layers, KerasFormat::Keras2).unwrap_err();
+        let error = tf_variables(&layers, LayerNames::ByClass).unwrap_err();
         assert!(
             error.starts_with("93 convolution and 94 batch-norm layers"),
             "{error}"
         );
-        let (mut layers, _) = keras2_listing();
-        layers.retain(|layer| layer.name != "predictions");
-        let error = inception_v3_variables(&layers, KerasFormat::Keras2).unwrap_err();
-        assert!(
-            error.contains("no `predictions` layer and 0 dense layers"),
-            "{error}"
-        );
-        // A head of two dense layers is not InceptionV3's classifier.
-        layers.extend([weightless("dense"), weightless("dense_1")]);
-        let error = inception_v3_variables(&layers, KerasFormat::Keras2).unwrap_err();
-        assert!(error.contains("and 2 dense layers"), "{error}");
     }
 
     /// A layer named `name` with no weights: only its name matters to `numbered`.

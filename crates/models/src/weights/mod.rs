@@ -9,6 +9,7 @@ mod by_path;
 mod error;
 mod keras_file;
 mod keras_source;
+mod resnet_keras_names;
 mod resnet_torch_names;
 mod restore;
 mod safetensors;

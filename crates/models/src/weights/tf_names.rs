@@ -1,12 +1,12 @@
 //! The TF names of our models' parameters: the CIFAR-10 tutorial's (`conv1/weights`, ...)
 //! and TF-slim Inception v3's (`InceptionV3/Mixed_5b/Branch_1/Conv2d_0b_5x5/weights`, ...);
-//! ResNet has none, only its classifier's path.
+//! ResNet's, Keras's, are in `resnet_keras_names.rs`.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use super::tf_source::{TfLayout, TfNamed, TfVariable};
-use crate::nets::{Cifar10Net, InceptionV3, ResNet, ResidualBlock};
+use crate::nets::{Cifar10Net, InceptionV3};
 
 impl TfNamed for Cifar10Net {
     /// `conv1.weight` is `conv1/weights` (HWIO), `local3.bias` is `local3/biases`, and so on.
@@ -29,17 +29,6 @@ impl TfNamed for Cifar10Net {
 
     fn classifier_paths() -> &'static [&'static str] {
         &["softmax_linear"]
-    }
-}
-
-impl<Block: ResidualBlock> TfNamed for ResNet<Block> {
-    /// None: ResNet comes in torchvision's layout (`resnet_torch_names.rs`).
-    fn tf_variable(_: &str) -> Option<TfVariable> {
-        None
-    }
-
-    fn classifier_paths() -> &'static [&'static str] {
-        &["fc"]
     }
 }
 

@@ -1,14 +1,15 @@
 //! [`BasicBlock`]: ResNet-18's and ResNet-34's residual block, torchvision's `BasicBlock`: two
-//! 3x3 convolutions, each with a batch norm, added to the shortcut.
+//! 3x3 convolutions, each with a batch norm, added to the shortcut (Keras has no such
+//! ResNet: in its layout, the same block with biases and Keras's batch norms).
 
 use burn::module::Module;
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
+use towers_kernels::nn::BatchNorm;
 use towers_kernels::nn::conv::Conv2d;
-use towers_kernels::nn::{BatchNorm, BatchNormConfig};
 
-use crate::nets::resnet::conv;
 use crate::nets::resnet::downsample::{Downsample, DownsampleConfig, shortcut};
+use crate::nets::resnet::layout::ResNetLayout;
 use crate::nets::resnet::residual_block::ResidualBlock;
 
 /// `relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))`.
@@ -30,13 +31,32 @@ impl ResidualBlock for BasicBlock {
     const EXPANSION: usize = 1;
 
     fn new(in_channels: usize, planes: usize, stride: usize, device: &Device) -> Self {
-        let downsample = (stride != 1 || in_channels != planes)
-            .then(|| DownsampleConfig::new([in_channels, planes], stride).init(device));
+        Self::new_in_layout(
+            in_channels,
+            planes,
+            stride,
+            ResNetLayout::Torchvision,
+            device,
+        )
+    }
+
+    fn new_in_layout(
+        in_channels: usize,
+        planes: usize,
+        stride: usize,
+        layout: ResNetLayout,
+        device: &Device,
+    ) -> Self {
+        let downsample = (stride != 1 || in_channels != planes).then(|| {
+            DownsampleConfig::new([in_channels, planes], stride)
+                .with_layout(layout)
+                .init(device)
+        });
         Self {
-            conv1: conv([in_channels, planes], 3, stride, device),
-            bn1: BatchNormConfig::new(planes).init(device),
-            conv2: conv([planes, planes], 3, 1, device),
-            bn2: BatchNormConfig::new(planes).init(device),
+            conv1: layout.conv([in_channels, planes], 3, stride, device),
+            bn1: layout.batch_norm(planes, device),
+            conv2: layout.conv([planes, planes], 3, 1, device),
+            bn2: layout.batch_norm(planes, device),
             downsample,
         }
     }

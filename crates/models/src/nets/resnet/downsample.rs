@@ -1,14 +1,14 @@
 //! [`Downsample`]: a residual block's shortcut where the block changes its map's size or
 //! channels, torchvision's `downsample` (a 1x1 convolution at the block's stride, then a batch
-//! norm).
+//! norm; Keras's `_0_conv` and `_0_bn`).
 
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
+use towers_kernels::nn::BatchNorm;
 use towers_kernels::nn::conv::Conv2d;
-use towers_kernels::nn::{BatchNorm, BatchNormConfig};
 
-use crate::nets::resnet::conv;
+use crate::nets::resnet::layout::ResNetLayout;
 
 /// [`Downsample`]'s shape: `channels` `[in, out]` and the stride.
 #[derive(Config, Debug)]
@@ -18,14 +18,17 @@ pub struct DownsampleConfig {
     pub channels: [usize; 2],
     /// The stride of the 1x1 convolution.
     pub stride: usize,
+    /// Whose shortcut: torchvision's or Keras's (with a bias, Keras's batch norm).
+    #[config(default = "ResNetLayout::Torchvision")]
+    pub layout: ResNetLayout,
 }
 
 impl DownsampleConfig {
-    /// A new [`Downsample`], initialized as torchvision initializes it.
+    /// A new [`Downsample`], initialized as its layout's library initializes it.
     pub fn init(&self, device: &Device) -> Downsample {
         Downsample {
-            conv: conv(self.channels, 1, self.stride, device),
-            bn: BatchNormConfig::new(self.channels[1]).init(device),
+            conv: self.layout.conv(self.channels, 1, self.stride, device),
+            bn: self.layout.batch_norm(self.channels[1], device),
         }
     }
 }

@@ -1,34 +1,39 @@
 //! ResNet (He et al. 2015) in torchvision's layout (`torchvision/models/resnet.py`, v1.5: a
-//! bottleneck's stride on its 3x3), written as Burn users write models: Burn's layer names and
-//! configs, from `towers_kernels::nn` (burn-towers' kernels where they apply). Its parameter
-//! paths are torchvision's `state_dict` keys but for the batch norms' `gamma`/`beta` (`weight`,
-//! `bias` there) and the shortcut's `downsample.conv`/`.bn` (`downsample.0`/`.1`), so
-//! torchvision's state dicts load (`weights/torch_names.rs`).
+//! bottleneck's stride on its 3x3) or keras.applications' (v1: on its first 1x1, with biases;
+//! [`ResNetLayout`]), written as Burn users write models: Burn's layer names and configs, from
+//! `towers_kernels::nn` (burn-towers' kernels where they apply). Its parameter paths are
+//! torchvision's `state_dict` keys but for the batch norms' `gamma`/`beta` (`weight`, `bias`
+//! there) and the shortcut's `downsample.conv`/`.bn` (`downsample.0`/`.1`), so torchvision's
+//! state dicts load (`weights/resnet_torch_names.rs`); Keras's layer names are in
+//! `weights/resnet_keras_names.rs`.
 //!
 //! - `mod.rs`: [`ResNet`], its stem, four stages of blocks and head, and [`ResNetConfig`].
+//! - `layout.rs`: [`ResNetLayout`], and the convolutions and batch norms of each.
 //! - `residual_block.rs`: [`ResidualBlock`], what a stage needs of its blocks.
 //! - `basic_block.rs`, `bottleneck.rs`: the two blocks; `downsample.rs`: the shortcut.
 
 mod basic_block;
 mod bottleneck;
 mod downsample;
+mod layout;
 mod residual_block;
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::nn::{Initializer, PaddingConfig2d};
+use burn::nn::PaddingConfig2d;
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor};
-use towers_kernels::nn::conv::{Conv2d, Conv2dConfig};
+use towers_kernels::nn::conv::Conv2d;
 use towers_kernels::nn::pool::{
     AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig,
 };
-use towers_kernels::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig};
+use towers_kernels::nn::{BatchNorm, Linear};
 use towers_kernels::softmax_cross_entropy;
 
 pub use basic_block::BasicBlock;
 pub use bottleneck::Bottleneck;
 pub use downsample::{Downsample, DownsampleConfig};
+pub use layout::ResNetLayout;
 pub use residual_block::ResidualBlock;
 
 use crate::nets::{ClassifierLoss, ImageClassifier};
@@ -58,6 +63,9 @@ pub struct ResNetConfig {
     /// (torchvision's reference recipe: 1e-4, there in its optimizer).
     #[config(default = 0.0)]
     pub weight_decay: f64,
+    /// torchvision's layout (its `resnet50`) or keras.applications' (its `ResNet50`).
+    #[config(default = "ResNetLayout::Torchvision")]
+    pub layout: ResNetLayout,
 }
 
 impl ResNetConfig {
@@ -71,15 +79,23 @@ impl ResNetConfig {
         Self::new([3, 4, 6, 3]).with_num_classes(num_classes)
     }
 
-    /// A new ResNet of `Block`s, initialized as torchvision initializes it (convolutions by
-    /// Kaiming's normal on the fan-out, batch norms at scale 1 and offset 0).
+    /// keras.applications' `ResNet50` (`ResNetLayout::Keras`), whose weights Keras's files
+    /// hold ([`KerasSource`](crate::weights::KerasSource)).
+    pub fn keras_resnet50(num_classes: usize) -> Self {
+        Self::resnet50(num_classes).with_layout(ResNetLayout::Keras)
+    }
+
+    /// A new ResNet of `Block`s, initialized as its layout's library initializes it
+    /// ([`ResNetLayout`]; batch norms at scale 1 and offset 0).
     pub fn init<Block: ResidualBlock>(&self, device: &Device) -> ResNet<Block> {
+        let layout = self.layout;
         let mut channels = 64;
         let mut stage = |planes: usize, blocks: usize, stride: usize| -> Vec<Block> {
             (0..blocks)
                 .map(|i| {
                     let block_stride = if i == 0 { stride } else { 1 };
-                    let block = Block::new(channels, planes, block_stride, device);
+                    let block =
+                        Block::new_in_layout(channels, planes, block_stride, layout, device);
                     channels = planes * Block::EXPANSION;
                     block
                 })
@@ -93,8 +109,8 @@ impl ResNetConfig {
             stage(512, b4, 2),
         );
         ResNet {
-            conv1: conv([3, 64], 7, 2, device),
-            bn1: BatchNormConfig::new(64).init(device),
+            conv1: layout.conv([3, 64], 7, 2, device),
+            bn1: layout.batch_norm(64, device),
             maxpool: MaxPool2dConfig::new([3, 3])
                 .with_strides([2, 2])
                 .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
@@ -104,7 +120,7 @@ impl ResNetConfig {
             layer3,
             layer4,
             avgpool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
-            fc: LinearConfig::new(512 * Block::EXPANSION, self.num_classes).init(device),
+            fc: layout.classifier(512 * Block::EXPANSION, self.num_classes, device),
             num_classes: self.num_classes,
             image_size: self.image_size,
             weight_decay: self.weight_decay,
@@ -112,25 +128,8 @@ impl ResNetConfig {
     }
 }
 
-/// A square `kernel` convolution at `stride`, padded by `kernel / 2` on every side, without
-/// bias, initialized as torchvision initializes a ResNet's
-/// (`kaiming_normal_(mode="fan_out", nonlinearity="relu")`: a standard deviation of
-/// `sqrt(2 / fan_out)`): the stem's 7x7, the blocks' 3x3s and 1x1s, the shortcuts' 1x1s.
-pub(crate) fn conv(channels: [usize; 2], kernel: usize, stride: usize, device: &Device) -> Conv2d {
-    let pad = kernel / 2;
-    let initializer = Initializer::KaimingNormal {
-        gain: 2.0f64.sqrt(),
-        fan_out_only: true,
-    };
-    Conv2dConfig::new(channels, [kernel; 2])
-        .with_stride([stride; 2])
-        .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
-        .with_bias(false)
-        .with_initializer(initializer)
-        .init(device)
-}
-
-/// A ResNet: stem (7x7/2 convolution, batch norm, ReLU, 3x3/2 max pool), four stages of
+/// A ResNet: stem (7x7/2 convolution, batch norm, ReLU, 3x3/2 max pool padded by 1: Keras's
+/// zeros pad as the pool's own padding would, after a ReLU), four stages of
 /// `Block`s (64, 128, 256, 512 planes; the last three start at stride 2), global average pool,
 /// a dense layer to the logits.
 #[derive(Module, Debug)]
