@@ -6,22 +6,29 @@
 //! cargo run --release --example classify -- --model inception --weights inception_v3.ckpt \
 //!     --labels imagenet_labels.txt cat.jpg dog.png
 //! cargo run --release --example classify -- --model resnet50 --weights resnet50.pth cat.jpg
+//! cargo run --release --example classify -- --model resnet50 \
+//!     --weights resnet50_weights_tf_dim_ordering_tf_kernels.h5 cat.jpg
 //! cargo run --release --example classify -- --model cifar10 --weights /tmp/cifar10_train --json plane.png
 //! ```
 //!
 //! ResNets, and Inception v3 with torchvision's weights (a `.pth`), take torchvision's
 //! evaluation preprocessing (`TorchvisionEval`: resize, center crop, normalize), as its
-//! weights expect; Inception v3 with TF's weights takes TF's.
+//! weights expect; Inception v3 with TF's or Keras's weights takes TF's; ResNet-50 with
+//! Keras's weights (a `.h5` or `.keras` file of keras.applications' `ResNet50`) is built in
+//! Keras's layout and takes Keras's (`KerasImageNetEval`: the whole image resized, BGR less
+//! the mean pixel).
 
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
-use burn_towers::data::transforms::{CifarEval, InceptionEval, TorchvisionEval, Transform};
+use burn_towers::data::transforms::{
+    CifarEval, InceptionEval, KerasImageNetEval, TorchvisionEval, Transform,
+};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
     BasicBlock, Bottleneck, Cifar10Config, ImageClassifier, InceptionV3Config, ResNet,
-    ResNetConfig, ResidualBlock,
+    ResNetConfig, ResNetLayout, ResidualBlock,
 };
 use burn_towers::train::{
     CifarImage, Prediction, Preprocessing, WeightsArgs, classify, is_keras_file, is_pytorch_file,
@@ -45,7 +52,8 @@ struct Args {
     #[arg(long, value_enum)]
     model: Model,
     /// A TF checkpoint (Inception v3, CIFAR-10), a torchvision state dict (`.pth`: Inception
-    /// v3, the ResNets), one of ours (file or train directory) or a `.safetensors` export.
+    /// v3, the ResNets), a Keras file (`.h5`, `.keras`: Inception v3, ResNet-50), one of ours
+    /// (file or train directory) or a `.safetensors` export.
     #[arg(long)]
     weights: PathBuf,
     /// Outputs of the logits (default: 1001 for Inception, TF's ImageNet layout, 1000 with
@@ -100,6 +108,9 @@ fn main() -> anyhow::Result<()> {
             };
             classify(&model, &args.images, eval.as_ref(), args.top_k)?
         }
+        Model::Resnet50 if is_keras_file(&args.weights) => {
+            classify_resnet::<Bottleneck>(&args, ResNetConfig::keras_resnet50(1000))?
+        }
         Model::Resnet50 => classify_resnet::<Bottleneck>(&args, ResNetConfig::resnet50(1000))?,
         Model::Resnet18 => classify_resnet::<BasicBlock>(&args, ResNetConfig::resnet18(1000))?,
         Model::Cifar10 => {
@@ -128,21 +139,25 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The images under a ResNet of `Block`s in `stages`' layout, through torchvision's
-/// evaluation preprocessing.
+/// The images under a ResNet of `Block`s in `stages`' layout, through the evaluation
+/// preprocessing of that layout's library.
 fn classify_resnet<Block>(args: &Args, stages: ResNetConfig) -> anyhow::Result<Vec<Prediction>>
 where
     Block: ResidualBlock + 'static,
     ResNet<Block>: ImageClassifier + TfNamed + TorchNamed,
 {
     let size = args.image_size.unwrap_or(224);
+    let layout = stages.layout;
     let model = stages
         .with_num_classes(args.num_classes.unwrap_or(1000))
         .with_image_size(size)
         .init::<Block>(&args.run.device()?);
     let (model, report) = load_weights(model, &args.weights, args.run.load_options())?;
     eprintln!("{report}");
-    let eval = Preprocessing::Torchvision.eval(size, args.resize_size)?;
+    let eval: Box<dyn Transform> = match layout {
+        ResNetLayout::Keras => Box::new(KerasImageNetEval::new(size)),
+        _ => Preprocessing::Torchvision.eval(size, args.resize_size)?,
+    };
     Ok(classify(&model, &args.images, &eval, args.top_k)?)
 }
 

@@ -6,25 +6,29 @@
 //!
 //! ```text
 //! cargo run --release --example resnet_eval -- --checkpoint resnet50.pth --data-dir imagenet/val
+//! cargo run --release --example resnet_eval -- --checkpoint resnet50.h5 --data-dir imagenet/val
 //! cargo run --release --example resnet_eval -- --depth 18        # the `resnet` example's run
 //! ```
 //!
 //! The data: TF's `validation-*` shards or an image folder `DIR/<class>/<image>` (classes in
 //! name order; folders without images keep their labels, so 1000 synset folders of which a few
 //! hold images evaluate 1000-class weights on those); without `--data-dir`, the built-in
-//! held-out images of the `resnet` example. torchvision's weights (a `.pth`) have no background
-//! class: the shards' labels `1..=1000` are read as `0..1000`.
+//! held-out images of the `resnet` example. torchvision's weights (a `.pth`) and Keras's have
+//! no background class: the shards' labels `1..=1000` are read as `0..1000`. Keras's weights
+//! (keras.applications' `ResNet50` in a `.h5` or `.keras` file) are evaluated in Keras's layout
+//! through Keras's preprocessing (`KerasImageNetEval`).
 
 use std::path::PathBuf;
 
 use clap::Parser;
 
+use burn_towers::data::transforms::{KerasImageNetEval, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{BasicBlock, Bottleneck};
-use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResidualBlock};
+use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
-    EvalArgs, InceptionData, Preprocessing, Split, WeightsArgs, is_pytorch_file, load_weights,
-    parse_args,
+    EvalArgs, InceptionData, Preprocessing, Split, WeightsArgs, is_keras_file, is_pytorch_file,
+    load_weights, parse_args,
 };
 
 #[derive(Parser)]
@@ -32,8 +36,9 @@ use burn_towers::train::{
 struct Args {
     #[command(flatten)]
     weights: WeightsArgs,
-    /// Weights: a torchvision state dict (`.pth`), one of ours (file or train directory), a
-    /// `.safetensors` export or a TF checkpoint in our layout's names.
+    /// Weights: a torchvision state dict (`.pth`), a Keras file of `ResNet50` (`.h5`,
+    /// `.keras`), one of ours (file or train directory), a `.safetensors` export or a TF
+    /// checkpoint in Keras's names.
     #[arg(long, default_value = "/tmp/resnet_train")]
     checkpoint: PathBuf,
     /// 50 (bottleneck blocks) or 18 (basic blocks).
@@ -49,7 +54,8 @@ struct Args {
     /// `IMAGENET1K_V1` preset; `IMAGENET1K_V2` takes 232).
     #[arg(long)]
     resize_size: Option<usize>,
-    /// The preprocessing the weights were trained with (the `resnet` example's flag).
+    /// The preprocessing the weights were trained with (the `resnet` example's flag; Keras's
+    /// weights take Keras's).
     #[arg(long, value_enum, default_value_t = Preprocessing::Torchvision)]
     preprocessing: Preprocessing,
 }
@@ -57,6 +63,9 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
     match args.depth {
+        50 if is_keras_file(&args.checkpoint) => {
+            eval::<Bottleneck>(&args, ResNetConfig::keras_resnet50(0))
+        }
         50 => eval::<Bottleneck>(&args, ResNetConfig::resnet50(0)),
         18 => eval::<BasicBlock>(&args, ResNetConfig::resnet18(0)),
         other => anyhow::bail!("--depth is 50 or 18, not {other}"),
@@ -73,8 +82,12 @@ where
     let image_size = args
         .image_size
         .unwrap_or(if dir.is_some() { 224 } else { 64 });
-    let eval = args.preprocessing.eval(image_size, args.resize_size)?;
-    let data = match is_pytorch_file(&args.checkpoint) {
+    let keras = stages.layout == ResNetLayout::Keras;
+    let eval: Box<dyn Transform> = match keras {
+        true => Box::new(KerasImageNetEval::new(image_size)),
+        false => args.preprocessing.eval(image_size, args.resize_size)?,
+    };
+    let data = match is_pytorch_file(&args.checkpoint) || keras {
         true => InceptionData::open_without_background(dir, Split::Validation, image_size, eval)?,
         false => InceptionData::open(dir, Split::Validation, image_size, eval)?,
     };

@@ -4,7 +4,7 @@
 
 mod gpu;
 mod harnesses;
-mod keras_inception_v3;
+mod keras_applications;
 mod reference_outputs;
 mod remote;
 mod tf_inception_v3;

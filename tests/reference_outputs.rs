@@ -1,15 +1,15 @@
-//! What the tests against another framework's Inception v3 share: its outputs as its fixture
-//! script wrote them (`expected.json`: logits of random inputs, top 5 of pictures), and how
-//! close ours must come.
+//! What the tests against another framework's network share: its outputs as its fixture script
+//! wrote them (`expected.json`: logits of random inputs, top 5 of pictures), and how close ours
+//! must come.
 
 use std::path::{Path, PathBuf};
 
 use burn::tensor::{Device, Tensor, TensorData};
-use burn_towers::models::{ImageClassifier, InceptionV3};
+use burn_towers::models::ImageClassifier;
 use burn_towers::train::Prediction;
 
 /// `expected.json` of `scripts/tf_fixtures/inception_v3_checkpoint.py` or
-/// `keras_inception_v3.py`.
+/// `keras_applications.py`.
 #[derive(serde::Deserialize)]
 pub(crate) struct Expected {
     /// The logits of `inputs.f32`, one row per input.
@@ -41,18 +41,26 @@ impl Expected {
 }
 
 /// Logits within 1e-4 of the other framework's, relative to the largest |logit|: 94
-/// convolutions summed in another order than TF's cost a few float32 ulps each.
+/// convolutions (Inception v3's; ResNet-50's 53) summed in another order than TF's cost a few
+/// float32 ulps each.
 const TOLERANCE: f32 = 1e-4;
 
-/// `dir/inputs.f32`: `n` images of 299 x 299 x 3 f32 (NHWC, in [-1, 1]), as NCHW on `device`.
-pub(crate) fn inputs(dir: &Path, n: usize, device: &Device) -> Tensor<4> {
+/// `dir/inputs.f32`: `n` images of `size` x `size` x 3 f32 (NHWC, preprocessed), as NCHW on
+/// `device`.
+pub(crate) fn inputs(dir: &Path, n: usize, size: usize, device: &Device) -> Tensor<4> {
     let values = towers_testing::torchvision::read_f32_le(&dir.join("inputs.f32"));
-    Tensor::<4>::from_data(TensorData::new(values, [n, 299, 299, 3]), device).permute([0, 3, 1, 2])
+    let nhwc = TensorData::new(values, [n, size, size, 3]);
+    Tensor::<4>::from_data(nhwc, device).permute([0, 3, 1, 2])
 }
 
 /// Asserts that `model`'s logits of `images` are within [`TOLERANCE`] of `want` (a row per
 /// image); `what` names the weights in messages.
-pub(crate) fn assert_logits(what: &str, model: &InceptionV3, images: Tensor<4>, want: &[Vec<f32>]) {
+pub(crate) fn assert_logits(
+    what: &str,
+    model: &impl ImageClassifier,
+    images: Tensor<4>,
+    want: &[Vec<f32>],
+) {
     let logits: Vec<f32> = model.forward(images).into_data().try_to_vec().unwrap();
     let error = relative_error(&logits, &want.concat());
     println!("{what}: random inputs: relative error {error:e}");

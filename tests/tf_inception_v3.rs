@@ -51,7 +51,7 @@ fn a_tf_slim_checkpoint_gives_tfs_logits_and_top_5() {
     let device = Device::flex();
     let model = restored(&dir, &device);
 
-    let images = inputs(&dir, expected.inputs_logits.len(), &device);
+    let images = inputs(&dir, expected.inputs_logits.len(), 299, &device);
     assert_logits("TF-slim", &model, images, &expected.inputs_logits);
 
     let files = expected.picture_files(&dir);

@@ -1,5 +1,5 @@
 //! Starting from trained weights: a TensorFlow checkpoint, a torchvision state dict (`.pth`),
-//! keras.applications' Inception v3 in a Keras file (`.h5`, `.keras`), a checkpoint of ours or
+//! keras.applications' Inception v3 or ResNet50 in a Keras file (`.h5`, `.keras`), a checkpoint of ours or
 //! a safetensors export, read into a model by parameter path ([`towers_models::weights`]), and
 //! TF-slim's fine-tuning choices: classifier layers re-initialized for another class count
 //! (`--checkpoint_exclude_scopes`), and only some scopes trained (`--trainable_scopes`).
@@ -47,22 +47,24 @@ impl Default for LoadOptions {
 ///
 /// `path` is a TF checkpoint (a prefix such as `model.ckpt-1000`, its `.index`, or a directory
 /// with a `checkpoint` state file), a torchvision state dict (`.pth` or `.pt`, see
-/// [`is_pytorch_file`]), keras.applications' InceptionV3 in a Keras file (see
-/// [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory, whose newest
-/// is taken), or a `.safetensors` export.
+/// [`is_pytorch_file`]), keras.applications' InceptionV3 or ResNet50 in a Keras file (see
+/// [`is_keras_file`]; every weight of the file must find a parameter), a checkpoint of ours
+/// (`model.ckpt-N`, or a train directory, whose newest is taken), or a `.safetensors` export.
 pub fn load_weights<M: Module + TfNamed + TorchNamed>(
     model: M,
     path: &Path,
     options: LoadOptions,
 ) -> Result<(M, RestoreReport)> {
     let mut source = open_weights::<M>(path, options.moving_averages)?;
-    let restore_options = RestoreOptions::new().with_replace_if_reshaped(match options.fine_tune {
-        true => M::classifier_paths()
-            .iter()
-            .map(|p| p.to_string())
-            .collect(),
-        false => Vec::new(),
-    });
+    let restore_options = RestoreOptions::new()
+        .with_replace_if_reshaped(match options.fine_tune {
+            true => M::classifier_paths()
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+            false => Vec::new(),
+        })
+        .with_every_tensor_used(is_keras_file(path));
     Ok(restore(model, source.as_mut(), &restore_options)?)
 }
 
@@ -103,8 +105,10 @@ pub fn is_pytorch_file(path: &Path) -> bool {
 }
 
 /// Whether `path` names a Keras weights file (`.h5`, `.hdf5`, `.keras`): keras.applications'
-/// InceptionV3, 1000 classes without a background class and no aux head, TF's pooling and
-/// TF's preprocessing (values in [-1, 1]); only its weights are read from Keras files.
+/// InceptionV3 (1000 classes without a background class and no aux head, TF's pooling and
+/// TF's preprocessing, values in [-1, 1]) or ResNet50 (`ResNetConfig::keras_resnet50`, 1000
+/// classes, `KerasImageNetEval`'s preprocessing); only their weights are read from Keras
+/// files.
 pub fn is_keras_file(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e == "h5" || e == "hdf5" || e == "keras")

@@ -1,9 +1,10 @@
 //! Keras weight files: HDF5 (superblock, object headers, B-trees, heaps, attributes, datasets,
-//! as `hdf5-reader` parses them) and Keras 3's `.keras` zip around one, read weight by weight
-//! as `KerasSource` reads keras.applications' InceptionV3.
+//! as `hdf5-reader` parses them) and Keras 3's `.keras` zip around one, their layers named as
+//! `KerasSource` names keras.applications' networks', read weight by weight.
 
 use std::path::Path;
 
+use burn_towers::models::InceptionV3;
 use burn_towers::models::weights::KerasSource;
 
 use crate::fuzz;
@@ -20,6 +21,7 @@ fn seeds() -> Vec<Vec<u8>> {
         "model.keras",
         "nested_keras2.h5",
         "nested.weights.h5",
+        "unnamed.weights.h5",
     ];
     files
         .map(|file| std::fs::read(dir.join(file)).unwrap())
@@ -38,6 +40,8 @@ fn fuzz_keras() {
         };
         let path = dir.path().join(name);
         std::fs::write(&path, &bytes).unwrap();
+        // The names are the same for every model: one names them all.
+        let _ = KerasSource::open::<InceptionV3>(&path);
         let Ok(weights) = KerasSource::read_every_weight(&path) else {
             return false;
         };

@@ -322,7 +322,7 @@ fn normalized(image: &Rgb8, flip: bool, normalize: Normalize, buffers: &BufferPo
 }
 
 /// An image in [0, 1] back to the bytes it was decoded from.
-fn bytes_of(image: &Image) -> Result<Rgb8, Cause> {
+pub(super) fn bytes_of(image: &Image) -> Result<Rgb8, Cause> {
     if image.channels() != 3 {
         return Err(format!("an image of {} channels, not RGB", image.channels()).into());
     }

@@ -274,19 +274,20 @@ fn numbered<'a>(layers: &'a [KerasLayer], prefix: &str) -> Vec<&'a KerasLayer> {
 mod tests {
     use std::collections::BTreeMap;
 
+    use burn::module::Module;
     use burn::tensor::Device;
 
     use super::*;
-    use crate::nets::{InceptionV3, InceptionV3Config};
+    use crate::nets::{Bottleneck, InceptionV3, InceptionV3Config, ResNet, ResNetConfig};
     use crate::params::walk;
 
-    /// `tests/data/keras_inception_v3_layers.txt`: the layers of a Keras 2 file of
-    /// `keras.applications.InceptionV3` in its order, `layer<TAB>weight<TAB>shape` a line
-    /// (`scripts/tf_fixtures/keras_inception_v3.py`), with each weight's shape.
-    fn keras2_listing() -> (Vec<KerasLayer>, BTreeMap<String, Vec<usize>>) {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/keras_inception_v3_layers.txt"
+    /// `tests/data/keras_{net}_layers.txt`: the layers of a Keras 2 file of keras.applications'
+    /// network in its order, `layer<TAB>weight<TAB>shape` a line
+    /// (`scripts/tf_fixtures/keras_applications.py`), with each weight's shape.
+    fn keras2_listing(net: &str) -> (Vec<KerasLayer>, BTreeMap<String, Vec<usize>>) {
+        let path = format!(
+            "{}/tests/data/keras_{net}_layers.txt",
+            env!("CARGO_MANIFEST_DIR")
         );
         let (mut layers, mut shapes) = (Vec::<KerasLayer>::new(), BTreeMap::new());
         for line in std::fs::read_to_string(path).unwrap().lines() {
@@ -312,22 +313,37 @@ mod tests {
         (layers, shapes)
     }
 
-    /// Every parameter of our InceptionV3 (1000 classes, no aux head) finds a weight of Keras's
-    /// of its shape, and every weight of Keras's is used once. A scope order other than
-    /// Keras's gives some convolution a kernel of another shape, unless it swaps convolutions
-    /// of one shape: Keras's logits (`tests/keras_inception_v3.rs`) tell those apart.
-    fn fills_every_parameter_with_its_shape(layers: &[KerasLayer], names: LayerNames) {
-        let (_, shapes) = keras2_listing();
-        let variables = tf_variables(layers, names).unwrap();
-        let model = InceptionV3Config::new(1000)
+    /// Our InceptionV3 (1000 classes, no aux head).
+    fn inception_v3() -> InceptionV3 {
+        InceptionV3Config::new(1000)
             .with_aux_logits(false)
-            .init(&Device::flex());
-        let params = walk(&model, Vec::new(), |all, path, _, shape, _| {
+            .init(&Device::flex())
+    }
+
+    /// Our ResNet-50 in Keras's layout.
+    fn resnet50() -> ResNet<Bottleneck> {
+        ResNetConfig::keras_resnet50(1000).init(&Device::flex())
+    }
+
+    /// Every parameter of `model` finds a weight of `net`'s listing of its shape, and every
+    /// weight of Keras's is used once, when `layers` (the listing's, or renamed) are named as
+    /// `names` says. An order of layers other than Keras's gives some convolution a kernel of
+    /// another shape, unless it swaps convolutions of one shape: Keras's logits
+    /// (`tests/keras_applications.rs`) tell those apart.
+    fn fills_every_parameter_with_its_shape<M: Module + TfNamed>(
+        model: &M,
+        net: &str,
+        layers: &[KerasLayer],
+        names: LayerNames,
+    ) {
+        let (_, shapes) = keras2_listing(net);
+        let variables = tf_variables(layers, names).unwrap();
+        let params = walk(model, Vec::new(), |all, path, _, shape, _| {
             all.push((path.to_string(), shape.to_vec()))
         });
         let mut used = BTreeSet::new();
         for (path, shape) in params {
-            let variable = InceptionV3::tf_variable(&path).unwrap();
+            let variable = M::tf_variable(&path).unwrap();
             let weight = &variables[&variable.name];
             let keras_shape = shapes[&weight.dataset].clone();
             let n = keras_shape.iter().product();
@@ -343,21 +359,31 @@ mod tests {
     }
 
     #[test]
-    fn keras_2_inception_v3_fills_every_parameter_with_its_shape() {
-        fills_every_parameter_with_its_shape(&keras2_listing().0, LayerNames::Own);
+    fn keras_2_files_fill_every_parameter_with_its_shape() {
+        let (inception, resnet) = (
+            keras2_listing("inception_v3").0,
+            keras2_listing("resnet50").0,
+        );
+        fills_every_parameter_with_its_shape(
+            &inception_v3(),
+            "inception_v3",
+            &inception,
+            LayerNames::Own,
+        );
+        fills_every_parameter_with_its_shape(&resnet50(), "resnet50", &resnet, LayerNames::Own);
     }
 
-    /// The Keras 2 listing renamed as Keras 3 names the layers (by class, in the order of the
-    /// graph), each weight keeping its dataset: every parameter finds the same weight.
-    #[test]
-    fn keras_3_names_find_the_weights_keras_2_names_find() {
-        let (keras2, _) = keras2_listing();
+    /// `net`'s Keras 2 listing and the same renamed as Keras 3 before 3.6 names the layers (by
+    /// class, in the order of the graph, which Keras 2 lists them in), each weight keeping its
+    /// dataset.
+    fn renamed_by_class(net: &str) -> (Vec<KerasLayer>, Vec<KerasLayer>) {
+        let (keras2, _) = keras2_listing(net);
         let mut counts = HashMap::new();
         let keras3: Vec<KerasLayer> = (keras2.iter().cloned())
             .map(|mut layer| {
                 let class = match layer.name.as_str() {
                     "predictions" => "dense",
-                    name if name.starts_with("conv2d") => "conv2d",
+                    name if name.starts_with("conv2d") || name.ends_with("_conv") => "conv2d",
                     _ => "batch_normalization",
                 };
                 let count: &mut usize = counts.entry(class).or_default();
@@ -369,17 +395,34 @@ mod tests {
                 layer
             })
             .collect();
-        let by_keras2 = tf_variables(&keras2, LayerNames::Own).unwrap();
-        assert_eq!(
-            tf_variables(&keras3, LayerNames::ByClass).unwrap(),
-            by_keras2
+        (keras2, keras3)
+    }
+
+    /// Named by class, every parameter finds the weight it finds by the layers' own names.
+    #[test]
+    fn names_by_class_find_the_weights_own_names_find() {
+        for net in ["inception_v3", "resnet50"] {
+            let (keras2, keras3) = renamed_by_class(net);
+            assert_eq!(
+                tf_variables(&keras3, LayerNames::ByClass).unwrap(),
+                tf_variables(&keras2, LayerNames::Own).unwrap(),
+                "{net}"
+            );
+        }
+        let (_, inception) = renamed_by_class("inception_v3");
+        fills_every_parameter_with_its_shape(
+            &inception_v3(),
+            "inception_v3",
+            &inception,
+            LayerNames::ByClass,
         );
-        fills_every_parameter_with_its_shape(&keras3, LayerNames::ByClass);
+        let (_, resnet) = renamed_by_class("resnet50");
+        fills_every_parameter_with_its_shape(&resnet50(), "resnet50", &resnet, LayerNames::ByClass);
     }
 
     #[test]
     fn graph_order_is_the_order_keras_2_lists_the_layers_in() {
-        let (layers, _) = keras2_listing();
+        let (layers, _) = keras2_listing("inception_v3");
         let convs = layers
             .iter()
             .filter(|layer| layer.name.starts_with("conv2d"));
@@ -399,9 +442,7 @@ mod tests {
     fn a_keras_file_of_another_network_is_refused_naming_it() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/keras/model.keras");
         let mut source = KerasSource::open::<InceptionV3>(&path).unwrap();
-        let model = InceptionV3Config::new(1000)
-            .with_aux_logits(false)
-            .init(&Device::flex());
+        let model = inception_v3();
         let options = crate::weights::RestoreOptions::new();
         let error = crate::weights::restore(model, &mut source, &options)
             .err()
@@ -415,7 +456,7 @@ mod tests {
     /// out; a head of two dense layers has no one classifier.
     #[test]
     fn a_network_without_its_top_reads_without_a_classifier() {
-        let (mut layers, _) = keras2_listing();
+        let (mut layers, _) = keras2_listing("inception_v3");
         layers.retain(|layer| layer.name != "predictions");
         let variables = tf_variables(&layers, LayerNames::Own).unwrap();
         assert_eq!(variables.len(), 94 * 4);
@@ -431,7 +472,7 @@ mod tests {
     /// Named by class, only the known networks' counts can be named.
     #[test]
     fn layers_named_by_class_of_an_unknown_network_are_refused_with_what_it_has() {
-        let (mut layers, _) = keras2_listing();
+        let (mut layers, _) = keras2_listing("inception_v3");
         layers.retain(|layer| layer.name != "conv2d_50");
         let error = tf_variables(&layers, LayerNames::ByClass).unwrap_err();
         assert!(

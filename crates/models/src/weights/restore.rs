@@ -49,6 +49,12 @@ pub struct RestoreOptions {
     /// of failing: the classifier layers, when fine-tuning to another number of classes.
     #[config(default = "Vec::new()")]
     pub replace_if_reshaped: Vec<String>,
+    /// Fail when some tensor of the file goes to no parameter (an excluded parameter's
+    /// counts): for files of one network's weights and nothing else, such as Keras's, where
+    /// a tensor left over means a model of another layout (Keras's ResNet50 in torchvision's
+    /// layout leaves its convolutions' biases).
+    #[config(default = false)]
+    pub every_tensor_used: bool,
 }
 
 impl Default for RestoreOptions {
@@ -135,6 +141,9 @@ pub fn restore<M: Module>(
     if report.restored.is_empty() && report.skipped.is_empty() && !report.missing.is_empty() {
         return Err(WeightsError::format(source.path(), nothing_fits(&report)));
     }
+    if options.every_tensor_used && !report.unused.is_empty() {
+        return Err(WeightsError::format(source.path(), left_over(&report)));
+    }
     let model = model.map(&mut Apply {
         path: Vec::new(),
         found,
@@ -145,17 +154,30 @@ pub fn restore<M: Module>(
 /// Why a file none of whose tensors fits the model is refused: weights of another network
 /// would leave the model as initialized, and it would train or classify from there unnoticed.
 fn nothing_fits(report: &RestoreReport) -> String {
-    let first = |names: &[String]| match names {
-        [] => "none".to_string(),
-        [one] => format!("`{one}`"),
-        [one, ..] => format!("`{one}` and {} more", names.len() - 1),
-    };
     format!(
         "none of its tensors is one of the model's parameters: weights of another network? \
          The model's: {}; the file's: {}",
-        first(&report.missing),
-        first(&report.unused)
+        first_of(&report.missing),
+        first_of(&report.unused)
     )
+}
+
+/// Why a file with tensors left over is refused under [`RestoreOptions::every_tensor_used`].
+fn left_over(report: &RestoreReport) -> String {
+    format!(
+        "{} of its tensors fit no parameter of the model ({}): a model of another layout?",
+        report.unused.len(),
+        first_of(&report.unused)
+    )
+}
+
+/// The first of `names` and how many more, for a message.
+fn first_of(names: &[String]) -> String {
+    match names {
+        [] => "none".to_string(),
+        [one] => format!("`{one}`"),
+        [one, ..] => format!("`{one}` and {} more", names.len() - 1),
+    }
 }
 
 /// Replaces each parameter found by its path.
@@ -245,5 +267,24 @@ mod tests {
         let (_, report) = restore(model, &mut source(&["logits.bias"]), &options).unwrap();
         assert!(report.restored.is_empty() && report.missing.is_empty());
         assert_eq!(report.skipped.len(), 10);
+    }
+
+    /// A tensor left over is an error under `every_tensor_used`, and reported otherwise.
+    #[test]
+    fn a_tensor_left_over_is_refused_when_every_tensor_must_be_used() {
+        let model = Cifar10Config::new().init(&Device::flex());
+        let mut tensors = walk(&model, BTreeMap::new(), |all, path, _, shape, _| {
+            let values = vec![0.0; shape.iter().product()];
+            all.insert(path.to_string(), (shape.to_vec(), values));
+        });
+        tensors.insert("extra.bias".into(), (vec![1], vec![0.0]));
+        let mut file = ByPath::new(Path::new("more.safetensors"), tensors);
+        let (model, report) = restore(model, &mut file, &RestoreOptions::new()).unwrap();
+        assert_eq!(report.unused, ["extra.bias"]);
+        let options = RestoreOptions::new().with_every_tensor_used(true);
+        let error = restore(model, &mut file, &options).err().unwrap();
+        let words = "more.safetensors: 1 of its tensors fit no parameter of the model \
+                     (`extra.bias`): a model of another layout?";
+        assert_eq!(error.to_string(), words);
     }
 }

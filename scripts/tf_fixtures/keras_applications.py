@@ -1,0 +1,190 @@
+"""Writes one of keras.applications' networks (random weights, 1000 classes), InceptionV3 or
+ResNet50, in Keras's weight files, and Keras's outputs for it, for the tests that need the
+full network (about 95 MB a file, not committed).
+
+    /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py NET OUT_DIR [LAYER_LIST]
+    TOWERS_KERAS_INCEPTION_V3=OUT_DIR cargo test --workspace --test integration keras_applications
+    TOWERS_KERAS_RESNET50=OUT_DIR cargo test --workspace --test integration keras_applications
+
+NET is `inception_v3` or `resnet50`. Needs tensorflow-cpu (Keras 3) and tf-keras (Keras 2),
+`pip install tensorflow-cpu tf-keras`. The weights are Keras's initializers, then made
+informative for a test: every batch-norm beta and every convolution bias random, the
+classifier's weights larger (so the classes spread), and the moving statistics those of a
+batch of the two pictures and 4 random images (one training pass with momentum 0), so that
+every input gives logits of a sensible scale.
+
+OUT_DIR gets the same weights in each of Keras's files:
+- NET_keras2.h5: `save_weights` of Keras 2 (tf-keras), the format of the ImageNet weights
+  keras.applications downloads (`inception_v3_weights_tf_dim_ordering_tf_kernels.h5`);
+- NET.weights.h5: `save_weights` of Keras 3 (3.6 and later record each layer's own name);
+- NET_unnamed.weights.h5: the same without those names, as Keras 3.0-3.5 wrote it;
+- NET.keras: `model.save` of Keras 3 (a zip with the weights file inside);
+- transfer_keras2.h5 and transfer.weights.h5: transfer learning as Keras users write it, the
+  network without its top (`include_top=False`, the same weights) nested in a model that adds
+  pooling, dropout and a new `Dense(5)`;
+and inputs.f32 (2 x SIZE x SIZE x 3 f32, NHWC, already preprocessed: in [-1, 1] for
+InceptionV3, BGR less the mean pixel for ResNet50), images/*.png (2 pictures), expected.json
+(logits of inputs.f32, before the softmax, and the transfer model's; for the PNG pictures
+after the network's preprocessing, TF's Inception eval preprocessing or Keras's `load_img` and
+`preprocess_input`: top-5 and probabilities).
+LAYER_LIST, when given, gets the Keras 2 file's layers in its order, each weight's name and
+shape on a line (committed as test data).
+"""
+import json
+import os
+import shutil
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import h5py  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
+from pictures import pictures  # noqa: E402
+
+NETS = {"inception_v3": ("InceptionV3", 299), "resnet50": ("ResNet50", 224)}
+
+
+def inception_preprocess(png, size):
+    """TF's Inception eval_image: central crop 0.875, bilinear resize (TF 1.x), scale to [-1, 1]."""
+    image = tf.image.convert_image_dtype(tf.image.decode_png(png, channels=3), tf.float32)
+    image = tf.image.central_crop(image, central_fraction=0.875)
+    image = tf.compat.v1.image.resize_bilinear(tf.expand_dims(image, 0), [size, size],
+                                               align_corners=False)
+    return ((image - 0.5) * 2.0).numpy()
+
+
+def resnet50_preprocess(path, size):
+    """Keras's ResNet50 example: `load_img` to the size (Pillow's nearest), `preprocess_input`."""
+    image = keras.utils.img_to_array(keras.utils.load_img(path, target_size=(size, size)))
+    return keras.applications.resnet50.preprocess_input(image[None])
+
+
+def preprocess(net, path, size):
+    """The picture at `path` as `net`'s input, a batch of one."""
+    if net == "inception_v3":
+        return inception_preprocess(open(path, "rb").read(), size)
+    return resnet50_preprocess(path, size)
+
+
+def random_inputs(net, rng, n, size):
+    """`n` random images in the range of `net`'s preprocessed inputs."""
+    low, high = (-1, 1) if net == "inception_v3" else (-124, 152)
+    return rng.uniform(low, high, (n, size, size, 3)).astype(np.float32)
+
+
+def informative(model, rng, batch):
+    """Random betas and convolution biases and a spread classifier; the moving statistics of
+    `batch`."""
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.beta.assign(rng.normal(0, 0.2, layer.beta.shape).astype(np.float32))
+            layer.momentum = 0.0
+        if isinstance(layer, keras.layers.Conv2D) and layer.use_bias:
+            layer.bias.assign(rng.normal(0, 0.1, layer.bias.shape).astype(np.float32))
+    dense = model.get_layer("predictions")
+    dense.kernel.assign(rng.normal(0, 0.15, dense.kernel.shape).astype(np.float32))
+    dense.bias.assign(rng.normal(0, 0.5, dense.bias.shape).astype(np.float32))
+    model(batch, training=True)
+
+
+def logits_of(model, images):
+    """The classifier's outputs before its softmax."""
+    features = keras.Model(model.input, model.get_layer("avg_pool").output)(images)
+    dense = model.get_layer("predictions")
+    return np.asarray(features) @ np.asarray(dense.kernel) + np.asarray(dense.bias)
+
+
+def text(name):
+    """An attribute's string: bytes where Keras wrote fixed-length strings."""
+    return name.decode() if isinstance(name, bytes) else name
+
+
+def transfer(keras_module, net, full, rng_head):
+    """Transfer learning as Keras users write it: `net` without its top, with `full`'s weights,
+    then pooling, dropout and a new `Dense(5)` with the weights `rng_head` gives."""
+    name, size = NETS[net]
+    base = getattr(keras_module.applications, name)(weights=None, include_top=False,
+                                                    input_shape=(size, size, 3))
+    # The top's layers come last: the base's weights lead `full`'s, in the same order.
+    base.set_weights(full.get_weights()[:len(base.weights)])
+    inputs = keras_module.layers.Input((size, size, 3))
+    x = keras_module.layers.GlobalAveragePooling2D()(base(inputs))
+    x = keras_module.layers.Dropout(0.2)(x)
+    head = keras_module.layers.Dense(5)
+    model = keras_module.Model(inputs, head(x))
+    head.set_weights(rng_head)
+    return model
+
+
+def unnamed(path, out):
+    """`path` without each layer's own name (the `name` of its `vars`), written to `out`."""
+    shutil.copy(path, out)
+    with h5py.File(out, "r+") as f:
+        f.visititems(lambda name, group: group.attrs.pop("name", None)
+                     if name.endswith("vars") else None)
+
+
+def layer_list(path, out):
+    """The Keras 2 file's layers in its order: `layer<TAB>weight<TAB>shape` per weight."""
+    with h5py.File(path) as f, open(out, "w") as listing:
+        for layer in map(text, f.attrs["layer_names"]):
+            for weight in map(text, f[layer].attrs["weight_names"]):
+                listing.write(f"{layer}\t{weight}\t{list(f[layer][weight].shape)}\n")
+
+
+def main(net, out, listing=None):
+    name, size = NETS[net]
+    os.makedirs(os.path.join(out, "images"), exist_ok=True)
+    rng = np.random.default_rng(7)
+    keras.utils.set_random_seed(7)
+    model = getattr(keras.applications, name)(weights=None, classes=1000)
+    pictures_in = [preprocess(net, p, size) for p in pictures(rng, out)]
+    noise = random_inputs(net, rng, 4, size)
+    informative(model, rng, np.concatenate(pictures_in + [noise]))
+
+    model.save_weights(os.path.join(out, f"{net}.weights.h5"))
+    unnamed(os.path.join(out, f"{net}.weights.h5"), os.path.join(out, f"{net}_unnamed.weights.h5"))
+    model.save(os.path.join(out, f"{net}.keras"))
+    keras2 = getattr(tf_keras.applications, name)(weights=None, classes=1000)
+    # Layer by layer: the two Keras versions may order their layers differently, but both
+    # name them in the order the code builds them (`conv2d`, `conv2d_1`, ...) where the code
+    # does not name them.
+    for layer in keras2.layers:
+        if layer.weights:
+            layer.set_weights(model.get_layer(layer.name).get_weights())
+    keras2.save_weights(os.path.join(out, f"{net}_keras2.h5"))
+
+    inputs = random_inputs(net, rng, 2, size)
+    inputs.tofile(os.path.join(out, "inputs.f32"))
+    logits = logits_of(model, inputs)
+    # Keras 2's copy computes the same network: its probabilities are Keras 3's, but for
+    # float rounding (5e-6 of 0.12 on 2026-12-03).
+    probs = np.asarray(model(inputs))
+    assert np.allclose(np.asarray(keras2(inputs)), probs, rtol=1e-3, atol=2e-5)
+    expected = {"inputs_logits": logits.tolist(), "images": []}
+    for path, x in zip(sorted(os.listdir(os.path.join(out, "images"))), pictures_in):
+        probs = np.asarray(model(x))[0]
+        top = np.argsort(-probs)[:5]
+        expected["images"].append({"file": path, "top5": top.tolist(),
+                                   "probs": probs[top].tolist()})
+        print(path, top.tolist(), probs[top].round(4).tolist())
+    head = [rng.normal(0, 0.15, (2048, 5)).astype(np.float32),
+            rng.normal(0, 0.5, 5).astype(np.float32)]
+    transfer3 = transfer(keras, net, model, head)
+    transfer3.save_weights(os.path.join(out, "transfer.weights.h5"))
+    transfer2 = transfer(tf_keras, net, keras2, head)
+    transfer2.save_weights(os.path.join(out, "transfer_keras2.h5"))
+    transfer_logits = np.asarray(transfer3(inputs))
+    assert np.allclose(np.asarray(transfer2(inputs)), transfer_logits, rtol=1e-3, atol=1e-3)
+    expected["transfer_logits"] = transfer_logits.tolist()
+    with open(os.path.join(out, "expected.json"), "w") as f:
+        json.dump(expected, f)
+    if listing:
+        layer_list(os.path.join(out, f"{net}_keras2.h5"), listing)
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

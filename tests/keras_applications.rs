@@ -1,0 +1,185 @@
+//! keras.applications' InceptionV3 and ResNet50 (1000 classes, random weights) in each of
+//! Keras's weight files give Keras's logits, and classify pictures with Keras's top 5 and
+//! probabilities, through the network's preprocessing (TF's for InceptionV3, Keras's `load_img`
+//! and `preprocess_input` for ResNet50); nested in a transfer model of Keras's, they give that
+//! model's logits. The files (about 100 MB each) are not in the repository:
+//!
+//! ```text
+//! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py inception_v3 /tmp/keras_inception_v3
+//! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py resnet50 /tmp/keras_resnet50
+//! TOWERS_KERAS_INCEPTION_V3=/tmp/keras_inception_v3 TOWERS_KERAS_RESNET50=/tmp/keras_resnet50 \
+//!     cargo test --workspace --test integration keras_applications
+//! ```
+//!
+//! Without `TOWERS_KERAS_INCEPTION_V3` (`TOWERS_KERAS_RESNET50`) the network's tests say they
+//! were skipped and pass.
+
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::tensor::Device;
+use burn_towers::data::transforms::{InceptionEval, KerasImageNetEval, Transform};
+use burn_towers::models::weights::{TfNamed, TorchNamed};
+use burn_towers::models::{Bottleneck, ImageClassifier, InceptionV3Config, ResNetConfig};
+use burn_towers::train::{LoadOptions, classify, load_weights};
+
+use crate::reference_outputs::{Expected, assert_logits, assert_top_5, inputs};
+
+/// One of keras.applications' networks as its tests need it.
+struct Net {
+    /// Its name in the fixture script and its files (`inception_v3`).
+    name: &'static str,
+    /// The variable naming the fixture script's output.
+    variable: &'static str,
+    /// Its input's side.
+    size: usize,
+}
+
+const INCEPTION_V3: Net = Net {
+    name: "inception_v3",
+    variable: "TOWERS_KERAS_INCEPTION_V3",
+    size: 299,
+};
+
+const RESNET50: Net = Net {
+    name: "resnet50",
+    variable: "TOWERS_KERAS_RESNET50",
+    size: 224,
+};
+
+impl Net {
+    /// The fixture script's output, or `None` (the test is skipped).
+    fn fixture_dir(&self) -> Option<PathBuf> {
+        let dir = std::env::var_os(self.variable).map(PathBuf::from);
+        if dir.is_none() {
+            println!(
+                "skipped: {} names no Keras files (see the file's doc)",
+                self.variable
+            );
+        }
+        dir
+    }
+
+    /// The network's weight files: Keras 2's, Keras 3's with and without the layers' own
+    /// names, and Keras 3's archive.
+    fn files(&self) -> [String; 4] {
+        ["_keras2.h5", ".weights.h5", "_unnamed.weights.h5", ".keras"]
+            .map(|suffix| format!("{}{suffix}", self.name))
+    }
+}
+
+/// `model` with every parameter from `dir/file` and every tensor of the file used.
+fn restored<M: Module + TfNamed + TorchNamed>(model: M, dir: &Path, file: &str) -> M {
+    let (model, report) = load_weights(model, &dir.join(file), LoadOptions::default()).unwrap();
+    assert!(
+        report.missing.is_empty() && report.skipped.is_empty() && report.unused.is_empty(),
+        "{report}"
+    );
+    model
+}
+
+/// Each of `net`'s files in `model` gives Keras's logits and top 5 through `eval`.
+fn gives_keras_logits_and_top_5<M>(net: Net, model: impl Fn(usize) -> M, eval: &dyn Transform)
+where
+    M: Module + TfNamed + TorchNamed + ImageClassifier + 'static,
+{
+    let Some(dir) = net.fixture_dir() else {
+        return;
+    };
+    let expected = Expected::read(&dir);
+    let images = inputs(
+        &dir,
+        expected.inputs_logits.len(),
+        net.size,
+        &Device::flex(),
+    );
+    let pictures = expected.picture_files(&dir);
+    for file in net.files() {
+        let model = restored(model(1000), &dir, &file);
+        assert_logits(&file, &model, images.clone(), &expected.inputs_logits);
+        let predictions = classify(&model, &pictures, eval, 5).unwrap();
+        assert_top_5(&file, "Keras", &predictions, &expected.images, 1e-3);
+    }
+}
+
+/// `expected.json`'s logits of the transfer model (`include_top=False`, pooling, dropout and
+/// a new `Dense(5)`).
+#[derive(serde::Deserialize)]
+struct Transfer {
+    transfer_logits: Vec<Vec<f32>>,
+}
+
+/// Transfer learning as Keras users write it: the network without its top nested in a model
+/// of one's own with a new head, in Keras 2's and Keras 3's files, fills a 5-class `model`
+/// and gives Keras's logits.
+fn a_transfer_model_gives_keras_logits<M>(net: Net, model: impl Fn(usize) -> M)
+where
+    M: Module + TfNamed + TorchNamed + ImageClassifier + 'static,
+{
+    let Some(dir) = net.fixture_dir() else {
+        return;
+    };
+    let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
+    let expected: Transfer = serde_json::from_str(&text).unwrap();
+    let images = inputs(
+        &dir,
+        expected.transfer_logits.len(),
+        net.size,
+        &Device::flex(),
+    );
+    for file in ["transfer_keras2.h5", "transfer.weights.h5"] {
+        let model = restored(model(5), &dir, file);
+        assert_logits(file, &model, images.clone(), &expected.transfer_logits);
+    }
+}
+
+/// InceptionV3 of `classes` classes, without an aux head, as Keras builds it.
+fn inception_v3(classes: usize) -> burn_towers::models::InceptionV3 {
+    InceptionV3Config::new(classes)
+        .with_aux_logits(false)
+        .init(&Device::flex())
+}
+
+/// ResNet50 of `classes` classes in Keras's layout.
+fn resnet50(classes: usize) -> burn_towers::models::ResNet50 {
+    ResNetConfig::keras_resnet50(classes).init::<Bottleneck>(&Device::flex())
+}
+
+#[test]
+fn keras_inception_v3_files_give_keras_logits_and_top_5() {
+    gives_keras_logits_and_top_5(INCEPTION_V3, inception_v3, &InceptionEval::new(299));
+}
+
+#[test]
+fn a_keras_inception_v3_transfer_model_gives_keras_logits() {
+    a_transfer_model_gives_keras_logits(INCEPTION_V3, inception_v3);
+}
+
+#[test]
+fn keras_resnet50_files_give_keras_logits_and_top_5() {
+    gives_keras_logits_and_top_5(RESNET50, resnet50, &KerasImageNetEval::new(224));
+}
+
+#[test]
+fn a_keras_resnet50_transfer_model_gives_keras_logits() {
+    a_transfer_model_gives_keras_logits(RESNET50, resnet50);
+}
+
+/// Keras's ResNet50 in torchvision's layout (the stride elsewhere, no convolution biases) has
+/// every shape but the biases: the biases left over are an error, not a network that loads
+/// and computes something else.
+#[test]
+fn keras_resnet50_weights_in_torchvision_layout_are_refused() {
+    let Some(dir) = RESNET50.fixture_dir() else {
+        return;
+    };
+    let model = ResNetConfig::resnet50(1000).init::<Bottleneck>(&Device::flex());
+    let path = dir.join("resnet50_keras2.h5");
+    let error = load_weights(model, &path, LoadOptions::default())
+        .err()
+        .unwrap();
+    let error = std::error::Error::source(&error).unwrap().to_string();
+    let words = "53 of its tensors fit no parameter of the model (`conv1_conv/conv1_conv/bias:0` \
+                 and 52 more): a model of another layout?";
+    assert!(error.contains(words), "{error}");
+}
