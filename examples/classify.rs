@@ -22,9 +22,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
-use burn_towers::data::transforms::{
-    CifarEval, InceptionEval, KerasImageNetEval, TorchvisionEval, Transform,
-};
+use burn_towers::data::transforms::{CifarEval, InceptionEval, TorchvisionEval, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
     BasicBlock, Bottleneck, Cifar10Config, ImageClassifier, InceptionV3Config, ResNet,
@@ -32,7 +30,7 @@ use burn_towers::models::{
 };
 use burn_towers::train::{
     CifarImage, Prediction, Preprocessing, WeightsArgs, classify, is_keras_file, is_pytorch_file,
-    load_weights, parse_args, read_labels,
+    load_weights, parse_args, read_labels, resnet_layout_for,
 };
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -74,6 +72,10 @@ struct Args {
     /// torchvision's `IMAGENET1K_V1` weights; their `IMAGENET1K_V2` take 232).
     #[arg(long)]
     resize_size: Option<usize>,
+    /// ResNets: whose layout, `torchvision` or `keras` (the `resnet` example's flag); default:
+    /// Keras's for Keras weights, else torchvision's.
+    #[arg(long)]
+    layout: Option<ResNetLayout>,
     /// One JSON object per image instead of text.
     #[arg(long)]
     json: bool,
@@ -108,9 +110,6 @@ fn main() -> anyhow::Result<()> {
             };
             classify(&model, &args.images, eval.as_ref(), args.top_k)?
         }
-        Model::Resnet50 if is_keras_file(&args.weights) => {
-            classify_resnet::<Bottleneck>(&args, ResNetConfig::keras_resnet50(1000))?
-        }
         Model::Resnet50 => classify_resnet::<Bottleneck>(&args, ResNetConfig::resnet50(1000))?,
         Model::Resnet18 => classify_resnet::<BasicBlock>(&args, ResNetConfig::resnet18(1000))?,
         Model::Cifar10 => {
@@ -139,25 +138,23 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The images under a ResNet of `Block`s in `stages`' layout, through the evaluation
-/// preprocessing of that layout's library.
+/// The images under a ResNet of `Block`s with `stages`' blocks in the layout asked for,
+/// through the evaluation preprocessing of that layout's library.
 fn classify_resnet<Block>(args: &Args, stages: ResNetConfig) -> anyhow::Result<Vec<Prediction>>
 where
     Block: ResidualBlock + 'static,
     ResNet<Block>: ImageClassifier + TfNamed + TorchNamed,
 {
     let size = args.image_size.unwrap_or(224);
-    let layout = stages.layout;
+    let layout = (args.layout).unwrap_or(resnet_layout_for(&args.weights));
     let model = stages
+        .with_layout(layout)
         .with_num_classes(args.num_classes.unwrap_or(1000))
         .with_image_size(size)
         .init::<Block>(&args.run.device()?);
     let (model, report) = load_weights(model, &args.weights, args.run.load_options())?;
     eprintln!("{report}");
-    let eval: Box<dyn Transform> = match layout {
-        ResNetLayout::Keras => Box::new(KerasImageNetEval::new(size)),
-        _ => Preprocessing::Torchvision.eval(size, args.resize_size)?,
-    };
+    let eval = Preprocessing::for_resnet(layout).eval(size, args.resize_size)?;
     Ok(classify(&model, &args.images, &eval, args.top_k)?)
 }
 

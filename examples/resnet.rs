@@ -1,10 +1,12 @@
-//! Trains ResNet-50 or ResNet-18 (torchvision's layout, written with Burn's layers as
-//! `towers_kernels::nn` serves them) on one or more towers.
+//! Trains ResNet-50 or ResNet-18 (torchvision's layout, or Keras's with `--layout keras`,
+//! written with Burn's layers as `towers_kernels::nn` serves them) on one or more towers.
 //!
 //! ```text
 //! cargo run --release --example resnet                  # built-in data: 64x64, 4 classes, ResNet-50
 //! cargo run --release --example resnet -- --depth 18 --data-dir flowers --batch-size 32 \
 //!     --pretrained resnet18.pth                         # torchvision's weights, a new head
+//! cargo run --release --example resnet -- --data-dir flowers --batch-size 32 \
+//!     --pretrained resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5   # Keras's
 //! ```
 //!
 //! With `--data-dir` (TF's ImageNet shards or an image folder `DIR/<class>/<image>`),
@@ -13,7 +15,10 @@
 //! epochs, weight decay 0.0001) and its preprocessing (`TorchvisionTrain`: a random crop of 8%
 //! to 100% of the area resized, a flip, ImageNet's mean and deviation; what torchvision's
 //! weights expect); `--preprocessing inception` takes TF's Inception distortions instead
-//! (pixels in [-1, 1]). Without it, a run on the built-in data
+//! (pixels in [-1, 1]). Keras's weights (`--pretrained` a `.h5` or `.keras` file of
+//! keras.applications' `ResNet50`) train Keras's layout through Keras's preprocessing
+//! (`--preprocessing keras`: torchvision's crops and flips, BGR less the mean pixel). Without
+//! `--data-dir`, a run on the built-in data
 //! ([`TrainConfig::resnet_builtin`]), then precision@1 on its held-out images through the
 //! matching evaluation preprocessing. Ctrl-C stops after a checkpoint.
 
@@ -21,10 +26,10 @@ use clap::Parser;
 
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{BasicBlock, Bottleneck};
-use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResidualBlock};
+use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
     InceptionData, Preprocessing, Split, StopFlag, TrainArgs, TrainConfig, Trainer, mpi_job,
-    parse_args,
+    parse_args, resnet_layout_for,
 };
 
 #[derive(Parser)]
@@ -41,17 +46,32 @@ struct Args {
     /// Outputs of the logits; the data's when absent.
     #[arg(long)]
     num_classes: Option<usize>,
-    /// The input preprocessing: torchvision's (what its ResNet weights expect) or TF's
-    /// Inception distortions.
-    #[arg(long, value_enum, default_value_t = Preprocessing::Torchvision)]
-    preprocessing: Preprocessing,
+    /// Whose ResNet: `torchvision` (v1.5) or `keras` (keras.applications' v1, with biases);
+    /// default: Keras's for `--pretrained` Keras weights, else torchvision's.
+    #[arg(long)]
+    layout: Option<ResNetLayout>,
+    /// The input preprocessing: torchvision's (what its ResNet weights expect), TF's Inception
+    /// distortions, or Keras's (BGR less the mean pixel); default: the layout's library's.
+    #[arg(long, value_enum)]
+    preprocessing: Option<Preprocessing>,
+}
+
+impl Args {
+    /// The layout: `--layout`, else that of the `--pretrained` weights.
+    fn layout(&self) -> ResNetLayout {
+        let pretrained = self.train.pretrained.as_deref();
+        (self.layout)
+            .or(pretrained.map(resnet_layout_for))
+            .unwrap_or(ResNetLayout::Torchvision)
+    }
 }
 
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
+    let layout = args.layout();
     match args.depth {
-        50 => train::<Bottleneck>(&args, ResNetConfig::resnet50(0)),
-        18 => train::<BasicBlock>(&args, ResNetConfig::resnet18(0)),
+        50 => train::<Bottleneck>(&args, ResNetConfig::resnet50(0).with_layout(layout)),
+        18 => train::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
         other => anyhow::bail!("--depth is 50 or 18, not {other}"),
     }
 }
@@ -71,7 +91,8 @@ where
         Some(_) => args.train.config(TrainConfig::resnet())?,
         None => args.train.builtin_config(TrainConfig::resnet_builtin())?,
     };
-    let train = args.preprocessing.train(image_size);
+    let preprocessing = (args.preprocessing).unwrap_or(Preprocessing::for_resnet(stages.layout));
+    let train = preprocessing.train(image_size);
     let data = InceptionData::open(data_dir, Split::Train, image_size, train)?;
     println!("training data: {}", data.description);
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
@@ -96,7 +117,7 @@ where
         return Ok(());
     }
     args.train.report(&trained)?;
-    let eval = args.preprocessing.eval(image_size, None)?;
+    let eval = preprocessing.eval(image_size, None)?;
     data.report_builtin_held_out_through(&trained, eval, readers)?;
     // Last: the evaluation's kernels are tuned too.
     Ok(args.train.end_tuning()?)

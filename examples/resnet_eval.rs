@@ -16,19 +16,19 @@
 //! held-out images of the `resnet` example. torchvision's weights (a `.pth`) and Keras's have
 //! no background class: the shards' labels `1..=1000` are read as `0..1000`. Keras's weights
 //! (keras.applications' `ResNet50` in a `.h5` or `.keras` file) are evaluated in Keras's layout
-//! through Keras's preprocessing (`KerasImageNetEval`).
+//! through Keras's preprocessing (`KerasImageNetEval`); so are the `resnet` example's
+//! checkpoints of that layout, with `--layout keras`.
 
 use std::path::PathBuf;
 
 use clap::Parser;
 
-use burn_towers::data::transforms::{KerasImageNetEval, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{BasicBlock, Bottleneck};
 use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
     EvalArgs, InceptionData, Preprocessing, Split, WeightsArgs, is_keras_file, is_pytorch_file,
-    load_weights, parse_args,
+    load_weights, parse_args, resnet_layout_for,
 };
 
 #[derive(Parser)]
@@ -54,20 +54,22 @@ struct Args {
     /// `IMAGENET1K_V1` preset; `IMAGENET1K_V2` takes 232).
     #[arg(long)]
     resize_size: Option<usize>,
-    /// The preprocessing the weights were trained with (the `resnet` example's flag; Keras's
-    /// weights take Keras's).
-    #[arg(long, value_enum, default_value_t = Preprocessing::Torchvision)]
-    preprocessing: Preprocessing,
+    /// Whose ResNet (the `resnet` example's flag): `torchvision` or `keras`; default: Keras's
+    /// for Keras weights, else torchvision's.
+    #[arg(long)]
+    layout: Option<ResNetLayout>,
+    /// The preprocessing the weights were trained with (the `resnet` example's flag); default:
+    /// the layout's library's.
+    #[arg(long, value_enum)]
+    preprocessing: Option<Preprocessing>,
 }
 
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
+    let layout = (args.layout).unwrap_or(resnet_layout_for(&args.checkpoint));
     match args.depth {
-        50 if is_keras_file(&args.checkpoint) => {
-            eval::<Bottleneck>(&args, ResNetConfig::keras_resnet50(0))
-        }
-        50 => eval::<Bottleneck>(&args, ResNetConfig::resnet50(0)),
-        18 => eval::<BasicBlock>(&args, ResNetConfig::resnet18(0)),
+        50 => eval::<Bottleneck>(&args, ResNetConfig::resnet50(0).with_layout(layout)),
+        18 => eval::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
         other => anyhow::bail!("--depth is 50 or 18, not {other}"),
     }
 }
@@ -82,12 +84,11 @@ where
     let image_size = args
         .image_size
         .unwrap_or(if dir.is_some() { 224 } else { 64 });
-    let keras = stages.layout == ResNetLayout::Keras;
-    let eval: Box<dyn Transform> = match keras {
-        true => Box::new(KerasImageNetEval::new(image_size)),
-        false => args.preprocessing.eval(image_size, args.resize_size)?,
-    };
-    let data = match is_pytorch_file(&args.checkpoint) || keras {
+    let preprocessing = (args.preprocessing).unwrap_or(Preprocessing::for_resnet(stages.layout));
+    let eval = preprocessing.eval(image_size, args.resize_size)?;
+    // torchvision's and Keras's weights have no background class.
+    let foreign = is_pytorch_file(&args.checkpoint) || is_keras_file(&args.checkpoint);
+    let data = match foreign {
         true => InceptionData::open_without_background(dir, Split::Validation, image_size, eval)?,
         false => InceptionData::open(dir, Split::Validation, image_size, eval)?,
     };

@@ -1,13 +1,16 @@
 //! [`Preprocessing`]: which ImageNet preprocessing a model is trained and evaluated with, as a
-//! command-line choice (`--preprocessing torchvision|inception`).
+//! command-line choice (`--preprocessing torchvision|inception|keras`).
 
 use towers_data::transforms::{
-    InceptionEval, InceptionTrain, TorchvisionEval, TorchvisionTrain, Transform,
+    InceptionEval, InceptionTrain, KerasImageNetEval, Normalize, TorchvisionEval, TorchvisionTrain,
+    Transform,
 };
+
+use towers_models::ResNetLayout;
 
 use crate::error::{Error, Result};
 
-/// torchvision's ImageNet preprocessing or TF's Inception preprocessing.
+/// torchvision's ImageNet preprocessing, TF's Inception preprocessing, or Keras's ResNet50's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 #[non_exhaustive]
 pub enum Preprocessing {
@@ -17,14 +20,31 @@ pub enum Preprocessing {
     /// TF's Inception distortions and central crop ([`InceptionTrain`], [`InceptionEval`]):
     /// values in [-1, 1].
     Inception,
+    /// What keras.applications' ResNet50 weights expect: BGR less ImageNet's mean pixel, in
+    /// 0-255 ([`Normalize::CAFFE`]). Keras has no training preprocessing of its own: training
+    /// takes torchvision's crops and flips ([`TorchvisionTrain`]); evaluation is Keras's
+    /// example's ([`KerasImageNetEval`]: the whole image resized).
+    Keras,
 }
 
 impl Preprocessing {
+    /// The preprocessing a ResNet in `layout` was trained with, by default: torchvision's, or
+    /// Keras's.
+    pub fn for_resnet(layout: ResNetLayout) -> Self {
+        match layout {
+            ResNetLayout::Keras => Self::Keras,
+            _ => Self::Torchvision,
+        }
+    }
+
     /// The training transform at `image_size`.
     pub fn train(self, image_size: usize) -> Box<dyn Transform> {
         match self {
             Self::Torchvision => Box::new(TorchvisionTrain::new(image_size)),
             Self::Inception => Box::new(InceptionTrain::new(image_size)),
+            Self::Keras => {
+                Box::new(TorchvisionTrain::new(image_size).with_normalize(Normalize::CAFFE))
+            }
         }
     }
 
@@ -43,6 +63,11 @@ impl Preprocessing {
             (Self::Inception, None) => Ok(Box::new(InceptionEval::new(image_size))),
             (Self::Inception, Some(_)) => Err(Error::Config(
                 "a resize size is torchvision's preprocessing's (TF's crops 87.5% centrally)"
+                    .into(),
+            )),
+            (Self::Keras, None) => Ok(Box::new(KerasImageNetEval::new(image_size))),
+            (Self::Keras, Some(_)) => Err(Error::Config(
+                "a resize size is torchvision's preprocessing's (Keras's resizes the whole image)"
                     .into(),
             )),
         }
@@ -79,6 +104,13 @@ mod tests {
         assert_eq!(planes(&*resized), planes(&expected));
         let inception = Preprocessing::Inception.eval(16, None).unwrap();
         assert_eq!(planes(&*inception), planes(&InceptionEval::new(16)));
+        let keras = Preprocessing::Keras.eval(16, None).unwrap();
+        assert_eq!(planes(&*keras), planes(&KerasImageNetEval::new(16)));
+        let keras_train = TorchvisionTrain::new(16).with_normalize(Normalize::CAFFE);
+        assert_eq!(
+            planes(&*Preprocessing::Keras.train(16)),
+            planes(&keras_train)
+        );
 
         let too_small = Preprocessing::Torchvision.eval(16, Some(15)).err().unwrap();
         assert!(
@@ -87,5 +119,7 @@ mod tests {
         );
         let not_tfs = Preprocessing::Inception.eval(16, Some(24)).err().unwrap();
         assert!(not_tfs.to_string().contains("torchvision"), "{not_tfs}");
+        let not_keras = Preprocessing::Keras.eval(16, Some(24)).err().unwrap();
+        assert!(not_keras.to_string().contains("whole image"), "{not_keras}");
     }
 }

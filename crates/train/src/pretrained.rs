@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use burn::config::Config;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Tensor, TensorData};
+use towers_models::ResNetLayout;
 use towers_models::weights::{
     ByPath, KerasSource, RestoreOptions, RestoreReport, TfCheckpoint, TfNamed, TfSource,
     TorchNamed, TorchSource, WeightSource, in_scope, read_safetensors, restore, to_safetensors,
@@ -48,14 +49,17 @@ impl Default for LoadOptions {
 /// `path` is a TF checkpoint (a prefix such as `model.ckpt-1000`, its `.index`, or a directory
 /// with a `checkpoint` state file), a torchvision state dict (`.pth` or `.pt`, see
 /// [`is_pytorch_file`]), keras.applications' InceptionV3 or ResNet50 in a Keras file (see
-/// [`is_keras_file`]; every weight of the file must find a parameter), a checkpoint of ours
-/// (`model.ckpt-N`, or a train directory, whose newest is taken), or a `.safetensors` export.
+/// [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory, whose newest
+/// is taken), or a `.safetensors` export. A Keras file or a checkpoint of ours holds one
+/// network's weights and nothing else: every tensor of it must find a parameter (a ResNet's
+/// of another [`ResNetLayout`] would not).
 pub fn load_weights<M: Module + TfNamed + TorchNamed>(
     model: M,
     path: &Path,
     options: LoadOptions,
 ) -> Result<(M, RestoreReport)> {
     let mut source = open_weights::<M>(path, options.moving_averages)?;
+    let whole_network = is_keras_file(path) || our_checkpoint(path)?.is_some();
     let restore_options = RestoreOptions::new()
         .with_replace_if_reshaped(match options.fine_tune {
             true => M::classifier_paths()
@@ -64,7 +68,7 @@ pub fn load_weights<M: Module + TfNamed + TorchNamed>(
                 .collect(),
             false => Vec::new(),
         })
-        .with_every_tensor_used(is_keras_file(path));
+        .with_every_tensor_used(whole_network);
     Ok(restore(model, source.as_mut(), &restore_options)?)
 }
 
@@ -82,16 +86,21 @@ pub fn open_weights<M: TfNamed + TorchNamed>(
     if is_keras_file(path) {
         return Ok(Box::new(KerasSource::open::<M>(path)?));
     }
-    let ours = match path.is_dir() && !path.join("checkpoint").exists() {
-        true => CheckpointDir::new(path, 1).latest()?.map(|(_, p)| p),
-        false => Some(path.to_path_buf()).filter(|p| is_ours(p)),
-    };
-    match ours {
+    match our_checkpoint(path)? {
         Some(file) => Ok(Box::new(ours_by_path(&file, moving_averages)?)),
         None => Ok(Box::new(TfSource::new::<M>(
             TfCheckpoint::open(path)?,
             moving_averages,
         ))),
+    }
+}
+
+/// The checkpoint of ours at `path`: the file itself, or a train directory's newest (a
+/// directory without TF's `checkpoint` state file); `None` for anything else.
+fn our_checkpoint(path: &Path) -> Result<Option<PathBuf>> {
+    match path.is_dir() && !path.join("checkpoint").exists() {
+        true => Ok(CheckpointDir::new(path, 1).latest()?.map(|(_, p)| p)),
+        false => Ok(Some(path.to_path_buf()).filter(|p| is_ours(p))),
     }
 }
 
@@ -112,6 +121,16 @@ pub fn is_pytorch_file(path: &Path) -> bool {
 pub fn is_keras_file(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e == "h5" || e == "hdf5" || e == "keras")
+}
+
+/// The layout of the ResNet whose weights are at `weights`: Keras's for a Keras file,
+/// torchvision's for anything else (our checkpoints of a ResNet in Keras's layout say so only
+/// by their convolutions' biases: their layout is the caller's to give).
+pub fn resnet_layout_for(weights: &Path) -> ResNetLayout {
+    match is_keras_file(weights) {
+        true => ResNetLayout::Keras,
+        false => ResNetLayout::Torchvision,
+    }
 }
 
 /// Whether `path` is a file that starts like one of our checkpoints.

@@ -27,7 +27,7 @@ use crate::error::Cause;
 use crate::image::{Image, Planes, Rgb8, unit};
 
 /// torchvision's `Normalize`: each channel's value in [0, 1] becomes `(value - mean) / std`, in
-/// `f32`.
+/// `f32`; the planes come in BGR order where `reverse_channels` (Keras's "caffe" mode).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct Normalize {
@@ -35,6 +35,8 @@ pub struct Normalize {
     pub mean: [f32; 3],
     /// Each channel's standard deviation (RGB).
     pub std: [f32; 3],
+    /// Whether the planes come out blue first, as Keras's ResNet50 takes them.
+    pub reverse_channels: bool,
 }
 
 impl Normalize {
@@ -43,6 +45,7 @@ impl Normalize {
     pub const IMAGENET: Self = Self {
         mean: [0.485f64 as f32, 0.456f64 as f32, 0.406f64 as f32],
         std: [0.229f64 as f32, 0.224f64 as f32, 0.225f64 as f32],
+        reverse_channels: false,
     };
 
     /// Mean and deviation one half: values in [-1, 1]. What torchvision's Inception v3 weights
@@ -51,11 +54,26 @@ impl Normalize {
     pub const SIGNED_UNIT: Self = Self {
         mean: [0.5; 3],
         std: [0.5; 3],
+        reverse_channels: false,
     };
 
-    /// Another mean and deviation per channel.
+    /// Keras's "caffe" mode (`keras.applications.resnet50.preprocess_input`): BGR, ImageNet's
+    /// mean pixel subtracted from values in 0-255, to within an `f32` rounding of the value
+    /// (its division by 1/255; [`KerasImageNetEval`](super::KerasImageNetEval) subtracts
+    /// exactly).
+    pub const CAFFE: Self = Self {
+        mean: [123.68 / 255.0, 116.779 / 255.0, 103.939 / 255.0],
+        std: [1.0 / 255.0; 3],
+        reverse_channels: true,
+    };
+
+    /// Another mean and deviation per channel (RGB, the planes in RGB order).
     pub fn new(mean: [f32; 3], std: [f32; 3]) -> Self {
-        Self { mean, std }
+        Self {
+            mean,
+            std,
+            reverse_channels: false,
+        }
     }
 }
 
@@ -169,6 +187,13 @@ impl TorchvisionTrain {
             normalize: Normalize::IMAGENET,
             buffers: planes_pool(),
         }
+    }
+
+    /// Normalizes by `normalize` instead (e.g. [`Normalize::CAFFE`] to fine-tune Keras's
+    /// ResNet50).
+    pub fn with_normalize(mut self, normalize: Normalize) -> Self {
+        self.normalize = normalize;
+        self
     }
 
     fn prepare(&self, image: &Rgb8, rng: &mut Rng) -> Planes {
@@ -302,11 +327,16 @@ fn crop_bytes(image: &Rgb8, window: Window) -> Rgb8 {
 }
 
 /// `image` as CHW planes from `buffers`, mirrored left-right if `flip`, each value
-/// `(byte / 255 - mean) / std` in `f32`, in torchvision's order of operations.
+/// `(byte / 255 - mean) / std` in `f32`, in torchvision's order of operations; BGR where
+/// `normalize` reverses the channels.
 fn normalized(image: &Rgb8, flip: bool, normalize: Normalize, buffers: &BufferPool) -> Planes {
     let width = image.width;
     let mut planes = Planes::reused_in(buffers, 3, image.height, width);
-    for (c, plane) in planes.rgb_mut().into_iter().enumerate() {
+    for (plane_index, plane) in planes.rgb_mut().into_iter().enumerate() {
+        let c = match normalize.reverse_channels {
+            true => 2 - plane_index,
+            false => plane_index,
+        };
         let (mean, std) = (normalize.mean[c], normalize.std[c]);
         let rows = plane
             .chunks_exact_mut(width)
@@ -340,6 +370,28 @@ mod tests {
     use super::*;
 
     /// Python's `round` takes halves to the even side: a margin of 16.5 is 16, of 17.5 is 18.
+    /// Keras's "caffe" values, BGR, to within an `f32` rounding.
+    #[test]
+    fn caffe_normalization_is_bgr_less_the_mean_pixel() {
+        let image = Rgb8 {
+            pixels: vec![10, 20, 30, 250, 0, 128],
+            height: 1,
+            width: 2,
+        };
+        let planes = normalized(&image, false, Normalize::CAFFE, &planes_pool()).to_image();
+        let want = [
+            [30.0 - 103.939, 128.0 - 103.939],
+            [20.0 - 116.779, 0.0 - 116.779],
+            [10.0 - 123.68, 250.0 - 123.68],
+        ];
+        for (c, row) in want.iter().enumerate() {
+            for (x, &want) in row.iter().enumerate() {
+                let got = planes.get(0, x, c);
+                assert!((got - want).abs() < 2e-5, "{c} {x}: {got} {want}");
+            }
+        }
+    }
+
     #[test]
     fn a_center_crop_rounds_half_margins_to_even() {
         let window = center_window(97, 99, 64);

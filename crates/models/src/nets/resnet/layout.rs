@@ -24,6 +24,21 @@ pub enum ResNetLayout {
     Keras,
 }
 
+impl std::str::FromStr for ResNetLayout {
+    type Err = String;
+
+    /// `torchvision` or `keras`, as a command line names them.
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "torchvision" => Ok(Self::Torchvision),
+            "keras" => Ok(Self::Keras),
+            other => Err(format!(
+                "`{other}` is no ResNet layout: `torchvision` or `keras`"
+            )),
+        }
+    }
+}
+
 impl ResNetLayout {
     /// A square `kernel` convolution at `stride`, padded by `kernel / 2` on every side
     /// (torchvision's padding, and Keras's: its `ZeroPadding2D` before the stem, `same` on the
