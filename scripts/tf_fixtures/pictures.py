@@ -1,5 +1,5 @@
 """Two smooth RGB pictures of odd sizes with noise, for the fixture scripts that classify
-pictures (`inception_v3_checkpoint.py`, `keras_inception_v3.py`)."""
+pictures (`inception_v3_checkpoint.py`, `keras_applications.py`)."""
 import os
 
 import numpy as np

@@ -1,7 +1,8 @@
 //! Weights in and out of our models: TensorFlow V2 checkpoints ([`TfCheckpoint`], a reader
 //! independent of any model), the TF names of our models' parameters ([`TfNamed`]),
 //! torchvision's `.pth` state dicts ([`TorchSource`], names by [`TorchNamed`]: Inception v3's and
-//! ResNet's), keras.applications' Inception v3 in Keras's files ([`KerasSource`]), safetensors
+//! ResNet's), keras.applications' Inception v3 and ResNet50 in Keras's files ([`KerasSource`],
+//! by the TF names of their layers: TF-slim's for Inception v3, Keras's for ResNet), safetensors
 //! export and import, and [`restore`], which fills a model from any
 //! [`WeightSource`] and reports what was restored, skipped, missing and unused.
 
