@@ -135,33 +135,40 @@ fn tf_variables(
     }
     match names {
         LayerNames::Own => by_own_names(layers),
-        LayerNames::ByClass => {
-            let stages = RESNET_V1_STAGES
-                .into_iter()
-                .find(|&stages| resnet_v1_graph_order(stages, "conv").len() == convs.len());
-            let Some(stages) = stages.filter(|_| norms.len() == convs.len()) else {
-                return Err(format!(
-                    "{} convolution and {} batch-norm layers with weights (`conv2d_N`, \
-                     `batch_normalization_N`), named by class (Keras 3 before 3.6): only \
-                     keras.applications' InceptionV3 (94 of each) and ResNet50, 101 and 152 \
-                     (53, 104, 155) are known in that order",
-                    convs.len(),
-                    norms.len()
-                ));
-            };
-            let own = |layer: &KerasLayer, name: String| KerasLayer {
-                name,
-                weights: layer.weights.clone(),
-            };
-            let mut renamed: Vec<KerasLayer> =
-                (convs.iter().zip(resnet_v1_graph_order(stages, "conv")))
-                    .chain(norms.iter().zip(resnet_v1_graph_order(stages, "bn")))
-                    .map(|(layer, name)| own(layer, name))
-                    .collect();
-            renamed.extend(numbered(layers, "dense").into_iter().cloned());
-            by_own_names(&renamed)
-        }
+        LayerNames::ByClass => by_resnet_v1_graph_order(&convs, &norms, layers),
     }
+}
+
+/// TF's name of each weight of keras.applications' ResNet v1 whose convolutions and batch
+/// norms are `convs` and `norms` (of `layers`, named by class in the graph's order), or why
+/// they are no such ResNet's.
+fn by_resnet_v1_graph_order(
+    convs: &[&KerasLayer],
+    norms: &[&KerasLayer],
+    layers: &[KerasLayer],
+) -> Result<HashMap<String, KerasWeight>, String> {
+    let stages = RESNET_V1_STAGES
+        .into_iter()
+        .find(|&stages| resnet_v1_graph_order(stages, "conv").len() == convs.len());
+    let Some(stages) = stages.filter(|_| norms.len() == convs.len()) else {
+        return Err(format!(
+            "{} convolution and {} batch-norm layers with weights (`conv2d_N`, \
+             `batch_normalization_N`), named by class (Keras 3 before 3.6): only \
+             keras.applications' InceptionV3 (94 of each) and ResNet50, 101 and 152 (53, 104, \
+             155) are known in that order",
+            convs.len(),
+            norms.len()
+        ));
+    };
+    let own = |layer: &&KerasLayer, name: String| KerasLayer {
+        name,
+        weights: layer.weights.clone(),
+    };
+    let convs = convs.iter().zip(resnet_v1_graph_order(stages, "conv"));
+    let norms = norms.iter().zip(resnet_v1_graph_order(stages, "bn"));
+    let mut renamed: Vec<KerasLayer> = convs.chain(norms).map(|(l, n)| own(l, n)).collect();
+    renamed.extend(numbered(layers, "dense").into_iter().cloned());
+    by_own_names(&renamed)
 }
 
 /// TF's name of each weight of layers named as the code names them: `{layer}/{weight}`, the
