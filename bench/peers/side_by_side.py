@@ -6,15 +6,18 @@ oneDNN): each pair run back to back, the pairs repeated `--rounds` times, the ra
 Run by hand with TensorFlow installed (never in CI), on an otherwise idle machine, after
 `cargo build --release -p towers-bench --bin bench_step --bin bench_models`:
 
-    python bench/peers/side_by_side.py [--rounds 2] [--skip-inception] [--resnet]
+    python bench/peers/side_by_side.py [--rounds 2] [--skip-inception] [--resnet] [--precisions f32]
 
 Each side runs one precision per process, as training does: ours `bench_step REPS f32|bf16`
-(the whole step alone) and `bench_models REPS inception|resnet50 f32|bf16`; TF
+(the whole step alone) and `bench_models REPS inception|resnet50|resnet50-keras f32|bf16`
+(`resnet50-keras`: ResNet-50 in Keras's layout, the network TF Keras times); TF
 `tf_cifar10_step.py --whole-step-only --precision` and `tf_keras_step.py --model --precision`
 (bf16: Keras's `mixed_bfloat16`); PyTorch `torch_step.py --models resnet50 --precisions` (bf16:
 autocast). (Ours alternating precisions call by call in one process, after one
 warm-up step, ran its f32 calls 3-8% slower after bf16 ones: bench/HISTORY.md, 2026-11-27.)
-Record the CPU (`lscpu`) with the figures: the ratios depend on it.
+Record the CPU (`lscpu`) with the figures: the ratios depend on it. `--precisions f32` leaves
+bf16 out (on a CPU without bf16 instructions TF's and PyTorch's bf16 steps take ten times as
+long).
 """
 
 import argparse
@@ -26,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / "bench" / "peers"
 BINARIES = ROOT / "target" / "release"
+# The precisions each side runs (`--precisions`).
+PRECISIONS = ("f32", "bf16")
 
 
 def run(command):
@@ -48,14 +53,14 @@ def cifar_round(reps):
             run([sys.executable, PEERS / "tf_cifar10_step.py", "--whole-step-only",
                  "--precision", p, "--reps", str(reps)]),
         )
-        for p in ("f32", "bf16")
+        for p in PRECISIONS
     }
     ours = {
         p: number(
             rf"^whole step \({p}\): fwd\+bwd\+SGD\s+([\d.]+)",
             run([BINARIES / "bench_step", str(reps), p]),
         )
-        for p in ("f32", "bf16")
+        for p in PRECISIONS
     }
     return tf, ours
 
@@ -67,14 +72,14 @@ def inception_round(reps):
             r"^train step ms/image ([\d.]+)",
             run([sys.executable, PEERS / "tf_keras_step.py", "--precision", p, "--reps", str(reps)]),
         )
-        for p in ("f32", "bf16")
+        for p in PRECISIONS
     }
     ours = {
         p: number(
             rf"^Inception v3, 299x299 \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)",
             run([BINARIES / "bench_models", str(reps), "inception", p]),
         )
-        for p in ("f32", "bf16")
+        for p in PRECISIONS
     }
     return tf, ours
 
@@ -87,7 +92,7 @@ def resnet_round(reps):
             run([sys.executable, PEERS / "tf_keras_step.py", "--model", "resnet50",
                  "--precision", p, "--reps", str(reps)]),
         )
-        for p in ("f32", "bf16")
+        for p in PRECISIONS
     }
     torch = {
         p: number(
@@ -95,33 +100,41 @@ def resnet_round(reps):
             run([sys.executable, PEERS / "torch_step.py", "--device", "cpu", "--models",
                  "resnet50", "--precisions", p, "--reps", str(reps)]),
         )
-        for p in ("f32", "bf16")
+        for p in PRECISIONS
     }
     ours = {
-        p: number(
-            rf"^ResNet-50, 224x224 \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)",
-            run([BINARIES / "bench_models", str(reps), "resnet50", p]),
+        (layout, p): number(
+            rf"^{label}, 224x224 \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)",
+            run([BINARIES / "bench_models", str(reps), model, p]),
         )
-        for p in ("f32", "bf16")
+        for layout, model, label in [("torchvision", "resnet50", "ResNet-50"),
+                                     ("keras", "resnet50-keras", "ResNet-50 Keras")]
+        for p in PRECISIONS
     }
     return tf, torch, ours
 
 
 def report_resnet(tf, torch, ours):
-    for p in ("f32", "bf16"):
+    for p in PRECISIONS:
+        mine, keras = ours[("torchvision", p)], ours[("keras", p)]
         print(f"ResNet-50  {p:<5} TF {tf[p]:>8.2f} ms/image   PyTorch {torch[p]:>8.2f} ms/image   "
-              f"ours {ours[p]:>8.2f} ms/image   ours/TF {tf[p] / ours[p]:.2f}x   "
-              f"ours/PyTorch {torch[p] / ours[p]:.2f}x")
-    print(f"ResNet-50  bf16 / f32: ours {ours['f32'] / ours['bf16']:.2f}x, "
-          f"TF {tf['f32'] / tf['bf16']:.2f}x, PyTorch {torch['f32'] / torch['bf16']:.2f}x")
+              f"ours {mine:>8.2f} ms/image   ours/TF {tf[p] / mine:.2f}x   "
+              f"ours/PyTorch {torch[p] / mine:.2f}x")
+        print(f"ResNet-50  {p:<5} ours in Keras's layout (TF's network) {keras:>8.2f} ms/image   "
+              f"ours/TF {tf[p] / keras:.2f}x")
+    if len(PRECISIONS) == 2:
+        mine = {p: ours[("torchvision", p)] for p in PRECISIONS}
+        print(f"ResNet-50  bf16 / f32: ours {mine['f32'] / mine['bf16']:.2f}x, "
+              f"TF {tf['f32'] / tf['bf16']:.2f}x, PyTorch {torch['f32'] / torch['bf16']:.2f}x")
 
 
 def report(name, unit, tf, ours):
-    for p in ("f32", "bf16"):
+    for p in PRECISIONS:
         print(f"{name:<10} {p:<5} TF {tf[p]:>9.2f} {unit}   ours {ours[p]:>9.2f} {unit}   "
               f"ours/TF {tf[p] / ours[p]:.2f}x")
-    print(f"{name:<10} ours bf16 / ours f32 {ours['f32'] / ours['bf16']:.2f}x, "
-          f"TF bf16 / TF f32 {tf['f32'] / tf['bf16']:.2f}x")
+    if len(PRECISIONS) == 2:
+        print(f"{name:<10} ours bf16 / ours f32 {ours['f32'] / ours['bf16']:.2f}x, "
+              f"TF bf16 / TF f32 {tf['f32'] / tf['bf16']:.2f}x")
 
 
 def main():
@@ -130,7 +143,10 @@ def main():
     parser.add_argument("--skip-inception", action="store_true")
     parser.add_argument("--skip-cifar10", action="store_true")
     parser.add_argument("--resnet", action="store_true", help="ResNet-50 against TF and PyTorch too")
+    parser.add_argument("--precisions", default="f32,bf16", help="f32, bf16 or both")
     args = parser.parse_args()
+    global PRECISIONS
+    PRECISIONS = tuple(args.precisions.split(","))
     print(run(["lscpu"]).splitlines()[[l.startswith("Model name") for l in run(["lscpu"]).splitlines()].index(True)])
     for r in range(args.rounds):
         print(f"round {r + 1}")

@@ -12,7 +12,7 @@ use crate::error::Cause;
 use crate::image::{Image, Planes, Rgb8};
 
 /// ImageNet's mean pixel in 0-255, in the BGR order "caffe" mode subtracts it in
-/// (`imagenet_utils.py`).
+/// (Keras's `keras/src/applications/imagenet_utils.py`).
 const CAFFE_MEAN_BGR: [f32; 3] = [103.939, 116.779, 123.68];
 
 /// Evaluation preprocessing as Keras's ResNet50 example: the whole image resized to `size` x
@@ -72,7 +72,7 @@ impl Transform for KerasImageNetEval {
 }
 
 /// The source index of each of `output` positions resized from `input` by Pillow's nearest
-/// neighbour (`Image.resize` with `NEAREST`, `ImagingScaleAffine` in its `Geometry.c`): the
+/// neighbour (`Image.resize` with `NEAREST`, `ImagingScaleAffine` in its `libImaging/Geometry.c`): the
 /// centre of output pixel `k` maps to `(k + 0.5) * input / output`, truncated, summed step by
 /// step in `f64` as Pillow sums it (a product would round differently at some boundaries).
 fn nearest_indices(input: usize, output: usize) -> Vec<usize> {
