@@ -72,9 +72,10 @@ impl Transform for KerasImageNetEval {
 }
 
 /// The source index of each of `output` positions resized from `input` by Pillow's nearest
-/// neighbour (`Image.resize` with `NEAREST`, `ImagingScaleAffine` in its `libImaging/Geometry.c`): the
-/// centre of output pixel `k` maps to `(k + 0.5) * input / output`, truncated, summed step by
-/// step in `f64` as Pillow sums it (a product would round differently at some boundaries).
+/// neighbour (`Image.resize` with `NEAREST`, `ImagingScaleAffine` in its
+/// `libImaging/Geometry.c`): the centre of output pixel `k` maps to `(k + 0.5) * input /
+/// output`, truncated, summed step by step in `f64` as Pillow sums it (a product would round
+/// differently at some boundaries).
 fn nearest_indices(input: usize, output: usize) -> Vec<usize> {
     let scale = input as f64 / output as f64;
     let mut at = scale * 0.5;

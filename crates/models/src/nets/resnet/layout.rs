@@ -17,10 +17,10 @@ pub enum ResNetLayout {
     /// biases initialized by Kaiming's normal on the fan-out, batch norms of epsilon 1e-5 and
     /// momentum 0.1.
     Torchvision,
-    /// keras.applications' `ResNet50` (v1, `keras/src/applications/resnet.py`): a bottleneck's stride on its
-    /// first 1x1, every convolution with a bias, kernels by Glorot's uniform and biases at
-    /// zero, batch norms of epsilon 1.001e-5 and Keras's momentum 0.99 (0.01 as Burn counts
-    /// it: the weight of the batch).
+    /// keras.applications' `ResNet50` (v1, `keras/src/applications/resnet.py`): a
+    /// bottleneck's stride on its first 1x1, every convolution with a bias, kernels by
+    /// Glorot's uniform and biases at zero, batch norms of epsilon 1.001e-5 and Keras's
+    /// momentum 0.99 (0.01 as Burn counts it: the weight of the batch).
     Keras,
 }
 
