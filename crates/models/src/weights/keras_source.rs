@@ -131,7 +131,7 @@ fn tf_variables(
     );
     let scopes = inception_scopes_in_order();
     if convs.len() == scopes.len() && norms.len() == scopes.len() {
-        return inception_v3_variables(&convs, &norms, names, layers);
+        return inception_v3_variables(&scopes, &convs, &norms, names, layers);
     }
     match names {
         LayerNames::Own => by_own_names(layers),
@@ -208,14 +208,15 @@ fn resnet_v1_graph_order(stages: [usize; 4], kind: &str) -> Vec<String> {
 }
 
 /// TF-slim's variable name of each weight of Keras's InceptionV3, whose convolutions and batch
-/// norms are `convs` and `norms` (of `layers`, named as `names` says), or what the layers lack.
+/// norms are `convs` and `norms` (of `layers`, named as `names` says; TF-slim's `scopes` in
+/// order), or what the layers lack.
 fn inception_v3_variables(
+    scopes: &[String],
     convs: &[&KerasLayer],
     norms: &[&KerasLayer],
     names: LayerNames,
     layers: &[KerasLayer],
 ) -> Result<HashMap<String, KerasWeight>, String> {
-    let scopes = inception_scopes_in_order();
     let mut variables = HashMap::new();
     let mut take = |layer: &KerasLayer, weight: &str, variable: String| {
         let found = layer.weights.iter().find(|w| w.name == weight);
