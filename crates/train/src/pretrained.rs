@@ -59,8 +59,7 @@ pub fn load_weights<M: Module + TfNamed + TorchNamed>(
     path: &Path,
     options: LoadOptions,
 ) -> Result<(M, RestoreReport)> {
-    let mut source = open_weights::<M>(path, options.moving_averages)?;
-    let whole_network = is_keras_file(path) || our_checkpoint(path)?.is_some();
+    let (mut source, whole_network) = open_source::<M>(path, options.moving_averages)?;
     let restore_options = RestoreOptions::new()
         .with_replace_if_reshaped(match options.fine_tune {
             true => M::classifier_paths()
@@ -78,21 +77,33 @@ pub fn open_weights<M: TfNamed + TorchNamed>(
     path: &Path,
     moving_averages: bool,
 ) -> Result<Box<dyn WeightSource>> {
+    open_source::<M>(path, moving_averages).map(|(source, _)| source)
+}
+
+/// [`open_weights`], and whether the file holds one network's weights and nothing else (a
+/// Keras file, a checkpoint of ours), so that every tensor of it must find a parameter.
+fn open_source<M: TfNamed + TorchNamed>(
+    path: &Path,
+    moving_averages: bool,
+) -> Result<(Box<dyn WeightSource>, bool)> {
     if path.extension().is_some_and(|e| e == "safetensors") {
-        return Ok(Box::new(read_safetensors(path)?));
+        return Ok((Box::new(read_safetensors(path)?), false));
     }
     if is_pytorch_file(path) {
-        return Ok(Box::new(TorchSource::open::<M>(path)?));
+        return Ok((Box::new(TorchSource::open::<M>(path)?), false));
     }
     if is_keras_file(path) {
-        return Ok(Box::new(KerasSource::open::<M>(path)?));
+        return Ok((Box::new(KerasSource::open::<M>(path)?), true));
     }
     match our_checkpoint(path)? {
-        Some(file) => Ok(Box::new(ours_by_path(&file, moving_averages)?)),
-        None => Ok(Box::new(TfSource::new::<M>(
-            TfCheckpoint::open(path)?,
-            moving_averages,
-        ))),
+        Some(file) => Ok((Box::new(ours_by_path(&file, moving_averages)?), true)),
+        None => Ok((
+            Box::new(TfSource::new::<M>(
+                TfCheckpoint::open(path)?,
+                moving_averages,
+            )),
+            false,
+        )),
     }
 }
 
