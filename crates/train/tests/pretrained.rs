@@ -1,7 +1,8 @@
 //! Starting from trained weights: a checkpoint written by TF's CIFAR-10 tutorial graph
 //! (crates/models/tests/data/tf_cifar10, from scripts/tf_fixtures/cifar10_checkpoint.py)
 //! evaluates to TF's own precision on the same test file, fine-tuning starts from it, trainable
-//! scopes freeze the rest, and exported weights load back to identical logits.
+//! scopes freeze the rest, exported weights load back to identical logits, and a checkpoint of
+//! ours fills a model whole or not at all.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +10,10 @@ use burn::module::Module;
 use burn::tensor::{Device, Distribution, Tensor};
 use towers_data::cifar10::Cifar10Format;
 use towers_data::transforms::CifarEval;
-use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier, InceptionV3Config};
+use towers_models::{
+    BasicBlock, Cifar10Config, Cifar10Net, ImageClassifier, InceptionV3Config, ResNetConfig,
+    ResNetLayout,
+};
 use towers_train::{
     Checkpoint, Input, LoadOptions, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
     evaluate, export_safetensors, fine_tuning, load_weights, lock_device_generators, read_log,
@@ -246,4 +250,49 @@ fn exported_and_checkpointed_weights_load_back_to_identical_logits() {
             .unwrap();
         assert_eq!(again, logits, "{}", path.display());
     }
+}
+
+/// A checkpoint of ours of a ResNet in Keras's layout, given to torchvision's (every shape but
+/// the convolutions' biases), is refused, file and train directory alike; the same weights
+/// exported as safetensors (a format others write too) load, the biases reported unused.
+#[test]
+fn a_checkpoint_of_another_layout_is_refused() {
+    let device = Device::flex();
+    let dir = tempfile::tempdir().unwrap();
+    let resnet = |layout| {
+        ResNetConfig::resnet18(3)
+            .with_image_size(32)
+            .with_layout(layout)
+            .init::<BasicBlock>(&device)
+    };
+    let keras = resnet(ResNetLayout::Keras);
+    let exported = dir.path().join("resnet.safetensors");
+    export_safetensors(&keras, &exported).unwrap();
+    let ckpt = dir.path().join("model.ckpt-1");
+    Checkpoint {
+        step: 1,
+        model: keras.into_record(),
+        optimizer: burn::optim::SgdConfig::new().init().to_record(),
+        averages: None,
+        input: None,
+        config: serde_json::Value::Null,
+        loss_scale: None,
+    }
+    .save(&ckpt)
+    .unwrap();
+    for path in [&ckpt, &dir.path().to_path_buf()] {
+        let torchvision = resnet(ResNetLayout::Torchvision);
+        let error = load_weights(torchvision, path, LoadOptions::default())
+            .err()
+            .unwrap();
+        let error = std::error::Error::source(&error).unwrap().to_string();
+        let words = "tensors fit no parameter of the model (`conv1.bias` and ";
+        assert!(error.contains(words), "{}: {error}", path.display());
+    }
+    let torchvision = resnet(ResNetLayout::Torchvision);
+    let (_, report) = load_weights(torchvision, &exported, LoadOptions::default()).unwrap();
+    assert!(
+        report.unused.contains(&"conv1.bias".to_string()),
+        "{report}"
+    );
 }
