@@ -1,6 +1,6 @@
 //! Classifies image files (JPEG, PNG, BMP, PPM/PGM, TIFF or WebP, greyscale included) with
-//! Inception v3, ResNet-50 or -18, or the CIFAR-10 network: the top classes and their
-//! probabilities, as text or one JSON object per image.
+//! Inception v3, ResNet-50 or -18, keras.applications' ResNet50V2, or the CIFAR-10 network: the
+//! top classes and their probabilities, as text or one JSON object per image.
 //!
 //! ```text
 //! cargo run --release --example classify -- --model inception --weights inception_v3.ckpt \
@@ -8,6 +8,8 @@
 //! cargo run --release --example classify -- --model resnet50 --weights resnet50.pth cat.jpg
 //! cargo run --release --example classify -- --model resnet50 \
 //!     --weights resnet50_weights_tf_dim_ordering_tf_kernels.h5 cat.jpg
+//! cargo run --release --example classify -- --model resnet50v2 \
+//!     --weights resnet50v2_weights_tf_dim_ordering_tf_kernels.h5 cat.jpg
 //! cargo run --release --example classify -- --model cifar10 --weights /tmp/cifar10_train --json plane.png
 //! ```
 //!
@@ -16,7 +18,7 @@
 //! weights expect; Inception v3 with TF's or Keras's weights takes TF's; ResNet-50 with
 //! Keras's weights (a `.h5` or `.keras` file of keras.applications' `ResNet50`) is built in
 //! Keras's layout and takes Keras's (`KerasImageNetEval`: the whole image resized, BGR less
-//! the mean pixel).
+//! the mean pixel); ResNet50V2 takes Keras's too, in its "tf" mode (values in [-1, 1]).
 
 use std::path::PathBuf;
 
@@ -26,7 +28,7 @@ use burn_towers::data::transforms::{CifarEval, InceptionEval, TorchvisionEval, T
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
     BasicBlock, Bottleneck, Cifar10Config, ImageClassifier, InceptionV3Config, ResNet,
-    ResNetConfig, ResNetLayout, ResidualBlock,
+    ResNetConfig, ResNetLayout, ResNetV2Config, ResidualBlock,
 };
 use burn_towers::train::{
     CifarImage, Prediction, Preprocessing, WeightsArgs, classify, is_keras_file, is_pytorch_file,
@@ -38,6 +40,8 @@ enum Model {
     Inception,
     Resnet50,
     Resnet18,
+    /// keras.applications' `ResNet50V2`.
+    Resnet50v2,
     Cifar10,
 }
 
@@ -50,8 +54,8 @@ struct Args {
     #[arg(long, value_enum)]
     model: Model,
     /// A TF checkpoint (Inception v3, CIFAR-10), a torchvision state dict (`.pth`: Inception
-    /// v3, the ResNets), a Keras file (`.h5`, `.keras`: Inception v3, ResNet-50), one of ours
-    /// (file or train directory) or a `.safetensors` export.
+    /// v3, the ResNets), a Keras file (`.h5`, `.keras`: Inception v3, ResNet-50, ResNet50V2),
+    /// one of ours (file or train directory) or a `.safetensors` export.
     #[arg(long)]
     weights: PathBuf,
     /// Outputs of the logits (default: 1001 for Inception, TF's ImageNet layout, 1000 with
@@ -112,6 +116,16 @@ fn main() -> anyhow::Result<()> {
         }
         Model::Resnet50 => classify_resnet::<Bottleneck>(&args, ResNetConfig::resnet50(1000))?,
         Model::Resnet18 => classify_resnet::<BasicBlock>(&args, ResNetConfig::resnet18(1000))?,
+        Model::Resnet50v2 => {
+            let size = args.image_size.unwrap_or(224);
+            let model = ResNetV2Config::resnet50v2(args.num_classes.unwrap_or(1000))
+                .with_image_size(size)
+                .init(&device);
+            let (model, report) = load_weights(model, &args.weights, options)?;
+            eprintln!("{report}");
+            let eval = Preprocessing::KerasTf.eval(size, args.resize_size)?;
+            classify(&model, &args.images, &eval, args.top_k)?
+        }
         Model::Cifar10 => {
             let size = args.image_size.unwrap_or(24);
             let model = Cifar10Config::new()

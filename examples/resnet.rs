@@ -1,5 +1,6 @@
 //! Trains ResNet-50 or ResNet-18 (torchvision's layout, or Keras's with `--layout keras`,
-//! written with Burn's layers as `towers_kernels::nn` serves them) on one or more towers.
+//! written with Burn's layers as `towers_kernels::nn` serves them), or keras.applications'
+//! ResNet50V2 (`--v2`), on one or more towers.
 //!
 //! ```text
 //! cargo run --release --example resnet                  # built-in data: 64x64, 4 classes, ResNet-50
@@ -7,6 +8,8 @@
 //!     --pretrained resnet18.pth                         # torchvision's weights, a new head
 //! cargo run --release --example resnet -- --data-dir flowers --batch-size 32 \
 //!     --pretrained resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5   # Keras's
+//! cargo run --release --example resnet -- --v2 --data-dir flowers --batch-size 32 \
+//!     --pretrained resnet50v2_weights_tf_dim_ordering_tf_kernels_notop.h5
 //! ```
 //!
 //! With `--data-dir` (TF's ImageNet shards or an image folder `DIR/<class>/<image>`),
@@ -17,16 +20,19 @@
 //! weights expect); `--preprocessing inception` takes TF's Inception distortions instead
 //! (pixels in [-1, 1]). Keras's weights (`--pretrained` a `.h5` or `.keras` file of
 //! keras.applications' `ResNet50`) train Keras's layout through Keras's preprocessing
-//! (`--preprocessing keras`: torchvision's crops and flips, BGR less the mean pixel). Without
+//! (`--preprocessing keras`: torchvision's crops and flips, BGR less the mean pixel), and
+//! ResNet50V2 through Keras's "tf" mode (`keras-tf`: the same crops and flips, values in [-1,
+//! 1]). Without
 //! `--data-dir`, a run on the built-in data
 //! ([`TrainConfig::resnet_builtin`]), then precision@1 on its held-out images through the
 //! matching evaluation preprocessing. Ctrl-C stops after a checkpoint.
 
 use clap::Parser;
 
+use burn::tensor::Device;
 use burn_towers::models::weights::{TfNamed, TorchNamed};
-use burn_towers::models::{BasicBlock, Bottleneck};
-use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResNetLayout, ResidualBlock};
+use burn_towers::models::{BasicBlock, Bottleneck, ResNetV2Config};
+use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
     InceptionData, Preprocessing, Split, StopFlag, TrainArgs, TrainConfig, Trainer, mpi_job,
     parse_args, resnet_layout_for,
@@ -37,9 +43,12 @@ use burn_towers::train::{
 struct Args {
     #[command(flatten)]
     train: TrainArgs,
-    /// 50 (bottleneck blocks) or 18 (basic blocks).
+    /// 50 (bottleneck blocks) or 18 (basic blocks); with `--v2`, 50, 101 or 152.
     #[arg(long, default_value_t = 50)]
     depth: usize,
+    /// keras.applications' pre-activation ResNet v2 (`ResNet50V2`) instead of v1.
+    #[arg(long)]
+    v2: bool,
     /// Side of the square input images: 224 with `--data-dir`, 64 on the built-in data.
     #[arg(long)]
     image_size: Option<usize>,
@@ -51,7 +60,8 @@ struct Args {
     #[arg(long)]
     layout: Option<ResNetLayout>,
     /// The input preprocessing: torchvision's (what its ResNet weights expect), TF's Inception
-    /// distortions, or Keras's (BGR less the mean pixel); default: the layout's library's.
+    /// distortions, Keras's (BGR less the mean pixel) or Keras's "tf" mode (in [-1, 1]);
+    /// default: the layout's library's, `keras-tf` for `--v2`.
     #[arg(long, value_enum)]
     preprocessing: Option<Preprocessing>,
 }
@@ -68,20 +78,50 @@ impl Args {
 
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
+    if args.v2 {
+        let stages = match args.depth {
+            50 => ResNetV2Config::resnet50v2(0),
+            101 => ResNetV2Config::resnet101v2(0),
+            152 => ResNetV2Config::resnet152v2(0),
+            other => anyhow::bail!("--depth is 50, 101 or 152 with --v2, not {other}"),
+        };
+        let net = |classes, size, decay, device: &Device| {
+            (stages.clone().with_num_classes(classes))
+                .with_image_size(size)
+                .with_weight_decay(decay)
+                .init(device)
+        };
+        return train(&args, Preprocessing::KerasTf, net);
+    }
     let layout = args.layout();
     match args.depth {
-        50 => train::<Bottleneck>(&args, ResNetConfig::resnet50(0).with_layout(layout)),
-        18 => train::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
+        50 => train_v1::<Bottleneck>(&args, ResNetConfig::resnet50(0).with_layout(layout)),
+        18 => train_v1::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
         other => anyhow::bail!("--depth is 50 or 18, not {other}"),
     }
 }
 
-/// Trains a ResNet of `Block`s with `stages`' blocks per stage, then (on the built-in data)
+/// Trains a ResNet v1 of `Block`s with `stages`' blocks per stage (see [`train`]).
+fn train_v1<Block: ResidualBlock + 'static>(
+    args: &Args,
+    stages: ResNetConfig,
+) -> anyhow::Result<()> {
+    let net = |classes, size, decay, device: &Device| {
+        (stages.clone().with_num_classes(classes))
+            .with_image_size(size)
+            .with_weight_decay(decay)
+            .init::<Block>(device)
+    };
+    train(args, Preprocessing::for_resnet(stages.layout), net)
+}
+
+/// Trains the network `net` builds (of its classes, image side and weight decay) through
+/// `preprocessing` unless `--preprocessing` says otherwise, then (on the built-in data)
 /// evaluates it.
-fn train<Block>(args: &Args, stages: ResNetConfig) -> anyhow::Result<()>
+fn train<M, Net>(args: &Args, preprocessing: Preprocessing, net: Net) -> anyhow::Result<()>
 where
-    Block: ResidualBlock + 'static,
-    ResNet<Block>: ImageClassifier + TfNamed + TorchNamed,
+    M: ImageClassifier + TfNamed + TorchNamed + 'static,
+    Net: Fn(usize, usize, f64, &Device) -> M + Sync,
 {
     let data_dir = args.train.data_dir.as_deref();
     let image_size = args
@@ -91,19 +131,18 @@ where
         Some(_) => args.train.config(TrainConfig::resnet())?,
         None => args.train.builtin_config(TrainConfig::resnet_builtin())?,
     };
-    let preprocessing = (args.preprocessing).unwrap_or(Preprocessing::for_resnet(stages.layout));
+    let preprocessing = (args.preprocessing).unwrap_or(preprocessing);
     let train = preprocessing.train(image_size);
     let data = InceptionData::open(data_dir, Split::Train, image_size, train)?;
     println!("training data: {}", data.description);
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
-    let model = stages
-        .with_num_classes(num_classes)
-        .with_image_size(image_size)
-        .with_weight_decay(config.weight_decay);
+    let version = if args.v2 { "V2" } else { "" };
     println!(
-        "ResNet-{}, {image_size}x{image_size} images, {num_classes} classes, batch {}, {} steps",
+        "ResNet-{}{version}, {image_size}x{image_size} images, {num_classes} classes, batch {}, \
+         {} steps",
         args.depth, config.batch_size, config.max_steps
     );
+    let decay = config.weight_decay;
     let readers = config.reader_threads.unwrap_or(4);
     // Under mpirun: one rank of the job; rank 0 alone writes, reports and evaluates.
     let job = mpi_job(&config)?;
@@ -112,7 +151,10 @@ where
         .with_processes(job)
         .with_stop(StopFlag::ctrl_c()?)
         .with_prepare(args.train.fine_tuning())
-        .run(|device| model.init::<Block>(device), &data.input)?;
+        .run(
+            |device| net(num_classes, image_size, decay, device),
+            &data.input,
+        )?;
     if !rank_zero {
         return Ok(());
     }

@@ -1,4 +1,4 @@
-//! Evaluates ResNet-50 or ResNet-18 weights once: precision@1 and @5 over every example of an
+//! Evaluates ResNet-50 or ResNet-18 weights (or keras.applications' ResNet50V2's, `--v2`) once: precision@1 and @5 over every example of an
 //! ImageNet-style validation set, as torchvision's reference
 //! `references/classification/train.py --test-only` counts them, through torchvision's
 //! evaluation preset (shorter side to 256, central 224, ImageNet's mean and deviation;
@@ -17,15 +17,17 @@
 //! no background class: the shards' labels `1..=1000` are read as `0..1000`. Keras's weights
 //! (keras.applications' `ResNet50` in a `.h5` or `.keras` file) are evaluated in Keras's layout
 //! through Keras's preprocessing (`KerasImageNetEval`); so are the `resnet` example's
-//! checkpoints of that layout, with `--layout keras`.
+//! checkpoints of that layout, with `--layout keras`. ResNet50V2's (`--v2`) through Keras's
+//! "tf" mode.
 
 use std::path::PathBuf;
 
 use clap::Parser;
 
+use burn::tensor::Device;
 use burn_towers::models::weights::{TfNamed, TorchNamed};
-use burn_towers::models::{BasicBlock, Bottleneck};
-use burn_towers::models::{ImageClassifier, ResNet, ResNetConfig, ResNetLayout, ResidualBlock};
+use burn_towers::models::{BasicBlock, Bottleneck, ResNetV2Config};
+use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
     EvalArgs, InceptionData, Preprocessing, Split, WeightsArgs, is_keras_file, is_pytorch_file,
     load_weights, parse_args, resnet_layout_for,
@@ -41,9 +43,12 @@ struct Args {
     /// checkpoint in Keras's names.
     #[arg(long, default_value = "/tmp/resnet_train")]
     checkpoint: PathBuf,
-    /// 50 (bottleneck blocks) or 18 (basic blocks).
+    /// 50 (bottleneck blocks) or 18 (basic blocks); with `--v2`, 50, 101 or 152.
     #[arg(long, default_value_t = 50)]
     depth: usize,
+    /// keras.applications' pre-activation ResNet v2 (`ResNet50V2`) instead of v1.
+    #[arg(long)]
+    v2: bool,
     #[command(flatten)]
     eval: EvalArgs,
     /// Side of the square input: 224 with `--data-dir`, 64 on the built-in data (the `resnet`
@@ -59,32 +64,61 @@ struct Args {
     #[arg(long)]
     layout: Option<ResNetLayout>,
     /// The preprocessing the weights were trained with (the `resnet` example's flag); default:
-    /// the layout's library's.
+    /// the layout's library's, `keras-tf` for `--v2`.
     #[arg(long, value_enum)]
     preprocessing: Option<Preprocessing>,
 }
 
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
+    if args.v2 {
+        let stages = match args.depth {
+            50 => ResNetV2Config::resnet50v2(0),
+            101 => ResNetV2Config::resnet101v2(0),
+            152 => ResNetV2Config::resnet152v2(0),
+            other => anyhow::bail!("--depth is 50, 101 or 152 with --v2, not {other}"),
+        };
+        let net = |classes, size, device: &Device| {
+            (stages.with_num_classes(classes))
+                .with_image_size(size)
+                .init(device)
+        };
+        return eval(&args, Preprocessing::KerasTf, net);
+    }
     let layout = (args.layout).unwrap_or(resnet_layout_for(&args.checkpoint));
     match args.depth {
-        50 => eval::<Bottleneck>(&args, ResNetConfig::resnet50(0).with_layout(layout)),
-        18 => eval::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
+        50 => eval_v1::<Bottleneck>(&args, ResNetConfig::resnet50(0).with_layout(layout)),
+        18 => eval_v1::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
         other => anyhow::bail!("--depth is 50 or 18, not {other}"),
     }
 }
 
-/// Evaluates a ResNet of `Block`s with `stages`' blocks per stage.
-fn eval<Block>(args: &Args, stages: ResNetConfig) -> anyhow::Result<()>
+/// Evaluates a ResNet v1 of `Block`s with `stages`' blocks per stage (see [`eval`]).
+fn eval_v1<Block: ResidualBlock + 'static>(args: &Args, stages: ResNetConfig) -> anyhow::Result<()> {
+    let layout = stages.layout;
+    let net = |classes, size, device: &Device| {
+        (stages.with_num_classes(classes))
+            .with_image_size(size)
+            .init::<Block>(device)
+    };
+    eval(args, Preprocessing::for_resnet(layout), net)
+}
+
+/// Evaluates the network `net` builds (of its classes and image side) through `preprocessing`
+/// unless `--preprocessing` says otherwise.
+fn eval<M>(
+    args: &Args,
+    preprocessing: Preprocessing,
+    net: impl FnOnce(usize, usize, &Device) -> M,
+) -> anyhow::Result<()>
 where
-    Block: ResidualBlock + 'static,
-    ResNet<Block>: ImageClassifier + TfNamed + TorchNamed,
+    M: ImageClassifier + TfNamed + TorchNamed,
 {
     let dir = args.eval.data_dir.as_deref();
     let image_size = args
         .image_size
         .unwrap_or(if dir.is_some() { 224 } else { 64 });
-    let preprocessing = (args.preprocessing).unwrap_or(Preprocessing::for_resnet(stages.layout));
+    let preprocessing = (args.preprocessing).unwrap_or(preprocessing);
     let eval = preprocessing.eval(image_size, args.resize_size)?;
     // torchvision's and Keras's weights have no background class.
     let foreign = is_pytorch_file(&args.checkpoint) || is_keras_file(&args.checkpoint);
@@ -93,10 +127,8 @@ where
         false => InceptionData::open(dir, Split::Validation, image_size, eval)?,
     };
     println!("evaluating on {}", data.description);
-    let model = stages
-        .with_num_classes(args.eval.num_classes(&data))
-        .with_image_size(image_size)
-        .init::<Block>(&args.weights.device()?);
+    let classes = args.eval.num_classes(&data);
+    let model = net(classes, image_size, &args.weights.device()?);
     let options = args.weights.load_options();
     let (model, report) = load_weights(model, &args.checkpoint, options)?;
     println!("{report}");

@@ -1,26 +1,32 @@
-//! keras.applications' InceptionV3 and ResNet50 (1000 classes, random weights) in each of
-//! Keras's weight files give Keras's logits, and classify pictures with Keras's top 5 and
-//! probabilities, through the network's preprocessing (TF's for InceptionV3, Keras's `load_img`
-//! and `preprocess_input` for ResNet50); nested in a transfer model of Keras's, they give that
-//! model's logits. The files (about 100 MB each) are not in the repository:
+//! keras.applications' InceptionV3, ResNet50 and ResNet50V2 (1000 classes, random weights) in
+//! each of Keras's weight files give Keras's logits, and classify pictures with Keras's top 5
+//! and probabilities, through the network's preprocessing (TF's for InceptionV3, Keras's
+//! `load_img` and `preprocess_input` for the ResNets); nested in a transfer model of Keras's,
+//! they give that model's logits. The files (about 100 MB each) are not in the repository:
 //!
 //! ```text
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py inception_v3 /tmp/keras_inception_v3
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py resnet50 /tmp/keras_resnet50
+//! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py resnet50v2 /tmp/keras_resnet50v2
 //! TOWERS_KERAS_INCEPTION_V3=/tmp/keras_inception_v3 TOWERS_KERAS_RESNET50=/tmp/keras_resnet50 \
+//!     TOWERS_KERAS_RESNET50V2=/tmp/keras_resnet50v2 \
 //!     cargo test --workspace --test integration keras_applications
 //! ```
 //!
-//! Without `TOWERS_KERAS_INCEPTION_V3` (`TOWERS_KERAS_RESNET50`) the network's tests say they
-//! were skipped and pass.
+//! Without `TOWERS_KERAS_INCEPTION_V3` (`TOWERS_KERAS_RESNET50`, `TOWERS_KERAS_RESNET50V2`) the
+//! network's tests say they were skipped and pass.
 
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::Device;
-use burn_towers::data::transforms::{InceptionEval, KerasImageNetEval, Transform};
+use burn_towers::data::transforms::{
+    InceptionEval, KerasImageNetEval, KerasInputMode, Transform,
+};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
-use burn_towers::models::{Bottleneck, ImageClassifier, InceptionV3Config, ResNetConfig};
+use burn_towers::models::{
+    Bottleneck, ImageClassifier, InceptionV3Config, ResNetConfig, ResNetV2, ResNetV2Config,
+};
 use burn_towers::train::{LoadOptions, classify, load_weights};
 
 use crate::reference_outputs::{Expected, assert_logits, assert_top_5, inputs};
@@ -44,6 +50,12 @@ const INCEPTION_V3: Net = Net {
 const RESNET50: Net = Net {
     name: "resnet50",
     variable: "TOWERS_KERAS_RESNET50",
+    size: 224,
+};
+
+const RESNET50V2: Net = Net {
+    name: "resnet50v2",
+    variable: "TOWERS_KERAS_RESNET50V2",
     size: 224,
 };
 
@@ -145,6 +157,11 @@ fn resnet50(classes: usize) -> burn_towers::models::ResNet50 {
     ResNetConfig::keras_resnet50(classes).init::<Bottleneck>(&Device::flex())
 }
 
+/// ResNet50V2 of `classes` classes.
+fn resnet50v2(classes: usize) -> ResNetV2 {
+    ResNetV2Config::resnet50v2(classes).init(&Device::flex())
+}
+
 #[test]
 fn keras_inception_v3_files_give_keras_logits_and_top_5() {
     gives_keras_logits_and_top_5(INCEPTION_V3, inception_v3, &InceptionEval::new(299));
@@ -163,6 +180,17 @@ fn keras_resnet50_files_give_keras_logits_and_top_5() {
 #[test]
 fn a_keras_resnet50_transfer_model_gives_keras_logits() {
     a_transfer_model_gives_keras_logits(RESNET50, resnet50);
+}
+
+#[test]
+fn keras_resnet50v2_files_give_keras_logits_and_top_5() {
+    let eval = KerasImageNetEval::new(224).with_mode(KerasInputMode::Tf);
+    gives_keras_logits_and_top_5(RESNET50V2, resnet50v2, &eval);
+}
+
+#[test]
+fn a_keras_resnet50v2_transfer_model_gives_keras_logits() {
+    a_transfer_model_gives_keras_logits(RESNET50V2, resnet50v2);
 }
 
 /// Keras's ResNet50 in torchvision's layout (the stride elsewhere, no convolution biases) has

@@ -1,12 +1,13 @@
-"""Writes one of keras.applications' networks (random weights, 1000 classes), InceptionV3 or
-ResNet50, in Keras's weight files, and Keras's outputs for it, for the tests that need the
+"""Writes one of keras.applications' networks (random weights, 1000 classes), InceptionV3,
+ResNet50 or ResNet50V2, in Keras's weight files, and Keras's outputs for it, for the tests that need the
 full network (about 95 MB a file, not committed).
 
     /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py NET OUT_DIR [LAYER_LIST]
     TOWERS_KERAS_INCEPTION_V3=OUT_DIR cargo test --workspace --test integration keras_applications
     TOWERS_KERAS_RESNET50=OUT_DIR cargo test --workspace --test integration keras_applications
+    TOWERS_KERAS_RESNET50V2=OUT_DIR cargo test --workspace --test integration keras_applications
 
-NET is `inception_v3` or `resnet50`. Needs tensorflow-cpu (Keras 3) and tf-keras (Keras 2),
+NET is `inception_v3`, `resnet50` or `resnet50v2`. Needs tensorflow-cpu (Keras 3) and tf-keras (Keras 2),
 `pip install tensorflow-cpu tf-keras`. The weights are Keras's initializers, then made
 informative for a test: every batch-norm beta and every convolution bias random, the
 classifier's weights larger (so the classes spread), and the moving statistics those of a
@@ -23,7 +24,7 @@ OUT_DIR gets the same weights in each of Keras's files:
   network without its top (`include_top=False`, the same weights) nested in a model that adds
   pooling, dropout and a new `Dense(5)`;
 and inputs.f32 (2 x SIZE x SIZE x 3 f32, NHWC, already preprocessed: in [-1, 1] for
-InceptionV3, BGR less the mean pixel for ResNet50), images/*.png (2 pictures), expected.json
+InceptionV3 and ResNet50V2, BGR less the mean pixel for ResNet50), images/*.png (2 pictures), expected.json
 (logits of inputs.f32, before the softmax, and the transfer model's; for the PNG pictures
 after the network's preprocessing, TF's Inception eval preprocessing or Keras's `load_img` and
 `preprocess_input`: top-5 and probabilities).
@@ -43,7 +44,13 @@ import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 from pictures import pictures  # noqa: E402
 
-NETS = {"inception_v3": ("InceptionV3", 299), "resnet50": ("ResNet50", 224)}
+# Each network's class in keras.applications, input side, and the module of its
+# `preprocess_input` (None: TF's Inception eval preprocessing).
+NETS = {
+    "inception_v3": ("InceptionV3", 299, None),
+    "resnet50": ("ResNet50", 224, "resnet50"),
+    "resnet50v2": ("ResNet50V2", 224, "resnet_v2"),
+}
 
 
 def inception_preprocess(png, size):
@@ -55,22 +62,24 @@ def inception_preprocess(png, size):
     return ((image - 0.5) * 2.0).numpy()
 
 
-def resnet50_preprocess(path, size):
-    """Keras's ResNet50 example: `load_img` to the size (Pillow's nearest), `preprocess_input`."""
+def keras_preprocess(module, path, size):
+    """Keras's ResNet50 example: `load_img` to the size (Pillow's nearest), then the
+    `preprocess_input` of keras.applications' `module`."""
     image = keras.utils.img_to_array(keras.utils.load_img(path, target_size=(size, size)))
-    return keras.applications.resnet50.preprocess_input(image[None])
+    return getattr(keras.applications, module).preprocess_input(image[None])
 
 
 def preprocess(net, path, size):
     """The picture at `path` as `net`'s input, a batch of one."""
-    if net == "inception_v3":
+    module = NETS[net][2]
+    if module is None:
         return inception_preprocess(open(path, "rb").read(), size)
-    return resnet50_preprocess(path, size)
+    return keras_preprocess(module, path, size)
 
 
 def random_inputs(net, rng, n, size):
     """`n` random images in the range of `net`'s preprocessed inputs."""
-    low, high = (-1, 1) if net == "inception_v3" else (-124, 152)
+    low, high = (-124, 152) if net == "resnet50" else (-1, 1)
     return rng.uniform(low, high, (n, size, size, 3)).astype(np.float32)
 
 
@@ -104,7 +113,7 @@ def text(name):
 def transfer(keras_module, net, full, rng_head):
     """Transfer learning as Keras users write it: `net` without its top, with `full`'s weights,
     then pooling, dropout and a new `Dense(5)` with the weights `rng_head` gives."""
-    name, size = NETS[net]
+    name, size, _ = NETS[net]
     base = getattr(keras_module.applications, name)(weights=None, include_top=False,
                                                     input_shape=(size, size, 3))
     # The top's layers come last: the base's weights lead `full`'s, in the same order.
@@ -135,7 +144,7 @@ def layer_list(path, out):
 
 
 def main(net, out, listing=None):
-    name, size = NETS[net]
+    name, size, _ = NETS[net]
     os.makedirs(os.path.join(out, "images"), exist_ok=True)
     rng = np.random.default_rng(7)
     keras.utils.set_random_seed(7)

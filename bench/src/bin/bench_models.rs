@@ -1,12 +1,12 @@
 //! Forward and forward+backward time per image of the CIFAR-10 net (batch 128), Inception v3
 //! (batch 32, 299x299), ResNet-50 and ResNet-18 (batch 32, 224x224, torchvision's layout on
 //! `towers_kernels::nn`'s drop-in layers; ResNet-50 in Keras's layout too, the network of TF
-//! Keras's `ResNet50`) on the default CPU backend (flex), or on the device
+//! Keras's `ResNet50`, and Keras's `ResNet50V2`) on the default CPU backend (flex), or on the device
 //! `TOWERS_BENCH_DEVICE` names.
 //!
 //! `cargo run --release -p towers-bench --bin bench_models [REPS] [MODEL] [PRECISION]` (default 3
 //! timed runs after [`WARM_UP`] calls; `MODEL` `cifar10`, `inception`, `resnet50`,
-//! `resnet50-keras` or `resnet18`
+//! `resnet50-keras`, `resnet50v2` or `resnet18`
 //! and `PRECISION` `f32` or `bf16` run only those rows, e.g. under a profiler;
 //! `TOWERS_BENCH_BATCH` replaces every row's batch).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
@@ -31,6 +31,7 @@ use std::time::Instant;
 use towers_kernels::{Precision, bf16_kernel, with_precision};
 use towers_models::{
     Cifar10Config, ImageClassifier, InceptionV3Config, ResNet18, ResNet50, ResNetConfig,
+    ResNetV2Config,
 };
 use towers_train::OptimizerConfig;
 
@@ -98,6 +99,10 @@ fn main() {
             reps,
             &precisions,
         );
+    }
+    if runs("resnet50v2") {
+        let resnet = ResNetV2Config::resnet50v2(1000).init(&device);
+        bench("ResNet50V2, 224x224", resnet, batch(32), reps, &precisions);
     }
     if runs("resnet18") {
         let resnet: ResNet18 = ResNetConfig::resnet18(1000).init(&device);
@@ -208,9 +213,11 @@ mod phase_counts {
             "resnet50-keras" => {
                 phases::<ResNet50>(ResNetConfig::keras_resnet50(1000).init(device), batch)
             }
+            "resnet50v2" => phases(ResNetV2Config::resnet50v2(1000).init(device), batch),
             "resnet18" => phases::<ResNet18>(ResNetConfig::resnet18(1000).init(device), batch),
             other => panic!(
-                "MODEL is cifar10, inception, resnet50, resnet50-keras or resnet18, not {other}"
+                "MODEL is cifar10, inception, resnet50, resnet50-keras, resnet50v2 or resnet18, \
+                 not {other}"
             ),
         }
     }

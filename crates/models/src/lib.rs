@@ -28,8 +28,9 @@ pub use nets::{
     InceptionDConfig, InceptionE, InceptionEConfig, InceptionV3, InceptionV3Config,
 };
 pub use nets::{
-    BasicBlock, Bottleneck, Downsample, DownsampleConfig, ResNet, ResNet18, ResNet50, ResNetConfig,
-    ResNetLayout, ResidualBlock,
+    BasicBlock, Bottleneck, Downsample, DownsampleConfig, PreActBottleneck, PreActBottleneckConfig,
+    ResNet, ResNet18, ResNet50, ResNetConfig, ResNetLayout, ResNetV2, ResNetV2Config,
+    ResidualBlock,
 };
 pub use parameter_table::{ParameterRow, parameter_table};
 pub use params::{ParamCounts, WeightDecay, count_params, weight_decays};

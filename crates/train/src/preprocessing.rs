@@ -1,16 +1,17 @@
 //! [`Preprocessing`]: which ImageNet preprocessing a model is trained and evaluated with, as a
-//! command-line choice (`--preprocessing torchvision|inception|keras`).
+//! command-line choice (`--preprocessing torchvision|inception|keras|keras-tf`).
 
 use towers_data::transforms::{
-    InceptionEval, InceptionTrain, KerasImageNetEval, Normalize, TorchvisionEval, TorchvisionTrain,
-    Transform,
+    InceptionEval, InceptionTrain, KerasImageNetEval, KerasInputMode, Normalize, TorchvisionEval,
+    TorchvisionTrain, Transform,
 };
 
 use towers_models::ResNetLayout;
 
 use crate::error::{Error, Result};
 
-/// torchvision's ImageNet preprocessing, TF's Inception preprocessing, or Keras's ResNet50's.
+/// torchvision's ImageNet preprocessing, TF's Inception preprocessing, or Keras's ResNet50's or
+/// ResNet50V2's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 #[non_exhaustive]
 pub enum Preprocessing {
@@ -25,6 +26,10 @@ pub enum Preprocessing {
     /// takes torchvision's crops and flips ([`TorchvisionTrain`]); evaluation is Keras's
     /// example's ([`KerasImageNetEval`]: the whole image resized).
     Keras,
+    /// What keras.applications' ResNet50V2 weights expect, Keras's "tf" mode: values in [-1,
+    /// 1]. Training takes torchvision's crops and flips ([`Normalize::SIGNED_UNIT`]);
+    /// evaluation is Keras's example's ([`KerasImageNetEval`] in [`KerasInputMode::Tf`]).
+    KerasTf,
 }
 
 impl Preprocessing {
@@ -44,6 +49,10 @@ impl Preprocessing {
             Self::Inception => Box::new(InceptionTrain::new(image_size)),
             Self::Keras => {
                 Box::new(TorchvisionTrain::new(image_size).with_normalize(Normalize::CAFFE))
+            }
+            Self::KerasTf => {
+                let normalize = Normalize::SIGNED_UNIT;
+                Box::new(TorchvisionTrain::new(image_size).with_normalize(normalize))
             }
         }
     }
@@ -66,7 +75,10 @@ impl Preprocessing {
                     .into(),
             )),
             (Self::Keras, None) => Ok(Box::new(KerasImageNetEval::new(image_size))),
-            (Self::Keras, Some(_)) => Err(Error::Config(
+            (Self::KerasTf, None) => Ok(Box::new(
+                KerasImageNetEval::new(image_size).with_mode(KerasInputMode::Tf),
+            )),
+            (Self::Keras | Self::KerasTf, Some(_)) => Err(Error::Config(
                 "a resize size is torchvision's preprocessing's (Keras's resizes the whole image)"
                     .into(),
             )),
@@ -111,6 +123,11 @@ mod tests {
             planes(&*Preprocessing::Keras.train(16)),
             planes(&keras_train)
         );
+        let keras_tf = Preprocessing::KerasTf.eval(16, None).unwrap();
+        let tf_mode = KerasImageNetEval::new(16).with_mode(KerasInputMode::Tf);
+        assert_eq!(planes(&*keras_tf), planes(&tf_mode));
+        let tf_train = TorchvisionTrain::new(16).with_normalize(Normalize::SIGNED_UNIT);
+        assert_eq!(planes(&*Preprocessing::KerasTf.train(16)), planes(&tf_train));
 
         let too_small = Preprocessing::Torchvision.eval(16, Some(15)).err().unwrap();
         assert!(
@@ -121,5 +138,7 @@ mod tests {
         assert!(not_tfs.to_string().contains("torchvision"), "{not_tfs}");
         let not_keras = Preprocessing::Keras.eval(16, Some(24)).err().unwrap();
         assert!(not_keras.to_string().contains("whole image"), "{not_keras}");
+        let not_keras_tf = Preprocessing::KerasTf.eval(16, Some(24)).err().unwrap();
+        assert!(not_keras_tf.to_string().contains("whole image"), "{not_keras_tf}");
     }
 }

@@ -49,8 +49,8 @@ impl Default for LoadOptions {
 ///
 /// `path` is a TF checkpoint (a prefix such as `model.ckpt-1000`, its `.index`, or a directory
 /// with a `checkpoint` state file), a torchvision state dict (`.pth` or `.pt`, see
-/// [`is_pytorch_file`]), keras.applications' InceptionV3 or ResNet50 in a Keras file (see
-/// [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory, whose newest
+/// [`is_pytorch_file`]), keras.applications' InceptionV3, ResNet50 or ResNet50V2 in a Keras
+/// file (see [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory, whose newest
 /// is taken), or a `.safetensors` export. A Keras file or a checkpoint of ours holds one
 /// network's weights and nothing else: every tensor of it must find a parameter (a ResNet's
 /// of another [`ResNetLayout`] would not).
@@ -127,9 +127,9 @@ pub fn is_pytorch_file(path: &Path) -> bool {
 
 /// Whether `path` names a Keras weights file (`.h5`, `.hdf5`, `.keras`): keras.applications'
 /// InceptionV3 (1000 classes without a background class and no aux head, TF's pooling and
-/// TF's preprocessing, values in [-1, 1]) or ResNet50 (`ResNetConfig::keras_resnet50`, 1000
-/// classes, `KerasImageNetEval`'s preprocessing); only their weights are read from Keras
-/// files.
+/// TF's preprocessing, values in [-1, 1]), ResNet50 (`ResNetConfig::keras_resnet50`, 1000
+/// classes, `KerasImageNetEval`'s preprocessing) or ResNet50V2 (`ResNetV2Config`,
+/// `KerasImageNetEval` in its "tf" mode); only their weights are read from Keras files.
 pub fn is_keras_file(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e == "h5" || e == "hdf5" || e == "keras")

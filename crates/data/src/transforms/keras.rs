@@ -1,6 +1,6 @@
-//! [`KerasImageNetEval`]: the preprocessing keras.applications' documentation gives its ResNet50
-//! for ImageNet: `keras.utils.load_img(path, target_size=(size, size))`, then
-//! `keras.applications.resnet50.preprocess_input` ("caffe" mode).
+//! [`KerasImageNetEval`]: the preprocessing keras.applications' documentation gives its ImageNet
+//! networks: `keras.utils.load_img(path, target_size=(size, size))`, then the network's
+//! `preprocess_input` ([`KerasInputMode`]: "caffe" for ResNet50, "tf" for ResNet50V2).
 
 use super::inception_preprocessing::{planes_pool, with_decoded};
 use super::torchvision::bytes_of;
@@ -15,26 +15,59 @@ use crate::image::{Image, Planes, Rgb8};
 /// (Keras's `keras/src/applications/imagenet_utils.py`).
 const CAFFE_MEAN_BGR: [f32; 3] = [103.939, 116.779, 123.68];
 
+/// The `mode` of Keras's `preprocess_input` (`imagenet_utils.py`): what a network's weights
+/// expect of the values in 0-255.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KerasInputMode {
+    /// "caffe" (`keras.applications.resnet50.preprocess_input`): the channels reversed to BGR,
+    /// ImageNet's mean pixel subtracted.
+    Caffe,
+    /// "tf" (`keras.applications.resnet_v2.preprocess_input`, also InceptionV3's): `x / 127.5
+    /// - 1`, in [-1, 1], RGB.
+    Tf,
+}
+
+impl KerasInputMode {
+    /// Plane `c` of the network's input from `pixel`, an RGB pixel's bytes, as `f32`
+    /// arithmetic in Keras's order of operations.
+    fn value(self, pixel: &[u8], c: usize) -> f32 {
+        match self {
+            // Plane `c` is BGR's `c`: RGB's `2 - c`.
+            Self::Caffe => f32::from(pixel[2 - c]) - CAFFE_MEAN_BGR[c],
+            Self::Tf => f32::from(pixel[c]) / 127.5 - 1.0,
+        }
+    }
+}
+
 /// Evaluation preprocessing as Keras's ResNet50 example: the whole image resized to `size` x
 /// `size` by Pillow's nearest neighbour (`load_img`'s default interpolation; no crop, the
-/// aspect ratio not kept), its channels reversed to BGR, and ImageNet's mean pixel subtracted
-/// from the values in 0-255, in `f32` (`preprocess_input`). The network's first channel is
-/// blue: keras.applications' ResNet50 weights expect that.
+/// aspect ratio not kept), then the values in 0-255 as [`KerasInputMode`] says, in `f32`
+/// (`preprocess_input`). In "caffe" mode, the default, the network's first channel is blue:
+/// keras.applications' ResNet50 weights expect that.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct KerasImageNetEval {
     /// Side of the output.
     pub size: usize,
+    /// What is done to the values.
+    pub mode: KerasInputMode,
     buffers: BufferPool,
 }
 
 impl KerasImageNetEval {
-    /// Resizes to `size` x `size` (224 for ResNet50).
+    /// Resizes to `size` x `size` (224 for ResNet50), in "caffe" mode (ResNet50's).
     pub fn new(size: usize) -> Self {
         Self {
             size,
+            mode: KerasInputMode::Caffe,
             buffers: planes_pool(),
         }
+    }
+
+    /// The values as `mode` says instead ([`KerasInputMode::Tf`] for ResNet50V2).
+    pub fn with_mode(self, mode: KerasInputMode) -> Self {
+        Self { mode, ..self }
     }
 
     fn prepare(&self, image: &Rgb8) -> Planes {
@@ -42,12 +75,10 @@ impl KerasImageNetEval {
         let columns = nearest_indices(image.width, self.size);
         let mut planes = Planes::reused_in(&self.buffers, 3, self.size, self.size);
         for (c, plane) in planes.rgb_mut().into_iter().enumerate() {
-            // Plane `c` is BGR's `c`: RGB's `2 - c`.
-            let (from, mean) = (2 - c, CAFFE_MEAN_BGR[c]);
             for (out_row, &y) in plane.chunks_exact_mut(self.size).zip(&rows) {
                 let row = &image.pixels[y * image.width * 3..(y + 1) * image.width * 3];
                 for (out, &x) in out_row.iter_mut().zip(&columns) {
-                    *out = f32::from(row[x * 3 + from]) - mean;
+                    *out = self.mode.value(&row[x * 3..x * 3 + 3], c);
                 }
             }
         }
@@ -124,5 +155,23 @@ mod tests {
         assert_eq!(at(0, 1, 2), blue[1]);
         assert_eq!(at(2, 2, 1), red[2]);
         assert_eq!(at(1, 0, 0), 20.0 - 116.779);
+    }
+
+    /// "tf" mode: RGB, `x / 127.5 - 1`, as numpy computes it in `float32` (`x /= 127.5; x -=
+    /// 1.0`): 0 is -1, 255 is 1, and 10 is `10 / 127.5 - 1` rounded twice.
+    #[test]
+    fn tf_mode_planes_are_rgb_in_minus_one_to_one() {
+        let image = Rgb8 {
+            pixels: vec![0, 10, 255, 128, 64, 1],
+            height: 1,
+            width: 2,
+        };
+        let eval = KerasImageNetEval::new(2).with_mode(KerasInputMode::Tf);
+        let planes = eval.prepare(&image).to_image();
+        let at = |c, x| planes.get(0, x, c);
+        assert_eq!([at(0, 0), at(1, 0), at(2, 0)], [-1.0, 10.0 / 127.5 - 1.0, 1.0]);
+        assert_eq!(at(0, 1), 128.0f32 / 127.5 - 1.0);
+        // numpy: np.float32(1) / np.float32(127.5) - np.float32(1).
+        assert_eq!(at(2, 1), -0.99215686);
     }
 }

@@ -36,7 +36,7 @@ pub use hsv::{
     hsv_to_rgb, random_hue, random_saturation, random_saturation_and_hue, rgb_to_hsv,
 };
 pub use inception_preprocessing::{InceptionEval, InceptionTrain};
-pub use keras::KerasImageNetEval;
+pub use keras::{KerasImageNetEval, KerasInputMode};
 pub use pil_resize::{pil_resize_bilinear, pil_resize_window};
 pub use resize::{ResizeMethod, Source, Value, resize, resize_window};
 pub use standardize::per_image_standardization;

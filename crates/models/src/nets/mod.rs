@@ -16,6 +16,7 @@ pub use inception::{
     InceptionV3Config,
 };
 pub use resnet::{
-    BasicBlock, Bottleneck, Downsample, DownsampleConfig, ResNet, ResNet18, ResNet50, ResNetConfig,
-    ResNetLayout, ResidualBlock,
+    BasicBlock, Bottleneck, Downsample, DownsampleConfig, PreActBottleneck, PreActBottleneckConfig,
+    ResNet, ResNet18, ResNet50, ResNetConfig, ResNetLayout, ResNetV2, ResNetV2Config,
+    ResidualBlock,
 };

@@ -13,7 +13,7 @@
 //!   lists them in the graph's order, which interleaves branches).
 //! - Keras 3 before 3.6 recorded no own names ([`LayerNames::ByClass`]): its layers are named
 //!   by class, numbered in the graph's order. InceptionV3's n-th convolution is then the
-//!   `GRAPH_ORDER[n]`-th created, and ResNet's n-th is the n-th of `resnet_v1_graph_order`.
+//!   `GRAPH_ORDER[n]`-th created, and a ResNet's n-th is the n-th of `resnet_graph_order`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -35,10 +35,11 @@ pub struct KerasSource {
 }
 
 impl KerasSource {
-    /// The weights of keras.applications' `InceptionV3` or `ResNet50` (also `ResNet101` and
-    /// `ResNet152`, and either without its top or inside a transfer model) at `path` for the
-    /// parameters of `M`, which names them as TF does ([`TfNamed`]: TF-slim's names for
-    /// Inception v3, Keras's for a ResNet in `ResNetLayout::Keras`). The file is Keras 2's
+    /// The weights of keras.applications' `InceptionV3`, `ResNet50` or `ResNet50V2` (also
+    /// `ResNet101`, `ResNet152` and their v2s, and any without its top or inside a transfer
+    /// model) at `path` for the parameters of `M`, which names them as TF does ([`TfNamed`]:
+    /// TF-slim's names for Inception v3, Keras's for a `ResNetV2` and a `ResNet` in
+    /// `ResNetLayout::Keras`). The file is Keras 2's
     /// (`save_weights`, `model.save`, and the ImageNet weights keras.applications downloads,
     /// such as `resnet50_weights_tf_dim_ordering_tf_kernels.h5`), a Keras 3 `.weights.h5` or a
     /// Keras 3 `.keras` archive. A file whose weights fit no parameter of `M` fails in
@@ -116,8 +117,9 @@ const GRAPH_ORDER: [usize; 94] = [
     71, 75, 80, 77, 81, 78, 79, 82, 83, 76, 84, 89, 86, 90, 87, 88, 91, 92, 85, 93,
 ];
 
-/// The blocks of each stage of keras.applications' ResNet50, ResNet101 and ResNet152.
-const RESNET_V1_STAGES: [[usize; 4]; 3] = [[3, 4, 6, 3], [3, 4, 23, 3], [3, 8, 36, 3]];
+/// The blocks of each stage of keras.applications' ResNet50, ResNet101 and ResNet152 (and of
+/// their v2s).
+const RESNET_STAGES: [[usize; 4]; 3] = [[3, 4, 6, 3], [3, 4, 23, 3], [3, 8, 36, 3]];
 
 /// The TF variable name of each weight of the file's `layers`, named as `names` says, or why
 /// they cannot be named.
@@ -135,27 +137,34 @@ fn tf_variables(
     }
     match names {
         LayerNames::Own => by_own_names(layers),
-        LayerNames::ByClass => by_resnet_v1_graph_order(&convs, &norms, layers),
+        LayerNames::ByClass => by_resnet_graph_order(&convs, &norms, layers),
     }
 }
 
-/// TF's name of each weight of keras.applications' ResNet v1 whose convolutions and batch
-/// norms are `convs` and `norms` (of `layers`, named by class in the graph's order), or why
-/// they are no such ResNet's.
-fn by_resnet_v1_graph_order(
+/// TF's name of each weight of keras.applications' ResNet, v1 or v2, whose convolutions and
+/// batch norms are `convs` and `norms` (of `layers`, named by class in the graph's order), or
+/// why they are no such ResNet's.
+fn by_resnet_graph_order(
     convs: &[&KerasLayer],
     norms: &[&KerasLayer],
     layers: &[KerasLayer],
 ) -> Result<HashMap<String, KerasWeight>, String> {
-    let stages = RESNET_V1_STAGES
-        .into_iter()
-        .find(|&stages| resnet_v1_graph_order(stages, "conv").len() == convs.len());
-    let Some(stages) = stages.filter(|_| norms.len() == convs.len()) else {
+    let candidates = [false, true].into_iter().flat_map(|v2| {
+        RESNET_STAGES.map(|stages| {
+            let order = |kind| resnet_graph_order(v2, stages, kind);
+            (order("conv"), order("bn"))
+        })
+    });
+    let mut known = candidates.filter(|(conv_names, norm_names)| {
+        conv_names.len() == convs.len() && norm_names.len() == norms.len()
+    });
+    let Some((conv_names, norm_names)) = known.next() else {
         return Err(format!(
             "{} convolution and {} batch-norm layers with weights (`conv2d_N`, \
              `batch_normalization_N`), named by class (Keras 3 before 3.6): only \
-             keras.applications' InceptionV3 (94 of each) and ResNet50, 101 and 152 (53, 104, \
-             155) are known in that order",
+             keras.applications' InceptionV3 (94 of each), ResNet50, 101 and 152 (53, 104, 155 \
+             of each) and ResNet50V2, 101V2 and 152V2 (53, 104, 155 and 49, 100, 151) are \
+             known in that order",
             convs.len(),
             norms.len()
         ));
@@ -164,8 +173,8 @@ fn by_resnet_v1_graph_order(
         name,
         weights: layer.weights.clone(),
     };
-    let convs = convs.iter().zip(resnet_v1_graph_order(stages, "conv"));
-    let norms = norms.iter().zip(resnet_v1_graph_order(stages, "bn"));
+    let convs = convs.iter().zip(conv_names);
+    let norms = norms.iter().zip(norm_names);
     let mut renamed: Vec<KerasLayer> = convs.chain(norms).map(|(l, n)| own(l, n)).collect();
     renamed.extend(numbered(layers, "dense").into_iter().cloned());
     by_own_names(&renamed)
@@ -188,21 +197,29 @@ fn by_own_names(layers: &[KerasLayer]) -> Result<HashMap<String, KerasWeight>, S
     Ok(variables)
 }
 
-/// The names keras.applications' ResNet v1 of `stages` gives its convolutions (`kind`
-/// `conv`) or batch norms (`bn`), in the order of its graph: the stem's, then each block's
-/// `_1`, `_2`, the shortcut's `_0` (a stage's first block), `_3`.
-fn resnet_v1_graph_order(stages: [usize; 4], kind: &str) -> Vec<String> {
-    let mut names = vec![format!("conv1_{kind}")];
+/// The names keras.applications' ResNet of `stages` (v1, or `v2`) gives its convolutions
+/// (`kind` `conv`) or batch norms (`bn`), in the order of its graph. Convolutions: the stem's,
+/// then each block's `_1`, `_2`, the shortcut's `_0` (a stage's first block), `_3`. Batch
+/// norms: v1's as its convolutions; v2's each block's `_preact`, `_1`, `_2`, then `post_bn`.
+fn resnet_graph_order(v2: bool, stages: [usize; 4], kind: &str) -> Vec<String> {
+    let v2_norms = v2 && kind == "bn";
+    let mut names = match v2_norms {
+        true => Vec::new(),
+        false => vec![format!("conv1_{kind}")],
+    };
     for (stage, blocks) in stages.into_iter().enumerate() {
         for block in 1..=blocks {
-            let layers: &[usize] = if block == 1 {
-                &[1, 2, 0, 3]
-            } else {
-                &[1, 2, 3]
+            let layers: &[&str] = match (v2_norms, block) {
+                (true, _) => &["preact", "1", "2"],
+                (false, 1) => &["1", "2", "0", "3"],
+                (false, _) => &["1", "2", "3"],
             };
             let name = |n| format!("conv{}_block{block}_{n}_{kind}", stage + 2);
             names.extend(layers.iter().map(name));
         }
+    }
+    if v2_norms {
+        names.push("post_bn".into());
     }
     names
 }
@@ -286,7 +303,9 @@ mod tests {
     use burn::tensor::Device;
 
     use super::*;
-    use crate::nets::{Bottleneck, InceptionV3, InceptionV3Config, ResNet, ResNetConfig};
+    use crate::nets::{
+        Bottleneck, InceptionV3, InceptionV3Config, ResNet, ResNetConfig, ResNetV2, ResNetV2Config,
+    };
     use crate::params::walk;
 
     /// `tests/data/keras_{net}_layers.txt`: the layers of a Keras 2 file of keras.applications'
@@ -331,6 +350,11 @@ mod tests {
     /// Our ResNet-50 in Keras's layout.
     fn resnet50() -> ResNet<Bottleneck> {
         ResNetConfig::keras_resnet50(1000).init(&Device::flex())
+    }
+
+    /// Our ResNet50V2.
+    fn resnet50v2() -> ResNetV2 {
+        ResNetV2Config::resnet50v2(1000).init(&Device::flex())
     }
 
     /// Every parameter of `model` finds a weight of `net`'s listing of its shape, and every
@@ -379,6 +403,8 @@ mod tests {
             LayerNames::Own,
         );
         fills_every_parameter_with_its_shape(&resnet50(), "resnet50", &resnet, LayerNames::Own);
+        let (v2, _) = keras2_listing("resnet50v2");
+        fills_every_parameter_with_its_shape(&resnet50v2(), "resnet50v2", &v2, LayerNames::Own);
     }
 
     /// `net`'s Keras 2 listing and the same renamed as Keras 3 before 3.6 names the layers (by
@@ -409,7 +435,7 @@ mod tests {
     /// Named by class, every parameter finds the weight it finds by the layers' own names.
     #[test]
     fn names_by_class_find_the_weights_own_names_find() {
-        for net in ["inception_v3", "resnet50"] {
+        for net in ["inception_v3", "resnet50", "resnet50v2"] {
             let (keras2, keras3) = renamed_by_class(net);
             assert_eq!(
                 tf_variables(&keras3, LayerNames::ByClass).unwrap(),
@@ -426,6 +452,8 @@ mod tests {
         );
         let (_, resnet) = renamed_by_class("resnet50");
         fills_every_parameter_with_its_shape(&resnet50(), "resnet50", &resnet, LayerNames::ByClass);
+        let (_, v2) = renamed_by_class("resnet50v2");
+        fills_every_parameter_with_its_shape(&resnet50v2(), "resnet50v2", &v2, LayerNames::ByClass);
     }
 
     #[test]

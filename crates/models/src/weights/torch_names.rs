@@ -12,7 +12,7 @@
 //! parametrization.)
 
 use super::tf_names::INCEPTION_SCOPES;
-use crate::nets::{Cifar10Net, InceptionV3};
+use crate::nets::{Cifar10Net, InceptionV3, ResNetV2};
 
 /// How a torchvision tensor becomes our parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +48,17 @@ pub trait TorchNamed {
 
 impl TorchNamed for Cifar10Net {
     /// torchvision has no CIFAR-10 tutorial network.
+    fn torch_parameter(_: &str) -> Option<TorchParameter> {
+        None
+    }
+
+    fn companions(_: &str) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl TorchNamed for ResNetV2 {
+    /// torchvision has no ResNet v2 (timm's has its strides and stem elsewhere).
     fn torch_parameter(_: &str) -> Option<TorchParameter> {
         None
     }

@@ -50,10 +50,7 @@ impl ResNetLayout {
         stride: usize,
         device: &Device,
     ) -> Conv2d {
-        let pad = kernel / 2;
-        let config = Conv2dConfig::new(channels, [kernel; 2])
-            .with_stride([stride; 2])
-            .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad));
+        let config = square_conv(channels, kernel, stride);
         match self {
             // `kaiming_normal_(mode="fan_out", nonlinearity="relu")`: a standard deviation of
             // `sqrt(2 / fan_out)`.
@@ -64,11 +61,7 @@ impl ResNetLayout {
                     fan_out_only: true,
                 })
                 .init(device),
-            Self::Keras => {
-                let mut conv = config.with_initializer(glorot_uniform()).init(device);
-                conv.bias = Some(zeros(channels[1], device));
-                conv
-            }
+            Self::Keras => keras_conv(config, true, device),
         }
     }
 
@@ -95,6 +88,40 @@ impl ResNetLayout {
             }
         }
     }
+}
+
+/// A square `kernel` convolution at `stride`, padded by `kernel / 2` on every side (Keras's
+/// `ZeroPadding2D` before a `valid` convolution, or `same` at stride 1).
+fn square_conv(channels: [usize; 2], kernel: usize, stride: usize) -> Conv2dConfig {
+    let pad = kernel / 2;
+    Conv2dConfig::new(channels, [kernel; 2])
+        .with_stride([stride; 2])
+        .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
+}
+
+/// Keras's `Conv2D` of `config`'s shape, with or without a `bias`, initialized as Keras does
+/// (Glorot's uniform, the bias at zero).
+fn keras_conv(config: Conv2dConfig, bias: bool, device: &Device) -> Conv2d {
+    let out = config.channels[1];
+    let mut conv = (config.with_bias(bias))
+        .with_initializer(glorot_uniform())
+        .init(device);
+    if bias {
+        conv.bias = Some(zeros(out, device));
+    }
+    conv
+}
+
+/// [`ResNetLayout::conv`] as keras.applications' ResNet v2 builds it, with or without a `bias`
+/// (its blocks' first two convolutions have none).
+pub(crate) fn keras_v2_conv(
+    channels: [usize; 2],
+    kernel: usize,
+    stride: usize,
+    bias: bool,
+    device: &Device,
+) -> Conv2d {
+    keras_conv(square_conv(channels, kernel, stride), bias, device)
 }
 
 /// Keras's default kernel initializer, `glorot_uniform`.

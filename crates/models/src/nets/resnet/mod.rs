@@ -11,12 +11,16 @@
 //! - `layout.rs`: [`ResNetLayout`], and the convolutions and batch norms of each.
 //! - `residual_block.rs`: [`ResidualBlock`], what a stage needs of its blocks.
 //! - `basic_block.rs`, `bottleneck.rs`: the two blocks; `downsample.rs`: the shortcut.
+//! - `v2.rs`: [`ResNetV2`], keras.applications' pre-activation ResNet (`ResNet50V2`), of
+//!   `pre_act_bottleneck.rs`'s [`PreActBottleneck`]s.
 
 mod basic_block;
 mod bottleneck;
 mod downsample;
 mod layout;
+mod pre_act_bottleneck;
 mod residual_block;
+mod v2;
 
 use burn::config::Config;
 use burn::module::Module;
@@ -34,7 +38,9 @@ pub use basic_block::BasicBlock;
 pub use bottleneck::Bottleneck;
 pub use downsample::{Downsample, DownsampleConfig};
 pub use layout::ResNetLayout;
+pub use pre_act_bottleneck::{PreActBottleneck, PreActBottleneckConfig};
 pub use residual_block::ResidualBlock;
+pub use v2::{ResNetV2, ResNetV2Config};
 
 use crate::nets::{ClassifierLoss, ImageClassifier};
 use crate::params::{WeightDecay, weight_decays};
@@ -157,14 +163,18 @@ pub struct ResNet<Block> {
     weight_decay: f64,
 }
 
-impl<Block: ResidualBlock> ResNet<Block> {
-    /// The loss without its penalty: the mean cross-entropy.
-    fn cross_entropy(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-        let logits = ImageClassifier::forward(self, images);
-        let loss = softmax_cross_entropy(logits.clone(), labels, 0.0);
-        ClassifierLoss { loss, logits }
-    }
+/// A ResNet's loss without its penalty: the mean cross-entropy of `model`'s logits.
+fn cross_entropy(
+    model: &impl ImageClassifier,
+    images: Tensor<4>,
+    labels: Tensor<1, Int>,
+) -> ClassifierLoss {
+    let logits = model.forward(images);
+    let loss = softmax_cross_entropy(logits.clone(), labels, 0.0);
+    ClassifierLoss { loss, logits }
+}
 
+impl<Block: ResidualBlock> ResNet<Block> {
     /// The features before the head: `[n, 512 * EXPANSION]`.
     fn features(&self, images: Tensor<4>) -> Tensor<2> {
         let x = relu(self.bn1.forward(self.conv1.forward(images)));
@@ -191,7 +201,7 @@ impl<Block: ResidualBlock> ImageClassifier for ResNet<Block> {
     /// moving statistics).
     fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
         let penalty = l2_penalty(self, |_| self.weight_decay);
-        self.cross_entropy(images, labels).plus(penalty)
+        cross_entropy(self, images, labels).plus(penalty)
     }
 
     fn weight_decays(&self) -> Vec<WeightDecay> {
@@ -199,8 +209,7 @@ impl<Block: ResidualBlock> ImageClassifier for ResNet<Block> {
     }
 
     fn loss_decay_in_update(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-        self.cross_entropy(images, labels)
-            .plus_penalty_value(self, |_| self.weight_decay)
+        cross_entropy(self, images, labels).plus_penalty_value(self, |_| self.weight_decay)
     }
 
     fn num_classes(&self) -> usize {
