@@ -131,8 +131,12 @@ def unnamed(path, out):
     """`path` without each layer's own name (the `name` of its `vars`), written to `out`."""
     shutil.copy(path, out)
     with h5py.File(out, "r+") as f:
-        f.visititems(lambda name, group: group.attrs.pop("name", None)
-                     if name.endswith("vars") else None)
+        # Collected first: `visititems` stops at the first visit that returns anything.
+        groups = []
+        f.visititems(lambda name, group: groups.append(group) if name.endswith("vars") else None)
+        for group in groups:
+            group.attrs.pop("name", None)
+        assert groups and not any("name" in group.attrs for group in groups)
 
 
 def layer_list(path, out):
