@@ -136,11 +136,13 @@ where
     let data = InceptionData::open(data_dir, Split::Train, image_size, train)?;
     println!("training data: {}", data.description);
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
-    let version = if args.v2 { "V2" } else { "" };
+    let name = match args.v2 {
+        true => format!("ResNet{}V2", args.depth),
+        false => format!("ResNet-{}", args.depth),
+    };
     println!(
-        "ResNet-{}{version}, {image_size}x{image_size} images, {num_classes} classes, batch {}, \
-         {} steps",
-        args.depth, config.batch_size, config.max_steps
+        "{name}, {image_size}x{image_size} images, {num_classes} classes, batch {}, {} steps",
+        config.batch_size, config.max_steps
     );
     let decay = config.weight_decay;
     let readers = config.reader_threads.unwrap_or(4);

@@ -208,6 +208,28 @@ fn keras_resnet50_weights_in_torchvision_layout_are_refused() {
         .unwrap();
     let error = std::error::Error::source(&error).unwrap().to_string();
     let words = "53 of its tensors fit no parameter of the model (`conv1_conv/conv1_conv/bias:0` \
-                 and 52 more): a model of another layout?";
+                 and 52 more): weights of another layout or version of the network?";
     assert!(error.contains(words), "{error}");
+}
+
+/// Keras's ResNet50V2 and ResNet50 share most layer names and many shapes: either given to the
+/// other is an error naming what is left over, not a network that half loads.
+#[test]
+fn keras_resnet50_and_resnet50v2_weights_refuse_each_other() {
+    let (Some(v1_dir), Some(v2_dir)) = (RESNET50.fixture_dir(), RESNET50V2.fixture_dir()) else {
+        return;
+    };
+    let refusal = |error: burn_towers::train::Error| {
+        std::error::Error::source(&error).unwrap().to_string()
+    };
+    let v2_file = v2_dir.join("resnet50v2_keras2.h5");
+    let error = load_weights(resnet50(1000), &v2_file, LoadOptions::default()).err();
+    let words = "68 of its tensors fit no parameter of the model \
+                 (`conv2_block1_preact_bn/conv2_block1_preact_bn/beta:0` and 67 more)";
+    let error = refusal(error.unwrap());
+    assert!(error.contains(words), "{error}");
+    let v1_file = v1_dir.join("resnet50_keras2.h5");
+    let error = load_weights(resnet50v2(1000), &v1_file, LoadOptions::default()).err();
+    let error = refusal(error.unwrap());
+    assert!(error.contains("116 of its tensors fit no parameter"), "{error}");
 }

@@ -165,7 +165,8 @@ fn nothing_fits(report: &RestoreReport) -> String {
 /// Why a file with tensors left over is refused under [`RestoreOptions::every_tensor_used`].
 fn left_over(report: &RestoreReport) -> String {
     format!(
-        "{} of its tensors fit no parameter of the model ({}): a model of another layout?",
+        "{} of its tensors fit no parameter of the model ({}): weights of another layout or \
+         version of the network?",
         report.unused.len(),
         first_of(&report.unused)
     )
@@ -284,7 +285,7 @@ mod tests {
         let options = RestoreOptions::new().with_every_tensor_used(true);
         let error = restore(model, &mut file, &options).err().unwrap();
         let words = "more.safetensors: 1 of its tensors fit no parameter of the model \
-                     (`extra.bias`): a model of another layout?";
+                     (`extra.bias`): weights of another layout or version of the network?";
         assert_eq!(error.to_string(), words);
     }
 }
