@@ -94,7 +94,10 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// Evaluates a ResNet v1 of `Block`s with `stages`' blocks per stage (see [`eval`]).
-fn eval_v1<Block: ResidualBlock + 'static>(args: &Args, stages: ResNetConfig) -> anyhow::Result<()> {
+fn eval_v1<Block: ResidualBlock + 'static>(
+    args: &Args,
+    stages: ResNetConfig,
+) -> anyhow::Result<()> {
     let layout = stages.layout;
     let net = |classes, size, device: &Device| {
         (stages.with_num_classes(classes))

@@ -20,9 +20,7 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::Device;
-use burn_towers::data::transforms::{
-    InceptionEval, KerasImageNetEval, KerasInputMode, Transform,
-};
+use burn_towers::data::transforms::{InceptionEval, KerasImageNetEval, KerasInputMode, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
     Bottleneck, ImageClassifier, InceptionV3Config, ResNetConfig, ResNetV2, ResNetV2Config,
@@ -219,9 +217,8 @@ fn keras_resnet50_and_resnet50v2_weights_refuse_each_other() {
     let (Some(v1_dir), Some(v2_dir)) = (RESNET50.fixture_dir(), RESNET50V2.fixture_dir()) else {
         return;
     };
-    let refusal = |error: burn_towers::train::Error| {
-        std::error::Error::source(&error).unwrap().to_string()
-    };
+    let refusal =
+        |error: burn_towers::train::Error| std::error::Error::source(&error).unwrap().to_string();
     let v2_file = v2_dir.join("resnet50v2_keras2.h5");
     let error = load_weights(resnet50(1000), &v2_file, LoadOptions::default()).err();
     let words = "68 of its tensors fit no parameter of the model \
@@ -231,5 +228,8 @@ fn keras_resnet50_and_resnet50v2_weights_refuse_each_other() {
     let v1_file = v1_dir.join("resnet50_keras2.h5");
     let error = load_weights(resnet50v2(1000), &v1_file, LoadOptions::default()).err();
     let error = refusal(error.unwrap());
-    assert!(error.contains("116 of its tensors fit no parameter"), "{error}");
+    assert!(
+        error.contains("116 of its tensors fit no parameter"),
+        "{error}"
+    );
 }

@@ -127,7 +127,10 @@ mod tests {
         let tf_mode = KerasImageNetEval::new(16).with_mode(KerasInputMode::Tf);
         assert_eq!(planes(&*keras_tf), planes(&tf_mode));
         let tf_train = TorchvisionTrain::new(16).with_normalize(Normalize::SIGNED_UNIT);
-        assert_eq!(planes(&*Preprocessing::KerasTf.train(16)), planes(&tf_train));
+        assert_eq!(
+            planes(&*Preprocessing::KerasTf.train(16)),
+            planes(&tf_train)
+        );
 
         let too_small = Preprocessing::Torchvision.eval(16, Some(15)).err().unwrap();
         assert!(
@@ -139,6 +142,9 @@ mod tests {
         let not_keras = Preprocessing::Keras.eval(16, Some(24)).err().unwrap();
         assert!(not_keras.to_string().contains("whole image"), "{not_keras}");
         let not_keras_tf = Preprocessing::KerasTf.eval(16, Some(24)).err().unwrap();
-        assert!(not_keras_tf.to_string().contains("whole image"), "{not_keras_tf}");
+        assert!(
+            not_keras_tf.to_string().contains("whole image"),
+            "{not_keras_tf}"
+        );
     }
 }

@@ -169,7 +169,10 @@ mod tests {
         let eval = KerasImageNetEval::new(2).with_mode(KerasInputMode::Tf);
         let planes = eval.prepare(&image).to_image();
         let at = |c, x| planes.get(0, x, c);
-        assert_eq!([at(0, 0), at(1, 0), at(2, 0)], [-1.0, 10.0 / 127.5 - 1.0, 1.0]);
+        assert_eq!(
+            [at(0, 0), at(1, 0), at(2, 0)],
+            [-1.0, 10.0 / 127.5 - 1.0, 1.0]
+        );
         assert_eq!(at(0, 1), 128.0f32 / 127.5 - 1.0);
         // numpy: np.float32(1) / np.float32(127.5) - np.float32(1).
         assert_eq!(at(2, 1), -0.99215686);

@@ -155,10 +155,7 @@ mod tests {
             name("layer4.2.conv3.bias"),
             same("conv5_block3_3_conv/bias")
         );
-        assert_eq!(
-            name("post_bn.running_var"),
-            same("post_bn/moving_variance")
-        );
+        assert_eq!(name("post_bn.running_var"), same("post_bn/moving_variance"));
         for outside in [
             "layer1.0.preact_bn.x.gamma",
             "layer1.0.subsample.weight",

@@ -41,8 +41,11 @@ impl PreActBottleneckConfig {
         let shortcut = (self.conv_shortcut)
             .then(|| keras_v2_conv([self.in_channels, out], 1, stride, true, device));
         // Keras's `MaxPooling2D(1, strides=stride)`: every `stride`-th value.
-        let subsample = (!self.conv_shortcut && stride > 1)
-            .then(|| MaxPool2dConfig::new([1, 1]).with_strides([stride; 2]).init());
+        let subsample = (!self.conv_shortcut && stride > 1).then(|| {
+            MaxPool2dConfig::new([1, 1])
+                .with_strides([stride; 2])
+                .init()
+        });
         PreActBottleneck {
             preact_bn: batch_norm(self.in_channels),
             conv1: keras_v2_conv([self.in_channels, planes], 1, 1, false, device),
