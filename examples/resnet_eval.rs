@@ -72,12 +72,8 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
     if args.v2 {
-        let stages = match args.depth {
-            50 => ResNetV2Config::resnet50v2(0),
-            101 => ResNetV2Config::resnet101v2(0),
-            152 => ResNetV2Config::resnet152v2(0),
-            other => anyhow::bail!("--depth is 50, 101 or 152 with --v2, not {other}"),
-        };
+        let stages = ResNetV2Config::of_depth(args.depth, 0);
+        let stages = (stages.ok_or_else(|| anyhow::anyhow!("--v2 takes --depth 50, 101 or 152")))?;
         let net = |classes, size, device: &Device| {
             (stages.with_num_classes(classes))
                 .with_image_size(size)

@@ -65,35 +65,37 @@ def cifar_round(reps):
     return tf, ours
 
 
-def inception_round(reps):
-    """ms per image of a train step: TF f32, TF bf16, ours f32, ours bf16."""
-    tf = {
+def tf_keras(model, reps):
+    """ms per image of TF Keras's `model` train step (`tf_keras_step.py --model`), each precision."""
+    return {
         p: number(
             r"^train step ms/image ([\d.]+)",
-            run([sys.executable, PEERS / "tf_keras_step.py", "--precision", p, "--reps", str(reps)]),
-        )
-        for p in PRECISIONS
-    }
-    ours = {
-        p: number(
-            rf"^Inception v3, 299x299 \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)",
-            run([BINARIES / "bench_models", str(reps), "inception", p]),
-        )
-        for p in PRECISIONS
-    }
-    return tf, ours
-
-
-def resnet_round(reps):
-    """ms per image of ResNet-50's train step: TF, PyTorch and ours, each f32 and bf16."""
-    tf = {
-        p: number(
-            r"^train step ms/image ([\d.]+)",
-            run([sys.executable, PEERS / "tf_keras_step.py", "--model", "resnet50",
+            run([sys.executable, PEERS / "tf_keras_step.py", "--model", model,
                  "--precision", p, "--reps", str(reps)]),
         )
         for p in PRECISIONS
     }
+
+
+def ours_per_image(model, row, reps):
+    """ms per image of our `model` train step (`bench_models`' row `row`), each precision."""
+    return {
+        p: number(
+            rf"^{row} \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)",
+            run([BINARIES / "bench_models", str(reps), model, p]),
+        )
+        for p in PRECISIONS
+    }
+
+
+def inception_round(reps):
+    """ms per image of a train step: TF's and ours, each precision."""
+    return tf_keras("inception", reps), ours_per_image("inception", "Inception v3, 299x299", reps)
+
+
+def resnet_round(reps):
+    """ms per image of ResNet-50's train step: TF, PyTorch and ours, each f32 and bf16."""
+    tf = tf_keras("resnet50", reps)
     torch = {
         p: number(
             rf"^resnet50\s+{p}\s+\d+\s+([\d.]+)",
@@ -103,35 +105,17 @@ def resnet_round(reps):
         for p in PRECISIONS
     }
     ours = {
-        (layout, p): number(
-            rf"^{label}, 224x224 \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)",
-            run([BINARIES / "bench_models", str(reps), model, p]),
-        )
-        for layout, model, label in [("torchvision", "resnet50", "ResNet-50"),
-                                     ("keras", "resnet50-keras", "ResNet-50 Keras")]
-        for p in PRECISIONS
+        (layout, p): ms
+        for layout, model, row in [("torchvision", "resnet50", "ResNet-50, 224x224"),
+                                   ("keras", "resnet50-keras", "ResNet-50 Keras, 224x224")]
+        for p, ms in ours_per_image(model, row, reps).items()
     }
     return tf, torch, ours
 
 
 def resnet_v2_round(reps):
     """ms per image of ResNet50V2's train step: TF Keras's and ours, each precision."""
-    tf = {
-        p: number(
-            r"^train step ms/image ([\d.]+)",
-            run([sys.executable, PEERS / "tf_keras_step.py", "--model", "resnet50v2",
-                 "--precision", p, "--reps", str(reps)]),
-        )
-        for p in PRECISIONS
-    }
-    ours = {
-        p: number(
-            rf"^ResNet50V2, 224x224 \({p}\)\s+\d+\s+[\d.]+\s+([\d.]+)",
-            run([BINARIES / "bench_models", str(reps), "resnet50v2", p]),
-        )
-        for p in PRECISIONS
-    }
-    return tf, ours
+    return tf_keras("resnet50v2", reps), ours_per_image("resnet50v2", "ResNet50V2, 224x224", reps)
 
 
 def report_resnet(tf, torch, ours):

@@ -8,19 +8,16 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::activation::relu;
 use burn::tensor::ops::PadMode;
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Device, Tensor};
 use towers_kernels::nn::conv::Conv2d;
 use towers_kernels::nn::pool::{
     AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig,
 };
 use towers_kernels::nn::{BatchNorm, Linear};
 
-use crate::nets::resnet::cross_entropy;
 use crate::nets::resnet::layout::{ResNetLayout, keras_v2_conv};
 use crate::nets::resnet::pre_act_bottleneck::{PreActBottleneck, PreActBottleneckConfig};
-use crate::nets::{ClassifierLoss, ImageClassifier};
-use crate::params::{WeightDecay, weight_decays};
-use crate::penalty::l2_penalty;
+use crate::nets::resnet::resnet_classifier;
 
 /// A ResNet v2's depth and head.
 #[derive(Config, Debug)]
@@ -54,6 +51,16 @@ impl ResNetV2Config {
     /// keras.applications' `ResNet152V2`.
     pub fn resnet152v2(num_classes: usize) -> Self {
         Self::new([3, 8, 36, 3]).with_num_classes(num_classes)
+    }
+
+    /// keras.applications' `ResNet{depth}V2`: `depth` 50, 101 or 152, else `None`.
+    pub fn of_depth(depth: usize, num_classes: usize) -> Option<Self> {
+        match depth {
+            50 => Some(Self::resnet50v2(num_classes)),
+            101 => Some(Self::resnet101v2(num_classes)),
+            152 => Some(Self::resnet152v2(num_classes)),
+            _ => None,
+        }
     }
 
     /// A new ResNet v2, initialized as Keras initializes it (Glorot's uniform, biases at zero,
@@ -148,38 +155,12 @@ impl ResNetV2 {
     }
 }
 
-impl ImageClassifier for ResNetV2 {
-    fn forward(&self, images: Tensor<4>) -> Tensor<2> {
-        self.fc.forward(self.features(images))
-    }
-
-    /// Mean cross-entropy, plus the L2 penalty of `weight_decay` on every parameter (not the
-    /// moving statistics).
-    fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-        let penalty = l2_penalty(self, |_| self.weight_decay);
-        cross_entropy(self, images, labels).plus(penalty)
-    }
-
-    fn weight_decays(&self) -> Vec<WeightDecay> {
-        weight_decays(self, |_| self.weight_decay)
-    }
-
-    fn loss_decay_in_update(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-        cross_entropy(self, images, labels).plus_penalty_value(self, |_| self.weight_decay)
-    }
-
-    fn num_classes(&self) -> usize {
-        self.num_classes
-    }
-
-    fn input_shape(&self) -> [usize; 3] {
-        [3, self.image_size, self.image_size]
-    }
-}
+resnet_classifier!(ResNetV2);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nets::ImageClassifier;
     use crate::params::count_params;
 
     /// Keras's `ResNet50V2(weights=None).count_params()`: 25,613,800, of which 45,440 are the
@@ -188,6 +169,14 @@ mod tests {
     fn resnet50v2_has_kerass_parameter_count() {
         let model = ResNetV2Config::resnet50v2(1000).init(&Device::flex());
         assert_eq!(count_params(&model).trainable, 25_613_800 - 45_440);
+    }
+
+    #[test]
+    fn depths_are_kerass() {
+        let blocks = |depth| ResNetV2Config::of_depth(depth, 10).map(|config| config.blocks);
+        assert_eq!(blocks(101), Some([3, 4, 23, 3]));
+        assert_eq!(blocks(152), Some([3, 8, 36, 3]));
+        assert_eq!(blocks(18), None);
     }
 
     /// Each stage ends at its stride: 224 to 112 (stem), 56 (pool), 28, 14, 7, 7.
