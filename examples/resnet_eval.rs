@@ -1,13 +1,14 @@
-//! Evaluates ResNet-50 or ResNet-18 weights (or keras.applications' ResNet50V2's, `--v2`) once: precision@1 and @5 over every example of an
-//! ImageNet-style validation set, as torchvision's reference
-//! `references/classification/train.py --test-only` counts them, through torchvision's
-//! evaluation preset (shorter side to 256, central 224, ImageNet's mean and deviation;
-//! `--resize-size 232` for its `IMAGENET1K_V2` weights).
+//! Evaluates ResNet-50 or ResNet-18 weights (or keras.applications' ResNet50V2's, `--v2`) once:
+//! precision@1 and @5 over every example of an ImageNet-style validation set, as torchvision's
+//! reference `references/classification/train.py --test-only` counts them, through
+//! torchvision's evaluation preset (shorter side to 256, central 224, ImageNet's mean and
+//! deviation; `--resize-size 232` for its `IMAGENET1K_V2` weights).
 //!
 //! ```text
 //! cargo run --release --example resnet_eval -- --checkpoint resnet50.pth --data-dir imagenet/val
 //! cargo run --release --example resnet_eval -- --checkpoint resnet50.h5 --data-dir imagenet/val
 //! cargo run --release --example resnet_eval -- --depth 18        # the `resnet` example's run
+//! cargo run --release --example resnet_eval -- --v2 --checkpoint resnet50v2.h5 --data-dir imagenet/val
 //! ```
 //!
 //! The data: TF's `validation-*` shards or an image folder `DIR/<class>/<image>` (classes in

@@ -1,8 +1,8 @@
 //! Forward and forward+backward time per image of the CIFAR-10 net (batch 128), Inception v3
 //! (batch 32, 299x299), ResNet-50 and ResNet-18 (batch 32, 224x224, torchvision's layout on
 //! `towers_kernels::nn`'s drop-in layers; ResNet-50 in Keras's layout too, the network of TF
-//! Keras's `ResNet50`, and Keras's `ResNet50V2`) on the default CPU backend (flex), or on the device
-//! `TOWERS_BENCH_DEVICE` names.
+//! Keras's `ResNet50`, and Keras's `ResNet50V2`) on the default CPU backend (flex), or on the
+//! device `TOWERS_BENCH_DEVICE` names.
 //!
 //! `cargo run --release -p towers-bench --bin bench_models [REPS] [MODEL] [PRECISION]` (default 3
 //! timed runs after [`WARM_UP`] calls; `MODEL` `cifar10`, `inception`, `resnet50`,

@@ -1,7 +1,7 @@
 //! The image models of burn-towers, layer for layer as TensorFlow users know them:
 //! the CIFAR-10 tutorial network and Inception v3 (TF-slim layout), and ResNet (torchvision's
-//! layout or keras.applications'), behind one [`ImageClassifier`] trait that the trainer and
-//! the towers code against.
+//! layout or keras.applications', and Keras's pre-activation ResNet50V2), behind one
+//! [`ImageClassifier`] trait that the trainer and the towers code against.
 //!
 //! The crate's folders, bottom up: `layers/` (TF-slim's layers on the ops of `towers-kernels`:
 //! burn-towers' flex kernels or Burn's, in the thread's precision),

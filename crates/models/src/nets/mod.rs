@@ -1,5 +1,5 @@
 //! The networks: the CIFAR-10 tutorial net ([`Cifar10Net`]) and Inception v3 ([`InceptionV3`],
-//! `inception/`), built of `layers/`, and ResNet ([`ResNet`], `resnet/`), built of
+//! `inception/`), built of `layers/`, and ResNet ([`ResNet`], [`ResNetV2`], `resnet/`), built of
 //! `towers_kernels::nn`'s drop-in layers as Burn users write models; all behind
 //! [`ImageClassifier`] (`classifier.rs`), the trait the trainer and the towers code against.
 
