@@ -51,9 +51,9 @@ impl Default for LoadOptions {
 /// with a `checkpoint` state file), a torchvision state dict (`.pth` or `.pt`, see
 /// [`is_pytorch_file`]), keras.applications' InceptionV3, ResNet50 or ResNet50V2 in a Keras
 /// file (see [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory,
-/// whose newest is taken), or a `.safetensors` export. A Keras file or a checkpoint of ours holds one
-/// network's weights and nothing else: every tensor of it must find a parameter (a ResNet's
-/// of another [`ResNetLayout`] would not).
+/// whose newest is taken), or a `.safetensors` export. A Keras file or a checkpoint of ours
+/// holds one network's weights and nothing else: every tensor of it must find a parameter (a
+/// ResNet's of another [`ResNetLayout`] or version would not).
 pub fn load_weights<M: Module + TfNamed + TorchNamed>(
     model: M,
     path: &Path,
