@@ -15,8 +15,8 @@ use crate::image::{Image, Planes, Rgb8};
 /// (Keras's `keras/src/applications/imagenet_utils.py`).
 const CAFFE_MEAN_BGR: [f32; 3] = [103.939, 116.779, 123.68];
 
-/// The `mode` of Keras's `preprocess_input` (`imagenet_utils.py`): what a network's weights
-/// expect of the values in 0-255.
+/// The `mode` of Keras's `preprocess_input` (`keras/src/applications/imagenet_utils.py`): what
+/// a network's weights expect of the values in 0-255.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KerasInputMode {

@@ -1,10 +1,11 @@
 //! The TF names of [`ResNet`]'s and [`ResNetV2`]'s parameters: the names keras.applications
 //! gives the variables of its `ResNet50` (`keras/src/applications/resnet.py`, v1; also
-//! `ResNet101` and `ResNet152`) and `ResNet50V2` (`resnet_v2.py`, also `101V2` and `152V2`),
-//! layer by layer (`conv2_block1_1_conv/kernel`). Our stages `layer1`..`layer4` are Keras's
-//! `conv2`..`conv5`, block `b` its `block{b + 1}`, a block's `conv1`..`conv3` its
-//! `_1_conv`..`_3_conv` (batch norms `_bn`, v2's `preact_bn` its `_preact_bn`), the shortcut
-//! its `_0_conv` and `_0_bn` (v2's `shortcut`: `_0_conv`), and `fc` its `predictions`.
+//! `ResNet101` and `ResNet152`) and `ResNet50V2` (`keras/src/applications/resnet_v2.py`, also
+//! `101V2` and `152V2`), layer by layer (`conv2_block1_1_conv/kernel`). Our stages
+//! `layer1`..`layer4` are Keras's `conv2`..`conv5`, block `b` its `block{b + 1}`, a block's
+//! `conv1`..`conv3` its `_1_conv`..`_3_conv` (batch norms `_bn`, v2's `preact_bn` its
+//! `_preact_bn`), the shortcut its `_0_conv` and `_0_bn` (v2's `shortcut`: `_0_conv`), and `fc`
+//! its `predictions`.
 //!
 //! Only a ResNet in [`ResNetLayout::Keras`](crate::nets::ResNetLayout) is Keras's network:
 //! torchvision's layout has the same shapes but its stride elsewhere and no convolution biases.
