@@ -1,6 +1,6 @@
-//! Trains ResNet-50 or ResNet-18 (torchvision's layout, or Keras's with `--layout keras`,
-//! written with Burn's layers as `towers_kernels::nn` serves them), or keras.applications'
-//! ResNet50V2 (`--v2`), on one or more towers.
+//! Trains ResNet-50 (`--depth` 18, 34, 101 or 152 too; torchvision's layout, or Keras's with
+//! `--layout keras`, written with Burn's layers as `towers_kernels::nn` serves them), or
+//! keras.applications' ResNet50V2 (`--v2`), on one or more towers.
 //!
 //! ```text
 //! cargo run --release --example resnet                  # built-in data: 64x64, 4 classes, ResNet-50
@@ -39,11 +39,12 @@ use burn_towers::train::{
 };
 
 #[derive(Parser)]
-#[command(about = "Train ResNet-50 or ResNet-18 on towers")]
+#[command(about = "Train ResNet-50 (or -18, -34, -101, -152, or ResNet50V2) on towers")]
 struct Args {
     #[command(flatten)]
     train: TrainArgs,
-    /// 50 (bottleneck blocks) or 18 (basic blocks); with `--v2`, 50, 101 or 152.
+    /// 50, 101 or 152 (bottleneck blocks), 18 or 34 (basic blocks); with `--v2`, 50, 101 or
+    /// 152.
     #[arg(long, default_value_t = 50)]
     depth: usize,
     /// keras.applications' pre-activation ResNet v2 (`ResNet50V2`) instead of v1.
@@ -91,9 +92,12 @@ fn main() -> anyhow::Result<()> {
     }
     let layout = args.layout();
     match args.depth {
-        50 => train_v1::<Bottleneck>(&args, ResNetConfig::resnet50(0).with_layout(layout)),
         18 => train_v1::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
-        other => anyhow::bail!("--depth is 50 or 18, not {other}"),
+        34 => train_v1::<BasicBlock>(&args, ResNetConfig::resnet34(0).with_layout(layout)),
+        50 => train_v1::<Bottleneck>(&args, ResNetConfig::resnet50(0).with_layout(layout)),
+        101 => train_v1::<Bottleneck>(&args, ResNetConfig::resnet101(0).with_layout(layout)),
+        152 => train_v1::<Bottleneck>(&args, ResNetConfig::resnet152(0).with_layout(layout)),
+        other => anyhow::bail!("--depth is 18, 34, 50, 101 or 152, not {other}"),
     }
 }
 

@@ -1,8 +1,8 @@
-//! Evaluates ResNet-50 or ResNet-18 weights (or keras.applications' ResNet50V2's, `--v2`) once:
-//! precision@1 and @5 over every example of an ImageNet-style validation set, as torchvision's
-//! reference `references/classification/train.py --test-only` counts them, through
-//! torchvision's evaluation preset (shorter side to 256, central 224, ImageNet's mean and
-//! deviation; `--resize-size 232` for its `IMAGENET1K_V2` weights).
+//! Evaluates ResNet-50 weights (`--depth` 18, 34, 101 or 152 too; keras.applications'
+//! ResNet50V2's with `--v2`) once: precision@1 and @5 over every example of an ImageNet-style
+//! validation set, as torchvision's reference `references/classification/train.py --test-only`
+//! counts them, through torchvision's evaluation preset (shorter side to 256, central 224,
+//! ImageNet's mean and deviation; `--resize-size 232` for its `IMAGENET1K_V2` weights).
 //!
 //! ```text
 //! cargo run --release --example resnet_eval -- --checkpoint resnet50.pth --data-dir imagenet/val
@@ -35,7 +35,7 @@ use burn_towers::train::{
 };
 
 #[derive(Parser)]
-#[command(about = "Evaluate ResNet-50 or ResNet-18 weights: precision @ 1 and @ 5")]
+#[command(about = "Evaluate ResNet weights (v1 or, with --v2, Keras's v2): precision @ 1 and @ 5")]
 struct Args {
     #[command(flatten)]
     weights: WeightsArgs,
@@ -44,7 +44,8 @@ struct Args {
     /// checkpoint in Keras's names.
     #[arg(long, default_value = "/tmp/resnet_train")]
     checkpoint: PathBuf,
-    /// 50 (bottleneck blocks) or 18 (basic blocks); with `--v2`, 50, 101 or 152.
+    /// 50, 101 or 152 (bottleneck blocks), 18 or 34 (basic blocks); with `--v2`, 50, 101 or
+    /// 152.
     #[arg(long, default_value_t = 50)]
     depth: usize,
     /// keras.applications' pre-activation ResNet v2 (`ResNet50V2`) instead of v1.
@@ -84,9 +85,12 @@ fn main() -> anyhow::Result<()> {
     }
     let layout = (args.layout).unwrap_or(resnet_layout_for(&args.checkpoint));
     match args.depth {
-        50 => eval_v1::<Bottleneck>(&args, ResNetConfig::resnet50(0).with_layout(layout)),
         18 => eval_v1::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
-        other => anyhow::bail!("--depth is 50 or 18, not {other}"),
+        34 => eval_v1::<BasicBlock>(&args, ResNetConfig::resnet34(0).with_layout(layout)),
+        50 => eval_v1::<Bottleneck>(&args, ResNetConfig::resnet50(0).with_layout(layout)),
+        101 => eval_v1::<Bottleneck>(&args, ResNetConfig::resnet101(0).with_layout(layout)),
+        152 => eval_v1::<Bottleneck>(&args, ResNetConfig::resnet152(0).with_layout(layout)),
+        other => anyhow::bail!("--depth is 18, 34, 50, 101 or 152, not {other}"),
     }
 }
 

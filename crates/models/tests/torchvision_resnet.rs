@@ -61,12 +61,18 @@ fn the_map_covers_torchvisions_state_dicts_exactly() {
 
 #[test]
 fn parameter_counts_are_torchvisions() {
-    // torchvision's model cards: 25,557,032 and 11,689,512 parameters.
+    // torchvision's model cards: ResNet-50, -18, -34, -101 and -152.
     let device = Device::flex();
     let resnet50: ResNet50 = ResNetConfig::resnet50(1000).init(&device);
     assert_eq!(count_params(&resnet50).trainable, 25_557_032);
     let resnet18: ResNet18 = ResNetConfig::resnet18(1000).init(&device);
     assert_eq!(count_params(&resnet18).trainable, 11_689_512);
+    let resnet34: ResNet18 = ResNetConfig::resnet34(1000).init(&device);
+    assert_eq!(count_params(&resnet34).trainable, 21_797_672);
+    let resnet101: ResNet50 = ResNetConfig::resnet101(1000).init(&device);
+    assert_eq!(count_params(&resnet101).trainable, 44_549_160);
+    let resnet152: ResNet50 = ResNetConfig::resnet152(1000).init(&device);
+    assert_eq!(count_params(&resnet152).trainable, 60_192_808);
 }
 
 /// Logits within 1e-4 of torchvision's, relative to the largest |logit|.

@@ -78,9 +78,24 @@ impl ResNetConfig {
         Self::new([2, 2, 2, 2]).with_num_classes(num_classes)
     }
 
+    /// ResNet-34's stages (with [`BasicBlock`]s: [`ResNet18`]).
+    pub fn resnet34(num_classes: usize) -> Self {
+        Self::new([3, 4, 6, 3]).with_num_classes(num_classes)
+    }
+
     /// ResNet-50's stages (with [`Bottleneck`]s: [`ResNet50`]).
     pub fn resnet50(num_classes: usize) -> Self {
         Self::new([3, 4, 6, 3]).with_num_classes(num_classes)
+    }
+
+    /// ResNet-101's stages (with [`Bottleneck`]s: [`ResNet50`]).
+    pub fn resnet101(num_classes: usize) -> Self {
+        Self::new([3, 4, 23, 3]).with_num_classes(num_classes)
+    }
+
+    /// ResNet-152's stages (with [`Bottleneck`]s: [`ResNet50`]).
+    pub fn resnet152(num_classes: usize) -> Self {
+        Self::new([3, 8, 36, 3]).with_num_classes(num_classes)
     }
 
     /// keras.applications' `ResNet50` (`ResNetLayout::Keras`), whose weights Keras's files
