@@ -21,9 +21,8 @@
 //! (pixels in [-1, 1]). Keras's weights (`--pretrained` a `.h5` or `.keras` file of
 //! keras.applications' `ResNet50`) train Keras's layout through Keras's preprocessing
 //! (`--preprocessing keras`: torchvision's crops and flips, BGR less the mean pixel), and
-//! ResNet50V2 through Keras's "tf" mode (`keras-tf`: the same crops and flips, values in [-1,
-//! 1]). Without
-//! `--data-dir`, a run on the built-in data
+//! ResNet50V2 through Keras's "tf" mode (`keras-tf`: the same crops and flips, values in
+//! [-1, 1]). Without `--data-dir`, a run on the built-in data
 //! ([`TrainConfig::resnet_builtin`]), then precision@1 on its held-out images through the
 //! matching evaluation preprocessing. Ctrl-C stops after a checkpoint.
 
@@ -80,6 +79,9 @@ impl Args {
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
     if args.v2 {
+        if args.layout.is_some() {
+            anyhow::bail!("--layout chooses a ResNet v1's; --v2 is Keras's network alone");
+        }
         let stages = ResNetV2Config::of_depth(args.depth, 0);
         let stages = (stages.ok_or_else(|| anyhow::anyhow!("--v2 takes --depth 50, 101 or 152")))?;
         let net = |classes, size, decay, device: &Device| {

@@ -74,6 +74,9 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
     if args.v2 {
+        if args.layout.is_some() {
+            anyhow::bail!("--layout chooses a ResNet v1's; --v2 is Keras's network alone");
+        }
         let stages = ResNetV2Config::of_depth(args.depth, 0);
         let stages = (stages.ok_or_else(|| anyhow::anyhow!("--v2 takes --depth 50, 101 or 152")))?;
         let net = |classes, size, device: &Device| {
