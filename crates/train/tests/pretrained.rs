@@ -222,17 +222,7 @@ fn exported_and_checkpointed_weights_load_back_to_identical_logits() {
     let exported = dir.path().join("inception.safetensors");
     export_safetensors(&model, &exported).unwrap();
     let ckpt = dir.path().join("model.ckpt-3");
-    Checkpoint {
-        step: 3,
-        model: model.clone().into_record(),
-        optimizer: burn::optim::SgdConfig::new().init().to_record(),
-        averages: None,
-        input: None,
-        config: serde_json::Value::Null,
-        loss_scale: None,
-    }
-    .save(&ckpt)
-    .unwrap();
+    save_checkpoint(model.clone(), 3, &ckpt);
     for path in [&exported, &ckpt, &dir.path().to_path_buf()] {
         let fresh = InceptionV3Config::new(7)
             .with_image_size(75)
@@ -252,6 +242,22 @@ fn exported_and_checkpointed_weights_load_back_to_identical_logits() {
     }
 }
 
+/// `model` saved at `path` as a checkpoint of ours of `step` (a fresh SGD's state, nothing
+/// else).
+fn save_checkpoint<M: Module>(model: M, step: u64, path: &Path) {
+    Checkpoint {
+        step,
+        model: model.into_record(),
+        optimizer: burn::optim::SgdConfig::new().init().to_record(),
+        averages: None,
+        input: None,
+        config: serde_json::Value::Null,
+        loss_scale: None,
+    }
+    .save(path)
+    .unwrap();
+}
+
 /// A checkpoint of ours of a ResNet in Keras's layout, given to torchvision's (every shape but
 /// the convolutions' biases), is refused, file and train directory alike; the same weights
 /// exported as safetensors (a format others write too) load, the biases reported unused.
@@ -269,17 +275,7 @@ fn a_checkpoint_of_another_layout_is_refused() {
     let exported = dir.path().join("resnet.safetensors");
     export_safetensors(&keras, &exported).unwrap();
     let ckpt = dir.path().join("model.ckpt-1");
-    Checkpoint {
-        step: 1,
-        model: keras.into_record(),
-        optimizer: burn::optim::SgdConfig::new().init().to_record(),
-        averages: None,
-        input: None,
-        config: serde_json::Value::Null,
-        loss_scale: None,
-    }
-    .save(&ckpt)
-    .unwrap();
+    save_checkpoint(keras, 1, &ckpt);
     for path in [&ckpt, &dir.path().to_path_buf()] {
         let torchvision = resnet(ResNetLayout::Torchvision);
         let error = load_weights(torchvision, path, LoadOptions::default())
