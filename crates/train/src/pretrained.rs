@@ -1,6 +1,6 @@
 //! Starting from trained weights: a TensorFlow checkpoint, a torchvision state dict (`.pth`),
-//! keras.applications' Inception v3 or ResNet50 in a Keras file (`.h5`, `.keras`), a
-//! checkpoint of ours or a safetensors export, read into a model by parameter path
+//! keras.applications' Inception v3, ResNet50 or ResNet50V2 in a Keras file (`.h5`,
+//! `.keras`), a checkpoint of ours or a safetensors export, read into a model by parameter path
 //! ([`towers_models::weights`]), and TF-slim's fine-tuning choices: classifier layers
 //! re-initialized for another class count (`--checkpoint_exclude_scopes`), and only some scopes
 //! trained (`--trainable_scopes`).

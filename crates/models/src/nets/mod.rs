@@ -20,3 +20,4 @@ pub use resnet::{
     ResNet, ResNet18, ResNet50, ResNetConfig, ResNetLayout, ResNetV2, ResNetV2Config,
     ResidualBlock,
 };
+pub(crate) use resnet::{STAGES_50, STAGES_101, STAGES_152};

@@ -23,6 +23,7 @@ use super::keras_file::{KerasFile, KerasLayer, KerasWeight, LayerNames};
 use super::restore::{SourceTensor, WeightSource};
 use super::tf_names::inception_scopes_in_order;
 use super::tf_source::{TfNamed, TfVariable};
+use crate::nets::{STAGES_50, STAGES_101, STAGES_152};
 
 /// A Keras file of one of keras.applications' networks as a [`WeightSource`] for one model
 /// type (see [`KerasSource::open`]).
@@ -119,7 +120,7 @@ const GRAPH_ORDER: [usize; 94] = [
 
 /// The blocks of each stage of keras.applications' ResNet50, ResNet101 and ResNet152 (and of
 /// their v2s).
-const RESNET_STAGES: [[usize; 4]; 3] = [[3, 4, 6, 3], [3, 4, 23, 3], [3, 8, 36, 3]];
+const RESNET_STAGES: [[usize; 4]; 3] = [STAGES_50, STAGES_101, STAGES_152];
 
 /// The TF variable name of each weight of the file's `layers`, named as `names` says, or why
 /// they cannot be named.

@@ -44,6 +44,14 @@ pub use v2::{ResNetV2, ResNetV2Config};
 
 use crate::nets::{ClassifierLoss, ImageClassifier};
 
+/// The blocks of each stage of ResNet-50 and ResNet-34 (of [`BasicBlock`]s), and of
+/// keras.applications' `ResNet50` and `ResNet50V2`.
+pub(crate) const STAGES_50: [usize; 4] = [3, 4, 6, 3];
+/// The blocks of each stage of ResNet-101 (`ResNet101`, `ResNet101V2`).
+pub(crate) const STAGES_101: [usize; 4] = [3, 4, 23, 3];
+/// The blocks of each stage of ResNet-152 (`ResNet152`, `ResNet152V2`).
+pub(crate) const STAGES_152: [usize; 4] = [3, 8, 36, 3];
+
 /// ResNet-18 and -34: [`BasicBlock`]s.
 pub type ResNet18 = ResNet<BasicBlock>;
 /// ResNet-50, -101 and -152: [`Bottleneck`]s.
@@ -80,22 +88,22 @@ impl ResNetConfig {
 
     /// ResNet-34's stages (with [`BasicBlock`]s: [`ResNet18`]).
     pub fn resnet34(num_classes: usize) -> Self {
-        Self::new([3, 4, 6, 3]).with_num_classes(num_classes)
+        Self::new(STAGES_50).with_num_classes(num_classes)
     }
 
     /// ResNet-50's stages (with [`Bottleneck`]s: [`ResNet50`]).
     pub fn resnet50(num_classes: usize) -> Self {
-        Self::new([3, 4, 6, 3]).with_num_classes(num_classes)
+        Self::new(STAGES_50).with_num_classes(num_classes)
     }
 
     /// ResNet-101's stages (with [`Bottleneck`]s: [`ResNet50`]).
     pub fn resnet101(num_classes: usize) -> Self {
-        Self::new([3, 4, 23, 3]).with_num_classes(num_classes)
+        Self::new(STAGES_101).with_num_classes(num_classes)
     }
 
     /// ResNet-152's stages (with [`Bottleneck`]s: [`ResNet50`]).
     pub fn resnet152(num_classes: usize) -> Self {
-        Self::new([3, 8, 36, 3]).with_num_classes(num_classes)
+        Self::new(STAGES_152).with_num_classes(num_classes)
     }
 
     /// keras.applications' `ResNet50` (`ResNetLayout::Keras`), whose weights Keras's files

@@ -17,7 +17,7 @@ use towers_kernels::nn::{BatchNorm, Linear};
 
 use crate::nets::resnet::layout::{ResNetLayout, keras_v2_conv};
 use crate::nets::resnet::pre_act_bottleneck::{PreActBottleneck, PreActBottleneckConfig};
-use crate::nets::resnet::resnet_classifier;
+use crate::nets::resnet::{STAGES_50, STAGES_101, STAGES_152, resnet_classifier};
 
 /// A ResNet v2's depth and head.
 #[derive(Config, Debug)]
@@ -40,17 +40,17 @@ pub struct ResNetV2Config {
 impl ResNetV2Config {
     /// keras.applications' `ResNet50V2`.
     pub fn resnet50v2(num_classes: usize) -> Self {
-        Self::new([3, 4, 6, 3]).with_num_classes(num_classes)
+        Self::new(STAGES_50).with_num_classes(num_classes)
     }
 
     /// keras.applications' `ResNet101V2`.
     pub fn resnet101v2(num_classes: usize) -> Self {
-        Self::new([3, 4, 23, 3]).with_num_classes(num_classes)
+        Self::new(STAGES_101).with_num_classes(num_classes)
     }
 
     /// keras.applications' `ResNet152V2`.
     pub fn resnet152v2(num_classes: usize) -> Self {
-        Self::new([3, 8, 36, 3]).with_num_classes(num_classes)
+        Self::new(STAGES_152).with_num_classes(num_classes)
     }
 
     /// keras.applications' `ResNet{depth}V2`: `depth` 50, 101 or 152, else `None`.
