@@ -121,10 +121,7 @@ fn main() -> anyhow::Result<()> {
             let model = ResNetV2Config::resnet50v2(args.num_classes.unwrap_or(1000))
                 .with_image_size(size)
                 .init(&device);
-            let (model, report) = load_weights(model, &args.weights, options)?;
-            eprintln!("{report}");
-            let eval = Preprocessing::KerasTf.eval(size, args.resize_size)?;
-            classify(&model, &args.images, &eval, args.top_k)?
+            classify_through(&args, model, Preprocessing::KerasTf, size)?
         }
         Model::Cifar10 => {
             let size = args.image_size.unwrap_or(24);
@@ -166,9 +163,23 @@ where
         .with_num_classes(args.num_classes.unwrap_or(1000))
         .with_image_size(size)
         .init::<Block>(&args.run.device()?);
+    classify_through(args, model, Preprocessing::for_resnet(layout), size)
+}
+
+/// The images under `model` with the `--weights`, through `preprocessing`'s evaluation
+/// transform at `size`.
+fn classify_through<M>(
+    args: &Args,
+    model: M,
+    preprocessing: Preprocessing,
+    size: usize,
+) -> anyhow::Result<Vec<Prediction>>
+where
+    M: ImageClassifier + TfNamed + TorchNamed + 'static,
+{
     let (model, report) = load_weights(model, &args.weights, args.run.load_options())?;
     eprintln!("{report}");
-    let eval = Preprocessing::for_resnet(layout).eval(size, args.resize_size)?;
+    let eval = preprocessing.eval(size, args.resize_size)?;
     Ok(classify(&model, &args.images, &eval, args.top_k)?)
 }
 
