@@ -1,6 +1,7 @@
 //! Classifies image files (JPEG, PNG, BMP, PPM/PGM, TIFF or WebP, greyscale included) with
-//! Inception v3, ResNet-50 or -18, keras.applications' ResNet50V2, or the CIFAR-10 network: the
-//! top classes and their probabilities, as text or one JSON object per image.
+//! Inception v3, ResNet-50 or -18, keras.applications' ResNet50V2, MobileNetV2 (torchvision's
+//! or Keras's), or the CIFAR-10 network: the top classes and their probabilities, as text or
+//! one JSON object per image.
 //!
 //! ```text
 //! cargo run --release --example classify -- --model inception --weights inception_v3.ckpt \
@@ -10,6 +11,8 @@
 //!     --weights resnet50_weights_tf_dim_ordering_tf_kernels.h5 cat.jpg
 //! cargo run --release --example classify -- --model resnet50v2 \
 //!     --weights resnet50v2_weights_tf_dim_ordering_tf_kernels.h5 cat.jpg
+//! cargo run --release --example classify -- --model mobilenet-v2 \
+//!     --weights mobilenet_v2_weights_tf_dim_ordering_tf_kernels_1.0_224.h5 cat.jpg
 //! cargo run --release --example classify -- --model cifar10 --weights /tmp/cifar10_train --json plane.png
 //! ```
 //!
@@ -19,6 +22,8 @@
 //! Keras's weights (a `.h5` or `.keras` file of keras.applications' `ResNet50`) is built in
 //! Keras's layout and takes Keras's (`KerasImageNetEval`: the whole image resized, BGR less
 //! the mean pixel); ResNet50V2 takes Keras's too, in its "tf" mode (values in [-1, 1]).
+//! MobileNetV2 is built in Keras's layout for Keras's weights and takes Keras's "tf" mode,
+//! else torchvision's layout and preprocessing.
 
 use std::path::PathBuf;
 
@@ -27,8 +32,8 @@ use clap::{Parser, ValueEnum};
 use burn_towers::data::transforms::{CifarEval, InceptionEval, TorchvisionEval, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
-    BasicBlock, Bottleneck, Cifar10Config, ImageClassifier, InceptionV3Config, ResNet,
-    ResNetConfig, ResNetLayout, ResNetV2Config, ResidualBlock,
+    BasicBlock, Bottleneck, Cifar10Config, ImageClassifier, InceptionV3Config, MobileNetLayout,
+    MobileNetV2Config, ResNet, ResNetConfig, ResNetLayout, ResNetV2Config, ResidualBlock,
 };
 use burn_towers::train::{
     CifarImage, Prediction, Preprocessing, WeightsArgs, classify, is_keras_file, is_pytorch_file,
@@ -42,6 +47,8 @@ enum Model {
     Resnet18,
     /// keras.applications' `ResNet50V2`.
     Resnet50v2,
+    /// torchvision's `mobilenet_v2` or keras.applications' `MobileNetV2`, by the weights.
+    MobilenetV2,
     Cifar10,
 }
 
@@ -54,7 +61,8 @@ struct Args {
     #[arg(long, value_enum)]
     model: Model,
     /// A TF checkpoint (Inception v3, CIFAR-10), a torchvision state dict (`.pth`: Inception
-    /// v3, the ResNets), a Keras file (`.h5`, `.keras`: Inception v3, ResNet-50, ResNet50V2),
+    /// v3, the ResNets, MobileNetV2), a Keras file (`.h5`, `.keras`: Inception v3, ResNet-50,
+    /// ResNet50V2, MobileNetV2),
     /// one of ours (file or train directory) or a `.safetensors` export.
     #[arg(long)]
     weights: PathBuf,
@@ -68,11 +76,11 @@ struct Args {
     /// Classes to print per image.
     #[arg(long, default_value_t = 5)]
     top_k: usize,
-    /// Side of the model's square input (default: 299 for Inception, 224 for the ResNets, 24
-    /// for CIFAR-10).
+    /// Side of the model's square input (default: 299 for Inception, 224 for the ResNets and
+    /// MobileNetV2, 24 for CIFAR-10).
     #[arg(long)]
     image_size: Option<usize>,
-    /// ResNets: the shorter side before the center crop (default: 256 for 224, as
+    /// ResNets and MobileNetV2 with torchvision's weights: the shorter side before the center crop (default: 256 for 224, as
     /// torchvision's `IMAGENET1K_V1` weights; their `IMAGENET1K_V2` take 232).
     #[arg(long)]
     resize_size: Option<usize>,
@@ -122,6 +130,16 @@ fn main() -> anyhow::Result<()> {
                 .with_image_size(size)
                 .init(&device);
             classify_through(&args, model, Preprocessing::KerasTf, size)?
+        }
+        Model::MobilenetV2 => {
+            let size = args.image_size.unwrap_or(224);
+            let layout = MobileNetLayout::from(resnet_layout_for(&args.weights));
+            let model = MobileNetV2Config::new()
+                .with_layout(layout)
+                .with_num_classes(args.num_classes.unwrap_or(1000))
+                .with_image_size(size)
+                .init(&device);
+            classify_through(&args, model, Preprocessing::for_mobilenet(layout), size)?
         }
         Model::Cifar10 => {
             let size = args.image_size.unwrap_or(24);

@@ -1,6 +1,7 @@
 //! Trains ResNet-50 (`--depth` 18, 34, 101 or 152 too; torchvision's layout, or Keras's with
 //! `--layout keras`, written with Burn's layers as `towers_kernels::nn` serves them), or
-//! keras.applications' ResNet50V2 (`--v2`), on one or more towers.
+//! keras.applications' ResNet50V2 (`--v2`), or MobileNetV2 (`--mobilenet-v2`, either layout),
+//! on one or more towers.
 //!
 //! ```text
 //! cargo run --release --example resnet                  # built-in data: 64x64, 4 classes, ResNet-50
@@ -10,6 +11,8 @@
 //!     --pretrained resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5   # Keras's
 //! cargo run --release --example resnet -- --v2 --data-dir flowers --batch-size 32 \
 //!     --pretrained resnet50v2_weights_tf_dim_ordering_tf_kernels_notop.h5
+//! cargo run --release --example resnet -- --mobilenet-v2 --data-dir flowers --batch-size 32 \
+//!     --pretrained mobilenet_v2_weights_tf_dim_ordering_tf_kernels_1.0_224_no_top.h5
 //! ```
 //!
 //! With `--data-dir` (TF's ImageNet shards or an image folder `DIR/<class>/<image>`),
@@ -21,8 +24,8 @@
 //! (pixels in [-1, 1]). Keras's weights (`--pretrained` a `.h5` or `.keras` file of
 //! keras.applications' `ResNet50`) train Keras's layout through Keras's preprocessing
 //! (`--preprocessing keras`: torchvision's crops and flips, BGR less the mean pixel), and
-//! ResNet50V2 through Keras's "tf" mode (`keras-tf`: the same crops and flips, values in
-//! [-1, 1]). Without `--data-dir`, a run on the built-in data
+//! ResNet50V2 and Keras's MobileNetV2 through Keras's "tf" mode (`keras-tf`: the same crops and
+//! flips, values in [-1, 1]). Without `--data-dir`, a run on the built-in data
 //! ([`TrainConfig::resnet_builtin`]), then precision@1 on its held-out images through the
 //! matching evaluation preprocessing. Ctrl-C stops after a checkpoint.
 
@@ -30,7 +33,9 @@ use clap::Parser;
 
 use burn::tensor::Device;
 use burn_towers::models::weights::{TfNamed, TorchNamed};
-use burn_towers::models::{BasicBlock, Bottleneck, ResNetV2Config};
+use burn_towers::models::{
+    BasicBlock, Bottleneck, MobileNetLayout, MobileNetV2Config, ResNetV2Config,
+};
 use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
     InceptionData, Preprocessing, Split, StopFlag, TrainArgs, TrainConfig, Trainer, mpi_job,
@@ -38,7 +43,7 @@ use burn_towers::train::{
 };
 
 #[derive(Parser)]
-#[command(about = "Train ResNet-50 (or -18, -34, -101, -152, or ResNet50V2) on towers")]
+#[command(about = "Train ResNet-50 (or -18, -34, -101, -152, ResNet50V2 or MobileNetV2) on towers")]
 struct Args {
     #[command(flatten)]
     train: TrainArgs,
@@ -49,6 +54,9 @@ struct Args {
     /// keras.applications' pre-activation ResNet v2 (`ResNet50V2`) instead of v1.
     #[arg(long)]
     v2: bool,
+    /// MobileNetV2 instead of a ResNet, in `--layout`'s library's layout.
+    #[arg(long, conflicts_with_all = ["v2", "depth"])]
+    mobilenet_v2: bool,
     /// Side of the square input images: 224 with `--data-dir`, 64 on the built-in data.
     #[arg(long)]
     image_size: Option<usize>,
@@ -93,6 +101,17 @@ fn main() -> anyhow::Result<()> {
         return train(&args, Preprocessing::KerasTf, net);
     }
     let layout = args.layout();
+    if args.mobilenet_v2 {
+        let layout = MobileNetLayout::from(layout);
+        let net = |classes, size, decay, device: &Device| {
+            (MobileNetV2Config::new().with_layout(layout))
+                .with_num_classes(classes)
+                .with_image_size(size)
+                .with_weight_decay(decay)
+                .init(device)
+        };
+        return train(&args, Preprocessing::for_mobilenet(layout), net);
+    }
     match args.depth {
         18 => train_v1::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
         34 => train_v1::<BasicBlock>(&args, ResNetConfig::resnet34(0).with_layout(layout)),
@@ -138,9 +157,10 @@ where
     let data = InceptionData::open(data_dir, Split::Train, image_size, train)?;
     println!("training data: {}", data.description);
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
-    let name = match args.v2 {
-        true => format!("ResNet{}V2", args.depth),
-        false => format!("ResNet-{}", args.depth),
+    let name = match (args.mobilenet_v2, args.v2) {
+        (true, _) => "MobileNetV2".to_string(),
+        (_, true) => format!("ResNet{}V2", args.depth),
+        _ => format!("ResNet-{}", args.depth),
     };
     println!(
         "{name}, {image_size}x{image_size} images, {num_classes} classes, batch {}, {} steps",

@@ -1,5 +1,5 @@
 //! Evaluates ResNet-50 weights (`--depth` 18, 34, 101 or 152 too; keras.applications'
-//! ResNet50V2's with `--v2`) once: precision@1 and @5 over every example of an ImageNet-style
+//! ResNet50V2's with `--v2`; MobileNetV2's with `--mobilenet-v2`) once: precision@1 and @5 over every example of an ImageNet-style
 //! validation set, as torchvision's reference `references/classification/train.py --test-only`
 //! counts them, through torchvision's evaluation preset (shorter side to 256, central 224,
 //! ImageNet's mean and deviation; `--resize-size 232` for its `IMAGENET1K_V2` weights).
@@ -9,6 +9,8 @@
 //! cargo run --release --example resnet_eval -- --checkpoint resnet50.h5 --data-dir imagenet/val
 //! cargo run --release --example resnet_eval -- --depth 18        # the `resnet` example's run
 //! cargo run --release --example resnet_eval -- --v2 --checkpoint resnet50v2.h5 --data-dir imagenet/val
+//! cargo run --release --example resnet_eval -- --mobilenet-v2 --checkpoint mobilenet_v2.pth \
+//!     --data-dir imagenet/val
 //! ```
 //!
 //! The data: TF's `validation-*` shards or an image folder `DIR/<class>/<image>` (classes in
@@ -18,8 +20,8 @@
 //! no background class: the shards' labels `1..=1000` are read as `0..1000`. Keras's weights
 //! (keras.applications' `ResNet50` in a `.h5` or `.keras` file) are evaluated in Keras's layout
 //! through Keras's preprocessing (`KerasImageNetEval`); so are the `resnet` example's
-//! checkpoints of that layout, with `--layout keras`. ResNet50V2's (`--v2`) through Keras's
-//! "tf" mode.
+//! checkpoints of that layout, with `--layout keras`. ResNet50V2's (`--v2`) and Keras's
+//! MobileNetV2's through Keras's "tf" mode.
 
 use std::path::PathBuf;
 
@@ -27,7 +29,9 @@ use clap::Parser;
 
 use burn::tensor::Device;
 use burn_towers::models::weights::{TfNamed, TorchNamed};
-use burn_towers::models::{BasicBlock, Bottleneck, ResNetV2Config};
+use burn_towers::models::{
+    BasicBlock, Bottleneck, MobileNetLayout, MobileNetV2Config, ResNetV2Config,
+};
 use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
     EvalArgs, InceptionData, Preprocessing, Split, WeightsArgs, is_keras_file, is_pytorch_file,
@@ -35,7 +39,9 @@ use burn_towers::train::{
 };
 
 #[derive(Parser)]
-#[command(about = "Evaluate ResNet weights (v1 or, with --v2, Keras's v2): precision @ 1 and @ 5")]
+#[command(
+    about = "Evaluate ResNet weights (v1, Keras's v2 with --v2) or MobileNetV2's: precision @ 1 and @ 5"
+)]
 struct Args {
     #[command(flatten)]
     weights: WeightsArgs,
@@ -51,6 +57,9 @@ struct Args {
     /// keras.applications' pre-activation ResNet v2 (`ResNet50V2`) instead of v1.
     #[arg(long)]
     v2: bool,
+    /// MobileNetV2 instead of a ResNet, in `--layout`'s library's layout.
+    #[arg(long, conflicts_with_all = ["v2", "depth"])]
+    mobilenet_v2: bool,
     #[command(flatten)]
     eval: EvalArgs,
     /// Side of the square input: 224 with `--data-dir`, 64 on the built-in data (the `resnet`
@@ -87,6 +96,16 @@ fn main() -> anyhow::Result<()> {
         return eval(&args, Preprocessing::KerasTf, net);
     }
     let layout = (args.layout).unwrap_or(resnet_layout_for(&args.checkpoint));
+    if args.mobilenet_v2 {
+        let layout = MobileNetLayout::from(layout);
+        let net = |classes, size, device: &Device| {
+            (MobileNetV2Config::new().with_layout(layout))
+                .with_num_classes(classes)
+                .with_image_size(size)
+                .init(device)
+        };
+        return eval(&args, Preprocessing::for_mobilenet(layout), net);
+    }
     match args.depth {
         18 => eval_v1::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
         34 => eval_v1::<BasicBlock>(&args, ResNetConfig::resnet34(0).with_layout(layout)),

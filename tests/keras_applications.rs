@@ -1,4 +1,5 @@
-//! keras.applications' InceptionV3, ResNet50 and ResNet50V2 (1000 classes, random weights) in
+//! keras.applications' InceptionV3, ResNet50, ResNet50V2 and MobileNetV2 (1000 classes, random
+//! weights) in
 //! each of Keras's weight files give Keras's logits, and classify pictures with Keras's top 5
 //! and probabilities, through the network's preprocessing (TF's for InceptionV3, Keras's
 //! `load_img` and `preprocess_input` for the ResNets); nested in a transfer model of Keras's,
@@ -8,13 +9,14 @@
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py inception_v3 /tmp/keras_inception_v3
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py resnet50 /tmp/keras_resnet50
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py resnet50v2 /tmp/keras_resnet50v2
+//! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py mobilenet_v2 /tmp/keras_mobilenet_v2
 //! TOWERS_KERAS_INCEPTION_V3=/tmp/keras_inception_v3 TOWERS_KERAS_RESNET50=/tmp/keras_resnet50 \
-//!     TOWERS_KERAS_RESNET50V2=/tmp/keras_resnet50v2 \
+//!     TOWERS_KERAS_RESNET50V2=/tmp/keras_resnet50v2 TOWERS_KERAS_MOBILENET_V2=/tmp/keras_mobilenet_v2 \
 //!     cargo test --workspace --test integration keras_applications
 //! ```
 //!
-//! Without `TOWERS_KERAS_INCEPTION_V3` (`TOWERS_KERAS_RESNET50`, `TOWERS_KERAS_RESNET50V2`) the
-//! network's tests say they were skipped and pass.
+//! Without `TOWERS_KERAS_INCEPTION_V3` (`TOWERS_KERAS_RESNET50`, `TOWERS_KERAS_RESNET50V2`,
+//! `TOWERS_KERAS_MOBILENET_V2`) the network's tests say they were skipped and pass.
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +25,8 @@ use burn::tensor::Device;
 use burn_towers::data::transforms::{InceptionEval, KerasImageNetEval, KerasInputMode, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
-    Bottleneck, ImageClassifier, InceptionV3Config, ResNetConfig, ResNetV2, ResNetV2Config,
+    Bottleneck, ImageClassifier, InceptionV3Config, MobileNetV2, MobileNetV2Config, ResNetConfig,
+    ResNetV2, ResNetV2Config,
 };
 use burn_towers::train::{LoadOptions, classify, load_weights};
 
@@ -54,6 +57,12 @@ const RESNET50: Net = Net {
 const RESNET50V2: Net = Net {
     name: "resnet50v2",
     variable: "TOWERS_KERAS_RESNET50V2",
+    size: 224,
+};
+
+const MOBILENET_V2: Net = Net {
+    name: "mobilenet_v2",
+    variable: "TOWERS_KERAS_MOBILENET_V2",
     size: 224,
 };
 
@@ -160,6 +169,11 @@ fn resnet50v2(classes: usize) -> ResNetV2 {
     ResNetV2Config::resnet50v2(classes).init(&Device::flex())
 }
 
+/// MobileNetV2 of `classes` classes in Keras's layout.
+fn mobilenet_v2(classes: usize) -> MobileNetV2 {
+    MobileNetV2Config::keras(classes).init(&Device::flex())
+}
+
 #[test]
 fn keras_inception_v3_files_give_keras_logits_and_top_5() {
     gives_keras_logits_and_top_5(INCEPTION_V3, inception_v3, &InceptionEval::new(299));
@@ -189,6 +203,34 @@ fn keras_resnet50v2_files_give_keras_logits_and_top_5() {
 #[test]
 fn a_keras_resnet50v2_transfer_model_gives_keras_logits() {
     a_transfer_model_gives_keras_logits(RESNET50V2, resnet50v2);
+}
+
+#[test]
+fn keras_mobilenet_v2_files_give_keras_logits_and_top_5() {
+    let eval = KerasImageNetEval::new(224).with_mode(KerasInputMode::Tf);
+    gives_keras_logits_and_top_5(MOBILENET_V2, mobilenet_v2, &eval);
+}
+
+#[test]
+fn a_keras_mobilenet_v2_transfer_model_gives_keras_logits() {
+    a_transfer_model_gives_keras_logits(MOBILENET_V2, mobilenet_v2);
+}
+
+/// Keras's MobileNetV2 and torchvision's have the same names and shapes here, but pad their
+/// strided convolutions and normalize otherwise: Keras's weights for a MobileNetV2 in
+/// torchvision's layout (the default) are refused before the file is read, not loaded into a
+/// network that computes something else.
+#[test]
+fn keras_mobilenet_v2_weights_in_torchvision_layout_are_refused() {
+    let model = MobileNetV2Config::new().init(&Device::flex());
+    let path = Path::new("/nowhere/mobilenet_v2.weights.h5");
+    let error = load_weights(model, path, LoadOptions::default())
+        .err()
+        .unwrap();
+    let error = std::error::Error::source(&error).unwrap().to_string();
+    let words = "/nowhere/mobilenet_v2.weights.h5: keras.applications' MobileNetV2 weights for a \
+                 MobileNetV2 in torchvision's layout";
+    assert!(error.contains(words), "{error}");
 }
 
 /// Keras's ResNet50 in torchvision's layout (the stride elsewhere, no convolution biases) has

@@ -1,16 +1,17 @@
 """TensorFlow and burn-towers in one sitting, f32 and bf16, on the CIFAR-10 net's training step
 and Inception v3's, with `--resnet` ResNet-50's against TF Keras and PyTorch (torchvision,
-oneDNN), and with `--resnet-v2` ResNet50V2's against TF Keras: each pair run back to back, the pairs repeated `--rounds` times, the ratios printed
+oneDNN), and with `--resnet-v2` ResNet50V2's and `--mobilenet-v2` MobileNetV2's against TF
+Keras: each pair run back to back, the pairs repeated `--rounds` times, the ratios printed
 (ours / the peer in examples per second: above 1 is faster).
 
 Run by hand with TensorFlow installed (never in CI), on an otherwise idle machine, after
 `cargo build --release -p towers-bench --bin bench_step --bin bench_models`:
 
-    python bench/peers/side_by_side.py [--rounds 2] [--skip-inception] [--resnet] [--resnet-v2] [--precisions f32]
+    python bench/peers/side_by_side.py [--rounds 2] [--skip-inception] [--resnet] [--resnet-v2] [--mobilenet-v2] [--precisions f32]
 
 Each side runs one precision per process, as training does: ours `bench_step REPS f32|bf16`
-(the whole step alone) and `bench_models REPS inception|resnet50|resnet50-keras|resnet50v2
-f32|bf16` (`resnet50-keras`: ResNet-50 in Keras's layout, the network TF Keras times); TF
+(the whole step alone) and `bench_models REPS
+inception|resnet50|resnet50-keras|resnet50v2|mobilenet_v2 f32|bf16` (`resnet50-keras`: ResNet-50 in Keras's layout, the network TF Keras times); TF
 `tf_cifar10_step.py --whole-step-only --precision` and `tf_keras_step.py --model --precision`
 (bf16: Keras's `mixed_bfloat16`); PyTorch `torch_step.py --models resnet50 --precisions` (bf16:
 autocast). (Ours alternating precisions call by call in one process, after one
@@ -118,6 +119,12 @@ def resnet_v2_round(reps):
     return tf_keras("resnet50v2", reps), ours_per_image("resnet50v2", "ResNet50V2, 224x224", reps)
 
 
+def mobilenet_v2_round(reps):
+    """ms per image of MobileNetV2's train step: TF Keras's and ours, each precision."""
+    ours = ours_per_image("mobilenet_v2", "MobileNetV2 Keras, 224x224", reps)
+    return tf_keras("mobilenet_v2", reps), ours
+
+
 def report_resnet(tf, torch, ours):
     for p in PRECISIONS:
         mine, keras = ours[("torchvision", p)], ours[("keras", p)]
@@ -148,6 +155,7 @@ def main():
     parser.add_argument("--skip-cifar10", action="store_true")
     parser.add_argument("--resnet", action="store_true", help="ResNet-50 against TF and PyTorch too")
     parser.add_argument("--resnet-v2", action="store_true", help="ResNet50V2 against TF Keras too")
+    parser.add_argument("--mobilenet-v2", action="store_true", help="MobileNetV2 against TF Keras")
     parser.add_argument("--precisions", default="f32,bf16", help="f32, bf16 or both")
     args = parser.parse_args()
     global PRECISIONS
@@ -163,6 +171,8 @@ def main():
             report_resnet(*resnet_round(3))
         if args.resnet_v2:
             report("ResNet50V2", "ms/image", *resnet_v2_round(3))
+        if args.mobilenet_v2:
+            report("MobileNetV2", "ms/image", *mobilenet_v2_round(3))
 
 
 if __name__ == "__main__":

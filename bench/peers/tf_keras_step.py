@@ -1,13 +1,14 @@
-"""Inception v3's, ResNet-50's or ResNet50V2's training step in TF Keras, f32 or
-`mixed_bfloat16`: the peer of the Inception, ResNet-50 and ResNet50V2 rows of `bench_models`.
+"""Inception v3's, ResNet-50's, ResNet50V2's or MobileNetV2's training step in TF Keras, f32 or
+`mixed_bfloat16`: the peer of the Inception, ResNet-50, ResNet50V2 and MobileNetV2 rows of
+`bench_models`.
 
 Run by hand with TensorFlow installed (never in CI); `side_by_side.py` runs both sides in turn:
 
-    python bench/peers/tf_keras_step.py [--model inception|resnet50|resnet50v2] [--precision f32|bf16] [--reps 3]
+    python bench/peers/tf_keras_step.py [--model inception|resnet50|resnet50v2|mobilenet_v2] [--precision f32|bf16] [--reps 3]
 
 `tf.keras.applications.InceptionV3` (no weights, 1001 classes, no auxiliary head: Keras has
-none; batch 32 of 299x299x3), `ResNet50` or `ResNet50V2` (no weights, 1000 classes; batch 32
-of 224x224x3),
+none; batch 32 of 299x299x3), `ResNet50`, `ResNet50V2` or `MobileNetV2` (no weights, 1000
+classes; batch 32 of 224x224x3),
 plain SGD at 0.01 on the sparse cross-entropy, as one `tf.function` (forward, backward,
 update), the loss read back. With `--precision bf16` the model is built under Keras's
 `mixed_bfloat16` policy: f32 variables, bf16 compute, f32 loss. Prints the mean milliseconds
@@ -28,7 +29,7 @@ BATCH = 32
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=["inception", "resnet50", "resnet50v2"], default="inception")
+    parser.add_argument("--model", choices=["inception", "resnet50", "resnet50v2", "mobilenet_v2"], default="inception")
     parser.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
@@ -38,6 +39,7 @@ def main():
         "inception": (tf.keras.applications.InceptionV3, 299, 1001, "Inception v3"),
         "resnet50": (tf.keras.applications.ResNet50, 224, 1000, "ResNet-50"),
         "resnet50v2": (tf.keras.applications.ResNet50V2, 224, 1000, "ResNet50V2"),
+        "mobilenet_v2": (tf.keras.applications.MobileNetV2, 224, 1000, "MobileNetV2"),
     }[args.model]
     model = application(weights=None, classes=classes, classifier_activation=None)
     optimizer = tf.keras.optimizers.SGD(0.01)

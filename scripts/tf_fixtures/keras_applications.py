@@ -1,13 +1,14 @@
 """Writes one of keras.applications' networks (random weights, 1000 classes), InceptionV3,
-ResNet50 or ResNet50V2, in Keras's weight files, and Keras's outputs for it, for the tests that need the
+ResNet50, ResNet50V2 or MobileNetV2, in Keras's weight files, and Keras's outputs for it, for the tests that need the
 full network (about 95 MB a file, not committed).
 
     /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py NET OUT_DIR [LAYER_LIST]
     TOWERS_KERAS_INCEPTION_V3=OUT_DIR cargo test --workspace --test integration keras_applications
     TOWERS_KERAS_RESNET50=OUT_DIR cargo test --workspace --test integration keras_applications
     TOWERS_KERAS_RESNET50V2=OUT_DIR cargo test --workspace --test integration keras_applications
+    TOWERS_KERAS_MOBILENET_V2=OUT_DIR cargo test --workspace --test integration keras_applications
 
-NET is `inception_v3`, `resnet50` or `resnet50v2`. Needs tensorflow-cpu (Keras 3) and tf-keras (Keras 2),
+NET is `inception_v3`, `resnet50`, `resnet50v2` or `mobilenet_v2`. Needs tensorflow-cpu (Keras 3) and tf-keras (Keras 2),
 `pip install tensorflow-cpu tf-keras`. The weights are Keras's initializers, then made
 informative for a test: every batch-norm beta and every convolution bias random, the
 classifier's weights larger (so the classes spread), and the moving statistics those of a
@@ -24,7 +25,7 @@ OUT_DIR gets the same weights in each of Keras's files:
   network without its top (`include_top=False`, the same weights) nested in a model that adds
   pooling, dropout and a new `Dense(5)`;
 and inputs.f32 (2 x SIZE x SIZE x 3 f32, NHWC, already preprocessed: in [-1, 1] for
-InceptionV3 and ResNet50V2, BGR less the mean pixel for ResNet50), images/*.png (2 pictures), expected.json
+InceptionV3, ResNet50V2 and MobileNetV2, BGR less the mean pixel for ResNet50), images/*.png (2 pictures), expected.json
 (logits of inputs.f32, before the softmax, and the transfer model's; for the PNG pictures
 after the network's preprocessing, TF's Inception eval preprocessing or Keras's `load_img` and
 `preprocess_input`: top-5 and probabilities).
@@ -50,6 +51,7 @@ NETS = {
     "inception_v3": ("InceptionV3", 299, None),
     "resnet50": ("ResNet50", 224, "resnet50"),
     "resnet50v2": ("ResNet50V2", 224, "resnet_v2"),
+    "mobilenet_v2": ("MobileNetV2", 224, "mobilenet_v2"),
 }
 
 
@@ -100,8 +102,8 @@ def informative(model, rng, batch):
 
 def logits_of(model, images):
     """The classifier's outputs before its softmax."""
-    features = keras.Model(model.input, model.get_layer("avg_pool").output)(images)
     dense = model.get_layer("predictions")
+    features = keras.Model(model.input, dense.input)(images)
     return np.asarray(features) @ np.asarray(dense.kernel) + np.asarray(dense.bias)
 
 
@@ -183,7 +185,8 @@ def main(net, out, listing=None):
         expected["images"].append({"file": path, "top5": top.tolist(),
                                    "probs": probs[top].tolist()})
         print(path, top.tolist(), probs[top].round(4).tolist())
-    head = [rng.normal(0, 0.15, (2048, 5)).astype(np.float32),
+    features = model.get_layer("predictions").kernel.shape[0]
+    head = [rng.normal(0, 0.15, (features, 5)).astype(np.float32),
             rng.normal(0, 0.5, 5).astype(np.float32)]
     transfer3 = transfer(keras, net, model, head)
     transfer3.save_weights(os.path.join(out, "transfer.weights.h5"))

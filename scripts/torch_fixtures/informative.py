@@ -1,7 +1,11 @@
 """What the torchvision fixture scripts share: a randomly initialized network made informative
-for a test of its outputs."""
+for a test of its outputs, and the files of such networks' state dicts and logits."""
+
+import json
+import os
 
 import torch
+import torchvision
 
 
 def informative(model, generator, classifiers, size):
@@ -23,3 +27,34 @@ def informative(model, generator, classifiers, size):
         model.train()
         model(torch.rand(8, 3, size, size, generator=generator) * 2 - 1)
     model.eval()
+
+
+def write_fixtures(out_dir, key_list_dir, nets, size):
+    """For each of `nets` (torchvision's builder name, and a function of the model giving its
+    classifier `Linear`s), `NAME.pth` (`torch.save(model.state_dict())`) of an informative
+    random network; inputs.f32 (2 x 3 x `size` x `size` f32, NCHW, in [-1, 1]) and expected.json
+    (each network's evaluation-mode logits of inputs.f32, under its name) in `out_dir`; and in
+    `key_list_dir`, when given, torchvision_NAME_keys.txt: every state-dict key and its shape,
+    one "KEY<TAB>[SHAPE]" line each (committed as test data)."""
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(1)
+    os.makedirs(out_dir, exist_ok=True)
+    inputs = torch.rand(2, 3, size, size, generator=generator) * 2 - 1
+    inputs.numpy().tofile(os.path.join(out_dir, "inputs.f32"))
+    expected = {}
+    for name, classifiers in nets:
+        model = getattr(torchvision.models, name)(weights=None)
+        informative(model, generator, classifiers(model), size)
+        state = model.state_dict()
+        torch.save(state, os.path.join(out_dir, f"{name}.pth"))
+        with torch.no_grad():
+            logits = model(inputs)
+        expected[name] = logits.tolist()
+        print(f"{name}: {len(state)} tensors; max |logit| {logits.abs().max():.3f}")
+        if key_list_dir:
+            with open(os.path.join(key_list_dir, f"torchvision_{name}_keys.txt"), "w") as f:
+                for key, tensor in state.items():
+                    f.write(f"{key}\t{json.dumps(list(tensor.shape))}\n")
+    with open(os.path.join(out_dir, "expected.json"), "w") as f:
+        json.dump(expected, f)
+    print(f"torch {torch.__version__}, torchvision {torchvision.__version__}")

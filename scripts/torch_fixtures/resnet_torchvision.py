@@ -18,41 +18,14 @@ inputs.f32, under its name). KEY_LIST_DIR, when given, gets torchvision_resnet50
 torchvision_resnet18_keys.txt: every state-dict key and its shape, one "KEY<TAB>[SHAPE]" line
 each (committed as test data).
 """
-import json
-import os
 import sys
 
-import torch
-import torchvision
-
-from informative import informative
-
-SIZE = 224
+from informative import write_fixtures
 
 
 def main(out_dir, key_list_dir=None):
-    torch.manual_seed(0)
-    generator = torch.Generator().manual_seed(1)
-    os.makedirs(out_dir, exist_ok=True)
-    inputs = torch.rand(2, 3, SIZE, SIZE, generator=generator) * 2 - 1
-    inputs.numpy().tofile(os.path.join(out_dir, "inputs.f32"))
-    expected = {}
-    for name in ("resnet50", "resnet18"):
-        model = getattr(torchvision.models, name)(weights=None)
-        informative(model, generator, (model.fc,), SIZE)
-        state = model.state_dict()
-        torch.save(state, os.path.join(out_dir, f"{name}.pth"))
-        with torch.no_grad():
-            logits = model(inputs)
-        expected[name] = logits.tolist()
-        print(f"{name}: {len(state)} tensors; max |logit| {logits.abs().max():.3f}")
-        if key_list_dir:
-            with open(os.path.join(key_list_dir, f"torchvision_{name}_keys.txt"), "w") as f:
-                for key, tensor in state.items():
-                    f.write(f"{key}\t{json.dumps(list(tensor.shape))}\n")
-    with open(os.path.join(out_dir, "expected.json"), "w") as f:
-        json.dump(expected, f)
-    print(f"torch {torch.__version__}, torchvision {torchvision.__version__}")
+    nets = [(name, lambda model: (model.fc,)) for name in ("resnet50", "resnet18")]
+    write_fixtures(out_dir, key_list_dir, nets, 224)
 
 
 if __name__ == "__main__":

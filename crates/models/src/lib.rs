@@ -32,6 +32,10 @@ pub use nets::{
     ResNet, ResNet18, ResNet50, ResNetConfig, ResNetLayout, ResNetV2, ResNetV2Config,
     ResidualBlock,
 };
+pub use nets::{
+    ConvBn, ConvBnConfig, InvertedResidual, InvertedResidualConfig, MobileNetLayout, MobileNetV2,
+    MobileNetV2Config,
+};
 pub use parameter_table::{ParameterRow, parameter_table};
 pub use params::{ParamCounts, WeightDecay, count_params, weight_decays};
 pub use penalty::l2_penalty;

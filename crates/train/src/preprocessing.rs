@@ -6,7 +6,7 @@ use towers_data::transforms::{
     TorchvisionTrain, Transform,
 };
 
-use towers_models::ResNetLayout;
+use towers_models::{MobileNetLayout, ResNetLayout};
 
 use crate::error::{Error, Result};
 
@@ -38,6 +38,15 @@ impl Preprocessing {
     pub fn for_resnet(layout: ResNetLayout) -> Self {
         match layout {
             ResNetLayout::Keras => Self::Keras,
+            _ => Self::Torchvision,
+        }
+    }
+
+    /// What the weights of a MobileNetV2 in `layout` expect: torchvision's preprocessing, or
+    /// Keras's "tf" mode (`mobilenet_v2.preprocess_input`).
+    pub fn for_mobilenet(layout: MobileNetLayout) -> Self {
+        match layout {
+            MobileNetLayout::Keras => Self::KerasTf,
             _ => Self::Torchvision,
         }
     }

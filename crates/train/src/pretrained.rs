@@ -15,7 +15,8 @@ use burn::tensor::{Tensor, TensorData};
 use towers_models::ResNetLayout;
 use towers_models::weights::{
     ByPath, KerasSource, RestoreOptions, RestoreReport, TfCheckpoint, TfNamed, TfSource,
-    TorchNamed, TorchSource, WeightSource, in_scope, read_safetensors, restore, to_safetensors,
+    TorchNamed, TorchSource, WeightSource, WeightsError, in_scope, read_safetensors, restore,
+    to_safetensors,
 };
 
 use crate::checkpoint::Checkpoint;
@@ -59,6 +60,20 @@ pub fn load_weights<M: Module + TfNamed + TorchNamed>(
     path: &Path,
     options: LoadOptions,
 ) -> Result<(M, RestoreReport)> {
+    let refusal = match (is_pytorch_file(path), is_keras_file(path)) {
+        (true, _) => model.refuses_torch_weights(),
+        (_, true) => model.refuses_tf_weights(),
+        _ => None,
+    };
+    if let Some(reason) = refusal {
+        let path = path.into();
+        return Err(WeightsError::Format {
+            path,
+            reason,
+            error: None,
+        }
+        .into());
+    }
     let (mut source, whole_network) = open_source::<M>(path, options.moving_averages)?;
     let restore_options = RestoreOptions::new()
         .with_replace_if_reshaped(match options.fine_tune {

@@ -1,7 +1,19 @@
-//! TF's initializers that Burn lacks: [`truncated_normal`], lazy as Burn's own.
+//! TF's initializers that Burn lacks: [`truncated_normal`], lazy as Burn's own; and Keras's
+//! defaults in Burn's terms (`glorot_uniform`, `zeros`).
 
 use burn::module::{Param, ParamId};
+use burn::nn::Initializer;
 use burn::tensor::{Device, Distribution, Shape, Tensor};
+
+/// Keras's default kernel initializer, `glorot_uniform`.
+pub(crate) fn glorot_uniform() -> Initializer {
+    Initializer::XavierUniform { gain: 1.0 }
+}
+
+/// Keras's default bias, `zeros`: Burn's layers draw their biases from the kernel's initializer.
+pub(crate) fn zeros(channels: usize, device: &Device) -> Param<Tensor<1>> {
+    Param::from_tensor(Tensor::zeros([channels], device))
+}
 
 /// A parameter drawn from TF's `truncated_normal_initializer(0, stddev)`: normal values, those
 /// beyond two standard deviations drawn again. Burn has no such initializer, and the TF

@@ -12,4 +12,5 @@ pub use basic_conv::{BasicConv, BasicConvConfig};
 pub use batch_norm::{OffsetBatchNorm, OffsetBatchNormConfig};
 pub use dropout::{dropout, with_dropout_seed, with_example_dropout};
 pub use init::truncated_normal;
+pub(crate) use init::{glorot_uniform, zeros};
 pub use lrn::{Lrn, LrnConfig};

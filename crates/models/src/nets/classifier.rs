@@ -1,8 +1,10 @@
-//! [`ImageClassifier`]: what the trainer and the towers need of an image classifier, and its
-//! implementations for this crate's nets.
+//! [`ImageClassifier`]: what the trainer and the towers need of an image classifier, and
+//! `features_classifier!`, its implementation for the nets whose logits are a dense layer on
+//! their features (the ResNets, MobileNetV2).
 
 use burn::module::{Module, ParamId};
 use burn::tensor::{Int, Tensor};
+use towers_kernels::softmax_cross_entropy;
 
 use crate::params::WeightDecay;
 use crate::penalty::l2_penalty_value;
@@ -85,4 +87,68 @@ impl ClassifierLoss {
     ) -> Self {
         self.plus(l2_penalty_value(module, rule))
     }
+}
+
+/// Implements [`ImageClassifier`] for a net whose logits are a dense layer on its features
+/// (`$network`, generic over `$generic` where given), from its `features`, `fc`,
+/// `weight_decay`, `num_classes` and `image_size`: the logits `fc(features(images))`, the mean
+/// cross-entropy plus an L2 penalty of `weight_decay` on every parameter (not the moving
+/// statistics). A macro because the nets share these fields but no type: a head module of
+/// their own would move `fc` away from the names their weights load by.
+macro_rules! features_classifier {
+    ($network:ty $(, $generic:ident: $bound:path)?) => {
+        // A block of its own, for its imports.
+        const _: () = {
+            use burn::tensor::{Int, Tensor};
+            use $crate::nets::classifier::cross_entropy;
+            use $crate::nets::{ClassifierLoss, ImageClassifier};
+            use $crate::params::{WeightDecay, weight_decays};
+            use $crate::penalty::l2_penalty;
+
+            impl$(<$generic: $bound>)? ImageClassifier for $network {
+                fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+                    self.fc.forward(self.features(images))
+                }
+
+                fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
+                    let penalty = l2_penalty(self, |_| self.weight_decay);
+                    cross_entropy(self, images, labels).plus(penalty)
+                }
+
+                fn weight_decays(&self) -> Vec<WeightDecay> {
+                    weight_decays(self, |_| self.weight_decay)
+                }
+
+                fn loss_decay_in_update(
+                    &self,
+                    images: Tensor<4>,
+                    labels: Tensor<1, Int>,
+                ) -> ClassifierLoss {
+                    cross_entropy(self, images, labels)
+                        .plus_penalty_value(self, |_| self.weight_decay)
+                }
+
+                fn num_classes(&self) -> usize {
+                    self.num_classes
+                }
+
+                fn input_shape(&self) -> [usize; 3] {
+                    [3, self.image_size, self.image_size]
+                }
+            }
+        };
+    };
+}
+pub(crate) use features_classifier;
+
+/// The loss of [`features_classifier!`]'s nets without their penalty: the mean cross-entropy
+/// of `model`'s logits.
+pub(crate) fn cross_entropy(
+    model: &impl ImageClassifier,
+    images: Tensor<4>,
+    labels: Tensor<1, Int>,
+) -> ClassifierLoss {
+    let logits = model.forward(images);
+    let loss = softmax_cross_entropy(logits.clone(), labels, 0.0);
+    ClassifierLoss { loss, logits }
 }

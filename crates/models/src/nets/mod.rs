@@ -1,19 +1,26 @@
 //! The networks: the CIFAR-10 tutorial net ([`Cifar10Net`]) and Inception v3 ([`InceptionV3`],
-//! `inception/`), built of `layers/`, and ResNet ([`ResNet`], [`ResNetV2`], `resnet/`), built of
+//! `inception/`), built of `layers/`, ResNet ([`ResNet`], [`ResNetV2`], `resnet/`)
+//! and MobileNetV2 ([`MobileNetV2`], `mobilenet/`), built of
 //! `towers_kernels::nn`'s drop-in layers as Burn users write models; all behind
 //! [`ImageClassifier`] (`classifier.rs`), the trait the trainer and the towers code against.
 
 mod cifar10;
 mod classifier;
 mod inception;
+mod mobilenet;
 mod resnet;
 
 pub use cifar10::{Cifar10Config, Cifar10Net};
+pub(crate) use classifier::features_classifier;
 pub use classifier::{ClassifierLoss, ImageClassifier};
 pub use inception::{
     AuxHead, AuxHeadConfig, InceptionA, InceptionAConfig, InceptionB, InceptionBConfig, InceptionC,
     InceptionCConfig, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig, InceptionV3,
     InceptionV3Config,
+};
+pub use mobilenet::{
+    ConvBn, ConvBnConfig, InvertedResidual, InvertedResidualConfig, MobileNetLayout, MobileNetV2,
+    MobileNetV2Config,
 };
 pub use resnet::{
     BasicBlock, Bottleneck, Downsample, DownsampleConfig, PreActBottleneck, PreActBottleneckConfig,

@@ -329,6 +329,7 @@ fn positional_names(layer: &str, count: usize) -> &'static [&'static str] {
         (true, 3) => &["beta", "moving_mean", "moving_variance"],
         (true, 4) => &["gamma", "beta", "moving_mean", "moving_variance"],
         (true, _) => &[],
+        (false, _) if layer.starts_with("depthwise_conv2d") => &["depthwise_kernel", "bias"],
         (false, _) => &["kernel", "bias"],
     }
 }

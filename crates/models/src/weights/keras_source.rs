@@ -13,7 +13,9 @@
 //!   lists them in the graph's order, which interleaves branches).
 //! - Keras 3 before 3.6 recorded no own names ([`LayerNames::ByClass`]): its layers are named
 //!   by class, numbered in the graph's order. InceptionV3's n-th convolution is then the
-//!   `GRAPH_ORDER[n]`-th created, and a ResNet's n-th is the n-th of `resnet_graph_order`.
+//!   `GRAPH_ORDER[n]`-th created, a ResNet's n-th is the n-th of `resnet_graph_order`, and
+//!   MobileNetV2's (whose depthwise convolutions are a class of their own) the n-th of
+//!   `mobilenet_v2_graph_order`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -36,11 +38,12 @@ pub struct KerasSource {
 }
 
 impl KerasSource {
-    /// The weights of keras.applications' `InceptionV3`, `ResNet50` or `ResNet50V2` (also
-    /// `ResNet101`, `ResNet152` and their v2s, and any without its top or inside a transfer
-    /// model) at `path` for the parameters of `M`, which names them as TF does ([`TfNamed`]:
-    /// TF-slim's names for Inception v3, Keras's for a `ResNetV2` and a `ResNet` in
-    /// `ResNetLayout::Keras`). The file is Keras 2's
+    /// The weights of keras.applications' `InceptionV3`, `ResNet50`, `ResNet50V2` or
+    /// `MobileNetV2` (also `ResNet101`, `ResNet152` and their v2s, MobileNetV2 of any width,
+    /// and any without its top or inside a transfer model) at `path` for the parameters of
+    /// `M`, which names them as TF does ([`TfNamed`]: TF-slim's names for Inception v3, Keras's
+    /// for a `ResNetV2`, a `ResNet` in `ResNetLayout::Keras` and a `MobileNetV2` in
+    /// `MobileNetLayout::Keras`). The file is Keras 2's
     /// (`save_weights`, `model.save`, and the ImageNet weights keras.applications downloads,
     /// such as `resnet50_weights_tf_dim_ordering_tf_kernels.h5`), a Keras 3 `.weights.h5` or a
     /// Keras 3 `.keras` archive. A file whose weights fit no parameter of `M` fails in
@@ -136,8 +139,12 @@ fn tf_variables(
     if convs.len() == scopes.len() && norms.len() == scopes.len() {
         return inception_v3_variables(&scopes, &convs, &norms, names, layers);
     }
+    let depthwise = numbered(layers, "depthwise_conv2d");
     match names {
         LayerNames::Own => by_own_names(layers),
+        LayerNames::ByClass if !depthwise.is_empty() => {
+            by_mobilenet_v2_graph_order(&convs, &depthwise, &norms, layers)
+        }
         LayerNames::ByClass => by_resnet_graph_order(&convs, &norms, layers),
     }
 }
@@ -170,15 +177,92 @@ fn by_resnet_graph_order(
             norms.len()
         ));
     };
-    let own = |layer: &&KerasLayer, name: String| KerasLayer {
-        name,
+    renamed_in_order(&[(convs, conv_names), (norms, norm_names)], layers)
+}
+
+/// TF's name of each weight of keras.applications' MobileNetV2, whose convolutions,
+/// depthwise convolutions and batch norms are `convs`, `depthwise` and `norms` (of `layers`,
+/// named by class in the graph's order), or why they are no MobileNetV2's.
+fn by_mobilenet_v2_graph_order(
+    convs: &[&KerasLayer],
+    depthwise: &[&KerasLayer],
+    norms: &[&KerasLayer],
+    layers: &[KerasLayer],
+) -> Result<HashMap<String, KerasWeight>, String> {
+    let [conv_names, depthwise_names, norm_names] = mobilenet_v2_graph_order();
+    let known = [
+        (convs, &conv_names),
+        (depthwise, &depthwise_names),
+        (norms, &norm_names),
+    ];
+    if known
+        .iter()
+        .any(|(layers, names)| layers.len() != names.len())
+    {
+        return Err(format!(
+            "{} convolution, {} depthwise convolution and {} batch-norm layers with weights \
+             (`conv2d_N`, `depthwise_conv2d_N`, `batch_normalization_N`), named by class \
+             (Keras 3 before 3.6): only keras.applications' MobileNetV2 (35, 17 and 52) is \
+             known with depthwise convolutions in that order",
+            convs.len(),
+            depthwise.len(),
+            norms.len()
+        ));
+    }
+    let kinds = [
+        (convs, conv_names),
+        (depthwise, depthwise_names),
+        (norms, norm_names),
+    ];
+    renamed_in_order(&kinds, layers)
+}
+
+/// TF's name of each weight of `layers` whose layers of each kind (`kinds`: the layers, named
+/// by class in the graph's order, and their own names in that order) are renamed to their
+/// own names, the dense layer kept.
+fn renamed_in_order(
+    kinds: &[(&[&KerasLayer], Vec<String>)],
+    layers: &[KerasLayer],
+) -> Result<HashMap<String, KerasWeight>, String> {
+    let own = |layer: &&KerasLayer, name: &String| KerasLayer {
+        name: name.clone(),
         weights: layer.weights.clone(),
     };
-    let convs = convs.iter().zip(conv_names);
-    let norms = norms.iter().zip(norm_names);
-    let mut renamed: Vec<KerasLayer> = convs.chain(norms).map(|(l, n)| own(l, n)).collect();
+    let mut renamed: Vec<KerasLayer> = kinds
+        .iter()
+        .flat_map(|(layers, names)| layers.iter().zip(names).map(|(l, n)| own(l, n)))
+        .collect();
     renamed.extend(numbered(layers, "dense").into_iter().cloned());
     by_own_names(&renamed)
+}
+
+/// The names keras.applications' MobileNetV2 gives its convolutions, depthwise convolutions
+/// and batch norms, in the order of its graph, which is the order its code builds them (the
+/// network is a chain): `Conv1`, then each block's `_expand` (none in block 0, `expanded_conv`),
+/// `_depthwise` and `_project` (batch norms `_BN`), then `Conv_1`.
+fn mobilenet_v2_graph_order() -> [Vec<String>; 3] {
+    let (mut convs, mut depthwise) = (vec!["Conv1".to_string()], Vec::new());
+    let mut norms = vec!["bn_Conv1".to_string()];
+    for block in 0..17 {
+        let (prefix, parts): (String, &[&str]) = match block {
+            0 => ("expanded_conv".into(), &["depthwise", "project"]),
+            _ => (
+                format!("block_{block}"),
+                &["expand", "depthwise", "project"],
+            ),
+        };
+        for part in parts {
+            let layer = format!("{prefix}_{part}");
+            norms.push(format!("{layer}_BN"));
+            match *part {
+                "depthwise" => depthwise.push(layer),
+                _ => convs.push(layer),
+            }
+        }
+    }
+    convs.push("Conv_1".into());
+    norms.push("Conv_1_bn".into());
+    [convs, depthwise, norms]
 }
 
 /// TF's name of each weight of layers named as the code names them: `{layer}/{weight}`, the
@@ -305,7 +389,8 @@ mod tests {
 
     use super::*;
     use crate::nets::{
-        Bottleneck, InceptionV3, InceptionV3Config, ResNet, ResNetConfig, ResNetV2, ResNetV2Config,
+        Bottleneck, InceptionV3, InceptionV3Config, MobileNetV2, MobileNetV2Config, ResNet,
+        ResNetConfig, ResNetV2, ResNetV2Config,
     };
     use crate::params::walk;
 
@@ -358,6 +443,11 @@ mod tests {
         ResNetV2Config::resnet50v2(1000).init(&Device::flex())
     }
 
+    /// Our MobileNetV2 in Keras's layout.
+    fn mobilenet_v2() -> MobileNetV2 {
+        MobileNetV2Config::keras(1000).init(&Device::flex())
+    }
+
     /// Every parameter of `model` finds a weight of `net`'s listing of its shape, and every
     /// weight of Keras's is used once, when `layers` (the listing's, or renamed) are named as
     /// `names` says. An order of layers other than Keras's gives some convolution a kernel of
@@ -406,6 +496,13 @@ mod tests {
         fills_every_parameter_with_its_shape(&resnet50(), "resnet50", &resnet, LayerNames::Own);
         let (v2, _) = keras2_listing("resnet50v2");
         fills_every_parameter_with_its_shape(&resnet50v2(), "resnet50v2", &v2, LayerNames::Own);
+        let (mobilenet, _) = keras2_listing("mobilenet_v2");
+        fills_every_parameter_with_its_shape(
+            &mobilenet_v2(),
+            "mobilenet_v2",
+            &mobilenet,
+            LayerNames::Own,
+        );
     }
 
     /// `net`'s Keras 2 listing and the same renamed as Keras 3 before 3.6 names the layers (by
@@ -418,7 +515,15 @@ mod tests {
             .map(|mut layer| {
                 let class = match layer.name.as_str() {
                     "predictions" => "dense",
-                    name if name.starts_with("conv2d") || name.ends_with("_conv") => "conv2d",
+                    name if name.ends_with("_depthwise") => "depthwise_conv2d",
+                    "Conv1" | "Conv_1" => "conv2d",
+                    name if name.starts_with("conv2d")
+                        || name.ends_with("_conv")
+                        || name.ends_with("_expand")
+                        || name.ends_with("_project") =>
+                    {
+                        "conv2d"
+                    }
                     _ => "batch_normalization",
                 };
                 let count: &mut usize = counts.entry(class).or_default();
@@ -436,7 +541,7 @@ mod tests {
     /// Named by class, every parameter finds the weight it finds by the layers' own names.
     #[test]
     fn names_by_class_find_the_weights_own_names_find() {
-        for net in ["inception_v3", "resnet50", "resnet50v2"] {
+        for net in ["inception_v3", "resnet50", "resnet50v2", "mobilenet_v2"] {
             let (keras2, keras3) = renamed_by_class(net);
             assert_eq!(
                 tf_variables(&keras3, LayerNames::ByClass).unwrap(),
@@ -455,6 +560,13 @@ mod tests {
         fills_every_parameter_with_its_shape(&resnet50(), "resnet50", &resnet, LayerNames::ByClass);
         let (_, v2) = renamed_by_class("resnet50v2");
         fills_every_parameter_with_its_shape(&resnet50v2(), "resnet50v2", &v2, LayerNames::ByClass);
+        let (_, mobilenet) = renamed_by_class("mobilenet_v2");
+        fills_every_parameter_with_its_shape(
+            &mobilenet_v2(),
+            "mobilenet_v2",
+            &mobilenet,
+            LayerNames::ByClass,
+        );
     }
 
     #[test]

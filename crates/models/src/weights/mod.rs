@@ -1,8 +1,9 @@
 //! Weights in and out of our models: TensorFlow V2 checkpoints ([`TfCheckpoint`], a reader
 //! independent of any model), the TF names of our models' parameters ([`TfNamed`]),
-//! torchvision's `.pth` state dicts ([`TorchSource`], names by [`TorchNamed`]: Inception v3's and
-//! ResNet's), keras.applications' Inception v3 and ResNet50 in Keras's files ([`KerasSource`],
-//! by the TF names of their layers: TF-slim's for Inception v3, Keras's for ResNet), safetensors
+//! torchvision's `.pth` state dicts ([`TorchSource`], names by [`TorchNamed`]: Inception v3's,
+//! ResNet's and MobileNetV2's), keras.applications' Inception v3, ResNets and MobileNetV2 in
+//! Keras's files ([`KerasSource`], by the TF names of their layers: TF-slim's for Inception v3,
+//! Keras's for the others), safetensors
 //! export and import, and [`restore`], which fills a model from any
 //! [`WeightSource`] and reports what was restored, skipped, missing and unused.
 
@@ -10,6 +11,8 @@ mod by_path;
 mod error;
 mod keras_file;
 mod keras_source;
+mod mobilenet_keras_names;
+mod mobilenet_torch_names;
 mod resnet_keras_names;
 mod resnet_torch_names;
 mod restore;

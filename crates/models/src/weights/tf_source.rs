@@ -21,6 +21,9 @@ pub enum TfLayout {
     ConvKernel,
     /// A 1x1 convolution used as a fully-connected layer: `[1, 1, in, out]` to `[in, out]`.
     Kernel1x1,
+    /// A depthwise convolution's kernel: TF's `[h, w, in, multiplier]` to Burn's grouped
+    /// `[in · multiplier, 1, h, w]` (output channel `c · multiplier + m`, as TF orders them).
+    DepthwiseKernel,
 }
 
 /// A parameter's TF variable.
@@ -50,6 +53,12 @@ pub trait TfNamed {
     /// The module paths of the classifier layers, which fine-tuning to another number of
     /// classes re-initializes.
     fn classifier_paths() -> &'static [&'static str];
+
+    /// Why this model cannot take the weights its TF names point at though it has their names
+    /// and shapes (a network in another library's layout), or `None`: none by default.
+    fn refuses_tf_weights(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A TF checkpoint as a [`WeightSource`] for one model type (see [`TfSource::new`]).
@@ -139,6 +148,10 @@ impl TfLayout {
                 (vec![o, i, h, w], out)
             }
             (Self::Kernel1x1, &[1, 1, i, o]) => (vec![i, o], values),
+            // `[h, w, c, m]` is `[h, w, c · m]`: a kernel `[c · m, 1, h, w]` of one input each.
+            (Self::DepthwiseKernel, &[h, w, c, m]) => {
+                Self::ConvKernel.convert(vec![h, w, 1, c * m], values)
+            }
             _ => (shape, values),
         }
     }

@@ -44,6 +44,12 @@ pub trait TorchNamed {
     /// The `state_dict` keys that belong to parameters read through others (a batch norm's
     /// scale and step count), given one key of that layer: they are never "unused".
     fn companions(key: &str) -> Vec<String>;
+
+    /// Why this model cannot take torchvision's weights though it has their names and shapes
+    /// (a network in another library's layout), or `None`: none by default.
+    fn refuses_torch_weights(&self) -> Option<String> {
+        None
+    }
 }
 
 impl TorchNamed for Cifar10Net {

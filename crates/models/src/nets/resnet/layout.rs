@@ -2,11 +2,12 @@
 //! the convolutions and batch norms each builds.
 
 use burn::config::Config;
-use burn::module::Param;
 use burn::nn::{Initializer, PaddingConfig2d};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Device;
 use towers_kernels::nn::conv::{Conv2d, Conv2dConfig};
 use towers_kernels::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig};
+
+use crate::layers::{glorot_uniform, zeros};
 
 /// Whose ResNet: the two differ in a bottleneck's stride, in the convolutions' biases and in
 /// the batch norms' constants, so each loads only its own weights.
@@ -101,7 +102,7 @@ fn square_conv(channels: [usize; 2], kernel: usize, stride: usize) -> Conv2dConf
 
 /// Keras's `Conv2D` of `config`'s shape, with or without a `bias`, initialized as Keras does
 /// (Glorot's uniform, the bias at zero).
-fn keras_conv(config: Conv2dConfig, bias: bool, device: &Device) -> Conv2d {
+pub(crate) fn keras_conv(config: Conv2dConfig, bias: bool, device: &Device) -> Conv2d {
     let out = config.channels[1];
     let mut conv = (config.with_bias(bias))
         .with_initializer(glorot_uniform())
@@ -122,14 +123,4 @@ pub(crate) fn keras_v2_conv(
     device: &Device,
 ) -> Conv2d {
     keras_conv(square_conv(channels, kernel, stride), bias, device)
-}
-
-/// Keras's default kernel initializer, `glorot_uniform`.
-fn glorot_uniform() -> Initializer {
-    Initializer::XavierUniform { gain: 1.0 }
-}
-
-/// Keras's default bias, `zeros`: Burn's layers draw their biases from the kernel's initializer.
-fn zeros(channels: usize, device: &Device) -> Param<Tensor<1>> {
-    Param::from_tensor(Tensor::zeros([channels], device))
 }

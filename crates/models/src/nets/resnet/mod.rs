@@ -26,13 +26,12 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::nn::PaddingConfig2d;
 use burn::tensor::activation::relu;
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Device, Tensor};
 use towers_kernels::nn::conv::Conv2d;
 use towers_kernels::nn::pool::{
     AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig,
 };
 use towers_kernels::nn::{BatchNorm, Linear};
-use towers_kernels::softmax_cross_entropy;
 
 pub use basic_block::BasicBlock;
 pub use bottleneck::Bottleneck;
@@ -42,7 +41,7 @@ pub use pre_act_bottleneck::{PreActBottleneck, PreActBottleneckConfig};
 pub use residual_block::ResidualBlock;
 pub use v2::{ResNetV2, ResNetV2Config};
 
-use crate::nets::{ClassifierLoss, ImageClassifier};
+use crate::nets::features_classifier;
 
 /// The blocks of each stage of ResNet-50 and ResNet-34 (of [`BasicBlock`]s), and of
 /// keras.applications' `ResNet50` and `ResNet50V2`.
@@ -184,69 +183,6 @@ pub struct ResNet<Block> {
     weight_decay: f64,
 }
 
-/// Implements [`ImageClassifier`] for a ResNet, v1 or v2 (`$network`, generic over `$generic`
-/// where given), from its `features`, `fc`, `weight_decay`, `num_classes` and `image_size`:
-/// the logits `fc(features(images))`, the mean cross-entropy plus an L2 penalty of
-/// `weight_decay` on every parameter (not the moving statistics). A macro because the two
-/// networks share these fields but no type: a head module of their own would move `fc` away
-/// from torchvision's and Keras's names.
-macro_rules! resnet_classifier {
-    ($network:ty $(, $generic:ident: $bound:path)?) => {
-        // A block of its own, for its imports.
-        const _: () = {
-            use burn::tensor::{Int, Tensor};
-            use $crate::nets::resnet::cross_entropy;
-            use $crate::nets::{ClassifierLoss, ImageClassifier};
-            use $crate::params::{WeightDecay, weight_decays};
-            use $crate::penalty::l2_penalty;
-
-            impl$(<$generic: $bound>)? ImageClassifier for $network {
-                fn forward(&self, images: Tensor<4>) -> Tensor<2> {
-                    self.fc.forward(self.features(images))
-                }
-
-                fn loss(&self, images: Tensor<4>, labels: Tensor<1, Int>) -> ClassifierLoss {
-                    let penalty = l2_penalty(self, |_| self.weight_decay);
-                    cross_entropy(self, images, labels).plus(penalty)
-                }
-
-                fn weight_decays(&self) -> Vec<WeightDecay> {
-                    weight_decays(self, |_| self.weight_decay)
-                }
-
-                fn loss_decay_in_update(
-                    &self,
-                    images: Tensor<4>,
-                    labels: Tensor<1, Int>,
-                ) -> ClassifierLoss {
-                    cross_entropy(self, images, labels)
-                        .plus_penalty_value(self, |_| self.weight_decay)
-                }
-
-                fn num_classes(&self) -> usize {
-                    self.num_classes
-                }
-
-                fn input_shape(&self) -> [usize; 3] {
-                    [3, self.image_size, self.image_size]
-                }
-            }
-        };
-    };
-}
-use resnet_classifier;
-
-/// A ResNet's loss without its penalty: the mean cross-entropy of `model`'s logits.
-fn cross_entropy(
-    model: &impl ImageClassifier,
-    images: Tensor<4>,
-    labels: Tensor<1, Int>,
-) -> ClassifierLoss {
-    let logits = model.forward(images);
-    let loss = softmax_cross_entropy(logits.clone(), labels, 0.0);
-    ClassifierLoss { loss, logits }
-}
-
 impl<Block: ResidualBlock> ResNet<Block> {
     /// The features before the head: `[n, 512 * EXPANSION]`.
     fn features(&self, images: Tensor<4>) -> Tensor<2> {
@@ -265,4 +201,4 @@ impl<Block: ResidualBlock> ResNet<Block> {
     }
 }
 
-resnet_classifier!(ResNet<Block>, Block: ResidualBlock);
+features_classifier!(ResNet<Block>, Block: ResidualBlock);

@@ -15,9 +15,10 @@ use towers_kernels::nn::pool::{
 };
 use towers_kernels::nn::{BatchNorm, Linear};
 
+use crate::nets::features_classifier;
 use crate::nets::resnet::layout::{ResNetLayout, keras_v2_conv};
 use crate::nets::resnet::pre_act_bottleneck::{PreActBottleneck, PreActBottleneckConfig};
-use crate::nets::resnet::{STAGES_50, STAGES_101, STAGES_152, resnet_classifier};
+use crate::nets::resnet::{STAGES_50, STAGES_101, STAGES_152};
 
 /// A ResNet v2's depth and head.
 #[derive(Config, Debug)]
@@ -155,7 +156,7 @@ impl ResNetV2 {
     }
 }
 
-resnet_classifier!(ResNetV2);
+features_classifier!(ResNetV2);
 
 #[cfg(test)]
 mod tests {
