@@ -1,11 +1,12 @@
 //! The image models of burn-towers, layer for layer as TensorFlow users know them:
 //! the CIFAR-10 tutorial network and Inception v3 (TF-slim layout), and ResNet (torchvision's
-//! layout or keras.applications', and Keras's pre-activation ResNet50V2), behind one
+//! layout or keras.applications', and Keras's pre-activation ResNet50V2) and MobileNetV2
+//! (torchvision's or keras.applications'), behind one
 //! [`ImageClassifier`] trait that the trainer and the towers code against.
 //!
 //! The crate's folders, bottom up: `layers/` (TF-slim's layers on the ops of `towers-kernels`:
 //! burn-towers' flex kernels or Burn's, in the thread's precision),
-//! `nets/` (the CIFAR-10 net, Inception v3 and ResNet), and [`weights`] (restoring TF, PyTorch
+//! `nets/` (the CIFAR-10 net, Inception v3, ResNet and MobileNetV2), and [`weights`] (restoring TF, PyTorch
 //! and Keras weights into the nets). Beside them, `params.rs` counts parameters and collects weight
 //! decay, `penalty.rs` sums its L2 penalty, and `parameter_table.rs` prints a net's parameters
 //! layer by layer. The public items of `layers/` and `nets/` are re-exported here, their one
