@@ -260,6 +260,37 @@ pub fn conv2d(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tens
     })
 }
 
+/// A depthwise convolution (`groups` = channels in = channels out, no dilation) of an f32 `x`
+/// with any padding, in f32 whatever the precision (see `flex/conv/depthwise.rs`).
+pub(super) fn depthwise_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+    let [_, c, h, w] = x.dims();
+    let [out, per_group, kh, kw] = conv.weight.dims();
+    let depthwise = conv.groups == c && out == c && per_group == 1 && conv.dilation == [1, 1];
+    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    // A kernel larger than the padded input has no output: Burn's error, not ours.
+    let fits = h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw;
+    if !on_flex(x) || !depthwise || !fits {
+        return None;
+    }
+    let side = |len: usize, (before, after), k: usize, s: usize| (len + before + after - k) / s + 1;
+    let out = [
+        side(h, rows, kh, conv.stride[0]),
+        side(w, cols, kw, conv.stride[1]),
+    ];
+    let y = <Dispatch as FlexKernels>::towers_depthwise_conv2d(
+        x.clone().into_dispatch(),
+        conv.weight.val().into_dispatch(),
+        conv.stride,
+        [rows.0, cols.0],
+        out,
+    );
+    let y = Tensor::<4>::from_dispatch(y);
+    Some(match &conv.bias {
+        Some(bias) => y + bias.val().reshape([1, -1, 1, 1]),
+        None => y,
+    })
+}
+
 /// [`conv2d`] then its bias and ReLU in one pass: for a convolution with a bias.
 pub(super) fn conv2d_relu(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tensor<4>> {
     let (padding, bf16) = covered(conv, x, precision)?;

@@ -58,6 +58,10 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     if let Some(y) = flex_route::conv2d(conv, &x, precision) {
         return y;
     }
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::depthwise_conv2d(conv, &x) {
+        return y;
+    }
     burn_conv2d(conv, x, precision.dtype())
 }
 
@@ -390,6 +394,59 @@ mod tests {
             assert!(
                 grads.iter().all(|&d| d < 1e-5),
                 "{kernel:?} {padding:?}: {grads:?}"
+            );
+        }
+    }
+
+    /// Depthwise convolutions (one filter per channel) against Burn's grouped ones, outputs and
+    /// the three gradients: TF's SAME at stride 2 on an even side (one more padding after than
+    /// before: Keras's MobileNetV2) and on an odd one, torchvision's symmetric padding at
+    /// stride 2, SAME at stride 1, a 5x5, VALID on planes not square, a stride wider than
+    /// the kernel, with batches that do not split evenly across threads.
+    #[test]
+    fn depthwise_convolution_matches_burns_outputs_and_gradients() {
+        let cases = [
+            (6, [3, 3], [2, 2], PaddingConfig2d::Same, [16, 16], 3),
+            (5, [3, 3], [2, 2], PaddingConfig2d::Same, [15, 15], 2),
+            (
+                4,
+                [3, 3],
+                [2, 2],
+                PaddingConfig2d::Explicit(1, 1, 1, 1),
+                [16, 14],
+                3,
+            ),
+            (7, [3, 3], [1, 1], PaddingConfig2d::Same, [14, 14], 3),
+            (3, [5, 5], [1, 1], PaddingConfig2d::Same, [9, 11], 2),
+            (4, [3, 3], [1, 1], PaddingConfig2d::Valid, [9, 13], 3),
+            (2, [2, 2], [3, 3], PaddingConfig2d::Valid, [10, 11], 2),
+        ];
+        for (c, kernel, stride, padding, [h, w], n) in cases {
+            let device = Device::flex().autodiff();
+            let conv = Conv2dConfig::new([c, c], kernel)
+                .with_groups(c)
+                .with_stride(stride)
+                .with_padding(padding.clone())
+                .init(&device);
+            let x =
+                Tensor::<4>::random([n, c, h, w], Distribution::Default, &device).require_grad();
+            let got = flex_route::depthwise_conv2d(&conv, &x).expect("on the flex kernels");
+            let want = conv.forward(x.clone());
+            assert_eq!(got.dims(), want.dims(), "{kernel:?} {stride:?} {padding:?}");
+            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+            let g_got = (got.clone() * probe.clone()).sum().backward();
+            let g_want = (want.clone() * probe).sum().backward();
+            let weight = conv.weight.val();
+            let bias = conv.bias.as_ref().unwrap().val();
+            let diffs = [
+                rel_diff(got, want),
+                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+                rel_diff(weight.grad(&g_got).unwrap(), weight.grad(&g_want).unwrap()),
+                rel_diff(bias.grad(&g_got).unwrap(), bias.grad(&g_want).unwrap()),
+            ];
+            assert!(
+                diffs.iter().all(|&d| d < 1e-5),
+                "{kernel:?} {stride:?} {padding:?}: {diffs:?}"
             );
         }
     }

@@ -14,6 +14,7 @@ use burn_flex::FlexTensor;
 
 use crate::extension::FlexKernels;
 use crate::flex::conv::bias_relu;
+use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward_bias_relu, input_grad, weight_grad};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
@@ -101,6 +102,37 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 stride,
                 padding,
                 bf16,
+            )),
+        }
+    }
+
+    fn towers_depthwise_conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        out: [usize; 2],
+    ) -> FloatTensor<Self> {
+        let geometry = DepthwiseGeometry {
+            stride,
+            padding,
+            out,
+        };
+        match DepthwiseBackward
+            .prepare::<C>([x.node(), weight.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let weight_state = prep.checkpoint(&weight);
+                let y = depthwise::forward(x.into_primitive(), weight.into_primitive(), geometry);
+                prep.finish((x_state, weight_state, geometry), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(depthwise::forward(
+                x.into_primitive(),
+                weight.into_primitive(),
+                geometry,
             )),
         }
     }
@@ -571,6 +603,36 @@ impl Backward<Flex, 2> for ConvBackward {
         }
         if let Some(node) = weight_node {
             let weight_grad = weight_grad(x, grad, [kh, kw], geometry, arithmetic);
+            grads.register::<Flex>(node.id, weight_grad);
+        }
+    }
+}
+
+/// A depthwise convolution's backward pass: state is the input, the kernel and the geometry.
+#[derive(Debug)]
+struct DepthwiseBackward;
+
+impl Backward<Flex, 2> for DepthwiseBackward {
+    type State = (NodeId, NodeId, DepthwiseGeometry);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, weight_node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, weight_state, geometry) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let weight: FlexTensor = checkpointer.retrieve_node_output(weight_state);
+        let ([_, _, h, w], [_, _, kh, kw]) = (dims4(&x), dims4(&weight));
+        if let Some(node) = x_node {
+            let x_grad = depthwise::input_grad(grad.clone(), weight, [h, w], geometry);
+            grads.register::<Flex>(node.id, x_grad);
+        }
+        if let Some(node) = weight_node {
+            let weight_grad = depthwise::weight_grad(x, grad, [kh, kw], geometry);
             grads.register::<Flex>(node.id, weight_grad);
         }
     }

@@ -7,6 +7,7 @@ mod autodiff;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Flex, backend_extension};
 
+use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
@@ -48,6 +49,17 @@ pub(crate) trait FlexKernels: Backend {
         stride: [usize; 2],
         padding: [usize; 2],
         bf16: bool,
+    ) -> FloatTensor<Self>;
+
+    /// Depthwise convolution of `[n, c, h, w]` by `[c, 1, kh, kw]` (one filter per channel) in
+    /// f32: zero `padding` before the first row and column, an `[oh, ow]` output (the padding
+    /// after is what that leaves).
+    fn towers_depthwise_conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        out: [usize; 2],
     ) -> FloatTensor<Self>;
 
     /// `relu(towers_conv2d(x, weight) + bias)`, the bias per output channel.
@@ -183,6 +195,21 @@ impl FlexKernels for Flex {
             ConvGeometry { stride, padding },
             Arithmetic::new(bf16),
         )
+    }
+
+    fn towers_depthwise_conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        out: [usize; 2],
+    ) -> FloatTensor<Self> {
+        let geometry = DepthwiseGeometry {
+            stride,
+            padding,
+            out,
+        };
+        depthwise::forward(x, weight, geometry)
     }
 
     fn towers_conv2d_bias_relu(

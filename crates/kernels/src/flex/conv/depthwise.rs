@@ -1,0 +1,224 @@
+//! Depthwise convolutions on flex (one filter per channel: `groups` = channels in = channels
+//! out, MobileNet's 3x3s), forward and both gradients, in f32, plane by plane.
+//!
+//! Burn computes a grouped convolution's weight gradient as one convolution per group, each
+//! written into the whole gradient (burn-backend's `conv2d_weight_grad_groups`): per channel,
+//! for a depthwise one. Here every pass walks each plane once per kernel tap, the tap a scalar
+//! and the rows slices the compiler vectorizes (at stride 1; strided taps step through the
+//! input row). The planes (forward, input gradient) or the channels (weight gradient) are
+//! shared among rayon's threads. A depthwise convolution does few products per value read, so
+//! these passes are memory-bound: they take f32 in every precision.
+
+use std::ops::Range;
+
+use burn::tensor::TensorData;
+use burn_flex::FlexTensor;
+use multiversion::multiversion;
+use rayon::prelude::*;
+
+use crate::flex::memory::buffers::{contiguous, zeros};
+use crate::flex::memory::dims4;
+
+/// Where a depthwise convolution's kernel meets its input: the stride, the zero padding before
+/// the first row and column, and the output's size (the padding after is what that leaves,
+/// so TF's SAME, one more at the end than at the start, is covered).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DepthwiseGeometry {
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub out: [usize; 2],
+}
+
+impl DepthwiseGeometry {
+    /// The outputs `o` along `axis` whose kernel tap `tap` reads an input place,
+    /// `0 <= o·stride + tap − padding < len`, and the first such place.
+    fn reading(&self, axis: usize, tap: usize, len: usize) -> (Range<usize>, usize) {
+        let (stride, padding) = (self.stride[axis], self.padding[axis]);
+        let first = padding.saturating_sub(tap).div_ceil(stride);
+        let end = (len + padding).saturating_sub(tap).div_ceil(stride);
+        let outputs = first..end.min(self.out[axis]).max(first);
+        (
+            outputs.clone(),
+            (outputs.start * stride + tap).saturating_sub(padding),
+        )
+    }
+}
+
+/// `[n, c, oh, ow]`: each `[h, w]` plane of `x` (`[n, c, h, w]`) convolved with its channel's
+/// `[kh, kw]` kernel of `weight` (`[c, 1, kh, kw]`).
+pub(crate) fn forward(
+    x: FlexTensor,
+    weight: FlexTensor,
+    geometry: DepthwiseGeometry,
+) -> FlexTensor {
+    let (x, weight) = (contiguous(x), contiguous(weight));
+    let ([n, c, h, w], [_, _, kh, kw]) = (dims4(&x), dims4(&weight));
+    let [oh, ow] = geometry.out;
+    let taps: &[f32] = weight.storage();
+    let mut y = zeros(n * c * oh * ow);
+    y.par_chunks_mut(oh * ow)
+        .zip(x.storage::<f32>().par_chunks(h * w))
+        .enumerate()
+        .for_each(|(plane, (out, x))| {
+            let kernel = &taps[plane % c * kh * kw..][..kh * kw];
+            forward_plane(x, [h, w], kernel, [kh, kw], geometry, out);
+        });
+    FlexTensor::from_data(TensorData::new(y, [n, c, oh, ow]))
+}
+
+/// The gradient of `x` (`[n, c, h, w]`) given `grad = ∂L/∂y` and the kernel.
+pub(crate) fn input_grad(
+    grad: FlexTensor,
+    weight: FlexTensor,
+    [h, w]: [usize; 2],
+    geometry: DepthwiseGeometry,
+) -> FlexTensor {
+    let (grad, weight) = (contiguous(grad), contiguous(weight));
+    let ([n, c, oh, ow], [_, _, kh, kw]) = (dims4(&grad), dims4(&weight));
+    let taps: &[f32] = weight.storage();
+    let mut dx = zeros(n * c * h * w);
+    dx.par_chunks_mut(h * w)
+        .zip(grad.storage::<f32>().par_chunks(oh * ow))
+        .enumerate()
+        .for_each(|(plane, (dx, grad))| {
+            let kernel = &taps[plane % c * kh * kw..][..kh * kw];
+            input_grad_plane(grad, kernel, [kh, kw], geometry, dx, [h, w]);
+        });
+    FlexTensor::from_data(TensorData::new(dx, [n, c, h, w]))
+}
+
+/// The gradient of the `[c, 1, kh, kw]` kernel given the input `x` and `grad = ∂L/∂y`: per
+/// channel, each tap's products summed over the images in f64, a row at a time in f32.
+pub(crate) fn weight_grad(
+    x: FlexTensor,
+    grad: FlexTensor,
+    [kh, kw]: [usize; 2],
+    geometry: DepthwiseGeometry,
+) -> FlexTensor {
+    let (x, grad) = (contiguous(x), contiguous(grad));
+    let [n, c, h, w] = dims4(&x);
+    let [oh, ow] = geometry.out;
+    let (x, grad): (&[f32], &[f32]) = (x.storage(), grad.storage());
+    let dw: Vec<f32> = (0..c)
+        .into_par_iter()
+        .flat_map_iter(|channel| {
+            let mut sums = vec![0f64; kh * kw];
+            for image in 0..n {
+                let plane = image * c + channel;
+                let x = &x[plane * h * w..][..h * w];
+                let grad = &grad[plane * oh * ow..][..oh * ow];
+                weight_grad_plane(x, [h, w], grad, [kh, kw], geometry, &mut sums);
+            }
+            sums.into_iter().map(|sum| sum as f32)
+        })
+        .collect();
+    FlexTensor::from_data(TensorData::new(dw, [c, 1, kh, kw]))
+}
+
+/// The input rows each output row reads, by kernel row: `(output row, kernel row, input row)`.
+fn row_taps(geometry: DepthwiseGeometry, kh: usize, h: usize) -> impl Iterator<Item = [usize; 3]> {
+    let [sy, py] = [geometry.stride[0], geometry.padding[0]];
+    (0..geometry.out[0]).flat_map(move |oy| {
+        (0..kh).filter_map(move |ky| {
+            let iy = (oy * sy + ky).checked_sub(py)?;
+            (iy < h).then_some([oy, ky, iy])
+        })
+    })
+}
+
+/// One plane's output (zeros on entry): `out[oy, ox] = Σ kernel[ky, kx] · x[oy·s + ky − p,
+/// ox·s + kx − p]` over the taps inside `x`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn forward_plane(
+    x: &[f32],
+    [h, w]: [usize; 2],
+    kernel: &[f32],
+    [kh, kw]: [usize; 2],
+    geometry: DepthwiseGeometry,
+    out: &mut [f32],
+) {
+    let [ow, sx] = [geometry.out[1], geometry.stride[1]];
+    for [oy, ky, iy] in row_taps(geometry, kh, h) {
+        let (out, x) = (&mut out[oy * ow..][..ow], &x[iy * w..][..w]);
+        for kx in 0..kw {
+            let (outputs, first) = geometry.reading(1, kx, w);
+            let tap = kernel[ky * kw + kx];
+            let inputs = x[first..].iter().step_by(sx);
+            for (o, &v) in out[outputs].iter_mut().zip(inputs) {
+                *o += tap * v;
+            }
+        }
+    }
+}
+
+/// One plane's input gradient (zeros on entry): each output's gradient sent back through
+/// every tap that read an input place, the forward pass's loops with the roles swapped.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn input_grad_plane(
+    grad: &[f32],
+    kernel: &[f32],
+    [kh, kw]: [usize; 2],
+    geometry: DepthwiseGeometry,
+    dx: &mut [f32],
+    [h, w]: [usize; 2],
+) {
+    let [ow, sx] = [geometry.out[1], geometry.stride[1]];
+    for [oy, ky, iy] in row_taps(geometry, kh, h) {
+        let (grad, dx) = (&grad[oy * ow..][..ow], &mut dx[iy * w..][..w]);
+        for kx in 0..kw {
+            let (outputs, first) = geometry.reading(1, kx, w);
+            let tap = kernel[ky * kw + kx];
+            let places = dx[first..].iter_mut().step_by(sx);
+            for (d, &g) in places.zip(&grad[outputs]) {
+                *d += tap * g;
+            }
+        }
+    }
+}
+
+/// One plane's contribution to its channel's kernel gradient, added to `sums` (`[kh, kw]`):
+/// each tap's output gradients times the inputs it read.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn weight_grad_plane(
+    x: &[f32],
+    [h, w]: [usize; 2],
+    grad: &[f32],
+    [kh, kw]: [usize; 2],
+    geometry: DepthwiseGeometry,
+    sums: &mut [f64],
+) {
+    let [ow, sx] = [geometry.out[1], geometry.stride[1]];
+    for [oy, ky, iy] in row_taps(geometry, kh, h) {
+        let (grad, x) = (&grad[oy * ow..][..ow], &x[iy * w..][..w]);
+        for kx in 0..kw {
+            let (outputs, first) = geometry.reading(1, kx, w);
+            let inputs = x[first..].iter().step_by(sx);
+            let dot: f32 = grad[outputs].iter().zip(inputs).map(|(g, v)| g * v).sum();
+            sums[ky * kw + kx] += dot as f64;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The outputs each tap reads, against a count by hand: padding 1 before, stride 2, a
+    /// width of 6 (SAME: 3 outputs, the last window one past the end).
+    #[test]
+    fn each_tap_reads_the_outputs_inside_the_input() {
+        let geometry = DepthwiseGeometry {
+            stride: [2, 2],
+            padding: [0, 1],
+            out: [3, 3],
+        };
+        // o·2 + tap − 1 in [0, 6).
+        assert_eq!(geometry.reading(1, 0, 6), (1..3, 1));
+        assert_eq!(geometry.reading(1, 1, 6), (0..3, 0));
+        assert_eq!(geometry.reading(1, 2, 6), (0..3, 1));
+        // Without padding, tap 2 of the last output: 2·2 + 2 = 6, past the end.
+        assert_eq!(geometry.reading(0, 2, 6), (0..2, 2));
+        // A tap past every input: no output.
+        assert!(geometry.reading(1, 8, 6).0.is_empty());
+    }
+}
