@@ -27,7 +27,15 @@ const LAYERING: Layering = Layering {
     within: &[
         (
             "flex",
-            &["memory", "gemm", "conv", "norm", "pool", "optimizer_update"],
+            &[
+                "memory",
+                "activation",
+                "gemm",
+                "conv",
+                "norm",
+                "pool",
+                "optimizer_update",
+            ],
         ),
         (
             "nn",

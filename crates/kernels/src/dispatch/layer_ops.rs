@@ -1,4 +1,4 @@
-//! The models' max pooling, convolution and dense layers (and, through `towers_models::Lrn`, LRN):
+//! The models' max pooling, convolution and dense layers, ReLU6 (and, through `towers_models::Lrn`, LRN):
 //! on f32 flex tensors by burn-towers' own kernels ([`crate::flex`], feature `flex`),
 //! everywhere else by Burn's modules. Same outputs and gradients either way, to float rounding
 //! (tests below and in `layers/lrn.rs`). Convolutions and dense layers compute their products in this
@@ -85,6 +85,15 @@ pub fn conv2d_relu(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
         return y;
     }
     relu(conv2d(conv, x))
+}
+
+/// `min(max(x, 0), 6)`, Burn's `relu6`, in one pass forward and backward on flex.
+pub fn relu6<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::relu6(&x) {
+        return y;
+    }
+    burn::tensor::activation::relu6(x)
 }
 
 /// `linear.forward(x)`, its product in this thread's [`Precision`]: in a low one, `x` and the
@@ -396,6 +405,27 @@ mod tests {
                 "{kernel:?} {padding:?}: {grads:?}"
             );
         }
+    }
+
+    /// ReLU6 against Burn's, bit for bit: outputs and the input gradient of a random weighting,
+    /// on values across both edges (inside, below 0, above 6), with and without autodiff.
+    #[test]
+    fn relu6_matches_burns_output_and_gradient() {
+        let device = Device::flex().autodiff();
+        let x = Tensor::<3>::random([3, 7, 1001], Distribution::Uniform(-3.0, 9.0), &device)
+            .require_grad();
+        let got = flex_route::relu6(&x).expect("on the flex kernels");
+        let want = burn::tensor::activation::relu6(x.clone());
+        got.to_data().assert_eq(&want.to_data(), true);
+        let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+        let g_got = (got * probe.clone()).sum().backward();
+        let g_want = (want * probe).sum().backward();
+        let (x_got, x_want) = (x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap());
+        x_got.to_data().assert_eq(&x_want.to_data(), true);
+        let plain = x.inner();
+        relu6(plain.clone())
+            .to_data()
+            .assert_eq(&burn::tensor::activation::relu6(plain).to_data(), true);
     }
 
     /// Depthwise convolutions (one filter per channel) against Burn's grouped ones, outputs and

@@ -13,6 +13,7 @@ use burn::backend::{Autodiff, Flex};
 use burn_flex::FlexTensor;
 
 use crate::extension::FlexKernels;
+use crate::flex::activation::{relu6_backward, relu6_forward};
 use crate::flex::conv::bias_relu;
 use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward_bias_relu, input_grad, weight_grad};
@@ -103,6 +104,20 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 padding,
                 bf16,
             )),
+        }
+    }
+
+    fn towers_relu6(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        match Relu6Backward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let y = relu6_forward(x.into_primitive());
+                prep.finish(y.clone(), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(relu6_forward(x.into_primitive())),
         }
     }
 
@@ -634,6 +649,22 @@ impl Backward<Flex, 2> for DepthwiseBackward {
         if let Some(node) = weight_node {
             let weight_grad = depthwise::weight_grad(x, grad, [kh, kw], geometry);
             grads.register::<Flex>(node.id, weight_grad);
+        }
+    }
+}
+
+/// ReLU6's backward pass: state is the output, inside `(0, 6)` where the input was.
+#[derive(Debug)]
+struct Relu6Backward;
+
+impl Backward<Flex, 1> for Relu6Backward {
+    type State = FlexTensor;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = parent {
+            grads.register::<Flex>(node.id, relu6_backward(ops.state, grad));
         }
     }
 }

@@ -1,6 +1,7 @@
 //! burn-towers' own kernels on flex tensors and plain slices, by family: `memory` (buffers
-//! zeroed and copied on rayon's threads, images in f32 or bf16), `gemm` (f32 and bf16 products,
-//! transposition), `conv`, `norm` (batch norm, LRN), `pool`, `optimizer_update`. Each family uses
+//! zeroed and copied on rayon's threads, images in f32 or bf16), `activation` (ReLU6), `gemm`
+//! (f32 and bf16 products, transposition), `conv`, `norm` (batch norm, LRN), `pool`,
+//! `optimizer_update`. Each family uses
 //! only those before it in that list (`tests/layers.rs`). Burn reaches them through the backend
 //! extension above them ([`crate::extension::FlexKernels`]), with hand-written backward passes.
 //!
@@ -43,6 +44,7 @@
 //! modules, and layouts these kernels do not cover (padded pools, dilated, grouped or
 //! asymmetrically padded convolutions) to Burn's flex kernels.
 
+pub(crate) mod activation;
 pub(crate) mod conv;
 pub(crate) mod gemm;
 pub(crate) mod memory;

@@ -4,10 +4,10 @@
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::tensor::activation::relu6;
 use burn::tensor::{Device, Tensor};
 use towers_kernels::nn::BatchNorm;
 use towers_kernels::nn::conv::Conv2d;
+use towers_kernels::relu6;
 
 use crate::nets::mobilenet::layout::MobileNetLayout;
 
