@@ -138,11 +138,19 @@ fn forward_plane(
     out: &mut [f32],
 ) {
     let [ow, sx] = [geometry.out[1], geometry.stride[1]];
+    let columns = column_taps(geometry, kw, w);
+    let mut phases = RowPhases::default();
     for [oy, ky, iy] in row_taps(geometry, kh, h) {
         let (out, x) = (&mut out[oy * ow..][..ow], &x[iy * w..][..w]);
-        for kx in 0..kw {
-            let (outputs, first) = geometry.reading(1, kx, w);
-            add_scaled(&mut out[outputs], kernel[ky * kw + kx], &x[first..], sx);
+        phases.split(x, sx);
+        for (kx, (outputs, first)) in columns.iter().enumerate() {
+            let (inputs, step) = phases.read(x, *first, sx);
+            add_scaled(
+                &mut out[outputs.clone()],
+                kernel[ky * kw + kx],
+                inputs,
+                step,
+            );
         }
     }
 }
@@ -159,21 +167,25 @@ fn input_grad_plane(
     [h, w]: [usize; 2],
 ) {
     let [ow, sx] = [geometry.out[1], geometry.stride[1]];
+    let columns = column_taps(geometry, kw, w);
+    let mut phases = RowPhases::default();
     for [oy, ky, iy] in row_taps(geometry, kh, h) {
         let (grad, dx) = (&grad[oy * ow..][..ow], &mut dx[iy * w..][..w]);
-        for kx in 0..kw {
-            let (outputs, first) = geometry.reading(1, kx, w);
+        phases.zero(w, sx);
+        for (kx, (outputs, first)) in columns.iter().enumerate() {
             let tap = kernel[ky * kw + kx];
+            let grad = &grad[outputs.clone()];
             match sx {
-                1 => add_scaled(&mut dx[first..][..outputs.len()], tap, &grad[outputs], 1),
+                1 => add_scaled(&mut dx[*first..][..grad.len()], tap, grad, 1),
+                2 => add_scaled(&mut phases.write(*first)[..grad.len()], tap, grad, 1),
                 _ => {
-                    let places = dx[first..].iter_mut().step_by(sx);
-                    for (d, &g) in places.zip(&grad[outputs]) {
+                    for (d, &g) in dx[*first..].iter_mut().step_by(sx).zip(grad) {
                         *d += tap * g;
                     }
                 }
             }
         }
+        phases.add_to(dx, sx);
     }
 }
 
@@ -189,11 +201,87 @@ fn weight_grad_plane(
     sums: &mut [f64],
 ) {
     let [ow, sx] = [geometry.out[1], geometry.stride[1]];
+    let columns = column_taps(geometry, kw, w);
+    let mut phases = RowPhases::default();
     for [oy, ky, iy] in row_taps(geometry, kh, h) {
         let (grad, x) = (&grad[oy * ow..][..ow], &x[iy * w..][..w]);
-        for kx in 0..kw {
-            let (outputs, first) = geometry.reading(1, kx, w);
-            sums[ky * kw + kx] += dot(&grad[outputs], &x[first..], sx) as f64;
+        phases.split(x, sx);
+        for (kx, (outputs, first)) in columns.iter().enumerate() {
+            let (inputs, step) = phases.read(x, *first, sx);
+            sums[ky * kw + kx] += dot(&grad[outputs.clone()], inputs, step) as f64;
+        }
+    }
+}
+
+/// Each kernel column's outputs and the first input column it reads
+/// ([`DepthwiseGeometry::reading`] along the width), once per plane.
+fn column_taps(geometry: DepthwiseGeometry, kw: usize, w: usize) -> Vec<(Range<usize>, usize)> {
+    (0..kw).map(|kx| geometry.reading(1, kx, w)).collect()
+}
+
+/// An input row as the taps of a stride-2 convolution read it: its even and odd places apart,
+/// so that each tap reads a contiguous slice, which the compiler vectorizes. At other strides
+/// the row itself is read.
+#[derive(Default)]
+struct RowPhases {
+    even: Vec<f32>,
+    odd: Vec<f32>,
+}
+
+impl RowPhases {
+    /// Takes `row`'s places apart at stride 2; nothing at other strides.
+    #[inline(always)]
+    fn split(&mut self, row: &[f32], stride: usize) {
+        if stride == 2 {
+            self.even.clear();
+            self.even.extend(row.iter().step_by(2));
+            self.odd.clear();
+            self.odd.extend(row.iter().skip(1).step_by(2));
+        }
+    }
+
+    /// At stride 2, zeros for a row of `len` places to be scattered into ([`write`](Self::write),
+    /// then [`add_to`](Self::add_to)).
+    #[inline(always)]
+    fn zero(&mut self, len: usize, stride: usize) {
+        if stride == 2 {
+            self.even.clear();
+            self.even.resize(len.div_ceil(2), 0.0);
+            self.odd.clear();
+            self.odd.resize(len / 2, 0.0);
+        }
+    }
+
+    /// The places `first, first + 2, ...` of the row being scattered into, contiguous.
+    #[inline(always)]
+    fn write(&mut self, first: usize) -> &mut [f32] {
+        match first % 2 {
+            0 => &mut self.even[first / 2..],
+            _ => &mut self.odd[first / 2..],
+        }
+    }
+
+    /// At stride 2, the scattered values added to `row`'s places.
+    #[inline(always)]
+    fn add_to(&self, row: &mut [f32], stride: usize) {
+        if stride == 2 {
+            for (pair, (&even, &odd)) in row.chunks_mut(2).zip(self.even.iter().zip(&self.odd)) {
+                pair[0] += even;
+                pair[1] += odd;
+            }
+            if row.len() % 2 == 1 {
+                row[row.len() - 1] += self.even[row.len() / 2];
+            }
+        }
+    }
+
+    /// `row`'s places `first, first + stride, ...` as a slice and the step between them there.
+    #[inline(always)]
+    fn read<'a>(&'a self, row: &'a [f32], first: usize, stride: usize) -> (&'a [f32], usize) {
+        match (stride, first % 2) {
+            (2, 0) => (&self.even[first / 2..], 1),
+            (2, _) => (&self.odd[first / 2..], 1),
+            _ => (&row[first..], stride),
         }
     }
 }
