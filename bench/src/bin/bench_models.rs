@@ -2,7 +2,7 @@
 //! (batch 32, 299x299), ResNet-50 and ResNet-18 (batch 32, 224x224, torchvision's layout on
 //! `towers_kernels::nn`'s drop-in layers; ResNet-50 in Keras's layout too, the network of TF
 //! Keras's `ResNet50`, and Keras's `ResNet50V2`), and MobileNetV2 (batch 32, 224x224, Keras's
-//! layout: its depthwise convolutions are Burn's grouped ones) on the default CPU backend
+//! layout) on the default CPU backend
 //! (flex), or on the device `TOWERS_BENCH_DEVICE` names.
 //!
 //! `cargo run --release -p towers-bench --bin bench_models [REPS] [MODEL] [PRECISION]` (default 3
