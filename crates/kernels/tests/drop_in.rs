@@ -72,7 +72,15 @@ fn conv2d_gives_burns_outputs_and_gradients() {
                 .with_stride([2, 2])
                 .with_padding(PaddingConfig2d::Explicit(3, 3, 3, 3)),
         ),
-        // Left to Burn: groups, dilation, asymmetric padding.
+        // Depthwise, on our kernels too: TF's SAME at stride 2 (one more padding after).
+        (
+            "depthwise 3x3/2 same",
+            nn::conv::Conv2dConfig::new([4, 4], [3, 3])
+                .with_groups(4)
+                .with_stride([2, 2])
+                .with_padding(PaddingConfig2d::Same),
+        ),
+        // Left to Burn: other groups, dilation, asymmetric padding.
         (
             "groups 2",
             nn::conv::Conv2dConfig::new([4, 6], [3, 3]).with_groups(2),

@@ -14,10 +14,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::Device;
 use towers_models::weights::{RestoreOptions, RestoreReport, TorchSource, restore};
 use towers_models::{ImageClassifier, MobileNetV2, MobileNetV2Config};
-use towers_testing::torchvision::{KeyList, assert_logits_close, read_f32_le};
+use towers_testing::torchvision::{
+    KeyList, assert_logits_close, assert_restored_exactly, fixture_images,
+};
 
 /// MobileNetV2's convolutions, each with a batch norm.
 const CONVOLUTIONS: usize = 52;
@@ -25,11 +27,7 @@ const CONVOLUTIONS: usize = 52;
 /// Every parameter restored (a weight per convolution, four tensors per batch norm, the
 /// classifier's two), and every key of the file used.
 fn assert_complete(report: &RestoreReport) {
-    assert_eq!(report.restored.len(), CONVOLUTIONS * 5 + 2, "{report}");
-    assert!(
-        report.missing.is_empty() && report.skipped.is_empty() && report.unused.is_empty(),
-        "{report}"
-    );
+    assert_restored_exactly(report, CONVOLUTIONS * 5 + 2);
 }
 
 #[test]
@@ -57,8 +55,7 @@ fn a_torchvision_state_dict_gives_torchvisions_logits() {
     let device = Device::flex();
     let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
     let expected: BTreeMap<String, Vec<Vec<f32>>> = serde_json::from_str(&text).unwrap();
-    let values = read_f32_le(&dir.join("inputs.f32"));
-    let images = Tensor::<4>::from_data(TensorData::new(values, [2, 3, 224, 224]), &device);
+    let images = fixture_images(&dir, 224, &device);
     let model = MobileNetV2Config::new().init(&device);
     let mut source = TorchSource::open::<MobileNetV2>(&dir.join("mobilenet_v2.pth")).unwrap();
     let (model, report) = restore(model, &mut source, &RestoreOptions::default()).unwrap();

@@ -14,21 +14,19 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 use towers_models::weights::{RestoreOptions, RestoreReport, TorchNamed, TorchSource, restore};
 use towers_models::{
     ImageClassifier, ResNet, ResNet18, ResNet50, ResNetConfig, ResidualBlock, count_params,
 };
-use towers_testing::torchvision::{KeyList, assert_logits_close, read_f32_le};
+use towers_testing::torchvision::{
+    KeyList, assert_logits_close, assert_restored_exactly, fixture_images,
+};
 
 /// Every parameter restored (a weight per convolution, four tensors per batch norm, the
 /// classifier's two), and every key of the file used.
 fn assert_complete(report: &RestoreReport, convolutions: usize) {
-    assert_eq!(report.restored.len(), convolutions * 5 + 2, "{report}");
-    assert!(
-        report.missing.is_empty() && report.skipped.is_empty() && report.unused.is_empty(),
-        "{report}"
-    );
+    assert_restored_exactly(report, convolutions * 5 + 2);
 }
 
 /// The key list of torchvision's `name` restored into `model`: `keys` keys, `convolutions`
@@ -87,8 +85,7 @@ fn torchvision_state_dicts_give_torchvisions_logits() {
     let device = Device::flex();
     let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
     let expected: BTreeMap<String, Vec<Vec<f32>>> = serde_json::from_str(&text).unwrap();
-    let values = read_f32_le(&dir.join("inputs.f32"));
-    let images = Tensor::<4>::from_data(TensorData::new(values, [2, 3, 224, 224]), &device);
+    let images = fixture_images(&dir, 224, &device);
 
     let resnet50: ResNet50 = ResNetConfig::resnet50(1000).init(&device);
     let logits = restored_logits(resnet50, &dir.join("resnet50.pth"), images.clone(), 53);

@@ -12,10 +12,12 @@
 
 use std::path::{Path, PathBuf};
 
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::Device;
 use towers_models::weights::{RestoreOptions, RestoreReport, TorchSource, restore};
 use towers_models::{ImageClassifier, InceptionV3, InceptionV3Config};
-use towers_testing::torchvision::{KeyList, assert_logits_close, read_f32_le};
+use towers_testing::torchvision::{
+    KeyList, assert_logits_close, assert_restored_exactly, fixture_images,
+};
 
 /// Our Inception v3 for torchvision's weights: 1000 classes, pools counting their padding.
 fn torchvision_layout(device: &Device) -> InceptionV3 {
@@ -26,11 +28,7 @@ fn torchvision_layout(device: &Device) -> InceptionV3 {
 
 /// Every parameter restored, and every key of the file used.
 fn assert_complete(report: &RestoreReport) {
-    assert_eq!(report.restored.len(), 96 * 4 + 4, "{report}");
-    assert!(
-        report.missing.is_empty() && report.skipped.is_empty() && report.unused.is_empty(),
-        "{report}"
-    );
+    assert_restored_exactly(report, 96 * 4 + 4);
 }
 
 #[test]
@@ -66,9 +64,7 @@ fn a_torchvision_state_dict_gives_torchvisions_logits() {
 
     let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
     let expected: Expected = serde_json::from_str(&text).unwrap();
-    let values = read_f32_le(&dir.join("inputs.f32"));
-    let n = expected.inputs_logits.len();
-    let images = Tensor::<4>::from_data(TensorData::new(values, [n, 3, 299, 299]), &device);
+    let images = fixture_images(&dir, 299, &device);
     let logits: Vec<f32> = model.forward(images).into_data().try_to_vec().unwrap();
     assert_logits_close(
         &logits,

@@ -6,7 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
-use towers_models::weights::{Result, SourceTensor, TorchLayout, TorchNamed, WeightSource};
+use burn::tensor::{Device, Tensor, TensorData};
+use towers_models::weights::{
+    RestoreReport, Result, SourceTensor, TorchLayout, TorchNamed, WeightSource,
+};
 
 /// The keys and shapes of a torchvision `state_dict()` (zeros for values), as a source for
 /// model `M`: what `M`'s name map makes of the state dict, without its bytes. The list is a
@@ -92,6 +95,24 @@ pub fn read_f32_le(path: &Path) -> Vec<f32> {
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
         .collect()
+}
+
+/// A fixture's `inputs.f32` (NCHW f32 images, as the fixture scripts write them) as
+/// `[n, 3, size, size]` images on `device`.
+pub fn fixture_images(dir: &Path, size: usize, device: &Device) -> Tensor<4> {
+    let values = read_f32_le(&dir.join("inputs.f32"));
+    let n = values.len() / (3 * size * size);
+    Tensor::from_data(TensorData::new(values, [n, 3, size, size]), device)
+}
+
+/// Panics unless `report` restored `parameters` tensors and left none missing, skipped or
+/// unused: a state dict that filled the whole model with nothing left over.
+pub fn assert_restored_exactly(report: &RestoreReport, parameters: usize) {
+    assert_eq!(report.restored.len(), parameters, "{report}");
+    assert!(
+        report.missing.is_empty() && report.skipped.is_empty() && report.unused.is_empty(),
+        "{report}"
+    );
 }
 
 /// Panics unless `got` is within `tolerance` of `want`, relative to the largest |logit| of
