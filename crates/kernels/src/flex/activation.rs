@@ -6,19 +6,20 @@
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use multiversion::multiversion;
-use rayon::prelude::*;
 
-use crate::flex::memory::buffers::contiguous;
+use crate::flex::memory::buffers::{contiguous, zeroed_chunks};
 
-/// Values per task on rayon's threads.
+/// Values per task on rayon's threads, each zeroed and written while in cache.
 const CHUNK: usize = 1 << 14;
 
 /// `min(max(x, 0), 6)` of every value (NaN stays NaN, as in Burn's clamp).
 pub(crate) fn relu6_forward(x: FlexTensor) -> FlexTensor {
     let x = contiguous(x);
     let shape = x.layout().shape().to_vec();
-    let mut y: Vec<f32> = x.storage::<f32>().to_vec();
-    y.par_chunks_mut(CHUNK).for_each(clamp);
+    let x: &[f32] = x.storage();
+    let y = zeroed_chunks(x.len(), CHUNK, |index, out| {
+        clamp(out, &x[index * CHUNK..][..out.len()]);
+    });
     FlexTensor::from_data(TensorData::new(y, shape))
 }
 
@@ -27,25 +28,28 @@ pub(crate) fn relu6_forward(x: FlexTensor) -> FlexTensor {
 pub(crate) fn relu6_backward(y: FlexTensor, grad: FlexTensor) -> FlexTensor {
     let (y, grad) = (contiguous(y), contiguous(grad));
     let shape = grad.layout().shape().to_vec();
-    let mut dx: Vec<f32> = grad.storage::<f32>().to_vec();
-    dx.par_chunks_mut(CHUNK)
-        .zip(y.storage::<f32>().par_chunks(CHUNK))
-        .for_each(|(dx, y)| pass_inside(dx, y));
+    let (y, grad): (&[f32], &[f32]) = (y.storage(), grad.storage());
+    let dx = zeroed_chunks(grad.len(), CHUNK, |index, out| {
+        let at = index * CHUNK..index * CHUNK + out.len();
+        pass_inside(out, &grad[at.clone()], &y[at]);
+    });
     FlexTensor::from_data(TensorData::new(dx, shape))
 }
 
+/// `out[i] = min(max(x[i], 0), 6)`.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn clamp(values: &mut [f32]) {
-    for v in values {
-        *v = v.clamp(0.0, 6.0);
+fn clamp(out: &mut [f32], x: &[f32]) {
+    for (o, v) in out.iter_mut().zip(x) {
+        *o = v.clamp(0.0, 6.0);
     }
 }
 
+/// `out[i] = grad[i]` where `0 < y[i] < 6`, else 0 (`out` holds zeros on entry).
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn pass_inside(grad: &mut [f32], y: &[f32]) {
-    for (g, &y) in grad.iter_mut().zip(y) {
-        if !(y > 0.0 && y < 6.0) {
-            *g = 0.0;
+fn pass_inside(out: &mut [f32], grad: &[f32], y: &[f32]) {
+    for ((o, &g), &y) in out.iter_mut().zip(grad).zip(y) {
+        if y > 0.0 && y < 6.0 {
+            *o = g;
         }
     }
 }
