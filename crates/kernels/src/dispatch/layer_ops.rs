@@ -432,7 +432,8 @@ mod tests {
     /// the three gradients: TF's SAME at stride 2 on an even side (one more padding after than
     /// before: Keras's MobileNetV2) and on an odd one, torchvision's symmetric padding at
     /// stride 2, SAME at stride 1, a 5x5, VALID on planes not square, a stride wider than
-    /// the kernel, with batches that do not split evenly across threads.
+    /// the kernel, padding after wider than the input, with batches that do not split evenly
+    /// across threads.
     #[test]
     fn depthwise_convolution_matches_burns_outputs_and_gradients() {
         let cases = [
@@ -450,6 +451,23 @@ mod tests {
             (3, [5, 5], [1, 1], PaddingConfig2d::Same, [9, 11], 2),
             (4, [3, 3], [1, 1], PaddingConfig2d::Valid, [9, 13], 3),
             (2, [2, 2], [3, 3], PaddingConfig2d::Valid, [10, 11], 2),
+            // Padding after wider than the input: kernel rows and columns that read only it.
+            (
+                3,
+                [3, 3],
+                [1, 1],
+                PaddingConfig2d::Explicit(0, 0, 4, 4),
+                [2, 1],
+                2,
+            ),
+            (
+                3,
+                [5, 5],
+                [2, 2],
+                PaddingConfig2d::Explicit(0, 0, 4, 4),
+                [2, 1],
+                2,
+            ),
         ];
         for (c, kernel, stride, padding, [h, w], n) in cases {
             let device = Device::flex().autodiff();

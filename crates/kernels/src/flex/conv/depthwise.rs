@@ -4,8 +4,8 @@
 //! Burn computes a grouped convolution's weight gradient as one convolution per group, each
 //! written into the whole gradient (burn-backend's `conv2d_weight_grad_groups`): per channel,
 //! for a depthwise one. Here every pass walks each plane once per kernel tap, the tap a scalar
-//! and the rows slices the compiler vectorizes (at stride 1; strided taps step through the
-//! input row). The planes (forward, input gradient) or the channels (weight gradient) are
+//! and the rows slices the compiler vectorizes (at stride 2, each input row's even and odd
+//! places taken apart first; other strides step through the row). The planes (forward, input gradient) or the channels (weight gradient) are
 //! shared among rayon's threads. A depthwise convolution does few products per value read, so
 //! these passes are memory-bound: they take f32 in every precision.
 
@@ -143,11 +143,11 @@ fn forward_plane(
     for [oy, ky, iy] in row_taps(geometry, kh, h) {
         let (out, x) = (&mut out[oy * ow..][..ow], &x[iy * w..][..w]);
         phases.split(x, sx);
-        for (kx, (outputs, first)) in columns.iter().enumerate() {
+        for (kx, outputs, first) in &columns {
             let (inputs, step) = phases.read(x, *first, sx);
             add_scaled(
                 &mut out[outputs.clone()],
-                kernel[ky * kw + kx],
+                kernel[ky * kw + *kx],
                 inputs,
                 step,
             );
@@ -172,8 +172,8 @@ fn input_grad_plane(
     for [oy, ky, iy] in row_taps(geometry, kh, h) {
         let (grad, dx) = (&grad[oy * ow..][..ow], &mut dx[iy * w..][..w]);
         phases.zero(w, sx);
-        for (kx, (outputs, first)) in columns.iter().enumerate() {
-            let tap = kernel[ky * kw + kx];
+        for (kx, outputs, first) in &columns {
+            let tap = kernel[ky * kw + *kx];
             let grad = &grad[outputs.clone()];
             match sx {
                 1 => add_scaled(&mut dx[*first..][..grad.len()], tap, grad, 1),
@@ -206,17 +206,26 @@ fn weight_grad_plane(
     for [oy, ky, iy] in row_taps(geometry, kh, h) {
         let (grad, x) = (&grad[oy * ow..][..ow], &x[iy * w..][..w]);
         phases.split(x, sx);
-        for (kx, (outputs, first)) in columns.iter().enumerate() {
+        for (kx, outputs, first) in &columns {
             let (inputs, step) = phases.read(x, *first, sx);
-            sums[ky * kw + kx] += dot(&grad[outputs.clone()], inputs, step) as f64;
+            sums[ky * kw + *kx] += dot(&grad[outputs.clone()], inputs, step) as f64;
         }
     }
 }
 
-/// Each kernel column's outputs and the first input column it reads
-/// ([`DepthwiseGeometry::reading`] along the width), once per plane.
-fn column_taps(geometry: DepthwiseGeometry, kw: usize, w: usize) -> Vec<(Range<usize>, usize)> {
-    (0..kw).map(|kx| geometry.reading(1, kx, w)).collect()
+/// Each kernel column that reads the input, its outputs and the first input column it reads
+/// ([`DepthwiseGeometry::reading`] along the width), once per plane. A column that reads only
+/// padding (a wide padding after the input) is left out.
+fn column_taps(
+    geometry: DepthwiseGeometry,
+    kw: usize,
+    w: usize,
+) -> Vec<(usize, Range<usize>, usize)> {
+    let taps = (0..kw).map(|kx| (kx, geometry.reading(1, kx, w)));
+    let reading = taps.filter(|(_, (outputs, _))| !outputs.is_empty());
+    reading
+        .map(|(kx, (outputs, first))| (kx, outputs, first))
+        .collect()
 }
 
 /// An input row as the taps of a stride-2 convolution read it: its even and odd places apart,
