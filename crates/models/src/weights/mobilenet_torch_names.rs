@@ -39,8 +39,9 @@ impl TorchNamed for MobileNetV2 {
     }
 
     fn companions(key: &str) -> Vec<String> {
+        // Every module with a bias is a batch norm but the classifier.
         match key.rsplit_once('.') {
-            Some((module, "running_mean" | "running_var" | "bias")) => {
+            Some((module, "running_mean" | "running_var" | "bias")) if module != "classifier.1" => {
                 vec![format!("{module}.num_batches_tracked")]
             }
             _ => Vec::new(),
@@ -142,5 +143,6 @@ mod tests {
             ["features.2.conv.3.num_batches_tracked"]
         );
         assert!(MobileNetV2::companions("features.2.conv.2.weight").is_empty());
+        assert!(MobileNetV2::companions("classifier.1.bias").is_empty());
     }
 }

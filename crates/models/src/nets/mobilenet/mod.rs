@@ -38,8 +38,9 @@ const STAGES: [(usize, usize, usize, usize); 7] = [
     (6, 320, 1, 1),
 ];
 
-/// The stem's channels and the last convolution's, at width 1.
+/// The stem's channels at width 1.
 const STEM: usize = 32;
+/// The last convolution's channels at width 1 and below.
 const LAST: usize = 1280;
 
 /// A MobileNetV2's width, head and layout.
