@@ -76,26 +76,25 @@ impl MobileNetV2Config {
             .with_layout(MobileNetLayout::Keras)
     }
 
-    /// `channels` at this width: scaled, then rounded to the nearest multiple of 8 but never
-    /// below 8 nor by more than 10% down (both libraries' `_make_divisible`; Keras truncates
-    /// a block's scaled channels to an integer first).
+    /// `channels` at this width, rounded as both libraries' `_make_divisible` rounds: to the
+    /// nearest multiple of 8, never below 8 nor more than 10% down.
     fn scaled(&self, channels: usize) -> usize {
+        divisible_by_8(channels as f64 * self.width)
+    }
+
+    /// A block's output channels at this width: [`scaled`](Self::scaled), but Keras truncates
+    /// the scaled count to an integer first (`int(filters * alpha)`).
+    fn block_channels(&self, channels: usize) -> usize {
         let scaled = channels as f64 * self.width;
-        let scaled = match self.layout {
+        divisible_by_8(match self.layout {
             MobileNetLayout::Keras => scaled.trunc(),
             _ => scaled,
-        };
-        let rounded = (((scaled + 4.0) as usize) / 8 * 8).max(8);
-        match (rounded as f64) < 0.9 * scaled {
-            true => rounded + 8,
-            false => rounded,
-        }
+        })
     }
 
     /// A new MobileNetV2, initialized as its layout's library initializes it.
     pub fn init(&self, device: &Device) -> MobileNetV2 {
         let layout = self.layout;
-        // Keras scales the stem without truncating first: 32 · width is exact at its widths.
         let mut channels = self.scaled(STEM);
         let stem = ConvBnConfig::new([3, channels], 3)
             .with_stride(2)
@@ -103,7 +102,7 @@ impl MobileNetV2Config {
             .init(device);
         let mut blocks = Vec::new();
         for (expansion, out, count, stride) in STAGES {
-            let out = self.scaled(out);
+            let out = self.block_channels(out);
             for i in 0..count {
                 let block = InvertedResidualConfig::new([channels, out], expansion)
                     .with_stride(if i == 0 { stride } else { 1 })
@@ -131,6 +130,16 @@ impl MobileNetV2Config {
             weight_decay: self.weight_decay,
             layout,
         }
+    }
+}
+
+/// `value` rounded to the nearest multiple of 8, but never below 8 nor more than 10% down
+/// (`_make_divisible` of both libraries).
+fn divisible_by_8(value: f64) -> usize {
+    let rounded = (((value + 4.0) as usize) / 8 * 8).max(8);
+    match (rounded as f64) < 0.9 * value {
+        true => rounded + 8,
+        false => rounded,
     }
 }
 
@@ -191,7 +200,8 @@ mod tests {
 
     /// Keras's `MobileNetV2(alpha, weights=None).count_params()` less its batch norms'
     /// moving statistics (`non_trainable_params`), and torchvision's
-    /// `sum(p.numel() for p in mobilenet_v2(width_mult=w).parameters())`.
+    /// `sum(p.numel() for p in mobilenet_v2(width_mult=w).parameters())` (Keras 3.15.1,
+    /// torchvision 0.29.2).
     #[test]
     fn parameter_counts_are_the_libraries() {
         let count =
@@ -207,6 +217,13 @@ mod tests {
             6_108_776
         );
         assert_eq!(count(MobileNetV2Config::new().with_width(0.5)), 1_968_680);
+        // Where Keras's truncation to an integer changes a block's channels (16, 32, 64 at
+        // 0.56), the two libraries' networks differ.
+        assert_eq!(
+            count(MobileNetV2Config::keras(1000).with_width(0.56)),
+            2_082_888
+        );
+        assert_eq!(count(MobileNetV2Config::new().with_width(0.56)), 2_130_056);
     }
 
     /// Each stride halves the side: 224 to 112 (stem), 56, 28, 14, 14 (no stride), 7, 7; the
