@@ -215,7 +215,13 @@ fn bias_gradients_over_many_places_on_a_gpu_follow_flex() {
         ]
     };
     let want = gradients(&flex);
-    let off: Vec<_> = (gradients(&gpu.device).into_iter().zip(want))
+    assert_follow(gradients(&gpu.device), want);
+}
+
+/// Panics unless each of `got`'s named values is within 1e-4 of `want`'s, relative to the
+/// largest of `want` (or 1); names how far each was off either way.
+fn assert_follow<const N: usize>(got: [(&str, Vec<f32>); N], want: [(&str, Vec<f32>); N]) {
+    let off: Vec<_> = (got.into_iter().zip(want))
         .map(|((what, got), (_, want))| {
             let scale = want.iter().fold(1.0f32, |m, w| m.max(w.abs()));
             let worst = (got.iter().zip(&want))
@@ -228,6 +234,50 @@ fn bias_gradients_over_many_places_on_a_gpu_follow_flex() {
         off.iter().all(|(_, worst)| *worst < 1e-4),
         "off by up to (of the largest value): {off:?}"
     );
+}
+
+/// MobileNet's depthwise convolution (TF's SAME at stride 2) and ReLU6, Burn's on the GPU
+/// against ours on flex: the output, and the gradients of the input, the kernel and the bias
+/// of a random weighting, within 1e-4 of the largest value.
+#[test]
+fn depthwise_convolution_and_relu6_on_a_gpu_follow_flex() {
+    let Some(gpu) = gpu_or_skip("depthwise_convolution_and_relu6") else {
+        return;
+    };
+    let flex = Device::flex().autodiff();
+    let conv = Conv2dConfig::new([24, 24], [3, 3])
+        .with_groups(24)
+        .with_stride([2, 2])
+        .with_padding(PaddingConfig2d::Same)
+        .init(&flex);
+    let images = Tensor::<4>::random([4, 24, 16, 16], Distribution::Normal(0.0, 4.0), &flex);
+    let probe = Tensor::<4>::random([4, 24, 8, 8], Distribution::Default, &flex);
+    let outputs = |device: &Device| {
+        let conv = conv.clone().fork(device);
+        let x = images.clone().to_device(device).require_grad();
+        let y = burn_towers::kernels::relu6(conv.forward(x.clone()));
+        let grads = (y.clone() * probe.clone().to_device(device))
+            .sum()
+            .backward();
+        let read = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
+        [
+            ("output", read(y.flatten(0, 3))),
+            (
+                "input gradient",
+                read(x.grad(&grads).unwrap().flatten(0, 3)),
+            ),
+            (
+                "kernel gradient",
+                read(conv.weight.grad(&grads).unwrap().flatten(0, 3)),
+            ),
+            (
+                "bias gradient",
+                read(conv.bias.as_ref().unwrap().grad(&grads).unwrap()),
+            ),
+        ]
+    };
+    let want = outputs(&flex);
+    assert_follow(outputs(&gpu.device), want);
 }
 
 /// Burn's own reductions over long rows, on the GPU against flex: the sums and maxima that the
