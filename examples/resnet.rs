@@ -63,13 +63,13 @@ struct Args {
     /// Outputs of the logits; the data's when absent.
     #[arg(long)]
     num_classes: Option<usize>,
-    /// Whose ResNet: `torchvision` (v1.5) or `keras` (keras.applications' v1, with biases);
-    /// default: Keras's for `--pretrained` Keras weights, else torchvision's.
+    /// Whose ResNet (or MobileNetV2): `torchvision` (v1.5) or `keras` (keras.applications' v1,
+    /// with biases); default: Keras's for `--pretrained` Keras weights, else torchvision's.
     #[arg(long)]
     layout: Option<ResNetLayout>,
     /// The input preprocessing: torchvision's (what its ResNet weights expect), TF's Inception
     /// distortions, Keras's (BGR less the mean pixel) or Keras's "tf" mode (in [-1, 1]);
-    /// default: the layout's library's, `keras-tf` for `--v2`.
+    /// default: the layout's library's, `keras-tf` for `--v2` and Keras's MobileNetV2.
     #[arg(long, value_enum)]
     preprocessing: Option<Preprocessing>,
 }

@@ -70,12 +70,12 @@ struct Args {
     /// `IMAGENET1K_V1` preset; `IMAGENET1K_V2` takes 232).
     #[arg(long)]
     resize_size: Option<usize>,
-    /// Whose ResNet (the `resnet` example's flag): `torchvision` or `keras`; default: Keras's
-    /// for Keras weights, else torchvision's.
+    /// Whose ResNet or MobileNetV2 (the `resnet` example's flag): `torchvision` or `keras`;
+    /// default: Keras's for Keras weights, else torchvision's.
     #[arg(long)]
     layout: Option<ResNetLayout>,
     /// The preprocessing the weights were trained with (the `resnet` example's flag); default:
-    /// the layout's library's, `keras-tf` for `--v2`.
+    /// the layout's library's, `keras-tf` for `--v2` and Keras's MobileNetV2.
     #[arg(long, value_enum)]
     preprocessing: Option<Preprocessing>,
 }
