@@ -3,6 +3,7 @@
 use burn::backend::{Dispatch, DispatchDevice};
 use burn::nn::conv::Conv2d;
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
+use burn::tensor::ops::PadMode;
 use burn::tensor::{DType, Tensor};
 
 use crate::extension::FlexKernels;
@@ -253,10 +254,10 @@ pub fn lrn(x: &Tensor<4>, radius: usize, [bias, alpha, beta]: [f64; 3]) -> Optio
 /// In f32 or bf16 (products on AMX tiles or with AVX-512 BF16 where the CPU has them); f16
 /// goes to Burn.
 pub fn conv2d(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tensor<4>> {
-    let (padding, bf16) = covered(conv, x, precision)?;
+    let Covered { x, padding, bf16 } = covered(conv, x, precision)?;
     let weight = conv.weight.val().into_dispatch();
     let y = <Dispatch as FlexKernels>::towers_conv2d(
-        x.clone().into_dispatch(),
+        x.into_dispatch(),
         weight,
         conv.stride,
         padding,
@@ -302,10 +303,10 @@ pub(super) fn depthwise_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>
 
 /// [`conv2d`] then its bias and ReLU in one pass: for a convolution with a bias.
 pub(super) fn conv2d_relu(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tensor<4>> {
-    let (padding, bf16) = covered(conv, x, precision)?;
     let bias = conv.bias.as_ref()?.val().into_dispatch();
+    let Covered { x, padding, bf16 } = covered(conv, x, precision)?;
     let y = <Dispatch as FlexKernels>::towers_conv2d_bias_relu(
-        x.clone().into_dispatch(),
+        x.into_dispatch(),
         conv.weight.val().into_dispatch(),
         bias,
         conv.stride,
@@ -315,10 +316,20 @@ pub(super) fn conv2d_relu(conv: &Conv2d, x: &Tensor<4>, precision: Precision) ->
     Some(Tensor::from_dispatch(y))
 }
 
-/// The padding before (and after) and whether the products are in bf16, when the kernels
-/// cover `conv` on `x` in `precision`: f32 or bf16 flex tensors, no groups or dilation,
-/// the same padding on both sides.
-fn covered(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<([usize; 2], bool)> {
+/// What the kernels take for `conv` on `x`: the input, the padding before and after it, and
+/// whether the products are in bf16.
+struct Covered {
+    x: Tensor<4>,
+    padding: [usize; 2],
+    bf16: bool,
+}
+
+/// [`Covered`], when the kernels cover `conv` on `x` in `precision`: f32 or bf16 flex tensors,
+/// no groups or dilation. The kernels pad as much after as before: an uneven padding (TF's
+/// SAME at stride 2 on an even side, Keras's `padding="same"`) is taken as its even part, the
+/// rest added to an f32 input as zeros first (a copy of the input, which Burn's convolution
+/// makes too).
+fn covered(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Covered> {
     let [_, _, h, w] = x.dims();
     let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
     let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
@@ -331,7 +342,27 @@ fn covered(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<([usize
         Precision::F16 => return None,
     };
     let plain = conv.groups == 1 && conv.dilation == [1, 1];
-    // f32 inputs, or in bf16 inputs already rounded to it.
-    let input = on_flex(x) || bf16 && on_flex_in(x, DType::BF16);
-    (input && plain && symmetric && fits).then_some(([rows.0, cols.0], bf16))
+    // f32 inputs, or in bf16 inputs already rounded to it (and padded evenly).
+    let input = on_flex(x) || bf16 && symmetric && on_flex_in(x, DType::BF16);
+    if !(input && plain && fits) {
+        return None;
+    }
+    let even = [rows.0.min(rows.1), cols.0.min(cols.1)];
+    let x = match symmetric {
+        true => x.clone(),
+        false => x.clone().pad(
+            [
+                (0, 0),
+                (0, 0),
+                (rows.0 - even[0], rows.1 - even[0]),
+                (cols.0 - even[1], cols.1 - even[1]),
+            ],
+            PadMode::Constant(0.0),
+        ),
+    };
+    Some(Covered {
+        x,
+        padding: even,
+        bf16,
+    })
 }

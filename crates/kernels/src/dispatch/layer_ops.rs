@@ -304,6 +304,10 @@ mod tests {
             (3, 2, [3, 3], [1, 1], PaddingConfig2d::Valid, [8, 7], 1),
             (5, 3, [1, 1], [1, 1], PaddingConfig2d::Valid, [6, 5], 3),
             (2, 3, [3, 3], [2, 2], PaddingConfig2d::Valid, [11, 9], 4),
+            // Uneven padding, its extra row and column added as zeros first: TF's SAME at
+            // stride 2 on an even side (one after, none before) and a 2x2 SAME at stride 1.
+            (3, 8, [3, 3], [2, 2], PaddingConfig2d::Same, [16, 14], 3),
+            (4, 5, [2, 2], [1, 1], PaddingConfig2d::Same, [9, 11], 2),
             // Strided windows with padding: columns past both edges read as zeros.
             (
                 3,
