@@ -79,8 +79,7 @@ pub(super) fn max_pool2d(pool: &MaxPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
 pub(super) fn avg_pool2d(pool: &AvgPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
     let [_, _, h, w] = x.dims();
     let (rows, cols) = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
-    let [kh, kw] = pool.kernel_size;
-    let fits = h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw;
+    let fits = kernel_fits(pool.kernel_size, [h, w], (rows, cols));
     let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
     if !on_flex(x) || pool.stride != [1, 1] || pool.ceil_mode || !symmetric || !fits {
         return None;
@@ -263,11 +262,15 @@ pub fn conv2d(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tens
         padding,
         bf16,
     );
-    let y = Tensor::<4>::from_dispatch(y);
-    Some(match &conv.bias {
+    Some(plus_bias(conv, Tensor::from_dispatch(y)))
+}
+
+/// `y` with `conv`'s bias, where it has one, added per channel.
+fn plus_bias(conv: &Conv2d, y: Tensor<4>) -> Tensor<4> {
+    match &conv.bias {
         Some(bias) => y + bias.val().reshape([1, -1, 1, 1]),
         None => y,
-    })
+    }
 }
 
 /// A depthwise convolution (`groups` = channels in = channels out, no dilation) of an f32 `x`
@@ -277,9 +280,7 @@ pub(super) fn depthwise_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>
     let [out, per_group, kh, kw] = conv.weight.dims();
     let depthwise = conv.groups == c && out == c && per_group == 1 && conv.dilation == [1, 1];
     let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
-    // A kernel larger than the padded input has no output: Burn's error, not ours.
-    let fits = h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw;
-    if !on_flex(x) || !depthwise || !fits {
+    if !on_flex(x) || !depthwise || !kernel_fits([kh, kw], [h, w], (rows, cols)) {
         return None;
     }
     let side = |len: usize, (before, after), k: usize, s: usize| (len + before + after - k) / s + 1;
@@ -294,11 +295,7 @@ pub(super) fn depthwise_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>
         [rows.0, cols.0],
         out,
     );
-    let y = Tensor::<4>::from_dispatch(y);
-    Some(match &conv.bias {
-        Some(bias) => y + bias.val().reshape([1, -1, 1, 1]),
-        None => y,
-    })
+    Some(plus_bias(conv, Tensor::from_dispatch(y)))
 }
 
 /// [`conv2d`] then its bias and ReLU in one pass: for a convolution with a bias.
@@ -333,9 +330,7 @@ fn covered(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Covered
     let [_, _, h, w] = x.dims();
     let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
     let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
-    // A kernel larger than the padded input has no output: Burn's error, not ours.
-    let [kh, kw] = conv.kernel_size;
-    let fits = h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw;
+    let fits = kernel_fits(conv.kernel_size, [h, w], (rows, cols));
     let bf16 = match precision {
         Precision::F32 => false,
         Precision::Bf16 => true,
@@ -365,4 +360,15 @@ fn covered(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Covered
         padding: even,
         bf16,
     })
+}
+
+/// Whether a `[kh, kw]` window fits an `[h, w]` input padded by `rows` and `cols` (before,
+/// after). A window larger than the padded input has no output: Burn's error to report, not
+/// the kernels'.
+fn kernel_fits(
+    [kh, kw]: [usize; 2],
+    [h, w]: [usize; 2],
+    (rows, cols): ((usize, usize), (usize, usize)),
+) -> bool {
+    h + rows.0 + rows.1 >= kh && w + cols.0 + cols.1 >= kw
 }
