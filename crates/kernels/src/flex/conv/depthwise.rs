@@ -54,15 +54,9 @@ pub(crate) fn forward(
     let (x, weight) = (contiguous(x), contiguous(weight));
     let ([n, c, h, w], [_, _, kh, kw]) = (dims4(&x), dims4(&weight));
     let [oh, ow] = geometry.out;
-    let taps: &[f32] = weight.storage();
-    let mut y = zeros(n * c * oh * ow);
-    y.par_chunks_mut(oh * ow)
-        .zip(x.storage::<f32>().par_chunks(h * w))
-        .enumerate()
-        .for_each(|(plane, (out, x))| {
-            let kernel = &taps[plane % c * kh * kw..][..kh * kw];
-            forward_plane(x, [h, w], kernel, [kh, kw], geometry, out);
-        });
+    let y = plane_by_plane(x.storage(), h * w, oh * ow, &weight, |x, kernel, out| {
+        forward_plane(x, [h, w], kernel, [kh, kw], geometry, out)
+    });
     FlexTensor::from_data(TensorData::new(y, [n, c, oh, ow]))
 }
 
@@ -75,16 +69,36 @@ pub(crate) fn input_grad(
 ) -> FlexTensor {
     let (grad, weight) = (contiguous(grad), contiguous(weight));
     let ([n, c, oh, ow], [_, _, kh, kw]) = (dims4(&grad), dims4(&weight));
-    let taps: &[f32] = weight.storage();
-    let mut dx = zeros(n * c * h * w);
-    dx.par_chunks_mut(h * w)
-        .zip(grad.storage::<f32>().par_chunks(oh * ow))
-        .enumerate()
-        .for_each(|(plane, (dx, grad))| {
-            let kernel = &taps[plane % c * kh * kw..][..kh * kw];
-            input_grad_plane(grad, kernel, [kh, kw], geometry, dx, [h, w]);
-        });
+    let dx = plane_by_plane(
+        grad.storage(),
+        oh * ow,
+        h * w,
+        &weight,
+        |grad, kernel, dx| input_grad_plane(grad, kernel, [kh, kw], geometry, dx, [h, w]),
+    );
     FlexTensor::from_data(TensorData::new(dx, [n, c, h, w]))
+}
+
+/// `pass(plane, kernel, out)` for each plane of `input` (`in_len` values each, channel by
+/// channel of each image) with its channel's kernel of `weight` (`[c, 1, kh, kw]`) and its
+/// output plane (`out_len` values, zeros on entry), the planes shared among rayon's threads.
+fn plane_by_plane(
+    input: &[f32],
+    in_len: usize,
+    out_len: usize,
+    weight: &FlexTensor,
+    pass: impl Fn(&[f32], &[f32], &mut [f32]) + Sync,
+) -> Vec<f32> {
+    let [c, _, kh, kw] = dims4(weight);
+    let taps: &[f32] = weight.storage();
+    let mut out = zeros(input.len() / in_len * out_len);
+    out.par_chunks_mut(out_len)
+        .zip(input.par_chunks(in_len))
+        .enumerate()
+        .for_each(|(plane, (out, input))| {
+            pass(input, &taps[plane % c * kh * kw..][..kh * kw], out)
+        });
+    out
 }
 
 /// The gradient of the `[c, 1, kh, kw]` kernel given the input `x` and `grad = ∂L/∂y`: per
