@@ -18,6 +18,7 @@ pub use inception::{
     InceptionCConfig, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig, InceptionV3,
     InceptionV3Config,
 };
+pub(crate) use mobilenet::MOBILENET_V2_BLOCKS;
 pub use mobilenet::{
     ConvBn, ConvBnConfig, InvertedResidual, InvertedResidualConfig, MobileNetLayout, MobileNetV2,
     MobileNetV2Config,

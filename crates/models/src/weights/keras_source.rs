@@ -22,6 +22,7 @@ use std::path::Path;
 
 use super::error::{Result, WeightsError};
 use super::keras_file::{KerasFile, KerasLayer, KerasWeight, LayerNames};
+use super::mobilenet_keras_names::keras_layers_in_order;
 use super::restore::{SourceTensor, WeightSource};
 use super::tf_names::inception_scopes_in_order;
 use super::tf_source::{TfNamed, TfVariable};
@@ -190,12 +191,12 @@ fn by_mobilenet_v2_graph_order(
     layers: &[KerasLayer],
 ) -> Result<HashMap<String, KerasWeight>, String> {
     let [conv_names, depthwise_names, norm_names] = mobilenet_v2_graph_order();
-    let known = [
-        (convs, &conv_names),
-        (depthwise, &depthwise_names),
-        (norms, &norm_names),
+    let kinds = [
+        (convs, conv_names),
+        (depthwise, depthwise_names),
+        (norms, norm_names),
     ];
-    if known
+    if kinds
         .iter()
         .any(|(layers, names)| layers.len() != names.len())
     {
@@ -209,11 +210,6 @@ fn by_mobilenet_v2_graph_order(
             norms.len()
         ));
     }
-    let kinds = [
-        (convs, conv_names),
-        (depthwise, depthwise_names),
-        (norms, norm_names),
-    ];
     renamed_in_order(&kinds, layers)
 }
 
@@ -238,30 +234,16 @@ fn renamed_in_order(
 
 /// The names keras.applications' MobileNetV2 gives its convolutions, depthwise convolutions
 /// and batch norms, in the order of its graph, which is the order its code builds them (the
-/// network is a chain): `Conv1`, then each block's `_expand` (none in block 0, `expanded_conv`),
-/// `_depthwise` and `_project` (batch norms `_BN`), then `Conv_1`.
+/// network is a chain: `keras_layers_in_order`).
 fn mobilenet_v2_graph_order() -> [Vec<String>; 3] {
-    let (mut convs, mut depthwise) = (vec!["Conv1".to_string()], Vec::new());
-    let mut norms = vec!["bn_Conv1".to_string()];
-    for block in 0..17 {
-        let (prefix, parts): (String, &[&str]) = match block {
-            0 => ("expanded_conv".into(), &["depthwise", "project"]),
-            _ => (
-                format!("block_{block}"),
-                &["expand", "depthwise", "project"],
-            ),
-        };
-        for part in parts {
-            let layer = format!("{prefix}_{part}");
-            norms.push(format!("{layer}_BN"));
-            match *part {
-                "depthwise" => depthwise.push(layer),
-                _ => convs.push(layer),
-            }
+    let [mut convs, mut depthwise, mut norms] = [Vec::new(), Vec::new(), Vec::new()];
+    for (conv, norm, is_depthwise) in keras_layers_in_order() {
+        match is_depthwise {
+            true => depthwise.push(conv),
+            false => convs.push(conv),
         }
+        norms.push(norm);
     }
-    convs.push("Conv_1".into());
-    norms.push("Conv_1_bn".into());
     [convs, depthwise, norms]
 }
 

@@ -10,7 +10,7 @@
 //! otherwise.
 
 use super::tf_source::{TfLayout, TfNamed, TfVariable};
-use crate::nets::{MobileNetLayout, MobileNetV2};
+use crate::nets::{MOBILENET_V2_BLOCKS, MobileNetLayout, MobileNetV2};
 
 impl TfNamed for MobileNetV2 {
     fn tf_variable(path: &str) -> Option<TfVariable> {
@@ -54,6 +54,29 @@ impl TfNamed for MobileNetV2 {
                 .to_string()
         })
     }
+}
+
+/// Keras's convolution and batch-norm layers of MobileNetV2, each pair with whether the
+/// convolution is depthwise, in the order the code builds them: the stem, each block's
+/// `expand` (none in block 0), `depthwise` and `project`, then the last convolution.
+pub(super) fn keras_layers_in_order() -> Vec<(String, String, bool)> {
+    let blocks = (0..MOBILENET_V2_BLOCKS).flat_map(|block| {
+        let parts: &[&str] = match block {
+            0 => &["depthwise", "project"],
+            _ => &["expand", "depthwise", "project"],
+        };
+        parts
+            .iter()
+            .map(move |part| format!("blocks.{block}.{part}"))
+    });
+    let units = std::iter::once("stem".to_string())
+        .chain(blocks)
+        .chain(std::iter::once("last_conv".to_string()));
+    let layers = units.map(|unit| {
+        let (conv, norm) = keras_layers(&unit).expect("one of MobileNetV2's units");
+        (conv, norm, unit.ends_with(".depthwise"))
+    });
+    layers.collect()
 }
 
 /// Keras's convolution and batch-norm layers of our [`ConvBn`](crate::nets::ConvBn) at

@@ -9,11 +9,11 @@
 //! torchvision's `mobilenet_v2` expands in every block but the first, so block 0 is the one
 //! without `expand` here.
 
-use crate::nets::{MobileNetLayout, MobileNetV2};
+use crate::nets::{MOBILENET_V2_BLOCKS, MobileNetLayout, MobileNetV2};
 use crate::weights::torch_names::{TorchLayout, TorchNamed, TorchParameter};
 
-/// The number of `MobileNetV2`'s blocks: `last_conv` follows them in `features`.
-const BLOCKS: usize = 17;
+/// `MobileNetV2`'s blocks: `last_conv` follows them in `features`.
+const BLOCKS: usize = MOBILENET_V2_BLOCKS;
 
 impl TorchNamed for MobileNetV2 {
     fn torch_parameter(path: &str) -> Option<TorchParameter> {

@@ -38,6 +38,16 @@ const STAGES: [(usize, usize, usize, usize); 7] = [
     (6, 320, 1, 1),
 ];
 
+/// MobileNetV2's blocks, of all stages: 17.
+pub(crate) const MOBILENET_V2_BLOCKS: usize = {
+    let (mut blocks, mut stage) = (0, 0);
+    while stage < STAGES.len() {
+        blocks += STAGES[stage].2;
+        stage += 1;
+    }
+    blocks
+};
+
 /// The stem's channels at width 1.
 const STEM: usize = 32;
 /// The last convolution's channels at width 1 and below.
