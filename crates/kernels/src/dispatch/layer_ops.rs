@@ -391,24 +391,34 @@ mod tests {
             let x =
                 Tensor::<4>::random([n, c_in, h, w], Distribution::Default, &device).require_grad();
             let got = flex_route::conv2d(&conv, &x, Precision::F32).expect("on the flex kernels");
-            let want = conv.forward(x.clone());
-            assert_eq!(got.dims(), want.dims(), "{kernel:?} {padding:?}");
-            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
-            let g_got = (got.clone() * probe.clone()).sum().backward();
-            let g_want = (want.clone() * probe).sum().backward();
-            assert!(rel_diff(got, want) < 1e-5, "{kernel:?} {padding:?}");
-            let weight = conv.weight.val();
-            let bias = conv.bias.as_ref().unwrap().val();
-            let grads = [
-                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
-                rel_diff(weight.grad(&g_got).unwrap(), weight.grad(&g_want).unwrap()),
-                rel_diff(bias.grad(&g_got).unwrap(), bias.grad(&g_want).unwrap()),
-            ];
-            assert!(
-                grads.iter().all(|&d| d < 1e-5),
-                "{kernel:?} {padding:?}: {grads:?}"
-            );
+            let case = format!("{kernel:?} {padding:?}");
+            let diffs = differences_from_burns(&conv, &x, got, &case);
+            assert!(diffs.iter().all(|&d| d < 1e-5), "{case}: {diffs:?}");
         }
+    }
+
+    /// A route's output `got` for `x` through `conv` (with a bias) against Burn's
+    /// `conv.forward(x)`, the same shape: the relative differences of the outputs, and of the
+    /// gradients of the input, the kernel and the bias under a random weighting of them.
+    fn differences_from_burns(
+        conv: &Conv2d,
+        x: &Tensor<4>,
+        got: Tensor<4>,
+        case: &str,
+    ) -> [f32; 4] {
+        let want = conv.forward(x.clone());
+        assert_eq!(got.dims(), want.dims(), "{case}");
+        let probe = Tensor::random(want.dims(), Distribution::Default, &x.device());
+        let g_got = (got.clone() * probe.clone()).sum().backward();
+        let g_want = (want.clone() * probe).sum().backward();
+        let weight = conv.weight.val();
+        let bias = conv.bias.as_ref().unwrap().val();
+        [
+            rel_diff(got, want),
+            rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
+            rel_diff(weight.grad(&g_got).unwrap(), weight.grad(&g_want).unwrap()),
+            rel_diff(bias.grad(&g_got).unwrap(), bias.grad(&g_want).unwrap()),
+        ]
     }
 
     /// ReLU6 against Burn's, bit for bit: outputs and the input gradient of a random weighting,
@@ -483,23 +493,9 @@ mod tests {
             let x =
                 Tensor::<4>::random([n, c, h, w], Distribution::Default, &device).require_grad();
             let got = flex_route::depthwise_conv2d(&conv, &x).expect("on the flex kernels");
-            let want = conv.forward(x.clone());
-            assert_eq!(got.dims(), want.dims(), "{kernel:?} {stride:?} {padding:?}");
-            let probe = Tensor::random(want.dims(), Distribution::Default, &device);
-            let g_got = (got.clone() * probe.clone()).sum().backward();
-            let g_want = (want.clone() * probe).sum().backward();
-            let weight = conv.weight.val();
-            let bias = conv.bias.as_ref().unwrap().val();
-            let diffs = [
-                rel_diff(got, want),
-                rel_diff(x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap()),
-                rel_diff(weight.grad(&g_got).unwrap(), weight.grad(&g_want).unwrap()),
-                rel_diff(bias.grad(&g_got).unwrap(), bias.grad(&g_want).unwrap()),
-            ];
-            assert!(
-                diffs.iter().all(|&d| d < 1e-5),
-                "{kernel:?} {stride:?} {padding:?}: {diffs:?}"
-            );
+            let case = format!("{kernel:?} {stride:?} {padding:?}");
+            let diffs = differences_from_burns(&conv, &x, got, &case);
+            assert!(diffs.iter().all(|&d| d < 1e-5), "{case}: {diffs:?}");
         }
     }
 
