@@ -1,41 +1,55 @@
 """Writes one of keras.applications' networks (random weights, 1000 classes), InceptionV3,
-ResNet50, ResNet50V2 or MobileNetV2, in Keras's weight files, and Keras's outputs for it, for the tests that need the
-full network (about 95 MB a file, not committed).
+ResNet50, ResNet50V2, MobileNetV2 or EfficientNetB0, in Keras's weight files, and Keras's
+outputs for it, for the tests that need the full network (about 95 MB a file, not committed).
 
     /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py NET OUT_DIR [LAYER_LIST]
     TOWERS_KERAS_INCEPTION_V3=OUT_DIR cargo test --workspace --test integration keras_applications
     TOWERS_KERAS_RESNET50=OUT_DIR cargo test --workspace --test integration keras_applications
     TOWERS_KERAS_RESNET50V2=OUT_DIR cargo test --workspace --test integration keras_applications
     TOWERS_KERAS_MOBILENET_V2=OUT_DIR cargo test --workspace --test integration keras_applications
+    TOWERS_KERAS_EFFICIENTNET_B0=OUT_DIR cargo test --workspace --test integration keras_applications
 
-NET is `inception_v3`, `resnet50`, `resnet50v2` or `mobilenet_v2`. Needs tensorflow-cpu (Keras 3) and tf-keras (Keras 2),
-`pip install tensorflow-cpu tf-keras`. The weights are Keras's initializers, then made
-informative for a test: every batch-norm beta and every convolution bias random, the
-classifier's weights larger (so the classes spread), and the moving statistics those of a
-batch of the two pictures and 4 random images (one training pass with momentum 0), so that
-every input gives logits of a sensible scale.
+NET is `inception_v3`, `resnet50`, `resnet50v2`, `mobilenet_v2` or `efficientnet_b0`. Needs
+tensorflow-cpu (Keras 3) and tf-keras (Keras 2), `pip install tensorflow-cpu tf-keras`. The
+weights are Keras's initializers, then made informative for a test: every batch-norm beta and
+every convolution bias random, the classifier's weights larger (so the classes spread), and the
+moving statistics those of a batch of the two pictures and 4 random images (one training pass
+with momentum 0, dropout off), so that every input gives logits of a sensible scale.
+
+EfficientNetB0 preprocesses inside the model (`Rescaling(1/255)`, then a `Normalization` layer
+with weights), and `weights="imagenet"` adds a second `Rescaling` (by 1/sqrt(stddev) a channel)
+that `weights=None` lacks. Its fixture is the network as users of the ImageNet weights build it:
+`EfficientNetB0(weights="imagenet")`, with keras.applications' download (`get_file`) answered by
+a local file instead (no network), and the Normalization holding what the ImageNet file holds
+(mean [0.485, 0.456, 0.406], variance [0.229, 0.224, 0.225]: the standard deviations, see
+tensorflow/tensorflow#49930).
 
 OUT_DIR gets the same weights in each of Keras's files:
 - NET_keras2.h5: `save_weights` of Keras 2 (tf-keras), the format of the ImageNet weights
-  keras.applications downloads (`inception_v3_weights_tf_dim_ordering_tf_kernels.h5`);
+  keras.applications downloads (`inception_v3_weights_tf_dim_ordering_tf_kernels.h5`); for
+  EfficientNetB0 it is the file `weights="imagenet"` loads in both Keras versions;
 - NET.weights.h5: `save_weights` of Keras 3 (3.6 and later record each layer's own name);
 - NET_unnamed.weights.h5: the same without those names, as Keras 3.0-3.5 wrote it;
 - NET.keras: `model.save` of Keras 3 (a zip with the weights file inside);
 - transfer_keras2.h5 and transfer.weights.h5: transfer learning as Keras users write it, the
-  network without its top (`include_top=False`, the same weights) nested in a model that adds
-  pooling, dropout and a new `Dense(5)`;
+  network without its top (`include_top=False`, the same weights; EfficientNetB0's built with
+  `weights="imagenet"`) nested in a model that adds pooling, dropout and a new `Dense(5)`;
 and inputs.f32 (2 x SIZE x SIZE x 3 f32, NHWC, already preprocessed: in [-1, 1] for
-InceptionV3, ResNet50V2 and MobileNetV2, BGR less the mean pixel for ResNet50), images/*.png (2 pictures), expected.json
-(logits of inputs.f32, before the softmax, and the transfer model's; for the PNG pictures
-after the network's preprocessing, TF's Inception eval preprocessing or Keras's `load_img` and
-`preprocess_input`: top-5 and probabilities).
+InceptionV3, ResNet50V2 and MobileNetV2, BGR less the mean pixel for ResNet50, raw pixels in
+[0, 255] for EfficientNetB0), images/*.png (2 pictures), expected.json (logits of inputs.f32,
+before the softmax, and the transfer model's; for EfficientNetB0 also
+`logits_without_imagenet_rescaling`, the logits of the same weights in the model
+`weights=None` builds; for the PNG pictures after the network's preprocessing, TF's Inception
+eval preprocessing or Keras's `load_img` and `preprocess_input`: top-5 and probabilities).
 LAYER_LIST, when given, gets the Keras 2 file's layers in its order, each weight's name and
 shape on a line (committed as test data).
 """
+import contextlib
 import json
 import os
 import shutil
 import sys
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import h5py  # noqa: E402
@@ -43,7 +57,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
+from keras.src.applications import efficientnet as keras3_efficientnet  # noqa: E402
 from pictures import pictures  # noqa: E402
+from tf_keras.src.applications import efficientnet as keras2_efficientnet  # noqa: E402
 
 # Each network's class in keras.applications, input side, and the module of its
 # `preprocess_input` (None: TF's Inception eval preprocessing).
@@ -52,7 +68,17 @@ NETS = {
     "resnet50": ("ResNet50", 224, "resnet50"),
     "resnet50v2": ("ResNet50V2", 224, "resnet_v2"),
     "mobilenet_v2": ("MobileNetV2", 224, "mobilenet_v2"),
+    "efficientnet_b0": ("EfficientNetB0", 224, "efficientnet"),
 }
+# The networks that preprocess inside the model, built as users of the ImageNet weights build
+# them (`weights="imagenet"`, see `downloads`); their inputs are raw pixels in [0, 255].
+PREPROCESSING_INSIDE = {"efficientnet_b0"}
+# What the Normalization layer of EfficientNet's ImageNet file holds: ImageNet's mean and, as
+# its variance, the standard deviations (tensorflow/tensorflow#49930), which the second
+# `Rescaling` of `weights="imagenet"` (1/sqrt(stddev) a channel) makes a division by the
+# standard deviation.
+IMAGENET_MEAN = [0.485, 0.456, 0.406]
+IMAGENET_STDDEV = [0.229, 0.224, 0.225]
 
 
 def inception_preprocess(png, size):
@@ -81,13 +107,14 @@ def preprocess(net, path, size):
 
 def random_inputs(net, rng, n, size):
     """`n` random images in the range of `net`'s preprocessed inputs."""
-    low, high = (-124, 152) if net == "resnet50" else (-1, 1)
+    low, high = {"resnet50": (-124, 152), "efficientnet_b0": (0, 255)}.get(net, (-1, 1))
     return rng.uniform(low, high, (n, size, size, 3)).astype(np.float32)
 
 
 def informative(model, rng, batch):
     """Random betas and convolution biases and a spread classifier; the moving statistics of
-    `batch`."""
+    `batch` (dropout off: those of the network that infers). Leaves the Normalization layers
+    (EfficientNet's) as they are."""
     for layer in model.layers:
         if isinstance(layer, keras.layers.BatchNormalization):
             layer.beta.assign(rng.normal(0, 0.2, layer.beta.shape).astype(np.float32))
@@ -97,7 +124,20 @@ def informative(model, rng, batch):
     dense = model.get_layer("predictions")
     dense.kernel.assign(rng.normal(0, 0.15, dense.kernel.shape).astype(np.float32))
     dense.bias.assign(rng.normal(0, 0.5, dense.bias.shape).astype(np.float32))
+    # EfficientNet's stochastic depth (`Dropout(noise_shape=(None, 1, 1, 1))`) would drop
+    # whole samples' residual branches in the training pass.
+    dropouts = [layer for layer in model.layers if isinstance(layer, keras.layers.Dropout)]
+    rates = [layer.rate for layer in dropouts]
+    for layer in dropouts:
+        layer.rate = 0.0
+    normalizations = [layer for layer in model.layers
+                      if isinstance(layer, keras.layers.Normalization)]
+    before = [layer.get_weights() for layer in normalizations]
     model(batch, training=True)
+    for layer, rate in zip(dropouts, rates):
+        layer.rate = rate
+    for layer, weights in zip(normalizations, before):
+        assert all(np.array_equal(a, b) for a, b in zip(layer.get_weights(), weights))
 
 
 def logits_of(model, images):
@@ -114,12 +154,19 @@ def text(name):
 
 def transfer(keras_module, net, full, rng_head):
     """Transfer learning as Keras users write it: `net` without its top, with `full`'s weights,
-    then pooling, dropout and a new `Dense(5)` with the weights `rng_head` gives."""
+    then pooling, dropout and a new `Dense(5)` with the weights `rng_head` gives. The networks
+    of PREPROCESSING_INSIDE are built with `weights="imagenet"` (inside `downloads`, which gives
+    a file of `full`'s weights without its top)."""
     name, size, _ = NETS[net]
-    base = getattr(keras_module.applications, name)(weights=None, include_top=False,
-                                                    input_shape=(size, size, 3))
+    imagenet = net in PREPROCESSING_INSIDE
+    base = getattr(keras_module.applications, name)(
+        weights="imagenet" if imagenet else None, include_top=False, input_shape=(size, size, 3))
     # The top's layers come last: the base's weights lead `full`'s, in the same order.
-    base.set_weights(full.get_weights()[:len(base.weights)])
+    weights = full.get_weights()[:len(base.weights)]
+    if imagenet:
+        assert all(np.array_equal(a, b) for a, b in zip(base.get_weights(), weights))
+    else:
+        base.set_weights(weights)
     inputs = keras_module.layers.Input((size, size, 3))
     x = keras_module.layers.GlobalAveragePooling2D()(base(inputs))
     x = keras_module.layers.Dropout(0.2)(x)
@@ -127,6 +174,58 @@ def transfer(keras_module, net, full, rng_head):
     model = keras_module.Model(inputs, head(x))
     head.set_weights(rng_head)
     return model
+
+
+@contextlib.contextmanager
+def downloads(files):
+    """keras.applications' download of EfficientNet's ImageNet weights (`get_file` in Keras 3
+    and in tf-keras) answered by `files` (the file's name, as `efficientnetb0.h5`: the local
+    path), without the network."""
+    modules = (keras3_efficientnet.file_utils, keras2_efficientnet.data_utils)
+    saved = [module.get_file for module in modules]
+    for module in modules:
+        module.get_file = lambda fname, *args, **kwargs: files[fname]
+    try:
+        yield
+    finally:
+        for module, get_file in zip(modules, saved):
+            module.get_file = get_file
+
+
+def imagenet_file(name, path):
+    """A Keras 2 file of `name` as `weights=None` builds it (Keras's initializers) but for the
+    Normalization layer, which holds what the ImageNet file's holds."""
+    model = getattr(tf_keras.applications, name)(weights=None, classes=1000)
+    normalization = model.get_layer("normalization")
+    count = normalization.get_weights()[2]
+    normalization.set_weights([np.float32(IMAGENET_MEAN), np.float32(IMAGENET_STDDEV), count])
+    model.save_weights(path)
+    return path
+
+
+def keras2_notop(name, size, full, path):
+    """`full`'s weights (a tf-keras model) in the Keras 2 file of `name` without its top."""
+    base = getattr(tf_keras.applications, name)(weights=None, include_top=False,
+                                                input_shape=(size, size, 3))
+    base.set_weights(full.get_weights()[:len(base.weights)])
+    base.save_weights(path)
+    return path
+
+
+def plain_logits(name, model, inputs):
+    """The logits of `model`'s weights in the model `weights=None` builds (without the second
+    `Rescaling` of `weights="imagenet"`)."""
+    plain = getattr(keras.applications, name)(weights=None, classes=1000)
+    rescalings = [sum(isinstance(layer, keras.layers.Rescaling) for layer in m.layers)
+                  for m in (model, plain)]
+    assert rescalings == [2, 1], rescalings
+    # The same layers with weights, in the same order.
+    plain.set_weights(model.get_weights())
+    for layer in plain.layers:
+        if isinstance(layer, keras.layers.Normalization):
+            # Keras 3's `set_weights` leaves its constants at the old weights.
+            layer.finalize_state()
+    return logits_of(plain, inputs).tolist()
 
 
 def unnamed(path, out):
@@ -151,47 +250,69 @@ def layer_list(path, out):
 
 def main(net, out, listing=None):
     name, size, _ = NETS[net]
+    imagenet = net in PREPROCESSING_INSIDE
     os.makedirs(os.path.join(out, "images"), exist_ok=True)
     rng = np.random.default_rng(7)
     keras.utils.set_random_seed(7)
-    model = getattr(keras.applications, name)(weights=None, classes=1000)
-    pictures_in = [preprocess(net, p, size) for p in pictures(rng, out)]
-    noise = random_inputs(net, rng, 4, size)
-    informative(model, rng, np.concatenate(pictures_in + [noise]))
+    # The ImageNet files `weights="imagenet"` loads (PREPROCESSING_INSIDE): `get_file`'s name
+    # (`efficientnetb0.h5`, `efficientnetb0_notop.h5`) and the path of a file written here.
+    files = {}
+    top_file = f"{name.lower()}.h5"
+    with tempfile.TemporaryDirectory() as tmp, downloads(files):
+        if imagenet:
+            files[top_file] = imagenet_file(name, os.path.join(tmp, top_file))
+            model = getattr(keras.applications, name)(weights="imagenet", classes=1000)
+        else:
+            model = getattr(keras.applications, name)(weights=None, classes=1000)
+        pictures_in = [preprocess(net, p, size) for p in pictures(rng, out)]
+        noise = random_inputs(net, rng, 4, size)
+        informative(model, rng, np.concatenate(pictures_in + [noise]))
 
-    model.save_weights(os.path.join(out, f"{net}.weights.h5"))
-    unnamed(os.path.join(out, f"{net}.weights.h5"), os.path.join(out, f"{net}_unnamed.weights.h5"))
-    model.save(os.path.join(out, f"{net}.keras"))
-    keras2 = getattr(tf_keras.applications, name)(weights=None, classes=1000)
-    # Layer by layer: the two Keras versions may order their layers differently, but both
-    # name them in the order the code builds them (`conv2d`, `conv2d_1`, ...) where the code
-    # does not name them.
-    for layer in keras2.layers:
-        if layer.weights:
-            layer.set_weights(model.get_layer(layer.name).get_weights())
-    keras2.save_weights(os.path.join(out, f"{net}_keras2.h5"))
+        model.save_weights(os.path.join(out, f"{net}.weights.h5"))
+        unnamed(os.path.join(out, f"{net}.weights.h5"),
+                os.path.join(out, f"{net}_unnamed.weights.h5"))
+        model.save(os.path.join(out, f"{net}.keras"))
+        if imagenet:
+            # Layer names as in a new session (`normalization`, not `normalization_1`).
+            tf_keras.backend.clear_session()
+        keras2 = getattr(tf_keras.applications, name)(weights=None, classes=1000)
+        # Layer by layer: the two Keras versions may order their layers differently, but both
+        # name them in the order the code builds them (`conv2d`, `conv2d_1`, ...) where the
+        # code does not name them.
+        for layer in keras2.layers:
+            if layer.weights:
+                layer.set_weights(model.get_layer(layer.name).get_weights())
+        keras2.save_weights(os.path.join(out, f"{net}_keras2.h5"))
+        if imagenet:
+            # The Keras 2 model users build: the ImageNet file is NET_keras2.h5.
+            files[top_file] = os.path.join(out, f"{net}_keras2.h5")
+            files[f"{name.lower()}_notop.h5"] = keras2_notop(
+                name, size, keras2, os.path.join(tmp, f"{name.lower()}_notop.h5"))
+            keras2 = getattr(tf_keras.applications, name)(weights="imagenet", classes=1000)
 
-    inputs = random_inputs(net, rng, 2, size)
-    inputs.tofile(os.path.join(out, "inputs.f32"))
-    logits = logits_of(model, inputs)
-    # Keras 2's copy computes the same network: its probabilities are Keras 3's, but for
-    # float rounding (5e-6 of 0.12 on 2026-12-03).
-    probs = np.asarray(model(inputs))
-    assert np.allclose(np.asarray(keras2(inputs)), probs, rtol=1e-3, atol=2e-5)
-    expected = {"inputs_logits": logits.tolist(), "images": []}
-    for path, x in zip(sorted(os.listdir(os.path.join(out, "images"))), pictures_in):
-        probs = np.asarray(model(x))[0]
-        top = np.argsort(-probs)[:5]
-        expected["images"].append({"file": path, "top5": top.tolist(),
-                                   "probs": probs[top].tolist()})
-        print(path, top.tolist(), probs[top].round(4).tolist())
-    features = model.get_layer("predictions").kernel.shape[0]
-    head = [rng.normal(0, 0.15, (features, 5)).astype(np.float32),
-            rng.normal(0, 0.5, 5).astype(np.float32)]
-    transfer3 = transfer(keras, net, model, head)
-    transfer3.save_weights(os.path.join(out, "transfer.weights.h5"))
-    transfer2 = transfer(tf_keras, net, keras2, head)
-    transfer2.save_weights(os.path.join(out, "transfer_keras2.h5"))
+        inputs = random_inputs(net, rng, 2, size)
+        inputs.tofile(os.path.join(out, "inputs.f32"))
+        logits = logits_of(model, inputs)
+        # Keras 2's copy computes the same network: its probabilities are Keras 3's, but for
+        # float rounding (5e-6 of 0.12 on 2026-12-03).
+        probs = np.asarray(model(inputs))
+        assert np.allclose(np.asarray(keras2(inputs)), probs, rtol=1e-3, atol=2e-5)
+        expected = {"inputs_logits": logits.tolist(), "images": []}
+        if imagenet:
+            expected["logits_without_imagenet_rescaling"] = plain_logits(name, model, inputs)
+        for path, x in zip(sorted(os.listdir(os.path.join(out, "images"))), pictures_in):
+            probs = np.asarray(model(x))[0]
+            top = np.argsort(-probs)[:5]
+            expected["images"].append({"file": path, "top5": top.tolist(),
+                                       "probs": probs[top].tolist()})
+            print(path, top.tolist(), probs[top].round(4).tolist())
+        features = model.get_layer("predictions").kernel.shape[0]
+        head = [rng.normal(0, 0.15, (features, 5)).astype(np.float32),
+                rng.normal(0, 0.5, 5).astype(np.float32)]
+        transfer3 = transfer(keras, net, model, head)
+        transfer3.save_weights(os.path.join(out, "transfer.weights.h5"))
+        transfer2 = transfer(tf_keras, net, keras2, head)
+        transfer2.save_weights(os.path.join(out, "transfer_keras2.h5"))
     transfer_logits = np.asarray(transfer3(inputs))
     assert np.allclose(np.asarray(transfer2(inputs)), transfer_logits, rtol=1e-3, atol=1e-3)
     expected["transfer_logits"] = transfer_logits.tolist()

@@ -9,10 +9,11 @@ import torchvision
 
 
 def informative(model, generator, classifiers, size):
-    """Random batch-norm scales (a tenth of them negative) and offsets, larger weights for the
-    `classifiers` (Linear layers), and moving statistics of one batch of random `size`x`size`
-    images (a training pass with momentum 1), so that every input gives logits of a sensible
-    scale. Leaves `model` in evaluation mode."""
+    """Random batch-norm scales (a tenth of them negative) and offsets, random convolution
+    biases (where a convolution has one: EfficientNet's squeeze-excitation), larger weights for
+    the `classifiers` (Linear layers), and moving statistics of one batch of random
+    `size`x`size` images (a training pass with momentum 1, dropout and stochastic depth off), so
+    that every input gives logits of a sensible scale. Leaves `model` in evaluation mode."""
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, torch.nn.BatchNorm2d):
@@ -21,10 +22,17 @@ def informative(model, generator, classifiers, size):
                 module.weight.copy_(torch.where(sign, -gamma, gamma))
                 module.bias.normal_(0.0, 0.2, generator=generator)
                 module.momentum = 1.0
+            if isinstance(module, torch.nn.Conv2d) and module.bias is not None:
+                module.bias.normal_(0.0, 0.1, generator=generator)
         for fc in classifiers:
             fc.weight.normal_(0.0, 0.05, generator=generator)
             fc.bias.normal_(0.0, 0.1, generator=generator)
         model.train()
+        # The statistics of the network that infers: EfficientNet's stochastic depth would
+        # drop whole samples' residual branches.
+        for module in model.modules():
+            if isinstance(module, (torch.nn.Dropout, torchvision.ops.StochasticDepth)):
+                module.eval()
         model(torch.rand(8, 3, size, size, generator=generator) * 2 - 1)
     model.eval()
 

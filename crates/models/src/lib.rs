@@ -1,13 +1,13 @@
 //! The image models of burn-towers, layer for layer as TensorFlow users know them:
 //! the CIFAR-10 tutorial network and Inception v3 (TF-slim layout), and ResNet (torchvision's
-//! layout or keras.applications', and Keras's pre-activation ResNet50V2) and MobileNetV2
-//! (torchvision's or keras.applications'), behind one
+//! layout or keras.applications', and Keras's pre-activation ResNet50V2), MobileNetV2 and
+//! EfficientNet B0-B7 (torchvision's or keras.applications'), behind one
 //! [`ImageClassifier`] trait that the trainer and the towers code against.
 //!
 //! The crate's folders, bottom up: `layers/` (TF-slim's layers on the ops of `towers-kernels`:
 //! burn-towers' flex kernels or Burn's, in the thread's precision),
-//! `nets/` (the CIFAR-10 net, Inception v3, ResNet and MobileNetV2), and [`weights`] (restoring TF, PyTorch
-//! and Keras weights into the nets). Beside them, `params.rs` counts parameters and collects weight
+//! `nets/` (the CIFAR-10 net, Inception v3, ResNet, MobileNetV2 and EfficientNet), and
+//! [`weights`] (restoring TF, PyTorch and Keras weights into the nets). Beside them, `params.rs` counts parameters and collects weight
 //! decay, `penalty.rs` sums its L2 penalty, and `parameter_table.rs` prints a net's parameters
 //! layer by layer. The public items of `layers/` and `nets/` are re-exported here, their one
 //! path.
@@ -20,8 +20,8 @@ mod penalty;
 pub mod weights;
 
 pub use layers::{
-    BasicConv, BasicConvConfig, Lrn, LrnConfig, OffsetBatchNorm, OffsetBatchNormConfig, dropout,
-    truncated_normal, with_dropout_seed, with_example_dropout,
+    BasicConv, BasicConvConfig, Lrn, LrnConfig, OffsetBatchNorm, OffsetBatchNormConfig,
+    drop_examples, dropout, truncated_normal, with_dropout_seed, with_example_dropout,
 };
 pub use nets::{
     AuxHead, AuxHeadConfig, Cifar10Config, Cifar10Net, ClassifierLoss, ImageClassifier, InceptionA,
@@ -37,6 +37,10 @@ pub use nets::{
     ConvBn, ConvBnConfig, InvertedResidual, InvertedResidualConfig, MobileNetLayout, MobileNetV2,
     MobileNetV2Config,
 };
+pub use nets::{
+    EfficientNet, EfficientNetConfig, EfficientNetLayout, InputNormalization,
+    InputNormalizationConfig, MbConv, MbConvConfig, SqueezeExcitation, SqueezeExcitationConfig,
+};
 pub use parameter_table::{ParameterRow, parameter_table};
-pub use params::{ParamCounts, WeightDecay, count_params, weight_decays};
+pub use params::{ParamCounts, WeightDecay, count_params, is_moving_statistic, weight_decays};
 pub use penalty::l2_penalty;

@@ -5,13 +5,15 @@ use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::tensor::Tensor;
 
 /// A module's float tensors split as Keras reports them: trainable parameters, and the
-/// batch-norm moving statistics (`running_mean`, `running_var`) that Burn's own
-/// `num_params` counts alongside them.
+/// statistics of data (batch norms' `running_mean` and `running_var`, Keras's
+/// `Normalization`'s `adapted_mean` and `adapted_var`) that Burn's own `num_params` counts
+/// alongside them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ParamCounts {
     /// Values an optimizer updates.
     pub trainable: usize,
-    /// Moving-average values (two per batch-norm channel).
+    /// Statistics of data: moving averages (two per batch-norm channel), adapted means and
+    /// variances.
     pub moving: usize,
 }
 
@@ -86,8 +88,13 @@ pub fn weight_decays<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Vec<W
     )
 }
 
-pub(crate) fn is_moving_statistic(path: &str) -> bool {
-    path.ends_with("running_mean") || path.ends_with("running_var")
+/// Whether the tensor at `path` is a statistic of data rather than a parameter: a batch
+/// norm's moving mean or variance, or the adapted ones of Keras's `Normalization`
+/// ([`InputNormalization`](crate::InputNormalization)).
+pub fn is_moving_statistic(path: &str) -> bool {
+    ["running_mean", "running_var", "adapted_mean", "adapted_var"]
+        .iter()
+        .any(|statistic| path.ends_with(statistic))
 }
 
 /// Reads a visited tensor's values (as f32, from its device) when called.

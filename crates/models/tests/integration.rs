@@ -6,6 +6,7 @@ mod layers;
 mod tf_checkpoint;
 mod tf_checkpoint_crafted;
 mod tf_weights;
+mod torchvision_efficientnet;
 mod torchvision_mobilenet;
 mod torchvision_resnet;
 mod torchvision_weights;

@@ -10,25 +10,21 @@
 //!
 //! Without `TOWERS_TORCHVISION_MOBILENET_V2` that test says it was skipped and passes.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use burn::module::Module;
 use burn::tensor::Device;
-use towers_models::weights::{RestoreOptions, RestoreReport, TorchSource, restore};
-use towers_models::{ImageClassifier, MobileNetV2, MobileNetV2Config};
+use towers_models::weights::{RestoreOptions, restore};
+use towers_models::{MobileNetV2, MobileNetV2Config};
 use towers_testing::torchvision::{
-    KeyList, assert_logits_close, assert_restored_exactly, fixture_images,
+    KeyList, assert_fixture_gives_torchvisions_logits, assert_restored_exactly,
 };
 
 /// MobileNetV2's convolutions, each with a batch norm.
 const CONVOLUTIONS: usize = 52;
 
-/// Every parameter restored (a weight per convolution, four tensors per batch norm, the
-/// classifier's two), and every key of the file used.
-fn assert_complete(report: &RestoreReport) {
-    assert_restored_exactly(report, CONVOLUTIONS * 5 + 2);
-}
+/// Its parameters: a weight per convolution, four tensors per batch norm, the classifier's
+/// two.
+const PARAMETERS: usize = CONVOLUTIONS * 5 + 2;
 
 #[test]
 fn the_map_covers_torchvisions_state_dict_exactly() {
@@ -39,33 +35,19 @@ fn the_map_covers_torchvisions_state_dict_exactly() {
     assert_eq!(source.len(), CONVOLUTIONS * 6 + 2);
     let model = MobileNetV2Config::new().init(&Device::flex());
     let (_, report) = restore(model, &mut source, &RestoreOptions::default()).unwrap();
-    assert_complete(&report);
+    assert_restored_exactly(&report, PARAMETERS);
 }
 
 /// Logits within 1e-4 of torchvision's, relative to the largest |logit|.
-const TOLERANCE: f32 = 1e-4;
-
 #[test]
 fn a_torchvision_state_dict_gives_torchvisions_logits() {
-    let variable = "TOWERS_TORCHVISION_MOBILENET_V2";
-    let Some(dir) = std::env::var_os(variable).map(PathBuf::from) else {
-        println!("skipped: {variable} names no fixture (see the file's doc)");
-        return;
-    };
-    let device = Device::flex();
-    let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
-    let expected: BTreeMap<String, Vec<Vec<f32>>> = serde_json::from_str(&text).unwrap();
-    let images = fixture_images(&dir, 224, &device);
-    let model = MobileNetV2Config::new().init(&device);
-    let mut source = TorchSource::open::<MobileNetV2>(&dir.join("mobilenet_v2.pth")).unwrap();
-    let (model, report) = restore(model, &mut source, &RestoreOptions::default()).unwrap();
-    assert_complete(&report);
-    let logits: Vec<f32> = model
-        .valid()
-        .forward(images)
-        .into_data()
-        .try_to_vec()
-        .unwrap();
-    let expected = expected["mobilenet_v2"].concat();
-    assert_logits_close(&logits, &expected, TOLERANCE, "MobileNetV2");
+    let model = MobileNetV2Config::new().init(&Device::flex());
+    assert_fixture_gives_torchvisions_logits(
+        "TOWERS_TORCHVISION_MOBILENET_V2",
+        "mobilenet_v2",
+        model,
+        PARAMETERS,
+        224,
+        1e-4,
+    );
 }

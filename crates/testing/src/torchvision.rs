@@ -1,14 +1,18 @@
 //! What the tests of torchvision's weights share: a committed key list as a weight source
-//! ([`KeyList`]), little-endian f32 files ([`read_f32_le`]), and logits compared with a stated
-//! tolerance ([`assert_logits_close`]).
+//! ([`KeyList`]), little-endian f32 files ([`read_f32_le`]), logits compared with a stated
+//! tolerance ([`assert_logits_close`]), and a whole fixture's test
+//! ([`assert_fixture_gives_torchvisions_logits`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
+use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
+use towers_models::ImageClassifier;
 use towers_models::weights::{
-    RestoreReport, Result, SourceTensor, TorchLayout, TorchNamed, WeightSource,
+    RestoreOptions, RestoreReport, Result, SourceTensor, TorchLayout, TorchNamed, TorchSource,
+    WeightSource, restore,
 };
 
 /// The keys and shapes of a torchvision `state_dict()` (zeros for values), as a source for
@@ -133,4 +137,37 @@ pub fn assert_logits_close(got: &[f32], want: &[f32], tolerance: f32, what: &str
         "{what}: relative difference {}",
         diff / scale
     );
+}
+
+/// A fixture of `scripts/torch_fixtures/` in the folder `variable` names: `model`, filled
+/// from `{name}.pth` (every one of its `parameters` restored, every key used), gives the
+/// logits of `expected.json`'s `name` for `inputs.f32` (`size`x`size` images) within
+/// `tolerance` of the largest. Says it was skipped and passes where `variable` is unset.
+pub fn assert_fixture_gives_torchvisions_logits<M>(
+    variable: &str,
+    name: &str,
+    model: M,
+    parameters: usize,
+    size: usize,
+    tolerance: f32,
+) where
+    M: ImageClassifier + TorchNamed,
+{
+    let Some(dir) = std::env::var_os(variable).map(PathBuf::from) else {
+        println!("skipped: {variable} names no fixture (see the file's doc)");
+        return;
+    };
+    let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
+    let expected: BTreeMap<String, Vec<Vec<f32>>> = serde_json::from_str(&text).unwrap();
+    let images = fixture_images(&dir, size, &model.devices()[0]);
+    let mut source = TorchSource::open::<M>(&dir.join(format!("{name}.pth"))).unwrap();
+    let (model, report) = restore(model, &mut source, &RestoreOptions::default()).unwrap();
+    assert_restored_exactly(&report, parameters);
+    let logits: Vec<f32> = model
+        .valid()
+        .forward(images)
+        .into_data()
+        .try_to_vec()
+        .unwrap();
+    assert_logits_close(&logits, &expected[name].concat(), tolerance, name);
 }

@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 use burn::config::Config;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Tensor, TensorData};
-use towers_models::ResNetLayout;
 use towers_models::weights::{
     ByPath, KerasSource, RestoreOptions, RestoreReport, TfCheckpoint, TfNamed, TfSource,
     TorchNamed, TorchSource, WeightSource, WeightsError, in_scope, read_safetensors, restore,
     to_safetensors,
 };
+use towers_models::{ResNetLayout, is_moving_statistic};
 
 use crate::checkpoint::Checkpoint;
 use crate::checkpoint::CheckpointDir;
@@ -288,9 +288,8 @@ impl ModuleMapper for Freeze<'_> {
 
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
         let path = self.path.join(".");
-        // Batch-norm statistics are never trained; `RunningState` keeps them gradient-free.
-        let keep =
-            (self.keep)(&path) && !path.ends_with("running_mean") && !path.ends_with("running_var");
+        // Statistics of data are never trained; `RunningState` keeps them gradient-free.
+        let keep = (self.keep)(&path) && !is_moving_statistic(&path);
         if keep {
             self.trainable.push(path);
         }

@@ -117,6 +117,21 @@ pub fn dropout<const D: usize>(layer: &Dropout, input: Tensor<D>) -> Tensor<D> {
     }
 }
 
+/// `input` with whole examples (rows of its first dimension) dropped as [`dropout`] drops
+/// values, the rest scaled by `1 / (1 - prob)`: stochastic depth, Keras's `Dropout` of
+/// `noise_shape` `(None, 1, 1, 1)` and torchvision's `StochasticDepth(p, "row")`. The input
+/// itself outside training.
+pub fn drop_examples<const D: usize>(layer: &Dropout, input: Tensor<D>) -> Tensor<D> {
+    let active = layer.training.is_enabled() && input.device().is_autodiff() && layer.prob > 0.0;
+    if !active {
+        return input;
+    }
+    let mut per_example = [1; D];
+    per_example[0] = input.dims()[0];
+    let kept = dropout(layer, Tensor::ones(per_example, &input.device()));
+    input * kept
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +184,28 @@ mod tests {
         });
         assert_eq!(first, whole);
         assert_ne!(first, second);
+    }
+
+    /// Each example kept whole (scaled by 1 / keep) or dropped whole; the per-example masks
+    /// are [`dropout`]'s of a column; the input itself in evaluation.
+    #[test]
+    fn drop_examples_drops_whole_examples() {
+        let device = Device::flex().autodiff();
+        let layer = DropoutConfig::new(0.5).init();
+        let input = || Tensor::<3>::ones([64, 3, 5], &device);
+        let dropped = with_example_dropout(3, 0, || drop_examples(&layer, input()));
+        let rows: Vec<Vec<f32>> = values(dropped.reshape([64, 15]))
+            .chunks(15)
+            .map(<[f32]>::to_vec)
+            .collect();
+        let column = with_example_dropout(3, 0, || {
+            values(dropout(&layer, Tensor::<2>::ones([64, 1], &device)))
+        });
+        for (row, kept) in rows.iter().zip(&column) {
+            assert_eq!(row, &vec![*kept; 15]);
+        }
+        assert!(column.contains(&0.0) && column.contains(&2.0), "{column:?}");
+        let plain = Tensor::<2>::ones([4, 5], &Device::flex());
+        assert_eq!(values(drop_examples(&layer, plain)), vec![1.0; 20]);
     }
 }

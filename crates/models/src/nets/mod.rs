@@ -1,11 +1,13 @@
 //! The networks: the CIFAR-10 tutorial net ([`Cifar10Net`]) and Inception v3 ([`InceptionV3`],
 //! `inception/`), built of `layers/`, ResNet ([`ResNet`], [`ResNetV2`], `resnet/`)
-//! and MobileNetV2 ([`MobileNetV2`], `mobilenet/`), built of
+//! MobileNetV2 ([`MobileNetV2`], `mobilenet/`) and EfficientNet ([`EfficientNet`],
+//! `efficientnet/`), built of
 //! `towers_kernels::nn`'s drop-in layers as Burn users write models; all behind
 //! [`ImageClassifier`] (`classifier.rs`), the trait the trainer and the towers code against.
 
 mod cifar10;
 mod classifier;
+mod efficientnet;
 mod inception;
 mod mobilenet;
 mod resnet;
@@ -13,6 +15,11 @@ mod resnet;
 pub use cifar10::{Cifar10Config, Cifar10Net};
 pub(crate) use classifier::features_classifier;
 pub use classifier::{ClassifierLoss, ImageClassifier};
+pub(crate) use efficientnet::{EFFICIENTNET_STAGES, stage_expands};
+pub use efficientnet::{
+    EfficientNet, EfficientNetConfig, EfficientNetLayout, InputNormalization,
+    InputNormalizationConfig, MbConv, MbConvConfig, SqueezeExcitation, SqueezeExcitationConfig,
+};
 pub use inception::{
     AuxHead, AuxHeadConfig, InceptionA, InceptionAConfig, InceptionB, InceptionBConfig, InceptionC,
     InceptionCConfig, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig, InceptionV3,

@@ -1,13 +1,14 @@
 //! Weights in and out of our models: TensorFlow V2 checkpoints ([`TfCheckpoint`], a reader
 //! independent of any model), the TF names of our models' parameters ([`TfNamed`]),
 //! torchvision's `.pth` state dicts ([`TorchSource`], names by [`TorchNamed`]: Inception v3's,
-//! ResNet's and MobileNetV2's), keras.applications' Inception v3, ResNets and MobileNetV2 in
-//! Keras's files ([`KerasSource`], by the TF names of their layers: TF-slim's for Inception v3,
-//! Keras's for the others), safetensors
-//! export and import, and [`restore`], which fills a model from any
+//! ResNet's, MobileNetV2's and EfficientNet's), keras.applications' Inception v3, ResNets,
+//! MobileNetV2 and EfficientNets in Keras's files ([`KerasSource`], by the TF names of their
+//! layers: TF-slim's for Inception v3, Keras's for the others), safetensors export and import, and [`restore`], which fills a model from any
 //! [`WeightSource`] and reports what was restored, skipped, missing and unused.
 
 mod by_path;
+mod efficientnet_keras_names;
+mod efficientnet_torch_names;
 mod error;
 mod keras_file;
 mod keras_source;

@@ -1,0 +1,174 @@
+//! The TF names of [`EfficientNet`]'s parameters: the names keras.applications gives the
+//! variables of its `EfficientNetB0` .. `B7` (`keras/src/applications/efficientnet.py`),
+//! layer by layer. Our `input_norm` is Keras's `normalization`, `stem` its `stem_conv` (batch
+//! norm `stem_bn`), block `i` of stage `s` its `block{s + 1}{a + i}_` (`block2b_`), a block's
+//! `expand`, `depthwise` and `project` its `expand_conv`, `dwconv` and `project_conv` (batch
+//! norms `expand_bn`, `bn`, `project_bn`), its gate's `reduce` and `expand` `se_reduce` and
+//! `se_expand`, `top` its `top_conv` (`top_bn`), and `fc` its `predictions`. A depthwise
+//! kernel is Keras's `depthwise_kernel`, `[k, k, c, 1]`.
+//!
+//! Only an EfficientNet in [`EfficientNetLayout::Keras`](crate::nets::EfficientNetLayout) is
+//! Keras's network: torchvision's layout has the same shapes but pads its strided
+//! convolutions otherwise, and takes normalized images.
+
+use super::tf_source::{TfLayout, TfNamed, TfVariable};
+use crate::nets::{EfficientNet, EfficientNetLayout};
+
+impl TfNamed for EfficientNet {
+    fn tf_variable(path: &str) -> Option<TfVariable> {
+        let (module, field) = path.rsplit_once('.')?;
+        let same = |layer: &str, name: &str| {
+            Some(TfVariable::new(format!("{layer}/{name}"), TfLayout::Same))
+        };
+        match (module, field) {
+            ("fc", "weight") => return same("predictions", "kernel"),
+            ("fc", "bias") => return same("predictions", "bias"),
+            ("input_norm", "adapted_mean") => return same("normalization", "mean"),
+            ("input_norm", "adapted_var") => return same("normalization", "variance"),
+            _ => {}
+        }
+        let (unit, kind) = module.rsplit_once('.')?;
+        if let Some(block) = unit.strip_suffix(".se") {
+            let layer = format!("{}se_{kind}", block_prefix(block)?);
+            return match (kind, field) {
+                ("reduce" | "expand", "weight") => Some(TfVariable::new(
+                    format!("{layer}/kernel"),
+                    TfLayout::ConvKernel,
+                )),
+                ("reduce" | "expand", "bias") => same(&layer, "bias"),
+                _ => None,
+            };
+        }
+        let (conv, norm) = keras_layers(unit)?;
+        let (layer, name, layout) = match (kind, field) {
+            ("conv", "weight") if unit.ends_with(".depthwise") => {
+                (conv, "depthwise_kernel", TfLayout::DepthwiseKernel)
+            }
+            ("conv", "weight") => (conv, "kernel", TfLayout::ConvKernel),
+            ("bn", "gamma" | "beta") => (norm, field, TfLayout::Same),
+            ("bn", "running_mean") => (norm, "moving_mean", TfLayout::Same),
+            ("bn", "running_var") => (norm, "moving_variance", TfLayout::Same),
+            _ => return None,
+        };
+        Some(TfVariable::new(format!("{layer}/{name}"), layout))
+    }
+
+    fn classifier_paths() -> &'static [&'static str] {
+        &["fc"]
+    }
+
+    fn refuses_tf_weights(&self) -> Option<String> {
+        (self.layout() != EfficientNetLayout::Keras).then(|| {
+            "keras.applications' EfficientNet weights for an EfficientNet in torchvision's \
+             layout, which pads otherwise and takes normalized images: build it with \
+             `EfficientNetLayout::Keras` (`EfficientNetConfig::keras`)"
+                .to_string()
+        })
+    }
+}
+
+/// Keras's prefix of the block at `block` (`stages.1.0`: `block2a_`).
+fn block_prefix(block: &str) -> Option<String> {
+    let mut parts = block.strip_prefix("stages.")?.split('.');
+    let stage: usize = parts.next()?.parse().ok()?;
+    let index: u8 = parts.next()?.parse().ok().filter(|&i| i < 26)?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(format!("block{}{}_", stage + 1, char::from(b'a' + index)))
+}
+
+/// Keras's convolution and batch-norm layers of our [`ConvBn`](crate::nets::ConvBn) at
+/// `unit` (`stages.1.0.expand`: `block2a_expand_conv` and `block2a_expand_bn`).
+fn keras_layers(unit: &str) -> Option<(String, String)> {
+    match unit {
+        "stem" => return Some(("stem_conv".into(), "stem_bn".into())),
+        "top" => return Some(("top_conv".into(), "top_bn".into())),
+        _ => {}
+    }
+    let (block, part) = unit.rsplit_once('.')?;
+    let prefix = block_prefix(block)?;
+    let (conv, norm) = match part {
+        "expand" => ("expand_conv", "expand_bn"),
+        "depthwise" => ("dwconv", "bn"),
+        "project" => ("project_conv", "project_bn"),
+        _ => return None,
+    };
+    Some((format!("{prefix}{conv}"), format!("{prefix}{norm}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nets::EfficientNetConfig;
+
+    #[test]
+    fn paths_map_to_keras_names() {
+        let name = |path: &str| EfficientNet::tf_variable(path).map(|v| (v.name, v.layout));
+        let same = |n: &str| Some((n.to_string(), TfLayout::Same));
+        let kernel = |n: &str| Some((n.to_string(), TfLayout::ConvKernel));
+        assert_eq!(
+            name("input_norm.adapted_var"),
+            same("normalization/variance")
+        );
+        assert_eq!(name("stem.conv.weight"), kernel("stem_conv/kernel"));
+        assert_eq!(name("stem.bn.gamma"), same("stem_bn/gamma"));
+        assert_eq!(
+            name("stages.0.0.depthwise.conv.weight"),
+            Some((
+                "block1a_dwconv/depthwise_kernel".into(),
+                TfLayout::DepthwiseKernel
+            ))
+        );
+        assert_eq!(
+            name("stages.0.0.depthwise.bn.running_var"),
+            same("block1a_bn/moving_variance")
+        );
+        assert_eq!(
+            name("stages.1.1.expand.conv.weight"),
+            kernel("block2b_expand_conv/kernel")
+        );
+        assert_eq!(
+            name("stages.5.3.se.reduce.weight"),
+            kernel("block6d_se_reduce/kernel")
+        );
+        assert_eq!(
+            name("stages.5.3.se.expand.bias"),
+            same("block6d_se_expand/bias")
+        );
+        assert_eq!(
+            name("stages.6.0.project.bn.running_mean"),
+            same("block7a_project_bn/moving_mean")
+        );
+        assert_eq!(name("top.bn.beta"), same("top_bn/beta"));
+        assert_eq!(name("fc.weight"), same("predictions/kernel"));
+        for outside in [
+            "stages.1.1.shortcut.conv.weight",
+            "stages.1.1.expand.conv.bias",
+            "stages.1.1.se.squeeze.weight",
+            "stages.1.x.expand.conv.weight",
+            "stages.1.26.expand.conv.weight",
+            "stages.1.expand.conv.weight",
+            "stem.act.weight",
+        ] {
+            assert_eq!(name(outside), None, "{outside}");
+        }
+    }
+
+    /// Every parameter of Keras's EfficientNetB0 has a name, each its own: 81 convolutions
+    /// (16 depthwise, 32 of the gates with biases), 49 batch norms, the normalization's two
+    /// statistics, the dense layer: the file's weights but the normalization's count.
+    #[test]
+    fn every_parameter_has_its_own_keras_name() {
+        let model = EfficientNetConfig::keras(10).init(&burn::tensor::Device::flex());
+        let paths = crate::params::walk(&model, Vec::new(), |all, path, _, _, _| {
+            all.push(path.to_string())
+        });
+        assert_eq!(paths.len(), 81 + 32 + 49 * 4 + 2 + 2);
+        let names: std::collections::BTreeSet<String> = paths
+            .iter()
+            .map(|path| EfficientNet::tf_variable(path).expect(path).name)
+            .collect();
+        assert_eq!(names.len(), paths.len());
+    }
+}
