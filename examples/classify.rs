@@ -1,7 +1,7 @@
 //! Classifies image files (JPEG, PNG, BMP, PPM/PGM, TIFF or WebP, greyscale included) with
-//! Inception v3, ResNet-50 or -18, keras.applications' ResNet50V2, MobileNetV2 (torchvision's
-//! or Keras's), or the CIFAR-10 network: the top classes and their probabilities, as text or
-//! one JSON object per image.
+//! Inception v3, ResNet-50 or -18, keras.applications' ResNet50V2, MobileNetV2 or EfficientNet
+//! B0-B7 (torchvision's or Keras's), or the CIFAR-10 network: the top classes and their
+//! probabilities, as text or one JSON object per image.
 //!
 //! ```text
 //! cargo run --release --example classify -- --model inception --weights inception_v3.ckpt \
@@ -13,6 +13,8 @@
 //!     --weights resnet50v2_weights_tf_dim_ordering_tf_kernels.h5 cat.jpg
 //! cargo run --release --example classify -- --model mobilenet-v2 \
 //!     --weights mobilenet_v2_weights_tf_dim_ordering_tf_kernels_1.0_224.h5 cat.jpg
+//! cargo run --release --example classify -- --model efficientnet --variant 3 \
+//!     --weights efficientnetb3.h5 cat.jpg
 //! cargo run --release --example classify -- --model cifar10 --weights /tmp/cifar10_train --json plane.png
 //! ```
 //!
@@ -23,7 +25,8 @@
 //! Keras's layout and takes Keras's (`KerasImageNetEval`: the whole image resized, BGR less
 //! the mean pixel); ResNet50V2 takes Keras's too, in its "tf" mode (values in [-1, 1]).
 //! MobileNetV2 is built in Keras's layout for Keras's weights and takes Keras's "tf" mode,
-//! else torchvision's layout and preprocessing.
+//! else torchvision's layout and preprocessing; so is EfficientNet, but Keras's takes the
+//! pixels as they are (it normalizes them itself).
 
 use std::path::PathBuf;
 
@@ -32,8 +35,9 @@ use clap::{Parser, ValueEnum};
 use burn_towers::data::transforms::{CifarEval, InceptionEval, TorchvisionEval, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
-    BasicBlock, Bottleneck, Cifar10Config, ImageClassifier, InceptionV3Config, MobileNetLayout,
-    MobileNetV2Config, ResNet, ResNetConfig, ResNetLayout, ResNetV2Config, ResidualBlock,
+    BasicBlock, Bottleneck, Cifar10Config, EfficientNetConfig, EfficientNetLayout, ImageClassifier,
+    InceptionV3Config, MobileNetLayout, MobileNetV2Config, ResNet, ResNetConfig, ResNetLayout,
+    ResNetV2Config, ResidualBlock,
 };
 use burn_towers::train::{
     CifarImage, Prediction, Preprocessing, WeightsArgs, classify, is_keras_file, is_pytorch_file,
@@ -49,6 +53,9 @@ enum Model {
     Resnet50v2,
     /// torchvision's `mobilenet_v2` or keras.applications' `MobileNetV2`, by the weights.
     MobilenetV2,
+    /// torchvision's `efficientnet_bN` or keras.applications' `EfficientNetBN` (`--variant`),
+    /// by the weights.
+    Efficientnet,
     Cifar10,
 }
 
@@ -61,8 +68,8 @@ struct Args {
     #[arg(long, value_enum)]
     model: Model,
     /// A TF checkpoint (Inception v3, CIFAR-10), a torchvision state dict (`.pth`: Inception
-    /// v3, the ResNets, MobileNetV2), a Keras file (`.h5`, `.keras`: Inception v3, ResNet-50,
-    /// ResNet50V2, MobileNetV2),
+    /// v3, the ResNets, MobileNetV2, EfficientNet), a Keras file (`.h5`, `.keras`: Inception
+    /// v3, ResNet-50, ResNet50V2, MobileNetV2, EfficientNet),
     /// one of ours (file or train directory) or a `.safetensors` export.
     #[arg(long)]
     weights: PathBuf,
@@ -77,17 +84,21 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     top_k: usize,
     /// Side of the model's square input (default: 299 for Inception, 224 for the ResNets and
-    /// MobileNetV2, 24 for CIFAR-10).
+    /// MobileNetV2, the variant's for EfficientNet (224 for B0), 24 for CIFAR-10).
     #[arg(long)]
     image_size: Option<usize>,
-    /// ResNets and MobileNetV2 with torchvision's weights: the shorter side before the center crop (default: 256 for 224, as
-    /// torchvision's `IMAGENET1K_V1` weights; their `IMAGENET1K_V2` take 232).
+    /// ResNets, MobileNetV2 and EfficientNet with torchvision's weights: the shorter side
+    /// before the center crop (default: 256 for 224, as torchvision's `IMAGENET1K_V1`
+    /// weights; their `IMAGENET1K_V2` take 232).
     #[arg(long)]
     resize_size: Option<usize>,
     /// ResNets: whose layout, `torchvision` or `keras` (the `resnet` example's flag); default:
     /// Keras's for Keras weights, else torchvision's.
     #[arg(long)]
     layout: Option<ResNetLayout>,
+    /// EfficientNet's variant, B0 to B7.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
+    variant: u8,
     /// One JSON object per image instead of text.
     #[arg(long)]
     json: bool,
@@ -140,6 +151,17 @@ fn main() -> anyhow::Result<()> {
                 .with_image_size(size)
                 .init(&device);
             classify_through(&args, model, Preprocessing::for_mobilenet(layout), size)?
+        }
+        Model::Efficientnet => {
+            let config = EfficientNetConfig::b(args.variant.into());
+            let size = args.image_size.unwrap_or(config.image_size);
+            let layout = EfficientNetLayout::from(resnet_layout_for(&args.weights));
+            let model = config
+                .with_layout(layout)
+                .with_num_classes(args.num_classes.unwrap_or(1000))
+                .with_image_size(size)
+                .init(&device);
+            classify_through(&args, model, Preprocessing::for_efficientnet(layout), size)?
         }
         Model::Cifar10 => {
             let size = args.image_size.unwrap_or(24);

@@ -1,7 +1,7 @@
 //! Trains ResNet-50 (`--depth` 18, 34, 101 or 152 too; torchvision's layout, or Keras's with
 //! `--layout keras`, written with Burn's layers as `towers_kernels::nn` serves them), or
-//! keras.applications' ResNet50V2 (`--v2`), or MobileNetV2 (`--mobilenet-v2`, either layout),
-//! on one or more towers.
+//! keras.applications' ResNet50V2 (`--v2`), or MobileNetV2 (`--mobilenet-v2`) or EfficientNet
+//! (`--efficientnet 0` for B0, up to 7) in either library's layout, on one or more towers.
 //!
 //! ```text
 //! cargo run --release --example resnet                  # built-in data: 64x64, 4 classes, ResNet-50
@@ -13,6 +13,8 @@
 //!     --pretrained resnet50v2_weights_tf_dim_ordering_tf_kernels_notop.h5
 //! cargo run --release --example resnet -- --mobilenet-v2 --data-dir flowers --batch-size 32 \
 //!     --pretrained mobilenet_v2_weights_tf_dim_ordering_tf_kernels_1.0_224_no_top.h5
+//! cargo run --release --example resnet -- --efficientnet 0 --data-dir flowers --batch-size 32 \
+//!     --pretrained efficientnetb0_notop.h5
 //! ```
 //!
 //! With `--data-dir` (TF's ImageNet shards or an image folder `DIR/<class>/<image>`),
@@ -25,7 +27,8 @@
 //! keras.applications' `ResNet50`) train Keras's layout through Keras's preprocessing
 //! (`--preprocessing keras`: torchvision's crops and flips, BGR less the mean pixel), and
 //! ResNet50V2 and Keras's MobileNetV2 through Keras's "tf" mode (`keras-tf`: the same crops and
-//! flips, values in [-1, 1]). Without `--data-dir`, a run on the built-in data
+//! flips, values in [-1, 1]), Keras's EfficientNets on the pixels (`keras-pixels`: the same
+//! crops and flips, values in 0-255, which the network normalizes itself). Without `--data-dir`, a run on the built-in data
 //! ([`TrainConfig::resnet_builtin`]), then precision@1 on its held-out images through the
 //! matching evaluation preprocessing. Ctrl-C stops after a checkpoint.
 
@@ -34,7 +37,8 @@ use clap::Parser;
 use burn::tensor::Device;
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
-    BasicBlock, Bottleneck, MobileNetLayout, MobileNetV2Config, ResNetV2Config,
+    BasicBlock, Bottleneck, EfficientNetConfig, EfficientNetLayout, MobileNetLayout,
+    MobileNetV2Config, ResNetV2Config,
 };
 use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
@@ -43,7 +47,9 @@ use burn_towers::train::{
 };
 
 #[derive(Parser)]
-#[command(about = "Train ResNet-50 (or -18, -34, -101, -152, ResNet50V2 or MobileNetV2) on towers")]
+#[command(
+    about = "Train ResNet-50 (or -18, -34, -101, -152, ResNet50V2, MobileNetV2 or EfficientNet) on towers"
+)]
 struct Args {
     #[command(flatten)]
     train: TrainArgs,
@@ -57,19 +63,26 @@ struct Args {
     /// MobileNetV2 instead of a ResNet, in `--layout`'s library's layout.
     #[arg(long, conflicts_with_all = ["v2", "depth"])]
     mobilenet_v2: bool,
-    /// Side of the square input images: 224 with `--data-dir`, 64 on the built-in data.
+    /// EfficientNet-B`B` (0 to 7) instead of a ResNet, in `--layout`'s library's layout.
+    #[arg(long, value_name = "B", conflicts_with_all = ["v2", "depth", "mobilenet_v2"])]
+    #[arg(value_parser = clap::value_parser!(u8).range(0..=7))]
+    efficientnet: Option<u8>,
+    /// Side of the square input images: 224 with `--data-dir` (EfficientNet: its variant's),
+    /// 64 on the built-in data.
     #[arg(long)]
     image_size: Option<usize>,
     /// Outputs of the logits; the data's when absent.
     #[arg(long)]
     num_classes: Option<usize>,
-    /// Whose ResNet (or MobileNetV2): `torchvision` (v1.5) or `keras` (keras.applications' v1,
-    /// with biases); default: Keras's for `--pretrained` Keras weights, else torchvision's.
+    /// Whose ResNet (or MobileNetV2, EfficientNet): `torchvision` (v1.5) or `keras`
+    /// (keras.applications' v1, with biases); default: Keras's for `--pretrained` Keras
+    /// weights, else torchvision's.
     #[arg(long)]
     layout: Option<ResNetLayout>,
     /// The input preprocessing: torchvision's (what its ResNet weights expect), TF's Inception
-    /// distortions, Keras's (BGR less the mean pixel) or Keras's "tf" mode (in [-1, 1]);
-    /// default: the layout's library's, `keras-tf` for `--v2` and Keras's MobileNetV2.
+    /// distortions, Keras's (BGR less the mean pixel), Keras's "tf" mode (in [-1, 1]) or
+    /// Keras's pixels (in 0-255); default: the layout's library's, `keras-tf` for `--v2` and
+    /// Keras's MobileNetV2, `keras-pixels` for Keras's EfficientNet.
     #[arg(long, value_enum)]
     preprocessing: Option<Preprocessing>,
 }
@@ -112,6 +125,17 @@ fn main() -> anyhow::Result<()> {
         };
         return train(&args, Preprocessing::for_mobilenet(layout), net);
     }
+    if let Some(variant) = args.efficientnet {
+        let layout = EfficientNetLayout::from(layout);
+        let config = EfficientNetConfig::b(variant.into()).with_layout(layout);
+        let net = |classes, size, decay, device: &Device| {
+            (config.clone().with_num_classes(classes))
+                .with_image_size(size)
+                .with_weight_decay(decay)
+                .init(device)
+        };
+        return train(&args, Preprocessing::for_efficientnet(layout), net);
+    }
     match args.depth {
         18 => train_v1::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
         34 => train_v1::<BasicBlock>(&args, ResNetConfig::resnet34(0).with_layout(layout)),
@@ -145,9 +169,11 @@ where
     Net: Fn(usize, usize, f64, &Device) -> M + Sync,
 {
     let data_dir = args.train.data_dir.as_deref();
-    let image_size = args
-        .image_size
-        .unwrap_or(if data_dir.is_some() { 224 } else { 64 });
+    let full_size = match args.efficientnet {
+        Some(variant) => EfficientNetConfig::b(variant.into()).image_size,
+        None => 224,
+    };
+    let image_size = (args.image_size).unwrap_or(if data_dir.is_some() { full_size } else { 64 });
     let config = match data_dir {
         Some(_) => args.train.config(TrainConfig::resnet())?,
         None => args.train.builtin_config(TrainConfig::resnet_builtin())?,
@@ -157,9 +183,10 @@ where
     let data = InceptionData::open(data_dir, Split::Train, image_size, train)?;
     println!("training data: {}", data.description);
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
-    let name = match (args.mobilenet_v2, args.v2) {
-        (true, _) => "MobileNetV2".to_string(),
-        (_, true) => format!("ResNet{}V2", args.depth),
+    let name = match (args.efficientnet, args.mobilenet_v2, args.v2) {
+        (Some(variant), _, _) => format!("EfficientNet-B{variant}"),
+        (_, true, _) => "MobileNetV2".to_string(),
+        (_, _, true) => format!("ResNet{}V2", args.depth),
         _ => format!("ResNet-{}", args.depth),
     };
     println!(

@@ -1,5 +1,6 @@
 //! Evaluates ResNet-50 weights (`--depth` 18, 34, 101 or 152 too; keras.applications'
-//! ResNet50V2's with `--v2`; MobileNetV2's with `--mobilenet-v2`) once: precision@1 and @5 over every example of an ImageNet-style
+//! ResNet50V2's with `--v2`; MobileNetV2's with `--mobilenet-v2`; EfficientNet-B0's with
+//! `--efficientnet 0`, up to 7) once: precision@1 and @5 over every example of an ImageNet-style
 //! validation set, as torchvision's reference `references/classification/train.py --test-only`
 //! counts them, through torchvision's evaluation preset (shorter side to 256, central 224,
 //! ImageNet's mean and deviation; `--resize-size 232` for its `IMAGENET1K_V2` weights).
@@ -11,6 +12,8 @@
 //! cargo run --release --example resnet_eval -- --v2 --checkpoint resnet50v2.h5 --data-dir imagenet/val
 //! cargo run --release --example resnet_eval -- --mobilenet-v2 --checkpoint mobilenet_v2.pth \
 //!     --data-dir imagenet/val
+//! cargo run --release --example resnet_eval -- --efficientnet 0 --checkpoint efficientnetb0.h5 \
+//!     --data-dir imagenet/val
 //! ```
 //!
 //! The data: TF's `validation-*` shards or an image folder `DIR/<class>/<image>` (classes in
@@ -21,7 +24,7 @@
 //! (keras.applications' `ResNet50` in a `.h5` or `.keras` file) are evaluated in Keras's layout
 //! through Keras's preprocessing (`KerasImageNetEval`); so are the `resnet` example's
 //! checkpoints of that layout, with `--layout keras`. ResNet50V2's (`--v2`) and Keras's
-//! MobileNetV2's through Keras's "tf" mode.
+//! MobileNetV2's through Keras's "tf" mode, Keras's EfficientNets' on the pixels.
 
 use std::path::PathBuf;
 
@@ -30,7 +33,8 @@ use clap::Parser;
 use burn::tensor::Device;
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
-    BasicBlock, Bottleneck, MobileNetLayout, MobileNetV2Config, ResNetV2Config,
+    BasicBlock, Bottleneck, EfficientNetConfig, EfficientNetLayout, MobileNetLayout,
+    MobileNetV2Config, ResNetV2Config,
 };
 use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
@@ -40,7 +44,7 @@ use burn_towers::train::{
 
 #[derive(Parser)]
 #[command(
-    about = "Evaluate ResNet weights (v1, Keras's v2 with --v2) or MobileNetV2's: precision @ 1 and @ 5"
+    about = "Evaluate ResNet weights (v1, Keras's v2 with --v2), MobileNetV2's or EfficientNet's: precision @ 1 and @ 5"
 )]
 struct Args {
     #[command(flatten)]
@@ -60,22 +64,27 @@ struct Args {
     /// MobileNetV2 instead of a ResNet, in `--layout`'s library's layout.
     #[arg(long, conflicts_with_all = ["v2", "depth"])]
     mobilenet_v2: bool,
+    /// EfficientNet-B`B` (0 to 7) instead of a ResNet, in `--layout`'s library's layout.
+    #[arg(long, value_name = "B", conflicts_with_all = ["v2", "depth", "mobilenet_v2"])]
+    #[arg(value_parser = clap::value_parser!(u8).range(0..=7))]
+    efficientnet: Option<u8>,
     #[command(flatten)]
     eval: EvalArgs,
-    /// Side of the square input: 224 with `--data-dir`, 64 on the built-in data (the `resnet`
-    /// example's defaults).
+    /// Side of the square input: 224 with `--data-dir` (EfficientNet: its variant's), 64 on
+    /// the built-in data (the `resnet` example's defaults).
     #[arg(long)]
     image_size: Option<usize>,
     /// The shorter side before the central crop (default: 256 for 224, torchvision's
     /// `IMAGENET1K_V1` preset; `IMAGENET1K_V2` takes 232).
     #[arg(long)]
     resize_size: Option<usize>,
-    /// Whose ResNet or MobileNetV2 (the `resnet` example's flag): `torchvision` or `keras`;
-    /// default: Keras's for Keras weights, else torchvision's.
+    /// Whose ResNet, MobileNetV2 or EfficientNet (the `resnet` example's flag): `torchvision`
+    /// or `keras`; default: Keras's for Keras weights, else torchvision's.
     #[arg(long)]
     layout: Option<ResNetLayout>,
     /// The preprocessing the weights were trained with (the `resnet` example's flag); default:
-    /// the layout's library's, `keras-tf` for `--v2` and Keras's MobileNetV2.
+    /// the layout's library's, `keras-tf` for `--v2` and Keras's MobileNetV2, `keras-pixels`
+    /// for Keras's EfficientNet.
     #[arg(long, value_enum)]
     preprocessing: Option<Preprocessing>,
 }
@@ -105,6 +114,16 @@ fn main() -> anyhow::Result<()> {
                 .init(device)
         };
         return eval(&args, Preprocessing::for_mobilenet(layout), net);
+    }
+    if let Some(variant) = args.efficientnet {
+        let layout = EfficientNetLayout::from(layout);
+        let config = EfficientNetConfig::b(variant.into()).with_layout(layout);
+        let net = |classes, size, device: &Device| {
+            (config.clone().with_num_classes(classes))
+                .with_image_size(size)
+                .init(device)
+        };
+        return eval(&args, Preprocessing::for_efficientnet(layout), net);
     }
     match args.depth {
         18 => eval_v1::<BasicBlock>(&args, ResNetConfig::resnet18(0).with_layout(layout)),
@@ -141,9 +160,11 @@ where
     M: ImageClassifier + TfNamed + TorchNamed,
 {
     let dir = args.eval.data_dir.as_deref();
-    let image_size = args
-        .image_size
-        .unwrap_or(if dir.is_some() { 224 } else { 64 });
+    let full_size = match args.efficientnet {
+        Some(variant) => EfficientNetConfig::b(variant.into()).image_size,
+        None => 224,
+    };
+    let image_size = (args.image_size).unwrap_or(if dir.is_some() { full_size } else { 64 });
     let preprocessing = (args.preprocessing).unwrap_or(preprocessing);
     let eval = preprocessing.eval(image_size, args.resize_size)?;
     // torchvision's and Keras's weights have no background class.

@@ -1,5 +1,5 @@
-//! keras.applications' InceptionV3, ResNet50, ResNet50V2 and MobileNetV2 (1000 classes, random
-//! weights) in
+//! keras.applications' InceptionV3, ResNet50, ResNet50V2, MobileNetV2 and EfficientNetB0 (1000
+//! classes, random weights) in
 //! each of Keras's weight files give Keras's logits, and classify pictures with Keras's top 5
 //! and probabilities, through the network's preprocessing (TF's for InceptionV3, Keras's
 //! `load_img` and `preprocess_input` for the ResNets); nested in a transfer model of Keras's,
@@ -10,13 +10,16 @@
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py resnet50 /tmp/keras_resnet50
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py resnet50v2 /tmp/keras_resnet50v2
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py mobilenet_v2 /tmp/keras_mobilenet_v2
+//! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py efficientnet_b0 /tmp/keras_efficientnet_b0
 //! TOWERS_KERAS_INCEPTION_V3=/tmp/keras_inception_v3 TOWERS_KERAS_RESNET50=/tmp/keras_resnet50 \
 //!     TOWERS_KERAS_RESNET50V2=/tmp/keras_resnet50v2 TOWERS_KERAS_MOBILENET_V2=/tmp/keras_mobilenet_v2 \
+//!     TOWERS_KERAS_EFFICIENTNET_B0=/tmp/keras_efficientnet_b0 \
 //!     cargo test --workspace --test integration keras_applications
 //! ```
 //!
 //! Without `TOWERS_KERAS_INCEPTION_V3` (`TOWERS_KERAS_RESNET50`, `TOWERS_KERAS_RESNET50V2`,
-//! `TOWERS_KERAS_MOBILENET_V2`) the network's tests say they were skipped and pass.
+//! `TOWERS_KERAS_MOBILENET_V2`, `TOWERS_KERAS_EFFICIENTNET_B0`) the network's tests say they
+//! were skipped and pass.
 
 use std::path::{Path, PathBuf};
 
@@ -25,8 +28,8 @@ use burn::tensor::Device;
 use burn_towers::data::transforms::{InceptionEval, KerasImageNetEval, KerasInputMode, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
-    Bottleneck, ImageClassifier, InceptionV3Config, MobileNetV2, MobileNetV2Config, ResNetConfig,
-    ResNetV2, ResNetV2Config,
+    Bottleneck, EfficientNet, EfficientNetConfig, ImageClassifier, InceptionV3Config, MobileNetV2,
+    MobileNetV2Config, ResNetConfig, ResNetV2, ResNetV2Config,
 };
 use burn_towers::train::{LoadOptions, classify, load_weights};
 
@@ -63,6 +66,12 @@ const RESNET50V2: Net = Net {
 const MOBILENET_V2: Net = Net {
     name: "mobilenet_v2",
     variable: "TOWERS_KERAS_MOBILENET_V2",
+    size: 224,
+};
+
+const EFFICIENTNET_B0: Net = Net {
+    name: "efficientnet_b0",
+    variable: "TOWERS_KERAS_EFFICIENTNET_B0",
     size: 224,
 };
 
@@ -174,6 +183,11 @@ fn mobilenet_v2(classes: usize) -> MobileNetV2 {
     MobileNetV2Config::keras(classes).init(&Device::flex())
 }
 
+/// EfficientNetB0 of `classes` classes in Keras's layout, built for the ImageNet weights.
+fn efficientnet_b0(classes: usize) -> EfficientNet {
+    EfficientNetConfig::keras(classes).init(&Device::flex())
+}
+
 #[test]
 fn keras_inception_v3_files_give_keras_logits_and_top_5() {
     gives_keras_logits_and_top_5(INCEPTION_V3, inception_v3, &InceptionEval::new(299));
@@ -216,21 +230,71 @@ fn a_keras_mobilenet_v2_transfer_model_gives_keras_logits() {
     a_transfer_model_gives_keras_logits(MOBILENET_V2, mobilenet_v2);
 }
 
-/// Keras's MobileNetV2 and torchvision's have the same names and shapes here, but pad their
-/// strided convolutions and normalize otherwise: Keras's weights for a MobileNetV2 in
-/// torchvision's layout (the default) are refused before the file is read, not loaded into a
-/// network that computes something else.
 #[test]
-fn keras_mobilenet_v2_weights_in_torchvision_layout_are_refused() {
-    let model = MobileNetV2Config::new().init(&Device::flex());
-    let path = Path::new("/nowhere/mobilenet_v2.weights.h5");
-    let error = load_weights(model, path, LoadOptions::default())
+fn keras_efficientnet_b0_files_give_keras_logits_and_top_5() {
+    let eval = KerasImageNetEval::new(224).with_mode(KerasInputMode::Pixels);
+    gives_keras_logits_and_top_5(EFFICIENTNET_B0, efficientnet_b0, &eval);
+}
+
+#[test]
+fn a_keras_efficientnet_b0_transfer_model_gives_keras_logits() {
+    a_transfer_model_gives_keras_logits(EFFICIENTNET_B0, efficientnet_b0);
+}
+
+/// `expected.json`'s logits of the same weights in an EfficientNetB0 built with
+/// `weights=None`, whose input normalization lacks the ImageNet network's rescaling.
+#[derive(serde::Deserialize)]
+struct WithoutRescaling {
+    logits_without_imagenet_rescaling: Vec<Vec<f32>>,
+}
+
+/// Keras's files do not say whether the network was built for the ImageNet weights: built
+/// without its rescaling, the network gives the logits of Keras's so built.
+#[test]
+fn a_keras_efficientnet_b0_without_the_imagenet_rescaling_gives_keras_logits() {
+    let Some(dir) = EFFICIENTNET_B0.fixture_dir() else {
+        return;
+    };
+    let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
+    let expected: WithoutRescaling = serde_json::from_str(&text).unwrap();
+    let logits = &expected.logits_without_imagenet_rescaling;
+    let images = inputs(&dir, logits.len(), 224, &Device::flex());
+    let model = EfficientNetConfig::keras(1000)
+        .with_imagenet_rescaling(false)
+        .init(&Device::flex());
+    let model = restored(model, &dir, "efficientnet_b0.weights.h5");
+    assert_logits("without the rescaling", &model, images, logits);
+}
+
+/// Loading the Keras file `name` (which need not exist) into `model` fails before the file is
+/// read, saying `words`.
+fn refused_before_reading<M: Module + TfNamed + TorchNamed>(model: M, name: &str, words: &str) {
+    let path = Path::new("/nowhere").join(name);
+    let error = load_weights(model, &path, LoadOptions::default())
         .err()
         .unwrap();
     let error = std::error::Error::source(&error).unwrap().to_string();
-    let words = "/nowhere/mobilenet_v2.weights.h5: keras.applications' MobileNetV2 weights for a \
-                 MobileNetV2 in torchvision's layout";
-    assert!(error.contains(words), "{error}");
+    let words = format!("{}: {words}", path.display());
+    assert!(error.contains(&words), "{error}");
+}
+
+/// Keras's MobileNetV2 and torchvision's have the same names and shapes here, but pad their
+/// strided convolutions and normalize otherwise: Keras's weights for a MobileNetV2 in
+/// torchvision's layout (the default) are refused before the file is read, not loaded into a
+/// network that computes something else. So are an EfficientNet's, which besides takes
+/// normalized images in torchvision's layout.
+#[test]
+fn keras_weights_in_torchvision_layout_are_refused() {
+    refused_before_reading(
+        MobileNetV2Config::new().init(&Device::flex()),
+        "mobilenet_v2.weights.h5",
+        "keras.applications' MobileNetV2 weights for a MobileNetV2 in torchvision's layout",
+    );
+    refused_before_reading(
+        EfficientNetConfig::new().init(&Device::flex()),
+        "efficientnetb0.h5",
+        "keras.applications' EfficientNet weights for an EfficientNet in torchvision's layout",
+    );
 }
 
 /// Keras's ResNet50 in torchvision's layout (the stride elsewhere, no convolution biases) has

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
-use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 use towers_models::ImageClassifier;
 use towers_models::weights::{

@@ -1,17 +1,17 @@
 //! [`Preprocessing`]: which ImageNet preprocessing a model is trained and evaluated with, as a
-//! command-line choice (`--preprocessing torchvision|inception|keras|keras-tf`).
+//! command-line choice (`--preprocessing torchvision|inception|keras|keras-tf|keras-pixels`).
 
 use towers_data::transforms::{
     InceptionEval, InceptionTrain, KerasImageNetEval, KerasInputMode, Normalize, TorchvisionEval,
     TorchvisionTrain, Transform,
 };
 
-use towers_models::{MobileNetLayout, ResNetLayout};
+use towers_models::{EfficientNetLayout, MobileNetLayout, ResNetLayout};
 
 use crate::error::{Error, Result};
 
-/// torchvision's ImageNet preprocessing, TF's Inception preprocessing, or Keras's ResNet50's or
-/// ResNet50V2's.
+/// torchvision's ImageNet preprocessing, TF's Inception preprocessing, or Keras's ResNet50's,
+/// ResNet50V2's or EfficientNet's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 #[non_exhaustive]
 pub enum Preprocessing {
@@ -30,6 +30,11 @@ pub enum Preprocessing {
     /// 1]. Training takes torchvision's crops and flips ([`Normalize::SIGNED_UNIT`]);
     /// evaluation is Keras's example's ([`KerasImageNetEval`] in [`KerasInputMode::Tf`]).
     KerasTf,
+    /// What keras.applications' EfficientNets take: the values in 0-255, RGB, normalized by
+    /// the network itself. Training takes torchvision's crops and flips
+    /// ([`Normalize::PIXELS`]); evaluation is Keras's example's ([`KerasImageNetEval`] in
+    /// [`KerasInputMode::Pixels`]).
+    KerasPixels,
 }
 
 impl Preprocessing {
@@ -51,6 +56,15 @@ impl Preprocessing {
         }
     }
 
+    /// What the weights of an EfficientNet in `layout` expect: torchvision's preprocessing, or
+    /// Keras's pixels (`efficientnet.preprocess_input` passes them through).
+    pub fn for_efficientnet(layout: EfficientNetLayout) -> Self {
+        match layout {
+            EfficientNetLayout::Keras => Self::KerasPixels,
+            _ => Self::Torchvision,
+        }
+    }
+
     /// The training transform at `image_size`.
     pub fn train(self, image_size: usize) -> Box<dyn Transform> {
         match self {
@@ -62,6 +76,9 @@ impl Preprocessing {
             Self::KerasTf => {
                 let normalize = Normalize::SIGNED_UNIT;
                 Box::new(TorchvisionTrain::new(image_size).with_normalize(normalize))
+            }
+            Self::KerasPixels => {
+                Box::new(TorchvisionTrain::new(image_size).with_normalize(Normalize::PIXELS))
             }
         }
     }
@@ -87,7 +104,10 @@ impl Preprocessing {
             (Self::KerasTf, None) => Ok(Box::new(
                 KerasImageNetEval::new(image_size).with_mode(KerasInputMode::Tf),
             )),
-            (Self::Keras | Self::KerasTf, Some(_)) => Err(Error::Config(
+            (Self::KerasPixels, None) => Ok(Box::new(
+                KerasImageNetEval::new(image_size).with_mode(KerasInputMode::Pixels),
+            )),
+            (Self::Keras | Self::KerasTf | Self::KerasPixels, Some(_)) => Err(Error::Config(
                 "a resize size is torchvision's preprocessing's (Keras's resizes the whole image)"
                     .into(),
             )),
@@ -154,6 +174,14 @@ mod tests {
         assert!(
             not_keras_tf.to_string().contains("whole image"),
             "{not_keras_tf}"
+        );
+        let pixels = Preprocessing::KerasPixels.eval(16, None).unwrap();
+        let pixels_mode = KerasImageNetEval::new(16).with_mode(KerasInputMode::Pixels);
+        assert_eq!(planes(&*pixels), planes(&pixels_mode));
+        let pixels_train = TorchvisionTrain::new(16).with_normalize(Normalize::PIXELS);
+        assert_eq!(
+            planes(&*Preprocessing::KerasPixels.train(16)),
+            planes(&pixels_train)
         );
     }
 }

@@ -1,6 +1,7 @@
 //! [`KerasImageNetEval`]: the preprocessing keras.applications' documentation gives its ImageNet
 //! networks: `keras.utils.load_img(path, target_size=(size, size))`, then the network's
-//! `preprocess_input` ([`KerasInputMode`]: "caffe" for ResNet50, "tf" for ResNet50V2).
+//! `preprocess_input` ([`KerasInputMode`]: "caffe" for ResNet50, "tf" for ResNet50V2, none for
+//! the EfficientNets).
 
 use super::inception_preprocessing::{planes_pool, with_decoded};
 use super::torchvision::bytes_of;
@@ -26,6 +27,9 @@ pub enum KerasInputMode {
     /// "tf" (`keras.applications.resnet_v2.preprocess_input`, also InceptionV3's): `x / 127.5
     /// - 1`, in [-1, 1], RGB.
     Tf,
+    /// None (`keras.applications.efficientnet.preprocess_input` passes its input through):
+    /// the values in 0-255, RGB, which the EfficientNets normalize themselves.
+    Pixels,
 }
 
 impl KerasInputMode {
@@ -36,6 +40,7 @@ impl KerasInputMode {
             // Plane `c` is BGR's `c`: RGB's `2 - c`.
             Self::Caffe => f32::from(pixel[2 - c]) - CAFFE_MEAN_BGR[c],
             Self::Tf => f32::from(pixel[c]) / 127.5 - 1.0,
+            Self::Pixels => f32::from(pixel[c]),
         }
     }
 }
@@ -176,5 +181,22 @@ mod tests {
         assert_eq!(at(0, 1), 128.0f32 / 127.5 - 1.0);
         // numpy: np.float32(1) / np.float32(127.5) - np.float32(1).
         assert_eq!(at(2, 1), -0.99215686);
+    }
+
+    /// EfficientNet's: the bytes as they are, RGB.
+    #[test]
+    fn pixels_mode_planes_are_the_bytes() {
+        let image = Rgb8 {
+            pixels: vec![0, 10, 255, 128, 64, 1],
+            height: 1,
+            width: 2,
+        };
+        let eval = KerasImageNetEval::new(2).with_mode(KerasInputMode::Pixels);
+        let planes = eval.prepare(&image).to_image();
+        let values: Vec<f32> = (0..2)
+            .flat_map(|x| (0..3).map(move |c| (x, c)))
+            .map(|(x, c)| planes.get(0, x, c))
+            .collect();
+        assert_eq!(values, [0.0, 10.0, 255.0, 128.0, 64.0, 1.0]);
     }
 }

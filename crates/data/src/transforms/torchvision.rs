@@ -67,6 +67,14 @@ impl Normalize {
         reverse_channels: true,
     };
 
+    /// Mean 0 and deviation 1/255: the values in 0-255 (to within an `f32` rounding), which
+    /// keras.applications' EfficientNets take and normalize themselves.
+    pub const PIXELS: Self = Self {
+        mean: [0.0; 3],
+        std: [1.0 / 255.0; 3],
+        reverse_channels: false,
+    };
+
     /// Another mean and deviation per channel (RGB, the planes in RGB order).
     pub fn new(mean: [f32; 3], std: [f32; 3]) -> Self {
         Self {

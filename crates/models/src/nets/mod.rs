@@ -15,7 +15,7 @@ mod resnet;
 pub use cifar10::{Cifar10Config, Cifar10Net};
 pub(crate) use classifier::features_classifier;
 pub use classifier::{ClassifierLoss, ImageClassifier};
-pub(crate) use efficientnet::{EFFICIENTNET_STAGES, stage_expands};
+pub(crate) use efficientnet::{EFFICIENTNET_STAGES, stage_expands, variants_stage_blocks};
 pub use efficientnet::{
     EfficientNet, EfficientNetConfig, EfficientNetLayout, InputNormalization,
     InputNormalizationConfig, MbConv, MbConvConfig, SqueezeExcitation, SqueezeExcitationConfig,

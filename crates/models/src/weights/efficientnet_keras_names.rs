@@ -12,7 +12,7 @@
 //! convolutions otherwise, and takes normalized images.
 
 use super::tf_source::{TfLayout, TfNamed, TfVariable};
-use crate::nets::{EfficientNet, EfficientNetLayout};
+use crate::nets::{EfficientNet, EfficientNetLayout, stage_expands};
 
 impl TfNamed for EfficientNet {
     fn tf_variable(path: &str) -> Option<TfVariable> {
@@ -75,7 +75,39 @@ fn block_prefix(block: &str) -> Option<String> {
     if parts.next().is_some() {
         return None;
     }
-    Some(format!("block{}{}_", stage + 1, char::from(b'a' + index)))
+    Some(prefix(stage, index))
+}
+
+/// Keras's prefix of block `index` of `stage`, both from 0 (`block2a_`).
+fn prefix(stage: usize, index: u8) -> String {
+    format!("block{}{}_", stage + 1, char::from(b'a' + index))
+}
+
+/// The names keras.applications' EfficientNet of `stage_blocks` blocks per stage gives its
+/// convolutions, depthwise convolutions and batch norms, each kind in the order of its graph,
+/// which is the order its code builds them (the network is a chain): the stem's; each block's
+/// `expand_conv` (none in the first stage), `se_reduce`, `se_expand`, `project_conv`, its
+/// `dwconv`, and its `expand_bn`, `bn`, `project_bn`; then the top's.
+pub(super) fn graph_order(stage_blocks: &[usize]) -> [Vec<String>; 3] {
+    let mut convs = vec!["stem_conv".to_string()];
+    let mut depthwise = Vec::new();
+    let mut norms = vec!["stem_bn".to_string()];
+    for (stage, &blocks) in stage_blocks.iter().enumerate() {
+        let expands = stage_expands(stage) == Some(true);
+        for index in 0..blocks as u8 {
+            let named = |layer: &str| format!("{}{layer}", prefix(stage, index));
+            if expands {
+                convs.push(named("expand_conv"));
+                norms.push(named("expand_bn"));
+            }
+            depthwise.push(named("dwconv"));
+            convs.extend(["se_reduce", "se_expand", "project_conv"].map(named));
+            norms.extend(["bn", "project_bn"].map(named));
+        }
+    }
+    convs.push("top_conv".into());
+    norms.push("top_bn".into());
+    [convs, depthwise, norms]
 }
 
 /// Keras's convolution and batch-norm layers of our [`ConvBn`](crate::nets::ConvBn) at

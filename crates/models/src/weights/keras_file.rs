@@ -269,8 +269,8 @@ fn strings(path: &Path, group: &Group, name: &str) -> Result<Option<Vec<String>>
 /// Keras 3's layers: `layers/<name>/vars/<i>`, in the file's (alphabetical) order of names,
 /// a nested model's (`layers/functional/layers/...`) in its place, each with the own name its
 /// `vars` records, if any. Weights have no names in the file; those of a layer named as Keras
-/// names batch norms take their names in the order a `BatchNormalization` creates them, every
-/// other layer's `kernel` and `bias` (a name for the weights the readers of known models look
+/// names batch norms take their names in the order a `BatchNormalization` creates them, a
+/// `Normalization`'s `mean`, `variance` and `count`, every other layer's `kernel` and `bias` (a name for the weights the readers of known models look
 /// up; any others are named by their number).
 fn keras3_layers(
     path: &Path,
@@ -330,6 +330,7 @@ fn positional_names(layer: &str, count: usize) -> &'static [&'static str] {
         (true, 4) => &["gamma", "beta", "moving_mean", "moving_variance"],
         (true, _) => &[],
         (false, _) if layer.starts_with("depthwise_conv2d") => &["depthwise_kernel", "bias"],
+        (false, _) if layer.starts_with("normalization") => &["mean", "variance", "count"],
         (false, _) => &["kernel", "bias"],
     }
 }

@@ -14,19 +14,22 @@
 //! - Keras 3 before 3.6 recorded no own names ([`LayerNames::ByClass`]): its layers are named
 //!   by class, numbered in the graph's order. InceptionV3's n-th convolution is then the
 //!   `GRAPH_ORDER[n]`-th created, a ResNet's n-th is the n-th of `resnet_graph_order`, and
-//!   MobileNetV2's (whose depthwise convolutions are a class of their own) the n-th of
-//!   `mobilenet_v2_graph_order`.
+//!   MobileNetV2's and the EfficientNets' (whose depthwise convolutions are a class of their
+//!   own) the n-th of `mobilenet_v2_graph_order` and `efficientnet_keras_names::graph_order`.
+//! - EfficientNet's `Normalization` has no name of the code's: the only one of a file is
+//!   `normalization`, and its `count` (of the examples it adapted to) is no parameter.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
+use super::efficientnet_keras_names::graph_order as efficientnet_graph_order;
 use super::error::{Result, WeightsError};
 use super::keras_file::{KerasFile, KerasLayer, KerasWeight, LayerNames};
 use super::mobilenet_keras_names::keras_layers_in_order;
 use super::restore::{SourceTensor, WeightSource};
 use super::tf_names::inception_scopes_in_order;
 use super::tf_source::{TfNamed, TfVariable};
-use crate::nets::{STAGES_50, STAGES_101, STAGES_152};
+use crate::nets::{STAGES_50, STAGES_101, STAGES_152, variants_stage_blocks};
 
 /// A Keras file of one of keras.applications' networks as a [`WeightSource`] for one model
 /// type (see [`KerasSource::open`]).
@@ -103,7 +106,7 @@ impl WeightSource for KerasSource {
     }
 
     fn unused(&self) -> Vec<String> {
-        let weights = self.file.weights();
+        let weights = self.file.weights().filter(|weight| weight.name != ADAPTED_COUNT);
         let unused = weights.filter(|weight| !self.accounted.contains(&weight.dataset));
         let mut unused: Vec<String> = unused.map(|weight| weight.dataset.clone()).collect();
         unused.sort();
@@ -121,6 +124,10 @@ const GRAPH_ORDER: [usize; 94] = [
     54, 55, 51, 56, 52, 57, 50, 53, 58, 59, 64, 65, 61, 66, 62, 67, 60, 63, 68, 69, 72, 73, 70, 74,
     71, 75, 80, 77, 81, 78, 79, 82, 83, 76, 84, 89, 86, 90, 87, 88, 91, 92, 85, 93,
 ];
+
+/// The weight of a `Normalization` that counts the examples it adapted to: no network
+/// computes with it, so it is never "unused".
+const ADAPTED_COUNT: &str = "count";
 
 /// The blocks of each stage of keras.applications' ResNet50, ResNet101 and ResNet152 (and of
 /// their v2s).
@@ -144,7 +151,7 @@ fn tf_variables(
     match names {
         LayerNames::Own => by_own_names(layers),
         LayerNames::ByClass if !depthwise.is_empty() => {
-            by_mobilenet_v2_graph_order(&convs, &depthwise, &norms, layers)
+            by_depthwise_graph_order(&convs, &depthwise, &norms, layers)
         }
         LayerNames::ByClass => by_resnet_graph_order(&convs, &norms, layers),
     }
@@ -181,41 +188,45 @@ fn by_resnet_graph_order(
     renamed_in_order(&[(convs, conv_names), (norms, norm_names)], layers)
 }
 
-/// TF's name of each weight of keras.applications' MobileNetV2, whose convolutions,
-/// depthwise convolutions and batch norms are `convs`, `depthwise` and `norms` (of `layers`,
-/// named by class in the graph's order), or why they are no MobileNetV2's.
-fn by_mobilenet_v2_graph_order(
+/// TF's name of each weight of keras.applications' MobileNetV2 or one of its EfficientNets,
+/// whose convolutions, depthwise convolutions and batch norms are `convs`, `depthwise` and
+/// `norms` (of `layers`, named by class in the graph's order), or why they are no such
+/// network's. The network is the one with as many layers of each kind (EfficientNet B1 and
+/// B2 have the same layers, of other widths).
+fn by_depthwise_graph_order(
     convs: &[&KerasLayer],
     depthwise: &[&KerasLayer],
     norms: &[&KerasLayer],
     layers: &[KerasLayer],
 ) -> Result<HashMap<String, KerasWeight>, String> {
-    let [conv_names, depthwise_names, norm_names] = mobilenet_v2_graph_order();
+    let efficientnets = variants_stage_blocks().map(|blocks| efficientnet_graph_order(&blocks));
+    let mut candidates = std::iter::once(mobilenet_v2_graph_order()).chain(efficientnets);
+    let counts = [convs.len(), depthwise.len(), norms.len()];
+    let Some([conv_names, depthwise_names, norm_names]) =
+        candidates.find(|names| names.each_ref().map(Vec::len) == counts)
+    else {
+        return Err(format!(
+            "{} convolution, {} depthwise convolution and {} batch-norm layers with weights \
+             (`conv2d_N`, `depthwise_conv2d_N`, `batch_normalization_N`), named by class \
+             (Keras 3 before 3.6): only keras.applications' MobileNetV2 (35, 17 and 52) and \
+             EfficientNetB0 to B7 (B0: 65, 16 and 49) are known with depthwise convolutions \
+             in that order",
+            convs.len(),
+            depthwise.len(),
+            norms.len()
+        ));
+    };
     let kinds = [
         (convs, conv_names),
         (depthwise, depthwise_names),
         (norms, norm_names),
     ];
-    if kinds
-        .iter()
-        .any(|(layers, names)| layers.len() != names.len())
-    {
-        return Err(format!(
-            "{} convolution, {} depthwise convolution and {} batch-norm layers with weights \
-             (`conv2d_N`, `depthwise_conv2d_N`, `batch_normalization_N`), named by class \
-             (Keras 3 before 3.6): only keras.applications' MobileNetV2 (35, 17 and 52) is \
-             known with depthwise convolutions in that order",
-            convs.len(),
-            depthwise.len(),
-            norms.len()
-        ));
-    }
     renamed_in_order(&kinds, layers)
 }
 
 /// TF's name of each weight of `layers` whose layers of each kind (`kinds`: the layers, named
 /// by class in the graph's order, and their own names in that order) are renamed to their
-/// own names, the dense layer kept.
+/// own names, the dense layer and the normalization kept.
 fn renamed_in_order(
     kinds: &[(&[&KerasLayer], Vec<String>)],
     layers: &[KerasLayer],
@@ -228,7 +239,9 @@ fn renamed_in_order(
         .iter()
         .flat_map(|(layers, names)| layers.iter().zip(names).map(|(l, n)| own(l, n)))
         .collect();
-    renamed.extend(numbered(layers, "dense").into_iter().cloned());
+    for kept in ["dense", "normalization"] {
+        renamed.extend(numbered(layers, kept).into_iter().cloned());
+    }
     by_own_names(&renamed)
 }
 
@@ -248,14 +261,20 @@ fn mobilenet_v2_graph_order() -> [Vec<String>; 3] {
 }
 
 /// TF's name of each weight of layers named as the code names them: `{layer}/{weight}`, the
-/// only dense layer of a file without `predictions` as `predictions`.
+/// only dense layer of a file without `predictions` as `predictions`, the only normalization
+/// (`normalization_N` where a process built others first) as `normalization`.
 fn by_own_names(layers: &[KerasLayer]) -> Result<HashMap<String, KerasWeight>, String> {
     let classifier = classifier(layers)?.map(|layer| layer.name.as_str());
+    let normalization = match numbered(layers, "normalization")[..] {
+        [only] => Some(only.name.as_str()),
+        _ => None,
+    };
     let mut variables = HashMap::new();
     for layer in layers {
-        let name = match Some(layer.name.as_str()) == classifier {
-            true => "predictions",
-            false => &layer.name,
+        let name = match Some(layer.name.as_str()) {
+            name if name == classifier => "predictions",
+            name if name == normalization => "normalization",
+            _ => &layer.name,
         };
         for weight in &layer.weights {
             variables.insert(format!("{name}/{}", weight.name), weight.clone());
@@ -371,8 +390,8 @@ mod tests {
 
     use super::*;
     use crate::nets::{
-        Bottleneck, InceptionV3, InceptionV3Config, MobileNetV2, MobileNetV2Config, ResNet,
-        ResNetConfig, ResNetV2, ResNetV2Config,
+        Bottleneck, EfficientNet, EfficientNetConfig, InceptionV3, InceptionV3Config, MobileNetV2,
+        MobileNetV2Config, ResNet, ResNetConfig, ResNetV2, ResNetV2Config,
     };
     use crate::params::walk;
 
@@ -430,8 +449,13 @@ mod tests {
         MobileNetV2Config::keras(1000).init(&Device::flex())
     }
 
+    /// Our EfficientNet-B0 in Keras's layout.
+    fn efficientnet_b0() -> EfficientNet {
+        EfficientNetConfig::keras(1000).init(&Device::flex())
+    }
+
     /// Every parameter of `model` finds a weight of `net`'s listing of its shape, and every
-    /// weight of Keras's is used once, when `layers` (the listing's, or renamed) are named as
+    /// weight of Keras's but a normalization's count is used once, when `layers` (the listing's, or renamed) are named as
     /// `names` says. An order of layers other than Keras's gives some convolution a kernel of
     /// another shape, unless it swaps convolutions of one shape: Keras's logits
     /// (`tests/keras_applications.rs`) tell those apart.
@@ -460,7 +484,8 @@ mod tests {
                 weight.dataset
             );
         }
-        assert_eq!(used.len(), shapes.len());
+        let counts = shapes.keys().filter(|dataset| dataset.ends_with("/count:0"));
+        assert_eq!(used.len(), shapes.len() - counts.count());
     }
 
     #[test]
@@ -485,6 +510,13 @@ mod tests {
             &mobilenet,
             LayerNames::Own,
         );
+        let (efficientnet, _) = keras2_listing("efficientnet_b0");
+        fills_every_parameter_with_its_shape(
+            &efficientnet_b0(),
+            "efficientnet_b0",
+            &efficientnet,
+            LayerNames::Own,
+        );
     }
 
     /// `net`'s Keras 2 listing and the same renamed as Keras 3 before 3.6 names the layers (by
@@ -497,12 +529,16 @@ mod tests {
             .map(|mut layer| {
                 let class = match layer.name.as_str() {
                     "predictions" => "dense",
-                    name if name.ends_with("_depthwise") => "depthwise_conv2d",
+                    "normalization" => "normalization",
+                    name if name.ends_with("_depthwise") || name.ends_with("_dwconv") => {
+                        "depthwise_conv2d"
+                    }
                     "Conv1" | "Conv_1" => "conv2d",
                     name if name.starts_with("conv2d")
                         || name.ends_with("_conv")
                         || name.ends_with("_expand")
-                        || name.ends_with("_project") =>
+                        || name.ends_with("_project")
+                        || name.ends_with("_se_reduce") =>
                     {
                         "conv2d"
                     }
@@ -523,7 +559,14 @@ mod tests {
     /// Named by class, every parameter finds the weight it finds by the layers' own names.
     #[test]
     fn names_by_class_find_the_weights_own_names_find() {
-        for net in ["inception_v3", "resnet50", "resnet50v2", "mobilenet_v2"] {
+        let nets = [
+            "inception_v3",
+            "resnet50",
+            "resnet50v2",
+            "mobilenet_v2",
+            "efficientnet_b0",
+        ];
+        for net in nets {
             let (keras2, keras3) = renamed_by_class(net);
             assert_eq!(
                 tf_variables(&keras3, LayerNames::ByClass).unwrap(),
@@ -549,6 +592,32 @@ mod tests {
             &mobilenet,
             LayerNames::ByClass,
         );
+        let (_, efficientnet) = renamed_by_class("efficientnet_b0");
+        fills_every_parameter_with_its_shape(
+            &efficientnet_b0(),
+            "efficientnet_b0",
+            &efficientnet,
+            LayerNames::ByClass,
+        );
+    }
+
+    /// A normalization numbered where a process built others first is the network's own; of
+    /// two, neither is.
+    #[test]
+    fn the_only_normalization_is_the_networks() {
+        let (mut layers, _) = keras2_listing("efficientnet_b0");
+        layers[0].name = "normalization_3".into();
+        let variables = tf_variables(&layers, LayerNames::Own).unwrap();
+        assert_eq!(
+            variables["normalization/mean"].dataset,
+            "normalization/normalization/mean:0"
+        );
+        layers.push(KerasLayer {
+            name: "normalization_4".into(),
+            weights: layers[0].weights.clone(),
+        });
+        let variables = tf_variables(&layers, LayerNames::Own).unwrap();
+        assert!(!variables.contains_key("normalization/mean"));
     }
 
     #[test]

@@ -64,6 +64,14 @@ const STAGES: [Stage; 7] = [
 /// The stages: the last convolution follows them in torchvision's `features`.
 pub(crate) const EFFICIENTNET_STAGES: usize = STAGES.len();
 
+/// The blocks of each stage of each variant B0-B7, as both libraries deepen them.
+pub(crate) fn variants_stage_blocks() -> impl Iterator<Item = Vec<usize>> {
+    VARIANTS.iter().map(|&(_, depth, _, _)| {
+        let config = EfficientNetConfig::new().with_depth(depth);
+        STAGES.iter().map(|stage| config.blocks(stage.blocks)).collect()
+    })
+}
+
 /// Whether the blocks of `stage` have an expanding convolution (all but the first stage's),
 /// or `None` past the last stage.
 pub(crate) fn stage_expands(stage: usize) -> Option<bool> {
