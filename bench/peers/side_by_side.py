@@ -1,17 +1,17 @@
 """TensorFlow and burn-towers in one sitting, f32 and bf16, on the CIFAR-10 net's training step
 and Inception v3's, with `--resnet` ResNet-50's against TF Keras and PyTorch (torchvision,
-oneDNN), and with `--resnet-v2` ResNet50V2's and `--mobilenet-v2` MobileNetV2's against TF
-Keras: each pair run back to back, the pairs repeated `--rounds` times, the ratios printed
+oneDNN), and with `--resnet-v2` ResNet50V2's, `--mobilenet-v2` MobileNetV2's and
+`--efficientnet-b0` EfficientNet-B0's against TF Keras: each pair run back to back, the pairs repeated `--rounds` times, the ratios printed
 (ours / the peer in examples per second: above 1 is faster).
 
 Run by hand with TensorFlow installed (never in CI), on an otherwise idle machine, after
 `cargo build --release -p towers-bench --bin bench_step --bin bench_models`:
 
-    python bench/peers/side_by_side.py [--rounds 2] [--skip-inception] [--resnet] [--resnet-v2] [--mobilenet-v2] [--precisions f32]
+    python bench/peers/side_by_side.py [--rounds 2] [--skip-inception] [--resnet] [--resnet-v2] [--mobilenet-v2] [--efficientnet-b0] [--precisions f32]
 
 Each side runs one precision per process, as training does: ours `bench_step REPS f32|bf16`
 (the whole step alone) and `bench_models REPS
-inception|resnet50|resnet50-keras|resnet50v2|mobilenet_v2 f32|bf16` (`resnet50-keras`: ResNet-50 in Keras's layout, the network TF Keras times); TF
+inception|resnet50|resnet50-keras|resnet50v2|mobilenet_v2|efficientnet_b0 f32|bf16` (`resnet50-keras`: ResNet-50 in Keras's layout, the network TF Keras times); TF
 `tf_cifar10_step.py --whole-step-only --precision` and `tf_keras_step.py --model --precision`
 (bf16: Keras's `mixed_bfloat16`); PyTorch `torch_step.py --models resnet50 --precisions` (bf16:
 autocast). (Ours alternating precisions call by call in one process, after one
@@ -114,15 +114,18 @@ def resnet_round(reps):
     return tf, torch, ours
 
 
-def resnet_v2_round(reps):
-    """ms per image of ResNet50V2's train step: TF Keras's and ours, each precision."""
-    return tf_keras("resnet50v2", reps), ours_per_image("resnet50v2", "ResNet50V2, 224x224", reps)
+def keras_net_round(model, row, reps):
+    """ms per image of keras.applications' `model`'s train step (`tf_keras_step.py --model`,
+    `bench_models` row `row`): TF Keras's and ours, each precision."""
+    return tf_keras(model, reps), ours_per_image(model, row, reps)
 
 
-def mobilenet_v2_round(reps):
-    """ms per image of MobileNetV2's train step: TF Keras's and ours, each precision."""
-    ours = ours_per_image("mobilenet_v2", "MobileNetV2 Keras, 224x224", reps)
-    return tf_keras("mobilenet_v2", reps), ours
+# The networks timed against TF Keras alone: flag, name, `--model`, our `bench_models` row.
+KERAS_NETS = [
+    ("resnet_v2", "ResNet50V2", "resnet50v2", "ResNet50V2, 224x224"),
+    ("mobilenet_v2", "MobileNetV2", "mobilenet_v2", "MobileNetV2 Keras, 224x224"),
+    ("efficientnet_b0", "EfficientNet", "efficientnet_b0", "EfficientNet-B0 Keras, 224x224"),
+]
 
 
 def report_resnet(tf, torch, ours):
@@ -156,6 +159,8 @@ def main():
     parser.add_argument("--resnet", action="store_true", help="ResNet-50 against TF and PyTorch too")
     parser.add_argument("--resnet-v2", action="store_true", help="ResNet50V2 against TF Keras too")
     parser.add_argument("--mobilenet-v2", action="store_true", help="MobileNetV2 against TF Keras")
+    parser.add_argument("--efficientnet-b0", action="store_true",
+                        help="EfficientNet-B0 against TF Keras")
     parser.add_argument("--precisions", default="f32,bf16", help="f32, bf16 or both")
     args = parser.parse_args()
     global PRECISIONS
@@ -169,10 +174,9 @@ def main():
             report("Inception", "ms/image", *inception_round(2))
         if args.resnet:
             report_resnet(*resnet_round(3))
-        if args.resnet_v2:
-            report("ResNet50V2", "ms/image", *resnet_v2_round(3))
-        if args.mobilenet_v2:
-            report("MobileNetV2", "ms/image", *mobilenet_v2_round(3))
+        for flag, name, model, row in KERAS_NETS:
+            if getattr(args, flag):
+                report(name, "ms/image", *keras_net_round(model, row, 3))
 
 
 if __name__ == "__main__":

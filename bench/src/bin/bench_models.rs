@@ -1,13 +1,13 @@
 //! Forward and forward+backward time per image of the CIFAR-10 net (batch 128), Inception v3
 //! (batch 32, 299x299), ResNet-50 and ResNet-18 (batch 32, 224x224, torchvision's layout on
 //! `towers_kernels::nn`'s drop-in layers; ResNet-50 in Keras's layout too, the network of TF
-//! Keras's `ResNet50`, and Keras's `ResNet50V2`), and MobileNetV2 (batch 32, 224x224, Keras's
-//! layout) on the default CPU backend
+//! Keras's `ResNet50`, and Keras's `ResNet50V2`), MobileNetV2 and EfficientNet-B0 (batch 32,
+//! 224x224, Keras's layout) on the default CPU backend
 //! (flex), or on the device `TOWERS_BENCH_DEVICE` names.
 //!
 //! `cargo run --release -p towers-bench --bin bench_models [REPS] [MODEL] [PRECISION]` (default 3
 //! timed runs after [`WARM_UP`] calls; `MODEL` `cifar10`, `inception`, `resnet50`,
-//! `resnet50-keras`, `resnet50v2`, `resnet18` or `mobilenet_v2`
+//! `resnet50-keras`, `resnet50v2`, `resnet18`, `mobilenet_v2` or `efficientnet_b0`
 //! and `PRECISION` `f32` or `bf16` run only those rows, e.g. under a profiler;
 //! `TOWERS_BENCH_BATCH` replaces every row's batch).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
@@ -31,8 +31,8 @@ use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use std::time::Instant;
 use towers_kernels::{Precision, bf16_kernel, with_precision};
 use towers_models::{
-    Cifar10Config, ImageClassifier, InceptionV3Config, MobileNetV2Config, ResNet18, ResNet50,
-    ResNetConfig, ResNetV2Config,
+    Cifar10Config, EfficientNetConfig, ImageClassifier, InceptionV3Config, MobileNetV2Config,
+    ResNet18, ResNet50, ResNetConfig, ResNetV2Config,
 };
 use towers_train::OptimizerConfig;
 
@@ -114,6 +114,16 @@ fn main() {
         bench(
             "MobileNetV2 Keras, 224x224",
             mobilenet,
+            batch(32),
+            reps,
+            &precisions,
+        );
+    }
+    if runs("efficientnet_b0") {
+        let efficientnet = EfficientNetConfig::keras(1000).init(&device);
+        bench(
+            "EfficientNet-B0 Keras, 224x224",
+            efficientnet,
             batch(32),
             reps,
             &precisions,
@@ -227,9 +237,10 @@ mod phase_counts {
             "resnet50v2" => phases(ResNetV2Config::resnet50v2(1000).init(device), batch),
             "resnet18" => phases::<ResNet18>(ResNetConfig::resnet18(1000).init(device), batch),
             "mobilenet_v2" => phases(MobileNetV2Config::keras(1000).init(device), batch),
+            "efficientnet_b0" => phases(EfficientNetConfig::keras(1000).init(device), batch),
             other => panic!(
-                "MODEL is cifar10, inception, resnet50, resnet50-keras, resnet50v2, resnet18 or \
-                 mobilenet_v2, not {other}"
+                "MODEL is cifar10, inception, resnet50, resnet50-keras, resnet50v2, resnet18, \
+                 mobilenet_v2 or efficientnet_b0, not {other}"
             ),
         }
     }

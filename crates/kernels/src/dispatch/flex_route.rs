@@ -239,6 +239,15 @@ pub(super) fn relu6<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
     Some(Tensor::from_dispatch(y))
 }
 
+/// `x · sigmoid(x)`.
+pub(super) fn silu<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
+    if !on_flex(x) {
+        return None;
+    }
+    let y = <Dispatch as FlexKernels>::towers_silu(x.clone().into_dispatch());
+    Some(Tensor::from_dispatch(y))
+}
+
 /// `towers_models::Lrn`'s normalization with its `[bias, alpha, beta]`.
 pub fn lrn(x: &Tensor<4>, radius: usize, [bias, alpha, beta]: [f64; 3]) -> Option<Tensor<4>> {
     if !on_flex(x) {

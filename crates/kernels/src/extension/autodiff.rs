@@ -13,7 +13,7 @@ use burn::backend::{Autodiff, Flex};
 use burn_flex::FlexTensor;
 
 use crate::extension::FlexKernels;
-use crate::flex::activation::{relu6_backward, relu6_forward};
+use crate::flex::activation::{relu6_backward, relu6_forward, silu_backward, silu_forward};
 use crate::flex::conv::bias_relu;
 use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward_bias_relu, input_grad, weight_grad};
@@ -118,6 +118,20 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 prep.finish(y.clone(), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(relu6_forward(x.into_primitive())),
+        }
+    }
+
+    fn towers_silu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        match SiluBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let x = x.into_primitive();
+                prep.finish(x.clone(), silu_forward(x))
+            }
+            OpsKind::UnTracked(prep) => prep.finish(silu_forward(x.into_primitive())),
         }
     }
 
@@ -649,6 +663,22 @@ impl Backward<Flex, 2> for DepthwiseBackward {
         if let Some(node) = weight_node {
             let weight_grad = depthwise::weight_grad(x, grad, [kh, kw], geometry);
             grads.register::<Flex>(node.id, weight_grad);
+        }
+    }
+}
+
+/// SiLU's backward pass: state is the input.
+#[derive(Debug)]
+struct SiluBackward;
+
+impl Backward<Flex, 1> for SiluBackward {
+    type State = FlexTensor;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = parent {
+            grads.register::<Flex>(node.id, silu_backward(ops.state, grad));
         }
     }
 }

@@ -106,7 +106,10 @@ impl WeightSource for KerasSource {
     }
 
     fn unused(&self) -> Vec<String> {
-        let weights = self.file.weights().filter(|weight| weight.name != ADAPTED_COUNT);
+        let weights = self
+            .file
+            .weights()
+            .filter(|weight| weight.name != ADAPTED_COUNT);
         let unused = weights.filter(|weight| !self.accounted.contains(&weight.dataset));
         let mut unused: Vec<String> = unused.map(|weight| weight.dataset.clone()).collect();
         unused.sort();
@@ -484,7 +487,9 @@ mod tests {
                 weight.dataset
             );
         }
-        let counts = shapes.keys().filter(|dataset| dataset.ends_with("/count:0"));
+        let counts = shapes
+            .keys()
+            .filter(|dataset| dataset.ends_with("/count:0"));
         assert_eq!(used.len(), shapes.len() - counts.count());
     }
 

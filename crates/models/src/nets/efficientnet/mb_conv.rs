@@ -6,8 +6,8 @@
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig};
-use burn::tensor::activation::silu;
 use burn::tensor::{Device, Tensor};
+use towers_kernels::silu;
 
 use crate::layers::drop_examples;
 use crate::nets::ConvBn;

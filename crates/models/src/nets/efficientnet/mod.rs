@@ -19,10 +19,10 @@ mod squeeze_excitation;
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig};
-use burn::tensor::activation::silu;
 use burn::tensor::{Device, Tensor};
 use towers_kernels::nn::Linear;
 use towers_kernels::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
+use towers_kernels::silu;
 
 pub use input_normalization::{InputNormalization, InputNormalizationConfig};
 pub use layout::EfficientNetLayout;
@@ -68,7 +68,10 @@ pub(crate) const EFFICIENTNET_STAGES: usize = STAGES.len();
 pub(crate) fn variants_stage_blocks() -> impl Iterator<Item = Vec<usize>> {
     VARIANTS.iter().map(|&(_, depth, _, _)| {
         let config = EfficientNetConfig::new().with_depth(depth);
-        STAGES.iter().map(|stage| config.blocks(stage.blocks)).collect()
+        STAGES
+            .iter()
+            .map(|stage| config.blocks(stage.blocks))
+            .collect()
     })
 }
 

@@ -3,10 +3,11 @@
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::tensor::activation::{sigmoid, silu};
+use burn::tensor::activation::sigmoid;
 use burn::tensor::{Device, Tensor};
 use towers_kernels::nn::conv::Conv2d;
 use towers_kernels::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
+use towers_kernels::silu;
 
 use crate::nets::efficientnet::layout::EfficientNetLayout;
 
