@@ -1,6 +1,6 @@
 """PyTorch's training step on the nets of `bench_models`: the CIFAR-10 net (batch 128, 24x24),
-Inception v3 (batch 32, 299x299, auxiliary head on), ResNet-50 and ResNet-18 (batch 32, 224x224,
-torchvision's), forward + backward + plain SGD, in f32 and under bf16 autocast, on a CUDA GPU or
+Inception v3 (batch 32, 299x299, auxiliary head on), ResNet-50, ResNet-18 and EfficientNet-B0
+(batch 32, 224x224, torchvision's), forward + backward + plain SGD, in f32 and under bf16 autocast, on a CUDA GPU or
 the CPU.
 
 The peer of `bench_models`' "train step ms/image" column where TensorFlow is not at hand (a GPU
@@ -66,7 +66,8 @@ def inception(device):
 
 
 def resnet(name):
-    """torchvision's ResNet `name` (1000 classes) on random images, cross-entropy."""
+    """torchvision's network `name` (a ResNet, EfficientNet-B0; 1000 classes) on random
+    images, cross-entropy."""
 
     def build(device):
         images = torch.rand(32, 3, 224, 224, device=device) * 2 - 1
@@ -108,7 +109,7 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument(
-        "--models", default="cifar10,inception", help="of cifar10, inception, resnet50, resnet18"
+        "--models", default="cifar10,inception", help="of cifar10, inception, resnet50, resnet18, efficientnet_b0"
     )
     parser.add_argument("--precisions", default="f32,bf16")
     args = parser.parse_args()
@@ -126,6 +127,7 @@ def main():
         "inception": (inception, 32),
         "resnet50": (resnet("resnet50"), 32),
         "resnet18": (resnet("resnet18"), 32),
+        "efficientnet_b0": (resnet("efficientnet_b0"), 32),
     }
     for name in args.models.split(","):
         build, batch = builds[name]

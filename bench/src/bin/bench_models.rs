@@ -2,12 +2,13 @@
 //! (batch 32, 299x299), ResNet-50 and ResNet-18 (batch 32, 224x224, torchvision's layout on
 //! `towers_kernels::nn`'s drop-in layers; ResNet-50 in Keras's layout too, the network of TF
 //! Keras's `ResNet50`, and Keras's `ResNet50V2`), MobileNetV2 and EfficientNet-B0 (batch 32,
-//! 224x224, Keras's layout) on the default CPU backend
+//! 224x224, Keras's layout; EfficientNet-B0 in torchvision's too) on the default CPU backend
 //! (flex), or on the device `TOWERS_BENCH_DEVICE` names.
 //!
 //! `cargo run --release -p towers-bench --bin bench_models [REPS] [MODEL] [PRECISION]` (default 3
 //! timed runs after [`WARM_UP`] calls; `MODEL` `cifar10`, `inception`, `resnet50`,
-//! `resnet50-keras`, `resnet50v2`, `resnet18`, `mobilenet_v2` or `efficientnet_b0`
+//! `resnet50-keras`, `resnet50v2`, `resnet18`, `mobilenet_v2`, `efficientnet_b0` or
+//! `efficientnet_b0-torchvision`
 //! and `PRECISION` `f32` or `bf16` run only those rows, e.g. under a profiler;
 //! `TOWERS_BENCH_BATCH` replaces every row's batch).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
@@ -128,6 +129,11 @@ fn main() {
             reps,
             &precisions,
         );
+    }
+    if runs("efficientnet_b0-torchvision") {
+        let efficientnet = EfficientNetConfig::new().init(&device);
+        let name = "EfficientNet-B0, 224x224";
+        bench(name, efficientnet, batch(32), reps, &precisions);
     }
 }
 
