@@ -11,6 +11,7 @@
 //! Keras's network: torchvision's layout has the same shapes but pads its strided
 //! convolutions otherwise, and takes normalized images.
 
+use super::mobilenet_keras_names::conv_bn_variable;
 use super::tf_source::{TfLayout, TfNamed, TfVariable};
 use crate::nets::{EfficientNet, EfficientNetLayout, stage_expands};
 
@@ -40,17 +41,7 @@ impl TfNamed for EfficientNet {
             };
         }
         let (conv, norm) = keras_layers(unit)?;
-        let (layer, name, layout) = match (kind, field) {
-            ("conv", "weight") if unit.ends_with(".depthwise") => {
-                (conv, "depthwise_kernel", TfLayout::DepthwiseKernel)
-            }
-            ("conv", "weight") => (conv, "kernel", TfLayout::ConvKernel),
-            ("bn", "gamma" | "beta") => (norm, field, TfLayout::Same),
-            ("bn", "running_mean") => (norm, "moving_mean", TfLayout::Same),
-            ("bn", "running_var") => (norm, "moving_variance", TfLayout::Same),
-            _ => return None,
-        };
-        Some(TfVariable::new(format!("{layer}/{name}"), layout))
+        conv_bn_variable([conv, norm], unit.ends_with(".depthwise"), kind, field)
     }
 
     fn classifier_paths() -> &'static [&'static str] {

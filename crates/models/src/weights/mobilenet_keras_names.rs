@@ -28,18 +28,7 @@ impl TfNamed for MobileNetV2 {
         }
         let (unit, kind) = module.rsplit_once('.')?;
         let (conv, norm) = keras_layers(unit)?;
-        let depthwise = unit.ends_with(".depthwise");
-        let (layer, name, layout) = match (kind, field) {
-            ("conv", "weight") if depthwise => {
-                (conv, "depthwise_kernel", TfLayout::DepthwiseKernel)
-            }
-            ("conv", "weight") => (conv, "kernel", TfLayout::ConvKernel),
-            ("bn", "gamma" | "beta") => (norm, field, TfLayout::Same),
-            ("bn", "running_mean") => (norm, "moving_mean", TfLayout::Same),
-            ("bn", "running_var") => (norm, "moving_variance", TfLayout::Same),
-            _ => return None,
-        };
-        Some(TfVariable::new(format!("{layer}/{name}"), layout))
+        conv_bn_variable([conv, norm], unit.ends_with(".depthwise"), kind, field)
     }
 
     fn classifier_paths() -> &'static [&'static str] {
@@ -54,6 +43,27 @@ impl TfNamed for MobileNetV2 {
                 .to_string()
         })
     }
+}
+
+/// The TF variable of `field` of the `kind` (`conv` or `bn`) of a [`ConvBn`](crate::nets::ConvBn)
+/// whose convolution (`depthwise` or not) and batch norm are Keras's layers `conv` and `norm`
+/// (MobileNetV2's, and the EfficientNets'): a kernel (`depthwise_kernel`, `[k, k, c, 1]`, for a
+/// depthwise one), a batch norm's `gamma`, `beta` and moving statistics.
+pub(super) fn conv_bn_variable(
+    [conv, norm]: [String; 2],
+    depthwise: bool,
+    kind: &str,
+    field: &str,
+) -> Option<TfVariable> {
+    let (layer, name, layout) = match (kind, field) {
+        ("conv", "weight") if depthwise => (conv, "depthwise_kernel", TfLayout::DepthwiseKernel),
+        ("conv", "weight") => (conv, "kernel", TfLayout::ConvKernel),
+        ("bn", "gamma" | "beta") => (norm, field, TfLayout::Same),
+        ("bn", "running_mean") => (norm, "moving_mean", TfLayout::Same),
+        ("bn", "running_var") => (norm, "moving_variance", TfLayout::Same),
+        _ => return None,
+    };
+    Some(TfVariable::new(format!("{layer}/{name}"), layout))
 }
 
 /// Keras's convolution and batch-norm layers of MobileNetV2, each pair with whether the

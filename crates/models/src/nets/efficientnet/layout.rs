@@ -2,13 +2,13 @@
 //! keras.applications', and the convolutions, batch norms and head each builds.
 
 use burn::config::Config;
-use burn::nn::{Initializer, PaddingConfig2d};
+use burn::nn::Initializer;
 use burn::tensor::Device;
 use towers_kernels::nn::conv::{Conv2d, Conv2dConfig};
 use towers_kernels::nn::{BatchNormConfig, Linear, LinearConfig};
 
 use crate::layers::{truncated_normal, zeros};
-use crate::nets::{ConvBn, ResNetLayout};
+use crate::nets::{ConvBn, MobileNetLayout, ResNetLayout};
 
 /// Whose EfficientNet: the two compute the same network but for the padding of a strided
 /// convolution, the batch norms' constants and the images they take, so each loads only its
@@ -32,6 +32,16 @@ pub enum EfficientNetLayout {
     /// variance `2 / fan_out` (a depthwise kernel's fan-out is its area), the logits' weights
     /// uniform within `1 / √classes`.
     Keras,
+}
+
+impl From<EfficientNetLayout> for MobileNetLayout {
+    /// The same library's layout: its padding is the same.
+    fn from(layout: EfficientNetLayout) -> Self {
+        match layout {
+            EfficientNetLayout::Keras => Self::Keras,
+            _ => Self::Torchvision,
+        }
+    }
 }
 
 impl From<ResNetLayout> for EfficientNetLayout {
@@ -75,13 +85,7 @@ impl EfficientNetLayout {
         bias: bool,
         device: &Device,
     ) -> Conv2d {
-        let padding = match self {
-            Self::Torchvision => {
-                let pad = (kernel - 1) / 2;
-                PaddingConfig2d::Explicit(pad, pad, pad, pad)
-            }
-            Self::Keras => PaddingConfig2d::Same,
-        };
+        let padding = MobileNetLayout::from(self).padding(kernel);
         let [c_in, c_out] = channels;
         let mut conv = Conv2dConfig::new(channels, [kernel; 2])
             .with_stride([stride; 2])

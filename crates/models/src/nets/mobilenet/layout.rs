@@ -50,20 +50,26 @@ impl MobileNetLayout {
         groups: usize,
         device: &Device,
     ) -> Conv2d {
-        let padding = match self {
+        Conv2dConfig::new(channels, [kernel; 2])
+            .with_stride([stride; 2])
+            .with_groups(groups)
+            .with_padding(self.padding(kernel))
+            .with_bias(false)
+            .with_initializer(self.conv_initializer(channels, kernel, groups))
+            .init(device)
+    }
+
+    /// The padding of a square `kernel` at any stride: torchvision's `(k - 1) / 2` on every
+    /// side, or TF's `same` (at stride 2 on an even side, one more after than before). The
+    /// EfficientNets' too.
+    pub(crate) fn padding(self, kernel: usize) -> PaddingConfig2d {
+        match self {
             Self::Torchvision => {
                 let pad = (kernel - 1) / 2;
                 PaddingConfig2d::Explicit(pad, pad, pad, pad)
             }
             Self::Keras => PaddingConfig2d::Same,
-        };
-        Conv2dConfig::new(channels, [kernel; 2])
-            .with_stride([stride; 2])
-            .with_groups(groups)
-            .with_padding(padding)
-            .with_bias(false)
-            .with_initializer(self.conv_initializer(channels, kernel, groups))
-            .init(device)
+        }
     }
 
     /// The kernels' initializer. Both libraries count a depthwise kernel's fans otherwise than
