@@ -184,7 +184,16 @@ impl EfficientNetConfig {
     }
 
     /// A new EfficientNet, initialized as its layout's library initializes it.
+    ///
+    /// Panics unless the depth coefficient leaves each stage a block (is above 0: Keras
+    /// refuses stages without blocks too).
     pub fn init(&self, device: &Device) -> EfficientNet {
+        assert!(
+            self.depth > 0.0,
+            "an EfficientNet's depth coefficient leaves each stage at least one block: above 0, \
+             not {}",
+            self.depth
+        );
         let layout = self.layout;
         let keras = layout == EfficientNetLayout::Keras;
         let batch_norm = layout.batch_norm_constants(self.tf_batch_norms);
@@ -337,5 +346,13 @@ mod tests {
         let b7 = EfficientNetConfig::b(7).init(&Device::flex());
         let depths: Vec<usize> = b7.stages.iter().map(Vec::len).collect();
         assert_eq!(depths, [4, 7, 7, 10, 10, 13, 4]);
+    }
+
+    #[test]
+    #[should_panic(expected = "depth coefficient leaves each stage at least one block")]
+    fn a_depth_without_blocks_is_refused() {
+        EfficientNetConfig::new()
+            .with_depth(0.0)
+            .init(&Device::flex());
     }
 }

@@ -46,6 +46,14 @@ use crate::nets::features_classifier;
 /// The blocks of each stage of ResNet-50 and ResNet-34 (of [`BasicBlock`]s), and of
 /// keras.applications' `ResNet50` and `ResNet50V2`.
 pub(crate) const STAGES_50: [usize; 4] = [3, 4, 6, 3];
+/// Panics unless each of the four stages `blocks` lists has a block.
+pub(crate) fn assert_stages_have_blocks(blocks: [usize; 4]) {
+    assert!(
+        blocks.iter().all(|&b| b > 0),
+        "a ResNet has at least one block in each of its four stages, not {blocks:?}"
+    );
+}
+
 /// The blocks of each stage of ResNet-101 (`ResNet101`, `ResNet101V2`).
 pub(crate) const STAGES_101: [usize; 4] = [3, 4, 23, 3];
 /// The blocks of each stage of ResNet-152 (`ResNet152`, `ResNet152V2`).
@@ -113,7 +121,11 @@ impl ResNetConfig {
 
     /// A new ResNet of `Block`s, initialized as its layout's library initializes it
     /// ([`ResNetLayout`]; batch norms at scale 1 and offset 0).
+    ///
+    /// Panics if a stage has no block (Keras refuses those too): the logits' input would not
+    /// be the last stage's channels.
     pub fn init<Block: ResidualBlock>(&self, device: &Device) -> ResNet<Block> {
+        assert_stages_have_blocks(self.blocks);
         let layout = self.layout;
         let mut channels = 64;
         let mut stage = |planes: usize, blocks: usize, stride: usize| -> Vec<Block> {
@@ -202,3 +214,14 @@ impl<Block: ResidualBlock> ResNet<Block> {
 }
 
 features_classifier!(ResNet<Block>, Block: ResidualBlock);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "at least one block in each of its four stages, not [2, 2, 2, 0]")]
+    fn a_stage_without_blocks_is_refused() {
+        ResNetConfig::new([2, 2, 2, 0]).init::<BasicBlock>(&Device::flex());
+    }
+}

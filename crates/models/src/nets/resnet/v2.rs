@@ -18,7 +18,7 @@ use towers_kernels::nn::{BatchNorm, Linear};
 use crate::nets::features_classifier;
 use crate::nets::resnet::layout::{ResNetLayout, keras_v2_conv};
 use crate::nets::resnet::pre_act_bottleneck::{PreActBottleneck, PreActBottleneckConfig};
-use crate::nets::resnet::{STAGES_50, STAGES_101, STAGES_152};
+use crate::nets::resnet::{STAGES_50, STAGES_101, STAGES_152, assert_stages_have_blocks};
 
 /// A ResNet v2's depth and head.
 #[derive(Config, Debug)]
@@ -66,7 +66,10 @@ impl ResNetV2Config {
 
     /// A new ResNet v2, initialized as Keras initializes it (Glorot's uniform, biases at zero,
     /// batch norms at scale 1 and offset 0).
+    ///
+    /// Panics if a stage has no block.
     pub fn init(&self, device: &Device) -> ResNetV2 {
+        assert_stages_have_blocks(self.blocks);
         let mut channels = 64;
         // Keras's `stack_residual_blocks_v2`: the first block's shortcut a convolution, the
         // stride in the last block.
@@ -170,6 +173,12 @@ mod tests {
     fn resnet50v2_has_kerass_parameter_count() {
         let model = ResNetV2Config::resnet50v2(1000).init(&Device::flex());
         assert_eq!(count_params(&model).trainable, 25_613_800 - 45_440);
+    }
+
+    #[test]
+    #[should_panic(expected = "at least one block in each of its four stages, not [3, 4, 0, 3]")]
+    fn a_stage_without_blocks_is_refused() {
+        ResNetV2Config::new([3, 4, 0, 3]).init(&Device::flex());
     }
 
     #[test]
