@@ -16,7 +16,7 @@ use burn_towers::data::cifar10::BuiltinCifar10;
 use burn_towers::kernels::nn::conv::Conv2dConfig;
 use burn_towers::kernels::nn::{BatchNormConfig, LinearConfig, PaddingConfig2d};
 use burn_towers::kernels::{Precision, joined_sum_of_squares};
-use burn_towers::models::Cifar10Net;
+use burn_towers::models::{Cifar10Net, EfficientNetLayout, MbConvConfig};
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
 use towers_testing::losses::assert_cross_entropy_matches_burns;
@@ -274,6 +274,42 @@ fn depthwise_convolution_and_relu6_on_a_gpu_follow_flex() {
                 "bias gradient",
                 read(conv.bias.as_ref().unwrap().grad(&grads).unwrap()),
             ),
+        ]
+    };
+    let want = outputs(&flex);
+    assert_follow(outputs(&gpu.device), want);
+}
+
+/// EfficientNet's block in Keras's layout (a 1x1 expansion, a 5x5 depthwise convolution, the
+/// squeeze-excitation gate, the projection, the input added back; batch norms on the batch's
+/// statistics, SiLUs), Burn's ops on the GPU against ours on flex: the output, and the
+/// gradients of the input, the depthwise kernel and the gate's first convolution of a random
+/// weighting, within 1e-4 of the largest value.
+#[test]
+fn an_efficientnet_block_on_a_gpu_follows_flex() {
+    let Some(gpu) = gpu_or_skip("an_efficientnet_block") else {
+        return;
+    };
+    let flex = Device::flex().autodiff();
+    let block = MbConvConfig::new([8, 8], 6, 5)
+        .with_layout(EfficientNetLayout::Keras)
+        .init(&flex);
+    let images = Tensor::<4>::random([4, 8, 12, 12], Distribution::Normal(0.0, 2.0), &flex);
+    let probe = Tensor::<4>::random([4, 8, 12, 12], Distribution::Default, &flex);
+    let outputs = |device: &Device| {
+        let block = block.clone().fork(device);
+        let x = images.clone().to_device(device).require_grad();
+        let y = block.forward(x.clone());
+        let grads = (y.clone() * probe.clone().to_device(device))
+            .sum()
+            .backward();
+        let read = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
+        let grad = |weight: &Tensor<4>| read(weight.grad(&grads).unwrap().flatten(0, 3));
+        [
+            ("output", read(y.flatten(0, 3))),
+            ("input gradient", grad(&x)),
+            ("depthwise gradient", grad(&block.depthwise.conv.weight.val())),
+            ("gate gradient", grad(&block.se.reduce.weight.val())),
         ]
     };
     let want = outputs(&flex);
