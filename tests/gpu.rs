@@ -308,7 +308,10 @@ fn an_efficientnet_block_on_a_gpu_follows_flex() {
         [
             ("output", read(y.flatten(0, 3))),
             ("input gradient", grad(&x)),
-            ("depthwise gradient", grad(&block.depthwise.conv.weight.val())),
+            (
+                "depthwise gradient",
+                grad(&block.depthwise.conv.weight.val()),
+            ),
             ("gate gradient", grad(&block.se.reduce.weight.val())),
         ]
     };
