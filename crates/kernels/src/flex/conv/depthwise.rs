@@ -54,9 +54,17 @@ pub(crate) fn forward(
     let (x, weight) = (contiguous(x), contiguous(weight));
     let ([n, c, h, w], [_, _, kh, kw]) = (dims4(&x), dims4(&weight));
     let [oh, ow] = geometry.out;
-    let y = plane_by_plane(x.storage(), h * w, oh * ow, &weight, |x, kernel, out| {
-        forward_plane(x, [h, w], kernel, [kh, kw], geometry, out)
-    });
+    let on_grid = on_grid(geometry, [kh, kw]);
+    let y = plane_by_plane(
+        x.storage(),
+        h * w,
+        oh * ow,
+        &weight,
+        |x, kernel, out| match on_grid {
+            true => grid_forward(x, [h, w], kernel, [kh, kw], geometry, out),
+            false => forward_plane(x, [h, w], kernel, [kh, kw], geometry, out),
+        },
+    );
     FlexTensor::from_data(TensorData::new(y, [n, c, oh, ow]))
 }
 
@@ -69,12 +77,25 @@ pub(crate) fn input_grad(
 ) -> FlexTensor {
     let (grad, weight) = (contiguous(grad), contiguous(weight));
     let ([n, c, oh, ow], [_, _, kh, kw]) = (dims4(&grad), dims4(&weight));
+    // On the grid, the input's gradient is the output's gradient convolved with the kernel
+    // turned half a turn, padded by what the forward pass's padding leaves of the kernel.
+    let transposed = on_grid(geometry, [kh, kw]).then(|| DepthwiseGeometry {
+        stride: [1, 1],
+        padding: [kh - 1 - geometry.padding[0], kw - 1 - geometry.padding[1]],
+        out: [h, w],
+    });
     let dx = plane_by_plane(
         grad.storage(),
         oh * ow,
         h * w,
         &weight,
-        |grad, kernel, dx| input_grad_plane(grad, kernel, [kh, kw], geometry, dx, [h, w]),
+        |grad, kernel, dx| match transposed {
+            Some(transposed) => {
+                let turned: Vec<f32> = kernel.iter().rev().copied().collect();
+                grid_forward(grad, [oh, ow], &turned, [kh, kw], transposed, dx)
+            }
+            None => input_grad_plane(grad, kernel, [kh, kw], geometry, dx, [h, w]),
+        },
     );
     FlexTensor::from_data(TensorData::new(dx, [n, c, h, w]))
 }
@@ -112,6 +133,7 @@ pub(crate) fn weight_grad(
     let (x, grad) = (contiguous(x), contiguous(grad));
     let [n, c, h, w] = dims4(&x);
     let [oh, ow] = geometry.out;
+    let on_grid = on_grid(geometry, [kh, kw]);
     let (x, grad): (&[f32], &[f32]) = (x.storage(), grad.storage());
     let dw: Vec<f32> = (0..c)
         .into_par_iter()
@@ -121,7 +143,10 @@ pub(crate) fn weight_grad(
                 let plane = image * c + channel;
                 let x = &x[plane * h * w..][..h * w];
                 let grad = &grad[plane * oh * ow..][..oh * ow];
-                weight_grad_plane(x, [h, w], grad, [kh, kw], geometry, &mut sums);
+                match on_grid {
+                    true => grid_weight_grad(x, [h, w], grad, [kh, kw], geometry, &mut sums),
+                    false => weight_grad_plane(x, [h, w], grad, [kh, kw], geometry, &mut sums),
+                }
             }
             sums.into_iter().map(|sum| sum as f32)
         })
@@ -223,6 +248,90 @@ fn weight_grad_plane(
         for (kx, outputs, first) in &columns {
             let (inputs, step) = phases.read(x, *first, sx);
             sums[ky * kw + *kx] += dot(&grad[outputs.clone()], inputs, step) as f64;
+        }
+    }
+}
+
+/// The widest output rows passed on the zero-padded grid (see [`grid_forward`]): on wider
+/// ones the row-by-row passes run whole vectors already, without the grid's copy.
+const GRID_WIDTH: usize = 32;
+
+/// Whether the passes of `geometry` (stride 1, rows of at most [`GRID_WIDTH`] outputs, padding
+/// before within the kernel) run on the zero-padded grid.
+fn on_grid(geometry: DepthwiseGeometry, [kh, kw]: [usize; 2]) -> bool {
+    let [ph, pw] = geometry.padding;
+    geometry.stride == [1, 1] && geometry.out[1] <= GRID_WIDTH && ph < kh && pw < kw
+}
+
+/// `x` (`[h, w]`) on a grid of `rows x width` zeros, `padding` rows and columns from its top
+/// left: the places a stride-1 pass reads, padding included, as one slice. Rows and columns
+/// past the grid are never read and left out.
+fn padded(
+    x: &[f32],
+    [h, w]: [usize; 2],
+    [ph, pw]: [usize; 2],
+    [rows, width]: [usize; 2],
+) -> Vec<f32> {
+    let mut grid = vec![0.0; rows * width];
+    let columns = w.min(width.saturating_sub(pw));
+    for (iy, row) in x.chunks_exact(w).take(h).enumerate() {
+        if iy + ph >= rows {
+            break;
+        }
+        grid[(iy + ph) * width + pw..][..columns].copy_from_slice(&row[..columns]);
+    }
+    grid
+}
+
+/// [`forward_plane`] at stride 1 for short rows: the input on a zero-padded grid
+/// `oh + kh - 1` rows by `ow + kw - 1` places ([`padded`]), so that each tap adds one slice of
+/// the whole plane (`oh · width` places, the columns past `ow` computed and dropped) where the
+/// rows of a 7x7 plane would be seven slices of seven, mostly the vector loops' remainders.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn grid_forward(
+    x: &[f32],
+    [h, w]: [usize; 2],
+    kernel: &[f32],
+    [kh, kw]: [usize; 2],
+    geometry: DepthwiseGeometry,
+    out: &mut [f32],
+) {
+    let [oh, ow] = geometry.out;
+    let width = ow + kw - 1;
+    let grid = padded(x, [h, w], geometry.padding, [oh + kh - 1, width]);
+    // The grid places whose every tap stays on the grid: all that `out` keeps.
+    let span = oh * width - (kw - 1);
+    let mut sums = vec![0.0; span];
+    for ky in 0..kh {
+        for kx in 0..kw {
+            add_scaled(&mut sums, kernel[ky * kw + kx], &grid[ky * width + kx..], 1);
+        }
+    }
+    for (out, sums) in out.chunks_exact_mut(ow).zip(sums.chunks(width)) {
+        out.copy_from_slice(&sums[..ow]);
+    }
+}
+
+/// [`weight_grad_plane`] at stride 1 for short rows: each tap's products summed over the
+/// input's zero-padded grid ([`grid_forward`]) against the output's gradient laid on the same
+/// width, zeros in the columns past `ow`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn grid_weight_grad(
+    x: &[f32],
+    [h, w]: [usize; 2],
+    grad: &[f32],
+    [kh, kw]: [usize; 2],
+    geometry: DepthwiseGeometry,
+    sums: &mut [f64],
+) {
+    let [oh, ow] = geometry.out;
+    let width = ow + kw - 1;
+    let grid = padded(x, [h, w], geometry.padding, [oh + kh - 1, width]);
+    let grad = padded(grad, [oh, ow], [0, 0], [oh, width]);
+    let span = oh * width - (kw - 1);
+    for ky in 0..kh {
+        for kx in 0..kw {
+            sums[ky * kw + kx] += dot(&grad[..span], &grid[ky * width + kx..], 1) as f64;
         }
     }
 }
