@@ -5,9 +5,12 @@
 //! written into the whole gradient (burn-backend's `conv2d_weight_grad_groups`): per channel,
 //! for a depthwise one. Here every pass walks each plane once per kernel tap, the tap a scalar
 //! and the rows slices the compiler vectorizes (at stride 2, each input row's even and odd
-//! places taken apart first; other strides step through the row). The planes (forward, input gradient) or the channels (weight gradient) are
-//! shared among rayon's threads. A depthwise convolution does few products per value read, so
-//! these passes are memory-bound: they take f32 in every precision.
+//! places taken apart first; other strides step through the row). At stride 1 on short rows
+//! (the 7x7 and 14x14 planes of the last stages) the plane is laid on a zero-padded grid first,
+//! so that a tap's slice is the whole plane ([`grid_forward`]). The planes (forward, input
+//! gradient) or the channels (weight gradient) are shared among rayon's threads. A depthwise
+//! convolution does few products per value read, so these passes are memory-bound: they take
+//! f32 in every precision.
 
 use std::ops::Range;
 
