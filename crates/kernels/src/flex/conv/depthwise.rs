@@ -255,7 +255,7 @@ fn weight_grad_plane(
     }
 }
 
-/// The widest output rows passed on the zero-padded grid (see [`grid_forward`]): on wider
+/// The widest output rows passed on the zero-padded grid ([`Grid`]): on wider
 /// ones the row-by-row passes run whole vectors already, without the grid's copy.
 const GRID_WIDTH: usize = 32;
 
@@ -286,10 +286,43 @@ fn padded(
     grid
 }
 
-/// [`forward_plane`] at stride 1 for short rows: the input on a zero-padded grid
-/// `oh + kh - 1` rows by `ow + kw - 1` places ([`padded`]), so that each tap adds one slice of
-/// the whole plane (`oh · width` places, the columns past `ow` computed and dropped) where the
-/// rows of a 7x7 plane would be seven slices of seven, mostly the vector loops' remainders.
+/// An input plane on its zero-padded grid (see [`grid_forward`]): `oh + kh - 1` rows of
+/// `width = ow + kw - 1` places, the input `padding` rows and columns from the top left.
+struct Grid {
+    values: Vec<f32>,
+    width: usize,
+    /// The grid places whose every tap stays on the grid: all that the outputs keep.
+    span: usize,
+}
+
+impl Grid {
+    /// `x` (`[h, w]`) on the grid of `geometry`'s taps of a `[kh, kw]` kernel.
+    fn of_input(
+        x: &[f32],
+        [h, w]: [usize; 2],
+        [kh, kw]: [usize; 2],
+        geometry: DepthwiseGeometry,
+    ) -> Self {
+        let [oh, ow] = geometry.out;
+        let width = ow + kw - 1;
+        Self {
+            values: padded(x, [h, w], geometry.padding, [oh + kh - 1, width]),
+            width,
+            span: oh * width - (kw - 1),
+        }
+    }
+
+    /// What tap `[ky, kx]` reads for the grid's first `span` places.
+    #[inline(always)]
+    fn tap(&self, ky: usize, kx: usize) -> &[f32] {
+        &self.values[ky * self.width + kx..][..self.span]
+    }
+}
+
+/// [`forward_plane`] at stride 1 for short rows: the input on a zero-padded grid ([`Grid`]), so
+/// that each tap adds one slice of the whole plane (`oh · width` places, the columns past `ow`
+/// computed and dropped) where the rows of a 7x7 plane would be seven slices of seven, mostly
+/// the vector loops' remainders.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
 fn grid_forward(
     x: &[f32],
@@ -299,25 +332,22 @@ fn grid_forward(
     geometry: DepthwiseGeometry,
     out: &mut [f32],
 ) {
-    let [oh, ow] = geometry.out;
-    let width = ow + kw - 1;
-    let grid = padded(x, [h, w], geometry.padding, [oh + kh - 1, width]);
-    // The grid places whose every tap stays on the grid: all that `out` keeps.
-    let span = oh * width - (kw - 1);
-    let mut sums = vec![0.0; span];
+    let grid = Grid::of_input(x, [h, w], [kh, kw], geometry);
+    let mut sums = vec![0.0; grid.span];
     for ky in 0..kh {
         for kx in 0..kw {
-            add_scaled(&mut sums, kernel[ky * kw + kx], &grid[ky * width + kx..], 1);
+            add_scaled(&mut sums, kernel[ky * kw + kx], grid.tap(ky, kx), 1);
         }
     }
-    for (out, sums) in out.chunks_exact_mut(ow).zip(sums.chunks(width)) {
+    let ow = geometry.out[1];
+    for (out, sums) in out.chunks_exact_mut(ow).zip(sums.chunks(grid.width)) {
         out.copy_from_slice(&sums[..ow]);
     }
 }
 
 /// [`weight_grad_plane`] at stride 1 for short rows: each tap's products summed over the
-/// input's zero-padded grid ([`grid_forward`]) against the output's gradient laid on the same
-/// width, zeros in the columns past `ow`.
+/// input's [`Grid`] against the output's gradient laid on the same width, zeros in the columns
+/// past `ow`.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
 fn grid_weight_grad(
     x: &[f32],
@@ -327,14 +357,12 @@ fn grid_weight_grad(
     geometry: DepthwiseGeometry,
     sums: &mut [f64],
 ) {
+    let grid = Grid::of_input(x, [h, w], [kh, kw], geometry);
     let [oh, ow] = geometry.out;
-    let width = ow + kw - 1;
-    let grid = padded(x, [h, w], geometry.padding, [oh + kh - 1, width]);
-    let grad = padded(grad, [oh, ow], [0, 0], [oh, width]);
-    let span = oh * width - (kw - 1);
+    let grad = padded(grad, [oh, ow], [0, 0], [oh, grid.width]);
     for ky in 0..kh {
         for kx in 0..kw {
-            sums[ky * kw + kx] += dot(&grad[..span], &grid[ky * width + kx..], 1) as f64;
+            sums[ky * kw + kx] += dot(&grad[..grid.span], grid.tap(ky, kx), 1) as f64;
         }
     }
 }
