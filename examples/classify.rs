@@ -26,7 +26,8 @@
 //! the mean pixel); ResNet50V2 takes Keras's too, in its "tf" mode (values in [-1, 1]).
 //! MobileNetV2 is built in Keras's layout for Keras's weights and takes Keras's "tf" mode,
 //! else torchvision's layout and preprocessing; so is EfficientNet, but Keras's takes the
-//! pixels as they are (it normalizes them itself).
+//! pixels as they are (it normalizes them itself), and torchvision's a bicubic resize (its
+//! weights' preset).
 
 use std::path::PathBuf;
 

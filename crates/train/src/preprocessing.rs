@@ -1,9 +1,10 @@
 //! [`Preprocessing`]: which ImageNet preprocessing a model is trained and evaluated with, as a
-//! command-line choice (`--preprocessing torchvision|inception|keras|keras-tf|keras-pixels`).
+//! command-line choice (`--preprocessing
+//! torchvision|torchvision-bicubic|inception|keras|keras-tf|keras-pixels`).
 
 use towers_data::transforms::{
-    InceptionEval, InceptionTrain, KerasImageNetEval, KerasInputMode, Normalize, TorchvisionEval,
-    TorchvisionTrain, Transform,
+    InceptionEval, InceptionTrain, KerasImageNetEval, KerasInputMode, Normalize, PilFilter,
+    TorchvisionEval, TorchvisionTrain, Transform,
 };
 
 use towers_models::{EfficientNetLayout, MobileNetLayout, ResNetLayout};
@@ -18,6 +19,9 @@ pub enum Preprocessing {
     /// torchvision's ([`TorchvisionTrain`], [`TorchvisionEval`]): what its ImageNet weights
     /// expect (ImageNet's mean and deviation).
     Torchvision,
+    /// torchvision's with its evaluation's resize by Pillow's bicubic filter: what its
+    /// EfficientNet weights' presets do. Training is torchvision's (bilinear).
+    TorchvisionBicubic,
     /// TF's Inception distortions and central crop ([`InceptionTrain`], [`InceptionEval`]):
     /// values in [-1, 1].
     Inception,
@@ -56,19 +60,22 @@ impl Preprocessing {
         }
     }
 
-    /// What the weights of an EfficientNet in `layout` expect: torchvision's preprocessing, or
-    /// Keras's pixels (`efficientnet.preprocess_input` passes them through).
+    /// What the weights of an EfficientNet in `layout` expect: torchvision's preprocessing
+    /// with its bicubic resize, or Keras's pixels (`efficientnet.preprocess_input` passes them
+    /// through).
     pub fn for_efficientnet(layout: EfficientNetLayout) -> Self {
         match layout {
             EfficientNetLayout::Keras => Self::KerasPixels,
-            _ => Self::Torchvision,
+            _ => Self::TorchvisionBicubic,
         }
     }
 
     /// The training transform at `image_size`.
     pub fn train(self, image_size: usize) -> Box<dyn Transform> {
         match self {
-            Self::Torchvision => Box::new(TorchvisionTrain::new(image_size)),
+            Self::Torchvision | Self::TorchvisionBicubic => {
+                Box::new(TorchvisionTrain::new(image_size))
+            }
             Self::Inception => Box::new(InceptionTrain::new(image_size)),
             Self::Keras => {
                 Box::new(TorchvisionTrain::new(image_size).with_normalize(Normalize::CAFFE))
@@ -87,14 +94,21 @@ impl Preprocessing {
     /// `resize_size` when given (232 for torchvision's `IMAGENET1K_V2` weights), which must not
     /// be less than `image_size` and is torchvision's alone.
     pub fn eval(self, image_size: usize, resize_size: Option<usize>) -> Result<Box<dyn Transform>> {
+        let filter = match self {
+            Self::TorchvisionBicubic => PilFilter::Bicubic,
+            _ => PilFilter::Bilinear,
+        };
+        let torchvision = TorchvisionEval::new(image_size).with_interpolation(filter);
         match (self, resize_size) {
-            (Self::Torchvision, None) => Ok(Box::new(TorchvisionEval::new(image_size))),
-            (Self::Torchvision, Some(resize)) if resize >= image_size => Ok(Box::new(
-                TorchvisionEval::new(image_size).with_resize_size(resize),
+            (Self::Torchvision | Self::TorchvisionBicubic, None) => Ok(Box::new(torchvision)),
+            (Self::Torchvision | Self::TorchvisionBicubic, Some(resize))
+                if resize >= image_size =>
+            {
+                Ok(Box::new(torchvision.with_resize_size(resize)))
+            }
+            (Self::Torchvision | Self::TorchvisionBicubic, Some(resize)) => Err(Error::Config(
+                format!("a resize to {resize} is less than the crop, {image_size}"),
             )),
-            (Self::Torchvision, Some(resize)) => Err(Error::Config(format!(
-                "a resize to {resize} is less than the crop, {image_size}"
-            ))),
             (Self::Inception, None) => Ok(Box::new(InceptionEval::new(image_size))),
             (Self::Inception, Some(_)) => Err(Error::Config(
                 "a resize size is torchvision's preprocessing's (TF's crops 87.5% centrally)"
@@ -175,6 +189,13 @@ mod tests {
             not_keras_tf.to_string().contains("whole image"),
             "{not_keras_tf}"
         );
+        let bicubic = Preprocessing::TorchvisionBicubic
+            .eval(16, Some(24))
+            .unwrap();
+        let bicubic_preset =
+            (TorchvisionEval::new(16).with_resize_size(24)).with_interpolation(PilFilter::Bicubic);
+        assert_eq!(planes(&*bicubic), planes(&bicubic_preset));
+        assert_ne!(planes(&*bicubic), planes(&*resized));
         let pixels = Preprocessing::KerasPixels.eval(16, None).unwrap();
         let pixels_mode = KerasImageNetEval::new(16).with_mode(KerasInputMode::Pixels);
         assert_eq!(planes(&*pixels), planes(&pixels_mode));

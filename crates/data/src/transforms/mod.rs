@@ -37,7 +37,7 @@ pub use hsv::{
 };
 pub use inception_preprocessing::{InceptionEval, InceptionTrain};
 pub use keras::{KerasImageNetEval, KerasInputMode};
-pub use pil_resize::{pil_resize_bilinear, pil_resize_window};
+pub use pil_resize::{PilFilter, pil_resize_bilinear, pil_resize_window, pil_resize_window_by};
 pub use resize::{ResizeMethod, Source, Value, resize, resize_window};
 pub use standardize::per_image_standardization;
 pub use torchvision::{

@@ -1,6 +1,8 @@
-//! Pillow's bilinear resize of 8-bit images (`Image.resize(size, Image.BILINEAR)`), bit for
-//! bit: what torchvision's `Resize` and `RandomResizedCrop` run on the PIL images its datasets
-//! load, and so what torchvision's pretrained weights were trained and evaluated on.
+//! Pillow's bilinear and bicubic resizes of 8-bit images (`Image.resize(size, Image.BILINEAR)`,
+//! `Image.BICUBIC`; [`PilFilter`]), bit for bit: what torchvision's `Resize` and
+//! `RandomResizedCrop` run on the PIL images its datasets load, and so what torchvision's
+//! pretrained weights were trained and evaluated on (its EfficientNets evaluated after a
+//! bicubic resize, the others after a bilinear one).
 //!
 //! Written by hand from Pillow's `libImaging/Resample.c` (its `precompute_coeffs`,
 //! `normalize_coeffs_8bpc` and the two 8-bit passes): unlike TF's resize
@@ -39,6 +41,41 @@ pub fn pil_resize_bilinear(image: &Rgb8, height: usize, width: usize) -> Rgb8 {
     pil_resize_window(image, height, width, whole)
 }
 
+/// Pillow's resampling filters for 8-bit images (`libImaging/Resample.c`), as torchvision
+/// names them in its presets' `interpolation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PilFilter {
+    /// `bilinear_filter`: a triangle of support 1 (torchvision's default).
+    #[default]
+    Bilinear,
+    /// `bicubic_filter`: Keys' cubic with `a = -0.5`, of support 2 (the presets of
+    /// torchvision's EfficientNet weights).
+    Bicubic,
+}
+
+impl PilFilter {
+    /// How far from an output's center the filter reaches, in input pixels, before it is
+    /// widened by the scale of a shrink.
+    fn support(self) -> f64 {
+        match self {
+            Self::Bilinear => 1.0,
+            Self::Bicubic => 2.0,
+        }
+    }
+
+    /// The filter's weight at `x` input pixels from the center.
+    fn weight(self, x: f64) -> f64 {
+        let x = x.abs();
+        match self {
+            Self::Bilinear if x < 1.0 => 1.0 - x,
+            Self::Bicubic if x < 1.0 => (1.5 * x - 2.5) * x * x + 1.0,
+            Self::Bicubic if x < 2.0 => (((x - 5.0) * x + 8.0) * x - 4.0) * -0.5,
+            _ => 0.0,
+        }
+    }
+}
+
 /// `window` of [`pil_resize_bilinear`]'s output, computed alone: each output pixel depends on
 /// its own taps only, so a crop after a resize costs (and takes memory for) the crop alone,
 /// however long the resized image's other side (a 1x10000 image's shorter side resized to 256
@@ -47,6 +84,20 @@ pub fn pil_resize_bilinear(image: &Rgb8, height: usize, width: usize) -> Rgb8 {
 /// # Panics
 /// If a side of `image` or of `window` is 0, or `window` is outside the output.
 pub fn pil_resize_window(image: &Rgb8, height: usize, width: usize, window: Window) -> Rgb8 {
+    pil_resize_window_by(image, height, width, window, PilFilter::Bilinear)
+}
+
+/// [`pil_resize_window`] by `filter`.
+///
+/// # Panics
+/// If a side of `image` or of `window` is 0, or `window` is outside the output.
+pub fn pil_resize_window_by(
+    image: &Rgb8,
+    height: usize,
+    width: usize,
+    window: Window,
+    filter: PilFilter,
+) -> Rgb8 {
     assert!(
         image.height > 0 && image.width > 0 && window.height > 0 && window.width > 0,
         "a {window:?} of a {}x{} image resized to {height}x{width}",
@@ -60,9 +111,9 @@ pub fn pil_resize_window(image: &Rgb8, height: usize, width: usize, window: Wind
     let out_rows = window.top..window.top + window.height;
     let out_columns = window.left..window.left + window.width;
     // A side that keeps its size is not resampled (Pillow's `need_horizontal`, `need_vertical`).
-    let rows = (height != image.height).then(|| Taps::new(image.height, height, out_rows.clone()));
-    let columns =
-        (width != image.width).then(|| Taps::new(image.width, width, out_columns.clone()));
+    let taps = |from, to, outputs| Taps::new(from, to, outputs, filter);
+    let rows = (height != image.height).then(|| taps(image.height, height, out_rows.clone()));
+    let columns = (width != image.width).then(|| taps(image.width, width, out_columns.clone()));
     let whole = Part {
         pixels: Cow::Borrowed(image),
         top: 0,
@@ -187,13 +238,12 @@ struct Taps {
 }
 
 impl Taps {
-    /// Pillow's `precompute_coeffs` for the whole side (`in0` = 0, `in1` = `in_size`) and the
-    /// bilinear filter (a triangle of support 1), then `normalize_coeffs_8bpc`, for the output
-    /// pixels `outputs` of `out_size`.
-    fn new(in_size: usize, out_size: usize, outputs: Range<usize>) -> Self {
+    /// Pillow's `precompute_coeffs` for the whole side (`in0` = 0, `in1` = `in_size`) and
+    /// `filter`, then `normalize_coeffs_8bpc`, for the output pixels `outputs` of `out_size`.
+    fn new(in_size: usize, out_size: usize, outputs: Range<usize>, filter: PilFilter) -> Self {
         let scale = in_size as f64 / out_size as f64;
         let filter_scale = scale.max(1.0);
-        let support = filter_scale;
+        let support = filter.support() * filter_scale;
         let weights_per_output = support.ceil() as usize * 2 + 1;
         let mut taps = Self {
             first_output: outputs.start,
@@ -213,7 +263,7 @@ impl Taps {
             let len = end - first;
             let mut sum = 0.0;
             for (x, w) in k[..len].iter_mut().enumerate() {
-                *w = triangle((x as f64 + first as f64 - center + 0.5) * reciprocal);
+                *w = filter.weight((x as f64 + first as f64 - center + 0.5) * reciprocal);
                 sum += *w;
             }
             let row = &mut taps.weights[i * weights_per_output..][..len];
@@ -246,12 +296,6 @@ const ROUNDING: i32 = 1 << (PRECISION_BITS - 1);
 /// A fixed-point sum as a byte, clamped as Pillow's `clip8` does.
 fn to_byte(sum: i32) -> u8 {
     (sum >> PRECISION_BITS).clamp(0, 255) as u8
-}
-
-/// Pillow's `bilinear_filter`.
-fn triangle(x: f64) -> f64 {
-    let x = x.abs();
-    if x < 1.0 { 1.0 - x } else { 0.0 }
 }
 
 /// A weight in fixed point, rounded half away from zero as `normalize_coeffs_8bpc` does.
@@ -292,6 +336,41 @@ mod tests {
         };
         let out = pil_resize_bilinear(&row, 1, 2);
         assert_eq!(out.pixels, [71, 71, 71, 209, 209, 209]);
+    }
+
+    /// Pillow 13's own resizes of `image(23, 31)` to seven sizes, by either filter
+    /// (`scripts/torch_fixtures/pil_resize_filters.py`): the same bytes.
+    #[test]
+    fn both_filters_give_pillows_bytes() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/pil_resize_filters.txt"
+        );
+        let original = image(23, 31);
+        let text = std::fs::read_to_string(path).unwrap();
+        for line in text.lines() {
+            let [filter, height, width, hex] = line.split('\t').collect::<Vec<_>>()[..] else {
+                panic!("{line}");
+            };
+            let filter = match filter {
+                "bilinear" => PilFilter::Bilinear,
+                _ => PilFilter::Bicubic,
+            };
+            let (height, width) = (height.parse().unwrap(), width.parse().unwrap());
+            let pillows: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                .collect();
+            let whole = Window {
+                top: 0,
+                left: 0,
+                height,
+                width,
+            };
+            let ours = pil_resize_window_by(&original, height, width, whole, filter);
+            assert_eq!(ours.pixels, pillows, "{filter:?} to {height}x{width}");
+        }
+        assert_eq!(text.lines().count(), 14);
     }
 
     #[test]

@@ -18,7 +18,7 @@
 use rand::RngExt;
 
 use super::inception_preprocessing::{planes_pool, with_decoded};
-use super::pil_resize::{pil_resize_bilinear, pil_resize_window};
+use super::pil_resize::{PilFilter, pil_resize_bilinear, pil_resize_window_by};
 use super::{Rng, Transform, Window};
 use crate::bounding_box::BoundingBox;
 use crate::buffer_pool::BufferPool;
@@ -98,16 +98,20 @@ pub struct TorchvisionEval {
     pub crop_size: usize,
     /// The normalization of the values in [0, 1].
     pub normalize: Normalize,
+    /// Pillow's filter of the resize: bilinear (torchvision's default), bicubic for its
+    /// EfficientNet weights.
+    pub interpolation: PilFilter,
     buffers: BufferPool,
 }
 
 impl TorchvisionEval {
-    /// A crop of `crop_size` from a resize to `crop_size * 256 / 224` (256 for 224).
+    /// A crop of `crop_size` from a bilinear resize to `crop_size * 256 / 224` (256 for 224).
     pub fn new(crop_size: usize) -> Self {
         Self {
             resize_size: crop_size * 256 / 224,
             crop_size,
             normalize: Normalize::IMAGENET,
+            interpolation: PilFilter::Bilinear,
             buffers: planes_pool(),
         }
     }
@@ -143,10 +147,17 @@ impl TorchvisionEval {
         self
     }
 
+    /// Resizes by Pillow's `interpolation` instead (`PilFilter::Bicubic` for torchvision's
+    /// EfficientNet weights, whose presets resize so).
+    pub fn with_interpolation(mut self, interpolation: PilFilter) -> Self {
+        self.interpolation = interpolation;
+        self
+    }
+
     fn prepare(&self, image: &Rgb8) -> Planes {
         let (height, width) = shorter_side_to(image.height, image.width, self.resize_size);
         let window = center_window(height, width, self.crop_size);
-        let cropped = pil_resize_window(image, height, width, window);
+        let cropped = pil_resize_window_by(image, height, width, window, self.interpolation);
         normalized(&cropped, false, self.normalize, &self.buffers)
     }
 }
