@@ -79,10 +79,12 @@ struct Args {
     /// weights, else torchvision's.
     #[arg(long)]
     layout: Option<ResNetLayout>,
-    /// The input preprocessing: torchvision's (what its ResNet weights expect), TF's Inception
-    /// distortions, Keras's (BGR less the mean pixel), Keras's "tf" mode (in [-1, 1]) or
-    /// Keras's pixels (in 0-255); default: the layout's library's, `keras-tf` for `--v2` and
-    /// Keras's MobileNetV2, `keras-pixels` for Keras's EfficientNet.
+    /// The input preprocessing: torchvision's (what its ResNet weights expect; with
+    /// `torchvision-bicubic` its evaluation resizes by Pillow's bicubic filter, as for its
+    /// EfficientNets), TF's Inception distortions, Keras's (BGR less the mean pixel), Keras's
+    /// "tf" mode (in [-1, 1]) or Keras's pixels (in 0-255); default: the layout's library's,
+    /// `keras-tf` for `--v2` and Keras's MobileNetV2, `keras-pixels` for Keras's EfficientNet,
+    /// `torchvision-bicubic` for torchvision's.
     #[arg(long, value_enum)]
     preprocessing: Option<Preprocessing>,
 }

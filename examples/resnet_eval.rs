@@ -84,7 +84,7 @@ struct Args {
     layout: Option<ResNetLayout>,
     /// The preprocessing the weights were trained with (the `resnet` example's flag); default:
     /// the layout's library's, `keras-tf` for `--v2` and Keras's MobileNetV2, `keras-pixels`
-    /// for Keras's EfficientNet.
+    /// for Keras's EfficientNet, `torchvision-bicubic` for torchvision's.
     #[arg(long, value_enum)]
     preprocessing: Option<Preprocessing>,
 }
