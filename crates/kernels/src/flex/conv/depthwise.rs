@@ -12,6 +12,7 @@
 //! convolution does few products per value read, so these passes are memory-bound: they take
 //! f32 in every precision.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use burn::tensor::TensorData;
@@ -62,7 +63,7 @@ pub(crate) fn forward(
         x.storage(),
         h * w,
         oh * ow,
-        &weight,
+        (weight.storage(), [kh, kw]),
         |x, kernel, out| match on_grid {
             true => grid_forward(x, [h, w], kernel, [kh, kw], geometry, out),
             false => forward_plane(x, [h, w], kernel, [kh, kw], geometry, out),
@@ -87,16 +88,20 @@ pub(crate) fn input_grad(
         padding: [kh - 1 - geometry.padding[0], kw - 1 - geometry.padding[1]],
         out: [h, w],
     });
+    // Each channel's kernel turned once, not once per image.
+    let taps: Cow<[f32]> = match transposed {
+        Some(_) => (weight.storage::<f32>().chunks(kh * kw))
+            .flat_map(|kernel| kernel.iter().rev().copied())
+            .collect(),
+        None => Cow::Borrowed(weight.storage()),
+    };
     let dx = plane_by_plane(
         grad.storage(),
         oh * ow,
         h * w,
-        &weight,
+        (&taps, [kh, kw]),
         |grad, kernel, dx| match transposed {
-            Some(transposed) => {
-                let turned: Vec<f32> = kernel.iter().rev().copied().collect();
-                grid_forward(grad, [oh, ow], &turned, [kh, kw], transposed, dx)
-            }
+            Some(transposed) => grid_forward(grad, [oh, ow], kernel, [kh, kw], transposed, dx),
             None => input_grad_plane(grad, kernel, [kh, kw], geometry, dx, [h, w]),
         },
     );
@@ -104,17 +109,17 @@ pub(crate) fn input_grad(
 }
 
 /// `pass(plane, kernel, out)` for each plane of `input` (`in_len` values each, channel by
-/// channel of each image) with its channel's kernel of `weight` (`[c, 1, kh, kw]`) and its
-/// output plane (`out_len` values, zeros on entry), the planes shared among rayon's threads.
+/// channel of each image) with its channel's kernel of `taps` (`[c, 1, kh, kw]`: `kh · kw`
+/// values a channel) and its output plane (`out_len` values, zeros on entry), the planes shared
+/// among rayon's threads.
 fn plane_by_plane(
     input: &[f32],
     in_len: usize,
     out_len: usize,
-    weight: &FlexTensor,
+    (taps, [kh, kw]): (&[f32], [usize; 2]),
     pass: impl Fn(&[f32], &[f32], &mut [f32]) + Sync,
 ) -> Vec<f32> {
-    let [c, _, kh, kw] = dims4(weight);
-    let taps: &[f32] = weight.storage();
+    let c = taps.len() / (kh * kw);
     let mut out = zeros(input.len() / in_len * out_len);
     out.par_chunks_mut(out_len)
         .zip(input.par_chunks(in_len))
