@@ -270,8 +270,9 @@ fn strings(path: &Path, group: &Group, name: &str) -> Result<Option<Vec<String>>
 /// a nested model's (`layers/functional/layers/...`) in its place, each with the own name its
 /// `vars` records, if any. Weights have no names in the file; those of a layer named as Keras
 /// names batch norms take their names in the order a `BatchNormalization` creates them, a
-/// `Normalization`'s `mean`, `variance` and `count`, every other layer's `kernel` and `bias` (a name for the weights the readers of known models look
-/// up; any others are named by their number).
+/// `Normalization`'s `mean`, `variance` and `count`, every other layer's `kernel` and `bias` (a
+/// name for the weights the readers of known models look up; any others are named by their
+/// number).
 fn keras3_layers(
     path: &Path,
     layers: &Group,
