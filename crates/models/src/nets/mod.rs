@@ -25,11 +25,11 @@ pub use inception::{
     InceptionCConfig, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig, InceptionV3,
     InceptionV3Config,
 };
-pub(crate) use mobilenet::MOBILENET_V2_BLOCKS;
 pub use mobilenet::{
     ConvBn, ConvBnConfig, InvertedResidual, InvertedResidualConfig, MobileNetLayout, MobileNetV2,
     MobileNetV2Config,
 };
+pub(crate) use mobilenet::{MOBILENET_V2_BLOCKS, divisible_by_8};
 pub use resnet::{
     BasicBlock, Bottleneck, Downsample, DownsampleConfig, PreActBottleneck, PreActBottleneckConfig,
     ResNet, ResNet18, ResNet50, ResNetConfig, ResNetLayout, ResNetV2, ResNetV2Config,

@@ -29,7 +29,7 @@ pub use layout::EfficientNetLayout;
 pub use mb_conv::{MbConv, MbConvConfig};
 pub use squeeze_excitation::{SqueezeExcitation, SqueezeExcitationConfig};
 
-use crate::nets::{ConvBn, features_classifier};
+use crate::nets::{ConvBn, divisible_by_8, features_classifier};
 
 /// One stage of EfficientNet-B0, as both libraries list them.
 struct Stage {
@@ -168,14 +168,10 @@ impl EfficientNetConfig {
     }
 
     /// `channels` at this width, rounded as both libraries round (`round_filters`,
-    /// `_make_divisible`): to the nearest multiple of 8, never below 8 nor more than 10% down.
+    /// `_make_divisible`, MobileNetV2's rounding): to the nearest multiple of 8, never below 8
+    /// nor more than 10% down.
     fn scaled(&self, channels: usize) -> usize {
-        let value = channels as f64 * self.width;
-        let rounded = (((value + 4.0) as usize) / 8 * 8).max(8);
-        match (rounded as f64) < 0.9 * value {
-            true => rounded + 8,
-            false => rounded,
-        }
+        divisible_by_8(channels as f64 * self.width)
     }
 
     /// A stage's blocks at this depth, rounded up as both libraries round.

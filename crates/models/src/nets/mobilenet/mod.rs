@@ -144,8 +144,8 @@ impl MobileNetV2Config {
 }
 
 /// `value` rounded to the nearest multiple of 8, but never below 8 nor more than 10% down
-/// (`_make_divisible` of both libraries).
-fn divisible_by_8(value: f64) -> usize {
+/// (`_make_divisible` of both libraries; the EfficientNets' `round_filters` too).
+pub(crate) fn divisible_by_8(value: f64) -> usize {
     let rounded = (((value + 4.0) as usize) / 8 * 8).max(8);
     match (rounded as f64) < 0.9 * value {
         true => rounded + 8,
