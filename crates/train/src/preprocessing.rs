@@ -94,21 +94,13 @@ impl Preprocessing {
     /// `resize_size` when given (232 for torchvision's `IMAGENET1K_V2` weights), which must not
     /// be less than `image_size` and is torchvision's alone.
     pub fn eval(self, image_size: usize, resize_size: Option<usize>) -> Result<Box<dyn Transform>> {
-        let filter = match self {
-            Self::TorchvisionBicubic => PilFilter::Bicubic,
-            _ => PilFilter::Bilinear,
-        };
-        let torchvision = TorchvisionEval::new(image_size).with_interpolation(filter);
         match (self, resize_size) {
-            (Self::Torchvision | Self::TorchvisionBicubic, None) => Ok(Box::new(torchvision)),
-            (Self::Torchvision | Self::TorchvisionBicubic, Some(resize))
-                if resize >= image_size =>
-            {
-                Ok(Box::new(torchvision.with_resize_size(resize)))
+            (Self::Torchvision, _) => {
+                torchvision_eval(image_size, resize_size, PilFilter::Bilinear)
             }
-            (Self::Torchvision | Self::TorchvisionBicubic, Some(resize)) => Err(Error::Config(
-                format!("a resize to {resize} is less than the crop, {image_size}"),
-            )),
+            (Self::TorchvisionBicubic, _) => {
+                torchvision_eval(image_size, resize_size, PilFilter::Bicubic)
+            }
             (Self::Inception, None) => Ok(Box::new(InceptionEval::new(image_size))),
             (Self::Inception, Some(_)) => Err(Error::Config(
                 "a resize size is torchvision's preprocessing's (TF's crops 87.5% centrally)"
@@ -126,6 +118,23 @@ impl Preprocessing {
                     .into(),
             )),
         }
+    }
+}
+
+/// torchvision's evaluation preset at `image_size`, its resize by Pillow's `filter`, to
+/// `resize_size` where given (which must not be less than `image_size`).
+fn torchvision_eval(
+    image_size: usize,
+    resize_size: Option<usize>,
+    filter: PilFilter,
+) -> Result<Box<dyn Transform>> {
+    let eval = TorchvisionEval::new(image_size).with_interpolation(filter);
+    match resize_size {
+        None => Ok(Box::new(eval)),
+        Some(resize) if resize >= image_size => Ok(Box::new(eval.with_resize_size(resize))),
+        Some(resize) => Err(Error::Config(format!(
+            "a resize to {resize} is less than the crop, {image_size}"
+        ))),
     }
 }
 
