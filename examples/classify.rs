@@ -41,8 +41,8 @@ use burn_towers::models::{
     ResNetV2Config, ResidualBlock,
 };
 use burn_towers::train::{
-    CifarImage, Prediction, Preprocessing, WeightsArgs, classify, is_keras_file, is_pytorch_file,
-    load_weights, parse_args, read_labels, resnet_layout_for,
+    CifarImage, Prediction, Preprocessing, WeightsArgs, classify, efficientnet_for_weights,
+    is_keras_file, is_pytorch_file, load_weights, parse_args, read_labels, resnet_layout_for,
 };
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -157,8 +157,8 @@ fn main() -> anyhow::Result<()> {
             let config = EfficientNetConfig::b(args.variant.into());
             let size = args.image_size.unwrap_or(config.image_size);
             let layout = EfficientNetLayout::from(resnet_layout_for(&args.weights));
+            let config = efficientnet_for_weights(config.with_layout(layout), &args.weights)?;
             let model = config
-                .with_layout(layout)
                 .with_num_classes(args.num_classes.unwrap_or(1000))
                 .with_image_size(size)
                 .init(&device);

@@ -42,8 +42,8 @@ use burn_towers::models::{
 };
 use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
-    InceptionData, Preprocessing, Split, StopFlag, TrainArgs, TrainConfig, Trainer, mpi_job,
-    parse_args, resnet_layout_for,
+    InceptionData, Preprocessing, Split, StopFlag, TrainArgs, TrainConfig, Trainer,
+    efficientnet_for_weights, mpi_job, parse_args, resnet_layout_for,
 };
 
 #[derive(Parser)]
@@ -129,7 +129,10 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(variant) = args.efficientnet {
         let layout = EfficientNetLayout::from(layout);
-        let config = EfficientNetConfig::b(variant.into()).with_layout(layout);
+        let mut config = EfficientNetConfig::b(variant.into()).with_layout(layout);
+        if let Some(weights) = &args.train.pretrained {
+            config = efficientnet_for_weights(config, weights)?;
+        }
         let net = |classes, size, decay, device: &Device| {
             (config.clone().with_num_classes(classes))
                 .with_image_size(size)

@@ -38,8 +38,8 @@ use burn_towers::models::{
 };
 use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
-    EvalArgs, InceptionData, Preprocessing, Split, WeightsArgs, is_keras_file, is_pytorch_file,
-    load_weights, parse_args, resnet_layout_for,
+    EvalArgs, InceptionData, Preprocessing, Split, WeightsArgs, efficientnet_for_weights,
+    is_keras_file, is_pytorch_file, load_weights, parse_args, resnet_layout_for,
 };
 
 #[derive(Parser)]
@@ -118,6 +118,7 @@ fn main() -> anyhow::Result<()> {
     if let Some(variant) = args.efficientnet {
         let layout = EfficientNetLayout::from(layout);
         let config = EfficientNetConfig::b(variant.into()).with_layout(layout);
+        let config = efficientnet_for_weights(config, &args.checkpoint)?;
         let net = |classes, size, device: &Device| {
             (config.clone().with_num_classes(classes))
                 .with_image_size(size)

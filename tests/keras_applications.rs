@@ -248,8 +248,11 @@ struct WithoutRescaling {
     logits_without_imagenet_rescaling: Vec<Vec<f32>>,
 }
 
-/// Keras's files do not say whether the network was built for the ImageNet weights: built
-/// without its rescaling, the network gives the logits of Keras's so built.
+/// Keras's files of weights only do not say whether the network was built for the ImageNet
+/// weights: built without its rescaling, the network gives the logits of Keras's so built.
+/// Keras's files with the model's configuration say: a `.keras` archive of the network built
+/// with `weights=None`, and tf-keras's whole-model `.h5` of the one built for the ImageNet
+/// weights, each build the network they hold (`matching_keras_file`).
 #[test]
 fn a_keras_efficientnet_b0_without_the_imagenet_rescaling_gives_keras_logits() {
     let Some(dir) = EFFICIENTNET_B0.fixture_dir() else {
@@ -263,7 +266,43 @@ fn a_keras_efficientnet_b0_without_the_imagenet_rescaling_gives_keras_logits() {
         .with_imagenet_rescaling(false)
         .init(&Device::flex());
     let model = restored(model, &dir, "efficientnet_b0.weights.h5");
-    assert_logits("without the rescaling", &model, images, logits);
+    assert_logits("without the rescaling", &model, images.clone(), logits);
+    let with_rescaling = Expected::read(&dir).inputs_logits;
+    for (file, logits) in [
+        ("efficientnet_b0_plain.keras", logits),
+        ("efficientnet_b0_model_keras2.h5", &with_rescaling),
+    ] {
+        let config = EfficientNetConfig::keras(1000).matching_keras_file(&dir.join(file));
+        let model = restored(config.unwrap().init(&Device::flex()), &dir, file);
+        assert_logits(file, &model, images.clone(), logits);
+    }
+}
+
+/// A Keras file that keeps its model's configuration and an EfficientNet built otherwise are
+/// refused, each way round, before a weight is read.
+#[test]
+fn a_keras_efficientnet_saved_with_another_rescaling_is_refused() {
+    let Some(dir) = EFFICIENTNET_B0.fixture_dir() else {
+        return;
+    };
+    let refused = |file: &str, rescaling: bool, words: &str| {
+        let config = EfficientNetConfig::keras(1000).with_imagenet_rescaling(rescaling);
+        let model = config.init(&Device::flex());
+        let error = load_weights(model, &dir.join(file), LoadOptions::default()).err();
+        let error = std::error::Error::source(&error.unwrap())
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains(&dir.join(file).display().to_string()),
+            "{error}"
+        );
+        assert!(error.contains(words), "{error}");
+    };
+    let built_without = "built without the ImageNet weights' rescaling (`weights=None`)";
+    refused("efficientnet_b0_plain.keras", true, built_without);
+    let built_for = "built for the ImageNet weights (`weights=\"imagenet\"`)";
+    refused("efficientnet_b0.keras", false, built_for);
+    refused("efficientnet_b0_model_keras2.h5", false, built_for);
 }
 
 /// Loading the Keras file `name` (which need not exist) into `model` fails before the file is

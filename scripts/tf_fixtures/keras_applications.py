@@ -31,6 +31,10 @@ OUT_DIR gets the same weights in each of Keras's files:
 - NET.weights.h5: `save_weights` of Keras 3 (3.6 and later record each layer's own name);
 - NET_unnamed.weights.h5: the same without those names, as Keras 3.0-3.5 wrote it;
 - NET.keras: `model.save` of Keras 3 (a zip with the weights file inside);
+- for EfficientNetB0, files that keep the model's configuration, which says whether it has the
+  second `Rescaling`: NET_plain.keras, the same weights in the model `weights=None` builds
+  (Keras 3's `model.save`), and NET_model_keras2.h5, the `weights="imagenet"` model in a Keras
+  2 whole-model file (tf-keras's `model.save`, its configuration the `model_config` attribute);
 - transfer_keras2.h5 and transfer.weights.h5: transfer learning as Keras users write it, the
   network without its top (`include_top=False`, the same weights; EfficientNetB0's built with
   `weights="imagenet"`) nested in a model that adds pooling, dropout and a new `Dense(5)`;
@@ -212,9 +216,9 @@ def keras2_notop(name, size, full, path):
     return path
 
 
-def plain_logits(name, model, inputs):
-    """The logits of `model`'s weights in the model `weights=None` builds (without the second
-    `Rescaling` of `weights="imagenet"`)."""
+def plain_model(name, model):
+    """`model`'s weights in the model `weights=None` builds (without the second `Rescaling` of
+    `weights="imagenet"`)."""
     plain = getattr(keras.applications, name)(weights=None, classes=1000)
     rescalings = [sum(isinstance(layer, keras.layers.Rescaling) for layer in m.layers)
                   for m in (model, plain)]
@@ -225,7 +229,7 @@ def plain_logits(name, model, inputs):
         if isinstance(layer, keras.layers.Normalization):
             # Keras 3's `set_weights` leaves its constants at the old weights.
             layer.finalize_state()
-    return logits_of(plain, inputs).tolist()
+    return plain
 
 
 def unnamed(path, out):
@@ -299,7 +303,10 @@ def main(net, out, listing=None):
         assert np.allclose(np.asarray(keras2(inputs)), probs, rtol=1e-3, atol=2e-5)
         expected = {"inputs_logits": logits.tolist(), "images": []}
         if imagenet:
-            expected["logits_without_imagenet_rescaling"] = plain_logits(name, model, inputs)
+            plain = plain_model(name, model)
+            expected["logits_without_imagenet_rescaling"] = logits_of(plain, inputs).tolist()
+            plain.save(os.path.join(out, f"{net}_plain.keras"))
+            keras2.save(os.path.join(out, f"{net}_model_keras2.h5"))
         for path, x in zip(sorted(os.listdir(os.path.join(out, "images"))), pictures_in):
             probs = np.asarray(model(x))[0]
             top = np.argsort(-probs)[:5]

@@ -13,11 +13,11 @@ use burn::config::Config;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Tensor, TensorData};
 use towers_models::weights::{
-    ByPath, KerasSource, RestoreOptions, RestoreReport, TfCheckpoint, TfNamed, TfSource,
-    TorchNamed, TorchSource, WeightSource, WeightsError, in_scope, read_safetensors, restore,
-    to_safetensors,
+    ByPath, KerasConfig, KerasSource, RestoreOptions, RestoreReport, TfCheckpoint, TfNamed,
+    TfSource, TorchNamed, TorchSource, WeightSource, WeightsError, in_scope, read_safetensors,
+    restore, to_safetensors,
 };
-use towers_models::{ResNetLayout, is_moving_statistic};
+use towers_models::{EfficientNetConfig, ResNetLayout, is_moving_statistic};
 
 use crate::checkpoint::Checkpoint;
 use crate::checkpoint::CheckpointDir;
@@ -60,12 +60,7 @@ pub fn load_weights<M: Module + TfNamed + TorchNamed>(
     path: &Path,
     options: LoadOptions,
 ) -> Result<(M, RestoreReport)> {
-    let refusal = match (is_pytorch_file(path), is_keras_file(path)) {
-        (true, _) => model.refuses_torch_weights(),
-        (_, true) => model.refuses_tf_weights(),
-        _ => None,
-    };
-    if let Some(reason) = refusal {
+    if let Some(reason) = refusal(&model, path)? {
         let path = path.into();
         return Err(WeightsError::Format {
             path,
@@ -85,6 +80,23 @@ pub fn load_weights<M: Module + TfNamed + TorchNamed>(
         })
         .with_every_tensor_used(whole_network);
     Ok(restore(model, source.as_mut(), &restore_options)?)
+}
+
+/// Why `model` cannot take the weights at `path` though their names and shapes may fit (a
+/// network of another library's layout, or one a Keras file's configuration says was built
+/// otherwise), or `None`. Only a Keras file's configuration is read.
+fn refusal<M: TfNamed + TorchNamed>(model: &M, path: &Path) -> Result<Option<String>> {
+    if is_pytorch_file(path) {
+        return Ok(model.refuses_torch_weights());
+    }
+    if !is_keras_file(path) {
+        return Ok(None);
+    }
+    if let Some(reason) = model.refuses_tf_weights() {
+        return Ok(Some(reason));
+    }
+    let config = KerasConfig::read(path)?;
+    Ok(config.and_then(|config| model.refuses_keras_config(&config)))
 }
 
 /// The weights at `path` (see [`load_weights`]) as a source for the model `M`.
@@ -157,6 +169,19 @@ pub fn resnet_layout_for(weights: &Path) -> ResNetLayout {
     match is_keras_file(weights) {
         true => ResNetLayout::Keras,
         false => ResNetLayout::Torchvision,
+    }
+}
+
+/// `config` with the input rescaling of the EfficientNet whose weights are at `weights`, where
+/// they are in a Keras file that keeps its model's configuration
+/// ([`EfficientNetConfig::matching_keras_file`]); unchanged for any other file.
+pub fn efficientnet_for_weights(
+    config: EfficientNetConfig,
+    weights: &Path,
+) -> Result<EfficientNetConfig> {
+    match is_keras_file(weights) {
+        true => Ok(config.matching_keras_file(weights)?),
+        false => Ok(config),
     }
 }
 

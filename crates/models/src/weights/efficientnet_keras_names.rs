@@ -11,9 +11,13 @@
 //! Keras's network: torchvision's layout has the same shapes but pads its strided
 //! convolutions otherwise, and takes normalized images.
 
+use std::path::Path;
+
+use super::error::Result;
+use super::keras_config::KerasConfig;
 use super::mobilenet_keras_names::conv_bn_variable;
 use super::tf_source::{TfLayout, TfNamed, TfVariable};
-use crate::nets::{EfficientNet, EfficientNetLayout, stage_expands};
+use crate::nets::{EfficientNet, EfficientNetConfig, EfficientNetLayout, stage_expands};
 
 impl TfNamed for EfficientNet {
     fn tf_variable(path: &str) -> Option<TfVariable> {
@@ -56,6 +60,54 @@ impl TfNamed for EfficientNet {
                 .to_string()
         })
     }
+
+    fn refuses_keras_config(&self, config: &KerasConfig) -> Option<String> {
+        let ours = self.input_norm.as_ref()?.channel_scales();
+        rescaling_refusal(ours.as_ref().map(|s| &s[..]), config.channel_scales())
+    }
+}
+
+impl EfficientNetConfig {
+    /// This configuration with the input rescaling of the network whose model configuration
+    /// the Keras file at `path` keeps ([`KerasConfig`]: a `.keras` archive, a whole-model
+    /// `.h5`), in Keras's layout: a network saved from `weights=None` has none. Unchanged for a
+    /// file of weights only (keras.applications' ImageNet files are the rescaled network's).
+    pub fn matching_keras_file(self, path: &Path) -> Result<Self> {
+        let Some(config) = KerasConfig::read(path)? else {
+            return Ok(self);
+        };
+        Ok(self.with_imagenet_rescaling(config.channel_scales().is_some()))
+    }
+}
+
+/// Why an EfficientNet that multiplies its normalized input by `ours` (one factor a channel,
+/// or nothing) cannot take the weights of a Keras network that multiplies by `file`.
+fn rescaling_refusal(ours: Option<&[f64]>, file: Option<Vec<f64>>) -> Option<String> {
+    const MATCH: &str = "`EfficientNetConfig::matching_keras_file` builds the file's";
+    match (ours, file) {
+        (None, None) => None,
+        (Some(ours), Some(file)) if same_factors(ours, &file) => None,
+        (Some(ours), Some(file)) => Some(format!(
+            "the file's EfficientNet multiplies its normalized input by {file:?}, where \
+             keras.applications' and this one multiply by {ours:?}"
+        )),
+        (None, Some(_)) => Some(format!(
+            "the file's EfficientNet was built for the ImageNet weights (`weights=\"imagenet\"`) \
+             and divides its normalized input by √[0.229, 0.224, 0.225], this one was built \
+             without (`with_imagenet_rescaling(false)`): {MATCH}"
+        )),
+        (Some(_), None) => Some(format!(
+            "the file's EfficientNet was built without the ImageNet weights' rescaling \
+             (`weights=None`), this one with it: build it `with_imagenet_rescaling(false)`; \
+             {MATCH}"
+        )),
+    }
+}
+
+/// Whether `a` and `b` are the same factors, but for rounding to f32 (tf-keras keeps them so).
+fn same_factors(a: &[f64], b: &[f64]) -> bool {
+    let close = |(x, y): (&f64, &f64)| (x - y).abs() <= 1e-6 * x.abs().max(y.abs());
+    a.len() == b.len() && a.iter().zip(b).all(close)
 }
 
 /// Keras's prefix of the block at `block` (`stages.1.0`: `block2a_`).
@@ -123,7 +175,6 @@ fn keras_layers(unit: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nets::EfficientNetConfig;
 
     #[test]
     fn paths_map_to_keras_names() {
@@ -193,5 +244,30 @@ mod tests {
             .map(|path| EfficientNet::tf_variable(path).expect(path).name)
             .collect();
         assert_eq!(names.len(), paths.len());
+    }
+
+    /// A network takes a file's weights where both scale their normalized input alike (but
+    /// for tf-keras's rounding to f32), and says which was built how where they do not.
+    #[test]
+    fn a_keras_network_of_another_rescaling_is_refused() {
+        let model = EfficientNetConfig::keras(10).init(&burn::tensor::Device::flex());
+        let ours = model.input_norm.as_ref().unwrap().channel_scales().unwrap();
+        let as_f32 = ours.map(|factor| factor as f32 as f64).to_vec();
+        assert_eq!(rescaling_refusal(Some(&ours), Some(as_f32)), None);
+        assert_eq!(rescaling_refusal(None, None), None);
+
+        let refusal = |ours, file| rescaling_refusal(ours, file).unwrap();
+        let without = refusal(Some(&ours), None);
+        assert!(
+            without.contains("built without the ImageNet weights' rescaling"),
+            "{without}"
+        );
+        let with = refusal(None, Some(ours.to_vec()));
+        assert!(with.contains("built for the ImageNet weights"), "{with}");
+        let other = refusal(Some(&ours), Some(vec![2.0, 2.0, 2.0]));
+        assert!(
+            other.contains("multiplies its normalized input by [2.0, 2.0, 2.0]"),
+            "{other}"
+        );
     }
 }

@@ -131,10 +131,13 @@ impl KerasFile {
 
 /// The HDF5 file at `path`, or inside it when it is a `.keras` archive, its reads limited to
 /// [`decoded_limit`] bytes.
-fn hdf5(path: &Path) -> Result<Hdf5File> {
-    let file = match path.extension().is_some_and(|e| e == "keras") {
+pub(crate) fn hdf5(path: &Path) -> Result<Hdf5File> {
+    let file = match is_archive(path) {
         true => {
-            let bytes = archived_weights(path)?;
+            const WEIGHTS: &str = "model.weights.h5";
+            let bytes = archived(path, WEIGHTS)?.ok_or_else(|| {
+                WeightsError::format(path, format!("no `{WEIGHTS}` in the archive"))
+            })?;
             let options = read_limit(bytes.len() as u64);
             Hdf5File::from_vec_with_options(bytes, options)
         }
@@ -146,6 +149,11 @@ fn hdf5(path: &Path) -> Result<Hdf5File> {
         }
     };
     file.map_err(|e| WeightsError::format(path, "not an HDF5 file").caused_by(e))
+}
+
+/// Whether `path` names a Keras 3 `.keras` archive (a zip), by its extension as Keras does.
+pub(crate) fn is_archive(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "keras")
 }
 
 /// How many bytes a file of `len` bytes may decode to: 16 times the file, and 64 MiB at least.
@@ -165,27 +173,29 @@ fn read_limit(len: u64) -> OpenOptions {
     OpenOptions::default().with_max_read_bytes(limit)
 }
 
-/// The weights file inside a Keras 3 `.keras` archive (`model.weights.h5`), of at most
-/// [`decoded_limit`] bytes.
-fn archived_weights(path: &Path) -> Result<Vec<u8>> {
-    const ENTRY: &str = "model.weights.h5";
+/// The file `entry` inside the Keras 3 `.keras` archive at `path` (`model.weights.h5`,
+/// `config.json`), of at most [`decoded_limit`] bytes; `None` when the archive has none.
+pub(crate) fn archived(path: &Path, entry: &str) -> Result<Option<Vec<u8>>> {
     let file = std::fs::File::open(path).map_err(WeightsError::io(path))?;
     let limit = decoded_limit(file.metadata().map_err(WeightsError::io(path))?.len());
     let not_keras = |reason: &str| WeightsError::format(path, reason);
     let mut archive =
         zip::ZipArchive::new(file).map_err(|e| not_keras("not a .keras archive").caused_by(e))?;
-    let entry = (archive.by_name(ENTRY))
-        .map_err(|e| not_keras(&format!("no `{ENTRY}` in the archive")).caused_by(e))?;
+    let entry_file = match archive.by_name(entry) {
+        Ok(entry_file) => entry_file,
+        Err(zip::result::ZipError::FileNotFound) => return Ok(None),
+        Err(e) => return Err(not_keras(&format!("`{entry}` unreadable")).caused_by(e)),
+    };
     let mut bytes = Vec::new();
-    (entry.take(limit + 1).read_to_end(&mut bytes))
-        .map_err(|e| not_keras(&format!("`{ENTRY}` unreadable")).caused_by(e))?;
+    (entry_file.take(limit + 1).read_to_end(&mut bytes))
+        .map_err(|e| not_keras(&format!("`{entry}` unreadable")).caused_by(e))?;
     if bytes.len() as u64 > limit {
         return Err(not_keras(&format!(
-            "`{ENTRY}` decompresses to more than {limit} bytes, 16 times the archive (Keras \
+            "`{entry}` decompresses to more than {limit} bytes, 16 times the archive (Keras \
              stores it uncompressed)"
         )));
     }
-    Ok(bytes)
+    Ok(Some(bytes))
 }
 
 /// Keras 2's layers: the `layer_names` of `root` (or of its `model_weights` in a whole-model
@@ -241,7 +251,7 @@ pub(crate) fn short_name(weight: &str) -> &str {
 /// The strings of attribute `name` of `group`: `None` without it, none for an empty one (Keras
 /// writes a layer without weights an empty float array). Keras 2 splits an attribute over
 /// 64 KB into `name0`, `name1`, ... (HDF5's limit on an attribute's size).
-fn strings(path: &Path, group: &Group, name: &str) -> Result<Option<Vec<String>>> {
+pub(crate) fn strings(path: &Path, group: &Group, name: &str) -> Result<Option<Vec<String>>> {
     let read = |attribute: hdf5_reader::Attribute| {
         match attribute.num_elements() {
             Ok(0) => Ok(Vec::new()),

@@ -10,6 +10,7 @@ mod by_path;
 mod efficientnet_keras_names;
 mod efficientnet_torch_names;
 mod error;
+mod keras_config;
 mod keras_file;
 mod keras_source;
 mod mobilenet_keras_names;
@@ -28,6 +29,7 @@ mod torch_source;
 
 pub use by_path::ByPath;
 pub use error::{Result, WeightsError};
+pub use keras_config::KerasConfig;
 pub use keras_source::KerasSource;
 pub use restore::{RestoreOptions, RestoreReport, SourceTensor, WeightSource, in_scope, restore};
 pub use safetensors::{read_safetensors, safetensors_from_bytes, to_safetensors};

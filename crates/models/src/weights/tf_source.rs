@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::error::Result;
+use super::keras_config::KerasConfig;
 use super::restore::{SourceTensor, WeightSource};
 use super::tf_checkpoint::TfCheckpoint;
 
@@ -57,6 +58,14 @@ pub trait TfNamed {
     /// Why this model cannot take the weights its TF names point at though it has their names
     /// and shapes (a network in another library's layout), or `None`: none by default.
     fn refuses_tf_weights(&self) -> Option<String> {
+        None
+    }
+
+    /// Why this model cannot take the weights of the Keras file whose model configuration is
+    /// `config` (a network built otherwise, though its weights fit), or `None`: none by
+    /// default.
+    fn refuses_keras_config(&self, config: &KerasConfig) -> Option<String> {
+        let _ = config;
         None
     }
 }

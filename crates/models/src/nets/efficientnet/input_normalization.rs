@@ -22,7 +22,8 @@ pub struct InputNormalizationConfig {
     #[config(default = 3)]
     pub channels: usize,
     /// Whether the network was built for the ImageNet weights (`weights="imagenet"`), which
-    /// adds the division by `√IMAGENET_STDDEV_RGB`; Keras's files do not say which.
+    /// adds the division by `√IMAGENET_STDDEV_RGB`; Keras's files of weights only do not say
+    /// which (its files with a configuration do: `KerasConfig::channel_scales`).
     #[config(default = true)]
     pub imagenet_rescaling: bool,
 }
@@ -69,10 +70,17 @@ impl InputNormalization {
             .sqrt()
             .clamp_min(KERAS_EPSILON)
             .recip();
-        if self.imagenet_rescaling {
-            let rescaling = IMAGENET_STDDEV_RGB.map(|deviation| (1.0 / deviation.sqrt()) as f32);
+        if let Some(rescaling) = self.channel_scales() {
+            let rescaling = rescaling.map(|factor| factor as f32);
             scale = scale * Tensor::from_floats(rescaling, &images.device());
         }
         (images.div_scalar(255.0) - mean) * per_channel(scale)
+    }
+
+    /// The factors, one a channel, by which it multiplies the normalized input: `1 /
+    /// √IMAGENET_STDDEV_RGB` in a network built for the ImageNet weights, else `None`.
+    pub fn channel_scales(&self) -> Option<[f64; 3]> {
+        let rescaling = IMAGENET_STDDEV_RGB.map(|deviation| 1.0 / deviation.sqrt());
+        self.imagenet_rescaling.then_some(rescaling)
     }
 }

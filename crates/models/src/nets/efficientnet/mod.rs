@@ -128,9 +128,11 @@ pub struct EfficientNetConfig {
     #[config(default = false)]
     pub tf_batch_norms: bool,
     /// In Keras's layout, whether the network was built for the ImageNet weights
-    /// ([`InputNormalizationConfig::imagenet_rescaling`]): keras.applications' files do not
-    /// say, and a network built with `weights=None` and trained from scratch has not. The
-    /// default, true, is the ImageNet network's and its fine-tuned models'.
+    /// ([`InputNormalizationConfig::imagenet_rescaling`]): keras.applications' files of
+    /// weights only do not say, and a network built with `weights=None` and trained from
+    /// scratch has not. The default, true, is the ImageNet network's and its fine-tuned
+    /// models'. `matching_keras_file` takes it from a Keras file that keeps its model's
+    /// configuration.
     #[config(default = true)]
     pub imagenet_rescaling: bool,
     /// L2 penalty on every weight, bias and batch-norm scale and offset, added to the loss

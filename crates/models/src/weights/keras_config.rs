@@ -1,0 +1,201 @@
+//! What a Keras file says of its network besides its weights: the model configuration that a
+//! Keras 3 `.keras` archive (`config.json`) and a whole-model `.h5` (`model.save("x.h5")`, its
+//! `model_config` attribute) keep, and that weights-only files (`save_weights`, the ImageNet
+//! files keras.applications downloads) lack.
+//!
+//! Our models are built by the caller, so the configuration is read for what the weights alone
+//! cannot say: whether keras.applications' EfficientNet was built for the ImageNet weights, and
+//! so scales its normalized input (see [`KerasConfig::channel_scales`]).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::error::{Result, WeightsError};
+use super::keras_file::{archived, hdf5, is_archive, strings};
+
+/// A Keras file's model configuration (see the module's doc).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KerasConfig {
+    path: PathBuf,
+    json: Value,
+}
+
+impl KerasConfig {
+    /// The model configuration of the Keras file at `path` (`.h5`, `.hdf5`, `.keras`), or
+    /// `None` for a file of weights only. An archive's configuration is read within the same
+    /// bound on memory as its weights.
+    pub fn read(path: &Path) -> Result<Option<Self>> {
+        let text = match is_archive(path) {
+            true => archived(path, "config.json")?
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()),
+            false => {
+                let file = hdf5(path)?;
+                let root = (file.root_group()).map_err(|e| {
+                    WeightsError::format(path, "unreadable HDF5 root group").caused_by(e)
+                })?;
+                strings(path, &root, "model_config")?.map(|chunks| chunks.concat())
+            }
+        };
+        let Some(text) = text else {
+            return Ok(None);
+        };
+        let json = serde_json::from_str(&text).map_err(|e| {
+            WeightsError::format(path, "its model configuration is not JSON").caused_by(e)
+        })?;
+        Ok(Some(Self {
+            path: path.to_path_buf(),
+            json,
+        }))
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The factors, one a channel, by which the network multiplies its input after its
+    /// `Normalization` layer, or `None` when it does not. keras.applications' EfficientNet
+    /// built for the ImageNet weights (`weights="imagenet"`) multiplies by `1 / √[0.229,
+    /// 0.224, 0.225]` (TF issue 49930): Keras 3 with a `Rescaling` layer of one scale a channel,
+    /// tf-keras with a `tf.math.multiply` layer. Built with `weights=None`, it does not. The
+    /// first such layer counts, in a model nested in another (a transfer model) too.
+    pub fn channel_scales(&self) -> Option<Vec<f64>> {
+        let mut layers = Vec::new();
+        layer_objects(&self.json, &mut layers);
+        layers.into_iter().find_map(channel_scales_of)
+    }
+}
+
+/// Every object of `json` with a `class_name` (a layer, a model, a dtype policy, ...), in
+/// document order. serde_json refuses documents nested more than 128 deep, so the recursion is
+/// bounded.
+fn layer_objects<'a>(json: &'a Value, out: &mut Vec<&'a Value>) {
+    match json {
+        Value::Object(fields) => {
+            if fields.contains_key("class_name") {
+                out.push(json);
+            }
+            fields.values().for_each(|value| layer_objects(value, out));
+        }
+        Value::Array(values) => values.iter().for_each(|value| layer_objects(value, out)),
+        _ => {}
+    }
+}
+
+/// The factors a channel of `layer`, where it multiplies its input by one a channel: a
+/// `Rescaling` with a list for its `scale` (Keras 3), or tf-keras's `tf.math.multiply` of a
+/// constant `y` (its call's arguments, in the layer's `inbound_nodes`).
+fn channel_scales_of(layer: &Value) -> Option<Vec<f64>> {
+    let config = &layer["config"];
+    match layer["class_name"].as_str()? {
+        "Rescaling" => config["scale"].as_array().map(|scale| numbers(scale)),
+        "TFOpLambda" if config["function"] == "math.multiply" => {
+            let nodes = layer["inbound_nodes"].as_array()?;
+            let mut arguments = nodes.iter().filter_map(Value::as_array).flatten();
+            let y = arguments.find_map(|argument| argument.get("y"))?;
+            Some(numbers(std::slice::from_ref(y))).filter(|factors| !factors.is_empty())
+        }
+        _ => None,
+    }
+}
+
+/// The numbers of `values` and of the arrays among them, flattened in order.
+fn numbers(values: &[Value]) -> Vec<f64> {
+    let mut out = Vec::new();
+    for value in values {
+        match value {
+            Value::Number(n) => out.extend(n.as_f64()),
+            Value::Array(inner) => out.extend(numbers(inner)),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `tests/data/keras/`: one small network's weights in each of Keras's files
+    /// (`scripts/tf_fixtures/keras_weight_files.py`).
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/keras")
+            .join(name)
+    }
+
+    fn config(json: Value) -> KerasConfig {
+        KerasConfig {
+            path: PathBuf::from("model.keras"),
+            json,
+        }
+    }
+
+    #[test]
+    fn whole_model_files_keep_a_configuration_and_weights_files_none() {
+        for file in ["model.keras", "model_keras2.h5"] {
+            let read = KerasConfig::read(&fixture(file)).unwrap();
+            let read = read.unwrap_or_else(|| panic!("{file}: no configuration"));
+            assert_eq!(read.json["class_name"], "Functional", "{file}");
+            assert_eq!(read.channel_scales(), None, "{file}");
+        }
+        for file in ["keras2.h5", "model.weights.h5", "nested_keras2.h5"] {
+            assert_eq!(KerasConfig::read(&fixture(file)).unwrap(), None, "{file}");
+        }
+    }
+
+    /// EfficientNet's rescaling as Keras 3 (a `Rescaling` layer, here in a transfer model)
+    /// and tf-keras (a `tf.math.multiply` layer) write it; a scalar `Rescaling` (its `1/255`)
+    /// and other layers scale no channel.
+    #[test]
+    fn channel_scales_are_found_as_each_keras_writes_them() {
+        let scalar = json!({"class_name": "Rescaling", "config": {"scale": 0.0039, "offset": 0.0}});
+        let keras3 = json!({"class_name": "Rescaling", "config": {"scale": [2.08, 2.11, 2.10]}});
+        let nested = json!({"class_name": "Functional", "config": {"layers": [
+            {"class_name": "InputLayer", "config": {}},
+            {"class_name": "Functional", "config": {"layers": [scalar, keras3]}},
+        ]}});
+        assert_eq!(
+            config(nested).channel_scales(),
+            Some(vec![2.08, 2.11, 2.10])
+        );
+
+        let multiply = json!({"class_name": "TFOpLambda",
+            "config": {"name": "tf.math.multiply", "function": "math.multiply"},
+            "inbound_nodes": [["normalization", 0, 0, {"y": [[[[2.08, 2.11, 2.10]]]]}]]});
+        let tf_keras =
+            json!({"class_name": "Functional", "config": {"layers": [scalar, multiply]}});
+        assert_eq!(
+            config(tf_keras).channel_scales(),
+            Some(vec![2.08, 2.11, 2.10])
+        );
+
+        let add = json!({"class_name": "TFOpLambda", "config": {"function": "math.add"},
+            "inbound_nodes": [["normalization", 0, 0, {"y": [1.0, 2.0, 3.0]}]]});
+        let plain = json!({"class_name": "Functional", "config": {"layers": [scalar, add]}});
+        assert_eq!(config(plain).channel_scales(), None);
+    }
+
+    /// An archive whose configuration is no JSON, or JSON nested past serde_json's limit, is
+    /// an error naming the file, not a panic or an overflowed stack.
+    #[test]
+    fn a_configuration_that_is_no_json_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("cut.keras", "{\"class_name\": \"Functional\", ".to_string()),
+            ("deep.keras", "[".repeat(1 << 20)),
+        ] {
+            let path = dir.path().join(name);
+            let mut archive = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+            let options = zip::write::SimpleFileOptions::default();
+            archive.start_file("config.json", options).unwrap();
+            std::io::Write::write_all(&mut archive, text.as_bytes()).unwrap();
+            archive.finish().unwrap();
+            let error = KerasConfig::read(&path).err().unwrap().to_string();
+            let words = format!("{}: its model configuration is not JSON", path.display());
+            assert!(error.starts_with(&words), "{error}");
+        }
+    }
+}
