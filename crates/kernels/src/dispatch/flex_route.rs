@@ -7,6 +7,7 @@ use burn::tensor::ops::PadMode;
 use burn::tensor::{DType, Tensor};
 
 use crate::extension::FlexKernels;
+use crate::flex::activation::Activation;
 use crate::padding::conv_padding;
 use crate::precision::{Precision, current_precision};
 
@@ -241,10 +242,26 @@ pub(super) fn relu6<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
 
 /// `x · sigmoid(x)`.
 pub(super) fn silu<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
+    activation(x, Activation::Silu)
+}
+
+/// `x · relu6(x + 3) / 6`.
+pub(super) fn hard_swish<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
+    activation(x, Activation::HardSwish)
+}
+
+/// `relu6(x + 3) / 6`.
+pub(super) fn hard_sigmoid<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
+    activation(x, Activation::HardSigmoid)
+}
+
+/// `activation` of every value.
+fn activation<const D: usize>(x: &Tensor<D>, activation: Activation) -> Option<Tensor<D>> {
     if !on_flex(x) {
         return None;
     }
-    let y = <Dispatch as FlexKernels>::towers_silu(x.clone().into_dispatch());
+    let x = x.clone().into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_activation(x, activation);
     Some(Tensor::from_dispatch(y))
 }
 

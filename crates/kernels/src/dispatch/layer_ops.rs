@@ -105,6 +105,26 @@ pub fn silu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     burn::tensor::activation::silu(x)
 }
 
+/// `x · relu6(x + 3) / 6`, Burn's `hard_swish` (torchvision's `Hardswish`), in one pass
+/// forward and backward on flex.
+pub fn hard_swish<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::hard_swish(&x) {
+        return y;
+    }
+    burn::tensor::activation::hard_swish(x)
+}
+
+/// `relu6(x + 3) / 6`, Burn's `hard_sigmoid(x, 1/6, 1/2)` (torchvision's `Hardsigmoid`), in
+/// one pass forward and backward on flex.
+pub fn hard_sigmoid<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::hard_sigmoid(&x) {
+        return y;
+    }
+    burn::tensor::activation::hard_sigmoid(x, 1.0 / 6.0, 0.5)
+}
+
 /// `linear.forward(x)`, its product in this thread's [`Precision`]: in a low one, `x` and the
 /// weight cast down, the product cast back to f32, the bias added in f32.
 pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
@@ -451,25 +471,57 @@ mod tests {
             .assert_eq(&burn::tensor::activation::relu6(plain).to_data(), true);
     }
 
-    /// SiLU against Burn's, outputs and the input gradient of a random weighting within 1e-6
-    /// (the exponentials differ by an ulp or two), on values across both tails, with and
-    /// without autodiff.
+    /// SiLU, hard swish and hard sigmoid against Burn's, outputs and the input gradient of a
+    /// random weighting within 1e-6 (SiLU's exponentials differ by an ulp or two), on values
+    /// across both tails and the hard ones' bends at ±3, with and without autodiff.
     #[test]
-    fn silu_matches_burns_output_and_gradient() {
+    fn activations_match_burns_outputs_and_gradients() {
+        type Pair = (fn(Tensor<3>) -> Tensor<3>, fn(Tensor<3>) -> Tensor<3>);
+        let activations: [(&str, Pair); 3] = [
+            ("silu", (silu, burn::tensor::activation::silu)),
+            (
+                "hard swish",
+                (hard_swish, burn::tensor::activation::hard_swish),
+            ),
+            (
+                "hard sigmoid",
+                (hard_sigmoid, |x| {
+                    burn::tensor::activation::hard_sigmoid(x, 1.0 / 6.0, 0.5)
+                }),
+            ),
+        ];
         let device = Device::flex().autodiff();
-        let x = Tensor::<3>::random([3, 7, 1001], Distribution::Uniform(-30.0, 30.0), &device)
-            .require_grad();
-        let got = flex_route::silu(&x).expect("on the flex kernels");
-        let want = burn::tensor::activation::silu(x.clone());
-        let probe = Tensor::random(want.dims(), Distribution::Default, &device);
-        let g_got = (got.clone() * probe.clone()).sum().backward();
-        let g_want = (want.clone() * probe).sum().backward();
-        let (x_got, x_want) = (x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap());
-        assert!(rel_diff(got.inner(), want.inner()) < 1e-6);
-        assert!(rel_diff(x_got, x_want) < 1e-6);
-        let plain = x.inner();
-        let plain_diff = rel_diff(silu(plain.clone()), burn::tensor::activation::silu(plain));
-        assert!(plain_diff < 1e-6, "{plain_diff}");
+        for (name, (ours, burns)) in activations {
+            for range in [(-30.0, 30.0), (-4.0, 4.0)] {
+                let x = Tensor::<3>::random(
+                    [3, 7, 1001],
+                    Distribution::Uniform(range.0, range.1),
+                    &device,
+                )
+                .require_grad();
+                let (got, want) = (ours(x.clone()), burns(x.clone()));
+                let probe = Tensor::random(want.dims(), Distribution::Default, &device);
+                let g_got = (got.clone() * probe.clone()).sum().backward();
+                let g_want = (want.clone() * probe).sum().backward();
+                let (x_got, x_want) = (x.grad(&g_got).unwrap(), x.grad(&g_want).unwrap());
+                let outputs = rel_diff(got.inner(), want.inner());
+                assert!(outputs < 1e-6, "{name} {range:?}: outputs {outputs}");
+                let gradients = rel_diff(x_got, x_want);
+                assert!(gradients < 1e-6, "{name} {range:?}: gradients {gradients}");
+                let plain = x.inner();
+                let plain_diff = rel_diff(ours(plain.clone()), burns(plain));
+                assert!(plain_diff < 1e-6, "{name} {range:?}: {plain_diff}");
+            }
+        }
+    }
+
+    /// Each activation runs on the flex kernels, not Burn's ops.
+    #[test]
+    fn activations_take_the_flex_kernels() {
+        let x = Tensor::<2>::zeros([2, 3], &Device::flex());
+        assert!(flex_route::silu(&x).is_some());
+        assert!(flex_route::hard_swish(&x).is_some());
+        assert!(flex_route::hard_sigmoid(&x).is_some());
     }
 
     /// Depthwise convolutions (one filter per channel) against Burn's grouped ones, outputs and

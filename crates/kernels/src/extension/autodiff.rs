@@ -13,7 +13,7 @@ use burn::backend::{Autodiff, Flex};
 use burn_flex::FlexTensor;
 
 use crate::extension::FlexKernels;
-use crate::flex::activation::{relu6_backward, relu6_forward, silu_backward, silu_forward};
+use crate::flex::activation::{Activation, relu6_backward, relu6_forward};
 use crate::flex::conv::bias_relu;
 use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward_bias_relu, input_grad, weight_grad};
@@ -121,17 +121,17 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         }
     }
 
-    fn towers_silu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        match SiluBackward
+    fn towers_activation(x: FloatTensor<Self>, activation: Activation) -> FloatTensor<Self> {
+        match ActivationBackward
             .prepare::<C>([x.node()])
             .compute_bound()
             .stateful()
         {
             OpsKind::Tracked(prep) => {
                 let x = x.into_primitive();
-                prep.finish(x.clone(), silu_forward(x))
+                prep.finish((x.clone(), activation), activation.forward(x))
             }
-            OpsKind::UnTracked(prep) => prep.finish(silu_forward(x.into_primitive())),
+            OpsKind::UnTracked(prep) => prep.finish(activation.forward(x.into_primitive())),
         }
     }
 
@@ -667,18 +667,19 @@ impl Backward<Flex, 2> for DepthwiseBackward {
     }
 }
 
-/// SiLU's backward pass: state is the input.
+/// An [`Activation`]'s backward pass: state is the input and the activation.
 #[derive(Debug)]
-struct SiluBackward;
+struct ActivationBackward;
 
-impl Backward<Flex, 1> for SiluBackward {
-    type State = FlexTensor;
+impl Backward<Flex, 1> for ActivationBackward {
+    type State = (FlexTensor, Activation);
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [parent] = ops.parents;
         let grad = grads.consume::<Flex>(&ops.node);
+        let (x, activation) = ops.state;
         if let Some(node) = parent {
-            grads.register::<Flex>(node.id, silu_backward(ops.state, grad));
+            grads.register::<Flex>(node.id, activation.backward(x, grad));
         }
     }
 }

@@ -7,7 +7,7 @@ mod autodiff;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Flex, backend_extension};
 
-use crate::flex::activation::{relu6_forward, silu_forward};
+use crate::flex::activation::{Activation, relu6_forward};
 use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu};
 use crate::flex::gemm::arithmetic::Arithmetic;
@@ -55,8 +55,8 @@ pub(crate) trait FlexKernels: Backend {
     /// `min(max(x, 0), 6)` of every value; its gradient passes where `0 < x < 6`.
     fn towers_relu6(x: FloatTensor<Self>) -> FloatTensor<Self>;
 
-    /// `x · sigmoid(x)` of every value.
-    fn towers_silu(x: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// `activation` of every value (SiLU, hard swish, hard sigmoid).
+    fn towers_activation(x: FloatTensor<Self>, activation: Activation) -> FloatTensor<Self>;
 
     /// Depthwise convolution of `[n, c, h, w]` by `[c, 1, kh, kw]` (one filter per channel) in
     /// f32: zero `padding` before the first row and column, an `[oh, ow]` output (the padding
@@ -208,8 +208,8 @@ impl FlexKernels for Flex {
         relu6_forward(x)
     }
 
-    fn towers_silu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        silu_forward(x)
+    fn towers_activation(x: FloatTensor<Self>, activation: Activation) -> FloatTensor<Self> {
+        activation.forward(x)
     }
 
     fn towers_depthwise_conv2d(

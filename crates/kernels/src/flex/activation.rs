@@ -7,6 +7,11 @@
 //!   `expf` calls and a product forward, and four more passes backward: 28% of
 //!   EfficientNet-B0's training step (`perf`, batch 8, Intel Xeon, 2026-12-04). Here the
 //!   exponential is [`exp`], a polynomial the compiler vectorizes.
+//! - Hard swish, `x · relu6(x + 3) / 6`, and hard sigmoid, `relu6(x + 3) / 6` (MobileNetV3's).
+//!   Burn's are a clamp, a product and a scale, each a pass forward and more backward.
+//!
+//! SiLU and the hard ones are an [`Activation`] of the input, whose backward pass keeps the
+//! input; ReLU6's keeps its output.
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
@@ -56,15 +61,37 @@ pub(crate) fn relu6_backward(y: FlexTensor, grad: FlexTensor) -> FlexTensor {
     map_backward(y, grad, pass_inside)
 }
 
-/// `x · sigmoid(x)` of every value.
-pub(crate) fn silu_forward(x: FlexTensor) -> FlexTensor {
-    map(x, swish)
+/// An activation whose backward pass keeps its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Activation {
+    /// `x · sigmoid(x)`; gradient `s · (1 + x · (1 - s))`, `s = sigmoid(x)` (computed again:
+    /// cheaper than keeping it).
+    Silu,
+    /// `x · relu6(x + 3) / 6`; gradient 0 below -3, `x / 3 + 1/2` up to 3, 1 above (PyTorch's
+    /// `hardswish_backward`, its ends included).
+    HardSwish,
+    /// `relu6(x + 3) / 6`; gradient `1/6` strictly between -3 and 3, else 0 (PyTorch's).
+    HardSigmoid,
 }
 
-/// The input's gradient given the input `x` and `grad = ∂L/∂y`: `grad · s · (1 + x · (1 -
-/// s))`, `s = sigmoid(x)` (computed again: cheaper than keeping it).
-pub(crate) fn silu_backward(x: FlexTensor, grad: FlexTensor) -> FlexTensor {
-    map_backward(x, grad, swish_gradient)
+impl Activation {
+    /// The activation of every value of `x`.
+    pub(crate) fn forward(self, x: FlexTensor) -> FlexTensor {
+        match self {
+            Self::Silu => map(x, swish),
+            Self::HardSwish => map(x, hard_swish),
+            Self::HardSigmoid => map(x, hard_sigmoid),
+        }
+    }
+
+    /// The input's gradient given the input `x` and `grad = ∂L/∂y`.
+    pub(crate) fn backward(self, x: FlexTensor, grad: FlexTensor) -> FlexTensor {
+        match self {
+            Self::Silu => map_backward(x, grad, swish_gradient),
+            Self::HardSwish => map_backward(x, grad, hard_swish_gradient),
+            Self::HardSigmoid => map_backward(x, grad, hard_sigmoid_gradient),
+        }
+    }
 }
 
 /// `out[i] = min(max(x[i], 0), 6)`.
@@ -99,6 +126,39 @@ fn swish_gradient(out: &mut [f32], grad: &[f32], x: &[f32]) {
     for ((o, &g), &v) in out.iter_mut().zip(grad).zip(x) {
         let s = 1.0 / (1.0 + exp(-v));
         *o = g * s * (1.0 + v * (1.0 - s));
+    }
+}
+
+/// `out[i] = x[i] · min(max(x[i] + 3, 0), 6) / 6`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn hard_swish(out: &mut [f32], x: &[f32]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = v * (v + 3.0).clamp(0.0, 6.0) / 6.0;
+    }
+}
+
+/// `out[i] = grad[i] · (0 below -3, x / 3 + 1/2 up to 3, 1 above)`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn hard_swish_gradient(out: &mut [f32], grad: &[f32], x: &[f32]) {
+    for ((o, &g), &v) in out.iter_mut().zip(grad).zip(x) {
+        let slope = if v > 3.0 { 1.0 } else { v / 3.0 + 0.5 };
+        *o = if v < -3.0 { 0.0 } else { g * slope };
+    }
+}
+
+/// `out[i] = min(max(x[i] + 3, 0), 6) / 6`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn hard_sigmoid(out: &mut [f32], x: &[f32]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = (v + 3.0).clamp(0.0, 6.0) / 6.0;
+    }
+}
+
+/// `out[i] = grad[i] / 6` where `-3 < x[i] < 3`, else 0.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn hard_sigmoid_gradient(out: &mut [f32], grad: &[f32], x: &[f32]) {
+    for ((o, &g), &v) in out.iter_mut().zip(grad).zip(x) {
+        *o = if v > -3.0 && v < 3.0 { g / 6.0 } else { 0.0 };
     }
 }
 
