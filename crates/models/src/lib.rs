@@ -35,11 +35,13 @@ pub use nets::{
 };
 pub use nets::{
     ConvBn, ConvBnConfig, InvertedResidual, InvertedResidualConfig, MobileNetLayout, MobileNetV2,
-    MobileNetV2Config,
+    MobileNetV2Config, MobileNetV3, MobileNetV3Block, MobileNetV3BlockConfig, MobileNetV3Config,
+    MobileNetV3Variant,
 };
 pub use nets::{
     EfficientNet, EfficientNetConfig, EfficientNetLayout, InputNormalization,
     InputNormalizationConfig, MbConv, MbConvConfig, SqueezeExcitation, SqueezeExcitationConfig,
+    SqueezeGate,
 };
 pub use parameter_table::{ParameterRow, parameter_table};
 pub use params::{ParamCounts, WeightDecay, count_params, is_moving_statistic, weight_decays};

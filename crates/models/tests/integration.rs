@@ -8,5 +8,6 @@ mod tf_checkpoint_crafted;
 mod tf_weights;
 mod torchvision_efficientnet;
 mod torchvision_mobilenet;
+mod torchvision_mobilenet_v3;
 mod torchvision_resnet;
 mod torchvision_weights;

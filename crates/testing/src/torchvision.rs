@@ -11,7 +11,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use towers_models::ImageClassifier;
 use towers_models::weights::{
     RestoreOptions, RestoreReport, Result, SourceTensor, TorchLayout, TorchNamed, TorchSource,
-    WeightSource, restore,
+    WeightSource, restore, torch_parameter_in,
 };
 
 /// The keys and shapes of a torchvision `state_dict()` (zeros for values), as a source for
@@ -60,7 +60,8 @@ impl<M: TorchNamed> WeightSource for KeyList<M> {
     }
 
     fn tensor(&mut self, path: &str) -> Result<Option<SourceTensor>> {
-        let Some(parameter) = M::torch_parameter(path) else {
+        let Some(parameter) = torch_parameter_in::<M>(path, |key| self.keys.contains_key(key))
+        else {
             return Ok(None);
         };
         let Some(shape) = self.keys.get(&parameter.key).cloned() else {

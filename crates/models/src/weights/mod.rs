@@ -15,6 +15,7 @@ mod keras_file;
 mod keras_source;
 mod mobilenet_keras_names;
 mod mobilenet_torch_names;
+mod mobilenet_v3_torch_names;
 mod resnet_keras_names;
 mod resnet_torch_names;
 mod restore;
@@ -35,5 +36,5 @@ pub use restore::{RestoreOptions, RestoreReport, SourceTensor, WeightSource, in_
 pub use safetensors::{read_safetensors, safetensors_from_bytes, to_safetensors};
 pub use tf_checkpoint::{TensorInfo, TfCheckpoint, TfDType, TfValues, prefix_from_state};
 pub use tf_source::{MOVING_AVERAGE_SUFFIX, TfLayout, TfNamed, TfSource, TfVariable};
-pub use torch_names::{TorchLayout, TorchNamed, TorchParameter};
+pub use torch_names::{TorchLayout, TorchNamed, TorchParameter, torch_parameter_in};
 pub use torch_source::TorchSource;

@@ -41,6 +41,14 @@ pub trait TorchNamed {
     /// The torchvision tensor of the parameter at module path `path`, if it has one.
     fn torch_parameter(path: &str) -> Option<TorchParameter>;
 
+    /// Every torchvision tensor the parameter at `path` may be, of which a file holds one
+    /// ([`torch_parameter_in`]): [`torch_parameter`](Self::torch_parameter)'s by default. A
+    /// network whose variants number a module otherwise lists each variant's (MobileNetV3's
+    /// Large and Small, where a gate before it shifts a block's projection by one).
+    fn torch_parameters(path: &str) -> Vec<TorchParameter> {
+        Self::torch_parameter(path).into_iter().collect()
+    }
+
     /// The `state_dict` keys that belong to parameters read through others (a batch norm's
     /// scale and step count), given one key of that layer: they are never "unused".
     fn companions(key: &str) -> Vec<String>;
@@ -50,6 +58,27 @@ pub trait TorchNamed {
     fn refuses_torch_weights(&self) -> Option<String> {
         None
     }
+}
+
+/// The torchvision tensor of the parameter at `path` of `M` in a file that holds the keys
+/// `holds` says: the first of [`TorchNamed::torch_parameters`] it holds, else the first (which
+/// the file then lacks).
+pub fn torch_parameter_in<M: TorchNamed>(
+    path: &str,
+    holds: impl Fn(&str) -> bool,
+) -> Option<TorchParameter> {
+    first_held(M::torch_parameters(path), holds)
+}
+
+/// The first of `candidates` whose key `holds` says a file holds, else the first.
+pub(crate) fn first_held(
+    candidates: Vec<TorchParameter>,
+    holds: impl Fn(&str) -> bool,
+) -> Option<TorchParameter> {
+    let held = candidates
+        .iter()
+        .position(|candidate| holds(&candidate.key));
+    candidates.into_iter().nth(held.unwrap_or(0))
 }
 
 impl TorchNamed for Cifar10Net {

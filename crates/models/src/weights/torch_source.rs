@@ -9,13 +9,13 @@ use pytorch_reader::{DType, PytorchReader, Tensor};
 
 use super::error::{Result, WeightsError};
 use super::restore::{SourceTensor, WeightSource};
-use super::torch_names::{TorchLayout, TorchNamed, TorchParameter};
+use super::torch_names::{TorchLayout, TorchNamed, TorchParameter, first_held};
 
 /// A `torch.save(model.state_dict())` file as a [`WeightSource`] for one model type.
 pub struct TorchSource {
     path: PathBuf,
     tensors: HashMap<String, Tensor>,
-    names: fn(&str) -> Option<TorchParameter>,
+    names: fn(&str) -> Vec<TorchParameter>,
     companions: fn(&str) -> Vec<String>,
     accounted: BTreeSet<String>,
 }
@@ -28,7 +28,7 @@ impl TorchSource {
         Ok(Self {
             path: path.to_path_buf(),
             tensors: reader.into_tensors(),
-            names: M::torch_parameter,
+            names: M::torch_parameters,
             companions: M::companions,
             accounted: BTreeSet::new(),
         })
@@ -60,7 +60,8 @@ impl WeightSource for TorchSource {
     }
 
     fn tensor(&mut self, path: &str) -> Result<Option<SourceTensor>> {
-        let Some(TorchParameter { key, layout }) = (self.names)(path) else {
+        let holds = |key: &str| self.tensors.contains_key(key);
+        let Some(TorchParameter { key, layout }) = first_held((self.names)(path), holds) else {
             return Ok(None);
         };
         self.accounted.insert(key.clone());

@@ -9,7 +9,8 @@
 //! - `layout.rs`: [`EfficientNetLayout`], and the convolutions, batch norms and head of each.
 //! - `input_normalization.rs`: [`InputNormalization`], Keras's layers before the stem.
 //! - `mb_conv.rs`: [`MbConv`], the block.
-//! - `squeeze_excitation.rs`: [`SqueezeExcitation`], the block's channel gate.
+//! - `squeeze_excitation.rs`: [`SqueezeExcitation`], the block's channel gate (MobileNetV3's
+//!   too).
 
 mod input_normalization;
 mod layout;
@@ -27,7 +28,7 @@ use towers_kernels::silu;
 pub use input_normalization::{InputNormalization, InputNormalizationConfig};
 pub use layout::EfficientNetLayout;
 pub use mb_conv::{MbConv, MbConvConfig};
-pub use squeeze_excitation::{SqueezeExcitation, SqueezeExcitationConfig};
+pub use squeeze_excitation::{SqueezeExcitation, SqueezeExcitationConfig, SqueezeGate};
 
 use crate::nets::{ConvBn, divisible_by_8, features_classifier};
 

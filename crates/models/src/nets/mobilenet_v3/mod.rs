@@ -1,0 +1,306 @@
+//! MobileNetV3 (Howard et al. 2019), Large and Small, in torchvision's layout
+//! (`mobilenet_v3_large`, `mobilenet_v3_small`) or keras.applications' (`MobileNetV3Large`,
+//! `MobileNetV3Small`; [`MobileNetLayout`]), at width 1, written as Burn users write models, of
+//! `towers_kernels::nn`'s layers. Its parameters have readable paths
+//! (`blocks.3.se.reduce.weight`); torchvision's `state_dict` keys and Keras's layer names are
+//! in `weights/mobilenet_v3_torch_names.rs` and `weights/mobilenet_v3_keras_names.rs`.
+//!
+//! - `mod.rs`: [`MobileNetV3`], its stem, blocks and head, and [`MobileNetV3Config`].
+//! - `block.rs`: [`MobileNetV3Block`], the block.
+//! - `units.rs`: its convolutions and batch norms in each layout, and its gates.
+
+mod block;
+mod units;
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::{Dropout, DropoutConfig};
+use burn::tensor::{Device, Tensor};
+use towers_kernels::hard_swish;
+use towers_kernels::nn::Linear;
+use towers_kernels::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
+
+pub use block::{MobileNetV3Block, MobileNetV3BlockConfig};
+
+use crate::nets::{ConvBn, MobileNetLayout, features_classifier};
+
+/// One block as both libraries list it: the depthwise kernel's side, the expanded and output
+/// channels, a squeeze-excitation gate or not, hard swish (else ReLU), the stride.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BlockSetting {
+    kernel: usize,
+    expanded: usize,
+    out: usize,
+    squeeze_excitation: bool,
+    hard_swish: bool,
+    stride: usize,
+}
+
+impl BlockSetting {
+    /// Whether the block has a squeeze-excitation gate.
+    pub(crate) fn has_squeeze_excitation(&self) -> bool {
+        self.squeeze_excitation
+    }
+}
+
+/// A [`BlockSetting`] in the papers' table order.
+const fn block(
+    k: usize,
+    exp: usize,
+    out: usize,
+    se: bool,
+    hs: bool,
+    stride: usize,
+) -> BlockSetting {
+    BlockSetting {
+        kernel: k,
+        expanded: exp,
+        out,
+        squeeze_excitation: se,
+        hard_swish: hs,
+        stride,
+    }
+}
+
+/// MobileNetV3-Large's 15 blocks (torchvision's `_mobilenet_v3_conf("mobilenet_v3_large")`).
+const LARGE: [BlockSetting; 15] = [
+    block(3, 16, 16, false, false, 1),
+    block(3, 64, 24, false, false, 2),
+    block(3, 72, 24, false, false, 1),
+    block(5, 72, 40, true, false, 2),
+    block(5, 120, 40, true, false, 1),
+    block(5, 120, 40, true, false, 1),
+    block(3, 240, 80, false, true, 2),
+    block(3, 200, 80, false, true, 1),
+    block(3, 184, 80, false, true, 1),
+    block(3, 184, 80, false, true, 1),
+    block(3, 480, 112, true, true, 1),
+    block(3, 672, 112, true, true, 1),
+    block(5, 672, 160, true, true, 2),
+    block(5, 960, 160, true, true, 1),
+    block(5, 960, 160, true, true, 1),
+];
+
+/// MobileNetV3-Small's 11 blocks.
+const SMALL: [BlockSetting; 11] = [
+    block(3, 16, 16, true, false, 2),
+    block(3, 72, 24, false, false, 2),
+    block(3, 88, 24, false, false, 1),
+    block(5, 96, 40, true, true, 2),
+    block(5, 240, 40, true, true, 1),
+    block(5, 240, 40, true, true, 1),
+    block(5, 120, 48, true, true, 1),
+    block(5, 144, 48, true, true, 1),
+    block(5, 288, 96, true, true, 2),
+    block(5, 576, 96, true, true, 1),
+    block(5, 576, 96, true, true, 1),
+];
+
+/// The stem's channels.
+const STEM: usize = 16;
+
+/// Which MobileNetV3.
+#[derive(Config, Debug, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MobileNetV3Variant {
+    /// MobileNetV3-Large: 15 blocks, 960 channels last, a hidden layer of 1280 in the head.
+    Large,
+    /// MobileNetV3-Small: 11 blocks, 576 channels last, a hidden layer of 1024.
+    Small,
+}
+
+impl MobileNetV3Variant {
+    /// Its blocks.
+    pub(crate) fn blocks(self) -> &'static [BlockSetting] {
+        match self {
+            Self::Large => &LARGE,
+            Self::Small => &SMALL,
+        }
+    }
+
+    /// The head's hidden features.
+    fn hidden(self) -> usize {
+        match self {
+            Self::Large => 1280,
+            Self::Small => 1024,
+        }
+    }
+}
+
+/// A MobileNetV3's variant, head and layout.
+#[derive(Config, Debug)]
+#[non_exhaustive]
+pub struct MobileNetV3Config {
+    /// Large or Small.
+    pub variant: MobileNetV3Variant,
+    /// The classes of the logits (the ImageNet models: 1000).
+    #[config(default = 1000)]
+    pub num_classes: usize,
+    /// The side of the square images the model expects (any side of 32 or more works).
+    #[config(default = 224)]
+    pub image_size: usize,
+    /// The dropout before the logits (both libraries' 0.2).
+    #[config(default = 0.2)]
+    pub dropout: f64,
+    /// L2 penalty on every weight, bias and batch-norm scale and offset, added to the loss
+    /// (torchvision's reference recipe: 1e-5, there in its optimizer).
+    #[config(default = 0.0)]
+    pub weight_decay: f64,
+    /// torchvision's layout or keras.applications'. In Keras's, the network takes pixels in
+    /// `[0, 255]` and scales them to `[-1, 1]` itself (Keras's `include_preprocessing`).
+    #[config(default = "MobileNetLayout::Torchvision")]
+    pub layout: MobileNetLayout,
+}
+
+impl MobileNetV3Config {
+    /// torchvision's `mobilenet_v3_large`.
+    pub fn large() -> Self {
+        Self::new(MobileNetV3Variant::Large)
+    }
+
+    /// torchvision's `mobilenet_v3_small`.
+    pub fn small() -> Self {
+        Self::new(MobileNetV3Variant::Small)
+    }
+
+    /// A new MobileNetV3, initialized as its layout's library initializes it.
+    pub fn init(&self, device: &Device) -> MobileNetV3 {
+        let layout = self.layout;
+        let stem = units::conv_bn(layout, [3, STEM], 3, [2, 1], device);
+        let mut channels = STEM;
+        let mut blocks = Vec::new();
+        for setting in self.variant.blocks() {
+            let block = MobileNetV3BlockConfig::new(
+                [channels, setting.out],
+                setting.expanded,
+                setting.kernel,
+            )
+            .with_stride(setting.stride)
+            .with_squeeze_excitation(setting.squeeze_excitation)
+            .with_hard_swish(setting.hard_swish)
+            .with_layout(layout)
+            .init(device);
+            blocks.push(block);
+            channels = setting.out;
+        }
+        let (last, hidden) = (6 * channels, self.variant.hidden());
+        MobileNetV3 {
+            stem,
+            blocks,
+            last_conv: units::conv_bn(layout, [channels, last], 1, [1, 1], device),
+            avgpool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
+            hidden: layout.classifier(last, hidden, device),
+            dropout: DropoutConfig::new(self.dropout).init(),
+            fc: layout.classifier(hidden, self.num_classes, device),
+            num_classes: self.num_classes,
+            image_size: self.image_size,
+            weight_decay: self.weight_decay,
+            layout,
+        }
+    }
+}
+
+/// MobileNetV3: a 3x3/2 convolution, the variant's [`MobileNetV3Block`]s, a 1x1 convolution
+/// to six times the last block's channels (each with a batch norm; the convolutions' hard
+/// swish), global average pool, a hidden dense layer with hard swish, dropout, the logits.
+#[derive(Module, Debug)]
+pub struct MobileNetV3 {
+    /// The stem's 3x3/2 convolution to 16 channels (Keras's `conv`, torchvision's
+    /// `features.0`).
+    pub stem: ConvBn,
+    /// The blocks (Keras's `expanded_conv`, `expanded_conv_1`, ...; torchvision's
+    /// `features.1`, ...).
+    pub blocks: Vec<MobileNetV3Block>,
+    /// The 1x1 convolution to 960 (Large) or 576 (Small) channels (`conv_1`, torchvision's
+    /// last `features`).
+    pub last_conv: ConvBn,
+    /// Global average pool.
+    pub avgpool: AdaptiveAvgPool2d,
+    /// The head's hidden layer, 1280 (Large) or 1024 (Small) features (Keras's 1x1 `conv_2`
+    /// with a bias, torchvision's `classifier.0`).
+    pub hidden: Linear,
+    /// Before the logits.
+    pub dropout: Dropout,
+    /// The logits (Keras's 1x1 `logits`, torchvision's `classifier.3`).
+    pub fc: Linear,
+    num_classes: usize,
+    image_size: usize,
+    weight_decay: f64,
+    /// Whose network this is: the weights of the other library's do not fit it, though their
+    /// shapes do.
+    #[module(skip)]
+    layout: MobileNetLayout,
+}
+
+impl MobileNetV3 {
+    /// Whose MobileNetV3 this is.
+    pub fn layout(&self) -> MobileNetLayout {
+        self.layout
+    }
+
+    /// The features before the logits' dense layer: the hidden layer's, after the dropout.
+    fn features(&self, images: Tensor<4>) -> Tensor<2> {
+        let images = match self.layout {
+            // Keras's `Rescaling(1 / 127.5, offset=-1)`.
+            MobileNetLayout::Keras => images.div_scalar(127.5).sub_scalar(1.0),
+            _ => images,
+        };
+        let mut x = hard_swish(self.stem.forward(images));
+        for block in &self.blocks {
+            x = block.forward(x);
+        }
+        let x = hard_swish(self.last_conv.forward(x));
+        let pooled = self.avgpool.forward(x).flatten(1, 3);
+        let hidden = hard_swish(self.hidden.forward(pooled));
+        crate::layers::dropout(&self.dropout, hidden)
+    }
+}
+
+features_classifier!(MobileNetV3);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nets::ImageClassifier;
+    use crate::params::count_params;
+
+    /// torchvision's `sum(p.numel() for p in mobilenet_v3_large().parameters())` (torchvision
+    /// 0.29.2), and Small's; Keras's trainable counts are the same.
+    #[test]
+    fn parameter_counts_are_torchvisions() {
+        let count =
+            |config: MobileNetV3Config| count_params(&config.init(&Device::flex())).trainable;
+        assert_eq!(count(MobileNetV3Config::large()), 5_483_032);
+        assert_eq!(count(MobileNetV3Config::small()), 2_542_856);
+        let keras = MobileNetV3Config::large().with_layout(MobileNetLayout::Keras);
+        assert_eq!(count(keras), 5_483_032);
+    }
+
+    /// Large's strides halve 224 to 112 (stem), 56, 28, 14, 7; its gates, hard swishes and
+    /// residuals are where torchvision puts them; Small's first block has a gate and a stride.
+    #[test]
+    fn blocks_are_the_papers() {
+        let model = MobileNetV3Config::large()
+            .with_num_classes(3)
+            .init(&Device::flex());
+        let strides: Vec<usize> = (model.blocks.iter())
+            .map(|b| b.depthwise.conv.stride[0])
+            .collect();
+        assert_eq!(strides, [1, 2, 1, 2, 1, 1, 2, 1, 1, 1, 1, 1, 2, 1, 1]);
+        let count = |f: fn(&MobileNetV3Block) -> bool| model.blocks.iter().filter(|b| f(b)).count();
+        assert_eq!(count(|b| b.se.is_some()), 8);
+        assert_eq!(count(|b| b.hard_swish), 9);
+        assert_eq!(count(|b| b.residual), 10);
+        assert!(model.blocks[0].expand.is_none() && model.blocks[1].expand.is_some());
+        let gate = model.blocks[3].se.as_ref().unwrap();
+        assert_eq!(gate.reduce.weight.dims(), [24, 72, 1, 1]);
+        let logits = model.forward(Tensor::zeros([1, 3, 64, 64], &Device::flex()));
+        assert_eq!(logits.dims(), [1, 3]);
+
+        let small = MobileNetV3Config::small().init(&Device::flex());
+        assert!(small.blocks[0].se.is_some() && small.blocks[0].expand.is_none());
+        assert_eq!(small.blocks[0].depthwise.conv.stride, [2, 2]);
+        assert_eq!(small.last_conv.conv.weight.dims(), [576, 96, 1, 1]);
+        assert_eq!(small.hidden.weight.dims(), [576, 1024]);
+    }
+}
