@@ -215,7 +215,15 @@ fn keras2_layers(path: &Path, root: &Group) -> Result<Option<Vec<KerasLayer>>> {
                 .caused_by(e)
         })?;
         for weight in strings(path, &group, "weight_names")?.unwrap_or_default() {
-            let layer = layer_of(&weight).unwrap_or(&name).to_string();
+            // A layer's own weights are `{name}/kernel:0`, its name with slashes or not
+            // (tf-keras's MobileNetV3 names layers as scopes: `Conv/BatchNorm`).
+            let own = weight
+                .strip_prefix(name.as_str())
+                .is_some_and(|w| w.starts_with('/'));
+            let layer = match own {
+                true => name.clone(),
+                false => layer_of(&weight).unwrap_or(&name).to_string(),
+            };
             let weight = KerasWeight {
                 name: short_name(&weight).to_string(),
                 dataset: format!("{prefix}{name}/{weight}"),

@@ -26,10 +26,11 @@ use super::efficientnet_keras_names::graph_order as efficientnet_graph_order;
 use super::error::{Result, WeightsError};
 use super::keras_file::{KerasFile, KerasLayer, KerasWeight, LayerNames};
 use super::mobilenet_keras_names::keras_layers_in_order;
+use super::mobilenet_v3_keras_names::graph_order as mobilenet_v3_graph_order;
 use super::restore::{SourceTensor, WeightSource};
 use super::tf_names::inception_scopes_in_order;
 use super::tf_source::{TfNamed, TfVariable};
-use crate::nets::{STAGES_50, STAGES_101, STAGES_152, variants_stage_blocks};
+use crate::nets::{MobileNetV3Variant, STAGES_50, STAGES_101, STAGES_152, variants_stage_blocks};
 
 /// A Keras file of one of keras.applications' networks as a [`WeightSource`] for one model
 /// type (see [`KerasSource::open`]).
@@ -191,7 +192,8 @@ fn by_resnet_graph_order(
     renamed_in_order(&[(convs, conv_names), (norms, norm_names)], layers)
 }
 
-/// TF's name of each weight of keras.applications' MobileNetV2 or one of its EfficientNets,
+/// TF's name of each weight of keras.applications' MobileNetV2, one of its EfficientNets or
+/// MobileNetV3s,
 /// whose convolutions, depthwise convolutions and batch norms are `convs`, `depthwise` and
 /// `norms` (of `layers`, named by class in the graph's order), or why they are no such
 /// network's. The network is the one with as many layers of each kind (EfficientNet B1 and
@@ -203,7 +205,11 @@ fn by_depthwise_graph_order(
     layers: &[KerasLayer],
 ) -> Result<HashMap<String, KerasWeight>, String> {
     let efficientnets = variants_stage_blocks().map(|blocks| efficientnet_graph_order(&blocks));
-    let mut candidates = std::iter::once(mobilenet_v2_graph_order()).chain(efficientnets);
+    let mobilenet_v3s =
+        [MobileNetV3Variant::Large, MobileNetV3Variant::Small].map(mobilenet_v3_graph_order);
+    let mut candidates = std::iter::once(mobilenet_v2_graph_order())
+        .chain(efficientnets)
+        .chain(mobilenet_v3s);
     let counts = [convs.len(), depthwise.len(), norms.len()];
     let Some([conv_names, depthwise_names, norm_names]) =
         candidates.find(|names| names.each_ref().map(Vec::len) == counts)
@@ -211,9 +217,9 @@ fn by_depthwise_graph_order(
         return Err(format!(
             "{} convolution, {} depthwise convolution and {} batch-norm layers with weights \
              (`conv2d_N`, `depthwise_conv2d_N`, `batch_normalization_N`), named by class \
-             (Keras 3 before 3.6): only keras.applications' MobileNetV2 (35, 17 and 52) and \
-             EfficientNetB0 to B7 (B0: 65, 16 and 49) are known with depthwise convolutions \
-             in that order",
+             (Keras 3 before 3.6): only keras.applications' MobileNetV2 (35, 17 and 52), \
+             EfficientNetB0 to B7 (B0: 65, 16 and 49) and MobileNetV3Large and Small (49, 15, \
+             46 and 43, 11, 34) are known with depthwise convolutions in that order",
             convs.len(),
             depthwise.len(),
             norms.len()
@@ -283,7 +289,23 @@ fn by_own_names(layers: &[KerasLayer]) -> Result<HashMap<String, KerasWeight>, S
             variables.insert(format!("{name}/{}", weight.name), weight.clone());
         }
     }
+    let respelled: Vec<(String, KerasWeight)> = (variables.iter())
+        .map(|(name, weight)| (keras_3_spelling(name), weight.clone()))
+        .collect();
+    for (name, weight) in respelled {
+        variables.entry(name).or_insert(weight);
+    }
     Ok(variables)
+}
+
+/// A tf-keras variable name as Keras 3 spells the same layer's: tf-keras's MobileNetV3 named
+/// its layers as TF-slim's scopes (`Conv/BatchNorm/gamma`,
+/// `expanded_conv_3/squeeze_excite/Conv_1/kernel`, `Logits/bias`), Keras 3 renamed them
+/// (`conv_bn/gamma`, `expanded_conv_3_squeeze_excite_conv_1/kernel`, `logits/bias`).
+fn keras_3_spelling(variable: &str) -> String {
+    let (layer, weight) = variable.rsplit_once('/').unwrap_or((variable, ""));
+    let layer = layer.replace("/BatchNorm", "_bn").replace('/', "_");
+    format!("{}/{weight}", layer.to_lowercase())
 }
 
 /// The names keras.applications' ResNet of `stages` (v1, or `v2`) gives its convolutions
@@ -393,8 +415,9 @@ mod tests {
 
     use super::*;
     use crate::nets::{
-        Bottleneck, EfficientNet, EfficientNetConfig, InceptionV3, InceptionV3Config, MobileNetV2,
-        MobileNetV2Config, ResNet, ResNetConfig, ResNetV2, ResNetV2Config,
+        Bottleneck, EfficientNet, EfficientNetConfig, InceptionV3, InceptionV3Config,
+        MobileNetLayout, MobileNetV2, MobileNetV2Config, MobileNetV3Config, ResNet, ResNetConfig,
+        ResNetV2, ResNetV2Config,
     };
     use crate::params::walk;
 
@@ -538,7 +561,14 @@ mod tests {
                     name if name.ends_with("_depthwise") || name.ends_with("_dwconv") => {
                         "depthwise_conv2d"
                     }
-                    "Conv1" | "Conv_1" => "conv2d",
+                    name if name.ends_with("/depthwise") => "depthwise_conv2d",
+                    "Conv1" | "Conv_1" | "Conv" | "Conv_2" | "Logits" => "conv2d",
+                    name if ["/expand", "/project", "/Conv", "/Conv_1"]
+                        .iter()
+                        .any(|end| name.ends_with(end)) =>
+                    {
+                        "conv2d"
+                    }
                     name if name.starts_with("conv2d")
                         || name.ends_with("_conv")
                         || name.ends_with("_expand")
@@ -604,6 +634,28 @@ mod tests {
             &efficientnet,
             LayerNames::ByClass,
         );
+    }
+
+    /// tf-keras's MobileNetV3 files, of its names as TF-slim's scopes, fill Keras 3's
+    /// names of both variants, and so do Keras 3's files named by class; each by-class name
+    /// finds the weight of the layer's own name.
+    #[test]
+    fn keras_mobilenet_v3_files_fill_every_parameter_with_its_shape() {
+        for (net, variant) in [
+            ("mobilenet_v3_large", MobileNetV3Variant::Large),
+            ("mobilenet_v3_small", MobileNetV3Variant::Small),
+        ] {
+            let model = MobileNetV3Config::new(variant)
+                .with_layout(MobileNetLayout::Keras)
+                .init(&Device::flex());
+            let (keras2, keras3) = renamed_by_class(net);
+            fills_every_parameter_with_its_shape(&model, net, &keras2, LayerNames::Own);
+            fills_every_parameter_with_its_shape(&model, net, &keras3, LayerNames::ByClass);
+            let own = tf_variables(&keras2, LayerNames::Own).unwrap();
+            for (name, weight) in tf_variables(&keras3, LayerNames::ByClass).unwrap() {
+                assert_eq!(own.get(&name), Some(&weight), "{net}: {name}");
+            }
+        }
     }
 
     /// A normalization numbered where a process built others first is the network's own; of

@@ -15,6 +15,7 @@ mod keras_file;
 mod keras_source;
 mod mobilenet_keras_names;
 mod mobilenet_torch_names;
+mod mobilenet_v3_keras_names;
 mod mobilenet_v3_torch_names;
 mod resnet_keras_names;
 mod resnet_torch_names;
