@@ -1,5 +1,5 @@
-//! keras.applications' InceptionV3, ResNet50, ResNet50V2, MobileNetV2 and EfficientNetB0 (1000
-//! classes, random weights) in
+//! keras.applications' InceptionV3, ResNet50, ResNet50V2, MobileNetV2, EfficientNetB0 and
+//! MobileNetV3Large and Small (1000 classes, random weights) in
 //! each of Keras's weight files give Keras's logits, and classify pictures with Keras's top 5
 //! and probabilities, through the network's preprocessing (TF's for InceptionV3, Keras's
 //! `load_img` and `preprocess_input` for the ResNets); nested in a transfer model of Keras's,
@@ -11,15 +11,20 @@
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py resnet50v2 /tmp/keras_resnet50v2
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py mobilenet_v2 /tmp/keras_mobilenet_v2
 //! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py efficientnet_b0 /tmp/keras_efficientnet_b0
+//! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py mobilenet_v3_large /tmp/keras_mobilenet_v3_large
+//! /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py mobilenet_v3_small /tmp/keras_mobilenet_v3_small
 //! TOWERS_KERAS_INCEPTION_V3=/tmp/keras_inception_v3 TOWERS_KERAS_RESNET50=/tmp/keras_resnet50 \
 //!     TOWERS_KERAS_RESNET50V2=/tmp/keras_resnet50v2 TOWERS_KERAS_MOBILENET_V2=/tmp/keras_mobilenet_v2 \
 //!     TOWERS_KERAS_EFFICIENTNET_B0=/tmp/keras_efficientnet_b0 \
+//!     TOWERS_KERAS_MOBILENET_V3_LARGE=/tmp/keras_mobilenet_v3_large \
+//!     TOWERS_KERAS_MOBILENET_V3_SMALL=/tmp/keras_mobilenet_v3_small \
 //!     cargo test --workspace --test integration keras_applications
 //! ```
 //!
 //! Without `TOWERS_KERAS_INCEPTION_V3` (`TOWERS_KERAS_RESNET50`, `TOWERS_KERAS_RESNET50V2`,
-//! `TOWERS_KERAS_MOBILENET_V2`, `TOWERS_KERAS_EFFICIENTNET_B0`) the network's tests say they
-//! were skipped and pass.
+//! `TOWERS_KERAS_MOBILENET_V2`, `TOWERS_KERAS_EFFICIENTNET_B0`,
+//! `TOWERS_KERAS_MOBILENET_V3_LARGE`, `TOWERS_KERAS_MOBILENET_V3_SMALL`) the network's tests
+//! say they were skipped and pass.
 
 use std::path::{Path, PathBuf};
 
@@ -28,8 +33,9 @@ use burn::tensor::Device;
 use burn_towers::data::transforms::{InceptionEval, KerasImageNetEval, KerasInputMode, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
-    Bottleneck, EfficientNet, EfficientNetConfig, ImageClassifier, InceptionV3Config, MobileNetV2,
-    MobileNetV2Config, ResNetConfig, ResNetV2, ResNetV2Config,
+    Bottleneck, EfficientNet, EfficientNetConfig, ImageClassifier, InceptionV3Config,
+    MobileNetLayout, MobileNetV2, MobileNetV2Config, MobileNetV3, MobileNetV3Config, ResNetConfig,
+    ResNetV2, ResNetV2Config,
 };
 use burn_towers::train::{LoadOptions, classify, load_weights};
 
@@ -66,6 +72,18 @@ const RESNET50V2: Net = Net {
 const MOBILENET_V2: Net = Net {
     name: "mobilenet_v2",
     variable: "TOWERS_KERAS_MOBILENET_V2",
+    size: 224,
+};
+
+const MOBILENET_V3_LARGE: Net = Net {
+    name: "mobilenet_v3_large",
+    variable: "TOWERS_KERAS_MOBILENET_V3_LARGE",
+    size: 224,
+};
+
+const MOBILENET_V3_SMALL: Net = Net {
+    name: "mobilenet_v3_small",
+    variable: "TOWERS_KERAS_MOBILENET_V3_SMALL",
     size: 224,
 };
 
@@ -183,6 +201,18 @@ fn mobilenet_v2(classes: usize) -> MobileNetV2 {
     MobileNetV2Config::keras(classes).init(&Device::flex())
 }
 
+/// MobileNetV3Large of `classes` classes in Keras's layout.
+fn mobilenet_v3_large(classes: usize) -> MobileNetV3 {
+    let config = MobileNetV3Config::large().with_layout(MobileNetLayout::Keras);
+    config.with_num_classes(classes).init(&Device::flex())
+}
+
+/// MobileNetV3Small of `classes` classes in Keras's layout.
+fn mobilenet_v3_small(classes: usize) -> MobileNetV3 {
+    let config = MobileNetV3Config::small().with_layout(MobileNetLayout::Keras);
+    config.with_num_classes(classes).init(&Device::flex())
+}
+
 /// EfficientNetB0 of `classes` classes in Keras's layout, built for the ImageNet weights.
 fn efficientnet_b0(classes: usize) -> EfficientNet {
     EfficientNetConfig::keras(classes).init(&Device::flex())
@@ -228,6 +258,16 @@ fn keras_mobilenet_v2_files_give_keras_logits_and_top_5() {
 #[test]
 fn a_keras_mobilenet_v2_transfer_model_gives_keras_logits() {
     a_transfer_model_gives_keras_logits(MOBILENET_V2, mobilenet_v2);
+}
+
+/// Keras's MobileNetV3s take pixels in 0-255 and scale them themselves. (Their transfer
+/// model, the network without its top and a new dense layer, has no `conv_2` between them,
+/// which ours always has: it is not built here.)
+#[test]
+fn keras_mobilenet_v3_files_give_keras_logits_and_top_5() {
+    let eval = KerasImageNetEval::new(224).with_mode(KerasInputMode::Pixels);
+    gives_keras_logits_and_top_5(MOBILENET_V3_LARGE, mobilenet_v3_large, &eval);
+    gives_keras_logits_and_top_5(MOBILENET_V3_SMALL, mobilenet_v3_small, &eval);
 }
 
 #[test]

@@ -210,7 +210,7 @@ fn keras2_layers(path: &Path, root: &Group) -> Result<Option<Vec<KerasLayer>>> {
     };
     let mut layers: Vec<KerasLayer> = Vec::new();
     for name in names {
-        let group = (top.group(&name)).map_err(|e| {
+        let group = group_at(&top, &name).map_err(|e| {
             WeightsError::tensor(path, &name, "a layer named in `layer_names` has no group")
                 .caused_by(e)
         })?;
@@ -240,6 +240,16 @@ fn keras2_layers(path: &Path, root: &Group) -> Result<Option<Vec<KerasLayer>>> {
         }
     }
     Ok(Some(layers))
+}
+
+/// The group at `path` below `top`, one level at a time: tf-keras's MobileNetV3 names its
+/// layers with slashes (`Conv/BatchNorm`), which HDF5 nests as groups.
+fn group_at(top: &Group, path: &str) -> Result<Group, hdf5_reader::error::Error> {
+    let mut group = top.clone();
+    for part in path.split('/') {
+        group = group.group(part)?;
+    }
+    Ok(group)
 }
 
 /// The layer a Keras 2 weight belongs to, by its name: `conv2d_1` for `conv2d_1/kernel:0`.
