@@ -374,6 +374,31 @@ fn keras_weights_in_torchvision_layout_are_refused() {
         "efficientnetb0.h5",
         "keras.applications' EfficientNet weights for an EfficientNet in torchvision's layout",
     );
+    refused_before_reading(
+        MobileNetV3Config::large().init(&Device::flex()),
+        "weights_mobilenet_v3_large_224_1.0_float.h5",
+        "keras.applications' MobileNetV3 weights for a MobileNetV3 in torchvision's layout",
+    );
+}
+
+/// And the other way round: torchvision's weights for a network in Keras's layout.
+#[test]
+fn torchvision_weights_in_keras_layout_are_refused() {
+    refused_before_reading(
+        MobileNetV2Config::keras(1000).init(&Device::flex()),
+        "mobilenet_v2.pth",
+        "torchvision's MobileNetV2 weights for a MobileNetV2 in Keras's layout",
+    );
+    refused_before_reading(
+        EfficientNetConfig::keras(1000).init(&Device::flex()),
+        "efficientnet_b0.pth",
+        "torchvision's EfficientNet weights for an EfficientNet in Keras's layout",
+    );
+    refused_before_reading(
+        mobilenet_v3_small(1000),
+        "mobilenet_v3_small.pth",
+        "torchvision's MobileNetV3 weights for a MobileNetV3 in Keras's layout",
+    );
 }
 
 /// Keras's ResNet50 in torchvision's layout (the stride elsewhere, no convolution biases) has

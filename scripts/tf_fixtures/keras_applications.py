@@ -1,6 +1,7 @@
 """Writes one of keras.applications' networks (random weights, 1000 classes), InceptionV3,
-ResNet50, ResNet50V2, MobileNetV2 or EfficientNetB0, in Keras's weight files, and Keras's
-outputs for it, for the tests that need the full network (about 95 MB a file, not committed).
+ResNet50, ResNet50V2, MobileNetV2, EfficientNetB0, MobileNetV3Large or MobileNetV3Small, in
+Keras's weight files, and Keras's outputs for it, for the tests that need the full network
+(about 95 MB a file, not committed).
 
     /tmp/peers/bin/python scripts/tf_fixtures/keras_applications.py NET OUT_DIR [LAYER_LIST]
     TOWERS_KERAS_INCEPTION_V3=OUT_DIR cargo test --workspace --test integration keras_applications
@@ -8,13 +9,25 @@ outputs for it, for the tests that need the full network (about 95 MB a file, no
     TOWERS_KERAS_RESNET50V2=OUT_DIR cargo test --workspace --test integration keras_applications
     TOWERS_KERAS_MOBILENET_V2=OUT_DIR cargo test --workspace --test integration keras_applications
     TOWERS_KERAS_EFFICIENTNET_B0=OUT_DIR cargo test --workspace --test integration keras_applications
+    TOWERS_KERAS_MOBILENET_V3_LARGE=OUT_DIR cargo test --workspace --test integration keras_applications
+    TOWERS_KERAS_MOBILENET_V3_SMALL=OUT_DIR cargo test --workspace --test integration keras_applications
 
-NET is `inception_v3`, `resnet50`, `resnet50v2`, `mobilenet_v2` or `efficientnet_b0`. Needs
+NET is `inception_v3`, `resnet50`, `resnet50v2`, `mobilenet_v2`, `efficientnet_b0`,
+`mobilenet_v3_large` or `mobilenet_v3_small`. Needs
 tensorflow-cpu (Keras 3) and tf-keras (Keras 2), `pip install tensorflow-cpu tf-keras`. The
 weights are Keras's initializers, then made informative for a test: every batch-norm beta and
 every convolution bias random, the classifier's weights larger (so the classes spread), and the
 moving statistics those of a batch of the two pictures and 4 random images (one training pass
 with momentum 0, dropout off), so that every input gives logits of a sensible scale.
+
+MobileNetV3's classifier is not a `Dense` but a 1x1 `Conv2D` named `logits` (after pooling, the
+1x1 `Conv2D` `conv_2` with its bias, hard swish and dropout), then `Flatten` and the softmax
+`predictions`; its logits are the `Flatten`'s outputs. It preprocesses inside the model
+(`Rescaling(1/127.5, offset=-1)`, no weights: `weights=None` and `weights="imagenet"` build the
+same network), so its inputs are raw pixels in [0, 255]. tf-keras names its layers otherwise
+(`Conv/BatchNorm`, `expanded_conv_3/squeeze_excite/Conv` where Keras 3 has `conv_bn`,
+`expanded_conv_3_squeeze_excite_conv`), as its ImageNet files
+(`weights_mobilenet_v3_large_224_1.0_float.h5`) do.
 
 EfficientNetB0 preprocesses inside the model (`Rescaling(1/255)`, then a `Normalization` layer
 with weights), and `weights="imagenet"` adds a second `Rescaling` (by 1/sqrt(stddev) a channel)
@@ -26,7 +39,8 @@ tensorflow/tensorflow#49930).
 
 OUT_DIR gets the same weights in each of Keras's files:
 - NET_keras2.h5: `save_weights` of Keras 2 (tf-keras), the format of the ImageNet weights
-  keras.applications downloads (`inception_v3_weights_tf_dim_ordering_tf_kernels.h5`); for
+  keras.applications downloads (`inception_v3_weights_tf_dim_ordering_tf_kernels.h5`), with
+  tf-keras's layer names; for
   EfficientNetB0 it is the file `weights="imagenet"` loads in both Keras versions;
 - NET.weights.h5: `save_weights` of Keras 3 (3.6 and later record each layer's own name);
 - NET_unnamed.weights.h5: the same without those names, as Keras 3.0-3.5 wrote it;
@@ -40,8 +54,8 @@ OUT_DIR gets the same weights in each of Keras's files:
   `weights="imagenet"`) nested in a model that adds pooling, dropout and a new `Dense(5)`;
 and inputs.f32 (2 x SIZE x SIZE x 3 f32, NHWC, already preprocessed: in [-1, 1] for
 InceptionV3, ResNet50V2 and MobileNetV2, BGR less the mean pixel for ResNet50, raw pixels in
-[0, 255] for EfficientNetB0), images/*.png (2 pictures), expected.json (logits of inputs.f32,
-before the softmax, and the transfer model's; for EfficientNetB0 also
+[0, 255] for EfficientNetB0 and MobileNetV3), images/*.png (2 pictures), expected.json
+(logits of inputs.f32, before the softmax, and the transfer model's; for EfficientNetB0 also
 `logits_without_imagenet_rescaling`, the logits of the same weights in the model
 `weights=None` builds; for the PNG pictures after the network's preprocessing, TF's Inception
 eval preprocessing or Keras's `load_img` and `preprocess_input`: top-5 and probabilities).
@@ -73,10 +87,17 @@ NETS = {
     "resnet50v2": ("ResNet50V2", 224, "resnet_v2"),
     "mobilenet_v2": ("MobileNetV2", 224, "mobilenet_v2"),
     "efficientnet_b0": ("EfficientNetB0", 224, "efficientnet"),
+    "mobilenet_v3_large": ("MobileNetV3Large", 224, "mobilenet_v3"),
+    "mobilenet_v3_small": ("MobileNetV3Small", 224, "mobilenet_v3"),
 }
 # The networks that preprocess inside the model, built as users of the ImageNet weights build
 # them (`weights="imagenet"`, see `downloads`); their inputs are raw pixels in [0, 255].
 PREPROCESSING_INSIDE = {"efficientnet_b0"}
+# The networks whose classifier is MobileNetV3's 1x1 `Conv2D` `logits` (then `Flatten` and the
+# softmax `predictions`), and whose layers tf-keras names otherwise (see `keras3_name`). They
+# preprocess inside the model too (a `Rescaling` to [-1, 1], no weights), but are built with
+# `weights=None`, which builds the network `weights="imagenet"` builds.
+MOBILENET_V3 = {"mobilenet_v3_large", "mobilenet_v3_small"}
 # What the Normalization layer of EfficientNet's ImageNet file holds: ImageNet's mean and, as
 # its variance, the standard deviations (tensorflow/tensorflow#49930), which the second
 # `Rescaling` of `weights="imagenet"` (1/sqrt(stddev) a channel) makes a division by the
@@ -111,23 +132,37 @@ def preprocess(net, path, size):
 
 def random_inputs(net, rng, n, size):
     """`n` random images in the range of `net`'s preprocessed inputs."""
-    low, high = {"resnet50": (-124, 152), "efficientnet_b0": (0, 255)}.get(net, (-1, 1))
+    raw_pixels = (0, 255)  # the networks that preprocess inside the model
+    low, high = {"resnet50": (-124, 152), "efficientnet_b0": raw_pixels,
+                 "mobilenet_v3_large": raw_pixels,
+                 "mobilenet_v3_small": raw_pixels}.get(net, (-1, 1))
     return rng.uniform(low, high, (n, size, size, 3)).astype(np.float32)
+
+
+def classifier(model):
+    """The classifier's layer with weights: the `Dense` `predictions`, or MobileNetV3's 1x1
+    `Conv2D` `logits` (its `predictions` the softmax `Activation` after a `Flatten`)."""
+    layer = model.get_layer("predictions")
+    if isinstance(layer, keras.layers.Dense):
+        return layer
+    layer = model.get_layer("logits")
+    assert isinstance(layer, keras.layers.Conv2D) and layer.kernel.shape[:2] == (1, 1)
+    return layer
 
 
 def informative(model, rng, batch):
     """Random betas and convolution biases and a spread classifier; the moving statistics of
     `batch` (dropout off: those of the network that infers). Leaves the Normalization layers
     (EfficientNet's) as they are."""
+    top = classifier(model)
     for layer in model.layers:
         if isinstance(layer, keras.layers.BatchNormalization):
             layer.beta.assign(rng.normal(0, 0.2, layer.beta.shape).astype(np.float32))
             layer.momentum = 0.0
-        if isinstance(layer, keras.layers.Conv2D) and layer.use_bias:
+        if isinstance(layer, keras.layers.Conv2D) and layer.use_bias and layer is not top:
             layer.bias.assign(rng.normal(0, 0.1, layer.bias.shape).astype(np.float32))
-    dense = model.get_layer("predictions")
-    dense.kernel.assign(rng.normal(0, 0.15, dense.kernel.shape).astype(np.float32))
-    dense.bias.assign(rng.normal(0, 0.5, dense.bias.shape).astype(np.float32))
+    top.kernel.assign(rng.normal(0, 0.15, top.kernel.shape).astype(np.float32))
+    top.bias.assign(rng.normal(0, 0.5, top.bias.shape).astype(np.float32))
     # EfficientNet's stochastic depth (`Dropout(noise_shape=(None, 1, 1, 1))`) would drop
     # whole samples' residual branches in the training pass.
     dropouts = [layer for layer in model.layers if isinstance(layer, keras.layers.Dropout)]
@@ -145,10 +180,21 @@ def informative(model, rng, batch):
 
 
 def logits_of(model, images):
-    """The classifier's outputs before its softmax."""
+    """The classifier's outputs before its softmax (MobileNetV3's: the `Flatten`'s outputs)."""
     dense = model.get_layer("predictions")
+    if not isinstance(dense, keras.layers.Dense):
+        return np.asarray(keras.Model(model.input, dense.input)(images))
     features = keras.Model(model.input, dense.input)(images)
     return np.asarray(features) @ np.asarray(dense.kernel) + np.asarray(dense.bias)
+
+
+def keras3_name(net, name):
+    """Keras 3's name of the tf-keras layer `name` of `net`: the same but for MobileNetV3's
+    (tf-keras `Conv`, `Conv/BatchNorm`, `expanded_conv_3/squeeze_excite/Conv_1`, `Logits`; Keras 3
+    `conv`, `conv_bn`, `expanded_conv_3_squeeze_excite_conv_1`, `logits`)."""
+    if net not in MOBILENET_V3:
+        return name
+    return name.replace("/BatchNorm", "_bn").replace("/", "_").lower()
 
 
 def text(name):
@@ -282,10 +328,17 @@ def main(net, out, listing=None):
         keras2 = getattr(tf_keras.applications, name)(weights=None, classes=1000)
         # Layer by layer: the two Keras versions may order their layers differently, but both
         # name them in the order the code builds them (`conv2d`, `conv2d_1`, ...) where the
-        # code does not name them.
+        # code does not name them (MobileNetV3's names differ: `keras3_name`).
+        copied = []
         for layer in keras2.layers:
             if layer.weights:
-                layer.set_weights(model.get_layer(layer.name).get_weights())
+                copied.append(keras3_name(net, layer.name))
+                source = model.get_layer(copied[-1])
+                assert [tuple(w.shape) for w in layer.weights] == \
+                    [tuple(w.shape) for w in source.weights], layer.name
+                layer.set_weights(source.get_weights())
+        # Every layer with weights copied, once.
+        assert sorted(copied) == sorted(layer.name for layer in model.layers if layer.weights)
         keras2.save_weights(os.path.join(out, f"{net}_keras2.h5"))
         if imagenet:
             # The Keras 2 model users build: the ImageNet file is NET_keras2.h5.
@@ -313,7 +366,9 @@ def main(net, out, listing=None):
             expected["images"].append({"file": path, "top5": top.tolist(),
                                        "probs": probs[top].tolist()})
             print(path, top.tolist(), probs[top].round(4).tolist())
-        features = model.get_layer("predictions").kernel.shape[0]
+        # The channels the top pools (MobileNetV3's `conv_2` widens them before its classifier).
+        features = [layer for layer in model.layers
+                    if isinstance(layer, keras.layers.GlobalAveragePooling2D)][-1].input.shape[-1]
         head = [rng.normal(0, 0.15, (features, 5)).astype(np.float32),
                 rng.normal(0, 0.5, 5).astype(np.float32)]
         transfer3 = transfer(keras, net, model, head)
