@@ -1,6 +1,7 @@
 //! Classifies image files (JPEG, PNG, BMP, PPM/PGM, TIFF or WebP, greyscale included) with
-//! Inception v3, ResNet-50 or -18, keras.applications' ResNet50V2, MobileNetV2 or EfficientNet
-//! B0-B7 (torchvision's or Keras's), or the CIFAR-10 network: the top classes and their
+//! Inception v3, ResNet-50 or -18, keras.applications' ResNet50V2, MobileNetV2, MobileNetV3
+//! Large or Small, or EfficientNet B0-B7 (torchvision's or Keras's), or the CIFAR-10 network:
+//! the top classes and their
 //! probabilities, as text or one JSON object per image.
 //!
 //! ```text
@@ -13,6 +14,8 @@
 //!     --weights resnet50v2_weights_tf_dim_ordering_tf_kernels.h5 cat.jpg
 //! cargo run --release --example classify -- --model mobilenet-v2 \
 //!     --weights mobilenet_v2_weights_tf_dim_ordering_tf_kernels_1.0_224.h5 cat.jpg
+//! cargo run --release --example classify -- --model mobilenet-v3-small \
+//!     --weights mobilenet_v3_small-047dcff4.pth cat.jpg
 //! cargo run --release --example classify -- --model efficientnet --variant 3 \
 //!     --weights efficientnetb3.h5 cat.jpg
 //! cargo run --release --example classify -- --model cifar10 --weights /tmp/cifar10_train --json plane.png
@@ -27,7 +30,8 @@
 //! MobileNetV2 is built in Keras's layout for Keras's weights and takes Keras's "tf" mode,
 //! else torchvision's layout and preprocessing; so is EfficientNet, but Keras's takes the
 //! pixels as they are (it normalizes them itself), and torchvision's a bicubic resize (its
-//! weights' preset).
+//! weights' preset). MobileNetV3 in Keras's layout takes the pixels as they are too (it scales
+//! them itself), in torchvision's torchvision's preprocessing.
 
 use std::path::PathBuf;
 
@@ -37,8 +41,8 @@ use burn_towers::data::transforms::{CifarEval, InceptionEval, TorchvisionEval, T
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
     BasicBlock, Bottleneck, Cifar10Config, EfficientNetConfig, EfficientNetLayout, ImageClassifier,
-    InceptionV3Config, MobileNetLayout, MobileNetV2Config, ResNet, ResNetConfig, ResNetLayout,
-    ResNetV2Config, ResidualBlock,
+    InceptionV3Config, MobileNetLayout, MobileNetV2Config, MobileNetV3Config, ResNet, ResNetConfig,
+    ResNetLayout, ResNetV2Config, ResidualBlock,
 };
 use burn_towers::train::{
     CifarImage, Prediction, Preprocessing, WeightsArgs, classify, efficientnet_for_weights,
@@ -54,6 +58,11 @@ enum Model {
     Resnet50v2,
     /// torchvision's `mobilenet_v2` or keras.applications' `MobileNetV2`, by the weights.
     MobilenetV2,
+    /// torchvision's `mobilenet_v3_large` or keras.applications' `MobileNetV3Large`, by the
+    /// weights.
+    MobilenetV3Large,
+    /// torchvision's `mobilenet_v3_small` or keras.applications' `MobileNetV3Small`.
+    MobilenetV3Small,
     /// torchvision's `efficientnet_bN` or keras.applications' `EfficientNetBN` (`--variant`),
     /// by the weights.
     Efficientnet,
@@ -69,8 +78,8 @@ struct Args {
     #[arg(long, value_enum)]
     model: Model,
     /// A TF checkpoint (Inception v3, CIFAR-10), a torchvision state dict (`.pth`: Inception
-    /// v3, the ResNets, MobileNetV2, EfficientNet), a Keras file (`.h5`, `.keras`: Inception
-    /// v3, ResNet-50, ResNet50V2, MobileNetV2, EfficientNet),
+    /// v3, the ResNets, MobileNetV2 and V3, EfficientNet), a Keras file (`.h5`, `.keras`:
+    /// Inception v3, ResNet-50, ResNet50V2, MobileNetV2 and V3, EfficientNet),
     /// one of ours (file or train directory) or a `.safetensors` export.
     #[arg(long)]
     weights: PathBuf,
@@ -85,10 +94,10 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     top_k: usize,
     /// Side of the model's square input (default: 299 for Inception, 224 for the ResNets and
-    /// MobileNetV2, the variant's for EfficientNet (224 for B0), 24 for CIFAR-10).
+    /// the MobileNets, the variant's for EfficientNet (224 for B0), 24 for CIFAR-10).
     #[arg(long)]
     image_size: Option<usize>,
-    /// ResNets, MobileNetV2 and EfficientNet with torchvision's weights: the shorter side
+    /// ResNets, MobileNets and EfficientNet with torchvision's weights: the shorter side
     /// before the center crop (default: 256 for 224, as torchvision's `IMAGENET1K_V1`
     /// weights; their `IMAGENET1K_V2` take 232).
     #[arg(long)]
@@ -153,6 +162,8 @@ fn main() -> anyhow::Result<()> {
                 .init(&device);
             classify_through(&args, model, Preprocessing::for_mobilenet(layout), size)?
         }
+        Model::MobilenetV3Large => classify_mobilenet_v3(&args, MobileNetV3Config::large())?,
+        Model::MobilenetV3Small => classify_mobilenet_v3(&args, MobileNetV3Config::small())?,
         Model::Efficientnet => {
             let config = EfficientNetConfig::b(args.variant.into());
             let size = args.image_size.unwrap_or(config.image_size);
@@ -205,6 +216,22 @@ where
         .with_image_size(size)
         .init::<Block>(&args.run.device()?);
     classify_through(args, model, Preprocessing::for_resnet(layout), size)
+}
+
+/// The images under a MobileNetV3 of `variant` in the layout of the `--weights`' library,
+/// through that library's evaluation preprocessing.
+fn classify_mobilenet_v3(
+    args: &Args,
+    variant: MobileNetV3Config,
+) -> anyhow::Result<Vec<Prediction>> {
+    let size = args.image_size.unwrap_or(224);
+    let layout = MobileNetLayout::from(resnet_layout_for(&args.weights));
+    let model = variant
+        .with_layout(layout)
+        .with_num_classes(args.num_classes.unwrap_or(1000))
+        .with_image_size(size)
+        .init(&args.run.device()?);
+    classify_through(args, model, Preprocessing::for_mobilenet_v3(layout), size)
 }
 
 /// The images under `model` with the `--weights`, through `preprocessing`'s evaluation

@@ -38,7 +38,7 @@ use burn::tensor::Device;
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
     BasicBlock, Bottleneck, EfficientNetConfig, EfficientNetLayout, MobileNetLayout,
-    MobileNetV2Config, ResNetV2Config,
+    MobileNetV2Config, MobileNetV3Config, MobileNetV3Variant, ResNetV2Config,
 };
 use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
@@ -63,8 +63,11 @@ struct Args {
     /// MobileNetV2 instead of a ResNet, in `--layout`'s library's layout.
     #[arg(long, conflicts_with_all = ["v2", "depth"])]
     mobilenet_v2: bool,
+    /// MobileNetV3 (`large` or `small`) instead of a ResNet, in `--layout`'s library's layout.
+    #[arg(long, value_name = "VARIANT", conflicts_with_all = ["v2", "depth", "mobilenet_v2"])]
+    mobilenet_v3: Option<MobileNetV3Variant>,
     /// EfficientNet-B`B` (0 to 7) instead of a ResNet, in `--layout`'s library's layout.
-    #[arg(long, value_name = "B", conflicts_with_all = ["v2", "depth", "mobilenet_v2"])]
+    #[arg(long, value_name = "B", conflicts_with_all = ["v2", "depth", "mobilenet_v2", "mobilenet_v3"])]
     #[arg(value_parser = clap::value_parser!(u8).range(0..=7))]
     efficientnet: Option<u8>,
     /// Side of the square input images: 224 with `--data-dir` (EfficientNet: its variant's),
@@ -127,6 +130,17 @@ fn main() -> anyhow::Result<()> {
         };
         return train(&args, Preprocessing::for_mobilenet(layout), net);
     }
+    if let Some(variant) = args.mobilenet_v3 {
+        let layout = MobileNetLayout::from(layout);
+        let net = |classes, size, decay, device: &Device| {
+            (MobileNetV3Config::new(variant).with_layout(layout))
+                .with_num_classes(classes)
+                .with_image_size(size)
+                .with_weight_decay(decay)
+                .init(device)
+        };
+        return train(&args, Preprocessing::for_mobilenet_v3(layout), net);
+    }
     if let Some(variant) = args.efficientnet {
         let layout = EfficientNetLayout::from(layout);
         let mut config = EfficientNetConfig::b(variant.into()).with_layout(layout);
@@ -188,10 +202,16 @@ where
     let data = InceptionData::open(data_dir, Split::Train, image_size, train)?;
     println!("training data: {}", data.description);
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
-    let name = match (args.efficientnet, args.mobilenet_v2, args.v2) {
-        (Some(variant), _, _) => format!("EfficientNet-B{variant}"),
-        (_, true, _) => "MobileNetV2".to_string(),
-        (_, _, true) => format!("ResNet{}V2", args.depth),
+    let name = match (
+        args.efficientnet,
+        args.mobilenet_v3,
+        args.mobilenet_v2,
+        args.v2,
+    ) {
+        (Some(variant), ..) => format!("EfficientNet-B{variant}"),
+        (_, Some(variant), ..) => format!("MobileNetV3-{variant:?}"),
+        (_, _, true, _) => "MobileNetV2".to_string(),
+        (.., true) => format!("ResNet{}V2", args.depth),
         _ => format!("ResNet-{}", args.depth),
     };
     println!(

@@ -34,7 +34,7 @@ use burn::tensor::Device;
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
     BasicBlock, Bottleneck, EfficientNetConfig, EfficientNetLayout, MobileNetLayout,
-    MobileNetV2Config, ResNetV2Config,
+    MobileNetV2Config, MobileNetV3Config, MobileNetV3Variant, ResNetV2Config,
 };
 use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
@@ -64,8 +64,11 @@ struct Args {
     /// MobileNetV2 instead of a ResNet, in `--layout`'s library's layout.
     #[arg(long, conflicts_with_all = ["v2", "depth"])]
     mobilenet_v2: bool,
+    /// MobileNetV3 (`large` or `small`) instead of a ResNet, in `--layout`'s library's layout.
+    #[arg(long, value_name = "VARIANT", conflicts_with_all = ["v2", "depth", "mobilenet_v2"])]
+    mobilenet_v3: Option<MobileNetV3Variant>,
     /// EfficientNet-B`B` (0 to 7) instead of a ResNet, in `--layout`'s library's layout.
-    #[arg(long, value_name = "B", conflicts_with_all = ["v2", "depth", "mobilenet_v2"])]
+    #[arg(long, value_name = "B", conflicts_with_all = ["v2", "depth", "mobilenet_v2", "mobilenet_v3"])]
     #[arg(value_parser = clap::value_parser!(u8).range(0..=7))]
     efficientnet: Option<u8>,
     #[command(flatten)]
@@ -114,6 +117,16 @@ fn main() -> anyhow::Result<()> {
                 .init(device)
         };
         return eval(&args, Preprocessing::for_mobilenet(layout), net);
+    }
+    if let Some(variant) = args.mobilenet_v3 {
+        let layout = MobileNetLayout::from(layout);
+        let net = |classes, size, device: &Device| {
+            (MobileNetV3Config::new(variant).with_layout(layout))
+                .with_num_classes(classes)
+                .with_image_size(size)
+                .init(device)
+        };
+        return eval(&args, Preprocessing::for_mobilenet_v3(layout), net);
     }
     if let Some(variant) = args.efficientnet {
         let layout = EfficientNetLayout::from(layout);

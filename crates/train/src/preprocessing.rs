@@ -60,6 +60,16 @@ impl Preprocessing {
         }
     }
 
+    /// What the weights of a MobileNetV3 in `layout` expect: torchvision's preprocessing, or
+    /// Keras's pixels (its network scales them itself; `mobilenet_v3.preprocess_input` passes
+    /// them through).
+    pub fn for_mobilenet_v3(layout: MobileNetLayout) -> Self {
+        match layout {
+            MobileNetLayout::Keras => Self::KerasPixels,
+            _ => Self::Torchvision,
+        }
+    }
+
     /// What the weights of an EfficientNet in `layout` expect: torchvision's preprocessing
     /// with its bicubic resize, or Keras's pixels (`efficientnet.preprocess_input` passes them
     /// through).

@@ -109,6 +109,19 @@ pub enum MobileNetV3Variant {
     Small,
 }
 
+impl std::str::FromStr for MobileNetV3Variant {
+    type Err = String;
+
+    /// `large` or `small`, as a command line names them.
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "large" => Ok(Self::Large),
+            "small" => Ok(Self::Small),
+            other => Err(format!("`{other}` is no MobileNetV3: `large` or `small`")),
+        }
+    }
+}
+
 impl MobileNetV3Variant {
     /// Its blocks.
     pub(crate) fn blocks(self) -> &'static [BlockSetting] {
