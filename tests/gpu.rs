@@ -16,7 +16,10 @@ use burn_towers::data::cifar10::BuiltinCifar10;
 use burn_towers::kernels::nn::conv::Conv2dConfig;
 use burn_towers::kernels::nn::{BatchNormConfig, LinearConfig, PaddingConfig2d};
 use burn_towers::kernels::{Precision, joined_sum_of_squares};
-use burn_towers::models::{Cifar10Net, EfficientNetLayout, MbConvConfig};
+use burn_towers::models::{
+    Cifar10Net, EfficientNetLayout, MbConv, MbConvConfig, MobileNetLayout, MobileNetV3Block,
+    MobileNetV3BlockConfig,
+};
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
 use towers_testing::losses::assert_cross_entropy_matches_burns;
@@ -282,37 +285,71 @@ fn depthwise_convolution_and_relu6_on_a_gpu_follow_flex() {
 
 /// EfficientNet's block in Keras's layout (a 1x1 expansion, a 5x5 depthwise convolution, the
 /// squeeze-excitation gate, the projection, the input added back; batch norms on the batch's
-/// statistics, SiLUs), Burn's ops on the GPU against ours on flex: the output, and the
-/// gradients of the input, the depthwise kernel and the gate's first convolution of a random
-/// weighting, within 1e-4 of the largest value.
+/// statistics, SiLUs), Burn's ops on the GPU against ours on flex: see
+/// [`a_gated_block_on_a_gpu_follows_flex`].
 #[test]
 fn an_efficientnet_block_on_a_gpu_follows_flex() {
-    let Some(gpu) = gpu_or_skip("an_efficientnet_block") else {
+    let block = MbConvConfig::new([8, 8], 6, 5)
+        .with_layout(EfficientNetLayout::Keras)
+        .init(&Device::flex().autodiff());
+    a_gated_block_on_a_gpu_follows_flex("an_efficientnet_block", block, MbConv::forward, |b| {
+        [b.depthwise.conv.weight.val(), b.se.reduce.weight.val()]
+    });
+}
+
+/// MobileNetV3's block in Keras's layout, with its gate and hard swish (ReLU inside the gate,
+/// a hard sigmoid of it): Burn's `hard_swish` and `hard_sigmoid` on the GPU against ours on
+/// flex.
+#[test]
+fn a_mobilenet_v3_block_on_a_gpu_follows_flex() {
+    let block = MobileNetV3BlockConfig::new([8, 8], 48, 5)
+        .with_squeeze_excitation(true)
+        .with_hard_swish(true)
+        .with_layout(MobileNetLayout::Keras)
+        .init(&Device::flex().autodiff());
+    a_gated_block_on_a_gpu_follows_flex(
+        "a_mobilenet_v3_block",
+        block,
+        MobileNetV3Block::forward,
+        |b| {
+            [
+                b.depthwise.conv.weight.val(),
+                b.se.as_ref().unwrap().reduce.weight.val(),
+            ]
+        },
+    );
+}
+
+/// `block` (on flex) moved to the GPU: the output, and the gradients of the input, the
+/// depthwise kernel and the gate's first convolution (`weights`) of a random weighting, within
+/// 1e-4 of the largest value of flex's.
+fn a_gated_block_on_a_gpu_follows_flex<B: Module + Clone>(
+    name: &str,
+    block: B,
+    forward: fn(&B, Tensor<4>) -> Tensor<4>,
+    weights: fn(&B) -> [Tensor<4>; 2],
+) {
+    let Some(gpu) = gpu_or_skip(name) else {
         return;
     };
     let flex = Device::flex().autodiff();
-    let block = MbConvConfig::new([8, 8], 6, 5)
-        .with_layout(EfficientNetLayout::Keras)
-        .init(&flex);
     let images = Tensor::<4>::random([4, 8, 12, 12], Distribution::Normal(0.0, 2.0), &flex);
     let probe = Tensor::<4>::random([4, 8, 12, 12], Distribution::Default, &flex);
     let outputs = |device: &Device| {
         let block = block.clone().fork(device);
         let x = images.clone().to_device(device).require_grad();
-        let y = block.forward(x.clone());
+        let y = forward(&block, x.clone());
         let grads = (y.clone() * probe.clone().to_device(device))
             .sum()
             .backward();
         let read = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
         let grad = |weight: &Tensor<4>| read(weight.grad(&grads).unwrap().flatten(0, 3));
+        let [depthwise, gate] = weights(&block);
         [
             ("output", read(y.flatten(0, 3))),
             ("input gradient", grad(&x)),
-            (
-                "depthwise gradient",
-                grad(&block.depthwise.conv.weight.val()),
-            ),
-            ("gate gradient", grad(&block.se.reduce.weight.val())),
+            ("depthwise gradient", grad(&depthwise)),
+            ("gate gradient", grad(&gate)),
         ]
     };
     let want = outputs(&flex);
