@@ -4,7 +4,7 @@
 
 Run by hand with TensorFlow installed (never in CI); `side_by_side.py` runs both sides in turn:
 
-    python bench/peers/tf_keras_step.py [--model inception|resnet50|resnet50v2|mobilenet_v2|efficientnet_b0] [--precision f32|bf16] [--reps 3]
+    python bench/peers/tf_keras_step.py [--model inception|resnet50|resnet50v2|mobilenet_v2|efficientnet_b0|mobilenet_v3_large] [--precision f32|bf16] [--reps 3]
 
 `tf.keras.applications.InceptionV3` (no weights, 1001 classes, no auxiliary head: Keras has
 none; batch 32 of 299x299x3), `ResNet50`, `ResNet50V2` or `MobileNetV2` (no weights, 1000
@@ -30,7 +30,8 @@ BATCH = 32
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["inception", "resnet50", "resnet50v2", "mobilenet_v2",
-                                            "efficientnet_b0"], default="inception")
+                                            "efficientnet_b0", "mobilenet_v3_large"],
+                        default="inception")
     parser.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
@@ -42,6 +43,8 @@ def main():
         "resnet50v2": (tf.keras.applications.ResNet50V2, 224, 1000, "ResNet50V2"),
         "mobilenet_v2": (tf.keras.applications.MobileNetV2, 224, 1000, "MobileNetV2"),
         "efficientnet_b0": (tf.keras.applications.EfficientNetB0, 224, 1000, "EfficientNet-B0"),
+        "mobilenet_v3_large": (tf.keras.applications.MobileNetV3Large, 224, 1000,
+                               "MobileNetV3-Large"),
     }[args.model]
     model = application(weights=None, classes=classes, classifier_activation=None)
     optimizer = tf.keras.optimizers.SGD(0.01)

@@ -109,7 +109,7 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument(
-        "--models", default="cifar10,inception", help="of cifar10, inception, resnet50, resnet18, efficientnet_b0"
+        "--models", default="cifar10,inception", help="of cifar10, inception, resnet50, resnet18, efficientnet_b0, mobilenet_v3_large"
     )
     parser.add_argument("--precisions", default="f32,bf16")
     args = parser.parse_args()
@@ -128,6 +128,7 @@ def main():
         "resnet50": (resnet("resnet50"), 32),
         "resnet18": (resnet("resnet18"), 32),
         "efficientnet_b0": (resnet("efficientnet_b0"), 32),
+        "mobilenet_v3_large": (resnet("mobilenet_v3_large"), 32),
     }
     for name in args.models.split(","):
         build, batch = builds[name]

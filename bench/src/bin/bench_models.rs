@@ -1,14 +1,15 @@
 //! Forward and forward+backward time per image of the CIFAR-10 net (batch 128), Inception v3
 //! (batch 32, 299x299), ResNet-50 and ResNet-18 (batch 32, 224x224, torchvision's layout on
 //! `towers_kernels::nn`'s drop-in layers; ResNet-50 in Keras's layout too, the network of TF
-//! Keras's `ResNet50`, and Keras's `ResNet50V2`), MobileNetV2 and EfficientNet-B0 (batch 32,
-//! 224x224, Keras's layout; EfficientNet-B0 in torchvision's too) on the default CPU backend
+//! Keras's `ResNet50`, and Keras's `ResNet50V2`), MobileNetV2, MobileNetV3-Large and
+//! EfficientNet-B0 (batch 32, 224x224, Keras's layout; MobileNetV3-Large and EfficientNet-B0
+//! in torchvision's too) on the default CPU backend
 //! (flex), or on the device `TOWERS_BENCH_DEVICE` names.
 //!
 //! `cargo run --release -p towers-bench --bin bench_models [REPS] [MODEL] [PRECISION]` (default 3
 //! timed runs after [`WARM_UP`] calls; `MODEL` `cifar10`, `inception`, `resnet50`,
-//! `resnet50-keras`, `resnet50v2`, `resnet18`, `mobilenet_v2`, `efficientnet_b0` or
-//! `efficientnet_b0-torchvision`
+//! `resnet50-keras`, `resnet50v2`, `resnet18`, `mobilenet_v2`, `mobilenet_v3_large`,
+//! `mobilenet_v3_large-torchvision`, `efficientnet_b0` or `efficientnet_b0-torchvision`
 //! and `PRECISION` `f32` or `bf16` run only those rows, e.g. under a profiler;
 //! `TOWERS_BENCH_BATCH` replaces every row's batch).
 //! Forward is the evaluation forward (`valid()` model: no autodiff, batch norm on moving
@@ -32,8 +33,8 @@ use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use std::time::Instant;
 use towers_kernels::{Precision, bf16_kernel, with_precision};
 use towers_models::{
-    Cifar10Config, EfficientNetConfig, ImageClassifier, InceptionV3Config, MobileNetV2Config,
-    ResNet18, ResNet50, ResNetConfig, ResNetV2Config,
+    Cifar10Config, EfficientNetConfig, ImageClassifier, InceptionV3Config, MobileNetLayout,
+    MobileNetV2Config, MobileNetV3Config, ResNet18, ResNet50, ResNetConfig, ResNetV2Config,
 };
 use towers_train::OptimizerConfig;
 
@@ -115,6 +116,21 @@ fn main() {
         bench(
             "MobileNetV2 Keras, 224x224",
             mobilenet,
+            batch(32),
+            reps,
+            &precisions,
+        );
+    }
+    if runs("mobilenet_v3_large") {
+        let config = MobileNetV3Config::large().with_layout(MobileNetLayout::Keras);
+        let name = "MobileNetV3-Large Keras, 224x224";
+        bench(name, config.init(&device), batch(32), reps, &precisions);
+    }
+    if runs("mobilenet_v3_large-torchvision") {
+        let name = "MobileNetV3-Large, 224x224";
+        bench(
+            name,
+            MobileNetV3Config::large().init(&device),
             batch(32),
             reps,
             &precisions,
