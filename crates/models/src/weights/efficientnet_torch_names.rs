@@ -22,14 +22,7 @@ impl TorchNamed for EfficientNet {
             };
         }
         let (unit, kind) = module.rsplit_once('.')?;
-        let field = match (kind, field) {
-            ("conv" | "reduce" | "expand", "weight") => "weight",
-            ("reduce" | "expand", "bias") => "bias",
-            ("bn", "gamma") => "weight",
-            ("bn", "beta") => "bias",
-            ("bn", "running_mean" | "running_var") => field,
-            _ => return None,
-        };
+        let field = gated_unit_field(kind, field)?;
         parameter(
             format!("{}.{field}", torchvision_module(unit, kind)?),
             TorchLayout::Same,
@@ -50,6 +43,20 @@ impl TorchNamed for EfficientNet {
              `EfficientNetLayout::Torchvision` (the default)"
                 .to_string()
         })
+    }
+}
+
+/// torchvision's name of `field` of the `kind` of unit it belongs to: a convolution's
+/// (`conv`) or a gate's (`reduce`, `expand`) weight and bias, a batch norm's (`bn`) scale,
+/// offset and statistics (`weight`, `bias` there). EfficientNet's and MobileNetV3's.
+pub(super) fn gated_unit_field<'a>(kind: &str, field: &'a str) -> Option<&'a str> {
+    match (kind, field) {
+        ("conv" | "reduce" | "expand", "weight") => Some("weight"),
+        ("reduce" | "expand", "bias") => Some("bias"),
+        ("bn", "gamma") => Some("weight"),
+        ("bn", "beta") => Some("bias"),
+        ("bn", "running_mean" | "running_var") => Some(field),
+        _ => None,
     }
 }
 

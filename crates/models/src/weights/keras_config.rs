@@ -116,15 +116,8 @@ fn numbers(values: &[Value]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::weights::keras_file::tests::fixture;
     use serde_json::json;
-
-    /// `tests/data/keras/`: one small network's weights in each of Keras's files
-    /// (`scripts/tf_fixtures/keras_weight_files.py`).
-    fn fixture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/keras")
-            .join(name)
-    }
 
     fn config(json: Value) -> KerasConfig {
         KerasConfig {

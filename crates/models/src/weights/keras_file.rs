@@ -365,12 +365,12 @@ fn positional_names(layer: &str, count: usize) -> &'static [&'static str] {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// `tests/data/keras/`: one small network's weights in each of Keras's files
     /// (`scripts/tf_fixtures/keras_weight_files.py`).
-    fn fixture(name: &str) -> PathBuf {
+    pub(in crate::weights) fn fixture(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/data/keras")
             .join(name)

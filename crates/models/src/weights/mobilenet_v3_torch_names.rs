@@ -11,6 +11,7 @@
 //! a projection's position is listed for each ([`TorchNamed::torch_parameters`]), and a file
 //! holds one of them. Every block expands but the first, in both.
 
+use super::efficientnet_torch_names::gated_unit_field;
 use crate::nets::{MobileNetLayout, MobileNetV3, MobileNetV3Variant};
 use crate::weights::torch_names::{TorchLayout, TorchNamed, TorchParameter};
 
@@ -67,14 +68,7 @@ fn torch_parameter_of(variant: MobileNetV3Variant, path: &str) -> Option<TorchPa
         };
     }
     let (unit, kind) = module.rsplit_once('.')?;
-    let field = match (kind, field) {
-        ("conv" | "reduce" | "expand", "weight") => "weight",
-        ("reduce" | "expand", "bias") => "bias",
-        ("bn", "gamma") => "weight",
-        ("bn", "beta") => "bias",
-        ("bn", "running_mean" | "running_var") => field,
-        _ => return None,
-    };
+    let field = gated_unit_field(kind, field)?;
     let module = torchvision_module(variant, unit, kind)?;
     parameter(format!("{module}.{field}"), TorchLayout::Same)
 }
