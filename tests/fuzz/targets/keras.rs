@@ -1,11 +1,12 @@
 //! Keras weight files: HDF5 (superblock, object headers, B-trees, heaps, attributes, datasets,
 //! as `hdf5-reader` parses them) and Keras 3's `.keras` zip around one, their layers named as
-//! `KerasSource` names keras.applications' networks', read weight by weight.
+//! `KerasSource` names keras.applications' networks', read weight by weight, and the model
+//! configuration a whole-model file keeps (`KerasConfig`, JSON) searched.
 
 use std::path::Path;
 
 use burn_towers::models::InceptionV3;
-use burn_towers::models::weights::KerasSource;
+use burn_towers::models::weights::{KerasConfig, KerasSource};
 
 use crate::fuzz;
 use crate::mutate::mutated;
@@ -19,6 +20,7 @@ fn seeds() -> Vec<Vec<u8>> {
         "keras2_fixed_strings.h5",
         "model.weights.h5",
         "model.keras",
+        "model_keras2.h5",
         "nested_keras2.h5",
         "nested.weights.h5",
         "unnamed.weights.h5",
@@ -42,6 +44,9 @@ fn fuzz_keras() {
         std::fs::write(&path, &bytes).unwrap();
         // The names are the same for every model: one names them all.
         let _ = KerasSource::open::<InceptionV3>(&path);
+        if let Ok(Some(config)) = KerasConfig::read(&path) {
+            let _ = config.channel_scales();
+        }
         let Ok(weights) = KerasSource::read_every_weight(&path) else {
             return false;
         };
