@@ -106,6 +106,12 @@ struct Args {
     /// Keras's for Keras weights, else torchvision's.
     #[arg(long)]
     layout: Option<ResNetLayout>,
+    /// MobileNetV2's and V3's width multiplier (Keras's `alpha`, torchvision's `width_mult`).
+    #[arg(long, default_value_t = 1.0)]
+    width: f64,
+    /// MobileNetV3: Keras's minimalistic network (3x3 kernels, ReLU, no gates).
+    #[arg(long)]
+    minimalistic: bool,
     /// EfficientNet's variant, B0 to B7.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
     variant: u8,
@@ -157,6 +163,7 @@ fn main() -> anyhow::Result<()> {
             let layout = MobileNetLayout::from(resnet_layout_for(&args.weights));
             let model = MobileNetV2Config::new()
                 .with_layout(layout)
+                .with_width(args.width)
                 .with_num_classes(args.num_classes.unwrap_or(1000))
                 .with_image_size(size)
                 .init(&device);
@@ -228,6 +235,8 @@ fn classify_mobilenet_v3(
     let layout = MobileNetLayout::from(resnet_layout_for(&args.weights));
     let model = variant
         .with_layout(layout)
+        .with_width(args.width)
+        .with_minimalistic(args.minimalistic)
         .with_num_classes(args.num_classes.unwrap_or(1000))
         .with_image_size(size)
         .init(&args.run.device()?);

@@ -270,6 +270,43 @@ fn keras_mobilenet_v3_files_give_keras_logits_and_top_5() {
     gives_keras_logits_and_top_5(MOBILENET_V3_SMALL, mobilenet_v3_small, &eval);
 }
 
+/// keras.applications' MobileNetV3Large at width 0.75 and minimalistic MobileNetV3Small
+/// (`scripts/tf_fixtures/mobilenet_v3_variants.py`, whose output
+/// `TOWERS_KERAS_MOBILENET_V3_VARIANTS` names), in tf-keras's and Keras 3's files, give Keras's
+/// logits.
+#[test]
+fn keras_mobilenet_v3_widths_and_minimalistic_give_keras_logits() {
+    let variable = "TOWERS_KERAS_MOBILENET_V3_VARIANTS";
+    let Some(dir) = std::env::var_os(variable).map(PathBuf::from) else {
+        println!("skipped: {variable} names no Keras files (see the test's doc)");
+        return;
+    };
+    let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
+    let expected: std::collections::BTreeMap<String, Vec<Vec<f32>>> =
+        serde_json::from_str(&text).unwrap();
+    let images = inputs(&dir, 2, 224, &Device::flex());
+    let keras = |config: MobileNetV3Config| config.with_layout(MobileNetLayout::Keras);
+    let variants = [
+        (
+            "large_075",
+            keras(MobileNetV3Config::large()).with_width(0.75),
+        ),
+        (
+            "small_minimalistic",
+            keras(MobileNetV3Config::small()).with_minimalistic(true),
+        ),
+    ];
+    for (variant, config) in variants {
+        for file in [
+            format!("{variant}_keras2.h5"),
+            format!("{variant}.weights.h5"),
+        ] {
+            let model = restored(config.init(&Device::flex()), &dir, &file);
+            assert_logits(&file, &model, images.clone(), &expected[variant]);
+        }
+    }
+}
+
 #[test]
 fn keras_efficientnet_b0_files_give_keras_logits_and_top_5() {
     let eval = KerasImageNetEval::new(224).with_mode(KerasInputMode::Pixels);

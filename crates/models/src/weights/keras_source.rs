@@ -205,8 +205,10 @@ fn by_depthwise_graph_order(
     layers: &[KerasLayer],
 ) -> Result<HashMap<String, KerasWeight>, String> {
     let efficientnets = variants_stage_blocks().map(|blocks| efficientnet_graph_order(&blocks));
-    let mobilenet_v3s =
-        [MobileNetV3Variant::Large, MobileNetV3Variant::Small].map(mobilenet_v3_graph_order);
+    let variants = [MobileNetV3Variant::Large, MobileNetV3Variant::Small];
+    let mobilenet_v3s = [false, true].into_iter().flat_map(|minimalistic| {
+        variants.map(|variant| mobilenet_v3_graph_order(variant, minimalistic))
+    });
     let mut candidates = std::iter::once(mobilenet_v2_graph_order())
         .chain(efficientnets)
         .chain(mobilenet_v3s);
@@ -219,7 +221,8 @@ fn by_depthwise_graph_order(
              (`conv2d_N`, `depthwise_conv2d_N`, `batch_normalization_N`), named by class \
              (Keras 3 before 3.6): only keras.applications' MobileNetV2 (35, 17 and 52), \
              EfficientNetB0 to B7 (B0: 65, 16 and 49) and MobileNetV3Large and Small (49, 15, \
-             46 and 43, 11, 34) are known with depthwise convolutions in that order",
+             46 and 43, 11, 34; minimalistic: 33 and 25 convolutions) are known with depthwise \
+             convolutions in that order",
             convs.len(),
             depthwise.len(),
             norms.len()

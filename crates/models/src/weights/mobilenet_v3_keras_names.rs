@@ -103,11 +103,12 @@ fn keras_conv(unit: &str) -> Option<String> {
     Some(format!("{}{part}", block_prefix(block)?))
 }
 
-/// The names `variant`'s Keras network gives its convolutions, depthwise convolutions and batch
-/// norms, in the order of its graph (a chain, built in the order of its code): Keras 3 before
-/// 3.6 numbers its layers by class in this order. Convolutions: the stem's, each block's
-/// expansion, gate and projection, the last's, `conv_2` and `logits`.
-pub(super) fn graph_order(variant: MobileNetV3Variant) -> [Vec<String>; 3] {
+/// The names `variant`'s Keras network (`minimalistic` or not: without gates) gives its
+/// convolutions, depthwise convolutions and batch norms, in the order of its graph (a chain,
+/// built in the order of its code): Keras 3 before 3.6 numbers its layers by class in this
+/// order. Convolutions: the stem's, each block's expansion, gate and projection, the last's,
+/// `conv_2` and `logits`.
+pub(super) fn graph_order(variant: MobileNetV3Variant, minimalistic: bool) -> [Vec<String>; 3] {
     let [mut convs, mut depthwise, mut norms] = [Vec::new(), Vec::new(), Vec::new()];
     let mut conv_bn = |convs: &mut Vec<String>, conv: String| {
         norms.push(format!("{conv}_bn"));
@@ -120,7 +121,7 @@ pub(super) fn graph_order(variant: MobileNetV3Variant) -> [Vec<String>; 3] {
             conv_bn(&mut convs, format!("{prefix}expand"));
         }
         conv_bn(&mut depthwise, format!("{prefix}depthwise"));
-        if setting.has_squeeze_excitation() {
+        if setting.has_squeeze_excitation() && !minimalistic {
             convs.push(format!("{prefix}squeeze_excite_conv"));
             convs.push(format!("{prefix}squeeze_excite_conv_1"));
         }
@@ -198,7 +199,7 @@ mod tests {
                 .map(|path| MobileNetV3::tf_variable(path).expect(path).name)
                 .collect();
             assert_eq!(names.len(), paths.len());
-            let [convs, depthwise, norms] = graph_order(variant);
+            let [convs, depthwise, norms] = graph_order(variant, false);
             let layers = |suffix: &str| names.iter().filter(|n| n.ends_with(suffix)).count();
             assert_eq!(convs.len() + depthwise.len(), layers("kernel"));
             assert_eq!(norms.len(), layers("/gamma"));

@@ -15,6 +15,7 @@ mod units;
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Dropout, DropoutConfig};
+use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 use towers_kernels::hard_swish;
 use towers_kernels::nn::Linear;
@@ -22,7 +23,7 @@ use towers_kernels::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
 
 pub use block::{MobileNetV3Block, MobileNetV3BlockConfig};
 
-use crate::nets::{ConvBn, MobileNetLayout, features_classifier};
+use crate::nets::{ConvBn, MobileNetLayout, divisible_by_8, features_classifier};
 
 /// One block as both libraries list it: the depthwise kernel's side, the expanded and output
 /// channels, a squeeze-excitation gate or not, hard swish (else ReLU), the stride.
@@ -152,6 +153,18 @@ pub struct MobileNetV3Config {
     /// The side of the square images the model expects (any side of 32 or more works).
     #[config(default = 224)]
     pub image_size: usize,
+    /// The width multiplier (Keras's `alpha`, torchvision's `width_mult`), the channels rounded
+    /// to multiples of 8 as each library rounds them: torchvision scales every layer's
+    /// channels; Keras keeps the stem's 16, scales the blocks' outputs, expands each block's
+    /// input by the block's ratio, and widens the hidden layer only above 1. Keras ships
+    /// ImageNet weights for 0.75 and 1.
+    #[config(default = 1.0)]
+    pub width: f64,
+    /// Keras's "minimalistic" MobileNetV3 (`minimalistic=True`): every depthwise kernel 3x3,
+    /// ReLU everywhere, no squeeze-excitation gates. Keras ships ImageNet weights for it at
+    /// width 1.
+    #[config(default = false)]
+    pub minimalistic: bool,
     /// The dropout before the logits (both libraries' 0.2).
     #[config(default = 0.2)]
     pub dropout: f64,
@@ -179,36 +192,68 @@ impl MobileNetV3Config {
     /// A new MobileNetV3, initialized as its layout's library initializes it.
     pub fn init(&self, device: &Device) -> MobileNetV3 {
         let layout = self.layout;
-        let stem = units::conv_bn(layout, [3, STEM], 3, [2, 1], device);
-        let mut channels = STEM;
+        let stem = self.stem_channels();
         let mut blocks = Vec::new();
+        let mut channels = stem;
+        let mut channels_at_1 = STEM;
         for setting in self.variant.blocks() {
-            let block = MobileNetV3BlockConfig::new(
-                [channels, setting.out],
-                setting.expanded,
-                setting.kernel,
-            )
-            .with_stride(setting.stride)
-            .with_squeeze_excitation(setting.squeeze_excitation)
-            .with_hard_swish(setting.hard_swish)
-            .with_layout(layout)
-            .init(device);
+            let expanded = self.expanded(channels, channels_at_1, setting.expanded);
+            let out = divisible_by_8(setting.out as f64 * self.width);
+            let kernel = if self.minimalistic { 3 } else { setting.kernel };
+            let block = MobileNetV3BlockConfig::new([channels, out], expanded, kernel)
+                .with_stride(setting.stride)
+                .with_squeeze_excitation(setting.squeeze_excitation && !self.minimalistic)
+                .with_hard_swish(setting.hard_swish && !self.minimalistic)
+                .with_layout(layout)
+                .init(device);
             blocks.push(block);
-            channels = setting.out;
+            (channels, channels_at_1) = (out, setting.out);
         }
-        let (last, hidden) = (6 * channels, self.variant.hidden());
+        let (last, hidden) = (6 * channels, self.hidden_features());
         MobileNetV3 {
-            stem,
+            stem: units::conv_bn(layout, [3, stem], 3, [2, 1], device),
             blocks,
             last_conv: units::conv_bn(layout, [channels, last], 1, [1, 1], device),
             avgpool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
             hidden: layout.classifier(last, hidden, device),
             dropout: DropoutConfig::new(self.dropout).init(),
             fc: layout.classifier(hidden, self.num_classes, device),
+            hard_swish: !self.minimalistic,
             num_classes: self.num_classes,
             image_size: self.image_size,
             weight_decay: self.weight_decay,
             layout,
+        }
+    }
+
+    /// The stem's channels: torchvision scales them, Keras keeps 16.
+    fn stem_channels(&self) -> usize {
+        match self.layout {
+            MobileNetLayout::Keras => STEM,
+            _ => divisible_by_8(STEM as f64 * self.width),
+        }
+    }
+
+    /// A block's expanded channels, of `expanded_at_1` at width 1, whose input has `channels`
+    /// (`channels_at_1` at width 1): torchvision scales `expanded_at_1`, Keras its input by the
+    /// block's ratio (`_depth(infilters * expansion)`).
+    fn expanded(&self, channels: usize, channels_at_1: usize, expanded_at_1: usize) -> usize {
+        match self.layout {
+            MobileNetLayout::Keras if expanded_at_1 == channels_at_1 => channels,
+            MobileNetLayout::Keras => {
+                let ratio = expanded_at_1 as f64 / channels_at_1 as f64;
+                divisible_by_8(channels as f64 * ratio)
+            }
+            _ => divisible_by_8(expanded_at_1 as f64 * self.width),
+        }
+    }
+
+    /// The head's hidden features: torchvision scales them, Keras only widens them above 1.
+    fn hidden_features(&self) -> usize {
+        let hidden = self.variant.hidden();
+        match (self.layout, self.width > 1.0) {
+            (MobileNetLayout::Keras, false) => hidden,
+            _ => divisible_by_8(hidden as f64 * self.width),
         }
     }
 }
@@ -236,6 +281,9 @@ pub struct MobileNetV3 {
     pub dropout: Dropout,
     /// The logits (Keras's 1x1 `logits`, torchvision's `classifier.3`).
     pub fc: Linear,
+    /// Whether the stem, the last convolution and the hidden layer end in hard swish (else
+    /// ReLU: Keras's minimalistic network).
+    hard_swish: bool,
     num_classes: usize,
     image_size: usize,
     weight_decay: f64,
@@ -258,14 +306,22 @@ impl MobileNetV3 {
             MobileNetLayout::Keras => images.div_scalar(127.5).sub_scalar(1.0),
             _ => images,
         };
-        let mut x = hard_swish(self.stem.forward(images));
+        let mut x = self.activate(self.stem.forward(images));
         for block in &self.blocks {
             x = block.forward(x);
         }
-        let x = hard_swish(self.last_conv.forward(x));
+        let x = self.activate(self.last_conv.forward(x));
         let pooled = self.avgpool.forward(x).flatten(1, 3);
-        let hidden = hard_swish(self.hidden.forward(pooled));
+        let hidden = self.activate(self.hidden.forward(pooled));
         crate::layers::dropout(&self.dropout, hidden)
+    }
+
+    /// Hard swish, or ReLU in the minimalistic network.
+    fn activate<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        match self.hard_swish {
+            true => hard_swish(x),
+            false => relu(x),
+        }
     }
 }
 
@@ -287,6 +343,32 @@ mod tests {
         assert_eq!(count(MobileNetV3Config::small()), 2_542_856);
         let keras = MobileNetV3Config::large().with_layout(MobileNetLayout::Keras);
         assert_eq!(count(keras), 5_483_032);
+    }
+
+    /// Keras's trainable counts of `MobileNetV3Large` and `Small` (`alpha`, `minimalistic`,
+    /// Keras 3.15.1) and torchvision's of `width_mult` (0.29.2): the libraries scale widths
+    /// otherwise, and both their counts are these layouts'.
+    #[test]
+    fn widths_and_the_minimalistic_networks_are_the_libraries() {
+        let count =
+            |config: MobileNetV3Config| count_params(&config.init(&Device::flex())).trainable;
+        let keras = |config: MobileNetV3Config, width, minimalistic| {
+            let config = config.with_layout(MobileNetLayout::Keras).with_width(width);
+            count(config.with_minimalistic(minimalistic))
+        };
+        let (large, small) = (MobileNetV3Config::large, MobileNetV3Config::small);
+        assert_eq!(keras(large(), 0.75, false), 3_993_528);
+        assert_eq!(keras(large(), 1.0, true), 3_924_288);
+        assert_eq!(keras(large(), 0.75, true), 3_050_312);
+        assert_eq!(keras(large(), 1.3, false), 8_709_384);
+        assert_eq!(keras(large(), 0.5, false), 2_689_904);
+        assert_eq!(keras(small(), 0.75, false), 2_041_872);
+        assert_eq!(keras(small(), 1.0, true), 2_044_736);
+        assert_eq!(keras(small(), 1.3, false), 3_983_152);
+        assert_eq!(count(large().with_width(0.75)), 3_377_576);
+        assert_eq!(count(large().with_width(0.5)), 1_734_576);
+        assert_eq!(count(large().with_width(1.3)), 8_713_472);
+        assert_eq!(count(small().with_width(0.75)), 1_653_920);
     }
 
     /// Large's strides halve 224 to 112 (stem), 56, 28, 14, 7; its gates, hard swishes and
