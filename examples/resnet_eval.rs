@@ -67,6 +67,12 @@ struct Args {
     /// MobileNetV3 (`large` or `small`) instead of a ResNet, in `--layout`'s library's layout.
     #[arg(long, value_name = "VARIANT", conflicts_with_all = ["v2", "depth", "mobilenet_v2"])]
     mobilenet_v3: Option<MobileNetV3Variant>,
+    /// MobileNetV2's and V3's width multiplier (Keras's `alpha`, torchvision's `width_mult`).
+    #[arg(long, default_value_t = 1.0)]
+    width: f64,
+    /// MobileNetV3: Keras's minimalistic network (3x3 kernels, ReLU, no gates).
+    #[arg(long, requires = "mobilenet_v3")]
+    minimalistic: bool,
     /// EfficientNet-B`B` (0 to 7) instead of a ResNet, in `--layout`'s library's layout.
     #[arg(long, value_name = "B", conflicts_with_all = ["v2", "depth", "mobilenet_v2", "mobilenet_v3"])]
     #[arg(value_parser = clap::value_parser!(u8).range(0..=7))]
@@ -112,6 +118,7 @@ fn main() -> anyhow::Result<()> {
         let layout = MobileNetLayout::from(layout);
         let net = |classes, size, device: &Device| {
             (MobileNetV2Config::new().with_layout(layout))
+                .with_width(args.width)
                 .with_num_classes(classes)
                 .with_image_size(size)
                 .init(device)
@@ -122,6 +129,8 @@ fn main() -> anyhow::Result<()> {
         let layout = MobileNetLayout::from(layout);
         let net = |classes, size, device: &Device| {
             (MobileNetV3Config::new(variant).with_layout(layout))
+                .with_width(args.width)
+                .with_minimalistic(args.minimalistic)
                 .with_num_classes(classes)
                 .with_image_size(size)
                 .init(device)
