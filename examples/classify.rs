@@ -46,7 +46,8 @@ use burn_towers::models::{
 };
 use burn_towers::train::{
     CifarImage, Prediction, Preprocessing, WeightsArgs, classify, efficientnet_for_weights,
-    is_keras_file, is_pytorch_file, load_weights, parse_args, read_labels, resnet_layout_for,
+    is_keras_file, is_pytorch_file, load_weights, mobilenet_v3_for_weights, parse_args,
+    read_labels, resnet_layout_for,
 };
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -225,21 +226,20 @@ where
     classify_through(args, model, Preprocessing::for_resnet(layout), size)
 }
 
-/// The images under a MobileNetV3 of `variant` in the layout of the `--weights`' library,
-/// through that library's evaluation preprocessing.
+/// The images under a MobileNetV3 of `variant` in the layout of the `--weights`' library
+/// (with the head of the file's network), through that library's evaluation preprocessing.
 fn classify_mobilenet_v3(
     args: &Args,
     variant: MobileNetV3Config,
 ) -> anyhow::Result<Vec<Prediction>> {
     let size = args.image_size.unwrap_or(224);
     let layout = MobileNetLayout::from(resnet_layout_for(&args.weights));
-    let model = variant
-        .with_layout(layout)
+    let config = (variant.with_layout(layout))
         .with_width(args.width)
         .with_minimalistic(args.minimalistic)
         .with_num_classes(args.num_classes.unwrap_or(1000))
-        .with_image_size(size)
-        .init(&args.run.device()?);
+        .with_image_size(size);
+    let model = mobilenet_v3_for_weights(config, &args.weights)?.init(&args.run.device()?);
     classify_through(args, model, Preprocessing::for_mobilenet_v3(layout), size)
 }
 

@@ -43,7 +43,7 @@ use burn_towers::models::{
 use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
     InceptionData, Preprocessing, Split, StopFlag, TrainArgs, TrainConfig, Trainer,
-    efficientnet_for_weights, mpi_job, parse_args, resnet_layout_for,
+    efficientnet_for_weights, mobilenet_v3_for_weights, mpi_job, parse_args, resnet_layout_for,
 };
 
 #[derive(Parser)]
@@ -139,11 +139,14 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(variant) = args.mobilenet_v3 {
         let layout = MobileNetLayout::from(layout);
+        let mut config = (MobileNetV3Config::new(variant).with_layout(layout))
+            .with_width(args.width)
+            .with_minimalistic(args.minimalistic);
+        if let Some(weights) = &args.train.pretrained {
+            config = mobilenet_v3_for_weights(config, weights)?;
+        }
         let net = |classes, size, decay, device: &Device| {
-            (MobileNetV3Config::new(variant).with_layout(layout))
-                .with_width(args.width)
-                .with_minimalistic(args.minimalistic)
-                .with_num_classes(classes)
+            (config.clone().with_num_classes(classes))
                 .with_image_size(size)
                 .with_weight_decay(decay)
                 .init(device)

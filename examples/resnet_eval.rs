@@ -39,7 +39,8 @@ use burn_towers::models::{
 use burn_towers::models::{ImageClassifier, ResNetConfig, ResNetLayout, ResidualBlock};
 use burn_towers::train::{
     EvalArgs, InceptionData, Preprocessing, Split, WeightsArgs, efficientnet_for_weights,
-    is_keras_file, is_pytorch_file, load_weights, parse_args, resnet_layout_for,
+    is_keras_file, is_pytorch_file, load_weights, mobilenet_v3_for_weights, parse_args,
+    resnet_layout_for,
 };
 
 #[derive(Parser)]
@@ -127,11 +128,12 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(variant) = args.mobilenet_v3 {
         let layout = MobileNetLayout::from(layout);
+        let config = (MobileNetV3Config::new(variant).with_layout(layout))
+            .with_width(args.width)
+            .with_minimalistic(args.minimalistic);
+        let config = mobilenet_v3_for_weights(config, &args.checkpoint)?;
         let net = |classes, size, device: &Device| {
-            (MobileNetV3Config::new(variant).with_layout(layout))
-                .with_width(args.width)
-                .with_minimalistic(args.minimalistic)
-                .with_num_classes(classes)
+            (config.clone().with_num_classes(classes))
                 .with_image_size(size)
                 .init(device)
         };

@@ -156,9 +156,10 @@ struct Transfer {
 }
 
 /// Transfer learning as Keras users write it: the network without its top nested in a model
-/// of one's own with a new head, in Keras 2's and Keras 3's files, fills a 5-class `model`
+/// of one's own with a new head, in Keras 2's and Keras 3's files (with and without the
+/// layers' own names, and the whole model as `.keras`), fills a 5-class `model` (built for the file at the path it is given)
 /// and gives Keras's logits.
-fn a_transfer_model_gives_keras_logits<M>(net: Net, model: impl Fn(usize) -> M)
+fn a_transfer_model_gives_keras_logits<M>(net: Net, model: impl Fn(usize, &Path) -> M)
 where
     M: Module + TfNamed + TorchNamed + ImageClassifier + 'static,
 {
@@ -173,8 +174,14 @@ where
         net.size,
         &Device::flex(),
     );
-    for file in ["transfer_keras2.h5", "transfer.weights.h5"] {
-        let model = restored(model(5), &dir, file);
+    let files = [
+        "transfer_keras2.h5",
+        "transfer.weights.h5",
+        "transfer_unnamed.weights.h5",
+        "transfer.keras",
+    ];
+    for file in files {
+        let model = restored(model(5, &dir.join(file)), &dir, file);
         assert_logits(file, &model, images.clone(), &expected.transfer_logits);
     }
 }
@@ -225,7 +232,7 @@ fn keras_inception_v3_files_give_keras_logits_and_top_5() {
 
 #[test]
 fn a_keras_inception_v3_transfer_model_gives_keras_logits() {
-    a_transfer_model_gives_keras_logits(INCEPTION_V3, inception_v3);
+    a_transfer_model_gives_keras_logits(INCEPTION_V3, |classes, _| inception_v3(classes));
 }
 
 #[test]
@@ -235,7 +242,7 @@ fn keras_resnet50_files_give_keras_logits_and_top_5() {
 
 #[test]
 fn a_keras_resnet50_transfer_model_gives_keras_logits() {
-    a_transfer_model_gives_keras_logits(RESNET50, resnet50);
+    a_transfer_model_gives_keras_logits(RESNET50, |classes, _| resnet50(classes));
 }
 
 #[test]
@@ -246,7 +253,7 @@ fn keras_resnet50v2_files_give_keras_logits_and_top_5() {
 
 #[test]
 fn a_keras_resnet50v2_transfer_model_gives_keras_logits() {
-    a_transfer_model_gives_keras_logits(RESNET50V2, resnet50v2);
+    a_transfer_model_gives_keras_logits(RESNET50V2, |classes, _| resnet50v2(classes));
 }
 
 #[test]
@@ -257,17 +264,45 @@ fn keras_mobilenet_v2_files_give_keras_logits_and_top_5() {
 
 #[test]
 fn a_keras_mobilenet_v2_transfer_model_gives_keras_logits() {
-    a_transfer_model_gives_keras_logits(MOBILENET_V2, mobilenet_v2);
+    a_transfer_model_gives_keras_logits(MOBILENET_V2, |classes, _| mobilenet_v2(classes));
 }
 
-/// Keras's MobileNetV3s take pixels in 0-255 and scale them themselves. (Their transfer
-/// model, the network without its top and a new dense layer, has no `conv_2` between them,
-/// which ours always has: it is not built here.)
+/// Keras's MobileNetV3s take pixels in 0-255 and scale them themselves.
 #[test]
 fn keras_mobilenet_v3_files_give_keras_logits_and_top_5() {
     let eval = KerasImageNetEval::new(224).with_mode(KerasInputMode::Pixels);
     gives_keras_logits_and_top_5(MOBILENET_V3_LARGE, mobilenet_v3_large, &eval);
     gives_keras_logits_and_top_5(MOBILENET_V3_SMALL, mobilenet_v3_small, &eval);
+}
+
+/// A MobileNetV3 transfer model has no `conv_2`: the network `matching_keras_file` builds for
+/// its file has no hidden layer, and the new dense layer takes the pooled features. For the
+/// network's own files it has one.
+#[test]
+fn a_keras_mobilenet_v3_transfer_model_gives_keras_logits() {
+    for (net, config) in [
+        (MOBILENET_V3_LARGE, MobileNetV3Config::large()),
+        (MOBILENET_V3_SMALL, MobileNetV3Config::small()),
+    ] {
+        let config = config.with_layout(MobileNetLayout::Keras);
+        for file in net
+            .fixture_dir()
+            .iter()
+            .flat_map(|dir| net.files().map(|f| dir.join(f)))
+        {
+            let matched = config.clone().matching_keras_file(&file).unwrap();
+            assert!(matched.hidden_layer, "{}", file.display());
+        }
+        a_transfer_model_gives_keras_logits(net, |classes, file| {
+            let config = config.clone().with_num_classes(classes);
+            let model = config
+                .matching_keras_file(file)
+                .unwrap()
+                .init(&Device::flex());
+            assert!(model.hidden.is_none(), "{}", file.display());
+            model
+        });
+    }
 }
 
 /// keras.applications' MobileNetV3Large at width 0.75 and minimalistic MobileNetV3Small
@@ -315,7 +350,7 @@ fn keras_efficientnet_b0_files_give_keras_logits_and_top_5() {
 
 #[test]
 fn a_keras_efficientnet_b0_transfer_model_gives_keras_logits() {
-    a_transfer_model_gives_keras_logits(EFFICIENTNET_B0, efficientnet_b0);
+    a_transfer_model_gives_keras_logits(EFFICIENTNET_B0, |classes, _| efficientnet_b0(classes));
 }
 
 /// `expected.json`'s logits of the same weights in an EfficientNetB0 built with

@@ -49,9 +49,12 @@ OUT_DIR gets the same weights in each of Keras's files:
   second `Rescaling`: NET_plain.keras, the same weights in the model `weights=None` builds
   (Keras 3's `model.save`), and NET_model_keras2.h5, the `weights="imagenet"` model in a Keras
   2 whole-model file (tf-keras's `model.save`, its configuration the `model_config` attribute);
-- transfer_keras2.h5 and transfer.weights.h5: transfer learning as Keras users write it, the
-  network without its top (`include_top=False`, the same weights; EfficientNetB0's built with
-  `weights="imagenet"`) nested in a model that adds pooling, dropout and a new `Dense(5)`;
+- transfer_keras2.h5, transfer.weights.h5, transfer_unnamed.weights.h5 and transfer.keras
+  (Keras 3's `model.save`): transfer learning
+  as Keras users write it, the network without its top (`include_top=False`, the same
+  weights; EfficientNetB0's built with `weights="imagenet"`) nested in a model that adds
+  pooling, dropout and a new `Dense(5)` (MobileNetV3's on the pooled features of `conv_1`,
+  without `conv_2`);
 and inputs.f32 (2 x SIZE x SIZE x 3 f32, NHWC, already preprocessed: in [-1, 1] for
 InceptionV3, ResNet50V2 and MobileNetV2, BGR less the mean pixel for ResNet50, raw pixels in
 [0, 255] for EfficientNetB0 and MobileNetV3), images/*.png (2 pictures), expected.json
@@ -373,6 +376,9 @@ def main(net, out, listing=None):
                 rng.normal(0, 0.5, 5).astype(np.float32)]
         transfer3 = transfer(keras, net, model, head)
         transfer3.save_weights(os.path.join(out, "transfer.weights.h5"))
+        unnamed(os.path.join(out, "transfer.weights.h5"),
+                os.path.join(out, "transfer_unnamed.weights.h5"))
+        transfer3.save(os.path.join(out, "transfer.keras"))
         transfer2 = transfer(tf_keras, net, keras2, head)
         transfer2.save_weights(os.path.join(out, "transfer_keras2.h5"))
     transfer_logits = np.asarray(transfer3(inputs))

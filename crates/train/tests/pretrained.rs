@@ -2,7 +2,7 @@
 //! (crates/models/tests/data/tf_cifar10, from scripts/tf_fixtures/cifar10_checkpoint.py)
 //! evaluates to TF's own precision on the same test file, fine-tuning starts from it, trainable
 //! scopes freeze the rest, exported weights load back to identical logits, and a checkpoint of
-//! ours fills a model whole or not at all.
+//! ours fills a model whole or not at all, and says which head its MobileNetV3 had.
 
 use std::path::{Path, PathBuf};
 
@@ -11,12 +11,13 @@ use burn::tensor::{Device, Distribution, Tensor};
 use towers_data::cifar10::Cifar10Format;
 use towers_data::transforms::CifarEval;
 use towers_models::{
-    BasicBlock, Cifar10Config, Cifar10Net, ImageClassifier, InceptionV3Config, ResNetConfig,
-    ResNetLayout,
+    BasicBlock, Cifar10Config, Cifar10Net, ImageClassifier, InceptionV3Config, MobileNetV3Config,
+    ResNetConfig, ResNetLayout,
 };
 use towers_train::{
     Checkpoint, Input, LoadOptions, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
-    evaluate, export_safetensors, fine_tuning, load_weights, lock_device_generators, read_log,
+    evaluate, export_safetensors, fine_tuning, load_weights, lock_device_generators,
+    mobilenet_v3_for_weights, read_log,
 };
 
 fn fixture() -> PathBuf {
@@ -291,4 +292,28 @@ fn a_checkpoint_of_another_layout_is_refused() {
         report.unused.contains(&"conv1.bias".to_string()),
         "{report}"
     );
+}
+
+/// A checkpoint of ours (a file, a train directory) of a MobileNetV3 built without its hidden
+/// layer gives the configuration of that head, and one with it the other: the network
+/// `mobilenet_v3_for_weights` builds takes the checkpoint whole.
+#[test]
+fn a_mobilenet_v3_checkpoint_gives_the_head_it_was_trained_with() {
+    let device = Device::flex();
+    for hidden_layer in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = MobileNetV3Config::small()
+            .with_num_classes(3)
+            .with_image_size(32);
+        let trained = config.clone().with_hidden_layer(hidden_layer);
+        let ckpt = dir.path().join("model.ckpt-1");
+        save_checkpoint(trained.init(&device), 1, &ckpt);
+        for path in [&ckpt, &dir.path().to_path_buf()] {
+            let matched = mobilenet_v3_for_weights(config.clone(), path).unwrap();
+            assert_eq!(matched.hidden_layer, hidden_layer, "{}", path.display());
+            let (_, report) =
+                load_weights(matched.init(&device), path, LoadOptions::default()).unwrap();
+            assert!(report.missing.is_empty(), "{report}");
+        }
+    }
 }

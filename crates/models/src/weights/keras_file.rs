@@ -255,9 +255,10 @@ fn group_at(top: &Group, path: &str) -> Result<Group, hdf5_reader::error::Error>
 /// The layer a Keras 2 weight belongs to, by its name: `conv2d_1` for `conv2d_1/kernel:0`.
 /// A nested model (`include_top=False` InceptionV3 inside a model of one's own) is one layer
 /// of the file whose weights keep their own layers' names (`conv2d/kernel:0` under
-/// `inception_v3`).
+/// `inception_v3`), slashes included (tf-keras's MobileNetV3:
+/// `expanded_conv_3/squeeze_excite/Conv/kernel:0`, not the stem's `Conv`).
 fn layer_of(weight: &str) -> Option<&str> {
-    weight.rsplit('/').nth(1)
+    weight.rsplit_once('/').map(|(layer, _)| layer)
 }
 
 /// `conv2d_1/kernel:0` as `kernel`: the part after the last `/`, without TF's `:0`.

@@ -65,6 +65,12 @@ impl KerasSource {
         })
     }
 
+    /// Whether the file holds a weight of the TF variable named `variable`
+    /// (`conv_2/kernel`).
+    pub(crate) fn holds(&self, variable: &str) -> bool {
+        self.variables.contains_key(variable)
+    }
+
     /// Every weight of every layer of the Keras file at `path`, of any network, named by its
     /// dataset's path, in the file's layout: for the fuzz targets, which read files of small
     /// networks.
@@ -209,6 +215,13 @@ fn by_depthwise_graph_order(
     let mobilenet_v3s = [false, true].into_iter().flat_map(|minimalistic| {
         variants.map(|variant| mobilenet_v3_graph_order(variant, minimalistic))
     });
+    // Without its top (`include_top=False`, and in a transfer model): `conv_2` and `logits`
+    // are the last two convolutions.
+    let without_top = |[mut convs, depthwise, norms]: [Vec<String>; 3]| {
+        convs.truncate(convs.len() - 2);
+        [convs, depthwise, norms]
+    };
+    let mobilenet_v3s = mobilenet_v3s.flat_map(|order| [order.clone(), without_top(order)]);
     let mut candidates = std::iter::once(mobilenet_v2_graph_order())
         .chain(efficientnets)
         .chain(mobilenet_v3s);
@@ -221,8 +234,8 @@ fn by_depthwise_graph_order(
              (`conv2d_N`, `depthwise_conv2d_N`, `batch_normalization_N`), named by class \
              (Keras 3 before 3.6): only keras.applications' MobileNetV2 (35, 17 and 52), \
              EfficientNetB0 to B7 (B0: 65, 16 and 49) and MobileNetV3Large and Small (49, 15, \
-             46 and 43, 11, 34; minimalistic: 33 and 25 convolutions) are known with depthwise \
-             convolutions in that order",
+             46 and 43, 11, 34; minimalistic: 33 and 25 convolutions; without their top: 2 \
+             convolutions fewer) are known with depthwise convolutions in that order",
             convs.len(),
             depthwise.len(),
             norms.len()
@@ -273,8 +286,9 @@ fn mobilenet_v2_graph_order() -> [Vec<String>; 3] {
 }
 
 /// TF's name of each weight of layers named as the code names them: `{layer}/{weight}`, the
-/// only dense layer of a file without `predictions` as `predictions`, the only normalization
-/// (`normalization_N` where a process built others first) as `normalization`.
+/// only dense layer of a file without `predictions` as `predictions` (and as MobileNetV3's
+/// `logits` where the file has none), the only normalization (`normalization_N` where a
+/// process built others first) as `normalization`.
 fn by_own_names(layers: &[KerasLayer]) -> Result<HashMap<String, KerasWeight>, String> {
     let classifier = classifier(layers)?.map(|layer| layer.name.as_str());
     let normalization = match numbered(layers, "normalization")[..] {
@@ -292,10 +306,15 @@ fn by_own_names(layers: &[KerasLayer]) -> Result<HashMap<String, KerasWeight>, S
             variables.insert(format!("{name}/{}", weight.name), weight.clone());
         }
     }
-    let respelled: Vec<(String, KerasWeight)> = (variables.iter())
+    // MobileNetV3 names its classifier `logits`: a transfer model's dense layer is that too.
+    let aliases = (variables.iter())
+        .filter_map(|(name, weight)| Some((name.strip_prefix("predictions/")?, weight.clone())))
+        .map(|(weight_name, weight)| (format!("logits/{weight_name}"), weight))
+        .collect::<Vec<_>>();
+    let respelled = (variables.iter())
         .map(|(name, weight)| (keras_3_spelling(name), weight.clone()))
-        .collect();
-    for (name, weight) in respelled {
+        .collect::<Vec<_>>();
+    for (name, weight) in respelled.into_iter().chain(aliases) {
         variables.entry(name).or_insert(weight);
     }
     Ok(variables)

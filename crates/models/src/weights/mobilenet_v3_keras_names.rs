@@ -5,7 +5,8 @@
 //! block's `expand`, `depthwise` and `project` its `expand`, `depthwise` and `project` (batch
 //! norms `_bn`), its gate's `reduce` and `expand` `squeeze_excite_conv` and
 //! `squeeze_excite_conv_1`, `last_conv` its `conv_1` (`conv_1_bn`), and the head's `hidden`
-//! and `fc` its 1x1 `conv_2` and `logits`.
+//! and `fc` its 1x1 `conv_2` and `logits` (`fc` the dense layer of a transfer model, which has
+//! no `conv_2`).
 //!
 //! tf-keras named the same layers as TF-slim's scopes (`Conv/BatchNorm`,
 //! `expanded_conv_3/squeeze_excite/Conv`, `Logits`: the ImageNet files keras.applications
@@ -15,9 +16,13 @@
 //! network: torchvision's layout has the same shapes but pads its strided convolutions
 //! otherwise and takes scaled images.
 
+use std::path::Path;
+
+use super::error::Result;
+use super::keras_source::KerasSource;
 use super::mobilenet_keras_names::conv_bn_variable;
 use super::tf_source::{TfLayout, TfNamed, TfVariable};
-use crate::nets::{MobileNetLayout, MobileNetV3, MobileNetV3Variant};
+use crate::nets::{MobileNetLayout, MobileNetV3, MobileNetV3Config, MobileNetV3Variant};
 
 impl TfNamed for MobileNetV3 {
     fn tf_variable(path: &str) -> Option<TfVariable> {
@@ -72,6 +77,17 @@ impl TfNamed for MobileNetV3 {
              `MobileNetLayout::Keras`"
                 .to_string()
         })
+    }
+}
+
+impl MobileNetV3Config {
+    /// This configuration with the head of the network in the Keras file at `path`: with the
+    /// hidden layer where the file has `conv_2` (keras.applications' network with its top),
+    /// without where it has not (a transfer model built on the network without its top, or
+    /// that network alone, `include_top=False`).
+    pub fn matching_keras_file(self, path: &Path) -> Result<Self> {
+        let file = KerasSource::open::<MobileNetV3>(path)?;
+        Ok(self.with_hidden_layer(file.holds("conv_2/kernel")))
     }
 }
 

@@ -165,6 +165,13 @@ pub struct MobileNetV3Config {
     /// width 1.
     #[config(default = false)]
     pub minimalistic: bool,
+    /// The head's hidden layer (Keras's 1x1 `conv_2`, torchvision's `classifier.0`) and its
+    /// activation. Without it the dropout and the logits take the pooled features, as in the
+    /// transfer models Keras users build on the network without its top
+    /// (`include_top=False`, pooling, then a `Dense`). `matching_keras_file` builds a Keras
+    /// file's.
+    #[config(default = true)]
+    pub hidden_layer: bool,
     /// The dropout before the logits (both libraries' 0.2).
     #[config(default = 0.2)]
     pub dropout: f64,
@@ -193,9 +200,33 @@ impl MobileNetV3Config {
     pub fn init(&self, device: &Device) -> MobileNetV3 {
         let layout = self.layout;
         let stem = self.stem_channels();
+        let (blocks, channels) = self.blocks(stem, device);
+        let last = 6 * channels;
+        // Initialized in this order, the network's from before the head could go without its
+        // hidden layer: a seed gives the same weights.
+        let stem = units::conv_bn(layout, [3, stem], 3, [2, 1], device);
+        let last_conv = units::conv_bn(layout, [channels, last], 1, [1, 1], device);
+        let (hidden, fc) = self.head(last, device);
+        MobileNetV3 {
+            stem,
+            blocks,
+            last_conv,
+            avgpool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
+            hidden,
+            dropout: DropoutConfig::new(self.dropout).init(),
+            fc,
+            hard_swish: !self.minimalistic,
+            num_classes: self.num_classes,
+            image_size: self.image_size,
+            weight_decay: self.weight_decay,
+            layout,
+        }
+    }
+
+    /// The blocks after a stem of `stem` channels, and their output's channels.
+    fn blocks(&self, stem: usize, device: &Device) -> (Vec<MobileNetV3Block>, usize) {
         let mut blocks = Vec::new();
-        let mut channels = stem;
-        let mut channels_at_1 = STEM;
+        let (mut channels, mut channels_at_1) = (stem, STEM);
         for setting in self.variant.blocks() {
             let expanded = self.expanded(channels, channels_at_1, setting.expanded);
             let out = divisible_by_8(setting.out as f64 * self.width);
@@ -204,26 +235,21 @@ impl MobileNetV3Config {
                 .with_stride(setting.stride)
                 .with_squeeze_excitation(setting.squeeze_excitation && !self.minimalistic)
                 .with_hard_swish(setting.hard_swish && !self.minimalistic)
-                .with_layout(layout)
+                .with_layout(self.layout)
                 .init(device);
             blocks.push(block);
             (channels, channels_at_1) = (out, setting.out);
         }
-        let (last, hidden) = (6 * channels, self.hidden_features());
-        MobileNetV3 {
-            stem: units::conv_bn(layout, [3, stem], 3, [2, 1], device),
-            blocks,
-            last_conv: units::conv_bn(layout, [channels, last], 1, [1, 1], device),
-            avgpool: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
-            hidden: layout.classifier(last, hidden, device),
-            dropout: DropoutConfig::new(self.dropout).init(),
-            fc: layout.classifier(hidden, self.num_classes, device),
-            hard_swish: !self.minimalistic,
-            num_classes: self.num_classes,
-            image_size: self.image_size,
-            weight_decay: self.weight_decay,
-            layout,
-        }
+        (blocks, channels)
+    }
+
+    /// The hidden layer (if built with one) and the logits, on `pooled` features.
+    fn head(&self, pooled: usize, device: &Device) -> (Option<Linear>, Linear) {
+        let layout = self.layout;
+        let hidden = self.hidden_layer.then(|| self.hidden_features());
+        let hidden_layer = hidden.map(|features| layout.classifier(pooled, features, device));
+        let fc = layout.classifier(hidden.unwrap_or(pooled), self.num_classes, device);
+        (hidden_layer, fc)
     }
 
     /// The stem's channels: torchvision scales them, Keras keeps 16.
@@ -260,7 +286,8 @@ impl MobileNetV3Config {
 
 /// MobileNetV3: a 3x3/2 convolution, the variant's [`MobileNetV3Block`]s, a 1x1 convolution
 /// to six times the last block's channels (each with a batch norm; the convolutions' hard
-/// swish), global average pool, a hidden dense layer with hard swish, dropout, the logits.
+/// swish), global average pool, a hidden dense layer with hard swish (unless built without),
+/// dropout, the logits.
 #[derive(Module, Debug)]
 pub struct MobileNetV3 {
     /// The stem's 3x3/2 convolution to 16 channels (Keras's `conv`, torchvision's
@@ -275,8 +302,9 @@ pub struct MobileNetV3 {
     /// Global average pool.
     pub avgpool: AdaptiveAvgPool2d,
     /// The head's hidden layer, 1280 (Large) or 1024 (Small) features (Keras's 1x1 `conv_2`
-    /// with a bias, torchvision's `classifier.0`).
-    pub hidden: Linear,
+    /// with a bias, torchvision's `classifier.0`); none in a network built without
+    /// ([`MobileNetV3Config::hidden_layer`]).
+    pub hidden: Option<Linear>,
     /// Before the logits.
     pub dropout: Dropout,
     /// The logits (Keras's 1x1 `logits`, torchvision's `classifier.3`).
@@ -299,7 +327,8 @@ impl MobileNetV3 {
         self.layout
     }
 
-    /// The features before the logits' dense layer: the hidden layer's, after the dropout.
+    /// The features before the logits' dense layer: the hidden layer's (else the pooled
+    /// features), after the dropout.
     fn features(&self, images: Tensor<4>) -> Tensor<2> {
         let images = match self.layout {
             // Keras's `Rescaling(1 / 127.5, offset=-1)`.
@@ -312,8 +341,11 @@ impl MobileNetV3 {
         }
         let x = self.activate(self.last_conv.forward(x));
         let pooled = self.avgpool.forward(x).flatten(1, 3);
-        let hidden = self.activate(self.hidden.forward(pooled));
-        crate::layers::dropout(&self.dropout, hidden)
+        let features = match &self.hidden {
+            Some(hidden) => self.activate(hidden.forward(pooled)),
+            None => pooled,
+        };
+        crate::layers::dropout(&self.dropout, features)
     }
 
     /// Hard swish, or ReLU in the minimalistic network.
@@ -371,6 +403,28 @@ mod tests {
         assert_eq!(count(small().with_width(0.75)), 1_653_920);
     }
 
+    /// Without the hidden layer, the network Keras builds without its top
+    /// (`MobileNetV3Large(include_top=False)`: 2,971,952 trainable, Small's 927,008; Keras
+    /// 3.15.1) and a dense layer of 5 classes on its pooled features.
+    #[test]
+    fn without_the_hidden_layer_the_logits_take_the_pooled_features() {
+        let network = |config: MobileNetV3Config| {
+            let config = config
+                .with_layout(MobileNetLayout::Keras)
+                .with_num_classes(5);
+            config.with_hidden_layer(false).init(&Device::flex())
+        };
+        let (large, small) = (
+            network(MobileNetV3Config::large()),
+            network(MobileNetV3Config::small()),
+        );
+        assert_eq!(count_params(&large).trainable, 2_971_952 + 960 * 5 + 5);
+        assert_eq!(count_params(&small).trainable, 927_008 + 576 * 5 + 5);
+        assert!(small.hidden.is_none());
+        let logits = small.forward(Tensor::zeros([1, 3, 64, 64], &Device::flex()));
+        assert_eq!(logits.dims(), [1, 5]);
+    }
+
     /// Large's strides halve 224 to 112 (stem), 56, 28, 14, 7; its gates, hard swishes and
     /// residuals are where torchvision puts them; Small's first block has a gate and a stride.
     #[test]
@@ -396,6 +450,6 @@ mod tests {
         assert!(small.blocks[0].se.is_some() && small.blocks[0].expand.is_none());
         assert_eq!(small.blocks[0].depthwise.conv.stride, [2, 2]);
         assert_eq!(small.last_conv.conv.weight.dims(), [576, 96, 1, 1]);
-        assert_eq!(small.hidden.weight.dims(), [576, 1024]);
+        assert_eq!(small.hidden.unwrap().weight.dims(), [576, 1024]);
     }
 }
