@@ -17,6 +17,8 @@
 //! - [`Trainer`]: the loop, for any model through a [`TrainStep`] (the loss of a tower's part
 //!   of a batch) on any [`TrainInput`] (image files through [`Input`], a Burn `Dataset`);
 //!   [`StopFlag`]: Ctrl-C and SIGTERM; [`evaluate`]: precision@1 and @5.
+//! - The examples' flags: [`TrainArgs`], [`EvalArgs`], [`WeightsArgs`], and [`NetworkArgs`],
+//!   which chooses an ImageNet-style network and its preprocessing.
 
 mod burn_dataset;
 mod checkpoint;
@@ -28,6 +30,7 @@ mod eval;
 mod inception_data;
 mod interval;
 mod log;
+mod network_args;
 mod optim;
 mod plot;
 mod preprocessing;
@@ -48,6 +51,7 @@ pub use error::{Error, Result};
 pub use eval::{Precision, evaluate, evaluate_first};
 pub use inception_data::{BUILTIN_CLASSES, InceptionData, Split, inception_image_size};
 pub use log::{LogEntry, MeanLoss, TrainLog, read_log};
+pub use network_args::{NetworkArgs, NetworkUser};
 pub use optim::{
     Decayed, FusedAdam, FusedSgd, FusedSgdState, LrSchedule, LrScheduleConfig, MovingAverage,
     OptimizerConfig, TfRmsProp, TfRmsPropState, with_weight_decays,

@@ -31,6 +31,7 @@ const LAYERING: Layering = Layering {
         "preprocessing",
         "pretrained",
         "cli",
+        "network_args",
     ],
     within: &[],
 };
