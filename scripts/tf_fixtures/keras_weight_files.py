@@ -22,7 +22,10 @@ OUT_DIR gets:
   of their own inside one that adds pooling, dropout and `dense` (transfer learning as Keras
   users write it), by Keras 2 and Keras 3;
 - huge_claim.h5: a hostile file in Keras 2's layout, of 4 KB, whose one weight claims 2^28
-  float32 values (1 GiB) in chunks it never wrote, which HDF5 reads as the fill value.
+  float32 values (1 GiB) in chunks it never wrote, which HDF5 reads as the fill value;
+- linked_cycle.weights.h5: a hostile file in Keras 3's layout whose nested model's `layers`
+  is a hard link to the root's `layers`, so that the group is its own descendant (found by the
+  Keras fuzz target: the walk into nested models recursed until the stack overflowed).
 """
 import os
 import shutil
@@ -103,6 +106,13 @@ def huge_claim(path):
         layer.create_dataset("conv2d/kernel:0", shape=(2**28,), dtype="f4", chunks=(1024,))
 
 
+def linked_cycle(path):
+    """Keras 3's layout, a layer `functional` whose nested `layers` is the root's `layers`."""
+    with h5py.File(path, "w") as f:
+        layers = f.create_group("layers")
+        layers.create_group("functional")["layers"] = layers
+
+
 def main(out):
     os.makedirs(out, exist_ok=True)
     outputs, inputs = network(keras.layers)
@@ -124,6 +134,7 @@ def main(out):
     shutil.copy(os.path.join(out, "model.weights.h5"), os.path.join(out, "unnamed.weights.h5"))
     unnamed(os.path.join(out, "unnamed.weights.h5"))
     huge_claim(os.path.join(out, "huge_claim.h5"))
+    linked_cycle(os.path.join(out, "linked_cycle.weights.h5"))
     for name in sorted(os.listdir(out)):
         print(name, os.path.getsize(os.path.join(out, name)))
 

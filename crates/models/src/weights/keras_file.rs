@@ -8,6 +8,7 @@
 //! `layers/<name>/vars/<i>`, the weights numbered in the order the layer creates them, without
 //! names. Files are read with `hdf5-reader` (see `Cargo.toml`).
 
+use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -66,7 +67,7 @@ impl KerasFile {
             (Some(layers), _) => (LayerNames::Own, layers),
             (None, Ok(group)) => {
                 let mut layers = Vec::new();
-                keras3_layers(path, &group, "layers", &mut layers)?;
+                keras3_layers(path, &group, "layers", &mut layers, &mut HashSet::new())?;
                 own_names(layers)
             }
             (None, Err(_)) => {
@@ -301,19 +302,28 @@ pub(crate) fn strings(path: &Path, group: &Group, name: &str) -> Result<Option<V
 /// names batch norms take their names in the order a `BatchNormalization` creates them, a
 /// `Normalization`'s `mean`, `variance` and `count`, every other layer's `kernel` and `bias` (a
 /// name for the weights the readers of known models look up; any others are named by their
-/// number).
+/// number). `seen` holds the addresses of the `layers` groups walked so far: HDF5's links can
+/// make a group its own descendant, which Keras never writes, and a walk into one would not
+/// end.
 fn keras3_layers(
     path: &Path,
     layers: &Group,
     at: &str,
     out: &mut Vec<(KerasLayer, Option<String>)>,
+    seen: &mut HashSet<u64>,
 ) -> Result<()> {
+    if !seen.insert(layers.address()) {
+        return Err(WeightsError::format(
+            path,
+            format!("`{at}` is a group met before (a cycle of links, which Keras never writes)"),
+        ));
+    }
     let unreadable = |e| WeightsError::format(path, format!("`{at}` is unreadable")).caused_by(e);
     let (names, _) = layers.member_names().map_err(unreadable)?;
     for name in names {
         let layer = layers.group(&name).map_err(unreadable)?;
         if let Ok(nested) = layer.group("layers") {
-            keras3_layers(path, &nested, &format!("{at}/{name}/layers"), out)?;
+            keras3_layers(path, &nested, &format!("{at}/{name}/layers"), out, seen)?;
         }
         let Ok(vars) = layer.group("vars") else {
             continue;
@@ -477,6 +487,17 @@ pub(super) mod tests {
         ] {
             assert!(error.contains(words), "{error}");
         }
+    }
+
+    /// A nested model's `layers` linked to a group above it: before, the walk into nested
+    /// models recursed until the stack overflowed (the Keras fuzz target's find).
+    #[test]
+    fn a_cycle_of_nested_models_is_an_error() {
+        let error = KerasFile::open(&fixture("linked_cycle.weights.h5"))
+            .err()
+            .unwrap();
+        let words = "linked_cycle.weights.h5: `layers/functional/layers` is a group met before";
+        assert!(error.to_string().contains(words), "{error}");
     }
 
     #[test]
