@@ -40,14 +40,15 @@ use clap::{Parser, ValueEnum};
 use burn_towers::data::transforms::{CifarEval, InceptionEval, TorchvisionEval, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
-    BasicBlock, Bottleneck, Cifar10Config, EfficientNetConfig, EfficientNetLayout, ImageClassifier,
-    InceptionV3Config, MobileNetLayout, MobileNetV2Config, MobileNetV3Config, ResNet, ResNetConfig,
-    ResNetLayout, ResNetV2Config, ResidualBlock,
+    BasicBlock, Bottleneck, Cifar10Config, Cifar10Net, EfficientNet, EfficientNetConfig,
+    EfficientNetLayout, ImageClassifier, InceptionV3, InceptionV3Config, MobileNetLayout,
+    MobileNetV2, MobileNetV2Config, MobileNetV3, MobileNetV3Config, ResNet, ResNetConfig,
+    ResNetLayout, ResNetV2, ResNetV2Config, ResidualBlock,
 };
 use burn_towers::train::{
-    CifarImage, Prediction, Preprocessing, WeightsArgs, classify, efficientnet_for_weights,
-    is_keras_file, is_pytorch_file, load_weights, mobilenet_v3_for_weights, parse_args,
-    read_labels, resnet_layout_for,
+    CifarImage, Prediction, Preprocessing, WeightsArgs, classes_in_weights, classify,
+    efficientnet_for_weights, is_keras_file, is_pytorch_file, load_weights,
+    mobilenet_v3_for_weights, parse_args, read_labels, resnet_layout_for,
 };
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -84,8 +85,9 @@ struct Args {
     /// one of ours (file or train directory) or a `.safetensors` export.
     #[arg(long)]
     weights: PathBuf,
-    /// Outputs of the logits (default: 1001 for Inception, TF's ImageNet layout, 1000 with
-    /// torchvision's weights and for the ResNets; 10 for CIFAR-10).
+    /// Outputs of the logits (default: the weights' classifier's, as a fine-tuned model's;
+    /// without one, 1001 for Inception, TF's ImageNet layout, 1000 with torchvision's or
+    /// Keras's weights and for the other networks, 10 for CIFAR-10).
     #[arg(long)]
     num_classes: Option<usize>,
     /// Class names: one per line, or `label<TAB>name` lines (the `labels.txt` of a training run).
@@ -136,7 +138,7 @@ fn main() -> anyhow::Result<()> {
             let torchvision = is_pytorch_file(&args.weights);
             let keras = is_keras_file(&args.weights);
             let classes = if torchvision || keras { 1000 } else { 1001 };
-            let model = InceptionV3Config::new(args.num_classes.unwrap_or(classes))
+            let model = InceptionV3Config::new(classes_of::<InceptionV3>(&args, classes)?)
                 .with_image_size(size)
                 .with_aux_logits(size >= 107 && !keras)
                 .with_pool_counts_padding(torchvision)
@@ -154,7 +156,7 @@ fn main() -> anyhow::Result<()> {
         Model::Resnet18 => classify_resnet::<BasicBlock>(&args, ResNetConfig::resnet18(1000))?,
         Model::Resnet50v2 => {
             let size = args.image_size.unwrap_or(224);
-            let model = ResNetV2Config::resnet50v2(args.num_classes.unwrap_or(1000))
+            let model = ResNetV2Config::resnet50v2(classes_of::<ResNetV2>(&args, 1000)?)
                 .with_image_size(size)
                 .init(&device);
             classify_through(&args, model, Preprocessing::KerasTf, size)?
@@ -165,7 +167,7 @@ fn main() -> anyhow::Result<()> {
             let model = MobileNetV2Config::new()
                 .with_layout(layout)
                 .with_width(args.width)
-                .with_num_classes(args.num_classes.unwrap_or(1000))
+                .with_num_classes(classes_of::<MobileNetV2>(&args, 1000)?)
                 .with_image_size(size)
                 .init(&device);
             classify_through(&args, model, Preprocessing::for_mobilenet(layout), size)?
@@ -178,7 +180,7 @@ fn main() -> anyhow::Result<()> {
             let layout = EfficientNetLayout::from(resnet_layout_for(&args.weights));
             let config = efficientnet_for_weights(config.with_layout(layout), &args.weights)?;
             let model = config
-                .with_num_classes(args.num_classes.unwrap_or(1000))
+                .with_num_classes(classes_of::<EfficientNet>(&args, 1000)?)
                 .with_image_size(size)
                 .init(&device);
             classify_through(&args, model, Preprocessing::for_efficientnet(layout), size)?
@@ -186,7 +188,7 @@ fn main() -> anyhow::Result<()> {
         Model::Cifar10 => {
             let size = args.image_size.unwrap_or(24);
             let model = Cifar10Config::new()
-                .with_num_classes(args.num_classes.unwrap_or(10))
+                .with_num_classes(classes_of::<Cifar10Net>(&args, 10)?)
                 .with_image_size(size)
                 .init(&device);
             let (model, report) = load_weights(model, &args.weights, options)?;
@@ -209,6 +211,15 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--num-classes`, else the classes of the `--weights`' classifier, else `default` (weights
+/// without a classifier).
+fn classes_of<M: TfNamed + TorchNamed>(args: &Args, default: usize) -> anyhow::Result<usize> {
+    match args.num_classes {
+        Some(classes) => Ok(classes),
+        None => Ok(classes_in_weights::<M>(&args.weights)?.unwrap_or(default)),
+    }
+}
+
 /// The images under a ResNet of `Block`s with `stages`' blocks in the layout asked for,
 /// through the evaluation preprocessing of that layout's library.
 fn classify_resnet<Block>(args: &Args, stages: ResNetConfig) -> anyhow::Result<Vec<Prediction>>
@@ -220,7 +231,7 @@ where
     let layout = (args.layout).unwrap_or(resnet_layout_for(&args.weights));
     let model = stages
         .with_layout(layout)
-        .with_num_classes(args.num_classes.unwrap_or(1000))
+        .with_num_classes(classes_of::<ResNet<Block>>(args, 1000)?)
         .with_image_size(size)
         .init::<Block>(&args.run.device()?);
     classify_through(args, model, Preprocessing::for_resnet(layout), size)
@@ -237,7 +248,7 @@ fn classify_mobilenet_v3(
     let config = (variant.with_layout(layout))
         .with_width(args.width)
         .with_minimalistic(args.minimalistic)
-        .with_num_classes(args.num_classes.unwrap_or(1000))
+        .with_num_classes(classes_of::<MobileNetV3>(args, 1000)?)
         .with_image_size(size);
     let model = mobilenet_v3_for_weights(config, &args.weights)?.init(&args.run.device()?);
     classify_through(args, model, Preprocessing::for_mobilenet_v3(layout), size)

@@ -107,6 +107,17 @@ pub fn open_weights<M: TfNamed + TorchNamed>(
     open_source::<M>(path, moving_averages).map(|(source, _)| source)
 }
 
+/// The classes of the classifier of the weights at `path` for the model `M`: the length of the
+/// bias of its first classifier layer ([`TfNamed::classifier_paths`]); `None` where the file
+/// has none (a network without its top).
+pub fn classes_in_weights<M: TfNamed + TorchNamed>(path: &Path) -> Result<Option<usize>> {
+    let Some(classifier) = M::classifier_paths().first() else {
+        return Ok(None);
+    };
+    let bias = open_weights::<M>(path, false)?.tensor(&format!("{classifier}.bias"))?;
+    Ok(bias.map(|bias| bias.values.len()))
+}
+
 /// [`open_weights`], and whether the file holds one network's weights and nothing else (a
 /// Keras file, a checkpoint of ours), so that every tensor of it must find a parameter.
 fn open_source<M: TfNamed + TorchNamed>(

@@ -11,13 +11,13 @@ use burn::tensor::{Device, Distribution, Tensor};
 use towers_data::cifar10::Cifar10Format;
 use towers_data::transforms::CifarEval;
 use towers_models::{
-    BasicBlock, Cifar10Config, Cifar10Net, ImageClassifier, InceptionV3Config, MobileNetV3Config,
-    ResNetConfig, ResNetLayout,
+    BasicBlock, Bottleneck, Cifar10Config, Cifar10Net, ImageClassifier, InceptionV3Config,
+    MobileNetV3Config, ResNet, ResNetConfig, ResNetLayout,
 };
 use towers_train::{
     Checkpoint, Input, LoadOptions, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
-    evaluate, export_safetensors, fine_tuning, load_weights, lock_device_generators,
-    mobilenet_v3_for_weights, read_log,
+    classes_in_weights, evaluate, export_safetensors, fine_tuning, load_weights,
+    lock_device_generators, mobilenet_v3_for_weights, read_log,
 };
 
 fn fixture() -> PathBuf {
@@ -316,4 +316,31 @@ fn a_mobilenet_v3_checkpoint_gives_the_head_it_was_trained_with() {
             assert!(report.missing.is_empty(), "{report}");
         }
     }
+}
+
+/// The classes of a file's classifier, read for the model that takes it: TF's CIFAR-10
+/// checkpoint (10), a checkpoint of ours of a 7-class ResNet-18 (file and train directory), a
+/// Keras file whose dense `predictions` has 3 and a transfer model's whose new `dense` has 3
+/// (`crates/models/tests/data/keras`); a file that is not there is an error naming it.
+#[test]
+fn the_classes_of_a_files_classifier_are_read_for_its_model() {
+    assert_eq!(
+        classes_in_weights::<Cifar10Net>(&fixture()).unwrap(),
+        Some(10)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let resnet = ResNetConfig::resnet18(7).with_image_size(32);
+    let ckpt = dir.path().join("model.ckpt-1");
+    save_checkpoint(resnet.init::<BasicBlock>(&Device::flex()), 1, &ckpt);
+    for path in [&ckpt, &dir.path().to_path_buf()] {
+        let classes = classes_in_weights::<ResNet<BasicBlock>>(path).unwrap();
+        assert_eq!(classes, Some(7), "{}", path.display());
+    }
+    let keras = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data/keras");
+    let classes = |file: &str| classes_in_weights::<ResNet<Bottleneck>>(&keras.join(file));
+    assert_eq!(classes("model.weights.h5").unwrap(), Some(3));
+    assert_eq!(classes("nested_keras2.h5").unwrap(), Some(3));
+    let error = classes("missing.h5").unwrap_err();
+    let cause = std::error::Error::source(&error).unwrap().to_string();
+    assert!(cause.contains("missing.h5"), "{cause}");
 }
