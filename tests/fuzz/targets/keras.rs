@@ -11,7 +11,8 @@ use burn_towers::models::weights::{KerasConfig, KerasSource};
 use crate::fuzz;
 use crate::mutate::mutated;
 
-/// The files Keras 2 and Keras 3 wrote of one small network
+/// The files Keras 2 and Keras 3 wrote of one small network, and a crafted one whose nested
+/// model links back to a group above it, which a coverage-guided run found
 /// (`crates/models/tests/data/keras/`, `scripts/tf_fixtures/keras_weight_files.py`).
 fn seeds() -> Vec<Vec<u8>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/models/tests/data/keras");
@@ -24,6 +25,7 @@ fn seeds() -> Vec<Vec<u8>> {
         "nested_keras2.h5",
         "nested.weights.h5",
         "unnamed.weights.h5",
+        "linked_cycle.weights.h5",
     ];
     files
         .map(|file| std::fs::read(dir.join(file)).unwrap())
