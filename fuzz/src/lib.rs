@@ -35,4 +35,4 @@ pub fn flags(data: &[u8]) -> (u8, &[u8]) {
     }
 }
 
-pub use towers_testing::crc_fixups::{fix_table_crcs, fix_tfrecord_crcs};
+pub use towers_testing::crc_fixups::{fix_checkpoint_crc, fix_table_crcs, fix_tfrecord_crcs};

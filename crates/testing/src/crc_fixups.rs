@@ -7,6 +7,16 @@ use std::ops::Range;
 use prost::encoding::decode_varint;
 use towers_data::tfrecord::masked_crc;
 
+/// Sets the CRC32C trailer of one of our checkpoint files (`BTOWCKP2`, then the content, then
+/// the trailer) to match the content, so that the parsers beneath it are reached.
+pub fn fix_checkpoint_crc(bytes: &mut [u8]) {
+    if bytes.starts_with(b"BTOWCKP2") && bytes.len() >= 20 {
+        let split = bytes.len() - 4;
+        let crc = crc32c::crc32c(&bytes[..split]);
+        bytes[split..].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
 /// Rewrites every CRC a TFRecord file's framing reaches (each length's, each record's data's).
 pub fn fix_tfrecord_crcs(bytes: &mut [u8]) {
     let mut at = 0usize;

@@ -8,6 +8,7 @@ use burn::tensor::Device;
 use burn_towers::data::{InputPosition, RecordAt, ShuffleRng};
 use burn_towers::train::Checkpoint;
 use proptest::prelude::*;
+use towers_testing::crc_fixups::fix_checkpoint_crc;
 
 use crate::fuzz;
 use crate::mutate::mutated;
@@ -50,20 +51,11 @@ fn position() -> InputPosition {
     }
 }
 
-/// Sets the CRC32C trailer to match the content, so the parser under the checksum is reached.
-fn fix_checksum(bytes: &mut [u8]) {
-    if bytes.starts_with(b"BTOWCKP2") && bytes.len() >= 20 {
-        let split = bytes.len() - 4;
-        let crc = crc32c::crc32c(&bytes[..split]);
-        bytes[split..].copy_from_slice(&crc.to_le_bytes());
-    }
-}
-
 #[test]
 fn fuzz_checkpoint() {
     let inputs = (mutated(seeds()), any::<bool>()).prop_map(|(mut bytes, fix)| {
         if fix {
-            fix_checksum(&mut bytes);
+            fix_checkpoint_crc(&mut bytes);
         }
         bytes
     });
