@@ -17,7 +17,9 @@ use towers_models::weights::{
     TfSource, TorchNamed, TorchSource, WeightSource, WeightsError, in_scope, read_safetensors,
     restore, to_safetensors,
 };
-use towers_models::{EfficientNetConfig, MobileNetV3Config, ResNetLayout, is_moving_statistic};
+use towers_models::{
+    EfficientNetConfig, MobileNetV3, MobileNetV3Config, ResNetLayout, is_moving_statistic,
+};
 
 use crate::checkpoint::Checkpoint;
 use crate::checkpoint::CheckpointDir;
@@ -196,24 +198,16 @@ pub fn efficientnet_for_weights(
     }
 }
 
-/// `config` with the head of the MobileNetV3 whose weights are at `weights`: without its
-/// hidden layer where a Keras file has no `conv_2` (a transfer model's:
-/// [`MobileNetV3Config::matching_keras_file`]) or a checkpoint of ours (a file or a train
-/// directory) no `hidden`; unchanged for any other file (torchvision's network has one).
+/// `config` with the head of the MobileNetV3 whose weights are at `weights` (any file
+/// [`load_weights`] takes): without its hidden layer where the file holds none (Keras's
+/// `conv_2`: a Keras transfer model, or a checkpoint of ours of such a network), with it where
+/// it does (torchvision's network, keras.applications' with its top).
 pub fn mobilenet_v3_for_weights(
     config: MobileNetV3Config,
     weights: &Path,
 ) -> Result<MobileNetV3Config> {
-    if is_keras_file(weights) {
-        return Ok(config.matching_keras_file(weights)?);
-    }
-    match our_checkpoint(weights)? {
-        Some(file) => {
-            let hidden = ours_by_path(&file, false)?.tensor("hidden.weight")?;
-            Ok(config.with_hidden_layer(hidden.is_some()))
-        }
-        None => Ok(config),
-    }
+    let hidden = open_weights::<MobileNetV3>(weights, false)?.tensor("hidden.weight")?;
+    Ok(config.with_hidden_layer(hidden.is_some()))
 }
 
 /// Whether `path` is a file that starts like one of our checkpoints.

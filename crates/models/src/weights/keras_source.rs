@@ -65,12 +65,6 @@ impl KerasSource {
         })
     }
 
-    /// Whether the file holds a weight of the TF variable named `variable`
-    /// (`conv_2/kernel`).
-    pub(crate) fn holds(&self, variable: &str) -> bool {
-        self.variables.contains_key(variable)
-    }
-
     /// Every weight of every layer of the Keras file at `path`, of any network, named by its
     /// dataset's path, in the file's layout: for the fuzz targets, which read files of small
     /// networks.

@@ -21,6 +21,7 @@ use std::path::Path;
 use super::error::Result;
 use super::keras_source::KerasSource;
 use super::mobilenet_keras_names::conv_bn_variable;
+use super::restore::WeightSource;
 use super::tf_source::{TfLayout, TfNamed, TfVariable};
 use crate::nets::{MobileNetLayout, MobileNetV3, MobileNetV3Config, MobileNetV3Variant};
 
@@ -86,8 +87,8 @@ impl MobileNetV3Config {
     /// without where it has not (a transfer model built on the network without its top, or
     /// that network alone, `include_top=False`).
     pub fn matching_keras_file(self, path: &Path) -> Result<Self> {
-        let file = KerasSource::open::<MobileNetV3>(path)?;
-        Ok(self.with_hidden_layer(file.holds("conv_2/kernel")))
+        let hidden = KerasSource::open::<MobileNetV3>(path)?.tensor("hidden.weight")?;
+        Ok(self.with_hidden_layer(hidden.is_some()))
     }
 }
 
