@@ -310,9 +310,11 @@ mod tests {
             message.contains("GZIP file: writing its decompressed copy"),
             "{message}"
         );
-        // The looks at 0 to 3 MiB written found room for the next MiB and the 5 MiB reserve;
-        // the one at 4 MiB found only the reserve free.
+        // The first look found 9 MiB free: the copy keeps half of it (4.5 MiB, less than 5%
+        // of the disk). The looks at 0 to 3 MiB written found room for the next MiB and the
+        // reserve; the one at 4 MiB found 5 MiB free.
         assert!(message.contains("stopped after 4194304 bytes"), "{message}");
+        assert!(message.contains("to keep 4718592 bytes"), "{message}");
         assert!(message.contains("set TMPDIR"), "{message}");
         assert_eq!(copies(), 0, "the copy was left behind");
         // With room, the same file decompresses whole.

@@ -5,7 +5,8 @@
 //! members can follow each other without end). A crafted or mistaken file must not fill the
 //! disk that the system and other programs share: so copies are written through this, which
 //! looks at the free space of the copy's file system every [`CHECK_EVERY`] bytes and stops
-//! while its [reserve](DiskSpace::reserve) is still free.
+//! while its reserve is still free: [5% of the disk, at most 1 GiB](DiskSpace::reserve), or
+//! half of what was free when the copy began where that is less.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -56,18 +57,28 @@ impl DiskSpace {
         (self.total / 20).min(MOST_RESERVED)
     }
 
-    /// Whether [`CHECK_EVERY`] more bytes still leave the reserve free.
-    fn has_room(self) -> bool {
-        self.free >= self.reserve() + CHECK_EVERY
+    /// The reserve of a copy that begins with this much free: [`reserve`](Self::reserve), or
+    /// half the free space where that is less. A disk already nearly full (shared machines
+    /// run so for hours) still takes a copy that fits in half of what is free, and no copy,
+    /// nor any number of copies one after another, fills it.
+    fn reserve_from_here(self) -> u64 {
+        self.reserve().min(self.free / 2)
+    }
+
+    /// Whether [`CHECK_EVERY`] more bytes still leave `reserve` free.
+    fn has_room(self, reserve: u64) -> bool {
+        self.free >= reserve + CHECK_EVERY
     }
 }
 
 /// Writes to `inner` while its file system has room: before each [`CHECK_EVERY`] bytes it asks
 /// `space` and fails with [`io::ErrorKind::StorageFull`] (nothing of that write written) when
-/// they would eat into the reserve.
+/// they would eat into the reserve (fixed at the first look: [`DiskSpace::reserve_from_here`]).
 pub(crate) struct RoomKeepingWriter<W, S> {
     inner: W,
     space: S,
+    /// The bytes to leave free, once `space` has been asked.
+    reserve: Option<u64>,
     /// Bytes written in all. No write passes a multiple of [`CHECK_EVERY`], so `space` is
     /// asked whenever this is one.
     written: u64,
@@ -79,27 +90,29 @@ impl<W: Write, S: FnMut() -> io::Result<Option<DiskSpace>>> RoomKeepingWriter<W,
         Self {
             inner,
             space,
+            reserve: None,
             written: 0,
         }
     }
 
     /// Fails when the next [`CHECK_EVERY`] bytes would eat into the reserve.
     fn check_room(&mut self) -> io::Result<()> {
-        match (self.space)()? {
-            Some(space) if !space.has_room() => Err(io::Error::new(
-                io::ErrorKind::StorageFull,
-                format!(
-                    "stopped after {} bytes, to keep {} bytes of its disk free ({} of {} \
-                     free): set TMPDIR to a disk with room for the decompressed data, or \
-                     decompress the file beforehand (gunzip)",
-                    self.written,
-                    space.reserve(),
-                    space.free,
-                    space.total
-                ),
-            )),
-            _ => Ok(()),
+        let Some(space) = (self.space)()? else {
+            return Ok(());
+        };
+        let reserve = *self.reserve.get_or_insert(space.reserve_from_here());
+        if space.has_room(reserve) {
+            return Ok(());
         }
+        Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!(
+                "stopped after {} bytes, to keep {reserve} bytes of its disk free ({} of {} \
+                 free): set TMPDIR to a disk with room for the decompressed data, or \
+                 decompress the file beforehand (gunzip)",
+                self.written, space.free, space.total
+            ),
+        ))
     }
 }
 
@@ -138,10 +151,15 @@ mod tests {
     /// Writes `bytes` zeros through a writer on a disk of 100 MiB with `free` MiB left, in
     /// 64 KiB writes: how many got through, and the error that stopped it.
     fn write_zeros(free: u64, bytes: u64) -> (u64, Option<io::Error>) {
+        write_bytes_on(free * MIB, bytes)
+    }
+
+    /// [`write_zeros`] with `free` in bytes.
+    fn write_bytes_on(free: u64, bytes: u64) -> (u64, Option<io::Error>) {
         let written = std::cell::Cell::new(0);
         let mut sink = Vec::new();
         let mut out = RoomKeepingWriter::new(&mut sink, || {
-            Ok(Some(shrinking_disk(100 * MIB, free * MIB, &written)))
+            Ok(Some(shrinking_disk(100 * MIB, free, &written)))
         });
         let chunk = vec![0u8; 1 << 16];
         let mut error = None;
@@ -185,19 +203,46 @@ mod tests {
     }
 
     #[test]
-    fn a_nearly_full_disk_takes_nothing() {
-        let (written, error) = write_zeros(5, MIB);
+    fn a_nearly_full_disk_gives_a_copy_half_its_free_space() {
+        // 5 MiB free, less than the 5 MiB reserve and a check: the copy may take half of it.
+        // The look at 2 MiB written finds 3 free, and 2.5 must stay.
+        assert_eq!(write_zeros(5, 10 * MIB).0, 2 * MIB);
+        // With less than a check's worth and its reserve, nothing.
+        let (written, error) = write_zeros(1, MIB);
         assert_eq!(written, 0);
-        assert!(error.is_some());
+        assert_eq!(error.map(|e| e.kind()), Some(io::ErrorKind::StorageFull));
     }
 
     #[test]
-    fn the_reserve_is_5_percent_up_to_a_gib() {
-        let of = |total| DiskSpace { free: 0, total }.reserve();
+    fn copies_one_after_another_never_fill_the_disk() {
+        // Ten copies that each take all they may, kept: each leaves the 5 MiB reserve or half
+        // of what it found, and the disk is never full.
+        let mut free = 20 * MIB;
+        for _ in 0..10 {
+            let (written, error) = write_bytes_on(free, 100 * MIB);
+            assert!(error.is_some());
+            let left = free - written;
+            assert!(
+                left >= (5 * MIB).min(free / 2) && left > 0,
+                "{left} of {free} bytes"
+            );
+            free = left;
+        }
+    }
+
+    #[test]
+    fn the_reserve_is_5_percent_up_to_a_gib_or_half_the_free_space() {
+        let of = |total| DiskSpace { free: total, total }.reserve_from_here();
         assert_eq!(
             (of(100 * MIB), of(20 << 30), of(1 << 40)),
             (5 * MIB, 1 << 30, 1 << 30)
         );
+        // CI's shared disk on 2026-12-04: 555 MiB of 252 GiB free, half of it for a copy.
+        let shared = DiskSpace {
+            free: 582_082_560,
+            total: 270_553_174_016,
+        };
+        assert_eq!(shared.reserve_from_here(), 291_041_280);
     }
 
     #[cfg(unix)]
@@ -205,7 +250,10 @@ mod tests {
     fn a_file_system_without_a_size_is_not_limited() {
         assert_eq!(DiskSpace::reported(0, 0), None);
         let space = DiskSpace::reported(6 * MIB, 100 * MIB);
-        assert_eq!(space.map(DiskSpace::has_room), Some(true));
+        assert_eq!(
+            space.map(|space| space.has_room(space.reserve())),
+            Some(true)
+        );
     }
 
     #[cfg(unix)]
