@@ -6,6 +6,7 @@ mod layers;
 mod tf_checkpoint;
 mod tf_checkpoint_crafted;
 mod tf_weights;
+mod torch_checkpoints;
 mod torchvision_efficientnet;
 mod torchvision_mobilenet;
 mod torchvision_mobilenet_v3;

@@ -6,7 +6,7 @@
 //! trained (`--trainable_scopes`).
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use burn::config::Config;
@@ -51,8 +51,8 @@ impl Default for LoadOptions {
 /// `model` with the weights at `path`, and what was restored, skipped, missing and unused.
 ///
 /// `path` is a TF checkpoint (a prefix such as `model.ckpt-1000`, its `.index`, or a directory
-/// with a `checkpoint` state file), a torchvision state dict (`.pth` or `.pt`, see
-/// [`is_pytorch_file`]), keras.applications' InceptionV3, ResNet50 or ResNet50V2 in a Keras
+/// with a `checkpoint` state file), a PyTorch file (torchvision's state dict, or a training
+/// checkpoint or wrapped model's state dict holding one: see [`is_pytorch_file`]), keras.applications' InceptionV3, ResNet50 or ResNet50V2 in a Keras
 /// file (see [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory,
 /// whose newest is taken), or a `.safetensors` export. A Keras file or a checkpoint of ours
 /// holds one network's weights and nothing else: every tensor of it must find a parameter (a
@@ -156,13 +156,29 @@ fn our_checkpoint(path: &Path) -> Result<Option<PathBuf>> {
     }
 }
 
-/// Whether `path` names a PyTorch state dict (`.pth` or `.pt`): torchvision's weights, for a
-/// model built in torchvision's layout (Inception v3: 1000 classes, no background class, and
-/// `pool_counts_padding`). torchvision's `transform_input` re-normalises ImageNet-normalised
-/// images to [-1, 1]; our Inception preprocessing gives [-1, 1] already, which is what the
-/// network behind `transform_input` sees, so nothing is applied.
+/// Whether `path` holds a PyTorch file: torchvision's weights or a training checkpoint holding
+/// a state dict (`TorchSource`), for a model built in torchvision's layout (Inception v3: 1000
+/// classes, no background class, and `pool_counts_padding`). Named `.pth` or `.pt`, or named
+/// otherwise (PyTorch's ImageNet example's `checkpoint.pth.tar`, Lightning's `.ckpt`, Hugging
+/// Face's `pytorch_model.bin`) and opening as `torch.save` writes a file. torchvision's
+/// `transform_input` re-normalises ImageNet-normalised images to [-1, 1]; our Inception
+/// preprocessing gives [-1, 1] already, which is what the network behind `transform_input`
+/// sees, so nothing is applied.
 pub fn is_pytorch_file(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "pth" || e == "pt")
+    let named = path.extension().is_some_and(|e| e == "pth" || e == "pt");
+    named || (!is_keras_file(path) && opens_as_torch_save(path))
+}
+
+/// Whether the file at `path` opens as `torch.save` writes one: a zip (PyTorch 1.6 on), or the
+/// magic number of the format before it (0x1950a86a20f9469cfc6c, pickled by protocol 2). A TF
+/// checkpoint's prefix (no file), a directory, our checkpoints and safetensors files do not.
+fn opens_as_torch_save(path: &Path) -> bool {
+    const LEGACY: [u8; 14] = [
+        0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
+    ];
+    let mut head = [0u8; LEGACY.len()];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    read.is_ok() && (head.starts_with(b"PK\x03\x04") || head == LEGACY)
 }
 
 /// Whether `path` names a Keras weights file (`.h5`, `.hdf5`, `.keras`): keras.applications'

@@ -16,7 +16,7 @@ use towers_models::{
 };
 use towers_train::{
     Checkpoint, Input, LoadOptions, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
-    classes_in_weights, evaluate, export_safetensors, fine_tuning, load_weights,
+    classes_in_weights, evaluate, export_safetensors, fine_tuning, is_pytorch_file, load_weights,
     lock_device_generators, mobilenet_v3_for_weights, read_log,
 };
 
@@ -343,4 +343,48 @@ fn the_classes_of_a_files_classifier_are_read_for_its_model() {
     let error = classes("missing.h5").unwrap_err();
     let cause = std::error::Error::source(&error).unwrap().to_string();
     assert!(cause.contains("missing.h5"), "{cause}");
+}
+
+/// PyTorch files are known by what `torch.save` writes first, whatever their names (PyTorch's
+/// ImageNet example's `.pth.tar`, in both of `torch.save`'s formats, Lightning's `.ckpt`,
+/// Hugging Face's `pytorch_model.bin`), and a training checkpoint's classifier is read from the
+/// state dict inside it (`crates/models/tests/data/torch_checkpoints`). Nothing else is taken
+/// for one: TF's checkpoint, ours, Keras files (a `.keras` is a zip too), a folder, no file.
+#[test]
+fn pytorch_files_are_known_by_their_bytes_whatever_their_names() {
+    let torch =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data/torch_checkpoints");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("pytorch_model.bin");
+    std::fs::copy(torch.join("tutorial.pt"), &bin).unwrap();
+    let ours = dir.path().join("model.ckpt-1");
+    let resnet = ResNetConfig::resnet18(7).with_image_size(32);
+    save_checkpoint(resnet.init::<BasicBlock>(&Device::flex()), 1, &ours);
+    let keras = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data/keras");
+    for file in [
+        "imagenet_example.pth.tar",
+        "legacy_imagenet_example.pth.tar",
+        "lightning.ckpt",
+    ] {
+        assert!(is_pytorch_file(&torch.join(file)), "{file}");
+    }
+    assert!(is_pytorch_file(&bin));
+    for other in [
+        fixture().join("model.ckpt-200"),
+        fixture().join("model.ckpt-200.index"),
+        ours,
+        keras.join("model.keras"),
+        keras.join("model.weights.h5"),
+        dir.path().to_path_buf(),
+        dir.path().join("missing.pth.tar"),
+    ] {
+        assert!(!is_pytorch_file(&other), "{}", other.display());
+    }
+    for file in [
+        "imagenet_example.pth.tar",
+        "legacy_imagenet_example.pth.tar",
+    ] {
+        let classes = classes_in_weights::<ResNet<BasicBlock>>(&torch.join(file)).unwrap();
+        assert_eq!(classes, Some(2), "{file}");
+    }
 }

@@ -1,7 +1,8 @@
 //! Weights in and out of our models: TensorFlow V2 checkpoints ([`TfCheckpoint`], a reader
 //! independent of any model), the TF names of our models' parameters ([`TfNamed`]),
-//! torchvision's `.pth` state dicts ([`TorchSource`], names by [`TorchNamed`]: Inception v3's,
-//! ResNet's, MobileNetV2's and EfficientNet's), keras.applications' Inception v3, ResNets,
+//! torchvision's `.pth` state dicts and PyTorch training checkpoints holding one
+//! ([`TorchSource`], names by [`TorchNamed`]: Inception v3's, ResNet's, MobileNetV2's and
+//! EfficientNet's), keras.applications' Inception v3, ResNets,
 //! MobileNetV2 and EfficientNets in Keras's files ([`KerasSource`], by the TF names of their
 //! layers: TF-slim's for Inception v3, Keras's for the others), safetensors export and import, and [`restore`], which fills a model from any
 //! [`WeightSource`] and reports what was restored, skipped, missing and unused.
@@ -28,6 +29,8 @@ mod tf_proto;
 mod tf_source;
 mod torch_names;
 mod torch_source;
+mod torch_state_dict;
+mod torch_zip_copy;
 
 pub use by_path::ByPath;
 pub use error::{Result, WeightsError};

@@ -71,7 +71,7 @@ pub fn torch_parameter_in<M: TorchNamed>(
 }
 
 /// The first of `candidates` whose key `holds` says a file holds, else the first.
-pub(crate) fn first_held(
+fn first_held(
     candidates: Vec<TorchParameter>,
     holds: impl Fn(&str) -> bool,
 ) -> Option<TorchParameter> {

@@ -1,36 +1,60 @@
 //! A PyTorch `.pth` state dict (torchvision's) seen through a model's parameter paths: the
 //! model names each parameter's `state_dict` key and layout ([`TorchNamed`]), this reads the
-//! file with the pickle reader burn-store uses (`pytorch-reader`) and converts.
+//! file with the pickle reader burn-store uses (`pytorch-reader`) and converts. The state dict
+//! may also sit inside a training checkpoint or under a wrapper's prefix
+//! ([`StateDictPlace`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use pytorch_reader::{DType, PytorchReader, Tensor};
+use pytorch_reader::{DType, PytorchError, PytorchReader, Tensor};
+use tempfile::NamedTempFile;
 
 use super::error::{Result, WeightsError};
 use super::restore::{SourceTensor, WeightSource};
-use super::torch_names::{TorchLayout, TorchNamed, TorchParameter, first_held};
+use super::torch_names::{TorchLayout, TorchNamed, TorchParameter};
+use super::torch_state_dict::StateDictPlace;
+use super::torch_zip_copy;
 
-/// A `torch.save(model.state_dict())` file as a [`WeightSource`] for one model type.
+/// A `torch.save(model.state_dict())` file as a [`WeightSource`] for one model type; also a
+/// training checkpoint holding one (`{"state_dict": ..., "optimizer": ...}`), and the state
+/// dict of a wrapped model (`module.`, `_orig_mod.`): see [`StateDictPlace`].
 pub struct TorchSource {
     path: PathBuf,
     tensors: HashMap<String, Tensor>,
     names: fn(&str) -> Vec<TorchParameter>,
     companions: fn(&str) -> Vec<String>,
+    /// Where the state dict sits in the file, once a parameter was found.
+    place: StateDictPlace,
     accounted: BTreeSet<String>,
+    /// The copy `tensors` are read from, for a zip the zip crate misreads
+    /// (`torch_zip_copy.rs`): deleted with the source.
+    _readable_copy: Option<NamedTempFile>,
 }
 
 impl TorchSource {
     /// The state dict at `path` (tensors are read when asked for) for the parameters of `M`.
     pub fn open<M: TorchNamed>(path: &Path) -> Result<Self> {
-        let reader = PytorchReader::new(path)
-            .map_err(|e| WeightsError::format(path, "not a PyTorch state dict").caused_by(e))?;
+        let not_torch = |e| WeightsError::format(path, "not a PyTorch state dict").caused_by(e);
+        let (reader, readable_copy) = match PytorchReader::new(path) {
+            Ok(reader) => (reader, None),
+            // A zip the zip crate misreads (see `torch_zip_copy.rs`); where the copy fails
+            // too, the file's own error is the one to show.
+            Err(error @ PytorchError::Zip(_)) => {
+                let copy = torch_zip_copy::readable_copy(path).map_err(|_| not_torch(error))?;
+                let reader = PytorchReader::new(copy.path()).map_err(not_torch)?;
+                (reader, Some(copy))
+            }
+            Err(error) => return Err(not_torch(error)),
+        };
         Ok(Self {
             path: path.to_path_buf(),
             tensors: reader.into_tensors(),
             names: M::torch_parameters,
             companions: M::companions,
+            place: StateDictPlace::default(),
             accounted: BTreeSet::new(),
+            _readable_copy: readable_copy,
         })
     }
 
@@ -60,12 +84,18 @@ impl WeightSource for TorchSource {
     }
 
     fn tensor(&mut self, path: &str) -> Result<Option<SourceTensor>> {
-        let holds = |key: &str| self.tensors.contains_key(key);
-        let Some(TorchParameter { key, layout }) = first_held((self.names)(path), holds) else {
+        let candidates = (self.names)(path);
+        let keys: Vec<&str> = candidates.iter().map(|c| c.key.as_str()).collect();
+        let tensors = &self.tensors;
+        let Some((prefix, held)) = self.place.find(&keys, |key| tensors.contains_key(key)) else {
             return Ok(None);
         };
+        let TorchParameter { key, layout } = candidates.into_iter().nth(held).expect("found");
+        let in_file = |key: &str| format!("{prefix}{key}");
+        let key = in_file(&key);
         self.accounted.insert(key.clone());
-        self.accounted.extend((self.companions)(&key));
+        let companions = (self.companions)(&key[prefix.len()..]);
+        self.accounted.extend(companions.iter().map(|c| in_file(c)));
         let Some((shape, values)) = self.read(&key)? else {
             return Ok(None);
         };
@@ -73,6 +103,7 @@ impl WeightSource for TorchSource {
             TorchLayout::Same => (shape, values),
             TorchLayout::Transposed => transposed(shape, values),
             TorchLayout::ScaledBy(scale_key) => {
+                let scale_key = in_file(&scale_key);
                 let Some((_, scale)) = self.read(&scale_key)? else {
                     let reason = format!("its batch-norm scale `{scale_key}` is not in the file");
                     return Err(WeightsError::tensor(&self.path, key, reason));
@@ -93,7 +124,7 @@ impl WeightSource for TorchSource {
         let mut unused: Vec<String> = self
             .tensors
             .keys()
-            .filter(|key| !self.accounted.contains(*key))
+            .filter(|key| self.place.covers(key) && !self.accounted.contains(*key))
             .cloned()
             .collect();
         unused.sort();
