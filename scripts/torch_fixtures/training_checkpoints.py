@@ -4,7 +4,7 @@ PyTorch training code saves one, for the test that `TorchSource` finds it in eac
 
     /tmp/torchenv/bin/python scripts/torch_fixtures/training_checkpoints.py crates/models/tests/data/torch_checkpoints
 
-(torch from PyPI.) The files, each written by `torch.save`:
+(torch, lightning and timm from PyPI.) The files, each written by `torch.save`:
 - state_dict.pth: `model.state_dict()`, the reference;
 - finetuned_resnet18_v2.pth: the same under a name of 21 characters before `.pth`, which
   makes a zip that the zip crate (9.8, 9.9) misreads (crates/models/src/weights/
@@ -21,12 +21,12 @@ PyTorch training code saves one, for the test that `TorchSource` finds it in eac
 - tutorial.pt: PyTorch's tutorial "Saving and loading a general checkpoint":
   `model_state_dict`, `optimizer_state_dict`, the epoch and the loss;
 - compiled.pt: the state dict of `torch.compile(model)` (keys `_orig_mod.`);
-- lightning.ckpt: a dictionary shaped as Lightning saves one (Lightning is not installed
-  here): the LightningModule's state dict, its model under the attribute `model`, under
-  `state_dict`, beside `epoch`, `global_step`, `optimizer_states` and
-  `pytorch-lightning_version`;
-- ema.pth.tar: timm's training checkpoint (timm/utils/checkpoint_saver.py): `state_dict`
-  and `state_dict_ema` (the moving average, other values) beside the optimizer's state.
+- lightning.ckpt: Lightning's `Trainer.save_checkpoint` after one training step of a
+  LightningModule that keeps the network under the attribute `model`: its state dict under
+  `state_dict`, beside the loops' and the optimizer's state;
+- ema.pth.tar: timm's training checkpoint (its `CheckpointSaver`, the numbered file):
+  `state_dict` and `state_dict_ema` (a moving average, its values moved by 1 so that they
+  differ) beside the optimizer's state, the run's arguments and the saver's own.
 expected.json: the reference's tensors, as lists, under their keys.
 """
 import argparse
@@ -52,12 +52,52 @@ class Tiny(nn.Module):
         return self.fc(torch.cat([x, x[:, :1]], 1))
 
 
-class LightningLike(nn.Module):
-    """A LightningModule keeps the network under an attribute; `model` is the usual one."""
+def lightning_checkpoint(model, path):
+    """Trains `model` one step inside a LightningModule (as `self.model`) with Lightning's
+    Trainer, and saves the Trainer's checkpoint at `path`."""
+    import lightning
 
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
+    class Classifier(lightning.LightningModule):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def training_step(self, batch, _):
+            images, labels = batch
+            return nn.functional.cross_entropy(self.model(images), labels)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9)
+
+    data = torch.utils.data.TensorDataset(torch.randn(4, 3, 5, 5), torch.tensor([0, 1, 0, 1]))
+    trainer = lightning.Trainer(
+        max_steps=1,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(Classifier(model), torch.utils.data.DataLoader(data, batch_size=4))
+    trainer.save_checkpoint(path)
+
+
+def timm_checkpoint(model, optimizer, path):
+    """timm's checkpoint of `model`, with a moving average of other values, at `path`."""
+    import shutil
+    import tempfile
+
+    from timm.utils import CheckpointSaver, ModelEmaV3
+
+    average = ModelEmaV3(model)
+    with torch.no_grad():
+        for value in average.module.state_dict().values():
+            value.add_(1)
+    args = argparse.Namespace(model="resnet18", lr=0.1)
+    with tempfile.TemporaryDirectory() as folder:
+        saver = CheckpointSaver(model, optimizer, args, average, checkpoint_dir=folder)
+        saver.save_checkpoint(epoch=3, metric=12.5)
+        shutil.copy(os.path.join(folder, "checkpoint-3.pth.tar"), path)
 
 
 def trained(model):
@@ -114,31 +154,15 @@ def main(out_dir):
         out("tutorial.pt"),
     )
     torch.save(torch.compile(model).state_dict(), out("compiled.pt"))
-    torch.save(
-        {
-            "epoch": 3,
-            "global_step": 120,
-            "pytorch-lightning_version": "2.4.0",
-            "state_dict": LightningLike(model).state_dict(),
-            "optimizer_states": [optimizer.state_dict()],
-            "lr_schedulers": [scheduler.state_dict()],
-        },
-        out("lightning.ckpt"),
-    )
-    average = Tiny()
-    torch.save(
-        {
-            "epoch": 3,
-            "arch": "resnet18",
-            "state_dict": model.state_dict(),
-            "state_dict_ema": average.state_dict(),
-            "optimizer": optimizer.state_dict(),
-        },
-        out("ema.pth.tar"),
-    )
+    timm_checkpoint(model, optimizer, out("ema.pth.tar"))
     expected = {key: value.tolist() for key, value in model.state_dict().items()}
     with open(out("expected.json"), "w") as f:
         json.dump(expected, f, indent=1)
+    # Last: the step changes `model`'s weights, which the files above keep as they were.
+    lightning_checkpoint(model, out("lightning.ckpt"))
+    lightning_expected = {key: value.tolist() for key, value in model.state_dict().items()}
+    with open(out("lightning_expected.json"), "w") as f:
+        json.dump(lightning_expected, f, indent=1)
 
 
 if __name__ == "__main__":

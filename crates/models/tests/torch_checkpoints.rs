@@ -1,11 +1,12 @@
 //! A state dict where PyTorch training code saves one, read as torchvision's own files are
 //! (`TorchSource`): inside a training checkpoint (PyTorch's ImageNet example, in both of
 //! `torch.save`'s formats; torchvision's reference scripts; PyTorch's tutorial; Lightning's
-//! layout; timm's, with a moving average beside it) and under a wrapper's prefix
+//! `Trainer`; timm's, with a moving average beside it) and under a wrapper's prefix
 //! (`DataParallel`'s `module.`, `torch.compile`'s `_orig_mod.`), and in a zip that the zip
 //! crate misreads (a file name of 21 characters before `.pth`). Each file was written by
-//! torch 2 (`scripts/torch_fixtures/training_checkpoints.py`), with the plain state dict's
-//! values in `expected.json`.
+//! torch 2 or Lightning 2.6 (`scripts/torch_fixtures/training_checkpoints.py`), with the plain
+//! state dict's values in `expected.json` (Lightning's, one step on, in
+//! `lightning_expected.json`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,17 +20,25 @@ fn data(file: &str) -> PathBuf {
         .join(file)
 }
 
-/// Each file and where its state dict sits.
-const FILES: [(&str, &str); 9] = [
-    ("state_dict.pth", ""),
-    ("finetuned_resnet18_v2.pth", ""),
-    ("imagenet_example.pth.tar", "state_dict.module."),
-    ("legacy_imagenet_example.pth.tar", "state_dict.module."),
-    ("torchvision_reference.pth", "model."),
-    ("tutorial.pt", "model_state_dict."),
-    ("compiled.pt", "_orig_mod."),
-    ("lightning.ckpt", "state_dict.model."),
-    ("ema.pth.tar", "state_dict."),
+/// The values of the state dict saved by torch, and by Lightning after its training step.
+const TORCH: &str = "expected.json";
+const LIGHTNING: &str = "lightning_expected.json";
+
+/// Each file, where its state dict sits, and the file of its values.
+const FILES: [(&str, &str, &str); 9] = [
+    ("state_dict.pth", "", TORCH),
+    ("finetuned_resnet18_v2.pth", "", TORCH),
+    ("imagenet_example.pth.tar", "state_dict.module.", TORCH),
+    (
+        "legacy_imagenet_example.pth.tar",
+        "state_dict.module.",
+        TORCH,
+    ),
+    ("torchvision_reference.pth", "model.", TORCH),
+    ("tutorial.pt", "model_state_dict.", TORCH),
+    ("compiled.pt", "_orig_mod.", TORCH),
+    ("lightning.ckpt", "state_dict.model.", LIGHTNING),
+    ("ema.pth.tar", "state_dict.", TORCH),
 ];
 
 /// Our parameter paths and the state dict's keys of the tiny module the files hold.
@@ -43,9 +52,9 @@ const PARAMETERS: [(&str, &str); 7] = [
     ("fc.bias", "fc.bias"),
 ];
 
-/// torch's values of each key, flattened; `fc.weight` transposed to our `[in, out]`.
-fn expected() -> HashMap<String, Vec<f32>> {
-    let json = std::fs::read_to_string(data("expected.json")).unwrap();
+/// torch's values of each key in `file`, flattened; `fc.weight` transposed to our `[in, out]`.
+fn expected(file: &str) -> HashMap<String, Vec<f32>> {
+    let json = std::fs::read_to_string(data(file)).unwrap();
     let values: HashMap<String, serde_json::Value> = serde_json::from_str(&json).unwrap();
     let flat = |value: &serde_json::Value| -> Vec<f32> {
         let mut out = Vec::new();
@@ -71,8 +80,8 @@ fn expected() -> HashMap<String, Vec<f32>> {
 
 #[test]
 fn every_way_of_saving_gives_the_state_dicts_values() {
-    let expected = expected();
-    for (file, prefix) in FILES {
+    for (file, prefix, values) in FILES {
+        let expected = expected(values);
         let mut source = TorchSource::open::<ResNet18>(&data(file)).unwrap();
         for (path, key) in PARAMETERS {
             let tensor = source.tensor(path).unwrap();
