@@ -27,6 +27,8 @@ PyTorch training code saves one, for the test that `TorchSource` finds it in eac
 - ema.pth.tar: timm's training checkpoint (its `CheckpointSaver`, the numbered file):
   `state_dict` and `state_dict_ema` (a moving average, its values moved by 1 so that they
   differ) beside the optimizer's state, the run's arguments and the saver's own.
+- unknown_attribute.pth: the state dict of a module keeping the network under `net`, an
+  attribute not looked under (the error says where keys were looked for).
 expected.json: the reference's tensors, as lists, under their keys.
 """
 import argparse
@@ -154,6 +156,9 @@ def main(out_dir):
         out("tutorial.pt"),
     )
     torch.save(torch.compile(model).state_dict(), out("compiled.pt"))
+    holder = nn.Module()
+    holder.net = model
+    torch.save(holder.state_dict(), out("unknown_attribute.pth"))
     timm_checkpoint(model, optimizer, out("ema.pth.tar"))
     expected = {key: value.tolist() for key, value in model.state_dict().items()}
     with open(out("expected.json"), "w") as f:

@@ -11,8 +11,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use towers_models::ResNet18;
-use towers_models::weights::{TorchSource, WeightSource};
+use burn::tensor::Device;
+use towers_models::weights::{RestoreOptions, TorchSource, WeightSource, restore};
+use towers_models::{ResNet18, ResNetConfig};
 
 fn data(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -106,4 +107,16 @@ fn the_zip_crate_still_misreads_a_21_character_name() {
         error.as_deref(),
         Some("invalid Zip archive: Invalid Central Directory header")
     );
+}
+
+#[test]
+fn a_state_dict_under_another_attribute_is_an_error_saying_where_keys_were_looked_for() {
+    let path = data("unknown_attribute.pth");
+    let mut source = TorchSource::open::<ResNet18>(&path).unwrap();
+    let model: ResNet18 = ResNetConfig::resnet18(2).init(&Device::flex());
+    let error = restore(model, &mut source, &RestoreOptions::default()).unwrap_err();
+    let message = error.to_string();
+    assert!(message.starts_with(&path.display().to_string()), "{message}");
+    assert!(message.contains("the file's: `net.bn1.bias`"), "{message}");
+    assert!(message.contains("followed by `module.`"), "{message}");
 }

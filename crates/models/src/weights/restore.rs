@@ -34,6 +34,12 @@ pub trait WeightSource {
 
     /// The file's tensors that correspond to no parameter asked for so far, sorted.
     fn unused(&self) -> Vec<String>;
+
+    /// Where in the file the parameters were looked for, when that is more than their names
+    /// (a PyTorch training checkpoint's entries and wrappers): said when none was found.
+    fn places_looked_in(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What to leave out of a restore: [`new`](Self::new) (nothing left out; also [`Default`])
@@ -139,7 +145,11 @@ pub fn restore<M: Module>(
     }
     report.unused = source.unused();
     if report.restored.is_empty() && report.skipped.is_empty() && !report.missing.is_empty() {
-        return Err(WeightsError::format(source.path(), nothing_fits(&report)));
+        let mut reason = nothing_fits(&report);
+        if let Some(places) = source.places_looked_in() {
+            reason = format!("{reason}; {places}");
+        }
+        return Err(WeightsError::format(source.path(), reason));
     }
     if options.every_tensor_used && !report.unused.is_empty() {
         return Err(WeightsError::format(source.path(), left_over(&report)));

@@ -120,6 +120,10 @@ impl WeightSource for TorchSource {
         }))
     }
 
+    fn places_looked_in(&self) -> Option<String> {
+        Some(StateDictPlace::described())
+    }
+
     fn unused(&self) -> Vec<String> {
         let mut unused: Vec<String> = self
             .tensors

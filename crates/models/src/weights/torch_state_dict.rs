@@ -67,6 +67,20 @@ impl StateDictPlace {
         Some(found)
     }
 
+    /// Where keys are looked for, for a message when none is found.
+    pub(crate) fn described() -> String {
+        let either = |names: &[&str]| {
+            let names: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
+            let (last, rest) = names.split_last().expect("names");
+            format!("{} or {last}", rest.join(", "))
+        };
+        format!(
+            "the model's keys were looked for bare and under {}, each alone or followed by {}",
+            either(&ENTRIES[1..]),
+            either(&WRAPPERS[1..])
+        )
+    }
+
     /// Whether the file's `key` belongs to the state dict: it stands under the prefix found
     /// (every key does while none was found). The rest of a training checkpoint (the
     /// optimizer's state, a moving average's weights) is not the model's.
@@ -136,6 +150,16 @@ mod tests {
         let file = ["module.b", "module.c"];
         let found = place.find(&["a", "c", "b"], |key| file.contains(&key));
         assert_eq!(found, Some(("module.".to_string(), 1)));
+    }
+
+    #[test]
+    fn the_places_are_described_for_a_message() {
+        assert_eq!(
+            StateDictPlace::described(),
+            "the model's keys were looked for bare and under `state_dict.`, \
+             `model_state_dict.` or `model.`, each alone or followed by `module.`, \
+             `_orig_mod.` or `model.`"
+        );
     }
 
     #[test]
