@@ -212,3 +212,25 @@ fn the_tutorial_checkpoint_gives_tfs_logits_with_and_without_moving_averages() {
         assert!(error < TOLERANCE, "{error}");
     }
 }
+
+/// A TF2 object-based checkpoint (`tf.train.Checkpoint` of a Keras 3 model, written by TF 2.21:
+/// `scripts/tf_fixtures/tf2_object_checkpoint.py`) keys its variables by paths through Python
+/// objects, which name no parameter: refused, saying what it is and what to save instead.
+#[test]
+fn a_tf2_object_based_checkpoint_is_refused_saying_what_to_save_instead() {
+    let checkpoint = TfCheckpoint::open(&data("tf2_object/ckpt-1")).unwrap();
+    let mut source = TfSource::new::<Cifar10Net>(checkpoint, false);
+    let model = Cifar10Config::new().init(&Device::flex());
+    let error = restore(model, &mut source, &RestoreOptions::default()).unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("ckpt-1.index"), "{message}");
+    assert!(
+        message.contains("TF2 object-based checkpoint (`tf.train.Checkpoint`)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("`model/_functional/_operations/1/_kernel/.ATTRIBUTES/VARIABLE_VALUE`"),
+        "{message}"
+    );
+    assert!(message.contains("model.save_weights"), "{message}");
+}

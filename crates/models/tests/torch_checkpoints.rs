@@ -116,7 +116,10 @@ fn a_state_dict_under_another_attribute_is_an_error_saying_where_keys_were_looke
     let model: ResNet18 = ResNetConfig::resnet18(2).init(&Device::flex());
     let error = restore(model, &mut source, &RestoreOptions::default()).unwrap_err();
     let message = error.to_string();
-    assert!(message.starts_with(&path.display().to_string()), "{message}");
+    assert!(
+        message.starts_with(&path.display().to_string()),
+        "{message}"
+    );
     assert!(message.contains("the file's: `net.bn1.bias`"), "{message}");
     assert!(message.contains("followed by `module.`"), "{message}");
 }

@@ -35,9 +35,10 @@ pub trait WeightSource {
     /// The file's tensors that correspond to no parameter asked for so far, sorted.
     fn unused(&self) -> Vec<String>;
 
-    /// Where in the file the parameters were looked for, when that is more than their names
-    /// (a PyTorch training checkpoint's entries and wrappers): said when none was found.
-    fn places_looked_in(&self) -> Option<String> {
+    /// What the source can add when none of its tensors fits the model: where in the file
+    /// the parameters were looked for (a PyTorch training checkpoint's entries and wrappers),
+    /// or a kind of file it cannot name parameters in (TF2's object-based checkpoints).
+    fn note_when_nothing_fits(&self) -> Option<String> {
         None
     }
 }
@@ -146,8 +147,8 @@ pub fn restore<M: Module>(
     report.unused = source.unused();
     if report.restored.is_empty() && report.skipped.is_empty() && !report.missing.is_empty() {
         let mut reason = nothing_fits(&report);
-        if let Some(places) = source.places_looked_in() {
-            reason = format!("{reason}; {places}");
+        if let Some(note) = source.note_when_nothing_fits() {
+            reason = format!("{reason}; {note}");
         }
         return Err(WeightsError::format(source.path(), reason));
     }

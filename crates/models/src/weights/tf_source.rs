@@ -46,6 +46,10 @@ impl TfVariable {
     }
 }
 
+/// How a TF2 object-based checkpoint (`tf.train.Checkpoint`) ends each variable's key, after
+/// the path through the Python objects that hold it (`model/_operations/3/gamma`).
+const OBJECT_VALUE_SUFFIX: &str = "/.ATTRIBUTES/VARIABLE_VALUE";
+
 /// A model whose parameters have TF names.
 pub trait TfNamed {
     /// The TF variable of the parameter at module path `path`, if it has one.
@@ -129,6 +133,16 @@ impl WeightSource for TfSource {
             shape,
             values,
         }))
+    }
+
+    fn note_when_nothing_fits(&self) -> Option<String> {
+        let mut names = self.checkpoint.tensors().map(|(name, _)| name);
+        let object_path = names.find(|name| name.ends_with(OBJECT_VALUE_SUFFIX))?;
+        Some(format!(
+            "it is a TF2 object-based checkpoint (`tf.train.Checkpoint`), whose keys are paths \
+             through Python objects (`{object_path}`), not variable names, and are not read: \
+             save the Keras model's weights with `model.save_weights(\"model.weights.h5\")`"
+        ))
     }
 
     fn unused(&self) -> Vec<String> {

@@ -2,7 +2,7 @@
 //! model names each parameter's `state_dict` key and layout ([`TorchNamed`]), this reads the
 //! file with the pickle reader burn-store uses (`pytorch-reader`) and converts. The state dict
 //! may also sit inside a training checkpoint or under a wrapper's prefix
-//! ([`StateDictPlace`]).
+//! (`torch_state_dict.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -18,7 +18,8 @@ use super::torch_zip_copy;
 
 /// A `torch.save(model.state_dict())` file as a [`WeightSource`] for one model type; also a
 /// training checkpoint holding one (`{"state_dict": ..., "optimizer": ...}`), and the state
-/// dict of a wrapped model (`module.`, `_orig_mod.`): see [`StateDictPlace`].
+/// dict of a wrapped model (`module.`, `_orig_mod.`): see `torch_state_dict.rs` for where it
+/// is looked for.
 pub struct TorchSource {
     path: PathBuf,
     tensors: HashMap<String, Tensor>,
@@ -120,7 +121,7 @@ impl WeightSource for TorchSource {
         }))
     }
 
-    fn places_looked_in(&self) -> Option<String> {
+    fn note_when_nothing_fits(&self) -> Option<String> {
         Some(StateDictPlace::described())
     }
 
