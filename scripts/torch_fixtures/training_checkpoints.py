@@ -4,7 +4,7 @@ PyTorch training code saves one, for the test that `TorchSource` finds it in eac
 
     /tmp/torchenv/bin/python scripts/torch_fixtures/training_checkpoints.py crates/models/tests/data/torch_checkpoints
 
-(torch, lightning and timm from PyPI.) The files, each written by `torch.save`:
+(torch, lightning, timm and safetensors from PyPI.) The files, each written by `torch.save`:
 - state_dict.pth: `model.state_dict()`, the reference;
 - finetuned_resnet18_v2.pth: the same under a name of 21 characters before `.pth`, which
   makes a zip that the zip crate (9.8, 9.9) misreads (crates/models/src/weights/
@@ -27,6 +27,8 @@ PyTorch training code saves one, for the test that `TorchSource` finds it in eac
 - ema.pth.tar: timm's training checkpoint (its `CheckpointSaver`, the numbered file):
   `state_dict` and `state_dict_ema` (a moving average, its values moved by 1 so that they
   differ) beside the optimizer's state, the run's arguments and the saver's own.
+- model.safetensors: the state dict saved by `safetensors.torch.save_file` with Hugging Face's
+  metadata (`format: pt`), as Hugging Face's and timm's hubs ship weights;
 - unknown_attribute.pth: the state dict of a module keeping the network under `net`, an
   attribute not looked under (the error says where keys were looked for).
 expected.json: the reference's tensors, as lists, under their keys.
@@ -37,6 +39,7 @@ import os
 import sys
 
 import torch
+from safetensors.torch import save_file
 from torch import nn
 
 
@@ -156,6 +159,7 @@ def main(out_dir):
         out("tutorial.pt"),
     )
     torch.save(torch.compile(model).state_dict(), out("compiled.pt"))
+    save_file(model.state_dict(), out("model.safetensors"), metadata={"format": "pt"})
     holder = nn.Module()
     holder.net = model
     torch.save(holder.state_dict(), out("unknown_attribute.pth"))

@@ -2,8 +2,8 @@
 //! (`TorchSource`): inside a training checkpoint (PyTorch's ImageNet example, in both of
 //! `torch.save`'s formats; torchvision's reference scripts; PyTorch's tutorial; Lightning's
 //! `Trainer`; timm's, with a moving average beside it) and under a wrapper's prefix
-//! (`DataParallel`'s `module.`, `torch.compile`'s `_orig_mod.`), and in a zip that the zip
-//! crate misreads (a file name of 21 characters before `.pth`). Each file was written by
+//! (`DataParallel`'s `module.`, `torch.compile`'s `_orig_mod.`), saved as safetensors (Hugging
+//! Face's and timm's `model.safetensors`), and in a zip that the zip crate misreads (a file name of 21 characters before `.pth`). Each file was written by
 //! torch 2 or Lightning 2.6 (`scripts/torch_fixtures/training_checkpoints.py`), with the plain
 //! state dict's values in `expected.json` (Lightning's, one step on, in
 //! `lightning_expected.json`).
@@ -12,7 +12,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
-use towers_models::weights::{RestoreOptions, TorchSource, WeightSource, restore};
+use towers_models::weights::{
+    RestoreOptions, TorchSource, WeightSource, open_safetensors, restore,
+};
 use towers_models::{ResNet18, ResNetConfig};
 
 fn data(file: &str) -> PathBuf {
@@ -26,7 +28,7 @@ const TORCH: &str = "expected.json";
 const LIGHTNING: &str = "lightning_expected.json";
 
 /// Each file, where its state dict sits, and the file of its values.
-const FILES: [(&str, &str, &str); 9] = [
+const FILES: [(&str, &str, &str); 10] = [
     ("state_dict.pth", "", TORCH),
     ("finetuned_resnet18_v2.pth", "", TORCH),
     ("imagenet_example.pth.tar", "state_dict.module.", TORCH),
@@ -40,6 +42,7 @@ const FILES: [(&str, &str, &str); 9] = [
     ("compiled.pt", "_orig_mod.", TORCH),
     ("lightning.ckpt", "state_dict.model.", LIGHTNING),
     ("ema.pth.tar", "state_dict.", TORCH),
+    ("model.safetensors", "", TORCH),
 ];
 
 /// Our parameter paths and the state dict's keys of the tiny module the files hold.
@@ -83,7 +86,10 @@ fn expected(file: &str) -> HashMap<String, Vec<f32>> {
 fn every_way_of_saving_gives_the_state_dicts_values() {
     for (file, prefix, values) in FILES {
         let expected = expected(values);
-        let mut source = TorchSource::open::<ResNet18>(&data(file)).unwrap();
+        let mut source: Box<dyn WeightSource> = match file.ends_with(".safetensors") {
+            true => open_safetensors::<ResNet18>(&data(file)).unwrap(),
+            false => Box::new(TorchSource::open::<ResNet18>(&data(file)).unwrap()),
+        };
         for (path, key) in PARAMETERS {
             let tensor = source.tensor(path).unwrap();
             let tensor = tensor.unwrap_or_else(|| panic!("{file}: no {path}"));

@@ -14,7 +14,7 @@ use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::{Tensor, TensorData};
 use towers_models::weights::{
     ByPath, KerasConfig, KerasSource, RestoreOptions, RestoreReport, TfCheckpoint, TfNamed,
-    TfSource, TorchNamed, TorchSource, WeightSource, WeightsError, in_scope, read_safetensors,
+    TfSource, TorchNamed, TorchSource, WeightSource, WeightsError, in_scope, open_safetensors,
     restore, to_safetensors,
 };
 use towers_models::{
@@ -54,7 +54,8 @@ impl Default for LoadOptions {
 /// with a `checkpoint` state file), a PyTorch file (torchvision's state dict, or a training
 /// checkpoint or wrapped model's state dict holding one: see [`is_pytorch_file`]), keras.applications' InceptionV3, ResNet50 or ResNet50V2 in a Keras
 /// file (see [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory,
-/// whose newest is taken), or a `.safetensors` export. A Keras file or a checkpoint of ours
+/// whose newest is taken), or a `.safetensors` file (an export of ours, or a PyTorch state dict
+/// saved as safetensors: see `open_safetensors`). A Keras file or a checkpoint of ours
 /// holds one network's weights and nothing else: every tensor of it must find a parameter (a
 /// ResNet's of another [`ResNetLayout`] or version would not).
 pub fn load_weights<M: Module + TfNamed + TorchNamed>(
@@ -127,7 +128,7 @@ fn open_source<M: TfNamed + TorchNamed>(
     moving_averages: bool,
 ) -> Result<(Box<dyn WeightSource>, bool)> {
     if path.extension().is_some_and(|e| e == "safetensors") {
-        return Ok((Box::new(read_safetensors(path)?), false));
+        return Ok((open_safetensors::<M>(path)?, false));
     }
     if is_pytorch_file(path) {
         return Ok((Box::new(TorchSource::open::<M>(path)?), false));

@@ -37,7 +37,7 @@ pub use error::{Result, WeightsError};
 pub use keras_config::KerasConfig;
 pub use keras_source::KerasSource;
 pub use restore::{RestoreOptions, RestoreReport, SourceTensor, WeightSource, in_scope, restore};
-pub use safetensors::{read_safetensors, safetensors_from_bytes, to_safetensors};
+pub use safetensors::{open_safetensors, read_safetensors, safetensors_from_bytes, to_safetensors};
 pub use tf_checkpoint::{TensorInfo, TfCheckpoint, TfDType, TfValues, prefix_from_state};
 pub use tf_source::{MOVING_AVERAGE_SUFFIX, TfLayout, TfNamed, TfSource, TfVariable};
 pub use torch_names::{TorchLayout, TorchNamed, TorchParameter, torch_parameter_in};

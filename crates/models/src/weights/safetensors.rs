@@ -1,15 +1,21 @@
 //! Weights in the safetensors format, named by module path (`mixed_5b.branch_1.0.conv.weight`,
 //! the names burn-store's `SafetensorsStore` uses too), all f32: the export of a trained model,
-//! and a reader of one, for [`restore`](super::restore).
+//! and a reader of one, for [`restore`](super::restore). A PyTorch state dict saved as
+//! safetensors (Hugging Face's and timm's `model.safetensors`) is read through the model's
+//! torchvision names instead ([`open_safetensors`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use burn::module::Module;
+use safetensors::SafeTensors;
 use safetensors::tensor::{Dtype, TensorView};
 
 use super::by_path::ByPath;
 use super::error::{Result, WeightsError};
+use super::restore::WeightSource;
+use super::torch_names::TorchNamed;
+use super::torch_source::{StoredTensor, TorchSource};
 use crate::params::walk_values;
 
 /// Every float tensor of `model` (parameters and batch-norm moving statistics) as the bytes of
@@ -47,22 +53,72 @@ pub fn read_safetensors(path: &Path) -> Result<ByPath> {
 /// name). The entry point of the coverage-guided fuzz target (`fuzz/`), which skips the file.
 #[doc(hidden)]
 pub fn safetensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<ByPath> {
-    let file = safetensors::SafeTensors::deserialize(bytes)
-        .map_err(|e| WeightsError::format(path, "not a safetensors file").caused_by(e))?;
+    let file = parsed(path, bytes)?;
     let mut tensors = BTreeMap::new();
     for (name, view) in file.tensors() {
         if view.dtype() != Dtype::F32 {
             let reason = format!("{:?}; only F32 tensors are read", view.dtype());
             return Err(WeightsError::tensor(path, name, reason));
         }
-        let values = view
-            .data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-            .collect();
-        tensors.insert(name, (view.shape().to_vec(), values));
+        tensors.insert(name, decoded(&view).expect("f32"));
     }
     Ok(ByPath::new(path, tensors))
+}
+
+/// The safetensors file at `path` for the parameters of `M`: an export of ours as
+/// [`read_safetensors`] reads it, or a PyTorch state dict saved as safetensors (Hugging
+/// Face's and timm's `model.safetensors`, torchvision's keys) through `M`'s torchvision names,
+/// as its `.pth` would be read. A state dict is told by its batch norms' step counters
+/// (`num_batches_tracked`, which PyTorch keeps and we do not) in a file without our tag
+/// (`format: burn-towers` in its metadata).
+pub fn open_safetensors<M: TorchNamed>(path: &Path) -> Result<Box<dyn WeightSource>> {
+    let bytes = std::fs::read(path).map_err(WeightsError::io(path))?;
+    let file = parsed(path, &bytes)?;
+    let (_, header) = SafeTensors::read_metadata(&bytes).expect("parsed above");
+    let ours = (header.metadata().as_ref())
+        .and_then(|metadata| metadata.get("format"))
+        .is_some_and(|format| format == "burn-towers");
+    let counters = file
+        .names()
+        .iter()
+        .any(|name| name.ends_with(".num_batches_tracked"));
+    if ours || !counters {
+        return Ok(Box::new(safetensors_from_bytes(path, &bytes)?));
+    }
+    let tensors = file.tensors().into_iter();
+    let tensors = tensors.map(|(name, view)| (name, StoredTensor::Decoded(decoded(&view))));
+    Ok(Box::new(TorchSource::of_tensors::<M>(
+        path,
+        tensors.collect(),
+    )))
+}
+
+/// The safetensors file of `bytes`, or a format error naming `path`.
+fn parsed<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>> {
+    SafeTensors::deserialize(bytes)
+        .map_err(|e| WeightsError::format(path, "not a safetensors file").caused_by(e))
+}
+
+/// The shape and values of a floating-point tensor (little-endian, as safetensors stores
+/// every tensor), as f32; why not for any other.
+fn decoded(view: &TensorView) -> std::result::Result<(Vec<usize>, Vec<f32>), String> {
+    let data = view.data();
+    let values = match view.dtype() {
+        Dtype::F32 => (data.chunks_exact(4))
+            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+            .collect(),
+        Dtype::F64 => (data.chunks_exact(8))
+            .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32)
+            .collect(),
+        Dtype::F16 => (data.chunks_exact(2))
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        Dtype::BF16 => (data.chunks_exact(2))
+            .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        other => return Err(format!("{other:?}; only floating-point tensors are read")),
+    };
+    Ok((view.shape().to_vec(), values))
 }
 
 #[cfg(test)]
@@ -90,5 +146,43 @@ mod tests {
                 .is_some(),
             "{source:?}"
         );
+    }
+
+    /// An export of ours is read by module path whether tagged or not (burn-store writes no
+    /// tag); only an untagged file with PyTorch's batch-norm counters is read as a state dict,
+    /// through torchvision's names, which transpose `fc.weight`.
+    #[test]
+    fn exports_of_ours_are_read_by_module_path_tagged_or_not() {
+        use crate::ResNet18;
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, tagged: bool, counter: bool| {
+            let mut tensors = vec![("fc.weight", vec![2usize, 3], vec![0f32, 1., 2., 3., 4., 5.])];
+            if counter {
+                tensors.push(("bn1.num_batches_tracked", vec![1], vec![3.]));
+            }
+            let bytes: Vec<(&str, Vec<usize>, Vec<u8>)> = (tensors.iter())
+                .map(|(name, shape, values)| {
+                    let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    (*name, shape.clone(), bytes)
+                })
+                .collect();
+            let views = bytes.iter().map(|(name, shape, bytes)| {
+                (
+                    *name,
+                    TensorView::new(Dtype::F32, shape.clone(), bytes).unwrap(),
+                )
+            });
+            let tag = tagged.then(|| [("format".into(), "burn-towers".into())].into());
+            let path = dir.path().join(name);
+            std::fs::write(&path, safetensors::serialize(views, tag).unwrap()).unwrap();
+            path
+        };
+        let weight_shape = |path: &Path| {
+            let mut source = open_safetensors::<ResNet18>(path).unwrap();
+            source.tensor("fc.weight").unwrap().unwrap().shape
+        };
+        assert_eq!(weight_shape(&write("tagged", true, true)), [2, 3]);
+        assert_eq!(weight_shape(&write("untagged", false, false)), [2, 3]);
+        assert_eq!(weight_shape(&write("state_dict", false, true)), [3, 2]);
     }
 }

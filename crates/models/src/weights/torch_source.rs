@@ -17,12 +17,13 @@ use super::torch_state_dict::StateDictPlace;
 use super::torch_zip_copy;
 
 /// A `torch.save(model.state_dict())` file as a [`WeightSource`] for one model type; also a
-/// training checkpoint holding one (`{"state_dict": ..., "optimizer": ...}`), and the state
-/// dict of a wrapped model (`module.`, `_orig_mod.`): see `torch_state_dict.rs` for where it
-/// is looked for.
+/// training checkpoint holding one (`{"state_dict": ..., "optimizer": ...}`), the state dict
+/// of a wrapped model (`module.`, `_orig_mod.`): see `torch_state_dict.rs` for where it is
+/// looked for; and a state dict saved as safetensors (Hugging Face's and timm's
+/// `model.safetensors`: [`open_safetensors`](super::open_safetensors)).
 pub struct TorchSource {
     path: PathBuf,
-    tensors: HashMap<String, Tensor>,
+    tensors: HashMap<String, StoredTensor>,
     names: fn(&str) -> Vec<TorchParameter>,
     companions: fn(&str) -> Vec<String>,
     /// Where the state dict sits in the file, once a parameter was found.
@@ -31,6 +32,13 @@ pub struct TorchSource {
     /// The copy `tensors` are read from, for a zip the zip crate misreads
     /// (`torch_zip_copy.rs`): deleted with the source.
     _readable_copy: Option<NamedTempFile>,
+}
+
+/// A tensor of the file: read from it when asked for (`torch.save`'s files), or decoded
+/// already (a safetensors file, read whole), or why it cannot be.
+pub(crate) enum StoredTensor {
+    Pickled(Tensor),
+    Decoded(std::result::Result<(Vec<usize>, Vec<f32>), String>),
 }
 
 impl TorchSource {
@@ -48,15 +56,27 @@ impl TorchSource {
             }
             Err(error) => return Err(not_torch(error)),
         };
-        Ok(Self {
+        let tensors = reader.into_tensors().into_iter();
+        let tensors = tensors.map(|(key, tensor)| (key, StoredTensor::Pickled(tensor)));
+        let mut source = Self::of_tensors::<M>(path, tensors.collect());
+        source._readable_copy = readable_copy;
+        Ok(source)
+    }
+
+    /// A state dict of `tensors`, from the file at `path`, for the parameters of `M`.
+    pub(crate) fn of_tensors<M: TorchNamed>(
+        path: &Path,
+        tensors: HashMap<String, StoredTensor>,
+    ) -> Self {
+        Self {
             path: path.to_path_buf(),
-            tensors: reader.into_tensors(),
+            tensors,
             names: M::torch_parameters,
             companions: M::companions,
             place: StateDictPlace::default(),
             accounted: BTreeSet::new(),
-            _readable_copy: readable_copy,
-        })
+            _readable_copy: None,
+        }
     }
 
     /// [`TorchSource::read`] for the coverage-guided fuzz target (`fuzz/`), which reads every
@@ -72,10 +92,16 @@ impl TorchSource {
             return Ok(None);
         };
         let bad = |reason: String| WeightsError::tensor(&self.path, key, reason);
-        let bytes = (tensor.read())
-            .map_err(|e| WeightsError::tensor(&self.path, key, "unreadable").caused_by(e))?;
-        let values = to_f32(tensor.dtype(), &bytes).map_err(bad)?;
-        Ok(Some((tensor.shape().to_vec(), values)))
+        match tensor {
+            StoredTensor::Pickled(tensor) => {
+                let bytes = (tensor.read()).map_err(|e| {
+                    WeightsError::tensor(&self.path, key, "unreadable").caused_by(e)
+                })?;
+                let values = to_f32(tensor.dtype(), &bytes).map_err(bad)?;
+                Ok(Some((tensor.shape().to_vec(), values)))
+            }
+            StoredTensor::Decoded(decoded) => decoded.clone().map(Some).map_err(bad),
+        }
     }
 }
 
