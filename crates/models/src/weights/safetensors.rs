@@ -153,7 +153,7 @@ mod tests {
     /// through torchvision's names, which transpose `fc.weight`.
     #[test]
     fn exports_of_ours_are_read_by_module_path_tagged_or_not() {
-        use crate::ResNet18;
+        use crate::nets::ResNet18;
         let dir = tempfile::tempdir().unwrap();
         let write = |name: &str, tagged: bool, counter: bool| {
             let mut tensors = vec![("fc.weight", vec![2usize, 3], vec![0f32, 1., 2., 3., 4., 5.])];
