@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use hdf5_reader::group::Group;
 use hdf5_reader::{Datatype, Hdf5File, OpenOptions};
 
+use super::byte_values::each;
 use super::error::{Result, WeightsError};
 
 /// One weight of a layer.
@@ -116,9 +117,7 @@ impl KerasFile {
             }
             Datatype::FloatingPoint { size: 2, .. } => {
                 let bytes = dataset.read_native_bytes().map_err(unreadable)?;
-                let half = bytes.chunks_exact(2);
-                half.map(|b| half::f16::from_ne_bytes([b[0], b[1]]).to_f32())
-                    .collect()
+                each(&bytes, |b| half::f16::from_ne_bytes(b).to_f32())
             }
             other => {
                 return Err(bad(&format!(

@@ -8,6 +8,7 @@
 //! [`WeightSource`] and reports what was restored, skipped, missing and unused.
 
 mod by_path;
+mod byte_values;
 mod efficientnet_keras_names;
 mod efficientnet_torch_names;
 mod error;

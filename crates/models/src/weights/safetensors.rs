@@ -12,6 +12,7 @@ use safetensors::SafeTensors;
 use safetensors::tensor::{Dtype, TensorView};
 
 use super::by_path::ByPath;
+use super::byte_values::each;
 use super::error::{Result, WeightsError};
 use super::restore::WeightSource;
 use super::torch_names::TorchNamed;
@@ -53,7 +54,11 @@ pub fn read_safetensors(path: &Path) -> Result<ByPath> {
 /// name). The entry point of the coverage-guided fuzz target (`fuzz/`), which skips the file.
 #[doc(hidden)]
 pub fn safetensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<ByPath> {
-    let file = parsed(path, bytes)?;
+    by_module_path(path, &parsed(path, bytes)?)
+}
+
+/// The tensors of `file` (the file at `path`) by module path, all f32.
+fn by_module_path(path: &Path, file: &SafeTensors) -> Result<ByPath> {
     let mut tensors = BTreeMap::new();
     for (name, view) in file.tensors() {
         if view.dtype() != Dtype::F32 {
@@ -74,6 +79,7 @@ pub fn safetensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<ByPath> {
 pub fn open_safetensors<M: TorchNamed>(path: &Path) -> Result<Box<dyn WeightSource>> {
     let bytes = std::fs::read(path).map_err(WeightsError::io(path))?;
     let file = parsed(path, &bytes)?;
+    // `SafeTensors` keeps the header's metadata to itself: read it again, for the tag.
     let (_, header) = SafeTensors::read_metadata(&bytes).expect("parsed above");
     let ours = (header.metadata().as_ref())
         .and_then(|metadata| metadata.get("format"))
@@ -83,7 +89,7 @@ pub fn open_safetensors<M: TorchNamed>(path: &Path) -> Result<Box<dyn WeightSour
         .iter()
         .any(|name| name.ends_with(".num_batches_tracked"));
     if ours || !counters {
-        return Ok(Box::new(safetensors_from_bytes(path, &bytes)?));
+        return Ok(Box::new(by_module_path(path, &file)?));
     }
     let tensors = file.tensors().into_iter();
     let tensors = tensors.map(|(name, view)| (name, StoredTensor::Decoded(decoded(&view))));
@@ -104,18 +110,10 @@ fn parsed<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>> {
 fn decoded(view: &TensorView) -> std::result::Result<(Vec<usize>, Vec<f32>), String> {
     let data = view.data();
     let values = match view.dtype() {
-        Dtype::F32 => (data.chunks_exact(4))
-            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-            .collect(),
-        Dtype::F64 => (data.chunks_exact(8))
-            .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32)
-            .collect(),
-        Dtype::F16 => (data.chunks_exact(2))
-            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-            .collect(),
-        Dtype::BF16 => (data.chunks_exact(2))
-            .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
-            .collect(),
+        Dtype::F32 => each(data, f32::from_le_bytes),
+        Dtype::F64 => each(data, |b| f64::from_le_bytes(b) as f32),
+        Dtype::F16 => each(data, |b| half::f16::from_le_bytes(b).to_f32()),
+        Dtype::BF16 => each(data, |b| half::bf16::from_le_bytes(b).to_f32()),
         other => return Err(format!("{other:?}; only floating-point tensors are read")),
     };
     Ok((view.shape().to_vec(), values))

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 use prost::encoding::decode_varint;
 
+use super::byte_values::each;
 use super::error::{Result, WeightsError};
 use super::table::{mask_crc, read_table};
 use super::tf_proto::{BundleEntry, BundleHeader};
@@ -415,10 +416,6 @@ fn suffixed(prefix: &Path, suffix: &str) -> PathBuf {
 
 /// The values of a tensor whose bytes (already size-checked for fixed-size types) are `bytes`.
 fn decode(info: &TensorInfo, bytes: &[u8]) -> Result<TfValues, String> {
-    fn each<const N: usize, T>(bytes: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
-        let chunk = |c: &[u8]| f(c.try_into().expect("exact chunks"));
-        bytes.chunks_exact(N).map(chunk).collect()
-    }
     Ok(match info.dtype {
         TfDType::Float => TfValues::Float(each(bytes, f32::from_le_bytes)),
         TfDType::Double => TfValues::Float(each(bytes, |b| f64::from_le_bytes(b) as f32)),

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use pytorch_reader::{DType, PytorchError, PytorchReader, Tensor};
 use tempfile::NamedTempFile;
 
+use super::byte_values::each;
 use super::error::{Result, WeightsError};
 use super::restore::{SourceTensor, WeightSource};
 use super::torch_names::{TorchLayout, TorchNamed, TorchParameter};
@@ -117,12 +118,12 @@ impl WeightSource for TorchSource {
         let Some((prefix, held)) = self.place.find(&keys, |key| tensors.contains_key(key)) else {
             return Ok(None);
         };
-        let TorchParameter { key, layout } = candidates.into_iter().nth(held).expect("found");
+        let TorchParameter { key: bare, layout } = candidates.into_iter().nth(held).expect("found");
         let in_file = |key: &str| format!("{prefix}{key}");
-        let key = in_file(&key);
+        let key = in_file(&bare);
         self.accounted.insert(key.clone());
-        let companions = (self.companions)(&key[prefix.len()..]);
-        self.accounted.extend(companions.iter().map(|c| in_file(c)));
+        self.accounted
+            .extend((self.companions)(&bare).iter().map(|c| in_file(c)));
         let Some((shape, values)) = self.read(&key)? else {
             return Ok(None);
         };
@@ -193,22 +194,10 @@ fn scaled(shape: &[usize], mut values: Vec<f32>, scale: &[f32]) -> Result<Vec<f3
 /// Native-endian bytes of a floating-point tensor as f32.
 fn to_f32(dtype: DType, bytes: &[u8]) -> Result<Vec<f32>, String> {
     let values = match dtype {
-        DType::F32 => bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_ne_bytes(b.try_into().expect("4 bytes")))
-            .collect(),
-        DType::F64 => bytes
-            .chunks_exact(8)
-            .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")) as f32)
-            .collect(),
-        DType::F16 => bytes
-            .chunks_exact(2)
-            .map(|b| half::f16::from_ne_bytes([b[0], b[1]]).to_f32())
-            .collect(),
-        DType::BF16 => bytes
-            .chunks_exact(2)
-            .map(|b| half::bf16::from_ne_bytes([b[0], b[1]]).to_f32())
-            .collect(),
+        DType::F32 => each(bytes, f32::from_ne_bytes),
+        DType::F64 => each(bytes, |b| f64::from_ne_bytes(b) as f32),
+        DType::F16 => each(bytes, |b| half::f16::from_ne_bytes(b).to_f32()),
+        DType::BF16 => each(bytes, |b| half::bf16::from_ne_bytes(b).to_f32()),
         other => return Err(format!("{other:?}; only floating-point tensors are read")),
     };
     Ok(values)
