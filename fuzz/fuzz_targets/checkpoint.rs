@@ -10,16 +10,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use towers_fuzz::{fix_checkpoint_crc, flags, scratch};
+use towers_fuzz::{fix_checkpoint_crc, flags_and_fixed, scratch};
 use towers_models::Cifar10Net;
 use towers_train::open_weights;
 
 fuzz_target!(|data: &[u8]| {
-    let (flags, file) = flags(data);
-    let mut file = file.to_vec();
-    if flags & 1 == 1 {
-        fix_checkpoint_crc(&mut file);
-    }
+    let (flags, file) = flags_and_fixed(data, fix_checkpoint_crc);
     let path = scratch("model.ckpt-1");
     std::fs::write(&path, &file).unwrap();
     // A checkpoint of ours is read by module path: any model type reads it alike.

@@ -14,7 +14,11 @@ use towers_models::InceptionV3;
 use towers_models::weights::KerasSource;
 
 fuzz_target!(|data: &[u8]| {
-    let name = if data.starts_with(b"PK") { "model.keras" } else { "model.h5" };
+    let name = if data.starts_with(b"PK") {
+        "model.keras"
+    } else {
+        "model.h5"
+    };
     let path = scratch(name);
     std::fs::write(&path, data).unwrap();
     // The names are the same for every model: one names them all.

@@ -12,14 +12,10 @@ use std::path::Path;
 use libfuzzer_sys::fuzz_target;
 use towers_data::tf_example::ImageRecord;
 use towers_data::tfrecord::{index_reader, record_data};
-use towers_fuzz::{fix_tfrecord_crcs, flags};
+use towers_fuzz::{fix_tfrecord_crcs, flags_and_fixed};
 
 fuzz_target!(|data: &[u8]| {
-    let (flags, rest) = flags(data);
-    let mut shard = rest.to_vec();
-    if flags & 1 == 1 {
-        fix_tfrecord_crcs(&mut shard);
-    }
+    let (_, shard) = flags_and_fixed(data, fix_tfrecord_crcs);
     let path = Path::new("train-00000-of-00001");
     let Ok(spans) = index_reader(Cursor::new(&shard), shard.len() as u64, path) else {
         return;

@@ -35,4 +35,16 @@ pub fn flags(data: &[u8]) -> (u8, &[u8]) {
     }
 }
 
+/// The input's flags byte and the rest, its checksums set right by `fix` when the flags' bit 0
+/// asks for it (a target whose whole file has checksums; one that fixes part of its input
+/// splits it first).
+pub fn flags_and_fixed(data: &[u8], fix: impl FnOnce(&mut [u8])) -> (u8, Vec<u8>) {
+    let (flags, rest) = flags(data);
+    let mut file = rest.to_vec();
+    if flags & 1 == 1 {
+        fix(&mut file);
+    }
+    (flags, file)
+}
+
 pub use towers_testing::crc_fixups::{fix_checkpoint_crc, fix_table_crcs, fix_tfrecord_crcs};
