@@ -29,7 +29,7 @@ built_from=$(git rev-parse HEAD; git status --porcelain --untracked-files=no | s
 # What run.sh runs: the benches, the examples (cold tuning), and the two test binaries with
 # the GPU tests (`run.sh --tests`: TOWERS_GPU_DEVICE=cuda:0, against flex), carried as
 # gpu-tests and multigpu-gpu-tests.
-bins=(bench_models bench_towers bench_step)
+bins=(bench_models bench_towers bench_step bench_graph)
 examples=(cifar10 inception)
 
 DOCS_RS=1 CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}" \
