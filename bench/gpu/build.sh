@@ -16,7 +16,7 @@
 # the H200 machines' driver and toolkit, CUDA 13.0).
 #
 # Its own target directory (target/cuda-nvrtc): the flags above differ from every other build.
-# Cold, on 2 cores: about 22 minutes to build, then about 9 minutes of xz per archive.
+# Cold, on 2 cores: about 25 minutes to build, then about 9 and 3 minutes of xz (2026-12-04).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${CARRY_DIR:-gpu-carry}
@@ -80,9 +80,10 @@ fi
 cc -shared -fPIC -O1 -o "$work/libllvm-stubs.so" "$work/stubs.c"
 echo "$(wc -l <"$work/symbols") LLVM symbols stubbed"
 
-# The carry, in two archives that a device call may take together or one at a time (a call
-# carries 64 MiB with the working tree; both together come close): the benches and examples,
-# and the test binaries. Stripped (panics still name their file and line; backtraces lose their
+# The carry, in two archives that a device call takes one at a time (a call carries 64 MiB
+# with the working tree, ~12 MB: on 2026-12-04 the benches and examples packed to 50 MB, the
+# test binaries to 11; name one in `carry`, as `gpu-carry/bench.tar.xz`): the benches and
+# examples, and the test binaries. Stripped (panics still name their file and line; backtraces lose their
 # names), then xz at its strongest, whose window spans every binary of an archive (they share
 # most of their code).
 strip "${carried[@]/#/$work/}"

@@ -16,6 +16,11 @@
 #    binaries, each result against flex's, Burn's own long reductions among them (that this GPU,
 #    unlike lavapipe, runs its loops to the end: gpu::burns_long_reductions_show_whether_loops_
 #    stop_early); where BIN_DIR has no benches, only these.
+# Tuning: a cold H200 tuned the CIFAR-10 trainer's first step for 340 s (2026-12-04), more
+# than a lease can spare. So a GPU's tuning is kept between leases, in bench/gpu/tuning/<the
+# GPU's name, as nvidia-smi gives it, spaces as dashes>.db, used by default (TUNING_BUNDLE
+# names another, or `none` for a cold run), and each run brings back $OUT/tuning.db, all it
+# tuned and loaded: commit it there, and the next lease tunes only what is still missing.
 # 1. Cold tuning, where BIN_DIR has the examples and no TUNING_BUNDLE is given: 3 steps of the
 #    cifar10 example, then 2 of inception (299x299, batch 32), each timed and cut off at
 #    COLD_TUNING_LIMIT (default 200 s), on built-in data; the tuning both leave is written to
@@ -89,6 +94,13 @@ tuning_db() { # where CubeCL keeps its tuning, seen from here (cubecl-environmen
   if [ -n "$root" ]; then echo "$root/target/environment/default.db"
   else echo "${XDG_CACHE_HOME:-$HOME/.cache}/cubecl/default.db"; fi
 }
+# The GPU's seed bundle, bench/gpu/tuning/<its name>.db, unless TUNING_BUNDLE names another or
+# is `none` (a cold run: the issue's cold-tuning bar).
+if [[ -z "${TUNING_BUNDLE:-}" && "$DEVICE" == cuda* ]] && command -v nvidia-smi >/dev/null; then
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr ' ' '-')
+  [ -f "$here/tuning/$gpu.db" ] && TUNING_BUNDLE="$here/tuning/$gpu.db"
+fi
+[ "${TUNING_BUNDLE:-}" = none ] && TUNING_BUNDLE=""
 if [ -n "${TUNING_BUNDLE:-}" ]; then
   db=$(tuning_db)
   mkdir -p "$(dirname "$db")"
@@ -134,7 +146,9 @@ if ! $smoke && [ -z "${TUNING_BUNDLE:-}" ] && [ -x "$BIN_DIR/cifar10" ]; then
   for run in "cifar10 --max-steps 3" "inception --max-steps 2 --image-size 299 --batch-size 32"; do
     t0=$SECONDS outcome="trained"
     # shellcheck disable=SC2086 # the example's arguments, split on purpose
-    in_time timeout "$COLD_TUNING_LIMIT" "$BIN_DIR/"$run --devices "$DEVICE" --log-every 1 \
+    # KILL 5 s after TERM: the examples take a first signal as "checkpoint after this step",
+    # and a step that tunes goes on for minutes (cifar10's ran to 355 s of a 170 s limit).
+    in_time timeout -k 5 "$COLD_TUNING_LIMIT" "$BIN_DIR/"$run --devices "$DEVICE" --log-every 1 \
       --train-dir "$(mktemp -d)" \
       --save-tuning "$OUT/tuning.db" >>"$OUT/cold-tuning.log" 2>&1 \
       || { outcome="FAILED or cut (limit ${COLD_TUNING_LIMIT} s)"; failed; }

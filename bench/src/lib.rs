@@ -29,8 +29,12 @@ use towers_data::HostBatch;
 use towers_train::OptimizerConfig;
 
 /// The device list entry the benchmarks run on: `TOWERS_BENCH_DEVICE` (`cuda:0`, `wgpu`, ...),
-/// else `flex`; and that device, with autodiff.
+/// else `flex`; and that device, with autodiff. Call it first in `main`: it also shows the
+/// kernels CubeCL tunes on stderr as it decides them, as the trainer does (a cold GPU tunes
+/// for minutes before a row's first step, and looked hung without them: bench_models on an
+/// H200, 2026-12-04).
 pub fn bench_device() -> (String, Device) {
+    towers_multigpu::tuning::show_tuning();
     let entry = std::env::var("TOWERS_BENCH_DEVICE").unwrap_or_else(|_| "flex".into());
     let towers = towers_multigpu::parse_devices(&entry).expect("TOWERS_BENCH_DEVICE");
     let device = towers[0].device().clone().autodiff();
