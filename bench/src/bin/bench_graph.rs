@@ -13,8 +13,10 @@
 //! It prints both paces (ms/image, each step's loss read included in both) and the largest
 //! difference between the two runs' losses step by step. A replay that silently missed an
 //! update (the parameters written to new buffers instead of the recorded ones) shows here as
-//! losses that stop moving or drift: the pace alone would not say. On a device without hardware
-//! graphs (anything but CUDA and ROCm) a replay re-runs the step, and the line says so.
+//! losses that stop moving or drift: the pace alone would not say. (Only the losses are
+//! compared: ResNet-50's batch-norm running averages, which a training step's loss does not
+//! read, are not; nor Inception v3's.) On a device without hardware graphs (anything but CUDA
+//! and ROCm) a replay re-runs the step, and the line says so.
 
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData, capture};
