@@ -259,6 +259,17 @@ if ! $smoke; then
 fi
 if ! $smoke && [ -f "$(tuning_db)" ]; then
   # Everything tuned here, the benches' shapes and precisions too: the next run's TUNING_BUNDLE.
-  cp "$(tuning_db)" "$OUT/tuning.db"
+  # One file: CubeCL's database keeps its latest entries in `default.db-wal` beside it (a copy
+  # of the database alone held 56 of a lavapipe run's 92, 2026-12-04), so a copy of both is
+  # checkpointed into one, by SQLite (Turso writes SQLite's format), where python3 is there.
+  saved=$(mktemp -d)
+  cp "$(tuning_db)" "$saved/tuning.db"
+  [ -f "$(tuning_db)-wal" ] && cp "$(tuning_db)-wal" "$saved/tuning.db-wal"
+  if [ -f "$saved/tuning.db-wal" ] && ! python3 -c 'import sqlite3, sys
+sqlite3.connect(sys.argv[1]).execute("pragma wal_checkpoint(truncate)").fetchone()' \
+    "$saved/tuning.db"; then
+    echo "warning: $OUT/tuning.db lacks the entries still in $(tuning_db)-wal (no python3 sqlite3)"
+  fi
+  cp "$saved/tuning.db" "$OUT/tuning.db"
 fi
 echo "done in $((SECONDS - start)) s; logs in $OUT/"
