@@ -30,14 +30,15 @@
 #    database, where CubeCL looks from the working directory: `target/environment/default.db`
 #    under the outermost Cargo.toml above it, else `~/.cache/cubecl/default.db`).
 # 2. The CIFAR-10 and Inception v3 training steps (bench_models: forward, backward, plain SGD)
-#    in f32 and bf16 on 1 tower; the CIFAR-10 step on 2 towers of the one GPU and through
-#    `Towers` on 1 (bench_towers). flex+GPU towers are not timed here: bench_towers pairs one
-#    device with itself.
-# 3. PyTorch's steps on the same GPU where python3 has torch (bench/peers/torch_step.py), and
-#    the ratios (PyTorch's ms/image over ours: above 1, we are faster).
+#    in f32 on 1 tower; the CIFAR-10 step on 2 towers of the one GPU and through `Towers` on 1
+#    (bench_towers). flex+GPU towers are not timed here: bench_towers pairs one device with
+#    itself.
+# 3. PyTorch's steps on the same GPU where python3 has torch (bench/peers/torch_step.py), f32
+#    and bf16.
 # 4. Each model's step recorded as a CUDA graph and replayed (bench_graph; on other devices
 #    each replay re-runs the step): its pace against the eager step's, and its losses, which
-#    must follow the eager run's (added to ratios.txt).
+#    must follow the eager run's (in ratios.txt). Then our bf16 rows, whose kernels a lease
+#    tunes last, and the ratios (PyTorch's ms/image over ours: above 1, we are faster).
 # 5. Where the Inception v3 step's kernel launches go on this GPU: per kernel and per phase
 #    (forward, backward, update; `bench_models 1 inception counts`), as time allows.
 # 6. ResNet-50 (224x224, batch 32), ours and PyTorch's, f32 and bf16, and their ratios, last,
@@ -156,12 +157,11 @@ if ! $smoke && [ -z "${TUNING_BUNDLE:-}" ] && [ -x "$BIN_DIR/cifar10" ]; then
   done
 fi
 
-time_ours() { # MODEL...: our steps in f32 and bf16, added to ours.txt
-  local model precision
+time_ours() { # PRECISION MODEL...: our steps in that precision, added to ours.txt
+  local precision=$1 model
+  shift
   for model in "$@"; do
-    for precision in f32 bf16; do
-      in_time "$BIN_DIR/bench_models" "$reps" "$model" "$precision" | tee -a "$OUT/ours.txt" || failed
-    done
+    in_time "$BIN_DIR/bench_models" "$reps" "$model" "$precision" | tee -a "$OUT/ours.txt" || failed
   done
 }
 time_torch() { # MODEL...: PyTorch's steps in f32 and bf16, added to torch.txt
@@ -172,9 +172,10 @@ time_torch() { # MODEL...: PyTorch's steps in f32 and bf16, added to torch.txt
     --models "$list" --precisions f32,bf16 | tee -a "$OUT/torch.txt" || failed
 }
 
-echo "== our steps on $DEVICE (bench_models, ms/image)"
+# f32 first: the issue's bars are f32's, and a lease's first bf16 rows tune cold for minutes.
+echo "== our steps on $DEVICE in f32 (bench_models, ms/image)"
 # shellcheck disable=SC2086 # the model names, split on purpose
-time_ours $models
+time_ours f32 $models
 if $smoke; then # the binaries took the smoke's batch: its row says so
   row_batch=$(awk 'index($0, "CIFAR-10 net, 24x24 (f32)") == 1 { print $(NF-3) }' "$OUT/ours.txt")
   [ "$row_batch" = "$TOWERS_BENCH_BATCH" ] || {
@@ -193,6 +194,19 @@ if ! $smoke && python3 -c "import torch" 2>/dev/null; then
   # shellcheck disable=SC2086 # the model names, split on purpose
   time_torch $models
 fi
+
+# CUDA graphs (issue 49, item 4): the step recorded once and replayed, against the eager step;
+# bench_graph fails where the replays' losses leave the eager run's.
+: >"$OUT/ratios.txt"
+if [ -x "$BIN_DIR/bench_graph" ]; then
+  echo "== our step replayed from a recording (bench_graph), against eager (added to ratios.txt)"
+  for model in $models; do
+    in_time "$BIN_DIR/bench_graph" "$graph_steps" "$model" | tee -a "$OUT/ratios.txt" || failed
+  done
+fi
+echo "== our steps on $DEVICE in bf16 (bench_models, ms/image), as time allows"
+# shellcheck disable=SC2086 # the model names, split on purpose
+time_ours bf16 $models
 
 # Ratios: PyTorch's train-step ms/image over ours, per model and precision. bench_models'
 # columns, as ours_ms reads them: a change there must come here too.
@@ -239,21 +253,14 @@ ratios() { # MODEL...: a line per model and precision, PyTorch's ms/image over o
 }
 echo "== ratios (PyTorch ms/image / ours; above 1: faster than PyTorch)"
 # shellcheck disable=SC2086 # the model names, split on purpose
-ratios $models | tee "$OUT/ratios.txt"
-# CUDA graphs (issue 49, item 4): the step recorded once and replayed, against the eager step;
-# bench_graph fails where the replays' losses leave the eager run's.
-if [ -x "$BIN_DIR/bench_graph" ]; then
-  echo "== our step replayed from a recording (bench_graph), against eager (added to ratios.txt)"
-  for model in $models; do
-    in_time "$BIN_DIR/bench_graph" "$graph_steps" "$model" | tee -a "$OUT/ratios.txt" || failed
-  done
-fi
+ratios $models | tee -a "$OUT/ratios.txt"
 if ! $smoke; then
   echo "== where Inception v3's launches go on $DEVICE (log: $OUT/launches.txt)"
   in_time "$BIN_DIR/bench_models" 1 inception counts >"$OUT/launches.txt" 2>&1 || failed
   grep -E 'launches$' "$OUT/launches.txt" || true
   echo "== ResNet-50 on $DEVICE, ours and PyTorch's, as time allows"
-  time_ours resnet50
+  time_ours f32 resnet50
+  time_ours bf16 resnet50
   if $torch_ok; then time_torch resnet50; fi
   ratios resnet50 | tee -a "$OUT/ratios.txt"
 fi
