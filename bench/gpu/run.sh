@@ -264,8 +264,9 @@ if ! $smoke; then
   if $torch_ok; then time_torch resnet50; fi
   ratios resnet50 | tee -a "$OUT/ratios.txt"
 fi
-if ! $smoke && [ -f "$(tuning_db)" ]; then
-  # Everything tuned here, the benches' shapes and precisions too: the next run's TUNING_BUNDLE.
+if [ -f "$(tuning_db)" ]; then
+  # Everything tuned here, the benches' shapes and precisions too: the next run's TUNING_BUNDLE
+  # (the smoke run too, so that CI runs these lines).
   # One file: CubeCL's database keeps its latest entries in `default.db-wal` beside it (a copy
   # of the database alone held 56 of a lavapipe run's 92, 2026-12-04), so a copy of both is
   # checkpointed into one, by SQLite (Turso writes SQLite's format), where python3 is there.
