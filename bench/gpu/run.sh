@@ -264,20 +264,22 @@ if ! $smoke; then
   if $torch_ok; then time_torch resnet50; fi
   ratios resnet50 | tee -a "$OUT/ratios.txt"
 fi
-if [ -f "$(tuning_db)" ]; then
+db=$(tuning_db)
+if [ -f "$db" ]; then
   # Everything tuned here, the benches' shapes and precisions too: the next run's TUNING_BUNDLE
   # (the smoke run too, so that CI runs these lines).
   # One file: CubeCL's database keeps its latest entries in `default.db-wal` beside it (a copy
   # of the database alone held 56 of a lavapipe run's 92, 2026-12-04), so a copy of both is
   # checkpointed into one, by SQLite (Turso writes SQLite's format), where python3 is there.
   saved=$(mktemp -d)
-  cp "$(tuning_db)" "$saved/tuning.db"
-  [ -f "$(tuning_db)-wal" ] && cp "$(tuning_db)-wal" "$saved/tuning.db-wal"
+  cp "$db" "$saved/tuning.db"
+  [ -f "$db-wal" ] && cp "$db-wal" "$saved/tuning.db-wal"
   if [ -f "$saved/tuning.db-wal" ] && ! python3 -c 'import sqlite3, sys
 sqlite3.connect(sys.argv[1]).execute("pragma wal_checkpoint(truncate)").fetchone()' \
     "$saved/tuning.db"; then
-    echo "warning: $OUT/tuning.db lacks the entries still in $(tuning_db)-wal (no python3 sqlite3)"
+    echo "warning: $OUT/tuning.db lacks the entries still in $db-wal (no python3 sqlite3)"
   fi
   cp "$saved/tuning.db" "$OUT/tuning.db"
+  rm -rf "$saved"
 fi
 echo "done in $((SECONDS - start)) s; logs in $OUT/"

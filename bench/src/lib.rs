@@ -1,5 +1,5 @@
-//! What the benchmarks (`src/bin/bench_*.rs`) share: their command line, their batch, their
-//! optimizer and how they summarize timings; the nets, layer timing, loopback servers, input
+//! What the benchmarks (`src/bin/bench_*.rs`) share: their command line, their batches, their
+//! optimizers and how they summarize timings; the nets, layer timing, loopback servers, input
 //! stages, record indexing, torchvision's preprocessing and batch uploads that some of them
 //! use; and a test that counts a loss's kernel launches (`penalty_launches`). Their figures,
 //! and the commands that reproduce them, are in `bench/README.md`.
@@ -24,8 +24,9 @@ use std::time::Duration;
 use burn_towers as _;
 
 use burn::optim::ModuleOptimizer;
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use towers_data::HostBatch;
+use towers_models::ImageClassifier;
 use towers_train::OptimizerConfig;
 
 /// The device list entry the benchmarks run on: `TOWERS_BENCH_DEVICE` (`cuda:0`, `wgpu`, ...),
@@ -68,6 +69,27 @@ pub fn cifar_batch(n: usize, device: &Device) -> HostBatch {
             .expect("f32 images");
     let labels = (0..n).map(|i| (i % 10) as i64).collect();
     HostBatch::new(images, labels, [3, 24, 24])
+}
+
+/// `n` random images of `model`'s input shape (uniform in [-1, 1], drawn on `device`), and
+/// labels cycling over its classes: the batch `bench_models` and `bench_graph` train on.
+pub fn classifier_batch<M: ImageClassifier>(
+    model: &M,
+    n: usize,
+    device: &Device,
+) -> (Tensor<4>, Tensor<1, Int>) {
+    let [c, h, w] = model.input_shape();
+    let images = Tensor::<4>::random([n, c, h, w], Distribution::Uniform(-1.0, 1.0), device);
+    let labels: Vec<i64> = (0..n).map(|i| (i % model.num_classes()) as i64).collect();
+    let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [n]), device);
+    (images, labels)
+}
+
+/// Plain SGD as the trainer builds it for `model`: its weight decay's gradient added in each
+/// decayed parameter's update (the loss holding the penalty's value only,
+/// `ImageClassifier::loss_decay_in_update`).
+pub fn trainers_sgd<M: ImageClassifier>(model: &M) -> ModuleOptimizer {
+    OptimizerConfig::Sgd.init_with_weight_decays(&model.weight_decays_by_id())
 }
 
 /// TF/PyTorch momentum SGD (0.9, no dampening), as the trainer builds it.

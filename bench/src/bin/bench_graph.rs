@@ -18,12 +18,11 @@
 //! read, are not; nor Inception v3's.) On a device without hardware graphs (anything but CUDA
 //! and ROCm) a replay re-runs the step, and the line says so.
 
-use burn::optim::{GradientsParams, ModuleOptimizer};
-use burn::tensor::{Device, Distribution, Int, Tensor, TensorData, capture};
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Tensor, capture};
 use std::time::Instant;
-use towers_bench::{batch, bench_device, reps};
+use towers_bench::{batch, bench_device, classifier_batch, reps, trainers_sgd};
 use towers_models::{Cifar10Config, ImageClassifier, InceptionV3Config, ResNet50, ResNetConfig};
-use towers_train::OptimizerConfig;
 
 /// The steps `capture` runs before it records: three warm-ups (Burn's `WARMUP_ITERS`). The
 /// recorded call is a fourth step only where there is no hardware graph (it runs the step);
@@ -34,30 +33,13 @@ fn main() {
     let steps = reps(20);
     let (entry, device) = bench_device();
     let model = std::env::args().nth(2).unwrap_or_else(|| "cifar10".into());
-    let init = |device: &Device| -> Box<dyn Fn() -> Box<dyn Run>> {
-        let device = device.clone();
-        match model.as_str() {
-            "cifar10" => Box::new(move || Box::new(Cifar10Config::new().init(&device))),
-            // Without dropout: a recording freezes the random mask it drew.
-            "inception" => Box::new(move || {
-                let config = InceptionV3Config::new(1001).with_dropout_keep_prob(1.0);
-                Box::new(config.init(&device))
-            }),
-            "resnet50" => Box::new(move || {
-                let resnet: ResNet50 = ResNetConfig::resnet50(1000).init(&device);
-                Box::new(resnet)
-            }),
-            other => panic!("MODEL is cifar10, inception or resnet50, not {other}"),
-        }
-    };
-    let init = init(&device);
     let batch = batch(if model == "cifar10" { 128 } else { 32 });
     println!("device: {entry}; {model}, batch {batch}, f32, plain SGD at 0.01, {steps} steps");
 
     device.seed(0);
-    let eager = init().eager(batch, steps);
+    let eager = init(&model, &device).eager(batch, steps);
     device.seed(0);
-    let replayed = init().replayed(batch, steps);
+    let replayed = init(&model, &device).replayed(batch, steps);
 
     let per_image = |secs: f64| secs * 1e3 / batch as f64;
     println!("eager:    {:8.4} ms/image", per_image(eager.secs_per_step));
@@ -90,6 +72,23 @@ fn main() {
     if largest > TOLERANCE * compared[0].abs().max(1.0) {
         eprintln!("error: the replayed step's losses left the eager step's (by {largest:e})");
         std::process::exit(1);
+    }
+}
+
+/// The model `name`d on the command line, initialized on `device` from its current seed.
+fn init(name: &str, device: &Device) -> Box<dyn Run> {
+    match name {
+        "cifar10" => Box::new(Cifar10Config::new().init(device)),
+        // Without dropout: a recording freezes the random mask it drew.
+        "inception" => {
+            let config = InceptionV3Config::new(1001).with_dropout_keep_prob(1.0);
+            Box::new(config.init(device))
+        }
+        "resnet50" => {
+            let resnet: ResNet50 = ResNetConfig::resnet50(1000).init(device);
+            Box::new(resnet)
+        }
+        other => panic!("MODEL is cifar10, inception or resnet50, not {other}"),
     }
 }
 
@@ -149,15 +148,8 @@ impl<M: ImageClassifier> Run for M {
 /// owned by the closure: the loss's forward pass, its backward pass and a plain SGD update at a
 /// constant rate, the weight decay added in the update, as the trainer and `bench_models` do.
 fn training_step<M: ImageClassifier>(model: M, batch: usize) -> impl FnMut() -> Tensor<1> {
-    let device = model.devices()[0].clone();
-    let [c, h, w] = model.input_shape();
-    let images = Tensor::<4>::random([batch, c, h, w], Distribution::Uniform(-1.0, 1.0), &device);
-    let labels: Vec<i64> = (0..batch)
-        .map(|i| (i % model.num_classes()) as i64)
-        .collect();
-    let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), &device);
-    let mut optim: ModuleOptimizer =
-        OptimizerConfig::Sgd.init_with_weight_decays(&model.weight_decays_by_id());
+    let (images, labels) = classifier_batch(&model, batch, &model.devices()[0]);
+    let mut optim = trainers_sgd(&model);
     let mut trained = Some(model);
     move || {
         let model = trained.take().expect("the model between steps");

@@ -26,17 +26,16 @@
 //! (Inception's) IMAGE_SIZE replace the rows' 32 and 299 (lavapipe: Inception at 299 and batch 32
 //! passes its workgroup limit, see the guide's chapter 3).
 
-use towers_bench::{batch, bench_device, reps};
+use towers_bench::{batch, bench_device, classifier_batch, reps, trainers_sgd};
 
-use burn::optim::{GradientsParams, ModuleOptimizer};
-use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use burn::optim::GradientsParams;
+use burn::tensor::Device;
 use std::time::Instant;
 use towers_kernels::{Precision, bf16_kernel, with_precision};
 use towers_models::{
     Cifar10Config, EfficientNetConfig, ImageClassifier, InceptionV3Config, MobileNetLayout,
     MobileNetV2Config, MobileNetV3Config, ResNet18, ResNet50, ResNetConfig, ResNetV2Config,
 };
-use towers_train::OptimizerConfig;
 
 fn main() {
     let reps = reps(3);
@@ -163,23 +162,15 @@ fn bench<M: ImageClassifier>(
 ) {
     let train_device = model.devices()[0].clone();
     let eval_device = train_device.clone().without_autodiff();
-    let [c, h, w] = model.input_shape();
-    let images = |device: &Device| {
-        Tensor::<4>::random([batch, c, h, w], Distribution::Uniform(-1.0, 1.0), device)
-    };
-    let labels: Vec<i64> = (0..batch)
-        .map(|i| (i % model.num_classes()) as i64)
-        .collect();
-    let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), &train_device);
 
     let eval = model.valid();
-    let eval_images = images(&eval_device);
+    let (eval_images, _) = classifier_batch(&model, batch, &eval_device);
     let forward = time(reps, precisions, || {
         let logits = eval.forward(eval_images.clone());
         let _: Vec<f32> = logits.into_data().try_to_vec().unwrap();
     });
 
-    let train_images = images(&train_device);
+    let (train_images, labels) = classifier_batch(&model, batch, &train_device);
     let mut optim = trainers_sgd(&model);
     let mut trained = Some(model);
     let mut train_step = || {
@@ -229,13 +220,6 @@ fn launches_per_step(
     precisions.iter().map(counted).collect()
 }
 
-/// Plain SGD as the trainer builds it for `model`: its weight decay's gradient added in each
-/// decayed parameter's update (the loss holding the penalty's value only,
-/// `ImageClassifier::loss_decay_in_update`).
-fn trainers_sgd<M: ImageClassifier>(model: &M) -> ModuleOptimizer {
-    OptimizerConfig::Sgd.init_with_weight_decays(&model.weight_decays_by_id())
-}
-
 /// The `counts` mode of the module docs.
 #[cfg(feature = "gpu")]
 mod phase_counts {
@@ -269,13 +253,7 @@ mod phase_counts {
 
     fn phases<M: ImageClassifier>(model: M, batch: usize) {
         let device = model.devices()[0].clone();
-        let [c, h, w] = model.input_shape();
-        let images =
-            Tensor::<4>::random([batch, c, h, w], Distribution::Uniform(-1.0, 1.0), &device);
-        let labels: Vec<i64> = (0..batch)
-            .map(|i| (i % model.num_classes()) as i64)
-            .collect();
-        let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [batch]), &device);
+        let (images, labels) = classifier_batch(&model, batch, &device);
         let mut optim = trainers_sgd(&model);
         let sync = || device.sync().expect("the device's queued work");
         let mut model = Some(model);
