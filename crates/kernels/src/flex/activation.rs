@@ -198,6 +198,38 @@ fn exp(x: f32) -> f32 {
 mod tests {
     use super::*;
 
+    /// At and an ulp beside each bend, the gradients are PyTorch's (`hardtanh_backward`,
+    /// `hardsigmoid_backward` and `hardswish_backward` in ATen's `Activation.cpp`): ReLU6 and
+    /// hard sigmoid pass nothing at their ends, hard swish takes its middle piece's slope at
+    /// both.
+    #[test]
+    fn gradients_at_the_bends_are_pytorchs() {
+        let below_3 = f32::from_bits(3f32.to_bits() - 1);
+        let above_3 = f32::from_bits(3f32.to_bits() + 1);
+        let grad = [6.0; 6];
+        let mut out = [0.0; 6];
+        let y = [
+            0.0,
+            f32::MIN_POSITIVE,
+            6.0,
+            f32::from_bits(6f32.to_bits() - 1),
+            -1.0,
+            7.0,
+        ];
+        pass_inside(&mut out, &grad, &y);
+        assert_eq!(out, [0.0, 6.0, 0.0, 6.0, 0.0, 0.0]);
+        let x = [-above_3, -3.0, -below_3, below_3, 3.0, above_3];
+        let mut out = [0.0; 6];
+        hard_sigmoid_gradient(&mut out, &grad, &x);
+        assert_eq!(out, [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]);
+        hard_swish_gradient(&mut out, &grad, &x);
+        let middle = |v: f32| 6.0 * (v / 3.0 + 0.5);
+        assert_eq!(
+            out,
+            [0.0, -3.0, middle(-below_3), middle(below_3), 9.0, 6.0]
+        );
+    }
+
     /// Within 2 ulp of the standard library's `exp` across its normal range, at a million
     /// points, and the clamped ends.
     #[test]
