@@ -20,6 +20,8 @@
 //! - [`norms`]: `towers_kernels`' batch norms against Burn's.
 //! - [`gpu`]: the GPU tests' device (wgpu, or `TOWERS_GPU_DEVICE`), skipped loudly where there is
 //!   none (never in CI).
+//! - [`crc_fixups`] and [`weight_reads`]: for the fuzz targets, checksums fixed up after a
+//!   mutation, and what every tensor a weight reader accepted must hold.
 
 pub mod batches;
 pub mod child;
@@ -38,6 +40,7 @@ pub mod torchvision;
 pub mod towers;
 #[cfg(feature = "train")]
 pub mod training;
+pub mod weight_reads;
 
 pub use errors::{assert_error_names, report};
 

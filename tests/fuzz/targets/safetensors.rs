@@ -8,9 +8,8 @@ use burn::module::Module;
 use burn::nn::{BatchNormConfig, LinearConfig};
 use burn::tensor::Device;
 use burn_towers::models::ResNet18;
-use burn_towers::models::weights::{
-    WeightSource, open_safetensors, read_safetensors, to_safetensors,
-};
+use burn_towers::models::weights::{open_safetensors, read_safetensors, to_safetensors};
+use towers_testing::weight_reads::{RESNET18_PATHS, every_listed_tensor_fits, paths_fit};
 
 use crate::fuzz;
 use crate::mutate::mutated;
@@ -20,10 +19,6 @@ struct Net {
     linear: burn::nn::Linear,
     norm: burn::nn::BatchNorm,
 }
-
-/// Module paths of each torchvision layout: a convolution, a batch norm's scale, a transposed
-/// linear weight.
-const TORCH_PATHS: [&str; 3] = ["conv1.weight", "bn1.gamma", "fc.weight"];
 
 /// An export of a small net by `to_safetensors` (a matrix, vectors, batch-norm statistics,
 /// metadata in the header), as the `--export` of training writes it, and a state dict that
@@ -48,15 +43,7 @@ fn read_by_module_path(path: &std::path::Path, bytes: &[u8]) -> bool {
     let Ok(mut source) = read_safetensors(path) else {
         return false;
     };
-    for name in source.unused() {
-        let tensor = source.tensor(&name).unwrap().expect("a listed tensor");
-        let elements: usize = tensor.shape.iter().product();
-        assert_eq!(tensor.values.len(), elements, "{name}");
-        assert!(
-            tensor.values.len() * 4 <= bytes.len(),
-            "{name}: more than the input"
-        );
-    }
+    every_listed_tensor_fits(&mut source, bytes.len());
     true
 }
 
@@ -66,12 +53,7 @@ fn read_as_state_dict(path: &std::path::Path) -> bool {
     let Ok(mut source) = open_safetensors::<ResNet18>(path) else {
         return false;
     };
-    for module_path in TORCH_PATHS {
-        if let Ok(Some(tensor)) = source.tensor(module_path) {
-            let elements: usize = tensor.shape.iter().product();
-            assert_eq!(tensor.values.len(), elements, "{module_path}");
-        }
-    }
+    paths_fit(source.as_mut(), &RESNET18_PATHS);
     true
 }
 
