@@ -29,20 +29,21 @@
 #    (TUNING_BUNDLE=that file: the warm-ups then tune nothing; it becomes CubeCL's tuning
 #    database, where CubeCL looks from the working directory: `target/environment/default.db`
 #    under the outermost Cargo.toml above it, else `~/.cache/cubecl/default.db`).
-# 2. The CIFAR-10 and Inception v3 training steps (bench_models: forward, backward, plain SGD)
-#    in f32 on 1 tower; the CIFAR-10 step on 2 towers of the one GPU and through `Towers` on 1
-#    (bench_towers). flex+GPU towers are not timed here: bench_towers pairs one device with
-#    itself.
-# 3. PyTorch's steps on the same GPU where python3 has torch (bench/peers/torch_step.py), f32
-#    and bf16.
-# 4. Each model's step recorded as a CUDA graph and replayed (bench_graph; on other devices
+# 2. Model by model, CIFAR-10 first: our training step in f32 on 1 tower (bench_models:
+#    forward, backward, plain SGD), then PyTorch's on the same GPU, f32 and bf16, where python3
+#    has torch (bench/peers/torch_step.py); after CIFAR-10's, its step on 2 towers of the one
+#    GPU and through `Towers` on 1 (bench_towers; flex+GPU towers are not timed here:
+#    bench_towers pairs one device with itself). Then Inception v3's, whose first rows tune
+#    for minutes on a GPU that has not seen them (10 decisions in 146 s on the H200,
+#    2026-12-04): a lease it runs out still brings back CIFAR-10's ratio and towers.
+# 3. Each model's step recorded as a CUDA graph and replayed (bench_graph; on other devices
 #    each replay re-runs the step): its pace against the eager step's, and its losses, which
 #    must follow the eager run's (in ratios.txt). Then our bf16 rows, whose kernels a lease
 #    tunes last, and the ratios (PyTorch's ms/image over ours: above 1, we are faster).
-# 5. Where the Inception v3 step's kernel launches go on this GPU: per kernel and per phase
+# 4. Where the Inception v3 step's kernel launches go on this GPU: per kernel and per phase
 #    (forward, backward, update; `bench_models 1 inception counts`), as time allows.
-# 6. ResNet-50 (224x224, batch 32), ours and PyTorch's, f32 and bf16, and their ratios, last,
-#    as time allows (added to the files of 2 and 3).
+# 5. ResNet-50 (224x224, batch 32), ours and PyTorch's, f32 and bf16, and their ratios, last,
+#    as time allows (added to the files of 2).
 # Logs in $OUT (default gpu-bench-results/): eight files at most, what a device lease brings back.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -172,10 +173,22 @@ time_torch() { # MODEL...: PyTorch's steps in f32 and bf16, added to torch.txt
     --models "$list" --precisions f32,bf16 | tee -a "$OUT/torch.txt" || failed
 }
 
+torch_ok=false
+if ! $smoke && python3 -c "import torch" 2>/dev/null; then
+  torch_ok=true
+  : >"$OUT/torch.txt"
+fi
+rows_f32() { # MODEL: our f32 step, then PyTorch's (f32 and bf16) where torch is here
+  echo "== $1: our step on $DEVICE in f32 (bench_models, ms/image)"
+  time_ours f32 "$1"
+  if $torch_ok; then
+    echo "== $1: PyTorch's on the same GPU"
+    time_torch "$1"
+  fi
+}
+
 # f32 first: the issue's bars are f32's, and a lease's first bf16 rows tune cold for minutes.
-echo "== our steps on $DEVICE in f32 (bench_models, ms/image)"
-# shellcheck disable=SC2086 # the model names, split on purpose
-time_ours f32 $models
+rows_f32 cifar10
 if $smoke; then # the binaries took the smoke's batch: its row says so
   row_batch=$(awk 'index($0, "CIFAR-10 net, 24x24 (f32)") == 1 { print $(NF-3) }' "$OUT/ours.txt")
   [ "$row_batch" = "$TOWERS_BENCH_BATCH" ] || {
@@ -185,15 +198,9 @@ if $smoke; then # the binaries took the smoke's batch: its row says so
 fi
 echo "== 1 tower and 2 towers of $DEVICE (bench_towers, CIFAR-10 net without LRN)"
 in_time "$BIN_DIR/bench_towers" "$towers_reps" | tee "$OUT/towers.txt" || failed
-
-torch_ok=false
-if ! $smoke && python3 -c "import torch" 2>/dev/null; then
-  torch_ok=true
-  echo "== PyTorch on the same GPU"
-  : >"$OUT/torch.txt"
-  # shellcheck disable=SC2086 # the model names, split on purpose
-  time_torch $models
-fi
+for model in $models; do
+  [ "$model" = cifar10 ] || rows_f32 "$model"
+done
 
 # CUDA graphs (issue 49, item 4): the step recorded once and replayed, against the eager step;
 # bench_graph fails where the replays' losses leave the eager run's.
