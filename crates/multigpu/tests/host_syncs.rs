@@ -1,6 +1,6 @@
 //! A step's host syncs (`towers_multigpu::host_syncs`): one read per tower, whatever the loss
-//! reports beside the loss (the count of correct predictions, metrics), and no flush of a device
-//! that computes in host memory. The counts are process-wide, so each case runs in a child
+//! reports beside the loss (the count of correct predictions, metrics), one more per replica
+//! when the replicas are compared, and no flush of a device that computes in host memory. The counts are process-wide, so each case runs in a child
 //! process (this test binary again) where no other test runs.
 
 use burn::tensor::Tensor;
@@ -10,11 +10,10 @@ use towers_testing::batches::batch;
 use towers_testing::nets::{LR, Net, sgd};
 use towers_testing::reference::flex;
 
-/// The reads and flushes of 3 steps (after one uncounted) on `list` with `reduce`; the loss
+/// The reads and flushes of 3 steps (after one uncounted) on `list` with `config`; the loss
 /// reports accuracy and one metric, so three values per tower are read.
-fn syncs_of_three_steps(list: &str, reduce: Reduce) -> HostSyncs {
+fn syncs_of_three_steps(list: &str, config: TowersConfig) -> HostSyncs {
     let devices = parse_devices(list).unwrap();
-    let config = TowersConfig::default().with_reduce(reduce);
     let mut towers = Towers::new(Net::new(&flex()), sgd(), &devices, config).unwrap();
     let loss = image_loss(|m: &Net, x, y| {
         let out = m.loss(x, y);
@@ -37,15 +36,19 @@ fn syncs_of_three_steps(list: &str, reduce: Reduce) -> HostSyncs {
 #[test]
 fn one_read_per_tower_and_step() {
     if towers_testing::child::role().is_some() {
+        let all_reduce = TowersConfig::default().with_reduce(Reduce::AllReduce);
+        // (devices, config, reads per step)
         let cases = [
-            ("flex", Reduce::ParameterDevice, 1),
-            ("flex,flex", Reduce::ParameterDevice, 2),
-            ("flex,flex", Reduce::AllReduce, 2),
+            ("flex", TowersConfig::default(), 1),
+            ("flex,flex", TowersConfig::default(), 2),
+            ("flex,flex", all_reduce.clone(), 2),
+            // The replicas compared after each update: each read once more, whole.
+            ("flex,flex", all_reduce.with_replica_check(1), 4),
         ];
-        for (list, reduce, towers) in cases {
-            let syncs = syncs_of_three_steps(list, reduce);
-            let what = format!("{list}, {reduce:?}, 3 steps");
-            assert_eq!(syncs.reads, 3 * towers, "{what}: {syncs:?}");
+        for (list, config, reads) in cases {
+            let what = format!("{list}, {:?}, 3 steps", config.reduce);
+            let syncs = syncs_of_three_steps(list, config);
+            assert_eq!(syncs.reads, 3 * reads, "{what}: {syncs:?}");
             assert_eq!(syncs.flushes, 0, "{what}: flex queues nothing: {syncs:?}");
         }
         return;

@@ -77,7 +77,7 @@ use crate::timeline::{Timeline, Track};
 use crate::weight_decay::DecayInUpdate;
 use between_steps::{Cycle, GradientTap, PRESENT, State};
 use who_updates::Update;
-use workers::Workers;
+use workers::{Patience, Workers};
 
 /// Data-parallel training of one model on N devices, TensorFlow-tower style.
 ///
@@ -507,6 +507,14 @@ impl<M: Module> Towers<M> {
         exchange
             .finish(&self.layout, &self.main)
             .map_err(|error| Error::Exchange { error })
+    }
+
+    /// How long the towers' workers are waited for (see `workers.rs`).
+    fn patience(&self) -> Patience {
+        Patience {
+            deadline: self.config.tower_deadline,
+            timeout: self.config.tower_timeout,
+        }
     }
 
     /// Hands what the caller's thread queued on the devices since the last step (uploads,

@@ -19,7 +19,6 @@ use burn::optim::GradientsParams;
 use super::between_steps::{Cycle, PRESENT, State};
 use super::tower::{Context, Done, Finish, Job, run_towers, tower_failed};
 use super::who_updates::Update;
-use super::workers::Patience;
 use super::{StepOutput, Towers, broadcast};
 use crate::batch::TowerBatch;
 use crate::cross_process;
@@ -94,11 +93,8 @@ impl<M: Module> Towers<M> {
             timeline: &self.timeline,
             decay: &self.decay,
         };
-        let patience = Patience {
-            deadline: self.config.tower_deadline,
-            timeout: self.config.tower_timeout,
-        };
         let workers = self.workers.as_ref().expect("several towers have workers");
+        let patience = self.patience();
         let run = run_towers(jobs, (workers, &self.towers), context, patience, loss_fn);
         // Every rank must finish the exchange it started, whatever happened here, and then
         // fails the step if any rank's failed.

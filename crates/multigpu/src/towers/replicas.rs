@@ -4,29 +4,43 @@
 //! towers compare a checksum of every replica (values and places) with replica 0's every
 //! [`TowersConfig::replica_check`](super::TowersConfig::replica_check) updates (and whenever
 //! asked, e.g. before a checkpoint) and give every replica replica 0's weights when they
-//! differ.
+//! differ. Each tower reads its own replica, on its own thread (its device's stream, where the
+//! replica's last update was queued), in one read.
 
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::tensor::Tensor;
+use burn::tensor::{DType, Tensor};
 
 use super::between_steps::State;
+use super::workers::Work;
 use super::{ReplicaCheck, Towers, broadcast};
+use crate::host_syncs;
 
 impl<M: Module> Towers<M> {
     /// Compares every replica's weights with replica 0's (two sums per parameter tensor, of its
-    /// values and of its values weighted by their places, each read to the host) and, when any
-    /// differs, gives every replica replica 0's weights (each tower keeps its optimizer's
-    /// state). `None` unless the towers all-reduce.
+    /// values and of its values weighted by their places, each replica read to the host once,
+    /// on its tower's thread) and, when any differs, gives every replica replica 0's weights
+    /// (each tower keeps its optimizer's state). `None` unless the towers all-reduce.
+    ///
+    /// # Panics
+    ///
+    /// Where a tower's read panics (its device failed), with that panic.
     pub fn check_replicas(&mut self) -> Option<ReplicaCheck> {
-        let State::AllReduce { replicas, .. } = &mut self.state else {
+        let State::AllReduce { replicas, .. } = &self.state else {
             return None;
         };
-        let sums: Vec<Vec<f64>> = replicas.iter().map(checksum).collect();
+        let workers = self.workers.as_ref().expect("several towers have workers");
+        let tasks: Vec<Work<'_, Vec<f64>>> = (replicas.iter().cloned())
+            .map(|replica| Box::new(move || checksum(&replica)) as Box<_>)
+            .collect();
+        let sums: Vec<Vec<f64>> = (workers.run(tasks, &self.towers, self.patience()))
+            .into_iter()
+            .map(|sums| sums.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect();
         let drift = (sums[1..].iter())
             .flat_map(|sums_i| sums_i.iter().zip(&sums[0]).map(|(a, b)| (a - b).abs()))
             .fold(0.0, f64::max);
         let differ = sums[1..].iter().any(|s| s != &sums[0]);
-        if differ {
+        if differ && let State::AllReduce { replicas, .. } = &mut self.state {
             // Running state is equal already (synced at every update).
             *replicas = broadcast(&replicas[0], &self.towers);
         }
@@ -60,24 +74,39 @@ impl<M: Module> Towers<M> {
 /// values, and of its values weighted by their places (`Σ (i + 1)·v_i`), so that replicas
 /// holding the same values in other places differ too. On the host: a sum on the device
 /// would depend on the backend's order of additions, and replicas on two backends holding the
-/// same weights would seem to differ.
+/// same weights would seem to differ. The tensors are joined on the device (in f32) and read
+/// in one go: one wait for the device, not one per tensor.
 fn checksum<M: Module>(model: &M) -> Vec<f64> {
-    struct Sums(Vec<f64>);
-    impl ModuleVisitor for Sums {
+    struct Flat(Vec<Tensor<1>>);
+    impl ModuleVisitor for Flat {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             let value = param.val();
             if value.is_require_grad() {
-                let data = value.into_data().convert::<f64>();
-                let values = data.try_into_vec::<f64>().expect("converted to f64");
-                self.0.push(values.iter().sum());
-                let placed = values.iter().enumerate().map(|(i, v)| (i + 1) as f64 * v);
-                self.0.push(placed.sum());
+                self.0
+                    .push(value.detach().flatten::<1>(0, D - 1).cast(DType::F32));
             }
         }
     }
-    let mut sums = Sums(Vec::new());
-    model.visit(&mut sums);
-    sums.0
+    let mut flat = Flat(Vec::new());
+    model.visit(&mut flat);
+    let lengths: Vec<usize> = flat.0.iter().map(|t| t.dims()[0]).collect();
+    if lengths.is_empty() {
+        return Vec::new();
+    }
+    host_syncs::note_read();
+    let values = (Tensor::cat(flat.0, 0).into_data().convert::<f64>())
+        .try_into_vec::<f64>()
+        .expect("converted to f64");
+    let mut rest = values.as_slice();
+    let mut sums = Vec::with_capacity(2 * lengths.len());
+    for len in lengths {
+        let (values, after) = rest.split_at(len);
+        rest = after;
+        sums.push(values.iter().sum());
+        let placed = values.iter().enumerate().map(|(i, v)| (i + 1) as f64 * v);
+        sums.push(placed.sum());
+    }
+    sums
 }
 
 #[cfg(test)]
