@@ -239,6 +239,63 @@ fn assert_follow<const N: usize>(got: [(&str, Vec<f32>); N], want: [(&str, Vec<f
     );
 }
 
+/// Convolutions in f32 on the GPU by `towers_kernels::conv2d`, whose weight gradient is one
+/// product there (`conv_gradient`), against Burn's own convolution on the same GPU: the
+/// output, and the gradients of the input, the kernel and the bias of a random weighting,
+/// within 1e-4 of the largest value. SAME at stride 1 (CIFAR-10's 5x5), SAME at stride 2 on
+/// an even side (one more padding after than before), VALID at stride 2 (Inception v3's stem),
+/// Inception's 1x7 and 7x1 on planes not square, a 1x1, and explicit padding wider after.
+#[test]
+fn convolutions_with_a_weight_gradient_of_one_product_follow_burns_on_a_gpu() {
+    let Some(gpu) = gpu_or_skip("convolutions_with_a_weight_gradient_of_one_product") else {
+        return;
+    };
+    let device = gpu.device.clone().autodiff();
+    let cases = [
+        ([6, 8], [5, 5], [1, 1], PaddingConfig2d::Same, [12, 12]),
+        ([4, 6], [3, 3], [2, 2], PaddingConfig2d::Same, [16, 16]),
+        ([3, 8], [3, 3], [2, 2], PaddingConfig2d::Valid, [17, 15]),
+        ([8, 6], [1, 7], [1, 1], PaddingConfig2d::Same, [9, 11]),
+        ([8, 6], [7, 1], [1, 1], PaddingConfig2d::Same, [9, 11]),
+        ([8, 5], [1, 1], [1, 1], PaddingConfig2d::Valid, [7, 9]),
+        (
+            [3, 4],
+            [3, 3],
+            [1, 1],
+            PaddingConfig2d::Explicit(0, 1, 2, 3),
+            [8, 10],
+        ),
+    ];
+    for (channels, kernel, stride, padding, [h, w]) in cases {
+        let case = format!("{kernel:?} at stride {stride:?}, {padding:?}, {h}x{w}");
+        let conv = burn::nn::conv::Conv2dConfig::new(channels, kernel)
+            .with_stride(stride)
+            .with_padding(padding)
+            .init(&device);
+        let x = Tensor::<4>::random([3, channels[0], h, w], Distribution::Default, &device)
+            .require_grad();
+        let outputs = |y: Tensor<4>| {
+            let probe = pattern(y.dims(), 2, &device).add_scalar(0.3);
+            let grads = (y.clone() * probe).sum().backward();
+            let read = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
+            let flat = |t: Option<Tensor<4>>| read(t.unwrap().flatten(0, 3));
+            [
+                ("output", read(y.flatten(0, 3))),
+                ("input gradient", flat(x.grad(&grads))),
+                ("kernel gradient", flat(conv.weight.grad(&grads))),
+                (
+                    "bias gradient",
+                    read(conv.bias.as_ref().unwrap().grad(&grads).unwrap()),
+                ),
+            ]
+        };
+        let want = outputs(conv.forward(x.clone()));
+        let got = outputs(burn_towers::kernels::conv2d(&conv, x.clone()));
+        println!("{case}");
+        assert_follow(got, want);
+    }
+}
+
 /// MobileNet's depthwise convolution (TF's SAME at stride 2) and ReLU6, Burn's on the GPU
 /// against ours on flex: the output, and the gradients of the input, the kernel and the bias
 /// of a random weighting (none at ReLU6's bends), within 1e-4 of the largest value.

@@ -20,6 +20,8 @@
 //!   [`nn::pool::MaxPool2d`], [`nn::Linear`], ...), on those ops.
 
 mod batch_norm;
+#[cfg(feature = "gpu")]
+mod conv_gradient;
 mod cubecl_device;
 mod dispatch;
 #[cfg(feature = "flex")]

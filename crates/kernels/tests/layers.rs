@@ -15,10 +15,12 @@ const LAYERING: Layering = Layering {
         "padding",
         "cubecl_device",
         "short_sums",
-        // The kernels by family, the Burn extension that reaches them, the public ops, the
-        // loss with its own backward pass, the drop-in layers on them.
+        // The kernels by family, the Burn extension that reaches them, the GPU convolution's
+        // weight gradient, the public ops, the loss with its own backward pass, the drop-in
+        // layers on them.
         "flex",
         "extension",
+        "conv_gradient",
         "dispatch",
         "loss",
         "batch_norm",

@@ -12,6 +12,8 @@ use burn::tensor::module;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{DType, Tensor};
 
+#[cfg(feature = "gpu")]
+use crate::conv_gradient::{ConvShape, conv2d_by_product};
 use crate::dispatch::channel_bias::add_channel_bias;
 #[cfg(feature = "flex")]
 use crate::dispatch::flex_route;
@@ -174,16 +176,34 @@ fn whole_input_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
 
 /// `conv.forward(x)` by Burn's convolution, its products in `dtype` (`x` and the kernel cast
 /// to it, the result back to f32), the bias added in f32 by [`add_channel_bias`], whose
-/// gradient stays right on wgpu where Burn's own is not (see `channel_bias.rs`).
+/// gradient stays right on wgpu where Burn's own is not (see `channel_bias.rs`). In f32 on
+/// Burn's CubeCL devices, without groups or dilation, its weight gradient is one product
+/// (`conv_gradient`).
 fn burn_conv2d(conv: &Conv2d, x: Tensor<4>, dtype: DType) -> Tensor<4> {
     let [_, _, h, w] = x.dims();
     let padding = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let weight = conv.weight.val();
+    #[cfg(feature = "gpu")]
+    let by_product = (dtype == DType::F32 && conv.groups == 1 && conv.dilation == [1, 1])
+        .then(|| {
+            let ((top, bottom), (left, right)) = padding;
+            let shape = ConvShape {
+                stride: conv.stride,
+                padding: [[top, bottom], [left, right]],
+            };
+            conv2d_by_product(&x, &weight, shape)
+        })
+        .flatten();
+    #[cfg(not(feature = "gpu"))]
+    let by_product = None;
     let options =
         ConvOptions::new_with_padding(conv.stride, padding.into(), conv.dilation, conv.groups);
-    let weight = conv.weight.val();
-    let y = match dtype {
-        DType::F32 => module::conv2d(x, weight, None, options),
-        low => module::conv2d(x.cast(low), weight.cast(low), None, options).cast(DType::F32),
+    let y = match (by_product, dtype) {
+        (Some(y), _) => y,
+        (None, DType::F32) => module::conv2d(x, weight, None, options),
+        (None, low) => {
+            module::conv2d(x.cast(low), weight.cast(low), None, options).cast(DType::F32)
+        }
     };
     match &conv.bias {
         Some(bias) => add_channel_bias(y, bias.val(), 1),

@@ -1,0 +1,110 @@
+//! [`ConvByProduct`] under autodiff: Burn's convolution forward on the inner backend, recorded
+//! with a backward pass of Burn's input gradient and a weight gradient of one product.
+
+use burn::backend::TensorMetadata;
+use burn::backend::autodiff::NodeId;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Backend};
+use burn::tensor::Shape;
+use burn::tensor::ops::PadMode;
+
+use super::ConvShape;
+use super::extension::ConvByProduct;
+
+impl<B: Backend, C: CheckpointStrategy> ConvByProduct for Autodiff<B, C> {
+    fn towers_conv2d_by_product(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 4],
+    ) -> FloatTensor<Self> {
+        let shape = ConvShape::from_flat(stride, padding);
+        match ConvByProductBackward
+            .prepare::<C>([x.node(), weight.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let weight_state = prep.checkpoint(&weight);
+                let (x, weight) = (x.into_primitive(), weight.into_primitive());
+                let out = B::conv2d(x, weight, None, shape.options());
+                prep.finish((x_state, weight_state, shape), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::conv2d(
+                x.into_primitive(),
+                weight.into_primitive(),
+                None,
+                shape.options(),
+            )),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct ConvByProductBackward;
+
+impl<B: Backend> Backward<B, 2> for ConvByProductBackward {
+    /// The input's and the kernel's nodes, and the convolution's shape.
+    type State = (NodeId, NodeId, ConvShape);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, weight_node] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (x_state, weight_state, shape) = ops.state;
+        let x: FloatTensor<B> = checkpointer.retrieve_node_output(x_state);
+        let weight: FloatTensor<B> = checkpointer.retrieve_node_output(weight_state);
+        if let Some(node) = x_node {
+            let x_grad =
+                B::conv2d_x_backward(x.clone(), weight.clone(), grad.clone(), shape.options());
+            grads.register::<B>(node.id, x_grad);
+        }
+        if let Some(node) = weight_node {
+            let kernel: [usize; 4] = weight.shape().dims();
+            grads.register::<B>(node.id, weight_gradient::<B>(x, grad, kernel, shape));
+        }
+    }
+}
+
+/// `∂L/∂weight` `[out, c, kh, kw]` from the input `x` `[n, c, h, w]` and `grad = ∂L/∂y`
+/// `[n, out, oh, ow]`: `grad` as `[out, n·oh·ow]` times the input's windows as rows
+/// `[n·oh·ow, c·kh·kw]` (each output place's window of the zero-padded input, by two views,
+/// `unfold`, and one copy into rows): one product, tuned once for the convolution.
+fn weight_gradient<B: Backend>(
+    x: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    kernel: [usize; 4],
+    shape: ConvShape,
+) -> FloatTensor<B> {
+    let [out, c, kh, kw] = kernel;
+    let [n, _, oh, ow] = grad.shape().dims();
+    let [[top, bottom], [left, right]] = shape.padding;
+    let [sh, sw] = shape.stride;
+    let padded = match top + bottom + left + right {
+        0 => x,
+        _ => B::float_pad(
+            x,
+            &[(0, 0), (0, 0), (top, bottom), (left, right)],
+            PadMode::Constant(0.0),
+        ),
+    };
+    // [n, c, oh, w', kh], then [n, c, oh, ow, kh, kw]: views of the padded input (each
+    // `unfold` puts its window's places last, as PyTorch's does).
+    let windows = B::float_unfold(B::float_unfold(padded, 2, kh, sh), 3, kw, sw);
+    let rows = B::float_permute(windows, &[0, 2, 3, 1, 4, 5]);
+    let rows = B::float_reshape(rows, Shape::new([n * oh * ow, c * kh * kw]));
+    let grad = B::float_reshape(
+        B::float_permute(grad, &[1, 0, 2, 3]),
+        Shape::new([out, n * oh * ow]),
+    );
+    B::float_reshape(B::float_matmul(grad, rows), Shape::new([out, c, kh, kw]))
+}

@@ -1,0 +1,81 @@
+//! [`conv2d_by_product`]: a convolution on Burn's CubeCL devices whose weight gradient is one
+//! matrix product, the input's windows laid out as rows times the output's gradient (im2col, as
+//! Caffe and TF's first GPU kernels had it).
+//!
+//! Why: Burn's weight gradient on those devices (burn-cubecl's `conv2d_weight_backward`) is
+//! autotuned among kernels that tune more inside themselves (an im2col product, a transposed
+//! convolution, a convolution with the batch as channels), each candidate compiled and timed on
+//! a cold start. On an H200 (2026-12-04) the CIFAR-10 trainer's two convolutions' backward
+//! passes and what they tuned inside took 164 of its first step's 340 s of tuning
+//! (bench/HISTORY.md, "On an NVIDIA H200, 2026-12-04: cold tuning took the lease"). Here each
+//! convolution's weight gradient tunes one product. Its input gradient stays Burn's
+//! (`conv2d_x_backward`).
+//!
+//! - `extension.rs`: the backend extension (Burn's convolution forward), and the routing check.
+//! - `backward.rs`: its autodiff implementation and backward pass.
+
+mod backward;
+mod extension;
+
+use burn::backend::Dispatch;
+use burn::tensor::Tensor;
+use burn::tensor::ops::ConvOptions;
+
+use extension::{ConvByProduct, routed};
+
+/// Stride and zero padding (`[[top, bottom], [left, right]]`) of a convolution without groups
+/// or dilation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ConvShape {
+    pub(crate) stride: [usize; 2],
+    pub(crate) padding: [[usize; 2]; 2],
+}
+
+impl ConvShape {
+    /// From the extension's arguments: `padding` as `[top, bottom, left, right]`.
+    fn from_flat(stride: [usize; 2], padding: [usize; 4]) -> Self {
+        let [top, bottom, left, right] = padding;
+        Self {
+            stride,
+            padding: [[top, bottom], [left, right]],
+        }
+    }
+
+    /// The padding as `[top, bottom, left, right]`.
+    fn flat_padding(self) -> [usize; 4] {
+        let [[top, bottom], [left, right]] = self.padding;
+        [top, bottom, left, right]
+    }
+
+    fn options(self) -> ConvOptions<2> {
+        let [[top, bottom], [left, right]] = self.padding;
+        ConvOptions::new_with_padding(
+            self.stride,
+            ((top, bottom), (left, right)).into(),
+            [1, 1],
+            1,
+        )
+    }
+}
+
+/// `conv2d(x, weight)` without bias, groups or dilation (`x` `[n, c, h, w]`, `weight`
+/// `[out, c, kh, kw]`, f32), by Burn's convolution forward and, under autodiff, Burn's input
+/// gradient and a weight gradient of one product (see the module's doc). `None` on devices the
+/// extension does not route (any but Burn's CubeCL devices).
+pub(crate) fn conv2d_by_product(
+    x: &Tensor<4>,
+    weight: &Tensor<4>,
+    shape: ConvShape,
+) -> Option<Tensor<4>> {
+    if !routed(&x.device()) {
+        return None;
+    }
+    Some(Tensor::from_dispatch(
+        <Dispatch as ConvByProduct>::towers_conv2d_by_product(
+            x.clone().into_dispatch(),
+            weight.clone().into_dispatch(),
+            shape.stride,
+            shape.flat_padding(),
+        ),
+    ))
+}
