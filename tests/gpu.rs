@@ -240,11 +240,13 @@ fn assert_follow<const N: usize>(got: [(&str, Vec<f32>); N], want: [(&str, Vec<f
 }
 
 /// Convolutions in f32 on the GPU by `towers_kernels::conv2d`, whose weight gradient is one
-/// product there (`conv_gradient`), against Burn's own convolution on the same GPU: the
+/// product there and whose input gradient at stride 1 a forward convolution
+/// (`conv_gradient`), against Burn's own convolution on the same GPU: the
 /// output, and the gradients of the input, the kernel and the bias of a random weighting,
 /// within 1e-4 of the largest value. SAME at stride 1 (CIFAR-10's 5x5), SAME at stride 2 on
 /// an even side (one more padding after than before), VALID at stride 2 (Inception v3's stem),
-/// Inception's 1x7 and 7x1 on planes not square, a 1x1, and explicit padding wider after.
+/// Inception's 1x7 and 7x1 on planes not square, a 1x1, and explicit padding wider after (as
+/// wide as the kernel on the right: Burn's input gradient).
 #[test]
 fn convolutions_with_a_weight_gradient_of_one_product_follow_burns_on_a_gpu() {
     let Some(gpu) = gpu_or_skip("convolutions_with_a_weight_gradient_of_one_product") else {

@@ -1,5 +1,6 @@
 //! [`ConvByProduct`] under autodiff: Burn's convolution forward on the inner backend, recorded
-//! with a backward pass of Burn's input gradient and a weight gradient of one product.
+//! with a backward pass of its own: a weight gradient of one product, and an input gradient
+//! that is a forward convolution where the stride is 1.
 
 use burn::backend::TensorMetadata;
 use burn::backend::autodiff::NodeId;
@@ -64,8 +65,7 @@ impl<B: Backend> Backward<B, 2> for ConvByProductBackward {
         let x: FloatTensor<B> = checkpointer.retrieve_node_output(x_state);
         let weight: FloatTensor<B> = checkpointer.retrieve_node_output(weight_state);
         if let Some(node) = x_node {
-            let x_grad =
-                B::conv2d_x_backward(x.clone(), weight.clone(), grad.clone(), shape.options());
+            let x_grad = input_gradient::<B>(x.clone(), weight.clone(), grad.clone(), shape);
             grads.register::<B>(node.id, x_grad);
         }
         if let Some(node) = weight_node {
@@ -73,6 +73,34 @@ impl<B: Backend> Backward<B, 2> for ConvByProductBackward {
             grads.register::<B>(node.id, weight_gradient::<B>(x, grad, kernel, shape));
         }
     }
+}
+
+/// `∂L/∂x` from `grad = ∂L/∂y`. At stride 1, with no side padded by as much as the kernel
+/// (TF's SAME and VALID), it is the forward convolution of `grad` by the kernel turned around
+/// (input and output channels swapped, taps reversed), padded by the kernel less one less the
+/// forward's padding: a forward convolution again, which for SAME with as many channels out as
+/// in has the forward's very shape and reuses its tuning. Elsewhere Burn's
+/// `conv2d_x_backward` (a transposed convolution).
+fn input_gradient<B: Backend>(
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    shape: ConvShape,
+) -> FloatTensor<B> {
+    let [_, _, kh, kw] = weight.shape().dims();
+    let [[top, bottom], [left, right]] = shape.padding;
+    if shape.stride != [1, 1] || top.max(bottom) >= kh || left.max(right) >= kw {
+        return B::conv2d_x_backward(x, weight, grad, shape.options());
+    }
+    let turned = B::float_flip(B::float_swap_dims(weight, 0, 1), &[2, 3]);
+    let around = ConvShape {
+        stride: [1, 1],
+        padding: [
+            [kh - 1 - top, kh - 1 - bottom],
+            [kw - 1 - left, kw - 1 - right],
+        ],
+    };
+    B::conv2d(grad, turned, None, around.options())
 }
 
 /// `∂L/∂weight` `[out, c, kh, kw]` from the input `x` `[n, c, h, w]` and `grad = ∂L/∂y`

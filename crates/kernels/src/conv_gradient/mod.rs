@@ -8,8 +8,9 @@
 //! a cold start. On an H200 (2026-12-04) the CIFAR-10 trainer's two convolutions' backward
 //! passes and what they tuned inside took 164 of its first step's 340 s of tuning
 //! (bench/HISTORY.md, "On an NVIDIA H200, 2026-12-04: cold tuning took the lease"). Here each
-//! convolution's weight gradient tunes one product. Its input gradient stays Burn's
-//! (`conv2d_x_backward`).
+//! convolution's weight gradient tunes one product, and at stride 1 its input gradient is a
+//! forward convolution (of the forward's shape under SAME padding with as many channels out as
+//! in, so tuned already); at other strides it stays Burn's (`conv2d_x_backward`).
 //!
 //! - `extension.rs`: the backend extension (Burn's convolution forward), and the routing check.
 //! - `backward.rs`: its autodiff implementation and backward pass.
@@ -59,8 +60,8 @@ impl ConvShape {
 }
 
 /// `conv2d(x, weight)` without bias, groups or dilation (`x` `[n, c, h, w]`, `weight`
-/// `[out, c, kh, kw]`, f32), by Burn's convolution forward and, under autodiff, Burn's input
-/// gradient and a weight gradient of one product (see the module's doc). `None` on devices the
+/// `[out, c, kh, kw]`, f32), by Burn's convolution forward and, under autodiff, the gradients
+/// of `backward.rs` (see the module's doc). `None` on devices the
 /// extension does not route (any but Burn's CubeCL devices).
 pub(crate) fn conv2d_by_product(
     x: &Tensor<4>,
