@@ -1,6 +1,6 @@
 //! [`ConvByProduct`] under autodiff: Burn's convolution forward on the inner backend, recorded
 //! with a backward pass of its own: a weight gradient of one product, and an input gradient
-//! that is a forward convolution where the stride is 1.
+//! that is a forward convolution.
 
 use burn::backend::TensorMetadata;
 use burn::backend::autodiff::NodeId;
@@ -75,32 +75,63 @@ impl<B: Backend> Backward<B, 2> for ConvByProductBackward {
     }
 }
 
-/// `∂L/∂x` from `grad = ∂L/∂y`. At stride 1, with no side padded by as much as the kernel
-/// (TF's SAME and VALID), it is the forward convolution of `grad` by the kernel turned around
-/// (input and output channels swapped, taps reversed), padded by the kernel less one less the
-/// forward's padding: a forward convolution again, which for SAME with as many channels out as
-/// in has the forward's very shape and reuses its tuning. Elsewhere Burn's
-/// `conv2d_x_backward` (a transposed convolution).
+/// `∂L/∂x` from `grad = ∂L/∂y`: the forward convolution, at stride 1, of `grad` spread out by
+/// the stride (`s - 1` zeros after each value: where no window started) by the kernel turned
+/// around (input and output channels swapped, taps reversed), padded by the kernel less one
+/// less the forward's padding before and as much as gives the input's size after. Under SAME at
+/// stride 1 with as many channels out as in, that is the forward's very shape, tuned already.
+/// Where the forward padded a side by as much as the kernel, Burn's `conv2d_x_backward` (a
+/// transposed convolution).
 fn input_gradient<B: Backend>(
     x: FloatTensor<B>,
     weight: FloatTensor<B>,
     grad: FloatTensor<B>,
     shape: ConvShape,
 ) -> FloatTensor<B> {
+    let [_, _, h, w] = x.shape().dims();
     let [_, _, kh, kw] = weight.shape().dims();
-    let [[top, bottom], [left, right]] = shape.padding;
-    if shape.stride != [1, 1] || top.max(bottom) >= kh || left.max(right) >= kw {
+    let [[top, _], [left, _]] = shape.padding;
+    if shape.padding[0].iter().any(|&p| p >= kh) || shape.padding[1].iter().any(|&p| p >= kw) {
         return B::conv2d_x_backward(x, weight, grad, shape.options());
     }
+    let [_, _, oh, ow] = grad.shape().dims();
+    let [sh, sw] = shape.stride;
+    let spread = spread_out::<B>(grad, [sh, sw]);
     let turned = B::float_flip(B::float_swap_dims(weight, 0, 1), &[2, 3]);
+    // The spread gradient's last value sits at `s·(o - 1)`; what follows up to the input's
+    // last place (plus the forward's padding before) is zeros, padded on.
     let around = ConvShape {
         stride: [1, 1],
         padding: [
-            [kh - 1 - top, kh - 1 - bottom],
-            [kw - 1 - left, kw - 1 - right],
+            [kh - 1 - top, h + top - sh * (oh - 1) - 1],
+            [kw - 1 - left, w + left - sw * (ow - 1) - 1],
         ],
     };
-    B::conv2d(grad, turned, None, around.options())
+    B::conv2d(spread, turned, None, around.options())
+}
+
+/// `grad` `[n, c, oh, ow]` with `s - 1` zeros after each value along each spatial dimension,
+/// the last value's trailing zeros left off: `[n, c, sh·(oh - 1) + 1, sw·(ow - 1) + 1]`. As is
+/// at stride 1.
+fn spread_out<B: Backend>(grad: FloatTensor<B>, [sh, sw]: [usize; 2]) -> FloatTensor<B> {
+    if [sh, sw] == [1, 1] {
+        return grad;
+    }
+    let [n, c, oh, ow] = grad.shape().dims();
+    let grad = B::float_reshape(grad, Shape::new([n, c, oh, 1, ow, 1]));
+    let zeros_after = [(0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)];
+    let spread = B::float_pad(grad, &zeros_after, PadMode::Constant(0.0));
+    let spread = B::float_reshape(spread, Shape::new([n, c, oh * sh, ow * sw]));
+    let kept = [sh * (oh - 1) + 1, sw * (ow - 1) + 1];
+    B::float_slice(
+        spread,
+        &[
+            (0..n).into(),
+            (0..c).into(),
+            (0..kept[0]).into(),
+            (0..kept[1]).into(),
+        ],
+    )
 }
 
 /// `∂L/∂weight` `[out, c, kh, kw]` from the input `x` `[n, c, h, w]` and `grad = ∂L/∂y`

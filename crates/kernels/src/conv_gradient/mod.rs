@@ -8,9 +8,11 @@
 //! a cold start. On an H200 (2026-12-04) the CIFAR-10 trainer's two convolutions' backward
 //! passes and what they tuned inside took 164 of its first step's 340 s of tuning
 //! (bench/HISTORY.md, "On an NVIDIA H200, 2026-12-04: cold tuning took the lease"). Here each
-//! convolution's weight gradient tunes one product, and at stride 1 its input gradient is a
-//! forward convolution (of the forward's shape under SAME padding with as many channels out as
-//! in, so tuned already); at other strides it stays Burn's (`conv2d_x_backward`).
+//! convolution's weight gradient tunes one product, and its input gradient is a forward
+//! convolution at stride 1 (of the output gradient spread out by the stride; under SAME at
+//! stride 1 with as many channels out as in, of the forward's very shape, so tuned already).
+//! Only where the forward padded a side by as much as the kernel is it Burn's
+//! (`conv2d_x_backward`).
 //!
 //! - `extension.rs`: the backend extension (Burn's convolution forward), and the routing check.
 //! - `backward.rs`: its autodiff implementation and backward pass.
