@@ -1,5 +1,5 @@
-//! [`on_cubecl`]: whether a device is one of Burn's CubeCL devices, where the batch norm takes
-//! its own backward pass and an L2 penalty's sums are joined.
+//! [`on_cubecl`]: whether a device is one of Burn's CubeCL devices, where the batch norm and
+//! the convolutions take backward passes of their own and an L2 penalty's sums are joined.
 
 use burn::tensor::Device;
 

@@ -90,8 +90,8 @@ fn input_gradient<B: Backend>(
 ) -> FloatTensor<B> {
     let [_, _, h, w] = x.shape().dims();
     let [_, _, kh, kw] = weight.shape().dims();
-    let [[top, _], [left, _]] = shape.padding;
-    if shape.padding[0].iter().any(|&p| p >= kh) || shape.padding[1].iter().any(|&p| p >= kw) {
+    let ((top, bottom), (left, right)) = shape.padding;
+    if top.max(bottom) >= kh || left.max(right) >= kw {
         return B::conv2d_x_backward(x, weight, grad, shape.options());
     }
     let [_, _, oh, ow] = grad.shape().dims();
@@ -102,10 +102,10 @@ fn input_gradient<B: Backend>(
     // last place (plus the forward's padding before) is zeros, padded on.
     let around = ConvShape {
         stride: [1, 1],
-        padding: [
-            [kh - 1 - top, h + top - sh * (oh - 1) - 1],
-            [kw - 1 - left, w + left - sw * (ow - 1) - 1],
-        ],
+        padding: (
+            (kh - 1 - top, h + top - sh * (oh - 1) - 1),
+            (kw - 1 - left, w + left - sw * (ow - 1) - 1),
+        ),
     };
     B::conv2d(spread, turned, None, around.options())
 }
@@ -146,7 +146,7 @@ fn weight_gradient<B: Backend>(
 ) -> FloatTensor<B> {
     let [out, c, kh, kw] = kernel;
     let [n, _, oh, ow] = grad.shape().dims();
-    let [[top, bottom], [left, right]] = shape.padding;
+    let ((top, bottom), (left, right)) = shape.padding;
     let [sh, sw] = shape.stride;
     let padded = match top + bottom + left + right {
         0 => x,

@@ -1,6 +1,5 @@
-//! The backend extension behind [`super::conv2d_by_product`], and which devices it routes.
-
-use burn::tensor::Device;
+//! The backend extension behind [`super::conv2d_by_product`]: Burn's CubeCL devices
+//! ([`crate::cubecl_device::on_cubecl`]).
 
 pub(super) use routing::ConvByProduct;
 
@@ -29,13 +28,4 @@ mod routing {
     }
 
     impl ConvByProduct for burn::backend::Cube {}
-}
-
-/// Whether the extension routes `device`'s backend (autodiff over it included): Burn's CubeCL
-/// devices.
-pub(super) fn routed(device: &Device) -> bool {
-    matches!(
-        device.clone().inner().as_dispatch(),
-        burn::backend::DispatchDevice::Cube(_)
-    )
 }

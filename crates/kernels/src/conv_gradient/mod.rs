@@ -24,14 +24,15 @@ use burn::backend::Dispatch;
 use burn::tensor::Tensor;
 use burn::tensor::ops::ConvOptions;
 
-use extension::{ConvByProduct, routed};
+use crate::cubecl_device::on_cubecl;
+use extension::ConvByProduct;
 
-/// Stride and zero padding (`[[top, bottom], [left, right]]`) of a convolution without groups
-/// or dilation.
+/// Stride and zero padding (`((top, bottom), (left, right))`, as `conv_padding` gives it) of a
+/// convolution without groups or dilation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ConvShape {
     pub(crate) stride: [usize; 2],
-    pub(crate) padding: [[usize; 2]; 2],
+    pub(crate) padding: ((usize, usize), (usize, usize)),
 }
 
 impl ConvShape {
@@ -40,24 +41,18 @@ impl ConvShape {
         let [top, bottom, left, right] = padding;
         Self {
             stride,
-            padding: [[top, bottom], [left, right]],
+            padding: ((top, bottom), (left, right)),
         }
     }
 
     /// The padding as `[top, bottom, left, right]`.
     fn flat_padding(self) -> [usize; 4] {
-        let [[top, bottom], [left, right]] = self.padding;
+        let ((top, bottom), (left, right)) = self.padding;
         [top, bottom, left, right]
     }
 
     fn options(self) -> ConvOptions<2> {
-        let [[top, bottom], [left, right]] = self.padding;
-        ConvOptions::new_with_padding(
-            self.stride,
-            ((top, bottom), (left, right)).into(),
-            [1, 1],
-            1,
-        )
+        ConvOptions::new_with_padding(self.stride, self.padding.into(), [1, 1], 1)
     }
 }
 
@@ -70,7 +65,7 @@ pub(crate) fn conv2d_by_product(
     weight: &Tensor<4>,
     shape: ConvShape,
 ) -> Option<Tensor<4>> {
-    if !routed(&x.device()) {
+    if !on_cubecl(&x.device()) {
         return None;
     }
     Some(Tensor::from_dispatch(

@@ -186,10 +186,9 @@ fn burn_conv2d(conv: &Conv2d, x: Tensor<4>, dtype: DType) -> Tensor<4> {
     #[cfg(feature = "gpu")]
     let by_product = (dtype == DType::F32 && conv.groups == 1 && conv.dilation == [1, 1])
         .then(|| {
-            let ((top, bottom), (left, right)) = padding;
             let shape = ConvShape {
                 stride: conv.stride,
-                padding: [[top, bottom], [left, right]],
+                padding,
             };
             conv2d_by_product(&x, &weight, shape)
         })
