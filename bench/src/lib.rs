@@ -33,8 +33,9 @@ use towers_train::OptimizerConfig;
 /// else `flex`; and that device, with autodiff. Call it first in `main`: it also shows the
 /// kernels CubeCL tunes on stderr as it decides them, as the trainer does (a cold GPU tunes
 /// for minutes before a row's first step, and looked hung without them: bench_models on an
-/// H200, 2026-12-04).
+/// H200, 2026-12-04). Unfused builds tune nothing.
 pub fn bench_device() -> (String, Device) {
+    #[cfg(feature = "fusion")]
     towers_multigpu::tuning::show_tuning();
     let entry = std::env::var("TOWERS_BENCH_DEVICE").unwrap_or_else(|_| "flex".into());
     let towers = towers_multigpu::parse_devices(&entry).expect("TOWERS_BENCH_DEVICE");
