@@ -4,7 +4,7 @@
 #   BIN_DIR=gpu-carry DEVICE=cuda:0 bench/gpu/run.sh    # the full run, < 10 min on a GPU
 #   BIN_DIR=target/debug DEVICE=wgpu bench/gpu/run.sh --smoke   # one step of each (CI, lavapipe)
 #
-# BIN_DIR holds bench_models and bench_towers built with the GPU backend's feature, or
+# BIN_DIR holds bench_models, bench_towers and bench_step built with the GPU backend's feature, or
 # bench/gpu/build.sh's archives (NVIDIA machines: bench.tar.xz, the binaries, the cifar10 and
 # inception examples; tests.tar.xz, the GPU tests; each with the stubs their LLVM-free build
 # needs, preloaded here; kernels compile with NVRTC from the CUDA toolkit at CUDA_PATH, default
@@ -33,7 +33,9 @@
 #    forward, backward, plain SGD), then PyTorch's on the same GPU, f32 and bf16, where python3
 #    has torch (bench/peers/torch_step.py); after CIFAR-10's, its step on 2 towers of the one
 #    GPU and through `Towers` on 1 (bench_towers; flex+GPU towers are not timed here:
-#    bench_towers pairs one device with itself). Then Inception v3's, whose first rows tune
+#    bench_towers pairs one device with itself), and the trainer's step on 1 and 2 towers
+#    counted: kernel launches and host syncs per step (bench_step counts, issue 49's item 3;
+#    not in the smoke run). Then Inception v3's, whose first rows tune
 #    for minutes on a GPU that has not seen them (10 decisions in 146 s on the H200,
 #    2026-12-04): a lease it runs out still brings back CIFAR-10's ratio and towers.
 # 3. Each model's step recorded as a CUDA graph and replayed (bench_graph; on other devices
@@ -86,6 +88,7 @@ if $tests; then need gpu-tests multigpu-gpu-tests; fi
 benches=true
 $tests && [ ! -e "$BIN_DIR/bench_models" ] && benches=false
 if $benches; then need bench_models bench_towers; fi
+if $benches && ! $smoke; then need bench_step; fi
 tuning_db() { # where CubeCL keeps its tuning, seen from here (cubecl-environment's root.rs)
   local dir=$PWD root=""
   while :; do
@@ -198,6 +201,12 @@ if $smoke; then # the binaries took the smoke's batch: its row says so
 fi
 echo "== 1 tower and 2 towers of $DEVICE (bench_towers, CIFAR-10 net without LRN)"
 in_time "$BIN_DIR/bench_towers" "$towers_reps" | tee "$OUT/towers.txt" || failed
+if ! $smoke; then # (lavapipe counts these in bench/README.md; on CI they would tune for minutes)
+  echo "== the CIFAR-10 trainer's step through Towers on 1 and 2 towers of $DEVICE: kernel" \
+    "launches and host syncs (bench_step counts; per kernel in towers.txt)"
+  in_time "$BIN_DIR/bench_step" 3 counts >>"$OUT/towers.txt" 2>&1 || failed
+  grep -E 'launches per step|host syncs' "$OUT/towers.txt" || true
+fi
 for model in $models; do
   [ "$model" = cifar10 ] || rows_f32 "$model"
 done

@@ -93,7 +93,10 @@ fn assert_matches(
     let terms = weights.abs().sum().into_scalar::<f32>() / c as f32;
     let close_to_terms = |got: Tensor<1>, want: Tensor<1>, of: &str| {
         let diff = (got - want).abs().max().into_scalar::<f32>() / terms;
-        assert!(diff <= 1e-6, "{what}: {of} {diff} apart (of a channel's terms)");
+        assert!(
+            diff <= 1e-6,
+            "{what}: {of} {diff} apart (of a channel's terms)"
+        );
     };
     close_to_terms(ours_dbeta, burns_dbeta, "offset gradient");
     match scaled {

@@ -53,6 +53,8 @@ static COUNTING: AtomicBool = AtomicBool::new(false);
 /// Whether CubeCL warned that its tuning database would not open or refused a write: what
 /// this run tuned is then not kept for the next (see [`TuningReport::kept`]).
 static NOT_KEPT: AtomicBool = AtomicBool::new(false);
+/// Whether CubeCL refused a write because it had opened the database read-only.
+static READ_ONLY: AtomicBool = AtomicBool::new(false);
 /// CubeCL's warnings shown on stderr so far, each once: a database that will not open is
 /// warned about once per table and tuned kernel, hundreds of times in a run.
 static WARNED: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -76,6 +78,9 @@ fn warn_once(record: &log::Record<'_>) {
         NOT_KEPT.store(true, Ordering::Relaxed);
     }
     let message = format!("{}: {}", record.target(), record.args());
+    if message.contains("database is readonly") {
+        READ_ONLY.store(true, Ordering::Relaxed);
+    }
     let mut warned = WARNED
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -198,34 +203,102 @@ pub struct TuningReport {
     /// Whether they were kept there: `false` when CubeCL warned that the database would not
     /// open or refused a write (the warnings are on stderr), so that the next run tunes again.
     pub kept: bool,
+    /// Where CubeCL refused writes to a database it had opened read-only and Turso's
+    /// shared-memory index lies beside it (`default.db-tshm`): that index, which a run that
+    /// ended may leave stale (see [`stale_index`]).
+    pub stale_index: Option<PathBuf>,
 }
 
 impl TuningReport {
     /// The decisions counted since [`show_tuning`]; `None` when it did not count them (a
     /// CubeCL config or the program's own `log` logger took the lines).
     pub fn now() -> Option<Self> {
-        COUNTING.load(Ordering::Relaxed).then(|| Self {
-            tuned: TUNED.load(Ordering::Relaxed),
-            file: tuning_file(),
-            kept: !NOT_KEPT.load(Ordering::Relaxed),
+        COUNTING.load(Ordering::Relaxed).then(|| {
+            let file = tuning_file();
+            Self {
+                tuned: TUNED.load(Ordering::Relaxed),
+                stale_index: stale_index(&file, READ_ONLY.load(Ordering::Relaxed)),
+                file,
+                kept: !NOT_KEPT.load(Ordering::Relaxed),
+            }
         })
     }
+}
+
+/// Turso's shared-memory index beside the database `file` (`FILE-tshm`), where it is there and
+/// CubeCL opened `file` read-only. CubeCL falls back to a read-only database for any failure
+/// to open it for writing, and says why only at debug level; twice here (2026-11-30 and
+/// 2026-12-04) the cause was a stale index that no running process held: every later run
+/// opened the database read-only and tuned everything again, until the index was removed.
+fn stale_index(file: &std::path::Path, read_only: bool) -> Option<PathBuf> {
+    let mut index = file.as_os_str().to_owned();
+    index.push("-tshm");
+    let index = PathBuf::from(index);
+    (read_only && index.is_file()).then_some(index)
 }
 
 impl std::fmt::Display for TuningReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let file = self.file.display();
         match (self.tuned, self.kept) {
-            (n, false) => write!(
-                f,
-                "tuning: tuned {n} kernels, but could not keep them in {file} (CubeCL's \
-                 warnings above): the next run tunes them again"
-            ),
+            (n, false) => {
+                write!(
+                    f,
+                    "tuning: tuned {n} kernels, but could not keep them in {file} (CubeCL's \
+                     warnings above): the next run tunes them again"
+                )?;
+                match &self.stale_index {
+                    Some(index) => write!(
+                        f,
+                        ". CubeCL opened it read-only: unless another run is using it, remove \
+                         {} (Turso's shared-memory index, left stale) and the next run keeps \
+                         what it tunes",
+                        index.display()
+                    ),
+                    None => Ok(()),
+                }
+            }
             (0, true) => write!(
                 f,
                 "tuning: tuned none; every kernel's tuning loaded from {file}"
             ),
             (n, true) => write!(f, "tuning: tuned {n} kernels, kept in {file}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(dir: &std::path::Path, read_only: bool) -> TuningReport {
+        let file = dir.join("default.db");
+        TuningReport {
+            tuned: 3,
+            stale_index: stale_index(&file, read_only),
+            file,
+            kept: false,
+        }
+    }
+
+    /// Turso's index is named where CubeCL opened the database read-only and the index is
+    /// there, and nowhere else.
+    #[test]
+    fn a_read_only_database_beside_its_index_names_the_index_to_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("default.db"), b"").unwrap();
+        let without_index = report(dir.path(), true);
+        assert_eq!(without_index.stale_index, None);
+        let index = dir.path().join("default.db-tshm");
+        std::fs::write(&index, b"").unwrap();
+        let read_only = report(dir.path(), true);
+        assert_eq!(read_only.stale_index.as_ref(), Some(&index));
+        let line = read_only.to_string();
+        assert!(
+            line.contains(&format!("remove {}", index.display())),
+            "{line}"
+        );
+        assert_eq!(report(dir.path(), false).stale_index, None);
+        assert!(!without_index.to_string().contains("remove"));
     }
 }
