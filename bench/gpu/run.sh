@@ -109,6 +109,9 @@ fi
 if [ -n "${TUNING_BUNDLE:-}" ]; then
   db=$(tuning_db)
   mkdir -p "$(dirname "$db")"
+  # With the old database's log and Turso's index, which would be read as the new file's (a
+  # second call of a lease; .ci/run says what came of it).
+  rm -f "$db-wal" "$db-tshm"
   cp "$TUNING_BUNDLE" "$db"
   echo "tuning: $TUNING_BUNDLE is now $db"
 fi

@@ -228,8 +228,9 @@ impl TuningReport {
 /// Turso's shared-memory index beside the database `file` (`FILE-tshm`), where it is there and
 /// CubeCL opened `file` read-only. CubeCL falls back to a read-only database for any failure
 /// to open it for writing, and says why only at debug level; twice here (2026-11-30 and
-/// 2026-12-04) the cause was a stale index that no running process held: every later run
-/// opened the database read-only and tuned everything again, until the index was removed.
+/// 2026-12-04) the cause was an index left stale by SQLite checkpointing the database in place
+/// (Python's `sqlite3`): every later run opened it read-only and tuned everything again, until
+/// the index was removed.
 fn stale_index(file: &std::path::Path, read_only: bool) -> Option<PathBuf> {
     let mut index = file.as_os_str().to_owned();
     index.push("-tshm");
