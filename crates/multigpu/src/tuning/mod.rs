@@ -204,8 +204,9 @@ pub struct TuningReport {
     /// open or refused a write (the warnings are on stderr), so that the next run tunes again.
     pub kept: bool,
     /// Where CubeCL refused writes to a database it had opened read-only and Turso's
-    /// shared-memory index lies beside it (`default.db-tshm`): that index, which a run that
-    /// ended may leave stale (see [`stale_index`]).
+    /// shared-memory index lies beside it (`default.db-tshm`): that index, which SQLite
+    /// checkpointing the database in place leaves stale (Python's `sqlite3`): unless another
+    /// run is using the database, removing it lets the next run keep what it tunes.
     pub stale_index: Option<PathBuf>,
 }
 
