@@ -89,7 +89,7 @@ fn assert_matches(
     // weights (times the normalized input, ~1 in size): where every channel's sum cancels to
     // near zero (3 channels of 10 values, now and then), only rounding is left, so they are
     // compared relative to a channel's terms, not to its sum: within 3e-8 of them on lavapipe
-    // (2026-12-04), where a scale gradient 1e-4 off shows by 3e-6.
+    // (2026-12-04), where a scale gradient 1e-4 off showed by 9e-6.
     let terms = weights.abs().sum().into_scalar::<f32>() / c as f32;
     let close_to_terms = |got: Tensor<1>, want: Tensor<1>, of: &str| {
         let diff = (got - want).abs().max().into_scalar::<f32>() / terms;
