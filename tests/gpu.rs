@@ -141,7 +141,7 @@ fn batch_norms_and_their_gradients_are_burns_on_a_gpu() {
 /// per channel, 6.4 M in all), and its gradient, on the GPU follow flex. On lavapipe, whose
 /// kernels stop their loops after 65,535 iterations, a single reduction per channel leaves
 /// values out (Burn's `BatchNorm` and ours were off by more than the output's size), so there
-/// ours sums in pieces (`towers_kernels`, `batch_norm/row_sums.rs`).
+/// ours sums in pieces (`towers_kernels`, `batch_norm/column_sums.rs`).
 #[test]
 fn batch_norm_over_long_channels_on_a_gpu_follows_flex() {
     let Some(gpu) = gpu_or_skip("batch_norm_over_long_channels") else {
@@ -428,7 +428,7 @@ fn a_gated_block_on_a_gpu_follows_flex<B: Module + Clone>(
 }
 
 /// Burn's own reductions over long rows, on the GPU against flex: the sums and maxima that the
-/// batch norm's pieces (`batch_norm/row_sums.rs`), the biases' expansion
+/// batch norm's pieces (`batch_norm/column_sums.rs`), the biases' expansion
 /// (`dispatch/channel_bias.rs`) and the overflow check's rows (`loss_scale.rs`) keep short
 /// where [`towers_kernels::loops_stop_early`]. On such a device (lavapipe, whose kernels stop
 /// their loops after 65,535 iterations) some must come out wrong, or the check has outlived

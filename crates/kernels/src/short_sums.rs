@@ -11,7 +11,7 @@
 //! values (vectors of 4) the same ~262,128 as one of 600,000; the cube routine, which splits a
 //! row between 256 invocations, summed every row right (bench/HISTORY.md, "The long reductions
 //! explained"). GPUs have no such limit, so only those devices get the cut sums: the batch
-//! norm's per-channel sums (`batch_norm/row_sums.rs`), the layers' biases
+//! norm's per-channel sums (`batch_norm/column_sums.rs`), the layers' biases
 //! (`dispatch/channel_bias.rs`), and through [`long_sum`] towers-models' L2 penalty value and
 //! towers-multigpu's loss-scaling overflow check.
 

@@ -39,7 +39,7 @@ pub fn assert_batch_norms_match_burns(device: &Device) {
                 false => Tensor::ones([c], device),
             };
             let beta = Tensor::<1>::random([c], Distribution::Default, device);
-            assert_matches(&what, x, (gamma, beta), scaled, device);
+            assert_matches(&what, (x, offset), (gamma, beta), scaled, device);
         }
     }
 }
@@ -47,7 +47,7 @@ pub fn assert_batch_norms_match_burns(device: &Device) {
 /// One case of [`assert_batch_norms_match_burns`].
 fn assert_matches(
     what: &str,
-    x: Tensor<4>,
+    (x, offset): (Tensor<4>, f64),
     (gamma, beta): (Tensor<1>, Tensor<1>),
     scaled: bool,
     device: &Device,
@@ -61,6 +61,13 @@ fn assert_matches(
         }
         .expect("the batch norm routes this device")
     };
+    // Values around an offset have a mean rounded at f32's precision of the offset, a few units
+    // of it apart between two orders of summing (ours by columns, Burn's by rows), and every
+    // normalized value moves by that over the spread (σ ≈ 1.44 for U(-2, 3)): outputs 1.2e-5
+    // apart, gradients 2.2e-5 of a channel's terms, at offset 100 (lavapipe, 2026-12-05). The
+    // statistics themselves stay within 1e-5, and the cases without an offset within the
+    // tolerances below alone.
+    let mean_rounding = 8.0 * f32::EPSILON * offset as f32 / 1.44;
     let (y, [mean, variance]) = ours(&x, &gamma, &beta);
     let burns = batch_norm_train(x.clone(), gamma.clone(), beta.clone(), 1e-3);
     let close = |got: Tensor<1>, want: Tensor<1>, of: &str| {
@@ -70,7 +77,10 @@ fn assert_matches(
     close(mean, burns.mean, "mean");
     close(variance, burns.variance, "variance");
     let output_diff = rel_diff(y.clone(), burns.output.clone());
-    assert!(output_diff <= 1e-5, "{what}: outputs {output_diff} apart");
+    assert!(
+        output_diff <= 1e-5 + mean_rounding,
+        "{what}: outputs {output_diff} apart"
+    );
 
     let weights = Tensor::<4>::random([n, c, h, w], Distribution::Default, device);
     let gradients = |y: Tensor<4>| {
@@ -94,7 +104,7 @@ fn assert_matches(
     let close_to_terms = |got: Tensor<1>, want: Tensor<1>, of: &str| {
         let diff = (got - want).abs().max().into_scalar::<f32>() / terms;
         assert!(
-            diff <= 1e-6,
+            diff <= 1e-6 + mean_rounding,
             "{what}: {of} {diff} apart (of a channel's terms)"
         );
     };
@@ -112,7 +122,7 @@ fn assert_matches(
     let (untracked, _) = ours(&x, &gamma, &beta);
     let untracked_diff = rel_diff(untracked, burns.output.detach());
     assert!(
-        untracked_diff <= 1e-5,
+        untracked_diff <= 1e-5 + mean_rounding,
         "{what}: untracked outputs {untracked_diff} apart"
     );
 }

@@ -11,8 +11,8 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend};
 use burn::tensor::Shape;
 
-use super::extension::{BatchNorm, beside, channel_rows, forward};
-use super::row_sums::row_sums;
+use super::column_sums::column_sums;
+use super::extension::{BatchNorm, beside, channel_columns, forward};
 
 /// The results, the statistics as untracked tensors.
 type Results<B, C> = (
@@ -58,8 +58,8 @@ impl<B: Backend, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
 }
 
 /// What the backward pass reads: the input (checkpointed), `γ` where there is one, per
-/// channel (`[c, 1]`) the mean and `1/√(var + ε)` the forward pass normalized with, and
-/// whether its sums are taken in pieces (`row_sums.rs`).
+/// channel (`[1, c]`) the mean and `1/√(var + ε)` the forward pass normalized with, and
+/// whether its sums are taken in pieces (`column_sums.rs`).
 #[derive(Clone, Debug)]
 struct Saved<B: Backend> {
     x: NodeId,
@@ -202,12 +202,13 @@ fn gradients<B: Backend>(
     let rank = x.shape().num_dims();
     let channels = Shape::new([mean.shape().num_elements()]);
     let per_channel = (x.shape().num_elements() / mean.shape().num_elements()) as f32;
-    // On a fused GPU every reshape ends a run of fused ops: the rows and the per-channel
+    // On a fused GPU every reshape ends a run of fused ops: the columns and the per-channel
     // values beside `x` are laid out before each element-wise expression starts.
-    let [x_rows, dy_rows] = [&x, &dy].map(|t| channel_rows::<B>(t.clone()));
-    let dy_sum = row_sums::<B>(dy_rows.clone(), in_pieces);
-    let normalized_rows = B::float_mul(B::float_sub(x_rows, mean.clone()), inv_std.clone());
-    let dy_normalized_sum = row_sums::<B>(B::float_mul(dy_rows, normalized_rows), in_pieces);
+    let [x_columns, dy_columns] = [&x, &dy].map(|t| channel_columns::<B>(t.clone()));
+    let dy_sum = column_sums::<B>(dy_columns.clone(), in_pieces);
+    let normalized_columns = B::float_mul(B::float_sub(x_columns, mean.clone()), inv_std.clone());
+    let dy_normalized_sum =
+        column_sums::<B>(B::float_mul(dy_columns, normalized_columns), in_pieces);
     let dx = want_dx.then(|| {
         let [mean, inv_std, dy_sum, dy_normalized_sum] =
             [mean, inv_std, dy_sum.clone(), dy_normalized_sum.clone()]
@@ -215,7 +216,7 @@ fn gradients<B: Backend>(
         let gamma = gamma.map(|gamma| beside::<B>(gamma, rank));
         let normalized = B::float_mul(B::float_sub(x, mean), inv_std.clone());
         // `(dβ + x̂ · dγ) / m`, scaled in the expression rather than per channel first: an op
-        // on `[c, 1]` alone would be a kernel of its own.
+        // on `[1, c]` alone would be a kernel of its own.
         let share = B::float_add(dy_sum, B::float_mul(normalized, dy_normalized_sum));
         let share = B::float_mul_scalar(share, (1.0 / per_channel).into());
         let dx = B::float_mul(B::float_sub(dy, share), inv_std);

@@ -14,15 +14,15 @@
 //! - `extension.rs`: the Burn backend extension (the forward pass by Burn's ops, on every
 //!   backend it routes) and which devices it routes;
 //! - `backward.rs`: the backward pass, under autodiff;
-//! - `row_sums.rs`: the per-channel sums and means both passes take, in pieces short enough
-//!   for wgpu.
+//! - `column_sums.rs`: the per-channel sums and means both passes take, in pieces short
+//!   enough for wgpu.
 
 #[cfg(feature = "gpu")]
 mod backward;
 #[cfg(feature = "gpu")]
-mod extension;
+mod column_sums;
 #[cfg(feature = "gpu")]
-mod row_sums;
+mod extension;
 
 use burn::tensor::Tensor;
 

@@ -97,7 +97,11 @@ fn input_gradient<B: Backend>(
     let [_, _, oh, ow] = grad.shape().dims();
     let [sh, sw] = shape.stride;
     let spread = spread_out::<B>(grad, [sh, sw]);
-    let turned = B::float_flip(B::float_swap_dims(weight, 0, 1), &[2, 3]);
+    // Turned as `[c, kh, kw, out]` (the flip's copy laid out so), then viewed as `[c, out, kh,
+    // kw]`: its channels lie last, where Burn's GPU convolutions read them, so the convolution
+    // copies it no further.
+    let turned = B::float_flip(B::float_permute(weight, &[1, 2, 3, 0]), &[1, 2]);
+    let turned = B::float_permute(turned, &[0, 3, 1, 2]);
     // The spread gradient's last value sits at `s·(o - 1)`; what follows up to the input's
     // last place (plus the forward's padding before) is zeros, padded on.
     let around = ConvShape {
