@@ -13,8 +13,8 @@ use crate::compare::rel_diff;
 /// scale and the offset under a loss that weighs each output differently (a plain sum would
 /// give the input a zero gradient); `offset_batch_norm` against Burn's with a scale of ones.
 /// For channels far from zero (where a variance taken as `E[x²] - E[x]²` would cancel), few
-/// values per channel, an input with NHWC strides (as a convolution leaves it), and an input
-/// that requires no gradient.
+/// values per channel, an input with NHWC strides (as a convolution leaves it), inputs of rank
+/// 2 and 3, and an input that requires no gradient.
 pub fn assert_batch_norms_match_burns(device: &Device) {
     let cases = [
         ([4, 6, 5, 7], 0.0, false),
@@ -34,27 +34,48 @@ pub fn assert_batch_norms_match_burns(device: &Device) {
                 Tensor::<4>::random([n, c, h, w], Distribution::Uniform(-2.0, 3.0), device)
             };
             let x = x.add_scalar(offset);
-            let gamma = match scaled {
-                true => Tensor::<1>::random([c], Distribution::Uniform(0.5, 2.0), device),
-                false => Tensor::ones([c], device),
-            };
-            let beta = Tensor::<1>::random([c], Distribution::Default, device);
-            assert_matches(&what, (x, offset), (gamma, beta), scaled, device);
+            let gamma_beta = parameters(c, scaled, device);
+            assert_matches(&what, (x, offset), gamma_beta, scaled, device);
         }
+    }
+    // Other ranks: `[n, c]` (a dense layer's batch norm), and `[n, c, l]` with the channels
+    // last in memory (a sequence's, as a 1-D convolution leaves it).
+    let flat = Tensor::<2>::random([12, 5], Distribution::Uniform(-2.0, 3.0), device);
+    let sequence =
+        Tensor::<3>::random([3, 9, 4], Distribution::Uniform(-2.0, 3.0), device).permute([0, 2, 1]);
+    for scaled in [false, true] {
+        let what = format!("12x5, scale {scaled}");
+        let gamma_beta = parameters(5, scaled, device);
+        assert_matches(&what, (flat.clone(), 0.0), gamma_beta, scaled, device);
+        let what = format!("3x4x9, channels last, scale {scaled}");
+        let gamma_beta = parameters(4, scaled, device);
+        assert_matches(&what, (sequence.clone(), 0.0), gamma_beta, scaled, device);
     }
 }
 
+/// A scale (ones where there is none) and an offset for `c` channels.
+fn parameters(c: usize, scaled: bool, device: &Device) -> (Tensor<1>, Tensor<1>) {
+    let gamma = match scaled {
+        true => Tensor::<1>::random([c], Distribution::Uniform(0.5, 2.0), device),
+        false => Tensor::ones([c], device),
+    };
+    (
+        gamma,
+        Tensor::<1>::random([c], Distribution::Default, device),
+    )
+}
+
 /// One case of [`assert_batch_norms_match_burns`].
-fn assert_matches(
+fn assert_matches<const D: usize>(
     what: &str,
-    (x, offset): (Tensor<4>, f64),
+    (x, offset): (Tensor<D>, f64),
     (gamma, beta): (Tensor<1>, Tensor<1>),
     scaled: bool,
     device: &Device,
 ) {
-    let [n, c, h, w] = x.dims();
+    let c = x.dims()[1];
     let (x, gamma, beta) = (x.require_grad(), gamma.require_grad(), beta.require_grad());
-    let ours = |x: &Tensor<4>, gamma: &Tensor<1>, beta: &Tensor<1>| {
+    let ours = |x: &Tensor<D>, gamma: &Tensor<1>, beta: &Tensor<1>| {
         match scaled {
             true => towers_kernels::batch_norm_train(x, gamma, beta, 1e-3),
             false => offset_batch_norm(x, beta, 1e-3),
@@ -82,8 +103,8 @@ fn assert_matches(
         "{what}: outputs {output_diff} apart"
     );
 
-    let weights = Tensor::<4>::random([n, c, h, w], Distribution::Default, device);
-    let gradients = |y: Tensor<4>| {
+    let weights = Tensor::<D>::random(x.shape(), Distribution::Default, device);
+    let gradients = |y: Tensor<D>| {
         let grads = (y * weights.clone()).sum().backward();
         let dx = x.grad(&grads).expect("the input's gradient");
         let [dgamma, dbeta] = [&gamma, &beta].map(|p| p.grad(&grads));
