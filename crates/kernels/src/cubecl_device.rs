@@ -4,9 +4,11 @@
 use burn::tensor::Device;
 
 /// Whether `device` (autodiff over it included) is one of Burn's CubeCL devices (wgpu, CUDA,
-/// ROCm, Metal, Vulkan), where each op is a kernel launch.
+/// ROCm, Metal, Vulkan), where each op is a kernel launch, and whose convolutions write their
+/// outputs channels last in memory (`[n, h, w, c]`, NCHW by shape): a layer after them that
+/// reshapes over the channels does best to take them there.
 #[cfg(feature = "gpu")]
-pub(crate) fn on_cubecl(device: &Device) -> bool {
+pub fn on_cubecl(device: &Device) -> bool {
     use burn::backend::DispatchDevice;
     matches!(
         device.clone().inner().as_dispatch(),
@@ -16,6 +18,6 @@ pub(crate) fn on_cubecl(device: &Device) -> bool {
 
 /// Without a GPU backend, no device is.
 #[cfg(not(feature = "gpu"))]
-pub(crate) fn on_cubecl(_device: &Device) -> bool {
+pub fn on_cubecl(_device: &Device) -> bool {
     false
 }

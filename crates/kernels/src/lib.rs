@@ -37,6 +37,7 @@ mod short_sums;
 mod test_util;
 
 pub use batch_norm::{batch_norm_train, offset_batch_norm};
+pub use cubecl_device::on_cubecl;
 #[cfg(feature = "flex")]
 pub use dispatch::flex_route;
 pub use dispatch::{
