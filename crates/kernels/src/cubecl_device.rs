@@ -1,5 +1,6 @@
 //! [`on_cubecl`]: whether a device is one of Burn's CubeCL devices, where the batch norm and
-//! the convolutions take backward passes of their own and an L2 penalty's sums are joined.
+//! the convolutions take backward passes of their own, an L2 penalty's sums are joined, and
+//! layers work over the channels last in memory, where the convolutions leave them.
 
 use burn::tensor::Device;
 
