@@ -52,6 +52,18 @@ impl StepCounts {
     pub fn total_launches(&self) -> u64 {
         self.launches.iter().map(|(_, n)| n).sum()
     }
+
+    /// Launches per [`short_kernel_name`] (kernels of one short name added up), most launched
+    /// first: what the benches print.
+    pub fn by_short_name(&self) -> Vec<(String, u64)> {
+        let mut by_name = BTreeMap::<String, u64>::new();
+        for (kernel, launches) in &self.launches {
+            *by_name.entry(short_kernel_name(kernel)).or_default() += launches;
+        }
+        let mut rows: Vec<_> = by_name.into_iter().collect();
+        rows.sort_by_key(|(name, n)| (std::cmp::Reverse(*n), name.clone()));
+        rows
+    }
 }
 
 /// The kernel launches and host syncs of `steps` calls of `step`.

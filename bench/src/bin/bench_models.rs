@@ -224,7 +224,7 @@ fn launches_per_step(
 #[cfg(feature = "gpu")]
 mod phase_counts {
     use super::*;
-    use towers_bench::step_counts::{StepCounts, count, short_kernel_name};
+    use towers_bench::step_counts::{StepCounts, count};
 
     /// Per-phase launches of one train step of `model` (a row's name, as `MODEL` takes it).
     pub(super) fn run(model: &str, batch: usize, image_size: usize, device: &Device) {
@@ -298,13 +298,7 @@ mod phase_counts {
 
     fn show(phase: &str, counts: StepCounts) {
         println!("{phase}: {} launches", counts.total_launches());
-        let mut by_name = std::collections::BTreeMap::<String, u64>::new();
-        for (kernel, launches) in counts.launches {
-            *by_name.entry(short_kernel_name(kernel)).or_default() += launches;
-        }
-        let mut rows: Vec<_> = by_name.into_iter().collect();
-        rows.sort_by_key(|(name, n)| (std::cmp::Reverse(*n), name.clone()));
-        for (kernel, launches) in rows {
+        for (kernel, launches) in counts.by_short_name() {
             println!("    {launches:>6}  {kernel}");
         }
     }

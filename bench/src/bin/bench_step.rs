@@ -105,8 +105,8 @@ fn step_counts(net: &Cifar10Net, entry: &str, steps: usize, device: &Device) {
             per_step(syncs.reads),
             per_step(syncs.flushes),
         );
-        for (kernel, launches) in &counts.launches {
-            println!("    {:>6.1}  {kernel}", per_step(*launches));
+        for (kernel, launches) in counts.by_short_name() {
+            println!("    {:>6.1}  {kernel}", per_step(launches));
         }
     }
 }
