@@ -84,7 +84,23 @@ pub fn count(steps: usize, mut step: impl FnMut()) -> StepCounts {
 
 #[cfg(test)]
 mod tests {
-    use super::short_kernel_name;
+    use super::{HostSyncs, StepCounts, short_kernel_name};
+
+    #[test]
+    fn launches_by_short_name_add_up_kernels_of_one_name_most_first() {
+        let counts = StepCounts {
+            launches: vec![
+                ("a::Copy", 1),
+                ("b::Fuse<x::A>", 5),
+                ("c::Copy", 2),
+                ("d::Fuse<y::B>", 4),
+            ],
+            syncs: HostSyncs::default(),
+        };
+        let want = [("Fuse<A>", 5), ("Fuse<B>", 4), ("Copy", 3)];
+        let want: Vec<_> = want.iter().map(|&(n, c)| (n.to_string(), c)).collect();
+        assert_eq!(counts.by_short_name(), want);
+    }
 
     #[test]
     fn short_names_keep_the_kernel_and_its_first_type_argument() {
