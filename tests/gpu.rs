@@ -17,8 +17,8 @@ use burn_towers::kernels::nn::conv::Conv2dConfig;
 use burn_towers::kernels::nn::{BatchNormConfig, LinearConfig, PaddingConfig2d};
 use burn_towers::kernels::{Precision, joined_sum_of_squares};
 use burn_towers::models::{
-    Cifar10Net, EfficientNetLayout, MbConv, MbConvConfig, MobileNetLayout, MobileNetV3Block,
-    MobileNetV3BlockConfig,
+    Cifar10Net, EfficientNetLayout, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig,
+    MbConv, MbConvConfig, MobileNetLayout, MobileNetV3Block, MobileNetV3BlockConfig,
 };
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
@@ -247,7 +247,9 @@ fn assert_follow<const N: usize>(got: [(&str, Vec<f32>); N], want: [(&str, Vec<f
 /// an even side (one more padding after than before), VALID at stride 2 (Inception v3's stem;
 /// its last row read by no window), a 1x1 at stride 2 (ResNet's shortcut),
 /// Inception's 1x7 and 7x1 on planes not square, a 1x1, and explicit padding wider after (as
-/// wide as the kernel on the right: Burn's input gradient).
+/// wide as the kernel on the right: Burn's input gradient); each with its input laid out
+/// channels first in memory and channels last (as Burn's GPU convolutions leave their outputs:
+/// the weight gradient's windows kernel reads through the strides).
 #[test]
 fn convolutions_with_a_weight_gradient_of_one_product_follow_burns_on_a_gpu() {
     let Some(gpu) = gpu_or_skip("convolutions_with_a_weight_gradient_of_one_product") else {
@@ -270,14 +272,23 @@ fn convolutions_with_a_weight_gradient_of_one_product_follow_burns_on_a_gpu() {
             [8, 10],
         ),
     ];
-    for (channels, kernel, stride, padding, [h, w]) in cases {
-        let case = format!("{kernel:?} at stride {stride:?}, {padding:?}, {h}x{w}");
+    let in_both_layouts = cases
+        .into_iter()
+        .flat_map(|case| [(case.clone(), false), (case, true)]);
+    for ((channels, kernel, stride, padding, [h, w]), channels_last) in in_both_layouts {
+        let case = format!(
+            "{kernel:?} at stride {stride:?}, {padding:?}, {h}x{w}, channels last: {channels_last}"
+        );
         let conv = burn::nn::conv::Conv2dConfig::new(channels, kernel)
             .with_stride(stride)
             .with_padding(padding)
             .init(&device);
-        let x = Tensor::<4>::random([3, channels[0], h, w], Distribution::Default, &device)
-            .require_grad();
+        let x = match channels_last {
+            false => Tensor::<4>::random([3, channels[0], h, w], Distribution::Default, &device),
+            true => Tensor::<4>::random([3, h, w, channels[0]], Distribution::Default, &device)
+                .permute([0, 3, 1, 2]),
+        }
+        .require_grad();
         let outputs = |y: Tensor<4>| {
             let probe = pattern(y.dims(), 2, &device).add_scalar(0.3);
             let grads = (y.clone() * probe).sum().backward();
@@ -353,14 +364,17 @@ fn depthwise_convolution_and_relu6_on_a_gpu_follow_flex() {
 /// EfficientNet's block in Keras's layout (a 1x1 expansion, a 5x5 depthwise convolution, the
 /// squeeze-excitation gate, the projection, the input added back; batch norms on the batch's
 /// statistics, SiLUs), Burn's ops on the GPU against ours on flex: see
-/// [`a_gated_block_on_a_gpu_follows_flex`].
+/// [`a_block_on_a_gpu_follows_flex`].
 #[test]
 fn an_efficientnet_block_on_a_gpu_follows_flex() {
     let block = MbConvConfig::new([8, 8], 6, 5)
         .with_layout(EfficientNetLayout::Keras)
         .init(&Device::flex().autodiff());
-    a_gated_block_on_a_gpu_follows_flex("an_efficientnet_block", block, MbConv::forward, |b| {
-        [b.depthwise.conv.weight.val(), b.se.reduce.weight.val()]
+    a_block_on_a_gpu_follows_flex("an_efficientnet_block", block, MbConv::forward, |b| {
+        [
+            ("depthwise kernel gradient", b.depthwise.conv.weight.val()),
+            ("gate kernel gradient", b.se.reduce.weight.val()),
+        ]
     });
 }
 
@@ -374,27 +388,71 @@ fn a_mobilenet_v3_block_on_a_gpu_follows_flex() {
         .with_hard_swish(true)
         .with_layout(MobileNetLayout::Keras)
         .init(&Device::flex().autodiff());
-    a_gated_block_on_a_gpu_follows_flex(
+    a_block_on_a_gpu_follows_flex(
         "a_mobilenet_v3_block",
         block,
         MobileNetV3Block::forward,
         |b| {
             [
-                b.depthwise.conv.weight.val(),
-                b.se.as_ref().unwrap().reduce.weight.val(),
+                ("depthwise kernel gradient", b.depthwise.conv.weight.val()),
+                (
+                    "gate kernel gradient",
+                    b.se.as_ref().unwrap().reduce.weight.val(),
+                ),
+            ]
+        },
+    );
+}
+
+/// Inception v3's 17x17 to 8x8 reduction (Mixed_7a): 3x3 convolutions at stride 2 (on the GPU,
+/// their input gradients convolve the output gradient spread out by the stride, by a kernel of
+/// ours), 1x7 and 7x1 under SAME (the weight gradients' windows over the padding, by another),
+/// and the branches joined along the channels laid channels last (`cat_channels`).
+#[test]
+fn an_inception_reduction_block_on_a_gpu_follows_flex() {
+    let block = InceptionDConfig::new(8).init(&Device::flex().autodiff());
+    a_block_on_a_gpu_follows_flex(
+        "an_inception_reduction_block",
+        block,
+        InceptionD::forward,
+        |b| {
+            [
+                (
+                    "3x3 at stride 2 kernel gradient",
+                    b.branch_0[1].conv.weight.val(),
+                ),
+                ("7x1 kernel gradient", b.branch_1[2].conv.weight.val()),
+            ]
+        },
+    );
+}
+
+/// Inception v3's last block (Mixed_7c): two branches split into a 1x3 and a 3x1 each, joined
+/// with the others along the channels (`cat_channels`).
+#[test]
+fn an_inception_block_with_split_branches_on_a_gpu_follows_flex() {
+    let block = InceptionEConfig::new(8).init(&Device::flex().autodiff());
+    a_block_on_a_gpu_follows_flex(
+        "an_inception_block_with_split_branches",
+        block,
+        InceptionE::forward,
+        |b| {
+            [
+                ("1x3 kernel gradient", b.branch_1_split[0].conv.weight.val()),
+                ("3x3 kernel gradient", b.branch_2[1].conv.weight.val()),
             ]
         },
     );
 }
 
 /// `block` (on flex, its weights replaced by a fixed pattern) moved to the GPU: the output,
-/// and the gradients of the input, the depthwise kernel and the gate's first convolution
-/// (`weights`) of a fixed weighting, within 1e-4 of the largest value of flex's.
-fn a_gated_block_on_a_gpu_follows_flex<B: Module + Clone>(
+/// and the gradients of the input and of two of its kernels (`weights`, named) of a fixed
+/// weighting, within 1e-4 of the largest value of flex's.
+fn a_block_on_a_gpu_follows_flex<B: Module + Clone>(
     name: &str,
     block: B,
     forward: fn(&B, Tensor<4>) -> Tensor<4>,
-    weights: fn(&B) -> [Tensor<4>; 2],
+    weights: fn(&B) -> [(&'static str, Tensor<4>); 2],
 ) {
     let Some(gpu) = gpu_or_skip(name) else {
         return;
@@ -405,22 +463,20 @@ fn a_gated_block_on_a_gpu_follows_flex<B: Module + Clone>(
     // either always shows or never does.
     let block = seeded(block, 3);
     let images = pattern([4, 8, 12, 12], 4, &flex).mul_scalar(10.0);
-    let probe = pattern([4, 8, 12, 12], 5, &flex).add_scalar(0.2);
     let outputs = |device: &Device| {
         let block = block.clone().fork(device);
         let x = images.clone().to_device(device).require_grad();
         let y = forward(&block, x.clone());
-        let grads = (y.clone() * probe.clone().to_device(device))
-            .sum()
-            .backward();
+        let probe = pattern(y.dims(), 5, &flex).add_scalar(0.2);
+        let grads = (y.clone() * probe.to_device(device)).sum().backward();
         let read = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
         let grad = |weight: &Tensor<4>| read(weight.grad(&grads).unwrap().flatten(0, 3));
-        let [depthwise, gate] = weights(&block);
+        let [(first, first_weight), (second, second_weight)] = weights(&block);
         [
             ("output", read(y.flatten(0, 3))),
             ("input gradient", grad(&x)),
-            ("depthwise gradient", grad(&depthwise)),
-            ("gate gradient", grad(&gate)),
+            (first, grad(&first_weight)),
+            (second, grad(&second_weight)),
         ]
     };
     let want = outputs(&flex);

@@ -127,13 +127,15 @@ struct InceptionUnit {
 impl InceptionUnit {
     fn new(device: &Device) -> Self {
         // Momentum 0.1 instead of slim's 0.0003, so that two steps move the statistics visibly.
+        // SAME: the GPU convolution's weight gradient reads windows over the padding (and in
+        // CI's unfused run, by the windows kernel of `towers_kernels` itself, not deferred).
         let conv = BasicConvConfig::new([3, 4], [3, 3])
-            .with_padding(PaddingConfig2d::Valid)
+            .with_padding(PaddingConfig2d::Same)
             .with_momentum(0.1)
             .init(device);
         Self {
             conv,
-            fc: LinearConfig::new(4 * 6 * 6, 5).init(device),
+            fc: LinearConfig::new(4 * 8 * 8, 5).init(device),
         }
     }
 

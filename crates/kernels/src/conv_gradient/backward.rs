@@ -2,6 +2,7 @@
 //! with a backward pass of its own: a weight gradient of one product, and an input gradient
 //! that is a forward convolution.
 
+use burn::backend::Autodiff;
 use burn::backend::TensorMetadata;
 use burn::backend::autodiff::NodeId;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -9,14 +10,14 @@ use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend};
 use burn::tensor::Shape;
-use burn::tensor::ops::PadMode;
 
 use super::ConvShape;
 use super::extension::ConvByProduct;
+use super::spread::ConvSpread;
+use super::windows::{ConvWindows, Windows, rows_by_views};
 
-impl<B: Backend, C: CheckpointStrategy> ConvByProduct for Autodiff<B, C> {
+impl<B: ConvWindows + ConvSpread, C: CheckpointStrategy> ConvByProduct for Autodiff<B, C> {
     fn towers_conv2d_by_product(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
@@ -49,7 +50,7 @@ impl<B: Backend, C: CheckpointStrategy> ConvByProduct for Autodiff<B, C> {
 #[derive(Debug)]
 struct ConvByProductBackward;
 
-impl<B: Backend> Backward<B, 2> for ConvByProductBackward {
+impl<B: ConvWindows + ConvSpread> Backward<B, 2> for ConvByProductBackward {
     /// The input's and the kernel's nodes, and the convolution's shape.
     type State = (NodeId, NodeId, ConvShape);
 
@@ -82,7 +83,7 @@ impl<B: Backend> Backward<B, 2> for ConvByProductBackward {
 /// stride 1 with as many channels out as in, that is the forward's very shape, tuned already.
 /// Where the forward padded a side by as much as the kernel, Burn's `conv2d_x_backward` (a
 /// transposed convolution).
-fn input_gradient<B: Backend>(
+fn input_gradient<B: ConvSpread>(
     x: FloatTensor<B>,
     weight: FloatTensor<B>,
     grad: FloatTensor<B>,
@@ -96,7 +97,10 @@ fn input_gradient<B: Backend>(
     }
     let [_, _, oh, ow] = grad.shape().dims();
     let [sh, sw] = shape.stride;
-    let spread = spread_out::<B>(grad, [sh, sw]);
+    let spread = match [sh, sw] {
+        [1, 1] => grad,
+        stride => B::towers_conv_spread(grad, stride),
+    };
     // Turned as `[c, kh, kw, out]` (the flip's copy laid out so), then viewed as `[c, out, kh,
     // kw]`: its channels lie last, where Burn's GPU convolutions read them, so the convolution
     // copies it no further.
@@ -114,40 +118,20 @@ fn input_gradient<B: Backend>(
     B::conv2d(spread, turned, None, around.options())
 }
 
-/// `grad` `[n, c, oh, ow]` with `s - 1` zeros after each value along each spatial dimension,
-/// the last value's trailing zeros left off: `[n, c, sh·(oh - 1) + 1, sw·(ow - 1) + 1]`. As is
-/// at stride 1.
-fn spread_out<B: Backend>(grad: FloatTensor<B>, [sh, sw]: [usize; 2]) -> FloatTensor<B> {
-    if [sh, sw] == [1, 1] {
-        return grad;
-    }
-    let [n, c, oh, ow] = grad.shape().dims();
-    let grad = B::float_reshape(grad, Shape::new([n, c, oh, 1, ow, 1]));
-    let zeros_after = [(0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)];
-    let spread = B::float_pad(grad, &zeros_after, PadMode::Constant(0.0));
-    let spread = B::float_reshape(spread, Shape::new([n, c, oh * sh, ow * sw]));
-    let kept = [sh * (oh - 1) + 1, sw * (ow - 1) + 1];
-    B::float_slice(
-        spread,
-        &[
-            (0..n).into(),
-            (0..c).into(),
-            (0..kept[0]).into(),
-            (0..kept[1]).into(),
-        ],
-    )
-}
-
 /// `∂L/∂weight` `[out, c, kh, kw]` from the input `x` `[n, c, h, w]` and `grad = ∂L/∂y`
 /// `[n, out, oh, ow]`: `grad` as `[out, n·oh·ow]` times the input's windows as rows
-/// `[n·oh·ow, c·kh·kw]` (each output place's window of the zero-padded input, by two views,
-/// `unfold`, and one copy into rows): one product, tuned once for the convolution.
+/// `[n·oh·ow, kh·kw·c]` (each output place's window of the zero-padded input: `windows/`, one
+/// kernel on Burn's CubeCL devices): one product, tuned once for the convolution. The
+/// gradient comes out laid channels last in memory, `[out, kh, kw, c]`, viewed as `[out, c,
+/// kh, kw]`: an update keeps a kernel laid so when the kernel lies so too
+/// (`towers_multigpu`'s towers lay them so on Burn's CubeCL devices), and Burn's convolution
+/// then reads it without a copy.
 ///
 /// `grad` enters the product as the transpose of its rows `[n·oh·ow, out]`, a view where it
 /// lies channels last, as Burn's GPU convolutions write their outputs and element-wise ops
 /// keep them (a copy otherwise, as `[out, n·oh·ow]` always was): ResNet-50's backward pass on
 /// lavapipe launched 56 copies fewer (689 to 633 kernels), CIFAR-10's one.
-fn weight_gradient<B: Backend>(
+fn weight_gradient<B: ConvWindows>(
     x: FloatTensor<B>,
     grad: FloatTensor<B>,
     kernel: [usize; 4],
@@ -155,25 +139,23 @@ fn weight_gradient<B: Backend>(
 ) -> FloatTensor<B> {
     let [out, c, kh, kw] = kernel;
     let [n, _, oh, ow] = grad.shape().dims();
-    let ((top, bottom), (left, right)) = shape.padding;
-    let [sh, sw] = shape.stride;
-    let padded = match top + bottom + left + right {
-        0 => x,
-        _ => B::float_pad(
-            x,
-            &[(0, 0), (0, 0), (top, bottom), (left, right)],
-            PadMode::Constant(0.0),
-        ),
+    let windows = Windows {
+        kernel: [kh, kw],
+        shape,
     };
-    // [n, c, oh, w', kh], then [n, c, oh, ow, kh, kw]: views of the padded input (each
-    // `unfold` puts its window's places last, as PyTorch's does).
-    let windows = B::float_unfold(B::float_unfold(padded, 2, kh, sh), 3, kw, sw);
-    let rows = B::float_permute(windows, &[0, 2, 3, 1, 4, 5]);
-    let rows = B::float_reshape(rows, Shape::new([n * oh * ow, c * kh * kw]));
+    // A 1x1 window without padding is a view of an input laid channels last (at stride 1):
+    // Burn's ops copy only where it is not; the kernel always writes the rows.
+    let rows = match windows.is_pointwise() {
+        true => rows_by_views::<B>(x, windows),
+        false => B::towers_conv_windows(x, windows),
+    };
     let grad_rows = B::float_reshape(
         B::float_permute(grad, &[0, 2, 3, 1]),
         Shape::new([n * oh * ow, out]),
     );
     let product = B::float_matmul(B::float_transpose(grad_rows), rows);
-    B::float_reshape(product, Shape::new([out, c, kh, kw]))
+    B::float_permute(
+        B::float_reshape(product, Shape::new([out, kh, kw, c])),
+        &[0, 3, 1, 2],
+    )
 }

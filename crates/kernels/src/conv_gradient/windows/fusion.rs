@@ -1,0 +1,21 @@
+//! The windows as rows on Burn's fusion backend: `cube.rs`'s kernel, deferred
+//! (`conv_gradient/deferred.rs`).
+
+use burn::backend::tensor::FloatTensor;
+use burn_fusion::{Fusion, FusionBackend};
+
+use super::{ConvWindows, Windows};
+use crate::conv_gradient::deferred::deferred;
+
+impl<B: FusionBackend + ConvWindows> ConvWindows for Fusion<B> {
+    fn towers_conv_windows(x: FloatTensor<Self>, windows: Windows) -> FloatTensor<Self> {
+        let rows = windows.rows_shape(&x.shape);
+        let ((top, bottom), (left, right)) = windows.shape.padding;
+        let [kh, kw] = windows.kernel;
+        let [sh, sw] = windows.shape.stride;
+        let scalars = [kh, kw, sh, sw, top, bottom, left, right];
+        deferred::<B, _>(x, rows, "towers_conv_windows", &scalars, move |x| {
+            B::towers_conv_windows(x, windows)
+        })
+    }
+}

@@ -1,0 +1,88 @@
+//! The input's windows laid out as rows, the operand of the weight gradient's product
+//! (`backward.rs`): `[n·oh·ow, kh·kw·c]`, each output place's window of the zero-padded input,
+//! its taps row by row, each tap's channels innermost. So the product's `[out, kh·kw·c]` is the
+//! kernel's gradient laid out channels last in memory, as Burn's GPU convolutions read their
+//! kernels (`[out, c, kh, kw]` by shape, a view).
+//!
+//! As a backend extension, so that Burn's CubeCL devices lay the rows in one kernel of ours
+//! (`cube.rs`, queued lazily under fusion by `fusion.rs`): Burn's ops take three passes over
+//! the input where it is padded (a fill, the input assigned into it, the windows copied out as
+//! rows), and Burn has no windows-as-rows op (its own im2col, burn-cubecl's `wgrad_im2col`,
+//! is internal to its tuned weight gradient and assigns one slice per tap). Elsewhere the
+//! trait's default: the same rows by Burn's ops ([`rows_by_views`]).
+//!
+//! - `cube.rs`: the kernel, on `CubeBackend`.
+//! - `fusion.rs`: the kernel deferred on Burn's fusion backend.
+
+mod cube;
+mod fusion;
+
+use burn::backend::Backend;
+use burn::backend::TensorMetadata;
+use burn::backend::tensor::FloatTensor;
+use burn::tensor::Shape;
+use burn::tensor::ops::PadMode;
+
+use super::ConvShape;
+
+/// Where a convolution's windows lie: its kernel's size, stride and zero padding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Windows {
+    /// `[kh, kw]`.
+    pub(crate) kernel: [usize; 2],
+    pub(crate) shape: ConvShape,
+}
+
+impl Windows {
+    /// Whether each window is one place of the input: a 1x1 kernel without padding.
+    pub(crate) fn is_pointwise(self) -> bool {
+        let ((top, bottom), (left, right)) = self.shape.padding;
+        self.kernel == [1, 1] && top + bottom + left + right == 0
+    }
+
+    /// The output's places `[oh, ow]` over an input of `[h, w]`.
+    fn places(self, [h, w]: [usize; 2]) -> [usize; 2] {
+        let ((top, bottom), (left, right)) = self.shape.padding;
+        let [kh, kw] = self.kernel;
+        let [sh, sw] = self.shape.stride;
+        [
+            (h + top + bottom - kh) / sh + 1,
+            (w + left + right - kw) / sw + 1,
+        ]
+    }
+
+    /// The rows' shape `[n·oh·ow, kh·kw·c]` for an input of shape `[n, c, h, w]`.
+    fn rows_shape(self, input: &Shape) -> Shape {
+        let [n, c, h, w] = input.dims();
+        let [oh, ow] = self.places([h, w]);
+        let [kh, kw] = self.kernel;
+        Shape::new([n * oh * ow, kh * kw * c])
+    }
+}
+
+/// The windows of `x` `[n, c, h, w]` as rows `[n·oh·ow, kh·kw·c]`.
+pub(crate) trait ConvWindows: Backend {
+    fn towers_conv_windows(x: FloatTensor<Self>, windows: Windows) -> FloatTensor<Self> {
+        rows_by_views::<Self>(x, windows)
+    }
+}
+
+/// The rows by Burn's ops: the input zero-padded, two `unfold` views (each puts its window's
+/// places last, as PyTorch's does: `[n, c, oh, ow, kh, kw]`), and one copy into rows
+/// `[n, oh, ow, kh, kw, c]`.
+pub(crate) fn rows_by_views<B: Backend>(x: FloatTensor<B>, windows: Windows) -> FloatTensor<B> {
+    let rows = windows.rows_shape(&x.shape());
+    let ((top, bottom), (left, right)) = windows.shape.padding;
+    let [kh, kw] = windows.kernel;
+    let [sh, sw] = windows.shape.stride;
+    let padded = match top + bottom + left + right {
+        0 => x,
+        _ => B::float_pad(
+            x,
+            &[(0, 0), (0, 0), (top, bottom), (left, right)],
+            PadMode::Constant(0.0),
+        ),
+    };
+    let unfolded = B::float_unfold(B::float_unfold(padded, 2, kh, sh), 3, kw, sw);
+    B::float_reshape(B::float_permute(unfolded, &[0, 2, 3, 4, 5, 1]), rows)
+}
