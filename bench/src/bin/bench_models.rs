@@ -252,8 +252,6 @@ mod phase_counts {
     }
 
     fn phases<M: ImageClassifier>(model: M, batch: usize) {
-        // As the trainer's towers lay them (`Towers::new`).
-        let model = towers_kernels::kernels_channels_last(model);
         let device = model.devices()[0].clone();
         let (images, labels) = classifier_batch(&model, batch, &device);
         let mut optim = trainers_sgd(&model);

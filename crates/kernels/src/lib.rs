@@ -9,8 +9,6 @@
 //! - `precision.rs`, `padding.rs`, `cubecl_device.rs`, `short_sums.rs`: the vocabulary (what
 //!   products compute in; TF's SAME padding; which devices are CubeCL's; which end loops early,
 //!   and how long sums are cut short there).
-//! - `channels_last.rs`: [`kernels_channels_last`], convolution kernels laid out in memory as
-//!   Burn's GPU convolutions read them.
 //! - `flex/` (feature `flex`): the kernels by family, on flex tensors and slices.
 //! - `extension/` (feature `flex`): the Burn backend extension that reaches them, forward and
 //!   (under autodiff) backward.
@@ -22,7 +20,6 @@
 //!   [`nn::pool::MaxPool2d`], [`nn::Linear`], ...), on those ops.
 
 mod batch_norm;
-mod channels_last;
 #[cfg(feature = "gpu")]
 mod conv_gradient;
 mod cubecl_device;
@@ -40,7 +37,6 @@ mod short_sums;
 mod test_util;
 
 pub use batch_norm::{batch_norm_train, offset_batch_norm};
-pub use channels_last::kernels_channels_last;
 pub use cubecl_device::on_cubecl;
 #[cfg(feature = "flex")]
 pub use dispatch::flex_route;

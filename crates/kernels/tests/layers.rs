@@ -15,8 +15,6 @@ const LAYERING: Layering = Layering {
         "padding",
         "cubecl_device",
         "short_sums",
-        // Convolution kernels laid out as Burn's GPU convolutions read them.
-        "channels_last",
         // The kernels by family, the Burn extension that reaches them, the GPU convolution's
         // weight gradient, the public ops, the loss with its own backward pass, the drop-in
         // layers on them.

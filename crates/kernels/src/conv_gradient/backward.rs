@@ -120,12 +120,8 @@ fn input_gradient<B: ConvSpread>(
 
 /// `∂L/∂weight` `[out, c, kh, kw]` from the input `x` `[n, c, h, w]` and `grad = ∂L/∂y`
 /// `[n, out, oh, ow]`: `grad` as `[out, n·oh·ow]` times the input's windows as rows
-/// `[n·oh·ow, kh·kw·c]` (each output place's window of the zero-padded input: `windows/`, one
-/// kernel on Burn's CubeCL devices): one product, tuned once for the convolution. The
-/// gradient comes out laid channels last in memory, `[out, kh, kw, c]`, viewed as `[out, c,
-/// kh, kw]`: an update keeps a kernel laid so when the kernel lies so too
-/// (`towers_multigpu`'s towers lay them so on Burn's CubeCL devices), and Burn's convolution
-/// then reads it without a copy.
+/// `[n·oh·ow, c·kh·kw]` (each output place's window of the zero-padded input: `windows/`, one
+/// kernel on Burn's CubeCL devices): one product, tuned once for the convolution.
 ///
 /// `grad` enters the product as the transpose of its rows `[n·oh·ow, out]`, a view where it
 /// lies channels last, as Burn's GPU convolutions write their outputs and element-wise ops
@@ -154,8 +150,5 @@ fn weight_gradient<B: ConvWindows>(
         Shape::new([n * oh * ow, out]),
     );
     let product = B::float_matmul(B::float_transpose(grad_rows), rows);
-    B::float_permute(
-        B::float_reshape(product, Shape::new([out, kh, kw, c])),
-        &[0, 3, 1, 2],
-    )
+    B::float_reshape(product, Shape::new([out, c, kh, kw]))
 }

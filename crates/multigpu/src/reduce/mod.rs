@@ -94,8 +94,6 @@ struct Slot {
     take: fn(&mut GradientsParams, ParamId) -> Option<Tensor<1>>,
     /// `GradientsParams::register::<D>`, reshaped back to `dims`.
     put: fn(&mut GradientsParams, ParamId, Tensor<1>, &[usize]),
-    /// The gradient taken from the second set, moved to the device, added to the first's.
-    add: fn(&mut GradientsParams, &mut GradientsParams, ParamId, &Device),
 }
 
 fn take<const D: usize>(grads: &mut GradientsParams, id: ParamId) -> Option<Tensor<1>> {
@@ -105,24 +103,6 @@ fn take<const D: usize>(grads: &mut GradientsParams, id: ParamId) -> Option<Tens
 fn put<const D: usize>(grads: &mut GradientsParams, id: ParamId, flat: Tensor<1>, dims: &[usize]) {
     let dims: [usize; D] = dims.try_into().expect("a slot keeps its parameter's rank");
     grads.register::<D>(id, flat.reshape(dims));
-}
-
-/// In its own shape, not flattened: the sum keeps the layout the gradients share in memory
-/// (a GPU convolution's kernel gradient lies channels last, as the kernel it updates).
-fn add<const D: usize>(
-    sum: &mut GradientsParams,
-    set: &mut GradientsParams,
-    id: ParamId,
-    device: &Device,
-) {
-    if let Some(grad) = set.remove::<D>(id) {
-        let grad = grad.to_device(device);
-        let total = match sum.remove::<D>(id) {
-            Some(before) => before + grad,
-            None => grad,
-        };
-        sum.register::<D>(id, total);
-    }
 }
 
 struct SlotCollector {
@@ -141,7 +121,6 @@ impl ModuleVisitor for SlotCollector {
                 dims: value.dims().to_vec(),
                 take: take::<D>,
                 put: put::<D>,
-                add: add::<D>,
             });
         }
     }
@@ -178,13 +157,8 @@ impl Layout {
     /// does not depend on thread timing. A parameter missing from a set counts as zero. With one
     /// set this is a move to `device`.
     pub(crate) fn sum(&self, sets: Vec<GradientsParams>, device: &Device) -> GradientsParams {
-        let mut sum = GradientsParams::new();
-        for mut set in sets {
-            for slot in &self.slots {
-                (slot.add)(&mut sum, &mut set, slot.id, device);
-            }
-        }
-        sum
+        let parts = sets.into_iter().map(|grads| self.per_slot(grads)).collect();
+        self.unflatten_present(summed(parts, device))
     }
 
     /// Each slot's gradient in `grads`, flattened, in slot order; `None` where it has none.

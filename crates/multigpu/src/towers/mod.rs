@@ -192,9 +192,6 @@ impl<M: Module> Towers<M> {
             .collect();
         #[cfg(feature = "fusion")]
         crate::tuning::note_run_on(devices);
-        // Laid out as Burn's GPU convolutions read their kernels, which the updates then keep
-        // (a copy at every forward pass otherwise): only on Burn's CubeCL devices.
-        let model = towers_kernels::kernels_channels_last(model);
         let layout = Layout::of(&model);
         let running = Selection::Undecided;
         let has_running_stats = !running_state::read(&model, &running).is_empty();

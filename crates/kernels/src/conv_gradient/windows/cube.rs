@@ -13,8 +13,8 @@ use cubecl::prelude::*;
 
 use super::{ConvWindows, Windows, rows_by_views};
 
-/// One thread per value of the rows `[n·oh·ow, kh·kw·c]`: its window's place `(image, oy, ox)`
-/// from the row, its tap `(i, j)` and channel from the column, and the input's value there,
+/// One thread per value of the rows `[n·oh·ow, c·kh·kw]`: its window's place `(image, oy, ox)`
+/// from the row, its channel and tap `(i, j)` from the column, and the input's value there,
 /// read through the input's strides (Burn's convolutions leave it channels last in memory), or
 /// zero where the window lies over the padding.
 #[cube(launch_unchecked, address_type = "dynamic")]
@@ -25,6 +25,7 @@ fn windows_kernel<E: Numeric>(
     places_w: usize,
     places: usize,
     kernel_w: usize,
+    taps: usize,
     stride_h: usize,
     stride_w: usize,
     top: usize,
@@ -37,8 +38,7 @@ fn windows_kernel<E: Numeric>(
     }
     let (row, column) = (ABSOLUTE_POS / row_len, ABSOLUTE_POS % row_len);
     let (image, place) = (row / places, row % places);
-    let channels = input.shape(1);
-    let (tap, channel) = (column / channels, column % channels);
+    let (channel, tap) = (column / taps, column % taps);
     // The place in the padded input.
     let y = (place / places_w) * stride_h + tap / kernel_w;
     let x = (place % places_w) * stride_w + tap % kernel_w;
@@ -77,7 +77,7 @@ impl ConvWindows for CubeBackend {
         let cube_dim = CubeDim::new(&client, count);
         let cube_count = calculate_cube_count_elemwise(&client, count, cube_dim);
         let address = x.required_address_type().max(rows.required_address_type());
-        let [_, kernel_w] = windows.kernel;
+        let [kernel_h, kernel_w] = windows.kernel;
         let [stride_h, stride_w] = windows.shape.stride;
         // SAFETY: `launch_unchecked` leaves out the bounds checks of the kernel's indexing;
         // the kernel keeps within both tensors itself: it returns at once past the rows' last
@@ -96,6 +96,7 @@ impl ConvWindows for CubeBackend {
                 places_w,
                 places_h * places_w,
                 kernel_w,
+                kernel_h * kernel_w,
                 stride_h,
                 stride_w,
                 top,

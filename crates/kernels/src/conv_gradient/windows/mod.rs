@@ -1,8 +1,7 @@
 //! The input's windows laid out as rows, the operand of the weight gradient's product
-//! (`backward.rs`): `[n·oh·ow, kh·kw·c]`, each output place's window of the zero-padded input,
-//! its taps row by row, each tap's channels innermost. So the product's `[out, kh·kw·c]` is the
-//! kernel's gradient laid out channels last in memory, as Burn's GPU convolutions read their
-//! kernels (`[out, c, kh, kw]` by shape, a view).
+//! (`backward.rs`): `[n·oh·ow, c·kh·kw]`, each output place's window of the zero-padded input,
+//! its channels, then its rows and columns of taps: the product's `[out, c·kh·kw]` is the
+//! kernel's gradient as the kernel lies, `[out, c, kh, kw]`.
 //!
 //! As a backend extension, so that Burn's CubeCL devices lay the rows in one kernel of ours
 //! (`cube.rs`, queued lazily under fusion by `fusion.rs`): Burn's ops take three passes over
@@ -51,16 +50,16 @@ impl Windows {
         ]
     }
 
-    /// The rows' shape `[n·oh·ow, kh·kw·c]` for an input of shape `[n, c, h, w]`.
+    /// The rows' shape `[n·oh·ow, c·kh·kw]` for an input of shape `[n, c, h, w]`.
     fn rows_shape(self, input: &Shape) -> Shape {
         let [n, c, h, w] = input.dims();
         let [oh, ow] = self.places([h, w]);
         let [kh, kw] = self.kernel;
-        Shape::new([n * oh * ow, kh * kw * c])
+        Shape::new([n * oh * ow, c * kh * kw])
     }
 }
 
-/// The windows of `x` `[n, c, h, w]` as rows `[n·oh·ow, kh·kw·c]`.
+/// The windows of `x` `[n, c, h, w]` as rows `[n·oh·ow, c·kh·kw]`.
 pub(crate) trait ConvWindows: Backend {
     fn towers_conv_windows(x: FloatTensor<Self>, windows: Windows) -> FloatTensor<Self> {
         rows_by_views::<Self>(x, windows)
@@ -69,7 +68,7 @@ pub(crate) trait ConvWindows: Backend {
 
 /// The rows by Burn's ops: the input zero-padded, two `unfold` views (each puts its window's
 /// places last, as PyTorch's does: `[n, c, oh, ow, kh, kw]`), and one copy into rows
-/// `[n, oh, ow, kh, kw, c]`.
+/// `[n, oh, ow, c, kh, kw]`.
 pub(crate) fn rows_by_views<B: Backend>(x: FloatTensor<B>, windows: Windows) -> FloatTensor<B> {
     let rows = windows.rows_shape(&x.shape());
     let ((top, bottom), (left, right)) = windows.shape.padding;
@@ -84,5 +83,5 @@ pub(crate) fn rows_by_views<B: Backend>(x: FloatTensor<B>, windows: Windows) -> 
         ),
     };
     let unfolded = B::float_unfold(B::float_unfold(padded, 2, kh, sh), 3, kw, sw);
-    B::float_reshape(B::float_permute(unfolded, &[0, 2, 3, 4, 5, 1]), rows)
+    B::float_reshape(B::float_permute(unfolded, &[0, 2, 3, 1, 4, 5]), rows)
 }
