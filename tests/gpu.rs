@@ -406,8 +406,8 @@ fn a_mobilenet_v3_block_on_a_gpu_follows_flex() {
 
 /// Inception v3's 17x17 to 8x8 reduction (Mixed_7a): 3x3 convolutions at stride 2 (on the GPU,
 /// their input gradients convolve the output gradient spread out by the stride, by a kernel of
-/// ours), 1x7 and 7x1 under SAME (the weight gradients' windows over the padding, by another),
-/// and the branches joined along the channels laid channels last (`cat_channels`).
+/// ours) and 1x7 and 7x1 under SAME (the weight gradients' windows over the padding, by another),
+/// Burn's ops on the GPU against ours on flex.
 #[test]
 fn an_inception_reduction_block_on_a_gpu_follows_flex() {
     let block = InceptionDConfig::new(8).init(&Device::flex().autodiff());
@@ -427,8 +427,8 @@ fn an_inception_reduction_block_on_a_gpu_follows_flex() {
     );
 }
 
-/// Inception v3's last block (Mixed_7c): two branches split into a 1x3 and a 3x1 each, joined
-/// with the others along the channels (`cat_channels`).
+/// Inception v3's last block (Mixed_7c): 3x3, 1x3 and 3x1 convolutions under SAME, two branches
+/// split into a 1x3 and a 3x1 each (one input, two convolutions' gradients into it).
 #[test]
 fn an_inception_block_with_split_branches_on_a_gpu_follows_flex() {
     let block = InceptionEConfig::new(8).init(&Device::flex().autodiff());

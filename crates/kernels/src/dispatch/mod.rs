@@ -5,8 +5,6 @@
 //! - `layer_ops.rs`: [`max_pool2d`], [`avg_pool2d`], [`conv2d`], [`conv2d_relu`], [`linear`],
 //!   [`relu6`], [`silu`], [`hard_swish`], [`hard_sigmoid`], given Burn's own layer modules, their products in this thread's
 //!   [`Precision`](crate::Precision).
-//! - `channel_cat.rs`: [`cat_channels`], images joined along their channels, laid out channels
-//!   last in memory on GPUs.
 //! - `channel_bias.rs`: a bias added so that its gradient is summed in short reductions (on
 //!   wgpu, long ones drop values).
 //! - `flex_route.rs`: which calls the flex kernels take; the fused ops only they compute
@@ -20,7 +18,6 @@
 
 mod bf16_kernel;
 mod channel_bias;
-mod channel_cat;
 #[cfg(feature = "flex")]
 pub mod flex_route;
 mod image_conv;
@@ -29,7 +26,6 @@ mod optimizer_update;
 mod square_sums;
 
 pub use bf16_kernel::{bf16_kernel, bf16_on_amx};
-pub use channel_cat::cat_channels;
 pub use image_conv::conv_images;
 pub use layer_ops::{
     avg_pool2d, conv2d, conv2d_relu, hard_sigmoid, hard_swish, linear, max_pool2d, reads_rounded,

@@ -74,6 +74,6 @@ impl InceptionA {
             sequence(&self.branch_2, x.clone()),
             self.branch_3.forward_pooled(&self.pool, x),
         ];
-        towers_kernels::cat_channels(branches)
+        Tensor::cat(branches, 1)
     }
 }

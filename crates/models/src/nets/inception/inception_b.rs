@@ -61,6 +61,6 @@ impl InceptionB {
             sequence(&self.branch_1, x.clone()),
             max_pool2d(&self.pool, x),
         ];
-        towers_kernels::cat_channels(branches)
+        Tensor::cat(branches, 1)
     }
 }

@@ -79,6 +79,6 @@ impl InceptionC {
             sequence(&self.branch_2, x.clone()),
             self.branch_3.forward_pooled(&self.pool, x),
         ];
-        towers_kernels::cat_channels(branches)
+        Tensor::cat(branches, 1)
     }
 }

@@ -77,6 +77,6 @@ impl InceptionE {
         branches.extend(self.branch_1_split.iter().map(|c| c.forward(b1.clone())));
         branches.extend(self.branch_2_split.iter().map(|c| c.forward(b2.clone())));
         branches.push(self.branch_3.forward_pooled(&self.pool, x));
-        towers_kernels::cat_channels(branches)
+        Tensor::cat(branches, 1)
     }
 }
