@@ -5,8 +5,8 @@
 //!
 //! As a backend extension, so that Burn's CubeCL devices spread it in one kernel of ours
 //! (`cube.rs`, deferred under fusion by `fusion.rs`) that writes it channels last in memory,
-//! where Burn's convolution reads it: Burn's ops take a fill, an assignment and a slice.
-//! Elsewhere the trait's default: the same values by Burn's ops ([`spread_by_padding`]).
+//! where Burn's convolution reads it: Burn's ops take a fill, an assignment and a slice (they
+//! still spread a quantized gradient: [`spread_by_padding`]).
 //!
 //! - `cube.rs`: the kernel, on `CubeBackend`.
 //! - `fusion.rs`: the kernel deferred on Burn's fusion backend.
@@ -28,9 +28,7 @@ fn spread_shape(grad: &Shape, [sh, sw]: [usize; 2]) -> Shape {
 
 /// `grad` spread out by `stride` (see the module docs); a stride of 1 is not asked for.
 pub(crate) trait ConvSpread: Backend {
-    fn towers_conv_spread(grad: FloatTensor<Self>, stride: [usize; 2]) -> FloatTensor<Self> {
-        spread_by_padding::<Self>(grad, stride)
-    }
+    fn towers_conv_spread(grad: FloatTensor<Self>, stride: [usize; 2]) -> FloatTensor<Self>;
 }
 
 /// The spread by Burn's ops: each value padded with zeros after it in a `[n, c, oh, 1, ow, 1]`

@@ -18,6 +18,7 @@ use super::{ConvWindows, Windows, rows_by_views};
 /// read through the input's strides (Burn's convolutions leave it channels last in memory), or
 /// zero where the window lies over the padding.
 #[cube(launch_unchecked, address_type = "dynamic")]
+// The window's geometry as plain scalars, one launch argument each.
 #[allow(clippy::too_many_arguments)]
 fn windows_kernel<E: Numeric>(
     input: &Tensor<E>,

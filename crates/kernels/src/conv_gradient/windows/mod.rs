@@ -7,8 +7,9 @@
 //! (`cube.rs`, queued lazily under fusion by `fusion.rs`): Burn's ops take three passes over
 //! the input where it is padded (a fill, the input assigned into it, the windows copied out as
 //! rows), and Burn has no windows-as-rows op (its own im2col, burn-cubecl's `wgrad_im2col`,
-//! is internal to its tuned weight gradient and assigns one slice per tap). Elsewhere the
-//! trait's default: the same rows by Burn's ops ([`rows_by_views`]).
+//! is internal to its tuned weight gradient and assigns one slice per tap). The same rows by
+//! Burn's ops ([`rows_by_views`]) where the kernel does not apply: a 1x1 window without padding
+//! (a view of an input laid channels last), a quantized input.
 //!
 //! - `cube.rs`: the kernel, on `CubeBackend`.
 //! - `fusion.rs`: the kernel deferred on Burn's fusion backend.
@@ -61,9 +62,7 @@ impl Windows {
 
 /// The windows of `x` `[n, c, h, w]` as rows `[n·oh·ow, c·kh·kw]`.
 pub(crate) trait ConvWindows: Backend {
-    fn towers_conv_windows(x: FloatTensor<Self>, windows: Windows) -> FloatTensor<Self> {
-        rows_by_views::<Self>(x, windows)
-    }
+    fn towers_conv_windows(x: FloatTensor<Self>, windows: Windows) -> FloatTensor<Self>;
 }
 
 /// The rows by Burn's ops: the input zero-padded, two `unfold` views (each puts its window's
