@@ -138,6 +138,7 @@ fn weight_gradient<B: ConvWindows>(
     let windows = Windows {
         kernel: [kh, kw],
         shape,
+        places: [oh, ow],
     };
     // A 1x1 window without padding is a view of an input laid channels last (at stride 1):
     // Burn's ops copy only where it is not; the kernel always writes the rows.

@@ -64,8 +64,7 @@ impl ConvWindows for CubeBackend {
         // A tensor a product left tiled in storage is read as rows again first (a plain
         // one as it is).
         let x = untile(x);
-        let [_, _, h, w] = x.shape().dims();
-        let [places_h, places_w] = windows.places([h, w]);
+        let [places_h, places_w] = windows.places;
         let ((top, _), (left, _)) = windows.shape.padding;
         let (client, dtype) = (x.client.clone(), x.dtype);
         let rows = empty_device_contiguous_dtype(

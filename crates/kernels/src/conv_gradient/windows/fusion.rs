@@ -10,9 +10,9 @@ use crate::conv_gradient::deferred::deferred;
 impl<B: FusionBackend + ConvWindows> ConvWindows for Fusion<B> {
     fn towers_conv_windows(x: FloatTensor<Self>, windows: Windows) -> FloatTensor<Self> {
         let rows = windows.rows_shape(&x.shape);
-        let ((top, bottom), (left, right)) = windows.shape.padding;
         let [kh, kw] = windows.kernel;
         let [sh, sw] = windows.shape.stride;
+        let [top, bottom, left, right] = windows.shape.flat_padding();
         let scalars = [kh, kw, sh, sw, top, bottom, left, right];
         deferred::<B, _>(x, rows, "towers_conv_windows", &scalars, move |x| {
             B::towers_conv_windows(x, windows)

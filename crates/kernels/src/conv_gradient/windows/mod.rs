@@ -25,36 +25,27 @@ use burn::tensor::ops::PadMode;
 
 use super::ConvShape;
 
-/// Where a convolution's windows lie: its kernel's size, stride and zero padding.
+/// Where a convolution's windows lie: its kernel's size, stride and zero padding, and how many
+/// there are (the output's places, as the output gradient's shape has them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Windows {
     /// `[kh, kw]`.
     pub(crate) kernel: [usize; 2],
     pub(crate) shape: ConvShape,
+    /// `[oh, ow]`.
+    pub(crate) places: [usize; 2],
 }
 
 impl Windows {
     /// Whether each window is one place of the input: a 1x1 kernel without padding.
     pub(crate) fn is_pointwise(self) -> bool {
-        let ((top, bottom), (left, right)) = self.shape.padding;
-        self.kernel == [1, 1] && top + bottom + left + right == 0
-    }
-
-    /// The output's places `[oh, ow]` over an input of `[h, w]`.
-    fn places(self, [h, w]: [usize; 2]) -> [usize; 2] {
-        let ((top, bottom), (left, right)) = self.shape.padding;
-        let [kh, kw] = self.kernel;
-        let [sh, sw] = self.shape.stride;
-        [
-            (h + top + bottom - kh) / sh + 1,
-            (w + left + right - kw) / sw + 1,
-        ]
+        self.kernel == [1, 1] && self.shape.flat_padding() == [0; 4]
     }
 
     /// The rows' shape `[n·oh·ow, c·kh·kw]` for an input of shape `[n, c, h, w]`.
     fn rows_shape(self, input: &Shape) -> Shape {
-        let [n, c, h, w] = input.dims();
-        let [oh, ow] = self.places([h, w]);
+        let [n, c, _, _] = input.dims();
+        let [oh, ow] = self.places;
         let [kh, kw] = self.kernel;
         Shape::new([n * oh * ow, c * kh * kw])
     }
