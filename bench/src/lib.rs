@@ -1,10 +1,14 @@
 //! What the benchmarks (`src/bin/bench_*.rs`) share: their command line, their batches, their
 //! optimizers and how they summarize timings; the nets, layer timing, loopback servers, input
 //! stages, record indexing, torchvision's preprocessing and batch uploads that some of them
-//! use; and a test that counts a loss's kernel launches (`penalty_launches`). Their figures,
-//! and the commands that reproduce them, are in `bench/README.md`.
+//! use; a step's kernel launches, host syncs and the fusion blocks behind its launches
+//! (`step_counts`, `fusion_blocks`); and a test that counts a loss's kernel launches
+//! (`penalty_launches`). Their figures, and the commands that reproduce them, are in
+//! `bench/README.md`.
 
 pub mod cifar_net;
+#[cfg(all(feature = "gpu", feature = "fusion"))]
+mod fusion_blocks;
 pub mod input_stages;
 pub mod layer_timing;
 #[cfg(feature = "remote")]

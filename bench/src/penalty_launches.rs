@@ -24,11 +24,22 @@ use towers_testing::gpu::gpu_or_skip;
 
 use crate::step_counts::{StepCounts, count};
 
-/// The launches of computing and reading `value`, after one call that tunes its kernels.
+/// The launches of computing and reading `value`, after one call that tunes its kernels. Under
+/// fusion, each is put down to the fusion block that made it (`fusion_blocks.rs`): checked
+/// here, where no other test counts launches at the same time.
 fn launches(value: impl Fn() -> Tensor<1>) -> StepCounts {
     let read = || drop(value().into_data());
     read();
-    count(1, read)
+    let counts = count(1, read);
+    #[cfg(feature = "fusion")]
+    assert_eq!(
+        counts.by_block.iter().map(|(_, n)| n).sum::<u64>(),
+        counts.total_launches(),
+        "launches not put down to a fusion block: by block {:?}, by kernel {:?}",
+        counts.by_block,
+        counts.launches,
+    );
+    counts
 }
 
 /// `decayed`'s loss launches at most what `undecayed`'s (the same net without decay) and the

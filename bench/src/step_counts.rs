@@ -10,17 +10,23 @@ use std::sync::{Arc, Mutex};
 use cubecl_runtime::logging::{LaunchObservation, LaunchObserver};
 use towers_multigpu::{HostSyncs, host_syncs};
 
-/// Launches per kernel name.
+#[cfg(feature = "fusion")]
+use crate::fusion_blocks::BlockLaunches;
+
+/// Launches per kernel name, and under fusion per block kind (`fusion_blocks.rs`).
 #[derive(Default)]
-struct Launches(Mutex<BTreeMap<&'static str, u64>>);
+struct Launches {
+    per_kernel: Mutex<BTreeMap<&'static str, u64>>,
+    #[cfg(feature = "fusion")]
+    by_block: Arc<BlockLaunches>,
+}
 
 impl LaunchObserver for Launches {
     fn launched(&self, kernel: &'static str) {
-        let mut counts = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut counts = (self.per_kernel.lock()).unwrap_or_else(|poisoned| poisoned.into_inner());
         *counts.entry(kernel).or_default() += 1;
+        #[cfg(feature = "fusion")]
+        self.by_block.launched();
     }
 }
 
@@ -45,6 +51,10 @@ pub struct StepCounts {
     pub launches: Vec<(&'static str, u64)>,
     /// Reads and flushes.
     pub syncs: HostSyncs,
+    /// Under Burn's fusion, the launches per block that made them: a block of one operation by
+    /// that operation's name, larger ones together as fused (`fusion_blocks.rs`); most first,
+    /// empty without fusion.
+    pub by_block: Vec<(String, u64)>,
 }
 
 impl StepCounts {
@@ -70,16 +80,27 @@ impl StepCounts {
 pub fn count(steps: usize, mut step: impl FnMut()) -> StepCounts {
     let launches = Arc::new(Launches::default());
     let observation = LaunchObservation::new(launches.clone());
+    #[cfg(feature = "fusion")]
+    let blocks = burn_fusion::observer::FusionObservation::new(launches.by_block.clone());
     let before = host_syncs();
     for _ in 0..steps {
         step();
     }
     let syncs = host_syncs().since(before);
     drop(observation);
-    let counts = std::mem::take(&mut *launches.0.lock().expect("no observer panicked"));
-    let mut launches: Vec<_> = counts.into_iter().collect();
-    launches.sort_by_key(|&(name, n)| (std::cmp::Reverse(n), name));
-    StepCounts { launches, syncs }
+    #[cfg(feature = "fusion")]
+    drop(blocks);
+    let counts = std::mem::take(&mut *launches.per_kernel.lock().expect("no observer panicked"));
+    let mut per_kernel: Vec<_> = counts.into_iter().collect();
+    per_kernel.sort_by_key(|&(name, n)| (std::cmp::Reverse(n), name));
+    StepCounts {
+        launches: per_kernel,
+        syncs,
+        #[cfg(feature = "fusion")]
+        by_block: launches.by_block.take(),
+        #[cfg(not(feature = "fusion"))]
+        by_block: Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -96,6 +117,7 @@ mod tests {
                 ("d::Fuse<y::B>", 4),
             ],
             syncs: HostSyncs::default(),
+            by_block: Vec::new(),
         };
         let want = [("Fuse<A>", 5), ("Fuse<B>", 4), ("Copy", 3)];
         let want: Vec<_> = want.iter().map(|&(n, c)| (n.to_string(), c)).collect();

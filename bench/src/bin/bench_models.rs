@@ -22,7 +22,8 @@
 //!
 //! `bench_models 1 MODEL counts [BATCH] [IMAGE_SIZE]` (built with a GPU backend) times nothing:
 //! it lists the kernels one f32 train step of MODEL launches, per kernel and per phase (the
-//! loss's forward pass, the backward pass, the update), after two steps that tune; BATCH and
+//! loss's forward pass, the backward pass, the update), and with fusion the same launches by
+//! fusion's block (`fusion_blocks.rs`), after two steps that tune; BATCH and
 //! (Inception's) IMAGE_SIZE replace the rows' 32 and 299 (lavapipe: Inception at 299 and batch 32
 //! passes its workgroup limit, see the guide's chapter 3).
 
@@ -300,6 +301,12 @@ mod phase_counts {
         println!("{phase}: {} launches", counts.total_launches());
         for (kernel, launches) in counts.by_short_name() {
             println!("    {launches:>6}  {kernel}");
+        }
+        if !counts.by_block.is_empty() {
+            println!("  the same launches by fusion's block, per operation run alone:");
+        }
+        for (block, launches) in &counts.by_block {
+            println!("    {launches:>6}  {block}");
         }
     }
 }

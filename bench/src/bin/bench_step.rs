@@ -19,7 +19,9 @@
 //!    the trainer's loss), on 1 tower and on 2 towers of the same device, counted over REPS
 //!    steps after one: `launches per step: N` (kernel launches, CubeCL's launch observer) and
 //!    `host syncs per step per tower: S` (reads and flushes, `towers_multigpu::host_syncs`),
-//!    then the launches per step of each kernel, most launched first.
+//!    then the launches per step of each kernel, most launched first, and with fusion the same
+//!    launches by fusion's block: a block of one operation by that operation's name, larger
+//!    ones together (`fusion_blocks.rs`).
 
 use std::time::{Duration, Instant};
 
@@ -107,6 +109,12 @@ fn step_counts(net: &Cifar10Net, entry: &str, steps: usize, device: &Device) {
         );
         for (kernel, launches) in counts.by_short_name() {
             println!("    {:>6.1}  {kernel}", per_step(launches));
+        }
+        if !counts.by_block.is_empty() {
+            println!("{list}: the same launches by fusion's block, per operation run alone:");
+        }
+        for (block, launches) in &counts.by_block {
+            println!("    {:>6.1}  {block}", per_step(*launches));
         }
     }
 }
