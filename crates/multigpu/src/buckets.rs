@@ -47,6 +47,19 @@ pub(crate) fn in_backward_order(sizes: &[usize], bytes: usize) -> Vec<Vec<usize>
     plan.into_iter().map(|r| order[r].to_vec()).collect()
 }
 
+/// `tensors` one after another in one tensor, as a bucket holds them: a tensor alone as it is
+/// (Burn's `cat` of one tensor still copies it, a kernel launch on a GPU), several by `cat`.
+///
+/// # Panics
+///
+/// Where `tensors` is empty, as `Tensor::cat`.
+pub(crate) fn joined(mut tensors: Vec<Tensor<1>>) -> Tensor<1> {
+    match tensors.len() {
+        1 => tensors.pop().expect("one tensor"),
+        _ => Tensor::cat(tensors, 0),
+    }
+}
+
 /// Puts a bucket's `values` back on `device`, as the tensors `slots` (in the order the bucket
 /// holds them; `sizes[slot]` values each) in `out`: one upload, a view per tensor.
 pub(crate) fn unpack(

@@ -16,6 +16,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 
+use crate::buckets;
 use crate::error::{Error, ErrorChain, Result};
 use crate::reduce::Layout;
 use crate::running_state::{self, RunningStats, Selection};
@@ -198,7 +199,12 @@ pub(crate) fn mean_gradients(
             let device = &device.clone().inner();
             let flat = layout.flatten(grads, device);
             let mean = p.weighted_mean_of_gradients(flat, weight, device);
-            let finite = || Tensor::cat(mean.clone(), 0).is_finite().all().into_scalar();
+            let finite = || {
+                buckets::joined(mean.clone())
+                    .is_finite()
+                    .all()
+                    .into_scalar()
+            };
             match !p.gradients_may_overflow() || finite() {
                 true => Some(layout.unflatten(mean)),
                 false => skipped_not_finite(p),

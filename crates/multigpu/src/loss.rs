@@ -3,6 +3,7 @@
 use burn::optim::GradientsParams;
 use burn::tensor::{FloatDType, Int, Tensor};
 
+use crate::buckets;
 use crate::error::{Cause, While};
 use crate::host_syncs;
 
@@ -74,14 +75,8 @@ impl TowerLoss {
             values.push(as_f32(predicted.equal(labels).int().sum().float()));
         }
         values.extend(self.metrics.iter().map(|(_, value)| as_f32(value.clone())));
-        // A loss alone is read as it is: Burn's `cat` of one tensor still copies it, a kernel
-        // launch on a GPU.
-        let joined = match values.len() {
-            1 => values.pop().expect("one value"),
-            _ => Tensor::cat(values, 0),
-        };
         host_syncs::note_read();
-        let read = joined
+        let read = buckets::joined(values)
             .try_into_vec_as::<f32>()
             .map_err(While::doing("reading the loss from the device"))?;
         let expected = 1 + usize::from(self.predictions.is_some()) + self.metrics.len();

@@ -12,6 +12,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
+use crate::buckets;
 use crate::reduce::Layout;
 
 /// The settings of dynamic loss scaling (torch's defaults): [`LossScaling::new`] and `with_*`,
@@ -111,7 +112,7 @@ pub(crate) fn unscaled(
         .map(finite_probe)
         .collect();
     let finite = probes.is_empty() || {
-        let sum = Tensor::cat(probes, 0).sum().into_scalar::<f32>();
+        let sum = buckets::joined(probes).sum().into_scalar::<f32>();
         sum.is_finite()
     };
     finite.then(|| layout.scale(grads, 1.0 / scale))

@@ -220,7 +220,7 @@ fn weights_then(wire: Wire) -> impl Fn(usize) -> Collective {
 
 /// Bucket `range` of `tensors`, read from the device as one run of `f32`.
 fn read_bucket(tensors: &[Tensor<1>], range: Range<usize>) -> Vec<f32> {
-    Tensor::cat(tensors[range].to_vec(), 0)
+    buckets::joined(tensors[range].to_vec())
         .into_data()
         .convert::<f32>()
         .try_into_vec::<f32>()

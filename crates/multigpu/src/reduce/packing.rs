@@ -32,13 +32,10 @@ impl Layout {
         let present = flat.iter().map(Option::is_some).collect();
         let tensors = (buckets.iter())
             .map(|slots| {
-                let mut tensors: Vec<Tensor<1>> = (slots.iter())
+                let tensors = (slots.iter())
                     .map(|&s| (flat[s].take()).unwrap_or_else(|| Tensor::zeros([sizes[s]], device)))
                     .collect();
-                match tensors.len() {
-                    1 => tensors.pop().expect("one tensor"),
-                    _ => Tensor::cat(tensors, 0),
-                }
+                buckets::joined(tensors)
             })
             .collect();
         Packed {

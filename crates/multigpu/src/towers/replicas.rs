@@ -13,7 +13,7 @@ use burn::tensor::{DType, Tensor};
 use super::between_steps::State;
 use super::workers::Work;
 use super::{ReplicaCheck, Towers, broadcast};
-use crate::host_syncs;
+use crate::{buckets, host_syncs};
 
 impl<M: Module> Towers<M> {
     /// Compares every replica's weights with replica 0's (two sums per parameter tensor, of its
@@ -94,7 +94,7 @@ fn checksum<M: Module>(model: &M) -> Vec<f64> {
         return Vec::new();
     }
     host_syncs::note_read();
-    let values = (Tensor::cat(flat.0, 0).into_data().convert::<f64>())
+    let values = (buckets::joined(flat.0).into_data().convert::<f64>())
         .try_into_vec::<f64>()
         .expect("converted to f64");
     let mut rest = values.as_slice();
