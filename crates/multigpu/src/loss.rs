@@ -62,6 +62,35 @@ impl TowerLoss {
         self
     }
 
+    /// Whether the loss and what it reports have the shapes [`read_values`](Self::read_values)
+    /// needs: told apart before anything is read, so that a tower whose values are read only
+    /// at the end of the step (after the update) fails before the update instead.
+    pub(crate) fn checked_shapes(&self) -> Result<(), Cause> {
+        if self.loss.dims() != [1] {
+            return Err(format!(
+                "the loss has shape {:?}; expected the mean loss of the part, shape [1]",
+                self.loss.dims()
+            )
+            .into());
+        }
+        if let Some((name, value)) = self.metrics.iter().find(|(_, v)| v.dims() != [1]) {
+            return Err(format!(
+                "the metric `{name}` has shape {:?}; expected its mean over the part, shape [1]",
+                value.dims()
+            )
+            .into());
+        }
+        match &self.predictions {
+            Some((logits, labels)) if logits.dims()[0] != labels.dims()[0] => Err(format!(
+                "the logits have shape {:?} and the labels {:?}: one label per row of logits",
+                logits.dims(),
+                labels.dims()
+            )
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
     /// The loss, the count of correct predictions and the metrics, read from the device in
     /// one read: the step's one host sync on this tower (`host_syncs.rs`) rather than one per
     /// value. The values travel as f32 (a count is exact there up to 2^24 examples).

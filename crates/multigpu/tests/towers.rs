@@ -127,7 +127,9 @@ fn thread_id() -> String {
 }
 
 /// A tower that panics fails the step by name and leaves the model as it was; its worker
-/// thread serves the next step, and every worker ends when the towers drop.
+/// thread serves the next step, and every worker ends when the towers drop. Tower 0 on the
+/// model's device runs on the calling thread under the parameter device, on a worker under
+/// the ring.
 #[test]
 fn a_failing_tower_ends_the_step_with_its_device_and_its_worker_serves_on() {
     let model = Net::new(&flex());
@@ -141,7 +143,7 @@ fn a_failing_tower_ends_the_step_with_its_device_and_its_worker_serves_on() {
         let threads = Arc::new(Mutex::new(Vec::new()));
         let seen = threads.clone();
         let failing = failing.clone();
-        let (towers, result) = within(60, move || {
+        let (towers, result, caller) = within(60, move || {
             let loss = image_loss(|m: &Net, x: Tensor<4>, y| {
                 seen.lock().unwrap().push(thread_id());
                 // A shape error on one tower only: the linear layer gets the wrong width.
@@ -153,7 +155,7 @@ fn a_failing_tower_ends_the_step_with_its_device_and_its_worker_serves_on() {
                 m.loss(x, y)
             });
             let result = towers.step(&failing, LR, loss);
-            (towers, result)
+            (towers, result, thread_id())
         });
         match result {
             Err(Error::TowerPanicked { tower, device, .. }) => {
@@ -163,6 +165,9 @@ fn a_failing_tower_ends_the_step_with_its_device_and_its_worker_serves_on() {
         }
         let mut failed_on = std::mem::take(&mut *threads.lock().unwrap());
         assert_eq!(failed_on.len(), 3, "every tower ran");
+        let on_caller = usize::from(reduce == Reduce::ParameterDevice);
+        failed_on.retain(|id| id != &caller);
+        assert_eq!(failed_on.len(), 3 - on_caller, "{reduce:?}: workers");
 
         // Nothing of the failed step was kept: the next one is one plain step, on the same
         // workers.
@@ -185,6 +190,7 @@ fn a_failing_tower_ends_the_step_with_its_device_and_its_worker_serves_on() {
             "after a failure",
         );
         let mut served = threads.lock().unwrap().clone();
+        served.retain(|id| id != &thread_id());
         failed_on.sort();
         served.sort();
         assert_eq!(served, failed_on, "{reduce:?}: the same worker threads");
@@ -269,6 +275,27 @@ fn misuse_is_an_error() {
         matches!(&err, Error::TowerFailed { error, .. } if error.to_string().contains("shape [1]")),
         "{err}"
     );
+
+    // A metric that is not a mean fails the step before its update, tower 0's too, whose
+    // values (on the model's device, its thread the caller's) are read after the update.
+    let before = values(towers.model());
+    let err = towers
+        .step(
+            &batch(6, 0),
+            LR,
+            image_loss(|m: &Net, x, y| {
+                let out = m.loss(x, y);
+                let loss = out.loss.clone().detach();
+                out.with_metric("pair", Tensor::cat(vec![loss.clone(), loss], 0))
+            }),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::TowerFailed { tower: 0, error, .. }
+            if error.to_string().contains("metric `pair` has shape [2]")),
+        "{err}"
+    );
+    assert_eq!(values(towers.model()), before, "no update");
 
     let plain = Net::new(&Device::flex());
     let err = Towers::new(plain, sgd(), &three, TowersConfig::default()).unwrap_err();

@@ -4,7 +4,13 @@
 //!
 //! Each tower runs on a worker thread of its own, started with the towers and joined when they
 //! drop (`workers.rs`): on fusion backends a tower thus keeps one stream from step to step.
-//! One tower on the model's own device runs on the calling thread.
+//! One tower on the model's own device runs on the calling thread. So does tower 0 of several
+//! under [`Reduce::ParameterDevice`] when it computes on the model's own local device, while
+//! the others run on their workers: the caller's thread then queues tower 0's pass, the
+//! reduction and the update on one stream, and reads tower 0's loss values last, after the
+//! update, so that one read hands all of it over (below) and a step makes one host sync per
+//! tower (`host_syncs.rs`). [`TowersConfig::tower_deadline`] and `tower_timeout` watch the
+//! towers on workers; tower 0 on the calling thread, like a single tower, is not watched.
 //!
 //! - Burn 0.22's `RunningState` (batch-norm statistics) keeps updates pending per thread and
 //!   folds them in on that thread's next update, one step late on a long-lived thread. So the
@@ -22,8 +28,9 @@
 //!   values, last) does on its own device, a flush on the model's (where it moved its
 //!   statistics and gradients) when that is another; a ring tower flushes before it sends chunk
 //!   tensors to the next; and the caller's thread flushes each device once before it starts the
-//!   towers' threads (after its broadcasts, updates and statistics writes of the step before, and the replicas
-//!   of a new cycle). On Burn's fusion backend the ring's chunk tensors are still lost now and
+//!   towers' threads (after its broadcasts, updates and statistics writes of the step before,
+//!   and the replicas of a new cycle), except the model's device when the step before ended
+//!   with tower 0's read there, which handed over the same. On Burn's fusion backend the ring's chunk tensors are still lost now and
 //!   then after the flush ("Should have handle for tensor", found on lavapipe, 2026-11-26; the
 //!   message of Burn issues #4328, #4347 and #4950, fusion with several threads), so there they
 //!   pass through host memory (`TowerDevice::is_fused`).
@@ -125,6 +132,10 @@ pub struct Towers<M> {
     decay: DecayInUpdate,
     /// One thread per tower; none for one tower on the model's device.
     workers: Option<Workers>,
+    /// Whether the last step ended with a read, on this thread, that handed over all it had
+    /// queued on the model's device (see "Threads" in the module docs): the next hand-over
+    /// then leaves that device out.
+    main_handed_over: bool,
 }
 
 impl<M> std::fmt::Debug for Towers<M> {
@@ -233,6 +244,7 @@ impl<M: Module> Towers<M> {
             scaler: config.loss_scaling.clone().map(LossScaler::new),
             decay: DecayInUpdate::default(),
             workers,
+            main_handed_over: false,
             config,
         })
     }
@@ -522,14 +534,17 @@ impl<M: Module> Towers<M> {
     /// tensors (see "Threads" in the module docs). A device that fails here fails the tower
     /// pass on it, where it is named.
     /// Each device once (towers often share one GPU); none that computes in host memory,
-    /// where nothing is queued.
-    fn hand_over(&self) {
+    /// where nothing is queued; not the model's when the last step's read handed it over.
+    fn hand_over(&mut self) {
+        let main_handed_over = std::mem::take(&mut self.main_handed_over);
         let mut devices: Vec<&Device> = Vec::with_capacity(self.towers.len() + 1);
         for device in [&self.main]
             .into_iter()
             .chain(self.towers.iter().map(TowerDevice::device))
         {
-            if !devices.contains(&device) && !crate::devices::in_host_memory(device) {
+            let handed_over = main_handed_over && device == &self.main;
+            if !handed_over && !devices.contains(&device) && !crate::devices::in_host_memory(device)
+            {
                 devices.push(device);
             }
         }

@@ -2,14 +2,18 @@
 //!
 //! ```text
 //! split -> begin cycle -> plan -> [start exchange] -> scatter -> hand over -> tower passes (workers)
-//!       -> [finish exchange] -> keep | apply
+//!       -> [finish exchange] -> keep | apply -> [read tower 0's values]
 //!                                  apply = reduce -> update -> sync batch norm
 //! ```
 //!
 //! The exchange across ranks, when it overlaps backward (`overlap.rs`), starts before the
 //! towers and ends after them; it then replaces the reduction. A failure in the tower passes
 //! or the exchange drops the step ([`Towers::fail`]); the phases after them cannot fail, so
-//! nothing half-applied is ever left.
+//! nothing half-applied is ever left. The one exception: when tower 0 runs on the calling
+//! thread (see "Threads" in the module docs), its values are read last, and a read that fails
+//! there (the model's device failed) fails the step after its update.
+
+use std::panic::{self, AssertUnwindSafe};
 
 use burn::module::Module;
 use burn::tensor::Device;
@@ -17,15 +21,15 @@ use burn::tensor::Device;
 use burn::optim::GradientsParams;
 
 use super::between_steps::{Cycle, PRESENT, State};
-use super::tower::{Context, Done, Finish, Job, run_towers, tower_failed};
+use super::tower::{Context, Done, Finish, Job, Values, run_towers, tower_failed, tower_panicked};
 use super::who_updates::Update;
 use super::{StepOutput, Towers, broadcast};
 use crate::batch::TowerBatch;
 use crate::cross_process;
-use crate::devices::{TowerDevice, in_host_memory};
+use crate::devices::{TowerDevice, in_host_memory, read_hands_over};
 use crate::error::{Error, Result};
 use crate::gradient_tap::Tap;
-use crate::loss::IntoTowerLoss;
+use crate::loss::{IntoTowerLoss, LossValues};
 use crate::reduce::all_reduce_links;
 use crate::running_state::{self, Detection, RunningStats};
 use crate::timeline::Track;
@@ -83,7 +87,8 @@ impl<M: Module> Towers<M> {
             }
             false => (None, (0..sizes.len()).map(|_| None).collect()),
         };
-        let jobs = self.scatter(parts, sizes, taps, &plan, &update);
+        let first_here = self.tower_0_here();
+        let jobs = self.scatter(parts, sizes, taps, (&plan, &update), first_here);
         self.hand_over();
         let context = Context {
             layout: &self.layout,
@@ -95,7 +100,8 @@ impl<M: Module> Towers<M> {
         };
         let workers = self.workers.as_ref().expect("several towers have workers");
         let patience = self.patience();
-        let run = run_towers(jobs, (workers, &self.towers), context, patience, loss_fn);
+        let towers = (workers, self.towers.as_slice());
+        let run = run_towers(jobs, towers, context, (patience, first_here), loss_fn);
         // Every rank must finish the exchange it started, whatever happened here, and then
         // fails the step if any rank's failed.
         let reduced = exchange.map(|exchange| self.finish_exchange(exchange));
@@ -105,32 +111,63 @@ impl<M: Module> Towers<M> {
             Ok(agreed) => agreed,
             Err(error) => return Err(self.fail(error)),
         };
+        let (done, values): (Vec<_>, Vec<_>) = done.into_iter().unzip();
         if let Some(detection) = detection {
             let running = detection.decide(&done[0].replica, &self.config.running_states);
             self.set_running_state(running);
         }
-        let mut output = step_output(&done, sizes, &weights, plan.apply);
+        let (updated, mut skipped, mut replica_check) = (plan.apply, false, None);
         if plan.apply {
             let timeline = self.timeline.clone();
             let _update = timeline.span("update", Track::Main);
-            output.skipped = self.apply(done, &plan, &mut update, reduced);
-            output.replica_check = self.scheduled_replica_check();
+            skipped = self.apply(done, &plan, &mut update, reduced);
+            replica_check = self.scheduled_replica_check();
         } else {
             self.keep(done, plan);
         }
-        Ok(output)
+        let values = match self.read_at_end(values) {
+            Ok(values) => values,
+            Err(error) => return Err(self.fail(error)),
+        };
+        // That read handed over all this thread queued on the model's device, when tower 0 ran
+        // here: the next step's hand-over can leave that device out.
+        self.main_handed_over = first_here && read_hands_over(&self.main);
+        Ok(StepOutput {
+            skipped,
+            replica_check,
+            ..step_output(&values, sizes, &weights, updated)
+        })
+    }
+
+    /// The towers' loss values, tower 0's read now when it ran on this thread: the read then
+    /// hands over the update (and all else this thread queued on the model's device) too.
+    fn read_at_end(&self, values: Vec<Values>) -> Result<Vec<LossValues>> {
+        let mut read = Vec::with_capacity(values.len());
+        for (i, values) in values.into_iter().enumerate() {
+            let tower = &self.towers[i];
+            let values = panic::catch_unwind(AssertUnwindSafe(|| values.read()))
+                .map_err(|panic| tower_panicked(i, tower, panic))?
+                .map_err(|error| tower_failed(i, tower, error))?;
+            read.push(values);
+        }
+        Ok(read)
+    }
+
+    /// Whether tower 0 runs on the calling thread: when it computes on the model's own
+    /// (local) device and the parameter device updates the model there, so that one read
+    /// at the step's end hands over its pass and the update together (see "Threads" in the
+    /// module docs).
+    fn tower_0_here(&self) -> bool {
+        let tower = &self.towers[0];
+        matches!(self.state, State::ParameterDevice { .. })
+            && tower.device() == &self.main
+            && !tower.is_remote()
     }
 
     /// The towers' results, when every tower reported the same metrics (tower 0's names, in
     /// its order); the first tower that did not is named.
-    fn same_metrics(&self, done: Vec<Done<M>>) -> Result<Vec<Done<M>>> {
-        let names = |d: &Done<M>| {
-            d.values
-                .metrics
-                .iter()
-                .map(|(n, _)| n.clone())
-                .collect::<Vec<_>>()
-        };
+    fn same_metrics(&self, done: Vec<(Done<M>, Values)>) -> Result<Vec<(Done<M>, Values)>> {
+        let names = |d: &(Done<M>, Values)| d.1.metric_names();
         let first = names(&done[0]);
         match done.iter().position(|d| names(d) != first) {
             None => Ok(done),
@@ -205,8 +242,8 @@ impl<M: Module> Towers<M> {
         parts: Vec<P>,
         sizes: &[usize],
         taps: Vec<Option<Tap>>,
-        plan: &Plan,
-        update: &Update<'_, M>,
+        (plan, update): (&Plan, &Update<'_, M>),
+        first_here: bool,
     ) -> Vec<Job<M, P>> {
         let mut finishes = self.finishes(plan, update).into_iter();
         let mut sums = std::mem::take(&mut self.cycle.grads).into_iter();
@@ -225,6 +262,7 @@ impl<M: Module> Towers<M> {
                 loss_scale: plan.loss_scales[i],
                 tap: taps.next().flatten(),
                 finish: finishes.next().expect("a finish per tower"),
+                read_at_end: first_here && i == 0,
             });
             first_example += sizes[i];
         }
@@ -421,25 +459,31 @@ pub(super) fn checked_weights<B: TowerBatch>(batch: &B, sizes: &[usize]) -> Resu
     Ok(weights)
 }
 
-/// The step's losses and counts, from the towers' results: means weighted like the gradient.
-fn step_output<M>(done: &[Done<M>], sizes: &[usize], weights: &[f64], updated: bool) -> StepOutput {
+/// The step's losses and counts, from the towers' values: means weighted like the gradient.
+fn step_output(
+    values: &[LossValues],
+    sizes: &[usize],
+    weights: &[f64],
+    updated: bool,
+) -> StepOutput {
     let weight: f64 = weights.iter().sum();
-    let mean = |value: &dyn Fn(&Done<M>) -> f64| {
-        done.iter()
+    let mean = |value: &dyn Fn(&LossValues) -> f64| {
+        values
+            .iter()
             .zip(weights)
-            .map(|(d, w)| value(d) * w)
+            .map(|(v, w)| value(v) * w)
             .sum::<f64>()
             / weight
     };
-    let metrics = (done[0].values.metrics.iter().enumerate())
-        .map(|(i, (name, _))| (name.clone(), mean(&|d| d.values.metrics[i].1)))
+    let metrics = (values[0].metrics.iter().enumerate())
+        .map(|(i, (name, _))| (name.clone(), mean(&|v| v.metrics[i].1)))
         .collect();
     StepOutput {
-        loss: mean(&|d| d.values.loss),
-        tower_losses: done.iter().map(|d| d.values.loss).collect(),
+        loss: mean(&|v| v.loss),
+        tower_losses: values.iter().map(|v| v.loss).collect(),
         examples: sizes.iter().sum(),
         weight,
-        correct: done.iter().map(|d| d.values.correct).sum(),
+        correct: values.iter().map(|v| v.correct).sum(),
         metrics,
         updated,
         skipped: false,

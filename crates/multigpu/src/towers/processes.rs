@@ -57,6 +57,8 @@ impl<M: Module> Towers<M> {
             }
         };
         self.processes = Some(processes);
+        // Rank 0's model came in on this thread: the next step hands it over.
+        self.main_handed_over = false;
         Ok(self)
     }
 

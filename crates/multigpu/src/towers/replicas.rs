@@ -32,7 +32,7 @@ impl<M: Module> Towers<M> {
         let tasks: Vec<Work<'_, Vec<f64>>> = (replicas.iter().cloned())
             .map(|replica| Box::new(move || checksum(&replica)) as Box<_>)
             .collect();
-        let sums: Vec<Vec<f64>> = (workers.run(tasks, &self.towers, self.patience()))
+        let sums: Vec<Vec<f64>> = (workers.run(tasks, &self.towers, self.patience(), false))
             .into_iter()
             .map(|sums| sums.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
             .collect();

@@ -55,13 +55,7 @@ where
     let mut out = loss_fn(tapped.as_ref().unwrap_or(model), part, device).into_tower_loss()?;
     drop(forward);
     let _backward = timeline.span("backward", track);
-    if out.loss.dims() != [1] {
-        return Err(format!(
-            "the loss has shape {:?}; expected the mean loss of the part, shape [1]",
-            out.loss.dims()
-        )
-        .into());
-    }
+    out.checked_shapes()?;
     let grads = match (out.gradients.take(), tapped) {
         (Some(_), Some(_)) => {
             return Err(
@@ -109,6 +103,9 @@ pub(super) struct Job<M, P> {
     /// Where the gradients go as backward finishes them, when the exchange overlaps it.
     pub(super) tap: Option<Tap>,
     pub(super) finish: Finish,
+    /// Whether the loss values are left unread, for the step to read at its end: tower 0
+    /// on the calling thread (see "Threads" in the module docs).
+    pub(super) read_at_end: bool,
 }
 
 /// What a tower does with its gradients.
@@ -140,7 +137,32 @@ pub(super) struct Done<M> {
     pub(super) skipped: bool,
     /// Batch-norm statistics, read when the cycle ends.
     pub(super) stats: Option<RunningStats>,
-    pub(super) values: LossValues,
+}
+
+/// A tower's loss values: read on its thread once its work is queued, or left unread for the
+/// step to read at its end ([`Job::read_at_end`]).
+pub(super) enum Values {
+    Read(LossValues),
+    /// Boxed: a `TowerLoss` holds several tensors, each large.
+    Unread(Box<TowerLoss>),
+}
+
+impl Values {
+    /// The names of the metrics reported beside the loss, in order.
+    pub(super) fn metric_names(&self) -> Vec<String> {
+        match self {
+            Values::Read(values) => values.metrics.iter().map(|(n, _)| n.clone()).collect(),
+            Values::Unread(out) => out.metrics.iter().map(|(n, _)| n.clone()).collect(),
+        }
+    }
+
+    /// The values, read now when they were left unread.
+    pub(super) fn read(self) -> Result<LossValues, Cause> {
+        match self {
+            Values::Read(values) => Ok(values),
+            Values::Unread(out) => out.read_values(),
+        }
+    }
 }
 
 /// Hands over what a tower's thread queued before the thread ends (see "Threads" in the
@@ -167,11 +189,10 @@ enum Failure {
     PeerGone,
 }
 
-fn run_tower<M, P, F, L>(
-    job: Job<M, P>,
-    context: &Context<'_>,
-    loss_fn: &F,
-) -> Result<Done<M>, Failure>
+/// What a tower's task ends with.
+type Outcome<M> = Result<(Done<M>, Values), Failure>;
+
+fn run_tower<M, P, F, L>(job: Job<M, P>, context: &Context<'_>, loss_fn: &F) -> Outcome<M>
 where
     M: Module,
     F: Fn(&M, P, &Device) -> L,
@@ -187,6 +208,7 @@ where
         loss_scale,
         tap,
         finish,
+        read_at_end,
     } = job;
     let Context {
         layout,
@@ -257,18 +279,24 @@ where
             }
         }
     };
-    // The tower's one read (see `host_syncs.rs`), once all its work is queued: where a remote
-    // server that went away shows, on this thread.
-    let values = pass.out.read_values().map_err(Failure::Failed)?;
-    hand_over(&device, &stats_device).map_err(Failure::Failed)?;
-    Ok(Done {
+    let values = match read_at_end {
+        true => Values::Unread(Box::new(pass.out)),
+        false => {
+            // The tower's one read (see `host_syncs.rs`), once all its work is queued: where a
+            // remote server that went away shows, on this thread.
+            let values = pass.out.read_values().map_err(Failure::Failed)?;
+            hand_over(&device, &stats_device).map_err(Failure::Failed)?;
+            Values::Read(values)
+        }
+    };
+    let done = Done {
         replica,
         grads,
         optim,
         skipped,
         stats,
-        values,
-    })
+    };
+    Ok((done, values))
 }
 
 /// What every tower of a step shares.
@@ -285,14 +313,15 @@ pub(super) struct Context<'a> {
     pub(super) decay: &'a DecayInUpdate,
 }
 
-/// Runs every job on its tower's worker and waits for all of them (see `workers.rs`).
+/// Runs every job on its tower's worker (tower 0's on the calling thread with `first_here`)
+/// and waits for all of them (see `workers.rs`).
 pub(super) fn run_towers<M, P, F, L>(
     jobs: Vec<Job<M, P>>,
     (workers, towers): (&Workers, &[TowerDevice]),
     context: Context<'_>,
-    patience: Patience,
+    (patience, first_here): (Patience, bool),
     loss_fn: &F,
-) -> Result<Vec<Done<M>>>
+) -> Result<Vec<(Done<M>, Values)>>
 where
     M: Module,
     P: Send,
@@ -300,14 +329,14 @@ where
     L: IntoTowerLoss,
 {
     let context = &context;
-    let tasks: Vec<Work<'_, Result<Done<M>, Failure>>> = (jobs.into_iter())
+    let tasks: Vec<Work<'_, Outcome<M>>> = (jobs.into_iter())
         .enumerate()
         .map(|(i, job)| {
             let first = job.first_example;
             Box::new(move || on_tower(i, first, || run_tower(job, context, loss_fn))) as Box<_>
         })
         .collect();
-    let outcomes = workers.run(tasks, towers, patience);
+    let outcomes = workers.run(tasks, towers, patience, first_here);
     let mut done = Vec::with_capacity(outcomes.len());
     let mut all_reduce_broken = None;
     for (i, outcome) in outcomes.into_iter().enumerate() {

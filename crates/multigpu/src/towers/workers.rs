@@ -102,12 +102,14 @@ impl Workers {
 
     /// Runs `tasks[i]` on worker `i`, all at once, and returns each one's result (`Err` with
     /// the panic when it panicked) once every one has ended. `towers` names them while
-    /// `patience` runs out.
+    /// `patience` runs out. With `first_here`, `tasks[0]` runs on the calling thread instead,
+    /// while the others run (and patience then watches only the others).
     pub(super) fn run<'a, R: Send + 'a>(
         &self,
         tasks: Vec<Work<'a, R>>,
         towers: &[TowerDevice],
         patience: Patience,
+        first_here: bool,
     ) -> Vec<thread::Result<R>> {
         assert!(tasks.len() <= self.tasks.len(), "a task per worker at most");
         let slots: Vec<Mutex<Option<thread::Result<R>>>> =
@@ -118,7 +120,10 @@ impl Workers {
         let ends = AllEnded(ends);
         // Declared after `ends`, so dropped before it: `ends` waits for every sender.
         let finished = finished;
-        for (i, task) in tasks.into_iter().enumerate() {
+        let mut tasks = tasks.into_iter();
+        let here = first_here.then(|| tasks.next()).flatten();
+        let sent = usize::from(here.is_some())..slots.len();
+        for (i, task) in sent.clone().zip(tasks) {
             let slot = &slots[i];
             let run: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
                 let result = panic::catch_unwind(AssertUnwindSafe(task));
@@ -134,7 +139,11 @@ impl Workers {
             let _ = self.tasks[i].send(Task { run, finished });
         }
         drop(finished);
-        name_late_towers(&ends.0, towers, patience);
+        if let Some(task) = here {
+            *slots[0].lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(panic::catch_unwind(AssertUnwindSafe(task)));
+        }
+        name_late_towers(&ends.0, (towers, sent.collect()), patience);
         drop(ends);
         (slots.into_iter())
             .map(|slot| {
@@ -173,10 +182,14 @@ impl Drop for AllEnded {
     }
 }
 
-/// Waits for every tower to end, naming those still running each time `patience.deadline`
-/// passes, and ending the process past `patience.timeout` (see the module docs).
-fn name_late_towers(ends: &Receiver<usize>, towers: &[TowerDevice], patience: Patience) {
-    let mut running: Vec<usize> = (0..towers.len()).collect();
+/// Waits for the towers `running` to end, naming those still running each time
+/// `patience.deadline` passes, and ending the process past `patience.timeout` (see the module
+/// docs).
+fn name_late_towers(
+    ends: &Receiver<usize>,
+    (towers, mut running): (&[TowerDevice], Vec<usize>),
+    patience: Patience,
+) {
     let mut waited = Duration::ZERO;
     while !running.is_empty() {
         let wait = match patience.timeout {
@@ -233,7 +246,7 @@ mod tests {
             let tasks: Vec<Work<'_, String>> = (0..3)
                 .map(|_| Box::new(|| format!("{:?}", thread::current().id())) as Work<'_, String>)
                 .collect();
-            (workers.run(tasks, &towers, PATIENT).into_iter())
+            (workers.run(tasks, &towers, PATIENT, false).into_iter())
                 .map(|r| r.unwrap())
                 .collect::<Vec<_>>()
         };
@@ -253,15 +266,51 @@ mod tests {
             Box::new(|| halves[0].iter().sum()),
             Box::new(|| panic!("tower 1 fails")),
         ];
-        let results = workers.run(tasks, &towers, PATIENT);
+        let results = workers.run(tasks, &towers, PATIENT, false);
         assert_eq!(*results[0].as_ref().unwrap(), 3);
         let panic = results[1].as_ref().unwrap_err();
         assert_eq!(panic.downcast_ref::<&str>(), Some(&"tower 1 fails"));
         // The worker that panicked still serves the next step.
         let tasks: Vec<Work<'_, i32>> = vec![Box::new(|| 0), Box::new(|| halves[1].iter().sum())];
         assert_eq!(
-            *workers.run(tasks, &towers, PATIENT)[1].as_ref().unwrap(),
+            *workers.run(tasks, &towers, PATIENT, false)[1]
+                .as_ref()
+                .unwrap(),
             7
         );
+    }
+
+    #[test]
+    fn the_first_task_runs_on_the_calling_thread_while_the_others_run_on_their_workers() {
+        let towers = towers(3);
+        let workers = Workers::start(&towers).unwrap();
+        let id = || format!("{:?}", thread::current().id());
+        let (started, waits) = mpsc::channel::<()>();
+        let tasks: Vec<Work<'_, String>> = vec![
+            // Ends only once tower 2 has started: the others run meanwhile.
+            Box::new(move || {
+                waits.recv().unwrap();
+                id()
+            }),
+            Box::new(id),
+            Box::new(move || {
+                started.send(()).unwrap();
+                id()
+            }),
+        ];
+        let ids: Vec<String> = (workers.run(tasks, &towers, PATIENT, true).into_iter())
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(ids[0], id(), "the first task on the calling thread");
+        assert!(
+            ids[1] != ids[0] && ids[2] != ids[0] && ids[1] != ids[2],
+            "{ids:?}"
+        );
+        // A panic there comes back as the first task's result too.
+        let tasks: Vec<Work<'_, i32>> = vec![Box::new(|| panic!("tower 0 fails")), Box::new(|| 1)];
+        let results = workers.run(tasks, &towers, PATIENT, true);
+        let panic = results[0].as_ref().unwrap_err();
+        assert_eq!(panic.downcast_ref::<&str>(), Some(&"tower 0 fails"));
+        assert_eq!(*results[1].as_ref().unwrap(), 1);
     }
 }
