@@ -32,6 +32,11 @@ impl DecayInUpdate {
         Self { decays }
     }
 
+    /// Whether no parameter is decayed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.decays.is_empty()
+    }
+
     /// What ranks must agree on: `none`, or each decayed tensor's slot (its place among the
     /// model's trainable tensors, `slots` by id: parameter ids differ between processes) with
     /// its decay, in slot order.
@@ -50,7 +55,7 @@ impl DecayInUpdate {
     /// `model` (the one about to be updated). A decayed parameter that trains but got no
     /// gradient (the loss does not use it) gets `decay · W` alone, as the penalty would give it.
     pub(crate) fn added<M: Module>(&self, model: &M, grads: GradientsParams) -> GradientsParams {
-        if self.decays.is_empty() {
+        if self.is_empty() {
             return grads;
         }
         let mut adding = Adding {

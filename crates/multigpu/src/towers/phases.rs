@@ -6,6 +6,10 @@
 //!                                  apply = reduce -> update -> sync batch norm
 //! ```
 //!
+//! Where nothing is to happen to the reduced gradient before the optimizer takes it, the
+//! reduction joins the update: the optimizer sums each parameter's gradients just before its
+//! update (`summed_in_update`).
+//!
 //! The exchange across ranks, when it overlaps backward (`overlap.rs`), starts before the
 //! towers and ends after them; it then replaces the reduction. A failure in the tower passes
 //! or the exchange drops the step ([`Towers::fail`]); the phases after them cannot fail, so
@@ -18,7 +22,7 @@ use std::panic::{self, AssertUnwindSafe};
 use burn::module::Module;
 use burn::tensor::Device;
 
-use burn::optim::GradientsParams;
+use burn::optim::{GradientsParams, MultiGradientsParams};
 
 use super::between_steps::{Cycle, PRESENT, State};
 use super::tower::{Context, Done, Finish, Job, Values, run_towers, tower_failed, tower_panicked};
@@ -372,23 +376,17 @@ impl<M: Module> Towers<M> {
         if let State::ParameterDevice { replicas, .. } = &mut self.state {
             replicas.clear();
         }
-        let grads = match reduced {
-            Some(grads) => grads,
-            None => self.reduce(grads.into_iter().flatten().collect(), plan),
+        let grads: Vec<GradientsParams> = grads.into_iter().flatten().collect();
+        let (mut model, skipped) = match (reduced, update.learning_rate()) {
+            (None, Some(lr)) if self.sums_in_update(plan) => {
+                (self.summed_in_update(grads, lr), false)
+            }
+            (reduced, _) => {
+                let grads = reduced.unwrap_or_else(|| self.reduce(grads, plan));
+                self.updated(grads, update)
+            }
         };
-        let grads = self.unscaled(grads);
-        let skipped = grads.is_none();
-        let State::ParameterDevice { master, optim, .. } = &mut self.state else {
-            unreachable!("update_on_parameter_device runs under Reduce::ParameterDevice")
-        };
-        let master = master.take().expect(PRESENT);
-        let grads = grads.map(|grads| self.decay.added(&master, grads));
-        let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
         let examples = plan.examples.iter().sum();
-        let mut model = match grads {
-            Some(grads) => update.apply(optim, master, grads),
-            None => master,
-        };
         if let Some(stats) = self.synced_stats(stats, plan) {
             model = running_state::write(model, &stats);
         }
@@ -402,6 +400,49 @@ impl<M: Module> Towers<M> {
         *replicas = broadcast(&model, &self.towers);
         *master = Some(model);
         skipped
+    }
+
+    /// The model updated with `grads` (unless the update is skipped: `grads` not finite or
+    /// loss scaling's overflow), after loss scaling is undone, the decay added and a copy
+    /// kept where asked for; whether it was skipped.
+    fn updated(&mut self, grads: Option<GradientsParams>, update: &mut Update<'_, M>) -> (M, bool) {
+        let grads = self.unscaled(grads);
+        let skipped = grads.is_none();
+        let State::ParameterDevice { master, optim, .. } = &mut self.state else {
+            unreachable!("update_on_parameter_device runs under Reduce::ParameterDevice")
+        };
+        let master = master.take().expect(PRESENT);
+        let grads = grads.map(|grads| self.decay.added(&master, grads));
+        let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
+        let model = match grads {
+            Some(grads) => update.apply(optim, master, grads),
+            None => master,
+        };
+        (model, skipped)
+    }
+
+    /// Whether the optimizer can sum the towers' gradients itself, each parameter's just
+    /// before its update: nothing is to happen to the summed gradient first (no scale of an
+    /// accumulation cycle, no loss scaling, no mean over ranks, no decay, no copy kept).
+    fn sums_in_update(&self, plan: &Plan) -> bool {
+        plan.grad_scale.is_none()
+            && self.scaler.is_none()
+            && self.processes.is_none()
+            && self.decay.is_empty()
+            && !self.tap.wanted
+    }
+
+    /// The model updated by the optimizer at `lr` with the sum of the towers' gradients, each
+    /// parameter's summed just before its update (Burn's `step_multi`): on a fused GPU the
+    /// sum then joins the update's kernel, where summed beforehand each parameter's addition
+    /// ran as a kernel of its own (burn-fusion keeps at most 5 independent blocks open).
+    fn summed_in_update(&mut self, grads: Vec<GradientsParams>, lr: f64) -> M {
+        let State::ParameterDevice { master, optim, .. } = &mut self.state else {
+            unreachable!("update_on_parameter_device runs under Reduce::ParameterDevice")
+        };
+        let master = master.take().expect(PRESENT);
+        let grads = grads.into_iter().map(|g| (g, self.main.clone())).collect();
+        optim.step_multi(lr, master, MultiGradientsParams { grads })
     }
 
     /// Reduce: the towers' gradients summed on the parameter device, then their mean over the
