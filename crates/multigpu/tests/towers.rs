@@ -574,13 +574,14 @@ fn gradients_exchanged_across_ranks_are_plain_tensors_as_backwards_are() {
 /// a child process (this test binary again), whose stderr is read.
 #[test]
 fn a_tower_past_the_deadline_is_named_and_waited_for() {
-    if towers_testing::child::role().is_some() {
+    if let Some(role) = towers_testing::child::role() {
+        let slow_tower: usize = role.trim_start_matches("slow tower ").parse().unwrap();
         let config =
             TowersConfig::default().with_tower_deadline(std::time::Duration::from_millis(10));
         let devices = parse_devices("flex,flex").unwrap();
         let mut towers = Towers::new(Net::new(&flex()), sgd(), &devices, config).unwrap();
         let slow = |m: &Net, x, y| {
-            if towers_multigpu::current_tower() == Some(1) {
+            if towers_multigpu::current_tower() == Some(slow_tower) {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             m.loss(x, y)
@@ -591,19 +592,24 @@ fn a_tower_past_the_deadline_is_named_and_waited_for() {
         return;
     }
     let name = towers_testing::test_name!("a_tower_past_the_deadline_is_named_and_waited_for");
-    let child = towers_testing::child::child(&name, "slow tower", &[], "")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&child.stderr);
-    assert!(child.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("warning: towers: tower 1 (flex) still running its step after"),
-        "{stderr}"
-    );
-    assert!(
-        !stderr.contains("tower 0 (flex) still running"),
-        "only the slow one: {stderr}"
-    );
+    // Tower 0, on the model's device, runs on the calling thread, watched from its worker.
+    for (slow, fast) in [(1, 0), (0, 1)] {
+        let child = towers_testing::child::child(&name, &format!("slow tower {slow}"), &[], "")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&child.stderr);
+        assert!(child.status.success(), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "warning: towers: tower {slow} (flex) still running its step after"
+            )),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains(&format!("tower {fast} (flex) still running")),
+            "only the slow one: {stderr}"
+        );
+    }
 }
 
 /// Past `tower_timeout`, a tower that never finishes ends the process with an error naming it

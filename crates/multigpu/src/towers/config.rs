@@ -66,8 +66,8 @@ pub struct TowersConfig {
     #[config(default = 100)]
     pub replica_check: usize,
     /// How long a step waits for its towers before naming the ones still running on stderr,
-    /// and again each time this passes. 300 s by default. The towers on worker threads: not a
-    /// tower on the calling thread (see "Threads" in the [module docs](crate::towers)).
+    /// and again each time this passes. 300 s by default. Not a single tower, which runs on
+    /// the calling thread as a plain step.
     #[config(default = "Duration::from_secs(300)")]
     pub tower_deadline: Duration,
     /// How long a step waits for its towers before it ends the process with an error naming

@@ -9,8 +9,8 @@
 //! the others run on their workers: the caller's thread then queues tower 0's pass, the
 //! reduction and the update on one stream, and reads tower 0's loss values last, after the
 //! update, so that one read hands all of it over (below) and a step makes one host sync per
-//! tower (`host_syncs.rs`). [`TowersConfig::tower_deadline`] and `tower_timeout` watch the
-//! towers on workers; tower 0 on the calling thread, like a single tower, is not watched.
+//! tower (`host_syncs.rs`). Worker 0, idle meanwhile, watches tower 0 for
+//! [`TowersConfig::tower_deadline`] and `tower_timeout` as the caller watches the others.
 //!
 //! - Burn 0.22's `RunningState` (batch-norm statistics) keeps updates pending per thread and
 //!   folds them in on that thread's next update, one step late on a long-lived thread. So the

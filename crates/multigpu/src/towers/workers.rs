@@ -103,7 +103,7 @@ impl Workers {
     /// Runs `tasks[i]` on worker `i`, all at once, and returns each one's result (`Err` with
     /// the panic when it panicked) once every one has ended. `towers` names them while
     /// `patience` runs out. With `first_here`, `tasks[0]` runs on the calling thread instead,
-    /// while the others run (and patience then watches only the others).
+    /// while the others run, and worker 0, idle meanwhile, watches it with the same patience.
     pub(super) fn run<'a, R: Send + 'a>(
         &self,
         tasks: Vec<Work<'a, R>>,
@@ -122,28 +122,30 @@ impl Workers {
         let finished = finished;
         let mut tasks = tasks.into_iter();
         let here = first_here.then(|| tasks.next()).flatten();
-        let sent = usize::from(here.is_some())..slots.len();
-        for (i, task) in sent.clone().zip(tasks) {
+        let on_workers = usize::from(here.is_some())..slots.len();
+        for (i, task) in on_workers.zip(tasks) {
             let slot = &slots[i];
-            let run: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
+            let run = Box::new(move || {
                 let result = panic::catch_unwind(AssertUnwindSafe(task));
                 *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
             });
-            // SAFETY: `run` borrows `slots` and data that lives for 'a. This call does
-            // not return or unwind before `ends` has received every task's `Finished`, which
-            // the worker drops only after `run` has run and been dropped (or which is dropped
-            // here with the task, when the worker is gone). So no borrow outlives its data.
-            let run: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(run) };
-            let finished = Finished(i, finished.clone());
-            // A worker that is gone hands the task back, dropped here: its slot stays empty.
-            let _ = self.tasks[i].send(Task { run, finished });
+            // SAFETY: `run` borrows `slots` and data that lives for 'a; this call waits for
+            // its `Finished` through `ends` before it returns or unwinds.
+            unsafe { self.send(i, run, &finished) };
         }
-        drop(finished);
         if let Some(task) = here {
+            // Ends worker 0's watch (by disconnecting) however the task ends.
+            let (task_done, task_ends) = mpsc::channel::<usize>();
+            let watch = Box::new(move || name_late_towers(&task_ends, (towers, vec![0]), patience));
+            // SAFETY: `watch` borrows `towers`; this call waits for its `Finished` through
+            // `ends` before it returns or unwinds.
+            unsafe { self.send(0, watch, &finished) };
             *slots[0].lock().unwrap_or_else(|e| e.into_inner()) =
                 Some(panic::catch_unwind(AssertUnwindSafe(task)));
+            drop(task_done);
         }
-        name_late_towers(&ends.0, (towers, sent.collect()), patience);
+        drop(finished);
+        name_late_towers(&ends.0, (towers, (0..slots.len()).collect()), patience);
         drop(ends);
         (slots.into_iter())
             .map(|slot| {
@@ -151,6 +153,23 @@ impl Workers {
                 result.unwrap_or_else(|| Err(Box::new("the tower's worker thread is gone")))
             })
             .collect()
+    }
+
+    /// Sends `run` to worker `i`, with a [`Finished`] guard that reports `i` to `finished`'s
+    /// receiver once `run` has run and been dropped (or been dropped here, when the worker is
+    /// gone: a task that borrows a slot then leaves it empty).
+    ///
+    /// # Safety
+    ///
+    /// `run`'s borrows are erased: the caller must not return or unwind, nor let what `run`
+    /// borrows go, before that receiver has received `i` from this guard (as [`AllEnded`]
+    /// waits when dropped).
+    unsafe fn send(&self, i: usize, run: Box<dyn FnOnce() + Send + '_>, finished: &Sender<usize>) {
+        // SAFETY: the caller keeps what `run` borrows until the guard below is dropped, which
+        // happens only after `run` has run and been dropped (see the contract above).
+        let run: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(run) };
+        let finished = Finished(i, finished.clone());
+        let _ = self.tasks[i].send(Task { run, finished });
     }
 }
 
