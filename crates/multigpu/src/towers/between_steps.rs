@@ -47,6 +47,33 @@ pub(super) enum State<M> {
     },
 }
 
+impl<M> State<M> {
+    /// The model, taken out for its update (the caller puts it back).
+    ///
+    /// # Panics
+    ///
+    /// Under the all-reduce, where each tower updates its own replica.
+    pub(super) fn take_model(&mut self) -> M {
+        match self {
+            State::Single { model, .. } => model.take().expect(PRESENT),
+            State::ParameterDevice { master, .. } => master.take().expect(PRESENT),
+            State::AllReduce { .. } => unreachable!("under the all-reduce the towers update"),
+        }
+    }
+
+    /// The optimizer that updates the model.
+    ///
+    /// # Panics
+    ///
+    /// Under the all-reduce, where each tower has its own.
+    pub(super) fn optimizer_mut(&mut self) -> &mut ModuleOptimizer {
+        match self {
+            State::Single { optim, .. } | State::ParameterDevice { optim, .. } => optim,
+            State::AllReduce { .. } => unreachable!("under the all-reduce the towers update"),
+        }
+    }
+}
+
 /// The micro-batches run since the last update.
 pub(super) struct Cycle<M> {
     /// Micro-batches run so far in this cycle.

@@ -24,7 +24,7 @@ use burn::tensor::Device;
 
 use burn::optim::{GradientsParams, MultiGradientsParams};
 
-use super::between_steps::{Cycle, PRESENT, State};
+use super::between_steps::{Cycle, State};
 use super::tower::{Context, Done, Finish, Job, Values, run_towers, tower_failed, tower_panicked};
 use super::who_updates::Update;
 use super::{StepOutput, Towers, broadcast};
@@ -402,25 +402,6 @@ impl<M: Module> Towers<M> {
         skipped
     }
 
-    /// The model updated with `grads` (unless the update is skipped: `grads` not finite or
-    /// loss scaling's overflow), after loss scaling is undone, the decay added and a copy
-    /// kept where asked for; whether it was skipped.
-    fn updated(&mut self, grads: Option<GradientsParams>, update: &mut Update<'_, M>) -> (M, bool) {
-        let grads = self.unscaled(grads);
-        let skipped = grads.is_none();
-        let State::ParameterDevice { master, optim, .. } = &mut self.state else {
-            unreachable!("update_on_parameter_device runs under Reduce::ParameterDevice")
-        };
-        let master = master.take().expect(PRESENT);
-        let grads = grads.map(|grads| self.decay.added(&master, grads));
-        let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
-        let model = match grads {
-            Some(grads) => update.apply(optim, master, grads),
-            None => master,
-        };
-        (model, skipped)
-    }
-
     /// Whether the optimizer can sum the towers' gradients itself, each parameter's just
     /// before its update: nothing is to happen to the summed gradient first (no scale of an
     /// accumulation cycle, no loss scaling, no mean over ranks, no decay, no copy kept).
@@ -437,12 +418,9 @@ impl<M: Module> Towers<M> {
     /// sum then joins the update's kernel, where summed beforehand each parameter's addition
     /// ran as a kernel of its own (burn-fusion keeps at most 5 independent blocks open).
     fn summed_in_update(&mut self, grads: Vec<GradientsParams>, lr: f64) -> M {
-        let State::ParameterDevice { master, optim, .. } = &mut self.state else {
-            unreachable!("update_on_parameter_device runs under Reduce::ParameterDevice")
-        };
-        let master = master.take().expect(PRESENT);
+        let master = self.state.take_model();
         let grads = grads.into_iter().map(|g| (g, self.main.clone())).collect();
-        optim.step_multi(lr, master, MultiGradientsParams { grads })
+        (self.state.optimizer_mut()).step_multi(lr, master, MultiGradientsParams { grads })
     }
 
     /// Reduce: the towers' gradients summed on the parameter device, then their mean over the

@@ -7,7 +7,7 @@ use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
 
-use super::between_steps::{Cycle, PRESENT, State};
+use super::between_steps::{Cycle, State};
 use super::tower::{backward_pass, tower_failed, tower_panicked};
 use super::who_updates::Update;
 use super::{StepOutput, Towers};
@@ -172,18 +172,7 @@ impl<M: Module> Towers<M> {
         examples: usize,
         update: &mut Update<'_, M>,
     ) -> bool {
-        let grads = self.unscaled(grads);
-        let skipped = grads.is_none();
-        let State::Single { model, optim } = &mut self.state else {
-            unreachable!("update_single runs on one tower")
-        };
-        let model = model.take().expect(PRESENT);
-        let grads = grads.map(|grads| self.decay.added(&model, grads));
-        let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
-        let updated = match grads {
-            Some(grads) => update.apply(optim, model, grads),
-            None => model,
-        };
+        let (updated, skipped) = self.updated(grads, update);
         let updated = self.stats_across_processes(updated, examples);
         let State::Single { model, .. } = &mut self.state else {
             unreachable!()

@@ -3,6 +3,8 @@
 use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 
+use super::Towers;
+
 /// How the update that ends a cycle is applied to the model.
 pub(super) enum Update<'u, M> {
     /// The towers' optimizer, at this learning rate ([`Towers::step`](super::Towers::step)).
@@ -33,5 +35,28 @@ impl<M: Module> Update<'_, M> {
             Update::Optimizer(lr) => Some(*lr),
             Update::Caller(_) => None,
         }
+    }
+}
+
+impl<M: Module> Towers<M> {
+    /// The model, taken out of the towers' state, updated by `update` with `grads` once loss
+    /// scaling is undone, the decay added and a copy kept where asked for; as it was when the
+    /// update is skipped (`grads` not finite, or loss scaling's overflow), which it returns
+    /// too. The caller puts the model back.
+    pub(super) fn updated(
+        &mut self,
+        grads: Option<GradientsParams>,
+        update: &mut Update<'_, M>,
+    ) -> (M, bool) {
+        let grads = self.unscaled(grads);
+        let skipped = grads.is_none();
+        let model = self.state.take_model();
+        let grads = grads.map(|grads| self.decay.added(&model, grads));
+        let grads = grads.map(|grads| self.tap.pass(&self.layout, grads));
+        let model = match grads {
+            Some(grads) => update.apply(self.state.optimizer_mut(), model, grads),
+            None => model,
+        };
+        (model, skipped)
     }
 }
