@@ -211,6 +211,33 @@ fn a_failing_tower_ends_the_step_with_its_device_and_its_worker_serves_on() {
     }
 }
 
+/// Tower 0, on the model's device, runs on the calling thread under the parameter device: a
+/// panic there fails the step by name as a worker's does, leaves the model as it was, and the
+/// next step runs.
+#[test]
+fn a_panic_in_tower_0_on_the_calling_thread_fails_the_step_by_name() {
+    let devices = parse_devices("flex,flex").unwrap();
+    let config = TowersConfig::default();
+    let mut towers = Towers::new(Net::new(&flex()), sgd(), &devices, config).unwrap();
+    let before = values(towers.model());
+    let here = std::thread::current().id();
+    let failing = image_loss(|m: &Net, x, y| {
+        if towers_multigpu::current_tower() == Some(0) {
+            assert_ne!(std::thread::current().id(), here, "tower 0 fails here");
+        }
+        m.loss(x, y)
+    });
+    let err = towers.step(&batch(8, 1), LR, failing).unwrap_err();
+    assert!(
+        matches!(&err, Error::TowerPanicked { tower: 0, message, .. }
+            if message.contains("tower 0 fails here")),
+        "{err}"
+    );
+    assert_eq!(values(towers.model()), before, "no update");
+    let out = towers.step(&batch(8, 2), LR, image_loss(|m: &Net, x, y| m.loss(x, y)));
+    assert!(out.unwrap().updated);
+}
+
 /// The loss function's own error comes back as the step's `source()`, as the value it was: the
 /// caller can match its kind.
 #[test]
