@@ -264,6 +264,8 @@ fn save_checkpoint<M: Module>(model: M, step: u64, path: &Path) {
 /// exported as safetensors (a format others write too) load, the biases reported unused.
 #[test]
 fn a_checkpoint_of_another_layout_is_refused() {
+    // Draws on flex's generator beside the other tests' runs (see `lock_device_generators`).
+    let _generators = lock_device_generators();
     let device = Device::flex();
     let dir = tempfile::tempdir().unwrap();
     let resnet = |layout| {
@@ -299,6 +301,8 @@ fn a_checkpoint_of_another_layout_is_refused() {
 /// `mobilenet_v3_for_weights` builds takes the checkpoint whole.
 #[test]
 fn a_mobilenet_v3_checkpoint_gives_the_head_it_was_trained_with() {
+    // Draws on flex's generator beside the other tests' runs (see `lock_device_generators`).
+    let _generators = lock_device_generators();
     let device = Device::flex();
     for hidden_layer in [false, true] {
         let dir = tempfile::tempdir().unwrap();
