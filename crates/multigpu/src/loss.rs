@@ -93,7 +93,8 @@ impl TowerLoss {
 
     /// The loss, the count of correct predictions and the metrics, read from the device in
     /// one read: the step's one host sync on this tower (`host_syncs.rs`) rather than one per
-    /// value. The values travel as f32 (a count is exact there up to 2^24 examples).
+    /// value. The values travel as f32 (a count is exact there up to 2^24 examples). For a loss
+    /// whose [`checked_shapes`](Self::checked_shapes) passed: one value per tensor read.
     pub(crate) fn read_values(&self) -> Result<LossValues, Cause> {
         let device = self.loss.device();
         let as_f32 = |t: Tensor<1>| t.detach().cast(FloatDType::F32).to_device(&device);
@@ -109,13 +110,7 @@ impl TowerLoss {
             .try_into_vec_as::<f32>()
             .map_err(While::doing("reading the loss from the device"))?;
         let expected = 1 + usize::from(self.predictions.is_some()) + self.metrics.len();
-        if read.len() != expected {
-            return Err(format!(
-                "the loss and metrics hold {} values; each must have shape [1]",
-                read.len()
-            )
-            .into());
-        }
+        debug_assert_eq!(read.len(), expected, "shapes checked by `checked_shapes`");
         let mut read = read.into_iter().map(f64::from);
         let mut next = || read.next().expect("one value per tensor read");
         Ok(LossValues {

@@ -29,10 +29,10 @@ use extension::{SoftmaxCrossEntropy, routed};
 /// `logits` are `[batch, classes]`, `labels` `[batch]` class indices below `classes`. The value
 /// is Burn's `CrossEntropyLoss`'s (`with_smoothing` where `label_smoothing > 0`), computed by the
 /// same ops but for the batch mean (a sum along the batch, one kernel on a GPU where Burn's mean
-/// takes two), so the same to float rounding; the gradient agrees with Burn's to float rounding,
-/// in three kernels on a fused GPU (see the module's doc). On devices the extension does not route (ndarray, remote and
-/// LibTorch devices, or a GPU without this crate's GPU features) and on an empty batch, it is
-/// Burn's `CrossEntropyLoss` itself.
+/// takes two), so the same to float rounding; the gradient agrees with Burn's to float
+/// rounding, in three kernels on a fused GPU (see the module's doc). On devices the extension
+/// does not route (ndarray, remote and LibTorch devices, or a GPU without this crate's GPU
+/// features) and on an empty batch, it is Burn's `CrossEntropyLoss` itself.
 ///
 /// # Panics
 ///

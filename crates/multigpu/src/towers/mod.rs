@@ -30,10 +30,11 @@
 //!   tensors to the next; and the caller's thread flushes each device once before it starts the
 //!   towers' threads (after its broadcasts, updates and statistics writes of the step before,
 //!   and the replicas of a new cycle), except the model's device when the step before ended
-//!   with tower 0's read there, which handed over the same. On Burn's fusion backend the ring's chunk tensors are still lost now and
-//!   then after the flush ("Should have handle for tensor", found on lavapipe, 2026-11-26; the
-//!   message of Burn issues #4328, #4347 and #4950, fusion with several threads), so there they
-//!   pass through host memory (`TowerDevice::is_fused`).
+//!   with tower 0's read there, which handed over the same. On Burn's fusion backend the
+//!   ring's chunk tensors are still lost now and then after the flush ("Should have handle for
+//!   tensor", found on lavapipe, 2026-11-26; the message of Burn issues #4328, #4347 and
+//!   #4950, fusion with several threads), so there they pass through host memory
+//!   (`TowerDevice::is_fused`).
 //!
 //! # Failures
 //!

@@ -120,15 +120,16 @@ impl<M: Module> Towers<M> {
             let running = detection.decide(&done[0].replica, &self.config.running_states);
             self.set_running_state(running);
         }
-        let (updated, mut skipped, mut replica_check) = (plan.apply, false, None);
-        if plan.apply {
+        let updated = plan.apply;
+        let (skipped, replica_check) = if updated {
             let timeline = self.timeline.clone();
             let _update = timeline.span("update", Track::Main);
-            skipped = self.apply(done, &plan, &mut update, reduced);
-            replica_check = self.scheduled_replica_check();
+            let skipped = self.apply(done, &plan, &mut update, reduced);
+            (skipped, self.scheduled_replica_check())
         } else {
             self.keep(done, plan);
-        }
+            (false, None)
+        };
         let values = match self.read_at_end(values) {
             Ok(values) => values,
             Err(error) => return Err(self.fail(error)),
