@@ -8,9 +8,9 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Autodiff, Backend};
-use burn::tensor::{IndexingUpdateOp, Shape};
+use burn::tensor::Shape;
 
-use super::extension::{SoftmaxCrossEntropy, forward};
+use super::extension::{SoftmaxCrossEntropy, forward, label_places};
 
 impl<B: Backend, C: CheckpointStrategy> SoftmaxCrossEntropy for Autodiff<B, C> {
     fn towers_softmax_cross_entropy(
@@ -53,9 +53,9 @@ struct CrossEntropyBackward;
 impl<B: Backend> Backward<B, 1> for CrossEntropyBackward {
     type State = Saved<B>;
 
-    /// `(softmax(x) - target) · g / batch`: the softmax less the smoothing's uniform share,
-    /// times `g / batch`, in one element-wise pass (one fused kernel on a fused GPU), then the
-    /// label's share, `-(1 - smoothing) · g / batch`, added at each row's label by one scatter.
+    /// `(softmax(x) - target) · g / batch` as one element-wise expression (one fused kernel on
+    /// a fused GPU): the softmax less the smoothing's uniform share, and at each row's label
+    /// less `1 - smoothing` more, found by comparing the label with its column's index.
     fn backward(self, ops: Ops<Saved<B>, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let loss_grad = grads.consume::<B>(&ops.node);
         let Some(parent) = &ops.parents[0] else {
@@ -67,21 +67,19 @@ impl<B: Backend> Backward<B, 1> for CrossEntropyBackward {
             label_smoothing,
         } = ops.state;
         let [batch, classes] = log_probs.shape().dims();
-        let per_row = 1.0 / batch as f32;
-        let loss_grad = B::float_reshape(loss_grad, Shape::new([1, 1]));
 
+        // Compared first, so that the comparison and the arithmetic register as one block.
+        let is_label = label_places::<B>(label_column, classes);
         let mut probs = B::float_exp(log_probs);
         if label_smoothing > 0.0 {
             probs = B::float_sub_scalar(probs, (label_smoothing / classes as f32).into());
         }
-        // `[1, 1]` times `[batch, classes]`: broadcast by the backend, as Burn's own `mul` has
-        // it (the probe counted the pass as one fused kernel, the `[batch, 1]` share as another).
-        let grad = B::float_mul(probs, loss_grad.clone());
-        let grad = B::float_mul_scalar(grad, per_row.into());
-
-        let at_label = B::float_expand(loss_grad, Shape::new([batch, 1]));
-        let at_label = B::float_mul_scalar(at_label, (-(1.0 - label_smoothing) * per_row).into());
-        let grad = B::float_scatter(1, grad, label_column, at_label, IndexingUpdateOp::Add);
+        let at_label = B::float_sub_scalar(probs.clone(), (1.0 - label_smoothing).into());
+        let less_target = B::float_mask_where(probs, is_label, at_label);
+        // `[1, 1]` times `[batch, classes]`: broadcast by the backend, as Burn's own `mul` has it.
+        let loss_grad = B::float_reshape(loss_grad, Shape::new([1, 1]));
+        let grad = B::float_mul(less_target, loss_grad);
+        let grad = B::float_mul_scalar(grad, (1.0 / batch as f32).into());
         grads.register::<B>(parent.id, grad);
     }
 }

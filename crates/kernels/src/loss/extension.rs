@@ -1,8 +1,8 @@
 //! The backend extension behind [`super::softmax_cross_entropy`], and which devices it routes.
 
-use burn::backend::tensor::{FloatTensor, IntTensor};
-use burn::backend::{Backend, TensorMetadata};
-use burn::tensor::{Device, IndexingUpdateOp, Shape};
+use burn::backend::tensor::{BoolTensor, FloatTensor, IntTensor};
+use burn::backend::{Backend, TensorMetadata, get_or_init_device_settings};
+use burn::tensor::{Device, Shape, TensorData};
 
 pub(super) use routing::SoftmaxCrossEntropy;
 
@@ -52,12 +52,14 @@ pub(super) fn routed(device: &Device) -> bool {
 pub(super) struct Forward<B: Backend> {
     pub(super) loss: FloatTensor<B>,
     pub(super) log_probs: FloatTensor<B>,
-    /// The labels as `[batch, 1]`, the indices a gather and a scatter take.
+    /// The labels as `[batch, 1]`: the indices the forward pass gathers, and those the backward
+    /// pass compares with the classes.
     pub(super) label_column: IntTensor<B>,
 }
 
-/// The loss by the ops Burn's `CrossEntropyLoss` takes, in the same order, but for its mean
-/// over the batch ([`mean_of_column`]): the same value to float rounding.
+/// The loss by the ops Burn's `CrossEntropyLoss` takes, in the same order, but for the
+/// smoothed targets' one-hot share, picked by a mask ([`smoothed_products`]), and the mean over
+/// the batch ([`mean_of_column`]): the same value to float rounding.
 pub(super) fn forward<B: Backend>(
     logits: FloatTensor<B>,
     labels: IntTensor<B>,
@@ -69,14 +71,32 @@ pub(super) fn forward<B: Backend>(
     let per_example = if label_smoothing == 0.0 {
         B::float_gather(1, log_probs.clone(), label_column.clone())
     } else {
-        let targets = smoothed_targets::<B>(&log_probs, label_column.clone(), label_smoothing);
-        B::float_sum_dim(B::float_mul(log_probs.clone(), targets), 1)
+        let products = smoothed_products::<B>(&log_probs, label_column.clone(), label_smoothing);
+        B::float_sum_dim(products, 1)
     };
     Forward {
         loss: B::float_neg(mean_of_column::<B>(per_example)),
         log_probs,
         label_column,
     }
+}
+
+/// Each log-probability times its target, `(1 - smoothing) · one_hot + smoothing / classes`,
+/// each target the same f32 value as Burn's. The one-hot share is picked by a mask, which fuses
+/// with the products, where Burn scatters ones into zeros, a kernel of its own.
+fn smoothed_products<B: Backend>(
+    log_probs: &FloatTensor<B>,
+    label_column: IntTensor<B>,
+    smoothing: f32,
+) -> FloatTensor<B> {
+    let classes = log_probs.shape()[1];
+    let uniform = smoothing / classes as f32;
+    let at_label = (1.0 - smoothing) + uniform;
+    B::float_mask_where(
+        B::float_mul_scalar(log_probs.clone(), uniform.into()),
+        label_places::<B>(label_column, classes),
+        B::float_mul_scalar(log_probs.clone(), at_label.into()),
+    )
 }
 
 /// The mean of a `[batch, 1]` column, shape `[1]`, as a sum along it divided by `batch`: one
@@ -89,19 +109,24 @@ fn mean_of_column<B: Backend>(column: FloatTensor<B>) -> FloatTensor<B> {
     B::float_div_scalar(sum, (batch as f32).into())
 }
 
-/// `(1 - smoothing) · one_hot + smoothing / classes`, `[batch, classes]`, as Burn builds it.
-fn smoothed_targets<B: Backend>(
-    like: &FloatTensor<B>,
+/// `[batch, classes]`, true where a column's index is its row's label: the labels' column and
+/// the classes' indices, each expanded (a view) and compared. Under fusion the comparison joins
+/// the element-wise kernel around it, where a scatter of the labels runs alone.
+pub(super) fn label_places<B: Backend>(
     label_column: IntTensor<B>,
-    smoothing: f32,
-) -> FloatTensor<B> {
-    let [batch, classes] = like.shape().dims();
-    let (device, dtype) = (like.device(), like.dtype().into());
-    let zeros = B::float_zeros(Shape::new([batch, classes]), &device, dtype);
-    let ones = B::float_ones(Shape::new([batch, 1]), &device, dtype);
-    let one_hot = B::float_scatter(1, zeros, label_column, ones, IndexingUpdateOp::Add);
-    let kept = B::float_mul_scalar(one_hot, (1.0 - smoothing).into());
-    B::float_add_scalar(kept, (smoothing / classes as f32).into())
+    classes: usize,
+) -> BoolTensor<B> {
+    let [batch, _] = label_column.shape().dims();
+    let device = label_column.device();
+    // Uploaded rather than `int_arange`, which Burn's CubeCL backends compute in three kernels.
+    let indices = TensorData::new((0..classes as i64).collect(), [1, classes]);
+    let indices = B::int_from_data(indices.convert_dtype(label_column.dtype()), &device);
+    let places = Shape::new([batch, classes]);
+    B::int_equal(
+        B::int_expand(label_column, places.clone()),
+        B::int_expand(indices, places),
+        get_or_init_device_settings::<B>(&device).bool_dtype,
+    )
 }
 
 #[cfg(all(test, feature = "flex"))]
