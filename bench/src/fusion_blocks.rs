@@ -20,7 +20,11 @@ pub(crate) const FUSED: &str = "(several operations, fused)";
 /// Launches per block kind: the one operation's name, or [`FUSED`]; fed by
 /// [`BlockLaunches::launched`].
 #[derive(Default)]
-pub(crate) struct BlockLaunches(Mutex<Blocks>);
+pub(crate) struct BlockLaunches {
+    blocks: Mutex<Blocks>,
+    /// Whether each block's operations are printed as it starts (`step_counts::TRACE_VAR`).
+    traced: bool,
+}
 
 #[derive(Default)]
 struct Blocks {
@@ -31,6 +35,14 @@ struct Blocks {
 }
 
 impl BlockLaunches {
+    /// No launches yet; each block printed as it starts where `traced`.
+    pub(crate) fn new(traced: bool) -> Self {
+        Self {
+            blocks: Mutex::default(),
+            traced,
+        }
+    }
+
     /// A kernel launched on this thread: counted to the block the thread runs, if any.
     pub(crate) fn launched(&self) {
         if let Some((_, launches)) = self.blocks().running.get_mut(&thread::current().id()) {
@@ -49,7 +61,7 @@ impl BlockLaunches {
     /// The counts, even where a panic left the lock poisoned: `block_ran` must not panic
     /// (burn-fusion aborts the process then).
     fn blocks(&self) -> MutexGuard<'_, Blocks> {
-        self.0
+        self.blocks
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -59,6 +71,14 @@ impl FusionObserver for BlockLaunches {
     fn registered(&self, _: &OperationIr) {}
 
     fn block_starts(&self, block: BlockOperations<'_>) {
+        if self.traced {
+            let operations: Vec<_> = block.iter().map(operation_name).collect();
+            eprintln!(
+                "{:?} block {}",
+                thread::current().id(),
+                operations.join(" | ")
+            );
+        }
         let mut operations = block.iter();
         let kind = match (operations.len(), operations.next()) {
             (1, Some(operation)) => operation_name(operation),

@@ -13,16 +13,27 @@ use towers_multigpu::{HostSyncs, host_syncs};
 #[cfg(feature = "fusion")]
 use crate::fusion_blocks::BlockLaunches;
 
+/// Set (to anything), [`count`] also prints each kernel launch on stderr as it happens, and
+/// under fusion each block's operations before its launches: the step in the order it runs,
+/// to see where fusion splits it and what runs alone.
+pub const TRACE_VAR: &str = "TOWERS_BENCH_TRACE";
+
 /// Launches per kernel name, and under fusion per block kind (`fusion_blocks.rs`).
 #[derive(Default)]
 struct Launches {
     per_kernel: Mutex<BTreeMap<&'static str, u64>>,
     #[cfg(feature = "fusion")]
     by_block: Arc<BlockLaunches>,
+    /// Whether each launch is printed ([`TRACE_VAR`]).
+    traced: bool,
 }
 
 impl LaunchObserver for Launches {
     fn launched(&self, kernel: &'static str) {
+        if self.traced {
+            let thread = std::thread::current().id();
+            eprintln!("{thread:?}     launch {}", short_kernel_name(kernel));
+        }
         let mut counts = (self.per_kernel.lock()).unwrap_or_else(|poisoned| poisoned.into_inner());
         *counts.entry(kernel).or_default() += 1;
         #[cfg(feature = "fusion")]
@@ -78,7 +89,13 @@ impl StepCounts {
 
 /// The kernel launches and host syncs of `steps` calls of `step`.
 pub fn count(steps: usize, mut step: impl FnMut()) -> StepCounts {
-    let launches = Arc::new(Launches::default());
+    let traced = std::env::var_os(TRACE_VAR).is_some();
+    let launches = Arc::new(Launches {
+        #[cfg(feature = "fusion")]
+        by_block: Arc::new(BlockLaunches::new(traced)),
+        traced,
+        ..Launches::default()
+    });
     let observation = LaunchObservation::new(launches.clone());
     #[cfg(feature = "fusion")]
     let blocks = burn_fusion::observer::FusionObservation::new(launches.by_block.clone());
