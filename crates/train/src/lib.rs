@@ -70,6 +70,6 @@ pub use summary::SummaryConfig;
 pub use towers_data::atomic_file::write_atomic;
 pub use train_input::{BatchSource, TrainInput};
 pub use trainer::{
-    LOG_FILE, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, load_into,
-    lock_device_generators, mpi_job,
+    LOG_FILE, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, init_holding_generators,
+    load_into, lock_device_generators, mpi_job,
 };

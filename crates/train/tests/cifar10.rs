@@ -20,7 +20,8 @@ use towers_testing::{assert_error_names, report};
 use towers_train::summary::proto::{Event, Kind, SessionStatus, What};
 use towers_train::summary::{event_files, read_events};
 use towers_train::{
-    Error, Input, TrainConfig, Trained, Trainer, evaluate, evaluate_first, read_log,
+    Error, Input, TrainConfig, Trained, Trainer, evaluate, evaluate_first, init_holding_generators,
+    read_log,
 };
 
 /// 5 x 200 training and 500 test images, seed 3: the same bytes for every test.
@@ -99,7 +100,8 @@ fn two_towers_learn_the_builtin_data() {
 fn evaluating_the_first_examples_cuts_the_batch_that_passes_the_count() {
     let data = data();
     let test = Input::cifar10_test(data.dir()).unwrap();
-    let model = net(&Device::flex().autodiff());
+    // Drawn on flex's generator beside the other tests' runs (see `lock_device_generators`).
+    let model = init_holding_generators(|| net(&Device::flex().autodiff()));
     let first_150 = |batch| evaluate_first(&model, &test, 150, batch, 1).unwrap();
     let one_batch = first_150(150);
     assert_eq!(one_batch.examples, 150);

@@ -9,7 +9,7 @@ use burn::tensor::{Device, Tensor};
 use towers_data::cifar10::BuiltinCifar10;
 use towers_models::{Cifar10Config, Cifar10Net, ImageClassifier};
 use towers_multigpu::TowerLoss;
-use towers_train::{Checkpoint, Input, StopFlag, TrainConfig, Trainer, lock_device_generators};
+use towers_train::{Checkpoint, Input, StopFlag, TrainConfig, Trainer, init_holding_generators};
 
 /// The names of this process's threads.
 fn threads() -> Vec<String> {
@@ -25,10 +25,7 @@ fn ctrl_c_stops_after_a_checkpoint_and_joins_every_thread() {
     // A thread inherits its creator's name on Linux. Start Burn's CPU worker pool here, so that
     // its threads carry this test's name rather than that of the tower that would start it.
     // Draws on flex's generator beside the other tests' runs (see `lock_device_generators`).
-    let warm_up = {
-        let _generators = lock_device_generators();
-        Cifar10Config::new().init(&Device::flex())
-    };
+    let warm_up = init_holding_generators(|| Cifar10Config::new().init(&Device::flex()));
     let _ = warm_up.forward(Tensor::zeros([64, 3, 24, 24], &Device::flex()));
     let data = BuiltinCifar10::create(100, 10, 3).unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -14,7 +14,7 @@ use towers_testing::training::quick_cifar_config;
 use towers_testing::{assert_error_names, report};
 use towers_train::{
     Checkpoint, CheckpointDir, Input, OptimizerConfig, TrainConfig, Trainer,
-    lock_device_generators, read_log,
+    init_holding_generators, read_log,
 };
 
 use towers_testing::child::{child, role};
@@ -98,10 +98,7 @@ fn resume_with_no_valid_checkpoint_is_an_error_naming_them() {
 /// A checkpoint of a 300 x 300 linear layer with its average: about 720 kB.
 fn big_checkpoint(step: u64) -> Checkpoint {
     // Draws on flex's generator beside the other tests' runs (see `lock_device_generators`).
-    let model = {
-        let _generators = lock_device_generators();
-        LinearConfig::new(300, 300).init(&Device::flex())
-    };
+    let model = init_holding_generators(|| LinearConfig::new(300, 300).init(&Device::flex()));
     Checkpoint {
         step,
         model: model.clone().into_record(),

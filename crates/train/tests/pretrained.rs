@@ -16,8 +16,8 @@ use towers_models::{
 };
 use towers_train::{
     Checkpoint, Input, LoadOptions, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
-    classes_in_weights, evaluate, export_safetensors, fine_tuning, is_pytorch_file, load_weights,
-    lock_device_generators, mobilenet_v3_for_weights, read_log,
+    classes_in_weights, evaluate, export_safetensors, fine_tuning, init_holding_generators,
+    is_pytorch_file, load_weights, lock_device_generators, mobilenet_v3_for_weights, read_log,
 };
 
 fn fixture() -> PathBuf {
@@ -54,8 +54,7 @@ fn net(size: usize, classes: usize) -> impl Fn(&Device) -> Cifar10Net {
 /// [`net`] built on flex outside a run: it draws on flex's generator beside the other tests'
 /// runs, so it holds the generators meanwhile (see `lock_device_generators`).
 fn net_on_flex(size: usize, classes: usize) -> Cifar10Net {
-    let _generators = lock_device_generators();
-    net(size, classes)(&Device::flex())
+    init_holding_generators(|| net(size, classes)(&Device::flex()))
 }
 
 fn test_input(size: usize) -> Input {
@@ -322,6 +321,17 @@ fn a_mobilenet_v3_checkpoint_gives_the_head_it_was_trained_with() {
     }
 }
 
+/// A 7-class ResNet-18 for 32x32 images, built on flex outside a run: it draws on flex's
+/// generator beside the other tests' runs, so it holds the generators meanwhile (see
+/// `lock_device_generators`).
+fn resnet18_on_flex() -> ResNet<BasicBlock> {
+    init_holding_generators(|| {
+        ResNetConfig::resnet18(7)
+            .with_image_size(32)
+            .init(&Device::flex())
+    })
+}
+
 /// The classes of a file's classifier, read for the model that takes it: TF's CIFAR-10
 /// checkpoint (10), a checkpoint of ours of a 7-class ResNet-18 (file and train directory), a
 /// Keras file whose dense `predictions` has 3 and a transfer model's whose new `dense` has 3
@@ -333,9 +343,8 @@ fn the_classes_of_a_files_classifier_are_read_for_its_model() {
         Some(10)
     );
     let dir = tempfile::tempdir().unwrap();
-    let resnet = ResNetConfig::resnet18(7).with_image_size(32);
     let ckpt = dir.path().join("model.ckpt-1");
-    save_checkpoint(resnet.init::<BasicBlock>(&Device::flex()), 1, &ckpt);
+    save_checkpoint(resnet18_on_flex(), 1, &ckpt);
     for path in [&ckpt, &dir.path().to_path_buf()] {
         let classes = classes_in_weights::<ResNet<BasicBlock>>(path).unwrap();
         assert_eq!(classes, Some(7), "{}", path.display());
@@ -362,8 +371,7 @@ fn pytorch_files_are_known_by_their_bytes_whatever_their_names() {
     let bin = dir.path().join("pytorch_model.bin");
     std::fs::copy(torch.join("tutorial.pt"), &bin).unwrap();
     let ours = dir.path().join("model.ckpt-1");
-    let resnet = ResNetConfig::resnet18(7).with_image_size(32);
-    save_checkpoint(resnet.init::<BasicBlock>(&Device::flex()), 1, &ours);
+    save_checkpoint(resnet18_on_flex(), 1, &ours);
     let keras = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data/keras");
     for file in [
         "imagenet_example.pth.tar",

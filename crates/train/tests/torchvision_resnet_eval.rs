@@ -19,8 +19,8 @@ use towers_data::inception::ShardWriter;
 use towers_data::tf_example::ImageRecord;
 use towers_models::{BasicBlock, ResNet, ResNetConfig};
 use towers_train::{
-    InceptionData, LoadOptions, Precision, Preprocessing, Split, evaluate, load_weights,
-    lock_device_generators,
+    InceptionData, LoadOptions, Precision, Preprocessing, Split, evaluate, init_holding_generators,
+    load_weights,
 };
 
 #[derive(serde::Deserialize)]
@@ -40,9 +40,8 @@ fn precision(dir: &Path, data: &Path, background_in_data: bool) -> Precision {
     };
     assert_eq!(data.num_classes, 1000, "{}", data.description);
     // Drawn on flex's generator beside the other tests' runs: held meanwhile.
-    let generators = lock_device_generators();
-    let model: ResNet<BasicBlock> = ResNetConfig::resnet18(1000).init(&Device::flex());
-    drop(generators);
+    let model: ResNet<BasicBlock> =
+        init_holding_generators(|| ResNetConfig::resnet18(1000).init(&Device::flex()));
     let weights = dir.join("resnet18.pth");
     let (model, report) = load_weights(model, &weights, LoadOptions::new()).unwrap();
     assert!(report.missing.is_empty(), "{report}");

@@ -35,7 +35,7 @@ mod start;
 mod watchdog;
 
 pub use report::TrainReport;
-pub use start::{load_into, lock_device_generators};
+pub use start::{init_holding_generators, load_into, lock_device_generators};
 
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};

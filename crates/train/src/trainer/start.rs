@@ -175,10 +175,22 @@ static DEVICE_RNG: Mutex<()> = Mutex::new(());
 /// draws its initial weights. Code that draws from a generator (builds a module, calls
 /// `Tensor::random`) in the same process while runs start, as tests side by side do, holds this
 /// guard meanwhile: otherwise it can take numbers from between a run's seed and its weights,
-/// and the run's weights no longer follow its seed. Blocks while a run is seeding; one run per
-/// process, the usual case, never waits on it.
+/// and the run's weights no longer follow its seed. A module draws its weights at their first
+/// use, not when built: build it with [`init_holding_generators`]. Blocks while a run is
+/// seeding; one run per process, the usual case, never waits on it.
 pub fn lock_device_generators() -> MutexGuard<'static, ()> {
     DEVICE_RNG.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `build`'s module with every weight drawn while holding [`lock_device_generators`]: Burn draws
+/// a module's initial weights lazily, at each parameter's first use, so a module built under
+/// the guard and used after it draws then, beside other runs. For code that builds modules
+/// beside runs (tests side by side).
+pub fn init_holding_generators<M: Module>(build: impl FnOnce() -> M) -> M {
+    let _guard = lock_device_generators();
+    let module = build();
+    module.visit(&mut Materialize);
+    module
 }
 
 /// Builds the model with a generator seeded, and draws every lazily initialized weight at once,
