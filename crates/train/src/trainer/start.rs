@@ -204,10 +204,10 @@ fn init_seeded<M: Module>(init: impl FnOnce(&Device) -> M, device: &Device, seed
         Ok(flex) => flex.device().clone().autodiff(),
         Err(_) => device.clone(),
     };
-    let _guard = lock_device_generators();
-    host.seed(seed);
-    let model = init(&host);
-    model.visit(&mut Materialize);
+    let model = init_holding_generators(|| {
+        host.seed(seed);
+        init(&host)
+    });
     if &host == device {
         model
     } else {
