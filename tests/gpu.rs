@@ -11,11 +11,12 @@
 #![cfg(feature = "gpu")]
 
 use burn::module::Module;
+use burn::tensor::activation::relu;
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use burn_towers::data::cifar10::BuiltinCifar10;
 use burn_towers::kernels::nn::conv::Conv2dConfig;
 use burn_towers::kernels::nn::{BatchNormConfig, LinearConfig, PaddingConfig2d};
-use burn_towers::kernels::{Precision, joined_sum_of_squares};
+use burn_towers::kernels::{Precision, conv2d_relu_max_pool2d, joined_sum_of_squares, linear_relu};
 use burn_towers::models::{
     Cifar10Net, EfficientNetLayout, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig,
     MbConv, MbConvConfig, MobileNetLayout, MobileNetV3Block, MobileNetV3BlockConfig,
@@ -219,6 +220,72 @@ fn bias_gradients_over_many_places_on_a_gpu_follow_flex() {
     };
     let want = gradients(&flex);
     assert_follow(gradients(&gpu.device), want);
+}
+
+/// A convolution with its ReLU and max pool by `conv2d_relu_max_pool2d` (the CIFAR-10 net's
+/// first layer; on the GPU the pool taken before the bias and the ReLU) and a dense layer with
+/// its ReLU by `linear_relu` (the bias laid out before the product), on the GPU against Burn's
+/// own layers and `relu` on flex: the outputs and the gradients of the inputs, the kernel and
+/// both biases of a random weighting, within 1e-4 of the largest value of flex's.
+#[test]
+fn pooled_convolution_and_dense_relu_on_a_gpu_follow_flex() {
+    let Some(gpu) = gpu_or_skip("pooled_convolution_and_dense_relu") else {
+        return;
+    };
+    let flex = Device::flex().autodiff();
+    // Burn's own layers, which the two functions take.
+    let conv =
+        burn::nn::conv::Conv2dConfig::new([3, 16], [5, 5]).with_padding(PaddingConfig2d::Same);
+    let conv = seeded(conv.init(&flex), 1);
+    let pool = burn::nn::pool::MaxPool2dConfig::new([3, 3])
+        .with_strides([2, 2])
+        .with_ceil_mode(true)
+        .init();
+    let dense = seeded(burn::nn::LinearConfig::new(24, 8).init(&flex), 2);
+    let images = Tensor::<4>::random([8, 3, 24, 24], Distribution::Normal(0.0, 1.0), &flex);
+    let rows = Tensor::<2>::random([32, 24], Distribution::Normal(0.0, 1.0), &flex);
+    let outputs = |device: &Device, ours: bool| {
+        let (conv, dense) = (conv.clone().fork(device), dense.clone().fork(device));
+        let x = images.clone().to_device(device).require_grad();
+        let r = rows.clone().to_device(device).require_grad();
+        let (y, z) = match ours {
+            true => (
+                conv2d_relu_max_pool2d(&conv, &pool, x.clone()),
+                linear_relu(&dense, r.clone()),
+            ),
+            false => (
+                pool.forward(relu(conv.forward(x.clone()))),
+                relu(dense.forward(r.clone())),
+            ),
+        };
+        let loss = (y.clone() * pattern(y.dims(), 5, &flex).to_device(device)).sum()
+            + (z.clone() * pattern(z.dims(), 6, &flex).to_device(device)).sum();
+        let grads = loss.backward();
+        let read = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
+        let bias = |b: &Option<burn::module::Param<Tensor<1>>>| {
+            read(b.as_ref().unwrap().grad(&grads).unwrap())
+        };
+        [
+            ("pooled output", read(y.flatten(0, 3))),
+            ("dense output", read(z.flatten(0, 1))),
+            (
+                "images' gradient",
+                read(x.grad(&grads).unwrap().flatten(0, 3)),
+            ),
+            (
+                "rows' gradient",
+                read(r.grad(&grads).unwrap().flatten(0, 1)),
+            ),
+            (
+                "kernel's gradient",
+                read(conv.weight.grad(&grads).unwrap().flatten(0, 3)),
+            ),
+            ("convolution's bias gradient", bias(&conv.bias)),
+            ("dense bias gradient", bias(&dense.bias)),
+        ]
+    };
+    let want = outputs(&flex, false);
+    assert_follow(outputs(&gpu.device, true), want);
 }
 
 /// Panics unless each of `got`'s named values is within 1e-4 of `want`'s, relative to the

@@ -25,11 +25,22 @@ pub(crate) fn add_channel_bias<const D: usize>(
     channel_dim: usize,
 ) -> Tensor<D> {
     let dims = y.dims();
+    y + bias_laid_out(bias, dims, channel_dim)
+}
+
+/// `bias` as a tensor of `dims`, its values laid along dimension `channel_dim`, to be added to
+/// a layer's output of that shape ([`add_channel_bias`]): a view (reshaped, and expanded where
+/// loops stop early), so no kernel of its own.
+pub(crate) fn bias_laid_out<const D: usize>(
+    bias: Tensor<1>,
+    dims: [usize; D],
+    channel_dim: usize,
+) -> Tensor<D> {
     let mut bias_dims = [1; D];
     bias_dims[channel_dim] = dims[channel_dim];
     let bias = bias.reshape(bias_dims);
-    if !loops_stop_early(&y.device()) {
-        return y + bias;
+    if !loops_stop_early(&bias.device()) {
+        return bias;
     }
     let (before, after) = (&dims[..channel_dim], &dims[channel_dim + 1..]);
     if before
@@ -37,10 +48,10 @@ pub(crate) fn add_channel_bias<const D: usize>(
         .chain(after)
         .all(|len| *len <= LONGEST_WHOLE_SUM)
     {
-        return y + bias.expand(dims);
+        return bias.expand(dims);
     }
     // A long dimension: the bias expanded over `[outer, channels, inner]` cut in two each,
-    // then laid out in `y`'s shape.
+    // then laid out in `dims`.
     let [outer, inner] = [before, after].map(|lens| lens.iter().product::<usize>());
     let ([outer_pieces, outer_piece], [inner_pieces, inner_piece]) = (cut(outer), cut(inner));
     let pieces = [
@@ -51,7 +62,7 @@ pub(crate) fn add_channel_bias<const D: usize>(
         inner_piece,
     ];
     let bias = bias.reshape([1, 1, dims[channel_dim], 1, 1]).expand(pieces);
-    y + bias.reshape(dims)
+    bias.reshape(dims)
 }
 
 /// `len` as `[pieces, piece]`, `piece` its [`longest_piece`].

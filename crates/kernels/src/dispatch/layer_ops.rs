@@ -14,7 +14,7 @@ use burn::tensor::{DType, Tensor};
 
 #[cfg(feature = "gpu")]
 use crate::conv_gradient::{ConvShape, conv2d_by_product};
-use crate::dispatch::channel_bias::add_channel_bias;
+use crate::dispatch::channel_bias::{add_channel_bias, bias_laid_out};
 #[cfg(feature = "flex")]
 use crate::dispatch::flex_route;
 use crate::padding::conv_padding;
@@ -89,6 +89,36 @@ pub fn conv2d_relu(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     relu(conv2d(conv, x))
 }
 
+/// `max_pool2d(pool, conv2d_relu(conv, x))`. Off the flex kernels the pool is taken before the
+/// bias and the ReLU: both never decrease a value, so a window's largest output is the output at
+/// its largest input, the same value, while the bias, the ReLU and their gradients touch only
+/// the pooled places (a quarter of them for a 3x3 pool of stride 2) and, on a fused GPU, join
+/// the element-wise ops after the pool in one kernel (the CIFAR-10 step on lavapipe: 72 launches
+/// against 74, unfused 139 either way; bench/HISTORY.md, "The pool before the bias"). Gradients can differ only where a
+/// window's two largest inputs round to the same sum with the bias: the pool then routes the
+/// gradient to the larger input rather than the first.
+pub fn conv2d_relu_max_pool2d(conv: &Conv2d, pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::conv2d_relu(conv, &x, current_precision()) {
+        return max_pool2d(pool, y);
+    }
+    let x = match x.dtype() {
+        DType::BF16 => x.cast(DType::F32),
+        _ => x,
+    };
+    if let Some(y) = whole_input_conv2d(conv, &x) {
+        return max_pool2d(pool, relu(y));
+    }
+    let pooled = max_pool2d(
+        pool,
+        burn_conv2d_product(conv, x, current_precision().dtype()),
+    );
+    relu(match &conv.bias {
+        Some(bias) => add_channel_bias(pooled, bias.val(), 1),
+        None => pooled,
+    })
+}
+
 /// `min(max(x, 0), 6)`, Burn's `relu6`, in one pass forward and backward on flex.
 pub fn relu6<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     #[cfg(feature = "flex")]
@@ -137,6 +167,24 @@ pub fn linear<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
     }
 }
 
+/// `relu(linear(linear, x))`. The bias is laid out (a view) before the product rather than
+/// after it, so that on a fused GPU the product, the bias and the ReLU run as one kernel:
+/// burn-fusion's matmul fuser takes the element-wise ops that follow a product until another
+/// op comes between them, as the bias's reshape did (the CIFAR-10 step on lavapipe: 70 launches
+/// against 72; bench/HISTORY.md, "The pool before the bias"). [`linear`] keeps the bias after
+/// the product: for logits, whose addition of the bias does best in the softmax's reduction
+/// kernel (that step took 76 launches with it in the product's).
+pub fn linear_relu<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
+    let mut dims = x.dims();
+    dims[D - 1] = linear.weight.dims()[1];
+    let bias = (linear.bias.as_ref()).map(|bias| bias_laid_out(bias.val(), dims, D - 1));
+    let y = product(x, linear.weight.val());
+    relu(match bias {
+        Some(bias) => y + bias,
+        None => y,
+    })
+}
+
 /// `x · weight` over `x`'s last dimension, in this thread's [`Precision`].
 fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
     let dtype = match current_precision() {
@@ -180,6 +228,15 @@ fn whole_input_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
 /// Burn's CubeCL devices, without groups or dilation, its weight gradient is one product
 /// (`conv_gradient`).
 fn burn_conv2d(conv: &Conv2d, x: Tensor<4>, dtype: DType) -> Tensor<4> {
+    let y = burn_conv2d_product(conv, x, dtype);
+    match &conv.bias {
+        Some(bias) => add_channel_bias(y, bias.val(), 1),
+        None => y,
+    }
+}
+
+/// [`burn_conv2d`] without the bias.
+fn burn_conv2d_product(conv: &Conv2d, x: Tensor<4>, dtype: DType) -> Tensor<4> {
     let [_, _, h, w] = x.dims();
     let padding = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
     let weight = conv.weight.val();
@@ -197,16 +254,12 @@ fn burn_conv2d(conv: &Conv2d, x: Tensor<4>, dtype: DType) -> Tensor<4> {
     let by_product = None;
     let options =
         ConvOptions::new_with_padding(conv.stride, padding.into(), conv.dilation, conv.groups);
-    let y = match (by_product, dtype) {
+    match (by_product, dtype) {
         (Some(y), _) => y,
         (None, DType::F32) => module::conv2d(x, weight, None, options),
         (None, low) => {
             module::conv2d(x.cast(low), weight.cast(low), None, options).cast(DType::F32)
         }
-    };
-    match &conv.bias {
-        Some(bias) => add_channel_bias(y, bias.val(), 1),
-        None => y,
     }
 }
 

@@ -11,9 +11,11 @@ use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Initializer, Linear, LinearConfig, PaddingConfig2d};
-use burn::tensor::{Device, Int, Tensor, activation::relu};
+use burn::tensor::{Device, Int, Tensor};
 use towers_kernels::same_padding;
-use towers_kernels::{conv2d_relu, linear, max_pool2d, softmax_cross_entropy};
+use towers_kernels::{
+    conv2d_relu, conv2d_relu_max_pool2d, linear, linear_relu, max_pool2d, softmax_cross_entropy,
+};
 
 /// Configuration of [`Cifar10Net`]; the defaults are the TF tutorial's (`cifar10.py`).
 #[derive(Config, Debug)]
@@ -119,9 +121,10 @@ impl Cifar10Config {
 impl Cifar10Net {
     /// Logits, reporting each layer's output shape to `tap` under its TF name.
     fn run(&self, images: Tensor<4>, tap: &mut dyn FnMut(&'static str, &[usize])) -> Tensor<2> {
-        let x = conv2d_relu(&self.conv1, images);
-        tap("conv1", &x.dims());
-        let x = max_pool2d(&self.pool1, x);
+        // SAME, stride 1: conv1's output is the images' size.
+        let [n, _, h, w] = images.dims();
+        tap("conv1", &[n, self.conv1.weight.dims()[0], h, w]);
+        let x = conv2d_relu_max_pool2d(&self.conv1, &self.pool1, images);
         tap("pool1", &x.dims());
         let x = self.norm1.forward(x);
         tap("norm1", &x.dims());
@@ -133,9 +136,9 @@ impl Cifar10Net {
         tap("pool2", &x.dims());
         // NHWC order, as TF's reshape, so local3's rows match the tutorial's.
         let x = x.permute([0, 2, 3, 1]).flatten::<2>(1, 3);
-        let x = relu(linear(&self.local3, x));
+        let x = linear_relu(&self.local3, x);
         tap("local3", &x.dims());
-        let x = relu(linear(&self.local4, x));
+        let x = linear_relu(&self.local4, x);
         tap("local4", &x.dims());
         let logits = linear(&self.softmax_linear, x);
         tap("softmax_linear", &logits.dims());
