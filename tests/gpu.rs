@@ -179,7 +179,8 @@ fn batch_norm_over_long_channels_on_a_gpu_follows_flex() {
 /// whose kernels stop their loops after 65,535 iterations, one reduction over all of them
 /// leaves values out (Burn's `Conv2d` bias gradient was up to 57% of the largest off, the dense
 /// layer's 101%), so there the drop-in layers add the bias expanded, its gradient summed one
-/// short dimension at a time (`towers_kernels`, `dispatch/channel_bias.rs`).
+/// short dimension at a time (`towers_kernels`, `dispatch/channel_bias.rs`); and over
+/// `[32_768, 16]`, the most places whose bias gradient is still summed in one reduction.
 #[test]
 fn bias_gradients_over_many_places_on_a_gpu_follow_flex() {
     let Some(gpu) = gpu_or_skip("bias_gradients_over_many_places") else {
@@ -190,6 +191,7 @@ fn bias_gradients_over_many_places_on_a_gpu_follow_flex() {
         .with_padding(PaddingConfig2d::Same)
         .init(&flex);
     let dense = LinearConfig::new(16, 8).init(&flex);
+    let short = LinearConfig::new(16, 8).init(&flex);
     fn normal<const D: usize>(dims: [usize; D], flex: &Device) -> Tensor<D> {
         Tensor::random(dims, Distribution::Normal(0.0, 1.0), flex)
     }
@@ -199,14 +201,18 @@ fn bias_gradients_over_many_places_on_a_gpu_follow_flex() {
     );
     let (rows, rows_probe) = (normal([512, 600, 16], &flex), normal([512, 600, 8], &flex));
     let (batch, batch_probe) = (normal([307_200, 16], &flex), normal([307_200, 8], &flex));
+    let (whole, whole_probe) = (normal([32_768, 16], &flex), normal([32_768, 8], &flex));
     let gradients = |device: &Device| {
         let (conv, dense) = (conv.clone().fork(device), dense.clone().fork(device));
+        let short = short.clone().fork(device);
         let y = conv.forward(images.clone().to_device(device));
         let z = dense.forward(rows.clone().to_device(device));
         let u = dense.forward(batch.clone().to_device(device));
+        let v = short.forward(whole.clone().to_device(device));
         let loss = (y * conv_probe.clone().to_device(device)).sum()
             + (z * rows_probe.clone().to_device(device)).sum()
-            + (u * batch_probe.clone().to_device(device)).sum();
+            + (u * batch_probe.clone().to_device(device)).sum()
+            + (v * whole_probe.clone().to_device(device)).sum();
         let grads = loss.backward();
         let read = |t: Option<Tensor<1>>| t.unwrap().into_data().try_to_vec::<f32>().unwrap();
         let bias =
@@ -216,6 +222,7 @@ fn bias_gradients_over_many_places_on_a_gpu_follow_flex() {
             ("the convolution's bias", bias(&conv.bias)),
             ("the convolution's weight", read(weight(&conv.weight))),
             ("the dense layer's bias", bias(&dense.bias)),
+            ("the bias summed whole", bias(&short.bias)),
         ]
     };
     let want = gradients(&flex);
