@@ -19,7 +19,7 @@ use burn_towers::kernels::nn::{BatchNormConfig, LinearConfig, PaddingConfig2d};
 use burn_towers::kernels::{Precision, conv2d_relu_max_pool2d, joined_sum_of_squares, linear_relu};
 use burn_towers::models::{
     Cifar10Net, EfficientNetLayout, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig,
-    MbConv, MbConvConfig, MobileNetLayout, MobileNetV3Block, MobileNetV3BlockConfig,
+    LrnConfig, MbConv, MbConvConfig, MobileNetLayout, MobileNetV3Block, MobileNetV3BlockConfig,
 };
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
@@ -301,6 +301,67 @@ fn pooled_convolution_and_dense_relu_on_a_gpu_follow_flex() {
     };
     let want = outputs(&flex, false);
     assert_follow(outputs(&gpu.device, true), want);
+}
+
+/// The LRN on the GPU (`towers_kernels::lrn_by_band`, its backward pass its own) against
+/// Burn's ops on flex (`Lrn::forward_band`, the band product with channels first, Burn's
+/// autodiff): the output and the input's gradient of a random weighting, within 1e-4 of the
+/// largest value of flex's; with a window and `alpha` large enough that the window's share of
+/// the gradient shows, and the input laid out channels first and channels last (as Burn's GPU
+/// convolutions write it) in memory.
+#[test]
+fn lrn_and_its_gradient_on_a_gpu_follow_burns_ops() {
+    let Some(gpu) = gpu_or_skip("lrn_and_its_gradient") else {
+        return;
+    };
+    let flex = Device::flex().autodiff();
+    let lrn = LrnConfig::new()
+        .with_depth_radius(2)
+        .with_bias(1.0)
+        .with_alpha(0.5)
+        .with_beta(0.75)
+        .init();
+    let dims = [4, 7, 5, 6];
+    let x = Tensor::<4>::random(dims, Distribution::Normal(0.0, 1.0), &flex);
+    let probe = pattern(dims, 7, &flex);
+    // `ours`: `Lrn::forward`, else `forward_band`; `channels_last`: the input's values laid
+    // out `[n, h, w, c]` in memory.
+    let outputs = |device: &Device, ours: bool, channels_last: bool| {
+        let (leaf, input) = match channels_last {
+            true => {
+                let data = x.clone().permute([0, 2, 3, 1]).into_data();
+                let leaf = Tensor::<4>::from_data(data, device).require_grad();
+                (leaf.clone(), leaf.permute([0, 3, 1, 2]))
+            }
+            false => {
+                let leaf = x.clone().to_device(device).require_grad();
+                (leaf.clone(), leaf)
+            }
+        };
+        let y = match ours {
+            true => lrn.forward(input),
+            false => lrn.forward_band(input),
+        };
+        let grads = (y.clone() * probe.clone().to_device(device))
+            .sum()
+            .backward();
+        let grad = leaf.grad(&grads).unwrap();
+        let grad = match channels_last {
+            true => grad.permute([0, 3, 1, 2]),
+            false => grad,
+        };
+        let read = |t: Tensor<4>| {
+            t.flatten::<1>(0, 3)
+                .into_data()
+                .try_to_vec::<f32>()
+                .unwrap()
+        };
+        [("output", read(y)), ("input gradient", read(grad))]
+    };
+    let want = outputs(&flex, false, false);
+    for channels_last in [false, true] {
+        assert_follow(outputs(&gpu.device, true, channels_last), want.clone());
+    }
 }
 
 /// Panics unless each of `got`'s named values is within 1e-4 of `want`'s, relative to the

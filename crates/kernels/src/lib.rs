@@ -16,6 +16,7 @@
 //! - `loss/`: [`softmax_cross_entropy`], with a backward pass of its own on every backend.
 //! - `batch_norm/`: [`batch_norm_train`] and [`offset_batch_norm`] (no scale), batch norm with
 //!   a backward pass of its own on Burn's CubeCL devices.
+//! - `lrn/`: [`lrn_by_band`], the LRN with a backward pass of its own on those devices.
 //! - `nn/`: drop-in layers with Burn's names, `Config`s and records ([`nn::conv::Conv2d`],
 //!   [`nn::pool::MaxPool2d`], [`nn::Linear`], ...), on those ops.
 
@@ -29,6 +30,7 @@ mod extension;
 #[cfg(feature = "flex")]
 mod flex;
 mod loss;
+mod lrn;
 pub mod nn;
 mod padding;
 mod precision;
@@ -47,6 +49,7 @@ pub use dispatch::{
     max_pool2d, reads_rounded, relu6, silu,
 };
 pub use loss::softmax_cross_entropy;
+pub use lrn::{lrn_band, lrn_by_band};
 pub use padding::same_padding;
 pub use precision::{Bf16Kernel, Precision, current_precision, with_precision};
 pub use short_sums::{long_sum, loops_stop_early};

@@ -24,6 +24,7 @@ const LAYERING: Layering = Layering {
         "dispatch",
         "loss",
         "batch_norm",
+        "lrn",
         "nn",
     ],
     within: &[

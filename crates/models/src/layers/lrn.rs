@@ -3,7 +3,7 @@
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::Tensor;
 
 /// Configuration of [`Lrn`], named and defaulted as `tf.nn.lrn`'s arguments.
 #[derive(Config, Debug)]
@@ -28,9 +28,11 @@ pub struct LrnConfig {
 ///
 /// Burn has none. On flex (feature `flex`) it runs on burn-towers' own kernel
 /// (`flex/norm/lrn.rs`). Elsewhere the channel-window sums are one matrix product with a `[c, c]`
-/// band of `alpha`s (zero beyond the edges, so windows there are shorter), whose backward is
-/// another product: on flex this measured faster than an average pool over the channel axis,
-/// a cumulative sum, or nine shifted slices, with or without autodiff.
+/// band of `alpha`s (`towers_kernels::lrn_band`: zero beyond the edges, so windows there are
+/// shorter), whose backward is another product: on flex this measured faster than an average
+/// pool over the channel axis, a cumulative sum, or nine shifted slices, with or without
+/// autodiff. On Burn's CubeCL devices that is `towers_kernels::lrn_by_band`, with a backward
+/// pass of its own (two fused kernels around the product).
 #[derive(Module, Debug)]
 pub struct Lrn {
     depth_radius: usize,
@@ -58,12 +60,13 @@ impl LrnConfig {
 impl Lrn {
     /// Normalizes `[n, c, h, w]` across `c`; the output has the input's shape.
     pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        let params = [self.bias, self.alpha, self.beta];
         #[cfg(feature = "flex")]
-        {
-            let params = [self.bias, self.alpha, self.beta];
-            if let Some(y) = towers_kernels::flex_route::lrn(&x, self.depth_radius, params) {
-                return y;
-            }
+        if let Some(y) = towers_kernels::flex_route::lrn(&x, self.depth_radius, params) {
+            return y;
+        }
+        if let Some(y) = towers_kernels::lrn_by_band(&x, self.depth_radius, params) {
+            return y;
         }
         self.forward_band(x)
     }
@@ -81,13 +84,7 @@ impl Lrn {
     /// The band product over the channels laid out last or first.
     fn forward_band_over(&self, x: Tensor<4>, channels_last: bool) -> Tensor<4> {
         let [n, c, h, w] = x.dims();
-        let band: Vec<f32> = (0..c * c)
-            .map(|i| match (i / c).abs_diff(i % c) <= self.depth_radius {
-                true => self.alpha as f32,
-                false => 0.0,
-            })
-            .collect();
-        let band = Tensor::<2>::from_data(TensorData::new(band, [c, c]), &x.device());
+        let band = towers_kernels::lrn_band(c, self.depth_radius, self.alpha, &x.device());
         let squares = x.clone().square();
         let scaled_sums = match channels_last {
             // The band is symmetric: from the right it sums the same windows.
@@ -106,7 +103,7 @@ impl Lrn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::tensor::Device;
+    use burn::tensor::{Device, TensorData};
 
     const SHAPE: [usize; 4] = [2, 7, 2, 3];
     const LEN: usize = 2 * 7 * 2 * 3;
