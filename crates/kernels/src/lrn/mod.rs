@@ -8,8 +8,8 @@
 //! output's gradient, so the CIFAR-10 net's second LRN took three kernels before its band
 //! product where one does (bench/HISTORY.md, "The pool before the bias"). Here the gradient
 //! is an element-wise chain, each op taking the result of the one before it, the band product,
-//! and one more element-wise expression (the CIFAR-10 step on lavapipe 65 launches against 66,
-//! unfused 131 against 135).
+//! and one more element-wise expression (the CIFAR-10 step on lavapipe 65 launches against 66;
+//! unfused, where each op is a launch, 136 against 135).
 //!
 //! - `extension.rs`: the Burn backend extension (the forward pass by Burn's ops) and which
 //!   devices it routes.
