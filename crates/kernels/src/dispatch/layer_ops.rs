@@ -14,6 +14,7 @@ use burn::tensor::{DType, Tensor};
 
 #[cfg(feature = "gpu")]
 use crate::conv_gradient::{ConvShape, conv2d_by_product};
+use crate::cubecl_device::on_cubecl;
 use crate::dispatch::channel_bias::{add_channel_bias, bias_laid_out};
 #[cfg(feature = "flex")]
 use crate::dispatch::flex_route;
@@ -89,8 +90,8 @@ pub fn conv2d_relu(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     relu(conv2d(conv, x))
 }
 
-/// `max_pool2d(pool, conv2d_relu(conv, x))`. Off the flex kernels the pool is taken before the
-/// bias and the ReLU: both never decrease a value, so a window's largest output is the output at
+/// `max_pool2d(pool, conv2d_relu(conv, x))`. On Burn's CubeCL devices the pool is taken before
+/// the bias and the ReLU: both never decrease a value, so a window's largest output is the output at
 /// its largest input, the same value, while the bias, the ReLU and their gradients touch only
 /// the pooled places (a quarter of them for a 3x3 pool of stride 2) and, on a fused GPU, join
 /// the element-wise ops after the pool in one kernel (the CIFAR-10 step on lavapipe: 72
@@ -99,9 +100,10 @@ pub fn conv2d_relu(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
 /// differ only where a window's two largest inputs round to the same sum with the bias: the
 /// pool then routes the gradient to the larger input rather than the first.
 pub fn conv2d_relu_max_pool2d(conv: &Conv2d, pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::conv2d_relu(conv, &x, current_precision()) {
-        return max_pool2d(pool, y);
+    // Elsewhere each op is no launch of its own, and flex's kernels take the bias and ReLU in
+    // the convolution's pass.
+    if !on_cubecl(&x.device()) {
+        return max_pool2d(pool, conv2d_relu(conv, x));
     }
     let x = match x.dtype() {
         DType::BF16 => x.cast(DType::F32),
