@@ -49,11 +49,8 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     {
         return y;
     }
-    // Every other path reads f32: a bf16 input widened, exactly.
-    let x = match x.dtype() {
-        DType::BF16 => x.cast(DType::F32),
-        _ => x,
-    };
+    // Every other path reads f32.
+    let x = widened(x);
     if let Some(y) = whole_input_conv2d(conv, &x) {
         return y;
     }
@@ -91,8 +88,8 @@ pub fn conv2d_relu(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
 }
 
 /// `max_pool2d(pool, conv2d_relu(conv, x))`. On Burn's CubeCL devices the pool is taken before
-/// the bias and the ReLU: both never decrease a value, so a window's largest output is the output at
-/// its largest input, the same value, while the bias, the ReLU and their gradients touch only
+/// the bias and the ReLU: both never decrease a value, so a window's largest output is the
+/// output at its largest input, the same value, while the bias, the ReLU and their gradients touch only
 /// the pooled places (a quarter of them for a 3x3 pool of stride 2) and, on a fused GPU, join
 /// the element-wise ops after the pool in one kernel (the CIFAR-10 step on lavapipe: 72
 /// launches against 74, unfused 139 either way; bench/HISTORY.md, "The pool before the bias").
@@ -105,21 +102,20 @@ pub fn conv2d_relu_max_pool2d(conv: &Conv2d, pool: &MaxPool2d, x: Tensor<4>) -> 
     if !on_cubecl(&x.device()) {
         return max_pool2d(pool, conv2d_relu(conv, x));
     }
-    let x = match x.dtype() {
-        DType::BF16 => x.cast(DType::F32),
-        _ => x,
-    };
+    let x = widened(x);
     if let Some(y) = whole_input_conv2d(conv, &x) {
         return max_pool2d(pool, relu(y));
     }
-    let pooled = max_pool2d(
-        pool,
-        burn_conv2d_product(conv, x, current_precision().dtype()),
-    );
-    relu(match &conv.bias {
-        Some(bias) => add_channel_bias(pooled, bias.val(), 1),
-        None => pooled,
-    })
+    let product = burn_conv2d_product(conv, x, current_precision().dtype());
+    relu(plus_bias(conv, max_pool2d(pool, product)))
+}
+
+/// `x` in f32: a bf16 input widened, exactly.
+fn widened(x: Tensor<4>) -> Tensor<4> {
+    match x.dtype() {
+        DType::BF16 => x.cast(DType::F32),
+        _ => x,
+    }
 }
 
 /// `min(max(x, 0), 6)`, Burn's `relu6`, in one pass forward and backward on flex.
@@ -231,7 +227,11 @@ fn whole_input_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>> {
 /// Burn's CubeCL devices, without groups or dilation, its weight gradient is one product
 /// (`conv_gradient`).
 fn burn_conv2d(conv: &Conv2d, x: Tensor<4>, dtype: DType) -> Tensor<4> {
-    let y = burn_conv2d_product(conv, x, dtype);
+    plus_bias(conv, burn_conv2d_product(conv, x, dtype))
+}
+
+/// `y` (`[n, out, h, w]`) with `conv`'s bias added by [`add_channel_bias`], where it has one.
+fn plus_bias(conv: &Conv2d, y: Tensor<4>) -> Tensor<4> {
     match &conv.bias {
         Some(bias) => add_channel_bias(y, bias.val(), 1),
         None => y,

@@ -32,7 +32,8 @@ pub struct LrnConfig {
 /// shorter), whose backward is another product: on flex this measured faster than an average
 /// pool over the channel axis, a cumulative sum, or nine shifted slices, with or without
 /// autodiff. On Burn's CubeCL devices that is `towers_kernels::lrn_by_band`, with a backward
-/// pass of its own (two fused kernels around the product).
+/// pass of its own (element-wise chains around the product, registered so that fusion joins
+/// them).
 #[derive(Module, Debug)]
 pub struct Lrn {
     depth_radius: usize,
