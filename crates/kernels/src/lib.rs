@@ -12,6 +12,9 @@
 //! - `flex/` (feature `flex`): the kernels by family, on flex tensors and slices.
 //! - `extension/` (feature `flex`): the Burn backend extension that reaches them, forward and
 //!   (under autodiff) backward.
+//! - `deferred.rs` (a GPU backend): our CubeCL kernels queued on Burn's fusion backend.
+//! - `conv_gradient/` (a GPU backend): the convolution's backward pass on Burn's CubeCL
+//!   devices.
 //! - `dispatch/`: the public ops, each routed to the extension or to Burn.
 //! - `loss/`: [`softmax_cross_entropy`], with a backward pass of its own on every backend.
 //! - `batch_norm/`: [`batch_norm_train`] and [`offset_batch_norm`] (no scale), batch norm with
@@ -24,6 +27,8 @@ mod batch_norm;
 #[cfg(feature = "gpu")]
 mod conv_gradient;
 mod cubecl_device;
+#[cfg(feature = "gpu")]
+mod deferred;
 mod dispatch;
 #[cfg(feature = "flex")]
 mod extension;

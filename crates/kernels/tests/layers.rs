@@ -15,11 +15,12 @@ const LAYERING: Layering = Layering {
         "padding",
         "cubecl_device",
         "short_sums",
-        // The kernels by family, the Burn extension that reaches them, the GPU convolution's
-        // weight gradient, the public ops, the loss with its own backward pass, the drop-in
+        // The kernels by family, the Burn extension that reaches them, our GPU kernels under
+        // fusion, the GPU convolution's weight gradient, the public ops, the loss with its own backward pass, the drop-in
         // layers on them.
         "flex",
         "extension",
+        "deferred",
         "conv_gradient",
         "dispatch",
         "loss",

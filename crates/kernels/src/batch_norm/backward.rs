@@ -1,5 +1,6 @@
 //! [`BatchNorm`] under autodiff: the forward pass on the inner backend, recorded with a
-//! backward pass of two reductions (Burn derives no backward pass for an extension).
+//! backward pass of its own, its two sums in one pass (Burn derives no backward pass for an
+//! extension).
 
 use burn::backend::TensorMetadata;
 use burn::backend::autodiff::NodeId;
@@ -11,8 +12,8 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend};
 use burn::tensor::Shape;
 
-use super::column_sums::column_sums;
-use super::extension::{BatchNorm, beside, channel_columns, forward};
+use super::extension::{BatchNorm, beside, forward};
+use super::gradient_sums::{GradientSums, gradient_sums};
 
 /// The results, the statistics as untracked tensors.
 type Results<B, C> = (
@@ -21,7 +22,7 @@ type Results<B, C> = (
     FloatTensor<Autodiff<B, C>>,
 );
 
-impl<B: Backend, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
+impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
     fn towers_batch_norm(
         x: FloatTensor<Self>,
         gamma: FloatTensor<Self>,
@@ -115,7 +116,7 @@ where
 #[derive(Debug)]
 struct ScaledBackward;
 
-impl<B: Backend> Backward<B, 3> for ScaledBackward {
+impl<B: GradientSums> Backward<B, 3> for ScaledBackward {
     type State = Saved<B>;
 
     fn backward(
@@ -143,7 +144,7 @@ impl<B: Backend> Backward<B, 3> for ScaledBackward {
 #[derive(Debug)]
 struct OffsetBackward;
 
-impl<B: Backend> Backward<B, 2> for OffsetBackward {
+impl<B: GradientSums> Backward<B, 2> for OffsetBackward {
     type State = Saved<B>;
 
     fn backward(
@@ -184,8 +185,8 @@ fn register<B: Backend>(
 /// ```
 ///
 /// (`γ` = 1 without a scale; the mean's and the variance's dependence on `x` included): the two
-/// sums are the pass's two reductions, `dx` one element-wise expression.
-fn gradients<B: Backend>(
+/// sums from one pass over `dy` and `x` (`gradient_sums/`), `dx` one element-wise expression.
+fn gradients<B: GradientSums>(
     saved: Saved<B>,
     dy: FloatTensor<B>,
     checkpointer: &mut Checkpointer,
@@ -202,18 +203,16 @@ fn gradients<B: Backend>(
     let rank = x.shape().num_dims();
     let channels = Shape::new([mean.shape().num_elements()]);
     let per_channel = (x.shape().num_elements() / mean.shape().num_elements()) as f32;
+    let [dy_sum, dy_normalized_sum] = gradient_sums::<B>(
+        dy.clone(),
+        x.clone(),
+        mean.clone(),
+        inv_std.clone(),
+        in_pieces,
+    );
     // On a fused GPU every reshape ends a run of fused ops: the per-channel values beside `x`
-    // are laid out before each element-wise expression starts. `dy · x̂` is taken in `x`'s own
-    // shape and only its result viewed as columns: read as columns inside the expression, `dy`
-    // was a reshaped input to fusion, which ran that product as a kernel of its own (Inception
-    // v3's backward pass on lavapipe: 929 launches against 981; ResNet-18's the same, 193;
-    // ResNet-50's 461 against 457, where in a few of its batch norms fusion now runs the
-    // expression's three ops unfused instead).
+    // are laid out before the element-wise expression starts.
     let [mean, inv_std] = [mean, inv_std].map(|t| beside::<B>(t, rank));
-    let dy_sum = column_sums::<B>(channel_columns::<B>(dy.clone()), in_pieces);
-    let normalized = B::float_mul(B::float_sub(x.clone(), mean.clone()), inv_std.clone());
-    let dy_normalized = channel_columns::<B>(B::float_mul(dy.clone(), normalized));
-    let dy_normalized_sum = column_sums::<B>(dy_normalized, in_pieces);
     let dx = want_dx.then(|| {
         let [dy_sum, dy_normalized_sum] =
             [dy_sum.clone(), dy_normalized_sum.clone()].map(|t| beside::<B>(t, rank));

@@ -7,15 +7,16 @@
 //! f16), and a layer without a scale fills a `gamma` of ones each forward pass and gets its
 //! gradient all the same. On a fused GPU that was about 10 of the ~42 launches per convolution
 //! layer of Inception v3's step (bench/HISTORY.md, "Where Inception v3's launches go"). Here:
-//! two reductions forward (the mean, then the variance from the centred values) and two
-//! backward (`Σ dy` and `Σ dy · x̂`, per channel), each pass's element-wise work in one
-//! expression.
+//! two reductions forward (the mean, then the variance from the centred values) and backward
+//! `Σ dy` and `Σ dy · x̂` per channel from one pass of a kernel of ours, each pass's
+//! element-wise work in one expression.
 //!
 //! - `extension.rs`: the Burn backend extension (the forward pass by Burn's ops, on every
 //!   backend it routes) and which devices it routes;
 //! - `backward.rs`: the backward pass, under autodiff;
 //! - `column_sums.rs`: the per-channel sums and means both passes take, in pieces short
-//!   enough for wgpu.
+//!   enough for wgpu;
+//! - `gradient_sums/`: the backward pass's two sums in one kernel.
 
 #[cfg(feature = "gpu")]
 mod backward;
@@ -23,6 +24,8 @@ mod backward;
 mod column_sums;
 #[cfg(feature = "gpu")]
 mod extension;
+#[cfg(feature = "gpu")]
+mod gradient_sums;
 
 use burn::tensor::Tensor;
 

@@ -16,15 +16,12 @@
 //!
 //! - `extension.rs`: the backend extension (Burn's convolution forward), and the routing check.
 //! - `backward.rs`: its autodiff implementation and backward pass.
-//! - `deferred.rs`: an op of the inner backend queued on Burn's fusion backend (the kernels
-//!   below, under fusion).
 //! - `windows/`: the input's windows as rows, the weight gradient's operand (one kernel of ours
 //!   on Burn's CubeCL devices).
 //! - `spread/`: the output gradient spread out by the stride, the input gradient's operand (one
 //!   kernel of ours there too).
 
 mod backward;
-mod deferred;
 mod extension;
 mod spread;
 mod windows;

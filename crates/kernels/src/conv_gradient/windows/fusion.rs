@@ -1,11 +1,11 @@
 //! The windows as rows on Burn's fusion backend: `cube.rs`'s kernel, deferred
-//! (`conv_gradient/deferred.rs`).
+//! (`deferred.rs`).
 
 use burn::backend::tensor::FloatTensor;
 use burn_fusion::{Fusion, FusionBackend};
 
 use super::{ConvWindows, Windows};
-use crate::conv_gradient::deferred::deferred;
+use crate::deferred::deferred;
 
 impl<B: FusionBackend + ConvWindows> ConvWindows for Fusion<B> {
     fn towers_conv_windows(x: FloatTensor<Self>, windows: Windows) -> FloatTensor<Self> {
@@ -14,7 +14,7 @@ impl<B: FusionBackend + ConvWindows> ConvWindows for Fusion<B> {
         let [sh, sw] = windows.shape.stride;
         let [top, bottom, left, right] = windows.shape.flat_padding();
         let scalars = [kh, kw, sh, sw, top, bottom, left, right];
-        deferred::<B, _>(x, rows, "towers_conv_windows", &scalars, move |x| {
+        deferred::<B, _, 1>([x], rows, "towers_conv_windows", &scalars, move |[x]| {
             B::towers_conv_windows(x, windows)
         })
     }

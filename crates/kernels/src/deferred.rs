@@ -1,7 +1,8 @@
-//! A one-input, one-output op of an inner backend, queued on Burn's fusion backend as an
-//! operation of its own: registered in the calling thread's stream (custom: fusion fuses
-//! nothing into it), run by the inner backend when the stream runs. What `windows/` and
-//! `spread/` need to run their kernels under fusion.
+//! An op of an inner backend with one output, queued on Burn's fusion backend as an operation
+//! of its own: registered in the calling thread's stream (custom: fusion fuses nothing into
+//! it), run by the inner backend when the stream runs. What the kernels of ours need to run
+//! under fusion (`conv_gradient/windows/`, `conv_gradient/spread/`,
+//! `batch_norm/gradient_sums/`).
 //!
 //! By hand rather than by `#[backend_extension(Cube, Fusion)]`: the macro's code names
 //! `burn::backend::fusion`, which only Burn's own `fusion` feature brings, and towers-multigpu
@@ -18,11 +19,12 @@ use burn_fusion::custom::{
 };
 use burn_fusion::{ExecutionError, Fusion, FusionBackend, FusionRuntime};
 
-/// `op` of `x`, an output of shape `out` and `x`'s dtype, queued on `x`'s fusion stream.
-/// `id` names the operation, `scalars` its integer arguments (as `#[backend_extension]` gives
-/// them: a graph fusion caches and replays carries them).
-pub(super) fn deferred<B, F>(
-    x: FloatTensor<Fusion<B>>,
+/// `op` of `inputs`, an output of shape `out` and the first input's dtype, queued on the first
+/// input's fusion stream (all on one device). `id` names the operation, `scalars` its integer
+/// arguments (as `#[backend_extension]` gives them: a graph fusion caches and replays carries
+/// them).
+pub(crate) fn deferred<B, F, const N: usize>(
+    inputs: [FloatTensor<Fusion<B>>; N],
     out: Shape,
     id: &str,
     scalars: &[usize],
@@ -30,21 +32,21 @@ pub(super) fn deferred<B, F>(
 ) -> FloatTensor<Fusion<B>>
 where
     B: FusionBackend,
-    F: Fn(FloatTensor<B>) -> FloatTensor<B> + Send + Sync + 'static,
+    F: Fn([FloatTensor<B>; N]) -> FloatTensor<B> + Send + Sync + 'static,
 {
-    let client = x.client.clone();
-    let output = TensorIr::uninit(client.create_empty_handle(), out, x.dtype);
-    let input = x.into_ir();
+    let client = inputs[0].client.clone();
+    let output = TensorIr::uninit(client.create_empty_handle(), out, inputs[0].dtype);
+    let inputs = inputs.map(|x| x.into_ir());
     let description = CustomOpIr {
         id: id.into(),
-        inputs: vec![input.clone()],
+        inputs: inputs.to_vec(),
         outputs: vec![output.clone()],
         scalars: (scalars.iter())
             .map(|&n| ScalarIr::from(Scalar::from(n)))
             .collect(),
     };
-    let operation = Deferred::<B, F> {
-        input,
+    let operation = Deferred::<B, F, N> {
+        inputs,
         output,
         op,
         backend: std::marker::PhantomData,
@@ -58,34 +60,34 @@ where
         .output()
 }
 
-/// The queued call: the input's handle in, the output's handle out.
-struct Deferred<B, F> {
-    input: TensorIr,
+/// The queued call: the inputs' handles in, the output's handle out.
+struct Deferred<B, F, const N: usize> {
+    inputs: [TensorIr; N],
     output: TensorIr,
     op: F,
     backend: std::marker::PhantomData<B>,
 }
 
-impl<B, F> std::fmt::Debug for Deferred<B, F> {
+impl<B, F, const N: usize> std::fmt::Debug for Deferred<B, F, N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         (f.debug_struct("Deferred"))
-            .field("input", &self.input)
+            .field("inputs", &self.inputs)
             .field("output", &self.output)
             .finish_non_exhaustive()
     }
 }
 
-impl<B, F> Operation<B::FusionRuntime> for Deferred<B, F>
+impl<B, F, const N: usize> Operation<B::FusionRuntime> for Deferred<B, F, N>
 where
     B: FusionBackend,
-    F: Fn(FloatTensor<B>) -> FloatTensor<B> + Send + Sync,
+    F: Fn([FloatTensor<B>; N]) -> FloatTensor<B> + Send + Sync,
 {
     fn execute(
         &self,
         handles: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>,
     ) -> Result<(), ExecutionError> {
-        let x = handles.get_float_tensor::<B>(&self.input);
-        handles.register_float_tensor::<B>(&self.output.id, (self.op)(x));
+        let inputs = (self.inputs.each_ref()).map(|input| handles.get_float_tensor::<B>(input));
+        handles.register_float_tensor::<B>(&self.output.id, (self.op)(inputs));
         Ok(())
     }
 }
