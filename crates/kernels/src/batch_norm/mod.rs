@@ -16,7 +16,7 @@
 //! - `backward.rs`: the backward pass, under autodiff;
 //! - `column_sums.rs`: the per-channel sums and means both passes take, in pieces short
 //!   enough for wgpu;
-//! - `gradient_sums/`: the backward pass's two sums in one kernel.
+//! - `gradient_sums/`: the backward pass's two sums per channel in one kernel.
 
 #[cfg(feature = "gpu")]
 mod backward;

@@ -1,10 +1,9 @@
 //! The gradient sums on Burn's fusion backend: `cube.rs`'s kernel, deferred (`deferred.rs`).
 
 use burn::backend::tensor::FloatTensor;
-use burn::tensor::Shape;
 use burn_fusion::{Fusion, FusionBackend};
 
-use super::GradientSums;
+use super::{GradientSums, pieces_shape};
 use crate::deferred::deferred;
 
 impl<B: FusionBackend + GradientSums> GradientSums for Fusion<B> {
@@ -15,8 +14,7 @@ impl<B: FusionBackend + GradientSums> GradientSums for Fusion<B> {
         inv_std: FloatTensor<Self>,
         rows_per_piece: usize,
     ) -> FloatTensor<Self> {
-        let [n, c, h, w] = x.shape.dims();
-        let pieces = Shape::new([(n * h * w).div_ceil(rows_per_piece), 2 * c]);
+        let pieces = pieces_shape(&x.shape, rows_per_piece);
         let inputs = [dy, x, mean, inv_std];
         let id = "towers_batch_norm_gradient_sums";
         deferred::<B, _, 4>(inputs, pieces, id, &[rows_per_piece], move |inputs| {

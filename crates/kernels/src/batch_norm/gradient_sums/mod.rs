@@ -4,11 +4,13 @@
 //! As a backend extension, so that Burn's CubeCL devices take both sums in one kernel of ours
 //! (`cube.rs`, deferred under fusion by `fusion.rs`): by Burn's ops, `dy · x̂` was written out
 //! whole (fusion joins the product to the element-wise ops before it, not to the sum after)
-//! and read back by its own reduction, `dy` read by another: three passes over a tensor of the
-//! input's size more than the sums need. The kernel sums a piece of [`ROWS_PER_PIECE`] rows of a
-//! channel per invocation (enough invocations for a GPU over few channels, and a loop far below
-//! the 65,535 iterations lavapipe's loops stop at); the pieces' sums are then summed by Burn's
-//! reduction (`column_sums.rs`), none where one piece holds every row.
+//! and read back by a reduction of its own, `dy` read by another: three passes over a tensor of
+//! the input's size more than the sums need (cuDNN's batch norm also takes both in one pass).
+//!
+//! The kernel sums a piece of [`ROWS_PER_PIECE`] values of a channel per invocation (enough
+//! invocations for a GPU over few channels, and a loop far below the 65,535 iterations
+//! lavapipe's loops stop at), compensated (Kahan's summation); the pieces' sums are then summed
+//! by Burn's reduction (`column_sums.rs`), none where one piece holds every value.
 //!
 //! - `cube.rs`: the kernel, on `CubeBackend`.
 //! - `fusion.rs`: the kernel deferred on Burn's fusion backend.
@@ -23,12 +25,12 @@ use burn::tensor::Shape;
 
 use super::column_sums::column_sums;
 
-/// The rows (values of a channel) each invocation sums.
+/// The values of a channel each invocation sums.
 const ROWS_PER_PIECE: usize = 256;
 
-/// Per piece of `rows_per_piece` rows and per channel of `x` `[n, c, h, w]`, `Σ dy` then
-/// `Σ dy · (x - mean) · inv_std` (`mean`, `inv_std` `[1, c]`): `[pieces, 2c]`, the first sums
-/// in columns `0..c`, the second in `c..2c`.
+/// Per piece of `rows_per_piece` rows (an image's place each, `n·h·w` in all) and per channel
+/// of `dy` and `x` `[n, c, h, w]`, `Σ dy` and `Σ dy · (x - mean) · inv_std` (`mean`, `inv_std`
+/// `[1, c]`): `[pieces, 2c]`, the first sums in columns `0..c`, the second in `c..2c`.
 pub(crate) trait GradientSums: Backend {
     fn towers_batch_norm_gradient_sums(
         dy: FloatTensor<Self>,
@@ -40,7 +42,7 @@ pub(crate) trait GradientSums: Backend {
 }
 
 /// `[Σ dy, Σ dy · x̂]` per channel of `x` `[n, c, ...]` (each `[1, c]`), `x̂ = (x - mean) ·
-/// inv_std` (`mean`, `inv_std` `[1, c]`); the pieces' sums in pieces themselves where
+/// inv_std` (`mean`, `inv_std` `[1, c]`), the pieces' sums in pieces themselves where
 /// `in_pieces` (`column_sums.rs`).
 pub(super) fn gradient_sums<B: GradientSums>(
     dy: FloatTensor<B>,
@@ -49,25 +51,34 @@ pub(super) fn gradient_sums<B: GradientSums>(
     inv_std: FloatTensor<B>,
     in_pieces: bool,
 ) -> [FloatTensor<B>; 2] {
-    let channels = x.shape()[1];
-    let [dy, x] = [dy, x].map(as_images::<B>);
+    let [n, c] = [x.shape()[0], x.shape()[1]];
+    let [dy, x] = [dy, x].map(|t| as_images::<B>(t, n, c));
     let pieces = B::towers_batch_norm_gradient_sums(dy, x, mean, inv_std, ROWS_PER_PIECE);
+    summed::<B>(pieces, c, in_pieces)
+}
+
+/// The pieces' sums `[pieces, 2c]` summed (unless there is one piece), as two tensors `[1, c]`.
+fn summed<B: Backend>(pieces: FloatTensor<B>, c: usize, in_pieces: bool) -> [FloatTensor<B>; 2] {
     let sums = match pieces.shape()[0] {
         1 => pieces,
         _ => column_sums::<B>(pieces, in_pieces),
     };
-    [0..channels, channels..2 * channels]
-        .map(|columns| B::float_slice(sums.clone(), &[(0..1).into(), columns.into()]))
+    [0..c, c..2 * c].map(|columns| B::float_slice(sums.clone(), &[(0..1).into(), columns.into()]))
 }
 
-/// `x` `[n, c, ...]` as the kernel reads it, `[n, c, h, w]`: the dimensions after the
-/// channels as one (and a last of 1) where there are not two.
-fn as_images<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+/// `[pieces, 2c]` for an input `[n, c, h, w]`.
+fn pieces_shape(input: &Shape, rows_per_piece: usize) -> Shape {
+    let [n, c, h, w] = input.dims();
+    Shape::new([(n * h * w).div_ceil(rows_per_piece), 2 * c])
+}
+
+/// `x` `[n, c, ...]` as the kernels read it, `[n, c, h, w]`: the dimensions after the channels
+/// as one (and a last of 1) where there are not two.
+fn as_images<B: Backend>(x: FloatTensor<B>, n: usize, c: usize) -> FloatTensor<B> {
     let shape = x.shape();
     if shape.num_dims() == 4 {
         return x;
     }
-    let [n, c] = [shape[0], shape[1]];
     let places = shape.num_elements() / (n * c).max(1);
     B::float_reshape(x, Shape::new([n, c, places, 1]))
 }
