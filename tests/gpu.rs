@@ -389,7 +389,8 @@ fn assert_follow<const N: usize>(got: [(&str, Vec<f32>); N], want: [(&str, Vec<f
 /// within 1e-4 of the largest value. SAME at stride 1 (CIFAR-10's 5x5), SAME at stride 2 on
 /// an even side (one more padding after than before), VALID at stride 2 (Inception v3's stem;
 /// its last row read by no window), a 1x1 at stride 2 (ResNet's shortcut),
-/// Inception's 1x7 and 7x1 on planes not square, a 1x1, and explicit padding wider after (as
+/// Inception's 1x7 and 7x1 on planes not square, a 1x1 (its input gradient one product), and
+/// explicit padding wider after (as
 /// wide as the kernel on the right: Burn's input gradient); each with its input laid out
 /// channels first in memory and channels last (as Burn's GPU convolutions leave their outputs:
 /// the weight gradient's windows kernel reads through the strides).

@@ -11,8 +11,9 @@
 //! convolution's weight gradient tunes one product, and its input gradient is a forward
 //! convolution at stride 1 (of the output gradient spread out by the stride; under SAME at
 //! stride 1 with as many channels out as in, of the forward's very shape, so tuned already).
-//! Only where the forward padded a side by as much as the kernel is it Burn's
-//! (`conv2d_x_backward`).
+//! A 1x1 convolution at stride 1 without padding takes its input gradient as one product (no
+//! turned kernel to copy); only where the forward padded a side by as much as the kernel is it
+//! Burn's (`conv2d_x_backward`).
 //!
 //! - `extension.rs`: the backend extension (Burn's convolution forward), and the routing check.
 //! - `backward.rs`: its autodiff implementation and backward pass.
