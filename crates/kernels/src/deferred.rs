@@ -19,8 +19,8 @@ use burn_fusion::custom::{
 };
 use burn_fusion::{ExecutionError, Fusion, FusionBackend, FusionRuntime};
 
-/// `op` of `inputs`, an output of shape `out` and the first input's dtype, queued on the first
-/// input's fusion stream (all on one device). `id` names the operation, `scalars` its integer
+/// `op` of `inputs` (all on one device), an output of shape `out` and the first input's dtype,
+/// queued in the calling thread's stream of their device. `id` names the operation, `scalars` its integer
 /// arguments (as `#[backend_extension]` gives them: a graph fusion caches and replays carries
 /// them).
 pub(crate) fn deferred<B, F, const N: usize>(
