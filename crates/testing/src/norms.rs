@@ -1,6 +1,7 @@
 //! [`assert_batch_norms_match_burns`]: `towers_kernels::batch_norm_train` and
-//! `offset_batch_norm`, outputs, statistics and gradients, against Burn's `batch_norm_train`
-//! and Burn's autodiff of it, on one device.
+//! `offset_batch_norm`, outputs, statistics and the input's gradient against Burn's
+//! `batch_norm_train` and Burn's autodiff of it on one device, the parameters' gradients
+//! against sums in f64 on the host.
 
 use burn::tensor::module::batch_norm_train;
 use burn::tensor::{Device, Distribution, Tensor};
@@ -9,9 +10,10 @@ use towers_kernels::offset_batch_norm;
 use crate::compare::rel_diff;
 
 /// Asserts that both batch norms take `device` (a CubeCL one) and equal Burn's there to float
-/// rounding: the output, the batch's mean and variance, and the gradients of the input, the
-/// scale and the offset under a loss that weighs each output differently (a plain sum would
-/// give the input a zero gradient); `offset_batch_norm` against Burn's with a scale of ones.
+/// rounding: the output, the batch's mean and variance, and the input's gradient under a loss
+/// that weighs each output differently (a plain sum would give the input a zero gradient); the
+/// scale's and the offset's gradients equal the same sums in f64; `offset_batch_norm` against
+/// Burn's with a scale of ones.
 /// For channels far from zero (where a variance taken as `E[x²] - E[x]²` would cancel), few
 /// values per channel, an input with NHWC strides (as a convolution leaves it), inputs of rank
 /// 2 and 3, and an input that requires no gradient.
