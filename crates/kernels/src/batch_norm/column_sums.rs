@@ -1,5 +1,5 @@
 //! [`column_sums`], [`column_means`]: the batch norm's per-channel sums and means over the
-//! values laid out as columns `[l, c]` (see `extension.rs`, `channel_columns`), on a device
+//! values laid out as columns `[l, c]` (see `cubecl_device.rs`, `channel_columns`), on a device
 //! whose loops stop early taken in short pieces (see `short_sums.rs` for why): on lavapipe, a
 //! batch norm over `[32, 64, 56, 56]` (ResNet-50's first stage at batch 32) in one reduction
 //! per channel came out wrong by more than its own size, Burn's `BatchNorm` and ours alike. The

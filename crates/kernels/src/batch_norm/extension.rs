@@ -6,6 +6,7 @@ use burn::backend::{Backend, Dispatch, TensorMetadata};
 use burn::tensor::{Shape, Tensor};
 
 use super::column_sums::column_means;
+use crate::cubecl_device::channel_columns;
 use crate::short_sums::loops_stop_early;
 
 pub(super) use routing::BatchNorm;
@@ -84,20 +85,6 @@ impl<B: Backend> Forward<B> {
             [self.mean, self.variance].map(|s| B::float_reshape(s, channels.clone()));
         (self.output, mean, variance)
     }
-}
-
-/// `x` `[n, c, ...]` as `[n · ..., c]`: the values of each channel in a column. A view where
-/// `x` lies channels last, as Burn's GPU convolutions write their outputs and element-wise ops
-/// keep them; a copy otherwise, as the rows `[c, n · ...]` Burn's batch norm reduces always
-/// were but for one example: ResNet-50's step on lavapipe (batch 2) launched 159 copies fewer
-/// so, 113 kernels fewer in all (the variance's sum no longer fused with its squares).
-pub(super) fn channel_columns<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
-    let shape = x.shape();
-    let channels = shape[1];
-    let rank = shape.num_dims();
-    let channels_last: Vec<usize> = [0].into_iter().chain(2..rank).chain([1]).collect();
-    let columns = Shape::new([shape.num_elements() / channels, channels]);
-    B::float_reshape(B::float_permute(x, &channels_last), columns)
 }
 
 /// `[1, c]` or `[c]` as `[1, c, 1, ...]` of `rank` dimensions: a per-channel value beside `x`.

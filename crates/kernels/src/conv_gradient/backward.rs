@@ -16,6 +16,7 @@ use super::ConvShape;
 use super::extension::ConvByProduct;
 use super::spread::ConvSpread;
 use super::windows::{ConvWindows, Windows, rows_by_views};
+use crate::cubecl_device::channel_columns;
 
 impl<B: ConvWindows + ConvSpread, C: CheckpointStrategy> ConvByProduct for Autodiff<B, C> {
     fn towers_conv2d_by_product(
@@ -133,12 +134,9 @@ fn pointwise_input_gradient<B: Backend>(
 ) -> FloatTensor<B> {
     let [n, out, h, w] = grad.shape().dims();
     let c = weight.shape()[1];
-    let rows = B::float_reshape(
-        B::float_permute(grad, &[0, 2, 3, 1]),
-        Shape::new([n * h * w, out]),
-    );
     let kernel = B::float_reshape(weight, Shape::new([out, c]));
-    let product = B::float_reshape(B::float_matmul(rows, kernel), Shape::new([n, h, w, c]));
+    let product = B::float_matmul(channel_columns::<B>(grad), kernel);
+    let product = B::float_reshape(product, Shape::new([n, h, w, c]));
     B::float_permute(product, &[0, 3, 1, 2])
 }
 
@@ -158,7 +156,7 @@ fn weight_gradient<B: ConvWindows>(
     shape: ConvShape,
 ) -> FloatTensor<B> {
     let [out, c, kh, kw] = kernel;
-    let [n, _, oh, ow] = grad.shape().dims();
+    let [_, _, oh, ow] = grad.shape().dims();
     let windows = Windows {
         kernel: [kh, kw],
         shape,
@@ -170,10 +168,6 @@ fn weight_gradient<B: ConvWindows>(
         true => rows_by_views::<B>(x, windows),
         false => B::towers_conv_windows(x, windows),
     };
-    let grad_rows = B::float_reshape(
-        B::float_permute(grad, &[0, 2, 3, 1]),
-        Shape::new([n * oh * ow, out]),
-    );
-    let product = B::float_matmul(B::float_transpose(grad_rows), rows);
+    let product = B::float_matmul(B::float_transpose(channel_columns::<B>(grad)), rows);
     B::float_reshape(product, Shape::new([out, c, kh, kw]))
 }

@@ -89,10 +89,11 @@ pub fn conv2d_relu(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
 
 /// `max_pool2d(pool, conv2d_relu(conv, x))`. On Burn's CubeCL devices the pool is taken before
 /// the bias and the ReLU: both never decrease a value, so a window's largest output is the
-/// output at its largest input, the same value, while the bias, the ReLU and their gradients touch only
-/// the pooled places (a quarter of them for a 3x3 pool of stride 2) and, on a fused GPU, join
-/// the element-wise ops after the pool in one kernel (the CIFAR-10 step on lavapipe: 72
-/// launches against 74, unfused 139 either way; bench/HISTORY.md, "The pool before the bias").
+/// output at its largest input, the same value, while the bias, the ReLU and their gradients
+/// touch only the pooled places (a quarter of them for a 3x3 pool of stride 2) and, on a fused
+/// GPU, join the element-wise ops after the pool in one kernel (the CIFAR-10 step on lavapipe:
+/// 72 launches against 74, unfused 139 either way; bench/HISTORY.md, "The pool before the
+/// bias").
 /// Burn's max pool pads with `-inf`, never a value, so padded windows agree too. Gradients can
 /// differ only where a window's two largest inputs round to the same sum with the bias: the
 /// pool then routes the gradient to the larger input rather than the first.

@@ -11,7 +11,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
 
-use super::{GradientSums, pieces_shape};
+use super::{GradientSums, ROWS_PER_PIECE, pieces_shape};
 
 /// One thread per piece and channel, neighbouring threads on neighbouring channels (where
 /// Burn's convolutions leave the values of one place side by side): the piece's rows of `dy`
@@ -83,13 +83,23 @@ impl GradientSums for CubeBackend {
         x: CubeTensor,
         mean: CubeTensor,
         inv_std: CubeTensor,
-        rows_per_piece: usize,
     ) -> CubeTensor {
         let [dy, x, mean, inv_std] = [dy, x, mean, inv_std].map(untile);
-        let sums = pieces_for(&x, rows_per_piece);
         let (client, dtype) = (x.client.clone(), x.dtype);
-        let (cube_count, cube_dim, address) = one_thread_per_column(&x, &sums);
-        let address = address.max(dy.required_address_type());
+        let sums = empty_device_contiguous_dtype(
+            client.clone(),
+            x.device.clone(),
+            pieces_shape(&x.shape()),
+            dtype,
+        );
+        let count = sums.shape()[0] * x.shape()[1];
+        let cube_dim = CubeDim::new(&client, count);
+        let cube_count = calculate_cube_count_elemwise(&client, count, cube_dim);
+        let address = [&dy, &x, &sums]
+            .map(|t| t.required_address_type())
+            .into_iter()
+            .max()
+            .expect("three tensors");
         // SAFETY: `launch_unchecked` leaves out the bounds checks of the kernel's indexing;
         // the kernel keeps within every tensor itself: it returns at once past the last piece's
         // last channel, reads `dy` and `x` (of one shape, `[n, c, h, w]`) at rows below
@@ -107,25 +117,10 @@ impl GradientSums for CubeBackend {
                 mean.into_tensor_arg(),
                 inv_std.into_tensor_arg(),
                 sums.clone().into_tensor_arg(),
-                rows_per_piece,
+                ROWS_PER_PIECE,
                 dtype_to_storage_type(dtype),
             );
         }
         sums
     }
-}
-
-/// The sums' tensor `[pieces, 2c]` for the input `x` `[n, c, h, w]`, on its device.
-fn pieces_for(x: &CubeTensor, rows_per_piece: usize) -> CubeTensor {
-    let shape = pieces_shape(&x.shape(), rows_per_piece);
-    empty_device_contiguous_dtype(x.client.clone(), x.device.clone(), shape, x.dtype)
-}
-
-/// The launch's cubes and address type for one thread per piece and channel of `x`.
-fn one_thread_per_column(x: &CubeTensor, sums: &CubeTensor) -> (CubeCount, CubeDim, AddressType) {
-    let count = sums.shape()[0] * x.shape()[1];
-    let cube_dim = CubeDim::new(&x.client, count);
-    let cube_count = calculate_cube_count_elemwise(&x.client, count, cube_dim);
-    let address = x.required_address_type().max(sums.required_address_type());
-    (cube_count, cube_dim, address)
 }

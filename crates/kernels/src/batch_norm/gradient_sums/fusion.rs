@@ -12,14 +12,12 @@ impl<B: FusionBackend + GradientSums> GradientSums for Fusion<B> {
         x: FloatTensor<Self>,
         mean: FloatTensor<Self>,
         inv_std: FloatTensor<Self>,
-        rows_per_piece: usize,
     ) -> FloatTensor<Self> {
-        let pieces = pieces_shape(&x.shape, rows_per_piece);
+        let pieces = pieces_shape(&x.shape);
         let inputs = [dy, x, mean, inv_std];
         let id = "towers_batch_norm_gradient_sums";
-        deferred::<B, _, 4>(inputs, pieces, id, &[rows_per_piece], move |inputs| {
-            let [dy, x, mean, inv_std] = inputs;
-            B::towers_batch_norm_gradient_sums(dy, x, mean, inv_std, rows_per_piece)
+        deferred::<B, _, 4>(inputs, pieces, id, &[], |[dy, x, mean, inv_std]| {
+            B::towers_batch_norm_gradient_sums(dy, x, mean, inv_std)
         })
     }
 }

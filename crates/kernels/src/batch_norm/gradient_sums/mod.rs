@@ -28,16 +28,16 @@ use super::column_sums::column_sums;
 /// The values of a channel each invocation sums.
 const ROWS_PER_PIECE: usize = 256;
 
-/// Per piece of `rows_per_piece` rows (an image's place each, `n·h·w` in all) and per channel
-/// of `dy` and `x` `[n, c, h, w]`, `Σ dy` and `Σ dy · (x - mean) · inv_std` (`mean`, `inv_std`
-/// `[1, c]`): `[pieces, 2c]`, the first sums in columns `0..c`, the second in `c..2c`.
+/// Per piece of [`ROWS_PER_PIECE`] rows (an image's place each, `n·h·w` in all) and per
+/// channel of `dy` and `x` `[n, c, h, w]`, `Σ dy` and `Σ dy · (x - mean) · inv_std` (`mean`,
+/// `inv_std` `[1, c]`): `[pieces, 2c]` ([`pieces_shape`]), the first sums in columns `0..c`,
+/// the second in `c..2c`.
 pub(crate) trait GradientSums: Backend {
     fn towers_batch_norm_gradient_sums(
         dy: FloatTensor<Self>,
         x: FloatTensor<Self>,
         mean: FloatTensor<Self>,
         inv_std: FloatTensor<Self>,
-        rows_per_piece: usize,
     ) -> FloatTensor<Self>;
 }
 
@@ -51,9 +51,9 @@ pub(super) fn gradient_sums<B: GradientSums>(
     inv_std: FloatTensor<B>,
     in_pieces: bool,
 ) -> [FloatTensor<B>; 2] {
-    let [n, c] = [x.shape()[0], x.shape()[1]];
-    let [dy, x] = [dy, x].map(|t| as_images::<B>(t, n, c));
-    let pieces = B::towers_batch_norm_gradient_sums(dy, x, mean, inv_std, ROWS_PER_PIECE);
+    let c = x.shape()[1];
+    let [dy, x] = [dy, x].map(as_images::<B>);
+    let pieces = B::towers_batch_norm_gradient_sums(dy, x, mean, inv_std);
     summed::<B>(pieces, c, in_pieces)
 }
 
@@ -67,18 +67,19 @@ fn summed<B: Backend>(pieces: FloatTensor<B>, c: usize, in_pieces: bool) -> [Flo
 }
 
 /// `[pieces, 2c]` for an input `[n, c, h, w]`.
-fn pieces_shape(input: &Shape, rows_per_piece: usize) -> Shape {
+fn pieces_shape(input: &Shape) -> Shape {
     let [n, c, h, w] = input.dims();
-    Shape::new([(n * h * w).div_ceil(rows_per_piece), 2 * c])
+    Shape::new([(n * h * w).div_ceil(ROWS_PER_PIECE), 2 * c])
 }
 
 /// `x` `[n, c, ...]` as the kernels read it, `[n, c, h, w]`: the dimensions after the channels
 /// as one (and a last of 1) where there are not two.
-fn as_images<B: Backend>(x: FloatTensor<B>, n: usize, c: usize) -> FloatTensor<B> {
+fn as_images<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     let shape = x.shape();
     if shape.num_dims() == 4 {
         return x;
     }
+    let [n, c] = [shape[0], shape[1]];
     let places = shape.num_elements() / (n * c).max(1);
     B::float_reshape(x, Shape::new([n, c, places, 1]))
 }
