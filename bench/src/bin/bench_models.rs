@@ -22,7 +22,8 @@
 //!
 //! `bench_models 1 MODEL counts [BATCH] [IMAGE_SIZE]` (built with a GPU backend) times nothing:
 //! it lists the kernels one f32 train step of MODEL launches, per kernel and per phase (the
-//! loss's forward pass, the backward pass, the update), and with fusion the same launches by
+//! loss's forward pass, the backward pass, the update with the running state folded in as the
+//! towers fold it), and with fusion the same launches by
 //! fusion's block (`fusion_blocks.rs`), after two steps that tune; BATCH and
 //! (Inception's) IMAGE_SIZE replace the rows' 32 and 299 (lavapipe: Inception at 299 and batch 32
 //! passes its workgroup limit, see the guide's chapter 3).
@@ -291,10 +292,16 @@ mod phase_counts {
             );
             let mut updated = None;
             report(
-                "update (plain SGD)",
+                "update (plain SGD), running state folded in",
                 count(1, || {
                     let grads = grads.take().expect("the backward phase's gradients");
-                    updated = Some(optim.step(0.01, net.clone(), grads));
+                    let net = optim.step(0.01, net.clone(), grads);
+                    // The batch norms' moving averages folded in, as the towers fold each
+                    // replica's in after its step (`valid()`: Burn's `RunningState` keeps an
+                    // update pending until then), so the next forward pass reads them as they
+                    // are.
+                    drop(net.valid());
+                    updated = Some(net);
                     sync();
                 }),
             );

@@ -43,7 +43,7 @@ mod short_sums;
 #[cfg(test)]
 mod test_util;
 
-pub use batch_norm::{batch_norm_train, offset_batch_norm};
+pub use batch_norm::{MovingAverages, batch_norm_train, offset_batch_norm};
 pub use cubecl_device::on_cubecl;
 #[cfg(feature = "flex")]
 pub use dispatch::flex_route;

@@ -1,16 +1,17 @@
 //! [`assert_batch_norms_match_burns`]: `towers_kernels::batch_norm_train` and
-//! `offset_batch_norm`, outputs, statistics and the input's gradient against Burn's
+//! `offset_batch_norm`, outputs, moved averages and the input's gradient against Burn's
 //! `batch_norm_train` and Burn's autodiff of it on one device, the parameters' gradients
 //! against sums in f64 on the host.
 
 use burn::tensor::module::batch_norm_train;
 use burn::tensor::{Device, Distribution, Tensor};
-use towers_kernels::offset_batch_norm;
+use towers_kernels::{MovingAverages, offset_batch_norm};
 
 use crate::compare::rel_diff;
 
 /// Asserts that both batch norms take `device` (a CubeCL one) and equal Burn's there to float
-/// rounding: the output, the batch's mean and variance, and the input's gradient under a loss
+/// rounding: the output, the moving averages moved towards Burn's batch mean and variance (by
+/// a momentum of 0.3, from random averages), and the input's gradient under a loss
 /// that weighs each output differently (a plain sum would give the input a zero gradient); the
 /// scale's and the offset's gradients equal the same sums in f64; `offset_batch_norm` against
 /// Burn's with a scale of ones.
@@ -77,10 +78,16 @@ fn assert_matches<const D: usize>(
 ) {
     let c = x.dims()[1];
     let (x, gamma, beta) = (x.require_grad(), gamma.require_grad(), beta.require_grad());
+    let averages = MovingAverages::new(
+        Tensor::random([c], Distribution::Default, device),
+        Tensor::random([c], Distribution::Uniform(0.5, 2.0), device),
+        0.3,
+    );
     let ours = |x: &Tensor<D>, gamma: &Tensor<1>, beta: &Tensor<1>| {
+        let averages = averages.clone();
         match scaled {
-            true => towers_kernels::batch_norm_train(x, gamma, beta, 1e-3),
-            false => offset_batch_norm(x, beta, 1e-3),
+            true => towers_kernels::batch_norm_train(x, gamma, beta, 1e-3, averages),
+            false => offset_batch_norm(x, beta, 1e-3, averages),
         }
         .expect("the batch norm routes this device")
     };
@@ -91,14 +98,21 @@ fn assert_matches<const D: usize>(
     // statistics themselves stay within 1e-5, and the cases without an offset within the
     // tolerances below alone.
     let mean_rounding = 8.0 * f32::EPSILON * offset as f32 / 1.44;
-    let (y, [mean, variance]) = ours(&x, &gamma, &beta);
+    let (y, moved) = ours(&x, &gamma, &beta);
     let burns = batch_norm_train(x.clone(), gamma.clone(), beta.clone(), 1e-3);
-    let close = |got: Tensor<1>, want: Tensor<1>, of: &str| {
+    let close = |got: Tensor<1>, average: Tensor<1>, batch: Tensor<1>, of: &str| {
+        let want = average.mul_scalar(0.7) + batch.mul_scalar(0.3);
         let diff = rel_diff(got, want);
-        assert!(diff <= 1e-5, "{what}: {of} {diff} apart");
+        assert!(diff <= 1e-5, "{what}: moved {of} {diff} apart");
     };
-    close(mean, burns.mean, "mean");
-    close(variance, burns.variance, "variance");
+    close(moved.mean, averages.mean.clone(), burns.mean, "mean");
+    let variance = burns.variance;
+    close(
+        moved.variance,
+        averages.variance.clone(),
+        variance,
+        "variance",
+    );
     let output_diff = rel_diff(y.clone(), burns.output.clone());
     assert!(
         output_diff <= 1e-5 + mean_rounding,

@@ -15,7 +15,7 @@ use burn::tensor::Shape;
 use super::extension::{BatchNorm, beside, forward};
 use super::gradient_sums::{GradientSums, gradient_sums};
 
-/// The results, the statistics as untracked tensors.
+/// The results, the moved averages as untracked tensors.
 type Results<B, C> = (
     FloatTensor<Autodiff<B, C>>,
     FloatTensor<Autodiff<B, C>>,
@@ -27,6 +27,9 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
         x: FloatTensor<Self>,
         gamma: FloatTensor<Self>,
         beta: FloatTensor<Self>,
+        average_mean: FloatTensor<Self>,
+        average_variance: FloatTensor<Self>,
+        momentum: f64,
         epsilon: f64,
         in_pieces: bool,
     ) -> Results<B, C> {
@@ -34,11 +37,14 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
             .prepare::<C>([x.node(), gamma.node(), beta.node()])
             .compute_bound()
             .stateful();
+        let averages = [average_mean, average_variance].map(|a| a.into_primitive());
+        let gamma = Some(gamma.into_primitive());
         record(
             prep,
             x,
-            Some(gamma.into_primitive()),
+            gamma,
             beta,
+            (averages, momentum),
             epsilon,
             in_pieces,
         )
@@ -47,6 +53,9 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
     fn towers_offset_batch_norm(
         x: FloatTensor<Self>,
         beta: FloatTensor<Self>,
+        average_mean: FloatTensor<Self>,
+        average_variance: FloatTensor<Self>,
+        momentum: f64,
         epsilon: f64,
         in_pieces: bool,
     ) -> Results<B, C> {
@@ -54,7 +63,16 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
             .prepare::<C>([x.node(), beta.node()])
             .compute_bound()
             .stateful();
-        record(prep, x, None, beta, epsilon, in_pieces)
+        let averages = [average_mean, average_variance].map(|a| a.into_primitive());
+        record(
+            prep,
+            x,
+            None,
+            beta,
+            (averages, momentum),
+            epsilon,
+            in_pieces,
+        )
     }
 }
 
@@ -71,12 +89,13 @@ struct Saved<B: Backend> {
 }
 
 /// The forward pass on the inner backend, recorded for `prep`'s backward pass where a parent
-/// is tracked; the statistics come back untracked.
+/// is tracked; the moved averages come back untracked.
 fn record<B, C, BO, const N: usize>(
     prep: OpsKind<BO, B, Saved<B>, C, N>,
     x: FloatTensor<Autodiff<B, C>>,
     gamma: Option<FloatTensor<B>>,
     beta: FloatTensor<Autodiff<B, C>>,
+    averages: ([FloatTensor<B>; 2], f64),
     epsilon: f64,
     in_pieces: bool,
 ) -> Results<B, C>
@@ -89,11 +108,12 @@ where
         x.primitive().clone(),
         gamma.clone(),
         beta.into_primitive(),
+        averages,
         epsilon,
         in_pieces,
     );
     let (mean, inv_std) = (out.mean.clone(), out.inv_std.clone());
-    let (output, batch_mean, batch_variance) = out.results();
+    let (output, moved_mean, moved_variance) = out.results();
     let y = match prep {
         OpsKind::Tracked(mut prep) => {
             let x = prep.checkpoint(&x);
@@ -109,7 +129,7 @@ where
         OpsKind::UnTracked(prep) => prep.finish(output),
     };
     let untracked = FloatTensor::<Autodiff<B, C>>::new;
-    (y, untracked(batch_mean), untracked(batch_variance))
+    (y, untracked(moved_mean), untracked(moved_variance))
 }
 
 /// The backward pass with a scale: the gradients of the input, `γ` and `β`.

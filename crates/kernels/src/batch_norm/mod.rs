@@ -1,16 +1,18 @@
 //! [`batch_norm_train`] and [`offset_batch_norm`]: batch normalization on the batch's own
 //! statistics, with a scale (Burn's `BatchNorm`) or without (TF-slim's
-//! `batch_norm(scale=False)`), with a backward pass of their own on Burn's CubeCL devices.
+//! `batch_norm(scale=False)`), with a backward pass of their own on Burn's CubeCL devices, and
+//! the layer's [`MovingAverages`] moved in the same kernels.
 //!
 //! Why: Burn's `batch_norm_train` (burn-backend's default, which the CubeCL backends take)
 //! takes four reductions in its backward pass (the two sums, then their means again, apart for
 //! f16), and a layer without a scale fills a `gamma` of ones each forward pass and gets its
 //! gradient all the same. On a fused GPU that was about 10 of the ~42 launches per convolution
 //! layer of Inception v3's step (bench/HISTORY.md, "Where Inception v3's launches go"). Here:
-//! two reductions forward (the mean, then the variance from the centred values) and backward
-//! `Σ dy` and `Σ dy · x̂` per channel from one pass of a kernel of ours, each pass's
-//! element-wise work in one expression.
+//! two reductions forward (the mean, then the variance from the centred values, each moving its
+//! average as it writes) and backward `Σ dy` and `Σ dy · x̂` per channel from one pass of a
+//! kernel of ours, each pass's element-wise work in one expression.
 //!
+//! - `moving_averages.rs`: the moving averages, and their move;
 //! - `extension.rs`: the Burn backend extension (the forward pass by Burn's ops, on every
 //!   backend it routes) and which devices it routes;
 //! - `backward.rs`: the backward pass, under autodiff;
@@ -26,23 +28,28 @@ mod column_sums;
 mod extension;
 #[cfg(feature = "gpu")]
 mod gradient_sums;
+mod moving_averages;
 
 use burn::tensor::Tensor;
 
+pub use moving_averages::MovingAverages;
+
 /// `gamma · (x - mean) / √(variance + epsilon) + beta` per channel of `x` (`[n, c, ...]`,
-/// `gamma` and `beta` `[c]`), on the batch's own mean and biased variance, which come back with
-/// it (`[c]` each, no gradient), as Burn's `batch_norm_train` computes them; under autodiff the
-/// gradients of `x`, `gamma` and `beta` are its own backward pass's.
+/// `gamma` and `beta` `[c]`), on the batch's own mean and biased variance, as Burn's
+/// `batch_norm_train` computes them; `averages` come back moved towards them (no gradient).
+/// Under autodiff the gradients of `x`, `gamma` and `beta` are its own backward pass's.
 ///
 /// `None` off Burn's CubeCL devices (and in builds without a GPU backend): flex has fused
-/// kernels of its own (`flex_route`), other backends take Burn's `batch_norm_train`.
+/// kernels of its own (`flex_route`), other backends take Burn's `batch_norm_train` and
+/// [`MovingAverages::moved_towards`].
 pub fn batch_norm_train<const D: usize>(
     x: &Tensor<D>,
     gamma: &Tensor<1>,
     beta: &Tensor<1>,
     epsilon: f64,
-) -> Option<(Tensor<D>, [Tensor<1>; 2])> {
-    on_cube(x, Some(gamma), beta, epsilon)
+    averages: MovingAverages,
+) -> Option<(Tensor<D>, MovingAverages)> {
+    on_cube(x, Some(gamma), beta, epsilon, averages)
 }
 
 /// [`batch_norm_train`] without a scale (`gamma` of ones, with no gradient to compute).
@@ -50,8 +57,9 @@ pub fn offset_batch_norm<const D: usize>(
     x: &Tensor<D>,
     beta: &Tensor<1>,
     epsilon: f64,
-) -> Option<(Tensor<D>, [Tensor<1>; 2])> {
-    on_cube(x, None, beta, epsilon)
+    averages: MovingAverages,
+) -> Option<(Tensor<D>, MovingAverages)> {
+    on_cube(x, None, beta, epsilon, averages)
 }
 
 /// Either batch norm where `x` is on a CubeCL device (which the extension routes), else `None`.
@@ -60,11 +68,12 @@ fn on_cube<const D: usize>(
     gamma: Option<&Tensor<1>>,
     beta: &Tensor<1>,
     epsilon: f64,
-) -> Option<(Tensor<D>, [Tensor<1>; 2])> {
+    averages: MovingAverages,
+) -> Option<(Tensor<D>, MovingAverages)> {
     #[cfg(feature = "gpu")]
     if crate::cubecl_device::on_cubecl(&x.device()) {
-        return Some(extension::batch_norm(x, gamma, beta, epsilon));
+        return Some(extension::batch_norm(x, gamma, beta, epsilon, averages));
     }
-    let _ = (x, gamma, beta, epsilon);
+    let _ = (x, gamma, beta, epsilon, averages);
     None
 }

@@ -6,6 +6,7 @@
 use burn::config::Config;
 use burn::tensor::{Device, Tensor};
 
+use crate::batch_norm::{MovingAverages, batch_norm_train};
 use crate::nn::wrapped::wrapped_module;
 
 /// [`burn::nn::BatchNormConfig`], field for field, whose [`init`](Self::init) makes this
@@ -68,31 +69,31 @@ impl BatchNorm {
 
     /// [`forward`](Self::forward) while training on a CubeCL device: on
     /// [`crate::batch_norm_train`], whose backward pass takes two reductions where Burn's takes
-    /// four.
+    /// four, and which moves the running statistics in its own kernels.
     fn forward_training_gpu<const D: usize>(&self, input: &Tensor<D>) -> Option<Tensor<D>> {
         let bn = &self.inner;
         if !(input.device().is_autodiff() && bn.training.is_enabled()) {
             return None;
         }
         let (gamma, beta) = (bn.gamma.val(), bn.beta.val());
-        let (y, [mean, variance]) =
-            crate::batch_norm::batch_norm_train(input, &gamma, &beta, bn.epsilon)?;
-        self.update_running(mean, variance);
+        let averages = self.running(&input.device());
+        let (y, moved) = batch_norm_train(input, &gamma, &beta, bn.epsilon, averages)?;
+        self.update_running(moved);
         Some(y)
     }
 
-    /// The running statistics moved towards a batch's `[c]` mean and variance by `momentum`,
-    /// as Burn's `BatchNorm` moves them.
-    fn update_running(&self, mean: Tensor<1>, variance: Tensor<1>) {
+    /// The running statistics on `device`, moved by `momentum`.
+    fn running(&self, device: &Device) -> MovingAverages {
         let bn = &self.inner;
-        let device = mean.device();
-        let averaged = |running: &burn::module::RunningState<Tensor<1>>, batch: Tensor<1>| {
-            let running = running.value_sync().to_device(&device);
-            let moved = running.mul_scalar(1.0 - bn.momentum) + batch.mul_scalar(bn.momentum);
-            moved.detach()
-        };
-        bn.running_mean.update(averaged(&bn.running_mean, mean));
-        bn.running_var.update(averaged(&bn.running_var, variance));
+        let [mean, variance] =
+            [&bn.running_mean, &bn.running_var].map(|s| s.value_sync().to_device(device));
+        MovingAverages::new(mean, variance, bn.momentum)
+    }
+
+    /// The running statistics replaced by `moved` (as Burn's `BatchNorm` moves them).
+    fn update_running(&self, moved: MovingAverages) {
+        self.inner.running_mean.update(moved.mean);
+        self.inner.running_var.update(moved.variance);
     }
 
     /// [`forward`](Self::forward) on the flex kernel, for `[n, c, h, w]` f32 flex inputs.
@@ -111,7 +112,8 @@ impl BatchNorm {
                 let (y, moments) = batch_norm(&x, affine, bn.epsilon)?;
                 let [mean, variance] =
                     [0, 1].map(|row| moments.clone().narrow(0, row, 1).reshape([-1]));
-                self.update_running(mean, variance);
+                let moved = self.running(&device).moved_towards(mean, variance);
+                self.update_running(moved);
                 y
             }
             false => {

@@ -7,9 +7,9 @@ use burn::module::{Flag, Module, Param, RunningState};
 use burn::nn::Initializer;
 use burn::nn::conv::Conv2d;
 use burn::nn::pool::MaxPool2d;
-use burn::tensor::{Tensor, assert_shape};
+use burn::tensor::{Device, Tensor, assert_shape};
 
-use towers_kernels::reads_rounded;
+use towers_kernels::{MovingAverages, reads_rounded};
 
 /// Configuration of [`OffsetBatchNorm`]; the defaults are TF-slim Inception v3's.
 #[derive(Config, Debug)]
@@ -52,7 +52,7 @@ pub struct OffsetBatchNorm {
 
 impl OffsetBatchNormConfig {
     /// Initializes the layer: beta 0, moving mean 0, moving variance 1 (as TF).
-    pub fn init(&self, device: &burn::tensor::Device) -> OffsetBatchNorm {
+    pub fn init(&self, device: &Device) -> OffsetBatchNorm {
         assert!(
             self.num_features > 0,
             "num_features must be greater than zero"
@@ -95,16 +95,20 @@ impl OffsetBatchNorm {
                 self.epsilon,
             );
         }
-        // Without a scale on CubeCL devices (a backward pass of two reductions); Burn's, with
-        // a scale of ones, elsewhere.
-        let beta = self.beta.val();
-        let (output, [mean, variance]) =
-            towers_kernels::offset_batch_norm(&input, &beta, self.epsilon).unwrap_or_else(|| {
-                let batch =
-                    burn::tensor::module::batch_norm_train(input, gamma(), beta, self.epsilon);
-                (batch.output, [batch.mean, batch.variance])
-            });
-        self.update_running(mean, variance);
+        // Without a scale on CubeCL devices (a backward pass of two reductions, the moving
+        // averages moved in its kernels); Burn's, with a scale of ones, elsewhere.
+        let (beta, averages) = (self.beta.val(), self.averages(&device));
+        let (output, moved) =
+            towers_kernels::offset_batch_norm(&input, &beta, self.epsilon, averages.clone())
+                .unwrap_or_else(|| {
+                    let batch =
+                        burn::tensor::module::batch_norm_train(input, gamma(), beta, self.epsilon);
+                    (
+                        batch.output,
+                        averages.moved_towards(batch.mean, batch.variance),
+                    )
+                });
+        self.update_running(moved);
         output
     }
 
@@ -184,7 +188,10 @@ impl OffsetBatchNorm {
         let device = x.device();
         if device.is_autodiff() && self.training.is_enabled() {
             let (y, moments) = on_batch(x, self.beta.val())?;
-            self.update_running_from(moments);
+            let [_, c] = moments.dims();
+            let row = |i: usize| moments.clone().slice([i..i + 1, 0..c]).reshape([c]);
+            let moved = self.averages(&device).moved_towards(row(0), row(1));
+            self.update_running(moved);
             return Some(y);
         }
         let averages =
@@ -192,27 +199,17 @@ impl OffsetBatchNorm {
         on_given(x, self.beta.val(), averages)
     }
 
-    /// The moving averages moved towards a batch's `[2, c]` moments (mean, variance).
-    #[cfg(feature = "flex")]
-    fn update_running_from(&self, moments: Tensor<2>) {
-        let [_, c] = moments.dims();
-        let row = |i: usize| moments.clone().slice([i..i + 1, 0..c]).reshape([c]);
-        self.update_running(row(0), row(1));
+    /// The moving averages on `device`.
+    fn averages(&self, device: &Device) -> MovingAverages {
+        let [mean, variance] =
+            [&self.running_mean, &self.running_var].map(|s| s.value_sync().to_device(device));
+        MovingAverages::new(mean, variance, self.momentum)
     }
 
-    /// The moving averages moved towards a batch's mean and variance.
-    fn update_running(&self, mean: Tensor<1>, variance: Tensor<1>) {
-        let m = self.momentum;
-        let update = |state: &RunningState<Tensor<1>>, batch_value: Tensor<1>| {
-            let old = state.value_sync().to_device(&batch_value.device());
-            state.update(
-                old.mul_scalar(1.0 - m)
-                    .add(batch_value.detach().mul_scalar(m))
-                    .detach(),
-            );
-        };
-        update(&self.running_mean, mean);
-        update(&self.running_var, variance);
+    /// The moving averages replaced by `moved`.
+    fn update_running(&self, moved: MovingAverages) {
+        self.running_mean.update(moved.mean);
+        self.running_var.update(moved.variance);
     }
 }
 
