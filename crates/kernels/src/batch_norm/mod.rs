@@ -42,6 +42,10 @@ pub use moving_averages::MovingAverages;
 /// `None` off Burn's CubeCL devices (and in builds without a GPU backend): flex has fused
 /// kernels of its own (`flex_route`), other backends take Burn's `batch_norm_train` and
 /// [`MovingAverages::moved_towards`].
+///
+/// # Panics
+///
+/// Where the averages do not hold one value per channel of `x`.
 pub fn batch_norm_train<const D: usize>(
     x: &Tensor<D>,
     gamma: &Tensor<1>,
@@ -70,6 +74,7 @@ fn on_cube<const D: usize>(
     epsilon: f64,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
+    averages.assert_channels(x.dims()[1]);
     #[cfg(feature = "gpu")]
     if crate::cubecl_device::on_cubecl(&x.device()) {
         return Some(extension::batch_norm(x, gamma, beta, epsilon, averages));

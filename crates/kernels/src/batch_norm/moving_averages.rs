@@ -25,13 +25,36 @@ pub struct MovingAverages {
 }
 
 impl MovingAverages {
-    /// The averages `mean` and `variance`, each moved by `momentum` towards a batch's.
+    /// The averages `mean` and `variance` (`[c]` each), each moved by `momentum` towards a
+    /// batch's.
+    ///
+    /// # Panics
+    ///
+    /// Where `momentum` is not in `[0, 1]`, or the two averages differ in length.
     pub fn new(mean: Tensor<1>, variance: Tensor<1>, momentum: f64) -> Self {
+        assert!(
+            (0.0..=1.0).contains(&momentum),
+            "a moving average's momentum is in [0, 1], not {momentum}"
+        );
+        assert_eq!(
+            mean.dims(),
+            variance.dims(),
+            "the moving averages of the mean and of the variance have one value per channel each"
+        );
         Self {
             mean,
             variance,
             momentum,
         }
+    }
+
+    /// Panics unless the averages hold `channels` values each, naming both counts.
+    pub(super) fn assert_channels(&self, channels: usize) {
+        let [held] = self.mean.dims();
+        assert_eq!(
+            held, channels,
+            "the moving averages hold {held} channels, the batch norm's input {channels}"
+        );
     }
 
     /// The averages moved towards a batch's mean and variance (`[c]` each), without gradient.
@@ -60,4 +83,45 @@ pub(crate) fn moved<B: Backend>(
         B::float_mul_scalar(average, (1.0 - momentum).into()),
         B::float_mul_scalar(batch, momentum.into()),
     )
+}
+
+#[cfg(all(test, feature = "flex"))]
+mod tests {
+    use burn::tensor::{Device, Tensor, TensorData};
+
+    use super::MovingAverages;
+    use crate::batch_norm::offset_batch_norm;
+
+    fn values(t: Tensor<1>) -> Vec<f32> {
+        t.into_data().try_to_vec().expect("f32 values")
+    }
+
+    #[test]
+    fn the_averages_move_by_the_momentum_towards_the_batch() {
+        let device = Device::flex();
+        let tensor = |v: [f32; 2]| Tensor::<1>::from_data(TensorData::from(v), &device);
+        let averages = MovingAverages::new(tensor([1.0, 2.0]), tensor([4.0, 8.0]), 0.25);
+        let moved = averages.moved_towards(tensor([5.0, -2.0]), tensor([0.0, 16.0]));
+        assert_eq!(values(moved.mean), [2.0, 1.0]);
+        assert_eq!(values(moved.variance), [3.0, 10.0]);
+        assert_eq!(moved.momentum, 0.25);
+    }
+
+    #[test]
+    #[should_panic(expected = "momentum is in [0, 1], not 1.5")]
+    fn a_momentum_past_one_is_refused() {
+        let device = Device::flex();
+        MovingAverages::new(Tensor::zeros([3], &device), Tensor::ones([3], &device), 1.5);
+    }
+
+    #[test]
+    #[should_panic(expected = "the moving averages hold 3 channels, the batch norm's input 4")]
+    fn averages_of_another_width_than_the_input_are_refused() {
+        let device = Device::flex();
+        let averages =
+            MovingAverages::new(Tensor::zeros([3], &device), Tensor::ones([3], &device), 0.1);
+        let x = Tensor::<4>::zeros([2, 4, 3, 3], &device);
+        let beta = Tensor::zeros([4], &device);
+        offset_batch_norm(&x, &beta, 1e-3, averages);
+    }
 }
