@@ -1,17 +1,18 @@
 //! [`assert_batch_norms_match_burns`]: `towers_kernels::batch_norm_train` and
-//! `offset_batch_norm`, outputs, moved averages and the input's gradient against Burn's
+//! `offset_batch_norm` (and their `_moving` forms), outputs, statistics, moved averages and the
+//! input's gradient against Burn's
 //! `batch_norm_train` and Burn's autodiff of it on one device, the parameters' gradients
 //! against sums in f64 on the host.
 
 use burn::tensor::module::batch_norm_train;
 use burn::tensor::{Device, Distribution, Tensor};
-use towers_kernels::{MovingAverages, offset_batch_norm};
+use towers_kernels::{MovingAverages, offset_batch_norm, offset_batch_norm_moving};
 
 use crate::compare::rel_diff;
 
 /// Asserts that both batch norms take `device` (a CubeCL one) and equal Burn's there to float
-/// rounding: the output, the moving averages moved towards Burn's batch mean and variance (by
-/// a momentum of 0.3, from random averages), and the input's gradient under a loss
+/// rounding: the output, the batch's mean and variance, the moving averages moved towards them
+/// (by a momentum of 0.3, from random averages), and the input's gradient under a loss
 /// that weighs each output differently (a plain sum would give the input a zero gradient); the
 /// scale's and the offset's gradients equal the same sums in f64; `offset_batch_norm` against
 /// Burn's with a scale of ones.
@@ -86,8 +87,8 @@ fn assert_matches<const D: usize>(
     let ours = |x: &Tensor<D>, gamma: &Tensor<1>, beta: &Tensor<1>| {
         let averages = averages.clone();
         match scaled {
-            true => towers_kernels::batch_norm_train(x, gamma, beta, 1e-3, averages),
-            false => offset_batch_norm(x, beta, 1e-3, averages),
+            true => towers_kernels::batch_norm_train_moving(x, gamma, beta, 1e-3, averages),
+            false => offset_batch_norm_moving(x, beta, 1e-3, averages),
         }
         .expect("the batch norm routes this device")
     };
@@ -105,14 +106,32 @@ fn assert_matches<const D: usize>(
         let diff = rel_diff(got, want);
         assert!(diff <= 1e-5, "{what}: moved {of} {diff} apart");
     };
-    close(moved.mean, averages.mean.clone(), burns.mean, "mean");
-    let variance = burns.variance;
+    close(
+        moved.mean,
+        averages.mean.clone(),
+        burns.mean.clone(),
+        "mean",
+    );
+    let variance = burns.variance.clone();
     close(
         moved.variance,
         averages.variance.clone(),
         variance,
         "variance",
     );
+    // Without averages, the batch's own statistics.
+    let (_, [mean, variance]) = match scaled {
+        true => towers_kernels::batch_norm_train(&x, &gamma, &beta, 1e-3),
+        false => offset_batch_norm(&x, &beta, 1e-3),
+    }
+    .expect("the batch norm routes this device");
+    for (got, want, of) in [
+        (mean, &burns.mean, "mean"),
+        (variance, &burns.variance, "variance"),
+    ] {
+        let diff = rel_diff(got, want.clone());
+        assert!(diff <= 1e-5, "{what}: {of} {diff} apart");
+    }
     let output_diff = rel_diff(y.clone(), burns.output.clone());
     assert!(
         output_diff <= 1e-5 + mean_rounding,

@@ -35,18 +35,44 @@ use burn::tensor::Tensor;
 pub use moving_averages::MovingAverages;
 
 /// `gamma · (x - mean) / √(variance + epsilon) + beta` per channel of `x` (`[n, c, ...]`,
-/// `gamma` and `beta` `[c]`), on the batch's own mean and biased variance, as Burn's
-/// `batch_norm_train` computes them; `averages` come back moved towards them (no gradient).
-/// Under autodiff the gradients of `x`, `gamma` and `beta` are its own backward pass's.
+/// `gamma` and `beta` `[c]`), on the batch's own mean and biased variance, which come back with
+/// it (`[c]` each, no gradient), as Burn's `batch_norm_train` computes them; under autodiff the
+/// gradients of `x`, `gamma` and `beta` are its own backward pass's. A layer with moving
+/// averages takes [`batch_norm_train_moving`], which moves them in its own kernels.
 ///
 /// `None` off Burn's CubeCL devices (and in builds without a GPU backend): flex has fused
-/// kernels of its own (`flex_route`), other backends take Burn's `batch_norm_train` and
+/// kernels of its own (`flex_route`), other backends take Burn's `batch_norm_train`.
+pub fn batch_norm_train<const D: usize>(
+    x: &Tensor<D>,
+    gamma: &Tensor<1>,
+    beta: &Tensor<1>,
+    epsilon: f64,
+) -> Option<(Tensor<D>, [Tensor<1>; 2])> {
+    let moved = batch_norm_train_moving(x, gamma, beta, epsilon, the_batchs(x));
+    moved.map(|(y, statistics)| (y, [statistics.mean, statistics.variance]))
+}
+
+/// [`batch_norm_train`] without a scale (`gamma` of ones, with no gradient to compute).
+pub fn offset_batch_norm<const D: usize>(
+    x: &Tensor<D>,
+    beta: &Tensor<1>,
+    epsilon: f64,
+) -> Option<(Tensor<D>, [Tensor<1>; 2])> {
+    let moved = offset_batch_norm_moving(x, beta, epsilon, the_batchs(x));
+    moved.map(|(y, statistics)| (y, [statistics.mean, statistics.variance]))
+}
+
+/// [`batch_norm_train`], its `averages` moved towards the batch's mean and variance (no
+/// gradient) in place of them: on a fused GPU the moves then run inside the kernel that takes
+/// the variance, where moving them after the batch norm took two kernels of their own.
+///
+/// `None` where [`batch_norm_train`] is: there, Burn's `batch_norm_train` and
 /// [`MovingAverages::moved_towards`].
 ///
 /// # Panics
 ///
 /// Where the averages do not hold one value per channel of `x`.
-pub fn batch_norm_train<const D: usize>(
+pub fn batch_norm_train_moving<const D: usize>(
     x: &Tensor<D>,
     gamma: &Tensor<1>,
     beta: &Tensor<1>,
@@ -56,14 +82,21 @@ pub fn batch_norm_train<const D: usize>(
     on_cube(x, Some(gamma), beta, epsilon, averages)
 }
 
-/// [`batch_norm_train`] without a scale (`gamma` of ones, with no gradient to compute).
-pub fn offset_batch_norm<const D: usize>(
+/// [`batch_norm_train_moving`] without a scale, as [`offset_batch_norm`].
+pub fn offset_batch_norm_moving<const D: usize>(
     x: &Tensor<D>,
     beta: &Tensor<1>,
     epsilon: f64,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
     on_cube(x, None, beta, epsilon, averages)
+}
+
+/// Averages that a momentum of 1 replaces by the batch's statistics, exactly (`0·0 + 1·s`).
+fn the_batchs<const D: usize>(x: &Tensor<D>) -> MovingAverages {
+    let channels = x.dims()[1];
+    let zeros = || Tensor::zeros([channels], &x.device());
+    MovingAverages::new(zeros(), zeros(), 1.0)
 }
 
 /// Either batch norm where `x` is on a CubeCL device (which the extension routes), else `None`.

@@ -9,10 +9,10 @@ use burn::tensor::Tensor;
 /// how far a training step moves them towards the batch's: `(1 - momentum)·average +
 /// momentum·batch`, Burn's convention (TF's `decay` is `1 - momentum`).
 ///
-/// [`crate::batch_norm_train`] and [`crate::offset_batch_norm`] take them and give them back
-/// moved: on a fused GPU the move then runs inside the kernel that takes the variance, where
-/// moving them after the batch norm took two kernels of their own per layer (Inception v3's
-/// forward pass on lavapipe: 769 launches before, 511 after; bench/README.md).
+/// [`crate::batch_norm_train_moving`] and [`crate::offset_batch_norm_moving`] take them and
+/// give them back moved: on a fused GPU the move then runs inside the kernel that takes the
+/// variance, where moving them after the batch norm took two kernels of their own per layer
+/// (Inception v3's forward pass on lavapipe: 769 launches before, 511 after; bench/README.md).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct MovingAverages {
@@ -90,7 +90,7 @@ mod tests {
     use burn::tensor::{Device, Tensor, TensorData};
 
     use super::MovingAverages;
-    use crate::batch_norm::offset_batch_norm;
+    use crate::batch_norm::offset_batch_norm_moving;
 
     fn values(t: Tensor<1>) -> Vec<f32> {
         t.into_data().try_to_vec().expect("f32 values")
@@ -122,6 +122,6 @@ mod tests {
             MovingAverages::new(Tensor::zeros([3], &device), Tensor::ones([3], &device), 0.1);
         let x = Tensor::<4>::zeros([2, 4, 3, 3], &device);
         let beta = Tensor::zeros([4], &device);
-        offset_batch_norm(&x, &beta, 1e-3, averages);
+        offset_batch_norm_moving(&x, &beta, 1e-3, averages);
     }
 }

@@ -1,12 +1,12 @@
 //! [`BatchNorm`] and [`BatchNormConfig`]: Burn's batch normalization, on burn-towers' flex
 //! kernel for `[n, c, h, w]` f32 inputs (two passes forward, two backward, where Burn's
 //! composition takes a dozen, each a new tensor), and while training on a CubeCL device on
-//! [`crate::batch_norm_train`] (two reductions backward, where Burn's takes four).
+//! [`crate::batch_norm_train_moving`] (two reductions backward, where Burn's takes four).
 
 use burn::config::Config;
 use burn::tensor::{Device, Tensor};
 
-use crate::batch_norm::{MovingAverages, batch_norm_train};
+use crate::batch_norm::{MovingAverages, batch_norm_train_moving};
 use crate::nn::wrapped::wrapped_module;
 
 /// [`burn::nn::BatchNormConfig`], field for field, whose [`init`](Self::init) makes this
@@ -43,7 +43,7 @@ impl From<&BatchNormConfig> for burn::nn::BatchNormConfig {
 }
 
 /// Burn's [`burn::nn::BatchNorm`], whose [`forward`](Self::forward) runs on burn-towers' flex
-/// kernel for `[n, c, h, w]` f32 inputs on flex, and on [`crate::batch_norm_train`] while
+/// kernel for `[n, c, h, w]` f32 inputs on flex, and on [`crate::batch_norm_train_moving`] while
 /// training on a CubeCL device, updating the running statistics as Burn's.
 #[derive(Clone, Debug)]
 pub struct BatchNorm {
@@ -68,8 +68,8 @@ impl BatchNorm {
     }
 
     /// [`forward`](Self::forward) while training on a CubeCL device: on
-    /// [`crate::batch_norm_train`], whose backward pass takes two reductions where Burn's takes
-    /// four, and which moves the running statistics in its own kernels.
+    /// [`crate::batch_norm_train_moving`], whose backward pass takes two reductions where Burn's
+    /// takes four, and which moves the running statistics in its own kernels.
     fn forward_training_gpu<const D: usize>(&self, input: &Tensor<D>) -> Option<Tensor<D>> {
         let bn = &self.inner;
         if !(input.device().is_autodiff() && bn.training.is_enabled()) {
@@ -77,7 +77,7 @@ impl BatchNorm {
         }
         let (gamma, beta) = (bn.gamma.val(), bn.beta.val());
         let averages = self.running(&input.device());
-        let (y, moved) = batch_norm_train(input, &gamma, &beta, bn.epsilon, averages)?;
+        let (y, moved) = batch_norm_train_moving(input, &gamma, &beta, bn.epsilon, averages)?;
         self.update_running(moved);
         Some(y)
     }

@@ -99,7 +99,7 @@ impl OffsetBatchNorm {
         // averages moved in its kernels); Burn's, with a scale of ones, elsewhere.
         let (beta, averages) = (self.beta.val(), self.averages(&device));
         let (output, moved) =
-            towers_kernels::offset_batch_norm(&input, &beta, self.epsilon, averages.clone())
+            towers_kernels::offset_batch_norm_moving(&input, &beta, self.epsilon, averages.clone())
                 .unwrap_or_else(|| {
                     let batch =
                         burn::tensor::module::batch_norm_train(input, gamma(), beta, self.epsilon);
