@@ -20,9 +20,9 @@ use burn_fusion::custom::{
 use burn_fusion::{ExecutionError, Fusion, FusionBackend, FusionRuntime};
 
 /// `op` of `inputs` (all on one device), an output of shape `out` and the first input's dtype,
-/// queued in the calling thread's stream of their device. `id` names the operation, `scalars` its integer
-/// arguments (as `#[backend_extension]` gives them: a graph fusion caches and replays carries
-/// them).
+/// queued in the calling thread's stream of their device. `id` names the operation, `scalars`
+/// its integer arguments (as `#[backend_extension]` gives them: a graph fusion caches and
+/// replays carries them).
 pub(crate) fn deferred<B, F, const N: usize>(
     inputs: [FloatTensor<Fusion<B>>; N],
     out: Shape,

@@ -3,7 +3,8 @@
 
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch};
-use burn::tensor::Tensor;
+use burn::module::RunningState;
+use burn::tensor::{Device, Tensor};
 
 /// A batch norm's moving averages of the batch means and (biased) variances, `[c]` each, and
 /// how far a training step moves them towards the batch's: `(1 - momentum)·average +
@@ -48,6 +49,29 @@ impl MovingAverages {
         }
     }
 
+    /// A layer's running statistics as they stand (each pending update folded in: Burn's
+    /// `RunningState::value_sync`), on `device`, to be moved by `momentum`.
+    ///
+    /// # Panics
+    ///
+    /// As [`new`](Self::new).
+    pub fn of_states(
+        mean: &RunningState<Tensor<1>>,
+        variance: &RunningState<Tensor<1>>,
+        momentum: f64,
+        device: &Device,
+    ) -> Self {
+        let [mean, variance] = [mean, variance].map(|s| s.value_sync().to_device(device));
+        Self::new(mean, variance, momentum)
+    }
+
+    /// The running statistics `mean` and `variance` updated to these averages
+    /// (`RunningState::update`).
+    pub fn store_in(self, mean: &RunningState<Tensor<1>>, variance: &RunningState<Tensor<1>>) {
+        mean.update(self.mean);
+        variance.update(self.variance);
+    }
+
     /// Panics unless the averages hold `channels` values each, naming both counts.
     pub(super) fn assert_channels(&self, channels: usize) {
         let [held] = self.mean.dims();
@@ -70,6 +94,13 @@ impl MovingAverages {
             variance: move_towards(self.variance, batch_variance),
             momentum,
         }
+    }
+
+    /// The averages moved towards a batch's `[2, c]` moments (the mean, then the variance), as
+    /// flex's fused batch norms return them.
+    pub fn moved_towards_moments(self, moments: Tensor<2>) -> Self {
+        let [mean, variance] = [0, 1].map(|row| moments.clone().narrow(0, row, 1).reshape([-1]));
+        self.moved_towards(mean, variance)
     }
 }
 
@@ -100,11 +131,17 @@ mod tests {
     fn the_averages_move_by_the_momentum_towards_the_batch() {
         let device = Device::flex();
         let tensor = |v: [f32; 2]| Tensor::<1>::from_data(TensorData::from(v), &device);
-        let averages = MovingAverages::new(tensor([1.0, 2.0]), tensor([4.0, 8.0]), 0.25);
-        let moved = averages.moved_towards(tensor([5.0, -2.0]), tensor([0.0, 16.0]));
+        let averages_again = || MovingAverages::new(tensor([1.0, 2.0]), tensor([4.0, 8.0]), 0.25);
+        let moved = averages_again().moved_towards(tensor([5.0, -2.0]), tensor([0.0, 16.0]));
         assert_eq!(values(moved.mean), [2.0, 1.0]);
         assert_eq!(values(moved.variance), [3.0, 10.0]);
         assert_eq!(moved.momentum, 0.25);
+        // The same batch as flex's fused kernels give it: `[2, c]`, the mean's row first.
+        let moments =
+            Tensor::<2>::from_data(TensorData::from([[5.0f32, -2.0], [0.0, 16.0]]), &device);
+        let moved = averages_again().moved_towards_moments(moments);
+        assert_eq!(values(moved.mean), [2.0, 1.0]);
+        assert_eq!(values(moved.variance), [3.0, 10.0]);
     }
 
     #[test]

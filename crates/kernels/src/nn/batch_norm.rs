@@ -85,15 +85,12 @@ impl BatchNorm {
     /// The running statistics on `device`, moved by `momentum`.
     fn running(&self, device: &Device) -> MovingAverages {
         let bn = &self.inner;
-        let [mean, variance] =
-            [&bn.running_mean, &bn.running_var].map(|s| s.value_sync().to_device(device));
-        MovingAverages::new(mean, variance, bn.momentum)
+        MovingAverages::of_states(&bn.running_mean, &bn.running_var, bn.momentum, device)
     }
 
     /// The running statistics replaced by `moved` (as Burn's `BatchNorm` moves them).
     fn update_running(&self, moved: MovingAverages) {
-        self.inner.running_mean.update(moved.mean);
-        self.inner.running_var.update(moved.variance);
+        moved.store_in(&self.inner.running_mean, &self.inner.running_var);
     }
 
     /// [`forward`](Self::forward) on the flex kernel, for `[n, c, h, w]` f32 flex inputs.
@@ -110,10 +107,7 @@ impl BatchNorm {
         let y = match device.is_autodiff() && bn.training.is_enabled() {
             true => {
                 let (y, moments) = batch_norm(&x, affine, bn.epsilon)?;
-                let [mean, variance] =
-                    [0, 1].map(|row| moments.clone().narrow(0, row, 1).reshape([-1]));
-                let moved = self.running(&device).moved_towards(mean, variance);
-                self.update_running(moved);
+                self.update_running(self.running(&device).moved_towards_moments(moments));
                 y
             }
             false => {

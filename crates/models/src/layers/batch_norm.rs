@@ -188,10 +188,7 @@ impl OffsetBatchNorm {
         let device = x.device();
         if device.is_autodiff() && self.training.is_enabled() {
             let (y, moments) = on_batch(x, self.beta.val())?;
-            let [_, c] = moments.dims();
-            let row = |i: usize| moments.clone().slice([i..i + 1, 0..c]).reshape([c]);
-            let moved = self.averages(&device).moved_towards(row(0), row(1));
-            self.update_running(moved);
+            self.update_running(self.averages(&device).moved_towards_moments(moments));
             return Some(y);
         }
         let averages =
@@ -201,15 +198,12 @@ impl OffsetBatchNorm {
 
     /// The moving averages on `device`.
     fn averages(&self, device: &Device) -> MovingAverages {
-        let [mean, variance] =
-            [&self.running_mean, &self.running_var].map(|s| s.value_sync().to_device(device));
-        MovingAverages::new(mean, variance, self.momentum)
+        MovingAverages::of_states(&self.running_mean, &self.running_var, self.momentum, device)
     }
 
     /// The moving averages replaced by `moved`.
     fn update_running(&self, moved: MovingAverages) {
-        self.running_mean.update(moved.mean);
-        self.running_var.update(moved.variance);
+        moved.store_in(&self.running_mean, &self.running_var);
     }
 }
 
