@@ -18,8 +18,9 @@ use burn_towers::kernels::nn::conv::Conv2dConfig;
 use burn_towers::kernels::nn::{BatchNormConfig, LinearConfig, PaddingConfig2d};
 use burn_towers::kernels::{Precision, conv2d_relu_max_pool2d, joined_sum_of_squares, linear_relu};
 use burn_towers::models::{
-    Cifar10Net, EfficientNetLayout, InceptionD, InceptionDConfig, InceptionE, InceptionEConfig,
-    LrnConfig, MbConv, MbConvConfig, MobileNetLayout, MobileNetV3Block, MobileNetV3BlockConfig,
+    Bottleneck, Cifar10Net, EfficientNetLayout, InceptionD, InceptionDConfig, InceptionE,
+    InceptionEConfig, LrnConfig, MbConv, MbConvConfig, MobileNetLayout, MobileNetV3Block,
+    MobileNetV3BlockConfig, ResidualBlock,
 };
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
@@ -587,6 +588,20 @@ fn an_inception_block_with_split_branches_on_a_gpu_follows_flex() {
             ]
         },
     );
+}
+
+/// ResNet-50's block (torchvision's layout, at stride 2 with its downsampling shortcut): its
+/// batch norms with a scale, two with their ReLU in one op (`BatchNorm::forward_relu`), whose
+/// kernels take the ReLU's backward pass in on the GPU.
+#[test]
+fn a_resnet_bottleneck_on_a_gpu_follows_flex() {
+    let block = Bottleneck::new(8, 4, 2, &Device::flex().autodiff());
+    a_block_on_a_gpu_follows_flex("a_resnet_bottleneck", block, Bottleneck::forward, |b| {
+        [
+            ("1x1 kernel gradient", b.conv1.weight.val()),
+            ("3x3 kernel gradient", b.conv2.weight.val()),
+        ]
+    });
 }
 
 /// `block` (on flex, its weights replaced by a fixed pattern) moved to the GPU: the output,

@@ -1,12 +1,15 @@
 //! [`assert_batch_norms_match_burns`]: `towers_kernels::batch_norm_train` and
-//! `offset_batch_norm` (and their `_moving` forms), outputs, statistics, moved averages and the
-//! input's gradient against Burn's
-//! `batch_norm_train` and Burn's autodiff of it on one device, the parameters' gradients
-//! against sums in f64 on the host.
+//! `offset_batch_norm` (and their `_moving` and `_relu_` forms), outputs, statistics, moved
+//! averages and the input's gradient against Burn's `batch_norm_train` (and `relu`) and Burn's
+//! autodiff of it on one device, the parameters' gradients against sums in f64 on the host.
 
+use burn::tensor::activation;
 use burn::tensor::module::batch_norm_train;
 use burn::tensor::{Device, Distribution, Tensor};
-use towers_kernels::{MovingAverages, offset_batch_norm, offset_batch_norm_moving};
+use towers_kernels::{
+    MovingAverages, batch_norm_relu_train_moving, batch_norm_train_moving, offset_batch_norm,
+    offset_batch_norm_moving, offset_batch_norm_relu_moving,
+};
 
 use crate::compare::rel_diff;
 
@@ -15,7 +18,8 @@ use crate::compare::rel_diff;
 /// (by a momentum of 0.3, from random averages), and the input's gradient under a loss
 /// that weighs each output differently (a plain sum would give the input a zero gradient); the
 /// scale's and the offset's gradients equal the same sums in f64; `offset_batch_norm` against
-/// Burn's with a scale of ones.
+/// Burn's with a scale of ones; the `_relu_` forms against Burn's `relu` after Burn's batch
+/// norm, their gradients through the ReLU's mask (each case with a ReLU and without).
 /// For channels far from zero (where a variance taken as `E[x²] - E[x]²` would cancel), few
 /// values per channel, an input with NHWC strides (as a convolution leaves it), inputs of rank
 /// 2 and 3, and an input that requires no gradient.
@@ -38,8 +42,12 @@ pub fn assert_batch_norms_match_burns(device: &Device) {
                 Tensor::<4>::random([n, c, h, w], Distribution::Uniform(-2.0, 3.0), device)
             };
             let x = x.add_scalar(offset);
-            let gamma_beta = parameters(c, scaled, device);
-            assert_matches(&what, (x, offset), gamma_beta, scaled, device);
+            for relu in [false, true] {
+                let what = format!("{what}, ReLU {relu}");
+                let gamma_beta = parameters(c, scaled, device);
+                let form = Form { scaled, relu };
+                assert_matches(&what, (x.clone(), offset), gamma_beta, form, device);
+            }
         }
     }
     // Other ranks: `[n, c]` (a dense layer's batch norm), and `[n, c, l]` with the channels
@@ -47,14 +55,22 @@ pub fn assert_batch_norms_match_burns(device: &Device) {
     let flat = Tensor::<2>::random([12, 5], Distribution::Uniform(-2.0, 3.0), device);
     let sequence =
         Tensor::<3>::random([3, 9, 4], Distribution::Uniform(-2.0, 3.0), device).permute([0, 2, 1]);
-    for scaled in [false, true] {
-        let what = format!("12x5, scale {scaled}");
+    for (scaled, relu) in [(false, false), (true, false), (true, true)] {
+        let form = Form { scaled, relu };
+        let what = format!("12x5, scale {scaled}, ReLU {relu}");
         let gamma_beta = parameters(5, scaled, device);
-        assert_matches(&what, (flat.clone(), 0.0), gamma_beta, scaled, device);
-        let what = format!("3x4x9, channels last, scale {scaled}");
+        assert_matches(&what, (flat.clone(), 0.0), gamma_beta, form, device);
+        let what = format!("3x4x9, channels last, scale {scaled}, ReLU {relu}");
         let gamma_beta = parameters(4, scaled, device);
-        assert_matches(&what, (sequence.clone(), 0.0), gamma_beta, scaled, device);
+        assert_matches(&what, (sequence.clone(), 0.0), gamma_beta, form, device);
     }
+}
+
+/// Which of the four batch norms a case takes: with a scale or without, a ReLU after it or not.
+#[derive(Clone, Copy)]
+struct Form {
+    scaled: bool,
+    relu: bool,
 }
 
 /// A scale (ones where there is none) and an offset for `c` channels.
@@ -74,7 +90,7 @@ fn assert_matches<const D: usize>(
     what: &str,
     (x, offset): (Tensor<D>, f64),
     (gamma, beta): (Tensor<1>, Tensor<1>),
-    scaled: bool,
+    Form { scaled, relu }: Form,
     device: &Device,
 ) {
     let c = x.dims()[1];
@@ -86,9 +102,11 @@ fn assert_matches<const D: usize>(
     );
     let ours = |x: &Tensor<D>, gamma: &Tensor<1>, beta: &Tensor<1>| {
         let averages = averages.clone();
-        match scaled {
-            true => towers_kernels::batch_norm_train_moving(x, gamma, beta, 1e-3, averages),
-            false => offset_batch_norm_moving(x, beta, 1e-3, averages),
+        match (scaled, relu) {
+            (true, false) => batch_norm_train_moving(x, gamma, beta, 1e-3, averages),
+            (true, true) => batch_norm_relu_train_moving(x, gamma, beta, 1e-3, averages),
+            (false, false) => offset_batch_norm_moving(x, beta, 1e-3, averages),
+            (false, true) => offset_batch_norm_relu_moving(x, beta, 1e-3, averages),
         }
         .expect("the batch norm routes this device")
     };
@@ -132,11 +150,23 @@ fn assert_matches<const D: usize>(
         let diff = rel_diff(got, want.clone());
         assert!(diff <= 1e-5, "{what}: {of} {diff} apart");
     }
-    let output_diff = rel_diff(y.clone(), burns.output.clone());
+    let burns_output = match relu {
+        true => activation::relu(burns.output.clone()),
+        false => burns.output.clone(),
+    };
+    let output_diff = rel_diff(y.clone(), burns_output.clone());
     assert!(
         output_diff <= 1e-5 + mean_rounding,
         "{what}: outputs {output_diff} apart"
     );
+    // Burn's gradients through our output's ReLU mask (none where it is `<= 0`, as Burn's
+    // `relu_backward` takes it): an output within rounding of 0 may fall on the other side of
+    // it in Burn's batch norm, and Burn's own mask would then differ by a whole term.
+    let kept = match relu {
+        true => y.clone().detach().greater_elem(0.0).float(),
+        false => Tensor::ones(x.shape(), device),
+    };
+    let burns_masked = burns.output.clone() * kept.clone();
 
     let weights = Tensor::<D>::random(x.shape(), Distribution::Default, device);
     let gradients = |y: Tensor<D>| {
@@ -146,7 +176,7 @@ fn assert_matches<const D: usize>(
         (dx, dgamma, dbeta.expect("the offset's gradient"))
     };
     let (ours_dx, ours_dgamma, ours_dbeta) = gradients(y);
-    let (burns_dx, _, _) = gradients(burns.output.clone());
+    let (burns_dx, _, _) = gradients(burns_masked);
     let dx_diff = rel_diff(ours_dx, burns_dx);
     // Few values per channel (10 in the last case) make the input gradient a difference of
     // nearly equal terms: f32 rounding shows at ~1e-5 there.
@@ -158,6 +188,7 @@ fn assert_matches<const D: usize>(
     // Burn's own sums on lavapipe are no reference at this precision: one invocation sums a
     // channel's 867 values in a row there (its `unit` routine), 0.6-1.3e-6 of the terms from
     // f64, where ours (compensated, in pieces) kept within 3.5e-7 (2026-12-05).
+    let weights = weights * kept;
     let (exact_dbeta, exact_dgamma) = exact_parameter_gradients(&x, &weights);
     let terms = weights.abs().sum().into_scalar::<f32>() / c as f32;
     let close_to_terms = |got: Tensor<1>, want: Vec<f64>, of: &str| {
@@ -180,7 +211,7 @@ fn assert_matches<const D: usize>(
 
     let (x, gamma, beta) = (x.detach(), gamma.detach(), beta.detach());
     let (untracked, _) = ours(&x, &gamma, &beta);
-    let untracked_diff = rel_diff(untracked, burns.output.detach());
+    let untracked_diff = rel_diff(untracked, burns_output.detach());
     assert!(
         untracked_diff <= 1e-5 + mean_rounding,
         "{what}: untracked outputs {untracked_diff} apart"

@@ -12,7 +12,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend};
 use burn::tensor::Shape;
 
-use super::extension::{BatchNorm, beside, forward};
+use super::extension::{BatchNorm, Options, beside, forward};
 use super::gradient_sums::{GradientSums, gradient_sums};
 
 /// The results, the moved averages as untracked tensors.
@@ -31,6 +31,7 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
         average_variance: FloatTensor<Self>,
         momentum: f64,
         epsilon: f64,
+        relu: bool,
         in_pieces: bool,
     ) -> Results<B, C> {
         let prep = ScaledBackward
@@ -39,15 +40,12 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
             .stateful();
         let averages = [average_mean, average_variance].map(|a| a.into_primitive());
         let gamma = Some(gamma.into_primitive());
-        record(
-            prep,
-            x,
-            gamma,
-            beta,
-            (averages, momentum),
+        let options = Options {
             epsilon,
+            relu,
             in_pieces,
-        )
+        };
+        record(prep, x, gamma, beta, (averages, momentum), options)
     }
 
     fn towers_offset_batch_norm(
@@ -57,6 +55,7 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
         average_variance: FloatTensor<Self>,
         momentum: f64,
         epsilon: f64,
+        relu: bool,
         in_pieces: bool,
     ) -> Results<B, C> {
         let prep = OffsetBackward
@@ -64,25 +63,24 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
             .compute_bound()
             .stateful();
         let averages = [average_mean, average_variance].map(|a| a.into_primitive());
-        record(
-            prep,
-            x,
-            None,
-            beta,
-            (averages, momentum),
+        let options = Options {
             epsilon,
+            relu,
             in_pieces,
-        )
+        };
+        record(prep, x, None, beta, (averages, momentum), options)
     }
 }
 
-/// What the backward pass reads: the input (checkpointed), `γ` where there is one, per
-/// channel (`[1, c]`) the mean and `1/√(var + ε)` the forward pass normalized with, and
-/// whether its sums are taken in pieces (`column_sums.rs`).
+/// What the backward pass reads: the input (checkpointed), `γ` where there is one, the output
+/// where it is a ReLU's (whose backward pass masks the output's gradient by it, as Burn's ReLU
+/// keeps its output for), per channel (`[1, c]`) the mean and `1/√(var + ε)` the forward pass
+/// normalized with, and whether its sums are taken in pieces (`column_sums.rs`).
 #[derive(Clone, Debug)]
 struct Saved<B: Backend> {
     x: NodeId,
     gamma: Option<FloatTensor<B>>,
+    relu_output: Option<FloatTensor<B>>,
     mean: FloatTensor<B>,
     inv_std: FloatTensor<B>,
     in_pieces: bool,
@@ -96,8 +94,7 @@ fn record<B, C, BO, const N: usize>(
     gamma: Option<FloatTensor<B>>,
     beta: FloatTensor<Autodiff<B, C>>,
     averages: ([FloatTensor<B>; 2], f64),
-    epsilon: f64,
-    in_pieces: bool,
+    options: Options,
 ) -> Results<B, C>
 where
     B: Backend,
@@ -109,8 +106,7 @@ where
         gamma.clone(),
         beta.into_primitive(),
         averages,
-        epsilon,
-        in_pieces,
+        options,
     );
     let (mean, inv_std) = (out.mean.clone(), out.inv_std.clone());
     let (output, moved_mean, moved_variance) = out.results();
@@ -120,9 +116,10 @@ where
             let saved = Saved {
                 x,
                 gamma,
+                relu_output: options.relu.then(|| output.clone()),
                 mean,
                 inv_std,
-                in_pieces,
+                in_pieces: options.in_pieces,
             };
             prep.finish(saved, output)
         }
@@ -204,8 +201,11 @@ fn register<B: Backend>(
 /// dβ = Σ dy        dγ = Σ dy · x̂        dx = γ · inv_std · (dy - (dβ + x̂ · dγ) / m)
 /// ```
 ///
-/// (`γ` = 1 without a scale; the mean's and the variance's dependence on `x` included): the two
-/// sums from one pass over `dy` and `x` (`gradient_sums/`), `dx` one element-wise expression.
+/// (`γ` = 1 without a scale; the mean's and the variance's dependence on `x` included; after a
+/// ReLU, `dy` is its output's gradient masked by Burn's `relu_backward`): the two sums from one
+/// pass over `dy` and `x` (`gradient_sums/`, which masks `dy` as it reads), `dx` one
+/// element-wise expression (the mask its first op). On a fused GPU the ReLU's backward pass
+/// was a kernel of its own, writing the masked gradient out whole for both to read back.
 fn gradients<B: GradientSums>(
     saved: Saved<B>,
     dy: FloatTensor<B>,
@@ -215,6 +215,7 @@ fn gradients<B: GradientSums>(
     let Saved {
         x,
         gamma,
+        relu_output,
         mean,
         inv_std,
         in_pieces,
@@ -225,9 +226,9 @@ fn gradients<B: GradientSums>(
     let per_channel = (x.shape().num_elements() / mean.shape().num_elements()) as f32;
     let [dy_sum, dy_normalized_sum] = gradient_sums::<B>(
         dy.clone(),
+        relu_output.clone(),
         x.clone(),
-        mean.clone(),
-        inv_std.clone(),
+        [mean.clone(), inv_std.clone()],
         in_pieces,
     );
     // On a fused GPU every reshape ends a run of fused ops: the per-channel values beside `x`
@@ -237,6 +238,10 @@ fn gradients<B: GradientSums>(
         let [dy_sum, dy_normalized_sum] =
             [dy_sum.clone(), dy_normalized_sum.clone()].map(|t| beside::<B>(t, rank));
         let gamma = gamma.map(|gamma| beside::<B>(gamma, rank));
+        let dy = match relu_output {
+            Some(output) => B::relu_backward(output, dy),
+            None => dy,
+        };
         let normalized = B::float_mul(B::float_sub(x, mean), inv_std.clone());
         // `(dβ + x̂ · dγ) / m`, scaled in the expression rather than per channel first: an op
         // on `[1, c]` alone would be a kernel of its own.

@@ -20,14 +20,17 @@ mod routing {
     use burn::backend::tensor::FloatTensor;
     use burn::backend::{Backend, backend_extension};
 
-    /// Batch norm on the batch's statistics: Burn's ops forward; under autodiff, the backward
-    /// pass of `backward.rs`. Each returns the output and the moving averages of the mean and
-    /// the biased variance (`[c]` each) moved towards the batch's by `momentum`.
+    use super::Options;
+
+    /// Batch norm on the batch's statistics, followed by a ReLU where `relu`: Burn's ops
+    /// forward; under autodiff, the backward pass of `backward.rs`. Each returns the output and
+    /// the moving averages of the mean and the biased variance (`[c]` each) moved towards the
+    /// batch's by `momentum`.
     #[backend_extension(Cube, Autodiff)]
     pub(crate) trait BatchNorm: Backend {
         /// See [`crate::batch_norm_train`].
-        // The averages and the momentum apart, as the extension's arguments are tensors and
-        // plain values.
+        // The averages, the momentum and the options apart (here and below), as the
+        // extension's arguments are tensors and plain values.
         #[allow(clippy::too_many_arguments)]
         fn towers_batch_norm(
             x: FloatTensor<Self>,
@@ -37,13 +40,20 @@ mod routing {
             average_variance: FloatTensor<Self>,
             momentum: f64,
             epsilon: f64,
+            relu: bool,
             in_pieces: bool,
         ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
             let averages = ([average_mean, average_variance], momentum);
-            super::forward::<Self>(x, Some(gamma), beta, averages, epsilon, in_pieces).results()
+            let options = Options {
+                epsilon,
+                relu,
+                in_pieces,
+            };
+            super::forward::<Self>(x, Some(gamma), beta, averages, options).results()
         }
 
         /// See [`crate::offset_batch_norm`].
+        #[allow(clippy::too_many_arguments)]
         fn towers_offset_batch_norm(
             x: FloatTensor<Self>,
             beta: FloatTensor<Self>,
@@ -51,22 +61,39 @@ mod routing {
             average_variance: FloatTensor<Self>,
             momentum: f64,
             epsilon: f64,
+            relu: bool,
             in_pieces: bool,
         ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
             let averages = ([average_mean, average_variance], momentum);
-            super::forward::<Self>(x, None, beta, averages, epsilon, in_pieces).results()
+            let options = Options {
+                epsilon,
+                relu,
+                in_pieces,
+            };
+            super::forward::<Self>(x, None, beta, averages, options).results()
         }
     }
 
     impl BatchNorm for burn::backend::Cube {}
 }
 
-/// The output and the moved averages on a CubeCL device, with `gamma` or without a scale.
+/// What the forward pass does besides its tensors: `epsilon`, whether a ReLU follows, and
+/// whether its sums are taken in pieces (`column_sums.rs`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Options {
+    pub(super) epsilon: f64,
+    pub(super) relu: bool,
+    pub(super) in_pieces: bool,
+}
+
+/// The output and the moved averages on a CubeCL device, with `gamma` or without a scale, a
+/// ReLU after it where `relu`.
 pub(super) fn batch_norm<const D: usize>(
     x: &Tensor<D>,
     gamma: Option<&Tensor<1>>,
     beta: &Tensor<1>,
     epsilon: f64,
+    relu: bool,
     averages: MovingAverages,
 ) -> (Tensor<D>, MovingAverages) {
     let in_pieces = loops_stop_early(&x.device());
@@ -82,10 +109,11 @@ pub(super) fn batch_norm<const D: usize>(
             variance,
             momentum,
             epsilon,
+            relu,
             in_pieces,
         ),
         None => <Dispatch as BatchNorm>::towers_offset_batch_norm(
-            x, beta, mean, variance, momentum, epsilon, in_pieces,
+            x, beta, mean, variance, momentum, epsilon, relu, in_pieces,
         ),
     };
     let [mean, variance] = [mean, variance].map(Tensor::from_dispatch);
@@ -120,7 +148,8 @@ pub(super) fn beside<B: Backend>(per_channel: FloatTensor<B>, rank: usize) -> Fl
 
 /// The mean, then the biased variance from the centred columns (one mean each, [`column_means`],
 /// `in_pieces` on a device whose loops stop early), the `averages` (`[c]`) moved towards both
-/// by the momentum, then the output in one element-wise expression.
+/// by the momentum, then the output in one element-wise expression, its ReLU included where
+/// `relu`.
 ///
 /// Ordered for Burn's fusion: a reshape between ops splits them into kernels of their own, so
 /// each per-channel value is laid out as it is used before the ops that use it start; and the
@@ -133,8 +162,11 @@ pub(super) fn forward<B: Backend>(
     gamma: Option<FloatTensor<B>>,
     beta: FloatTensor<B>,
     (averages, momentum): ([FloatTensor<B>; 2], f64),
-    epsilon: f64,
-    in_pieces: bool,
+    Options {
+        epsilon,
+        relu,
+        in_pieces,
+    }: Options,
 ) -> Forward<B> {
     let rank = x.shape().num_dims();
     let row = Shape::new([1, x.shape()[1]]);
@@ -156,8 +188,9 @@ pub(super) fn forward<B: Backend>(
     if let Some(gamma) = gamma_beside {
         scaled = B::float_mul(scaled, gamma);
     }
+    let output = B::float_add(scaled, beta_beside);
     Forward {
-        output: B::float_add(scaled, beta_beside),
+        output: if relu { B::relu(output) } else { output },
         mean,
         inv_std,
         moved: [moved_mean, moved_variance],

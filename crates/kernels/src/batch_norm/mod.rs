@@ -1,7 +1,9 @@
 //! [`batch_norm_train`] and [`offset_batch_norm`]: batch normalization on the batch's own
 //! statistics, with a scale (Burn's `BatchNorm`) or without (TF-slim's
 //! `batch_norm(scale=False)`), with a backward pass of their own on Burn's CubeCL devices, and
-//! the layer's [`MovingAverages`] moved in the same kernels.
+//! the layer's [`MovingAverages`] moved in the same kernels; with a ReLU after it in the same
+//! op ([`batch_norm_relu_train_moving`], [`offset_batch_norm_relu_moving`]), whose backward
+//! pass the batch norm's kernels take in.
 //!
 //! Why: Burn's `batch_norm_train` (burn-backend's default, which the CubeCL backends take)
 //! takes four reductions in its backward pass (the two sums, then their means again, apart for
@@ -79,7 +81,7 @@ pub fn batch_norm_train_moving<const D: usize>(
     epsilon: f64,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
-    on_cube(x, Some(gamma), beta, epsilon, averages)
+    on_cube(x, Some(gamma), beta, (epsilon, false), averages)
 }
 
 /// [`batch_norm_train_moving`] without a scale, as [`offset_batch_norm`].
@@ -89,7 +91,40 @@ pub fn offset_batch_norm_moving<const D: usize>(
     epsilon: f64,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
-    on_cube(x, None, beta, epsilon, averages)
+    on_cube(x, None, beta, (epsilon, false), averages)
+}
+
+/// `relu(batch_norm_train_moving(..))`, the ReLU in the same op: forward in the batch norm's
+/// element-wise expression (as fusion would take it anyway), backward inside the batch norm's
+/// kernels, which mask the output's gradient as they read it, where a ReLU of its own took one
+/// kernel more per layer on a fused GPU, writing and reading back a tensor of the input's
+/// size. The gradients are those of Burn's `relu` after Burn's `batch_norm_train` (Burn's
+/// mask: none where the output is `<= 0`).
+///
+/// `None` where [`batch_norm_train`] is.
+///
+/// # Panics
+///
+/// Where the averages do not hold one value per channel of `x`.
+pub fn batch_norm_relu_train_moving<const D: usize>(
+    x: &Tensor<D>,
+    gamma: &Tensor<1>,
+    beta: &Tensor<1>,
+    epsilon: f64,
+    averages: MovingAverages,
+) -> Option<(Tensor<D>, MovingAverages)> {
+    on_cube(x, Some(gamma), beta, (epsilon, true), averages)
+}
+
+/// [`batch_norm_relu_train_moving`] without a scale, as [`offset_batch_norm`]: Inception v3's
+/// layer (TF-slim's `batch_norm(scale=False)` and its ReLU).
+pub fn offset_batch_norm_relu_moving<const D: usize>(
+    x: &Tensor<D>,
+    beta: &Tensor<1>,
+    epsilon: f64,
+    averages: MovingAverages,
+) -> Option<(Tensor<D>, MovingAverages)> {
+    on_cube(x, None, beta, (epsilon, true), averages)
 }
 
 /// Averages that a momentum of 1 replaces by the batch's statistics, exactly (`0·0 + 1·s`).
@@ -99,19 +134,22 @@ fn the_batchs<const D: usize>(x: &Tensor<D>) -> MovingAverages {
     MovingAverages::new(zeros(), zeros(), 1.0)
 }
 
-/// Either batch norm where `x` is on a CubeCL device (which the extension routes), else `None`.
+/// Either batch norm, a ReLU after it where `relu`, where `x` is on a CubeCL device (which the
+/// extension routes), else `None`.
 fn on_cube<const D: usize>(
     x: &Tensor<D>,
     gamma: Option<&Tensor<1>>,
     beta: &Tensor<1>,
-    epsilon: f64,
+    (epsilon, relu): (f64, bool),
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
     averages.assert_channels(x.dims()[1]);
     #[cfg(feature = "gpu")]
     if crate::cubecl_device::on_cubecl(&x.device()) {
-        return Some(extension::batch_norm(x, gamma, beta, epsilon, averages));
+        return Some(extension::batch_norm(
+            x, gamma, beta, epsilon, relu, averages,
+        ));
     }
-    let _ = (x, gamma, beta, epsilon, averages);
+    let _ = (x, gamma, beta, epsilon, relu, averages);
     None
 }

@@ -6,7 +6,8 @@
 use burn::config::Config;
 use burn::tensor::{Device, Tensor};
 
-use crate::batch_norm::{MovingAverages, batch_norm_train_moving};
+use crate::batch_norm::{MovingAverages, batch_norm_relu_train_moving, batch_norm_train_moving};
+use crate::cubecl_device::on_cubecl;
 use crate::nn::wrapped::wrapped_module;
 
 /// [`burn::nn::BatchNormConfig`], field for field, whose [`init`](Self::init) makes this
@@ -61,23 +62,43 @@ impl BatchNorm {
         if let Some(y) = self.forward_flex(&input) {
             return y;
         }
-        if let Some(y) = self.forward_training_gpu(&input) {
+        if let Some(y) = self.forward_training_gpu(&input, false) {
             return y;
         }
         self.inner.forward(input)
     }
 
-    /// [`forward`](Self::forward) while training on a CubeCL device: on
-    /// [`crate::batch_norm_train_moving`], whose backward pass takes two reductions where Burn's
-    /// takes four, and which moves the running statistics in its own kernels.
-    fn forward_training_gpu<const D: usize>(&self, input: &Tensor<D>) -> Option<Tensor<D>> {
+    /// `relu(self.forward(input))`, as a ResNet's or a VGG's layers take it: while training on
+    /// a CubeCL device in one op ([`crate::batch_norm_relu_train_moving`]), whose kernels take
+    /// the ReLU's backward pass in, where a ReLU apart took a kernel of its own.
+    pub fn forward_relu<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
+        match self.forward_training_gpu(&input, true) {
+            Some(y) => y,
+            None => burn::tensor::activation::relu(self.forward(input)),
+        }
+    }
+
+    /// [`forward`](Self::forward) (a ReLU after it where `relu`) while training on a CubeCL
+    /// device: on [`crate::batch_norm_train_moving`] or its ReLU form, whose backward pass takes
+    /// two reductions where Burn's takes four, and which move the running statistics in their
+    /// own kernels.
+    fn forward_training_gpu<const D: usize>(
+        &self,
+        input: &Tensor<D>,
+        relu: bool,
+    ) -> Option<Tensor<D>> {
         let bn = &self.inner;
-        if !(input.device().is_autodiff() && bn.training.is_enabled()) {
+        let device = input.device();
+        if !(device.is_autodiff() && bn.training.is_enabled() && on_cubecl(&device)) {
             return None;
         }
         let (gamma, beta) = (bn.gamma.val(), bn.beta.val());
-        let averages = self.running(&input.device());
-        let (y, moved) = batch_norm_train_moving(input, &gamma, &beta, bn.epsilon, averages)?;
+        let averages = self.running(&device);
+        let normalized = match relu {
+            true => batch_norm_relu_train_moving,
+            false => batch_norm_train_moving,
+        };
+        let (y, moved) = normalized(input, &gamma, &beta, bn.epsilon, averages)?;
         self.update_running(moved);
         Some(y)
     }

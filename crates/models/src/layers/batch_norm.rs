@@ -114,7 +114,9 @@ impl OffsetBatchNorm {
 
     /// `relu(self.forward(x))`; on flex both in the passes of one kernel
     /// (`flex/norm/batch_norm.rs`): on batch statistics while training, on the moving averages
-    /// otherwise (evaluation, where Burn's batch norm ran its elementwise ops on one thread).
+    /// otherwise (evaluation, where Burn's batch norm ran its elementwise ops on one thread);
+    /// while training on a CubeCL device, one op whose kernels take the ReLU's backward pass in
+    /// (`towers_kernels::offset_batch_norm_relu_moving`).
     pub fn forward_relu(&self, x: Tensor<4>) -> Tensor<4> {
         self.normalized_relu(x, false)
     }
@@ -149,7 +151,25 @@ impl OffsetBatchNorm {
                 return y;
             }
         }
+        if let Some(y) = self.training_on_cube_relu(&x) {
+            return y;
+        }
         burn::tensor::activation::relu(self.forward(x))
+    }
+
+    /// `relu(self.forward(x))` while training on a CubeCL device, by
+    /// `towers_kernels::offset_batch_norm_relu_moving`; `None` elsewhere.
+    fn training_on_cube_relu(&self, x: &Tensor<4>) -> Option<Tensor<4>> {
+        let device = x.device();
+        let training = device.is_autodiff() && self.training.is_enabled();
+        if !(training && towers_kernels::on_cubecl(&device)) {
+            return None;
+        }
+        let (beta, averages) = (self.beta.val(), self.averages(&device));
+        let (y, moved) =
+            towers_kernels::offset_batch_norm_relu_moving(x, &beta, self.epsilon, averages)?;
+        self.update_running(moved);
+        Some(y)
     }
 
     /// `max_pool2d(pool, self.forward_relu(x))`; on flex in one kernel that pools `x` first

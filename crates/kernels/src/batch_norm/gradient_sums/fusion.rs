@@ -9,15 +9,31 @@ use crate::deferred::deferred;
 impl<B: FusionBackend + GradientSums> GradientSums for Fusion<B> {
     fn towers_batch_norm_gradient_sums(
         dy: FloatTensor<Self>,
+        relu_output: Option<FloatTensor<Self>>,
         x: FloatTensor<Self>,
         mean: FloatTensor<Self>,
         inv_std: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         let pieces = pieces_shape(&x.shape);
-        let inputs = [dy, x, mean, inv_std];
-        let id = "towers_batch_norm_gradient_sums";
-        deferred::<B, _, 4>(inputs, pieces, id, &[], |[dy, x, mean, inv_std]| {
-            B::towers_batch_norm_gradient_sums(dy, x, mean, inv_std)
-        })
+        match relu_output {
+            None => deferred::<B, _, 4>(
+                [dy, x, mean, inv_std],
+                pieces,
+                "towers_batch_norm_gradient_sums",
+                &[],
+                |[dy, x, mean, inv_std]| {
+                    B::towers_batch_norm_gradient_sums(dy, None, x, mean, inv_std)
+                },
+            ),
+            Some(output) => deferred::<B, _, 5>(
+                [dy, output, x, mean, inv_std],
+                pieces,
+                "towers_batch_norm_relu_gradient_sums",
+                &[],
+                |[dy, output, x, mean, inv_std]| {
+                    B::towers_batch_norm_gradient_sums(dy, Some(output), x, mean, inv_std)
+                },
+            ),
+        }
     }
 }

@@ -75,8 +75,8 @@ impl ResidualBlock for Bottleneck {
 
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         let shortcut = shortcut(&self.downsample, &x);
-        let y = relu(self.bn1.forward(self.conv1.forward(x)));
-        let y = relu(self.bn2.forward(self.conv2.forward(y)));
+        let y = self.bn1.forward_relu(self.conv1.forward(x));
+        let y = self.bn2.forward_relu(self.conv2.forward(y));
         let y = self.bn3.forward(self.conv3.forward(y));
         relu(y + shortcut)
     }

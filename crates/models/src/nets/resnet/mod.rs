@@ -25,7 +25,6 @@ mod v2;
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::PaddingConfig2d;
-use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 use towers_kernels::nn::conv::Conv2d;
 use towers_kernels::nn::pool::{
@@ -198,7 +197,7 @@ pub struct ResNet<Block> {
 impl<Block: ResidualBlock> ResNet<Block> {
     /// The features before the head: `[n, 512 * EXPANSION]`.
     fn features(&self, images: Tensor<4>) -> Tensor<2> {
-        let x = relu(self.bn1.forward(self.conv1.forward(images)));
+        let x = self.bn1.forward_relu(self.conv1.forward(images));
         let mut x = self.maxpool.forward(x);
         for block in self
             .layer1

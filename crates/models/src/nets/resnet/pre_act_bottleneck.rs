@@ -5,7 +5,6 @@
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 use towers_kernels::nn::BatchNorm;
 use towers_kernels::nn::conv::Conv2d;
@@ -85,14 +84,14 @@ pub struct PreActBottleneck {
 impl PreActBottleneck {
     /// `[n, in, h, w]` to `[n, 4 planes, ceil(h / stride), ceil(w / stride)]`.
     pub fn forward(&self, x: Tensor<4>) -> Tensor<4> {
-        let preact = relu(self.preact_bn.forward(x.clone()));
+        let preact = self.preact_bn.forward_relu(x.clone());
         let shortcut = match (&self.shortcut, &self.subsample) {
             (Some(conv), _) => conv.forward(preact.clone()),
             (None, Some(subsample)) => subsample.forward(x),
             (None, None) => x,
         };
-        let y = relu(self.bn1.forward(self.conv1.forward(preact)));
-        let y = relu(self.bn2.forward(self.conv2.forward(y)));
+        let y = self.bn1.forward_relu(self.conv1.forward(preact));
+        let y = self.bn2.forward_relu(self.conv2.forward(y));
         shortcut + self.conv3.forward(y)
     }
 }

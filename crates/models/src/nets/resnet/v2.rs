@@ -6,7 +6,6 @@
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::tensor::activation::relu;
 use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, Tensor};
 use towers_kernels::nn::conv::Conv2d;
@@ -154,7 +153,7 @@ impl ResNetV2 {
         {
             x = block.forward(x);
         }
-        let x = relu(self.post_bn.forward(x));
+        let x = self.post_bn.forward_relu(x);
         self.avgpool.forward(x).flatten(1, 3)
     }
 }
