@@ -19,8 +19,8 @@ use burn_towers::kernels::nn::{BatchNormConfig, LinearConfig, PaddingConfig2d};
 use burn_towers::kernels::{Precision, conv2d_relu_max_pool2d, joined_sum_of_squares, linear_relu};
 use burn_towers::models::{
     Bottleneck, Cifar10Net, EfficientNetLayout, InceptionD, InceptionDConfig, InceptionE,
-    InceptionEConfig, LrnConfig, MbConv, MbConvConfig, MobileNetLayout, MobileNetV3Block,
-    MobileNetV3BlockConfig, ResidualBlock,
+    InceptionEConfig, InvertedResidual, InvertedResidualConfig, LrnConfig, MbConv, MbConvConfig,
+    MobileNetLayout, MobileNetV3Block, MobileNetV3BlockConfig, ResidualBlock,
 };
 use burn_towers::train::{Input, TrainConfig, Trainer, read_log};
 use towers_testing::gpu::gpu_or_skip;
@@ -602,6 +602,29 @@ fn a_resnet_bottleneck_on_a_gpu_follows_flex() {
             ("3x3 kernel gradient", b.conv2.weight.val()),
         ]
     });
+}
+
+/// MobileNetV2's block (torchvision's layout: a 1x1 expansion by 6, a 3x3 depthwise
+/// convolution, the projection, the input added back): its batch norms with a scale, two with
+/// their ReLU6 in one op (`BatchNorm::forward_relu6`), whose kernels take the ReLU6's backward
+/// pass in on the GPU.
+#[test]
+fn a_mobilenet_v2_block_on_a_gpu_follows_flex() {
+    let block = InvertedResidualConfig::new([8, 8], 6).init(&Device::flex().autodiff());
+    a_block_on_a_gpu_follows_flex(
+        "a_mobilenet_v2_block",
+        block,
+        InvertedResidual::forward,
+        |b| {
+            [
+                (
+                    "expansion kernel gradient",
+                    b.expand.as_ref().unwrap().conv.weight.val(),
+                ),
+                ("depthwise kernel gradient", b.depthwise.conv.weight.val()),
+            ]
+        },
+    );
 }
 
 /// `block` (on flex, its weights replaced by a fixed pattern) moved to the GPU: the output,

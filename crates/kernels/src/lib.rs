@@ -19,7 +19,8 @@
 //! - `loss/`: [`softmax_cross_entropy`], with a backward pass of its own on every backend.
 //! - `batch_norm/`: [`batch_norm_train`] and [`offset_batch_norm`] (no scale), batch norm with
 //!   a backward pass of its own on Burn's CubeCL devices, and their `_moving` forms, which move
-//!   a layer's [`MovingAverages`] in the same kernels (`_relu_` ones with the ReLU after them).
+//!   a layer's [`MovingAverages`] in the same kernels (`_relu_`/`_relu6_` ones with the
+//!   rectifier after them).
 //! - `lrn/`: [`lrn_by_band`], the LRN with a backward pass of its own on those devices.
 //! - `nn/`: drop-in layers with Burn's names, `Config`s and records ([`nn::conv::Conv2d`],
 //!   [`nn::pool::MaxPool2d`], [`nn::Linear`], ...), on those ops.
@@ -45,8 +46,9 @@ mod short_sums;
 mod test_util;
 
 pub use batch_norm::{
-    MovingAverages, batch_norm_relu_train_moving, batch_norm_train, batch_norm_train_moving,
-    offset_batch_norm, offset_batch_norm_moving, offset_batch_norm_relu_moving,
+    MovingAverages, batch_norm_relu_train_moving, batch_norm_relu6_train_moving, batch_norm_train,
+    batch_norm_train_moving, offset_batch_norm, offset_batch_norm_moving,
+    offset_batch_norm_relu_moving,
 };
 pub use cubecl_device::on_cubecl;
 #[cfg(feature = "flex")]

@@ -1,14 +1,16 @@
 //! [`assert_batch_norms_match_burns`]: `towers_kernels::batch_norm_train` and
-//! `offset_batch_norm` (and their `_moving` and `_relu_` forms), outputs, statistics, moved
-//! averages and the input's gradient against Burn's `batch_norm_train` (and `relu`) and Burn's
+//! `offset_batch_norm` (and their `_moving`, `_relu_` and `_relu6_` forms), outputs,
+//! statistics, moved averages and the input's gradient against Burn's `batch_norm_train` (and
+//! `relu`, `relu6`) and Burn's
 //! autodiff of it on one device, the parameters' gradients against sums in f64 on the host.
 
 use burn::tensor::activation;
 use burn::tensor::module::batch_norm_train;
 use burn::tensor::{Device, Distribution, Tensor};
 use towers_kernels::{
-    MovingAverages, batch_norm_relu_train_moving, batch_norm_train_moving, offset_batch_norm,
-    offset_batch_norm_moving, offset_batch_norm_relu_moving,
+    MovingAverages, batch_norm_relu_train_moving, batch_norm_relu6_train_moving,
+    batch_norm_train_moving, offset_batch_norm, offset_batch_norm_moving,
+    offset_batch_norm_relu_moving,
 };
 
 use crate::compare::rel_diff;
@@ -18,8 +20,9 @@ use crate::compare::rel_diff;
 /// (by a momentum of 0.3, from random averages), and the input's gradient under a loss
 /// that weighs each output differently (a plain sum would give the input a zero gradient); the
 /// scale's and the offset's gradients equal the same sums in f64; `offset_batch_norm` against
-/// Burn's with a scale of ones; the `_relu_` forms against Burn's `relu` after Burn's batch
-/// norm, their gradients through the ReLU's mask (each case with a ReLU and without).
+/// Burn's with a scale of ones; the `_relu_` and `_relu6_` forms against Burn's `relu` and
+/// `relu6` after Burn's batch norm, their gradients through the rectifier's mask (each case
+/// with each rectifier and without; ReLU6 with a scale large enough to reach its cap).
 /// For channels far from zero (where a variance taken as `E[x²] - E[x]²` would cancel), few
 /// values per channel, an input with NHWC strides (as a convolution leaves it), inputs of rank
 /// 2 and 3, and an input that requires no gradient.
@@ -42,10 +45,10 @@ pub fn assert_batch_norms_match_burns(device: &Device) {
                 Tensor::<4>::random([n, c, h, w], Distribution::Uniform(-2.0, 3.0), device)
             };
             let x = x.add_scalar(offset);
-            for relu in [false, true] {
-                let what = format!("{what}, ReLU {relu}");
-                let gamma_beta = parameters(c, scaled, device);
-                let form = Form { scaled, relu };
+            for &after in After::FOR[scaled as usize] {
+                let what = format!("{what}, then {after:?}");
+                let form = Form { scaled, after };
+                let gamma_beta = parameters(c, form, device);
                 assert_matches(&what, (x.clone(), offset), gamma_beta, form, device);
             }
         }
@@ -55,28 +58,55 @@ pub fn assert_batch_norms_match_burns(device: &Device) {
     let flat = Tensor::<2>::random([12, 5], Distribution::Uniform(-2.0, 3.0), device);
     let sequence =
         Tensor::<3>::random([3, 9, 4], Distribution::Uniform(-2.0, 3.0), device).permute([0, 2, 1]);
-    for (scaled, relu) in [(false, false), (true, false), (true, true)] {
-        let form = Form { scaled, relu };
-        let what = format!("12x5, scale {scaled}, ReLU {relu}");
-        let gamma_beta = parameters(5, scaled, device);
+    for (scaled, after) in [
+        (false, After::Nothing),
+        (true, After::Nothing),
+        (true, After::Relu),
+        (true, After::Relu6),
+    ] {
+        let form = Form { scaled, after };
+        let what = format!("12x5, scale {scaled}, then {after:?}");
+        let gamma_beta = parameters(5, form, device);
         assert_matches(&what, (flat.clone(), 0.0), gamma_beta, form, device);
-        let what = format!("3x4x9, channels last, scale {scaled}, ReLU {relu}");
-        let gamma_beta = parameters(4, scaled, device);
+        let what = format!("3x4x9, channels last, scale {scaled}, then {after:?}");
+        let gamma_beta = parameters(4, form, device);
         assert_matches(&what, (sequence.clone(), 0.0), gamma_beta, form, device);
     }
 }
 
-/// Which of the four batch norms a case takes: with a scale or without, a ReLU after it or not.
+/// Which batch norm a case takes: with a scale or without, and what after it.
 #[derive(Clone, Copy)]
 struct Form {
     scaled: bool,
-    relu: bool,
+    after: After,
 }
 
-/// A scale (ones where there is none) and an offset for `c` channels.
-fn parameters(c: usize, scaled: bool, device: &Device) -> (Tensor<1>, Tensor<1>) {
+/// What follows the batch norm in its op.
+#[derive(Clone, Copy, Debug)]
+enum After {
+    Nothing,
+    Relu,
+    Relu6,
+}
+
+impl After {
+    /// What may follow a batch norm without a scale (`[0]`) and with one (`[1]`): there is no
+    /// ReLU6 form without a scale.
+    const FOR: [&[After]; 2] = [
+        &[After::Nothing, After::Relu],
+        &[After::Nothing, After::Relu, After::Relu6],
+    ];
+}
+
+/// A scale (ones where there is none) and an offset for `c` channels; before a ReLU6, a scale
+/// that takes some outputs past its cap of 6 (the normalized values reach ±1.7).
+fn parameters(c: usize, Form { scaled, after }: Form, device: &Device) -> (Tensor<1>, Tensor<1>) {
+    let range = match after {
+        After::Relu6 => Distribution::Uniform(4.0, 6.0),
+        _ => Distribution::Uniform(0.5, 2.0),
+    };
     let gamma = match scaled {
-        true => Tensor::<1>::random([c], Distribution::Uniform(0.5, 2.0), device),
+        true => Tensor::<1>::random([c], range, device),
         false => Tensor::ones([c], device),
     };
     (
@@ -90,7 +120,7 @@ fn assert_matches<const D: usize>(
     what: &str,
     (x, offset): (Tensor<D>, f64),
     (gamma, beta): (Tensor<1>, Tensor<1>),
-    Form { scaled, relu }: Form,
+    Form { scaled, after }: Form,
     device: &Device,
 ) {
     let c = x.dims()[1];
@@ -102,11 +132,13 @@ fn assert_matches<const D: usize>(
     );
     let ours = |x: &Tensor<D>, gamma: &Tensor<1>, beta: &Tensor<1>| {
         let averages = averages.clone();
-        match (scaled, relu) {
-            (true, false) => batch_norm_train_moving(x, gamma, beta, 1e-3, averages),
-            (true, true) => batch_norm_relu_train_moving(x, gamma, beta, 1e-3, averages),
-            (false, false) => offset_batch_norm_moving(x, beta, 1e-3, averages),
-            (false, true) => offset_batch_norm_relu_moving(x, beta, 1e-3, averages),
+        match (scaled, after) {
+            (true, After::Nothing) => batch_norm_train_moving(x, gamma, beta, 1e-3, averages),
+            (true, After::Relu) => batch_norm_relu_train_moving(x, gamma, beta, 1e-3, averages),
+            (true, After::Relu6) => batch_norm_relu6_train_moving(x, gamma, beta, 1e-3, averages),
+            (false, After::Nothing) => offset_batch_norm_moving(x, beta, 1e-3, averages),
+            (false, After::Relu) => offset_batch_norm_relu_moving(x, beta, 1e-3, averages),
+            (false, After::Relu6) => unreachable!("no ReLU6 form without a scale"),
         }
         .expect("the batch norm routes this device")
     };
@@ -150,22 +182,35 @@ fn assert_matches<const D: usize>(
         let diff = rel_diff(got, want.clone());
         assert!(diff <= 1e-5, "{what}: {of} {diff} apart");
     }
-    let burns_output = match relu {
-        true => activation::relu(burns.output.clone()),
-        false => burns.output.clone(),
+    let burns_output = match after {
+        After::Nothing => burns.output.clone(),
+        After::Relu => activation::relu(burns.output.clone()),
+        After::Relu6 => activation::relu6(burns.output.clone()),
     };
     let output_diff = rel_diff(y.clone(), burns_output.clone());
     assert!(
         output_diff <= 1e-5 + mean_rounding,
         "{what}: outputs {output_diff} apart"
     );
-    // Burn's gradients through our output's ReLU mask (none where it is `<= 0`, as Burn's
-    // `relu_backward` takes it): an output within rounding of 0 may fall on the other side of
-    // it in Burn's batch norm, and Burn's own mask would then differ by a whole term.
-    let kept = match relu {
-        true => y.clone().detach().greater_elem(0.0).float(),
-        false => Tensor::ones(x.shape(), device),
+    // Burn's gradients through our output's mask (none where it is `<= 0`, as Burn's
+    // `relu_backward` takes it, or `>= 6` after ReLU6, as TF's `relu6` gradient): an output
+    // within rounding of an end may fall on the other side of it in Burn's batch norm, and
+    // Burn's own mask would then differ by a whole term.
+    let passed = || y.clone().detach().greater_elem(0.0).float();
+    let kept = match after {
+        After::Nothing => Tensor::ones(x.shape(), device),
+        After::Relu => passed(),
+        After::Relu6 => passed() * y.clone().detach().lower_elem(6.0).float(),
     };
+    if let After::Relu6 = after {
+        let capped = y
+            .clone()
+            .greater_equal_elem(6.0)
+            .float()
+            .sum()
+            .into_scalar::<f32>();
+        assert!(capped > 0.0, "{what}: no output reaches ReLU6's cap");
+    }
     let burns_masked = burns.output.clone() * kept.clone();
 
     let weights = Tensor::<D>::random(x.shape(), Distribution::Default, device);

@@ -14,6 +14,7 @@ use burn::tensor::Shape;
 
 use super::extension::{BatchNorm, Options, beside, forward};
 use super::gradient_sums::{GradientSums, gradient_sums};
+use super::rectifier::Rectifier;
 
 /// The results, the moved averages as untracked tensors.
 type Results<B, C> = (
@@ -31,7 +32,7 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
         average_variance: FloatTensor<Self>,
         momentum: f64,
         epsilon: f64,
-        relu: bool,
+        rectifier: Option<Rectifier>,
         in_pieces: bool,
     ) -> Results<B, C> {
         let prep = ScaledBackward
@@ -42,7 +43,7 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
         let gamma = Some(gamma.into_primitive());
         let options = Options {
             epsilon,
-            relu,
+            rectifier,
             in_pieces,
         };
         record(prep, x, gamma, beta, (averages, momentum), options)
@@ -55,7 +56,7 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
         average_variance: FloatTensor<Self>,
         momentum: f64,
         epsilon: f64,
-        relu: bool,
+        rectifier: Option<Rectifier>,
         in_pieces: bool,
     ) -> Results<B, C> {
         let prep = OffsetBackward
@@ -65,22 +66,23 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
         let averages = [average_mean, average_variance].map(|a| a.into_primitive());
         let options = Options {
             epsilon,
-            relu,
+            rectifier,
             in_pieces,
         };
         record(prep, x, None, beta, (averages, momentum), options)
     }
 }
 
-/// What the backward pass reads: the input (checkpointed), `γ` where there is one, the output
-/// where it is a ReLU's (whose backward pass masks the output's gradient by it, as Burn's ReLU
-/// keeps its output for), per channel (`[1, c]`) the mean and `1/√(var + ε)` the forward pass
-/// normalized with, and whether its sums are taken in pieces (`column_sums.rs`).
+/// What the backward pass reads: the input (checkpointed), `γ` where there is one, the
+/// rectifier with its output where there is one (whose backward pass masks the output's
+/// gradient by it, as Burn's ReLU keeps its output for), per channel (`[1, c]`) the mean and
+/// `1/√(var + ε)` the forward pass normalized with, and whether its sums are taken in pieces
+/// (`column_sums.rs`).
 #[derive(Clone, Debug)]
 struct Saved<B: Backend> {
     x: NodeId,
     gamma: Option<FloatTensor<B>>,
-    relu_output: Option<FloatTensor<B>>,
+    rectified: Option<(Rectifier, FloatTensor<B>)>,
     mean: FloatTensor<B>,
     inv_std: FloatTensor<B>,
     in_pieces: bool,
@@ -116,7 +118,7 @@ where
             let saved = Saved {
                 x,
                 gamma,
-                relu_output: options.relu.then(|| output.clone()),
+                rectified: options.rectifier.map(|r| (r, output.clone())),
                 mean,
                 inv_std,
                 in_pieces: options.in_pieces,
@@ -202,10 +204,11 @@ fn register<B: Backend>(
 /// ```
 ///
 /// (`γ` = 1 without a scale; the mean's and the variance's dependence on `x` included; after a
-/// ReLU, `dy` is its output's gradient masked by Burn's `relu_backward`): the two sums from one
-/// pass over `dy` and `x` (`gradient_sums/`, which masks `dy` as it reads), `dx` one
-/// element-wise expression (the mask its first op). On a fused GPU the ReLU's backward pass
-/// was a kernel of its own, writing the masked gradient out whole for both to read back.
+/// rectifier, `dy` is its output's gradient masked as [`Rectifier::backward`] masks it): the
+/// two sums from one pass over `dy` and `x` (`gradient_sums/`, which masks `dy` as it reads),
+/// `dx` one element-wise expression (the mask its first ops). On a fused GPU the rectifier's
+/// backward pass was a kernel of its own, writing the masked gradient out whole for both to
+/// read back.
 fn gradients<B: GradientSums>(
     saved: Saved<B>,
     dy: FloatTensor<B>,
@@ -215,7 +218,7 @@ fn gradients<B: GradientSums>(
     let Saved {
         x,
         gamma,
-        relu_output,
+        rectified,
         mean,
         inv_std,
         in_pieces,
@@ -226,7 +229,7 @@ fn gradients<B: GradientSums>(
     let per_channel = (x.shape().num_elements() / mean.shape().num_elements()) as f32;
     let [dy_sum, dy_normalized_sum] = gradient_sums::<B>(
         dy.clone(),
-        relu_output.clone(),
+        rectified.clone(),
         x.clone(),
         [mean.clone(), inv_std.clone()],
         in_pieces,
@@ -238,8 +241,8 @@ fn gradients<B: GradientSums>(
         let [dy_sum, dy_normalized_sum] =
             [dy_sum.clone(), dy_normalized_sum.clone()].map(|t| beside::<B>(t, rank));
         let gamma = gamma.map(|gamma| beside::<B>(gamma, rank));
-        let dy = match relu_output {
-            Some(output) => B::relu_backward(output, dy),
+        let dy = match rectified {
+            Some((rectifier, output)) => rectifier.backward::<B>(output, dy),
             None => dy,
         };
         let normalized = B::float_mul(B::float_sub(x, mean), inv_std.clone());

@@ -8,6 +8,7 @@ use burn::tensor::{Shape, Tensor};
 use super::MovingAverages;
 use super::column_sums::column_means;
 use super::moving_averages::moved;
+use super::rectifier::Rectifier;
 use crate::cubecl_device::channel_columns;
 use crate::short_sums::loops_stop_early;
 
@@ -20,9 +21,10 @@ mod routing {
     use burn::backend::tensor::FloatTensor;
     use burn::backend::{Backend, backend_extension};
 
+    use super::super::rectifier::Rectifier;
     use super::Options;
 
-    /// Batch norm on the batch's statistics, followed by a ReLU where `relu`: Burn's ops
+    /// Batch norm on the batch's statistics, followed by a `rectifier` where there is one: Burn's ops
     /// forward; under autodiff, the backward pass of `backward.rs`. Each returns the output and
     /// the moving averages of the mean and the biased variance (`[c]` each) moved towards the
     /// batch's by `momentum`.
@@ -40,13 +42,13 @@ mod routing {
             average_variance: FloatTensor<Self>,
             momentum: f64,
             epsilon: f64,
-            relu: bool,
+            rectifier: Option<Rectifier>,
             in_pieces: bool,
         ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
             let averages = ([average_mean, average_variance], momentum);
             let options = Options {
                 epsilon,
-                relu,
+                rectifier,
                 in_pieces,
             };
             super::forward::<Self>(x, Some(gamma), beta, averages, options).results()
@@ -61,13 +63,13 @@ mod routing {
             average_variance: FloatTensor<Self>,
             momentum: f64,
             epsilon: f64,
-            relu: bool,
+            rectifier: Option<Rectifier>,
             in_pieces: bool,
         ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
             let averages = ([average_mean, average_variance], momentum);
             let options = Options {
                 epsilon,
-                relu,
+                rectifier,
                 in_pieces,
             };
             super::forward::<Self>(x, None, beta, averages, options).results()
@@ -77,23 +79,23 @@ mod routing {
     impl BatchNorm for burn::backend::Cube {}
 }
 
-/// What the forward pass does besides its tensors: `epsilon`, whether a ReLU follows, and
-/// whether its sums are taken in pieces (`column_sums.rs`).
+/// What the forward pass does besides its tensors: `epsilon`, the rectifier that follows, if
+/// any, and whether its sums are taken in pieces (`column_sums.rs`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Options {
     pub(super) epsilon: f64,
-    pub(super) relu: bool,
+    pub(super) rectifier: Option<Rectifier>,
     pub(super) in_pieces: bool,
 }
 
 /// The output and the moved averages on a CubeCL device, with `gamma` or without a scale, a
-/// ReLU after it where `relu`.
+/// `rectifier` after it where there is one.
 pub(super) fn batch_norm<const D: usize>(
     x: &Tensor<D>,
     gamma: Option<&Tensor<1>>,
     beta: &Tensor<1>,
     epsilon: f64,
-    relu: bool,
+    rectifier: Option<Rectifier>,
     averages: MovingAverages,
 ) -> (Tensor<D>, MovingAverages) {
     let in_pieces = loops_stop_early(&x.device());
@@ -109,11 +111,11 @@ pub(super) fn batch_norm<const D: usize>(
             variance,
             momentum,
             epsilon,
-            relu,
+            rectifier,
             in_pieces,
         ),
         None => <Dispatch as BatchNorm>::towers_offset_batch_norm(
-            x, beta, mean, variance, momentum, epsilon, relu, in_pieces,
+            x, beta, mean, variance, momentum, epsilon, rectifier, in_pieces,
         ),
     };
     let [mean, variance] = [mean, variance].map(Tensor::from_dispatch);
@@ -148,8 +150,8 @@ pub(super) fn beside<B: Backend>(per_channel: FloatTensor<B>, rank: usize) -> Fl
 
 /// The mean, then the biased variance from the centred columns (one mean each, [`column_means`],
 /// `in_pieces` on a device whose loops stop early), the `averages` (`[c]`) moved towards both
-/// by the momentum, then the output in one element-wise expression, its ReLU included where
-/// `relu`.
+/// by the momentum, then the output in one element-wise expression, its rectifier included
+/// where there is one.
 ///
 /// Ordered for Burn's fusion: a reshape between ops splits them into kernels of their own, so
 /// each per-channel value is laid out as it is used before the ops that use it start; and the
@@ -164,7 +166,7 @@ pub(super) fn forward<B: Backend>(
     (averages, momentum): ([FloatTensor<B>; 2], f64),
     Options {
         epsilon,
-        relu,
+        rectifier,
         in_pieces,
     }: Options,
 ) -> Forward<B> {
@@ -190,7 +192,10 @@ pub(super) fn forward<B: Backend>(
     }
     let output = B::float_add(scaled, beta_beside);
     Forward {
-        output: if relu { B::relu(output) } else { output },
+        output: match rectifier {
+            Some(rectifier) => rectifier.forward::<B>(output),
+            None => output,
+        },
         mean,
         inv_std,
         moved: [moved_mean, moved_variance],

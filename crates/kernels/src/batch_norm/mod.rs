@@ -1,9 +1,9 @@
 //! [`batch_norm_train`] and [`offset_batch_norm`]: batch normalization on the batch's own
 //! statistics, with a scale (Burn's `BatchNorm`) or without (TF-slim's
 //! `batch_norm(scale=False)`), with a backward pass of their own on Burn's CubeCL devices, and
-//! the layer's [`MovingAverages`] moved in the same kernels; with a ReLU after it in the same
-//! op ([`batch_norm_relu_train_moving`], [`offset_batch_norm_relu_moving`]), whose backward
-//! pass the batch norm's kernels take in.
+//! the layer's [`MovingAverages`] moved in the same kernels; with a ReLU or ReLU6 after it in
+//! the same op ([`batch_norm_relu_train_moving`], [`offset_batch_norm_relu_moving`],
+//! [`batch_norm_relu6_train_moving`]), whose backward pass the batch norm's kernels take in.
 //!
 //! Why: Burn's `batch_norm_train` (burn-backend's default, which the CubeCL backends take)
 //! takes four reductions in its backward pass (the two sums, then their means again, apart for
@@ -15,6 +15,7 @@
 //! kernel of ours, each pass's element-wise work in one expression.
 //!
 //! - `moving_averages.rs`: the moving averages, and their move;
+//! - `rectifier.rs`: the ReLU or ReLU6 after the batch norm, forward and backward;
 //! - `extension.rs`: the Burn backend extension (the forward pass by Burn's ops, on every
 //!   backend it routes) and which devices it routes;
 //! - `backward.rs`: the backward pass, under autodiff;
@@ -31,10 +32,12 @@ mod extension;
 #[cfg(feature = "gpu")]
 mod gradient_sums;
 mod moving_averages;
+mod rectifier;
 
 use burn::tensor::Tensor;
 
 pub use moving_averages::MovingAverages;
+use rectifier::Rectifier;
 
 /// `gamma · (x - mean) / √(variance + epsilon) + beta` per channel of `x` (`[n, c, ...]`,
 /// `gamma` and `beta` `[c]`), on the batch's own mean and biased variance, which come back with
@@ -81,7 +84,7 @@ pub fn batch_norm_train_moving<const D: usize>(
     epsilon: f64,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
-    on_cube(x, Some(gamma), beta, (epsilon, false), averages)
+    on_cube(x, Some(gamma), beta, (epsilon, None), averages)
 }
 
 /// [`batch_norm_train_moving`] without a scale, as [`offset_batch_norm`].
@@ -91,7 +94,7 @@ pub fn offset_batch_norm_moving<const D: usize>(
     epsilon: f64,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
-    on_cube(x, None, beta, (epsilon, false), averages)
+    on_cube(x, None, beta, (epsilon, None), averages)
 }
 
 /// `relu(batch_norm_train_moving(..))`, the ReLU in the same op: forward in the batch norm's
@@ -113,7 +116,39 @@ pub fn batch_norm_relu_train_moving<const D: usize>(
     epsilon: f64,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
-    on_cube(x, Some(gamma), beta, (epsilon, true), averages)
+    on_cube(
+        x,
+        Some(gamma),
+        beta,
+        (epsilon, Some(Rectifier::Relu)),
+        averages,
+    )
+}
+
+/// `relu6(batch_norm_train_moving(..))` (`min(max(y, 0), 6)`), as
+/// [`batch_norm_relu_train_moving`]: MobileNetV2's layer. The input's and the parameters'
+/// gradients pass where `0 < output < 6` (TF's `relu6` gradient; Burn's clamp also passes them
+/// where the batch norm's output is exactly 0 or 6).
+///
+/// `None` where [`batch_norm_train`] is.
+///
+/// # Panics
+///
+/// Where the averages do not hold one value per channel of `x`.
+pub fn batch_norm_relu6_train_moving<const D: usize>(
+    x: &Tensor<D>,
+    gamma: &Tensor<1>,
+    beta: &Tensor<1>,
+    epsilon: f64,
+    averages: MovingAverages,
+) -> Option<(Tensor<D>, MovingAverages)> {
+    on_cube(
+        x,
+        Some(gamma),
+        beta,
+        (epsilon, Some(Rectifier::Relu6)),
+        averages,
+    )
 }
 
 /// [`batch_norm_relu_train_moving`] without a scale, as [`offset_batch_norm`]: Inception v3's
@@ -124,7 +159,7 @@ pub fn offset_batch_norm_relu_moving<const D: usize>(
     epsilon: f64,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
-    on_cube(x, None, beta, (epsilon, true), averages)
+    on_cube(x, None, beta, (epsilon, Some(Rectifier::Relu)), averages)
 }
 
 /// Averages that a momentum of 1 replaces by the batch's statistics, exactly (`0·0 + 1·s`).
@@ -134,22 +169,22 @@ fn the_batchs<const D: usize>(x: &Tensor<D>) -> MovingAverages {
     MovingAverages::new(zeros(), zeros(), 1.0)
 }
 
-/// Either batch norm, a ReLU after it where `relu`, where `x` is on a CubeCL device (which the
-/// extension routes), else `None`.
+/// Either batch norm, a `rectifier` after it where there is one, where `x` is on a CubeCL device
+/// (which the extension routes), else `None`.
 fn on_cube<const D: usize>(
     x: &Tensor<D>,
     gamma: Option<&Tensor<1>>,
     beta: &Tensor<1>,
-    (epsilon, relu): (f64, bool),
+    (epsilon, rectifier): (f64, Option<Rectifier>),
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
     averages.assert_channels(x.dims()[1]);
     #[cfg(feature = "gpu")]
     if crate::cubecl_device::on_cubecl(&x.device()) {
         return Some(extension::batch_norm(
-            x, gamma, beta, epsilon, relu, averages,
+            x, gamma, beta, epsilon, rectifier, averages,
         ));
     }
-    let _ = (x, gamma, beta, epsilon, relu, averages);
+    let _ = (x, gamma, beta, epsilon, rectifier, averages);
     None
 }

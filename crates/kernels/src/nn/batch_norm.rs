@@ -6,9 +6,23 @@
 use burn::config::Config;
 use burn::tensor::{Device, Tensor};
 
-use crate::batch_norm::{MovingAverages, batch_norm_relu_train_moving, batch_norm_train_moving};
+use crate::batch_norm::{
+    MovingAverages, batch_norm_relu_train_moving, batch_norm_relu6_train_moving,
+    batch_norm_train_moving,
+};
 use crate::cubecl_device::on_cubecl;
+use crate::dispatch::relu6;
 use crate::nn::wrapped::wrapped_module;
+
+/// One of the batch norms of [`crate::batch_norm_train_moving`]'s family: the output and the
+/// moved averages of `(x, gamma, beta, epsilon, averages)`.
+type Normalization<const D: usize> = fn(
+    &Tensor<D>,
+    &Tensor<1>,
+    &Tensor<1>,
+    f64,
+    MovingAverages,
+) -> Option<(Tensor<D>, MovingAverages)>;
 
 /// [`burn::nn::BatchNormConfig`], field for field, whose [`init`](Self::init) makes this
 /// crate's [`BatchNorm`].
@@ -62,7 +76,7 @@ impl BatchNorm {
         if let Some(y) = self.forward_flex(&input) {
             return y;
         }
-        if let Some(y) = self.forward_training_gpu(&input, false) {
+        if let Some(y) = self.forward_training_gpu(&input, batch_norm_train_moving) {
             return y;
         }
         self.inner.forward(input)
@@ -72,20 +86,30 @@ impl BatchNorm {
     /// a CubeCL device in one op ([`crate::batch_norm_relu_train_moving`]), whose kernels take
     /// the ReLU's backward pass in, where a ReLU apart took a kernel of its own.
     pub fn forward_relu<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
-        match self.forward_training_gpu(&input, true) {
+        match self.forward_training_gpu(&input, batch_norm_relu_train_moving) {
             Some(y) => y,
             None => burn::tensor::activation::relu(self.forward(input)),
         }
     }
 
-    /// [`forward`](Self::forward) (a ReLU after it where `relu`) while training on a CubeCL
-    /// device: on [`crate::batch_norm_train_moving`] or its ReLU form, whose backward pass takes
-    /// two reductions where Burn's takes four, and which move the running statistics in their
-    /// own kernels.
+    /// `relu6(self.forward(input))` (`min(max(y, 0), 6)`), as MobileNetV2's layers take it:
+    /// while training on a CubeCL device in one op ([`crate::batch_norm_relu6_train_moving`],
+    /// TF's gradient at the ends), elsewhere [`relu6`] after [`forward`](Self::forward).
+    pub fn forward_relu6<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
+        match self.forward_training_gpu(&input, batch_norm_relu6_train_moving) {
+            Some(y) => y,
+            None => relu6(self.forward(input)),
+        }
+    }
+
+    /// [`forward`](Self::forward) (a rectifier after it, as `normalized` takes it) while
+    /// training on a CubeCL device: on [`crate::batch_norm_train_moving`] or one of its rectified
+    /// forms, whose backward pass takes two reductions where Burn's takes four, and which move
+    /// the running statistics in their own kernels.
     fn forward_training_gpu<const D: usize>(
         &self,
         input: &Tensor<D>,
-        relu: bool,
+        normalized: Normalization<D>,
     ) -> Option<Tensor<D>> {
         let bn = &self.inner;
         let device = input.device();
@@ -94,10 +118,6 @@ impl BatchNorm {
         }
         let (gamma, beta) = (bn.gamma.val(), bn.beta.val());
         let averages = self.running(&device);
-        let normalized = match relu {
-            true => batch_norm_relu_train_moving,
-            false => batch_norm_train_moving,
-        };
         let (y, moved) = normalized(input, &gamma, &beta, bn.epsilon, averages)?;
         self.update_running(moved);
         Some(y)

@@ -12,17 +12,20 @@ use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
 
 use super::{GradientSums, ROWS_PER_PIECE, pieces_shape};
+use crate::batch_norm::rectifier::{RELU6_CAP, Rectifier};
 
 /// One thread per piece and channel, neighbouring threads on neighbouring channels (where
 /// Burn's convolutions leave the values of one place side by side): the piece's rows of `dy`
 /// and `x` `[n, c, h, w]` read through their strides, both sums kept in f32, compensated,
 /// written at the piece's row of `sums` `[pieces, 2c]`, `Σ dy` in column `channel`,
-/// `Σ dy · x̂` in `c + channel`. With a `relu_output` (`[n, c, h, w]`), each `dy` counts as 0
-/// where it is `<= 0`: the ReLU's backward pass, taken in as the kernel reads.
+/// `Σ dy · x̂` in `c + channel`. With a rectifier's `output` (`[n, c, h, w]`), each `dy` counts
+/// as 0 where the output is `<= 0`, or `>= 6` where `capped` (ReLU6): the rectifier's backward
+/// pass, taken in as the kernel reads.
 #[cube(launch_unchecked, address_type = "dynamic")]
 fn gradient_sums_kernel<E: Numeric>(
     dy: &Tensor<E>,
-    relu_output: ComptimeOption<&Tensor<E>>,
+    output: ComptimeOption<&Tensor<E>>,
+    #[comptime] capped: bool,
     x: &Tensor<E>,
     mean: &Tensor<E>,
     inv_std: &Tensor<E>,
@@ -42,9 +45,13 @@ fn gradient_sums_kernel<E: Numeric>(
     for row in first..min(first + rows_per_piece, x.shape(0) * x.shape(2) * x.shape(3)) {
         let grad = f32::cast_from(dy[at(dy, row, channel)]);
         #[comptime]
-        let grad = match relu_output {
+        let grad = match output {
             ComptimeOption::Some(output) => {
-                let cut = output[at(output, row, channel)] <= E::from_int(0);
+                let value = f32::cast_from(output[at(output, row, channel)]);
+                let mut cut = value <= f32::from_int(0);
+                if capped {
+                    cut = cut || value >= f32::new(RELU6_CAP);
+                }
                 select(cut, f32::from_int(0), grad)
             }
             ComptimeOption::None => grad,
@@ -90,19 +97,19 @@ impl GradientSums for CubeBackend {
     /// By `gradient_sums_kernel`.
     fn towers_batch_norm_gradient_sums(
         dy: CubeTensor,
-        relu_output: Option<CubeTensor>,
+        rectified: Option<(Rectifier, CubeTensor)>,
         x: CubeTensor,
         mean: CubeTensor,
         inv_std: CubeTensor,
     ) -> CubeTensor {
         let [dy, x, mean, inv_std] = [dy, x, mean, inv_std].map(untile);
-        let relu_output = relu_output.map(untile);
-        if let Some(output) = &relu_output {
-            assert_eq!(
-                output.shape(),
-                dy.shape(),
-                "a ReLU's output beside its gradient"
-            );
+        let capped = rectified
+            .as_ref()
+            .is_some_and(|(rectifier, _)| rectifier.capped());
+        let output = rectified.map(|(_, output)| untile(output));
+        if let Some(output) = &output {
+            let what = "a rectifier's output beside its gradient";
+            assert_eq!(output.shape(), dy.shape(), "{what}");
         }
         let (client, dtype) = (x.client.clone(), x.dtype);
         let sums = empty_device_contiguous_dtype(
@@ -116,13 +123,13 @@ impl GradientSums for CubeBackend {
         let cube_count = calculate_cube_count_elemwise(&client, count, cube_dim);
         let address = [&dy, &x, &sums]
             .into_iter()
-            .chain(&relu_output)
+            .chain(&output)
             .map(|t| t.required_address_type())
             .max()
             .expect("three tensors");
         // SAFETY: `launch_unchecked` leaves out the bounds checks of the kernel's indexing;
         // the kernel keeps within every tensor itself: it returns at once past the last piece's
-        // last channel, reads `dy`, `x` and any `relu_output` (of one shape, `[n, c, h, w]`,
+        // last channel, reads `dy`, `x` and any rectifier's `output` (of one shape, `[n, c, h, w]`,
         // the output's checked above) at rows below `n·h·w` and a channel below `c`, through
         // their strides, `mean` and `inv_std` (`[1, c]`) at that channel, and writes its own
         // two places of `sums` (`[pieces, 2c]`). All live on `client`'s device, as the kernel's
@@ -134,7 +141,8 @@ impl GradientSums for CubeBackend {
                 cube_dim,
                 address,
                 dy.into_tensor_arg(),
-                relu_output.map(|output| output.into_tensor_arg()).into(),
+                output.map(|output| output.into_tensor_arg()).into(),
+                capped,
                 x.into_tensor_arg(),
                 mean.into_tensor_arg(),
                 inv_std.into_tensor_arg(),

@@ -1,5 +1,5 @@
 //! [`gradient_sums`]: the batch norm backward pass's two sums per channel, `Σ dy` and
-//! `Σ dy · x̂`, from one pass over `dy` and `x` (and, after a ReLU, its output, which masks
+//! `Σ dy · x̂`, from one pass over `dy` and `x` (and, after a rectifier, its output, which masks
 //! `dy` as the kernel reads it).
 //!
 //! As a backend extension, so that Burn's CubeCL devices take both sums in one kernel of ours
@@ -25,6 +25,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::tensor::Shape;
 
 use super::column_sums::column_sums;
+use super::rectifier::Rectifier;
 
 /// The values of a channel each invocation sums.
 const ROWS_PER_PIECE: usize = 256;
@@ -32,13 +33,13 @@ const ROWS_PER_PIECE: usize = 256;
 /// Per piece of [`ROWS_PER_PIECE`] rows (an image's place each, `n·h·w` in all) and per
 /// channel of `dy` and `x` `[n, c, h, w]`, `Σ dy` and `Σ dy · (x - mean) · inv_std` (`mean`,
 /// `inv_std` `[1, c]`): `[pieces, 2c]` ([`pieces_shape`]), the first sums in columns `0..c`,
-/// the second in `c..2c`. With a `relu_output` (of `x`'s shape), `dy` is the gradient of that
-/// ReLU's output, and each value of it counts as 0 where the output is `<= 0` (as Burn's
-/// `relu_backward` masks it).
+/// the second in `c..2c`. With a rectifier's output (of `x`'s shape), `dy` is the gradient of
+/// that output, and each value of it counts as 0 where the rectifier's backward pass cuts it
+/// (`Rectifier`).
 pub(crate) trait GradientSums: Backend {
     fn towers_batch_norm_gradient_sums(
         dy: FloatTensor<Self>,
-        relu_output: Option<FloatTensor<Self>>,
+        rectified: Option<(Rectifier, FloatTensor<Self>)>,
         x: FloatTensor<Self>,
         mean: FloatTensor<Self>,
         inv_std: FloatTensor<Self>,
@@ -46,20 +47,20 @@ pub(crate) trait GradientSums: Backend {
 }
 
 /// `[Σ dy, Σ dy · x̂]` per channel of `x` `[n, c, ...]` (each `[1, c]`), `x̂ = (x - mean) ·
-/// inv_std` (`mean`, `inv_std` `[1, c]`), `dy` masked by a following ReLU's output where there
-/// is one (as [`GradientSums`]), the pieces' sums in pieces themselves where `in_pieces`
+/// inv_std` (`mean`, `inv_std` `[1, c]`), `dy` masked by a following rectifier's output where
+/// there is one (as [`GradientSums`]), the pieces' sums in pieces themselves where `in_pieces`
 /// (`column_sums.rs`).
 pub(super) fn gradient_sums<B: GradientSums>(
     dy: FloatTensor<B>,
-    relu_output: Option<FloatTensor<B>>,
+    rectified: Option<(Rectifier, FloatTensor<B>)>,
     x: FloatTensor<B>,
     [mean, inv_std]: [FloatTensor<B>; 2],
     in_pieces: bool,
 ) -> [FloatTensor<B>; 2] {
     let c = x.shape()[1];
     let [dy, x] = [dy, x].map(as_images::<B>);
-    let relu_output = relu_output.map(as_images::<B>);
-    let pieces = B::towers_batch_norm_gradient_sums(dy, relu_output, x, mean, inv_std);
+    let rectified = rectified.map(|(rectifier, output)| (rectifier, as_images::<B>(output)));
+    let pieces = B::towers_batch_norm_gradient_sums(dy, rectified, x, mean, inv_std);
     summed::<B>(pieces, c, in_pieces)
 }
 

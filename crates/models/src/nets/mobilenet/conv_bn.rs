@@ -7,7 +7,6 @@ use burn::module::Module;
 use burn::tensor::{Device, Tensor};
 use towers_kernels::nn::BatchNorm;
 use towers_kernels::nn::conv::Conv2d;
-use towers_kernels::relu6;
 
 use crate::nets::mobilenet::layout::MobileNetLayout;
 
@@ -63,8 +62,9 @@ impl ConvBn {
         self.bn.forward(self.conv.forward(x))
     }
 
-    /// [`forward`](Self::forward), then `min(max(x, 0), 6)`.
+    /// [`forward`](Self::forward), then `min(max(x, 0), 6)` (`BatchNorm::forward_relu6`: on a
+    /// CubeCL device in the batch norm's op while training).
     pub fn forward_relu6(&self, x: Tensor<4>) -> Tensor<4> {
-        relu6(self.forward(x))
+        self.bn.forward_relu6(self.conv.forward(x))
     }
 }
