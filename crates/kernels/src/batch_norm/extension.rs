@@ -21,13 +21,13 @@ mod routing {
     use burn::backend::tensor::FloatTensor;
     use burn::backend::{Backend, backend_extension};
 
-    use super::super::rectifier::Rectifier;
     use super::Options;
+    use crate::batch_norm::rectifier::Rectifier;
 
-    /// Batch norm on the batch's statistics, followed by a `rectifier` where there is one: Burn's ops
-    /// forward; under autodiff, the backward pass of `backward.rs`. Each returns the output and
-    /// the moving averages of the mean and the biased variance (`[c]` each) moved towards the
-    /// batch's by `momentum`.
+    /// Batch norm on the batch's statistics, followed by a `rectifier` where there is one:
+    /// Burn's ops forward; under autodiff, the backward pass of `backward.rs`. Each returns the
+    /// output and the moving averages of the mean and the biased variance (`[c]` each) moved
+    /// towards the batch's by `momentum`.
     #[backend_extension(Cube, Autodiff)]
     pub(crate) trait BatchNorm: Backend {
         /// See [`crate::batch_norm_train`].
