@@ -31,9 +31,7 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
         average_mean: FloatTensor<Self>,
         average_variance: FloatTensor<Self>,
         momentum: f64,
-        epsilon: f64,
-        rectifier: Option<Rectifier>,
-        in_pieces: bool,
+        options: Options,
     ) -> Results<B, C> {
         let prep = ScaledBackward
             .prepare::<C>([x.node(), gamma.node(), beta.node()])
@@ -41,11 +39,6 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
             .stateful();
         let averages = [average_mean, average_variance].map(|a| a.into_primitive());
         let gamma = Some(gamma.into_primitive());
-        let options = Options {
-            epsilon,
-            rectifier,
-            in_pieces,
-        };
         record(prep, x, gamma, beta, (averages, momentum), options)
     }
 
@@ -55,20 +48,13 @@ impl<B: GradientSums, C: CheckpointStrategy> BatchNorm for Autodiff<B, C> {
         average_mean: FloatTensor<Self>,
         average_variance: FloatTensor<Self>,
         momentum: f64,
-        epsilon: f64,
-        rectifier: Option<Rectifier>,
-        in_pieces: bool,
+        options: Options,
     ) -> Results<B, C> {
         let prep = OffsetBackward
             .prepare::<C>([x.node(), beta.node()])
             .compute_bound()
             .stateful();
         let averages = [average_mean, average_variance].map(|a| a.into_primitive());
-        let options = Options {
-            epsilon,
-            rectifier,
-            in_pieces,
-        };
         record(prep, x, None, beta, (averages, momentum), options)
     }
 }

@@ -22,7 +22,6 @@ mod routing {
     use burn::backend::{Backend, backend_extension};
 
     use super::Options;
-    use crate::batch_norm::rectifier::Rectifier;
 
     /// Batch norm on the batch's statistics, followed by a `rectifier` where there is one:
     /// Burn's ops forward; under autodiff, the backward pass of `backward.rs`. Each returns the
@@ -31,9 +30,8 @@ mod routing {
     #[backend_extension(Cube, Autodiff)]
     pub(crate) trait BatchNorm: Backend {
         /// See [`crate::batch_norm_train`].
-        // The averages, the momentum and the options apart (here and below), as the
-        // extension's arguments are tensors and plain values.
-        #[allow(clippy::too_many_arguments)]
+        // The averages and the momentum apart, as the extension's arguments are tensors and
+        // plain values.
         fn towers_batch_norm(
             x: FloatTensor<Self>,
             gamma: FloatTensor<Self>,
@@ -41,37 +39,22 @@ mod routing {
             average_mean: FloatTensor<Self>,
             average_variance: FloatTensor<Self>,
             momentum: f64,
-            epsilon: f64,
-            rectifier: Option<Rectifier>,
-            in_pieces: bool,
+            options: Options,
         ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
             let averages = ([average_mean, average_variance], momentum);
-            let options = Options {
-                epsilon,
-                rectifier,
-                in_pieces,
-            };
             super::forward::<Self>(x, Some(gamma), beta, averages, options).results()
         }
 
         /// See [`crate::offset_batch_norm`].
-        #[allow(clippy::too_many_arguments)]
         fn towers_offset_batch_norm(
             x: FloatTensor<Self>,
             beta: FloatTensor<Self>,
             average_mean: FloatTensor<Self>,
             average_variance: FloatTensor<Self>,
             momentum: f64,
-            epsilon: f64,
-            rectifier: Option<Rectifier>,
-            in_pieces: bool,
+            options: Options,
         ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
             let averages = ([average_mean, average_variance], momentum);
-            let options = Options {
-                epsilon,
-                rectifier,
-                in_pieces,
-            };
             super::forward::<Self>(x, None, beta, averages, options).results()
         }
     }
@@ -82,7 +65,7 @@ mod routing {
 /// What the forward pass does besides its tensors: `epsilon`, the rectifier that follows, if
 /// any, and whether its sums are taken in pieces (`column_sums.rs`).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Options {
+pub(crate) struct Options {
     pub(super) epsilon: f64,
     pub(super) rectifier: Option<Rectifier>,
     pub(super) in_pieces: bool,
@@ -98,7 +81,11 @@ pub(super) fn batch_norm<const D: usize>(
     rectifier: Option<Rectifier>,
     averages: MovingAverages,
 ) -> (Tensor<D>, MovingAverages) {
-    let in_pieces = loops_stop_early(&x.device());
+    let options = Options {
+        epsilon,
+        rectifier,
+        in_pieces: loops_stop_early(&x.device()),
+    };
     let [x, beta] = [x.clone().into_dispatch(), beta.clone().into_dispatch()];
     let momentum = averages.momentum;
     let [mean, variance] = [averages.mean, averages.variance].map(|a| a.detach().into_dispatch());
@@ -110,12 +97,10 @@ pub(super) fn batch_norm<const D: usize>(
             mean,
             variance,
             momentum,
-            epsilon,
-            rectifier,
-            in_pieces,
+            options,
         ),
         None => <Dispatch as BatchNorm>::towers_offset_batch_norm(
-            x, beta, mean, variance, momentum, epsilon, rectifier, in_pieces,
+            x, beta, mean, variance, momentum, options,
         ),
     };
     let [mean, variance] = [mean, variance].map(Tensor::from_dispatch);

@@ -84,7 +84,7 @@ pub fn batch_norm_train_moving<const D: usize>(
     epsilon: f64,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
-    on_cube(x, Some(gamma), beta, (epsilon, None), averages)
+    on_cube(x, Some(gamma), beta, epsilon, None, averages)
 }
 
 /// [`batch_norm_train_moving`] without a scale, as [`offset_batch_norm`].
@@ -94,7 +94,7 @@ pub fn offset_batch_norm_moving<const D: usize>(
     epsilon: f64,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
-    on_cube(x, None, beta, (epsilon, None), averages)
+    on_cube(x, None, beta, epsilon, None, averages)
 }
 
 /// `relu(batch_norm_train_moving(..))`, the ReLU in the same op: forward in the batch norm's
@@ -120,7 +120,8 @@ pub fn batch_norm_relu_train_moving<const D: usize>(
         x,
         Some(gamma),
         beta,
-        (epsilon, Some(Rectifier::Relu)),
+        epsilon,
+        Some(Rectifier::Relu),
         averages,
     )
 }
@@ -146,7 +147,8 @@ pub fn batch_norm_relu6_train_moving<const D: usize>(
         x,
         Some(gamma),
         beta,
-        (epsilon, Some(Rectifier::Relu6)),
+        epsilon,
+        Some(Rectifier::Relu6),
         averages,
     )
 }
@@ -159,7 +161,7 @@ pub fn offset_batch_norm_relu_moving<const D: usize>(
     epsilon: f64,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
-    on_cube(x, None, beta, (epsilon, Some(Rectifier::Relu)), averages)
+    on_cube(x, None, beta, epsilon, Some(Rectifier::Relu), averages)
 }
 
 /// Averages that a momentum of 1 replaces by the batch's statistics, exactly (`0·0 + 1·s`).
@@ -175,7 +177,8 @@ fn on_cube<const D: usize>(
     x: &Tensor<D>,
     gamma: Option<&Tensor<1>>,
     beta: &Tensor<1>,
-    (epsilon, rectifier): (f64, Option<Rectifier>),
+    epsilon: f64,
+    rectifier: Option<Rectifier>,
     averages: MovingAverages,
 ) -> Option<(Tensor<D>, MovingAverages)> {
     averages.assert_channels(x.dims()[1]);
