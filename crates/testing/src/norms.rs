@@ -1,8 +1,8 @@
 //! [`assert_batch_norms_match_burns`]: `towers_kernels::batch_norm_train` and
 //! `offset_batch_norm` (and their `_moving`, `_relu_` and `_relu6_` forms), outputs,
 //! statistics, moved averages and the input's gradient against Burn's `batch_norm_train` (and
-//! `relu`, `relu6`) and Burn's
-//! autodiff of it on one device, the parameters' gradients against sums in f64 on the host.
+//! `relu`, `relu6`) and Burn's autodiff of it on one device, the parameters' gradients against
+//! sums in f64 on the host.
 
 use burn::tensor::activation;
 use burn::tensor::module::batch_norm_train;
@@ -34,23 +34,18 @@ pub fn assert_batch_norms_match_burns(device: &Device) {
         ([5, 3, 2, 1], 0.0, true),
     ];
     for ([n, c, h, w], offset, channels_last) in cases {
-        for scaled in [false, true] {
-            let what = format!(
-                "{n}x{c}x{h}x{w}, offset {offset}, NHWC strides {channels_last}, scale {scaled}"
-            );
-            let x = if channels_last {
-                Tensor::<4>::random([n, h, w, c], Distribution::Uniform(-2.0, 3.0), device)
-                    .permute([0, 3, 1, 2])
-            } else {
-                Tensor::<4>::random([n, c, h, w], Distribution::Uniform(-2.0, 3.0), device)
-            };
-            let x = x.add_scalar(offset);
-            for &after in After::FOR[scaled as usize] {
-                let what = format!("{what}, then {after:?}");
-                let form = Form { scaled, after };
-                let gamma_beta = parameters(c, form, device);
-                assert_matches(&what, (x.clone(), offset), gamma_beta, form, device);
-            }
+        let x = if channels_last {
+            Tensor::<4>::random([n, h, w, c], Distribution::Uniform(-2.0, 3.0), device)
+                .permute([0, 3, 1, 2])
+        } else {
+            Tensor::<4>::random([n, c, h, w], Distribution::Uniform(-2.0, 3.0), device)
+        };
+        let x = x.add_scalar(offset);
+        for form in Form::ALL {
+            let what =
+                format!("{n}x{c}x{h}x{w}, offset {offset}, NHWC strides {channels_last}, {form}");
+            let gamma_beta = parameters(c, form, device);
+            assert_matches(&what, (x.clone(), offset), gamma_beta, form, device);
         }
     }
     // Other ranks: `[n, c]` (a dense layer's batch norm), and `[n, c, l]` with the channels
@@ -58,17 +53,11 @@ pub fn assert_batch_norms_match_burns(device: &Device) {
     let flat = Tensor::<2>::random([12, 5], Distribution::Uniform(-2.0, 3.0), device);
     let sequence =
         Tensor::<3>::random([3, 9, 4], Distribution::Uniform(-2.0, 3.0), device).permute([0, 2, 1]);
-    for (scaled, after) in [
-        (false, After::Nothing),
-        (true, After::Nothing),
-        (true, After::Relu),
-        (true, After::Relu6),
-    ] {
-        let form = Form { scaled, after };
-        let what = format!("12x5, scale {scaled}, then {after:?}");
+    for form in Form::ALL {
+        let what = format!("12x5, {form}");
         let gamma_beta = parameters(5, form, device);
         assert_matches(&what, (flat.clone(), 0.0), gamma_beta, form, device);
-        let what = format!("3x4x9, channels last, scale {scaled}, then {after:?}");
+        let what = format!("3x4x9, channels last, {form}");
         let gamma_beta = parameters(4, form, device);
         assert_matches(&what, (sequence.clone(), 0.0), gamma_beta, form, device);
     }
@@ -89,13 +78,25 @@ enum After {
     Relu6,
 }
 
-impl After {
-    /// What may follow a batch norm without a scale (`[0]`) and with one (`[1]`): there is no
-    /// ReLU6 form without a scale.
-    const FOR: [&[After]; 2] = [
-        &[After::Nothing, After::Relu],
-        &[After::Nothing, After::Relu, After::Relu6],
+impl Form {
+    /// Every batch norm of towers_kernels' family: there is no ReLU6 form without a scale.
+    const ALL: [Form; 5] = [
+        Form::new(false, After::Nothing),
+        Form::new(false, After::Relu),
+        Form::new(true, After::Nothing),
+        Form::new(true, After::Relu),
+        Form::new(true, After::Relu6),
     ];
+
+    const fn new(scaled: bool, after: After) -> Self {
+        Self { scaled, after }
+    }
+}
+
+impl std::fmt::Display for Form {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "scale {}, then {:?}", self.scaled, self.after)
+    }
 }
 
 /// A scale (ones where there is none) and an offset for `c` channels; before a ReLU6, a scale
