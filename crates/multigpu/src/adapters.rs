@@ -202,12 +202,39 @@ impl AdapterChoice {
     }
 }
 
+/// The name [`Adapter::api`] gives OpenGL (`wgpu::Backend::Gl`, as `{:?}` writes it).
+const OPENGL: &str = "Gl";
+
+/// What a machine without a usable adapter needs, for error messages.
+const INSTALL_A_DRIVER: &str = "install a Vulkan driver (on Linux without a GPU, Mesa's \
+    lavapipe: `apt-get install mesa-vulkan-drivers libvulkan1`), or train on `flex`";
+
+/// Why Burn's kernels cannot run on `adapters`, the ones `backend` settled on ([`wgpu_adapters`]),
+/// where they cannot: there are none, or only OpenGL's. Burn's wgpu kernels need Vulkan, Metal or
+/// DirectX 12: on OpenGL (where wgpu falls back when no Vulkan driver is installed) they fail
+/// to compile (subgroup operations) and the run hangs at its first step, for good, after wgpu
+/// panics on a thread of its own ("Could not lock adapter context"; Mesa's llvmpipe, 2026-12-06).
+pub(crate) fn unusable(backend: &str, adapters: &[Adapter]) -> Option<String> {
+    if adapters.is_empty() {
+        return Some(format!(
+            "this machine has no {backend} adapter: {INSTALL_A_DRIVER}"
+        ));
+    }
+    if adapters.iter().all(|a| a.api == OPENGL) {
+        let names: Vec<String> = adapters.iter().map(|a| a.name.clone()).collect();
+        return Some(format!(
+            "{backend} finds no Vulkan, Metal or DirectX 12 adapter here, only OpenGL's ({}), \
+             on which Burn's kernels do not compile and a run hangs: {INSTALL_A_DRIVER}",
+            names.join("; ")
+        ));
+    }
+    None
+}
+
 /// "this machine's `backend` adapters are: ..." for error messages.
 fn list(backend: &str, adapters: &[Adapter]) -> String {
     if adapters.is_empty() {
-        return format!(
-            "this machine has no {backend} adapter (is a Vulkan/Metal driver installed?)"
-        );
+        return format!("this machine has no {backend} adapter: {INSTALL_A_DRIVER}");
     }
     let each: Vec<String> = adapters
         .iter()
@@ -232,7 +259,7 @@ pub fn wgpu_adapters(backend: &str) -> Result<Vec<Adapter>> {
         });
     }
     #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "metal"))]
-    return Ok(enumerate(backend));
+    return Ok(listed_once(backend));
     #[cfg(not(any(feature = "wgpu", feature = "vulkan", feature = "metal")))]
     unreachable!("no wgpu-family backend is compiled in")
 }
@@ -246,6 +273,25 @@ pub(crate) fn wgpu_family_feature(backend: &str) -> Option<(&'static str, bool)>
         "metal" => Some(("metal", cfg!(feature = "metal"))),
         _ => None,
     }
+}
+
+/// [`enumerate`]'s list, made once per backend and process: every device list entry of a
+/// wgpu-family backend takes it, and each listing brings a graphics API instance up and down,
+/// which the Vulkan loader does not survive on several threads at once (cubecl-wgpu's
+/// `INSTANCES`); adapters do not come and go under a run.
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "metal"))]
+fn listed_once(backend: &str) -> Vec<Adapter> {
+    static LISTED: std::sync::Mutex<Vec<(String, Vec<Adapter>)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut listed = LISTED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, adapters)) = listed.iter().find(|(b, _)| b == backend) {
+        return adapters.clone();
+    }
+    let adapters = enumerate(backend);
+    listed.push((backend.to_string(), adapters.clone()));
+    adapters
 }
 
 /// Lists the adapters of `backend` as Burn does.
@@ -370,6 +416,40 @@ mod tests {
         assert!(select(Some("4")).unwrap_err().starts_with("no adapter 4:"));
         let none = AdapterChoice::Listed(0).select("metal", &[]).unwrap_err();
         assert_error_names(&none, &["no metal adapter"]);
+    }
+
+    #[test]
+    fn no_adapters_or_only_opengls_are_unusable() {
+        assert_eq!(unusable("wgpu", &machine()), None);
+        let none = unusable("vulkan", &[]).unwrap();
+        assert_error_names(
+            &none,
+            &["no vulkan adapter", "mesa-vulkan-drivers", "`flex`"],
+        );
+        let gl = |name: &str| {
+            (
+                AdapterKind::Cpu,
+                name.to_string(),
+                String::new(),
+                OPENGL.into(),
+            )
+        };
+        let opengl = number_adapters([gl("llvmpipe (LLVM 15.0.7, 256 bits)")]);
+        let why = unusable("wgpu", &opengl).unwrap();
+        let named = [
+            "only OpenGL's (llvmpipe (LLVM 15.0.7, 256 bits))",
+            "hangs",
+            "libvulkan1",
+        ];
+        assert_error_names(&why, &named);
+    }
+
+    /// `OPENGL` is the name `enumerate` gives wgpu's OpenGL adapters.
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn opengl_is_named_as_wgpu_debug_prints_it() {
+        use burn::backend::wgpu::wgpu;
+        assert_eq!(format!("{:?}", wgpu::Backend::Gl), OPENGL);
     }
 
     #[test]

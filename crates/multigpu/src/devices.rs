@@ -244,13 +244,14 @@ fn wgpu_family_device(
     // Parsed whatever the build, so a malformed entry is reported as such.
     #[allow(unused_variables)]
     let choice = AdapterChoice::parse(selector).map_err(invalid)?;
-    // Listing the adapters opens the graphics API: done only when an entry names one.
+    // The adapters listed (which opens the graphics API) for the preferred one too, so that a
+    // machine whose adapters cannot run Burn's kernels is an error here, not a hang later.
     #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "metal"))]
     let adapter = || -> Result<DeviceKind> {
-        if choice == AdapterChoice::Default {
-            return Ok(DeviceKind::DefaultDevice);
-        }
         let adapters = crate::adapters::wgpu_adapters(backend)?;
+        if let Some(why) = crate::adapters::unusable(backend, &adapters) {
+            return Err(invalid(why));
+        }
         choice.select(backend, &adapters).map_err(invalid)
     };
     match backend {

@@ -93,12 +93,8 @@ fn adapters(backend: &str) -> Listed {
         Ok(adapters) => adapters,
         Err(e) => return Listed::Unavailable(e.to_string()),
     };
-    if adapters.is_empty() {
-        return Listed::Unavailable(
-            "no adapter (install a Vulkan or Metal driver; on Linux without a GPU, Mesa's \
-             lavapipe: `apt-get install mesa-vulkan-drivers libvulkan1`)"
-                .into(),
-        );
+    if let Some(why) = crate::adapters::unusable(backend, &adapters) {
+        return Listed::Unavailable(why);
     }
     let mut devices: Vec<ListedDevice> = adapters
         .iter()

@@ -460,3 +460,59 @@ fn an_overflow_in_the_last_place_of_a_wide_gradient_skips_the_update() {
     assert!(out.skipped, "the overflow went unseen: {out:?}");
     assert_eq!(values(towers.model()), before, "the weights as they were");
 }
+
+/// A machine on which wgpu finds no Vulkan driver is refused when its device list is parsed,
+/// and `--list-devices` says why: wgpu then falls back to OpenGL (Mesa's llvmpipe here), on which
+/// Burn's kernels do not compile and the first step used to hang for good. Without OpenGL
+/// either, no adapter is left: refused too. Each in a child process (this test binary again)
+/// whose Vulkan loader finds no driver file, as it reads them when the process starts; the
+/// second also without EGL's vendor libraries, where libglvnd provides EGL.
+#[cfg(feature = "wgpu")]
+#[test]
+fn a_machine_without_a_vulkan_driver_is_refused_when_its_devices_are_parsed() {
+    let name = "a_machine_without_a_vulkan_driver_is_refused_when_its_devices_are_parsed";
+    if towers_testing::child::role().is_some() {
+        let listed = towers_multigpu::list_devices();
+        let wgpu = listed.iter().find(|l| l.backend == "wgpu").unwrap();
+        println!("LISTED: {:?}", wgpu.devices);
+        match parse_devices("wgpu") {
+            Ok(_) => println!("OPENED"),
+            Err(e) => println!("REFUSED: {e}"),
+        }
+        return;
+    }
+    let none = "/nonexistent/driver.json";
+    let run = |egl: Option<&str>| {
+        let mut command = towers_testing::child::child(
+            &towers_testing::test_name!(name),
+            "without-vulkan",
+            &[],
+            "",
+        );
+        command
+            .env("VK_ICD_FILENAMES", none)
+            .env("VK_DRIVER_FILES", none);
+        if let Some(egl) = egl {
+            command.env("__EGL_VENDOR_LIBRARY_FILENAMES", egl);
+        }
+        let out = within(120, move || command.output().unwrap());
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let refusals = ["only OpenGL's (", "this machine has no wgpu adapter"];
+    for stdout in [run(None), run(Some(none))] {
+        let refused = stdout.lines().find_map(|l| l.strip_prefix("REFUSED: "));
+        let refused = refused.unwrap_or_else(|| panic!("not refused: {stdout}"));
+        assert!(refused.contains("libvulkan1"), "{refused}");
+        let why = refusals.iter().find(|why| refused.contains(**why));
+        assert!(why.is_some(), "{refused}");
+        // (libtest's `test NAME ... ` may come first on the line.)
+        let listed = stdout.lines().find(|l| l.contains("LISTED: Unavailable"));
+        assert!(listed.is_some_and(|l| l.contains(why.unwrap())), "{stdout}");
+    }
+}
