@@ -245,3 +245,27 @@ fn towers_note_the_devices_they_run_on() {
     );
     assert!(tunes(&ran_on), "{ran_on:?} tunes");
 }
+
+/// A bundle whose tuned entry names as its winner a candidate it never timed (the fixture's
+/// convolution entry, its winner 6 rewritten to 99: `tests/data/README.md`) is refused before
+/// anything is mounted, naming the file, the kernel and the entry; the bundle as tuned passes
+/// the same check. CubeCL indexed its candidates with the winner unchecked, and a run that
+/// loaded the bundle ended its first step with `index out of bounds`, naming neither.
+#[test]
+fn a_bundle_naming_a_winner_it_never_timed_is_refused() {
+    use towers_multigpu::tuning::check_tuning_bundle_for;
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let tuned = data.join("tuned_bundle.db");
+    check_tuning_bundle_for(&tuned, &[]).expect("the bundle as tuned");
+    let stray = data.join("stray_winner_bundle.db");
+    let error = check_tuning_bundle_for(&stray, &[])
+        .expect_err("a winner never timed")
+        .to_string();
+    for named in [
+        &stray.display().to_string(),
+        "candidate 99",
+        "entry 1 for `0.11.3/device-100-0-wgpu<wgsl>/burn_cubecl-kernel-conv-forward-tune`",
+    ] {
+        assert!(error.contains(named), "{named} not in: {error}");
+    }
+}

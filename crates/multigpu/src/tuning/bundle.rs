@@ -12,7 +12,7 @@
 use std::path::Path;
 
 #[cfg(feature = "gpu")]
-use super::gpus;
+use super::{gpus, winners};
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
 
@@ -24,7 +24,10 @@ use crate::error::{Error, Result};
 /// CubeCL's own `load` takes any path, and a run then tuned everything again and wrote
 /// nowhere. What the bundle says of itself goes to stderr: its CubeCL version and the GPUs it
 /// was tuned on. Entries of another CubeCL version are not used (CubeCL keys them by version)
-/// and are tuned again. [`load_tuning_bundle_for`] also checks the run's GPUs.
+/// and are tuned again. A bundle whose tuned entry names as its winner none of the candidates
+/// it timed (damaged or edited: CubeCL would index its kernels with it unchecked) is an error
+/// too, naming the kernel and the entry. [`load_tuning_bundle_for`] also checks the run's GPUs;
+/// [`check_tuning_bundle_for`] checks without mounting.
 pub fn load_tuning_bundle(file: &Path) -> Result<()> {
     load_tuning_bundle_for(file, &[])
 }
@@ -41,23 +44,47 @@ pub fn load_tuning_bundle(file: &Path) -> Result<()> {
 /// mounted as it is.
 #[cfg_attr(not(feature = "gpu"), allow(unused_variables))]
 pub fn load_tuning_bundle_for(file: &Path, devices: &[TowerDevice]) -> Result<()> {
-    if !file.is_file() {
-        return Err(Error::Config(format!(
+    a_file(file)?;
+    #[cfg(feature = "gpu")]
+    let (tuned_on, run_gpus) = checked_for(file, devices)?;
+    cubecl_environment::environment::load(file);
+    #[cfg(feature = "gpu")]
+    gpus::share_tuning(&tuned_on, &run_gpus);
+    Ok(())
+}
+
+/// Checks the bundle at `file` for a run on `devices` as [`load_tuning_bundle_for`] does
+/// before it mounts it (a tuning bundle, tuned on `devices`' GPUs, its winners among the
+/// candidates it timed), and mounts nothing: to vet a bundle before shipping it to other
+/// machines, or before a run that should not tune.
+#[cfg_attr(not(feature = "gpu"), allow(unused_variables))]
+pub fn check_tuning_bundle_for(file: &Path, devices: &[TowerDevice]) -> Result<()> {
+    a_file(file)?;
+    #[cfg(feature = "gpu")]
+    checked_for(file, devices)?;
+    Ok(())
+}
+
+/// An error naming `file` where it is not a file.
+fn a_file(file: &Path) -> Result<()> {
+    match file.is_file() {
+        true => Ok(()),
+        false => Err(Error::Config(format!(
             "no tuning bundle at {}: write one with --save-tuning",
             file.display()
-        )));
+        ))),
     }
-    #[cfg(feature = "gpu")]
-    {
-        let tuned_on = gpus::recorded_in(file)?;
-        let run_gpus = gpus::of(devices)?;
-        gpus::refuse_others(file, &tuned_on, &run_gpus)?;
-        cubecl_environment::environment::load(file);
-        gpus::share_tuning(&tuned_on, &run_gpus);
-    }
-    #[cfg(not(feature = "gpu"))]
-    cubecl_environment::environment::load(file);
-    Ok(())
+}
+
+/// The checks on the bundle at `file` before it is mounted for a run on `devices`; the GPUs it
+/// was tuned on and the run's, as [`gpus::share_tuning`] takes them.
+#[cfg(feature = "gpu")]
+fn checked_for(file: &Path, devices: &[TowerDevice]) -> Result<(Vec<gpus::Gpu>, Vec<gpus::Gpu>)> {
+    let tuned_on = gpus::recorded_in(file)?;
+    let run_gpus = gpus::of(devices)?;
+    gpus::refuse_others(file, &tuned_on, &run_gpus)?;
+    winners::check_winners(file)?;
+    Ok((tuned_on, run_gpus))
 }
 
 /// Writes what this run tuned (and what it loaded) to `file`, one database another run loads

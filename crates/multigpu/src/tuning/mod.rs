@@ -15,8 +15,9 @@
 //! turns on), keyed by CubeCL version, runtime and device index (not by GPU), and later runs
 //! load them: [`TuningReport`] then says the run tuned nothing. [`save_tuning_bundle_for`]
 //! exports them to one file (CubeCL's bundle) recording the run's GPUs;
-//! [`load_tuning_bundle_for`] checks that a file is one and was tuned on the run's GPUs, and
-//! mounts it in place of the database (`bundle.rs`).
+//! [`load_tuning_bundle_for`] checks that a file is one, was tuned on the run's GPUs and names
+//! winners it timed (`winners.rs`), and mounts it in place of the database (`bundle.rs`);
+//! [`check_tuning_bundle_for`] checks alone.
 //!
 //! A `[cubecl]` section in `burn.toml` or a `cubecl.toml` (found from the working directory
 //! up), or `CUBECL_DEBUG_LOG`, `CUBECL_AUTOTUNE_LEVEL`, ... in the environment, still decide
@@ -39,8 +40,11 @@ use crate::stderr_line::eprint_line;
 mod bundle;
 #[cfg(feature = "gpu")]
 mod gpus;
+#[cfg(feature = "gpu")]
+mod winners;
 pub use bundle::{
-    load_tuning_bundle, load_tuning_bundle_for, save_tuning_bundle, save_tuning_bundle_for,
+    check_tuning_bundle_for, load_tuning_bundle, load_tuning_bundle_for, save_tuning_bundle,
+    save_tuning_bundle_for,
 };
 
 /// Kernel-and-shape decisions CubeCL's tuner reported since [`show_tuning`].
