@@ -210,7 +210,7 @@ const INSTALL_A_DRIVER: &str = "install a Vulkan driver (on Linux without a GPU,
     lavapipe: `apt-get install mesa-vulkan-drivers libvulkan1`), or train on `flex`";
 
 /// Why Burn's kernels cannot run on `adapters`, the ones `backend` settled on ([`wgpu_adapters`]),
-/// where they cannot: there are none, or only OpenGL's. Burn's wgpu kernels need Vulkan, Metal or
+/// where they cannot: there are none, or only OpenGL adapters. Burn's wgpu kernels need Vulkan, Metal or
 /// DirectX 12: on OpenGL (where wgpu falls back when no Vulkan driver is installed) they fail
 /// to compile (subgroup operations) and the run hangs at its first step, for good, after wgpu
 /// panics on a thread of its own ("Could not lock adapter context"; Mesa's llvmpipe, 2026-12-06).
@@ -223,8 +223,8 @@ pub(crate) fn unusable(backend: &str, adapters: &[Adapter]) -> Option<String> {
     if adapters.iter().all(|a| a.api == OPENGL) {
         let names: Vec<String> = adapters.iter().map(|a| a.name.clone()).collect();
         return Some(format!(
-            "{backend} finds no Vulkan, Metal or DirectX 12 adapter here, only OpenGL's ({}), \
-             on which Burn's kernels do not compile and a run hangs: {INSTALL_A_DRIVER}",
+            "{backend} finds no GPU on Vulkan, Metal or DirectX 12 here, only OpenGL adapters \
+             ({}), on which Burn's kernels do not compile and a run hangs: {INSTALL_A_DRIVER}",
             names.join("; ")
         ));
     }
@@ -437,7 +437,7 @@ mod tests {
         let opengl = number_adapters([gl("llvmpipe (LLVM 15.0.7, 256 bits)")]);
         let why = unusable("wgpu", &opengl).unwrap();
         let named = [
-            "only OpenGL's (llvmpipe (LLVM 15.0.7, 256 bits))",
+            "only OpenGL adapters (llvmpipe (LLVM 15.0.7, 256 bits))",
             "hangs",
             "libvulkan1",
         ];
