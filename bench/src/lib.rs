@@ -27,6 +27,7 @@ use std::time::Duration;
 // measure what those run.
 use burn_towers as _;
 
+use burn::module::Module;
 use burn::optim::ModuleOptimizer;
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use towers_data::HostBatch;
@@ -45,6 +46,20 @@ pub fn bench_device() -> (String, Device) {
     let towers = towers_multigpu::parse_devices(&entry).expect("TOWERS_BENCH_DEVICE");
     let device = towers[0].device().clone().autodiff();
     (entry, device)
+}
+
+/// The model `build` makes, with its weights drawn on flex (as the trainer draws them:
+/// `towers_train::init_holding_generators`, then moved) and moved to `device`; on flex, built
+/// there. Drawn on a GPU device, each truncated-normal weight is a loop of `any()` reductions
+/// read back to the host: 21 reductions of u32 tuned before Inception v3's first step on a
+/// cold lavapipe, 15 of its 250 s of tuning (bench/HISTORY.md, "Where Inception v3's cold
+/// tuning goes"), and NVRTC compiled each candidate in about a second on an H200.
+pub fn init_on<M: Module>(device: &Device, build: impl FnOnce(&Device) -> M) -> M {
+    let host = Device::flex().autodiff();
+    if *device == host {
+        return build(device);
+    }
+    towers_train::init_holding_generators(|| build(&host)).fork(device)
 }
 
 /// Timed steps per row: the first argument, else `default`.

@@ -28,7 +28,7 @@
 //! (Inception's) IMAGE_SIZE replace the rows' 32 and 299 (lavapipe: Inception at 299 and batch 32
 //! passes its workgroup limit, see the guide's chapter 3).
 
-use towers_bench::{batch, bench_device, classifier_batch, reps, trainers_sgd};
+use towers_bench::{batch, bench_device, classifier_batch, init_on, reps, trainers_sgd};
 
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
@@ -75,12 +75,12 @@ fn main() {
     let model = only(2);
     let runs = |name: &str| model.as_deref().is_none_or(|m| m == name);
     if runs("cifar10") {
-        let cifar = Cifar10Config::new().init(&device);
+        let cifar = init_on(&device, |d| Cifar10Config::new().init(d));
         println!("{}", cifar.summary());
         bench("CIFAR-10 net, 24x24", cifar, batch(128), reps, &precisions);
     }
     if runs("inception") {
-        let inception = InceptionV3Config::new(1001).init(&device);
+        let inception = init_on(&device, |d| InceptionV3Config::new(1001).init(d));
         println!("{}", inception.summary());
         bench(
             "Inception v3, 299x299",
@@ -91,11 +91,11 @@ fn main() {
         );
     }
     if runs("resnet50") {
-        let resnet: ResNet50 = ResNetConfig::resnet50(1000).init(&device);
+        let resnet: ResNet50 = init_on(&device, |d| ResNetConfig::resnet50(1000).init(d));
         bench("ResNet-50, 224x224", resnet, batch(32), reps, &precisions);
     }
     if runs("resnet50-keras") {
-        let resnet: ResNet50 = ResNetConfig::keras_resnet50(1000).init(&device);
+        let resnet: ResNet50 = init_on(&device, |d| ResNetConfig::keras_resnet50(1000).init(d));
         bench(
             "ResNet-50 Keras, 224x224",
             resnet,
@@ -105,15 +105,15 @@ fn main() {
         );
     }
     if runs("resnet50v2") {
-        let resnet = ResNetV2Config::resnet50v2(1000).init(&device);
+        let resnet = init_on(&device, |d| ResNetV2Config::resnet50v2(1000).init(d));
         bench("ResNet50V2, 224x224", resnet, batch(32), reps, &precisions);
     }
     if runs("resnet18") {
-        let resnet: ResNet18 = ResNetConfig::resnet18(1000).init(&device);
+        let resnet: ResNet18 = init_on(&device, |d| ResNetConfig::resnet18(1000).init(d));
         bench("ResNet-18, 224x224", resnet, batch(32), reps, &precisions);
     }
     if runs("mobilenet_v2") {
-        let mobilenet = MobileNetV2Config::keras(1000).init(&device);
+        let mobilenet = init_on(&device, |d| MobileNetV2Config::keras(1000).init(d));
         bench(
             "MobileNetV2 Keras, 224x224",
             mobilenet,
@@ -125,20 +125,26 @@ fn main() {
     if runs("mobilenet_v3_large") {
         let config = MobileNetV3Config::large().with_layout(MobileNetLayout::Keras);
         let name = "MobileNetV3-Large Keras, 224x224";
-        bench(name, config.init(&device), batch(32), reps, &precisions);
+        bench(
+            name,
+            init_on(&device, |d| config.init(d)),
+            batch(32),
+            reps,
+            &precisions,
+        );
     }
     if runs("mobilenet_v3_large-torchvision") {
         let name = "MobileNetV3-Large, 224x224";
         bench(
             name,
-            MobileNetV3Config::large().init(&device),
+            init_on(&device, |d| MobileNetV3Config::large().init(d)),
             batch(32),
             reps,
             &precisions,
         );
     }
     if runs("efficientnet_b0") {
-        let efficientnet = EfficientNetConfig::keras(1000).init(&device);
+        let efficientnet = init_on(&device, |d| EfficientNetConfig::keras(1000).init(d));
         bench(
             "EfficientNet-B0 Keras, 224x224",
             efficientnet,
@@ -148,7 +154,7 @@ fn main() {
         );
     }
     if runs("efficientnet_b0-torchvision") {
-        let efficientnet = EfficientNetConfig::new().init(&device);
+        let efficientnet = init_on(&device, |d| EfficientNetConfig::new().init(d));
         let name = "EfficientNet-B0, 224x224";
         bench(name, efficientnet, batch(32), reps, &precisions);
     }
@@ -236,21 +242,37 @@ mod phase_counts {
     /// Per-phase launches of one train step of `model` (a row's name, as `MODEL` takes it).
     pub(super) fn run(model: &str, batch: usize, image_size: usize, device: &Device) {
         match model {
-            "cifar10" => phases(Cifar10Config::new().init(device), batch),
+            "cifar10" => phases(init_on(device, |d| Cifar10Config::new().init(d)), batch),
             "inception" => phases(
-                InceptionV3Config::new(1001)
-                    .with_image_size(image_size)
-                    .init(device),
+                init_on(device, |d| {
+                    (InceptionV3Config::new(1001).with_image_size(image_size)).init(d)
+                }),
                 batch,
             ),
-            "resnet50" => phases::<ResNet50>(ResNetConfig::resnet50(1000).init(device), batch),
-            "resnet50-keras" => {
-                phases::<ResNet50>(ResNetConfig::keras_resnet50(1000).init(device), batch)
-            }
-            "resnet50v2" => phases(ResNetV2Config::resnet50v2(1000).init(device), batch),
-            "resnet18" => phases::<ResNet18>(ResNetConfig::resnet18(1000).init(device), batch),
-            "mobilenet_v2" => phases(MobileNetV2Config::keras(1000).init(device), batch),
-            "efficientnet_b0" => phases(EfficientNetConfig::keras(1000).init(device), batch),
+            "resnet50" => phases::<ResNet50>(
+                init_on(device, |d| ResNetConfig::resnet50(1000).init(d)),
+                batch,
+            ),
+            "resnet50-keras" => phases::<ResNet50>(
+                init_on(device, |d| ResNetConfig::keras_resnet50(1000).init(d)),
+                batch,
+            ),
+            "resnet50v2" => phases(
+                init_on(device, |d| ResNetV2Config::resnet50v2(1000).init(d)),
+                batch,
+            ),
+            "resnet18" => phases::<ResNet18>(
+                init_on(device, |d| ResNetConfig::resnet18(1000).init(d)),
+                batch,
+            ),
+            "mobilenet_v2" => phases(
+                init_on(device, |d| MobileNetV2Config::keras(1000).init(d)),
+                batch,
+            ),
+            "efficientnet_b0" => phases(
+                init_on(device, |d| EfficientNetConfig::keras(1000).init(d)),
+                batch,
+            ),
             other => panic!(
                 "MODEL is cifar10, inception, resnet50, resnet50-keras, resnet50v2, resnet18, \
                  mobilenet_v2 or efficientnet_b0, not {other}"
