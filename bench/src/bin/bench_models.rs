@@ -242,37 +242,22 @@ mod phase_counts {
     /// Per-phase launches of one train step of `model` (a row's name, as `MODEL` takes it).
     pub(super) fn run(model: &str, batch: usize, image_size: usize, device: &Device) {
         match model {
-            "cifar10" => phases(init_on(device, |d| Cifar10Config::new().init(d)), batch),
-            "inception" => phases(
-                init_on(device, |d| {
-                    (InceptionV3Config::new(1001).with_image_size(image_size)).init(d)
-                }),
-                batch,
-            ),
-            "resnet50" => phases::<ResNet50>(
-                init_on(device, |d| ResNetConfig::resnet50(1000).init(d)),
-                batch,
-            ),
-            "resnet50-keras" => phases::<ResNet50>(
-                init_on(device, |d| ResNetConfig::keras_resnet50(1000).init(d)),
-                batch,
-            ),
-            "resnet50v2" => phases(
-                init_on(device, |d| ResNetV2Config::resnet50v2(1000).init(d)),
-                batch,
-            ),
-            "resnet18" => phases::<ResNet18>(
-                init_on(device, |d| ResNetConfig::resnet18(1000).init(d)),
-                batch,
-            ),
-            "mobilenet_v2" => phases(
-                init_on(device, |d| MobileNetV2Config::keras(1000).init(d)),
-                batch,
-            ),
-            "efficientnet_b0" => phases(
-                init_on(device, |d| EfficientNetConfig::keras(1000).init(d)),
-                batch,
-            ),
+            "cifar10" => phases(device, batch, |d| Cifar10Config::new().init(d)),
+            "inception" => phases(device, batch, |d| {
+                (InceptionV3Config::new(1001).with_image_size(image_size)).init(d)
+            }),
+            "resnet50" => {
+                phases::<ResNet50>(device, batch, |d| ResNetConfig::resnet50(1000).init(d))
+            }
+            "resnet50-keras" => phases::<ResNet50>(device, batch, |d| {
+                ResNetConfig::keras_resnet50(1000).init(d)
+            }),
+            "resnet50v2" => phases(device, batch, |d| ResNetV2Config::resnet50v2(1000).init(d)),
+            "resnet18" => {
+                phases::<ResNet18>(device, batch, |d| ResNetConfig::resnet18(1000).init(d))
+            }
+            "mobilenet_v2" => phases(device, batch, |d| MobileNetV2Config::keras(1000).init(d)),
+            "efficientnet_b0" => phases(device, batch, |d| EfficientNetConfig::keras(1000).init(d)),
             other => panic!(
                 "MODEL is cifar10, inception, resnet50, resnet50-keras, resnet50v2, resnet18, \
                  mobilenet_v2 or efficientnet_b0, not {other}"
@@ -280,8 +265,11 @@ mod phase_counts {
         }
     }
 
-    fn phases<M: ImageClassifier>(model: M, batch: usize) {
-        let device = model.devices()[0].clone();
+    /// Counts a step of the model `build` makes on `device` (its weights drawn on flex:
+    /// `init_on`).
+    fn phases<M: ImageClassifier>(device: &Device, batch: usize, build: impl FnOnce(&Device) -> M) {
+        let model = init_on(device, build);
+        let device = device.clone();
         let (images, labels) = classifier_batch(&model, batch, &device);
         let mut optim = trainers_sgd(&model);
         let sync = || device.sync().expect("the device's queued work");
