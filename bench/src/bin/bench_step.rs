@@ -26,7 +26,7 @@
 use std::time::{Duration, Instant};
 
 use towers_bench::layer_timing::{Layer, alternatives_rows, layer_table};
-use towers_bench::{bench_device, cifar_batch, median, reps};
+use towers_bench::{bench_device, cifar_batch, init_on, median, reps};
 
 use burn::nn::PaddingConfig2d;
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
@@ -44,7 +44,7 @@ fn main() {
     let reps = reps(20);
     let (entry, device) = bench_device();
     device.seed(0);
-    let net = Cifar10Config::new().init(&device);
+    let net = init_on(&device, |d| Cifar10Config::new().init(d));
     println!("CIFAR-10 tutorial net, batch 128, {entry}, median of {reps} calls, ms");
     let mode = std::env::args().nth(2);
     if mode.as_deref() == Some("counts") {
