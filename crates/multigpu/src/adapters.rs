@@ -209,11 +209,12 @@ const OPENGL: &str = "Gl";
 const INSTALL_A_DRIVER: &str = "install a Vulkan driver (on Linux without a GPU, Mesa's \
     lavapipe: `apt-get install mesa-vulkan-drivers libvulkan1`), or train on `flex`";
 
-/// Why Burn's kernels cannot run on `adapters`, the ones `backend` settled on ([`wgpu_adapters`]),
-/// where they cannot: there are none, or only OpenGL adapters. Burn's wgpu kernels need Vulkan, Metal or
-/// DirectX 12: on OpenGL (where wgpu falls back when no Vulkan driver is installed) they fail
-/// to compile (subgroup operations) and the run hangs at its first step, for good, after wgpu
-/// panics on a thread of its own ("Could not lock adapter context"; Mesa's llvmpipe, 2026-12-06).
+/// Why Burn's kernels cannot run on `adapters`, the ones `backend` settled on
+/// ([`wgpu_adapters`]), where they cannot: there are none, or only OpenGL adapters. Burn's wgpu
+/// kernels need Vulkan, Metal or DirectX 12: on OpenGL (where wgpu falls back when no Vulkan
+/// driver is installed) they fail to compile (subgroup operations) and the run hangs at its
+/// first step, for good, after wgpu panics on a thread of its own ("Could not lock adapter
+/// context"; Mesa's llvmpipe, 2026-12-06).
 pub(crate) fn unusable(backend: &str, adapters: &[Adapter]) -> Option<String> {
     if adapters.is_empty() {
         return Some(format!(
