@@ -21,7 +21,7 @@
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, capture};
 use std::time::Instant;
-use towers_bench::{batch, bench_device, classifier_batch, reps, trainers_sgd};
+use towers_bench::{batch, bench_device, classifier_batch, init_on, reps, trainers_sgd};
 use towers_models::{Cifar10Config, ImageClassifier, InceptionV3Config, ResNet50, ResNetConfig};
 
 /// The steps `capture` runs before it records: three warm-ups (Burn's `WARMUP_ITERS`). The
@@ -36,9 +36,12 @@ fn main() {
     let batch = batch(if model == "cifar10" { 128 } else { 32 });
     println!("device: {entry}; {model}, batch {batch}, f32, plain SGD at 0.01, {steps} steps");
 
-    device.seed(0);
+    // The weights are drawn on flex (`init_on`), the batches on the device: both seeded before
+    // each run, so that the two runs start alike.
+    let seed = || [&device, &Device::flex().autodiff()].map(|d| d.seed(0));
+    seed();
     let eager = init(&model, &device).eager(batch, steps);
-    device.seed(0);
+    seed();
     let replayed = init(&model, &device).replayed(batch, steps);
 
     let per_image = |secs: f64| secs * 1e3 / batch as f64;
@@ -75,17 +78,18 @@ fn main() {
     }
 }
 
-/// The model `name`d on the command line, initialized on `device` from its current seed.
+/// The model `name`d on the command line on `device`, its weights drawn on flex from flex's
+/// current seed (`init_on`).
 fn init(name: &str, device: &Device) -> Box<dyn Run> {
     match name {
-        "cifar10" => Box::new(Cifar10Config::new().init(device)),
+        "cifar10" => Box::new(init_on(device, |d| Cifar10Config::new().init(d))),
         // Without dropout: a recording freezes the random mask it drew.
         "inception" => {
             let config = InceptionV3Config::new(1001).with_dropout_keep_prob(1.0);
-            Box::new(config.init(device))
+            Box::new(init_on(device, |d| config.init(d)))
         }
         "resnet50" => {
-            let resnet: ResNet50 = ResNetConfig::resnet50(1000).init(device);
+            let resnet: ResNet50 = init_on(device, |d| ResNetConfig::resnet50(1000).init(d));
             Box::new(resnet)
         }
         other => panic!("MODEL is cifar10, inception or resnet50, not {other}"),
