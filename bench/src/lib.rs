@@ -55,11 +55,16 @@ pub fn bench_device() -> (String, Device) {
 /// cold lavapipe, 15 of its 250 s of tuning (bench/HISTORY.md, "Where Inception v3's cold
 /// tuning goes"), and NVRTC compiled each candidate in about a second on an H200.
 pub fn init_on<M: Module>(device: &Device, build: impl FnOnce(&Device) -> M) -> M {
-    let host = Device::flex().autodiff();
+    let host = weights_device();
     if *device == host {
         return build(device);
     }
     towers_train::init_holding_generators(|| build(&host)).fork(device)
+}
+
+/// Where [`init_on`] draws weights (flex, with autodiff): what a bench seeds to draw them alike.
+pub fn weights_device() -> Device {
+    Device::flex().autodiff()
 }
 
 /// Timed steps per row: the first argument, else `default`.

@@ -21,7 +21,9 @@
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, capture};
 use std::time::Instant;
-use towers_bench::{batch, bench_device, classifier_batch, init_on, reps, trainers_sgd};
+use towers_bench::{
+    batch, bench_device, classifier_batch, init_on, reps, trainers_sgd, weights_device,
+};
 use towers_models::{Cifar10Config, ImageClassifier, InceptionV3Config, ResNet50, ResNetConfig};
 
 /// The steps `capture` runs before it records: three warm-ups (Burn's `WARMUP_ITERS`). The
@@ -38,7 +40,7 @@ fn main() {
 
     // The weights are drawn on flex (`init_on`), the batches on the device: both seeded before
     // each run, so that the two runs start alike.
-    let seed = || [&device, &Device::flex().autodiff()].map(|d| d.seed(0));
+    let seed = || [device.clone(), weights_device()].map(|d| d.seed(0));
     seed();
     let eager = init(&model, &device).eager(batch, steps);
     seed();

@@ -15,6 +15,8 @@ use std::path::Path;
 use super::{gpus, winners};
 use crate::devices::TowerDevice;
 use crate::error::{Error, Result};
+#[cfg(feature = "gpu")]
+use cubecl_environment::bundle::SqliteBundle;
 
 /// Mounts the tuning bundle at `file` (written by [`save_tuning_bundle`], here or on another
 /// machine with the same GPU and versions) as the environment the run loads its tuned kernels
@@ -80,10 +82,16 @@ fn a_file(file: &Path) -> Result<()> {
 /// was tuned on and the run's, as [`gpus::share_tuning`] takes them.
 #[cfg(feature = "gpu")]
 fn checked_for(file: &Path, devices: &[TowerDevice]) -> Result<(Vec<gpus::Gpu>, Vec<gpus::Gpu>)> {
-    let tuned_on = gpus::recorded_in(file)?;
+    let bundle = SqliteBundle::open(file).map_err(|e| {
+        Error::Config(format!(
+            "{} is not a tuning bundle (--save-tuning writes one): {e}",
+            file.display()
+        ))
+    })?;
+    let tuned_on = gpus::recorded_in(file, &bundle);
     let run_gpus = gpus::of(devices)?;
     gpus::refuse_others(file, &tuned_on, &run_gpus)?;
-    winners::check_winners(file)?;
+    winners::check_winners(file, &bundle)?;
     Ok((tuned_on, run_gpus))
 }
 

@@ -84,15 +84,8 @@ fn gpu_of(tower: &TowerDevice) -> Option<Gpu> {
     })
 }
 
-/// The GPUs the bundle at `file` records, after saying what it is on stderr; an error
-/// naming the file when it is no bundle.
-pub(super) fn recorded_in(file: &Path) -> Result<Vec<Gpu>> {
-    let bundle = SqliteBundle::open(file).map_err(|e| {
-        Error::Config(format!(
-            "{} is not a tuning bundle (--save-tuning writes one): {e}",
-            file.display()
-        ))
-    })?;
+/// The GPUs `bundle` (opened from `file`) records, after saying what it is on stderr.
+pub(super) fn recorded_in(file: &Path, bundle: &SqliteBundle) -> Vec<Gpu> {
     let manifest = bundle.manifest();
     manifest.warn_on_version_mismatch();
     let gpus: Vec<Gpu> = (manifest.environments.iter())
@@ -113,7 +106,7 @@ pub(super) fn recorded_in(file: &Path) -> Result<Vec<Gpu>> {
             false => names.join(", "),
         }
     ));
-    Ok(gpus)
+    gpus
 }
 
 /// An error naming `file` when it records GPUs and one of the run's is not among them.

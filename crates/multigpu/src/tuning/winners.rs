@@ -20,16 +20,14 @@ use cubecl_runtime::tune::PersistentCacheValue;
 
 use crate::error::{Error, Result};
 
-/// An error naming `file` when an entry of the bundle's tuning names a winner that is none of
-/// the candidates it timed (see the module's docs). Read before the bundle is mounted.
-pub(super) fn check_winners(file: &Path) -> Result<()> {
-    let bundle = SqliteBundle::open(file)
-        .map_err(|e| Error::Config(format!("{} is not a tuning bundle: {e}", file.display())))?;
+/// An error naming `file` when an entry of `bundle` (opened from it) names a winner that is
+/// none of the candidates it timed (see the module's docs). Read before the bundle is mounted.
+pub(super) fn check_winners(file: &Path, bundle: &SqliteBundle) -> Result<()> {
     for namespace in bundle.namespaces() {
         let Some(kernel) = namespace.strip_prefix("autotune/") else {
             continue;
         };
-        if let Some((entry, winner)) = first_stray_winner(&bundle, &namespace) {
+        if let Some((entry, winner)) = first_stray_winner(bundle, &namespace) {
             return Err(Error::Config(format!(
                 "the tuning bundle {} names candidate {winner} as the winner of its entry \
                  {entry} for `{kernel}`, a candidate it never timed: the file is damaged or \
