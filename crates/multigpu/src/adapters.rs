@@ -203,6 +203,7 @@ impl AdapterChoice {
 }
 
 /// The name [`Adapter::api`] gives OpenGL (`wgpu::Backend::Gl`, as `{:?}` writes it).
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "metal"))]
 const OPENGL: &str = "Gl";
 
 /// What a machine without a usable adapter needs, for error messages.
@@ -215,6 +216,7 @@ const INSTALL_A_DRIVER: &str = "install a Vulkan driver (on Linux without a GPU,
 /// driver is installed) they fail to compile (subgroup operations) and the run hangs at its
 /// first step, for good, after wgpu panics on a thread of its own ("Could not lock adapter
 /// context"; Mesa's llvmpipe, 2026-12-06).
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "metal"))]
 pub(crate) fn unusable(backend: &str, adapters: &[Adapter]) -> Option<String> {
     if adapters.is_empty() {
         return Some(format!(
@@ -419,6 +421,7 @@ mod tests {
         assert_error_names(&none, &["no metal adapter"]);
     }
 
+    #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "metal"))]
     #[test]
     fn no_adapters_or_only_opengls_are_unusable() {
         assert_eq!(unusable("wgpu", &machine()), None);
