@@ -29,6 +29,25 @@ fn tune_a_convolution() {
     println!("{report}");
 }
 
+/// The child's part in [`processes_tuning_on_one_database_at_once_keep_it_and_warn_nothing`]: the
+/// database opened as `Towers::new` opens it, once the file `TOWERS_TEST_GO` appears (so that
+/// the children open it at the same moment), then a small matrix product tuned.
+fn open_together_then_tune() {
+    assert!(show_tuning(), "the tuning lines are ours to count");
+    let Some(gpu) = gpu_or_skip("tuning") else {
+        return;
+    };
+    let go = std::path::PathBuf::from(std::env::var("TOWERS_TEST_GO").unwrap());
+    while !go.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    towers_multigpu::tuning::open_tuning_database();
+    let x = Tensor::<2>::random([16, 16], Distribution::Default, &gpu.device);
+    drop(x.clone().matmul(x).into_data());
+    let report = TuningReport::now().expect("counted");
+    println!("tuned={} kept={}", report.tuned, report.kept);
+}
+
 /// Runs [`tune_a_convolution`] in a child whose working directory and user cache are `dir`,
 /// and returns its stdout and stderr, having checked it succeeded.
 fn tune_in(dir: &std::path::Path, name: &str) -> (String, String) {
@@ -86,6 +105,96 @@ fn a_second_run_loads_what_the_first_tuned() {
     );
     let (second, stderr) = run();
     assert_eq!(second, 0, "the second run loads every tuning: {stderr}");
+}
+
+/// Processes sharing one tuning database and tuning at the same moment (MPI ranks of one
+/// machine, a run and its evaluation) each keep what they tune, without a warning: CubeCL
+/// warned each time two measured the device's throughput at once (keeping one measure, which
+/// loses nothing), three warnings a process in four `cifar10` runs.
+#[test]
+fn processes_tuning_on_one_database_at_once_keep_it_and_warn_nothing() {
+    if towers_testing::child::role().is_some() {
+        return open_together_then_tune();
+    }
+    if gpu_or_skip("tuning").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let name = towers_testing::test_name!(
+        "processes_tuning_on_one_database_at_once_keep_it_and_warn_nothing"
+    );
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            towers_testing::child::child(&name, "open together", &[], "")
+                .current_dir(dir.path())
+                .env("XDG_CACHE_HOME", dir.path())
+                .env("TOWERS_TEST_GO", &go)
+                .env_remove("CUBECL_DEBUG_LOG")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Every child is up (its test binary loaded, waiting for the file) within a second.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    std::fs::write(&go, b"").unwrap();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        let (tuned, kept) = tuned_and_kept(&stdout, &stderr);
+        assert!(kept, "tuned {tuned}, kept: {stdout}\n{stderr}");
+        assert!(
+            !stderr.contains("CubeCL warns"),
+            "no warning: {stdout}\n{stderr}"
+        );
+    }
+}
+
+/// A process opening the tuning database waits while another holds its lock (`FILE.lock`
+/// beside it), which every process opening it through `open_tuning_database` takes: processes
+/// that opened it at the same moment raced on creating its tables, and one kept nothing (two
+/// MPI ranks on a fresh cache: `Unable to open the Turso cache: Parse error: no such table:
+/// meta`).
+#[test]
+fn a_process_opening_the_database_waits_while_another_opens_it() {
+    if towers_testing::child::role().is_some() {
+        towers_multigpu::tuning::open_tuning_database();
+        return println!("opened");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("cubecl").join("default.db");
+    std::fs::create_dir_all(database.parent().unwrap()).unwrap();
+    let lock = std::fs::File::create(dir.path().join("cubecl").join("default.db.lock")).unwrap();
+    lock.lock().unwrap();
+    let name =
+        towers_testing::test_name!("a_process_opening_the_database_waits_while_another_opens_it");
+    let mut child = towers_testing::child::child(&name, "open", &[], "")
+        .current_dir(dir.path())
+        .env("XDG_CACHE_HOME", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let waiting = child.try_wait().unwrap().is_none();
+    drop(lock);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("opened"),
+        "{stdout}"
+    );
+    assert!(
+        waiting,
+        "the child opened the database while the lock was held: {stdout}"
+    );
+    assert!(
+        database.is_file(),
+        "the child opened it once the lock was free"
+    );
 }
 
 /// A tuning database CubeCL cannot open (here a directory where `default.db` goes) keeps

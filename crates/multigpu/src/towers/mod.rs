@@ -204,6 +204,10 @@ impl<M: Module> Towers<M> {
             .collect();
         #[cfg(feature = "fusion")]
         crate::tuning::note_run_on(devices);
+        #[cfg(all(feature = "fusion", feature = "gpu"))]
+        if crate::tuning::tunes(devices) {
+            crate::tuning::open_tuning_database();
+        }
         let layout = Layout::of(&model);
         let running = Selection::Undecided;
         let has_running_stats = !running_state::read(&model, &running).is_empty();

@@ -51,6 +51,8 @@ pub fn load_tuning_bundle_for(file: &Path, devices: &[TowerDevice]) -> Result<()
     let (tuned_on, run_gpus) = checked_for(file, devices)?;
     cubecl_environment::environment::load(file);
     #[cfg(feature = "gpu")]
+    super::open_tuning_database();
+    #[cfg(feature = "gpu")]
     gpus::share_tuning(&tuned_on, &run_gpus);
     Ok(())
 }

@@ -17,7 +17,8 @@
 //! exports them to one file (CubeCL's bundle) recording the run's GPUs;
 //! [`load_tuning_bundle_for`] checks that a file is one, was tuned on the run's GPUs and names
 //! winners it timed (`winners.rs`), and mounts it in place of the database (`bundle.rs`);
-//! [`check_tuning_bundle_for`] checks alone.
+//! [`check_tuning_bundle_for`] checks alone. Processes sharing the database open it one at a
+//! time ([`open_tuning_database`], `database.rs`): opened at the same moment, some lost it.
 //!
 //! A `[cubecl]` section in `burn.toml` or a `cubecl.toml` (found from the working directory
 //! up), or `CUBECL_DEBUG_LOG`, `CUBECL_AUTOTUNE_LEVEL`, ... in the environment, still decide
@@ -39,6 +40,8 @@ use crate::stderr_line::eprint_line;
 
 mod bundle;
 #[cfg(feature = "gpu")]
+mod database;
+#[cfg(feature = "gpu")]
 mod gpus;
 #[cfg(feature = "gpu")]
 mod winners;
@@ -46,6 +49,8 @@ pub use bundle::{
     check_tuning_bundle_for, load_tuning_bundle, load_tuning_bundle_for, save_tuning_bundle,
     save_tuning_bundle_for,
 };
+#[cfg(feature = "gpu")]
+pub use database::open_tuning_database;
 
 /// Kernel-and-shape decisions CubeCL's tuner reported since [`show_tuning`].
 static TUNED: AtomicU64 = AtomicU64::new(0);
@@ -75,6 +80,12 @@ struct TuningLines;
 /// database trouble (a warning from cubecl-environment's `persistence`, which opens and writes
 /// the database) in [`NOT_KEPT`].
 fn warn_once(record: &log::Record<'_>) {
+    if record.target().starts_with("cubecl_runtime::throughput") {
+        // "Concurrent throughput measurement, keeping the existing value": another process
+        // measured the device at the same moment, and CubeCL keeps the value it stored
+        // (cubecl-runtime 0.11.3 `throughput/cache.rs`). Nothing is lost; not worth a warning.
+        return;
+    }
     if record
         .target()
         .starts_with("cubecl_environment::persistence")
