@@ -4,13 +4,13 @@
 //! cache or the working tree: MPI ranks of one machine, a training run and its evaluation side
 //! by side, two runs on two GPUs. CubeCL 0.11.3 opens it lazily, on the thread that first
 //! compiles or tunes a kernel, through Turso's multi-process WAL (turso 0.8.3's
-//! `experimental_multiprocess_wal`). Processes opening it at the same moment race on creating
-//! its tables and on Turso's shared-memory index beside it (`FILE-tshm`), and the loser keeps
-//! its tuning in memory only (found 2026-12-06 on lavapipe: two MPI ranks on a fresh cache,
-//! `Unable to open the Turso cache: Parse error: no such table: meta`; four `cifar10` runs,
-//! `Unable to open Turso cache for '…matmul-tune', using memory: I/O error (statfs shared WAL
-//! coordination path)`). Once a process has it open, CubeCL keeps that database for every
-//! table, and Turso coordinates the processes' reads and writes.
+//! `experimental_multiprocess_wal`), and brings its tables to its schema as it opens it.
+//! Processes doing so at the same moment race: the loser's open fails with a warning (found
+//! 2026-12-06 on lavapipe, two MPI ranks of the `cifar10` example on a fresh cache: `Unable to
+//! open the Turso cache: Parse error: no such table: meta`), which the run's
+//! [`TuningReport`](super::TuningReport) takes for a database that keeps nothing, though
+//! CubeCL opens it again at its next write. Once a process has it open, CubeCL keeps that
+//! database for every table, and Turso coordinates the processes' reads and writes.
 //!
 //! So [`open_tuning_database`] opens it before any kernel does, holding an exclusive lock on
 //! `FILE.lock` beside it (`std::fs::File::lock`: `flock`, released by the kernel however the
