@@ -349,11 +349,16 @@ pub struct WeightsArgs {
 }
 
 impl WeightsArgs {
-    /// The first device of `--devices`.
+    /// The first device of `--devices`; on a GPU, the tuning database opened for it as
+    /// towers open it (`towers_multigpu::tuning::open_tuning_database`), since an evaluation
+    /// often runs beside the training run that shares the database.
     pub fn device(&self) -> Result<burn::tensor::Device> {
-        Ok(towers_multigpu::parse_devices(&self.devices)?[0]
-            .device()
-            .clone())
+        let first = towers_multigpu::parse_devices(&self.devices)?.swap_remove(0);
+        #[cfg(feature = "fusion")]
+        if towers_multigpu::tuning::tunes(std::slice::from_ref(&first)) {
+            towers_multigpu::tuning::open_tuning_database();
+        }
+        Ok(first.device().clone())
     }
 
     /// Moving averages unless `--raw-weights`; classifier shapes must match.

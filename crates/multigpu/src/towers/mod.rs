@@ -204,7 +204,7 @@ impl<M: Module> Towers<M> {
             .collect();
         #[cfg(feature = "fusion")]
         crate::tuning::note_run_on(devices);
-        #[cfg(all(feature = "fusion", feature = "gpu"))]
+        #[cfg(feature = "fusion")]
         if crate::tuning::tunes(devices) {
             crate::tuning::open_tuning_database();
         }

@@ -27,8 +27,9 @@ use super::tuning_file;
 /// Opens the active tuning database ([`tuning_file`]: CubeCL's default, or the bundle
 /// [`load_tuning_bundle`](super::load_tuning_bundle) mounted) for this process, waiting while
 /// another process opens it (see the module docs); once per file and process.
-/// [`Towers::new`](crate::towers::Towers::new) calls it for GPU towers, and loading a bundle
-/// for the bundle; a program of your own that runs GPU kernels before either calls it first.
+/// [`Towers::new`](crate::towers::Towers::new) calls it for GPU towers, the evaluation
+/// programs for their GPU (towers-train's `WeightsArgs::device`), and loading a bundle for the
+/// bundle; a program of your own that runs GPU kernels before any of them calls it first.
 ///
 /// A database that will not open is left to CubeCL, which tries again as it tunes, warns,
 /// and keeps the tuning in memory ([`TuningReport`](super::TuningReport) then says so).

@@ -52,6 +52,12 @@ pub use bundle::{
 #[cfg(feature = "gpu")]
 pub use database::open_tuning_database;
 
+/// [`open_tuning_database`] in a build without a GPU backend, which keeps no tuning database
+/// (CubeCL's `persistence` comes with one): nothing to open. It is here so that code built
+/// with and without one calls it alike.
+#[cfg(not(feature = "gpu"))]
+pub fn open_tuning_database() {}
+
 /// Kernel-and-shape decisions CubeCL's tuner reported since [`show_tuning`].
 static TUNED: AtomicU64 = AtomicU64::new(0);
 /// When [`show_tuning`] ran.
