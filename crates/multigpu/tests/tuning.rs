@@ -38,7 +38,9 @@ fn open_together_then_tune() {
         return;
     };
     let go = std::path::PathBuf::from(std::env::var("TOWERS_TEST_GO").unwrap());
-    while !go.exists() {
+    // At most a minute: a parent that failed before writing the file leaves no child behind.
+    let waited = std::time::Instant::now();
+    while !go.exists() && waited.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     towers_multigpu::tuning::open_tuning_database();
