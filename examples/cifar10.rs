@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example cifar10                       # built-in data, 1000 steps
-//! cargo run --release --example cifar10 -- --data-dir cifar-10-batches-bin --devices cuda:0,cuda:1 --features cuda
+//! cargo run --release --features cuda --example cifar10 -- --data-dir cifar-10-batches-bin --devices cuda:0,cuda:1
 //! cargo run --release --example cifar10 -- --resume           # continue the last run
 //! cargo run --release --example cifar10 -- --pretrained /tmp/tf_cifar10_train   # from a TF checkpoint
 //! ```

@@ -1,5 +1,5 @@
 //! A model written for burn-train (`TrainStep`, `InferenceStep`, a `Learner`, a
-//! `SupervisedTraining` with its metrics and checkpoints) trained on several devices through
+//! `SupervisedTraining` with its metrics) trained on several devices through
 //! the towers: one line, its training strategy. Built-in data (is a point inside the unit
 //! circle?); the held-out accuracy rises:
 //! `cargo run --release --example learner -- --devices flex,flex --epochs 4`.
@@ -28,7 +28,7 @@ struct Args {
     devices: String,
     #[arg(long, default_value_t = 4)]
     epochs: usize,
-    /// Where burn-train writes its logs and checkpoints.
+    /// Where burn-train writes its logs.
     #[arg(long, default_value = "/tmp/learner")]
     dir: String,
 }

@@ -9,7 +9,7 @@
 //! ```text
 //! cargo run --release --example resnet_eval -- --checkpoint resnet50.pth --data-dir imagenet/val
 //! cargo run --release --example resnet_eval -- --checkpoint resnet50.h5 --data-dir imagenet/val
-//! cargo run --release --example resnet_eval -- --depth 18        # the `resnet` example's run
+//! cargo run --release --example resnet_eval                      # the `resnet` example's default run (ResNet-50)
 //! cargo run --release --example resnet_eval -- --v2 --checkpoint resnet50v2.h5 --data-dir imagenet/val
 //! cargo run --release --example resnet_eval -- --mobilenet-v2 --checkpoint mobilenet_v2.pth \
 //!     --data-dir imagenet/val

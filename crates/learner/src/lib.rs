@@ -11,6 +11,7 @@
 //! The step's output type tells the towers its loss through [`OutputLoss`], which burn-train's
 //! own outputs (`ClassificationOutput`, `RegressionOutput`, ...) implement already.
 
+mod accumulation;
 mod device_batches;
 mod output_loss;
 mod strategy;

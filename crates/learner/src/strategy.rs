@@ -2,8 +2,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use burn::data::dataloader::Progress;
 use burn::data::dataloader::split::split_dataloader;
+use burn::data::dataloader::{DataLoaderIterator, Progress};
 use burn::optim::SgdConfig;
 use burn::tensor::Device;
 use burn_train::train::WorkerFailure;
@@ -14,6 +14,7 @@ use burn_train::{
 };
 use towers_multigpu::{Error, Reduce, TowerDevice, TowerLoss, Towers, TowersConfig, current_tower};
 
+use crate::accumulation;
 use crate::device_batches::{self, DeviceBatches};
 use crate::output_loss::OutputLoss;
 
@@ -44,8 +45,11 @@ use crate::output_loss::OutputLoss;
 ///
 /// Validation runs on tower 0's device. When the device loaders run out unevenly at the end of
 /// an epoch, the batches left on some devices are dropped (every step runs on every device),
-/// with a warning. Gradient accumulation (`SupervisedTraining::grads_accumulation`) carries over
-/// into the next epoch rather than ending with it.
+/// with a warning. Gradient accumulation (`SupervisedTraining::grads_accumulation`) is
+/// burn-train's: the micro-batches' gradients (each the devices' mean) summed, and a shorter
+/// cycle at an epoch's end. burn-train's gradient checkpointing
+/// (`SupervisedTraining::gradient_checkpointing`) applies to its own strategies only: the
+/// towers keep every activation for backward.
 pub struct TowersStrategy<I> {
     devices: Vec<TowerDevice>,
     config: TowersConfig,
@@ -134,6 +138,7 @@ where
         let loader_valid = loader_valid.to_device(&devices[0].clone().inner());
         let valid_items = loader_valid.num_items();
         let processor = &mut event_processor;
+        let mut micro_batches = 0;
         for epoch in starting_epoch..=num_epochs {
             let start = |total_items| LearnerEvent::StartSplit {
                 epoch_number: epoch,
@@ -144,6 +149,7 @@ where
                 towers: &mut towers,
                 learner: &mut learner,
                 processor,
+                micro_batches: &mut micro_batches,
             };
             if let Err(error) = self.train_epoch(run, &loaders, &interrupter) {
                 interrupter.fail(error);
@@ -190,6 +196,8 @@ struct Run<'a, M: LearnerModel> {
     towers: &'a mut Towers<M>,
     learner: &'a mut Learner<M>,
     processor: &'a mut SupervisedTrainingEventProcessor<M>,
+    /// The micro-batches of the accumulation cycle so far, this step's included once it runs.
+    micro_batches: &'a mut usize,
 }
 
 impl<I: Send + 'static> TowersStrategy<I> {
@@ -203,6 +211,16 @@ impl<I: Send + 'static> TowersStrategy<I> {
             .devices
             .first()
             .ok_or_else(|| Error::Config("no tower devices".into()))?;
+        if let Some(other) = self.devices.iter().find(|d| d.share() != first.share()) {
+            return Err(Error::Config(format!(
+                "{} has a share of {} and {} of {}: burn-train's data loaders give each device \
+                 a batch of its own, of one size, so the devices' shares must be equal",
+                first.name(),
+                first.share(),
+                other.name(),
+                other.share()
+            )));
+        }
         let main = first.device().clone();
         learner.fork(&if main.is_autodiff() {
             main.clone()
@@ -225,7 +243,8 @@ impl<I: Send + 'static> TowersStrategy<I> {
         )
     }
 
-    /// One epoch: a step on every device's next batch until a device's loader runs out.
+    /// One epoch: a step on every device's next batch until a device's loader runs out. The
+    /// epoch's last step ends the accumulation cycle, as burn-train's strategies end it.
     fn train_epoch<M>(
         &self,
         run: Run<'_, M>,
@@ -240,24 +259,18 @@ impl<I: Send + 'static> TowersStrategy<I> {
             towers,
             learner,
             processor,
+            micro_batches,
         } = run;
         let mut iterators: Vec<_> = loaders.iter().map(|loader| loader.iter()).collect();
         let mut iteration = 0;
-        loop {
-            let batches = (iterators.iter_mut())
-                .map_while(|iterator| iterator.next())
-                .collect::<Result<Vec<I>, _>>()?;
-            if batches.len() < iterators.len() {
-                if !batches.is_empty() {
-                    log::warn!(
-                        "{} of {} devices still had a batch at the end of the epoch: dropped",
-                        batches.len(),
-                        iterators.len()
-                    );
-                }
-                return Ok(());
-            }
+        while let Some(batches) = next_batches(&mut iterators)? {
             let progress = total_progress(iterators.iter().map(|i| i.progress()));
+            // burn-train ends the cycle where its loader's epoch ends; here the epoch ends
+            // where the first device's loader does.
+            if iterators.iter().any(|i| i.progress().is_completed()) {
+                towers.end_cycle_early();
+            }
+            *micro_batches += 1;
             let weights = batches.iter().map(|b| (self.weight)(b)).collect();
             let batch = DeviceBatches::new(batches, weights);
             let outputs = Mutex::new((0..loaders.len()).map(|_| None).collect::<Vec<_>>());
@@ -267,13 +280,16 @@ impl<I: Send + 'static> TowersStrategy<I> {
                 // The towers' model is the learner's: the running state they sync after the
                 // update is written into Burn's `RunningState` buffers, which every clone of
                 // the model shares, the learner's included.
-                |_model, grads| {
+                |model, grads| {
                     learner.lr_step();
-                    learner.optimizer_step(grads);
+                    learner.optimizer_step(accumulation::summed(grads, &model, *micro_batches));
                     learner.model()
                 },
             );
-            step.map_err(training_error)?;
+            let step = step.map_err(training_error)?;
+            if step.updated {
+                *micro_batches = 0;
+            }
             let outputs = outputs
                 .into_inner()
                 .expect("the towers' threads have ended");
@@ -285,10 +301,39 @@ impl<I: Send + 'static> TowersStrategy<I> {
                     .fail_on_error(processor.process_train(LearnerEvent::ProcessedItem(item)));
             }
             if interrupter.should_stop() {
-                return Ok(());
+                break;
             }
         }
+        Ok(())
     }
+}
+
+/// Every device's next batch, or `None` at the epoch's end: where some device's loader has run
+/// out, the items the others still hold are dropped (every step runs on every device), with a
+/// warning that counts them.
+fn next_batches<I>(
+    iterators: &mut [Box<dyn DataLoaderIterator<I> + '_>],
+) -> Result<Option<Vec<I>>, TrainingError> {
+    let left: usize = (iterators.iter())
+        .map(|i| i.progress())
+        .map(|p| p.items_total.saturating_sub(p.items_processed))
+        .sum();
+    let next: Vec<Option<I>> = (iterators.iter_mut())
+        .map(|iterator| iterator.next().transpose())
+        .collect::<Result<_, _>>()?;
+    let held = next.iter().filter(|b| b.is_some()).count();
+    if held == next.len() {
+        return Ok(Some(next.into_iter().flatten().collect()));
+    }
+    if left > 0 {
+        log::warn!(
+            "{left} items left in {held} of the {} devices' data loaders are not trained on: \
+             every step takes a batch from every device, and the epoch ends where the first \
+             device's loader runs out",
+            next.len()
+        );
+    }
+    Ok(None)
 }
 
 /// One tower's training step: the model's own `TrainStep` (forward, loss, backward) on the

@@ -8,7 +8,9 @@ use towers_testing::layers::{Layering, assert_no_unit_tests};
 
 const LAYERING: Layering = Layering {
     layers: &[
-        // The batches split per device and the loss of a model's output.
+        // burn-train's accumulation, the batches split per device and the loss of a model's
+        // output.
+        "accumulation",
         "device_batches",
         "output_loss",
         // burn-train's training strategy on the towers.

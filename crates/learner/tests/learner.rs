@@ -12,7 +12,8 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear};
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_train::{
-    ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
+    ClassificationOutput, InferenceStep, Learner, LearningResult, SupervisedTraining, TrainOutput,
+    TrainStep,
 };
 use towers_learner::TowersStrategy;
 use towers_multigpu::parse_devices;
@@ -125,14 +126,23 @@ fn plain_net(device: &Device, batch_norm: bool) -> Net {
 
 /// `model` after one epoch of burn-train with `strategy`.
 fn train_model(model: Net, data: &[Item], strategy: TowersStrategy<Batch>) -> Net {
+    let result = launch(model, data, |t| t.with_training_strategy(strategy.into()));
+    assert!(result.error.is_none(), "{:?}", result.error);
+    result.model
+}
+
+/// burn-train's training of `model` on `data`, as `setup` sets it up (one epoch by default, with
+/// burn-train's own strategy unless `setup` names one).
+fn launch(
+    model: Net,
+    data: &[Item],
+    setup: impl FnOnce(SupervisedTraining<Net>) -> SupervisedTraining<Net>,
+) -> LearningResult<Net> {
     let dir = tempfile::tempdir().unwrap();
     let learner = Learner::new(model, SgdConfig::new().init(), LR);
     let training = SupervisedTraining::new(dir.path(), loader(data.to_vec()), loader(items(8)))
-        .with_application_logger(None)
-        .with_training_strategy(strategy.into());
-    let result = training.launch(learner);
-    assert!(result.error.is_none(), "{:?}", result.error);
-    result.model
+        .with_application_logger(None);
+    setup(training).launch(learner)
 }
 
 /// The model after one epoch of burn-train with `strategy`.
@@ -148,6 +158,26 @@ fn reference(groups: &[Vec<Item>]) -> Net {
     for group in groups {
         let output = model.classify(ItemBatcher.batch(group.clone(), &device));
         let grads = GradientsParams::from_grads(output.loss.backward(), &model);
+        model = optim.step(LR, model, grads);
+    }
+    model
+}
+
+/// Plain Burn, accumulating: one SGD step per cycle, on the sum of its micro-batches' gradients,
+/// each that of the mean loss over its group of items (burn-train's accumulation).
+fn reference_accumulated(cycles: &[Vec<Vec<Item>>]) -> Net {
+    let device = Device::flex().autodiff();
+    let mut model = net(&device);
+    let mut optim = SgdConfig::new().init();
+    for cycle in cycles {
+        let losses = cycle.iter().map(|group| {
+            let batch = ItemBatcher.batch(group.clone(), &device);
+            model.classify(batch).loss
+        });
+        let loss = losses
+            .reduce(|a, b| a + b)
+            .expect("a cycle has micro-batches");
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
         model = optim.step(LR, model, grads);
     }
     model
@@ -240,5 +270,103 @@ fn the_learner_ends_with_the_running_state_the_towers_kept_in_sync() {
             (*got as f64 - want).abs() < 1e-5,
             "{running:?} vs {expected:?}"
         );
+    }
+}
+
+#[test]
+fn one_tower_accumulates_as_burn_trains_own_strategy() {
+    // 10 items in batches of 4, 4, 2 and cycles of 2, for 2 epochs: burn-train sums each
+    // cycle's gradients and ends a shorter cycle with each epoch.
+    let data = items(10);
+    let setup = |t: SupervisedTraining<Net>| t.grads_accumulation(2).num_epochs(2);
+    let flex = || net(&Device::flex().autodiff());
+    let devices = parse_devices("flex").unwrap();
+    let towers = launch(flex(), &data, |t| {
+        setup(t).with_training_strategy(TowersStrategy::new(devices).into())
+    });
+    assert!(towers.error.is_none(), "{:?}", towers.error);
+    let burn_train = launch(flex(), &data, setup);
+    assert!(burn_train.error.is_none(), "{:?}", burn_train.error);
+    assert_same(&towers.model, &burn_train.model);
+}
+
+#[test]
+fn two_towers_sum_the_cycles_steps_and_end_a_cycle_with_the_epoch() {
+    // Device 0 gets items 0..12, device 1 items 12..24, 3 steps of both; cycles of 2 steps.
+    let data = items(24);
+    let devices = parse_devices("flex,flex").unwrap();
+    let trained = launch(net(&Device::flex().autodiff()), &data, |t| {
+        t.grads_accumulation(2)
+            .with_training_strategy(TowersStrategy::new(devices).into())
+    });
+    assert!(trained.error.is_none(), "{:?}", trained.error);
+    let step = |s: usize| group(&data, [4 * s, 4 * s + 4], [12 + 4 * s, 16 + 4 * s]);
+    let cycles = [vec![step(0), step(1)], vec![step(2)]];
+    assert_same(&trained.model, &reference_accumulated(&cycles));
+}
+
+#[test]
+fn devices_with_unequal_shares_are_refused() {
+    let devices = parse_devices("flex*3,flex").unwrap();
+    let result = launch(net(&Device::flex().autodiff()), &items(16), |t| {
+        t.with_training_strategy(TowersStrategy::new(devices).into())
+    });
+    let error = result.error.expect("unequal shares are refused");
+    assert!(
+        format!("{error:?}").contains("shares must be equal"),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn items_left_on_some_devices_at_the_epochs_end_are_counted_in_a_warning() {
+    // 9 items: device 0 gets 0..4 (one batch), device 1 gets 4..9 (batches of 4 and 1); the
+    // epoch ends where device 0's loader does, and item 8 is left.
+    let data = items(9);
+    let devices = parse_devices("flex,flex").unwrap();
+    warnings::capture();
+    let trained = train(&data, TowersStrategy::new(devices));
+    assert_same(&trained, &reference(&[group(&data, [0, 4], [4, 8])]));
+    let warned = warnings::taken();
+    let expected = "1 items left in 1 of the 2 devices' data loaders are not trained on";
+    assert!(
+        warned.iter().any(|w| w.starts_with(expected)),
+        "no warning of the item left: {warned:?}"
+    );
+}
+
+/// The warnings logged while the test program runs (the `log` crate's, which burn-train's
+/// strategies write to).
+mod warnings {
+    use std::sync::Mutex;
+
+    static TAKEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    struct Capture;
+
+    impl log::Log for Capture {
+        fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+            metadata.level() <= log::Level::Warn
+        }
+
+        fn log(&self, record: &log::Record<'_>) {
+            if self.enabled(record.metadata()) {
+                TAKEN.lock().unwrap().push(record.args().to_string());
+            }
+        }
+
+        fn flush(&self) {}
+    }
+
+    /// Captures the warnings from here on (once per program; later calls do nothing).
+    pub(super) fn capture() {
+        if log::set_logger(&Capture).is_ok() {
+            log::set_max_level(log::LevelFilter::Warn);
+        }
+    }
+
+    /// The warnings captured so far.
+    pub(super) fn taken() -> Vec<String> {
+        TAKEN.lock().unwrap().clone()
     }
 }

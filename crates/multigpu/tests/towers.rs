@@ -8,7 +8,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use towers_data::image_loss;
 use towers_multigpu::{BatchNormSync, Error, Reduce, Towers, TowersConfig, parse_devices};
-use towers_testing::batches::{batch, split, unequal_micro_batches};
+use towers_testing::batches::{batch, concat, split, unequal_micro_batches};
 use towers_testing::compare::{assert_close, values};
 use towers_testing::nets::{BnNet, LR, Net, sgd};
 use towers_testing::processes::SameRanks;
@@ -68,6 +68,46 @@ fn accumulated_micro_batches_train_like_one_larger_batch() {
         for list in ["flex", "flex,flex", "flex,flex*2"] {
             let devices = parse_devices(list).unwrap();
             assert_like_one_device(&model, &devices, config.clone(), &updates, TOLERANCE);
+        }
+    }
+}
+
+#[test]
+fn a_cycle_ended_early_updates_with_the_micro_batches_it_holds() {
+    let model = Net::new(&flex());
+    // Cycles of 3 micro-batches; the second ended after 2, the third after 1.
+    let updates = [
+        vec![batch(4, 5), batch(6, 6), batch(4, 7)],
+        vec![batch(6, 8), batch(4, 9)],
+        vec![batch(4, 10)],
+    ];
+    let whole: Vec<_> = updates.iter().map(|u| concat(u)).collect();
+    let (expected, _) = plain_training(model.clone(), &whole);
+    for reduce in [Reduce::ParameterDevice, Reduce::AllReduce] {
+        let config = TowersConfig::default()
+            .with_reduce(reduce)
+            .with_accumulation(3);
+        for list in ["flex", "flex,flex"] {
+            let devices = parse_devices(list).unwrap();
+            let mut towers = Towers::new(model.clone(), sgd(), &devices, config.clone()).unwrap();
+            for update in &updates[..] {
+                for (i, micro) in update.iter().enumerate() {
+                    let last = i + 1 == update.len();
+                    if last && update.len() < 3 {
+                        towers.end_cycle_early();
+                    }
+                    let loss = image_loss(|m: &Net, x, y| m.loss(x, y));
+                    let output = towers.step(micro, LR, loss).unwrap();
+                    assert_eq!(output.updated, last, "{list}, {reduce:?}: micro-batch {i}");
+                }
+            }
+            let what = format!("{list}, {reduce:?}");
+            assert_close(
+                &values(towers.model()),
+                &values(&expected),
+                TOLERANCE,
+                &what,
+            );
         }
     }
 }

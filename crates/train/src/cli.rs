@@ -369,7 +369,9 @@ impl WeightsArgs {
 
 /// Parses the command line into `A`, adding `--list-devices` to it: that flag prints every
 /// backend and the devices it sees ([`towers_multigpu::list_devices`]), then exits, whatever
-/// else the command requires. Every example and `towers-serve` parse their flags with it.
+/// else the command requires. The examples of the bundled nets, `own_model` (through
+/// [`TrainArgs::from_command_line`]) and `towers-serve` parse their flags with it; `learner`,
+/// `queues`, `folder_to_shards` and `sequence_tagging` do not.
 pub fn parse_args<A: Parser>() -> A {
     // Before any device is used: a cold run's tuning shows on stderr.
     #[cfg(feature = "fusion")]

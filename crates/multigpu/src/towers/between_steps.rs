@@ -86,6 +86,9 @@ pub(super) struct Cycle<M> {
     pub(super) grads: Vec<GradientsParams>,
     /// The replicas running this cycle (towers only).
     pub(super) work: Vec<M>,
+    /// Whether the next micro-batch ends the cycle, however few it then holds
+    /// ([`Towers::end_cycle_early`](super::Towers::end_cycle_early)).
+    pub(super) ends_early: bool,
 }
 
 impl<M> Default for Cycle<M> {
@@ -96,6 +99,7 @@ impl<M> Default for Cycle<M> {
             weight: 0.0,
             grads: Vec::new(),
             work: Vec::new(),
+            ends_early: false,
         }
     }
 }

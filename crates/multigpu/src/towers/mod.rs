@@ -327,6 +327,21 @@ impl<M: Module> Towers<M> {
         }
     }
 
+    /// Makes the next step end the accumulation cycle ([`TowersConfig::accumulation`]) with
+    /// its update, however few micro-batches the cycle then holds: the update is their mean
+    /// gradient, as a full cycle's is. What burn-train does at an epoch's end, so that no
+    /// micro-batch is left out of the epoch's updates (nor of a checkpoint taken after it).
+    /// Without accumulation every step ends its cycle anyway. A failed step drops the cycle,
+    /// and this with it. Under MPI, every rank must ask it before the same step.
+    pub fn end_cycle_early(&mut self) {
+        self.cycle.ends_early = true;
+    }
+
+    /// Whether the micro-batch about to run ends the cycle with an update.
+    fn micro_batch_ends_cycle(&self) -> bool {
+        self.cycle.micro + 1 == self.config.accumulation || self.cycle.ends_early
+    }
+
     /// Keeps a copy of the gradient the next update applies (the mean over the towers, on the
     /// model's device), for [`take_gradients`](Self::take_gradients): e.g. for histograms,
     /// without computing it twice. Under [`Reduce::AllReduce`] the mean gradient exists only

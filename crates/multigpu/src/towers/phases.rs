@@ -216,7 +216,7 @@ impl<M: Module> Towers<M> {
             .collect();
         let batch_weight: f64 = weights.iter().sum();
         let weight = self.cycle.weight + batch_weight;
-        let apply = self.cycle.micro + 1 == k;
+        let apply = self.micro_batch_ends_cycle();
         let overlapped = apply && self.overlaps();
         let loss_scale = self.loss_scale().unwrap_or(1.0);
         let loss_scales = (weights.iter())

@@ -36,7 +36,7 @@ impl<M: Module> Towers<M> {
         L: IntoTowerLoss,
     {
         let k = self.config.accumulation;
-        let ends_cycle = self.cycle.micro + 1 == k;
+        let ends_cycle = self.micro_batch_ends_cycle();
         // This update's examples and weight: the cycle's so far and this micro-batch's.
         let examples = self.cycle.examples.iter().sum::<usize>() + batch.len();
         let update_weight = self.cycle.weight + weight;
