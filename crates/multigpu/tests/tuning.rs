@@ -7,7 +7,8 @@
 use burn::nn::conv::Conv2dConfig;
 use burn::tensor::{Distribution, Tensor};
 use towers_multigpu::tuning::{
-    TuningReport, load_tuning_bundle, load_tuning_bundle_for, save_tuning_bundle_for, show_tuning,
+    TuningReport, load_tuning_bundle, load_tuning_bundle_for, save_tuning_bundle,
+    save_tuning_bundle_for, show_tuning, tuning_file,
 };
 use towers_testing::gpu::gpu_or_skip;
 
@@ -50,15 +51,34 @@ fn open_together_then_tune() {
     println!("tuned={} kept={}", report.tuned, report.kept);
 }
 
+/// The child's part in [`a_bundle_mounted_before_any_device_stays_mounted`]: the bundle at
+/// `TOWERS_TEST_BUNDLE` mounted first thing (before CubeCL has read its config), then a matrix
+/// product on the GPU, then the file the tuning is kept in printed.
+fn mount_then_use_the_gpu() {
+    let bundle = std::env::var("TOWERS_TEST_BUNDLE").unwrap();
+    load_tuning_bundle(std::path::Path::new(&bundle)).unwrap();
+    let Some(gpu) = gpu_or_skip("tuning") else {
+        return;
+    };
+    let x = Tensor::<2>::random([8, 8], Distribution::Default, &gpu.device);
+    drop(x.clone().matmul(x).into_data());
+    println!("mounted={}", tuning_file().display());
+}
+
 /// Runs [`tune_a_convolution`] in a child whose working directory and user cache are `dir`,
-/// and returns its stdout and stderr, having checked it succeeded.
-fn tune_in(dir: &std::path::Path, name: &str) -> (String, String) {
-    let out = towers_testing::child::child(name, "tune", &[], "")
+/// at CubeCL's `full` autotune log level where `full_log` says so, and returns its stdout and
+/// stderr, having checked it succeeded.
+fn tune_in(dir: &std::path::Path, name: &str, full_log: bool) -> (String, String) {
+    let mut child = towers_testing::child::child(name, "tune", &[], "");
+    child
         .current_dir(dir)
         .env("XDG_CACHE_HOME", dir)
         .env_remove("CUBECL_DEBUG_LOG")
-        .output()
-        .unwrap();
+        .env_remove("CUBECL_DEBUG_OPTION");
+    if full_log {
+        child.env("CUBECL_DEBUG_OPTION", "debug");
+    }
+    let out = child.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -91,13 +111,13 @@ fn a_second_run_loads_what_the_first_tuned() {
     }
     let dir = tempfile::tempdir().unwrap();
     let name = towers_testing::test_name!("a_second_run_loads_what_the_first_tuned");
-    let run = || {
-        let (stdout, stderr) = tune_in(dir.path(), &name);
+    let run = |full_log| {
+        let (stdout, stderr) = tune_in(dir.path(), &name, full_log);
         let (tuned, kept) = tuned_and_kept(&stdout, &stderr);
         assert!(kept, "kept: {stdout}\n{stderr}");
         (tuned, stderr)
     };
-    let (first, stderr) = run();
+    let (first, stderr) = run(false);
     assert!(first > 0, "a cold run tunes: {stderr}");
     let lines = stderr.matches("towers: tuning kernel ").count() as u64;
     assert_eq!(lines, first, "one line per tuned kernel: {stderr}");
@@ -105,7 +125,13 @@ fn a_second_run_loads_what_the_first_tuned() {
         dir.path().join("cubecl").join("default.db").is_file(),
         "kept in the user cache's cubecl/default.db"
     );
-    let (second, stderr) = run();
+    // At CubeCL's `full` autotune log level, each result loaded gets a line of its own (its
+    // checksum), which is no tuning.
+    let (second, stderr) = run(true);
+    assert!(
+        stderr.contains("validate checksum"),
+        "full log level: {stderr}"
+    );
     assert_eq!(second, 0, "the second run loads every tuning: {stderr}");
 }
 
@@ -213,7 +239,7 @@ fn a_database_that_keeps_nothing_is_said_so() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("cubecl").join("default.db")).unwrap();
     let name = towers_testing::test_name!("a_database_that_keeps_nothing_is_said_so");
-    let (stdout, stderr) = tune_in(dir.path(), &name);
+    let (stdout, stderr) = tune_in(dir.path(), &name, false);
     let (tuned, kept) = tuned_and_kept(&stdout, &stderr);
     assert!(tuned > 0 && !kept, "tuned, not kept: {stdout}\n{stderr}");
     assert!(
@@ -379,4 +405,82 @@ fn a_bundle_naming_a_winner_it_never_timed_is_refused() {
     ] {
         assert!(error.contains(named), "{named} not in: {error}");
     }
+}
+
+/// A bundle mounted before any device is used stays mounted: CubeCL, reading its config at a
+/// device's first use, activated the environment the config names, which unmounted the bundle
+/// (a library user's run then tuned everything again, into the default database).
+#[test]
+fn a_bundle_mounted_before_any_device_stays_mounted() {
+    if towers_testing::child::role().is_some() {
+        return mount_then_use_the_gpu();
+    }
+    if gpu_or_skip("tuning").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle.db");
+    save_tuning_bundle(&bundle).unwrap();
+    let name = towers_testing::test_name!("a_bundle_mounted_before_any_device_stays_mounted");
+    let out = towers_testing::child::child(&name, "mount", &[], "")
+        .current_dir(dir.path())
+        .env("XDG_CACHE_HOME", dir.path())
+        .env("TOWERS_TEST_BUNDLE", &bundle)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let mounted = format!("mounted={}", bundle.display());
+    assert!(
+        stdout.contains(&mounted),
+        "{mounted} not in: {stdout}\n{stderr}"
+    );
+}
+
+/// A bundle written over one a run has mounted loses that run's index beside it (Turso's
+/// `FILE-tshm`, which CubeCL's export leaves): Turso would read it as the new file's.
+#[test]
+fn a_bundle_written_over_another_loses_the_old_ones_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle.db");
+    save_tuning_bundle(&bundle).unwrap();
+    let index = dir.path().join("bundle.db-tshm");
+    std::fs::write(&index, b"the index of the file it replaces").unwrap();
+    save_tuning_bundle(&bundle).unwrap();
+    assert!(
+        !index.exists(),
+        "the old index is left beside the new bundle"
+    );
+}
+
+/// The child's part in [`a_programs_own_warnings_show_beside_the_tuning_lines`].
+fn warn_after_show_tuning() {
+    assert!(show_tuning(), "the tuning lines are ours to count");
+    log::warn!(target: "a_program", "its own warning");
+    log::info!(target: "a_program", "its own information");
+}
+
+/// The `log` logger `show_tuning` installs (where the program has none) shows every crate's
+/// warnings on stderr, not only CubeCL's: it dropped them (towers-learner's among them).
+#[test]
+fn a_programs_own_warnings_show_beside_the_tuning_lines() {
+    if towers_testing::child::role().is_some() {
+        return warn_after_show_tuning();
+    }
+    let name = towers_testing::test_name!("a_programs_own_warnings_show_beside_the_tuning_lines");
+    let out = towers_testing::child::child(&name, "warn", &[], "")
+        .env_remove("CUBECL_DEBUG_LOG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("WARN a_program: its own warning"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("its own information"),
+        "warnings only: {stderr}"
+    );
 }

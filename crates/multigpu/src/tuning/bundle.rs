@@ -49,6 +49,14 @@ pub fn load_tuning_bundle_for(file: &Path, devices: &[TowerDevice]) -> Result<()
     a_file(file)?;
     #[cfg(feature = "gpu")]
     let (tuned_on, run_gpus) = checked_for(file, devices)?;
+    // CubeCL activates the environment its config names when it first reads the config (at a
+    // device's first use), which unmounts a file mounted before (cubecl-runtime 0.11.3
+    // `config/base.rs`, `on_loaded`): read it now, so that it has been read when we mount.
+    #[cfg(feature = "gpu")]
+    {
+        use cubecl_environment::config::RuntimeConfig;
+        cubecl_runtime::config::CubeClRuntimeConfig::get();
+    }
     cubecl_environment::environment::load(file);
     #[cfg(feature = "gpu")]
     super::open_tuning_database();
@@ -124,13 +132,29 @@ pub fn save_tuning_bundle_for(file: &Path, devices: &[TowerDevice]) -> Result<()
             environments: gpus::of(devices)?.iter().map(gpus::Gpu::record).collect(),
             ..Default::default()
         };
-        export(&[environment::path()], file, &options)
-            .map(|_| ())
-            .map_err(|e| {
-                Error::Config(format!(
-                    "cannot write the tuning bundle {}: {e}",
-                    file.display()
-                ))
-            })
+        export(&[environment::path()], file, &options).map_err(|e| {
+            Error::Config(format!(
+                "cannot write the tuning bundle {}: {e}",
+                file.display()
+            ))
+        })?;
+        remove_stale_index(file);
+        Ok(())
     }
+}
+
+/// Removes `FILE-tshm` beside the bundle just written at `file`, unless this process has `file`
+/// mounted: Turso's shared-memory index of the file it replaced (left by a run that mounted
+/// it), which Turso would read as this file's (a stale one opened it read-only, see the guide,
+/// chapter 3). CubeCL's export removes the old `-wal` and `-shm`, not this one.
+#[cfg(feature = "gpu")]
+fn remove_stale_index(file: &Path) {
+    let canonical = |path: &Path| std::fs::canonicalize(path).ok();
+    let mounted = cubecl_environment::environment::path();
+    if mounted == file || canonical(&mounted).is_some_and(|m| Some(m) == canonical(file)) {
+        return;
+    }
+    let mut index = file.as_os_str().to_owned();
+    index.push("-tshm");
+    let _ = std::fs::remove_file(index);
 }

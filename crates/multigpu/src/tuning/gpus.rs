@@ -109,10 +109,17 @@ pub(super) fn recorded_in(file: &Path, bundle: &SqliteBundle) -> Vec<Gpu> {
     gpus
 }
 
-/// An error naming `file` when it records GPUs and one of the run's is not among them.
+/// An error naming `file` when it records GPUs and one of the run's is not among them, or is
+/// under a key (a device index) the bundle recorded for another GPU: CubeCL would use that
+/// GPU's entries as they are (a bundle tuned on an H100 at `cuda:0` and an A100 at `cuda:1`,
+/// run where `cuda:1` is an H100).
 pub(super) fn refuse_others(file: &Path, tuned_on: &[Gpu], run: &[Gpu]) -> Result<()> {
+    let other = |gpu: &&Gpu| {
+        tuned_on.iter().all(|t| t.model() != gpu.model())
+            || (tuned_on.iter()).any(|t| t.tuning_key == gpu.tuning_key && t.model() != gpu.model())
+    };
     let others: Vec<&str> = (run.iter())
-        .filter(|gpu| tuned_on.iter().all(|t| t.model() != gpu.model()))
+        .filter(other)
         .map(|gpu| gpu.device.as_str())
         .collect();
     if tuned_on.is_empty() || others.is_empty() {
@@ -143,8 +150,12 @@ pub(super) fn share_tuning(tuned_on: &[Gpu], run: &[Gpu]) {
             continue;
         };
         let copied = copy_tuning(&namespaces, &source.tuning_key, &gpu.tuning_key);
+        let taken = match copied {
+            0 => "takes none of the kernels (the bundle took no copy: read-only?)".to_string(),
+            n => format!("takes the {n} kernels"),
+        };
         eprint_line(&format!(
-            "tuning: {} takes the {copied} kernels tuned on {}, the same GPU ({})",
+            "tuning: {} {taken} tuned on {}, the same GPU ({})",
             gpu.entry(),
             source.entry(),
             gpu.model()
@@ -153,7 +164,8 @@ pub(super) fn share_tuning(tuned_on: &[Gpu], run: &[Gpu]) {
 }
 
 /// Copies every `autotune/{version}/{from}/...` namespace's entries to
-/// `autotune/{version}/{to}/...`; returns how many entries it wrote.
+/// `autotune/{version}/{to}/...`; returns how many entries it stored (none where the bundle
+/// cannot be written, e.g. on a read-only mount).
 fn copy_tuning(namespaces: &[String], from: &str, to: &str) -> usize {
     let mut copied = 0;
     for namespace in namespaces {
@@ -177,9 +189,40 @@ fn copy_tuning(namespaces: &[String], from: &str, to: &str) -> usize {
                 Bytes::from_bytes_vec(value.to_vec()),
             ))
         });
-        copied += entries.len();
-        persistence::open(&format!("autotune/{version}/{to}/{kernel}"))
-            .insert_many(&mut entries.into_iter(), Origin::Imported);
+        copied += persistence::open(&format!("autotune/{version}/{to}/{kernel}"))
+            .insert_many(&mut entries.into_iter(), Origin::Imported)
+            .stored;
     }
     copied
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(device: &str, tuning_key: &str) -> Gpu {
+        Gpu {
+            device: device.to_string(),
+            tuning_key: tuning_key.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_device_index_recorded_for_another_gpu_is_refused() {
+        let file = Path::new("two-gpus.db");
+        let tuned_on = [
+            gpu("cuda:0: NVIDIA H100 (ptx_sm90)", "device-0-0-cuda"),
+            gpu("cuda:1: NVIDIA A100 (ptx_sm80)", "device-0-1-cuda"),
+        ];
+        // The H100's own index: its entries are the H100's.
+        let same = [gpu("cuda:0: NVIDIA H100 (ptx_sm90)", "device-0-0-cuda")];
+        refuse_others(file, &tuned_on, &same).unwrap();
+        // An H100 where the bundle has the A100: CubeCL would take the A100's entries.
+        let swapped = [gpu("cuda:1: NVIDIA H100 (ptx_sm90)", "device-0-1-cuda")];
+        let error = refuse_others(file, &tuned_on, &swapped).unwrap_err();
+        assert!(error.to_string().contains("cuda:1: NVIDIA H100"), "{error}");
+        // An H100 under an index the bundle lacks: shared from the recorded H100.
+        let third = [gpu("cuda:2: NVIDIA H100 (ptx_sm90)", "device-0-2-cuda")];
+        refuse_others(file, &tuned_on, &third).unwrap();
+    }
 }

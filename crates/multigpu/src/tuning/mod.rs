@@ -120,21 +120,34 @@ impl log::Log for TuningLines {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
         let target = metadata.target();
         (target.starts_with("cubecl::autotune") && metadata.level() <= log::Level::Info)
-            || (target.starts_with("cubecl") && metadata.level() <= log::Level::Warn)
+            || metadata.level() <= log::Level::Warn
     }
 
     fn log(&self, record: &log::Record<'_>) {
         if !self.enabled(record.metadata()) {
             return;
         }
-        if !record.target().starts_with("cubecl::autotune") {
+        let target = record.target();
+        if !target.starts_with("cubecl") {
+            // The program's logger is ours (we took it only where it had none): its own
+            // warnings and errors, and its crates', go to stderr as well.
+            let level = record.level();
+            return eprint_line(&format!("{level} {target}: {}", record.args()));
+        }
+        if !target.starts_with("cubecl::autotune") {
             return warn_once(record);
+        }
+        let message = record.args().to_string();
+        // At CubeCL's `full` autotune log level (`CUBECL_DEBUG_OPTION=debug`), a decision comes
+        // with a line per candidate, and each result loaded from the database with a checksum
+        // line (cubecl-runtime 0.11.3 `tune/log.rs`, `tune/tuner.rs`): only decisions count.
+        if !message.starts_with("Fastest result") {
+            return eprint_line(&format!("towers: tuning: {message}"));
         }
         let tuned = TUNED.fetch_add(1, Ordering::Relaxed) + 1;
         let elapsed = STARTED.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
         eprint_line(&format!(
-            "towers: tuning kernel {tuned} ({elapsed:.1} s): {}",
-            record.args()
+            "towers: tuning kernel {tuned} ({elapsed:.1} s): {message}"
         ));
     }
 
@@ -143,8 +156,14 @@ impl log::Log for TuningLines {
 
 /// Shows CubeCL's kernel tuning on stderr as it happens (see the module docs), unless a
 /// CubeCL config or environment variable already gives its autotune logger a sink, or CubeCL
-/// has read its config already. Call it first thing in `main`, before any device is used.
-/// Returns whether the lines are counted (for [`TuningReport`]).
+/// has read its config already. Call it first thing in `main`, before any device is used (and
+/// before [`load_tuning_bundle`]). Returns whether the lines are counted (for
+/// [`TuningReport`]).
+///
+/// The lines are counted where the program has no `log` logger: ours becomes it, and shows the
+/// warnings and errors of every crate on stderr too. A program that sets up its own logger
+/// (`env_logger::init()`, ...) does so before this call; CubeCL then writes the lines to stderr
+/// itself, uncounted.
 pub fn show_tuning() -> bool {
     STARTED.get_or_init(Instant::now);
     let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
