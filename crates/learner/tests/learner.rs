@@ -253,11 +253,19 @@ fn the_learner_ends_with_the_running_state_the_towers_kept_in_sync() {
     let model = plain_net(&Device::flex().autodiff(), true);
     let devices = parse_devices("flex,flex").unwrap();
     let trained = train_model(model, &data, TowersStrategy::new(devices));
-    // Batch norm's running mean (momentum 0.1, from 0) over the steps' inputs, both devices'
-    // batches taken together: the towers average the replicas' means after each update.
+    // Both devices' batches taken together: the towers average the replicas' means after each
+    // update.
+    let steps: Vec<_> = (0..3)
+        .map(|s| group(&data, [4 * s, 4 * s + 4], [12 + 4 * s, 16 + 4 * s]))
+        .collect();
+    assert_running_mean(trained, &steps);
+}
+
+/// Panics unless `trained`'s batch norm holds the running mean (momentum 0.1, from 0) of a
+/// step on each group of `steps` in turn.
+fn assert_running_mean(trained: Net, steps: &[Vec<Item>]) {
     let mut expected = [0.0f64; 4];
-    for s in 0..3 {
-        let step = group(&data, [4 * s, 4 * s + 4], [12 + 4 * s, 16 + 4 * s]);
+    for step in steps {
         for (j, e) in expected.iter_mut().enumerate() {
             let mean = step.iter().map(|i| i.x[j] as f64).sum::<f64>() / step.len() as f64;
             *e = 0.9 * *e + 0.1 * mean;
@@ -271,6 +279,24 @@ fn the_learner_ends_with_the_running_state_the_towers_kept_in_sync() {
             "{running:?} vs {expected:?}"
         );
     }
+}
+
+#[test]
+fn running_state_is_averaged_with_the_batches_weights() {
+    // 21 items: device 0 gets 0..10 (batches of 4, 4, 2), device 1 gets 10..21 (4, 4, 3),
+    // each batch weighing its examples.
+    let data = items(21);
+    let model = plain_net(&Device::flex().autodiff(), true);
+    let strategy = TowersStrategy::new(parse_devices("flex,flex").unwrap())
+        .with_weight(|b: &Batch| b.y.dims()[0] as f64);
+    let trained = train_model(model, &data, strategy);
+    // The running mean over all of each step's inputs.
+    let steps = [
+        group(&data, [0, 4], [10, 14]),
+        group(&data, [4, 8], [14, 18]),
+        group(&data, [8, 10], [18, 21]),
+    ];
+    assert_running_mean(trained, &steps);
 }
 
 #[test]

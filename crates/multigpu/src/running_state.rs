@@ -33,10 +33,12 @@ use crate::stderr_line::eprint_line;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum BatchNormSync {
-    /// The mean over towers, weighted by the examples each tower saw since the last update.
-    /// The running mean is then the one a single device would hold after the whole batch; the
-    /// running variance is the weighted mean of the towers' variances (it lacks the spread
-    /// between the towers' means).
+    /// The mean over towers, weighted by the weights of the parts each tower took since the
+    /// last update ([`TowerBatch::weights`](crate::TowerBatch::weights): their examples unless
+    /// the batch weighs its parts otherwise, e.g. by tokens or, in towers-learner, as its
+    /// `with_weight` says). Weighted by examples, the running mean is the one a single device
+    /// would hold after the whole batch; the running variance is the weighted mean of the
+    /// towers' variances (it lacks the spread between the towers' means).
     #[default]
     Average,
     /// Tower 0's statistics, copied to every replica: what TF's multi-GPU Inception trainer did
@@ -241,11 +243,11 @@ fn bits<M: Module>(model: &M) -> Vec<(ParamId, String, Vec<u32>)> {
 
 impl BatchNormSync {
     /// The statistics every replica should hold, on `device`, from each tower's statistics and
-    /// the examples it saw.
+    /// the weight of the parts it took.
     pub(crate) fn combine(
         self,
         towers: Vec<RunningStats>,
-        examples: &[usize],
+        weights: &[f64],
         device: &Device,
     ) -> RunningStats {
         let mut towers = towers.into_iter();
@@ -254,8 +256,8 @@ impl BatchNormSync {
         match self {
             BatchNormSync::FirstTower => RunningStats(to_device(first)),
             BatchNormSync::Average => {
-                let total: usize = examples.iter().sum();
-                let weight = |i: usize| examples[i] as f64 / total as f64;
+                let total: f64 = weights.iter().sum();
+                let weight = |i: usize| weights[i] / total;
                 let mut sum: Vec<(ParamId, Tensor<1>)> = to_device(first)
                     .into_iter()
                     .map(|(id, t)| (id, t.mul_scalar(weight(0))))

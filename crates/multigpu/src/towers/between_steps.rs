@@ -82,6 +82,8 @@ pub(super) struct Cycle<M> {
     pub(super) examples: Vec<usize>,
     /// The micro-batches' summed weight (see [`TowerBatch::weights`](crate::TowerBatch)).
     pub(super) weight: f64,
+    /// The same per tower: the weights of the towers' parts, summed (towers only).
+    pub(super) part_weights: Vec<f64>,
     /// Summed gradients per tower, on the tower's device (scaled by slice size).
     pub(super) grads: Vec<GradientsParams>,
     /// The replicas running this cycle (towers only).
@@ -97,6 +99,7 @@ impl<M> Default for Cycle<M> {
             micro: 0,
             examples: Vec::new(),
             weight: 0.0,
+            part_weights: Vec::new(),
             grads: Vec::new(),
             work: Vec::new(),
             ends_early: false,

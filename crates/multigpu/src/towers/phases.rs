@@ -45,6 +45,8 @@ struct Plan {
     /// The weight (see [`TowerBatch::weights`]) of every micro-batch since the last update,
     /// this one included.
     weight: f64,
+    /// The same per tower: its parts' weights since the last update, this one's included.
+    part_weights: Vec<f64>,
     /// Whether this micro-batch ends the cycle with an update.
     apply: bool,
     /// Whether that update's exchange across ranks overlaps this micro-batch's backward.
@@ -205,6 +207,7 @@ impl<M: Module> Towers<M> {
         };
         self.cycle.examples = vec![0; self.towers.len()];
         self.cycle.weight = 0.0;
+        self.cycle.part_weights = vec![0.0; self.towers.len()];
     }
 
     /// Plan: the towers' loss scales from their parts' weights, and whether this micro-batch
@@ -212,6 +215,9 @@ impl<M: Module> Towers<M> {
     fn plan(&self, sizes: &[usize], weights: &[f64]) -> Plan {
         let k = self.config.accumulation;
         let examples: Vec<usize> = (self.cycle.examples.iter().zip(sizes))
+            .map(|(a, b)| a + b)
+            .collect();
+        let part_weights = (self.cycle.part_weights.iter().zip(weights))
             .map(|(a, b)| a + b)
             .collect();
         let batch_weight: f64 = weights.iter().sum();
@@ -233,6 +239,7 @@ impl<M: Module> Towers<M> {
         Plan {
             examples,
             weight,
+            part_weights,
             apply,
             overlapped,
             grad_scale: (k > 1).then(|| 1.0 / weight),
@@ -329,6 +336,7 @@ impl<M: Module> Towers<M> {
         self.cycle.micro += 1;
         self.cycle.examples = plan.examples;
         self.cycle.weight = plan.weight;
+        self.cycle.part_weights = plan.part_weights;
         for d in done {
             self.cycle.work.push(d.replica);
             let grads = d
@@ -463,7 +471,7 @@ impl<M: Module> Towers<M> {
             .map(|stats| stats.select(&self.running))
             .collect();
         (self.has_running_stats)
-            .then(|| (self.config.batch_norm).combine(stats, &plan.examples, &self.main))
+            .then(|| (self.config.batch_norm).combine(stats, &plan.part_weights, &self.main))
     }
 }
 
