@@ -31,6 +31,7 @@ built_from=$(git rev-parse HEAD; git status --porcelain --untracked-files=no | s
 # gpu-tests and multigpu-gpu-tests.
 bins=(bench_models bench_towers bench_step bench_graph)
 examples=(cifar10 inception)
+mkdir -p "$target" # for the artifact list, before cargo makes it on a fresh checkout
 
 DOCS_RS=1 CUDARC_CUDA_VERSION="${CUDARC_CUDA_VERSION:-13000}" \
   RUSTFLAGS="-C link-arg=-Wl,--unresolved-symbols=ignore-all" CARGO_TARGET_DIR=$target \
