@@ -310,7 +310,11 @@ fn a_bundle_tuned_on_another_gpu_is_refused() {
     );
 
     let theirs = dir.path().join("theirs.db");
-    let other_gpu = format!("{}: NVIDIA H100 80GB HBM3 (ptx_sm90)", gpu.entry);
+    // With a line of its own crafted in: said escaped, on the error's one line.
+    let other_gpu = format!(
+        "{}: NVIDIA H100 80GB HBM3 (ptx_sm90)\ntuning: tuned none",
+        gpu.entry
+    );
     let options = ExportOptions {
         environments: vec![EnvironmentInfo {
             devices: vec![other_gpu],
@@ -324,11 +328,12 @@ fn a_bundle_tuned_on_another_gpu_is_refused() {
         .to_string();
     for named in [
         &theirs.display().to_string(),
-        "NVIDIA H100 80GB HBM3",
+        "NVIDIA H100 80GB HBM3 (ptx_sm90)\\ntuning: tuned none",
         &this_gpu,
     ] {
         assert!(error.contains(named), "{named} not in: {error}");
     }
+    assert!(!error.contains('\n'), "one line: {error}");
 }
 
 /// A run's device that cannot be opened (here a wgpu adapter the machine lacks; on CUDA, an

@@ -88,11 +88,13 @@ fn gpu_of(tower: &TowerDevice) -> Option<Gpu> {
 pub(super) fn recorded_in(file: &Path, bundle: &SqliteBundle) -> Vec<Gpu> {
     let manifest = bundle.manifest();
     manifest.warn_on_version_mismatch();
+    // Escaped: a crafted manifest's newlines or terminal codes would otherwise print as lines
+    // and colours of their own in what we say of it.
     let gpus: Vec<Gpu> = (manifest.environments.iter())
         .flat_map(|env| {
             (env.devices.iter()).map(|device| Gpu {
-                device: device.clone(),
-                tuning_key: env.label.clone(),
+                device: device.escape_debug().to_string(),
+                tuning_key: env.label.escape_debug().to_string(),
             })
         })
         .collect();
