@@ -138,9 +138,18 @@ fn launch(
     data: &[Item],
     setup: impl FnOnce(SupervisedTraining<Net>) -> SupervisedTraining<Net>,
 ) -> LearningResult<Net> {
-    let dir = tempfile::tempdir().unwrap();
+    launch_in(tempfile::tempdir().unwrap().path(), model, data, setup)
+}
+
+/// [`launch`], writing to `dir` (its checkpoints, where `setup` asks for them).
+fn launch_in(
+    dir: &std::path::Path,
+    model: Net,
+    data: &[Item],
+    setup: impl FnOnce(SupervisedTraining<Net>) -> SupervisedTraining<Net>,
+) -> LearningResult<Net> {
     let learner = Learner::new(model, SgdConfig::new().init(), LR);
-    let training = SupervisedTraining::new(dir.path(), loader(data.to_vec()), loader(items(8)))
+    let training = SupervisedTraining::new(dir, loader(data.to_vec()), loader(items(8)))
         .with_application_logger(None);
     setup(training).launch(learner)
 }
@@ -329,6 +338,28 @@ fn two_towers_sum_the_cycles_steps_and_end_a_cycle_with_the_epoch() {
     let step = |s: usize| group(&data, [4 * s, 4 * s + 4], [12 + 4 * s, 16 + 4 * s]);
     let cycles = [vec![step(0), step(1)], vec![step(2)]];
     assert_same(&trained.model, &reference_accumulated(&cycles));
+}
+
+#[test]
+fn a_run_resumed_from_its_checkpoint_ends_as_one_run_straight_through() {
+    // Cycles of 2 steps, 3 steps an epoch: each epoch's last cycle is a short one, which the
+    // first epoch's checkpoint must hold.
+    let data = items(24);
+    let flex = || net(&Device::flex().autodiff());
+    let towers = || TowersStrategy::new(parse_devices("flex,flex").unwrap()).into();
+    let setup =
+        |t: SupervisedTraining<Net>| t.grads_accumulation(2).with_training_strategy(towers());
+    let straight = launch(flex(), &data, |t| setup(t).num_epochs(2));
+    assert!(straight.error.is_none(), "{:?}", straight.error);
+    let dir = tempfile::tempdir().unwrap();
+    let checkpointed = |t: SupervisedTraining<Net>| setup(t).with_default_checkpointers();
+    let first = launch_in(dir.path(), flex(), &data, |t| checkpointed(t).num_epochs(1));
+    assert!(first.error.is_none(), "{:?}", first.error);
+    let resumed = launch_in(dir.path(), flex(), &data, |t| {
+        checkpointed(t).checkpoint(1).num_epochs(2)
+    });
+    assert!(resumed.error.is_none(), "{:?}", resumed.error);
+    assert_same(&resumed.model, &straight.model);
 }
 
 #[test]
