@@ -265,20 +265,20 @@ pub(crate) fn agreed<T>(processes: Option<&dyn CrossProcess>, outcome: Result<T>
     )))
 }
 
-/// `model` with its running state (`selection`) averaged across ranks, weighted by
-/// `examples`.
+/// `model` with its running state (`selection`) averaged across ranks, weighted by each rank's
+/// `weight`.
 pub(crate) fn mean_running_stats<M: Module>(
     processes: Option<&dyn CrossProcess>,
     model: M,
     selection: &Selection,
-    examples: usize,
+    weight: f64,
     device: &Device,
 ) -> M {
     match processes {
         Some(p) if p.size() > 1 => {
             let stats = running_state::read(&model, selection);
             let values = stats.clone().into_device(device).into_values();
-            let mean = p.weighted_mean("batch-norm statistics", values, examples as f64, device);
+            let mean = p.weighted_mean("batch-norm statistics", values, weight, device);
             running_state::write(model, &stats.with_values(mean))
         }
         _ => model,

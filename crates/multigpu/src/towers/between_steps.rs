@@ -78,8 +78,6 @@ impl<M> State<M> {
 pub(super) struct Cycle<M> {
     /// Micro-batches run so far in this cycle.
     pub(super) micro: usize,
-    /// Examples per tower.
-    pub(super) examples: Vec<usize>,
     /// The micro-batches' summed weight (see [`TowerBatch::weights`](crate::TowerBatch)).
     pub(super) weight: f64,
     /// The same per tower: the weights of the towers' parts, summed (towers only).
@@ -97,7 +95,6 @@ impl<M> Default for Cycle<M> {
     fn default() -> Self {
         Self {
             micro: 0,
-            examples: Vec::new(),
             weight: 0.0,
             part_weights: Vec::new(),
             grads: Vec::new(),

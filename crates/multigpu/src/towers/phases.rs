@@ -40,8 +40,6 @@ use crate::timeline::Track;
 
 /// What a step on several towers does, decided before any tower runs.
 struct Plan {
-    /// Examples per tower since the last update, this micro-batch included.
-    examples: Vec<usize>,
     /// The weight (see [`TowerBatch::weights`]) of every micro-batch since the last update,
     /// this one included.
     weight: f64,
@@ -83,7 +81,7 @@ impl<M: Module> Towers<M> {
         }
         let weights = checked_weights(batch, sizes)?;
         self.begin_cycle();
-        let plan = self.plan(sizes, &weights);
+        let plan = self.plan(&weights);
         let (exchange, taps) = match plan.overlapped {
             true => {
                 let kept = std::mem::take(&mut self.cycle.grads);
@@ -205,18 +203,14 @@ impl<M: Module> Towers<M> {
             }
             State::Single { .. } => unreachable!("step_towers runs on several towers"),
         };
-        self.cycle.examples = vec![0; self.towers.len()];
         self.cycle.weight = 0.0;
         self.cycle.part_weights = vec![0.0; self.towers.len()];
     }
 
     /// Plan: the towers' loss scales from their parts' weights, and whether this micro-batch
     /// ends the cycle.
-    fn plan(&self, sizes: &[usize], weights: &[f64]) -> Plan {
+    fn plan(&self, weights: &[f64]) -> Plan {
         let k = self.config.accumulation;
-        let examples: Vec<usize> = (self.cycle.examples.iter().zip(sizes))
-            .map(|(a, b)| a + b)
-            .collect();
         let part_weights = (self.cycle.part_weights.iter().zip(weights))
             .map(|(a, b)| a + b)
             .collect();
@@ -237,7 +231,6 @@ impl<M: Module> Towers<M> {
             })
             .collect();
         Plan {
-            examples,
             weight,
             part_weights,
             apply,
@@ -334,7 +327,6 @@ impl<M: Module> Towers<M> {
     /// for the next one.
     fn keep(&mut self, done: Vec<Done<M>>, plan: Plan) {
         self.cycle.micro += 1;
-        self.cycle.examples = plan.examples;
         self.cycle.weight = plan.weight;
         self.cycle.part_weights = plan.part_weights;
         for d in done {
@@ -395,11 +387,10 @@ impl<M: Module> Towers<M> {
                 self.updated(grads, update)
             }
         };
-        let examples = plan.examples.iter().sum();
         if let Some(stats) = self.synced_stats(stats, plan) {
             model = running_state::write(model, &stats);
         }
-        let model = self.stats_across_processes(model, examples);
+        let model = self.stats_across_processes(model, plan.weight);
         let State::ParameterDevice {
             master, replicas, ..
         } = &mut self.state

@@ -93,14 +93,15 @@ impl<M: Module> Towers<M> {
         self.processes.as_ref()
     }
 
-    /// `model` with its batch-norm statistics averaged across ranks (weighted by the
-    /// `examples` of this rank's update), when it has any and there are ranks.
-    pub(super) fn stats_across_processes(&self, model: M, examples: usize) -> M {
+    /// `model` with its running state averaged across ranks (weighted by this rank's update's
+    /// `weight`: its examples unless its batches weigh them otherwise), when it has any and
+    /// there are ranks.
+    pub(super) fn stats_across_processes(&self, model: M, weight: f64) -> M {
         if !self.has_running_stats {
             return model;
         }
         let _averaging = self.across_ranks_span("running state across ranks");
         let processes = self.processes.as_deref();
-        cross_process::mean_running_stats(processes, model, &self.running, examples, &self.main)
+        cross_process::mean_running_stats(processes, model, &self.running, weight, &self.main)
     }
 }

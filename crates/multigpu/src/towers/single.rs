@@ -37,8 +37,7 @@ impl<M: Module> Towers<M> {
     {
         let k = self.config.accumulation;
         let ends_cycle = self.micro_batch_ends_cycle();
-        // This update's examples and weight: the cycle's so far and this micro-batch's.
-        let examples = self.cycle.examples.iter().sum::<usize>() + batch.len();
+        // This update's weight: the cycle's so far and this micro-batch's.
         let update_weight = self.cycle.weight + weight;
         // An overlapped exchange takes the gradients during backward (see `overlap.rs`).
         let exchange = match ends_cycle && self.overlaps() {
@@ -115,17 +114,15 @@ impl<M: Module> Towers<M> {
                 reduced
             }
             (None, Some(grads)) if k == 1 => self.mean_over_ranks(grads, update_weight),
-            (None, Some(grads)) => {
-                match self.accumulate_single(grads, batch.len(), weight, ends_cycle) {
-                    Some(grads) => self.mean_over_ranks(grads, update_weight),
-                    None => return Ok(output),
-                }
-            }
+            (None, Some(grads)) => match self.accumulate_single(grads, weight, ends_cycle) {
+                Some(grads) => self.mean_over_ranks(grads, update_weight),
+                None => return Ok(output),
+            },
             (None, None) => unreachable!("only a tap takes the gradients"),
         };
         let timeline = self.timeline.clone();
         let _update = timeline.span("update", Track::Main);
-        output.skipped = self.update_single(grads, examples, &mut update);
+        output.skipped = self.update_single(grads, update_weight, &mut update);
         Ok(output)
     }
 
@@ -134,7 +131,6 @@ impl<M: Module> Towers<M> {
     fn accumulate_single(
         &mut self,
         grads: GradientsParams,
-        examples: usize,
         weight: f64,
         ends_cycle: bool,
     ) -> Option<GradientsParams> {
@@ -144,8 +140,6 @@ impl<M: Module> Towers<M> {
             None => grads,
         };
         self.cycle.micro += 1;
-        self.cycle.examples.resize(1, 0);
-        self.cycle.examples[0] += examples;
         self.cycle.weight += weight;
         if !ends_cycle {
             self.cycle.grads.push(grads);
@@ -165,15 +159,15 @@ impl<M: Module> Towers<M> {
 
     /// One optimizer step on the model with the update's gradient (unless it is skipped, which
     /// it returns; `None`: the exchange gave no finite gradient), then the batch-norm statistics
-    /// of all ranks when there are several (`examples` are this update's).
+    /// of all ranks when there are several (`weight` is this update's).
     fn update_single(
         &mut self,
         grads: Option<GradientsParams>,
-        examples: usize,
+        weight: f64,
         update: &mut Update<'_, M>,
     ) -> bool {
         let (updated, skipped) = self.updated(grads, update);
-        let updated = self.stats_across_processes(updated, examples);
+        let updated = self.stats_across_processes(updated, weight);
         let State::Single { model, .. } = &mut self.state else {
             unreachable!()
         };
