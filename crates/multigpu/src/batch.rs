@@ -120,8 +120,11 @@ pub fn split_sizes(batch: usize, shares: &[f64]) -> Result<Vec<usize>, String> {
             "device shares must be positive numbers, got {shares:?}"
         ));
     }
-    let total: f64 = shares.iter().sum();
-    let exact: Vec<f64> = shares.iter().map(|s| s / total * batch as f64).collect();
+    // Relative to the largest: shares near f64::MAX would sum to infinity.
+    let largest = shares.iter().copied().fold(0.0, f64::max);
+    let relative: Vec<f64> = shares.iter().map(|s| s / largest).collect();
+    let total: f64 = relative.iter().sum();
+    let exact: Vec<f64> = relative.iter().map(|s| s / total * batch as f64).collect();
     let mut sizes: Vec<usize> = exact.iter().map(|x| x.floor() as usize).collect();
     let mut order: Vec<usize> = (0..shares.len()).collect();
     // Largest fractional part first; ties go to the earlier device.
@@ -155,6 +158,12 @@ mod tests {
         assert!(split_sizes(2, &[1.0; 3]).is_err());
         assert!(split_sizes(8, &[1.0, 0.0]).is_err());
         assert!(split_sizes(8, &[]).is_err());
+        // Shares whose sum is past f64::MAX split as their ratio says.
+        assert_eq!(split_sizes(128, &[1e308, 1e308]).unwrap(), vec![64, 64]);
+        assert_eq!(
+            split_sizes(12, &[f64::MAX, f64::MAX / 2.0]).unwrap(),
+            vec![8, 4]
+        );
     }
 
     #[test]

@@ -130,8 +130,9 @@ impl TrainArgs {
     /// is never removed, nor one this project did not write.
     pub fn builtin_config(&self, defaults: TrainConfig) -> Result<TrainConfig> {
         let own_dir = defaults.train_dir.clone();
+        let named = self.names_train_dir(&defaults)?;
         let c = self.config(defaults)?;
-        if c.train_dir == own_dir && !c.resume && own_dir.join(LOG_FILE).exists() {
+        if !named && !c.resume && own_dir.join(LOG_FILE).exists() {
             std::fs::remove_dir_all(&own_dir).map_err(Error::io(&own_dir))?;
             println!(
                 "built-in data: starting over in {} (--resume continues the last run)",
@@ -139,6 +140,24 @@ impl TrainArgs {
             );
         }
         Ok(c)
+    }
+
+    /// Whether `--train-dir` or the `--config` file names the train directory (the defaults'
+    /// own included: such a run keeps its checkpoints).
+    fn names_train_dir(&self, defaults: &TrainConfig) -> Result<bool> {
+        if self.train_dir.is_some() {
+            return Ok(true);
+        }
+        let Some(file) = &self.config else {
+            return Ok(false);
+        };
+        // A directory no file names (a NUL byte is in no path), which the file's replaces.
+        let unnamed = PathBuf::from("\0");
+        let merged = defaults
+            .clone()
+            .with_train_dir(unnamed.clone())
+            .merge_file(file)?;
+        Ok(merged.train_dir != unnamed)
     }
 
     /// What every trainer prints at the end: [`report`](Self::report), then
@@ -438,6 +457,35 @@ mod tests {
         assert_eq!(skip(&["--skip-corrupt-records", "0.05"]), Some(0.05));
         assert_eq!(skip(&["--keep-checkpoints", "2"]), None);
         assert_eq!(c.log_every, TrainConfig::cifar10().log_every);
+    }
+
+    /// A run on built-in data starts over in the defaults' train directory, unless a flag or
+    /// the config file names that directory: then it keeps the checkpoints there (and the
+    /// trainer asks for `--resume`).
+    #[test]
+    fn a_train_directory_named_by_a_flag_or_a_file_is_never_emptied() {
+        let dir = tempfile::tempdir().unwrap();
+        let train_dir = dir.path().join("train");
+        let config = dir.path().join("c.toml");
+        let names = format!("train_dir = {:?}\n", train_dir.to_str().unwrap());
+        std::fs::write(&config, names).unwrap();
+        let defaults = || TrainConfig::cifar10_builtin().with_train_dir(train_dir.clone());
+        let run = |args: &[&str]| {
+            std::fs::create_dir_all(&train_dir).unwrap();
+            std::fs::write(train_dir.join(LOG_FILE), "a run's log").unwrap();
+            let cli = Cli::parse_from([&["x"], args].concat());
+            cli.train.builtin_config(defaults()).unwrap();
+            train_dir.exists()
+        };
+        assert!(
+            run(&["--train-dir", train_dir.to_str().unwrap()]),
+            "named by the flag"
+        );
+        assert!(
+            run(&["--config", config.to_str().unwrap()]),
+            "named by the file"
+        );
+        assert!(!run(&[]), "the defaults' own, unnamed: started over");
     }
 
     /// `--export` writes what the run's evaluation used: the moving averages, when kept.

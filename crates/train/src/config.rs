@@ -488,7 +488,7 @@ impl TrainConfig {
     /// laid over it: the file names only what it changes, nested sections merge key by key,
     /// and a section whose `kind` changes (another optimizer) is replaced whole.
     pub fn merge_file(&self, path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+        let text = read_config_text(path)?;
         let json = path.extension().is_some_and(|e| e == "json");
         self.merge_text(&text, json)
             .map_err(|error| Error::ConfigFile {
@@ -508,7 +508,14 @@ impl TrainConfig {
         };
         let mut merged = serde_json::to_value(self).expect("a config always serializes");
         merge(&mut merged, file);
-        Ok(serde_json::from_value(merged)?)
+        let config: Self = serde_json::from_value(merged.clone())?;
+        // serde drops every other key of a unit variant's section (`sgd` with a `momentum`)
+        // even under `deny_unknown_fields`: what the config does not hold again was ignored.
+        let held = serde_json::to_value(&config).expect("a config always serializes");
+        match ignored_key(&merged, &held, "") {
+            Some(key) => Err(format!("unknown key `{key}`: this setting takes no such key").into()),
+            None => Ok(config),
+        }
     }
 
     /// Checks what can be checked before anything starts.
@@ -517,8 +524,11 @@ impl TrainConfig {
         if self.batch_size == 0 {
             return fail("batch_size must be at least 1");
         }
-        if self.reader_threads == Some(0) {
-            return fail("reader_threads must be at least 1");
+        if self.batch_size > MOST_EXAMPLES_PER_BATCH {
+            return fail("batch_size must be at most 16,777,216 (2^24)");
+        }
+        if self.reader_threads == Some(0) || self.reader_threads > Some(MOST_READER_THREADS) {
+            return fail("reader_threads must be from 1 to 1024");
         }
         if self.log_every == 0 || self.checkpoint_every == 0 {
             return fail("log_every and checkpoint_every must be at least 1");
@@ -545,6 +555,11 @@ impl TrainConfig {
         if !(0.0..1.0).contains(&self.moving_average_decay) {
             return fail("moving_average_decay must be in [0, 1)");
         }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return fail("weight_decay must be a finite number, 0 or more");
+        }
+        self.optimizer.check().map_err(Error::Config)?;
+        self.learning_rate.check().map_err(Error::Config)?;
         self.summaries.validate()
     }
 
@@ -560,6 +575,49 @@ impl TrainConfig {
     pub fn examples_per_step(&self) -> u64 {
         (self.batch_size * self.towers.accumulation) as u64
     }
+}
+
+/// The most examples a batch may hold: its queues are allocated for ten or more batches.
+const MOST_EXAMPLES_PER_BATCH: usize = 1 << 24;
+/// The most reader threads a pipeline may start.
+const MOST_READER_THREADS: usize = 1024;
+/// The largest config file read (a config is a few hundred bytes; `/dev/zero` never ends).
+const MOST_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The text of the config file at `path`, refused past [`MOST_CONFIG_BYTES`].
+fn read_config_text(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(Error::io(path))?;
+    let mut text = String::new();
+    (file.take(MOST_CONFIG_BYTES + 1))
+        .read_to_string(&mut text)
+        .map_err(Error::io(path))?;
+    if text.len() as u64 > MOST_CONFIG_BYTES {
+        return Err(Error::ConfigFile {
+            path: path.to_path_buf(),
+            error: "larger than 1 MiB: not a config file".into(),
+        });
+    }
+    Ok(text)
+}
+
+/// The first key (its path, dotted) of `merged` that the config read from it does not hold
+/// (`held`, the config written out again).
+fn ignored_key(merged: &serde_json::Value, held: &serde_json::Value, path: &str) -> Option<String> {
+    let (serde_json::Value::Object(merged), serde_json::Value::Object(held)) = (merged, held)
+    else {
+        return None;
+    };
+    merged.iter().find_map(|(key, value)| {
+        let path = match path {
+            "" => key.clone(),
+            path => format!("{path}.{key}"),
+        };
+        match held.get(key) {
+            None => Some(path),
+            Some(held) => ignored_key(value, held, &path),
+        }
+    })
 }
 
 /// Lays `over` onto `base`: objects merge by key, anything else replaces. Objects with
@@ -663,6 +721,107 @@ mod tests {
         let (_dir, path) = file("run.toml", "bach_size = 3\n");
         let msg = report(&TrainConfig::cifar10().merge_file(&path).unwrap_err());
         assert_error_names(&msg, &["run.toml", "bach_size"]);
+    }
+
+    #[test]
+    fn keys_a_unit_setting_would_drop_are_errors() {
+        // `sgd` takes no key: serde drops a unit variant's others, `deny_unknown_fields` or not.
+        let (_dir, path) = file("run.toml", "[optimizer]\nmomentum = 0.9\n");
+        let msg = report(&TrainConfig::cifar10().merge_file(&path).unwrap_err());
+        assert_error_names(&msg, &["run.toml", "optimizer.momentum"]);
+        let (_dir, path) = file(
+            "run.json",
+            r#"{"optimizer": {"kind": "sgd", "nesterov": true}}"#,
+        );
+        let msg = report(&TrainConfig::cifar10().merge_file(&path).unwrap_err());
+        assert_error_names(&msg, &["run.json", "optimizer.nesterov"]);
+    }
+
+    #[test]
+    fn a_config_file_past_a_mebibyte_is_refused_unread() {
+        let (_dir, path) = file("run.toml", &" ".repeat((1 << 20) + 1));
+        let msg = report(&TrainConfig::cifar10().merge_file(&path).unwrap_err());
+        assert_error_names(&msg, &["run.toml", "larger than 1 MiB"]);
+        let (_dir, path) = file("run.toml", &" ".repeat(1 << 20));
+        TrainConfig::cifar10().merge_file(&path).unwrap();
+    }
+
+    #[test]
+    fn settings_that_would_train_to_nan_or_exhaust_memory_are_refused() {
+        let adam = |beta1, beta2| OptimizerConfig::Adam {
+            beta1,
+            beta2,
+            epsilon: 1e-8,
+        };
+        let decay = |decay_rate| LrScheduleConfig::ExponentialDecay {
+            initial: 0.1,
+            decay_rate,
+            decay_epochs: 1.0,
+            staircase: false,
+        };
+        let polynomial = |power| LrScheduleConfig::Polynomial {
+            initial: 0.1,
+            end: 0.0,
+            power,
+            decay_steps: Some(10),
+        };
+        let cases = [
+            (
+                "beta1",
+                TrainConfig::cifar10().with_optimizer(adam(1.0, 0.999)),
+            ),
+            // Rounds to 1 in f32, as the update takes it.
+            (
+                "beta1",
+                TrainConfig::cifar10().with_optimizer(adam(0.99999999, 0.999)),
+            ),
+            (
+                "beta2",
+                TrainConfig::cifar10().with_optimizer(adam(0.9, 1.5)),
+            ),
+            (
+                "decay_rate",
+                TrainConfig::cifar10().with_learning_rate(decay(-0.5)),
+            ),
+            (
+                "power",
+                TrainConfig::cifar10().with_learning_rate(polynomial(-1.0)),
+            ),
+            (
+                "value",
+                TrainConfig::cifar10()
+                    .with_learning_rate(LrScheduleConfig::Constant { value: -0.1 }),
+            ),
+            (
+                "weight_decay",
+                TrainConfig::cifar10().with_weight_decay(-1e-4),
+            ),
+            (
+                "batch_size",
+                TrainConfig::cifar10().with_batch_size(1 << 25),
+            ),
+            (
+                "reader_threads",
+                TrainConfig::cifar10().with_reader_threads(Some(5000)),
+            ),
+            (
+                "flush_secs",
+                TrainConfig::cifar10()
+                    .with_summaries(SummaryConfig::default().with_flush_secs(1e20)),
+            ),
+        ];
+        for (named, config) in cases {
+            let msg = report(&config.validate().unwrap_err());
+            assert_error_names(&msg, &[named]);
+        }
+        TrainConfig::cifar10()
+            .with_optimizer(adam(0.9, 0.999))
+            .validate()
+            .unwrap();
+        TrainConfig::cifar10()
+            .with_learning_rate(decay(0.5))
+            .validate()
+            .unwrap();
     }
 
     #[test]

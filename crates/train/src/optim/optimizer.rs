@@ -63,6 +63,40 @@ impl OptimizerConfig {
         }
     }
 
+    /// Checks the settings: each finite, the decays and momenta in [0, 1) (at 1 Adam's bias
+    /// correction divides by zero, and a momentum of 1 never forgets), the epsilons positive.
+    /// The error names the setting.
+    pub fn check(&self) -> Result<(), String> {
+        let fraction = |name: &str, v: f64| match (0.0..1.0).contains(&v) && (v as f32) < 1.0 {
+            true => Ok(()),
+            false => Err(format!("optimizer.{name} must be in [0, 1), got {v}")),
+        };
+        let positive = |name: &str, v: f64| match v.is_finite() && v as f32 > 0.0 {
+            true => Ok(()),
+            false => Err(format!(
+                "optimizer.{name} must be a positive number, got {v}"
+            )),
+        };
+        match *self {
+            Self::Sgd => Ok(()),
+            Self::Momentum { momentum, .. } => fraction("momentum", momentum),
+            Self::RmsProp {
+                decay,
+                momentum,
+                epsilon,
+            } => fraction("decay", decay)
+                .and(fraction("momentum", momentum))
+                .and(positive("epsilon", epsilon)),
+            Self::Adam {
+                beta1,
+                beta2,
+                epsilon,
+            } => fraction("beta1", beta1)
+                .and(fraction("beta2", beta2))
+                .and(positive("epsilon", epsilon)),
+        }
+    }
+
     /// A fresh optimizer (no state).
     pub fn init(&self) -> ModuleOptimizer {
         self.init_with_weight_decays(&[])

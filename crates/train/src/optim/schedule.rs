@@ -91,6 +91,53 @@ pub enum LrSchedule {
 }
 
 impl LrScheduleConfig {
+    /// Checks the rates and their decay: every rate finite and 0 or more (a negative one
+    /// climbs the loss), a decay rate positive (a negative one to a fractional power is NaN),
+    /// a polynomial's power 0 or more (a negative one is infinite at its end). The error names
+    /// the setting.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let bad = |name: &str, v: f64, what: &str| {
+            Err(format!("learning_rate.{name} must be {what}, got {v}"))
+        };
+        let rate = |name: &str, v: f64| match v.is_finite() && v >= 0.0 {
+            true => Ok(()),
+            false => bad(name, v, "a finite rate, 0 or more"),
+        };
+        match self {
+            Self::Constant { value } => rate("value", *value),
+            Self::ExponentialDecay {
+                initial,
+                decay_rate,
+                decay_epochs,
+                ..
+            } => {
+                rate("initial", *initial)?;
+                if !(decay_rate.is_finite() && *decay_rate > 0.0) {
+                    return bad("decay_rate", *decay_rate, "a positive number");
+                }
+                match decay_epochs.is_finite() {
+                    true => Ok(()),
+                    false => bad("decay_epochs", *decay_epochs, "a finite number"),
+                }
+            }
+            Self::Polynomial {
+                initial,
+                end,
+                power,
+                ..
+            } => {
+                rate("initial", *initial)?;
+                rate("end", *end)?;
+                match power.is_finite() && *power >= 0.0 {
+                    true => Ok(()),
+                    false => bad("power", *power, "a finite number, 0 or more"),
+                }
+            }
+            Self::PiecewiseConstant { values, .. } => {
+                values.iter().try_for_each(|v| rate("values", *v))
+            }
+        }
+    }
     /// The schedule for a run of `max_steps` updates of `examples_per_step` examples each over
     /// an epoch of `examples_per_epoch`. A decay period of `e` epochs is TF's
     /// `int(examples_per_epoch / examples_per_step * e)` steps.
@@ -100,6 +147,7 @@ impl LrScheduleConfig {
         examples_per_step: u64,
         max_steps: u64,
     ) -> Result<LrSchedule> {
+        self.check().map_err(Error::Config)?;
         let bad = |m: String| Err(Error::Config(format!("learning_rate: {m}")));
         Ok(match self.clone() {
             Self::Constant { value } => LrSchedule::Constant(value),

@@ -111,7 +111,8 @@ impl SummaryConfig {
                     .into(),
             ));
         }
-        if !(self.flush_secs.is_finite() && self.flush_secs >= 0.0) {
+        // `try_from_secs_f64`: what `Duration` holds (about 1.8e19 s), which `open` builds.
+        if Duration::try_from_secs_f64(self.flush_secs).is_err() {
             return Err(Error::Config(
                 "summaries: flush_secs must be a number of seconds".into(),
             ));
