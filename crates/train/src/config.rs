@@ -555,6 +555,16 @@ impl TrainConfig {
         if !(0.0..1.0).contains(&self.moving_average_decay) {
             return fail("moving_average_decay must be in [0, 1)");
         }
+        if self
+            .parameter_device
+            .as_deref()
+            .is_some_and(|d| d.contains('*'))
+        {
+            return fail(
+                "parameter_device takes no share (`*N`): shares split the batch between the \
+                 towers' devices; the parameter device holds the model",
+            );
+        }
         if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
             return fail("weight_decay must be a finite number, 0 or more");
         }
@@ -795,6 +805,10 @@ mod tests {
             (
                 "weight_decay",
                 TrainConfig::cifar10().with_weight_decay(-1e-4),
+            ),
+            (
+                "parameter_device",
+                TrainConfig::cifar10().with_parameter_device(Some("flex*3".into())),
             ),
             (
                 "batch_size",
