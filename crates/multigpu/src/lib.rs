@@ -87,7 +87,7 @@ pub use error::{Cause, Error, ErrorChain, Result, While};
 pub use host_syncs::{HostSyncs, host_syncs};
 pub use listing::{BackendListing, Listed, ListedDevice, list_devices};
 pub use loss::{IntoTowerLoss, TowerLoss};
-pub use loss_scale::{LossScaleState, LossScaling};
+pub use loss_scale::{LARGEST_LOSS_SCALE, LEAST_LOSS_SCALE, LossScaleState, LossScaling};
 pub use reduce::{Reduce, all_reduce, all_reduce_in_buckets, reduce_to_device};
 pub use remote::{Tokens, remote_token, remote_tokens};
 pub use running_state::{BatchNormSync, RunningStates};

@@ -15,8 +15,14 @@ use serde::{Deserialize, Serialize};
 use crate::buckets;
 use crate::reduce::Layout;
 
+/// The least scale: f16's smallest value. Halved past it, `1 / scale` left f32 (after ~145
+/// overflows in a row from 65,536) and the next update multiplied its gradients by infinity.
+pub const LEAST_LOSS_SCALE: f64 = 5.960_464_477_539_063e-8; // 2^-24
+/// The largest scale: f32's largest power of two, so that a scaled loss can be finite.
+pub const LARGEST_LOSS_SCALE: f64 = 1.701_411_834_604_692_3e38; // 2^127
+
 /// The settings of dynamic loss scaling (torch's defaults): [`LossScaling::new`] and `with_*`,
-/// as Burn's configs.
+/// as Burn's configs. [`TowersConfig::validate`](crate::TowersConfig::validate) checks them.
 #[derive(Config, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct LossScaling {
@@ -31,6 +37,23 @@ pub struct LossScaling {
 impl Default for LossScaling {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl LossScaling {
+    /// Checks the settings: the initial scale in [[`LEAST_LOSS_SCALE`],
+    /// [`LARGEST_LOSS_SCALE`]], the growth interval at least one update.
+    pub fn check(&self) -> Result<(), String> {
+        if !(LEAST_LOSS_SCALE..=LARGEST_LOSS_SCALE).contains(&self.initial) {
+            return Err(format!(
+                "loss_scaling.initial must be from 2^-24 to 2^127, got {}",
+                self.initial
+            ));
+        }
+        if self.growth_interval == 0 {
+            return Err("loss_scaling.growth_interval must be at least 1 update".into());
+        }
+        Ok(())
     }
 }
 
@@ -77,9 +100,13 @@ impl LossScaler {
         }
     }
 
-    /// Continues from `state`, as a checkpoint kept it.
+    /// Continues from `state`, as a checkpoint kept it; a scale out of the range a scaler
+    /// can reach (a damaged or edited checkpoint) is brought into it, NaN back to the initial.
     pub(crate) fn restore(&mut self, state: LossScaleState) {
-        self.scale = state.scale;
+        self.scale = match state.scale.is_nan() {
+            true => self.settings.initial,
+            false => state.scale.clamp(LEAST_LOSS_SCALE, LARGEST_LOSS_SCALE),
+        };
         self.good = state.good_updates;
     }
 
@@ -87,13 +114,13 @@ impl LossScaler {
     /// the scale at the interval.
     pub(crate) fn record(&mut self, overflowed: bool) {
         if overflowed {
-            self.scale /= 2.0;
+            self.scale = (self.scale / 2.0).max(LEAST_LOSS_SCALE);
             self.good = 0;
             return;
         }
         self.good += 1;
         if self.good >= self.settings.growth_interval {
-            self.scale *= 2.0;
+            self.scale = (self.scale * 2.0).min(LARGEST_LOSS_SCALE);
             self.good = 0;
         }
     }
@@ -148,5 +175,30 @@ mod tests {
         assert_eq!(scaler.scale(), 256.0);
         scaler.record(false);
         assert_eq!(scaler.scale(), 512.0);
+    }
+
+    #[test]
+    fn the_scale_stays_where_its_inverse_is_finite_in_f32() {
+        let mut scaler = LossScaler::new(LossScaling::new());
+        for _ in 0..200 {
+            scaler.record(true);
+        }
+        assert_eq!(scaler.scale(), LEAST_LOSS_SCALE);
+        assert!((1.0 / scaler.scale() as f32).is_finite());
+        for (kept, restored) in [(0.0, LEAST_LOSS_SCALE), (f64::INFINITY, LARGEST_LOSS_SCALE)] {
+            scaler.restore(LossScaleState {
+                scale: kept,
+                good_updates: 0,
+            });
+            assert_eq!(scaler.scale(), restored);
+        }
+        scaler.restore(LossScaleState {
+            scale: f64::NAN,
+            good_updates: 0,
+        });
+        assert_eq!(scaler.scale(), 65536.0);
+        assert!(LossScaling::new().with_initial(0.0).check().is_err());
+        assert!(LossScaling::new().with_growth_interval(0).check().is_err());
+        assert!(LossScaling::new().check().is_ok());
     }
 }

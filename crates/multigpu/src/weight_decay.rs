@@ -10,7 +10,7 @@
 //! parameter's own step (towers-train's `Decayed`) costs nothing more, inside the update's
 //! kernel.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
@@ -61,6 +61,7 @@ impl DecayInUpdate {
         let mut adding = Adding {
             decays: &self.decays,
             grads,
+            added: HashSet::new(),
         };
         model.visit(&mut adding);
         adding.grads
@@ -70,6 +71,9 @@ impl DecayInUpdate {
 struct Adding<'a> {
     decays: &'a HashMap<ParamId, f64>,
     grads: GradientsParams,
+    /// The parameters decayed so far: a parameter the model holds twice (tied) is visited
+    /// twice, and decayed once.
+    added: HashSet<ParamId>,
 }
 
 impl ModuleVisitor for Adding<'_> {
@@ -77,6 +81,9 @@ impl ModuleVisitor for Adding<'_> {
         let Some(&decay) = self.decays.get(&param.id) else {
             return;
         };
+        if !self.added.insert(param.id) {
+            return;
+        }
         let weight = param.val();
         let grad = self.grads.remove::<D>(param.id);
         if grad.is_none() && !weight.is_require_grad() {
@@ -92,5 +99,29 @@ impl ModuleVisitor for Adding<'_> {
             None => decayed,
         };
         self.grads.register(param.id, grad);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::Device;
+
+    use super::*;
+
+    #[derive(Module, Debug)]
+    struct Tied {
+        a: Param<Tensor<1>>,
+        b: Param<Tensor<1>>,
+    }
+
+    #[test]
+    fn a_parameter_held_twice_is_decayed_once() {
+        let device = Device::flex().autodiff();
+        let a = Param::from_tensor(Tensor::<1>::ones([4], &device));
+        let id = a.id;
+        let model = Tied { b: a.clone(), a };
+        let grads = DecayInUpdate::new([(id, 0.5)]).added(&model, GradientsParams::new());
+        let grad = grads.get::<1>(id).expect("decayed");
+        assert_eq!(grad.into_data().try_to_vec::<f32>().unwrap(), vec![0.5; 4]);
     }
 }

@@ -91,7 +91,8 @@ impl TowersConfig {
     /// [`Error::Config`] naming the first setting that cannot work: no micro-batch per update,
     /// a zero [`tower_deadline`](Self::tower_deadline) (the wait for the towers would spin,
     /// naming them without pause) or a zero [`tower_timeout`](Self::tower_timeout) (every
-    /// step's towers late at once, the process ended at the first).
+    /// step's towers late at once, the process ended at the first), or loss scaling that
+    /// [`LossScaling::check`](crate::LossScaling::check) refuses.
     pub fn validate(&self) -> Result<()> {
         let fail = |message: &str| Err(Error::Config(message.into()));
         if self.accumulation == 0 {
@@ -102,6 +103,9 @@ impl TowersConfig {
         }
         if self.tower_timeout.is_some_and(|t| t.is_zero()) {
             return fail("tower_timeout must be longer than zero (None: no timeout)");
+        }
+        if let Some(scaling) = &self.loss_scaling {
+            scaling.check().map_err(Error::Config)?;
         }
         Ok(())
     }

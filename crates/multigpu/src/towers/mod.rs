@@ -265,7 +265,10 @@ impl<M: Module> Towers<M> {
         self.scaler.as_ref().map(LossScaler::state)
     }
 
-    /// Continues loss scaling from `state` (a checkpoint's); nothing without loss scaling.
+    /// Continues loss scaling from `state` (a checkpoint's); nothing without loss scaling. A
+    /// scale no scaler reaches (0, infinite: a damaged checkpoint) is brought into
+    /// [[`LEAST_LOSS_SCALE`](crate::LEAST_LOSS_SCALE), [`LARGEST_LOSS_SCALE`](crate::LARGEST_LOSS_SCALE)], NaN
+    /// back to the initial scale.
     pub fn restore_loss_scale(&mut self, state: LossScaleState) {
         if let Some(scaler) = &mut self.scaler {
             scaler.restore(state);
@@ -331,8 +334,9 @@ impl<M: Module> Towers<M> {
     /// its update, however few micro-batches the cycle then holds: the update is their mean
     /// gradient, as a full cycle's is. What burn-train does at an epoch's end, so that no
     /// micro-batch is left out of the epoch's updates (nor of a checkpoint taken after it).
-    /// Without accumulation every step ends its cycle anyway. A failed step drops the cycle,
-    /// and this with it. Under MPI, every rank must ask it before the same step.
+    /// Without accumulation every step ends its cycle anyway. A step whose towers fail drops
+    /// the cycle, and this with it; a batch refused before any tower runs ([`Error::Batch`])
+    /// leaves both. Under MPI, every rank must ask it before the same step.
     pub fn end_cycle_early(&mut self) {
         self.cycle.ends_early = true;
     }
