@@ -37,7 +37,17 @@ impl RecordFormat for Cifar10Format {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
         let size = file_size(path)?;
         let record = RECORD_BYTES as u64;
-        if size == 0 || size % record != 0 {
+        if size == 0 {
+            // tf.data's FixedLengthRecordDataset reads it as no record; a CIFAR-10 file that
+            // holds none is a download or copy that failed, worth a word.
+            return Err(Error::File {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "empty: a CIFAR-10 file holds {RECORD_BYTES}-byte records (10,000 of them)"
+                ),
+            });
+        }
+        if size % record != 0 {
             return Err(Error::File {
                 path: path.to_path_buf(),
                 reason: format!(
@@ -280,6 +290,19 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let msg = report(&Cifar10Format.index(&path).unwrap_err());
         assert_error_names(&msg, &["data_batch_1.bin", "after record 1"]);
+    }
+
+    #[test]
+    fn an_empty_file_is_said_to_be_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data_batch_1.bin");
+        std::fs::write(&path, b"").unwrap();
+        let msg = Cifar10Format.index(&path).unwrap_err().to_string();
+        assert!(
+            msg.contains("data_batch_1.bin") && msg.contains("empty"),
+            "{msg}"
+        );
+        assert!(!msg.contains("truncated"), "{msg}");
     }
 
     #[test]

@@ -2,7 +2,12 @@
 //! torchvision's `ImageFolder` reads them: the same classes, the same images, in the same order
 //! (checked against torchvision's own listing in `tests/image_folder.rs`).
 //!
-//! Each image file is one record, labelled by its class folder.
+//! Each image file is one record, labelled by its class folder. Its pixels: with torchvision's
+//! transforms (`prepare` hands them the file's bytes) as Pillow decodes them; decoded alone
+//! ([`RecordFormat::decode`], a [`RecordDataset`](crate::format::RecordDataset)'s `try_get`)
+//! as TF's pipeline decodes them (its fast JPEG DCT; 16-bit PNGs rounded to 8 bits, where
+//! Pillow's `convert("RGB")` clips 16-bit grey), which can differ from torchvision's by a few
+//! levels.
 
 use std::collections::HashMap;
 use std::io::Write;
