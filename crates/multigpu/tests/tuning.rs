@@ -78,6 +78,11 @@ fn tune_in(dir: &std::path::Path, name: &str, full_log: bool) -> (String, String
     if full_log {
         child.env("CUBECL_DEBUG_OPTION", "debug");
     }
+    succeeded(&mut child)
+}
+
+/// The stdout and stderr of `child`, run to its end, having checked it succeeded.
+fn succeeded(child: &mut std::process::Command) -> (String, String) {
     let out = child.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
@@ -427,15 +432,12 @@ fn a_bundle_mounted_before_any_device_stays_mounted() {
     let bundle = dir.path().join("bundle.db");
     save_tuning_bundle(&bundle).unwrap();
     let name = towers_testing::test_name!("a_bundle_mounted_before_any_device_stays_mounted");
-    let out = towers_testing::child::child(&name, "mount", &[], "")
-        .current_dir(dir.path())
-        .env("XDG_CACHE_HOME", dir.path())
-        .env("TOWERS_TEST_BUNDLE", &bundle)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr) = succeeded(
+        towers_testing::child::child(&name, "mount", &[], "")
+            .current_dir(dir.path())
+            .env("XDG_CACHE_HOME", dir.path())
+            .env("TOWERS_TEST_BUNDLE", &bundle),
+    );
     let mounted = format!("mounted={}", bundle.display());
     assert!(
         stdout.contains(&mounted),
@@ -474,12 +476,9 @@ fn a_programs_own_warnings_show_beside_the_tuning_lines() {
         return warn_after_show_tuning();
     }
     let name = towers_testing::test_name!("a_programs_own_warnings_show_beside_the_tuning_lines");
-    let out = towers_testing::child::child(&name, "warn", &[], "")
-        .env_remove("CUBECL_DEBUG_LOG")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (_, stderr) = succeeded(
+        towers_testing::child::child(&name, "warn", &[], "").env_remove("CUBECL_DEBUG_LOG"),
+    );
     assert!(
         stderr.contains("WARN a_program: its own warning"),
         "{stderr}"

@@ -138,6 +138,7 @@ impl LrScheduleConfig {
             }
         }
     }
+
     /// The schedule for a run of `max_steps` updates of `examples_per_step` examples each over
     /// an epoch of `examples_per_epoch`. A decay period of `e` epochs is TF's
     /// `int(examples_per_epoch / examples_per_step * e)` steps.
