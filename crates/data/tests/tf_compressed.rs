@@ -2,7 +2,7 @@
 //! TFRecord files written by TensorFlow itself, uncompressed and with each of its compressions
 //! (`scripts/tf_fixtures/compressed_tfrecords.py`), give the same records; shards compressed
 //! here give the pipeline and a `RecordDataset` the same examples as uncompressed ones; cut
-//! short, they are an error naming the file, or keep what decompressed before the cut.
+//! short, they read as tf.data reads them.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -130,27 +130,73 @@ fn a_broken_first_header_is_not_called_compressed() {
     assert!(!msg.contains("compressed"), "{msg}");
 }
 
-/// TF's compressed files cut short (in the trailer's checksum, in the compressed data): an
-/// error naming the file and the compression, or, where corrupt records are skipped, the
-/// whole records that decompressed before the cut, and a break naming the file.
+/// TF's compressed files cut at every length from nothing to whole, read as tf.data 2.21
+/// reads them told their compression (`cuts.tsv`, written by TF reading each cut): the records
+/// decompressed before the cut; then, where the cut splits a record, an error naming the file,
+/// its compression and the cut (where corrupt records are skipped: the break, after the same
+/// records), and where it falls between records, none.
 #[test]
-fn compressed_data_cut_short_is_an_error_or_keeps_the_records_before_the_cut() {
+fn compressed_data_cut_anywhere_reads_as_tf_data_reads_it() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, kind) in [("gzip.tfrecord", "GZIP"), ("zlib.tfrecord", "ZLIB")] {
+    let cuts = std::fs::read_to_string(fixture("cuts.tsv")).unwrap();
+    assert_eq!(cuts.lines().count(), 97 + 85, "every cut of both files");
+    for line in cuts.lines() {
+        let fields: Vec<&str> = line.split('\t').collect();
+        let [name, kept, read, error] = fields[..] else {
+            panic!("cuts.tsv: {line:?}")
+        };
+        let (kept, read): (usize, usize) = (kept.parse().unwrap(), read.parse().unwrap());
+        let tf_raised = error == "1";
         let bytes = std::fs::read(fixture(name)).unwrap();
-        for keep in [bytes.len() - 2, bytes.len() - 8, 40] {
-            let path = dir.path().join(format!("cut-{keep}-{name}"));
-            std::fs::write(&path, &bytes[..keep]).unwrap();
-            let file = path.file_name().unwrap().to_str().unwrap();
-            let msg = report(&IndexedFile::open(&RawRecords, &path).unwrap_err());
-            assert_error_names(&msg, &[file, kind, "cut short"]);
+        let path = dir.path().join(format!("cut-{kept}-{name}"));
+        std::fs::write(&path, &bytes[..kept]).unwrap();
+        let file = path.file_name().unwrap().to_str().unwrap();
 
-            let partial = IndexedFile::open_partial(&RawRecords, &path).unwrap();
-            let kept = records(&partial, &path);
-            assert_eq!(kept, tfs_records()[..kept.len()], "{file}: a prefix");
-            let broken = report(partial.broken.as_ref().expect("the cut"));
-            assert_error_names(&broken, &[file]);
+        let partial = IndexedFile::open_partial(&RawRecords, &path).unwrap();
+        assert_eq!(records(&partial, &path), tfs_records()[..read], "{file}");
+        assert_eq!(
+            partial.broken.is_some(),
+            tf_raised,
+            "{file}: {:?}",
+            partial.broken
+        );
+        match IndexedFile::open(&RawRecords, &path) {
+            Ok(whole) => {
+                assert!(!tf_raised, "{file}: tf.data raised after {read} records");
+                assert_eq!(records(&whole, &path), tfs_records()[..read], "{file}");
+            }
+            Err(error) => {
+                assert!(tf_raised, "{file}: tf.data read {read} records: {error}");
+                let kind = &name[..4].to_uppercase();
+                assert_error_names(&report(&error), &[file, kind, "cut short", "truncated"]);
+            }
         }
+    }
+}
+
+/// TF's compressed files with a checksum that fails (GZIP's CRC-32, ZLIB's Adler-32, their
+/// last bytes), which tf.data refuses: an error naming the file, the compression and the
+/// corruption; where corrupt records are skipped, the records decompressed before it (none
+/// where the decoder hands over nothing before its error, as `flate2` for ZLIB here) and the
+/// break.
+#[test]
+fn compressed_data_with_a_failing_checksum_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, checksum_at) in [("gzip.tfrecord", 8), ("zlib.tfrecord", 4)] {
+        let mut bytes = std::fs::read(fixture(name)).unwrap();
+        let at = bytes.len() - checksum_at;
+        bytes[at] ^= 1;
+        let path = dir.path().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let kind = &name[..4].to_uppercase();
+        let msg = report(&IndexedFile::open(&RawRecords, &path).unwrap_err());
+        assert_error_names(&msg, &[name, kind, "data, corrupt after"]);
+
+        let partial = IndexedFile::open_partial(&RawRecords, &path).unwrap();
+        let kept = records(&partial, &path);
+        assert_eq!(kept, tfs_records()[..kept.len()], "{name}: a prefix");
+        let broken = report(partial.broken.as_ref().expect("the corruption"));
+        assert_error_names(&broken, &[name, kind, "corrupt"]);
     }
 }
 

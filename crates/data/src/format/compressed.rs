@@ -11,10 +11,12 @@
 //! the `flate2` crate's (already in the tree, through `image`'s PNG decoder). A copy stops
 //! before it fills its disk ([`RoomKeepingWriter`]).
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use flate2::read::{MultiGzDecoder, ZlibDecoder};
 use tempfile::TempPath;
@@ -170,14 +172,30 @@ fn most_held_open() -> usize {
     })
 }
 
-/// A copy and, when the compressed data ended in an error (corrupt, or cut short), the error:
-/// the copy then holds what decompressed before it.
-pub(crate) type Decompressed = (DecompressedCopy, Option<Error>);
+/// A copy and how its compressed data ended.
+pub(crate) type Decompressed = (DecompressedCopy, Ending);
+
+/// How a compressed file's data ended. The copy holds what decompressed before the end.
+#[derive(Debug)]
+pub(crate) enum Ending {
+    /// Whole: every member to its checksum, and the checksums matched.
+    Whole,
+    /// Cut short: the file ends inside the compressed data, its header or its checksum (the
+    /// error names the file and where). TF's readers take the bytes decompressed before the
+    /// cut as the file's data, and its record framing judges them (checked against TF 2.21 at
+    /// every cut of a TF-written file, `tests/tf_compressed.rs`): whole records are read, a
+    /// record cut in two is an error.
+    CutShort(Error),
+    /// Corrupt: data that does not decompress, or a checksum that does not match; TF refuses
+    /// the file.
+    Corrupt(Error),
+}
 
 impl DecompressedCopy {
     /// Decompresses `original` into a new temporary file. Failing to write the copy (a full
-    /// disk, or one whose [reserve](DiskSpace::reserve) it would eat into) is an error; corrupt
-    /// compressed data gives the copy so far and the error, both naming `original`.
+    /// disk, or one whose [reserve](DiskSpace::reserve) it would eat into) is an error;
+    /// compressed data cut short or corrupt gives the copy so far and an [`Ending`] saying so,
+    /// naming `original`.
     pub(crate) fn new(original: &Path, compression: Compression) -> Result<Decompressed> {
         Self::new_on(original, compression, DiskSpace::of)
     }
@@ -207,16 +225,34 @@ impl DecompressedCopy {
         let mut decoder = compression.decoder(BufReader::new(input));
         let (len, error) = copy_until_error(&mut decoder, &mut out).map_err(&writing)?;
         out.flush().map_err(&writing)?;
-        let broken = error.map(|error| {
-            let reason = format!("data, corrupt or cut short after {len} decompressed bytes");
-            failed(&reason, error)
-        });
-        Ok((Self { file: copy, len }, broken))
+        let ending = match error {
+            None => Ending::Whole,
+            Some(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
+                let reason = format!("data, cut short after {len} decompressed bytes");
+                Ending::CutShort(failed(&reason, error))
+            }
+            Some(error) => {
+                let reason = format!("data, corrupt after {len} decompressed bytes");
+                Ending::Corrupt(failed(&reason, error))
+            }
+        };
+        Ok((Self { file: copy, len }.list(original, compression), ending))
     }
 
     /// A path that opens the copy.
     pub(crate) fn path(&self) -> &Path {
         self.file.path()
+    }
+
+    /// Lists the copy under its `original` for [`shown_name`] while it lives.
+    fn list(self, original: &Path, compression: Compression) -> Self {
+        let shown = format!(
+            "{} (its {}-decompressed data)",
+            original.display(),
+            compression.name()
+        );
+        originals().insert(self.path().to_path_buf(), shown);
+        self
     }
 
     /// Its size in bytes.
@@ -225,9 +261,32 @@ impl DecompressedCopy {
     }
 }
 
-/// Copies `decoder` to `out` until its end or its first read error (the compressed data's):
-/// the bytes copied and that error; `Err` is a write error. Unlike `io::copy`, it tells the
-/// two apart.
+impl Drop for DecompressedCopy {
+    fn drop(&mut self) {
+        originals().remove(self.path());
+    }
+}
+
+/// How a message names the file at `path`: by its path, or, for a live decompressed copy
+/// (`/proc/self/fd/7` on Linux), by the file it was decompressed from. A format's warning
+/// about a file's contents (`tfrecord`'s stray bytes) sees only the copy's path.
+pub(crate) fn shown_name(path: &Path) -> String {
+    match originals().get(path) {
+        Some(shown) => shown.clone(),
+        None => path.display().to_string(),
+    }
+}
+
+/// The names [`shown_name`] gives the live copies, by their paths.
+fn originals() -> std::sync::MutexGuard<'static, HashMap<PathBuf, String>> {
+    static ORIGINALS: LazyLock<Mutex<HashMap<PathBuf, String>>> = LazyLock::new(Default::default);
+    ORIGINALS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Copies `decoder` to `out` until its end or its first read error (the compressed data's:
+/// `UnexpectedEof` where `flate2` finds the file cut short, `InvalidInput` where it finds it
+/// corrupt): the bytes copied and that error; `Err` is a write error. Unlike `io::copy`, it
+/// tells the two apart.
 fn copy_until_error(
     decoder: &mut dyn Read,
     out: &mut impl Write,
@@ -318,8 +377,24 @@ mod tests {
         assert!(message.contains("set TMPDIR"), "{message}");
         assert_eq!(copies(), 0, "the copy was left behind");
         // With room, the same file decompresses whole.
-        let (copy, broken) = DecompressedCopy::new(&bomb, Compression::Gzip).unwrap();
-        assert_eq!((copy.len(), broken.is_none()), (16 << 20, true));
+        let (copy, ending) = DecompressedCopy::new(&bomb, Compression::Gzip).unwrap();
+        assert_eq!(copy.len(), 16 << 20);
+        assert!(matches!(ending, Ending::Whole), "{ending:?}");
+    }
+
+    /// A format's warning about a copy's contents names the file the copy was made from, for
+    /// as long as the copy lives.
+    #[test]
+    fn a_copy_is_shown_by_the_name_of_its_original() {
+        let dir = tempfile::tempdir().unwrap();
+        let original = dir.path().join("zeros.gz");
+        std::fs::write(&original, gzipped_zeros(10)).unwrap();
+        let (copy, _) = DecompressedCopy::new(&original, Compression::Gzip).unwrap();
+        let path = copy.path().to_path_buf();
+        let shown = format!("{} (its GZIP-decompressed data)", original.display());
+        assert_eq!(shown_name(&path), shown);
+        drop(copy);
+        assert_eq!(shown_name(&path), path.display().to_string());
     }
 
     /// A copy leaves nothing behind however its process ends: a child process makes one, reads

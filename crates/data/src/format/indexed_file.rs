@@ -3,8 +3,10 @@
 
 use std::path::Path;
 
+use towers_multigpu::eprint_line;
+
 use crate::error::{Error, Result, While};
-use crate::format::compressed::DecompressedCopy;
+use crate::format::compressed::{DecompressedCopy, Ending};
 use crate::format::{Compression, PartialIndex, RecordFormat, RecordSource, RecordSpan};
 
 /// The error for a dataset file that is a FIFO, socket, device or folder: a FIFO would hang
@@ -23,7 +25,10 @@ pub(crate) fn not_a_file(path: &Path) -> Error {
 ///
 /// A file that fails to index as it is and begins with a GZIP or ZLIB header is decompressed
 /// into a temporary file (see [`Compression`]) and indexed there: TF reads such files when
-/// told their `compression_type`, this reads them without being told. The copy needs the
+/// told their `compression_type`, this reads them without being told. As TF does, data cut
+/// short (the file ends inside the compressed stream or its checksum) is read to the cut,
+/// where the format's framing judges it: its whole records are read (with a warning on
+/// stderr), a record cut in two is a break. Corrupt data is a break. The copy needs the
 /// decompressed size free under `std::env::temp_dir()` (`TMPDIR`); it is deleted when its
 /// [`RecordSource`] lets it go or drops and no reader holds it, and on Linux, where it has no
 /// name, also when the process ends without dropping it (a kill).
@@ -53,15 +58,16 @@ impl IndexedFile {
     }
 
     /// The records of `path` before any break in its framing, and the break
-    /// ([`RecordFormat::index_partial`]): compressed data that is corrupt or cut short is such
-    /// a break too, after the records decompressed before it.
+    /// ([`RecordFormat::index_partial`]): compressed data that is corrupt is such a break
+    /// too, after the records decompressed before it.
     pub fn open_partial(format: &dyn RecordFormat, path: &Path) -> Result<Self> {
         Self::walk(path, true, |path: &Path| format.index_partial(path))
     }
 
-    /// Indexes `path` with `walk`; if that fails or breaks and the file is compressed, indexes
-    /// its decompressed copy instead. `keep_before_break`: whether compressed data that ends
-    /// in an error keeps the records before it.
+    /// Indexes `path` with `walk`; if that fails, breaks or finds nothing but a few stray
+    /// bytes, and the file begins as compressed data, indexes its decompressed copy instead.
+    /// `keep_before_break`: whether compressed data that is corrupt keeps the records before
+    /// it.
     fn walk(
         path: &Path,
         keep_before_break: bool,
@@ -76,42 +82,78 @@ impl IndexedFile {
             source: RecordSource::plain(path),
         };
         let as_is = walk(path);
-        if as_is.as_ref().is_ok_and(|index| index.broken.is_none()) {
+        let held = as_is.as_ref().is_ok_and(|index| index.broken.is_none());
+        let had_records = as_is.as_ref().is_ok_and(|index| !index.spans.is_empty());
+        if held && had_records {
             return as_is.map(plain);
         }
         // A file that cannot be read keeps the error that says so.
         let Ok(Some(compression)) = Compression::of_file(path) else {
             return as_is.map(plain);
         };
-        // A file whose framing held for some records is taken as it is when it does not
-        // decompress: its first bytes only happened to look like a header.
-        let had_records = as_is.as_ref().is_ok_and(|index| !index.spans.is_empty());
-        let (copy, corrupt) = match DecompressedCopy::new(path, compression) {
-            Ok((_, Some(_))) | Err(_) if had_records => return as_is.map(plain),
-            Ok((_, Some(corrupt))) if !keep_before_break => return Err(corrupt),
-            decompressed => decompressed?,
+        // A file whose framing held for some records, or held with none (a few bytes too few
+        // for a record), is taken as it is when it does not decompress: its first bytes only
+        // happened to look like a header. Data cut short is a compressed file's only when it
+        // had no records as it is.
+        match DecompressedCopy::new(path, compression) {
+            Ok((_, Ending::CutShort(_) | Ending::Corrupt(_))) | Err(_) if had_records => {
+                as_is.map(plain)
+            }
+            Ok((_, Ending::Corrupt(_))) if held => as_is.map(plain),
+            Ok((_, Ending::Corrupt(corrupt))) if !keep_before_break => Err(corrupt),
+            decompressed => {
+                let (copy, ending) = decompressed?;
+                Self::walk_copy(path, compression, copy, ending, walk)
+            }
+        }
+    }
+
+    /// Indexes `copy`, the decompressed data of `path`, with `walk`, its errors naming `path`.
+    fn walk_copy(
+        path: &Path,
+        compression: Compression,
+        copy: DecompressedCopy,
+        ending: Ending,
+        walk: impl Fn(&Path) -> Result<PartialIndex>,
+    ) -> Result<Self> {
+        let mut within = format!("in its {}-decompressed data", compression.name());
+        let (cut, corrupt) = match ending {
+            Ending::Whole => (None, None),
+            Ending::CutShort(cut) => (Some(cut), None),
+            Ending::Corrupt(corrupt) => (None, Some(corrupt)),
         };
-        let index = walk(copy.path()).map_err(|e| named_as(e, path, compression))?;
+        if cut.is_some() {
+            within += &format!(", cut short after {} bytes", copy.len());
+        }
+        let index = walk(copy.path()).map_err(|e| named_as(e, path, &within))?;
+        if let (Some(cut), None) = (&cut, &index.broken) {
+            warn_read_to_the_cut(cut, index.spans.len());
+        }
         Ok(Self {
             spans: index.spans,
-            broken: index
-                .broken
-                .map(|e| named_as(e, path, compression))
-                .or(corrupt),
+            broken: index.broken.map(|e| named_as(e, path, &within)).or(corrupt),
             source: RecordSource::copy(path, compression, copy),
         })
     }
 }
 
+/// Says on stderr that a file's compressed data was `cut` short and that its `records`
+/// decompressed before the cut are read: tf.data reads them without a word.
+fn warn_read_to_the_cut(cut: &Error, records: usize) {
+    eprint_line(&format!(
+        "warning: {cut}: the {records} whole records before the cut are read, as tf.data \
+         reads them"
+    ));
+}
+
 /// `error`, which names a decompressed copy, naming the compressed file `original` instead and
-/// saying that the fault lies in its decompressed data.
-fn named_as(error: Error, original: &Path, compression: Compression) -> Error {
-    let within = format!("in its {}-decompressed data", compression.name());
+/// saying, `within`, that the fault lies in its decompressed data.
+fn named_as(error: Error, original: &Path, within: &str) -> Error {
     match error {
         Error::Record { record, error, .. } => Error::Record {
             path: original.to_path_buf(),
             record,
-            error: While::doing(within)(error),
+            error: While::doing(within.to_string())(error),
         },
         Error::File { reason, .. } => Error::File {
             path: original.to_path_buf(),

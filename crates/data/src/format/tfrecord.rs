@@ -15,6 +15,7 @@ use std::path::Path;
 use towers_multigpu::eprint_line;
 
 use crate::error::{Error, Result};
+use crate::format::compressed::shown_name;
 use crate::format::memory_room::{Memory, grow_within_memory};
 use crate::format::{Compression, PartialIndex, RecordSpan, record_error};
 
@@ -84,7 +85,7 @@ fn index_partial_reader(
                 eprint_line(&format!(
                     "warning: {}: the {} bytes after its last whole record ({} of them) are too \
                      few for a record's header: the file ends there, as tf.data ends it",
-                    path.display(),
+                    shown_name(path),
                     size - offset,
                     spans.len()
                 ));
