@@ -2,7 +2,7 @@
 folder laid out as PyTorch users' datasets are, and what torchvision's `ImageFolder` and Pillow
 make of it.
 
-    /work/venv/bin/python scripts/torch_fixtures/torchvision_image_folder.py \
+    /tmp/tfvenv/bin/python scripts/torch_fixtures/torchvision_image_folder.py \
         crates/data/tests/data/image_folder
 
 (torch, torchvision and Pillow from PyPI.) OUT_DIR gets:
@@ -11,8 +11,10 @@ make of it.
   sorts the walk by its path strings, so `sub b` comes before `sub/deeper`); every extension
   torchvision takes, in mixed case (JPEG; PNG with alpha, grey with alpha, 16-bit greyscale and
   RGB; BMP of 24 bits and of a palette; PPM, PGM, a PBM bitmap named .pgm; TIFF with LZW, uncompressed grey, CMYK, and
-  RGBA with deflate; WebP lossless, lossy, with alpha and animated); and
-  files it passes over (a GIF, a text file, `x.jpg.bak`, an image outside any class);
+  RGBA with deflate; WebP lossless, lossy, with alpha and animated; GIFs named as images,
+  which Pillow opens by their content: a palette with a transparent colour, grey, animated);
+  and files it passes over (a GIF named .gif, a text file, `x.jpg.bak`, an image outside any
+  class);
 - expected.json: `ImageFolder(tree)`'s classes and samples (paths relative to tree/, in its
   order, with their labels), and for each sample the bytes of `pil_loader`'s image
   (`Image.open(f).convert("RGB")`), hex, with its size; versions.
@@ -81,6 +83,9 @@ def images():
         ("b/animated.webp", lambda p: rgb(18).save(p, "WEBP", lossless=True, save_all=True, append_images=[rgb(19)], duration=100)),
         ("b/grey_alpha.png", lambda p: Image.fromarray(rgba, "RGBA").convert("LA").save(p, "PNG")),
         ("b/palette.bmp", lambda p: rgb(13).convert("P", palette=Image.Palette.ADAPTIVE, colors=16).save(p, "BMP")),
+        ("b/gif.jpg", lambda p: rgb(21).convert("P", palette=Image.Palette.ADAPTIVE, colors=32).save(p, "GIF", transparency=3)),
+        ("b/grey-gif.JPEG", lambda p: rgb(22).convert("L").save(p, "GIF")),
+        ("b/animated-gif.png", lambda p: rgb(23).save(p, "GIF", save_all=True, append_images=[rgb(24)], duration=100, interlace=True)),
         ("é/photo.jpeg", lambda p: rgb(14, 12, 10).save(p, "JPEG", quality=95)),
         ("stray.jpg", lambda p: rgb(15).save(p, "JPEG")),
     ]

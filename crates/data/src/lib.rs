@@ -9,7 +9,7 @@
 //! - The vocabulary the layers above share: `buffer_pool.rs` (buffers a batch hands back for
 //!   the next), `image.rs` ([`Image`], the pixels passed between formats and transforms),
 //!   `bounding_box.rs` ([`BoundingBox`]), `rng.rs` ([`transforms::Rng`], the seeded
-//!   generator) and [`codec`] (image decoding: JPEG, PNG, BMP, PPM/PGM, TIFF, WebP).
+//!   generator) and [`codec`] (image decoding: JPEG, PNG, BMP, PPM/PGM, TIFF, WebP, GIF).
 //! - [`transforms`]: the TF image ops of both trainers (crops, flips, colour, resize), and the
 //!   [`Transform`](transforms::Transform) trait that chains them.
 //! - `format/`: dataset files: the [`RecordFormat`] trait and its readers, [`cifar10`] binary

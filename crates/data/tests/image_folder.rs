@@ -61,6 +61,7 @@ fn classes_images_order_and_labels_are_torchvisions() {
 /// Every sample decodes to `pil_loader`'s bytes (`Image.open(f).convert("RGB")`): BMP (24-bit
 /// and palette), PPM, PGM, a PBM bitmap, TIFF (LZW, grey, CMYK, RGBA), WebP (lossless, lossy,
 /// with alpha, animated: the first frame), PNG (grey with alpha, RGBA, 16-bit grey and colour),
+/// GIF named as another format (a palette with a transparent colour, grey, animated),
 /// JPEG.
 #[test]
 fn every_format_decodes_to_pillows_pixels() {

@@ -182,13 +182,17 @@ impl InceptionData {
             Split::Train => ImageFolder::scan,
             Split::Validation => ImageFolder::scan_allowing_empty_classes,
         };
-        let folder = scan(dir).map_err(|e| {
+        let neither = |why: &dyn std::fmt::Display| {
             Error::Config(format!(
-                "{} holds neither {split:?} shards (TF's ImageNet layout) nor an image folder: {}",
+                "{} holds neither {split:?} shards (TF's ImageNet layout) nor an image folder: \
+                 {why}",
                 dir.display(),
-                towers_data::ErrorChain(&e)
             ))
-        })?;
+        };
+        let folder = scan(dir).map_err(|e| neither(&towers_data::ErrorChain(&e)))?;
+        if folder.files().is_empty() {
+            return Err(neither(&"no image under any class folder"));
+        }
         Ok(Self {
             description: format!(
                 "image folder {}: {} classes, {} images",
@@ -301,6 +305,15 @@ mod tests {
         let message = ErrorChain(&error).to_string();
         assert!(
             message.contains("cat") && message.contains("no image"),
+            "{message}"
+        );
+        std::fs::remove_file(dir.path().join("dog/a.png")).unwrap();
+        let error = open(Split::Validation)
+            .err()
+            .expect("no image at all refused");
+        let message = ErrorChain(&error).to_string();
+        assert!(
+            message.contains("no image under any class folder"),
             "{message}"
         );
     }

@@ -83,13 +83,16 @@ fn pillow_rgb8(image: DynamicImage) -> RgbImage {
     }
 }
 
-/// The formats besides JPEG that decode, by content: torchvision's `IMG_EXTENSIONS`.
-const DECODED_BY_THE_IMAGE_CRATE: [ImageFormat; 5] = [
+/// The formats besides JPEG that decode, by content: torchvision's `IMG_EXTENSIONS`, and GIF,
+/// which Pillow opens whatever the file's name (a GIF named `.jpg` is common in images
+/// gathered from the web) and TF's `decode_image` decodes (its first frame, as here).
+const DECODED_BY_THE_IMAGE_CRATE: [ImageFormat; 6] = [
     ImageFormat::Png,
     ImageFormat::Bmp,
     ImageFormat::Pnm,
     ImageFormat::Tiff,
     ImageFormat::WebP,
+    ImageFormat::Gif,
 ];
 
 /// Decodes a JPEG by `jpeg`, or another image by the `image` crate and `to_rgb8`, into `out`.
@@ -107,7 +110,7 @@ fn decode_rgb8_by(
         .with_guessed_format()
         .map_err(While::doing("cannot read the image"))?;
     reader.limits(limits_for(bytes.len()));
-    const DECODED: &str = "JPEG, PNG, BMP, PPM/PGM, TIFF and WebP are";
+    const DECODED: &str = "JPEG, PNG, BMP, PPM/PGM, TIFF, WebP and GIF are";
     match reader.format() {
         Some(format) if DECODED_BY_THE_IMAGE_CRATE.contains(&format) => {}
         Some(other) => return Err(format!("unsupported image format {other:?} ({DECODED})").into()),

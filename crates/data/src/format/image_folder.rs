@@ -10,6 +10,7 @@
 //! levels.
 
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -46,37 +47,42 @@ impl ImageFolder {
     ///   names end with one of [`IMAGE_EXTENSIONS`], in the order of Python's
     ///   `sorted(os.walk(...))`: by folder path string, then by name.
     ///
+    /// Names need not be UTF-8: they sort as Python sorts them (its strings hold each byte
+    /// that is not UTF-8 as a code point of its own, U+DC80 to U+DCFF), and a class name shows
+    /// such a byte as U+FFFD in [`classes`](Self::classes) and the label map.
+    ///
     /// Errors name the folder or file: `root` missing or without class sub-folders, a class
     /// without an image (torchvision refuses it too; see
-    /// [`ImageFolder::scan_allowing_empty_classes`]), a name that is not UTF-8, a
-    /// symbolic-link loop, a broken link or unreadable folder, an image name on something
-    /// other than a file (a FIFO would hang its reader).
+    /// [`ImageFolder::scan_allowing_empty_classes`]), a symbolic-link loop, a broken link or
+    /// unreadable folder, an image name on something other than a file (a FIFO would hang its
+    /// reader).
     pub fn scan(root: &Path) -> Result<Self> {
         Self::scan_with(root, false)
     }
 
     /// [`ImageFolder::scan`], where a class folder without images still takes its label
     /// (torchvision's `allow_empty=True`): weights of 1000 classes evaluated on a few of them.
+    /// Class folders without any image give an empty folder, as torchvision's does.
     pub fn scan_allowing_empty_classes(root: &Path) -> Result<Self> {
         Self::scan_with(root, true)
     }
 
     fn scan_with(root: &Path, allow_empty: bool) -> Result<Self> {
-        let classes = class_folders(root)?;
+        let class_names = class_folders(root)?;
         let mut files = Vec::new();
         let mut labels = HashMap::new();
         let mut empty = Vec::new();
-        for (label, class) in classes.iter().enumerate() {
+        for (label, class) in class_names.iter().enumerate() {
             let images = images_under(&root.join(class))?;
             if images.is_empty() {
-                empty.push(class.as_str());
+                empty.push(class.to_string_lossy());
             }
             for image in images {
                 labels.insert(image.clone(), label as i64);
                 files.push(image);
             }
         }
-        if files.is_empty() {
+        if files.is_empty() && !allow_empty {
             return Err(no_image(root, "under any class folder"));
         }
         if !empty.is_empty() && !allow_empty {
@@ -87,15 +93,16 @@ impl ImageFolder {
             );
             return Err(no_image(root, &classes));
         }
+        let classes = class_names.iter().map(|name| name.to_string_lossy().into());
         Ok(Self {
             root: root.to_path_buf(),
-            classes,
+            classes: classes.collect(),
             files,
             labels: Arc::new(labels),
         })
     }
 
-    /// Class names; class `i` is label `i`.
+    /// Class names (a byte that is not UTF-8 shown as U+FFFD); class `i` is label `i`.
     pub fn classes(&self) -> &[String] {
         &self.classes
     }
@@ -135,34 +142,48 @@ impl ImageFolder {
     }
 }
 
-/// The sub-folders of `root`, as torchvision's `find_classes`: `os.scandir` entries whose
-/// `is_dir()` (links followed) holds, sorted by code point (Rust's `String` order).
-fn class_folders(root: &Path) -> Result<Vec<String>> {
+/// The names of the sub-folders of `root`, as torchvision's `find_classes`: `os.scandir`
+/// entries whose `is_dir()` (links followed) holds, sorted as Python sorts them
+/// ([`python_order`]).
+fn class_folders(root: &Path) -> Result<Vec<OsString>> {
     if !root.is_dir() {
         let reason = "no such directory (expected root/<class>/<image>)";
         return Err(file_error(root, reason.into()));
     }
     let mut classes = Vec::new();
     for entry in std::fs::read_dir(root).map_err(Error::io_at(root))? {
-        let path = entry.map_err(Error::io_at(root))?.path();
-        if path.is_dir() {
-            classes.push(utf8_name(&path)?.to_string());
+        let entry = entry.map_err(Error::io_at(root))?;
+        if entry.path().is_dir() {
+            classes.push(entry.file_name());
         }
     }
-    classes.sort();
+    classes.sort_by_cached_key(|name| python_order(name));
     match classes.is_empty() {
         true => Err(file_error(root, "no class sub-folders".into())),
         false => Ok(classes),
     }
 }
 
+/// The key that sorts names as Python sorts its strings of them: by code point, where Python
+/// takes each byte that is not part of UTF-8 as the code point U+DC00 plus the byte (its
+/// "surrogate escapes", `os.fsdecode`). Comparing bytes (`OsStr`'s order) agrees on UTF-8
+/// but not on those: Python puts `b\xff` (U+DCFF) before `b\u{fffd}`, bytes put it after.
+fn python_order(name: &OsStr) -> Vec<u32> {
+    let mut key = Vec::with_capacity(name.len());
+    for chunk in name.as_encoded_bytes().utf8_chunks() {
+        key.extend(chunk.valid().chars().map(u32::from));
+        key.extend(chunk.invalid().iter().map(|&byte| 0xDC00 + u32::from(byte)));
+    }
+    key
+}
+
 /// The images under the class folder `dir`, in torchvision's order: `sorted(os.walk(dir,
 /// followlinks=True))` orders the walk's folders by their path strings (so `a b` before
-/// `a/c`, where Rust's `Path` order puts `a/c` first), then each folder's file names.
-/// Python's walk ignores unreadable folders and follows link loops until the OS stops it;
-/// here both are errors.
+/// `a/c`, where Rust's `Path` order puts `a/c` first), then each folder's file names, both
+/// as Python orders strings ([`python_order`]). Python's walk ignores unreadable folders and
+/// follows link loops until the OS stops it; here both are errors.
 fn images_under(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut found: Vec<(String, String)> = Vec::new();
+    let mut found: Vec<(Vec<u32>, Vec<u32>, PathBuf)> = Vec::new();
     for entry in WalkDir::new(dir).follow_links(true) {
         let entry = match entry {
             Ok(entry) => entry,
@@ -178,14 +199,12 @@ fn images_under(dir: &Path) -> Result<Vec<PathBuf>> {
             return Err(not_a_file(entry.path()));
         }
         let folder = entry.path().parent().unwrap_or(dir);
-        let folder = folder.to_str().ok_or_else(|| not_utf8(folder))?;
-        found.push((folder.to_string(), utf8_name(entry.path())?.to_string()));
+        let name = entry.file_name();
+        let path = entry.path().to_path_buf();
+        found.push((python_order(folder.as_os_str()), python_order(name), path));
     }
     found.sort();
-    Ok(found
-        .into_iter()
-        .map(|(folder, name)| Path::new(&folder).join(name))
-        .collect())
+    Ok(found.into_iter().map(|(_, _, path)| path).collect())
 }
 
 /// What a failed step of the walk under `dir` means: a link loop, or an unreadable entry,
@@ -213,19 +232,6 @@ fn is_image(path: &Path) -> bool {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let name = name.to_lowercase();
     IMAGE_EXTENSIONS.iter().any(|ext| name.ends_with(ext))
-}
-
-/// `path`'s last component as UTF-8. Python would take other bytes as "surrogate escapes"
-/// and sort them among its strings; no order of ours could follow it, so they are refused.
-fn utf8_name(path: &Path) -> Result<&str> {
-    path.file_name()
-        .and_then(|name| name.to_str())
-        .ok_or_else(|| not_utf8(path))
-}
-
-fn not_utf8(path: &Path) -> Error {
-    let reason = "a name that is not UTF-8 (rename it: its class or order would be unsure)";
-    file_error(path, reason.into())
 }
 
 fn no_image(root: &Path, place: &str) -> Error {
@@ -440,17 +446,49 @@ mod tests {
         assert_error_names(&msg, &["b.jpg", "not a regular file"]);
     }
 
+    /// Names that are not UTF-8 sort as torchvision 0.29 sorts them: it listed this tree so
+    /// (Python holds the byte `ff` as U+DCFF, before U+FFFD, where byte order puts it last).
     #[test]
-    fn a_name_that_is_not_utf8_is_named() {
+    fn names_that_are_not_utf8_sort_as_torchvision_sorts_them() {
         use std::os::unix::ffi::OsStrExt;
-        let dir = tree(&[("cat", "a.png")]);
-        let name = std::ffi::OsStr::from_bytes(b"b\xff.png");
-        std::fs::copy(
-            dir.path().join("cat/a.png"),
-            dir.path().join("cat").join(name),
-        )
-        .unwrap();
+        let listing: [&[u8]; 7] = [
+            b"c\xff/x.png",
+            b"c\xef\xbf\xbd/x.png",
+            b"dog/bz.png",
+            b"dog/b\xc3\xa9.png",
+            b"dog/b\xff.png",
+            b"dog/b\xef\xbf\xbd.png",
+            b"dog/sub\xff/c.png",
+        ];
+        let dir = tree(&[("dog", "bz.png")]);
+        let png = std::fs::read(dir.path().join("dog/bz.png")).unwrap();
+        for name in listing.iter().rev() {
+            let path = dir.path().join(OsStr::from_bytes(name));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &png).unwrap();
+        }
+        let folder = ImageFolder::scan(dir.path()).unwrap();
+        assert_eq!(folder.classes(), ["c\u{fffd}", "c\u{fffd}", "dog"]);
+        let relative = |path: &PathBuf| path.strip_prefix(dir.path()).unwrap().to_path_buf();
+        let listed: Vec<PathBuf> = folder.files().iter().map(relative).collect();
+        let expected: Vec<PathBuf> = listing
+            .iter()
+            .map(|n| OsStr::from_bytes(n).into())
+            .collect();
+        assert_eq!(listed, expected);
+        let labels: Vec<_> = folder.files().iter().map(|f| folder.label(f)).collect();
+        assert_eq!(labels[..3], [Some(0), Some(1), Some(2)]);
+    }
+
+    /// With empty classes allowed, a tree without any image is an empty folder, as
+    /// torchvision's `ImageFolder(root, allow_empty=True)` is (its length 0, its classes all).
+    #[test]
+    fn a_tree_without_images_is_empty_where_empty_classes_are_allowed() {
+        let dir = tree(&[("cat", "notes.txt"), ("dog", "notes.txt")]);
         let msg = ImageFolder::scan(dir.path()).unwrap_err().to_string();
-        assert_error_names(&msg, &["b\u{fffd}.png", "not UTF-8"]);
+        assert_error_names(&msg, &["no image", "under any class folder"]);
+        let folder = ImageFolder::scan_allowing_empty_classes(dir.path()).unwrap();
+        assert_eq!(folder.classes(), ["cat", "dog"]);
+        assert!(folder.files().is_empty());
     }
 }
