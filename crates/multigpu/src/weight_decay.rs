@@ -51,6 +51,25 @@ impl DecayInUpdate {
         }
     }
 
+    /// A warning naming how many decayed parameters `model` does not hold: they would never
+    /// be decayed, silently. The usual cause is ids of another instance of the model, as Burn
+    /// gives parameters new ids when a model is made (and a loaded record brings its own). A
+    /// frozen parameter is held, and left undecayed without a word, as PyTorch leaves one.
+    pub(crate) fn strangers_warning<M: Module>(&self, model: &M) -> Option<String> {
+        let mut held = HeldIds(HashSet::new());
+        model.visit(&mut held);
+        let strangers = self.decays.keys().filter(|id| !held.0.contains(id));
+        match strangers.count() {
+            0 => None,
+            count => Some(format!(
+                "warning: weight decay: {count} of the {} parameters given a decay are not the \
+                 model's (ids of another instance of the model? take them from the model the \
+                 towers were made with), and are not decayed",
+                self.decays.len()
+            )),
+        }
+    }
+
     /// `grads` with `decay · W` added to each decayed parameter's gradient, `W` read from
     /// `model` (the one about to be updated). A decayed parameter that trains but got no
     /// gradient (the loss does not use it) gets `decay · W` alone, as the penalty would give it.
@@ -65,6 +84,15 @@ impl DecayInUpdate {
         };
         model.visit(&mut adding);
         adding.grads
+    }
+}
+
+/// The ids of a model's float parameters.
+struct HeldIds(HashSet<ParamId>);
+
+impl ModuleVisitor for HeldIds {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        self.0.insert(param.id);
     }
 }
 
@@ -123,5 +151,19 @@ mod tests {
         let grads = DecayInUpdate::new([(id, 0.5)]).added(&model, GradientsParams::new());
         let grad = grads.get::<1>(id).expect("decayed");
         assert_eq!(grad.into_data().try_to_vec::<f32>().unwrap(), vec![0.5; 4]);
+    }
+
+    #[test]
+    fn decays_of_parameters_the_model_does_not_hold_are_named() {
+        let device = Device::flex().autodiff();
+        let a = Param::from_tensor(Tensor::<1>::ones([4], &device));
+        let frozen = Param::from_tensor(Tensor::<1>::ones([4], &device)).set_require_grad(false);
+        let (a_id, frozen_id, stranger) = (a.id, frozen.id, ParamId::new());
+        let model = Tied { a, b: frozen };
+        let held = DecayInUpdate::new([(a_id, 0.1), (frozen_id, 0.1)]);
+        assert_eq!(held.strangers_warning(&model), None);
+        let decays = DecayInUpdate::new([(a_id, 0.1), (stranger, 0.1), (ParamId::new(), 0.0)]);
+        let warning = decays.strangers_warning(&model).expect("one stranger");
+        assert!(warning.contains("1 of the 2 parameters"), "{warning}");
     }
 }

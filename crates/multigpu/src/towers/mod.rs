@@ -81,6 +81,7 @@ use crate::loss_scale::{self, LossScaleState, LossScaler};
 use crate::overlap::OverlappedExchange;
 use crate::reduce::{Layout, Reduce};
 use crate::running_state::{self, Detection, Selection};
+use crate::stderr_line::eprint_line;
 use crate::timeline::{Timeline, Track};
 use crate::weight_decay::DecayInUpdate;
 use between_steps::{Cycle, GradientTap, PRESENT, State};
@@ -376,9 +377,14 @@ impl<M: Module> Towers<M> {
     /// `Decayed`, the trainer's). Parameters are named by [`ParamId`], as in the model; a decay
     /// of 0 leaves its parameter out. Across
     /// processes, call it before [`across_processes`](Self::across_processes), which checks that
-    /// every rank decays the same parameters by the same amounts.
+    /// every rank decays the same parameters by the same amounts. Parameters the model does
+    /// not hold (ids of another instance of the model) are counted in a warning on stderr:
+    /// they would never be decayed.
     pub fn with_weight_decay(mut self, decays: impl IntoIterator<Item = (ParamId, f64)>) -> Self {
         self.decay = DecayInUpdate::new(decays);
+        if let Some(warning) = self.decay.strangers_warning(self.model()) {
+            eprint_line(&warning);
+        }
         self
     }
 
