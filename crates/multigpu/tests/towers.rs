@@ -7,7 +7,10 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use towers_data::image_loss;
-use towers_multigpu::{BatchNormSync, Error, Reduce, Towers, TowersConfig, parse_devices};
+use towers_multigpu::{
+    BatchNormSync, Error, ErrorChain, Reduce, Towers, TowersConfig, parse_devices,
+};
+use towers_testing::assert_error_names;
 use towers_testing::batches::{batch, concat, split, unequal_micro_batches};
 use towers_testing::compare::{assert_close, values};
 use towers_testing::nets::{BnNet, LR, Net, sgd};
@@ -525,6 +528,43 @@ fn replicas_are_checked_and_resynced() {
         .map(|step| net_step(&mut towers, step).replica_check.is_some())
         .collect();
     assert_eq!(checked, [false, true, false, true]);
+}
+
+/// A replica whose read fails (its device lost: here, a parameter whose lazy initialisation
+/// panics) ends the replica check with an error naming its tower and the panic, not with the
+/// panic itself; the caller that cannot go on without the check gets a panic saying as much.
+#[test]
+fn a_replica_check_whose_read_fails_names_the_tower() {
+    struct LoseDevice;
+    impl burn::module::ModuleMapper for LoseDevice {
+        fn map_float<const D: usize>(
+            &mut self,
+            param: burn::module::Param<burn::tensor::Tensor<D>>,
+        ) -> burn::module::Param<burn::tensor::Tensor<D>> {
+            let (id, value, _) = param.consume();
+            let lost = |_: &burn::tensor::Device, _: bool| -> burn::tensor::Tensor<D> {
+                panic!("device lost")
+            };
+            burn::module::Param::uninitialized(id, lost, value.device(), true, value.shape())
+        }
+    }
+    let config = TowersConfig::default().with_reduce(Reduce::AllReduce);
+    let devices = parse_devices("flex,flex").unwrap();
+    let mut towers = Towers::new(Net::new(&flex()), sgd(), &devices, config).unwrap();
+    net_step(&mut towers, 0);
+    towers.map_replica(1, |replica| replica.map(&mut LoseDevice));
+    let error = towers.try_check_replicas().unwrap_err();
+    let message = ErrorChain(&error).to_string();
+    assert!(
+        matches!(error, Error::TowerFailed { tower: 1, .. }),
+        "{message}"
+    );
+    assert_error_names(&message, &["replica check", "device lost"]);
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| towers.check_replicas()));
+    let panic = panic.expect_err("a panic without the check");
+    let said = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    // (The parameter's initialisation is spent: its second read panics with Burn's words.)
+    assert_error_names(&said, &["tower 1", "replica check"]);
 }
 
 /// The exchange overlapped with backward, in process: 1 and 2 towers, with and without

@@ -125,7 +125,10 @@ impl<M: Module> Towers<M> {
             let timeline = self.timeline.clone();
             let _update = timeline.span("update", Track::Main);
             let skipped = self.apply(done, &plan, &mut update, reduced);
-            (skipped, self.scheduled_replica_check())
+            match self.scheduled_replica_check() {
+                Ok(check) => (skipped, check),
+                Err(error) => return Err(self.fail(error)),
+            }
         } else {
             self.keep(done, plan);
             (false, None)

@@ -10,9 +10,14 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{DType, Tensor};
 
+use std::any::Any;
+
 use super::between_steps::State;
+use super::tower::tower_failed;
 use super::workers::Work;
 use super::{ReplicaCheck, Towers, broadcast};
+use crate::devices::TowerDevice;
+use crate::error::{Error, ErrorChain, Result, panic_message};
 use crate::{buckets, host_syncs};
 
 impl<M: Module> Towers<M> {
@@ -21,21 +26,23 @@ impl<M: Module> Towers<M> {
     /// on its tower's thread) and, when any differs, gives every replica replica 0's weights
     /// (each tower keeps its optimizer's state). `None` unless the towers all-reduce.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// Where a tower's read panics (its device failed), with that panic.
-    pub fn check_replicas(&mut self) -> Option<ReplicaCheck> {
+    /// [`Error::TowerFailed`](crate::Error::TowerFailed) where a tower's read panicked (its
+    /// device failed), naming the tower and the panic; the replicas are left as they were.
+    pub fn try_check_replicas(&mut self) -> Result<Option<ReplicaCheck>> {
         let State::AllReduce { replicas, .. } = &self.state else {
-            return None;
+            return Ok(None);
         };
         let workers = self.workers.as_ref().expect("several towers have workers");
         let tasks: Vec<Work<'_, Vec<f64>>> = (replicas.iter().cloned())
             .map(|replica| Box::new(move || checksum(&replica)) as Box<_>)
             .collect();
-        let sums: Vec<Vec<f64>> = (workers.run(tasks, &self.towers, self.patience(), false))
+        let sums = (workers.run(tasks, &self.towers, self.patience(), false))
             .into_iter()
-            .map(|sums| sums.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect();
+            .enumerate()
+            .map(|(i, sums)| sums.map_err(|panic| check_panicked(i, &self.towers[i], panic)))
+            .collect::<Result<Vec<Vec<f64>>>>()?;
         let drift = (sums[1..].iter())
             .flat_map(|sums_i| sums_i.iter().zip(&sums[0]).map(|(a, b)| (a - b).abs()))
             .fold(0.0, f64::max);
@@ -44,10 +51,21 @@ impl<M: Module> Towers<M> {
             // Running state is equal already (synced at every update).
             *replicas = broadcast(&replicas[0], &self.towers);
         }
-        Some(ReplicaCheck {
+        Ok(Some(ReplicaCheck {
             max_difference: drift,
             rebroadcast: differ,
-        })
+        }))
+    }
+
+    /// [`try_check_replicas`](Self::try_check_replicas), for callers that cannot go on
+    /// without it.
+    ///
+    /// # Panics
+    ///
+    /// Where a tower's read panics (its device failed), naming the tower and the panic.
+    pub fn check_replicas(&mut self) -> Option<ReplicaCheck> {
+        self.try_check_replicas()
+            .unwrap_or_else(|error| panic!("{}", ErrorChain(&error)))
     }
 
     /// Test seam: replica `index` replaced by `perturb` of it, as a backend that rounds its
@@ -61,13 +79,24 @@ impl<M: Module> Towers<M> {
     }
 
     /// A check every `replica_check` updates under the all-reduce.
-    pub(super) fn scheduled_replica_check(&mut self) -> Option<ReplicaCheck> {
+    pub(super) fn scheduled_replica_check(&mut self) -> Result<Option<ReplicaCheck>> {
         self.updates += 1;
         let every = self.config.replica_check;
-        (every > 0 && self.updates.is_multiple_of(every as u64))
-            .then(|| self.check_replicas())
-            .flatten()
+        match every > 0 && self.updates.is_multiple_of(every as u64) {
+            true => self.try_check_replicas(),
+            false => Ok(None),
+        }
     }
+}
+
+/// The error of tower `tower`, whose read of its replica for the check panicked.
+fn check_panicked(tower: usize, device: &TowerDevice, panic: Box<dyn Any + Send>) -> Error {
+    let message = panic_message(&*panic);
+    let error = format!(
+        "reading its replica for the replica check panicked (the weights stand as last \
+         updated): {message}"
+    );
+    tower_failed(tower, device, error.into())
 }
 
 /// Two sums of each trainable tensor of `model`, in visiting order, taken on the host: of its
