@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::eval::evaluate;
 use crate::inception_data::InceptionData;
 use crate::pretrained::LoadOptions;
+use crate::train_dir::{TrainDirLock, is_builtin, mark_builtin};
 use crate::trainer::LOG_FILE;
 use towers_kernels::Precision;
 use towers_models::ImageClassifier;
@@ -124,20 +125,39 @@ impl TrainArgs {
     }
 
     /// [`config`](Self::config) for a run on built-in data. Unless `--resume` is given, a
-    /// previous burn-towers run in the defaults' train directory (one with its log,
-    /// [`LOG_FILE`]) is removed first, as TF's `cifar10_train.py` empties its train_dir, so that
-    /// the demo commands start over each time. A directory named by a flag or the config file
-    /// is never removed, nor one this project did not write.
+    /// previous run on built-in data in the defaults' train directory (one with its log,
+    /// [`LOG_FILE`], and the mark of such a run,
+    /// [`BUILTIN_MARK`](crate::train_dir::BUILTIN_MARK)) is removed first, as TF's
+    /// `cifar10_train.py` empties its train_dir, so that the demo commands start over each
+    /// time; a new directory gets the mark. A directory named by a flag or the config file is
+    /// never removed, nor one without the mark (a run on real data in the same default
+    /// directory keeps its checkpoints: an error says so), nor one a run is training in (an
+    /// error says so).
     pub fn builtin_config(&self, defaults: TrainConfig) -> Result<TrainConfig> {
         let own_dir = defaults.train_dir.clone();
         let named = self.names_train_dir(&defaults)?;
         let c = self.config(defaults)?;
-        if !named && !c.resume && own_dir.join(LOG_FILE).exists() {
+        if named || c.resume {
+            return Ok(c);
+        }
+        if own_dir.join(LOG_FILE).exists() {
+            if !is_builtin(&own_dir) {
+                return Err(Error::Config(format!(
+                    "{} holds a run that is not on built-in data (it lacks the mark {}): it is \
+                     kept; pass --train-dir to train elsewhere, or --resume to continue it",
+                    own_dir.display(),
+                    crate::train_dir::BUILTIN_MARK
+                )));
+            }
+            let _training_here = TrainDirLock::take(&own_dir)?;
             std::fs::remove_dir_all(&own_dir).map_err(Error::io(&own_dir))?;
             println!(
                 "built-in data: starting over in {} (--resume continues the last run)",
                 own_dir.display()
             );
+        }
+        if !own_dir.exists() {
+            mark_builtin(&own_dir)?;
         }
         Ok(c)
     }
@@ -419,6 +439,7 @@ pub fn print_devices() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train_dir::BUILTIN_MARK;
 
     #[derive(Parser)]
     struct Cli {
@@ -461,31 +482,50 @@ mod tests {
 
     /// A run on built-in data starts over in the defaults' train directory, unless a flag or
     /// the config file names that directory: then it keeps the checkpoints there (and the
-    /// trainer asks for `--resume`).
+    /// trainer asks for `--resume`). Nor is a run on real data in that directory (without
+    /// the built-in mark) removed, nor a directory a run trains in.
     #[test]
-    fn a_train_directory_named_by_a_flag_or_a_file_is_never_emptied() {
+    fn only_a_builtin_runs_own_directory_is_emptied() {
         let dir = tempfile::tempdir().unwrap();
         let train_dir = dir.path().join("train");
         let config = dir.path().join("c.toml");
         let names = format!("train_dir = {:?}\n", train_dir.to_str().unwrap());
         std::fs::write(&config, names).unwrap();
         let defaults = || TrainConfig::cifar10_builtin().with_train_dir(train_dir.clone());
-        let run = |args: &[&str]| {
+        let builtin_config = |args: &[&str]| {
+            let cli = Cli::parse_from([&["x"], args].concat());
+            cli.train.builtin_config(defaults())
+        };
+        let run = |args: &[&str], marked: bool| {
             std::fs::create_dir_all(&train_dir).unwrap();
             std::fs::write(train_dir.join(LOG_FILE), "a run's log").unwrap();
-            let cli = Cli::parse_from([&["x"], args].concat());
-            cli.train.builtin_config(defaults()).unwrap();
-            train_dir.exists()
+            match marked {
+                true => mark_builtin(&train_dir).unwrap(),
+                false => std::fs::remove_file(train_dir.join(BUILTIN_MARK)).unwrap(),
+            }
+            builtin_config(args).map(|_| train_dir.join(LOG_FILE).exists())
         };
+        let flag = ["--train-dir", train_dir.to_str().unwrap()];
+        assert!(run(&flag, true).unwrap(), "named by the flag");
+        let file = ["--config", config.to_str().unwrap()];
+        assert!(run(&file, true).unwrap(), "named by the file");
+        let said = run(&[], false).unwrap_err().to_string();
+        assert!(said.contains("not on built-in data"), "{said}");
+        assert!(train_dir.join(LOG_FILE).exists(), "a run on real data kept");
         assert!(
-            run(&["--train-dir", train_dir.to_str().unwrap()]),
-            "named by the flag"
+            !run(&[], true).unwrap(),
+            "the defaults' own, unnamed: started over"
         );
+        assert!(is_builtin(&train_dir), "the new directory marked");
+
+        std::fs::write(train_dir.join(LOG_FILE), "a live run's log").unwrap();
+        let _training = TrainDirLock::take(&train_dir).unwrap();
+        let error = builtin_config(&[]).unwrap_err().to_string();
+        assert!(error.contains("is in use"), "{error}");
         assert!(
-            run(&["--config", config.to_str().unwrap()]),
-            "named by the file"
+            train_dir.join(LOG_FILE).exists(),
+            "a live run's directory kept"
         );
-        assert!(!run(&[]), "the defaults' own, unnamed: started over");
     }
 
     /// `--export` writes what the run's evaluation used: the moving averages, when kept.

@@ -39,6 +39,7 @@ mod record_files;
 mod step;
 mod stop;
 pub mod summary;
+mod train_dir;
 mod train_input;
 mod trainer;
 
@@ -68,6 +69,7 @@ pub use step::{ClassifierStep, LossFn, TrainStep};
 pub use stop::StopFlag;
 pub use summary::SummaryConfig;
 pub use towers_data::atomic_file::write_atomic;
+pub use train_dir::{BUILTIN_MARK, LOCK_FILE, TrainDirLock};
 pub use train_input::{BatchSource, TrainInput};
 pub use trainer::{
     LOG_FILE, PLOT_FILE, PrepareFn, TrainReport, Trained, Trainer, init_holding_generators,

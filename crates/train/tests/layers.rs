@@ -16,6 +16,7 @@ const LAYERING: Layering = Layering {
         // Optimizers and what a run writes: checkpoints, the log, its intervals, the plot.
         "optim",
         "checkpoint",
+        "train_dir",
         "log",
         "interval",
         "plot",

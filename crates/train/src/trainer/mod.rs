@@ -48,6 +48,7 @@ use crate::config::TrainConfig;
 use crate::error::{Error, Result};
 use crate::step::{ClassifierStep, TrainStep};
 use crate::stop::StopFlag;
+use crate::train_dir::TrainDirLock;
 use crate::train_input::{BatchSource, TrainInput};
 
 /// The JSON-lines log in the train directory.
@@ -147,7 +148,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// Trains a model built by `init` (on the parameter device, with autodiff) on `input`.
     ///
     /// A train directory that already holds checkpoints is an error unless the configuration
-    /// says `resume`, so that no run overwrites another by accident.
+    /// says `resume`, and one another run trains in is an error (the run holds it locked,
+    /// [`TrainDirLock`](crate::TrainDirLock)), so that no run overwrites another by accident.
     ///
     /// As one rank of several (see [`with_processes`](Self::with_processes)), an error here
     /// ends the job on every rank.
@@ -165,6 +167,10 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     {
         let c = &self.config;
         c.validate()?;
+        let _training_here = match self.writes() {
+            true => Some(TrainDirLock::take(&c.train_dir)?),
+            false => None,
+        };
         let devices = parse_devices(&c.devices)?;
         check_precision(c.precision, &devices)?;
         let main = self.parameter_device(&devices)?;
