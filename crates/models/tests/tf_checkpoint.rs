@@ -17,18 +17,46 @@ fn error(path: &Path) -> String {
     TfCheckpoint::open(path).unwrap_err().to_string()
 }
 
+/// The V2 checkpoint and the V1 file TF wrote of the same variables (the V1 file without the
+/// 16-bit floats, which TF's V1 saver cannot save or its reader read) read as TF reads them.
 #[test]
 fn reads_every_dtype_as_tensorflow_reads_it_back() {
-    let ckpt = TfCheckpoint::open(&data("tf_dtypes/dtypes")).unwrap();
     let expected: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(data("tf_dtypes/values.json")).unwrap())
             .unwrap();
     let expected = expected.as_object().unwrap();
-    let names: Vec<&str> = ckpt.tensors().map(|(name, _)| name).collect();
+    let v1 = TfCheckpoint::open(&data("tf_dtypes/v1/model.ckpt")).unwrap();
+    let in_v1 = |name: &&String| !name.ends_with("16");
+    assert_same_tensors(&v1, expected.iter().filter(|(name, _)| in_v1(name)));
+    let ckpt = TfCheckpoint::open(&data("tf_dtypes/dtypes")).unwrap();
+    assert_same_tensors(&ckpt, expected.iter());
+    let dtype = |name| ckpt.info(name).unwrap().dtype;
+    assert_eq!(dtype("scope/f16"), TfDType::Half);
+    assert_eq!(dtype("scope/bf16"), TfDType::BFloat16);
     assert_eq!(
-        names,
-        expected.keys().map(String::as_str).collect::<Vec<_>>()
+        dtype("global_step"),
+        TfDType::Int {
+            bytes: 8,
+            signed: true
+        }
     );
+    assert!(
+        ckpt.read_f32("global_step")
+            .unwrap_err()
+            .to_string()
+            .contains("global_step")
+    );
+}
+
+/// `ckpt` holds exactly the tensors of `expected` (name: shape and values, as TF read them
+/// back), with those shapes and values.
+fn assert_same_tensors<'a>(
+    ckpt: &TfCheckpoint,
+    expected: impl Iterator<Item = (&'a String, &'a serde_json::Value)> + Clone,
+) {
+    let names: Vec<&str> = ckpt.tensors().map(|(name, _)| name).collect();
+    let want_names: Vec<&str> = expected.clone().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, want_names);
     for (name, want) in expected {
         let shape: Vec<usize> = serde_json::from_value(want["shape"].clone()).unwrap();
         assert_eq!(ckpt.info(name).unwrap().shape, shape, "{name}");
@@ -56,22 +84,6 @@ fn reads_every_dtype_as_tensorflow_reads_it_back() {
             other => panic!("{name}: values of a kind this test does not know: {other:?}"),
         }
     }
-    let dtype = |name| ckpt.info(name).unwrap().dtype;
-    assert_eq!(dtype("scope/f16"), TfDType::Half);
-    assert_eq!(dtype("scope/bf16"), TfDType::BFloat16);
-    assert_eq!(
-        dtype("global_step"),
-        TfDType::Int {
-            bytes: 8,
-            signed: true
-        }
-    );
-    assert!(
-        ckpt.read_f32("global_step")
-            .unwrap_err()
-            .to_string()
-            .contains("global_step")
-    );
 }
 
 #[test]
@@ -177,16 +189,30 @@ fn a_damaged_index_is_a_named_error() {
     assert!(error(&prefix).contains("truncated"));
 }
 
+/// A V1 file (TF-slim's published checkpoints) opens as itself, through its `.meta` and
+/// through its train directory's state file, whose name TF escapes; a damaged one is a
+/// checksum error naming it. Files that are not checkpoints are told apart.
 #[test]
-fn v1_checkpoints_and_foreign_files_are_told_apart() {
-    let msg = error(&data("tf_dtypes/v1/model.ckpt"));
-    assert_error_names(&msg, &["V1", "v1/model.ckpt"]);
+fn v1_checkpoints_open_and_foreign_files_are_told_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("we\"ird-5");
+    std::fs::copy(data("tf_dtypes/v1/model.ckpt"), &copy).unwrap();
+    let state = "model_checkpoint_path: \"we\\\"ird-5\"\n";
+    std::fs::write(tmp.path().join("checkpoint"), state).unwrap();
+    for path in [&copy, &tmp.path().join("we\"ird-5.meta"), tmp.path()] {
+        let ckpt = TfCheckpoint::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(ckpt.prefix(), copy);
+        assert_eq!(ckpt.read_f32("scope/f32").unwrap().len(), 6);
+    }
+    damage(&copy, |b| b[30] ^= 0x01);
+    assert_error_names(&error(&copy), &["ird-5", "checksum"]);
+
     let msg = error(&data("tf_cifar10/test_batch.bin"));
     assert_error_names(&msg, &["not a TensorFlow checkpoint"]);
     let msg = error(&data("tf_cifar10/no-such-prefix"));
     assert_error_names(&msg, &["no checkpoint here"]);
-    let tmp = tempfile::tempdir().unwrap();
-    let msg = error(tmp.path());
+    let empty = tempfile::tempdir().unwrap();
+    let msg = error(empty.path());
     // A directory without a state file.
     assert_error_names(&msg, &["checkpoint"]);
 }

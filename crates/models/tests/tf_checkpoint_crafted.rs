@@ -93,17 +93,29 @@ fn string_entry(size: u64) -> Vec<u8> {
     entry
 }
 
+/// A length-delimited protobuf field: its key byte (`tag << 3 | 2`), its length and `body`.
+fn field(key: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![key];
+    varint(&mut out, body.len() as u64);
+    out.extend_from_slice(body);
+    out
+}
+
 /// Writes `index` as `DIR/model.ckpt-1.index` and opens it in a child process limited to
 /// 3 GB of address space; returns the index's path and the child's stderr after checking that
 /// it exited with status 1 (an error), not a signal.
 fn open_in_child(test: &str, index: &[u8], dir: &Path) -> (String, String) {
+    open_file_in_child(test, index, &dir.join("model.ckpt-1.index"))
+}
+
+/// [`open_in_child`] of the checkpoint file `path`, holding `bytes`.
+fn open_file_in_child(test: &str, bytes: &[u8], path: &Path) -> (String, String) {
     assert!(
-        index.len() < 1 << 20,
+        bytes.len() < 1 << 20,
         "{} bytes: not under 1 MB",
-        index.len()
+        bytes.len()
     );
-    let path = dir.join("model.ckpt-1.index");
-    std::fs::write(&path, index).unwrap();
+    std::fs::write(path, bytes).unwrap();
     let path = path.to_str().unwrap().to_string();
     let output = child(test, &path, &[], "ulimit -v 3000000")
         .output()
@@ -214,4 +226,31 @@ fn a_string_tensor_claiming_2_pow_40_bytes_is_refused_before_reading() {
     let shard = shard.to_str().unwrap();
     assert_one_error(&stderr, shard, "tensor `strings`");
     assert_one_error(&stderr, shard, "past the end of this shard (64 bytes)");
+}
+
+/// A V1 checkpoint (one file) whose tensor list claims a float tensor of 2^40 values, of which
+/// it holds one: an error naming the file and the tensor, nothing the size of the claim
+/// allocated.
+#[test]
+fn a_v1_tensor_claiming_2_pow_40_values_is_refused() {
+    if let Some(file) = role() {
+        play_child(&file);
+    }
+    let mut dim = vec![0x08];
+    varint(&mut dim, 1 << 40);
+    let shape = field(0x12, &field(0x12, &dim));
+    let listed = [&field(0x0a, b"w")[..], &shape, &[0x18, 1], &[0x22, 0]].concat();
+    let meta = field(0x0a, &field(0x0a, &listed));
+    let one_value = field(0x2a, &1.0f32.to_le_bytes());
+    let saved = [&field(0x0a, b"w")[..], &[0x12, 0], &field(0x1a, &one_value)].concat();
+    let data = field(0x12, &saved);
+    let file = table(&[block(&[(0, b"", &meta), (0, b"w", &data)])], |h| {
+        h.to_vec()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.ckpt");
+    let test = towers_testing::test_name!("a_v1_tensor_claiming_2_pow_40_values_is_refused");
+    let (_, stderr) = open_file_in_child(&test, &file, &path);
+    let said = "1 values for a Float tensor of shape [1099511627776]";
+    assert_one_error(&stderr, path.to_str().unwrap(), said);
 }

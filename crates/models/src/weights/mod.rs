@@ -1,5 +1,5 @@
-//! Weights in and out of our models: TensorFlow V2 checkpoints ([`TfCheckpoint`], a reader
-//! independent of any model), the TF names of our models' parameters ([`TfNamed`]),
+//! Weights in and out of our models: TensorFlow V2 and V1 checkpoints ([`TfCheckpoint`], a
+//! reader independent of any model), the TF names of our models' parameters ([`TfNamed`]),
 //! torchvision's `.pth` state dicts and PyTorch training checkpoints holding one
 //! ([`TorchSource`], names by [`TorchNamed`]: Inception v3's, ResNet's, MobileNetV2's and
 //! EfficientNet's), keras.applications' Inception v3, ResNets,
@@ -25,6 +25,7 @@ mod restore;
 mod safetensors;
 mod table;
 mod tf_checkpoint;
+mod tf_checkpoint_v1;
 mod tf_names;
 mod tf_proto;
 mod tf_source;

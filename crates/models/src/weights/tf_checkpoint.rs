@@ -1,7 +1,8 @@
-//! A reader of TensorFlow's V2 checkpoints (the "tensor bundle" of `tf.train.Saver`, TF 1.x
+//! A reader of TensorFlow's checkpoints. V2 (the "tensor bundle" of `tf.train.Saver`, TF 1.x
 //! and 2.x): `PREFIX.index`, a sorted table of `BundleEntryProto`s keyed by tensor name (the
 //! empty key holds the `BundleHeaderProto`), and `PREFIX.data-SSSSS-of-NNNNN`, the tensors'
-//! bytes. Independent of any model: names, dtypes, shapes and values.
+//! bytes. V1 (one file, TF before 0.12 and TF-slim's published checkpoints):
+//! `tf_checkpoint_v1.rs`. Independent of any model: names, dtypes, shapes and values.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -14,6 +15,7 @@ use prost::encoding::decode_varint;
 use super::byte_values::each;
 use super::error::{Result, WeightsError};
 use super::table::{mask_crc, read_table};
+use super::tf_checkpoint_v1::SlicesFile;
 use super::tf_proto::{BundleEntry, BundleHeader};
 
 /// A tensor's element type, as `tensorflow.DataType` numbers them.
@@ -45,7 +47,7 @@ pub enum TfDType {
 }
 
 impl TfDType {
-    fn from_proto(dtype: i32) -> Self {
+    pub(super) fn from_proto(dtype: i32) -> Self {
         let int = |bytes, signed| Self::Int { bytes, signed };
         match dtype {
             1 => Self::Float,
@@ -67,7 +69,7 @@ impl TfDType {
     }
 
     /// Bytes per element; `None` for strings and unreadable types.
-    fn size(self) -> Option<usize> {
+    pub(super) fn size(self) -> Option<usize> {
         match self {
             Self::Float => Some(4),
             Self::Double => Some(8),
@@ -102,13 +104,31 @@ pub enum TfValues {
     String(Vec<Vec<u8>>),
 }
 
-/// An open V2 checkpoint: its index read and checked, its data shards found.
+/// An open checkpoint: a V2 one's index read and checked and its data shards found, or a V1
+/// file read.
 #[derive(Debug)]
 pub struct TfCheckpoint {
+    /// The V2 prefix, or the V1 file.
     prefix: PathBuf,
-    /// The path of each data shard a tensor lives in, by shard number.
-    shards: BTreeMap<usize, PathBuf>,
-    tensors: BTreeMap<String, Entry>,
+    format: Format,
+}
+
+#[derive(Debug)]
+enum Format {
+    V2 {
+        /// The path of each data shard a tensor lives in, by shard number.
+        shards: BTreeMap<usize, PathBuf>,
+        tensors: BTreeMap<String, Entry>,
+    },
+    V1(SlicesFile),
+}
+
+/// What a path given for a checkpoint stands for.
+enum Resolved {
+    /// A V2 checkpoint's prefix.
+    Prefix(PathBuf),
+    /// A V1 checkpoint's file.
+    V1File(PathBuf),
 }
 
 #[derive(Debug)]
@@ -122,10 +142,20 @@ struct Entry {
 }
 
 impl TfCheckpoint {
-    /// Opens the checkpoint at `path`: a prefix (`model.ckpt-1000`), its `.index` or a data
-    /// shard, or a directory whose `checkpoint` state file names the newest prefix.
+    /// Opens the checkpoint at `path`: a V2 prefix (`model.ckpt-1000`), its `.index`, a data
+    /// shard or its `.meta`; a V1 file (or its `.meta`); or a directory whose `checkpoint`
+    /// state file names the newest of them.
     pub fn open(path: &Path) -> Result<Self> {
-        let prefix = resolve_prefix(path)?;
+        match resolve(path)? {
+            Resolved::Prefix(prefix) => Self::open_v2(prefix),
+            Resolved::V1File(file) => Ok(Self {
+                format: Format::V1(SlicesFile::open(&file)?),
+                prefix: file,
+            }),
+        }
+    }
+
+    fn open_v2(prefix: PathBuf) -> Result<Self> {
         let index = suffixed(&prefix, ".index");
         let bytes = std::fs::read(&index).map_err(WeightsError::io(&index))?;
         let mut header = None;
@@ -159,35 +189,46 @@ impl TfCheckpoint {
         let shards = find_shards(&prefix, header.num_shards, &entries)?;
         Ok(Self {
             prefix,
-            shards,
-            tensors: entries,
+            format: Format::V2 {
+                shards,
+                tensors: entries,
+            },
         })
     }
 
-    /// The checkpoint's prefix.
+    /// The checkpoint's prefix (a V1 checkpoint's file).
     pub fn prefix(&self) -> &Path {
         &self.prefix
     }
 
     /// Every tensor name and its type and shape, in name order.
-    pub fn tensors(&self) -> impl Iterator<Item = (&str, &TensorInfo)> {
-        self.tensors
-            .iter()
-            .map(|(name, e)| (name.as_str(), &e.info))
+    pub fn tensors(&self) -> Box<dyn Iterator<Item = (&str, &TensorInfo)> + '_> {
+        match &self.format {
+            Format::V2 { tensors, .. } => {
+                Box::new(tensors.iter().map(|(name, e)| (name.as_str(), &e.info)))
+            }
+            Format::V1(file) => Box::new(file.tensors()),
+        }
     }
 
     /// The type and shape of `name`, if the checkpoint has it.
     pub fn info(&self, name: &str) -> Option<&TensorInfo> {
-        self.tensors.get(name).map(|e| &e.info)
+        match &self.format {
+            Format::V2 { tensors, .. } => tensors.get(name).map(|e| &e.info),
+            Format::V1(file) => file.info(name),
+        }
     }
 
     /// The values of `name`, after checking their size and checksum.
     pub fn read(&self, name: &str) -> Result<TfValues> {
-        let entry = self
-            .tensors
+        let (shards, tensors) = match &self.format {
+            Format::V2 { shards, tensors } => (shards, tensors),
+            Format::V1(file) => return file.read(&self.prefix, name),
+        };
+        let entry = tensors
             .get(name)
             .ok_or_else(|| WeightsError::tensor(self.index(), name, "not in the checkpoint"))?;
-        let shard = &self.shards[&entry.shard];
+        let shard = &shards[&entry.shard];
         let bad = |reason: String| WeightsError::tensor(shard, name, reason);
         if entry.sliced {
             return Err(bad("a partitioned variable (slices); not supported".into()));
@@ -221,14 +262,18 @@ impl TfCheckpoint {
                 name,
                 format!(
                     "a {:?} tensor, not a floating-point one",
-                    self.tensors[name].info.dtype
+                    self.info(name).map(|info| info.dtype)
                 ),
             )),
         }
     }
 
+    /// The file that lists the tensors: a V2 checkpoint's index, a V1 checkpoint's file.
     fn index(&self) -> PathBuf {
-        suffixed(&self.prefix, ".index")
+        match self.format {
+            Format::V2 { .. } => suffixed(&self.prefix, ".index"),
+            Format::V1(_) => self.prefix.clone(),
+        }
     }
 }
 
@@ -346,23 +391,34 @@ fn find_shards(
     Ok(shards)
 }
 
-/// The prefix `path` stands for (see [`TfCheckpoint::open`]), with clear errors for V1
-/// checkpoints and for files that are not checkpoints.
-fn resolve_prefix(path: &Path) -> Result<PathBuf> {
-    if path.is_dir() {
-        return latest_in(path);
+/// What `path` stands for (see [`TfCheckpoint::open`]): a directory, its newest checkpoint.
+fn resolve(path: &Path) -> Result<Resolved> {
+    match path.is_dir() {
+        true => resolve_file(&latest_in(path)?),
+        false => resolve_file(path),
     }
+}
+
+/// The checkpoint the file or prefix `path` stands for, with a clear error for a file that is
+/// not one.
+fn resolve_file(path: &Path) -> Result<Resolved> {
     let text = path.to_string_lossy();
     if let Some(prefix) = text.strip_suffix(".index") {
-        return Ok(PathBuf::from(prefix));
+        return Ok(Resolved::Prefix(PathBuf::from(prefix)));
     }
     if let Some((prefix, shard)) = text.rsplit_once(".data-")
         && shard.contains("-of-")
     {
-        return Ok(PathBuf::from(prefix));
+        return Ok(Resolved::Prefix(PathBuf::from(prefix)));
     }
     if suffixed(path, ".index").exists() {
-        return Ok(path.to_path_buf());
+        return Ok(Resolved::Prefix(path.to_path_buf()));
+    }
+    // TF 1.x's `.meta` (the graph) beside the checkpoint it was saved with.
+    if let Some(checkpoint) = text.strip_suffix(".meta").map(Path::new)
+        && (suffixed(checkpoint, ".index").exists() || checkpoint.is_file())
+    {
+        return resolve_file(checkpoint);
     }
     if !path.is_file() {
         return Err(WeightsError::format(
@@ -375,16 +431,13 @@ fn resolve_prefix(path: &Path) -> Result<PathBuf> {
     let is_table = file.seek(SeekFrom::End(-8)).is_ok()
         && file.read_exact(&mut tail).is_ok()
         && u64::from_le_bytes(tail) == 0xdb47_7524_8b80_fb57;
-    Err(WeightsError::format(
-        path,
-        match is_table {
-            true => {
-                "a V1 checkpoint (one file); only V2 checkpoints (PREFIX.index and \
-                     PREFIX.data-*) are supported: re-save it with TF's default Saver"
-            }
-            false => "not a TensorFlow checkpoint (no PREFIX.index beside it)",
-        },
-    ))
+    match is_table {
+        true => Ok(Resolved::V1File(path.to_path_buf())),
+        false => Err(WeightsError::format(
+            path,
+            "not a TensorFlow checkpoint (no PREFIX.index beside it, nor a V1 checkpoint)",
+        )),
+    }
 }
 
 /// The newest prefix of a train directory, from its `checkpoint` state file
@@ -395,17 +448,70 @@ fn latest_in(dir: &Path) -> Result<PathBuf> {
     prefix_from_state(dir, &text)
 }
 
-/// The newest prefix named by the text of `dir`'s `checkpoint` state file. The entry point of
-/// the coverage-guided fuzz target (`fuzz/`), which skips the file.
+/// The newest prefix named by the text of `dir`'s `checkpoint` state file, its escapes undone
+/// (protobuf's text format, which TF writes it in, escapes `"`, `\\` and bytes that are not
+/// printable ASCII). The entry point of the coverage-guided fuzz target (`fuzz/`), which
+/// skips the file.
 #[doc(hidden)]
 pub fn prefix_from_state(dir: &Path, text: &str) -> Result<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
     let state = dir.join("checkpoint");
     let latest = text
         .lines()
         .find_map(|line| line.trim().strip_prefix("model_checkpoint_path:"))
         .and_then(|value| value.trim().strip_prefix('"')?.strip_suffix('"'))
         .ok_or_else(|| WeightsError::format(&state, "no model_checkpoint_path line"))?;
-    Ok(dir.join(latest))
+    let latest = unescaped(latest)
+        .ok_or_else(|| WeightsError::format(&state, "a bad escape in model_checkpoint_path"))?;
+    Ok(dir.join(std::ffi::OsStr::from_bytes(&latest)))
+}
+
+/// The bytes protobuf's text format escapes in `text` stand for (C's escapes: `\n \t \r \"
+/// \' \\`, one to three octal digits, `\x` and one or two hex digits); `None` for an escape
+/// that is none of them.
+fn unescaped(text: &str) -> Option<Vec<u8>> {
+    let mut bytes = text.bytes().peekable();
+    let mut out = Vec::with_capacity(text.len());
+    while let Some(byte) = bytes.next() {
+        if byte != b'\\' {
+            out.push(byte);
+            continue;
+        }
+        out.push(match bytes.next()? {
+            b'n' => b'\n',
+            b't' => b'\t',
+            b'r' => b'\r',
+            escaped @ (b'"' | b'\'' | b'\\') => escaped,
+            b'x' => {
+                number(&mut bytes, 16, 0, 2)
+                    .filter(|&(_, taken)| taken > 0)?
+                    .0
+            }
+            octal @ b'0'..=b'7' => number(&mut bytes, 8, u32::from(octal - b'0'), 2)?.0,
+            _ => return None,
+        });
+    }
+    Some(out)
+}
+
+/// `value` followed by up to `most` more digits of `radix` taken from `bytes`, as a byte, and
+/// how many digits were taken; `None` past 255.
+fn number(
+    bytes: &mut std::iter::Peekable<std::str::Bytes<'_>>,
+    radix: u32,
+    mut value: u32,
+    most: usize,
+) -> Option<(u8, usize)> {
+    let mut taken = 0;
+    while taken < most {
+        let Some(digit) = bytes.peek().and_then(|&b| char::from(b).to_digit(radix)) else {
+            break;
+        };
+        value = value * radix + digit;
+        bytes.next();
+        taken += 1;
+    }
+    Some((u8::try_from(value).ok()?, taken))
 }
 
 fn suffixed(prefix: &Path, suffix: &str) -> PathBuf {
@@ -415,7 +521,7 @@ fn suffixed(prefix: &Path, suffix: &str) -> PathBuf {
 }
 
 /// The values of a tensor whose bytes (already size-checked for fixed-size types) are `bytes`.
-fn decode(info: &TensorInfo, bytes: &[u8]) -> Result<TfValues, String> {
+pub(super) fn decode(info: &TensorInfo, bytes: &[u8]) -> Result<TfValues, String> {
     Ok(match info.dtype {
         TfDType::Float => TfValues::Float(each(bytes, f32::from_le_bytes)),
         TfDType::Double => TfValues::Float(each(bytes, |b| f64::from_le_bytes(b) as f32)),
@@ -445,7 +551,7 @@ fn decode(info: &TensorInfo, bytes: &[u8]) -> Result<TfValues, String> {
 }
 
 /// The number of elements of a tensor of `shape`, if it fits in a u64.
-fn element_count(shape: &[usize]) -> Option<u64> {
+pub(super) fn element_count(shape: &[usize]) -> Option<u64> {
     shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d as u64))
 }
 
@@ -515,6 +621,21 @@ mod tests {
     use towers_testing::assert_error_names;
 
     use super::*;
+
+    /// The state file's name as TF 2.21 escapes it (`update_checkpoint_state` of
+    /// `we"ird\ é<TAB>x<0x01>-5`), and escapes that are not.
+    #[test]
+    fn the_state_files_escapes_are_undone_as_tf_writes_them() {
+        let written = r#"we\"ird\\ é\tx\001-5"#;
+        assert_eq!(
+            unescaped(written).unwrap(),
+            "we\"ird\\ é\tx\u{1}-5".as_bytes()
+        );
+        assert_eq!(unescaped(r"\x41\x4a\101\0").unwrap(), b"AJA\0");
+        for bad in [r"\q", r"\x", r"\777", "end\\"] {
+            assert_eq!(unescaped(bad), None, "{bad}");
+        }
+    }
 
     /// A header may claim any number of shards (found by fuzzing: a corrupt index claiming
     /// 2^31 - 1 made the reader list and stat every one, gigabytes of paths): only the shards
