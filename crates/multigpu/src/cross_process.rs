@@ -301,18 +301,36 @@ pub(crate) fn from_rank_zero<M: Module>(
     let mut card = settings;
     card.extend(processes.settings());
     card.push(("model", shapes_of(&model)));
-    let text: String = card.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
-    let cards = processes.all_gather("the ranks' settings", text.as_bytes());
+    let what = "the ranks' settings";
+    same_settings(processes, what, &card).map_err(|difference| {
+        Error::Processes(format!(
+            "the ranks disagree, so their exchanges cannot pair up: {difference}"
+        ))
+    })?;
+    let values = processes.broadcast("the model's weights", tensors.clone().into_values(), device);
+    Ok(running_state::write(model, &tensors.with_values(values)))
+}
+
+/// Checks that every rank holds the same `settings` (name, value), exchanged as `what`
+/// through [`CrossProcess::all_gather`], which no setting changes: every rank sees every
+/// rank's, so every rank returns the same `Err`, which lists each setting whose value differs
+/// with every rank's value (`wire format: rank 0 F32, rank 1 F16`). A trainer checks its own
+/// settings so (its schedule, its optimizer), beside those of the towers
+/// ([`Towers::across_processes`](crate::Towers::across_processes)).
+pub fn same_settings(
+    processes: &dyn CrossProcess,
+    what: &str,
+    settings: &[(&str, String)],
+) -> std::result::Result<(), String> {
+    let text: String = settings
+        .iter()
+        .map(|(k, v)| format!("{k}\t{v}\n"))
+        .collect();
+    let cards = processes.all_gather(what, text.as_bytes());
     let cards: Vec<String> = (cards.iter())
         .map(|c| String::from_utf8_lossy(c).into_owned())
         .collect();
-    if let Some(difference) = disagreement(&cards) {
-        return Err(Error::Processes(format!(
-            "the ranks disagree, so their exchanges cannot pair up: {difference}"
-        )));
-    }
-    let values = processes.broadcast("the model's weights", tensors.clone().into_values(), device);
-    Ok(running_state::write(model, &tensors.with_values(values)))
+    disagreement(&cards).map_or(Ok(()), Err)
 }
 
 /// Each float tensor's shape, in the module's order: `64x3x3x3 64 ...`.
@@ -340,8 +358,16 @@ fn disagreement(cards: &[String]) -> Option<String> {
             .find(|(k, _)| *k == name)
             .map_or("(none)", |(_, v)| *v)
     };
+    // Every rank's names, rank 0's first: a setting only another rank has (another version of
+    // the program) differs too.
+    let mut names: Vec<&str> = Vec::new();
+    for (name, _) in parsed.iter().flatten() {
+        if !names.contains(name) {
+            names.push(name);
+        }
+    }
     let mut differences = Vec::new();
-    for (name, _) in &parsed[0] {
+    for name in &names {
         let values: Vec<&str> = (0..cards.len()).map(|r| value(r, name)).collect();
         let Some(other) = values.iter().position(|v| *v != values[0]) else {
             continue;
@@ -416,6 +442,12 @@ mod tests {
             disagreement(&cards).unwrap(),
             "wire: rank 0 F32, rank 1 F32, rank 2 F16; rank 2's model's tensor 1 is 4, \
              rank 0's 3: every rank must build the same model"
+        );
+        // A setting only rank 1 has (another version of the program).
+        let newer = format!("{}protocol\t2\n", card("F32", "2x3 3"));
+        assert_eq!(
+            disagreement(&[card("F32", "2x3 3"), newer]).unwrap(),
+            "protocol: rank 0 (none), rank 1 2"
         );
         assert_eq!(
             models_differ(1, "2x3 3 5", "2x3 3"),

@@ -81,7 +81,7 @@ mod weight_decay;
 mod wire_format;
 
 pub use batch::{TowerBatch, split_sizes, split_slice};
-pub use cross_process::{CrossProcess, Processes, launched_by_mpi};
+pub use cross_process::{CrossProcess, Processes, launched_by_mpi, same_settings};
 pub use devices::{TowerDevice, parse_devices};
 pub use error::{Cause, Error, ErrorChain, Result, While};
 pub use host_syncs::{HostSyncs, host_syncs};

@@ -88,6 +88,14 @@ fn rank() {
         }
         return;
     }
+    if scenario == "wrong-length" {
+        // Rank 1's bucket holds a value more than its size: posted, MPI would write past the
+        // receive buffer.
+        let extra = usize::from(rank == 1);
+        let mut ready = |_| Some(vec![1.0; 1000 + extra]);
+        mpi.sum_buckets("a bucket too long", &[1000], &mut ready, &mut |_, _| {});
+        return;
+    }
     if scenario == "late" && rank == 1 {
         std::thread::sleep(Duration::from_secs(30));
     }
@@ -425,6 +433,19 @@ fn ranks_with_different_weight_decays_are_refused() {
             "rank 0 refused",
             "rank 1 refused",
             "weight decay: rank 0 none, rank 1 (tensor, decay) [(2, 0.5)]",
+        ],
+    );
+}
+
+/// A bucket longer than its size (a caller's bug) ends the job naming it, before MPI would
+/// write past the receive buffer.
+#[test]
+fn a_bucket_longer_than_its_size_ends_the_job() {
+    assert_job_ends_saying(
+        "wrong-length",
+        &[
+            "rank 1",
+            "bucket 0 holds 1001 values, where its size is 1000",
         ],
     );
 }

@@ -172,6 +172,9 @@ impl Exchange<'_> {
                 if let Some(&(k, _)) = unposted.peek().filter(|_| waiting_for.is_empty()) {
                     asked = true;
                     if let Some(values) = ready(k) {
+                        if values.len() != sizes[k] {
+                            self.wrong_length(k, values.len(), sizes[k]);
+                        }
                         let (k, ((send, recv), half)) = unposted.next().expect("peeked");
                         let request = match collective(k) {
                             Collective::Sum(wire) if wire != Wire::F32 => {
@@ -294,6 +297,19 @@ impl Exchange<'_> {
         eprint_line(&format!(
             "error: rank {me}: the exchange of {} (exchange {}) does not match rank {other}'s: \
              {difference}; ending the job on every rank",
+            self.what, self.number
+        ));
+        super::abort_job(self.world, MISMATCHED)
+    }
+
+    /// Ends the job on every rank: this rank's bucket `k` holds `len` values where the
+    /// exchange's sizes say `size` (its caller's bug). Posted, MPI would write its length into
+    /// a receive buffer of `size` values.
+    fn wrong_length(&self, k: usize, len: usize, size: usize) -> ! {
+        let me = self.world.rank();
+        eprint_line(&format!(
+            "error: rank {me}: the exchange of {} (exchange {}): bucket {k} holds {len} values, \
+             where its size is {size}; ending the job on every rank",
             self.what, self.number
         ));
         super::abort_job(self.world, MISMATCHED)
