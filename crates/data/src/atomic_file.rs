@@ -59,11 +59,14 @@ impl AtomicFile {
         drop(file);
         fs::rename(&self.temp, &self.target)?;
         // The rename itself reaches the disk with the directory. Not every platform can open a
-        // directory to sync it; the file is complete either way.
-        if let Ok(dir) = File::open(directory_of(&self.target)) {
-            let _ = dir.sync_all();
+        // directory, nor every file system sync one (EINVAL); the file is complete either way.
+        // A sync that fails otherwise (EIO) is an error: the new name may not survive a crash,
+        // and a caller must not delete older files on its strength.
+        let synced = File::open(directory_of(&self.target)).and_then(|dir| dir.sync_all());
+        match synced {
+            Err(e) if e.kind() != io::ErrorKind::InvalidInput && cfg!(unix) => Err(e),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     fn writer(&mut self) -> &mut BufWriter<File> {
