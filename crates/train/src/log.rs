@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
+use towers_multigpu::eprint_line;
+
 use crate::error::{Error, Result};
 
 /// One line of the training log.
@@ -87,14 +89,17 @@ pub struct TrainLog {
 }
 
 impl TrainLog {
-    /// Appends to `path` (a resumed run continues the file) and shows a progress bar from
+    /// Appends to `path` (a resumed run continues the file, cutting a last line left
+    /// half-written by a crash or a full disk, with a warning) and shows a progress bar from
     /// `step` to `max_steps` when stderr is a terminal.
     pub fn open(path: &Path, step: u64, max_steps: u64) -> Result<Self> {
         let file = OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(path)
             .map_err(Error::io(path))?;
+        cut_torn_line(&file, path)?;
         // indicatif draws nothing when stderr is not a terminal.
         let bar = ProgressBar::with_draw_target(Some(max_steps), ProgressDrawTarget::stderr());
         bar.set_style(
@@ -140,16 +145,13 @@ impl TrainLog {
         self.bar.set_position(step);
     }
 
-    /// Prints a line on stdout, above the progress bar when there is one.
+    /// Prints a line on stdout, above the progress bar when there is one (the bar, on
+    /// stderr, is taken away while the line prints: a stdout sent to a file gets every line).
     pub fn println(&self, line: &str) {
         if self.file.is_none() {
             return;
         }
-        if self.bar.is_hidden() {
-            println!("{line}");
-        } else {
-            self.bar.println(line);
-        }
+        self.bar.suspend(|| println!("{line}"));
     }
 
     /// Removes the progress bar.
@@ -158,21 +160,67 @@ impl TrainLog {
     }
 }
 
+/// Cuts the end of `file` (`path`) back to its last whole line: a line the last run left
+/// half-written (a crash, a full disk), after which this run's first line would land on it.
+/// Says on stderr how many bytes went.
+fn cut_torn_line(file: &File, path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let io = |error| Error::io(path)(error);
+    let len = file.metadata().map_err(io)?.len();
+    let mut end = len;
+    let mut chunk = [0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let piece = &mut chunk[..(end - start) as usize];
+        file.read_exact_at(piece, start).map_err(io)?;
+        if let Some(newline) = piece.iter().rposition(|&b| b == b'\n') {
+            end = start + newline as u64 + 1;
+            break;
+        }
+        end = start;
+    }
+    if end < len {
+        file.set_len(end).map_err(io)?;
+        eprint_line(&format!(
+            "warning: {}: its last {} bytes, a line cut short (the last run ended while \
+             writing it), are cut",
+            path.display(),
+            len - end
+        ));
+    }
+    Ok(())
+}
+
 /// The entries of a JSON log, in step order. A run resumed from a checkpoint logs again the
-/// steps after that checkpoint; the later lines replace the earlier ones.
+/// steps after that checkpoint; the later lines replace the earlier ones. A last line cut
+/// short (a run that ended while writing it) is left out.
 pub fn read_log(path: &Path) -> Result<Vec<LogEntry>> {
     let file = File::open(path).map_err(Error::io(path))?;
     let mut entries: Vec<LogEntry> = Vec::new();
-    for (i, line) in BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(Error::io(path))?;
+    let mut reader = BufReader::new(file);
+    let mut line = String::new();
+    for i in 0.. {
+        line.clear();
+        if reader.read_line(&mut line).map_err(Error::io(path))? == 0 {
+            break;
+        }
         if line.trim().is_empty() {
             continue;
         }
-        let entry: LogEntry = serde_json::from_str(&line).map_err(|error| Error::LogLine {
-            path: path.to_path_buf(),
-            line: i + 1,
-            error,
-        })?;
+        // Only the file's last line can lack its newline.
+        let cut_short = !line.ends_with('\n');
+        let entry: LogEntry = match serde_json::from_str(&line) {
+            Ok(entry) => entry,
+            Err(_) if cut_short => break,
+            Err(error) => {
+                let path = path.to_path_buf();
+                return Err(Error::LogLine {
+                    path,
+                    line: i + 1,
+                    error,
+                });
+            }
+        };
         while entries.last().is_some_and(|last| last.step >= entry.step) {
             entries.pop();
         }
@@ -290,6 +338,30 @@ mod tests {
             &report(&error),
             &["train_log.jsonl", "line 2", "key must be a string"],
         );
+    }
+
+    /// A run that ended while writing a line (a crash, a full disk) leaves it cut short: the
+    /// log still reads, without it, and a resumed run cuts it before writing its own lines,
+    /// which then read whole.
+    #[test]
+    fn a_line_cut_short_at_the_end_is_left_out_and_cut_on_resume() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("train_log.jsonl");
+        let mut log = TrainLog::open(&path, 0, 100).unwrap();
+        log.record(&entry(10, 3.0)).unwrap();
+        log.record(&entry(20, 2.5)).unwrap();
+        drop(log);
+        let whole = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &whole[..whole.len() - 7]).unwrap();
+        let steps =
+            |path: &Path| -> Vec<u64> { read_log(path).unwrap().iter().map(|e| e.step).collect() };
+        assert_eq!(steps(&path), [10]);
+        let mut resumed = TrainLog::open(&path, 10, 100).unwrap();
+        resumed.record(&entry(20, 2.4)).unwrap();
+        drop(resumed);
+        assert_eq!(steps(&path), [10, 20]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
     }
 
     /// `/dev/full` fails every write with ENOSPC, as a full disk does.

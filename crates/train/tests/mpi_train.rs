@@ -26,7 +26,8 @@ use towers_train::{Input, LrScheduleConfig, StopFlag, Trainer, mpi_job, read_log
 
 /// One rank: trains `TOWERS_MPI_STEPS` steps in `TOWERS_MPI_TRAIN_DIR` on the CIFAR-10 files of
 /// `TOWERS_MPI_DATA`, and writes its model's values to `TOWERS_MPI_OUT/rank-R`. Under
-/// `TOWERS_MPI_SCENARIO` `stop`, rank 1 asks to stop during step 3; under `fail`, rank 1's
+/// `TOWERS_MPI_SCENARIO` `stop`, rank 1 asks to stop during step 3 (under
+/// `stop-at-checkpoint`, step 4, whose checkpoint is written anyway); under `fail`, rank 1's
 /// device list is wrong; under `hang`, rank 1's second forward pass sleeps past the job's
 /// 4-second exchange deadline; under `count`, the input is FIFO with record ids for labels
 /// (see [`IdLabels`]), which each rank appends to `TOWERS_MPI_OUT/ids-rank-R`, a line a step,
@@ -59,6 +60,10 @@ fn rank() {
     let counts = scenario == "count";
     let mut config = quick_cifar_config(Path::new(&train_dir), devices, steps);
     config.resume = var("TOWERS_MPI_RESUME") == "1";
+    if scenario == "other-schedule" && rank == 1 {
+        config.max_steps += 1;
+        config.learning_rate = LrScheduleConfig::Constant { value: 0.05 };
+    }
     config.shuffle_queue = !counts;
     if scenario == "decay" {
         config.examples_per_epoch = Some(1000);
@@ -78,12 +83,17 @@ fn rank() {
     let ids_file = Path::new(&var("TOWERS_MPI_OUT")).join(format!("ids-rank-{rank}"));
     let stop = StopFlag::new();
     let (flag, passes) = (stop.clone(), AtomicUsize::new(0));
-    let asks_to_stop = scenario == "stop" && rank == 1;
+    // The pass (a step each: one tower) during which rank 1 asks to stop.
+    let asks_to_stop = match scenario.as_str() {
+        "stop" if rank == 1 => Some(2),
+        "stop-at-checkpoint" if rank == 1 => Some(3),
+        _ => None,
+    };
     let hangs = scenario == "hang" && rank == 1;
     let trained = Trainer::new(config)
         .with_loss(move |m: &Cifar10Net, x, y| {
             let pass = passes.fetch_add(1, Ordering::SeqCst);
-            if asks_to_stop && pass == 2 {
+            if asks_to_stop == Some(pass) {
                 flag.request();
             }
             if hangs && pass == 1 {
@@ -297,28 +307,32 @@ fn a_resumed_job_continues_like_one_that_ran_through() {
     towers_testing::compare::assert_close(&got0, &expected, 1e-6, "resumed vs straight");
 }
 
+/// Rank 1 asks to stop during step 3, or during step 4, a checkpoint step (whose end every
+/// rank must agree on, rank 0 having written the checkpoint): every rank stops after it, and
+/// the checkpoint of that step is there.
 #[test]
 fn a_stop_on_one_rank_stops_every_rank_after_the_same_step() {
     let data = data();
-    let dir = tempfile::tempdir().unwrap();
-    let Some((_, [rank0, rank1])) = job_in("stop", data.dir(), dir.path(), 6, false) else {
-        return;
-    };
-    assert!(rank0 == rank1, "the ranks stopped at different steps");
-    let log = read_log(&dir.path().join(towers_train::LOG_FILE)).unwrap();
-    assert_eq!(
-        log.last().map(|e| e.step),
-        Some(3),
-        "rank 1 asked during step 3"
-    );
-    // Not a multiple of checkpoint_every: written because the run stopped.
-    let names: Vec<String> = (std::fs::read_dir(dir.path()).unwrap())
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        names.iter().any(|n| n.starts_with("model.ckpt-3")),
-        "no checkpoint of step 3 in {names:?}"
-    );
+    for (scenario, stopped_at) in [("stop", 3), ("stop-at-checkpoint", 4)] {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((_, [rank0, rank1])) = job_in(scenario, data.dir(), dir.path(), 6, false) else {
+            return;
+        };
+        assert!(
+            rank0 == rank1,
+            "{scenario}: the ranks stopped at different steps"
+        );
+        let log = read_log(&dir.path().join(towers_train::LOG_FILE)).unwrap();
+        assert_eq!(log.last().map(|e| e.step), Some(stopped_at), "{scenario}");
+        let names: Vec<String> = (std::fs::read_dir(dir.path()).unwrap())
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let checkpoint = format!("model.ckpt-{stopped_at}");
+        assert!(
+            names.iter().any(|n| n.starts_with(&checkpoint)),
+            "{scenario}: no {checkpoint} in {names:?}"
+        );
+    }
 }
 
 #[test]
@@ -329,6 +343,31 @@ fn an_error_on_one_rank_ends_the_job_with_its_message() {
         return;
     };
     run.assert_failed_fast_saying(&["rank 1: towers: device list entry `nonsense`"]);
+}
+
+/// Rank 1 on another schedule and step count: the job ends before the first step, naming
+/// both settings and each rank's value (it would have drifted from rank 0 in silence, then
+/// made an exchange rank 0 does not).
+#[test]
+fn ranks_training_otherwise_are_refused_naming_the_settings() {
+    let data = data();
+    let (dir, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let Some(run) = launch(
+        2,
+        "other-schedule",
+        data.dir(),
+        dir.path(),
+        6,
+        false,
+        out.path(),
+    ) else {
+        return;
+    };
+    run.assert_failed_fast_saying(&[
+        "the ranks disagree: max_steps: rank 0 6, rank 1 7",
+        "learning_rate: rank 0",
+        "rank 1 Constant { value: 0.05 }",
+    ]);
 }
 
 /// The checkpoint of 2 ranks after 4 steps resumes on 1 rank and on 3: the log says the world

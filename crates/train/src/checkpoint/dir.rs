@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use towers_multigpu::eprint_line;
+
 use super::file::Checkpoint;
 use crate::error::{Error, Result};
 
@@ -105,15 +107,31 @@ impl CheckpointDir {
 
     /// Writes `checkpoint` (atomically) and then deletes all but the newest `keep`, never
     /// the one just written: a failed write deletes nothing, and a complete new checkpoint
-    /// always remains.
+    /// always remains. An old checkpoint that cannot be deleted is a warning on stderr, not
+    /// an error: the new one is whole, and the run goes on.
     pub fn save(&self, checkpoint: Checkpoint) -> Result<PathBuf> {
+        self.save_deleting_by(checkpoint, |old| std::fs::remove_file(old))
+    }
+
+    /// [`save`](Self::save), deleting old checkpoints with `delete`.
+    fn save_deleting_by(
+        &self,
+        checkpoint: Checkpoint,
+        delete: impl Fn(&Path) -> std::io::Result<()>,
+    ) -> Result<PathBuf> {
         std::fs::create_dir_all(&self.dir).map_err(Error::io(&self.dir))?;
         let path = self.path(checkpoint.step);
         checkpoint.save(&path)?;
         let all = self.list()?;
         for (_, old) in &all[..all.len().saturating_sub(self.keep)] {
-            if *old != path {
-                std::fs::remove_file(old).map_err(Error::io(old))?;
+            if *old == path {
+                continue;
+            }
+            if let Err(error) = delete(old) {
+                eprint_line(&format!(
+                    "warning: {}: cannot delete this old checkpoint ({error}); it is kept",
+                    old.display()
+                ));
             }
         }
         Ok(path)
@@ -329,5 +347,19 @@ mod tests {
             })
             .count();
         assert_eq!(hidden, 0, "no temporary file left");
+    }
+
+    /// An old checkpoint that cannot be deleted (a network file system's refusal) is kept, and
+    /// the new one is saved all the same.
+    #[test]
+    fn an_old_checkpoint_that_cannot_be_deleted_is_kept_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpts = CheckpointDir::new(dir.path(), 1);
+        ckpts.save(checkpoint(1)).unwrap();
+        let refused = |_: &Path| Err(std::io::Error::other("refused"));
+        let path = ckpts.save_deleting_by(checkpoint(5), refused).unwrap();
+        assert!(Checkpoint::load(&path).is_ok());
+        let steps: Vec<u64> = ckpts.list().unwrap().iter().map(|(s, _)| *s).collect();
+        assert_eq!(steps, [1, 5], "the old one kept");
     }
 }

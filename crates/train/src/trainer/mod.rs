@@ -171,6 +171,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             true => Some(TrainDirLock::take(&c.train_dir)?),
             false => None,
         };
+        self.same_training_on_every_rank()?;
         let devices = parse_devices(&c.devices)?;
         check_precision(c.precision, &devices)?;
         let main = self.parameter_device(&devices)?;

@@ -7,7 +7,7 @@
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 use towers_data::Share;
-use towers_multigpu::{CrossProcess, Processes, Towers, launched_by_mpi};
+use towers_multigpu::{CrossProcess, Processes, Towers, launched_by_mpi, same_settings};
 
 use super::Trainer;
 use crate::config::TrainConfig;
@@ -32,6 +32,52 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// The ranks of the job: 1 when alone.
     pub(super) fn ranks(&self) -> usize {
         self.processes.as_ref().map_or(1, |p| p.size())
+    }
+
+    /// Fails on every rank, naming each setting and every rank's value, unless every rank runs
+    /// the same training: the settings that shape each update or decide which exchanges a
+    /// step makes (a rank on another schedule or optimizer would drift from the others in
+    /// silence; one with another `resume` or `max_steps` would make other exchanges). Each
+    /// rank's own devices, paths and reader threads may differ.
+    pub(super) fn same_training_on_every_rank(&self) -> Result<()> {
+        let c = &self.config;
+        let settings = [
+            ("batch_size", c.batch_size.to_string()),
+            ("max_steps", c.max_steps.to_string()),
+            ("optimizer", format!("{:?}", c.optimizer)),
+            ("learning_rate", format!("{:?}", c.learning_rate)),
+            ("weight_decay", c.weight_decay.to_string()),
+            ("moving_average", c.moving_average.to_string()),
+            ("moving_average_decay", c.moving_average_decay.to_string()),
+            ("checkpoint_every", c.checkpoint_every.to_string()),
+            ("log_every", c.log_every.to_string()),
+            ("seed", c.seed.to_string()),
+            ("examples_per_epoch", format!("{:?}", c.examples_per_epoch)),
+            ("resume", c.resume.to_string()),
+            (
+                "skip_corrupt_records",
+                format!("{:?}", c.skip_corrupt_records),
+            ),
+            ("precision", format!("{:?}", c.precision)),
+        ];
+        self.same_on_every_rank("the ranks' training settings", &settings)
+    }
+
+    /// Fails on every rank unless every rank counted the same `examples_per_epoch` in its
+    /// input (the epoch the learning-rate schedule follows): a rank with a partial copy of the
+    /// data would follow another schedule.
+    pub(super) fn same_epoch_on_every_rank(&self, examples_per_epoch: u64) -> Result<()> {
+        let counted = [("examples per epoch", examples_per_epoch.to_string())];
+        self.same_on_every_rank("the examples the ranks counted", &counted)
+    }
+
+    /// Fails on every rank unless every rank holds the same `settings`, exchanged as `what`.
+    fn same_on_every_rank(&self, what: &str, settings: &[(&str, String)]) -> Result<()> {
+        let Some(processes) = self.processes.as_ref().filter(|p| p.size() > 1) else {
+            return Ok(());
+        };
+        same_settings(processes.as_ref(), what, settings)
+            .map_err(|difference| Error::Config(format!("the ranks disagree: {difference}")))
     }
 
     /// Whether this process writes files: when alone, or as rank 0.

@@ -110,6 +110,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             Some(n) => n,
             None => input.count_examples()?,
         };
+        self.same_epoch_on_every_rank(examples_per_epoch)?;
         let schedule = (c.learning_rate).resolve(
             examples_per_epoch,
             self.global_examples_per_step(),
@@ -334,11 +335,14 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         // Every rank's position, gathered (every rank checkpoints at the same steps).
         let towers = run.towers.devices().len();
         let input = self.checkpoint_input(run.pipeline.position(), towers, run.examples);
+        // Every rank, rank 0's checkpoint written or not: at the end, ranks that disagree on
+        // it would make different exchanges.
+        run.saved_step = Some(run.step);
         if !self.writes() {
             return Ok(());
         }
         // A checkpoint keeps replica 0: make sure every replica holds the same weights.
-        if let Some(check) = run.towers.check_replicas().filter(|c| c.rebroadcast) {
+        if let Some(check) = run.towers.try_check_replicas()?.filter(|c| c.rebroadcast) {
             eprint_line(&format!(
                 "step {}: replicas differed from replica 0 by up to {:.3e} (a parameter's sum); \
                  they now hold its weights",
@@ -355,7 +359,6 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             loss_scale: run.towers.loss_scale_state(),
         })?;
         run.checkpoint = Some(path);
-        run.saved_step = Some(run.step);
         Ok(())
     }
 

@@ -13,7 +13,7 @@ use super::Trainer;
 use super::ranks::Choice;
 use crate::checkpoint::{Checkpoint, CheckpointDir, Restored};
 use crate::error::{Error, Result};
-use crate::optim::MovingAverage;
+use crate::optim::{MovingAverage, OptimizerConfig};
 use crate::step::TrainStep;
 
 /// What a run starts from.
@@ -132,6 +132,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         let c = &self.config;
         let step = ckpt.step;
         let averages = ckpt.averages;
+        same_optimizer_kind(&ckpt.config, &c.optimizer, path)?;
         let model = load_into(model, ckpt.model, path)?;
         let optimizer = self.optimizer_for(&model).load_record(ckpt.optimizer);
         let averages = match (c.moving_average, averages) {
@@ -153,6 +154,32 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             input: ckpt.input,
             loss_scale: ckpt.loss_scale,
         })
+    }
+}
+
+/// Refuses the checkpoint `path`, whose run's config is `saved`, when that run used another
+/// kind of optimizer than `optimizer`: its state (momentum, Adam's moments, RMSProp's mean
+/// square) cannot carry over, and Burn's `load_record` would drop it without a word, where TF's
+/// `Saver.restore` and PyTorch's `Optimizer.load_state_dict` refuse it. The other settings may
+/// change on resume (a new schedule, batch size or devices), as in TF.
+fn same_optimizer_kind(
+    saved: &serde_json::Value,
+    optimizer: &OptimizerConfig,
+    path: &Path,
+) -> Result<()> {
+    let kind = |config: &serde_json::Value| config.get("kind")?.as_str().map(str::to_owned);
+    let ours = serde_json::to_value(optimizer).expect("an optimizer config always serializes");
+    match (saved.get("optimizer").and_then(kind), kind(&ours)) {
+        (Some(theirs), Some(ours)) if theirs != ours => Err(Error::Checkpoint {
+            path: path.to_path_buf(),
+            reason: format!(
+                "written by a run with the `{theirs}` optimizer, where this run's is `{ours}`: \
+                 its optimizer state cannot carry over; resume with `kind = \"{theirs}\"` in \
+                 the config's [optimizer], or train in another --train-dir"
+            ),
+            error: None,
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -240,4 +267,39 @@ pub(super) fn mix(seed: u64, step: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TrainConfig;
+
+    /// A checkpoint of a momentum run resumed with Adam is refused, naming the file and both
+    /// kinds; the same kind with another factor passes, as does a config that names none.
+    #[test]
+    fn a_checkpoint_of_another_optimizer_kind_is_refused() {
+        let path = Path::new("/train/model.ckpt-20");
+        let momentum = |momentum| OptimizerConfig::Momentum {
+            momentum,
+            nesterov: false,
+        };
+        let config = |optimizer| TrainConfig::cifar10().with_optimizer(optimizer);
+        let saved = serde_json::to_value(config(momentum(0.9))).unwrap();
+        let adam = OptimizerConfig::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+        };
+        let error = same_optimizer_kind(&saved, &adam, path).unwrap_err();
+        let said = error.to_string();
+        for words in [
+            "model.ckpt-20",
+            "`momentum` optimizer",
+            "this run's is `adam`",
+        ] {
+            assert!(said.contains(words), "{said}");
+        }
+        same_optimizer_kind(&saved, &momentum(0.5), path).expect("the same kind");
+        same_optimizer_kind(&serde_json::Value::Null, &adam, path).expect("no config kept");
+    }
 }
