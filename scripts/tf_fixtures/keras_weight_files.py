@@ -25,7 +25,9 @@ OUT_DIR gets:
   float32 values (1 GiB) in chunks it never wrote, which HDF5 reads as the fill value;
 - linked_cycle.weights.h5: a hostile file in Keras 3's layout whose nested model's `layers`
   is a hard link to the root's `layers`, so that the group is its own descendant (found by the
-  Keras fuzz target: the walk into nested models recursed until the stack overflowed).
+  Keras fuzz target: the walk into nested models recursed until the stack overflowed);
+- deep_layers.weights.h5: a hostile file in Keras 3's layout of models nested 40 deep (each
+  level ~300 bytes: 20,000 levels in 6 MB would overflow a reader's stack).
 """
 import os
 import shutil
@@ -113,6 +115,14 @@ def linked_cycle(path):
         layers.create_group("functional")["layers"] = layers
 
 
+def deep_layers(path, depth=40):
+    """Keras 3's layout, a layer `f` holding a model whose layer `f` holds one, `depth` deep."""
+    with h5py.File(path, "w") as f:
+        group = f.create_group("layers")
+        for _ in range(depth):
+            group = group.create_group("f").create_group("layers")
+
+
 def main(out):
     os.makedirs(out, exist_ok=True)
     outputs, inputs = network(keras.layers)
@@ -135,6 +145,7 @@ def main(out):
     unnamed(os.path.join(out, "unnamed.weights.h5"))
     huge_claim(os.path.join(out, "huge_claim.h5"))
     linked_cycle(os.path.join(out, "linked_cycle.weights.h5"))
+    deep_layers(os.path.join(out, "deep_layers.weights.h5"))
     for name in sorted(os.listdir(out)):
         print(name, os.path.getsize(os.path.join(out, name)))
 

@@ -129,3 +129,19 @@ fn a_state_dict_under_another_attribute_is_an_error_saying_where_keys_were_looke
     assert!(message.contains("the file's: `net.bn1.bias`"), "{message}");
     assert!(message.contains("followed by `module.`"), "{message}");
 }
+
+/// A state dict whose `fc.weight` is a broadcast view (`torch.zeros(1).expand(2**25)`: 4
+/// bytes stored in a file of 1.8 KB, 128 MiB of values once gathered; written by torch,
+/// `scripts/torch_fixtures/broadcast_view.py`): refused by its size, naming the file and the
+/// tensor, before anything is gathered; the file's other tensor reads.
+#[test]
+fn a_broadcast_view_larger_than_a_weights_file_may_hold_is_refused() {
+    let path = data("broadcast.pth");
+    let source = TorchSource::open::<ResNet18>(&path).unwrap();
+    let error = source.read_key("fc.weight").unwrap_err().to_string();
+    for words in ["broadcast.pth", "fc.weight", "134217728 bytes of values"] {
+        assert!(error.contains(words), "{error}");
+    }
+    let (shape, values) = source.read_key("fc.bias").unwrap().unwrap();
+    assert_eq!((shape, values), (vec![10], vec![0.0; 10]));
+}

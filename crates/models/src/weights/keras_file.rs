@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use hdf5_reader::group::Group;
 use hdf5_reader::{Datatype, Hdf5File, OpenOptions};
 
-use super::byte_values::each;
+use super::byte_values::{decoded_limit, each};
 use super::error::{Result, WeightsError};
 
 /// One weight of a layer.
@@ -156,16 +156,6 @@ pub(crate) fn is_archive(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "keras")
 }
 
-/// How many bytes a file of `len` bytes may decode to: 16 times the file, and 64 MiB at least.
-/// Keras writes every weight in full and uncompressed, and its `.keras` archives stored; a file
-/// compressed afterwards (`h5repack -f GZIP`, a zip deflated) shrinks float weights by far less
-/// than 16 times. A hostile file claims far more: an HDF5 dataset's shape is the file's claim,
-/// and chunks the file never wrote read as the fill value (a 4 KB file claims a gigabyte); a
-/// deflated zip entry decompresses up to a thousandfold.
-fn decoded_limit(len: u64) -> u64 {
-    len.saturating_mul(16).max(64 << 20)
-}
-
 /// `hdf5-reader`'s options for a file of `len` bytes: no weight decodes to more than
 /// [`decoded_limit`] (it reads any size unless told).
 fn read_limit(len: u64) -> OpenOptions {
@@ -295,6 +285,10 @@ pub(crate) fn strings(path: &Path, group: &Group, name: &str) -> Result<Option<V
     Ok((!chunks.is_empty()).then(|| chunks.concat()))
 }
 
+/// How deep Keras 3's models may nest in a weights file: a model of models nests a few, and
+/// a hostile file thousands, whose walk would overflow the stack (an abort, not an error).
+const MOST_NESTED_MODELS: usize = 32;
+
 /// Keras 3's layers: `layers/<name>/vars/<i>`, in the file's (alphabetical) order of names,
 /// a nested model's (`layers/functional/layers/...`) in its place, each with the own name its
 /// `vars` records, if any. Weights have no names in the file; those of a layer named as Keras
@@ -311,6 +305,15 @@ fn keras3_layers(
     out: &mut Vec<(KerasLayer, Option<String>)>,
     seen: &mut HashSet<u64>,
 ) -> Result<()> {
+    // (An HDF5 name holds no `/`: each `/layers` in the path is one model deeper.)
+    if at.matches("/layers").count() > MOST_NESTED_MODELS {
+        return Err(WeightsError::format(
+            path,
+            format!(
+                "`{at}`: models nested more than {MOST_NESTED_MODELS} deep (Keras nests a few)"
+            ),
+        ));
+    }
     if !seen.insert(layers.address()) {
         return Err(WeightsError::format(
             path,
@@ -497,6 +500,20 @@ pub(super) mod tests {
             .unwrap();
         let words = "linked_cycle.weights.h5: `layers/functional/layers` is a group met before";
         assert!(error.to_string().contains(words), "{error}");
+    }
+
+    /// Models nested 40 deep: an error naming the file and the depth, before the walk could
+    /// go thousands deep and overflow the stack.
+    #[test]
+    fn models_nested_too_deep_are_an_error() {
+        let error = KerasFile::open(&fixture("deep_layers.weights.h5"))
+            .err()
+            .unwrap();
+        let words = ["deep_layers.weights.h5", "models nested more than 32 deep"];
+        assert!(
+            words.iter().all(|w| error.to_string().contains(w)),
+            "{error}"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use pytorch_reader::{DType, PytorchError, PytorchReader, Tensor};
 use tempfile::NamedTempFile;
 
-use super::byte_values::each;
+use super::byte_values::{decoded_limit, each};
 use super::error::{Result, WeightsError};
 use super::restore::{SourceTensor, WeightSource};
 use super::torch_names::{TorchLayout, TorchNamed, TorchParameter};
@@ -95,6 +95,18 @@ impl TorchSource {
         let bad = |reason: String| WeightsError::tensor(&self.path, key, reason);
         match tensor {
             StoredTensor::Pickled(tensor) => {
+                // A view's values are gathered whole: a broadcast one (stride 0) of a few bytes
+                // in the file may claim any size.
+                let file_len = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+                let limit = decoded_limit(file_len);
+                if tensor.byte_len() as u64 > limit {
+                    return Err(bad(format!(
+                        "{} bytes of values for a file of {file_len} bytes, more than the \
+                         {limit} a weights file may hold (a view, such as a broadcast one, \
+                         larger than its storage)",
+                        tensor.byte_len()
+                    )));
+                }
                 let bytes = (tensor.read()).map_err(|e| {
                     WeightsError::tensor(&self.path, key, "unreadable").caused_by(e)
                 })?;
