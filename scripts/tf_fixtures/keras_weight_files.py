@@ -26,12 +26,15 @@ OUT_DIR gets:
 - linked_cycle.weights.h5: a hostile file in Keras 3's layout whose nested model's `layers`
   is a hard link to the root's `layers`, so that the group is its own descendant (found by the
   Keras fuzz target: the walk into nested models recursed until the stack overflowed);
+- relu_infinity.keras: `model.save` of Keras 3 of a model whose `ReLU(max_value=inf)` puts
+  Python's bare `Infinity` in config.json (not JSON, which Python's json writes and reads);
 - deep_layers.weights.h5: a hostile file in Keras 3's layout of models nested 40 deep (each
   level ~300 bytes: 20,000 levels in 6 MB would overflow a reader's stack).
 """
 import os
 import shutil
 import sys
+import zipfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import h5py  # noqa: E402
@@ -123,6 +126,15 @@ def deep_layers(path, depth=40):
             group = group.create_group("f").create_group("layers")
 
 
+def relu_infinity(path):
+    """A Keras 3 archive whose config.json holds `"max_value": Infinity`."""
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3),
+                              keras.layers.ReLU(max_value=float("inf")), keras.layers.Dense(2)])
+    model.save(path)
+    assert b"Infinity" in zipfile.ZipFile(path).read("config.json")
+    keras.saving.load_model(path)
+
+
 def main(out):
     os.makedirs(out, exist_ok=True)
     outputs, inputs = network(keras.layers)
@@ -146,6 +158,7 @@ def main(out):
     huge_claim(os.path.join(out, "huge_claim.h5"))
     linked_cycle(os.path.join(out, "linked_cycle.weights.h5"))
     deep_layers(os.path.join(out, "deep_layers.weights.h5"))
+    relu_infinity(os.path.join(out, "relu_infinity.keras"))
     for name in sorted(os.listdir(out)):
         print(name, os.path.getsize(os.path.join(out, name)))
 

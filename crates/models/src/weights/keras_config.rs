@@ -40,7 +40,7 @@ impl KerasConfig {
         let Some(text) = text else {
             return Ok(None);
         };
-        let json = serde_json::from_str(&text).map_err(|e| {
+        let json = serde_json::from_str(&without_python_numbers(&text)).map_err(|e| {
             WeightsError::format(path, "its model configuration is not JSON").caused_by(e)
         })?;
         Ok(Some(Self {
@@ -65,6 +65,38 @@ impl KerasConfig {
         layer_objects(&self.json, &mut layers);
         layers.into_iter().find_map(channel_scales_of)
     }
+}
+
+/// `text` with the numbers Python's `json` writes and JSON has not (`NaN`, `Infinity`,
+/// `-Infinity`: Keras saves `ReLU(max_value=float("inf"))` so) made `null`, outside strings.
+/// The configuration is read for layers' classes and scales, never for such a value.
+fn without_python_numbers(text: &str) -> std::borrow::Cow<'_, str> {
+    const NOT_JSON: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
+    if !NOT_JSON.iter().any(|word| text.contains(word)) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        let word = (!in_string)
+            .then(|| NOT_JSON.iter().find(|word| rest.starts_with(**word)))
+            .flatten();
+        if let Some(word) = word {
+            out.push_str("null");
+            rest = &rest[word.len()..];
+            continue;
+        }
+        match (in_string, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (_, false, '"') => in_string = !in_string,
+            _ => {}
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out.into()
 }
 
 /// Every object of `json` with a `class_name` (a layer, a model, a dtype policy, ...), in
@@ -124,6 +156,21 @@ mod tests {
             path: PathBuf::from("model.keras"),
             json,
         }
+    }
+
+    /// Keras 3 saved `ReLU(max_value=inf)` with Python's bare `Infinity` in config.json
+    /// (`relu_infinity.keras`, by Keras 3.15, which loads it): the configuration reads. The
+    /// words inside strings stay.
+    #[test]
+    fn pythons_infinities_and_nans_read_as_null() {
+        let read = KerasConfig::read(&fixture("relu_infinity.keras"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(read.channel_scales(), None);
+        let text = r#"{"a": NaN, "b": [-Infinity, Infinity], "name": "NaN \"Infinity\""}"#;
+        let parsed: Value = serde_json::from_str(&without_python_numbers(text)).unwrap();
+        let expected = json!({"a": null, "b": [null, null], "name": "NaN \"Infinity\""});
+        assert_eq!(parsed, expected);
     }
 
     #[test]
