@@ -26,11 +26,15 @@ OUT_DIR gets:
 - linked_cycle.weights.h5: a hostile file in Keras 3's layout whose nested model's `layers`
   is a hard link to the root's `layers`, so that the group is its own descendant (found by the
   Keras fuzz target: the walk into nested models recursed until the stack overflowed);
+- dtypes.weights.h5 and dtypes.json: `save_weights` of Keras 3 of dense layers in bfloat16
+  (which h5py stores as an opaque 2-byte type with the attribute `dtype="bfloat16"`), float16
+  and float64, and the values Keras loads back from it, as float32;
 - relu_infinity.keras: `model.save` of Keras 3 of a model whose `ReLU(max_value=inf)` puts
   Python's bare `Infinity` in config.json (not JSON, which Python's json writes and reads);
 - deep_layers.weights.h5: a hostile file in Keras 3's layout of models nested 40 deep (each
   level ~300 bytes: 20,000 levels in 6 MB would overflow a reader's stack).
 """
+import json
 import os
 import shutil
 import sys
@@ -126,6 +130,29 @@ def deep_layers(path, depth=40):
             group = group.create_group("f").create_group("layers")
 
 
+def dtypes(path, values_path):
+    """Dense layers in bfloat16, float16 and float64, and the values Keras reads back."""
+    def model():
+        layers = [keras.layers.Dense(2, dtype=dtype, name=dtype) for dtype in
+                  ("bfloat16", "float16", "float64")]
+        return keras.Sequential([keras.Input((4,)), *layers])
+    saved = model()
+    rng = np.random.default_rng(5)
+    for layer in saved.layers:
+        layer.set_weights([rng.normal(size=w.shape) for w in layer.get_weights()])
+    saved.save_weights(path)
+    loaded = model()
+    loaded.load_weights(path)
+    values = {}
+    with h5py.File(path) as f:
+        names = []
+        f.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+    for name, weight in zip(sorted(names), loaded.get_weights()):
+        values[name] = np.asarray(weight).astype(np.float32).ravel().tolist()
+    with open(values_path, "w") as f:
+        json.dump(values, f, indent=1)
+
+
 def relu_infinity(path):
     """A Keras 3 archive whose config.json holds `"max_value": Infinity`."""
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3),
@@ -159,6 +186,7 @@ def main(out):
     linked_cycle(os.path.join(out, "linked_cycle.weights.h5"))
     deep_layers(os.path.join(out, "deep_layers.weights.h5"))
     relu_infinity(os.path.join(out, "relu_infinity.keras"))
+    dtypes(os.path.join(out, "dtypes.weights.h5"), os.path.join(out, "dtypes.json"))
     for name in sorted(os.listdir(out)):
         print(name, os.path.getsize(os.path.join(out, name)))
 

@@ -119,6 +119,12 @@ impl KerasFile {
                 let bytes = dataset.read_native_bytes().map_err(unreadable)?;
                 each(&bytes, |b| half::f16::from_ne_bytes(b).to_f32())
             }
+            // HDF5 has no bfloat16: h5py stores Keras 3's as 2 opaque bytes (little-endian, as
+            // numpy holds them) and names the type in the dataset's `dtype` attribute.
+            Datatype::Opaque { size: 2, .. } if is_bfloat16(&dataset) => {
+                let bytes = dataset.read_native_bytes().map_err(unreadable)?;
+                each(&bytes, |b| half::bf16::from_le_bytes(b).to_f32())
+            }
             other => {
                 return Err(bad(&format!(
                     "{other:?}; only floating-point weights are read"
@@ -127,6 +133,11 @@ impl KerasFile {
         };
         Ok((shape, values))
     }
+}
+
+/// Whether `dataset`'s `dtype` attribute names bfloat16, as h5py writes Keras 3's.
+fn is_bfloat16(dataset: &hdf5_reader::Dataset) -> bool {
+    (dataset.attribute("dtype").and_then(|a| a.read_string())).is_ok_and(|d| d == "bfloat16")
 }
 
 /// The HDF5 file at `path`, or inside it when it is a `.keras` archive, its reads limited to
@@ -500,6 +511,25 @@ pub(super) mod tests {
             .unwrap();
         let words = "linked_cycle.weights.h5: `layers/functional/layers` is a group met before";
         assert!(error.to_string().contains(words), "{error}");
+    }
+
+    /// Keras 3's bfloat16, float16 and float64 weights (`dtypes.weights.h5`, h5py's opaque
+    /// 2-byte type for bfloat16) read as Keras 3.15 loads them back (`dtypes.json`).
+    #[test]
+    fn every_float_type_keras_saves_reads_as_keras_loads_it() {
+        let file = KerasFile::open(&fixture("dtypes.weights.h5")).unwrap();
+        let text = std::fs::read_to_string(fixture("dtypes.json")).unwrap();
+        let expected: std::collections::BTreeMap<String, Vec<f32>> =
+            serde_json::from_str(&text).unwrap();
+        let datasets: Vec<&str> = file.weights().map(|w| w.dataset.as_str()).collect();
+        assert_eq!(
+            datasets,
+            expected.keys().map(String::as_str).collect::<Vec<_>>()
+        );
+        for weight in file.weights() {
+            let (_, values) = file.read(weight).unwrap();
+            assert_eq!(values, expected[&weight.dataset], "{}", weight.dataset);
+        }
     }
 
     /// Models nested 40 deep: an error naming the file and the depth, before the walk could
