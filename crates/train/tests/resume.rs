@@ -13,7 +13,7 @@ use towers_models::{Cifar10Net, ImageClassifier};
 use towers_multigpu::TowerLoss;
 use towers_testing::nets::DropoutNet;
 use towers_testing::training::{cifar_net, quick_cifar_config};
-use towers_train::{Checkpoint, Input, TrainConfig, Trainer, read_log};
+use towers_train::{Checkpoint, Input, StopFlag, TrainConfig, Trainer, read_log};
 
 /// Batch 16, one reader, every step logged, a checkpoint every 3 steps.
 fn config(train_dir: &Path, devices: &str, max_steps: u64) -> TrainConfig {
@@ -33,6 +33,26 @@ fn train(config: TrainConfig, data: &BuiltinCifar10) -> Vec<(u64, f64)> {
         .iter()
         .map(|e| (e.step, e.loss))
         .collect()
+}
+
+/// A run asked to stop before its first step (a Ctrl-C while it counted its input) trains
+/// nothing and writes no checkpoint of step 0, which would make the next run ask for
+/// `--resume`: the same command then trains.
+#[test]
+fn a_run_stopped_before_its_first_step_leaves_no_checkpoint() {
+    let data = BuiltinCifar10::create(40, 1, 2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let stop = StopFlag::new();
+    stop.request();
+    let input = Input::cifar10_train(data.dir()).unwrap();
+    let trained = Trainer::new(config(dir.path(), "flex", 2))
+        .with_stop(stop)
+        .run(DropoutNet::new, &input)
+        .unwrap();
+    assert!(trained.report.interrupted);
+    assert_eq!((trained.report.step, trained.report.checkpoint), (0, None));
+    assert!(!dir.path().join("model.ckpt-0").exists());
+    assert_eq!(train(config(dir.path(), "flex", 2), &data).len(), 2);
 }
 
 /// Resumed runs take the input from the checkpoint's position (a run that started its input

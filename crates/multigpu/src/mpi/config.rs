@@ -19,7 +19,8 @@ pub struct MpiConfig {
     pub bucket_bytes: usize,
     /// How long one exchange may wait for the slowest rank before the job is ended. Ranks wait
     /// for each other's forward and backward passes and input too, so this is a step's time with
-    /// a wide margin, not a network timeout.
+    /// a wide margin, not a network timeout. The time a rank spends making its own buckets (its
+    /// backward, under the overlapped exchange) does not count: only its wait on the others.
     #[config(default = "Duration::from_secs(300)")]
     pub timeout: Duration,
     /// The number format gradients travel in ([`Wire`]): f32 by default; bf16 or f16 halve

@@ -123,7 +123,9 @@ impl Exchange<'_> {
         let mut halves: Vec<Halves> = (sizes.iter().enumerate())
             .map(|(k, &size)| Halves::new(collective(k), size, ranks))
             .collect();
-        let deadline = Instant::now() + self.timeout;
+        // The time this rank waits on the others: while its own next bucket is not ready (its
+        // forward and backward, under the overlapped exchange), the clock starts again.
+        let mut deadline = Instant::now() + self.timeout;
         scope(|scope| {
             let mut waiting_for = Vec::new();
             let mut told = Vec::new();
@@ -221,6 +223,8 @@ impl Exchange<'_> {
                         };
                         buckets.push((k, request));
                         last_progress = Instant::now();
+                    } else {
+                        deadline = Instant::now() + self.timeout;
                     }
                 }
                 let mut completed = poll(&mut waiting_for, |rank, theirs: &[u64]| {

@@ -292,7 +292,9 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         ckpts: &CheckpointDir,
     ) -> Result<Trained<M>> {
         let c = &self.config;
-        if run.saved_step != Some(run.step) {
+        // A run stopped before its first step trained nothing: a checkpoint of its start
+        // (step 0 of a fresh run) would only make the next run ask for --resume.
+        if run.saved_step != Some(run.step) && run.step > run.first_step {
             self.checkpoint(&mut run, ckpts)?;
         }
         self.last_checkpoint_written();
