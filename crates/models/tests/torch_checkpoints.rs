@@ -3,7 +3,8 @@
 //! `torch.save`'s formats; torchvision's reference scripts; PyTorch's tutorial; Lightning's
 //! `Trainer`; timm's, with a moving average beside it) and under a wrapper's prefix
 //! (`DataParallel`'s `module.`, `torch.compile`'s `_orig_mod.`), saved as safetensors (Hugging
-//! Face's and timm's `model.safetensors`), and in a zip that the zip crate misreads (a file name of 21 characters before `.pth`). Each file was written by
+//! Face's and timm's `model.safetensors`, also converted with its floats only, or in float16),
+//! and in a zip that the zip crate misreads (a file name of 21 characters before `.pth`). Each file was written by
 //! torch 2 or Lightning 2.6 (`scripts/torch_fixtures/training_checkpoints.py`), with the plain
 //! state dict's values in `expected.json` (Lightning's, one step on, in
 //! `lightning_expected.json`).
@@ -28,7 +29,7 @@ const TORCH: &str = "expected.json";
 const LIGHTNING: &str = "lightning_expected.json";
 
 /// Each file, where its state dict sits, and the file of its values.
-const FILES: [(&str, &str, &str); 10] = [
+const FILES: [(&str, &str, &str); 11] = [
     ("state_dict.pth", "", TORCH),
     ("finetuned_resnet18_v2.pth", "", TORCH),
     ("imagenet_example.pth.tar", "state_dict.module.", TORCH),
@@ -43,6 +44,7 @@ const FILES: [(&str, &str, &str); 10] = [
     ("lightning.ckpt", "state_dict.model.", LIGHTNING),
     ("ema.pth.tar", "state_dict.", TORCH),
     ("model.safetensors", "", TORCH),
+    ("float_only.safetensors", "", TORCH),
 ];
 
 /// Our parameter paths and the state dict's keys of the tiny module the files hold.
@@ -100,6 +102,28 @@ fn every_way_of_saving_gives_the_state_dicts_values() {
         // norm); the optimizer's state, the arguments and the moving average are not the
         // model's, so not unused.
         assert_eq!(source.unused(), Vec::<String>::new(), "{file}");
+    }
+}
+
+/// The state dict saved as safetensors in float16, as fp16 exports save it
+/// (`scripts/torch_fixtures/converted_safetensors.py`): torchvision's names, each value the
+/// state dict's within float16's rounding.
+#[test]
+fn a_half_precision_state_dict_reads_by_torchvisions_names() {
+    let expected = expected(TORCH);
+    let mut source = open_safetensors::<ResNet18>(&data("half.safetensors")).unwrap();
+    for (path, key) in PARAMETERS {
+        let tensor = source
+            .tensor(path)
+            .unwrap()
+            .unwrap_or_else(|| panic!("no {path}"));
+        assert_eq!(tensor.name, key);
+        for (got, want) in tensor.values.iter().zip(&expected[key]) {
+            assert!(
+                (got - want).abs() <= want.abs() / 1024.0 + 1e-7,
+                "{key}: {got} {want}"
+            );
+        }
     }
 }
 

@@ -57,15 +57,12 @@ pub fn safetensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<ByPath> {
     by_module_path(path, &parsed(path, bytes)?)
 }
 
-/// The tensors of `file` (the file at `path`) by module path, all f32.
+/// The tensors of `file` (the file at `path`) by module path, as f32.
 fn by_module_path(path: &Path, file: &SafeTensors) -> Result<ByPath> {
     let mut tensors = BTreeMap::new();
     for (name, view) in file.tensors() {
-        if view.dtype() != Dtype::F32 {
-            let reason = format!("{:?}; only F32 tensors are read", view.dtype());
-            return Err(WeightsError::tensor(path, name, reason));
-        }
-        tensors.insert(name, decoded(&view).expect("f32"));
+        let values = decoded(&view).map_err(|reason| WeightsError::tensor(path, &name, reason))?;
+        tensors.insert(name, values);
     }
     Ok(ByPath::new(path, tensors))
 }
@@ -73,9 +70,11 @@ fn by_module_path(path: &Path, file: &SafeTensors) -> Result<ByPath> {
 /// The safetensors file at `path` for the parameters of `M`: an export of ours as
 /// [`read_safetensors`] reads it, or a PyTorch state dict saved as safetensors (Hugging
 /// Face's and timm's `model.safetensors`, torchvision's keys) through `M`'s torchvision names,
-/// as its `.pth` would be read. A state dict is told by its batch norms' step counters
-/// (`num_batches_tracked`, which PyTorch keeps and we do not) in a file without our tag
-/// (`format: burn-towers` in its metadata).
+/// as its `.pth` would be read. A file without our tag (`format: burn-towers` in its
+/// metadata) is a state dict when it has its batch norms' step counters
+/// (`num_batches_tracked`, which PyTorch keeps and we do not), or, where a conversion kept
+/// only its floating-point tensors, when it lacks our batch norms' names (`gamma`, `beta`,
+/// where PyTorch's are `weight`, `bias`).
 pub fn open_safetensors<M: TorchNamed>(path: &Path) -> Result<Box<dyn WeightSource>> {
     let bytes = std::fs::read(path).map_err(WeightsError::io(path))?;
     let file = parsed(path, &bytes)?;
@@ -84,11 +83,12 @@ pub fn open_safetensors<M: TorchNamed>(path: &Path) -> Result<Box<dyn WeightSour
     let ours = (header.metadata().as_ref())
         .and_then(|metadata| metadata.get("format"))
         .is_some_and(|format| format == "burn-towers");
-    let counters = file
-        .names()
+    let names = file.names();
+    let counters = names
         .iter()
         .any(|name| name.ends_with(".num_batches_tracked"));
-    if ours || !counters {
+    let our_norms = (names.iter()).any(|name| name.ends_with(".gamma") || name.ends_with(".beta"));
+    if ours || (!counters && our_norms) {
         return Ok(Box::new(by_module_path(path, &file)?));
     }
     let tensors = file.tensors().into_iter();
