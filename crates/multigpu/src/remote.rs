@@ -111,7 +111,7 @@ impl Tokens {
             match line.split_once('=') {
                 Some((host, token)) if !token.trim().is_empty() => tokens
                     .per_host
-                    .push((host.trim().to_ascii_lowercase(), token.trim().to_string())),
+                    .push((server_of(host), token.trim().to_string())),
                 _ => return Err(at("expected `iroh://ID=TOKEN` or `ws://host:port=TOKEN`")),
             }
         }
@@ -133,6 +133,18 @@ impl Tokens {
             (None, Host::WebSocket(_)) => None,
         }
     }
+}
+
+/// The server a token line's host names, as the device list's entries are matched to it:
+/// lower case, without a trailing `/` or a device index (a line copied from the device list,
+/// `ws://gpu:3000/1=TOKEN`, names the server `ws://gpu:3000`).
+fn server_of(host: &str) -> String {
+    let host = host.trim().trim_end_matches('/');
+    let server = match host.rsplit_once('/') {
+        Some((server, index)) if server.contains("://") && index.parse::<usize>().is_ok() => server,
+        _ => host,
+    };
+    server.to_ascii_lowercase()
 }
 
 /// A remote entry, parsed.
@@ -364,7 +376,7 @@ mod tests {
     #[test]
     fn tokens_go_to_the_hosts_named_and_never_unasked_over_websocket() {
         let tokens = Tokens::parse(
-            "# tokens\n general-secret \n\niroh://abc=abc-secret\nws://10.0.0.2:3000=ws-secret\n",
+            "# tokens\n general-secret \n\niroh://abc/=abc-secret\nws://10.0.0.2:3000/1=ws-secret\n",
         )
         .unwrap();
         let host = |spec: &str| parsed(spec).unwrap().host;
