@@ -83,12 +83,15 @@ if ! $smoke && [ -n "${TOWERS_BENCH_BATCH:-}" ]; then
   echo "note: TOWERS_BENCH_BATCH=$TOWERS_BENCH_BATCH unset: the full run's rows are PyTorch's batches"
   unset TOWERS_BENCH_BATCH
 fi
+ours=() # the prefix our binaries run under: the unpacked archives' LLVM stubs, preloaded
 if compgen -G "$BIN_DIR/*.tar.xz" >/dev/null; then
   unpacked=$(mktemp -d)
   for archive in "$BIN_DIR"/*.tar.xz; do tar -xJf "$archive" -C "$unpacked"; done
   BIN_DIR=$unpacked
   [ -f "$BIN_DIR/built-from" ] && sed 's/^/binaries: /' "$BIN_DIR/built-from"
-  export LD_PRELOAD="$unpacked/libllvm-stubs.so${LD_PRELOAD:+:$LD_PRELOAD}"
+  # Our binaries only: preloaded into python3 (torch, triton) or nvidia-smi, the stubs would
+  # stand in for the LLVM symbols those programs bring themselves.
+  ours=(env "LD_PRELOAD=$unpacked/libllvm-stubs.so${LD_PRELOAD:+:$LD_PRELOAD}")
 fi
 if [[ "$DEVICE" == cuda* ]]; then # NVRTC and the CUDA runtime, from the toolkit
   export CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}"
@@ -196,7 +199,7 @@ if $tests; then
   echo "== the GPU tests on $DEVICE, against flex (log: $OUT/gpu-tests.log)"
   for bin in gpu-tests multigpu-gpu-tests; do
     log=$(mktemp)
-    TOWERS_GPU_DEVICE="$DEVICE" in_time "$BIN_DIR/$bin" gpu:: >"$log" 2>&1 || failed
+    TOWERS_GPU_DEVICE="$DEVICE" in_time "${ours[@]}" "$BIN_DIR/$bin" gpu:: >"$log" 2>&1 || failed
     echo "$bin: $(grep -E '^test result' "$log" || echo 'no result')"
     grep -E -A3 '^---- |panicked' "$log" | head -n 20 || true
     cat "$log" >>"$OUT/gpu-tests.log"
@@ -211,7 +214,7 @@ if ! $smoke && [ -z "${TUNING_BUNDLE:-}" ] && [ -x "$BIN_DIR/cifar10" ]; then
     # shellcheck disable=SC2086 # the example's arguments, split on purpose
     # KILL 5 s after TERM: the examples take a first signal as "checkpoint after this step",
     # and a step that tunes goes on for minutes (cifar10's ran to 355 s of a 170 s limit).
-    in_time timeout -k 5 "$COLD_TUNING_LIMIT" "$BIN_DIR/"$run --devices "$DEVICE" --log-every 1 \
+    in_time timeout -k 5 "$COLD_TUNING_LIMIT" "${ours[@]}" "$BIN_DIR/"$run --devices "$DEVICE" --log-every 1 \
       --train-dir "$(mktemp -d)" \
       --save-tuning "$OUT/tuning.db" >>"$OUT/cold-tuning.log" 2>&1 \
       || { outcome="FAILED or cut (limit ${COLD_TUNING_LIMIT} s)"; failed; }
@@ -223,7 +226,7 @@ time_ours() { # PRECISION MODEL...: our steps in that precision, added to ours.t
   local precision=$1 model
   shift
   for model in "$@"; do
-    in_time "$BIN_DIR/bench_models" "$reps" "$model" "$precision" | tee -a "$OUT/ours.txt" || failed
+    in_time "${ours[@]}" "$BIN_DIR/bench_models" "$reps" "$model" "$precision" | tee -a "$OUT/ours.txt" || failed
   done
 }
 time_torch() { # MODEL...: PyTorch's steps in f32 and bf16, added to torch.txt
@@ -237,7 +240,7 @@ graph() { # MODEL: our step replayed from a recording (CUDA graphs, issue 49's i
   # eager, added to ratios.txt; bench_graph fails where the replays' losses leave the eager run's
   [ -x "$BIN_DIR/bench_graph" ] || return 0
   echo "== $1: our step replayed from a recording (bench_graph), against eager"
-  in_time "$BIN_DIR/bench_graph" "$graph_steps" "$1" | tee -a "$OUT/ratios.txt" || failed
+  in_time "${ours[@]}" "$BIN_DIR/bench_graph" "$graph_steps" "$1" | tee -a "$OUT/ratios.txt" || failed
 }
 bad() { # MESSAGE: a check of what the binaries print failed: the smoke run (CI) stops, the full
   # run says so and goes on (its later figures and its tuning are worth the lease)
@@ -269,11 +272,11 @@ if $smoke; then # the binaries took the smoke's batch: its row says so
     || bad "bench_models ran batch '$row_batch', not TOWERS_BENCH_BATCH=$TOWERS_BENCH_BATCH"
 fi
 echo "== 1 tower and 2 towers of $DEVICE (bench_towers, CIFAR-10 net without LRN)"
-in_time "$BIN_DIR/bench_towers" "$towers_reps" | tee "$OUT/towers.txt" || failed
+in_time "${ours[@]}" "$BIN_DIR/bench_towers" "$towers_reps" | tee "$OUT/towers.txt" || failed
 if ! $smoke; then # (lavapipe counts these in bench/README.md; on CI they would tune for minutes)
   echo "== the CIFAR-10 trainer's step through Towers on 1 and 2 towers of $DEVICE: kernel" \
     "launches and host syncs (bench_step counts; per kernel in towers.txt)"
-  in_time "$BIN_DIR/bench_step" 3 counts >>"$OUT/towers.txt" 2>&1 || failed
+  in_time "${ours[@]}" "$BIN_DIR/bench_step" 3 counts >>"$OUT/towers.txt" 2>&1 || failed
   grep -E 'launches per step|host syncs' "$OUT/towers.txt" || true
 fi
 graph cifar10
@@ -338,7 +341,7 @@ echo "== ratios (PyTorch ms/image / ours; above 1: faster than PyTorch)"
 ratios $models | tee -a "$OUT/ratios.txt"
 if ! $smoke; then
   echo "== where Inception v3's launches go on $DEVICE (log: $OUT/launches.txt)"
-  in_time "$BIN_DIR/bench_models" 1 inception counts >"$OUT/launches.txt" 2>&1 || failed
+  in_time "${ours[@]}" "$BIN_DIR/bench_models" 1 inception counts >"$OUT/launches.txt" 2>&1 || failed
   grep -E 'launches$' "$OUT/launches.txt" || true
   echo "== ResNet-50 on $DEVICE, ours and PyTorch's, as time allows"
   time_ours f32 resnet50

@@ -46,8 +46,8 @@ impl StopFlag {
                     towers_multigpu::exit_now(130);
                 }
                 eprintln!(
-                    "\nsignal: stopping after this step and writing a checkpoint \
-                     (signal again, or Ctrl-C, to quit now)"
+                    "\nsignal: stopping after this step and writing a checkpoint of it (none \
+                     before the first step; signal again, or Ctrl-C, to quit now)"
                 );
                 raised.request();
             })

@@ -9,8 +9,9 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-/// The file a training run holds locked in its train directory.
-pub const LOCK_FILE: &str = ".lock";
+/// The file a training run holds locked in its train directory (not hidden: files whose names
+/// start with a dot there are the temporary files of writes under way).
+pub const LOCK_FILE: &str = "train.lock";
 
 /// The file that marks a train directory as a run's on built-in data: only such a directory
 /// is emptied when the demo starts over.

@@ -159,7 +159,7 @@ fn writes_cut_off_after_n_bytes_leave_the_previous_checkpoint_and_no_temporary()
 
 /// The child of `a_full_disk...`: trains in a 12 MB tmpfs mounted at `dir`, where the first
 /// checkpoint (about 8.6 MB) fits and the second does not; then fills the disk and starts a
-/// run whose first log line cannot be written.
+/// run that cannot write its first file (its lock).
 #[test]
 fn child_train_on_a_small_tmpfs() {
     let Some(dir) = role() else { return };
@@ -179,18 +179,14 @@ fn child_train_on_a_small_tmpfs() {
     assert!(hidden(&first).is_empty(), "{:?}", hidden(&first));
     println!("checkpoint error: {msg}");
 
-    // Fill what is left, then a new run cannot open its log (the TensorBoard event file or
-    // the JSON-lines log, whichever it creates first).
+    // Fill what is left, then a new run cannot write its first file: its train directory's
+    // lock, which holds its process id.
     std::fs::create_dir(dir.join("second")).unwrap();
     let filler = vec![0u8; 64 << 10];
     let mut file = std::fs::File::create(dir.join("filler")).unwrap();
     while std::io::Write::write_all(&mut file, &filler).is_ok() {}
     let msg = report(&train(config(&dir.join("second"), 3), &data).unwrap_err());
-    assert!(
-        (msg.contains("second/train_log.jsonl") || msg.contains("second/events.out.tfevents"))
-            && msg.contains("No space left on device"),
-        "{msg}"
-    );
+    assert_error_names(&msg, &["second/train.lock", "No space left on device"]);
     println!("log error: {msg}");
 }
 

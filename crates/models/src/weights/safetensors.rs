@@ -71,10 +71,11 @@ fn by_module_path(path: &Path, file: &SafeTensors) -> Result<ByPath> {
 /// [`read_safetensors`] reads it, or a PyTorch state dict saved as safetensors (Hugging
 /// Face's and timm's `model.safetensors`, torchvision's keys) through `M`'s torchvision names,
 /// as its `.pth` would be read. A file without our tag (`format: burn-towers` in its
-/// metadata) is a state dict when it has its batch norms' step counters
-/// (`num_batches_tracked`, which PyTorch keeps and we do not), or, where a conversion kept
-/// only its floating-point tensors, when it lacks our batch norms' names (`gamma`, `beta`,
-/// where PyTorch's are `weight`, `bias`).
+/// metadata: burn-store's own writes none) is a state dict when it has its batch norms' step
+/// counters (`num_batches_tracked`, which PyTorch keeps and we do not), or, where a conversion
+/// kept only its floating-point tensors, batch norms with running statistics but without our
+/// `gamma` (PyTorch's is `weight`). A file without batch norms names its tensors alike either
+/// way, and is read by module path.
 pub fn open_safetensors<M: TorchNamed>(path: &Path) -> Result<Box<dyn WeightSource>> {
     let bytes = std::fs::read(path).map_err(WeightsError::io(path))?;
     let file = parsed(path, &bytes)?;
@@ -84,11 +85,11 @@ pub fn open_safetensors<M: TorchNamed>(path: &Path) -> Result<Box<dyn WeightSour
         .and_then(|metadata| metadata.get("format"))
         .is_some_and(|format| format == "burn-towers");
     let names = file.names();
-    let counters = names
-        .iter()
-        .any(|name| name.ends_with(".num_batches_tracked"));
-    let our_norms = (names.iter()).any(|name| name.ends_with(".gamma") || name.ends_with(".beta"));
-    if ours || (!counters && our_norms) {
+    let ends = |suffix: &str| names.iter().any(|name| name.ends_with(suffix));
+    let counters = ends(".num_batches_tracked");
+    // Batch norms with running statistics but without our `gamma` (PyTorch's `weight`).
+    let torch_norms = ends(".running_mean") && !ends(".gamma");
+    if ours || !(counters || torch_norms) {
         return Ok(Box::new(by_module_path(path, &file)?));
     }
     let tensors = file.tensors().into_iter();
@@ -147,15 +148,25 @@ mod tests {
     }
 
     /// An export of ours is read by module path whether tagged or not (burn-store writes no
-    /// tag); only an untagged file with PyTorch's batch-norm counters is read as a state dict,
-    /// through torchvision's names, which transpose `fc.weight`.
+    /// tag); only an untagged file with PyTorch's batch-norm counters, or with batch-norm
+    /// statistics beside PyTorch's names for its scales, is read as a state dict, through
+    /// torchvision's names, which transpose `fc.weight`.
     #[test]
     fn exports_of_ours_are_read_by_module_path_tagged_or_not() {
         use crate::nets::ResNet18;
         let dir = tempfile::tempdir().unwrap();
-        let write = |name: &str, tagged: bool, counter: bool| {
+        let write = |name: &str, tagged: bool, norm: &str| {
             let mut tensors = vec![("fc.weight", vec![2usize, 3], vec![0f32, 1., 2., 3., 4., 5.])];
-            if counter {
+            let scale = if norm == "ours" {
+                "bn1.gamma"
+            } else {
+                "bn1.weight"
+            };
+            if norm != "none" {
+                tensors.push((scale, vec![1], vec![1.]));
+                tensors.push(("bn1.running_mean", vec![1], vec![0.]));
+            }
+            if norm == "counted" {
                 tensors.push(("bn1.num_batches_tracked", vec![1], vec![3.]));
             }
             let bytes: Vec<(&str, Vec<usize>, Vec<u8>)> = (tensors.iter())
@@ -179,8 +190,13 @@ mod tests {
             let mut source = open_safetensors::<ResNet18>(path).unwrap();
             source.tensor("fc.weight").unwrap().unwrap().shape
         };
-        assert_eq!(weight_shape(&write("tagged", true, true)), [2, 3]);
-        assert_eq!(weight_shape(&write("untagged", false, false)), [2, 3]);
-        assert_eq!(weight_shape(&write("state_dict", false, true)), [3, 2]);
+        assert_eq!(weight_shape(&write("tagged", true, "counted")), [2, 3]);
+        assert_eq!(weight_shape(&write("untagged", false, "none")), [2, 3]);
+        assert_eq!(
+            weight_shape(&write("untagged_norms", false, "ours")),
+            [2, 3]
+        );
+        assert_eq!(weight_shape(&write("state_dict", false, "counted")), [3, 2]);
+        assert_eq!(weight_shape(&write("floats_only", false, "torch")), [3, 2]);
     }
 }

@@ -167,14 +167,15 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     {
         let c = &self.config;
         c.validate()?;
+        let devices = parse_devices(&c.devices)?;
+        check_precision(c.precision, &devices)?;
+        let main = self.parameter_device(&devices)?;
+        // After the checks above, which write nothing.
         let _training_here = match self.writes() {
             true => Some(TrainDirLock::take(&c.train_dir)?),
             false => None,
         };
         self.same_training_on_every_rank()?;
-        let devices = parse_devices(&c.devices)?;
-        check_precision(c.precision, &devices)?;
-        let main = self.parameter_device(&devices)?;
         let ckpts = CheckpointDir::new(&c.train_dir, c.keep_checkpoints);
         let start = self.start(init, &main, &ckpts)?;
         let mut run = self.begin(start, &devices, input)?;
