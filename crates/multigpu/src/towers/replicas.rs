@@ -28,7 +28,7 @@ impl<M: Module> Towers<M> {
     ///
     /// # Errors
     ///
-    /// [`Error::TowerFailed`](crate::Error::TowerFailed) where a tower's read panicked (its
+    /// [`Error::TowerFailed`] where a tower's read panicked (its
     /// device failed), naming the tower and the panic; the replicas are left as they were.
     pub fn try_check_replicas(&mut self) -> Result<Option<ReplicaCheck>> {
         let State::AllReduce { replicas, .. } = &self.state else {
