@@ -1,7 +1,8 @@
 //! Dataset formats: how files split into records and how a record becomes an image and label.
 //!
 //! - [`RecordFormat`] (`record_format.rs`): the trait every format implements for the pipeline.
-//! - [`cifar10`]: CIFAR-10's fixed-size binary records.
+//! - [`cifar10`]: CIFAR-10's binary records, and its python layout's pickled batches, read by
+//!   a pickle machine that runs nothing (`pickle/`).
 //! - [`tfrecord`] framing and [`tf_example`] protos; [`inception`]: TFRecord shards of
 //!   `tf.train.Example`s with encoded images, as TF's Inception trainer reads them.
 //! - [`image_folder`]: one folder per class, its images decoded by [`crate::codec`].
@@ -22,6 +23,7 @@ pub mod image_folder;
 pub mod inception;
 mod indexed_file;
 mod memory_room;
+mod pickle;
 mod record_bytes;
 mod record_dataset;
 mod record_format;

@@ -1,0 +1,182 @@
+//! CIFAR-10 in its binary layout (`cifar-10-batches-bin`): files of 3073-byte records, each one
+//! label byte then the 32x32 image as three planes (R, G, B) of 1024 bytes.
+
+use std::path::Path;
+
+use super::{RECORD_BYTES, example};
+use crate::error::{Error, Result};
+use crate::format::{Example, PartialIndex, RecordFormat, RecordSpan, record_error};
+
+/// Reads CIFAR-10 binary records; images come out 32x32x3 with values 0..=255.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cifar10Format;
+
+impl RecordFormat for Cifar10Format {
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
+        let size = file_size(path)?;
+        let record = RECORD_BYTES as u64;
+        if size == 0 {
+            // tf.data's FixedLengthRecordDataset reads it as no record; a CIFAR-10 file that
+            // holds none is a download or copy that failed, worth a word.
+            return Err(Error::File {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "empty: a CIFAR-10 file holds {RECORD_BYTES}-byte records (10,000 of them)"
+                ),
+            });
+        }
+        if size % record != 0 {
+            return Err(Error::File {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "size {size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR-10 \
+                     records (truncated after record {}?)",
+                    size / record
+                ),
+            });
+        }
+        Ok(spans(size / record))
+    }
+
+    /// A file cut short keeps its whole records; the partial one is the break.
+    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
+        let size = file_size(path)?;
+        let whole = size / RECORD_BYTES as u64;
+        let broken = (size % RECORD_BYTES as u64 != 0).then(|| {
+            let reason = format!(
+                "truncated: the file ends {} bytes into this {RECORD_BYTES}-byte record",
+                size % RECORD_BYTES as u64
+            );
+            record_error(path, whole as usize, reason)
+        });
+        if whole == 0 && broken.is_none() {
+            return self.index(path).map(|spans| PartialIndex { spans, broken });
+        }
+        Ok(PartialIndex {
+            spans: spans(whole),
+            broken,
+        })
+    }
+
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
+        if bytes.len() != RECORD_BYTES {
+            let reason = format!("{} bytes, expected {RECORD_BYTES}", bytes.len());
+            return Err(record_error(path, record, reason));
+        }
+        example(path, record, i64::from(bytes[0]), &bytes[1..])
+    }
+}
+
+fn file_size(path: &Path) -> Result<u64> {
+    std::fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(Error::io_at(path))
+}
+
+/// The spans of `count` whole records.
+fn spans(count: u64) -> Vec<RecordSpan> {
+    let record = RECORD_BYTES as u64;
+    (0..count)
+        .map(|i| RecordSpan {
+            offset: i * record,
+            len: RECORD_BYTES,
+        })
+        .collect()
+}
+
+
+#[cfg(test)]
+mod tests {
+    use towers_testing::{assert_error_names, report};
+
+    use super::*;
+
+    /// A hand-built record: label 7, R plane all 1, G plane 2, B plane counting 0..=255.
+    fn hand_record() -> Vec<u8> {
+        let mut r = vec![7u8];
+        r.extend(std::iter::repeat_n(1u8, 1024));
+        r.extend(std::iter::repeat_n(2u8, 1024));
+        r.extend((0..1024).map(|i| (i % 256) as u8));
+        r
+    }
+
+    #[test]
+    fn decodes_a_hand_built_record() {
+        let ex = Cifar10Format
+            .decode(Path::new("x.bin"), 0, &hand_record())
+            .unwrap();
+        assert_eq!(ex.label, 7);
+        assert_eq!(ex.image.shape(), [32, 32, 3]);
+        // Pixel (row 1, col 3) is plane index 35.
+        assert_eq!(
+            [
+                ex.image.get(1, 3, 0),
+                ex.image.get(1, 3, 1),
+                ex.image.get(1, 3, 2)
+            ],
+            [1.0, 2.0, 35.0]
+        );
+    }
+
+    #[test]
+    fn encode_is_the_inverse_of_decode() {
+        let rec = hand_record();
+        let ex = Cifar10Format.decode(Path::new("x.bin"), 0, &rec).unwrap();
+        assert_eq!(encode_record(&ex.image, ex.label as u8), rec);
+    }
+
+    #[test]
+    fn label_out_of_range_names_file_and_record() {
+        let mut rec = hand_record();
+        rec[0] = 10;
+        let err = Cifar10Format
+            .decode(Path::new("data_batch_2.bin"), 41, &rec)
+            .unwrap_err();
+        let msg = report(&err);
+        assert_error_names(&msg, &["data_batch_2.bin", "record 41", "label 10"]);
+    }
+
+    #[test]
+    fn truncated_file_is_rejected_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data_batch_1.bin");
+        let mut bytes = hand_record();
+        bytes.extend(&hand_record()[..100]);
+        std::fs::write(&path, bytes).unwrap();
+        let msg = report(&Cifar10Format.index(&path).unwrap_err());
+        assert_error_names(&msg, &["data_batch_1.bin", "after record 1"]);
+    }
+
+    #[test]
+    fn an_empty_file_is_said_to_be_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data_batch_1.bin");
+        std::fs::write(&path, b"").unwrap();
+        let msg = Cifar10Format.index(&path).unwrap_err().to_string();
+        assert!(
+            msg.contains("data_batch_1.bin") && msg.contains("empty"),
+            "{msg}"
+        );
+        assert!(!msg.contains("truncated"), "{msg}");
+    }
+
+    #[test]
+    fn index_lists_every_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.bin");
+        std::fs::write(
+            &path,
+            [hand_record(), hand_record(), hand_record()].concat(),
+        )
+        .unwrap();
+        let spans = Cifar10Format.index(&path).unwrap();
+        assert_eq!(spans.len(), 3);
+        assert_eq!(
+            spans[2],
+            RecordSpan {
+                offset: 2 * RECORD_BYTES as u64,
+                len: RECORD_BYTES
+            }
+        );
+    }
+}

@@ -1,0 +1,346 @@
+//! CIFAR-10 in its python layout (`cifar-10-batches-py`, what torchvision's `CIFAR10`
+//! downloads): each file a pickled dict (Python 2's, protocol 2) whose `data` is a numpy array
+//! of N rows of 3072 bytes, each image's R, G and B planes as in the binary layout, and whose
+//! `labels` is a list of N class ids. Files re-saved by Python 3 (protocols 3 to 5, numpy 1 or
+//! 2, labels a list or an integer array) read the same.
+//!
+//! A record is an image's 3072 bytes where the array lies in the file; its label comes from the
+//! file's list, read once when the file is indexed (or first decoded) and kept.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::{IMAGE_BYTES, IMAGE_SIZE, example};
+use crate::error::{Error, Result};
+use crate::format::pickle::{NdArray, Pickle, ScalarKind, Value, ValueId, read_pickle};
+use crate::format::{Example, RecordFormat, RecordSpan, record_error};
+
+/// Reads CIFAR-10's python batches; images come out 32x32x3 with values 0..=255, as
+/// [`Cifar10Format`](super::Cifar10Format)'s.
+#[derive(Debug, Default)]
+pub struct Cifar10PythonFormat {
+    /// Each file's labels, read when it was indexed.
+    labels: Mutex<HashMap<PathBuf, Arc<[i64]>>>,
+}
+
+impl RecordFormat for Cifar10PythonFormat {
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
+        let batch = Batch::read(path)?;
+        let spans = (0..batch.labels.len() as u64)
+            .map(|i| RecordSpan {
+                offset: batch.images_at + i * IMAGE_BYTES as u64,
+                len: IMAGE_BYTES,
+            })
+            .collect();
+        self.labels_by_file().insert(path.to_path_buf(), batch.labels);
+        Ok(spans)
+    }
+
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
+        if bytes.len() != IMAGE_BYTES {
+            let reason = format!("{} bytes, expected {IMAGE_BYTES}", bytes.len());
+            return Err(record_error(path, record, reason));
+        }
+        let labels = self.labels_of(path)?;
+        let Some(&label) = labels.get(record) else {
+            let reason = format!("the file holds {} records", labels.len());
+            return Err(record_error(path, record, reason));
+        };
+        example(path, record, label, bytes)
+    }
+}
+
+impl Cifar10PythonFormat {
+    fn labels_by_file(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Arc<[i64]>>> {
+        // The map is whole between statements: a panic elsewhere leaves nothing half-done.
+        self.labels.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The labels of `path`, read now when it was not indexed before.
+    fn labels_of(&self, path: &Path) -> Result<Arc<[i64]>> {
+        if let Some(labels) = self.labels_by_file().get(path) {
+            return Ok(Arc::clone(labels));
+        }
+        self.index(path)?;
+        Ok(Arc::clone(&self.labels_by_file()[path]))
+    }
+}
+
+/// What a batch file holds: where its images start and their labels.
+struct Batch {
+    images_at: u64,
+    labels: Arc<[i64]>,
+}
+
+impl Batch {
+    fn read(path: &Path) -> Result<Self> {
+        let pickle = read_pickle(path)?;
+        let bad = |reason: String| Error::File {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let root = pickle.root();
+        let entry = |key: &str| {
+            pickle.get(root, key).ok_or_else(|| {
+                bad(format!(
+                    "not a CIFAR-10 python batch: no '{key}' in its {} (keys: {:?})",
+                    pickle.type_name(root),
+                    pickle.keys(root)
+                ))
+            })
+        };
+        let images = NdArray::from_pickle(&pickle, entry("data")?)
+            .map_err(|reason| bad(format!("its 'data': {reason}")))?;
+        let rows = image_rows(&images).map_err(|reason| bad(format!("its 'data': {reason}")))?;
+        let labels = read_labels(path, &pickle, entry("labels")?)
+            .map_err(|reason| bad(format!("its 'labels': {reason}")))?;
+        if labels.len() as u64 != rows {
+            return Err(bad(format!(
+                "{rows} images in its 'data' but {} in its 'labels'",
+                labels.len()
+            )));
+        }
+        Ok(Self {
+            images_at: images.data.offset,
+            labels: labels.into(),
+        })
+    }
+}
+
+/// The number of images in `data`: bytes, as `(N, 3072)` or `(N, 3, 32, 32)` rows in C order
+/// (torchvision reshapes them to `(N, 3, 32, 32)`; other shapes would be other pixels).
+fn image_rows(data: &NdArray) -> std::result::Result<u64, String> {
+    let side = IMAGE_SIZE as u64;
+    let rows = match data.shape[..] {
+        [rows, bytes] if bytes == IMAGE_BYTES as u64 => rows,
+        [rows, 3, h, w] if h == side && w == side => rows,
+        _ => {
+            return Err(format!(
+                "a numpy array of shape {:?}, not (N, {IMAGE_BYTES}) or (N, 3, 32, 32)",
+                data.shape
+            ));
+        }
+    };
+    if data.dtype.kind != ScalarKind::Unsigned || data.dtype.size != 1 {
+        return Err(format!("an array of {}, not of bytes (uint8)", data.dtype));
+    }
+    if data.fortran && rows > 1 {
+        return Err("an array in column-major (Fortran) order: its rows are not images".into());
+    }
+    Ok(rows)
+}
+
+/// The class ids of `labels`: a list of ints, or a numpy array of integers.
+fn read_labels(
+    path: &Path,
+    pickle: &Pickle,
+    labels: ValueId,
+) -> std::result::Result<Vec<i64>, String> {
+    if let Value::List(items) = pickle.value(labels) {
+        return items
+            .iter()
+            .enumerate()
+            .map(|(i, &item)| match pickle.value(item) {
+                Value::Int(label) => Ok(*label),
+                _ => Err(format!("item {i} is {}, not an int", pickle.type_name(item))),
+            })
+            .collect();
+    }
+    let array = NdArray::from_pickle(pickle, labels)?;
+    let dtype = array.dtype;
+    if array.shape.len() != 1 || !matches!(dtype.kind, ScalarKind::Signed | ScalarKind::Unsigned)
+    {
+        return Err(format!(
+            "a numpy array of shape {:?} and dtype {dtype}, not a list of ints",
+            array.shape
+        ));
+    }
+    let bytes = read_span(path, array.data.offset, array.data.len).map_err(|e| e.to_string())?;
+    Ok(bytes
+        .chunks(dtype.size as usize)
+        .map(|element| integer(element, dtype.kind == ScalarKind::Signed, dtype.big_endian))
+        .collect())
+}
+
+/// One integer of `bytes.len()` bytes.
+fn integer(bytes: &[u8], signed: bool, big_endian: bool) -> i64 {
+    let mut little = bytes.to_vec();
+    if big_endian {
+        little.reverse();
+    }
+    let negative = signed && little.last().is_some_and(|b| b & 0x80 != 0);
+    let mut wide = [if negative { 0xff } else { 0 }; 8];
+    wide[..little.len()].copy_from_slice(&little);
+    i64::from_le_bytes(wide)
+}
+
+/// `len` bytes of `path` from `offset` (within the file: the pickle reader checked).
+fn read_span(path: &Path, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut bytes = vec![0; len as usize];
+    file.read_exact(&mut bytes)?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use towers_testing::{assert_error_names, report};
+
+    use super::*;
+
+    /// A batch as Python 2's cPickle wrote CIFAR-10's (protocol 2, strings as `str`): `labels`,
+    /// and `pixels` as an array of `shape`.
+    fn py2_array_batch(pixels: &[u8], shape: &[u32], labels: &[u8]) -> Vec<u8> {
+        let mut out = b"\x80\x02}q\x01(U\x06labelsq\x02]q\x03(".to_vec();
+        for &label in labels {
+            out.extend([b'K', label]);
+        }
+        out.extend(b"eU\x04dataq\x04cnumpy.core.multiarray\n_reconstruct\nq\x05cnumpy\nndarray\n");
+        out.extend(b"q\x06K\x00\x85U\x01b\x87Rq\x07(K\x01(");
+        for dim in shape {
+            out.push(b'J');
+            out.extend(dim.to_le_bytes());
+        }
+        out.extend(b"tcnumpy\ndtype\nq\x08U\x02u1\x89\x88\x87Rq\t(K\x03U\x01|");
+        out.extend(b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb\x89T");
+        out.extend((pixels.len() as u32).to_le_bytes());
+        out.extend(pixels);
+        out.extend(b"tbu.");
+        out
+    }
+
+    /// [`py2_array_batch`] of `rows` rows of an image each.
+    fn py2_batch(pixels: &[u8], rows: u32, labels: &[u8]) -> Vec<u8> {
+        py2_array_batch(pixels, &[rows, IMAGE_BYTES as u32], labels)
+    }
+
+    /// Image `i` of a test batch: every byte `i`.
+    fn pixels(rows: u8) -> Vec<u8> {
+        (0..rows).flat_map(|i| [i; IMAGE_BYTES]).collect()
+    }
+
+    fn write(dir: &tempfile::TempDir, bytes: &[u8]) -> PathBuf {
+        let path = dir.path().join("data_batch_1");
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    fn index_error(bytes: &[u8]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, bytes);
+        report(&Cifar10PythonFormat::default().index(&path).unwrap_err())
+    }
+
+    #[test]
+    fn a_hand_built_batch_reads_image_by_image_with_its_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, &py2_batch(&pixels(3), 3, &[4, 0, 9]));
+        let format = Cifar10PythonFormat::default();
+        let spans = format.index(&path).unwrap();
+        assert_eq!(spans.len(), 3);
+        let bytes = std::fs::read(&path).unwrap();
+        for (i, span) in spans.iter().enumerate() {
+            let start = span.offset as usize;
+            let example = format
+                .decode(&path, i, &bytes[start..start + span.len])
+                .unwrap();
+            assert_eq!(example.label, [4, 0, 9][i]);
+            assert!(example.image.data().iter().all(|&v| v == i as f32));
+        }
+    }
+
+    #[test]
+    fn a_record_decoded_before_its_file_was_indexed_finds_its_label() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, &py2_batch(&pixels(2), 2, &[7, 3]));
+        let example = Cifar10PythonFormat::default()
+            .decode(&path, 1, &[1; IMAGE_BYTES])
+            .unwrap();
+        assert_eq!(example.label, 3);
+    }
+
+    #[test]
+    fn a_label_out_of_range_names_the_file_and_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, &py2_batch(&pixels(2), 2, &[7, 10]));
+        let error = Cifar10PythonFormat::default()
+            .decode(&path, 1, &[1; IMAGE_BYTES])
+            .unwrap_err();
+        assert_error_names(&report(&error), &["data_batch_1", "record 1", "label 10"]);
+    }
+
+    #[test]
+    fn images_and_labels_that_do_not_pair_up_are_refused() {
+        let message = index_error(&py2_batch(&pixels(3), 3, &[1, 2]));
+        assert_error_names(&message, &["data_batch_1", "3 images", "2 in its 'labels'"]);
+    }
+
+    #[test]
+    fn data_whose_bytes_are_not_its_shape_is_refused() {
+        let message = index_error(&py2_batch(&pixels(2), 3, &[1, 2, 3]));
+        assert_error_names(&message, &["data_batch_1", "shape [3, 3072]", "holding 6144 bytes"]);
+    }
+
+    #[test]
+    fn a_string_longer_than_the_file_is_refused_before_anything_is_read() {
+        let mut bytes = py2_batch(&pixels(1), 1, &[1]);
+        let data_at = bytes.len() - IMAGE_BYTES - 8;
+        assert_eq!(bytes[data_at], b'T');
+        bytes[data_at + 1..data_at + 5].copy_from_slice(&i32::MAX.to_le_bytes());
+        let message = index_error(&bytes);
+        assert_error_names(&message, &["data_batch_1", "2147483647 bytes", "cut short"]);
+    }
+
+    #[test]
+    fn a_batch_cut_short_names_the_file_and_byte() {
+        let bytes = py2_batch(&pixels(2), 2, &[1, 2]);
+        for cut in [0, 1, 40, bytes.len() - 3000, bytes.len() - 1] {
+            let message = index_error(&bytes[..cut]);
+            let said = if cut == 0 { "empty" } else { "cut short" };
+            assert_error_names(&message, &["data_batch_1", said]);
+        }
+    }
+
+    #[test]
+    fn images_stored_height_first_are_refused_not_misread() {
+        let message = index_error(&py2_array_batch(&pixels(1), &[1, 32, 32, 3], &[1]));
+        assert_error_names(&message, &["data_batch_1", "shape [1, 32, 32, 3]"]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, &py2_array_batch(&pixels(1), &[1, 3, 32, 32], &[1]));
+        assert_eq!(Cifar10PythonFormat::default().index(&path).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_pickle_of_a_million_values_is_refused_to_bound_memory() {
+        let mut bytes = b"\x80\x02](".to_vec();
+        bytes.extend([b'K', 1].repeat(1 << 20));
+        bytes.extend(b"e.");
+        let message = index_error(&bytes);
+        assert_error_names(&message, &["data_batch_1", "more than 1048576 values"]);
+    }
+
+    #[test]
+    fn text_pickles_and_other_files_say_what_they_are() {
+        // `pickle.dumps({'data': 1}, protocol=0)`
+        let message = index_error(b"(dp0\nVdata\np1\nI1\ns.");
+        assert_error_names(&message, &["data_batch_1", "byte 1", "protocol 0 or 1"]);
+        let mut binary_record = vec![6u8];
+        binary_record.extend([0; IMAGE_BYTES]);
+        let message = index_error(&binary_record);
+        assert_error_names(&message, &["data_batch_1", "byte 0", "not a pickle"]);
+        let message = index_error(b"\x80\x02}q\x01.");
+        assert_error_names(&message, &["not a CIFAR-10 python batch", "no 'data'"]);
+    }
+
+    #[test]
+    fn a_list_holding_itself_is_read_without_looping() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, b"\x80\x02]q\x00h\x00a.");
+        let pickle = read_pickle(&path).unwrap();
+        assert_eq!(pickle.items(pickle.root()), Some(&[pickle.root()][..]));
+    }
+}
