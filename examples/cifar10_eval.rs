@@ -1,5 +1,5 @@
 //! Evaluates CIFAR-10 weights once, as TF's `cifar10_eval.py --run_once`: precision@1 on
-//! every image of `test_batch.bin`, with the moving averages of the weights when the
+//! every image of the test batch (`test_batch.bin`, or torchvision's `test_batch`), with the moving averages of the weights when the
 //! checkpoint has them. The weights may be ours or a TF tutorial checkpoint.
 //!
 //! ```text
@@ -9,10 +9,10 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::Parser;
 
-use burn_towers::data::cifar10::{self, Cifar10Format};
 use burn_towers::data::transforms::CifarEval;
 use burn_towers::models::Cifar10Config;
 use burn_towers::train::summary::write_precision;
@@ -25,7 +25,8 @@ use burn_towers::train::{
 struct Args {
     #[command(flatten)]
     weights: WeightsArgs,
-    /// A cifar-10-batches-bin folder; the built-in synthetic data (the `cifar10` example's) when absent.
+    /// A cifar-10-batches-bin or cifar-10-batches-py folder, or the folder holding one; the
+    /// built-in synthetic data (the `cifar10` example's) when absent.
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// The train directory whose newest checkpoint is evaluated.
@@ -71,7 +72,8 @@ fn main() -> anyhow::Result<()> {
     let eval = CifarEval {
         size: args.image_size,
     };
-    let input = Input::new(Cifar10Format, cifar10::test_files(&dir)?, eval);
+    let mut input = Input::cifar10_test(&dir)?;
+    input.transform = Arc::new(eval);
     let precision = evaluate(&model, &input, args.batch_size, args.reader_threads)?;
     let which = match args.weights.raw_weights {
         true => "trained weights",

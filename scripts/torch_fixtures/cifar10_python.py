@@ -8,10 +8,13 @@
   here: a pickler writes Python 3's bytes and str as Python 2's str, and the script first
   checks it against the published `batches.meta` (158 bytes, from a public copy of the
   dataset), byte for byte, and copies it there (torchvision reads it).
-- `protocol4/`: the test batch re-saved by Python 3 (numpy 2, `pickle.dump` protocol 4, text
-  keys, the labels a numpy int64 array).
-- `protocol5/`: the test batch at protocol 5, where numpy writes its array as `_frombuffer` of
-  a byte array.
+- `protocol3/`, `protocol4/`: the test batch re-saved by Python 3 (numpy 2, `pickle.dump`,
+  text keys, the labels a numpy int64 array); its 25 images are over 64 KiB, so that protocol
+  4 frames the pickle around them.
+- `protocol5/`: the same at protocol 5, where numpy writes its array as `_frombuffer` of a
+  byte array.
+- `python3_protocol2/`: one image at protocol 2 from Python 3, which writes bytes as latin-1
+  text to be encoded back (`_codecs.encode`): refused by the reader, with what to do.
 - `expected/`: each batch as torchvision 0.29's `CIFAR10` reads it (its `data` and `targets`,
   the published files' checksums not checked), written in the binary layout: a label byte then
   the R, G and B planes.
@@ -121,19 +124,23 @@ def main(out, meta_path):
     batches = {}
     for i, name in enumerate(names):
         label = f"training batch {i + 1} of 5" if name != "test_batch" else "testing batch 1 of 1"
-        batches[name] = batch(rng, label, 3 if name != "test_batch" else 4)
+        batches[name] = batch(rng, label, 3 if name != "test_batch" else 25)
         write(os.path.join(py2, name), python2_pickle(batches[name]))
     write(os.path.join(py2, "batches.meta"), open(meta_path, "rb").read())
     test = dict(batches["test_batch"], labels=np.array(batches["test_batch"]["labels"]))
-    for protocol in (4, 5):
+    for protocol in (3, 4, 5):
         folder = os.path.join(out, f"protocol{protocol}")
         os.makedirs(folder, exist_ok=True)
         write(os.path.join(folder, "test_batch"), pickle.dumps(test, protocol=protocol))
+    folder = os.path.join(out, "python3_protocol2")
+    os.makedirs(folder, exist_ok=True)
+    one = dict(test, data=test["data"][:1], labels=test["labels"][:1])
+    write(os.path.join(folder, "test_batch"), pickle.dumps(one, protocol=2))
     os.makedirs(os.path.join(out, "expected"), exist_ok=True)
     for name in names:
         write_expected(os.path.join(out, "py2"), name, name != "test_batch",
                        os.path.join(out, "expected", name + ".bin"))
-    for protocol in (4, 5):
+    for protocol in (3, 4, 5):
         loaded = pickle.load(open(os.path.join(out, f"protocol{protocol}", "test_batch"), "rb"))
         assert (loaded["data"] == test["data"]).all() and (loaded["labels"] == test["labels"]).all()
 

@@ -12,8 +12,8 @@
 //!   generator) and [`codec`] (image decoding: JPEG, PNG, BMP, PPM/PGM, TIFF, WebP, GIF).
 //! - [`transforms`]: the TF image ops of both trainers (crops, flips, colour, resize), and the
 //!   [`Transform`](transforms::Transform) trait that chains them.
-//! - `format/`: dataset files: the [`RecordFormat`] trait and its readers, [`cifar10`] binary
-//!   files, [`inception`] TFRecord shards of `tf.train.Example`s ([`tfrecord`],
+//! - `format/`: dataset files: the [`RecordFormat`] trait and its readers, [`cifar10`] in both
+//!   layouts (binary files, torchvision's pickled batches), [`inception`] TFRecord shards of `tf.train.Example`s ([`tfrecord`],
 //!   [`tf_example`]), [`image_folder`]s, [`synthetic`] built-in data; [`IndexedFile`]: a file's
 //!   records and where to read them (a decompressed copy for a file TF wrote compressed);
 //!   [`RecordDataset`] offers any of them to Burn as a `Dataset`.

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use towers_data::cifar10::{self, BuiltinCifar10, Cifar10Format};
+use towers_data::cifar10::{BuiltinCifar10, Cifar10Dir};
 use towers_data::transforms::{CifarEval, CifarTrain, Transform};
 use towers_data::{
     HostBatch, IndexedFile, InputPosition, Pipeline, PipelineConfig, QueueFill, RecordCount,
@@ -48,24 +48,28 @@ impl Input {
         }
     }
 
-    /// The CIFAR-10 training files of `dir` (a `cifar-10-batches-bin` folder) with the TF
-    /// tutorial's distortions (`cifar10_input.distorted_inputs`).
+    /// The CIFAR-10 training files of `dir` with the TF tutorial's distortions
+    /// (`cifar10_input.distorted_inputs`). `dir` is a `cifar-10-batches-bin` or
+    /// `cifar-10-batches-py` folder, or the folder holding one ([`Cifar10Dir::find`]).
     pub fn cifar10_train(dir: &Path) -> Result<Self> {
-        Ok(Self::new(
-            Cifar10Format,
-            cifar10::train_files(dir)?,
-            CifarTrain::default(),
-        ))
+        let cifar = Cifar10Dir::find(dir)?;
+        Ok(Self {
+            format: cifar.format(),
+            files: cifar.train_files()?,
+            transform: Arc::new(CifarTrain::default()),
+        })
     }
 
     /// The CIFAR-10 test file of `dir` with the evaluation preprocessing (central crop,
-    /// standardization: `cifar10_input.inputs(eval_data=True)`).
+    /// standardization: `cifar10_input.inputs(eval_data=True)`). `dir` as in
+    /// [`cifar10_train`](Self::cifar10_train).
     pub fn cifar10_test(dir: &Path) -> Result<Self> {
-        Ok(Self::new(
-            Cifar10Format,
-            cifar10::test_files(dir)?,
-            CifarEval::default(),
-        ))
+        let cifar = Cifar10Dir::find(dir)?;
+        Ok(Self {
+            format: cifar.format(),
+            files: cifar.test_files()?,
+            transform: Arc::new(CifarEval::default()),
+        })
     }
 
     /// The number of examples in the files (one pass over their framing, no decoding). A file

@@ -1,6 +1,7 @@
 //! CIFAR-10 in its binary layout (`cifar-10-batches-bin`): files of 3073-byte records, each one
 //! label byte then the 32x32 image as three planes (R, G, B) of 1024 bytes.
 
+use std::io::Read;
 use std::path::Path;
 
 use super::{RECORD_BYTES, example};
@@ -26,13 +27,20 @@ impl RecordFormat for Cifar10Format {
             });
         }
         if size % record != 0 {
-            return Err(Error::File {
-                path: path.to_path_buf(),
-                reason: format!(
+            let reason = match starts_as_a_pickle(path)? {
+                true => "a pickle, not 3073-byte records: CIFAR-10's python layout \
+                         (cifar-10-batches-py), which Cifar10PythonFormat reads (or \
+                         Cifar10Dir::find, its folder)"
+                    .into(),
+                false => format!(
                     "size {size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR-10 \
                      records (truncated after record {}?)",
                     size / record
                 ),
+            };
+            return Err(Error::File {
+                path: path.to_path_buf(),
+                reason,
             });
         }
         Ok(spans(size / record))
@@ -67,6 +75,17 @@ impl RecordFormat for Cifar10Format {
     }
 }
 
+/// Whether `path` starts as a pickle of protocol 2 to 5 does (a binary record starts with its
+/// label byte, 0 to 9).
+fn starts_as_a_pickle(path: &Path) -> Result<bool> {
+    let file = std::fs::File::open(path).map_err(Error::io_at(path))?;
+    let mut head = Vec::new();
+    file.take(2)
+        .read_to_end(&mut head)
+        .map_err(Error::io_at(path))?;
+    Ok(matches!(head[..], [0x80, 2..=5]))
+}
+
 fn file_size(path: &Path) -> Result<u64> {
     std::fs::metadata(path)
         .map(|m| m.len())
@@ -84,12 +103,12 @@ fn spans(count: u64) -> Vec<RecordSpan> {
         .collect()
 }
 
-
 #[cfg(test)]
 mod tests {
     use towers_testing::{assert_error_names, report};
 
     use super::*;
+    use crate::format::cifar10::encode_record;
 
     /// A hand-built record: label 7, R plane all 1, G plane 2, B plane counting 0..=255.
     fn hand_record() -> Vec<u8> {
@@ -145,6 +164,18 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let msg = report(&Cifar10Format.index(&path).unwrap_err());
         assert_error_names(&msg, &["data_batch_1.bin", "after record 1"]);
+    }
+
+    #[test]
+    fn a_pickle_is_pointed_to_the_python_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data_batch_1.bin");
+        std::fs::write(&path, b"\x80\x02}q\x01.").unwrap();
+        let msg = report(&Cifar10Format.index(&path).unwrap_err());
+        assert_error_names(
+            &msg,
+            &["data_batch_1.bin", "a pickle", "Cifar10PythonFormat"],
+        );
     }
 
     #[test]

@@ -80,11 +80,16 @@ impl Cifar10Dir {
     /// looked for when there are none.
     pub fn find(dir: &Path) -> Result<Self> {
         if !dir.is_dir() {
+            let what = match dir.exists() {
+                true => "a file, not a folder (a download to extract first?)",
+                false => "no such directory",
+            };
             return Err(Error::File {
                 path: dir.to_path_buf(),
-                reason: "no such directory (expected a CIFAR-10 folder: cifar-10-batches-bin \
-                         or cifar-10-batches-py, or the folder holding one)"
-                    .into(),
+                reason: format!(
+                    "{what}: expected a CIFAR-10 folder (cifar-10-batches-bin or \
+                     cifar-10-batches-py, or the folder holding one)"
+                ),
             });
         }
         let layouts = [Layout::Binary, Layout::Python];
@@ -177,9 +182,91 @@ fn existing_files(dir: &Path, layout: Layout, names: &[&str]) -> Result<Vec<Path
                     other.folder_name()
                 )
             } else {
-                format!("missing: not the {} layout", layout.folder_name())
+                format!(
+                    "missing from this folder of the {} layout",
+                    layout.folder_name()
+                )
             };
             Err(Error::File { path, reason })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use towers_testing::{assert_error_names, report};
+
+    use super::*;
+
+    /// A folder holding empty files of these names.
+    fn folder_of(names: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for name in names {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, b"").unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn missing_directory_and_files_are_named() {
+        let msg = report(&train_files(Path::new("/no/such/cifar")).unwrap_err());
+        assert_error_names(&msg, &["/no/such/cifar", "no such directory"]);
+        let dir = folder_of(&["data_batch_1.bin"]);
+        let msg = report(&train_files(dir.path()).unwrap_err());
+        assert_error_names(&msg, &["data_batch_2.bin", "missing"]);
+        let dir = folder_of(&["data_batch_1"]);
+        let found = Cifar10Dir::find(dir.path()).unwrap();
+        let msg = report(&found.train_files().unwrap_err());
+        assert_error_names(&msg, &["data_batch_2", "missing", "cifar-10-batches-py"]);
+    }
+
+    #[test]
+    fn either_layout_is_found_in_its_folder_or_the_folder_above() {
+        let py = folder_of(&[
+            "cifar-10-batches-py/data_batch_1",
+            "cifar-10-batches-py/test_batch",
+        ]);
+        let found = Cifar10Dir::find(py.path()).unwrap();
+        assert_eq!(found.layout(), Layout::Python);
+        assert_eq!(found.dir(), py.path().join("cifar-10-batches-py"));
+        let test = found.test_files().unwrap();
+        assert_eq!(test, [py.path().join("cifar-10-batches-py/test_batch")]);
+        let found = Cifar10Dir::find(&py.path().join("cifar-10-batches-py")).unwrap();
+        assert_eq!(found.layout(), Layout::Python);
+        let bin = folder_of(&["test_batch.bin"]);
+        assert_eq!(
+            Cifar10Dir::find(bin.path()).unwrap().layout(),
+            Layout::Binary
+        );
+        let both = folder_of(&[
+            "cifar-10-batches-py/test_batch",
+            "cifar-10-batches-bin/test_batch.bin",
+        ]);
+        let found = Cifar10Dir::find(both.path()).unwrap();
+        assert_eq!(found.layout(), Layout::Binary);
+        assert_eq!(found.dir(), both.path().join("cifar-10-batches-bin"));
+    }
+
+    #[test]
+    fn a_folder_without_cifar_files_or_a_download_not_extracted_is_named() {
+        let empty = folder_of(&["README"]);
+        let msg = report(&Cifar10Dir::find(empty.path()).unwrap_err());
+        assert_error_names(&msg, &["no CIFAR-10 files", "cifar-10-batches-py"]);
+        let archive = folder_of(&["cifar-10-python.tar.gz"]);
+        let path = archive.path().join("cifar-10-python.tar.gz");
+        let msg = report(&Cifar10Dir::find(&path).unwrap_err());
+        assert_error_names(&msg, &["cifar-10-python.tar.gz", "a file, not a folder"]);
+    }
+
+    #[test]
+    fn the_binary_layouts_file_list_points_to_the_python_layout_it_finds() {
+        let dir = folder_of(&["data_batch_1", "test_batch"]);
+        let msg = report(&train_files(dir.path()).unwrap_err());
+        assert_error_names(
+            &msg,
+            &["data_batch_1.bin", "cifar-10-batches-py", "Cifar10Dir"],
+        );
+    }
 }

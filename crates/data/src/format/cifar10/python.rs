@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{IMAGE_BYTES, IMAGE_SIZE, example};
 use crate::error::{Error, Result};
-use crate::format::pickle::{NdArray, Pickle, ScalarKind, Value, ValueId, read_pickle};
+use crate::format::pickle::{
+    NdArray, Pickle, ScalarKind, Value, ValueId, integer_scalar, read_pickle,
+};
 use crate::format::{Example, RecordFormat, RecordSpan, record_error};
 
 /// Reads CIFAR-10's python batches; images come out 32x32x3 with values 0..=255, as
@@ -35,7 +37,8 @@ impl RecordFormat for Cifar10PythonFormat {
                 len: IMAGE_BYTES,
             })
             .collect();
-        self.labels_by_file().insert(path.to_path_buf(), batch.labels);
+        self.labels_by_file()
+            .insert(path.to_path_buf(), batch.labels);
         Ok(spans)
     }
 
@@ -64,8 +67,10 @@ impl Cifar10PythonFormat {
         if let Some(labels) = self.labels_by_file().get(path) {
             return Ok(Arc::clone(labels));
         }
-        self.index(path)?;
-        Ok(Arc::clone(&self.labels_by_file()[path]))
+        let labels = Batch::read(path)?.labels;
+        self.labels_by_file()
+            .insert(path.to_path_buf(), Arc::clone(&labels));
+        Ok(labels)
     }
 }
 
@@ -84,30 +89,46 @@ impl Batch {
         };
         let root = pickle.root();
         let entry = |key: &str| {
-            pickle.get(root, key).ok_or_else(|| {
-                bad(format!(
-                    "not a CIFAR-10 python batch: no '{key}' in its {} (keys: {:?})",
-                    pickle.type_name(root),
-                    pickle.keys(root)
-                ))
-            })
+            pickle
+                .get(root, key)
+                .ok_or_else(|| bad(missing(&pickle, key)))
         };
         let images = NdArray::from_pickle(&pickle, entry("data")?)
             .map_err(|reason| bad(format!("its 'data': {reason}")))?;
         let rows = image_rows(&images).map_err(|reason| bad(format!("its 'data': {reason}")))?;
-        let labels = read_labels(path, &pickle, entry("labels")?)
-            .map_err(|reason| bad(format!("its 'labels': {reason}")))?;
-        if labels.len() as u64 != rows {
-            return Err(bad(format!(
-                "{rows} images in its 'data' but {} in its 'labels'",
-                labels.len()
-            )));
-        }
+        let labels = read_labels(path, &pickle, entry("labels")?, rows)?;
         Ok(Self {
             images_at: images.data.offset,
             labels: labels.into(),
         })
     }
+}
+
+/// Why a batch without `key` is not a CIFAR-10 batch, naming (some of) the keys it has.
+fn missing(pickle: &Pickle, key: &str) -> String {
+    let root = pickle.root();
+    if !matches!(pickle.value(root), Value::Dict(_)) {
+        return format!(
+            "not a CIFAR-10 python batch: the pickle holds {}, not a dict",
+            pickle.type_name(root)
+        );
+    }
+    let keys = pickle.keys(root);
+    let hint = if keys.contains(&"fine_labels") {
+        " (a CIFAR-100 batch?)"
+    } else {
+        ""
+    };
+    let shown: Vec<&str> = keys.iter().take(10).copied().collect();
+    let more = keys.len().saturating_sub(shown.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "not a CIFAR-10 python batch{hint}: its dict has no '{key}' (its keys: {shown:?}{more})"
+    )
 }
 
 /// The number of images in `data`: bytes, as `(N, 3072)` or `(N, 3, 32, 32)` rows in C order
@@ -127,54 +148,63 @@ fn image_rows(data: &NdArray) -> std::result::Result<u64, String> {
     if data.dtype.kind != ScalarKind::Unsigned || data.dtype.size != 1 {
         return Err(format!("an array of {}, not of bytes (uint8)", data.dtype));
     }
-    if data.fortran && rows > 1 {
+    // Column-major bytes are the same as row-major only when at most one dimension is over 1.
+    if data.fortran && data.shape.iter().filter(|&&dim| dim > 1).count() > 1 {
         return Err("an array in column-major (Fortran) order: its rows are not images".into());
     }
     Ok(rows)
 }
 
-/// The class ids of `labels`: a list of ints, or a numpy array of integers.
-fn read_labels(
-    path: &Path,
-    pickle: &Pickle,
-    labels: ValueId,
-) -> std::result::Result<Vec<i64>, String> {
+/// The `rows` class ids of `labels` in `path`: a list of ints (or numpy integer scalars), or a
+/// numpy array of integers.
+fn read_labels(path: &Path, pickle: &Pickle, labels: ValueId, rows: u64) -> Result<Vec<i64>> {
+    let bad = |reason: String| Error::File {
+        path: path.to_path_buf(),
+        reason: format!("its 'labels': {reason}"),
+    };
+    let count_error = |count: u64| {
+        bad(format!(
+            "{count} labels for the {rows} images of its 'data'"
+        ))
+    };
     if let Value::List(items) = pickle.value(labels) {
-        return items
-            .iter()
-            .enumerate()
-            .map(|(i, &item)| match pickle.value(item) {
-                Value::Int(label) => Ok(*label),
-                _ => Err(format!("item {i} is {}, not an int", pickle.type_name(item))),
-            })
-            .collect();
+        if items.len() as u64 != rows {
+            return Err(count_error(items.len() as u64));
+        }
+        let label = |(i, &item): (usize, &ValueId)| match pickle.value(item) {
+            Value::Int(label) => Ok(*label),
+            _ => integer_scalar(pickle, item).ok_or_else(|| {
+                bad(format!(
+                    "item {i} is {}, not an int",
+                    pickle.type_name(item)
+                ))
+            }),
+        };
+        return items.iter().enumerate().map(label).collect();
     }
-    let array = NdArray::from_pickle(pickle, labels)?;
+    let array = NdArray::from_pickle(pickle, labels).map_err(bad)?;
     let dtype = array.dtype;
-    if array.shape.len() != 1 || !matches!(dtype.kind, ScalarKind::Signed | ScalarKind::Unsigned)
-    {
-        return Err(format!(
-            "a numpy array of shape {:?} and dtype {dtype}, not a list of ints",
-            array.shape
-        ));
+    let signed = match dtype.kind {
+        ScalarKind::Signed => true,
+        ScalarKind::Unsigned => false,
+        _ => return Err(bad(format!("an array of {dtype}, not of integers"))),
+    };
+    match array.shape[..] {
+        [count] if count == rows => {}
+        [count] => return Err(count_error(count)),
+        _ => {
+            return Err(bad(format!(
+                "an array of shape {:?}, not a list",
+                array.shape
+            )));
+        }
     }
-    let bytes = read_span(path, array.data.offset, array.data.len).map_err(|e| e.to_string())?;
+    let bytes = read_span(path, array.data.offset, array.data.len).map_err(Error::io_at(path))?;
+    let size = dtype.size as usize;
     Ok(bytes
-        .chunks(dtype.size as usize)
-        .map(|element| integer(element, dtype.kind == ScalarKind::Signed, dtype.big_endian))
+        .chunks(size)
+        .map(|element| dtype.integer(element, signed))
         .collect())
-}
-
-/// One integer of `bytes.len()` bytes.
-fn integer(bytes: &[u8], signed: bool, big_endian: bool) -> i64 {
-    let mut little = bytes.to_vec();
-    if big_endian {
-        little.reverse();
-    }
-    let negative = signed && little.last().is_some_and(|b| b & 0x80 != 0);
-    let mut wide = [if negative { 0xff } else { 0 }; 8];
-    wide[..little.len()].copy_from_slice(&little);
-    i64::from_le_bytes(wide)
 }
 
 /// `len` bytes of `path` from `offset` (within the file: the pickle reader checked).
@@ -276,19 +306,22 @@ mod tests {
     #[test]
     fn images_and_labels_that_do_not_pair_up_are_refused() {
         let message = index_error(&py2_batch(&pixels(3), 3, &[1, 2]));
-        assert_error_names(&message, &["data_batch_1", "3 images", "2 in its 'labels'"]);
+        assert_error_names(&message, &["data_batch_1", "2 labels for the 3 images"]);
     }
 
     #[test]
     fn data_whose_bytes_are_not_its_shape_is_refused() {
         let message = index_error(&py2_batch(&pixels(2), 3, &[1, 2, 3]));
-        assert_error_names(&message, &["data_batch_1", "shape [3, 3072]", "holding 6144 bytes"]);
+        assert_error_names(
+            &message,
+            &["data_batch_1", "shape [3, 3072]", "holding 6144 bytes"],
+        );
     }
 
     #[test]
     fn a_string_longer_than_the_file_is_refused_before_anything_is_read() {
         let mut bytes = py2_batch(&pixels(1), 1, &[1]);
-        let data_at = bytes.len() - IMAGE_BYTES - 8;
+        let data_at = bytes.len() - IMAGE_BYTES - 9;
         assert_eq!(bytes[data_at], b'T');
         bytes[data_at + 1..data_at + 5].copy_from_slice(&i32::MAX.to_le_bytes());
         let message = index_error(&bytes);
@@ -311,7 +344,10 @@ mod tests {
         assert_error_names(&message, &["data_batch_1", "shape [1, 32, 32, 3]"]);
         let dir = tempfile::tempdir().unwrap();
         let path = write(&dir, &py2_array_batch(&pixels(1), &[1, 3, 32, 32], &[1]));
-        assert_eq!(Cifar10PythonFormat::default().index(&path).unwrap().len(), 1);
+        assert_eq!(
+            Cifar10PythonFormat::default().index(&path).unwrap().len(),
+            1
+        );
     }
 
     #[test]
@@ -324,16 +360,103 @@ mod tests {
     }
 
     #[test]
-    fn text_pickles_and_other_files_say_what_they_are() {
+    fn other_files_say_what_they_seem_to_be() {
         // `pickle.dumps({'data': 1}, protocol=0)`
         let message = index_error(b"(dp0\nVdata\np1\nI1\ns.");
-        assert_error_names(&message, &["data_batch_1", "byte 1", "protocol 0 or 1"]);
+        assert_error_names(&message, &["data_batch_1", "protocol 0 or 1", "0x28"]);
+        let message = index_error(b"PK\x03\x04\x14\x00");
+        assert_error_names(&message, &["data_batch_1", "zip archive"]);
+        let message = index_error(&[0x1f, 0x8b, 8, 0]);
+        assert_error_names(&message, &["data_batch_1", "GZIP", "extract it"]);
         let mut binary_record = vec![6u8];
         binary_record.extend([0; IMAGE_BYTES]);
         let message = index_error(&binary_record);
-        assert_error_names(&message, &["data_batch_1", "byte 0", "not a pickle"]);
-        let message = index_error(b"\x80\x02}q\x01.");
-        assert_error_names(&message, &["not a CIFAR-10 python batch", "no 'data'"]);
+        assert_error_names(&message, &["data_batch_1", "not a pickle", "0x06"]);
+        let mut cifar100 = py2_batch(&pixels(1), 1, &[1]);
+        cifar100.splice(6..14, *b"U\x0bfine_labels");
+        let message = index_error(&cifar100);
+        assert_error_names(&message, &["CIFAR-100", "no 'labels'", "fine_labels"]);
+    }
+
+    #[test]
+    fn a_batch_python_3_wrote_at_protocol_2_says_how_to_re_save_it() {
+        let mut bytes = py2_batch(&pixels(1), 1, &[1]);
+        let at = bytes.len() - IMAGE_BYTES - 9;
+        // The array's bytes as `_codecs.encode(text, 'latin1')`, as Python 3 writes them.
+        let mut encoded = b"c_codecs\nencode\nX".to_vec();
+        encoded.extend(2u32.to_le_bytes());
+        encoded.extend(b"\xc3\xbfX\x06\x00\x00\x00latin1\x86R");
+        bytes.splice(at..bytes.len() - 4, encoded);
+        let message = index_error(&bytes);
+        assert_error_names(
+            &message,
+            &["data_batch_1", "latin-1 text", "protocol 3 or later"],
+        );
+    }
+
+    #[test]
+    fn labels_as_numpy_scalars_read_as_ints() {
+        let mut bytes = py2_batch(&pixels(1), 1, &[]);
+        let list = b"]q\x03(e";
+        let at = bytes.windows(list.len()).position(|w| w == list).unwrap();
+        // `[np.int64(7)]`: `scalar(dtype('i8'), b'\x07\0...')`.
+        let mut scalar = b"]q\x03(cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nU\x02i8".to_vec();
+        scalar.extend(b"\x89\x88\x87R(K\x03U\x01<NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb");
+        scalar.extend(b"U\x08\x07\x00\x00\x00\x00\x00\x00\x00\x86Re");
+        bytes.splice(at..at + list.len(), scalar);
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, &bytes);
+        let example = Cifar10PythonFormat::default()
+            .decode(&path, 0, &[0; IMAGE_BYTES])
+            .unwrap();
+        assert_eq!(example.label, 7);
+    }
+
+    #[test]
+    fn a_labels_array_is_counted_before_it_is_read() {
+        // 2^20 labels as one int8 array for one image: refused by its shape, not read.
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = b"\x80\x02}(U\x06labelscnumpy.core.multiarray\n_reconstruct\n".to_vec();
+        bytes.extend(b"cnumpy\nndarray\nK\x00\x85U\x01b\x87R(K\x01J\x00\x00\x10\x00\x85");
+        bytes.extend(b"cnumpy\ndtype\nU\x02i1\x89\x88\x87R(K\x03U\x01|NNNJ\xff\xff\xff\xff");
+        bytes.extend(b"J\xff\xff\xff\xffK\x00tb\x89T\x00\x00\x10\x00");
+        bytes.extend(vec![0; 1 << 20]);
+        bytes.extend(b"tbU\x04data");
+        let data = py2_batch(&pixels(1), 1, &[]);
+        let array_at = data.windows(5).position(|w| w == b"cnump").unwrap();
+        bytes.extend(&data[array_at..data.len() - 2]);
+        bytes.extend(b"u.");
+        let path = write(&dir, &bytes);
+        let message = report(&Cifar10PythonFormat::default().index(&path).unwrap_err());
+        assert_error_names(
+            &message,
+            &["data_batch_1", "1048576 labels for the 1 images"],
+        );
+    }
+
+    #[test]
+    fn copies_of_a_long_name_count_against_the_strings_bound() {
+        // One 200-byte module name, fetched from the memo and joined 100,000 times: 20 MB of
+        // names from a file of 1 MB.
+        let mut bytes = b"\x80\x04\x8c\xc8".to_vec();
+        bytes.extend([b'm'; 200]);
+        bytes.extend(b"\x94\x8c\x01n\x94");
+        for _ in 0..100_000 {
+            bytes.extend(b"h\x00h\x01\x930");
+        }
+        bytes.extend(b"N.");
+        let message = index_error(&bytes);
+        assert_error_names(&message, &["data_batch_1", "more than 16777216 bytes"]);
+    }
+
+    #[test]
+    fn a_fortran_ordered_image_is_refused() {
+        let mut bytes = py2_array_batch(&pixels(1), &[1, 3, 32, 32], &[1]);
+        let flag = b"b\x89T";
+        let at = bytes.windows(3).position(|w| w == flag).unwrap();
+        bytes[at + 1] = 0x88;
+        let message = index_error(&bytes);
+        assert_error_names(&message, &["data_batch_1", "column-major"]);
     }
 
     #[test]

@@ -97,11 +97,18 @@ impl Machine {
     }
 
     fn run(&mut self) -> Step<Pickle> {
+        let head = self.input.fill_buf()?;
+        match head.first() {
+            None => return bad("the file is empty"),
+            Some(0x80) => {}
+            Some(_) => return bad(not_a_pickle(head)),
+        }
         loop {
             self.opcode_at = self.at;
             let opcode = match self.byte() {
-                Err(Stop::Bad(_)) if self.at == 0 => return bad("the file is empty"),
-                Err(Stop::Bad(_)) => return bad("the file ends before the pickle's STOP (cut short?)"),
+                Err(Stop::Bad(_)) => {
+                    return bad("the file ends before the pickle's STOP (cut short?)");
+                }
                 other => other?,
             };
             if opcode == b'.' {
@@ -167,7 +174,9 @@ impl Machine {
     fn protocol(&mut self) -> Step {
         match self.byte()? {
             2..=5 => Ok(()),
-            version => bad(format!("pickle protocol {version}: this reader runs 2 to 5")),
+            version => bad(format!(
+                "pickle protocol {version}: this reader runs 2 to 5"
+            )),
         }
     }
 
@@ -285,7 +294,8 @@ impl Machine {
     }
 
     fn check_in_file(&self, len: u64) -> Step {
-        let left = self.size - self.at;
+        // A file that grew since its size was read has nothing left past that size for us.
+        let left = self.size.saturating_sub(self.at);
         if len > left {
             return bad(format!(
                 "a string of {len} bytes, but the file has {left} bytes left (cut short?)"
@@ -362,10 +372,7 @@ impl Machine {
             self.count_string(len)?;
             Some(self.take(len)?.into_boxed_slice())
         } else {
-            self.check_in_file(len)?;
-            let skip = i64::try_from(len).expect("a length within the file's size");
-            self.input.seek_relative(skip)?;
-            self.at += len;
+            self.skip(len)?;
             None
         };
         self.push(Value::Bytes(ByteString {
@@ -375,14 +382,30 @@ impl Machine {
         }))
     }
 
-    fn text(&mut self, len: u64) -> Step {
+    /// Moves past `len` bytes that are in the file.
+    fn skip(&mut self, len: u64) -> Step {
         self.check_in_file(len)?;
+        let skip = i64::try_from(len).expect("a length within the file's size");
+        self.input.seek_relative(skip)?;
+        self.at += len;
+        Ok(())
+    }
+
+    /// A text string of `len` bytes: read when short (lone surrogates, which Python writes
+    /// with `surrogatepass`, as U+FFFD), skipped over otherwise.
+    fn text(&mut self, len: u64) -> Step {
+        if len > SHORT_STRING {
+            let offset = self.at;
+            self.skip(len)?;
+            return self.push(Value::LongText(ByteString {
+                offset,
+                len,
+                content: None,
+            }));
+        }
         self.count_string(len)?;
         let bytes = self.take(len)?;
-        match String::from_utf8(bytes) {
-            Ok(text) => self.push(Value::Text(text)),
-            Err(_) => bad("a text string that is not UTF-8"),
-        }
+        self.push(Value::Text(String::from_utf8_lossy(&bytes).into_owned()))
     }
 
     // --- containers
@@ -452,9 +475,8 @@ impl Machine {
         if items.len() % 2 != 0 {
             return bad("a dict's items come in key-value pairs: one is missing its value");
         }
-        let name = self.type_name(dict);
         let Value::Dict(entries) = &mut self.values[dict] else {
-            return bad(format!("SETITEM on {name}, not a dict"));
+            return bad(format!("SETITEM on {}, not a dict", self.type_name(dict)));
         };
         entries.extend(items.chunks(2).map(|pair| (pair[0], pair[1])));
         Ok(())
@@ -466,6 +488,7 @@ impl Machine {
     fn global(&mut self) -> Step {
         let module = self.line()?;
         let name = self.line()?;
+        self.count_string((module.len() + name.len()) as u64)?;
         self.push(Value::Global(format!("{module}.{name}")))
     }
 
@@ -486,13 +509,14 @@ impl Machine {
     fn stack_global(&mut self) -> Step {
         let name = self.pop()?;
         let module = self.pop()?;
-        match (&self.values[module], &self.values[name]) {
-            (Value::Text(module), Value::Text(name)) => {
-                let qualified = format!("{module}.{name}");
-                self.push(Value::Global(qualified))
-            }
-            _ => bad("STACK_GLOBAL of values that are not text"),
-        }
+        let (Value::Text(module), Value::Text(name)) = (&self.values[module], &self.values[name])
+        else {
+            return bad("STACK_GLOBAL of values that are not short text");
+        };
+        let qualified = format!("{module}.{name}");
+        // Each copy of a name counts: a memo entry fetched again and again is not free.
+        self.count_string(qualified.len() as u64)?;
+        self.push(Value::Global(qualified))
     }
 
     /// REDUCE and NEWOBJ: what calling a global would make, kept as the call.
@@ -503,6 +527,7 @@ impl Machine {
             return bad(format!("a call of {}", self.type_name(callable)));
         };
         let callable = name.clone();
+        self.count_string(callable.len() as u64)?;
         self.push(Value::Object {
             callable,
             args,
@@ -518,13 +543,36 @@ impl Machine {
                 *state = Some(new_state);
                 Ok(())
             }
-            _ => bad(format!("BUILD of {}, not an object", self.type_name(object))),
+            _ => bad(format!(
+                "BUILD of {}, not an object",
+                self.type_name(object)
+            )),
         }
     }
 
     fn type_name(&self, id: ValueId) -> String {
         self.values[id].type_name()
     }
+}
+
+/// What a file that does not start as a pickle of protocol 2 or later (`PROTO`, 0x80) seems
+/// to be, from its first bytes.
+fn not_a_pickle(head: &[u8]) -> String {
+    let what = if head.starts_with(b"PK\x03\x04") {
+        "a zip archive (a torch.save file?)"
+    } else if head.starts_with(&[0x1f, 0x8b]) {
+        "GZIP data (a download still compressed? extract it first)"
+    } else if head.get(257..262) == Some(b"ustar") {
+        "a tar archive (extract it first)"
+    } else if matches!(head[0], b'(' | b'}' | b']' | b'c' | b'l' | b'd') {
+        "a pickle of protocol 0 or 1 (re-save it with protocol 3 or later)"
+    } else {
+        "not a pickle"
+    };
+    format!(
+        "{what}: a pickle of protocol 2 to 5 starts with byte 0x80, this file with 0x{:02x}",
+        head[0]
+    )
 }
 
 /// What an opcode this machine does not run is, for the message.
@@ -535,14 +583,10 @@ fn unsupported(opcode: u8) -> String {
         format!("0x{opcode:02x}")
     };
     match opcode {
-        b'I' | b'L' | b'F' | b'S' | b'V' | b'p' | b'g' | b'P' | b'Q' | b'i' | b'o' => format!(
-            "opcode {shown} is protocol 0 or 1 (text), persistent or instance opcodes: this \
-             reader runs the binary protocols 2 to 5 (re-save with pickle protocol 2 or later)"
-        ),
-        0x97 | 0x98 => format!("opcode {shown}: out-of-band buffers are not in the file"),
+        0x97 | 0x98 => format!("opcode {shown}: out-of-band buffers, which are not in the file"),
         _ => format!(
-            "opcode {shown} is not one a pickle of plain data and numpy arrays holds (not a \
-             pickle, or a damaged one)"
+            "opcode {shown}, which this reader does not run: not a pickle of plain data and \
+             numpy arrays, or a damaged one"
         ),
     }
 }

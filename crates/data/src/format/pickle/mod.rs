@@ -20,5 +20,5 @@ mod ndarray;
 mod value;
 
 pub(crate) use machine::read_pickle;
-pub(crate) use ndarray::{NdArray, ScalarKind};
+pub(crate) use ndarray::{NdArray, ScalarKind, integer_scalar};
 pub(crate) use value::{Pickle, Value, ValueId};

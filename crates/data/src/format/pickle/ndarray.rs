@@ -4,7 +4,11 @@
 //! - `ndarray.__reduce__`: `_reconstruct(ndarray, (0,), b'b')` then `BUILD` with the state
 //!   `(version, shape, dtype, is_fortran, raw_bytes)` (numpy's `array_setstate`; Python 2's
 //!   pickles, protocols 2 to 4);
-//! - `ndarray.__reduce_ex__(5)`: `_frombuffer(buffer, dtype, shape, order)` (protocol 5).
+//! - `ndarray.__reduce_ex__(5)`: `_frombuffer(buffer, dtype, shape, order)` (protocol 5, for
+//!   arrays contiguous in memory; others take the first form there too).
+//!
+//! Python 3 at protocol 2 writes an array's bytes as latin-1 text to be encoded back
+//! (`_codecs.encode`): refused, with what to do, as the bytes are not in the file as they are.
 //!
 //! A dtype is `dtype(code, align, copy)` then `BUILD` with `(version, byte_order, ...)`.
 
@@ -46,6 +50,20 @@ impl std::fmt::Display for Dtype {
     }
 }
 
+impl Dtype {
+    /// The integer of one element's `bytes`, in this dtype's byte order.
+    pub(crate) fn integer(&self, bytes: &[u8], signed: bool) -> i64 {
+        let mut little = bytes.to_vec();
+        if self.big_endian {
+            little.reverse();
+        }
+        let negative = signed && little.last().is_some_and(|b| b & 0x80 != 0);
+        let mut wide = [if negative { 0xff } else { 0 }; 8];
+        wide[..little.len()].copy_from_slice(&little);
+        i64::from_le_bytes(wide)
+    }
+}
+
 /// A numpy array of numbers, its bytes left in the file.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct NdArray {
@@ -62,7 +80,14 @@ const RECONSTRUCT: [&str; 2] = [
     "numpy.core.multiarray._reconstruct",
     "numpy._core.multiarray._reconstruct",
 ];
-const FROM_BUFFER: [&str; 2] = ["numpy.core.numeric._frombuffer", "numpy._core.numeric._frombuffer"];
+const FROM_BUFFER: [&str; 2] = [
+    "numpy.core.numeric._frombuffer",
+    "numpy._core.numeric._frombuffer",
+];
+const SCALAR: [&str; 2] = [
+    "numpy.core.multiarray.scalar",
+    "numpy._core.multiarray.scalar",
+];
 
 impl NdArray {
     /// The array `id` holds, or why it is not a numpy array of numbers.
@@ -84,6 +109,34 @@ impl NdArray {
             Err(format!("an object made by {callable}, not a numpy array"))
         }
     }
+}
+
+/// The integer a pickled numpy integer scalar (`multiarray.scalar(dtype, bytes)`, what
+/// `np.int64(3)` pickles as) holds, or `None` when `id` is not one.
+pub(crate) fn integer_scalar(pickle: &Pickle, id: ValueId) -> Option<i64> {
+    let Value::Object { callable, args, .. } = pickle.value(id) else {
+        return None;
+    };
+    if !SCALAR.contains(&callable.as_str()) {
+        return None;
+    }
+    let [dtype, bytes] = pickle.items(*args)? else {
+        return None;
+    };
+    let dtype = parse_dtype(pickle, *dtype).ok()?;
+    let Value::Bytes(ByteString {
+        content: Some(bytes),
+        ..
+    }) = pickle.value(*bytes)
+    else {
+        return None;
+    };
+    let signed = match dtype.kind {
+        ScalarKind::Signed => true,
+        ScalarKind::Unsigned => false,
+        _ => return None,
+    };
+    (bytes.len() as u64 == dtype.size).then(|| dtype.integer(bytes, signed))
 }
 
 /// `array_setstate`'s `(version, shape, dtype, is_fortran, raw)`, or the same without the
@@ -126,11 +179,21 @@ fn array(
 ) -> Result<NdArray, String> {
     let dtype = parse_dtype(pickle, dtype)?;
     let shape = parse_shape(pickle, shape)?;
-    let Value::Bytes(data) = pickle.value(data) else {
-        return Err(format!(
-            "a numpy array whose data is {} (an array of Python objects?)",
-            pickle.type_name(data)
-        ));
+    let data = match pickle.value(data) {
+        Value::Bytes(data) => data,
+        Value::Object { callable, .. } if callable == "_codecs.encode" => {
+            return Err(
+                "a numpy array whose bytes were pickled as latin-1 text (Python 3 at \
+                        pickle protocol 2): re-save it with protocol 3 or later"
+                    .into(),
+            );
+        }
+        _ => {
+            return Err(format!(
+                "a numpy array whose data is {} (an array of Python objects?)",
+                pickle.type_name(data)
+            ));
+        }
     };
     let wanted = shape
         .iter()
@@ -150,7 +213,9 @@ fn array(
 }
 
 fn parse_shape(pickle: &Pickle, shape: ValueId) -> Result<Vec<u64>, String> {
-    let dims = pickle.items(shape).ok_or("a numpy array's shape that is not a tuple")?;
+    let dims = pickle
+        .items(shape)
+        .ok_or("a numpy array's shape that is not a tuple")?;
     dims.iter()
         .map(|&dim| match pickle.value(dim) {
             Value::Int(n) => u64::try_from(*n).map_err(|_| format!("a dimension of {n}")),

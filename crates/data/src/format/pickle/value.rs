@@ -31,7 +31,11 @@ pub(crate) enum Value {
     Bool(bool),
     Int(i64),
     Float(f64),
+    /// Text of [`SHORT_STRING`] bytes at most (`str`; lone surrogates, which Python writes as
+    /// it reads them, as U+FFFD).
     Text(String),
+    /// Longer text, left in the file: no name or key is that long.
+    LongText(ByteString),
     Bytes(ByteString),
     Tuple(Vec<ValueId>),
     List(Vec<ValueId>),
@@ -123,7 +127,7 @@ impl Value {
             Value::Bool(_) => "bool".into(),
             Value::Int(_) => "int".into(),
             Value::Float(_) => "float".into(),
-            Value::Text(_) => "str".into(),
+            Value::Text(_) | Value::LongText(_) => "str".into(),
             Value::Bytes(_) => "bytes".into(),
             Value::Tuple(_) => "tuple".into(),
             Value::List(_) => "list".into(),
