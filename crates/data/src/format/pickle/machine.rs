@@ -214,6 +214,13 @@ impl Machine {
         Ok(self.stack.pop().expect("checked above"))
     }
 
+    /// The top `count` values, in the order they were pushed.
+    fn pop_many(&mut self, count: usize) -> Step<Vec<ValueId>> {
+        let mut items = (0..count).map(|_| self.pop()).collect::<Step<Vec<_>>>()?;
+        items.reverse();
+        Ok(items)
+    }
+
     fn top(&self) -> Step<ValueId> {
         match self.stack.last() {
             Some(&id) if self.stack.len() > self.marks.last().copied().unwrap_or(0) => Ok(id),
@@ -416,8 +423,7 @@ impl Machine {
     }
 
     fn tuple_of(&mut self, count: usize) -> Step {
-        let mut items = (0..count).map(|_| self.pop()).collect::<Step<Vec<_>>>()?;
-        items.reverse();
+        let items = self.pop_many(count)?;
         self.push(Value::Tuple(items))
     }
 
@@ -427,8 +433,7 @@ impl Machine {
     }
 
     fn append(&mut self, count: usize) -> Step {
-        let mut items = (0..count).map(|_| self.pop()).collect::<Step<Vec<_>>>()?;
-        items.reverse();
+        let items = self.pop_many(count)?;
         self.extend_list(items)
     }
 
@@ -456,8 +461,7 @@ impl Machine {
     }
 
     fn set_items(&mut self, count: usize) -> Step {
-        let mut items = (0..count).map(|_| self.pop()).collect::<Step<Vec<_>>>()?;
-        items.reverse();
+        let items = self.pop_many(count)?;
         let dict = self.top()?;
         self.insert(dict, items)
     }
