@@ -476,7 +476,7 @@ impl Machine {
     /// entry the one [`Pickle::get`] finds, as the later one replaces the earlier in Python:
     /// replacing here would compare every key with every other.
     fn insert(&mut self, dict: ValueId, items: Vec<ValueId>) -> Step {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return bad("a dict's items come in key-value pairs: one is missing its value");
         }
         let Value::Dict(entries) = &mut self.values[dict] else {
