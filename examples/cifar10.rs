@@ -70,8 +70,13 @@ fn main() -> anyhow::Result<()> {
     // TF's cifar10_eval, once: the moving averages when kept, on the first tower's device.
     let (weights, which) = trained.eval_weights();
     let examples = args.eval_examples.unwrap_or(u64::MAX);
-    let precision = evaluate_first(weights, &Input::cifar10_test(&dir)?, examples, 128, readers)?;
-    println!("test_batch.bin, {which}: {precision}");
+    let test = Input::cifar10_test(&dir)?;
+    let precision = evaluate_first(weights, &test, examples, 128, readers)?;
+    let name = test.files[0]
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy();
+    println!("{name}, {which}: {precision}");
     // Last: the evaluation's kernels are tuned too.
     Ok(args.train.end_tuning()?)
 }

@@ -1,6 +1,7 @@
 //! Evaluates CIFAR-10 weights once, as TF's `cifar10_eval.py --run_once`: precision@1 on
-//! every image of the test batch (`test_batch.bin`, or torchvision's `test_batch`), with the moving averages of the weights when the
-//! checkpoint has them. The weights may be ours or a TF tutorial checkpoint.
+//! every image of the test batch (`test_batch.bin`, or torchvision's `test_batch`), with the
+//! moving averages of the weights when the checkpoint has them. The weights may be ours or a
+//! TF tutorial checkpoint.
 //!
 //! ```text
 //! cargo run --release --example cifar10_eval                  # newest checkpoint of the default train dir
