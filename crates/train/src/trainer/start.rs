@@ -63,9 +63,10 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         };
         match restored {
             Some(r) => {
-                let notes = r.notes();
+                let mut notes = r.notes();
                 let mut start = self.restore(model, r.checkpoint, &r.path)?;
                 start.checkpoint = Some(r.path);
+                notes.append(&mut start.notes);
                 start.notes = notes;
                 Ok(start)
             }
@@ -133,6 +134,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         let step = ckpt.step;
         let averages = ckpt.averages;
         same_optimizer_kind(&ckpt.config, &c.optimizer, path)?;
+        let notes = seed_change(&ckpt.config, c.seed).into_iter().collect();
         let model = load_into(model, ckpt.model, path)?;
         let optimizer = self.optimizer_for(&model).load_record(ckpt.optimizer);
         let averages = match (c.moving_average, averages) {
@@ -150,7 +152,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             averages,
             step,
             checkpoint: None,
-            notes: Vec::new(),
+            notes,
             input: ckpt.input,
             loss_scale: ckpt.loss_scale,
         })
@@ -181,6 +183,21 @@ fn same_optimizer_kind(
         }),
         _ => Ok(()),
     }
+}
+
+/// A note when this run's seed is not the seed of the run that wrote the checkpoint (`saved`,
+/// its config): the input goes on under the checkpoint's seed, which its position keeps so
+/// that no record is read twice or skipped, while the step's draws (dropout) follow this run's.
+/// Neither is the run an uninterrupted one would have been, and nothing said so.
+fn seed_change(saved: &serde_json::Value, seed: u64) -> Option<String> {
+    let theirs = saved.get("seed")?.as_u64()?;
+    (theirs != seed).then(|| {
+        format!(
+            "seed {seed}, but the checkpoint's run was seeded {theirs}: the input (file order, \
+             distortions, shuffling) goes on under seed {theirs}, which its position keeps; \
+             dropout and the other draws of each step follow seed {seed} from here"
+        )
+    })
 }
 
 /// `model` with the weights of `record`, which must name exactly its parameters.
@@ -301,5 +318,21 @@ mod tests {
         }
         same_optimizer_kind(&saved, &momentum(0.5), path).expect("the same kind");
         same_optimizer_kind(&serde_json::Value::Null, &adam, path).expect("no config kept");
+    }
+
+    #[test]
+    fn a_resume_under_another_seed_says_what_follows_which_seed() {
+        let saved = serde_json::to_value(TrainConfig::cifar10().with_seed(7)).unwrap();
+        let note = seed_change(&saved, 8).expect("a note");
+        for words in [
+            "seed 8",
+            "seeded 7",
+            "goes on under seed 7",
+            "follow seed 8",
+        ] {
+            assert!(note.contains(words), "{note}");
+        }
+        assert_eq!(seed_change(&saved, 7), None);
+        assert_eq!(seed_change(&serde_json::Value::Null, 8), None);
     }
 }
