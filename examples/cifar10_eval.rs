@@ -73,8 +73,10 @@ fn main() -> anyhow::Result<()> {
     let eval = CifarEval {
         size: args.image_size,
     };
-    let mut input = Input::cifar10_test(&dir)?;
-    input.transform = Arc::new(eval);
+    let input = Input {
+        transform: Arc::new(eval),
+        ..Input::cifar10_test(&dir)?
+    };
     let precision = evaluate(&model, &input, args.batch_size, args.reader_threads)?;
     let which = match args.weights.raw_weights {
         true => "trained weights",

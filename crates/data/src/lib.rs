@@ -13,10 +13,11 @@
 //! - [`transforms`]: the TF image ops of both trainers (crops, flips, colour, resize), and the
 //!   [`Transform`](transforms::Transform) trait that chains them.
 //! - `format/`: dataset files: the [`RecordFormat`] trait and its readers, [`cifar10`] in both
-//!   layouts (binary files, torchvision's pickled batches), [`inception`] TFRecord shards of `tf.train.Example`s ([`tfrecord`],
-//!   [`tf_example`]), [`image_folder`]s, [`synthetic`] built-in data; [`IndexedFile`]: a file's
-//!   records and where to read them (a decompressed copy for a file TF wrote compressed);
-//!   [`RecordDataset`] offers any of them to Burn as a `Dataset`.
+//!   layouts (binary files, torchvision's pickled batches), [`inception`] TFRecord shards of
+//!   `tf.train.Example`s ([`tfrecord`], [`tf_example`]), [`image_folder`]s, [`synthetic`]
+//!   built-in data; [`IndexedFile`]: a file's records and where to read them (a decompressed
+//!   copy for a file TF wrote compressed); [`RecordDataset`] offers any of them to Burn as a
+//!   `Dataset`.
 //! - `pipeline/`: how they are wired: [`Pipeline`] = record cursor -> reader threads ->
 //!   example queue -> batcher -> prefetch queue, giving [`HostBatch`]es to split across
 //!   devices; [`CorruptRecords`] says whether a record that fails to decode stops it or is

@@ -49,7 +49,8 @@ impl IndexedFile {
     /// breaks ([`RecordFormat::index`]), or that it is not a regular file (a FIFO would hang
     /// its reader).
     pub fn open(format: &dyn RecordFormat, path: &Path) -> Result<Self> {
-        Self::walk(path, false, |path: &Path| {
+        let decompress = format.reads_compressed_files();
+        Self::walk(path, false, decompress, |path: &Path| {
             Ok(PartialIndex {
                 spans: format.index(path)?,
                 broken: None,
@@ -61,16 +62,20 @@ impl IndexedFile {
     /// ([`RecordFormat::index_partial`]): compressed data that is corrupt is such a break
     /// too, after the records decompressed before it.
     pub fn open_partial(format: &dyn RecordFormat, path: &Path) -> Result<Self> {
-        Self::walk(path, true, |path: &Path| format.index_partial(path))
+        let decompress = format.reads_compressed_files();
+        Self::walk(path, true, decompress, |path: &Path| {
+            format.index_partial(path)
+        })
     }
 
     /// Indexes `path` with `walk`; if that fails, breaks or finds nothing but a few stray
     /// bytes, and the file begins as compressed data, indexes its decompressed copy instead.
     /// `keep_before_break`: whether compressed data that is corrupt keeps the records before
-    /// it.
+    /// it; `decompress`: whether the format reads compressed files at all.
     fn walk(
         path: &Path,
         keep_before_break: bool,
+        decompress: bool,
         walk: impl Fn(&Path) -> Result<PartialIndex>,
     ) -> Result<Self> {
         if std::fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
@@ -84,7 +89,7 @@ impl IndexedFile {
         let as_is = walk(path);
         let held = as_is.as_ref().is_ok_and(|index| index.broken.is_none());
         let had_records = as_is.as_ref().is_ok_and(|index| !index.spans.is_empty());
-        if held && had_records {
+        if (held && had_records) || !decompress {
             return as_is.map(plain);
         }
         // A file that cannot be read keeps the error that says so.

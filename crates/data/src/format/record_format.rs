@@ -59,6 +59,14 @@ pub trait RecordFormat: Send + Sync {
         })
     }
 
+    /// Whether a file of this format that begins as GZIP or ZLIB data is read from its
+    /// decompressed copy, as TF's readers read files they are told are compressed. `true` but
+    /// for formats whose own tools never read compressed files (a pickle's), whose compressed
+    /// file is an error, as there.
+    fn reads_compressed_files(&self) -> bool {
+        true
+    }
+
     /// Decodes record number `record` of `path` from its bytes. Bad content (corrupt image,
     /// label out of range) is an error naming the file and the record.
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example>;

@@ -134,7 +134,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         let step = ckpt.step;
         let averages = ckpt.averages;
         same_optimizer_kind(&ckpt.config, &c.optimizer, path)?;
-        let notes = seed_change(&ckpt.config, c.seed).into_iter().collect();
+        let notes = seed_change(&ckpt.config, ckpt.input.as_ref(), c.seed);
+        let notes = notes.into_iter().collect();
         let model = load_into(model, ckpt.model, path)?;
         let optimizer = self.optimizer_for(&model).load_record(ckpt.optimizer);
         let averages = match (c.moving_average, averages) {
@@ -185,19 +186,32 @@ fn same_optimizer_kind(
     }
 }
 
-/// A note when this run's seed is not the seed of the run that wrote the checkpoint (`saved`,
-/// its config): the input goes on under the checkpoint's seed, which its position keeps so
-/// that no record is read twice or skipped, while the step's draws (dropout) follow this run's.
-/// Neither is the run an uninterrupted one would have been, and nothing said so.
-fn seed_change(saved: &serde_json::Value, seed: u64) -> Option<String> {
-    let theirs = saved.get("seed")?.as_u64()?;
-    (theirs != seed).then(|| {
-        format!(
-            "seed {seed}, but the checkpoint's run was seeded {theirs}: the input (file order, \
-             distortions, shuffling) goes on under seed {theirs}, which its position keeps; \
-             dropout and the other draws of each step follow seed {seed} from here"
-        )
-    })
+/// A note when this run's seed is not the one the checkpoint's input or steps went on with: the
+/// input goes on under the seed its position keeps (`input`, rank 0's; every rank's is the
+/// same), so that no record is read twice or skipped, and each step's own draws (dropout)
+/// follow this run's seed, where the run that wrote the checkpoint (`config`) drew from its own.
+fn seed_change(
+    config: &serde_json::Value,
+    input: Option<&serde_json::Value>,
+    seed: u64,
+) -> Option<String> {
+    let input_seed =
+        input.and_then(|input| input.get("rank_positions")?.get(0)?.get("seed")?.as_u64());
+    let steps_seed = config.get("seed").and_then(serde_json::Value::as_u64);
+    let mut changes = Vec::new();
+    if let Some(theirs) = input_seed.filter(|&theirs| theirs != seed) {
+        changes.push(format!(
+            "the input goes on under seed {theirs}, which its position keeps (its order, \
+             shuffling and distortions)"
+        ));
+    }
+    if let Some(theirs) = steps_seed.filter(|&theirs| theirs != seed) {
+        changes.push(format!(
+            "each step's own draws (dropout) follow seed {seed}, where the checkpoint's run \
+             drew from seed {theirs} (--seed {theirs} goes on as it would have)"
+        ));
+    }
+    (!changes.is_empty()).then(|| format!("seed {seed}: {}", changes.join("; ")))
 }
 
 /// `model` with the weights of `record`, which must name exactly its parameters.
@@ -322,17 +336,29 @@ mod tests {
 
     #[test]
     fn a_resume_under_another_seed_says_what_follows_which_seed() {
-        let saved = serde_json::to_value(TrainConfig::cifar10().with_seed(7)).unwrap();
-        let note = seed_change(&saved, 8).expect("a note");
+        let config = |seed| serde_json::to_value(TrainConfig::cifar10().with_seed(seed)).unwrap();
+        let input = |seed: u64| serde_json::json!({"ranks": 1, "rank_positions": [{"seed": seed}]});
+        // Started with 7, resumed with 8: both change.
+        let note = seed_change(&config(7), Some(&input(7)), 8).expect("a note");
         for words in [
-            "seed 8",
-            "seeded 7",
+            "seed 8:",
             "goes on under seed 7",
             "follow seed 8",
+            "--seed 7 goes on",
         ] {
             assert!(note.contains(words), "{note}");
         }
-        assert_eq!(seed_change(&saved, 7), None);
-        assert_eq!(seed_change(&serde_json::Value::Null, 8), None);
+        // Resumed with 8 again: the input still goes on under 7, the steps as before.
+        let note = seed_change(&config(8), Some(&input(7)), 8).expect("a note");
+        assert!(note.contains("goes on under seed 7"), "{note}");
+        assert!(!note.contains("dropout"), "{note}");
+        // Back to 7: the input as it always was, the steps' draws changed again.
+        let note = seed_change(&config(8), Some(&input(7)), 7).expect("a note");
+        assert!(
+            !note.contains("input") && note.contains("--seed 8"),
+            "{note}"
+        );
+        assert_eq!(seed_change(&config(7), Some(&input(7)), 7), None);
+        assert_eq!(seed_change(&serde_json::Value::Null, None, 8), None);
     }
 }

@@ -48,6 +48,14 @@ impl Layout {
         }
     }
 
+    /// The layout this one is not.
+    fn other(self) -> Layout {
+        match self {
+            Layout::Binary => Layout::Python,
+            Layout::Python => Layout::Binary,
+        }
+    }
+
     /// Whether `dir` holds any of this layout's files.
     fn is_in(self, dir: &Path) -> bool {
         let test = [self.test_name()];
@@ -75,9 +83,10 @@ pub struct Cifar10Dir {
 
 impl Cifar10Dir {
     /// The CIFAR-10 files in `dir`, or else in its `cifar-10-batches-bin` or
-    /// `cifar-10-batches-py` folder: the first folder holding a file of either layout, the
-    /// binary layout first where one folder holds both. An error names `dir` and the files it
-    /// looked for when there are none.
+    /// `cifar-10-batches-py` folder: the first folder (in that order) holding every file of a
+    /// layout, the binary layout first where one folder holds both; failing that, the first
+    /// holding any (whose missing files its `train_files` or `test_files` then name). An error
+    /// names `dir` and the files it looked for when there are none.
     pub fn find(dir: &Path) -> Result<Self> {
         if !dir.is_dir() {
             let what = match dir.exists() {
@@ -96,10 +105,18 @@ impl Cifar10Dir {
         let places = [dir.to_path_buf()]
             .into_iter()
             .chain(layouts.iter().map(|layout| dir.join(layout.folder_name())));
-        for place in places {
-            if let Some(&layout) = layouts.iter().find(|layout| layout.is_in(&place)) {
-                return Ok(Self { dir: place, layout });
-            }
+        let found: Vec<Self> = places
+            .flat_map(|place| {
+                layouts.map(|layout| Self {
+                    dir: place.clone(),
+                    layout,
+                })
+            })
+            .filter(|found| found.layout.is_in(&found.dir))
+            .collect();
+        let complete = found.iter().position(Self::is_complete);
+        if let Some(first) = complete.or((!found.is_empty()).then_some(0)) {
+            return Ok(found[first].clone());
         }
         Err(Error::File {
             path: dir.to_path_buf(),
@@ -108,6 +125,11 @@ impl Cifar10Dir {
                      or data_batch_1 ... test_batch)"
                 .into(),
         })
+    }
+
+    /// Whether every training file and the test file are there.
+    fn is_complete(&self) -> bool {
+        self.train_files().is_ok() && self.test_files().is_ok()
     }
 
     /// The folder holding the files.
@@ -165,10 +187,7 @@ fn binary_dir(dir: &Path) -> Result<Cifar10Dir> {
 }
 
 fn existing_files(dir: &Path, layout: Layout, names: &[&str]) -> Result<Vec<PathBuf>> {
-    let other = match layout {
-        Layout::Binary => Layout::Python,
-        Layout::Python => Layout::Binary,
-    };
+    let other = layout.other();
     names
         .iter()
         .map(|name| {
@@ -178,7 +197,7 @@ fn existing_files(dir: &Path, layout: Layout, names: &[&str]) -> Result<Vec<Path
             }
             let reason = if other.is_in(dir) {
                 format!(
-                    "missing: the folder holds {}'s files (open it with Cifar10Dir::find)",
+                    "missing: the folder holds {}'s files instead (Cifar10Dir::find takes either)",
                     other.folder_name()
                 )
             } else {
@@ -247,6 +266,21 @@ mod tests {
         let found = Cifar10Dir::find(both.path()).unwrap();
         assert_eq!(found.layout(), Layout::Binary);
         assert_eq!(found.dir(), both.path().join("cifar-10-batches-bin"));
+    }
+
+    #[test]
+    fn a_whole_layout_below_is_taken_over_a_lone_file_above() {
+        let mut names = vec!["test_batch.bin"];
+        let py: Vec<String> = PYTHON_TRAIN_FILES
+            .iter()
+            .chain([&PYTHON_TEST_FILE])
+            .map(|name| format!("cifar-10-batches-py/{name}"))
+            .collect();
+        names.extend(py.iter().map(String::as_str));
+        let dir = folder_of(&names);
+        let found = Cifar10Dir::find(dir.path()).unwrap();
+        assert_eq!(found.layout(), Layout::Python);
+        assert_eq!(found.train_files().unwrap().len(), 5);
     }
 
     #[test]

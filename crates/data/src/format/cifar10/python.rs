@@ -21,11 +21,23 @@ use crate::format::pickle::{
 use crate::format::{Example, RecordFormat, RecordSpan, record_error};
 
 /// Reads CIFAR-10's python batches; images come out 32x32x3 with values 0..=255, as
-/// [`Cifar10Format`](super::Cifar10Format)'s.
-#[derive(Debug, Default)]
+/// [`Cifar10Format`](super::Cifar10Format)'s. Each file's labels are read when it is indexed
+/// (or first decoded) and kept by path while the format lives: a file rewritten meanwhile is
+/// read anew when indexed again.
+#[derive(Default)]
 pub struct Cifar10PythonFormat {
     /// Each file's labels, read when it was indexed.
     labels: Mutex<HashMap<PathBuf, Arc<[i64]>>>,
+}
+
+impl std::fmt::Debug for Cifar10PythonFormat {
+    /// The files whose labels it keeps, not the labels (60,000 of them for CIFAR-10).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let files: Vec<PathBuf> = self.labels_by_file().keys().cloned().collect();
+        f.debug_struct("Cifar10PythonFormat")
+            .field("files", &files)
+            .finish()
+    }
 }
 
 impl RecordFormat for Cifar10PythonFormat {
@@ -40,6 +52,11 @@ impl RecordFormat for Cifar10PythonFormat {
         self.labels_by_file()
             .insert(path.to_path_buf(), batch.labels);
         Ok(spans)
+    }
+
+    /// `false`: pickle's `load` reads no compressed file (a GZIP'd batch is named as one).
+    fn reads_compressed_files(&self) -> bool {
+        false
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
@@ -218,9 +235,13 @@ fn read_span(path: &Path, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
+    use flate2::write::GzEncoder;
     use towers_testing::{assert_error_names, report};
 
     use super::*;
+    use crate::format::IndexedFile;
 
     /// A batch as Python 2's cPickle wrote CIFAR-10's (protocol 2, strings as `str`): `labels`,
     /// and `pixels` as an array of `shape`.
@@ -457,6 +478,17 @@ mod tests {
         bytes[at + 1] = 0x88;
         let message = index_error(&bytes);
         assert_error_names(&message, &["data_batch_1", "column-major"]);
+    }
+
+    #[test]
+    fn a_gzipped_batch_is_named_not_read_from_a_decompressed_copy() {
+        // pickle's `load` reads no GZIP file: the copies TF's formats are read from are not for it.
+        let mut gzip = GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gzip.write_all(&py2_batch(&pixels(1), 1, &[1])).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, &gzip.finish().unwrap());
+        let error = IndexedFile::open(&Cifar10PythonFormat::default(), &path).unwrap_err();
+        assert_error_names(&report(&error), &["data_batch_1", "GZIP", "extract it"]);
     }
 
     #[test]
