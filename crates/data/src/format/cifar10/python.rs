@@ -201,11 +201,9 @@ fn read_labels(path: &Path, pickle: &Pickle, labels: ValueId, rows: u64) -> Resu
     }
     let array = NdArray::from_pickle(pickle, labels).map_err(bad)?;
     let dtype = array.dtype;
-    let signed = match dtype.kind {
-        ScalarKind::Signed => true,
-        ScalarKind::Unsigned => false,
-        _ => return Err(bad(format!("an array of {dtype}, not of integers"))),
-    };
+    if !dtype.is_integer() {
+        return Err(bad(format!("an array of {dtype}, not of integers")));
+    }
     match array.shape[..] {
         [count] if count == rows => {}
         [count] => return Err(count_error(count)),
@@ -220,7 +218,7 @@ fn read_labels(path: &Path, pickle: &Pickle, labels: ValueId, rows: u64) -> Resu
     let size = dtype.size as usize;
     Ok(bytes
         .chunks(size)
-        .map(|element| dtype.integer(element, signed))
+        .map(|element| dtype.integer(element))
         .collect())
 }
 
@@ -280,6 +278,14 @@ mod tests {
         path
     }
 
+    /// Record `record` of a batch file of `bytes`, decoded before the file was indexed (its
+    /// image bytes all 1).
+    fn decode_first(bytes: &[u8], record: usize) -> Result<Example> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, bytes);
+        Cifar10PythonFormat::default().decode(&path, record, &[1; IMAGE_BYTES])
+    }
+
     fn index_error(bytes: &[u8]) -> String {
         let dir = tempfile::tempdir().unwrap();
         let path = write(&dir, bytes);
@@ -306,21 +312,13 @@ mod tests {
 
     #[test]
     fn a_record_decoded_before_its_file_was_indexed_finds_its_label() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = write(&dir, &py2_batch(&pixels(2), 2, &[7, 3]));
-        let example = Cifar10PythonFormat::default()
-            .decode(&path, 1, &[1; IMAGE_BYTES])
-            .unwrap();
+        let example = decode_first(&py2_batch(&pixels(2), 2, &[7, 3]), 1).unwrap();
         assert_eq!(example.label, 3);
     }
 
     #[test]
     fn a_label_out_of_range_names_the_file_and_record() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = write(&dir, &py2_batch(&pixels(2), 2, &[7, 10]));
-        let error = Cifar10PythonFormat::default()
-            .decode(&path, 1, &[1; IMAGE_BYTES])
-            .unwrap_err();
+        let error = decode_first(&py2_batch(&pixels(2), 2, &[7, 10]), 1).unwrap_err();
         assert_error_names(&report(&error), &["data_batch_1", "record 1", "label 10"]);
     }
 
@@ -425,12 +423,7 @@ mod tests {
         scalar.extend(b"\x89\x88\x87R(K\x03U\x01<NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb");
         scalar.extend(b"U\x08\x07\x00\x00\x00\x00\x00\x00\x00\x86Re");
         bytes.splice(at..at + list.len(), scalar);
-        let dir = tempfile::tempdir().unwrap();
-        let path = write(&dir, &bytes);
-        let example = Cifar10PythonFormat::default()
-            .decode(&path, 0, &[0; IMAGE_BYTES])
-            .unwrap();
-        assert_eq!(example.label, 7);
+        assert_eq!(decode_first(&bytes, 0).unwrap().label, 7);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use super::value::{ByteString, Pickle, SHORT_STRING, Value, ValueId};
+use super::value::{ByteString, Pickle, SHORT_STRING, Value, ValueId, little_endian_int};
 use crate::error::{Error, Result};
 
 /// The most values, memo entries and marks one pickle may make: a CIFAR-10 batch makes about
@@ -347,10 +347,7 @@ impl Machine {
             return bad(format!("an int of {len} bytes: wider than 64 bits"));
         }
         let bytes = self.take(len as u64)?;
-        let negative = bytes.last().is_some_and(|b| b & 0x80 != 0);
-        let mut wide = [if negative { 0xff } else { 0 }; 8];
-        wide[..len].copy_from_slice(&bytes);
-        self.push(Value::Int(i64::from_le_bytes(wide)))
+        self.push(Value::Int(little_endian_int(&bytes, true)))
     }
 
     fn float(&mut self) -> Step {

@@ -12,7 +12,7 @@
 //!
 //! A dtype is `dtype(code, align, copy)` then `BUILD` with `(version, byte_order, ...)`.
 
-use super::value::{ByteString, Pickle, Value, ValueId};
+use super::value::{ByteString, Pickle, Value, ValueId, little_endian_int};
 
 /// The kind of number an array holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,16 +51,18 @@ impl std::fmt::Display for Dtype {
 }
 
 impl Dtype {
-    /// The integer of one element's `bytes`, in this dtype's byte order.
-    pub(crate) fn integer(&self, bytes: &[u8], signed: bool) -> i64 {
+    /// Whether it holds integers, signed or not.
+    pub(crate) fn is_integer(&self) -> bool {
+        matches!(self.kind, ScalarKind::Signed | ScalarKind::Unsigned)
+    }
+
+    /// The integer of one element's `bytes` of an integer dtype, in its byte order.
+    pub(crate) fn integer(&self, bytes: &[u8]) -> i64 {
         let mut little = bytes.to_vec();
         if self.big_endian {
             little.reverse();
         }
-        let negative = signed && little.last().is_some_and(|b| b & 0x80 != 0);
-        let mut wide = [if negative { 0xff } else { 0 }; 8];
-        wide[..little.len()].copy_from_slice(&little);
-        i64::from_le_bytes(wide)
+        little_endian_int(&little, self.kind == ScalarKind::Signed)
     }
 }
 
@@ -131,12 +133,7 @@ pub(crate) fn integer_scalar(pickle: &Pickle, id: ValueId) -> Option<i64> {
     else {
         return None;
     };
-    let signed = match dtype.kind {
-        ScalarKind::Signed => true,
-        ScalarKind::Unsigned => false,
-        _ => return None,
-    };
-    (bytes.len() as u64 == dtype.size).then(|| dtype.integer(bytes, signed))
+    (dtype.is_integer() && bytes.len() as u64 == dtype.size).then(|| dtype.integer(bytes))
 }
 
 /// `array_setstate`'s `(version, shape, dtype, is_fortran, raw)`, or the same without the

@@ -137,3 +137,12 @@ impl Value {
         }
     }
 }
+
+/// The integer of `bytes` (at most 8), little-endian, two's complement when `signed`: what
+/// pickle's `LONG1` and numpy's integer elements hold.
+pub(crate) fn little_endian_int(bytes: &[u8], signed: bool) -> i64 {
+    let negative = signed && bytes.last().is_some_and(|b| b & 0x80 != 0);
+    let mut wide = [if negative { 0xff } else { 0 }; 8];
+    wide[..bytes.len()].copy_from_slice(bytes);
+    i64::from_le_bytes(wide)
+}
