@@ -14,7 +14,8 @@
 //!   [`Transform`](transforms::Transform) trait that chains them.
 //! - `format/`: dataset files: the [`RecordFormat`] trait and its readers, [`cifar10`] in both
 //!   layouts (binary files, torchvision's pickled batches), [`inception`] TFRecord shards of
-//!   `tf.train.Example`s ([`tfrecord`], [`tf_example`]), [`image_folder`]s, [`synthetic`]
+//!   `tf.train.Example`s ([`tfrecord`], [`tf_example`]), datasets TensorFlow Datasets prepared
+//!   ([`tfds`]), [`image_folder`]s, [`synthetic`]
 //!   built-in data; [`IndexedFile`]: a file's records and where to read them (a decompressed
 //!   copy for a file TF wrote compressed); [`RecordDataset`] offers any of them to Burn as a
 //!   `Dataset`.
@@ -52,7 +53,7 @@ pub use error::{Cause, Error, ErrorChain, Result, While};
 pub use format::{
     Compression, Example, IndexedFile, PartialIndex, Prepared, RecordDataset, RecordFormat,
     RecordReader, RecordSource, RecordSpan, cifar10, image_folder, inception, synthetic,
-    tf_example, tfrecord,
+    tf_example, tfds, tfrecord,
 };
 pub use image::{Image, Planes, Rgb8};
 pub use pipeline::{

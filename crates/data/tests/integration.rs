@@ -16,4 +16,5 @@ mod recut;
 mod resume;
 mod tf_compressed;
 mod tf_jpeg;
+mod tfds;
 mod torchvision_preprocessing;

@@ -16,8 +16,9 @@ use rand::{RngExt, SeedableRng};
 
 use crate::atomic_file::AtomicFile;
 use crate::bounding_box::BoundingBox;
-use crate::codec::{decode_image, encode_jpeg};
+use crate::codec::encode_jpeg;
 use crate::error::{Error, Result};
+use crate::format::record_format::{checked_label, encoded_example, prepare_encoded};
 use crate::format::synthetic::{BuiltinDir, ClassLook, synthetic_image};
 use crate::format::tf_example::ImageRecord;
 use crate::format::tfrecord::{self, TfRecordWriter};
@@ -54,21 +55,12 @@ impl TfExampleFormat {
 impl TfExampleFormat {
     /// The record's Example, with its label offset and checked.
     fn parse(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<(ImageRecord, i64)> {
-        let bad = |reason| record_error(path, record, reason);
         let data = tfrecord::record_data(path, record, bytes)?;
-        let parsed = ImageRecord::parse(data).map_err(bad)?;
-        // A stored label near i64's ends would overflow with the offset: out of range too.
-        let label = parsed.label.checked_add(self.label_offset);
-        match label.filter(|l| (0..self.num_classes as i64).contains(l)) {
-            Some(label) => Ok((parsed, label)),
-            None => Err(bad(format!(
-                "label {} (stored {}) out of range 0..{}",
-                parsed.label.saturating_add(self.label_offset),
-                parsed.label,
-                self.num_classes
-            )
-            .into())),
-        }
+        let parsed =
+            ImageRecord::parse(data).map_err(|reason| record_error(path, record, reason))?;
+        let offset = self.label_offset;
+        let label = checked_label(path, record, parsed.label, offset, self.num_classes)?;
+        Ok((parsed, label))
     }
 }
 
@@ -83,13 +75,7 @@ impl RecordFormat for TfExampleFormat {
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
         let (parsed, label) = self.parse(path, record, bytes)?;
-        let image =
-            decode_image(&parsed.encoded).map_err(|reason| record_error(path, record, reason))?;
-        Ok(Example {
-            image,
-            label,
-            boxes: parsed.boxes,
-        })
+        encoded_example(path, record, &parsed.encoded, label, parsed.boxes)
     }
 
     /// Hands the JPEG to the transform undecoded ([`Transform::apply_encoded`]).
@@ -102,10 +88,8 @@ impl RecordFormat for TfExampleFormat {
         rng: &mut Rng,
     ) -> Result<Prepared> {
         let (parsed, label) = self.parse(path, record, bytes)?;
-        let planes = transform
-            .apply_encoded(&parsed.encoded, &parsed.boxes, rng)
-            .map_err(|reason| record_error(path, record, reason))?;
-        Ok(Prepared { planes, label })
+        let record_parts = (&parsed.encoded[..], label, &parsed.boxes[..]);
+        prepare_encoded(path, record, record_parts, transform, rng)
     }
 }
 

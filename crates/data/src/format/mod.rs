@@ -5,6 +5,8 @@
 //!   a pickle machine that runs nothing (`pickle/`).
 //! - [`tfrecord`] framing and [`tf_example`] protos; [`inception`]: TFRecord shards of
 //!   `tf.train.Example`s with encoded images, as TF's Inception trainer reads them.
+//! - [`tfds`]: datasets TensorFlow Datasets prepared (`~/tensorflow_datasets/<name>/<version>`),
+//!   TFRecord shards of `tf.train.Example`s with an encoded image and a class.
 //! - [`image_folder`]: one folder per class, its images decoded by [`crate::codec`].
 //! - [`synthetic`]: built-in data for demos and tests.
 //! - [`IndexedFile`] (`indexed_file.rs`): a file's records as its format indexed them, and the
@@ -30,6 +32,7 @@ mod record_format;
 mod record_source;
 pub mod synthetic;
 pub mod tf_example;
+pub mod tfds;
 pub mod tfrecord;
 
 pub use compressed::Compression;

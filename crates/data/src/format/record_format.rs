@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::bounding_box::BoundingBox;
+use crate::codec::decode_image;
 use crate::error::{Cause, Error, Result};
 use crate::image::{Image, Planes};
 use crate::rng::Rng;
@@ -111,4 +112,59 @@ pub(crate) fn record_error(path: &Path, record: usize, error: impl Into<Cause>) 
         record,
         error: error.into(),
     }
+}
+
+/// The class of record `record` of `path`: its `stored` label plus `offset`, which must fall in
+/// `0..num_classes` (an error names both the label and the stored one).
+pub(crate) fn checked_label(
+    path: &Path,
+    record: usize,
+    stored: i64,
+    offset: i64,
+    num_classes: usize,
+) -> Result<i64> {
+    // A stored label near i64's ends would overflow with the offset: out of range too.
+    let label = stored.checked_add(offset);
+    match label.filter(|l| (0..num_classes as i64).contains(l)) {
+        Some(label) => Ok(label),
+        None => {
+            let shown = stored.saturating_add(offset);
+            let reason = match offset {
+                0 => format!("label {shown} out of range 0..{num_classes}"),
+                _ => format!("label {shown} (stored {stored}) out of range 0..{num_classes}"),
+            };
+            Err(record_error(path, record, reason))
+        }
+    }
+}
+
+/// Record `record` of `path` from its encoded image (JPEG, PNG, ...), decoded.
+pub(crate) fn encoded_example(
+    path: &Path,
+    record: usize,
+    encoded: &[u8],
+    label: i64,
+    boxes: Vec<BoundingBox>,
+) -> Result<Example> {
+    let image = decode_image(encoded).map_err(|reason| record_error(path, record, reason))?;
+    Ok(Example {
+        image,
+        label,
+        boxes,
+    })
+}
+
+/// Record `record` of `path` from its encoded image, handed to `transform` undecoded
+/// ([`Transform::apply_encoded`]), so that it decodes and converts only what it keeps.
+pub(crate) fn prepare_encoded(
+    path: &Path,
+    record: usize,
+    (encoded, label, boxes): (&[u8], i64, &[BoundingBox]),
+    transform: &dyn Transform,
+    rng: &mut Rng,
+) -> Result<Prepared> {
+    let planes = transform
+        .apply_encoded(encoded, boxes, rng)
+        .map_err(|reason| record_error(path, record, reason))?;
+    Ok(Prepared { planes, label })
 }

@@ -113,15 +113,9 @@ impl ImageRecord {
     /// `image/class/label`, a key of the wrong type, or box lists of different lengths are
     /// errors naming the key.
     pub fn parse(bytes: &[u8]) -> Result<Self, Cause> {
-        let example = Example::decode(bytes).map_err(While::doing("not a tf.train.Example"))?;
-        let features = example.features.map(|f| f.feature).unwrap_or_default();
-        let reader = FeatureReader(&features);
-        let encoded = reader
-            .bytes(keys::ENCODED)?
-            .ok_or(format!("missing key {}", keys::ENCODED))?;
-        let label = reader
-            .int(keys::LABEL)?
-            .ok_or(format!("missing key {}", keys::LABEL))?;
+        let reader = ExampleFeatures::parse(bytes)?;
+        let encoded = reader.required(keys::ENCODED, ExampleFeatures::bytes)?;
+        let label = reader.required(keys::LABEL, ExampleFeatures::int)?;
         let lists = [keys::YMIN, keys::XMIN, keys::YMAX, keys::XMAX].map(|k| reader.floats(k));
         let [ymin, xmin, ymax, xmax] = lists;
         let (ymin, xmin, ymax, xmax) = (ymin?, xmin?, ymax?, xmax?);
@@ -200,10 +194,33 @@ impl ImageRecord {
     }
 }
 
-/// Typed access to a feature map; every error names the key.
-struct FeatureReader<'a>(&'a HashMap<String, Feature>);
+/// The features of one serialized `tf.train.Example`, read by key and type; every error names
+/// the key.
+pub(crate) struct ExampleFeatures(HashMap<String, Feature>);
 
-impl FeatureReader<'_> {
+impl ExampleFeatures {
+    /// The features of a serialized `tf.train.Example`.
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Self, Cause> {
+        let example = Example::decode(bytes).map_err(While::doing("not a tf.train.Example"))?;
+        Ok(Self(
+            example.features.map(|f| f.feature).unwrap_or_default(),
+        ))
+    }
+
+    /// The one value of `key`, which must be present: an error names the key and the keys
+    /// the example has.
+    pub(crate) fn required<T>(
+        &self,
+        key: &str,
+        read: fn(&Self, &str) -> Result<Option<T>, Cause>,
+    ) -> Result<T, Cause> {
+        read(self, key)?.ok_or_else(|| {
+            let mut keys: Vec<&str> = self.0.keys().map(String::as_str).collect();
+            keys.sort_unstable();
+            format!("missing key {key} (the example has: {})", keys.join(", ")).into()
+        })
+    }
+
     fn kind(&self, key: &str) -> Option<&Kind> {
         self.0.get(key).and_then(|f| f.kind.as_ref())
     }
@@ -225,7 +242,8 @@ impl FeatureReader<'_> {
         }
     }
 
-    fn bytes(&self, key: &str) -> Result<Option<Vec<u8>>, Cause> {
+    /// The one value of the `bytes_list` `key`; `None` when absent or empty.
+    pub(crate) fn bytes(&self, key: &str) -> Result<Option<Vec<u8>>, Cause> {
         match self.kind(key) {
             None => Ok(None),
             Some(Kind::Bytes(list)) => Self::single(key, &list.value),
@@ -241,7 +259,8 @@ impl FeatureReader<'_> {
             .transpose()
     }
 
-    fn int(&self, key: &str) -> Result<Option<i64>, Cause> {
+    /// The one value of the `int64_list` `key`; `None` when absent or empty.
+    pub(crate) fn int(&self, key: &str) -> Result<Option<i64>, Cause> {
         match self.kind(key) {
             None => Ok(None),
             Some(Kind::Int64s(list)) => Self::single(key, &list.value),
@@ -348,7 +367,7 @@ mod tests {
         let no_label = field(1, &entry(keys::ENCODED, field(1, &field(1, b"x"))));
         assert_eq!(
             ImageRecord::parse(&no_label).unwrap_err().to_string(),
-            "missing key image/class/label"
+            "missing key image/class/label (the example has: image/encoded)"
         );
         let float_label = field(
             1,

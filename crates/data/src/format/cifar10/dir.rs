@@ -1,17 +1,20 @@
-//! A CIFAR-10 folder of either layout, found by its files: the folder itself, or the
+//! A CIFAR-10 folder of any layout, found by its files: the folder itself, or the
 //! `cifar-10-batches-bin` or `cifar-10-batches-py` folder inside it (TF's tutorial takes the
 //! folder holding `cifar-10-batches-bin` as its `--data_dir`, torchvision's `CIFAR10` the one
-//! holding `cifar-10-batches-py` as its `root`).
+//! holding `cifar-10-batches-py` as its `root`), or TFDS's `cifar10` dataset there (the
+//! `data_dir` of `tfds.load`, holding `cifar10/<version>/`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::tfds::TFDS_NAME;
 use super::{
-    Cifar10Format, Cifar10PythonFormat, PYTHON_TEST_FILE, PYTHON_TRAIN_FILES, TEST_FILE,
-    TRAIN_FILES,
+    Cifar10Format, Cifar10PythonFormat, Cifar10TfdsFormat, PYTHON_TEST_FILE, PYTHON_TRAIN_FILES,
+    TEST_FILE, TRAIN_FILES,
 };
 use crate::error::{Error, Result};
 use crate::format::RecordFormat;
+use crate::format::tfds::TfdsDataset;
 
 /// The layouts CIFAR-10 is published in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +26,9 @@ pub enum Layout {
     /// `cifar-10-batches-py`: `data_batch_1` ... `test_batch`, pickles read by
     /// [`Cifar10PythonFormat`].
     Python,
+    /// TFDS's `cifar10/<version>`: the shards `dataset_info.json` lists, read by
+    /// [`Cifar10TfdsFormat`].
+    Tfds,
 }
 
 impl Layout {
@@ -31,36 +37,35 @@ impl Layout {
         match self {
             Layout::Binary => "cifar-10-batches-bin",
             Layout::Python => "cifar-10-batches-py",
+            Layout::Tfds => TFDS_NAME,
         }
     }
 
-    fn train_names(self) -> &'static [&'static str] {
+    /// The training files' and the test file's names; none for TFDS's, which its
+    /// `dataset_info.json` lists.
+    fn file_names(self) -> (&'static [&'static str], &'static [&'static str]) {
         match self {
-            Layout::Binary => &TRAIN_FILES,
-            Layout::Python => &PYTHON_TRAIN_FILES,
+            Layout::Binary => (&TRAIN_FILES, &[TEST_FILE]),
+            Layout::Python => (&PYTHON_TRAIN_FILES, &[PYTHON_TEST_FILE]),
+            Layout::Tfds => (&[], &[]),
         }
     }
 
-    fn test_name(self) -> &'static str {
-        match self {
-            Layout::Binary => TEST_FILE,
-            Layout::Python => PYTHON_TEST_FILE,
-        }
-    }
-
-    /// The layout this one is not.
+    /// The published layout this one is not.
     fn other(self) -> Layout {
         match self {
             Layout::Binary => Layout::Python,
-            Layout::Python => Layout::Binary,
+            Layout::Python | Layout::Tfds => Layout::Binary,
         }
     }
 
-    /// Whether `dir` holds any of this layout's files.
+    /// Whether `dir` holds any of this layout's named files.
     fn is_in(self, dir: &Path) -> bool {
-        let test = [self.test_name()];
-        let mut names = self.train_names().iter().chain(&test);
-        names.any(|name| dir.join(name).is_file())
+        let (train, test) = self.file_names();
+        train
+            .iter()
+            .chain(test)
+            .any(|name| dir.join(name).is_file())
     }
 }
 
@@ -79,14 +84,18 @@ impl Layout {
 pub struct Cifar10Dir {
     dir: PathBuf,
     layout: Layout,
+    /// The dataset and its format, for [`Layout::Tfds`].
+    tfds: Option<(TfdsDataset, Cifar10TfdsFormat)>,
 }
 
 impl Cifar10Dir {
     /// The CIFAR-10 files in `dir`, or else in its `cifar-10-batches-bin` or
     /// `cifar-10-batches-py` folder: the first folder (in that order) holding every file of a
     /// layout, the binary layout first where one folder holds both; failing that, the first
-    /// holding any (whose missing files its `train_files` or `test_files` then name). An error
-    /// names `dir` and the files it looked for when there are none.
+    /// holding any (whose missing files its `train_files` or `test_files` then name); failing
+    /// that, TFDS's `cifar10` in `dir` (`tfds.load`'s `data_dir`, its newest version) or `dir`
+    /// itself (`cifar10` or its version folder). An error names `dir` and the files it looked
+    /// for when there are none.
     pub fn find(dir: &Path) -> Result<Self> {
         if !dir.is_dir() {
             let what = match dir.exists() {
@@ -110,6 +119,7 @@ impl Cifar10Dir {
                 layouts.map(|layout| Self {
                     dir: place.clone(),
                     layout,
+                    tfds: None,
                 })
             })
             .filter(|found| found.layout.is_in(&found.dir))
@@ -118,13 +128,34 @@ impl Cifar10Dir {
         if let Some(first) = complete.or((!found.is_empty()).then_some(0)) {
             return Ok(found[first].clone());
         }
+        if let Some(tfds) = Self::find_tfds(dir)? {
+            return Ok(tfds);
+        }
         Err(Error::File {
             path: dir.to_path_buf(),
             reason: "no CIFAR-10 files here or in its cifar-10-batches-bin or \
                      cifar-10-batches-py folder (expected data_batch_1.bin ... test_batch.bin, \
-                     or data_batch_1 ... test_batch)"
+                     or data_batch_1 ... test_batch), and no TFDS cifar10 dataset"
                 .into(),
         })
+    }
+
+    /// TFDS's `cifar10` in `dir`, TFDS's `data_dir` (holding `cifar10/<version>`), or `dir`
+    /// itself: its version folder or `cifar10` folder. `None` where `dir` is none of these.
+    fn find_tfds(dir: &Path) -> Result<Option<Self>> {
+        let below = dir.join(TFDS_NAME);
+        let is_tfds = dir.ends_with(TFDS_NAME) || dir.join("dataset_info.json").is_file();
+        let dataset = match (below.is_dir(), is_tfds) {
+            (true, _) => TfdsDataset::open(&below)?,
+            (false, true) => TfdsDataset::open(dir)?,
+            (false, false) => return Ok(None),
+        };
+        let format = Cifar10TfdsFormat::new(&dataset)?;
+        Ok(Some(Self {
+            dir: dataset.dir().to_path_buf(),
+            layout: Layout::Tfds,
+            tfds: Some((dataset, format)),
+        }))
     }
 
     /// Whether every training file and the test file are there.
@@ -144,25 +175,32 @@ impl Cifar10Dir {
 
     /// The format that reads the files.
     pub fn format(&self) -> Arc<dyn RecordFormat> {
-        match self.layout {
-            Layout::Binary => Arc::new(Cifar10Format),
-            Layout::Python => Arc::new(Cifar10PythonFormat::default()),
+        match (self.layout, &self.tfds) {
+            (_, Some((_, format))) => Arc::new(format.clone()),
+            (Layout::Python, _) => Arc::new(Cifar10PythonFormat::default()),
+            _ => Arc::new(Cifar10Format),
         }
     }
 
-    /// The five training files, checked to exist.
+    /// The five training files (TFDS's `train` shards), checked to exist.
     pub fn train_files(&self) -> Result<Vec<PathBuf>> {
-        existing_files(&self.dir, self.layout, self.layout.train_names())
+        match &self.tfds {
+            Some((dataset, _)) => dataset.split_files("train"),
+            None => existing_files(&self.dir, self.layout, self.layout.file_names().0),
+        }
     }
 
-    /// The test file, checked to exist.
+    /// The test file (TFDS's `test` shards), checked to exist.
     pub fn test_files(&self) -> Result<Vec<PathBuf>> {
-        existing_files(&self.dir, self.layout, &[self.layout.test_name()])
+        match &self.tfds {
+            Some((dataset, _)) => dataset.split_files("test"),
+            None => existing_files(&self.dir, self.layout, self.layout.file_names().1),
+        }
     }
 }
 
 /// The five training files of `dir`, a `cifar-10-batches-bin` folder, checked to exist. For
-/// either layout: [`Cifar10Dir`].
+/// any layout: [`Cifar10Dir`].
 pub fn train_files(dir: &Path) -> Result<Vec<PathBuf>> {
     binary_dir(dir)?.train_files()
 }
@@ -183,6 +221,7 @@ fn binary_dir(dir: &Path) -> Result<Cifar10Dir> {
     Ok(Cifar10Dir {
         dir: dir.to_path_buf(),
         layout: Layout::Binary,
+        tfds: None,
     })
 }
 

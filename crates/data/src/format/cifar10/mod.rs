@@ -1,29 +1,35 @@
-//! CIFAR-10 in both of its published layouts, and the built-in synthetic CIFAR-10.
+//! CIFAR-10 in both of its published layouts and as TensorFlow Datasets prepares it, and the
+//! built-in synthetic CIFAR-10.
 //!
 //! - `binary.rs`: [`Cifar10Format`], the binary layout (`cifar-10-batches-bin`, TF's tutorial
 //!   reads it): files of 3073-byte records, a label byte then the image.
 //! - `python.rs`: [`Cifar10PythonFormat`], the python layout (`cifar-10-batches-py`,
 //!   torchvision's `CIFAR10` downloads it): each file a pickled dict of a numpy array of
 //!   images and a list of labels.
-//! - `dir.rs`: [`Cifar10Dir`], a folder of either layout, found by its files.
+//! - `tfds.rs`: [`Cifar10TfdsFormat`], TFDS's `cifar10` (`~/tensorflow_datasets/cifar10/3.0.2`,
+//!   what `tfds.load("cifar10")` prepares): TFRecord shards of PNG images.
+//! - `dir.rs`: [`Cifar10Dir`], a folder of any of these layouts, found by its files.
 //! - `builtin.rs`: [`BuiltinCifar10`], synthetic data in the binary layout.
 //!
-//! Both layouts hold each image as three planes (R, G, B) of 32x32 bytes, row by row.
+//! The published layouts hold each image as three planes (R, G, B) of 32x32 bytes, row by row.
 
 mod binary;
 mod builtin;
 mod dir;
 mod python;
+mod tfds;
 
 pub use binary::Cifar10Format;
 pub use builtin::{BuiltinCifar10, encode_record, write_synthetic};
 pub use dir::{Cifar10Dir, Layout, test_files, train_files};
 pub use python::Cifar10PythonFormat;
+pub use tfds::Cifar10TfdsFormat;
 
 use std::path::Path;
 
 use crate::error::Result;
-use crate::format::{Example, record_error};
+use crate::format::Example;
+use crate::format::record_format::checked_label;
 use crate::image::Image;
 
 /// Side of a CIFAR-10 image.
@@ -58,10 +64,7 @@ pub const PYTHON_TEST_FILE: &str = "test_batch";
 /// Record `record` of `path` from its label and its image's [`IMAGE_BYTES`] plane bytes: a
 /// label out of range is an error naming both.
 fn example(path: &Path, record: usize, label: i64, planes: &[u8]) -> Result<Example> {
-    if !(0..NUM_CLASSES as i64).contains(&label) {
-        let reason = format!("label {label} out of range 0..{NUM_CLASSES}");
-        return Err(record_error(path, record, reason));
-    }
+    let label = checked_label(path, record, label, 0, NUM_CLASSES)?;
     let planes: Vec<f32> = planes.iter().map(|&b| b as f32).collect();
     Ok(Example {
         image: Image::from_chw(&planes, 3, IMAGE_SIZE, IMAGE_SIZE),

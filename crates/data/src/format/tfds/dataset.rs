@@ -1,0 +1,336 @@
+//! [`TfdsDataset`]: a dataset TFDS prepared, found by its folder as `tfds.load` finds it.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+use super::features::{Feature, Features};
+use super::format::TfdsImageFormat;
+use super::info::{self, DatasetInfo};
+
+/// A dataset of images and class labels that TensorFlow Datasets prepared (`tfds.load`,
+/// `download_and_prepare`) in its TFRecord files: `<data_dir>/<name>[/<config>]/<version>/`,
+/// holding `dataset_info.json`, `features.json`, `<label>.labels.txt` and the shards
+/// `<name>-<split>.tfrecord-XXXXX-of-YYYYY`.
+///
+/// Its image and label are the features `as_supervised=True` yields (the dataset's supervised
+/// keys), or where it has none its one `Image` and its one `ClassLabel`; [`with_keys`] picks
+/// others.
+///
+/// ```no_run
+/// # use std::{path::Path, sync::Arc};
+/// use towers_data::{RecordDataset, tfds::TfdsDataset};
+/// # fn main() -> towers_data::Result<()> {
+/// let home = std::env::var("HOME").unwrap();
+/// // tfds.load("cifar10", data_dir="~/tensorflow_datasets")'s files: the newest version.
+/// let cifar = TfdsDataset::load(&Path::new(&home).join("tensorflow_datasets"), "cifar10")?;
+/// let train = RecordDataset::open(Arc::new(cifar.image_format()), cifar.split_files("train")?)?;
+/// # Ok(()) }
+/// ```
+///
+/// [`with_keys`]: TfdsDataset::with_keys
+#[derive(Debug, Clone)]
+pub struct TfdsDataset {
+    dir: PathBuf,
+    info: DatasetInfo,
+    features: Features,
+    image_key: String,
+    label_key: String,
+    num_classes: usize,
+}
+
+impl TfdsDataset {
+    /// The dataset in `path`: a version folder (`.../cifar10/3.0.2`, holding
+    /// `dataset_info.json`), or a dataset's folder (`.../cifar10`, `.../imagenette` or
+    /// `.../imagenette/full-size-v2`), of which the newest version prepared is taken, and of
+    /// a dataset with configs the default one (TFDS's `.config/metadata.json`) or the only one.
+    pub fn open(path: &Path) -> Result<Self> {
+        let dir = version_dir(path)?;
+        let info = DatasetInfo::read(&dir)?;
+        let features = Features::read(&dir)?;
+        let (image_key, label_key) = default_keys(&dir, &info, &features)?;
+        Self::with_features(dir, info, features, &image_key, &label_key)
+    }
+
+    /// The dataset `tfds.load(name, data_dir=data_dir)` reads: `name` as `tfds.load` takes it,
+    /// `cifar10`, `cifar10:3.0.2`, `imagenette/full-size-v2` or `imagenette/full-size-v2:1.0.0`.
+    pub fn load(data_dir: &Path, name: &str) -> Result<Self> {
+        let (name, version) = match name.split_once(':') {
+            Some((name, version)) => (name, Some(version)),
+            None => (name, None),
+        };
+        let unsafe_name = Path::new(name)
+            .components()
+            .any(|part| !matches!(part, std::path::Component::Normal(_)));
+        if unsafe_name || name.is_empty() {
+            return Err(Error::Config(format!(
+                "{name:?} is not a TFDS dataset name (`name`, `name/config`, with `:version`)"
+            )));
+        }
+        let folder = data_dir.join(name);
+        Self::open(&version.map_or(folder.clone(), |version| folder.join(version)))
+    }
+
+    /// The same dataset with its images under `image_key` and its labels under `label_key`: an
+    /// error names a key the dataset lacks or whose feature is not an 8-bit `Image` or a
+    /// `ClassLabel`.
+    pub fn with_keys(self, image_key: &str, label_key: &str) -> Result<Self> {
+        Self::with_features(self.dir, self.info, self.features, image_key, label_key)
+    }
+
+    fn with_features(
+        dir: PathBuf,
+        info: DatasetInfo,
+        features: Features,
+        image_key: &str,
+        label_key: &str,
+    ) -> Result<Self> {
+        let bad = |reason: String| Error::File {
+            path: dir.join(super::features::FILE_NAME),
+            reason,
+        };
+        let num_classes = match features.0.get(label_key) {
+            Some(Feature::ClassLabel { num_classes }) => *num_classes as usize,
+            other => return Err(bad(not_a(label_key, "a ClassLabel", other))),
+        };
+        match features.0.get(image_key) {
+            Some(Feature::Image { dtype }) if dtype == "uint8" => {}
+            Some(Feature::Image { dtype }) => {
+                return Err(bad(format!(
+                    "image {image_key} holds {dtype} pixels; 8-bit images (uint8) are read"
+                )));
+            }
+            other => return Err(bad(not_a(image_key, "an Image", other))),
+        }
+        Ok(Self {
+            dir,
+            info,
+            features,
+            image_key: image_key.to_string(),
+            label_key: label_key.to_string(),
+            num_classes,
+        })
+    }
+
+    /// The version folder the files are in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The dataset's name (`cifar10`).
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// Its version (`3.0.2`).
+    pub fn version(&self) -> &str {
+        &self.info.version
+    }
+
+    /// Its builder config (`full-size-v2`), when it has configs.
+    pub fn config(&self) -> Option<&str> {
+        self.info.config_name.as_deref()
+    }
+
+    /// Its splits' names, as `dataset_info.json` lists them.
+    pub fn splits(&self) -> Vec<&str> {
+        self.info.split_names()
+    }
+
+    /// Whether it has the split `split`.
+    pub fn has_split(&self, split: &str) -> bool {
+        self.info.split(split).is_some()
+    }
+
+    /// The feature key of the images.
+    pub fn image_key(&self) -> &str {
+        &self.image_key
+    }
+
+    /// The feature key of the labels.
+    pub fn label_key(&self) -> &str {
+        &self.label_key
+    }
+
+    /// The classes the labels are in: `0..num_classes`.
+    pub fn num_classes(&self) -> usize {
+        self.num_classes
+    }
+
+    /// The classes' names, from `<label key>.labels.txt` (as TFDS's `ClassLabel.names`),
+    /// when the dataset names them; an error names a file whose count of names is not the
+    /// number of classes.
+    pub fn class_names(&self) -> Result<Option<Vec<String>>> {
+        let path = self.dir.join(format!("{}.labels.txt", self.label_key));
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let text = info::read_metadata(&path)?;
+        // TFDS's `_load_names_from_file`: lines stripped, empty ones dropped.
+        let text = String::from_utf8_lossy(&text);
+        let names: Vec<String> = text
+            .split('\n')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+            .map(str::to_string)
+            .collect();
+        if names.len() != self.num_classes {
+            return Err(Error::File {
+                path,
+                reason: format!(
+                    "{} class names where features.json says {} classes",
+                    names.len(),
+                    self.num_classes
+                ),
+            });
+        }
+        Ok(Some(names))
+    }
+
+    /// The examples of `split`, where `dataset_info.json` counts them.
+    pub fn num_examples(&self, split: &str) -> Option<u64> {
+        self.info.split(split)?.num_examples()
+    }
+
+    /// The shards of `split`, in order, checked to exist: an error names a split the dataset
+    /// lacks (and those it has) or a missing shard.
+    pub fn split_files(&self, split: &str) -> Result<Vec<PathBuf>> {
+        let Some(info) = self.info.split(split) else {
+            return Err(Error::File {
+                path: self.dir.join(info::FILE_NAME),
+                reason: format!(
+                    "no split {split:?}: the dataset has {}",
+                    self.splits().join(", ")
+                ),
+            });
+        };
+        let paths = info.shard_paths(&self.dir, &self.info.name)?;
+        if paths.is_empty() {
+            return Err(Error::File {
+                path: self.dir.join(info::FILE_NAME),
+                reason: format!("split {split} has no shards"),
+            });
+        }
+        let count = paths.len();
+        for (index, path) in paths.iter().enumerate() {
+            if !path.is_file() {
+                return Err(Error::File {
+                    path: path.clone(),
+                    reason: format!(
+                        "missing: shard {index} of the {count} of split {split} that \
+                         dataset_info.json lists (a copy not finished?)"
+                    ),
+                });
+            }
+        }
+        Ok(paths)
+    }
+
+    /// The format of its records: its image and label, labels checked against its classes.
+    pub fn image_format(&self) -> TfdsImageFormat {
+        TfdsImageFormat::new(&self.image_key, &self.label_key, self.num_classes)
+    }
+}
+
+/// What is wrong with `key` as the `want` feature.
+fn not_a(key: &str, want: &str, found: Option<&Feature>) -> String {
+    match found {
+        None => format!("no feature {key} (wanted its {want})"),
+        Some(Feature::Other { class }) => format!("feature {key} is a {class}, not {want}"),
+        Some(other) => format!("feature {key} is not {want} but {other:?}"),
+    }
+}
+
+/// The supervised keys, or the one image and one class label.
+fn default_keys(dir: &Path, info: &DatasetInfo, features: &Features) -> Result<(String, String)> {
+    if let Some(keys) = info.supervised_keys() {
+        return Ok(keys);
+    }
+    let images = features.keys_where(|f| matches!(f, Feature::Image { .. }));
+    let labels = features.keys_where(|f| matches!(f, Feature::ClassLabel { .. }));
+    match (images.as_slice(), labels.as_slice()) {
+        ([image], [label]) => Ok((image.to_string(), label.to_string())),
+        _ => Err(Error::File {
+            path: dir.join(super::features::FILE_NAME),
+            reason: format!(
+                "no supervised keys, and not one image and one class label to take instead \
+                 (images: [{}], class labels: [{}]): pick them with TfdsDataset::with_keys",
+                images.join(", "),
+                labels.join(", ")
+            ),
+        }),
+    }
+}
+
+/// The version folder `path` is, or the newest in it (in its default or only config's folder).
+fn version_dir(path: &Path) -> Result<PathBuf> {
+    if path.join(info::FILE_NAME).is_file() {
+        return Ok(path.to_path_buf());
+    }
+    if !path.is_dir() {
+        return Err(Error::File {
+            path: path.to_path_buf(),
+            reason: "no such directory (expected a dataset TFDS prepared)".into(),
+        });
+    }
+    if let Some(newest) = newest_version(path)? {
+        return Ok(newest);
+    }
+    let configs: Vec<PathBuf> = subfolders(path)?
+        .into_iter()
+        .filter(|folder| newest_version(folder).is_ok_and(|v| v.is_some()))
+        .collect();
+    let default = default_config(path).map(|name| path.join(name));
+    let chosen = match (default, configs.as_slice()) {
+        (Some(default), _) if configs.contains(&default) => default,
+        (_, [only]) => only.clone(),
+        _ => {
+            let names: Vec<_> = configs.iter().filter_map(|c| c.file_name()).collect();
+            return Err(Error::File {
+                path: path.to_path_buf(),
+                reason: match names.is_empty() {
+                    true => "no dataset TFDS prepared here: no dataset_info.json in it or in a \
+                             version folder (3.0.2) below it"
+                        .into(),
+                    false => format!("several configs prepared, name one: {names:?}"),
+                },
+            });
+        }
+    };
+    Ok(newest_version(&chosen)?.expect("a config folder with a version"))
+}
+
+/// The newest `X.Y.Z` folder of `dir` holding `dataset_info.json`; folders TFDS left
+/// unfinished (`incomplete.*`) are not versions.
+fn newest_version(dir: &Path) -> Result<Option<PathBuf>> {
+    let versions = subfolders(dir)?.into_iter().filter_map(|folder| {
+        let name = folder.file_name()?.to_str()?;
+        let parts: Vec<u64> = name
+            .split('.')
+            .map(|p| p.parse().ok())
+            .collect::<Option<_>>()?;
+        let complete = parts.len() == 3 && folder.join(info::FILE_NAME).is_file();
+        complete.then_some((parts, folder))
+    });
+    Ok(versions.max().map(|(_, folder)| folder))
+}
+
+/// The folders in `dir`.
+fn subfolders(dir: &Path) -> Result<Vec<PathBuf>> {
+    let io = Error::io_at(dir);
+    let mut folders = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(&io)? {
+        let path = entry.map_err(&io)?.path();
+        if path.is_dir() {
+            folders.push(path);
+        }
+    }
+    Ok(folders)
+}
+
+/// The default config TFDS recorded for the dataset folder `dir`, if any.
+fn default_config(dir: &Path) -> Option<String> {
+    let path = dir.join(".config/metadata.json");
+    let json: serde_json::Value = info::read_json(&path).ok()?;
+    Some(json.get("default_config_name")?.as_str()?.to_string())
+}

@@ -1,0 +1,314 @@
+//! Datasets TensorFlow Datasets 4.9.10 prepared (scripts/tf_fixtures/tfds_prepared.py): TFDS's
+//! own `cifar10` builder on a tiny download, and a `tf_flowers`-like builder of JPEGs with a
+//! config, two versions and three shards, read as `tfds.load(..., shuffle_files=False)` read
+//! them: each record's label, size and the sha256 of its decoded pixels, in order.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::data::dataset::Dataset;
+use sha2::{Digest, Sha256};
+use towers_data::cifar10::{Cifar10Dir, Layout};
+use towers_data::inception::ShardWriter;
+use towers_data::tf_example::ImageRecord;
+use towers_data::tfds::{TfdsDataset, TfdsImageFormat};
+use towers_data::transforms::Identity;
+use towers_data::{Example, HostBatch, Pipeline, PipelineConfig, RecordDataset, RecordFormat};
+use towers_testing::{assert_error_names, report};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tfds")
+}
+
+/// One record as `tfds.load` read it: label, height, width, sha256 of the RGB bytes.
+type Read = (i64, usize, usize, String);
+
+/// What `tfds.load` read from `name`'s split (`cifar10-3.0.2-train`).
+fn tfds_read(name: &str) -> Vec<Read> {
+    let path = fixtures().join("expected").join(format!("{name}.tsv"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let rows = text.lines().skip(1).map(|line| {
+        let fields: Vec<&str> = line.split('\t').collect();
+        let number = |i: usize| fields[i].parse::<usize>().unwrap();
+        (
+            number(0) as i64,
+            number(1),
+            number(2),
+            fields[3].to_string(),
+        )
+    });
+    rows.collect()
+}
+
+/// Every example of `files`, read as `tfds.load` reports them; `scale` takes a value back to
+/// its byte (255 for images in [0, 1], 1 for CIFAR-10's 0..=255).
+fn ours(format: Arc<dyn RecordFormat>, files: Vec<PathBuf>, scale: f32) -> Vec<Read> {
+    let dataset = RecordDataset::open(format, files).unwrap();
+    let read = |example: Example| {
+        let [height, width, _] = example.image.shape();
+        let bytes = example
+            .image
+            .data()
+            .iter()
+            .map(|v| (v * scale).round() as u8);
+        let bytes: Vec<u8> = bytes.collect();
+        let digest = format!("{:x}", Sha256::digest(&bytes));
+        (example.label, height, width, digest)
+    };
+    (0..dataset.len())
+        .map(|i| read(dataset.get(i).unwrap()))
+        .collect()
+}
+
+fn split(dataset: &TfdsDataset, split: &str) -> Vec<Read> {
+    let files = dataset.split_files(split).unwrap();
+    ours(Arc::new(dataset.image_format()), files, 255.0)
+}
+
+#[test]
+fn tfds_cifar10_reads_as_tfds_load_reads_it() {
+    let cifar = TfdsDataset::load(&fixtures(), "cifar10").unwrap();
+    assert_eq!(
+        (cifar.name(), cifar.version(), cifar.config()),
+        ("cifar10", "3.0.2", None)
+    );
+    assert_eq!(cifar.splits(), ["train", "test"]);
+    assert_eq!((cifar.image_key(), cifar.label_key()), ("image", "label"));
+    assert_eq!(
+        (cifar.num_examples("train"), cifar.num_classes()),
+        (Some(40), 10)
+    );
+    let names = cifar.class_names().unwrap().unwrap();
+    assert_eq!(
+        (names[0].as_str(), names[9].as_str()),
+        ("airplane", "truck")
+    );
+    for name in ["train", "test"] {
+        let theirs = tfds_read(&format!("cifar10-3.0.2-{name}"));
+        assert_eq!(split(&cifar, name), theirs, "{name}");
+    }
+}
+
+#[test]
+fn cifar10_dir_takes_tfds_data_dir_with_the_tutorials_values() {
+    for dir in [
+        fixtures(),
+        fixtures().join("cifar10"),
+        fixtures().join("cifar10/3.0.2"),
+    ] {
+        let cifar = Cifar10Dir::find(&dir).unwrap();
+        assert_eq!(cifar.layout(), Layout::Tfds);
+        assert_eq!(cifar.dir(), fixtures().join("cifar10/3.0.2"));
+        // Values 0..=255, as the binary layout's.
+        let test = ours(cifar.format(), cifar.test_files().unwrap(), 1.0);
+        assert_eq!(test, tfds_read("cifar10-3.0.2-test"));
+        assert_eq!(cifar.train_files().unwrap().len(), 1);
+    }
+}
+
+#[test]
+fn the_pipeline_reads_tfds_images_as_their_decoding_does() {
+    let cifar = TfdsDataset::load(&fixtures(), "cifar10").unwrap();
+    let format: Arc<dyn RecordFormat> = Arc::new(cifar.image_format());
+    let files = cifar.split_files("test").unwrap();
+    let config = PipelineConfig::eval(4);
+    let pipeline = Pipeline::start(
+        config,
+        Arc::clone(&format),
+        files.clone(),
+        Arc::new(Identity),
+    );
+    let batches: Vec<HostBatch> = pipeline
+        .unwrap()
+        .collect::<towers_data::Result<_>>()
+        .unwrap();
+    let dataset = RecordDataset::open(format, files).unwrap();
+    let decoded: Vec<Example> = (0..dataset.len())
+        .map(|i| dataset.get(i).unwrap())
+        .collect();
+    let labels: Vec<i64> = batches.iter().flat_map(|b| b.labels().to_vec()).collect();
+    assert_eq!(labels, decoded.iter().map(|e| e.label).collect::<Vec<_>>());
+    let first = batches[0].images().to_vec();
+    let planes = decoded[0].image.clone().into_chw();
+    assert_eq!(first[..planes.len()], planes[..]);
+}
+
+#[test]
+fn the_newest_version_of_the_default_config_is_taken() {
+    let flowers = TfdsDataset::open(&fixtures().join("tiny_flowers")).unwrap();
+    assert_eq!(
+        (flowers.version(), flowers.config()),
+        ("1.1.0", Some("small"))
+    );
+    assert_eq!(flowers.split_files("train").unwrap().len(), 3);
+    let names = flowers.class_names().unwrap();
+    assert_eq!(names.unwrap(), ["daisy", "rose", "tulip"]);
+    for name in ["train", "validation"] {
+        let theirs = tfds_read(&format!("tiny_flowers-small-1.1.0-{name}"));
+        assert_eq!(split(&flowers, name), theirs, "{name}");
+    }
+    let older = TfdsDataset::load(&fixtures(), "tiny_flowers/small:1.0.0").unwrap();
+    assert_eq!(older.version(), "1.0.0");
+    let theirs = tfds_read("tiny_flowers-small-1.0.0-train");
+    assert_eq!(split(&older, "train"), theirs);
+}
+
+/// A copy of the tiny flowers' version 1.1.0 to break.
+fn flowers_copy() -> (tempfile::TempDir, PathBuf) {
+    let temp = tempfile::tempdir().unwrap();
+    let from = fixtures().join("tiny_flowers/small/1.1.0");
+    let to = temp.path().join("tiny_flowers/small/1.1.0");
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+    }
+    (temp, to)
+}
+
+/// `dir`'s JSON file `name` with `edit` applied.
+fn edit_json(dir: &Path, name: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = dir.join(name);
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut json);
+    std::fs::write(path, serde_json::to_vec(&json).unwrap()).unwrap();
+}
+
+#[test]
+fn a_missing_shard_or_split_is_named() {
+    let (_temp, dir) = flowers_copy();
+    let shard = dir.join("tiny_flowers-train.tfrecord-00001-of-00003");
+    std::fs::remove_file(&shard).unwrap();
+    let flowers = TfdsDataset::open(&dir).unwrap();
+    let msg = report(&flowers.split_files("train").unwrap_err());
+    assert_error_names(
+        &msg,
+        &[
+            "tiny_flowers-train.tfrecord-00001-of-00003",
+            "shard 1 of the 3",
+        ],
+    );
+    let msg = report(&flowers.split_files("test").unwrap_err());
+    assert_error_names(
+        &msg,
+        &[
+            "dataset_info.json",
+            "no split \"test\"",
+            "train, validation",
+        ],
+    );
+}
+
+#[test]
+fn a_label_past_the_classes_is_named_with_its_record() {
+    let (_temp, dir) = flowers_copy();
+    edit_json(&dir, "features.json", |json| {
+        json["featuresDict"]["features"]["label"]["classLabel"]["numClasses"] = "2".into();
+    });
+    let flowers = TfdsDataset::open(&dir).unwrap();
+    let msg = report(&flowers.class_names().unwrap_err());
+    assert_error_names(
+        &msg,
+        &["label.labels.txt", "3 class names", "says 2 classes"],
+    );
+    let labels = tfds_read("tiny_flowers-small-1.1.0-train");
+    let first_tulip = labels.iter().position(|read| read.0 == 2).unwrap();
+    assert!(first_tulip < 8, "the first shard holds a label 2");
+    let files = flowers.split_files("train").unwrap();
+    let dataset = RecordDataset::open(Arc::new(flowers.image_format()), files);
+    let msg = report(&dataset.unwrap().try_get(first_tulip).unwrap_err());
+    let record = format!("record {first_tulip}");
+    assert_error_names(
+        &msg,
+        &["00000-of-00003", &record, "label 2 out of range 0..2"],
+    );
+}
+
+#[test]
+fn formats_features_and_keys_tfds_has_but_not_for_us_are_refused() {
+    let (_temp, dir) = flowers_copy();
+    let flowers = TfdsDataset::open(&dir).unwrap();
+    let msg = report(&flowers.clone().with_keys("file_name", "label").unwrap_err());
+    assert_error_names(&msg, &["features.json", "file_name", "Text, not an Image"]);
+    let msg = report(&flowers.with_keys("image", "nope").unwrap_err());
+    assert_error_names(&msg, &["no feature nope", "ClassLabel"]);
+    edit_json(&dir, "dataset_info.json", |json| {
+        json["fileFormat"] = "array_record".into();
+    });
+    let msg = report(&TfdsDataset::open(&dir).unwrap_err());
+    assert_error_names(
+        &msg,
+        &[
+            "dataset_info.json",
+            "array_record",
+            "file_format='tfrecord'",
+        ],
+    );
+}
+
+#[test]
+fn without_supervised_keys_the_one_image_and_label_are_taken_or_the_choice_asked() {
+    let (_temp, dir) = flowers_copy();
+    edit_json(&dir, "dataset_info.json", |json| {
+        json.as_object_mut().unwrap().remove("supervisedKeys");
+    });
+    let flowers = TfdsDataset::open(&dir).unwrap();
+    assert_eq!(
+        (flowers.image_key(), flowers.label_key()),
+        ("image", "label")
+    );
+    edit_json(&dir, "features.json", |json| {
+        let features = &mut json["featuresDict"]["features"];
+        features["coarse"] = features["label"].clone();
+    });
+    let msg = report(&TfdsDataset::open(&dir).unwrap_err());
+    assert_error_names(
+        &msg,
+        &["class labels: [coarse, label]", "TfdsDataset::with_keys"],
+    );
+}
+
+#[test]
+fn unfinished_preparations_and_huge_metadata_are_not_read() {
+    let temp = tempfile::tempdir().unwrap();
+    let unfinished = temp.path().join("ds/incomplete.X7Q2_1.0.0");
+    std::fs::create_dir_all(&unfinished).unwrap();
+    std::fs::write(unfinished.join("dataset_info.json"), "{}").unwrap();
+    let msg = report(&TfdsDataset::open(&temp.path().join("ds")).unwrap_err());
+    assert_error_names(&msg, &["no dataset TFDS prepared here"]);
+    let (_copy, dir) = flowers_copy();
+    let info = std::fs::File::options()
+        .write(true)
+        .open(dir.join("dataset_info.json"));
+    info.unwrap().set_len(65 << 20).unwrap();
+    let msg = report(&TfdsDataset::open(&dir).unwrap_err());
+    assert_error_names(
+        &msg,
+        &["dataset_info.json", "larger than any TFDS metadata file"],
+    );
+}
+
+#[test]
+fn a_record_without_the_image_key_names_the_keys_it_has() {
+    let temp = tempfile::tempdir().unwrap();
+    let mut writer = ShardWriter::create(temp.path(), "train", 1, 1).unwrap();
+    let record = ImageRecord {
+        encoded: vec![1, 2, 3],
+        label: 1,
+        ..ImageRecord::default()
+    };
+    writer.write(&record).unwrap();
+    let files = writer.finish().unwrap();
+    let format = TfdsImageFormat::new("image", "label", 3);
+    let dataset = RecordDataset::open(Arc::new(format), files).unwrap();
+    let msg = report(&dataset.try_get(0).unwrap_err());
+    assert_error_names(
+        &msg,
+        &[
+            "record 0",
+            "missing key image (the example has: ",
+            "image/encoded",
+        ],
+    );
+}
