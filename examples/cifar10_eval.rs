@@ -26,8 +26,9 @@ use burn_towers::train::{
 struct Args {
     #[command(flatten)]
     weights: WeightsArgs,
-    /// A cifar-10-batches-bin or cifar-10-batches-py folder, or the folder holding one; the
-    /// built-in synthetic data (the `cifar10` example's) when absent.
+    /// A cifar-10-batches-bin or cifar-10-batches-py folder, or the folder holding one, or
+    /// TFDS's data_dir holding cifar10; the built-in synthetic data (the `cifar10` example's)
+    /// when absent.
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// The train directory whose newest checkpoint is evaluated.

@@ -7,6 +7,8 @@
 //! cargo run --release --example inception -- --data-dir flowers --batch-size 32 \
 //!     --pretrained inception_v3.ckpt --trainable-scopes InceptionV3/Logits,InceptionV3/AuxLogits
 //! (`--pretrained inception_v3_google.pth`, torchvision's, works alike: see `is_pytorch_file`)
+//! cargo run --release --example inception -- --data-dir ~/tensorflow_datasets/tf_flowers
+//!                                                # a dataset TFDS prepared (`InceptionData::open`)
 //! ```
 //!
 //! With `--data-dir`, the TF trainer's settings (299x299, batch 32, RMSProp 0.9/0.9/1.0 at 0.1

@@ -104,6 +104,9 @@ fn cifar10_dir_takes_tfds_data_dir_with_the_tutorials_values() {
         assert_eq!(test, tfds_read("cifar10-3.0.2-test"));
         assert_eq!(cifar.train_files().unwrap().len(), 1);
     }
+    let other = Cifar10Dir::find(&fixtures().join("tiny_flowers")).unwrap_err();
+    let msg = report(&other);
+    assert_error_names(&msg, &["1.1.0", "TFDS's tiny_flowers (3 classes), not cifar10"]);
 }
 
 #[test]

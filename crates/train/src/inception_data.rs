@@ -1,10 +1,11 @@
-//! [`InceptionData`]: the input of the Inception examples, from TF's shards, an image folder or
-//! the built-in synthetic shards.
+//! [`InceptionData`]: the input of the Inception examples, from TF's shards, a dataset TFDS
+//! prepared, an image folder or the built-in synthetic shards.
 
 use std::path::{Path, PathBuf};
 
 use towers_data::image_folder::ImageFolder;
 use towers_data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
+use towers_data::tfds::TfdsDataset;
 use towers_data::transforms::{InceptionEval, Transform};
 use towers_models::ImageClassifier;
 
@@ -45,7 +46,8 @@ pub struct InceptionData {
     /// The files, their format and the preprocessing.
     pub input: Input,
     /// Outputs the labels need: 1001 for TF's ImageNet layout (labels 1..=1000, 0 the
-    /// background; 1000 without it), the class count of an image folder (labels from 0).
+    /// background; 1000 without it), the class count of an image folder or of another TFDS
+    /// dataset than ImageNet (labels from 0).
     pub num_classes: usize,
     /// The image folder, when the data is one (its classes name the labels).
     pub folder: Option<ImageFolder>,
@@ -92,7 +94,10 @@ fn split_files(dir: &Path, split: Split) -> Result<Vec<PathBuf>> {
 
 impl InceptionData {
     /// `split` of `data_dir` through `transform`: TF's TFRecord shards of `tf.train.Example`s
-    /// (ImageNet layout), or an image folder `data_dir/<class>/<image>` (all of it, whatever
+    /// (ImageNet layout), or a dataset TFDS prepared (`~/tensorflow_datasets/imagenet2012`, its
+    /// `train` split, or `validation`, else `test`; see [`TfdsDataset::open`]; its 1000-class
+    /// datasets taken as ImageNet's, whose labels `0..1000` are TF's `1..=1000` less one), or
+    /// an image folder `data_dir/<class>/<image>` (all of it, whatever
     /// the split; for [`Split::Validation`] class folders without images keep their labels, as
     /// torchvision's `allow_empty=True`), or without `data_dir` the built-in synthetic shards
     /// ([`BUILTIN_CLASSES`] classes that differ in stripe orientation and colour, so one more
@@ -128,9 +133,12 @@ impl InceptionData {
         let Some(dir) = data_dir else {
             return Self::builtin(split, image_size, transform, background);
         };
-        match split_files(dir, split) {
-            Ok(files) => Ok(Self::shards(dir, files, transform, background)),
-            Err(_) => Self::folder(dir, split, transform),
+        if let Ok(files) = split_files(dir, split) {
+            return Ok(Self::shards(dir, files, transform, background));
+        }
+        match TfdsDataset::find(dir)? {
+            Some(dataset) => Self::tfds(dataset, split, transform, background),
+            None => Self::folder(dir, split, transform),
         }
     }
 
@@ -174,6 +182,43 @@ impl InceptionData {
             folder: None,
             builtin: None,
         }
+    }
+
+    /// `split` of the dataset TFDS prepared, ImageNet's labels as TF's shards' where it has
+    /// ImageNet's classes.
+    fn tfds(
+        dataset: TfdsDataset,
+        split: Split,
+        transform: impl Transform + 'static,
+        background: Background,
+    ) -> Result<Self> {
+        let name = match split {
+            Split::Train => "train",
+            Split::Validation if !dataset.has_split("validation") => "test",
+            Split::Validation => "validation",
+        };
+        let files = dataset.split_files(name)?;
+        let classes = dataset.num_classes();
+        let (format, num_classes) = match (classes, background) {
+            (IMAGENET_CLASSES, Background::Kept) => {
+                let format = dataset.image_format().with_label_offset(1);
+                (format, background.outputs(classes))
+            }
+            _ => (dataset.image_format(), classes),
+        };
+        Ok(Self {
+            description: format!(
+                "TFDS's {} {} ({}), split {name}: {} shards, {classes} classes",
+                dataset.name(),
+                dataset.version(),
+                dataset.dir().display(),
+                files.len(),
+            ),
+            input: Input::new(format, files, transform),
+            num_classes,
+            folder: None,
+            builtin: None,
+        })
     }
 
     /// The image folder `dir`.
@@ -316,5 +361,59 @@ mod tests {
             message.contains("no image under any class folder"),
             "{message}"
         );
+    }
+
+    fn tfds_fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/tests/data/tfds")
+    }
+
+    /// The labels `tfds.load` read from `name` (towers-data's fixtures).
+    fn tfds_labels(name: &str) -> Vec<i64> {
+        let path = tfds_fixtures().join(format!("expected/{name}.tsv"));
+        let text = std::fs::read_to_string(path).unwrap();
+        let labels = text.lines().skip(1).map(|line| line.split('\t').next().unwrap());
+        labels.map(|label| label.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_tfds_dataset_is_read_by_split_with_its_own_classes() {
+        let flowers = tfds_fixtures().join("tiny_flowers");
+        let open = |split| InceptionData::open(Some(&flowers), split, 16, InceptionEval::new(16));
+        let train = open(Split::Train).unwrap();
+        assert_eq!(train.num_classes, 3);
+        assert_eq!(labels(&train.input), tfds_labels("tiny_flowers-small-1.1.0-train"));
+        let validation = open(Split::Validation).unwrap();
+        let theirs = tfds_labels("tiny_flowers-small-1.1.0-validation");
+        assert_eq!(labels(&validation.input), theirs);
+        // CIFAR-10 has no validation split: its test split is held out.
+        let cifar = tfds_fixtures().join("cifar10");
+        let eval = InceptionEval::new(16);
+        let test = InceptionData::open(Some(&cifar), Split::Validation, 16, eval).unwrap();
+        assert_eq!(labels(&test.input), tfds_labels("cifar10-3.0.2-test"));
+    }
+
+    #[test]
+    fn tfds_imagenet_labels_are_tf_shards_with_the_background_class() {
+        let temp = tempfile::tempdir().unwrap();
+        let from = tfds_fixtures().join("tiny_flowers/small/1.1.0");
+        for entry in std::fs::read_dir(&from).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, temp.path().join(path.file_name().unwrap())).unwrap();
+        }
+        let features = temp.path().join("features.json");
+        let text = std::fs::read_to_string(&features).unwrap();
+        let imagenet = text.replace(r#""numClasses": "3""#, r#""numClasses": "1000""#);
+        std::fs::write(&features, imagenet).unwrap();
+        let open = |background| {
+            let eval = InceptionEval::new(16);
+            InceptionData::open_labelled(Some(temp.path()), Split::Train, 16, eval, background)
+        };
+        let (kept, dropped) = (open(Background::Kept).unwrap(), open(Background::Dropped));
+        let dropped = dropped.unwrap();
+        assert_eq!((kept.num_classes, dropped.num_classes), (1001, 1000));
+        let theirs = tfds_labels("tiny_flowers-small-1.1.0-train");
+        assert_eq!(labels(&dropped.input), theirs);
+        let one_higher: Vec<i64> = theirs.iter().map(|l| l + 1).collect();
+        assert_eq!(labels(&kept.input), one_higher);
     }
 }

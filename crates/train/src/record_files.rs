@@ -50,7 +50,8 @@ impl Input {
 
     /// The CIFAR-10 training files of `dir` with the TF tutorial's distortions
     /// (`cifar10_input.distorted_inputs`). `dir` is a `cifar-10-batches-bin` or
-    /// `cifar-10-batches-py` folder, or the folder holding one ([`Cifar10Dir::find`]).
+    /// `cifar-10-batches-py` folder, or the folder holding one, or TFDS's `cifar10` there
+    /// ([`Cifar10Dir::find`]).
     pub fn cifar10_train(dir: &Path) -> Result<Self> {
         let cifar = Cifar10Dir::find(dir)?;
         Ok(Self {

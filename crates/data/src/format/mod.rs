@@ -1,8 +1,8 @@
 //! Dataset formats: how files split into records and how a record becomes an image and label.
 //!
 //! - [`RecordFormat`] (`record_format.rs`): the trait every format implements for the pipeline.
-//! - [`cifar10`]: CIFAR-10's binary records, and its python layout's pickled batches, read by
-//!   a pickle machine that runs nothing (`pickle/`).
+//! - [`cifar10`]: CIFAR-10's binary records, its python layout's pickled batches, read by
+//!   a pickle machine that runs nothing (`pickle/`), and TFDS's `cifar10`.
 //! - [`tfrecord`] framing and [`tf_example`] protos; [`inception`]: TFRecord shards of
 //!   `tf.train.Example`s with encoded images, as TF's Inception trainer reads them.
 //! - [`tfds`]: datasets TensorFlow Datasets prepared (`~/tensorflow_datasets/<name>/<version>`),

@@ -144,11 +144,9 @@ impl Cifar10Dir {
     /// itself: its version folder or `cifar10` folder. `None` where `dir` is none of these.
     fn find_tfds(dir: &Path) -> Result<Option<Self>> {
         let below = dir.join(TFDS_NAME);
-        let is_tfds = dir.ends_with(TFDS_NAME) || dir.join("dataset_info.json").is_file();
-        let dataset = match (below.is_dir(), is_tfds) {
-            (true, _) => TfdsDataset::open(&below)?,
-            (false, true) => TfdsDataset::open(dir)?,
-            (false, false) => return Ok(None),
+        let place = if below.is_dir() { &below } else { dir };
+        let Some(dataset) = TfdsDataset::find(place)? else {
+            return Ok(None);
         };
         let format = Cifar10TfdsFormat::new(&dataset)?;
         Ok(Some(Self {

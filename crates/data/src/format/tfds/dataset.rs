@@ -45,11 +45,25 @@ impl TfdsDataset {
     /// `.../imagenette/full-size-v2`), of which the newest version prepared is taken, and of
     /// a dataset with configs the default one (TFDS's `.config/metadata.json`) or the only one.
     pub fn open(path: &Path) -> Result<Self> {
-        let dir = version_dir(path)?;
+        Self::find(path)?.ok_or_else(|| Error::File {
+            path: path.to_path_buf(),
+            reason: "no dataset TFDS prepared here: no dataset_info.json in it or in a version \
+                     folder (3.0.2) below it"
+                .into(),
+        })
+    }
+
+    /// [`open`](Self::open), but `None` where `path` (a folder) holds no dataset TFDS
+    /// prepared, for callers that try other layouts then; a dataset there that cannot be read
+    /// is still an error.
+    pub fn find(path: &Path) -> Result<Option<Self>> {
+        let Some(dir) = version_dir(path)? else {
+            return Ok(None);
+        };
         let info = DatasetInfo::read(&dir)?;
         let features = Features::read(&dir)?;
         let (image_key, label_key) = default_keys(&dir, &info, &features)?;
-        Self::with_features(dir, info, features, &image_key, &label_key)
+        Self::with_features(dir, info, features, &image_key, &label_key).map(Some)
     }
 
     /// The dataset `tfds.load(name, data_dir=data_dir)` reads: `name` as `tfds.load` takes it,
@@ -262,10 +276,11 @@ fn default_keys(dir: &Path, info: &DatasetInfo, features: &Features) -> Result<(
     }
 }
 
-/// The version folder `path` is, or the newest in it (in its default or only config's folder).
-fn version_dir(path: &Path) -> Result<PathBuf> {
+/// The version folder `path` is, or the newest in it (in its default or only config's folder);
+/// `None` where `path` holds no dataset TFDS prepared.
+fn version_dir(path: &Path) -> Result<Option<PathBuf>> {
     if path.join(info::FILE_NAME).is_file() {
-        return Ok(path.to_path_buf());
+        return Ok(Some(path.to_path_buf()));
     }
     if !path.is_dir() {
         return Err(Error::File {
@@ -274,7 +289,7 @@ fn version_dir(path: &Path) -> Result<PathBuf> {
         });
     }
     if let Some(newest) = newest_version(path)? {
-        return Ok(newest);
+        return Ok(Some(newest));
     }
     let configs: Vec<PathBuf> = subfolders(path)?
         .into_iter()
@@ -282,22 +297,18 @@ fn version_dir(path: &Path) -> Result<PathBuf> {
         .collect();
     let default = default_config(path).map(|name| path.join(name));
     let chosen = match (default, configs.as_slice()) {
+        (_, []) => return Ok(None),
         (Some(default), _) if configs.contains(&default) => default,
         (_, [only]) => only.clone(),
         _ => {
             let names: Vec<_> = configs.iter().filter_map(|c| c.file_name()).collect();
             return Err(Error::File {
                 path: path.to_path_buf(),
-                reason: match names.is_empty() {
-                    true => "no dataset TFDS prepared here: no dataset_info.json in it or in a \
-                             version folder (3.0.2) below it"
-                        .into(),
-                    false => format!("several configs prepared, name one: {names:?}"),
-                },
+                reason: format!("several configs prepared, name one: {names:?}"),
             });
         }
     };
-    Ok(newest_version(&chosen)?.expect("a config folder with a version"))
+    newest_version(&chosen)
 }
 
 /// The newest `X.Y.Z` folder of `dir` holding `dataset_info.json`; folders TFDS left
