@@ -106,7 +106,10 @@ fn cifar10_dir_takes_tfds_data_dir_with_the_tutorials_values() {
     }
     let other = Cifar10Dir::find(&fixtures().join("tiny_flowers")).unwrap_err();
     let msg = report(&other);
-    assert_error_names(&msg, &["1.1.0", "TFDS's tiny_flowers (3 classes), not cifar10"]);
+    assert_error_names(
+        &msg,
+        &["1.1.0", "TFDS's tiny_flowers (3 classes), not cifar10"],
+    );
 }
 
 #[test]

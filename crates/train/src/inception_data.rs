@@ -371,7 +371,10 @@ mod tests {
     fn tfds_labels(name: &str) -> Vec<i64> {
         let path = tfds_fixtures().join(format!("expected/{name}.tsv"));
         let text = std::fs::read_to_string(path).unwrap();
-        let labels = text.lines().skip(1).map(|line| line.split('\t').next().unwrap());
+        let labels = text
+            .lines()
+            .skip(1)
+            .map(|line| line.split('\t').next().unwrap());
         labels.map(|label| label.parse().unwrap()).collect()
     }
 
@@ -381,7 +384,10 @@ mod tests {
         let open = |split| InceptionData::open(Some(&flowers), split, 16, InceptionEval::new(16));
         let train = open(Split::Train).unwrap();
         assert_eq!(train.num_classes, 3);
-        assert_eq!(labels(&train.input), tfds_labels("tiny_flowers-small-1.1.0-train"));
+        assert_eq!(
+            labels(&train.input),
+            tfds_labels("tiny_flowers-small-1.1.0-train")
+        );
         let validation = open(Split::Validation).unwrap();
         let theirs = tfds_labels("tiny_flowers-small-1.1.0-validation");
         assert_eq!(labels(&validation.input), theirs);
