@@ -153,6 +153,8 @@ fn the_newest_version_of_the_default_config_is_taken() {
         let theirs = tfds_read(&format!("tiny_flowers-small-1.1.0-{name}"));
         assert_eq!(split(&flowers, name), theirs, "{name}");
     }
+    let msg = report(&TfdsDataset::open(&fixtures()).unwrap_err());
+    assert_error_names(&msg, &["data_dir, holding [\"cifar10\", \"tiny_flowers\"]"]);
     let older = TfdsDataset::load(&fixtures(), "tiny_flowers/small:1.0.0").unwrap();
     assert_eq!(older.version(), "1.0.0");
     let theirs = tfds_read("tiny_flowers-small-1.0.0-train");

@@ -10,6 +10,7 @@ mod keras;
 mod records;
 mod safetensors;
 mod tf_checkpoint;
+mod tfds;
 mod tfrecord;
 
 use std::path::Path;

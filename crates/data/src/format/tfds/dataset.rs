@@ -291,24 +291,57 @@ fn version_dir(path: &Path) -> Result<Option<PathBuf>> {
     if let Some(newest) = newest_version(path)? {
         return Ok(Some(newest));
     }
-    let configs: Vec<PathBuf> = subfolders(path)?
-        .into_iter()
-        .filter(|folder| newest_version(folder).is_ok_and(|v| v.is_some()))
-        .collect();
+    // Folders with versions are a dataset's configs, or the datasets of TFDS's `data_dir`:
+    // a config's versions name it as their config.
+    let mut configs = Vec::new();
+    let mut datasets = Vec::new();
+    for folder in subfolders(path)? {
+        let Ok(Some(version)) = newest_version(&folder) else {
+            if subfolders(&folder)?.iter().any(|sub| has_versions(sub)) {
+                datasets.push(folder); // A dataset with configs.
+            }
+            continue;
+        };
+        let info = DatasetInfo::read(&version).ok();
+        let config = info.and_then(|info| info.config_name);
+        match config.as_deref() == folder.file_name().and_then(|name| name.to_str()) {
+            true => configs.push(folder),
+            false => datasets.push(folder),
+        }
+    }
+    let names = |folders: &[PathBuf]| -> Vec<String> {
+        let names = folders.iter().filter_map(|f| f.file_name());
+        let mut names: Vec<String> = names.map(|n| n.to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
     let default = default_config(path).map(|name| path.join(name));
     let chosen = match (default, configs.as_slice()) {
-        (_, []) => return Ok(None),
+        (_, []) if datasets.is_empty() => return Ok(None),
+        (_, []) => {
+            return Err(Error::File {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "TFDS's data_dir, holding {:?}: name the dataset's folder",
+                    names(&datasets)
+                ),
+            });
+        }
         (Some(default), _) if configs.contains(&default) => default,
         (_, [only]) => only.clone(),
         _ => {
-            let names: Vec<_> = configs.iter().filter_map(|c| c.file_name()).collect();
             return Err(Error::File {
                 path: path.to_path_buf(),
-                reason: format!("several configs prepared, name one: {names:?}"),
+                reason: format!("several configs prepared, name one: {:?}", names(&configs)),
             });
         }
     };
     newest_version(&chosen)
+}
+
+/// Whether `dir` holds a version folder.
+fn has_versions(dir: &Path) -> bool {
+    newest_version(dir).is_ok_and(|version| version.is_some())
 }
 
 /// The newest `X.Y.Z` folder of `dir` holding `dataset_info.json`; folders TFDS left
