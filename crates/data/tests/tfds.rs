@@ -241,6 +241,14 @@ fn formats_features_and_keys_tfds_has_but_not_for_us_are_refused() {
     assert_error_names(&msg, &["features.json", "file_name", "Text, not an Image"]);
     let msg = report(&flowers.with_keys("image", "nope").unwrap_err());
     assert_error_names(&msg, &["no feature nope", "ClassLabel"]);
+    for count in ["0", "16777217"] {
+        edit_json(&dir, "features.json", |json| {
+            json["featuresDict"]["features"]["label"]["classLabel"]["numClasses"] = count.into();
+        });
+        let msg = report(&TfdsDataset::open(&dir).unwrap_err());
+        let says = format!("class label label has {count} classes; 1 to 16777216");
+        assert_error_names(&msg, &["features.json", &says]);
+    }
     edit_json(&dir, "dataset_info.json", |json| {
         json["fileFormat"] = "array_record".into();
     });

@@ -104,7 +104,16 @@ impl TfdsDataset {
             reason,
         };
         let num_classes = match features.0.get(label_key) {
-            Some(Feature::ClassLabel { num_classes }) => *num_classes as usize,
+            Some(&Feature::ClassLabel { num_classes })
+                if (1..=MAX_CLASSES).contains(&num_classes) =>
+            {
+                num_classes as usize
+            }
+            Some(Feature::ClassLabel { num_classes }) => {
+                return Err(bad(format!(
+                    "class label {label_key} has {num_classes} classes; 1 to {MAX_CLASSES} are read"
+                )));
+            }
             other => return Err(bad(not_a(label_key, "a ClassLabel", other))),
         };
         match features.0.get(image_key) {
@@ -245,6 +254,10 @@ impl TfdsDataset {
         TfdsImageFormat::new(&self.image_key, &self.label_key, self.num_classes)
     }
 }
+
+/// The most classes a label may have: a model's output layer is made that wide, so a count no
+/// dataset has (ImageNet-21k's is 21,843) is refused before a model is.
+const MAX_CLASSES: u64 = 1 << 24;
 
 /// What is wrong with `key` as the `want` feature.
 fn not_a(key: &str, want: &str, found: Option<&Feature>) -> String {

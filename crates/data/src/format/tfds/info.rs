@@ -14,6 +14,10 @@ pub(super) const FILE_NAME: &str = "dataset_info.json";
 /// The file TFDS writes when no split says otherwise (`naming.DEFAULT_FILENAME_TEMPLATE`).
 const DEFAULT_TEMPLATE: &str = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}";
 
+/// The most shards a split may list: TFDS's largest datasets have a few thousand a split; a
+/// count far over that (`"numShards": "18446744073709551615"`) would name paths without end.
+const MAX_SHARDS: usize = 1 << 20;
+
 /// The largest JSON file read: real ones are kilobytes (ImageNet's, with its statistics, about
 /// 100 KB); a file far larger is not TFDS's, and is refused before it is read.
 const MAX_JSON_BYTES: u64 = 64 << 20;
@@ -146,6 +150,15 @@ impl SplitInfo {
             .as_deref()
             .unwrap_or(DEFAULT_TEMPLATE);
         let count = self.shard_count();
+        if count > MAX_SHARDS {
+            return Err(Error::File {
+                path: dir.join(FILE_NAME),
+                reason: format!(
+                    "split {} claims {count} shards; at most {MAX_SHARDS} are read",
+                    self.name
+                ),
+            });
+        }
         let digits = count.to_string().len().max(5);
         (0..count)
             .map(|index| {
@@ -282,6 +295,16 @@ mod tests {
         assert_eq!((info.shard_count(), info.num_examples()), (2, Some(7)));
         let old: SplitInfo = serde_json::from_str(r#"{"name": "test", "numShards": "3"}"#).unwrap();
         assert_eq!((old.shard_count(), old.num_examples()), (3, None));
+        let endless = r#"{"name": "test", "numShards": "18446744073709551615"}"#;
+        let endless: SplitInfo = serde_json::from_str(endless).unwrap();
+        let error = endless
+            .shard_paths(Path::new("d"), "x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("claims 18446744073709551615 shards"),
+            "{error}"
+        );
         let bad = serde_json::from_str::<SplitInfo>(r#"{"name": "t", "shardLengths": ["-1"]}"#);
         assert!(
             bad.unwrap_err()
