@@ -52,7 +52,7 @@ pub use bounding_box::BoundingBox;
 pub use error::{Cause, Error, ErrorChain, Result, While};
 pub use format::{
     Compression, Example, IndexedFile, PartialIndex, Prepared, RecordDataset, RecordFormat,
-    RecordReader, RecordSource, RecordSpan, cifar10, image_folder, inception, synthetic,
+    RecordReader, RecordSource, RecordSpan, cifar10, cifar100, image_folder, inception, synthetic,
     tf_example, tfds, tfrecord,
 };
 pub use image::{Image, Planes, Rgb8};

@@ -1,8 +1,9 @@
 //! Dataset formats: how files split into records and how a record becomes an image and label.
 //!
 //! - [`RecordFormat`] (`record_format.rs`): the trait every format implements for the pipeline.
-//! - [`cifar10`]: CIFAR-10's binary records, its python layout's pickled batches, read by
-//!   a pickle machine that runs nothing (`pickle/`), and TFDS's `cifar10`.
+//! - [`cifar10`], [`cifar100`]: CIFAR's binary records, its python layout's pickled batches,
+//!   read by a pickle machine that runs nothing (`pickle/`), and TFDS's `cifar10` and
+//!   `cifar100`; the readers of both are `cifar/`.
 //! - [`tfrecord`] framing and [`tf_example`] protos; [`inception`]: TFRecord shards of
 //!   `tf.train.Example`s with encoded images, as TF's Inception trainer reads them.
 //! - [`tfds`]: datasets TensorFlow Datasets prepared (`~/tensorflow_datasets/<name>/<version>`),
@@ -18,7 +19,9 @@
 //!   read of a record whose length (a header's, a sparse file's) is more than memory holds.
 //! - [`RecordDataset`] (`record_dataset.rs`): files of any format as a Burn `Dataset`.
 
+mod cifar;
 pub mod cifar10;
+pub mod cifar100;
 mod compressed;
 mod disk_room;
 pub mod image_folder;

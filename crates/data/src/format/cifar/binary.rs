@@ -1,10 +1,11 @@
-//! CIFAR-10 in its binary layout (`cifar-10-batches-bin`): files of 3073-byte records, each one
-//! label byte then the 32x32 image as three planes (R, G, B) of 1024 bytes.
+//! CIFAR's binary layouts (`cifar-10-batches-bin`, `cifar-100-binary`): files of fixed-size
+//! records, each its label bytes (CIFAR-10: one; CIFAR-100: the coarse then the fine) then the
+//! 32x32 image as three planes (R, G, B) of 1024 bytes.
 
 use std::io::Read;
 use std::path::Path;
 
-use super::{RECORD_BYTES, example};
+use super::{Cifar, Cifar100Labels, example};
 use crate::error::{Error, Result};
 use crate::format::{Example, PartialIndex, RecordFormat, RecordSpan, record_error};
 
@@ -12,71 +13,122 @@ use crate::format::{Example, PartialIndex, RecordFormat, RecordSpan, record_erro
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cifar10Format;
 
-impl RecordFormat for Cifar10Format {
-    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        let size = file_size(path)?;
-        let record = RECORD_BYTES as u64;
-        if size == 0 {
-            // tf.data's FixedLengthRecordDataset reads it as no record; a CIFAR-10 file that
-            // holds none is a download or copy that failed, worth a word.
-            return Err(Error::File {
-                path: path.to_path_buf(),
-                reason: format!(
-                    "empty: a CIFAR-10 file holds {RECORD_BYTES}-byte records (10,000 of them)"
-                ),
-            });
-        }
-        if size % record != 0 {
-            let reason = match starts_as_a_pickle(path)? {
-                true => "a pickle, not 3073-byte records: CIFAR-10's python layout \
-                         (cifar-10-batches-py), which Cifar10PythonFormat reads (or \
-                         Cifar10Dir::find, its folder)"
-                    .into(),
-                false => format!(
-                    "size {size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR-10 \
-                     records (truncated after record {}?)",
-                    size / record
-                ),
-            };
-            return Err(Error::File {
-                path: path.to_path_buf(),
-                reason,
-            });
-        }
-        Ok(spans(size / record))
-    }
+/// Reads CIFAR-100 binary records (3074 bytes), taking their fine or coarse labels; images as
+/// [`Cifar10Format`]'s.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cifar100Format {
+    labels: Cifar100Labels,
+}
 
-    /// A file cut short keeps its whole records; the partial one is the break.
-    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
-        let size = file_size(path)?;
-        let whole = size / RECORD_BYTES as u64;
-        let broken = (size % RECORD_BYTES as u64 != 0).then(|| {
-            let reason = format!(
-                "truncated: the file ends {} bytes into this {RECORD_BYTES}-byte record",
-                size % RECORD_BYTES as u64
-            );
-            record_error(path, whole as usize, reason)
-        });
-        if whole == 0 && broken.is_none() {
-            return self.index(path).map(|spans| PartialIndex { spans, broken });
-        }
-        Ok(PartialIndex {
-            spans: spans(whole),
-            broken,
-        })
-    }
-
-    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        if bytes.len() != RECORD_BYTES {
-            let reason = format!("{} bytes, expected {RECORD_BYTES}", bytes.len());
-            return Err(record_error(path, record, reason));
-        }
-        example(path, record, i64::from(bytes[0]), &bytes[1..])
+impl Cifar100Format {
+    /// Records read with their `labels`.
+    pub fn new(labels: Cifar100Labels) -> Self {
+        Self { labels }
     }
 }
 
+impl RecordFormat for Cifar10Format {
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
+        index(Cifar::Ten, path)
+    }
+
+    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
+        index_partial(Cifar::Ten, path)
+    }
+
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
+        decode(Cifar::Ten, path, record, bytes)
+    }
+}
+
+impl RecordFormat for Cifar100Format {
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
+        index(Cifar::Hundred(self.labels), path)
+    }
+
+    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
+        index_partial(Cifar::Hundred(self.labels), path)
+    }
+
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
+        decode(Cifar::Hundred(self.labels), path, record, bytes)
+    }
+}
+
+/// The spans of every record of `path`, a binary file of `cifar`.
+fn index(cifar: Cifar, path: &Path) -> Result<Vec<RecordSpan>> {
+    let size = file_size(path)?;
+    let record = cifar.record_bytes() as u64;
+    let name = cifar.name();
+    if size == 0 {
+        // tf.data's FixedLengthRecordDataset reads it as no record; a CIFAR file that holds
+        // none is a download or copy that failed, worth a word.
+        return Err(Error::File {
+            path: path.to_path_buf(),
+            reason: format!("empty: a {name} file holds {record}-byte records"),
+        });
+    }
+    if size % record != 0 {
+        let reason = match starts_as_a_pickle(path)? {
+            true => format!(
+                "a pickle, not {record}-byte records: {name}'s python layout ({}), which its \
+                 python format reads (or its folder's find)",
+                cifar.folder_name(super::Layout::Python)
+            ),
+            false => format!(
+                "size {size} bytes is not a whole number of {record}-byte {name} records \
+                 (truncated after record {}?)",
+                size / record
+            ),
+        };
+        return Err(Error::File {
+            path: path.to_path_buf(),
+            reason,
+        });
+    }
+    Ok(spans(cifar, size / record))
+}
+
+/// A file cut short keeps its whole records; the partial one is the break.
+fn index_partial(cifar: Cifar, path: &Path) -> Result<PartialIndex> {
+    let size = file_size(path)?;
+    let record = cifar.record_bytes() as u64;
+    let whole = size / record;
+    let broken = (size % record != 0).then(|| {
+        let reason = format!(
+            "truncated: the file ends {} bytes into this {record}-byte record",
+            size % record
+        );
+        record_error(path, whole as usize, reason)
+    });
+    if whole == 0 && broken.is_none() {
+        return index(cifar, path).map(|spans| PartialIndex { spans, broken });
+    }
+    Ok(PartialIndex {
+        spans: spans(cifar, whole),
+        broken,
+    })
+}
+
+/// Record `record` of `path` of `cifar` from its bytes.
+fn decode(cifar: Cifar, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
+    let expected = cifar.record_bytes();
+    if bytes.len() != expected {
+        let reason = format!("{} bytes, expected {expected}", bytes.len());
+        return Err(record_error(path, record, reason));
+    }
+    let label = i64::from(bytes[cifar.label_byte()]);
+    example(
+        cifar,
+        path,
+        record,
+        label,
+        &bytes[expected - super::IMAGE_BYTES..],
+    )
+}
+
 /// Whether `path` starts as a pickle of protocol 2 to 5 does (a binary record starts with its
-/// label byte, 0 to 9).
+/// label byte, below 100).
 fn starts_as_a_pickle(path: &Path) -> Result<bool> {
     let file = std::fs::File::open(path).map_err(Error::io_at(path))?;
     let mut head = Vec::new();
@@ -92,13 +144,13 @@ fn file_size(path: &Path) -> Result<u64> {
         .map_err(Error::io_at(path))
 }
 
-/// The spans of `count` whole records.
-fn spans(count: u64) -> Vec<RecordSpan> {
-    let record = RECORD_BYTES as u64;
+/// The spans of `count` whole records of `cifar`.
+fn spans(cifar: Cifar, count: u64) -> Vec<RecordSpan> {
+    let record = cifar.record_bytes();
     (0..count)
         .map(|i| RecordSpan {
-            offset: i * record,
-            len: RECORD_BYTES,
+            offset: i * record as u64,
+            len: record,
         })
         .collect()
 }
@@ -108,7 +160,7 @@ mod tests {
     use towers_testing::{assert_error_names, report};
 
     use super::*;
-    use crate::format::cifar10::encode_record;
+    use crate::format::cifar::{RECORD_BYTES, encode_record};
 
     /// A hand-built record: label 7, R plane all 1, G plane 2, B plane counting 0..=255.
     fn hand_record() -> Vec<u8> {
@@ -174,7 +226,7 @@ mod tests {
         let msg = report(&Cifar10Format.index(&path).unwrap_err());
         assert_error_names(
             &msg,
-            &["data_batch_1.bin", "a pickle", "Cifar10PythonFormat"],
+            &["data_batch_1.bin", "a pickle", "cifar-10-batches-py"],
         );
     }
 

@@ -1,8 +1,10 @@
-//! CIFAR-10 in its python layout (`cifar-10-batches-py`, what torchvision's `CIFAR10`
+//! CIFAR's python layouts. CIFAR-10's (`cifar-10-batches-py`, what torchvision's `CIFAR10`
 //! downloads): each file a pickled dict (Python 2's, protocol 2) whose `data` is a numpy array
 //! of N rows of 3072 bytes, each image's R, G and B planes as in the binary layout, and whose
-//! `labels` is a list of N class ids. Files re-saved by Python 3 (protocols 3 to 5, numpy 1 or
-//! 2, labels a list or an integer array) read the same.
+//! `labels` is a list of N class ids. CIFAR-100's (`cifar-100-python`, torchvision's
+//! `CIFAR100`): the same, with `fine_labels` and `coarse_labels` for `labels`. Files re-saved
+//! by Python 3 (protocols 3 to 5, numpy 1 or 2, labels a list or an integer array) read the
+//! same.
 //!
 //! A record is an image's 3072 bytes where the array lies in the file; its label comes from the
 //! file's list, read once when the file is indexed (or first decoded) and kept.
@@ -13,7 +15,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{IMAGE_BYTES, IMAGE_SIZE, example};
+use super::{Cifar, Cifar100Labels, IMAGE_BYTES, IMAGE_SIZE, example};
 use crate::error::{Error, Result};
 use crate::format::pickle::{
     NdArray, Pickle, ScalarKind, Value, ValueId, integer_scalar, read_pickle,
@@ -24,25 +26,91 @@ use crate::format::{Example, RecordFormat, RecordSpan, record_error};
 /// [`Cifar10Format`](super::Cifar10Format)'s. Each file's labels are read when it is indexed
 /// (or first decoded) and kept by path while the format lives: a file rewritten meanwhile is
 /// read anew when indexed again.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Cifar10PythonFormat {
-    /// Each file's labels, read when it was indexed.
-    labels: Mutex<HashMap<PathBuf, Arc<[i64]>>>,
+    batches: Batches,
 }
 
-impl std::fmt::Debug for Cifar10PythonFormat {
-    /// The files whose labels it keeps, not the labels (60,000 of them for CIFAR-10).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let files: Vec<PathBuf> = self.labels_by_file().keys().cloned().collect();
-        f.debug_struct("Cifar10PythonFormat")
-            .field("files", &files)
-            .finish()
+/// Reads CIFAR-100's python batches (`train`, `test`), taking their `fine_labels` or
+/// `coarse_labels`; otherwise as [`Cifar10PythonFormat`].
+#[derive(Debug, Default)]
+pub struct Cifar100PythonFormat {
+    batches: Batches,
+}
+
+impl Cifar100PythonFormat {
+    /// Batches read with their `labels`.
+    pub fn new(labels: Cifar100Labels) -> Self {
+        Self {
+            batches: Batches::of(Cifar::Hundred(labels)),
+        }
     }
 }
 
 impl RecordFormat for Cifar10PythonFormat {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        let batch = Batch::read(path)?;
+        self.batches.index(path)
+    }
+
+    /// `false`: pickle's `load` reads no compressed file (a GZIP'd batch is named as one).
+    fn reads_compressed_files(&self) -> bool {
+        false
+    }
+
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
+        self.batches.decode(path, record, bytes)
+    }
+}
+
+impl RecordFormat for Cifar100PythonFormat {
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
+        self.batches.index(path)
+    }
+
+    /// `false`, as [`Cifar10PythonFormat`]'s.
+    fn reads_compressed_files(&self) -> bool {
+        false
+    }
+
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
+        self.batches.decode(path, record, bytes)
+    }
+}
+
+/// The python batches of a CIFAR dataset: the reader both formats are.
+struct Batches {
+    cifar: Cifar,
+    /// Each file's labels, read when it was indexed.
+    labels: Mutex<HashMap<PathBuf, Arc<[i64]>>>,
+}
+
+impl Default for Batches {
+    fn default() -> Self {
+        Self::of(Cifar::Ten)
+    }
+}
+
+impl std::fmt::Debug for Batches {
+    /// The files whose labels it keeps, not the labels (60,000 of them).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let files: Vec<PathBuf> = self.labels_by_file().keys().cloned().collect();
+        f.debug_struct("Batches")
+            .field("cifar", &self.cifar)
+            .field("files", &files)
+            .finish()
+    }
+}
+
+impl Batches {
+    fn of(cifar: Cifar) -> Self {
+        Self {
+            cifar,
+            labels: Mutex::default(),
+        }
+    }
+
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
+        let batch = Batch::read(self.cifar, path)?;
         let spans = (0..batch.labels.len() as u64)
             .map(|i| RecordSpan {
                 offset: batch.images_at + i * IMAGE_BYTES as u64,
@@ -52,11 +120,6 @@ impl RecordFormat for Cifar10PythonFormat {
         self.labels_by_file()
             .insert(path.to_path_buf(), batch.labels);
         Ok(spans)
-    }
-
-    /// `false`: pickle's `load` reads no compressed file (a GZIP'd batch is named as one).
-    fn reads_compressed_files(&self) -> bool {
-        false
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
@@ -69,11 +132,9 @@ impl RecordFormat for Cifar10PythonFormat {
             let reason = format!("the file holds {} records", labels.len());
             return Err(record_error(path, record, reason));
         };
-        example(path, record, label, bytes)
+        example(self.cifar, path, record, label, bytes)
     }
-}
 
-impl Cifar10PythonFormat {
     fn labels_by_file(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Arc<[i64]>>> {
         // The map is whole between statements: a panic elsewhere leaves nothing half-done.
         self.labels.lock().unwrap_or_else(PoisonError::into_inner)
@@ -84,7 +145,7 @@ impl Cifar10PythonFormat {
         if let Some(labels) = self.labels_by_file().get(path) {
             return Ok(Arc::clone(labels));
         }
-        let labels = Batch::read(path)?.labels;
+        let labels = Batch::read(self.cifar, path)?.labels;
         self.labels_by_file()
             .insert(path.to_path_buf(), Arc::clone(&labels));
         Ok(labels)
@@ -98,7 +159,7 @@ struct Batch {
 }
 
 impl Batch {
-    fn read(path: &Path) -> Result<Self> {
+    fn read(cifar: Cifar, path: &Path) -> Result<Self> {
         let pickle = read_pickle(path)?;
         let bad = |reason: String| Error::File {
             path: path.to_path_buf(),
@@ -108,12 +169,13 @@ impl Batch {
         let entry = |key: &str| {
             pickle
                 .get(root, key)
-                .ok_or_else(|| bad(missing(&pickle, key)))
+                .ok_or_else(|| bad(missing(cifar, &pickle, key)))
         };
         let images = NdArray::from_pickle(&pickle, entry("data")?)
             .map_err(|reason| bad(format!("its 'data': {reason}")))?;
         let rows = image_rows(&images).map_err(|reason| bad(format!("its 'data': {reason}")))?;
-        let labels = read_labels(path, &pickle, entry("labels")?, rows)?;
+        let key = cifar.python_key();
+        let labels = read_labels(path, &pickle, (key, entry(key)?), rows)?;
         Ok(Self {
             images_at: images.data.offset,
             labels: labels.into(),
@@ -121,20 +183,21 @@ impl Batch {
     }
 }
 
-/// Why a batch without `key` is not a CIFAR-10 batch, naming (some of) the keys it has.
-fn missing(pickle: &Pickle, key: &str) -> String {
+/// Why a batch without `key` is not a batch of `cifar`, naming (some of) the keys it has.
+fn missing(cifar: Cifar, pickle: &Pickle, key: &str) -> String {
     let root = pickle.root();
+    let name = cifar.name();
     if !matches!(pickle.value(root), Value::Dict(_)) {
         return format!(
-            "not a CIFAR-10 python batch: the pickle holds {}, not a dict",
+            "not a {name} python batch: the pickle holds {}, not a dict",
             pickle.type_name(root)
         );
     }
     let keys = pickle.keys(root);
-    let hint = if keys.contains(&"fine_labels") {
-        " (a CIFAR-100 batch?)"
-    } else {
-        ""
+    let hint = match cifar {
+        Cifar::Ten if keys.contains(&"fine_labels") => " (a CIFAR-100 batch?)",
+        Cifar::Hundred(_) if keys.contains(&"labels") => " (a CIFAR-10 batch?)",
+        _ => "",
     };
     let shown: Vec<&str> = keys.iter().take(10).copied().collect();
     let more = keys.len().saturating_sub(shown.len());
@@ -143,9 +206,7 @@ fn missing(pickle: &Pickle, key: &str) -> String {
     } else {
         String::new()
     };
-    format!(
-        "not a CIFAR-10 python batch{hint}: its dict has no '{key}' (its keys: {shown:?}{more})"
-    )
+    format!("not a {name} python batch{hint}: its dict has no '{key}' (its keys: {shown:?}{more})")
 }
 
 /// The number of images in `data`: bytes, as `(N, 3072)` or `(N, 3, 32, 32)` rows in C order
@@ -172,12 +233,17 @@ fn image_rows(data: &NdArray) -> std::result::Result<u64, String> {
     Ok(rows)
 }
 
-/// The `rows` class ids of `labels` in `path`: a list of ints (or numpy integer scalars), or a
-/// numpy array of integers.
-fn read_labels(path: &Path, pickle: &Pickle, labels: ValueId, rows: u64) -> Result<Vec<i64>> {
+/// The `rows` class ids of the entry `key`, `labels`, in `path`: a list of ints (or numpy
+/// integer scalars), or a numpy array of integers.
+fn read_labels(
+    path: &Path,
+    pickle: &Pickle,
+    (key, labels): (&str, ValueId),
+    rows: u64,
+) -> Result<Vec<i64>> {
     let bad = |reason: String| Error::File {
         path: path.to_path_buf(),
-        reason: format!("its 'labels': {reason}"),
+        reason: format!("its '{key}': {reason}"),
     };
     let count_error = |count: u64| {
         bad(format!(
