@@ -2,6 +2,7 @@
 //! so the crate and Burn are linked once for all of them.
 
 mod builtin_learnable;
+mod cifar100;
 mod cifar10_python;
 mod corrupt_records;
 mod dataset_pipeline;

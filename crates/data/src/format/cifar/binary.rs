@@ -75,11 +75,20 @@ fn index(cifar: Cifar, path: &Path) -> Result<Vec<RecordSpan>> {
                  python format reads (or its folder's find)",
                 cifar.folder_name(super::Layout::Python)
             ),
-            false => format!(
-                "size {size} bytes is not a whole number of {record}-byte {name} records \
-                 (truncated after record {}?)",
-                size / record
-            ),
+            false => match other_dataset(cifar) {
+                other if size % other.record_bytes() as u64 == 0 => format!(
+                    "size {size} bytes is not a whole number of {record}-byte {name} records \
+                     but of {}'s {}-byte ones: a {} file?",
+                    other.name(),
+                    other.record_bytes(),
+                    other.name()
+                ),
+                _ => format!(
+                    "size {size} bytes is not a whole number of {record}-byte {name} records \
+                     (truncated after record {}?)",
+                    size / record
+                ),
+            },
         };
         return Err(Error::File {
             path: path.to_path_buf(),
@@ -87,6 +96,14 @@ fn index(cifar: Cifar, path: &Path) -> Result<Vec<RecordSpan>> {
         });
     }
     Ok(spans(cifar, size / record))
+}
+
+/// The dataset whose files a file of `cifar` might be mistaken for.
+fn other_dataset(cifar: Cifar) -> Cifar {
+    match cifar {
+        Cifar::Ten => Cifar::Hundred(Cifar100Labels::Fine),
+        Cifar::Hundred(_) => Cifar::Ten,
+    }
 }
 
 /// A file cut short keeps its whole records; the partial one is the break.

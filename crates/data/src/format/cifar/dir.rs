@@ -236,7 +236,7 @@ impl Folder {
     fn find_tfds(cifar: Cifar, dir: &Path) -> Result<Option<Self>> {
         let below = dir.join(cifar.tfds().0);
         let place = if below.is_dir() { &below } else { dir };
-        let Some(dataset) = TfdsDataset::find(place)? else {
+        let Some(dataset) = TfdsDataset::find_dataset(place)? else {
             return Ok(None);
         };
         let format: Arc<dyn RecordFormat> = match cifar {

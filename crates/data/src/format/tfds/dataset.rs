@@ -57,7 +57,17 @@ impl TfdsDataset {
     /// prepared, for callers that try other layouts then; a dataset there that cannot be read
     /// is still an error.
     pub fn find(path: &Path) -> Result<Option<Self>> {
-        let Some(dir) = version_dir(path)? else {
+        Self::find_in(path, DataDir::Named)
+    }
+
+    /// [`find`](Self::find), but `None` for TFDS's `data_dir` too: for a caller that looks
+    /// for one dataset in it first.
+    pub(crate) fn find_dataset(path: &Path) -> Result<Option<Self>> {
+        Self::find_in(path, DataDir::Passed)
+    }
+
+    fn find_in(path: &Path, data_dir: DataDir) -> Result<Option<Self>> {
+        let Some(dir) = version_dir(path, data_dir)? else {
             return Ok(None);
         };
         let info = DatasetInfo::read(&dir)?;
@@ -289,9 +299,18 @@ fn default_keys(dir: &Path, info: &DatasetInfo, features: &Features) -> Result<(
     }
 }
 
+/// What a search for a dataset makes of TFDS's `data_dir`, a folder of datasets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DataDir {
+    /// An error listing its datasets, to name one.
+    Named,
+    /// No dataset.
+    Passed,
+}
+
 /// The version folder `path` is, or the newest in it (in its default or only config's folder);
 /// `None` where `path` holds no dataset TFDS prepared.
-fn version_dir(path: &Path) -> Result<Option<PathBuf>> {
+fn version_dir(path: &Path, data_dir: DataDir) -> Result<Option<PathBuf>> {
     if path.join(info::FILE_NAME).is_file() {
         return Ok(Some(path.to_path_buf()));
     }
@@ -330,7 +349,7 @@ fn version_dir(path: &Path) -> Result<Option<PathBuf>> {
     };
     let default = default_config(path).map(|name| path.join(name));
     let chosen = match (default, configs.as_slice()) {
-        (_, []) if datasets.is_empty() => return Ok(None),
+        (_, []) if datasets.is_empty() || data_dir == DataDir::Passed => return Ok(None),
         (_, []) => {
             return Err(Error::File {
                 path: path.to_path_buf(),
