@@ -7,6 +7,7 @@
 //! cargo run --release --example cifar10_eval                  # newest checkpoint of the default train dir
 //! cargo run --release --example cifar10_eval -- --train-dir /tmp/cifar10_train --data-dir cifar-10-batches-bin
 //! cargo run --release --example cifar10_eval -- --checkpoint /tmp/tf_cifar10_train/model.ckpt-100000
+//! cargo run --release --example cifar10_eval -- --data-dir data --cifar100 fine   # a CIFAR-100 run's
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 
+use burn_towers::data::cifar100::Cifar100Labels;
 use burn_towers::data::transforms::CifarEval;
 use burn_towers::models::Cifar10Config;
 use burn_towers::train::summary::write_precision;
@@ -31,6 +33,10 @@ struct Args {
     /// when absent.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// CIFAR-100's test file in `--data-dir` instead, with its fine labels (100 classes) or its
+    /// coarse ones (20), for weights of a `cifar10 --cifar100` run.
+    #[arg(long, value_name = "fine|coarse")]
+    cifar100: Option<Cifar100Labels>,
     /// The train directory whose newest checkpoint is evaluated.
     #[arg(long, default_value_os_t = TrainConfig::cifar10().train_dir)]
     train_dir: PathBuf,
@@ -56,7 +62,9 @@ fn main() -> anyhow::Result<()> {
     let args: Args = parse_args();
     let path = args.checkpoint.as_ref().unwrap_or(&args.train_dir);
     let device = args.weights.device()?;
+    let num_classes = args.cifar100.map_or(10, Cifar100Labels::num_classes);
     let model = Cifar10Config::new()
+        .with_num_classes(num_classes)
         .with_image_size(args.image_size)
         .init(&device);
     let options = args.weights.load_options();
@@ -66,6 +74,9 @@ fn main() -> anyhow::Result<()> {
     let builtin;
     let dir = match &args.data_dir {
         Some(dir) => dir.clone(),
+        None if args.cifar100.is_some() => {
+            anyhow::bail!("--cifar100 needs --data-dir: the built-in data is CIFAR-10's")
+        }
         None => {
             builtin = builtin_cifar10()?;
             builtin.dir().to_path_buf()
@@ -74,9 +85,13 @@ fn main() -> anyhow::Result<()> {
     let eval = CifarEval {
         size: args.image_size,
     };
+    let test = match args.cifar100 {
+        Some(labels) => Input::cifar100_test(&dir, labels)?,
+        None => Input::cifar10_test(&dir)?,
+    };
     let input = Input {
         transform: Arc::new(eval),
-        ..Input::cifar10_test(&dir)?
+        ..test
     };
     let precision = evaluate(&model, &input, args.batch_size, args.reader_threads)?;
     let which = match args.weights.raw_weights {

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use towers_data::cifar10::{BuiltinCifar10, Cifar10Dir};
+use towers_data::cifar100::{Cifar100Dir, Cifar100Labels};
 use towers_data::transforms::{CifarEval, CifarTrain, Transform};
 use towers_data::{
     HostBatch, IndexedFile, InputPosition, Pipeline, PipelineConfig, QueueFill, RecordCount,
@@ -54,11 +55,11 @@ impl Input {
     /// ([`Cifar10Dir::find`]).
     pub fn cifar10_train(dir: &Path) -> Result<Self> {
         let cifar = Cifar10Dir::find(dir)?;
-        Ok(Self {
-            format: cifar.format(),
-            files: cifar.train_files()?,
-            transform: Arc::new(CifarTrain::default()),
-        })
+        Ok(Self::cifar(
+            cifar.format(),
+            cifar.train_files()?,
+            CifarTrain::default(),
+        ))
     }
 
     /// The CIFAR-10 test file of `dir` with the evaluation preprocessing (central crop,
@@ -66,11 +67,47 @@ impl Input {
     /// [`cifar10_train`](Self::cifar10_train).
     pub fn cifar10_test(dir: &Path) -> Result<Self> {
         let cifar = Cifar10Dir::find(dir)?;
-        Ok(Self {
-            format: cifar.format(),
-            files: cifar.test_files()?,
-            transform: Arc::new(CifarEval::default()),
-        })
+        Ok(Self::cifar(
+            cifar.format(),
+            cifar.test_files()?,
+            CifarEval::default(),
+        ))
+    }
+
+    /// CIFAR-100's training file of `dir`, with its `labels` (fine: 100 classes, coarse: 20),
+    /// through the CIFAR-10 tutorial's distortions. `dir` is a `cifar-100-binary` or
+    /// `cifar-100-python` folder, or the folder holding one, or TFDS's `cifar100` there
+    /// ([`Cifar100Dir::find`]).
+    pub fn cifar100_train(dir: &Path, labels: Cifar100Labels) -> Result<Self> {
+        let cifar = Cifar100Dir::find(dir, labels)?;
+        Ok(Self::cifar(
+            cifar.format(),
+            cifar.train_files()?,
+            CifarTrain::default(),
+        ))
+    }
+
+    /// CIFAR-100's test file of `dir`, with its `labels`, through the evaluation
+    /// preprocessing; `dir` as in [`cifar100_train`](Self::cifar100_train).
+    pub fn cifar100_test(dir: &Path, labels: Cifar100Labels) -> Result<Self> {
+        let cifar = Cifar100Dir::find(dir, labels)?;
+        Ok(Self::cifar(
+            cifar.format(),
+            cifar.test_files()?,
+            CifarEval::default(),
+        ))
+    }
+
+    fn cifar(
+        format: Arc<dyn RecordFormat>,
+        files: Vec<PathBuf>,
+        transform: impl Transform + 'static,
+    ) -> Self {
+        Self {
+            format,
+            files,
+            transform: Arc::new(transform),
+        }
     }
 
     /// The number of examples in the files (one pass over their framing, no decoding). A file

@@ -55,6 +55,28 @@ pub enum Cifar100Labels {
     Coarse,
 }
 
+impl Cifar100Labels {
+    /// The classes of these labels: 100 or 20.
+    pub fn num_classes(self) -> usize {
+        Cifar::Hundred(self).num_classes()
+    }
+}
+
+impl std::str::FromStr for Cifar100Labels {
+    type Err = String;
+
+    /// `fine` or `coarse`.
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "fine" => Ok(Self::Fine),
+            "coarse" => Ok(Self::Coarse),
+            other => Err(format!(
+                "unknown CIFAR-100 labels `{other}`: fine or coarse"
+            )),
+        }
+    }
+}
+
 /// A CIFAR dataset as a reader takes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Cifar {
