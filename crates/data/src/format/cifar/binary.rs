@@ -27,31 +27,35 @@ impl Cifar100Format {
     }
 }
 
-impl RecordFormat for Cifar10Format {
-    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        index(Cifar::Ten, path)
-    }
-
-    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
-        index_partial(Cifar::Ten, path)
-    }
-
-    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        decode(Cifar::Ten, path, record, bytes)
+impl Cifar10Format {
+    fn records(&self) -> Records {
+        Records(Cifar::Ten)
     }
 }
 
-impl RecordFormat for Cifar100Format {
+impl Cifar100Format {
+    fn records(&self) -> Records {
+        Records(Cifar::Hundred(self.labels))
+    }
+}
+
+record_format_by!(Cifar10Format, records);
+record_format_by!(Cifar100Format, records);
+
+/// The binary records of a CIFAR dataset: the reader both formats are.
+struct Records(Cifar);
+
+impl RecordFormat for Records {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        index(Cifar::Hundred(self.labels), path)
+        index(self.0, path)
     }
 
     fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
-        index_partial(Cifar::Hundred(self.labels), path)
+        index_partial(self.0, path)
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        decode(Cifar::Hundred(self.labels), path, record, bytes)
+        decode(self.0, path, record, bytes)
     }
 }
 

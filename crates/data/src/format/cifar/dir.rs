@@ -16,6 +16,37 @@ use crate::error::{Error, Result};
 use crate::format::RecordFormat;
 use crate::format::tfds::TfdsDataset;
 
+/// The accessors of both folder types, by the [`Folder`] they hold as `files`.
+macro_rules! folder_accessors {
+    () => {
+        /// The folder holding the files.
+        pub fn dir(&self) -> &Path {
+            &self.files.dir
+        }
+
+        /// The layout of the files.
+        pub fn layout(&self) -> Layout {
+            self.files.layout
+        }
+
+        /// The format that reads the files.
+        pub fn format(&self) -> Arc<dyn RecordFormat> {
+            self.files.format()
+        }
+
+        /// The training files (CIFAR-10's five, CIFAR-100's one, TFDS's `train` shards),
+        /// checked to exist.
+        pub fn train_files(&self) -> Result<Vec<PathBuf>> {
+            self.files.train_files()
+        }
+
+        /// The test file (TFDS's `test` shards), checked to exist.
+        pub fn test_files(&self) -> Result<Vec<PathBuf>> {
+            self.files.test_files()
+        }
+    };
+}
+
 /// The layouts CIFAR is published in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -84,30 +115,7 @@ impl Cifar10Dir {
         Folder::find(Cifar::Ten, dir).map(|files| Self { files })
     }
 
-    /// The folder holding the files.
-    pub fn dir(&self) -> &Path {
-        &self.files.dir
-    }
-
-    /// The layout of the files.
-    pub fn layout(&self) -> Layout {
-        self.files.layout
-    }
-
-    /// The format that reads the files.
-    pub fn format(&self) -> Arc<dyn RecordFormat> {
-        self.files.format()
-    }
-
-    /// The five training files (TFDS's `train` shards), checked to exist.
-    pub fn train_files(&self) -> Result<Vec<PathBuf>> {
-        self.files.train_files()
-    }
-
-    /// The test file (TFDS's `test` shards), checked to exist.
-    pub fn test_files(&self) -> Result<Vec<PathBuf>> {
-        self.files.test_files()
-    }
+    folder_accessors!();
 }
 
 impl Cifar100Dir {
@@ -118,35 +126,12 @@ impl Cifar100Dir {
         Ok(Self { files, labels })
     }
 
-    /// The folder holding the files.
-    pub fn dir(&self) -> &Path {
-        &self.files.dir
-    }
-
-    /// The layout of the files.
-    pub fn layout(&self) -> Layout {
-        self.files.layout
-    }
-
     /// The labels its format takes.
     pub fn labels(&self) -> Cifar100Labels {
         self.labels
     }
 
-    /// The format that reads the files, with its labels.
-    pub fn format(&self) -> Arc<dyn RecordFormat> {
-        self.files.format()
-    }
-
-    /// The training file (TFDS's `train` shards), checked to exist.
-    pub fn train_files(&self) -> Result<Vec<PathBuf>> {
-        self.files.train_files()
-    }
-
-    /// The test file (TFDS's `test` shards), checked to exist.
-    pub fn test_files(&self) -> Result<Vec<PathBuf>> {
-        self.files.test_files()
-    }
+    folder_accessors!();
 }
 
 /// The files of a CIFAR dataset in one layout: what both folders are.

@@ -15,6 +15,35 @@
 //!
 //! Every reader gives images 32x32x3 with values 0..=255, as TF's tutorial reads them.
 
+/// `RecordFormat` for one of the public format types, by the reader of both datasets that its
+/// method `$reader` gives: CIFAR-10's and CIFAR-100's types differ in their constructors only.
+macro_rules! record_format_by {
+    ($format:ty, $reader:ident) => {
+        impl crate::format::RecordFormat for $format {
+            fn index(&self, path: &std::path::Path) -> Result<Vec<crate::format::RecordSpan>> {
+                self.$reader().index(path)
+            }
+
+            fn index_partial(&self, path: &std::path::Path) -> Result<crate::format::PartialIndex> {
+                self.$reader().index_partial(path)
+            }
+
+            fn reads_compressed_files(&self) -> bool {
+                self.$reader().reads_compressed_files()
+            }
+
+            fn decode(
+                &self,
+                path: &std::path::Path,
+                record: usize,
+                bytes: &[u8],
+            ) -> Result<crate::format::Example> {
+                self.$reader().decode(path, record, bytes)
+            }
+        }
+    };
+}
+
 mod binary;
 mod builtin;
 mod dataset;

@@ -47,35 +47,20 @@ impl Cifar100PythonFormat {
     }
 }
 
-impl RecordFormat for Cifar10PythonFormat {
-    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        self.batches.index(path)
-    }
-
-    /// `false`: pickle's `load` reads no compressed file (a GZIP'd batch is named as one).
-    fn reads_compressed_files(&self) -> bool {
-        false
-    }
-
-    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        self.batches.decode(path, record, bytes)
+impl Cifar10PythonFormat {
+    fn batches(&self) -> &Batches {
+        &self.batches
     }
 }
 
-impl RecordFormat for Cifar100PythonFormat {
-    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        self.batches.index(path)
-    }
-
-    /// `false`, as [`Cifar10PythonFormat`]'s.
-    fn reads_compressed_files(&self) -> bool {
-        false
-    }
-
-    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        self.batches.decode(path, record, bytes)
+impl Cifar100PythonFormat {
+    fn batches(&self) -> &Batches {
+        &self.batches
     }
 }
+
+record_format_by!(Cifar10PythonFormat, batches);
+record_format_by!(Cifar100PythonFormat, batches);
 
 /// The python batches of a CIFAR dataset: the reader both formats are.
 struct Batches {
@@ -101,14 +86,7 @@ impl std::fmt::Debug for Batches {
     }
 }
 
-impl Batches {
-    fn of(cifar: Cifar) -> Self {
-        Self {
-            cifar,
-            labels: Mutex::default(),
-        }
-    }
-
+impl RecordFormat for Batches {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
         let batch = Batch::read(self.cifar, path)?;
         let spans = (0..batch.labels.len() as u64)
@@ -122,6 +100,11 @@ impl Batches {
         Ok(spans)
     }
 
+    /// `false`: pickle's `load` reads no compressed file (a GZIP'd batch is named as one).
+    fn reads_compressed_files(&self) -> bool {
+        false
+    }
+
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
         if bytes.len() != IMAGE_BYTES {
             let reason = format!("{} bytes, expected {IMAGE_BYTES}", bytes.len());
@@ -133,6 +116,15 @@ impl Batches {
             return Err(record_error(path, record, reason));
         };
         example(self.cifar, path, record, label, bytes)
+    }
+}
+
+impl Batches {
+    fn of(cifar: Cifar) -> Self {
+        Self {
+            cifar,
+            labels: Mutex::default(),
+        }
     }
 
     fn labels_by_file(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Arc<[i64]>>> {

@@ -38,33 +38,20 @@ impl Cifar100TfdsFormat {
     }
 }
 
-impl RecordFormat for Cifar10TfdsFormat {
-    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        self.0.format.index(path)
-    }
-
-    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
-        self.0.format.index_partial(path)
-    }
-
-    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        self.0.decode(path, record, bytes)
+impl Cifar10TfdsFormat {
+    fn shards(&self) -> &Shards {
+        &self.0
     }
 }
 
-impl RecordFormat for Cifar100TfdsFormat {
-    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        self.0.format.index(path)
-    }
-
-    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
-        self.0.format.index_partial(path)
-    }
-
-    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        self.0.decode(path, record, bytes)
+impl Cifar100TfdsFormat {
+    fn shards(&self) -> &Shards {
+        &self.0
     }
 }
+
+record_format_by!(Cifar10TfdsFormat, shards);
+record_format_by!(Cifar100TfdsFormat, shards);
 
 /// The TFDS shards of a CIFAR dataset: the reader both formats are.
 #[derive(Debug, Clone)]
@@ -101,6 +88,16 @@ impl Shards {
         Ok(Self {
             format: dataset.image_format(),
         })
+    }
+}
+
+impl RecordFormat for Shards {
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
+        self.format.index(path)
+    }
+
+    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
+        self.format.index_partial(path)
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
