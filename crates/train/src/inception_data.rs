@@ -84,6 +84,27 @@ impl Background {
     }
 }
 
+/// The image folder `dir` as `split` takes it (a validation folder keeps its empty classes), with
+/// an image at least.
+fn scan_folder(dir: &Path, split: Split) -> Result<ImageFolder> {
+    let scan = match split {
+        Split::Train => ImageFolder::scan,
+        Split::Validation => ImageFolder::scan_allowing_empty_classes,
+    };
+    let neither = |why: &dyn std::fmt::Display| {
+        Error::Config(format!(
+            "{} holds neither {split:?} shards (TF's ImageNet layout) nor an image folder nor \
+             a dataset TFDS prepared: {why}",
+            dir.display(),
+        ))
+    };
+    let folder = scan(dir).map_err(|e| neither(&towers_data::ErrorChain(&e)))?;
+    if folder.files().is_empty() {
+        return Err(neither(&"no image under any class folder"));
+    }
+    Ok(folder)
+}
+
 /// The shards of `split` in `dir`.
 fn split_files(dir: &Path, split: Split) -> Result<Vec<PathBuf>> {
     Ok(match split {
@@ -136,9 +157,15 @@ impl InceptionData {
         if let Ok(files) = split_files(dir, split) {
             return Ok(Self::shards(dir, files, transform, background));
         }
+        // An image folder before TFDS: a TFDS folder is no image folder, and the search for
+        // TFDS's version folders would list every class folder's images once more.
+        let folder = scan_folder(dir, split);
+        if let Ok(folder) = folder {
+            return Ok(Self::folder(dir, folder, transform));
+        }
         match TfdsDataset::find(dir)? {
             Some(dataset) => Self::tfds(dataset, split, transform, background),
-            None => Self::folder(dir, split, transform),
+            None => Err(folder.unwrap_err()),
         }
     }
 
@@ -222,23 +249,8 @@ impl InceptionData {
     }
 
     /// The image folder `dir`.
-    fn folder(dir: &Path, split: Split, transform: impl Transform + 'static) -> Result<Self> {
-        let scan = match split {
-            Split::Train => ImageFolder::scan,
-            Split::Validation => ImageFolder::scan_allowing_empty_classes,
-        };
-        let neither = |why: &dyn std::fmt::Display| {
-            Error::Config(format!(
-                "{} holds neither {split:?} shards (TF's ImageNet layout) nor an image folder: \
-                 {why}",
-                dir.display(),
-            ))
-        };
-        let folder = scan(dir).map_err(|e| neither(&towers_data::ErrorChain(&e)))?;
-        if folder.files().is_empty() {
-            return Err(neither(&"no image under any class folder"));
-        }
-        Ok(Self {
+    fn folder(dir: &Path, folder: ImageFolder, transform: impl Transform + 'static) -> Self {
+        Self {
             description: format!(
                 "image folder {}: {} classes, {} images",
                 dir.display(),
@@ -249,7 +261,7 @@ impl InceptionData {
             num_classes: folder.classes().len(),
             folder: Some(folder),
             builtin: None,
-        })
+        }
     }
 
     /// The built-in data's held-out (validation) shards through `transform`; `None` for

@@ -379,7 +379,8 @@ fn has_versions(dir: &Path) -> bool {
 /// The newest `X.Y.Z` folder of `dir` holding `dataset_info.json`; folders TFDS left
 /// unfinished (`incomplete.*`) are not versions.
 fn newest_version(dir: &Path) -> Result<Option<PathBuf>> {
-    let versions = subfolders(dir)?.into_iter().filter_map(|folder| {
+    // By name first: a folder of many files (an image folder's class) costs no file's stat.
+    let versions = entries(dir)?.into_iter().filter_map(|folder| {
         let name = folder.file_name()?.to_str()?;
         let parts: Vec<u64> = name
             .split('.')
@@ -393,15 +394,19 @@ fn newest_version(dir: &Path) -> Result<Option<PathBuf>> {
 
 /// The folders in `dir`.
 fn subfolders(dir: &Path) -> Result<Vec<PathBuf>> {
-    let io = Error::io_at(dir);
-    let mut folders = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(&io)? {
-        let path = entry.map_err(&io)?.path();
-        if path.is_dir() {
-            folders.push(path);
-        }
-    }
+    let mut folders = entries(dir)?;
+    folders.retain(|path| path.is_dir());
     Ok(folders)
+}
+
+/// The paths of `dir`'s entries, whatever they are.
+fn entries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let io = Error::io_at(dir);
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(&io)? {
+        paths.push(entry.map_err(&io)?.path());
+    }
+    Ok(paths)
 }
 
 /// The default config TFDS recorded for the dataset folder `dir`, if any.
