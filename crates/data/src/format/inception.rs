@@ -2,7 +2,7 @@
 //! `validation-00000-of-00128`) of `tf.train.Example`s with JPEG images, labels `1..=1000`
 //! (0 is the background class, so 1001 outputs) and object boxes.
 //!
-//! - [`TfExampleFormat`]: the [`RecordFormat`] of those shards.
+//! - [`TfExampleFormat`]: the [`RecordFormat`](crate::RecordFormat) of those shards.
 //! - [`train_files`] / [`validation_files`]: a folder's shards, checked.
 //! - [`ShardWriter`]: writes shards in the same layout; [`BuiltinShards`] fills a temporary
 //!   folder with synthetic JPEG examples (the `inception` example's built-in data).
@@ -18,13 +18,12 @@ use crate::atomic_file::AtomicFile;
 use crate::bounding_box::BoundingBox;
 use crate::codec::encode_jpeg;
 use crate::error::{Error, Result};
-use crate::format::record_format::{checked_label, encoded_example, prepare_encoded};
+use crate::format::record_format::{EncodedRecord, checked_label, tfrecord_of_encoded_images};
 use crate::format::synthetic::{BuiltinDir, ClassLook, synthetic_image};
 use crate::format::tf_example::ImageRecord;
 use crate::format::tfrecord::{self, TfRecordWriter};
-use crate::format::{Example, PartialIndex, Prepared, RecordFormat, RecordSpan, record_error};
+use crate::format::record_error;
 use crate::rng::Rng;
-use crate::transforms::Transform;
 
 /// Reads TFRecord shards of image `tf.train.Example`s; images come out RGB in [0, 1].
 #[derive(Debug, Clone, Copy)]
@@ -53,45 +52,22 @@ impl TfExampleFormat {
 }
 
 impl TfExampleFormat {
-    /// The record's Example, with its label offset and checked.
-    fn parse(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<(ImageRecord, i64)> {
+    /// The record's Example, its label offset and checked.
+    fn encoded_record(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<EncodedRecord> {
         let data = tfrecord::record_data(path, record, bytes)?;
         let parsed =
             ImageRecord::parse(data).map_err(|reason| record_error(path, record, reason))?;
         let offset = self.label_offset;
         let label = checked_label(path, record, parsed.label, offset, self.num_classes)?;
-        Ok((parsed, label))
+        Ok(EncodedRecord {
+            encoded: parsed.encoded,
+            label,
+            boxes: parsed.boxes,
+        })
     }
 }
 
-impl RecordFormat for TfExampleFormat {
-    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        tfrecord::index(path)
-    }
-
-    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
-        tfrecord::index_partial(path)
-    }
-
-    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        let (parsed, label) = self.parse(path, record, bytes)?;
-        encoded_example(path, record, &parsed.encoded, label, parsed.boxes)
-    }
-
-    /// Hands the JPEG to the transform undecoded ([`Transform::apply_encoded`]).
-    fn prepare(
-        &self,
-        path: &Path,
-        record: usize,
-        bytes: &[u8],
-        transform: &dyn Transform,
-        rng: &mut Rng,
-    ) -> Result<Prepared> {
-        let (parsed, label) = self.parse(path, record, bytes)?;
-        let record_parts = (&parsed.encoded[..], label, &parsed.boxes[..]);
-        prepare_encoded(path, record, record_parts, transform, rng)
-    }
-}
+tfrecord_of_encoded_images!(TfExampleFormat);
 
 /// The name of shard `index` of `count`: `{prefix}-{index:05}-of-{count:05}`.
 pub fn shard_name(prefix: &str, index: usize, count: usize) -> String {
@@ -305,6 +281,7 @@ mod tests {
     use towers_testing::{assert_error_names, report};
 
     use super::*;
+    use crate::format::RecordFormat;
 
     fn small() -> BuiltinShardsConfig {
         BuiltinShardsConfig::new(3, 24)

@@ -7,7 +7,6 @@
 use std::path::Path;
 
 use crate::bounding_box::BoundingBox;
-use crate::codec::decode_image;
 use crate::error::{Cause, Error, Result};
 use crate::image::{Image, Planes};
 use crate::rng::Rng;
@@ -138,33 +137,63 @@ pub(crate) fn checked_label(
     }
 }
 
-/// Record `record` of `path` from its encoded image (JPEG, PNG, ...), decoded.
-pub(crate) fn encoded_example(
-    path: &Path,
-    record: usize,
-    encoded: &[u8],
-    label: i64,
-    boxes: Vec<BoundingBox>,
-) -> Result<Example> {
-    let image = decode_image(encoded).map_err(|reason| record_error(path, record, reason))?;
-    Ok(Example {
-        image,
-        label,
-        boxes,
-    })
+/// One record of a TFRecord file of encoded images: the image's bytes (JPEG, PNG, ...), its
+/// class and its object boxes.
+pub(crate) struct EncodedRecord {
+    pub(crate) encoded: Vec<u8>,
+    pub(crate) label: i64,
+    pub(crate) boxes: Vec<BoundingBox>,
 }
 
-/// Record `record` of `path` from its encoded image, handed to `transform` undecoded
-/// ([`Transform::apply_encoded`]), so that it decodes and converts only what it keeps.
-pub(crate) fn prepare_encoded(
-    path: &Path,
-    record: usize,
-    (encoded, label, boxes): (&[u8], i64, &[BoundingBox]),
-    transform: &dyn Transform,
-    rng: &mut Rng,
-) -> Result<Prepared> {
-    let planes = transform
-        .apply_encoded(encoded, boxes, rng)
-        .map_err(|reason| record_error(path, record, reason))?;
-    Ok(Prepared { planes, label })
+/// `RecordFormat` for a format of TFRecord files of encoded images, by its method
+/// `encoded_record(&self, path, record, bytes) -> Result<EncodedRecord>`: TF's shards and TFDS's
+/// differ in their Examples' keys only. `prepare` hands the encoded image to the transform
+/// undecoded ([`Transform::apply_encoded`]), so that it decodes and converts only what it keeps.
+macro_rules! tfrecord_of_encoded_images {
+    ($format:ty) => {
+        impl crate::format::RecordFormat for $format {
+            fn index(&self, path: &std::path::Path) -> Result<Vec<crate::format::RecordSpan>> {
+                crate::format::tfrecord::index(path)
+            }
+
+            fn index_partial(&self, path: &std::path::Path) -> Result<crate::format::PartialIndex> {
+                crate::format::tfrecord::index_partial(path)
+            }
+
+            fn decode(
+                &self,
+                path: &std::path::Path,
+                record: usize,
+                bytes: &[u8],
+            ) -> Result<crate::format::Example> {
+                let read = self.encoded_record(path, record, bytes)?;
+                let image = crate::codec::decode_image(&read.encoded)
+                    .map_err(|reason| crate::format::record_error(path, record, reason))?;
+                Ok(crate::format::Example {
+                    image,
+                    label: read.label,
+                    boxes: read.boxes,
+                })
+            }
+
+            fn prepare(
+                &self,
+                path: &std::path::Path,
+                record: usize,
+                bytes: &[u8],
+                transform: &dyn crate::transforms::Transform,
+                rng: &mut crate::rng::Rng,
+            ) -> Result<crate::format::Prepared> {
+                let read = self.encoded_record(path, record, bytes)?;
+                let planes = transform
+                    .apply_encoded(&read.encoded, &read.boxes, rng)
+                    .map_err(|reason| crate::format::record_error(path, record, reason))?;
+                Ok(crate::format::Prepared {
+                    planes,
+                    label: read.label,
+                })
+            }
+        }
+    };
 }
+pub(crate) use tfrecord_of_encoded_images;

@@ -4,12 +4,10 @@
 use std::path::Path;
 
 use crate::error::Result;
-use crate::format::record_format::{checked_label, encoded_example, prepare_encoded};
+use crate::format::record_error;
+use crate::format::record_format::{EncodedRecord, checked_label, tfrecord_of_encoded_images};
 use crate::format::tf_example::ExampleFeatures;
 use crate::format::tfrecord;
-use crate::format::{Example, PartialIndex, Prepared, RecordFormat, RecordSpan, record_error};
-use crate::rng::Rng;
-use crate::transforms::Transform;
 
 /// Reads the TFRecord shards TFDS prepares: each record a `tf.train.Example` with an encoded
 /// image (PNG or JPEG, recognized by content) under one key and its class under another.
@@ -61,32 +59,15 @@ impl TfdsImageFormat {
         let label = checked_label(path, record, stored, self.label_offset, self.num_classes)?;
         Ok((image, label))
     }
-}
 
-impl RecordFormat for TfdsImageFormat {
-    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        tfrecord::index(path)
-    }
-
-    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
-        tfrecord::index_partial(path)
-    }
-
-    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
-        let (image, label) = self.parse(path, record, bytes)?;
-        encoded_example(path, record, &image, label, Vec::new())
-    }
-
-    /// Hands the encoded image to the transform undecoded ([`Transform::apply_encoded`]).
-    fn prepare(
-        &self,
-        path: &Path,
-        record: usize,
-        bytes: &[u8],
-        transform: &dyn Transform,
-        rng: &mut Rng,
-    ) -> Result<Prepared> {
-        let (image, label) = self.parse(path, record, bytes)?;
-        prepare_encoded(path, record, (&image, label, &[]), transform, rng)
+    fn encoded_record(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<EncodedRecord> {
+        let (encoded, label) = self.parse(path, record, bytes)?;
+        Ok(EncodedRecord {
+            encoded,
+            label,
+            boxes: Vec::new(),
+        })
     }
 }
+
+tfrecord_of_encoded_images!(TfdsImageFormat);
