@@ -10,6 +10,9 @@ layout `tfds.load` leaves under its `data_dir` (`~/tensorflow_datasets` by defau
   `ClassLabel`, a file name), with a builder config, two versions (1.1.0 holds more images)
   and its training split in 3 shards, so that a reader must pick the newest version and order
   the shards by index.
+- `expected/slices.tsv`: what `tfds.load(..., split=SPEC)` reads of the tiny flowers for split
+  specs with TFDS's slicing (percent rounded to the closest, half to even; negative and
+  absolute bounds, shard units, `+`): per record the spec, the version, the label and the sha256.
 - `expected/<dataset>-<version>-<split>.tsv`: per record, in the order `tfds.load(...,
   shuffle_files=False)` yields them: the label, the image's height and width, and the sha256
   of its decoded RGB bytes (TF's decoders: `decode_png`, `decode_jpeg` with TF's default DCT).
@@ -126,6 +129,25 @@ def write_expected(out, builder, data_dir, split):
             f.write(f"{example['label']}\t{image.shape[0]}\t{image.shape[1]}\t{digest}\n")
 
 
+SLICES = {
+    "1.1.0": ["train[:30%]", "train[5:-5]", "train[-25%:]", "train[33.3%:66.7%]",
+              "validation[:50%]+train[1shard:2shard]", "validation"],
+    # 9 records: 50% is 4.5, which TFDS rounds to the even 4.
+    "1.0.0": ["train[:50%]", "train[50%:]"],
+}
+
+
+def write_slices(out, builders):
+    with open(os.path.join(out, "expected", "slices.tsv"), "w") as f:
+        f.write("spec\tversion\tlabel\tsha256\n")
+        for version, specs in SLICES.items():
+            for spec in specs:
+                dataset = builders[version].as_dataset(split=spec, shuffle_files=False)
+                for example in tfds.as_numpy(dataset):
+                    digest = hashlib.sha256(example["image"].tobytes()).hexdigest()
+                    f.write(f"{spec}\t{version}\t{example['label']}\t{digest}\n")
+
+
 def prepare(builder, num_shards=None):
     config = tfds.download.DownloadConfig(num_shards=num_shards)
     builder.download_and_prepare(download_config=config)
@@ -144,6 +166,7 @@ def main(out):
         prepare(cifar10)
         for split in ["train", "test"]:
             write_expected(out, cifar10, out, split)
+    builders = {}
     for version, shards in [("1.0.0", None), ("1.1.0", 3)]:
         os.environ["TINY_FLOWERS_VERSION"] = version
         TinyFlowers.VERSION = tfds.core.Version(version)
@@ -151,6 +174,8 @@ def main(out):
         prepare(flowers, shards)
         for split in ["train", "validation"]:
             write_expected(out, flowers, out, split)
+        builders[version] = flowers
+    write_slices(out, builders)
     shutil.rmtree(os.path.join(out, "downloads"), ignore_errors=True)
 
 

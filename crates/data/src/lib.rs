@@ -52,8 +52,8 @@ pub use bounding_box::BoundingBox;
 pub use error::{Cause, Error, ErrorChain, Result, While};
 pub use format::{
     Compression, Example, IndexedFile, PartialIndex, Prepared, RecordDataset, RecordFormat,
-    RecordReader, RecordSource, RecordSpan, cifar10, cifar100, image_folder, inception, synthetic,
-    tf_example, tfds, tfrecord,
+    RecordReader, RecordSlices, RecordSource, RecordSpan, cifar10, cifar100, image_folder,
+    inception, synthetic, tf_example, tfds, tfrecord,
 };
 pub use image::{Image, Planes, Rgb8};
 pub use pipeline::{

@@ -328,3 +328,72 @@ fn a_record_without_the_image_key_names_the_keys_it_has() {
         ],
     );
 }
+
+/// What `tfds.load(..., split=SPEC)` read of the tiny flowers: per spec and version, each
+/// record's label and the sha256 of its pixels, in order.
+fn tfds_slices() -> Vec<(String, String, i64, String)> {
+    let text = std::fs::read_to_string(fixtures().join("expected/slices.tsv")).unwrap();
+    let rows = text.lines().skip(1).map(|line| {
+        let fields: Vec<&str> = line.split('\t').collect();
+        let label = fields[2].parse().unwrap();
+        (fields[0].into(), fields[1].into(), label, fields[3].into())
+    });
+    rows.collect()
+}
+
+#[test]
+fn split_specs_read_as_tfds_load_reads_them() {
+    let rows = tfds_slices();
+    let mut specs: Vec<(&str, &str)> = rows.iter().map(|r| (&r.0[..], &r.1[..])).collect();
+    specs.dedup();
+    assert_eq!(specs.len(), 8, "the fixture's specs");
+    for (spec, version) in specs {
+        let name = format!("tiny_flowers/small:{version}");
+        let flowers = TfdsDataset::load(&fixtures(), &name).unwrap();
+        let (format, files) = flowers.slice(spec).unwrap();
+        let read: Vec<(i64, String)> = ours(Arc::new(format), files, 255.0)
+            .into_iter()
+            .map(|(label, _, _, sha)| (label, sha))
+            .collect();
+        let theirs: Vec<(i64, String)> = rows
+            .iter()
+            .filter(|r| r.0 == spec && r.1 == version)
+            .map(|r| (r.2, r.3.clone()))
+            .collect();
+        assert_eq!(read, theirs, "{spec} of {version}");
+    }
+}
+
+#[test]
+fn a_slice_names_records_by_their_place_in_the_file_and_a_short_shard() {
+    let (_temp, dir) = flowers_copy();
+    edit_json(&dir, "features.json", |json| {
+        json["featuresDict"]["features"]["label"]["classLabel"]["numClasses"] = "2".into();
+    });
+    let flowers = TfdsDataset::open(&dir).unwrap();
+    let labels = tfds_read("tiny_flowers-small-1.1.0-train");
+    let tulip = 8 + labels[8..16].iter().position(|read| read.0 == 2).unwrap();
+    let spec = format!("train[{}:]", tulip);
+    let (format, files) = flowers.slice(&spec).unwrap();
+    let dataset = RecordDataset::open(Arc::new(format), files).unwrap();
+    let msg = report(&dataset.try_get(0).unwrap_err());
+    let record = format!("record {}", tulip - 8);
+    assert_error_names(&msg, &["00001-of-00003", &record, "label 2 out of range"]);
+    let msg = report(&flowers.slice("train[:10%]+train[1:2]").unwrap_err());
+    assert_error_names(&msg, &["two of its parts read", "00000-of-00003"]);
+    let msg = report(&flowers.slice("train[3:3]").unwrap_err());
+    assert_error_names(&msg, &["train[3:3]", "selects no record"]);
+    // A shard cut at a record's end: fewer records than dataset_info.json counts.
+    let shard = dir.join("tiny_flowers-train.tfrecord-00002-of-00003");
+    let spans = towers_data::tfrecord::index(&shard).unwrap();
+    let cut = spans[7].offset - 12;
+    std::fs::File::options()
+        .write(true)
+        .open(&shard)
+        .unwrap()
+        .set_len(cut)
+        .unwrap();
+    let (format, files) = flowers.slice("train[-2:]").unwrap();
+    let msg = report(&RecordDataset::open(Arc::new(format), files).unwrap_err());
+    assert_error_names(&msg, &["00002-of-00003", "holds 7 records", "records 6..8"]);
+}

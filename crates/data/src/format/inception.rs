@@ -18,11 +18,11 @@ use crate::atomic_file::AtomicFile;
 use crate::bounding_box::BoundingBox;
 use crate::codec::encode_jpeg;
 use crate::error::{Error, Result};
+use crate::format::record_error;
 use crate::format::record_format::{EncodedRecord, checked_label, tfrecord_of_encoded_images};
 use crate::format::synthetic::{BuiltinDir, ClassLook, synthetic_image};
 use crate::format::tf_example::ImageRecord;
 use crate::format::tfrecord::{self, TfRecordWriter};
-use crate::format::record_error;
 use crate::rng::Rng;
 
 /// Reads TFRecord shards of image `tf.train.Example`s; images come out RGB in [0, 1].

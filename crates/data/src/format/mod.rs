@@ -18,6 +18,7 @@
 //!   (`memory_room.rs`): a file of tiny records needs an index about its own size; so does a
 //!   read of a record whose length (a header's, a sparse file's) is more than memory holds.
 //! - [`RecordDataset`] (`record_dataset.rs`): files of any format as a Burn `Dataset`.
+//! - [`RecordSlices`] (`record_slices.rs`): a range of each file's records, of any format.
 
 mod cifar;
 pub mod cifar10;
@@ -32,6 +33,7 @@ mod pickle;
 mod record_bytes;
 mod record_dataset;
 mod record_format;
+mod record_slices;
 mod record_source;
 pub mod synthetic;
 pub mod tf_example;
@@ -45,4 +47,5 @@ pub(crate) use record_bytes::read_records;
 pub use record_dataset::RecordDataset;
 pub(crate) use record_format::record_error;
 pub use record_format::{Example, PartialIndex, Prepared, RecordFormat, RecordSpan};
+pub use record_slices::RecordSlices;
 pub use record_source::{RecordReader, RecordSource};

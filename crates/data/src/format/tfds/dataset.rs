@@ -1,12 +1,16 @@
 //! [`TfdsDataset`]: a dataset TFDS prepared, found by its folder as `tfds.load` finds it.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::format::RecordSlices;
 
 use super::features::{Feature, Features};
 use super::format::TfdsImageFormat;
 use super::info::{self, DatasetInfo};
+use super::split_spec;
 
 /// A dataset of images and class labels that TensorFlow Datasets prepared (`tfds.load`,
 /// `download_and_prepare`) in its TFRecord files: `<data_dir>/<name>[/<config>]/<version>/`,
@@ -257,6 +261,42 @@ impl TfdsDataset {
             }
         }
         Ok(paths)
+    }
+
+    /// The records of the split spec `spec`, as `tfds.load(..., split=spec)` reads them
+    /// (`train`, `train[:80%]`, `train[-10:]`, `train[1shard:]`, `validation+train[:10%]`,
+    /// `all`; percents rounded to the closest record, ties to even): their files in order and
+    /// the format that reads the records selected ([`RecordSlices`] of
+    /// [`image_format`](Self::image_format)). An error names a spec TFDS refuses, a split that
+    /// selects no record, and a file two parts of the spec read (take them as one part).
+    pub fn slice(&self, spec: &str) -> Result<(RecordSlices, Vec<PathBuf>)> {
+        let bad = |reason: String| Error::Config(format!("TFDS split {spec:?}: {reason}"));
+        let parts = split_spec::parse(spec, &self.info).map_err(bad)?;
+        let mut ranges: Vec<(PathBuf, Range<usize>)> = Vec::new();
+        for part in parts {
+            let files = self.split_files(&part.split)?;
+            let split = self.info.split(&part.split).expect("parse found the split");
+            let lengths = split.shard_lengths.iter().map(|length| length.0);
+            let mut start = 0;
+            for (file, length) in files.into_iter().zip(lengths) {
+                let end = start + length;
+                let (from, to) = (part.records.start.max(start), part.records.end.min(end));
+                if from < to {
+                    if ranges.iter().any(|(seen, _)| *seen == file) {
+                        let name = file.display();
+                        return Err(bad(format!("two of its parts read {name}")));
+                    }
+                    ranges.push((file, (from - start) as usize..(to - start) as usize));
+                }
+                start = end;
+            }
+        }
+        if ranges.is_empty() {
+            return Err(bad("it selects no record".into()));
+        }
+        let files = ranges.iter().map(|(file, _)| file.clone()).collect();
+        let format = Arc::new(self.image_format());
+        Ok((RecordSlices::new(format, ranges), files))
     }
 
     /// The format of its records: its image and label, labels checked against its classes.

@@ -5,6 +5,7 @@
 //! - `info.rs`: `dataset_info.json` (splits, shard counts, file names).
 //! - `features.rs`: `features.json` (which features are images and class labels).
 //! - `dataset.rs`: [`TfdsDataset`], a prepared dataset found by its folder, its splits' files.
+//! - `split_spec.rs`: TFDS's split specs (`train[:80%]+validation`), resolved to records.
 //! - `format.rs`: [`TfdsImageFormat`], the [`RecordFormat`](crate::RecordFormat) of its
 //!   TFRecord shards of `tf.train.Example`s: an encoded image and a class.
 //!
@@ -15,6 +16,7 @@ mod dataset;
 mod features;
 mod format;
 mod info;
+mod split_spec;
 
 pub use dataset::TfdsDataset;
 pub use format::TfdsImageFormat;

@@ -1,0 +1,103 @@
+//! [`RecordSlices`]: some records of each file of another format (TFDS's `train[:80%]`).
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::{Example, PartialIndex, Prepared, RecordFormat, RecordSpan};
+use crate::rng::Rng;
+use crate::transforms::Transform;
+
+/// The records of a range of each file, of a format that reads whole files: for each file
+/// named, its records `range` (in the file's order), none of the others; a file not named, all
+/// of its records. Decoding errors name the record by its number in the file, as the format
+/// reading the whole file does; a file that holds fewer records than its range reaches is an
+/// error when indexed.
+pub struct RecordSlices {
+    format: Arc<dyn RecordFormat>,
+    ranges: HashMap<PathBuf, Range<usize>>,
+}
+
+impl std::fmt::Debug for RecordSlices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordSlices")
+            .field("ranges", &self.ranges)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RecordSlices {
+    /// The records `range` of each file of `ranges`, read by `format`.
+    pub fn new(
+        format: Arc<dyn RecordFormat>,
+        ranges: impl IntoIterator<Item = (PathBuf, Range<usize>)>,
+    ) -> Self {
+        Self {
+            format,
+            ranges: ranges.into_iter().collect(),
+        }
+    }
+
+    /// The range of `path`'s records read: all of them where it is not named.
+    fn range(&self, path: &Path) -> Range<usize> {
+        self.ranges.get(path).cloned().unwrap_or(0..usize::MAX)
+    }
+
+    /// Where `path`'s record `record` of the slice is in the file.
+    fn in_file(&self, path: &Path, record: usize) -> usize {
+        self.range(path).start + record
+    }
+}
+
+impl RecordFormat for RecordSlices {
+    fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
+        let spans = self.format.index(path)?;
+        let range = self.range(path);
+        if range.end != usize::MAX && range.end > spans.len() {
+            return Err(Error::File {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "holds {} records, where its slice reads records {}..{} (a copy cut short?)",
+                    spans.len(),
+                    range.start,
+                    range.end
+                ),
+            });
+        }
+        Ok(spans[range.start.min(spans.len())..range.end.min(spans.len())].to_vec())
+    }
+
+    /// A break past the slice's end is none of its business: its records are all whole.
+    fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
+        let PartialIndex { spans, broken } = self.format.index_partial(path)?;
+        let range = self.range(path);
+        let end = range.end.min(spans.len());
+        let broken = broken.filter(|_| spans.len() < range.end);
+        Ok(PartialIndex {
+            spans: spans[range.start.min(end)..end].to_vec(),
+            broken,
+        })
+    }
+
+    fn reads_compressed_files(&self) -> bool {
+        self.format.reads_compressed_files()
+    }
+
+    fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
+        self.format.decode(path, self.in_file(path, record), bytes)
+    }
+
+    fn prepare(
+        &self,
+        path: &Path,
+        record: usize,
+        bytes: &[u8],
+        transform: &dyn Transform,
+        rng: &mut Rng,
+    ) -> Result<Prepared> {
+        let record = self.in_file(path, record);
+        self.format.prepare(path, record, bytes, transform, rng)
+    }
+}
