@@ -7,8 +7,8 @@
 //! cargo run --release --example inception -- --data-dir flowers --batch-size 32 \
 //!     --pretrained inception_v3.ckpt --trainable-scopes InceptionV3/Logits,InceptionV3/AuxLogits
 //! (`--pretrained inception_v3_google.pth`, torchvision's, works alike: see `is_pytorch_file`)
-//! cargo run --release --example inception -- --data-dir ~/tensorflow_datasets/tf_flowers
-//!                                                # a dataset TFDS prepared (`InceptionData::open`)
+//! cargo run --release --example inception -- --data-dir ~/tensorflow_datasets/tf_flowers \
+//!     --tfds-split 'train[:80%]'                 # a dataset TFDS prepared, part of a split
 //! ```
 //!
 //! With `--data-dir`, the TF trainer's settings (299x299, batch 32, RMSProp 0.9/0.9/1.0 at 0.1
@@ -40,6 +40,10 @@ struct Args {
     /// background).
     #[arg(long)]
     num_classes: Option<usize>,
+    /// The records of a dataset TFDS prepared to train on, as a TFDS split spec
+    /// (`train[:80%]`), instead of its `train` split.
+    #[arg(long, value_name = "SPEC")]
+    tfds_split: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -58,6 +62,10 @@ fn main() -> anyhow::Result<()> {
         image_size,
         InceptionTrain::new(image_size),
     )?;
+    let data = match &args.tfds_split {
+        Some(spec) => data.with_tfds_split(spec)?,
+        None => data,
+    };
     println!("training data: {}", data.description);
     if let Some(folder) = &data.folder {
         std::fs::create_dir_all(&config.train_dir)?;

@@ -57,6 +57,7 @@ fn main() -> anyhow::Result<()> {
         true => InceptionData::open_without_background(dir, split, image_size, eval)?,
         false => InceptionData::open(dir, split, image_size, eval)?,
     };
+    let data = args.eval.split_of(data)?;
     println!("evaluating on {}", data.description);
     let device = args.weights.device()?;
     let model = InceptionV3Config::new(args.eval.num_classes(&data))

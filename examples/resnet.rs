@@ -59,6 +59,10 @@ struct Args {
     /// Outputs of the logits; the data's when absent.
     #[arg(long)]
     num_classes: Option<usize>,
+    /// The records of a dataset TFDS prepared to train on, as a TFDS split spec
+    /// (`train[:80%]`), instead of its `train` split.
+    #[arg(long, value_name = "SPEC")]
+    tfds_split: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -98,6 +102,10 @@ where
     };
     let train = preprocessing.train(image_size);
     let data = InceptionData::open(data_dir, Split::Train, image_size, train)?;
+    let data = match &args.tfds_split {
+        Some(spec) => data.with_tfds_split(spec)?,
+        None => data,
+    };
     println!("training data: {}", data.description);
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
     println!(

@@ -109,6 +109,7 @@ where
         true => InceptionData::open_without_background(dir, Split::Validation, image_size, eval)?,
         false => InceptionData::open(dir, Split::Validation, image_size, eval)?,
     };
+    let data = args.eval.split_of(data)?;
     println!("evaluating on {}", data.description);
     let classes = args.eval.num_classes(&data);
     let model = net(classes, image_size, &args.weights.device()?);

@@ -346,10 +346,15 @@ impl TrainArgs {
 #[derive(Debug, Clone, clap::Args)]
 #[non_exhaustive]
 pub struct EvalArgs {
-    /// `validation-XXXXX-of-YYYYY` shards or an image folder; the built-in held-out images (the
-    /// training example's) when absent.
+    /// `validation-XXXXX-of-YYYYY` shards, a dataset TFDS prepared (its `validation`, else
+    /// `test`, split) or an image folder; the built-in held-out images (the training example's)
+    /// when absent.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// The records of a dataset TFDS prepared to evaluate, as a TFDS split spec
+    /// (`train[80%:]`), instead of its validation or test split.
+    #[arg(long, value_name = "SPEC")]
+    pub tfds_split: Option<String>,
     /// Outputs of the logits; the data's when absent.
     #[arg(long)]
     pub num_classes: Option<usize>,
@@ -362,6 +367,15 @@ pub struct EvalArgs {
 }
 
 impl EvalArgs {
+    /// `data` with the records of `--tfds-split` where it is given
+    /// ([`InceptionData::with_tfds_split`]).
+    pub fn split_of(&self, data: InceptionData) -> Result<InceptionData> {
+        match &self.tfds_split {
+            Some(spec) => data.with_tfds_split(spec),
+            None => Ok(data),
+        }
+    }
+
     /// The model's classes: `--num-classes`, else the data's.
     pub fn num_classes(&self, data: &InceptionData) -> usize {
         self.num_classes.unwrap_or(data.num_classes)

@@ -2,10 +2,12 @@
 //! prepared, an image folder or the built-in synthetic shards.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use towers_data::RecordSlices;
 use towers_data::image_folder::ImageFolder;
 use towers_data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
-use towers_data::tfds::TfdsDataset;
+use towers_data::tfds::{TfdsDataset, TfdsImageFormat};
 use towers_data::transforms::{InceptionEval, Transform};
 use towers_models::ImageClassifier;
 
@@ -55,6 +57,8 @@ pub struct InceptionData {
     pub description: String,
     /// The built-in data's folder, deleted on drop, and the format of its shards.
     builtin: Option<(BuiltinShards, TfExampleFormat)>,
+    /// The dataset TFDS prepared, when the data is one, and the format of its records.
+    tfds: Option<(TfdsDataset, TfdsImageFormat)>,
 }
 
 /// Whether TF's background class keeps label 0 (TF's models: 1001 outputs for ImageNet) or is
@@ -82,6 +86,17 @@ impl Background {
         };
         TfExampleFormat::new(self.outputs(classes)).with_label_offset(offset)
     }
+}
+
+/// What the data is, for the log: `split` (a split spec) of `dataset`, in `shards` files.
+fn tfds_description(dataset: &TfdsDataset, split: &str, shards: usize) -> String {
+    format!(
+        "TFDS's {} {} ({}), split {split}: {shards} shards, {} classes",
+        dataset.name(),
+        dataset.version(),
+        dataset.dir().display(),
+        dataset.num_classes()
+    )
 }
 
 /// The image folder `dir` as `split` takes it (a validation folder keeps its empty classes), with
@@ -192,6 +207,7 @@ impl InceptionData {
                 config.validation_shards * config.per_shard,
             ),
             builtin: Some((builtin, format)),
+            tfds: None,
         })
     }
 
@@ -208,6 +224,7 @@ impl InceptionData {
             num_classes: background.outputs(IMAGENET_CLASSES),
             folder: None,
             builtin: None,
+            tfds: None,
         }
     }
 
@@ -234,17 +251,37 @@ impl InceptionData {
             _ => (dataset.image_format(), classes),
         };
         Ok(Self {
-            description: format!(
-                "TFDS's {} {} ({}), split {name}: {} shards, {classes} classes",
-                dataset.name(),
-                dataset.version(),
-                dataset.dir().display(),
-                files.len(),
-            ),
-            input: Input::new(format, files, transform),
+            description: tfds_description(&dataset, name, files.len()),
+            input: Input::new(format.clone(), files, transform),
             num_classes,
             folder: None,
             builtin: None,
+            tfds: Some((dataset, format)),
+        })
+    }
+
+    /// The same data with the records of TFDS's split spec `spec` instead (`train[:80%]`,
+    /// `train[80%:]`, as `tfds.load` reads it: [`TfdsDataset::slice`]), through the same
+    /// transform: a dataset TFDS prepared with one split only (`tf_flowers`) then trains on a
+    /// part of it and evaluates on the rest. An error for data that is not such a dataset.
+    pub fn with_tfds_split(self, spec: &str) -> Result<Self> {
+        let Some((dataset, format)) = &self.tfds else {
+            return Err(Error::Config(format!(
+                "a TFDS split spec ({spec}) for data that is no dataset TFDS prepared: {}",
+                self.description
+            )));
+        };
+        let ranges = dataset.slice_ranges(spec)?;
+        let files: Vec<PathBuf> = ranges.iter().map(|(file, _)| file.clone()).collect();
+        let slices = RecordSlices::new(Arc::new(format.clone()), ranges);
+        Ok(Self {
+            description: tfds_description(dataset, spec, files.len()),
+            input: Input {
+                format: Arc::new(slices),
+                files,
+                transform: Arc::clone(&self.input.transform),
+            },
+            ..self
         })
     }
 
@@ -261,6 +298,7 @@ impl InceptionData {
             num_classes: folder.classes().len(),
             folder: Some(folder),
             builtin: None,
+            tfds: None,
         }
     }
 
@@ -433,5 +471,27 @@ mod tests {
         assert_eq!(labels(&dropped.input), theirs);
         let one_higher: Vec<i64> = theirs.iter().map(|l| l + 1).collect();
         assert_eq!(labels(&kept.input), one_higher);
+    }
+
+    #[test]
+    fn a_tfds_split_spec_reads_the_records_tfds_load_reads() {
+        let flowers = tfds_fixtures().join("tiny_flowers");
+        let eval = InceptionEval::new(16);
+        let data = InceptionData::open(Some(&flowers), Split::Train, 16, eval).unwrap();
+        let sliced = data.with_tfds_split("train[5:-5]").unwrap();
+        assert!(sliced.description.contains("split train[5:-5]: 3 shards"));
+        let slices = std::fs::read_to_string(tfds_fixtures().join("expected/slices.tsv"));
+        let theirs: Vec<i64> = (slices.unwrap().lines())
+            .filter(|line| line.starts_with("train[5:-5]\t1.1.0\t"))
+            .map(|line| line.split('\t').nth(2).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(theirs.len(), 14);
+        assert_eq!(labels(&sliced.input), theirs);
+        let builtin = InceptionData::open(None, Split::Train, 16, InceptionEval::new(16));
+        let error = builtin.unwrap().with_tfds_split("train[:5]").err().unwrap();
+        assert!(
+            error.to_string().contains("no dataset TFDS prepared"),
+            "{error}"
+        );
     }
 }

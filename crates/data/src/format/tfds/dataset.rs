@@ -270,6 +270,15 @@ impl TfdsDataset {
     /// [`image_format`](Self::image_format)). An error names a spec TFDS refuses, a split that
     /// selects no record, and a file two parts of the spec read (take them as one part).
     pub fn slice(&self, spec: &str) -> Result<(RecordSlices, Vec<PathBuf>)> {
+        let ranges = self.slice_ranges(spec)?;
+        let files = ranges.iter().map(|(file, _)| file.clone()).collect();
+        let format = Arc::new(self.image_format());
+        Ok((RecordSlices::new(format, ranges), files))
+    }
+
+    /// The files [`slice`](Self::slice) reads, in order, each with the range of its records
+    /// read, for a [`RecordSlices`] of another format of the records (another label offset).
+    pub fn slice_ranges(&self, spec: &str) -> Result<Vec<(PathBuf, Range<usize>)>> {
         let bad = |reason: String| Error::Config(format!("TFDS split {spec:?}: {reason}"));
         let parts = split_spec::parse(spec, &self.info).map_err(bad)?;
         let mut ranges: Vec<(PathBuf, Range<usize>)> = Vec::new();
@@ -294,9 +303,7 @@ impl TfdsDataset {
         if ranges.is_empty() {
             return Err(bad("it selects no record".into()));
         }
-        let files = ranges.iter().map(|(file, _)| file.clone()).collect();
-        let format = Arc::new(self.image_format());
-        Ok((RecordSlices::new(format, ranges), files))
+        Ok(ranges)
     }
 
     /// The format of its records: its image and label, labels checked against its classes.
