@@ -397,3 +397,25 @@ fn a_slice_names_records_by_their_place_in_the_file_and_a_short_shard() {
     let msg = report(&RecordDataset::open(Arc::new(format), files).unwrap_err());
     assert_error_names(&msg, &["00002-of-00003", "holds 7 records", "records 6..8"]);
 }
+
+/// A compressed shard's records would be indexed in its decompressed copy, which a slice's
+/// ranges do not name: refused, where reading the whole file reads it.
+#[test]
+fn a_compressed_shard_is_read_whole_but_not_sliced() {
+    use std::io::Write;
+    let (_temp, dir) = flowers_copy();
+    let shard = dir.join("tiny_flowers-train.tfrecord-00000-of-00003");
+    let plain = std::fs::read(&shard).unwrap();
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(&plain).unwrap();
+    std::fs::write(&shard, gzip.finish().unwrap()).unwrap();
+    let flowers = TfdsDataset::open(&dir).unwrap();
+    let whole = split(&flowers, "train");
+    assert_eq!(whole, tfds_read("tiny_flowers-small-1.1.0-train"));
+    let (format, files) = flowers.slice("train[:3]").unwrap();
+    let msg = report(&RecordDataset::open(Arc::new(format), files).unwrap_err());
+    assert_error_names(
+        &msg,
+        &["00000-of-00003", "GZIP data", "decompress it first"],
+    );
+}

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::{Example, PartialIndex, Prepared, RecordFormat, RecordSpan};
+use crate::format::{Compression, Example, PartialIndex, Prepared, RecordFormat, RecordSpan};
 use crate::rng::Rng;
 use crate::transforms::Transform;
 
@@ -14,7 +14,8 @@ use crate::transforms::Transform;
 /// named, its records `range` (in the file's order), none of the others; a file not named, all
 /// of its records. Decoding errors name the record by its number in the file, as the format
 /// reading the whole file does; a file that holds fewer records than its range reaches is an
-/// error when indexed.
+/// error when indexed. Compressed files are refused, saying to decompress them: their records
+/// are indexed in a decompressed copy, which the ranges do not name.
 pub struct RecordSlices {
     format: Arc<dyn RecordFormat>,
     ranges: HashMap<PathBuf, Range<usize>>,
@@ -53,7 +54,10 @@ impl RecordSlices {
 
 impl RecordFormat for RecordSlices {
     fn index(&self, path: &Path) -> Result<Vec<RecordSpan>> {
-        let spans = self.format.index(path)?;
+        let spans = self
+            .format
+            .index(path)
+            .map_err(|error| compressed(path).unwrap_or(error))?;
         let range = self.range(path);
         if range.end != usize::MAX && range.end > spans.len() {
             return Err(Error::File {
@@ -71,7 +75,9 @@ impl RecordFormat for RecordSlices {
 
     /// A break past the slice's end is none of its business: its records are all whole.
     fn index_partial(&self, path: &Path) -> Result<PartialIndex> {
-        let PartialIndex { spans, broken } = self.format.index_partial(path)?;
+        let partial = self.format.index_partial(path);
+        let PartialIndex { spans, broken } =
+            partial.map_err(|error| compressed(path).unwrap_or(error))?;
         let range = self.range(path);
         let end = range.end.min(spans.len());
         let broken = broken.filter(|_| spans.len() < range.end);
@@ -81,8 +87,9 @@ impl RecordFormat for RecordSlices {
         })
     }
 
+    /// `false`: a range names records of the file, not of a decompressed copy.
     fn reads_compressed_files(&self) -> bool {
-        self.format.reads_compressed_files()
+        false
     }
 
     fn decode(&self, path: &Path, record: usize, bytes: &[u8]) -> Result<Example> {
@@ -100,4 +107,18 @@ impl RecordFormat for RecordSlices {
         let record = self.in_file(path, record);
         self.format.prepare(path, record, bytes, transform, rng)
     }
+}
+
+/// Why `path` cannot be sliced, where it is compressed (its format fails on its bytes as they
+/// are).
+fn compressed(path: &Path) -> Option<Error> {
+    let compression = Compression::of_file(path).ok()??;
+    Some(Error::File {
+        path: path.to_path_buf(),
+        reason: format!(
+            "{} data: a slice of its records is taken of the file as it is; decompress it \
+             first",
+            compression.name()
+        ),
+    })
 }
