@@ -41,14 +41,23 @@ impl RecordSlices {
         }
     }
 
-    /// The range of `path`'s records read: all of them where it is not named.
-    fn range(&self, path: &Path) -> Range<usize> {
-        self.ranges.get(path).cloned().unwrap_or(0..usize::MAX)
+    /// The range of `path`'s records read; `None` where it is not named (all of them).
+    fn range(&self, path: &Path) -> Option<&Range<usize>> {
+        self.ranges.get(path)
     }
 
     /// Where `path`'s record `record` of the slice is in the file.
     fn in_file(&self, path: &Path, record: usize) -> usize {
-        self.range(path).start + record
+        self.range(path).map_or(0, |range| range.start) + record
+    }
+
+    /// `spans`, records of `path` from its first, cut to its range.
+    fn within(&self, path: &Path, spans: Vec<RecordSpan>) -> Vec<RecordSpan> {
+        let Some(range) = self.range(path) else {
+            return spans;
+        };
+        let end = range.end.min(spans.len());
+        spans[range.start.min(end)..end].to_vec()
     }
 }
 
@@ -58,8 +67,7 @@ impl RecordFormat for RecordSlices {
             .format
             .index(path)
             .map_err(|error| compressed(path).unwrap_or(error))?;
-        let range = self.range(path);
-        if range.end != usize::MAX && range.end > spans.len() {
+        if let Some(range) = self.range(path).filter(|range| range.end > spans.len()) {
             return Err(Error::File {
                 path: path.to_path_buf(),
                 reason: format!(
@@ -70,7 +78,7 @@ impl RecordFormat for RecordSlices {
                 ),
             });
         }
-        Ok(spans[range.start.min(spans.len())..range.end.min(spans.len())].to_vec())
+        Ok(self.within(path, spans))
     }
 
     /// A break past the slice's end is none of its business: its records are all whole.
@@ -78,12 +86,10 @@ impl RecordFormat for RecordSlices {
         let partial = self.format.index_partial(path);
         let PartialIndex { spans, broken } =
             partial.map_err(|error| compressed(path).unwrap_or(error))?;
-        let range = self.range(path);
-        let end = range.end.min(spans.len());
-        let broken = broken.filter(|_| spans.len() < range.end);
+        let before_end = self.range(path).is_none_or(|range| spans.len() < range.end);
         Ok(PartialIndex {
-            spans: spans[range.start.min(end)..end].to_vec(),
-            broken,
+            broken: broken.filter(|_| before_end),
+            spans: self.within(path, spans),
         })
     }
 
