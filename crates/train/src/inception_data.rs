@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use towers_data::RecordSlices;
 use towers_data::image_folder::ImageFolder;
 use towers_data::inception::{self, BuiltinShards, BuiltinShardsConfig, TfExampleFormat};
 use towers_data::tfds::{TfdsDataset, TfdsImageFormat};
@@ -271,9 +270,7 @@ impl InceptionData {
                 self.description
             )));
         };
-        let ranges = dataset.slice_ranges(spec)?;
-        let files: Vec<PathBuf> = ranges.iter().map(|(file, _)| file.clone()).collect();
-        let slices = RecordSlices::new(Arc::new(format.clone()), ranges);
+        let (slices, files) = dataset.slice_with(spec, Arc::new(format.clone()))?;
         Ok(Self {
             description: tfds_description(dataset, spec, files.len()),
             input: Input {

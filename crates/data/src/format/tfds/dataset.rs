@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::RecordSlices;
+use crate::format::{RecordFormat, RecordSlices};
 
 use super::features::{Feature, Features};
 use super::format::TfdsImageFormat;
@@ -270,15 +270,24 @@ impl TfdsDataset {
     /// [`image_format`](Self::image_format)). An error names a spec TFDS refuses, a split that
     /// selects no record, and a file two parts of the spec read (take them as one part).
     pub fn slice(&self, spec: &str) -> Result<(RecordSlices, Vec<PathBuf>)> {
+        self.slice_with(spec, Arc::new(self.image_format()))
+    }
+
+    /// [`slice`](Self::slice) with the records read by `format` (the image format with a
+    /// label offset, say).
+    pub fn slice_with(
+        &self,
+        spec: &str,
+        format: Arc<dyn RecordFormat>,
+    ) -> Result<(RecordSlices, Vec<PathBuf>)> {
         let ranges = self.slice_ranges(spec)?;
         let files = ranges.iter().map(|(file, _)| file.clone()).collect();
-        let format = Arc::new(self.image_format());
         Ok((RecordSlices::new(format, ranges), files))
     }
 
     /// The files [`slice`](Self::slice) reads, in order, each with the range of its records
-    /// read, for a [`RecordSlices`] of another format of the records (another label offset).
-    pub fn slice_ranges(&self, spec: &str) -> Result<Vec<(PathBuf, Range<usize>)>> {
+    /// read.
+    fn slice_ranges(&self, spec: &str) -> Result<Vec<(PathBuf, Range<usize>)>> {
         let bad = |reason: String| Error::Config(format!("TFDS split {spec:?}: {reason}"));
         let parts = split_spec::parse(spec, &self.info).map_err(bad)?;
         let mut ranges: Vec<(PathBuf, Range<usize>)> = Vec::new();
