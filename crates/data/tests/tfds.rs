@@ -293,6 +293,10 @@ fn unfinished_preparations_and_huge_metadata_are_not_read() {
     std::fs::write(unfinished.join("dataset_info.json"), "{}").unwrap();
     let msg = report(&TfdsDataset::open(&temp.path().join("ds")).unwrap_err());
     assert_error_names(&msg, &["no dataset TFDS prepared here"]);
+    for name in ["../ds", "/etc", "", "./ds"] {
+        let msg = report(&TfdsDataset::load(temp.path(), name).unwrap_err());
+        assert_error_names(&msg, &["is not a TFDS dataset name"]);
+    }
     let (_copy, dir) = flowers_copy();
     let info = std::fs::File::options()
         .write(true)

@@ -87,16 +87,16 @@ impl TfdsDataset {
             Some((name, version)) => (name, Some(version)),
             None => (name, None),
         };
-        let unsafe_name = Path::new(name)
-            .components()
-            .any(|part| !matches!(part, std::path::Component::Normal(_)));
-        if unsafe_name || name.is_empty() {
+        if !info::stays_below(name) || name.is_empty() {
             return Err(Error::Config(format!(
                 "{name:?} is not a TFDS dataset name (`name`, `name/config`, with `:version`)"
             )));
         }
         let folder = data_dir.join(name);
-        Self::open(&version.map_or(folder.clone(), |version| folder.join(version)))
+        Self::open(&match version {
+            Some(version) => folder.join(version),
+            None => folder,
+        })
     }
 
     /// The same dataset with its images under `image_key` and its labels under `label_key`: an

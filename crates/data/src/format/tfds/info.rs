@@ -200,15 +200,19 @@ fn fill_template(template: &str, values: &[(&str, String)]) -> Result<String, St
         rest = &rest[open + close + 1..];
     }
     filled.push_str(rest);
-    let leaves = Path::new(&filled)
-        .components()
-        .any(|part| !matches!(part, std::path::Component::Normal(_)));
-    match leaves {
+    match !stays_below(&filled) {
         true => Err(format!(
             "filepathTemplate {template:?} names {filled:?}, outside the dataset's folder"
         )),
         false => Ok(filled),
     }
+}
+
+/// Whether the relative path `path` names something below the folder it is joined to: no root,
+/// no `..`, no `.` (a file name from metadata or a user never leaves the dataset's folder).
+pub(super) fn stays_below(path: &str) -> bool {
+    let mut parts = Path::new(path).components();
+    parts.all(|part| matches!(part, std::path::Component::Normal(_)))
 }
 
 /// Reads the JSON file `path` into `T`, refusing one over [`MAX_JSON_BYTES`].
