@@ -228,6 +228,45 @@ fn a_string_tensor_claiming_2_pow_40_bytes_is_refused_before_reading() {
     assert_one_error(&stderr, shard, "past the end of this shard (64 bytes)");
 }
 
+/// A V2 index listing one float slice of 2^20 values 4096 times as the slices of a tensor of
+/// 2^32 values (16 GiB), each listing finding the same slice's entry and so the same 4 MiB of
+/// the data shard: refused at open, naming the tensor, before any slice is read.
+#[test]
+fn slices_sharing_their_bytes_are_refused() {
+    if let Some(index) = role() {
+        play_child(&index);
+    }
+    let length = 1u64 << 20;
+    let shape = |n| {
+        let mut dim = vec![0x08];
+        varint(&mut dim, n);
+        field(0x12, &field(0x12, &dim))
+    };
+    let mut extent = vec![0x10];
+    varint(&mut extent, length);
+    let slice = field(0x3a, &field(0x0a, &extent));
+    let whole = [&[0x08, 1][..], &shape(length << 12), &slice.repeat(1 << 12)].concat();
+    let zeros = vec![0u8; 4 * length as usize];
+    let mut part = [&[0x08, 1][..], &shape(length), &[0x28]].concat();
+    varint(&mut part, 4 * length);
+    part.push(0x35);
+    part.extend_from_slice(&mask(crc32c::crc32c(&zeros)).to_le_bytes());
+    // TF's key for slice 0,2^20 of `w` (`EncodeTensorNameSlice`): 0, the name, its end, one
+    // dimension, start 0 and length 2^20 in `OrderedCode`.
+    let key = [
+        0x00, b'w', 0x00, 0x01, 0x01, 0x01, 0x80, 0xf0, 0x10, 0x00, 0x00,
+    ];
+    let data = block(&[(0, b"", &header()), (0, &key, &part), (0, b"w", &whole)]);
+    let index = table(&[data], |h| h.to_vec());
+    let dir = tempfile::tempdir().unwrap();
+    let shard = dir.path().join("model.ckpt-1.data-00000-of-00001");
+    std::fs::write(&shard, zeros).unwrap();
+    let test = towers_testing::test_name!("slices_sharing_their_bytes_are_refused");
+    let (file, stderr) = open_in_child(&test, &index, dir.path());
+    assert_one_error(&stderr, &file, "tensor `w`");
+    assert_one_error(&stderr, &file, "same bytes of data shard 0");
+}
+
 /// A V1 checkpoint (one file) whose tensor list claims a float tensor of 2^40 values, of which
 /// it holds one: an error naming the file and the tensor, nothing the size of the claim
 /// allocated.

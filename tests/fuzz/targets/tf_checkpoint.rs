@@ -1,6 +1,7 @@
 //! TensorFlow V2 checkpoints: the index (LevelDB table: footer, block handles, prefix-compressed
-//! keys, block CRCs), its protos (bundle header and entries) and the data shard (tensor bytes
-//! of every dtype, strings with varint lengths, CRC32C per tensor).
+//! keys, block CRCs), its protos (bundle header and entries; partitioned variables' slices
+//! and their keys) and the data shard (tensor bytes of every dtype, strings with varint
+//! lengths, CRC32C per tensor).
 
 use std::path::{Path, PathBuf};
 
@@ -11,11 +12,18 @@ use towers_testing::crc_fixups::fix_table_crcs;
 use crate::fuzz;
 use crate::mutate::mutated;
 
-/// The checkpoint TensorFlow wrote with one variable of every dtype the reader knows
-/// (`scripts/tf_fixtures/dtypes_checkpoint.py`): its `.index` and its data shard.
-fn seed(suffix: &str) -> Vec<u8> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/models/tests/data/tf_dtypes");
-    std::fs::read(dir.join(format!("dtypes/model.ckpt-7{suffix}"))).expect("the TF checkpoint")
+/// A checkpoint TensorFlow wrote, as its prefix under `crates/models/tests/data`.
+type Seed = &'static str;
+
+/// One variable of every dtype the reader knows (`scripts/tf_fixtures/dtypes_checkpoint.py`).
+const DTYPES: Seed = "tf_dtypes/dtypes/model.ckpt-7";
+/// Partitioned variables of several dtypes (`scripts/tf_fixtures/partitioned_checkpoint.py`).
+const PARTITIONED: Seed = "tf_partitioned/v2/model.ckpt";
+
+/// The file of `checkpoint` ending in `suffix`: its `.index` or its data shard.
+fn seed(checkpoint: Seed, suffix: &str) -> Vec<u8> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/models/tests/data");
+    std::fs::read(dir.join(format!("{checkpoint}{suffix}"))).expect("the TF checkpoint")
 }
 
 const INDEX: &str = ".index";
@@ -43,13 +51,14 @@ fn read_all(dir: &Path) -> bool {
     all
 }
 
-/// A directory holding the seed checkpoint, one of whose files the target overwrites.
-fn checkpoint_dir() -> (tempfile::TempDir, PathBuf) {
+/// A directory holding `checkpoint` as `model.ckpt-7`, one of whose files the target
+/// overwrites.
+fn checkpoint_dir(checkpoint: Seed) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     for suffix in [INDEX, DATA] {
         std::fs::write(
             dir.path().join(format!("model.ckpt-7{suffix}")),
-            seed(suffix),
+            seed(checkpoint, suffix),
         )
         .unwrap();
     }
@@ -57,34 +66,51 @@ fn checkpoint_dir() -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
-#[test]
-fn fuzz_tf_checkpoint_index() {
-    let (_keep, dir) = checkpoint_dir();
-    let inputs = (mutated(vec![seed(INDEX)]), any::<bool>()).prop_map(|(mut bytes, fix)| {
+/// Mutations of `checkpoint`'s index, its block CRCs fixed half the time.
+fn fuzz_index(name: &str, checkpoint: Seed) {
+    let (_keep, dir) = checkpoint_dir(checkpoint);
+    let index = seed(checkpoint, INDEX);
+    let inputs = (mutated(vec![index]), any::<bool>()).prop_map(|(mut bytes, fix)| {
         if fix {
             fix_table_crcs(&mut bytes);
         }
         bytes
     });
-    fuzz("tf checkpoint index", inputs, |bytes| {
+    fuzz(name, inputs, |bytes| {
         std::fs::write(dir.join(format!("model.ckpt-7{INDEX}")), &bytes).unwrap();
         read_all(&dir)
     });
 }
 
 #[test]
-fn fuzz_tf_checkpoint_data() {
-    let (_keep, dir) = checkpoint_dir();
-    fuzz("tf checkpoint data", mutated(vec![seed(DATA)]), |bytes| {
-        std::fs::write(dir.join(format!("model.ckpt-7{DATA}")), &bytes).unwrap();
-        read_all(&dir)
-    });
+fn fuzz_tf_checkpoint_index() {
+    fuzz_index("tf checkpoint index", DTYPES);
 }
 
-/// The fix-up is right: the seed's CRCs are what it writes.
+#[test]
+fn fuzz_tf_checkpoint_partitioned_index() {
+    fuzz_index("tf checkpoint partitioned index", PARTITIONED);
+}
+
+#[test]
+fn fuzz_tf_checkpoint_data() {
+    let (_keep, dir) = checkpoint_dir(DTYPES);
+    fuzz(
+        "tf checkpoint data",
+        mutated(vec![seed(DTYPES, DATA)]),
+        |bytes| {
+            std::fs::write(dir.join(format!("model.ckpt-7{DATA}")), &bytes).unwrap();
+            read_all(&dir)
+        },
+    );
+}
+
+/// The fix-up is right: the seeds' CRCs are what it writes.
 #[test]
 fn fixing_the_seeds_crcs_changes_nothing() {
-    let mut index = seed(INDEX);
-    fix_table_crcs(&mut index);
-    assert_eq!(index, seed(INDEX));
+    for checkpoint in [DTYPES, PARTITIONED] {
+        let mut index = seed(checkpoint, INDEX);
+        fix_table_crcs(&mut index);
+        assert_eq!(index, seed(checkpoint, INDEX), "{checkpoint}");
+    }
 }

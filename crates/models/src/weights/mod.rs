@@ -24,6 +24,7 @@ mod resnet_torch_names;
 mod restore;
 mod safetensors;
 mod table;
+mod tensor_slices;
 mod tf_checkpoint;
 mod tf_checkpoint_v1;
 mod tf_names;

@@ -2,7 +2,8 @@
 //! and 2.x): `PREFIX.index`, a sorted table of `BundleEntryProto`s keyed by tensor name (the
 //! empty key holds the `BundleHeaderProto`), and `PREFIX.data-SSSSS-of-NNNNN`, the tensors'
 //! bytes. V1 (one file, TF before 0.12 and TF-slim's published checkpoints):
-//! `tf_checkpoint_v1.rs`. Independent of any model: names, dtypes, shapes and values.
+//! `tf_checkpoint_v1.rs`. Independent of any model: names, dtypes, shapes and values; a
+//! partitioned variable read whole, as TF restores it (`tensor_slices.rs`).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -15,6 +16,7 @@ use prost::encoding::decode_varint;
 use super::byte_values::each;
 use super::error::{Result, WeightsError};
 use super::table::{mask_crc, read_table};
+use super::tensor_slices::{SliceBox, assemble, slice_key};
 use super::tf_checkpoint_v1::SlicesFile;
 use super::tf_proto::{BundleEntry, BundleHeader};
 
@@ -138,7 +140,9 @@ struct Entry {
     offset: u64,
     size: u64,
     crc: u32,
-    sliced: bool,
+    /// A partitioned variable's slices, each with the entry of its bytes (its own bytes are
+    /// none); empty for any other tensor.
+    slices: Vec<(SliceBox, Entry)>,
 }
 
 impl TfCheckpoint {
@@ -167,13 +171,13 @@ impl TfCheckpoint {
                 })?);
                 continue;
             }
-            let name = String::from_utf8_lossy(&key).into_owned();
             let entry = BundleEntry::decode(value.as_slice()).map_err(|e| {
-                WeightsError::tensor(&index, &name, "unreadable entry").caused_by(e)
+                let name = String::from_utf8_lossy(&key);
+                WeightsError::tensor(&index, name.as_ref(), "unreadable entry").caused_by(e)
             })?;
-            let entry = Entry::new(&index, &name, entry)?;
-            entries.insert(name, entry);
+            entries.insert(key, entry);
         }
+        let entries = tensor_entries(&index, entries)?;
         let header = header.ok_or_else(|| {
             WeightsError::format(
                 &index,
@@ -228,29 +232,16 @@ impl TfCheckpoint {
         let entry = tensors
             .get(name)
             .ok_or_else(|| WeightsError::tensor(self.index(), name, "not in the checkpoint"))?;
-        let shard = &shards[&entry.shard];
-        let bad = |reason: String| WeightsError::tensor(shard, name, reason);
-        if entry.sliced {
-            return Err(bad("a partitioned variable (slices); not supported".into()));
+        if entry.slices.is_empty() {
+            return read_stored(shards, name, entry);
         }
-        // Inside the shard: checked at `open` (`find_shards`), against the shard's size then.
-        let len = usize::try_from(entry.size).map_err(|_| bad("too large to read".into()))?;
-        let mut bytes = vec![0u8; len];
-        let mut file = File::open(shard).map_err(WeightsError::io(shard))?;
-        file.seek(SeekFrom::Start(entry.offset))
-            .and_then(|_| file.read_exact(&mut bytes))
-            .map_err(WeightsError::io(shard))?;
-        // The checksum before the values: a string tensor's values take up to 32 bytes per
-        // byte read, and only bytes TF wrote should cost that.
-        let crc = match entry.info.dtype {
-            TfDType::String => string_crc(&string_layout(&entry.info, &bytes).map_err(bad)?),
-            _ => crc32c::crc32c(&bytes),
-        };
-        if mask_crc(crc) != entry.crc {
-            return Err(bad("bad checksum: the data shard is corrupt".into()));
-        }
-        let values = decode(&entry.info, &bytes).map_err(bad)?;
-        Ok(values)
+        let parts = (entry.stored(name).into_iter().zip(&entry.slices))
+            .map(|((label, part), (slice, _))| {
+                Ok((slice.clone(), read_stored(shards, &label, part)?))
+            })
+            .collect::<Result<_>>()?;
+        assemble(&entry.info.shape, parts)
+            .map_err(|reason| WeightsError::tensor(self.index(), name, reason))
     }
 
     /// The values of the floating-point tensor `name` as f32.
@@ -277,6 +268,31 @@ impl TfCheckpoint {
     }
 }
 
+/// The values of `entry` (a tensor's, or a partitioned variable's slice, `label` in errors),
+/// after checking their size and checksum.
+fn read_stored(shards: &BTreeMap<usize, PathBuf>, label: &str, entry: &Entry) -> Result<TfValues> {
+    let shard = &shards[&entry.shard];
+    let bad = |reason: String| WeightsError::tensor(shard, label, reason);
+    // Inside the shard: checked at `open` (`find_shards`), against the shard's size then.
+    let len = usize::try_from(entry.size).map_err(|_| bad("too large to read".into()))?;
+    let mut bytes = vec![0u8; len];
+    let mut file = File::open(shard).map_err(WeightsError::io(shard))?;
+    file.seek(SeekFrom::Start(entry.offset))
+        .and_then(|_| file.read_exact(&mut bytes))
+        .map_err(WeightsError::io(shard))?;
+    // The checksum before the values: a string tensor's values take up to 32 bytes per
+    // byte read, and only bytes TF wrote should cost that.
+    let crc = match entry.info.dtype {
+        TfDType::String => string_crc(&string_layout(&entry.info, &bytes).map_err(bad)?),
+        _ => crc32c::crc32c(&bytes),
+    };
+    if mask_crc(crc) != entry.crc {
+        return Err(bad("bad checksum: the data shard is corrupt".into()));
+    }
+    let values = decode(&entry.info, &bytes).map_err(bad)?;
+    Ok(values)
+}
+
 impl Entry {
     fn new(index: &Path, name: &str, entry: BundleEntry) -> Result<Self> {
         let bad = |reason: &str| WeightsError::tensor(index, name, reason);
@@ -300,7 +316,8 @@ impl Entry {
             dtype: TfDType::from_proto(entry.dtype),
             shape,
         };
-        if info.dtype == TfDType::String {
+        let sliced = !entry.slices.is_empty();
+        if info.dtype == TfDType::String && !sliced {
             // Each string's length takes at least one byte: a shape claiming more strings
             // than bytes is corrupt, and would cost memory per string claimed.
             let strings = element_count(&info.shape);
@@ -317,7 +334,7 @@ impl Entry {
                 .shape
                 .iter()
                 .try_fold(element as u64, |n, &d| n.checked_mul(d as u64));
-            if expected != Some(size) && entry.slices.is_empty() {
+            if expected != Some(size) && !sliced {
                 return Err(bad(&format!(
                     "{size} bytes for a {:?} tensor of shape {:?}",
                     info.dtype, info.shape
@@ -330,9 +347,96 @@ impl Entry {
             offset,
             size,
             crc: entry.crc32c,
-            sliced: !entry.slices.is_empty(),
+            slices: Vec::new(),
         })
     }
+
+    /// Where its bytes lie: itself, or a partitioned variable's slices, each with the name
+    /// errors give it (`name (slice 0,3:0,4)`).
+    fn stored<'a>(&'a self, name: &str) -> Vec<(String, &'a Entry)> {
+        match self.slices.is_empty() {
+            true => vec![(name.to_string(), self)],
+            false => (self.slices.iter())
+                .map(|(slice, part)| (format!("{name} (slice {slice})"), part))
+                .collect(),
+        }
+    }
+}
+
+/// The tensors of an index's `entries` (by key): a partitioned variable's entry with the
+/// entries of its slices, which are not tensors of their own (TF keys them by name and slice:
+/// `slice_key`). A slice listed but not in the index, or not of the slice's type and shape,
+/// is an error naming it.
+fn tensor_entries(
+    index: &Path,
+    mut entries: BTreeMap<Vec<u8>, BundleEntry>,
+) -> Result<BTreeMap<String, Entry>> {
+    let slice_keys: Vec<Vec<u8>> = (entries.iter())
+        .flat_map(|(key, entry)| {
+            let name = String::from_utf8_lossy(key);
+            (entry.slices.iter()).map(move |slice| slice_key(&name, slice))
+        })
+        .collect();
+    let slice_entries: BTreeMap<Vec<u8>, BundleEntry> = (slice_keys.iter())
+        .filter_map(|key| Some((key.clone(), entries.remove(key)?)))
+        .collect();
+    let mut tensors = BTreeMap::new();
+    for (key, entry) in entries {
+        let name = String::from_utf8_lossy(&key).into_owned();
+        let slices = entry.slices.clone();
+        let mut tensor = Entry::new(index, &name, entry)?;
+        for slice in slices {
+            let in_tensor = |reason| WeightsError::tensor(index, &name, reason);
+            let slice_box = SliceBox::of(&slice, &tensor.info.shape).map_err(in_tensor)?;
+            let label = format!("{name} (slice {slice_box})");
+            let part =
+                (slice_entries.get(&slice_key(&name, &slice)).cloned()).ok_or_else(|| {
+                    WeightsError::tensor(index, &label, "listed, but not in the index")
+                })?;
+            let part = Entry::new(index, &label, part)?;
+            let expected = (tensor.info.dtype, slice_box.shape());
+            if (part.info.dtype, &part.info.shape) != (expected.0, &expected.1)
+                || !part.slices.is_empty()
+            {
+                return Err(WeightsError::tensor(
+                    index,
+                    &label,
+                    format!(
+                        "a {:?} slice of shape {:?}, where {expected:?} was listed",
+                        part.info.dtype, part.info.shape
+                    ),
+                ));
+            }
+            tensor.slices.push((slice_box, part));
+        }
+        if let Some(shard) = shared_bytes(&tensor.slices) {
+            return Err(WeightsError::tensor(
+                index,
+                &name,
+                format!("its slices lie on the same bytes of data shard {shard}: a corrupt index"),
+            ));
+        }
+        tensors.insert(name, tensor);
+    }
+    Ok(tensors)
+}
+
+/// The shard in which two of `slices` (of one tensor) share bytes, if any. TF writes each slice
+/// on bytes of its own; slices sharing them would let a small file claim a tensor of any size.
+fn shared_bytes(slices: &[(SliceBox, Entry)]) -> Option<usize> {
+    let mut spans: Vec<(usize, u64, u64)> = (slices.iter())
+        .map(|(_, part)| {
+            (
+                part.shard,
+                part.offset,
+                part.offset.saturating_add(part.size),
+            )
+        })
+        .collect();
+    spans.sort_unstable();
+    (spans.windows(2))
+        .find(|pair| pair[0].0 == pair[1].0 && pair[0].2 > pair[1].1)
+        .map(|pair| pair[0].0)
 }
 
 /// The data shards the tensors live in, by shard number; a shard that a tensor needs and
@@ -348,11 +452,12 @@ fn find_shards(
     let n = usize::try_from(num_shards).unwrap_or(0);
     let mut shards = BTreeMap::new();
     let mut lengths = BTreeMap::new();
-    for (name, entry) in entries {
+    let stored = entries.iter().flat_map(|(name, entry)| entry.stored(name));
+    for (name, entry) in stored {
         if entry.shard >= n {
             return Err(WeightsError::tensor(
                 suffixed(prefix, ".index"),
-                name,
+                &name,
                 format!("in shard {}, of {n}", entry.shard),
             ));
         }
@@ -363,7 +468,7 @@ fn find_shards(
                 let Ok(metadata) = std::fs::metadata(&path) else {
                     return Err(WeightsError::tensor(
                         path,
-                        name,
+                        &name,
                         "this data shard is missing",
                     ));
                 };
@@ -378,7 +483,7 @@ fn find_shards(
         {
             return Err(WeightsError::tensor(
                 path,
-                name,
+                &name,
                 format!(
                     "the index puts it at bytes {}..+{}, past the end of this shard ({shard_len} \
                      bytes): truncated, or a corrupt index",
@@ -656,7 +761,7 @@ mod tests {
             offset: 0,
             size: 4,
             crc: 0,
-            sliced: false,
+            slices: Vec::new(),
         };
         let entries = BTreeMap::from([("w".to_string(), entry(0))]);
         let shards = find_shards(&prefix, claimed, &entries).unwrap();

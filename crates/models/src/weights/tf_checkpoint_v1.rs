@@ -5,7 +5,8 @@
 //! (`inception_v3_2016_08_28.tar.gz`'s `inception_v3.ckpt`) are V1 files.
 //!
 //! The whole file is read (its blocks' CRC32C checked by the table reader), so memory is that
-//! of the file; each tensor's `TensorProto` is decoded when it is read.
+//! of the file; each tensor's `TensorProto` is decoded when it is read. A partitioned variable
+//! (several slices) is read whole, as TF restores it (`tensor_slices.rs`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,8 +15,9 @@ use prost::Message;
 
 use super::error::{Result, WeightsError};
 use super::table::read_table;
+use super::tensor_slices::{SliceBox, assemble};
 use super::tf_checkpoint::{TensorInfo, TfDType, TfValues, decode, element_count};
-use super::tf_proto::{SavedSliceMeta, SavedTensorSlices, TensorProto, TensorSlice};
+use super::tf_proto::{SavedSliceMeta, SavedTensorSlices, TensorProto};
 
 /// The tensors of a V1 checkpoint file, each with its values still encoded.
 #[derive(Debug)]
@@ -26,16 +28,15 @@ pub(super) struct SlicesFile {
 #[derive(Debug)]
 struct V1Tensor {
     info: TensorInfo,
-    /// Whether it was saved as one whole slice, as the V1 saver saves a variable that is not
-    /// partitioned: only such a tensor is read.
-    whole: bool,
-    /// The `TensorProto` of that slice, once found.
-    values: Option<Vec<u8>>,
+    /// The slices the tensor list names (one whole one, unless the variable was partitioned),
+    /// each with its `TensorProto` once found.
+    parts: Vec<(SliceBox, Option<Vec<u8>>)>,
 }
 
 impl SlicesFile {
-    /// Reads the V1 checkpoint `path`: its table, the tensors its meta lists, and each
-    /// tensor's whole slice. A slice of a tensor the meta does not list is an error naming it.
+    /// Reads the V1 checkpoint `path`: its table, the tensors its meta lists, and their
+    /// slices. A slice of a tensor the meta does not list, or that it does not list of the
+    /// tensor, is an error naming it.
     pub(super) fn open(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).map_err(WeightsError::io(path))?;
         let mut meta = None;
@@ -59,14 +60,19 @@ impl SlicesFile {
             tensors.insert(name, tensor);
         }
         for slice in slices {
-            let bad = |reason: &str| WeightsError::tensor(path, &slice.name, reason);
+            let bad = |reason: String| WeightsError::tensor(path, &slice.name, reason);
             let tensor = tensors
                 .get_mut(&slice.name)
-                .ok_or_else(|| bad("not listed"))?;
-            if tensor.whole && is_whole(slice.slice.as_ref()) {
-                let data = slice.data.ok_or_else(|| bad("a slice without values"))?;
-                tensor.values = Some(data.encode_to_vec());
-            }
+                .ok_or_else(|| bad("not listed".into()))?;
+            let saved =
+                SliceBox::of(&slice.slice.unwrap_or_default(), &tensor.info.shape).map_err(bad)?;
+            let (_, values) = (tensor.parts.iter_mut())
+                .find(|(listed, _)| *listed == saved)
+                .ok_or_else(|| bad(format!("a slice {saved} the tensor list does not name")))?;
+            let data = slice
+                .data
+                .ok_or_else(|| bad(format!("slice {saved} without values")))?;
+            *values = Some(data.encode_to_vec());
         }
         Ok(Self { tensors })
     }
@@ -85,20 +91,36 @@ impl SlicesFile {
     pub(super) fn read(&self, path: &Path, name: &str) -> Result<TfValues> {
         let bad = |reason: String| WeightsError::tensor(path, name, reason);
         let tensor = (self.tensors.get(name)).ok_or_else(|| bad("not in the checkpoint".into()))?;
-        if !tensor.whole {
-            return Err(bad("a partitioned variable (slices); not supported".into()));
+        if tensor.parts.is_empty() {
+            return Err(bad(
+                "listed without a slice: its values are not in the file".into(),
+            ));
         }
-        let encoded = (tensor.values.as_ref())
-            .ok_or_else(|| bad("listed, but its values are not in the file".into()))?;
-        let proto = TensorProto::decode(encoded.as_slice())
-            .map_err(|e| WeightsError::tensor(path, name, "unreadable values").caused_by(e))?;
-        values(&tensor.info, proto).map_err(bad)
+        let mut parts = Vec::with_capacity(tensor.parts.len());
+        for (slice, encoded) in &tensor.parts {
+            let encoded = encoded.as_ref().ok_or_else(|| {
+                bad(format!(
+                    "slice {slice} is listed, but its values are not in the file"
+                ))
+            })?;
+            let proto = TensorProto::decode(encoded.as_slice()).map_err(|e| {
+                WeightsError::tensor(path, name, format!("slice {slice}: unreadable values"))
+                    .caused_by(e)
+            })?;
+            let info = TensorInfo {
+                dtype: tensor.info.dtype,
+                shape: slice.shape(),
+            };
+            let values =
+                values(&info, proto).map_err(|reason| bad(format!("slice {slice}: {reason}")))?;
+            parts.push((slice.clone(), values));
+        }
+        assemble(&tensor.info.shape, parts).map_err(bad)
     }
 }
 
 impl V1Tensor {
-    /// A tensor as the meta lists it: its values come with its slices. Only one whole slice
-    /// is read; anything else is a partitioned variable.
+    /// A tensor as the meta lists it, with its slices: its values come with them.
     fn listed(path: &Path, tensor: SavedSliceMeta) -> Result<(String, Self)> {
         let bad = |reason: &str| WeightsError::tensor(path, &tensor.name, reason);
         let shape = tensor.shape.unwrap_or_default();
@@ -108,26 +130,15 @@ impl V1Tensor {
         let shape = (shape.dim.iter())
             .map(|d| usize::try_from(d.size).map_err(|_| bad("a negative dimension")))
             .collect::<Result<Vec<_>>>()?;
-        let whole = matches!(tensor.slice.as_slice(), [slice] if is_whole(Some(slice)));
+        let parts = (tensor.slice.iter())
+            .map(|slice| Ok((SliceBox::of(slice, &shape).map_err(|r| bad(&r))?, None)))
+            .collect::<Result<_>>()?;
         let info = TensorInfo {
             dtype: TfDType::from_proto(tensor.r#type),
             shape,
         };
-        let values = None;
-        Ok((
-            tensor.name,
-            Self {
-                info,
-                whole,
-                values,
-            },
-        ))
+        Ok((tensor.name, Self { info, parts }))
     }
-}
-
-/// Whether `slice` is the whole tensor: no extent, or none with a length.
-fn is_whole(slice: Option<&TensorSlice>) -> bool {
-    slice.is_none_or(|slice| slice.extent.iter().all(|e| e.length.is_none()))
 }
 
 /// The values of `proto` for a tensor of `info`: as many as its shape holds, in the list TF's

@@ -48,9 +48,9 @@ pub(super) struct BundleEntry {
     /// Masked CRC32C of those bytes.
     #[prost(fixed32, tag = "6")]
     pub crc32c: u32,
-    /// Present for partitioned variables (unsupported here).
-    #[prost(bytes = "vec", repeated, tag = "7")]
-    pub slices: Vec<Vec<u8>>,
+    /// A partitioned variable's slices, each an entry of its own (`tensor_slices.rs`).
+    #[prost(message, repeated, tag = "7")]
+    pub slices: Vec<TensorSlice>,
 }
 
 /// `tensorflow.TensorShapeProto`.
