@@ -148,6 +148,38 @@ where
     }
 }
 
+/// TF2's object-based files of `net`'s model (Keras 3's SavedModel and `tf.train.Checkpoint`,
+/// tf-keras's SavedModel), read by their variables' own names, fill `model` with every
+/// parameter and give Keras's logits; what they hold besides the variables (the object graph,
+/// the checkpoint's `save_counter`) is all that is left unused.
+fn tf2_files_give_keras_logits<M>(net: Net, model: impl Fn(usize) -> M)
+where
+    M: Module + TfNamed + TorchNamed + ImageClassifier + 'static,
+{
+    let Some(dir) = net.fixture_dir() else {
+        return;
+    };
+    let expected = Expected::read(&dir);
+    let images = inputs(
+        &dir,
+        expected.inputs_logits.len(),
+        net.size,
+        &Device::flex(),
+    );
+    for suffix in ["_saved", "_tf_keras_saved", "_checkpoint"] {
+        let file = format!("{}{suffix}", net.name);
+        let (model, report) =
+            load_weights(model(1000), &dir.join(&file), LoadOptions::default()).unwrap();
+        let besides = ["_CHECKPOINTABLE_OBJECT_GRAPH", "save_counter"];
+        let unused = (report.unused.iter()).filter(|name| !besides.contains(&name.as_str()));
+        assert!(
+            report.missing.is_empty() && report.skipped.is_empty() && unused.count() == 0,
+            "{file}: {report}"
+        );
+        assert_logits(&file, &model, images.clone(), &expected.inputs_logits);
+    }
+}
+
 /// `expected.json`'s logits of the transfer model (`include_top=False`, pooling, dropout and
 /// a new `Dense(5)`).
 #[derive(serde::Deserialize)]
@@ -231,6 +263,11 @@ fn keras_inception_v3_files_give_keras_logits_and_top_5() {
 }
 
 #[test]
+fn keras_inception_v3_saved_models_and_checkpoints_give_keras_logits() {
+    tf2_files_give_keras_logits(INCEPTION_V3, inception_v3);
+}
+
+#[test]
 fn a_keras_inception_v3_transfer_model_gives_keras_logits() {
     a_transfer_model_gives_keras_logits(INCEPTION_V3, |classes, _| inception_v3(classes));
 }
@@ -238,6 +275,11 @@ fn a_keras_inception_v3_transfer_model_gives_keras_logits() {
 #[test]
 fn keras_resnet50_files_give_keras_logits_and_top_5() {
     gives_keras_logits_and_top_5(RESNET50, resnet50, &KerasImageNetEval::new(224));
+}
+
+#[test]
+fn keras_resnet50_saved_models_and_checkpoints_give_keras_logits() {
+    tf2_files_give_keras_logits(RESNET50, resnet50);
 }
 
 #[test]
@@ -252,6 +294,11 @@ fn keras_resnet50v2_files_give_keras_logits_and_top_5() {
 }
 
 #[test]
+fn keras_resnet50v2_saved_models_and_checkpoints_give_keras_logits() {
+    tf2_files_give_keras_logits(RESNET50V2, resnet50v2);
+}
+
+#[test]
 fn a_keras_resnet50v2_transfer_model_gives_keras_logits() {
     a_transfer_model_gives_keras_logits(RESNET50V2, |classes, _| resnet50v2(classes));
 }
@@ -260,6 +307,11 @@ fn a_keras_resnet50v2_transfer_model_gives_keras_logits() {
 fn keras_mobilenet_v2_files_give_keras_logits_and_top_5() {
     let eval = KerasImageNetEval::new(224).with_mode(KerasInputMode::Tf);
     gives_keras_logits_and_top_5(MOBILENET_V2, mobilenet_v2, &eval);
+}
+
+#[test]
+fn keras_mobilenet_v2_saved_models_and_checkpoints_give_keras_logits() {
+    tf2_files_give_keras_logits(MOBILENET_V2, mobilenet_v2);
 }
 
 #[test]
@@ -273,6 +325,12 @@ fn keras_mobilenet_v3_files_give_keras_logits_and_top_5() {
     let eval = KerasImageNetEval::new(224).with_mode(KerasInputMode::Pixels);
     gives_keras_logits_and_top_5(MOBILENET_V3_LARGE, mobilenet_v3_large, &eval);
     gives_keras_logits_and_top_5(MOBILENET_V3_SMALL, mobilenet_v3_small, &eval);
+}
+
+#[test]
+fn keras_mobilenet_v3_saved_models_and_checkpoints_give_keras_logits() {
+    tf2_files_give_keras_logits(MOBILENET_V3_LARGE, mobilenet_v3_large);
+    tf2_files_give_keras_logits(MOBILENET_V3_SMALL, mobilenet_v3_small);
 }
 
 /// A MobileNetV3 transfer model has no `conv_2`: the network `matching_keras_file` builds for
@@ -346,6 +404,11 @@ fn keras_mobilenet_v3_widths_and_minimalistic_give_keras_logits() {
 fn keras_efficientnet_b0_files_give_keras_logits_and_top_5() {
     let eval = KerasImageNetEval::new(224).with_mode(KerasInputMode::Pixels);
     gives_keras_logits_and_top_5(EFFICIENTNET_B0, efficientnet_b0, &eval);
+}
+
+#[test]
+fn keras_efficientnet_b0_saved_models_and_checkpoints_give_keras_logits() {
+    tf2_files_give_keras_logits(EFFICIENTNET_B0, efficientnet_b0);
 }
 
 #[test]

@@ -45,6 +45,9 @@ OUT_DIR gets the same weights in each of Keras's files:
 - NET.weights.h5: `save_weights` of Keras 3 (3.6 and later record each layer's own name);
 - NET_unnamed.weights.h5: the same without those names, as Keras 3.0-3.5 wrote it;
 - NET.keras: `model.save` of Keras 3 (a zip with the weights file inside);
+- TF2's object-based files: NET_saved/ (Keras 3's model as a SavedModel,
+  `tf.saved_model.save`), NET_tf_keras_saved/ (tf-keras's `model.save` of a folder, a
+  SavedModel), NET_checkpoint/ (`tf.train.Checkpoint(model=model).save`, Keras 3);
 - for EfficientNetB0, files that keep the model's configuration, which says whether it has the
   second `Rescaling`: NET_plain.keras, the same weights in the model `weights=None` builds
   (Keras 3's `model.save`), and NET_model_keras2.h5, the `weights="imagenet"` model in a Keras
@@ -343,6 +346,12 @@ def main(net, out, listing=None):
         # Every layer with weights copied, once.
         assert sorted(copied) == sorted(layer.name for layer in model.layers if layer.weights)
         keras2.save_weights(os.path.join(out, f"{net}_keras2.h5"))
+        # TF2's object-based files, keyed by paths through Python objects: a SavedModel of
+        # each Keras (Keras 3's by `tf.saved_model.save`, tf-keras's by `model.save` of a
+        # folder, its default) and Keras 3's `tf.train.Checkpoint`.
+        tf.saved_model.save(model, os.path.join(out, f"{net}_saved"))
+        keras2.save(os.path.join(out, f"{net}_tf_keras_saved"))
+        tf.train.Checkpoint(model=model).save(os.path.join(out, f"{net}_checkpoint", "ckpt"))
         if imagenet:
             # The Keras 2 model users build: the ImageNet file is NET_keras2.h5.
             files[top_file] = os.path.join(out, f"{net}_keras2.h5")

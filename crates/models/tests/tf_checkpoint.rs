@@ -136,6 +136,80 @@ fn a_damaged_slice_is_named_with_its_variable_and_shard() {
     assert!(ckpt.read("emb/a").is_ok(), "other variables still read");
 }
 
+/// TF2's object-based files of a small Keras model (`tf2_object`, by TF 2.21 with Keras 3 and
+/// tf-keras 2.21: a `tf.train.Checkpoint`, the model as a SavedModel, tf-keras's SavedModel of
+/// it) list each variable by the name Keras gave it (Keras 3's `path`, tf-keras's `name`), with
+/// its values; a SavedModel opens by its folder or its `saved_model.pb`.
+#[test]
+fn object_based_checkpoints_list_variables_by_the_names_keras_gave_them() {
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("tf2_object/variables.json")).unwrap())
+            .unwrap();
+    let saved = [
+        ("ckpt-1", "keras3"),
+        ("saved", "keras3"),
+        ("saved/saved_model.pb", "keras3"),
+        ("tf_keras_saved", "tf_keras"),
+    ];
+    for (path, keras) in saved {
+        let ckpt = TfCheckpoint::open(&data(&format!("tf2_object/{path}"))).unwrap();
+        assert!(ckpt.is_object_based(), "{path}");
+        let listed: Vec<&str> = ckpt.tensors().map(|(name, _)| name).collect();
+        for (name, want) in expected[keras].as_object().unwrap() {
+            assert!(
+                listed.contains(&name.as_str()),
+                "{path}: {name} in {listed:?}"
+            );
+            let shape: Vec<usize> = serde_json::from_value(want["shape"].clone()).unwrap();
+            assert_eq!(ckpt.info(name).unwrap().shape, shape, "{path}: {name}");
+            let values: Vec<f32> = serde_json::from_value(want["values"].clone()).unwrap();
+            assert_eq!(ckpt.read_f32(name).unwrap(), values, "{path}: {name}");
+        }
+    }
+    let by_names = TfCheckpoint::open(&data("tf_dtypes/dtypes")).unwrap();
+    assert!(!by_names.is_object_based());
+}
+
+/// An object-based checkpoint whose object graph is damaged is an error naming it, not a
+/// checkpoint listed by its keys.
+#[test]
+fn a_damaged_object_graph_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    for file in ["ckpt-1.index", "ckpt-1.data-00000-of-00001"] {
+        std::fs::copy(data("tf2_object").join(file), tmp.path().join(file)).unwrap();
+    }
+    let shard = tmp.path().join("ckpt-1.data-00000-of-00001");
+    let bytes = std::fs::read(&shard).unwrap();
+    let at = (bytes.windows(14))
+        .position(|w| w == b"VARIABLE_VALUE")
+        .unwrap();
+    damage(&shard, |b| b[at] ^= 0x20);
+    let message = error(&tmp.path().join("ckpt-1"));
+    assert_error_names(&message, &["_CHECKPOINTABLE_OBJECT_GRAPH", "checksum"]);
+}
+
+/// A SavedModel whose `variables/` is missing (one whose weights are constants in its graph,
+/// or a copy not finished) is an error naming its folder.
+#[test]
+fn a_saved_model_without_variables_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        data("tf2_object/saved/saved_model.pb"),
+        tmp.path().join("saved_model.pb"),
+    )
+    .unwrap();
+    for path in [tmp.path().to_path_buf(), tmp.path().join("saved_model.pb")] {
+        let message = error(&path);
+        assert_error_names(
+            &message,
+            &[
+                tmp.path().to_str().unwrap(),
+                "a SavedModel without variables",
+            ],
+        );
+    }
+}
+
 #[test]
 fn opens_a_prefix_its_index_a_data_shard_or_a_train_directory() {
     let dir = data("tf_cifar10");

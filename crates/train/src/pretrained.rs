@@ -51,7 +51,8 @@ impl Default for LoadOptions {
 /// `model` with the weights at `path`, and what was restored, skipped, missing and unused.
 ///
 /// `path` is a TF checkpoint (a prefix such as `model.ckpt-1000`, its `.index`, or a directory
-/// with a `checkpoint` state file), a PyTorch file (torchvision's state dict, or a training
+/// with a `checkpoint` state file; a TF2 object-based one, `tf.train.Checkpoint` of a Keras
+/// model, is read as that Keras model), a SavedModel's folder (its `variables/`, likewise), a PyTorch file (torchvision's state dict, or a training
 /// checkpoint or wrapped model's state dict holding one: see [`is_pytorch_file`]), keras.applications' InceptionV3, ResNet50 or ResNet50V2 in a Keras
 /// file (see [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory,
 /// whose newest is taken), or a `.safetensors` file (an export of ours, or a PyTorch state dict
@@ -93,7 +94,10 @@ fn refusal<M: TfNamed + TorchNamed>(model: &M, path: &Path) -> Result<Option<Str
         return Ok(model.refuses_torch_weights());
     }
     if !is_keras_file(path) {
-        return Ok(None);
+        // A TF checkpoint (a SavedModel's included) names TF's weights too.
+        let by_path = path.extension().is_some_and(|e| e == "safetensors");
+        let tf_checkpoint = !by_path && our_checkpoint(path)?.is_none();
+        return Ok(model.refuses_tf_weights().filter(|_| tf_checkpoint));
     }
     if let Some(reason) = model.refuses_tf_weights() {
         return Ok(Some(reason));
@@ -136,13 +140,18 @@ fn open_source<M: TfNamed + TorchNamed>(
     if is_keras_file(path) {
         return Ok((Box::new(KerasSource::open::<M>(path)?), true));
     }
-    match our_checkpoint(path)? {
-        Some(file) => Ok((Box::new(ours_by_path(&file, moving_averages)?), true)),
-        None => Ok((
-            Box::new(TfSource::new::<M>(
-                TfCheckpoint::open(path)?,
-                moving_averages,
-            )),
+    if let Some(file) = our_checkpoint(path)? {
+        return Ok((Box::new(ours_by_path(&file, moving_averages)?), true));
+    }
+    let checkpoint = TfCheckpoint::open(path)?;
+    match checkpoint.is_object_based() {
+        // TF2's files of a Keras model: its variables' own names are Keras's.
+        true => Ok((
+            Box::new(KerasSource::from_checkpoint::<M>(checkpoint)?),
+            false,
+        )),
+        false => Ok((
+            Box::new(TfSource::new::<M>(checkpoint, moving_averages)),
             false,
         )),
     }

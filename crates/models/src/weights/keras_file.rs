@@ -1,6 +1,8 @@
 //! A Keras weights file as a list of layers and their weights: Keras 2's HDF5 format
 //! (`save_weights("x.h5")`, and the ImageNet weights keras.applications downloads), Keras 3's
-//! `.weights.h5`, and the weights inside a Keras 3 `.keras` archive.
+//! `.weights.h5`, and the weights inside a Keras 3 `.keras` archive; also a Keras model saved
+//! by TF2 (a SavedModel, `tf.train.Checkpoint`), whose variables' own names are Keras's
+//! `layer/weight` ([`KerasFile::from_checkpoint`]).
 //!
 //! Keras 2 lists its layers in the root's `layer_names` attribute, and each layer's weights in
 //! its group's `weight_names` (`conv2d_1/kernel:0`, a dataset under the layer's group); a
@@ -17,6 +19,7 @@ use hdf5_reader::{Datatype, Hdf5File, OpenOptions};
 
 use super::byte_values::{decoded_limit, each};
 use super::error::{Result, WeightsError};
+use super::tf_checkpoint::TfCheckpoint;
 
 /// One weight of a layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +53,7 @@ pub(crate) enum LayerNames {
 /// An open Keras weights file.
 pub(crate) struct KerasFile {
     path: PathBuf,
-    file: Hdf5File,
+    storage: Storage,
     pub(crate) names: LayerNames,
     /// Its layers with weights, in the file's order.
     pub(crate) layers: Vec<KerasLayer>,
@@ -80,10 +83,44 @@ impl KerasFile {
         };
         Ok(Self {
             path: path.to_path_buf(),
-            file,
+            storage: Storage::Hdf5(file),
             names,
             layers,
         })
+    }
+
+    /// The Keras model whose variables the TF2 object-based `checkpoint` (a SavedModel's
+    /// `variables/`, a `tf.train.Checkpoint`) lists by their own names, `layer/weight`
+    /// (`conv2d_5/kernel`, tf-keras's MobileNetV3's `Conv/BatchNorm/gamma`): each layer its own
+    /// name, as in a Keras 2 file. Tensors not so named (the object graph, a `save_counter`)
+    /// are no layer's.
+    pub(crate) fn from_checkpoint(checkpoint: TfCheckpoint) -> Self {
+        let mut layers: Vec<KerasLayer> = Vec::new();
+        let named = checkpoint
+            .tensors()
+            .filter_map(|(name, _)| Some((name, name.rsplit_once('/')?)));
+        for (name, (layer, weight)) in named {
+            let weight = KerasWeight {
+                name: weight.to_string(),
+                dataset: name.to_string(),
+            };
+            // Listed in name order: a layer's weights come together.
+            match layers.last_mut().filter(|last| last.name == layer) {
+                Some(last) => last.weights.push(weight),
+                None => layers.push(KerasLayer {
+                    name: layer.to_string(),
+                    weights: vec![weight],
+                }),
+            }
+        }
+        let mut path = checkpoint.prefix().as_os_str().to_owned();
+        path.push(".index");
+        Self {
+            path: path.into(),
+            storage: Storage::Checkpoint(checkpoint),
+            names: LayerNames::Own,
+            layers,
+        }
     }
 
     /// The file.
@@ -98,8 +135,16 @@ impl KerasFile {
 
     /// The values of `weight` as f32, row-major, and its shape.
     pub(crate) fn read(&self, weight: &KerasWeight) -> Result<(Vec<usize>, Vec<f32>)> {
+        let file = match &self.storage {
+            Storage::Hdf5(file) => file,
+            Storage::Checkpoint(checkpoint) => {
+                let values = checkpoint.read_f32(&weight.dataset)?;
+                let info = checkpoint.info(&weight.dataset).expect("a listed tensor");
+                return Ok((info.shape.clone(), values));
+            }
+        };
         let bad = |reason: &str| WeightsError::tensor(&self.path, &weight.dataset, reason);
-        let dataset = (self.file.dataset(&weight.dataset))
+        let dataset = (file.dataset(&weight.dataset))
             .map_err(|e| bad("not a readable dataset").caused_by(e))?;
         let shape = dataset.shape().iter().map(|&d| d as usize).collect();
         let unreadable = |e| bad("unreadable values").caused_by(e);
@@ -133,6 +178,14 @@ impl KerasFile {
         };
         Ok((shape, values))
     }
+}
+
+/// Where a [`KerasFile`]'s weights are.
+enum Storage {
+    /// An HDF5 file of Keras's.
+    Hdf5(Hdf5File),
+    /// A TF2 object-based checkpoint of a Keras model.
+    Checkpoint(TfCheckpoint),
 }
 
 /// Whether `dataset`'s `dtype` attribute names bfloat16, as h5py writes Keras 3's.

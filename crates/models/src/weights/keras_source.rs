@@ -28,8 +28,9 @@ use super::keras_file::{KerasFile, KerasLayer, KerasWeight, LayerNames};
 use super::mobilenet_keras_names::keras_layers_in_order;
 use super::mobilenet_v3_keras_names::graph_order as mobilenet_v3_graph_order;
 use super::restore::{SourceTensor, WeightSource};
+use super::tf_checkpoint::TfCheckpoint;
 use super::tf_names::inception_scopes_in_order;
-use super::tf_source::{TfNamed, TfVariable};
+use super::tf_source::{TfLayout, TfNamed, TfVariable};
 use crate::nets::{MobileNetV3Variant, STAGES_50, STAGES_101, STAGES_152, variants_stage_blocks};
 
 /// A Keras file of one of keras.applications' networks as a [`WeightSource`] for one model
@@ -54,9 +55,35 @@ impl KerasSource {
     /// Keras 3 `.keras` archive. A file whose weights fit no parameter of `M` fails in
     /// [`restore`](super::restore).
     pub fn open<M: TfNamed>(path: &Path) -> Result<Self> {
-        let file = KerasFile::open(path)?;
+        Self::of_file::<M>(KerasFile::open(path)?)
+    }
+
+    /// The weights of the same networks in a TF2 object-based `checkpoint` of their Keras
+    /// model (a SavedModel's variables, a `tf.train.Checkpoint`: see
+    /// [`TfCheckpoint::is_object_based`]), by their variables' own names, Keras's
+    /// `layer/weight`; as [`open`](Self::open) takes them from a Keras 2 file.
+    pub fn from_checkpoint<M: TfNamed>(checkpoint: TfCheckpoint) -> Result<Self> {
+        Self::of_file::<M>(KerasFile::from_checkpoint(checkpoint))
+    }
+
+    /// The file's weight that is `variable`, if any: by its TF name, or a depthwise kernel by
+    /// the name of Keras 3's variable for it (`kernel`; tf-keras's `depthwise_kernel`, which a
+    /// Keras 3 `.weights.h5` spells too).
+    fn weight(&self, variable: &TfVariable) -> Option<&KerasWeight> {
+        if let Some(weight) = self.variables.get(&variable.name) {
+            return Some(weight);
+        }
+        let depthwise = variable.layout == TfLayout::DepthwiseKernel;
+        let layer = variable
+            .name
+            .strip_suffix("/depthwise_kernel")
+            .filter(|_| depthwise)?;
+        self.variables.get(&format!("{layer}/kernel"))
+    }
+
+    fn of_file<M: TfNamed>(file: KerasFile) -> Result<Self> {
         let variables = tf_variables(&file.layers, file.names)
-            .map_err(|reason| WeightsError::format(path, reason))?;
+            .map_err(|reason| WeightsError::format(file.path(), reason))?;
         Ok(Self {
             file,
             variables,
@@ -93,14 +120,14 @@ impl WeightSource for KerasSource {
         let Some(variable) = (self.names)(path) else {
             return Ok(None);
         };
-        let Some(weight) = self.variables.get(&variable.name) else {
+        let Some(weight) = self.weight(&variable).cloned() else {
             return Ok(None);
         };
         self.accounted.insert(weight.dataset.clone());
-        let (shape, values) = self.file.read(weight)?;
+        let (shape, values) = self.file.read(&weight)?;
         let (shape, values) = variable.layout.convert(shape, values);
         Ok(Some(SourceTensor {
-            name: weight.dataset.clone(),
+            name: weight.dataset,
             shape,
             values,
         }))

@@ -28,6 +28,7 @@ mod tensor_slices;
 mod tf_checkpoint;
 mod tf_checkpoint_v1;
 mod tf_names;
+mod tf_object_names;
 mod tf_proto;
 mod tf_source;
 mod torch_names;

@@ -3,9 +3,11 @@
 //! empty key holds the `BundleHeaderProto`), and `PREFIX.data-SSSSS-of-NNNNN`, the tensors'
 //! bytes. V1 (one file, TF before 0.12 and TF-slim's published checkpoints):
 //! `tf_checkpoint_v1.rs`. Independent of any model: names, dtypes, shapes and values; a
-//! partitioned variable read whole, as TF restores it (`tensor_slices.rs`).
+//! partitioned variable read whole, as TF restores it (`tensor_slices.rs`); a TF2 object-based
+//! checkpoint's variables by their own names (`tf_object_names.rs`); a SavedModel's
+//! `variables/`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -18,6 +20,7 @@ use super::error::{Result, WeightsError};
 use super::table::{mask_crc, read_table};
 use super::tensor_slices::{SliceBox, assemble, slice_key};
 use super::tf_checkpoint_v1::SlicesFile;
+use super::tf_object_names::{OBJECT_GRAPH_KEY, variable_names};
 use super::tf_proto::{BundleEntry, BundleHeader};
 
 /// A tensor's element type, as `tensorflow.DataType` numbers them.
@@ -113,6 +116,10 @@ pub struct TfCheckpoint {
     /// The V2 prefix, or the V1 file.
     prefix: PathBuf,
     format: Format,
+    /// A TF2 object-based checkpoint's tensors by the names they are listed by: a variable's
+    /// own name where it has one, else the tensor's key; `None` for a checkpoint keyed by
+    /// names already.
+    object_names: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug)]
@@ -147,14 +154,16 @@ struct Entry {
 
 impl TfCheckpoint {
     /// Opens the checkpoint at `path`: a V2 prefix (`model.ckpt-1000`), its `.index`, a data
-    /// shard or its `.meta`; a V1 file (or its `.meta`); or a directory whose `checkpoint`
-    /// state file names the newest of them.
+    /// shard or its `.meta`; a V1 file (or its `.meta`); a directory whose `checkpoint`
+    /// state file names the newest of them; or a SavedModel (its folder or `saved_model.pb`),
+    /// whose `variables/` are an object-based checkpoint.
     pub fn open(path: &Path) -> Result<Self> {
         match resolve(path)? {
             Resolved::Prefix(prefix) => Self::open_v2(prefix),
             Resolved::V1File(file) => Ok(Self {
                 format: Format::V1(SlicesFile::open(&file)?),
                 prefix: file,
+                object_names: None,
             }),
         }
     }
@@ -191,13 +200,54 @@ impl TfCheckpoint {
             ));
         }
         let shards = find_shards(&prefix, header.num_shards, &entries)?;
-        Ok(Self {
+        let mut checkpoint = Self {
             prefix,
             format: Format::V2 {
                 shards,
                 tensors: entries,
             },
-        })
+            object_names: None,
+        };
+        checkpoint.object_names = checkpoint.object_names()?;
+        Ok(checkpoint)
+    }
+
+    /// Every tensor by the name it is listed by, when this is a TF2 object-based checkpoint
+    /// (it holds an object graph): see `tf_object_names.rs`.
+    fn object_names(&self) -> Result<Option<BTreeMap<String, String>>> {
+        if self.info(OBJECT_GRAPH_KEY).is_none() {
+            return Ok(None);
+        }
+        let TfValues::String(graph) = self.read(OBJECT_GRAPH_KEY)? else {
+            let reason = "not a string tensor: not an object graph";
+            return Err(WeightsError::tensor(self.index(), OBJECT_GRAPH_KEY, reason));
+        };
+        let graph = graph.first().map_or(&[][..], Vec::as_slice);
+        let keys: Vec<&str> = self.tensors().map(|(key, _)| key).collect();
+        let named = variable_names(graph, |key| keys.binary_search(&key).is_ok()).map_err(|e| {
+            WeightsError::tensor(self.index(), OBJECT_GRAPH_KEY, "not an object graph").caused_by(e)
+        })?;
+        let renamed: BTreeSet<&String> = named.values().collect();
+        let unnamed = (keys.iter())
+            .filter(|key| !renamed.contains(&key.to_string()))
+            .map(|key| (key.to_string(), key.to_string()));
+        let mut listing: BTreeMap<String, String> = unnamed.collect();
+        listing.extend(named);
+        Ok(Some(listing))
+    }
+
+    /// Whether this is a TF2 object-based checkpoint (`tf.train.Checkpoint`, a SavedModel's
+    /// variables), whose variables are listed by their own names: those of the object graph
+    /// it holds, not its keys (paths through Python objects).
+    pub fn is_object_based(&self) -> bool {
+        self.object_names.is_some()
+    }
+
+    /// The key in the file of the tensor listed as `name` (itself but in an object-based
+    /// checkpoint).
+    fn key<'a>(&'a self, name: &'a str) -> &'a str {
+        let renamed = self.object_names.as_ref().and_then(|names| names.get(name));
+        renamed.map_or(name, String::as_str)
     }
 
     /// The checkpoint's prefix (a V1 checkpoint's file).
@@ -206,7 +256,13 @@ impl TfCheckpoint {
     }
 
     /// Every tensor name and its type and shape, in name order.
+    /// (An object-based checkpoint's variables by their own names: see
+    /// [`is_object_based`](Self::is_object_based).)
     pub fn tensors(&self) -> Box<dyn Iterator<Item = (&str, &TensorInfo)> + '_> {
+        if let Some(names) = &self.object_names {
+            let info = |key: &str| self.info(key).expect("listed keys are tensors");
+            return Box::new((names.iter()).map(move |(name, key)| (name.as_str(), info(key))));
+        }
         match &self.format {
             Format::V2 { tensors, .. } => {
                 Box::new(tensors.iter().map(|(name, e)| (name.as_str(), &e.info)))
@@ -217,6 +273,7 @@ impl TfCheckpoint {
 
     /// The type and shape of `name`, if the checkpoint has it.
     pub fn info(&self, name: &str) -> Option<&TensorInfo> {
+        let name = self.key(name);
         match &self.format {
             Format::V2 { tensors, .. } => tensors.get(name).map(|e| &e.info),
             Format::V1(file) => file.info(name),
@@ -230,7 +287,7 @@ impl TfCheckpoint {
             Format::V1(file) => return file.read(&self.prefix, name),
         };
         let entry = tensors
-            .get(name)
+            .get(self.key(name))
             .ok_or_else(|| WeightsError::tensor(self.index(), name, "not in the checkpoint"))?;
         if entry.slices.is_empty() {
             return read_stored(shards, name, entry);
@@ -496,11 +553,40 @@ fn find_shards(
     Ok(shards)
 }
 
-/// What `path` stands for (see [`TfCheckpoint::open`]): a directory, its newest checkpoint.
+/// What `path` stands for (see [`TfCheckpoint::open`]): a SavedModel, its variables; a
+/// directory, its newest checkpoint.
 fn resolve(path: &Path) -> Result<Resolved> {
+    if let Some(variables) = saved_model_variables(path)? {
+        return Ok(Resolved::Prefix(variables));
+    }
     match path.is_dir() {
         true => resolve_file(&latest_in(path)?),
         false => resolve_file(path),
+    }
+}
+
+/// The prefix of a SavedModel's variables (`DIR/variables/variables`, an object-based
+/// checkpoint), when `path` is a SavedModel's folder or its `saved_model.pb`; `None` when it
+/// is neither. A SavedModel without variables is an error.
+fn saved_model_variables(path: &Path) -> Result<Option<PathBuf>> {
+    const GRAPHS: [&str; 2] = ["saved_model.pb", "saved_model.pbtxt"];
+    let is_graph = |path: &Path| GRAPHS.iter().any(|graph| path.ends_with(graph));
+    let dir = match path.is_dir() {
+        true => path,
+        false if is_graph(path) => path.parent().unwrap_or(Path::new(".")),
+        false => return Ok(None),
+    };
+    if !GRAPHS.iter().any(|graph| dir.join(graph).is_file()) {
+        return Ok(None);
+    }
+    let prefix = dir.join("variables").join("variables");
+    match suffixed(&prefix, ".index").is_file() {
+        true => Ok(Some(prefix)),
+        false => Err(WeightsError::format(
+            dir,
+            "a SavedModel without variables (`variables/variables.index`): its weights, if it \
+             has any, are constants in its graph, which is not read",
+        )),
     }
 }
 

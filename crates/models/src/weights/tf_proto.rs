@@ -180,3 +180,34 @@ pub(super) struct TensorProto {
     #[prost(uint64, repeated, tag = "17")]
     pub uint64_val: Vec<u64>,
 }
+
+/// `tensorflow.TrackableObjectGraph`: the objects a TF2 object-based checkpoint saved
+/// (`trackable_object_graph.proto`), the value of its `_CHECKPOINTABLE_OBJECT_GRAPH` tensor.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct TrackableObjectGraph {
+    /// Every object, the root first.
+    #[prost(message, repeated, tag = "1")]
+    pub nodes: Vec<TrackableObject>,
+}
+
+/// `tensorflow.TrackableObjectGraph.TrackableObject`, the part read here: its tensors.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct TrackableObject {
+    /// The tensors saved of it (a variable: its value).
+    #[prost(message, repeated, tag = "2")]
+    pub attributes: Vec<SerializedTensor>,
+}
+
+/// `tensorflow.TrackableObjectGraph.TrackableObject.SerializedTensor`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct SerializedTensor {
+    /// What the tensor is to its object (`VARIABLE_VALUE` for a variable's value).
+    #[prost(string, tag = "1")]
+    pub name: String,
+    /// The variable's own name, as it was created (`conv2d/kernel`); may be empty.
+    #[prost(string, tag = "2")]
+    pub full_name: String,
+    /// Its key in the checkpoint (`model/_operations/1/_kernel/.ATTRIBUTES/VARIABLE_VALUE`).
+    #[prost(string, tag = "3")]
+    pub checkpoint_key: String,
+}

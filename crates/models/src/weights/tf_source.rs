@@ -137,12 +137,29 @@ impl WeightSource for TfSource {
 
     fn note_when_nothing_fits(&self) -> Option<String> {
         let mut names = self.checkpoint.tensors().map(|(name, _)| name);
-        let object_path = names.find(|name| name.ends_with(OBJECT_VALUE_SUFFIX))?;
-        Some(format!(
-            "it is a TF2 object-based checkpoint (`tf.train.Checkpoint`), whose keys are paths \
-             through Python objects (`{object_path}`), not variable names, and are not read: \
-             save the Keras model's weights with `model.save_weights(\"model.weights.h5\")`"
-        ))
+        if let Some(object_path) = names.find(|name| name.ends_with(OBJECT_VALUE_SUFFIX)) {
+            // An object graph without the variables' own names: none can be matched.
+            return Some(format!(
+                "it is a TF2 object-based checkpoint (`tf.train.Checkpoint`), whose keys are \
+                 paths through Python objects (`{object_path}`), not variable names, and are \
+                 not read: save the Keras model's weights with \
+                 `model.save_weights(\"model.weights.h5\")`"
+            ));
+        }
+        let example = self
+            .checkpoint
+            .tensors()
+            .map(|(name, _)| name)
+            .find(|name| name.contains('/'));
+        self.checkpoint.is_object_based().then(|| {
+            format!(
+                "it is a TF2 object-based checkpoint (`tf.train.Checkpoint`, a SavedModel's \
+                 variables), read by its variables' own names (`{}`), and none of them names a \
+                 parameter of this model (its TF names are TF-slim's for Inception v3, Keras's \
+                 for the others)",
+                example.unwrap_or("")
+            )
+        })
     }
 
     fn unused(&self) -> Vec<String> {
