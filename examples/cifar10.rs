@@ -20,8 +20,8 @@ use clap::Parser;
 use burn_towers::data::cifar100::Cifar100Labels;
 use burn_towers::models::Cifar10Config;
 use burn_towers::train::{
-    Input, StopFlag, TrainArgs, TrainConfig, Trainer, builtin_cifar10, evaluate_first, mpi_job,
-    parse_args,
+    Input, StopFlag, TrainArgs, TrainConfig, Trainer, builtin_cifar10, evaluate_first_until,
+    mpi_job, parse_args,
 };
 
 #[derive(Parser)]
@@ -75,9 +75,10 @@ fn main() -> anyhow::Result<()> {
     // Under mpirun: one rank of the job; rank 0 alone writes, reports and evaluates.
     let job = mpi_job(&config)?;
     let rank_zero = job.as_ref().is_none_or(|p| p.rank() == 0);
+    let stop = StopFlag::ctrl_c()?;
     let trained = Trainer::new(config.clone())
         .with_processes(job)
-        .with_stop(StopFlag::ctrl_c()?)
+        .with_stop(stop.clone())
         .with_prepare(args.train.fine_tuning())
         .run(
             |device| {
@@ -93,15 +94,28 @@ fn main() -> anyhow::Result<()> {
     }
     args.train.report(&trained)?;
 
-    // TF's cifar10_eval, once: the moving averages when kept, on the first tower's device.
-    let (weights, which) = trained.eval_weights();
-    let examples = args.eval_examples.unwrap_or(u64::MAX);
-    let precision = evaluate_first(weights, &test, examples, 128, readers)?;
+    // TF's cifar10_eval, once: the moving averages when kept, on the first tower's device;
+    // not after a stop asked for by a signal, and cut short by one.
     let name = test.files[0]
         .file_name()
         .unwrap_or_default()
         .to_string_lossy();
-    println!("{name}, {which}: {precision}");
+    if trained.report.interrupted {
+        println!(
+            "{name}: not evaluated, the run was stopped (`cifar10_eval --train-dir {}` \
+             evaluates its checkpoint)",
+            trained.report.checkpoint_dir.display()
+        );
+        return Ok(args.train.end_tuning()?);
+    }
+    let (weights, which) = trained.eval_weights();
+    let examples = args.eval_examples.unwrap_or(u64::MAX);
+    let precision = evaluate_first_until(weights, &test, examples, 128, readers, &stop)?;
+    let cut_short = match stop.is_requested() {
+        true => ", cut short by a signal",
+        false => "",
+    };
+    println!("{name}, {which}: {precision}{cut_short}");
     // Last: the evaluation's kernels are tuned too.
     Ok(args.train.end_tuning()?)
 }

@@ -1,6 +1,6 @@
 //! Evaluation: precision@1 (and @5 for large label sets) over a whole evaluation set, every
 //! example exactly once, or over its first N examples, as TF's `cifar10_eval.py` /
-//! `inception_eval.py` compute it.
+//! `inception_eval.py` compute it; or until a [`StopFlag`] is raised (a Ctrl-C after training).
 
 use std::fmt;
 
@@ -10,6 +10,7 @@ use towers_models::ImageClassifier;
 
 use crate::error::{Error, Result};
 use crate::record_files::Input;
+use crate::stop::StopFlag;
 
 /// Correct predictions over an evaluation set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +79,22 @@ pub fn evaluate_first<M: ImageClassifier>(
     batch_size: usize,
     reader_threads: usize,
 ) -> Result<Precision> {
+    let never = StopFlag::new();
+    evaluate_first_until(model, input, examples, batch_size, reader_threads, &never)
+}
+
+/// [`evaluate_first`], stopping after the batch under way once `stop` is raised (the trainer's
+/// flag, which Ctrl-C raises: a program that evaluates after training stops its evaluation
+/// too); the precision of the examples evaluated until then, fewer than `examples` (none when
+/// `stop` was raised before).
+pub fn evaluate_first_until<M: ImageClassifier>(
+    model: &M,
+    input: &Input,
+    examples: u64,
+    batch_size: usize,
+    reader_threads: usize,
+    stop: &StopFlag,
+) -> Result<Precision> {
     let (model, device) = for_evaluation(model)?;
     let classes = model.num_classes();
     let with_top_5 = classes > 10;
@@ -88,7 +105,7 @@ pub fn evaluate_first<M: ImageClassifier>(
         correct_at_1: 0,
         correct_at_5: with_top_5.then_some(0),
     };
-    while precision.examples < examples {
+    while precision.examples < examples && !stop.is_requested() {
         let Some(batch) = pipeline.next_batch()? else {
             break;
         };

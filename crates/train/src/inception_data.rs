@@ -311,7 +311,8 @@ impl InceptionData {
 
     /// On the built-in data, TF's `inception_eval` once: precision@1 of `trained`'s evaluation
     /// weights (the moving averages when kept) on the held-out images at `image_size`, printed
-    /// against chance. Nothing for real data, which has its own evaluation examples.
+    /// against chance. Nothing for real data, which has its own evaluation examples, nor
+    /// after a run a signal stopped.
     pub fn report_builtin_held_out<M: ImageClassifier>(
         &self,
         trained: &Trained<M>,
@@ -330,6 +331,10 @@ impl InceptionData {
         eval: impl Transform + 'static,
         reader_threads: usize,
     ) -> Result<()> {
+        if trained.report.interrupted {
+            println!("held-out built-in images: not evaluated, the run was stopped");
+            return Ok(());
+        }
         let Some(held_out) = self.builtin_held_out(eval)? else {
             return Ok(());
         };

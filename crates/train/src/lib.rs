@@ -49,7 +49,7 @@ pub use classify::{CifarImage, Prediction, classify, parse_labels, read_labels};
 pub use cli::{EvalArgs, TrainArgs, WeightsArgs, parse_args, print_devices};
 pub use config::{TowersSection, TrainConfig};
 pub use error::{Error, Result};
-pub use eval::{Precision, evaluate, evaluate_first};
+pub use eval::{Precision, evaluate, evaluate_first, evaluate_first_until};
 pub use inception_data::{BUILTIN_CLASSES, InceptionData, Split, inception_image_size};
 pub use log::{LogEntry, MeanLoss, TrainLog, read_log};
 pub use network_args::{NetworkArgs, NetworkUser};

@@ -40,14 +40,15 @@ impl StopFlag {
             // ctrlc's `termination` feature adds SIGTERM and SIGHUP to SIGINT.
             ctrlc::set_handler(move || {
                 if raised.is_requested() {
-                    eprintln!("\nsecond signal: exiting now, without a checkpoint");
+                    eprintln!("\nsecond signal: exiting now, without a checkpoint of this step");
                     // Not through the threads that hold the temporary files (one may be
                     // stuck in a device call): the files listed for this go with the exit.
                     towers_multigpu::exit_now(130);
                 }
                 eprintln!(
                     "\nsignal: stopping after this step and writing a checkpoint of it (none \
-                     before the first step; signal again, or Ctrl-C, to quit now)"
+                     before the first step; an evaluation after training stops after its \
+                     batch; signal again, or Ctrl-C, to quit now)"
                 );
                 raised.request();
             })

@@ -20,8 +20,8 @@ use towers_testing::{assert_error_names, report};
 use towers_train::summary::proto::{Event, Kind, SessionStatus, What};
 use towers_train::summary::{event_files, read_events};
 use towers_train::{
-    Error, Input, TrainConfig, Trained, Trainer, evaluate, evaluate_first, init_holding_generators,
-    read_log,
+    Error, Input, StopFlag, TrainConfig, Trained, Trainer, evaluate, evaluate_first,
+    evaluate_first_until, init_holding_generators, read_log,
 };
 
 /// 5 x 200 training and 500 test images, seed 3: the same bytes for every test.
@@ -110,6 +110,23 @@ fn evaluating_the_first_examples_cuts_the_batch_that_passes_the_count() {
     let all = evaluate(&model, &test, 100, 2).unwrap();
     assert_eq!(all.examples, 500);
     assert_eq!(evaluate_first(&model, &test, 10_000, 64, 1).unwrap(), all);
+}
+
+/// An evaluation stops once its stop flag is raised (Ctrl-C after training): raised before,
+/// nothing is evaluated; never raised, it is `evaluate_first`.
+#[test]
+fn a_raised_stop_flag_ends_an_evaluation() {
+    let data = data();
+    let test = Input::cifar10_test(data.dir()).unwrap();
+    let model = init_holding_generators(|| net(&Device::flex().autodiff()));
+    let stop = StopFlag::new();
+    let until = |stop: &StopFlag| evaluate_first_until(&model, &test, 150, 50, 1, stop).unwrap();
+    assert_eq!(
+        until(&stop),
+        evaluate_first(&model, &test, 150, 50, 1).unwrap()
+    );
+    stop.request();
+    assert_eq!(until(&stop).examples, 0);
 }
 
 /// The same run with products in bf16 (on AMX tiles where the CPU has them) reaches f32's
