@@ -58,15 +58,10 @@ impl AtomicFile {
         file.sync_all()?;
         drop(file);
         fs::rename(&self.temp, &self.target)?;
-        // The rename itself reaches the disk with the directory. Not every platform can open a
-        // directory, nor every file system sync one (EINVAL); the file is complete either way.
-        // A sync that fails otherwise (EIO) is an error: the new name may not survive a crash,
-        // and a caller must not delete older files on its strength.
-        let synced = File::open(directory_of(&self.target)).and_then(|dir| dir.sync_all());
-        match synced {
-            Err(e) if e.kind() != io::ErrorKind::InvalidInput && cfg!(unix) => Err(e),
-            _ => Ok(()),
-        }
+        // The rename itself reaches the disk with the directory. A sync that fails (EIO) is an
+        // error: the new name may not survive a crash, and a caller must not delete older
+        // files on its strength.
+        sync_dir(directory_of(&self.target))
     }
 
     fn writer(&mut self) -> &mut BufWriter<File> {
@@ -103,6 +98,31 @@ pub fn write_atomic(
     file.commit()
 }
 
+/// Creates `dir` and its missing parents, as `create_dir_all`, so that they survive a crash:
+/// each directory created is written into its parent by syncing the parent. (A file synced
+/// into a directory whose own name never reached the disk can vanish with it: a new train
+/// directory's first checkpoint, after a power loss.)
+pub fn create_dir_durably(dir: &Path) -> io::Result<()> {
+    let missing: Vec<&Path> = (dir.ancestors())
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .collect();
+    fs::create_dir_all(dir)?;
+    missing
+        .iter()
+        .rev()
+        .try_for_each(|created| sync_dir(directory_of(created)))
+}
+
+/// Syncs the directory `dir`, so that the names made in it reach the disk. Not every platform
+/// can open a directory, nor every file system sync one (EINVAL): no error then.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    let synced = File::open(dir).and_then(|dir| dir.sync_all());
+    match synced {
+        Err(e) if e.kind() != io::ErrorKind::InvalidInput && cfg!(unix) => Err(e),
+        _ => Ok(()),
+    }
+}
+
 fn directory_of(path: &Path) -> &Path {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -128,6 +148,20 @@ mod tests {
     use towers_testing::{assert_error_names, report};
 
     use super::*;
+
+    /// Missing parents are made too, an existing directory is no error, and a file in the
+    /// way is. (That each new directory's parent is synced is seen by no test: only a lost
+    /// power supply would tell.)
+    #[test]
+    fn directories_are_made_with_their_parents() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b/c");
+        create_dir_durably(&dir).unwrap();
+        assert!(dir.is_dir());
+        create_dir_durably(&dir).unwrap();
+        fs::write(tmp.path().join("file"), b"").unwrap();
+        assert!(create_dir_durably(&tmp.path().join("file/d")).is_err());
+    }
 
     fn entries(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(dir)

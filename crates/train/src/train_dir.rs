@@ -7,6 +7,8 @@ use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::Path;
 
+use towers_data::atomic_file::create_dir_durably;
+
 use crate::error::{Error, Result};
 
 /// The file a training run holds locked in its train directory (not hidden: files whose names
@@ -28,7 +30,7 @@ impl TrainDirLock {
     /// Creates `dir` if need be and locks it, without waiting: a directory another process
     /// holds is an error naming it and that process's id.
     pub fn take(dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
+        create_dir_durably(dir).map_err(Error::io(dir))?;
         let path = dir.join(LOCK_FILE);
         let io = |error| Error::io(&path)(error);
         let mut file = (File::options().read(true).write(true).create(true))

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use towers_data::atomic_file::create_dir_durably;
 use towers_multigpu::eprint_line;
 
 use super::file::Checkpoint;
@@ -119,7 +120,7 @@ impl CheckpointDir {
         checkpoint: Checkpoint,
         delete: impl Fn(&Path) -> std::io::Result<()>,
     ) -> Result<PathBuf> {
-        std::fs::create_dir_all(&self.dir).map_err(Error::io(&self.dir))?;
+        create_dir_durably(&self.dir).map_err(Error::io(&self.dir))?;
         let path = self.path(checkpoint.step);
         checkpoint.save(&path)?;
         let all = self.list()?;

@@ -7,6 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::ModuleOptimizer;
 use burn::tensor::{Device, Tensor};
+use towers_data::atomic_file::create_dir_durably;
 use towers_multigpu::{LossScaleState, TowerDevice};
 
 use super::Trainer;
@@ -53,7 +54,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             }
             latest => latest,
         };
-        std::fs::create_dir_all(&c.train_dir).map_err(Error::io(&c.train_dir))?;
+        create_dir_durably(&c.train_dir).map_err(Error::io(&c.train_dir))?;
         let model = (self.prepare)(init_seeded(init, main, c.seed), resume_from.is_some())?;
         // Under MPI every rank resuming asks rank 0, whatever it sees in the directory itself
         // (rank 0 may be renaming a corrupt checkpoint meanwhile).
