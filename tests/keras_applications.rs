@@ -29,7 +29,7 @@
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
-use burn::tensor::Device;
+use burn::tensor::{Device, Tensor};
 use burn_towers::data::transforms::{InceptionEval, KerasImageNetEval, KerasInputMode, Transform};
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::models::{
@@ -124,21 +124,24 @@ fn restored<M: Module + TfNamed + TorchNamed>(model: M, dir: &Path, file: &str) 
     model
 }
 
+/// `net`'s fixture folder, what Keras gave for it and its input images (NCHW); `None`, said,
+/// without one.
+fn fixture(net: &Net) -> Option<(PathBuf, Expected, Tensor<4>)> {
+    let dir = net.fixture_dir()?;
+    let expected = Expected::read(&dir);
+    let n = expected.inputs_logits.len();
+    let images = inputs(&dir, n, net.size, &Device::flex());
+    Some((dir, expected, images))
+}
+
 /// Each of `net`'s files in `model` gives Keras's logits and top 5 through `eval`.
 fn gives_keras_logits_and_top_5<M>(net: Net, model: impl Fn(usize) -> M, eval: &dyn Transform)
 where
     M: Module + TfNamed + TorchNamed + ImageClassifier + 'static,
 {
-    let Some(dir) = net.fixture_dir() else {
+    let Some((dir, expected, images)) = fixture(&net) else {
         return;
     };
-    let expected = Expected::read(&dir);
-    let images = inputs(
-        &dir,
-        expected.inputs_logits.len(),
-        net.size,
-        &Device::flex(),
-    );
     let pictures = expected.picture_files(&dir);
     for file in net.files() {
         let model = restored(model(1000), &dir, &file);
@@ -156,16 +159,9 @@ fn tf2_files_give_keras_logits<M>(net: Net, model: impl Fn(usize) -> M)
 where
     M: Module + TfNamed + TorchNamed + ImageClassifier + 'static,
 {
-    let Some(dir) = net.fixture_dir() else {
+    let Some((dir, expected, images)) = fixture(&net) else {
         return;
     };
-    let expected = Expected::read(&dir);
-    let images = inputs(
-        &dir,
-        expected.inputs_logits.len(),
-        net.size,
-        &Device::flex(),
-    );
     for suffix in ["_saved", "_tf_keras_saved", "_checkpoint"] {
         let file = format!("{}{suffix}", net.name);
         let (model, report) =
