@@ -19,7 +19,11 @@
 //! cargo run --release --example classify -- --model efficientnet --variant 3 \
 //!     --weights efficientnetb3.h5 cat.jpg
 //! cargo run --release --example classify -- --model cifar10 --weights /tmp/cifar10_train --json plane.png
+//! cargo run --release --example classify -- --model resnet50 --weights my_keras_savedmodel/ cat.jpg
 //! ```
+//!
+//! A Keras model's weights (`holds_keras_weights`) are a Keras file or what TF2 saved of the
+//! model: a SavedModel's folder, a `tf.train.Checkpoint`; they are read as Keras's.
 //!
 //! ResNets, and Inception v3 with torchvision's weights (a `.pth`), take torchvision's
 //! evaluation preprocessing (`TorchvisionEval`: resize, center crop, normalize), as its
@@ -47,7 +51,7 @@ use burn_towers::models::{
 };
 use burn_towers::train::{
     CifarImage, Prediction, Preprocessing, WeightsArgs, classes_in_weights, classify,
-    efficientnet_for_weights, is_keras_file, is_pytorch_file, load_weights,
+    efficientnet_for_weights, holds_keras_weights, is_pytorch_file, load_weights,
     mobilenet_v3_for_weights, parse_args, read_labels, resnet_layout_for,
 };
 
@@ -136,7 +140,7 @@ fn main() -> anyhow::Result<()> {
             // torchvision's weights: its 1000 classes and its port's pools; Keras's: 1000
             // classes and no aux head.
             let torchvision = is_pytorch_file(&args.weights);
-            let keras = is_keras_file(&args.weights);
+            let keras = holds_keras_weights(&args.weights);
             let classes = if torchvision || keras { 1000 } else { 1001 };
             let model = InceptionV3Config::new(classes_of::<InceptionV3>(&args, classes)?)
                 .with_image_size(size)

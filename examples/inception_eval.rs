@@ -17,7 +17,7 @@ use clap::Parser;
 use burn_towers::data::transforms::{InceptionEval, TorchvisionEval, Transform};
 use burn_towers::models::InceptionV3Config;
 use burn_towers::train::{
-    EvalArgs, InceptionData, Split, WeightsArgs, inception_image_size, is_keras_file,
+    EvalArgs, InceptionData, Split, WeightsArgs, holds_keras_weights, inception_image_size,
     is_pytorch_file, load_weights, parse_args,
 };
 
@@ -45,7 +45,7 @@ fn main() -> anyhow::Result<()> {
         .image_size
         .unwrap_or(inception_image_size(args.eval.data_dir.as_deref()));
     let torchvision = is_pytorch_file(&args.checkpoint);
-    let keras = is_keras_file(&args.checkpoint);
+    let keras = holds_keras_weights(&args.checkpoint);
     let (dir, split) = (args.eval.data_dir.as_deref(), Split::Validation);
     // torchvision's weights take its own preset; Keras's keep TF's.
     let eval: Box<dyn Transform> = match torchvision {

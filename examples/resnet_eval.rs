@@ -36,7 +36,7 @@ use burn_towers::models::ImageClassifier;
 use burn_towers::models::weights::{TfNamed, TorchNamed};
 use burn_towers::train::{
     EvalArgs, InceptionData, NetworkArgs, NetworkUser, Preprocessing, Split, WeightsArgs,
-    is_keras_file, is_pytorch_file, load_weights, parse_args,
+    holds_keras_weights, is_pytorch_file, load_weights, parse_args,
 };
 
 #[derive(Parser)]
@@ -104,7 +104,7 @@ where
     let image_size = (args.image_size).unwrap_or(if dir.is_some() { full_size } else { 64 });
     let eval = preprocessing.eval(image_size, args.resize_size)?;
     // torchvision's and Keras's weights have no background class.
-    let foreign = is_pytorch_file(&args.checkpoint) || is_keras_file(&args.checkpoint);
+    let foreign = is_pytorch_file(&args.checkpoint) || holds_keras_weights(&args.checkpoint);
     let data = match foreign {
         true => InceptionData::open_without_background(dir, Split::Validation, image_size, eval)?,
         false => InceptionData::open(dir, Split::Validation, image_size, eval)?,

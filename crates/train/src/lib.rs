@@ -61,8 +61,8 @@ pub use plot::{plot_log, render as render_plot};
 pub use preprocessing::Preprocessing;
 pub use pretrained::{
     LoadOptions, classes_in_weights, efficientnet_for_weights, export_safetensors, fine_tuning,
-    is_keras_file, is_pytorch_file, load_weights, mobilenet_v3_for_weights, open_weights,
-    resnet_layout_for, train_only,
+    holds_keras_weights, is_keras_file, is_pytorch_file, load_weights, mobilenet_v3_for_weights,
+    open_weights, resnet_layout_for, train_only,
 };
 pub use record_files::{Input, builtin_cifar10};
 pub use step::{ClassifierStep, LossFn, TrainStep};

@@ -201,11 +201,20 @@ pub fn is_keras_file(path: &Path) -> bool {
         .is_some_and(|e| e == "h5" || e == "hdf5" || e == "keras")
 }
 
-/// The layout of the ResNet whose weights are at `weights`: Keras's for a Keras file,
-/// torchvision's for anything else (our checkpoints of a ResNet in Keras's layout say so only
-/// by their convolutions' biases: their layout is the caller's to give).
+/// Whether `path` holds a Keras model's weights: a Keras file ([`is_keras_file`]), or what TF2
+/// saved of a Keras model, a SavedModel (its folder or `saved_model.pb`) or a
+/// `tf.train.Checkpoint`: a TF2 object-based checkpoint ([`TfCheckpoint::is_object_based`]),
+/// as TF2 saves Keras models (it opens the checkpoint to tell).
+pub fn holds_keras_weights(path: &Path) -> bool {
+    is_keras_file(path) || TfCheckpoint::open(path).is_ok_and(|c| c.is_object_based())
+}
+
+/// The layout of the ResNet whose weights are at `weights`: Keras's for a Keras model's
+/// ([`holds_keras_weights`]), torchvision's for anything else (our checkpoints of a ResNet in
+/// Keras's layout say so only by their convolutions' biases: their layout is the caller's to
+/// give).
 pub fn resnet_layout_for(weights: &Path) -> ResNetLayout {
-    match is_keras_file(weights) {
+    match holds_keras_weights(weights) {
         true => ResNetLayout::Keras,
         false => ResNetLayout::Torchvision,
     }

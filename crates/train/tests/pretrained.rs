@@ -16,8 +16,9 @@ use towers_models::{
 };
 use towers_train::{
     Checkpoint, Input, LoadOptions, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
-    classes_in_weights, evaluate, export_safetensors, fine_tuning, init_holding_generators,
-    is_pytorch_file, load_weights, lock_device_generators, mobilenet_v3_for_weights, read_log,
+    classes_in_weights, evaluate, export_safetensors, fine_tuning, holds_keras_weights,
+    init_holding_generators, is_pytorch_file, load_weights, lock_device_generators,
+    mobilenet_v3_for_weights, read_log, resnet_layout_for,
 };
 
 fn fixture() -> PathBuf {
@@ -356,6 +357,41 @@ fn the_classes_of_a_files_classifier_are_read_for_its_model() {
     let error = classes("missing.h5").unwrap_err();
     let cause = std::error::Error::source(&error).unwrap().to_string();
     assert!(cause.contains("missing.h5"), "{cause}");
+}
+
+/// Keras models' weights are told by their files (`.h5`, `.keras`) and, saved by TF2, by
+/// their object-based checkpoints (a SavedModel's folder or `saved_model.pb`, a
+/// `tf.train.Checkpoint`'s folder or prefix), which decide a ResNet's layout; TF 1's
+/// checkpoints, ours and PyTorch's are not theirs.
+#[test]
+fn keras_models_weights_are_told_from_other_weights() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data");
+    let object = data.join("tf2_object");
+    for keras in [
+        data.join("keras/model.keras"),
+        data.join("keras/model.weights.h5"),
+        object.join("saved"),
+        object.join("saved/saved_model.pb"),
+        object.join("tf_keras_saved"),
+        object.to_path_buf(),
+        object.join("ckpt-1"),
+    ] {
+        assert!(holds_keras_weights(&keras), "{}", keras.display());
+        assert_eq!(resnet_layout_for(&keras), ResNetLayout::Keras);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ours = dir.path().join("model.ckpt-1");
+    save_checkpoint(resnet18_on_flex(), 1, &ours);
+    for other in [
+        fixture().join("model.ckpt-200"),
+        fixture(),
+        ours,
+        data.join("torch_checkpoints/tutorial.pt"),
+        dir.path().join("missing"),
+    ] {
+        assert!(!holds_keras_weights(&other), "{}", other.display());
+        assert_eq!(resnet_layout_for(&other), ResNetLayout::Torchvision);
+    }
 }
 
 /// PyTorch files are known by what `torch.save` writes first, whatever their names (PyTorch's
