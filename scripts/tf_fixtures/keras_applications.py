@@ -57,7 +57,8 @@ OUT_DIR gets the same weights in each of Keras's files:
   as Keras users write it, the network without its top (`include_top=False`, the same
   weights; EfficientNetB0's built with `weights="imagenet"`) nested in a model that adds
   pooling, dropout and a new `Dense(5)` (MobileNetV3's on the pooled features of `conv_1`,
-  without `conv_2`);
+  without `conv_2`), and its TF2 files as the network's: transfer_saved/,
+  transfer_tf_keras_saved/, transfer_checkpoint/;
 and inputs.f32 (2 x SIZE x SIZE x 3 f32, NHWC, already preprocessed: in [-1, 1] for
 InceptionV3, ResNet50V2 and MobileNetV2, BGR less the mean pixel for ResNet50, raw pixels in
 [0, 255] for EfficientNetB0 and MobileNetV3), images/*.png (2 pictures), expected.json
@@ -390,6 +391,9 @@ def main(net, out, listing=None):
         transfer3.save(os.path.join(out, "transfer.keras"))
         transfer2 = transfer(tf_keras, net, keras2, head)
         transfer2.save_weights(os.path.join(out, "transfer_keras2.h5"))
+        tf.saved_model.save(transfer3, os.path.join(out, "transfer_saved"))
+        transfer2.save(os.path.join(out, "transfer_tf_keras_saved"))
+        tf.train.Checkpoint(model=transfer3).save(os.path.join(out, "transfer_checkpoint", "ckpt"))
     transfer_logits = np.asarray(transfer3(inputs))
     assert np.allclose(np.asarray(transfer2(inputs)), transfer_logits, rtol=1e-3, atol=1e-3)
     expected["transfer_logits"] = transfer_logits.tolist()
