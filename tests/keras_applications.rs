@@ -423,8 +423,9 @@ struct WithoutRescaling {
 /// Keras's files of weights only do not say whether the network was built for the ImageNet
 /// weights: built without its rescaling, the network gives the logits of Keras's so built.
 /// Keras's files with the model's configuration say: a `.keras` archive of the network built
-/// with `weights=None`, and tf-keras's whole-model `.h5` of the one built for the ImageNet
-/// weights, each build the network they hold (`matching_keras_file`).
+/// with `weights=None`, tf-keras's whole-model `.h5` of the one built for the ImageNet
+/// weights, and tf-keras's SavedModels of both, each build the network they hold
+/// (`matching_keras_file`).
 #[test]
 fn a_keras_efficientnet_b0_without_the_imagenet_rescaling_gives_keras_logits() {
     let Some(dir) = EFFICIENTNET_B0.fixture_dir() else {
@@ -443,6 +444,8 @@ fn a_keras_efficientnet_b0_without_the_imagenet_rescaling_gives_keras_logits() {
     for (file, logits) in [
         ("efficientnet_b0_plain.keras", logits),
         ("efficientnet_b0_model_keras2.h5", &with_rescaling),
+        ("efficientnet_b0_plain_tf_keras_saved", logits),
+        ("efficientnet_b0_tf_keras_saved", &with_rescaling),
     ] {
         let config = EfficientNetConfig::keras(1000).matching_keras_file(&dir.join(file));
         let model = restored(config.unwrap().init(&Device::flex()), &dir, file);
@@ -475,6 +478,8 @@ fn a_keras_efficientnet_saved_with_another_rescaling_is_refused() {
     let built_for = "built for the ImageNet weights (`weights=\"imagenet\"`)";
     refused("efficientnet_b0.keras", false, built_for);
     refused("efficientnet_b0_model_keras2.h5", false, built_for);
+    refused("efficientnet_b0_plain_tf_keras_saved", true, built_without);
+    refused("efficientnet_b0_tf_keras_saved", false, built_for);
 }
 
 /// Loading the Keras file `name` (which need not exist) into `model` fails before the file is

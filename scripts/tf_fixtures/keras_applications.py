@@ -47,7 +47,9 @@ OUT_DIR gets the same weights in each of Keras's files:
 - NET.keras: `model.save` of Keras 3 (a zip with the weights file inside);
 - TF2's object-based files: NET_saved/ (Keras 3's model as a SavedModel,
   `tf.saved_model.save`), NET_tf_keras_saved/ (tf-keras's `model.save` of a folder, a
-  SavedModel), NET_checkpoint/ (`tf.train.Checkpoint(model=model).save`, Keras 3);
+  SavedModel), NET_checkpoint/ (`tf.train.Checkpoint(model=model).save`, Keras 3); for
+  EfficientNetB0 also NET_plain_tf_keras_saved/, the same weights in tf-keras's network built
+  with `weights=None`;
 - for EfficientNetB0, files that keep the model's configuration, which says whether it has the
   second `Rescaling`: NET_plain.keras, the same weights in the model `weights=None` builds
   (Keras 3's `model.save`), and NET_model_keras2.h5, the `weights="imagenet"` model in a Keras
@@ -347,18 +349,22 @@ def main(net, out, listing=None):
         # Every layer with weights copied, once.
         assert sorted(copied) == sorted(layer.name for layer in model.layers if layer.weights)
         keras2.save_weights(os.path.join(out, f"{net}_keras2.h5"))
-        # TF2's object-based files, keyed by paths through Python objects: a SavedModel of
-        # each Keras (Keras 3's by `tf.saved_model.save`, tf-keras's by `model.save` of a
-        # folder, its default) and Keras 3's `tf.train.Checkpoint`.
-        tf.saved_model.save(model, os.path.join(out, f"{net}_saved"))
-        keras2.save(os.path.join(out, f"{net}_tf_keras_saved"))
-        tf.train.Checkpoint(model=model).save(os.path.join(out, f"{net}_checkpoint", "ckpt"))
         if imagenet:
+            # The same weights in tf-keras's `weights=None` network, whose configuration
+            # (keras_metadata.pb) says it lacks the ImageNet network's rescaling.
+            keras2.save(os.path.join(out, f"{net}_plain_tf_keras_saved"))
             # The Keras 2 model users build: the ImageNet file is NET_keras2.h5.
             files[top_file] = os.path.join(out, f"{net}_keras2.h5")
             files[f"{name.lower()}_notop.h5"] = keras2_notop(
                 name, size, keras2, os.path.join(tmp, f"{name.lower()}_notop.h5"))
             keras2 = getattr(tf_keras.applications, name)(weights="imagenet", classes=1000)
+        # TF2's object-based files, keyed by paths through Python objects: a SavedModel of
+        # each Keras (Keras 3's by `tf.saved_model.save`, tf-keras's by `model.save` of a
+        # folder, its default, which keeps the configuration too) and Keras 3's
+        # `tf.train.Checkpoint`.
+        tf.saved_model.save(model, os.path.join(out, f"{net}_saved"))
+        keras2.save(os.path.join(out, f"{net}_tf_keras_saved"))
+        tf.train.Checkpoint(model=model).save(os.path.join(out, f"{net}_checkpoint", "ckpt"))
 
         inputs = random_inputs(net, rng, 2, size)
         inputs.tofile(os.path.join(out, "inputs.f32"))

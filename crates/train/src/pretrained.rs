@@ -93,11 +93,10 @@ fn refusal<M: TfNamed + TorchNamed>(model: &M, path: &Path) -> Result<Option<Str
     if is_pytorch_file(path) {
         return Ok(model.refuses_torch_weights());
     }
-    if !is_keras_file(path) {
-        // A TF checkpoint (a SavedModel's included) names TF's weights too.
-        let by_path = path.extension().is_some_and(|e| e == "safetensors");
-        let tf_checkpoint = !by_path && our_checkpoint(path)?.is_none();
-        return Ok(model.refuses_tf_weights().filter(|_| tf_checkpoint));
+    // Keras's files and TF's checkpoints (SavedModels included) name TF's weights.
+    let by_path = path.extension().is_some_and(|e| e == "safetensors");
+    if by_path || (!is_keras_file(path) && our_checkpoint(path)?.is_some()) {
+        return Ok(None);
     }
     if let Some(reason) = model.refuses_tf_weights() {
         return Ok(Some(reason));
@@ -221,13 +220,13 @@ pub fn resnet_layout_for(weights: &Path) -> ResNetLayout {
 }
 
 /// `config` with the input rescaling of the EfficientNet whose weights are at `weights`, where
-/// they are in a Keras file that keeps its model's configuration
+/// they are in a Keras file or tf-keras SavedModel that keeps its model's configuration
 /// ([`EfficientNetConfig::matching_keras_file`]); unchanged for any other file.
 pub fn efficientnet_for_weights(
     config: EfficientNetConfig,
     weights: &Path,
 ) -> Result<EfficientNetConfig> {
-    match is_keras_file(weights) {
+    match holds_keras_weights(weights) {
         true => Ok(config.matching_keras_file(weights)?),
         false => Ok(config),
     }

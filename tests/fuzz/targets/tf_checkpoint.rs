@@ -1,6 +1,7 @@
 //! TensorFlow V2 checkpoints: the index (LevelDB table: footer, block handles, prefix-compressed
 //! keys, block CRCs), its protos (bundle header and entries; partitioned variables' slices
-//! and their keys) and the data shard (tensor bytes of every dtype, strings with varint
+//! and their keys; an object-based checkpoint's entries, whose graph names them) and the data
+//! shard (tensor bytes of every dtype, strings with varint
 //! lengths, CRC32C per tensor).
 
 use std::path::{Path, PathBuf};
@@ -19,6 +20,9 @@ type Seed = &'static str;
 const DTYPES: Seed = "tf_dtypes/dtypes/model.ckpt-7";
 /// Partitioned variables of several dtypes (`scripts/tf_fixtures/partitioned_checkpoint.py`).
 const PARTITIONED: Seed = "tf_partitioned/v2/model.ckpt";
+/// A TF2 object-based checkpoint of a small Keras model, its variables named by its object
+/// graph (`scripts/tf_fixtures/tf2_object_checkpoint.py`).
+const OBJECT_BASED: Seed = "tf2_object/ckpt-1";
 
 /// The file of `checkpoint` ending in `suffix`: its `.index` or its data shard.
 fn seed(checkpoint: Seed, suffix: &str) -> Vec<u8> {
@@ -93,6 +97,11 @@ fn fuzz_tf_checkpoint_partitioned_index() {
 }
 
 #[test]
+fn fuzz_tf_checkpoint_object_based_index() {
+    fuzz_index("tf checkpoint object-based index", OBJECT_BASED);
+}
+
+#[test]
 fn fuzz_tf_checkpoint_data() {
     let (_keep, dir) = checkpoint_dir(DTYPES);
     fuzz(
@@ -108,7 +117,7 @@ fn fuzz_tf_checkpoint_data() {
 /// The fix-up is right: the seeds' CRCs are what it writes.
 #[test]
 fn fixing_the_seeds_crcs_changes_nothing() {
-    for checkpoint in [DTYPES, PARTITIONED] {
+    for checkpoint in [DTYPES, PARTITIONED, OBJECT_BASED] {
         let mut index = seed(checkpoint, INDEX);
         fix_table_crcs(&mut index);
         assert_eq!(index, seed(checkpoint, INDEX), "{checkpoint}");

@@ -70,8 +70,9 @@ impl TfNamed for EfficientNet {
 impl EfficientNetConfig {
     /// This configuration with the input rescaling of the network whose model configuration
     /// the Keras file at `path` keeps ([`KerasConfig`]: a `.keras` archive, a whole-model
-    /// `.h5`), in Keras's layout: a network saved from `weights=None` has none. Unchanged for a
-    /// file of weights only (keras.applications' ImageNet files are the rescaled network's).
+    /// `.h5`, a tf-keras SavedModel), in Keras's layout: a network saved from `weights=None`
+    /// has none. Unchanged for a file of weights only (keras.applications' ImageNet files are
+    /// the rescaled network's) and a Keras 3 SavedModel, which keeps no configuration.
     pub fn matching_keras_file(self, path: &Path) -> Result<Self> {
         let Some(config) = KerasConfig::read(path)? else {
             return Ok(self);

@@ -1,7 +1,8 @@
 //! What a Keras file says of its network besides its weights: the model configuration that a
-//! Keras 3 `.keras` archive (`config.json`) and a whole-model `.h5` (`model.save("x.h5")`, its
-//! `model_config` attribute) keep, and that weights-only files (`save_weights`, the ImageNet
-//! files keras.applications downloads) lack.
+//! Keras 3 `.keras` archive (`config.json`), a whole-model `.h5` (`model.save("x.h5")`, its
+//! `model_config` attribute) and a tf-keras SavedModel (`keras_metadata.pb`) keep, and that
+//! weights-only files (`save_weights`, the ImageNet files keras.applications downloads) and
+//! Keras 3's SavedModels and TF checkpoints lack.
 //!
 //! Our models are built by the caller, so the configuration is read for what the weights alone
 //! cannot say: whether keras.applications' EfficientNet was built for the ImageNet weights, and
@@ -13,6 +14,7 @@ use serde_json::Value;
 
 use super::error::{Result, WeightsError};
 use super::keras_file::{archived, hdf5, is_archive, strings};
+use super::keras_metadata;
 
 /// A Keras file's model configuration (see the module's doc).
 #[derive(Debug, Clone, PartialEq)]
@@ -22,10 +24,18 @@ pub struct KerasConfig {
 }
 
 impl KerasConfig {
-    /// The model configuration of the Keras file at `path` (`.h5`, `.hdf5`, `.keras`), or
-    /// `None` for a file of weights only. An archive's configuration is read within the same
-    /// bound on memory as its weights.
+    /// The model configuration of the Keras file at `path` (`.h5`, `.hdf5`, `.keras`) or of
+    /// the tf-keras SavedModel there (its folder or `saved_model.pb`), or `None` for a file of
+    /// weights only, and for anything else (another SavedModel, a TF checkpoint). An archive's
+    /// configuration is read within the same bound on memory as its weights.
     pub fn read(path: &Path) -> Result<Option<Self>> {
+        let keras_file = path.extension().is_some_and(|e| e == "h5" || e == "hdf5");
+        if !keras_file && !is_archive(path) {
+            return match saved_model_dir(path) {
+                Some(dir) => Self::of_saved_model(path, dir),
+                None => Ok(None),
+            };
+        }
         let text = match is_archive(path) {
             true => archived(path, "config.json")?
                 .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()),
@@ -49,6 +59,20 @@ impl KerasConfig {
         }))
     }
 
+    /// The configuration tf-keras kept beside the SavedModel folder `dir` (given as `path`).
+    fn of_saved_model(path: &Path, dir: &Path) -> Result<Option<Self>> {
+        let Some(metadata) = keras_metadata::root_metadata(dir)? else {
+            return Ok(None);
+        };
+        let metadata = serde_json::from_str(&without_python_numbers(&metadata)).map_err(|e| {
+            WeightsError::format(path, "its Keras metadata is not JSON").caused_by(e)
+        })?;
+        Ok(keras_metadata::model_config(metadata).map(|json| Self {
+            path: path.to_path_buf(),
+            json,
+        }))
+    }
+
     /// The file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -65,6 +89,16 @@ impl KerasConfig {
         layer_objects(&self.json, &mut layers);
         layers.into_iter().find_map(channel_scales_of)
     }
+}
+
+/// The SavedModel folder `path` names (the folder, or its `saved_model.pb`), if it is one.
+fn saved_model_dir(path: &Path) -> Option<&Path> {
+    let dir = match path.is_dir() {
+        true => path,
+        false if path.ends_with("saved_model.pb") => path.parent()?,
+        false => return None,
+    };
+    dir.join("saved_model.pb").is_file().then_some(dir)
 }
 
 /// `text` with the numbers Python's `json` writes and JSON has not (`NaN`, `Infinity`,
@@ -189,6 +223,38 @@ mod tests {
     /// EfficientNet's rescaling as Keras 3 (a `Rescaling` layer, here in a transfer model)
     /// and tf-keras (a `tf.math.multiply` layer) write it; a scalar `Rescaling` (its `1/255`)
     /// and other layers scale no channel.
+    /// tf-keras's SavedModel keeps its model's configuration (`keras_metadata.pb`), by its
+    /// folder or `saved_model.pb`; Keras 3's SavedModel and a TF2 checkpoint keep none
+    /// (`tf2_object`, scripts/tf_fixtures/tf2_object_checkpoint.py).
+    #[test]
+    fn a_tf_keras_saved_model_keeps_its_configuration() {
+        let object = fixture("../tf2_object");
+        for saved in ["tf_keras_saved", "tf_keras_saved/saved_model.pb"] {
+            let config = KerasConfig::read(&object.join(saved)).unwrap().unwrap();
+            assert_eq!(config.json["class_name"], "Sequential", "{saved}");
+            let layers = config.json["config"]["layers"].as_array().unwrap();
+            let classes: Vec<&str> = (layers.iter())
+                .filter_map(|layer| layer["class_name"].as_str())
+                .collect();
+            let expected = [
+                "InputLayer",
+                "Conv2D",
+                "BatchNormalization",
+                "DepthwiseConv2D",
+                "Flatten",
+                "Dense",
+            ];
+            assert_eq!(classes, expected, "{saved}");
+        }
+        for none in ["saved", "ckpt-1", "."] {
+            assert_eq!(
+                KerasConfig::read(&object.join(none)).unwrap(),
+                None,
+                "{none}"
+            );
+        }
+    }
+
     #[test]
     fn channel_scales_are_found_as_each_keras_writes_them() {
         let scalar = json!({"class_name": "Rescaling", "config": {"scale": 0.0039, "offset": 0.0}});

@@ -14,6 +14,7 @@ mod efficientnet_torch_names;
 mod error;
 mod keras_config;
 mod keras_file;
+mod keras_metadata;
 mod keras_source;
 mod mobilenet_keras_names;
 mod mobilenet_torch_names;
