@@ -14,9 +14,9 @@ use super::error::{Result, WeightsError};
 /// The file, beside `saved_model.pb`.
 const FILE: &str = "keras_metadata.pb";
 
-/// The largest file read: the metadata of keras.applications' EfficientNetB7, the largest
-/// network read here, is a few megabytes.
-const MOST_BYTES: u64 = 256 << 20;
+/// The largest file read (as TFDS's metadata): keras.applications' EfficientNetB0's is 0.5 MB,
+/// B7's, the largest network read here, a few times that.
+const MOST_BYTES: u64 = 64 << 20;
 
 /// `SavedMetadata`: every saved object's metadata.
 #[derive(Clone, PartialEq, prost::Message)]
