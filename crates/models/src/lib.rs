@@ -44,5 +44,7 @@ pub use nets::{
     SqueezeGate,
 };
 pub use parameter_table::{ParameterRow, parameter_table};
-pub use params::{ParamCounts, WeightDecay, count_params, is_moving_statistic, weight_decays};
+pub use params::{
+    ParamCounts, WeightDecay, count_params, frozen_params, is_moving_statistic, weight_decays,
+};
 pub use penalty::l2_penalty;

@@ -1,6 +1,8 @@
 //! [`ParamCounts`]: a module's float tensors counted as Keras counts them, trainable
 //! parameters apart from batch norm's moving statistics.
 
+use std::collections::HashSet;
+
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::tensor::Tensor;
 
@@ -83,6 +85,30 @@ pub fn weight_decays<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Vec<W
                     id,
                     decay,
                 });
+            }
+        },
+    )
+}
+
+/// The dotted paths of `module`'s frozen parameters (`set_require_grad(false)`: never trained,
+/// such as TF-slim's weights outside `--trainable_scopes`), moving statistics aside.
+pub fn frozen_params<M: Module>(module: &M) -> Vec<String> {
+    struct FrozenIds(HashSet<ParamId>);
+    impl ModuleVisitor for FrozenIds {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if !param.val().is_require_grad() {
+                self.0.insert(param.id);
+            }
+        }
+    }
+    let mut frozen = FrozenIds(HashSet::new());
+    module.visit(&mut frozen);
+    walk(
+        module,
+        Vec::new(),
+        |paths: &mut Vec<String>, path, id, _, _| {
+            if frozen.0.contains(&id) && !is_moving_statistic(path) {
+                paths.push(path.to_string());
             }
         },
     )

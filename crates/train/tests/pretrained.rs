@@ -15,8 +15,8 @@ use towers_models::{
     MobileNetV3Config, ResNet, ResNetConfig, ResNetLayout,
 };
 use towers_train::{
-    Checkpoint, Input, LoadOptions, LrScheduleConfig, OptimizerConfig, TrainConfig, Trainer,
-    classes_in_weights, evaluate, export_safetensors, fine_tuning, holds_keras_weights,
+    Checkpoint, Input, LoadOptions, LrScheduleConfig, OptimizerConfig, TrainConfig, Trained,
+    Trainer, classes_in_weights, evaluate, export_safetensors, fine_tuning, holds_keras_weights,
     init_holding_generators, is_pytorch_file, load_weights, lock_device_generators,
     mobilenet_v3_for_weights, read_log, resnet_layout_for,
 };
@@ -90,7 +90,13 @@ fn fine_tune(
     scopes: &[&str],
     classes: usize,
 ) -> (Cifar10Net, f64, PathBuf) {
-    let s = expected().image_size;
+    let trained = fine_tune_run(fine_tune_config(dir), pretrained, scopes, classes).unwrap();
+    let first = read_log(&dir.join(towers_train::LOG_FILE)).unwrap()[0].loss;
+    (trained.model, first, trained.report.checkpoint.unwrap())
+}
+
+/// Two steps in `dir` with momentum at a constant rate, every step logged.
+fn fine_tune_config(dir: &Path) -> TrainConfig {
     let mut config = TrainConfig::cifar10();
     config.devices = "flex".into();
     config.batch_size = 50;
@@ -104,20 +110,51 @@ fn fine_tune(
     config.log_every = 1;
     config.train_dir = dir.to_path_buf();
     config.seed = 3;
+    config
+}
+
+/// A run of `config` from `pretrained` training only `scopes` (all when none).
+fn fine_tune_run(
+    config: TrainConfig,
+    pretrained: Option<PathBuf>,
+    scopes: &[&str],
+    classes: usize,
+) -> towers_train::Result<Trained<Cifar10Net>> {
+    let s = expected().image_size;
     // Undistorted crops, as the fixture's model was trained on: the first loss is then the
     // restored model's on that batch.
     let files = vec![fixture().join("test_batch.bin")];
     let transform = CifarEval { size: s };
     let scopes = scopes.iter().map(|s| s.to_string()).collect();
-    let trained = Trainer::new(config)
+    Trainer::new(config)
         .with_prepare(fine_tuning(pretrained, scopes))
         .run(
             net(s, classes),
             &Input::new(Cifar10Format, files, transform),
         )
-        .unwrap();
-    let first = read_log(&dir.join(towers_train::LOG_FILE)).unwrap()[0].loss;
-    (trained.model, first, trained.report.checkpoint.unwrap())
+}
+
+/// A run resumed with other trainable scopes than its checkpoint's is refused, naming the
+/// checkpoint and what each run froze; resumed with the same scopes, it goes on.
+#[test]
+fn resuming_with_other_trainable_scopes_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, _, checkpoint) = fine_tune(tmp.path(), None, &["softmax_linear"], 10);
+    let resumed = |scopes: &[&str]| {
+        let mut config = fine_tune_config(tmp.path());
+        config.resume = true;
+        config.max_steps = 3;
+        fine_tune_run(config, None, scopes, 10)
+    };
+    let error = resumed(&[]).err().unwrap().to_string();
+    for words in [
+        checkpoint.to_str().unwrap(),
+        "written by a run that froze 8 parameters, where this run freezes 0",
+        "`conv1.weight` is frozen in one only",
+    ] {
+        assert!(error.contains(words), "{error}");
+    }
+    assert_eq!(resumed(&["softmax_linear"]).unwrap().report.step, 3);
 }
 
 /// The restored model's mean loss over the test file (cross-entropy and weight decay).

@@ -26,6 +26,7 @@
 //! generators are reseeded from the seed and the step before every step, for other random ops.
 
 mod checkpointed_input;
+mod frozen;
 mod input_start;
 mod ranks;
 pub use ranks::mpi_job;

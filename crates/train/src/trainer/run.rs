@@ -10,6 +10,7 @@ use towers_kernels::{Bf16Kernel, Precision, bf16_kernel};
 use towers_multigpu::{Timeline, TowerDevice, Towers, Track, eprint_line};
 
 use super::checkpointed_input::JobInput;
+use super::frozen::with_frozen;
 use super::input_start::{next_batch, seeded_step};
 use super::report::{Metrics, TrainReport};
 use super::start::{Start, mix, seed_devices};
@@ -357,7 +358,10 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             optimizer: run.towers.optimizer().to_record(),
             averages: (run.averages.as_ref()).map(|a| a.averages().clone().into_record()),
             input: Some(input),
-            config: serde_json::to_value(&self.config).expect("a config always serializes"),
+            config: with_frozen(
+                serde_json::to_value(&self.config).expect("a config always serializes"),
+                run.towers.model(),
+            ),
             loss_scale: run.towers.loss_scale_state(),
         })?;
         run.checkpoint = Some(path);

@@ -11,6 +11,7 @@ use towers_data::atomic_file::create_dir_durably;
 use towers_multigpu::{LossScaleState, TowerDevice};
 
 use super::Trainer;
+use super::frozen::same_frozen;
 use super::ranks::Choice;
 use crate::checkpoint::{Checkpoint, CheckpointDir, Restored};
 use crate::error::{Error, Result};
@@ -135,6 +136,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         let step = ckpt.step;
         let averages = ckpt.averages;
         same_optimizer_kind(&ckpt.config, &c.optimizer, path)?;
+        same_frozen(&ckpt.config, &model, path)?;
         let notes = seed_change(&ckpt.config, ckpt.input.as_ref(), c.seed);
         let notes = notes.into_iter().collect();
         let model = load_into(model, ckpt.model, path)?;
