@@ -87,8 +87,8 @@ pub struct TrainArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Weights to start from: a TF checkpoint (prefix, `.index`, or a directory with a
-    /// `checkpoint` file), a torchvision state dict (`.pth`), one of ours, or a `.safetensors`
-    /// export. Classifier layers of
+    /// `checkpoint` file), a SavedModel's folder, a Keras file (`.h5`, `.keras`), a torchvision
+    /// state dict (`.pth`), one of ours, or a `.safetensors` export. Classifier layers of
     /// another class count are re-initialized. Not applied when resuming.
     #[arg(long, value_name = "PATH")]
     pub pretrained: Option<PathBuf>,
