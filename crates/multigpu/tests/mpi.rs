@@ -98,6 +98,17 @@ fn rank() {
         mpi.sum_buckets("a bucket too long", &[1000], &mut ready, &mut |_, _| {});
         return;
     }
+    if scenario == "panic-in-exchange" {
+        // Rank 1 panics making its second bucket, while its first travels.
+        let mut ready = |k| {
+            if rank == 1 && k == 1 {
+                panic!("rank 1 cannot make bucket 1");
+            }
+            Some(vec![1.0; 1000])
+        };
+        mpi.sum_buckets("two buckets", &[1000, 1000], &mut ready, &mut |_, _| {});
+        return;
+    }
     if scenario == "late" && rank == 1 {
         std::thread::sleep(Duration::from_secs(30));
     }
@@ -591,5 +602,18 @@ fn f16_gradients_keep_11_bits() {
     assert!(
         worst > 0.1 && worst <= 2.0,
         "f16 keeps 11 bits, rounded twice: {worst}"
+    );
+}
+
+/// A panic on one rank while its buckets travel (making one of them) ends the job at once,
+/// saying which rank, which exchange and the panic's message.
+#[test]
+fn a_panic_in_the_exchange_ends_the_job_saying_so() {
+    assert_job_ends_saying(
+        "panic-in-exchange",
+        &[
+            "rank 1: the exchange of two buckets (exchange 1) failed making bucket 1",
+            "rank 1 cannot make bucket 1",
+        ],
     );
 }

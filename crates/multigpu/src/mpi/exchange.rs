@@ -18,6 +18,7 @@ use mpi::request::{Request, Scope, scope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
+use crate::error::panic_message;
 use crate::stderr_line::eprint_line;
 use crate::wire_format::Wire;
 
@@ -34,6 +35,9 @@ const TIMED_OUT: i32 = 75;
 
 /// The exit code of a job whose ranks posted different exchanges.
 const MISMATCHED: i32 = 76;
+
+/// The exit code of a job one of whose ranks panicked making a bucket or taking a result.
+const PANICKED: i32 = 70;
 
 /// What a rank is about to post, sent to every other rank before it posts: the exchange's
 /// number, its buckets' count and total values, and a digest of each bucket's size and
@@ -111,6 +115,9 @@ impl Exchange<'_> {
         mut ready: impl FnMut(usize) -> Option<Vec<f32>>,
         mut done: impl FnMut(usize, &[f32]),
     ) {
+        let mut ready = |k: usize| self.guarded("making", k, || ready(k));
+        let mut done =
+            |k: usize, values: &[f32]| self.guarded("taking the result of", k, || done(k, values));
         let world = self.world;
         let me = world.rank();
         let mut sends: Vec<Vec<f32>> = vec![Vec::new(); sizes.len()];
@@ -292,6 +299,26 @@ impl Exchange<'_> {
             }
         });
         *buffers = recvs;
+    }
+
+    /// `f()`, `doing` bucket `k`; when it panics, the job ended on every rank after saying so.
+    /// A panic unwinding out of the exchange would drop its MPI requests unfinished, which
+    /// rsmpi answers with a second panic and an abort that buries the first.
+    fn guarded<T>(&self, doing: &str, k: usize, f: impl FnOnce() -> T) -> T {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(value) => value,
+            Err(panic) => {
+                eprint_line(&format!(
+                    "error: rank {}: the exchange of {} (exchange {}) failed {doing} bucket {k}: \
+                     {}; ending the job on every rank",
+                    self.world.rank(),
+                    self.what,
+                    self.number,
+                    panic_message(panic.as_ref())
+                ));
+                super::abort_job(self.world, PANICKED)
+            }
+        }
     }
 
     /// Ends the job on every rank, after saying how rank `other`'s exchange differs from this
