@@ -21,6 +21,8 @@ pub struct MpiConfig {
     /// for each other's forward and backward passes and input too, so this is a step's time with
     /// a wide margin, not a network timeout. The time a rank spends making its own buckets (its
     /// backward, under the overlapped exchange) does not count: only its wait on the others.
+    /// The first exchange of each kind (the first step's, which compiles and tunes kernels,
+    /// maybe on one rank only) may wait four times as long.
     #[config(default = "Duration::from_secs(300)")]
     pub timeout: Duration,
     /// The number format gradients travel in ([`Wire`]): f32 by default; bf16 or f16 halve

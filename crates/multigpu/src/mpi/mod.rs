@@ -14,6 +14,7 @@
 mod config;
 mod exchange;
 
+use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Mutex;
 
@@ -50,10 +51,19 @@ pub struct Mpi {
     exchanges: Mutex<Exchanges>,
 }
 
+/// How many times the timeout the first exchange of each kind may wait: it follows the first
+/// step, whose first use of each kernel compiles and tunes it, minutes on a GPU, and maybe on
+/// one rank only (the others found their kernels tuned in their cache), which the others then
+/// wait for.
+const FIRST_OF_A_KIND: u32 = 4;
+
 /// What one exchange leaves the next.
 #[derive(Default)]
 struct Exchanges {
     number: u64,
+    /// The kinds of exchange made so far (`gradients`, `the model's weights`, ...): the first
+    /// of each kind waits [`FIRST_OF_A_KIND`] times the timeout.
+    kinds: HashSet<String>,
     /// The last exchange's receive buffers: the next one with buckets of the same sizes (every
     /// gradient exchange after the first) writes into memory already touched, rather than
     /// zeroing and faulting in a new gradient's worth each time.
@@ -143,13 +153,17 @@ impl Mpi {
     ) {
         let mut state = self.exchanges.lock().unwrap_or_else(|e| e.into_inner());
         state.number += 1;
+        let timeout = match state.kinds.insert(what.to_string()) {
+            true => self.config.timeout * FIRST_OF_A_KIND,
+            false => self.config.timeout,
+        };
         let world = self.universe.world();
         let exchange = Exchange {
             world: &world,
             gathers: &self.gathers.0,
             what,
             number: state.number,
-            timeout: self.config.timeout,
+            timeout,
         };
         exchange.run(collective, sizes, &mut state.buffers, ready, done);
     }
