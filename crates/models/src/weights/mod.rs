@@ -1,11 +1,13 @@
 //! Weights in and out of our models: TensorFlow V2 and V1 checkpoints ([`TfCheckpoint`], a
-//! reader independent of any model), the TF names of our models' parameters ([`TfNamed`]),
-//! torchvision's `.pth` state dicts and PyTorch training checkpoints holding one
-//! ([`TorchSource`], names by [`TorchNamed`]: Inception v3's, ResNet's, MobileNetV2's and
-//! EfficientNet's), keras.applications' Inception v3, ResNets,
-//! MobileNetV2 and EfficientNets in Keras's files ([`KerasSource`], by the TF names of their
-//! layers: TF-slim's for Inception v3, Keras's for the others), safetensors export and import, and [`restore`], which fills a model from any
-//! [`WeightSource`] and reports what was restored, skipped, missing and unused.
+//! reader independent of any model: partitioned variables read whole, TF2 object-based
+//! checkpoints and SavedModels by their variables' own names), the TF names of our models'
+//! parameters ([`TfNamed`]), torchvision's `.pth` state dicts and PyTorch training checkpoints
+//! holding one ([`TorchSource`], names by [`TorchNamed`]: Inception v3's, ResNet's,
+//! MobileNetV2's and EfficientNet's), keras.applications' Inception v3, ResNets, MobileNetV2
+//! and EfficientNets in Keras's files and in TF2's of a Keras model ([`KerasSource`], by the TF
+//! names of their layers: TF-slim's for Inception v3, Keras's for the others), safetensors
+//! export and import, and [`restore`], which fills a model from any [`WeightSource`] and
+//! reports what was restored, skipped, missing and unused.
 
 mod by_path;
 mod byte_values;

@@ -37,7 +37,8 @@ pub trait WeightSource {
 
     /// What the source can add when none of its tensors fits the model: where in the file
     /// the parameters were looked for (a PyTorch training checkpoint's entries and wrappers),
-    /// or a kind of file it cannot name parameters in (TF2's object-based checkpoints).
+    /// or what kind of file it is (a TF2 object-based checkpoint, read by its variables' own
+    /// names).
     fn note_when_nothing_fits(&self) -> Option<String> {
         None
     }
