@@ -202,10 +202,10 @@ pub fn is_keras_file(path: &Path) -> bool {
 
 /// Whether `path` holds a Keras model's weights: a Keras file ([`is_keras_file`]), or what TF2
 /// saved of a Keras model, a SavedModel (its folder or `saved_model.pb`) or a
-/// `tf.train.Checkpoint`: a TF2 object-based checkpoint ([`TfCheckpoint::is_object_based`]),
-/// as TF2 saves Keras models (it opens the checkpoint to tell).
+/// `tf.train.Checkpoint`: a TF2 object-based checkpoint ([`TfCheckpoint::is_object_based_at`],
+/// which reads its index and object graph to tell), as TF2 saves Keras models.
 pub fn holds_keras_weights(path: &Path) -> bool {
-    is_keras_file(path) || TfCheckpoint::open(path).is_ok_and(|c| c.is_object_based())
+    is_keras_file(path) || TfCheckpoint::is_object_based_at(path)
 }
 
 /// The layout of the ResNet whose weights are at `weights`: Keras's for a Keras model's

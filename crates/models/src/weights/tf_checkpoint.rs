@@ -236,6 +236,18 @@ impl TfCheckpoint {
         Ok(Some(listing))
     }
 
+    /// Whether `path` (anything [`open`](Self::open) takes) is a TF2 object-based checkpoint
+    /// or SavedModel ([`is_object_based`](Self::is_object_based)): only a V2 checkpoint's index
+    /// and object graph are read (a V1 file, read whole when opened, is never one).
+    pub fn is_object_based_at(path: &Path) -> bool {
+        match resolve(path) {
+            Ok(Resolved::Prefix(prefix)) => {
+                Self::open_v2(prefix).is_ok_and(|c| c.is_object_based())
+            }
+            _ => false,
+        }
+    }
+
     /// Whether this is a TF2 object-based checkpoint (`tf.train.Checkpoint`, a SavedModel's
     /// variables), whose variables are listed by their own names: those of the object graph
     /// it holds, not its keys (paths through Python objects).
