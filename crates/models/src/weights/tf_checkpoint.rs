@@ -21,7 +21,7 @@ use super::table::{mask_crc, read_table};
 use super::tensor_slices::{SliceBox, assemble, slice_key};
 use super::tf_checkpoint_v1::SlicesFile;
 use super::tf_object_names::{OBJECT_GRAPH_KEY, variable_names};
-use super::tf_proto::{BundleEntry, BundleHeader};
+use super::tf_proto::{BundleEntry, BundleHeader, TensorSlice};
 
 /// A tensor's element type, as `tensorflow.DataType` numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -454,29 +454,9 @@ fn tensor_entries(
         let name = String::from_utf8_lossy(&key).into_owned();
         let slices = entry.slices.clone();
         let mut tensor = Entry::new(index, &name, entry)?;
-        for slice in slices {
-            let in_tensor = |reason| WeightsError::tensor(index, &name, reason);
-            let slice_box = SliceBox::of(&slice, &tensor.info.shape).map_err(in_tensor)?;
-            let label = format!("{name} (slice {slice_box})");
-            let part =
-                (slice_entries.get(&slice_key(&name, &slice)).cloned()).ok_or_else(|| {
-                    WeightsError::tensor(index, &label, "listed, but not in the index")
-                })?;
-            let part = Entry::new(index, &label, part)?;
-            let expected = (tensor.info.dtype, slice_box.shape());
-            if (part.info.dtype, &part.info.shape) != (expected.0, &expected.1)
-                || !part.slices.is_empty()
-            {
-                return Err(WeightsError::tensor(
-                    index,
-                    &label,
-                    format!(
-                        "a {:?} slice of shape {:?}, where {expected:?} was listed",
-                        part.info.dtype, part.info.shape
-                    ),
-                ));
-            }
-            tensor.slices.push((slice_box, part));
+        for slice in &slices {
+            let part = slice_part(index, &name, &tensor.info, slice, &slice_entries)?;
+            tensor.slices.push(part);
         }
         if let Some(shard) = shared_bytes(&tensor.slices) {
             return Err(WeightsError::tensor(
@@ -488,6 +468,37 @@ fn tensor_entries(
         tensors.insert(name, tensor);
     }
     Ok(tensors)
+}
+
+/// Slice `slice` of the partitioned variable `name` (of `info`) and the entry of its bytes,
+/// found in `slice_entries` under TF's key for it and checked against the slice.
+fn slice_part(
+    index: &Path,
+    name: &str,
+    info: &TensorInfo,
+    slice: &TensorSlice,
+    slice_entries: &BTreeMap<Vec<u8>, BundleEntry>,
+) -> Result<(SliceBox, Entry)> {
+    let slice_box = SliceBox::of(slice, &info.shape)
+        .map_err(|reason| WeightsError::tensor(index, name, reason))?;
+    let label = format!("{name} (slice {slice_box})");
+    let part = (slice_entries.get(&slice_key(name, slice)).cloned())
+        .ok_or_else(|| WeightsError::tensor(index, &label, "listed, but not in the index"))?;
+    // A slice's entry that lists slices of its own is no slice TF writes.
+    let nested = !part.slices.is_empty();
+    let part = Entry::new(index, &label, part)?;
+    let expected = (info.dtype, slice_box.shape());
+    if (part.info.dtype, &part.info.shape) != (expected.0, &expected.1) || nested {
+        return Err(WeightsError::tensor(
+            index,
+            &label,
+            format!(
+                "a {:?} slice of shape {:?}, where {expected:?} was listed",
+                part.info.dtype, part.info.shape
+            ),
+        ));
+    }
+    Ok((slice_box, part))
 }
 
 /// The shard in which two of `slices` (of one tensor) share bytes, if any. TF writes each slice
