@@ -6,6 +6,8 @@ through Python objects and whose object graph records each variable's own name:
   .save` of the Keras 3 model, as TF2's custom training loops and its MirroredStrategy tutorial
   save one (its optimizer's variables too);
 - `saved/`: the same model as a SavedModel (`tf.saved_model.save`);
+- `exported/`: the same as Keras 3 exports it for serving (`model.export`), each variable saved
+  twice (under `variables/` and `_all_variables/`);
 - `tf_keras_saved/`: the model built by tf-keras (Keras 2) with the same weights, saved as
   tf-keras saves a model to a folder (`model.save("dir")`: a SavedModel);
 - `variables.json`: each model's variables by the names Keras gave them (Keras 3's `path`,
@@ -40,7 +42,7 @@ def variables(model, name_of):
 
 
 def main(out):
-    for folder in ("saved", "tf_keras_saved"):
+    for folder in ("saved", "exported", "tf_keras_saved"):
         shutil.rmtree(os.path.join(out, folder), ignore_errors=True)
     os.makedirs(out, exist_ok=True)
     keras.utils.set_random_seed(0)
@@ -49,6 +51,7 @@ def main(out):
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     print(checkpoint.save(os.path.join(out, "ckpt")))
     tf.saved_model.save(model, os.path.join(out, "saved"))
+    model.export(os.path.join(out, "exported"))
     keras2 = tf_keras.Sequential([tf_keras.Input((4, 4, 3))] + layers(tf_keras))
     keras2.set_weights(model.get_weights())
     keras2.save(os.path.join(out, "tf_keras_saved"))

@@ -137,9 +137,10 @@ fn a_damaged_slice_is_named_with_its_variable_and_shard() {
 }
 
 /// TF2's object-based files of a small Keras model (`tf2_object`, by TF 2.21 with Keras 3 and
-/// tf-keras 2.21: a `tf.train.Checkpoint`, the model as a SavedModel, tf-keras's SavedModel of
-/// it) list each variable by the name Keras gave it (Keras 3's `path`, tf-keras's `name`), with
-/// its values; a SavedModel opens by its folder or its `saved_model.pb`.
+/// tf-keras 2.21: a `tf.train.Checkpoint`, the model as a SavedModel, Keras 3's export of it,
+/// which saves each variable twice, tf-keras's SavedModel of it) list each variable by the name
+/// Keras gave it (Keras 3's `path`, tf-keras's `name`), with its values; a SavedModel opens by
+/// its folder or its `saved_model.pb`.
 #[test]
 fn object_based_checkpoints_list_variables_by_the_names_keras_gave_them() {
     let expected: serde_json::Value =
@@ -149,6 +150,7 @@ fn object_based_checkpoints_list_variables_by_the_names_keras_gave_them() {
         ("ckpt-1", "keras3"),
         ("saved", "keras3"),
         ("saved/saved_model.pb", "keras3"),
+        ("exported", "keras3"),
         ("tf_keras_saved", "tf_keras"),
     ];
     for (path, keras) in saved {

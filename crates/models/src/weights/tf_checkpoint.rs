@@ -223,16 +223,30 @@ impl TfCheckpoint {
             return Err(WeightsError::tensor(self.index(), OBJECT_GRAPH_KEY, reason));
         };
         let graph = graph.first().map_or(&[][..], Vec::as_slice);
-        let keys: Vec<&str> = self.tensors().map(|(key, _)| key).collect();
-        let named = variable_names(graph, |key| keys.binary_search(&key).is_ok()).map_err(|e| {
+        let Format::V2 { tensors, .. } = &self.format else {
+            return Ok(None);
+        };
+        // A tensor's value as the index describes it; a partitioned variable's is its own.
+        let fingerprint = |key: &str| {
+            let entry = tensors.get(key)?;
+            Some(match entry.slices.is_empty() {
+                true => format!("{:?} {} {}", entry.info, entry.size, entry.crc),
+                false => key.to_string(),
+            })
+        };
+        let named = variable_names(graph, fingerprint).map_err(|e| {
             WeightsError::tensor(self.index(), OBJECT_GRAPH_KEY, "not an object graph").caused_by(e)
         })?;
-        let renamed: BTreeSet<&String> = named.values().collect();
-        let unnamed = (keys.iter())
-            .filter(|key| !renamed.contains(&key.to_string()))
-            .map(|key| (key.to_string(), key.to_string()));
+        let renamed: BTreeSet<&String> = named.values().flatten().collect();
+        let unnamed = (tensors.keys())
+            .filter(|key| !renamed.contains(key))
+            .map(|key| (key.clone(), key.clone()));
         let mut listing: BTreeMap<String, String> = unnamed.collect();
-        listing.extend(named);
+        listing.extend(
+            named
+                .into_iter()
+                .map(|(name, keys)| (name, keys[0].clone())),
+        );
         Ok(Some(listing))
     }
 
