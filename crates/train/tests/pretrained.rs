@@ -151,6 +151,7 @@ fn resuming_with_other_trainable_scopes_is_refused() {
         checkpoint.to_str().unwrap(),
         "written by a run that froze 8 parameters, where this run freezes 0",
         "`conv1.weight` is frozen in one only",
+        &format!("--pretrained {}", checkpoint.display()),
     ] {
         assert!(error.contains(words), "{error}");
     }

@@ -56,9 +56,11 @@ pub(super) fn same_frozen<M: Module>(
         reason: format!(
             "written by a run that froze {} parameters, where this run freezes {} (`{differing}` \
              is frozen in one only): its optimizer state does not fit them; resume with the \
-             same --trainable-scopes, or train in another --train-dir",
+             same --trainable-scopes, or, to train others from its weights (Keras's second \
+             fine-tuning phase), train in another --train-dir with --pretrained {}",
             theirs.len(),
             ours.len(),
+            path.display(),
         ),
         error: None,
     })
