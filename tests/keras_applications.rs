@@ -157,9 +157,9 @@ where
     }
 }
 
-/// TF2's object-based files of `net`'s model (Keras 3's SavedModel and `tf.train.Checkpoint`,
-/// tf-keras's SavedModel), read by their variables' own names, fill `model` with every
-/// parameter and give Keras's logits.
+/// TF2's object-based files of `net`'s model (Keras 3's SavedModel, export and
+/// `tf.train.Checkpoint`, tf-keras's SavedModel), read by their variables' own names, fill
+/// `model` with every parameter and give Keras's logits.
 fn tf2_files_give_keras_logits<M>(net: Net, model: impl Fn(usize) -> M)
 where
     M: Module + TfNamed + TorchNamed + ImageClassifier + 'static,
@@ -167,7 +167,7 @@ where
     let Some((dir, expected, images)) = fixture(&net) else {
         return;
     };
-    for suffix in ["_saved", "_tf_keras_saved", "_checkpoint"] {
+    for suffix in ["_saved", "_exported", "_tf_keras_saved", "_checkpoint"] {
         let file = format!("{}{suffix}", net.name);
         let model = restored(model(1000), &dir, &file);
         assert_logits(&file, &model, images.clone(), &expected.inputs_logits);

@@ -46,7 +46,8 @@ OUT_DIR gets the same weights in each of Keras's files:
 - NET_unnamed.weights.h5: the same without those names, as Keras 3.0-3.5 wrote it;
 - NET.keras: `model.save` of Keras 3 (a zip with the weights file inside);
 - TF2's object-based files: NET_saved/ (Keras 3's model as a SavedModel,
-  `tf.saved_model.save`), NET_tf_keras_saved/ (tf-keras's `model.save` of a folder, a
+  `tf.saved_model.save`), NET_exported/ (Keras 3's `model.export`, each variable saved
+  twice), NET_tf_keras_saved/ (tf-keras's `model.save` of a folder, a
   SavedModel), NET_checkpoint/ (`tf.train.Checkpoint(model=model).save`, Keras 3); for
   EfficientNetB0 also NET_plain_tf_keras_saved/, the same weights in tf-keras's network built
   with `weights=None`;
@@ -363,6 +364,7 @@ def main(net, out, listing=None):
         # folder, its default, which keeps the configuration too) and Keras 3's
         # `tf.train.Checkpoint`.
         tf.saved_model.save(model, os.path.join(out, f"{net}_saved"))
+        model.export(os.path.join(out, f"{net}_exported"))
         keras2.save(os.path.join(out, f"{net}_tf_keras_saved"))
         tf.train.Checkpoint(model=model).save(os.path.join(out, f"{net}_checkpoint", "ckpt"))
 

@@ -1,6 +1,6 @@
 """Writes crates/models/tests/data/tf2_object: TF2's object-based files of a small Keras model
-(a convolution, a batch norm, a depthwise convolution, a dense layer), whose keys are paths
-through Python objects and whose object graph records each variable's own name:
+(a convolution, a batch norm, a depthwise convolution, dropout, a dense layer), whose keys are
+paths through Python objects and whose object graph records each variable's own name:
 
 - `ckpt-1` (and its `checkpoint` state file): `tf.train.Checkpoint(model=..., optimizer=...)
   .save` of the Keras 3 model, as TF2's custom training loops and its MirroredStrategy tutorial
@@ -10,8 +10,9 @@ through Python objects and whose object graph records each variable's own name:
   twice (under `variables/` and `_all_variables/`);
 - `tf_keras_saved/`: the model built by tf-keras (Keras 2) with the same weights, saved as
   tf-keras saves a model to a folder (`model.save("dir")`: a SavedModel);
-- `variables.json`: each model's variables by the names Keras gave them (Keras 3's `path`,
-  tf-keras's `name` without `:0`), with their shapes and values.
+- `variables.json`: each model's floating-point variables by the names Keras gave them (Keras
+  3's `path`, tf-keras's `name` without `:0`), with their shapes and values (Keras 3's dropout
+  keeps its random-number state in an integer variable too).
 
     /tmp/tfvenv/bin/python scripts/tf_fixtures/tf2_object_checkpoint.py crates/models/tests/data/tf2_object
 
@@ -32,13 +33,13 @@ def layers(module):
     """The model's layers in Keras `module` (Keras 3 or tf-keras)."""
     return [module.layers.Conv2D(2, 1), module.layers.BatchNormalization(),
             module.layers.DepthwiseConv2D(3, padding="same"), module.layers.Flatten(),
-            module.layers.Dense(3)]
+            module.layers.Dropout(0.5), module.layers.Dense(3)]
 
 
 def variables(model, name_of):
     """Each of `model`'s variables by the name `name_of` gives it: shape and values."""
     return {name_of(v): {"shape": list(v.shape), "values": np.ravel(v.numpy()).tolist()}
-            for v in model.variables}
+            for v in model.variables if "float" in str(v.dtype)}
 
 
 def main(out):

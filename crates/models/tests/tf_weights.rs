@@ -267,3 +267,20 @@ fn a_keras_3_depthwise_kernel_answers_to_its_tf_keras_name() {
     assert_eq!((tensor.shape, tensor.values), (shape, values));
     assert!(!source.unused().contains(&keras3.to_string()));
 }
+
+/// Keras 3's export keeps its dropout's random-number state as a variable: no network computes
+/// with it, so it is not reported unused, where the weights not read are.
+#[test]
+fn a_dropouts_random_state_is_never_unused() {
+    let checkpoint = TfCheckpoint::open(&data("tf2_object/exported")).unwrap();
+    let seed = "seed_generator/seed_generator_state";
+    assert!(checkpoint.info(seed).is_some(), "the export keeps it");
+    let mut source = KerasSource::from_checkpoint::<DepthwiseOfKeras>(checkpoint).unwrap();
+    source.tensor("dw").unwrap().unwrap();
+    let unused = source.unused();
+    assert!(!unused.contains(&seed.to_string()), "{unused:?}");
+    assert!(
+        unused.contains(&"sequential/conv2d/kernel".to_string()),
+        "{unused:?}"
+    );
+}

@@ -242,6 +242,7 @@ mod tests {
                 "BatchNormalization",
                 "DepthwiseConv2D",
                 "Flatten",
+                "Dropout",
                 "Dense",
             ];
             assert_eq!(classes, expected, "{saved}");

@@ -137,7 +137,7 @@ impl WeightSource for KerasSource {
         let weights = self
             .file
             .weights()
-            .filter(|weight| weight.name != ADAPTED_COUNT);
+            .filter(|weight| weight.name != ADAPTED_COUNT && weight.name != SEED_STATE);
         let unused = weights.filter(|weight| !self.accounted.contains(&weight.dataset));
         let mut unused: Vec<String> = unused.map(|weight| weight.dataset.clone()).collect();
         unused.sort();
@@ -159,6 +159,11 @@ const GRAPH_ORDER: [usize; 94] = [
 /// The weight of a `Normalization` that counts the examples it adapted to: no network
 /// computes with it, so it is never "unused".
 const ADAPTED_COUNT: &str = "count";
+
+/// Keras 3's random-number state of a layer that draws (`Dropout`'s `SeedGenerator`), which a
+/// SavedModel it exports keeps as a variable: no network's outputs depend on it, so it is never
+/// "unused" either.
+const SEED_STATE: &str = "seed_generator_state";
 
 /// The blocks of each stage of keras.applications' ResNet50, ResNet101 and ResNet152 (and of
 /// their v2s).
