@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::error::{Result, WeightsError};
 use super::keras_file::{archived, hdf5, is_archive, strings};
 use super::keras_metadata;
+use super::tf_checkpoint::saved_model_dir;
 
 /// A Keras file's model configuration (see the module's doc).
 #[derive(Debug, Clone, PartialEq)]
@@ -89,16 +90,6 @@ impl KerasConfig {
         layer_objects(&self.json, &mut layers);
         layers.into_iter().find_map(channel_scales_of)
     }
-}
-
-/// The SavedModel folder `path` names (the folder, or its `saved_model.pb`), if it is one.
-fn saved_model_dir(path: &Path) -> Option<&Path> {
-    let dir = match path.is_dir() {
-        true => path,
-        false if path.ends_with("saved_model.pb") => path.parent()?,
-        false => return None,
-    };
-    dir.join("saved_model.pb").is_file().then_some(dir)
 }
 
 /// `text` with the numbers Python's `json` writes and JSON has not (`NaN`, `Infinity`,

@@ -215,7 +215,10 @@ impl TfCheckpoint {
     /// Every tensor by the name it is listed by, when this is a TF2 object-based checkpoint
     /// (it holds an object graph): see `tf_object_names.rs`.
     fn object_names(&self) -> Result<Option<BTreeMap<String, String>>> {
-        if self.info(OBJECT_GRAPH_KEY).is_none() {
+        let Format::V2 { tensors, .. } = &self.format else {
+            return Ok(None);
+        };
+        if !tensors.contains_key(OBJECT_GRAPH_KEY) {
             return Ok(None);
         }
         let TfValues::String(graph) = self.read(OBJECT_GRAPH_KEY)? else {
@@ -223,9 +226,6 @@ impl TfCheckpoint {
             return Err(WeightsError::tensor(self.index(), OBJECT_GRAPH_KEY, reason));
         };
         let graph = graph.first().map_or(&[][..], Vec::as_slice);
-        let Format::V2 { tensors, .. } = &self.format else {
-            return Ok(None);
-        };
         // A tensor's value as the index describes it; a partitioned variable's is its own.
         let fingerprint = |key: &str| {
             let entry = tensors.get(key)?;
@@ -285,9 +285,8 @@ impl TfCheckpoint {
     /// (An object-based checkpoint's variables by their own names: see
     /// [`is_object_based`](Self::is_object_based).)
     pub fn tensors(&self) -> Box<dyn Iterator<Item = (&str, &TensorInfo)> + '_> {
-        if let Some(names) = &self.object_names {
-            let info = |key: &str| self.info(key).expect("listed keys are tensors");
-            return Box::new((names.iter()).map(move |(name, key)| (name.as_str(), info(key))));
+        if let (Some(names), Format::V2 { tensors, .. }) = (&self.object_names, &self.format) {
+            return Box::new((names.iter()).map(|(name, key)| (name.as_str(), &tensors[key].info)));
         }
         match &self.format {
             Format::V2 { tensors, .. } => {
@@ -602,20 +601,29 @@ fn resolve(path: &Path) -> Result<Resolved> {
     }
 }
 
-/// The prefix of a SavedModel's variables (`DIR/variables/variables`, an object-based
-/// checkpoint), when `path` is a SavedModel's folder or its `saved_model.pb`; `None` when it
-/// is neither. A SavedModel without variables is an error.
-fn saved_model_variables(path: &Path) -> Result<Option<PathBuf>> {
+/// The SavedModel folder `path` names (the folder, or its `saved_model.pb` or `.pbtxt`), if it
+/// is one.
+pub(super) fn saved_model_dir(path: &Path) -> Option<&Path> {
     const GRAPHS: [&str; 2] = ["saved_model.pb", "saved_model.pbtxt"];
     let is_graph = |path: &Path| GRAPHS.iter().any(|graph| path.ends_with(graph));
     let dir = match path.is_dir() {
         true => path,
         false if is_graph(path) => path.parent().unwrap_or(Path::new(".")),
-        false => return Ok(None),
+        false => return None,
     };
-    if !GRAPHS.iter().any(|graph| dir.join(graph).is_file()) {
+    GRAPHS
+        .iter()
+        .any(|graph| dir.join(graph).is_file())
+        .then_some(dir)
+}
+
+/// The prefix of a SavedModel's variables (`DIR/variables/variables`, an object-based
+/// checkpoint), when `path` is a SavedModel ([`saved_model_dir`]); `None` when it is not. A
+/// SavedModel without variables is an error.
+fn saved_model_variables(path: &Path) -> Result<Option<PathBuf>> {
+    let Some(dir) = saved_model_dir(path) else {
         return Ok(None);
-    }
+    };
     let prefix = dir.join("variables").join("variables");
     match suffixed(&prefix, ".index").is_file() {
         true => Ok(Some(prefix)),
