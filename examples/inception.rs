@@ -62,10 +62,7 @@ fn main() -> anyhow::Result<()> {
         image_size,
         InceptionTrain::new(image_size),
     )?;
-    let data = match &args.tfds_split {
-        Some(spec) => data.with_tfds_split(spec)?,
-        None => data,
-    };
+    let data = data.with_tfds_split_given(args.tfds_split.as_deref())?;
     println!("training data: {}", data.description);
     if let Some(folder) = &data.folder {
         std::fs::create_dir_all(&config.train_dir)?;

@@ -102,10 +102,7 @@ where
     };
     let train = preprocessing.train(image_size);
     let data = InceptionData::open(data_dir, Split::Train, image_size, train)?;
-    let data = match &args.tfds_split {
-        Some(spec) => data.with_tfds_split(spec)?,
-        None => data,
-    };
+    let data = data.with_tfds_split_given(args.tfds_split.as_deref())?;
     println!("training data: {}", data.description);
     let num_classes = args.num_classes.unwrap_or(data.num_classes);
     println!(

@@ -370,10 +370,7 @@ impl EvalArgs {
     /// `data` with the records of `--tfds-split` where it is given
     /// ([`InceptionData::with_tfds_split`]).
     pub fn split_of(&self, data: InceptionData) -> Result<InceptionData> {
-        match &self.tfds_split {
-            Some(spec) => data.with_tfds_split(spec),
-            None => Ok(data),
-        }
+        data.with_tfds_split_given(self.tfds_split.as_deref())
     }
 
     /// The model's classes: `--num-classes`, else the data's.

@@ -259,6 +259,15 @@ impl InceptionData {
         })
     }
 
+    /// [`with_tfds_split`](Self::with_tfds_split) where a spec is given (`--tfds-split`), else
+    /// the same data.
+    pub fn with_tfds_split_given(self, spec: Option<&str>) -> Result<Self> {
+        match spec {
+            Some(spec) => self.with_tfds_split(spec),
+            None => Ok(self),
+        }
+    }
+
     /// The same data with the records of TFDS's split spec `spec` instead (`train[:80%]`,
     /// `train[80%:]`, as `tfds.load` reads it: [`TfdsDataset::slice`]), through the same
     /// transform: a dataset TFDS prepared with one split only (`tf_flowers`) then trains on a
