@@ -45,6 +45,7 @@ pub use nets::{
 };
 pub use parameter_table::{ParameterRow, parameter_table};
 pub use params::{
-    ParamCounts, WeightDecay, count_params, frozen_params, is_moving_statistic, weight_decays,
+    ParamCounts, TrainedParam, WeightDecay, count_params, frozen_params, is_moving_statistic,
+    trained_params, weight_decays,
 };
 pub use penalty::l2_penalty;

@@ -93,6 +93,47 @@ pub fn weight_decays<M: Module>(module: &M, rule: impl Fn(&str) -> f64) -> Vec<W
 /// The dotted paths of `module`'s frozen parameters (`set_require_grad(false)`: never trained,
 /// such as TF-slim's weights outside `--trainable_scopes`), moving statistics aside.
 pub fn frozen_params<M: Module>(module: &M) -> Vec<String> {
+    let frozen = frozen_ids(module);
+    walk(
+        module,
+        Vec::new(),
+        |paths: &mut Vec<String>, path, id, _, _| {
+            if frozen.contains(&id) && !is_moving_statistic(path) {
+                paths.push(path.to_string());
+            }
+        },
+    )
+}
+
+/// A parameter an optimizer updates.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TrainedParam {
+    /// Dotted module path, e.g. `local4.weight`.
+    pub path: String,
+    /// The parameter's id, as in gradients and optimizer state.
+    pub id: ParamId,
+    /// Its shape.
+    pub shape: Vec<usize>,
+}
+
+/// `module`'s parameters an optimizer updates, in module order: the frozen ones (see
+/// [`frozen_params`]) and moving statistics aside.
+pub fn trained_params<M: Module>(module: &M) -> Vec<TrainedParam> {
+    let frozen = frozen_ids(module);
+    walk(module, Vec::new(), |found: &mut Vec<TrainedParam>, path, id, shape, _| {
+        if !frozen.contains(&id) && !is_moving_statistic(path) {
+            found.push(TrainedParam {
+                path: path.to_string(),
+                id,
+                shape: shape.to_vec(),
+            });
+        }
+    })
+}
+
+/// The ids of `module`'s tensors that take no gradient.
+fn frozen_ids<M: Module>(module: &M) -> HashSet<ParamId> {
     struct FrozenIds(HashSet<ParamId>);
     impl ModuleVisitor for FrozenIds {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
@@ -103,15 +144,7 @@ pub fn frozen_params<M: Module>(module: &M) -> Vec<String> {
     }
     let mut frozen = FrozenIds(HashSet::new());
     module.visit(&mut frozen);
-    walk(
-        module,
-        Vec::new(),
-        |paths: &mut Vec<String>, path, id, _, _| {
-            if frozen.0.contains(&id) && !is_moving_statistic(path) {
-                paths.push(path.to_string());
-            }
-        },
-    )
+    frozen.0
 }
 
 /// Whether the tensor at `path` is a statistic of data rather than a parameter: a batch

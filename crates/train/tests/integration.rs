@@ -10,4 +10,5 @@ mod mpi_train;
 mod pretrained;
 mod resume;
 mod signals;
+mod tf_runs;
 mod torchvision_resnet_eval;

@@ -26,6 +26,8 @@ const LAYERING: Layering = Layering {
         "classify",
         "summary",
         "config",
+        // A TF run's checkpoint, which the trainer can continue.
+        "tf_run",
         // The trainer, and what drives it.
         "trainer",
         "inception_data",

@@ -7,6 +7,7 @@
 //! - [`FusedSgd`] (`sgd.rs`): Burn's SGD, plain or with momentum, its update in one pass on flex.
 //! - [`LrScheduleConfig`] (`schedule.rs`): exponential (staircase), polynomial, piecewise constant.
 //! - [`MovingAverage`] (`ema.rs`): TF's exponential moving average of the weights.
+//! - `tf_slots.rs`: TF 1.x optimizers' slots as our optimizers' state ([`TF_OPTIMIZERS`]).
 
 mod adam;
 mod decayed;
@@ -17,6 +18,7 @@ mod rmsprop;
 mod same_as_burn;
 mod schedule;
 mod sgd;
+mod tf_slots;
 
 pub use adam::FusedAdam;
 pub use decayed::{Decayed, with_weight_decays};
@@ -25,3 +27,4 @@ pub use optimizer::OptimizerConfig;
 pub use rmsprop::{TfRmsProp, TfRmsPropState};
 pub use schedule::{LrSchedule, LrScheduleConfig};
 pub use sgd::{FusedSgd, FusedSgdState};
+pub(crate) use tf_slots::TF_OPTIMIZERS;

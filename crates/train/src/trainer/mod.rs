@@ -49,6 +49,7 @@ use crate::config::TrainConfig;
 use crate::error::{Error, Result};
 use crate::step::{ClassifierStep, TrainStep};
 use crate::stop::StopFlag;
+use crate::tf_run::{ContinuedRun, TfRun};
 use crate::train_dir::TrainDirLock;
 use crate::train_input::{BatchSource, TrainInput};
 
@@ -61,6 +62,9 @@ pub const PLOT_FILE: &str = "train_plot.svg";
 /// parameters. The flag says whether a checkpoint of the run will be restored over it.
 pub type PrepareFn<M> = dyn Fn(M, bool) -> Result<M> + Send + Sync;
 
+/// How a model goes on from a TF run's checkpoint ([`TfRun::continue_into`] for its type).
+type ContinueTfFn<M> = fn(&TfRun, M, &crate::optim::OptimizerConfig, bool) -> Result<ContinuedRun<M>>;
+
 /// Trains a model `M` through its [`TrainStep`] `S` as [`TrainConfig`] says: an
 /// [`ImageClassifier`] on image files by default ([`Trainer::new`]), any model and batch with
 /// a step of its own ([`Trainer::with_step`]).
@@ -69,6 +73,8 @@ pub struct Trainer<M, S = ClassifierStep<M>> {
     stop: StopFlag,
     step: S,
     prepare: Box<PrepareFn<M>>,
+    /// Set when `M` has TF names ([`Trainer::with_tf_resume`]).
+    continue_tf: Option<ContinueTfFn<M>>,
     /// The other ranks of a multi-process job, if any.
     processes: Option<Processes>,
 }
@@ -112,6 +118,18 @@ impl<M: ImageClassifier + 'static> Trainer<M> {
     }
 }
 
+impl<M: Module + towers_models::weights::TfNamed + 'static, S: TrainStep<M>> Trainer<M, S> {
+    /// Continues TF 1.x runs: `--resume` in a train directory that a TF trainer left (its
+    /// `checkpoint` state file), holding no checkpoint of ours, goes on from the newest of TF's
+    /// with its weights, optimizer slots, moving averages and `global_step` (see
+    /// [`TfRun::continue_into`]), as TF's trainer would; the input starts over. Without this,
+    /// such a directory is an error.
+    pub fn with_tf_resume(mut self) -> Self {
+        self.continue_tf = Some(TfRun::continue_into::<M>);
+        self
+    }
+}
+
 impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
     /// A trainer that minimizes the loss of `step`, on the batches of the input given to
     /// [`run`](Self::run).
@@ -121,6 +139,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             stop: StopFlag::new(),
             step,
             prepare: Box::new(|m, _| Ok(m)),
+            continue_tf: None,
             processes: None,
         }
     }

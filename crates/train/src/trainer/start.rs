@@ -17,6 +17,7 @@ use crate::checkpoint::{Checkpoint, CheckpointDir, Restored};
 use crate::error::{Error, Result};
 use crate::optim::{MovingAverage, OptimizerConfig};
 use crate::step::TrainStep;
+use crate::tf_run::TfRun;
 
 /// What a run starts from.
 pub(super) struct Start<M> {
@@ -55,16 +56,21 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             }
             latest => latest,
         };
+        let tf_run = match resume_from {
+            Some(_) => None,
+            None => self.tf_run_to_continue()?,
+        };
         create_dir_durably(&c.train_dir).map_err(Error::io(&c.train_dir))?;
-        let model = (self.prepare)(init_seeded(init, main, c.seed), resume_from.is_some())?;
+        let resuming = resume_from.is_some() || tf_run.is_some();
+        let model = (self.prepare)(init_seeded(init, main, c.seed), resuming)?;
         // Under MPI every rank resuming asks rank 0, whatever it sees in the directory itself
         // (rank 0 may be renaming a corrupt checkpoint meanwhile).
         let restored = match resume_from.is_some() || (c.resume && self.ranks() > 1) {
             true => self.restore_agreed(ckpts, main)?,
             false => None,
         };
-        match restored {
-            Some(r) => {
+        match (restored, tf_run) {
+            (Some(r), _) => {
                 let mut notes = r.notes();
                 let mut start = self.restore(model, r.checkpoint, &r.path)?;
                 start.checkpoint = Some(r.path);
@@ -72,7 +78,8 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
                 start.notes = notes;
                 Ok(start)
             }
-            None => Ok(Start {
+            (None, Some(run)) => self.continue_tf(model, &run),
+            (None, None) => Ok(Start {
                 averages: (c.moving_average)
                     .then(|| MovingAverage::new(&model, c.moving_average_decay)),
                 optimizer: self.optimizer_for(&model),
@@ -84,6 +91,49 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
                 loss_scale: None,
             }),
         }
+    }
+
+    /// The TF run the train directory holds (see [`Trainer::with_tf_resume`]), when the
+    /// configuration says `resume`; without it, such a directory is an error, as one of ours.
+    fn tf_run_to_continue(&self) -> Result<Option<TfRun>> {
+        let c = &self.config;
+        let Some(run) = TfRun::find(&c.train_dir)? else {
+            return Ok(None);
+        };
+        let (prefix, step) = (run.path().display(), run.step());
+        match (c.resume, self.continue_tf) {
+            (false, _) => Err(Error::Config(format!(
+                "{} holds a TF run's checkpoint ({prefix}, step {step}): pass --resume to \
+                 continue that run, or choose another --train-dir",
+                c.train_dir.display()
+            ))),
+            (true, None) => Err(Error::Config(format!(
+                "{} holds a TF run's checkpoint ({prefix}, step {step}), and this trainer \
+                 cannot continue it: its model has no TF names (`Trainer::with_tf_resume` \
+                 takes a model that implements `TfNamed`); choose another --train-dir",
+                c.train_dir.display()
+            ))),
+            (true, Some(_)) => Ok(Some(run)),
+        }
+    }
+
+    /// `model` as the TF run `run` left it (see [`TfRun::continue_into`]).
+    fn continue_tf(&self, model: M, run: &TfRun) -> Result<Start<M>> {
+        let c = &self.config;
+        let continue_into = self.continue_tf.expect("checked by tf_run_to_continue");
+        let continued = continue_into(run, model, &c.optimizer, c.moving_average)?;
+        let averages = (continued.averages)
+            .map(|averages| MovingAverage::from_averages(averages, c.moving_average_decay));
+        Ok(Start {
+            optimizer: self.optimizer_for(&continued.model).load_record(continued.optimizer),
+            model: continued.model,
+            averages,
+            step: continued.step,
+            checkpoint: None,
+            notes: continued.notes,
+            input: None,
+            loss_scale: None,
+        })
     }
 
     /// The newest valid checkpoint, the same on every rank: rank 0 (or a process alone)

@@ -1,0 +1,86 @@
+//! TF 1.x optimizers' slots (`VAR/Momentum`, `VAR/RMSProp`, ...) as our optimizers' state: what
+//! continuing a TF run imports besides its weights.
+
+use burn::optim::{RecordState, StateSink};
+use burn::tensor::{Device, Tensor, TensorData};
+
+use super::optimizer::OptimizerConfig;
+use super::rmsprop::TfRmsPropState;
+use super::sgd::FusedSgdState;
+
+/// TF 1.x's optimizers by the name their slots take after the variable's (`VAR/NAME`, the
+/// second slot of an optimizer `VAR/NAME_1`, ...): the optimizer's default `name`.
+pub(crate) const TF_OPTIMIZERS: [(&str, &str); 7] = [
+    ("Momentum", "MomentumOptimizer"),
+    ("RMSProp", "RMSPropOptimizer"),
+    ("Adam", "AdamOptimizer"),
+    ("Adagrad", "AdagradOptimizer"),
+    ("AdagradDA", "AdagradDAOptimizer"),
+    ("Adadelta", "AdadeltaOptimizer"),
+    ("Ftrl", "FtrlOptimizer"),
+];
+
+impl OptimizerConfig {
+    /// The slots TF 1.x's counterpart of this optimizer keeps for each variable it trains, in
+    /// the order it makes them: none for `GradientDescentOptimizer`, `MomentumOptimizer`'s
+    /// accumulator, `RMSPropOptimizer`'s mean square (`RMSProp`, which starts at 1) and
+    /// momentum (`RMSProp_1`). `None` for Adam: TF adds its epsilon before the bias correction,
+    /// Burn's Adam after it, so a TF Adam run would not go on as TF's.
+    pub fn tf_slots(&self) -> Option<&'static [&'static str]> {
+        match self {
+            Self::Sgd => Some(&[]),
+            Self::Momentum { .. } => Some(&["Momentum"]),
+            Self::RmsProp { .. } => Some(&["RMSProp", "RMSProp_1"]),
+            Self::Adam { .. } => None,
+        }
+    }
+
+    /// Records one parameter's state made of its TF slots' `values` (in
+    /// [`tf_slots`](Self::tf_slots)' order, each in the parameter's layout) under `prefix`, as
+    /// Burn's `ModuleOptimizer::to_record` records the state of the parameter whose id is
+    /// `prefix`: by the state's own [`RecordState`], so that loading it back reads its fields.
+    /// A rank above 5 is an error.
+    pub fn record_tf_slots(
+        &self,
+        values: Vec<TensorData>,
+        prefix: &str,
+        sink: &mut StateSink,
+    ) -> Result<(), String> {
+        match values.first().map(TensorData::rank) {
+            Some(1) => self.record_ranked::<1>(values, prefix, sink),
+            Some(2) => self.record_ranked::<2>(values, prefix, sink),
+            Some(3) => self.record_ranked::<3>(values, prefix, sink),
+            Some(4) => self.record_ranked::<4>(values, prefix, sink),
+            Some(5) => self.record_ranked::<5>(values, prefix, sink),
+            Some(rank) => return Err(format!("a slot of rank {rank} (at most 5 are read)")),
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn record_ranked<const D: usize>(
+        &self,
+        values: Vec<TensorData>,
+        prefix: &str,
+        sink: &mut StateSink,
+    ) {
+        // The states hold tensors; these live on the host only until flattened back to data.
+        let device = Device::default();
+        let mut tensors = values
+            .into_iter()
+            .map(|data| Tensor::<D>::from_data(data, &device));
+        let mut next = || tensors.next().expect("one value per slot");
+        match self {
+            Self::Sgd | Self::Adam { .. } => {}
+            Self::Momentum { .. } => FusedSgdState {
+                velocity: Some(next()),
+            }
+            .state_flatten(prefix, sink),
+            Self::RmsProp { .. } => TfRmsPropState {
+                mean_square: next(),
+                momentum: next(),
+            }
+            .state_flatten(prefix, sink),
+        }
+    }
+}

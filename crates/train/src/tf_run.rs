@@ -1,0 +1,346 @@
+//! Continuing a TF 1.x run: `--resume` in a train directory that TF's trainer left
+//! (`inception_train.py`, TF-slim's `train_image_classifier.py`, the CIFAR-10 tutorial's) goes
+//! on from its newest checkpoint's weights, optimizer slots, moving averages and `global_step`,
+//! as TF's own trainer does when it finds them there.
+
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::optim::{OptimizerRecord, StateSink};
+use burn::tensor::TensorData;
+use towers_models::weights::{
+    MOVING_AVERAGE_SUFFIX, RestoreOptions, TfCheckpoint, TfNamed, TfSource, TfValues, TfVariable,
+    restore,
+};
+use towers_models::{TrainedParam, frozen_params, trained_params};
+
+use crate::error::{Error, Result};
+use crate::optim::{OptimizerConfig, TF_OPTIMIZERS};
+
+/// The variable TF's trainers count updates in.
+const GLOBAL_STEP: &str = "global_step";
+
+/// The newest checkpoint of a TF run's train directory.
+#[derive(Debug)]
+pub struct TfRun {
+    checkpoint: TfCheckpoint,
+    step: u64,
+}
+
+/// What a TF run goes on from here (see [`TfRun::continue_into`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ContinuedRun<M> {
+    /// The model with the run's weights.
+    pub model: M,
+    /// Its optimizer's state, made of the run's slots, for the model's parameter ids.
+    pub optimizer: OptimizerRecord,
+    /// The moving averages (evaluation state), when asked for: the run's shadow variables,
+    /// each weight's own value where it kept none.
+    pub averages: Option<M>,
+    /// The run's `global_step`.
+    pub step: u64,
+    /// What the log should say about it, a line each.
+    pub notes: Vec<String>,
+}
+
+impl TfRun {
+    /// The TF run in `dir`: the checkpoint its `checkpoint` state file names, as TF's
+    /// `tf.train.latest_checkpoint` finds it; `None` where there is no state file. A state file
+    /// naming a checkpoint that cannot be read is an error naming it.
+    pub fn find(dir: &Path) -> Result<Option<Self>> {
+        if !dir.join("checkpoint").is_file() {
+            return Ok(None);
+        }
+        let checkpoint = TfCheckpoint::open(dir)?;
+        let step = global_step(&checkpoint)?;
+        Ok(Some(Self { checkpoint, step }))
+    }
+
+    /// The checkpoint's prefix (`DIR/model.ckpt-1000`).
+    pub fn path(&self) -> &Path {
+        self.checkpoint.prefix()
+    }
+
+    /// The run's `global_step`: the updates it made.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// `model` (built, its frozen parameters frozen) as this run left it: every parameter's
+    /// variable (a missing one is an error), the slots `optimizer`'s TF counterpart keeps for
+    /// each trained parameter ([`OptimizerConfig::tf_slots`]) and, with `averages`, the moving
+    /// averages. A run of another TF optimizer, or one that trained other parameters than
+    /// `model` trains (TF-slim's `--trainable_scopes`), is refused, naming a variable that
+    /// shows it.
+    pub fn continue_into<M: Module + TfNamed>(
+        &self,
+        model: M,
+        optimizer: &OptimizerConfig,
+        with_averages: bool,
+    ) -> Result<ContinuedRun<M>> {
+        if let Some(reason) = model.refuses_tf_weights() {
+            return Err(self.refused(reason));
+        }
+        let slots = self.slots_of(optimizer)?;
+        self.trains_the_same::<M>(&model, slots)?;
+        let record = self.optimizer_state::<M>(&trained_params(&model), optimizer, slots)?;
+        let (model, unused) = self.weights(model, false)?;
+        let averages = match with_averages {
+            true => Some(self.weights(model.valid(), true)?.0),
+            false => None,
+        };
+        let mut continued = vec!["weights".to_string()];
+        if record.tensors > 0 {
+            let (names, n) = (slots.join(" and "), record.tensors);
+            continued.push(format!("its {names} slots of {n} parameters"));
+        }
+        if with_averages && self.has_averages() {
+            continued.push("moving averages".into());
+        }
+        let mut notes = vec![format!(
+            "continuing the TF run of {} at step {}: its {}; the input starts over (TF's \
+             checkpoints keep no input position)",
+            self.path().display(),
+            self.step,
+            continued.join(", ")
+        )];
+        if with_averages && !self.has_averages() {
+            notes.push("the TF run kept no moving averages: they start at its weights".into());
+        }
+        notes.extend(not_continued(unused, slots));
+        Ok(ContinuedRun {
+            model,
+            optimizer: record.record,
+            averages,
+            step: self.step,
+            notes,
+        })
+    }
+
+    /// The slots `optimizer`'s TF counterpart keeps; Adam's are refused.
+    fn slots_of(&self, optimizer: &OptimizerConfig) -> Result<&'static [&'static str]> {
+        optimizer.tf_slots().ok_or_else(|| {
+            self.refused(
+                "a TF run is continued with SGD, momentum or RMSProp here, not Adam: TF's \
+                 AdamOptimizer adds its epsilon before the bias correction, Burn's Adam after, \
+                 so the run would not go on as TF's; start from its weights with --pretrained"
+                    .into(),
+            )
+        })
+    }
+
+    /// Refuses the run when the optimizer that wrote it is not `slots`' (the first slot of each
+    /// variable it trained says which), or when it trained a parameter `model` freezes or
+    /// froze one `model` trains.
+    fn trains_the_same<M: Module + TfNamed>(&self, model: &M, slots: &[&str]) -> Result<()> {
+        for param in trained_params(model) {
+            let variable = tf_variable::<M>(&param.path)?;
+            match (self.tf_optimizer_of(&variable.name), slots.first()) {
+                (Some((theirs, class)), ours) if Some(&theirs) != ours => {
+                    return Err(self.refused(format!(
+                        "written by TF's {class} (`{}/{theirs}`), where this run's optimizer \
+                         keeps {}: resume with the [optimizer] of the run's kind",
+                        variable.name,
+                        ours.map_or("no slots (`sgd`)".into(), |s| format!("`{s}` slots")),
+                    )));
+                }
+                (None, Some(ours)) => {
+                    return Err(self.refused(format!(
+                        "it keeps no `{}/{ours}`: TF's run did not train `{}` (TF-slim's \
+                         --trainable_scopes) or trained it with GradientDescentOptimizer, \
+                         where this run trains it: resume with the run's --trainable-scopes \
+                         and optimizer",
+                        variable.name, param.path
+                    )));
+                }
+                _ => {}
+            }
+            if slots.first() == Some(&"RMSProp") && self.has(&format!("{}/RMSProp_2", variable.name))
+            {
+                return Err(self.refused(format!(
+                    "a centered RMSProp's run (`{}/RMSProp_2`, the mean gradient): this \
+                     RMSProp is not centered",
+                    variable.name
+                )));
+            }
+        }
+        for path in frozen_params(model) {
+            let variable = tf_variable::<M>(&path)?;
+            if let Some((slot, class)) = self.tf_optimizer_of(&variable.name) {
+                return Err(self.refused(format!(
+                    "TF's run trained `{path}` with {class} (`{}/{slot}`), where this run \
+                     freezes it: resume with the run's --trainable-scopes",
+                    variable.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The TF optimizer whose slot `variable` has (`Momentum`, `MomentumOptimizer`), if any.
+    fn tf_optimizer_of(&self, variable: &str) -> Option<(&'static str, &'static str)> {
+        TF_OPTIMIZERS
+            .into_iter()
+            .find(|(slot, _)| self.has(&format!("{variable}/{slot}")))
+    }
+
+    /// The optimizer state of `params`, each made of its TF variable's `slots`.
+    fn optimizer_state<M: TfNamed>(
+        &self,
+        params: &[TrainedParam],
+        optimizer: &OptimizerConfig,
+        slots: &[&str],
+    ) -> Result<SlotRecord> {
+        let mut sink = StateSink::default();
+        let mut ranks = Vec::new();
+        for param in params.iter().filter(|_| !slots.is_empty()) {
+            let variable = tf_variable::<M>(&param.path)?;
+            let values = slots
+                .iter()
+                .map(|slot| self.slot(&variable, slot, param))
+                .collect::<Result<Vec<_>>>()?;
+            let prefix = param.id.val().to_string();
+            (optimizer.record_tf_slots(values, &prefix, &mut sink)).map_err(|e| self.refused(e))?;
+            ranks.push((prefix, param.shape.len()));
+        }
+        let tensors = ranks.len();
+        let record = optimizer_record(sink, ranks).map_err(|e| self.refused(e))?;
+        Ok(SlotRecord { record, tensors })
+    }
+
+    /// The slot `VARIABLE/slot` of `param`, in its layout; of another shape, an error naming it.
+    fn slot(&self, variable: &TfVariable, slot: &str, param: &TrainedParam) -> Result<TensorData> {
+        let name = format!("{}/{slot}", variable.name);
+        let shape = (self.checkpoint.info(&name).map(|info| info.shape.clone()))
+            .ok_or_else(|| self.refused(format!("no `{name}`, a slot of `{}`", param.path)))?;
+        let values = self.checkpoint.read_f32(&name)?;
+        let (shape, values) = variable.layout.convert(shape, values);
+        if shape != param.shape {
+            return Err(self.refused(format!(
+                "`{name}` is {shape:?}, where `{}` is {:?}",
+                param.path, param.shape
+            )));
+        }
+        Ok(TensorData::new(values, shape))
+    }
+
+    /// `model` with the run's weights, or with `averages` its shadow variables where it has
+    /// them; and the tensors of the checkpoint no parameter took.
+    fn weights<M: Module + TfNamed>(&self, model: M, averages: bool) -> Result<(M, Vec<String>)> {
+        let checkpoint = TfCheckpoint::open(self.path())?;
+        let mut source = TfSource::new::<M>(checkpoint, averages);
+        let (model, report) = restore(model, &mut source, &RestoreOptions::new())?;
+        if let Some(missing) = report.missing.first() {
+            let name = M::tf_variable(missing).map_or(String::new(), |v| format!(" (`{}`)", v.name));
+            return Err(self.refused(format!(
+                "it has no variable for `{missing}`{name}, nor for {} other parameters",
+                report.missing.len() - 1
+            )));
+        }
+        Ok((model, report.unused))
+    }
+
+    fn has_averages(&self) -> bool {
+        let mut names = self.checkpoint.tensors().map(|(name, _)| name);
+        names.any(|name| name.ends_with(MOVING_AVERAGE_SUFFIX))
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.checkpoint.info(name).is_some()
+    }
+
+    /// An error naming the checkpoint's index, `reason` why it cannot be continued.
+    fn refused(&self, reason: String) -> Error {
+        let mut index = self.path().as_os_str().to_owned();
+        index.push(".index");
+        Error::Checkpoint {
+            path: PathBuf::from(index),
+            reason: format!("a TF run's checkpoint that cannot be continued: {reason}"),
+            error: None,
+        }
+    }
+}
+
+/// An optimizer record and the number of parameters it holds state for.
+struct SlotRecord {
+    record: OptimizerRecord,
+    tensors: usize,
+}
+
+/// The record Burn's `ModuleOptimizer::to_record` would write for the states in `sink`, each
+/// parameter's rank (`ranks`: its id, as a prefix, and rank) beside them: the only way to an
+/// [`OptimizerRecord`] from outside Burn is its file format, burnpack.
+fn optimizer_record(
+    sink: StateSink,
+    ranks: Vec<(String, usize)>,
+) -> std::result::Result<OptimizerRecord, String> {
+    let tensors = sink.tensors.into_iter().map(|(name, data)| {
+        // `PREFIX.leaf...`: the prefix is the parameter's id.
+        let id = name.split('.').next().and_then(|id| id.parse().ok());
+        let (bytes, shape, dtype) = data.into_parts();
+        burn_pack::Tensor::new(name, dtype, shape, id, bytes)
+    });
+    let mut writer = burn_pack::Writer::new(tensors.collect());
+    for (prefix, rank) in ranks {
+        // Burn's `RANK_KEY`: the rank the state is rebuilt with.
+        writer = writer.with_scalar(&format!("{prefix}.__rank"), burn_pack::Scalar::from(rank));
+    }
+    let bytes = writer.into_bytes().map_err(|e| e.to_string())?;
+    OptimizerRecord::from_bytes(bytes).map_err(|e| e.to_string())
+}
+
+/// The TF variable of the parameter at `path`; none is an error naming it.
+fn tf_variable<M: TfNamed>(path: &str) -> Result<TfVariable> {
+    M::tf_variable(path).ok_or_else(|| {
+        Error::Config(format!(
+            "the model's parameter `{path}` has no TF name: a TF run cannot be continued"
+        ))
+    })
+}
+
+/// The run's step: its `global_step` variable, else the number its prefix ends in
+/// (`model.ckpt-1000`); neither is an error.
+fn global_step(checkpoint: &TfCheckpoint) -> Result<u64> {
+    let from_prefix = || {
+        let name = checkpoint.prefix().file_name()?.to_str()?;
+        name.rsplit_once('-')?.1.parse().ok()
+    };
+    let step = match checkpoint.info(GLOBAL_STEP) {
+        Some(_) => match checkpoint.read(GLOBAL_STEP)? {
+            TfValues::Int(values) if values.len() == 1 => u64::try_from(values[0]).ok(),
+            _ => None,
+        },
+        None => from_prefix(),
+    };
+    step.ok_or_else(|| Error::Checkpoint {
+        path: checkpoint.prefix().to_path_buf(),
+        reason: format!(
+            "a TF run's checkpoint without a step: no `{GLOBAL_STEP}` (a scalar integer of at \
+             least 0) and no `-STEP` ending its name"
+        ),
+        error: None,
+    })
+}
+
+/// A note naming what of the checkpoint (`unused` by the weights) goes on nowhere, the slots
+/// and the step aside.
+fn not_continued(unused: Vec<String>, slots: &[&str]) -> Option<String> {
+    let is_slot = |name: &str| {
+        let last = name.rsplit('/').next().unwrap_or(name);
+        slots.contains(&last)
+    };
+    let left: Vec<String> = unused
+        .into_iter()
+        .filter(|name| name != GLOBAL_STEP && !is_slot(name))
+        .collect();
+    (!left.is_empty()).then(|| {
+        let shown: Vec<&str> = left.iter().take(5).map(String::as_str).collect();
+        format!(
+            "not continued, as no parameter here has them: {} tensors of the TF run ({}{})",
+            left.len(),
+            shown.join(", "),
+            if left.len() > 5 { ", ..." } else { "" }
+        )
+    })
+}
