@@ -80,6 +80,7 @@ fn main() -> anyhow::Result<()> {
         .with_processes(job)
         .with_stop(stop.clone())
         .with_prepare(args.train.fine_tuning())
+        .with_tf_resume()
         .run(
             |device| {
                 Cifar10Config::new()

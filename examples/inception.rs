@@ -106,6 +106,7 @@ fn main() -> anyhow::Result<()> {
         .with_processes(job)
         .with_stop(StopFlag::ctrl_c()?)
         .with_prepare(args.train.fine_tuning())
+        .with_tf_resume()
         .run(|device| model.init(device), &data.input)?;
     if !rank_zero {
         return Ok(());

@@ -120,6 +120,7 @@ where
         .with_processes(job)
         .with_stop(StopFlag::ctrl_c()?)
         .with_prepare(args.train.fine_tuning())
+        .with_tf_resume()
         .run(
             |device| net(num_classes, image_size, decay, device),
             &data.input,

@@ -121,15 +121,19 @@ pub struct TrainedParam {
 /// [`frozen_params`]) and moving statistics aside.
 pub fn trained_params<M: Module>(module: &M) -> Vec<TrainedParam> {
     let frozen = frozen_ids(module);
-    walk(module, Vec::new(), |found: &mut Vec<TrainedParam>, path, id, shape, _| {
-        if !frozen.contains(&id) && !is_moving_statistic(path) {
-            found.push(TrainedParam {
-                path: path.to_string(),
-                id,
-                shape: shape.to_vec(),
-            });
-        }
-    })
+    walk(
+        module,
+        Vec::new(),
+        |found: &mut Vec<TrainedParam>, path, id, shape, _| {
+            if !frozen.contains(&id) && !is_moving_statistic(path) {
+                found.push(TrainedParam {
+                    path: path.to_string(),
+                    id,
+                    shape: shape.to_vec(),
+                });
+            }
+        },
+    )
 }
 
 /// The ids of `module`'s tensors that take no gradient.

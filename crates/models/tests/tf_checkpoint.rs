@@ -236,6 +236,23 @@ fn opens_a_prefix_its_index_a_data_shard_or_a_train_directory() {
     assert_eq!(step, TfValues::Int(vec![200]));
 }
 
+/// A train directory moved from where TF 1's `Saver` wrote its absolute state file opens its
+/// own checkpoint; where that absolute path still holds one, it is taken, as TF takes it.
+#[test]
+fn a_moved_train_directory_opens_its_own_checkpoint() {
+    let (tmp, prefix) = copy_of_cifar10();
+    let state = "model_checkpoint_path: \"/gone/train/model.ckpt-200\"\n";
+    std::fs::write(tmp.path().join("checkpoint"), state).unwrap();
+    assert_eq!(TfCheckpoint::open(tmp.path()).unwrap().prefix(), prefix);
+    let (_elsewhere, other) = copy_of_cifar10();
+    let state = format!("model_checkpoint_path: \"{}\"\n", other.display());
+    std::fs::write(tmp.path().join("checkpoint"), state).unwrap();
+    assert_eq!(TfCheckpoint::open(tmp.path()).unwrap().prefix(), other);
+    let state = "model_checkpoint_path: \"/gone/train/model.ckpt-300\"\n";
+    std::fs::write(tmp.path().join("checkpoint"), state).unwrap();
+    assert_error_names(&error(tmp.path()), &["/gone/train/model.ckpt-300"]);
+}
+
 /// A copy of the CIFAR-10 fixture in a temporary directory, to damage.
 fn copy_of_cifar10() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();

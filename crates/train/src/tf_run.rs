@@ -156,7 +156,8 @@ impl TfRun {
                 }
                 _ => {}
             }
-            if slots.first() == Some(&"RMSProp") && self.has(&format!("{}/RMSProp_2", variable.name))
+            if slots.first() == Some(&"RMSProp")
+                && self.has(&format!("{}/RMSProp_2", variable.name))
             {
                 return Err(self.refused(format!(
                     "a centered RMSProp's run (`{}/RMSProp_2`, the mean gradient): this \
@@ -232,7 +233,8 @@ impl TfRun {
         let mut source = TfSource::new::<M>(checkpoint, averages);
         let (model, report) = restore(model, &mut source, &RestoreOptions::new())?;
         if let Some(missing) = report.missing.first() {
-            let name = M::tf_variable(missing).map_or(String::new(), |v| format!(" (`{}`)", v.name));
+            let name =
+                M::tf_variable(missing).map_or(String::new(), |v| format!(" (`{}`)", v.name));
             return Err(self.refused(format!(
                 "it has no variable for `{missing}`{name}, nor for {} other parameters",
                 report.missing.len() - 1

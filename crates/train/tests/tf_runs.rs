@@ -1,6 +1,6 @@
 //! Continuing a TF 1.x run: train directories TF 2.21 left (crates/train/tests/data/tf_runs,
 //! from scripts/tf_fixtures/tf_run_checkpoint.py: the CIFAR-10 tutorial's net fine-tuned by
-//! RMSProp with moving averages, and by momentum) go on under `--resume` as TF's own run went
+//! RMSProp with moving averages, and by momentum; a centered RMSProp's) go on under `--resume` as TF's own run went
 //! on after its save: the same losses, weights and moving averages two steps later, with the
 //! learning rate of TF's step. A run of another optimizer, or that trained other parameters, is
 //! refused, naming the variable that shows it.
@@ -13,8 +13,7 @@ use towers_data::cifar10::Cifar10Format;
 use towers_data::transforms::CifarEval;
 use towers_models::{Cifar10Config, Cifar10Net};
 use towers_train::{
-    Input, LrScheduleConfig, OptimizerConfig, TrainConfig, Trained, Trainer, fine_tuning,
-    read_log,
+    Input, LrScheduleConfig, OptimizerConfig, TrainConfig, Trained, Trainer, fine_tuning, read_log,
 };
 
 #[derive(serde::Deserialize)]
@@ -122,15 +121,29 @@ fn by_tf_name(m: &Cifar10Net) -> BTreeMap<String, Vec<f32>> {
 /// `got` matches TF's `want`: each value to within a thousandth of the change the two steps
 /// made (`before`: the value at the checkpoint), so that a step taken otherwise fails.
 fn assert_close(name: &str, got: &[f32], want: &Summary, before: &[f32]) {
-    let moved: f64 = (want.head.iter().zip(before)).map(|(w, b)| (w - *b as f64).abs()).sum();
+    let moved: f64 = (want.head.iter().zip(before))
+        .map(|(w, b)| (w - *b as f64).abs())
+        .sum();
     assert!(moved > 0.0, "{name}: TF's two steps moved nothing");
-    let off: f64 = (want.head.iter().zip(got)).map(|(w, g)| (w - *g as f64).abs()).sum();
-    assert!(off < 2e-3 * moved, "{name}: off by {off:e}, where TF moved {moved:e}");
+    let off: f64 = (want.head.iter().zip(got))
+        .map(|(w, g)| (w - *g as f64).abs())
+        .sum();
+    assert!(
+        off < 2e-3 * moved,
+        "{name}: off by {off:e}, where TF moved {moved:e}"
+    );
     let sum: f64 = got.iter().map(|v| *v as f64).sum();
     let abs_sum: f64 = got.iter().map(|v| v.abs() as f64).sum();
     let scale = want.abs_sum.max(1e-3);
-    assert!((sum - want.sum).abs() < 1e-4 * scale, "{name}: sum {sum} vs TF's {}", want.sum);
-    assert!((abs_sum - want.abs_sum).abs() < 1e-4 * scale, "{name}: {abs_sum} vs TF's");
+    assert!(
+        (sum - want.sum).abs() < 1e-4 * scale,
+        "{name}: sum {sum} vs TF's {}",
+        want.sum
+    );
+    assert!(
+        (abs_sum - want.abs_sum).abs() < 1e-4 * scale,
+        "{name}: {abs_sum} vs TF's"
+    );
 }
 
 /// The values of the run's checkpoint by TF name (the shadows under their variables' names).
@@ -140,10 +153,15 @@ fn at_checkpoint(run: &str, averages: bool) -> BTreeMap<String, Vec<f32>> {
         true => format!("{name}/ExponentialMovingAverage"),
         false => name.to_string(),
     };
-    ["local4/weights", "local4/biases", "softmax_linear/weights", "softmax_linear/biases"]
-        .into_iter()
-        .filter_map(|name| Some((name.to_string(), checkpoint.read_f32(&shadow(name)).ok()?)))
-        .collect()
+    [
+        "local4/weights",
+        "local4/biases",
+        "softmax_linear/weights",
+        "softmax_linear/biases",
+    ]
+    .into_iter()
+    .filter_map(|name| Some((name.to_string(), checkpoint.read_f32(&shadow(name)).ok()?)))
+    .collect()
 }
 
 fn goes_on_as_tf_did(run: &str, optimizer: OptimizerConfig, averages: bool) {
@@ -159,7 +177,10 @@ fn goes_on_as_tf_did(run: &str, optimizer: OptimizerConfig, averages: bool) {
     assert_eq!(logged.len(), expected.losses.len(), "{logged:?}");
     for ((step, loss, lr), (i, want)) in logged.iter().zip(expected.losses.iter().enumerate()) {
         assert_eq!(*step, first + i as u64);
-        assert!((loss - want).abs() < 1e-5 * want, "step {step}: {loss} vs TF's {want}");
+        assert!(
+            (loss - want).abs() < 1e-5 * want,
+            "step {step}: {loss} vs TF's {want}"
+        );
         assert_eq!(*lr, expected.learning_rates[i], "step {step}'s rate");
     }
     let before = at_checkpoint(run, false);
@@ -169,7 +190,10 @@ fn goes_on_as_tf_did(run: &str, optimizer: OptimizerConfig, averages: bool) {
         let (values, start) = match name.strip_suffix("/ExponentialMovingAverage") {
             Some(variable) => {
                 let averages = trained.averages.as_ref().expect("averages kept");
-                (by_tf_name(averages)[variable].clone(), &at_checkpoint(run, true)[variable])
+                (
+                    by_tf_name(averages)[variable].clone(),
+                    &at_checkpoint(run, true)[variable],
+                )
             }
             None => (got[name].clone(), &before[name]),
         };
@@ -207,13 +231,26 @@ fn assert_says(error: &str, words: &[&str]) {
 #[test]
 fn a_run_of_another_optimizer_is_refused_naming_its_slot() {
     let error = refusal("momentum", rmsprop(), &["softmax_linear"]);
-    assert_says(&error, &[
-        "model.ckpt-6.index",
-        "written by TF's MomentumOptimizer (`softmax_linear/weights/Momentum`)",
-        "`RMSProp` slots",
-    ]);
-    let error = refusal("rmsprop", OptimizerConfig::Sgd, &["local4", "softmax_linear"]);
-    assert_says(&error, &["RMSPropOptimizer (`local4/weights/RMSProp`)", "no slots (`sgd`)"]);
+    assert_says(
+        &error,
+        &[
+            "model.ckpt-6.index",
+            "written by TF's MomentumOptimizer (`softmax_linear/weights/Momentum`)",
+            "`RMSProp` slots",
+        ],
+    );
+    let error = refusal(
+        "rmsprop",
+        OptimizerConfig::Sgd,
+        &["local4", "softmax_linear"],
+    );
+    assert_says(
+        &error,
+        &[
+            "RMSPropOptimizer (`local4/weights/RMSProp`)",
+            "no slots (`sgd`)",
+        ],
+    );
     let adam = OptimizerConfig::Adam {
         beta1: 0.9,
         beta2: 0.999,
@@ -221,19 +258,30 @@ fn a_run_of_another_optimizer_is_refused_naming_its_slot() {
     };
     let error = refusal("rmsprop", adam, &["local4", "softmax_linear"]);
     assert_says(&error, &["not Adam", "--pretrained"]);
+    let error = refusal("centered_rmsprop", rmsprop(), &["softmax_linear"]);
+    assert_says(
+        &error,
+        &["centered RMSProp", "`softmax_linear/weights/RMSProp_2`"],
+    );
 }
 
 #[test]
 fn a_run_that_trained_other_parameters_is_refused() {
     // TF trained local4 and softmax_linear; this run trains everything.
     let error = refusal("rmsprop", rmsprop(), &[]);
-    assert_says(&error, &["keeps no `conv1/weights/RMSProp`", "--trainable-scopes"]);
+    assert_says(
+        &error,
+        &["keeps no `conv1/weights/RMSProp`", "--trainable-scopes"],
+    );
     // ... and this one freezes local4.
     let error = refusal("rmsprop", rmsprop(), &["softmax_linear"]);
-    assert_says(&error, &[
-        "TF's run trained `local4.weight` with RMSPropOptimizer (`local4/weights/RMSProp`)",
-        "freezes it",
-    ]);
+    assert_says(
+        &error,
+        &[
+            "TF's run trained `local4.weight` with RMSPropOptimizer (`local4/weights/RMSProp`)",
+            "freezes it",
+        ],
+    );
 }
 
 #[test]
@@ -242,8 +290,18 @@ fn a_tf_train_directory_asks_for_resume_and_a_model_with_tf_names() {
     let dir = copy_of("momentum");
     let mut config = config(dir.path(), momentum(), &expected);
     config.resume = false;
-    let error = go_on(config.clone(), &expected.scopes).err().unwrap().to_string();
-    assert_says(&error, &["holds a TF run's checkpoint", "model.ckpt-6, step 6", "--resume"]);
+    let error = go_on(config.clone(), &expected.scopes)
+        .err()
+        .unwrap()
+        .to_string();
+    assert_says(
+        &error,
+        &[
+            "holds a TF run's checkpoint",
+            "model.ckpt-6, step 6",
+            "--resume",
+        ],
+    );
     config.resume = true;
     let size = expected.image_size;
     let error = Trainer::new(config)

@@ -677,11 +677,19 @@ fn resolve_file(path: &Path) -> Result<Resolved> {
 }
 
 /// The newest prefix of a train directory, from its `checkpoint` state file
-/// (`model_checkpoint_path: "model.ckpt-1000"`, relative to the directory or absolute).
+/// (`model_checkpoint_path: "model.ckpt-1000"`, relative to the directory or absolute). An
+/// absolute one that is gone (a train directory moved or copied from another machine: TF 1's
+/// `Saver` writes absolute paths) is taken from the directory itself where it is there.
 fn latest_in(dir: &Path) -> Result<PathBuf> {
     let state = dir.join("checkpoint");
     let text = std::fs::read_to_string(&state).map_err(WeightsError::io(&state))?;
-    prefix_from_state(dir, &text)
+    let prefix = prefix_from_state(dir, &text)?;
+    let exists = |prefix: &Path| prefix.exists() || suffixed(prefix, ".index").exists();
+    let beside = prefix.file_name().map(|name| dir.join(name));
+    match beside {
+        Some(beside) if prefix.is_absolute() && !exists(&prefix) && exists(&beside) => Ok(beside),
+        _ => Ok(prefix),
+    }
 }
 
 /// The newest prefix named by the text of `dir`'s `checkpoint` state file, its escapes undone

@@ -63,7 +63,8 @@ pub const PLOT_FILE: &str = "train_plot.svg";
 pub type PrepareFn<M> = dyn Fn(M, bool) -> Result<M> + Send + Sync;
 
 /// How a model goes on from a TF run's checkpoint ([`TfRun::continue_into`] for its type).
-type ContinueTfFn<M> = fn(&TfRun, M, &crate::optim::OptimizerConfig, bool) -> Result<ContinuedRun<M>>;
+type ContinueTfFn<M> =
+    fn(&TfRun, M, &crate::optim::OptimizerConfig, bool) -> Result<ContinuedRun<M>>;
 
 /// Trains a model `M` through its [`TrainStep`] `S` as [`TrainConfig`] says: an
 /// [`ImageClassifier`] on image files by default ([`Trainer::new`]), any model and batch with

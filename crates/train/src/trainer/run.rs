@@ -145,7 +145,9 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
             step,
             // A fresh run's step is 0; a TF run's, continued, counts its batches of this size
             // (the schedule reads the step from the examples, as TF's from `global_step`).
-            examples: saved.map_or(step * self.global_examples_per_step(), |saved| saved.examples),
+            examples: saved.map_or(step * self.global_examples_per_step(), |saved| {
+                saved.examples
+            }),
             first_step: step,
             saved_step: start.checkpoint.is_some().then_some(step),
             checkpoint: start.checkpoint,

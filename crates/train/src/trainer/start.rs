@@ -125,7 +125,9 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         let averages = (continued.averages)
             .map(|averages| MovingAverage::from_averages(averages, c.moving_average_decay));
         Ok(Start {
-            optimizer: self.optimizer_for(&continued.model).load_record(continued.optimizer),
+            optimizer: self
+                .optimizer_for(&continued.model)
+                .load_record(continued.optimizer),
             model: continued.model,
             averages,
             step: continued.step,
