@@ -50,7 +50,9 @@ pub struct TrainArgs {
     /// Input reader threads (default: 4 per tower).
     #[arg(long)]
     pub reader_threads: Option<usize>,
-    /// Continue from the newest valid checkpoint in the train directory.
+    /// Continue from the newest valid checkpoint in the train directory; in one a TF 1.x
+    /// trainer left (its `checkpoint` state file, none of ours), from TF's newest (weights,
+    /// optimizer slots, moving averages, `global_step`).
     #[arg(long)]
     pub resume: bool,
     /// Checkpoints kept in the train directory, the newest (TF's `max_to_keep`; default 5).

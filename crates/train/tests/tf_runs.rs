@@ -218,7 +218,9 @@ fn refusal(run: &str, optimizer: OptimizerConfig, scopes: &[&str]) -> String {
     let dir = copy_of(run);
     let config = config(dir.path(), optimizer, &expected(run));
     let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
-    let error = go_on(config, &scopes).err().expect("refused");
+    let Err(error) = go_on(config, &scopes) else {
+        panic!("{run} continued with {scopes:?}")
+    };
     format!("{:?}", anyhow::Error::from(error))
 }
 
