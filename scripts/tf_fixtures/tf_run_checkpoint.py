@@ -11,6 +11,8 @@ optimizer's slots and, for the RMSProp run, the moving averages of the trained v
                slots `RMSProp` (mean square, starts at 1) and `RMSProp_1` (momentum); local4 and
                softmax_linear trained
     momentum/  MomentumOptimizer(momentum 0.9): slot `Momentum`; softmax_linear trained
+    adam/      AdamOptimizer(0.9, 0.999, epsilon 1.0, TF-slim's --opt_epsilon): slots `Adam` and
+               `Adam_1`, `beta1_power` and `beta2_power`; softmax_linear trained
     centered_rmsprop/  RMSProp centered: slots `RMSProp`, `RMSProp_1` (the mean gradient) and
                `RMSProp_2` (momentum); softmax_linear trained (not continued here: refused)
 
@@ -50,6 +52,8 @@ RUNS = {
                     scopes=["local4", "softmax_linear"], averages=True),
     "momentum": dict(optimizer=lambda lr: tf.train.MomentumOptimizer(lr, 0.9),
                      scopes=["softmax_linear"], averages=False),
+    "adam": dict(optimizer=lambda lr: tf.train.AdamOptimizer(lr, 0.9, 0.999, epsilon=1.0),
+                 scopes=["softmax_linear"], averages=False),
     "centered_rmsprop": dict(optimizer=lambda lr: tf.train.RMSPropOptimizer(
         lr, 0.9, momentum=0.9, epsilon=1.0, centered=True), scopes=["softmax_linear"],
         averages=False),

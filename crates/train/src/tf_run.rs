@@ -19,6 +19,9 @@ use crate::optim::{OptimizerConfig, TF_OPTIMIZERS};
 
 /// The variable TF's trainers count updates in.
 const GLOBAL_STEP: &str = "global_step";
+/// TF's Adam's powers of its betas, `beta^(t+1)` after `t` updates.
+const BETA1_POWER: &str = "beta1_power";
+const BETA2_POWER: &str = "beta2_power";
 
 /// The newest checkpoint of a TF run's train directory.
 #[derive(Debug)]
@@ -118,13 +121,13 @@ impl TfRun {
         })
     }
 
-    /// The slots `optimizer`'s TF counterpart keeps; Adam's are refused.
+    /// The slots `optimizer`'s TF counterpart keeps; Burn's Adam is refused.
     fn slots_of(&self, optimizer: &OptimizerConfig) -> Result<&'static [&'static str]> {
         optimizer.tf_slots().ok_or_else(|| {
             self.refused(
-                "a TF run is continued with SGD, momentum or RMSProp here, not Adam: TF's \
-                 AdamOptimizer adds its epsilon before the bias correction, Burn's Adam after, \
-                 so the run would not go on as TF's; start from its weights with --pretrained"
+                "a TF run's Adam is TF's (`kind = \"tf_adam\"` in the config's [optimizer]), \
+                 not Burn's (`adam`): TF's AdamOptimizer adds its epsilon before the bias \
+                 correction, Burn's Adam after, so the run would not go on as TF's"
                     .into(),
             )
         })
@@ -193,6 +196,7 @@ impl TfRun {
         optimizer: &OptimizerConfig,
         slots: &[&str],
     ) -> Result<SlotRecord> {
+        let steps = self.optimizer_steps(optimizer)?;
         let mut sink = StateSink::default();
         let mut ranks = Vec::new();
         for param in params.iter().filter(|_| !slots.is_empty()) {
@@ -202,12 +206,56 @@ impl TfRun {
                 .map(|slot| self.slot(&variable, slot, param))
                 .collect::<Result<Vec<_>>>()?;
             let prefix = param.id.val().to_string();
-            (optimizer.record_tf_slots(values, &prefix, &mut sink)).map_err(|e| self.refused(e))?;
+            (optimizer.record_tf_slots(values, steps, &prefix, &mut sink))
+                .map_err(|e| self.refused(e))?;
             ranks.push((prefix, param.shape.len()));
         }
         let tensors = ranks.len();
         let record = optimizer_record(sink, ranks).map_err(|e| self.refused(e))?;
         Ok(SlotRecord { record, tensors })
+    }
+
+    /// The updates the run's optimizer made, as its state counts them: TF's Adam keeps
+    /// `beta1^(t+1)` and `beta2^(t+1)` after `t` (`beta1_power`, `beta2_power`), whose logarithms
+    /// give `t` for the config's betas (each must, and both the same: other betas are refused).
+    /// Once `beta2_power` is below f32's range, `global_step`. 0 for the other optimizers.
+    fn optimizer_steps(&self, optimizer: &OptimizerConfig) -> Result<usize> {
+        let OptimizerConfig::TfAdam { beta1, beta2, .. } = *optimizer else {
+            return Ok(0);
+        };
+        let mut counts = Vec::new();
+        for (name, beta) in [(BETA1_POWER, beta1), (BETA2_POWER, beta2)] {
+            let power = match self.checkpoint.info(name) {
+                Some(_) => self.checkpoint.read_f32(name)?,
+                None => return Err(self.refused(format!("an Adam run's without `{name}`"))),
+            };
+            let power = *power
+                .first()
+                .ok_or_else(|| self.refused(format!("an empty `{name}`")))?;
+            if power > 0.0 {
+                counts.push((name, beta, power, (power as f64).ln() / beta.ln() - 1.0));
+            }
+        }
+        let whole = |t: f64| t.round() >= 0.0 && (t - t.round()).abs() < 0.01;
+        match counts.as_slice() {
+            [] => Ok(self.step as usize),
+            [(_, _, _, t), rest @ ..]
+                if whole(*t) && rest.iter().all(|c| c.3.round() == t.round()) =>
+            {
+                Ok(t.round() as usize)
+            }
+            _ => Err(self.refused(format!(
+                "its Adam step counts do not fit this run's betas: {}: resume with the TF \
+                 run's beta1 and beta2",
+                (counts.iter())
+                    .map(|(name, beta, power, t)| format!(
+                        "`{name}` {power} is {beta}^{:.3}",
+                        t + 1.0
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
     }
 
     /// The slot `VARIABLE/slot` of `param`, in its layout; of another shape, an error naming it.
@@ -284,6 +332,10 @@ fn optimizer_record(
         burn_pack::Tensor::new(name, dtype, shape, id, bytes)
     });
     let mut writer = burn_pack::Writer::new(tensors.collect());
+    // The states' own scalars (Adam's step count).
+    for (name, value) in sink.scalars {
+        writer = writer.with_scalar(&name, value);
+    }
     for (prefix, rank) in ranks {
         // Burn's `RANK_KEY`: the rank the state is rebuilt with.
         writer = writer.with_scalar(&format!("{prefix}.__rank"), burn_pack::Scalar::from(rank));
@@ -332,9 +384,10 @@ fn not_continued(unused: Vec<String>, slots: &[&str]) -> Option<String> {
         let last = name.rsplit('/').next().unwrap_or(name);
         slots.contains(&last)
     };
+    let counters = [GLOBAL_STEP, BETA1_POWER, BETA2_POWER];
     let left: Vec<String> = unused
         .into_iter()
-        .filter(|name| name != GLOBAL_STEP && !is_slot(name))
+        .filter(|name| !counters.contains(&name.as_str()) && !is_slot(name))
         .collect();
     (!left.is_empty()).then(|| {
         let shown: Vec<&str> = left.iter().take(5).map(String::as_str).collect();

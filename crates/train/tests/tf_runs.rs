@@ -1,6 +1,7 @@
 //! Continuing a TF 1.x run: train directories TF 2.21 left (crates/train/tests/data/tf_runs,
 //! from scripts/tf_fixtures/tf_run_checkpoint.py: the CIFAR-10 tutorial's net fine-tuned by
-//! RMSProp with moving averages, and by momentum; a centered RMSProp's) go on under `--resume` as TF's own run went
+//! RMSProp with moving averages, by momentum and by Adam; a centered RMSProp's) go on under
+//! `--resume` as TF's own run went
 //! on after its save: the same losses, weights and moving averages two steps later, with the
 //! learning rate of TF's step. A run of another optimizer, or that trained other parameters, is
 //! refused, naming the variable that shows it.
@@ -75,6 +76,15 @@ fn config(dir: &Path, optimizer: OptimizerConfig, expected: &Expected) -> TrainC
 
 fn rmsprop() -> OptimizerConfig {
     OptimizerConfig::inception_rmsprop()
+}
+
+/// TF 1.x's Adam at TF-slim's epsilon.
+fn tf_adam(beta2: f64) -> OptimizerConfig {
+    OptimizerConfig::TfAdam {
+        beta1: 0.9,
+        beta2,
+        epsilon: 1.0,
+    }
 }
 
 fn momentum() -> OptimizerConfig {
@@ -213,6 +223,11 @@ fn a_momentum_run_goes_on_as_tfs_did() {
     goes_on_as_tf_did("momentum", momentum(), false);
 }
 
+#[test]
+fn an_adam_run_goes_on_as_tfs_did() {
+    goes_on_as_tf_did("adam", tf_adam(0.999), false);
+}
+
 /// The error of continuing `run` with `optimizer`, training `scopes`.
 fn refusal(run: &str, optimizer: OptimizerConfig, scopes: &[&str]) -> String {
     let dir = copy_of(run);
@@ -258,8 +273,13 @@ fn a_run_of_another_optimizer_is_refused_naming_its_slot() {
         beta2: 0.999,
         epsilon: 1e-8,
     };
-    let error = refusal("rmsprop", adam, &["local4", "softmax_linear"]);
-    assert_says(&error, &["not Adam", "--pretrained"]);
+    let error = refusal("adam", adam, &["softmax_linear"]);
+    assert_says(&error, &["kind = \"tf_adam\"", "not Burn's"]);
+    let error = refusal("adam", tf_adam(0.99), &["softmax_linear"]);
+    assert_says(
+        &error,
+        &["do not fit this run's betas", "`beta2_power` 0.99302"],
+    );
     let error = refusal("centered_rmsprop", rmsprop(), &["softmax_linear"]);
     assert_says(
         &error,

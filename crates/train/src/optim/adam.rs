@@ -1,4 +1,5 @@
-//! [`FusedAdam`]: Burn's Adam, its update in one pass on flex.
+//! [`FusedAdam`]: Burn's Adam, or TF 1.x's (its epsilon placed as TF places it), its update in
+//! one pass on flex.
 
 use burn::optim::{Adam, AdamConfig, AdamState, AdaptiveMomentumState, LearningRate, Optimizer};
 use burn::tensor::{Device, Tensor};
@@ -10,12 +11,18 @@ use towers_kernels::{AdamStep, fused_adam};
 /// demo on 2 cores: 0.20–0.21 s a step with them, 0.19 without). Other backends take Burn's
 /// `Adam` itself.
 /// Its state is Burn's [`AdamState`], so checkpoints of either load into the other.
+///
+/// [`FusedAdam::tf`] is TF 1.x's `AdamOptimizer` instead, which adds its epsilon before the bias
+/// correction: `w -= lr·sqrt(1-β2^t)/(1-β1^t) · m / (sqrt(v) + ε)`. That is Burn's update with
+/// the epsilon `ε / sqrt(1-β2^t)`, which it takes at each step; at TF-slim's `--opt_epsilon` of
+/// 1.0 the two differ in every step.
 #[derive(Clone)]
 pub struct FusedAdam {
     burn: Adam,
     beta_1: f32,
     beta_2: f32,
     epsilon: f32,
+    tf_epsilon: bool,
 }
 
 impl FusedAdam {
@@ -30,6 +37,38 @@ impl FusedAdam {
             beta_1,
             beta_2,
             epsilon,
+            tf_epsilon: false,
+        }
+    }
+
+    /// TF 1.x's `AdamOptimizer` with these settings (see [`FusedAdam`]).
+    pub fn tf(beta_1: f32, beta_2: f32, epsilon: f32) -> Self {
+        Self {
+            tf_epsilon: true,
+            ..Self::new(beta_1, beta_2, epsilon)
+        }
+    }
+
+    /// The epsilon of Burn's update at step `time` (from 1).
+    fn epsilon_at(&self, time: usize) -> f32 {
+        match self.tf_epsilon {
+            true => {
+                let correction = 1.0 - (self.beta_2 as f64).powi(time as i32);
+                (self.epsilon as f64 / correction.sqrt()) as f32
+            }
+            false => self.epsilon,
+        }
+    }
+
+    /// Burn's `Adam` taking step `time`'s epsilon.
+    fn burn_at(&self, time: usize) -> Adam {
+        match self.tf_epsilon {
+            true => AdamConfig::new()
+                .with_beta_1(self.beta_1)
+                .with_beta_2(self.beta_2)
+                .with_epsilon(self.epsilon_at(time))
+                .build(),
+            false => self.burn.clone(),
         }
     }
 }
@@ -59,13 +98,16 @@ impl Optimizer for FusedAdam {
                         max_moment_2: None,
                     },
             }) => (time + 1, moment_1, moment_2),
-            Some(amsgrad) => return self.burn.step(lr, tensor, grad, Some(amsgrad)),
+            Some(amsgrad) => {
+                let time = amsgrad.momentum.time + 1;
+                return self.burn_at(time).step(lr, tensor, grad, Some(amsgrad));
+            }
         };
         let step = AdamStep {
             lr,
             beta_1: self.beta_1,
             beta_2: self.beta_2,
-            epsilon: self.epsilon,
+            epsilon: self.epsilon_at(time),
             time,
         };
         match fused_adam([tensor, grad, moment_1, moment_2], step) {
@@ -78,7 +120,7 @@ impl Optimizer for FusedAdam {
                 let state = (time > 1).then(|| {
                     AdamState::new(AdaptiveMomentumState::new(time - 1, moment_1, moment_2))
                 });
-                self.burn.step(lr, tensor, grad, state)
+                self.burn_at(time).step(lr, tensor, grad, state)
             }
         }
     }

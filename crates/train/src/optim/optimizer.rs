@@ -51,6 +51,17 @@ pub enum OptimizerConfig {
         /// Added to the root of the second moment.
         epsilon: f64,
     },
+    /// TF 1.x's `AdamOptimizer` (TF-slim's `--optimizer=adam`): Adam with its epsilon added
+    /// before the bias correction, as TF adds it ([`FusedAdam::tf`]); what continues a TF run
+    /// of Adam.
+    TfAdam {
+        /// Decay of the first moment.
+        beta1: f64,
+        /// Decay of the second moment.
+        beta2: f64,
+        /// Added to the root of the uncorrected second moment.
+        epsilon: f64,
+    },
 }
 
 impl OptimizerConfig {
@@ -88,6 +99,11 @@ impl OptimizerConfig {
                 .and(fraction("momentum", momentum))
                 .and(positive("epsilon", epsilon)),
             Self::Adam {
+                beta1,
+                beta2,
+                epsilon,
+            }
+            | Self::TfAdam {
                 beta1,
                 beta2,
                 epsilon,
@@ -129,6 +145,14 @@ impl OptimizerConfig {
                 epsilon,
             } => {
                 let adam = FusedAdam::new(beta1 as f32, beta2 as f32, epsilon as f32);
+                with_weight_decays(adam, decays)
+            }
+            Self::TfAdam {
+                beta1,
+                beta2,
+                epsilon,
+            } => {
+                let adam = FusedAdam::tf(beta1 as f32, beta2 as f32, epsilon as f32);
                 with_weight_decays(adam, decays)
             }
         }
@@ -210,6 +234,36 @@ mod tests {
         assert!((run(&config)[0] - 0.9).abs() < 1e-5);
     }
 
+    /// TF 1.x's `AdamOptimizer`'s update, written out in f64: `lr_t = lr·sqrt(1-β2^t)/(1-β1^t)`,
+    /// `w -= lr_t·m/(sqrt(v)+ε)`; at ε = 1 Burn's Adam takes other steps.
+    #[test]
+    fn tf_adam_is_tfs_adam_optimizer() {
+        let (b1, b2, eps) = (0.9f64, 0.999f64, 1.0f64);
+        let mut want = [0.0; 3];
+        let (mut w, mut m, mut v) = (1.0f64, 0.0f64, 0.0f64);
+        for (t, out) in (1..).zip(&mut want) {
+            (m, v) = (b1 * m + (1.0 - b1) * w, b2 * v + (1.0 - b2) * w * w);
+            let lr_t = 0.1 * (1.0 - b2.powi(t)).sqrt() / (1.0 - b1.powi(t));
+            w -= lr_t * m / (v.sqrt() + eps);
+            *out = w;
+        }
+        let tf = |beta1, beta2, epsilon| OptimizerConfig::TfAdam {
+            beta1,
+            beta2,
+            epsilon,
+        };
+        assert_trace(run(&tf(b1, b2, eps)), want);
+        let burns = run(&OptimizerConfig::Adam {
+            beta1: b1,
+            beta2: b2,
+            epsilon: eps,
+        });
+        assert!(
+            (burns[2] as f64 - want[2]).abs() > 1e-3,
+            "{burns:?} vs {want:?}"
+        );
+    }
+
     #[test]
     fn reads_from_json() {
         let config: OptimizerConfig = serde_json::from_str(
@@ -219,5 +273,11 @@ mod tests {
         assert_eq!(config, OptimizerConfig::inception_rmsprop());
         let config: OptimizerConfig = serde_json::from_str(r#"{"kind": "sgd"}"#).unwrap();
         assert_eq!(config, OptimizerConfig::Sgd);
+        let json = r#"{"kind": "tf_adam", "beta1": 0.9, "beta2": 0.999, "epsilon": 1.0}"#;
+        let config: OptimizerConfig = serde_json::from_str(json).unwrap();
+        assert!(matches!(
+            config,
+            OptimizerConfig::TfAdam { epsilon: 1.0, .. }
+        ));
     }
 }

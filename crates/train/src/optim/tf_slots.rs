@@ -1,7 +1,7 @@
 //! TF 1.x optimizers' slots (`VAR/Momentum`, `VAR/RMSProp`, ...) as our optimizers' state: what
 //! continuing a TF run imports besides its weights.
 
-use burn::optim::{RecordState, StateSink};
+use burn::optim::{AdamState, AdaptiveMomentumState, RecordState, StateSink};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use super::optimizer::OptimizerConfig;
@@ -24,34 +24,40 @@ impl OptimizerConfig {
     /// The slots TF 1.x's counterpart of this optimizer keeps for each variable it trains, in
     /// the order it makes them: none for `GradientDescentOptimizer`, `MomentumOptimizer`'s
     /// accumulator, `RMSPropOptimizer`'s mean square (`RMSProp`, which starts at 1) and
-    /// momentum (`RMSProp_1`). `None` for Adam: TF adds its epsilon before the bias correction,
-    /// Burn's Adam after it, so a TF Adam run would not go on as TF's.
+    /// momentum (`RMSProp_1`), `AdamOptimizer`'s first and second moments (`Adam`, `Adam_1`; its
+    /// step count is in `beta1_power` and `beta2_power`, no slots). `None` for Burn's Adam: TF
+    /// adds its epsilon before the bias correction, Burn's Adam after, so a TF Adam run would
+    /// not go on as TF's ([`OptimizerConfig::TfAdam`] does).
     pub fn tf_slots(&self) -> Option<&'static [&'static str]> {
         match self {
             Self::Sgd => Some(&[]),
             Self::Momentum { .. } => Some(&["Momentum"]),
             Self::RmsProp { .. } => Some(&["RMSProp", "RMSProp_1"]),
+            Self::TfAdam { .. } => Some(&["Adam", "Adam_1"]),
             Self::Adam { .. } => None,
         }
     }
 
     /// Records one parameter's state made of its TF slots' `values` (in
-    /// [`tf_slots`](Self::tf_slots)' order, each in the parameter's layout) under `prefix`, as
+    /// [`tf_slots`](Self::tf_slots)' order, each in the parameter's layout) after `steps` updates
+    /// (Adam's bias corrections count them) under `prefix`, as
     /// Burn's `ModuleOptimizer::to_record` records the state of the parameter whose id is
     /// `prefix`: by the state's own [`RecordState`], so that loading it back reads its fields.
     /// A rank above 5 is an error.
     pub fn record_tf_slots(
         &self,
         values: Vec<TensorData>,
+        steps: usize,
         prefix: &str,
         sink: &mut StateSink,
     ) -> Result<(), String> {
-        match values.first().map(TensorData::rank) {
-            Some(1) => self.record_ranked::<1>(values, prefix, sink),
-            Some(2) => self.record_ranked::<2>(values, prefix, sink),
-            Some(3) => self.record_ranked::<3>(values, prefix, sink),
-            Some(4) => self.record_ranked::<4>(values, prefix, sink),
-            Some(5) => self.record_ranked::<5>(values, prefix, sink),
+        let state = (values, steps, prefix);
+        match state.0.first().map(TensorData::rank) {
+            Some(1) => self.record_ranked::<1>(state, sink),
+            Some(2) => self.record_ranked::<2>(state, sink),
+            Some(3) => self.record_ranked::<3>(state, sink),
+            Some(4) => self.record_ranked::<4>(state, sink),
+            Some(5) => self.record_ranked::<5>(state, sink),
             Some(rank) => return Err(format!("a slot of rank {rank} (at most 5 are read)")),
             None => {}
         }
@@ -60,8 +66,7 @@ impl OptimizerConfig {
 
     fn record_ranked<const D: usize>(
         &self,
-        values: Vec<TensorData>,
-        prefix: &str,
+        (values, steps, prefix): (Vec<TensorData>, usize, &str),
         sink: &mut StateSink,
     ) {
         // The states hold tensors; these live on the host only until flattened back to data.
@@ -81,6 +86,10 @@ impl OptimizerConfig {
                 momentum: next(),
             }
             .state_flatten(prefix, sink),
+            Self::TfAdam { .. } => {
+                let moments = AdaptiveMomentumState::new(steps, next(), next());
+                AdamState::new(moments).state_flatten(prefix, sink)
+            }
         }
     }
 }
