@@ -49,11 +49,19 @@ pub struct ContinuedRun<M> {
 
 impl TfRun {
     /// The TF run in `dir`: the checkpoint its `checkpoint` state file names, as TF's
-    /// `tf.train.latest_checkpoint` finds it; `None` where there is no state file. A state file
-    /// naming a checkpoint that cannot be read is an error naming it.
+    /// `tf.train.latest_checkpoint` finds it; `None` where there is no such file (or a file of
+    /// that name that is no TF state file: no `model_checkpoint_path`). A state file naming a
+    /// checkpoint that cannot be read is an error naming it.
     pub fn find(dir: &Path) -> Result<Option<Self>> {
-        if !dir.join("checkpoint").is_file() {
-            return Ok(None);
+        let state = dir.join("checkpoint");
+        let is_tf_state = |text: String| text.contains("model_checkpoint_path:");
+        match std::fs::read(&state) {
+            Ok(bytes) if is_tf_state(String::from_utf8_lossy(&bytes).into_owned()) => {}
+            Ok(_) => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || state.is_dir() => {
+                return Ok(None);
+            }
+            Err(e) => return Err(Error::io(&state)(e)),
         }
         let checkpoint = TfCheckpoint::open(dir)?;
         let step = global_step(&checkpoint)?;
@@ -84,6 +92,14 @@ impl TfRun {
     ) -> Result<ContinuedRun<M>> {
         if let Some(reason) = model.refuses_tf_weights() {
             return Err(self.refused(reason));
+        }
+        if self.checkpoint.is_object_based() {
+            return Err(self.refused(
+                "it is a TF2 object-based checkpoint (`tf.train.Checkpoint`, \
+                 `CheckpointManager`), whose optimizer slots are keyed by Python objects: a TF2 \
+                 run is not continued; start from its weights with --pretrained"
+                    .into(),
+            ));
         }
         let slots = self.slots_of(optimizer)?;
         self.trains_the_same::<M>(&model, slots)?;

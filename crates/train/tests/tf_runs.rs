@@ -336,3 +336,31 @@ fn a_tf_train_directory_asks_for_resume_and_a_model_with_tf_names() {
         .to_string();
     assert_says(&error, &["cannot continue it", "with_tf_resume"]);
 }
+
+/// A TF2 training loop's directory (`tf.train.CheckpointManager`: object-based checkpoints) is
+/// refused, pointing to `--pretrained`; a file named `checkpoint` that is no TF state file is
+/// not taken for one: a fresh run trains there.
+#[test]
+fn tf2_runs_are_refused_and_other_checkpoint_files_ignored() {
+    let expected = expected("momentum");
+    let tf2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data/tf2_object");
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["checkpoint", "ckpt-1.index", "ckpt-1.data-00000-of-00001"] {
+        std::fs::copy(tf2.join(file), dir.path().join(file)).unwrap();
+    }
+    let config = config(dir.path(), momentum(), &expected);
+    let Err(error) = go_on(config.clone(), &expected.scopes) else {
+        panic!("a TF2 run continued")
+    };
+    assert_says(
+        &error.to_string(),
+        &["ckpt-1.index", "TF2 object-based", "--pretrained"],
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("checkpoint"), "epoch 3, val_loss 0.21\n").unwrap();
+    let mut config = config.clone();
+    (config.train_dir, config.resume, config.max_steps) = (dir.path().to_path_buf(), false, 1);
+    let trained = go_on(config, &expected.scopes).unwrap();
+    assert_eq!(trained.report.step, 1);
+}
