@@ -109,24 +109,7 @@ impl TfRun {
             true => Some(self.weights(model.valid(), true)?.0),
             false => None,
         };
-        let mut continued = vec!["weights".to_string()];
-        if record.tensors > 0 {
-            let (names, n) = (slots.join(" and "), record.tensors);
-            continued.push(format!("its {names} slots of {n} parameters"));
-        }
-        if with_averages && self.has_averages() {
-            continued.push("moving averages".into());
-        }
-        let mut notes = vec![format!(
-            "continuing the TF run of {} at step {}: its {}; the input starts over (TF's \
-             checkpoints keep no input position)",
-            self.path().display(),
-            self.step,
-            continued.join(", ")
-        )];
-        if with_averages && !self.has_averages() {
-            notes.push("the TF run kept no moving averages: they start at its weights".into());
-        }
+        let mut notes = self.notes(slots, record.tensors, with_averages);
         notes.extend(not_continued(unused, slots));
         Ok(ContinuedRun {
             model,
@@ -135,6 +118,32 @@ impl TfRun {
             step: self.step,
             notes,
         })
+    }
+
+    /// What the log says of what was taken: the weights, `slots` of `trained` parameters and,
+    /// `with_averages`, the moving averages or their absence.
+    fn notes(&self, slots: &[&str], trained: usize, with_averages: bool) -> Vec<String> {
+        let mut taken = vec!["weights".to_string()];
+        if trained > 0 {
+            taken.push(format!(
+                "{} slots of {trained} parameters",
+                slots.join(" and ")
+            ));
+        }
+        if with_averages && self.has_averages() {
+            taken.push("moving averages".into());
+        }
+        let mut notes = vec![format!(
+            "continuing the TF run of {} at step {}: its {}; the input starts over (TF's \
+             checkpoints keep no input position)",
+            self.path().display(),
+            self.step,
+            taken.join(", ")
+        )];
+        if with_averages && !self.has_averages() {
+            notes.push("the TF run kept no moving averages: they start at its weights".into());
+        }
+        notes
     }
 
     /// The slots `optimizer`'s TF counterpart keeps; Burn's Adam is refused.
