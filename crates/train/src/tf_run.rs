@@ -101,8 +101,9 @@ impl TfRun {
                     .into(),
             ));
         }
-        let slots = self.slots_of(optimizer)?;
+        let slots = optimizer.tf_slots();
         self.trains_the_same::<M>(&model, slots)?;
+        self.not_burns_adam(optimizer)?;
         let record = self.optimizer_state::<M>(&trained_params(&model), optimizer, slots)?;
         let (model, unused) = self.weights(model, false)?;
         let averages = match with_averages {
@@ -146,16 +147,17 @@ impl TfRun {
         notes
     }
 
-    /// The slots `optimizer`'s TF counterpart keeps; Burn's Adam is refused.
-    fn slots_of(&self, optimizer: &OptimizerConfig) -> Result<&'static [&'static str]> {
-        optimizer.tf_slots().ok_or_else(|| {
-            self.refused(
+    /// Refuses Burn's Adam for a TF run of Adam: TF's adds its epsilon elsewhere.
+    fn not_burns_adam(&self, optimizer: &OptimizerConfig) -> Result<()> {
+        match optimizer {
+            OptimizerConfig::Adam { .. } => Err(self.refused(
                 "a TF run's Adam is TF's (`kind = \"tf_adam\"` in the config's [optimizer]), \
                  not Burn's (`adam`): TF's AdamOptimizer adds its epsilon before the bias \
                  correction, Burn's Adam after, so the run would not go on as TF's"
                     .into(),
-            )
-        })
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Refuses the run when the optimizer that wrote it is not `slots`' (the first slot of each

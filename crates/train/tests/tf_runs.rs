@@ -273,8 +273,16 @@ fn a_run_of_another_optimizer_is_refused_naming_its_slot() {
         beta2: 0.999,
         epsilon: 1e-8,
     };
-    let error = refusal("adam", adam, &["softmax_linear"]);
+    let error = refusal("adam", adam.clone(), &["softmax_linear"]);
     assert_says(&error, &["kind = \"tf_adam\"", "not Burn's"]);
+    let error = refusal("rmsprop", adam, &["local4", "softmax_linear"]);
+    assert_says(
+        &error,
+        &[
+            "RMSPropOptimizer (`local4/weights/RMSProp`)",
+            "`Adam` slots",
+        ],
+    );
     let error = refusal("adam", tf_adam(0.99), &["softmax_linear"]);
     assert_says(
         &error,

@@ -25,16 +25,14 @@ impl OptimizerConfig {
     /// the order it makes them: none for `GradientDescentOptimizer`, `MomentumOptimizer`'s
     /// accumulator, `RMSPropOptimizer`'s mean square (`RMSProp`, which starts at 1) and
     /// momentum (`RMSProp_1`), `AdamOptimizer`'s first and second moments (`Adam`, `Adam_1`; its
-    /// step count is in `beta1_power` and `beta2_power`, no slots). `None` for Burn's Adam: TF
-    /// adds its epsilon before the bias correction, Burn's Adam after, so a TF Adam run would
-    /// not go on as TF's ([`OptimizerConfig::TfAdam`] does).
-    pub fn tf_slots(&self) -> Option<&'static [&'static str]> {
+    /// step count is in `beta1_power` and `beta2_power`, no slots), for Burn's Adam as for
+    /// TF's ([`OptimizerConfig::TfAdam`]), though only TF's goes on as a TF run went.
+    pub fn tf_slots(&self) -> &'static [&'static str] {
         match self {
-            Self::Sgd => Some(&[]),
-            Self::Momentum { .. } => Some(&["Momentum"]),
-            Self::RmsProp { .. } => Some(&["RMSProp", "RMSProp_1"]),
-            Self::TfAdam { .. } => Some(&["Adam", "Adam_1"]),
-            Self::Adam { .. } => None,
+            Self::Sgd => &[],
+            Self::Momentum { .. } => &["Momentum"],
+            Self::RmsProp { .. } => &["RMSProp", "RMSProp_1"],
+            Self::Adam { .. } | Self::TfAdam { .. } => &["Adam", "Adam_1"],
         }
     }
 
@@ -76,6 +74,7 @@ impl OptimizerConfig {
             .map(|data| Tensor::<D>::from_data(data, &device));
         let mut next = || tensors.next().expect("one value per slot");
         match self {
+            // Burn's Adam continues no TF run (see `tf_slots`).
             Self::Sgd | Self::Adam { .. } => {}
             Self::Momentum { .. } => FusedSgdState {
                 velocity: Some(next()),
