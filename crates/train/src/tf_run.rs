@@ -1,7 +1,8 @@
-//! Continuing a TF 1.x run: `--resume` in a train directory that TF's trainer left
-//! (`inception_train.py`, TF-slim's `train_image_classifier.py`, the CIFAR-10 tutorial's) goes
-//! on from its newest checkpoint's weights, optimizer slots, moving averages and `global_step`,
-//! as TF's own trainer does when it finds them there.
+//! Continuing a TF 1.x run: `--resume` in a train directory that a TF trainer left (TF-slim's
+//! `train_image_classifier.py`, the CIFAR-10 tutorial's `cifar10_train.py`), of a network whose
+//! TF names the model has ([`TfNamed`]: TF-slim's Inception v3, the tutorial's net, a model of
+//! your own), goes on from its newest checkpoint's weights, optimizer slots, moving averages and
+//! `global_step`, as TF's own trainer does when it finds them there.
 
 use std::path::{Path, PathBuf};
 
