@@ -57,9 +57,13 @@ fn rank() {
     let out = std::env::var("TOWERS_MPI_OUT").expect("launched by the MPI tests");
     let timeout = std::env::var("TOWERS_MPI_TIMEOUT").map_or(60, |s| s.parse().unwrap());
     // Steps of 3 s on every rank, or a first step of 3 s on rank 0, under an exchange
-    // deadline of 2 s.
+    // deadline of 2 s; rank 1's third step of 3 s under one of 4 s.
     let slow = scenario == "slow-steps" || scenario.starts_with("slow-first-step");
-    let timeout = if slow { 2 } else { timeout };
+    let timeout = match scenario.as_str() {
+        _ if slow => 2,
+        s if s.starts_with("stalled-step") => 4,
+        _ => timeout,
+    };
     // Tiny buckets, so that even these nets span several.
     let wire = match scenario.strip_prefix("wire-") {
         Some(wire) => wire.parse().unwrap(),
@@ -191,6 +195,7 @@ fn train<M: Module>(
         let slow_here = match scenario {
             "slow-steps" => true,
             s if s.starts_with("slow-first-step") => rank == 0 && step == 0,
+            s if s.starts_with("stalled-step") => rank == 1 && step == 2,
             _ => false,
         };
         if slow_here {
@@ -481,6 +486,39 @@ fn a_ranks_own_slow_step_does_not_count_against_the_exchange_deadline() {
 fn one_ranks_slow_first_step_does_not_time_out_the_others() {
     assert_ranks_like_one_device(2, "slow-first-step");
     assert_ranks_like_one_device(2, "slow-first-step-blocking");
+}
+
+/// Rank 1's third step takes 3 s, under an exchange deadline of 4 s: rank 0, waiting on it,
+/// says so half-way (as Horovod's stall warnings), naming it and where it is, and the job trains
+/// on like one device: under the overlapped exchange rank 1 has reached it (its header posted
+/// before its loss), after backward it has not.
+#[test]
+fn a_rank_waited_on_for_half_the_deadline_is_named() {
+    for (scenario, where_it_is) in [
+        (
+            "stalled-step",
+            "rank 1 reached it but has not had all its buckets ready",
+        ),
+        ("stalled-step-blocking", "rank 1 has not reached it"),
+    ] {
+        let Some((got, output)) = ranks_train_saying(2, scenario) else {
+            return;
+        };
+        for words in [
+            // Of the gradients, or of whether each rank's step failed (after backward).
+            "warning: rank 0: the exchange of ",
+            &format!("has waited 2s: {where_it_is}"),
+            "the job ends if it waits 4s",
+        ] {
+            assert!(output.contains(words), "{words:?} in {output}");
+        }
+        assert_eq!(output.matches("has waited").count(), 1, "{output}");
+        let batches: Vec<HostBatch> = (sizes_of(scenario).iter().enumerate())
+            .map(|(step, sizes)| global_batch(step, sizes))
+            .collect();
+        let (expected, _) = reference::plain_training(rank_zero_net(), &batches);
+        assert_close(&got, &values(&expected), TOLERANCE, scenario);
+    }
 }
 
 /// A bucket longer than its size (a caller's bug) ends the job naming it, before MPI would

@@ -133,6 +133,8 @@ impl Exchange<'_> {
         // The time this rank waits on the others: while its own next bucket is not ready (its
         // forward and backward, under the overlapped exchange), the clock starts again.
         let mut deadline = Instant::now() + self.timeout;
+        // Whether this rank said it has waited half the deadline (once per exchange).
+        let mut warned = false;
         scope(|scope| {
             let mut waiting_for = Vec::new();
             let mut told = Vec::new();
@@ -282,10 +284,15 @@ impl Exchange<'_> {
                 if finished {
                     break;
                 }
-                if Instant::now() > deadline {
+                let now = Instant::now();
+                if now > deadline || (!warned && now + self.timeout / 2 > deadline) {
                     let late: Vec<i32> = waiting_for.iter().map(|(rank, _)| *rank).collect();
                     let computing: Vec<i32> = posting.iter().map(|(rank, _)| *rank).collect();
-                    self.give_up(&late, &computing);
+                    if now > deadline {
+                        self.give_up(&late, &computing);
+                    }
+                    self.warn_waiting(&late, &computing);
+                    warned = true;
                 }
                 if completed > 0 {
                     last_progress = Instant::now();
@@ -346,34 +353,56 @@ impl Exchange<'_> {
         super::abort_job(self.world, MISMATCHED)
     }
 
+    /// Says, half-way to the deadline, which ranks this one waits on (as Horovod's stall
+    /// warnings do), so that a job about to end, or a rank that keeps the others waiting
+    /// without ending it, shows before the deadline.
+    fn warn_waiting(&self, late: &[i32], computing: &[i32]) {
+        eprint_line(&format!(
+            "warning: rank {}: the exchange of {} (exchange {}) has waited {:?}: {}; the job \
+             ends if it waits {:?}",
+            self.world.rank(),
+            self.what,
+            self.number,
+            self.timeout / 2,
+            waiting_on(late, computing, "has not reached it", "has not had"),
+            self.timeout
+        ));
+    }
+
     /// Ends the job on every rank, after saying which ranks never reached this exchange
     /// (`late`), or reached it but never posted all their buckets (`computing`).
     fn give_up(&self, late: &[i32], computing: &[i32]) -> ! {
         let me = self.world.rank();
-        let list = |ranks: &[i32]| {
-            ranks
-                .iter()
-                .map(i32::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let who = if !late.is_empty() {
-            format!("rank {} never reached it", list(late))
-        } else if !computing.is_empty() {
-            format!(
-                "rank {} reached it but never had all its buckets ready (still in its step: \
-                 its own warning names the phase)",
-                list(computing)
-            )
-        } else {
-            "every rank reached it, but it did not finish (a network failure?)".to_string()
-        };
+        let who = waiting_on(late, computing, "never reached it", "never had");
         eprint_line(&format!(
             "error: rank {me}: the exchange of {} (exchange {}) timed out after {:?}: {who}; \
              ending the job on every rank",
             self.what, self.number, self.timeout
         ));
         super::abort_job(self.world, TIMED_OUT)
+    }
+}
+
+/// Which ranks an exchange waits on: those that `not_reached` it (`late`), else those that
+/// reached it but `not_had` all their buckets ready (`computing`), else none.
+fn waiting_on(late: &[i32], computing: &[i32], not_reached: &str, not_had: &str) -> String {
+    let list = |ranks: &[i32]| {
+        ranks
+            .iter()
+            .map(i32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !late.is_empty() {
+        format!("rank {} {not_reached}", list(late))
+    } else if !computing.is_empty() {
+        format!(
+            "rank {} reached it but {not_had} all its buckets ready (still in its step: its own \
+             warning names the phase)",
+            list(computing)
+        )
+    } else {
+        "every rank reached it, but it did not finish (a network failure?)".to_string()
     }
 }
 
