@@ -111,7 +111,7 @@ impl TfRun {
             true => Some(self.weights(model.valid(), true)?.0),
             false => None,
         };
-        let mut notes = self.notes(slots, record.tensors, with_averages);
+        let mut notes = self.notes(slots, record.parameters, with_averages);
         notes.extend(not_continued(unused, slots));
         Ok(ContinuedRun {
             model,
@@ -238,51 +238,50 @@ impl TfRun {
                 .map_err(|e| self.refused(e))?;
             ranks.push((prefix, param.shape.len()));
         }
-        let tensors = ranks.len();
+        let parameters = ranks.len();
         let record = optimizer_record(sink, ranks).map_err(|e| self.refused(e))?;
-        Ok(SlotRecord { record, tensors })
+        Ok(SlotRecord { record, parameters })
     }
 
     /// The updates the run's optimizer made, as its state counts them: TF's Adam keeps
-    /// `beta1^(t+1)` and `beta2^(t+1)` after `t` (`beta1_power`, `beta2_power`), whose logarithms
-    /// give `t` for the config's betas (each must, and both the same: other betas are refused).
-    /// Once `beta2_power` is below f32's range, `global_step`. 0 for the other optimizers.
+    /// `beta1^(t+1)` and `beta2^(t+1)` after `t` updates (`beta1_power`, `beta2_power`, f32s
+    /// multiplied by the betas each update), so `t` is the logarithm of the first (to the
+    /// config's `beta1`), while it is a normal f32 (some 800 updates at 0.9; past them TF's bias
+    /// correction is 1, and `global_step` serves). Each must fit the config's beta, the second
+    /// within its rounding, which grows with the updates: other betas are refused. 0 for the
+    /// other optimizers.
     fn optimizer_steps(&self, optimizer: &OptimizerConfig) -> Result<usize> {
         let OptimizerConfig::TfAdam { beta1, beta2, .. } = *optimizer else {
             return Ok(0);
         };
-        let mut counts = Vec::new();
-        for (name, beta) in [(BETA1_POWER, beta1), (BETA2_POWER, beta2)] {
-            let power = match self.checkpoint.info(name) {
-                Some(_) => self.checkpoint.read_f32(name)?,
-                None => return Err(self.refused(format!("an Adam run's without `{name}`"))),
-            };
-            let power = *power
-                .first()
-                .ok_or_else(|| self.refused(format!("an empty `{name}`")))?;
-            if power > 0.0 {
-                counts.push((name, beta, power, (power as f64).ln() / beta.ln() - 1.0));
-            }
-        }
-        let whole = |t: f64| t.round() >= 0.0 && (t - t.round()).abs() < 0.01;
-        match counts.as_slice() {
-            [] => Ok(self.step as usize),
-            [(_, _, _, t), rest @ ..]
-                if whole(*t) && rest.iter().all(|c| c.3.round() == t.round()) =>
-            {
-                Ok(t.round() as usize)
-            }
-            _ => Err(self.refused(format!(
-                "its Adam step counts do not fit this run's betas: {}: resume with the TF \
-                 run's beta1 and beta2",
-                (counts.iter())
-                    .map(|(name, beta, power, t)| format!(
-                        "`{name}` {power} is {beta}^{:.3}",
-                        t + 1.0
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+        let (power1, power2) = (self.power(BETA1_POWER)?, self.power(BETA2_POWER)?);
+        let exponent = |power: f32, beta: f64| (power as f64).ln() / beta.ln();
+        let steps = match power1.is_normal() {
+            true => exponent(power1, beta1) - 1.0,
+            false => self.step as f64,
+        };
+        let fits1 = !power1.is_normal() || (steps - steps.round()).abs() < 0.05;
+        let off2 = (exponent(power2, beta2) - 1.0 - steps.round()).abs();
+        let fits2 = !power2.is_normal() || off2 < 0.05 + 1e-4 * steps;
+        match steps.round() >= 0.0 && fits1 && fits2 {
+            true => Ok(steps.round() as usize),
+            false => Err(self.refused(format!(
+                "its Adam step counts do not fit this run's betas: `{BETA1_POWER}` {power1} \
+                 (beta1 {beta1}), `{BETA2_POWER}` {power2} (beta2 {beta2}): resume with the TF \
+                 run's beta1 and beta2"
             ))),
+        }
+    }
+
+    /// The scalar `name`, one of TF's Adam's powers of its betas: in [0, 1].
+    fn power(&self, name: &str) -> Result<f32> {
+        let values = match self.checkpoint.info(name) {
+            Some(_) => self.checkpoint.read_f32(name)?,
+            None => return Err(self.refused(format!("an Adam run's without `{name}`"))),
+        };
+        match values[..] {
+            [power] if (0.0..=1.0).contains(&power) => Ok(power),
+            _ => Err(self.refused(format!("`{name}` is not one number in [0, 1]"))),
         }
     }
 
@@ -343,7 +342,7 @@ impl TfRun {
 /// An optimizer record and the number of parameters it holds state for.
 struct SlotRecord {
     record: OptimizerRecord,
-    tensors: usize,
+    parameters: usize,
 }
 
 /// The record Burn's `ModuleOptimizer::to_record` would write for the states in `sink`, each
