@@ -286,7 +286,7 @@ fn a_run_of_another_optimizer_is_refused_naming_its_slot() {
     let error = refusal("adam", tf_adam(0.99), &["softmax_linear"]);
     assert_says(
         &error,
-        &["do not fit this run's betas", "`beta2_power` 0.99302"],
+        &["do not fit this run's betas", "`beta2_power` 0.40598", "(beta2 0.99)"],
     );
     let error = refusal("centered_rmsprop", rmsprop(), &["softmax_linear"]);
     assert_says(
