@@ -24,6 +24,7 @@ use towers_models::{
 use crate::checkpoint::Checkpoint;
 use crate::checkpoint::CheckpointDir;
 use crate::error::{Error, Result};
+use crate::tf_run::TfRun;
 use towers_multigpu::Cause;
 
 /// How to read weights into a model: [`new`](Self::new) (the file's weights as they are; also
@@ -157,13 +158,22 @@ fn open_source<M: TfNamed + TorchNamed>(
     }
 }
 
-/// The checkpoint of ours at `path`: the file itself, or a train directory's newest (a
-/// directory without TF's `checkpoint` state file); `None` for anything else.
+/// The checkpoint of ours at `path`: the file itself, or a train directory's newest, unless
+/// the directory's TF run (its `checkpoint` state file) is at a later step; `None` for anything
+/// else. A TF run continued here holds both, ours the later ones (TF's at the step the
+/// continuation started from).
 fn our_checkpoint(path: &Path) -> Result<Option<PathBuf>> {
-    match path.is_dir() && !path.join("checkpoint").exists() {
-        true => Ok(CheckpointDir::new(path, 1).latest()?.map(|(_, p)| p)),
-        false => Ok(Some(path.to_path_buf()).filter(|p| is_ours(p))),
+    if !path.is_dir() {
+        return Ok(Some(path.to_path_buf()).filter(|p| is_ours(p)));
     }
+    let Some((step, newest)) = CheckpointDir::new(path, 1).latest()? else {
+        return Ok(None);
+    };
+    // A state file naming what cannot be read leaves ours.
+    let tf_step = TfRun::find(path).ok().flatten().map(|run| run.step());
+    Ok(tf_step
+        .is_none_or(|tf_step| step >= tf_step)
+        .then_some(newest))
 }
 
 /// Whether `path` holds a PyTorch file: torchvision's weights or a training checkpoint holding

@@ -9,12 +9,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use burn::tensor::Tensor;
+use burn::tensor::{Device, Tensor};
 use towers_data::cifar10::Cifar10Format;
 use towers_data::transforms::CifarEval;
 use towers_models::{Cifar10Config, Cifar10Net};
 use towers_train::{
-    Input, LrScheduleConfig, OptimizerConfig, TrainConfig, Trained, Trainer, fine_tuning, read_log,
+    Input, LoadOptions, LrScheduleConfig, OptimizerConfig, TrainConfig, Trained, Trainer,
+    fine_tuning, load_weights, read_log,
 };
 
 #[derive(serde::Deserialize)]
@@ -211,6 +212,15 @@ fn goes_on_as_tf_did(run: &str, optimizer: OptimizerConfig, averages: bool) {
         compared += 1;
     }
     assert_eq!(compared, expected.after.len());
+    // The directory now holds TF's checkpoint and ours, later: weights read from it are ours.
+    let net = Cifar10Config::new()
+        .with_image_size(expected.image_size)
+        .init(&Device::flex());
+    let (read, _) = load_weights(net, dir.path(), LoadOptions::new()).unwrap();
+    assert!(
+        by_tf_name(&read) == got,
+        "read other weights than the trained ones"
+    );
 }
 
 #[test]
@@ -286,7 +296,11 @@ fn a_run_of_another_optimizer_is_refused_naming_its_slot() {
     let error = refusal("adam", tf_adam(0.99), &["softmax_linear"]);
     assert_says(
         &error,
-        &["do not fit this run's betas", "`beta2_power` 0.40598", "(beta2 0.99)"],
+        &[
+            "do not fit this run's betas",
+            "`beta2_power` 0.40598",
+            "(beta2 0.99)",
+        ],
     );
     let error = refusal("centered_rmsprop", rmsprop(), &["softmax_linear"]);
     assert_says(
