@@ -56,8 +56,9 @@ impl Default for LoadOptions {
 /// model, is read as that Keras model), a SavedModel's folder (its `variables/`, likewise), a
 /// PyTorch file (torchvision's state dict, or a training checkpoint or wrapped model's state
 /// dict holding one: see [`is_pytorch_file`]), keras.applications' InceptionV3, ResNet50 or
-/// ResNet50V2 in a Keras file (see [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`, or a train directory,
-/// whose newest is taken), or a `.safetensors` file (an export of ours, or a PyTorch state dict
+/// ResNet50V2 in a Keras file (see [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`,
+/// or a train directory, whose newest is taken: in a TF run's directory that a run of ours
+/// continued, ours unless TF's is at a later step), or a `.safetensors` file (an export of ours, or a PyTorch state dict
 /// saved as safetensors: see `open_safetensors`). A Keras file or a checkpoint of ours
 /// holds one network's weights and nothing else: every tensor of it must find a parameter (a
 /// ResNet's of another [`ResNetLayout`] or version would not).
