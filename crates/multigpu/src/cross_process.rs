@@ -197,7 +197,8 @@ pub(crate) fn mean_gradients(
         Some(p) if p.size() > 1 => {
             // Plain tensors, as backward's gradients are: see `OverlappedExchange::finish`.
             let device = &device.clone().inner();
-            let flat = layout.flatten(grads, device);
+            let (flat, present) = layout.flatten_present(grads, device);
+            let present = present_on_any_rank(p, &present);
             let mean = p.weighted_mean_of_gradients(flat, weight, device);
             let finite = || {
                 buckets::joined(mean.clone())
@@ -206,12 +207,27 @@ pub(crate) fn mean_gradients(
                     .into_scalar()
             };
             match !p.gradients_may_overflow() || finite() {
-                true => Some(layout.unflatten(mean)),
+                true => Some(layout.unflatten_where(mean, &present)),
                 false => skipped_not_finite(p),
             }
         }
         _ => Some(grads),
     }
+}
+
+/// Whether any rank had each gradient, from this rank's `present`: a gradient no rank had
+/// stays absent after the exchange, as on one device, where backward gives none for a
+/// parameter the loss did not use (as PyTorch DDP's `find_unused_parameters` finds them).
+fn present_on_any_rank(processes: &dyn CrossProcess, present: &[bool]) -> Vec<bool> {
+    let mine: Vec<u8> = present.iter().map(|&here| u8::from(here)).collect();
+    let every_ranks = processes.all_gather("which gradients each rank has", &mine);
+    (0..present.len())
+        .map(|slot| {
+            every_ranks
+                .iter()
+                .any(|theirs| theirs.get(slot) == Some(&1))
+        })
+        .collect()
 }
 
 /// Says, on rank 0, that the gradient summed across ranks is not finite and the update is

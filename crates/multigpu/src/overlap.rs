@@ -21,7 +21,9 @@
 //! towers (in tower order, so the sum does not depend on timing) and over the micro-batches of
 //! an accumulation cycle; the rank's weight travels first, as a bucket of one value. Dividing
 //! each summed bucket by the summed weights gives the mean gradient over every rank's
-//! examples, with no second round.
+//! examples, with no second round. A last bucket says which gradients the rank had (a 1 per
+//! slot, else 0): one that no rank had stays absent, as on one device (see
+//! `Layout::unflatten_where`).
 
 use std::cell::Cell;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -60,17 +62,23 @@ pub(crate) struct OverlappedExchange {
 impl OverlappedExchange {
     /// Starts the exchange of one update's gradients among `processes`: returns it and one tap
     /// per tower (`towers` of them). `kept[i]` are tower `i`'s gradients from the cycle's
-    /// earlier micro-batches, flattened in slot order (empty without accumulation); `weight`
-    /// is this rank's weight for the update; `schedule` places the taps.
+    /// earlier micro-batches, flattened in slot order, and whether it had each (none without
+    /// accumulation); `weight` is this rank's weight for the update; `schedule` places the
+    /// taps.
     pub(crate) fn start(
         processes: Processes,
         layout: &Layout,
         (towers, schedule): (usize, &TapSchedule),
-        kept: Vec<Vec<Tensor<1>>>,
+        kept: Vec<(Vec<Tensor<1>>, Vec<bool>)>,
         weight: f64,
         timeline: Timeline,
     ) -> std::io::Result<(Self, Vec<Tap>)> {
         let sizes = layout.sizes();
+        let mut present = vec![false; sizes.len()];
+        for (_, had) in &kept {
+            (present.iter_mut().zip(had)).for_each(|(any, &had)| *any |= had);
+        }
+        let kept = kept.into_iter().map(|(grads, _)| grads).collect();
         let buckets = buckets::in_backward_order(&sizes, processes.bucket_bytes());
         let (sender, receiver) = mpsc::channel();
         let taps = (0..towers)
@@ -83,6 +91,7 @@ impl OverlappedExchange {
             reported: false,
             parts: vec![vec![None; towers]; sizes.len()],
             kept,
+            present,
             error: None,
         };
         let (plan, thread_sizes) = (buckets.clone(), sizes.clone());
@@ -120,6 +129,10 @@ impl OverlappedExchange {
             Ok(sums) => sums?,
             Err(panic) => std::panic::resume_unwind(panic),
         };
+        let present: Vec<bool> = (sums.pop().expect("the last bucket says which were had"))
+            .into_iter()
+            .map(|ranks_had| ranks_had != 0.0)
+            .collect();
         let p = &*self.processes;
         if p.gradients_may_overflow() && sums.iter().flatten().any(|v| !v.is_finite()) {
             return Ok(crate::cross_process::skipped_not_finite(p));
@@ -142,12 +155,13 @@ impl OverlappedExchange {
         let flat = flat
             .into_iter()
             .map(|t| t.expect("every slot is in a bucket"));
-        Ok(Some(layout.unflatten(flat.collect())))
+        Ok(Some(layout.unflatten_where(flat.collect(), &present)))
     }
 }
 
-/// The exchange thread: the weight, then each bucket as the towers complete it. Returns the
-/// summed buckets divided by the summed weights (the mean gradient), the weights' sum first.
+/// The exchange thread: the weight, then each bucket as the towers complete it, then which
+/// gradients the rank had. Returns the summed buckets divided by the summed weights (the mean
+/// gradient), the weights' sum first, the ranks' (weighted) counts of each gradient last.
 fn exchange(
     processes: &dyn crate::cross_process::CrossProcess,
     mut gathering: Gathering,
@@ -160,7 +174,10 @@ fn exchange(
         .iter()
         .map(|slots| slots.iter().map(|&s| sizes[s]).sum())
         .collect();
-    let all: Vec<usize> = std::iter::once(1).chain(values).collect();
+    let all: Vec<usize> = std::iter::once(1)
+        .chain(values)
+        .chain([sizes.len()])
+        .collect();
     let mut sums = vec![Vec::new(); all.len()];
     // The summed weights, once bucket 0 has arrived: later buckets are divided by it as they
     // are copied out of MPI's buffers (one pass instead of two); any that came before it are
@@ -171,6 +188,14 @@ fn exchange(
     let mut ready = |k: usize| {
         let bucket = match k {
             0 => Some(vec![weight as f32]),
+            // Asked for after every other bucket was complete: every gradient is in.
+            k if k > buckets.len() => Some(
+                gathering
+                    .present
+                    .iter()
+                    .map(|&had| f32::from(u8::from(had)))
+                    .collect(),
+            ),
             k => gathering.bucket(&buckets[k - 1], sizes),
         };
         if bucket.is_some() {
@@ -211,6 +236,9 @@ struct Gathering {
     parts: Vec<Vec<Option<Vec<f32>>>>,
     /// `kept[tower][slot]`: the cycle's earlier micro-batches (empty without accumulation).
     kept: Vec<Vec<Tensor<1>>>,
+    /// `present[slot]`: whether any tower had the slot's gradient, in this micro-batch or a
+    /// kept one.
+    present: Vec<bool>,
     /// The first gradient that could not be read. The exchange goes on with zeros in its
     /// place, as every rank must finish it, and the step then fails.
     error: Option<Cause>,
@@ -271,6 +299,7 @@ impl Gathering {
     fn sum(&mut self, slots: &[usize], sizes: &[usize]) -> Vec<f32> {
         let mut bucket = Vec::with_capacity(slots.iter().map(|&s| sizes[s]).sum());
         for &slot in slots {
+            self.present[slot] |= self.parts[slot].iter().any(Option::is_some);
             let start = bucket.len();
             // Tower by tower, each tower's kept gradient before its new one.
             let mut terms = Vec::new();

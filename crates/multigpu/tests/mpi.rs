@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use burn::module::Module;
@@ -135,6 +136,11 @@ fn rank() {
         let net = seeded(BnNet::new(&device), seed);
         let towers = join(Towers::new(net, sgd(), &devices, config).unwrap(), &mpi);
         train(towers, &scenario, rank, |m, x, y| m.loss(x, y))
+    } else if scenario.starts_with("spare") {
+        let net = seeded(SpareNet::new(&device), seed);
+        let towers = join(Towers::new(net, sgd(), &devices, config).unwrap(), &mpi);
+        let calls = AtomicUsize::new(0);
+        train(towers, &scenario, rank, |m, x, y| m.loss(x, y, &calls))
     } else {
         let net = seeded(Net::new(&device), seed);
         let decays = match scenario == "mismatch-decay" && rank == 1 {
@@ -315,6 +321,66 @@ fn from_rank_zero_seed<T: Module>(init: impl FnOnce(&Device) -> T) -> T {
 
 fn rank_zero_net() -> Net {
     from_rank_zero_seed(Net::new)
+}
+
+/// [`Net`] and a layer its loss uses in its first call only (a term `0.1 · spare(mean x)`): from
+/// then on backward gives that layer no gradient, and an optimizer with momentum leaves it
+/// where the first step put it.
+#[derive(Module, Debug)]
+struct SpareNet {
+    net: Net,
+    spare: burn::nn::Linear,
+}
+
+impl SpareNet {
+    fn new(device: &Device) -> Self {
+        Self {
+            net: Net::new(device),
+            spare: burn::nn::LinearConfig::new(1, 1).init(device),
+        }
+    }
+
+    /// The loss; `calls` counts the calls (one per step, with one tower and no accumulation).
+    fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>, calls: &AtomicUsize) -> Tensor<1> {
+        let loss = self.net.loss(x.clone(), y).loss;
+        match calls.fetch_add(1, Ordering::Relaxed) {
+            0 => {
+                loss + self
+                    .spare
+                    .forward(x.mean().reshape([1, 1]))
+                    .sum()
+                    .mul_scalar(0.1)
+            }
+            _ => loss,
+        }
+    }
+}
+
+/// [`SpareNet`] trained on one device on the global batches of `scenario`.
+fn spare_net_on_one_device(scenario: &str) -> Vec<f32> {
+    let model = from_rank_zero_seed(SpareNet::new);
+    let devices = parse_devices("flex").unwrap();
+    let mut towers = Towers::new(model, sgd(), &devices, TowersConfig::default()).unwrap();
+    let calls = AtomicUsize::new(0);
+    let loss = |m: &SpareNet, x, y| m.loss(x, y, &calls);
+    for (step, sizes) in sizes_of(scenario).iter().enumerate() {
+        (towers.step(&global_batch(step, sizes), LR, image_loss(&loss))).unwrap();
+    }
+    values(towers.model())
+}
+
+/// A layer that no rank's loss uses after the first step gets no gradient from the exchange
+/// (not zeros, which momentum would move it by), as on one device: the ranks end with one
+/// device's parameters, the exchange overlapped with backward or after it.
+#[test]
+fn a_parameter_no_rank_used_is_left_as_one_device_leaves_it() {
+    for scenario in ["spare", "spare-blocking"] {
+        let Some(got) = ranks_train(2, scenario) else {
+            return;
+        };
+        let expected = spare_net_on_one_device(scenario);
+        assert_close(&got, &expected, TOLERANCE, scenario);
+    }
 }
 
 /// `ranks` ranks in `scenario` end with the parameters of one device trained on the global

@@ -209,17 +209,37 @@ impl Layout {
     /// Every gradient of `grads`, flattened, in slot order; zeros where `grads` has none, so
     /// that processes whose sets differ still exchange lists of one shape.
     pub(crate) fn flatten(&self, grads: GradientsParams, device: &Device) -> Vec<Tensor<1>> {
-        (self.per_slot(grads).into_iter())
-            .zip(&self.slots)
-            .map(|(g, slot)| {
-                g.unwrap_or_else(|| Tensor::zeros([slot.dims.iter().product::<usize>()], device))
-            })
-            .collect()
+        self.flatten_present(grads, device).0
     }
 
-    /// The gradient set whose flattened gradients, in slot order, are `flat`.
-    pub(crate) fn unflatten(&self, flat: Vec<Tensor<1>>) -> GradientsParams {
-        self.unflatten_present(flat.into_iter().map(Some).collect())
+    /// [`flatten`](Self::flatten), and whether `grads` had each slot's gradient.
+    pub(crate) fn flatten_present(
+        &self,
+        grads: GradientsParams,
+        device: &Device,
+    ) -> (Vec<Tensor<1>>, Vec<bool>) {
+        (self.per_slot(grads).into_iter())
+            .zip(&self.slots)
+            .map(|(g, slot)| match g {
+                Some(g) => (g, true),
+                None => (
+                    Tensor::zeros([slot.dims.iter().product::<usize>()], device),
+                    false,
+                ),
+            })
+            .unzip()
+    }
+
+    /// The gradient set of `flat` (in slot order) without the slots `present` says no one had:
+    /// an optimizer then leaves those parameters as they are, where a gradient of zeros would
+    /// still move them (momentum, a decay added in the update).
+    pub(crate) fn unflatten_where(
+        &self,
+        flat: Vec<Tensor<1>>,
+        present: &[bool],
+    ) -> GradientsParams {
+        let flat = flat.into_iter().zip(present);
+        self.unflatten_present(flat.map(|(g, &here)| here.then_some(g)).collect())
     }
 
     /// Every gradient multiplied by `factor`.

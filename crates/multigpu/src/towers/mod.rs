@@ -530,7 +530,7 @@ impl<M: Module> Towers<M> {
             .clone()
             .expect("overlaps() checked the ranks");
         let kept = (kept.into_iter().zip(&self.towers))
-            .map(|(grads, tower)| self.layout.flatten(grads, tower.device()))
+            .map(|(grads, tower)| self.layout.flatten_present(grads, tower.device()))
             .collect();
         let towers = self.towers.len();
         let timeline = self.timeline.clone();
