@@ -197,9 +197,10 @@ pub(crate) fn mean_gradients(
         Some(p) if p.size() > 1 => {
             // Plain tensors, as backward's gradients are: see `OverlappedExchange::finish`.
             let device = &device.clone().inner();
-            let (flat, present) = layout.flatten_present(grads, device);
-            let present = present_on_any_rank(p, &present);
-            let mean = p.weighted_mean_of_gradients(flat, weight, device);
+            let (mut flat, present) = layout.flatten_present(grads, device);
+            flat.push(presence(&present, device));
+            let mut mean = p.weighted_mean_of_gradients(flat, weight, device);
+            let present = present_on_any_rank(mean.pop().expect("the presence, last"));
             let finite = || {
                 buckets::joined(mean.clone())
                     .is_finite()
@@ -215,18 +216,24 @@ pub(crate) fn mean_gradients(
     }
 }
 
-/// Whether any rank had each gradient, from this rank's `present`: a gradient no rank had
-/// stays absent after the exchange, as on one device, where backward gives none for a
-/// parameter the loss did not use (as PyTorch DDP's `find_unused_parameters` finds them).
-fn present_on_any_rank(processes: &dyn CrossProcess, present: &[bool]) -> Vec<bool> {
-    let mine: Vec<u8> = present.iter().map(|&here| u8::from(here)).collect();
-    let every_ranks = processes.all_gather("which gradients each rank has", &mine);
-    (0..present.len())
-        .map(|slot| {
-            every_ranks
-                .iter()
-                .any(|theirs| theirs.get(slot) == Some(&1))
-        })
+/// Which gradients this rank had (`present`), as a tensor that travels with them: a 1 per
+/// gradient it had, else 0. A gradient no rank had stays absent after the exchange, as on one
+/// device, where backward gives none for a parameter the loss did not use (as PyTorch DDP's
+/// `find_unused_parameters` finds them).
+fn presence(present: &[bool], device: &Device) -> Tensor<1> {
+    let ones: Vec<f32> = present
+        .iter()
+        .map(|&had| f32::from(u8::from(had)))
+        .collect();
+    Tensor::from_floats(ones.as_slice(), device)
+}
+
+/// Whether any rank had each gradient, from the exchanged [`presence`] (each rank's, weighted
+/// by its examples: above 0 where any rank with examples had it).
+fn present_on_any_rank(presence: Tensor<1>) -> Vec<bool> {
+    let data = presence.into_data().convert::<f32>();
+    (data.iter::<f32>())
+        .map(|ranks_had| ranks_had != 0.0)
         .collect()
 }
 
