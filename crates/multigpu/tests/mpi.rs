@@ -140,7 +140,11 @@ fn rank() {
         let net = seeded(SpareNet::new(&device), seed);
         let towers = join(Towers::new(net, sgd(), &devices, config).unwrap(), &mpi);
         let calls = AtomicUsize::new(0);
-        train(towers, &scenario, rank, |m, x, y| m.loss(x, y, &calls))
+        // The first step's calls: one per micro-batch.
+        let first = config_of(&scenario).accumulation;
+        train(towers, &scenario, rank, |m, x, y| {
+            m.loss(x, y, &calls, first)
+        })
     } else {
         let net = seeded(Net::new(&device), seed);
         let decays = match scenario == "mismatch-decay" && rank == 1 {
@@ -323,9 +327,10 @@ fn rank_zero_net() -> Net {
     from_rank_zero_seed(Net::new)
 }
 
-/// [`Net`] and a layer its loss uses in its first call only (a term `0.1 · spare(mean x)`): from
-/// then on backward gives that layer no gradient, and an optimizer with momentum leaves it
-/// where the first step put it.
+/// [`Net`] and a layer its loss uses in the first step only (a term `0.1 · spare(mean x)`, linear
+/// in the examples, so micro-batches and ranks add up to the global batch's): from then on
+/// backward gives that layer no gradient, and an optimizer with momentum leaves it where the
+/// first step put it.
 #[derive(Module, Debug)]
 struct SpareNet {
     net: Net,
@@ -340,18 +345,25 @@ impl SpareNet {
         }
     }
 
-    /// The loss; `calls` counts the calls (one per step, with one tower and no accumulation).
-    fn loss(&self, x: Tensor<4>, y: Tensor<1, Int>, calls: &AtomicUsize) -> Tensor<1> {
+    /// The loss; `calls` counts the calls, of which the first step makes `first` (one tower:
+    /// one per micro-batch).
+    fn loss(
+        &self,
+        x: Tensor<4>,
+        y: Tensor<1, Int>,
+        calls: &AtomicUsize,
+        first: usize,
+    ) -> Tensor<1> {
         let loss = self.net.loss(x.clone(), y).loss;
-        match calls.fetch_add(1, Ordering::Relaxed) {
-            0 => {
+        match calls.fetch_add(1, Ordering::Relaxed) < first {
+            true => {
                 loss + self
                     .spare
                     .forward(x.mean().reshape([1, 1]))
                     .sum()
                     .mul_scalar(0.1)
             }
-            _ => loss,
+            false => loss,
         }
     }
 }
@@ -362,7 +374,7 @@ fn spare_net_on_one_device(scenario: &str) -> Vec<f32> {
     let devices = parse_devices("flex").unwrap();
     let mut towers = Towers::new(model, sgd(), &devices, TowersConfig::default()).unwrap();
     let calls = AtomicUsize::new(0);
-    let loss = |m: &SpareNet, x, y| m.loss(x, y, &calls);
+    let loss = |m: &SpareNet, x, y| m.loss(x, y, &calls, 1);
     for (step, sizes) in sizes_of(scenario).iter().enumerate() {
         (towers.step(&global_batch(step, sizes), LR, image_loss(&loss))).unwrap();
     }
@@ -371,10 +383,11 @@ fn spare_net_on_one_device(scenario: &str) -> Vec<f32> {
 
 /// A layer that no rank's loss uses after the first step gets no gradient from the exchange
 /// (not zeros, which momentum would move it by), as on one device: the ranks end with one
-/// device's parameters, the exchange overlapped with backward or after it.
+/// device's parameters, the exchange overlapped with backward or after it, and with two
+/// micro-batches a step (the earlier one's gradients kept for the overlapped exchange).
 #[test]
 fn a_parameter_no_rank_used_is_left_as_one_device_leaves_it() {
-    for scenario in ["spare", "spare-blocking"] {
+    for scenario in ["spare", "spare-blocking", "spare-accumulate"] {
         let Some(got) = ranks_train(2, scenario) else {
             return;
         };
