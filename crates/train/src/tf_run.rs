@@ -327,12 +327,17 @@ impl TfRun {
         self.checkpoint.info(name).is_some()
     }
 
-    /// An error naming the checkpoint's index, `reason` why it cannot be continued.
+    /// An error naming the checkpoint's index (a V1 checkpoint's file), `reason` why it cannot
+    /// be continued.
     fn refused(&self, reason: String) -> Error {
         let mut index = self.path().as_os_str().to_owned();
         index.push(".index");
+        let index = PathBuf::from(index);
         Error::Checkpoint {
-            path: PathBuf::from(index),
+            path: match index.exists() {
+                true => index,
+                false => self.path().to_path_buf(),
+            },
             reason: format!("a TF run's checkpoint that cannot be continued: {reason}"),
             error: None,
         }

@@ -386,3 +386,33 @@ fn tf2_runs_are_refused_and_other_checkpoint_files_ignored() {
     let trained = go_on(config, &expected.scopes).unwrap();
     assert_eq!(trained.report.step, 1);
 }
+
+/// A TF V1 checkpoint (one file, named as ours are: `model.ckpt-5`) is not taken for one of
+/// ours: a fresh run trains beside it, leaving it as it is; with TF's state file naming it,
+/// `--resume` reads it as TF's (here of another network: the missing variable is named).
+#[test]
+fn a_tf_v1_checkpoint_is_not_taken_for_ours() {
+    let v1 =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/data/tf_dtypes/v1/model.ckpt");
+    let expected = expected("momentum");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("model.ckpt-5");
+    std::fs::copy(&v1, &file).unwrap();
+    let mut config = config(dir.path(), momentum(), &expected);
+    (config.resume, config.max_steps) = (false, 1);
+    let trained = go_on(config.clone(), &expected.scopes).unwrap();
+    assert_eq!(trained.report.step, 1);
+    assert_eq!(std::fs::read(&file).unwrap(), std::fs::read(&v1).unwrap());
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&v1, dir.path().join("model.ckpt-5")).unwrap();
+    let state = "model_checkpoint_path: \"model.ckpt-5\"\n";
+    std::fs::write(dir.path().join("checkpoint"), state).unwrap();
+    (config.train_dir, config.resume) = (dir.path().to_path_buf(), true);
+    config.optimizer = OptimizerConfig::Sgd;
+    let Err(error) = go_on(config, &expected.scopes) else {
+        panic!("another network's V1 checkpoint continued")
+    };
+    let error = format!("{:?}", anyhow::Error::from(error));
+    assert_says(&error, &["model.ckpt-5:", "weights of another network"]);
+}

@@ -76,7 +76,8 @@ impl CheckpointDir {
     }
 
     /// Every checkpoint, oldest first. A missing directory has none; temporary files of an
-    /// interrupted write, checkpoints set aside as corrupt and directories are not checkpoints.
+    /// interrupted write, checkpoints set aside as corrupt, directories and TF's V1 checkpoints
+    /// (TF 1's `Saver(write_version=V1)` names them as ours are named) are not checkpoints.
     pub fn list(&self) -> Result<Vec<(u64, PathBuf)>> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
@@ -93,7 +94,7 @@ impl CheckpointDir {
                 .and_then(|n| n.strip_prefix(PREFIX))
                 .and_then(|s| s.parse::<u64>().ok());
             let is_file = entry.file_type().is_ok_and(|t| t.is_file());
-            if let Some(step) = step.filter(|_| is_file) {
+            if let Some(step) = step.filter(|_| is_file && !is_tf_v1(&entry.path())) {
                 found.push((step, entry.path()));
             }
         }
@@ -190,6 +191,19 @@ impl CheckpointDir {
             error: None,
         })
     }
+}
+
+/// Whether `path` is a TF V1 checkpoint: a LevelDB table (its magic in its last 8 bytes), where
+/// ours start with their own. Read as one, it would fail and be set aside as corrupt.
+fn is_tf_v1(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    const TABLE_MAGIC: [u8; 8] = 0xdb47_7524_8b80_fb57_u64.to_le_bytes();
+    let mut last = [0u8; 8];
+    let read = std::fs::File::open(path).and_then(|mut file| {
+        file.seek(SeekFrom::End(-8))?;
+        file.read_exact(&mut last)
+    });
+    read.is_ok() && last == TABLE_MAGIC
 }
 
 /// Renames a corrupt checkpoint `NAME.corrupt`; returns the new name.
