@@ -18,7 +18,7 @@ use burn::tensor::{Device, Tensor};
 
 use crate::buckets;
 use crate::error::{Error, ErrorChain, Result};
-use crate::reduce::Layout;
+use crate::reduce::{Layout, presence};
 use crate::running_state::{self, RunningStats, Selection};
 use crate::stderr_line::eprint_line;
 
@@ -197,10 +197,16 @@ pub(crate) fn mean_gradients(
         Some(p) if p.size() > 1 => {
             // Plain tensors, as backward's gradients are: see `OverlappedExchange::finish`.
             let device = &device.clone().inner();
+            // Which gradients the rank had travels with them, as one more tensor (see
+            // `Layout::unflatten_where`).
             let (mut flat, present) = layout.flatten_present(grads, device);
-            flat.push(presence(&present, device));
+            flat.push(Tensor::from_floats(presence(&present).as_slice(), device));
             let mut mean = p.weighted_mean_of_gradients(flat, weight, device);
-            let present = present_on_any_rank(mean.pop().expect("the presence, last"));
+            let had = mean.pop().expect("the presence, last").into_data();
+            let had = had
+                .convert::<f32>()
+                .try_into_vec::<f32>()
+                .expect("converted to f32");
             let finite = || {
                 buckets::joined(mean.clone())
                     .is_finite()
@@ -208,33 +214,12 @@ pub(crate) fn mean_gradients(
                     .into_scalar()
             };
             match !p.gradients_may_overflow() || finite() {
-                true => Some(layout.unflatten_where(mean, &present)),
+                true => Some(layout.unflatten_where(mean, &had)),
                 false => skipped_not_finite(p),
             }
         }
         _ => Some(grads),
     }
-}
-
-/// Which gradients this rank had (`present`), as a tensor that travels with them: a 1 per
-/// gradient it had, else 0. A gradient no rank had stays absent after the exchange, as on one
-/// device, where backward gives none for a parameter the loss did not use (as PyTorch DDP's
-/// `find_unused_parameters` finds them).
-fn presence(present: &[bool], device: &Device) -> Tensor<1> {
-    let ones: Vec<f32> = present
-        .iter()
-        .map(|&had| f32::from(u8::from(had)))
-        .collect();
-    Tensor::from_floats(ones.as_slice(), device)
-}
-
-/// Whether any rank had each gradient, from the exchanged [`presence`] (each rank's, weighted
-/// by its examples: above 0 where any rank with examples had it).
-fn present_on_any_rank(presence: Tensor<1>) -> Vec<bool> {
-    let data = presence.into_data().convert::<f32>();
-    (data.iter::<f32>())
-        .map(|ranks_had| ranks_had != 0.0)
-        .collect()
 }
 
 /// Says, on rank 0, that the gradient summed across ranks is not finite and the update is

@@ -39,7 +39,7 @@ use crate::cross_process::CrossProcess;
 use crate::cross_process::Processes;
 use crate::error::{Cause, While};
 use crate::gradient_tap::{Tap, TapSchedule, Tapped};
-use crate::reduce::Layout;
+use crate::reduce::{Layout, presence};
 use crate::timeline::{Timeline, Track};
 
 /// How long the exchange thread waits for the next report before polling the exchange again.
@@ -129,10 +129,7 @@ impl OverlappedExchange {
             Ok(sums) => sums?,
             Err(panic) => std::panic::resume_unwind(panic),
         };
-        let present: Vec<bool> = (sums.pop().expect("the last bucket says which were had"))
-            .into_iter()
-            .map(|ranks_had| ranks_had != 0.0)
-            .collect();
+        let had = sums.pop().expect("the last bucket says which were had");
         let p = &*self.processes;
         if p.gradients_may_overflow() && sums.iter().flatten().any(|v| !v.is_finite()) {
             return Ok(crate::cross_process::skipped_not_finite(p));
@@ -155,7 +152,7 @@ impl OverlappedExchange {
         let flat = flat
             .into_iter()
             .map(|t| t.expect("every slot is in a bucket"));
-        Ok(Some(layout.unflatten_where(flat.collect(), &present)))
+        Ok(Some(layout.unflatten_where(flat.collect(), &had)))
     }
 }
 
@@ -189,13 +186,7 @@ fn exchange(
         let bucket = match k {
             0 => Some(vec![weight as f32]),
             // Asked for after every other bucket was complete: every gradient is in.
-            k if k > buckets.len() => Some(
-                gathering
-                    .present
-                    .iter()
-                    .map(|&had| f32::from(u8::from(had)))
-                    .collect(),
-            ),
+            k if k > buckets.len() => Some(presence(&gathering.present)),
             k => gathering.bucket(&buckets[k - 1], sizes),
         };
         if bucket.is_some() {

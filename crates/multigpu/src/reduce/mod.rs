@@ -230,16 +230,13 @@ impl Layout {
             .unzip()
     }
 
-    /// The gradient set of `flat` (in slot order) without the slots `present` says no one had:
-    /// an optimizer then leaves those parameters as they are, where a gradient of zeros would
-    /// still move them (momentum, a decay added in the update).
-    pub(crate) fn unflatten_where(
-        &self,
-        flat: Vec<Tensor<1>>,
-        present: &[bool],
-    ) -> GradientsParams {
-        let flat = flat.into_iter().zip(present);
-        self.unflatten_present(flat.map(|(g, &here)| here.then_some(g)).collect())
+    /// The gradient set of `flat` (in slot order) without the slots no rank had: `had` is the
+    /// ranks' [`presence`] summed (weighted or not), 0 where none had the slot's gradient. An
+    /// optimizer then leaves those parameters as they are, where a gradient of zeros would still
+    /// move them (momentum, a decay added in the update).
+    pub(crate) fn unflatten_where(&self, flat: Vec<Tensor<1>>, had: &[f32]) -> GradientsParams {
+        let flat = flat.into_iter().zip(had);
+        self.unflatten_present(flat.map(|(g, &had)| (had != 0.0).then_some(g)).collect())
     }
 
     /// Every gradient multiplied by `factor`.
@@ -251,6 +248,16 @@ impl Layout {
         }
         grads
     }
+}
+
+/// Which gradients a rank had (`present`, per slot), as the values that travel with them: 1
+/// where it had the slot's gradient, else 0. Summed over the ranks, they are 0 only where no
+/// rank had it (see [`Layout::unflatten_where`]).
+pub(crate) fn presence(present: &[bool]) -> Vec<f32> {
+    present
+        .iter()
+        .map(|&had| f32::from(u8::from(had)))
+        .collect()
 }
 
 /// Slot by slot, the gradient sets `parts` (as [`Layout::per_slot`] gives them) moved to
