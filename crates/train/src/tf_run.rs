@@ -4,7 +4,7 @@
 //! your own), goes on from its newest checkpoint's weights, optimizer slots, moving averages and
 //! `global_step`, as TF's own trainer does when it finds them there.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use burn::module::Module;
 use burn::optim::{OptimizerRecord, StateSink};
@@ -330,14 +330,8 @@ impl TfRun {
     /// An error naming the checkpoint's index (a V1 checkpoint's file), `reason` why it cannot
     /// be continued.
     fn refused(&self, reason: String) -> Error {
-        let mut index = self.path().as_os_str().to_owned();
-        index.push(".index");
-        let index = PathBuf::from(index);
         Error::Checkpoint {
-            path: match index.exists() {
-                true => index,
-                false => self.path().to_path_buf(),
-            },
+            path: self.checkpoint.index(),
             reason: format!("a TF run's checkpoint that cannot be continued: {reason}"),
             error: None,
         }

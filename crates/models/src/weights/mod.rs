@@ -45,7 +45,9 @@ pub use keras_config::KerasConfig;
 pub use keras_source::KerasSource;
 pub use restore::{RestoreOptions, RestoreReport, SourceTensor, WeightSource, in_scope, restore};
 pub use safetensors::{open_safetensors, read_safetensors, safetensors_from_bytes, to_safetensors};
-pub use tf_checkpoint::{TensorInfo, TfCheckpoint, TfDType, TfValues, prefix_from_state};
+pub use tf_checkpoint::{
+    TensorInfo, TfCheckpoint, TfDType, TfValues, is_v1_checkpoint, prefix_from_state,
+};
 pub use tf_source::{MOVING_AVERAGE_SUFFIX, TfLayout, TfNamed, TfSource, TfVariable};
 pub use torch_names::{TorchLayout, TorchNamed, TorchParameter, torch_parameter_in};
 pub use torch_source::TorchSource;

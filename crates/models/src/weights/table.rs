@@ -14,7 +14,7 @@ use prost::encoding::decode_varint;
 use super::error::{Result, WeightsError};
 
 /// The last 8 bytes of every table.
-const MAGIC: u64 = 0xdb47_7524_8b80_fb57;
+pub(super) const MAGIC: u64 = 0xdb47_7524_8b80_fb57;
 /// Two block handles (up to 20 bytes each, padded to 40) and the magic.
 const FOOTER_LEN: usize = 48;
 /// Compression type (1 byte) and masked CRC32C (4 bytes) after each block.

@@ -17,7 +17,7 @@ use prost::encoding::decode_varint;
 
 use super::byte_values::each;
 use super::error::{Result, WeightsError};
-use super::table::{mask_crc, read_table};
+use super::table::{self, mask_crc, read_table};
 use super::tensor_slices::{SliceBox, assemble, slice_key};
 use super::tf_checkpoint_v1::SlicesFile;
 use super::tf_object_names::{OBJECT_GRAPH_KEY, variable_names};
@@ -341,8 +341,9 @@ impl TfCheckpoint {
         }
     }
 
-    /// The file that lists the tensors: a V2 checkpoint's index, a V1 checkpoint's file.
-    fn index(&self) -> PathBuf {
+    /// The file that lists the tensors: a V2 checkpoint's index (`PREFIX.index`), a V1
+    /// checkpoint's file (its prefix): the file errors about the checkpoint name.
+    pub fn index(&self) -> PathBuf {
         match self.format {
             Format::V2 { .. } => suffixed(&self.prefix, ".index"),
             Format::V1(_) => self.prefix.clone(),
@@ -663,17 +664,27 @@ fn resolve_file(path: &Path) -> Result<Resolved> {
         ));
     }
     let mut file = File::open(path).map_err(WeightsError::io(path))?;
-    let mut tail = [0u8; 8];
-    let is_table = file.seek(SeekFrom::End(-8)).is_ok()
-        && file.read_exact(&mut tail).is_ok()
-        && u64::from_le_bytes(tail) == 0xdb47_7524_8b80_fb57;
-    match is_table {
+    match ends_in_table_magic(&mut file) {
         true => Ok(Resolved::V1File(path.to_path_buf())),
         false => Err(WeightsError::format(
             path,
             "not a TensorFlow checkpoint (no PREFIX.index beside it, nor a V1 checkpoint)",
         )),
     }
+}
+
+/// Whether the file `path` is a TF V1 checkpoint: a table (its magic in its last 8 bytes), where
+/// a V2 checkpoint is a prefix with an `.index` beside it. Only the last bytes are read.
+pub fn is_v1_checkpoint(path: &Path) -> bool {
+    File::open(path).is_ok_and(|mut file| ends_in_table_magic(&mut file))
+}
+
+/// Whether `file` ends in a table's magic.
+fn ends_in_table_magic(file: &mut File) -> bool {
+    let mut tail = [0u8; 8];
+    file.seek(SeekFrom::End(-8)).is_ok()
+        && file.read_exact(&mut tail).is_ok()
+        && u64::from_le_bytes(tail) == table::MAGIC
 }
 
 /// The newest prefix of a train directory, from its `checkpoint` state file

@@ -88,13 +88,7 @@ impl TfSource {
     /// variable's `.../ExponentialMovingAverage` shadow where the checkpoint has one (as TF's
     /// evaluation scripts restore them).
     pub fn new<M: TfNamed>(checkpoint: TfCheckpoint, moving_averages: bool) -> Self {
-        // A V2 checkpoint's tensors are named in its index; a V1 one is its own file.
-        let mut index = checkpoint.prefix().as_os_str().to_owned();
-        index.push(".index");
-        let index = match std::path::Path::new(&index).exists() {
-            true => index.into(),
-            false => checkpoint.prefix().to_path_buf(),
-        };
+        let index = checkpoint.index();
         Self {
             checkpoint,
             index,

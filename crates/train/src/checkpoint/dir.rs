@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use towers_data::atomic_file::create_dir_durably;
+use towers_models::weights::is_v1_checkpoint;
 use towers_multigpu::eprint_line;
 
 use super::file::Checkpoint;
@@ -94,7 +95,7 @@ impl CheckpointDir {
                 .and_then(|n| n.strip_prefix(PREFIX))
                 .and_then(|s| s.parse::<u64>().ok());
             let is_file = entry.file_type().is_ok_and(|t| t.is_file());
-            if let Some(step) = step.filter(|_| is_file && !is_tf_v1(&entry.path())) {
+            if let Some(step) = step.filter(|_| is_file && !is_v1_checkpoint(&entry.path())) {
                 found.push((step, entry.path()));
             }
         }
@@ -191,19 +192,6 @@ impl CheckpointDir {
             error: None,
         })
     }
-}
-
-/// Whether `path` is a TF V1 checkpoint: a LevelDB table (its magic in its last 8 bytes), where
-/// ours start with their own. Read as one, it would fail and be set aside as corrupt.
-fn is_tf_v1(path: &Path) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    const TABLE_MAGIC: [u8; 8] = 0xdb47_7524_8b80_fb57_u64.to_le_bytes();
-    let mut last = [0u8; 8];
-    let read = std::fs::File::open(path).and_then(|mut file| {
-        file.seek(SeekFrom::End(-8))?;
-        file.read_exact(&mut last)
-    });
-    read.is_ok() && last == TABLE_MAGIC
 }
 
 /// Renames a corrupt checkpoint `NAME.corrupt`; returns the new name.
