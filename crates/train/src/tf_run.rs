@@ -103,19 +103,20 @@ impl TfRun {
             ));
         }
         let slots = optimizer.tf_slots();
-        self.trains_the_same::<M>(&model, slots)?;
+        let trained = trained_params(&model);
+        self.trains_the_same::<M>(&model, &trained, slots)?;
         self.not_burns_adam(optimizer)?;
-        let record = self.optimizer_state::<M>(&trained_params(&model), optimizer, slots)?;
+        let (record, with_slots) = self.optimizer_state::<M>(&trained, optimizer, slots)?;
         let (model, unused) = self.weights(model, false)?;
         let averages = match with_averages {
             true => Some(self.weights(model.valid(), true)?.0),
             false => None,
         };
-        let mut notes = self.notes(slots, record.parameters, with_averages);
+        let mut notes = self.notes(slots, with_slots, with_averages);
         notes.extend(not_continued(unused, slots));
         Ok(ContinuedRun {
             model,
-            optimizer: record.record,
+            optimizer: record,
             averages,
             step: self.step,
             notes,
@@ -163,9 +164,14 @@ impl TfRun {
 
     /// Refuses the run when the optimizer that wrote it is not `slots`' (the first slot of each
     /// variable it trained says which), or when it trained a parameter `model` freezes or
-    /// froze one `model` trains.
-    fn trains_the_same<M: Module + TfNamed>(&self, model: &M, slots: &[&str]) -> Result<()> {
-        for param in trained_params(model) {
+    /// froze one `model` trains (`trained`, its [`trained_params`]).
+    fn trains_the_same<M: Module + TfNamed>(
+        &self,
+        model: &M,
+        trained: &[TrainedParam],
+        slots: &[&str],
+    ) -> Result<()> {
+        for param in trained {
             let variable = tf_variable::<M>(&param.path)?;
             match (self.tf_optimizer_of(&variable.name), slots.first()) {
                 (Some((theirs, class)), ours) if Some(&theirs) != ours => {
@@ -217,30 +223,31 @@ impl TfRun {
             .find(|(slot, _)| self.has(&format!("{variable}/{slot}")))
     }
 
-    /// The optimizer state of `params`, each made of its TF variable's `slots`.
+    /// The optimizer state of `params`, each made of its TF variable's `slots`, and how many
+    /// parameters it holds state for.
     fn optimizer_state<M: TfNamed>(
         &self,
         params: &[TrainedParam],
         optimizer: &OptimizerConfig,
         slots: &[&str],
-    ) -> Result<SlotRecord> {
+    ) -> Result<(OptimizerRecord, usize)> {
         let steps = self.optimizer_steps(optimizer)?;
-        let mut sink = StateSink::default();
-        let mut ranks = Vec::new();
+        let mut record = BurnpackRecord::default();
         for param in params.iter().filter(|_| !slots.is_empty()) {
             let variable = tf_variable::<M>(&param.path)?;
             let values = slots
                 .iter()
                 .map(|slot| self.slot(&variable, slot, param))
                 .collect::<Result<Vec<_>>>()?;
+            let mut sink = StateSink::default();
             let prefix = param.id.val().to_string();
             (optimizer.record_tf_slots(values, steps, &prefix, &mut sink))
                 .map_err(|e| self.refused(e))?;
-            ranks.push((prefix, param.shape.len()));
+            record.add(sink, param);
         }
-        let parameters = ranks.len();
-        let record = optimizer_record(sink, ranks).map_err(|e| self.refused(e))?;
-        Ok(SlotRecord { record, parameters })
+        let parameters = record.parameters;
+        let record = record.into_record().map_err(|e| self.refused(e))?;
+        Ok((record, parameters))
     }
 
     /// The updates the run's optimizer made, as its state counts them: TF's Adam keeps
@@ -338,36 +345,39 @@ impl TfRun {
     }
 }
 
-/// An optimizer record and the number of parameters it holds state for.
-struct SlotRecord {
-    record: OptimizerRecord,
+/// Parameters' optimizer states as Burn's `ModuleOptimizer::to_record` writes them, in
+/// burnpack: the only way to an [`OptimizerRecord`] from outside Burn is its file format.
+#[derive(Default)]
+struct BurnpackRecord {
+    tensors: Vec<burn_pack::Tensor>,
+    scalars: Vec<(String, burn_pack::Scalar)>,
     parameters: usize,
 }
 
-/// The record Burn's `ModuleOptimizer::to_record` would write for the states in `sink`, each
-/// parameter's rank (`ranks`: its id, as a prefix, and rank) beside them: the only way to an
-/// [`OptimizerRecord`] from outside Burn is its file format, burnpack.
-fn optimizer_record(
-    sink: StateSink,
-    ranks: Vec<(String, usize)>,
-) -> std::result::Result<OptimizerRecord, String> {
-    let tensors = sink.tensors.into_iter().map(|(name, data)| {
-        // `PREFIX.leaf...`: the prefix is the parameter's id.
-        let id = name.split('.').next().and_then(|id| id.parse().ok());
-        let (bytes, shape, dtype) = data.into_parts();
-        burn_pack::Tensor::new(name, dtype, shape, id, bytes)
-    });
-    let mut writer = burn_pack::Writer::new(tensors.collect());
-    // The states' own scalars (Adam's step count).
-    for (name, value) in sink.scalars {
-        writer = writer.with_scalar(&name, value);
-    }
-    for (prefix, rank) in ranks {
+impl BurnpackRecord {
+    /// `param`'s state (`sink`, recorded under its id): its tensors, its scalars (Adam's step
+    /// count) and its rank.
+    fn add(&mut self, sink: StateSink, param: &TrainedParam) {
+        let id = param.id.val();
+        for (name, data) in sink.tensors {
+            let (bytes, shape, dtype) = data.into_parts();
+            (self.tensors).push(burn_pack::Tensor::new(name, dtype, shape, Some(id), bytes));
+        }
+        self.scalars.extend(sink.scalars);
         // Burn's `RANK_KEY`: the rank the state is rebuilt with.
-        writer = writer.with_scalar(&format!("{prefix}.__rank"), burn_pack::Scalar::from(rank));
+        let rank = burn_pack::Scalar::from(param.shape.len());
+        self.scalars.push((format!("{id}.__rank"), rank));
+        self.parameters += 1;
     }
-    let bytes = writer.into_bytes().map_err(|e| e.to_string())?;
-    OptimizerRecord::from_bytes(bytes).map_err(|e| e.to_string())
+
+    fn into_record(self) -> std::result::Result<OptimizerRecord, String> {
+        let mut writer = burn_pack::Writer::new(self.tensors);
+        for (name, value) in &self.scalars {
+            writer = writer.with_scalar(name, *value);
+        }
+        let bytes = writer.into_bytes().map_err(|e| e.to_string())?;
+        OptimizerRecord::from_bytes(bytes).map_err(|e| e.to_string())
+    }
 }
 
 /// The TF variable of the parameter at `path`; none is an error naming it.

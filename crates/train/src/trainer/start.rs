@@ -10,9 +10,9 @@ use burn::tensor::{Device, Tensor};
 use towers_data::atomic_file::create_dir_durably;
 use towers_multigpu::{LossScaleState, TowerDevice};
 
-use super::Trainer;
 use super::frozen::same_frozen;
 use super::ranks::Choice;
+use super::{ContinueTfFn, Trainer};
 use crate::checkpoint::{Checkpoint, CheckpointDir, Restored};
 use crate::error::{Error, Result};
 use crate::optim::{MovingAverage, OptimizerConfig};
@@ -78,7 +78,7 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
                 start.notes = notes;
                 Ok(start)
             }
-            (None, Some(run)) => self.continue_tf(model, &run),
+            (None, Some((run, continue_into))) => self.continue_tf(model, &run, continue_into),
             (None, None) => Ok(Start {
                 averages: (c.moving_average)
                     .then(|| MovingAverage::new(&model, c.moving_average_decay)),
@@ -93,9 +93,10 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
         }
     }
 
-    /// The TF run the train directory holds (see [`Trainer::with_tf_resume`]), when the
-    /// configuration says `resume`; without it, such a directory is an error, as one of ours.
-    fn tf_run_to_continue(&self) -> Result<Option<TfRun>> {
+    /// The TF run the train directory holds (see [`Trainer::with_tf_resume`]) and how the model
+    /// goes on from it, when the configuration says `resume`; without it, such a directory is an
+    /// error, as one of ours.
+    fn tf_run_to_continue(&self) -> Result<Option<(TfRun, ContinueTfFn<M>)>> {
         let c = &self.config;
         let Some(run) = TfRun::find(&c.train_dir)? else {
             return Ok(None);
@@ -113,14 +114,18 @@ impl<M: Module + 'static, S: TrainStep<M>> Trainer<M, S> {
                  takes a model that implements `TfNamed`); choose another --train-dir",
                 c.train_dir.display()
             ))),
-            (true, Some(_)) => Ok(Some(run)),
+            (true, Some(continue_into)) => Ok(Some((run, continue_into))),
         }
     }
 
-    /// `model` as the TF run `run` left it (see [`TfRun::continue_into`]).
-    fn continue_tf(&self, model: M, run: &TfRun) -> Result<Start<M>> {
+    /// `model` as the TF run `run` left it (`continue_into`: [`TfRun::continue_into`]).
+    fn continue_tf(
+        &self,
+        model: M,
+        run: &TfRun,
+        continue_into: ContinueTfFn<M>,
+    ) -> Result<Start<M>> {
         let c = &self.config;
-        let continue_into = self.continue_tf.expect("checked by tf_run_to_continue");
         let continued = continue_into(run, model, &c.optimizer, c.moving_average)?;
         let averages = (continued.averages)
             .map(|averages| MovingAverage::from_averages(averages, c.moving_average_decay));
