@@ -58,10 +58,10 @@ impl Default for LoadOptions {
 /// dict holding one: see [`is_pytorch_file`]), keras.applications' InceptionV3, ResNet50 or
 /// ResNet50V2 in a Keras file (see [`is_keras_file`]), a checkpoint of ours (`model.ckpt-N`,
 /// or a train directory, whose newest is taken: in a TF run's directory that a run of ours
-/// continued, ours unless TF's is at a later step), or a `.safetensors` file (an export of ours, or a PyTorch state dict
-/// saved as safetensors: see `open_safetensors`). A Keras file or a checkpoint of ours
-/// holds one network's weights and nothing else: every tensor of it must find a parameter (a
-/// ResNet's of another [`ResNetLayout`] or version would not).
+/// continued, ours unless TF's is at a later step), or a `.safetensors` file (an export of
+/// ours, or a PyTorch state dict saved as safetensors: see `open_safetensors`). A Keras file or
+/// a checkpoint of ours holds one network's weights and nothing else: every tensor of it must
+/// find a parameter (a ResNet's of another [`ResNetLayout`] or version would not).
 pub fn load_weights<M: Module + TfNamed + TorchNamed>(
     model: M,
     path: &Path,
