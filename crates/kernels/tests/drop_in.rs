@@ -6,7 +6,7 @@
 use burn::module::{Module, Param};
 use burn::nn::PaddingConfig2d;
 use burn::tensor::{Device, Int, Tensor};
-use towers_kernels::nn;
+use towers_kernels::{Precision, nn};
 use towers_testing::compare::{rel_diff, values};
 use towers_testing::nets::{pattern, seeded};
 
@@ -111,6 +111,72 @@ fn conv2d_gives_burns_outputs_and_gradients() {
             1e-5,
             &format!("{what}: weight gradient"),
         );
+    }
+}
+
+/// The transposed convolution against Burn's: outputs, input and weight gradients; on the
+/// kernels' geometries also in bf16, within its rounding of Burn's f32.
+#[test]
+fn conv_transpose2d_gives_burns_outputs_and_gradients() {
+    let config = |kernel, stride| {
+        nn::conv::ConvTranspose2dConfig::new([6, 4], [kernel, kernel]).with_stride([stride; 2])
+    };
+    // Each case and whether the kernels take it.
+    let cases = [
+        // U-Net's 2x2/2, DCGAN's 4x4/2 pad 1, the 3x3/2 that undoes a padded 3x3/2 (output
+        // padding 1), stride 1, uneven strides and output paddings, no bias.
+        ("2x2/2", true, config(2, 2)),
+        ("4x4/2 pad 1", true, config(4, 2).with_padding([1, 1])),
+        (
+            "3x3/2 pad 1 out 1",
+            true,
+            config(3, 2).with_padding([1, 1]).with_padding_out([1, 1]),
+        ),
+        ("3x3/1 pad 1", true, config(3, 1).with_padding([1, 1])),
+        ("3x3/1 pad 2", true, config(3, 1).with_padding([2, 2])),
+        (
+            "5x3/(3,2) pad (2,0) out (2,1) no bias",
+            true,
+            nn::conv::ConvTranspose2dConfig::new([6, 4], [5, 3])
+                .with_stride([3, 2])
+                .with_padding([2, 0])
+                .with_padding_out([2, 1])
+                .with_bias(false),
+        ),
+        // Left to Burn: groups, dilation.
+        ("groups 2", false, config(3, 2).with_groups(2)),
+        ("dilation 2", false, config(3, 1).with_dilation([2, 2])),
+    ];
+    for (what, on_kernels, config) in cases {
+        let ours = config.init(&device());
+        let burns: burn::nn::conv::ConvTranspose2d = ours.clone().into();
+        let x = input([2, 6, 5, 7], 19);
+        let ours_in = |precision| {
+            let forward = |x| towers_kernels::with_precision(precision, || ours.forward(x));
+            output_and_grads(x.clone(), Some(&ours.weight), forward)
+        };
+        let (y, dx, dw) = ours_in(Precision::F32);
+        let (want_y, want_dx, want_dw) =
+            output_and_grads(x.clone(), Some(&burns.weight), |x| burns.forward(x));
+        let want_dw = want_dw.unwrap();
+        assert_agree(y, want_y.clone(), 1e-5, &format!("{what}: output"));
+        assert_agree(
+            dx,
+            want_dx.clone(),
+            1e-5,
+            &format!("{what}: input gradient"),
+        );
+        let what_dw = format!("{what}: weight gradient");
+        assert_agree(dw.unwrap(), want_dw.clone(), 1e-5, &what_dw);
+        if on_kernels {
+            let (y, dx, dw) = ours_in(Precision::Bf16);
+            let pairs = [(y, want_y), (dx, want_dx)];
+            let rounding = pairs.map(|(ours, burns)| rel_diff(ours, burns));
+            let rounding = [rounding[0], rounding[1], rel_diff(dw.unwrap(), want_dw)];
+            // bf16 keeps 8 bits: ~0.4% per operand, up to ~1% over a gradient's sums here.
+            let rounded = rounding.iter().all(|&d| d > 1e-5 && d < 2e-2);
+            assert!(rounded, "{what} in bf16: {rounding:?}");
+        }
     }
 }
 
@@ -314,6 +380,20 @@ fn configs_saved_from_either_load_as_the_other() {
     let from_ours =
         burn::nn::conv::Conv2dConfig::from(&nn::conv::Conv2dConfig::new([3, 8], [5, 5]));
     assert_eq!(from_ours.to_string(), conv.to_string());
+    let transposed = nn::conv::ConvTranspose2dConfig::new([3, 8], [4, 4])
+        .with_stride([2, 2])
+        .with_padding([1, 1])
+        .with_padding_out([1, 0]);
+    let file = dir.path().join("conv_transpose.json");
+    transposed.save(&file).unwrap();
+    let burns = burn::nn::conv::ConvTranspose2dConfig::load(&file).unwrap();
+    let want = burn::nn::conv::ConvTranspose2dConfig::from(&transposed);
+    assert_eq!(burns.to_string(), want.to_string());
+    let plain = nn::conv::ConvTranspose2dConfig::new([3, 8], [4, 4]);
+    assert_eq!(
+        burn::nn::conv::ConvTranspose2dConfig::from(&plain).to_string(),
+        burn::nn::conv::ConvTranspose2dConfig::new([3, 8], [4, 4]).to_string()
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Which calls the flex kernels take: f32 tensors on flex (with or without autodiff), in the layouts the kernels cover. Each returns `None` where they do not apply.
 
 use burn::backend::{Dispatch, DispatchDevice};
-use burn::nn::conv::Conv2d;
+use burn::module::Param;
+use burn::nn::conv::{Conv2d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{DType, Tensor};
@@ -288,15 +289,51 @@ pub fn conv2d(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Tens
         padding,
         bf16,
     );
-    Some(plus_bias(conv, Tensor::from_dispatch(y)))
+    Some(plus_bias(&conv.bias, Tensor::from_dispatch(y)))
 }
 
-/// `y` with `conv`'s bias, where it has one, added per channel.
-fn plus_bias(conv: &Conv2d, y: Tensor<4>) -> Tensor<4> {
-    match &conv.bias {
+/// `y` with `bias`, where there is one, added per channel.
+fn plus_bias(bias: &Option<Param<Tensor<1>>>, y: Tensor<4>) -> Tensor<4> {
+    match bias {
         Some(bias) => y + bias.val().reshape([1, -1, 1, 1]),
         None => y,
     }
+}
+
+/// A transposed convolution of an f32 `x` without groups or dilation, its output padding less
+/// than its stride (as PyTorch requires; the rows past it would have no window), in f32 or
+/// bf16 (f16 goes to Burn).
+pub(super) fn conv_transpose2d(
+    conv: &ConvTranspose2d,
+    x: &Tensor<4>,
+    precision: Precision,
+) -> Option<Tensor<4>> {
+    let bf16 = match precision {
+        Precision::F32 => false,
+        Precision::Bf16 => true,
+        Precision::F16 => return None,
+    };
+    let ([_, _, h, w], [_, _, kh, kw]) = (x.dims(), conv.weight.dims());
+    let side = |len: usize, k: usize, i: usize| {
+        let full = (len - 1) * conv.stride[i] + k + conv.padding_out[i];
+        full.checked_sub(2 * conv.padding[i])
+            .filter(|&side| side > 0)
+    };
+    let plain = conv.groups == 1 && conv.dilation == [1, 1];
+    let padded_out = (0..2).all(|i| conv.padding_out[i] < conv.stride[i]);
+    if !on_flex(x) || !plain || !padded_out {
+        return None;
+    }
+    let out = [side(h, kh, 0)?, side(w, kw, 1)?];
+    let y = <Dispatch as FlexKernels>::towers_conv_transpose2d(
+        x.clone().into_dispatch(),
+        conv.weight.val().into_dispatch(),
+        conv.stride,
+        conv.padding,
+        out,
+        bf16,
+    );
+    Some(plus_bias(&conv.bias, Tensor::from_dispatch(y)))
 }
 
 /// A depthwise convolution (`groups` = channels in = channels out, no dilation) of an f32 `x`
@@ -321,7 +358,7 @@ pub(super) fn depthwise_conv2d(conv: &Conv2d, x: &Tensor<4>) -> Option<Tensor<4>
         [rows.0, cols.0],
         out,
     );
-    Some(plus_bias(conv, Tensor::from_dispatch(y)))
+    Some(plus_bias(&conv.bias, Tensor::from_dispatch(y)))
 }
 
 /// [`conv2d`] then its bias and ReLU in one pass: for a convolution with a bias.

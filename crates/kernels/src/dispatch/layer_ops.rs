@@ -5,7 +5,7 @@
 //! thread's [`Precision`] (see [`crate::with_precision`]).
 
 use burn::nn::Linear;
-use burn::nn::conv::Conv2d;
+use burn::nn::conv::{Conv2d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
 use burn::tensor::activation::relu;
 use burn::tensor::module;
@@ -63,6 +63,16 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
         return y;
     }
     burn_conv2d(conv, x, precision.dtype())
+}
+
+/// `conv.forward(x)`, its products in this thread's [`Precision`] on the flex kernels (f32
+/// or bf16; Burn's op, in f32, elsewhere).
+pub fn conv_transpose2d(conv: &ConvTranspose2d, x: Tensor<4>) -> Tensor<4> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::conv_transpose2d(conv, &x, current_precision()) {
+        return y;
+    }
+    conv.forward(x)
 }
 
 /// Whether `conv` reads an input of `dims` rounded to bf16 as it is, in this thread's

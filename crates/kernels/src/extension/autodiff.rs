@@ -16,7 +16,9 @@ use crate::extension::FlexKernels;
 use crate::flex::activation::{Activation, relu6_backward, relu6_forward};
 use crate::flex::conv::bias_relu;
 use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
-use crate::flex::conv::passes::{ConvGeometry, forward_bias_relu, input_grad, weight_grad};
+use crate::flex::conv::passes::{
+    ConvGeometry, forward, forward_bias_relu, input_grad, transposed, weight_grad,
+};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
 use crate::flex::memory::dims4;
@@ -104,6 +106,34 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 padding,
                 bf16,
             )),
+        }
+    }
+
+    fn towers_conv_transpose2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        out: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self> {
+        let (geometry, arithmetic) = (ConvGeometry { stride, padding }, Arithmetic::new(bf16));
+        match ConvTransposeBackward
+            .prepare::<C>([x.node(), weight.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let weight_state = prep.checkpoint(&weight);
+                let (x, weight) = (x.into_primitive(), weight.into_primitive());
+                let y = transposed(x, weight, geometry, out, arithmetic);
+                prep.finish((x_state, weight_state, geometry, arithmetic), y)
+            }
+            OpsKind::UnTracked(prep) => {
+                let (x, weight) = (x.into_primitive(), weight.into_primitive());
+                prep.finish(transposed(x, weight, geometry, out, arithmetic))
+            }
         }
     }
 
@@ -511,7 +541,7 @@ impl Backward<Flex, 3> for ConvBiasReluBackward {
         let weight: FlexTensor = checkpointer.retrieve_node_output(weight_state);
         let [_, _, kh, kw] = dims4(&weight);
         if let Some(node) = x_node {
-            let x_grad = input_grad(x.clone(), weight, grad.clone(), geometry, arithmetic);
+            let x_grad = input_grad(dims4(&x), weight, grad.clone(), geometry, arithmetic);
             grads.register::<Flex>(node.id, x_grad);
         }
         if let Some(node) = weight_node {
@@ -627,11 +657,44 @@ impl Backward<Flex, 2> for ConvBackward {
         let weight: FlexTensor = checkpointer.retrieve_node_output(weight_state);
         let [_, _, kh, kw] = dims4(&weight);
         if let Some(node) = x_node {
-            let x_grad = input_grad(x.clone(), weight, grad.clone(), geometry, arithmetic);
+            let x_grad = input_grad(dims4(&x), weight, grad.clone(), geometry, arithmetic);
             grads.register::<Flex>(node.id, x_grad);
         }
         if let Some(node) = weight_node {
             let weight_grad = weight_grad(x, grad, [kh, kw], geometry, arithmetic);
+            grads.register::<Flex>(node.id, weight_grad);
+        }
+    }
+}
+
+/// A transposed convolution's backward pass: state is the input, the kernel, the geometry and
+/// the arithmetic. The transposed convolution is the convolution's input gradient, so its own
+/// gradients are the convolution's forward pass (for its input) and weight gradient with the
+/// roles swapped: the output gradient is the image, the input the output gradient.
+#[derive(Debug)]
+struct ConvTransposeBackward;
+
+impl Backward<Flex, 2> for ConvTransposeBackward {
+    type State = (NodeId, NodeId, ConvGeometry, Arithmetic);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let [x_node, weight_node] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, weight_state, geometry, arithmetic) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let weight: FlexTensor = checkpointer.retrieve_node_output(weight_state);
+        let [_, _, kh, kw] = dims4(&weight);
+        if let Some(node) = x_node {
+            let x_grad = forward(grad.clone(), weight, geometry, arithmetic);
+            grads.register::<Flex>(node.id, x_grad);
+        }
+        if let Some(node) = weight_node {
+            let weight_grad = weight_grad(grad, x, [kh, kw], geometry, arithmetic);
             grads.register::<Flex>(node.id, weight_grad);
         }
     }

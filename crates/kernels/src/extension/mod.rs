@@ -9,7 +9,7 @@ use burn::backend::{Backend, Flex, backend_extension};
 
 use crate::flex::activation::{Activation, relu6_forward};
 use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
-use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu};
+use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu, transposed};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
 use crate::flex::norm::batch_norm;
@@ -49,6 +49,18 @@ pub(crate) trait FlexKernels: Backend {
         weight: FloatTensor<Self>,
         stride: [usize; 2],
         padding: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self>;
+
+    /// Transposed convolution of `[n, in, h, w]` by `[in, out, kh, kw]` to `[n, out, out_h,
+    /// out_w]` (`out`): no bias, groups or dilation, `padding` taken from both sides; with
+    /// `bf16`, its products (and its gradients') from operands rounded to bf16, summed in f32.
+    fn towers_conv_transpose2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        out: [usize; 2],
         bf16: bool,
     ) -> FloatTensor<Self>;
 
@@ -202,6 +214,18 @@ impl FlexKernels for Flex {
             ConvGeometry { stride, padding },
             Arithmetic::new(bf16),
         )
+    }
+
+    fn towers_conv_transpose2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        out: [usize; 2],
+        bf16: bool,
+    ) -> FloatTensor<Self> {
+        let geometry = ConvGeometry { stride, padding };
+        transposed(x, weight, geometry, out, Arithmetic::new(bf16))
     }
 
     fn towers_relu6(x: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -1,12 +1,14 @@
-//! Drop-in layers: Burn's `burn::nn`, whose convolution, pooling, batch norm and dense layers
-//! run on burn-towers' kernels, and whose cross-entropy loss has its own backward pass.
+//! Drop-in layers: Burn's `burn::nn`, whose convolution (transposed too), pooling, batch norm
+//! and dense layers run on burn-towers' kernels, and whose cross-entropy loss has its own
+//! backward pass.
 //! Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a model needs: the
 //! same names, `Config`s (field for field), parameters and records (saved from either, loaded
 //! into the other), the same outputs and gradients on every backend (Burn's ops wherever the
 //! kernels do not apply), products in the thread's [`Precision`](crate::Precision). Every other
 //! layer is Burn's own, re-exported.
 //!
-//! - `conv/`: [`conv::Conv2d`] (the rest of `burn::nn::conv` re-exported).
+//! - `conv/`: [`conv::Conv2d`], [`conv::ConvTranspose2d`] (the rest of `burn::nn::conv`
+//!   re-exported).
 //! - `pool/`: [`pool::MaxPool2d`], [`pool::AvgPool2d`] (the rest of `burn::nn::pool`).
 //! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`].
 //! - `loss/`: [`loss::CrossEntropyLoss`] (the rest of `burn::nn::loss` re-exported).

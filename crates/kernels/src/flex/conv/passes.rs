@@ -297,12 +297,13 @@ fn convolve(
     FlexTensor::from_data(TensorData::new(y, [n, out, out_h, out_w]))
 }
 
-/// The gradient of `x` in `y = conv(x, weight)`, given `grad = ∂L/∂y`. At stride 1 it is the
+/// The gradient of `x` (of dimensions `x_dims`) in `y = conv(x, weight)`, given `grad =
+/// ∂L/∂y`: also the transposed convolution of `grad` by `weight`. At stride 1 it is the
 /// convolution of `grad` by the kernel flipped in both directions with inputs and outputs
 /// swapped, padded by `k - 1 - p` ([`forward`]); at other strides each window's share, added
 /// back where the window read it ([`strided_input_grad`]).
 pub(crate) fn input_grad(
-    x: FlexTensor,
+    x_dims: [usize; 4],
     weight: FlexTensor,
     grad: FlexTensor,
     geometry: ConvGeometry,
@@ -311,7 +312,7 @@ pub(crate) fn input_grad(
     let [_, _, kh, kw] = dims4(&weight);
     let [ph, pw] = geometry.padding;
     if geometry.stride != [1, 1] || ph >= kh || pw >= kw {
-        return strided_input_grad(dims4(&x), weight, grad, geometry, arithmetic);
+        return strided_input_grad(x_dims, weight, grad, geometry, arithmetic);
     }
     let flipped = ConvGeometry {
         stride: [1, 1],
@@ -335,6 +336,21 @@ pub(crate) fn input_grad(
     }
     let weight = Flex::float_flip(Flex::float_swap_dims(weight, 0, 1), &[2, 3]);
     forward(grad, weight, flipped, arithmetic)
+}
+
+/// The transposed convolution of `x` (`[n, in, h, w]`) by `weight` (`[in, out, kh, kw]`, as
+/// Burn and PyTorch lay it) to `[n, out, out_h, out_w]`: the gradient that a convolution by
+/// `weight` of an input that size hands back for output gradient `x` ([`input_grad`]). `out`
+/// leaves room for the output padding, the rows and columns past the last window's reach.
+pub(crate) fn transposed(
+    x: FlexTensor,
+    weight: FlexTensor,
+    geometry: ConvGeometry,
+    [out_h, out_w]: [usize; 2],
+    arithmetic: Arithmetic,
+) -> FlexTensor {
+    let ([n, _, _, _], [_, out, _, _]) = (dims4(&x), dims4(&weight));
+    input_grad([n, out, out_h, out_w], weight, x, geometry, arithmetic)
 }
 
 /// [`input_grad`] for any geometry, by windows: per image, the kernel transposed (`[taps ×
