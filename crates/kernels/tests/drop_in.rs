@@ -4,7 +4,7 @@
 //! of either kind load into the other; configs saved from either load as the other.
 
 use burn::module::{Module, Param};
-use burn::nn::PaddingConfig2d;
+use burn::nn::{PaddingConfig1d, PaddingConfig2d};
 use burn::tensor::{Device, Int, Tensor};
 use towers_kernels::{Precision, nn};
 use towers_testing::compare::{rel_diff, values};
@@ -114,6 +114,83 @@ fn conv2d_gives_burns_outputs_and_gradients() {
     }
 }
 
+/// The 1D convolution against Burn's: outputs, input and weight gradients, as a one-row 2D
+/// convolution; on the kernels' geometries also in bf16, within its rounding of Burn's f32.
+#[test]
+fn conv1d_gives_burns_outputs_and_gradients() {
+    let config = |kernel| nn::conv::Conv1dConfig::new(6, 4, kernel);
+    // Each case and whether the kernels take it in bf16.
+    let cases = [
+        (
+            "3 same",
+            true,
+            config(3).with_padding(PaddingConfig1d::Same),
+        ),
+        (
+            "5/2 pad (2, 1)",
+            true,
+            config(5)
+                .with_stride(2)
+                .with_padding(PaddingConfig1d::Explicit(2, 1)),
+        ),
+        (
+            "4/3 valid no bias",
+            true,
+            config(4).with_stride(3).with_bias(false),
+        ),
+        ("1", true, config(1)),
+        // Depthwise (its kernels are f32 only), dilated (Burn's).
+        (
+            "depthwise 3 same",
+            false,
+            nn::conv::Conv1dConfig::new(6, 6, 3)
+                .with_groups(6)
+                .with_padding(PaddingConfig1d::Same),
+        ),
+        ("dilation 2", false, config(3).with_dilation(2)),
+    ];
+    for (what, bf16_kernels, config) in cases {
+        let ours = config.init(&device());
+        let burns: burn::nn::conv::Conv1d = ours.clone().into();
+        let x = input([2, 6, 23], 29);
+        let ours_in = |precision| {
+            let forward = |x| towers_kernels::with_precision(precision, || ours.forward(x));
+            output_and_grads(x.clone(), Some(&ours.weight), forward)
+        };
+        let (y, dx, dw) = ours_in(Precision::F32);
+        let (want_y, want_dx, want_dw) =
+            output_and_grads(x.clone(), Some(&burns.weight), |x| burns.forward(x));
+        let want_dw = want_dw.unwrap();
+        assert_agree(y, want_y.clone(), 1e-5, &format!("{what}: output"));
+        assert_agree(
+            dx,
+            want_dx.clone(),
+            1e-5,
+            &format!("{what}: input gradient"),
+        );
+        let what_dw = format!("{what}: weight gradient");
+        assert_agree(dw.unwrap(), want_dw.clone(), 1e-5, &what_dw);
+        if bf16_kernels {
+            let (y, dx, dw) = ours_in(Precision::Bf16);
+            assert_rounded([(y, want_y), (dx, want_dx)], (dw.unwrap(), want_dw), what);
+        }
+    }
+}
+
+/// Panics unless the outputs, input gradients and weight gradients in `pairs` (ours in bf16,
+/// Burn's in f32) differ by bf16's rounding: more than f32's, within 2%.
+fn assert_rounded<const D: usize, const P: usize>(
+    pairs: [(Tensor<D>, Tensor<D>); 2],
+    (dw, want_dw): (Tensor<P>, Tensor<P>),
+    what: &str,
+) {
+    let rounding = pairs.map(|(ours, burns)| rel_diff(ours, burns));
+    let rounding = [rounding[0], rounding[1], rel_diff(dw, want_dw)];
+    // bf16 keeps 8 bits: ~0.4% per operand, up to ~1% over a gradient's sums here.
+    let rounded = rounding.iter().all(|&d| d > 1e-5 && d < 2e-2);
+    assert!(rounded, "{what} in bf16: {rounding:?}");
+}
+
 /// The transposed convolution against Burn's: outputs, input and weight gradients; on the
 /// kernels' geometries also in bf16, within its rounding of Burn's f32.
 #[test]
@@ -170,12 +247,7 @@ fn conv_transpose2d_gives_burns_outputs_and_gradients() {
         assert_agree(dw.unwrap(), want_dw.clone(), 1e-5, &what_dw);
         if on_kernels {
             let (y, dx, dw) = ours_in(Precision::Bf16);
-            let pairs = [(y, want_y), (dx, want_dx)];
-            let rounding = pairs.map(|(ours, burns)| rel_diff(ours, burns));
-            let rounding = [rounding[0], rounding[1], rel_diff(dw.unwrap(), want_dw)];
-            // bf16 keeps 8 bits: ~0.4% per operand, up to ~1% over a gradient's sums here.
-            let rounded = rounding.iter().all(|&d| d > 1e-5 && d < 2e-2);
-            assert!(rounded, "{what} in bf16: {rounding:?}");
+            assert_rounded([(y, want_y), (dx, want_dx)], (dw.unwrap(), want_dw), what);
         }
     }
 }
@@ -388,6 +460,14 @@ fn configs_saved_from_either_load_as_the_other() {
     transposed.save(&file).unwrap();
     let burns = burn::nn::conv::ConvTranspose2dConfig::load(&file).unwrap();
     let want = burn::nn::conv::ConvTranspose2dConfig::from(&transposed);
+    assert_eq!(burns.to_string(), want.to_string());
+    let sequence = nn::conv::Conv1dConfig::new(3, 8, 5)
+        .with_stride(2)
+        .with_padding(PaddingConfig1d::Explicit(2, 1));
+    let file = dir.path().join("conv1d.json");
+    sequence.save(&file).unwrap();
+    let burns = burn::nn::conv::Conv1dConfig::load(&file).unwrap();
+    let want = burn::nn::conv::Conv1dConfig::from(&sequence);
     assert_eq!(burns.to_string(), want.to_string());
     let plain = nn::conv::ConvTranspose2dConfig::new([3, 8], [4, 4]);
     assert_eq!(

@@ -4,9 +4,10 @@
 //! (tests below and in `layers/lrn.rs`). Convolutions and dense layers compute their products in this
 //! thread's [`Precision`] (see [`crate::with_precision`]).
 
-use burn::nn::Linear;
-use burn::nn::conv::{Conv2d, ConvTranspose2d};
+use burn::module::Param;
+use burn::nn::conv::{Conv1d, Conv2d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
+use burn::nn::{Linear, PaddingConfig1d, PaddingConfig2d};
 use burn::tensor::activation::relu;
 use burn::tensor::module;
 use burn::tensor::ops::ConvOptions;
@@ -63,6 +64,35 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
         return y;
     }
     burn_conv2d(conv, x, precision.dtype())
+}
+
+/// `conv.forward(x)` as [`conv2d`] of a one-row image by `[1, k]` kernels: on flex the
+/// kernels take it (2.5-3.3x Burn's 1D convolution there, bench/README.md), elsewhere Burn's
+/// 2D convolution, as its 1D one is. Its products in this thread's [`Precision`].
+pub fn conv1d(conv: &Conv1d, x: Tensor<3>) -> Tensor<3> {
+    let (left, right) = match conv.padding {
+        PaddingConfig1d::Same => return conv1d_as_row(conv, PaddingConfig2d::Same, x),
+        PaddingConfig1d::Valid => (0, 0),
+        PaddingConfig1d::Explicit(left, right) => (left, right),
+    };
+    conv1d_as_row(conv, PaddingConfig2d::Explicit(0, left, 0, right), x)
+}
+
+/// [`conv1d`] with its padding as a one-row image's.
+fn conv1d_as_row(conv: &Conv1d, padding: PaddingConfig2d, x: Tensor<3>) -> Tensor<3> {
+    // A view of the same parameter values: `Param::initialized` marks nothing as a new leaf,
+    // so gradients reach `conv.weight` through the reshape.
+    let weight = conv.weight.val().unsqueeze_dim::<4>(2);
+    let row = Conv2d {
+        weight: Param::initialized(conv.weight.id, weight),
+        bias: conv.bias.clone(),
+        stride: [1, conv.stride],
+        kernel_size: [1, conv.kernel_size],
+        dilation: [1, conv.dilation],
+        groups: conv.groups,
+        padding,
+    };
+    conv2d(&row, x.unsqueeze_dim::<4>(2)).squeeze_dim::<3>(2)
 }
 
 /// `conv.forward(x)`, its products in this thread's [`Precision`] on the flex kernels (f32

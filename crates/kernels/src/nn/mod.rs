@@ -7,8 +7,8 @@
 //! kernels do not apply), products in the thread's [`Precision`](crate::Precision). Every other
 //! layer is Burn's own, re-exported.
 //!
-//! - `conv/`: [`conv::Conv2d`], [`conv::ConvTranspose2d`] (the rest of `burn::nn::conv`
-//!   re-exported).
+//! - `conv/`: [`conv::Conv1d`], [`conv::Conv2d`], [`conv::ConvTranspose2d`] (the rest of
+//!   `burn::nn::conv` re-exported).
 //! - `pool/`: [`pool::MaxPool2d`], [`pool::AvgPool2d`] (the rest of `burn::nn::pool`).
 //! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`].
 //! - `loss/`: [`loss::CrossEntropyLoss`] (the rest of `burn::nn::loss` re-exported).
