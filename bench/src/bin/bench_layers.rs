@@ -1,7 +1,9 @@
 //! A model written with Burn's layers against the same model with `towers_kernels::nn`'s
 //! drop-in layers: examples/own_model.rs's net (two 3x3 convolutions, adaptive pooling, two
 //! dense layers, batch 128 of 12x12 images), train step (forward, cross-entropy, backward, SGD),
-//! on flex or the device `TOWERS_BENCH_DEVICE` names.
+//! on flex or the device `TOWERS_BENCH_DEVICE` names. Then single layers a decoder or a
+//! sequence model has, Burn's against the drop-in's, forward and backward: transposed
+//! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2) and 1D convolutions.
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS]` (default 10 timed steps per
 //! version after 3 untimed ones, the two versions alternating step by step).
@@ -10,7 +12,7 @@ use std::time::Instant;
 
 use burn::module::Module;
 use burn::optim::{GradientsParams, ModuleOptimizer, SgdConfig};
-use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use towers_bench::{bench_device, reps};
 
 /// The net with Burn's layers.
@@ -95,4 +97,91 @@ fn main() {
         "own_model net: drop-in layers {:.2}x Burn's",
         burn_ms / our_ms
     );
+    single_layers(reps, &device);
+}
+
+/// Each layer of [`layer_cases`] forward and backward (the input's and the weight's
+/// gradients), Burn's and the drop-in's alternating, after [`WARM_UP`] calls each.
+fn single_layers(reps: usize, device: &Device) {
+    for case in layer_cases(device) {
+        let time = |forward: &dyn Fn(&Tensor<3>) -> Tensor<3>| {
+            let start = Instant::now();
+            let y = forward(&case.input);
+            let grads = (y.clone() * y).sum().backward();
+            let sum = case.input.grad(&grads).expect("an input gradient").sum();
+            sum.into_scalar::<f32>();
+            start.elapsed().as_secs_f64()
+        };
+        let (mut burns, mut ours) = (0.0, 0.0);
+        for rep in 0..WARM_UP + reps {
+            let timed = if rep >= WARM_UP { 1.0 } else { 0.0 };
+            burns += timed * time(&case.burns);
+            ours += timed * time(&case.ours);
+        }
+        let per_call = |seconds: f64| seconds * 1e3 / reps as f64;
+        let (burn_ms, our_ms) = (per_call(burns), per_call(ours));
+        println!(
+            "{}: Burn's {burn_ms:.2} ms, drop-in {our_ms:.2} ms: {:.2}x",
+            case.name,
+            burn_ms / our_ms
+        );
+    }
+}
+
+/// A layer both ways, on an input flattened to `[n, c, rest]` (each layer reshapes it back).
+struct LayerCase {
+    name: String,
+    input: Tensor<3>,
+    burns: Box<dyn Fn(&Tensor<3>) -> Tensor<3>>,
+    ours: Box<dyn Fn(&Tensor<3>) -> Tensor<3>>,
+}
+
+/// The transposed convolutions (batch 16, 128 channels to 64 at 32x32, 64 to 32 at 64x64) and
+/// the 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024
+/// by 3 at stride 2) of `bench_layers`.
+fn layer_cases(device: &Device) -> Vec<LayerCase> {
+    use burn::nn::{PaddingConfig1d, conv as burns};
+    use towers_kernels::nn::conv as ours;
+    let input = |dims: [usize; 3]| {
+        Tensor::<3>::random(dims, Distribution::Uniform(-1.0, 1.0), device).require_grad()
+    };
+    let mut cases = Vec::new();
+    for (c, side) in [(128, 32), (64, 64)] {
+        for (kernel, padding) in [(2, 0), (3, 1)] {
+            let config = ours::ConvTranspose2dConfig::new([c, c / 2], [kernel; 2])
+                .with_stride([2, 2])
+                .with_padding([padding; 2])
+                .with_padding_out([padding; 2]);
+            let layer = config.init(device);
+            let burn_layer: burns::ConvTranspose2d = layer.clone().into();
+            let image = move |x: &Tensor<3>| x.clone().reshape([16, c, side, side]);
+            cases.push(LayerCase {
+                name: format!(
+                    "ConvTranspose2d {kernel}x{kernel}/2, {c}->{} at {side}",
+                    c / 2
+                ),
+                input: input([16, c, side * side]),
+                burns: Box::new(move |x| burn_layer.forward(image(x)).flatten(2, 3)),
+                ours: Box::new(move |x| layer.forward(image(x)).flatten(2, 3)),
+            });
+        }
+    }
+    for (c_in, c_out, len, kernel, stride) in [
+        (64, 64, 1024, 3, 1),
+        (128, 128, 256, 5, 1),
+        (64, 128, 1024, 3, 2),
+    ] {
+        let layer = ours::Conv1dConfig::new(c_in, c_out, kernel)
+            .with_stride(stride)
+            .with_padding(PaddingConfig1d::Same)
+            .init(device);
+        let burn_layer: burns::Conv1d = layer.clone().into();
+        cases.push(LayerCase {
+            name: format!("Conv1d {kernel}/{stride}, {c_in}->{c_out} of {len}"),
+            input: input([16, c_in, len]),
+            burns: Box::new(move |x| burn_layer.forward(x.clone())),
+            ours: Box::new(move |x| layer.forward(x.clone())),
+        });
+    }
+    cases
 }

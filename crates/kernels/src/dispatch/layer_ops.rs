@@ -67,8 +67,9 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
 }
 
 /// `conv.forward(x)` as [`conv2d`] of a one-row image by `[1, k]` kernels: on flex the
-/// kernels take it (2.5-3.3x Burn's 1D convolution there, bench/README.md), elsewhere Burn's
-/// 2D convolution, as its 1D one is. Its products in this thread's [`Precision`].
+/// kernels take it (2.2-3.1x Burn's 1D convolution there, forward and backward:
+/// bench/README.md, "Drop-in layers"), elsewhere Burn's 2D convolution. Its products in this
+/// thread's [`Precision`].
 pub fn conv1d(conv: &Conv1d, x: Tensor<3>) -> Tensor<3> {
     let (left, right) = match conv.padding {
         PaddingConfig1d::Same => return conv1d_as_row(conv, PaddingConfig2d::Same, x),

@@ -1,0 +1,65 @@
+"""PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
+(shapes, padding, batch 16), forward and backward (`sum(y * y)`, the gradients of the input and
+the weight), in f32 on the CPU:
+
+    python bench/peers/torch_layers.py --reps 20
+    cargo run --release -p towers-bench --bin bench_layers 20
+
+Prints one line per layer, named as `bench_layers` names it: ms per call, the mean of the timed
+calls after three warm-ups.
+"""
+
+import argparse
+import time
+
+import torch
+import torch.nn as nn
+
+
+def layer_cases():
+    """(name, layer, input) for each of `bench_layers`' single layers."""
+    for c, side in [(128, 32), (64, 64)]:
+        for kernel, padding in [(2, 0), (3, 1)]:
+            layer = nn.ConvTranspose2d(
+                c, c // 2, kernel, stride=2, padding=padding, output_padding=padding
+            )
+            name = f"ConvTranspose2d {kernel}x{kernel}/2, {c}->{c // 2} at {side}"
+            yield name, layer, torch.rand(16, c, side, side) * 2 - 1
+    for c_in, c_out, length, kernel, stride in [
+        (64, 64, 1024, 3, 1),
+        (128, 128, 256, 5, 1),
+        (64, 128, 1024, 3, 2),
+    ]:
+        # Burn's SAME: (kernel - 1) / 2 on each side for these odd kernels.
+        layer = nn.Conv1d(c_in, c_out, kernel, stride=stride, padding=(kernel - 1) // 2)
+        name = f"Conv1d {kernel}/{stride}, {c_in}->{c_out} of {length}"
+        yield name, layer, torch.rand(16, c_in, length) * 2 - 1
+
+
+def time_layer(layer, x, reps):
+    """Mean ms of forward and backward over `reps` calls after three."""
+    x.requires_grad_(True)
+    total = 0.0
+    for rep in range(3 + reps):
+        start = time.perf_counter()
+        y = layer(x)
+        (y * y).sum().backward()
+        x.grad.sum().item()
+        if rep >= 3:
+            total += time.perf_counter() - start
+        x.grad = None
+        layer.zero_grad()
+    return total * 1e3 / reps
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=10)
+    args = parser.parse_args()
+    print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads")
+    for name, layer, x in layer_cases():
+        print(f"{name}: PyTorch {time_layer(layer, x, args.reps):.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
