@@ -56,8 +56,9 @@ pub use dispatch::flex_route;
 pub use dispatch::{
     AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, avg_pool2d, bf16_kernel, bf16_on_amx,
     conv_images, conv_transpose2d, conv1d, conv2d, conv2d_relu, conv2d_relu_max_pool2d, fused_adam,
-    fused_rmsprop, fused_sgd, hard_sigmoid, hard_swish, joined_sum_of_squares, joins_square_sums,
-    linear, linear_relu, max_pool2d, reads_rounded, relu6, silu,
+    fused_rmsprop, fused_sgd, gelu, gelu_approximate, hard_sigmoid, hard_swish,
+    joined_sum_of_squares, joins_square_sums, linear, linear_relu, max_pool2d, reads_rounded,
+    relu6, silu,
 };
 pub use loss::softmax_cross_entropy;
 pub use lrn::{lrn_band, lrn_by_band};

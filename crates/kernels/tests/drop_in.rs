@@ -323,6 +323,49 @@ fn pools_give_burns_outputs_and_gradients() {
     }
 }
 
+/// The activation layers against Burn's: outputs and input gradients over -6..6, where each
+/// bends and GELU's tail is small.
+#[test]
+fn activations_give_burns_outputs_and_gradients() {
+    use nn::activation::{HardSwish, Relu6, SiLU};
+    let x = || input([3, 5, 64], 41) * 6.0;
+    let check = |what: &str,
+                 ours: &dyn Fn(Tensor<3>) -> Tensor<3>,
+                 burns: &dyn Fn(Tensor<3>) -> Tensor<3>| {
+        let none: Option<&Param<Tensor<1>>> = None;
+        let (y, dx, _) = output_and_grads(x().detach().require_grad(), none, ours);
+        let (want_y, want_dx, _) = output_and_grads(x().detach().require_grad(), none, burns);
+        assert_agree(y, want_y, 1e-6, &format!("{what}: output"));
+        assert_agree(dx, want_dx, 1e-6, &format!("{what}: input gradient"));
+    };
+    let (gelu, burn_gelu) = (nn::Gelu::new(), burn::nn::Gelu::new());
+    check("GELU", &|x| gelu.forward(x), &|x| burn_gelu.forward(x));
+    let (tanh, burn_tanh) = (
+        nn::Gelu::new_approximate(),
+        burn::nn::Gelu::new_approximate(),
+    );
+    check("GELU (tanh)", &|x| tanh.forward(x), &|x| {
+        burn_tanh.forward(x)
+    });
+    let silu = SiLU::new();
+    check("SiLU", &|x| silu.forward(x), &|x| {
+        burn::nn::activation::SiLU::new().forward(x)
+    });
+    let relu6 = Relu6::new();
+    check("ReLU6", &|x| relu6.forward(x), &|x| {
+        burn::nn::activation::Relu6::new().forward(x)
+    });
+    let swish = HardSwish::new();
+    let burn_swish = burn::nn::activation::HardSwish::new();
+    check("hard swish", &|x| swish.forward(x), &|x| {
+        burn_swish.forward(x)
+    });
+    assert!(
+        tanh.approximate && !gelu.approximate,
+        "settings read through Deref"
+    );
+}
+
 #[test]
 fn linear_gives_burns_outputs_and_gradients() {
     for config in [

@@ -256,6 +256,14 @@ pub(super) fn hard_sigmoid<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
     activation(x, Activation::HardSigmoid)
 }
 
+/// `x · Φ(x)` (GELU), or with `approximate` its tanh approximation.
+pub(super) fn gelu<const D: usize>(x: &Tensor<D>, approximate: bool) -> Option<Tensor<D>> {
+    match approximate {
+        false => activation(x, Activation::Gelu),
+        true => activation(x, Activation::GeluTanh),
+    }
+}
+
 /// `activation` of every value.
 fn activation<const D: usize>(x: &Tensor<D>, activation: Activation) -> Option<Tensor<D>> {
     if !on_flex(x) {

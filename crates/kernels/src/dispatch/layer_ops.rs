@@ -178,6 +178,26 @@ pub fn silu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     burn::tensor::activation::silu(x)
 }
 
+/// `x · Φ(x)`, Burn's `gelu` (`Φ` the standard normal's distribution function), in one
+/// vectorized pass forward and backward on flex (Burn's calls a scalar `erf` on one thread).
+pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::gelu(&x, false) {
+        return y;
+    }
+    burn::tensor::activation::gelu(x)
+}
+
+/// GELU's tanh approximation, Burn's `gelu_approximate`, in one pass forward and backward on
+/// flex (Burn's is five ops each way).
+pub fn gelu_approximate<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::gelu(&x, true) {
+        return y;
+    }
+    burn::tensor::activation::gelu_approximate(x)
+}
+
 /// `x · relu6(x + 3) / 6`, Burn's `hard_swish` (torchvision's `Hardswish`), in one pass
 /// forward and backward on flex.
 pub fn hard_swish<const D: usize>(x: Tensor<D>) -> Tensor<D> {

@@ -3,9 +3,10 @@
 //! Burn's own ops everywhere else, with the same outputs and gradients to float rounding.
 //!
 //! - `layer_ops.rs`: [`max_pool2d`], [`avg_pool2d`], [`conv2d`], [`conv2d_relu`],
-//!   [`conv2d_relu_max_pool2d`], [`conv1d`], [`conv_transpose2d`], [`linear`], [`linear_relu`], [`relu6`], [`silu`],
-//!   [`hard_swish`], [`hard_sigmoid`], given Burn's own layer modules, their products in this
-//!   thread's [`Precision`](crate::Precision).
+//!   [`conv2d_relu_max_pool2d`], [`conv1d`], [`conv_transpose2d`], [`linear`], [`linear_relu`],
+//!   [`relu6`], [`silu`], [`gelu`], [`gelu_approximate`], [`hard_swish`], [`hard_sigmoid`],
+//!   given Burn's own layer modules, their products in this thread's
+//!   [`Precision`](crate::Precision).
 //! - `channel_bias.rs`: a bias added so that its gradient is summed in short reductions (on
 //!   wgpu, long ones drop values).
 //! - `flex_route.rs`: which calls the flex kernels take; the fused ops only they compute
@@ -29,8 +30,9 @@ mod square_sums;
 pub use bf16_kernel::{bf16_kernel, bf16_on_amx};
 pub use image_conv::conv_images;
 pub use layer_ops::{
-    avg_pool2d, conv_transpose2d, conv1d, conv2d, conv2d_relu, conv2d_relu_max_pool2d,
-    hard_sigmoid, hard_swish, linear, linear_relu, max_pool2d, reads_rounded, relu6, silu,
+    avg_pool2d, conv_transpose2d, conv1d, conv2d, conv2d_relu, conv2d_relu_max_pool2d, gelu,
+    gelu_approximate, hard_sigmoid, hard_swish, linear, linear_relu, max_pool2d, reads_rounded,
+    relu6, silu,
 };
 pub use optimizer_update::{
     AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, fused_adam, fused_rmsprop, fused_sgd,

@@ -1,6 +1,6 @@
-//! Drop-in layers: Burn's `burn::nn`, whose convolution (transposed too), pooling, batch norm
-//! and dense layers run on burn-towers' kernels, and whose cross-entropy loss has its own
-//! backward pass.
+//! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, transposed), pooling, batch
+//! norm, dense layers and some activations run on burn-towers' kernels, and whose cross-entropy
+//! loss has its own backward pass.
 //! Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a model needs: the
 //! same names, `Config`s (field for field), parameters and records (saved from either, loaded
 //! into the other), the same outputs and gradients on every backend (Burn's ops wherever the
@@ -11,9 +11,12 @@
 //!   `burn::nn::conv` re-exported).
 //! - `pool/`: [`pool::MaxPool2d`], [`pool::AvgPool2d`] (the rest of `burn::nn::pool`).
 //! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`].
+//! - `activation/`: [`Gelu`] (also at the root, as Burn's), [`activation::SiLU`],
+//!   [`activation::Relu6`], [`activation::HardSwish`] (the rest of `burn::nn::activation`).
 //! - `loss/`: [`loss::CrossEntropyLoss`] (the rest of `burn::nn::loss` re-exported).
 //! - `wrapped.rs`: Burn's `Module` for a layer that holds Burn's, handed every call.
 
+pub mod activation;
 mod batch_norm;
 pub mod conv;
 mod linear;
@@ -21,6 +24,7 @@ pub mod loss;
 pub mod pool;
 mod wrapped;
 
+pub use activation::Gelu;
 pub use batch_norm::{BatchNorm, BatchNormConfig};
 pub use burn::nn::*;
 pub use linear::{Linear, LinearConfig};

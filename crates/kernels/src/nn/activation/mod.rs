@@ -1,0 +1,59 @@
+//! Burn's `burn::nn::activation`, with the layers whose functions the flex kernels compute in
+//! one vectorized pass each way: [`Gelu`] (`gelu.rs`), and [`SiLU`], [`Relu6`], [`HardSwish`]
+//! (here: layers without settings, one macro). Burn's `HardSigmoid` is not among them: its
+//! default slope is Keras's 0.2, not the 1/6 the kernel computes.
+
+mod gelu;
+
+use burn::tensor::Tensor;
+
+use crate::dispatch::{hard_swish, relu6, silu};
+use crate::nn::wrapped::wrapped_module;
+
+pub use burn::nn::activation::*;
+pub use gelu::Gelu;
+
+/// A drop-in for Burn's activation layer `$inner`, which has no settings, computed by
+/// `$function`.
+macro_rules! activation_without_settings {
+    ($(#[$doc:meta])* $layer:ident, $inner:ty, $function:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default)]
+        pub struct $layer {
+            inner: $inner,
+        }
+
+        wrapped_module!($layer, $inner);
+
+        impl $layer {
+            /// The layer (it has no settings).
+            pub fn new() -> Self {
+                Self::default()
+            }
+
+            /// The activation of every value of `input`.
+            pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
+                $function(input)
+            }
+        }
+    };
+}
+
+activation_without_settings!(
+    /// Burn's [`burn::nn::activation::SiLU`], `x · sigmoid(x)`, by [`crate::silu`].
+    SiLU,
+    burn::nn::activation::SiLU,
+    silu
+);
+activation_without_settings!(
+    /// Burn's [`burn::nn::activation::Relu6`], `min(max(x, 0), 6)`, by [`crate::relu6`].
+    Relu6,
+    burn::nn::activation::Relu6,
+    relu6
+);
+activation_without_settings!(
+    /// Burn's [`burn::nn::activation::HardSwish`], `x · relu6(x + 3) / 6`, by [`crate::hard_swish`].
+    HardSwish,
+    burn::nn::activation::HardSwish,
+    hard_swish
+);
