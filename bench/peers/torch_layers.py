@@ -1,5 +1,5 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
-(shapes, padding, batch 16), forward and backward (`sum(y * y)`, the gradients of the input and
+(shapes, padding, batch 16) and GELUs, forward and backward (`sum(y * y)`, the gradients of the input and
 the weight), in f32 on the CPU:
 
     python bench/peers/torch_layers.py --reps 20
@@ -34,6 +34,9 @@ def layer_cases():
         layer = nn.Conv1d(c_in, c_out, kernel, stride=stride, padding=(kernel - 1) // 2)
         name = f"Conv1d {kernel}/{stride}, {c_in}->{c_out} of {length}"
         yield name, layer, torch.rand(16, c_in, length) * 2 - 1
+    for approximate in ["none", "tanh"]:
+        name = f"Gelu (approximate: {str(approximate == 'tanh').lower()}) of [32, 256, 768]"
+        yield name, nn.GELU(approximate=approximate), torch.rand(32, 256, 768) * 2 - 1
 
 
 def time_layer(layer, x, reps):

@@ -3,7 +3,8 @@
 //! dense layers, batch 128 of 12x12 images), train step (forward, cross-entropy, backward, SGD),
 //! on flex or the device `TOWERS_BENCH_DEVICE` names. Then single layers a decoder or a
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
-//! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2) and 1D convolutions.
+//! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions and a
+//! transformer's GELU.
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS]` (default 10 timed steps per
 //! version after 3 untimed ones, the two versions alternating step by step).
@@ -136,9 +137,9 @@ struct LayerCase {
     ours: Box<dyn Fn(&Tensor<3>) -> Tensor<3>>,
 }
 
-/// The transposed convolutions (batch 16, 128 channels to 64 at 32x32, 64 to 32 at 64x64) and
-/// the 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024
-/// by 3 at stride 2) of `bench_layers`.
+/// The transposed convolutions (batch 16, 128 channels to 64 at 32x32, 64 to 32 at 64x64), the
+/// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
+/// at stride 2) and GELU, exact and approximated, on a transformer's `[32, 256, 768]`.
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
     use burn::nn::{PaddingConfig1d, conv as burns};
     use towers_kernels::nn::conv as ours;
@@ -179,6 +180,21 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
         cases.push(LayerCase {
             name: format!("Conv1d {kernel}/{stride}, {c_in}->{c_out} of {len}"),
             input: input([16, c_in, len]),
+            burns: Box::new(move |x| burn_layer.forward(x.clone())),
+            ours: Box::new(move |x| layer.forward(x.clone())),
+        });
+    }
+    for approximate in [false, true] {
+        let (layer, burn_layer) = match approximate {
+            false => (towers_kernels::nn::Gelu::new(), burn::nn::Gelu::new()),
+            true => (
+                towers_kernels::nn::Gelu::new_approximate(),
+                burn::nn::Gelu::new_approximate(),
+            ),
+        };
+        cases.push(LayerCase {
+            name: format!("Gelu (approximate: {approximate}) of [32, 256, 768]"),
+            input: input([32, 256, 768]),
             burns: Box::new(move |x| burn_layer.forward(x.clone())),
             ours: Box::new(move |x| layer.forward(x.clone())),
         });
