@@ -43,7 +43,7 @@ const LAYERING: Layering = Layering {
         ),
         (
             "nn",
-            &["wrapped", "conv", "pool", "linear", "batch_norm", "loss"],
+            &["wrapped", "conv", "pool", "linear", "batch_norm", "activation", "loss"],
         ),
     ],
 };
