@@ -43,7 +43,15 @@ const LAYERING: Layering = Layering {
         ),
         (
             "nn",
-            &["wrapped", "conv", "pool", "linear", "batch_norm", "activation", "loss"],
+            &[
+                "wrapped",
+                "conv",
+                "pool",
+                "linear",
+                "batch_norm",
+                "activation",
+                "loss",
+            ],
         ),
     ],
 };
