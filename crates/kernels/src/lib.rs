@@ -56,7 +56,7 @@ pub use dispatch::flex_route;
 pub use dispatch::{
     AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, avg_pool2d, bf16_kernel, bf16_on_amx,
     conv_images, conv_transpose2d, conv1d, conv2d, conv2d_relu, conv2d_relu_max_pool2d, fused_adam,
-    fused_rmsprop, fused_sgd, gelu, gelu_approximate, hard_sigmoid, hard_swish,
+    fused_rmsprop, fused_sgd, gelu, gelu_approximate, group_norm, hard_sigmoid, hard_swish,
     joined_sum_of_squares, joins_square_sums, linear, linear_relu, max_pool2d, reads_rounded,
     relu6, silu,
 };

@@ -5,7 +5,7 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{PaddingConfig1d, PaddingConfig2d};
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{DType, Device, Int, Tensor};
 use towers_kernels::{Precision, nn};
 use towers_testing::compare::{rel_diff, values};
 use towers_testing::nets::{pattern, seeded};
@@ -504,6 +504,12 @@ fn configs_saved_from_either_load_as_the_other() {
     let burns = burn::nn::conv::ConvTranspose2dConfig::load(&file).unwrap();
     let want = burn::nn::conv::ConvTranspose2dConfig::from(&transposed);
     assert_eq!(burns.to_string(), want.to_string());
+    let norm = nn::GroupNormConfig::new(4, 8).with_epsilon(1e-3);
+    let file = dir.path().join("group_norm.json");
+    norm.save(&file).unwrap();
+    let burns = burn::nn::GroupNormConfig::load(&file).unwrap();
+    let want = burn::nn::GroupNormConfig::from(&norm);
+    assert_eq!(burns.to_string(), want.to_string());
     let sequence = nn::conv::Conv1dConfig::new(3, 8, 5)
         .with_stride(2)
         .with_padding(PaddingConfig1d::Explicit(2, 1));
@@ -525,6 +531,102 @@ fn layers_display_as_burns() {
     let ours = nn::conv::Conv2dConfig::new([3, 8], [3, 3]).init(&device);
     let burns: burn::nn::conv::Conv2d = ours.clone().into();
     assert_eq!(format!("{ours}"), format!("{burns}"));
+}
+
+/// The group norm against the same normalization in f64 (Burn's ops, autodiff): outputs and
+/// the gradients of the input, the scale and the offset, ours and Burn's layer's alike, from a
+/// scale and offset of fixed patterns, on images and on sequences; the input's offset large (as
+/// after a convolution with a bias), where moments that cancel would show. 4 groups of 2
+/// channels, 1 of all, 8 of one; not affine (Burn's).
+#[test]
+fn group_norm_gives_burns_outputs_and_gradients() {
+    let device = device();
+    let cases = [
+        ("[2, 8, 5, 7], 4 groups", 4, [2, 8, 35]),
+        ("[2, 8, 5, 7], 1 group", 1, [2, 8, 35]),
+        ("[2, 8, 5, 7], 8 groups", 8, [2, 8, 35]),
+        ("[3, 8, 11], 2 groups", 2, [3, 8, 11]),
+    ];
+    for (what, groups, [n, c, places]) in cases {
+        let ours = {
+            let mut norm = nn::GroupNormConfig::new(groups, c).init(&device);
+            norm.gamma = Some(Param::from_tensor(pattern([c], 43, &device) + 1.0));
+            norm.beta = Some(Param::from_tensor(pattern([c], 47, &device)));
+            norm
+        };
+        let burns: burn::nn::GroupNorm = ours.clone().into();
+        let [gamma, beta] = [&ours.gamma, &ours.beta].map(|p| p.as_ref().unwrap().val());
+        let x = pattern([n, c, places], 53, &device) * 3.0 + 40.0;
+        let want = group_norm_f64(x.clone(), [gamma.clone(), beta.clone()], groups);
+        let with = |forward: &dyn Fn(Tensor<3>) -> Tensor<3>| {
+            let x = x.clone().require_grad();
+            let y = forward(x.clone());
+            let grads = (y.clone() * (pattern([n, c, places], 99, &device) + 1.0))
+                .sum()
+                .backward();
+            let [dg, db] = [&gamma, &beta].map(|p| p.grad(&grads).unwrap());
+            [
+                y.detach().reshape([-1]),
+                x.grad(&grads).unwrap().reshape([-1]),
+                dg,
+                db,
+            ]
+        };
+        for (who, got) in [
+            ("ours", with(&|x| ours.forward(x))),
+            ("Burn's", with(&|x| burns.forward(x))),
+        ] {
+            // f32's rounding: the output within 1e-5, the gradients' sums, which cancel
+            // (the scale's: Σ w·x̂ of an x̂ that sums to 0), within 1e-4 (Burn's own: up to 8e-5).
+            let parts = [
+                "output",
+                "input gradient",
+                "scale gradient",
+                "offset gradient",
+            ];
+            for (((part, got), want), tolerance) in parts
+                .iter()
+                .zip(got)
+                .zip(want.clone())
+                .zip([1e-5, 1e-4, 1e-4, 1e-4])
+            {
+                assert_agree(got, want, tolerance, &format!("{what}, {who}: {part}"));
+            }
+        }
+    }
+    let plain = nn::GroupNormConfig::new(2, 4)
+        .with_affine(false)
+        .init(&device);
+    let burns: burn::nn::GroupNorm = plain.clone().into();
+    let x = input([2, 4, 3], 59);
+    assert_agree(
+        plain.forward(x.clone()),
+        burns.forward(x),
+        1e-6,
+        "not affine",
+    );
+}
+
+/// A group norm's output, input gradient and scale and offset gradients (of `sum(y · w)`, `w`
+/// the test's fixed weights) computed in f64 by Burn's ops, each flattened, in f32.
+fn group_norm_f64(x: Tensor<3>, [gamma, beta]: [Tensor<1>; 2], groups: usize) -> [Tensor<1>; 4] {
+    let f64_of = |t: Tensor<1>| t.cast(DType::F64).detach().require_grad();
+    let [n, c, places] = x.dims();
+    let (x, gamma, beta) = (f64_of(x.reshape([-1])), f64_of(gamma), f64_of(beta));
+    let grouped = x.clone().reshape([n, groups, c / groups * places]);
+    let centered = grouped.clone() - grouped.mean_dim(2);
+    let variance = centered.clone().square().mean_dim(2);
+    let normalized = (centered / (variance + 1e-5).sqrt()).reshape([n, c, places]);
+    let y = normalized * gamma.clone().reshape([1, c, 1]) + beta.clone().reshape([1, c, 1]);
+    let weights = (pattern([n, c, places], 99, &x.device()) + 1.0).cast(DType::F64);
+    let grads = (y.clone() * weights).sum().backward();
+    let f32_of = |t: Tensor<1>| t.cast(DType::F32);
+    [
+        f32_of(y.reshape([-1])),
+        f32_of(x.grad(&grads).unwrap()),
+        f32_of(gamma.grad(&grads).unwrap()),
+        f32_of(beta.grad(&grads).unwrap()),
+    ]
 }
 
 /// A batch norm of 5 channels with scale and offset from fixed patterns (scale in 0.8..1.2),

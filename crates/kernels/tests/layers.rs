@@ -49,6 +49,7 @@ const LAYERING: Layering = Layering {
                 "pool",
                 "linear",
                 "batch_norm",
+                "group_norm",
                 "activation",
                 "loss",
             ],

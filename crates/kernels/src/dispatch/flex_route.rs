@@ -2,6 +2,7 @@
 
 use burn::backend::{Dispatch, DispatchDevice};
 use burn::module::Param;
+use burn::nn::GroupNorm;
 use burn::nn::conv::{Conv2d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
 use burn::tensor::ops::PadMode;
@@ -254,6 +255,32 @@ pub(super) fn hard_swish<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
 /// `relu6(x + 3) / 6`.
 pub(super) fn hard_sigmoid<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
     activation(x, Activation::HardSigmoid)
+}
+
+/// `norm.forward(x)` for an affine group norm of an f32 `x` (`[n, c, ...]`) whose channels
+/// `norm` splits evenly.
+pub(super) fn group_norm<const D: usize>(norm: &GroupNorm, x: &Tensor<D>) -> Option<Tensor<D>> {
+    let (Some(gamma), Some(beta)) = (&norm.gamma, &norm.beta) else {
+        return None;
+    };
+    let dims = x.dims();
+    let even = norm.num_groups > 0 && norm.num_channels % norm.num_groups == 0;
+    if D < 3 || !on_flex(x) || !even || dims[1] != norm.num_channels {
+        return None;
+    }
+    let places = dims[2..].iter().product::<usize>();
+    let x = x
+        .clone()
+        .reshape([dims[0], dims[1], places])
+        .into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_group_norm(
+        x,
+        gamma.val().into_dispatch(),
+        beta.val().into_dispatch(),
+        norm.num_groups,
+        norm.epsilon,
+    );
+    Some(Tensor::<3>::from_dispatch(y).reshape(dims))
 }
 
 /// `x · Φ(x)` (GELU), or with `approximate` its tanh approximation.

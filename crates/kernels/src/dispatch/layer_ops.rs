@@ -7,7 +7,7 @@
 use burn::module::Param;
 use burn::nn::conv::{Conv1d, Conv2d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
-use burn::nn::{Linear, PaddingConfig1d, PaddingConfig2d};
+use burn::nn::{GroupNorm, Linear, PaddingConfig1d, PaddingConfig2d};
 use burn::tensor::activation::relu;
 use burn::tensor::module;
 use burn::tensor::ops::ConvOptions;
@@ -176,6 +176,16 @@ pub fn silu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
         return y;
     }
     burn::tensor::activation::silu(x)
+}
+
+/// `norm.forward(x)`, Burn's group norm, in two passes forward and two backward on flex for
+/// an affine one (Burn's composes a dozen ops).
+pub fn group_norm<const D: usize>(norm: &GroupNorm, x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::group_norm(norm, &x) {
+        return y;
+    }
+    norm.forward(x)
 }
 
 /// `x · Φ(x)`, Burn's `gelu` (`Φ` the standard normal's distribution function), in one

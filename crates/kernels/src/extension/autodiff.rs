@@ -23,6 +23,7 @@ use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
 use crate::flex::memory::dims4;
 use crate::flex::norm::batch_norm::{self, Statistics};
+use crate::flex::norm::group_norm;
 use crate::flex::norm::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
 use crate::flex::optimizer_update::Update;
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
@@ -134,6 +135,30 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 let (x, weight) = (x.into_primitive(), weight.into_primitive());
                 prep.finish(transposed(x, weight, geometry, out, arithmetic))
             }
+        }
+    }
+
+    fn towers_group_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        groups: usize,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        let prep = GroupNormBackward
+            .prepare::<C>([x.node(), gamma.node(), beta.node()])
+            .compute_bound()
+            .stateful();
+        let [gamma, beta] = [gamma, beta].map(|t| t.into_primitive());
+        let (y, moments) =
+            group_norm::forward(x.primitive().clone(), [&gamma, &beta], groups, epsilon);
+        match prep {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                let state = (x_state, [gamma, beta], moments, (groups, epsilon));
+                prep.finish(state, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }
 
@@ -506,6 +531,33 @@ impl Backward<Flex, 3> for BatchNormBackward {
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
         let saved = (&moments, statistics);
         let gradients = batch_norm::affine_backward(x, [&gamma, &beta], saved, epsilon, grad);
+        for (node, gradient) in ops.parents.into_iter().zip(gradients) {
+            if let Some(node) = node {
+                grads.register::<Flex>(node.id, gradient);
+            }
+        }
+    }
+}
+
+/// Group norm's backward pass: state is the input, the scale and offset, the groups' moments,
+/// the number of groups and epsilon.
+#[derive(Debug)]
+struct GroupNormBackward;
+
+impl Backward<Flex, 3> for GroupNormBackward {
+    type State = (NodeId, [FlexTensor; 2], FlexTensor, (usize, f64));
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 3>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, [gamma, beta], moments, (groups, epsilon)) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let affine = [&gamma, &beta];
+        let gradients = group_norm::backward(x, affine, &moments, groups, epsilon, grad);
         for (node, gradient) in ops.parents.into_iter().zip(gradients) {
             if let Some(node) = node {
                 grads.register::<Flex>(node.id, gradient);

@@ -12,8 +12,8 @@ use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu, transposed};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
-use crate::flex::norm::batch_norm;
 use crate::flex::norm::lrn::{LrnParams, lrn_forward};
+use crate::flex::norm::{batch_norm, group_norm};
 use crate::flex::optimizer_update::{Update, update};
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool;
@@ -62,6 +62,17 @@ pub(crate) trait FlexKernels: Backend {
         padding: [usize; 2],
         out: [usize; 2],
         bf16: bool,
+    ) -> FloatTensor<Self>;
+
+    /// `γ·(x - mean)/√(var + ε) + β` per group of `groups` of `[n, c, places]`: each image's
+    /// channels in `groups` groups, normalized over their channels and places (Burn's
+    /// `GroupNorm`, affine).
+    fn towers_group_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        groups: usize,
+        epsilon: f64,
     ) -> FloatTensor<Self>;
 
     /// `min(max(x, 0), 6)` of every value; its gradient passes where `0 < x < 6`.
@@ -226,6 +237,16 @@ impl FlexKernels for Flex {
     ) -> FloatTensor<Self> {
         let geometry = ConvGeometry { stride, padding };
         transposed(x, weight, geometry, out, Arithmetic::new(bf16))
+    }
+
+    fn towers_group_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        groups: usize,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        group_norm::forward(x, [&gamma, &beta], groups, epsilon).0
     }
 
     fn towers_relu6(x: FloatTensor<Self>) -> FloatTensor<Self> {

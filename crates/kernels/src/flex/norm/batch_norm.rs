@@ -339,7 +339,7 @@ pub(crate) unsafe fn per_plane<T: Send>(
 
 /// `(Σ(x - shift), Σ(x - shift)²)` of a plane.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn shifted_sums(x: &[f32], shift: f32) -> (f64, f64) {
+pub(super) fn shifted_sums(x: &[f32], shift: f32) -> (f64, f64) {
     let mut total = (0.0, 0.0);
     for block in x.chunks(BLOCK) {
         let (lanes, rest) = block.as_chunks::<SUM_LANES>();
@@ -390,7 +390,7 @@ impl Channel {
     }
 
     /// The channel of `mean` and `variance` with scale `gamma` and offset `beta`, no ReLU.
-    fn affine(mean: f32, variance: f32, [gamma, beta]: [f32; 2], epsilon: f64) -> Self {
+    pub(super) fn affine(mean: f32, variance: f32, [gamma, beta]: [f32; 2], epsilon: f64) -> Self {
         let r = 1.0 / (variance as f64 + epsilon).sqrt();
         let scale = (gamma as f64 * r) as f32;
         let floor = f32::NEG_INFINITY;
@@ -507,7 +507,7 @@ pub(crate) fn masked_sums(x: &[f32], g: &[f32], channel: Channel) -> (f64, f64) 
 /// `a·g - b - c·(x - mean)` of a plane into `out`, `g` masked as in [`masked_sums`] and `[a,
 /// b, c]` the channel's `terms`.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn input_gradient(
+pub(super) fn input_gradient(
     x: &[f32],
     g: &[f32],
     out: &mut [MaybeUninit<f32>],

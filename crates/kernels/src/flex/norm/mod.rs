@@ -1,5 +1,7 @@
 //! Normalization on flex: batch norm then ReLU, on the batch's statistics or given ones
-//! (`batch_norm`), and local response normalization (`lrn`).
+//! (`batch_norm`), group norm from its pieces (`group_norm`), and local response normalization
+//! (`lrn`).
 
 pub(crate) mod batch_norm;
+pub(crate) mod group_norm;
 pub(crate) mod lrn;
