@@ -264,7 +264,7 @@ pub(super) fn group_norm<const D: usize>(norm: &GroupNorm, x: &Tensor<D>) -> Opt
         return None;
     };
     let dims = x.dims();
-    let even = norm.num_groups > 0 && norm.num_channels % norm.num_groups == 0;
+    let even = norm.num_groups > 0 && norm.num_channels.is_multiple_of(norm.num_groups);
     if D < 3 || !on_flex(x) || !even || dims[1] != norm.num_channels {
         return None;
     }
