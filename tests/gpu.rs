@@ -456,6 +456,84 @@ fn convolutions_with_a_weight_gradient_of_one_product_follow_burns_on_a_gpu() {
     }
 }
 
+/// The drop-in layers of sequence and decoder models on the GPU against Burn's own there: a 1D
+/// convolution (ours a one-row `conv2d`, through the GPU paths of the 2D one) at stride 1 SAME
+/// and stride 2 with uneven padding, and the layers Burn computes there (a transposed
+/// convolution, a group norm, GELU): the output and the gradients of the input and the weight
+/// of a weighting, within 1e-4 of the largest value.
+#[test]
+fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
+    use burn::nn::PaddingConfig1d;
+    use burn_towers::kernels::nn::{self as ours, conv::Conv1dConfig};
+    let Some(gpu) = gpu_or_skip("drop_in_sequence_and_decoder_layers") else {
+        return;
+    };
+    let device = gpu.device.clone().autodiff();
+    let read = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
+    // The output, the input's gradient and the weight's (flattened) of `forward` on `x`.
+    let outputs = |x: Tensor<3>, weight: Tensor<1>, forward: &dyn Fn(Tensor<3>) -> Tensor<3>| {
+        let x = x.require_grad();
+        let y = forward(x.clone());
+        let probe = pattern(y.dims(), 2, &device).add_scalar(0.3);
+        let grads = (y.clone() * probe).sum().backward();
+        [
+            ("output", read(y.flatten(0, 2))),
+            (
+                "input gradient",
+                read(x.grad(&grads).unwrap().flatten(0, 2)),
+            ),
+            ("weight gradient", read(weight.grad(&grads).unwrap())),
+        ]
+    };
+    let x = pattern([2, 4, 19], 5, &device);
+    for (stride, padding) in [
+        (1, PaddingConfig1d::Same),
+        (2, PaddingConfig1d::Explicit(2, 1)),
+    ] {
+        let layer = Conv1dConfig::new(4, 6, 5)
+            .with_stride(stride)
+            .with_padding(padding)
+            .init(&device);
+        let burns: burn::nn::conv::Conv1d = layer.clone().into();
+        let weight = || layer.weight.val().flatten(0, 2);
+        println!("Conv1d at stride {stride}");
+        assert_follow(
+            outputs(x.clone(), weight(), &|x| layer.forward(x)),
+            outputs(x.clone(), weight(), &|x| burns.forward(x)),
+        );
+    }
+    let image = |x: Tensor<3>| x.reshape([2, 4, 19, 1]);
+    let up = ours::conv::ConvTranspose2dConfig::new([4, 3], [3, 1])
+        .with_stride([2, 1])
+        .init(&device);
+    let burns: burn::nn::conv::ConvTranspose2d = up.clone().into();
+    let weight = || up.weight.val().flatten(0, 3);
+    println!("ConvTranspose2d");
+    assert_follow(
+        outputs(x.clone(), weight(), &|x| up.forward(image(x)).flatten(2, 3)),
+        outputs(x.clone(), weight(), &|x| {
+            burns.forward(image(x)).flatten(2, 3)
+        }),
+    );
+    let norm = ours::GroupNormConfig::new(2, 4).init(&device);
+    let burns: burn::nn::GroupNorm = norm.clone().into();
+    let gamma = || norm.gamma.as_ref().unwrap().val();
+    println!("GroupNorm");
+    assert_follow(
+        outputs(x.clone(), gamma(), &|x| norm.forward(x)),
+        outputs(x.clone(), gamma(), &|x| burns.forward(x)),
+    );
+    let gelu = ours::Gelu::new();
+    let bias = || norm.beta.as_ref().unwrap().val();
+    println!("GELU");
+    assert_follow(
+        outputs(x.clone(), bias(), &|x| gelu.forward(norm.forward(x))),
+        outputs(x.clone(), bias(), &|x| {
+            burn::nn::Gelu::new().forward(burns.forward(x))
+        }),
+    );
+}
+
 /// MobileNet's depthwise convolution (TF's SAME at stride 2) and ReLU6, Burn's on the GPU
 /// against ours on flex: the output, and the gradients of the input, the kernel and the bias
 /// of a random weighting (none at ReLU6's bends), within 1e-4 of the largest value.
