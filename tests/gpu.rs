@@ -469,22 +469,6 @@ fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
         return;
     };
     let device = gpu.device.clone().autodiff();
-    let read = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
-    // The output, the input's gradient and the weight's (flattened) of `forward` on `x`.
-    let outputs = |x: Tensor<3>, weight: Tensor<1>, forward: &dyn Fn(Tensor<3>) -> Tensor<3>| {
-        let x = x.require_grad();
-        let y = forward(x.clone());
-        let probe = pattern(y.dims(), 2, &device).add_scalar(0.3);
-        let grads = (y.clone() * probe).sum().backward();
-        [
-            ("output", read(y.flatten(0, 2))),
-            (
-                "input gradient",
-                read(x.grad(&grads).unwrap().flatten(0, 2)),
-            ),
-            ("weight gradient", read(weight.grad(&grads).unwrap())),
-        ]
-    };
     let x = pattern([2, 4, 19], 5, &device);
     for (stride, padding) in [
         (1, PaddingConfig1d::Same),
@@ -495,11 +479,11 @@ fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
             .with_padding(padding)
             .init(&device);
         let burns: burn::nn::conv::Conv1d = layer.clone().into();
-        let weight = || layer.weight.val().flatten(0, 2);
+        let weight = layer.weight.val();
         println!("Conv1d at stride {stride}");
         assert_follow(
-            outputs(x.clone(), weight(), &|x| layer.forward(x)),
-            outputs(x.clone(), weight(), &|x| burns.forward(x)),
+            outputs(&x, &weight, &|x| layer.forward(x)),
+            outputs(&x, &weight, &|x| burns.forward(x)),
         );
     }
     let image = |x: Tensor<3>| x.reshape([2, 4, 19, 1]);
@@ -507,31 +491,54 @@ fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
         .with_stride([2, 1])
         .init(&device);
     let burns: burn::nn::conv::ConvTranspose2d = up.clone().into();
-    let weight = || up.weight.val().flatten(0, 3);
+    let weight = up.weight.val();
     println!("ConvTranspose2d");
     assert_follow(
-        outputs(x.clone(), weight(), &|x| up.forward(image(x)).flatten(2, 3)),
-        outputs(x.clone(), weight(), &|x| {
-            burns.forward(image(x)).flatten(2, 3)
-        }),
+        outputs(&x, &weight, &|x| up.forward(image(x)).flatten(2, 3)),
+        outputs(&x, &weight, &|x| burns.forward(image(x)).flatten(2, 3)),
     );
     let norm = ours::GroupNormConfig::new(2, 4).init(&device);
     let burns: burn::nn::GroupNorm = norm.clone().into();
-    let gamma = || norm.gamma.as_ref().unwrap().val();
+    let gamma = norm.gamma.as_ref().unwrap().val();
     println!("GroupNorm");
     assert_follow(
-        outputs(x.clone(), gamma(), &|x| norm.forward(x)),
-        outputs(x.clone(), gamma(), &|x| burns.forward(x)),
+        outputs(&x, &gamma, &|x| norm.forward(x)),
+        outputs(&x, &gamma, &|x| burns.forward(x)),
     );
     let gelu = ours::Gelu::new();
-    let bias = || norm.beta.as_ref().unwrap().val();
+    let beta = norm.beta.as_ref().unwrap().val();
     println!("GELU");
     assert_follow(
-        outputs(x.clone(), bias(), &|x| gelu.forward(norm.forward(x))),
-        outputs(x.clone(), bias(), &|x| {
+        outputs(&x, &beta, &|x| gelu.forward(norm.forward(x))),
+        outputs(&x, &beta, &|x| {
             burn::nn::Gelu::new().forward(burns.forward(x))
         }),
     );
+}
+
+/// The output, the gradient of `x` and that of `weight` (a parameter's value), flattened, of
+/// `forward` on `x` weighted by a fixed pattern.
+fn outputs<const D: usize>(
+    x: &Tensor<3>,
+    weight: &Tensor<D>,
+    forward: &dyn Fn(Tensor<3>) -> Tensor<3>,
+) -> [(&'static str, Vec<f32>); 3] {
+    let x = x.clone().require_grad();
+    let y = forward(x.clone());
+    let probe = pattern(y.dims(), 2, &x.device()).add_scalar(0.3);
+    let grads = (y.clone() * probe).sum().backward();
+    let read = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
+    [
+        ("output", read(y.flatten(0, 2))),
+        (
+            "input gradient",
+            read(x.grad(&grads).unwrap().flatten(0, 2)),
+        ),
+        (
+            "weight gradient",
+            read(weight.grad(&grads).unwrap().flatten(0, D - 1)),
+        ),
+    ]
 }
 
 /// MobileNet's depthwise convolution (TF's SAME at stride 2) and ReLU6, Burn's on the GPU

@@ -142,22 +142,31 @@ pub(crate) fn backward(
             input_gradient(&data[at.clone()], &g[at], out, channels(group, ch), abc);
         })
     };
+    let dx = FlexTensor::from_data(TensorData::new(dx, [shape.n, shape.c, shape.places]));
+    let [d_gamma, d_beta] = affine_gradients(shape, &sums, rate);
+    [dx, d_gamma, d_beta]
+}
+
+/// `∂L/∂γ = Σ r·Σg·(x - mean)` and `∂L/∂β = Σ Σg` per channel over the images' planes (`sums`).
+fn affine_gradients(
+    shape: Groups,
+    sums: &[(f64, f64)],
+    rate: impl Fn(usize) -> f64,
+) -> [FlexTensor; 2] {
     let (mut d_gamma, mut d_beta) = (vec![0.0f64; shape.c], vec![0.0f64; shape.c]);
     for (index, &(sg, sgx)) in sums.iter().enumerate() {
         let ch = index % shape.c;
         d_beta[ch] += sg;
         d_gamma[ch] += sgx * rate(shape.of_plane(index * shape.places, ch));
     }
-    let per_channel = |v: Vec<f64>| {
+    [d_gamma, d_beta].map(|v| {
         let v: Vec<f32> = v.into_iter().map(|v| v as f32).collect();
         FlexTensor::from_data(TensorData::new(v, [shape.c]))
-    };
-    let dx = FlexTensor::from_data(TensorData::new(dx, [shape.n, shape.c, shape.places]));
-    [dx, per_channel(d_gamma), per_channel(d_beta)]
+    })
 }
 
-/// Each group's `[M₁, M₂]` before their `r`s: `Σ(γ·Σg)/m` and `Σ(γ·Σg·(x - mean))·r/m` over its
-/// channels' planes (`sums`).
+/// Each group's `[M₁, M₂]`: `Σ(γ·Σg)/m` and `Σ(γ·r·Σg·(x - mean))/m` over its channels' planes
+/// (`sums`).
 fn group_terms(
     shape: Groups,
     sums: &[(f64, f64)],
