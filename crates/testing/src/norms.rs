@@ -223,10 +223,22 @@ fn assert_matches<const D: usize>(
     };
     let (ours_dx, ours_dgamma, ours_dbeta) = gradients(y);
     let (burns_dx, _, _) = gradients(burns_masked);
-    let dx_diff = rel_diff(ours_dx, burns_dx);
-    // Few values per channel (10 in the last case) make the input gradient a difference of
-    // nearly equal terms: f32 rounding shows at ~1e-5 there.
-    assert!(dx_diff <= 1e-4, "{what}: input gradients {dx_diff} apart");
+    // The input gradient, `r·γ·(w - mean(w) - x̂·mean(w·x̂))` per channel (`r = 1/√(var + ε)`,
+    // `w` the loss's weights), is a difference of nearly equal terms where a channel has few
+    // values (12 in the `[12, 5]` case): its largest value can be far below its terms', and f32
+    // rounding of the terms then shows at ~1e-4 of it (2e-4 once, on lavapipe, 2026-12-07). So
+    // measured against the terms, `r·γ·|w|`, where rounding stays under 1e-6 (lavapipe, six
+    // runs), and up to 3.1e-5 at offset 100, whose mean's rounding every term carries.
+    let mut channel_dims = [1; D];
+    channel_dims[1] = c;
+    let rate = (burns.variance.clone() + 1e-3).sqrt().recip();
+    let terms = weights.clone().abs() * (gamma.clone().detach().abs() * rate).reshape(channel_dims);
+    let terms: f32 = terms.max().into_scalar();
+    let dx_off = (ours_dx - burns_dx).abs().max().into_scalar::<f32>() / terms;
+    assert!(
+        dx_off <= 1e-5 + mean_rounding,
+        "{what}: input gradients {dx_off} of their terms apart"
+    );
     // The offset's and the scale's gradients are sums over a channel's values of the loss's
     // weights (times the normalized input, ~1 in size), compared with the same sums in f64 on
     // the host: where every channel's sum cancels to near zero (3 channels of 10 values, now
