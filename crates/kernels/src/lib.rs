@@ -57,8 +57,8 @@ pub use dispatch::{
     AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, avg_pool2d, bf16_kernel, bf16_on_amx,
     conv_images, conv_transpose2d, conv1d, conv2d, conv2d_relu, conv2d_relu_max_pool2d, fused_adam,
     fused_rmsprop, fused_sgd, gelu, gelu_approximate, group_norm, hard_sigmoid, hard_swish,
-    joined_sum_of_squares, joins_square_sums, linear, linear_relu, max_pool2d, reads_rounded,
-    relu6, silu,
+    joined_sum_of_squares, joins_square_sums, layer_norm, linear, linear_relu, max_pool2d,
+    reads_rounded, relu6, silu,
 };
 pub use loss::softmax_cross_entropy;
 pub use lrn::{lrn_band, lrn_by_band};

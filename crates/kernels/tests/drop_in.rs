@@ -607,6 +607,120 @@ fn group_norm_gives_burns_outputs_and_gradients() {
     );
 }
 
+/// The layer norm against the same normalization in f64 (Burn's ops, autodiff): outputs and
+/// the gradients of the input, the scale and the offset, ours and Burn's layer's alike, rows of
+/// 48 and of 5 features offset by 40; without an offset; records either way.
+#[test]
+fn layer_norm_gives_burns_outputs_and_gradients() {
+    let device = device();
+    for (what, dims, bias) in [
+        ("[3, 4, 48]", [3, 4, 48], true),
+        ("[2, 7, 5] without offset", [2, 7, 5], false),
+    ] {
+        let d = dims[2];
+        let ours = {
+            let mut norm = nn::LayerNormConfig::new(d).with_bias(bias).init(&device);
+            norm.gamma = Param::from_tensor(pattern([d], 61, &device) + 1.0);
+            norm.beta = bias.then(|| Param::from_tensor(pattern([d], 67, &device)));
+            norm
+        };
+        let burns: burn::nn::LayerNorm = ours.clone().into();
+        let gamma = ours.gamma.val();
+        let beta = ours.beta.as_ref().map(|b| b.val());
+        let x = pattern(dims, 71, &device) * 3.0 + 40.0;
+        let weights = pattern(dims, 73, &device) + 1.0;
+        let want = layer_norm_f64(
+            x.clone(),
+            [Some(gamma.clone()), beta.clone()],
+            weights.clone(),
+        );
+        let with = |forward: &dyn Fn(Tensor<3>) -> Tensor<3>| {
+            let x = x.clone().require_grad();
+            let y = forward(x.clone());
+            let grads = (y.clone() * weights.clone()).sum().backward();
+            let db = beta.as_ref().map(|b| b.grad(&grads).unwrap());
+            (
+                y.detach().reshape([-1]),
+                x.grad(&grads).unwrap().reshape([-1]),
+                gamma.grad(&grads).unwrap(),
+                db,
+            )
+        };
+        for (who, (y, dx, dg, db)) in [
+            ("ours", with(&|x| ours.forward(x))),
+            ("Burn's", with(&|x| burns.forward(x))),
+        ] {
+            let what = format!("{what}, {who}");
+            assert_agree(y, want[0].clone(), 1e-5, &format!("{what}: output"));
+            assert_agree(
+                dx,
+                want[1].clone(),
+                1e-4,
+                &format!("{what}: input gradient"),
+            );
+            assert_agree(
+                dg,
+                want[2].clone(),
+                1e-4,
+                &format!("{what}: scale gradient"),
+            );
+            if let Some(db) = db {
+                assert_agree(
+                    db,
+                    want[3].clone(),
+                    1e-5,
+                    &format!("{what}: offset gradient"),
+                );
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ours = nn::LayerNormConfig::new(6).init(&device);
+    let file = dir.path().join("layer_norm");
+    let seeded_burns = seeded(burn::nn::LayerNormConfig::new(6).init(&device), 5);
+    seeded_burns.clone().save_file(&file).unwrap();
+    let ours = ours.load_file(&file);
+    assert_eq!(
+        values(&ours),
+        values(&seeded_burns),
+        "Burn's record in ours"
+    );
+    assert_eq!(
+        format!("{ours}"),
+        format!("{seeded_burns}"),
+        "displayed as Burn's"
+    );
+}
+
+/// A layer norm's output, input gradient and scale and offset gradients (of `sum(y · w)`)
+/// computed in f64 by Burn's ops, each flattened, in f32 (the offset's zeros where there is none).
+fn layer_norm_f64(
+    x: Tensor<3>,
+    [gamma, beta]: [Option<Tensor<1>>; 2],
+    weights: Tensor<3>,
+) -> [Tensor<1>; 4] {
+    let f64_of = |t: Tensor<1>| t.cast(DType::F64).detach().require_grad();
+    let d = x.dims()[2];
+    let x = f64_of(x.reshape([-1]));
+    let gamma = f64_of(gamma.unwrap());
+    let beta = f64_of(beta.unwrap_or_else(|| Tensor::zeros([d], &x.device())));
+    let rows = x.clone().reshape([-1, d as i32]);
+    let centered = rows.clone() - rows.mean_dim(1);
+    let variance = centered.clone().square().mean_dim(1);
+    let normalized = centered / (variance + 1e-5).sqrt();
+    let y = normalized * gamma.clone().reshape([1, d]) + beta.clone().reshape([1, d]);
+    let grads = (y.clone() * weights.reshape([-1, d as i32]).cast(DType::F64))
+        .sum()
+        .backward();
+    let f32_of = |t: Tensor<1>| t.cast(DType::F32);
+    [
+        f32_of(y.reshape([-1])),
+        f32_of(x.grad(&grads).unwrap()),
+        f32_of(gamma.grad(&grads).unwrap()),
+        f32_of(beta.grad(&grads).unwrap()),
+    ]
+}
+
 /// A group norm's output, input gradient and scale and offset gradients (of `sum(y · w)`, `w`
 /// the test's fixed weights) computed in f64 by Burn's ops, each flattened, in f32.
 fn group_norm_f64(x: Tensor<3>, [gamma, beta]: [Tensor<1>; 2], groups: usize) -> [Tensor<1>; 4] {

@@ -50,6 +50,7 @@ const LAYERING: Layering = Layering {
                 "linear",
                 "batch_norm",
                 "group_norm",
+                "layer_norm",
                 "activation",
                 "loss",
             ],

@@ -283,6 +283,32 @@ pub(super) fn group_norm<const D: usize>(norm: &GroupNorm, x: &Tensor<D>) -> Opt
     Some(Tensor::<3>::from_dispatch(y).reshape(dims))
 }
 
+/// A layer norm of an f32 `x` over its last dimension, of that dimension's `gamma` and `beta`
+/// (none: zeros).
+pub(super) fn layer_norm<const D: usize>(
+    x: &Tensor<D>,
+    gamma: &Tensor<1>,
+    beta: Option<&Tensor<1>>,
+    epsilon: f64,
+) -> Option<Tensor<D>> {
+    let dims = x.dims();
+    let d = dims[D - 1];
+    if !on_flex(x) || gamma.dims() != [d] || gamma.dtype() != DType::F32 {
+        return None;
+    }
+    let beta = beta
+        .cloned()
+        .unwrap_or_else(|| Tensor::zeros([d], &x.device()));
+    let rows = dims.iter().product::<usize>() / d;
+    let y = <Dispatch as FlexKernels>::towers_layer_norm(
+        x.clone().reshape([rows, d]).into_dispatch(),
+        gamma.clone().into_dispatch(),
+        beta.into_dispatch(),
+        epsilon,
+    );
+    Some(Tensor::<2>::from_dispatch(y).reshape(dims))
+}
+
 /// `x · Φ(x)` (GELU), or with `approximate` its tanh approximation.
 pub(super) fn gelu<const D: usize>(x: &Tensor<D>, approximate: bool) -> Option<Tensor<D>> {
     match approximate {

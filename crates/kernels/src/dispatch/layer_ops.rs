@@ -188,6 +188,29 @@ pub fn group_norm<const D: usize>(norm: &GroupNorm, x: Tensor<D>) -> Tensor<D> {
     norm.forward(x)
 }
 
+/// Burn's `LayerNorm::forward`: `x` normalized over its last dimension, scaled by `gamma` and
+/// offset by `beta`, in two passes forward and two backward on flex (Burn's backward composes a
+/// dozen ops); elsewhere Burn's op, an f16 `x` widened to f32 for it as Burn's layer does.
+pub fn layer_norm<const D: usize>(
+    x: Tensor<D>,
+    gamma: Tensor<1>,
+    beta: Option<Tensor<1>>,
+    epsilon: f64,
+) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::layer_norm(&x, &gamma, beta.as_ref(), epsilon) {
+        return y;
+    }
+    match x.dtype() {
+        DType::F16 => {
+            let beta = beta.map(|b| b.cast(DType::F32));
+            let y = module::layer_norm(x.cast(DType::F32), gamma.cast(DType::F32), beta, epsilon);
+            y.cast(DType::F16)
+        }
+        _ => module::layer_norm(x, gamma, beta, epsilon),
+    }
+}
+
 /// `x · Φ(x)`, Burn's `gelu` (`Φ` the standard normal's distribution function), in one
 /// vectorized pass forward and backward on flex (Burn's calls a scalar `erf` on one thread).
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {

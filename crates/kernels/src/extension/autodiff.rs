@@ -23,8 +23,8 @@ use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
 use crate::flex::memory::dims4;
 use crate::flex::norm::batch_norm::{self, Statistics};
-use crate::flex::norm::group_norm;
 use crate::flex::norm::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
+use crate::flex::norm::{group_norm, layer_norm};
 use crate::flex::optimizer_update::Update;
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool::{self, Maxima};
@@ -157,6 +157,27 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 let x_state = prep.checkpoint(&x);
                 let state = (x_state, [gamma, beta], moments, (groups, epsilon));
                 prep.finish(state, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn towers_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        let prep = LayerNormBackward
+            .prepare::<C>([x.node(), gamma.node(), beta.node()])
+            .compute_bound()
+            .stateful();
+        let [gamma, beta] = [gamma, beta].map(|t| t.into_primitive());
+        let (y, moments) = layer_norm::forward(x.primitive().clone(), [&gamma, &beta], epsilon);
+        match prep {
+            OpsKind::Tracked(mut prep) => {
+                let x_state = prep.checkpoint(&x);
+                prep.finish((x_state, gamma, moments), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
@@ -531,6 +552,31 @@ impl Backward<Flex, 3> for BatchNormBackward {
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
         let saved = (&moments, statistics);
         let gradients = batch_norm::affine_backward(x, [&gamma, &beta], saved, epsilon, grad);
+        for (node, gradient) in ops.parents.into_iter().zip(gradients) {
+            if let Some(node) = node {
+                grads.register::<Flex>(node.id, gradient);
+            }
+        }
+    }
+}
+
+/// Layer norm's backward pass: state is the input, the scale and each row's mean and `r`.
+#[derive(Debug)]
+struct LayerNormBackward;
+
+impl Backward<Flex, 3> for LayerNormBackward {
+    type State = (NodeId, FlexTensor, FlexTensor);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 3>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x_state, gamma, moments) = ops.state;
+        let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
+        let gradients = layer_norm::backward(x, &gamma, &moments, grad);
         for (node, gradient) in ops.parents.into_iter().zip(gradients) {
             if let Some(node) = node {
                 grads.register::<Flex>(node.id, gradient);

@@ -13,7 +13,7 @@ use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu, transp
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
 use crate::flex::norm::lrn::{LrnParams, lrn_forward};
-use crate::flex::norm::{batch_norm, group_norm};
+use crate::flex::norm::{batch_norm, group_norm, layer_norm};
 use crate::flex::optimizer_update::{Update, update};
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool;
@@ -72,6 +72,14 @@ pub(crate) trait FlexKernels: Backend {
         gamma: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         groups: usize,
+        epsilon: f64,
+    ) -> FloatTensor<Self>;
+
+    /// `γ·(x - mean)/√(var + ε) + β` of each row of `[rows, d]` (Burn's `LayerNorm`).
+    fn towers_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
         epsilon: f64,
     ) -> FloatTensor<Self>;
 
@@ -247,6 +255,15 @@ impl FlexKernels for Flex {
         epsilon: f64,
     ) -> FloatTensor<Self> {
         group_norm::forward(x, [&gamma, &beta], groups, epsilon).0
+    }
+
+    fn towers_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        layer_norm::forward(x, [&gamma, &beta], epsilon).0
     }
 
     fn towers_relu6(x: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -1,6 +1,6 @@
-//! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, transposed), pooling, batch
-//! and group norms, dense layers and some activations run on burn-towers' kernels, and whose
-//! cross-entropy loss has its own backward pass.
+//! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, transposed), pooling, batch,
+//! group and layer norms, dense layers and some activations run on burn-towers' kernels, and
+//! whose cross-entropy loss has its own backward pass.
 //! Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a model needs: the
 //! same names, `Config`s (field for field), parameters and records (saved from either, loaded
 //! into the other), the same outputs and gradients on every backend (Burn's ops wherever the
@@ -10,7 +10,8 @@
 //! - `conv/`: [`conv::Conv1d`], [`conv::Conv2d`], [`conv::ConvTranspose2d`] (the rest of
 //!   `burn::nn::conv` re-exported).
 //! - `pool/`: [`pool::MaxPool2d`], [`pool::AvgPool2d`] (the rest of `burn::nn::pool`).
-//! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`]; `group_norm.rs`: [`GroupNorm`].
+//! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`]; `group_norm.rs`: [`GroupNorm`];
+//!   `layer_norm.rs`: [`LayerNorm`] (Burn's fields, not a wrapper: see there).
 //! - `activation/`: [`Gelu`] (also at the root, as Burn's), [`activation::SiLU`],
 //!   [`activation::Relu6`], [`activation::HardSwish`] (the rest of `burn::nn::activation`).
 //! - `loss/`: [`loss::CrossEntropyLoss`] (the rest of `burn::nn::loss` re-exported).
@@ -20,6 +21,7 @@ pub mod activation;
 mod batch_norm;
 pub mod conv;
 mod group_norm;
+mod layer_norm;
 mod linear;
 pub mod loss;
 pub mod pool;
@@ -29,4 +31,5 @@ pub use activation::Gelu;
 pub use batch_norm::{BatchNorm, BatchNormConfig};
 pub use burn::nn::*;
 pub use group_norm::{GroupNorm, GroupNormConfig};
+pub use layer_norm::{LayerNorm, LayerNormConfig};
 pub use linear::{Linear, LinearConfig};
