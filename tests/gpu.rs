@@ -459,7 +459,7 @@ fn convolutions_with_a_weight_gradient_of_one_product_follow_burns_on_a_gpu() {
 /// The drop-in layers of sequence and decoder models on the GPU against Burn's own there: a 1D
 /// convolution (ours a one-row `conv2d`, through the GPU paths of the 2D one) at stride 1 SAME
 /// and stride 2 with uneven padding, and the layers Burn computes there (a transposed
-/// convolution, a group norm, GELU): the output and the gradients of the input and the weight
+/// convolution, a group norm, a layer norm, GELU): the output and the gradients of the input and the weight
 /// of a weighting, within 1e-4 of the largest value.
 #[test]
 fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
@@ -503,6 +503,14 @@ fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
     println!("GroupNorm");
     assert_follow(
         outputs(&x, &gamma, &|x| norm.forward(x)),
+        outputs(&x, &gamma, &|x| burns.forward(x)),
+    );
+    let layer = ours::LayerNormConfig::new(19).init(&device);
+    let burns: burn::nn::LayerNorm = layer.clone().into();
+    let gamma = layer.gamma.val();
+    println!("LayerNorm");
+    assert_follow(
+        outputs(&x, &gamma, &|x| layer.forward(x)),
         outputs(&x, &gamma, &|x| burns.forward(x)),
     );
     let gelu = ours::Gelu::new();

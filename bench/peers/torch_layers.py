@@ -1,5 +1,5 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
-(shapes, padding, batch 16), GELUs, a group norm and SiLU, forward and backward (`sum(y * y)`, the gradients of the input and
+(shapes, padding, batch 16), GELUs, a layer norm, a group norm and SiLU, forward and backward (`sum(y * y)`, the gradients of the input and
 the weight), in f32 on the CPU:
 
     python bench/peers/torch_layers.py --reps 20
@@ -37,6 +37,7 @@ def layer_cases():
     for approximate in ["none", "tanh"]:
         name = f"Gelu (approximate: {str(approximate == 'tanh').lower()}) of [32, 256, 768]"
         yield name, nn.GELU(approximate=approximate), torch.rand(32, 256, 768) * 2 - 1
+    yield "LayerNorm of [32, 256, 768]", nn.LayerNorm(768), torch.rand(32, 256, 768) * 2 - 1
     for name, layer in [("GroupNorm (32 groups)", nn.GroupNorm(32, 128)), ("SiLU", nn.SiLU())]:
         yield f"{name} of [8, 128, 64, 64]", layer, torch.rand(8, 128, 64, 64) * 2 - 1
 

@@ -4,7 +4,7 @@
 //! on flex or the device `TOWERS_BENCH_DEVICE` names. Then single layers a decoder or a
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
-//! transformer's GELU, and a diffusion U-Net's group norm and SiLU.
+//! transformer's GELU and layer norm, and a diffusion U-Net's group norm and SiLU.
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS]` (default 10 timed steps per
 //! version after 3 untimed ones, the two versions alternating step by step).
@@ -139,7 +139,8 @@ struct LayerCase {
 
 /// The transposed convolutions (batch 16, 128 channels to 64 at 32x32, 64 to 32 at 64x64), the
 /// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
-/// at stride 2), GELU, exact and approximated, on a transformer's `[32, 256, 768]`, and a group
+/// at stride 2), GELU, exact and approximated, and a layer norm on a transformer's `[32, 256,
+/// 768]`, and a group
 /// norm (32 groups) and SiLU of `[8, 128, 64, 64]`.
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
     use burn::nn::{PaddingConfig1d, conv as burns};
@@ -200,6 +201,14 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
             ours: Box::new(move |x| layer.forward(x.clone())),
         });
     }
+    let layer = towers_kernels::nn::LayerNormConfig::new(768).init(device);
+    let burn_layer: burn::nn::LayerNorm = layer.clone().into();
+    cases.push(LayerCase {
+        name: "LayerNorm of [32, 256, 768]".into(),
+        input: input([32, 256, 768]),
+        burns: Box::new(move |x| burn_layer.forward(x.clone())),
+        ours: Box::new(move |x| layer.forward(x.clone())),
+    });
     let image = |x: &Tensor<3>| x.clone().reshape([8, 128, 64, 64]);
     let layer = towers_kernels::nn::GroupNormConfig::new(32, 128).init(device);
     let burn_layer: burn::nn::GroupNorm = layer.clone().into();
