@@ -505,13 +505,13 @@ fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
         outputs(&x, &gamma, &|x| norm.forward(x)),
         outputs(&x, &gamma, &|x| burns.forward(x)),
     );
-    let layer = ours::LayerNormConfig::new(19).init(&device);
-    let burns: burn::nn::LayerNorm = layer.clone().into();
-    let gamma = layer.gamma.val();
+    let layer_norm = ours::LayerNormConfig::new(19).init(&device);
+    let burn_layer_norm: burn::nn::LayerNorm = layer_norm.clone().into();
+    let scale = layer_norm.gamma.val();
     println!("LayerNorm");
     assert_follow(
-        outputs(&x, &gamma, &|x| layer.forward(x)),
-        outputs(&x, &gamma, &|x| burns.forward(x)),
+        outputs(&x, &scale, &|x| layer_norm.forward(x)),
+        outputs(&x, &scale, &|x| burn_layer_norm.forward(x)),
     );
     let gelu = ours::Gelu::new();
     let beta = norm.beta.as_ref().unwrap().val();
