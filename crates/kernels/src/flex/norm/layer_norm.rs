@@ -150,7 +150,8 @@ impl TaskSums {
     }
 }
 
-/// A row's `[Σg/d, Σ(g·x̂)/d]` (`g = γ·∂L/∂y`), adding its `∂L/∂y·x̂` and `∂L/∂y` to `affine`.
+/// A row's `[Σg/d, Σ(g·x̂)/d]` (`g = γ·∂L/∂y`), adding its `∂L/∂y·x̂` and `∂L/∂y` to `affine`:
+/// `SUM_LANES` features at a time, so that the compiler keeps each in a vector register.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
 fn row_sums(
     x: &[f32],
@@ -160,13 +161,36 @@ fn row_sums(
     [d_gamma, d_beta]: &mut [Vec<f32>; 2],
 ) -> [f32; 2] {
     let (mut sg, mut sgx) = ([0.0f32; SUM_LANES], [0.0f32; SUM_LANES]);
-    for (j, ((&x, &dy), &gamma)) in x.iter().zip(dy).zip(gamma).enumerate() {
+    let mut add = |l: usize, [x, dy, gamma]: [f32; 3], [d_gamma, d_beta]: [&mut f32; 2]| {
         let normalized = (x - mean) * r;
         let g = dy * gamma;
-        sg[j % SUM_LANES] += g;
-        sgx[j % SUM_LANES] += g * normalized;
-        d_gamma[j] += dy * normalized;
-        d_beta[j] += dy;
+        sg[l] += g;
+        sgx[l] += g * normalized;
+        *d_gamma += dy * normalized;
+        *d_beta += dy;
+    };
+    let ((xs, x_rest), (dys, dy_rest)) = (x.as_chunks::<SUM_LANES>(), dy.as_chunks::<SUM_LANES>());
+    let (gammas, gamma_rest) = gamma.as_chunks::<SUM_LANES>();
+    let (d_gammas, d_gamma_rest) = d_gamma.as_chunks_mut::<SUM_LANES>();
+    let (d_betas, d_beta_rest) = d_beta.as_chunks_mut::<SUM_LANES>();
+    let lanes = xs.iter().zip(dys).zip(gammas).zip(d_gammas).zip(d_betas);
+    for ((((x, dy), gamma), d_gamma), d_beta) in lanes {
+        for l in 0..SUM_LANES {
+            add(
+                l,
+                [x[l], dy[l], gamma[l]],
+                [&mut d_gamma[l], &mut d_beta[l]],
+            );
+        }
+    }
+    let rest = x_rest
+        .iter()
+        .zip(dy_rest)
+        .zip(gamma_rest)
+        .zip(d_gamma_rest)
+        .zip(d_beta_rest);
+    for (l, ((((&x, &dy), &gamma), d_gamma), d_beta)) in rest.enumerate() {
+        add(l, [x, dy, gamma], [d_gamma, d_beta]);
     }
     let d = x.len().max(1) as f64;
     let sum = |lanes: [f32; SUM_LANES]| (lanes.iter().map(|&v| v as f64).sum::<f64>() / d) as f32;
