@@ -100,17 +100,9 @@ fn conv2d_gives_burns_outputs_and_gradients() {
         let burns: burn::nn::conv::Conv2d = ours.clone().into();
         let channels = config.channels[0];
         let x = input([2, channels, 11, 13], 7);
-        let (y, dx, dw) = output_and_grads(x.clone(), Some(&ours.weight), |x| ours.forward(x));
-        let (want_y, want_dx, want_dw) =
-            output_and_grads(x, Some(&burns.weight), |x| burns.forward(x));
-        assert_agree(y, want_y, 1e-5, &format!("{what}: output"));
-        assert_agree(dx, want_dx, 1e-5, &format!("{what}: input gradient"));
-        assert_agree(
-            dw.unwrap(),
-            want_dw.unwrap(),
-            1e-5,
-            &format!("{what}: weight gradient"),
-        );
+        let weights = [&ours.weight, &burns.weight];
+        let (ours, burns) = (|x| ours.forward(x), |x| burns.forward(x));
+        assert_follows_burns(what, x, weights, [&ours, &burns], false);
     }
 }
 
@@ -153,27 +145,41 @@ fn conv1d_gives_burns_outputs_and_gradients() {
         let ours = config.init(&device());
         let burns: burn::nn::conv::Conv1d = ours.clone().into();
         let x = input([2, 6, 23], 29);
-        let ours_in = |precision| {
-            let forward = |x| towers_kernels::with_precision(precision, || ours.forward(x));
-            output_and_grads(x.clone(), Some(&ours.weight), forward)
-        };
-        let (y, dx, dw) = ours_in(Precision::F32);
-        let (want_y, want_dx, want_dw) =
-            output_and_grads(x.clone(), Some(&burns.weight), |x| burns.forward(x));
-        let want_dw = want_dw.unwrap();
-        assert_agree(y, want_y.clone(), 1e-5, &format!("{what}: output"));
-        assert_agree(
-            dx,
-            want_dx.clone(),
-            1e-5,
-            &format!("{what}: input gradient"),
-        );
-        let what_dw = format!("{what}: weight gradient");
-        assert_agree(dw.unwrap(), want_dw.clone(), 1e-5, &what_dw);
-        if bf16_kernels {
-            let (y, dx, dw) = ours_in(Precision::Bf16);
-            assert_rounded([(y, want_y), (dx, want_dx)], (dw.unwrap(), want_dw), what);
-        }
+        let weights = [&ours.weight, &burns.weight];
+        let (ours, burns) = (|x| ours.forward(x), |x| burns.forward(x));
+        assert_follows_burns(what, x, weights, [&ours, &burns], bf16_kernels);
+    }
+}
+
+/// Panics unless our layer's forward pass `ours` (of weight `ours_weight`) gives `burns`'s
+/// output and gradients of `x` and of the weight within 1e-5 in f32 and, with `in_bf16`,
+/// within bf16's rounding of them in bf16 ([`assert_rounded`]).
+fn assert_follows_burns<const D: usize, const P: usize>(
+    what: &str,
+    x: Tensor<D>,
+    [ours_weight, burns_weight]: [&Param<Tensor<P>>; 2],
+    [ours, burns]: [&dyn Fn(Tensor<D>) -> Tensor<D>; 2],
+    in_bf16: bool,
+) {
+    let ours_in = |precision| {
+        let forward = |x| towers_kernels::with_precision(precision, || ours(x));
+        output_and_grads(x.clone(), Some(ours_weight), forward)
+    };
+    let (y, dx, dw) = ours_in(Precision::F32);
+    let (want_y, want_dx, want_dw) = output_and_grads(x.clone(), Some(burns_weight), burns);
+    let want_dw = want_dw.unwrap();
+    assert_agree(y, want_y.clone(), 1e-5, &format!("{what}: output"));
+    assert_agree(
+        dx,
+        want_dx.clone(),
+        1e-5,
+        &format!("{what}: input gradient"),
+    );
+    let what_dw = format!("{what}: weight gradient");
+    assert_agree(dw.unwrap(), want_dw.clone(), 1e-5, &what_dw);
+    if in_bf16 {
+        let (y, dx, dw) = ours_in(Precision::Bf16);
+        assert_rounded([(y, want_y), (dx, want_dx)], (dw.unwrap(), want_dw), what);
     }
 }
 
@@ -228,27 +234,9 @@ fn conv_transpose2d_gives_burns_outputs_and_gradients() {
         let ours = config.init(&device());
         let burns: burn::nn::conv::ConvTranspose2d = ours.clone().into();
         let x = input([2, 6, 5, 7], 19);
-        let ours_in = |precision| {
-            let forward = |x| towers_kernels::with_precision(precision, || ours.forward(x));
-            output_and_grads(x.clone(), Some(&ours.weight), forward)
-        };
-        let (y, dx, dw) = ours_in(Precision::F32);
-        let (want_y, want_dx, want_dw) =
-            output_and_grads(x.clone(), Some(&burns.weight), |x| burns.forward(x));
-        let want_dw = want_dw.unwrap();
-        assert_agree(y, want_y.clone(), 1e-5, &format!("{what}: output"));
-        assert_agree(
-            dx,
-            want_dx.clone(),
-            1e-5,
-            &format!("{what}: input gradient"),
-        );
-        let what_dw = format!("{what}: weight gradient");
-        assert_agree(dw.unwrap(), want_dw.clone(), 1e-5, &what_dw);
-        if on_kernels {
-            let (y, dx, dw) = ours_in(Precision::Bf16);
-            assert_rounded([(y, want_y), (dx, want_dx)], (dw.unwrap(), want_dw), what);
-        }
+        let weights = [&ours.weight, &burns.weight];
+        let (ours, burns) = (|x| ours.forward(x), |x| burns.forward(x));
+        assert_follows_burns(what, x, weights, [&ours, &burns], on_kernels);
     }
 }
 

@@ -552,10 +552,23 @@ impl Backward<Flex, 3> for BatchNormBackward {
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
         let saved = (&moments, statistics);
         let gradients = batch_norm::affine_backward(x, [&gamma, &beta], saved, epsilon, grad);
-        for (node, gradient) in ops.parents.into_iter().zip(gradients) {
-            if let Some(node) = node {
-                grads.register::<Flex>(node.id, gradient);
-            }
+        register_each(
+            grads,
+            ops.parents.map(|node| node.map(|node| node.id)),
+            gradients,
+        );
+    }
+}
+
+/// Each of `gradients` registered for its parent, where the parent asks for one (`Some`).
+fn register_each<const N: usize>(
+    grads: &mut Gradients,
+    parents: [Option<NodeId>; N],
+    gradients: [FlexTensor; N],
+) {
+    for (parent, gradient) in parents.into_iter().zip(gradients) {
+        if let Some(id) = parent {
+            grads.register::<Flex>(id, gradient);
         }
     }
 }
@@ -577,11 +590,11 @@ impl Backward<Flex, 3> for LayerNormBackward {
         let (x_state, gamma, moments) = ops.state;
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
         let gradients = layer_norm::backward(x, &gamma, &moments, grad);
-        for (node, gradient) in ops.parents.into_iter().zip(gradients) {
-            if let Some(node) = node {
-                grads.register::<Flex>(node.id, gradient);
-            }
-        }
+        register_each(
+            grads,
+            ops.parents.map(|node| node.map(|node| node.id)),
+            gradients,
+        );
     }
 }
 
@@ -604,11 +617,11 @@ impl Backward<Flex, 3> for GroupNormBackward {
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
         let affine = [&gamma, &beta];
         let gradients = group_norm::backward(x, affine, &moments, groups, epsilon, grad);
-        for (node, gradient) in ops.parents.into_iter().zip(gradients) {
-            if let Some(node) = node {
-                grads.register::<Flex>(node.id, gradient);
-            }
-        }
+        register_each(
+            grads,
+            ops.parents.map(|node| node.map(|node| node.id)),
+            gradients,
+        );
     }
 }
 

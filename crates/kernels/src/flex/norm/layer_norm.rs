@@ -96,7 +96,10 @@ pub(crate) fn backward(
             TaskSums::of(x, dy, gamma, |i| row_of(first + i))
         })
         .collect();
-    let terms: Vec<[f32; 2]> = tasks.iter().flat_map(|task| task.rows.clone()).collect();
+    let terms: Vec<[f32; 2]> = tasks
+        .iter()
+        .flat_map(|task| task.rows.iter().copied())
+        .collect();
     let dx = zeroed_chunks(data.len(), rows_per_task * d, |task, out| {
         let first = task * rows_per_task;
         for (i, out) in out.chunks_mut(d).enumerate() {
