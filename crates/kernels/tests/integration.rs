@@ -1,5 +1,6 @@
 //! towers-kernels' integration tests, one binary: each file of this folder is a module of it.
 
+mod attention;
 mod drop_in;
 mod layers;
 mod loss;

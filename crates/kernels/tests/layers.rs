@@ -33,7 +33,9 @@ const LAYERING: Layering = Layering {
             "flex",
             &[
                 "memory",
+                "exp",
                 "activation",
+                "softmax",
                 "gemm",
                 "conv",
                 "norm",
@@ -52,6 +54,7 @@ const LAYERING: Layering = Layering {
                 "group_norm",
                 "layer_norm",
                 "activation",
+                "attention",
                 "loss",
             ],
         ),

@@ -317,6 +317,18 @@ pub(super) fn gelu<const D: usize>(x: &Tensor<D>, approximate: bool) -> Option<T
     }
 }
 
+/// Softmax (or with `quiet`, Burn's quiet softmax) of an f32 `x` along `dim`: along the last
+/// dimension as it is, along another swapped to the last and back.
+pub(super) fn softmax<const D: usize>(x: &Tensor<D>, dim: usize, quiet: bool) -> Option<Tensor<D>> {
+    if !on_flex(x) {
+        return None;
+    }
+    let last = D - 1;
+    let x = x.clone().swap_dims(dim, last).into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_softmax(x, quiet);
+    Some(Tensor::<D>::from_dispatch(y).swap_dims(dim, last))
+}
+
 /// `activation` of every value.
 fn activation<const D: usize>(x: &Tensor<D>, activation: Activation) -> Option<Tensor<D>> {
     if !on_flex(x) {

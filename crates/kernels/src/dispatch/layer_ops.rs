@@ -11,7 +11,7 @@ use burn::nn::{GroupNorm, Linear, PaddingConfig1d, PaddingConfig2d};
 use burn::tensor::activation::relu;
 use burn::tensor::module;
 use burn::tensor::ops::ConvOptions;
-use burn::tensor::{DType, Tensor};
+use burn::tensor::{AsIndex, DType, Tensor};
 
 #[cfg(feature = "gpu")]
 use crate::conv_gradient::{ConvShape, conv2d_by_product};
@@ -219,6 +219,25 @@ pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
         return y;
     }
     burn::tensor::activation::gelu(x)
+}
+
+/// Burn's `softmax` along `dim` (negative counts from the end), forward in three passes over a
+/// row and backward in two on flex (Burn's autodiff composes five ops each way).
+pub fn softmax<const D: usize>(x: Tensor<D>, dim: impl AsIndex) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::softmax(&x, dim.expect_dim_index(D), false) {
+        return y;
+    }
+    burn::tensor::activation::softmax(x, dim)
+}
+
+/// Burn's `quiet_softmax` along `dim`, `e^x / (1 + Σ e^x)`, as [`softmax`] is on flex.
+pub fn quiet_softmax<const D: usize>(x: Tensor<D>, dim: impl AsIndex) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::softmax(&x, dim.expect_dim_index(D), true) {
+        return y;
+    }
+    burn::tensor::activation::quiet_softmax(x, dim)
 }
 
 /// GELU's tanh approximation, Burn's `gelu_approximate`, in one pass forward and backward on

@@ -29,6 +29,7 @@ use crate::flex::optimizer_update::Update;
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool::{self, Maxima};
 use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_backward, max_pool_forward};
+use crate::flex::softmax;
 
 impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     fn towers_max_pool2d(
@@ -208,6 +209,18 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 prep.finish((x.clone(), activation), activation.forward(x))
             }
             OpsKind::UnTracked(prep) => prep.finish(activation.forward(x.into_primitive())),
+        }
+    }
+
+    fn towers_softmax(x: FloatTensor<Self>, quiet: bool) -> FloatTensor<Self> {
+        let prep = SoftmaxBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful();
+        let y = softmax::forward(x.into_primitive(), quiet);
+        match prep {
+            OpsKind::Tracked(prep) => prep.finish(y.clone(), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }
 
@@ -854,6 +867,22 @@ impl Backward<Flex, 1> for ActivationBackward {
         let (x, activation) = ops.state;
         if let Some(node) = parent {
             grads.register::<Flex>(node.id, activation.backward(x, grad));
+        }
+    }
+}
+
+/// Softmax's backward pass: state is the output.
+#[derive(Debug)]
+struct SoftmaxBackward;
+
+impl Backward<Flex, 1> for SoftmaxBackward {
+    type State = FlexTensor;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = parent {
+            grads.register::<Flex>(node.id, softmax::backward(ops.state, grad));
         }
     }
 }

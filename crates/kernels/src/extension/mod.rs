@@ -18,6 +18,7 @@ use crate::flex::optimizer_update::{Update, update};
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool;
 use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_forward};
+use crate::flex::softmax;
 
 /// Max pooling, LRN, convolution and the like by burn-towers' kernels, and optimizers'
 /// updates. Called through Burn's `Dispatch` on f32 flex tensors only
@@ -88,6 +89,10 @@ pub(crate) trait FlexKernels: Backend {
 
     /// `activation` of every value (SiLU, hard swish, hard sigmoid).
     fn towers_activation(x: FloatTensor<Self>, activation: Activation) -> FloatTensor<Self>;
+
+    /// Softmax over the last dimension (with `quiet`, Burn's quiet softmax: a 1 added to each
+    /// row's sum of exponentials).
+    fn towers_softmax(x: FloatTensor<Self>, quiet: bool) -> FloatTensor<Self>;
 
     /// Depthwise convolution of `[n, c, h, w]` by `[c, 1, kh, kw]` (one filter per channel) in
     /// f32: zero `padding` before the first row and column, an `[oh, ow]` output (the padding
@@ -272,6 +277,10 @@ impl FlexKernels for Flex {
 
     fn towers_activation(x: FloatTensor<Self>, activation: Activation) -> FloatTensor<Self> {
         activation.forward(x)
+    }
+
+    fn towers_softmax(x: FloatTensor<Self>, quiet: bool) -> FloatTensor<Self> {
+        softmax::forward(x, quiet)
     }
 
     fn towers_depthwise_conv2d(

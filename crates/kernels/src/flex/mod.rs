@@ -1,5 +1,6 @@
 //! burn-towers' own kernels on flex tensors and plain slices, by family: `memory` (buffers
-//! zeroed and copied on rayon's threads, images in f32 or bf16), `activation` (ReLU6), `gemm`
+//! zeroed and copied on rayon's threads, images in f32 or bf16), `exp` (a vectorized `e^x`),
+//! `activation` (ReLU6, SiLU, GELU and the hard ones), `softmax`, `gemm`
 //! (f32 and bf16 products, transposition), `conv`, `norm` (batch norm, LRN), `pool`,
 //! `optimizer_update`. Each family uses
 //! only those before it in that list (`tests/layers.rs`). Burn reaches them through the backend
@@ -34,6 +35,8 @@
 //! - average pooling at stride 1 (`avg_pool`) as window sums along rows, then columns;
 //! - local response normalization (`lrn`) in vectorized passes per channel plane, with square
 //!   roots for the power and a backward pass that reuses the forward's window sums;
+//! - softmax over a row (`softmax`) in three passes forward and two backward, where Burn's
+//!   autodiff composes five ops each way;
 //! - TF's RMSProp and Adam's updates of a parameter in one pass on rayon's threads
 //!   (`optimizer_update`), where Burn's elementwise ops take a dozen on one.
 //!
@@ -46,8 +49,10 @@
 
 pub(crate) mod activation;
 pub(crate) mod conv;
+pub(crate) mod exp;
 pub(crate) mod gemm;
 pub(crate) mod memory;
 pub(crate) mod norm;
 pub(crate) mod optimizer_update;
 pub(crate) mod pool;
+pub(crate) mod softmax;

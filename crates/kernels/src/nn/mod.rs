@@ -1,5 +1,6 @@
 //! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, transposed), pooling, batch,
-//! group and layer norms, dense layers and some activations run on burn-towers' kernels, and
+//! group and layer norms, dense layers, multi-head attention and some activations run on
+//! burn-towers' kernels, and
 //! whose cross-entropy loss has its own backward pass.
 //! Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a model needs: the
 //! same names, `Config`s (field for field), parameters and records (saved from either, loaded
@@ -14,10 +15,12 @@
 //!   `layer_norm.rs`: [`LayerNorm`] (Burn's fields, not a wrapper: see there).
 //! - `activation/`: [`Gelu`] (also at the root, as Burn's), [`activation::SiLU`],
 //!   [`activation::Relu6`], [`activation::HardSwish`] (the rest of `burn::nn::activation`).
+//! - `attention/`: [`attention::MultiHeadAttention`] (the rest of `burn::nn::attention`).
 //! - `loss/`: [`loss::CrossEntropyLoss`] (the rest of `burn::nn::loss` re-exported).
 //! - `wrapped.rs`: Burn's `Module` for a layer that holds Burn's, handed every call.
 
 pub mod activation;
+pub mod attention;
 mod batch_norm;
 pub mod conv;
 mod group_norm;

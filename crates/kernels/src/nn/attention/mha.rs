@@ -1,0 +1,220 @@
+//! [`MultiHeadAttention`], [`MultiHeadAttentionConfig`] and [`MhaInput`]: Burn's multi-head
+//! attention, its projections computed by [`crate::linear`] and its softmax by
+//! [`crate::softmax`] (one pass forward and one backward on flex, where Burn's autodiff composes
+//! five ops each way: the most of a transformer layer's time that Burn's layer loses).
+
+use burn::config::Config;
+use burn::nn::Initializer;
+use burn::nn::attention::MhaOutput;
+use burn::tensor::{Bool, Device, Tensor};
+
+use crate::dispatch::{linear, quiet_softmax, softmax};
+use crate::nn::wrapped::wrapped_module;
+
+/// [`burn::nn::attention::MultiHeadAttentionConfig`], field for field (a config saved from
+/// either loads as the other), whose [`init`](Self::init) makes this crate's
+/// [`MultiHeadAttention`].
+#[derive(Config, Debug)]
+#[non_exhaustive]
+pub struct MultiHeadAttentionConfig {
+    /// The size of each linear layer.
+    pub d_model: usize,
+    /// The number of heads.
+    pub n_heads: usize,
+    /// The dropout rate of the attention weights.
+    #[config(default = 0.1)]
+    pub dropout: f64,
+    /// The value masked scores take (too low a value may give NaN).
+    #[config(default = -1.0e4)]
+    pub min_float: f64,
+    /// Burn's "quiet softmax", `e^x / (1 + Σ e^x)`, rather than softmax.
+    #[config(default = false)]
+    pub quiet_softmax: bool,
+    /// The function that initializes the parameters (Burn's default).
+    #[config(default = "Initializer::KaimingUniform{gain:1.0/3.0f64.sqrt(),fan_out_only:false}")]
+    pub initializer: Initializer,
+    /// A bias in the key projection.
+    #[config(default = true)]
+    pub key_bias: bool,
+    /// A bias in the value projection.
+    #[config(default = true)]
+    pub value_bias: bool,
+    /// A bias in the query projection.
+    #[config(default = true)]
+    pub query_bias: bool,
+    /// A bias in the output projection.
+    #[config(default = true)]
+    pub output_bias: bool,
+}
+
+impl MultiHeadAttentionConfig {
+    /// A new [`MultiHeadAttention`], initialized as Burn's `MultiHeadAttentionConfig::init`
+    /// initializes it.
+    pub fn init(&self, device: &Device) -> MultiHeadAttention {
+        let config = burn::nn::attention::MultiHeadAttentionConfig::from(self);
+        MultiHeadAttention::from(config.init(device))
+    }
+}
+
+impl From<&MultiHeadAttentionConfig> for burn::nn::attention::MultiHeadAttentionConfig {
+    fn from(config: &MultiHeadAttentionConfig) -> Self {
+        Self {
+            d_model: config.d_model,
+            n_heads: config.n_heads,
+            dropout: config.dropout,
+            min_float: config.min_float,
+            quiet_softmax: config.quiet_softmax,
+            initializer: config.initializer.clone(),
+            key_bias: config.key_bias,
+            value_bias: config.value_bias,
+            query_bias: config.query_bias,
+            output_bias: config.output_bias,
+        }
+    }
+}
+
+/// Burn's [`burn::nn::attention::MultiHeadAttention`] (the same parameters, names and
+/// records), whose [`forward`](Self::forward) computes Burn's outputs on burn-towers' kernels
+/// where they apply. Burn's `forward_cache` (decoding with a cache) is reached through `Deref`,
+/// on Burn's ops, with an [`MhaInput`] turned into Burn's by `into()`.
+#[derive(Clone, Debug)]
+pub struct MultiHeadAttention {
+    inner: burn::nn::attention::MultiHeadAttention,
+}
+
+wrapped_module!(MultiHeadAttention, burn::nn::attention::MultiHeadAttention);
+
+impl MultiHeadAttention {
+    /// The attention of the queries `[batch, seq_1, d_model]` to the keys and values `[batch,
+    /// seq_2, d_model]`, as Burn's `MultiHeadAttention::forward`: the context `[batch, seq_1,
+    /// d_model]` and the weights `[batch, heads, seq_1, seq_2]` (after dropout, in training).
+    ///
+    /// The queries are scaled by `1/√d_k` before their product with the keys rather than the
+    /// scores after it (the same scores to rounding, from a tensor `seq_2 / d_k` times smaller).
+    ///
+    /// # Panics
+    ///
+    /// If the last dimension of the query, key or value is not `d_model`, the key's or value's
+    /// batch differs from the query's, or the value's sequence from the key's (as Burn's).
+    pub fn forward(&self, input: MhaInput) -> MhaOutput {
+        let mha = &self.inner;
+        let [batch, seq_1, d_model] = input.query.dims();
+        let [key_batch, seq_2, key_d] = input.key.dims();
+        assert!(
+            d_model == mha.d_model && key_d == mha.d_model && key_batch == batch,
+            "multi-head attention of d_model {}: query {:?}, key {:?}",
+            mha.d_model,
+            input.query.dims(),
+            input.key.dims()
+        );
+        assert_eq!(
+            input.value.dims(),
+            [batch, seq_2, mha.d_model],
+            "multi-head attention: the value's shape against the key's {:?}",
+            input.key.dims()
+        );
+        let scale = 1.0 / (mha.d_k as f32).sqrt();
+        let query = self.heads(input.query, &mha.query).mul_scalar(scale);
+        let key = self.heads(input.key, &mha.key);
+        let value = self.heads(input.value, &mha.value);
+        let scores = query.matmul(key.transpose());
+        let scores = self.masked(scores, input.mask_pad, input.mask_attn);
+        let weights = match mha.quiet_softmax {
+            true => quiet_softmax(scores, 3),
+            false => softmax(scores, 3),
+        };
+        let weights = mha.dropout.forward(weights);
+        let context = weights.clone().matmul(value).swap_dims(1, 2);
+        let context = linear(&mha.output, context.reshape([batch, seq_1, d_model]));
+        MhaOutput { weights, context }
+    }
+
+    /// `x` `[batch, seq, d_model]` through `projection`, as `[batch, heads, seq, d_k]`.
+    fn heads(&self, x: Tensor<3>, projection: &burn::nn::Linear) -> Tensor<4> {
+        let [batch, seq, _] = x.dims();
+        linear(projection, x)
+            .reshape([batch, seq, self.inner.n_heads, self.inner.d_k])
+            .swap_dims(1, 2)
+    }
+
+    /// `scores` with `min_float` where either mask is `true` (the padding mask `[batch, seq_2]`
+    /// over every query, the attention mask `[batch, seq_1, seq_2]` over every head).
+    fn masked(
+        &self,
+        mut scores: Tensor<4>,
+        mask_pad: Option<Tensor<2, Bool>>,
+        mask_attn: Option<Tensor<3, Bool>>,
+    ) -> Tensor<4> {
+        let min_float = self.inner.min_float;
+        if let Some(mask) = mask_pad {
+            let [batch, seq_2] = mask.dims();
+            scores = scores.mask_fill(mask.reshape([batch, 1, 1, seq_2]), min_float);
+        }
+        if let Some(mask) = mask_attn {
+            let [batch, seq_1, seq_2] = mask.dims();
+            scores = scores.mask_fill(mask.reshape([batch, 1, seq_1, seq_2]), min_float);
+        }
+        scores
+    }
+}
+
+/// [`burn::nn::attention::MhaInput`] (whose fields Burn keeps to itself): the queries, keys and
+/// values, and the masks, made and given as Burn's are.
+#[derive(Debug, Clone)]
+pub struct MhaInput {
+    /// `[batch, seq_1, d_model]`.
+    query: Tensor<3>,
+    /// `[batch, seq_2, d_model]`.
+    key: Tensor<3>,
+    /// `[batch, seq_2, d_model]`.
+    value: Tensor<3>,
+    /// `[batch, seq_2]`, `true` where a key is padding.
+    mask_pad: Option<Tensor<2, Bool>>,
+    /// `[batch, seq_1, seq_2]`, `true` where a query may not attend to a key.
+    mask_attn: Option<Tensor<3, Bool>>,
+}
+
+impl MhaInput {
+    /// Self-attention: `tensor` `[batch, seq, d_model]` as the queries, keys and values.
+    pub fn self_attn(tensor: Tensor<3>) -> Self {
+        Self::new(tensor.clone(), tensor.clone(), tensor)
+    }
+
+    /// The queries `[batch, seq_1, d_model]` attending to keys and values `[batch, seq_2,
+    /// d_model]`.
+    pub fn new(query: Tensor<3>, key: Tensor<3>, value: Tensor<3>) -> Self {
+        Self {
+            query,
+            key,
+            value,
+            mask_pad: None,
+            mask_attn: None,
+        }
+    }
+
+    /// With the padding mask `[batch, seq_2]` (`true`: a padding key, attended to by none).
+    pub fn mask_pad(mut self, mask_pad: Tensor<2, Bool>) -> Self {
+        self.mask_pad = Some(mask_pad);
+        self
+    }
+
+    /// With the attention mask `[batch, seq_1, seq_2]` (`true`: a key its query may not
+    /// attend to).
+    pub fn mask_attn(mut self, mask_attn: Tensor<3, Bool>) -> Self {
+        self.mask_attn = Some(mask_attn);
+        self
+    }
+}
+
+impl From<MhaInput> for burn::nn::attention::MhaInput {
+    fn from(input: MhaInput) -> Self {
+        let mut burns = Self::new(input.query, input.key, input.value);
+        if let Some(mask) = input.mask_pad {
+            burns = burns.mask_pad(mask);
+        }
+        if let Some(mask) = input.mask_attn {
+            burns = burns.mask_attn(mask);
+        }
+        burns
+    }
+}
