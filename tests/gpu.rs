@@ -459,7 +459,8 @@ fn convolutions_with_a_weight_gradient_of_one_product_follow_burns_on_a_gpu() {
 /// The drop-in layers of sequence and decoder models on the GPU against Burn's own there: a 1D
 /// convolution (ours a one-row `conv2d`, through the GPU paths of the 2D one) at stride 1 SAME
 /// and stride 2 with uneven padding, and the layers Burn computes there (a transposed
-/// convolution, a group norm, a layer norm, GELU): the output and the gradients of the input and the weight
+/// convolution, a group norm, a layer norm, GELU, a transformer encoder layer with its
+/// multi-head attention and softmax): the output and the gradients of the input and a weight
 /// of a weighting, within 1e-4 of the largest value.
 #[test]
 fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
@@ -520,6 +521,20 @@ fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
         outputs(&x, &beta, &|x| gelu.forward(norm.forward(x))),
         outputs(&x, &beta, &|x| {
             burn::nn::Gelu::new().forward(burns.forward(x))
+        }),
+    );
+    let encoder = ours::transformer::TransformerEncoderConfig::new(8, 16, 2, 1)
+        .with_dropout(0.0)
+        .init(&device);
+    let burn_encoder: burn::nn::transformer::TransformerEncoder = encoder.clone().into();
+    let query_weight = encoder.layers[0].mha.query.weight.val();
+    let tokens = pattern([2, 5, 8], 7, &device);
+    let input = ours::transformer::TransformerEncoderInput::new;
+    println!("TransformerEncoder");
+    assert_follow(
+        outputs(&tokens, &query_weight, &|x| encoder.forward(input(x))),
+        outputs(&tokens, &query_weight, &|x| {
+            burn_encoder.forward(burn::nn::transformer::TransformerEncoderInput::new(x))
         }),
     );
 }

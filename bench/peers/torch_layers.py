@@ -1,6 +1,7 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
-(shapes, padding, batch 16), GELUs, a layer norm, a group norm and SiLU, forward and backward (`sum(y * y)`, the gradients of the input and
-the weight), in f32 on the CPU:
+(shapes, padding, batch 16), GELUs, a layer norm, a group norm, SiLU, a softmax, multi-head
+attention and a transformer encoder layer, forward and backward (`sum(y * y)`, the gradients of
+the input and the weights), in f32 on the CPU:
 
     python bench/peers/torch_layers.py --reps 20
     cargo run --release -p towers-bench --bin bench_layers 20
@@ -14,6 +15,19 @@ import time
 
 import torch
 import torch.nn as nn
+
+
+class SelfAttention(nn.Module):
+    """`nn.MultiheadAttention` of a sequence to itself, without dropout, as Burn's
+    `MhaInput::self_attn`: the context only (Burn's layer returns its weights too, which it
+    computes either way)."""
+
+    def __init__(self, d_model, heads):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(d_model, heads, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        return self.attention(x, x, x, need_weights=False)[0]
 
 
 def layer_cases():
@@ -40,6 +54,21 @@ def layer_cases():
     yield "LayerNorm of [32, 256, 768]", nn.LayerNorm(768), torch.rand(32, 256, 768) * 2 - 1
     for name, layer in [("GroupNorm (32 groups)", nn.GroupNorm(32, 128)), ("SiLU", nn.SiLU())]:
         yield f"{name} of [8, 128, 64, 64]", layer, torch.rand(8, 128, 64, 64) * 2 - 1
+    yield "Softmax of [96, 256, 256]", nn.Softmax(dim=2), torch.rand(96, 256, 256) * 2 - 1
+    yield (
+        "MultiHeadAttention (768, 12 heads) of [8, 256, 768]",
+        SelfAttention(768, 12),
+        torch.rand(8, 256, 768) * 2 - 1,
+    )
+    # Burn's encoder layer: post-norm, GELU, layer norm epsilon 1e-5.
+    encoder = nn.TransformerEncoderLayer(
+        768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True
+    )
+    yield (
+        "TransformerEncoder layer (768, 12 heads, 3072) of [8, 256, 768]",
+        encoder,
+        torch.rand(8, 256, 768) * 2 - 1,
+    )
 
 
 def time_layer(layer, x, reps):

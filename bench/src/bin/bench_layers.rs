@@ -4,7 +4,8 @@
 //! on flex or the device `TOWERS_BENCH_DEVICE` names. Then single layers a decoder or a
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
-//! transformer's GELU and layer norm, and a diffusion U-Net's group norm and SiLU.
+//! transformer's GELU and layer norm, and a diffusion U-Net's group norm and SiLU; a
+//! transformer's softmax, multi-head attention and encoder layer.
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS]` (default 10 timed steps per
 //! version after 3 untimed ones, the two versions alternating step by step).
@@ -226,5 +227,50 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
         burns: Box::new(move |x| burn_layer.forward(x.clone())),
         ours: Box::new(move |x| layer.forward(x.clone())),
     });
+    cases.extend(transformer_cases(device));
     cases
+}
+
+/// A transformer's (BERT-base's widths, batch 8 of 256 tokens, no dropout): the attention's
+/// softmax over `[8 · 12, 256, 256]` scores, its multi-head attention and a whole encoder layer
+/// (post-norm, GELU).
+fn transformer_cases(device: &Device) -> Vec<LayerCase> {
+    use towers_kernels::nn::attention::{MhaInput, MultiHeadAttentionConfig};
+    use towers_kernels::nn::transformer::{TransformerEncoderConfig, TransformerEncoderInput};
+    let input = |dims: [usize; 3]| {
+        Tensor::<3>::random(dims, Distribution::Uniform(-1.0, 1.0), device).require_grad()
+    };
+    let softmax = LayerCase {
+        name: "Softmax of [96, 256, 256]".into(),
+        input: input([96, 256, 256]),
+        burns: Box::new(|x| burn::tensor::activation::softmax(x.clone(), 2)),
+        ours: Box::new(|x| towers_kernels::softmax(x.clone(), 2)),
+    };
+    let layer = MultiHeadAttentionConfig::new(768, 12)
+        .with_dropout(0.0)
+        .init(device);
+    let burn_layer: burn::nn::attention::MultiHeadAttention = layer.clone().into();
+    let attention = LayerCase {
+        name: "MultiHeadAttention (768, 12 heads) of [8, 256, 768]".into(),
+        input: input([8, 256, 768]),
+        burns: Box::new(move |x| {
+            let input = burn::nn::attention::MhaInput::self_attn(x.clone());
+            burn_layer.forward(input).context
+        }),
+        ours: Box::new(move |x| layer.forward(MhaInput::self_attn(x.clone())).context),
+    };
+    let layer = TransformerEncoderConfig::new(768, 3072, 12, 1)
+        .with_dropout(0.0)
+        .init(device);
+    let burn_layer: burn::nn::transformer::TransformerEncoder = layer.clone().into();
+    let encoder = LayerCase {
+        name: "TransformerEncoder layer (768, 12 heads, 3072) of [8, 256, 768]".into(),
+        input: input([8, 256, 768]),
+        burns: Box::new(move |x| {
+            let input = burn::nn::transformer::TransformerEncoderInput::new(x.clone());
+            burn_layer.forward(input)
+        }),
+        ours: Box::new(move |x| layer.forward(TransformerEncoderInput::new(x.clone()))),
+    };
+    vec![softmax, attention, encoder]
 }

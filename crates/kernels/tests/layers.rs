@@ -55,6 +55,7 @@ const LAYERING: Layering = Layering {
                 "layer_norm",
                 "activation",
                 "attention",
+                "transformer",
                 "loss",
             ],
         ),

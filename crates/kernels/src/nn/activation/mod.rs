@@ -1,8 +1,10 @@
 //! Burn's `burn::nn::activation`, with the layers whose functions the flex kernels compute in
 //! one vectorized pass each way: [`Gelu`] (`gelu.rs`), and [`SiLU`], [`Relu6`], [`HardSwish`]
-//! (here: layers without settings, one macro). Burn's `HardSigmoid` is not among them: its
+//! (here: layers without settings, one macro); [`activate`] for Burn's `Activation` enum
+//! (`burns_activation.rs`). Burn's `HardSigmoid` is not among them: its
 //! default slope is Keras's 0.2, not the 1/6 the kernel computes.
 
+mod burns_activation;
 mod gelu;
 
 use burn::tensor::Tensor;
@@ -11,6 +13,7 @@ use crate::dispatch::{hard_swish, relu6, silu};
 use crate::nn::wrapped::wrapped_module;
 
 pub use burn::nn::activation::*;
+pub(crate) use burns_activation::activate;
 pub use gelu::Gelu;
 
 /// A drop-in for Burn's activation layer `$inner`, which has no settings, computed by

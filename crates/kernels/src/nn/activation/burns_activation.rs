@@ -1,0 +1,18 @@
+//! [`activate`]: Burn's `Activation` enum (a layer chosen by config, as a transformer's
+//! feed-forward network holds one) computed by the drop-ins where it names one of theirs.
+
+use burn::nn::activation::Activation;
+use burn::tensor::Tensor;
+
+use crate::dispatch::{gelu, gelu_approximate, hard_swish};
+
+/// `activation` of every value of `x`: GELU (exact or approximated) and hard swish by this
+/// crate's kernels, every other activation by Burn's layer.
+pub(crate) fn activate<const D: usize>(activation: &Activation, x: Tensor<D>) -> Tensor<D> {
+    match activation {
+        Activation::Gelu(layer) if layer.approximate => gelu_approximate(x),
+        Activation::Gelu(_) => gelu(x),
+        Activation::HardSwish(_) => hard_swish(x),
+        other => other.forward(x),
+    }
+}
