@@ -1,6 +1,6 @@
 //! Burn's `burn::nn::activation`, with the layers whose functions the flex kernels compute in
 //! one vectorized pass each way: [`Gelu`] (`gelu.rs`), and [`SiLU`], [`Relu6`], [`HardSwish`]
-//! (here: layers without settings, one macro); [`activate`] for Burn's `Activation` enum
+//! (here: layers without settings, one macro); `activate` for Burn's `Activation` enum
 //! (`burns_activation.rs`). Burn's `HardSigmoid` is not among them: its
 //! default slope is Keras's 0.2, not the 1/6 the kernel computes.
 
