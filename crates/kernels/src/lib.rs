@@ -1,5 +1,5 @@
-//! burn-towers' kernels: the ops under the layers (convolution, pooling, dense layers, batch
-//! norm, LRN, optimizer updates), computed by hand-written CPU kernels on Burn's flex backend
+//! burn-towers' kernels: the ops under the layers (convolution, pooling, dense layers, batch,
+//! group and layer norms, activations, softmax, LRN, optimizer updates), computed by hand-written CPU kernels on Burn's flex backend
 //! (AVX-512, AVX-512 BF16, AMX tiles, Winograd) wherever they apply and by Burn's own ops on
 //! every other backend and layout, with the same outputs and gradients to float rounding; and
 //! the precision their products compute in ([`Precision`], per thread). Also the cross-entropy
