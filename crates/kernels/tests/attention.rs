@@ -2,8 +2,9 @@
 //! same functions in f64 (Burn's ops, autodiff), and the drop-in `nn::attention::
 //! MultiHeadAttention` against Burn's layer: the same context, weights and gradients from the
 //! same parameters, masked or not, records and configs saved from either loaded into the other.
+//! `transformer.rs` takes this file's device and comparison.
 
-use burn::module::{Module, Param};
+use burn::module::Module;
 use burn::nn::attention::generate_autoregressive_mask;
 use burn::tensor::{Bool, DType, Device, Tensor, TensorData};
 use towers_kernels::nn::attention::{MhaInput, MultiHeadAttentionConfig};
@@ -11,12 +12,17 @@ use towers_kernels::{quiet_softmax, softmax};
 use towers_testing::compare::{rel_diff, values};
 use towers_testing::nets::{pattern, seeded};
 
-fn device() -> Device {
+pub(crate) fn device() -> Device {
     Device::flex().autodiff()
 }
 
 /// Panics unless `got` and `want` agree within `tolerance` relative to `want`'s largest value.
-fn assert_agree<const D: usize>(got: Tensor<D>, want: Tensor<D>, tolerance: f32, what: &str) {
+pub(crate) fn assert_agree<const D: usize>(
+    got: Tensor<D>,
+    want: Tensor<D>,
+    tolerance: f32,
+    what: &str,
+) {
     assert_eq!(got.dims(), want.dims(), "{what}: shapes");
     let diff = rel_diff(got, want);
     assert!(
@@ -243,111 +249,4 @@ fn multi_head_attention_records_and_configs_are_burns() {
         plain.to_string(),
         burn::nn::attention::MultiHeadAttentionConfig::to_string(&from_ours)
     );
-}
-
-/// Two layers of a transformer encoder, ours against Burn's made of it (`From`), post-norm with
-/// GELU and pre-norm with ReLU, with padding and autoregressive masks: the same output and the
-/// gradients of `sum(y · w)` with respect to the input and to parameters of each kind.
-#[test]
-fn transformer_encoder_gives_burns_outputs_and_gradients() {
-    use burn::nn::activation::ActivationConfig;
-    use towers_kernels::nn::transformer::{TransformerEncoderConfig, TransformerEncoderInput};
-    let device = device();
-    let (batch, seq, d_model) = (2, 6, 16);
-    for (norm_first, activation) in [
-        (false, ActivationConfig::Gelu),
-        (true, ActivationConfig::Relu),
-    ] {
-        let what = format!("norm first: {norm_first}, {activation:?}");
-        let config = TransformerEncoderConfig::new(d_model, 32, 4, 2)
-            .with_dropout(0.0)
-            .with_norm_first(norm_first)
-            .with_activation(activation);
-        let ours = seeded(config.init(&device), 23);
-        let burns: burn::nn::transformer::TransformerEncoder = ours.clone().into();
-        let x = (pattern([batch, seq, d_model], 29, &device) * 5.0).require_grad();
-        let pad: Vec<bool> = (0..batch * seq).map(|i| i == 2 * seq - 1).collect();
-        let pad = Tensor::<2, Bool>::from_data(TensorData::new(pad, [batch, seq]), &device);
-        let input = TransformerEncoderInput::new(x.clone())
-            .mask_pad(pad)
-            .mask_attn(generate_autoregressive_mask(batch, seq, &device));
-        let weights = pattern([batch, seq, d_model], 31, &device) + 1.0;
-        let run = |y: Tensor<3>| {
-            let grads = (y.clone() * weights.clone()).sum().backward();
-            (y.detach(), grads)
-        };
-        let (got, got_grads) = run(ours.forward(input.clone()));
-        let (want, want_grads) = run(burns.forward(input.into()));
-        let what = |part: &str| format!("{what}: {part}");
-        assert_agree(got, want, 1e-5, &what("output"));
-        let (dx, want_dx) = (x.grad(&got_grads), x.grad(&want_grads));
-        assert_agree(dx.unwrap(), want_dx.unwrap(), 1e-5, &what("input gradient"));
-        let (first, last) = (&ours.layers[0], &burns.layers[1]);
-        let params: [(&Param<Tensor<2>>, &Param<Tensor<2>>, &str); 3] = [
-            (
-                &first.mha.value.weight,
-                &burns.layers[0].mha.value.weight,
-                "value weight",
-            ),
-            (
-                &ours.layers[1].pwff.linear_inner.weight,
-                &last.pwff.linear_inner.weight,
-                "inner weight",
-            ),
-            (
-                &ours.layers[1].pwff.linear_outer.weight,
-                &last.pwff.linear_outer.weight,
-                "outer weight",
-            ),
-        ];
-        for (got, want, name) in params {
-            let got = got.val().grad(&got_grads).unwrap();
-            let want = want.val().grad(&want_grads).unwrap();
-            assert_agree(got, want, 1e-5, &what(name));
-        }
-        let norms = [
-            (
-                &first.norm_1.gamma,
-                &burns.layers[0].norm_1.gamma,
-                "first norm's scale",
-            ),
-            (
-                &ours.layers[1].norm_2.gamma,
-                &last.norm_2.gamma,
-                "last norm's scale",
-            ),
-        ];
-        for (got, want, name) in norms {
-            let got = got.val().grad(&got_grads).unwrap();
-            let want = want.val().grad(&want_grads).unwrap();
-            assert_agree(got, want, 1e-5, &what(name));
-        }
-    }
-}
-
-/// A transformer encoder's record saved from Burn's loads into ours and ours into Burn's; its
-/// config saved from ours loads as Burn's; ours displays as Burn's.
-#[test]
-fn transformer_encoder_records_and_configs_are_burns() {
-    use burn::config::Config;
-    use towers_kernels::nn::transformer::TransformerEncoderConfig;
-    let device = device();
-    let dir = tempfile::tempdir().unwrap();
-    let config = TransformerEncoderConfig::new(8, 16, 2, 2)
-        .with_norm_first(true)
-        .with_layer_norm_eps(1e-6);
-    let burns_config = burn::nn::transformer::TransformerEncoderConfig::from(&config);
-    let burns = seeded(burns_config.init(&device), 5);
-    let file = dir.path().join("encoder");
-    burns.clone().save_file(&file).unwrap();
-    let ours = seeded(config.init(&device), 6).load_file(&file);
-    assert_eq!(values(&ours), values(&burns), "Burn's record in ours");
-    assert_eq!(format!("{ours}"), format!("{burns}"), "displayed as Burn's");
-    ours.clone().save_file(&file).unwrap();
-    let back = seeded(burns_config.init(&device), 7).load_file(&file);
-    assert_eq!(values(&back), values(&ours), "our record in Burn's");
-    let file = dir.path().join("encoder.json");
-    config.save(&file).unwrap();
-    let loaded = burn::nn::transformer::TransformerEncoderConfig::load(&file).unwrap();
-    assert_eq!(loaded.to_string(), burns_config.to_string());
 }

@@ -4,3 +4,4 @@ mod attention;
 mod drop_in;
 mod layers;
 mod loss;
+mod transformer;

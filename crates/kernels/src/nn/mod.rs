@@ -1,5 +1,5 @@
 //! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, transposed), pooling, batch,
-//! group and layer norms, dense layers, multi-head attention, transformer encoders and some
+//! group and layer norms, dense layers, multi-head attention, transformers and some
 //! activations run on
 //! burn-towers' kernels, and
 //! whose cross-entropy loss has its own backward pass.
@@ -17,8 +17,8 @@
 //! - `activation/`: [`Gelu`] (also at the root, as Burn's), [`activation::SiLU`],
 //!   [`activation::Relu6`], [`activation::HardSwish`] (the rest of `burn::nn::activation`).
 //! - `attention/`: [`attention::MultiHeadAttention`] (the rest of `burn::nn::attention`).
-//! - `transformer/`: [`transformer::TransformerEncoder`] and its layers (the rest of
-//!   `burn::nn::transformer`).
+//! - `transformer/`: [`transformer::TransformerEncoder`], [`transformer::TransformerDecoder`]
+//!   and their layers (the rest of `burn::nn::transformer`).
 //! - `loss/`: [`loss::CrossEntropyLoss`] (the rest of `burn::nn::loss` re-exported).
 //! - `wrapped.rs`: Burn's `Module` for a layer that holds Burn's, handed every call.
 

@@ -118,7 +118,7 @@ impl MultiHeadAttention {
         let key = self.heads(input.key, &mha.key);
         let value = self.heads(input.value, &mha.value);
         let scores = query.matmul(key.transpose());
-        let scores = self.masked(scores, input.mask_pad, input.mask_attn);
+        let scores = self.masked(scores, input.masks);
         let weights = match mha.quiet_softmax {
             true => quiet_softmax(scores, 3),
             false => softmax(scores, 3),
@@ -137,20 +137,15 @@ impl MultiHeadAttention {
             .swap_dims(1, 2)
     }
 
-    /// `scores` with `min_float` where either mask is `true` (the padding mask `[batch, seq_2]`
-    /// over every query, the attention mask `[batch, seq_1, seq_2]` over every head).
-    fn masked(
-        &self,
-        mut scores: Tensor<4>,
-        mask_pad: Option<Tensor<2, Bool>>,
-        mask_attn: Option<Tensor<3, Bool>>,
-    ) -> Tensor<4> {
+    /// `scores` with `min_float` where either mask is `true` (the padding mask over every query,
+    /// the attention mask over every head).
+    fn masked(&self, mut scores: Tensor<4>, masks: AttentionMasks) -> Tensor<4> {
         let min_float = self.inner.min_float;
-        if let Some(mask) = mask_pad {
+        if let Some(mask) = masks.pad {
             let [batch, seq_2] = mask.dims();
             scores = scores.mask_fill(mask.reshape([batch, 1, 1, seq_2]), min_float);
         }
-        if let Some(mask) = mask_attn {
+        if let Some(mask) = masks.attn {
             let [batch, seq_1, seq_2] = mask.dims();
             scores = scores.mask_fill(mask.reshape([batch, 1, seq_1, seq_2]), min_float);
         }
@@ -168,10 +163,16 @@ pub struct MhaInput {
     key: Tensor<3>,
     /// `[batch, seq_2, d_model]`.
     value: Tensor<3>,
-    /// `[batch, seq_2]`, `true` where a key is padding.
-    mask_pad: Option<Tensor<2, Bool>>,
+    masks: AttentionMasks,
+}
+
+/// The masks of an attention's scores, `true` where a score is masked.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AttentionMasks {
+    /// `[batch, seq_2]`, `true` where a key is padding (for every query).
+    pub pad: Option<Tensor<2, Bool>>,
     /// `[batch, seq_1, seq_2]`, `true` where a query may not attend to a key.
-    mask_attn: Option<Tensor<3, Bool>>,
+    pub attn: Option<Tensor<3, Bool>>,
 }
 
 impl MhaInput {
@@ -187,21 +188,26 @@ impl MhaInput {
             query,
             key,
             value,
-            mask_pad: None,
-            mask_attn: None,
+            masks: AttentionMasks::default(),
         }
     }
 
     /// With the padding mask `[batch, seq_2]` (`true`: a padding key, attended to by none).
     pub fn mask_pad(mut self, mask_pad: Tensor<2, Bool>) -> Self {
-        self.mask_pad = Some(mask_pad);
+        self.masks.pad = Some(mask_pad);
         self
     }
 
     /// With the attention mask `[batch, seq_1, seq_2]` (`true`: a key its query may not
     /// attend to).
     pub fn mask_attn(mut self, mask_attn: Tensor<3, Bool>) -> Self {
-        self.mask_attn = Some(mask_attn);
+        self.masks.attn = Some(mask_attn);
+        self
+    }
+
+    /// With `masks` (a transformer layer's input's) instead of its own.
+    pub(crate) fn with_masks(mut self, masks: AttentionMasks) -> Self {
+        self.masks = masks;
         self
     }
 }
@@ -209,10 +215,10 @@ impl MhaInput {
 impl From<MhaInput> for burn::nn::attention::MhaInput {
     fn from(input: MhaInput) -> Self {
         let mut burns = Self::new(input.query, input.key, input.value);
-        if let Some(mask) = input.mask_pad {
+        if let Some(mask) = input.masks.pad {
             burns = burns.mask_pad(mask);
         }
-        if let Some(mask) = input.mask_attn {
+        if let Some(mask) = input.masks.attn {
             burns = burns.mask_attn(mask);
         }
         burns

@@ -5,4 +5,5 @@
 mod mha;
 
 pub use burn::nn::attention::*;
+pub(crate) use mha::AttentionMasks;
 pub use mha::{MhaInput, MultiHeadAttention, MultiHeadAttentionConfig};

@@ -8,7 +8,7 @@ use burn::nn::activation::ActivationConfig;
 use burn::tensor::{Bool, Device, Tensor};
 
 use super::{PositionWiseFeedForward, TransformerEncoderLayer};
-use crate::nn::attention::MultiHeadAttention;
+use crate::nn::attention::{AttentionMasks, MultiHeadAttention};
 use crate::nn::layer_norm::LayerNormConfig;
 
 /// [`burn::nn::transformer::TransformerEncoderConfig`], field for field (a config saved from
@@ -119,9 +119,9 @@ pub struct TransformerEncoder {
 impl TransformerEncoder {
     /// `[batch, seq, d_model]` through every layer, as Burn's `TransformerEncoder::forward`.
     pub fn forward(&self, input: TransformerEncoderInput) -> Tensor<3> {
-        let (masks, mut x) = ((input.mask_pad, input.mask_attn), input.tensor);
+        let (masks, mut x) = (input.masks, input.tensor);
         for layer in &self.layers {
-            x = layer.forward(x, masks.0.clone(), masks.1.clone());
+            x = layer.forward(x, masks.pad.clone(), masks.attn.clone());
         }
         x
     }
@@ -168,10 +168,7 @@ impl ModuleDisplay for TransformerEncoder {
 #[derive(Debug, Clone)]
 pub struct TransformerEncoderInput {
     tensor: Tensor<3>,
-    /// `[batch, seq]`, `true` where a place is padding.
-    mask_pad: Option<Tensor<2, Bool>>,
-    /// `[batch, seq, seq]`, `true` where a place may not attend to another.
-    mask_attn: Option<Tensor<3, Bool>>,
+    masks: AttentionMasks,
 }
 
 impl TransformerEncoderInput {
@@ -179,21 +176,20 @@ impl TransformerEncoderInput {
     pub fn new(tensor: Tensor<3>) -> Self {
         Self {
             tensor,
-            mask_pad: None,
-            mask_attn: None,
+            masks: AttentionMasks::default(),
         }
     }
 
     /// With the padding mask `[batch, seq]` (`true`: padding, attended to by none).
     pub fn mask_pad(mut self, mask_pad: Tensor<2, Bool>) -> Self {
-        self.mask_pad = Some(mask_pad);
+        self.masks.pad = Some(mask_pad);
         self
     }
 
     /// With the attention mask `[batch, seq, seq]` (`true`: a place its query may not attend
     /// to).
     pub fn mask_attn(mut self, mask_attn: Tensor<3, Bool>) -> Self {
-        self.mask_attn = Some(mask_attn);
+        self.masks.attn = Some(mask_attn);
         self
     }
 }
@@ -201,10 +197,10 @@ impl TransformerEncoderInput {
 impl From<TransformerEncoderInput> for burn::nn::transformer::TransformerEncoderInput {
     fn from(input: TransformerEncoderInput) -> Self {
         let mut burns = Self::new(input.tensor);
-        if let Some(mask) = input.mask_pad {
+        if let Some(mask) = input.masks.pad {
             burns = burns.mask_pad(mask);
         }
-        if let Some(mask) = input.mask_attn {
+        if let Some(mask) = input.masks.attn {
             burns = burns.mask_attn(mask);
         }
         burns

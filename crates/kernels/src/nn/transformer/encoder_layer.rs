@@ -6,7 +6,8 @@ use burn::nn::Dropout;
 use burn::tensor::{Bool, Tensor};
 
 use super::PositionWiseFeedForward;
-use crate::nn::attention::{MhaInput, MultiHeadAttention};
+use super::residual::{Residual, norms_in_order};
+use crate::nn::attention::{AttentionMasks, MhaInput, MultiHeadAttention};
 use crate::nn::layer_norm::LayerNorm;
 
 /// Burn's [`burn::nn::transformer::TransformerEncoderLayer`], field for field (a record saved
@@ -37,31 +38,21 @@ impl TransformerEncoderLayer {
         mask_pad: Option<Tensor<2, Bool>>,
         mask_attn: Option<Tensor<3, Bool>>,
     ) -> Tensor<3> {
-        let attended = match self.norm_first {
-            true => self.norm_2.forward(input.clone()),
-            false => input.clone(),
+        let residual = Residual {
+            dropout: &self.dropout,
+            norm_first: self.norm_first,
         };
-        let mut attention = MhaInput::self_attn(attended);
-        if let Some(mask) = mask_pad {
-            attention = attention.mask_pad(mask);
-        }
-        if let Some(mask) = mask_attn {
-            attention = attention.mask_attn(mask);
-        }
-        let context = self.mha.forward(attention).context;
-        let mut x = input + self.dropout.forward(context);
-        let fed = match self.norm_first {
-            true => self.norm_1.forward(x.clone()),
-            false => {
-                x = self.norm_1.forward(x);
-                x.clone()
-            }
-        };
-        let x = x + self.dropout.forward(self.pwff.forward(fed));
-        match self.norm_first {
-            true => x,
-            false => self.norm_2.forward(x),
-        }
+        let [attention_norm, feed_forward_norm] =
+            norms_in_order([&self.norm_1, &self.norm_2], self.norm_first);
+        let x = residual.apply(input, attention_norm, |x| {
+            let masks = AttentionMasks {
+                pad: mask_pad,
+                attn: mask_attn,
+            };
+            let attention = MhaInput::self_attn(x).with_masks(masks);
+            self.mha.forward(attention).context
+        });
+        residual.apply(x, feed_forward_norm, |x| self.pwff.forward(x))
     }
 }
 

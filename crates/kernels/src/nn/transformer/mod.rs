@@ -1,13 +1,18 @@
-//! Burn's `burn::nn::transformer`, with the encoder on the drop-in layers: [`TransformerEncoder`]
-//! (`encoder.rs`, with its config and input), [`TransformerEncoderLayer`] (`encoder_layer.rs`)
-//! and [`PositionWiseFeedForward`] (`pwff.rs`). Burn's decoder is not among them yet (its
-//! layers' cross-attention and caches are Burn's).
+//! Burn's `burn::nn::transformer` on the drop-in layers: [`TransformerEncoder`] and
+//! [`TransformerDecoder`] (`encoder.rs`, `decoder.rs`, with their configs and inputs), their
+//! layers (`encoder_layer.rs`, `decoder_layer.rs`), each a stack of residual sub-layers wrapped
+//! alike (`residual.rs`), and [`PositionWiseFeedForward`] (`pwff.rs`).
 
+mod decoder;
+mod decoder_layer;
 mod encoder;
 mod encoder_layer;
 mod pwff;
+mod residual;
 
 pub use burn::nn::transformer::*;
+pub use decoder::{TransformerDecoder, TransformerDecoderConfig, TransformerDecoderInput};
+pub use decoder_layer::TransformerDecoderLayer;
 pub use encoder::{TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput};
 pub use encoder_layer::TransformerEncoderLayer;
 pub use pwff::{PositionWiseFeedForward, PositionWiseFeedForwardConfig};
