@@ -1,5 +1,5 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
-(shapes, padding, batch 16), GELUs, a layer norm, a group norm, SiLU, a softmax, multi-head
+(shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, SiLU, a softmax, multi-head
 attention and a transformer encoder layer, forward and backward (`sum(y * y)`, the gradients of
 the input and the weights), in f32 on the CPU:
 
@@ -52,6 +52,8 @@ def layer_cases():
         name = f"Gelu (approximate: {str(approximate == 'tanh').lower()}) of [32, 256, 768]"
         yield name, nn.GELU(approximate=approximate), torch.rand(32, 256, 768) * 2 - 1
     yield "LayerNorm of [32, 256, 768]", nn.LayerNorm(768), torch.rand(32, 256, 768) * 2 - 1
+    # Burn's RmsNorm epsilon, 1e-5 (PyTorch's default is the dtype's machine epsilon).
+    yield "RmsNorm of [32, 256, 768]", nn.RMSNorm(768, eps=1e-5), torch.rand(32, 256, 768) * 2 - 1
     for name, layer in [("GroupNorm (32 groups)", nn.GroupNorm(32, 128)), ("SiLU", nn.SiLU())]:
         yield f"{name} of [8, 128, 64, 64]", layer, torch.rand(8, 128, 64, 64) * 2 - 1
     yield "Softmax of [96, 256, 256]", nn.Softmax(dim=2), torch.rand(96, 256, 256) * 2 - 1

@@ -4,7 +4,7 @@
 //! on flex or the device `TOWERS_BENCH_DEVICE` names. Then single layers a decoder or a
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
-//! transformer's GELU and layer norm, and a diffusion U-Net's group norm and SiLU; a
+//! transformer's GELU, layer norm and RMS norm, and a diffusion U-Net's group norm and SiLU; a
 //! transformer's softmax, multi-head attention and encoder layer.
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS]` (default 10 timed steps per
@@ -206,6 +206,14 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
     let burn_layer: burn::nn::LayerNorm = layer.clone().into();
     cases.push(LayerCase {
         name: "LayerNorm of [32, 256, 768]".into(),
+        input: input([32, 256, 768]),
+        burns: Box::new(move |x| burn_layer.forward(x.clone())),
+        ours: Box::new(move |x| layer.forward(x.clone())),
+    });
+    let layer = towers_kernels::nn::RmsNormConfig::new(768).init(device);
+    let burn_layer: burn::nn::RmsNorm = layer.clone().into();
+    cases.push(LayerCase {
+        name: "RmsNorm of [32, 256, 768]".into(),
         input: input([32, 256, 768]),
         burns: Box::new(move |x| burn_layer.forward(x.clone())),
         ours: Box::new(move |x| layer.forward(x.clone())),

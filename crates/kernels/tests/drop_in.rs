@@ -506,6 +506,14 @@ fn configs_saved_from_either_load_as_the_other() {
     let burns = burn::nn::conv::Conv1dConfig::load(&file).unwrap();
     let want = burn::nn::conv::Conv1dConfig::from(&sequence);
     assert_eq!(burns.to_string(), want.to_string());
+    let rms = nn::RmsNormConfig::new(6).with_epsilon(1e-6);
+    let file = dir.path().join("rms_norm.json");
+    rms.save(&file).unwrap();
+    let burns = burn::nn::RmsNormConfig::load(&file).unwrap();
+    assert_eq!(
+        burns.to_string(),
+        burn::nn::RmsNormConfig::from(&rms).to_string()
+    );
     let plain = nn::conv::ConvTranspose2dConfig::new([3, 8], [4, 4]);
     assert_eq!(
         burn::nn::conv::ConvTranspose2dConfig::from(&plain).to_string(),
@@ -678,6 +686,52 @@ fn layer_norm_gives_burns_outputs_and_gradients() {
         format!("{seeded_burns}"),
         "displayed as Burn's"
     );
+}
+
+/// The RMS norm (LLaMA's) against the same normalization in f64 (Burn's ops, autodiff), ours
+/// and Burn's layer alike: outputs and the input's and scale's gradients, from a scale of a
+/// fixed pattern, on rows of 48 (three vectors) and of 5, values offset by 40 and around 0.
+#[test]
+fn rms_norm_gives_burns_outputs_and_gradients() {
+    let device = device();
+    for (dims, offset) in [([3, 4, 48], 40.0), ([2, 7, 5], 0.0)] {
+        let d = dims[2];
+        let mut ours = nn::RmsNormConfig::new(d).with_epsilon(1e-6).init(&device);
+        ours.gamma = Param::from_tensor(pattern([d], 61, &device) + 1.0);
+        let burns: burn::nn::RmsNorm = ours.clone().into();
+        let x = pattern(dims, 71, &device) * 3.0 + offset;
+        let weights = pattern(dims, 73, &device) + 1.0;
+        let want = {
+            let x = x.clone().cast(DType::F64).require_grad();
+            let gamma = ours.gamma.val().cast(DType::F64).detach().require_grad();
+            let mean_square = x.clone().square().mean_dim(2);
+            let y = x.clone() / (mean_square + 1e-6).sqrt() * gamma.clone().reshape([1, 1, d]);
+            let grads = (y.clone() * weights.clone().cast(DType::F64))
+                .sum()
+                .backward();
+            let dx = x.grad(&grads).unwrap().reshape([-1]);
+            let f32_of = |t: Tensor<1>| t.cast(DType::F32);
+            [y.reshape([-1]), dx, gamma.grad(&grads).unwrap()].map(f32_of)
+        };
+        let gamma = ours.gamma.val();
+        let with = |forward: &dyn Fn(Tensor<3>) -> Tensor<3>| {
+            let x = x.clone().require_grad();
+            let y = forward(x.clone());
+            let grads = (y.clone() * weights.clone()).sum().backward();
+            let dx = x.grad(&grads).unwrap().reshape([-1]);
+            [y.detach().reshape([-1]), dx, gamma.grad(&grads).unwrap()]
+        };
+        let parts = ["output", "input gradient", "scale gradient"];
+        for (who, got) in [
+            ("ours", with(&|x| ours.forward(x))),
+            ("Burn's", with(&|x| burns.forward(x))),
+        ] {
+            for ((got, want), part) in got.into_iter().zip(want.clone()).zip(parts) {
+                let what = format!("{dims:?} offset {offset}, {who}: {part}");
+                assert_agree(got, want, 1e-5, &what);
+            }
+        }
+    }
 }
 
 /// A layer norm's output, input gradient and scale and offset gradients (of `sum(y · w)`)

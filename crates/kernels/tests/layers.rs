@@ -53,6 +53,7 @@ const LAYERING: Layering = Layering {
                 "batch_norm",
                 "group_norm",
                 "layer_norm",
+                "rms_norm",
                 "activation",
                 "attention",
                 "transformer",

@@ -10,6 +10,7 @@ use burn::tensor::{DType, Tensor};
 
 use crate::extension::FlexKernels;
 use crate::flex::activation::Activation;
+pub(crate) use crate::flex::norm::layer_norm::RowNorm;
 use crate::padding::conv_padding;
 use crate::precision::{Precision, current_precision};
 
@@ -283,13 +284,14 @@ pub(super) fn group_norm<const D: usize>(norm: &GroupNorm, x: &Tensor<D>) -> Opt
     Some(Tensor::<3>::from_dispatch(y).reshape(dims))
 }
 
-/// A layer norm of an f32 `x` over its last dimension, of that dimension's `gamma` and `beta`
-/// (none: zeros).
+/// A layer norm (or RMS norm: `norm`) of an f32 `x` over its last dimension, of that
+/// dimension's `gamma` and `beta` (none: zeros).
 pub(super) fn layer_norm<const D: usize>(
     x: &Tensor<D>,
     gamma: &Tensor<1>,
     beta: Option<&Tensor<1>>,
     epsilon: f64,
+    norm: RowNorm,
 ) -> Option<Tensor<D>> {
     let dims = x.dims();
     let d = dims[D - 1];
@@ -305,6 +307,7 @@ pub(super) fn layer_norm<const D: usize>(
         gamma.clone().into_dispatch(),
         beta.into_dispatch(),
         epsilon,
+        norm,
     );
     Some(Tensor::<2>::from_dispatch(y).reshape(dims))
 }

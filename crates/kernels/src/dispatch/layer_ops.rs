@@ -7,7 +7,7 @@
 use burn::module::Param;
 use burn::nn::conv::{Conv1d, Conv2d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
-use burn::nn::{GroupNorm, Linear, PaddingConfig1d, PaddingConfig2d};
+use burn::nn::{GroupNorm, Linear, PaddingConfig1d, PaddingConfig2d, RmsNorm};
 use burn::tensor::activation::relu;
 use burn::tensor::module;
 use burn::tensor::ops::ConvOptions;
@@ -18,7 +18,7 @@ use crate::conv_gradient::{ConvShape, conv2d_by_product};
 use crate::cubecl_device::on_cubecl;
 use crate::dispatch::channel_bias::{add_channel_bias, bias_laid_out};
 #[cfg(feature = "flex")]
-use crate::dispatch::flex_route;
+use crate::dispatch::flex_route::{self, RowNorm};
 use crate::padding::conv_padding;
 use crate::precision::{Precision, current_precision};
 
@@ -198,7 +198,7 @@ pub fn layer_norm<const D: usize>(
     epsilon: f64,
 ) -> Tensor<D> {
     #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::layer_norm(&x, &gamma, beta.as_ref(), epsilon) {
+    if let Some(y) = flex_route::layer_norm(&x, &gamma, beta.as_ref(), epsilon, RowNorm::Layer) {
         return y;
     }
     match x.dtype() {
@@ -209,6 +209,18 @@ pub fn layer_norm<const D: usize>(
         }
         _ => module::layer_norm(x, gamma, beta, epsilon),
     }
+}
+
+/// `norm.forward(x)`, Burn's RMS norm (LLaMA's): `x` over the root mean square of its last
+/// dimension, scaled by `gamma`, in two passes forward and two backward on flex (the layer
+/// norm's, uncentered; Burn's composes half a dozen ops each way).
+pub fn rms_norm<const D: usize>(norm: &RmsNorm, x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::layer_norm(&x, &norm.gamma.val(), None, norm.epsilon, RowNorm::Rms)
+    {
+        return y;
+    }
+    norm.forward(x)
 }
 
 /// `x · Φ(x)`, Burn's `gelu` (`Φ` the standard normal's distribution function), in one

@@ -5,7 +5,7 @@
 //! - `layer_ops.rs`: [`max_pool2d`], [`avg_pool2d`], [`conv2d`], [`conv2d_relu`],
 //!   [`conv2d_relu_max_pool2d`], [`conv1d`], [`conv_transpose2d`], [`linear`], [`linear_relu`],
 //!   [`relu6`], [`silu`], [`gelu`], [`gelu_approximate`], [`group_norm`], [`layer_norm`],
-//!   [`hard_swish`], [`hard_sigmoid`], [`softmax`], [`quiet_softmax`],
+//!   [`rms_norm`], [`hard_swish`], [`hard_sigmoid`], [`softmax`], [`quiet_softmax`],
 //!   given Burn's own layer modules, their products in this thread's
 //!   [`Precision`](crate::Precision).
 //! - `channel_bias.rs`: a bias added so that its gradient is summed in short reductions (on
@@ -33,7 +33,7 @@ pub use image_conv::conv_images;
 pub use layer_ops::{
     avg_pool2d, conv_transpose2d, conv1d, conv2d, conv2d_relu, conv2d_relu_max_pool2d, gelu,
     gelu_approximate, group_norm, hard_sigmoid, hard_swish, layer_norm, linear, linear_relu,
-    max_pool2d, quiet_softmax, reads_rounded, relu6, silu, softmax,
+    max_pool2d, quiet_softmax, reads_rounded, relu6, rms_norm, silu, softmax,
 };
 pub use optimizer_update::{
     AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, fused_adam, fused_rmsprop, fused_sgd,

@@ -23,8 +23,9 @@ use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
 use crate::flex::memory::dims4;
 use crate::flex::norm::batch_norm::{self, Statistics};
+use crate::flex::norm::group_norm;
+use crate::flex::norm::layer_norm::{self, RowNorm};
 use crate::flex::norm::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
-use crate::flex::norm::{group_norm, layer_norm};
 use crate::flex::optimizer_update::Update;
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool::{self, Maxima};
@@ -168,17 +169,19 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         gamma: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
+        norm: RowNorm,
     ) -> FloatTensor<Self> {
         let prep = LayerNormBackward
             .prepare::<C>([x.node(), gamma.node(), beta.node()])
             .compute_bound()
             .stateful();
         let [gamma, beta] = [gamma, beta].map(|t| t.into_primitive());
-        let (y, moments) = layer_norm::forward(x.primitive().clone(), [&gamma, &beta], epsilon);
+        let (y, moments) =
+            layer_norm::forward(x.primitive().clone(), [&gamma, &beta], epsilon, norm);
         match prep {
             OpsKind::Tracked(mut prep) => {
                 let x_state = prep.checkpoint(&x);
-                prep.finish((x_state, gamma, moments), y)
+                prep.finish((x_state, gamma, moments, norm), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
@@ -586,12 +589,13 @@ fn register_each<const N: usize>(
     }
 }
 
-/// Layer norm's backward pass: state is the input, the scale and each row's mean and `r`.
+/// Layer (or RMS) norm's backward pass: state is the input, the scale, each row's mean and `r`,
+/// and which norm.
 #[derive(Debug)]
 struct LayerNormBackward;
 
 impl Backward<Flex, 3> for LayerNormBackward {
-    type State = (NodeId, FlexTensor, FlexTensor);
+    type State = (NodeId, FlexTensor, FlexTensor, RowNorm);
 
     fn backward(
         self,
@@ -600,9 +604,9 @@ impl Backward<Flex, 3> for LayerNormBackward {
         checkpointer: &mut Checkpointer,
     ) {
         let grad = grads.consume::<Flex>(&ops.node);
-        let (x_state, gamma, moments) = ops.state;
+        let (x_state, gamma, moments, norm) = ops.state;
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
-        let gradients = layer_norm::backward(x, &gamma, &moments, grad);
+        let gradients = layer_norm::backward(x, &gamma, &moments, grad, norm);
         register_each(
             grads,
             ops.parents.map(|node| node.map(|node| node.id)),

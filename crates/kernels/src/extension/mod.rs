@@ -12,8 +12,9 @@ use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu, transposed};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
+use crate::flex::norm::layer_norm::{self, RowNorm};
 use crate::flex::norm::lrn::{LrnParams, lrn_forward};
-use crate::flex::norm::{batch_norm, group_norm, layer_norm};
+use crate::flex::norm::{batch_norm, group_norm};
 use crate::flex::optimizer_update::{Update, update};
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool;
@@ -76,12 +77,14 @@ pub(crate) trait FlexKernels: Backend {
         epsilon: f64,
     ) -> FloatTensor<Self>;
 
-    /// `γ·(x - mean)/√(var + ε) + β` of each row of `[rows, d]` (Burn's `LayerNorm`).
+    /// `γ·(x - mean)/√(var + ε) + β` of each row of `[rows, d]` (Burn's `LayerNorm`); with
+    /// [`RowNorm::Rms`], `γ·x/√(mean(x²) + ε) + β` (Burn's `RmsNorm`, `β` zeros).
     fn towers_layer_norm(
         x: FloatTensor<Self>,
         gamma: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
+        norm: RowNorm,
     ) -> FloatTensor<Self>;
 
     /// `min(max(x, 0), 6)` of every value; its gradient passes where `0 < x < 6`.
@@ -267,8 +270,9 @@ impl FlexKernels for Flex {
         gamma: FloatTensor<Self>,
         beta: FloatTensor<Self>,
         epsilon: f64,
+        norm: RowNorm,
     ) -> FloatTensor<Self> {
-        layer_norm::forward(x, [&gamma, &beta], epsilon).0
+        layer_norm::forward(x, [&gamma, &beta], epsilon, norm).0
     }
 
     fn towers_relu6(x: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -1,5 +1,5 @@
 //! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, transposed), pooling, batch,
-//! group and layer norms, dense layers, multi-head attention, transformers and some
+//! group, layer and RMS norms, dense layers, multi-head attention, transformers and some
 //! activations run on
 //! burn-towers' kernels, and
 //! whose cross-entropy loss has its own backward pass.
@@ -13,7 +13,8 @@
 //!   `burn::nn::conv` re-exported).
 //! - `pool/`: [`pool::MaxPool2d`], [`pool::AvgPool2d`] (the rest of `burn::nn::pool`).
 //! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`]; `group_norm.rs`: [`GroupNorm`];
-//!   `layer_norm.rs`: [`LayerNorm`] (Burn's fields, not a wrapper: see there).
+//!   `layer_norm.rs`: [`LayerNorm`] (Burn's fields, not a wrapper: see there); `rms_norm.rs`:
+//!   [`RmsNorm`].
 //! - `activation/`: [`Gelu`] (also at the root, as Burn's), [`activation::SiLU`],
 //!   [`activation::Relu6`], [`activation::HardSwish`] (the rest of `burn::nn::activation`).
 //! - `attention/`: [`attention::MultiHeadAttention`] (the rest of `burn::nn::attention`).
@@ -31,6 +32,7 @@ mod layer_norm;
 mod linear;
 pub mod loss;
 pub mod pool;
+mod rms_norm;
 pub mod transformer;
 mod wrapped;
 
@@ -40,3 +42,4 @@ pub use burn::nn::*;
 pub use group_norm::{GroupNorm, GroupNormConfig};
 pub use layer_norm::{LayerNorm, LayerNormConfig};
 pub use linear::{Linear, LinearConfig};
+pub use rms_norm::{RmsNorm, RmsNormConfig};

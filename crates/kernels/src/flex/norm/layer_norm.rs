@@ -7,6 +7,9 @@
 //! With `x̂ = (x - mean)·r`, `r = 1/√(var + ε)` of the row, `y = γ·x̂ + β` and `g = γ·∂L/∂y`,
 //! over the `d` features of a row: `∂L/∂x = r·(g - Σg/d - x̂·Σ(g·x̂)/d)`; `∂L/∂γ = Σ(∂L/∂y·x̂)`
 //! and `∂L/∂β = Σ∂L/∂y` per feature over the rows.
+//!
+//! RMS norm (Burn's `RmsNorm`, LLaMA's) is the same without the centering ([`RowNorm::Rms`]):
+//! the mean taken as 0, `r = 1/√(mean(x²) + ε)`, no offset, and no `Σg/d` term in `∂L/∂x`.
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
@@ -20,19 +23,29 @@ use crate::flex::memory::buffers::{contiguous, zeroed_chunks};
 /// Values of rows a task takes, at least a row.
 const TASK: usize = 1 << 14;
 
-/// `γ·(x - mean)/√(var + ε) + β` of each row of `x` (`[rows, d]`), and each row's mean and
-/// `r = 1/√(var + ε)`, `[rows, 2]`.
+/// What a row is normalized by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowNorm {
+    /// Its mean and variance (layer norm).
+    Layer,
+    /// Its root mean square alone (RMS norm; the offset given is zeros).
+    Rms,
+}
+
+/// `γ·(x - mean)/√(var + ε) + β` of each row of `x` (`[rows, d]`) (with [`RowNorm::Rms`], `γ·x/√(mean(x²) +
+/// ε) + β`), and each row's mean (0 for RMS) and `r`, `[rows, 2]`.
 pub(crate) fn forward(
     x: FlexTensor,
     [gamma, beta]: [&FlexTensor; 2],
     epsilon: f64,
+    norm: RowNorm,
 ) -> (FlexTensor, FlexTensor) {
     let x = contiguous(x);
     let d = x.layout().shape()[1].max(1);
     let data: &[f32] = x.storage();
     let rows: Vec<[f32; 2]> = data
         .par_chunks(d)
-        .map(|row| row_moments(row, epsilon))
+        .map(|row| row_moments(row, epsilon, norm))
         .collect();
     let (gamma, beta): (&[f32], &[f32]) = (gamma.storage(), beta.storage());
     let rows_per_task = (TASK / d).max(1);
@@ -54,11 +67,15 @@ pub(crate) fn forward(
 }
 
 /// A row's mean and `r = 1/√(var + ε)`, from sums shifted by its first value (no cancellation
-/// whatever the row's offset).
-fn row_moments(row: &[f32], epsilon: f64) -> [f32; 2] {
+/// whatever the row's offset); for RMS, 0 and `r = 1/√(mean(x²) + ε)`.
+fn row_moments(row: &[f32], epsilon: f64, norm: RowNorm) -> [f32; 2] {
+    let m = row.len().max(1) as f64;
+    if norm == RowNorm::Rms {
+        let (_, squares) = shifted_sums(row, 0.0);
+        return [0.0, (1.0 / (squares / m + epsilon).sqrt()) as f32];
+    }
     let shift = row.first().copied().unwrap_or(0.0);
     let (s, q) = shifted_sums(row, shift);
-    let m = row.len().max(1) as f64;
     let mean_shifted = s / m;
     let variance = (q / m - mean_shifted * mean_shifted).max(0.0);
     let r = 1.0 / (variance + epsilon).sqrt();
@@ -73,12 +90,14 @@ fn normalize_row(x: &[f32], out: &mut [f32], [mean, r]: [f32; 2], [gamma, beta]:
     }
 }
 
-/// The gradients of `x`, `γ` and `β` given `grad = ∂L/∂y` and the forward's `moments`.
+/// The gradients of `x`, `γ` and `β` given `grad = ∂L/∂y` and the forward's `moments` (those
+/// of the same `norm`).
 pub(crate) fn backward(
     x: FlexTensor,
     gamma: &FlexTensor,
     moments: &FlexTensor,
     grad: FlexTensor,
+    norm: RowNorm,
 ) -> [FlexTensor; 3] {
     let (x, grad) = (contiguous(x), contiguous(grad));
     let d = x.layout().shape()[1].max(1);
@@ -104,7 +123,11 @@ pub(crate) fn backward(
         let first = task * rows_per_task;
         for (i, out) in out.chunks_mut(d).enumerate() {
             let at = (first + i) * d..(first + i + 1) * d;
-            let (row, sums) = (row_of(first + i), terms[first + i]);
+            let (row, mut sums) = (row_of(first + i), terms[first + i]);
+            if norm == RowNorm::Rms {
+                // Nothing was centered: no mean to differentiate.
+                sums[0] = 0.0;
+            }
             input_gradient(&data[at.clone()], &dy[at], gamma, row, sums, out);
         }
     });
