@@ -250,3 +250,24 @@ fn multi_head_attention_records_and_configs_are_burns() {
         burn::nn::attention::MultiHeadAttentionConfig::to_string(&from_ours)
     );
 }
+
+/// Heads that do not divide the model's width are refused when the layer is made (Burn's fails
+/// at its first forward pass, reshaping), by the transformers' configs too.
+#[test]
+fn heads_that_do_not_divide_d_model_are_refused_at_init() {
+    use towers_kernels::nn::transformer::{TransformerDecoderConfig, TransformerEncoderConfig};
+    let device = device();
+    let made = [
+        std::panic::catch_unwind(|| drop(MultiHeadAttentionConfig::new(10, 4).init(&device))),
+        std::panic::catch_unwind(|| drop(TransformerEncoderConfig::new(10, 8, 4, 1).init(&device))),
+        std::panic::catch_unwind(|| drop(TransformerDecoderConfig::new(10, 8, 3, 1).init(&device))),
+    ];
+    for made in made {
+        let message = made.expect_err("refused");
+        let message = message.downcast_ref::<String>().expect("a message");
+        assert!(
+            message.contains("d_model 10 is not a multiple of n_heads"),
+            "{message}"
+        );
+    }
+}

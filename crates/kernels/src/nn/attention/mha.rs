@@ -50,10 +50,24 @@ pub struct MultiHeadAttentionConfig {
 impl MultiHeadAttentionConfig {
     /// A new [`MultiHeadAttention`], initialized as Burn's `MultiHeadAttentionConfig::init`
     /// initializes it.
+    ///
+    /// # Panics
+    ///
+    /// If `d_model` is not a multiple of `n_heads` (Burn's layer fails at its first forward
+    /// pass instead, reshaping).
     pub fn init(&self, device: &Device) -> MultiHeadAttention {
+        assert_heads_divide(self.d_model, self.n_heads);
         let config = burn::nn::attention::MultiHeadAttentionConfig::from(self);
         MultiHeadAttention::from(config.init(device))
     }
+}
+
+/// Panics, naming both, unless `n_heads` heads of equal width make up `d_model`.
+pub(crate) fn assert_heads_divide(d_model: usize, n_heads: usize) {
+    assert!(
+        n_heads > 0 && d_model.is_multiple_of(n_heads),
+        "multi-head attention: d_model {d_model} is not a multiple of n_heads {n_heads}"
+    );
 }
 
 impl From<&MultiHeadAttentionConfig> for burn::nn::attention::MultiHeadAttentionConfig {

@@ -5,5 +5,5 @@
 mod mha;
 
 pub use burn::nn::attention::*;
-pub(crate) use mha::AttentionMasks;
+pub(crate) use mha::{AttentionMasks, assert_heads_divide};
 pub use mha::{MhaInput, MultiHeadAttention, MultiHeadAttentionConfig};

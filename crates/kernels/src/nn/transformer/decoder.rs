@@ -8,7 +8,7 @@ use burn::nn::activation::ActivationConfig;
 use burn::tensor::{Bool, Device, Tensor};
 
 use super::{PositionWiseFeedForward, TransformerDecoderLayer};
-use crate::nn::attention::{AttentionMasks, MultiHeadAttention};
+use crate::nn::attention::{AttentionMasks, MultiHeadAttention, assert_heads_divide};
 use crate::nn::layer_norm::LayerNormConfig;
 
 /// [`burn::nn::transformer::TransformerDecoderConfig`], field for field (a config saved from
@@ -48,7 +48,12 @@ pub struct TransformerDecoderConfig {
 impl TransformerDecoderConfig {
     /// A new [`TransformerDecoder`], initialized as Burn's `TransformerDecoderConfig::init`
     /// initializes it (the same draws, in the same order).
+    ///
+    /// # Panics
+    ///
+    /// If `d_model` is not a multiple of `n_heads`.
     pub fn init(&self, device: &Device) -> TransformerDecoder {
+        assert_heads_divide(self.d_model, self.n_heads);
         let burns = burn::nn::transformer::TransformerDecoderConfig::from(self).init(device);
         let norm = LayerNormConfig::new(self.d_model).with_epsilon(self.layer_norm_eps);
         let layers = (burns.layers.into_iter())

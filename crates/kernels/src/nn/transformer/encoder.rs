@@ -8,7 +8,7 @@ use burn::nn::activation::ActivationConfig;
 use burn::tensor::{Bool, Device, Tensor};
 
 use super::{PositionWiseFeedForward, TransformerEncoderLayer};
-use crate::nn::attention::{AttentionMasks, MultiHeadAttention};
+use crate::nn::attention::{AttentionMasks, MultiHeadAttention, assert_heads_divide};
 use crate::nn::layer_norm::LayerNormConfig;
 
 /// [`burn::nn::transformer::TransformerEncoderConfig`], field for field (a config saved from
@@ -48,7 +48,12 @@ pub struct TransformerEncoderConfig {
 impl TransformerEncoderConfig {
     /// A new [`TransformerEncoder`], initialized as Burn's `TransformerEncoderConfig::init`
     /// initializes it (the same draws, in the same order).
+    ///
+    /// # Panics
+    ///
+    /// If `d_model` is not a multiple of `n_heads`.
     pub fn init(&self, device: &Device) -> TransformerEncoder {
+        assert_heads_divide(self.d_model, self.n_heads);
         let burns = burn::nn::transformer::TransformerEncoderConfig::from(self).init(device);
         let norm = LayerNormConfig::new(self.d_model).with_epsilon(self.layer_norm_eps);
         let layers = (burns.layers.into_iter())
