@@ -313,7 +313,7 @@ pub fn linear_relu<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
 /// `x · weight` over `x`'s last dimension, in this thread's [`Precision`].
 fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
     let dtype = match current_precision() {
-        Precision::F32 => return module::linear(x, weight, None),
+        Precision::F32 => return f32_product(x, weight),
         low => low.dtype(),
     };
     #[cfg(feature = "flex")]
@@ -321,6 +321,24 @@ fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
         return y;
     }
     module::linear(x.cast(dtype), weight.cast(dtype), None).cast(DType::F32)
+}
+
+/// `x · weight` in f32. On flex, `x`'s leading dimensions are folded into its rows first: Burn
+/// keeps a batch whose rows fill its GPU tiles batched (burn-std's `MatmulTransformPolicy`), and
+/// on flex that is one `gemm` call per batch, each packing the weight again; a transformer's
+/// 768→3072 layer on `[8, 256, 768]`, forward and backward, took 180.7 ms so and the same
+/// products as three `gemm` calls 153.6 (bench/HISTORY.md, "The dense layer's products,
+/// measured apart").
+fn f32_product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if D > 2 && flex_route::on_flex(&x) {
+        let mut dims = x.dims();
+        let d_input = dims[D - 1];
+        let rows = x.shape().num_elements() / d_input.max(1);
+        dims[D - 1] = weight.dims()[1];
+        return module::linear(x.reshape([rows, d_input]), weight, None).reshape(dims);
+    }
+    module::linear(x, weight, None)
 }
 
 /// A convolution whose kernel covers its whole input, unpadded (one output place: Inception
