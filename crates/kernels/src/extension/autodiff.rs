@@ -188,17 +188,7 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     }
 
     fn towers_relu6(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        match Relu6Backward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let y = relu6_forward(x.into_primitive());
-                prep.finish(y.clone(), y)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(relu6_forward(x.into_primitive())),
-        }
+        kept_output::<C>(x, relu6_forward, relu6_backward)
     }
 
     fn towers_activation(x: FloatTensor<Self>, activation: Activation) -> FloatTensor<Self> {
@@ -216,15 +206,7 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     }
 
     fn towers_softmax(x: FloatTensor<Self>, quiet: bool) -> FloatTensor<Self> {
-        let prep = SoftmaxBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful();
-        let y = softmax::forward(x.into_primitive(), quiet);
-        match prep {
-            OpsKind::Tracked(prep) => prep.finish(y.clone(), y),
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        }
+        kept_output::<C>(x, |x| softmax::forward(x, quiet), softmax::backward)
     }
 
     fn towers_depthwise_conv2d(
@@ -875,34 +857,37 @@ impl Backward<Flex, 1> for ActivationBackward {
     }
 }
 
-/// Softmax's backward pass: state is the output.
-#[derive(Debug)]
-struct SoftmaxBackward;
-
-impl Backward<Flex, 1> for SoftmaxBackward {
-    type State = FlexTensor;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = parent {
-            grads.register::<Flex>(node.id, softmax::backward(ops.state, grad));
-        }
+/// `forward(x)`, recorded with an [`OutputBackward`] of `backward` where `x` is tracked.
+fn kept_output<C: CheckpointStrategy>(
+    x: FloatTensor<Autodiff<Flex, C>>,
+    forward: impl FnOnce(FlexTensor) -> FlexTensor,
+    backward: fn(FlexTensor, FlexTensor) -> FlexTensor,
+) -> FloatTensor<Autodiff<Flex, C>> {
+    let prep = OutputBackward(backward)
+        .prepare::<C>([x.node()])
+        .compute_bound()
+        .stateful();
+    let y = forward(x.into_primitive());
+    match prep {
+        OpsKind::Tracked(prep) => prep.finish(y.clone(), y),
+        OpsKind::UnTracked(prep) => prep.finish(y),
     }
 }
 
-/// ReLU6's backward pass: state is the output, inside `(0, 6)` where the input was.
+/// The backward pass of an op whose input gradient needs only its output and the output's
+/// gradient, computed by the function held (ReLU6's: the gradient inside `(0, 6)` where the
+/// input was; softmax's: `y·(g - Σ g·y)`). State is the output.
 #[derive(Debug)]
-struct Relu6Backward;
+struct OutputBackward(fn(FlexTensor, FlexTensor) -> FlexTensor);
 
-impl Backward<Flex, 1> for Relu6Backward {
+impl Backward<Flex, 1> for OutputBackward {
     type State = FlexTensor;
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [parent] = ops.parents;
         let grad = grads.consume::<Flex>(&ops.node);
         if let Some(node) = parent {
-            grads.register::<Flex>(node.id, relu6_backward(ops.state, grad));
+            grads.register::<Flex>(node.id, (self.0)(ops.state, grad));
         }
     }
 }
