@@ -189,6 +189,26 @@ pub(crate) struct AttentionMasks {
     pub attn: Option<Tensor<3, Bool>>,
 }
 
+impl AttentionMasks {
+    /// `input` (one of Burn's inputs, whose masks only its setters reach) with those of these
+    /// masks that are there, set by `set_pad` and `set_attn`.
+    pub(crate) fn set_on<T>(
+        self,
+        input: T,
+        set_pad: fn(T, Tensor<2, Bool>) -> T,
+        set_attn: fn(T, Tensor<3, Bool>) -> T,
+    ) -> T {
+        let input = match self.pad {
+            Some(mask) => set_pad(input, mask),
+            None => input,
+        };
+        match self.attn {
+            Some(mask) => set_attn(input, mask),
+            None => input,
+        }
+    }
+}
+
 impl MhaInput {
     /// Self-attention: `tensor` `[batch, seq, d_model]` as the queries, keys and values.
     pub fn self_attn(tensor: Tensor<3>) -> Self {
@@ -228,13 +248,7 @@ impl MhaInput {
 
 impl From<MhaInput> for burn::nn::attention::MhaInput {
     fn from(input: MhaInput) -> Self {
-        let mut burns = Self::new(input.query, input.key, input.value);
-        if let Some(mask) = input.masks.pad {
-            burns = burns.mask_pad(mask);
-        }
-        if let Some(mask) = input.masks.attn {
-            burns = burns.mask_attn(mask);
-        }
-        burns
+        let burns = Self::new(input.query, input.key, input.value);
+        input.masks.set_on(burns, Self::mask_pad, Self::mask_attn)
     }
 }

@@ -221,22 +221,9 @@ impl TransformerDecoderInput {
 
 impl From<TransformerDecoderInput> for burn::nn::transformer::TransformerDecoderInput {
     fn from(input: TransformerDecoderInput) -> Self {
-        let mut burns = Self::new(input.target, input.memory);
-        let masks = [input.target_masks, input.memory_masks];
-        let [(target_pad, target_attn), (memory_pad, memory_attn)] =
-            masks.map(|masks| (masks.pad, masks.attn));
-        if let Some(mask) = target_pad {
-            burns = burns.target_mask_pad(mask);
-        }
-        if let Some(mask) = target_attn {
-            burns = burns.target_mask_attn(mask);
-        }
-        if let Some(mask) = memory_pad {
-            burns = burns.memory_mask_pad(mask);
-        }
-        if let Some(mask) = memory_attn {
-            burns = burns.memory_mask_attn(mask);
-        }
-        burns
+        let burns = Self::new(input.target, input.memory);
+        let burns =
+            (input.target_masks).set_on(burns, Self::target_mask_pad, Self::target_mask_attn);
+        (input.memory_masks).set_on(burns, Self::memory_mask_pad, Self::memory_mask_attn)
     }
 }

@@ -201,13 +201,7 @@ impl TransformerEncoderInput {
 
 impl From<TransformerEncoderInput> for burn::nn::transformer::TransformerEncoderInput {
     fn from(input: TransformerEncoderInput) -> Self {
-        let mut burns = Self::new(input.tensor);
-        if let Some(mask) = input.masks.pad {
-            burns = burns.mask_pad(mask);
-        }
-        if let Some(mask) = input.masks.attn {
-            burns = burns.mask_attn(mask);
-        }
-        burns
+        let burns = Self::new(input.tensor);
+        input.masks.set_on(burns, Self::mask_pad, Self::mask_attn)
     }
 }
