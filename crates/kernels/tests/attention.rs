@@ -2,34 +2,15 @@
 //! same functions in f64 (Burn's ops, autodiff), and the drop-in `nn::attention::
 //! MultiHeadAttention` against Burn's layer: the same context, weights and gradients from the
 //! same parameters, masked or not, records and configs saved from either loaded into the other.
-//! `transformer.rs` takes this file's device and comparison.
+//! The device and the comparison are `drop_in.rs`'s.
 
-use burn::module::Module;
 use burn::nn::attention::generate_autoregressive_mask;
-use burn::tensor::{Bool, DType, Device, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Tensor, TensorData};
 use towers_kernels::nn::attention::{MhaInput, MultiHeadAttentionConfig};
 use towers_kernels::{quiet_softmax, softmax};
-use towers_testing::compare::{rel_diff, values};
 use towers_testing::nets::{pattern, seeded};
 
-pub(crate) fn device() -> Device {
-    Device::flex().autodiff()
-}
-
-/// Panics unless `got` and `want` agree within `tolerance` relative to `want`'s largest value.
-pub(crate) fn assert_agree<const D: usize>(
-    got: Tensor<D>,
-    want: Tensor<D>,
-    tolerance: f32,
-    what: &str,
-) {
-    assert_eq!(got.dims(), want.dims(), "{what}: shapes");
-    let diff = rel_diff(got, want);
-    assert!(
-        diff <= tolerance,
-        "{what}: relative difference {diff:e} > {tolerance:e}"
-    );
-}
+use crate::drop_in::{assert_agree, assert_records_load_both_ways, device};
 
 /// `[3, 5, 37]` (rows longer than a vector, not a whole number of them), its rows offset by 40
 /// (where a sum of unshifted exponentials would overflow) and one value of each row of the
@@ -229,20 +210,16 @@ fn multi_head_attention_records_and_configs_are_burns() {
     let device = device();
     let dir = tempfile::tempdir().unwrap();
     let config = MultiHeadAttentionConfig::new(12, 3).with_value_bias(false);
-    let burns = seeded(
-        burn::nn::attention::MultiHeadAttentionConfig::from(&config).init(&device),
-        5,
+    let burns_config = burn::nn::attention::MultiHeadAttentionConfig::from(&config);
+    assert_records_load_both_ways(
+        seeded(config.init(&device), 6),
+        seeded(burns_config.init(&device), 5),
+        seeded(burns_config.init(&device), 7),
     );
-    let file = dir.path().join("mha");
-    burns.clone().save_file(&file).unwrap();
-    let ours = seeded(config.init(&device), 6).load_file(&file);
-    assert_eq!(values(&ours), values(&burns), "Burn's record in ours");
-    assert_eq!(format!("{ours}"), format!("{burns}"), "displayed as Burn's");
     let file = dir.path().join("mha.json");
     config.save(&file).unwrap();
     let loaded = burn::nn::attention::MultiHeadAttentionConfig::load(&file).unwrap();
-    let want = burn::nn::attention::MultiHeadAttentionConfig::from(&config);
-    assert_eq!(loaded.to_string(), want.to_string());
+    assert_eq!(loaded.to_string(), burns_config.to_string());
     let plain = burn::nn::attention::MultiHeadAttentionConfig::new(12, 3);
     let from_ours = (&MultiHeadAttentionConfig::new(12, 3)).into();
     assert_eq!(

@@ -13,7 +13,7 @@ use towers_testing::nets::{pattern, seeded};
 use burn_net::Net as BurnNet;
 use our_net::Net as OurNet;
 
-fn device() -> Device {
+pub(crate) fn device() -> Device {
     Device::flex().autodiff()
 }
 
@@ -38,8 +38,14 @@ fn output_and_grads<const D: usize, const E: usize, const P: usize>(
     (y.detach(), dx, dp)
 }
 
-/// Panics unless `ours` and `burns` agree within `tolerance` relative to Burn's largest value.
-fn assert_agree<const D: usize>(ours: Tensor<D>, burns: Tensor<D>, tolerance: f32, what: &str) {
+/// Panics unless `ours` and `burns` agree within `tolerance` relative to Burn's largest value
+/// (or a reference's: `burns` is the value compared with).
+pub(crate) fn assert_agree<const D: usize>(
+    ours: Tensor<D>,
+    burns: Tensor<D>,
+    tolerance: f32,
+    what: &str,
+) {
     assert_eq!(ours.dims(), burns.dims(), "{what}: shapes");
     let diff = rel_diff(ours, burns);
     assert!(
@@ -417,6 +423,28 @@ mod burn_net {
 mod our_net {
     use towers_kernels::nn;
     include!("small_net.rs");
+}
+
+/// Burn's `burns` saved and loaded into `ours` (other values before), then ours saved and loaded
+/// into `burns_again` (other values again): the same values each way, and ours displayed as
+/// Burn's.
+pub(crate) fn assert_records_load_both_ways<
+    O: Module + std::fmt::Display,
+    B: Module + std::fmt::Display,
+>(
+    ours: O,
+    burns: B,
+    burns_again: B,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("record");
+    burns.clone().save_file(&file).unwrap();
+    let ours = ours.load_file(&file);
+    assert_eq!(values(&ours), values(&burns), "Burn's record in ours");
+    assert_eq!(format!("{ours}"), format!("{burns}"), "displayed as Burn's");
+    ours.clone().save_file(&file).unwrap();
+    let back = burns_again.load_file(&file);
+    assert_eq!(values(&back), values(&ours), "our record in Burn's");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! records saved from either loaded into the other, configs saved from ours loaded as Burn's,
 //! ours displayed as Burn's.
 
-use burn::module::{Module, Param};
+use burn::module::Param;
 use burn::nn::activation::ActivationConfig;
 use burn::nn::attention::generate_autoregressive_mask;
 use burn::tensor::{Bool, Device, Tensor, TensorData};
@@ -11,10 +11,9 @@ use towers_kernels::nn::transformer::{
     TransformerDecoderConfig, TransformerDecoderInput, TransformerEncoderConfig,
     TransformerEncoderInput,
 };
-use towers_testing::compare::values;
 use towers_testing::nets::{pattern, seeded};
 
-use crate::attention::{assert_agree, device};
+use crate::drop_in::{assert_agree, assert_records_load_both_ways, device};
 
 /// `[batch, seq]` with only the last place of the second sequence `true` (padding).
 fn last_padded(batch: usize, seq: usize, device: &Device) -> Tensor<2, Bool> {
@@ -189,25 +188,6 @@ fn transformer_decoder_gives_burns_outputs_and_gradients() {
         ];
         assert_same_gradients(&scales, grads, &what);
     }
-}
-
-/// Burn's `burns` saved and loaded into `ours` (other values before), then ours saved and loaded
-/// into `burns_again` (other values again): the same values each way, and ours displayed as
-/// Burn's.
-fn assert_records_load_both_ways<O: Module + std::fmt::Display, B: Module + std::fmt::Display>(
-    ours: O,
-    burns: B,
-    burns_again: B,
-) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("record");
-    burns.clone().save_file(&file).unwrap();
-    let ours = ours.load_file(&file);
-    assert_eq!(values(&ours), values(&burns), "Burn's record in ours");
-    assert_eq!(format!("{ours}"), format!("{burns}"), "displayed as Burn's");
-    ours.clone().save_file(&file).unwrap();
-    let back = burns_again.load_file(&file);
-    assert_eq!(values(&back), values(&ours), "our record in Burn's");
 }
 
 #[test]
