@@ -2,11 +2,12 @@
 //! decoder, a stack of drop-in [`TransformerDecoderLayer`]s.
 
 use burn::config::Config;
-use burn::module::{Content, DisplaySettings, Module, ModuleDisplay};
+use burn::module::Module;
 use burn::nn::Initializer;
 use burn::nn::activation::ActivationConfig;
 use burn::tensor::{Bool, Device, Tensor};
 
+use super::display::displayed_as_burns;
 use super::{PositionWiseFeedForward, TransformerDecoderLayer};
 use crate::nn::attention::{AttentionMasks, MultiHeadAttention, assert_heads_divide};
 use crate::nn::layer_norm::LayerNormConfig;
@@ -149,26 +150,7 @@ impl From<TransformerDecoder> for burn::nn::transformer::TransformerDecoder {
     }
 }
 
-/// Displayed as Burn's decoder is.
-impl ModuleDisplay for TransformerDecoder {
-    fn custom_settings(&self) -> Option<DisplaySettings> {
-        DisplaySettings::new()
-            .with_new_line_after_attribute(false)
-            .optional()
-    }
-
-    fn custom_content(&self, content: Content) -> Option<Content> {
-        content
-            .add("d_model", &self.d_model)
-            .add("d_ff", &self.d_ff)
-            .add("n_heads", &self.n_heads)
-            .add("n_layers", &self.n_layers)
-            .add("dropout", &self.dropout)
-            .add("norm_first", &self.norm_first)
-            .add("quiet_softmax", &self.quiet_softmax)
-            .optional()
-    }
-}
+displayed_as_burns!(TransformerDecoder);
 
 /// [`burn::nn::transformer::TransformerDecoderInput`] (whose fields Burn keeps to itself): the
 /// target `[batch, seq, d_model]`, the encoder's memory `[batch, seq_memory, d_model]` and their

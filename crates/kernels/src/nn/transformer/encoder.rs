@@ -2,11 +2,12 @@
 //! encoder, a stack of drop-in [`TransformerEncoderLayer`]s.
 
 use burn::config::Config;
-use burn::module::{Content, DisplaySettings, Module, ModuleDisplay};
+use burn::module::Module;
 use burn::nn::Initializer;
 use burn::nn::activation::ActivationConfig;
 use burn::tensor::{Bool, Device, Tensor};
 
+use super::display::displayed_as_burns;
 use super::{PositionWiseFeedForward, TransformerEncoderLayer};
 use crate::nn::attention::{AttentionMasks, MultiHeadAttention, assert_heads_divide};
 use crate::nn::layer_norm::LayerNormConfig;
@@ -147,26 +148,7 @@ impl From<TransformerEncoder> for burn::nn::transformer::TransformerEncoder {
     }
 }
 
-/// Displayed as Burn's encoder is.
-impl ModuleDisplay for TransformerEncoder {
-    fn custom_settings(&self) -> Option<DisplaySettings> {
-        DisplaySettings::new()
-            .with_new_line_after_attribute(false)
-            .optional()
-    }
-
-    fn custom_content(&self, content: Content) -> Option<Content> {
-        content
-            .add("d_model", &self.d_model)
-            .add("d_ff", &self.d_ff)
-            .add("n_heads", &self.n_heads)
-            .add("n_layers", &self.n_layers)
-            .add("dropout", &self.dropout)
-            .add("norm_first", &self.norm_first)
-            .add("quiet_softmax", &self.quiet_softmax)
-            .optional()
-    }
-}
+displayed_as_burns!(TransformerEncoder);
 
 /// [`burn::nn::transformer::TransformerEncoderInput`] (whose fields Burn keeps to itself): the
 /// sequence `[batch, seq, d_model]` and its masks, made and given as Burn's are.
