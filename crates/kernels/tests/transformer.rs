@@ -38,6 +38,12 @@ fn assert_same_gradients<const D: usize>(
     }
 }
 
+/// `y` (detached) and the gradients of `sum(y · weights)`.
+fn weighted_backward(y: Tensor<3>, weights: &Tensor<3>) -> (Tensor<3>, burn::tensor::Gradients) {
+    let grads = (y.clone() * weights.clone()).sum().backward();
+    (y.detach(), grads)
+}
+
 /// Post-norm with GELU and pre-norm with ReLU (the norms' order differs between the two), two
 /// layers, padding and autoregressive masks.
 fn layer_settings() -> [(bool, ActivationConfig); 2] {
@@ -64,10 +70,7 @@ fn transformer_encoder_gives_burns_outputs_and_gradients() {
             .mask_pad(last_padded(batch, seq, &device))
             .mask_attn(generate_autoregressive_mask(batch, seq, &device));
         let weights = pattern([batch, seq, d_model], 31, &device) + 1.0;
-        let run = |y: Tensor<3>| {
-            let grads = (y.clone() * weights.clone()).sum().backward();
-            (y.detach(), grads)
-        };
+        let run = |y| weighted_backward(y, &weights);
         let (got, got_grads) = run(ours.forward(input.clone()));
         let (want, want_grads) = run(burns.forward(input.into()));
         assert_agree(got, want, 1e-5, &format!("{what}: output"));
@@ -134,10 +137,7 @@ fn transformer_decoder_gives_burns_outputs_and_gradients() {
             .target_mask_attn(generate_autoregressive_mask(batch, seq, &device))
             .memory_mask_pad(last_padded(batch, memory_seq, &device));
         let weights = pattern([batch, seq, d_model], 47, &device) + 1.0;
-        let run = |y: Tensor<3>| {
-            let grads = (y.clone() * weights.clone()).sum().backward();
-            (y.detach(), grads)
-        };
+        let run = |y| weighted_backward(y, &weights);
         let (got, got_grads) = run(ours.forward(input.clone()));
         let (want, want_grads) = run(burns.forward(input.into()));
         assert_agree(got, want, 1e-5, &format!("{what}: output"));
