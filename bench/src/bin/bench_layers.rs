@@ -4,8 +4,8 @@
 //! on flex or the device `TOWERS_BENCH_DEVICE` names. Then single layers a decoder or a
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
-//! transformer's GELU, layer norm and RMS norm, and a diffusion U-Net's group norm and SiLU; a
-//! transformer's softmax, multi-head attention and encoder layer.
+//! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
+//! LSTM; a transformer's softmax, multi-head attention and encoder layer.
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS]` (default 10 timed steps per
 //! version after 3 untimed ones, the two versions alternating step by step).
@@ -142,7 +142,8 @@ struct LayerCase {
 /// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
 /// at stride 2), GELU, exact and approximated, and a layer norm on a transformer's `[32, 256,
 /// 768]`, and a group
-/// norm (32 groups) and SiLU of `[8, 128, 64, 64]`.
+/// norm (32 groups) and SiLU of `[8, 128, 64, 64]`, an LSTM (256 features to 256, batch 32 of
+/// 64 steps).
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
     use burn::nn::{PaddingConfig1d, conv as burns};
     use towers_kernels::nn::conv as ours;
@@ -234,6 +235,14 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
         input: input([8, 128, 64 * 64]),
         burns: Box::new(move |x| burn_layer.forward(x.clone())),
         ours: Box::new(move |x| layer.forward(x.clone())),
+    });
+    let layer = towers_kernels::nn::LstmConfig::new(256, 256, true).init(device);
+    let burn_layer: burn::nn::Lstm = layer.clone().into();
+    cases.push(LayerCase {
+        name: "Lstm (256 -> 256) of [32, 64, 256]".into(),
+        input: input([32, 64, 256]),
+        burns: Box::new(move |x| burn_layer.forward(x.clone(), None).0),
+        ours: Box::new(move |x| layer.forward(x.clone(), None).0),
     });
     cases.extend(transformer_cases(device));
     cases

@@ -4,4 +4,5 @@ mod attention;
 mod drop_in;
 mod layers;
 mod loss;
+mod lstm;
 mod transformer;

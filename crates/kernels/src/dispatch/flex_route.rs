@@ -284,6 +284,25 @@ pub(super) fn group_norm<const D: usize>(norm: &GroupNorm, x: &Tensor<D>) -> Opt
     Some(Tensor::<3>::from_dispatch(y).reshape(dims))
 }
 
+/// The recurrence of an LSTM layer ([`FlexKernels::towers_lstm`]) on flex tensors: `xw` the
+/// input's projection for every step (`[batch, steps, 4 · hidden]`, gates `[i, f, g, o]`),
+/// `w_hh` the hidden state's weights (`[hidden, 4 · hidden]`), from `h0` and `c0`.
+pub(super) fn lstm_recurrence(
+    xw: Tensor<3>,
+    w_hh: Tensor<2>,
+    [h0, c0]: [Tensor<2>; 2],
+    reverse: bool,
+) -> Tensor<3> {
+    let out = <Dispatch as FlexKernels>::towers_lstm(
+        xw.into_dispatch(),
+        w_hh.into_dispatch(),
+        h0.into_dispatch(),
+        c0.into_dispatch(),
+        reverse,
+    );
+    Tensor::from_dispatch(out)
+}
+
 /// A layer norm (or RMS norm: `norm`) of an f32 `x` over its last dimension, of that
 /// dimension's `gamma` and `beta` (none: zeros).
 pub(super) fn layer_norm<const D: usize>(

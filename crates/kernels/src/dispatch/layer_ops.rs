@@ -311,7 +311,7 @@ pub fn linear_relu<const D: usize>(linear: &Linear, x: Tensor<D>) -> Tensor<D> {
 }
 
 /// `x · weight` over `x`'s last dimension, in this thread's [`Precision`].
-fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
+pub(super) fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
     let dtype = match current_precision() {
         Precision::F32 => return f32_product(x, weight),
         low => low.dtype(),

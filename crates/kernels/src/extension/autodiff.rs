@@ -21,6 +21,7 @@ use crate::flex::conv::passes::{
 };
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
+use crate::flex::lstm::{self, LstmSaved};
 use crate::flex::memory::dims4;
 use crate::flex::norm::batch_norm::{self, Statistics};
 use crate::flex::norm::group_norm;
@@ -207,6 +208,28 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
 
     fn towers_softmax(x: FloatTensor<Self>, quiet: bool) -> FloatTensor<Self> {
         kept_output::<C>(x, |x| softmax::forward(x, quiet), softmax::backward)
+    }
+
+    fn towers_lstm(
+        xw: FloatTensor<Self>,
+        w_hh: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        reverse: bool,
+    ) -> FloatTensor<Self> {
+        let prep = LstmBackward
+            .prepare::<C>([xw.node(), w_hh.node(), h0.node(), c0.node()])
+            .compute_bound()
+            .stateful();
+        let [w_hh, h0, c0] = [w_hh, h0, c0].map(|t| t.into_primitive());
+        let (out, saved) = lstm::forward(xw.into_primitive(), &w_hh, [&h0, &c0], reverse);
+        match prep {
+            OpsKind::Tracked(prep) => {
+                let state = (Arc::new(saved), [w_hh, h0, c0, out.clone()], reverse);
+                prep.finish(state, out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(out),
+        }
     }
 
     fn towers_depthwise_conv2d(
@@ -589,6 +612,26 @@ impl Backward<Flex, 3> for LayerNormBackward {
         let (x_state, gamma, moments, norm) = ops.state;
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
         let gradients = layer_norm::backward(x, &gamma, &moments, grad, norm);
+        register_each(
+            grads,
+            ops.parents.map(|node| node.map(|node| node.id)),
+            gradients,
+        );
+    }
+}
+
+/// An LSTM recurrence's backward pass: state is what its forward pass saved, the hidden
+/// weights, the initial hidden state and cell, the output, and the direction.
+#[derive(Debug)]
+struct LstmBackward;
+
+impl Backward<Flex, 4> for LstmBackward {
+    type State = (Arc<LstmSaved>, [FlexTensor; 4], bool);
+
+    fn backward(self, ops: Ops<Self::State, 4>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (saved, [w_hh, h0, c0, out], reverse) = ops.state;
+        let gradients = lstm::backward(&saved, &w_hh, [&h0, &c0, &out], grad, reverse);
         register_each(
             grads,
             ops.parents.map(|node| node.map(|node| node.id)),

@@ -12,6 +12,7 @@ use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu, transposed};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
+use crate::flex::lstm;
 use crate::flex::norm::layer_norm::{self, RowNorm};
 use crate::flex::norm::lrn::{LrnParams, lrn_forward};
 use crate::flex::norm::{batch_norm, group_norm};
@@ -96,6 +97,19 @@ pub(crate) trait FlexKernels: Backend {
     /// Softmax over the last dimension (with `quiet`, Burn's quiet softmax: a 1 added to each
     /// row's sum of exponentials).
     fn towers_softmax(x: FloatTensor<Self>, quiet: bool) -> FloatTensor<Self>;
+
+    /// An LSTM layer's recurrence over a whole sequence (`crate::flex::lstm`): `xw` `[batch,
+    /// steps, 4 · hidden]` (the input's projection and both biases, gates `[i, f, g, o]`),
+    /// `w_hh` `[hidden, 4 · hidden]`, from `h0` and `c0` `[batch, hidden]`, the steps from the
+    /// last to the first with `reverse`: `[batch, steps + 1, hidden]`, each step's hidden state
+    /// at its time index, then the last cell.
+    fn towers_lstm(
+        xw: FloatTensor<Self>,
+        w_hh: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        reverse: bool,
+    ) -> FloatTensor<Self>;
 
     /// Depthwise convolution of `[n, c, h, w]` by `[c, 1, kh, kw]` (one filter per channel) in
     /// f32: zero `padding` before the first row and column, an `[oh, ow]` output (the padding
@@ -285,6 +299,16 @@ impl FlexKernels for Flex {
 
     fn towers_softmax(x: FloatTensor<Self>, quiet: bool) -> FloatTensor<Self> {
         softmax::forward(x, quiet)
+    }
+
+    fn towers_lstm(
+        xw: FloatTensor<Self>,
+        w_hh: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        reverse: bool,
+    ) -> FloatTensor<Self> {
+        lstm::forward(xw, &w_hh, [&h0, &c0], reverse).0
     }
 
     fn towers_depthwise_conv2d(

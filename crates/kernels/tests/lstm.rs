@@ -1,0 +1,187 @@
+//! The drop-in `nn::Lstm` against Burn's layer: the same outputs, final state and gradients
+//! (of the input, every weight and bias, the initial state) from the same parameters, in each
+//! direction and layout, with and without biases or an initial state; Burn's own where the
+//! kernel does not apply; records and configs saved from either loaded into the other. The
+//! device and the comparison are `drop_in.rs`'s.
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::nn::LstmState;
+use burn::nn::activation::ActivationConfig;
+use burn::tensor::{Gradients, Tensor};
+use towers_kernels::nn::LstmConfig;
+use towers_testing::nets::{pattern, seeded};
+
+use crate::drop_in::{assert_agree, assert_records_load_both_ways, device};
+
+/// What a forward pass gave and its gradients: the output, the last hidden state and cell,
+/// and the gradients of the input, the initial hidden state and cell (where there is one), and
+/// every parameter (flattened in visiting order).
+struct Run {
+    values: [Tensor<1>; 3],
+    grads: Vec<Tensor<1>>,
+    param_grads: Tensor<1>,
+}
+
+/// `forward` of `x` from `state` under the loss `sum(output · a) + sum(hidden · b) + sum(cell ·
+/// c)` (fixed uneven weights, so that a gradient in the wrong place shows).
+fn run<M: Module>(
+    module: &M,
+    x: &Tensor<3>,
+    state: Option<&LstmState<2>>,
+    forward: impl Fn(Tensor<3>, Option<LstmState<2>>) -> (Tensor<3>, LstmState<2>),
+) -> Run {
+    let device = device();
+    let (x, state) = (x.clone().require_grad(), state.cloned());
+    let state = state.map(|s| LstmState::new(s.cell.require_grad(), s.hidden.require_grad()));
+    let (output, last) = forward(x.clone(), state.clone());
+    let weigh = |t: Tensor<1>, seed| {
+        let weights = pattern(t.dims(), seed, &device) + 1.0;
+        (t * weights).sum()
+    };
+    let flat = |t: Tensor<3>| t.reshape([-1]);
+    let [output, hidden, cell] = [
+        flat(output),
+        last.hidden.reshape([-1]),
+        last.cell.reshape([-1]),
+    ];
+    let loss = weigh(output.clone(), 3) + weigh(hidden.clone(), 5) + weigh(cell.clone(), 7);
+    let grads = loss.backward();
+    let dx = flat(x.grad(&grads).expect("an input gradient"));
+    let initial = state.into_iter().flat_map(|s| [s.hidden, s.cell]);
+    let initial = initial.map(|t| t.grad(&grads).expect("a state gradient").reshape([-1]));
+    Run {
+        values: [output, hidden, cell].map(Tensor::detach),
+        grads: std::iter::once(dx).chain(initial).collect(),
+        param_grads: param_grads(module, &grads),
+    }
+}
+
+/// Every float parameter's gradient in `grads`, flattened in visiting order.
+fn param_grads<M: Module>(module: &M, grads: &Gradients) -> Tensor<1> {
+    struct Collect<'a>(&'a Gradients, Vec<Tensor<1>>);
+    impl ModuleVisitor for Collect<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let grad = param.val().grad(self.0).expect("a parameter gradient");
+            self.1.push(grad.reshape([-1]));
+        }
+    }
+    let mut collect = Collect(grads, Vec::new());
+    module.visit(&mut collect);
+    Tensor::cat(collect.1, 0)
+}
+
+fn assert_runs_agree(ours: Run, burns: Run, what: &str) {
+    let names = ["output", "last hidden state", "last cell"];
+    for ((got, want), name) in ours.values.into_iter().zip(burns.values).zip(names) {
+        assert_agree(got, want, 1e-5, &format!("{what}: {name}"));
+    }
+    let names = [
+        "input gradient",
+        "initial hidden state's gradient",
+        "initial cell's",
+    ];
+    assert_eq!(ours.grads.len(), burns.grads.len(), "{what}: gradients");
+    for ((got, want), name) in ours.grads.into_iter().zip(burns.grads).zip(names) {
+        assert_agree(got, want, 1e-5, &format!("{what}: {name}"));
+    }
+    let (got, want) = (ours.param_grads, burns.param_grads);
+    assert_agree(got, want, 1e-5, &format!("{what}: parameters' gradients"));
+}
+
+/// Batch-first and not, forward and reversed, with and without biases and an initial state,
+/// one step and a batch of one; inputs and weights large enough that the gates saturate in
+/// places.
+#[test]
+fn lstm_gives_burns_outputs_state_and_gradients() {
+    let device = device();
+    // (batch, steps, input, hidden, batch first, reverse, bias, initial state)
+    let cases = [
+        (3, 7, 5, 9, true, false, true, true),
+        (3, 7, 5, 9, false, true, false, false),
+        (4, 5, 6, 20, true, true, true, true),
+        (1, 1, 3, 4, false, false, true, true),
+    ];
+    for (batch, steps, d_input, hidden, batch_first, reverse, bias, with_state) in cases {
+        let what = format!(
+            "batch {batch}, {steps} steps, {d_input} -> {hidden}, batch first: {batch_first}, \
+             reverse: {reverse}, bias: {bias}, initial state: {with_state}"
+        );
+        let config = LstmConfig::new(d_input, hidden, bias)
+            .with_batch_first(batch_first)
+            .with_reverse(reverse);
+        let ours = scaled(seeded(config.init(&device), 11), 4.0);
+        let burns: burn::nn::Lstm = ours.clone().into();
+        let dims = match batch_first {
+            true => [batch, steps, d_input],
+            false => [steps, batch, d_input],
+        };
+        let x = pattern(dims, 13, &device) * 5.0;
+        let state = with_state.then(|| {
+            let cell = pattern([batch, hidden], 17, &device) * 5.0;
+            LstmState::new(cell, pattern([batch, hidden], 19, &device) * 5.0)
+        });
+        let got = run(&ours, &x, state.as_ref(), |x, s| ours.forward(x, s));
+        let want = run(&burns, &x, state.as_ref(), |x, s| burns.forward(x, s));
+        assert_runs_agree(got, want, &what);
+    }
+}
+
+/// Settings the kernel does not compute (a clipped cell, a coupled forget gate, other
+/// activations) give Burn's layer's results as they are.
+#[test]
+fn lstm_settings_the_kernel_lacks_are_burns() {
+    let device = device();
+    let base = || LstmConfig::new(4, 6, true);
+    let configs = [
+        ("clip", base().with_clip(Some(0.5))),
+        ("input forget", base().with_input_forget(true)),
+        (
+            "ReLU cell",
+            base().with_cell_activation(ActivationConfig::Relu),
+        ),
+    ];
+    for (what, config) in configs {
+        let ours = scaled(seeded(config.init(&device), 23), 4.0);
+        let burns: burn::nn::Lstm = ours.clone().into();
+        let x = pattern([2, 5, 4], 29, &device) * 5.0;
+        let got = run(&ours, &x, None, |x, s| ours.forward(x, s));
+        let want = run(&burns, &x, None, |x, s| burns.forward(x, s));
+        assert_runs_agree(got, want, what);
+    }
+}
+
+#[test]
+fn lstm_records_and_configs_load_both_ways() {
+    let device = device();
+    let config = LstmConfig::new(3, 5, true).with_reverse(true);
+    let ours = seeded(config.init(&device), 31);
+    let burns = seeded(burn::nn::LstmConfig::new(3, 5, true).init(&device), 37);
+    let burns_again = seeded(burn::nn::LstmConfig::new(3, 5, true).init(&device), 41);
+    assert_records_load_both_ways(ours, burns, burns_again);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.json");
+    use burn::config::Config;
+    config.save(&file).unwrap();
+    let theirs = burn::nn::LstmConfig::load(&file).unwrap();
+    assert!(theirs.reverse && theirs.bias && theirs.d_hidden == 5);
+    theirs.with_clip(Some(2.0)).save(&file).unwrap();
+    assert_eq!(LstmConfig::load(&file).unwrap().clip, Some(2.0));
+}
+
+/// `module` with every parameter multiplied by `factor` (the seeded pattern is within ±0.2,
+/// under which no gate saturates).
+fn scaled<M: Module>(module: M, factor: f32) -> M {
+    struct Scale(f32);
+    impl burn::module::ModuleMapper for Scale {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            param.map(|value| {
+                let scaled = (value.clone() * self.0).detach();
+                match value.is_require_grad() {
+                    true => scaled.require_grad(),
+                    false => scaled,
+                }
+            })
+        }
+    }
+    module.map(&mut Scale(factor))
+}
