@@ -1,4 +1,4 @@
-//! The drop-in `nn::Lstm` against Burn's layer: the same outputs, final state and gradients
+//! The drop-in `nn::Lstm` and `nn::BiLstm` against Burn's layers: the same outputs, final state and gradients
 //! (of the input, every weight and bias, the initial state) from the same parameters, in each
 //! direction and layout, with and without biases or an initial state; Burn's own where the
 //! kernel does not apply; records and configs saved from either loaded into the other. The
@@ -8,7 +8,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::LstmState;
 use burn::nn::activation::ActivationConfig;
 use burn::tensor::{Gradients, Tensor};
-use towers_kernels::nn::LstmConfig;
+use towers_kernels::nn::{BiLstmConfig, LstmConfig};
 use towers_testing::nets::{pattern, seeded};
 
 use crate::drop_in::{assert_agree, assert_records_load_both_ways, device};
@@ -24,11 +24,11 @@ struct Run {
 
 /// `forward` of `x` from `state` under the loss `sum(output · a) + sum(hidden · b) + sum(cell ·
 /// c)` (fixed uneven weights, so that a gradient in the wrong place shows).
-fn run<M: Module>(
+fn run<M: Module, const S: usize>(
     module: &M,
     x: &Tensor<3>,
-    state: Option<&LstmState<2>>,
-    forward: impl Fn(Tensor<3>, Option<LstmState<2>>) -> (Tensor<3>, LstmState<2>),
+    state: Option<&LstmState<S>>,
+    forward: impl Fn(Tensor<3>, Option<LstmState<S>>) -> (Tensor<3>, LstmState<S>),
 ) -> Run {
     let device = device();
     let (x, state) = (x.clone().require_grad(), state.cloned());
@@ -126,6 +126,32 @@ fn lstm_gives_burns_outputs_state_and_gradients() {
     }
 }
 
+/// Both directions of a bidirectional LSTM, batch-first and not, with and without an initial
+/// state.
+#[test]
+fn bi_lstm_gives_burns_outputs_state_and_gradients() {
+    let device = device();
+    let (batch, steps, d_input, hidden) = (3, 6, 5, 7);
+    for (batch_first, with_state) in [(true, true), (false, false)] {
+        let what = format!("bidirectional, batch first: {batch_first}, state: {with_state}");
+        let config = BiLstmConfig::new(d_input, hidden, true).with_batch_first(batch_first);
+        let ours = scaled(seeded(config.init(&device), 43), 4.0);
+        let burns: burn::nn::BiLstm = ours.clone().into();
+        let dims = match batch_first {
+            true => [batch, steps, d_input],
+            false => [steps, batch, d_input],
+        };
+        let x = pattern(dims, 47, &device) * 5.0;
+        let state = with_state.then(|| {
+            let cell = pattern([2, batch, hidden], 53, &device) * 5.0;
+            LstmState::new(cell, pattern([2, batch, hidden], 59, &device) * 5.0)
+        });
+        let got = run(&ours, &x, state.as_ref(), |x, s| ours.forward(x, s));
+        let want = run(&burns, &x, state.as_ref(), |x, s| burns.forward(x, s));
+        assert_runs_agree(got, want, &what);
+    }
+}
+
 /// Settings the kernel does not compute (a clipped cell, a coupled forget gate, other
 /// activations) give Burn's layer's results as they are.
 #[test]
@@ -157,6 +183,10 @@ fn lstm_records_and_configs_load_both_ways() {
     let ours = seeded(config.init(&device), 31);
     let burns = seeded(burn::nn::LstmConfig::new(3, 5, true).init(&device), 37);
     let burns_again = seeded(burn::nn::LstmConfig::new(3, 5, true).init(&device), 41);
+    assert_records_load_both_ways(ours, burns, burns_again);
+    let bi = || burn::nn::BiLstmConfig::new(3, 4, false);
+    let ours = seeded(BiLstmConfig::new(3, 4, false).init(&device), 43);
+    let [burns, burns_again] = [47, 53].map(|seed| seeded(bi().init(&device), seed));
     assert_records_load_both_ways(ours, burns, burns_again);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.json");

@@ -1,11 +1,14 @@
-//! [`lstm`]: Burn's `Lstm::forward` with its recurrence as one op on flex.
+//! [`lstm`] and [`bi_lstm`]: Burn's `Lstm::forward` and `BiLstm::forward` with each
+//! direction's recurrence as one op on flex.
 
 #[cfg(feature = "flex")]
 use burn::nn::GateController;
 #[cfg(feature = "flex")]
 use burn::nn::activation::Activation;
-use burn::nn::{Lstm, LstmState};
+use burn::nn::{BiLstm, Lstm, LstmState};
 use burn::tensor::Tensor;
+#[cfg(feature = "flex")]
+use burn::tensor::s;
 
 #[cfg(feature = "flex")]
 use crate::dispatch::channel_bias::add_channel_bias;
@@ -23,13 +26,39 @@ use crate::dispatch::layer_ops::product;
 pub fn lstm(lstm: &Lstm, x: Tensor<3>, state: Option<LstmState<2>>) -> (Tensor<3>, LstmState<2>) {
     #[cfg(feature = "flex")]
     if flex_route::on_flex(&x) && gates_as_pytorchs(lstm) {
-        return by_recurrence(lstm, x, state);
+        let x = batch_first(x, lstm.batch_first);
+        let (output, state) = by_recurrence(lstm, x, state, lstm.reverse);
+        return (batch_first(output, lstm.batch_first), state);
     }
     lstm.forward(x, state)
 }
 
-#[cfg(feature = "flex")]
+/// `lstm.forward(x, state)` for Burn's bidirectional LSTM, each direction as [`lstm`]'s: the
+/// two outputs side by side, the two last states stacked (forward, then reverse).
+pub fn bi_lstm(
+    lstm: &BiLstm,
+    x: Tensor<3>,
+    state: Option<LstmState<3>>,
+) -> (Tensor<3>, LstmState<3>) {
+    #[cfg(feature = "flex")]
+    if flex_route::on_flex(&x)
+        && gates_as_pytorchs(&lstm.forward)
+        && gates_as_pytorchs(&lstm.reverse)
+    {
+        let x = batch_first(x, lstm.batch_first);
+        let direction = |i: usize| state.clone().map(|state| state.slice(s![i]).squeeze_dim(0));
+        // As Burn's: the forward layer in its own direction, the reverse one last to first.
+        let forward = by_recurrence(&lstm.forward, x.clone(), direction(0), lstm.forward.reverse);
+        let reverse = by_recurrence(&lstm.reverse, x, direction(1), true);
+        let output = Tensor::cat(vec![forward.0, reverse.0], 2);
+        let state = LstmState::stack(vec![forward.1, reverse.1], 0);
+        return (batch_first(output, lstm.batch_first), state);
+    }
+    lstm.forward(x, state)
+}
+
 /// Whether `lstm` computes PyTorch's `nn.LSTM` step, which the recurrence kernel computes.
+#[cfg(feature = "flex")]
 fn gates_as_pytorchs(lstm: &Lstm) -> bool {
     matches!(lstm.gate_activation, Activation::Sigmoid(_))
         && matches!(lstm.cell_activation, Activation::Tanh(_))
@@ -39,23 +68,25 @@ fn gates_as_pytorchs(lstm: &Lstm) -> bool {
         && lstm.clip.is_none()
 }
 
-/// [`lstm`] by the recurrence kernel, its gates joined in PyTorch's order.
+/// `x` with its first two dimensions swapped unless `batch_first` (both ways: `[steps, batch,
+/// …]` to `[batch, steps, …]` and back).
+#[cfg(feature = "flex")]
+fn batch_first(x: Tensor<3>, batch_first: bool) -> Tensor<3> {
+    if batch_first { x } else { x.swap_dims(0, 1) }
+}
+
+/// [`lstm`] of a batch-first `x` by the recurrence kernel, its gates joined in PyTorch's order,
+/// the steps last to first with `reverse`.
 #[cfg(feature = "flex")]
 fn by_recurrence(
     lstm: &Lstm,
     x: Tensor<3>,
     state: Option<LstmState<2>>,
+    reverse: bool,
 ) -> (Tensor<3>, LstmState<2>) {
-    let x = if lstm.batch_first {
-        x
-    } else {
-        x.swap_dims(0, 1)
-    };
     let [batch, steps, _] = x.dims();
-    let forget = lstm
-        .forget_gate
-        .as_ref()
-        .expect("checked by gates_as_pytorchs");
+    let forget = lstm.forget_gate.as_ref();
+    let forget = forget.expect("checked by gates_as_pytorchs");
     let gates = [&lstm.input_gate, forget, &lstm.cell_gate, &lstm.output_gate];
     let joined = |weight: fn(&GateController) -> Tensor<2>| {
         Tensor::cat(gates.iter().map(|gate| weight(gate)).collect(), 1)
@@ -70,17 +101,11 @@ fn by_recurrence(
         Some(state) => state.unpack(),
         None => LstmState::initial([batch, lstm.d_hidden], &xw.device()).unpack(),
     };
-    let out = flex_route::lstm_recurrence(xw, w_hh, [h0, c0], lstm.reverse);
-    let last = if lstm.reverse { 0 } else { steps - 1 };
+    let out = flex_route::lstm_recurrence(xw, w_hh, [h0, c0], reverse);
+    let last = if reverse { 0 } else { steps - 1 };
     let hidden = out.clone().narrow(1, last, 1).squeeze_dim(1);
     let cell = out.clone().narrow(1, steps, 1).squeeze_dim(1);
-    let output = out.narrow(1, 0, steps);
-    let output = if lstm.batch_first {
-        output
-    } else {
-        output.swap_dims(0, 1)
-    };
-    (output, LstmState::new(cell, hidden))
+    (out.narrow(1, 0, steps), LstmState::new(cell, hidden))
 }
 
 /// Each gate's two biases summed, the gates' side by side (a gate without any: zeros); `None`

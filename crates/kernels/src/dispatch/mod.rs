@@ -8,7 +8,7 @@
 //!   [`rms_norm`], [`hard_swish`], [`hard_sigmoid`], [`softmax`], [`quiet_softmax`],
 //!   given Burn's own layer modules, their products in this thread's
 //!   [`Precision`](crate::Precision).
-//! - `lstm.rs`: [`lstm`], an LSTM layer whose recurrence is one op on flex.
+//! - `lstm.rs`: [`lstm`], [`bi_lstm`]: LSTM layers whose recurrence is one op on flex.
 //! - `channel_bias.rs`: a bias added so that its gradient is summed in short reductions (on
 //!   wgpu, long ones drop values).
 //! - `flex_route.rs`: which calls the flex kernels take; the fused ops only they compute
@@ -37,7 +37,7 @@ pub use layer_ops::{
     gelu_approximate, group_norm, hard_sigmoid, hard_swish, layer_norm, linear, linear_relu,
     max_pool2d, quiet_softmax, reads_rounded, relu6, rms_norm, silu, softmax,
 };
-pub use lstm::lstm;
+pub use lstm::{bi_lstm, lstm};
 pub use optimizer_update::{
     AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, fused_adam, fused_rmsprop, fused_sgd,
 };

@@ -15,7 +15,7 @@
 //! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`]; `group_norm.rs`: [`GroupNorm`];
 //!   `layer_norm.rs`: [`LayerNorm`] (Burn's fields, not a wrapper: see there); `rms_norm.rs`:
 //!   [`RmsNorm`].
-//! - `lstm/`: [`Lstm`] (also at the root, as Burn's; the rest of `burn::nn::lstm`).
+//! - `lstm/`: [`Lstm`], [`BiLstm`] (also at the root, as Burn's; the rest of `burn::nn::lstm`).
 //! - `activation/`: [`Gelu`] (also at the root, as Burn's), [`activation::SiLU`],
 //!   [`activation::Relu6`], [`activation::HardSwish`] (the rest of `burn::nn::activation`).
 //! - `attention/`: [`attention::MultiHeadAttention`] (the rest of `burn::nn::attention`).
@@ -44,5 +44,5 @@ pub use burn::nn::*;
 pub use group_norm::{GroupNorm, GroupNormConfig};
 pub use layer_norm::{LayerNorm, LayerNormConfig};
 pub use linear::{Linear, LinearConfig};
-pub use lstm::{Lstm, LstmConfig};
+pub use lstm::{BiLstm, BiLstmConfig, Lstm, LstmConfig};
 pub use rms_norm::{RmsNorm, RmsNormConfig};
