@@ -1,7 +1,7 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
-(shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, SiLU, a softmax, multi-head
-attention and a transformer encoder layer, forward and backward (`sum(y * y)`, the gradients of
-the input and the weights), in f32 on the CPU:
+(shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, SiLU, an LSTM, a
+softmax, multi-head attention and a transformer encoder layer, forward and backward (`sum(y *
+y)`, the gradients of the input and the weights), in f32 on the CPU:
 
     python bench/peers/torch_layers.py --reps 20
     cargo run --release -p towers-bench --bin bench_layers 20
@@ -30,6 +30,18 @@ class SelfAttention(nn.Module):
         return self.attention(x, x, x, need_weights=False)[0]
 
 
+class Outputs(nn.Module):
+    """A recurrent layer's output sequence alone, as `bench_layers` times Burn's (whose last
+    state, returned too, is a part of that sequence and the last cell)."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x):
+        return self.layer(x)[0]
+
+
 def layer_cases():
     """(name, layer, input) for each of `bench_layers`' single layers."""
     for c, side in [(128, 32), (64, 64)]:
@@ -56,6 +68,11 @@ def layer_cases():
     yield "RmsNorm of [32, 256, 768]", nn.RMSNorm(768, eps=1e-5), torch.rand(32, 256, 768) * 2 - 1
     for name, layer in [("GroupNorm (32 groups)", nn.GroupNorm(32, 128)), ("SiLU", nn.SiLU())]:
         yield f"{name} of [8, 128, 64, 64]", layer, torch.rand(8, 128, 64, 64) * 2 - 1
+    yield (
+        "Lstm (256 -> 256) of [32, 64, 256]",
+        Outputs(nn.LSTM(256, 256, batch_first=True)),
+        torch.rand(32, 64, 256) * 2 - 1,
+    )
     yield "Softmax of [96, 256, 256]", nn.Softmax(dim=2), torch.rand(96, 256, 256) * 2 - 1
     yield (
         "MultiHeadAttention (768, 12 heads) of [8, 256, 768]",

@@ -152,6 +152,17 @@ fn bi_lstm_gives_burns_outputs_state_and_gradients() {
     }
 }
 
+/// An initial state of another batch (here one row, which Burn's layer would broadcast) is
+/// refused by name, not read past its end.
+#[test]
+#[should_panic(expected = "the LSTM's initial cell")]
+fn an_initial_state_of_another_shape_is_refused() {
+    let device = device();
+    let lstm = LstmConfig::new(4, 6, true).init(&device);
+    let state = LstmState::new(pattern([1, 6], 61, &device), pattern([1, 6], 67, &device));
+    lstm.forward(pattern([3, 5, 4], 71, &device), Some(state));
+}
+
 /// Settings the kernel does not compute (a clipped cell, a coupled forget gate, other
 /// activations) give Burn's layer's results as they are.
 #[test]

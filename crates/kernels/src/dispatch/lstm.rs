@@ -101,6 +101,13 @@ fn by_recurrence(
         Some(state) => state.unpack(),
         None => LstmState::initial([batch, lstm.d_hidden], &xw.device()).unpack(),
     };
+    for (what, initial) in [("cell", &c0), ("hidden state", &h0)] {
+        assert_eq!(
+            initial.dims(),
+            [batch, lstm.d_hidden],
+            "the LSTM's initial {what}: [batch, d_hidden] for this input and layer"
+        );
+    }
     let out = flex_route::lstm_recurrence(xw, w_hh, [h0, c0], reverse);
     let last = if reverse { 0 } else { steps - 1 };
     let hidden = out.clone().narrow(1, last, 1).squeeze_dim(1);

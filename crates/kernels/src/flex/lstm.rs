@@ -75,6 +75,12 @@ pub(crate) fn forward(
         reverse,
     };
     let LstmShape { steps, hidden, .. } = shape;
+    // What the products' SAFETY comments rely on.
+    assert!(dims.len() == 3 && dims[2] == 4 * hidden, "xw of {dims:?}");
+    assert_eq!(w_hh.layout().shape().to_vec(), [hidden, 4 * hidden], "w_hh");
+    for initial in [h0, c0] {
+        assert_eq!(initial.layout().shape().to_vec(), [shape.batch, hidden]);
+    }
     let mut gates = owned(xw).storage::<f32>().to_vec();
     let mut cells = vec![0f32; gates.len() / 4];
     let mut out = vec![0f32; shape.batch * (steps + 1) * hidden];
@@ -190,6 +196,11 @@ pub(crate) fn backward(
         hidden,
         ..
     } = shape;
+    assert_eq!(
+        grad.layout().shape().to_vec(),
+        dims,
+        "the LSTM output's gradient"
+    );
     let (w_hh, h0, c0) = (owned(w_hh.clone()), owned(h0.clone()), owned(c0.clone()));
     let (out, grad) = (owned(out.clone()), owned(grad));
     let (w_hh, h0, c0): (&[f32], &[f32], &[f32]) = (w_hh.storage(), h0.storage(), c0.storage());
