@@ -1,7 +1,8 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
-(shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, SiLU, an LSTM, a
-softmax, multi-head attention and a transformer encoder layer, forward and backward (`sum(y *
-y)`, the gradients of the input and the weights), in f32 on the CPU:
+(shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, SiLU, dropout, an
+LSTM, a softmax, multi-head attention and a transformer encoder layer (without and with dropout),
+forward and backward (`sum(y * y)`, the gradients of the input and the weights), in f32 on the
+CPU:
 
     python bench/peers/torch_layers.py --reps 20
     cargo run --release -p towers-bench --bin bench_layers 20
@@ -68,6 +69,7 @@ def layer_cases():
     yield "RmsNorm of [32, 256, 768]", nn.RMSNorm(768, eps=1e-5), torch.rand(32, 256, 768) * 2 - 1
     for name, layer in [("GroupNorm (32 groups)", nn.GroupNorm(32, 128)), ("SiLU", nn.SiLU())]:
         yield f"{name} of [8, 128, 64, 64]", layer, torch.rand(8, 128, 64, 64) * 2 - 1
+    yield "Dropout (0.1) of [32, 256, 768]", nn.Dropout(0.1), torch.rand(32, 256, 768) * 2 - 1
     yield (
         "Lstm (256 -> 256) of [32, 64, 256]",
         Outputs(nn.LSTM(256, 256, batch_first=True)),
@@ -85,6 +87,14 @@ def layer_cases():
     )
     yield (
         "TransformerEncoder layer (768, 12 heads, 3072) of [8, 256, 768]",
+        encoder,
+        torch.rand(8, 256, 768) * 2 - 1,
+    )
+    encoder = nn.TransformerEncoderLayer(
+        768, 12, 3072, dropout=0.1, activation="gelu", batch_first=True
+    )
+    yield (
+        "TransformerEncoder layer, dropout 0.1, of [8, 256, 768]",
         encoder,
         torch.rand(8, 256, 768) * 2 - 1,
     )

@@ -5,7 +5,8 @@
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
 //! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
-//! LSTM; a transformer's softmax, multi-head attention and encoder layer.
+//! LSTM, dropout; a transformer's softmax, multi-head attention and encoder layer (without and
+//! with dropout).
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS]` (default 10 timed steps per
 //! version after 3 untimed ones, the two versions alternating step by step).
@@ -142,8 +143,8 @@ struct LayerCase {
 /// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
 /// at stride 2), GELU, exact and approximated, and a layer norm on a transformer's `[32, 256,
 /// 768]`, and a group
-/// norm (32 groups) and SiLU of `[8, 128, 64, 64]`, an LSTM (256 features to 256, batch 32 of
-/// 64 steps).
+/// norm (32 groups) and SiLU of `[8, 128, 64, 64]`, dropout of `[32, 256, 768]`, an LSTM (256
+/// features to 256, batch 32 of 64 steps).
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
     use burn::nn::{PaddingConfig1d, conv as burns};
     use towers_kernels::nn::conv as ours;
@@ -236,6 +237,14 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
         burns: Box::new(move |x| burn_layer.forward(x.clone())),
         ours: Box::new(move |x| layer.forward(x.clone())),
     });
+    let layer = towers_kernels::nn::DropoutConfig::new(0.1).init();
+    let burn_layer: burn::nn::Dropout = layer.clone().into();
+    cases.push(LayerCase {
+        name: "Dropout (0.1) of [32, 256, 768]".into(),
+        input: input([32, 256, 768]),
+        burns: Box::new(move |x| burn_layer.forward(x.clone())),
+        ours: Box::new(move |x| layer.forward(x.clone())),
+    });
     let layer = towers_kernels::nn::LstmConfig::new(256, 256, true).init(device);
     let burn_layer: burn::nn::Lstm = layer.clone().into();
     cases.push(LayerCase {
@@ -250,7 +259,7 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
 
 /// A transformer's (BERT-base's widths, batch 8 of 256 tokens, no dropout): the attention's
 /// softmax over `[8 · 12, 256, 256]` scores, its multi-head attention and a whole encoder layer
-/// (post-norm, GELU).
+/// (post-norm, GELU); that layer again with BERT's dropout of 0.1.
 fn transformer_cases(device: &Device) -> Vec<LayerCase> {
     use towers_kernels::nn::attention::{MhaInput, MultiHeadAttentionConfig};
     use towers_kernels::nn::transformer::{TransformerEncoderConfig, TransformerEncoderInput};
@@ -289,5 +298,18 @@ fn transformer_cases(device: &Device) -> Vec<LayerCase> {
         }),
         ours: Box::new(move |x| layer.forward(TransformerEncoderInput::new(x.clone()))),
     };
-    vec![softmax, attention, encoder]
+    let layer = TransformerEncoderConfig::new(768, 3072, 12, 1)
+        .with_dropout(0.1)
+        .init(device);
+    let burn_layer: burn::nn::transformer::TransformerEncoder = layer.clone().into();
+    let encoder_dropout = LayerCase {
+        name: "TransformerEncoder layer, dropout 0.1, of [8, 256, 768]".into(),
+        input: input([8, 256, 768]),
+        burns: Box::new(move |x| {
+            let input = burn::nn::transformer::TransformerEncoderInput::new(x.clone());
+            burn_layer.forward(input)
+        }),
+        ours: Box::new(move |x| layer.forward(TransformerEncoderInput::new(x.clone()))),
+    };
+    vec![softmax, attention, encoder, encoder_dropout]
 }

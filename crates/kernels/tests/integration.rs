@@ -2,6 +2,7 @@
 
 mod attention;
 mod drop_in;
+mod dropout;
 mod layers;
 mod loss;
 mod lstm;

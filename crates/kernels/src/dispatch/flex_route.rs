@@ -2,11 +2,11 @@
 
 use burn::backend::{Dispatch, DispatchDevice};
 use burn::module::Param;
-use burn::nn::GroupNorm;
 use burn::nn::conv::{Conv2d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
+use burn::nn::{Dropout, GroupNorm};
 use burn::tensor::ops::PadMode;
-use burn::tensor::{DType, Tensor};
+use burn::tensor::{DType, Distribution, Int, Tensor};
 
 use crate::extension::FlexKernels;
 use crate::flex::activation::Activation;
@@ -282,6 +282,23 @@ pub(super) fn group_norm<const D: usize>(norm: &GroupNorm, x: &Tensor<D>) -> Opt
         norm.epsilon,
     );
     Some(Tensor::<3>::from_dispatch(y).reshape(dims))
+}
+
+/// `dropout.forward(x)` for an f32 `x` on flex, where it drops anything (in training, on an
+/// autodiff device, a probability above 0): the mask drawn from a seed that the device's
+/// generator gives, so that `Device::seed` repeats it as it repeats Burn's.
+pub(super) fn dropout<const D: usize>(dropout: &Dropout, x: &Tensor<D>) -> Option<Tensor<D>> {
+    let drops = dropout.training.is_enabled() && x.device().is_autodiff() && dropout.prob > 0.0;
+    if !drops || !on_flex(x) {
+        return None;
+    }
+    // 16 bits a draw: the device's integers may be 32-bit.
+    let parts = Distribution::Uniform(0.0, 65_536.0);
+    let parts = Tensor::<1, Int>::random([4], parts, &x.device()).into_data();
+    let seed = (parts.iter::<i64>()).fold(0u64, |seed, part| seed << 16 | part as u64);
+    let y =
+        <Dispatch as FlexKernels>::towers_dropout(x.clone().into_dispatch(), dropout.prob, seed);
+    Some(Tensor::from_dispatch(y))
 }
 
 /// The recurrence of an LSTM layer ([`FlexKernels::towers_lstm`]) on flex tensors: `xw` the

@@ -7,7 +7,7 @@
 use burn::module::Param;
 use burn::nn::conv::{Conv1d, Conv2d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
-use burn::nn::{GroupNorm, Linear, PaddingConfig1d, PaddingConfig2d, RmsNorm};
+use burn::nn::{Dropout, GroupNorm, Linear, PaddingConfig1d, PaddingConfig2d, RmsNorm};
 use burn::tensor::activation::relu;
 use burn::tensor::module;
 use burn::tensor::ops::ConvOptions;
@@ -176,6 +176,20 @@ pub fn silu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
         return y;
     }
     burn::tensor::activation::silu(x)
+}
+
+/// `dropout.forward(x)`: in training, on an autodiff device, each value kept with probability
+/// `1 - prob` and scaled by `1 / (1 - prob)`. On flex in one pass each way (Burn's draws a
+/// Bernoulli tensor on one thread and multiplies twice each way), the mask a hash of a seed
+/// from the device's generator and each value's index, drawn again backward rather than kept;
+/// elsewhere Burn's. The masks differ from Burn's draws; `Device::seed` repeats them as it
+/// repeats Burn's.
+pub fn dropout<const D: usize>(dropout: &Dropout, x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::dropout(dropout, &x) {
+        return y;
+    }
+    dropout.forward(x)
 }
 
 /// `norm.forward(x)`, Burn's group norm, in two passes forward and two backward on flex for

@@ -19,6 +19,7 @@ use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{
     ConvGeometry, forward, forward_bias_relu, input_grad, transposed, weight_grad,
 };
+use crate::flex::dropout::{self, DropoutMask};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
 use crate::flex::lstm::{self, LstmSaved};
@@ -208,6 +209,18 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
 
     fn towers_softmax(x: FloatTensor<Self>, quiet: bool) -> FloatTensor<Self> {
         kept_output::<C>(x, |x| softmax::forward(x, quiet), softmax::backward)
+    }
+
+    fn towers_dropout(x: FloatTensor<Self>, prob: f64, seed: u64) -> FloatTensor<Self> {
+        let mask = DropoutMask::new(prob, seed);
+        match DropoutBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(mask, dropout::forward(x.into_primitive(), mask)),
+            OpsKind::UnTracked(prep) => prep.finish(dropout::forward(x.into_primitive(), mask)),
+        }
     }
 
     fn towers_lstm(
@@ -617,6 +630,23 @@ impl Backward<Flex, 3> for LayerNormBackward {
             ops.parents.map(|node| node.map(|node| node.id)),
             gradients,
         );
+    }
+}
+
+/// Dropout's backward pass: the gradient through the forward pass's mask, drawn again from
+/// the state.
+#[derive(Debug)]
+struct DropoutBackward;
+
+impl Backward<Flex, 1> for DropoutBackward {
+    type State = DropoutMask;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = parent {
+            grads.register::<Flex>(node.id, dropout::backward(grad, ops.state));
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use burn::backend::{Backend, Flex, backend_extension};
 use crate::flex::activation::{Activation, relu6_forward};
 use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu, transposed};
+use crate::flex::dropout::{self, DropoutMask};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
 use crate::flex::lstm;
@@ -97,6 +98,10 @@ pub(crate) trait FlexKernels: Backend {
     /// Softmax over the last dimension (with `quiet`, Burn's quiet softmax: a 1 added to each
     /// row's sum of exponentials).
     fn towers_softmax(x: FloatTensor<Self>, quiet: bool) -> FloatTensor<Self>;
+
+    /// Dropout of every value (`crate::flex::dropout`): kept with probability `1 - prob` and
+    /// scaled by `1 / (1 - prob)`, the mask drawn from `seed` and each value's index.
+    fn towers_dropout(x: FloatTensor<Self>, prob: f64, seed: u64) -> FloatTensor<Self>;
 
     /// An LSTM layer's recurrence over a whole sequence (`crate::flex::lstm`): `xw` `[batch,
     /// steps, 4 · hidden]` (the input's projection and both biases, gates `[i, f, g, o]`),
@@ -299,6 +304,10 @@ impl FlexKernels for Flex {
 
     fn towers_softmax(x: FloatTensor<Self>, quiet: bool) -> FloatTensor<Self> {
         softmax::forward(x, quiet)
+    }
+
+    fn towers_dropout(x: FloatTensor<Self>, prob: f64, seed: u64) -> FloatTensor<Self> {
+        dropout::forward(x, DropoutMask::new(prob, seed))
     }
 
     fn towers_lstm(

@@ -1,6 +1,6 @@
 //! burn-towers' own kernels on flex tensors and plain slices, by family: `memory` (buffers
 //! zeroed and copied on rayon's threads, images in f32 or bf16), `exp` (a vectorized `e^x`),
-//! `activation` (ReLU6, SiLU, GELU and the hard ones), `softmax`, `gemm`
+//! `activation` (ReLU6, SiLU, GELU and the hard ones), `dropout`, `softmax`, `gemm`
 //! (f32 and bf16 products, transposition), `lstm` (an LSTM's recurrence), `conv`, `norm` (batch norm, LRN), `pool`,
 //! `optimizer_update`. Each family uses
 //! only those before it in that list (`tests/layers.rs`). Burn reaches them through the backend
@@ -35,6 +35,8 @@
 //! - average pooling at stride 1 (`avg_pool`) as window sums along rows, then columns;
 //! - local response normalization (`lrn`) in vectorized passes per channel plane, with square
 //!   roots for the power and a backward pass that reuses the forward's window sums;
+//! - dropout (`dropout`) in one pass each way, its mask a hash of the call's seed and each
+//!   value's index, drawn again backward rather than kept;
 //! - softmax over a row (`softmax`) in three passes forward and two backward, where Burn's
 //!   autodiff composes five ops each way;
 //! - an LSTM layer's recurrence over a whole sequence (`lstm`), each step one product and one
@@ -52,6 +54,7 @@
 
 pub(crate) mod activation;
 pub(crate) mod conv;
+pub(crate) mod dropout;
 pub(crate) mod exp;
 pub(crate) mod gemm;
 pub(crate) mod lstm;

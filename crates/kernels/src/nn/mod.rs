@@ -1,6 +1,6 @@
 //! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, transposed), pooling, batch,
-//! group, layer and RMS norms, dense layers, LSTMs, multi-head attention, transformers and
-//! some activations run on
+//! group, layer and RMS norms, dense layers, dropout, LSTMs, multi-head attention, transformers
+//! and some activations run on
 //! burn-towers' kernels, and
 //! whose cross-entropy loss has its own backward pass.
 //! Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a model needs: the
@@ -15,6 +15,7 @@
 //! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`]; `group_norm.rs`: [`GroupNorm`];
 //!   `layer_norm.rs`: [`LayerNorm`] (Burn's fields, not a wrapper: see there); `rms_norm.rs`:
 //!   [`RmsNorm`].
+//! - `dropout.rs`: [`Dropout`].
 //! - `lstm/`: [`Lstm`], [`BiLstm`] (also at the root, as Burn's; the rest of `burn::nn::lstm`).
 //! - `activation/`: [`Gelu`] (also at the root, as Burn's), [`activation::SiLU`],
 //!   [`activation::Relu6`], [`activation::HardSwish`] (the rest of `burn::nn::activation`).
@@ -28,6 +29,7 @@ pub mod activation;
 pub mod attention;
 mod batch_norm;
 pub mod conv;
+mod dropout;
 mod group_norm;
 mod layer_norm;
 mod linear;
@@ -41,6 +43,7 @@ mod wrapped;
 pub use activation::Gelu;
 pub use batch_norm::{BatchNorm, BatchNormConfig};
 pub use burn::nn::*;
+pub use dropout::{Dropout, DropoutConfig};
 pub use group_norm::{GroupNorm, GroupNormConfig};
 pub use layer_norm::{LayerNorm, LayerNormConfig};
 pub use linear::{Linear, LinearConfig};

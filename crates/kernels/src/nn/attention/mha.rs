@@ -8,7 +8,7 @@ use burn::nn::Initializer;
 use burn::nn::attention::MhaOutput;
 use burn::tensor::{Bool, Device, Tensor};
 
-use crate::dispatch::{linear, quiet_softmax, softmax};
+use crate::dispatch::{dropout, linear, quiet_softmax, softmax};
 use crate::nn::wrapped::wrapped_module;
 
 /// [`burn::nn::attention::MultiHeadAttentionConfig`], field for field (a config saved from
@@ -137,7 +137,7 @@ impl MultiHeadAttention {
             true => quiet_softmax(scores, 3),
             false => softmax(scores, 3),
         };
-        let weights = mha.dropout.forward(weights);
+        let weights = dropout(&mha.dropout, weights);
         let context = weights.clone().matmul(value).swap_dims(1, 2);
         let context = linear(&mha.output, context.reshape([batch, seq_1, d_model]));
         MhaOutput { weights, context }

@@ -6,7 +6,7 @@ use burn::nn::Initializer;
 use burn::nn::activation::ActivationConfig;
 use burn::tensor::{Device, Tensor};
 
-use crate::dispatch::linear;
+use crate::dispatch::{dropout, linear};
 use crate::nn::activation::activate;
 use crate::nn::wrapped::wrapped_module;
 
@@ -80,10 +80,7 @@ impl PositionWiseFeedForward {
             input.dims()
         );
         let x = linear(&self.inner.linear_inner, input);
-        let x = self
-            .inner
-            .dropout
-            .forward(activate(&self.inner.activation, x));
+        let x = dropout(&self.inner.dropout, activate(&self.inner.activation, x));
         linear(&self.inner.linear_outer, x)
     }
 }

@@ -4,6 +4,7 @@
 use burn::nn::Dropout;
 use burn::tensor::Tensor;
 
+use crate::dispatch::dropout;
 use crate::nn::layer_norm::LayerNorm;
 
 /// How a transformer layer wraps each of its sub-layers (attention, feed-forward network): the
@@ -25,8 +26,8 @@ impl Residual<'_> {
         branch: impl FnOnce(Tensor<3>) -> Tensor<3>,
     ) -> Tensor<3> {
         match self.norm_first {
-            true => x.clone() + self.dropout.forward(branch(norm.forward(x))),
-            false => norm.forward(x.clone() + self.dropout.forward(branch(x))),
+            true => x.clone() + dropout(self.dropout, branch(norm.forward(x))),
+            false => norm.forward(x.clone() + dropout(self.dropout, branch(x))),
         }
     }
 }
