@@ -1,8 +1,8 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
 (shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, SiLU, dropout, an
-LSTM, a softmax, multi-head attention and a transformer encoder layer (without and with dropout),
-forward and backward (`sum(y * y)`, the gradients of the input and the weights), in f32 on the
-CPU:
+LSTM, a GRU, a softmax, multi-head attention and a transformer encoder layer (without and with
+dropout), forward and backward (`sum(y * y)`, the gradients of the input and the weights), in
+f32 on the CPU:
 
     python bench/peers/torch_layers.py --reps 20
     cargo run --release -p towers-bench --bin bench_layers 20
@@ -73,6 +73,11 @@ def layer_cases():
     yield (
         "Lstm (256 -> 256) of [32, 64, 256]",
         Outputs(nn.LSTM(256, 256, batch_first=True)),
+        torch.rand(32, 64, 256) * 2 - 1,
+    )
+    yield (
+        "Gru (256 -> 256) of [32, 64, 256]",
+        Outputs(nn.GRU(256, 256, batch_first=True)),
         torch.rand(32, 64, 256) * 2 - 1,
     )
     yield "Softmax of [96, 256, 256]", nn.Softmax(dim=2), torch.rand(96, 256, 256) * 2 - 1

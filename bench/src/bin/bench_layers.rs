@@ -5,7 +5,7 @@
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
 //! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
-//! LSTM, dropout; a transformer's softmax, multi-head attention and encoder layer (without and
+//! LSTM, a GRU, dropout; a transformer's softmax, multi-head attention and encoder layer (without and
 //! with dropout).
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS]` (default 10 timed steps per
@@ -143,8 +143,8 @@ struct LayerCase {
 /// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
 /// at stride 2), GELU, exact and approximated, and a layer norm on a transformer's `[32, 256,
 /// 768]`, and a group
-/// norm (32 groups) and SiLU of `[8, 128, 64, 64]`, dropout of `[32, 256, 768]`, an LSTM (256
-/// features to 256, batch 32 of 64 steps).
+/// norm (32 groups) and SiLU of `[8, 128, 64, 64]`, dropout of `[32, 256, 768]`, an LSTM and a
+/// GRU (256 features to 256, batch 32 of 64 steps).
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
     use burn::nn::{PaddingConfig1d, conv as burns};
     use towers_kernels::nn::conv as ours;
@@ -252,6 +252,14 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
         input: input([32, 64, 256]),
         burns: Box::new(move |x| burn_layer.forward(x.clone(), None).0),
         ours: Box::new(move |x| layer.forward(x.clone(), None).0),
+    });
+    let layer = towers_kernels::nn::GruConfig::new(256, 256, true).init(device);
+    let burn_layer: burn::nn::Gru = layer.clone().into();
+    cases.push(LayerCase {
+        name: "Gru (256 -> 256) of [32, 64, 256]".into(),
+        input: input([32, 64, 256]),
+        burns: Box::new(move |x| burn_layer.forward(x.clone(), None)),
+        ours: Box::new(move |x| layer.forward(x.clone(), None)),
     });
     cases.extend(transformer_cases(device));
     cases

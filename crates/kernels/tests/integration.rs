@@ -3,6 +3,7 @@
 mod attention;
 mod drop_in;
 mod dropout;
+mod gru;
 mod layers;
 mod loss;
 mod lstm;

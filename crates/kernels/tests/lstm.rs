@@ -57,7 +57,7 @@ fn run<M: Module, const S: usize>(
 }
 
 /// Every float parameter's gradient in `grads`, flattened in visiting order.
-fn param_grads<M: Module>(module: &M, grads: &Gradients) -> Tensor<1> {
+pub(crate) fn param_grads<M: Module>(module: &M, grads: &Gradients) -> Tensor<1> {
     struct Collect<'a>(&'a Gradients, Vec<Tensor<1>>);
     impl ModuleVisitor for Collect<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
@@ -211,7 +211,7 @@ fn lstm_records_and_configs_load_both_ways() {
 
 /// `module` with every parameter multiplied by `factor` (the seeded pattern is within ±0.2,
 /// under which no gate saturates).
-fn scaled<M: Module>(module: M, factor: f32) -> M {
+pub(crate) fn scaled<M: Module>(module: M, factor: f32) -> M {
     struct Scale(f32);
     impl burn::module::ModuleMapper for Scale {
         fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {

@@ -320,6 +320,26 @@ pub(super) fn lstm_recurrence(
     Tensor::from_dispatch(out)
 }
 
+/// The recurrence of a GRU layer ([`FlexKernels::towers_gru`]) on flex tensors: `xw` the
+/// input's projection for every step and its biases (`[batch, steps, 3 · hidden]`, gates `[z, r,
+/// n]`), `w_hh` and `b_hh` the hidden state's weights and biases, from `h0`.
+pub(super) fn gru_recurrence(
+    xw: Tensor<3>,
+    w_hh: Tensor<2>,
+    b_hh: Tensor<1>,
+    h0: Tensor<2>,
+    reverse: bool,
+) -> Tensor<3> {
+    let out = <Dispatch as FlexKernels>::towers_gru(
+        xw.into_dispatch(),
+        w_hh.into_dispatch(),
+        b_hh.into_dispatch(),
+        h0.into_dispatch(),
+        reverse,
+    );
+    Tensor::from_dispatch(out)
+}
+
 /// A layer norm (or RMS norm: `norm`) of an f32 `x` over its last dimension, of that
 /// dimension's `gamma` and `beta` (none: zeros).
 pub(super) fn layer_norm<const D: usize>(

@@ -2,8 +2,6 @@
 //! direction's recurrence as one op on flex.
 
 #[cfg(feature = "flex")]
-use burn::nn::GateController;
-#[cfg(feature = "flex")]
 use burn::nn::activation::Activation;
 use burn::nn::{BiLstm, Lstm, LstmState};
 use burn::tensor::Tensor;
@@ -11,11 +9,9 @@ use burn::tensor::Tensor;
 use burn::tensor::s;
 
 #[cfg(feature = "flex")]
-use crate::dispatch::channel_bias::add_channel_bias;
-#[cfg(feature = "flex")]
 use crate::dispatch::flex_route;
 #[cfg(feature = "flex")]
-use crate::dispatch::layer_ops::product;
+use crate::dispatch::gates::{batch_first, hidden, input_projection, joined_weights};
 
 /// `lstm.forward(x, state)`. On f32 flex tensors, for an LSTM as PyTorch's (sigmoid gates, tanh
 /// cell and output, a forget gate of its own, no clipping): the input's projection for every
@@ -68,13 +64,6 @@ fn gates_as_pytorchs(lstm: &Lstm) -> bool {
         && lstm.clip.is_none()
 }
 
-/// `x` with its first two dimensions swapped unless `batch_first` (both ways: `[steps, batch,
-/// …]` to `[batch, steps, …]` and back).
-#[cfg(feature = "flex")]
-fn batch_first(x: Tensor<3>, batch_first: bool) -> Tensor<3> {
-    if batch_first { x } else { x.swap_dims(0, 1) }
-}
-
 /// [`lstm`] of a batch-first `x` by the recurrence kernel, its gates joined in PyTorch's order,
 /// the steps last to first with `reverse`.
 #[cfg(feature = "flex")]
@@ -88,15 +77,8 @@ fn by_recurrence(
     let forget = lstm.forget_gate.as_ref();
     let forget = forget.expect("checked by gates_as_pytorchs");
     let gates = [&lstm.input_gate, forget, &lstm.cell_gate, &lstm.output_gate];
-    let joined = |weight: fn(&GateController) -> Tensor<2>| {
-        Tensor::cat(gates.iter().map(|gate| weight(gate)).collect(), 1)
-    };
-    let xw = product(x, joined(|gate| gate.input_transform.weight.val()));
-    let xw = match joined_bias(gates) {
-        Some(bias) => add_channel_bias(xw, bias, 2),
-        None => xw,
-    };
-    let w_hh = joined(|gate| gate.hidden_transform.weight.val());
+    let xw = input_projection(x, &gates, true);
+    let w_hh = joined_weights(&gates, hidden);
     let (c0, h0) = match state {
         Some(state) => state.unpack(),
         None => LstmState::initial([batch, lstm.d_hidden], &xw.device()).unpack(),
@@ -113,21 +95,4 @@ fn by_recurrence(
     let hidden = out.clone().narrow(1, last, 1).squeeze_dim(1);
     let cell = out.clone().narrow(1, steps, 1).squeeze_dim(1);
     (out.narrow(1, 0, steps), LstmState::new(cell, hidden))
-}
-
-/// Each gate's two biases summed, the gates' side by side (a gate without any: zeros); `None`
-/// where no gate has one.
-#[cfg(feature = "flex")]
-fn joined_bias(gates: [&GateController; 4]) -> Option<Tensor<1>> {
-    let biases = gates.map(|gate| {
-        let [input, hidden] = [&gate.input_transform, &gate.hidden_transform];
-        let [input, hidden] = [input, hidden].map(|layer| layer.bias.as_ref().map(|b| b.val()));
-        match (input, hidden) {
-            (Some(input), Some(hidden)) => Some(input + hidden),
-            (one, other) => one.or(other),
-        }
-    });
-    let like = biases.iter().flatten().next()?.clone();
-    let biases = biases.map(|bias| bias.unwrap_or_else(|| like.zeros_like()));
-    Some(Tensor::cat(biases.to_vec(), 0))
 }

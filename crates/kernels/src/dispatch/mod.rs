@@ -8,7 +8,8 @@
 //!   [`rms_norm`], [`hard_swish`], [`hard_sigmoid`], [`softmax`], [`quiet_softmax`],
 //!   given Burn's own layer modules, their products in this thread's
 //!   [`Precision`](crate::Precision).
-//! - `lstm.rs`: [`lstm`], [`bi_lstm`]: LSTM layers whose recurrence is one op on flex.
+//! - `lstm.rs`, `gru.rs`: [`lstm`], [`bi_lstm`], [`gru`], [`bi_gru`]: recurrent layers whose
+//!   recurrence is one op on flex (`gates.rs`: their gates' layers joined).
 //! - `channel_bias.rs`: a bias added so that its gradient is summed in short reductions (on
 //!   wgpu, long ones drop values).
 //! - `flex_route.rs`: which calls the flex kernels take; the fused ops only they compute
@@ -24,6 +25,9 @@ mod bf16_kernel;
 mod channel_bias;
 #[cfg(feature = "flex")]
 pub mod flex_route;
+#[cfg(feature = "flex")]
+mod gates;
+mod gru;
 mod image_conv;
 mod layer_ops;
 mod lstm;
@@ -31,6 +35,7 @@ mod optimizer_update;
 mod square_sums;
 
 pub use bf16_kernel::{bf16_kernel, bf16_on_amx};
+pub use gru::{bi_gru, gru};
 pub use image_conv::conv_images;
 pub use layer_ops::{
     avg_pool2d, conv_transpose2d, conv1d, conv2d, conv2d_relu, conv2d_relu_max_pool2d, dropout,

@@ -22,7 +22,6 @@ use crate::flex::conv::passes::{
 use crate::flex::dropout::{self, DropoutMask};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
-use crate::flex::lstm::{self, LstmSaved};
 use crate::flex::memory::dims4;
 use crate::flex::norm::batch_norm::{self, Statistics};
 use crate::flex::norm::group_norm;
@@ -32,6 +31,8 @@ use crate::flex::optimizer_update::Update;
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool::{self, Maxima};
 use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_backward, max_pool_forward};
+use crate::flex::recurrent::gru::{self, GruSaved};
+use crate::flex::recurrent::lstm::{self, LstmSaved};
 use crate::flex::softmax;
 
 impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
@@ -239,6 +240,28 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         match prep {
             OpsKind::Tracked(prep) => {
                 let state = (Arc::new(saved), [w_hh, h0, c0, out.clone()], reverse);
+                prep.finish(state, out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(out),
+        }
+    }
+
+    fn towers_gru(
+        xw: FloatTensor<Self>,
+        w_hh: FloatTensor<Self>,
+        b_hh: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        reverse: bool,
+    ) -> FloatTensor<Self> {
+        let prep = GruBackward
+            .prepare::<C>([xw.node(), w_hh.node(), b_hh.node(), h0.node()])
+            .compute_bound()
+            .stateful();
+        let [w_hh, b_hh, h0] = [w_hh, b_hh, h0].map(|t| t.into_primitive());
+        let (out, saved) = gru::forward(xw.into_primitive(), [&w_hh, &b_hh], &h0, reverse);
+        match prep {
+            OpsKind::Tracked(prep) => {
+                let state = (Arc::new(saved), [w_hh, h0, out.clone()], reverse);
                 prep.finish(state, out)
             }
             OpsKind::UnTracked(prep) => prep.finish(out),
@@ -662,6 +685,26 @@ impl Backward<Flex, 4> for LstmBackward {
         let grad = grads.consume::<Flex>(&ops.node);
         let (saved, [w_hh, h0, c0, out], reverse) = ops.state;
         let gradients = lstm::backward(&saved, &w_hh, [&h0, &c0, &out], grad, reverse);
+        register_each(
+            grads,
+            ops.parents.map(|node| node.map(|node| node.id)),
+            gradients,
+        );
+    }
+}
+
+/// A GRU recurrence's backward pass: state is what its forward pass saved, the hidden weights,
+/// the initial hidden state, the output, and the direction.
+#[derive(Debug)]
+struct GruBackward;
+
+impl Backward<Flex, 4> for GruBackward {
+    type State = (Arc<GruSaved>, [FlexTensor; 3], bool);
+
+    fn backward(self, ops: Ops<Self::State, 4>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (saved, [w_hh, h0, out], reverse) = ops.state;
+        let gradients = gru::backward(&saved, &w_hh, [&h0, &out], grad, reverse);
         register_each(
             grads,
             ops.parents.map(|node| node.map(|node| node.id)),

@@ -13,7 +13,6 @@ use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu, transp
 use crate::flex::dropout::{self, DropoutMask};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
-use crate::flex::lstm;
 use crate::flex::norm::layer_norm::{self, RowNorm};
 use crate::flex::norm::lrn::{LrnParams, lrn_forward};
 use crate::flex::norm::{batch_norm, group_norm};
@@ -21,6 +20,7 @@ use crate::flex::optimizer_update::{Update, update};
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool;
 use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_forward};
+use crate::flex::recurrent::{gru, lstm};
 use crate::flex::softmax;
 
 /// Max pooling, LRN, convolution and the like by burn-towers' kernels, and optimizers'
@@ -103,7 +103,7 @@ pub(crate) trait FlexKernels: Backend {
     /// scaled by `1 / (1 - prob)`, the mask drawn from `seed` and each value's index.
     fn towers_dropout(x: FloatTensor<Self>, prob: f64, seed: u64) -> FloatTensor<Self>;
 
-    /// An LSTM layer's recurrence over a whole sequence (`crate::flex::lstm`): `xw` `[batch,
+    /// An LSTM layer's recurrence over a whole sequence (`crate::flex::recurrent::lstm`): `xw` `[batch,
     /// steps, 4 · hidden]` (the input's projection and both biases, gates `[i, f, g, o]`),
     /// `w_hh` `[hidden, 4 · hidden]`, from `h0` and `c0` `[batch, hidden]`, the steps from the
     /// last to the first with `reverse`: `[batch, steps + 1, hidden]`, each step's hidden state
@@ -113,6 +113,19 @@ pub(crate) trait FlexKernels: Backend {
         w_hh: FloatTensor<Self>,
         h0: FloatTensor<Self>,
         c0: FloatTensor<Self>,
+        reverse: bool,
+    ) -> FloatTensor<Self>;
+
+    /// A GRU layer's recurrence over a whole sequence (`crate::flex::recurrent::gru`): `xw`
+    /// `[batch, steps, 3 · hidden]` (the input's projection and its biases, gates `[z, r, n]`),
+    /// `w_hh` `[hidden, 3 · hidden]` and `b_hh` `[3 · hidden]`, from `h0` `[batch, hidden]`, the
+    /// steps from the last to the first with `reverse`: each step's hidden state at its time
+    /// index, `[batch, steps, hidden]`.
+    fn towers_gru(
+        xw: FloatTensor<Self>,
+        w_hh: FloatTensor<Self>,
+        b_hh: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
         reverse: bool,
     ) -> FloatTensor<Self>;
 
@@ -318,6 +331,16 @@ impl FlexKernels for Flex {
         reverse: bool,
     ) -> FloatTensor<Self> {
         lstm::forward(xw, &w_hh, [&h0, &c0], reverse).0
+    }
+
+    fn towers_gru(
+        xw: FloatTensor<Self>,
+        w_hh: FloatTensor<Self>,
+        b_hh: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        reverse: bool,
+    ) -> FloatTensor<Self> {
+        gru::forward(xw, [&w_hh, &b_hh], &h0, reverse).0
     }
 
     fn towers_depthwise_conv2d(

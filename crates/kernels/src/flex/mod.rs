@@ -1,7 +1,8 @@
 //! burn-towers' own kernels on flex tensors and plain slices, by family: `memory` (buffers
 //! zeroed and copied on rayon's threads, images in f32 or bf16), `exp` (a vectorized `e^x`),
 //! `activation` (ReLU6, SiLU, GELU and the hard ones), `dropout`, `softmax`, `gemm`
-//! (f32 and bf16 products, transposition), `lstm` (an LSTM's recurrence), `conv`, `norm` (batch norm, LRN), `pool`,
+//! (f32 and bf16 products, transposition), `recurrent` (LSTM's and GRU's recurrences), `conv`,
+//! `norm` (batch norm, LRN), `pool`,
 //! `optimizer_update`. Each family uses
 //! only those before it in that list (`tests/layers.rs`). Burn reaches them through the backend
 //! extension above them ([`crate::extension::FlexKernels`]), with hand-written backward passes.
@@ -39,9 +40,9 @@
 //!   value's index, drawn again backward rather than kept;
 //! - softmax over a row (`softmax`) in three passes forward and two backward, where Burn's
 //!   autodiff composes five ops each way;
-//! - an LSTM layer's recurrence over a whole sequence (`lstm`), each step one product and one
-//!   pass over the gates, batch rows on rayon's threads, where Burn's autodiff records each
-//!   step's eight dense layers and dozen ops;
+//! - an LSTM's or a GRU's recurrence over a whole sequence (`recurrent`), each step one product
+//!   and one pass over the gates, batch rows on rayon's threads, where Burn's autodiff records
+//!   each step's six or eight dense layers and dozen ops;
 //! - TF's RMSProp and Adam's updates of a parameter in one pass on rayon's threads
 //!   (`optimizer_update`), where Burn's elementwise ops take a dozen on one.
 //!
@@ -57,9 +58,9 @@ pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod exp;
 pub(crate) mod gemm;
-pub(crate) mod lstm;
 pub(crate) mod memory;
 pub(crate) mod norm;
 pub(crate) mod optimizer_update;
 pub(crate) mod pool;
+pub(crate) mod recurrent;
 pub(crate) mod softmax;

@@ -1,8 +1,7 @@
 //! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, transposed), pooling, batch,
-//! group, layer and RMS norms, dense layers, dropout, LSTMs, multi-head attention, transformers
-//! and some activations run on
-//! burn-towers' kernels, and
-//! whose cross-entropy loss has its own backward pass.
+//! group, layer and RMS norms, dense layers, dropout, LSTMs and GRUs, multi-head attention,
+//! transformers and some activations run on burn-towers' kernels, and whose cross-entropy loss
+//! has its own backward pass.
 //! Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a model needs: the
 //! same names, `Config`s (field for field), parameters and records (saved from either, loaded
 //! into the other), the same outputs and gradients on every backend (Burn's ops wherever the
@@ -16,6 +15,7 @@
 //!   `layer_norm.rs`: [`LayerNorm`] (Burn's fields, not a wrapper: see there); `rms_norm.rs`:
 //!   [`RmsNorm`].
 //! - `dropout.rs`: [`Dropout`].
+//! - `gru/`: [`Gru`], [`BiGru`] (also at the root, as Burn's).
 //! - `lstm/`: [`Lstm`], [`BiLstm`] (also at the root, as Burn's; the rest of `burn::nn::lstm`).
 //! - `activation/`: [`Gelu`] (also at the root, as Burn's), [`activation::SiLU`],
 //!   [`activation::Relu6`], [`activation::HardSwish`] (the rest of `burn::nn::activation`).
@@ -31,6 +31,7 @@ mod batch_norm;
 pub mod conv;
 mod dropout;
 mod group_norm;
+pub mod gru;
 mod layer_norm;
 mod linear;
 pub mod loss;
@@ -45,6 +46,7 @@ pub use batch_norm::{BatchNorm, BatchNormConfig};
 pub use burn::nn::*;
 pub use dropout::{Dropout, DropoutConfig};
 pub use group_norm::{GroupNorm, GroupNormConfig};
+pub use gru::{BiGru, BiGruConfig, Gru, GruConfig};
 pub use layer_norm::{LayerNorm, LayerNormConfig};
 pub use linear::{Linear, LinearConfig};
 pub use lstm::{BiLstm, BiLstmConfig, Lstm, LstmConfig};

@@ -1,52 +1,25 @@
-//! An LSTM layer's recurrence over a whole sequence on flex, forward and backward, as one op:
-//! given the input's projection for every step (`xw`, one product outside), each step is one
-//! product of the previous hidden state by the hidden weights and one pass over the gates.
+//! An LSTM layer's recurrence over a whole sequence on flex, forward and backward, as one op
+//! (the family's shape: `mod.rs`).
 //!
 //! Burn's `Lstm` composes each step of eight dense layers, four activations and the cell's
 //! arithmetic, and writes each step's output into the whole output by `slice_assign`, all
 //! recorded for autodiff: on 2 CPU cores, forward and backward of batch 32, 64 steps, 256
-//! features, it took 170 ms where PyTorch's took 43 (bench/HISTORY.md, "LSTM").
+//! features, it took 170 ms where PyTorch's took 43 (bench/HISTORY.md, "LSTM and dropout on
+//! the drop-in layers").
 //!
-//! Each batch row's recurrence is independent of the others', so rayon's threads each take a
-//! share of the rows through every step, with no synchronisation between steps. The gates are
-//! PyTorch's order, `[i, f, g, o]` (input, forget, cell, output), each `hidden` wide.
+//! The gates are PyTorch's order, `[i, f, g, o]` (input, forget, cell, output), each `hidden`
+//! wide.
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use crate::flex::exp::exp;
 use crate::flex::gemm::gemm_f32::{View, gemm_f32};
-use crate::flex::gemm::transpose::transpose_each;
 use crate::flex::memory::buffers::owned;
-
-/// The recurrence's sizes and direction.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LstmShape {
-    pub batch: usize,
-    pub steps: usize,
-    pub hidden: usize,
-    /// Whether the steps run from the last time index to the first (Burn's `reverse`).
-    pub reverse: bool,
-}
-
-impl LstmShape {
-    /// The time index of the `s`-th step run.
-    fn time(self, s: usize) -> usize {
-        if self.reverse { self.steps - 1 - s } else { s }
-    }
-
-    /// The time index of the step before the `s`-th (none before the first).
-    fn previous(self, s: usize) -> Option<usize> {
-        s.checked_sub(1).map(|s| self.time(s))
-    }
-
-    /// Rows of the batch per task on rayon's threads.
-    fn rows_per_task(self) -> usize {
-        self.batch.div_ceil(rayon::current_num_threads()).max(1)
-    }
-}
+use crate::flex::recurrent::{
+    Recurrence, hidden_weight_grad, previous_hidden, read_and_write, sigmoid, tanh, transposed,
+};
 
 /// What the backward pass reads besides the weights, initial state and output: each step's
 /// gates after their activations (`[batch, steps, 4 · hidden]`) and its cell (`[batch, steps,
@@ -68,13 +41,13 @@ pub(crate) fn forward(
     reverse: bool,
 ) -> (FlexTensor, LstmSaved) {
     let dims = xw.layout().shape().to_vec();
-    let shape = LstmShape {
+    let shape = Recurrence {
         batch: dims[0],
         steps: dims[1],
         hidden: dims[2] / 4,
         reverse,
     };
-    let LstmShape { steps, hidden, .. } = shape;
+    let Recurrence { steps, hidden, .. } = shape;
     // What the products' SAFETY comments rely on.
     assert!(dims.len() == 3 && dims[2] == 4 * hidden, "xw of {dims:?}");
     assert_eq!(w_hh.layout().shape().to_vec(), [hidden, 4 * hidden], "w_hh");
@@ -103,12 +76,12 @@ pub(crate) fn forward(
 
 /// [`forward`] for some rows of the batch: `gates` enters holding their `xw`.
 fn forward_rows(
-    shape: LstmShape,
+    shape: Recurrence,
     w_hh: &[f32],
     [h0, c0]: [&[f32]; 2],
     [gates, cells, out]: [&mut [f32]; 3],
 ) {
-    let LstmShape { steps, hidden, .. } = shape;
+    let Recurrence { steps, hidden, .. } = shape;
     let rows = cells.len() / (steps * hidden);
     let [gate_row, out_row] = [steps * 4 * hidden, (steps + 1) * hidden];
     for s in 0..steps {
@@ -143,22 +116,6 @@ fn forward_rows(
     }
 }
 
-/// The `len` values at `read` and, mutably, those at `write` (which do not overlap them).
-fn read_and_write(
-    values: &mut [f32],
-    read: usize,
-    write: usize,
-    len: usize,
-) -> (&[f32], &mut [f32]) {
-    if read < write {
-        let (before, after) = values.split_at_mut(write);
-        (&before[read..][..len], &mut after[..len])
-    } else {
-        let (before, after) = values.split_at_mut(read);
-        (&after[..len], &mut before[write..][..len])
-    }
-}
-
 /// One step of one row: the gates' activations in place, the new cell `c` and hidden state `h`.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
 fn cell_forward(gates: &mut [f32], c_prev: &[f32], c: &mut [f32], h: &mut [f32]) {
@@ -184,13 +141,13 @@ pub(crate) fn backward(
     reverse: bool,
 ) -> [FlexTensor; 4] {
     let dims = out.layout().shape().to_vec();
-    let shape = LstmShape {
+    let shape = Recurrence {
         batch: dims[0],
         steps: dims[1] - 1,
         hidden: dims[2],
         reverse,
     };
-    let LstmShape {
+    let Recurrence {
         batch,
         steps,
         hidden,
@@ -205,10 +162,7 @@ pub(crate) fn backward(
     let (out, grad) = (owned(out.clone()), owned(grad));
     let (w_hh, h0, c0): (&[f32], &[f32], &[f32]) = (w_hh.storage(), h0.storage(), c0.storage());
     let (out, grad): (&[f32], &[f32]) = (out.storage(), grad.storage());
-    // Each step multiplies by `w_hhᵀ`: laid out row-major once here, gemm packs it from
-    // contiguous rows at every step rather than gathering columns 4 · hidden apart.
-    let mut w_hh_t = vec![0f32; w_hh.len()];
-    transpose_each(&mut w_hh_t, w_hh, [hidden, 4 * hidden]);
+    let w_hh_t = transposed(w_hh, [hidden, 4 * hidden]);
     let mut d_gates = vec![0f32; saved.gates.len()];
     let (mut d_h0, mut d_c0) = (vec![0f32; batch * hidden], vec![0f32; batch * hidden]);
     let rows = shape.rows_per_task();
@@ -227,8 +181,8 @@ pub(crate) fn backward(
             let grad = &grad[first * (steps + 1) * hidden..];
             backward_rows(shape, &w_hh_t, saved, grad, [d_gates, d_h0, d_c0]);
         });
-    let h_prev = previous_hidden(shape, h0, out);
-    let d_w_hh = hidden_weight_grad(shape, &h_prev, &d_gates);
+    let h_prev = previous_hidden(shape, h0, out, (steps + 1) * hidden);
+    let d_w_hh = hidden_weight_grad(shape, &h_prev, &d_gates, 4 * hidden);
     let tensor =
         |values: Vec<f32>, dims: &[usize]| FlexTensor::from_data(TensorData::new(values, dims));
     [
@@ -242,13 +196,13 @@ pub(crate) fn backward(
 /// [`backward`] for some rows of the batch, from `w_hhᵀ`, their saved gates, cells and `c0`,
 /// and their output's gradient: their gates' gradients (`xw`'s) and `h0`'s and `c0`'s.
 fn backward_rows(
-    shape: LstmShape,
+    shape: Recurrence,
     w_hh_t: &[f32],
     [gates, cells, c0]: [&[f32]; 3],
     grad: &[f32],
     [d_gates, d_h0, d_c0]: [&mut [f32]; 3],
 ) {
-    let LstmShape { steps, hidden, .. } = shape;
+    let Recurrence { steps, hidden, .. } = shape;
     let rows = d_h0.len() / hidden;
     let [gate_row, out_row] = [steps * 4 * hidden, (steps + 1) * hidden];
     // The gradient reaching each row's hidden state from the step after it, and its cell's.
@@ -316,93 +270,5 @@ fn cell_backward(step: StepGrad, d_h_next: &[f32], d_c: &mut [f32], d_gates: &mu
         d_g[j] = dc * i * (1.0 - g * g);
         d_f[j] = dc * step.c_prev[j] * f * (1.0 - f);
         d_c[j] = dc * f;
-    }
-}
-
-/// Each step's previous hidden state, `[batch · steps, hidden]` in the gates' order: `h0` for
-/// the first step run, the output of the step run before for the others.
-fn previous_hidden(shape: LstmShape, h0: &[f32], out: &[f32]) -> Vec<f32> {
-    let LstmShape { steps, hidden, .. } = shape;
-    let mut h_prev = vec![0f32; shape.batch * steps * hidden];
-    h_prev
-        .par_chunks_mut(steps * hidden)
-        .enumerate()
-        .for_each(|(r, h_prev)| {
-            for s in 0..steps {
-                let from = match shape.previous(s) {
-                    None => &h0[r * hidden..][..hidden],
-                    Some(p) => &out[(r * (steps + 1) + p) * hidden..][..hidden],
-                };
-                h_prev[shape.time(s) * hidden..][..hidden].copy_from_slice(from);
-            }
-        });
-    h_prev
-}
-
-/// `w_hh`'s gradient, `h_prevᵀ · d_gates` over every row and step, its rows shared among
-/// rayon's threads.
-fn hidden_weight_grad(shape: LstmShape, h_prev: &[f32], d_gates: &[f32]) -> Vec<f32> {
-    let hidden = shape.hidden;
-    let products = shape.batch * shape.steps;
-    let mut d_w = vec![0f32; hidden * 4 * hidden];
-    let share = hidden.div_ceil(rayon::current_num_threads()).max(1);
-    d_w.par_chunks_mut(share * 4 * hidden)
-        .enumerate()
-        .for_each(|(task, dst)| {
-            let (first, rows) = (task * share, dst.len() / (4 * hidden));
-            // SAFETY: `h_prev` is `products` rows of `hidden`, read transposed from column
-            // `first` for `rows` columns; `d_gates` is `products` rows of `4 · hidden`; `dst`
-            // is `rows` rows of `4 · hidden`, a buffer of its own.
-            unsafe {
-                let lhs = View::columns(h_prev[first..].as_ptr(), hidden);
-                let rhs = View::rows(d_gates.as_ptr(), 4 * hidden);
-                let dst = View::rows(dst.as_mut_ptr(), 4 * hidden);
-                gemm_f32([rows, 4 * hidden, products], dst, false, lhs, rhs);
-            }
-        });
-    d_w
-}
-
-/// `1 / (1 + e^-x)`.
-#[inline(always)]
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + exp(-x))
-}
-
-/// `tanh(x)` within a few ulp, as Cephes' `tanhf`: an odd polynomial below 0.625, where `1 -
-/// 2 / (e^2x + 1)` would lose the small value's digits to the difference, that form above;
-/// both computed and one picked, so that the loop vectorizes.
-#[inline(always)]
-fn tanh(x: f32) -> f32 {
-    const P: [f32; 5] = [
-        -5.704_988_7e-3,
-        2.063_909e-2,
-        -5.373_971_5e-2,
-        0.133_314_42,
-        -0.333_332_8,
-    ];
-    let z = x * x;
-    let small = P.iter().fold(0.0, |p, &c| p * z + c) * z * x + x;
-    let large = (1.0 - 2.0 / (exp(2.0 * x.abs()) + 1.0)).copysign(x);
-    if x.abs() < 0.625 { small } else { large }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Within 4 ulp of the standard library's `tanh` (and its exact ±1 far out) over ±20.
-    #[test]
-    fn tanh_is_within_a_few_ulp_of_the_standard_librarys() {
-        let mut worst = 0f32;
-        for i in 0..=400_000 {
-            let x = -20.0 + 40.0 * i as f32 / 4e5;
-            let (got, want) = (tanh(x), x.tanh());
-            let spacing = f32::from_bits(want.abs().to_bits() + 1) - want.abs();
-            worst = worst.max((got - want).abs() / spacing.max(f32::MIN_POSITIVE));
-        }
-        assert!(worst <= 4.0, "{worst} ulp");
-        assert_eq!(tanh(1e-30), 1e-30);
-        assert_eq!((tanh(-30.0), tanh(30.0)), (-1.0, 1.0));
     }
 }

@@ -1,0 +1,168 @@
+//! Recurrent layers' recurrences over a whole sequence on flex, forward and backward, each as
+//! one op (`lstm.rs`, `gru.rs`): given the input's projection for every step (one product
+//! outside), each step is one product of the previous hidden state by the joined hidden weights
+//! and one pass over the gates. Here what both share: the shape and order of the steps, each
+//! step's previous hidden state, the hidden weights' gradient as one product over every row and
+//! step, and the gates' activations.
+//!
+//! Each batch row's recurrence is independent of the others', so rayon's threads each take a
+//! share of the rows through every step, with no synchronisation between steps.
+
+pub(crate) mod gru;
+pub(crate) mod lstm;
+
+use rayon::prelude::*;
+
+use crate::flex::exp::exp;
+use crate::flex::gemm::gemm_f32::{View, gemm_f32};
+use crate::flex::gemm::transpose::transpose_each;
+
+/// The recurrence's sizes and direction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Recurrence {
+    pub batch: usize,
+    pub steps: usize,
+    pub hidden: usize,
+    /// Whether the steps run from the last time index to the first (Burn's `reverse`).
+    pub reverse: bool,
+}
+
+impl Recurrence {
+    /// The time index of the `s`-th step run.
+    pub(super) fn time(self, s: usize) -> usize {
+        if self.reverse { self.steps - 1 - s } else { s }
+    }
+
+    /// The time index of the step before the `s`-th (none before the first).
+    pub(super) fn previous(self, s: usize) -> Option<usize> {
+        s.checked_sub(1).map(|s| self.time(s))
+    }
+
+    /// Rows of the batch per task on rayon's threads.
+    pub(super) fn rows_per_task(self) -> usize {
+        self.batch.div_ceil(rayon::current_num_threads()).max(1)
+    }
+}
+
+/// The `len` values at `read` and, mutably, those at `write` (which do not overlap them).
+pub(super) fn read_and_write(
+    values: &mut [f32],
+    read: usize,
+    write: usize,
+    len: usize,
+) -> (&[f32], &mut [f32]) {
+    if read < write {
+        let (before, after) = values.split_at_mut(write);
+        (&before[read..][..len], &mut after[..len])
+    } else {
+        let (before, after) = values.split_at_mut(read);
+        (&after[..len], &mut before[write..][..len])
+    }
+}
+
+/// Each step's previous hidden state, `[batch · steps, hidden]` in the gates' order: `h0` for
+/// the first step run, the output of the step run before for the others (`out`, `out_row`
+/// values a batch row).
+pub(super) fn previous_hidden(
+    shape: Recurrence,
+    h0: &[f32],
+    out: &[f32],
+    out_row: usize,
+) -> Vec<f32> {
+    let Recurrence { steps, hidden, .. } = shape;
+    let mut h_prev = vec![0f32; shape.batch * steps * hidden];
+    h_prev
+        .par_chunks_mut(steps * hidden)
+        .enumerate()
+        .for_each(|(r, h_prev)| {
+            for s in 0..steps {
+                let from = match shape.previous(s) {
+                    None => &h0[r * hidden..][..hidden],
+                    Some(p) => &out[r * out_row + p * hidden..][..hidden],
+                };
+                h_prev[shape.time(s) * hidden..][..hidden].copy_from_slice(from);
+            }
+        });
+    h_prev
+}
+
+/// `w_hh`'s gradient, `h_prevᵀ · d_gates` over every row and step (`d_gates` `width` values a
+/// row: the gates side by side), its rows shared among rayon's threads.
+pub(super) fn hidden_weight_grad(
+    shape: Recurrence,
+    h_prev: &[f32],
+    d_gates: &[f32],
+    width: usize,
+) -> Vec<f32> {
+    let hidden = shape.hidden;
+    let products = shape.batch * shape.steps;
+    let mut d_w = vec![0f32; hidden * width];
+    let share = hidden.div_ceil(rayon::current_num_threads()).max(1);
+    d_w.par_chunks_mut(share * width)
+        .enumerate()
+        .for_each(|(task, dst)| {
+            let (first, rows) = (task * share, dst.len() / width);
+            // SAFETY: `h_prev` is `products` rows of `hidden`, read transposed from column
+            // `first` for `rows` columns; `d_gates` is `products` rows of `width`; `dst` is
+            // `rows` rows of `width`, a buffer of its own.
+            unsafe {
+                let lhs = View::columns(h_prev[first..].as_ptr(), hidden);
+                let rhs = View::rows(d_gates.as_ptr(), width);
+                let dst = View::rows(dst.as_mut_ptr(), width);
+                gemm_f32([rows, width, products], dst, false, lhs, rhs);
+            }
+        });
+    d_w
+}
+
+/// `w` (`[rows, cols]`) transposed, row-major: the backward passes multiply by `w_hhᵀ` at every
+/// step, and gemm packs it from contiguous rows rather than gathering columns apart.
+pub(super) fn transposed(w: &[f32], [rows, cols]: [usize; 2]) -> Vec<f32> {
+    let mut t = vec![0f32; w.len()];
+    transpose_each(&mut t, w, [rows, cols]);
+    t
+}
+
+/// `1 / (1 + e^-x)`.
+#[inline(always)]
+pub(super) fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + exp(-x))
+}
+
+/// `tanh(x)` within a few ulp, as Cephes' `tanhf`: an odd polynomial below 0.625, where `1 -
+/// 2 / (e^2x + 1)` would lose the small value's digits to the difference, that form above;
+/// both computed and one picked, so that the loop vectorizes.
+#[inline(always)]
+pub(super) fn tanh(x: f32) -> f32 {
+    const P: [f32; 5] = [
+        -5.704_988_7e-3,
+        2.063_909e-2,
+        -5.373_971_5e-2,
+        0.133_314_42,
+        -0.333_332_8,
+    ];
+    let z = x * x;
+    let small = P.iter().fold(0.0, |p, &c| p * z + c) * z * x + x;
+    let large = (1.0 - 2.0 / (exp(2.0 * x.abs()) + 1.0)).copysign(x);
+    if x.abs() < 0.625 { small } else { large }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Within 4 ulp of the standard library's `tanh` (and its exact ±1 far out) over ±20.
+    #[test]
+    fn tanh_is_within_a_few_ulp_of_the_standard_librarys() {
+        let mut worst = 0f32;
+        for i in 0..=400_000 {
+            let x = -20.0 + 40.0 * i as f32 / 4e5;
+            let (got, want) = (tanh(x), x.tanh());
+            let spacing = f32::from_bits(want.abs().to_bits() + 1) - want.abs();
+            worst = worst.max((got - want).abs() / spacing.max(f32::MIN_POSITIVE));
+        }
+        assert!(worst <= 4.0, "{worst} ulp");
+        assert_eq!(tanh(1e-30), 1e-30);
+        assert_eq!((tanh(-30.0), tanh(30.0)), (-1.0, 1.0));
+    }
+}
