@@ -152,6 +152,32 @@ fn bi_lstm_gives_burns_outputs_state_and_gradients() {
     }
 }
 
+/// In bf16 products (the thread's `Precision`), the input's projection takes them and the
+/// recurrence stays in f32: within bf16's rounding of Burn's f32 layer, and not closer than
+/// f32's own rounding.
+#[test]
+fn lstm_in_bf16_products_follows_burns_in_f32() {
+    use towers_kernels::{Precision, with_precision};
+    let device = device();
+    let ours = scaled(seeded(LstmConfig::new(24, 16, true).init(&device), 71), 2.0);
+    let burns: burn::nn::Lstm = ours.clone().into();
+    let x = pattern([3, 6, 24], 73, &device) * 3.0;
+    let got = with_precision(Precision::Bf16, || {
+        run(&ours, &x, None, |x, s| ours.forward(x, s))
+    });
+    let want = run(&burns, &x, None, |x, s| burns.forward(x, s));
+    let (got, want) = (got.values.into_iter(), want.values.into_iter());
+    for ((got, want), name) in got.zip(want).zip(["output", "hidden", "cell"]) {
+        // Rounded, so not f32's result to its rounding: the bf16 products were taken.
+        let diff = towers_testing::compare::rel_diff(got.clone(), want.clone());
+        assert!(
+            diff > 1e-4,
+            "bf16 products: {name} within {diff:e} of f32's"
+        );
+        assert_agree(got, want, 2e-2, &format!("bf16 products: {name}"));
+    }
+}
+
 /// An initial state of another batch (here one row, which Burn's layer would broadcast) is
 /// refused by name, not read past its end.
 #[test]
