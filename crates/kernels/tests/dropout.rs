@@ -52,8 +52,27 @@ fn dropout_zeroes_its_share_and_scales_the_rest_and_its_gradient_follows() {
     }
 }
 
+/// In a process of its own: the device's generator is the backend's, and the other tests of
+/// this binary draw from it at once (initializing layers), between this test's draws.
 #[test]
 fn seeding_the_device_repeats_the_masks_and_calls_differ() {
+    if towers_testing::child::role().is_none() {
+        let name =
+            towers_testing::test_name!("seeding_the_device_repeats_the_masks_and_calls_differ");
+        let child = towers_testing::child::child(&name, "alone", &[], "")
+            .output()
+            .unwrap();
+        let output = String::from_utf8_lossy(&child.stderr);
+        assert!(
+            child.status.success(),
+            "the child process failed:\n{output}"
+        );
+        assert!(
+            String::from_utf8_lossy(&child.stdout).contains("1 passed"),
+            "no test ran"
+        );
+        return;
+    }
     let device = device();
     let layer = DropoutConfig::new(0.5).init();
     let x = nonzero_input(&device);
