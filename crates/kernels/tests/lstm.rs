@@ -1,8 +1,8 @@
-//! The drop-in `nn::Lstm` and `nn::BiLstm` against Burn's layers: the same outputs, final state and gradients
-//! (of the input, every weight and bias, the initial state) from the same parameters, in each
-//! direction and layout, with and without biases or an initial state; Burn's own where the
-//! kernel does not apply; records and configs saved from either loaded into the other. The
-//! device and the comparison are `drop_in.rs`'s.
+//! The drop-in `nn::Lstm` and `nn::BiLstm` against Burn's layers: the same outputs, final state
+//! and gradients (of the input, every weight and bias, the initial state) from the same
+//! parameters, in each direction and layout, with and without biases or an initial state, in
+//! bf16 products; Burn's own where the kernel does not apply; records and configs saved from
+//! either loaded into the other. The device and the comparison are `drop_in.rs`'s.
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::LstmState;

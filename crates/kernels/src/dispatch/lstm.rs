@@ -17,8 +17,8 @@ use crate::dispatch::gates::{batch_first, hidden, input_projection, joined_weigh
 /// cell and output, a forget gate of its own, no clipping): the input's projection for every
 /// step as one product (in this thread's [`Precision`](crate::Precision)), then the recurrence
 /// forward and backward as one op, each step one product of the hidden state and one pass over
-/// the gates (`crate::flex::lstm`), where Burn's composes each step of eight dense layers and a
-/// dozen ops. Elsewhere Burn's.
+/// the gates (`crate::flex::recurrent`), where Burn's composes each step of eight dense layers
+/// and a dozen ops. Elsewhere Burn's.
 pub fn lstm(lstm: &Lstm, x: Tensor<3>, state: Option<LstmState<2>>) -> (Tensor<3>, LstmState<2>) {
     #[cfg(feature = "flex")]
     if flex_route::on_flex(&x) && gates_as_pytorchs(lstm) {

@@ -103,8 +103,8 @@ pub(crate) trait FlexKernels: Backend {
     /// scaled by `1 / (1 - prob)`, the mask drawn from `seed` and each value's index.
     fn towers_dropout(x: FloatTensor<Self>, prob: f64, seed: u64) -> FloatTensor<Self>;
 
-    /// An LSTM layer's recurrence over a whole sequence (`crate::flex::recurrent::lstm`): `xw` `[batch,
-    /// steps, 4 · hidden]` (the input's projection and both biases, gates `[i, f, g, o]`),
+    /// An LSTM layer's recurrence over a whole sequence (`crate::flex::recurrent::lstm`): `xw`
+    /// `[batch, steps, 4 · hidden]` (the input's projection and both biases, gates `[i, f, g, o]`),
     /// `w_hh` `[hidden, 4 · hidden]`, from `h0` and `c0` `[batch, hidden]`, the steps from the
     /// last to the first with `reverse`: `[batch, steps + 1, hidden]`, each step's hidden state
     /// at its time index, then the last cell.

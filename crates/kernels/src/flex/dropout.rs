@@ -5,10 +5,11 @@
 //! Burn's `Dropout` draws a Bernoulli tensor from the device's generator (one value at a time
 //! on one thread), then multiplies twice, and its backward pass multiplies twice more: 85 ms
 //! forward and backward for `[32, 256, 768]` on 2 cores where PyTorch's took 49
-//! (bench/HISTORY.md, "LSTM and dropout"). Hashing the index is what counter-based generators (JAX's
-//! threefry, cuRAND's Philox) do; the `rand` crates' generators are streams, drawn in order,
-//! that neither split across threads by index nor vectorize inside a loop, so the hash is
-//! written here: two rounds of Wellons' `lowbias32` (32-bit products, which AVX2 vectorizes).
+//! (bench/HISTORY.md, "LSTM, GRU and dropout on the drop-in layers"). Hashing the index is what
+//! counter-based generators (JAX's threefry, cuRAND's Philox) do; the `rand` crates' generators
+//! are streams, drawn in order, that neither split across threads by index nor vectorize inside
+//! a loop, so the hash is written here: two rounds of Wellons' `lowbias32` (32-bit products,
+//! which AVX2 vectorizes).
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;

@@ -7,8 +7,8 @@
 //!
 //! Burn's `Gru` composes each step of six dense layers, three activations and the arithmetic,
 //! recorded for autodiff: on 2 CPU cores, forward and backward of batch 32, 64 steps, 256
-//! features, it took 124 ms where PyTorch's took 62 (bench/HISTORY.md, "LSTM and dropout on the
-//! drop-in layers").
+//! features, it took 124 ms where PyTorch's took 62 (bench/HISTORY.md, "LSTM, GRU
+//! and dropout on the drop-in layers").
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;

@@ -4,8 +4,8 @@
 //! Burn's `Lstm` composes each step of eight dense layers, four activations and the cell's
 //! arithmetic, and writes each step's output into the whole output by `slice_assign`, all
 //! recorded for autodiff: on 2 CPU cores, forward and backward of batch 32, 64 steps, 256
-//! features, it took 170 ms where PyTorch's took 43 (bench/HISTORY.md, "LSTM and dropout on
-//! the drop-in layers").
+//! features, it took 170 ms where PyTorch's took 43 (bench/HISTORY.md, "LSTM, GRU and
+//! dropout on the drop-in layers").
 //!
 //! The gates are PyTorch's order, `[i, f, g, o]` (input, forget, cell, output), each `hidden`
 //! wide.
