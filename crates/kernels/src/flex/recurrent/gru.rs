@@ -10,7 +10,6 @@
 //! features, it took 124 ms where PyTorch's took 62 (bench/HISTORY.md, "LSTM, GRU
 //! and dropout on the drop-in layers").
 
-use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use multiversion::multiversion;
 use rayon::prelude::*;
@@ -18,7 +17,8 @@ use rayon::prelude::*;
 use crate::flex::gemm::gemm_f32::{View, gemm_f32};
 use crate::flex::memory::buffers::owned;
 use crate::flex::recurrent::{
-    Recurrence, hidden_weight_grad, previous_hidden, read_and_write, sigmoid, tanh, transposed,
+    Recurrence, hidden_state_grad, hidden_weight_grad, previous_hidden, read_and_write, sigmoid,
+    tanh, tensor, transposed,
 };
 
 /// What the backward pass reads besides the weights, initial state and output: each step's
@@ -39,17 +39,8 @@ pub(crate) fn forward(
     h0: &FlexTensor,
     reverse: bool,
 ) -> (FlexTensor, GruSaved) {
-    let dims = xw.layout().shape().to_vec();
-    let shape = Recurrence {
-        batch: dims[0],
-        steps: dims[1],
-        hidden: dims[2] / 3,
-        reverse,
-    };
+    let shape = Recurrence::of_projection(&xw, w_hh, 3, reverse);
     let Recurrence { steps, hidden, .. } = shape;
-    // What the products' SAFETY comments rely on.
-    assert!(dims.len() == 3 && dims[2] == 3 * hidden, "xw of {dims:?}");
-    assert_eq!(w_hh.layout().shape().to_vec(), [hidden, 3 * hidden], "w_hh");
     assert_eq!(b_hh.layout().shape().to_vec(), [3 * hidden], "b_hh");
     assert_eq!(h0.layout().shape().to_vec(), [shape.batch, hidden], "h0");
     let mut gates = owned(xw).storage::<f32>().to_vec();
@@ -67,7 +58,7 @@ pub(crate) fn forward(
             let h0 = &h0[task * rows * hidden..];
             forward_rows(shape, [w_hh, b_hh], h0, [gates, hidden_n, out]);
         });
-    let out = FlexTensor::from_data(TensorData::new(out, [shape.batch, steps, hidden]));
+    let out = tensor(out, &[shape.batch, steps, hidden]);
     (out, GruSaved { gates, hidden_n })
 }
 
@@ -149,24 +140,13 @@ pub(crate) fn backward(
     grad: FlexTensor,
     reverse: bool,
 ) -> [FlexTensor; 4] {
-    let dims = out.layout().shape().to_vec();
-    let shape = Recurrence {
-        batch: dims[0],
-        steps: dims[1],
-        hidden: dims[2],
-        reverse,
-    };
+    let shape = Recurrence::of_output(out, &grad, 0, reverse);
     let Recurrence {
         batch,
         steps,
         hidden,
         ..
     } = shape;
-    assert_eq!(
-        grad.layout().shape().to_vec(),
-        dims,
-        "the GRU output's gradient"
-    );
     let (w_hh, h0) = (owned(w_hh.clone()), owned(h0.clone()));
     let (out, grad) = (owned(out.clone()), owned(grad));
     let (w_hh, h0, out, grad): (&[f32], &[f32], &[f32], &[f32]) =
@@ -197,8 +177,6 @@ pub(crate) fn backward(
     for row in d_hw.chunks(3 * hidden) {
         d_b_hh.iter_mut().zip(row).for_each(|(sum, &d)| *sum += d);
     }
-    let tensor =
-        |values: Vec<f32>, dims: &[usize]| FlexTensor::from_data(TensorData::new(values, dims));
     [
         tensor(d_xw, &[batch, steps, 3 * hidden]),
         tensor(d_w_hh, &[hidden, 3 * hidden]),
@@ -235,14 +213,7 @@ fn backward_rows(
             let [d_xw, d_hw] = d_gates.map(|d| &mut d[t * 3 * hidden..][..3 * hidden]);
             cell_backward(step, &mut d_h[r * hidden..][..hidden], d_xw, d_hw);
         }
-        // SAFETY: `d_h` is `rows` rows of `hidden`, the `rows` rows of `3 · hidden` at step
-        // `t` lie in `d_hw`, and `w_hh_t` is `3 · hidden` rows of `hidden`.
-        unsafe {
-            let d_hw = View::rows(d_hw[t * 3 * hidden..].as_ptr(), gate_row);
-            let w_hh_t = View::rows(w_hh_t.as_ptr(), hidden);
-            let dst = View::rows(d_h.as_mut_ptr(), hidden);
-            gemm_f32([rows, hidden, 3 * hidden], dst, true, d_hw, w_hh_t);
-        }
+        hidden_state_grad(shape, t, [d_hw, w_hh_t], d_h, true);
     }
 }
 

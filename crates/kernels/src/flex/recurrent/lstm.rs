@@ -10,7 +10,6 @@
 //! The gates are PyTorch's order, `[i, f, g, o]` (input, forget, cell, output), each `hidden`
 //! wide.
 
-use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use multiversion::multiversion;
 use rayon::prelude::*;
@@ -18,7 +17,8 @@ use rayon::prelude::*;
 use crate::flex::gemm::gemm_f32::{View, gemm_f32};
 use crate::flex::memory::buffers::owned;
 use crate::flex::recurrent::{
-    Recurrence, hidden_weight_grad, previous_hidden, read_and_write, sigmoid, tanh, transposed,
+    Recurrence, hidden_state_grad, hidden_weight_grad, previous_hidden, read_and_write, sigmoid,
+    tanh, tensor, transposed,
 };
 
 /// What the backward pass reads besides the weights, initial state and output: each step's
@@ -40,17 +40,8 @@ pub(crate) fn forward(
     [h0, c0]: [&FlexTensor; 2],
     reverse: bool,
 ) -> (FlexTensor, LstmSaved) {
-    let dims = xw.layout().shape().to_vec();
-    let shape = Recurrence {
-        batch: dims[0],
-        steps: dims[1],
-        hidden: dims[2] / 4,
-        reverse,
-    };
+    let shape = Recurrence::of_projection(&xw, w_hh, 4, reverse);
     let Recurrence { steps, hidden, .. } = shape;
-    // What the products' SAFETY comments rely on.
-    assert!(dims.len() == 3 && dims[2] == 4 * hidden, "xw of {dims:?}");
-    assert_eq!(w_hh.layout().shape().to_vec(), [hidden, 4 * hidden], "w_hh");
     for initial in [h0, c0] {
         assert_eq!(initial.layout().shape().to_vec(), [shape.batch, hidden]);
     }
@@ -70,7 +61,7 @@ pub(crate) fn forward(
             let initial = [&h0[first..], &c0[first..]];
             forward_rows(shape, w_hh, initial, [gates, cells, out]);
         });
-    let out = FlexTensor::from_data(TensorData::new(out, [shape.batch, steps + 1, hidden]));
+    let out = tensor(out, &[shape.batch, steps + 1, hidden]);
     (out, LstmSaved { gates, cells })
 }
 
@@ -140,24 +131,13 @@ pub(crate) fn backward(
     grad: FlexTensor,
     reverse: bool,
 ) -> [FlexTensor; 4] {
-    let dims = out.layout().shape().to_vec();
-    let shape = Recurrence {
-        batch: dims[0],
-        steps: dims[1] - 1,
-        hidden: dims[2],
-        reverse,
-    };
+    let shape = Recurrence::of_output(out, &grad, 1, reverse);
     let Recurrence {
         batch,
         steps,
         hidden,
         ..
     } = shape;
-    assert_eq!(
-        grad.layout().shape().to_vec(),
-        dims,
-        "the LSTM output's gradient"
-    );
     let (w_hh, h0, c0) = (owned(w_hh.clone()), owned(h0.clone()), owned(c0.clone()));
     let (out, grad) = (owned(out.clone()), owned(grad));
     let (w_hh, h0, c0): (&[f32], &[f32], &[f32]) = (w_hh.storage(), h0.storage(), c0.storage());
@@ -183,8 +163,6 @@ pub(crate) fn backward(
         });
     let h_prev = previous_hidden(shape, h0, out, (steps + 1) * hidden);
     let d_w_hh = hidden_weight_grad(shape, &h_prev, &d_gates, 4 * hidden);
-    let tensor =
-        |values: Vec<f32>, dims: &[usize]| FlexTensor::from_data(TensorData::new(values, dims));
     [
         tensor(d_gates, &[batch, steps, 4 * hidden]),
         tensor(d_w_hh, &[hidden, 4 * hidden]),
@@ -205,9 +183,10 @@ fn backward_rows(
     let Recurrence { steps, hidden, .. } = shape;
     let rows = d_h0.len() / hidden;
     let [gate_row, out_row] = [steps * 4 * hidden, (steps + 1) * hidden];
-    // The gradient reaching each row's hidden state from the step after it, and its cell's.
-    let mut d_h = vec![0f32; rows * hidden];
-    for (r, d_c) in d_c0.chunks_mut(hidden).enumerate() {
+    // The gradient reaching each row's hidden state from the step after it (zeros after the
+    // last), and its cell's; after the first step, `h0`'s and `c0`'s.
+    let (d_h, d_c) = (d_h0, d_c0);
+    for (r, d_c) in d_c.chunks_mut(hidden).enumerate() {
         d_c.copy_from_slice(&grad[r * out_row + steps * hidden..][..hidden]);
     }
     for s in (0..steps).rev() {
@@ -225,18 +204,10 @@ fn backward_rows(
             };
             let d_gates = &mut d_gates[r * gate_row + t * 4 * hidden..][..4 * hidden];
             let d_h = &d_h[r * hidden..][..hidden];
-            cell_backward(step, d_h, &mut d_c0[r * hidden..][..hidden], d_gates);
+            cell_backward(step, d_h, &mut d_c[r * hidden..][..hidden], d_gates);
         }
-        // SAFETY: `d_h` is `rows` rows of `hidden`, the `rows` rows of `4 · hidden` at step
-        // `t` lie in `d_gates`, and `w_hh_t` is `4 · hidden` rows of `hidden`.
-        unsafe {
-            let d_gates = View::rows(d_gates[t * 4 * hidden..].as_ptr(), gate_row);
-            let w_hh_t = View::rows(w_hh_t.as_ptr(), hidden);
-            let dst = View::rows(d_h.as_mut_ptr(), hidden);
-            gemm_f32([rows, hidden, 4 * hidden], dst, false, d_gates, w_hh_t);
-        }
+        hidden_state_grad(shape, t, [d_gates, w_hh_t], d_h, false);
     }
-    d_h0.copy_from_slice(&d_h);
 }
 
 /// One step of one row, as the backward pass reads it: its activated gates, its cell, the

@@ -11,6 +11,8 @@
 pub(crate) mod gru;
 pub(crate) mod lstm;
 
+use burn::tensor::TensorData;
+use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
 use crate::flex::exp::exp;
@@ -28,6 +30,50 @@ pub(crate) struct Recurrence {
 }
 
 impl Recurrence {
+    /// The recurrence of `xw`, the input's projection for every step (`[batch, steps, gates ·
+    /// hidden]`), by the hidden weights `w_hh` (`[hidden, gates · hidden]`), the steps last to
+    /// first with `reverse`. Checks both shapes: the products' SAFETY comments rely on them.
+    pub(super) fn of_projection(
+        xw: &FlexTensor,
+        w_hh: &FlexTensor,
+        gates: usize,
+        reverse: bool,
+    ) -> Self {
+        let dims = xw.layout().shape().to_vec();
+        assert!(
+            dims.len() == 3 && dims[2].is_multiple_of(gates),
+            "xw of {dims:?}"
+        );
+        let hidden = dims[2] / gates;
+        let w_hh = w_hh.layout().shape().to_vec();
+        assert_eq!(w_hh, [hidden, gates * hidden], "w_hh");
+        Self {
+            batch: dims[0],
+            steps: dims[1],
+            hidden,
+            reverse,
+        }
+    }
+
+    /// The recurrence whose output is `out` (`[batch, steps + extra_rows, hidden]`: the LSTM's
+    /// last cell after its steps), checking that `grad`, the output's gradient, has its shape.
+    pub(super) fn of_output(
+        out: &FlexTensor,
+        grad: &FlexTensor,
+        extra_rows: usize,
+        reverse: bool,
+    ) -> Self {
+        let dims = out.layout().shape().to_vec();
+        let grad = grad.layout().shape().to_vec();
+        assert_eq!(grad, dims, "the recurrent layer output's gradient");
+        Self {
+            batch: dims[0],
+            steps: dims[1] - extra_rows,
+            hidden: dims[2],
+            reverse,
+        }
+    }
+
     /// The time index of the `s`-th step run.
     pub(super) fn time(self, s: usize) -> usize {
         if self.reverse { self.steps - 1 - s } else { s }
@@ -113,6 +159,36 @@ pub(super) fn hidden_weight_grad(
             }
         });
     d_w
+}
+
+/// `d_h = d_gates · w_hhᵀ` (or `d_h +=` that, where `accumulate`) at step `t` for some rows:
+/// the hidden states' gradient through `w_hh`. `d_gates` holds the rows' gate gradients (`[rows,
+/// steps, width]`), `w_hh_t` is `w_hhᵀ` (`[width, hidden]`, [`transposed`]), `d_h` `[rows,
+/// hidden]`.
+pub(super) fn hidden_state_grad(
+    shape: Recurrence,
+    t: usize,
+    [d_gates, w_hh_t]: [&[f32]; 2],
+    d_h: &mut [f32],
+    accumulate: bool,
+) {
+    let (steps, hidden) = (shape.steps, shape.hidden);
+    let (rows, width) = (d_h.len() / hidden, w_hh_t.len() / hidden);
+    let d_gates = &d_gates[t * width..];
+    assert!(rows == 0 || d_gates.len() >= (rows - 1) * steps * width + width);
+    // SAFETY: `rows` rows of `width` values, `steps · width` apart, lie in `d_gates` (asserted),
+    // `w_hh_t` is `width` rows of `hidden`, `d_h` `rows` rows of `hidden`, a buffer of its own.
+    unsafe {
+        let d_gates = View::rows(d_gates.as_ptr(), steps * width);
+        let w_hh_t = View::rows(w_hh_t.as_ptr(), hidden);
+        let dst = View::rows(d_h.as_mut_ptr(), hidden);
+        gemm_f32([rows, hidden, width], dst, accumulate, d_gates, w_hh_t);
+    }
+}
+
+/// A flex tensor of `values` in `dims`.
+pub(super) fn tensor(values: Vec<f32>, dims: &[usize]) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(values, dims))
 }
 
 /// `w` (`[rows, cols]`) transposed, row-major: the backward passes multiply by `w_hhᵀ` at every
