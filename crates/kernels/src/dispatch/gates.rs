@@ -1,6 +1,6 @@
 //! What the recurrent layers' routes to the flex kernels share (`lstm.rs`, `gru.rs`): their
-//! gates' dense layers joined side by side, in the order the recurrence kernels take, and the
-//! kernels' batch-first layout.
+//! gates' dense layers joined side by side, in the order the recurrence kernels take, the
+//! kernels' batch-first layout, and the two directions of a bidirectional layer.
 
 use burn::nn::{GateController, Linear};
 use burn::tensor::Tensor;
@@ -71,4 +71,23 @@ pub(super) fn input_projection(
 /// …]` to `[batch, steps, …]` and back).
 pub(super) fn batch_first(x: Tensor<3>, batch_first: bool) -> Tensor<3> {
     if batch_first { x } else { x.swap_dims(0, 1) }
+}
+
+/// A bidirectional layer over `x` (`[steps, batch, …]` unless `is_batch_first`): `forward` and
+/// `reverse` each given `x` batch-first, their outputs side by side in `x`'s layout, and their
+/// last states (forward, then reverse).
+pub(super) fn both_directions<S>(
+    x: Tensor<3>,
+    is_batch_first: bool,
+    forward: impl FnOnce(Tensor<3>) -> (Tensor<3>, S),
+    reverse: impl FnOnce(Tensor<3>) -> (Tensor<3>, S),
+) -> (Tensor<3>, [S; 2]) {
+    let x = batch_first(x, is_batch_first);
+    let (forward, forward_state) = forward(x.clone());
+    let (reverse, reverse_state) = reverse(x);
+    let output = Tensor::cat(vec![forward, reverse], 2);
+    (
+        batch_first(output, is_batch_first),
+        [forward_state, reverse_state],
+    )
 }

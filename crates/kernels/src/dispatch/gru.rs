@@ -10,7 +10,7 @@ use burn::tensor::Tensor;
 use crate::dispatch::flex_route;
 #[cfg(feature = "flex")]
 use crate::dispatch::gates::{
-    batch_first, hidden, input_projection, joined_biases, joined_weights,
+    both_directions, hidden, input_projection, joined_biases, joined_weights,
 };
 
 /// `gru.forward(x, state)` (`x` batch-first, as Burn's `Gru` takes it). On f32 flex tensors,
@@ -34,17 +34,18 @@ pub fn bi_gru(gru: &BiGru, x: Tensor<3>, state: Option<Tensor<3>>) -> (Tensor<3>
     #[cfg(feature = "flex")]
     if flex_route::on_flex(&x) && gates_as_pytorchs(&gru.forward) && gates_as_pytorchs(&gru.reverse)
     {
-        let x = batch_first(x, gru.batch_first);
         let direction = |i: usize| {
             state
                 .clone()
                 .map(|state| state.narrow(0, i, 1).squeeze_dim(0))
         };
-        let forward = by_recurrence(&gru.forward, x.clone(), direction(0), false);
-        let reverse = by_recurrence(&gru.reverse, x, direction(1), true);
-        let output = Tensor::cat(vec![forward.0, reverse.0], 2);
-        let state = Tensor::stack(vec![forward.1, reverse.1], 0);
-        return (batch_first(output, gru.batch_first), state);
+        let (output, states) = both_directions(
+            x,
+            gru.batch_first,
+            |x| by_recurrence(&gru.forward, x, direction(0), false),
+            |x| by_recurrence(&gru.reverse, x, direction(1), true),
+        );
+        return (output, Tensor::stack(states.to_vec(), 0));
     }
     gru.forward(x, state)
 }

@@ -11,7 +11,9 @@ use burn::tensor::s;
 #[cfg(feature = "flex")]
 use crate::dispatch::flex_route;
 #[cfg(feature = "flex")]
-use crate::dispatch::gates::{batch_first, hidden, input_projection, joined_weights};
+use crate::dispatch::gates::{
+    batch_first, both_directions, hidden, input_projection, joined_weights,
+};
 
 /// `lstm.forward(x, state)`. On f32 flex tensors, for an LSTM as PyTorch's (sigmoid gates, tanh
 /// cell and output, a forget gate of its own, no clipping): the input's projection for every
@@ -41,14 +43,15 @@ pub fn bi_lstm(
         && gates_as_pytorchs(&lstm.forward)
         && gates_as_pytorchs(&lstm.reverse)
     {
-        let x = batch_first(x, lstm.batch_first);
         let direction = |i: usize| state.clone().map(|state| state.slice(s![i]).squeeze_dim(0));
         // As Burn's: the forward layer in its own direction, the reverse one last to first.
-        let forward = by_recurrence(&lstm.forward, x.clone(), direction(0), lstm.forward.reverse);
-        let reverse = by_recurrence(&lstm.reverse, x, direction(1), true);
-        let output = Tensor::cat(vec![forward.0, reverse.0], 2);
-        let state = LstmState::stack(vec![forward.1, reverse.1], 0);
-        return (batch_first(output, lstm.batch_first), state);
+        let (output, states) = both_directions(
+            x,
+            lstm.batch_first,
+            |x| by_recurrence(&lstm.forward, x, direction(0), lstm.forward.reverse),
+            |x| by_recurrence(&lstm.reverse, x, direction(1), true),
+        );
+        return (output, LstmState::stack(states.to_vec(), 0));
     }
     lstm.forward(x, state)
 }
