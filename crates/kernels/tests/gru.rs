@@ -2,60 +2,21 @@
 //! and gradients (of the input, every weight and bias, the initial state) from the same
 //! parameters, with and without biases or an initial state, both directions and layouts;
 //! Burn's own where the kernel does not apply; records loaded both ways. The device and the
-//! comparison are `drop_in.rs`'s, the parameters' gradients and scaling `lstm.rs`'s.
+//! comparison are `drop_in.rs`'s, the runs `recurrent.rs`'s.
 
-use burn::module::Module;
 use burn::nn::activation::ActivationConfig;
 use burn::tensor::Tensor;
 use towers_kernels::nn::{BiGruConfig, GruConfig};
 use towers_testing::nets::{pattern, seeded};
 
-use crate::drop_in::{assert_agree, assert_records_load_both_ways, device};
-use crate::lstm::{param_grads, scaled};
-
-/// The output and last state of `forward` on `x` from `state`, and the gradients of the input,
-/// the state and every parameter under `sum(output · a) + sum(last · b)` (fixed uneven
-/// weights), each flattened.
-fn run<M: Module, const S: usize>(
-    module: &M,
-    x: &Tensor<3>,
-    state: Option<&Tensor<S>>,
-    forward: impl Fn(Tensor<3>, Option<Tensor<S>>) -> (Tensor<3>, Tensor<S>),
-) -> Vec<Tensor<1>> {
-    let device = device();
-    let x = x.clone().require_grad();
-    let state = state.map(|s| s.clone().require_grad());
-    let (output, last) = forward(x.clone(), state.clone());
-    let [output, last] = [output.reshape([-1]), last.reshape([-1])];
-    let weigh = |t: Tensor<1>, seed| (t.clone() * (pattern(t.dims(), seed, &device) + 1.0)).sum();
-    let grads = (weigh(output.clone(), 3) + weigh(last.clone(), 5)).backward();
-    let dx = x.grad(&grads).expect("an input gradient").reshape([-1]);
-    let d_state = state.map(|s| s.grad(&grads).expect("a state gradient").reshape([-1]));
-    [output.detach(), last.detach(), dx]
-        .into_iter()
-        .chain(d_state)
-        .chain([param_grads(module, &grads)])
-        .collect()
-}
+use crate::drop_in::{assert_records_load_both_ways, device};
+use crate::recurrent::{assert_runs_agree, run, scaled};
 
 /// A GRU's output and its last step's hidden state.
 fn with_last(output: Tensor<3>) -> (Tensor<3>, Tensor<2>) {
     let steps = output.dims()[1];
     let last = output.clone().narrow(1, steps - 1, 1).squeeze_dim(1);
     (output, last)
-}
-
-fn assert_runs_agree(ours: Vec<Tensor<1>>, burns: Vec<Tensor<1>>, what: &str) {
-    assert_eq!(ours.len(), burns.len(), "{what}: values compared");
-    for (i, (got, want)) in ours.into_iter().zip(burns).enumerate() {
-        let name = [
-            "output",
-            "last state",
-            "input gradient",
-            "state or parameters' gradient",
-        ];
-        assert_agree(got, want, 1e-5, &format!("{what}: {}", name[i.min(3)]));
-    }
 }
 
 /// With and without biases and an initial state, one step and a batch of one; inputs and

@@ -7,4 +7,5 @@ mod gru;
 mod layers;
 mod loss;
 mod lstm;
+mod recurrent;
 mod transformer;

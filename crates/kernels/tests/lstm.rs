@@ -2,91 +2,16 @@
 //! and gradients (of the input, every weight and bias, the initial state) from the same
 //! parameters, in each direction and layout, with and without biases or an initial state, in
 //! bf16 products; Burn's own where the kernel does not apply; records and configs saved from
-//! either loaded into the other. The device and the comparison are `drop_in.rs`'s.
+//! either loaded into the other. The device and the comparison are `drop_in.rs`'s, the runs
+//! `recurrent.rs`'s.
 
-use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::LstmState;
 use burn::nn::activation::ActivationConfig;
-use burn::tensor::{Gradients, Tensor};
 use towers_kernels::nn::{BiLstmConfig, LstmConfig};
 use towers_testing::nets::{pattern, seeded};
 
 use crate::drop_in::{assert_agree, assert_records_load_both_ways, device};
-
-/// What a forward pass gave and its gradients: the output, the last hidden state and cell,
-/// and the gradients of the input, the initial hidden state and cell (where there is one), and
-/// every parameter (flattened in visiting order).
-struct Run {
-    values: [Tensor<1>; 3],
-    grads: Vec<Tensor<1>>,
-    param_grads: Tensor<1>,
-}
-
-/// `forward` of `x` from `state` under the loss `sum(output · a) + sum(hidden · b) + sum(cell ·
-/// c)` (fixed uneven weights, so that a gradient in the wrong place shows).
-fn run<M: Module, const S: usize>(
-    module: &M,
-    x: &Tensor<3>,
-    state: Option<&LstmState<S>>,
-    forward: impl Fn(Tensor<3>, Option<LstmState<S>>) -> (Tensor<3>, LstmState<S>),
-) -> Run {
-    let device = device();
-    let (x, state) = (x.clone().require_grad(), state.cloned());
-    let state = state.map(|s| LstmState::new(s.cell.require_grad(), s.hidden.require_grad()));
-    let (output, last) = forward(x.clone(), state.clone());
-    let weigh = |t: Tensor<1>, seed| {
-        let weights = pattern(t.dims(), seed, &device) + 1.0;
-        (t * weights).sum()
-    };
-    let flat = |t: Tensor<3>| t.reshape([-1]);
-    let [output, hidden, cell] = [
-        flat(output),
-        last.hidden.reshape([-1]),
-        last.cell.reshape([-1]),
-    ];
-    let loss = weigh(output.clone(), 3) + weigh(hidden.clone(), 5) + weigh(cell.clone(), 7);
-    let grads = loss.backward();
-    let dx = flat(x.grad(&grads).expect("an input gradient"));
-    let initial = state.into_iter().flat_map(|s| [s.hidden, s.cell]);
-    let initial = initial.map(|t| t.grad(&grads).expect("a state gradient").reshape([-1]));
-    Run {
-        values: [output, hidden, cell].map(Tensor::detach),
-        grads: std::iter::once(dx).chain(initial).collect(),
-        param_grads: param_grads(module, &grads),
-    }
-}
-
-/// Every float parameter's gradient in `grads`, flattened in visiting order.
-pub(crate) fn param_grads<M: Module>(module: &M, grads: &Gradients) -> Tensor<1> {
-    struct Collect<'a>(&'a Gradients, Vec<Tensor<1>>);
-    impl ModuleVisitor for Collect<'_> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let grad = param.val().grad(self.0).expect("a parameter gradient");
-            self.1.push(grad.reshape([-1]));
-        }
-    }
-    let mut collect = Collect(grads, Vec::new());
-    module.visit(&mut collect);
-    Tensor::cat(collect.1, 0)
-}
-
-fn assert_runs_agree(ours: Run, burns: Run, what: &str) {
-    let names = ["output", "last hidden state", "last cell"];
-    for ((got, want), name) in ours.values.into_iter().zip(burns.values).zip(names) {
-        assert_agree(got, want, 1e-5, &format!("{what}: {name}"));
-    }
-    let names = [
-        "input gradient",
-        "initial hidden state's gradient",
-        "initial cell's",
-    ];
-    assert_eq!(ours.grads.len(), burns.grads.len(), "{what}: gradients");
-    for ((got, want), name) in ours.grads.into_iter().zip(burns.grads).zip(names) {
-        assert_agree(got, want, 1e-5, &format!("{what}: {name}"));
-    }
-    let (got, want) = (ours.param_grads, burns.param_grads);
-    assert_agree(got, want, 1e-5, &format!("{what}: parameters' gradients"));
-}
+use crate::recurrent::{assert_runs_agree, run, scaled};
 
 /// Batch-first and not, forward and reversed, with and without biases and an initial state,
 /// one step and a batch of one; inputs and weights large enough that the gates saturate in
@@ -233,22 +158,4 @@ fn lstm_records_and_configs_load_both_ways() {
     assert!(theirs.reverse && theirs.bias && theirs.d_hidden == 5);
     theirs.with_clip(Some(2.0)).save(&file).unwrap();
     assert_eq!(LstmConfig::load(&file).unwrap().clip, Some(2.0));
-}
-
-/// `module` with every parameter multiplied by `factor` (the seeded pattern is within ±0.2,
-/// under which no gate saturates).
-pub(crate) fn scaled<M: Module>(module: M, factor: f32) -> M {
-    struct Scale(f32);
-    impl burn::module::ModuleMapper for Scale {
-        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-            param.map(|value| {
-                let scaled = (value.clone() * self.0).detach();
-                match value.is_require_grad() {
-                    true => scaled.require_grad(),
-                    false => scaled,
-                }
-            })
-        }
-    }
-    module.map(&mut Scale(factor))
 }
