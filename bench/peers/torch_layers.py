@@ -70,39 +70,25 @@ def layer_cases():
     for name, layer in [("GroupNorm (32 groups)", nn.GroupNorm(32, 128)), ("SiLU", nn.SiLU())]:
         yield f"{name} of [8, 128, 64, 64]", layer, torch.rand(8, 128, 64, 64) * 2 - 1
     yield "Dropout (0.1) of [32, 256, 768]", nn.Dropout(0.1), torch.rand(32, 256, 768) * 2 - 1
-    yield (
-        "Lstm (256 -> 256) of [32, 64, 256]",
-        Outputs(nn.LSTM(256, 256, batch_first=True)),
-        torch.rand(32, 64, 256) * 2 - 1,
-    )
-    yield (
-        "Gru (256 -> 256) of [32, 64, 256]",
-        Outputs(nn.GRU(256, 256, batch_first=True)),
-        torch.rand(32, 64, 256) * 2 - 1,
-    )
+    for name, recurrent in [("Lstm", nn.LSTM), ("Gru", nn.GRU)]:
+        layer = Outputs(recurrent(256, 256, batch_first=True))
+        yield f"{name} (256 -> 256) of [32, 64, 256]", layer, torch.rand(32, 64, 256) * 2 - 1
     yield "Softmax of [96, 256, 256]", nn.Softmax(dim=2), torch.rand(96, 256, 256) * 2 - 1
     yield (
         "MultiHeadAttention (768, 12 heads) of [8, 256, 768]",
         SelfAttention(768, 12),
         torch.rand(8, 256, 768) * 2 - 1,
     )
-    # Burn's encoder layer: post-norm, GELU, layer norm epsilon 1e-5.
-    encoder = nn.TransformerEncoderLayer(
-        768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True
-    )
-    yield (
-        "TransformerEncoder layer (768, 12 heads, 3072) of [8, 256, 768]",
-        encoder,
-        torch.rand(8, 256, 768) * 2 - 1,
-    )
-    encoder = nn.TransformerEncoderLayer(
-        768, 12, 3072, dropout=0.1, activation="gelu", batch_first=True
-    )
-    yield (
-        "TransformerEncoder layer, dropout 0.1, of [8, 256, 768]",
-        encoder,
-        torch.rand(8, 256, 768) * 2 - 1,
-    )
+    # Burn's encoder layer: post-norm, GELU, layer norm epsilon 1e-5; without dropout and with
+    # BERT's.
+    for dropout, name in [
+        (0.0, "TransformerEncoder layer (768, 12 heads, 3072) of [8, 256, 768]"),
+        (0.1, "TransformerEncoder layer, dropout 0.1, of [8, 256, 768]"),
+    ]:
+        encoder = nn.TransformerEncoderLayer(
+            768, 12, 3072, dropout=dropout, activation="gelu", batch_first=True
+        )
+        yield name, encoder, torch.rand(8, 256, 768) * 2 - 1
 
 
 def time_layer(layer, x, reps):
