@@ -1,10 +1,10 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
-(shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, SiLU, dropout, an
-LSTM, a GRU, a softmax, multi-head attention and a transformer encoder layer (without and with
-dropout), forward and backward (`sum(y * y)`, the gradients of the input and the weights), in
-f32 on the CPU:
+(shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, SiLU, dropout,
+bilinear upsampling, an LSTM, a GRU, a softmax, multi-head attention and a transformer encoder
+layer (without and with dropout), forward and backward (`sum(y * y)`, the gradients of the input
+and the weights), in f32 on the CPU:
 
-    python bench/peers/torch_layers.py --reps 20
+    python bench/peers/torch_layers.py --reps 20 [--only NAME]
     cargo run --release -p towers-bench --bin bench_layers 20
 
 Prints one line per layer, named as `bench_layers` names it: ms per call, the mean of the timed
@@ -70,6 +70,9 @@ def layer_cases():
     for name, layer in [("GroupNorm (32 groups)", nn.GroupNorm(32, 128)), ("SiLU", nn.SiLU())]:
         yield f"{name} of [8, 128, 64, 64]", layer, torch.rand(8, 128, 64, 64) * 2 - 1
     yield "Dropout (0.1) of [32, 256, 768]", nn.Dropout(0.1), torch.rand(32, 256, 768) * 2 - 1
+    upsample = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+    name = "Interpolate2d (bilinear, x2) of [8, 64, 64, 64]"
+    yield name, upsample, torch.rand(8, 64, 64, 64) * 2 - 1
     for name, recurrent in [("Lstm", nn.LSTM), ("Gru", nn.GRU)]:
         layer = Outputs(recurrent(256, 256, batch_first=True))
         yield f"{name} (256 -> 256) of [32, 64, 256]", layer, torch.rand(32, 64, 256) * 2 - 1
@@ -110,9 +113,12 @@ def time_layer(layer, x, reps):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--only", default="", help="only the layers whose name holds this")
     args = parser.parse_args()
     print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads")
     for name, layer, x in layer_cases():
+        if args.only not in name:
+            continue
         print(f"{name}: PyTorch {time_layer(layer, x, args.reps):.2f} ms")
 
 

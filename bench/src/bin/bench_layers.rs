@@ -5,11 +5,12 @@
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
 //! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
-//! LSTM, a GRU, dropout; a transformer's softmax, multi-head attention and encoder layer (without and
-//! with dropout).
+//! LSTM, a GRU, dropout, bilinear upsampling; a transformer's softmax, multi-head attention and
+//! encoder layer (without and with dropout).
 //!
-//! `cargo run --release -p towers-bench --bin bench_layers [REPS]` (default 10 timed steps per
-//! version after 3 untimed ones, the two versions alternating step by step).
+//! `cargo run --release -p towers-bench --bin bench_layers [REPS [NAME]]` (default 10 timed
+//! steps per version after 3 untimed ones, the two versions alternating step by step; with
+//! `NAME`, only the single layers whose name holds it).
 
 use std::time::Instant;
 
@@ -103,10 +104,15 @@ fn main() {
     single_layers(reps, &device);
 }
 
-/// Each layer of [`layer_cases`] forward and backward (the input's and the weight's
-/// gradients), Burn's and the drop-in's alternating, after [`WARM_UP`] calls each.
+/// Each layer of [`layer_cases`] (those whose name holds the second argument, if any) forward
+/// and backward (the input's and the weight's gradients), Burn's and the drop-in's
+/// alternating, after [`WARM_UP`] calls each.
 fn single_layers(reps: usize, device: &Device) {
-    for case in layer_cases(device) {
+    let only = std::env::args().nth(2).unwrap_or_default();
+    for case in layer_cases(device)
+        .into_iter()
+        .filter(|case| case.name.contains(&only))
+    {
         let time = |forward: &dyn Fn(&Tensor<3>) -> Tensor<3>| {
             let start = Instant::now();
             let y = forward(&case.input);
@@ -143,8 +149,9 @@ struct LayerCase {
 /// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
 /// at stride 2), GELU, exact and approximated, and a layer norm on a transformer's `[32, 256,
 /// 768]`, and a group
-/// norm (32 groups) and SiLU of `[8, 128, 64, 64]`, dropout of `[32, 256, 768]`, an LSTM and a
-/// GRU (256 features to 256, batch 32 of 64 steps).
+/// norm (32 groups) and SiLU of `[8, 128, 64, 64]`, dropout of `[32, 256, 768]`, bilinear
+/// doubling of `[8, 64, 64, 64]` (half-pixel centres), an LSTM and a GRU (256 features to 256,
+/// batch 32 of 64 steps).
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
     use burn::nn::{PaddingConfig1d, conv as burns};
     use towers_kernels::nn::conv as ours;
@@ -244,6 +251,19 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
         input: input([32, 256, 768]),
         burns: Box::new(move |x| burn_layer.forward(x.clone())),
         ours: Box::new(move |x| layer.forward(x.clone())),
+    });
+    let layer = towers_kernels::nn::interpolate::Interpolate2dConfig::new()
+        .with_scale_factor(Some([2.0, 2.0]))
+        .with_mode(towers_kernels::nn::interpolate::InterpolateMode::Linear)
+        .with_align_corners(false)
+        .init();
+    let burn_layer: burn::nn::interpolate::Interpolate2d = layer.clone().into();
+    let map = |x: &Tensor<3>| x.clone().reshape([8, 64, 64, 64]);
+    cases.push(LayerCase {
+        name: "Interpolate2d (bilinear, x2) of [8, 64, 64, 64]".into(),
+        input: input([8, 64, 64 * 64]),
+        burns: Box::new(move |x| burn_layer.forward(map(x)).flatten(2, 3)),
+        ours: Box::new(move |x| layer.forward(map(x)).flatten(2, 3)),
     });
     let layer = towers_kernels::nn::LstmConfig::new(256, 256, true).init(device);
     let burn_layer: burn::nn::Lstm = layer.clone().into();

@@ -542,6 +542,15 @@ fn configs_saved_from_either_load_as_the_other() {
         burns.to_string(),
         burn::nn::RmsNormConfig::from(&rms).to_string()
     );
+    let resize = nn::interpolate::Interpolate2dConfig::new()
+        .with_scale_factor(Some([2.0, 0.5]))
+        .with_mode(nn::interpolate::InterpolateMode::Linear)
+        .with_align_corners(false);
+    let file = dir.path().join("interpolate.json");
+    resize.save(&file).unwrap();
+    let burns = burn::nn::interpolate::Interpolate2dConfig::load(&file).unwrap();
+    let want = burn::nn::interpolate::Interpolate2dConfig::from(&resize);
+    assert_eq!(burns.to_string(), want.to_string());
     let plain = nn::conv::ConvTranspose2dConfig::new([3, 8], [4, 4]);
     assert_eq!(
         burn::nn::conv::ConvTranspose2dConfig::from(&plain).to_string(),

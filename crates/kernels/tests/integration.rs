@@ -4,6 +4,7 @@ mod attention;
 mod drop_in;
 mod dropout;
 mod gru;
+mod interpolate;
 mod layers;
 mod loss;
 mod lstm;

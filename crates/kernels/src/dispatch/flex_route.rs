@@ -284,6 +284,17 @@ pub(super) fn group_norm<const D: usize>(norm: &GroupNorm, x: &Tensor<D>) -> Opt
     Some(Tensor::<3>::from_dispatch(y).reshape(dims))
 }
 
+/// `x` (`[n, c, h, w]`, f32 on flex) resized to `[n, c, out[0], out[1]]` by bilinear
+/// interpolation; `None` elsewhere, or for an empty output.
+pub(super) fn bilinear(x: &Tensor<4>, out: [usize; 2], align_corners: bool) -> Option<Tensor<4>> {
+    if !on_flex(x) || out.contains(&0) {
+        return None;
+    }
+    let y =
+        <Dispatch as FlexKernels>::towers_bilinear(x.clone().into_dispatch(), out, align_corners);
+    Some(Tensor::from_dispatch(y))
+}
+
 /// `dropout.forward(x)` for an f32 `x` on flex, where it drops anything (in training, on an
 /// autodiff device, a probability above 0): the mask drawn from a seed that the device's
 /// generator gives, so that `Device::seed` repeats it as it repeats Burn's.

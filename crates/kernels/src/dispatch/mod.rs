@@ -15,6 +15,7 @@
 //! - `flex_route.rs`: which calls the flex kernels take; the fused ops only they compute
 //!   (batch norm with ReLU and max pooling, LRN) return `None` elsewhere.
 //! - `image_conv.rs`: [`conv_images`], a first convolution as one batched matrix product.
+//! - `interpolate.rs`: [`interpolate`], Burn's resizing, bilinear on flex by our kernel.
 //! - `optimizer_update.rs`: [`fused_sgd`], [`fused_rmsprop`], [`fused_adam`]: an optimizer's
 //!   update in one pass on flex.
 //! - `square_sums.rs`: [`joined_sum_of_squares`] over many tensors on GPUs (an L2 penalty's
@@ -29,6 +30,7 @@ pub mod flex_route;
 mod gates;
 mod gru;
 mod image_conv;
+mod interpolate;
 mod layer_ops;
 mod lstm;
 mod optimizer_update;
@@ -37,6 +39,7 @@ mod square_sums;
 pub use bf16_kernel::{bf16_kernel, bf16_on_amx};
 pub use gru::{bi_gru, gru};
 pub use image_conv::conv_images;
+pub use interpolate::interpolate;
 pub use layer_ops::{
     avg_pool2d, conv_transpose2d, conv1d, conv2d, conv2d_relu, conv2d_relu_max_pool2d, dropout,
     gelu, gelu_approximate, group_norm, hard_sigmoid, hard_swish, layer_norm, linear, linear_relu,

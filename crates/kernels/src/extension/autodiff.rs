@@ -22,6 +22,7 @@ use crate::flex::conv::passes::{
 use crate::flex::dropout::{self, DropoutMask};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
+use crate::flex::interpolate;
 use crate::flex::memory::dims4;
 use crate::flex::norm::batch_norm::{self, Statistics};
 use crate::flex::norm::group_norm;
@@ -221,6 +222,27 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         {
             OpsKind::Tracked(prep) => prep.finish(mask, dropout::forward(x.into_primitive(), mask)),
             OpsKind::UnTracked(prep) => prep.finish(dropout::forward(x.into_primitive(), mask)),
+        }
+    }
+
+    fn towers_bilinear(
+        x: FloatTensor<Self>,
+        out: [usize; 2],
+        align_corners: bool,
+    ) -> FloatTensor<Self> {
+        match BilinearBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let dims = dims4(x.primitive());
+                let y = interpolate::forward(x.into_primitive(), out, align_corners);
+                prep.finish((dims, align_corners), y)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(interpolate::forward(x.into_primitive(), out, align_corners))
+            }
         }
     }
 
@@ -669,6 +691,23 @@ impl Backward<Flex, 1> for DropoutBackward {
         let grad = grads.consume::<Flex>(&ops.node);
         if let Some(node) = parent {
             grads.register::<Flex>(node.id, dropout::backward(grad, ops.state));
+        }
+    }
+}
+
+/// Bilinear resizing's backward pass: state is the input's shape and the alignment.
+#[derive(Debug)]
+struct BilinearBackward;
+
+impl Backward<Flex, 1> for BilinearBackward {
+    type State = ([usize; 4], bool);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (input, align_corners) = ops.state;
+        if let Some(node) = parent {
+            grads.register::<Flex>(node.id, interpolate::backward(input, grad, align_corners));
         }
     }
 }

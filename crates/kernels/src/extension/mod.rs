@@ -13,6 +13,7 @@ use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu, transp
 use crate::flex::dropout::{self, DropoutMask};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
+use crate::flex::interpolate;
 use crate::flex::norm::layer_norm::{self, RowNorm};
 use crate::flex::norm::lrn::{LrnParams, lrn_forward};
 use crate::flex::norm::{batch_norm, group_norm};
@@ -102,6 +103,14 @@ pub(crate) trait FlexKernels: Backend {
     /// Dropout of every value (`crate::flex::dropout`): kept with probability `1 - prob` and
     /// scaled by `1 / (1 - prob)`, the mask drawn from `seed` and each value's index.
     fn towers_dropout(x: FloatTensor<Self>, prob: f64, seed: u64) -> FloatTensor<Self>;
+
+    /// `[n, c, h, w]` resized to `[n, c, out[0], out[1]]` by bilinear interpolation
+    /// (`crate::flex::interpolate`), input and output aligned by their corner pixels or not.
+    fn towers_bilinear(
+        x: FloatTensor<Self>,
+        out: [usize; 2],
+        align_corners: bool,
+    ) -> FloatTensor<Self>;
 
     /// An LSTM layer's recurrence over a whole sequence (`crate::flex::recurrent::lstm`): `xw`
     /// `[batch, steps, 4 · hidden]` (the input's projection and both biases, gates `[i, f, g, o]`),
@@ -321,6 +330,14 @@ impl FlexKernels for Flex {
 
     fn towers_dropout(x: FloatTensor<Self>, prob: f64, seed: u64) -> FloatTensor<Self> {
         dropout::forward(x, DropoutMask::new(prob, seed))
+    }
+
+    fn towers_bilinear(
+        x: FloatTensor<Self>,
+        out: [usize; 2],
+        align_corners: bool,
+    ) -> FloatTensor<Self> {
+        interpolate::forward(x, out, align_corners)
     }
 
     fn towers_lstm(

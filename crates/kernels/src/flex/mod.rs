@@ -1,6 +1,6 @@
 //! burn-towers' own kernels on flex tensors and plain slices, by family: `memory` (buffers
 //! zeroed and copied on rayon's threads, images in f32 or bf16), `exp` (a vectorized `e^x`),
-//! `activation` (ReLU6, SiLU, GELU and the hard ones), `dropout`, `softmax`, `gemm`
+//! `activation` (ReLU6, SiLU, GELU and the hard ones), `dropout`, `interpolate`, `softmax`, `gemm`
 //! (f32 and bf16 products, transposition), `recurrent` (LSTM's and GRU's recurrences), `conv`,
 //! `norm` (batch norm, LRN), `pool`,
 //! `optimizer_update`. Each family uses
@@ -38,6 +38,8 @@
 //!   roots for the power and a backward pass that reuses the forward's window sums;
 //! - dropout (`dropout`) in one pass each way, its mask a hash of the call's seed and each
 //!   value's index, drawn again backward rather than kept;
+//! - bilinear resizing (`interpolate`) plane by plane, a blend of two rows then of two columns,
+//!   backward the same transposed;
 //! - softmax over a row (`softmax`) in three passes forward and two backward, where Burn's
 //!   autodiff composes five ops each way;
 //! - an LSTM's or a GRU's recurrence over a whole sequence (`recurrent`), each step one product
@@ -58,6 +60,7 @@ pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod exp;
 pub(crate) mod gemm;
+pub(crate) mod interpolate;
 pub(crate) mod memory;
 pub(crate) mod norm;
 pub(crate) mod optimizer_update;

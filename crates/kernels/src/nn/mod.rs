@@ -1,7 +1,7 @@
 //! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, transposed), pooling, batch,
-//! group, layer and RMS norms, dense layers, dropout, LSTMs and GRUs, multi-head attention,
-//! transformers and some activations run on burn-towers' kernels, and whose cross-entropy loss
-//! has its own backward pass.
+//! group, layer and RMS norms, dense layers, dropout, bilinear resizing, LSTMs and GRUs,
+//! multi-head attention, transformers and some activations run on burn-towers' kernels, and
+//! whose cross-entropy loss has its own backward pass.
 //! Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a model needs: the
 //! same names, `Config`s (field for field), parameters and records (saved from either, loaded
 //! into the other), the same outputs and gradients on every backend (Burn's ops wherever the
@@ -15,6 +15,8 @@
 //!   `layer_norm.rs`: [`LayerNorm`] (Burn's fields, not a wrapper: see there); `rms_norm.rs`:
 //!   [`RmsNorm`].
 //! - `dropout.rs`: [`Dropout`].
+//! - `interpolate/`: [`interpolate::Interpolate2d`], [`interpolate::Interpolate1d`] (the rest
+//!   of `burn::nn::interpolate`).
 //! - `gru/`: [`Gru`], [`BiGru`] (also at the root, as Burn's).
 //! - `lstm/`: [`Lstm`], [`BiLstm`] (also at the root, as Burn's; the rest of `burn::nn::lstm`).
 //! - `activation/`: [`Gelu`] (also at the root, as Burn's), [`activation::SiLU`],
@@ -32,6 +34,7 @@ pub mod conv;
 mod dropout;
 mod group_norm;
 pub mod gru;
+pub mod interpolate;
 mod layer_norm;
 mod linear;
 pub mod loss;
