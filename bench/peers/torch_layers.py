@@ -1,8 +1,8 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
-(shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, SiLU, dropout,
-bilinear upsampling, an LSTM, a GRU, a softmax, multi-head attention and a transformer encoder
-layer (without and with dropout), forward and backward (`sum(y * y)`, the gradients of the input
-and the weights), in f32 on the CPU:
+(shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, SiLU, sigmoid, tanh,
+leaky ReLU, dropout, bilinear upsampling, an LSTM, a GRU, a softmax, multi-head attention and a
+transformer encoder layer (without and with dropout), forward and backward (`sum(y * y)`, the
+gradients of the input and the weights), in f32 on the CPU:
 
     python bench/peers/torch_layers.py --reps 20 [--only NAME]
     cargo run --release -p towers-bench --bin bench_layers 20
@@ -68,6 +68,12 @@ def layer_cases():
     # Burn's RmsNorm epsilon, 1e-5 (PyTorch's default is the dtype's machine epsilon).
     yield "RmsNorm of [32, 256, 768]", nn.RMSNorm(768, eps=1e-5), torch.rand(32, 256, 768) * 2 - 1
     for name, layer in [("GroupNorm (32 groups)", nn.GroupNorm(32, 128)), ("SiLU", nn.SiLU())]:
+        yield f"{name} of [8, 128, 64, 64]", layer, torch.rand(8, 128, 64, 64) * 2 - 1
+    for name, layer in [
+        ("Sigmoid", nn.Sigmoid()),
+        ("Tanh", nn.Tanh()),
+        ("LeakyRelu (0.01)", nn.LeakyReLU(0.01)),
+    ]:
         yield f"{name} of [8, 128, 64, 64]", layer, torch.rand(8, 128, 64, 64) * 2 - 1
     yield "Dropout (0.1) of [32, 256, 768]", nn.Dropout(0.1), torch.rand(32, 256, 768) * 2 - 1
     upsample = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)

@@ -4,9 +4,9 @@
 //! on flex or the device `TOWERS_BENCH_DEVICE` names. Then single layers a decoder or a
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
-//! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
-//! LSTM, a GRU, dropout, bilinear upsampling; a transformer's softmax, multi-head attention and
-//! encoder layer (without and with dropout).
+//! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU,
+//! sigmoid, tanh and leaky ReLU, an LSTM, a GRU, dropout, bilinear upsampling; a transformer's
+//! softmax, multi-head attention and encoder layer (without and with dropout).
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS [NAME]]` (default 10 timed
 //! steps per version after 3 untimed ones, the two versions alternating step by step; with
@@ -149,7 +149,7 @@ struct LayerCase {
 /// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
 /// at stride 2), GELU, exact and approximated, and a layer norm on a transformer's `[32, 256,
 /// 768]`, and a group
-/// norm (32 groups) and SiLU of `[8, 128, 64, 64]`, dropout of `[32, 256, 768]`, bilinear
+/// norm (32 groups), SiLU, sigmoid, tanh and leaky ReLU of `[8, 128, 64, 64]`, dropout of `[32, 256, 768]`, bilinear
 /// doubling of `[8, 64, 64, 64]` (half-pixel centres), an LSTM and a GRU (256 features to 256,
 /// batch 32 of 64 steps).
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
@@ -240,6 +240,30 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
     let burn_layer = burn::nn::activation::SiLU::new();
     cases.push(LayerCase {
         name: "SiLU of [8, 128, 64, 64]".into(),
+        input: input([8, 128, 64 * 64]),
+        burns: Box::new(move |x| burn_layer.forward(x.clone())),
+        ours: Box::new(move |x| layer.forward(x.clone())),
+    });
+    let layer = towers_kernels::nn::Sigmoid::new();
+    let burn_layer = burn::nn::Sigmoid::new();
+    cases.push(LayerCase {
+        name: "Sigmoid of [8, 128, 64, 64]".into(),
+        input: input([8, 128, 64 * 64]),
+        burns: Box::new(move |x| burn_layer.forward(x.clone())),
+        ours: Box::new(move |x| layer.forward(x.clone())),
+    });
+    let layer = towers_kernels::nn::Tanh::new();
+    let burn_layer = burn::nn::Tanh::new();
+    cases.push(LayerCase {
+        name: "Tanh of [8, 128, 64, 64]".into(),
+        input: input([8, 128, 64 * 64]),
+        burns: Box::new(move |x| burn_layer.forward(x.clone())),
+        ours: Box::new(move |x| layer.forward(x.clone())),
+    });
+    let layer = towers_kernels::nn::LeakyReluConfig::new().init();
+    let burn_layer: burn::nn::LeakyRelu = layer.clone().into();
+    cases.push(LayerCase {
+        name: "LeakyRelu (0.01) of [8, 128, 64, 64]".into(),
         input: input([8, 128, 64 * 64]),
         burns: Box::new(move |x| burn_layer.forward(x.clone())),
         ours: Box::new(move |x| layer.forward(x.clone())),

@@ -354,6 +354,21 @@ fn activations_give_burns_outputs_and_gradients() {
     check("hard swish", &|x| swish.forward(x), &|x| {
         burn_swish.forward(x)
     });
+    // Into the tails too: inputs up to 12 either side.
+    let (sigmoid, burn_sigmoid) = (nn::Sigmoid::new(), burn::nn::Sigmoid::new());
+    check("sigmoid", &|x| sigmoid.forward(x * 10.0), &|x| {
+        burn_sigmoid.forward(x * 10.0)
+    });
+    let (hyperbolic, burn_hyperbolic) = (nn::Tanh::new(), burn::nn::Tanh::new());
+    check("tanh", &|x| hyperbolic.forward(x * 10.0), &|x| {
+        burn_hyperbolic.forward(x * 10.0)
+    });
+    let leaky = nn::LeakyReluConfig::new().with_negative_slope(0.2).init();
+    let burn_leaky: burn::nn::LeakyRelu = leaky.clone().into();
+    check("leaky ReLU", &|x| leaky.forward(x), &|x| {
+        burn_leaky.forward(x)
+    });
+    assert_eq!(leaky.negative_slope, 0.2, "the slope read through Deref");
     assert!(
         tanh.approximate && !gelu.approximate,
         "settings read through Deref"
@@ -542,6 +557,11 @@ fn configs_saved_from_either_load_as_the_other() {
         burns.to_string(),
         burn::nn::RmsNormConfig::from(&rms).to_string()
     );
+    let leaky = nn::LeakyReluConfig::new().with_negative_slope(0.3);
+    let file = dir.path().join("leaky_relu.json");
+    leaky.save(&file).unwrap();
+    let burns = burn::nn::LeakyReluConfig::load(&file).unwrap();
+    assert_eq!(burns.negative_slope, 0.3);
     let resize = nn::interpolate::Interpolate2dConfig::new()
         .with_scale_factor(Some([2.0, 0.5]))
         .with_mode(nn::interpolate::InterpolateMode::Linear)

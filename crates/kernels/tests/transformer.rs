@@ -44,12 +44,15 @@ fn weighted_backward(y: Tensor<3>, weights: &Tensor<3>) -> (Tensor<3>, burn::ten
     (y.detach(), grads)
 }
 
-/// Post-norm with GELU and pre-norm with ReLU (the norms' order differs between the two), two
-/// layers, padding and autoregressive masks.
-fn layer_settings() -> [(bool, ActivationConfig); 2] {
+/// Post-norm with GELU and pre-norm with ReLU (the norms' order differs between the two), and
+/// with a leaky ReLU (an activation with a setting, on the drop-ins' kernel); two layers,
+/// padding and autoregressive masks.
+fn layer_settings() -> [(bool, ActivationConfig); 3] {
+    let leaky = burn::nn::LeakyReluConfig::new().with_negative_slope(0.2);
     [
         (false, ActivationConfig::Gelu),
         (true, ActivationConfig::Relu),
+        (false, ActivationConfig::LeakyRelu(leaky)),
     ]
 }
 

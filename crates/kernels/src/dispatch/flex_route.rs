@@ -253,6 +253,22 @@ pub(super) fn hard_swish<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
     activation(x, Activation::HardSwish)
 }
 
+/// `1 / (1 + e^-x)`.
+pub(super) fn sigmoid<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
+    activation(x, Activation::Sigmoid)
+}
+
+/// `tanh(x)`.
+pub(super) fn tanh<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
+    activation(x, Activation::Tanh)
+}
+
+/// `x` where `x ≥ 0`, `slope · x` below.
+pub(super) fn leaky_relu<const D: usize>(x: &Tensor<D>, slope: f64) -> Option<Tensor<D>> {
+    let slope = slope as f32;
+    activation(x, Activation::LeakyRelu { slope })
+}
+
 /// `relu6(x + 3) / 6`.
 pub(super) fn hard_sigmoid<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
     activation(x, Activation::HardSigmoid)

@@ -178,6 +178,36 @@ pub fn silu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     burn::tensor::activation::silu(x)
 }
 
+/// `1 / (1 + e^-x)`, Burn's `sigmoid`, in one vectorized pass forward and backward on flex
+/// (Burn's: scalar calls on one thread).
+pub fn sigmoid<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::sigmoid(&x) {
+        return y;
+    }
+    burn::tensor::activation::sigmoid(x)
+}
+
+/// `tanh(x)`, Burn's `tanh`, in one vectorized pass forward and backward on flex (Burn's:
+/// scalar calls on one thread).
+pub fn tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::tanh(&x) {
+        return y;
+    }
+    burn::tensor::activation::tanh(x)
+}
+
+/// `x` where `x ≥ 0`, `negative_slope · x` below, Burn's `leaky_relu`, in one pass forward and
+/// backward on flex (Burn's: a comparison and a masked product, each way).
+pub fn leaky_relu<const D: usize>(x: Tensor<D>, negative_slope: f64) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::leaky_relu(&x, negative_slope) {
+        return y;
+    }
+    burn::tensor::activation::leaky_relu(x, negative_slope)
+}
+
 /// `dropout.forward(x)`: in training, on an autodiff device, each value kept with probability
 /// `1 - prob` and scaled by `1 / (1 - prob)`. On flex in one pass each way (Burn's draws a
 /// Bernoulli tensor on one thread and multiplies twice each way), the mask a hash of a seed

@@ -1,5 +1,5 @@
-//! [`exp`]: `e^x` as a polynomial the compiler vectorizes, for the activations' and softmax's
-//! loops.
+//! [`exp`]: `e^x` as a polynomial the compiler vectorizes, for the activations', softmax's and
+//! recurrences' loops; and what they make of it, [`sigmoid`] and [`tanh`].
 
 /// `e^x` within 2 ulp of `f32::exp` where that is normal (Cephes' `expf`: `2^n · p(r)`, `r` the
 /// remainder of `x` over `ln 2`, `p` a polynomial of degree 7), 0 below about -87.7 and
@@ -33,6 +33,30 @@ pub(crate) fn exp(x: f32) -> f32 {
     e_r * f32::from_bits(biased << 23)
 }
 
+/// `1 / (1 + e^-x)`.
+#[inline(always)]
+pub(crate) fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + exp(-x))
+}
+
+/// `tanh(x)` within a few ulp, as Cephes' `tanhf`: an odd polynomial below 0.625, where `1 -
+/// 2 / (e^2x + 1)` would lose the small value's digits to the difference, that form above;
+/// both computed and one picked, so that the loop vectorizes.
+#[inline(always)]
+pub(crate) fn tanh(x: f32) -> f32 {
+    const P: [f32; 5] = [
+        -5.704_988_7e-3,
+        2.063_909e-2,
+        -5.373_971_5e-2,
+        0.133_314_42,
+        -0.333_332_8,
+    ];
+    let z = x * x;
+    let small = P.iter().fold(0.0, |p, &c| p * z + c) * z * x + x;
+    let large = (1.0 - 2.0 / (exp(2.0 * x.abs()) + 1.0)).copysign(x);
+    if x.abs() < 0.625 { small } else { large }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,5 +76,20 @@ mod tests {
         assert_eq!(exp(0.0), 1.0);
         assert_eq!(exp(-200.0), 0.0);
         assert!(exp(200.0).is_finite() && exp(200.0) > 2e38);
+    }
+
+    /// Within 4 ulp of the standard library's `tanh` (and its exact ±1 far out) over ±20.
+    #[test]
+    fn tanh_is_within_a_few_ulp_of_the_standard_librarys() {
+        let mut worst = 0f32;
+        for i in 0..=400_000 {
+            let x = -20.0 + 40.0 * i as f32 / 4e5;
+            let (got, want) = (tanh(x), x.tanh());
+            let spacing = f32::from_bits(want.abs().to_bits() + 1) - want.abs();
+            worst = worst.max((got - want).abs() / spacing.max(f32::MIN_POSITIVE));
+        }
+        assert!(worst <= 4.0, "{worst} ulp");
+        assert_eq!(tanh(1e-30), 1e-30);
+        assert_eq!((tanh(-30.0), tanh(30.0)), (-1.0, 1.0));
     }
 }

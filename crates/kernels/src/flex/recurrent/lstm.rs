@@ -14,11 +14,12 @@ use burn_flex::FlexTensor;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use crate::flex::exp::{sigmoid, tanh};
 use crate::flex::gemm::gemm_f32::{View, gemm_f32};
 use crate::flex::memory::buffers::owned;
 use crate::flex::recurrent::{
-    Recurrence, hidden_state_grad, hidden_weight_grad, previous_hidden, read_and_write, sigmoid,
-    tanh, tensor, transposed,
+    Recurrence, hidden_state_grad, hidden_weight_grad, previous_hidden, read_and_write, tensor,
+    transposed,
 };
 
 /// What the backward pass reads besides the weights, initial state and output: each step's

@@ -2,8 +2,8 @@
 //! one op (`lstm.rs`, `gru.rs`): given the input's projection for every step (one product
 //! outside), each step is one product of the previous hidden state by the joined hidden weights
 //! and one pass over the gates. Here what both share: the shape and order of the steps, each
-//! step's previous hidden state, the hidden weights' gradient as one product over every row and
-//! step, and the gates' activations.
+//! step's previous hidden state, and the hidden weights' gradient as one product over every row
+//! and step (the gates' activations are `exp.rs`'s).
 //!
 //! Each batch row's recurrence is independent of the others', so rayon's threads each take a
 //! share of the rows through every step, with no synchronisation between steps.
@@ -15,7 +15,6 @@ use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
-use crate::flex::exp::exp;
 use crate::flex::gemm::gemm_f32::{View, gemm_f32};
 use crate::flex::gemm::transpose::transpose_each;
 
@@ -197,48 +196,4 @@ pub(super) fn transposed(w: &[f32], [rows, cols]: [usize; 2]) -> Vec<f32> {
     let mut t = vec![0f32; w.len()];
     transpose_each(&mut t, w, [rows, cols]);
     t
-}
-
-/// `1 / (1 + e^-x)`.
-#[inline(always)]
-pub(super) fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + exp(-x))
-}
-
-/// `tanh(x)` within a few ulp, as Cephes' `tanhf`: an odd polynomial below 0.625, where `1 -
-/// 2 / (e^2x + 1)` would lose the small value's digits to the difference, that form above;
-/// both computed and one picked, so that the loop vectorizes.
-#[inline(always)]
-pub(super) fn tanh(x: f32) -> f32 {
-    const P: [f32; 5] = [
-        -5.704_988_7e-3,
-        2.063_909e-2,
-        -5.373_971_5e-2,
-        0.133_314_42,
-        -0.333_332_8,
-    ];
-    let z = x * x;
-    let small = P.iter().fold(0.0, |p, &c| p * z + c) * z * x + x;
-    let large = (1.0 - 2.0 / (exp(2.0 * x.abs()) + 1.0)).copysign(x);
-    if x.abs() < 0.625 { small } else { large }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Within 4 ulp of the standard library's `tanh` (and its exact ±1 far out) over ±20.
-    #[test]
-    fn tanh_is_within_a_few_ulp_of_the_standard_librarys() {
-        let mut worst = 0f32;
-        for i in 0..=400_000 {
-            let x = -20.0 + 40.0 * i as f32 / 4e5;
-            let (got, want) = (tanh(x), x.tanh());
-            let spacing = f32::from_bits(want.abs().to_bits() + 1) - want.abs();
-            worst = worst.max((got - want).abs() / spacing.max(f32::MIN_POSITIVE));
-        }
-        assert!(worst <= 4.0, "{worst} ulp");
-        assert_eq!(tanh(1e-30), 1e-30);
-        assert_eq!((tanh(-30.0), tanh(30.0)), (-1.0, 1.0));
-    }
 }

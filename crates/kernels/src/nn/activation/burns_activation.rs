@@ -4,15 +4,18 @@
 use burn::nn::activation::Activation;
 use burn::tensor::Tensor;
 
-use crate::dispatch::{gelu, gelu_approximate, hard_swish};
+use crate::dispatch::{gelu, gelu_approximate, hard_swish, leaky_relu, sigmoid, tanh};
 
-/// `activation` of every value of `x`: GELU (exact or approximated) and hard swish by this
-/// crate's kernels, every other activation by Burn's layer.
+/// `activation` of every value of `x`: GELU (exact or approximated), hard swish, sigmoid, tanh
+/// and leaky ReLU by this crate's kernels, every other activation by Burn's layer.
 pub(crate) fn activate<const D: usize>(activation: &Activation, x: Tensor<D>) -> Tensor<D> {
     match activation {
         Activation::Gelu(layer) if layer.approximate => gelu_approximate(x),
         Activation::Gelu(_) => gelu(x),
         Activation::HardSwish(_) => hard_swish(x),
+        Activation::Sigmoid(_) => sigmoid(x),
+        Activation::Tanh(_) => tanh(x),
+        Activation::LeakyRelu(layer) => leaky_relu(x, layer.negative_slope),
         other => other.forward(x),
     }
 }

@@ -1,20 +1,22 @@
 //! Burn's `burn::nn::activation`, with the layers whose functions the flex kernels compute in
-//! one vectorized pass each way: [`Gelu`] (`gelu.rs`), and [`SiLU`], [`Relu6`], [`HardSwish`]
-//! (here: layers without settings, one macro); `activate` for Burn's `Activation` enum
-//! (`burns_activation.rs`). Burn's `HardSigmoid` is not among them: its
+//! one vectorized pass each way: [`Gelu`] (`gelu.rs`), [`LeakyRelu`] (`leaky_relu.rs`), and
+//! [`SiLU`], [`Relu6`], [`HardSwish`], [`Sigmoid`], [`Tanh`] (here: layers without settings,
+//! one macro); `activate` for Burn's `Activation` enum (`burns_activation.rs`). Burn's `HardSigmoid` is not among them: its
 //! default slope is Keras's 0.2, not the 1/6 the kernel computes.
 
 mod burns_activation;
 mod gelu;
+mod leaky_relu;
 
 use burn::tensor::Tensor;
 
-use crate::dispatch::{hard_swish, relu6, silu};
+use crate::dispatch::{hard_swish, relu6, sigmoid, silu, tanh};
 use crate::nn::wrapped::wrapped_module;
 
 pub use burn::nn::activation::*;
 pub(crate) use burns_activation::activate;
 pub use gelu::Gelu;
+pub use leaky_relu::{LeakyRelu, LeakyReluConfig};
 
 /// A drop-in for Burn's activation layer `$inner`, which has no settings, computed by
 /// `$function`.
@@ -59,4 +61,16 @@ activation_without_settings!(
     HardSwish,
     burn::nn::activation::HardSwish,
     hard_swish
+);
+activation_without_settings!(
+    /// Burn's [`burn::nn::Sigmoid`], `1 / (1 + e^-x)`, by [`crate::sigmoid`].
+    Sigmoid,
+    burn::nn::Sigmoid,
+    sigmoid
+);
+activation_without_settings!(
+    /// Burn's [`burn::nn::Tanh`], `tanh(x)`, by [`crate::tanh`].
+    Tanh,
+    burn::nn::Tanh,
+    tanh
 );
