@@ -1,7 +1,7 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
-(shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, SiLU, sigmoid, tanh,
-leaky ReLU, dropout, bilinear upsampling, an LSTM, a GRU, a softmax, multi-head attention and a
-transformer encoder layer (without and with dropout), forward and backward (`sum(y * y)`, the
+(shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, an instance norm,
+SiLU, sigmoid, tanh, leaky ReLU, dropout, bilinear upsampling, an LSTM, a GRU, a softmax,
+multi-head attention and a transformer encoder layer (without and with dropout), forward and backward (`sum(y * y)`, the
 gradients of the input and the weights), in f32 on the CPU:
 
     python bench/peers/torch_layers.py --reps 20 [--only NAME]
@@ -67,7 +67,11 @@ def layer_cases():
     yield "LayerNorm of [32, 256, 768]", nn.LayerNorm(768), torch.rand(32, 256, 768) * 2 - 1
     # Burn's RmsNorm epsilon, 1e-5 (PyTorch's default is the dtype's machine epsilon).
     yield "RmsNorm of [32, 256, 768]", nn.RMSNorm(768, eps=1e-5), torch.rand(32, 256, 768) * 2 - 1
-    for name, layer in [("GroupNorm (32 groups)", nn.GroupNorm(32, 128)), ("SiLU", nn.SiLU())]:
+    for name, layer in [
+        ("GroupNorm (32 groups)", nn.GroupNorm(32, 128)),
+        ("InstanceNorm", nn.InstanceNorm2d(128, affine=True)),
+        ("SiLU", nn.SiLU()),
+    ]:
         yield f"{name} of [8, 128, 64, 64]", layer, torch.rand(8, 128, 64, 64) * 2 - 1
     for name, layer in [
         ("Sigmoid", nn.Sigmoid()),

@@ -4,8 +4,8 @@
 //! on flex or the device `TOWERS_BENCH_DEVICE` names. Then single layers a decoder or a
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
-//! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU,
-//! sigmoid, tanh and leaky ReLU, an LSTM, a GRU, dropout, bilinear upsampling; a transformer's
+//! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
+//! instance norm, sigmoid, tanh and leaky ReLU, an LSTM, a GRU, dropout, bilinear upsampling; a transformer's
 //! softmax, multi-head attention and encoder layer (without and with dropout).
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS [NAME]]` (default 10 timed
@@ -149,7 +149,8 @@ struct LayerCase {
 /// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
 /// at stride 2), GELU, exact and approximated, and a layer norm on a transformer's `[32, 256,
 /// 768]`, and a group
-/// norm (32 groups), SiLU, sigmoid, tanh and leaky ReLU of `[8, 128, 64, 64]`, dropout of `[32, 256, 768]`, bilinear
+/// norm (32 groups), an instance norm, SiLU, sigmoid, tanh and leaky ReLU of `[8, 128, 64,
+/// 64]`, dropout of `[32, 256, 768]`, bilinear
 /// doubling of `[8, 64, 64, 64]` (half-pixel centres), an LSTM and a GRU (256 features to 256,
 /// batch 32 of 64 steps).
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
@@ -232,6 +233,14 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
     let burn_layer: burn::nn::GroupNorm = layer.clone().into();
     cases.push(LayerCase {
         name: "GroupNorm (32 groups) of [8, 128, 64, 64]".into(),
+        input: input([8, 128, 64 * 64]),
+        burns: Box::new(move |x| burn_layer.forward(image(x)).flatten(2, 3)),
+        ours: Box::new(move |x| layer.forward(image(x)).flatten(2, 3)),
+    });
+    let layer = towers_kernels::nn::InstanceNormConfig::new(128).init(device);
+    let burn_layer: burn::nn::InstanceNorm = layer.clone().into();
+    cases.push(LayerCase {
+        name: "InstanceNorm of [8, 128, 64, 64]".into(),
         input: input([8, 128, 64 * 64]),
         burns: Box::new(move |x| burn_layer.forward(image(x)).flatten(2, 3)),
         ours: Box::new(move |x| layer.forward(image(x)).flatten(2, 3)),

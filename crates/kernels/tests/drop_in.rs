@@ -557,6 +557,12 @@ fn configs_saved_from_either_load_as_the_other() {
         burns.to_string(),
         burn::nn::RmsNormConfig::from(&rms).to_string()
     );
+    let instance = nn::InstanceNormConfig::new(6).with_epsilon(1e-3);
+    let file = dir.path().join("instance_norm.json");
+    instance.save(&file).unwrap();
+    let burns = burn::nn::InstanceNormConfig::load(&file).unwrap();
+    let want = burn::nn::InstanceNormConfig::from(&instance);
+    assert_eq!(burns.to_string(), want.to_string());
     let leaky = nn::LeakyReluConfig::new().with_negative_slope(0.3);
     let file = dir.path().join("leaky_relu.json");
     leaky.save(&file).unwrap();
@@ -590,25 +596,43 @@ fn layers_display_as_burns() {
 /// the gradients of the input, the scale and the offset, ours and Burn's layer's alike, from a
 /// scale and offset of fixed patterns, on images and on sequences; the input's offset large (as
 /// after a convolution with a bias), where moments that cancel would show. 4 groups of 2
-/// channels, 1 of all, 8 of one; not affine (Burn's).
+/// channels, 1 of all, 8 of one; the instance norm (a channel a group); not affine (Burn's).
 #[test]
 fn group_norm_gives_burns_outputs_and_gradients() {
     let device = device();
     let cases = [
-        ("[2, 8, 5, 7], 4 groups", 4, [2, 8, 35]),
-        ("[2, 8, 5, 7], 1 group", 1, [2, 8, 35]),
-        ("[2, 8, 5, 7], 8 groups", 8, [2, 8, 35]),
-        ("[3, 8, 11], 2 groups", 2, [3, 8, 11]),
+        ("[2, 8, 5, 7], 4 groups", Some(4), [2, 8, 35]),
+        ("[2, 8, 5, 7], 1 group", Some(1), [2, 8, 35]),
+        ("[2, 8, 5, 7], 8 groups", Some(8), [2, 8, 35]),
+        ("[3, 8, 11], 2 groups", Some(2), [3, 8, 11]),
+        ("[2, 8, 5, 7], instance norm", None, [2, 8, 35]),
     ];
+    let scale = Some(Param::from_tensor(pattern([8], 43, &device) + 1.0));
+    let offset = Some(Param::from_tensor(pattern([8], 47, &device)));
     for (what, groups, [n, c, places]) in cases {
-        let ours = {
-            let mut norm = nn::GroupNormConfig::new(groups, c).init(&device);
-            norm.gamma = Some(Param::from_tensor(pattern([c], 43, &device) + 1.0));
-            norm.beta = Some(Param::from_tensor(pattern([c], 47, &device)));
-            norm
+        type Forward = Box<dyn Fn(Tensor<3>) -> Tensor<3>>;
+        let (ours, burns): (Forward, Forward) = match groups {
+            Some(groups) => {
+                let mut norm = nn::GroupNormConfig::new(groups, c).init(&device);
+                (norm.gamma, norm.beta) = (scale.clone(), offset.clone());
+                let burns: burn::nn::GroupNorm = norm.clone().into();
+                (
+                    Box::new(move |x| norm.forward(x)),
+                    Box::new(move |x| burns.forward(x)),
+                )
+            }
+            None => {
+                let mut norm = nn::InstanceNormConfig::new(c).init(&device);
+                (norm.gamma, norm.beta) = (scale.clone(), offset.clone());
+                let burns: burn::nn::InstanceNorm = norm.clone().into();
+                (
+                    Box::new(move |x| norm.forward(x)),
+                    Box::new(move |x| burns.forward(x)),
+                )
+            }
         };
-        let burns: burn::nn::GroupNorm = ours.clone().into();
-        let [gamma, beta] = [&ours.gamma, &ours.beta].map(|p| p.as_ref().unwrap().val());
+        let groups = groups.unwrap_or(c);
+        let [gamma, beta] = [&scale, &offset].map(|p| p.as_ref().unwrap().val());
         let x = pattern([n, c, places], 53, &device) * 3.0 + 40.0;
         let want = group_norm_f64(x.clone(), [gamma.clone(), beta.clone()], groups);
         let with = |forward: &dyn Fn(Tensor<3>) -> Tensor<3>| {
@@ -625,10 +649,7 @@ fn group_norm_gives_burns_outputs_and_gradients() {
                 db,
             ]
         };
-        for (who, got) in [
-            ("ours", with(&|x| ours.forward(x))),
-            ("Burn's", with(&|x| burns.forward(x))),
-        ] {
+        for (who, got) in [("ours", with(&ours)), ("Burn's", with(&burns))] {
             // f32's rounding: the output within 1e-5, the gradients' sums, which cancel
             // (the scale's: Σ w·x̂ of an x̂ that sums to 0), within 1e-4 (Burn's own: up to 8e-5).
             let parts = [

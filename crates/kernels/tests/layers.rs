@@ -59,6 +59,7 @@ const LAYERING: Layering = Layering {
                 "lstm",
                 "batch_norm",
                 "group_norm",
+                "instance_norm",
                 "layer_norm",
                 "rms_norm",
                 "activation",

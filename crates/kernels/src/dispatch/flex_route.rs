@@ -4,7 +4,7 @@ use burn::backend::{Dispatch, DispatchDevice};
 use burn::module::Param;
 use burn::nn::conv::{Conv2d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
-use burn::nn::{Dropout, GroupNorm};
+use burn::nn::{Dropout, GroupNorm, InstanceNorm};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{DType, Distribution, Int, Tensor};
 
@@ -277,27 +277,65 @@ pub(super) fn hard_sigmoid<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
 /// `norm.forward(x)` for an affine group norm of an f32 `x` (`[n, c, ...]`) whose channels
 /// `norm` splits evenly.
 pub(super) fn group_norm<const D: usize>(norm: &GroupNorm, x: &Tensor<D>) -> Option<Tensor<D>> {
-    let (Some(gamma), Some(beta)) = (&norm.gamma, &norm.beta) else {
-        return None;
+    let channels = ChannelGroups {
+        groups: norm.num_groups,
+        channels: norm.num_channels,
+        epsilon: norm.epsilon,
     };
-    let dims = x.dims();
-    let even = norm.num_groups > 0 && norm.num_channels.is_multiple_of(norm.num_groups);
-    if D < 3 || !on_flex(x) || !even || dims[1] != norm.num_channels {
-        return None;
+    channels.normalize([&norm.gamma, &norm.beta], x)
+}
+
+/// `norm.forward(x)` for an affine instance norm of an f32 `x` (`[n, c, ...]`): a group norm
+/// of a channel a group.
+pub(super) fn instance_norm<const D: usize>(
+    norm: &InstanceNorm,
+    x: &Tensor<D>,
+) -> Option<Tensor<D>> {
+    let channels = ChannelGroups {
+        groups: norm.num_channels,
+        channels: norm.num_channels,
+        epsilon: norm.epsilon,
+    };
+    channels.normalize([&norm.gamma, &norm.beta], x)
+}
+
+/// A group norm's settings: `channels` in `groups` groups.
+struct ChannelGroups {
+    groups: usize,
+    channels: usize,
+    epsilon: f64,
+}
+
+impl ChannelGroups {
+    /// `x` normalized per group, scaled by `gamma` and offset by `beta` (per channel); `None`
+    /// without them, for groups that do not split the channels evenly, or off flex.
+    fn normalize<const D: usize>(
+        &self,
+        [gamma, beta]: [&Option<Param<Tensor<1>>>; 2],
+        x: &Tensor<D>,
+    ) -> Option<Tensor<D>> {
+        let (Some(gamma), Some(beta)) = (gamma, beta) else {
+            return None;
+        };
+        let dims = x.dims();
+        let even = self.groups > 0 && self.channels.is_multiple_of(self.groups);
+        if D < 3 || !on_flex(x) || !even || dims[1] != self.channels {
+            return None;
+        }
+        let places = dims[2..].iter().product::<usize>();
+        let x = x
+            .clone()
+            .reshape([dims[0], dims[1], places])
+            .into_dispatch();
+        let y = <Dispatch as FlexKernels>::towers_group_norm(
+            x,
+            gamma.val().into_dispatch(),
+            beta.val().into_dispatch(),
+            self.groups,
+            self.epsilon,
+        );
+        Some(Tensor::<3>::from_dispatch(y).reshape(dims))
     }
-    let places = dims[2..].iter().product::<usize>();
-    let x = x
-        .clone()
-        .reshape([dims[0], dims[1], places])
-        .into_dispatch();
-    let y = <Dispatch as FlexKernels>::towers_group_norm(
-        x,
-        gamma.val().into_dispatch(),
-        beta.val().into_dispatch(),
-        norm.num_groups,
-        norm.epsilon,
-    );
-    Some(Tensor::<3>::from_dispatch(y).reshape(dims))
 }
 
 /// `x` (`[n, c, h, w]`, f32 on flex) resized to `[n, c, out[0], out[1]]` by bilinear

@@ -7,7 +7,9 @@
 use burn::module::Param;
 use burn::nn::conv::{Conv1d, Conv2d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
-use burn::nn::{Dropout, GroupNorm, Linear, PaddingConfig1d, PaddingConfig2d, RmsNorm};
+use burn::nn::{
+    Dropout, GroupNorm, InstanceNorm, Linear, PaddingConfig1d, PaddingConfig2d, RmsNorm,
+};
 use burn::tensor::activation::relu;
 use burn::tensor::module;
 use burn::tensor::ops::ConvOptions;
@@ -227,6 +229,16 @@ pub fn dropout<const D: usize>(dropout: &Dropout, x: Tensor<D>) -> Tensor<D> {
 pub fn group_norm<const D: usize>(norm: &GroupNorm, x: Tensor<D>) -> Tensor<D> {
     #[cfg(feature = "flex")]
     if let Some(y) = flex_route::group_norm(norm, &x) {
+        return y;
+    }
+    norm.forward(x)
+}
+
+/// `norm.forward(x)`, Burn's instance norm (a group norm of a channel a group): an affine one
+/// on the group norm's kernel on flex (Burn's composes a dozen ops).
+pub fn instance_norm<const D: usize>(norm: &InstanceNorm, x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::instance_norm(norm, &x) {
         return y;
     }
     norm.forward(x)

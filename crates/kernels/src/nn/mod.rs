@@ -1,7 +1,7 @@
 //! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, transposed), pooling, batch,
-//! group, layer and RMS norms, dense layers, dropout, bilinear resizing, LSTMs and GRUs,
-//! multi-head attention, transformers and some activations run on burn-towers' kernels, and
-//! whose cross-entropy loss has its own backward pass.
+//! group, instance, layer and RMS norms, dense layers, dropout, bilinear resizing, LSTMs and
+//! GRUs, multi-head attention, transformers and some activations run on burn-towers' kernels,
+//! and whose cross-entropy loss has its own backward pass.
 //! Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a model needs: the
 //! same names, `Config`s (field for field), parameters and records (saved from either, loaded
 //! into the other), the same outputs and gradients on every backend (Burn's ops wherever the
@@ -12,8 +12,8 @@
 //!   `burn::nn::conv` re-exported).
 //! - `pool/`: [`pool::MaxPool2d`], [`pool::AvgPool2d`] (the rest of `burn::nn::pool`).
 //! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`]; `group_norm.rs`: [`GroupNorm`];
-//!   `layer_norm.rs`: [`LayerNorm`] (Burn's fields, not a wrapper: see there); `rms_norm.rs`:
-//!   [`RmsNorm`].
+//!   `instance_norm.rs`: [`InstanceNorm`] (on the group norm's kernel); `layer_norm.rs`:
+//!   [`LayerNorm`] (Burn's fields, not a wrapper: see there); `rms_norm.rs`: [`RmsNorm`].
 //! - `dropout.rs`: [`Dropout`].
 //! - `interpolate/`: [`interpolate::Interpolate2d`], [`interpolate::Interpolate1d`] (the rest
 //!   of `burn::nn::interpolate`).
@@ -35,6 +35,7 @@ pub mod conv;
 mod dropout;
 mod group_norm;
 pub mod gru;
+mod instance_norm;
 pub mod interpolate;
 mod layer_norm;
 mod linear;
@@ -51,6 +52,7 @@ pub use burn::nn::*;
 pub use dropout::{Dropout, DropoutConfig};
 pub use group_norm::{GroupNorm, GroupNormConfig};
 pub use gru::{BiGru, BiGruConfig, Gru, GruConfig};
+pub use instance_norm::{InstanceNorm, InstanceNormConfig};
 pub use layer_norm::{LayerNorm, LayerNormConfig};
 pub use linear::{Linear, LinearConfig};
 pub use lstm::{BiLstm, BiLstmConfig, Lstm, LstmConfig};
