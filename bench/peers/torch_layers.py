@@ -1,8 +1,9 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
 (shapes, padding, batch 16), GELUs, a layer norm, an RMS norm, a group norm, an instance norm,
-SiLU, sigmoid, tanh, leaky ReLU, dropout, bilinear upsampling, an LSTM, a GRU, a softmax,
-multi-head attention and a transformer encoder layer (without and with dropout), forward and backward (`sum(y * y)`, the
-gradients of the input and the weights), in f32 on the CPU:
+SiLU, sigmoid, tanh, leaky ReLU, dropout, bilinear upsampling, an LSTM, a GRU, SwiGLU, a
+softmax, multi-head attention and a transformer encoder layer (without and with dropout),
+forward and backward (`sum(y * y)`, the gradients of the input and the weights), in f32 on the
+CPU:
 
     python bench/peers/torch_layers.py --reps 20 [--only NAME]
     cargo run --release -p towers-bench --bin bench_layers 20
@@ -41,6 +42,18 @@ class Outputs(nn.Module):
 
     def forward(self, x):
         return self.layer(x)[0]
+
+
+class SwiGlu(nn.Module):
+    """Burn's `SwiGlu` (LLaMA's): `silu(x W) * (x V)`, no biases."""
+
+    def __init__(self, d_input, d_output):
+        super().__init__()
+        self.inner = nn.Linear(d_input, d_output, bias=False)
+        self.outer = nn.Linear(d_input, d_output, bias=False)
+
+    def forward(self, x):
+        return nn.functional.silu(self.inner(x)) * self.outer(x)
 
 
 def layer_cases():
@@ -86,6 +99,8 @@ def layer_cases():
     for name, recurrent in [("Lstm", nn.LSTM), ("Gru", nn.GRU)]:
         layer = Outputs(recurrent(256, 256, batch_first=True))
         yield f"{name} (256 -> 256) of [32, 64, 256]", layer, torch.rand(32, 64, 256) * 2 - 1
+    name = "SwiGlu (768 -> 2048) of [8, 256, 768]"
+    yield name, SwiGlu(768, 2048), torch.rand(8, 256, 768) * 2 - 1
     yield "Softmax of [96, 256, 256]", nn.Softmax(dim=2), torch.rand(96, 256, 256) * 2 - 1
     yield (
         "MultiHeadAttention (768, 12 heads) of [8, 256, 768]",

@@ -5,8 +5,9 @@
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
 //! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
-//! instance norm, sigmoid, tanh and leaky ReLU, an LSTM, a GRU, dropout, bilinear upsampling; a transformer's
-//! softmax, multi-head attention and encoder layer (without and with dropout).
+//! instance norm, sigmoid, tanh and leaky ReLU, an LSTM, a GRU, dropout, bilinear upsampling,
+//! SwiGLU; a transformer's softmax, multi-head attention and encoder layer (without and with
+//! dropout).
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS [NAME]]` (default 10 timed
 //! steps per version after 3 untimed ones, the two versions alternating step by step; with
@@ -152,7 +153,7 @@ struct LayerCase {
 /// norm (32 groups), an instance norm, SiLU, sigmoid, tanh and leaky ReLU of `[8, 128, 64,
 /// 64]`, dropout of `[32, 256, 768]`, bilinear
 /// doubling of `[8, 64, 64, 64]` (half-pixel centres), an LSTM and a GRU (256 features to 256,
-/// batch 32 of 64 steps).
+/// batch 32 of 64 steps), LLaMA's SwiGLU (768 features to 2048, batch 8 of 256 tokens).
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
     use burn::nn::{PaddingConfig1d, conv as burns};
     use towers_kernels::nn::conv as ours;
@@ -313,6 +314,14 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
         input: input([32, 64, 256]),
         burns: Box::new(move |x| burn_layer.forward(x.clone(), None)),
         ours: Box::new(move |x| layer.forward(x.clone(), None)),
+    });
+    let layer = towers_kernels::nn::SwiGluConfig::new(768, 2048).init(device);
+    let burn_layer: burn::nn::SwiGlu = layer.clone().into();
+    cases.push(LayerCase {
+        name: "SwiGlu (768 -> 2048) of [8, 256, 768]".into(),
+        input: input([8, 256, 768]),
+        burns: Box::new(move |x| burn_layer.forward(x.clone())),
+        ours: Box::new(move |x| layer.forward(x.clone())),
     });
     cases.extend(transformer_cases(device));
     cases

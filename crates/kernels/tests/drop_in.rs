@@ -398,6 +398,45 @@ fn linear_gives_burns_outputs_and_gradients() {
     }
 }
 
+/// SwiGLU with and without biases: the output and the gradients of the input and of both dense
+/// layers' weights (and the bias of the gated one).
+#[test]
+fn swiglu_gives_burns_outputs_and_gradients() {
+    for config in [
+        nn::SwiGluConfig::new(12, 7),
+        nn::SwiGluConfig::new(12, 7).with_bias(true),
+    ] {
+        let ours = config.init(&device());
+        let burns: burn::nn::SwiGlu = ours.clone().into();
+        let x = input([3, 4, 12], 19);
+        for (which, ours_w, burns_w) in [
+            (
+                "gated",
+                &ours.linear_inner.weight,
+                &burns.linear_inner.weight,
+            ),
+            (
+                "gate",
+                &ours.linear_outer.weight,
+                &burns.linear_outer.weight,
+            ),
+        ] {
+            let (y, dx, dw) = output_and_grads(x.clone(), Some(ours_w), |x| ours.forward(x));
+            let (want_y, want_dx, want_dw) =
+                output_and_grads(x.clone(), Some(burns_w), |x| burns.forward(x));
+            assert_agree(y, want_y, 1e-6, "SwiGLU: output");
+            assert_agree(dx, want_dx, 1e-6, "SwiGLU: input gradient");
+            let what = format!("SwiGLU: the {which} layer's weight gradient");
+            assert_agree(dw.unwrap(), want_dw.unwrap(), 1e-6, &what);
+        }
+        if let (Some(ours_b), Some(burns_b)) = (&ours.linear_inner.bias, &burns.linear_inner.bias) {
+            let (_, _, db) = output_and_grads(x.clone(), Some(ours_b), |x| ours.forward(x));
+            let (_, _, want) = output_and_grads(x, Some(burns_b), |x| burns.forward(x));
+            assert_agree(db.unwrap(), want.unwrap(), 1e-6, "SwiGLU: bias gradient");
+        }
+    }
+}
+
 /// The loss on every configuration: its own path (plain, smoothed) and Burn's (class weights,
 /// pad tokens, probabilities), each against Burn's loss of the same configuration.
 #[test]
@@ -556,6 +595,17 @@ fn configs_saved_from_either_load_as_the_other() {
     assert_eq!(
         burns.to_string(),
         burn::nn::RmsNormConfig::from(&rms).to_string()
+    );
+    let swiglu = nn::SwiGluConfig::new(6, 10).with_bias(true);
+    let file = dir.path().join("swiglu.json");
+    swiglu.save(&file).unwrap();
+    let burns = burn::nn::SwiGluConfig::load(&file).unwrap();
+    let want = burn::nn::SwiGluConfig::from(&swiglu);
+    assert_eq!(burns.to_string(), want.to_string());
+    let plain = burn::nn::SwiGluConfig::from(&nn::SwiGluConfig::new(6, 10));
+    assert_eq!(
+        plain.to_string(),
+        burn::nn::SwiGluConfig::new(6, 10).to_string()
     );
     let instance = nn::InstanceNormConfig::new(6).with_epsilon(1e-3);
     let file = dir.path().join("instance_norm.json");

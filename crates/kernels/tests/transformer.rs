@@ -45,14 +45,19 @@ fn weighted_backward(y: Tensor<3>, weights: &Tensor<3>) -> (Tensor<3>, burn::ten
 }
 
 /// Post-norm with GELU and pre-norm with ReLU (the norms' order differs between the two), and
-/// with a leaky ReLU (an activation with a setting, on the drop-ins' kernel); two layers,
-/// padding and autoregressive masks.
-fn layer_settings() -> [(bool, ActivationConfig); 3] {
+/// with a leaky ReLU (an activation with a setting) and SwiGLU (one with parameters, across the
+/// feed-forward network's 32 features), both on the drop-ins' kernels; two layers, padding and
+/// autoregressive masks.
+fn layer_settings() -> [(bool, ActivationConfig); 4] {
     let leaky = burn::nn::LeakyReluConfig::new().with_negative_slope(0.2);
     [
         (false, ActivationConfig::Gelu),
         (true, ActivationConfig::Relu),
         (false, ActivationConfig::LeakyRelu(leaky)),
+        (
+            true,
+            ActivationConfig::SwiGlu(burn::nn::SwiGluConfig::new(32, 32)),
+        ),
     ]
 }
 
