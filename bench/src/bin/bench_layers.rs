@@ -148,12 +148,11 @@ struct LayerCase {
 
 /// The transposed convolutions (batch 16, 128 channels to 64 at 32x32, 64 to 32 at 64x64), the
 /// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
-/// at stride 2), GELU, exact and approximated, and a layer norm on a transformer's `[32, 256,
-/// 768]`, and a group
-/// norm (32 groups), an instance norm, SiLU, sigmoid, tanh and leaky ReLU of `[8, 128, 64,
-/// 64]`, dropout of `[32, 256, 768]`, bilinear
-/// doubling of `[8, 64, 64, 64]` (half-pixel centres), an LSTM and a GRU (256 features to 256,
-/// batch 32 of 64 steps), LLaMA's SwiGLU (768 features to 2048, batch 8 of 256 tokens).
+/// at stride 2) and a 1D transposed one (64 to 32 of 1024, 4/2), GELU, exact and approximated,
+/// and a layer norm on a transformer's `[32, 256, 768]`, a group norm (32 groups), an instance
+/// norm, SiLU, sigmoid, tanh and leaky ReLU of `[8, 128, 64, 64]`, dropout of `[32, 256, 768]`,
+/// bilinear doubling of `[8, 64, 64, 64]` (half-pixel centres), an LSTM and a GRU (256 features
+/// to 256, batch 32 of 64 steps), LLaMA's SwiGLU (768 features to 2048, batch 8 of 256 tokens).
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
     use burn::nn::{PaddingConfig1d, conv as burns};
     use towers_kernels::nn::conv as ours;
@@ -198,6 +197,17 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
             ours: Box::new(move |x| layer.forward(x.clone())),
         });
     }
+    let layer = ours::ConvTranspose1dConfig::new([64, 32], 4)
+        .with_stride(2)
+        .with_padding(1)
+        .init(device);
+    let burn_layer: burns::ConvTranspose1d = layer.clone().into();
+    cases.push(LayerCase {
+        name: "ConvTranspose1d 4/2 pad 1, 64->32 of 1024".into(),
+        input: input([16, 64, 1024]),
+        burns: Box::new(move |x| burn_layer.forward(x.clone())),
+        ours: Box::new(move |x| layer.forward(x.clone())),
+    });
     for approximate in [false, true] {
         let (layer, burn_layer) = match approximate {
             false => (towers_kernels::nn::Gelu::new(), burn::nn::Gelu::new()),
@@ -246,38 +256,37 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
         burns: Box::new(move |x| burn_layer.forward(image(x)).flatten(2, 3)),
         ours: Box::new(move |x| layer.forward(image(x)).flatten(2, 3)),
     });
-    let layer = towers_kernels::nn::activation::SiLU::new();
-    let burn_layer = burn::nn::activation::SiLU::new();
-    cases.push(LayerCase {
-        name: "SiLU of [8, 128, 64, 64]".into(),
+    type Forward = Box<dyn Fn(&Tensor<3>) -> Tensor<3>>;
+    let activation = |name: &str, burns: Forward, ours: Forward| LayerCase {
+        name: format!("{name} of [8, 128, 64, 64]"),
         input: input([8, 128, 64 * 64]),
-        burns: Box::new(move |x| burn_layer.forward(x.clone())),
-        ours: Box::new(move |x| layer.forward(x.clone())),
-    });
-    let layer = towers_kernels::nn::Sigmoid::new();
-    let burn_layer = burn::nn::Sigmoid::new();
-    cases.push(LayerCase {
-        name: "Sigmoid of [8, 128, 64, 64]".into(),
-        input: input([8, 128, 64 * 64]),
-        burns: Box::new(move |x| burn_layer.forward(x.clone())),
-        ours: Box::new(move |x| layer.forward(x.clone())),
-    });
-    let layer = towers_kernels::nn::Tanh::new();
-    let burn_layer = burn::nn::Tanh::new();
-    cases.push(LayerCase {
-        name: "Tanh of [8, 128, 64, 64]".into(),
-        input: input([8, 128, 64 * 64]),
-        burns: Box::new(move |x| burn_layer.forward(x.clone())),
-        ours: Box::new(move |x| layer.forward(x.clone())),
-    });
-    let layer = towers_kernels::nn::LeakyReluConfig::new().init();
-    let burn_layer: burn::nn::LeakyRelu = layer.clone().into();
-    cases.push(LayerCase {
-        name: "LeakyRelu (0.01) of [8, 128, 64, 64]".into(),
-        input: input([8, 128, 64 * 64]),
-        burns: Box::new(move |x| burn_layer.forward(x.clone())),
-        ours: Box::new(move |x| layer.forward(x.clone())),
-    });
+        burns,
+        ours,
+    };
+    let leaky = towers_kernels::nn::LeakyReluConfig::new().init();
+    let burn_leaky: burn::nn::LeakyRelu = leaky.clone().into();
+    cases.extend([
+        activation(
+            "SiLU",
+            Box::new(|x| burn::nn::activation::SiLU::new().forward(x.clone())),
+            Box::new(|x| towers_kernels::nn::activation::SiLU::new().forward(x.clone())),
+        ),
+        activation(
+            "Sigmoid",
+            Box::new(|x| burn::nn::Sigmoid::new().forward(x.clone())),
+            Box::new(|x| towers_kernels::nn::Sigmoid::new().forward(x.clone())),
+        ),
+        activation(
+            "Tanh",
+            Box::new(|x| burn::nn::Tanh::new().forward(x.clone())),
+            Box::new(|x| towers_kernels::nn::Tanh::new().forward(x.clone())),
+        ),
+        activation(
+            "LeakyRelu (0.01)",
+            Box::new(move |x| burn_leaky.forward(x.clone())),
+            Box::new(move |x| leaky.forward(x.clone())),
+        ),
+    ]);
     let layer = towers_kernels::nn::DropoutConfig::new(0.1).init();
     let burn_layer: burn::nn::Dropout = layer.clone().into();
     cases.push(LayerCase {

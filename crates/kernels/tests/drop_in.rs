@@ -157,6 +157,41 @@ fn conv1d_gives_burns_outputs_and_gradients() {
     }
 }
 
+/// The 1D transposed convolution (a one-row 2D one) against Burn's: outputs, input and weight
+/// gradients; on the kernels' geometries also in bf16, within its rounding of Burn's f32.
+#[test]
+fn conv_transpose1d_gives_burns_outputs_and_gradients() {
+    let config =
+        |kernel, stride| nn::conv::ConvTranspose1dConfig::new([6, 4], kernel).with_stride(stride);
+    // Each case and whether the kernels take it.
+    let cases = [
+        // A vocoder's 4/2 pad 1 and 16/8 pad 4, 3/2 pad 1 out 1, stride 1, no bias.
+        ("4/2 pad 1", true, config(4, 2).with_padding(1)),
+        ("16/8 pad 4", true, config(16, 8).with_padding(4)),
+        (
+            "3/2 pad 1 out 1",
+            true,
+            config(3, 2).with_padding(1).with_padding_out(1),
+        ),
+        (
+            "3/1 pad 1 no bias",
+            true,
+            config(3, 1).with_padding(1).with_bias(false),
+        ),
+        // Left to Burn: groups, dilation.
+        ("groups 2", false, config(3, 2).with_groups(2)),
+        ("dilation 2", false, config(3, 1).with_dilation(2)),
+    ];
+    for (what, on_kernels, config) in cases {
+        let ours = config.init(&device());
+        let burns: burn::nn::conv::ConvTranspose1d = ours.clone().into();
+        let x = input([2, 6, 23], 37);
+        let weights = [&ours.weight, &burns.weight];
+        let (ours, burns) = (|x| ours.forward(x), |x| burns.forward(x));
+        assert_follows_burns(what, x, weights, [&ours, &burns], on_kernels);
+    }
+}
+
 /// Panics unless our layer's forward pass `ours` (of weight `ours_weight`) gives `burns`'s
 /// output and gradients of `x` and of the weight within 1e-5 in f32 and, with `in_bf16`,
 /// within bf16's rounding of them in bf16 ([`assert_rounded`]).
@@ -596,6 +631,14 @@ fn configs_saved_from_either_load_as_the_other() {
         burns.to_string(),
         burn::nn::RmsNormConfig::from(&rms).to_string()
     );
+    let transposed = nn::conv::ConvTranspose1dConfig::new([3, 8], 4)
+        .with_stride(2)
+        .with_padding(1);
+    let file = dir.path().join("conv_transpose1d.json");
+    transposed.save(&file).unwrap();
+    let burns = burn::nn::conv::ConvTranspose1dConfig::load(&file).unwrap();
+    let want = burn::nn::conv::ConvTranspose1dConfig::from(&transposed);
+    assert_eq!(burns.to_string(), want.to_string());
     let swiglu = nn::SwiGluConfig::new(6, 10).with_bias(true);
     let file = dir.path().join("swiglu.json");
     swiglu.save(&file).unwrap();

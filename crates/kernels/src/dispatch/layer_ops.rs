@@ -5,7 +5,7 @@
 //! thread's [`Precision`] (see [`crate::with_precision`]).
 
 use burn::module::Param;
-use burn::nn::conv::{Conv1d, Conv2d, ConvTranspose2d};
+use burn::nn::conv::{Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
 use burn::nn::{
     Dropout, GroupNorm, InstanceNorm, Linear, PaddingConfig1d, PaddingConfig2d, RmsNorm,
@@ -106,6 +106,26 @@ pub fn conv_transpose2d(conv: &ConvTranspose2d, x: Tensor<4>) -> Tensor<4> {
         return y;
     }
     conv.forward(x)
+}
+
+/// `conv.forward(x)` as [`conv_transpose2d`] of a one-row image by `[1, k]` kernels: on flex
+/// the kernels take it, elsewhere Burn's 2D transposed convolution. Its products in this
+/// thread's [`Precision`].
+pub fn conv_transpose1d(conv: &ConvTranspose1d, x: Tensor<3>) -> Tensor<3> {
+    // A view of the same parameter values, as in `conv1d_as_row`.
+    let weight = conv.weight.val().unsqueeze_dim::<4>(2);
+    let row = ConvTranspose2d {
+        weight: Param::initialized(conv.weight.id, weight),
+        bias: conv.bias.clone(),
+        stride: [1, conv.stride],
+        kernel_size: [1, conv.kernel_size],
+        dilation: [1, conv.dilation],
+        groups: conv.groups,
+        padding: [0, conv.padding],
+        padding_out: [0, conv.padding_out],
+        channels: conv.channels,
+    };
+    conv_transpose2d(&row, x.unsqueeze_dim::<4>(2)).squeeze_dim::<3>(2)
 }
 
 /// Whether `conv` reads an input of `dims` rounded to bf16 as it is, in this thread's

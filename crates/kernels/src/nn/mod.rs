@@ -1,4 +1,4 @@
-//! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, transposed), pooling, batch,
+//! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, both transposed), pooling, batch,
 //! group, instance, layer and RMS norms, dense layers, dropout, bilinear resizing, LSTMs and
 //! GRUs, multi-head attention, transformers and some activations run on burn-towers' kernels,
 //! and whose cross-entropy loss has its own backward pass.
@@ -8,8 +8,8 @@
 //! kernels do not apply), products in the thread's [`Precision`](crate::Precision). Every other
 //! layer is Burn's own, re-exported.
 //!
-//! - `conv/`: [`conv::Conv1d`], [`conv::Conv2d`], [`conv::ConvTranspose2d`] (the rest of
-//!   `burn::nn::conv` re-exported).
+//! - `conv/`: [`conv::Conv1d`], [`conv::Conv2d`], [`conv::ConvTranspose1d`],
+//!   [`conv::ConvTranspose2d`] (the rest of `burn::nn::conv` re-exported).
 //! - `pool/`: [`pool::MaxPool2d`], [`pool::AvgPool2d`] (the rest of `burn::nn::pool`).
 //! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`]; `group_norm.rs`: [`GroupNorm`];
 //!   `instance_norm.rs`: [`InstanceNorm`] (on the group norm's kernel); `layer_norm.rs`:
