@@ -150,9 +150,10 @@ struct LayerCase {
 /// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
 /// at stride 2) and a 1D transposed one (64 to 32 of 1024, 4/2), GELU, exact and approximated,
 /// and a layer norm on a transformer's `[32, 256, 768]`, a group norm (32 groups), an instance
-/// norm, SiLU, sigmoid, tanh and leaky ReLU of `[8, 128, 64, 64]`, dropout of `[32, 256, 768]`,
-/// bilinear doubling of `[8, 64, 64, 64]` (half-pixel centres), an LSTM and a GRU (256 features
-/// to 256, batch 32 of 64 steps), LLaMA's SwiGLU (768 features to 2048, batch 8 of 256 tokens).
+/// norm, SiLU, Mish, sigmoid, tanh and leaky ReLU of `[8, 128, 64, 64]`, dropout of `[32, 256,
+/// 768]`, bilinear doubling of `[8, 64, 64, 64]` (half-pixel centres), an LSTM and a GRU (256
+/// features to 256, batch 32 of 64 steps), LLaMA's SwiGLU (768 features to 2048, batch 8 of 256
+/// tokens).
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
     use burn::nn::{PaddingConfig1d, conv as burns};
     use towers_kernels::nn::conv as ours;
@@ -270,6 +271,11 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
             "SiLU",
             Box::new(|x| burn::nn::activation::SiLU::new().forward(x.clone())),
             Box::new(|x| towers_kernels::nn::activation::SiLU::new().forward(x.clone())),
+        ),
+        activation(
+            "Mish",
+            Box::new(|x| burn::nn::activation::Mish::new().forward(x.clone())),
+            Box::new(|x| towers_kernels::nn::activation::Mish::new().forward(x.clone())),
         ),
         activation(
             "Sigmoid",

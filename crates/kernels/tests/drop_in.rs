@@ -398,6 +398,18 @@ fn activations_give_burns_outputs_and_gradients() {
     check("tanh", &|x| hyperbolic.forward(x * 10.0), &|x| {
         burn_hyperbolic.forward(x * 10.0)
     });
+    // Mish past softplus's threshold (20) and `e^x`'s square's range (44) too: inputs up to 60
+    // either side.
+    let (mish, burn_mish) = (
+        nn::activation::Mish::new(),
+        burn::nn::activation::Mish::new(),
+    );
+    check("Mish", &|x| mish.forward(x * 50.0), &|x| {
+        burn_mish.forward(x * 50.0)
+    });
+    check("Mish near 0", &|x| mish.forward(x), &|x| {
+        burn_mish.forward(x)
+    });
     let leaky = nn::LeakyReluConfig::new().with_negative_slope(0.2).init();
     let burn_leaky: burn::nn::LeakyRelu = leaky.clone().into();
     check("leaky ReLU", &|x| leaky.forward(x), &|x| {

@@ -263,6 +263,11 @@ pub(super) fn tanh<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
     activation(x, Activation::Tanh)
 }
 
+/// `x · tanh(softplus(x))`.
+pub(super) fn mish<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
+    activation(x, Activation::Mish)
+}
+
 /// `x` where `x ≥ 0`, `slope · x` below.
 pub(super) fn leaky_relu<const D: usize>(x: &Tensor<D>, slope: f64) -> Option<Tensor<D>> {
     let slope = slope as f32;

@@ -220,6 +220,16 @@ pub fn tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     burn::tensor::activation::tanh(x)
 }
 
+/// `x · tanh(softplus(x))`, Burn's `mish`, in one vectorized pass forward and backward on
+/// flex (Burn's: a thresholded softplus, a tanh of scalar calls and a product, each way).
+pub fn mish<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::mish(&x) {
+        return y;
+    }
+    burn::tensor::activation::mish(x)
+}
+
 /// `x` where `x ≥ 0`, `negative_slope · x` below, Burn's `leaky_relu`, in one pass forward and
 /// backward on flex (Burn's: a comparison and a masked product, each way).
 pub fn leaky_relu<const D: usize>(x: Tensor<D>, negative_slope: f64) -> Tensor<D> {

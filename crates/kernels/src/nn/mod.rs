@@ -1,7 +1,7 @@
-//! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, both transposed), pooling, batch,
-//! group, instance, layer and RMS norms, dense layers, dropout, bilinear resizing, LSTMs and
-//! GRUs, multi-head attention, transformers and some activations run on burn-towers' kernels,
-//! and whose cross-entropy loss has its own backward pass.
+//! Drop-in layers: Burn's `burn::nn`, whose convolutions (1D, 2D, both transposed), pooling,
+//! batch, group, instance, layer and RMS norms, dense layers, dropout, bilinear resizing, LSTMs
+//! and GRUs, multi-head attention, transformers and some activations run on burn-towers'
+//! kernels, and whose cross-entropy loss has its own backward pass.
 //! Changing `use burn::nn::...` to `use towers_kernels::nn::...` is all a model needs: the
 //! same names, `Config`s (field for field), parameters and records (saved from either, loaded
 //! into the other), the same outputs and gradients on every backend (Burn's ops wherever the
@@ -20,8 +20,8 @@
 //! - `gru/`: [`Gru`], [`BiGru`] (also at the root, as Burn's).
 //! - `lstm/`: [`Lstm`], [`BiLstm`] (also at the root, as Burn's; the rest of `burn::nn::lstm`).
 //! - `activation/`: [`Gelu`], [`Sigmoid`], [`Tanh`], [`LeakyRelu`], [`SwiGlu`] (also at the
-//!   root, as Burn's), [`activation::SiLU`], [`activation::Relu6`], [`activation::HardSwish`] (the rest
-//!   of `burn::nn::activation`).
+//!   root, as Burn's), [`activation::SiLU`], [`activation::Relu6`], [`activation::HardSwish`],
+//!   [`activation::Mish`] (the rest of `burn::nn::activation`).
 //! - `attention/`: [`attention::MultiHeadAttention`] (the rest of `burn::nn::attention`).
 //! - `transformer/`: [`transformer::TransformerEncoder`], [`transformer::TransformerDecoder`]
 //!   and their layers (the rest of `burn::nn::transformer`).

@@ -1,9 +1,9 @@
 //! Burn's `burn::nn::activation`, with the layers whose functions the flex kernels compute in
 //! one vectorized pass each way: [`Gelu`] (`gelu.rs`), [`LeakyRelu`] (`leaky_relu.rs`),
-//! [`SwiGlu`] (`swiglu.rs`, on the drop-in dense layer and SiLU), and
-//! [`SiLU`], [`Relu6`], [`HardSwish`], [`Sigmoid`], [`Tanh`] (here: layers without settings,
-//! one macro); `activate` for Burn's `Activation` enum (`burns_activation.rs`). Burn's `HardSigmoid` is not among them: its
-//! default slope is Keras's 0.2, not the 1/6 the kernel computes.
+//! [`SwiGlu`] (`swiglu.rs`, on the drop-in dense layer and SiLU), and [`SiLU`], [`Relu6`],
+//! [`HardSwish`], [`Mish`], [`Sigmoid`], [`Tanh`] (here: layers without settings, one macro);
+//! `activate` for Burn's `Activation` enum (`burns_activation.rs`). Burn's `HardSigmoid` is not
+//! among them: its default slope is Keras's 0.2, not the 1/6 the kernel computes.
 
 mod burns_activation;
 mod gelu;
@@ -12,7 +12,7 @@ mod swiglu;
 
 use burn::tensor::Tensor;
 
-use crate::dispatch::{hard_swish, relu6, sigmoid, silu, tanh};
+use crate::dispatch::{hard_swish, mish, relu6, sigmoid, silu, tanh};
 use crate::nn::wrapped::wrapped_module;
 
 pub use burn::nn::activation::*;
@@ -77,4 +77,10 @@ activation_without_settings!(
     Tanh,
     burn::nn::Tanh,
     tanh
+);
+activation_without_settings!(
+    /// Burn's [`burn::nn::activation::Mish`], `x · tanh(softplus(x))`, by [`crate::mish`].
+    Mish,
+    burn::nn::activation::Mish,
+    mish
 );
