@@ -1,9 +1,9 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
 (shapes, padding, batch 16; a 1D transposed one too), GELUs, a layer norm, an RMS norm, a group
-norm, an instance norm, SiLU, Mish, sigmoid, tanh, leaky ReLU, dropout, bilinear upsampling, an
-LSTM, a GRU, SwiGLU, a softmax, multi-head attention and a transformer encoder layer (without
-and with dropout), forward and backward (`sum(y * y)`, the gradients of the input and the
-weights), in f32 on the CPU:
+norm, an instance norm, SiLU, Mish, sigmoid, tanh, leaky ReLU, PReLU, dropout, bilinear
+upsampling, an LSTM, a GRU, SwiGLU, a softmax, multi-head attention and a transformer encoder
+layer (without and with dropout), forward and backward (`sum(y * y)`, the gradients of the input
+and the weights), in f32 on the CPU:
 
     python bench/peers/torch_layers.py --reps 20 [--only NAME]
     cargo run --release -p towers-bench --bin bench_layers 20
@@ -93,6 +93,7 @@ def layer_cases():
         ("Sigmoid", nn.Sigmoid()),
         ("Tanh", nn.Tanh()),
         ("LeakyRelu (0.01)", nn.LeakyReLU(0.01)),
+        ("PRelu (128)", nn.PReLU(128)),
     ]:
         yield f"{name} of [8, 128, 64, 64]", layer, torch.rand(8, 128, 64, 64) * 2 - 1
     yield "Dropout (0.1) of [32, 256, 768]", nn.Dropout(0.1), torch.rand(32, 256, 768) * 2 - 1

@@ -150,10 +150,10 @@ struct LayerCase {
 /// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
 /// at stride 2) and a 1D transposed one (64 to 32 of 1024, 4/2), GELU, exact and approximated,
 /// and a layer norm on a transformer's `[32, 256, 768]`, a group norm (32 groups), an instance
-/// norm, SiLU, Mish, sigmoid, tanh and leaky ReLU of `[8, 128, 64, 64]`, dropout of `[32, 256,
-/// 768]`, bilinear doubling of `[8, 64, 64, 64]` (half-pixel centres), an LSTM and a GRU (256
-/// features to 256, batch 32 of 64 steps), LLaMA's SwiGLU (768 features to 2048, batch 8 of 256
-/// tokens).
+/// norm, SiLU, Mish, sigmoid, tanh, leaky ReLU and PReLU (a slope per channel) of `[8, 128, 64,
+/// 64]`, dropout of `[32, 256, 768]`, bilinear doubling of `[8, 64, 64, 64]` (half-pixel
+/// centres), an LSTM and a GRU (256 features to 256, batch 32 of 64 steps), LLaMA's SwiGLU (768
+/// features to 2048, batch 8 of 256 tokens).
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
     use burn::nn::{PaddingConfig1d, conv as burns};
     use towers_kernels::nn::conv as ours;
@@ -266,6 +266,10 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
     };
     let leaky = towers_kernels::nn::LeakyReluConfig::new().init();
     let burn_leaky: burn::nn::LeakyRelu = leaky.clone().into();
+    let prelu = towers_kernels::nn::PReluConfig::new()
+        .with_num_parameters(128)
+        .init(device);
+    let burn_prelu: burn::nn::PRelu = prelu.clone().into();
     cases.extend([
         activation(
             "SiLU",
@@ -291,6 +295,11 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
             "LeakyRelu (0.01)",
             Box::new(move |x| burn_leaky.forward(x.clone())),
             Box::new(move |x| leaky.forward(x.clone())),
+        ),
+        activation(
+            "PRelu (128)",
+            Box::new(move |x| burn_prelu.forward(x.clone())),
+            Box::new(move |x| prelu.forward(x.clone())),
         ),
     ]);
     let layer = towers_kernels::nn::DropoutConfig::new(0.1).init();

@@ -445,6 +445,65 @@ fn linear_gives_burns_outputs_and_gradients() {
     }
 }
 
+/// PReLU with a slope per channel and with one for all, on images (rows of a task and of more)
+/// and on a flat input: the
+/// output and the gradients of the input and of the slopes (values on both sides of 0, the
+/// slopes uneven).
+#[test]
+fn prelu_gives_burns_outputs_and_gradients() {
+    let device = device();
+    let with_slopes = |slopes: usize| {
+        let mut layer = nn::PReluConfig::new()
+            .with_num_parameters(slopes)
+            .init(&device);
+        layer.alpha = Param::from_tensor(pattern([slopes], 71, &device) + 0.3);
+        let burns: burn::nn::PRelu = layer.clone().into();
+        (layer, burns)
+    };
+    let (per_channel, burns) = with_slopes(6);
+    check_prelu(
+        "6 slopes of [2, 6, 5, 7]",
+        input([2, 6, 5, 7], 73),
+        &per_channel,
+        &burns,
+    );
+    // Rows longer than a task's 16384 values.
+    let (two, burns) = with_slopes(2);
+    check_prelu(
+        "2 slopes of [1, 2, 130, 130]",
+        input([1, 2, 130, 130], 89),
+        &two,
+        &burns,
+    );
+    let (one, burns) = with_slopes(1);
+    check_prelu(
+        "one slope of [2, 6, 5, 7]",
+        input([2, 6, 5, 7], 79),
+        &one,
+        &burns,
+    );
+    check_prelu("one slope of [300]", input([300], 83), &one, &burns);
+}
+
+/// Panics unless `ours` gives `burns`'s output and gradients on `x`.
+fn check_prelu<const D: usize>(
+    what: &str,
+    x: Tensor<D>,
+    ours: &nn::PRelu,
+    burns: &burn::nn::PRelu,
+) {
+    let (y, dx, da) = output_and_grads(x.clone(), Some(&ours.alpha), |x| ours.forward(x));
+    let (want_y, want_dx, want_da) = output_and_grads(x, Some(&burns.alpha), |x| burns.forward(x));
+    assert_agree(y, want_y, 1e-6, &format!("{what}: output"));
+    assert_agree(dx, want_dx, 1e-6, &format!("{what}: input gradient"));
+    assert_agree(
+        da.unwrap(),
+        want_da.unwrap(),
+        1e-5,
+        &format!("{what}: slopes' gradient"),
+    );
+}
+
 /// SwiGLU with and without biases: the output and the gradients of the input and of both dense
 /// layers' weights (and the bias of the gated one).
 #[test]
@@ -651,6 +710,13 @@ fn configs_saved_from_either_load_as_the_other() {
     let burns = burn::nn::conv::ConvTranspose1dConfig::load(&file).unwrap();
     let want = burn::nn::conv::ConvTranspose1dConfig::from(&transposed);
     assert_eq!(burns.to_string(), want.to_string());
+    let prelu = nn::PReluConfig::new()
+        .with_num_parameters(4)
+        .with_alpha(0.1);
+    let file = dir.path().join("prelu.json");
+    prelu.save(&file).unwrap();
+    let burns = burn::nn::PReluConfig::load(&file).unwrap();
+    assert_eq!((burns.num_parameters, burns.alpha), (4, 0.1));
     let swiglu = nn::SwiGluConfig::new(6, 10).with_bias(true);
     let file = dir.path().join("swiglu.json");
     swiglu.save(&file).unwrap();

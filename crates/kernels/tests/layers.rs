@@ -35,6 +35,7 @@ const LAYERING: Layering = Layering {
                 "memory",
                 "exp",
                 "activation",
+                "prelu",
                 "dropout",
                 "interpolate",
                 "softmax",

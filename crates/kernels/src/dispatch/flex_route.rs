@@ -4,13 +4,14 @@ use burn::backend::{Dispatch, DispatchDevice};
 use burn::module::Param;
 use burn::nn::conv::{Conv2d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
-use burn::nn::{Dropout, GroupNorm, InstanceNorm};
+use burn::nn::{Dropout, GroupNorm, InstanceNorm, PRelu};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{DType, Distribution, Int, Tensor};
 
 use crate::extension::FlexKernels;
 use crate::flex::activation::Activation;
 pub(crate) use crate::flex::norm::layer_norm::RowNorm;
+use crate::flex::prelu::Channels;
 use crate::padding::conv_padding;
 use crate::precision::{Precision, current_precision};
 
@@ -261,6 +262,25 @@ pub(super) fn sigmoid<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
 /// `tanh(x)`.
 pub(super) fn tanh<const D: usize>(x: &Tensor<D>) -> Option<Tensor<D>> {
     activation(x, Activation::Tanh)
+}
+
+/// `layer.forward(x)`, Burn's PReLU, for an f32 `x` on flex whose channels (dimension 1) are
+/// as many as the layer's slopes, or any `x` for one slope.
+pub(super) fn prelu<const D: usize>(layer: &PRelu, x: &Tensor<D>) -> Option<Tensor<D>> {
+    let alpha = layer.alpha.val();
+    let dims = x.dims();
+    let channels = alpha.dims()[0];
+    if !on_flex(x) || !on_flex(&alpha) || (channels > 1 && (D < 2 || dims[1] != channels)) {
+        return None;
+    }
+    let inner = match channels {
+        1 => x.shape().num_elements(),
+        _ => dims[2..].iter().product(),
+    };
+    let layout = Channels { channels, inner };
+    let x = x.clone().into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_prelu(x, alpha.into_dispatch(), layout);
+    Some(Tensor::from_dispatch(y))
 }
 
 /// `x · tanh(softplus(x))`.

@@ -8,7 +8,7 @@ use burn::module::Param;
 use burn::nn::conv::{Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d};
 use burn::nn::pool::{AvgPool2d, MaxPool2d};
 use burn::nn::{
-    Dropout, GroupNorm, InstanceNorm, Linear, PaddingConfig1d, PaddingConfig2d, RmsNorm,
+    Dropout, GroupNorm, InstanceNorm, Linear, PRelu, PaddingConfig1d, PaddingConfig2d, RmsNorm,
 };
 use burn::tensor::activation::relu;
 use burn::tensor::module;
@@ -218,6 +218,17 @@ pub fn tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
         return y;
     }
     burn::tensor::activation::tanh(x)
+}
+
+/// `layer.forward(x)`, Burn's PReLU (`x` where `x ≥ 0`, a learned slope per channel, or one,
+/// below), in one pass forward and one backward that also sums the slopes' gradient on flex
+/// (Burn's: a comparison, a product and a masked select, each way).
+pub fn prelu<const D: usize>(layer: &PRelu, x: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "flex")]
+    if let Some(y) = flex_route::prelu(layer, &x) {
+        return y;
+    }
+    layer.forward(x)
 }
 
 /// `x · tanh(softplus(x))`, Burn's `mish`, in one vectorized pass forward and backward on

@@ -5,7 +5,7 @@
 //! - `layer_ops.rs`: [`max_pool2d`], [`avg_pool2d`], [`conv2d`], [`conv2d_relu`],
 //!   [`conv2d_relu_max_pool2d`], [`conv1d`], [`conv_transpose1d`], [`conv_transpose2d`],
 //!   [`linear`], [`linear_relu`], [`dropout`], [`relu6`], [`silu`], [`sigmoid`], [`tanh`],
-//!   [`leaky_relu`], [`mish`], [`gelu`], [`gelu_approximate`], [`group_norm`], [`instance_norm`],
+//!   [`leaky_relu`], [`prelu`], [`mish`], [`gelu`], [`gelu_approximate`], [`group_norm`], [`instance_norm`],
 //!   [`layer_norm`], [`rms_norm`], [`hard_swish`], [`hard_sigmoid`], [`softmax`],
 //!   [`quiet_softmax`], given Burn's own layer modules, their products in this thread's
 //!   [`Precision`](crate::Precision).
@@ -44,8 +44,8 @@ pub use interpolate::interpolate;
 pub use layer_ops::{
     avg_pool2d, conv_transpose1d, conv_transpose2d, conv1d, conv2d, conv2d_relu,
     conv2d_relu_max_pool2d, dropout, gelu, gelu_approximate, group_norm, hard_sigmoid, hard_swish,
-    instance_norm, layer_norm, leaky_relu, linear, linear_relu, max_pool2d, mish, quiet_softmax,
-    reads_rounded, relu6, rms_norm, sigmoid, silu, softmax, tanh,
+    instance_norm, layer_norm, leaky_relu, linear, linear_relu, max_pool2d, mish, prelu,
+    quiet_softmax, reads_rounded, relu6, rms_norm, sigmoid, silu, softmax, tanh,
 };
 pub use lstm::{bi_lstm, lstm};
 pub use optimizer_update::{

@@ -32,6 +32,7 @@ use crate::flex::optimizer_update::Update;
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool::{self, Maxima};
 use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_backward, max_pool_forward};
+use crate::flex::prelu::{self, Channels};
 use crate::flex::recurrent::gru::{self, GruSaved};
 use crate::flex::recurrent::lstm::{self, LstmSaved};
 use crate::flex::softmax;
@@ -206,6 +207,23 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 prep.finish((x.clone(), activation), activation.forward(x))
             }
             OpsKind::UnTracked(prep) => prep.finish(activation.forward(x.into_primitive())),
+        }
+    }
+
+    fn towers_prelu(
+        x: FloatTensor<Self>,
+        alpha: FloatTensor<Self>,
+        layout: Channels,
+    ) -> FloatTensor<Self> {
+        let prep = PreluBackward
+            .prepare::<C>([x.node(), alpha.node()])
+            .compute_bound()
+            .stateful();
+        let (x, alpha) = (x.into_primitive(), alpha.into_primitive());
+        let y = prelu::forward(x.clone(), &alpha, layout);
+        match prep {
+            OpsKind::Tracked(prep) => prep.finish((x, alpha, layout), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }
 
@@ -670,6 +688,25 @@ impl Backward<Flex, 3> for LayerNormBackward {
         let (x_state, gamma, moments, norm) = ops.state;
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
         let gradients = layer_norm::backward(x, &gamma, &moments, grad, norm);
+        register_each(
+            grads,
+            ops.parents.map(|node| node.map(|node| node.id)),
+            gradients,
+        );
+    }
+}
+
+/// PReLU's backward pass: state is the input, the slopes and where each value's slope is.
+#[derive(Debug)]
+struct PreluBackward;
+
+impl Backward<Flex, 2> for PreluBackward {
+    type State = (FlexTensor, FlexTensor, Channels);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let (x, alpha, layout) = ops.state;
+        let gradients = prelu::backward(x, &alpha, grad, layout);
         register_each(
             grads,
             ops.parents.map(|node| node.map(|node| node.id)),

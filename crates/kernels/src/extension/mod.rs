@@ -21,6 +21,7 @@ use crate::flex::optimizer_update::{Update, update};
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool;
 use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_forward};
+use crate::flex::prelu::{self, Channels};
 use crate::flex::recurrent::{gru, lstm};
 use crate::flex::softmax;
 
@@ -95,6 +96,14 @@ pub(crate) trait FlexKernels: Backend {
 
     /// `activation` of every value (SiLU, hard swish, hard sigmoid).
     fn towers_activation(x: FloatTensor<Self>, activation: Activation) -> FloatTensor<Self>;
+
+    /// `x` where `x ≥ 0`, `alpha[c] · x` below (`crate::flex::prelu`), value `i` in channel `c =
+    /// i / layout.inner % layout.channels`.
+    fn towers_prelu(
+        x: FloatTensor<Self>,
+        alpha: FloatTensor<Self>,
+        layout: Channels,
+    ) -> FloatTensor<Self>;
 
     /// Softmax over the last dimension (with `quiet`, Burn's quiet softmax: a 1 added to each
     /// row's sum of exponentials).
@@ -322,6 +331,14 @@ impl FlexKernels for Flex {
 
     fn towers_activation(x: FloatTensor<Self>, activation: Activation) -> FloatTensor<Self> {
         activation.forward(x)
+    }
+
+    fn towers_prelu(
+        x: FloatTensor<Self>,
+        alpha: FloatTensor<Self>,
+        layout: Channels,
+    ) -> FloatTensor<Self> {
+        prelu::forward(x, &alpha, layout)
     }
 
     fn towers_softmax(x: FloatTensor<Self>, quiet: bool) -> FloatTensor<Self> {

@@ -1,6 +1,6 @@
 //! burn-towers' own kernels on flex tensors and plain slices, by family: `memory` (buffers
 //! zeroed and copied on rayon's threads, images in f32 or bf16), `exp` (a vectorized `e^x`),
-//! `activation` (ReLU6, SiLU, GELU and the hard ones), `dropout`, `interpolate`, `softmax`, `gemm`
+//! `activation` (ReLU6, SiLU, GELU and the hard ones), `prelu`, `dropout`, `interpolate`, `softmax`, `gemm`
 //! (f32 and bf16 products, transposition), `recurrent` (LSTM's and GRU's recurrences), `conv`,
 //! `norm` (batch norm, LRN), `pool`,
 //! `optimizer_update`. Each family uses
@@ -65,5 +65,6 @@ pub(crate) mod memory;
 pub(crate) mod norm;
 pub(crate) mod optimizer_update;
 pub(crate) mod pool;
+pub(crate) mod prelu;
 pub(crate) mod recurrent;
 pub(crate) mod softmax;

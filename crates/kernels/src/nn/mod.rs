@@ -19,8 +19,8 @@
 //!   of `burn::nn::interpolate`).
 //! - `gru/`: [`Gru`], [`BiGru`] (also at the root, as Burn's).
 //! - `lstm/`: [`Lstm`], [`BiLstm`] (also at the root, as Burn's; the rest of `burn::nn::lstm`).
-//! - `activation/`: [`Gelu`], [`Sigmoid`], [`Tanh`], [`LeakyRelu`], [`SwiGlu`] (also at the
-//!   root, as Burn's), [`activation::SiLU`], [`activation::Relu6`], [`activation::HardSwish`],
+//! - `activation/`: [`Gelu`], [`Sigmoid`], [`Tanh`], [`LeakyRelu`], [`PRelu`], [`SwiGlu`] (also
+//!   at the root, as Burn's), [`activation::SiLU`], [`activation::Relu6`], [`activation::HardSwish`],
 //!   [`activation::Mish`] (the rest of `burn::nn::activation`).
 //! - `attention/`: [`attention::MultiHeadAttention`] (the rest of `burn::nn::attention`).
 //! - `transformer/`: [`transformer::TransformerEncoder`], [`transformer::TransformerDecoder`]
@@ -46,7 +46,9 @@ mod rms_norm;
 pub mod transformer;
 mod wrapped;
 
-pub use activation::{Gelu, LeakyRelu, LeakyReluConfig, Sigmoid, SwiGlu, SwiGluConfig, Tanh};
+pub use activation::{
+    Gelu, LeakyRelu, LeakyReluConfig, PRelu, PReluConfig, Sigmoid, SwiGlu, SwiGluConfig, Tanh,
+};
 pub use batch_norm::{BatchNorm, BatchNormConfig};
 pub use burn::nn::*;
 pub use dropout::{Dropout, DropoutConfig};

@@ -4,11 +4,11 @@
 use burn::nn::activation::Activation;
 use burn::tensor::Tensor;
 
-use crate::dispatch::{gelu, gelu_approximate, hard_swish, leaky_relu, sigmoid, tanh};
+use crate::dispatch::{gelu, gelu_approximate, hard_swish, leaky_relu, prelu, sigmoid, tanh};
 use crate::nn::activation::swiglu;
 
 /// `activation` of every value of `x`: GELU (exact or approximated), hard swish, sigmoid, tanh,
-/// leaky ReLU and SwiGLU by this crate's kernels, every other activation by Burn's layer.
+/// leaky ReLU, PReLU and SwiGLU by this crate's kernels, every other activation by Burn's layer.
 pub(crate) fn activate<const D: usize>(activation: &Activation, x: Tensor<D>) -> Tensor<D> {
     match activation {
         Activation::Gelu(layer) if layer.approximate => gelu_approximate(x),
@@ -18,6 +18,7 @@ pub(crate) fn activate<const D: usize>(activation: &Activation, x: Tensor<D>) ->
         Activation::Tanh(_) => tanh(x),
         Activation::LeakyRelu(layer) => leaky_relu(x, layer.negative_slope),
         Activation::SwiGlu(layer) => swiglu(layer, x),
+        Activation::PRelu(layer) => prelu(layer, x),
         other => other.forward(x),
     }
 }

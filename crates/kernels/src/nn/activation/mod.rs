@@ -1,13 +1,15 @@
 //! Burn's `burn::nn::activation`, with the layers whose functions the flex kernels compute in
 //! one vectorized pass each way: [`Gelu`] (`gelu.rs`), [`LeakyRelu`] (`leaky_relu.rs`),
-//! [`SwiGlu`] (`swiglu.rs`, on the drop-in dense layer and SiLU), and [`SiLU`], [`Relu6`],
-//! [`HardSwish`], [`Mish`], [`Sigmoid`], [`Tanh`] (here: layers without settings, one macro);
-//! `activate` for Burn's `Activation` enum (`burns_activation.rs`). Burn's `HardSigmoid` is not
-//! among them: its default slope is Keras's 0.2, not the 1/6 the kernel computes.
+//! [`PRelu`] (`prelu.rs`), [`SwiGlu`] (`swiglu.rs`, on the drop-in dense layer and SiLU), and
+//! [`SiLU`], [`Relu6`], [`HardSwish`], [`Mish`], [`Sigmoid`], [`Tanh`] (here: layers without
+//! settings, one macro); `activate` for Burn's `Activation` enum (`burns_activation.rs`). Burn's
+//! `HardSigmoid` is not among them: its default slope is Keras's 0.2, not the 1/6 the kernel
+//! computes.
 
 mod burns_activation;
 mod gelu;
 mod leaky_relu;
+mod prelu;
 mod swiglu;
 
 use burn::tensor::Tensor;
@@ -19,6 +21,7 @@ pub use burn::nn::activation::*;
 pub(crate) use burns_activation::activate;
 pub use gelu::Gelu;
 pub use leaky_relu::{LeakyRelu, LeakyReluConfig};
+pub use prelu::{PRelu, PReluConfig};
 pub(crate) use swiglu::swiglu;
 pub use swiglu::{SwiGlu, SwiGluConfig};
 
