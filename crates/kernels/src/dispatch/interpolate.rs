@@ -2,7 +2,9 @@
 //! burn-towers' kernel (`crate::flex::interpolate`).
 
 use burn::tensor::Tensor;
-use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
+#[cfg(feature = "flex")]
+use burn::tensor::ops::InterpolateMode;
+use burn::tensor::ops::InterpolateOptions;
 
 #[cfg(feature = "flex")]
 use super::flex_route;

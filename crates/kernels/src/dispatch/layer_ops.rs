@@ -24,22 +24,29 @@ use crate::dispatch::flex_route::{self, RowNorm};
 use crate::padding::conv_padding;
 use crate::precision::{Precision, current_precision};
 
+/// `$flex` (a `flex_route` call: `Some` where the flex kernels take the op) with the feature
+/// `flex`, `$burns` (Burn's op) without it or where the kernels give `None`.
+macro_rules! flex_or {
+    ($flex:expr, $burns:expr) => {{
+        #[cfg(feature = "flex")]
+        let routed = $flex;
+        #[cfg(not(feature = "flex"))]
+        let routed = None;
+        match routed {
+            Some(y) => y,
+            None => $burns,
+        }
+    }};
+}
+
 /// `pool.forward(x)`.
 pub fn max_pool2d(pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::max_pool2d(pool, &x) {
-        return y;
-    }
-    pool.forward(x)
+    flex_or!(flex_route::max_pool2d(pool, &x), pool.forward(x))
 }
 
 /// `pool.forward(x)`.
 pub fn avg_pool2d(pool: &AvgPool2d, x: Tensor<4>) -> Tensor<4> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::avg_pool2d(pool, &x) {
-        return y;
-    }
-    pool.forward(x)
+    flex_or!(flex_route::avg_pool2d(pool, &x), pool.forward(x))
 }
 
 /// `conv.forward(x)`, its products in this thread's [`Precision`]. `x` is f32, or bf16 as
@@ -61,11 +68,10 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     if let Some(y) = flex_route::conv2d(conv, &x, precision) {
         return y;
     }
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::depthwise_conv2d(conv, &x) {
-        return y;
-    }
-    burn_conv2d(conv, x, precision.dtype())
+    flex_or!(
+        flex_route::depthwise_conv2d(conv, &x),
+        burn_conv2d(conv, x, precision.dtype())
+    )
 }
 
 /// `conv.forward(x)` as [`conv2d`] of a one-row image by `[1, k]` kernels: on flex the
@@ -101,11 +107,10 @@ fn conv1d_as_row(conv: &Conv1d, padding: PaddingConfig2d, x: Tensor<3>) -> Tenso
 /// `conv.forward(x)`, its products in this thread's [`Precision`] on the flex kernels (f32
 /// or bf16; Burn's op, in f32, elsewhere).
 pub fn conv_transpose2d(conv: &ConvTranspose2d, x: Tensor<4>) -> Tensor<4> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::conv_transpose2d(conv, &x, current_precision()) {
-        return y;
-    }
-    conv.forward(x)
+    flex_or!(
+        flex_route::conv_transpose2d(conv, &x, current_precision()),
+        conv.forward(x)
+    )
 }
 
 /// `conv.forward(x)` as [`conv_transpose2d`] of a one-row image by `[1, k]` kernels: on flex
@@ -143,11 +148,10 @@ pub fn reads_rounded(conv: &Conv2d, dims: [usize; 4]) -> bool {
 /// `relu(conv.forward(x))`, its products in this thread's [`Precision`]; on the flex kernels
 /// the bias and ReLU are applied in the convolution's own pass.
 pub fn conv2d_relu(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::conv2d_relu(conv, &x, current_precision()) {
-        return y;
-    }
-    relu(conv2d(conv, x))
+    flex_or!(
+        flex_route::conv2d_relu(conv, &x, current_precision()),
+        relu(conv2d(conv, x))
+    )
 }
 
 /// `max_pool2d(pool, conv2d_relu(conv, x))`. On Burn's CubeCL devices the pool is taken before
@@ -184,71 +188,49 @@ fn widened(x: Tensor<4>) -> Tensor<4> {
 
 /// `min(max(x, 0), 6)`, Burn's `relu6`, in one pass forward and backward on flex.
 pub fn relu6<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::relu6(&x) {
-        return y;
-    }
-    burn::tensor::activation::relu6(x)
+    flex_or!(flex_route::relu6(&x), burn::tensor::activation::relu6(x))
 }
 
 /// `x · sigmoid(x)`, Burn's `silu` (Keras's swish), in one pass forward and backward on flex.
 pub fn silu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::silu(&x) {
-        return y;
-    }
-    burn::tensor::activation::silu(x)
+    flex_or!(flex_route::silu(&x), burn::tensor::activation::silu(x))
 }
 
 /// `1 / (1 + e^-x)`, Burn's `sigmoid`, in one vectorized pass forward and backward on flex
 /// (Burn's: scalar calls on one thread).
 pub fn sigmoid<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::sigmoid(&x) {
-        return y;
-    }
-    burn::tensor::activation::sigmoid(x)
+    flex_or!(
+        flex_route::sigmoid(&x),
+        burn::tensor::activation::sigmoid(x)
+    )
 }
 
 /// `tanh(x)`, Burn's `tanh`, in one vectorized pass forward and backward on flex (Burn's:
 /// scalar calls on one thread).
 pub fn tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::tanh(&x) {
-        return y;
-    }
-    burn::tensor::activation::tanh(x)
+    flex_or!(flex_route::tanh(&x), burn::tensor::activation::tanh(x))
 }
 
 /// `layer.forward(x)`, Burn's PReLU (`x` where `x ≥ 0`, a learned slope per channel, or one,
 /// below), in one pass forward and one backward that also sums the slopes' gradient on flex
 /// (Burn's: a comparison, a product and a masked select, each way).
 pub fn prelu<const D: usize>(layer: &PRelu, x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::prelu(layer, &x) {
-        return y;
-    }
-    layer.forward(x)
+    flex_or!(flex_route::prelu(layer, &x), layer.forward(x))
 }
 
 /// `x · tanh(softplus(x))`, Burn's `mish`, in one vectorized pass forward and backward on
 /// flex (Burn's: a thresholded softplus, a tanh of scalar calls and a product, each way).
 pub fn mish<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::mish(&x) {
-        return y;
-    }
-    burn::tensor::activation::mish(x)
+    flex_or!(flex_route::mish(&x), burn::tensor::activation::mish(x))
 }
 
 /// `x` where `x ≥ 0`, `negative_slope · x` below, Burn's `leaky_relu`, in one pass forward and
 /// backward on flex (Burn's: a comparison and a masked product, each way).
 pub fn leaky_relu<const D: usize>(x: Tensor<D>, negative_slope: f64) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::leaky_relu(&x, negative_slope) {
-        return y;
-    }
-    burn::tensor::activation::leaky_relu(x, negative_slope)
+    flex_or!(
+        flex_route::leaky_relu(&x, negative_slope),
+        burn::tensor::activation::leaky_relu(x, negative_slope)
+    )
 }
 
 /// `dropout.forward(x)`: in training, on an autodiff device, each value kept with probability
@@ -258,31 +240,19 @@ pub fn leaky_relu<const D: usize>(x: Tensor<D>, negative_slope: f64) -> Tensor<D
 /// elsewhere Burn's. The masks differ from Burn's draws; `Device::seed` repeats them as it
 /// repeats Burn's.
 pub fn dropout<const D: usize>(dropout: &Dropout, x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::dropout(dropout, &x) {
-        return y;
-    }
-    dropout.forward(x)
+    flex_or!(flex_route::dropout(dropout, &x), dropout.forward(x))
 }
 
 /// `norm.forward(x)`, Burn's group norm, in two passes forward and two backward on flex for
 /// an affine one (Burn's composes a dozen ops).
 pub fn group_norm<const D: usize>(norm: &GroupNorm, x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::group_norm(norm, &x) {
-        return y;
-    }
-    norm.forward(x)
+    flex_or!(flex_route::group_norm(norm, &x), norm.forward(x))
 }
 
 /// `norm.forward(x)`, Burn's instance norm (a group norm of a channel a group): an affine one
 /// on the group norm's kernel on flex (Burn's composes a dozen ops).
 pub fn instance_norm<const D: usize>(norm: &InstanceNorm, x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::instance_norm(norm, &x) {
-        return y;
-    }
-    norm.forward(x)
+    flex_or!(flex_route::instance_norm(norm, &x), norm.forward(x))
 }
 
 /// Burn's `LayerNorm::forward`: `x` normalized over its last dimension, scaled by `gamma` and
@@ -323,60 +293,54 @@ pub fn rms_norm<const D: usize>(norm: &RmsNorm, x: Tensor<D>) -> Tensor<D> {
 /// `x · Φ(x)`, Burn's `gelu` (`Φ` the standard normal's distribution function), in one
 /// vectorized pass forward and backward on flex (Burn's calls a scalar `erf` on one thread).
 pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::gelu(&x, false) {
-        return y;
-    }
-    burn::tensor::activation::gelu(x)
+    flex_or!(
+        flex_route::gelu(&x, false),
+        burn::tensor::activation::gelu(x)
+    )
 }
 
 /// Burn's `softmax` along `dim` (negative counts from the end), forward in three passes over a
 /// row and backward in two on flex (Burn's autodiff composes five ops each way).
 pub fn softmax<const D: usize>(x: Tensor<D>, dim: impl AsIndex) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::softmax(&x, dim.expect_dim_index(D), false) {
-        return y;
-    }
-    burn::tensor::activation::softmax(x, dim)
+    flex_or!(
+        flex_route::softmax(&x, dim.expect_dim_index(D), false),
+        burn::tensor::activation::softmax(x, dim)
+    )
 }
 
 /// Burn's `quiet_softmax` along `dim`, `e^x / (1 + Σ e^x)`, as [`softmax`] is on flex.
 pub fn quiet_softmax<const D: usize>(x: Tensor<D>, dim: impl AsIndex) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::softmax(&x, dim.expect_dim_index(D), true) {
-        return y;
-    }
-    burn::tensor::activation::quiet_softmax(x, dim)
+    flex_or!(
+        flex_route::softmax(&x, dim.expect_dim_index(D), true),
+        burn::tensor::activation::quiet_softmax(x, dim)
+    )
 }
 
 /// GELU's tanh approximation, Burn's `gelu_approximate`, in one pass forward and backward on
 /// flex (Burn's is five ops each way).
 pub fn gelu_approximate<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::gelu(&x, true) {
-        return y;
-    }
-    burn::tensor::activation::gelu_approximate(x)
+    flex_or!(
+        flex_route::gelu(&x, true),
+        burn::tensor::activation::gelu_approximate(x)
+    )
 }
 
 /// `x · relu6(x + 3) / 6`, Burn's `hard_swish` (torchvision's `Hardswish`), in one pass
 /// forward and backward on flex.
 pub fn hard_swish<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::hard_swish(&x) {
-        return y;
-    }
-    burn::tensor::activation::hard_swish(x)
+    flex_or!(
+        flex_route::hard_swish(&x),
+        burn::tensor::activation::hard_swish(x)
+    )
 }
 
 /// `relu6(x + 3) / 6`, Burn's `hard_sigmoid(x, 1/6, 1/2)` (torchvision's `Hardsigmoid`), in
 /// one pass forward and backward on flex.
 pub fn hard_sigmoid<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::hard_sigmoid(&x) {
-        return y;
-    }
-    burn::tensor::activation::hard_sigmoid(x, 1.0 / 6.0, 0.5)
+    flex_or!(
+        flex_route::hard_sigmoid(&x),
+        burn::tensor::activation::hard_sigmoid(x, 1.0 / 6.0, 0.5)
+    )
 }
 
 /// `linear.forward(x)`, its product in this thread's [`Precision`]: in a low one, `x` and the
@@ -413,11 +377,10 @@ pub(super) fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor
         Precision::F32 => return f32_product(x, weight),
         low => low.dtype(),
     };
-    #[cfg(feature = "flex")]
-    if let Some(y) = flex_route::matmul_bf16(&x, &weight, dtype) {
-        return y;
-    }
-    module::linear(x.cast(dtype), weight.cast(dtype), None).cast(DType::F32)
+    flex_or!(
+        flex_route::matmul_bf16(&x, &weight, dtype),
+        module::linear(x.cast(dtype), weight.cast(dtype), None).cast(DType::F32)
+    )
 }
 
 /// `x · weight` in f32. On flex, `x`'s leading dimensions are folded into its rows first: Burn
