@@ -89,11 +89,8 @@ pub fn conv1d(conv: &Conv1d, x: Tensor<3>) -> Tensor<3> {
 
 /// [`conv1d`] with its padding as a one-row image's.
 fn conv1d_as_row(conv: &Conv1d, padding: PaddingConfig2d, x: Tensor<3>) -> Tensor<3> {
-    // A view of the same parameter values: `Param::initialized` marks nothing as a new leaf,
-    // so gradients reach `conv.weight` through the reshape.
-    let weight = conv.weight.val().unsqueeze_dim::<4>(2);
     let row = Conv2d {
-        weight: Param::initialized(conv.weight.id, weight),
+        weight: as_row(&conv.weight),
         bias: conv.bias.clone(),
         stride: [1, conv.stride],
         kernel_size: [1, conv.kernel_size],
@@ -102,6 +99,13 @@ fn conv1d_as_row(conv: &Conv1d, padding: PaddingConfig2d, x: Tensor<3>) -> Tenso
         padding,
     };
     conv2d(&row, x.unsqueeze_dim::<4>(2)).squeeze_dim::<3>(2)
+}
+
+/// A 1D layer's `[a, b, k]` kernels as a one-row 2D layer's `[a, b, 1, k]`: a view of the same
+/// values (`Param::initialized` marks nothing as a new leaf, so gradients reach the 1D layer's
+/// weight through the reshape).
+fn as_row(weight: &Param<Tensor<3>>) -> Param<Tensor<4>> {
+    Param::initialized(weight.id, weight.val().unsqueeze_dim::<4>(2))
 }
 
 /// `conv.forward(x)`, its products in this thread's [`Precision`] on the flex kernels (f32
@@ -117,10 +121,8 @@ pub fn conv_transpose2d(conv: &ConvTranspose2d, x: Tensor<4>) -> Tensor<4> {
 /// the kernels take it, elsewhere Burn's 2D transposed convolution. Its products in this
 /// thread's [`Precision`].
 pub fn conv_transpose1d(conv: &ConvTranspose1d, x: Tensor<3>) -> Tensor<3> {
-    // A view of the same parameter values, as in `conv1d_as_row`.
-    let weight = conv.weight.val().unsqueeze_dim::<4>(2);
     let row = ConvTranspose2d {
-        weight: Param::initialized(conv.weight.id, weight),
+        weight: as_row(&conv.weight),
         bias: conv.bias.clone(),
         stride: [1, conv.stride],
         kernel_size: [1, conv.kernel_size],
