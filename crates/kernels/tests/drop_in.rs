@@ -648,13 +648,8 @@ fn configs_saved_from_either_load_as_the_other() {
         .with_stride([2, 1])
         .with_padding(PaddingConfig2d::Explicit(2, 1, 2, 1))
         .with_bias(false);
-    let file = dir.path().join("conv.json");
-    ours.save(&file).unwrap();
-    let burns = burn::nn::conv::Conv2dConfig::load(&file).unwrap();
-    assert_eq!(
-        burns.to_string(),
-        burn::nn::conv::Conv2dConfig::from(&ours).to_string()
-    );
+    let burns = loads_as_burns::<_, burn::nn::conv::Conv2dConfig>(dir.path(), "conv", &ours);
+    let file = dir.path().join("conv_back.json");
     burns.save(&file).unwrap();
     let back = nn::conv::Conv2dConfig::load(&file).unwrap();
     assert_eq!(back.to_string(), ours.to_string());
@@ -675,84 +670,72 @@ fn configs_saved_from_either_load_as_the_other() {
         .with_stride([2, 2])
         .with_padding([1, 1])
         .with_padding_out([1, 0]);
-    let file = dir.path().join("conv_transpose.json");
-    transposed.save(&file).unwrap();
-    let burns = burn::nn::conv::ConvTranspose2dConfig::load(&file).unwrap();
-    let want = burn::nn::conv::ConvTranspose2dConfig::from(&transposed);
-    assert_eq!(burns.to_string(), want.to_string());
+    loads_as_burns::<_, burn::nn::conv::ConvTranspose2dConfig>(
+        dir.path(),
+        "conv_transpose",
+        &transposed,
+    );
     let norm = nn::GroupNormConfig::new(4, 8).with_epsilon(1e-3);
-    let file = dir.path().join("group_norm.json");
-    norm.save(&file).unwrap();
-    let burns = burn::nn::GroupNormConfig::load(&file).unwrap();
-    let want = burn::nn::GroupNormConfig::from(&norm);
-    assert_eq!(burns.to_string(), want.to_string());
+    loads_as_burns::<_, burn::nn::GroupNormConfig>(dir.path(), "group_norm", &norm);
     let sequence = nn::conv::Conv1dConfig::new(3, 8, 5)
         .with_stride(2)
         .with_padding(PaddingConfig1d::Explicit(2, 1));
-    let file = dir.path().join("conv1d.json");
-    sequence.save(&file).unwrap();
-    let burns = burn::nn::conv::Conv1dConfig::load(&file).unwrap();
-    let want = burn::nn::conv::Conv1dConfig::from(&sequence);
-    assert_eq!(burns.to_string(), want.to_string());
+    loads_as_burns::<_, burn::nn::conv::Conv1dConfig>(dir.path(), "conv1d", &sequence);
     let rms = nn::RmsNormConfig::new(6).with_epsilon(1e-6);
-    let file = dir.path().join("rms_norm.json");
-    rms.save(&file).unwrap();
-    let burns = burn::nn::RmsNormConfig::load(&file).unwrap();
-    assert_eq!(
-        burns.to_string(),
-        burn::nn::RmsNormConfig::from(&rms).to_string()
-    );
+    loads_as_burns::<_, burn::nn::RmsNormConfig>(dir.path(), "rms_norm", &rms);
     let transposed = nn::conv::ConvTranspose1dConfig::new([3, 8], 4)
         .with_stride(2)
         .with_padding(1);
-    let file = dir.path().join("conv_transpose1d.json");
-    transposed.save(&file).unwrap();
-    let burns = burn::nn::conv::ConvTranspose1dConfig::load(&file).unwrap();
-    let want = burn::nn::conv::ConvTranspose1dConfig::from(&transposed);
-    assert_eq!(burns.to_string(), want.to_string());
+    loads_as_burns::<_, burn::nn::conv::ConvTranspose1dConfig>(
+        dir.path(),
+        "conv_transpose1d",
+        &transposed,
+    );
     let prelu = nn::PReluConfig::new()
         .with_num_parameters(4)
         .with_alpha(0.1);
-    let file = dir.path().join("prelu.json");
-    prelu.save(&file).unwrap();
-    let burns = burn::nn::PReluConfig::load(&file).unwrap();
+    let burns = loads_as_burns::<_, burn::nn::PReluConfig>(dir.path(), "prelu", &prelu);
     assert_eq!((burns.num_parameters, burns.alpha), (4, 0.1));
     let swiglu = nn::SwiGluConfig::new(6, 10).with_bias(true);
-    let file = dir.path().join("swiglu.json");
-    swiglu.save(&file).unwrap();
-    let burns = burn::nn::SwiGluConfig::load(&file).unwrap();
-    let want = burn::nn::SwiGluConfig::from(&swiglu);
-    assert_eq!(burns.to_string(), want.to_string());
+    loads_as_burns::<_, burn::nn::SwiGluConfig>(dir.path(), "swiglu", &swiglu);
     let plain = burn::nn::SwiGluConfig::from(&nn::SwiGluConfig::new(6, 10));
     assert_eq!(
         plain.to_string(),
         burn::nn::SwiGluConfig::new(6, 10).to_string()
     );
     let instance = nn::InstanceNormConfig::new(6).with_epsilon(1e-3);
-    let file = dir.path().join("instance_norm.json");
-    instance.save(&file).unwrap();
-    let burns = burn::nn::InstanceNormConfig::load(&file).unwrap();
-    let want = burn::nn::InstanceNormConfig::from(&instance);
-    assert_eq!(burns.to_string(), want.to_string());
+    loads_as_burns::<_, burn::nn::InstanceNormConfig>(dir.path(), "instance_norm", &instance);
     let leaky = nn::LeakyReluConfig::new().with_negative_slope(0.3);
-    let file = dir.path().join("leaky_relu.json");
-    leaky.save(&file).unwrap();
-    let burns = burn::nn::LeakyReluConfig::load(&file).unwrap();
+    let burns = loads_as_burns::<_, burn::nn::LeakyReluConfig>(dir.path(), "leaky_relu", &leaky);
     assert_eq!(burns.negative_slope, 0.3);
     let resize = nn::interpolate::Interpolate2dConfig::new()
         .with_scale_factor(Some([2.0, 0.5]))
         .with_mode(nn::interpolate::InterpolateMode::Linear)
         .with_align_corners(false);
-    let file = dir.path().join("interpolate.json");
-    resize.save(&file).unwrap();
-    let burns = burn::nn::interpolate::Interpolate2dConfig::load(&file).unwrap();
-    let want = burn::nn::interpolate::Interpolate2dConfig::from(&resize);
-    assert_eq!(burns.to_string(), want.to_string());
+    loads_as_burns::<_, burn::nn::interpolate::Interpolate2dConfig>(
+        dir.path(),
+        "interpolate",
+        &resize,
+    );
     let plain = nn::conv::ConvTranspose2dConfig::new([3, 8], [4, 4]);
     assert_eq!(
         burn::nn::conv::ConvTranspose2dConfig::from(&plain).to_string(),
         burn::nn::conv::ConvTranspose2dConfig::new([3, 8], [4, 4]).to_string()
     );
+}
+
+/// `ours` saved to `dir/name.json`, loaded as Burn's config `B` and checked against
+/// `B::from(ours)`; the loaded config.
+fn loads_as_burns<O, B>(dir: &std::path::Path, name: &str, ours: &O) -> B
+where
+    O: burn::config::Config,
+    B: burn::config::Config + std::fmt::Display + for<'a> From<&'a O>,
+{
+    let file = dir.join(format!("{name}.json"));
+    ours.save(&file).unwrap();
+    let burns = B::load(&file).unwrap();
+    assert_eq!(burns.to_string(), B::from(ours).to_string(), "{name}");
+    burns
 }
 
 #[test]
