@@ -327,7 +327,7 @@ fn mish_gradient(out: &mut [f32], grad: &[f32], x: &[f32]) {
 
 /// `out[i] = x[i]` where `x[i] ≥ 0`, else `slope · x[i]`.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn leaky_relu(out: &mut [f32], x: &[f32], slope: f32) {
+pub(crate) fn leaky_relu(out: &mut [f32], x: &[f32], slope: f32) {
     for (o, &v) in out.iter_mut().zip(x) {
         *o = if v < 0.0 { slope * v } else { v };
     }

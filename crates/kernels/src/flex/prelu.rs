@@ -12,6 +12,7 @@ use burn_flex::FlexTensor;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use crate::flex::activation::leaky_relu;
 use crate::flex::memory::SUM_LANES;
 use crate::flex::memory::buffers::{contiguous, zeros};
 
@@ -27,23 +28,12 @@ pub(crate) struct Channels {
 }
 
 impl Channels {
-    /// Tasks of at most [`CHUNK`] values of one channel's row each: (first value, length).
-    fn tasks(self, len: usize) -> impl IndexedParallelIterator<Item = (usize, usize)> {
-        let per_row = self.inner.div_ceil(CHUNK).max(1);
-        let rows = len / self.inner.max(1);
-        (0..rows * per_row).into_par_iter().map(move |task| {
-            let (row, part) = (task / per_row, task % per_row);
-            let first = part * CHUNK;
-            (row * self.inner + first, (self.inner - first).min(CHUNK))
-        })
-    }
-
     fn channel(self, index: usize) -> usize {
         index / self.inner.max(1) % self.channels
     }
 }
 
-/// `x` where `x ≥ 0`, `alpha[channel] · x` below.
+/// `x` where `x ≥ 0`, `alpha[channel] · x` below: the leaky ReLU of each channel's slope.
 pub(crate) fn forward(x: FlexTensor, alpha: &FlexTensor, layout: Channels) -> FlexTensor {
     let (x, alpha) = (contiguous(x), contiguous(alpha.clone()));
     let shape = x.layout().shape().to_vec();
@@ -51,7 +41,7 @@ pub(crate) fn forward(x: FlexTensor, alpha: &FlexTensor, layout: Channels) -> Fl
     let mut y = zeros(xs.len());
     per_task(layout, &mut y, |first, out| {
         let slope = slopes[layout.channel(first)];
-        rectify(out, &xs[first..][..out.len()], slope);
+        leaky_relu(out, &xs[first..][..out.len()], slope);
     });
     FlexTensor::from_data(TensorData::new(y, shape))
 }
@@ -87,46 +77,24 @@ pub(crate) fn backward(
     ]
 }
 
-/// `write(first, part)` for each of `layout`'s tasks over `out`, `part` the task's values of
-/// `out` from `first` on, on rayon's threads; each task's result, in order.
+/// `write(first, part)` for each task over `out` on rayon's threads: at most [`CHUNK`] values
+/// of one channel's row, `part`, its first value's index `first`; each task's result.
 fn per_task<R: Send>(
     layout: Channels,
     out: &mut [f32],
     write: impl Fn(usize, &mut [f32]) -> R + Sync,
 ) -> Vec<R> {
-    let start = SendPtr(out.as_mut_ptr());
-    layout
-        .tasks(out.len())
-        .map(|(first, len)| {
-            // SAFETY: `tasks` cuts `out.len()` values into disjoint ranges, so each task
-            // reads and writes its own part of `out` alone while `out` is borrowed here.
-            let part = unsafe { std::slice::from_raw_parts_mut(start.get().add(first), len) };
-            write(first, part)
+    let inner = layout.inner.max(1);
+    out.par_chunks_mut(inner)
+        .enumerate()
+        .flat_map(|(row, values)| {
+            let write = &write;
+            values
+                .par_chunks_mut(CHUNK)
+                .enumerate()
+                .map(move |(part, values)| write(row * inner + part * CHUNK, values))
         })
         .collect()
-}
-
-/// `out`'s start, shared by tasks that each write their own range of it.
-#[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
-
-// SAFETY: the pointer is only dereferenced in disjoint ranges, one task each (`per_task`).
-unsafe impl Send for SendPtr {}
-// SAFETY: as above.
-unsafe impl Sync for SendPtr {}
-
-impl SendPtr {
-    fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-
-/// `out[i] = x[i]` where `x[i] ≥ 0`, else `slope · x[i]`.
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn rectify(out: &mut [f32], x: &[f32], slope: f32) {
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = if v < 0.0 { slope * v } else { v };
-    }
 }
 
 /// `out[i] = grad[i]` where `x[i] ≥ 0`, else `slope · grad[i]`; returns the sum of `grad[i] ·
