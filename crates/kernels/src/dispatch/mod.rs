@@ -5,10 +5,10 @@
 //! - `layer_ops.rs`: [`max_pool2d`], [`avg_pool2d`], [`conv2d`], [`conv2d_relu`],
 //!   [`conv2d_relu_max_pool2d`], [`conv1d`], [`conv_transpose1d`], [`conv_transpose2d`],
 //!   [`linear`], [`linear_relu`], [`dropout`], [`relu6`], [`silu`], [`sigmoid`], [`tanh`],
-//!   [`leaky_relu`], [`prelu`], [`mish`], [`gelu`], [`gelu_approximate`], [`group_norm`], [`instance_norm`],
-//!   [`layer_norm`], [`rms_norm`], [`hard_swish`], [`hard_sigmoid`], [`softmax`],
-//!   [`quiet_softmax`], given Burn's own layer modules, their products in this thread's
-//!   [`Precision`](crate::Precision).
+//!   [`leaky_relu`], [`prelu`], [`mish`], [`gelu`], [`gelu_approximate`], [`group_norm`],
+//!   [`instance_norm`], [`layer_norm`], [`rms_norm`], [`hard_swish`], [`hard_sigmoid`],
+//!   [`softmax`], [`quiet_softmax`], given Burn's own layer modules, their products in this
+//!   thread's [`Precision`](crate::Precision).
 //! - `lstm.rs`, `gru.rs`: [`lstm`], [`bi_lstm`], [`gru`], [`bi_gru`]: recurrent layers whose
 //!   recurrence is one op on flex (`gates.rs`: their gates' layers joined).
 //! - `channel_bias.rs`: a bias added so that its gradient is summed in short reductions (on

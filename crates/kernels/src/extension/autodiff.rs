@@ -248,19 +248,15 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         out: [usize; 2],
         align_corners: bool,
     ) -> FloatTensor<Self> {
-        match BilinearBackward
+        let prep = BilinearBackward
             .prepare::<C>([x.node()])
             .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let dims = dims4(x.primitive());
-                let y = interpolate::forward(x.into_primitive(), out, align_corners);
-                prep.finish((dims, align_corners), y)
-            }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(interpolate::forward(x.into_primitive(), out, align_corners))
-            }
+            .stateful();
+        let dims = dims4(x.primitive());
+        let y = interpolate::forward(x.into_primitive(), out, align_corners);
+        match prep {
+            OpsKind::Tracked(prep) => prep.finish((dims, align_corners), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }
 
