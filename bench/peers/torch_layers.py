@@ -1,7 +1,7 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
 (shapes, padding, batch 16; a 1D transposed one too), GELUs, a layer norm, an RMS norm, a group
 norm, an instance norm, SiLU, Mish, sigmoid, tanh, leaky ReLU, PReLU, dropout, bilinear
-upsampling, an LSTM, a GRU, SwiGLU, a softmax, multi-head attention and a transformer encoder
+upsampling, an LSTM, a GRU, SwiGLU, pools, a softmax, multi-head attention and a transformer encoder
 layer (without and with dropout), forward and backward (`sum(y * y)`, the gradients of the input
 and the weights), in f32 on the CPU:
 
@@ -105,6 +105,7 @@ def layer_cases():
         yield f"{name} (256 -> 256) of [32, 64, 256]", layer, torch.rand(32, 64, 256) * 2 - 1
     name = "SwiGlu (768 -> 2048) of [8, 256, 768]"
     yield name, SwiGlu(768, 2048), torch.rand(8, 256, 768) * 2 - 1
+    yield from pool_cases()
     yield "Softmax of [96, 256, 256]", nn.Softmax(dim=2), torch.rand(96, 256, 256) * 2 - 1
     yield (
         "MultiHeadAttention (768, 12 heads) of [8, 256, 768]",
@@ -121,6 +122,36 @@ def layer_cases():
             768, 12, 3072, dropout=dropout, activation="gelu", batch_first=True
         )
         yield name, encoder, torch.rand(8, 256, 768) * 2 - 1
+
+
+def pool_cases():
+    """`bench_layers`' pools: ResNet's stem and head, DenseNet's transition, 1D max and average
+    pools."""
+    yield (
+        "MaxPool2d 3x3/2 pad 1 of [16, 64, 112, 112]",
+        nn.MaxPool2d(3, 2, 1),
+        torch.rand(16, 64, 112, 112) * 2 - 1,
+    )
+    yield (
+        "AvgPool2d 2x2/2 of [16, 128, 56, 56]",
+        nn.AvgPool2d(2),
+        torch.rand(16, 128, 56, 56) * 2 - 1,
+    )
+    yield (
+        "AdaptiveAvgPool2d to 1x1 of [32, 2048, 7, 7]",
+        nn.AdaptiveAvgPool2d(1),
+        torch.rand(32, 2048, 7, 7) * 2 - 1,
+    )
+    yield (
+        "MaxPool1d 3/2 pad 1 of [16, 64, 2048]",
+        nn.MaxPool1d(3, 2, 1),
+        torch.rand(16, 64, 2048) * 2 - 1,
+    )
+    yield (
+        "AvgPool1d 3/1 pad 1 of [16, 64, 2048]",
+        nn.AvgPool1d(3, 1, 1),
+        torch.rand(16, 64, 2048) * 2 - 1,
+    )
 
 
 def time_layer(layer, x, reps):

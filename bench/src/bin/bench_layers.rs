@@ -6,8 +6,8 @@
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
 //! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
 //! instance norm, sigmoid, tanh and leaky ReLU, an LSTM, a GRU, dropout, bilinear upsampling,
-//! SwiGLU; a transformer's softmax, multi-head attention and encoder layer (without and with
-//! dropout).
+//! SwiGLU, pools (ResNet's stem and head, DenseNet's transition, 1D max and average pools); a
+//! transformer's softmax, multi-head attention and encoder layer (without and with dropout).
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS [NAME]]` (default 10 timed
 //! steps per version after 3 untimed ones, the two versions alternating step by step; with
@@ -347,8 +347,75 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
         burns: Box::new(move |x| burn_layer.forward(x.clone())),
         ours: Box::new(move |x| layer.forward(x.clone())),
     });
+    cases.extend(pool_cases(device));
     cases.extend(transformer_cases(device));
     cases
+}
+
+/// Pools: ResNet's stem (3x3/2 padded by 1, batch 16 at 112x112), DenseNet's transition (2x2/2
+/// of `[16, 128, 56, 56]`), ResNet-50's head (adaptive to 1x1 from `[32, 2048, 7, 7]`), a
+/// sequence's max pool (3/2 padded by 1) and average pool (3/1 padded by 1) of `[16, 64, 2048]`.
+fn pool_cases(device: &Device) -> Vec<LayerCase> {
+    use burn::nn::{PaddingConfig1d, PaddingConfig2d};
+    use towers_kernels::nn::pool;
+    let input = |dims: [usize; 3]| {
+        Tensor::<3>::random(dims, Distribution::Uniform(-1.0, 1.0), device).require_grad()
+    };
+    let image = |[n, c, h, w]: [usize; 4]| move |x: &Tensor<3>| x.clone().reshape([n, c, h, w]);
+    let stem = pool::MaxPool2dConfig::new([3, 3])
+        .with_strides([2, 2])
+        .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+        .init();
+    let burn_stem: burn::nn::pool::MaxPool2d = stem.clone().into();
+    let stem_image = image([16, 64, 112, 112]);
+    let transition = pool::AvgPool2dConfig::new([2, 2]).init();
+    let burn_transition: burn::nn::pool::AvgPool2d = transition.clone().into();
+    let transition_image = image([16, 128, 56, 56]);
+    let head = pool::AdaptiveAvgPool2dConfig::new([1, 1]).init();
+    let burn_head: burn::nn::pool::AdaptiveAvgPool2d = head.clone().into();
+    let head_image = image([32, 2048, 7, 7]);
+    let max1d = pool::MaxPool1dConfig::new(3)
+        .with_stride(2)
+        .with_padding(PaddingConfig1d::Explicit(1, 1))
+        .init();
+    let burn_max1d: burn::nn::pool::MaxPool1d = max1d.clone().into();
+    let avg1d = pool::AvgPool1dConfig::new(3)
+        .with_stride(1)
+        .with_padding(PaddingConfig1d::Explicit(1, 1))
+        .init();
+    let burn_avg1d: burn::nn::pool::AvgPool1d = avg1d.clone().into();
+    vec![
+        LayerCase {
+            name: "MaxPool2d 3x3/2 pad 1 of [16, 64, 112, 112]".into(),
+            input: input([16, 64, 112 * 112]),
+            burns: Box::new(move |x| burn_stem.forward(stem_image(x)).flatten(2, 3)),
+            ours: Box::new(move |x| stem.forward(stem_image(x)).flatten(2, 3)),
+        },
+        LayerCase {
+            name: "AvgPool2d 2x2/2 of [16, 128, 56, 56]".into(),
+            input: input([16, 128, 56 * 56]),
+            burns: Box::new(move |x| burn_transition.forward(transition_image(x)).flatten(2, 3)),
+            ours: Box::new(move |x| transition.forward(transition_image(x)).flatten(2, 3)),
+        },
+        LayerCase {
+            name: "AdaptiveAvgPool2d to 1x1 of [32, 2048, 7, 7]".into(),
+            input: input([32, 2048, 49]),
+            burns: Box::new(move |x| burn_head.forward(head_image(x)).flatten(2, 3)),
+            ours: Box::new(move |x| head.forward(head_image(x)).flatten(2, 3)),
+        },
+        LayerCase {
+            name: "MaxPool1d 3/2 pad 1 of [16, 64, 2048]".into(),
+            input: input([16, 64, 2048]),
+            burns: Box::new(move |x| burn_max1d.forward(x.clone())),
+            ours: Box::new(move |x| max1d.forward(x.clone())),
+        },
+        LayerCase {
+            name: "AvgPool1d 3/1 pad 1 of [16, 64, 2048]".into(),
+            input: input([16, 64, 2048]),
+            burns: Box::new(move |x| burn_avg1d.forward(x.clone())),
+            ours: Box::new(move |x| avg1d.forward(x.clone())),
+        },
+    ]
 }
 
 /// A transformer's (BERT-base's widths, batch 8 of 256 tokens, no dropout): the attention's

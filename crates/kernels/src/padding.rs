@@ -2,7 +2,7 @@
 //! [`conv_images`](crate::conv_images) pads as `Conv2d` does, and the CIFAR-10 net's pools
 //! check where SAME pads nothing before the start.
 
-use burn::nn::PaddingConfig2d;
+use burn::nn::{PaddingConfig1d, PaddingConfig2d};
 
 /// The (before, after) padding of the rows and of the columns, as `Conv2d` pads them.
 pub(crate) fn conv_padding(
@@ -15,6 +15,16 @@ pub(crate) fn conv_padding(
         PaddingConfig2d::Valid => ((0, 0), (0, 0)),
         PaddingConfig2d::Explicit(top, left, bottom, right) => ((top, bottom), (left, right)),
         PaddingConfig2d::Same => (same_padding(h, kh, sh), same_padding(w, kw, sw)),
+    }
+}
+
+/// A 1D layer's padding as a one-row image's: none above or below (SAME pads a one-row image's
+/// rows by nothing too).
+pub(crate) fn row_padding(padding: &PaddingConfig1d) -> PaddingConfig2d {
+    match *padding {
+        PaddingConfig1d::Same => PaddingConfig2d::Same,
+        PaddingConfig1d::Valid => PaddingConfig2d::Valid,
+        PaddingConfig1d::Explicit(left, right) => PaddingConfig2d::Explicit(0, left, 0, right),
     }
 }
 

@@ -281,75 +281,163 @@ fn conv_transpose2d_gives_burns_outputs_and_gradients() {
     }
 }
 
+/// The pools against Burn's: outputs and input gradients, max pools bit for bit; padded
+/// windows, windows past the padding in ceil mode, either divisor, adaptive windows that
+/// overlap (7 to 3, 13 to 5) and that repeat places (5 to 7).
 #[test]
 fn pools_give_burns_outputs_and_gradients() {
+    use nn::pool::{MaxPool1dConfig as Max1, MaxPool2dConfig as Max2};
     let max_pools = [
-        (
-            "3x3/2",
-            nn::pool::MaxPool2dConfig::new([3, 3]).with_strides([2, 2]),
-        ),
-        ("2x2", nn::pool::MaxPool2dConfig::new([2, 2])),
+        ("3x3/2", Max2::new([3, 3]).with_strides([2, 2])),
+        ("2x2", Max2::new([2, 2])),
         (
             "3x3/2 ceil",
-            nn::pool::MaxPool2dConfig::new([3, 3])
-                .with_strides([2, 2])
-                .with_ceil_mode(true),
+            Max2::new([3, 3]).with_strides([2, 2]).with_ceil_mode(true),
         ),
-        // Left to Burn: padding (ResNet's stem pool).
         (
-            "3x3/2 pad 1",
-            nn::pool::MaxPool2dConfig::new([3, 3])
+            "3x3/2 pad 1 (ResNet's stem)",
+            Max2::new([3, 3])
                 .with_strides([2, 2])
                 .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1)),
+        ),
+        // Left to Burn: SAME on an even window pads one more after than before.
+        (
+            "2x2/1 SAME",
+            Max2::new([2, 2])
+                .with_strides([1, 1])
+                .with_padding(PaddingConfig2d::Same),
         ),
     ];
     for (what, config) in max_pools {
         let ours = config.init();
         let burns: burn::nn::pool::MaxPool2d = ours.clone().into();
         let x = input([2, 3, 12, 13], 11);
-        let none: Option<&Param<Tensor<1>>> = None;
-        let (y, dx, _) = output_and_grads(x.clone(), none, |x| ours.forward(x));
-        let (want_y, want_dx, _) = output_and_grads(x, none, |x| burns.forward(x));
-        assert_agree(y, want_y, 0.0, &format!("max pool {what}: output"));
-        assert_agree(
-            dx,
-            want_dx,
-            0.0,
-            &format!("max pool {what}: input gradient"),
-        );
+        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 0.0, what);
     }
+    let max_pools_1d = [
+        (
+            "3/2 pad 1",
+            Max1::new(3)
+                .with_stride(2)
+                .with_padding(PaddingConfig1d::Explicit(1, 1)),
+        ),
+        ("4/4 ceil", Max1::new(4).with_ceil_mode(true)),
+    ];
+    for (what, config) in max_pools_1d {
+        let ours = config.init();
+        let burns: burn::nn::pool::MaxPool1d = ours.clone().into();
+        let x = input([2, 3, 30], 12);
+        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 0.0, what);
+    }
+    avg_pools_give_burns_outputs_and_gradients();
+    adaptive_pools_give_burns_outputs_and_gradients();
+}
+
+fn avg_pools_give_burns_outputs_and_gradients() {
+    use nn::pool::{AvgPool1dConfig as Avg1, AvgPool2dConfig as Avg2};
+    let padded = |config: Avg2| config.with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1));
     let avg_pools = [
         (
             "3x3/1 pad 1",
-            nn::pool::AvgPool2dConfig::new([3, 3])
-                .with_strides([1, 1])
-                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1)),
+            padded(Avg2::new([3, 3]).with_strides([1, 1])),
         ),
         (
             "3x3/1 pad 1, padding not counted",
-            nn::pool::AvgPool2dConfig::new([3, 3])
-                .with_strides([1, 1])
-                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+            padded(Avg2::new([3, 3]).with_strides([1, 1])).with_count_include_pad(false),
+        ),
+        ("2x2/2", Avg2::new([2, 2])),
+        (
+            "3x3/2 pad 1 ceil",
+            padded(Avg2::new([3, 3]).with_strides([2, 2])).with_ceil_mode(true),
+        ),
+        (
+            "3x3/2 pad 1 ceil, padding not counted",
+            padded(Avg2::new([3, 3]).with_strides([2, 2]))
+                .with_ceil_mode(true)
                 .with_count_include_pad(false),
         ),
-        // Left to Burn: stride 2.
-        ("2x2/2", nn::pool::AvgPool2dConfig::new([2, 2])),
+        (
+            "3x2/3x1 pad 1",
+            padded(Avg2::new([3, 2]).with_strides([3, 1])),
+        ),
+        // Left to Burn: SAME on an even window.
+        (
+            "2x2/1 SAME",
+            Avg2::new([2, 2])
+                .with_strides([1, 1])
+                .with_padding(PaddingConfig2d::Same),
+        ),
     ];
     for (what, config) in avg_pools {
         let ours = config.init();
         let burns: burn::nn::pool::AvgPool2d = ours.clone().into();
         let x = input([2, 3, 12, 13], 13);
-        let none: Option<&Param<Tensor<1>>> = None;
-        let (y, dx, _) = output_and_grads(x.clone(), none, |x| ours.forward(x));
-        let (want_y, want_dx, _) = output_and_grads(x, none, |x| burns.forward(x));
-        assert_agree(y, want_y, 1e-6, &format!("avg pool {what}: output"));
-        assert_agree(
-            dx,
-            want_dx,
+        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 1e-6, what);
+    }
+    let avg_pools_1d = [
+        (
+            "3/2 pad 1, padding not counted",
+            Avg1::new(3)
+                .with_stride(2)
+                .with_padding(PaddingConfig1d::Explicit(1, 1))
+                .with_count_include_pad(false),
+        ),
+        (
+            "5/1 SAME",
+            Avg1::new(5)
+                .with_stride(1)
+                .with_padding(PaddingConfig1d::Same),
+        ),
+        ("4/4 ceil", Avg1::new(4).with_ceil_mode(true)),
+    ];
+    for (what, config) in avg_pools_1d {
+        let ours = config.init();
+        let burns: burn::nn::pool::AvgPool1d = ours.clone().into();
+        let x = input([2, 3, 30], 14);
+        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 1e-6, what);
+    }
+}
+
+fn adaptive_pools_give_burns_outputs_and_gradients() {
+    for output_size in [[1, 1], [3, 5], [7, 5]] {
+        let ours = nn::pool::AdaptiveAvgPool2dConfig::new(output_size).init();
+        let burns: burn::nn::pool::AdaptiveAvgPool2d = ours.clone().into();
+        let x = input([2, 3, 7, 13], 15);
+        let what = format!("adaptive to {output_size:?}");
+        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 1e-6, &what);
+    }
+    for output_size in [1, 4, 40] {
+        let ours = nn::pool::AdaptiveAvgPool1dConfig::new(output_size).init();
+        let burns: burn::nn::pool::AdaptiveAvgPool1d = ours.clone().into();
+        let what = format!("adaptive to {output_size}");
+        check_pool(
+            input([2, 3, 30], 16),
+            |x| ours.forward(x),
+            |x| burns.forward(x),
             1e-6,
-            &format!("avg pool {what}: input gradient"),
+            &what,
         );
     }
+}
+
+/// A pool's output and input gradient against Burn's layer's, within `tolerance`.
+fn check_pool<const D: usize>(
+    x: Tensor<D>,
+    ours: impl Fn(Tensor<D>) -> Tensor<D>,
+    burns: impl Fn(Tensor<D>) -> Tensor<D>,
+    tolerance: f32,
+    what: &str,
+) {
+    let none: Option<&Param<Tensor<1>>> = None;
+    let (y, dx, _) = output_and_grads(x.clone(), none, ours);
+    let (want_y, want_dx, _) = output_and_grads(x, none, burns);
+    assert_agree(y, want_y, tolerance, &format!("pool {what}: output"));
+    assert_agree(
+        dx,
+        want_dx,
+        tolerance,
+        &format!("pool {what}: input gradient"),
+    );
 }
 
 /// The activation layers against Burn's: outputs and input gradients over -6..6, where each
@@ -717,6 +805,17 @@ fn configs_saved_from_either_load_as_the_other() {
         "interpolate",
         &resize,
     );
+    let pool = nn::pool::MaxPool1dConfig::new(3)
+        .with_stride(2)
+        .with_padding(PaddingConfig1d::Explicit(1, 1))
+        .with_ceil_mode(true);
+    loads_as_burns::<_, burn::nn::pool::MaxPool1dConfig>(dir.path(), "max_pool1d", &pool);
+    let pool = nn::pool::AvgPool1dConfig::new(3).with_count_include_pad(false);
+    loads_as_burns::<_, burn::nn::pool::AvgPool1dConfig>(dir.path(), "avg_pool1d", &pool);
+    let pool = nn::pool::AdaptiveAvgPool2dConfig::new([3, 5]);
+    loads_as_burns::<_, burn::nn::pool::AdaptiveAvgPool2dConfig>(dir.path(), "adaptive2", &pool);
+    let pool = nn::pool::AdaptiveAvgPool1dConfig::new(7);
+    loads_as_burns::<_, burn::nn::pool::AdaptiveAvgPool1dConfig>(dir.path(), "adaptive1", &pool);
     let plain = nn::conv::ConvTranspose2dConfig::new([3, 8], [4, 4]);
     assert_eq!(
         burn::nn::conv::ConvTranspose2dConfig::from(&plain).to_string(),

@@ -8,5 +8,6 @@ mod interpolate;
 mod layers;
 mod loss;
 mod lstm;
+mod pools;
 mod recurrent;
 mod transformer;

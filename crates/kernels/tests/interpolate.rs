@@ -8,6 +8,7 @@ use burn::tensor::{Tensor, TensorData};
 use towers_kernels::nn::interpolate::{
     Interpolate1dConfig, Interpolate2dConfig, InterpolateMode as LayerMode,
 };
+use towers_testing::fixture_lines::fixture_cases;
 use towers_testing::nets::pattern;
 
 use crate::drop_in::{assert_agree, device};
@@ -27,30 +28,14 @@ struct Case {
 /// The fixture's cases, four lines each (`x`, `w`, `y`, `dx`).
 fn pytorch_cases() -> Vec<Case> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/interpolate.txt");
-    let text = std::fs::read_to_string(path).expect("the fixture");
-    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
-    let numbers = |field: &str| -> Vec<f32> {
-        field
-            .split(' ')
-            .map(|v| v.parse().expect("a number"))
-            .collect()
-    };
-    let sizes = |field: &str| -> Vec<usize> {
-        field
-            .split(' ')
-            .map(|v| v.parse().expect("a size"))
-            .collect()
-    };
-    lines
-        .chunks_exact(4)
+    fixture_cases(path, &["x", "w", "y", "dx"])
+        .into_iter()
         .map(|case| {
-            let names: Vec<&str> = case.iter().map(|line| line[3]).collect();
-            assert_eq!(names, ["x", "w", "y", "dx"], "the fixture's order");
-            let [x, w, y, dx] = std::array::from_fn(|i| numbers(case[i][4]));
+            let [x, w, y, dx] = case.values.clone().try_into().expect("four tensors");
             Case {
-                dims: sizes(case[0][0]).try_into().expect("four dimensions"),
-                out: sizes(case[0][1]).try_into().expect("two sizes"),
-                align_corners: case[0][2] == "1",
+                dims: case.numbers(0).try_into().expect("four dimensions"),
+                out: case.numbers(1).try_into().expect("two sizes"),
+                align_corners: case.settings[2] == "1",
                 x,
                 w,
                 y,

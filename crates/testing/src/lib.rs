@@ -16,6 +16,8 @@
 //! - [`processes`]: a job's other ranks in process, holding this rank's values.
 //! - [`layers`]: the check that a crate's modules import only from their own layer and those
 //!   below it.
+//! - [`fixture_lines`]: single layers' PyTorch fixtures (input, loss weights, output, input
+//!   gradient per case).
 //! - [`torchvision`]: torchvision's key lists as weight sources, f32 files, logits compared.
 //! - [`norms`]: `towers_kernels`' batch norms against Burn's.
 //! - [`gpu`]: the GPU tests' device (wgpu, or `TOWERS_GPU_DEVICE`), skipped loudly where there is
@@ -28,6 +30,7 @@ pub mod child;
 pub mod compare;
 pub mod crc_fixups;
 mod errors;
+pub mod fixture_lines;
 pub mod gpu;
 pub mod layers;
 pub mod losses;

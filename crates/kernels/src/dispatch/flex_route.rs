@@ -3,7 +3,9 @@
 use burn::backend::{Dispatch, DispatchDevice};
 use burn::module::Param;
 use burn::nn::conv::{Conv2d, ConvTranspose2d};
-use burn::nn::pool::{AvgPool2d, MaxPool2d};
+use burn::nn::pool::{
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d,
+};
 use burn::nn::{Dropout, GroupNorm, InstanceNorm, PRelu};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{DType, Distribution, Int, Tensor};
@@ -11,8 +13,11 @@ use burn::tensor::{DType, Distribution, Int, Tensor};
 use crate::extension::FlexKernels;
 use crate::flex::activation::Activation;
 pub(crate) use crate::flex::norm::layer_norm::RowNorm;
+use crate::flex::pool::max_pool::MaxPoolShape;
+use crate::flex::pool::padded_max_pool;
+use crate::flex::pool::window_mean::MeanWindows;
 use crate::flex::prelu::Channels;
-use crate::padding::conv_padding;
+use crate::padding::{conv_padding, row_padding};
 use crate::precision::{Precision, current_precision};
 
 /// `x · weight` over `x`'s last dimension, in bf16 on the flex kernels; `None` for other
@@ -64,37 +69,97 @@ pub fn reads_rounded(conv: &Conv2d, [_, _, h, w]: [usize; 4]) -> bool {
 }
 
 /// Whether the flex kernels take `pool` of `x`: no padding or dilation.
-fn max_pool_fits(pool: &MaxPool2d, x: &Tensor<4>) -> bool {
+/// `pool`'s padding of `x`'s rows and columns where the flex kernels pool as Burn does: on
+/// flex, without dilation, the same padding before and after (within
+/// [`padded_max_pool::pads_like_burn`]).
+fn max_pool_padding(pool: &MaxPool2d, x: &Tensor<4>) -> Option<[usize; 2]> {
     let [_, _, h, w] = x.dims();
-    let padding = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
-    on_flex(x) && pool.dilation == [1, 1] && padding == ((0, 0), (0, 0))
+    let (rows, cols) = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
+    let shape = MaxPoolShape::new(pool.kernel_size, pool.stride, pool.ceil_mode);
+    let padding = [rows.0, cols.0];
+    let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
+    let fits = padded_max_pool::pads_like_burn(shape, [h, w], padding);
+    (on_flex(x) && pool.dilation == [1, 1] && symmetric && fits).then_some(padding)
 }
 
 pub(super) fn max_pool2d(pool: &MaxPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
-    if !max_pool_fits(pool, x) {
-        return None;
-    }
+    let padding = max_pool_padding(pool, x)?;
     let (kernel, stride) = (pool.kernel_size, pool.stride);
     let x = x.clone().into_dispatch();
-    let y = <Dispatch as FlexKernels>::towers_max_pool2d(x, kernel, stride, pool.ceil_mode);
+    let y =
+        <Dispatch as FlexKernels>::towers_max_pool2d(x, kernel, stride, padding, pool.ceil_mode);
     Some(Tensor::from_dispatch(y))
 }
 
-/// At stride 1 with the same padding before and after, without ceil mode.
+/// With the same padding before and after: at stride 1 without ceil mode by window sums,
+/// otherwise by window means.
 pub(super) fn avg_pool2d(pool: &AvgPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
     let [_, _, h, w] = x.dims();
     let (rows, cols) = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
     let fits = kernel_fits(pool.kernel_size, [h, w], (rows, cols));
     let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
-    if !on_flex(x) || pool.stride != [1, 1] || pool.ceil_mode || !symmetric || !fits {
+    if !on_flex(x) || !symmetric {
         return None;
     }
-    let y = <Dispatch as FlexKernels>::towers_avg_pool2d(
-        x.clone().into_dispatch(),
-        pool.kernel_size,
-        [rows.0, cols.0],
-        pool.count_include_pad,
-    );
+    let (padding, x) = ([rows.0, cols.0], x.clone().into_dispatch());
+    let y = if pool.stride == [1, 1] && !pool.ceil_mode && fits {
+        <Dispatch as FlexKernels>::towers_avg_pool2d(
+            x,
+            pool.kernel_size,
+            padding,
+            pool.count_include_pad,
+        )
+    } else {
+        let windows = MeanWindows::Strided {
+            kernel: pool.kernel_size,
+            stride: pool.stride,
+            padding,
+            counts_padding: pool.count_include_pad,
+            ceil_mode: pool.ceil_mode,
+        };
+        <Dispatch as FlexKernels>::towers_window_mean(x, windows)
+    };
+    Some(Tensor::from_dispatch(y))
+}
+
+/// [`max_pool2d`] of `x` as a one-row image.
+pub(super) fn max_pool1d(pool: &MaxPool1d, x: &Tensor<3>) -> Option<Tensor<3>> {
+    let row = MaxPool2d {
+        stride: [1, pool.stride],
+        kernel_size: [1, pool.kernel_size],
+        padding: row_padding(&pool.padding),
+        dilation: [1, pool.dilation],
+        ceil_mode: pool.ceil_mode,
+    };
+    max_pool2d(&row, &x.clone().unsqueeze_dim(2)).map(|y| y.squeeze_dim(2))
+}
+
+/// [`avg_pool2d`] of `x` as a one-row image.
+pub(super) fn avg_pool1d(pool: &AvgPool1d, x: &Tensor<3>) -> Option<Tensor<3>> {
+    let row = AvgPool2d {
+        stride: [1, pool.stride],
+        kernel_size: [1, pool.kernel_size],
+        padding: row_padding(&pool.padding),
+        count_include_pad: pool.count_include_pad,
+        ceil_mode: pool.ceil_mode,
+    };
+    avg_pool2d(&row, &x.clone().unsqueeze_dim(2)).map(|y| y.squeeze_dim(2))
+}
+
+/// [`adaptive_avg_pool2d`] of `x` as a one-row image.
+pub(super) fn adaptive_avg_pool1d(pool: &AdaptiveAvgPool1d, x: &Tensor<3>) -> Option<Tensor<3>> {
+    let row = AdaptiveAvgPool2d {
+        output_size: [1, pool.output_size],
+    };
+    adaptive_avg_pool2d(&row, &x.clone().unsqueeze_dim(2)).map(|y| y.squeeze_dim(2))
+}
+
+pub(super) fn adaptive_avg_pool2d(pool: &AdaptiveAvgPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
+    if !on_flex(x) {
+        return None;
+    }
+    let windows = MeanWindows::Adaptive(pool.output_size);
+    let y = <Dispatch as FlexKernels>::towers_window_mean(x.clone().into_dispatch(), windows);
     Some(Tensor::from_dispatch(y))
 }
 
@@ -120,15 +185,15 @@ pub fn batch_norm_relu(
 }
 
 /// `towers_models::OffsetBatchNorm::forward_relu_max_pool` on batch statistics: the output and
-/// the batch's `[2, c]` moments, on the flex kernels, for the pools that [`crate::max_pool2d`]
-/// takes to the kernels.
+/// the batch's `[2, c]` moments, on the flex kernels, for the unpadded pools that
+/// [`crate::max_pool2d`] takes to the kernels.
 pub fn batch_norm_relu_max_pool(
     x: &Tensor<4>,
     beta: Tensor<1>,
     epsilon: f64,
     pool: &MaxPool2d,
 ) -> Option<(Tensor<4>, Tensor<2>)> {
-    if !max_pool_fits(pool, x) {
+    if max_pool_padding(pool, x) != Some([0, 0]) {
         return None;
     }
     let (y, moments) = <Dispatch as FlexKernels>::towers_batch_norm_relu_max_pool(
@@ -151,7 +216,7 @@ pub fn batch_norm_relu_max_pool_given(
     epsilon: f64,
     pool: &MaxPool2d,
 ) -> Option<Tensor<4>> {
-    if !max_pool_fits(pool, x) {
+    if max_pool_padding(pool, x) != Some([0, 0]) {
         return None;
     }
     let y = <Dispatch as FlexKernels>::towers_batch_norm_relu_max_pool_given(

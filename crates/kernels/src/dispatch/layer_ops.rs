@@ -6,10 +6,10 @@
 
 use burn::module::Param;
 use burn::nn::conv::{Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d};
-use burn::nn::pool::{AvgPool2d, MaxPool2d};
-use burn::nn::{
-    Dropout, GroupNorm, InstanceNorm, Linear, PRelu, PaddingConfig1d, PaddingConfig2d, RmsNorm,
+use burn::nn::pool::{
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d,
 };
+use burn::nn::{Dropout, GroupNorm, InstanceNorm, Linear, PRelu, RmsNorm};
 use burn::tensor::activation::relu;
 use burn::tensor::module;
 use burn::tensor::ops::ConvOptions;
@@ -21,7 +21,7 @@ use crate::cubecl_device::on_cubecl;
 use crate::dispatch::channel_bias::{add_channel_bias, bias_laid_out};
 #[cfg(feature = "flex")]
 use crate::dispatch::flex_route::{self, RowNorm};
-use crate::padding::conv_padding;
+use crate::padding::{conv_padding, row_padding};
 use crate::precision::{Precision, current_precision};
 
 /// `$flex` (a `flex_route` call: `Some` where the flex kernels take the op) with the feature
@@ -47,6 +47,26 @@ pub fn max_pool2d(pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
 /// `pool.forward(x)`.
 pub fn avg_pool2d(pool: &AvgPool2d, x: Tensor<4>) -> Tensor<4> {
     flex_or!(flex_route::avg_pool2d(pool, &x), pool.forward(x))
+}
+
+/// `pool.forward(x)`.
+pub fn adaptive_avg_pool2d(pool: &AdaptiveAvgPool2d, x: Tensor<4>) -> Tensor<4> {
+    flex_or!(flex_route::adaptive_avg_pool2d(pool, &x), pool.forward(x))
+}
+
+/// `pool.forward(x)`: on flex as [`max_pool2d`] of a one-row image, elsewhere Burn's.
+pub fn max_pool1d(pool: &MaxPool1d, x: Tensor<3>) -> Tensor<3> {
+    flex_or!(flex_route::max_pool1d(pool, &x), pool.forward(x))
+}
+
+/// `pool.forward(x)`: on flex as [`avg_pool2d`] of a one-row image, elsewhere Burn's.
+pub fn avg_pool1d(pool: &AvgPool1d, x: Tensor<3>) -> Tensor<3> {
+    flex_or!(flex_route::avg_pool1d(pool, &x), pool.forward(x))
+}
+
+/// `pool.forward(x)`: on flex as [`adaptive_avg_pool2d`] of a one-row image, elsewhere Burn's.
+pub fn adaptive_avg_pool1d(pool: &AdaptiveAvgPool1d, x: Tensor<3>) -> Tensor<3> {
+    flex_or!(flex_route::adaptive_avg_pool1d(pool, &x), pool.forward(x))
 }
 
 /// `conv.forward(x)`, its products in this thread's [`Precision`]. `x` is f32, or bf16 as
@@ -79,16 +99,6 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
 /// bench/README.md, "Drop-in layers"), elsewhere Burn's 2D convolution. Its products in this
 /// thread's [`Precision`].
 pub fn conv1d(conv: &Conv1d, x: Tensor<3>) -> Tensor<3> {
-    let (left, right) = match conv.padding {
-        PaddingConfig1d::Same => return conv1d_as_row(conv, PaddingConfig2d::Same, x),
-        PaddingConfig1d::Valid => (0, 0),
-        PaddingConfig1d::Explicit(left, right) => (left, right),
-    };
-    conv1d_as_row(conv, PaddingConfig2d::Explicit(0, left, 0, right), x)
-}
-
-/// [`conv1d`] with its padding as a one-row image's.
-fn conv1d_as_row(conv: &Conv1d, padding: PaddingConfig2d, x: Tensor<3>) -> Tensor<3> {
     let row = Conv2d {
         weight: as_row(&conv.weight),
         bias: conv.bias.clone(),
@@ -96,7 +106,7 @@ fn conv1d_as_row(conv: &Conv1d, padding: PaddingConfig2d, x: Tensor<3>) -> Tenso
         kernel_size: [1, conv.kernel_size],
         dilation: [1, conv.dilation],
         groups: conv.groups,
-        padding,
+        padding: row_padding(&conv.padding),
     };
     conv2d(&row, x.unsqueeze_dim::<4>(2)).squeeze_dim::<3>(2)
 }
@@ -548,6 +558,69 @@ mod tests {
         }
     }
 
+    /// Padded pools against Burn's, bit for bit, outputs and gradients: ResNet's stem (3x3/2
+    /// padded by 1, on AVX-512 by the row-by-row pool of the framed plane), ceil mode with a
+    /// last window cut short, a 2x2 padded by 1, a 5x5 by 2, SAME 3x3/1; in planes of few
+    /// values (ties) and of mostly -inf (windows whose maximum is the frame's -inf as much as
+    /// the plane's).
+    #[test]
+    fn padded_max_pooling_matches_burn() {
+        let cases = [
+            ([3, 3], [2, 2], [1, 1], false, [20, 20]),
+            ([3, 3], [2, 2], [1, 1], true, [15, 17]),
+            ([3, 3], [2, 2], [1, 1], true, [16, 16]),
+            ([2, 2], [2, 2], [1, 1], false, [9, 12]),
+            ([5, 5], [2, 3], [2, 2], true, [13, 11]),
+        ];
+        let device = Device::flex().autodiff();
+        for (kernel, stride, [ph, pw], ceil_mode, [h, w]) in cases {
+            let pool = MaxPool2dConfig::new(kernel)
+                .with_strides(stride)
+                .with_padding(PaddingConfig2d::Explicit(ph, pw, ph, pw))
+                .with_ceil_mode(ceil_mode)
+                .init();
+            let x = Tensor::<4>::random([3, 5, h, w], Distribution::Default, &device);
+            assert_pool_matches_burn(&pool, &(x * 3.0).floor().require_grad());
+            assert_pool_matches_burn(&pool, &mostly_minus_infinity([2, 3, h, w], &device));
+        }
+        let same = MaxPool2dConfig::new([3, 3])
+            .with_strides([1, 1])
+            .with_padding(PaddingConfig2d::Same)
+            .init();
+        assert_pool_matches_burn(&same, &mostly_minus_infinity([2, 3, 9, 10], &device));
+    }
+
+    /// Padding Burn's pooling treats otherwise stays Burn's: SAME on an even window (one more
+    /// after than before), padding over half the window, and ceil mode where Burn drops a
+    /// last window that starts in the padding (2x2/2 padded by 1 on 9 rows: 5 windows, not 6).
+    #[test]
+    fn max_pools_padded_unlike_the_kernels_stay_burns() {
+        let uneven = MaxPool2dConfig::new([2, 2])
+            .with_strides([1, 1])
+            .with_padding(PaddingConfig2d::Same);
+        let wide = MaxPool2dConfig::new([3, 3]).with_padding(PaddingConfig2d::Explicit(2, 2, 2, 2));
+        let dropped = MaxPool2dConfig::new([2, 2])
+            .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+            .with_ceil_mode(true);
+        let x = Tensor::<4>::zeros([1, 2, 9, 8], &Device::flex());
+        assert_eq!(dropped.init().forward(x.clone()).dims()[2], 5);
+        for pool in [uneven, wide, dropped] {
+            assert!(flex_route::max_pool2d(&pool.init(), &x).is_none());
+        }
+    }
+
+    /// A tracked `[n, c, h, w]` of -inf but for a finite value in every seventh place.
+    fn mostly_minus_infinity(dims: [usize; 4], device: &Device) -> Tensor<4> {
+        let values: Vec<f32> = (0..dims.iter().product::<usize>())
+            .map(|i| match i % 7 {
+                3 => (i % 5) as f32,
+                _ => f32::NEG_INFINITY,
+            })
+            .collect();
+        let data = burn::tensor::TensorData::new(values, dims);
+        Tensor::<4>::from_data(data, device).require_grad()
+    }
+
     /// Our pooling of `x` (tracked) against Burn's, bit for bit: the outputs, and the input
     /// gradients of a random weighting of them.
     fn assert_pool_matches_burn(pool: &MaxPool2d, x: &Tensor<4>) {
@@ -953,7 +1026,7 @@ mod tests {
 
     /// Against Burn's average pooling, outputs and the input gradient of a weighted sum:
     /// Inception's 3x3 SAME with and without the padding in the divisor, on planes as small as
-    /// the window, a 5x5, a one-row window, and no padding; a strided pool is not taken.
+    /// the window, a 5x5, a one-row window, and no padding; uneven padding is not taken.
     #[test]
     fn average_pooling_matches_burns_outputs_and_gradients() {
         let device = Device::flex().autodiff();
@@ -985,9 +1058,12 @@ mod tests {
             ];
             assert!(diffs.iter().all(|&d| d < 1e-6), "{case}: {diffs:?}");
         }
-        let strided = AvgPool2dConfig::new([5, 5]).with_strides([3, 3]).init();
+        let uneven = AvgPool2dConfig::new([2, 2])
+            .with_strides([1, 1])
+            .with_padding(PaddingConfig2d::Same)
+            .init();
         let x = Tensor::<4>::random([1, 2, 17, 17], Distribution::Default, &device);
-        assert!(flex_route::avg_pool2d(&strided, &x).is_none());
+        assert!(flex_route::avg_pool2d(&uneven, &x).is_none());
     }
 
     /// The convolution with its bias and ReLU in one kernel against the convolution followed
@@ -1033,17 +1109,15 @@ mod tests {
         assert!(values.iter().all(|v| v.is_nan()));
     }
 
-    /// What the kernels do not cover goes to Burn: a padded pool, a dilated convolution, an
+    /// What the kernels do not cover goes to Burn: a dilated pool, a dilated convolution, an
     /// asymmetric SAME padding (a 2x2 kernel) of an input already rounded to bf16, a non-flex
     /// element type, a kernel larger than the input, an empty batch.
     #[test]
     fn uncovered_layouts_go_to_burn() {
         let device = Device::flex().autodiff();
         let x = Tensor::<4>::random([2, 3, 8, 8], Distribution::Default, &device);
-        let padded = MaxPool2dConfig::new([3, 3])
-            .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
-            .init();
-        assert!(flex_route::max_pool2d(&padded, &x).is_none());
+        let dilated = MaxPool2dConfig::new([3, 3]).with_dilation([2, 2]).init();
+        assert!(flex_route::max_pool2d(&dilated, &x).is_none());
         let dilated = Conv2dConfig::new([3, 2], [3, 3])
             .with_dilation([2, 2])
             .init(&device);

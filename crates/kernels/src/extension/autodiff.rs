@@ -31,7 +31,9 @@ use crate::flex::norm::lrn::{LrnParams, LrnSaved, lrn_backward, lrn_forward};
 use crate::flex::optimizer_update::Update;
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_backward, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool::{self, Maxima};
-use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_backward, max_pool_forward};
+use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_backward};
+use crate::flex::pool::padded_max_pool::max_pool_forward_padded;
+use crate::flex::pool::window_mean::{self, MeanWindows};
 use crate::flex::prelu::{self, Channels};
 use crate::flex::recurrent::gru::{self, GruSaved};
 use crate::flex::recurrent::lstm::{self, LstmSaved};
@@ -42,9 +44,11 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         x: FloatTensor<Self>,
         kernel: [usize; 2],
         stride: [usize; 2],
+        padding: [usize; 2],
         ceil_mode: bool,
     ) -> FloatTensor<Self> {
         let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
+        let pool = |x| max_pool_forward_padded(x, shape, padding);
         match MaxPoolBackward
             .prepare::<C>([x.node()])
             .compute_bound()
@@ -52,10 +56,10 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         {
             OpsKind::Tracked(prep) => {
                 let [_, _, h, w] = dims4(x.primitive());
-                let (out, argmax) = max_pool_forward(x.into_primitive(), shape);
+                let (out, argmax) = pool(x.into_primitive());
                 prep.finish((Arc::new(argmax), [h, w]), out)
             }
-            OpsKind::UnTracked(prep) => prep.finish(max_pool_forward(x.into_primitive(), shape).0),
+            OpsKind::UnTracked(prep) => prep.finish(pool(x.into_primitive()).0),
         }
     }
 
@@ -374,6 +378,23 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
                 prep.finish(([h, w], shape), avg_pool_forward(x.into_primitive(), shape))
             }
             OpsKind::UnTracked(prep) => prep.finish(avg_pool_forward(x.into_primitive(), shape)),
+        }
+    }
+
+    fn towers_window_mean(x: FloatTensor<Self>, windows: MeanWindows) -> FloatTensor<Self> {
+        match WindowMeanBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let input = dims4(x.primitive());
+                let y = window_mean::forward(x.into_primitive(), windows);
+                prep.finish((input, windows), y)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(window_mean::forward(x.into_primitive(), windows))
+            }
         }
     }
 
@@ -862,6 +883,24 @@ impl Backward<Flex, 1> for AvgPoolBackward {
         if let Some(node) = parent {
             let (plane, shape) = ops.state;
             grads.register::<Flex>(node.id, avg_pool_backward(grad, plane, shape));
+        }
+    }
+}
+
+/// Strided or adaptive average pooling's backward pass: state is the input's shape and the
+/// windows.
+#[derive(Debug)]
+struct WindowMeanBackward;
+
+impl Backward<Flex, 1> for WindowMeanBackward {
+    type State = ([usize; 4], MeanWindows);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = parent {
+            let (input, windows) = ops.state;
+            grads.register::<Flex>(node.id, window_mean::backward(input, grad, windows));
         }
     }
 }

@@ -20,7 +20,9 @@ use crate::flex::norm::{batch_norm, group_norm};
 use crate::flex::optimizer_update::{Update, update};
 use crate::flex::pool::avg_pool::{AvgPoolShape, avg_pool_forward};
 use crate::flex::pool::batch_norm_max_pool;
-use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_forward};
+use crate::flex::pool::max_pool::MaxPoolShape;
+use crate::flex::pool::padded_max_pool;
+use crate::flex::pool::window_mean::{self, MeanWindows};
 use crate::flex::prelu::{self, Channels};
 use crate::flex::recurrent::{gru, lstm};
 use crate::flex::softmax;
@@ -30,11 +32,13 @@ use crate::flex::softmax;
 /// ([`crate::dispatch`] checks); other backends are not routed here.
 #[backend_extension(Flex, Autodiff)]
 pub(crate) trait FlexKernels: Backend {
-    /// Max pooling of `[n, c, h, w]` without padding or dilation.
+    /// Max pooling of `[n, c, h, w]` without dilation, `padding` rows above and below and
+    /// columns left and right (as [`padded_max_pool::pads_like_burn`] allows).
     fn towers_max_pool2d(
         x: FloatTensor<Self>,
         kernel: [usize; 2],
         stride: [usize; 2],
+        padding: [usize; 2],
         ceil_mode: bool,
     ) -> FloatTensor<Self>;
 
@@ -243,6 +247,9 @@ pub(crate) trait FlexKernels: Backend {
         counts_padding: bool,
     ) -> FloatTensor<Self>;
 
+    /// Average pooling of `[n, c, h, w]` in `windows` (strided, or adaptive to an output size).
+    fn towers_window_mean(x: FloatTensor<Self>, windows: MeanWindows) -> FloatTensor<Self>;
+
     /// An optimizer's update of one parameter (`update`: RMSProp's, Adam's or SGD's), in one
     /// pass: the weight and its two slots after a step on `grad` (all of one shape). An update
     /// that keeps fewer slots ([`Update::slots`]) takes the first and hands the others back as
@@ -262,10 +269,11 @@ impl FlexKernels for Flex {
         x: FloatTensor<Self>,
         kernel: [usize; 2],
         stride: [usize; 2],
+        padding: [usize; 2],
         ceil_mode: bool,
     ) -> FloatTensor<Self> {
         let shape = MaxPoolShape::new(kernel, stride, ceil_mode);
-        max_pool_forward(x, shape).0
+        padded_max_pool::max_pool_forward_padded(x, shape, padding).0
     }
 
     fn towers_lrn(
@@ -484,6 +492,10 @@ impl FlexKernels for Flex {
             counts_padding,
         };
         avg_pool_forward(x, shape)
+    }
+
+    fn towers_window_mean(x: FloatTensor<Self>, windows: MeanWindows) -> FloatTensor<Self> {
+        window_mean::forward(x, windows)
     }
 
     fn towers_optimizer_update(
