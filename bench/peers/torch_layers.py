@@ -1,9 +1,9 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
-(shapes, padding, batch 16; a 1D transposed one too), GELUs, a layer norm, an RMS norm, a group
-norm, an instance norm, SiLU, Mish, sigmoid, tanh, leaky ReLU, PReLU, dropout, bilinear
-upsampling, an LSTM, a GRU, SwiGLU, pools, a softmax, multi-head attention and a transformer encoder
-layer (without and with dropout), forward and backward (`sum(y * y)`, the gradients of the input
-and the weights), in f32 on the CPU:
+(shapes, padding, batch 16; a 1D transposed one and a 3D one too), GELUs, a layer norm, an RMS
+norm, a group norm, an instance norm, SiLU, Mish, sigmoid, tanh, leaky ReLU, PReLU, dropout,
+bilinear upsampling, an LSTM, a GRU, SwiGLU, pools, a softmax, multi-head attention and a
+transformer encoder layer (without and with dropout), forward and backward (`sum(y * y)`, the
+gradients of the input and the weights), in f32 on the CPU:
 
     python bench/peers/torch_layers.py --reps 20 [--only NAME]
     cargo run --release -p towers-bench --bin bench_layers 20
@@ -74,6 +74,11 @@ def layer_cases():
         layer = nn.Conv1d(c_in, c_out, kernel, stride=stride, padding=(kernel - 1) // 2)
         name = f"Conv1d {kernel}/{stride}, {c_in}->{c_out} of {length}"
         yield name, layer, torch.rand(16, c_in, length) * 2 - 1
+    yield (
+        "Conv3d 3x3x3 same, 32->32 of [2, 32, 16, 32, 32]",
+        nn.Conv3d(32, 32, 3, padding=1),
+        torch.rand(2, 32, 16, 32, 32) * 2 - 1,
+    )
     layer = nn.ConvTranspose1d(64, 32, 4, stride=2, padding=1)
     yield "ConvTranspose1d 4/2 pad 1, 64->32 of 1024", layer, torch.rand(16, 64, 1024) * 2 - 1
     for approximate in ["none", "tanh"]:

@@ -3,7 +3,7 @@
 //! dense layers, batch 128 of 12x12 images), train step (forward, cross-entropy, backward, SGD),
 //! on flex or the device `TOWERS_BENCH_DEVICE` names. Then single layers a decoder or a
 //! sequence model has, Burn's against the drop-in's, forward and backward: transposed
-//! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D convolutions, a
+//! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D and 3D convolutions, a
 //! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
 //! instance norm, sigmoid, tanh and leaky ReLU, an LSTM, a GRU, dropout, bilinear upsampling,
 //! SwiGLU, pools (ResNet's stem and head, DenseNet's transition, 1D max and average pools); a
@@ -148,7 +148,8 @@ struct LayerCase {
 
 /// The transposed convolutions (batch 16, 128 channels to 64 at 32x32, 64 to 32 at 64x64), the
 /// 1D convolutions (batch 16: 64 channels of 1024 by 3, 128 of 256 by 5, 64 to 128 of 1024 by 3
-/// at stride 2) and a 1D transposed one (64 to 32 of 1024, 4/2), GELU, exact and approximated,
+/// at stride 2) and a 1D transposed one (64 to 32 of 1024, 4/2), a 3D one (3x3x3, 32 channels
+/// to 32 of `[2, 32, 16, 32, 32]`), GELU, exact and approximated,
 /// and a layer norm on a transformer's `[32, 256, 768]`, a group norm (32 groups), an instance
 /// norm, SiLU, Mish, sigmoid, tanh, leaky ReLU and PReLU (a slope per channel) of `[8, 128, 64,
 /// 64]`, dropout of `[32, 256, 768]`, bilinear doubling of `[8, 64, 64, 64]` (half-pixel
@@ -198,6 +199,17 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
             ours: Box::new(move |x| layer.forward(x.clone())),
         });
     }
+    let layer = ours::Conv3dConfig::new([32, 32], [3, 3, 3])
+        .with_padding(burn::nn::PaddingConfig3d::Same)
+        .init(device);
+    let burn_layer: burns::Conv3d = layer.clone().into();
+    let volume = |x: &Tensor<3>| x.clone().reshape([2, 32, 16, 32, 32]);
+    cases.push(LayerCase {
+        name: "Conv3d 3x3x3 same, 32->32 of [2, 32, 16, 32, 32]".into(),
+        input: input([2, 32, 16 * 32 * 32]),
+        burns: Box::new(move |x| burn_layer.forward(volume(x)).flatten(2, 4)),
+        ours: Box::new(move |x| layer.forward(volume(x)).flatten(2, 4)),
+    });
     let layer = ours::ConvTranspose1dConfig::new([64, 32], 4)
         .with_stride(2)
         .with_padding(1)

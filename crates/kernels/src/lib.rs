@@ -57,10 +57,11 @@ pub use dispatch::{
     AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, adaptive_avg_pool1d,
     adaptive_avg_pool2d, avg_pool1d, avg_pool2d, bf16_kernel, bf16_on_amx, bi_gru, bi_lstm,
     conv_images, conv_transpose1d, conv_transpose2d, conv1d, conv2d, conv2d_relu,
-    conv2d_relu_max_pool2d, dropout, fused_adam, fused_rmsprop, fused_sgd, gelu, gelu_approximate,
-    group_norm, gru, hard_sigmoid, hard_swish, instance_norm, interpolate, joined_sum_of_squares,
-    joins_square_sums, layer_norm, leaky_relu, linear, linear_relu, lstm, max_pool1d, max_pool2d,
-    mish, prelu, quiet_softmax, reads_rounded, relu6, rms_norm, sigmoid, silu, softmax, tanh,
+    conv2d_relu_max_pool2d, conv3d, dropout, fused_adam, fused_rmsprop, fused_sgd, gelu,
+    gelu_approximate, group_norm, gru, hard_sigmoid, hard_swish, instance_norm, interpolate,
+    joined_sum_of_squares, joins_square_sums, layer_norm, leaky_relu, linear, linear_relu, lstm,
+    max_pool1d, max_pool2d, mish, prelu, quiet_softmax, reads_rounded, relu6, rms_norm, sigmoid,
+    silu, softmax, tanh,
 };
 pub use loss::softmax_cross_entropy;
 pub use lrn::{lrn_band, lrn_by_band};

@@ -2,6 +2,8 @@
 //! [`conv_images`](crate::conv_images) pads as `Conv2d` does, and the CIFAR-10 net's pools
 //! check where SAME pads nothing before the start.
 
+#[cfg(feature = "flex")]
+use burn::nn::PaddingConfig3d;
 use burn::nn::{PaddingConfig1d, PaddingConfig2d};
 
 /// The (before, after) padding of the rows and of the columns, as `Conv2d` pads them.
@@ -25,6 +27,29 @@ pub(crate) fn row_padding(padding: &PaddingConfig1d) -> PaddingConfig2d {
         PaddingConfig1d::Same => PaddingConfig2d::Same,
         PaddingConfig1d::Valid => PaddingConfig2d::Valid,
         PaddingConfig1d::Explicit(left, right) => PaddingConfig2d::Explicit(0, left, 0, right),
+    }
+}
+
+/// A 3D layer's padding of depth, rows and columns (the same before and after); `None` for a
+/// SAME padding that would be uneven, which Burn's layer refuses.
+#[cfg(feature = "flex")]
+pub(crate) fn symmetric_padding_3d(
+    config: &PaddingConfig3d,
+    dims: [usize; 3],
+    kernel: [usize; 3],
+    stride: [usize; 3],
+) -> Option<[usize; 3]> {
+    match *config {
+        PaddingConfig3d::Valid => Some([0; 3]),
+        PaddingConfig3d::Explicit(depth, rows, cols) => Some([depth, rows, cols]),
+        PaddingConfig3d::Same => {
+            let sides: [(usize, usize); 3] =
+                std::array::from_fn(|i| same_padding(dims[i], kernel[i], stride[i]));
+            sides
+                .iter()
+                .all(|(before, after)| before == after)
+                .then(|| sides.map(|s| s.0))
+        }
     }
 }
 

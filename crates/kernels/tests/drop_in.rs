@@ -157,6 +157,60 @@ fn conv1d_gives_burns_outputs_and_gradients() {
     }
 }
 
+/// The 3D convolution (one 2D convolution of the depth slices side by side) against Burn's:
+/// outputs, input and weight gradients; on the kernels also in bf16, within its rounding.
+#[test]
+fn conv3d_gives_burns_outputs_and_gradients() {
+    use burn::nn::PaddingConfig3d;
+    let config = |kernel| nn::conv::Conv3dConfig::new([3, 4], kernel);
+    // Each case and whether the 2D kernels take it.
+    let cases = [
+        (
+            "3x3x3 same",
+            true,
+            config([3, 3, 3]).with_padding(PaddingConfig3d::Same),
+        ),
+        (
+            "3x3x3/2 pad 1, no bias",
+            true,
+            config([3, 3, 3])
+                .with_stride([2, 2, 2])
+                .with_padding(PaddingConfig3d::Explicit(1, 1, 1))
+                .with_bias(false),
+        ),
+        (
+            "2x3x1/(3, 1, 2) valid",
+            true,
+            config([2, 3, 1]).with_stride([3, 1, 2]),
+        ),
+        // Dilated rows and columns: the 2D convolution is Burn's; dilated depth and groups:
+        // the whole layer is Burn's.
+        (
+            "dilation (1, 2, 2)",
+            false,
+            config([3, 3, 3]).with_dilation([1, 2, 2]),
+        ),
+        (
+            "dilation (2, 1, 1)",
+            false,
+            config([3, 3, 3]).with_dilation([2, 1, 1]),
+        ),
+        (
+            "groups 3",
+            false,
+            nn::conv::Conv3dConfig::new([3, 6], [3, 3, 3]).with_groups(3),
+        ),
+    ];
+    for (what, on_kernels, config) in cases {
+        let ours = config.init(&device());
+        let burns: burn::nn::conv::Conv3d = ours.clone().into();
+        let x = input([2, 3, 7, 9, 8], 31);
+        let weights = [&ours.weight, &burns.weight];
+        let (ours, burns) = (|x| ours.forward(x), |x| burns.forward(x));
+        assert_follows_burns(what, x, weights, [&ours, &burns], on_kernels);
+    }
+}
+
 /// The 1D transposed convolution (a one-row 2D one) against Burn's: outputs, input and weight
 /// gradients; on the kernels' geometries also in bf16, within its rounding of Burn's f32.
 #[test]
@@ -816,6 +870,10 @@ fn configs_saved_from_either_load_as_the_other() {
     loads_as_burns::<_, burn::nn::pool::AdaptiveAvgPool2dConfig>(dir.path(), "adaptive2", &pool);
     let pool = nn::pool::AdaptiveAvgPool1dConfig::new(7);
     loads_as_burns::<_, burn::nn::pool::AdaptiveAvgPool1dConfig>(dir.path(), "adaptive1", &pool);
+    let volume = nn::conv::Conv3dConfig::new([3, 8], [3, 3, 3])
+        .with_stride([1, 2, 2])
+        .with_padding(burn::nn::PaddingConfig3d::Explicit(1, 1, 1));
+    loads_as_burns::<_, burn::nn::conv::Conv3dConfig>(dir.path(), "conv3d", &volume);
     let plain = nn::conv::ConvTranspose2dConfig::new([3, 8], [4, 4]);
     assert_eq!(
         burn::nn::conv::ConvTranspose2dConfig::from(&plain).to_string(),

@@ -17,6 +17,8 @@
 //! - `flex_route.rs`: which calls the flex kernels take; the fused ops only they compute
 //!   (batch norm with ReLU and max pooling, LRN) return `None` elsewhere.
 //! - `image_conv.rs`: [`conv_images`], a first convolution as one batched matrix product.
+//! - `conv3d.rs`: [`conv3d`], Burn's 3D convolution, on flex as one 2D convolution of the
+//!   input's depth slices side by side.
 //! - `interpolate.rs`: [`interpolate`], Burn's resizing, bilinear on flex by our kernel.
 //! - `optimizer_update.rs`: [`fused_sgd`], [`fused_rmsprop`], [`fused_adam`]: an optimizer's
 //!   update in one pass on flex.
@@ -26,6 +28,7 @@
 
 mod bf16_kernel;
 mod channel_bias;
+mod conv3d;
 #[cfg(feature = "flex")]
 pub mod flex_route;
 #[cfg(feature = "flex")]
@@ -39,6 +42,7 @@ mod optimizer_update;
 mod square_sums;
 
 pub use bf16_kernel::{bf16_kernel, bf16_on_amx};
+pub use conv3d::conv3d;
 pub use gru::{bi_gru, gru};
 pub use image_conv::conv_images;
 pub use interpolate::interpolate;
