@@ -1,9 +1,9 @@
 """PyTorch's peer of `bench_layers`' single layers: the same transposed and 1D convolutions
 (shapes, padding, batch 16; a 1D transposed one and a 3D one too), GELUs, a layer norm, an RMS
 norm, a group norm, an instance norm, SiLU, Mish, sigmoid, tanh, leaky ReLU, PReLU, dropout,
-bilinear upsampling, an LSTM, a GRU, SwiGLU, pools, a softmax, multi-head attention and a
-transformer encoder layer (without and with dropout), forward and backward (`sum(y * y)`, the
-gradients of the input and the weights), in f32 on the CPU:
+bilinear upsampling, an LSTM, a GRU, rotary position encoding, SwiGLU, pools, a softmax,
+multi-head attention and a transformer encoder layer (without and with dropout), forward and
+backward (`sum(y * y)`, the gradients of the input and the weights), in f32 on the CPU:
 
     python bench/peers/torch_layers.py --reps 20 [--only NAME]
     cargo run --release -p towers-bench --bin bench_layers 20
@@ -54,6 +54,22 @@ class SwiGlu(nn.Module):
 
     def forward(self, x):
         return nn.functional.silu(self.inner(x)) * self.outer(x)
+
+
+class Rotary(nn.Module):
+    """Rotary position encoding as Meta's LLaMA reference code applies it (`apply_rotary_emb`:
+    each pair of features a complex number, times its position's `e^(i p θ)`), the table
+    precomputed as Burn's layer keeps it."""
+
+    def __init__(self, seq, d_model, theta=10000.0):
+        super().__init__()
+        freqs = 1.0 / theta ** (torch.arange(0, d_model, 2).float() / d_model)
+        angles = torch.outer(torch.arange(seq).float(), freqs)
+        self.register_buffer("table", torch.polar(torch.ones_like(angles), angles))
+
+    def forward(self, x):
+        pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(pairs * self.table).flatten(-2)
 
 
 def layer_cases():
@@ -108,6 +124,8 @@ def layer_cases():
     for name, recurrent in [("Lstm", nn.LSTM), ("Gru", nn.GRU)]:
         layer = Outputs(recurrent(256, 256, batch_first=True))
         yield f"{name} (256 -> 256) of [32, 64, 256]", layer, torch.rand(32, 64, 256) * 2 - 1
+    name = "RotaryEncoding of [8, 12, 256, 64]"
+    yield name, Rotary(256, 64), torch.rand(8, 12, 256, 64) * 2 - 1
     name = "SwiGlu (768 -> 2048) of [8, 256, 768]"
     yield name, SwiGlu(768, 2048), torch.rand(8, 256, 768) * 2 - 1
     yield from pool_cases()

@@ -6,7 +6,7 @@
 //! convolutions (U-Net's 2x2/2, the 3x3/2 that undoes a padded 3x3/2), 1D and 3D convolutions, a
 //! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
 //! instance norm, sigmoid, tanh and leaky ReLU, an LSTM, a GRU, dropout, bilinear upsampling,
-//! SwiGLU, pools (ResNet's stem and head, DenseNet's transition, 1D max and average pools); a
+//! rotary position encoding, SwiGLU, pools (ResNet's stem and head, DenseNet's transition, 1D max and average pools); a
 //! transformer's softmax, multi-head attention and encoder layer (without and with dropout).
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS [NAME]]` (default 10 timed
@@ -153,8 +153,9 @@ struct LayerCase {
 /// and a layer norm on a transformer's `[32, 256, 768]`, a group norm (32 groups), an instance
 /// norm, SiLU, Mish, sigmoid, tanh, leaky ReLU and PReLU (a slope per channel) of `[8, 128, 64,
 /// 64]`, dropout of `[32, 256, 768]`, bilinear doubling of `[8, 64, 64, 64]` (half-pixel
-/// centres), an LSTM and a GRU (256 features to 256, batch 32 of 64 steps), LLaMA's SwiGLU (768
-/// features to 2048, batch 8 of 256 tokens).
+/// centres), an LSTM and a GRU (256 features to 256, batch 32 of 64 steps), rotary position
+/// encoding of a transformer's queries (`[8, 12, 256, 64]`), LLaMA's SwiGLU (768 features to
+/// 2048, batch 8 of 256 tokens).
 fn layer_cases(device: &Device) -> Vec<LayerCase> {
     use burn::nn::{PaddingConfig1d, conv as burns};
     use towers_kernels::nn::conv as ours;
@@ -350,6 +351,15 @@ fn layer_cases(device: &Device) -> Vec<LayerCase> {
         input: input([32, 64, 256]),
         burns: Box::new(move |x| burn_layer.forward(x.clone(), None)),
         ours: Box::new(move |x| layer.forward(x.clone(), None)),
+    });
+    let layer = towers_kernels::nn::RotaryEncodingConfig::new(256, 64).init(device);
+    let burn_layer: burn::nn::RotaryEncoding = layer.clone().into();
+    let heads = |x: &Tensor<3>| x.clone().reshape([8, 12, 256, 64]);
+    cases.push(LayerCase {
+        name: "RotaryEncoding of [8, 12, 256, 64]".into(),
+        input: input([8, 12, 256 * 64]),
+        burns: Box::new(move |x| burn_layer.forward(heads(x)).flatten(2, 3)),
+        ours: Box::new(move |x| layer.forward(heads(x)).flatten(2, 3)),
     });
     let layer = towers_kernels::nn::SwiGluConfig::new(768, 2048).init(device);
     let burn_layer: burn::nn::SwiGlu = layer.clone().into();

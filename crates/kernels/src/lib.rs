@@ -60,8 +60,8 @@ pub use dispatch::{
     conv2d_relu_max_pool2d, conv3d, dropout, fused_adam, fused_rmsprop, fused_sgd, gelu,
     gelu_approximate, group_norm, gru, hard_sigmoid, hard_swish, instance_norm, interpolate,
     joined_sum_of_squares, joins_square_sums, layer_norm, leaky_relu, linear, linear_relu, lstm,
-    max_pool1d, max_pool2d, mish, prelu, quiet_softmax, reads_rounded, relu6, rms_norm, sigmoid,
-    silu, softmax, tanh,
+    max_pool1d, max_pool2d, mish, prelu, quiet_softmax, reads_rounded, relu6, rms_norm,
+    rotary_encoding, sigmoid, silu, softmax, tanh,
 };
 pub use loss::softmax_cross_entropy;
 pub use lrn::{lrn_band, lrn_by_band};

@@ -211,6 +211,78 @@ fn conv3d_gives_burns_outputs_and_gradients() {
     }
 }
 
+/// Rotary position encoding against Burn's layer (outputs bit for bit, input gradients within
+/// float rounding) and against the rotation computed in f64 from RoPE's angles (`p / θ^(2i /
+/// d)` for the pair `i` at position `p`): 4D (heads) and 3D inputs, from position 0 and from
+/// 5, after a shift of the table, with frequencies rescaled.
+#[test]
+fn rotary_encoding_gives_burns_and_ropes_values() {
+    let config = nn::RotaryEncodingConfig::new(24, 16);
+    let mut ours = config.init(&device());
+    let scaled = config.init_with_frequency_scaling(|f| f * 0.5, &device());
+    for (layer, scale) in [(&ours, 1.0), (&scaled, 0.5)] {
+        let burns: burn::nn::RotaryEncoding = layer.clone().into();
+        for start in [0, 5] {
+            let what = format!("rope, scale {scale}, from {start}");
+            let x = input([2, 3, 10, 16], 41);
+            check_rope(
+                x.clone(),
+                |x| layer.apply(x, start),
+                |x| burns.apply(x, start),
+                &what,
+            );
+            let (y, _, _) = output_and_grads(x.clone(), None::<&Param<Tensor<1>>>, |x| {
+                layer.apply(x, start)
+            });
+            let want = rope_f64(&x, start, scale);
+            assert_agree(y, want, 1e-5, &format!("{what}: against f64"));
+        }
+        let x = input([2, 10, 16], 43);
+        check_rope(x, |x| layer.forward(x), |x| burns.forward(x), "rope 3D");
+    }
+    let mut burns: burn::nn::RotaryEncoding = ours.clone().into();
+    ours.shift(6);
+    burns.shift(6);
+    let x = input([2, 3, 10, 16], 47);
+    check_rope(
+        x,
+        |x| ours.apply(x, 2),
+        |x| burns.apply(x, 2),
+        "rope shifted",
+    );
+}
+
+/// Our encoding's output (bit for bit) and input gradient (within 1e-6) against Burn's.
+fn check_rope<const D: usize>(
+    x: Tensor<D>,
+    ours: impl Fn(Tensor<D>) -> Tensor<D>,
+    burns: impl Fn(Tensor<D>) -> Tensor<D>,
+    what: &str,
+) {
+    let none: Option<&Param<Tensor<1>>> = None;
+    let (y, dx, _) = output_and_grads(x.clone(), none, ours);
+    let (want_y, want_dx, _) = output_and_grads(x, none, burns);
+    assert_agree(y, want_y, 0.0, &format!("{what}: output"));
+    assert_agree(dx, want_dx, 1e-6, &format!("{what}: input gradient"));
+}
+
+/// `x` (`[.., seq, d]`) with positions `start..` rotated in f64: the pair `(a, b)` of features
+/// `(2i, 2i + 1)` at position `p` by `p · scale / 10000^(2i / d)`.
+fn rope_f64(x: &Tensor<4>, start: usize, scale: f64) -> Tensor<4> {
+    let dims = x.dims();
+    let [seq, d] = [dims[2], dims[3]];
+    let values: Vec<f32> = x.clone().into_data().to_vec().unwrap();
+    let mut out = vec![0.0f32; values.len()];
+    for (at, pair) in values.chunks_exact(2).enumerate() {
+        let (p, i) = ((2 * at / d) % seq + start, at % (d / 2));
+        let angle = p as f64 * scale / 10000f64.powf(2.0 * i as f64 / d as f64);
+        let (a, b) = (pair[0] as f64, pair[1] as f64);
+        out[2 * at] = (a * angle.cos() - b * angle.sin()) as f32;
+        out[2 * at + 1] = (b * angle.cos() + a * angle.sin()) as f32;
+    }
+    Tensor::from_data(burn::tensor::TensorData::new(out, dims), &device())
+}
+
 /// The 1D transposed convolution (a one-row 2D one) against Burn's: outputs, input and weight
 /// gradients; on the kernels' geometries also in bf16, within its rounding of Burn's f32.
 #[test]
@@ -874,6 +946,8 @@ fn configs_saved_from_either_load_as_the_other() {
         .with_stride([1, 2, 2])
         .with_padding(burn::nn::PaddingConfig3d::Explicit(1, 1, 1));
     loads_as_burns::<_, burn::nn::conv::Conv3dConfig>(dir.path(), "conv3d", &volume);
+    let rope = nn::RotaryEncodingConfig::new(64, 16).with_theta(500000.0);
+    loads_as_burns::<_, burn::nn::RotaryEncodingConfig>(dir.path(), "rope", &rope);
     let plain = nn::conv::ConvTranspose2dConfig::new([3, 8], [4, 4]);
     assert_eq!(
         burn::nn::conv::ConvTranspose2dConfig::from(&plain).to_string(),

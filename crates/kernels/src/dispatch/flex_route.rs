@@ -6,7 +6,7 @@ use burn::nn::conv::{Conv2d, ConvTranspose2d};
 use burn::nn::pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d,
 };
-use burn::nn::{Dropout, GroupNorm, InstanceNorm, PRelu};
+use burn::nn::{Dropout, GroupNorm, InstanceNorm, PRelu, RotaryEncoding};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{DType, Distribution, Int, Tensor};
 
@@ -152,6 +152,29 @@ pub(super) fn adaptive_avg_pool1d(pool: &AdaptiveAvgPool1d, x: &Tensor<3>) -> Op
         output_size: [1, pool.output_size],
     };
     adaptive_avg_pool2d(&row, &x.clone().unsqueeze_dim(2)).map(|y| y.squeeze_dim(2))
+}
+
+/// `rope.apply(x, start)` by the rotary kernel, where `x`'s last axis is the table's width,
+/// its positions lie in the table and both are f32 on the same flex device (Burn's layer
+/// reports the rest).
+pub(super) fn rotary_encoding<const D: usize>(
+    rope: &RotaryEncoding,
+    x: &Tensor<D>,
+    start: usize,
+) -> Option<Tensor<D>> {
+    let table = &rope.freq_complex;
+    let [positions, width, _] = table.dims();
+    let dims = x.dims();
+    let seq = *dims.get(D.checked_sub(2)?)?;
+    let fits = dims[D - 1] == width && start + seq <= positions && x.device() == table.device();
+    if !fits || !on_flex(x) || !on_flex(table) {
+        return None;
+    }
+    let rows = dims.iter().product::<usize>() / (seq * width);
+    let freq = table.clone().narrow(0, start, seq).into_dispatch();
+    let x = x.clone().reshape([rows, seq, width]).into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_rotary(x, freq);
+    Some(Tensor::<3>::from_dispatch(y).reshape(dims))
 }
 
 pub(super) fn adaptive_avg_pool2d(pool: &AdaptiveAvgPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {

@@ -20,6 +20,8 @@
 //! - `conv3d.rs`: [`conv3d`], Burn's 3D convolution, on flex as one 2D convolution of the
 //!   input's depth slices side by side.
 //! - `interpolate.rs`: [`interpolate`], Burn's resizing, bilinear on flex by our kernel.
+//! - `rotary_encoding.rs`: [`rotary_encoding`], Burn's rotary position encoding, on flex by one
+//!   kernel each way.
 //! - `optimizer_update.rs`: [`fused_sgd`], [`fused_rmsprop`], [`fused_adam`]: an optimizer's
 //!   update in one pass on flex.
 //! - `square_sums.rs`: [`joined_sum_of_squares`] over many tensors on GPUs (an L2 penalty's
@@ -39,6 +41,7 @@ mod interpolate;
 mod layer_ops;
 mod lstm;
 mod optimizer_update;
+mod rotary_encoding;
 mod square_sums;
 
 pub use bf16_kernel::{bf16_kernel, bf16_on_amx};
@@ -57,4 +60,5 @@ pub use lstm::{bi_lstm, lstm};
 pub use optimizer_update::{
     AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, fused_adam, fused_rmsprop, fused_sgd,
 };
+pub use rotary_encoding::rotary_encoding;
 pub use square_sums::{joined_sum_of_squares, joins_square_sums};

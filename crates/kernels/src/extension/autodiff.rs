@@ -37,6 +37,7 @@ use crate::flex::pool::window_mean::{self, MeanWindows};
 use crate::flex::prelu::{self, Channels};
 use crate::flex::recurrent::gru::{self, GruSaved};
 use crate::flex::recurrent::lstm::{self, LstmSaved};
+use crate::flex::rotary;
 use crate::flex::softmax;
 
 impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
@@ -395,6 +396,21 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(window_mean::forward(x.into_primitive(), windows))
             }
+        }
+    }
+
+    fn towers_rotary(x: FloatTensor<Self>, freq: FloatTensor<Self>) -> FloatTensor<Self> {
+        let freq = freq.into_primitive();
+        match RotaryBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let y = rotary::forward(x.into_primitive(), &freq);
+                prep.finish(freq, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(rotary::forward(x.into_primitive(), &freq)),
         }
     }
 
@@ -883,6 +899,22 @@ impl Backward<Flex, 1> for AvgPoolBackward {
         if let Some(node) = parent {
             let (plane, shape) = ops.state;
             grads.register::<Flex>(node.id, avg_pool_backward(grad, plane, shape));
+        }
+    }
+}
+
+/// Rotary position encoding's backward pass: state is the frequency table.
+#[derive(Debug)]
+struct RotaryBackward;
+
+impl Backward<Flex, 1> for RotaryBackward {
+    type State = FlexTensor;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = parent {
+            grads.register::<Flex>(node.id, rotary::backward(grad, &ops.state));
         }
     }
 }

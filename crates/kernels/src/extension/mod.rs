@@ -25,6 +25,7 @@ use crate::flex::pool::padded_max_pool;
 use crate::flex::pool::window_mean::{self, MeanWindows};
 use crate::flex::prelu::{self, Channels};
 use crate::flex::recurrent::{gru, lstm};
+use crate::flex::rotary;
 use crate::flex::softmax;
 
 /// Max pooling, LRN, convolution and the like by burn-towers' kernels, and optimizers'
@@ -249,6 +250,10 @@ pub(crate) trait FlexKernels: Backend {
 
     /// Average pooling of `[n, c, h, w]` in `windows` (strided, or adaptive to an output size).
     fn towers_window_mean(x: FloatTensor<Self>, windows: MeanWindows) -> FloatTensor<Self>;
+
+    /// Rotary position encoding of `[rows, seq, d]` by Burn's table `freq` (`[seq, d, 2]`),
+    /// a constant to the gradient.
+    fn towers_rotary(x: FloatTensor<Self>, freq: FloatTensor<Self>) -> FloatTensor<Self>;
 
     /// An optimizer's update of one parameter (`update`: RMSProp's, Adam's or SGD's), in one
     /// pass: the weight and its two slots after a step on `grad` (all of one shape). An update
@@ -496,6 +501,10 @@ impl FlexKernels for Flex {
 
     fn towers_window_mean(x: FloatTensor<Self>, windows: MeanWindows) -> FloatTensor<Self> {
         window_mean::forward(x, windows)
+    }
+
+    fn towers_rotary(x: FloatTensor<Self>, freq: FloatTensor<Self>) -> FloatTensor<Self> {
+        rotary::forward(x, &freq)
     }
 
     fn towers_optimizer_update(

@@ -1,8 +1,8 @@
 //! burn-towers' own kernels on flex tensors and plain slices, by family: `memory` (buffers
 //! zeroed and copied on rayon's threads, images in f32 or bf16), `exp` (a vectorized `e^x`),
-//! `activation` (ReLU6, SiLU, GELU and the hard ones), `prelu`, `dropout`, `interpolate`, `softmax`, `gemm`
-//! (f32 and bf16 products, transposition), `recurrent` (LSTM's and GRU's recurrences), `conv`,
-//! `norm` (batch norm, LRN), `pool`,
+//! `activation` (ReLU6, SiLU, GELU and the hard ones), `prelu`, `dropout`, `interpolate`,
+//! `rotary` (RoPE), `softmax`, `gemm` (f32 and bf16 products, transposition), `recurrent`
+//! (LSTM's and GRU's recurrences), `conv`, `norm` (batch norm, LRN), `pool`,
 //! `optimizer_update`. Each family uses
 //! only those before it in that list (`tests/layers.rs`). Burn reaches them through the backend
 //! extension above them ([`crate::extension::FlexKernels`]), with hand-written backward passes.
@@ -40,6 +40,8 @@
 //!   value's index, drawn again backward rather than kept;
 //! - bilinear resizing (`interpolate`) plane by plane, a blend of two rows then of two columns,
 //!   backward the same transposed;
+//! - rotary position encoding (`rotary`) in one pass each way, where Burn's layer composes a
+//!   product by a sign matrix, a broadcast product and a sum;
 //! - softmax over a row (`softmax`) in three passes forward and two backward, where Burn's
 //!   autodiff composes five ops each way;
 //! - an LSTM's or a GRU's recurrence over a whole sequence (`recurrent`), each step one product
@@ -52,8 +54,8 @@
 //! (`buffers`): on the calling thread alone, the other cores waited.
 //!
 //! Only flex tensors come here: [`crate::dispatch`] routes every other backend to Burn's own
-//! modules, and layouts these kernels do not cover (padded pools, dilated, grouped or
-//! asymmetrically padded convolutions) to Burn's flex kernels.
+//! modules, and layouts these kernels do not cover (unevenly padded or dilated pools, dilated,
+//! grouped or asymmetrically padded convolutions) to Burn's flex kernels.
 
 pub(crate) mod activation;
 pub(crate) mod conv;
@@ -67,4 +69,5 @@ pub(crate) mod optimizer_update;
 pub(crate) mod pool;
 pub(crate) mod prelu;
 pub(crate) mod recurrent;
+pub(crate) mod rotary;
 pub(crate) mod softmax;
