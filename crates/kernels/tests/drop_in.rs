@@ -271,7 +271,7 @@ fn check_rope<const D: usize>(
 fn rope_f64(x: &Tensor<4>, start: usize, scale: f64) -> Tensor<4> {
     let dims = x.dims();
     let [seq, d] = [dims[2], dims[3]];
-    let values: Vec<f32> = x.clone().into_data().to_vec().unwrap();
+    let values: Vec<f32> = x.clone().into_data().try_to_vec().unwrap();
     let mut out = vec![0.0f32; values.len()];
     for (at, pair) in values.chunks_exact(2).enumerate() {
         let (p, i) = ((2 * at / d) % seq + start, at % (d / 2));
