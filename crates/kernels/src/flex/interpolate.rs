@@ -17,7 +17,7 @@ use burn_flex::FlexTensor;
 use multiversion::multiversion;
 
 use crate::flex::memory::buffers::{contiguous, zeroed_chunks};
-use crate::flex::memory::dims4;
+use crate::flex::memory::{add_scaled, dims4};
 
 /// Values (output values forward, input values backward) a task takes at least.
 const TASK: usize = 1 << 14;
@@ -163,14 +163,6 @@ pub(crate) fn backward(input: [usize; 4], grad: FlexTensor, align_corners: bool)
 fn lerp_rows(near: &[f32], far: &[f32], weight: f32, out: &mut [f32]) {
     for ((o, &a), &b) in out.iter_mut().zip(near).zip(far) {
         *o = a + weight * (b - a);
-    }
-}
-
-/// `out += scale · x`, value by value.
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn add_scaled(out: &mut [f32], x: &[f32], scale: f32) {
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o += scale * v;
     }
 }
 

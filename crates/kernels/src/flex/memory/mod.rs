@@ -1,11 +1,12 @@
 //! What every kernel family uses: output buffers zeroed and strided inputs copied on rayon's
 //! threads (`buffers`), images in f32 or rounded to bf16 (`pixels`), and the shape and lane
-//! helpers below.
+//! helpers below (and a scaled row addition the resizing and pooling kernels share).
 
 pub(crate) mod buffers;
 pub(crate) mod pixels;
 
 use burn_flex::FlexTensor;
+use multiversion::multiversion;
 
 /// Floats the elementwise kernels' reductions (batch norm, the fused bias+ReLU) sum side by
 /// side: one AVX-512 register, two AVX2 ones. One sum in order keeps the compiler to one value
@@ -29,5 +30,13 @@ pub(crate) fn deinterleave<T: Copy>(values: &[T], even: &mut [T], odd: &mut [T])
     {
         *even = pair[0];
         *odd = pair[1];
+    }
+}
+
+/// `out += scale · x`, value by value.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+pub(crate) fn add_scaled(out: &mut [f32], x: &[f32], scale: f32) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o += scale * v;
     }
 }

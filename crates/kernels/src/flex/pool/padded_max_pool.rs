@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use crate::flex::memory::buffers::contiguous;
 use crate::flex::memory::dims4;
 use crate::flex::pool::max_pool::{MaxPoolShape, max_pool_forward};
+use crate::flex::pool::output_size::pooled_size;
 
 /// Whether [`max_pool_forward_padded`] pools `[h, w]` planes padded by `padding` on both sides
 /// as Burn does: no window lies in the padding alone (`2 · padding <= kernel`, Burn's and
@@ -25,34 +26,9 @@ pub(crate) fn pads_like_burn(shape: MaxPoolShape, [h, w]: [usize; 2], padding: [
     let burns = [0, 1].map(|axis| {
         let plane = [h, w][axis];
         let (kernel, stride) = (shape.kernel[axis], shape.stride[axis]);
-        burns_output_size(plane, kernel, padding[axis], stride, shape.ceil_mode)
+        pooled_size(plane, kernel, padding[axis], stride, shape.ceil_mode)
     });
     within && shape.output_size(framed) == burns
-}
-
-/// Burn's (and PyTorch's) output size of one axis of `size` places padded by `padding` on both
-/// sides.
-fn burns_output_size(
-    size: usize,
-    kernel: usize,
-    padding: usize,
-    stride: usize,
-    ceil: bool,
-) -> usize {
-    let padded = size + 2 * padding;
-    if padded < kernel {
-        return usize::from(ceil);
-    }
-    if !ceil {
-        return (padded - kernel) / stride + 1;
-    }
-    let out = (padded - kernel).div_ceil(stride) + 1;
-    // A last window starting in the trailing padding or past it is dropped.
-    if (out - 1) * stride >= size + padding {
-        out - 1
-    } else {
-        out
-    }
 }
 
 /// [`max_pool_forward`] of `x` padded by `padding` rows above and below and columns left and

@@ -16,10 +16,9 @@
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
-use multiversion::multiversion;
 
 use crate::flex::memory::buffers::{contiguous, zeroed_chunks};
-use crate::flex::memory::dims4;
+use crate::flex::memory::{add_scaled, dims4};
 use crate::flex::pool::output_size::pooled_size;
 
 /// Values (output values forward, input values backward) a task takes at least.
@@ -257,14 +256,6 @@ pub(crate) fn backward(input: [usize; 4], grad: FlexTensor, windows: MeanWindows
         },
     );
     FlexTensor::from_data(TensorData::new(dx, input.to_vec()))
-}
-
-/// `out += scale · x`, value by value.
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
-fn add_scaled(out: &mut [f32], x: &[f32], scale: f32) {
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o += scale * v;
-    }
 }
 
 #[cfg(test)]
