@@ -9,8 +9,8 @@ values: windows hold ties); the loss is `sum(y * w)`, `w`'s i-th value `1.5 + co
 Each line: `KIND<TAB>SETTINGS<TAB>DIMS<TAB>NAME<TAB>VALUES` (NAME one of x, w, y, dx; VALUES
 space-separated, float32 written exactly), four lines a case. SETTINGS by KIND: `max2d` kernel
 (2), stride (2), padding (2), ceil; `avg2d` the same and count_include_pad; `max1d` kernel,
-stride, padding, ceil; `avg1d` the same and count_include_pad; `adaptive2d` the output size
-(2); `adaptive1d` the output size.
+stride, padding, ceil; `avg1d` the same and count_include_pad; `adaptive2d` and `adaptive3d`
+the output size (2 or 3); `adaptive1d` the output size.
 """
 import sys
 
@@ -38,6 +38,7 @@ CASES = [
     ("adaptive2d", [1, 1], [1, 4, 7, 7]),
     ("adaptive2d", [7, 4], [1, 2, 5, 6]),
     ("adaptive1d", [4], [2, 3, 30]),
+    ("adaptive3d", [2, 3, 5], [1, 2, 7, 5, 13]),
 ]
 
 
@@ -54,6 +55,8 @@ def pool(kind, s, x):
         return F.avg_pool1d(x, s[0], s[1], s[2], ceil_mode=bool(s[3]), count_include_pad=bool(s[4]))
     if kind == "adaptive2d":
         return F.adaptive_avg_pool2d(x, s)
+    if kind == "adaptive3d":
+        return F.adaptive_avg_pool3d(x, s)
     return F.adaptive_avg_pool1d(x, s[0])
 
 

@@ -409,7 +409,7 @@ fn conv_transpose2d_gives_burns_outputs_and_gradients() {
 
 /// The pools against Burn's: outputs and input gradients, max pools bit for bit; padded
 /// windows, windows past the padding in ceil mode, either divisor, adaptive windows that
-/// overlap (7 to 3, 13 to 5) and that repeat places (5 to 7).
+/// overlap (7 to 3, 13 to 5) and that repeat places (5 to 7), in 1D, 2D and 3D.
 #[test]
 fn pools_give_burns_outputs_and_gradients() {
     use nn::pool::{MaxPool1dConfig as Max1, MaxPool2dConfig as Max2};
@@ -529,6 +529,13 @@ fn adaptive_pools_give_burns_outputs_and_gradients() {
         let ours = nn::pool::AdaptiveAvgPool2dConfig::new(output_size).init();
         let burns: burn::nn::pool::AdaptiveAvgPool2d = ours.clone().into();
         let x = input([2, 3, 7, 13], 15);
+        let what = format!("adaptive to {output_size:?}");
+        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 1e-6, &what);
+    }
+    for output_size in [[1, 1, 1], [3, 2, 5]] {
+        let ours = nn::pool::AdaptiveAvgPool3dConfig::new(output_size).init();
+        let burns: burn::nn::pool::AdaptiveAvgPool3d = ours.clone().into();
+        let x = input([2, 3, 7, 5, 13], 17);
         let what = format!("adaptive to {output_size:?}");
         check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 1e-6, &what);
     }
@@ -940,6 +947,8 @@ fn configs_saved_from_either_load_as_the_other() {
     loads_as_burns::<_, burn::nn::pool::AvgPool1dConfig>(dir.path(), "avg_pool1d", &pool);
     let pool = nn::pool::AdaptiveAvgPool2dConfig::new([3, 5]);
     loads_as_burns::<_, burn::nn::pool::AdaptiveAvgPool2dConfig>(dir.path(), "adaptive2", &pool);
+    let pool = nn::pool::AdaptiveAvgPool3dConfig::new([2, 3, 5]);
+    loads_as_burns::<_, burn::nn::pool::AdaptiveAvgPool3dConfig>(dir.path(), "adaptive3", &pool);
     let pool = nn::pool::AdaptiveAvgPool1dConfig::new(7);
     loads_as_burns::<_, burn::nn::pool::AdaptiveAvgPool1dConfig>(dir.path(), "adaptive1", &pool);
     let volume = nn::conv::Conv3dConfig::new([3, 8], [3, 3, 3])

@@ -1,6 +1,6 @@
 //! The pooling layers against PyTorch's (`scripts/torch_fixtures/pools.py`,
-//! `tests/data/pools.txt`): max pools (bit for bit, ties and all), average pools and adaptive
-//! average pools in 1D and 2D, padded, strided, in ceil mode, counting the padding and not;
+//! `tests/data/pools.txt`): max pools (bit for bit, ties and all), average pools in 1D and 2D and
+//! adaptive average pools in 1D, 2D and 3D, padded, strided, in ceil mode, counting the padding and not;
 //! outputs and input gradients.
 
 use burn::nn::{PaddingConfig1d, PaddingConfig2d};
@@ -69,6 +69,15 @@ fn layer(case: &FixtureCase) -> (Pool, f32) {
                 1e-6,
             )
         }
+        "adaptive3d" => {
+            let layer = pool::AdaptiveAvgPool3dConfig::new([s[0], s[1], s[2]]).init();
+            let d = case.numbers(2);
+            let volume = move |x: Tensor<3>| x.reshape([d[0], d[1], d[2], d[3], d[4]]);
+            (
+                Box::new(move |x| layer.forward(volume(x)).flatten(2, 4)),
+                1e-6,
+            )
+        }
         "adaptive1d" => {
             let layer = pool::AdaptiveAvgPool1dConfig::new(s[0]).init();
             (Box::new(move |x| layer.forward(x)), 1e-6)
@@ -81,7 +90,7 @@ fn layer(case: &FixtureCase) -> (Pool, f32) {
 fn pools_give_pytorchs_outputs_and_gradients() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/pools.txt");
     let cases = fixture_cases(path, &["x", "w", "y", "dx"]);
-    assert_eq!(cases.len(), 16, "the fixture's cases");
+    assert_eq!(cases.len(), 17, "the fixture's cases");
     let device = device();
     for case in cases {
         let what = case.settings.join(" ");

@@ -4,7 +4,8 @@ use burn::backend::{Dispatch, DispatchDevice};
 use burn::module::Param;
 use burn::nn::conv::{Conv2d, ConvTranspose2d};
 use burn::nn::pool::{
-    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AvgPool1d, AvgPool2d, MaxPool1d,
+    MaxPool2d,
 };
 use burn::nn::{Dropout, GroupNorm, InstanceNorm, PRelu, RotaryEncoding};
 use burn::tensor::ops::PadMode;
@@ -175,6 +176,22 @@ pub(super) fn rotary_encoding<const D: usize>(
     let x = x.clone().reshape([rows, seq, width]).into_dispatch();
     let y = <Dispatch as FlexKernels>::towers_rotary(x, freq);
     Some(Tensor::<3>::from_dispatch(y).reshape(dims))
+}
+
+/// [`adaptive_avg_pool2d`] of each depth's image, then of the depths: the windows' means are
+/// separable (each window's a mean over its depths of means over its images).
+pub(super) fn adaptive_avg_pool3d(pool: &AdaptiveAvgPool3d, x: &Tensor<5>) -> Option<Tensor<5>> {
+    let [n, c, d, h, w] = x.dims();
+    let [od, oh, ow] = pool.output_size;
+    let images = AdaptiveAvgPool2d {
+        output_size: [oh, ow],
+    };
+    let pooled = adaptive_avg_pool2d(&images, &x.clone().reshape([n, c * d, h, w]))?;
+    let depths = AdaptiveAvgPool2d {
+        output_size: [od, oh * ow],
+    };
+    let y = adaptive_avg_pool2d(&depths, &pooled.reshape([n, c, d, oh * ow]))?;
+    Some(y.reshape([n, c, od, oh, ow]))
 }
 
 pub(super) fn adaptive_avg_pool2d(pool: &AdaptiveAvgPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {

@@ -7,7 +7,8 @@
 use burn::module::Param;
 use burn::nn::conv::{Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d};
 use burn::nn::pool::{
-    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AvgPool1d, AvgPool2d, MaxPool1d,
+    MaxPool2d,
 };
 use burn::nn::{Dropout, GroupNorm, InstanceNorm, Linear, PRelu, RmsNorm};
 use burn::tensor::activation::relu;
@@ -52,6 +53,12 @@ pub fn avg_pool2d(pool: &AvgPool2d, x: Tensor<4>) -> Tensor<4> {
 /// `pool.forward(x)`.
 pub fn adaptive_avg_pool2d(pool: &AdaptiveAvgPool2d, x: Tensor<4>) -> Tensor<4> {
     flex_or!(flex_route::adaptive_avg_pool2d(pool, &x), pool.forward(x))
+}
+
+/// `pool.forward(x)`: on flex as [`adaptive_avg_pool2d`] of each depth's image, then of the
+/// depths; elsewhere Burn's.
+pub fn adaptive_avg_pool3d(pool: &AdaptiveAvgPool3d, x: Tensor<5>) -> Tensor<5> {
+    flex_or!(flex_route::adaptive_avg_pool3d(pool, &x), pool.forward(x))
 }
 
 /// `pool.forward(x)`: on flex as [`max_pool2d`] of a one-row image, elsewhere Burn's.

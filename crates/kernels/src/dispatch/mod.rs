@@ -3,7 +3,7 @@
 //! Burn's own ops everywhere else, with the same outputs and gradients to float rounding.
 //!
 //! - `layer_ops.rs`: [`max_pool2d`], [`avg_pool2d`], [`adaptive_avg_pool2d`], [`max_pool1d`],
-//!   [`avg_pool1d`], [`adaptive_avg_pool1d`], [`conv2d`], [`conv2d_relu`],
+//!   [`avg_pool1d`], [`adaptive_avg_pool1d`], [`adaptive_avg_pool3d`], [`conv2d`], [`conv2d_relu`],
 //!   [`conv2d_relu_max_pool2d`], [`conv1d`], [`conv_transpose1d`], [`conv_transpose2d`],
 //!   [`linear`], [`linear_relu`], [`dropout`], [`relu6`], [`silu`], [`sigmoid`], [`tanh`],
 //!   [`leaky_relu`], [`prelu`], [`mish`], [`gelu`], [`gelu_approximate`], [`group_norm`],
@@ -50,11 +50,11 @@ pub use gru::{bi_gru, gru};
 pub use image_conv::conv_images;
 pub use interpolate::interpolate;
 pub use layer_ops::{
-    adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv_transpose1d,
-    conv_transpose2d, conv1d, conv2d, conv2d_relu, conv2d_relu_max_pool2d, dropout, gelu,
-    gelu_approximate, group_norm, hard_sigmoid, hard_swish, instance_norm, layer_norm, leaky_relu,
-    linear, linear_relu, max_pool1d, max_pool2d, mish, prelu, quiet_softmax, reads_rounded, relu6,
-    rms_norm, sigmoid, silu, softmax, tanh,
+    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d, avg_pool2d,
+    conv_transpose1d, conv_transpose2d, conv1d, conv2d, conv2d_relu, conv2d_relu_max_pool2d,
+    dropout, gelu, gelu_approximate, group_norm, hard_sigmoid, hard_swish, instance_norm,
+    layer_norm, leaky_relu, linear, linear_relu, max_pool1d, max_pool2d, mish, prelu,
+    quiet_softmax, reads_rounded, relu6, rms_norm, sigmoid, silu, softmax, tanh,
 };
 pub use lstm::{bi_lstm, lstm};
 pub use optimizer_update::{

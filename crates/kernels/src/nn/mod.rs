@@ -12,8 +12,8 @@
 //! - `conv/`: [`conv::Conv1d`], [`conv::Conv2d`], [`conv::Conv3d`], [`conv::ConvTranspose1d`],
 //!   [`conv::ConvTranspose2d`] (the rest of `burn::nn::conv` re-exported).
 //! - `pool/`: [`pool::MaxPool2d`], [`pool::AvgPool2d`], [`pool::MaxPool1d`],
-//!   [`pool::AvgPool1d`], [`pool::AdaptiveAvgPool2d`], [`pool::AdaptiveAvgPool1d`] (the rest of
-//!   `burn::nn::pool`).
+//!   [`pool::AvgPool1d`], [`pool::AdaptiveAvgPool1d`], [`pool::AdaptiveAvgPool2d`],
+//!   [`pool::AdaptiveAvgPool3d`]: every layer of `burn::nn::pool`.
 //! - `linear.rs`: [`Linear`]; `batch_norm.rs`: [`BatchNorm`]; `group_norm.rs`: [`GroupNorm`];
 //!   `instance_norm.rs`: [`InstanceNorm`] (on the group norm's kernel); `layer_norm.rs`:
 //!   [`LayerNorm`] (Burn's fields, not a wrapper: see there); `rms_norm.rs`: [`RmsNorm`].

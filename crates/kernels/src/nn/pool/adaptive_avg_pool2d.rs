@@ -41,7 +41,8 @@ pub struct AdaptiveAvgPool2d {
 wrapped_module!(AdaptiveAvgPool2d, burn::nn::pool::AdaptiveAvgPool2d);
 
 impl AdaptiveAvgPool2d {
-    /// `[n, c, h, w]` to `[n, c, output_size[0], output_size[1]]`, as Burn's `AdaptiveAvgPool2d::forward`.
+    /// `[n, c, h, w]` to `[n, c, output_size[0], output_size[1]]`, as Burn's
+    /// `AdaptiveAvgPool2d::forward`.
     pub fn forward(&self, input: Tensor<4>) -> Tensor<4> {
         adaptive_avg_pool2d(&self.inner, input)
     }
