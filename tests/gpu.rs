@@ -459,9 +459,10 @@ fn convolutions_with_a_weight_gradient_of_one_product_follow_burns_on_a_gpu() {
 /// The drop-in layers of sequence and decoder models on the GPU against Burn's own there: a 1D
 /// convolution (ours a one-row `conv2d`, through the GPU paths of the 2D one) at stride 1 SAME
 /// and stride 2 with uneven padding, and the layers Burn computes there (a transposed
-/// convolution, a group norm, a layer norm, GELU, a transformer encoder layer with its
-/// multi-head attention and softmax): the output and the gradients of the input and a weight
-/// of a weighting, within 1e-4 of the largest value.
+/// convolution, a 3D one, a group norm, a layer norm, GELU, padded and adaptive pools, a
+/// transformer encoder layer with its multi-head attention and softmax, rotary position
+/// encoding): the output and the gradients of the input and a weight of a weighting, within
+/// 1e-4 of the largest value.
 #[test]
 fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
     use burn::nn::PaddingConfig1d;
@@ -498,6 +499,17 @@ fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
         outputs(&x, &weight, &|x| up.forward(image(x)).flatten(2, 3)),
         outputs(&x, &weight, &|x| burns.forward(image(x)).flatten(2, 3)),
     );
+    let volume = ours::conv::Conv3dConfig::new([4, 3], [3, 1, 1])
+        .with_padding(burn::nn::PaddingConfig3d::Same)
+        .init(&device);
+    let burns: burn::nn::conv::Conv3d = volume.clone().into();
+    let weight = volume.weight.val();
+    let deep = |x: Tensor<3>| x.reshape([2, 4, 19, 1, 1]);
+    println!("Conv3d");
+    assert_follow(
+        outputs(&x, &weight, &|x| volume.forward(deep(x)).flatten(2, 4)),
+        outputs(&x, &weight, &|x| burns.forward(deep(x)).flatten(2, 4)),
+    );
     let norm = ours::GroupNormConfig::new(2, 4).init(&device);
     let burns: burn::nn::GroupNorm = norm.clone().into();
     let gamma = norm.gamma.as_ref().unwrap().val();
@@ -523,6 +535,20 @@ fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
             burn::nn::Gelu::new().forward(burns.forward(x))
         }),
     );
+    let pool = ours::pool::MaxPool1dConfig::new(3)
+        .with_stride(2)
+        .with_padding(PaddingConfig1d::Explicit(1, 1))
+        .init();
+    let burn_pool: burn::nn::pool::MaxPool1d = pool.clone().into();
+    let mean = ours::pool::AdaptiveAvgPool1dConfig::new(5).init();
+    let burn_mean: burn::nn::pool::AdaptiveAvgPool1d = mean.clone().into();
+    println!("MaxPool1d, AdaptiveAvgPool1d");
+    assert_follow(
+        outputs(&x, &gamma, &|x| mean.forward(pool.forward(norm.forward(x)))),
+        outputs(&x, &gamma, &|x| {
+            burn_mean.forward(burn_pool.forward(burns.forward(x)))
+        }),
+    );
     let encoder = ours::transformer::TransformerEncoderConfig::new(8, 16, 2, 1)
         .with_dropout(0.0)
         .init(&device);
@@ -535,6 +561,18 @@ fn drop_in_sequence_and_decoder_layers_on_a_gpu_follow_burns() {
         outputs(&tokens, &query_weight, &|x| encoder.forward(input(x))),
         outputs(&tokens, &query_weight, &|x| {
             burn_encoder.forward(burn::nn::transformer::TransformerEncoderInput::new(x))
+        }),
+    );
+    let rope = ours::RotaryEncodingConfig::new(5, 8).init(&device);
+    let burn_rope: burn::nn::RotaryEncoding = rope.clone().into();
+    println!("RotaryEncoding");
+    assert_follow(
+        outputs(&tokens, &query_weight, &|x| {
+            rope.forward(encoder.forward(input(x)))
+        }),
+        outputs(&tokens, &query_weight, &|x| {
+            let x = burn::nn::transformer::TransformerEncoderInput::new(x);
+            burn_rope.forward(burn_encoder.forward(x))
         }),
     );
 }
