@@ -7,8 +7,9 @@
 //! depth `o` reads (`o · stride + k` for each `k < kd`, after the depth padding) laid side by
 //! side in the channels make a 2D image of `kd · c` channels, and the kernel's depth taps laid
 //! out the same way (`[out, kd · c, kh, kw]`) make one 2D convolution of it. Each output depth
-//! is a batch image. Tensor ops build both, so autodiff differentiates through them and the
-//! convolution's own backward pass runs on the kernels too; the slices cost `kd` copies of the
+//! is a batch image. A kernel lays the windows out (`flex/conv/depth_windows.rs`: one pass, and
+//! one back for the gradient), a tensor op the weight, so autodiff differentiates both and the
+//! convolution's own backward pass runs on the kernels too; the windows cost `kd` copies of the
 //! input.
 
 use burn::nn::conv::Conv3d;
@@ -20,7 +21,7 @@ use burn::tensor::Tensor;
 pub fn conv3d(conv: &Conv3d, x: Tensor<5>) -> Tensor<5> {
     #[cfg(feature = "flex")]
     if crate::dispatch::flex_route::on_flex(&x)
-        && let Some(y) = by_depth_slices(conv, &x)
+        && let Some(y) = by_depth_windows(conv, &x)
     {
         return y;
     }
@@ -30,13 +31,13 @@ pub fn conv3d(conv: &Conv3d, x: Tensor<5>) -> Tensor<5> {
 /// `conv` of `x` as one 2D convolution; `None` where it has groups or a dilation in depth, an
 /// uneven SAME padding (Burn's op reports it) or a kernel deeper than the padded input.
 #[cfg(feature = "flex")]
-fn by_depth_slices(conv: &Conv3d, x: &Tensor<5>) -> Option<Tensor<5>> {
+fn by_depth_windows(conv: &Conv3d, x: &Tensor<5>) -> Option<Tensor<5>> {
     use burn::module::Param;
     use burn::nn::PaddingConfig2d;
     use burn::nn::conv::Conv2d;
-    use burn::tensor::ops::PadMode;
 
-    use crate::dispatch::conv2d;
+    use crate::dispatch::{conv2d, flex_route};
+    use crate::flex::conv::depth_windows::DepthWindows;
     use crate::padding::symmetric_padding_3d;
 
     let [n, c, d, h, w] = x.dims();
@@ -46,23 +47,13 @@ fn by_depth_slices(conv: &Conv3d, x: &Tensor<5>) -> Option<Tensor<5>> {
     if conv.groups != 1 || conv.dilation[0] != 1 || padded < kd {
         return None;
     }
-    let depths = (padded - kd) / sd + 1;
-    // `[n, depth, c, h, w]`: each depth a contiguous image.
-    let depth_first = x
-        .clone()
-        .pad(
-            [(padding[0], padding[0]), (0, 0), (0, 0)],
-            PadMode::Constant(0.0),
-        )
-        .swap_dims(1, 2);
-    let slices = (0..kd)
-        .map(|k| {
-            let end = k + sd * (depths - 1) + 1;
-            let read = burn::tensor::Slice::new(k as isize, Some(end as isize), sd as isize);
-            depth_first.clone().slice_dim(1, read)
-        })
-        .collect();
-    let images = Tensor::cat(slices, 2).reshape([n * depths, kd * c, h, w]);
+    let windows = DepthWindows {
+        kernel: kd,
+        stride: sd,
+        padding: padding[0],
+    };
+    let depths = windows.outputs(d);
+    let images = flex_route::depth_windows(x, windows);
     let out = conv.weight.dims()[0];
     let weight = conv
         .weight

@@ -13,6 +13,7 @@ use burn::tensor::{DType, Distribution, Int, Tensor};
 
 use crate::extension::FlexKernels;
 use crate::flex::activation::Activation;
+use crate::flex::conv::depth_windows::DepthWindows;
 pub(crate) use crate::flex::norm::layer_norm::RowNorm;
 use crate::flex::pool::max_pool::MaxPoolShape;
 use crate::flex::pool::padded_max_pool;
@@ -176,6 +177,13 @@ pub(super) fn rotary_encoding<const D: usize>(
     let x = x.clone().reshape([rows, seq, width]).into_dispatch();
     let y = <Dispatch as FlexKernels>::towers_rotary(x, freq);
     Some(Tensor::<3>::from_dispatch(y).reshape(dims))
+}
+
+/// `x`'s depth windows as 2D images (`[n · od, kernel · c, h, w]`, [`crate::conv3d`]'s), by
+/// the flex kernels; the caller checks `x` is on flex.
+pub(super) fn depth_windows(x: &Tensor<5>, windows: DepthWindows) -> Tensor<4> {
+    let x = x.clone().into_dispatch();
+    Tensor::from_dispatch(<Dispatch as FlexKernels>::towers_depth_windows(x, windows))
 }
 
 /// [`adaptive_avg_pool2d`] of each depth's image, then of the depths: the windows' means are

@@ -15,6 +15,7 @@ use burn_flex::FlexTensor;
 use crate::extension::FlexKernels;
 use crate::flex::activation::{Activation, relu6_backward, relu6_forward};
 use crate::flex::conv::bias_relu;
+use crate::flex::conv::depth_windows::{self, DepthWindows};
 use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{
     ConvGeometry, forward, forward_bias_relu, input_grad, transposed, weight_grad,
@@ -395,6 +396,31 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
             }
             OpsKind::UnTracked(prep) => {
                 prep.finish(window_mean::forward(x.into_primitive(), windows))
+            }
+        }
+    }
+
+    fn towers_depth_windows(x: FloatTensor<Self>, windows: DepthWindows) -> FloatTensor<Self> {
+        match DepthWindowsBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let input: [usize; 5] = x
+                    .primitive()
+                    .layout()
+                    .shape()
+                    .to_vec()
+                    .try_into()
+                    .expect("5D");
+                prep.finish(
+                    (input, windows),
+                    depth_windows::gather(x.into_primitive(), windows),
+                )
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(depth_windows::gather(x.into_primitive(), windows))
             }
         }
     }
@@ -899,6 +925,23 @@ impl Backward<Flex, 1> for AvgPoolBackward {
         if let Some(node) = parent {
             let (plane, shape) = ops.state;
             grads.register::<Flex>(node.id, avg_pool_backward(grad, plane, shape));
+        }
+    }
+}
+
+/// The depth windows' backward pass: state is the input's shape and the windows.
+#[derive(Debug)]
+struct DepthWindowsBackward;
+
+impl Backward<Flex, 1> for DepthWindowsBackward {
+    type State = ([usize; 5], DepthWindows);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [parent] = ops.parents;
+        let grad = grads.consume::<Flex>(&ops.node);
+        if let Some(node) = parent {
+            let (input, windows) = ops.state;
+            grads.register::<Flex>(node.id, depth_windows::scatter(grad, windows, input));
         }
     }
 }

@@ -8,6 +8,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Flex, backend_extension};
 
 use crate::flex::activation::{Activation, relu6_forward};
+use crate::flex::conv::depth_windows::{self, DepthWindows};
 use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu, transposed};
 use crate::flex::dropout::{self, DropoutMask};
@@ -250,6 +251,10 @@ pub(crate) trait FlexKernels: Backend {
 
     /// Average pooling of `[n, c, h, w]` in `windows` (strided, or adaptive to an output size).
     fn towers_window_mean(x: FloatTensor<Self>, windows: MeanWindows) -> FloatTensor<Self>;
+
+    /// A 3D convolution's depth windows of `[n, c, d, h, w]` as `[n · od, kernel · c, h, w]`
+    /// images (zeros in the depth padding).
+    fn towers_depth_windows(x: FloatTensor<Self>, windows: DepthWindows) -> FloatTensor<Self>;
 
     /// Rotary position encoding of `[rows, seq, d]` by Burn's table `freq` (`[seq, d, 2]`),
     /// a constant to the gradient.
@@ -505,6 +510,10 @@ impl FlexKernels for Flex {
 
     fn towers_rotary(x: FloatTensor<Self>, freq: FloatTensor<Self>) -> FloatTensor<Self> {
         rotary::forward(x, &freq)
+    }
+
+    fn towers_depth_windows(x: FloatTensor<Self>, windows: DepthWindows) -> FloatTensor<Self> {
+        depth_windows::gather(x, windows)
     }
 
     fn towers_optimizer_update(
