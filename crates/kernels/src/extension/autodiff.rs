@@ -1,6 +1,7 @@
 //! [`FlexKernels`] under autodiff: the forward pass on flex, recorded with a hand-written
 //! backward pass (Burn derives none for an extension).
 
+use std::fmt::Debug;
 use std::sync::Arc;
 
 use burn::backend::autodiff::NodeId;
@@ -24,7 +25,7 @@ use crate::flex::dropout::{self, DropoutMask};
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::matmul;
 use crate::flex::interpolate;
-use crate::flex::memory::dims4;
+use crate::flex::memory::{dims4, dims5};
 use crate::flex::norm::batch_norm::{self, Statistics};
 use crate::flex::norm::group_norm;
 use crate::flex::norm::layer_norm::{self, RowNorm};
@@ -238,15 +239,14 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
     }
 
     fn towers_dropout(x: FloatTensor<Self>, prob: f64, seed: u64) -> FloatTensor<Self> {
+        // Backward, the gradient through the same mask, drawn again from the seed.
         let mask = DropoutMask::new(prob, seed);
-        match DropoutBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish(mask, dropout::forward(x.into_primitive(), mask)),
-            OpsKind::UnTracked(prep) => prep.finish(dropout::forward(x.into_primitive(), mask)),
-        }
+        with_state::<C, _>(
+            x,
+            mask,
+            |x, &mask| dropout::forward(x, mask),
+            |mask, grad| dropout::backward(grad, mask),
+        )
     }
 
     fn towers_bilinear(
@@ -254,16 +254,13 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         out: [usize; 2],
         align_corners: bool,
     ) -> FloatTensor<Self> {
-        let prep = BilinearBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful();
-        let dims = dims4(x.primitive());
-        let y = interpolate::forward(x.into_primitive(), out, align_corners);
-        match prep {
-            OpsKind::Tracked(prep) => prep.finish((dims, align_corners), y),
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        }
+        let state = (dims4(x.primitive()), align_corners);
+        with_state::<C, _>(
+            x,
+            state,
+            |x, _| interpolate::forward(x, out, align_corners),
+            |(input, align_corners), grad| interpolate::backward(input, grad, align_corners),
+        )
     }
 
     fn towers_lstm(
@@ -370,74 +367,40 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
             padding,
             counts_padding,
         };
-        match AvgPoolBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let [_, _, h, w] = dims4(x.primitive());
-                prep.finish(([h, w], shape), avg_pool_forward(x.into_primitive(), shape))
-            }
-            OpsKind::UnTracked(prep) => prep.finish(avg_pool_forward(x.into_primitive(), shape)),
-        }
+        let [_, _, h, w] = dims4(x.primitive());
+        with_state::<C, _>(
+            x,
+            ([h, w], shape),
+            |x, &(_, shape)| avg_pool_forward(x, shape),
+            |(plane, shape), grad| avg_pool_backward(grad, plane, shape),
+        )
     }
 
     fn towers_window_mean(x: FloatTensor<Self>, windows: MeanWindows) -> FloatTensor<Self> {
-        match WindowMeanBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let input = dims4(x.primitive());
-                let y = window_mean::forward(x.into_primitive(), windows);
-                prep.finish((input, windows), y)
-            }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(window_mean::forward(x.into_primitive(), windows))
-            }
-        }
+        let state = (dims4(x.primitive()), windows);
+        with_state::<C, _>(
+            x,
+            state,
+            |x, &(_, windows)| window_mean::forward(x, windows),
+            |(input, windows), grad| window_mean::backward(input, grad, windows),
+        )
     }
 
     fn towers_depth_windows(x: FloatTensor<Self>, windows: DepthWindows) -> FloatTensor<Self> {
-        match DepthWindowsBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let input: [usize; 5] = x
-                    .primitive()
-                    .layout()
-                    .shape()
-                    .to_vec()
-                    .try_into()
-                    .expect("5D");
-                prep.finish(
-                    (input, windows),
-                    depth_windows::gather(x.into_primitive(), windows),
-                )
-            }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(depth_windows::gather(x.into_primitive(), windows))
-            }
-        }
+        let state = (dims5(x.primitive()), windows);
+        with_state::<C, _>(
+            x,
+            state,
+            |x, &(_, windows)| depth_windows::gather(x, windows),
+            |(input, windows), grad| depth_windows::scatter(grad, windows, input),
+        )
     }
 
     fn towers_rotary(x: FloatTensor<Self>, freq: FloatTensor<Self>) -> FloatTensor<Self> {
-        let freq = freq.into_primitive();
-        match RotaryBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let y = rotary::forward(x.into_primitive(), &freq);
-                prep.finish(freq, y)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(rotary::forward(x.into_primitive(), &freq)),
-        }
+        // The table is a constant to the gradient, as in Burn's layer: its node is not a parent.
+        with_state::<C, _>(x, freq.into_primitive(), rotary::forward, |freq, grad| {
+            rotary::backward(grad, &freq)
+        })
     }
 
     fn towers_conv2d_bias_relu(
@@ -774,40 +737,6 @@ impl Backward<Flex, 2> for PreluBackward {
     }
 }
 
-/// Dropout's backward pass: the gradient through the forward pass's mask, drawn again from
-/// the state.
-#[derive(Debug)]
-struct DropoutBackward;
-
-impl Backward<Flex, 1> for DropoutBackward {
-    type State = DropoutMask;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = parent {
-            grads.register::<Flex>(node.id, dropout::backward(grad, ops.state));
-        }
-    }
-}
-
-/// Bilinear resizing's backward pass: state is the input's shape and the alignment.
-#[derive(Debug)]
-struct BilinearBackward;
-
-impl Backward<Flex, 1> for BilinearBackward {
-    type State = ([usize; 4], bool);
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        let (input, align_corners) = ops.state;
-        if let Some(node) = parent {
-            grads.register::<Flex>(node.id, interpolate::backward(input, grad, align_corners));
-        }
-    }
-}
-
 /// An LSTM recurrence's backward pass: state is what its forward pass saved, the hidden
 /// weights, the initial hidden state and cell, the output, and the direction.
 #[derive(Debug)]
@@ -908,74 +837,6 @@ impl Backward<Flex, 3> for ConvBiasReluBackward {
         if let Some(node) = weight_node {
             let weight_grad = weight_grad(x, grad, [kh, kw], geometry, arithmetic);
             grads.register::<Flex>(node.id, weight_grad);
-        }
-    }
-}
-
-/// Average pooling's backward pass: state is the input plane's size and the pool.
-#[derive(Debug)]
-struct AvgPoolBackward;
-
-impl Backward<Flex, 1> for AvgPoolBackward {
-    type State = ([usize; 2], AvgPoolShape);
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = parent {
-            let (plane, shape) = ops.state;
-            grads.register::<Flex>(node.id, avg_pool_backward(grad, plane, shape));
-        }
-    }
-}
-
-/// The depth windows' backward pass: state is the input's shape and the windows.
-#[derive(Debug)]
-struct DepthWindowsBackward;
-
-impl Backward<Flex, 1> for DepthWindowsBackward {
-    type State = ([usize; 5], DepthWindows);
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = parent {
-            let (input, windows) = ops.state;
-            grads.register::<Flex>(node.id, depth_windows::scatter(grad, windows, input));
-        }
-    }
-}
-
-/// Rotary position encoding's backward pass: state is the frequency table.
-#[derive(Debug)]
-struct RotaryBackward;
-
-impl Backward<Flex, 1> for RotaryBackward {
-    type State = FlexTensor;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = parent {
-            grads.register::<Flex>(node.id, rotary::backward(grad, &ops.state));
-        }
-    }
-}
-
-/// Strided or adaptive average pooling's backward pass: state is the input's shape and the
-/// windows.
-#[derive(Debug)]
-struct WindowMeanBackward;
-
-impl Backward<Flex, 1> for WindowMeanBackward {
-    type State = ([usize; 4], MeanWindows);
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [parent] = ops.parents;
-        let grad = grads.consume::<Flex>(&ops.node);
-        if let Some(node) = parent {
-            let (input, windows) = ops.state;
-            grads.register::<Flex>(node.id, window_mean::backward(input, grad, windows));
         }
     }
 }
@@ -1159,13 +1020,15 @@ impl Backward<Flex, 1> for ActivationBackward {
     }
 }
 
-/// `forward(x)`, recorded with an [`OutputBackward`] of `backward` where `x` is tracked.
+/// `forward(x)`, recorded where `x` is tracked with its output as the state of `backward`
+/// (whose input gradient needs only the output and the output's gradient: ReLU6's, the
+/// gradient inside `(0, 6)` where the input was; softmax's, `y·(g - Σ g·y)`).
 fn kept_output<C: CheckpointStrategy>(
     x: FloatTensor<Autodiff<Flex, C>>,
     forward: impl FnOnce(FlexTensor) -> FlexTensor,
     backward: fn(FlexTensor, FlexTensor) -> FlexTensor,
 ) -> FloatTensor<Autodiff<Flex, C>> {
-    let prep = OutputBackward(backward)
+    let prep = StateBackward(backward)
         .prepare::<C>([x.node()])
         .compute_bound()
         .stateful();
@@ -1176,14 +1039,32 @@ fn kept_output<C: CheckpointStrategy>(
     }
 }
 
-/// The backward pass of an op whose input gradient needs only its output and the output's
-/// gradient, computed by the function held (ReLU6's: the gradient inside `(0, 6)` where the
-/// input was; softmax's: `y·(g - Σ g·y)`). State is the output.
-#[derive(Debug)]
-struct OutputBackward(fn(FlexTensor, FlexTensor) -> FlexTensor);
+/// `forward(x, &state)`, recorded where `x` is tracked with `state` (the shapes, windows or
+/// tables both passes read) kept for `backward`.
+fn with_state<C: CheckpointStrategy, S: Clone + Send + Debug + 'static>(
+    x: FloatTensor<Autodiff<Flex, C>>,
+    state: S,
+    forward: impl FnOnce(FlexTensor, &S) -> FlexTensor,
+    backward: fn(S, FlexTensor) -> FlexTensor,
+) -> FloatTensor<Autodiff<Flex, C>> {
+    let prep = StateBackward(backward)
+        .prepare::<C>([x.node()])
+        .compute_bound()
+        .stateful();
+    let y = forward(x.into_primitive(), &state);
+    match prep {
+        OpsKind::Tracked(prep) => prep.finish(state, y),
+        OpsKind::UnTracked(prep) => prep.finish(y),
+    }
+}
 
-impl Backward<Flex, 1> for OutputBackward {
-    type State = FlexTensor;
+/// The backward pass of a one-input op whose input gradient is the function held, of the
+/// op's state and the output's gradient ([`kept_output`]'s and [`with_state`]'s ops).
+#[derive(Debug)]
+struct StateBackward<S>(fn(S, FlexTensor) -> FlexTensor);
+
+impl<S: Clone + Send + Debug + 'static> Backward<Flex, 1> for StateBackward<S> {
+    type State = S;
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [parent] = ops.parents;

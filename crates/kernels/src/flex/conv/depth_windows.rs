@@ -12,6 +12,7 @@ use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 
 use crate::flex::memory::buffers::{contiguous, zeroed_chunks};
+use crate::flex::memory::dims5;
 
 /// The depth windows of a 3D convolution: window depth, stride and padding (before and after).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +39,7 @@ impl DepthWindows {
 /// `x` (`[n, c, d, h, w]`) as `[n · od, kernel · c, h, w]`: each output depth's window.
 pub(crate) fn gather(x: FlexTensor, windows: DepthWindows) -> FlexTensor {
     let x = contiguous(x);
-    let [n, c, d, h, w]: [usize; 5] = x.layout().shape().to_vec().try_into().expect("5D");
+    let [n, c, d, h, w] = dims5(&x);
     let (plane, od) = (h * w, windows.outputs(d));
     let values: &[f32] = x.storage();
     let image = windows.kernel * c * plane;

@@ -19,6 +19,12 @@ pub(crate) fn dims4(x: &FlexTensor) -> [usize; 4] {
     [shape[0], shape[1], shape[2], shape[3]]
 }
 
+/// The five dimensions of an `[n, c, d, h, w]` tensor.
+pub(crate) fn dims5(x: &FlexTensor) -> [usize; 5] {
+    let shape = x.layout().shape();
+    [shape[0], shape[1], shape[2], shape[3], shape[4]]
+}
+
 /// `values` split into its even and odd elements (`even`, `odd`: `values.len() / 2` each, or
 /// as many as the shortest of the three allows).
 #[inline(always)]
