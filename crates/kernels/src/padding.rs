@@ -42,15 +42,17 @@ pub(crate) fn symmetric_padding_3d(
     match *config {
         PaddingConfig3d::Valid => Some([0; 3]),
         PaddingConfig3d::Explicit(depth, rows, cols) => Some([depth, rows, cols]),
-        PaddingConfig3d::Same => {
-            let sides: [(usize, usize); 3] =
-                std::array::from_fn(|i| same_padding(dims[i], kernel[i], stride[i]));
-            sides
-                .iter()
-                .all(|(before, after)| before == after)
-                .then(|| sides.map(|s| s.0))
-        }
+        PaddingConfig3d::Same => symmetric(std::array::from_fn(|i| {
+            same_padding(dims[i], kernel[i], stride[i])
+        })),
     }
+}
+
+/// Each axis's padding where every axis pads as much after as before; `None` otherwise.
+#[cfg(feature = "flex")]
+pub(crate) fn symmetric<const N: usize>(sides: [(usize, usize); N]) -> Option<[usize; N]> {
+    let even = sides.iter().all(|(before, after)| before == after);
+    even.then(|| sides.map(|(before, _)| before))
 }
 
 /// TF's (and Burn's) SAME padding of one side: the output has `ceil(size / stride)` places,

@@ -19,7 +19,7 @@ use crate::flex::pool::max_pool::MaxPoolShape;
 use crate::flex::pool::padded_max_pool;
 use crate::flex::pool::window_mean::MeanWindows;
 use crate::flex::prelu::Channels;
-use crate::padding::{conv_padding, row_padding};
+use crate::padding::{conv_padding, row_padding, symmetric};
 use crate::precision::{Precision, current_precision};
 
 /// `x · weight` over `x`'s last dimension, in bf16 on the flex kernels; `None` for other
@@ -57,17 +57,14 @@ fn on_flex_in<const D: usize>(x: &Tensor<D>, dtype: DType) -> bool {
 /// place: `crate::flex::conv::passes::reads_bf16_images`). Elsewhere the convolution widens such
 /// an input to f32 first, a pass for nothing.
 pub fn reads_rounded(conv: &Conv2d, [_, _, h, w]: [usize; 4]) -> bool {
-    let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let sides = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
+    let reads = |padding| {
+        crate::flex::conv::passes::reads_bf16_images(conv.kernel_size, conv.stride, padding)
+    };
     current_precision() == Precision::Bf16
         && conv.groups == 1
         && conv.dilation == [1, 1]
-        && rows.0 == rows.1
-        && cols.0 == cols.1
-        && crate::flex::conv::passes::reads_bf16_images(
-            conv.kernel_size,
-            conv.stride,
-            [rows.0, cols.0],
-        )
+        && symmetric(sides.into()).is_some_and(reads)
 }
 
 /// Whether the flex kernels take `pool` of `x`: no padding or dilation.
@@ -76,12 +73,11 @@ pub fn reads_rounded(conv: &Conv2d, [_, _, h, w]: [usize; 4]) -> bool {
 /// [`padded_max_pool::pads_like_burn`]).
 fn max_pool_padding(pool: &MaxPool2d, x: &Tensor<4>) -> Option<[usize; 2]> {
     let [_, _, h, w] = x.dims();
-    let (rows, cols) = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
+    let sides = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
+    let padding = symmetric(sides.into())?;
     let shape = MaxPoolShape::new(pool.kernel_size, pool.stride, pool.ceil_mode);
-    let padding = [rows.0, cols.0];
-    let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
     let fits = padded_max_pool::pads_like_burn(shape, [h, w], padding);
-    (on_flex(x) && pool.dilation == [1, 1] && symmetric && fits).then_some(padding)
+    (on_flex(x) && pool.dilation == [1, 1] && fits).then_some(padding)
 }
 
 pub(super) fn max_pool2d(pool: &MaxPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
@@ -97,13 +93,10 @@ pub(super) fn max_pool2d(pool: &MaxPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
 /// otherwise by window means.
 pub(super) fn avg_pool2d(pool: &AvgPool2d, x: &Tensor<4>) -> Option<Tensor<4>> {
     let [_, _, h, w] = x.dims();
-    let (rows, cols) = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
-    let fits = kernel_fits(pool.kernel_size, [h, w], (rows, cols));
-    let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
-    if !on_flex(x) || !symmetric {
-        return None;
-    }
-    let (padding, x) = ([rows.0, cols.0], x.clone().into_dispatch());
+    let sides = conv_padding(&pool.padding, [h, w], pool.kernel_size, pool.stride);
+    let fits = kernel_fits(pool.kernel_size, [h, w], sides);
+    let padding = symmetric(sides.into()).filter(|_| on_flex(x))?;
+    let x = x.clone().into_dispatch();
     let y = if pool.stride == [1, 1] && !pool.ceil_mode && fits {
         <Dispatch as FlexKernels>::towers_avg_pool2d(
             x,
@@ -727,7 +720,7 @@ struct Covered {
 fn covered(conv: &Conv2d, x: &Tensor<4>, precision: Precision) -> Option<Covered> {
     let [_, _, h, w] = x.dims();
     let (rows, cols) = conv_padding(&conv.padding, [h, w], conv.kernel_size, conv.stride);
-    let symmetric = rows.0 == rows.1 && cols.0 == cols.1;
+    let symmetric = symmetric([rows, cols]).is_some();
     let fits = kernel_fits(conv.kernel_size, [h, w], (rows, cols));
     let bf16 = match precision {
         Precision::F32 => false,
