@@ -16,11 +16,8 @@ use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use multiversion::multiversion;
 
-use crate::flex::memory::buffers::{contiguous, zeroed_chunks};
+use crate::flex::memory::buffers::{contiguous, map_planes};
 use crate::flex::memory::{add_scaled, dims4};
-
-/// Values (output values forward, input values backward) a task takes at least.
-const TASK: usize = 1 << 14;
 
 /// Where one output index reads along an axis: two neighbouring input indices and the far
 /// one's weight (the near one's is `1 - weight`).
@@ -106,11 +103,6 @@ impl Resize {
             add_scaled(far, spread, row.weight);
         }
     }
-
-    /// Planes a task takes: at least one, at least [`TASK`] values of the larger side.
-    fn planes_per_task(&self) -> usize {
-        (TASK / self.in_plane.max(self.out_plane()).max(1)).max(1)
-    }
 }
 
 /// `x` (`[n, c, h, w]`) resized to `[n, c, out_h, out_w]` by bilinear interpolation.
@@ -118,20 +110,10 @@ pub(crate) fn forward(x: FlexTensor, out: [usize; 2], align_corners: bool) -> Fl
     let x = contiguous(x);
     let [n, c, h, w] = dims4(&x);
     let resize = Resize::new([h, w], out, align_corners);
-    let input: &[f32] = x.storage();
-    let planes = resize.planes_per_task();
-    let y = zeroed_chunks(
-        n * c * resize.out_plane(),
-        planes * resize.out_plane(),
-        |task, y| {
-            let mut blend = vec![0.0; w];
-            let first = task * planes;
-            let outputs = y.chunks_exact_mut(resize.out_plane());
-            for (plane, y) in input.chunks_exact(resize.in_plane).skip(first).zip(outputs) {
-                resize.plane(plane, y, &mut blend);
-            }
-        },
-    );
+    let sizes = [n * c, resize.in_plane, resize.out_plane()];
+    let y = map_planes(x.storage(), sizes, w, |plane, y, blend| {
+        resize.plane(plane, y, blend)
+    });
     FlexTensor::from_data(TensorData::new(y, vec![n, c, out[0], out[1]]))
 }
 
@@ -141,20 +123,10 @@ pub(crate) fn backward(input: [usize; 4], grad: FlexTensor, align_corners: bool)
     let [n, c, h, w] = input;
     let [_, _, out_h, out_w] = dims4(&grad);
     let resize = Resize::new([h, w], [out_h, out_w], align_corners);
-    let grad: &[f32] = grad.storage();
-    let planes = resize.planes_per_task();
-    let dx = zeroed_chunks(
-        n * c * resize.in_plane,
-        planes * resize.in_plane,
-        |task, dx| {
-            let mut spread = vec![0.0; w];
-            let first = task * planes;
-            let grads = grad.chunks_exact(resize.out_plane()).skip(first);
-            for (grad, dx) in grads.zip(dx.chunks_exact_mut(resize.in_plane)) {
-                resize.plane_gradient(grad, dx, &mut spread);
-            }
-        },
-    );
+    let sizes = [n * c, resize.out_plane(), resize.in_plane];
+    let dx = map_planes(grad.storage(), sizes, w, |grad, dx, spread| {
+        resize.plane_gradient(grad, dx, spread)
+    });
     FlexTensor::from_data(TensorData::new(dx, input.to_vec()))
 }
 

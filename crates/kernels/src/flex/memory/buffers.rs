@@ -40,6 +40,30 @@ pub(crate) fn zeroed_chunks<T: Copy + Default + Send + Sync>(
     values
 }
 
+/// Values a task of [`map_planes`] takes at least, of its input or output planes, whichever
+/// are larger.
+const PLANE_TASK: usize = 1 << 14;
+
+/// `planes` planes of `in_plane` values each (`input`) mapped into as many zeroed planes of
+/// `out_plane` values by `map(plane, out, scratch)`, planes grouped into tasks of at least
+/// [`PLANE_TASK`] values on rayon's threads, each task with a scratch of `scratch` zeros (a
+/// row the resizing and pooling kernels build their sums in).
+pub(crate) fn map_planes(
+    input: &[f32],
+    [planes, in_plane, out_plane]: [usize; 3],
+    scratch: usize,
+    map: impl Fn(&[f32], &mut [f32], &mut [f32]) + Sync + Send,
+) -> Vec<f32> {
+    let per_task = (PLANE_TASK / in_plane.max(out_plane).max(1)).max(1);
+    zeroed_chunks(planes * out_plane, per_task * out_plane, |task, out| {
+        let mut scratch = vec![0.0; scratch];
+        let inputs = input.chunks_exact(in_plane.max(1)).skip(task * per_task);
+        for (plane, out) in inputs.zip(out.chunks_exact_mut(out_plane.max(1))) {
+            map(plane, out, &mut scratch);
+        }
+    })
+}
+
 /// [`zeroed_chunks`] for `N` outputs of `len` values at once: chunk `index` of each, zeroed,
 /// handed to `fill(index, chunks)` together (a kernel that writes several outputs image by
 /// image, as LRN's forward pass writes the output, the sums and the scales).

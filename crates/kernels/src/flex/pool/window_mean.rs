@@ -17,12 +17,9 @@
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 
-use crate::flex::memory::buffers::{contiguous, zeroed_chunks};
+use crate::flex::memory::buffers::{contiguous, map_planes};
 use crate::flex::memory::{add_scaled, dims4};
 use crate::flex::pool::output_size::pooled_size;
-
-/// Values (output values forward, input values backward) a task takes at least.
-const TASK: usize = 1 << 14;
 
 /// Which windows a mean pooling averages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,11 +201,6 @@ impl Means {
             }
         }
     }
-
-    /// Planes a task takes: at least one, at least [`TASK`] values of the larger side.
-    fn planes_per_task(&self) -> usize {
-        (TASK / self.in_plane.max(self.out_plane()).max(1)).max(1)
-    }
 }
 
 /// `x` (`[n, c, h, w]`) pooled by `windows` to `[n, c, out_h, out_w]`.
@@ -216,21 +208,10 @@ pub(crate) fn forward(x: FlexTensor, windows: MeanWindows) -> FlexTensor {
     let x = contiguous(x);
     let [n, c, h, w] = dims4(&x);
     let means = Means::new(windows, [h, w]);
-    let input: &[f32] = x.storage();
-    let planes = means.planes_per_task();
-    let y = zeroed_chunks(
-        n * c * means.out_plane(),
-        planes * means.out_plane(),
-        |task, y| {
-            let mut sum = vec![0.0; w];
-            let inputs = input
-                .chunks_exact(means.in_plane.max(1))
-                .skip(task * planes);
-            for (plane, y) in inputs.zip(y.chunks_exact_mut(means.out_plane())) {
-                means.plane(plane, y, &mut sum);
-            }
-        },
-    );
+    let sizes = [n * c, means.in_plane, means.out_plane()];
+    let y = map_planes(x.storage(), sizes, w, |plane, y, sum| {
+        means.plane(plane, y, sum)
+    });
     let out = [n, c, means.rows.len(), means.cols.len()];
     FlexTensor::from_data(TensorData::new(y, out.to_vec()))
 }
@@ -240,21 +221,10 @@ pub(crate) fn backward(input: [usize; 4], grad: FlexTensor, windows: MeanWindows
     let grad = contiguous(grad);
     let [n, c, h, w] = input;
     let means = Means::new(windows, [h, w]);
-    let grad: &[f32] = grad.storage();
-    let planes = means.planes_per_task();
-    let dx = zeroed_chunks(
-        n * c * means.in_plane,
-        planes * means.in_plane,
-        |task, dx| {
-            let mut spread = vec![0.0; w];
-            let grads = grad
-                .chunks_exact(means.out_plane().max(1))
-                .skip(task * planes);
-            for (grad, dx) in grads.zip(dx.chunks_exact_mut(means.in_plane)) {
-                means.plane_gradient(grad, dx, &mut spread);
-            }
-        },
-    );
+    let sizes = [n * c, means.out_plane(), means.in_plane];
+    let dx = map_planes(grad.storage(), sizes, w, |grad, dx, spread| {
+        means.plane_gradient(grad, dx, spread)
+    });
     FlexTensor::from_data(TensorData::new(dx, input.to_vec()))
 }
 
