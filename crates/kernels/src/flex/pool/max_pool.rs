@@ -13,6 +13,7 @@ use rayon::prelude::*;
 
 use crate::flex::memory::buffers::{contiguous, zeroed_chunks, zeros};
 use crate::flex::memory::{deinterleave, dims4};
+use crate::flex::pool::output_size::pooled_size;
 
 /// A max pooling's window, stride and rounding: ceil mode counts a last window that runs past
 /// the end (it then covers fewer places), as Burn's and PyTorch's `ceil_mode` do.
@@ -32,28 +33,12 @@ impl MaxPoolShape {
         }
     }
 
-    /// Output rows and columns of an `[h, w]` plane; flex's rule for zero padding.
-    pub(crate) fn output_size(&self, [h, w]: [usize; 2]) -> [usize; 2] {
-        let side = |size: usize, kernel: usize, stride: usize| {
-            if size < kernel {
-                return usize::from(self.ceil_mode);
-            }
-            let span = size - kernel;
-            if !self.ceil_mode {
-                return span / stride + 1;
-            }
-            let out = span.div_ceil(stride) + 1;
-            // A last window starting past the end is dropped.
-            if (out - 1) * stride >= size {
-                out - 1
-            } else {
-                out
-            }
-        };
-        [
-            side(h, self.kernel[0], self.stride[0]),
-            side(w, self.kernel[1], self.stride[1]),
-        ]
+    /// Output rows and columns of an `[h, w]` plane: Burn's count without padding.
+    pub(crate) fn output_size(&self, plane: [usize; 2]) -> [usize; 2] {
+        [0, 1].map(|axis| {
+            let (kernel, stride) = (self.kernel[axis], self.stride[axis]);
+            pooled_size(plane[axis], kernel, 0, stride, self.ceil_mode)
+        })
     }
 }
 
