@@ -225,12 +225,8 @@ fn rotary_encoding_gives_burns_and_ropes_values() {
         for start in [0, 5] {
             let what = format!("rope, scale {scale}, from {start}");
             let x = input([2, 3, 10, 16], 41);
-            check_rope(
-                x.clone(),
-                |x| layer.apply(x, start),
-                |x| burns.apply(x, start),
-                &what,
-            );
+            let (ours, burns) = (|x| layer.apply(x, start), |x| burns.apply(x, start));
+            check_against_burns(x.clone(), ours, burns, [0.0, 1e-6], &what);
             let (y, _, _) = output_and_grads(x.clone(), None::<&Param<Tensor<1>>>, |x| {
                 layer.apply(x, start)
             });
@@ -238,32 +234,15 @@ fn rotary_encoding_gives_burns_and_ropes_values() {
             assert_agree(y, want, 1e-5, &format!("{what}: against f64"));
         }
         let x = input([2, 10, 16], 43);
-        check_rope(x, |x| layer.forward(x), |x| burns.forward(x), "rope 3D");
+        let (ours, burns) = (|x| layer.forward(x), |x| burns.forward(x));
+        check_against_burns(x, ours, burns, [0.0, 1e-6], "rope 3D");
     }
     let mut burns: burn::nn::RotaryEncoding = ours.clone().into();
     ours.shift(6);
     burns.shift(6);
     let x = input([2, 3, 10, 16], 47);
-    check_rope(
-        x,
-        |x| ours.apply(x, 2),
-        |x| burns.apply(x, 2),
-        "rope shifted",
-    );
-}
-
-/// Our encoding's output (bit for bit) and input gradient (within 1e-6) against Burn's.
-fn check_rope<const D: usize>(
-    x: Tensor<D>,
-    ours: impl Fn(Tensor<D>) -> Tensor<D>,
-    burns: impl Fn(Tensor<D>) -> Tensor<D>,
-    what: &str,
-) {
-    let none: Option<&Param<Tensor<1>>> = None;
-    let (y, dx, _) = output_and_grads(x.clone(), none, ours);
-    let (want_y, want_dx, _) = output_and_grads(x, none, burns);
-    assert_agree(y, want_y, 0.0, &format!("{what}: output"));
-    assert_agree(dx, want_dx, 1e-6, &format!("{what}: input gradient"));
+    let (ours, burns) = (|x| ours.apply(x, 2), |x| burns.apply(x, 2));
+    check_against_burns(x, ours, burns, [0.0, 1e-6], "rope shifted");
 }
 
 /// `x` (`[.., seq, d]`) with positions `start..` rotated in f64: the pair `(a, b)` of features
@@ -438,7 +417,14 @@ fn pools_give_burns_outputs_and_gradients() {
         let ours = config.init();
         let burns: burn::nn::pool::MaxPool2d = ours.clone().into();
         let x = input([2, 3, 12, 13], 11);
-        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 0.0, what);
+        let what = format!("pool {what}");
+        check_against_burns(
+            x,
+            |x| ours.forward(x),
+            |x| burns.forward(x),
+            [0.0; 2],
+            &what,
+        );
     }
     let max_pools_1d = [
         (
@@ -453,7 +439,14 @@ fn pools_give_burns_outputs_and_gradients() {
         let ours = config.init();
         let burns: burn::nn::pool::MaxPool1d = ours.clone().into();
         let x = input([2, 3, 30], 12);
-        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 0.0, what);
+        let what = format!("pool {what}");
+        check_against_burns(
+            x,
+            |x| ours.forward(x),
+            |x| burns.forward(x),
+            [0.0; 2],
+            &what,
+        );
     }
     avg_pools_give_burns_outputs_and_gradients();
     adaptive_pools_give_burns_outputs_and_gradients();
@@ -498,7 +491,14 @@ fn avg_pools_give_burns_outputs_and_gradients() {
         let ours = config.init();
         let burns: burn::nn::pool::AvgPool2d = ours.clone().into();
         let x = input([2, 3, 12, 13], 13);
-        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 1e-6, what);
+        let what = format!("pool {what}");
+        check_against_burns(
+            x,
+            |x| ours.forward(x),
+            |x| burns.forward(x),
+            [1e-6; 2],
+            &what,
+        );
     }
     let avg_pools_1d = [
         (
@@ -520,7 +520,14 @@ fn avg_pools_give_burns_outputs_and_gradients() {
         let ours = config.init();
         let burns: burn::nn::pool::AvgPool1d = ours.clone().into();
         let x = input([2, 3, 30], 14);
-        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 1e-6, what);
+        let what = format!("pool {what}");
+        check_against_burns(
+            x,
+            |x| ours.forward(x),
+            |x| burns.forward(x),
+            [1e-6; 2],
+            &what,
+        );
     }
 }
 
@@ -529,48 +536,58 @@ fn adaptive_pools_give_burns_outputs_and_gradients() {
         let ours = nn::pool::AdaptiveAvgPool2dConfig::new(output_size).init();
         let burns: burn::nn::pool::AdaptiveAvgPool2d = ours.clone().into();
         let x = input([2, 3, 7, 13], 15);
-        let what = format!("adaptive to {output_size:?}");
-        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 1e-6, &what);
+        let what = format!("pool adaptive to {output_size:?}");
+        check_against_burns(
+            x,
+            |x| ours.forward(x),
+            |x| burns.forward(x),
+            [1e-6; 2],
+            &what,
+        );
     }
     for output_size in [[1, 1, 1], [3, 2, 5]] {
         let ours = nn::pool::AdaptiveAvgPool3dConfig::new(output_size).init();
         let burns: burn::nn::pool::AdaptiveAvgPool3d = ours.clone().into();
         let x = input([2, 3, 7, 5, 13], 17);
-        let what = format!("adaptive to {output_size:?}");
-        check_pool(x, |x| ours.forward(x), |x| burns.forward(x), 1e-6, &what);
+        let what = format!("pool adaptive to {output_size:?}");
+        check_against_burns(
+            x,
+            |x| ours.forward(x),
+            |x| burns.forward(x),
+            [1e-6; 2],
+            &what,
+        );
     }
     for output_size in [1, 4, 40] {
         let ours = nn::pool::AdaptiveAvgPool1dConfig::new(output_size).init();
         let burns: burn::nn::pool::AdaptiveAvgPool1d = ours.clone().into();
-        let what = format!("adaptive to {output_size}");
-        check_pool(
-            input([2, 3, 30], 16),
+        let what = format!("pool adaptive to {output_size}");
+        let x = input([2, 3, 30], 16);
+        check_against_burns(
+            x,
             |x| ours.forward(x),
             |x| burns.forward(x),
-            1e-6,
+            [1e-6; 2],
             &what,
         );
     }
 }
 
-/// A pool's output and input gradient against Burn's layer's, within `tolerance`.
-fn check_pool<const D: usize>(
+/// A layer's output and input gradient against Burn's layer's, within `tolerance` (of the
+/// output, of the gradient).
+fn check_against_burns<const D: usize>(
     x: Tensor<D>,
     ours: impl Fn(Tensor<D>) -> Tensor<D>,
     burns: impl Fn(Tensor<D>) -> Tensor<D>,
-    tolerance: f32,
+    [output_tolerance, grad_tolerance]: [f32; 2],
     what: &str,
 ) {
     let none: Option<&Param<Tensor<1>>> = None;
     let (y, dx, _) = output_and_grads(x.clone(), none, ours);
     let (want_y, want_dx, _) = output_and_grads(x, none, burns);
-    assert_agree(y, want_y, tolerance, &format!("pool {what}: output"));
-    assert_agree(
-        dx,
-        want_dx,
-        tolerance,
-        &format!("pool {what}: input gradient"),
-    );
+    assert_agree(y, want_y, output_tolerance, &format!("{what}: output"));
+    let what_dx = format!("{what}: input gradient");
+    assert_agree(dx, want_dx, grad_tolerance, &what_dx);
 }
 
 /// The activation layers against Burn's: outputs and input gradients over -6..6, where each
