@@ -157,7 +157,7 @@ fn conv1d_gives_burns_outputs_and_gradients() {
     }
 }
 
-/// The 3D convolution (one 2D convolution of the depth slices side by side) against Burn's:
+/// The 3D convolution (one 2D convolution of the depth windows side by side) against Burn's:
 /// outputs, input and weight gradients; on the kernels also in bf16, within its rounding.
 #[test]
 fn conv3d_gives_burns_outputs_and_gradients() {

@@ -16,7 +16,7 @@ use burn::nn::conv::Conv3d;
 use burn::tensor::Tensor;
 
 /// `conv.forward(x)`: on flex (without groups or a dilation in depth) as one
-/// [`crate::conv2d`] of the input's depth slices side by side, its products in this thread's
+/// [`crate::conv2d`] of the input's depth windows side by side, its products in this thread's
 /// [`Precision`](crate::Precision); elsewhere Burn's op.
 pub fn conv3d(conv: &Conv3d, x: Tensor<5>) -> Tensor<5> {
     #[cfg(feature = "flex")]

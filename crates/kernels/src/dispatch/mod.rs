@@ -18,7 +18,7 @@
 //!   (batch norm with ReLU and max pooling, LRN) return `None` elsewhere.
 //! - `image_conv.rs`: [`conv_images`], a first convolution as one batched matrix product.
 //! - `conv3d.rs`: [`conv3d`], Burn's 3D convolution, on flex as one 2D convolution of the
-//!   input's depth slices side by side.
+//!   input's depth windows side by side.
 //! - `interpolate.rs`: [`interpolate`], Burn's resizing, bilinear on flex by our kernel.
 //! - `rotary_encoding.rs`: [`rotary_encoding`], Burn's rotary position encoding, on flex by one
 //!   kernel each way.

@@ -61,7 +61,7 @@ impl From<&Conv3dConfig> for burn::nn::conv::Conv3dConfig {
 
 /// Burn's [`burn::nn::conv::Conv3d`] (the same parameters, names and records), whose
 /// [`forward`](Self::forward) runs on burn-towers' kernels as one 2D convolution of the
-/// input's depth slices side by side.
+/// input's depth windows side by side.
 #[derive(Clone, Debug)]
 pub struct Conv3d {
     inner: burn::nn::conv::Conv3d,
