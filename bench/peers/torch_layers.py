@@ -2,8 +2,9 @@
 (shapes, padding, batch 16; a 1D transposed one and a 3D one too), GELUs, a layer norm, an RMS
 norm, a group norm, an instance norm, SiLU, Mish, sigmoid, tanh, leaky ReLU, PReLU, dropout,
 bilinear upsampling, an LSTM, a GRU, rotary position encoding, SwiGLU, pools, a softmax,
-multi-head attention and a transformer encoder layer (without and with dropout), forward and
-backward (`sum(y * y)`, the gradients of the input and the weights), in f32 on the CPU:
+multi-head attention, causal scaled dot-product attention and a transformer encoder layer
+(without and with dropout), forward and backward (`sum(y * y)`, the gradients of the input and
+the weights), in f32 on the CPU:
 
     python bench/peers/torch_layers.py --reps 20 [--only NAME]
     cargo run --release -p towers-bench --bin bench_layers 20
@@ -30,6 +31,14 @@ class SelfAttention(nn.Module):
 
     def forward(self, x):
         return self.attention(x, x, x, need_weights=False)[0]
+
+
+class ScaledAttention(nn.Module):
+    """`scaled_dot_product_attention`, causal, of heads `[8, 12, 256, 64]` made of one input as
+    `bench_layers` makes them (queries, keys at half, values at a quarter)."""
+
+    def forward(self, x):
+        return nn.functional.scaled_dot_product_attention(x, x * 0.5, x * 0.25, is_causal=True)
 
 
 class Outputs(nn.Module):
@@ -134,6 +143,11 @@ def layer_cases():
         "MultiHeadAttention (768, 12 heads) of [8, 256, 768]",
         SelfAttention(768, 12),
         torch.rand(8, 256, 768) * 2 - 1,
+    )
+    yield (
+        "attention (scaled dot-product, causal) of [8, 12, 256, 64]",
+        ScaledAttention(),
+        torch.rand(8, 12, 256, 64) * 2 - 1,
     )
     # Burn's encoder layer: post-norm, GELU, layer norm epsilon 1e-5; without dropout and with
     # BERT's.

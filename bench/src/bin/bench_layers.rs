@@ -7,7 +7,8 @@
 //! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
 //! instance norm, sigmoid, tanh and leaky ReLU, an LSTM, a GRU, dropout, bilinear upsampling,
 //! rotary position encoding, SwiGLU, pools (ResNet's stem and head, DenseNet's transition, 1D max and average pools); a
-//! transformer's softmax, multi-head attention and encoder layer (without and with dropout).
+//! transformer's softmax, multi-head attention, causal scaled dot-product attention and encoder
+//! layer (without and with dropout).
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS [NAME]]` (default 10 timed
 //! steps per version after 3 untimed ones, the two versions alternating step by step; with
@@ -444,6 +445,7 @@ fn pool_cases(device: &Device) -> Vec<LayerCase> {
 /// softmax over `[8 · 12, 256, 256]` scores, its multi-head attention and a whole encoder layer
 /// (post-norm, GELU); that layer again with BERT's dropout of 0.1.
 fn transformer_cases(device: &Device) -> Vec<LayerCase> {
+    use burn::tensor::ops::AttentionModuleOptions;
     use towers_kernels::nn::attention::{MhaInput, MultiHeadAttentionConfig};
     use towers_kernels::nn::transformer::{TransformerEncoderConfig, TransformerEncoderInput};
     let input = |dims: [usize; 3]| {
@@ -467,6 +469,26 @@ fn transformer_cases(device: &Device) -> Vec<LayerCase> {
             burn_layer.forward(input).context
         }),
         ours: Box::new(move |x| layer.forward(MhaInput::self_attn(x.clone())).context),
+    };
+    let causal = AttentionModuleOptions {
+        is_causal: true,
+        ..Default::default()
+    };
+    let qkv = |x: &Tensor<3>| {
+        let heads = x.clone().reshape([8, 12, 256, 64]);
+        [heads.clone(), heads.clone() * 0.5, heads * 0.25]
+    };
+    let scaled_attention = LayerCase {
+        name: "attention (scaled dot-product, causal) of [8, 12, 256, 64]".into(),
+        input: input([8, 12, 256 * 64]),
+        burns: Box::new(move |x| {
+            let [q, k, v] = qkv(x);
+            burn::tensor::module::attention(q, k, v, None, None, causal).flatten(2, 3)
+        }),
+        ours: Box::new(move |x| {
+            let [q, k, v] = qkv(x);
+            towers_kernels::attention(q, k, v, None, None, causal).flatten(2, 3)
+        }),
     };
     let layer = TransformerEncoderConfig::new(768, 3072, 12, 1)
         .with_dropout(0.0)
@@ -494,5 +516,11 @@ fn transformer_cases(device: &Device) -> Vec<LayerCase> {
         }),
         ours: Box::new(move |x| layer.forward(TransformerEncoderInput::new(x.clone()))),
     };
-    vec![softmax, attention, encoder, encoder_dropout]
+    vec![
+        softmax,
+        attention,
+        scaled_attention,
+        encoder,
+        encoder_dropout,
+    ]
 }

@@ -55,10 +55,10 @@ pub use cubecl_device::on_cubecl;
 pub use dispatch::flex_route;
 pub use dispatch::{
     AdamStep, MomentumStep, RmsPropStep, SgdStep, SgdTensors, adaptive_avg_pool1d,
-    adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d, avg_pool2d, bf16_kernel, bf16_on_amx,
-    bi_gru, bi_lstm, conv_images, conv_transpose1d, conv_transpose2d, conv1d, conv2d, conv2d_relu,
-    conv2d_relu_max_pool2d, conv3d, dropout, fused_adam, fused_rmsprop, fused_sgd, gelu,
-    gelu_approximate, group_norm, gru, hard_sigmoid, hard_swish, instance_norm, interpolate,
+    adaptive_avg_pool2d, adaptive_avg_pool3d, attention, avg_pool1d, avg_pool2d, bf16_kernel,
+    bf16_on_amx, bi_gru, bi_lstm, conv_images, conv_transpose1d, conv_transpose2d, conv1d, conv2d,
+    conv2d_relu, conv2d_relu_max_pool2d, conv3d, dropout, fused_adam, fused_rmsprop, fused_sgd,
+    gelu, gelu_approximate, group_norm, gru, hard_sigmoid, hard_swish, instance_norm, interpolate,
     joined_sum_of_squares, joins_square_sums, layer_norm, leaky_relu, linear, linear_relu, lstm,
     max_pool1d, max_pool2d, mish, prelu, quiet_softmax, reads_rounded, relu6, rms_norm,
     rotary_encoding, sigmoid, silu, softmax, tanh,

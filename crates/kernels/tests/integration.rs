@@ -10,4 +10,5 @@ mod loss;
 mod lstm;
 mod pools;
 mod recurrent;
+mod scaled_attention;
 mod transformer;

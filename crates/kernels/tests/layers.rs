@@ -41,6 +41,7 @@ const LAYERING: Layering = Layering {
                 "rotary",
                 "softmax",
                 "gemm",
+                "attention",
                 "recurrent",
                 "conv",
                 "norm",

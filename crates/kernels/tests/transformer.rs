@@ -15,9 +15,13 @@ use towers_testing::nets::{pattern, seeded};
 
 use crate::drop_in::{assert_agree, assert_records_load_both_ways, device};
 
-/// `[batch, seq]` with only the last place of the second sequence `true` (padding).
+/// `[batch, seq]` with the last place of the last sequence and the first of the first `true`
+/// (padding): under an autoregressive mask, the first query of the first sequence then sees no
+/// key, and weighs them all evenly (all its scores Burn's `min_float`), its gradient none.
 fn last_padded(batch: usize, seq: usize, device: &Device) -> Tensor<2, Bool> {
-    let mask: Vec<bool> = (0..batch * seq).map(|i| i == batch * seq - 1).collect();
+    let mask: Vec<bool> = (0..batch * seq)
+        .map(|i| i == batch * seq - 1 || i == 0)
+        .collect();
     Tensor::from_data(TensorData::new(mask, [batch, seq]), device)
 }
 
@@ -96,6 +100,12 @@ fn transformer_encoder_gives_burns_outputs_and_gradients() {
                 &first.1.mha.value.weight,
                 "value weight",
             ),
+            (
+                &first.0.mha.query.weight,
+                &first.1.mha.query.weight,
+                "query weight",
+            ),
+            (&last.0.mha.key.weight, &last.1.mha.key.weight, "key weight"),
             (
                 &last.0.pwff.linear_inner.weight,
                 &last.1.pwff.linear_inner.weight,

@@ -9,11 +9,13 @@ use burn::nn::pool::{
 };
 use burn::nn::{Dropout, GroupNorm, InstanceNorm, PRelu, RotaryEncoding};
 use burn::tensor::ops::PadMode;
-use burn::tensor::{DType, Distribution, Int, Tensor};
+use burn::tensor::{Bool, DType, Device, Distribution, Int, Tensor};
 
 use crate::extension::FlexKernels;
 use crate::flex::activation::Activation;
+use crate::flex::attention::{ScoreMask, Scores};
 use crate::flex::conv::depth_windows::DepthWindows;
+use crate::flex::dropout::DropoutMask;
 pub(crate) use crate::flex::norm::layer_norm::RowNorm;
 use crate::flex::pool::max_pool::MaxPoolShape;
 use crate::flex::pool::padded_max_pool;
@@ -484,16 +486,65 @@ pub(super) fn bilinear(x: &Tensor<4>, out: [usize; 2], align_corners: bool) -> O
 /// autodiff device, a probability above 0): the mask drawn from a seed that the device's
 /// generator gives, so that `Device::seed` repeats it as it repeats Burn's.
 pub(super) fn dropout<const D: usize>(dropout: &Dropout, x: &Tensor<D>) -> Option<Tensor<D>> {
-    let drops = dropout.training.is_enabled() && x.device().is_autodiff() && dropout.prob > 0.0;
-    if !drops || !on_flex(x) {
+    if !drops(dropout, &x.device()) || !on_flex(x) {
         return None;
     }
-    // 16 bits a draw: the device's integers may be 32-bit.
-    let parts = Distribution::Uniform(0.0, 65_536.0);
-    let parts = Tensor::<1, Int>::random([4], parts, &x.device()).into_data();
-    let seed = (parts.iter::<i64>()).fold(0u64, |seed, part| seed << 16 | part as u64);
+    let seed = dropout_seed(&x.device());
     let y =
         <Dispatch as FlexKernels>::towers_dropout(x.clone().into_dispatch(), dropout.prob, seed);
+    Some(Tensor::from_dispatch(y))
+}
+
+/// Whether `dropout` drops anything on `device`: in training, on an autodiff device, with a
+/// probability above 0 (as Burn's layer).
+fn drops(dropout: &Dropout, device: &Device) -> bool {
+    dropout.training.is_enabled() && device.is_autodiff() && dropout.prob > 0.0
+}
+
+/// A dropout mask's seed, from `device`'s generator.
+fn dropout_seed(device: &Device) -> u64 {
+    // 16 bits a draw: the device's integers may be 32-bit.
+    let parts = Distribution::Uniform(0.0, 65_536.0);
+    let parts = Tensor::<1, Int>::random([4], parts, device).into_data();
+    (parts.iter::<i64>()).fold(0u64, |seed, part| seed << 16 | part as u64)
+}
+
+/// Scaled dot-product attention ([`FlexKernels::towers_attention`]) of f32 `q`, `k` and `v`
+/// (`[batch, heads, seq, d]`) on one flex device: the scores times `scale`, set to `fill` where
+/// `mask` (of the scores' shape, or 1 on an axis it is the same along) is `true` and, if
+/// `causal`, past each query's place; the weights through `dropout` where it acts. `None`
+/// elsewhere.
+pub(super) fn attention(
+    [q, k, v]: [&Tensor<4>; 3],
+    mask: Option<Tensor<4, Bool>>,
+    [scale, fill]: [f32; 2],
+    causal: bool,
+    dropout: Option<&Dropout>,
+) -> Option<Tensor<4>> {
+    let device = q.device();
+    let same_device = k.device() == device && v.device() == device;
+    if !(on_flex(q) && on_flex(k) && on_flex(v) && same_device) {
+        return None;
+    }
+    let [batch, heads, seq_q, _] = q.dims();
+    let scores_shape = [batch, heads, seq_q, k.dims()[2]];
+    let mask = mask.map(|mask| {
+        let dims = mask.dims();
+        let masked = mask.into_data().try_to_vec::<bool>();
+        ScoreMask::new(masked.expect("a boolean mask"), dims, scores_shape)
+    });
+    let dropout = dropout
+        .filter(|dropout| drops(dropout, &device))
+        .map(|dropout| DropoutMask::new(dropout.prob, dropout_seed(&device)));
+    let scores = Scores {
+        scale,
+        causal,
+        mask,
+        fill,
+        dropout,
+    };
+    let [q, k, v] = [q, k, v].map(|x| x.clone().into_dispatch());
+    let y = <Dispatch as FlexKernels>::towers_attention(q, k, v, scores);
     Some(Tensor::from_dispatch(y))
 }
 

@@ -20,6 +20,8 @@
 //! - `conv3d.rs`: [`conv3d`], Burn's 3D convolution, on flex as one 2D convolution of the
 //!   input's depth windows side by side.
 //! - `interpolate.rs`: [`interpolate`], Burn's resizing, bilinear on flex by our kernel.
+//! - `attention.rs`: [`attention`], Burn's scaled dot-product attention, on flex by one kernel
+//!   each way that never holds the weights whole.
 //! - `rotary_encoding.rs`: [`rotary_encoding`], Burn's rotary position encoding, on flex by one
 //!   kernel each way.
 //! - `optimizer_update.rs`: [`fused_sgd`], [`fused_rmsprop`], [`fused_adam`]: an optimizer's
@@ -28,6 +30,7 @@
 //!   value in a few kernels).
 //! - `bf16_kernel.rs`: [`bf16_kernel`], what computes bf16 products on this CPU.
 
+mod attention;
 mod bf16_kernel;
 mod channel_bias;
 mod conv3d;
@@ -44,6 +47,8 @@ mod optimizer_update;
 mod rotary_encoding;
 mod square_sums;
 
+pub use attention::attention;
+pub(crate) use attention::heads_context;
 pub use bf16_kernel::{bf16_kernel, bf16_on_amx};
 pub use conv3d::conv3d;
 pub use gru::{bi_gru, gru};

@@ -15,6 +15,7 @@ use burn_flex::FlexTensor;
 
 use crate::extension::FlexKernels;
 use crate::flex::activation::{Activation, relu6_backward, relu6_forward};
+use crate::flex::attention::{self, RowScales, Scores};
 use crate::flex::conv::bias_relu;
 use crate::flex::conv::depth_windows::{self, DepthWindows};
 use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
@@ -396,6 +397,26 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         )
     }
 
+    fn towers_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        scores: Scores,
+    ) -> FloatTensor<Self> {
+        let prep = AttentionBackward
+            .prepare::<C>([q.node(), k.node(), v.node()])
+            .compute_bound()
+            .stateful();
+        let [q, k, v] = [q, k, v].map(|t| t.into_primitive());
+        let (out, row_scales) = attention::forward(&q, &k, &v, &scores);
+        match prep {
+            OpsKind::Tracked(prep) => {
+                prep.finish(([q, k, v], out.clone(), row_scales, scores), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(out),
+        }
+    }
+
     fn towers_rotary(x: FloatTensor<Self>, freq: FloatTensor<Self>) -> FloatTensor<Self> {
         // The table is a constant to the gradient, as in Burn's layer: its node is not a parent.
         with_state::<C, _>(x, freq.into_primitive(), rotary::forward, |freq, grad| {
@@ -729,6 +750,26 @@ impl Backward<Flex, 2> for PreluBackward {
         let grad = grads.consume::<Flex>(&ops.node);
         let (x, alpha, layout) = ops.state;
         let gradients = prelu::backward(x, &alpha, grad, layout);
+        register_each(
+            grads,
+            ops.parents.map(|node| node.map(|node| node.id)),
+            gradients,
+        );
+    }
+}
+
+/// Attention's backward pass: state is the queries, keys and values, the output, each query's
+/// row scale and how the scores became weights.
+#[derive(Debug)]
+struct AttentionBackward;
+
+impl Backward<Flex, 3> for AttentionBackward {
+    type State = ([FlexTensor; 3], FlexTensor, RowScales, Scores);
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<Flex>(&ops.node);
+        let ([q, k, v], out, row_scales, scores) = ops.state;
+        let gradients = attention::backward([&q, &k, &v], &out, &row_scales, grad, &scores);
         register_each(
             grads,
             ops.parents.map(|node| node.map(|node| node.id)),

@@ -8,6 +8,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Flex, backend_extension};
 
 use crate::flex::activation::{Activation, relu6_forward};
+use crate::flex::attention::{self, Scores};
 use crate::flex::conv::depth_windows::{self, DepthWindows};
 use crate::flex::conv::depthwise::{self, DepthwiseGeometry};
 use crate::flex::conv::passes::{ConvGeometry, forward, forward_bias_relu, transposed};
@@ -260,6 +261,16 @@ pub(crate) trait FlexKernels: Backend {
     /// a constant to the gradient.
     fn towers_rotary(x: FloatTensor<Self>, freq: FloatTensor<Self>) -> FloatTensor<Self>;
 
+    /// Scaled dot-product attention of `q` (`[batch, heads, seq_q, d]`) to `k` (`[batch,
+    /// heads, seq_k, d]`) and `v` (`[batch, heads, seq_k, d_v]`), the scores made weights as
+    /// `scores` says: `[batch, heads, seq_q, d_v]`.
+    fn towers_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        scores: Scores,
+    ) -> FloatTensor<Self>;
+
     /// An optimizer's update of one parameter (`update`: RMSProp's, Adam's or SGD's), in one
     /// pass: the weight and its two slots after a step on `grad` (all of one shape). An update
     /// that keeps fewer slots ([`Update::slots`]) takes the first and hands the others back as
@@ -510,6 +521,15 @@ impl FlexKernels for Flex {
 
     fn towers_rotary(x: FloatTensor<Self>, freq: FloatTensor<Self>) -> FloatTensor<Self> {
         rotary::forward(x, &freq)
+    }
+
+    fn towers_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        scores: Scores,
+    ) -> FloatTensor<Self> {
+        attention::forward(&q, &k, &v, &scores).0
     }
 
     fn towers_depth_windows(x: FloatTensor<Self>, windows: DepthWindows) -> FloatTensor<Self> {

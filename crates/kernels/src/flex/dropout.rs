@@ -71,14 +71,36 @@ fn masked(values: FlexTensor, mask: DropoutMask) -> FlexTensor {
 /// `out[i] = x[i] · scale` where value `first + i` is kept, 0 elsewhere.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
 fn apply(out: &mut [f32], x: &[f32], first: u64, mask: DropoutMask) {
+    let factor = factors(first, mask);
+    for (i, (o, &v)) in out.iter_mut().zip(x).enumerate() {
+        *o = v * factor(i);
+    }
+}
+
+/// `values[i] · scale` where value `first + i` of a tensor is kept, 0 elsewhere, in place:
+/// [`forward`]'s mask on one row of that tensor (attention's weights, dropped row by row as
+/// their kernel makes them). A row that straddles a multiple of 2³² values draws a mask of its
+/// own past it, the same each call.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+pub(crate) fn apply_in_place(values: &mut [f32], first: u64, mask: DropoutMask) {
+    let factor = factors(first, mask);
+    for (i, v) in values.iter_mut().enumerate() {
+        *v *= factor(i);
+    }
+}
+
+/// The factor of value `first + i`: the scale where the mask keeps it, 0 where it drops it.
+#[inline(always)]
+fn factors(first: u64, mask: DropoutMask) -> impl Fn(usize) -> f32 {
     let [low_key, high_key] = [mask.seed as u32, (mask.seed >> 32) as u32];
     let high = lowbias32((first >> 32) as u32 ^ high_key);
-    for (i, (o, &v)) in out.iter_mut().zip(x).enumerate() {
-        // Chunks never straddle 2³² values: `first` is a multiple of CHUNK, a power of two.
+    move |i| {
+        // [`forward`]'s chunks never straddle 2³² values: `first` is a multiple of CHUNK, a
+        // power of two.
         let index = (first as u32).wrapping_add(i as u32);
         let hash = lowbias32(lowbias32(index ^ low_key) ^ high);
         let kept = u64::from(hash) < mask.keep_below;
-        *o = if kept { v * mask.scale } else { 0.0 };
+        if kept { mask.scale } else { 0.0 }
     }
 }
 

@@ -58,6 +58,7 @@
 //! grouped or asymmetrically padded convolutions) to Burn's flex kernels.
 
 pub(crate) mod activation;
+pub(crate) mod attention;
 pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod exp;

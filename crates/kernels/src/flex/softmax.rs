@@ -86,7 +86,7 @@ fn softmax_row(x: &[f32], out: &mut [f32], quiet: bool) {
 /// The largest value of `x` (`-∞` for an empty row; NaN is passed over here and propagates
 /// through the exponentials instead).
 #[inline(always)]
-fn row_max(x: &[f32]) -> f32 {
+pub(crate) fn row_max(x: &[f32]) -> f32 {
     let mut maxima = [f32::NEG_INFINITY; SUM_LANES];
     let (xs, rest) = x.as_chunks::<SUM_LANES>();
     for x in xs {
@@ -103,18 +103,26 @@ fn row_max(x: &[f32]) -> f32 {
 /// One row of [`backward`]: `out[j] = y[j]·(g[j] - Σ g·y)`.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
 fn softmax_row_gradient(y: &[f32], grad: &[f32], out: &mut [f32]) {
-    let mut sums = [0.0f32; SUM_LANES];
-    let ((ys, y_rest), (gs, g_rest)) = (y.as_chunks::<SUM_LANES>(), grad.as_chunks::<SUM_LANES>());
-    for (y, g) in ys.iter().zip(gs) {
-        for l in 0..SUM_LANES {
-            sums[l] += y[l] * g[l];
-        }
-    }
-    for (l, (&y, &g)) in y_rest.iter().zip(g_rest).enumerate() {
-        sums[l] += y * g;
-    }
-    let dot: f32 = sums.iter().sum();
+    let dot = lane_dot(y, grad);
     for ((out, &y), &g) in out.iter_mut().zip(y).zip(grad) {
         *out = y * (g - dot);
     }
+}
+
+/// `Σ a·b` over two rows of one length, in `SUM_LANES` lanes (vectorized where inlined into a
+/// multiversioned loop).
+#[inline(always)]
+pub(crate) fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut sums = [0.0f32; SUM_LANES];
+    let ((a_lanes, a_rest), (b_lanes, b_rest)) =
+        (a.as_chunks::<SUM_LANES>(), b.as_chunks::<SUM_LANES>());
+    for (a, b) in a_lanes.iter().zip(b_lanes) {
+        for l in 0..SUM_LANES {
+            sums[l] += a[l] * b[l];
+        }
+    }
+    for (l, (&a, &b)) in a_rest.iter().zip(b_rest).enumerate() {
+        sums[l] += a * b;
+    }
+    sums.iter().sum()
 }

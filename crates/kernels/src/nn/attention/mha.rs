@@ -8,7 +8,7 @@ use burn::nn::Initializer;
 use burn::nn::attention::MhaOutput;
 use burn::tensor::{Bool, Device, Tensor};
 
-use crate::dispatch::{dropout, linear, quiet_softmax, softmax};
+use crate::dispatch::{dropout, heads_context, linear, quiet_softmax, softmax};
 use crate::nn::wrapped::wrapped_module;
 
 /// [`burn::nn::attention::MultiHeadAttentionConfig`], field for field (a config saved from
@@ -143,6 +143,33 @@ impl MultiHeadAttention {
         MhaOutput { weights, context }
     }
 
+    /// The context alone, as `forward(input).context`, without the weights: on flex (but for a
+    /// quiet softmax) by one attention kernel each way that never holds them whole
+    /// ([`crate::attention`]'s), elsewhere by [`Self::forward`]. What the transformer layers,
+    /// which drop the weights, call.
+    pub fn context(&self, input: MhaInput) -> Tensor<3> {
+        let mha = &self.inner;
+        if mha.quiet_softmax {
+            return self.forward(input).context;
+        }
+        let [batch, seq_1, d_model] = input.query.dims();
+        let heads = [
+            (&input.query, &mha.query),
+            (&input.key, &mha.key),
+            (&input.value, &mha.value),
+        ]
+        .map(|(x, projection)| self.heads(x.clone(), projection));
+        let mask = input.masks.clone().joined(seq_1);
+        let fill = mha.min_float as f32;
+        match heads_context(heads.each_ref(), mask, fill, &mha.dropout) {
+            Some(context) => {
+                let context = context.swap_dims(1, 2).reshape([batch, seq_1, d_model]);
+                linear(&mha.output, context)
+            }
+            None => self.forward(input).context,
+        }
+    }
+
     /// `x` `[batch, seq, d_model]` through `projection`, as `[batch, heads, seq, d_k]`.
     fn heads(&self, x: Tensor<3>, projection: &burn::nn::Linear) -> Tensor<4> {
         let [batch, seq, _] = x.dims();
@@ -190,6 +217,26 @@ pub(crate) struct AttentionMasks {
 }
 
 impl AttentionMasks {
+    /// Both masks as one of the scores `[batch, 1, seq_1, seq_2]` (the same for every head),
+    /// `true` where either is; the padding mask alone as `[batch, 1, 1, seq_2]`.
+    fn joined(self, seq_1: usize) -> Option<Tensor<4, Bool>> {
+        let pad = self.pad.map(|mask| {
+            let [batch, seq_2] = mask.dims();
+            mask.reshape([batch, 1, 1, seq_2])
+        });
+        let attn = self.attn.map(|mask| {
+            let [batch, seq_1, seq_2] = mask.dims();
+            mask.reshape([batch, 1, seq_1, seq_2])
+        });
+        match (pad, attn) {
+            (Some(pad), Some(attn)) => {
+                let [batch, _, _, seq_2] = pad.dims();
+                Some(pad.expand([batch, 1, seq_1, seq_2]).bool_or(attn))
+            }
+            (pad, attn) => pad.or(attn),
+        }
+    }
+
     /// `input` (one of Burn's inputs, whose masks only its setters reach) with those of these
     /// masks that are there, set by `set_pad` and `set_attn`.
     pub(crate) fn set_on<T>(

@@ -46,13 +46,13 @@ impl TransformerDecoderLayer {
         let [self_norm, cross_norm, feed_forward_norm] = norms_in_order(norms, self.norm_first);
         let x = residual.apply(input.target.clone(), self_norm, |x| {
             let attention = MhaInput::self_attn(x).with_masks(input.target_masks.clone());
-            self.self_attn.forward(attention).context
+            self.self_attn.context(attention)
         });
         let x = residual.apply(x, cross_norm, |x| {
             let memory = &input.memory;
             let attention = MhaInput::new(x, memory.clone(), memory.clone());
             let attention = attention.with_masks(input.memory_masks.clone());
-            self.cross_attn.forward(attention).context
+            self.cross_attn.context(attention)
         });
         input.target = residual.apply(x, feed_forward_norm, |x| self.pwff.forward(x));
         input

@@ -50,7 +50,7 @@ impl TransformerEncoderLayer {
                 attn: mask_attn,
             };
             let attention = MhaInput::self_attn(x).with_masks(masks);
-            self.mha.forward(attention).context
+            self.mha.context(attention)
         });
         residual.apply(x, feed_forward_norm, |x| self.pwff.forward(x))
     }

@@ -1,0 +1,53 @@
+//! [`attention`]: Burn's `module::attention`, scaled dot-product attention, on flex by one
+//! kernel each way that never holds the weights whole.
+
+use burn::nn::Dropout;
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{Bool, Tensor};
+
+/// `softmax(query · keyᵀ · scale + masks) · value` of `[batch, heads, seq, d]` tensors, as
+/// Burn's `burn::tensor::module::attention` (the same arguments; `mask` `true` where a score
+/// is masked, to `-∞`; a query all masked gives zeros). On f32 flex tensors without an
+/// additive bias or softcap, by burn-towers' kernel, forward and backward; elsewhere Burn's.
+pub fn attention(
+    query: Tensor<4>,
+    key: Tensor<4>,
+    value: Tensor<4>,
+    mask: Option<Tensor<4, Bool>>,
+    attn_bias: Option<Tensor<4>>,
+    options: AttentionModuleOptions,
+) -> Tensor<4> {
+    #[cfg(feature = "flex")]
+    if attn_bias.is_none() && options.softcap.is_none() {
+        let d = query.dims()[3];
+        let scale = options.scale.unwrap_or(1.0 / (d as f64).sqrt()) as f32;
+        let inputs = [&query, &key, &value];
+        let (rule, causal) = ([scale, f32::NEG_INFINITY], options.is_causal);
+        if let Some(y) = super::flex_route::attention(inputs, mask.clone(), rule, causal, None) {
+            return y;
+        }
+    }
+    burn::tensor::module::attention(query, key, value, mask, attn_bias, options)
+}
+
+/// Multi-head attention's context of its heads (`[batch, heads, seq, d_k]` each) without its
+/// weights: the scores scaled by `1/√d_k`, set to `fill` (the layer's `min_float`) where `mask`
+/// is `true`, the weights through `dropout`; by the flex kernel, `None` elsewhere (where the
+/// layer computes its weights).
+pub(crate) fn heads_context(
+    heads: [&Tensor<4>; 3],
+    mask: Option<Tensor<4, Bool>>,
+    fill: f32,
+    dropout: &Dropout,
+) -> Option<Tensor<4>> {
+    #[cfg(feature = "flex")]
+    {
+        let scale = 1.0 / (heads[0].dims()[3] as f32).sqrt();
+        super::flex_route::attention(heads, mask, [scale, fill], false, Some(dropout))
+    }
+    #[cfg(not(feature = "flex"))]
+    {
+        let _ = (heads, mask, fill, dropout);
+        None
+    }
+}

@@ -1,0 +1,155 @@
+//! `towers_kernels::attention` (Burn's `module::attention`, scaled dot-product attention) against
+//! Burn's own composition of it (`attention_fallback`: a product, a mask fill, a softmax and a
+//! product, each differentiated by Burn's autodiff) in f64: the output and the gradients of the
+//! queries, keys and values of `sum(output · weights)`, weights fixed and uneven. The device
+//! and the comparison are `drop_in.rs`'s.
+
+use burn::tensor::module::attention_fallback;
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{Bool, DType, Tensor, TensorData};
+use towers_kernels::attention;
+use towers_testing::nets::pattern;
+
+use crate::drop_in::{assert_agree, device};
+
+/// An attention's inputs and options: queries `[batch, heads, seq_q, d]`, keys `[batch, heads,
+/// seq_k, d]`, values `[batch, heads, seq_k, d_v]`, a mask, the options.
+struct Case {
+    what: &'static str,
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    mask: Option<Tensor<4, Bool>>,
+    options: AttentionModuleOptions,
+}
+
+/// `[batch, heads, seq_q, seq_k, d, d_v]` as queries, keys and values of fixed patterns, values
+/// large enough (±2) that the weights are far from even.
+fn inputs([b, h, seq_q, seq_k, d, d_v]: [usize; 6]) -> [Tensor<4>; 3] {
+    let device = device();
+    [
+        pattern([b, h, seq_q, d], 1, &device) * 10.0,
+        pattern([b, h, seq_k, d], 2, &device) * 10.0,
+        pattern([b, h, seq_k, d_v], 3, &device) * 5.0,
+    ]
+}
+
+/// A mask of `dims` from `masked(index)`.
+fn mask(dims: [usize; 4], masked: impl Fn(usize) -> bool) -> Tensor<4, Bool> {
+    let values: Vec<bool> = (0..dims.iter().product()).map(masked).collect();
+    Tensor::from_data(TensorData::new(values, dims), &device())
+}
+
+fn options(scale: Option<f64>, is_causal: bool) -> AttentionModuleOptions {
+    AttentionModuleOptions {
+        scale,
+        is_causal,
+        ..Default::default()
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let plain = |what, dims, mask, options| {
+        let [q, k, v] = inputs(dims);
+        Case {
+            what,
+            q,
+            k,
+            v,
+            mask,
+            options,
+        }
+    };
+    let [b, h, s] = [2, 3, 17];
+    // Every seventh score masked, and all of query 3's keys of the second head of the first
+    // item (its output zeros, as Burn's).
+    let scattered = mask([b, h, s, s], |i| i % 7 == 2 || (i / s) == s + 3);
+    let padding = mask([b, 1, 1, s], |i| i >= 2 * s - 4);
+    let mut cases = vec![
+        plain(
+            "self-attention",
+            [b, h, s, s, 8, 8],
+            None,
+            options(None, false),
+        ),
+        plain(
+            "5 queries at the end of 37 keys, causal, values wider than keys",
+            [1, 2, 5, 37, 8, 12],
+            None,
+            options(None, true),
+        ),
+        plain(
+            "300 keys (queries in two blocks), causal, scale 0.3",
+            [2, 2, 300, 300, 16, 16],
+            None,
+            options(Some(0.3), true),
+        ),
+        plain(
+            "a mask of every score",
+            [b, h, s, s, 8, 8],
+            Some(scattered),
+            options(None, false),
+        ),
+        plain(
+            "a padding mask broadcast over heads and queries",
+            [b, h, s, s, 8, 8],
+            Some(padding),
+            options(None, false),
+        ),
+    ];
+    // Queries, keys and values read in place from `[batch, seq, heads, d]` (multi-head
+    // attention's layout before its heads are swapped forward).
+    let [q, k, v] = inputs([b, s, h, h, 8, 8]).map(|x| x.swap_dims(1, 2));
+    cases.push(Case {
+        what: "strided queries, keys and values",
+        q,
+        k,
+        v,
+        mask: None,
+        options: options(None, false),
+    });
+    cases
+}
+
+/// The output of `forward` and the gradients of its three inputs.
+fn output_and_grads(
+    [q, k, v]: [Tensor<4>; 3],
+    forward: impl Fn([Tensor<4>; 3]) -> Tensor<4>,
+) -> [Tensor<4>; 4] {
+    let [q, k, v] = [q, k, v].map(|x| x.detach().require_grad());
+    let y = forward([q.clone(), k.clone(), v.clone()]);
+    let weights = pattern(y.dims(), 99, &device()).cast(y.dtype()) + 1.0;
+    let grads = (y.clone() * weights).sum().backward();
+    let grad = |x: &Tensor<4>| x.grad(&grads).expect("a gradient").cast(DType::F32);
+    [y.detach().cast(DType::F32), grad(&q), grad(&k), grad(&v)]
+}
+
+#[test]
+fn attention_gives_f64_outputs_and_gradients() {
+    for case in cases() {
+        let Case {
+            what,
+            q,
+            k,
+            v,
+            mask,
+            options,
+        } = case;
+        let ours = output_and_grads([q.clone(), k.clone(), v.clone()], |[q, k, v]| {
+            attention(q, k, v, mask.clone(), None, options)
+        });
+        let wide = [q, k, v].map(|x| x.cast(DType::F64));
+        let want = output_and_grads(wide, |[q, k, v]| {
+            attention_fallback(q, k, v, mask.clone(), None, options)
+        });
+        let names = [
+            "output",
+            "queries' gradient",
+            "keys' gradient",
+            "values' gradient",
+        ];
+        for ((ours, want), name) in ours.into_iter().zip(want).zip(names) {
+            assert_agree(ours, want, 5e-6, &format!("{what}: {name}"));
+        }
+    }
+}
