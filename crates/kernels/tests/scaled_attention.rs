@@ -79,10 +79,16 @@ fn cases() -> Vec<Case> {
             options(None, true),
         ),
         plain(
-            "300 keys (queries in two blocks), causal, scale 0.3",
+            "300 keys (queries in blocks, each with the keys it sees), causal, scale 0.3",
             [2, 2, 300, 300, 16, 16],
             None,
             options(Some(0.3), true),
+        ),
+        plain(
+            "200 queries to 10 keys, causal: the first 190 see none (blocks of them skipped)",
+            [1, 2, 200, 10, 8, 8],
+            None,
+            options(None, true),
         ),
         plain(
             "a mask of every score",

@@ -22,7 +22,7 @@ use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
 use crate::flex::memory::buffers::{contiguous, zeros};
-use head::{Dims, Inputs, Operand, Saved};
+use head::{Dims, Inputs, Operand, Saved, Scratch};
 pub(crate) use scores::{RowScale, ScoreMask, Scores};
 
 /// What the backward pass keeps of the forward: each query's [`RowScale`], `[batch, heads,
@@ -51,10 +51,13 @@ pub(crate) fn forward(
         out.par_chunks_mut(seq_q * dims.d_v)
             .zip(row_scales.par_chunks_mut(seq_q))
             .enumerate()
-            .for_each(|(index, (out, row_scales))| {
-                let head = [index / h, index % h];
-                head::forward(&inputs, scores, dims, head, out, row_scales);
-            });
+            .for_each_init(
+                || Scratch::new(dims),
+                |scratch, (index, (out, row_scales))| {
+                    let head = [index / h, index % h];
+                    head::forward(&inputs, scores, dims, head, out, row_scales, scratch);
+                },
+            );
     }
     let shape = vec![b, h, seq_q, dims.d_v];
     (
@@ -90,15 +93,19 @@ pub(crate) fn backward(
             .zip(dk.par_chunks_mut(seq_k * d))
             .zip(dv.par_chunks_mut(seq_k * d_v))
             .enumerate()
-            .for_each(|(index, ((dq, dk), dv))| {
-                let saved = Saved {
-                    out: &out[index * seq_q * d_v..][..seq_q * d_v],
-                    grad: &grad[index * seq_q * d_v..][..seq_q * d_v],
-                    row_scales: &row_scales[index * seq_q..][..seq_q],
-                };
-                let head = [index / h, index % h];
-                head::backward(&inputs, &saved, scores, dims, head, [dq, dk, dv]);
-            });
+            .for_each_init(
+                || Scratch::new(dims),
+                |scratch, (index, ((dq, dk), dv))| {
+                    let saved = Saved {
+                        out: &out[index * seq_q * d_v..][..seq_q * d_v],
+                        grad: &grad[index * seq_q * d_v..][..seq_q * d_v],
+                        row_scales: &row_scales[index * seq_q..][..seq_q],
+                    };
+                    let head = [index / h, index % h];
+                    let grads = [dq, dk, dv];
+                    head::backward(&inputs, &saved, scores, dims, head, grads, scratch);
+                },
+            );
     }
     let tensor =
         |values, rows, cols| FlexTensor::from_data(TensorData::new(values, vec![b, h, rows, cols]));

@@ -91,14 +91,16 @@ impl Scores {
         self.set_masked(row, at, value);
     }
 
-    /// `row`'s masked places set to `value`.
+    /// `row`'s masked places set to `value` (`row` the scores of the first keys, or all).
     pub(super) fn set_masked(&self, row: &mut [f32], at: Row, value: f32) {
         let [seq_q, seq_k] = at.seqs;
         if self.causal {
             // Keys past `query + seq_k - seq_q` are the future; none when that is past the end.
             let last_seen = (at.query + seq_k).checked_sub(seq_q);
             let first_masked = last_seen.map_or(0, |last| (last + 1).min(seq_k));
-            row[first_masked..].fill(value);
+            // A row of a block may hold only the keys the block's last query sees.
+            let keys = row.len();
+            row[first_masked.min(keys)..].fill(value);
         }
         if let Some(mask) = &self.mask {
             for (score, masked) in row.iter_mut().zip(mask.row(at.head, at.query, seq_k)) {
