@@ -1,7 +1,8 @@
 //! burn-towers' own kernels on flex tensors and plain slices, by family: `memory` (buffers
 //! zeroed and copied on rayon's threads, images in f32 or bf16), `exp` (a vectorized `e^x`),
 //! `activation` (ReLU6, SiLU, GELU and the hard ones), `prelu`, `dropout`, `interpolate`,
-//! `rotary` (RoPE), `softmax`, `gemm` (f32 and bf16 products, transposition), `recurrent`
+//! `rotary` (RoPE), `softmax`, `gemm` (f32 and bf16 products, transposition), `attention`
+//! (scaled dot-product attention on those products and the softmax's rows), `recurrent`
 //! (LSTM's and GRU's recurrences), `conv`, `norm` (batch norm, LRN), `pool`,
 //! `optimizer_update`. Each family uses
 //! only those before it in that list (`tests/layers.rs`). Burn reaches them through the backend
@@ -44,6 +45,9 @@
 //!   product by a sign matrix, a broadcast product and a sum;
 //! - softmax over a row (`softmax`) in three passes forward and two backward, where Burn's
 //!   autodiff composes five ops each way;
+//! - scaled dot-product attention (`attention`) a head per task and a block of queries at a
+//!   time, its weights never in memory whole, made again backward from each query's maximum
+//!   and sum, where Burn's autodiff writes them and composes products, a mask fill and softmax;
 //! - an LSTM's or a GRU's recurrence over a whole sequence (`recurrent`), each step one product
 //!   and one pass over the gates, batch rows on rayon's threads, where Burn's autodiff records
 //!   each step's six or eight dense layers and dozen ops;
