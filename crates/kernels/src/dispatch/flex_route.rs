@@ -16,6 +16,7 @@ use crate::flex::activation::Activation;
 use crate::flex::attention::{ScoreMask, Scores};
 use crate::flex::conv::depth_windows::DepthWindows;
 use crate::flex::dropout::DropoutMask;
+use crate::flex::gemm::arithmetic::Arithmetic;
 pub(crate) use crate::flex::norm::layer_norm::RowNorm;
 use crate::flex::pool::max_pool::MaxPoolShape;
 use crate::flex::pool::padded_max_pool;
@@ -24,19 +25,26 @@ use crate::flex::prelu::Channels;
 use crate::padding::{conv_padding, row_padding, symmetric};
 use crate::precision::{Precision, current_precision};
 
-/// `x · weight` over `x`'s last dimension, in bf16 on the flex kernels; `None` for other
-/// types or devices.
-pub(super) fn matmul_bf16<const D: usize>(
+/// `x · weight` over `x`'s last dimension (a dense layer's product), `x`'s leading dimensions
+/// folded into rows, by the flex kernels in `dtype` (f32, or bf16 operands summed in f32);
+/// `None` for other types or devices.
+pub(super) fn dense_product<const D: usize>(
     x: &Tensor<D>,
     weight: &Tensor<2>,
     dtype: DType,
 ) -> Option<Tensor<D>> {
-    if D < 2 || dtype != DType::BF16 || !on_flex(x) {
+    let arithmetic = match dtype {
+        DType::F32 => Arithmetic::F32,
+        DType::BF16 => Arithmetic::Bf16,
+        _ => return None,
+    };
+    if D < 2 || !on_flex(x) || !on_flex(weight) || weight.device() != x.device() {
         return None;
     }
     let mut dims = x.dims();
     let x = x.clone().flatten::<2>(0, D - 2).into_dispatch();
-    let y = <Dispatch as FlexKernels>::towers_matmul_bf16(x, weight.clone().into_dispatch());
+    let w = weight.clone().into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_dense_product(x, w, arithmetic);
     dims[D - 1] = weight.dims()[1];
     Some(Tensor::<2>::from_dispatch(y).reshape(dims))
 }

@@ -397,27 +397,22 @@ pub(super) fn product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor
         low => low.dtype(),
     };
     flex_or!(
-        flex_route::matmul_bf16(&x, &weight, dtype),
+        flex_route::dense_product(&x, &weight, dtype),
         module::linear(x.cast(dtype), weight.cast(dtype), None).cast(DType::F32)
     )
 }
 
-/// `x · weight` in f32. On flex, `x`'s leading dimensions are folded into its rows first: Burn
-/// keeps a batch whose rows fill its GPU tiles batched (burn-std's `MatmulTransformPolicy`), and
-/// on flex that is one `gemm` call per batch, each packing the weight again; a transformer's
-/// 768→3072 layer on `[8, 256, 768]`, forward and backward, took 180.7 ms so and the same
-/// products as three `gemm` calls 153.6 (bench/HISTORY.md, "The dense layer's products,
-/// measured apart").
+/// `x · weight` in f32. On flex by the dense product's kernel, `x`'s leading dimensions folded
+/// into its rows first: Burn keeps a batch whose rows fill its GPU tiles batched (burn-std's
+/// `MatmulTransformPolicy`), and on flex that is one `gemm` call per batch, each packing the
+/// weight again (a transformer's 768→3072 layer on `[8, 256, 768]`, forward and backward, took
+/// 180.7 ms so and the same products as three `gemm` calls 153.6: bench/HISTORY.md, "The dense
+/// layer's products, measured apart"); and flex's product copies its output once more.
 fn f32_product<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
-    #[cfg(feature = "flex")]
-    if D > 2 && flex_route::on_flex(&x) {
-        let mut dims = x.dims();
-        let d_input = dims[D - 1];
-        let rows = x.shape().num_elements() / d_input.max(1);
-        dims[D - 1] = weight.dims()[1];
-        return module::linear(x.reshape([rows, d_input]), weight, None).reshape(dims);
-    }
-    module::linear(x, weight, None)
+    flex_or!(
+        flex_route::dense_product(&x, &weight, DType::F32),
+        module::linear(x, weight, None)
+    )
 }
 
 /// A convolution whose kernel covers its whole input, unpadded (one output place: Inception

@@ -339,7 +339,11 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
         }
     }
 
-    fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
+    fn towers_dense_product(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        arithmetic: Arithmetic,
+    ) -> FloatTensor<Self> {
         match MatmulBackward
             .prepare::<C>([x.node(), w.node()])
             .compute_bound()
@@ -348,11 +352,12 @@ impl<C: CheckpointStrategy> FlexKernels for Autodiff<Flex, C> {
             OpsKind::Tracked(mut prep) => {
                 let x_state = prep.checkpoint(&x);
                 let w_state = prep.checkpoint(&w);
-                let out = matmul::forward(x.into_primitive(), w.into_primitive());
-                prep.finish((x_state, w_state), out)
+                let out = matmul::forward(x.into_primitive(), w.into_primitive(), arithmetic);
+                prep.finish((x_state, w_state, arithmetic), out)
             }
             OpsKind::UnTracked(prep) => {
-                prep.finish(matmul::forward(x.into_primitive(), w.into_primitive()))
+                let out = matmul::forward(x.into_primitive(), w.into_primitive(), arithmetic);
+                prep.finish(out)
             }
         }
     }
@@ -882,12 +887,12 @@ impl Backward<Flex, 3> for ConvBiasReluBackward {
     }
 }
 
-/// The bf16 product's backward pass: state is its two operands.
+/// A dense layer's product's backward pass: state is its two operands and its arithmetic.
 #[derive(Debug)]
 struct MatmulBackward;
 
 impl Backward<Flex, 2> for MatmulBackward {
-    type State = (NodeId, NodeId);
+    type State = (NodeId, NodeId, Arithmetic);
 
     fn backward(
         self,
@@ -897,14 +902,15 @@ impl Backward<Flex, 2> for MatmulBackward {
     ) {
         let [x_node, w_node] = ops.parents;
         let grad = grads.consume::<Flex>(&ops.node);
-        let (x_state, w_state) = ops.state;
+        let (x_state, w_state, arithmetic) = ops.state;
         let x: FlexTensor = checkpointer.retrieve_node_output(x_state);
         let w: FlexTensor = checkpointer.retrieve_node_output(w_state);
         if let Some(node) = x_node {
-            grads.register::<Flex>(node.id, matmul::x_grad(w, grad.clone()));
+            let dx = matmul::x_grad(w, grad.clone(), arithmetic);
+            grads.register::<Flex>(node.id, dx);
         }
         if let Some(node) = w_node {
-            grads.register::<Flex>(node.id, matmul::w_grad(x, grad));
+            grads.register::<Flex>(node.id, matmul::w_grad(x, grad, arithmetic));
         }
     }
 }

@@ -239,8 +239,12 @@ pub(crate) trait FlexKernels: Backend {
         epsilon: f64,
     ) -> FloatTensor<Self>;
 
-    /// `x · w` for `[n, k]` and `[k, m]`, from operands rounded to bf16, summed in f32.
-    fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// A dense layer's product `x · w` for `[n, k]` and `[k, m]`, in `arithmetic`.
+    fn towers_dense_product(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        arithmetic: Arithmetic,
+    ) -> FloatTensor<Self>;
 
     /// Average pooling of `[n, c, h, w]` at stride 1, the same zero padding before and after.
     fn towers_avg_pool2d(
@@ -497,8 +501,12 @@ impl FlexKernels for Flex {
         batch_norm::affine_forward(x, [&gamma, &beta], &moments, epsilon)
     }
 
-    fn towers_matmul_bf16(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
-        matmul::forward(x, w)
+    fn towers_dense_product(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        arithmetic: Arithmetic,
+    ) -> FloatTensor<Self> {
+        matmul::forward(x, w, arithmetic)
     }
 
     fn towers_avg_pool2d(

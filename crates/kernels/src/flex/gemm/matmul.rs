@@ -1,77 +1,144 @@
-//! A dense layer's product `x · w` in bf16 on flex, forward and backward: operands rounded to
-//! bf16, products summed in f32 ([`crate::flex::gemm::bf16_gemm`], on AMX tiles or with AVX-512 BF16 where
-//! the CPU has them).
+//! A dense layer's product `x · w` on flex, forward and backward, in an [`Arithmetic`]: f32 by
+//! gemm, or operands rounded to bf16 and products summed in f32
+//! ([`crate::flex::gemm::bf16_gemm`], on AMX tiles or with AVX-512 BF16 where the CPU has
+//! them); the rows of the result shared among rayon's threads.
+//!
 //! Flex's own bf16 product converts both operands to f32, multiplies in f32 and rounds the
-//! result back to bf16: three passes more than this, and no faster than f32.
+//! result back to bf16: three passes more than this, and no faster than f32. Its f32 product
+//! makes its output with `FlexTensor::empty`, which zeroes a byte vector and then copies it
+//! whole into an aligned one on the calling thread (cubecl-environment 0.11.3's
+//! `Bytes::from_bytes_vec` checks the vector's declared alignment, 1, not its pointer's): a
+//! transformer's `[2048, 3072]` activation, 25 MB, zeroed and copied for nothing.
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
-use rayon::prelude::*;
 
+use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
+use crate::flex::gemm::gemm_f32::{View, gemm_f32};
+use crate::flex::memory::buffers::zeroed_chunks;
 
 /// `x · w` for `x` `[n, k]` and `w` `[k, m]`: `[n, m]`.
-pub(crate) fn forward(x: FlexTensor, w: FlexTensor) -> FlexTensor {
+pub(crate) fn forward(x: FlexTensor, w: FlexTensor, arithmetic: Arithmetic) -> FlexTensor {
     let (x, w) = (x.to_contiguous(), w.to_contiguous());
     let ([n, k], [_, m]) = (dims2(&x), dims2(&w));
-    let (x, w): (&[f32], &[f32]) = (x.storage(), w.storage());
-    let y = product(n, m, |rows, dst| {
-        let lhs = PackedLhs::new(
-            rows.len(),
-            k,
-            Strided::row_major(&x[rows.start * k..rows.end * k], k),
-        );
-        multiply_bf16(dst, &lhs, Strided::row_major(w, m), m, false);
-    });
+    let y = multiply(
+        arithmetic,
+        [n, k, m],
+        Operand::rows(x.storage(), k),
+        Operand::rows(w.storage(), m),
+    );
     FlexTensor::from_data(TensorData::new(y, [n, m]))
 }
 
 /// The gradient of `x` given `grad = ∂L/∂y` (`[n, m]`): `grad · wᵀ`, `[n, k]`.
-pub(crate) fn x_grad(w: FlexTensor, grad: FlexTensor) -> FlexTensor {
+pub(crate) fn x_grad(w: FlexTensor, grad: FlexTensor, arithmetic: Arithmetic) -> FlexTensor {
     let (w, grad) = (w.to_contiguous(), grad.to_contiguous());
     let ([k, m], [n, _]) = (dims2(&w), dims2(&grad));
-    let (w, grad): (&[f32], &[f32]) = (w.storage(), grad.storage());
-    let dx = product(n, k, |rows, dst| {
-        let lhs = PackedLhs::new(
-            rows.len(),
-            m,
-            Strided::row_major(&grad[rows.start * m..rows.end * m], m),
-        );
-        multiply_bf16(dst, &lhs, Strided::transposed(w, m), k, false);
-    });
+    let dx = multiply(
+        arithmetic,
+        [n, m, k],
+        Operand::rows(grad.storage(), m),
+        Operand::transposed(w.storage(), m),
+    );
     FlexTensor::from_data(TensorData::new(dx, [n, k]))
 }
 
 /// The gradient of `w` given `grad`: `xᵀ · grad`, `[k, m]`.
-pub(crate) fn w_grad(x: FlexTensor, grad: FlexTensor) -> FlexTensor {
+pub(crate) fn w_grad(x: FlexTensor, grad: FlexTensor, arithmetic: Arithmetic) -> FlexTensor {
     let (x, grad) = (x.to_contiguous(), grad.to_contiguous());
     let ([n, k], [_, m]) = (dims2(&x), dims2(&grad));
-    let (x, grad): (&[f32], &[f32]) = (x.storage(), grad.storage());
-    let dw = product(k, m, |rows, dst| {
-        // Rows `rows` of xᵀ: columns of x, read through strides.
-        let lhs = Strided::transposed(&x[rows.start.min(x.len())..], k);
-        let lhs = PackedLhs::new(rows.len(), n, lhs);
-        multiply_bf16(dst, &lhs, Strided::row_major(grad, m), m, false);
-    });
+    let dw = multiply(
+        arithmetic,
+        [k, n, m],
+        Operand::transposed(x.storage(), k),
+        Operand::rows(grad.storage(), m),
+    );
     FlexTensor::from_data(TensorData::new(dw, [k, m]))
 }
 
-/// A `[rows, columns]` f32 result, its rows shared among rayon's threads: `part(rows, dst)`
-/// fills the rows `rows`.
-fn product(
-    rows: usize,
-    columns: usize,
-    part: impl Fn(std::ops::Range<usize>, &mut [f32]) + Sync,
+/// A contiguous matrix, read row by row (`lead` values a row) or as the transpose of one
+/// (`lead` values a row of what it transposes: a column of it).
+#[derive(Clone, Copy)]
+struct Operand<'a> {
+    values: &'a [f32],
+    lead: usize,
+    transposed: bool,
+}
+
+impl<'a> Operand<'a> {
+    fn rows(values: &'a [f32], lead: usize) -> Self {
+        let transposed = false;
+        Self {
+            values,
+            lead,
+            transposed,
+        }
+    }
+
+    fn transposed(values: &'a [f32], lead: usize) -> Self {
+        let transposed = true;
+        Self {
+            values,
+            lead,
+            transposed,
+        }
+    }
+
+    /// The matrix from row `first` on.
+    fn from_row(self, first: usize) -> Self {
+        let start = if self.transposed {
+            first
+        } else {
+            first * self.lead
+        };
+        Self {
+            values: &self.values[start.min(self.values.len())..],
+            ..self
+        }
+    }
+
+    fn bf16(self) -> Strided<'a> {
+        match self.transposed {
+            true => Strided::transposed(self.values, self.lead),
+            false => Strided::row_major(self.values, self.lead),
+        }
+    }
+
+    fn f32(self) -> View<*const f32> {
+        match self.transposed {
+            true => View::columns(self.values.as_ptr(), self.lead),
+            false => View::rows(self.values.as_ptr(), self.lead),
+        }
+    }
+}
+
+/// `lhs · rhs` (`[rows, depth] · [depth, columns]`) in `arithmetic`, the result's rows shared
+/// among rayon's threads.
+fn multiply(
+    arithmetic: Arithmetic,
+    [rows, depth, columns]: [usize; 3],
+    lhs: Operand,
+    rhs: Operand,
 ) -> Vec<f32> {
-    let mut out = vec![0f32; rows * columns];
     let share = rows.div_ceil(rayon::current_num_threads()).max(1);
-    out.par_chunks_mut((share * columns).max(1))
-        .enumerate()
-        .for_each(|(i, dst)| {
-            let first = i * share;
-            part(first..first + dst.len() / columns.max(1), dst)
-        });
-    out
+    zeroed_chunks(rows * columns, (share * columns).max(1), |i, dst| {
+        let part = dst.len() / columns.max(1);
+        let lhs = lhs.from_row(i * share);
+        match arithmetic {
+            // SAFETY: `dst` holds `part × columns` values; `lhs` from row `i · share` reaches
+            // `part × depth` values of its slice, `rhs` `depth × columns` of its own (the shapes
+            // the callers read from the tensors); `dst` is a buffer of its own.
+            Arithmetic::F32 => unsafe {
+                let dst = View::rows(dst.as_mut_ptr(), columns);
+                gemm_f32([part, columns, depth], dst, false, lhs.f32(), rhs.f32());
+            },
+            Arithmetic::Bf16 => {
+                let packed = PackedLhs::new(part, depth, lhs.bf16());
+                multiply_bf16(dst, &packed, rhs.bf16(), columns, false);
+            }
+        }
+    })
 }
 
 fn dims2(x: &FlexTensor) -> [usize; 2] {
