@@ -86,7 +86,7 @@ impl<'a> Operand<'a> {
     }
 
     /// The matrix from row `first` on.
-    fn from_row(self, first: usize) -> Self {
+    fn past_rows(self, first: usize) -> Self {
         let start = if self.transposed {
             first
         } else {
@@ -124,7 +124,7 @@ fn multiply(
     let share = rows.div_ceil(rayon::current_num_threads()).max(1);
     zeroed_chunks(rows * columns, (share * columns).max(1), |i, dst| {
         let part = dst.len() / columns.max(1);
-        let lhs = lhs.from_row(i * share);
+        let lhs = lhs.past_rows(i * share);
         match arithmetic {
             // SAFETY: `dst` holds `part × columns` values; `lhs` from row `i · share` reaches
             // `part × depth` values of its slice, `rhs` `depth × columns` of its own (the shapes
