@@ -79,9 +79,8 @@ impl<'a> Operand<'a> {
     fn transposed(values: &'a [f32], lead: usize) -> Self {
         let transposed = true;
         Self {
-            values,
-            lead,
             transposed,
+            ..Self::rows(values, lead)
         }
     }
 
