@@ -112,15 +112,23 @@ impl<'a> Operand<'a> {
     }
 }
 
+/// Multiply-adds below which a product runs as one task: flex's threshold for a parallel gemm
+/// (192³), under which splitting costs more than it saves.
+const SHARED_WORK: usize = 192 * 192 * 192;
+
 /// `lhs · rhs` (`[rows, depth] · [depth, columns]`) in `arithmetic`, the result's rows shared
-/// among rayon's threads.
+/// among rayon's threads (one task below [`SHARED_WORK`]).
 fn multiply(
     arithmetic: Arithmetic,
     [rows, depth, columns]: [usize; 3],
     lhs: Operand,
     rhs: Operand,
 ) -> Vec<f32> {
-    let share = rows.div_ceil(rayon::current_num_threads()).max(1);
+    let threads = match rows * depth * columns < SHARED_WORK {
+        true => 1,
+        false => rayon::current_num_threads(),
+    };
+    let share = rows.div_ceil(threads).max(1);
     zeroed_chunks(rows * columns, (share * columns).max(1), |i, dst| {
         let part = dst.len() / columns.max(1);
         let lhs = lhs.past_rows(i * share);
