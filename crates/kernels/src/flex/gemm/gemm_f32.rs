@@ -1,5 +1,5 @@
-//! f32 matrix products by the `gemm` crate on the calling thread, its nineteen positional
-//! arguments named once for the kernels that call it.
+//! f32 matrix products by the `gemm` crate, on the calling thread or on rayon's, its nineteen
+//! positional arguments named once for the kernels that call it.
 
 /// A matrix for [`gemm_f32`]: its first element and the strides between rows and columns.
 pub(crate) struct View<P> {
@@ -35,6 +35,22 @@ impl<P> View<P> {
 /// Every element the strides reach for these dimensions lies inside its matrix's allocation,
 /// and `dst` overlaps neither operand.
 pub(crate) unsafe fn gemm_f32(
+    dims: [usize; 3],
+    dst: View<*mut f32>,
+    accumulate: bool,
+    lhs: View<*const f32>,
+    rhs: View<*const f32>,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { gemm_f32_on(gemm::Parallelism::None, dims, dst, accumulate, lhs, rhs) }
+}
+
+/// [`gemm_f32`] on `parallelism`'s threads (gemm's own split of the product).
+///
+/// # Safety
+/// As [`gemm_f32`]'s.
+pub(crate) unsafe fn gemm_f32_on(
+    parallelism: gemm::Parallelism,
     [m, n, k]: [usize; 3],
     dst: View<*mut f32>,
     accumulate: bool,
@@ -64,7 +80,7 @@ pub(crate) unsafe fn gemm_f32(
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            parallelism,
         );
     }
 }

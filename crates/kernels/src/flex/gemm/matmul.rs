@@ -1,7 +1,7 @@
 //! A dense layer's product `x · w` on flex, forward and backward, in an [`Arithmetic`]: f32 by
 //! gemm, or operands rounded to bf16 and products summed in f32
 //! ([`crate::flex::gemm::bf16_gemm`], on AMX tiles or with AVX-512 BF16 where the CPU has
-//! them); the rows of the result shared among rayon's threads.
+//! them).
 //!
 //! Flex's own bf16 product converts both operands to f32, multiplies in f32 and rounds the
 //! result back to bf16: three passes more than this, and no faster than f32. Its f32 product
@@ -15,8 +15,8 @@ use burn_flex::FlexTensor;
 
 use crate::flex::gemm::arithmetic::Arithmetic;
 use crate::flex::gemm::bf16_gemm::{PackedLhs, Strided, multiply_bf16};
-use crate::flex::gemm::gemm_f32::{View, gemm_f32};
-use crate::flex::memory::buffers::zeroed_chunks;
+use crate::flex::gemm::gemm_f32::{View, gemm_f32_on};
+use crate::flex::memory::buffers::{zeroed_chunks, zeros};
 
 /// `x · w` for `x` `[n, k]` and `w` `[k, m]`: `[n, m]`.
 pub(crate) fn forward(x: FlexTensor, w: FlexTensor, arithmetic: Arithmetic) -> FlexTensor {
@@ -112,39 +112,41 @@ impl<'a> Operand<'a> {
     }
 }
 
-/// Multiply-adds below which a product runs as one task: flex's threshold for a parallel gemm
-/// (192³), under which splitting costs more than it saves.
+/// Multiply-adds from which an f32 product runs on all threads: flex's threshold for a parallel
+/// gemm (192³), under which splitting costs more than it saves.
 const SHARED_WORK: usize = 192 * 192 * 192;
 
-/// `lhs · rhs` (`[rows, depth] · [depth, columns]`) in `arithmetic`, the result's rows shared
-/// among rayon's threads (one task below [`SHARED_WORK`]).
+/// `lhs · rhs` (`[rows, depth] · [depth, columns]`) in `arithmetic`. In f32 one gemm call, on
+/// rayon's threads from [`SHARED_WORK`] on, as flex's product calls it (gemm's split of the
+/// product shares its packed operands among the threads); in bf16 the result's rows shared
+/// among rayon's threads.
 fn multiply(
     arithmetic: Arithmetic,
     [rows, depth, columns]: [usize; 3],
     lhs: Operand,
     rhs: Operand,
 ) -> Vec<f32> {
-    let threads = match rows * depth * columns < SHARED_WORK {
-        true => 1,
-        false => rayon::current_num_threads(),
-    };
-    let share = rows.div_ceil(threads).max(1);
+    if arithmetic == Arithmetic::F32 {
+        let mut out = zeros(rows * columns);
+        let parallelism = match rows * depth * columns < SHARED_WORK {
+            true => gemm::Parallelism::None,
+            false => gemm::Parallelism::Rayon(0),
+        };
+        // SAFETY: `out` holds `rows × columns` values; `lhs` reaches `rows × depth` values of
+        // its slice, `rhs` `depth × columns` of its own (the shapes the callers read from the
+        // tensors); `out` is a buffer of its own.
+        unsafe {
+            let dst = View::rows(out.as_mut_ptr(), columns);
+            let dims = [rows, columns, depth];
+            gemm_f32_on(parallelism, dims, dst, false, lhs.f32(), rhs.f32());
+        }
+        return out;
+    }
+    let share = rows.div_ceil(rayon::current_num_threads()).max(1);
     zeroed_chunks(rows * columns, (share * columns).max(1), |i, dst| {
         let part = dst.len() / columns.max(1);
-        let lhs = lhs.past_rows(i * share);
-        match arithmetic {
-            // SAFETY: `dst` holds `part × columns` values; `lhs` from row `i · share` reaches
-            // `part × depth` values of its slice, `rhs` `depth × columns` of its own (the shapes
-            // the callers read from the tensors); `dst` is a buffer of its own.
-            Arithmetic::F32 => unsafe {
-                let dst = View::rows(dst.as_mut_ptr(), columns);
-                gemm_f32([part, columns, depth], dst, false, lhs.f32(), rhs.f32());
-            },
-            Arithmetic::Bf16 => {
-                let packed = PackedLhs::new(part, depth, lhs.bf16());
-                multiply_bf16(dst, &packed, rhs.bf16(), columns, false);
-            }
-        }
+        let lhs = PackedLhs::new(part, depth, lhs.past_rows(i * share).bf16());
+        multiply_bf16(dst, &lhs, rhs.bf16(), columns, false);
     })
 }
 
