@@ -202,6 +202,33 @@ fn multi_head_attention_drops_weights_after_softmax() {
     assert!(dropped > 0 && kept > 0, "{dropped} dropped, {kept} kept");
 }
 
+/// In training, the context `forward` returns is that of the weights it returns, dropped ones
+/// and all (on flex the attention kernel computes the context and the dropout kernel the
+/// weights, by one draw): the context again from those weights, the layer's value heads and
+/// its output projection.
+#[test]
+fn multi_head_attention_context_is_that_of_its_dropped_weights() {
+    let device = device();
+    let (batch, seq, d_model, heads) = (2, 6, 8, 2);
+    let mha = seeded(
+        MultiHeadAttentionConfig::new(d_model, heads)
+            .with_dropout(0.5)
+            .init(&device),
+        3,
+    );
+    let x = pattern([batch, seq, d_model], 5, &device) * 3.0;
+    let output = mha.forward(MhaInput::self_attn(x.clone()));
+    let weights: Vec<f32> = output.weights.clone().into_data().iter::<f32>().collect();
+    assert!(weights.contains(&0.0), "nothing dropped: {weights:?}");
+    let values = mha.value.forward(x);
+    let values = values
+        .reshape([batch, seq, heads, d_model / heads])
+        .swap_dims(1, 2);
+    let context = output.weights.matmul(values).swap_dims(1, 2);
+    let want = mha.output.forward(context.reshape([batch, seq, d_model]));
+    assert_agree(output.context, want, 1e-5, "context of the weights");
+}
+
 /// Burn's record loads into ours and ours into Burn's; configs saved from either load as the
 /// other; ours displays as Burn's.
 #[test]

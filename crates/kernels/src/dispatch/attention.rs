@@ -3,7 +3,7 @@
 
 use burn::nn::Dropout;
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Bool, Tensor};
+use burn::tensor::{Bool, Device, Tensor};
 
 /// `softmax(query · keyᵀ · scale + masks) · value` of `[batch, heads, seq, d]` tensors, as
 /// Burn's `burn::tensor::module::attention` (the same arguments; `mask` `true` where a score
@@ -30,6 +30,41 @@ pub fn attention(
     burn::tensor::module::attention(query, key, value, mask, attn_bias, options)
 }
 
+/// Multi-head attention's dropout of its weights, drawn once a call: on flex one draw that the
+/// weights' dropout kernel and the attention kernel share (the context a layer returns is that
+/// of the weights it returns, whichever computed it); elsewhere Burn's layer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WeightsDropout<'a> {
+    layer: &'a Dropout,
+    #[cfg(feature = "flex")]
+    drawn: Option<super::flex_route::DrawnDropout>,
+}
+
+impl<'a> WeightsDropout<'a> {
+    /// `layer`'s dropout of the weights of tensors on `device` (on flex, its draw from the
+    /// device's generator, where it drops anything).
+    pub(crate) fn draw(layer: &'a Dropout, device: &Device) -> Self {
+        #[cfg(not(feature = "flex"))]
+        let _ = device;
+        Self {
+            layer,
+            #[cfg(feature = "flex")]
+            drawn: super::flex_route::DrawnDropout::draw(layer, device),
+        }
+    }
+
+    /// `weights` through the dropout.
+    pub(crate) fn apply(&self, weights: Tensor<4>) -> Tensor<4> {
+        #[cfg(feature = "flex")]
+        if let Some(drawn) = self.drawn
+            && let Some(dropped) = super::flex_route::dropped(drawn, &weights)
+        {
+            return dropped;
+        }
+        self.layer.forward(weights)
+    }
+}
+
 /// Multi-head attention's context of its heads (`[batch, heads, seq, d_k]` each) without its
 /// weights: the scores scaled by `1/√d_k`, set to `fill` (the layer's `min_float`) where `mask`
 /// is `true`, the weights through `dropout`; by the flex kernel, `None` elsewhere (where the
@@ -38,12 +73,12 @@ pub(crate) fn heads_context(
     heads: [&Tensor<4>; 3],
     mask: Option<Tensor<4, Bool>>,
     fill: f32,
-    dropout: &Dropout,
+    dropout: &WeightsDropout,
 ) -> Option<Tensor<4>> {
     #[cfg(feature = "flex")]
     {
         let scale = 1.0 / (heads[0].dims()[3] as f32).sqrt();
-        super::flex_route::attention(heads, mask, [scale, fill], false, Some(dropout))
+        super::flex_route::attention(heads, mask, [scale, fill], false, dropout.drawn)
     }
     #[cfg(not(feature = "flex"))]
     {

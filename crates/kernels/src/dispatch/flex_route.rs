@@ -494,19 +494,49 @@ pub(super) fn bilinear(x: &Tensor<4>, out: [usize; 2], align_corners: bool) -> O
 /// autodiff device, a probability above 0): the mask drawn from a seed that the device's
 /// generator gives, so that `Device::seed` repeats it as it repeats Burn's.
 pub(super) fn dropout<const D: usize>(dropout: &Dropout, x: &Tensor<D>) -> Option<Tensor<D>> {
-    if !drops(dropout, &x.device()) || !on_flex(x) {
+    if !on_flex(x) {
         return None;
     }
-    let seed = dropout_seed(&x.device());
-    let y =
-        <Dispatch as FlexKernels>::towers_dropout(x.clone().into_dispatch(), dropout.prob, seed);
+    dropped(DrawnDropout::draw(dropout, &x.device())?, x)
+}
+
+/// `x` through the dropout `drawn`, for an f32 `x` on flex.
+pub(super) fn dropped<const D: usize>(drawn: DrawnDropout, x: &Tensor<D>) -> Option<Tensor<D>> {
+    if !on_flex(x) {
+        return None;
+    }
+    let x = x.clone().into_dispatch();
+    let y = <Dispatch as FlexKernels>::towers_dropout(x, drawn.prob, drawn.seed);
     Some(Tensor::from_dispatch(y))
 }
 
-/// Whether `dropout` drops anything on `device`: in training, on an autodiff device, with a
-/// probability above 0 (as Burn's layer).
-fn drops(dropout: &Dropout, device: &Device) -> bool {
-    dropout.training.is_enabled() && device.is_autodiff() && dropout.prob > 0.0
+/// One dropout's draw: its probability and seed, which decide its mask wherever a flex kernel
+/// applies it (the dropout kernel's and the attention kernel's alike, value for value of the
+/// same shape).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DrawnDropout {
+    prob: f64,
+    seed: u64,
+}
+
+impl DrawnDropout {
+    /// A draw of `dropout` from `device`'s generator, where it drops anything on a flex
+    /// `device` (in training, on an autodiff device, a probability above 0, as Burn's layer).
+    pub(crate) fn draw(dropout: &Dropout, device: &Device) -> Option<Self> {
+        let on_flex = matches!(
+            device.clone().inner().as_dispatch(),
+            DispatchDevice::Flex(_)
+        );
+        let drops = dropout.training.is_enabled() && device.is_autodiff() && dropout.prob > 0.0;
+        (on_flex && drops).then(|| Self {
+            prob: dropout.prob,
+            seed: dropout_seed(device),
+        })
+    }
+
+    fn mask(self) -> DropoutMask {
+        DropoutMask::new(self.prob, self.seed)
+    }
 }
 
 /// A dropout mask's seed, from `device`'s generator.
@@ -520,14 +550,14 @@ fn dropout_seed(device: &Device) -> u64 {
 /// Scaled dot-product attention ([`FlexKernels::towers_attention`]) of f32 `q`, `k` and `v`
 /// (`[batch, heads, seq, d]`) on one flex device: the scores times `scale`, set to `fill` where
 /// `mask` (of the scores' shape, or 1 on an axis it is the same along) is `true` and, if
-/// `causal`, past each query's place; the weights through `dropout` where it acts. `None`
+/// `causal`, past each query's place; the weights through the `dropout` drawn, if any. `None`
 /// elsewhere.
 pub(super) fn attention(
     [q, k, v]: [&Tensor<4>; 3],
     mask: Option<Tensor<4, Bool>>,
     [scale, fill]: [f32; 2],
     causal: bool,
-    dropout: Option<&Dropout>,
+    dropout: Option<DrawnDropout>,
 ) -> Option<Tensor<4>> {
     let device = q.device();
     let same_device = k.device() == device && v.device() == device;
@@ -541,15 +571,12 @@ pub(super) fn attention(
         let masked = mask.into_data().try_to_vec::<bool>();
         ScoreMask::new(masked.expect("a boolean mask"), dims, scores_shape)
     });
-    let dropout = dropout
-        .filter(|dropout| drops(dropout, &device))
-        .map(|dropout| DropoutMask::new(dropout.prob, dropout_seed(&device)));
     let scores = Scores {
         scale,
         causal,
         mask,
         fill,
-        dropout,
+        dropout: dropout.map(DrawnDropout::mask),
     };
     let [q, k, v] = [q, k, v].map(|x| x.clone().into_dispatch());
     let y = <Dispatch as FlexKernels>::towers_attention(q, k, v, scores);

@@ -48,7 +48,7 @@ mod rotary_encoding;
 mod square_sums;
 
 pub use attention::attention;
-pub(crate) use attention::heads_context;
+pub(crate) use attention::{WeightsDropout, heads_context};
 pub use bf16_kernel::{bf16_kernel, bf16_on_amx};
 pub use conv3d::conv3d;
 pub use gru::{bi_gru, gru};

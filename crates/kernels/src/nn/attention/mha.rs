@@ -1,14 +1,15 @@
 //! [`MultiHeadAttention`], [`MultiHeadAttentionConfig`] and [`MhaInput`]: Burn's multi-head
-//! attention, its projections computed by [`crate::linear`] and its softmax by
-//! [`crate::softmax`] (one pass forward and one backward on flex, where Burn's autodiff composes
-//! five ops each way: the most of a transformer layer's time that Burn's layer loses).
+//! attention, its projections computed by [`crate::linear`], its softmax by [`crate::softmax`]
+//! (one pass forward and one backward on flex, where Burn's autodiff composes five ops each way)
+//! and, on flex, its context by [`crate::attention`]'s kernel (whose backward pass never holds
+//! the weights whole).
 
 use burn::config::Config;
 use burn::nn::Initializer;
 use burn::nn::attention::MhaOutput;
 use burn::tensor::{Bool, Device, Tensor};
 
-use crate::dispatch::{dropout, heads_context, linear, quiet_softmax, softmax};
+use crate::dispatch::{WeightsDropout, heads_context, linear, quiet_softmax, softmax};
 use crate::nn::wrapped::wrapped_module;
 
 /// [`burn::nn::attention::MultiHeadAttentionConfig`], field for field (a config saved from
@@ -103,16 +104,54 @@ impl MultiHeadAttention {
     /// seq_2, d_model]`, as Burn's `MultiHeadAttention::forward`: the context `[batch, seq_1,
     /// d_model]` and the weights `[batch, heads, seq_1, seq_2]` (after dropout, in training).
     ///
-    /// The queries are scaled by `1/√d_k` before their product with the keys rather than the
-    /// scores after it (the same scores to rounding, from a tensor `seq_2 / d_k` times smaller).
+    /// On flex (but for a quiet softmax) the context is [`Self::context`]'s, by the attention
+    /// kernel, with the weights' dropout mask: a loss of the context alone runs that kernel's
+    /// backward pass and none of the weights'. The weights' queries are scaled by `1/√d_k`
+    /// before their product with the keys rather than the scores after it (the same scores to
+    /// rounding, from a tensor `seq_2 / d_k` times smaller).
     ///
     /// # Panics
     ///
     /// If the last dimension of the query, key or value is not `d_model`, the key's or value's
     /// batch differs from the query's, or the value's sequence from the key's (as Burn's).
     pub fn forward(&self, input: MhaInput) -> MhaOutput {
+        let heads = self.heads_of(&input);
+        let dropout = WeightsDropout::draw(&self.inner.dropout, &heads[0].device());
+        let weights = dropout.apply(self.weights(&heads, input.masks.clone()));
+        let context = match self.fused_context(&heads, input.masks, &dropout) {
+            Some(context) => context,
+            None => weights.clone().matmul(heads[2].clone()),
+        };
+        let context = self.merged(context);
+        MhaOutput { weights, context }
+    }
+
+    /// The context alone, as `forward(input).context`, without the weights: on flex (but for a
+    /// quiet softmax) by one attention kernel each way that never holds them whole
+    /// ([`crate::attention`]'s), elsewhere through the weights as [`Self::forward`]. What the
+    /// transformer layers, which drop the weights, call.
+    ///
+    /// # Panics
+    ///
+    /// As [`Self::forward`].
+    pub fn context(&self, input: MhaInput) -> Tensor<3> {
+        let heads = self.heads_of(&input);
+        let dropout = WeightsDropout::draw(&self.inner.dropout, &heads[0].device());
+        let context = match self.fused_context(&heads, input.masks.clone(), &dropout) {
+            Some(context) => context,
+            None => {
+                let weights = dropout.apply(self.weights(&heads, input.masks));
+                weights.matmul(heads[2].clone())
+            }
+        };
+        self.merged(context)
+    }
+
+    /// The queries', keys' and values' heads `[batch, heads, seq, d_k]` of `input`, its shapes
+    /// checked.
+    fn heads_of(&self, input: &MhaInput) -> [Tensor<4>; 3] {
         let mha = &self.inner;
-        let [batch, seq_1, d_model] = input.query.dims();
+        let [batch, _, d_model] = input.query.dims();
         let [key_batch, seq_2, key_d] = input.key.dims();
         assert!(
             d_model == mha.d_model && key_d == mha.d_model && key_batch == batch,
@@ -127,47 +166,51 @@ impl MultiHeadAttention {
             "multi-head attention: the value's shape against the key's {:?}",
             input.key.dims()
         );
-        let scale = 1.0 / (mha.d_k as f32).sqrt();
-        let query = self.heads(input.query, &mha.query).mul_scalar(scale);
-        let key = self.heads(input.key, &mha.key);
-        let value = self.heads(input.value, &mha.value);
-        let scores = query.matmul(key.transpose());
-        let scores = self.masked(scores, input.masks);
-        let weights = match mha.quiet_softmax {
-            true => quiet_softmax(scores, 3),
-            false => softmax(scores, 3),
-        };
-        let weights = dropout(&mha.dropout, weights);
-        let context = weights.clone().matmul(value).swap_dims(1, 2);
-        let context = linear(&mha.output, context.reshape([batch, seq_1, d_model]));
-        MhaOutput { weights, context }
-    }
-
-    /// The context alone, as `forward(input).context`, without the weights: on flex (but for a
-    /// quiet softmax) by one attention kernel each way that never holds them whole
-    /// ([`crate::attention`]'s), elsewhere by [`Self::forward`]. What the transformer layers,
-    /// which drop the weights, call.
-    pub fn context(&self, input: MhaInput) -> Tensor<3> {
-        let mha = &self.inner;
-        if mha.quiet_softmax {
-            return self.forward(input).context;
-        }
-        let [batch, seq_1, d_model] = input.query.dims();
-        let heads = [
+        [
             (&input.query, &mha.query),
             (&input.key, &mha.key),
             (&input.value, &mha.value),
         ]
-        .map(|(x, projection)| self.heads(x.clone(), projection));
-        let mask = input.masks.clone().joined(seq_1);
-        let fill = mha.min_float as f32;
-        match heads_context(heads.each_ref(), mask, fill, &mha.dropout) {
-            Some(context) => {
-                let context = context.swap_dims(1, 2).reshape([batch, seq_1, d_model]);
-                linear(&mha.output, context)
-            }
-            None => self.forward(input).context,
+        .map(|(x, projection)| self.heads(x.clone(), projection))
+    }
+
+    /// The weights `[batch, heads, seq_1, seq_2]` of the queries' and keys' `heads`, before
+    /// dropout.
+    fn weights(&self, [query, key, _]: &[Tensor<4>; 3], masks: AttentionMasks) -> Tensor<4> {
+        let scale = 1.0 / (self.inner.d_k as f32).sqrt();
+        let scores = query
+            .clone()
+            .mul_scalar(scale)
+            .matmul(key.clone().transpose());
+        let scores = self.masked(scores, masks);
+        match self.inner.quiet_softmax {
+            true => quiet_softmax(scores, 3),
+            false => softmax(scores, 3),
         }
+    }
+
+    /// The context of `heads` by the attention kernel, where it computes it (on flex, for a
+    /// softmax); `None` elsewhere.
+    fn fused_context(
+        &self,
+        heads: &[Tensor<4>; 3],
+        masks: AttentionMasks,
+        dropout: &WeightsDropout,
+    ) -> Option<Tensor<4>> {
+        if self.inner.quiet_softmax {
+            return None;
+        }
+        let mask = masks.joined(heads[0].dims()[2]);
+        heads_context(heads.each_ref(), mask, self.inner.min_float as f32, dropout)
+    }
+
+    /// The heads' context `[batch, heads, seq_1, d_k]` side by side, through the output
+    /// projection: `[batch, seq_1, d_model]`.
+    fn merged(&self, context: Tensor<4>) -> Tensor<3> {
+        let [batch, _, seq_1, _] = context.dims();
+        let context = context.swap_dims(1, 2);
+        let context = context.reshape([batch, seq_1, self.inner.d_model]);
+        linear(&self.inner.output, context)
     }
 
     /// `x` `[batch, seq, d_model]` through `projection`, as `[batch, heads, seq, d_k]`.
