@@ -1,7 +1,8 @@
 //! `towers_kernels::attention` (Burn's `module::attention`, scaled dot-product attention) against
-//! Burn's own composition of it (`attention_fallback`: a product, a mask fill, a softmax and a
-//! product, each differentiated by Burn's autodiff) in f64: the output and the gradients of the
-//! queries, keys and values of `sum(output · weights)`, weights fixed and uneven. The device
+//! Burn's own composition of it (`attention_fallback`: a product, a cap, a mask fill, a bias, a
+//! softmax and a product, each differentiated by Burn's autodiff) in f64: the output and the
+//! gradients of the queries, keys and values (and of a bias that takes one) of `sum(output ·
+//! weights)`, weights fixed and uneven. The device
 //! and the comparison are `drop_in.rs`'s.
 
 use burn::tensor::module::attention_fallback;
@@ -13,13 +14,14 @@ use towers_testing::nets::pattern;
 use crate::drop_in::{assert_agree, device};
 
 /// An attention's inputs and options: queries `[batch, heads, seq_q, d]`, keys `[batch, heads,
-/// seq_k, d]`, values `[batch, heads, seq_k, d_v]`, a mask, the options.
+/// seq_k, d]`, values `[batch, heads, seq_k, d_v]`, a mask, an additive bias, the options.
 struct Case {
     what: &'static str,
     q: Tensor<4>,
     k: Tensor<4>,
     v: Tensor<4>,
     mask: Option<Tensor<4, Bool>>,
+    bias: Option<Tensor<4>>,
     options: AttentionModuleOptions,
 }
 
@@ -57,6 +59,7 @@ fn cases() -> Vec<Case> {
             k,
             v,
             mask,
+            bias: None,
             options,
         }
     };
@@ -112,9 +115,60 @@ fn cases() -> Vec<Case> {
         k,
         v,
         mask: None,
+        bias: None,
         options: options(None, false),
     });
+    cases.extend(capped_and_biased_cases([b, h, s]));
     cases
+}
+
+/// Burn's softcap and additive biases: ALiBi's (a slope per head times each key's distance back,
+/// broadcast over the batch), one of every score with `-∞` where it masks, and the cap with
+/// a causal mask and a padding mask.
+fn capped_and_biased_cases([b, h, s]: [usize; 3]) -> Vec<Case> {
+    let device = device();
+    let distances: Vec<f32> = (0..h * s * s)
+        .map(|i| {
+            let (head, query, key) = (i / (s * s), i / s % s, i % s);
+            -(query as f32 - key as f32).abs() / (1 << (head + 1)) as f32
+        })
+        .collect();
+    let alibi = Tensor::<4>::from_data(TensorData::new(distances, [1, h, s, s]), &device);
+    let float_mask = (pattern([b, h, s, s], 4, &device) * 3.0)
+        .mask_fill(mask([b, h, s, s], |i| i % 5 == 1), f32::NEG_INFINITY);
+    let capped = |cap, is_causal| AttentionModuleOptions {
+        softcap: Some(cap),
+        is_causal,
+        ..Default::default()
+    };
+    let case = |what, mask, bias, options| {
+        let [q, k, v] = inputs([b, h, s, s, 8, 8]);
+        Case {
+            what,
+            q,
+            k,
+            v,
+            mask,
+            bias,
+            options,
+        }
+    };
+    vec![
+        case("ALiBi's bias", None, Some(alibi), options(None, false)),
+        case(
+            "a bias of every score, -∞ where it masks",
+            None,
+            Some(float_mask),
+            options(None, false),
+        ),
+        case("softcap 5, causal", None, None, capped(5.0, true)),
+        case(
+            "softcap 2 and a padding mask",
+            Some(mask([b, 1, 1, s], |i| i >= 2 * s - 4)),
+            None,
+            capped(2.0, false),
+        ),
+    ]
 }
 
 /// The output of `forward` and the gradients of its three inputs.
@@ -139,14 +193,16 @@ fn attention_gives_f64_outputs_and_gradients() {
             k,
             v,
             mask,
+            bias,
             options,
         } = case;
         let ours = output_and_grads([q.clone(), k.clone(), v.clone()], |[q, k, v]| {
-            attention(q, k, v, mask.clone(), None, options)
+            attention(q, k, v, mask.clone(), bias.clone(), options)
         });
         let wide = [q, k, v].map(|x| x.cast(DType::F64));
+        let wide_bias = bias.map(|bias| bias.cast(DType::F64));
         let want = output_and_grads(wide, |[q, k, v]| {
-            attention_fallback(q, k, v, mask.clone(), None, options)
+            attention_fallback(q, k, v, mask.clone(), wide_bias.clone(), options)
         });
         let names = [
             "output",
@@ -158,4 +214,29 @@ fn attention_gives_f64_outputs_and_gradients() {
             assert_agree(ours, want, 5e-6, &format!("{what}: {name}"));
         }
     }
+}
+
+/// A bias a loss differentiates (T5's learned relative positions) takes Burn's composition,
+/// which gives its gradient (our kernel computes none): the bias's gradient as the f64
+/// reference's.
+#[test]
+fn a_bias_that_takes_a_gradient_gets_burns() {
+    let [q, k, v] = inputs([2, 3, 9, 9, 8, 8]);
+    let bias = pattern([1, 3, 9, 9], 6, &device()) * 2.0;
+    let bias_gradient = |[q, k, v]: [Tensor<4>; 3], bias: Tensor<4>, ours: bool| {
+        let bias = bias.detach().require_grad();
+        let options = options(None, false);
+        let y = match ours {
+            true => attention(q, k, v, None, Some(bias.clone()), options),
+            false => attention_fallback(q, k, v, None, Some(bias.clone()), options),
+        };
+        let weights = pattern(y.dims(), 99, &device()).cast(y.dtype()) + 1.0;
+        let grads = (y * weights).sum().backward();
+        let grad = bias.grad(&grads).expect("the bias's gradient");
+        grad.cast(DType::F32)
+    };
+    let ours = bias_gradient([q.clone(), k.clone(), v.clone()], bias.clone(), true);
+    let wide = [q, k, v].map(|x| x.cast(DType::F64));
+    let want = bias_gradient(wide, bias.cast(DType::F64), false);
+    assert_agree(ours, want, 5e-6, "the bias's gradient");
 }

@@ -7,8 +7,14 @@ use burn::tensor::{Bool, Device, Tensor};
 
 /// `softmax(query · keyᵀ · scale + masks) · value` of `[batch, heads, seq, d]` tensors, as
 /// Burn's `burn::tensor::module::attention` (the same arguments; `mask` `true` where a score
-/// is masked, to `-∞`; a query all masked gives zeros). On f32 flex tensors without an
-/// additive bias or softcap, by burn-towers' kernel, forward and backward; elsewhere Burn's.
+/// is masked, to `-∞`; a query all masked gives zeros; `attn_bias` added after the masks,
+/// `options.softcap` capping the scaled scores before them). On f32 flex tensors by burn-towers'
+/// kernel, forward and backward, where `attn_bias` (if any) takes no gradient (ALiBi's slopes, a
+/// mask of `0` and `-∞`); elsewhere, and for a bias a loss differentiates, Burn's.
+///
+/// # Panics
+///
+/// If `options.softcap` is not positive (as Burn's), or the shapes do not fit.
 pub fn attention(
     query: Tensor<4>,
     key: Tensor<4>,
@@ -17,13 +23,24 @@ pub fn attention(
     attn_bias: Option<Tensor<4>>,
     options: AttentionModuleOptions,
 ) -> Tensor<4> {
+    if let Some(cap) = options.softcap {
+        // Burn's check, which our kernel's path would not reach.
+        assert!(cap > 0.0, "softcap must be positive, got {cap}");
+    }
     #[cfg(feature = "flex")]
-    if attn_bias.is_none() && options.softcap.is_none() {
+    if attn_bias
+        .as_ref()
+        .is_none_or(|bias| !bias.is_require_grad())
+    {
         let d = query.dims()[3];
-        let scale = options.scale.unwrap_or(1.0 / (d as f64).sqrt()) as f32;
-        let inputs = [&query, &key, &value];
-        let (rule, causal) = ([scale, f32::NEG_INFINITY], options.is_causal);
-        if let Some(y) = super::flex_route::attention(inputs, mask.clone(), rule, causal, None) {
+        let rule = super::flex_route::ScoreRule {
+            scale: options.scale.unwrap_or(1.0 / (d as f64).sqrt()) as f32,
+            softcap: options.softcap.map(|cap| cap as f32),
+            causal: options.is_causal,
+            fill: f32::NEG_INFINITY,
+        };
+        let (inputs, bias) = ([&query, &key, &value], attn_bias.clone());
+        if let Some(y) = super::flex_route::attention(inputs, mask.clone(), bias, rule, None) {
             return y;
         }
     }
@@ -77,8 +94,13 @@ pub(crate) fn heads_context(
 ) -> Option<Tensor<4>> {
     #[cfg(feature = "flex")]
     {
-        let scale = 1.0 / (heads[0].dims()[3] as f32).sqrt();
-        super::flex_route::attention(heads, mask, [scale, fill], false, dropout.drawn)
+        let rule = super::flex_route::ScoreRule {
+            scale: 1.0 / (heads[0].dims()[3] as f32).sqrt(),
+            softcap: None,
+            causal: false,
+            fill,
+        };
+        super::flex_route::attention(heads, mask, None, rule, dropout.drawn)
     }
     #[cfg(not(feature = "flex"))]
     {

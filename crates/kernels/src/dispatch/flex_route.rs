@@ -13,7 +13,7 @@ use burn::tensor::{Bool, DType, Device, Distribution, Int, Tensor};
 
 use crate::extension::FlexKernels;
 use crate::flex::activation::Activation;
-use crate::flex::attention::{ScoreMask, Scores};
+use crate::flex::attention::{ScoreBias, ScoreMask, Scores};
 use crate::flex::conv::depth_windows::DepthWindows;
 use crate::flex::dropout::DropoutMask;
 use crate::flex::gemm::arithmetic::Arithmetic;
@@ -547,35 +547,51 @@ fn dropout_seed(device: &Device) -> u64 {
     (parts.iter::<i64>()).fold(0u64, |seed, part| seed << 16 | part as u64)
 }
 
+/// How an attention's products `Q·Kᵀ` become its scores, besides its mask and bias: times
+/// `scale`, capped at `softcap` (Burn's), masked past each query's place if `causal`, masked
+/// scores set to `fill`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ScoreRule {
+    pub scale: f32,
+    pub softcap: Option<f32>,
+    pub causal: bool,
+    pub fill: f32,
+}
+
 /// Scaled dot-product attention ([`FlexKernels::towers_attention`]) of f32 `q`, `k` and `v`
-/// (`[batch, heads, seq, d]`) on one flex device: the scores times `scale`, set to `fill` where
-/// `mask` (of the scores' shape, or 1 on an axis it is the same along) is `true` and, if
-/// `causal`, past each query's place; the weights through the `dropout` drawn, if any. `None`
+/// (`[batch, heads, seq, d]`) on one flex device: the scores by `rule`, masked where `mask` is
+/// `true`, plus `bias` (a constant: its gradient is not computed), each of the scores' shape or
+/// 1 on an axis it is the same along; the weights through the `dropout` drawn, if any. `None`
 /// elsewhere.
 pub(super) fn attention(
     [q, k, v]: [&Tensor<4>; 3],
     mask: Option<Tensor<4, Bool>>,
-    [scale, fill]: [f32; 2],
-    causal: bool,
+    bias: Option<Tensor<4>>,
+    rule: ScoreRule,
     dropout: Option<DrawnDropout>,
 ) -> Option<Tensor<4>> {
     let device = q.device();
-    let same_device = k.device() == device && v.device() == device;
-    if !(on_flex(q) && on_flex(k) && on_flex(v) && same_device) {
+    let on_device = |x: &Tensor<4>| on_flex(x) && x.device() == device;
+    if !([q, k, v].into_iter().all(on_device) && bias.as_ref().is_none_or(on_device)) {
         return None;
     }
     let [batch, heads, seq_q, _] = q.dims();
     let scores_shape = [batch, heads, seq_q, k.dims()[2]];
     let mask = mask.map(|mask| {
-        let dims = mask.dims();
-        let masked = mask.into_data().try_to_vec::<bool>();
-        ScoreMask::new(masked.expect("a boolean mask"), dims, scores_shape)
+        let (dims, masked) = (mask.dims(), mask.into_data().try_to_vec::<bool>());
+        ScoreMask::new(masked.expect("a boolean mask"), dims, scores_shape, "mask")
+    });
+    let bias = bias.map(|bias| {
+        let (dims, values) = (bias.dims(), bias.into_data().try_to_vec::<f32>());
+        ScoreBias::new(values.expect("an f32 bias"), dims, scores_shape, "bias")
     });
     let scores = Scores {
-        scale,
-        causal,
+        scale: rule.scale,
+        softcap: rule.softcap,
+        causal: rule.causal,
         mask,
-        fill,
+        fill: rule.fill,
+        bias,
         dropout: dropout.map(DrawnDropout::mask),
     };
     let [q, k, v] = [q, k, v].map(|x| x.clone().into_dispatch());

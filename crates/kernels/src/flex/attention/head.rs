@@ -106,20 +106,24 @@ impl Dims {
     }
 }
 
-/// A task's scratch for a block's scores (and their gradients, backward), made once per task
-/// of rayon's rather than zeroed again for each head.
+/// A task's scratch for a block's scores (and their gradients and the cap's slopes, backward),
+/// made once per task of rayon's rather than zeroed again for each head.
 pub(super) struct Scratch {
     weights: Vec<f32>,
     grads: Vec<f32>,
+    /// Empty without a cap.
+    slopes: Vec<f32>,
 }
 
 impl Scratch {
-    /// Room for `dims`' blocks.
-    pub(super) fn new(dims: Dims) -> Self {
+    /// Room for `dims`' blocks of `scores`.
+    pub(super) fn new(dims: Dims, scores: &Scores) -> Self {
         let len = dims.block_scores();
+        let slopes = if scores.softcap.is_some() { len } else { 0 };
         Self {
             weights: vec![0.0; len],
             grads: vec![0.0; len],
+            slopes: vec![0.0; slopes],
         }
     }
 }
@@ -151,7 +155,7 @@ pub(super) fn forward(
         block_scores(inputs, dims.d, head, first, w, keys);
         for (i, row) in w.chunks_exact_mut(keys).enumerate() {
             let at = dims.row(head, first + i);
-            scores.scale_and_mask(row, at, scores.fill);
+            scores.finish(row, at);
             row_scales[first + i] = weights(row);
             scores.drop(row, at);
         }
@@ -182,7 +186,7 @@ pub(super) struct Saved<'a> {
 /// contiguous): the weights of each block of queries made again from their row scales, then
 /// (with `P` the weights, `D` their dropout's, `G` the output's gradient) `dV += Dᵀ·G`,
 /// `dP = G·Vᵀ` through the dropout, `dS = P ⊙ (dP - rowsum(G ⊙ O))` zero where masked and
-/// times the scale, `dQ = dS·K`, `dK += dSᵀ·Q`.
+/// times the scale (and the cap's slope, if capped), `dQ = dS·K`, `dK += dSᵀ·Q`.
 pub(super) fn backward(
     inputs: &Inputs,
     saved: &Saved,
@@ -199,10 +203,14 @@ pub(super) fn backward(
             &mut scratch.grads[..rows * keys],
         );
         block_scores(inputs, d, head, first, w, keys);
+        let slopes = &mut scratch.slopes[..];
         let block_rows = w.chunks_exact_mut(keys).zip(dw.chunks_exact_mut(keys));
         for (i, (row, dropped)) in block_rows.enumerate() {
             let at = dims.row(head, first + i);
-            scores.scale_and_mask(row, at, scores.fill);
+            if scores.softcap.is_some() {
+                scores.cap_slopes(row, &mut slopes[i * keys..][..keys]);
+            }
+            scores.finish(row, at);
             weights_again(row, saved.row_scales[first + i]);
             if scores.dropout.is_some() {
                 dropped.copy_from_slice(row);
@@ -248,6 +256,13 @@ pub(super) fn backward(
                 &saved.grad[query * d_v..][..d_v],
             );
             score_gradients(grads, weights, out_dot_grad, scores.scale);
+            if scores.softcap.is_some() {
+                let slopes = &slopes[i * keys..][..keys];
+                grads
+                    .iter_mut()
+                    .zip(slopes)
+                    .for_each(|(g, slope)| *g *= slope);
+            }
             scores.set_masked(grads, at, 0.0);
         }
         // SAFETY: `dw` holds `rows × keys` values, `dq` `seq_q × d`, `dk` `seq_k × d`; the

@@ -23,7 +23,7 @@ use rayon::prelude::*;
 
 use crate::flex::memory::buffers::{contiguous, zeros};
 use head::{Dims, Inputs, Operand, Saved, Scratch};
-pub(crate) use scores::{RowScale, ScoreMask, Scores};
+pub(crate) use scores::{RowScale, ScoreBias, ScoreMask, Scores};
 
 /// What the backward pass keeps of the forward: each query's [`RowScale`], `[batch, heads,
 /// seq_q]`.
@@ -52,7 +52,7 @@ pub(crate) fn forward(
             .zip(row_scales.par_chunks_mut(seq_q))
             .enumerate()
             .for_each_init(
-                || Scratch::new(dims),
+                || Scratch::new(dims, scores),
                 |scratch, (index, (out, row_scales))| {
                     let head = [index / h, index % h];
                     head::forward(&inputs, scores, dims, head, out, row_scales, scratch);
@@ -94,7 +94,7 @@ pub(crate) fn backward(
             .zip(dv.par_chunks_mut(seq_k * d_v))
             .enumerate()
             .for_each_init(
-                || Scratch::new(dims),
+                || Scratch::new(dims, scores),
                 |scratch, (index, ((dq, dk), dv))| {
                     let saved = Saved {
                         out: &out[index * seq_q * d_v..][..seq_q * d_v],
@@ -215,9 +215,11 @@ mod tests {
         };
         let scores = Scores {
             scale,
+            softcap: None,
             causal: false,
             mask: None,
             fill: f32::NEG_INFINITY,
+            bias: None,
             dropout: Some(mask),
         };
         let inputs = [four(&q, seq_q, d), four(&k, seq_k, d), four(&v, seq_k, d_v)];

@@ -1,20 +1,24 @@
-//! What turns a head's scores into its weights: [`Scores`] (the scale, the masks, what masked
-//! scores become, dropout) and the row passes that apply it.
+//! What turns a head's scores into its weights: [`Scores`] (the scale, the cap, the masks, what
+//! masked scores become, an additive bias, dropout) and the row passes that apply it.
 
 use std::sync::Arc;
 
 use multiversion::multiversion;
 
 use crate::flex::dropout::{DropoutMask, apply_in_place};
-use crate::flex::exp::exp;
+use crate::flex::exp::{exp, tanh};
 use crate::flex::memory::SUM_LANES;
 use crate::flex::softmax::row_max;
 
-/// How the scores `Q·Kᵀ` of `[batch, heads, seq_q, seq_k]` become the weights of the values.
+/// How the scores `Q·Kᵀ` of `[batch, heads, seq_q, seq_k]` become the weights of the values,
+/// in Burn's order (`attention_fallback`'s): scaled, capped, masked, biased, softmax, dropout.
 #[derive(Clone, Debug)]
 pub(crate) struct Scores {
     /// What each product is multiplied by (Burn's default `1/√d`).
     pub scale: f32,
+    /// Gemma 2's cap of the scaled scores, `cap · tanh(s / cap)` (Burn's `softcap`), before
+    /// any mask.
+    pub softcap: Option<f32>,
     /// Whether a query attends only to the keys up to its own place, aligned at the last key
     /// as Burn's (`j > i + seq_k - seq_q` masked: a query block at the end of a longer key
     /// sequence sees all keys before it).
@@ -25,30 +29,40 @@ pub(crate) struct Scores {
     /// and outputs zeros) or a finite value (Burn's multi-head attention's `min_float`: a row
     /// all masked weighs its keys evenly).
     pub fill: f32,
+    /// A constant added to the scores after the masks (Burn's `attn_bias` where it takes no
+    /// gradient: ALiBi's slopes, a mask as `0` and `-∞`).
+    pub bias: Option<ScoreBias>,
     /// Dropout of the weights (of the `[batch, heads, seq_q, seq_k]` tensor Burn would drop).
     pub dropout: Option<DropoutMask>,
 }
 
-/// A boolean mask of the scores, `true` where masked: one value per score, or per broadcast
-/// axis (a padding mask `[batch, 1, 1, seq_k]`, one mask of `[batch, 1, seq_q, seq_k]` for
-/// every head), read through a stride per axis (0 on the broadcast ones).
+/// Values over the scores: one per score, or per broadcast axis (a padding mask `[batch, 1, 1,
+/// seq_k]`, one bias of `[1, heads, seq_q, seq_k]` for every batch item), read through a
+/// stride per axis (0 on the broadcast ones).
 #[derive(Clone, Debug)]
-pub(crate) struct ScoreMask {
-    masked: Arc<[bool]>,
+pub(crate) struct ScoreTable<T> {
+    values: Arc<[T]>,
     strides: [usize; 4],
 }
 
-impl ScoreMask {
-    /// `masked`, of shape `dims` (each `scores`' or 1), over scores of shape `scores`.
+/// A boolean mask of the scores, `true` where masked.
+pub(crate) type ScoreMask = ScoreTable<bool>;
+
+/// An additive bias of the scores.
+pub(crate) type ScoreBias = ScoreTable<f32>;
+
+impl<T: Copy> ScoreTable<T> {
+    /// `values`, of shape `dims` (each `scores`' or 1), over scores of shape `scores`.
     ///
     /// # Panics
-    /// If a dimension is neither the scores' nor 1, or `masked` is not `dims`' size.
-    pub(crate) fn new(masked: Vec<bool>, dims: [usize; 4], scores: [usize; 4]) -> Self {
+    /// If a dimension is neither the scores' nor 1 (naming the table as `what`), or `values`
+    /// is not `dims`' size.
+    pub(crate) fn new(values: Vec<T>, dims: [usize; 4], scores: [usize; 4], what: &str) -> Self {
         assert!(
             dims.iter().zip(scores).all(|(&d, s)| d == s || d == 1),
-            "an attention mask of shape {dims:?} for scores of shape {scores:?}"
+            "an attention {what} of shape {dims:?} for scores of shape {scores:?}"
         );
-        assert_eq!(masked.len(), dims.iter().product::<usize>());
+        assert_eq!(values.len(), dims.iter().product::<usize>());
         let mut strides = [0; 4];
         let mut stride = 1;
         for axis in (0..4).rev() {
@@ -56,21 +70,16 @@ impl ScoreMask {
             stride *= dims[axis];
         }
         Self {
-            masked: masked.into(),
+            values: values.into(),
             strides,
         }
     }
 
-    /// The mask of one row of scores (`query` of head `[batch, head]`), a value per key.
-    fn row(
-        &self,
-        [batch, head]: [usize; 2],
-        query: usize,
-        keys: usize,
-    ) -> impl Iterator<Item = bool> {
+    /// The values of one row of scores (`query` of head `[batch, head]`), a value per key.
+    fn row(&self, [batch, head]: [usize; 2], query: usize, keys: usize) -> impl Iterator<Item = T> {
         let [b, h, q, k] = self.strides;
         let first = batch * b + head * h + query * q;
-        (0..keys).map(move |j| self.masked[first + j * k])
+        (0..keys).map(move |j| self.values[first + j * k])
     }
 }
 
@@ -85,10 +94,28 @@ pub(super) struct Row {
 }
 
 impl Scores {
-    /// `row` (products `Q·Kᵀ` of one query) scaled, with its masked scores set to `value`.
-    pub(super) fn scale_and_mask(&self, row: &mut [f32], at: Row, value: f32) {
+    /// `row` (products `Q·Kᵀ` of one query, of the first keys or all) into the scores the
+    /// softmax takes: scaled, capped, its masked scores set to `fill`, biased.
+    pub(super) fn finish(&self, row: &mut [f32], at: Row) {
         scale(row, self.scale);
-        self.set_masked(row, at, value);
+        if let Some(cap) = self.softcap {
+            capped(row, cap);
+        }
+        self.set_masked(row, at, self.fill);
+        if let Some(bias) = &self.bias {
+            for (score, bias) in row.iter_mut().zip(bias.row(at.head, at.query, at.seqs[1])) {
+                *score += bias;
+            }
+        }
+    }
+
+    /// The cap's slope at each of `row`'s products (`Q·Kᵀ`, unscaled), into `slopes`: `1 -
+    /// tanh²(s · scale / cap)`, what a capped score's gradient is times to be the scaled one's.
+    /// Nothing without a cap.
+    pub(super) fn cap_slopes(&self, row: &[f32], slopes: &mut [f32]) {
+        if let Some(cap) = self.softcap {
+            cap_slopes(row, slopes, self.scale / cap);
+        }
     }
 
     /// `row`'s masked places set to `value` (`row` the scores of the first keys, or all).
@@ -130,6 +157,22 @@ fn first_index(at: Row) -> u64 {
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
 fn scale(row: &mut [f32], scale: f32) {
     row.iter_mut().for_each(|s| *s *= scale);
+}
+
+/// `row = cap · tanh(row / cap)`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn capped(row: &mut [f32], cap: f32) {
+    let inverse = 1.0 / cap;
+    row.iter_mut().for_each(|s| *s = cap * tanh(*s * inverse));
+}
+
+/// `slopes = 1 - tanh²(row · factor)`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx2+fma", "x86_64+avx2+fma"))]
+fn cap_slopes(row: &[f32], slopes: &mut [f32], factor: f32) {
+    for (slope, &s) in slopes.iter_mut().zip(row) {
+        let t = tanh(s * factor);
+        *slope = 1.0 - t * t;
+    }
 }
 
 /// A row's maximum score and the inverse of the sum of its exponentials, from which the
