@@ -41,6 +41,22 @@ class ScaledAttention(nn.Module):
         return nn.functional.scaled_dot_product_attention(x, x * 0.5, x * 0.25, is_causal=True)
 
 
+class AlibiAttention(nn.Module):
+    """`scaled_dot_product_attention` of heads `[8, 12, 256, 64]` made as `ScaledAttention`'s,
+    with ALiBi's bias as its float mask: head `h`'s slope `2^-(h + 1)` times each key's
+    distance from its query, `[1, 12, 256, 256]`."""
+
+    def __init__(self):
+        super().__init__()
+        places = torch.arange(256, dtype=torch.float32)
+        distances = -(places[:, None] - places[None, :]).abs()
+        slopes = torch.tensor([2.0 ** -(h + 1) for h in range(12)])
+        self.register_buffer("bias", (slopes[:, None, None] * distances)[None])
+
+    def forward(self, x):
+        return nn.functional.scaled_dot_product_attention(x, x * 0.5, x * 0.25, attn_mask=self.bias)
+
+
 class Outputs(nn.Module):
     """A recurrent layer's output sequence alone, as `bench_layers` times Burn's (whose last
     state, returned too, is a part of that sequence and the last cell)."""
@@ -147,6 +163,11 @@ def layer_cases():
     yield (
         "attention (scaled dot-product, causal) of [8, 12, 256, 64]",
         ScaledAttention(),
+        torch.rand(8, 12, 256, 64) * 2 - 1,
+    )
+    yield (
+        "attention (scaled dot-product, ALiBi's bias) of [8, 12, 256, 64]",
+        AlibiAttention(),
         torch.rand(8, 12, 256, 64) * 2 - 1,
     )
     # Burn's encoder layer: post-norm, GELU, layer norm epsilon 1e-5; without dropout and with

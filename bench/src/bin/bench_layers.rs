@@ -7,8 +7,8 @@
 //! transformer's GELU, layer norm and RMS norm, a diffusion U-Net's group norm and SiLU, an
 //! instance norm, sigmoid, tanh and leaky ReLU, an LSTM, a GRU, dropout, bilinear upsampling,
 //! rotary position encoding, SwiGLU, pools (ResNet's stem and head, DenseNet's transition, 1D max and average pools); a
-//! transformer's softmax, multi-head attention, causal scaled dot-product attention and encoder
-//! layer (without and with dropout).
+//! transformer's softmax, multi-head attention, causal scaled dot-product attention, the same
+//! with ALiBi's bias, and encoder layer (without and with dropout).
 //!
 //! `cargo run --release -p towers-bench --bin bench_layers [REPS [NAME]]` (default 10 timed
 //! steps per version after 3 untimed ones, the two versions alternating step by step; with
@@ -520,7 +520,43 @@ fn transformer_cases(device: &Device) -> Vec<LayerCase> {
         softmax,
         attention,
         scaled_attention,
+        alibi_attention_case(device),
         encoder,
         encoder_dropout,
     ]
+}
+
+/// Scaled dot-product attention of `[8, 12, 256, 64]` heads (made of one input as the causal
+/// case makes them) with ALiBi's bias: head `h`'s slope `2^-(h + 1)` times each key's distance
+/// from its query, `[1, 12, 256, 256]`, a constant.
+fn alibi_attention_case(device: &Device) -> LayerCase {
+    use burn::tensor::ops::AttentionModuleOptions;
+    let [heads, seq] = [12, 256];
+    let distances: Vec<f32> = (0..heads * seq * seq)
+        .map(|i| {
+            let (head, query, key) = (i / (seq * seq), i / seq % seq, i % seq);
+            -(query as f32 - key as f32).abs() / (1u32 << (head + 1)) as f32
+        })
+        .collect();
+    let bias = Tensor::<4>::from_data(TensorData::new(distances, [1, heads, seq, seq]), device);
+    let burns_bias = bias.clone();
+    let qkv = |x: &Tensor<3>| {
+        let heads = x.clone().reshape([8, 12, 256, 64]);
+        [heads.clone(), heads.clone() * 0.5, heads * 0.25]
+    };
+    let options = AttentionModuleOptions::default();
+    let input = Tensor::<3>::random([8, 12, 256 * 64], Distribution::Uniform(-1.0, 1.0), device);
+    LayerCase {
+        name: "attention (scaled dot-product, ALiBi's bias) of [8, 12, 256, 64]".into(),
+        input: input.require_grad(),
+        burns: Box::new(move |x| {
+            let [q, k, v] = qkv(x);
+            let bias = Some(burns_bias.clone());
+            burn::tensor::module::attention(q, k, v, None, bias, options).flatten(2, 3)
+        }),
+        ours: Box::new(move |x| {
+            let [q, k, v] = qkv(x);
+            towers_kernels::attention(q, k, v, None, Some(bias.clone()), options).flatten(2, 3)
+        }),
+    }
 }

@@ -216,15 +216,16 @@ fn attention_gives_f64_outputs_and_gradients() {
     }
 }
 
-/// A bias a loss differentiates (T5's learned relative positions) takes Burn's composition,
-/// which gives its gradient (our kernel computes none): the bias's gradient as the f64
-/// reference's.
+/// A bias made of parameters (T5's learned relative positions: not the parameter itself, a
+/// tensor made of it) takes Burn's composition, which gives its gradient (our kernel computes
+/// none): the parameter's gradient as the f64 reference's.
 #[test]
 fn a_bias_that_takes_a_gradient_gets_burns() {
     let [q, k, v] = inputs([2, 3, 9, 9, 8, 8]);
-    let bias = pattern([1, 3, 9, 9], 6, &device()) * 2.0;
-    let bias_gradient = |[q, k, v]: [Tensor<4>; 3], bias: Tensor<4>, ours: bool| {
-        let bias = bias.detach().require_grad();
+    let bias = pattern([1, 3, 9, 9], 6, &device());
+    let bias_gradient = |[q, k, v]: [Tensor<4>; 3], parameter: Tensor<4>, ours: bool| {
+        let parameter = parameter.detach().require_grad();
+        let bias = parameter.clone() * 2.0;
         let options = options(None, false);
         let y = match ours {
             true => attention(q, k, v, None, Some(bias.clone()), options),
@@ -232,11 +233,13 @@ fn a_bias_that_takes_a_gradient_gets_burns() {
         };
         let weights = pattern(y.dims(), 99, &device()).cast(y.dtype()) + 1.0;
         let grads = (y * weights).sum().backward();
-        let grad = bias.grad(&grads).expect("the bias's gradient");
+        let grad = parameter
+            .grad(&grads)
+            .expect("the bias's parameter's gradient");
         grad.cast(DType::F32)
     };
     let ours = bias_gradient([q.clone(), k.clone(), v.clone()], bias.clone(), true);
     let wide = [q, k, v].map(|x| x.cast(DType::F64));
     let want = bias_gradient(wide, bias.cast(DType::F64), false);
-    assert_agree(ours, want, 5e-6, "the bias's gradient");
+    assert_agree(ours, want, 5e-6, "the bias's parameter's gradient");
 }

@@ -9,8 +9,9 @@ use burn::tensor::{Bool, Device, Tensor};
 /// Burn's `burn::tensor::module::attention` (the same arguments; `mask` `true` where a score
 /// is masked, to `-∞`; a query all masked gives zeros; `attn_bias` added after the masks,
 /// `options.softcap` capping the scaled scores before them). On f32 flex tensors by burn-towers'
-/// kernel, forward and backward, where `attn_bias` (if any) takes no gradient (ALiBi's slopes, a
-/// mask of `0` and `-∞`); elsewhere, and for a bias a loss differentiates, Burn's.
+/// kernel, forward and backward, where `attn_bias` (if any) is a constant, in no autodiff graph
+/// (ALiBi's slopes, a mask of `0` and `-∞`); elsewhere, and for a bias made of parameters,
+/// Burn's.
 ///
 /// # Panics
 ///
@@ -28,10 +29,7 @@ pub fn attention(
         assert!(cap > 0.0, "softcap must be positive, got {cap}");
     }
     #[cfg(feature = "flex")]
-    if attn_bias
-        .as_ref()
-        .is_none_or(|bias| !bias.is_require_grad())
-    {
+    if attn_bias.as_ref().is_none_or(|bias| !bias.is_tracked()) {
         let d = query.dims()[3];
         let rule = super::flex_route::ScoreRule {
             scale: options.scale.unwrap_or(1.0 / (d as f64).sqrt()) as f32,
