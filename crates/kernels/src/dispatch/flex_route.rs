@@ -56,9 +56,12 @@ pub fn on_flex<const D: usize>(x: &Tensor<D>) -> bool {
 
 /// [`on_flex`] in `dtype`.
 fn on_flex_in<const D: usize>(x: &Tensor<D>, dtype: DType) -> bool {
-    x.dtype() == dtype
-        && matches!(x.device().inner().as_dispatch(), DispatchDevice::Flex(_))
-        && x.dims().iter().all(|&d| d > 0)
+    x.dtype() == dtype && is_flex(x.device()) && x.dims().iter().all(|&d| d > 0)
+}
+
+/// Whether `device` is a flex device (with or without autodiff).
+fn is_flex(device: Device) -> bool {
+    matches!(device.inner().as_dispatch(), DispatchDevice::Flex(_))
 }
 
 /// Whether `conv` reads an input of `[_, _, h, w]` rounded to bf16 as it is, in this
@@ -523,12 +526,8 @@ impl DrawnDropout {
     /// A draw of `dropout` from `device`'s generator, where it drops anything on a flex
     /// `device` (in training, on an autodiff device, a probability above 0, as Burn's layer).
     pub(crate) fn draw(dropout: &Dropout, device: &Device) -> Option<Self> {
-        let on_flex = matches!(
-            device.clone().inner().as_dispatch(),
-            DispatchDevice::Flex(_)
-        );
         let drops = dropout.training.is_enabled() && device.is_autodiff() && dropout.prob > 0.0;
-        (on_flex && drops).then(|| Self {
+        (drops && is_flex(device.clone())).then(|| Self {
             prob: dropout.prob,
             seed: dropout_seed(device),
         })

@@ -68,18 +68,16 @@ struct Operand<'a> {
 
 impl<'a> Operand<'a> {
     fn rows(values: &'a [f32], lead: usize) -> Self {
-        let transposed = false;
         Self {
             values,
             lead,
-            transposed,
+            transposed: false,
         }
     }
 
     fn transposed(values: &'a [f32], lead: usize) -> Self {
-        let transposed = true;
         Self {
-            transposed,
+            transposed: true,
             ..Self::rows(values, lead)
         }
     }

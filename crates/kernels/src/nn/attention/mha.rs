@@ -223,17 +223,11 @@ impl MultiHeadAttention {
 
     /// `scores` with `min_float` where either mask is `true` (the padding mask over every query,
     /// the attention mask over every head).
-    fn masked(&self, mut scores: Tensor<4>, masks: AttentionMasks) -> Tensor<4> {
-        let min_float = self.inner.min_float;
-        if let Some(mask) = masks.pad {
-            let [batch, seq_2] = mask.dims();
-            scores = scores.mask_fill(mask.reshape([batch, 1, 1, seq_2]), min_float);
+    fn masked(&self, scores: Tensor<4>, masks: AttentionMasks) -> Tensor<4> {
+        match masks.joined(scores.dims()[2]) {
+            Some(mask) => scores.mask_fill(mask, self.inner.min_float),
+            None => scores,
         }
-        if let Some(mask) = masks.attn {
-            let [batch, seq_1, seq_2] = mask.dims();
-            scores = scores.mask_fill(mask.reshape([batch, 1, seq_1, seq_2]), min_float);
-        }
-        scores
     }
 }
 
